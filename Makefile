@@ -1,0 +1,55 @@
+# Quire's build. `make run` starts a single-node dev broker; `make test` is
+# what CI runs (.ci/run): vet, the unit tests with -race, and the end-to-end
+# script. Everything it needs is installed into ./bin at pinned versions.
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+GRPCURL_VERSION := v1.9.3
+GRPCURL   := $(BIN)/grpcurl
+PKGS      := ./...
+TEST_TIMEOUT ?= 12m
+FUZZTIME  ?= 20s
+
+.PHONY: all build run test unit e2e vet bench fuzz proto verify docs tools clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/quire ./cmd/quire
+
+run: build
+	$(BIN)/quire server --dev
+
+test: tools vet unit e2e
+
+unit:
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+e2e: build tools
+	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
+
+vet:
+	$(GO) vet $(PKGS)
+
+tools: $(GRPCURL)
+
+$(GRPCURL):
+	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+proto:
+	scripts/genproto.sh
+
+docs:
+	$(GO) test ./broker -run TestBrokerConfigDocs -update-docs
+
+verify:
+	scripts/verify.sh
+
+clean:
+	rm -f $(BIN)/quire

@@ -1,0 +1,315 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/metadata"
+)
+
+// adminService implements quire.v1.Admin. Writes are checked here, then
+// forwarded to the controller; the call returns once this broker's view
+// of the metadata includes the change.
+type adminService struct {
+	quirev1.UnimplementedAdminServer
+	b *Broker
+}
+
+// maxTopicNameLen is Kafka's limit.
+const maxTopicNameLen = 249
+
+// validateTopicName applies Kafka's rule: [a-zA-Z0-9._-], 1 to 249
+// characters, not "." or "..".
+func validateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: topic name is empty", ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: topic name cannot be %q", ErrInvalidTopic, name)
+	case len(name) > maxTopicNameLen:
+		return fmt.Errorf("%w: topic name is %d characters, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: topic name %q has %q; only ASCII letters, digits, '.', '_' and '-' are allowed", ErrInvalidTopic, name, c)
+		}
+	}
+	return nil
+}
+
+func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
+	b := s.b
+	if err := validateTopicName(req.Name); err != nil {
+		return nil, toStatus(err)
+	}
+	partitions := b.cfg.NumPartitions
+	if req.Partitions != nil {
+		if *req.Partitions <= 0 {
+			return nil, toStatus(fmt.Errorf("%w: topic %q: partitions must be positive, got %d", ErrInvalidPartitions, req.Name, *req.Partitions))
+		}
+		partitions = *req.Partitions
+	}
+	rf := int32(b.cfg.DefaultReplicationFactor)
+	if req.ReplicationFactor != nil {
+		if *req.ReplicationFactor <= 0 || *req.ReplicationFactor > math.MaxInt16 {
+			return nil, toStatus(fmt.Errorf("%w: topic %q: replication factor must be between 1 and %d, got %d",
+				ErrInvalidReplicationFactor, req.Name, math.MaxInt16, *req.ReplicationFactor))
+		}
+		rf = *req.ReplicationFactor
+	}
+	img := b.cluster.image()
+	if live := liveBrokers(img); int(rf) > live {
+		return nil, toStatus(fmt.Errorf("%w: topic %q: replication factor %d is larger than the %d live broker(s)",
+			ErrInvalidReplicationFactor, req.Name, rf, live))
+	}
+	if err := validateTopicConfigs(req.Configs); err != nil {
+		return nil, toStatus(fmt.Errorf("topic %q: %w", req.Name, err))
+	}
+	if _, ok := img.Topic(req.Name); ok {
+		return nil, toStatus(fmt.Errorf("%w: topic %q", metadata.ErrTopicExists, req.Name))
+	}
+	if req.ValidateOnly {
+		return &quirev1.CreateTopicResponse{Topic: &quirev1.TopicDescription{Name: req.Name, Configs: req.Configs}}, nil
+	}
+	info, err := b.cluster.createTopic(ctx, metadata.TopicSpec{
+		Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs,
+	})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("create topic %q: %w", req.Name, err))
+	}
+	b.logger.Info("created topic", "topic", req.Name, "partitions", partitions, "replication_factor", rf)
+	img, err = b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
+		t, ok := img.Topic(req.Name)
+		return ok && t.ID == info.ID
+	})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("create topic %q: waiting for the metadata: %w", req.Name, err))
+	}
+	t, _ := img.Topic(req.Name)
+	return &quirev1.CreateTopicResponse{Topic: b.describeTopic(t)}, nil
+}
+
+func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
+	b := s.b
+	if err := validateTopicName(req.Name); err != nil {
+		return nil, toStatus(err)
+	}
+	if !b.cfg.DeleteTopicEnable {
+		return nil, toStatus(fmt.Errorf("%w: topic deletion is disabled (delete.topic.enable=false)", ErrPolicyViolation))
+	}
+	if _, ok := b.cluster.image().Topic(req.Name); !ok {
+		return nil, toStatus(unknownTopic(req.Name))
+	}
+	if err := b.cluster.deleteTopic(ctx, req.Name); err != nil {
+		return nil, toStatus(fmt.Errorf("delete topic %q: %w", req.Name, err))
+	}
+	b.logger.Info("deleted topic", "topic", req.Name)
+	if _, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(req.Name); return !ok }); err != nil {
+		return nil, toStatus(fmt.Errorf("delete topic %q: waiting for the metadata: %w", req.Name, err))
+	}
+	return &quirev1.DeleteTopicResponse{}, nil
+}
+
+func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRequest) (*quirev1.ListTopicsResponse, error) {
+	resp := &quirev1.ListTopicsResponse{}
+	for _, t := range s.b.cluster.image().Topics() {
+		rf := 0
+		if len(t.Partitions) > 0 {
+			rf = len(t.Partitions[0].Replicas)
+		}
+		resp.Topics = append(resp.Topics, &quirev1.TopicListing{
+			Name: t.Name, TopicId: t.ID, Partitions: int32(len(t.Partitions)), ReplicationFactor: int32(rf),
+		})
+	}
+	return resp, nil
+}
+
+func (s *adminService) DescribeTopics(ctx context.Context, req *quirev1.DescribeTopicsRequest) (*quirev1.DescribeTopicsResponse, error) {
+	img := s.b.cluster.image()
+	resp := &quirev1.DescribeTopicsResponse{}
+	if len(req.Names) == 0 {
+		for _, t := range img.Topics() {
+			resp.Topics = append(resp.Topics, s.b.describeTopic(t))
+		}
+		return resp, nil
+	}
+	for _, name := range req.Names {
+		t, ok := img.Topic(name)
+		if !ok {
+			return nil, toStatus(unknownTopic(name))
+		}
+		resp.Topics = append(resp.Topics, s.b.describeTopic(t))
+	}
+	return resp, nil
+}
+
+// describeTopic adds the offsets of the replicas this broker leads.
+func (b *Broker) describeTopic(t metadata.TopicInfo) *quirev1.TopicDescription {
+	d := &quirev1.TopicDescription{Name: t.Name, TopicId: t.ID, Configs: t.Configs}
+	for _, p := range t.Partitions {
+		pd := &quirev1.PartitionDescription{
+			Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: p.Replicas, Isr: p.ISR,
+			LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1,
+		}
+		if part, ok := b.rm.partition(t.Name, p.Partition); ok && part.state().leader {
+			pd.LogStartOffset = part.log.LogStartOffset()
+			pd.HighWatermark = part.HighWatermark()
+			pd.LogEndOffset = part.log.LogEndOffset()
+		}
+		d.Partitions = append(d.Partitions, pd)
+	}
+	return d
+}
+
+func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
+	c := s.b.cluster
+	resp := &quirev1.DescribeClusterResponse{ClusterId: c.clusterID(), ControllerId: c.controllerID()}
+	for _, br := range c.image().Brokers() {
+		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
+			Id: br.ID, Address: br.Addr, Rack: br.Rack, Fenced: br.Fenced, Controller: c.isVoter(br.ID),
+		})
+	}
+	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
+	return resp, nil
+}
+
+func (s *adminService) DescribeConfigs(ctx context.Context, req *quirev1.DescribeConfigsRequest) (*quirev1.DescribeConfigsResponse, error) {
+	t, ok := s.b.cluster.image().Topic(req.Topic)
+	if !ok {
+		return nil, toStatus(unknownTopic(req.Topic))
+	}
+	return &quirev1.DescribeConfigsResponse{Configs: s.b.cluster.defaults.describe(t.Configs)}, nil
+}
+
+func (s *adminService) AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
+	b := s.b
+	if _, ok := b.cluster.image().Topic(req.Topic); !ok {
+		return nil, toStatus(unknownTopic(req.Topic))
+	}
+	if len(req.Set) == 0 && len(req.Delete) == 0 {
+		return nil, toStatus(fmt.Errorf("%w: nothing to set or delete", ErrInvalidRequest))
+	}
+	if err := validateTopicConfigs(req.Set); err != nil {
+		return nil, toStatus(fmt.Errorf("topic %q: %w", req.Topic, err))
+	}
+	for _, k := range req.Delete {
+		if _, ok := topicKeyIndex[k]; !ok {
+			return nil, toStatus(fmt.Errorf("topic %q: %w: unknown topic config %q", req.Topic, ErrInvalidConfig, k))
+		}
+		if _, ok := req.Set[k]; ok {
+			return nil, toStatus(fmt.Errorf("topic %q: %w: %q is both set and deleted", req.Topic, ErrInvalidConfig, k))
+		}
+	}
+	if req.ValidateOnly {
+		return &quirev1.AlterConfigsResponse{}, nil
+	}
+	if err := b.cluster.alterConfigs(ctx, req.Topic, req.Set, req.Delete); err != nil {
+		return nil, toStatus(fmt.Errorf("alter configs of topic %q: %w", req.Topic, err))
+	}
+	b.logger.Info("altered topic configs", "topic", req.Topic, "set", req.Set, "delete", req.Delete)
+	_, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
+		t, ok := img.Topic(req.Topic)
+		if !ok {
+			return true
+		}
+		for k, v := range req.Set {
+			if t.Configs[k] != v {
+				return false
+			}
+		}
+		for _, k := range req.Delete {
+			if _, ok := t.Configs[k]; ok {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("alter configs of topic %q: waiting for the metadata: %w", req.Topic, err))
+	}
+	return &quirev1.AlterConfigsResponse{}, nil
+}
+
+func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
+	b := s.b
+	t, ok := b.cluster.image().Topic(req.Topic)
+	if !ok {
+		return nil, toStatus(unknownTopic(req.Topic))
+	}
+	if int(req.TotalCount) <= len(t.Partitions) {
+		return nil, toStatus(fmt.Errorf("%w: topic %q has %d partitions; the new total %d must be larger",
+			ErrInvalidPartitions, req.Topic, len(t.Partitions), req.TotalCount))
+	}
+	if req.ValidateOnly {
+		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(t)}, nil
+	}
+	if err := b.cluster.createPartitions(ctx, req.Topic, req.TotalCount); err != nil {
+		return nil, toStatus(fmt.Errorf("create partitions of topic %q: %w", req.Topic, err))
+	}
+	b.logger.Info("created partitions", "topic", req.Topic, "total", req.TotalCount)
+	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
+		t, ok := img.Topic(req.Topic)
+		return !ok || len(t.Partitions) >= int(req.TotalCount)
+	})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("create partitions of topic %q: waiting for the metadata: %w", req.Topic, err))
+	}
+	t, ok = img.Topic(req.Topic)
+	if !ok {
+		return nil, toStatus(unknownTopic(req.Topic))
+	}
+	return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(t)}, nil
+}
+
+// metadataService implements quire.v1.Metadata.
+type metadataService struct {
+	quirev1.UnimplementedMetadataServer
+	b *Broker
+}
+
+func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	b := s.b
+	img := b.cluster.image()
+	resp := &quirev1.GetMetadataResponse{ClusterId: b.cluster.clusterID(), ControllerId: b.cluster.controllerID()}
+	var topics []metadata.TopicInfo
+	var missing []*quirev1.TopicMetadata
+	if len(req.Topics) == 0 {
+		topics = img.Topics()
+	}
+	for _, name := range req.Topics {
+		t, ok := img.Topic(name)
+		if !ok && req.AllowAutoTopicCreation && b.cfg.AutoCreateTopicsEnable {
+			var err error
+			if t, err = b.autoCreateTopic(ctx, name); err != nil {
+				missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(err)})
+				continue
+			}
+			img = b.cluster.image()
+			ok = true
+		}
+		if !ok {
+			missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(unknownTopic(name))})
+			continue
+		}
+		topics = append(topics, t)
+	}
+	for _, br := range img.Brokers() {
+		resp.Brokers = append(resp.Brokers, &quirev1.Broker{Id: br.ID, Address: br.Addr, Rack: br.Rack, Fenced: br.Fenced})
+	}
+	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
+	for _, t := range topics {
+		tm := &quirev1.TopicMetadata{Name: t.Name, TopicId: t.ID}
+		for _, p := range t.Partitions {
+			tm.Partitions = append(tm.Partitions, &quirev1.PartitionMetadata{
+				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
+			})
+		}
+		resp.Topics = append(resp.Topics, tm)
+	}
+	resp.Topics = append(resp.Topics, missing...)
+	return resp, nil
+}

@@ -1,0 +1,253 @@
+// Package broker is a Quire node: the gRPC server (quire.v1 Admin,
+// Producer, Consumer and Metadata, plus health, reflection and the internal
+// raft and controller services on the same port), the replica manager that
+// hosts partition logs, and the background work (retention, flushes,
+// checkpoints).
+//
+// A node learns which replicas to host from the metadata image (see
+// metadata_glue.go); every other file speaks to the storage engine and to
+// clients.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/partitioner"
+	"github.com/quirelog/quire/storage"
+)
+
+// Broker is one running node.
+type Broker struct {
+	cfg    Config
+	logger hclog.Logger
+
+	storage *storage.Manager
+	rm      *ReplicaManager
+	cluster *cluster
+	sticky  *partitioner.Sticky
+
+	lis    net.Listener
+	server *grpc.Server
+	health *health.Server
+
+	stop      chan struct{}
+	bg        sync.WaitGroup
+	served    chan struct{}
+	startOnce sync.Once
+	shutOnce  sync.Once
+	shutErr   error
+}
+
+// New checks cfg and opens the data directory (recovering the logs).
+// Nothing listens until Start.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.logger()
+	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("broker: open data dir: %w", err)
+	}
+	b := &Broker{
+		cfg:     cfg,
+		logger:  logger,
+		storage: sm,
+		sticky:  partitioner.NewSticky(0),
+		stop:    make(chan struct{}),
+		served:  make(chan struct{}),
+	}
+	b.rm = newReplicaManager(cfg.NodeID, sm, cfg.baseLogConfig(), logger.Named("replicas"))
+	b.cluster = newCluster(&b.cfg, logger, b.rm)
+	return b, nil
+}
+
+// Start listens, joins the metadata quorum and serves. It returns once the
+// server accepts connections; WaitReady tells when the broker has
+// registered and hosts its replicas.
+func (b *Broker) Start() error {
+	var err error
+	b.startOnce.Do(func() { err = b.start() })
+	return err
+}
+
+func (b *Broker) start() error {
+	lis, err := net.Listen("tcp", b.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("broker: listen: %w", err)
+	}
+	b.lis = lis
+	advertised := b.cfg.AdvertisedAddr
+	if advertised == "" {
+		advertised = advertisedFor(lis.Addr().(*net.TCPAddr))
+		b.cfg.AdvertisedAddr = advertised
+	}
+	b.server = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxRequestBytes(&b.cfg)),
+		grpc.MaxSendMsgSize(64<<20),
+	)
+	b.health = health.NewServer()
+	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(b.server, b.health)
+	reflection.Register(b.server)
+	quirev1.RegisterAdminServer(b.server, &adminService{b: b})
+	quirev1.RegisterProducerServer(b.server, &producerService{b: b})
+	quirev1.RegisterConsumerServer(b.server, &consumerService{b: b})
+	quirev1.RegisterMetadataServer(b.server, &metadataService{b: b})
+
+	b.cluster.register(b.server, advertised)
+	if err := b.cluster.open(advertised); err != nil {
+		_ = lis.Close()
+		return err
+	}
+	b.cluster.registerControllerService(b.server)
+
+	go func() {
+		defer close(b.served)
+		if err := b.server.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			b.logger.Error("grpc server stopped", "error", err)
+		}
+	}()
+	b.cluster.start(advertised)
+	b.startBackground()
+	go func() {
+		select {
+		case <-b.cluster.ready:
+			for _, svc := range []string{"", "quire.v1.Admin", "quire.v1.Producer", "quire.v1.Consumer", "quire.v1.Metadata"} {
+				b.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+			}
+		case <-b.stop:
+		}
+	}()
+	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", lis.Addr().String(),
+		"advertised", advertised, "data_dir", b.cfg.DataDir)
+	return nil
+}
+
+// advertisedFor is the address others dial when advertised.listeners is
+// unset: the bound address, or this host's name when bound to all
+// interfaces.
+func advertisedFor(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			return net.JoinHostPort(h, strconv.Itoa(a.Port))
+		}
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return a.String()
+}
+
+// maxRequestBytes lets the largest batch and its framing through.
+func maxRequestBytes(c *Config) int {
+	n := int(c.MessageMaxBytes) * 2
+	return max(n+1<<20, 8<<20)
+}
+
+// Addr returns the address the server listens on, after Start.
+func (b *Broker) Addr() string {
+	if b.lis == nil {
+		return ""
+	}
+	return b.lis.Addr().String()
+}
+
+// Config returns the configuration in use (with the advertised address
+// filled in after Start).
+func (b *Broker) Config() Config { return b.cfg }
+
+// Ready is closed once the broker has registered with the controller and
+// hosts its replicas; health checks answer SERVING from then on.
+func (b *Broker) Ready() <-chan struct{} { return b.cluster.ready }
+
+// WaitReady blocks until Ready or ctx ends.
+func (b *Broker) WaitReady(ctx context.Context) error {
+	select {
+	case <-b.cluster.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("broker: not ready: %w", ctx.Err())
+	}
+}
+
+// Shutdown stops the node cleanly: controlled shutdown with the
+// controller, no new calls (in-flight ones finish within ctx), the metadata
+// node, then a final flush and checkpoints and the clean-shutdown marker.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	b.shutOnce.Do(func() { b.shutErr = b.shutdown(ctx) })
+	return b.shutErr
+}
+
+func (b *Broker) shutdown(ctx context.Context) error {
+	b.logger.Info("broker shutting down")
+	var errs []error
+	close(b.stop)
+	if b.health != nil {
+		b.health.Shutdown()
+	}
+	if b.server != nil {
+		if err := b.cluster.shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		stopped := make(chan struct{})
+		go func() {
+			b.server.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			b.server.Stop()
+			<-stopped
+		}
+		<-b.served
+	}
+	b.bg.Wait()
+	if err := b.cluster.close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.storage.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close storage: %w", err))
+	}
+	b.logger.Info("broker stopped")
+	return errors.Join(errs...)
+}
+
+// startBackground runs retention, flushes and checkpoints until Shutdown.
+func (b *Broker) startBackground() {
+	b.every("retention", ms(b.cfg.LogRetentionCheckIntervalMs), b.storage.RunRetention)
+	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
+	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
+}
+
+func (b *Broker) every(name string, d time.Duration, fn func() error) {
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := fn(); err != nil {
+					b.logger.Error("background task failed", "task", name, "error", err)
+				}
+			case <-b.stop:
+				return
+			}
+		}
+	}()
+}

@@ -1,0 +1,343 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/quirelog/quire/storage"
+)
+
+// Config is everything a node needs. Every field but Logger has a Kafka-style
+// key (see configKeys); the key table is the single source of defaults,
+// documentation, `quire server --help` and docs/configuration.md.
+type Config struct {
+	// Identity and roles.
+	NodeID       int32    // node.id
+	ClusterID    string   // cluster.id
+	ProcessRoles []string // process.roles: "broker", "controller"
+	Rack         string   // broker.rack
+
+	// Network.
+	ListenAddr     string // listeners: host:port the gRPC server binds
+	AdvertisedAddr string // advertised.listeners: host:port others dial; "" = the bound address
+	// ControllerQuorumVoters is controller.quorum.voters, "id@host:port,...";
+	// empty on a single node means this node alone.
+	ControllerQuorumVoters string
+
+	// Storage.
+	DataDir        string // log.dirs
+	MetadataLogDir string // metadata.log.dir; "" = <log.dirs>/__quire_metadata
+
+	// Topic defaults (topic keys without the "log." prefix override them).
+	NumPartitions               int32 // num.partitions
+	DefaultReplicationFactor    int16 // default.replication.factor
+	AutoCreateTopicsEnable      bool  // auto.create.topics.enable
+	DeleteTopicEnable           bool  // delete.topic.enable
+	MessageMaxBytes             int32 // message.max.bytes
+	MinInsyncReplicas           int32 // min.insync.replicas
+	LogRetentionHours           int64 // log.retention.hours
+	LogRetentionMs              int64 // log.retention.ms; 0 = use hours, -1 = keep forever
+	LogRetentionBytes           int64 // log.retention.bytes; -1 = no size limit
+	LogSegmentBytes             int64 // log.segment.bytes
+	LogRollHours                int64 // log.roll.hours
+	LogRollMs                   int64 // log.roll.ms; 0 = use hours
+	LogIndexIntervalBytes       int32 // log.index.interval.bytes
+	LogIndexSizeMaxBytes        int32 // log.index.size.max.bytes
+	LogFlushIntervalMessages    int64 // log.flush.interval.messages
+	LogFlushIntervalMs          int64 // log.flush.interval.ms
+	LogCleanupPolicy            string
+	LogRetentionCheckIntervalMs int64 // log.retention.check.interval.ms
+
+	// Background work.
+	LogFlushSchedulerIntervalMs        int64 // log.flush.scheduler.interval.ms
+	LogFlushOffsetCheckpointIntervalMs int64 // log.flush.offset.checkpoint.interval.ms
+
+	// Cluster membership.
+	BrokerHeartbeatIntervalMs int64 // broker.heartbeat.interval.ms
+	BrokerSessionTimeoutMs    int64 // broker.session.timeout.ms
+
+	// Logging.
+	LogLevel string // log.level
+
+	// Logger receives every log line; nil means a new hclog logger at
+	// LogLevel on stderr.
+	Logger hclog.Logger
+
+	// RaftHeartbeatTimeout shortens the metadata quorum's raft timeouts
+	// (election, lease and commit follow it); zero keeps raft's defaults.
+	// Tests set it; it has no key.
+	RaftHeartbeatTimeout time.Duration
+}
+
+// DefaultConfig returns Kafka's defaults, for a node that is both the only
+// controller and a broker, listening on every interface at port 9092.
+func DefaultConfig() Config {
+	var c Config
+	for _, k := range configKeys {
+		if err := k.set(&c, k.def); err != nil {
+			panic(fmt.Sprintf("broker: default for %s: %v", k.name, err))
+		}
+	}
+	return c
+}
+
+// DevConfig returns a single-node configuration for development: data in
+// dataDir, listening on 127.0.0.1:9092, topics created on first use.
+func DevConfig(dataDir string) Config {
+	c := DefaultConfig()
+	c.DataDir = dataDir
+	c.ListenAddr = "127.0.0.1:9092"
+	c.AutoCreateTopicsEnable = true
+	return c
+}
+
+// Set sets one key from its string form, as in a config file, an
+// environment variable or `--set key=value`.
+func (c *Config) Set(key, value string) error {
+	k, ok := configKeyIndex[key]
+	if !ok {
+		return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
+	}
+	if err := k.set(c, strings.TrimSpace(value)); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, key, value, err)
+	}
+	return nil
+}
+
+// Get returns the string form of one key.
+func (c *Config) Get(key string) (string, bool) {
+	k, ok := configKeyIndex[key]
+	if !ok {
+		return "", false
+	}
+	return k.get(c), true
+}
+
+// LoadFile applies a YAML config file: a flat map of keys to values, e.g.
+//
+//	num.partitions: 3
+//	log.dirs: /var/lib/quire
+func (c *Config) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("broker: read config: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, path, err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var s string
+		switch v := m[k].(type) {
+		case nil:
+			s = ""
+		case []any:
+			parts := make([]string, len(v))
+			for i, p := range v {
+				parts[i] = fmt.Sprint(p)
+			}
+			s = strings.Join(parts, ",")
+		default:
+			s = fmt.Sprint(v)
+		}
+		if err := c.Set(k, s); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// EnvName is the environment variable for a key: QUIRE_ and the key
+// upper-cased with dots as underscores (num.partitions → QUIRE_NUM_PARTITIONS).
+func EnvName(key string) string {
+	return "QUIRE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
+}
+
+// LoadEnv applies every key whose environment variable lookup finds.
+func (c *Config) LoadEnv(lookup func(string) (string, bool)) error {
+	for _, k := range configKeys {
+		if v, ok := lookup(EnvName(k.name)); ok {
+			if err := c.Set(k.name, v); err != nil {
+				return fmt.Errorf("%s: %w", EnvName(k.name), err)
+			}
+		}
+	}
+	return nil
+}
+
+// IsController reports whether process.roles includes controller.
+func (c *Config) IsController() bool { return hasRole(c.ProcessRoles, "controller") }
+
+func hasRole(roles []string, r string) bool {
+	for _, x := range roles {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// voter is one entry of controller.quorum.voters.
+type voter struct {
+	ID   int32
+	Addr string
+}
+
+func parseVoters(s string) ([]voter, error) {
+	var out []voter
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		id, addr, ok := strings.Cut(part, "@")
+		if !ok {
+			return nil, fmt.Errorf("voter %q: want id@host:port", part)
+		}
+		n, err := strconv.ParseInt(id, 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("voter %q: bad id", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("voter %q: %v", part, err)
+		}
+		out = append(out, voter{ID: int32(n), Addr: addr})
+	}
+	return out, nil
+}
+
+// Validate checks the configuration as a whole.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+	}
+	if c.NodeID < 0 {
+		bad("node.id", "must be >= 0")
+	}
+	if c.DataDir == "" {
+		bad("log.dirs", "must be set")
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+		bad("listeners", "%v", err)
+	}
+	if c.AdvertisedAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertisedAddr); err != nil {
+			bad("advertised.listeners", "%v", err)
+		}
+	}
+	if len(c.ProcessRoles) == 0 {
+		bad("process.roles", "must name broker and/or controller")
+	}
+	for _, r := range c.ProcessRoles {
+		if r != "broker" && r != "controller" {
+			bad("process.roles", "unknown role %q", r)
+		}
+	}
+	if !hasRole(c.ProcessRoles, "broker") {
+		bad("process.roles", "a node without the broker role is not supported yet")
+	}
+	voters, err := parseVoters(c.ControllerQuorumVoters)
+	if err != nil {
+		bad("controller.quorum.voters", "%v", err)
+	}
+	if len(voters) == 0 && !c.IsController() {
+		bad("controller.quorum.voters", "must be set when this node is not a controller")
+	}
+	if c.IsController() && len(voters) > 0 {
+		found := false
+		for _, v := range voters {
+			found = found || v.ID == c.NodeID
+		}
+		if !found {
+			bad("controller.quorum.voters", "node.id %d has the controller role but is not a voter", c.NodeID)
+		}
+	}
+	if c.NumPartitions <= 0 {
+		bad("num.partitions", "must be positive")
+	}
+	if c.DefaultReplicationFactor <= 0 {
+		bad("default.replication.factor", "must be positive")
+	}
+	if c.MessageMaxBytes <= 0 {
+		bad("message.max.bytes", "must be positive")
+	}
+	if c.MinInsyncReplicas <= 0 {
+		bad("min.insync.replicas", "must be positive")
+	}
+	if c.LogRetentionCheckIntervalMs <= 0 {
+		bad("log.retention.check.interval.ms", "must be positive")
+	}
+	if c.LogFlushSchedulerIntervalMs <= 0 {
+		bad("log.flush.scheduler.interval.ms", "must be positive")
+	}
+	if c.LogFlushOffsetCheckpointIntervalMs <= 0 {
+		bad("log.flush.offset.checkpoint.interval.ms", "must be positive")
+	}
+	if c.BrokerHeartbeatIntervalMs <= 0 || c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
+		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms, which must be positive")
+	}
+	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+		bad("log.level", "unknown level %q", c.LogLevel)
+	}
+	// The broker-level topic defaults must be valid topic configs.
+	if _, err := c.topicDefaults().resolve(nil); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// metadataDir is where raft and the metadata image live.
+func (c *Config) metadataDir() string {
+	if c.MetadataLogDir != "" {
+		return c.MetadataLogDir
+	}
+	return filepath.Join(c.DataDir, "__quire_metadata")
+}
+
+func (c *Config) retentionMs() int64 {
+	if c.LogRetentionMs != 0 {
+		return c.LogRetentionMs
+	}
+	return c.LogRetentionHours * int64(time.Hour/time.Millisecond)
+}
+
+func (c *Config) rollMs() int64 {
+	if c.LogRollMs != 0 {
+		return c.LogRollMs
+	}
+	return c.LogRollHours * int64(time.Hour/time.Millisecond)
+}
+
+func (c *Config) logger() hclog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "quire", Level: hclog.LevelFromString(c.LogLevel)})
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// baseLogConfig is the storage configuration every log starts from before
+// topic overrides.
+func (c *Config) baseLogConfig() storage.LogConfig {
+	lc := storage.DefaultLogConfig()
+	lc.IndexIntervalBytes = c.LogIndexIntervalBytes
+	lc.SegmentIndexBytes = c.LogIndexSizeMaxBytes
+	return lc
+}

@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// configKey is one node configuration key: its Kafka name, default, one
+// line of documentation and how to read and write it on a Config.
+type configKey struct {
+	name    string
+	def     string
+	doc     string
+	section string
+	set     func(c *Config, v string) error
+	get     func(c *Config) string
+}
+
+func int64Key(section, name, def, doc string, field func(*Config) *int64, min int64) configKey {
+	return configKey{name: name, def: def, doc: doc, section: section,
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 64)
+			if err != nil {
+				return err
+			}
+			if n < min {
+				return fmt.Errorf("must be >= %d", min)
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
+	}
+}
+
+func int32Key(section, name, def, doc string, field func(*Config) *int32, min int64) configKey {
+	return configKey{name: name, def: def, doc: doc, section: section,
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 32)
+			if err != nil {
+				return err
+			}
+			if n < min {
+				return fmt.Errorf("must be >= %d", min)
+			}
+			*field(c) = int32(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(int64(*field(c)), 10) },
+	}
+}
+
+func boolKey(section, name, def, doc string, field func(*Config) *bool) configKey {
+	return configKey{name: name, def: def, doc: doc, section: section,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			*field(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
+}
+
+func stringKey(section, name, def, doc string, field func(*Config) *string, check func(string) error) configKey {
+	return configKey{name: name, def: def, doc: doc, section: section,
+		set: func(c *Config, v string) error {
+			if check != nil {
+				if err := check(v); err != nil {
+					return err
+				}
+			}
+			*field(c) = v
+			return nil
+		},
+		get: func(c *Config) string { return *field(c) },
+	}
+}
+
+// parseInt accepts Kafka's spelling of "no limit" for longs as well as
+// plain integers.
+func parseInt(v string, bits int) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+	if err != nil {
+		return 0, fmt.Errorf("want an integer")
+	}
+	return n, nil
+}
+
+// stripScheme turns Kafka's "PLAINTEXT://host:port" into "host:port" and
+// keeps only the first listener of a list.
+func stripScheme(v string) string {
+	v, _, _ = strings.Cut(v, ",")
+	if _, rest, ok := strings.Cut(v, "://"); ok {
+		return rest
+	}
+	return v
+}
+
+func checkHostPort(v string) error {
+	if v == "" {
+		return nil
+	}
+	_, _, err := net.SplitHostPort(stripScheme(v))
+	return err
+}
+
+var maxLong = strconv.FormatInt(math.MaxInt64, 10)
+
+// configKeys lists every node key in the order the docs show them.
+var configKeys = []configKey{
+	int32Key("node", "node.id", "1", "Unique id of this node in the cluster.",
+		func(c *Config) *int32 { return &c.NodeID }, 0),
+	stringKey("node", "cluster.id", "quire", "Name of the cluster; a node refuses to join metadata of another cluster.",
+		func(c *Config) *string { return &c.ClusterID }, nil),
+	{name: "process.roles", def: "broker,controller", section: "node",
+		doc: "Roles of this node: broker (hosts partitions), controller (votes in the metadata quorum), or both.",
+		set: func(c *Config, v string) error {
+			c.ProcessRoles = nil
+			for _, r := range strings.Split(v, ",") {
+				if r = strings.TrimSpace(r); r != "" {
+					c.ProcessRoles = append(c.ProcessRoles, r)
+				}
+			}
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(c.ProcessRoles, ",") }},
+	stringKey("node", "broker.rack", "", "Rack of this broker, used to spread replicas.",
+		func(c *Config) *string { return &c.Rack }, nil),
+	{name: "listeners", def: "0.0.0.0:9092", section: "network",
+		doc: "host:port the gRPC server listens on (a PLAINTEXT:// prefix is accepted); port 0 picks a free port.",
+		set: func(c *Config, v string) error {
+			if err := checkHostPort(v); err != nil || v == "" {
+				return fmt.Errorf("want host:port")
+			}
+			c.ListenAddr = stripScheme(v)
+			return nil
+		},
+		get: func(c *Config) string { return c.ListenAddr }},
+	{name: "advertised.listeners", def: "", section: "network",
+		doc: "host:port other nodes and clients dial; empty means the address the server is bound to.",
+		set: func(c *Config, v string) error {
+			if err := checkHostPort(v); err != nil {
+				return fmt.Errorf("want host:port")
+			}
+			c.AdvertisedAddr = stripScheme(v)
+			return nil
+		},
+		get: func(c *Config) string { return c.AdvertisedAddr }},
+	stringKey("network", "controller.quorum.voters", "", "Metadata quorum as id@host:port,...; empty on a single node means this node alone.",
+		func(c *Config) *string { return &c.ControllerQuorumVoters },
+		func(v string) error { _, err := parseVoters(v); return err }),
+	{name: "log.dirs", def: "/var/lib/quire", section: "storage",
+		doc: "Directory holding partition logs and checkpoints (one directory; the first of a list is used).",
+		set: func(c *Config, v string) error {
+			v, _, _ = strings.Cut(v, ",")
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("must not be empty")
+			}
+			c.DataDir = strings.TrimSpace(v)
+			return nil
+		},
+		get: func(c *Config) string { return c.DataDir }},
+	stringKey("storage", "metadata.log.dir", "", "Directory for the raft log and metadata image; empty means <log.dirs>/__quire_metadata.",
+		func(c *Config) *string { return &c.MetadataLogDir }, nil),
+	int32Key("topics", "num.partitions", "1", "Partitions of a topic created without a count (and of auto-created topics).",
+		func(c *Config) *int32 { return &c.NumPartitions }, 1),
+	{name: "default.replication.factor", def: "1", section: "topics",
+		doc: "Replication factor of a topic created without one.",
+		set: func(c *Config, v string) error {
+			n, err := parseInt(v, 16)
+			if err != nil || n < 1 {
+				return fmt.Errorf("want a positive integer")
+			}
+			c.DefaultReplicationFactor = int16(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) }},
+	boolKey("topics", "auto.create.topics.enable", "true", "Create a topic on first produce or metadata request that names it.",
+		func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
+	boolKey("topics", "delete.topic.enable", "true", "Allow topics to be deleted.",
+		func(c *Config) *bool { return &c.DeleteTopicEnable }),
+	int32Key("topics", "message.max.bytes", "1048588", "Largest record batch accepted; default of the topic key max.message.bytes.",
+		func(c *Config) *int32 { return &c.MessageMaxBytes }, 1),
+	int32Key("topics", "min.insync.replicas", "1", "Fewest in-sync replicas for an acks=all produce to be accepted; topic key of the same name.",
+		func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1),
+	int64Key("topics", "log.retention.hours", "168", "Hours to keep a segment after its last write; default of retention.ms.",
+		func(c *Config) *int64 { return &c.LogRetentionHours }, 0),
+	int64Key("topics", "log.retention.ms", "0", "Milliseconds to keep a segment; 0 means use log.retention.hours, -1 keeps forever.",
+		func(c *Config) *int64 { return &c.LogRetentionMs }, -1),
+	int64Key("topics", "log.retention.bytes", "-1", "Largest size of a partition before old segments are deleted; -1 is no limit. Default of retention.bytes.",
+		func(c *Config) *int64 { return &c.LogRetentionBytes }, -1),
+	int64Key("topics", "log.segment.bytes", "1073741824", "Size at which a segment is rolled; default of segment.bytes.",
+		func(c *Config) *int64 { return &c.LogSegmentBytes }, 14),
+	int64Key("topics", "log.roll.hours", "168", "Age at which a segment is rolled; default of segment.ms.",
+		func(c *Config) *int64 { return &c.LogRollHours }, 1),
+	int64Key("topics", "log.roll.ms", "0", "Age in milliseconds at which a segment is rolled; 0 means use log.roll.hours.",
+		func(c *Config) *int64 { return &c.LogRollMs }, 0),
+	int32Key("topics", "log.index.interval.bytes", "4096", "Bytes of log between two entries of the offset index.",
+		func(c *Config) *int32 { return &c.LogIndexIntervalBytes }, 0),
+	int32Key("topics", "log.index.size.max.bytes", "10485760", "Largest size of an offset or time index file.",
+		func(c *Config) *int32 { return &c.LogIndexSizeMaxBytes }, 4),
+	int64Key("topics", "log.flush.interval.messages", maxLong, "Messages appended to a partition before it is fsynced; default of flush.messages.",
+		func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1),
+	int64Key("topics", "log.flush.interval.ms", maxLong, "Milliseconds a write may stay unsynced; default of flush.ms.",
+		func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0),
+	stringKey("topics", "log.cleanup.policy", "delete", "Default of cleanup.policy (only delete is supported).",
+		func(c *Config) *string { return &c.LogCleanupPolicy }, checkCleanupPolicy),
+	int64Key("background", "log.retention.check.interval.ms", "300000", "How often retention deletes old segments.",
+		func(c *Config) *int64 { return &c.LogRetentionCheckIntervalMs }, 1),
+	int64Key("background", "log.flush.scheduler.interval.ms", "1000", "How often partitions are checked against flush.ms and flush.messages.",
+		func(c *Config) *int64 { return &c.LogFlushSchedulerIntervalMs }, 1),
+	int64Key("background", "log.flush.offset.checkpoint.interval.ms", "60000", "How often recovery point, high watermark and log start checkpoints are written.",
+		func(c *Config) *int64 { return &c.LogFlushOffsetCheckpointIntervalMs }, 1),
+	int64Key("cluster", "broker.heartbeat.interval.ms", "2000", "How often a broker heartbeats to the controller.",
+		func(c *Config) *int64 { return &c.BrokerHeartbeatIntervalMs }, 1),
+	int64Key("cluster", "broker.session.timeout.ms", "9000", "Silence after which the controller fences a broker.",
+		func(c *Config) *int64 { return &c.BrokerSessionTimeoutMs }, 1),
+	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",
+		func(c *Config) *string { return &c.LogLevel }, nil),
+}
+
+var configKeyIndex = func() map[string]configKey {
+	m := make(map[string]configKey, len(configKeys))
+	for _, k := range configKeys {
+		if _, dup := m[k.name]; dup {
+			panic("broker: duplicate config key " + k.name)
+		}
+		m[k.name] = k
+	}
+	return m
+}()
+
+// ConfigHelp is the key list shown by `quire server --help`.
+func ConfigHelp() string {
+	var b strings.Builder
+	b.WriteString("Configuration keys (YAML file, --set key=value, or env QUIRE_KEY_NAME):\n")
+	for _, k := range configKeys {
+		def := k.def
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(&b, "  %-40s %s (default %s)\n", k.name, k.doc, def)
+	}
+	b.WriteString("\nTopic keys (CreateTopic configs, AlterConfigs):\n")
+	for _, k := range topicKeys {
+		fmt.Fprintf(&b, "  %-40s %s (default %s, from %s)\n", k.name, k.doc, k.kafkaDefault, k.brokerKey)
+	}
+	return b.String()
+}
+
+// ConfigMarkdown renders docs/configuration.md.
+func ConfigMarkdown() string {
+	var b strings.Builder
+	b.WriteString(`# Configuration
+
+<!-- Generated from broker/configkeys.go and broker/topicconfig.go by
+     "make docs"; a test fails when this file is out of date. -->
+
+A node reads its configuration, later sources winning, from:
+
+1. the defaults below (` + "`quire server --dev`" + ` starts from development
+   defaults instead: ` + "`log.dirs=./quire-data`, `listeners=127.0.0.1:9092`, `auto.create.topics.enable=true`" + `);
+2. a YAML file given with ` + "`--config FILE`" + `, a flat map of keys to values:
+
+   ` + "```yaml" + `
+   log.dirs: /var/lib/quire
+   num.partitions: 3
+   log.retention.hours: 24
+   ` + "```" + `
+3. environment variables: ` + "`QUIRE_`" + ` and the key upper-cased with dots
+   as underscores (` + "`QUIRE_NUM_PARTITIONS=3`" + `);
+4. ` + "`--data-dir DIR`" + ` (same as ` + "`log.dirs`" + `), then every ` + "`--set key=value`" + `.
+
+An unknown key or a bad value stops the node with an error naming the key.
+
+`)
+	section := ""
+	for _, k := range configKeys {
+		if k.section != section {
+			section = k.section
+			fmt.Fprintf(&b, "\n## %s\n\n| key | default | environment | meaning |\n|---|---|---|---|\n", sectionTitles[section])
+		}
+		def := "`" + k.def + "`"
+		if k.def == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", k.name, def, EnvName(k.name), k.doc)
+	}
+	b.WriteString(`
+## Topic configuration
+
+Set per topic with CreateTopic's ` + "`configs`" + ` or AlterConfigs; DescribeConfigs
+shows each key's value and where it comes from (topic, broker key, or Kafka's
+default). An unknown key or a bad value is rejected with INVALID_ARGUMENT.
+
+| key | Kafka default | broker key | meaning |
+|---|---|---|---|
+`)
+	for _, k := range topicKeys {
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", k.name, k.kafkaDefault, k.brokerKey, k.doc)
+	}
+	return b.String()
+}
+
+var sectionTitles = map[string]string{
+	"node":       "Node",
+	"network":    "Network",
+	"storage":    "Storage",
+	"topics":     "Topic defaults",
+	"background": "Background work",
+	"cluster":    "Cluster membership",
+	"logging":    "Logging",
+}

@@ -1,0 +1,292 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/record"
+)
+
+const (
+	defaultFetchMaxBytes     = 52428800 // fetch.max.bytes
+	defaultPartitionMaxBytes = 1048576  // max.partition.fetch.bytes
+	defaultMaxRecords        = 500      // max.poll.records
+	maxFetchWait             = 5 * time.Minute
+)
+
+// consumerService implements quire.v1.Consumer.
+type consumerService struct {
+	quirev1.UnimplementedConsumerServer
+	b *Broker
+}
+
+// fetchSpec is one partition of a fetch.
+type fetchSpec struct {
+	topic        string
+	partition    int32
+	offset       int64
+	maxBytes     int
+	currentEpoch *int32
+}
+
+// fetchResult is one partition's answer.
+type fetchResult struct {
+	spec    fetchSpec
+	batches []byte
+	hw      int64
+	leo     int64
+	start   int64
+	err     error
+}
+
+// fetch reads every partition, long-polling until minBytes are available or
+// maxWait passes. It registers with each partition before reading, so an
+// append between the read and the wait is never missed.
+func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Duration, minBytes, maxBytes int) []fetchResult {
+	if maxBytes <= 0 {
+		maxBytes = defaultFetchMaxBytes
+	}
+	maxWait = min(max(maxWait, 0), maxFetchWait)
+	wake := make(chan struct{}, 1)
+	var watched []*Partition
+	defer func() {
+		for _, p := range watched {
+			p.unwatch(wake)
+		}
+	}()
+	var timer <-chan time.Time
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for first := true; ; first = false {
+		results, total, anyErr := b.readAll(specs, maxBytes, first, &watched, wake)
+		if maxWait == 0 || total >= max(minBytes, 1) || anyErr {
+			return results
+		}
+		select {
+		case <-wake:
+		case <-timer:
+			return b.readAllNoWatch(specs, maxBytes)
+		case <-ctx.Done():
+			return results
+		}
+	}
+}
+
+func (b *Broker) readAllNoWatch(specs []fetchSpec, maxBytes int) []fetchResult {
+	results, _, _ := b.readAll(specs, maxBytes, false, nil, nil)
+	return results
+}
+
+// readAll reads each partition once. On the first pass it registers wake
+// with every partition found.
+func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched *[]*Partition, wake chan struct{}) ([]fetchResult, int, bool) {
+	results := make([]fetchResult, len(specs))
+	total := 0
+	anyErr := false
+	for i, s := range specs {
+		r := &results[i]
+		r.spec, r.hw, r.leo, r.start = s, -1, -1, -1
+		part, err := b.leaderPartition(context.Background(), s.topic, s.partition, false)
+		if err != nil {
+			r.err, anyErr = err, true
+			continue
+		}
+		if register && watched != nil {
+			part.watch(wake)
+			*watched = append(*watched, part)
+		}
+		if err := part.checkLeaderEpoch(s.currentEpoch); err != nil {
+			r.err, anyErr = err, true
+			continue
+		}
+		limit := s.maxBytes
+		if limit <= 0 {
+			limit = defaultPartitionMaxBytes
+		}
+		// The response cap: at least one batch as long as nothing has
+		// been returned yet, as Kafka does.
+		if left := maxBytes - total; left < limit {
+			limit = left
+			if total == 0 {
+				limit = max(limit, 1)
+			}
+		}
+		if limit <= 0 {
+			r.hw, r.leo, r.start = part.HighWatermark(), part.log.LogEndOffset(), part.log.LogStartOffset()
+			continue
+		}
+		res, hw, err := part.read(s.offset, limit)
+		r.hw, r.leo, r.start = hw, part.log.LogEndOffset(), part.log.LogStartOffset()
+		if err != nil {
+			r.err, anyErr = err, true
+			continue
+		}
+		r.batches = res.Batches
+		total += len(res.Batches)
+	}
+	return results, total, anyErr
+}
+
+func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	if len(req.Partitions) == 0 {
+		return nil, toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
+	}
+	specs := make([]fetchSpec, len(req.Partitions))
+	for i, p := range req.Partitions {
+		specs[i] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes), currentEpoch: p.CurrentLeaderEpoch}
+	}
+	results := s.b.fetch(ctx, specs, time.Duration(req.MaxWaitMs)*time.Millisecond, int(req.MinBytes), int(req.MaxBytes))
+	resp := &quirev1.FetchResponse{Partitions: make([]*quirev1.FetchPartitionResult, len(results))}
+	for i, r := range results {
+		resp.Partitions[i] = &quirev1.FetchPartitionResult{
+			Topic:          r.spec.topic,
+			Partition:      r.spec.partition,
+			Error:          toError(r.err),
+			HighWatermark:  r.hw,
+			LogEndOffset:   r.leo,
+			LogStartOffset: r.start,
+			Records:        r.batches,
+		}
+	}
+	return resp, nil
+}
+
+// FetchRecords is Fetch for one partition, decoded. Errors are whole-call
+// statuses. With max_wait_ms it waits for at least one record.
+func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRecordsRequest) (*quirev1.FetchRecordsResponse, error) {
+	maxRecords := int(req.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = defaultMaxRecords
+	}
+	spec := fetchSpec{topic: req.Topic, partition: req.Partition, offset: req.Offset, maxBytes: int(req.MaxBytes)}
+	results := s.b.fetch(ctx, []fetchSpec{spec}, time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0)
+	r := results[0]
+	if r.err != nil {
+		return nil, toStatus(r.err)
+	}
+	resp := &quirev1.FetchRecordsResponse{NextOffset: req.Offset, HighWatermark: r.hw, LogStartOffset: r.start}
+	errFull := errors.New("full")
+	err := walkBatches(r.batches, func(batch []byte, h record.Header) error {
+		if h.Control() {
+			resp.NextOffset = max(resp.NextOffset, h.NextOffset())
+			return nil
+		}
+		return record.ForEachRecord(batch, func(rec *record.Record) error {
+			if rec.Offset < req.Offset {
+				return nil
+			}
+			if len(resp.Records) >= maxRecords {
+				return errFull
+			}
+			resp.Records = append(resp.Records, consumedRecord(req.Topic, req.Partition, h.PartitionLeaderEpoch, rec))
+			resp.NextOffset = rec.Offset + 1
+			return nil
+		})
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		return nil, toStatus(fmt.Errorf("%s-%d: %w", req.Topic, req.Partition, err))
+	}
+	if !errors.Is(err, errFull) && len(r.batches) > 0 {
+		// Every record of the batches read was returned or skipped.
+		resp.NextOffset = max(resp.NextOffset, lastBatchNext(r.batches))
+	}
+	return resp, nil
+}
+
+// walkBatches calls fn for each whole batch in buf, which came from our own
+// log (its CRCs were checked on the way in).
+func walkBatches(buf []byte, fn func(batch []byte, h record.Header) error) error {
+	for len(buf) >= record.HeaderSize {
+		h, err := record.ParseHeader(buf)
+		if err != nil {
+			return err
+		}
+		if h.Size() > len(buf) {
+			break
+		}
+		if err := fn(buf[:h.Size()], h); err != nil {
+			return err
+		}
+		buf = buf[h.Size():]
+	}
+	return nil
+}
+
+// lastBatchNext returns the offset after the last whole batch in buf.
+func lastBatchNext(buf []byte) int64 {
+	next := int64(-1)
+	_ = walkBatches(buf, func(_ []byte, h record.Header) error {
+		next = h.NextOffset()
+		return nil
+	})
+	return next
+}
+
+func consumedRecord(topic string, p, epoch int32, r *record.Record) *quirev1.ConsumedRecord {
+	out := &quirev1.ConsumedRecord{Topic: topic, Partition: p, Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: epoch}
+	if r.Key != nil {
+		if utf8.Valid(r.Key) {
+			k := string(r.Key)
+			out.Key = &k
+		} else {
+			out.KeyBytes = append([]byte{}, r.Key...)
+		}
+	}
+	if utf8.Valid(r.Value) {
+		out.Value = string(r.Value)
+	} else {
+		out.ValueBytes = append([]byte(nil), r.Value...)
+	}
+	for _, h := range r.Headers {
+		out.Headers = append(out.Headers, &quirev1.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+	}
+	return out
+}
+
+func (s *consumerService) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
+	if len(req.Partitions) == 0 {
+		return nil, toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
+	}
+	resp := &quirev1.ListOffsetsResponse{Partitions: make([]*quirev1.ListOffsetsResult, len(req.Partitions))}
+	for i, p := range req.Partitions {
+		res := &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: -1, TimestampMs: -1, LeaderEpoch: -1}
+		resp.Partitions[i] = res
+		if err := s.b.listOffset(ctx, p, res); err != nil {
+			res.Error = toError(err)
+		}
+	}
+	return resp, nil
+}
+
+func (b *Broker) listOffset(ctx context.Context, p *quirev1.ListOffsetsPartition, res *quirev1.ListOffsetsResult) error {
+	part, err := b.leaderPartition(ctx, p.Topic, p.Partition, false)
+	if err != nil {
+		return err
+	}
+	st := part.state()
+	res.LeaderEpoch = st.leaderEpoch
+	switch ts := p.TimestampMs; {
+	case ts == -1:
+		res.Offset = st.hw
+	case ts == -2:
+		res.Offset = part.log.LogStartOffset()
+	case ts < 0:
+		return fmt.Errorf("%w: timestamp %d (want -1, -2 or milliseconds since the epoch)", ErrInvalidRequest, ts)
+	default:
+		off, found, ok, err := part.log.OffsetForTimestamp(ts)
+		if err != nil {
+			return fmt.Errorf("%s-%d: %w", p.Topic, p.Partition, err)
+		}
+		if ok && off < st.hw {
+			res.Offset, res.TimestampMs = off, found
+		}
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/quirelog/quire/controlplane"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/raftgrpc"
+)
+
+// cluster joins the broker to the metadata quorum: it runs the raft node
+// (over the broker's gRPC server), forwards admin writes to the controller,
+// keeps the broker registered, and reconciles the replicas this broker hosts
+// with the metadata image. It is the only file that touches metadata/.
+type cluster struct {
+	cfg         *Config
+	logger      hclog.Logger
+	rm          *ReplicaManager
+	defaults    topicDefaults
+	incarnation string
+
+	transport *raftgrpc.Transport
+	node      *metadata.Node
+	fwd       *controlplane.Forwarder
+	lifecycle *controlplane.Lifecycle
+	dialMu    sync.Mutex
+	conns     map[string]*grpc.ClientConn
+
+	stop    chan struct{}
+	stopped chan struct{}
+
+	mu         sync.Mutex
+	reconciled *metadata.Image // last image the replicas were brought in line with
+	changed    chan struct{}   // closed and replaced after each reconcile
+	ready      chan struct{}   // closed once this broker is registered and unfenced
+	readyOnce  sync.Once
+	cleaned    bool              // stray on-disk logs have been removed
+	topicIDs   map[string]string // topic name → id, to notice delete-and-recreate
+}
+
+func newCluster(cfg *Config, logger hclog.Logger, rm *ReplicaManager) *cluster {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &cluster{
+		cfg:         cfg,
+		logger:      logger,
+		rm:          rm,
+		defaults:    cfg.topicDefaults(),
+		incarnation: hex.EncodeToString(b[:]),
+		conns:       map[string]*grpc.ClientConn{},
+		topicIDs:    map[string]string{},
+		stop:        make(chan struct{}),
+		stopped:     make(chan struct{}),
+		changed:     make(chan struct{}),
+		ready:       make(chan struct{}),
+	}
+}
+
+// register adds the raft transport and controller service to gs. It must
+// run before gs serves.
+func (c *cluster) register(gs *grpc.Server, advertised string) {
+	c.transport = raftgrpc.New(raft.ServerAddress(advertised), raftgrpc.WithLogger(c.logger.Named("raft-transport")))
+	c.transport.Register(gs)
+}
+
+// registerControllerService adds the controller RPCs; the node must be open.
+func (c *cluster) registerControllerService(gs *grpc.Server) {
+	controlplane.NewService(c.node).Register(gs)
+}
+
+// open starts the raft node. It must run before gs serves (the controller
+// service needs the node) but raft only talks to peers once gs serves.
+func (c *cluster) open(advertised string) error {
+	voters, err := parseVoters(c.cfg.ControllerQuorumVoters)
+	if err != nil {
+		return err
+	}
+	if len(voters) == 0 {
+		voters = []voter{{ID: c.cfg.NodeID, Addr: advertised}}
+	}
+	mc := metadata.DefaultConfig()
+	mc.NodeID = c.cfg.NodeID
+	mc.ClusterID = c.cfg.ClusterID
+	mc.Dir = c.cfg.metadataDir()
+	mc.Voter = c.cfg.IsController()
+	mc.Voters = mc.Voters[:0]
+	for _, v := range voters {
+		mc.Voters = append(mc.Voters, metadata.Voter{ID: v.ID, Addr: v.Addr})
+	}
+	mc.AdvertisedAddr = advertised
+	mc.Rack = c.cfg.Rack
+	mc.Transport = c.transport
+	mc.Logger = c.logger
+	mc.BrokerHeartbeatInterval = ms(c.cfg.BrokerHeartbeatIntervalMs)
+	mc.BrokerSessionTimeout = ms(c.cfg.BrokerSessionTimeoutMs)
+	if c.cfg.RaftHeartbeatTimeout > 0 {
+		mc.RaftHeartbeatTimeout = c.cfg.RaftHeartbeatTimeout
+		mc.RaftElectionTimeout = c.cfg.RaftHeartbeatTimeout
+		mc.RaftLeaderLeaseTimeout = c.cfg.RaftHeartbeatTimeout / 2
+		mc.RaftCommitTimeout = c.cfg.RaftHeartbeatTimeout / 10
+	}
+	node, err := metadata.Open(mc)
+	if err != nil {
+		return fmt.Errorf("broker: open metadata: %w", err)
+	}
+	c.node = node
+	c.fwd = controlplane.NewForwarder(node, c.dial)
+	return nil
+}
+
+// start begins registration, heartbeats and the image watcher.
+func (c *cluster) start(advertised string) {
+	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack}
+	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
+	c.lifecycle.Start()
+	go c.watch()
+}
+
+func (c *cluster) dial(addr string) (*grpc.ClientConn, error) {
+	c.dialMu.Lock()
+	defer c.dialMu.Unlock()
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// watch reconciles the replicas with every new image. It runs outside the
+// FSM: Apply only signals the subscription.
+func (c *cluster) watch() {
+	defer close(c.stopped)
+	ch, cancel := c.node.Subscribe()
+	defer cancel()
+	for {
+		c.reconcile(c.node.Image())
+		select {
+		case <-ch:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// reconcile brings the hosted replicas in line with img: create and lead
+// or follow the replicas assigned here, apply topic configs, delete the
+// replicas of deleted topics.
+func (c *cluster) reconcile(img *metadata.Image) {
+	self := c.cfg.NodeID
+	want := map[topicPartition]bool{}
+	for _, t := range img.Topics() {
+		if old, ok := c.topicIDs[t.Name]; ok && old != t.ID {
+			// Deleted and created again between two images: start afresh.
+			for _, key := range c.rm.hosted() {
+				if key.topic == t.Name {
+					if err := c.rm.remove(key.topic, key.partition); err != nil {
+						c.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
+					}
+				}
+			}
+		}
+		c.topicIDs[t.Name] = t.ID
+		tc, err := c.defaults.resolve(t.Configs)
+		if err != nil {
+			// Configs are validated before they reach the controller; an
+			// invalid one here came from a newer node or a bug.
+			c.logger.Error("invalid topic config in metadata", "topic", t.Name, "error", err)
+			tc, _ = c.defaults.resolve(nil)
+		}
+		c.rm.setTopicConfig(t.Name, tc)
+		for _, p := range t.Partitions {
+			if !contains(p.Replicas, self) {
+				continue
+			}
+			key := topicPartition{t.Name, p.Partition}
+			want[key] = true
+			var err error
+			if p.Leader == self {
+				err = c.rm.makeLeader(t.Name, p.Partition, p.LeaderEpoch, p.ISR)
+			} else {
+				err = c.rm.makeFollower(t.Name, p.Partition, p.Leader, p.LeaderEpoch, p.ISR)
+			}
+			if err != nil {
+				c.logger.Error("cannot host replica", "topic", t.Name, "partition", p.Partition, "error", err)
+			}
+		}
+	}
+	for _, key := range c.rm.hosted() {
+		if !want[key] {
+			if err := c.rm.remove(key.topic, key.partition); err != nil {
+				c.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
+			}
+		}
+	}
+	b, registered := img.Broker(self)
+	registered = registered && b.Incarnation == c.incarnation
+	if registered && !c.cleaned {
+		// The image includes our own registration, so it is at least as new
+		// as everything committed before we started: logs on disk that it
+		// does not assign here belong to deleted topics.
+		c.cleaned = true
+		for _, l := range c.rm.storage.Logs() {
+			key := topicPartition{l.Topic(), l.Partition()}
+			if !want[key] {
+				c.logger.Info("deleting stray log", "topic", key.topic, "partition", key.partition)
+				if err := c.rm.storage.Delete(key.topic, key.partition); err != nil {
+					c.logger.Error("cannot delete stray log", "topic", key.topic, "partition", key.partition, "error", err)
+				}
+			}
+		}
+	}
+	for name := range c.rm.configsSnapshot() {
+		if _, ok := img.Topic(name); !ok {
+			c.rm.forgetTopic(name)
+			delete(c.topicIDs, name)
+		}
+	}
+	c.mu.Lock()
+	c.reconciled = img
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	if registered && !b.Fenced {
+		c.readyOnce.Do(func() {
+			c.logger.Info("broker ready", "node_id", self, "metadata_index", img.Index())
+			close(c.ready)
+		})
+	}
+}
+
+// image returns the newest image whose changes the replicas reflect.
+func (c *cluster) image() *metadata.Image {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reconciled == nil {
+		return c.node.Image()
+	}
+	return c.reconciled
+}
+
+// waitFor blocks until cond holds for a reconciled image, or ctx ends.
+func (c *cluster) waitFor(ctx context.Context, cond func(*metadata.Image) bool) (*metadata.Image, error) {
+	for {
+		c.mu.Lock()
+		img, ch := c.reconciled, c.changed
+		c.mu.Unlock()
+		if img != nil && cond(img) {
+			return img, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return img, ctx.Err()
+		}
+	}
+}
+
+// controllerInfo returns the current controller, -1 if unknown.
+func (c *cluster) controllerID() int32 {
+	if id, _, ok := c.node.Controller(); ok {
+		return id
+	}
+	return -1
+}
+
+func (c *cluster) clusterID() string { return c.cfg.ClusterID }
+
+func (c *cluster) isVoter(id int32) bool {
+	voters, _ := parseVoters(c.cfg.ControllerQuorumVoters)
+	if len(voters) == 0 {
+		return id == c.cfg.NodeID && c.cfg.IsController()
+	}
+	for _, v := range voters {
+		if v.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// shutdown deregisters (controlled shutdown), stops the watcher and the
+// raft node. The gRPC server must still serve while the lifecycle stops.
+func (c *cluster) shutdown(ctx context.Context) error {
+	var errs []error
+	if c.lifecycle != nil {
+		if err := c.lifecycle.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("broker: controlled shutdown: %w", err))
+		}
+	}
+	if c.node != nil {
+		select {
+		case <-c.stopped:
+		default:
+			close(c.stop)
+			// The watcher may be mid-reconcile; wait unless it never started.
+			if c.lifecycle != nil {
+				select {
+				case <-c.stopped:
+				case <-ctx.Done():
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close stops raft and the transport; after the gRPC server stopped.
+func (c *cluster) close() error {
+	var errs []error
+	if c.node != nil {
+		if err := c.node.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: metadata shutdown: %w", err))
+		}
+	}
+	if c.transport != nil {
+		if err := c.transport.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.dialMu.Lock()
+	for addr, cc := range c.conns {
+		_ = cc.Close()
+		delete(c.conns, addr)
+	}
+	c.dialMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Admin writes, validated by the caller, go to the controller.
+
+func (c *cluster) createTopic(ctx context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, error) {
+	return c.fwd.CreateTopic(ctx, spec)
+}
+
+func (c *cluster) deleteTopic(ctx context.Context, name string) error {
+	return c.fwd.DeleteTopic(ctx, name)
+}
+
+func (c *cluster) alterConfigs(ctx context.Context, topic string, set map[string]string, del []string) error {
+	return c.fwd.AlterConfigs(ctx, topic, set, del)
+}
+
+func (c *cluster) createPartitions(ctx context.Context, topic string, total int32) error {
+	return c.fwd.CreatePartitions(ctx, topic, total)
+}
+
+// liveBrokers counts registered, unfenced brokers.
+func liveBrokers(img *metadata.Image) int {
+	n := 0
+	for _, b := range img.Brokers() {
+		if !b.Fenced {
+			n++
+		}
+	}
+	return n
+}
+
+// readyTimeout bounds how long Start's caller may wait in WaitReady by
+// default.
+const readyTimeout = 30 * time.Second

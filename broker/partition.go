@@ -1,0 +1,254 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/quirelog/quire/storage"
+)
+
+// Partition is one replica hosted by this broker. As leader it appends,
+// tracks the LEO of every ISR member and advances the high watermark to
+// their minimum; waiters (acks=all produces, long-polling fetches) are woken
+// whenever the high watermark moves.
+//
+// On a single node the ISR is this broker alone, so the HW follows the LEO
+// right after each append. Followers report their LEO through
+// updateFollowerLEO (the replication issue's fetch path).
+type Partition struct {
+	topic string
+	id    int32
+	log   *storage.Log
+	rm    *ReplicaManager
+
+	// appendMu serialises appends so that offsets are assigned in order and
+	// HW updates follow them.
+	appendMu sync.Mutex
+
+	mu          sync.Mutex
+	leader      bool
+	leaderID    int32
+	leaderEpoch int32
+	isr         []int32
+	followerLEO map[int32]int64 // LEO last reported by each follower
+	hw          int64
+	waiters     map[chan struct{}]struct{}
+}
+
+// Topic returns the topic name.
+func (p *Partition) Topic() string { return p.topic }
+
+// ID returns the partition number.
+func (p *Partition) ID() int32 { return p.id }
+
+// state is a consistent view of the replica's leadership and offsets.
+type partitionState struct {
+	leader      bool
+	leaderID    int32
+	leaderEpoch int32
+	isr         []int32
+	hw          int64
+}
+
+func (p *Partition) state() partitionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return partitionState{leader: p.leader, leaderID: p.leaderID, leaderEpoch: p.leaderEpoch, isr: p.isr, hw: p.hw}
+}
+
+// HighWatermark returns the offset below which every record is on every
+// in-sync replica.
+func (p *Partition) HighWatermark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hw
+}
+
+// becomeLeader makes this replica the leader at epoch with the given ISR.
+func (p *Partition) becomeLeader(self, epoch int32, isr []int32) {
+	p.mu.Lock()
+	p.leader, p.leaderID, p.leaderEpoch = true, self, epoch
+	p.isr = append([]int32(nil), isr...)
+	for id := range p.followerLEO {
+		if !contains(p.isr, id) {
+			delete(p.followerLEO, id)
+		}
+	}
+	p.maybeAdvanceHWLocked()
+	p.mu.Unlock()
+}
+
+// becomeFollower records the current leader; the follower fetcher (the
+// replication issue) keeps the log in step.
+func (p *Partition) becomeFollower(leader, epoch int32, isr []int32) {
+	p.mu.Lock()
+	p.leader, p.leaderID, p.leaderEpoch = false, leader, epoch
+	p.isr = append([]int32(nil), isr...)
+	p.followerLEO = map[int32]int64{}
+	p.mu.Unlock()
+	p.notify()
+}
+
+// updateFollowerLEO records a follower's LEO (its fetch offset) and moves
+// the HW if the ISR's minimum moved.
+func (p *Partition) updateFollowerLEO(follower int32, leo int64) {
+	p.mu.Lock()
+	if p.followerLEO == nil {
+		p.followerLEO = map[int32]int64{}
+	}
+	p.followerLEO[follower] = leo
+	p.maybeAdvanceHWLocked()
+	p.mu.Unlock()
+}
+
+// maybeAdvanceHWLocked sets the HW to the smallest LEO over the ISR, never
+// moving it back, and wakes waiters when it moves. A follower whose LEO is
+// not yet known holds the HW where it is.
+func (p *Partition) maybeAdvanceHWLocked() {
+	if !p.leader {
+		return
+	}
+	hw := p.log.LogEndOffset()
+	for _, id := range p.isr {
+		if id == p.leaderID {
+			continue
+		}
+		leo, ok := p.followerLEO[id]
+		if !ok {
+			return
+		}
+		hw = min(hw, leo)
+	}
+	if hw <= p.hw {
+		return
+	}
+	p.hw = hw
+	p.rm.storage.SetHighWatermark(p.topic, p.id, hw)
+	for ch := range p.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// setHW is used when a replica is first opened: the checkpointed HW, capped
+// at the LEO.
+func (p *Partition) setHW(hw int64) {
+	p.mu.Lock()
+	p.hw = min(max(hw, p.log.LogStartOffset()), p.log.LogEndOffset())
+	p.mu.Unlock()
+}
+
+// watch registers ch to receive a (coalesced) signal whenever the HW
+// advances or leadership changes; unwatch removes it.
+func (p *Partition) watch(ch chan struct{}) {
+	p.mu.Lock()
+	if p.waiters == nil {
+		p.waiters = map[chan struct{}]struct{}{}
+	}
+	p.waiters[ch] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *Partition) unwatch(ch chan struct{}) {
+	p.mu.Lock()
+	delete(p.waiters, ch)
+	p.mu.Unlock()
+}
+
+func (p *Partition) notify() {
+	p.mu.Lock()
+	for ch := range p.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+}
+
+// appendAsLeader appends batches (RecordBatch v2 bytes, modified in place:
+// base offsets and the leader epoch are written into them). requiredAcks
+// -1 checks the ISR against min.insync.replicas first.
+func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (storage.AppendInfo, error) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	st := p.state()
+	if !st.leader {
+		return storage.AppendInfo{}, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+	}
+	if requiredAcks == -1 && int32(len(st.isr)) < minISR {
+		return storage.AppendInfo{}, fmt.Errorf("%w: %s-%d has %d in-sync replicas, min.insync.replicas is %d",
+			ErrNotEnoughReplicas, p.topic, p.id, len(st.isr), minISR)
+	}
+	info, err := p.log.AppendAsLeader(batches, st.leaderEpoch)
+	if err != nil {
+		return info, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+	}
+	p.mu.Lock()
+	p.maybeAdvanceHWLocked()
+	p.mu.Unlock()
+	return info, nil
+}
+
+// waitHW blocks until the HW passes offset (so that offset is on every
+// in-sync replica), ctx ends, or the replica stops leading.
+func (p *Partition) waitHW(ctx context.Context, offset int64) error {
+	ch := make(chan struct{}, 1)
+	p.watch(ch)
+	defer p.unwatch(ch)
+	for {
+		st := p.state()
+		if st.hw > offset {
+			return nil
+		}
+		if !st.leader {
+			return &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s-%d: offset %d not replicated to the in-sync replicas in time",
+				ErrRequestTimedOut, p.topic, p.id, offset)
+		}
+	}
+}
+
+// checkLeaderEpoch compares a client's view of the leader epoch with ours.
+func (p *Partition) checkLeaderEpoch(current *int32) error {
+	if current == nil || *current < 0 {
+		return nil
+	}
+	st := p.state()
+	switch {
+	case *current < st.leaderEpoch:
+		return fmt.Errorf("%w: %s-%d: epoch %d, current %d", ErrFencedLeaderEpoch, p.topic, p.id, *current, st.leaderEpoch)
+	case *current > st.leaderEpoch:
+		return fmt.Errorf("%w: %s-%d: epoch %d, current %d", ErrUnknownLeaderEpoch, p.topic, p.id, *current, st.leaderEpoch)
+	}
+	return nil
+}
+
+// read returns whole batches from offset, never at or past the HW.
+func (p *Partition) read(offset int64, maxBytes int) (storage.ReadResult, int64, error) {
+	st := p.state()
+	if !st.leader {
+		return storage.ReadResult{}, st.hw, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+	}
+	res, err := p.log.Read(offset, maxBytes, st.hw)
+	if err != nil {
+		return res, st.hw, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+	}
+	return res, st.hw, nil
+}
+
+func contains(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

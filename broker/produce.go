@@ -1,0 +1,365 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/partitioner"
+	"github.com/quirelog/quire/record"
+)
+
+const defaultProduceTimeout = 30 * time.Second
+
+// producerService implements quire.v1.Producer.
+type producerService struct {
+	quirev1.UnimplementedProducerServer
+	b *Broker
+}
+
+// pendingAck is an acks=all append waiting for the HW to pass lastOffset.
+type pendingAck struct {
+	part       *Partition
+	lastOffset int64
+	result     *quirev1.PartitionProduceResult
+}
+
+func parseAcks(acks *int32) (int32, error) {
+	if acks == nil {
+		return -1, nil
+	}
+	switch *acks {
+	case -1, 0, 1:
+		return *acks, nil
+	}
+	return 0, fmt.Errorf("%w: acks must be -1 (all), 0 or 1, not %d", ErrInvalidRequiredAcks, *acks)
+}
+
+func produceTimeout(ms int32) time.Duration {
+	if ms <= 0 {
+		return defaultProduceTimeout
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
+	acks, err := parseAcks(req.Acks)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
+	defer cancel()
+	resp, pending := s.b.appendPartitions(ctx, req, acks)
+	s.b.awaitAcks(ctx, pending)
+	if acks == 0 {
+		return &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}, nil
+	}
+	return resp, nil
+}
+
+// ProduceStream pipelines produce requests: appends happen in arrival
+// order, and a request whose acks=all wait is pending does not hold up the
+// appends of the requests behind it. Responses go out in request order
+// (so in order within each partition); acks=0 requests get none.
+func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
+	ctx := stream.Context()
+	// slots carries each request's response, in request order, to the
+	// sender; done is closed once resp is final.
+	type slot struct {
+		resp *quirev1.ProduceResponse
+		done chan struct{}
+	}
+	slots := make(chan *slot, 256)
+	sendErr := make(chan error, 1)
+	go func() {
+		var err error
+		for sl := range slots {
+			<-sl.done
+			if err == nil && sl.resp != nil {
+				err = stream.Send(sl.resp)
+			}
+		}
+		sendErr <- err
+	}()
+	finish := func(err error) error {
+		close(slots)
+		if serr := <-sendErr; err == nil && serr != nil {
+			err = serr
+		}
+		return err
+	}
+	closed := make(chan struct{})
+	close(closed)
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return finish(nil)
+		}
+		if err != nil {
+			return finish(err)
+		}
+		acks, err := parseAcks(req.Acks)
+		if err != nil {
+			return finish(toStatus(err))
+		}
+		rctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
+		resp, pending := s.b.appendPartitions(rctx, req, acks)
+		if acks == 0 {
+			resp = nil
+		}
+		if len(pending) == 0 {
+			cancel()
+			if resp != nil {
+				slots <- &slot{resp: resp, done: closed}
+			}
+			continue
+		}
+		sl := &slot{resp: resp, done: make(chan struct{})}
+		slots <- sl
+		go func() {
+			defer close(sl.done)
+			defer cancel()
+			s.b.awaitAcks(rctx, pending)
+		}()
+	}
+}
+
+// appendPartitions appends every partition of req and returns the
+// response with the acks=all appends still to be confirmed.
+func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceRequest, acks int32) (*quirev1.ProduceResponse, []pendingAck) {
+	resp := &quirev1.ProduceResponse{
+		CorrelationId: req.CorrelationId,
+		Partitions:    make([]*quirev1.PartitionProduceResult, 0, len(req.Partitions)),
+	}
+	var pending []pendingAck
+	for _, pr := range req.Partitions {
+		res := &quirev1.PartitionProduceResult{Topic: pr.Topic, Partition: pr.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
+		resp.Partitions = append(resp.Partitions, res)
+		part, last, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, res)
+		if err != nil {
+			res.Error = toError(err)
+			continue
+		}
+		if acks == -1 {
+			pending = append(pending, pendingAck{part: part, lastOffset: last, result: res})
+		}
+	}
+	return resp, pending
+}
+
+// appendOne appends raw batches to one partition and fills res.
+func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, res *quirev1.PartitionProduceResult) (*Partition, int64, error) {
+	if len(batches) == 0 {
+		return nil, 0, fmt.Errorf("%w: %s-%d: no records", ErrInvalidRequest, topic, p)
+	}
+	part, err := b.leaderPartition(ctx, topic, p, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	tc, _ := b.rm.topicConfig(topic)
+	info, err := part.appendAsLeader(batches, acks, tc.MinInsyncReplicas)
+	if err != nil {
+		return nil, 0, err
+	}
+	res.BaseOffset, res.LastOffset = info.FirstOffset, info.LastOffset
+	if info.LogAppendTime > 0 {
+		res.LogAppendTimeMs = info.LogAppendTime
+	}
+	res.LogStartOffset = part.log.LogStartOffset()
+	return part, info.LastOffset, nil
+}
+
+// awaitAcks waits until each acks=all append is below the HW, turning
+// those that do not make it in time into errors.
+func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
+	for _, pa := range pending {
+		if err := pa.part.waitHW(ctx, pa.lastOffset); err != nil {
+			pa.result.Error = toError(err)
+		}
+	}
+}
+
+// leaderPartition finds the replica this broker leads for topic-p. With
+// autoCreate and auto.create.topics.enable, an unknown topic is created
+// with the broker's defaults first.
+func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, autoCreate bool) (*Partition, error) {
+	if part, ok := b.rm.partition(topic, p); ok {
+		return part, nil
+	}
+	img := b.cluster.image()
+	t, ok := img.Topic(topic)
+	if !ok {
+		if !autoCreate || !b.cfg.AutoCreateTopicsEnable {
+			return nil, unknownTopic(topic)
+		}
+		var err error
+		if t, err = b.autoCreateTopic(ctx, topic); err != nil {
+			return nil, err
+		}
+		if part, ok := b.rm.partition(topic, p); ok {
+			return part, nil
+		}
+	}
+	if p < 0 || int(p) >= len(t.Partitions) {
+		return nil, fmt.Errorf("%w: partition %d of topic %q (it has %d)", ErrUnknownTopicOrPartition, p, topic, len(t.Partitions))
+	}
+	pi := t.Partitions[p]
+	if pi.Leader < 0 {
+		return nil, fmt.Errorf("%w: %s-%d has no leader", ErrLeaderNotAvailable, topic, p)
+	}
+	if pi.Leader != b.cfg.NodeID {
+		return nil, &notLeaderError{topic: topic, partition: p, leader: pi.Leader, epoch: pi.LeaderEpoch}
+	}
+	// Led here by the image, but the replica is not open yet.
+	return nil, fmt.Errorf("%w: %s-%d is still being opened", ErrLeaderNotAvailable, topic, p)
+}
+
+// autoCreateTopic creates topic with the broker's defaults (or finds it
+// created by someone else) and waits until this broker's view has it.
+func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
+	if err := validateTopicName(topic); err != nil {
+		return metadata.TopicInfo{}, err
+	}
+	_, err := b.cluster.createTopic(ctx, metadata.TopicSpec{
+		Name:              topic,
+		Partitions:        b.cfg.NumPartitions,
+		ReplicationFactor: b.cfg.DefaultReplicationFactor,
+	})
+	if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
+		return metadata.TopicInfo{}, fmt.Errorf("auto-create topic %q: %w", topic, err)
+	}
+	b.logger.Info("auto-created topic", "topic", topic, "partitions", b.cfg.NumPartitions)
+	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(topic); return ok })
+	if err != nil {
+		return metadata.TopicInfo{}, fmt.Errorf("%w: topic %q is being created", ErrLeaderNotAvailable, topic)
+	}
+	t, _ := img.Topic(topic)
+	return t, nil
+}
+
+// ProduceRecords partitions plain records on the broker, builds one batch
+// per partition and appends them.
+func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.ProduceRecordsRequest) (*quirev1.ProduceRecordsResponse, error) {
+	b := s.b
+	acks, err := parseAcks(req.Acks)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if len(req.Records) == 0 {
+		return nil, toStatus(fmt.Errorf("%w: no records", ErrInvalidRequest))
+	}
+	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
+	defer cancel()
+	t, ok := b.cluster.image().Topic(req.Topic)
+	if !ok {
+		if !b.cfg.AutoCreateTopicsEnable {
+			return nil, toStatus(unknownTopic(req.Topic))
+		}
+		if t, err = b.autoCreateTopic(ctx, req.Topic); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	n := int32(len(t.Partitions))
+	now := time.Now().UnixMilli()
+
+	// Choose partitions, keeping request order within each.
+	parts := make([]int32, len(req.Records))
+	var order []int32
+	byPart := map[int32][]int{}
+	for i, r := range req.Records {
+		var p int32
+		key := recordKey(r)
+		switch {
+		case r.Partition != nil:
+			p = *r.Partition
+			if p < 0 || p >= n {
+				return nil, toStatus(fmt.Errorf("%w: partition %d of topic %q (it has %d)", ErrUnknownTopicOrPartition, p, req.Topic, n))
+			}
+		case key != nil:
+			p = partitioner.KeyPartition(key, n)
+		default:
+			p = b.sticky.Partition(req.Topic, n, len(recordValue(r))+len(key))
+		}
+		parts[i] = p
+		if _, seen := byPart[p]; !seen {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], i)
+	}
+
+	results := make([]*quirev1.RecordResult, len(req.Records))
+	bld := record.NewBuilder(record.None)
+	var pending []pendingAck
+	partResults := map[int32]*quirev1.PartitionProduceResult{}
+	for _, p := range order {
+		bld.Reset()
+		for _, i := range byPart[p] {
+			r := req.Records[i]
+			ts := r.TimestampMs
+			if ts == 0 {
+				ts = now
+			}
+			bld.Append(ts, recordKey(r), recordValue(r), recordHeaders(r.Headers))
+		}
+		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
+		partResults[p] = res
+		part, last, err := b.appendOne(ctx, req.Topic, p, bld.Build(), acks, res)
+		if err != nil {
+			res.Error = toError(err)
+			continue
+		}
+		if acks == -1 {
+			pending = append(pending, pendingAck{part: part, lastOffset: last, result: res})
+		}
+	}
+	b.awaitAcks(ctx, pending)
+	for p, idx := range byPart {
+		res := partResults[p]
+		for j, i := range idx {
+			rr := &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: req.Records[i].TimestampMs, Error: res.Error}
+			if rr.TimestampMs == 0 {
+				rr.TimestampMs = now
+			}
+			if res.LogAppendTimeMs > 0 {
+				rr.TimestampMs = res.LogAppendTimeMs
+			}
+			if res.Error == nil {
+				rr.Offset = res.BaseOffset + int64(j)
+			}
+			results[i] = rr
+		}
+	}
+	return &quirev1.ProduceRecordsResponse{Results: results}, nil
+}
+
+func recordKey(r *quirev1.ProduceRecord) []byte {
+	if r.KeyBytes != nil {
+		return r.KeyBytes
+	}
+	if r.Key != nil {
+		return []byte(*r.Key)
+	}
+	return nil
+}
+
+func recordValue(r *quirev1.ProduceRecord) []byte {
+	if len(r.ValueBytes) > 0 {
+		return r.ValueBytes
+	}
+	return []byte(r.Value)
+}
+
+func recordHeaders(hs []*quirev1.RecordHeader) []record.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]record.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = record.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
+}

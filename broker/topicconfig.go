@@ -1,0 +1,189 @@
+package broker
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/storage"
+)
+
+// topicKey is one per-topic config key, with Kafka's default and the broker
+// key whose value is the topic's default.
+type topicKey struct {
+	name         string
+	kafkaDefault string
+	brokerKey    string
+	doc          string
+	// fromBroker gives the default from the node's Config.
+	fromBroker func(c *Config) string
+	// apply parses v into tc.
+	apply func(tc *topicConfig, v string) error
+}
+
+// topicConfig is a topic's effective configuration.
+type topicConfig struct {
+	RetentionMs       int64
+	RetentionBytes    int64
+	SegmentBytes      int64
+	SegmentMs         int64
+	CleanupPolicy     string
+	MaxMessageBytes   int32
+	MinInsyncReplicas int32
+	FlushMessages     int64
+	FlushMs           int64
+}
+
+func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int64, field func(*topicConfig) *int64) topicKey {
+	return topicKey{name: name, kafkaDefault: def, brokerKey: brokerKey, doc: doc,
+		fromBroker: func(c *Config) string { return strconv.FormatInt(from(c), 10) },
+		apply: func(tc *topicConfig, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("want an integer")
+			}
+			if n < min {
+				return fmt.Errorf("must be >= %d", min)
+			}
+			*field(tc) = n
+			return nil
+		}}
+}
+
+func intTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int32, field func(*topicConfig) *int32) topicKey {
+	return topicKey{name: name, kafkaDefault: def, brokerKey: brokerKey, doc: doc,
+		fromBroker: func(c *Config) string { return strconv.FormatInt(int64(from(c)), 10) },
+		apply: func(tc *topicConfig, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("want a 32-bit integer")
+			}
+			if n < min {
+				return fmt.Errorf("must be >= %d", min)
+			}
+			*field(tc) = int32(n)
+			return nil
+		}}
+}
+
+func checkCleanupPolicy(v string) error {
+	if v != "delete" {
+		return fmt.Errorf("only delete is supported (compaction is not implemented)")
+	}
+	return nil
+}
+
+// topicKeys are the topic configs Quire knows, in the docs' order.
+var topicKeys = []topicKey{
+	longTopicKey("retention.ms", "604800000", "log.retention.ms", "Milliseconds a segment is kept after its newest record; -1 keeps forever.", -1,
+		func(c *Config) int64 { return c.retentionMs() }, func(tc *topicConfig) *int64 { return &tc.RetentionMs }),
+	longTopicKey("retention.bytes", "-1", "log.retention.bytes", "Partition size above which the oldest segments are deleted; -1 is no limit.", -1,
+		func(c *Config) int64 { return c.LogRetentionBytes }, func(tc *topicConfig) *int64 { return &tc.RetentionBytes }),
+	longTopicKey("segment.bytes", "1073741824", "log.segment.bytes", "Segment size at which a new segment is rolled.", 14,
+		func(c *Config) int64 { return c.LogSegmentBytes }, func(tc *topicConfig) *int64 { return &tc.SegmentBytes }),
+	longTopicKey("segment.ms", "604800000", "log.roll.ms", "Segment age at which a new segment is rolled.", 1,
+		func(c *Config) int64 { return c.rollMs() }, func(tc *topicConfig) *int64 { return &tc.SegmentMs }),
+	{name: "cleanup.policy", kafkaDefault: "delete", brokerKey: "log.cleanup.policy",
+		doc:        "What happens to old segments: delete (compact is not supported).",
+		fromBroker: func(c *Config) string { return c.LogCleanupPolicy },
+		apply: func(tc *topicConfig, v string) error {
+			if err := checkCleanupPolicy(v); err != nil {
+				return err
+			}
+			tc.CleanupPolicy = v
+			return nil
+		}},
+	intTopicKey("max.message.bytes", "1048588", "message.max.bytes", "Largest record batch accepted.", 1,
+		func(c *Config) int32 { return c.MessageMaxBytes }, func(tc *topicConfig) *int32 { return &tc.MaxMessageBytes }),
+	intTopicKey("min.insync.replicas", "1", "min.insync.replicas", "Fewest in-sync replicas for an acks=all produce.", 1,
+		func(c *Config) int32 { return c.MinInsyncReplicas }, func(tc *topicConfig) *int32 { return &tc.MinInsyncReplicas }),
+	longTopicKey("flush.messages", maxLong, "log.flush.interval.messages", "Messages after which a partition is fsynced.", 1,
+		func(c *Config) int64 { return c.LogFlushIntervalMessages }, func(tc *topicConfig) *int64 { return &tc.FlushMessages }),
+	longTopicKey("flush.ms", maxLong, "log.flush.interval.ms", "Milliseconds after which unsynced writes are fsynced.", 0,
+		func(c *Config) int64 { return c.LogFlushIntervalMs }, func(tc *topicConfig) *int64 { return &tc.FlushMs }),
+}
+
+var topicKeyIndex = func() map[string]topicKey {
+	m := make(map[string]topicKey, len(topicKeys))
+	for _, k := range topicKeys {
+		m[k.name] = k
+	}
+	return m
+}()
+
+// topicDefaults are the topic key values a node's Config implies.
+type topicDefaults map[string]string
+
+func (c *Config) topicDefaults() topicDefaults {
+	d := make(topicDefaults, len(topicKeys))
+	for _, k := range topicKeys {
+		d[k.name] = k.fromBroker(c)
+	}
+	return d
+}
+
+// validateTopicConfigs checks keys and values given by a user.
+func validateTopicConfigs(m map[string]string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var tc topicConfig
+	for _, name := range keys {
+		k, ok := topicKeyIndex[name]
+		if !ok {
+			return fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, name)
+		}
+		if err := k.apply(&tc, m[name]); err != nil {
+			return fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, name, m[name], err)
+		}
+	}
+	return nil
+}
+
+// resolve returns the effective config: overrides on top of the defaults.
+func (d topicDefaults) resolve(overrides map[string]string) (topicConfig, error) {
+	var tc topicConfig
+	for _, k := range topicKeys {
+		v, ok := overrides[k.name]
+		if !ok {
+			v = d[k.name]
+		}
+		if err := k.apply(&tc, v); err != nil {
+			return tc, fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, k.name, v, err)
+		}
+	}
+	return tc, nil
+}
+
+// describe lists every topic key with its value and source.
+func (d topicDefaults) describe(overrides map[string]string) []*quirev1.ConfigEntry {
+	out := make([]*quirev1.ConfigEntry, 0, len(topicKeys))
+	for _, k := range topicKeys {
+		e := &quirev1.ConfigEntry{Name: k.name, Documentation: k.doc}
+		switch v, ok := overrides[k.name]; {
+		case ok:
+			e.Value, e.Source = v, quirev1.ConfigSource_CONFIG_SOURCE_TOPIC
+		case d[k.name] != k.kafkaDefault:
+			e.Value, e.Source = d[k.name], quirev1.ConfigSource_CONFIG_SOURCE_BROKER
+		default:
+			e.Value, e.Source = k.kafkaDefault, quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// logConfig turns a topic config into the storage engine's settings.
+func (tc topicConfig) logConfig(base storage.LogConfig) storage.LogConfig {
+	base.RetentionMs = tc.RetentionMs
+	base.RetentionBytes = tc.RetentionBytes
+	base.SegmentBytes = tc.SegmentBytes
+	base.SegmentMs = tc.SegmentMs
+	base.MaxMessageBytes = tc.MaxMessageBytes
+	base.FlushMessages = tc.FlushMessages
+	base.FlushMs = tc.FlushMs
+	return base
+}

@@ -1,0 +1,301 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// TopicSpec describes a topic to create. Zero Partitions or
+// ReplicationFactor take the broker's defaults (num.partitions,
+// default.replication.factor).
+type TopicSpec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int32
+	Configs           map[string]string
+}
+
+// TopicListing is one line of ListTopics.
+type TopicListing struct {
+	Name              string `json:"name"`
+	ID                string `json:"id"`
+	Partitions        int32  `json:"partitions"`
+	ReplicationFactor int32  `json:"replication_factor"`
+}
+
+// TopicDescription is a topic with its partitions and the configs set on
+// it.
+type TopicDescription struct {
+	Name       string                 `json:"name"`
+	ID         string                 `json:"id"`
+	Partitions []PartitionDescription `json:"partitions"`
+	Configs    map[string]string      `json:"configs,omitempty"`
+}
+
+// PartitionDescription is one partition: leader, replicas, in-sync
+// replicas and offsets (-1 when the leader could not be asked).
+type PartitionDescription struct {
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	LogStartOffset int64   `json:"log_start_offset"`
+	HighWatermark  int64   `json:"high_watermark"`
+	LogEndOffset   int64   `json:"log_end_offset"`
+}
+
+// ConfigEntry is one topic config with where its value comes from.
+type ConfigEntry struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+	Doc    string `json:"doc,omitempty"`
+}
+
+// ClusterDescription lists the brokers and the controller.
+type ClusterDescription struct {
+	ClusterID    string              `json:"cluster_id"`
+	ControllerID int32               `json:"controller_id"`
+	Brokers      []BrokerDescription `json:"brokers"`
+}
+
+// BrokerDescription is one broker of the cluster.
+type BrokerDescription struct {
+	ID         int32  `json:"id"`
+	Address    string `json:"address"`
+	Rack       string `json:"rack,omitempty"`
+	Fenced     bool   `json:"fenced"`
+	Controller bool   `json:"controller"`
+}
+
+func (c *Client) admin(ctx context.Context, fn func(ctx context.Context, a quirev1.AdminClient) error) error {
+	return c.anyBroker(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		return fn(ctx, quirev1.NewAdminClient(cc))
+	})
+}
+
+// CreateTopic creates a topic and returns its description.
+func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescription, error) {
+	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs}
+	if spec.Partitions > 0 {
+		req.Partitions = &spec.Partitions
+	}
+	if spec.ReplicationFactor > 0 {
+		req.ReplicationFactor = &spec.ReplicationFactor
+	}
+	var resp *quirev1.CreateTopicResponse
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+		resp, err = a.CreateTopic(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.meta.triggerRefresh()
+	return topicDesc(resp.GetTopic()), nil
+}
+
+// DeleteTopic deletes a topic and its data.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {
+		_, err := a.DeleteTopic(ctx, &quirev1.DeleteTopicRequest{Name: name})
+		return err
+	})
+	if err == nil {
+		c.meta.triggerRefresh()
+	}
+	return err
+}
+
+// ListTopics lists the topics, sorted by name.
+func (c *Client) ListTopics(ctx context.Context) ([]TopicListing, error) {
+	var resp *quirev1.ListTopicsResponse
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+		resp, err = a.ListTopics(ctx, &quirev1.ListTopicsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicListing, 0, len(resp.GetTopics()))
+	for _, t := range resp.GetTopics() {
+		out = append(out, TopicListing{Name: t.GetName(), ID: t.GetTopicId(), Partitions: t.GetPartitions(),
+			ReplicationFactor: t.GetReplicationFactor()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// DescribeTopics describes the named topics (every topic when none is
+// named).
+func (c *Client) DescribeTopics(ctx context.Context, names ...string) ([]TopicDescription, error) {
+	var resp *quirev1.DescribeTopicsResponse
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+		resp, err = a.DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: names})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicDescription, 0, len(resp.GetTopics()))
+	for _, t := range resp.GetTopics() {
+		out = append(out, *topicDesc(t))
+	}
+	return out, nil
+}
+
+func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
+	if t == nil {
+		return nil
+	}
+	d := &TopicDescription{Name: t.GetName(), ID: t.GetTopicId(), Configs: t.GetConfigs()}
+	for _, p := range t.GetPartitions() {
+		d.Partitions = append(d.Partitions, PartitionDescription{Partition: p.GetPartition(), Leader: p.GetLeader(),
+			LeaderEpoch: p.GetLeaderEpoch(), Replicas: p.GetReplicas(), ISR: p.GetIsr(),
+			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset()})
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool { return d.Partitions[i].Partition < d.Partitions[j].Partition })
+	return d
+}
+
+// DescribeConfigs returns every config of a topic with its effective value.
+func (c *Client) DescribeConfigs(ctx context.Context, topic string) ([]ConfigEntry, error) {
+	var resp *quirev1.DescribeConfigsResponse
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+		resp, err = a.DescribeConfigs(ctx, &quirev1.DescribeConfigsRequest{Topic: topic})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ConfigEntry, 0, len(resp.GetConfigs()))
+	for _, e := range resp.GetConfigs() {
+		src := "default"
+		switch e.GetSource() {
+		case quirev1.ConfigSource_CONFIG_SOURCE_BROKER:
+			src = "broker"
+		case quirev1.ConfigSource_CONFIG_SOURCE_TOPIC:
+			src = "topic"
+		}
+		out = append(out, ConfigEntry{Name: e.GetName(), Value: e.GetValue(), Source: src, Doc: e.GetDocumentation()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// AlterConfigs sets configs on a topic and returns the keys in del to
+// their defaults.
+func (c *Client) AlterConfigs(ctx context.Context, topic string, set map[string]string, del ...string) error {
+	return c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {
+		_, err := a.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: topic, Set: set, Delete: del})
+		return err
+	})
+}
+
+// CreatePartitions raises a topic's partition count to total.
+func (c *Client) CreatePartitions(ctx context.Context, topic string, total int32) (*TopicDescription, error) {
+	var resp *quirev1.CreatePartitionsResponse
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+		resp, err = a.CreatePartitions(ctx, &quirev1.CreatePartitionsRequest{Topic: topic, TotalCount: total})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.meta.triggerRefresh()
+	return topicDesc(resp.GetTopic()), nil
+}
+
+// DescribeCluster lists the brokers and names the controller.
+func (c *Client) DescribeCluster(ctx context.Context) (*ClusterDescription, error) {
+	var resp *quirev1.DescribeClusterResponse
+	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+		resp, err = a.DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := &ClusterDescription{ClusterID: resp.GetClusterId(), ControllerID: resp.GetControllerId()}
+	for _, b := range resp.GetBrokers() {
+		d.Brokers = append(d.Brokers, BrokerDescription{ID: b.GetId(), Address: b.GetAddress(), Rack: b.GetRack(),
+			Fenced: b.GetFenced(), Controller: b.GetController()})
+	}
+	sort.Slice(d.Brokers, func(i, j int) bool { return d.Brokers[i].ID < d.Brokers[j].ID })
+	return d, nil
+}
+
+// PartitionCount returns a topic's partition count from fresh metadata.
+func (c *Client) PartitionCount(ctx context.Context, topic string) (int32, error) {
+	if err := c.meta.refresh(ctx, []string{topic}, false); err != nil {
+		return 0, err
+	}
+	tm := c.meta.topic(topic)
+	if tm == nil {
+		return 0, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic " + topic, LeaderID: -1}
+	}
+	if tm.err != nil {
+		return 0, tm.err
+	}
+	return int32(len(tm.partitions)), nil
+}
+
+// ListOffsets resolves a start position (AtStart, AtEnd, AtTimestamp or
+// At) to an offset for each of a topic's partitions (every partition when
+// none is named), asking each partition's leader. AtTimestamp gives -1 for
+// a partition with no record at or after the time.
+func (c *Client) ListOffsets(ctx context.Context, topic string, at Offset, partitions ...int32) (map[int32]int64, error) {
+	n, err := c.PartitionCount(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(partitions) == 0 {
+		for p := int32(0); p < n; p++ {
+			partitions = append(partitions, p)
+		}
+	}
+	out := make(map[int32]int64, len(partitions))
+	ts := int64(-2)
+	switch at.kind {
+	case offsetExact:
+		for _, p := range partitions {
+			out[p] = at.at
+		}
+		return out, nil
+	case offsetEnd:
+		ts = -1
+	case offsetTime:
+		ts = at.at
+	}
+	byLeader := map[int32]*quirev1.ListOffsetsRequest{}
+	tm := c.meta.topic(topic)
+	for _, p := range partitions {
+		if p < 0 || p >= n {
+			return nil, fmt.Errorf("%w: %s/%d of %d", ErrNoSuchPartition, topic, p, n)
+		}
+		l := tm.partitions[p].leader
+		if byLeader[l] == nil {
+			byLeader[l] = &quirev1.ListOffsetsRequest{}
+		}
+		byLeader[l].Partitions = append(byLeader[l].Partitions, &quirev1.ListOffsetsPartition{Topic: topic, Partition: p, TimestampMs: ts})
+	}
+	for leader, req := range byLeader {
+		res, err := c.listOffsets(ctx, leader, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range res {
+			if err := fromProto(r.GetError()); err != nil {
+				return nil, fmt.Errorf("client: list offsets %s/%d: %w", topic, r.GetPartition(), err)
+			}
+			out[r.GetPartition()] = r.GetOffset()
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,636 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/record"
+)
+
+// Offset is where a consumer starts reading a partition.
+type Offset struct {
+	kind offsetKind
+	at   int64 // offset, or timestamp in ms
+}
+
+type offsetKind int8
+
+const (
+	offsetStart offsetKind = iota
+	offsetEnd
+	offsetExact
+	offsetTime
+)
+
+// AtStart starts at the partition's log start offset (the earliest record
+// kept).
+func AtStart() Offset { return Offset{kind: offsetStart} }
+
+// AtEnd starts at the high watermark: only records produced from now on.
+func AtEnd() Offset { return Offset{kind: offsetEnd} }
+
+// At starts at an exact offset. An offset out of range restarts at the
+// ConsumeResetOffset.
+func At(offset int64) Offset { return Offset{kind: offsetExact, at: offset} }
+
+// AtTimestamp starts at the first record whose timestamp is at or after t,
+// or at the end when there is none.
+func AtTimestamp(t time.Time) Offset { return Offset{kind: offsetTime, at: t.UnixMilli()} }
+
+func (o Offset) String() string {
+	switch o.kind {
+	case offsetStart:
+		return "start"
+	case offsetEnd:
+		return "end"
+	case offsetExact:
+		return fmt.Sprint(o.at)
+	}
+	return fmt.Sprintf("@%d", o.at)
+}
+
+// Consumer reads assigned partitions from their leaders. Each broker's
+// partitions are fetched by one long-polling loop that keeps up to
+// FetchBufferedPolls responses ahead of Poll, so the next fetch is in
+// flight while the caller handles the current records. It follows leader
+// changes by refreshing metadata. Poll must not be called concurrently.
+type Consumer struct {
+	c      *Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	out    chan fetchResult
+	wakeCh chan struct{} // wakes the manager
+
+	mu       sync.Mutex
+	parts    map[topicPartition]*consPart
+	fetchers map[int32]*fetcher
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+type partState int8
+
+const (
+	stateResolve partState = iota // needs ListOffsets for start
+	stateMeta                     // needs a leader
+	stateReady                    // fetchable from leader
+)
+
+type consPart struct {
+	tp       topicPartition
+	start    Offset
+	state    partState
+	offset   int64 // next offset to fetch
+	leader   int32
+	epoch    int32
+	hw       int64
+	retryAt  time.Time
+	fetching bool
+}
+
+type fetchResult struct {
+	tp     topicPartition
+	offset int64 // offset fetched from; earlier records are dropped
+	epoch  int32
+	data   []byte
+	err    error
+}
+
+// NewConsumer returns a consumer of the given partitions, each read from
+// its start Offset: assign maps topic → partition → start.
+func (c *Client) NewConsumer(assign map[string]map[int32]Offset) (*Consumer, error) {
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	k := &Consumer{c: c, out: make(chan fetchResult, c.cfg.fetchBufferedPolls), wakeCh: make(chan struct{}, 1),
+		parts: map[topicPartition]*consPart{}, fetchers: map[int32]*fetcher{}}
+	k.ctx, k.cancel = context.WithCancel(c.ctx)
+	for t, ps := range assign {
+		for p, o := range ps {
+			k.parts[topicPartition{t, p}] = &consPart{tp: topicPartition{t, p}, start: o, state: stateMeta, offset: -1, leader: -1}
+		}
+	}
+	k.wg.Add(1)
+	go k.manage()
+	return k, nil
+}
+
+// Assign adds (or restarts) a partition at start.
+func (k *Consumer) Assign(topic string, partition int32, start Offset) {
+	k.mu.Lock()
+	k.parts[topicPartition{topic, partition}] = &consPart{tp: topicPartition{topic, partition}, start: start,
+		state: stateMeta, offset: -1, leader: -1}
+	k.mu.Unlock()
+	k.wake()
+}
+
+// Close stops fetching. Records already fetched but not polled are dropped.
+func (k *Consumer) Close() {
+	k.cancel()
+	k.wg.Wait()
+}
+
+// Poll waits until records are available (or a partition failed) and
+// returns them, in offset order within each partition. It returns ctx's
+// error when ctx ends first, and ErrClosed after Close.
+func (k *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	var first fetchResult
+	select {
+	case first = <-k.out:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-k.ctx.Done():
+		return nil, ErrClosed
+	}
+	results := []fetchResult{first}
+	for more := true; more; {
+		select {
+		case r := <-k.out:
+			results = append(results, r)
+		default:
+			more = false
+		}
+	}
+	var out []*Record
+	var errs []error
+	for i := range results {
+		var err error
+		out, err = k.decode(out, &results[i])
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// HighWatermark returns the last high watermark seen for a partition, -1
+// before the first fetch.
+func (k *Consumer) HighWatermark(topic string, partition int32) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p := k.parts[topicPartition{topic, partition}]; p != nil && p.state == stateReady {
+		return p.hw
+	}
+	return -1
+}
+
+func (k *Consumer) decode(out []*Record, r *fetchResult) ([]*Record, error) {
+	if r.err != nil {
+		return out, fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, r.err)
+	}
+	err := record.SplitBatches(r.data, func(batch []byte, h record.Header) error {
+		if h.Control() || h.NextOffset() <= r.offset {
+			return nil
+		}
+		slab := make([]Record, 0, h.NumRecords)
+		err := record.ForEachRecord(batch, func(rec *record.Record) error {
+			if rec.Offset < r.offset {
+				return nil
+			}
+			var hdrs []RecordHeader
+			if len(rec.Headers) > 0 {
+				hdrs = append([]RecordHeader(nil), rec.Headers...)
+			}
+			slab = append(slab, Record{Topic: r.tp.topic, Partition: r.tp.partition, Offset: rec.Offset,
+				Timestamp: time.UnixMilli(rec.Timestamp), Key: rec.Key, Value: rec.Value, Headers: hdrs,
+				LeaderEpoch: h.PartitionLeaderEpoch})
+			return nil
+		})
+		for i := range slab {
+			out = append(out, &slab[i])
+		}
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, err)
+	}
+	return out, nil
+}
+
+func (k *Consumer) wake() {
+	select {
+	case k.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// manage finds leaders and start offsets, and starts fetchers.
+func (k *Consumer) manage() {
+	defer k.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := k.step()
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-k.ctx.Done():
+			return
+		case <-k.wakeCh:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// step does one round of the manager's work and says when to run again.
+func (k *Consumer) step() time.Time {
+	now := time.Now()
+	backoff := k.c.cfg.retryBackoff
+	var next time.Time
+	k.mu.Lock()
+	var metaTopics []string
+	resolve := map[int32][]*consPart{}
+	for _, p := range k.parts {
+		if now.Before(p.retryAt) {
+			next = earliest(next, p.retryAt)
+			continue
+		}
+		switch p.state {
+		case stateMeta:
+			metaTopics = append(metaTopics, p.tp.topic)
+		case stateResolve:
+			resolve[p.leader] = append(resolve[p.leader], p)
+		}
+	}
+	k.mu.Unlock()
+
+	if len(metaTopics) > 0 {
+		ctx, cancel := context.WithTimeout(k.ctx, k.c.cfg.requestTimeout)
+		err := k.c.meta.refresh(ctx, dedup(metaTopics), false)
+		cancel()
+		k.mu.Lock()
+		for _, p := range k.parts {
+			if p.state != stateMeta {
+				continue
+			}
+			leader, epoch, perr := k.leaderOf(p.tp)
+			if err != nil {
+				perr = err
+			}
+			if perr != nil {
+				p.retryAt = now.Add(backoff)
+				next = earliest(next, p.retryAt)
+				if !retriable(perr) && ErrorCode(perr) != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+					k.emitLocked(fetchResult{tp: p.tp, err: perr})
+				}
+				continue
+			}
+			p.leader, p.epoch = leader, epoch
+			if p.offset < 0 {
+				p.state = stateResolve
+				resolve[leader] = append(resolve[leader], p)
+			} else {
+				p.state = stateReady
+			}
+		}
+		k.mu.Unlock()
+	}
+	for leader, ps := range resolve {
+		if leader < 0 {
+			continue
+		}
+		k.resolve(leader, ps)
+	}
+	k.mu.Lock()
+	now = time.Now()
+	for _, p := range k.parts {
+		if p.retryAt.After(now) {
+			next = earliest(next, p.retryAt)
+		}
+		if p.state == stateReady {
+			k.fetcherLocked(p.leader).notify()
+		} else if !p.retryAt.After(now) {
+			next = earliest(next, now.Add(backoff))
+		}
+	}
+	k.mu.Unlock()
+	return next
+}
+
+// emitLocked hands an error to Poll without blocking the manager.
+func (k *Consumer) emitLocked(r fetchResult) {
+	select {
+	case k.out <- r:
+	default:
+	}
+}
+
+func (k *Consumer) leaderOf(tp topicPartition) (int32, int32, error) {
+	tm := k.c.meta.topic(tp.topic)
+	if tm == nil {
+		return -1, -1, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic " + tp.topic, Retriable: true, LeaderID: -1}
+	}
+	if tm.err != nil {
+		return -1, -1, tm.err
+	}
+	if tp.partition < 0 || int(tp.partition) >= len(tm.partitions) {
+		return -1, -1, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+			Message: fmt.Sprintf("%s has no partition %d", tp.topic, tp.partition), Retriable: true, LeaderID: -1}
+	}
+	pm := tm.partitions[tp.partition]
+	if _, ok := k.c.meta.broker(pm.leader); !ok || pm.leader < 0 {
+		return -1, -1, &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE, Message: "no leader", Retriable: true, LeaderID: -1}
+	}
+	return pm.leader, pm.leaderEpoch, nil
+}
+
+// resolve turns the start positions of partitions led by leader into
+// offsets with ListOffsets.
+func (k *Consumer) resolve(leader int32, ps []*consPart) {
+	k.mu.Lock()
+	req := &quirev1.ListOffsetsRequest{}
+	for _, p := range ps {
+		ts := int64(-2)
+		switch p.start.kind {
+		case offsetEnd:
+			ts = -1
+		case offsetTime:
+			ts = p.start.at
+		case offsetExact:
+			p.offset, p.state = p.start.at, stateReady
+			continue
+		}
+		req.Partitions = append(req.Partitions, &quirev1.ListOffsetsPartition{Topic: p.tp.topic, Partition: p.tp.partition, TimestampMs: ts})
+	}
+	k.mu.Unlock()
+	if len(req.Partitions) == 0 {
+		return
+	}
+	results, err := k.c.listOffsets(k.ctx, leader, req)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	retryAt := time.Now().Add(k.c.cfg.retryBackoff)
+	var again []*quirev1.ListOffsetsPartition
+	for _, r := range results {
+		p := k.parts[topicPartition{r.GetTopic(), r.GetPartition()}]
+		if p == nil || p.state != stateResolve {
+			continue
+		}
+		if perr := fromProto(r.GetError()); perr != nil {
+			k.partFailedLocked(p, perr, retryAt)
+			continue
+		}
+		if r.GetOffset() < 0 && p.start.kind == offsetTime {
+			// No record at or after the timestamp: start at the end.
+			again = append(again, &quirev1.ListOffsetsPartition{Topic: p.tp.topic, Partition: p.tp.partition, TimestampMs: -1})
+			continue
+		}
+		p.offset, p.state = r.GetOffset(), stateReady
+	}
+	if err != nil {
+		for _, p := range ps {
+			if p.state == stateResolve {
+				k.partFailedLocked(p, err, retryAt)
+			}
+		}
+	}
+	if len(again) > 0 {
+		for _, a := range again {
+			if p := k.parts[topicPartition{a.GetTopic(), a.GetPartition()}]; p != nil {
+				p.start = AtEnd()
+			}
+		}
+		k.wake()
+	}
+}
+
+// partFailedLocked reacts to a partition error: leadership errors send it
+// back for metadata, others are reported and retried after a backoff.
+func (k *Consumer) partFailedLocked(p *consPart, err error, retryAt time.Time) {
+	p.retryAt = retryAt
+	switch {
+	case ErrorCode(err) == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE:
+		k.c.log.Debug("offset out of range, resetting", "topic", p.tp.topic, "partition", p.tp.partition,
+			"offset", p.offset, "reset", k.c.cfg.resetOffset)
+		p.start, p.offset, p.state = k.c.cfg.resetOffset, -1, stateResolve
+		p.retryAt = time.Time{}
+	case needsMetadata(err):
+		p.state = stateMeta
+	case retriable(err):
+	default:
+		k.emitLocked(fetchResult{tp: p.tp, err: err})
+	}
+	k.wake()
+}
+
+func (c *Client) listOffsets(ctx context.Context, leader int32, req *quirev1.ListOffsetsRequest) ([]*quirev1.ListOffsetsResult, error) {
+	b, ok := c.meta.broker(leader)
+	if !ok {
+		return nil, &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE, Message: fmt.Sprintf("broker %d unknown", leader), Retriable: true, LeaderID: -1}
+	}
+	cc, err := c.conn(b.addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+	defer cancel()
+	resp, err := quirev1.NewConsumerClient(cc).ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return resp.GetPartitions(), nil
+}
+
+// fetcherLocked returns the fetch loop of a broker, starting it if needed.
+func (k *Consumer) fetcherLocked(id int32) *fetcher {
+	f := k.fetchers[id]
+	if f == nil {
+		f = &fetcher{k: k, id: id, wake: make(chan struct{}, 1)}
+		k.fetchers[id] = f
+		k.wg.Add(1)
+		go f.run()
+	}
+	return f
+}
+
+// fetcher long-polls one broker for every ready partition it leads.
+type fetcher struct {
+	k    *Consumer
+	id   int32
+	wake chan struct{}
+	cc   *grpc.ClientConn
+	addr string
+}
+
+func (f *fetcher) notify() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) run() {
+	defer f.k.wg.Done()
+	k := f.k
+	for {
+		req, sent := f.build()
+		if req == nil {
+			select {
+			case <-k.ctx.Done():
+				return
+			case <-f.wake:
+				continue
+			}
+		}
+		resp, err := f.fetch(req)
+		if k.ctx.Err() != nil {
+			return
+		}
+		if !f.handle(sent, resp, err) {
+			if k.c.sleepCtx(k.ctx, k.c.cfg.retryBackoff) != nil {
+				return
+			}
+		}
+	}
+}
+
+func (f *fetcher) build() (*quirev1.FetchRequest, []fetchResult) {
+	k := f.k
+	cfg := &k.c.cfg
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	var parts []*quirev1.FetchPartition
+	var sent []fetchResult
+	for _, p := range k.parts {
+		if p.state != stateReady || p.leader != f.id || now.Before(p.retryAt) {
+			continue
+		}
+		epoch := p.epoch
+		parts = append(parts, &quirev1.FetchPartition{Topic: p.tp.topic, Partition: p.tp.partition,
+			Offset: p.offset, MaxBytes: cfg.fetchPartMaxBytes, CurrentLeaderEpoch: &epoch})
+		sent = append(sent, fetchResult{tp: p.tp, offset: p.offset, epoch: p.epoch})
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	return &quirev1.FetchRequest{MaxWaitMs: int32(cfg.fetchMaxWait / time.Millisecond), MinBytes: cfg.fetchMinBytes,
+		MaxBytes: cfg.fetchMaxBytes, Partitions: parts}, sent
+}
+
+func (f *fetcher) fetch(req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	k := f.k
+	b, ok := k.c.meta.broker(f.id)
+	if !ok {
+		return nil, &Error{Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE, Message: fmt.Sprintf("broker %d unknown", f.id), Retriable: true, LeaderID: -1}
+	}
+	if f.cc == nil || f.addr != b.addr {
+		cc, err := k.c.conn(b.addr)
+		if err != nil {
+			return nil, err
+		}
+		f.cc, f.addr = cc, b.addr
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, k.c.cfg.requestTimeout+k.c.cfg.fetchMaxWait)
+	defer cancel()
+	resp, err := quirev1.NewConsumerClient(f.cc).Fetch(ctx, req)
+	return resp, fromStatus(err)
+}
+
+// handle applies a fetch response: it advances offsets past the batches
+// received, hands them to Poll, and routes errors. It reports whether the
+// fetch made progress without error.
+func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err error) bool {
+	k := f.k
+	retryAt := time.Now().Add(k.c.cfg.retryBackoff)
+	if err != nil {
+		k.mu.Lock()
+		for _, s := range sent {
+			if p := k.parts[s.tp]; p != nil && p.state == stateReady && p.leader == f.id {
+				k.partFailedLocked(p, err, retryAt)
+			}
+		}
+		k.mu.Unlock()
+		if needsMetadata(err) {
+			k.c.meta.triggerRefresh()
+		}
+		return false
+	}
+	ok := true
+	for _, r := range resp.GetPartitions() {
+		tp := topicPartition{r.GetTopic(), r.GetPartition()}
+		var s *fetchResult
+		for i := range sent {
+			if sent[i].tp == tp {
+				s = &sent[i]
+				break
+			}
+		}
+		if s == nil {
+			continue
+		}
+		k.mu.Lock()
+		p := k.parts[tp]
+		if p == nil || p.state != stateReady || p.offset != s.offset || p.leader != f.id {
+			k.mu.Unlock() // reassigned or moved meanwhile
+			continue
+		}
+		if perr := fromProto(r.GetError()); perr != nil {
+			ok = false
+			k.partFailedLocked(p, perr, retryAt)
+			k.mu.Unlock()
+			continue
+		}
+		p.hw = r.GetHighWatermark()
+		data := r.GetRecords()
+		next, perr := nextOffset(data, p.offset)
+		if perr != nil {
+			ok = false
+			p.retryAt = retryAt
+			k.mu.Unlock()
+			f.emit(fetchResult{tp: tp, err: perr})
+			continue
+		}
+		p.offset = next
+		k.mu.Unlock()
+		if len(data) > 0 {
+			s.data = data
+			if !f.emit(*s) {
+				return false
+			}
+		}
+	}
+	return ok
+}
+
+func (f *fetcher) emit(r fetchResult) bool {
+	select {
+	case f.k.out <- r:
+		return true
+	case <-f.k.ctx.Done():
+		return false
+	}
+}
+
+// nextOffset walks the batch headers of data and returns the offset after
+// the last one (from when there is none).
+func nextOffset(data []byte, from int64) (int64, error) {
+	next := from
+	for len(data) > 0 {
+		size := record.PeekSize(data)
+		if size < record.HeaderSize || size > len(data) {
+			return from, fmt.Errorf("%w: batch of %d bytes in %d", record.ErrTruncated, size, len(data))
+		}
+		h, err := record.ParseHeader(data)
+		if err != nil {
+			return from, err
+		}
+		if n := h.NextOffset(); n > next {
+			next = n
+		}
+		data = data[size:]
+	}
+	return next, nil
+}

@@ -1,0 +1,61 @@
+// Package client is the Go client of Quire: a producer, a partition
+// consumer and the admin calls, over Quire's gRPC API, in the spirit of
+// franz-go's kgo for Kafka.
+//
+// # A short tour
+//
+// A Client is made with functional options and is safe for concurrent use.
+// It fetches the cluster's metadata, keeps one gRPC connection per broker,
+// sends each partition's requests to its leader, refreshes its metadata when
+// a broker answers NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION or
+// LEADER_NOT_AVAILABLE, and retries retriable errors with backoff.
+//
+//	cl, err := client.New(ctx,
+//		client.SeedBrokers("127.0.0.1:9092"),
+//		client.RequiredAcks(client.AllISRAcks),
+//		client.Linger(5*time.Millisecond),
+//	)
+//	if err != nil { ... }
+//	defer cl.Close()
+//
+// Producing is asynchronous: Produce buffers the record in its partition's
+// batch and calls back once the batch is acknowledged. Records with a key
+// land where Kafka's Java client would put them (murmur2 of the key);
+// keyless records stick to one partition per batch. Each partition has at
+// most one batch in flight, so records of a partition are written, and
+// called back, in the order produced. Batches of many partitions travel
+// together in one request over a pipelined ProduceStream per broker.
+//
+//	cl.Produce(ctx, client.KeyStringRecord("orders", "customer-42", "paid"),
+//		func(r *client.Record, err error) {
+//			if err != nil { log.Print(err); return }
+//			fmt.Println("at", r.Partition, r.Offset)
+//		})
+//	err = cl.Flush(ctx) // everything acknowledged or failed
+//
+// ProduceSync does the same and waits. MaxBufferedBytes bounds what may
+// wait; when full, Produce blocks or fails with ErrBufferFull
+// (BlockOnBufferFull). DeliveryTimeout bounds retries.
+//
+// Consuming reads chosen partitions from a start position: AtStart, AtEnd,
+// At(offset) or AtTimestamp(t). The consumer finds each partition's leader
+// and follows it when it moves; one long-poll loop per broker keeps the next
+// fetch in flight while the caller handles the current records.
+//
+//	cons, _ := cl.NewConsumer(map[string]map[int32]client.Offset{
+//		"orders": {0: client.AtStart(), 1: client.At(1200)},
+//	})
+//	defer cons.Close()
+//	for {
+//		recs, err := cons.Poll(ctx)
+//		...
+//	}
+//
+// Admin calls create, delete, list and describe topics, describe and alter
+// their configs, add partitions, and describe the cluster:
+//
+//	_, err = cl.CreateTopic(ctx, client.TopicSpec{Name: "orders", Partitions: 6})
+//
+// Errors a broker returns are *Error values carrying the Kafka-style code
+// (quire.v1.ErrorCode), the broker's message and whether a retry may work.
+package client

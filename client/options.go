@@ -1,0 +1,175 @@
+package client
+
+import (
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/quirelog/quire/record"
+)
+
+// Opt configures a Client. Options are applied in order; later ones win.
+type Opt func(*config)
+
+// Acks is how many replicas must have a batch before a produce succeeds.
+type Acks int32
+
+// The acks settings, with Kafka's numbers.
+const (
+	// AllISRAcks waits until every in-sync replica has the batch (-1).
+	AllISRAcks Acks = -1
+	// LeaderAck waits for the leader's local append (1).
+	LeaderAck Acks = 1
+	// NoAck does not wait for any answer (0); offsets are then unknown (-1).
+	NoAck Acks = 0
+)
+
+// Codec is a batch compression codec.
+type Codec = record.Codec
+
+// The compression codecs.
+const (
+	NoCompression     = record.None
+	GzipCompression   = record.Gzip
+	SnappyCompression = record.Snappy
+	LZ4Compression    = record.LZ4
+	ZstdCompression   = record.Zstd
+)
+
+type config struct {
+	seeds          []string
+	clientID       string
+	dialOpts       []grpc.DialOption
+	logger         hclog.Logger
+	requestTimeout time.Duration
+	retryBackoff   time.Duration
+	metadataMaxAge time.Duration
+	autoCreate     bool
+
+	// producer
+	deliveryTimeout time.Duration
+	linger          time.Duration
+	batchMaxBytes   int
+	maxBufBytes     int64
+	blockOnFull     bool
+	acks            Acks
+	partitioner     Partitioner
+	codec           Codec
+
+	// consumer
+	fetchMaxWait       time.Duration
+	fetchMinBytes      int32
+	fetchMaxBytes      int32
+	fetchPartMaxBytes  int32
+	fetchBufferedPolls int
+	resetOffset        Offset
+}
+
+func defaultConfig() config {
+	return config{
+		clientID:           "quire-go",
+		logger:             hclog.NewNullLogger(),
+		requestTimeout:     30 * time.Second,
+		retryBackoff:       100 * time.Millisecond,
+		metadataMaxAge:     5 * time.Minute,
+		deliveryTimeout:    2 * time.Minute,
+		batchMaxBytes:      1 << 20,
+		maxBufBytes:        64 << 20,
+		blockOnFull:        true,
+		acks:               AllISRAcks,
+		fetchMaxWait:       500 * time.Millisecond,
+		fetchMinBytes:      1,
+		fetchMaxBytes:      16 << 20,
+		fetchPartMaxBytes:  4 << 20,
+		fetchBufferedPolls: 4,
+		resetOffset:        AtStart(),
+	}
+}
+
+// SeedBrokers sets the brokers (host:port) the client first asks for
+// metadata. Required.
+func SeedBrokers(addrs ...string) Opt {
+	return func(c *config) { c.seeds = append([]string(nil), addrs...) }
+}
+
+// ClientID names the client to brokers (sent as the gRPC user agent).
+func ClientID(id string) Opt { return func(c *config) { c.clientID = id } }
+
+// DialOptions adds gRPC dial options (TLS credentials, interceptors...).
+// Without transport credentials the client dials in plaintext.
+func DialOptions(opts ...grpc.DialOption) Opt {
+	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// Logger sets the client's logger (default: discard).
+func Logger(l hclog.Logger) Opt { return func(c *config) { c.logger = l } }
+
+// RequestTimeout bounds each request to a broker (default 30s). Fetches add
+// their long-poll wait on top.
+func RequestTimeout(d time.Duration) Opt { return func(c *config) { c.requestTimeout = d } }
+
+// RetryBackoff is the wait before retrying a retriable failure and the
+// minimum interval between metadata refreshes (default 100ms).
+func RetryBackoff(d time.Duration) Opt { return func(c *config) { c.retryBackoff = d } }
+
+// MetadataMaxAge is how often metadata is refreshed when nothing asks for
+// it sooner (default 5m).
+func MetadataMaxAge(d time.Duration) Opt { return func(c *config) { c.metadataMaxAge = d } }
+
+// AllowAutoTopicCreation lets metadata requests create the topics they
+// name when the broker allows it (auto.create.topics.enable).
+func AllowAutoTopicCreation() Opt { return func(c *config) { c.autoCreate = true } }
+
+// DeliveryTimeout bounds how long a produced record may wait, counting
+// retries, before its callback gets an error (default 2m, Kafka's
+// delivery.timeout.ms).
+func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryTimeout = d } }
+
+// Linger is how long a partition's batch waits for more records before it
+// is sent (default 0: send when the partition has no request in flight,
+// which batches naturally under load).
+func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
+
+// BatchMaxBytes caps one record batch (default 1 MiB). A record that does
+// not fit in an empty batch fails with ErrRecordTooLarge.
+func BatchMaxBytes(n int) Opt { return func(c *config) { c.batchMaxBytes = n } }
+
+// MaxBufferedBytes caps the bytes of records produced but not yet
+// acknowledged (default 64 MiB). What happens when full is set by
+// BlockOnBufferFull.
+func MaxBufferedBytes(n int64) Opt { return func(c *config) { c.maxBufBytes = n } }
+
+// BlockOnBufferFull chooses whether Produce waits for room when the buffer
+// is full (true, the default) or fails the record with ErrBufferFull.
+func BlockOnBufferFull(block bool) Opt { return func(c *config) { c.blockOnFull = block } }
+
+// RequiredAcks sets the acks of produce requests (default AllISRAcks).
+func RequiredAcks(a Acks) Opt { return func(c *config) { c.acks = a } }
+
+// RecordPartitioner sets how records are spread over partitions (default
+// DefaultPartitioner: murmur2 of the key, sticky for keyless records).
+func RecordPartitioner(p Partitioner) Opt { return func(c *config) { c.partitioner = p } }
+
+// Compression sets the codec of produced batches (default none).
+func Compression(codec Codec) Opt { return func(c *config) { c.codec = codec } }
+
+// FetchMaxWait is how long a fetch long-polls for data (default 500ms).
+func FetchMaxWait(d time.Duration) Opt { return func(c *config) { c.fetchMaxWait = d } }
+
+// FetchMinBytes is how much data a fetch waits for (default 1).
+func FetchMinBytes(n int32) Opt { return func(c *config) { c.fetchMinBytes = n } }
+
+// FetchMaxBytes caps one fetch response (default 16 MiB).
+func FetchMaxBytes(n int32) Opt { return func(c *config) { c.fetchMaxBytes = n } }
+
+// FetchMaxPartitionBytes caps one partition in a fetch (default 4 MiB).
+func FetchMaxPartitionBytes(n int32) Opt { return func(c *config) { c.fetchPartMaxBytes = n } }
+
+// FetchBufferedPolls is how many fetch responses the consumer reads ahead
+// of Poll (default 4).
+func FetchBufferedPolls(n int) Opt { return func(c *config) { c.fetchBufferedPolls = n } }
+
+// ConsumeResetOffset is where a consumer restarts a partition whose offset
+// fell out of range (default AtStart).
+func ConsumeResetOffset(o Offset) Opt { return func(c *config) { c.resetOffset = o } }

@@ -1,0 +1,554 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quirelog/quire/record"
+)
+
+// Produce hands r to the producer and returns at once; cb (which may be
+// nil) is called exactly once when the record is acknowledged, with r's
+// Partition and Offset set, or when it failed. Callbacks of one partition
+// run in offset order, on a client goroutine: keep them short.
+//
+// ctx bounds only the wait inside Produce itself: for the topic's metadata
+// the first time a topic is used, and for room when the buffer is full and
+// BlockOnBufferFull is on. Once Produce has returned, the record is
+// delivered or failed within the delivery timeout.
+func (c *Client) Produce(ctx context.Context, r *Record, cb func(*Record, error)) {
+	if cb == nil {
+		cb = func(*Record, error) {}
+	}
+	c.prod.produce(ctx, r, cb)
+}
+
+// ProduceSync produces the records and waits until all are acknowledged
+// or failed; it returns the failures joined.
+func (c *Client) ProduceSync(ctx context.Context, rs ...*Record) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(rs))
+	wg.Add(len(rs))
+	for i, r := range rs {
+		c.Produce(ctx, r, func(_ *Record, err error) {
+			errs[i] = err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Flush sends every buffered record at once, ignoring linger, and waits
+// until each has been acknowledged or failed (its callback has returned)
+// or ctx ends.
+func (c *Client) Flush(ctx context.Context) error { return c.prod.flush(ctx) }
+
+// BufferedRecords returns how many produced records await an answer.
+func (c *Client) BufferedRecords() int64 {
+	c.prod.mu.Lock()
+	defer c.prod.mu.Unlock()
+	return c.prod.bufRecs
+}
+
+type promise struct {
+	r  *Record
+	cb func(*Record, error)
+}
+
+// pbatch is one record batch of one partition on its way.
+type pbatch struct {
+	b        *record.Builder
+	recs     []promise
+	bytes    int64
+	firstAt  time.Time
+	deadline time.Time
+	payload  []byte // built once, reused by retries
+	tries    int
+}
+
+type producer struct {
+	c   *Client
+	cfg *config
+
+	builders sync.Pool
+
+	topicsMu sync.RWMutex
+	topics   map[string]*prodTopic
+
+	sinksMu sync.Mutex
+	sinks   map[int32]*sink
+
+	mu       sync.Mutex // guards the buffer accounting and closed
+	bufBytes int64
+	bufRecs  int64
+	spaceCh  chan struct{} // closed when room is freed
+	drainCh  chan struct{} // closed when bufRecs reaches 0
+	closed   bool
+
+	flushing atomic.Int32
+	corr     atomic.Int64
+}
+
+type prodTopic struct {
+	name   string
+	loaded chan struct{}
+	err    error
+	parts  atomic.Pointer[[]*prodPart]
+}
+
+// prodPart is the producer's state of one partition: the open batch, the
+// sealed ones waiting, and whether one is in flight.
+type prodPart struct {
+	topic     string
+	partition int32
+
+	mu           sync.Mutex
+	sink         *sink // the leader's; nil while no leader is known
+	queuedOn     *sink // sink whose ready list holds this partition
+	cur          *pbatch
+	sealed       []*pbatch
+	inflight     bool
+	backoffUntil time.Time
+}
+
+func newProducer(c *Client) *producer {
+	p := &producer{c: c, cfg: &c.cfg, topics: map[string]*prodTopic{}, sinks: map[int32]*sink{}}
+	codec := c.cfg.codec
+	p.builders.New = func() any { return record.NewBuilder(codec) }
+	c.meta.onChange(p.onMeta)
+	return p
+}
+
+func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, error)) {
+	size := r.size()
+	if size+record.HeaderSize > p.cfg.batchMaxBytes {
+		cb(r, fmt.Errorf("%w: %d bytes, batch max %d", ErrRecordTooLarge, size, p.cfg.batchMaxBytes))
+		return
+	}
+	if err := p.reserve(ctx, int64(size)); err != nil {
+		cb(r, err)
+		return
+	}
+	t, err := p.topic(ctx, r.Topic)
+	if err != nil {
+		p.release(int64(size), 1)
+		cb(r, err)
+		return
+	}
+	parts := *t.parts.Load()
+	n := int32(len(parts))
+	pi := p.cfg.partitioner.Partition(r, n)
+	if pi < 0 || pi >= n {
+		p.release(int64(size), 1)
+		cb(r, fmt.Errorf("%w: %s/%d of %d partitions", ErrNoSuchPartition, r.Topic, pi, n))
+		return
+	}
+	r.Partition = pi
+	now := time.Now()
+	if r.Timestamp.IsZero() {
+		r.Timestamp = now
+	}
+	parts[pi].add(p, r, cb, size, now)
+}
+
+// reserve takes room for one record in the buffer.
+func (p *producer) reserve(ctx context.Context, size int64) error {
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return ErrClosed
+		}
+		if p.bufBytes+size <= p.cfg.maxBufBytes || p.bufRecs == 0 {
+			p.bufBytes += size
+			p.bufRecs++
+			p.mu.Unlock()
+			return nil
+		}
+		if !p.cfg.blockOnFull {
+			p.mu.Unlock()
+			return ErrBufferFull
+		}
+		if p.spaceCh == nil {
+			p.spaceCh = make(chan struct{})
+		}
+		ch := p.spaceCh
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.c.ctx.Done():
+			return ErrClosed
+		}
+		p.mu.Lock()
+	}
+}
+
+func (p *producer) release(bytes, recs int64) {
+	p.mu.Lock()
+	p.bufBytes -= bytes
+	p.bufRecs -= recs
+	if p.spaceCh != nil {
+		close(p.spaceCh)
+		p.spaceCh = nil
+	}
+	if p.bufRecs == 0 && p.drainCh != nil {
+		close(p.drainCh)
+		p.drainCh = nil
+	}
+	p.mu.Unlock()
+}
+
+func (p *producer) flush(ctx context.Context) error {
+	p.flushing.Add(1)
+	defer p.flushing.Add(-1)
+	p.sinksMu.Lock()
+	for _, s := range p.sinks {
+		s.notify()
+	}
+	p.sinksMu.Unlock()
+	p.mu.Lock()
+	if p.bufRecs == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.drainCh == nil {
+		p.drainCh = make(chan struct{})
+	}
+	ch := p.drainCh
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// topic returns the producer state of a topic, loading its metadata the
+// first time.
+func (p *producer) topic(ctx context.Context, name string) (*prodTopic, error) {
+	p.topicsMu.RLock()
+	t := p.topics[name]
+	p.topicsMu.RUnlock()
+	if t == nil {
+		p.topicsMu.Lock()
+		if t = p.topics[name]; t == nil {
+			t = &prodTopic{name: name, loaded: make(chan struct{})}
+			p.topics[name] = t
+			p.c.wg.Add(1)
+			go p.load(t)
+		}
+		p.topicsMu.Unlock()
+	}
+	select {
+	case <-t.loaded:
+	default:
+		select {
+		case <-t.loaded:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.c.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	return t, nil
+}
+
+func (p *producer) load(t *prodTopic) {
+	defer p.c.wg.Done()
+	ctx, cancel := context.WithTimeout(p.c.ctx, p.cfg.deliveryTimeout)
+	defer cancel()
+	tm, err := p.c.meta.loadTopic(ctx, t.name, false)
+	if err == nil {
+		p.syncTopic(t, tm)
+	} else {
+		t.err = err
+		p.topicsMu.Lock()
+		delete(p.topics, t.name) // the next Produce tries again
+		p.topicsMu.Unlock()
+	}
+	close(t.loaded)
+}
+
+// onMeta re-routes partitions after a metadata refresh.
+func (p *producer) onMeta() {
+	p.topicsMu.RLock()
+	ts := make([]*prodTopic, 0, len(p.topics))
+	for _, t := range p.topics {
+		ts = append(ts, t)
+	}
+	p.topicsMu.RUnlock()
+	for _, t := range ts {
+		if t.parts.Load() == nil {
+			continue // still loading; load syncs it
+		}
+		if tm := p.c.meta.topic(t.name); tm != nil && tm.err == nil && len(tm.partitions) > 0 {
+			p.syncTopic(t, tm)
+		}
+	}
+}
+
+func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
+	var parts []*prodPart
+	if old := t.parts.Load(); old != nil {
+		parts = *old
+	}
+	if len(tm.partitions) > len(parts) {
+		grown := make([]*prodPart, len(tm.partitions))
+		copy(grown, parts)
+		for i := len(parts); i < len(grown); i++ {
+			grown[i] = &prodPart{topic: t.name, partition: int32(i)}
+		}
+		parts = grown
+		t.parts.Store(&parts)
+	}
+	leaderless := false
+	now := time.Now()
+	for i, pm := range tm.partitions {
+		var s *sink
+		if b, ok := p.c.meta.broker(pm.leader); ok && pm.leader >= 0 && !b.fenced {
+			s = p.sinkFor(b)
+		}
+		if s == nil {
+			leaderless = leaderless || parts[i].expire(p, now)
+		}
+		parts[i].setSink(s)
+	}
+	if leaderless {
+		p.c.meta.triggerRefresh()
+	}
+}
+
+func (p *producer) sinkFor(b brokerMeta) *sink {
+	p.sinksMu.Lock()
+	defer p.sinksMu.Unlock()
+	s := p.sinks[b.id]
+	if s == nil {
+		s = newSink(p, b.id, b.addr)
+		p.sinks[b.id] = s
+		p.c.wg.Add(1)
+		go s.run()
+		return s
+	}
+	s.setAddr(b.addr)
+	return s
+}
+
+func (p *producer) newBatch(now time.Time) *pbatch {
+	return &pbatch{b: p.builders.Get().(*record.Builder), firstAt: now, deadline: now.Add(p.cfg.deliveryTimeout)}
+}
+
+func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size int, now time.Time) {
+	pp.mu.Lock()
+	b := pp.cur
+	sealed := false
+	if b != nil && b.b.EstimatedSize()+size > p.cfg.batchMaxBytes {
+		pp.sealed = append(pp.sealed, b)
+		b, sealed = nil, true
+	}
+	if b == nil {
+		b = p.newBatch(now)
+		pp.cur = b
+	}
+	b.b.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+	b.recs = append(b.recs, promise{r: r, cb: cb})
+	b.bytes += int64(size)
+	var wake *sink
+	if s := pp.sink; s != nil {
+		if pp.queuedOn != s {
+			pp.queuedOn = s
+			s.enqueue(pp)
+			wake = s
+		} else if sealed {
+			wake = s
+		}
+	}
+	pp.mu.Unlock()
+	if wake != nil {
+		wake.notify()
+	}
+}
+
+// setSink moves the partition to the leader's sink.
+func (pp *prodPart) setSink(s *sink) {
+	pp.mu.Lock()
+	if pp.sink == s {
+		pp.mu.Unlock()
+		return
+	}
+	pp.sink = s
+	has := pp.cur != nil || len(pp.sealed) > 0
+	if s != nil && has && pp.queuedOn != s {
+		pp.queuedOn = s
+		s.enqueue(pp)
+	}
+	pp.mu.Unlock()
+	if s != nil && has {
+		s.notify()
+	}
+}
+
+// take removes the batch to send next, or says when the open batch's
+// linger ends (zero time: nothing to send).
+func (pp *prodPart) take(now time.Time, linger time.Duration, flushing bool) (*pbatch, time.Time) {
+	if len(pp.sealed) > 0 {
+		b := pp.sealed[0]
+		pp.sealed[0] = nil
+		pp.sealed = pp.sealed[1:]
+		if len(pp.sealed) == 0 {
+			pp.sealed = nil
+		}
+		return b, time.Time{}
+	}
+	if pp.cur == nil {
+		return nil, time.Time{}
+	}
+	if linger <= 0 || flushing || now.Sub(pp.cur.firstAt) >= linger {
+		b := pp.cur
+		pp.cur = nil
+		return b, time.Time{}
+	}
+	return nil, pp.cur.firstAt.Add(linger)
+}
+
+// expire fails the batches of a leaderless partition whose delivery
+// timeout passed; it reports whether the partition still holds records.
+func (pp *prodPart) expire(p *producer, now time.Time) bool {
+	pp.mu.Lock()
+	var dead []*pbatch
+	for len(pp.sealed) > 0 && !pp.inflight && now.After(pp.sealed[0].deadline) {
+		dead = append(dead, pp.sealed[0])
+		pp.sealed = pp.sealed[1:]
+	}
+	if len(pp.sealed) == 0 && pp.cur != nil && !pp.inflight && now.After(pp.cur.deadline) {
+		dead = append(dead, pp.cur)
+		pp.cur = nil
+	}
+	has := pp.cur != nil || len(pp.sealed) > 0
+	pp.mu.Unlock()
+	for _, b := range dead {
+		p.fail(pp, b, fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded), false)
+	}
+	return has
+}
+
+// complete runs the callbacks of an acknowledged batch, then lets the
+// partition send its next one.
+func (p *producer) complete(pp *prodPart, b *pbatch, baseOffset int64) {
+	for i := range b.recs {
+		pr := &b.recs[i]
+		if baseOffset >= 0 {
+			pr.r.Offset = baseOffset + int64(i)
+		} else {
+			pr.r.Offset = -1
+		}
+		pr.cb(pr.r, nil)
+	}
+	p.done(pp, b, true)
+}
+
+// fail runs the callbacks of a failed batch with err.
+func (p *producer) fail(pp *prodPart, b *pbatch, err error, wasInflight bool) {
+	for i := range b.recs {
+		pr := &b.recs[i]
+		pr.r.Offset = -1
+		pr.cb(pr.r, err)
+	}
+	p.done(pp, b, wasInflight)
+}
+
+func (p *producer) done(pp *prodPart, b *pbatch, wasInflight bool) {
+	var wake *sink
+	if wasInflight {
+		pp.mu.Lock()
+		pp.inflight = false
+		wake = pp.sink
+		pp.mu.Unlock()
+	}
+	n := int64(len(b.recs))
+	bytes := b.bytes
+	b.b.Reset()
+	p.builders.Put(b.b)
+	*b = pbatch{}
+	p.release(bytes, n)
+	if wake != nil {
+		wake.notify()
+	}
+}
+
+// retry puts an in-flight batch back at the head of its partition after a
+// retriable error, or fails it when it cannot be retried in time.
+func (p *producer) retry(pp *prodPart, b *pbatch, err error) {
+	if needsMetadata(err) {
+		p.c.meta.triggerRefresh()
+	}
+	now := time.Now()
+	backoff := p.cfg.retryBackoff
+	if !retriable(err) || now.Add(backoff).After(b.deadline) || p.c.ctx.Err() != nil {
+		if p.c.ctx.Err() != nil {
+			err = ErrClosed
+		}
+		p.fail(pp, b, err, true)
+		return
+	}
+	b.tries++
+	p.c.log.Debug("retrying batch", "topic", pp.topic, "partition", pp.partition, "try", b.tries, "error", err)
+	pp.mu.Lock()
+	pp.sealed = append([]*pbatch{b}, pp.sealed...)
+	pp.inflight = false
+	pp.backoffUntil = now.Add(backoff)
+	s := pp.sink
+	if s != nil && pp.queuedOn != s {
+		pp.queuedOn = s
+		s.enqueue(pp)
+	}
+	pp.mu.Unlock()
+	if s != nil {
+		s.notify()
+	}
+}
+
+// close stops new records; failAll then fails whatever is left once the
+// client's goroutines have stopped.
+func (p *producer) close() {
+	p.mu.Lock()
+	p.closed = true
+	if p.spaceCh != nil {
+		close(p.spaceCh)
+		p.spaceCh = nil
+	}
+	p.mu.Unlock()
+}
+
+func (p *producer) failAll(err error) {
+	p.topicsMu.RLock()
+	var parts []*prodPart
+	for _, t := range p.topics {
+		if ps := t.parts.Load(); ps != nil {
+			parts = append(parts, *ps...)
+		}
+	}
+	p.topicsMu.RUnlock()
+	for _, pp := range parts {
+		pp.mu.Lock()
+		batches := pp.sealed
+		if pp.cur != nil {
+			batches = append(batches, pp.cur)
+		}
+		pp.sealed, pp.cur = nil, nil
+		pp.mu.Unlock()
+		for _, b := range batches {
+			p.fail(pp, b, err, false)
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// maxRequestBytes caps the record bytes of one produce request (brokers
+// take gRPC messages of at least 4 MiB).
+const maxRequestBytes = 3 << 20
+
+// sink sends the batches of the partitions one broker leads, many
+// partitions per request, pipelined over one ProduceStream; each partition
+// has at most one batch in flight, so its records stay in order.
+type sink struct {
+	p  *producer
+	id int32
+
+	mu     sync.Mutex
+	addr   string
+	ready  []*prodPart
+	stream *pstream
+	wake   chan struct{}
+}
+
+// pstream is one ProduceStream and the requests awaiting its answers.
+type pstream struct {
+	st     grpc.BidiStreamingClient[quirev1.ProduceRequest, quirev1.ProduceResponse]
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	inflight map[int64]*inflightReq
+	dead     bool
+}
+
+type inflightReq struct {
+	parts   []*prodPart
+	batches []*pbatch
+	sentAt  time.Time
+}
+
+func newSink(p *producer, id int32, addr string) *sink {
+	return &sink{p: p, id: id, addr: addr, wake: make(chan struct{}, 1)}
+}
+
+func (s *sink) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue adds pp to the ready list; the caller holds pp.mu.
+func (s *sink) enqueue(pp *prodPart) {
+	s.mu.Lock()
+	s.ready = append(s.ready, pp)
+	s.mu.Unlock()
+}
+
+func (s *sink) setAddr(addr string) {
+	s.mu.Lock()
+	if s.addr == addr {
+		s.mu.Unlock()
+		return
+	}
+	s.addr = addr
+	ps := s.stream
+	s.stream = nil
+	s.mu.Unlock()
+	if ps != nil {
+		s.streamFailed(ps, &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "broker moved to " + addr, Retriable: true, LeaderID: -1})
+	}
+	s.notify()
+}
+
+func (s *sink) run() {
+	defer s.p.c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	ctx := s.p.c.ctx
+	for {
+		next, more := s.drain(time.Now())
+		if more {
+			select {
+			case <-ctx.Done():
+				return
+			default:
+				continue
+			}
+		}
+		if t := s.checkTimeouts(); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			ps := s.stream
+			s.stream = nil
+			s.mu.Unlock()
+			if ps != nil {
+				s.streamFailed(ps, ErrClosed)
+			}
+			return
+		case <-s.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// drain sends one request with a batch from every partition that has one
+// ready. It returns when to look again (zero: when woken) and whether
+// ready batches were left out because the request was full.
+func (s *sink) drain(now time.Time) (next time.Time, more bool) {
+	s.mu.Lock()
+	list := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	if len(list) == 0 {
+		return time.Time{}, false
+	}
+	cfg := s.p.cfg
+	flushing := s.p.flushing.Load() > 0
+	keep := list[:0]
+	var ir *inflightReq
+	reqBytes := 0
+	for _, pp := range list {
+		pp.mu.Lock()
+		switch {
+		case pp.queuedOn != s:
+			// moved to another sink
+		case pp.inflight:
+			keep = append(keep, pp)
+		case reqBytes >= maxRequestBytes:
+			keep = append(keep, pp)
+			more = true
+		case now.Before(pp.backoffUntil):
+			keep = append(keep, pp)
+			next = earliest(next, pp.backoffUntil)
+		default:
+			b, wait := pp.take(now, cfg.linger, flushing)
+			switch {
+			case b != nil:
+				pp.inflight = true
+				keep = append(keep, pp)
+				if ir == nil {
+					ir = &inflightReq{}
+				}
+				ir.parts = append(ir.parts, pp)
+				ir.batches = append(ir.batches, b)
+				reqBytes += b.b.EstimatedSize()
+			case !wait.IsZero():
+				keep = append(keep, pp)
+				next = earliest(next, wait)
+			default:
+				pp.queuedOn = nil
+			}
+		}
+		pp.mu.Unlock()
+	}
+	s.mu.Lock()
+	s.ready = append(keep, s.ready...)
+	s.mu.Unlock()
+	if ir != nil {
+		s.send(ir)
+	}
+	return next, more
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// send builds the request and writes it to the stream.
+func (s *sink) send(ir *inflightReq) {
+	cfg := s.p.cfg
+	acks := int32(cfg.acks)
+	req := &quirev1.ProduceRequest{
+		Acks:       &acks,
+		TimeoutMs:  int32(cfg.requestTimeout / time.Millisecond),
+		Partitions: make([]*quirev1.PartitionRecords, len(ir.batches)),
+	}
+	for i, b := range ir.batches {
+		if b.payload == nil {
+			b.payload = b.b.Build()
+		}
+		pp := ir.parts[i]
+		req.Partitions[i] = &quirev1.PartitionRecords{Topic: pp.topic, Partition: pp.partition, Records: b.payload}
+	}
+	ps, err := s.openStream()
+	if err != nil {
+		s.failReq(ir, err)
+		return
+	}
+	req.CorrelationId = s.p.corr.Add(1)
+	ir.sentAt = time.Now()
+	if cfg.acks != NoAck {
+		ps.mu.Lock()
+		if ps.dead {
+			ps.mu.Unlock()
+			s.failReq(ir, &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "stream closed", Retriable: true, LeaderID: -1})
+			return
+		}
+		ps.inflight[req.CorrelationId] = ir
+		ps.mu.Unlock()
+	}
+	if err := ps.st.Send(req); err != nil {
+		// Recv sees the same failure and fails what is in flight.
+		if cfg.acks == NoAck {
+			s.failReq(ir, fromStatus(err))
+		}
+		s.streamFailed(ps, fromStatus(err))
+		return
+	}
+	if cfg.acks == NoAck {
+		for i, b := range ir.batches {
+			s.p.complete(ir.parts[i], b, -1)
+		}
+	}
+}
+
+func (s *sink) openStream() (*pstream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil {
+		return s.stream, nil
+	}
+	cc, err := s.p.c.conn(s.addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(s.p.c.ctx)
+	st, err := quirev1.NewProducerClient(cc).ProduceStream(ctx)
+	if err != nil {
+		cancel()
+		return nil, fromStatus(err)
+	}
+	ps := &pstream{st: st, cancel: cancel, inflight: map[int64]*inflightReq{}}
+	s.stream = ps
+	s.p.c.wg.Add(1)
+	go s.recv(ps)
+	return ps, nil
+}
+
+func (s *sink) recv(ps *pstream) {
+	defer s.p.c.wg.Done()
+	for {
+		resp, err := ps.st.Recv()
+		if err != nil {
+			s.streamFailed(ps, fromStatus(err))
+			return
+		}
+		ps.mu.Lock()
+		ir := ps.inflight[resp.GetCorrelationId()]
+		delete(ps.inflight, resp.GetCorrelationId())
+		ps.mu.Unlock()
+		if ir == nil {
+			s.p.c.log.Warn("produce response for unknown correlation id", "broker", s.id, "id", resp.GetCorrelationId())
+			continue
+		}
+		s.handle(ir, resp)
+	}
+}
+
+// handle matches per-partition results to the batches sent.
+func (s *sink) handle(ir *inflightReq, resp *quirev1.ProduceResponse) {
+	res := resp.GetPartitions()
+	for i, pp := range ir.parts {
+		var pr *quirev1.PartitionProduceResult
+		if i < len(res) && res[i].GetTopic() == pp.topic && res[i].GetPartition() == pp.partition {
+			pr = res[i]
+		} else {
+			for _, r := range res {
+				if r.GetTopic() == pp.topic && r.GetPartition() == pp.partition {
+					pr = r
+					break
+				}
+			}
+		}
+		b := ir.batches[i]
+		switch {
+		case pr == nil:
+			s.p.fail(pp, b, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition), true)
+		case pr.GetError() != nil && pr.GetError().GetCode() != quirev1.ErrorCode_NONE:
+			s.p.retry(pp, b, fromProto(pr.GetError()))
+		default:
+			s.p.complete(pp, b, pr.GetBaseOffset())
+		}
+	}
+}
+
+// failReq hands every batch of a request that got no answer to retry.
+func (s *sink) failReq(ir *inflightReq, err error) {
+	for i, pp := range ir.parts {
+		s.p.retry(pp, ir.batches[i], err)
+	}
+}
+
+// streamFailed closes a broken stream and retries what it had in flight.
+func (s *sink) streamFailed(ps *pstream, err error) {
+	ps.mu.Lock()
+	if ps.dead {
+		ps.mu.Unlock()
+		return
+	}
+	ps.dead = true
+	pending := ps.inflight
+	ps.inflight = nil
+	ps.mu.Unlock()
+	ps.cancel()
+	s.mu.Lock()
+	if s.stream == ps {
+		s.stream = nil
+	}
+	s.mu.Unlock()
+	if err == nil || err == context.Canceled {
+		err = &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "produce stream closed", Retriable: true, LeaderID: -1}
+	}
+	if len(pending) > 0 {
+		s.p.c.log.Debug("produce stream failed", "broker", s.id, "in_flight", len(pending), "error", err)
+	}
+	for _, ir := range pending {
+		s.failReq(ir, err)
+	}
+	s.p.c.meta.triggerRefresh()
+}
+
+// checkTimeouts breaks the stream when a request waited past the request
+// timeout, and returns when to check again.
+func (s *sink) checkTimeouts() time.Time {
+	s.mu.Lock()
+	ps := s.stream
+	s.mu.Unlock()
+	if ps == nil {
+		return time.Time{}
+	}
+	limit := s.p.cfg.requestTimeout + 5*time.Second
+	var oldest time.Time
+	ps.mu.Lock()
+	for _, ir := range ps.inflight {
+		oldest = earliest(oldest, ir.sentAt)
+	}
+	ps.mu.Unlock()
+	if oldest.IsZero() {
+		return time.Time{}
+	}
+	if time.Since(oldest) > limit {
+		s.streamFailed(ps, &Error{Code: quirev1.ErrorCode_REQUEST_TIMED_OUT, Message: "no produce response in time", Retriable: true, LeaderID: -1})
+		return time.Time{}
+	}
+	return oldest.Add(limit)
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quirelog/quire/client"
+)
+
+func init() { registerCommand(newClusterCmd) }
+
+func newClusterCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "info",
+		Short: "Show the brokers and the controller",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			d, err := cl.DescribeCluster(ctx)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if g.format == "json" {
+				return printJSON(out, d)
+			}
+			fmt.Fprintf(out, "CLUSTER     %s\nCONTROLLER  %d\n\n", d.ClusterID, d.ControllerID)
+			rows := [][]string{}
+			for _, b := range d.Brokers {
+				id := fmt.Sprint(b.ID)
+				if b.ID == d.ControllerID {
+					id += "*"
+				}
+				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), yesNo(b.Fenced)})
+			}
+			return printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED"}, rows)
+		},
+	})
+	return cmd
+}
+
+// --- helpers shared by the client verbs ---
+
+// cmdContext returns a context cancelled by SIGINT or SIGTERM.
+func cmdContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// newClient connects to the brokers named by --brokers.
+func newClient(ctx context.Context, g *globalFlags, opts ...client.Opt) (*client.Client, error) {
+	if g.format != "table" && g.format != "json" {
+		return nil, fmt.Errorf("unknown --format %q (table or json)", g.format)
+	}
+	var seeds []string
+	for _, s := range strings.Split(g.brokers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	base := []client.Opt{client.SeedBrokers(seeds...), client.ClientID("quire-cli"),
+		client.RequestTimeout(15 * time.Second)}
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, err := client.New(dctx, append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", g.brokers, err)
+	}
+	return cl, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printTable(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func int32s(v []int32) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return "[" + strings.Join(s, ",") + "]"
+}
+
+// parseKV parses key=value pairs.
+func parseKV(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("bad key=value %q", p)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// parseAcks parses all|-1|1|0.
+func parseAcks(s string) (client.Acks, error) {
+	switch s {
+	case "all", "-1":
+		return client.AllISRAcks, nil
+	case "1", "leader":
+		return client.LeaderAck, nil
+	case "0", "none":
+		return client.NoAck, nil
+	}
+	return 0, fmt.Errorf("bad --acks %q (all, 1 or 0)", s)
+}
+
+// parseCodec parses a compression name.
+func parseCodec(s string) (client.Codec, error) {
+	switch s {
+	case "", "none":
+		return client.NoCompression, nil
+	case "gzip":
+		return client.GzipCompression, nil
+	case "snappy":
+		return client.SnappyCompression, nil
+	case "lz4":
+		return client.LZ4Compression, nil
+	case "zstd":
+		return client.ZstdCompression, nil
+	}
+	return 0, fmt.Errorf("unknown compression %q", s)
+}

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/spf13/cobra"
+
+	"github.com/quirelog/quire/client"
+)
+
+func init() { registerCommand(newPerfCmd) }
+
+func newPerfCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "perf",
+		Short: "Measure produce, consume and end-to-end throughput and latency",
+	}
+	cmd.AddCommand(perfProduceCmd(g), perfConsumeCmd(g), perfE2ECmd(g))
+	return cmd
+}
+
+// latencies is an HDR histogram of microseconds plus the counters of the
+// current progress window. It is safe for concurrent use.
+type latencies struct {
+	mu      sync.Mutex
+	h       *hdrhistogram.Histogram
+	winSum  int64
+	winN    int64
+	winMax  int64
+	records atomic.Int64
+	bytes   atomic.Int64
+	errors  atomic.Int64
+	lastErr atomic.Value
+}
+
+func newLatencies() *latencies {
+	return &latencies{h: hdrhistogram.New(1, 120_000_000, 3)}
+}
+
+func (l *latencies) record(d time.Duration, size int) {
+	us := d.Microseconds()
+	if us < 1 {
+		us = 1
+	}
+	l.mu.Lock()
+	_ = l.h.RecordValue(us)
+	l.winSum += us
+	l.winN++
+	if us > l.winMax {
+		l.winMax = us
+	}
+	l.mu.Unlock()
+	l.records.Add(1)
+	l.bytes.Add(int64(size))
+}
+
+func (l *latencies) fail(err error) {
+	l.errors.Add(1)
+	l.lastErr.Store(err.Error())
+}
+
+// window returns and resets the progress window's average and max.
+func (l *latencies) window() (avg, maxv float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.winN > 0 {
+		avg = float64(l.winSum) / float64(l.winN) / 1000
+	}
+	maxv = float64(l.winMax) / 1000
+	l.winSum, l.winN, l.winMax = 0, 0, 0
+	return avg, maxv
+}
+
+// progress prints a line every interval until stop is closed.
+func progress(w io.Writer, interval time.Duration, verb string, l *latencies, withLatency bool, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	lastN, lastB, lastT := int64(0), int64(0), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			n, b := l.records.Load(), l.bytes.Load()
+			secs := now.Sub(lastT).Seconds()
+			line := fmt.Sprintf("%d records %s, %.1f records/s (%.2f MB/s)", n, verb,
+				float64(n-lastN)/secs, float64(b-lastB)/secs/1e6)
+			if withLatency {
+				avg, mx := l.window()
+				line += fmt.Sprintf(", %.2f ms avg latency, %.2f ms max latency", avg, mx)
+			}
+			if e := l.errors.Load(); e > 0 {
+				line += fmt.Sprintf(", %d errors", e)
+			}
+			fmt.Fprintln(w, line)
+			lastN, lastB, lastT = n, b, now
+		}
+	}
+}
+
+type perfSummary struct {
+	Records       int64   `json:"records"`
+	Errors        int64   `json:"errors"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	LatencyAvgMs  float64 `json:"latency_avg_ms,omitempty"`
+	LatencyP50Ms  float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP95Ms  float64 `json:"latency_p95_ms,omitempty"`
+	LatencyP99Ms  float64 `json:"latency_p99_ms,omitempty"`
+	LatencyP999Ms float64 `json:"latency_p999_ms,omitempty"`
+	LatencyMaxMs  float64 `json:"latency_max_ms,omitempty"`
+	LastError     string  `json:"last_error,omitempty"`
+}
+
+func (l *latencies) summary(elapsed time.Duration, withLatency bool) perfSummary {
+	s := perfSummary{Records: l.records.Load(), Errors: l.errors.Load(), Seconds: elapsed.Seconds()}
+	s.RecordsPerSec = float64(s.Records) / s.Seconds
+	s.MBPerSec = float64(l.bytes.Load()) / s.Seconds / 1e6
+	if withLatency {
+		l.mu.Lock()
+		ms := func(us int64) float64 { return float64(us) / 1000 }
+		s.LatencyAvgMs = l.h.Mean() / 1000
+		s.LatencyP50Ms = ms(l.h.ValueAtQuantile(50))
+		s.LatencyP95Ms = ms(l.h.ValueAtQuantile(95))
+		s.LatencyP99Ms = ms(l.h.ValueAtQuantile(99))
+		s.LatencyP999Ms = ms(l.h.ValueAtQuantile(99.9))
+		s.LatencyMaxMs = ms(l.h.Max())
+		l.mu.Unlock()
+	}
+	if e, ok := l.lastErr.Load().(string); ok {
+		s.LastError = e
+	}
+	return s
+}
+
+func printSummary(w io.Writer, g *globalFlags, s perfSummary, withLatency bool) error {
+	if g.format == "json" {
+		return printJSON(w, s)
+	}
+	fmt.Fprintf(w, "%d records in %.2f s: %.1f records/s (%.2f MB/s)", s.Records, s.Seconds, s.RecordsPerSec, s.MBPerSec)
+	if withLatency {
+		fmt.Fprintf(w, ", latency avg %.3f ms, p50 %.3f ms, p95 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms",
+			s.LatencyAvgMs, s.LatencyP50Ms, s.LatencyP95Ms, s.LatencyP99Ms, s.LatencyP999Ms, s.LatencyMaxMs)
+	}
+	fmt.Fprintln(w)
+	if s.Errors > 0 {
+		fmt.Fprintf(w, "%d errors, last: %s\n", s.Errors, s.LastError)
+	}
+	return nil
+}
+
+// pacer spaces calls to rate per second (0: no limit).
+type pacer struct {
+	start time.Time
+	every time.Duration
+	n     int64
+}
+
+func newPacer(rate float64) *pacer {
+	p := &pacer{start: time.Now()}
+	if rate > 0 {
+		p.every = time.Duration(float64(time.Second) / rate)
+	}
+	return p
+}
+
+func (p *pacer) wait(ctx context.Context) {
+	if p.every == 0 {
+		return
+	}
+	due := p.start.Add(time.Duration(p.n) * p.every)
+	p.n++
+	if d := time.Until(due); d > 200*time.Microsecond {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+type perfProduceFlags struct {
+	topic       string
+	n           int64
+	size        int
+	acks        string
+	rate        float64
+	producers   int
+	linger      time.Duration
+	batchBytes  int
+	bufferBytes int64
+	compression string
+	partitions  int32
+	sync        bool
+	interval    time.Duration
+}
+
+func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.topic, "topic", "", "topic to use (created if missing)")
+	fl.Int64VarP(&f.n, "num-records", "n", defaultN, "records to produce")
+	fl.IntVar(&f.size, "size", 100, "record value size in bytes")
+	fl.StringVar(&f.acks, "acks", "1", "acks: all, 1 or 0")
+	fl.Float64Var(&f.rate, "rate", 0, "records per second over all producers (0: as fast as possible)")
+	fl.IntVar(&f.producers, "producers", 1, "concurrent producer clients")
+	fl.DurationVar(&f.linger, "linger", 0, "producer linger")
+	fl.IntVar(&f.batchBytes, "batch-bytes", 1<<20, "producer batch max bytes")
+	fl.Int64Var(&f.bufferBytes, "buffer-bytes", 64<<20, "producer max buffered bytes")
+	fl.StringVarP(&f.compression, "compression", "z", "none", "none, gzip, snappy, lz4 or zstd")
+	fl.Int32Var(&f.partitions, "partitions", 0, "partitions when creating the topic (default: the broker's)")
+	fl.BoolVar(&f.sync, "sync", false, "send one record at a time, waiting for each (unbatched latency)")
+	fl.DurationVar(&f.interval, "interval", 5*time.Second, "progress line interval")
+	_ = cmd.MarkFlagRequired("topic")
+}
+
+func (f *perfProduceFlags) clientOpts() ([]client.Opt, error) {
+	acks, err := parseAcks(f.acks)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := parseCodec(f.compression)
+	if err != nil {
+		return nil, err
+	}
+	return []client.Opt{client.RequiredAcks(acks), client.Compression(codec), client.Linger(f.linger),
+		client.BatchMaxBytes(f.batchBytes), client.MaxBufferedBytes(f.bufferBytes)}, nil
+}
+
+// ensureTopic creates the topic when it does not exist.
+func ensureTopic(ctx context.Context, cl *client.Client, topic string, partitions int32) error {
+	if _, err := cl.PartitionCount(ctx, topic); err == nil {
+		return nil
+	}
+	_, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: partitions})
+	if err != nil && client.ErrorCode(err).String() != "TOPIC_ALREADY_EXISTS" {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+func perfProduceCmd(g *globalFlags) *cobra.Command {
+	f := &perfProduceFlags{}
+	cmd := &cobra.Command{
+		Use:   "produce",
+		Short: "Produce records as fast as possible (or at --rate) and report throughput and latency",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := f.clientOpts()
+			if err != nil {
+				return err
+			}
+			if f.producers < 1 || f.n < 1 || f.size < 0 {
+				return fmt.Errorf("need --producers ≥ 1, -n ≥ 1, --size ≥ 0")
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			clients := make([]*client.Client, f.producers)
+			for i := range clients {
+				if clients[i], err = newClient(ctx, g, opts...); err != nil {
+					return err
+				}
+				defer clients[i].Close()
+			}
+			if err := ensureTopic(ctx, clients[0], f.topic, f.partitions); err != nil {
+				return err
+			}
+			value := make([]byte, f.size)
+			_, _ = rand.Read(value)
+			lat := newLatencies()
+			stop := make(chan struct{})
+			go progress(cmd.ErrOrStderr(), f.interval, "sent", lat, true, stop)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for i, cl := range clients {
+				n := f.n / int64(f.producers)
+				if i == 0 {
+					n += f.n % int64(f.producers)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					produceLoop(ctx, cl, f, n, value, lat)
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			close(stop)
+			return printSummary(cmd.OutOrStdout(), g, lat.summary(elapsed, true), true)
+		},
+	}
+	f.bind(cmd, 1_000_000)
+	return cmd
+}
+
+// produceLoop produces n records from one client and waits for all.
+func produceLoop(ctx context.Context, cl *client.Client, f *perfProduceFlags, n int64, value []byte, lat *latencies) {
+	pool := sync.Pool{New: func() any { return &client.Record{Topic: f.topic, Value: value} }}
+	done := make(chan struct{}, 1)
+	cb := func(r *client.Record, err error) {
+		if err != nil {
+			lat.fail(err)
+		} else {
+			lat.record(time.Since(r.Timestamp), len(r.Value))
+		}
+		if f.sync {
+			done <- struct{}{}
+		}
+		r.Timestamp = time.Time{}
+		pool.Put(r)
+	}
+	p := newPacer(f.rate / float64(f.producers))
+	for i := int64(0); i < n && ctx.Err() == nil; i++ {
+		p.wait(ctx)
+		r := pool.Get().(*client.Record)
+		r.Timestamp = time.Now()
+		cl.Produce(ctx, r, cb)
+		if f.sync {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}
+	}
+	_ = cl.Flush(ctx)
+}
+
+func perfConsumeCmd(g *globalFlags) *cobra.Command {
+	var (
+		topic    string
+		n        int64
+		offset   string
+		interval time.Duration
+		timeout  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Consume records as fast as possible and report throughput",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			start, err := parseOffset(offset)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			parts, err := cl.PartitionCount(ctx, topic)
+			if err != nil {
+				return fmt.Errorf("topic %s: %w", topic, err)
+			}
+			assign := map[int32]client.Offset{}
+			for p := int32(0); p < parts; p++ {
+				assign[p] = start
+			}
+			lat := newLatencies()
+			stop := make(chan struct{})
+			go progress(cmd.ErrOrStderr(), interval, "consumed", lat, false, stop)
+			began := time.Now()
+			cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: assign})
+			if err != nil {
+				return err
+			}
+			defer cons.Close()
+			var got, bytes int64
+			idle := time.Now()
+			for got < n && ctx.Err() == nil {
+				pctx, pcancel := context.WithTimeout(ctx, time.Second)
+				recs, err := cons.Poll(pctx)
+				pcancel()
+				if err != nil && len(recs) == 0 && pctx.Err() == nil {
+					lat.fail(err)
+				}
+				if len(recs) == 0 {
+					if time.Since(idle) > timeout {
+						fmt.Fprintf(cmd.ErrOrStderr(), "no records for %s, stopping\n", timeout)
+						break
+					}
+					continue
+				}
+				idle = time.Now()
+				var b int64
+				for _, r := range recs {
+					b += int64(len(r.Value) + len(r.Key))
+				}
+				got += int64(len(recs))
+				bytes += b
+				lat.records.Add(int64(len(recs)))
+				lat.bytes.Add(b)
+			}
+			elapsed := time.Since(began)
+			close(stop)
+			return printSummary(cmd.OutOrStdout(), g, lat.summary(elapsed, false), false)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&topic, "topic", "", "topic to read")
+	fl.Int64VarP(&n, "num-records", "n", 1_000_000, "records to read")
+	fl.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
+	fl.DurationVar(&interval, "interval", 5*time.Second, "progress line interval")
+	fl.DurationVar(&timeout, "timeout", 10*time.Second, "stop after this long without records")
+	_ = cmd.MarkFlagRequired("topic")
+	return cmd
+}
+
+func perfE2ECmd(g *globalFlags) *cobra.Command {
+	f := &perfProduceFlags{}
+	cmd := &cobra.Command{
+		Use:   "e2e",
+		Short: "Measure produce-to-consume latency at a given rate",
+		Long: `e2e produces records at --rate with a send timestamp in each value and
+consumes them from the same topic; the latency of a record is the time from
+its Produce call to its arrival in the consumer's Poll.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.size < 8 {
+				f.size = 8
+			}
+			opts, err := f.clientOpts()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g, append(opts, client.FetchMaxWait(100*time.Millisecond))...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if err := ensureTopic(ctx, cl, f.topic, f.partitions); err != nil {
+				return err
+			}
+			ends, err := cl.ListOffsets(ctx, f.topic, client.AtEnd())
+			if err != nil {
+				return err
+			}
+			assign := map[int32]client.Offset{}
+			for p, o := range ends {
+				assign[p] = client.At(o)
+			}
+			cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{f.topic: assign})
+			if err != nil {
+				return err
+			}
+			defer cons.Close()
+			lat := newLatencies()
+			stop := make(chan struct{})
+			go progress(cmd.ErrOrStderr(), f.interval, "received", lat, true, stop)
+			start := time.Now()
+			prodErrs := newLatencies()
+			go func() {
+				p := newPacer(f.rate)
+				for i := int64(0); i < f.n && ctx.Err() == nil; i++ {
+					p.wait(ctx)
+					v := make([]byte, f.size)
+					binary.BigEndian.PutUint64(v, uint64(time.Now().UnixNano()))
+					cl.Produce(ctx, &client.Record{Topic: f.topic, Value: v}, func(_ *client.Record, err error) {
+						if err != nil {
+							prodErrs.fail(err)
+							lat.fail(err)
+						}
+					})
+				}
+			}()
+			for lat.records.Load()+prodErrs.errors.Load() < f.n && ctx.Err() == nil {
+				pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+				recs, err := cons.Poll(pctx)
+				pcancel()
+				if err != nil && len(recs) == 0 {
+					if pctx.Err() != nil && ctx.Err() == nil {
+						return fmt.Errorf("no records for 10s (%d of %d received)", lat.records.Load(), f.n)
+					}
+					continue
+				}
+				now := time.Now().UnixNano()
+				for _, r := range recs {
+					if len(r.Value) >= 8 {
+						lat.record(time.Duration(now-int64(binary.BigEndian.Uint64(r.Value))), len(r.Value))
+					}
+				}
+			}
+			elapsed := time.Since(start)
+			close(stop)
+			return printSummary(cmd.OutOrStdout(), g, lat.summary(elapsed, true), true)
+		},
+	}
+	f.bind(cmd, 10_000)
+	_ = cmd.Flags().Set("rate", "1000")
+	cmd.Flags().Lookup("rate").DefValue = "1000"
+	return cmd
+}

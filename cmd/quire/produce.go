@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quirelog/quire/client"
+)
+
+func init() { registerCommand(newProduceCmd) }
+
+func newProduceCmd(g *globalFlags) *cobra.Command {
+	var (
+		key, keySep, acks, compression string
+		partition                      int32
+		verbose                        bool
+		headers                        []string
+		maxLine                        int
+	)
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Produce one record per line of standard input",
+		Long: `Produce reads standard input and produces one record per line.
+
+With -k every record gets that key; with --key-separator each line is split
+at the first separator into key and value. Records without -p are spread by
+murmur2 of the key (the partition Kafka would choose), keyless ones sticky.
+With -v each record's partition and offset is printed once acknowledged.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := parseAcks(acks)
+			if err != nil {
+				return err
+			}
+			codec, err := parseCodec(compression)
+			if err != nil {
+				return err
+			}
+			hdrs, err := parseHeaders(headers)
+			if err != nil {
+				return err
+			}
+			opts := []client.Opt{client.RequiredAcks(a), client.Compression(codec), client.AllowAutoTopicCreation()}
+			explicit := cmd.Flags().Changed("partition")
+			if explicit {
+				opts = append(opts, client.RecordPartitioner(client.ManualPartitioner()))
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g, opts...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			p := &lineProducer{cl: cl, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), verbose: verbose, json: g.format == "json"}
+			sc := bufio.NewScanner(cmd.InOrStdin())
+			sc.Buffer(make([]byte, 64<<10), maxLine)
+			for sc.Scan() {
+				line := sc.Text()
+				r := &client.Record{Topic: args[0], Partition: partition, Headers: hdrs}
+				switch {
+				case keySep != "":
+					k, v, ok := strings.Cut(line, keySep)
+					if ok {
+						r.Key, r.Value = []byte(k), []byte(v)
+					} else {
+						r.Value = []byte(line)
+					}
+				case cmd.Flags().Changed("key"):
+					r.Key, r.Value = []byte(key), []byte(line)
+				default:
+					r.Value = []byte(line)
+				}
+				cl.Produce(ctx, r, p.done)
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			if err := sc.Err(); err != nil {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			if err := cl.Flush(ctx); err != nil {
+				return err
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.failed > 0 {
+				return fmt.Errorf("%d of %d records failed: %w", p.failed, p.failed+p.ok, p.firstErr)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&key, "key", "k", "", "key for every record")
+	f.StringVar(&keySep, "key-separator", "", "split each line at the first SEP into key and value")
+	f.Int32VarP(&partition, "partition", "p", 0, "produce to this partition (default: by key)")
+	f.StringVar(&acks, "acks", "all", "acks: all, 1 or 0")
+	f.StringVarP(&compression, "compression", "z", "none", "none, gzip, snappy, lz4 or zstd")
+	f.StringArrayVarP(&headers, "header", "H", nil, "header key=value for every record (repeatable)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print where each record landed")
+	f.IntVar(&maxLine, "max-line-bytes", 16<<20, "longest input line accepted")
+	return cmd
+}
+
+func parseHeaders(pairs []string) ([]client.RecordHeader, error) {
+	var hs []client.RecordHeader
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("bad header %q (key=value)", p)
+		}
+		hs = append(hs, client.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	return hs, nil
+}
+
+type lineProducer struct {
+	cl            *client.Client
+	out, errOut   io.Writer
+	verbose, json bool
+
+	mu       sync.Mutex
+	ok       int
+	failed   int
+	firstErr error
+}
+
+func (p *lineProducer) done(r *client.Record, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.failed++
+		if p.firstErr == nil {
+			p.firstErr = err
+		}
+		if err != context.Canceled {
+			fmt.Fprintf(p.errOut, "error: %s: %v\n", r.Value, err)
+		}
+		return
+	}
+	p.ok++
+	if !p.verbose {
+		return
+	}
+	if p.json {
+		b, _ := json.Marshal(map[string]any{"topic": r.Topic, "partition": r.Partition, "offset": r.Offset})
+		fmt.Fprintf(p.out, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(p.out, "produced to %s/%d at offset %d\n", r.Topic, r.Partition, r.Offset)
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quirelog/quire/client"
+)
+
+func init() { registerCommand(newTopicCmd) }
+
+func newTopicCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
+	cmd.AddCommand(topicCreateCmd(g), topicListCmd(g), topicDescribeCmd(g), topicDeleteCmd(g),
+		topicAlterConfigCmd(g), topicAddPartitionsCmd(g))
+	return cmd
+}
+
+func topicCreateCmd(g *globalFlags) *cobra.Command {
+	var partitions, rf int32
+	var configs []string
+	cmd := &cobra.Command{
+		Use:   "create NAME...",
+		Short: "Create topics",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfgs, err := parseKV(configs)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var created []*client.TopicDescription
+			rows := [][]string{}
+			var firstErr error
+			for _, name := range args {
+				d, err := cl.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: cfgs})
+				if err != nil {
+					rows = append(rows, []string{name, err.Error()})
+					if firstErr == nil {
+						firstErr = fmt.Errorf("create %s: %w", name, err)
+					}
+					continue
+				}
+				created = append(created, d)
+				rows = append(rows, []string{name, "OK"})
+			}
+			if g.format == "json" {
+				if err := printJSON(cmd.OutOrStdout(), created); err != nil {
+					return err
+				}
+			} else if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
+				return err
+			}
+			return firstErr
+		},
+	}
+	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 0, "number of partitions (default: the broker's num.partitions)")
+	cmd.Flags().Int32VarP(&rf, "replicas", "r", 0, "replication factor (default: the broker's default.replication.factor)")
+	cmd.Flags().StringArrayVarP(&configs, "topic-config", "c", nil, "topic config key=value (repeatable)")
+	return cmd
+}
+
+func topicListCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List topics",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ts, err := cl.ListTopics(ctx)
+			if err != nil {
+				return err
+			}
+			if g.format == "json" {
+				return printJSON(cmd.OutOrStdout(), ts)
+			}
+			rows := [][]string{}
+			for _, t := range ts {
+				rows = append(rows, []string{t.Name, fmt.Sprint(t.Partitions), fmt.Sprint(t.ReplicationFactor)})
+			}
+			return printTable(cmd.OutOrStdout(), []string{"NAME", "PARTITIONS", "REPLICAS"}, rows)
+		},
+	}
+}
+
+func topicDescribeCmd(g *globalFlags) *cobra.Command {
+	var allConfigs bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ds, err := cl.DescribeTopics(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if len(ds) == 0 {
+				return fmt.Errorf("topic %s not found", args[0])
+			}
+			d := ds[0]
+			var entries []client.ConfigEntry
+			if allConfigs {
+				if entries, err = cl.DescribeConfigs(ctx, d.Name); err != nil {
+					return err
+				}
+			}
+			out := cmd.OutOrStdout()
+			if g.format == "json" {
+				return printJSON(out, struct {
+					client.TopicDescription
+					AllConfigs []client.ConfigEntry `json:"all_configs,omitempty"`
+				}{d, entries})
+			}
+			fmt.Fprintf(out, "NAME        %s\nID          %s\nPARTITIONS  %d\n", d.Name, d.ID, len(d.Partitions))
+			if len(d.Partitions) > 0 {
+				fmt.Fprintf(out, "REPLICAS    %d\n", len(d.Partitions[0].Replicas))
+			}
+			fmt.Fprintln(out)
+			rows := [][]string{}
+			for _, p := range d.Partitions {
+				rows = append(rows, []string{fmt.Sprint(p.Partition), fmt.Sprint(p.Leader), fmt.Sprint(p.LeaderEpoch),
+					int32s(p.Replicas), int32s(p.ISR), fmt.Sprint(p.LogStartOffset), fmt.Sprint(p.HighWatermark),
+					fmt.Sprint(p.LogEndOffset)})
+			}
+			if err := printTable(out, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HW", "LEO"}, rows); err != nil {
+				return err
+			}
+			rows = rows[:0]
+			if allConfigs {
+				for _, e := range entries {
+					rows = append(rows, []string{e.Name, e.Value, e.Source})
+				}
+			} else {
+				keys := make([]string, 0, len(d.Configs))
+				for k := range d.Configs {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					rows = append(rows, []string{k, d.Configs[k], "topic"})
+				}
+			}
+			if len(rows) > 0 {
+				fmt.Fprintln(out)
+				return printTable(out, []string{"CONFIG", "VALUE", "SOURCE"}, rows)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&allConfigs, "print-configs", "a", false, "show every config with its effective value and source")
+	return cmd
+}
+
+func topicDeleteCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete topics and their data",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			rows := [][]string{}
+			var firstErr error
+			for _, name := range args {
+				status := "OK"
+				if err := cl.DeleteTopic(ctx, name); err != nil {
+					status = err.Error()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("delete %s: %w", name, err)
+					}
+				}
+				rows = append(rows, []string{name, status})
+			}
+			if g.format == "json" {
+				type res struct {
+					Topic  string `json:"topic"`
+					Status string `json:"status"`
+				}
+				var out []res
+				for _, r := range rows {
+					out = append(out, res{r[0], r[1]})
+				}
+				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+					return err
+				}
+			} else if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
+				return err
+			}
+			return firstErr
+		},
+	}
+}
+
+func topicAlterConfigCmd(g *globalFlags) *cobra.Command {
+	var set, del []string
+	cmd := &cobra.Command{
+		Use:   "alter-config NAME",
+		Short: "Set (-c key=value) or reset (--delete key) topic configs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kv, err := parseKV(set)
+			if err != nil {
+				return err
+			}
+			if len(kv) == 0 && len(del) == 0 {
+				return fmt.Errorf("nothing to change: give -c key=value or --delete key")
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if err := cl.AlterConfigs(ctx, args[0], kv, del...); err != nil {
+				return err
+			}
+			if g.format == "json" {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"topic": args[0], "set": kv, "deleted": del})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "altered %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVarP(&set, "topic-config", "c", nil, "config key=value to set (repeatable)")
+	cmd.Flags().StringArrayVar(&del, "delete", nil, "config key to return to its default (repeatable)")
+	return cmd
+}
+
+func topicAddPartitionsCmd(g *globalFlags) *cobra.Command {
+	var n int32
+	cmd := &cobra.Command{
+		Use:   "add-partitions NAME",
+		Short: "Add N partitions to a topic",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 1 {
+				return fmt.Errorf("-n must be at least 1")
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			cur, err := cl.PartitionCount(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			d, err := cl.CreatePartitions(ctx, args[0], cur+n)
+			if err != nil {
+				return err
+			}
+			if g.format == "json" {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d -> %d partitions\n", args[0], cur, cur+n)
+			return nil
+		},
+	}
+	cmd.Flags().Int32VarP(&n, "num", "n", 0, "number of partitions to add")
+	return cmd
+}

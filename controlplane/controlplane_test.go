@@ -1,0 +1,331 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/raftgrpc"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// gnode is one cluster node as the broker wires it: one gRPC server
+// carrying the raft transport and ControllerService, a metadata.Node, a
+// Forwarder and the broker Lifecycle.
+type gnode struct {
+	id   int32
+	addr string
+	gs   *grpc.Server
+	node *metadata.Node
+	fwd  *Forwarder
+	life *Lifecycle
+	done chan struct{}
+}
+
+type gcluster struct {
+	t     *testing.T
+	nodes []*gnode
+}
+
+func newGCluster(t *testing.T, n int, mod func(*metadata.Config)) *gcluster {
+	t.Helper()
+	var lis []net.Listener
+	var voters []metadata.Voter
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis = append(lis, l)
+		voters = append(voters, metadata.Voter{ID: int32(i + 1), Addr: l.Addr().String()})
+	}
+	c := &gcluster{t: t}
+	for i := 0; i < n; i++ {
+		id := int32(i + 1)
+		addr := lis[i].Addr().String()
+		tr := raftgrpc.New(raft.ServerAddress(addr), raftgrpc.WithTimeout(time.Second))
+		cfg := metadata.DefaultConfig()
+		cfg.NodeID, cfg.ClusterID, cfg.Dir = id, "grpc-cluster", t.TempDir()
+		cfg.Voter, cfg.Voters, cfg.AdvertisedAddr = true, voters, addr
+		cfg.Transport = tr
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("node%d", id), Level: hclog.Warn, Output: io.Discard})
+		cfg.BrokerHeartbeatInterval = 50 * time.Millisecond
+		cfg.BrokerSessionTimeout = 800 * time.Millisecond
+		cfg.RaftHeartbeatTimeout = 200 * time.Millisecond
+		cfg.RaftElectionTimeout = 200 * time.Millisecond
+		cfg.RaftLeaderLeaseTimeout = 100 * time.Millisecond
+		cfg.RaftCommitTimeout = 5 * time.Millisecond
+		if mod != nil {
+			mod(&cfg)
+		}
+		gs := grpc.NewServer()
+		tr.Register(gs)
+		node, err := metadata.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		NewService(node).Register(gs)
+		g := &gnode{id: id, addr: addr, gs: gs, node: node, done: make(chan struct{})}
+		go func(l net.Listener) {
+			defer close(g.done)
+			_ = gs.Serve(l)
+		}(lis[i])
+		g.fwd = NewForwarder(node, nil)
+		g.life = NewLifecycle(g.fwd, metadata.BrokerInfo{ID: id, Incarnation: fmt.Sprintf("inc%d", id), Addr: addr}, cfg.BrokerHeartbeatInterval, cfg.Logger)
+		g.life.Start()
+		c.nodes = append(c.nodes, g)
+	}
+	t.Cleanup(func() {
+		for _, g := range c.nodes {
+			c.kill(g)
+		}
+	})
+	return c
+}
+
+// kill stops a node without a controlled shutdown, as kill -9 would.
+func (c *gcluster) kill(g *gnode) {
+	if g.node == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no time for a controlled shutdown
+	_ = g.life.Stop(ctx)
+	g.gs.Stop()
+	<-g.done
+	if err := g.node.Shutdown(); err != nil {
+		c.t.Errorf("shutdown node %d: %v", g.id, err)
+	}
+	_ = g.fwd.Close()
+	g.node = nil
+}
+
+func (c *gcluster) live() []*gnode {
+	var out []*gnode
+	for _, g := range c.nodes {
+		if g.node != nil {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func (c *gcluster) controller() *gnode {
+	c.t.Helper()
+	var ctl *gnode
+	waitFor(c.t, "a controller", 10*time.Second, func() bool {
+		for _, g := range c.live() {
+			if g.node.IsController() && g.node.Image().ControllerID() == g.id {
+				ctl = g
+				return true
+			}
+		}
+		return false
+	})
+	return ctl
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *gcluster) waitLive(ids ...int32) {
+	c.t.Helper()
+	waitFor(c.t, fmt.Sprintf("brokers %v unfenced", ids), 10*time.Second, func() bool {
+		img := c.controller().node.Image()
+		for _, id := range ids {
+			if b, ok := img.Broker(id); !ok || b.Fenced {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (c *gcluster) follower() *gnode {
+	ctl := c.controller()
+	for _, g := range c.live() {
+		if g != ctl {
+			return g
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
+func TestControllerGRPCForwarding(t *testing.T) {
+	c := newGCluster(t, 3, nil)
+	c.waitLive(1, 2, 3)
+	f := c.follower()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := f.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "orders", Partitions: 6, ReplicationFactor: 3, Configs: map[string]string{"retention.ms": "60000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Partitions) != 6 || info.Configs["retention.ms"] != "60000" {
+		t.Fatalf("created %+v", info)
+	}
+	waitFor(t, "topic on every node", 10*time.Second, func() bool {
+		for _, g := range c.live() {
+			got, ok := g.node.Image().Topic("orders")
+			if !ok || !reflect.DeepEqual(got, info) {
+				return false
+			}
+		}
+		return true
+	})
+	// Sentinels survive the trip.
+	if _, err := f.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1}); !errors.Is(err, metadata.ErrTopicExists) {
+		t.Fatalf("duplicate create: %v", err)
+	}
+	if err := f.fwd.DeleteTopic(ctx, "nope"); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("delete unknown: %v", err)
+	}
+	if err := f.fwd.CreatePartitions(ctx, "orders", 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fwd.AlterConfigs(ctx, "orders", map[string]string{"cleanup.policy": "compact"}, []string{"retention.ms"}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := f.node.Image().Partition("orders", 0)
+	waitFor(t, "partition 7 locally", 5*time.Second, func() bool {
+		_, ok := f.node.Image().Partition("orders", 7)
+		return ok
+	})
+	np, err := f.fwd.AlterPartition(ctx, "orders", 0, p.Leader, p.LeaderEpoch, p.PartitionEpoch, []int32{p.Leader})
+	if err != nil || !reflect.DeepEqual(np.ISR, []int32{p.Leader}) {
+		t.Fatalf("alter partition: %+v %v", np, err)
+	}
+	if _, err := f.fwd.AlterPartition(ctx, "orders", 0, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.Replicas); !errors.Is(err, metadata.ErrStaleEpoch) {
+		t.Fatalf("stale alter partition: %v", err)
+	}
+	if err := f.fwd.Heartbeat(ctx, 1, "inc1", 1); !errors.Is(err, metadata.ErrFencedBroker) {
+		t.Fatalf("old-epoch heartbeat: %v", err)
+	}
+}
+
+func TestControllerGRPCFailover(t *testing.T) {
+	testFailover(t, newGCluster(t, 3, nil))
+}
+
+// TestControllerGRPCFailoverDefaults measures failover with the default
+// raft timings (the session timeout is kept short).
+func TestControllerGRPCFailoverDefaults(t *testing.T) {
+	def := metadata.DefaultConfig()
+	testFailover(t, newGCluster(t, 3, func(cfg *metadata.Config) {
+		cfg.RaftHeartbeatTimeout = def.RaftHeartbeatTimeout
+		cfg.RaftElectionTimeout = def.RaftElectionTimeout
+		cfg.RaftLeaderLeaseTimeout = def.RaftLeaderLeaseTimeout
+		cfg.RaftCommitTimeout = def.RaftCommitTimeout
+	}))
+}
+
+func testFailover(t *testing.T, c *gcluster) {
+	c.waitLive(1, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	f := c.follower()
+	if _, err := f.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "before", Partitions: 3, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.controller()
+	var led []int32
+	ti, _ := old.node.Image().Topic("before")
+	for _, p := range ti.Partitions {
+		if p.Leader == old.id {
+			led = append(led, p.Partition)
+		}
+	}
+	c.kill(old)
+	start := time.Now()
+	survivor := c.live()[0]
+	if _, err := survivor.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "after", Partitions: 2, ReplicationFactor: 2}); err != nil {
+		t.Fatalf("create after controller loss: %v", err)
+	}
+	t.Logf("controller failover (kill to created topic): %v", time.Since(start))
+	// The killed broker is fenced after its session expires and its
+	// partitions get new leaders.
+	waitFor(t, "killed broker fenced with its partitions moved", 10*time.Second, func() bool {
+		img := c.controller().node.Image()
+		if b, _ := img.Broker(old.id); !b.Fenced {
+			return false
+		}
+		for _, p := range led {
+			pi, _ := img.Partition("before", p)
+			if pi.Leader == old.id || pi.Leader == -1 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("partition leader failover (kill to new leaders): %v", time.Since(start))
+}
+
+func TestControllerGRPCLifecycleControlledShutdown(t *testing.T) {
+	c := newGCluster(t, 3, nil)
+	c.waitLive(1, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.nodes[0].fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "t", Partitions: 3, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	g := c.follower()
+	if err := g.life.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	img := c.controller().node.Image()
+	ti, _ := img.Topic("t")
+	for _, p := range ti.Partitions {
+		if p.Leader == g.id {
+			t.Fatalf("stopped broker still leads %+v", p)
+		}
+	}
+	if b, _ := img.Broker(g.id); !b.Fenced {
+		t.Fatal("stopped broker not fenced")
+	}
+}
+
+func TestControllerGRPCStatusMapping(t *testing.T) {
+	for _, e := range errorTable {
+		err := toStatus(fmt.Errorf("%w: detail", e.err))
+		if status.Code(err) != e.code {
+			t.Fatalf("%v -> %v, want %v", e.err, status.Code(err), e.code)
+		}
+		back := fromStatus(err)
+		if !errors.Is(back, e.err) {
+			t.Fatalf("%v came back as %v", e.err, back)
+		}
+	}
+	nc := toStatus(&metadata.NotControllerError{LeaderID: 3, LeaderAddr: "h:1"})
+	var got *metadata.NotControllerError
+	if !errors.As(fromStatus(nc), &got) || got.LeaderID != 3 || got.LeaderAddr != "h:1" {
+		t.Fatalf("not controller came back as %v", fromStatus(nc))
+	}
+	if status.Code(toStatus(errors.New("boom"))) != codes.Internal {
+		t.Fatal("unknown error not internal")
+	}
+}

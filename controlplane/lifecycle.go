@@ -1,0 +1,160 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/quirelog/quire/metadata"
+)
+
+// Lifecycle is a broker's side of its session with the controller:
+// register, heartbeat every interval, register again when the controller
+// says the broker is fenced or unknown, and a controlled shutdown on Stop.
+type Lifecycle struct {
+	f        *Forwarder
+	self     metadata.BrokerInfo
+	interval time.Duration
+	log      hclog.Logger
+
+	mu         sync.Mutex
+	epoch      int64
+	registered chan struct{}
+	stopCh     chan struct{}
+	done       chan struct{}
+	started    bool
+	stopped    bool
+}
+
+// NewLifecycle returns the lifecycle of broker self (ID, Incarnation,
+// Addr, Rack), heartbeating every interval.
+func NewLifecycle(f *Forwarder, self metadata.BrokerInfo, interval time.Duration, log hclog.Logger) *Lifecycle {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	return &Lifecycle{
+		f: f, self: self, interval: interval, log: log.Named("lifecycle"),
+		registered: make(chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// Start begins registering and heartbeating in the background.
+func (l *Lifecycle) Start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started {
+		return
+	}
+	l.started = true
+	go l.run()
+}
+
+// Epoch is the broker epoch of the current registration (0 before).
+func (l *Lifecycle) Epoch() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// Registered is closed after the first successful registration.
+func (l *Lifecycle) Registered() <-chan struct{} { return l.registered }
+
+// Stop ends the heartbeats, then asks the controller to move this broker's
+// leaderships away (controlled shutdown), within ctx. With ctx already
+// done it only stops: the controller fences the broker when its session
+// expires.
+func (l *Lifecycle) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return nil
+	}
+	l.stopped = true
+	started := l.started
+	l.mu.Unlock()
+	close(l.stopCh)
+	if !started {
+		return nil
+	}
+	<-l.done
+	if l.Epoch() == 0 {
+		return nil
+	}
+	if err := l.f.ControlledShutdown(ctx, l.self.ID); err != nil {
+		l.log.Warn("controlled shutdown failed", "broker", l.self.ID, "error", err)
+		return err
+	}
+	l.log.Info("controlled shutdown done", "broker", l.self.ID)
+	return nil
+}
+
+func (l *Lifecycle) run() {
+	defer close(l.done)
+	ticker := time.NewTicker(l.interval)
+	defer ticker.Stop()
+	for {
+		l.beat()
+		select {
+		case <-l.stopCh:
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// beat registers when not registered, else heartbeats; a fenced or
+// unknown answer makes the next beat register again.
+func (l *Lifecycle) beat() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.interval)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	epoch := l.Epoch()
+	if epoch == 0 {
+		e, err := l.f.RegisterBroker(ctx, l.self)
+		if err != nil {
+			l.log.Warn("cannot register broker", "broker", l.self.ID, "error", err)
+			return
+		}
+		l.mu.Lock()
+		first := l.epoch == 0 && !isClosed(l.registered)
+		l.epoch = e
+		if first {
+			close(l.registered)
+		}
+		l.mu.Unlock()
+		l.log.Info("registered broker", "broker", l.self.ID, "epoch", e)
+		epoch = e
+	}
+	err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
+	switch {
+	case err == nil:
+	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
+		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)
+		l.mu.Lock()
+		l.epoch = 0
+		l.mu.Unlock()
+	default:
+		l.log.Debug("heartbeat failed", "broker", l.self.ID, "error", err)
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

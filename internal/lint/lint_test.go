@@ -1,0 +1,119 @@
+// Package lint holds checks on the module's structure.
+package lint
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/quirelog/quire"
+
+// pkgInfo is what `go list -json` says of a package.
+type pkgInfo struct {
+	ImportPath string
+	Imports    []string // direct
+	Deps       []string // transitive
+}
+
+func listPackages(t *testing.T) []pkgInfo {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	cmd.Dir = "../.."
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkgInfo
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var p pkgInfo
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// rule limits what one of our packages (and its subpackages) may import.
+type rule struct {
+	pkg string // relative to the module, e.g. "storage"
+	// ours lists the only packages of this module allowed among its
+	// transitive dependencies (nil: none but itself).
+	ours []string
+	// forbiddenDirect are import path prefixes it must not import itself.
+	forbiddenDirect []string
+	// forbiddenDeps are our packages it must not depend on at all.
+	forbiddenDeps []string
+}
+
+var rules = []rule{
+	{pkg: "record", ours: []string{}},
+	{pkg: "partitioner", ours: []string{}},
+	{pkg: "storage", ours: []string{"record"},
+		forbiddenDirect: []string{"google.golang.org/grpc", "github.com/hashicorp/raft", "net"}},
+	{pkg: "metadata", forbiddenDirect: []string{"google.golang.org/grpc"},
+		forbiddenDeps: []string{"broker", "storage", "client", "controlplane", "raftgrpc", "cmd"}},
+	{pkg: "raftgrpc", forbiddenDeps: []string{"broker", "storage", "client", "metadata", "controlplane", "cmd"}},
+	{pkg: "controlplane", forbiddenDeps: []string{"broker", "storage", "client", "cmd"}},
+	{pkg: "client", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "cmd"}},
+	{pkg: "api", ours: []string{"api"}},
+	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
+}
+
+func within(path, pkg string) bool {
+	full := module + "/" + pkg
+	return path == full || strings.HasPrefix(path, full+"/")
+}
+
+func TestForbiddenImports(t *testing.T) {
+	pkgs := listPackages(t)
+	for _, p := range pkgs {
+		if strings.HasSuffix(p.ImportPath, ".test") || strings.HasSuffix(p.ImportPath, "_test") {
+			continue
+		}
+		for _, r := range rules {
+			if !within(p.ImportPath, r.pkg) || strings.Contains(p.ImportPath, "/brokertest") {
+				continue
+			}
+			for _, imp := range p.Imports {
+				for _, f := range r.forbiddenDirect {
+					if imp == f || strings.HasPrefix(imp, f+"/") {
+						t.Errorf("%s imports %s", p.ImportPath, imp)
+					}
+				}
+			}
+			for _, dep := range p.Deps {
+				if !strings.HasPrefix(dep, module+"/") || within(dep, r.pkg) {
+					continue
+				}
+				for _, f := range r.forbiddenDeps {
+					if within(dep, f) {
+						t.Errorf("%s depends on %s", p.ImportPath, dep)
+					}
+				}
+				if r.ours != nil {
+					ok := false
+					for _, a := range r.ours {
+						ok = ok || within(dep, a)
+					}
+					if !ok {
+						t.Errorf("%s depends on %s; it may use only %v of this module", p.ImportPath, dep, r.ours)
+					}
+				}
+			}
+		}
+	}
+	// Nothing imports the command.
+	for _, p := range pkgs {
+		for _, dep := range p.Deps {
+			if within(dep, "cmd") {
+				t.Errorf("%s depends on %s", p.ImportPath, dep)
+			}
+		}
+	}
+}

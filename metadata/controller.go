@@ -1,0 +1,371 @@
+package metadata
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+)
+
+// TopicSpec asks for a new topic. Assignment, when given, fixes the
+// replicas of each partition (its length is the partition count).
+type TopicSpec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	Configs           map[string]string
+	Assignment        [][]int32
+}
+
+// Controller holds the controller operations and, while this node is the
+// raft leader, the controller loop: broker sessions, fencing, non-voter
+// membership and preferred-leader rebalancing.
+type Controller struct {
+	n *Node
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc // of the running loop, nil when not leader
+	done     chan struct{}
+	ready    chan struct{} // closed once the loop took over the image
+	lastSeen map[int32]time.Time
+}
+
+func newController(n *Node) *Controller {
+	return &Controller{n: n}
+}
+
+// start runs the loop for a new leadership term.
+func (c *Controller) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done, c.ready = cancel, make(chan struct{}), make(chan struct{})
+	c.lastSeen = map[int32]time.Time{}
+	go c.run(ctx, c.done, c.ready)
+}
+
+// stop ends the loop, if running, and waits for it.
+func (c *Controller) stop() {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel, c.done = nil, nil
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// notController describes the current leader for a caller to retry there.
+func (c *Controller) notController() error {
+	id, addr, ok := c.n.Controller()
+	if !ok || id == c.n.cfg.NodeID {
+		return &NotControllerError{LeaderID: -1}
+	}
+	return &NotControllerError{LeaderID: id, LeaderAddr: addr}
+}
+
+// active waits until this node is the controller with its loop ready, or
+// fails with a NotControllerError.
+func (c *Controller) active(ctx context.Context) error {
+	for {
+		if c.n.raft.State() != raft.Leader {
+			return c.notController()
+		}
+		c.mu.Lock()
+		ready := c.ready
+		running := c.cancel != nil
+		c.mu.Unlock()
+		if running {
+			select {
+			case <-ready:
+				return nil
+			default:
+			}
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-c.n.stopCh:
+			t.Stop()
+			return ErrShutdown
+		case <-t.C:
+		}
+	}
+}
+
+// raftApply proposes one command and waits until it is applied here,
+// mapping raft's failures: not leader -> NotControllerError; leadership
+// lost, enqueue timeout or ctx expiry -> ErrNoQuorum. A command the FSM
+// rejected returns its typed error.
+func (c *Controller) raftApply(ctx context.Context, cmd *pb.Command) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoQuorum, err)
+	}
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: encode command: %w", err)
+	}
+	timeout := c.n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
+	}
+	f := c.n.raft.Apply(data, timeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: not committed within %v", ErrNoQuorum, timeout)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, raft.ErrNotLeader):
+		return nil, c.notController()
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+		return nil, fmt.Errorf("%w: %w", ErrNoQuorum, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return nil, ErrShutdown
+	default:
+		return nil, fmt.Errorf("metadata: apply: %w", err)
+	}
+	resp := f.Response()
+	if rerr, ok := resp.(error); ok {
+		return nil, rerr
+	}
+	return resp, nil
+}
+
+// propose is raftApply for a controller operation: only on the active
+// controller.
+func (c *Controller) propose(ctx context.Context, cmd *pb.Command) (any, error) {
+	if err := c.active(ctx); err != nil {
+		return nil, err
+	}
+	return c.raftApply(ctx, cmd)
+}
+
+// CreateTopic places the partitions over the live, unfenced brokers (or
+// uses spec.Assignment) and creates the topic.
+func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error) {
+	if err := c.active(ctx); err != nil {
+		return TopicInfo{}, err
+	}
+	img := c.n.Image()
+	if _, ok := img.topics[spec.Name]; ok {
+		return TopicInfo{}, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
+	}
+	if spec.Name == "" {
+		return TopicInfo{}, fmt.Errorf("%w: empty topic name", ErrInvalidPartitions)
+	}
+	assign := spec.Assignment
+	if assign == nil {
+		if spec.Partitions < 1 {
+			return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, spec.Partitions)
+		}
+		var err error
+		assign, err = placeReplicas(img.liveBrokers(), 0, spec.Partitions, int(spec.ReplicationFactor), img.PartitionCount())
+		if err != nil {
+			return TopicInfo{}, err
+		}
+	} else if err := checkExplicit(img, assign, spec.Partitions); err != nil {
+		return TopicInfo{}, err
+	}
+	id, err := newTopicID()
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	cmd := &pb.CreateTopic{Name: spec.Name, TopicId: id, Configs: spec.Configs, Partitions: assignments(img, 0, assign)}
+	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CreateTopic{CreateTopic: cmd}})
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	c.n.logger.Info("created topic", "topic", spec.Name, "partitions", len(assign))
+	return resp.(TopicInfo), nil
+}
+
+// DeleteTopic removes a topic.
+func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
+	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteTopic{DeleteTopic: &pb.DeleteTopic{Name: name}}})
+	return err
+}
+
+// AlterConfigs sets and deletes topic config keys (validated by the
+// caller; stored as given).
+func (c *Controller) AlterConfigs(ctx context.Context, topic string, set map[string]string, del []string) error {
+	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_AlterConfigs{AlterConfigs: &pb.AlterConfigs{Topic: topic, Set: set, Delete: del}}})
+	return err
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (c *Controller) CreatePartitions(ctx context.Context, topic string, total int32) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	img := c.n.Image()
+	t, ok := img.topics[topic]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
+	}
+	have := int32(len(t.Partitions))
+	if total <= have {
+		return fmt.Errorf("%w: topic %q has %d partitions, asked for %d", ErrInvalidPartitions, topic, have, total)
+	}
+	rf := len(t.Partitions[0].Replicas)
+	assign, err := placeReplicas(img.liveBrokers(), have, total-have, rf, img.PartitionCount())
+	if err != nil {
+		return err
+	}
+	cmd := &pb.CreatePartitions{Topic: topic, Partitions: assignments(img, have, assign)}
+	_, err = c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CreatePartitions{CreatePartitions: cmd}})
+	return err
+}
+
+// RegisterBroker records a broker run and returns its new broker epoch.
+// Broker-only nodes are added to the raft configuration as non-voters.
+func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_RegisterBroker{RegisterBroker: &pb.RegisterBroker{
+		BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack,
+	}}})
+	if err != nil {
+		return 0, err
+	}
+	epoch := resp.(int64)
+	c.mu.Lock()
+	if c.lastSeen != nil {
+		c.lastSeen[b.ID] = time.Now()
+	}
+	c.mu.Unlock()
+	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation)
+	c.ensureMember(b.ID, b.Addr)
+	return epoch, nil
+}
+
+// Heartbeat keeps a broker's session alive; the first heartbeat of a
+// registration unfences it. Heartbeats of an old run fail with
+// ErrFencedBroker, of an unknown broker with ErrUnknownBroker: the broker
+// registers again.
+func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	b, ok := c.n.Image().Broker(brokerID)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownBroker, brokerID)
+	}
+	if b.Incarnation != incarnation || b.Epoch != brokerEpoch {
+		return fmt.Errorf("%w: broker %d epoch %d, current %d", ErrFencedBroker, brokerID, brokerEpoch, b.Epoch)
+	}
+	c.mu.Lock()
+	if c.lastSeen != nil {
+		c.lastSeen[brokerID] = time.Now()
+	}
+	c.mu.Unlock()
+	if !b.Fenced {
+		return nil
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_UnfenceBroker{UnfenceBroker: &pb.UnfenceBroker{
+		BrokerId: brokerID, BrokerEpoch: brokerEpoch, Unclean: c.n.cfg.UncleanLeaderElection,
+	}}})
+	if err == nil {
+		c.n.logger.Info("unfenced broker", "broker", brokerID, "epoch", brokerEpoch)
+	}
+	return err
+}
+
+// AlterPartition is a partition leader's ISR change, applied only if its
+// leader and partition epochs are current (else ErrStaleEpoch).
+func (c *Controller) AlterPartition(ctx context.Context, topic string, p int32, leaderID int32, leaderEpoch int32, partitionEpoch int32, isr []int32) (PartitionInfo, error) {
+	if err := c.active(ctx); err != nil {
+		return PartitionInfo{}, err
+	}
+	cur, ok := c.n.Image().Partition(topic, p)
+	if !ok {
+		return PartitionInfo{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopic, topic, p)
+	}
+	if cur.Leader != leaderID || cur.LeaderEpoch != leaderEpoch {
+		return PartitionInfo{}, fmt.Errorf("%w: %s-%d led by %d epoch %d, not %d epoch %d",
+			ErrStaleEpoch, topic, p, cur.Leader, cur.LeaderEpoch, leaderID, leaderEpoch)
+	}
+	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_PartitionChange{PartitionChange: &pb.PartitionChange{
+		Topic: topic, Partition: p, Leader: leaderID, LeaderEpoch: leaderEpoch, Isr: isr, PartitionEpoch: partitionEpoch,
+	}}})
+	if err != nil {
+		return PartitionInfo{}, err
+	}
+	return resp.(PartitionInfo), nil
+}
+
+// ControlledShutdown moves a stopping broker's leaderships and ISR
+// memberships to other brokers and fences it.
+func (c *Controller) ControlledShutdown(ctx context.Context, brokerID int32) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	b, ok := c.n.Image().Broker(brokerID)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownBroker, brokerID)
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_FenceBroker{FenceBroker: &pb.FenceBroker{
+		BrokerId: brokerID, BrokerEpoch: b.Epoch, Unclean: c.n.cfg.UncleanLeaderElection, ControlledShutdown: true,
+	}}})
+	if err == nil {
+		c.mu.Lock()
+		delete(c.lastSeen, brokerID)
+		c.mu.Unlock()
+		c.n.logger.Info("controlled shutdown", "broker", brokerID, "epoch", b.Epoch)
+	}
+	return err
+}
+
+// assignments turns replica lists into partition assignments numbered from
+// first: the leader is the first live replica, the ISR the live replicas
+// (all replicas when none is live, leader -1).
+func assignments(img *Image, first int32, assign [][]int32) []*pb.PartitionAssignment {
+	out := make([]*pb.PartitionAssignment, len(assign))
+	for i, replicas := range assign {
+		a := &pb.PartitionAssignment{Partition: first + int32(i), Replicas: replicas, Leader: -1}
+		for _, r := range replicas {
+			if img.isLive(r) {
+				a.Isr = append(a.Isr, r)
+			}
+		}
+		if len(a.Isr) == 0 {
+			a.Isr = append([]int32(nil), replicas...)
+		} else {
+			a.Leader = a.Isr[0]
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// newTopicID returns a random 16-byte id in Kafka's base64url form.
+func newTopicID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("metadata: topic id: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,39 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Rejected commands come back from the FSM as one of these
+// (wrapped with detail), so callers test them with errors.Is.
+var (
+	ErrNotController            = errors.New("metadata: not controller")
+	ErrTopicExists              = errors.New("metadata: topic exists")
+	ErrUnknownTopic             = errors.New("metadata: unknown topic or partition")
+	ErrInvalidPartitions        = errors.New("metadata: invalid partitions")
+	ErrInvalidReplicationFactor = errors.New("metadata: invalid replication factor")
+	ErrUnknownBroker            = errors.New("metadata: unknown broker")
+	ErrFencedBroker             = errors.New("metadata: fenced broker")
+	ErrStaleEpoch               = errors.New("metadata: stale epoch")
+	ErrNoQuorum                 = errors.New("metadata: no quorum")
+	ErrClusterIDMismatch        = errors.New("metadata: cluster id mismatch")
+	ErrShutdown                 = errors.New("metadata: node shut down")
+)
+
+// NotControllerError names the current controller, when known (LeaderID -1
+// otherwise), so the caller can retry there.
+type NotControllerError struct {
+	LeaderID   int32
+	LeaderAddr string
+}
+
+func (e *NotControllerError) Error() string {
+	if e.LeaderID < 0 {
+		return "metadata: not controller (controller unknown)"
+	}
+	return fmt.Sprintf("metadata: not controller (controller %d at %s)", e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotController) hold.
+func (e *NotControllerError) Is(target error) bool { return target == ErrNotController }

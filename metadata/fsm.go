@@ -1,0 +1,391 @@
+package metadata
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+)
+
+// FSM is the metadata state machine: the image kept in bbolt, plus an
+// immutable in-memory copy published after every applied command.
+//
+// Apply is deterministic and touches nothing but its own store; it never
+// starts goroutines or talks to the network. A command that cannot be
+// decoded panics (the log is corrupt or a newer version wrote it); a command
+// that is rejected (stale epoch, topic exists, ...) returns a typed error as
+// the Apply response and changes nothing but the applied index.
+type FSM struct {
+	path   string
+	logger hclog.Logger
+
+	mu  sync.Mutex // guards db against Restore
+	db  *bolt.DB
+	img atomic.Pointer[Image]
+
+	// onChange is called after each published image; it must not block.
+	onChange func()
+}
+
+// OpenFSM opens (or creates) the image store at path. The store is written
+// without fsync: it is rebuilt from the raft snapshot and log on restart,
+// and already applied indexes are skipped.
+func OpenFSM(path string, logger hclog.Logger) (*FSM, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	f := &FSM{path: path, logger: logger}
+	if err := f.open(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *FSM) open() error {
+	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: 64 << 20, NoSync: true})
+	if err != nil {
+		return fmt.Errorf("metadata: open image store %s: %w", f.path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyVersion); v != nil && (len(v) != 1 || v[0] != schemaVersion) {
+			return fmt.Errorf("metadata: image store version %v, want %d", v, schemaVersion)
+		}
+		return meta.Put(keyVersion, []byte{schemaVersion})
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("metadata: init image store: %w", err)
+	}
+	var img *Image
+	if err := db.View(func(tx *bolt.Tx) error {
+		var lerr error
+		img, lerr = loadImage(tx)
+		return lerr
+	}); err != nil {
+		db.Close()
+		return err
+	}
+	f.db = db
+	f.img.Store(img)
+	return nil
+}
+
+// Image returns the current image.
+func (f *FSM) Image() *Image { return f.img.Load() }
+
+// Close closes the store.
+func (f *FSM) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.db == nil {
+		return nil
+	}
+	err := f.db.Close()
+	f.db = nil
+	return err
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var cmd pb.Command
+	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+		panic(fmt.Sprintf("metadata: malformed command at index %d: %v", l.Index, err))
+	}
+	return f.ApplyCommand(&cmd, l.Index)
+}
+
+// ApplyCommand applies one decoded command at a raft index; Apply calls it,
+// and tests feed it directly.
+func (f *FSM) ApplyCommand(cmd *pb.Command, index uint64) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	base := f.img.Load()
+	if index <= base.index {
+		// Replayed after a restart: the store already holds it.
+		return nil
+	}
+	tx, err := f.db.Begin(true)
+	if err != nil {
+		panic(fmt.Sprintf("metadata: image store: %v", err))
+	}
+	d := newDraft(base, tx)
+	resp := d.apply(cmd, index)
+	d.img.index = index
+	var ib [8]byte
+	binary.BigEndian.PutUint64(ib[:], index)
+	d.must(tx.Bucket(bucketMeta).Put(keyAppliedIndex, ib[:]))
+	if err := tx.Commit(); err != nil {
+		panic(fmt.Sprintf("metadata: image store commit at index %d: %v", index, err))
+	}
+	f.img.Store(d.img)
+	if f.onChange != nil {
+		f.onChange()
+	}
+	return resp
+}
+
+// Snapshot implements raft.FSM: a bbolt read transaction is the
+// consistent view; Persist streams it.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tx, err := f.db.Begin(false)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: snapshot: %w", err)
+	}
+	return &fsmSnapshot{tx: tx}, nil
+}
+
+type fsmSnapshot struct {
+	tx   *bolt.Tx
+	once sync.Once
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.tx.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("metadata: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {
+	s.once.Do(func() { _ = s.tx.Rollback() })
+}
+
+// Restore implements raft.FSM: the snapshot replaces the store.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tmp := f.path + ".restore"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("metadata: restore: %w", err)
+	}
+	if _, err := io.Copy(out, rc); err != nil {
+		out.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("metadata: restore: %w", err)
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("metadata: restore: %w", err)
+	}
+	if err := f.db.Close(); err != nil {
+		return fmt.Errorf("metadata: restore: close store: %w", err)
+	}
+	if err := os.Rename(tmp, f.path); err != nil {
+		return fmt.Errorf("metadata: restore: %w", err)
+	}
+	if err := f.open(); err != nil {
+		return err
+	}
+	f.logger.Info("restored metadata image", "index", f.img.Load().index)
+	if f.onChange != nil {
+		f.onChange()
+	}
+	return nil
+}
+
+// loadImage reads the whole store into an Image.
+func loadImage(tx *bolt.Tx) (*Image, error) {
+	img := emptyImage()
+	meta := tx.Bucket(bucketMeta)
+	if v := meta.Get(keyAppliedIndex); len(v) == 8 {
+		img.index = binary.BigEndian.Uint64(v)
+	}
+	img.clusterID = string(meta.Get(keyClusterID))
+	if v := meta.Get(keyControllerID); len(v) == 4 {
+		img.controllerID = int32(binary.BigEndian.Uint32(v))
+	}
+	err := tx.Bucket(bucketBrokers).ForEach(func(_, v []byte) error {
+		var r pb.BrokerRecord
+		if err := proto.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		img.brokers[r.BrokerId] = brokerFromRecord(&r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: load brokers: %w", err)
+	}
+	err = tx.Bucket(bucketTopics).ForEach(func(_, v []byte) error {
+		var r pb.TopicRecord
+		if err := proto.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		t := &TopicInfo{Name: r.Name, ID: r.TopicId, Configs: r.Configs, Partitions: make([]PartitionInfo, r.PartitionCount)}
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
+		img.topics[r.Name] = t
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: load topics: %w", err)
+	}
+	err = tx.Bucket(bucketPartitions).ForEach(func(_, v []byte) error {
+		var r pb.PartitionRecord
+		if err := proto.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		t, ok := img.topics[r.Topic]
+		if !ok || int(r.Partition) >= len(t.Partitions) {
+			return fmt.Errorf("partition %s-%d without topic", r.Topic, r.Partition)
+		}
+		t.Partitions[r.Partition] = partitionFromRecord(&r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: load partitions: %w", err)
+	}
+	return img, nil
+}
+
+func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
+	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch}
+}
+
+func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
+	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch}
+}
+
+func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {
+	return PartitionInfo{
+		Topic: r.Topic, Partition: r.Partition, Replicas: r.Replicas, ISR: r.Isr,
+		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+	}
+}
+
+func partitionRecord(p PartitionInfo) *pb.PartitionRecord {
+	return &pb.PartitionRecord{
+		Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas, Isr: p.ISR,
+		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+	}
+}
+
+func brokerKey(id int32) []byte {
+	return binary.BigEndian.AppendUint32(nil, uint32(id))
+}
+
+func partitionKey(topic string, p int32) []byte {
+	k := append([]byte(topic), 0)
+	return binary.BigEndian.AppendUint32(k, uint32(p))
+}
+
+// draft is the image being changed by one command: a copy-on-write clone of
+// the published image plus the write transaction that persists each change.
+type draft struct {
+	img           *Image
+	tx            *bolt.Tx
+	brokersCloned bool
+	topicsCloned  bool
+	ownTopics     map[string]bool // topics already cloned in this draft
+}
+
+func newDraft(base *Image, tx *bolt.Tx) *draft {
+	img := *base
+	return &draft{img: &img, tx: tx, ownTopics: map[string]bool{}}
+}
+
+func (d *draft) must(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("metadata: image store write: %v", err))
+	}
+}
+
+func (d *draft) put(bucket, key []byte, m proto.Message) {
+	v, err := proto.Marshal(m)
+	d.must(err)
+	d.must(d.tx.Bucket(bucket).Put(key, v))
+}
+
+func (d *draft) putBroker(b BrokerInfo) {
+	if !d.brokersCloned {
+		d.img.brokers = cloneMap(d.img.brokers)
+		d.brokersCloned = true
+	}
+	d.img.brokers[b.ID] = b
+	d.put(bucketBrokers, brokerKey(b.ID), brokerRecord(b))
+}
+
+// topic returns a topic of the draft that may be changed in place.
+func (d *draft) topic(name string) (*TopicInfo, bool) {
+	t, ok := d.img.topics[name]
+	if !ok {
+		return nil, false
+	}
+	if !d.ownTopics[name] {
+		if !d.topicsCloned {
+			d.img.topics = cloneMap(d.img.topics)
+			d.topicsCloned = true
+		}
+		c := *t
+		c.Partitions = slices.Clone(t.Partitions)
+		t = &c
+		d.img.topics[name] = t
+		d.ownTopics[name] = true
+	}
+	return t, true
+}
+
+// putTopic stores the topic record (not its partitions).
+func (d *draft) putTopic(t *TopicInfo) {
+	if !d.topicsCloned {
+		d.img.topics = cloneMap(d.img.topics)
+		d.topicsCloned = true
+	}
+	d.img.topics[t.Name] = t
+	d.ownTopics[t.Name] = true
+	d.put(bucketTopics, []byte(t.Name), &pb.TopicRecord{
+		Name: t.Name, TopicId: t.ID, Configs: t.Configs, PartitionCount: int32(len(t.Partitions)),
+	})
+}
+
+// putPartition stores one partition of a topic owned by the draft.
+func (d *draft) putPartition(t *TopicInfo, p PartitionInfo) {
+	t.Partitions[p.Partition] = p
+	d.put(bucketPartitions, partitionKey(p.Topic, p.Partition), partitionRecord(p))
+}
+
+func (d *draft) deleteTopic(name string) {
+	t := d.img.topics[name]
+	if !d.topicsCloned {
+		d.img.topics = cloneMap(d.img.topics)
+		d.topicsCloned = true
+	}
+	delete(d.img.topics, name)
+	d.must(d.tx.Bucket(bucketTopics).Delete([]byte(name)))
+	for _, p := range t.Partitions {
+		d.must(d.tx.Bucket(bucketPartitions).Delete(partitionKey(name, p.Partition)))
+	}
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package metadata
+
+import (
+	"maps"
+	"slices"
+	"sort"
+)
+
+// BrokerInfo is one registered broker. Epoch is the broker epoch: the raft
+// index of its latest registration.
+type BrokerInfo struct {
+	ID          int32
+	Incarnation string
+	Addr        string
+	Rack        string
+	Fenced      bool
+	Epoch       int64
+}
+
+// PartitionInfo is one partition's assignment and leadership.
+type PartitionInfo struct {
+	Topic          string
+	Partition      int32
+	Replicas, ISR  []int32
+	Leader         int32 // -1: none
+	LeaderEpoch    int32
+	PartitionEpoch int32
+}
+
+// TopicInfo is one topic. Configs holds only explicitly set keys.
+type TopicInfo struct {
+	Name       string
+	ID         string
+	Partitions []PartitionInfo
+	Configs    map[string]string
+}
+
+// Image is an immutable view of the cluster metadata at one applied raft
+// index. It is cheap to get and safe to share: accessors return copies.
+type Image struct {
+	index        uint64
+	clusterID    string
+	controllerID int32
+	brokers      map[int32]BrokerInfo
+	topics       map[string]*TopicInfo // never mutated once published
+}
+
+func emptyImage() *Image {
+	return &Image{controllerID: -1, brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicInfo{}}
+}
+
+// Index is the raft index of the last command applied to this image.
+func (img *Image) Index() uint64 { return img.index }
+
+// ClusterID is the id the cluster was formed with ("" until the first
+// controller wrote it).
+func (img *Image) ClusterID() string { return img.clusterID }
+
+// ControllerID is the node that last became controller, -1 if none yet.
+func (img *Image) ControllerID() int32 { return img.controllerID }
+
+// Brokers returns every registered broker, sorted by id.
+func (img *Image) Brokers() []BrokerInfo {
+	out := make([]BrokerInfo, 0, len(img.brokers))
+	for _, b := range img.brokers {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Broker returns one broker.
+func (img *Image) Broker(id int32) (BrokerInfo, bool) {
+	b, ok := img.brokers[id]
+	return b, ok
+}
+
+// Topics returns every topic, sorted by name.
+func (img *Image) Topics() []TopicInfo {
+	names := make([]string, 0, len(img.topics))
+	for n := range img.topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]TopicInfo, len(names))
+	for i, n := range names {
+		out[i] = img.topics[n].clone()
+	}
+	return out
+}
+
+// Topic returns one topic.
+func (img *Image) Topic(name string) (TopicInfo, bool) {
+	t, ok := img.topics[name]
+	if !ok {
+		return TopicInfo{}, false
+	}
+	return t.clone(), true
+}
+
+// Partition returns one partition.
+func (img *Image) Partition(topic string, p int32) (PartitionInfo, bool) {
+	t, ok := img.topics[topic]
+	if !ok || p < 0 || int(p) >= len(t.Partitions) {
+		return PartitionInfo{}, false
+	}
+	return t.Partitions[p].clone(), true
+}
+
+// PartitionCount is the number of partitions over all topics.
+func (img *Image) PartitionCount() int {
+	n := 0
+	for _, t := range img.topics {
+		n += len(t.Partitions)
+	}
+	return n
+}
+
+// liveBrokers returns the registered, unfenced brokers sorted by id.
+func (img *Image) liveBrokers() []BrokerInfo {
+	var out []BrokerInfo
+	for _, b := range img.Brokers() {
+		if !b.Fenced {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (img *Image) isLive(id int32) bool {
+	b, ok := img.brokers[id]
+	return ok && !b.Fenced
+}
+
+func (p PartitionInfo) clone() PartitionInfo {
+	p.Replicas = slices.Clone(p.Replicas)
+	p.ISR = slices.Clone(p.ISR)
+	return p
+}
+
+func (t *TopicInfo) clone() TopicInfo {
+	out := *t
+	out.Partitions = make([]PartitionInfo, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out.Partitions[i] = p.clone()
+	}
+	out.Configs = maps.Clone(t.Configs)
+	if out.Configs == nil {
+		out.Configs = map[string]string{}
+	}
+	return out
+}

@@ -1,0 +1,27 @@
+package metadata
+
+// Every bbolt bucket and fixed key of the metadata image store
+// (<Dir>/metadata.db). Values are protobuf records from
+// proto/quire/internal/v1/metadata.proto.
+var (
+	// bucketMeta holds the fixed keys below.
+	bucketMeta = []byte("meta")
+	// bucketBrokers: 4-byte big-endian broker id -> BrokerRecord.
+	bucketBrokers = []byte("brokers")
+	// bucketTopics: topic name -> TopicRecord.
+	bucketTopics = []byte("topics")
+	// bucketPartitions: topic name, 0x00, 4-byte big-endian partition ->
+	// PartitionRecord.
+	bucketPartitions = []byte("partitions")
+
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions}
+)
+
+var (
+	keyAppliedIndex = []byte("applied_index") // 8-byte big-endian raft index
+	keyClusterID    = []byte("cluster_id")
+	keyControllerID = []byte("controller_id") // 4-byte big-endian
+	keyVersion      = []byte("version")       // one byte: schemaVersion
+)
+
+const schemaVersion = 1

@@ -1,0 +1,241 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"testing"
+
+	"github.com/klauspost/compress/s2"
+)
+
+func buildTest(t testing.TB, c Codec, n int) []byte {
+	t.Helper()
+	b := NewBuilder(c)
+	for i := 0; i < n; i++ {
+		var hdrs []RecordHeader
+		if i%3 == 0 {
+			hdrs = []RecordHeader{{Key: "h", Value: []byte{byte(i)}}, {Key: "null", Value: nil}}
+		}
+		var key []byte
+		if i%2 == 0 {
+			key = []byte(fmt.Sprintf("key-%d", i))
+		}
+		b.Append(1000+int64(i*7%5), key, bytes.Repeat([]byte{byte(i)}, i%50), hdrs)
+	}
+	return b.Build()
+}
+
+func TestBatchRoundTripCodecs(t *testing.T) {
+	for _, c := range []Codec{None, Gzip, Snappy, LZ4, Zstd} {
+		t.Run(c.String(), func(t *testing.T) {
+			batch := buildTest(t, c, 100)
+			h, err := Validate(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Codec() != c || h.NumRecords != 100 || h.LastOffsetDelta != 99 || h.Size() != len(batch) {
+				t.Fatalf("header %+v", h)
+			}
+			if h.BaseTimestamp != 1000 || h.MaxTimestamp != 1004 || h.ProducerID != -1 || h.ProducerEpoch != -1 || h.BaseSequence != -1 {
+				t.Fatalf("header %+v", h)
+			}
+			SetBaseOffset(batch, 500)
+			SetPartitionLeaderEpoch(batch, 7)
+			h, err = Validate(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.BaseOffset != 500 || h.PartitionLeaderEpoch != 7 || h.LastOffset() != 599 {
+				t.Fatalf("header %+v", h)
+			}
+			i := 0
+			err = ForEachRecord(batch, func(r *Record) error {
+				if r.Offset != 500+int64(i) || r.Timestamp != 1000+int64(i*7%5) {
+					t.Fatalf("record %d: offset %d ts %d", i, r.Offset, r.Timestamp)
+				}
+				if i%2 == 0 != (r.Key != nil) {
+					t.Fatalf("record %d key %q", i, r.Key)
+				}
+				if !bytes.Equal(r.Value, bytes.Repeat([]byte{byte(i)}, i%50)) {
+					t.Fatalf("record %d value %x", i, r.Value)
+				}
+				if i%3 == 0 && (len(r.Headers) != 2 || r.Headers[0].Key != "h" || r.Headers[1].Value != nil) {
+					t.Fatalf("record %d headers %+v", i, r.Headers)
+				}
+				i++
+				return nil
+			})
+			if err != nil || i != 100 {
+				t.Fatalf("err %v after %d records", err, i)
+			}
+		})
+	}
+}
+
+// TestBatchLayout checks the framing against the byte layout of Kafka's
+// DefaultRecordBatch, field by field.
+func TestBatchLayout(t *testing.T) {
+	b := NewBuilder(None)
+	b.SetProducer(42, 3, 9)
+	b.Append(1700000000000, []byte("k"), []byte("v"), nil)
+	batch := b.Build()
+	want := []byte{
+		0, 0, 0, 0, 0, 0, 0, 0, // base offset
+		0, 0, 0, 0x3a, // batch length = 61-12+9
+		0xff, 0xff, 0xff, 0xff, // leader epoch -1
+		2,          // magic
+		0, 0, 0, 0, // crc, checked below
+		0, 0, // attributes
+		0, 0, 0, 0, // last offset delta
+		0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00, // base timestamp
+		0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00, // max timestamp
+		0, 0, 0, 0, 0, 0, 0, 42, // producer id
+		0, 3, // producer epoch
+		0, 0, 0, 9, // base sequence
+		0, 0, 0, 1, // record count
+		// record: length 8 (zigzag 16), attrs, tsDelta 0, offsetDelta 0,
+		// key len 1 (zigzag 2), 'k', value len 1 (2), 'v', headers 0
+		16, 0, 0, 0, 2, 'k', 2, 'v', 0,
+	}
+	crc := crc32.Checksum(want[21:], crc32.MakeTable(crc32.Castagnoli))
+	binary.BigEndian.PutUint32(want[17:], crc)
+	if !bytes.Equal(batch, want) {
+		t.Fatalf("batch\n got %x\nwant %x", batch, want)
+	}
+	if HeaderSize != 61 {
+		t.Fatal("header size")
+	}
+}
+
+func TestBatchValidateErrors(t *testing.T) {
+	good := buildTest(t, None, 10)
+	mut := func(f func(b []byte) []byte) []byte {
+		b := append([]byte(nil), good...)
+		return f(b)
+	}
+	fixCRC := func(b []byte) []byte { binary.BigEndian.PutUint32(b[17:], CRC(b)); return b }
+	cases := []struct {
+		name  string
+		batch []byte
+		want  error
+	}{
+		{"crc", mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), ErrBadCRC},
+		{"magic", mut(func(b []byte) []byte { b[16] = 1; return b }), ErrBadMagic},
+		{"truncated", good[:len(good)-1], ErrTruncated},
+		{"short", good[:30], ErrTruncated},
+		{"extra", append(append([]byte(nil), good...), 0), ErrBadLength},
+		{"length", mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[8:], 3); return b }), ErrBadLength},
+		{"count", mut(func(b []byte) []byte {
+			binary.BigEndian.PutUint32(b[57:], 11)
+			binary.BigEndian.PutUint32(b[23:], 10)
+			return fixCRC(b)
+		}), ErrRecordCount},
+		{"zero", mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[57:], 0); return fixCRC(b) }), ErrRecordCount},
+		{"delta", mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[23:], 20); return fixCRC(b) }), ErrRecordCount},
+		{"codec", mut(func(b []byte) []byte { b[22] |= 7; return fixCRC(b) }), ErrBadCodec},
+		{"gzip-garbage", mut(func(b []byte) []byte { b[22] |= 1; return fixCRC(b) }), ErrDecompress},
+	}
+	for _, c := range cases {
+		_, err := Validate(c.batch)
+		if !errors.Is(err, c.want) || !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestBatchSplit(t *testing.T) {
+	var buf []byte
+	for i := 0; i < 5; i++ {
+		buf = append(buf, buildTest(t, Codec(i%5), i+1)...)
+	}
+	n := 0
+	err := SplitBatches(buf, func(b []byte, h Header) error {
+		if int(h.NumRecords) != n+1 || len(b) != h.Size() {
+			t.Fatalf("batch %d: %+v", n, h)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != 5 {
+		t.Fatalf("err %v n %d", err, n)
+	}
+	if err := SplitBatches(buf[:len(buf)-3], func([]byte, Header) error { return nil }); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBatchLogAppendTime(t *testing.T) {
+	batch := buildTest(t, Zstd, 5)
+	SetLogAppendTime(batch, 99999)
+	h, err := Validate(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.LogAppendTime() || h.MaxTimestamp != 99999 {
+		t.Fatalf("%+v", h)
+	}
+	_ = ForEachRecord(batch, func(r *Record) error {
+		if r.Timestamp != 99999 {
+			t.Fatalf("ts %d", r.Timestamp)
+		}
+		return nil
+	})
+}
+
+func TestBatchSnappyXerial(t *testing.T) {
+	b := NewBuilder(None)
+	for i := 0; i < 20; i++ {
+		b.Append(int64(i), nil, bytes.Repeat([]byte("abc"), i), nil)
+	}
+	raw := b.Build()
+	recs := raw[HeaderSize:]
+	// snappy-java framing: magic, version 1, compatible 1, blocks.
+	x := append([]byte(nil), xerialMagic...)
+	x = binary.BigEndian.AppendUint32(x, 1)
+	x = binary.BigEndian.AppendUint32(x, 1)
+	for _, part := range [][]byte{recs[:len(recs)/2], recs[len(recs)/2:]} {
+		blk := s2.EncodeSnappy(nil, part)
+		x = binary.BigEndian.AppendUint32(x, uint32(len(blk)))
+		x = append(x, blk...)
+	}
+	batch := append(append([]byte(nil), raw[:HeaderSize]...), x...)
+	binary.BigEndian.PutUint32(batch[8:], uint32(len(batch)-12))
+	binary.BigEndian.PutUint16(batch[21:], uint16(Snappy))
+	binary.BigEndian.PutUint32(batch[17:], CRC(batch))
+	if _, err := Validate(batch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBatchNoCopyValues(t *testing.T) {
+	batch := buildTest(t, None, 3)
+	_ = ForEachRecord(batch, func(r *Record) error {
+		if len(r.Value) > 0 {
+			p := &r.Value[0]
+			if uintptr(unsafePointer(p)) < uintptr(unsafePointer(&batch[0])) ||
+				uintptr(unsafePointer(p)) >= uintptr(unsafePointer(&batch[len(batch)-1])) {
+				t.Fatal("value was copied")
+			}
+		}
+		return nil
+	})
+}
+
+func BenchmarkBatchValidate(b *testing.B) {
+	bl := NewBuilder(None)
+	v := bytes.Repeat([]byte("x"), 100)
+	for i := 0; i < 1000; i++ {
+		bl.Append(int64(i), nil, v, nil)
+	}
+	batch := bl.Build()
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Validate(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package record
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzDecodeBatch feeds arbitrary bytes to the decoders: they must never
+// panic, every error must be a corrupt-batch error, and a batch that
+// validates must iterate cleanly.
+func FuzzDecodeBatch(f *testing.F) {
+	for _, c := range []Codec{None, Gzip, Snappy, LZ4, Zstd} {
+		f.Add(buildTest(f, c, 3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := Validate(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			_ = ForEachRecord(data, func(*Record) error { return nil })
+			_ = SplitBatches(data, func([]byte, Header) error { return nil })
+			return
+		}
+		n := int32(0)
+		if err := ForEachRecord(data, func(r *Record) error {
+			if r.OffsetDelta != n {
+				t.Fatalf("offset delta %d at %d", r.OffsetDelta, n)
+			}
+			n++
+			return nil
+		}); err != nil {
+			t.Fatalf("valid batch fails to iterate: %v", err)
+		}
+		if n != h.NumRecords {
+			t.Fatalf("%d records, header says %d", n, h.NumRecords)
+		}
+	})
+}

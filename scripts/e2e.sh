@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# End-to-end check of a real `quire server --dev` through grpcurl: services,
+# health, create a topic, produce JSON records, fetch them back decoded,
+# check offsets; then kill -9 the server, restart it and find every record.
+#
+# Env: QUIRE_BIN (default: build into a temp dir), GRPCURL (default
+# ./bin/grpcurl), E2E_KEEP=1 keeps the temp dir.
+#
+# Hook for more checks: if scripts/e2e_cli.sh exists it runs at the end,
+# against the running server, with QUIRE_BIN and QUIRE_BROKERS set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/quire-e2e.XXXXXX")
+server_pid=""
+cleanup() {
+	if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+		kill -9 "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+	fi
+	if [ "${E2E_KEEP:-0}" = 1 ]; then echo "e2e: kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+step() { echo "e2e: $*"; }
+fail() {
+	echo "e2e: FAIL: $*" >&2
+	if [ -f "$tmp/server.log" ]; then
+		echo "---- server log (last 60 lines) ----" >&2
+		tail -n 60 "$tmp/server.log" >&2
+	fi
+	exit 1
+}
+
+quire="${QUIRE_BIN:-}"
+if [ -z "$quire" ]; then
+	step "building quire"
+	go build -o "$tmp/quire" ./cmd/quire
+	quire="$tmp/quire"
+fi
+grpcurl="${GRPCURL:-$root/bin/grpcurl}"
+[ -x "$grpcurl" ] || fail "grpcurl not found at $grpcurl (make tools installs it)"
+
+# A free loopback port: one nothing answers on.
+port=""
+for _ in $(seq 1 50); do
+	candidate=$((20000 + RANDOM % 40000))
+	if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
+		port=$candidate
+		break
+	fi
+done
+[ -n "$port" ] || fail "no free port found"
+addr="127.0.0.1:$port"
+
+start_server() {
+	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" >>"$tmp/server.log" 2>&1 &
+	server_pid=$!
+	# Poll health with a deadline; no fixed sleeps.
+	local deadline=$((SECONDS + 60))
+	until "$grpcurl" -plaintext -max-time 2 "$addr" grpc.health.v1.Health/Check 2>/dev/null | grep -q '"SERVING"'; do
+		kill -0 "$server_pid" 2>/dev/null || fail "server exited during start"
+		[ "$SECONDS" -lt "$deadline" ] || fail "server not healthy within 60s"
+		sleep 0.1
+	done
+}
+
+# call METHOD JSON: one grpcurl call; prints the response.
+call() {
+	"$grpcurl" -plaintext -emit-defaults -max-time 20 -d "$2" "$addr" "$1"
+}
+
+expect() { # expect PATTERN TEXT...
+	local pattern=$1
+	shift
+	grep -q -- "$pattern" <<<"$*" || fail "expected /$pattern/ in: $*"
+}
+
+step "starting quire server --dev on $addr"
+start_server
+
+step "listing services"
+services=$("$grpcurl" -plaintext "$addr" list)
+for s in quire.v1.Admin quire.v1.Producer quire.v1.Consumer quire.v1.Metadata grpc.health.v1.Health; do
+	expect "^$s\$" "$services"
+done
+expect "rpc ProduceRecords" "$("$grpcurl" -plaintext "$addr" describe quire.v1.Producer)"
+
+# ---- README examples start (README.md shows these calls) ----
+step "creating topic e2e-orders with 2 partitions"
+out=$(call quire.v1.Admin/CreateTopic '{"name": "e2e-orders", "partitions": 2}')
+expect '"name": "e2e-orders"' "$out"
+expect '"partition": 1' "$out"
+
+step "producing records"
+out=$(call quire.v1.Producer/ProduceRecords '{
+  "topic": "e2e-orders",
+  "records": [
+    {"value": "first",  "partition": 0},
+    {"value": "second", "partition": 0},
+    {"key": "k1", "value": "third", "partition": 0},
+    {"value": "on-one", "partition": 1, "headers": [{"key": "h", "value": "aGk="}]}
+  ]
+}')
+[ "$(grep -c '"offset"' <<<"$out")" -eq 4 ] || fail "want 4 offsets: $out"
+expect '"offset": "2"' "$out"
+
+step "fetching decoded records"
+out=$(call quire.v1.Consumer/FetchRecords '{"topic": "e2e-orders", "partition": 0, "offset": 0}')
+for v in first second third; do expect "\"value\": \"$v\"" "$out"; done
+expect '"key": "k1"' "$out"
+expect '"nextOffset": "3"' "$out"
+expect '"highWatermark": "3"' "$out"
+
+step "listing offsets"
+out=$(call quire.v1.Consumer/ListOffsets '{"partitions": [{"topic": "e2e-orders", "partition": 0, "timestampMs": -1}, {"topic": "e2e-orders", "partition": 1, "timestampMs": -1}]}')
+expect '"offset": "3"' "$out"
+expect '"offset": "1"' "$out"
+# ---- README examples end ----
+
+step "describing the topic and the cluster"
+out=$(call quire.v1.Admin/DescribeTopics '{"names": ["e2e-orders"]}')
+expect '"logEndOffset": "3"' "$out"
+out=$(call quire.v1.Admin/DescribeCluster '{}')
+expect '"brokers"' "$out"
+
+step "checking bad input is rejected"
+if out=$(call quire.v1.Admin/CreateTopic '{"name": "bad/name"}' 2>&1); then fail "invalid topic name accepted: $out"; fi
+expect "InvalidArgument" "$out"
+if out=$(call quire.v1.Consumer/FetchRecords '{"topic": "e2e-orders", "partition": 7}' 2>&1); then fail "unknown partition accepted: $out"; fi
+expect "NotFound" "$out"
+
+step "producing more with broker-side partitioning (keys and keyless)"
+out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-orders", "records": [{"key": "a", "value": "ka"}, {"key": "b", "value": "kb"}, {"value": "nokey"}]}')
+expect '"results"' "$out"
+total_before=$(call quire.v1.Admin/DescribeTopics '{"names": ["e2e-orders"]}' | grep -o '"logEndOffset": "[0-9]*"' | grep -o '[0-9]*' | awk '{s += $1} END {print s + 0}')
+[ "$total_before" -eq 7 ] || fail "want 7 records in all, have $total_before"
+
+step "kill -9 and restart"
+kill -9 "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+server_pid=""
+start_server
+
+step "fetching after restart"
+out=$(call quire.v1.Consumer/FetchRecords '{"topic": "e2e-orders", "partition": 0, "offset": 0}')
+for v in first second third; do expect "\"value\": \"$v\"" "$out"; done
+total_after=$(call quire.v1.Admin/DescribeTopics '{"names": ["e2e-orders"]}' | grep -o '"highWatermark": "[0-9]*"' | grep -o '[0-9]*' | awk '{s += $1} END {print s + 0}')
+[ "$total_after" -eq "$total_before" ] || fail "had $total_before records before the crash, $total_after after"
+
+step "producing after restart continues the offsets"
+latest=$(call quire.v1.Consumer/ListOffsets '{"partitions": [{"topic": "e2e-orders", "partition": 0, "timestampMs": -1}]}' | grep -o '"offset": "[0-9]*"' | grep -o '[0-9]*')
+out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-orders", "records": [{"value": "after", "partition": 0}]}')
+expect "\"offset\": \"$latest\"" "$out"
+
+# ---- hook: client engineer's CLI checks ----
+if [ -x scripts/e2e_cli.sh ]; then
+	step "running scripts/e2e_cli.sh"
+	QUIRE_BIN="$quire" QUIRE_BROKERS="$addr" GRPCURL="$grpcurl" scripts/e2e_cli.sh || fail "scripts/e2e_cli.sh failed"
+fi
+
+step "graceful shutdown (SIGTERM)"
+kill -TERM "$server_pid"
+deadline=$((SECONDS + 30))
+while kill -0 "$server_pid" 2>/dev/null; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "server did not stop within 30s of SIGTERM"
+	sleep 0.1
+done
+wait "$server_pid" || fail "server exited non-zero after SIGTERM"
+server_pid=""
+grep -q "broker stopped" "$tmp/server.log" || fail "no clean stop in the log"
+
+echo "e2e: PASS"

@@ -1,0 +1,350 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/quirelog/quire/record"
+)
+
+// AppendInfo describes an append.
+type AppendInfo struct {
+	FirstOffset, LastOffset int64
+	// MaxTimestamp is the largest record timestamp appended.
+	MaxTimestamp int64
+	// LogAppendTime is the broker time stamped on LogAppendTime batches, or
+	// -1 (this log keeps producer timestamps: CreateTime).
+	LogAppendTime int64
+	NumRecords    int
+	Bytes         int
+}
+
+// batchSet is the result of validating an append.
+type batchSet struct {
+	info       AppendInfo
+	numBatches int
+}
+
+// validate checks every batch of an append before anything is written.
+func (l *Log) validate(batches []byte, cfg LogConfig) (batchSet, error) {
+	bs := batchSet{info: AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(batches)}}
+	if len(batches) == 0 {
+		return bs, corrupt(fmt.Errorf("%w: no batches", record.ErrTruncated))
+	}
+	err := record.SplitBatches(batches, func(b []byte, h record.Header) error {
+		if len(b) > int(cfg.MaxMessageBytes) {
+			return fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", ErrRecordTooLarge, len(b), cfg.MaxMessageBytes)
+		}
+		if bs.numBatches == 0 {
+			bs.info.FirstOffset = h.BaseOffset
+		}
+		bs.info.LastOffset = h.LastOffset()
+		bs.info.MaxTimestamp = max(bs.info.MaxTimestamp, h.MaxTimestamp)
+		bs.info.NumRecords += int(h.NumRecords)
+		bs.numBatches++
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrRecordTooLarge) {
+			return bs, err
+		}
+		return bs, corrupt(err)
+	}
+	return bs, nil
+}
+
+// forEachBatch walks already-validated batches.
+func forEachBatch(buf []byte, fn func(b []byte)) {
+	for len(buf) > 0 {
+		n := record.PeekSize(buf)
+		fn(buf[:n])
+		buf = buf[n:]
+	}
+}
+
+func (l *Log) checkWritable() error {
+	if l.closed {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
+	}
+	return nil
+}
+
+// AppendAsLeader validates batches (one or more whole batches), assigns
+// them offsets from the log end offset by writing each base offset into
+// the caller's buffer, stamps leaderEpoch into each, and appends them. It
+// is all or nothing: a bad batch (ErrCorruptBatch) or one larger than
+// MaxMessageBytes (ErrRecordTooLarge) leaves the log and the buffer
+// unchanged.
+func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.Config()
+	bs, err := l.validate(batches, cfg)
+	if err != nil {
+		return bs.info, err
+	}
+	if latest, ok := l.epochs.latest(); ok && leaderEpoch < latest {
+		return bs.info, fmt.Errorf("%w: epoch %d, log has %d", ErrStaleEpoch, leaderEpoch, latest)
+	}
+	off := l.leo.Load()
+	bs.info.FirstOffset = off
+	forEachBatch(batches, func(b []byte) {
+		record.SetBaseOffset(b, off)
+		record.SetPartitionLeaderEpoch(b, leaderEpoch)
+		h, _ := record.ParseHeader(b)
+		off = h.NextOffset()
+	})
+	bs.info.LastOffset = off - 1
+	if err := l.appendLocked(batches, bs, cfg); err != nil {
+		return AppendInfo{}, err
+	}
+	return bs.info, nil
+}
+
+// AppendAsFollower appends batches copied from the leader, keeping their
+// offsets and epochs. The first batch must start at the log end offset and
+// the batches must be contiguous: ErrOffsetGap for a hole, ErrOffsetOverlap
+// for offsets the log already has.
+func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.Config()
+	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
+	bs, err := l.validate(batches, cfg)
+	if err != nil {
+		return bs.info, err
+	}
+	expect := l.leo.Load()
+	var gapErr error
+	forEachBatch(batches, func(b []byte) {
+		h, _ := record.ParseHeader(b)
+		switch {
+		case gapErr != nil:
+		case h.BaseOffset > expect:
+			gapErr = fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetGap, h.BaseOffset, expect)
+		case h.BaseOffset < expect:
+			gapErr = fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetOverlap, h.BaseOffset, expect)
+		}
+		expect = h.NextOffset()
+	})
+	if gapErr != nil {
+		return bs.info, gapErr
+	}
+	if err := l.appendLocked(batches, bs, cfg); err != nil {
+		return AppendInfo{}, err
+	}
+	return bs.info, nil
+}
+
+// appendLocked writes validated, offset-assigned batches: roll if needed,
+// update the epoch cache, one write, then publish.
+func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
+	seg := l.activeSegment()
+	if err := l.checkEpochs(batches); err != nil {
+		return err
+	}
+	if l.shouldRoll(seg, cfg, len(batches), bs) {
+		if err := l.rollLocked(); err != nil {
+			return l.fail(fmt.Errorf("storage: roll: %w", err))
+		}
+		seg = l.activeSegment()
+	}
+	// Epoch cache first, as Kafka does, so that a crash never leaves
+	// batches of an epoch the cache has not heard of.
+	var epochErr error
+	forEachBatch(batches, func(b []byte) {
+		h, _ := record.ParseHeader(b)
+		if _, err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, true); err != nil && epochErr == nil {
+			epochErr = err
+		}
+	})
+	if epochErr != nil {
+		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", epochErr))
+	}
+
+	pos := seg.size.Load()
+	maxTs, offMaxTs := seg.maxTs.Load(), seg.offMaxTs.Load()
+	l.pending = l.pending[:0]
+	at := pos
+	forEachBatch(batches, func(b []byte) {
+		h, _ := record.ParseHeader(b)
+		if e, ok := seg.trackBatch(&h, at, cfg.IndexIntervalBytes, &maxTs, &offMaxTs); ok {
+			l.pending = append(l.pending, e)
+		}
+		at += int64(len(b))
+	})
+	if _, err := seg.log.WriteAt(batches, pos); err != nil {
+		// The file may now hold part of the batches past size; readers
+		// never look there, and reopening cuts it.
+		return l.fail(fmt.Errorf("storage: write segment %d: %w", seg.base, err))
+	}
+	seg.dirty = true
+	seg.size.Store(pos + int64(len(batches)))
+	seg.maxTs.Store(maxTs)
+	seg.offMaxTs.Store(offMaxTs)
+	l.leo.Store(bs.info.LastOffset + 1)
+	if len(l.pending) > 0 {
+		l.mu.Lock()
+		for _, e := range l.pending {
+			seg.applyEntry(e)
+		}
+		l.mu.Unlock()
+	}
+	l.unflushed += int64(bs.info.NumRecords)
+	if cfg.flushMessagesOn() && l.unflushed >= cfg.FlushMessages {
+		if err := l.flushLocked(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEpochs refuses batches whose leader epoch is older than the
+// newest in the log or than an earlier batch of the same append: epochs
+// never go backwards in a log, and recovery relies on it.
+func (l *Log) checkEpochs(batches []byte) error {
+	latest, ok := l.epochs.latest()
+	if !ok {
+		latest = math.MinInt32
+	}
+	var stale error
+	forEachBatch(batches, func(b []byte) {
+		h, _ := record.ParseHeader(b)
+		if h.PartitionLeaderEpoch < latest && stale == nil {
+			stale = fmt.Errorf("%w: epoch %d, log has %d", ErrStaleEpoch, h.PartitionLeaderEpoch, latest)
+		}
+		latest = max(latest, h.PartitionLeaderEpoch)
+	})
+	return stale
+}
+
+// fail marks the log failed: no more appends until it is reopened.
+func (l *Log) fail(err error) error {
+	if l.failed == nil {
+		l.failed = err
+		l.logger.Error("log failed, refusing appends until reopened", "error", err)
+	}
+	return fmt.Errorf("%w: %w", ErrLogFailed, err)
+}
+
+func (l *Log) activeSegment() *segment {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[len(l.segs)-1]
+}
+
+// shouldRoll: segment.bytes, segment.ms (measured, as Kafka does, from
+// the largest timestamp of the segment's first batch, or its creation time
+// without one), a full index, or relative offsets that would overflow.
+func (l *Log) shouldRoll(seg *segment, cfg LogConfig, size int, bs batchSet) bool {
+	cur := seg.size.Load()
+	if cur == 0 {
+		return false
+	}
+	if cur+int64(size) > cfg.SegmentBytes {
+		return true
+	}
+	if seg.rollBaseTs >= 0 {
+		if bs.info.MaxTimestamp-seg.rollBaseTs > cfg.SegmentMs {
+			return true
+		}
+	} else if l.opts.Now().Sub(seg.created).Milliseconds() > cfg.SegmentMs {
+		return true
+	}
+	if seg.indexFull(cfg, bs.numBatches) {
+		return true
+	}
+	return bs.info.LastOffset-seg.base > math.MaxInt32
+}
+
+// Roll closes the active segment (fsyncing it and trimming its indexes)
+// and starts a new one at the log end offset. It does nothing if the
+// active segment is empty.
+func (l *Log) Roll() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if err := l.rollLocked(); err != nil {
+		return l.fail(fmt.Errorf("storage: roll: %w", err))
+	}
+	return nil
+}
+
+func (l *Log) rollLocked() error {
+	old := l.activeSegment()
+	if old.size.Load() == 0 {
+		return nil
+	}
+	leo := l.leo.Load()
+	l.mu.Lock()
+	old.finalTimeEntry()
+	l.mu.Unlock()
+	if err := old.deactivate(); err != nil {
+		return err
+	}
+	s, err := createSegment(l.fs, l.dir, leo, l.Config(), l.opts.Now())
+	if err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		_ = s.closeFiles()
+		return err
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs, s)
+	l.mu.Unlock()
+	// Every earlier segment was fsynced when it rolled: all is durable.
+	l.advanceRecoveryPoint(leo)
+	l.logger.Debug("rolled segment", "base", leo)
+	return nil
+}
+
+func (l *Log) advanceRecoveryPoint(off int64) {
+	for {
+		cur := l.recoveryPoint.Load()
+		if off <= cur || l.recoveryPoint.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// Flush fsyncs the log up to the log end offset (writing pending index
+// entries first) and advances the recovery point.
+func (l *Log) Flush() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	leo := l.leo.Load()
+	seg := l.activeSegment()
+	if err := seg.sync(); err != nil {
+		return l.fail(fmt.Errorf("storage: flush: %w", err))
+	}
+	l.unflushed = 0
+	l.lastFlushMs.Store(l.opts.Now().UnixMilli())
+	l.advanceRecoveryPoint(leo)
+	return nil
+}
+
+// flushDue reports whether flush.ms says the log should be flushed now.
+func (l *Log) flushDue(nowMs int64) bool {
+	cfg := l.Config()
+	return cfg.flushMsOn() && l.leo.Load() > l.recoveryPoint.Load() && nowMs-l.lastFlushMs.Load() >= cfg.FlushMs
+}

@@ -1,0 +1,107 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// LogConfig holds the per-log settings, named after Kafka's topic configs.
+type LogConfig struct {
+	// SegmentBytes (segment.bytes): roll when the active segment would
+	// grow past this size.
+	SegmentBytes int64
+	// SegmentMs (segment.ms): roll when the newest timestamp is this much
+	// later than the first batch of the active segment.
+	SegmentMs int64
+	// IndexIntervalBytes (index.interval.bytes): bytes of log between
+	// offset index entries.
+	IndexIntervalBytes int32
+	// SegmentIndexBytes (segment.index.bytes): size of the preallocated
+	// index files; a full index rolls the segment.
+	SegmentIndexBytes int32
+	// RetentionMs (retention.ms): delete segments whose newest record is
+	// older than this; -1 keeps them forever.
+	RetentionMs int64
+	// RetentionBytes (retention.bytes): delete old segments while the log
+	// is larger than this; -1 means no limit.
+	RetentionBytes int64
+	// FlushMessages (flush.messages): fsync after this many records;
+	// 0 or math.MaxInt64 turns it off (the default: replication is the
+	// durability).
+	FlushMessages int64
+	// FlushMs (flush.ms): fsync when the log has been dirty this long,
+	// checked by Manager.FlushDirty; 0 or math.MaxInt64 turns it off.
+	FlushMs int64
+	// MaxMessageBytes (max.message.bytes): largest batch accepted.
+	MaxMessageBytes int32
+}
+
+// DefaultLogConfig returns Kafka's defaults.
+func DefaultLogConfig() LogConfig {
+	return LogConfig{
+		SegmentBytes:       1 << 30,
+		SegmentMs:          7 * 24 * time.Hour.Milliseconds(),
+		IndexIntervalBytes: 4096,
+		SegmentIndexBytes:  10 << 20,
+		RetentionMs:        168 * time.Hour.Milliseconds(),
+		RetentionBytes:     -1,
+		FlushMessages:      math.MaxInt64,
+		FlushMs:            math.MaxInt64,
+		MaxMessageBytes:    1048588,
+	}
+}
+
+// Validate reports the first out-of-range field.
+func (c LogConfig) Validate() error {
+	switch {
+	case c.SegmentBytes < 14:
+		return fmt.Errorf("%w: segment.bytes %d < 14", ErrInvalidConfig, c.SegmentBytes)
+	case c.SegmentMs < 1:
+		return fmt.Errorf("%w: segment.ms %d < 1", ErrInvalidConfig, c.SegmentMs)
+	case c.IndexIntervalBytes < 0:
+		return fmt.Errorf("%w: index.interval.bytes %d < 0", ErrInvalidConfig, c.IndexIntervalBytes)
+	case c.SegmentIndexBytes < 4*timeIndexEntrySize:
+		return fmt.Errorf("%w: segment.index.bytes %d < %d", ErrInvalidConfig, c.SegmentIndexBytes, 4*timeIndexEntrySize)
+	case c.RetentionMs < -1:
+		return fmt.Errorf("%w: retention.ms %d < -1", ErrInvalidConfig, c.RetentionMs)
+	case c.RetentionBytes < -1:
+		return fmt.Errorf("%w: retention.bytes %d < -1", ErrInvalidConfig, c.RetentionBytes)
+	case c.FlushMessages < 0 || c.FlushMs < 0:
+		return fmt.Errorf("%w: flush.messages and flush.ms must be >= 0", ErrInvalidConfig)
+	case c.MaxMessageBytes < 0:
+		return fmt.Errorf("%w: max.message.bytes %d < 0", ErrInvalidConfig, c.MaxMessageBytes)
+	}
+	return nil
+}
+
+func (c LogConfig) flushMessagesOn() bool {
+	return c.FlushMessages > 0 && c.FlushMessages != math.MaxInt64
+}
+func (c LogConfig) flushMsOn() bool { return c.FlushMs > 0 && c.FlushMs != math.MaxInt64 }
+
+// Options are the process-wide dependencies of a log.
+type Options struct {
+	// FS is the filesystem; nil means the operating system's.
+	FS FS
+	// Logger may be nil.
+	Logger hclog.Logger
+	// Now is the clock for retention, rolling and flush.ms; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = OSFS{}
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}

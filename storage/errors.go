@@ -1,0 +1,47 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/quirelog/quire/record"
+)
+
+// Errors returned by this package. Wrapped errors carry details; test with
+// errors.Is.
+var (
+	// ErrOffsetOutOfRange: an offset below the log start or above the log
+	// end offset.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrCorruptBatch: a batch failed validation. It also satisfies
+	// errors.Is(err, record.ErrCorrupt) and the specific record error.
+	ErrCorruptBatch = fmt.Errorf("storage: corrupt batch: %w", record.ErrCorrupt)
+	// ErrRecordTooLarge: a batch is larger than MaxMessageBytes.
+	ErrRecordTooLarge = errors.New("storage: record batch too large")
+	// ErrLogFailed: an I/O error hit this log; it refuses appends until it
+	// is reopened.
+	ErrLogFailed = errors.New("storage: log failed after i/o error")
+	// ErrOffsetGap: a follower append does not start at the log end offset
+	// (or its batches are not contiguous) and would leave a hole.
+	ErrOffsetGap = errors.New("storage: offset gap")
+	// ErrOffsetOverlap: a follower append starts below the log end offset.
+	ErrOffsetOverlap = errors.New("storage: offset overlap")
+	// ErrStaleEpoch: an append carries a leader epoch older than the
+	// newest one in the log (Kafka's FENCED_LEADER_EPOCH).
+	ErrStaleEpoch = errors.New("storage: leader epoch older than the log's")
+	// ErrClosed: the log or manager is closed.
+	ErrClosed = errors.New("storage: closed")
+	// ErrInvalidConfig: a LogConfig field is out of range.
+	ErrInvalidConfig = errors.New("storage: invalid config")
+	// ErrBadCheckpoint: a checkpoint file cannot be parsed.
+	ErrBadCheckpoint = errors.New("storage: bad checkpoint file")
+)
+
+// corrupt wraps a record validation error so that it satisfies both
+// ErrCorruptBatch and the original record error.
+func corrupt(err error) error {
+	if errors.Is(err, ErrCorruptBatch) {
+		return err
+	}
+	return fmt.Errorf("storage: corrupt batch: %w", errors.Join(ErrCorruptBatch, err))
+}

@@ -1,0 +1,506 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/record"
+)
+
+func TestLogAppendRead(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	var want [][]byte
+	for i := 0; i < 50; i++ {
+		b := makeBatch(i%5+1, 40, int64(1000+i))
+		info := mustAppend(t, l, b, 3)
+		if info.NumRecords != i%5+1 || info.LastOffset-info.FirstOffset+1 != int64(i%5+1) {
+			t.Fatalf("info %+v", info)
+		}
+		h, _ := record.ParseHeader(b)
+		if h.BaseOffset != info.FirstOffset || h.PartitionLeaderEpoch != 3 {
+			t.Fatalf("batch not stamped: %+v", h)
+		}
+		want = append(want, b)
+	}
+	if l.NumSegments() < 2 {
+		t.Fatalf("expected rolls, have %d segments", l.NumSegments())
+	}
+	got := readAll(t, l)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+	// Every offset reads back the batch holding it.
+	for off := int64(0); off < l.LogEndOffset(); off++ {
+		res, err := l.Read(off, 1, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := record.Validate(res.Batches)
+		if err != nil || off < h.BaseOffset || off > h.LastOffset() {
+			t.Fatalf("offset %d: %v %+v", off, err, h)
+		}
+	}
+}
+
+func TestLogReadBounds(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	for i := 0; i < 4; i++ {
+		mustAppend(t, l, makeBatch(10, 10, 1), 0) // offsets 0..39
+	}
+	if _, err := l.Read(41, 100, math.MaxInt64); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("past LEO: %v", err)
+	}
+	if _, err := l.Read(-1, 100, math.MaxInt64); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("negative: %v", err)
+	}
+	res, err := l.Read(40, 100, math.MaxInt64)
+	if err != nil || len(res.Batches) != 0 || res.HighOffset != 40 || res.LogEndOffset != 40 {
+		t.Fatalf("at LEO: %v %+v", err, res)
+	}
+	// maxOffset (the HW) stops reads before batches that reach it.
+	res, _ = l.Read(0, 1<<20, 25)
+	if res.HighOffset != 20 {
+		t.Fatalf("maxOffset 25: high %d", res.HighOffset)
+	}
+	res, _ = l.Read(20, 1<<20, 25)
+	if len(res.Batches) != 0 {
+		t.Fatalf("batch straddling maxOffset returned")
+	}
+	// maxBytes smaller than a batch still returns one batch.
+	res, _ = l.Read(13, 1, math.MaxInt64)
+	if h, err := record.Validate(res.Batches); err != nil || h.BaseOffset != 10 || res.HighOffset != 20 {
+		t.Fatalf("small maxBytes: %v %+v", err, h)
+	}
+}
+
+func TestLogAppendRejectsBadBatches(t *testing.T) {
+	cfg := smallConfig()
+	cfg.MaxMessageBytes = 500
+	l := openTest(t, t.TempDir(), cfg, 0)
+	defer l.Close()
+	good := makeBatch(2, 10, 1)
+	mustAppend(t, l, good, 0)
+	bad := append([]byte(nil), makeBatch(2, 10, 1)...)
+	bad[len(bad)-1] ^= 0xff
+	twoGoodOneBad := append(append(makeBatch(1, 1, 1), makeBatch(1, 1, 1)...), bad...)
+	snapshot := append([]byte(nil), twoGoodOneBad...)
+	if _, err := l.AppendAsLeader(twoGoodOneBad, 0); !errors.Is(err, ErrCorruptBatch) || !errors.Is(err, record.ErrBadCRC) {
+		t.Fatalf("bad crc: %v", err)
+	}
+	if !bytes.Equal(snapshot, twoGoodOneBad) {
+		t.Fatal("rejected append mutated the buffer")
+	}
+	if _, err := l.AppendAsLeader(makeBatch(10, 100, 1), 0); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+	if _, err := l.AppendAsLeader(good[:30], 0); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("truncated: %v", err)
+	}
+	if l.LogEndOffset() != 2 || l.Size() != int64(len(good)) {
+		t.Fatalf("log changed: leo %d size %d", l.LogEndOffset(), l.Size())
+	}
+}
+
+func TestLogAppendAsFollower(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	b := makeBatch(3, 10, 1)
+	record.SetBaseOffset(b, 0)
+	record.SetPartitionLeaderEpoch(b, 5)
+	if _, err := l.AppendAsFollower(b); err != nil {
+		t.Fatal(err)
+	}
+	gap := makeBatch(1, 10, 1)
+	record.SetBaseOffset(gap, 4)
+	if _, err := l.AppendAsFollower(gap); !errors.Is(err, ErrOffsetGap) {
+		t.Fatalf("gap: %v", err)
+	}
+	over := makeBatch(1, 10, 1)
+	record.SetBaseOffset(over, 2)
+	if _, err := l.AppendAsFollower(over); !errors.Is(err, ErrOffsetOverlap) {
+		t.Fatalf("overlap: %v", err)
+	}
+	if e, ok := l.LatestEpoch(); !ok || e != 5 || l.LogEndOffset() != 3 {
+		t.Fatalf("epoch %d %v leo %d", e, ok, l.LogEndOffset())
+	}
+}
+
+func TestLogReopenClean(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	l := openTest(t, dir, cfg, 0)
+	for i := 0; i < 40; i++ {
+		mustAppend(t, l, makeBatch(3, 50, int64(i)), int32(i/10))
+	}
+	want := readAll(t, l)
+	leo := l.LogEndOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Inactive index files are trimmed to their entries.
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.index"))
+	for _, m := range matches {
+		st, _ := os.Stat(m)
+		if st.Size() >= int64(cfg.SegmentIndexBytes) || st.Size()%8 != 0 {
+			t.Fatalf("%s not trimmed: %d", m, st.Size())
+		}
+	}
+	l = openTest(t, dir, cfg, math.MaxInt64)
+	defer l.Close()
+	if l.LogEndOffset() != leo || l.RecoveryPoint() != leo {
+		t.Fatalf("leo %d rp %d, want %d", l.LogEndOffset(), l.RecoveryPoint(), leo)
+	}
+	got := readAll(t, l)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches after reopen, want %d", len(got), len(want))
+	}
+	if e, _ := l.LatestEpoch(); e != 3 {
+		t.Fatalf("epoch %d", e)
+	}
+	mustAppend(t, l, makeBatch(1, 1, 1), 3)
+	if l.LogEndOffset() != leo+1 {
+		t.Fatal("append after reopen")
+	}
+}
+
+func TestLogTruncate(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, smallConfig(), 0)
+	defer l.Close()
+	for i := 0; i < 60; i++ {
+		mustAppend(t, l, makeBatch(2, 40, int64(i)), int32(i/20)) // epoch 0,1,2
+	}
+	segs := l.NumSegments()
+	if err := l.Truncate(51); err != nil { // inside the batch [50,51]
+		t.Fatal(err)
+	}
+	if l.LogEndOffset() != 50 {
+		t.Fatalf("leo %d", l.LogEndOffset())
+	}
+	if l.NumSegments() >= segs {
+		t.Fatalf("segments %d, was %d", l.NumSegments(), segs)
+	}
+	if e, o := l.EndOffsetForEpoch(1); e != 1 || o != 50 {
+		t.Fatalf("epoch 1 ends %d %d", e, o)
+	}
+	if e, o := l.EndOffsetForEpoch(2); e != -1 || o != -1 {
+		t.Fatalf("truncated epoch 2: %d %d", e, o)
+	}
+	if got := readAll(t, l); len(got) != 25 {
+		t.Fatalf("%d batches", len(got))
+	}
+	info := mustAppend(t, l, makeBatch(1, 1, 100), 4)
+	if info.FirstOffset != 50 {
+		t.Fatalf("append after truncate at %d", info.FirstOffset)
+	}
+	if err := l.Truncate(10); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := l.LatestEpoch(); !ok || e != 0 || l.LogEndOffset() != 10 {
+		t.Fatalf("epoch %d leo %d", e, l.LogEndOffset())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openTest(t, dir, smallConfig(), 0)
+	defer l2.Close()
+	if l2.LogEndOffset() != 10 || len(readAll(t, l2)) != 5 {
+		t.Fatalf("after reopen leo %d", l2.LogEndOffset())
+	}
+}
+
+func TestLogEndOffsetForEpoch(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	if e, o := l.EndOffsetForEpoch(0); e != -1 || o != -1 {
+		t.Fatalf("empty: %d %d", e, o)
+	}
+	mustAppend(t, l, makeBatch(5, 1, 1), 2) // 0-4 epoch 2
+	mustAppend(t, l, makeBatch(5, 1, 1), 4) // 5-9 epoch 4
+	mustAppend(t, l, makeBatch(5, 1, 1), 7) // 10-14 epoch 7
+	cases := []struct {
+		req, epoch int32
+		off        int64
+	}{
+		{7, 7, 15}, {4, 4, 10}, {5, 4, 10}, {6, 4, 10}, {2, 2, 5}, {1, 1, 0}, {8, -1, -1}, {-1, -1, -1},
+	}
+	for _, c := range cases {
+		if e, o := l.EndOffsetForEpoch(c.req); e != c.epoch || o != c.off {
+			t.Errorf("epoch %d: got (%d, %d), want (%d, %d)", c.req, e, o, c.epoch, c.off)
+		}
+	}
+}
+
+func TestLogDeleteRecordsAndRetention(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	cfg := smallConfig()
+	l, err := OpenLog(t.TempDir(), "t", 0, cfg, 0, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 60; i++ {
+		mustAppend(t, l, makeBatch(2, 40, int64(1000+i*1000)), 0)
+	}
+	n := l.NumSegments()
+	if err := l.DeleteRecordsBefore(l.LogEndOffset() + 1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("past leo: %v", err)
+	}
+	if err := l.DeleteRecordsBefore(61); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() != 61 || l.NumSegments() >= n {
+		t.Fatalf("start %d segs %d (was %d)", l.LogStartOffset(), l.NumSegments(), n)
+	}
+	if _, err := l.Read(60, 100, math.MaxInt64); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below start: %v", err)
+	}
+	res, err := l.Read(61, 1, math.MaxInt64)
+	if h, _ := record.ParseHeader(res.Batches); err != nil || h.BaseOffset != 60 {
+		t.Fatalf("read at start: %v", err)
+	}
+	// Size retention: keep at most ~2 segments of data.
+	cfg.RetentionBytes = 2 * cfg.SegmentBytes
+	l.SetConfig(cfg)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Size() > cfg.RetentionBytes+cfg.SegmentBytes || l.NumSegments() > 3 {
+		t.Fatalf("size %d segs %d", l.Size(), l.NumSegments())
+	}
+	// Time retention: everything is old, but the active segment stays.
+	cfg.RetentionBytes = -1
+	cfg.RetentionMs = 10
+	l.SetConfig(cfg)
+	clock.t = time.UnixMilli(10_000_000)
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.NumSegments() != 1 || l.LogStartOffset() != l.activeSegment().base {
+		t.Fatalf("segs %d start %d", l.NumSegments(), l.LogStartOffset())
+	}
+	if _, err := l.Read(l.LogStartOffset(), 100, math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogOffsetForTimestamp(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	for i := 0; i < 100; i++ {
+		b := record.NewBuilder(record.None)
+		b.Append(int64(i*10), nil, []byte("x"), nil)
+		b.Append(int64(i*10+5), nil, []byte("y"), nil) // offset 2i+1 has ts 10i+5
+		mustAppend(t, l, b.Build(), 0)
+	}
+	cases := []struct {
+		ts, off, at int64
+		found       bool
+	}{{0, 0, 0, true}, {3, 1, 5, true}, {5, 1, 5, true}, {6, 2, 10, true}, {500, 100, 500, true}, {995, 199, 995, true}, {996, 0, 0, false}}
+	for _, c := range cases {
+		off, at, found, err := l.OffsetForTimestamp(c.ts)
+		if err != nil || found != c.found || (found && (off != c.off || at != c.at)) {
+			t.Errorf("ts %d: got %d %d %v %v, want %d %d %v", c.ts, off, at, found, err, c.off, c.at, c.found)
+		}
+	}
+	if off, _, _, _ := l.OffsetForTimestamp(-1); off != 200 {
+		t.Fatalf("latest %d", off)
+	}
+}
+
+func TestLogFlushAdvancesRecoveryPoint(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.FlushMessages = 10
+	l := openTest(t, t.TempDir(), cfg, 0)
+	defer l.Close()
+	mustAppend(t, l, makeBatch(5, 1, 1), 0)
+	if l.RecoveryPoint() != 0 {
+		t.Fatalf("rp %d", l.RecoveryPoint())
+	}
+	mustAppend(t, l, makeBatch(5, 1, 1), 0)
+	if l.RecoveryPoint() != 10 {
+		t.Fatalf("rp %d after flush.messages", l.RecoveryPoint())
+	}
+	mustAppend(t, l, makeBatch(1, 1, 1), 0)
+	if err := l.Flush(); err != nil || l.RecoveryPoint() != 11 {
+		t.Fatalf("rp %d %v", l.RecoveryPoint(), err)
+	}
+	mustAppend(t, l, makeBatch(1, 1, 1), 0)
+	if err := l.Roll(); err != nil || l.RecoveryPoint() != 12 || l.NumSegments() != 2 {
+		t.Fatalf("roll: rp %d segs %d %v", l.RecoveryPoint(), l.NumSegments(), err)
+	}
+}
+
+func TestLogIOErrorFailsLog(t *testing.T) {
+	dir := t.TempDir()
+	efs := NewErrorFS(OSFS{})
+	efs.Torn = true
+	l, err := OpenLog(dir, "t", 0, smallConfig(), 0, Options{FS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpWrite && filepath.Ext(path) == ".log" {
+			return ErrInjected
+		}
+		return nil
+	})
+	if _, err := l.AppendAsLeader(makeBatch(3, 100, 1), 0); !errors.Is(err, ErrInjected) || !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append: %v", err)
+	}
+	efs.SetInjector(nil)
+	if _, err := l.AppendAsLeader(makeBatch(3, 10, 1), 0); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append after failure: %v", err)
+	}
+	if l.LogEndOffset() != 3 || len(readAll(t, l)) != 1 {
+		t.Fatal("failed append visible")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, dir, smallConfig(), 0)
+	defer l.Close()
+	if l.LogEndOffset() != 3 {
+		t.Fatalf("leo %d after reopen", l.LogEndOffset())
+	}
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+}
+
+func TestLogConcurrentReaders(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 64 << 10
+	l := openTest(t, t.TempDir(), cfg, 0)
+	defer l.Close()
+	const total = 400
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for r := 0; r < 3; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off := int64(0)
+			for {
+				res, err := l.Read(off, 4096, math.MaxInt64)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := record.SplitBatches(res.Batches, func(b []byte, h record.Header) error {
+					if h.BaseOffset != off {
+						t.Errorf("batch at %d, want %d", h.BaseOffset, off)
+					}
+					off = h.NextOffset()
+					return nil
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+				if off == int64(total*2) {
+					return
+				}
+				if len(res.Batches) == 0 {
+					select {
+					case <-done:
+						if off < l.LogEndOffset() {
+							continue
+						}
+						t.Errorf("reader stopped at %d", off)
+						return
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < total; i++ {
+		mustAppend(t, l, makeBatch(2, 100, int64(i)), 0)
+		if i%50 == 0 {
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	wg.Wait()
+}
+
+func TestIndexCorruptionNeverCrashesStartup(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	l := openTest(t, dir, cfg, 0)
+	for i := 0; i < 60; i++ {
+		mustAppend(t, l, makeBatch(2, 60, int64(i)), 0)
+	}
+	want := readAll(t, l)
+	l.Close()
+	idx, _ := filepath.Glob(filepath.Join(dir, "*index"))
+	for i, p := range idx {
+		data, _ := os.ReadFile(p)
+		switch i % 4 {
+		case 0:
+			data = append(data, 1, 2, 3)
+		case 1:
+			for j := range data {
+				data[j] ^= 0x55
+			}
+		case 2:
+			if len(data) >= 8 {
+				binary.BigEndian.PutUint32(data[len(data)-4:], 7) // plausible but wrong position
+			}
+		case 3:
+			data = nil
+		}
+		os.WriteFile(p, data, 0o644)
+	}
+	l = openTest(t, dir, cfg, math.MaxInt64)
+	defer l.Close()
+	got := readAll(t, l)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+}
+
+func TestSegmentNames(t *testing.T) {
+	if segmentName(42) != "00000000000000000042" {
+		t.Fatal(segmentName(42))
+	}
+	if b, ok := parseSegmentName("00000000000000000042.log", ".log"); !ok || b != 42 {
+		t.Fatal(b, ok)
+	}
+	if _, ok := parseSegmentName("42.log", ".log"); ok {
+		t.Fatal("short name accepted")
+	}
+}
+
+func TestLogStaleEpochRejected(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	mustAppend(t, l, makeBatch(1, 1, 1), 5)
+	if _, err := l.AppendAsLeader(makeBatch(1, 1, 1), 4); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	if l.LogEndOffset() != 1 {
+		t.Fatal("stale append changed the log")
+	}
+}

@@ -1,0 +1,309 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Manager owns a data directory: one Log per "<topic>-<partition>"
+// subdirectory, and the per-directory checkpoint files
+// recovery-point-offset-checkpoint, replication-offset-checkpoint (high
+// watermarks) and log-start-offset-checkpoint, plus the clean-shutdown
+// marker.
+type Manager struct {
+	dir      string
+	defaults LogConfig
+	opts     Options
+	logger   hclog.Logger
+
+	mu     sync.Mutex
+	logs   map[TopicPartition]*Log
+	hw     map[TopicPartition]int64
+	closed bool
+}
+
+// OpenManager opens the data directory, reading the checkpoints and
+// opening every log in it. Without the clean-shutdown marker each log is
+// recovered from its checkpointed recovery point.
+func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, error) {
+	if err := defaults.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	m := &Manager{dir: dataDir, defaults: defaults, opts: opts, logger: opts.Logger.Named("storage"),
+		logs: map[TopicPartition]*Log{}}
+	fsys := opts.FS
+	if err := fsys.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("storage: create data dir: %w", err)
+	}
+	marker := join(dataDir, CleanShutdownFile)
+	_, err := fsys.Stat(marker)
+	clean := err == nil
+	readCP := func(name string) map[TopicPartition]int64 {
+		cp, err := readOffsetCheckpoint(fsys, join(dataDir, name))
+		if err != nil {
+			m.logger.Warn("ignoring unreadable checkpoint", "file", name, "error", err)
+			clean = false // we cannot trust what we know; recover everything
+			return map[TopicPartition]int64{}
+		}
+		return cp
+	}
+	recovery := readCP(RecoveryPointCheckpointFile)
+	starts := readCP(LogStartCheckpointFile)
+	m.hw = readCP(ReplicationCheckpointFile)
+	if !clean {
+		m.logger.Info("no clean shutdown marker, recovering logs")
+	}
+	names, err := fsys.List(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: list data dir: %w", err)
+	}
+	for _, name := range names {
+		tp, ok := parseLogDirName(name)
+		if !ok {
+			continue
+		}
+		if st, err := fsys.Stat(join(dataDir, name)); err != nil || !st.IsDir() {
+			continue
+		}
+		rp := int64(math.MaxInt64)
+		if !clean {
+			rp = recovery[tp] // 0 if unknown: check everything
+		}
+		l, err := OpenLog(join(dataDir, name), tp.Topic, tp.Partition, defaults, rp, opts)
+		if err != nil {
+			m.closeLogs()
+			return nil, fmt.Errorf("storage: open %s: %w", name, err)
+		}
+		if s, ok := starts[tp]; ok {
+			l.maybeIncrementLogStart(s)
+		}
+		m.logs[tp] = l
+	}
+	for tp := range m.hw {
+		if _, ok := m.logs[tp]; !ok {
+			delete(m.hw, tp)
+		}
+	}
+	// From now on a crash must be noticed: drop the marker first.
+	if clean {
+		if err := removeIfExists(fsys, marker); err != nil {
+			m.closeLogs()
+			return nil, fmt.Errorf("storage: remove clean shutdown marker: %w", err)
+		}
+		if err := fsys.SyncDir(dataDir); err != nil {
+			m.closeLogs()
+			return nil, fmt.Errorf("storage: sync data dir: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// parseLogDirName splits "<topic>-<partition>".
+func parseLogDirName(name string) (TopicPartition, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 || strings.HasPrefix(name, ".") {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{Topic: name[:i], Partition: int32(p)}, true
+}
+
+func sortTPs(tps []TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+}
+
+// Dir returns the data directory.
+func (m *Manager) Dir() string { return m.dir }
+
+// GetOrCreate returns the log of a partition, creating it with cfg if
+// needed. For an existing log, cfg replaces its configuration.
+func (m *Manager) GetOrCreate(topic string, partition int32, cfg LogConfig) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if topic == "" || strings.ContainsAny(topic, "/\\ \n") || topic == "." || topic == ".." || partition < 0 {
+		return nil, fmt.Errorf("storage: bad topic partition %q %d", topic, partition)
+	}
+	tp := TopicPartition{topic, partition}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if l, ok := m.logs[tp]; ok {
+		l.SetConfig(cfg)
+		return l, nil
+	}
+	l, err := OpenLog(join(m.dir, tp.String()), topic, partition, cfg, math.MaxInt64, m.opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.opts.FS.SyncDir(m.dir); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("storage: sync data dir: %w", err)
+	}
+	m.logs[tp] = l
+	return l, nil
+}
+
+// Get returns the log of a partition if the manager has it.
+func (m *Manager) Get(topic string, partition int32) (*Log, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.logs[TopicPartition{topic, partition}]
+	return l, ok
+}
+
+// Delete closes and removes a partition's log and forgets its high
+// watermark.
+func (m *Manager) Delete(topic string, partition int32) error {
+	tp := TopicPartition{topic, partition}
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	delete(m.logs, tp)
+	delete(m.hw, tp)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return l.Delete()
+}
+
+// Logs returns the open logs ordered by topic and partition.
+func (m *Manager) Logs() []*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tps := make([]TopicPartition, 0, len(m.logs))
+	for tp := range m.logs {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	out := make([]*Log, len(tps))
+	for i, tp := range tps {
+		out[i] = m.logs[tp]
+	}
+	return out
+}
+
+// SetHighWatermark records a partition's high watermark; Checkpoint
+// persists it.
+func (m *Manager) SetHighWatermark(topic string, partition int32, hw int64) {
+	m.mu.Lock()
+	m.hw[TopicPartition{topic, partition}] = hw
+	m.mu.Unlock()
+}
+
+// HighWatermark returns the last high watermark set or read from the
+// replication checkpoint.
+func (m *Manager) HighWatermark(topic string, partition int32) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hw, ok := m.hw[TopicPartition{topic, partition}]
+	return hw, ok
+}
+
+// Checkpoint writes the three checkpoint files atomically.
+func (m *Manager) Checkpoint() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkpointLocked()
+}
+
+func (m *Manager) checkpointLocked() error {
+	rp := map[TopicPartition]int64{}
+	ls := map[TopicPartition]int64{}
+	hw := map[TopicPartition]int64{}
+	for tp, l := range m.logs {
+		rp[tp] = l.RecoveryPoint()
+		ls[tp] = l.LogStartOffset()
+		if h, ok := m.hw[tp]; ok {
+			hw[tp] = h
+		}
+	}
+	fsys := m.opts.FS
+	if err := writeOffsetCheckpoint(fsys, join(m.dir, RecoveryPointCheckpointFile), rp); err != nil {
+		return fmt.Errorf("storage: write checkpoint: %w", err)
+	}
+	if err := writeOffsetCheckpoint(fsys, join(m.dir, ReplicationCheckpointFile), hw); err != nil {
+		return fmt.Errorf("storage: write checkpoint: %w", err)
+	}
+	if err := writeOffsetCheckpoint(fsys, join(m.dir, LogStartCheckpointFile), ls); err != nil {
+		return fmt.Errorf("storage: write checkpoint: %w", err)
+	}
+	return nil
+}
+
+// RunRetention applies retention to every log.
+func (m *Manager) RunRetention() error {
+	var errs []error
+	for _, l := range m.Logs() {
+		if _, err := l.ApplyRetention(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FlushDirty flushes the logs whose flush.ms has elapsed since their last
+// flush; call it periodically.
+func (m *Manager) FlushDirty() error {
+	now := m.opts.Now().UnixMilli()
+	var errs []error
+	for _, l := range m.Logs() {
+		if l.flushDue(now) {
+			if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) closeLogs() []error {
+	var errs []error
+	for _, l := range m.logs {
+		errs = append(errs, l.Close())
+	}
+	return errs
+}
+
+// Close flushes and closes every log, writes the checkpoints and, if all
+// went well, the clean-shutdown marker.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	errs := m.closeLogs()
+	for _, l := range m.logs {
+		if l.Failed() != nil {
+			errs = append(errs, fmt.Errorf("storage: %s failed: %w", l, l.Failed()))
+		}
+	}
+	errs = append(errs, m.checkpointLocked())
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(m.opts.FS, join(m.dir, CleanShutdownFile), nil); err != nil {
+		return fmt.Errorf("storage: write clean shutdown marker: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package storage
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	m, err := OpenManager(dir, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.GetOrCreate("orders", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.GetOrCreate("orders", 1, cfg)
+	if again, _ := m.GetOrCreate("orders", 0, cfg); again != a {
+		t.Fatal("GetOrCreate made a second log")
+	}
+	for i := 0; i < 30; i++ {
+		mustAppend(t, a, makeBatch(2, 50, int64(i)), 1)
+		mustAppend(t, b, makeBatch(1, 50, int64(i)), 2)
+	}
+	if err := a.DeleteRecordsBefore(20); err != nil {
+		t.Fatal(err)
+	}
+	m.SetHighWatermark("orders", 0, 55)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); err != nil {
+		t.Fatal("no clean shutdown marker")
+	}
+	cp, _ := os.ReadFile(filepath.Join(dir, ReplicationCheckpointFile))
+	if string(cp) != "0\n1\norders 0 55\n" {
+		t.Fatalf("replication checkpoint %q", cp)
+	}
+	rp, _ := os.ReadFile(filepath.Join(dir, RecoveryPointCheckpointFile))
+	if !strings.Contains(string(rp), "orders 0 60\n") || !strings.Contains(string(rp), "orders 1 30\n") {
+		t.Fatalf("recovery checkpoint %q", rp)
+	}
+
+	m, err = OpenManager(dir, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("clean marker survives open")
+	}
+	a, ok := m.Get("orders", 0)
+	if !ok || a.LogEndOffset() != 60 || a.LogStartOffset() != 20 {
+		t.Fatalf("reopened log: %v leo %d start %d", ok, a.LogEndOffset(), a.LogStartOffset())
+	}
+	if hw, ok := m.HighWatermark("orders", 0); !ok || hw != 55 {
+		t.Fatalf("hw %d %v", hw, ok)
+	}
+	if len(m.Logs()) != 2 || m.Logs()[1].Partition() != 1 {
+		t.Fatal("logs")
+	}
+	if err := m.Delete("orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "orders-1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("deleted log dir remains")
+	}
+	// Crash: no Close. The next open recovers from the checkpoint.
+	mustAppend(t, a, makeBatch(2, 50, 1), 1)
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Logs() {
+		l.appendMu.Lock()
+		for _, s := range l.segs {
+			_ = s.closeFiles()
+		}
+		l.appendMu.Unlock()
+	}
+	m, err = OpenManager(dir, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ = m.Get("orders", 0)
+	if a.LogEndOffset() != 62 || len(m.Logs()) != 1 {
+		t.Fatalf("after crash leo %d logs %d", a.LogEndOffset(), len(m.Logs()))
+	}
+}
+
+func TestManagerFlushDirtyAndRetention(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	cfg := smallConfig()
+	cfg.FlushMs = 1000
+	cfg.RetentionMs = 60_000
+	m, err := OpenManager(t.TempDir(), cfg, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ := m.GetOrCreate("t", 0, cfg)
+	for i := 0; i < 40; i++ {
+		mustAppend(t, l, makeBatch(2, 60, 1_000_000), 0)
+	}
+	if err := m.FlushDirty(); err != nil || l.RecoveryPoint() == l.LogEndOffset() {
+		t.Fatalf("flushed too early: rp %d %v", l.RecoveryPoint(), err)
+	}
+	clock.t = clock.t.Add(2 * time.Second)
+	if err := m.FlushDirty(); err != nil || l.RecoveryPoint() != l.LogEndOffset() {
+		t.Fatalf("not flushed: rp %d leo %d %v", l.RecoveryPoint(), l.LogEndOffset(), err)
+	}
+	clock.t = clock.t.Add(2 * time.Minute)
+	if err := m.RunRetention(); err != nil || l.NumSegments() != 1 {
+		t.Fatalf("retention: %d segments %v", l.NumSegments(), err)
+	}
+}
+
+func TestManagerCorruptCheckpointRecovers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	m, _ := OpenManager(dir, cfg, Options{})
+	l, _ := m.GetOrCreate("x", 3, cfg)
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, RecoveryPointCheckpointFile), []byte("7\ngarbage"), 0o644)
+	m, err := OpenManager(dir, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if l, ok := m.Get("x", 3); !ok || l.LogEndOffset() != 3 {
+		t.Fatal("log lost")
+	}
+	if _, err := m.GetOrCreate("../evil", 0, cfg); err == nil {
+		t.Fatal("path in topic accepted")
+	}
+}
+
+func TestManagerIOErrorOnCheckpoint(t *testing.T) {
+	efs := NewErrorFS(OSFS{})
+	cfg := smallConfig()
+	m, err := OpenManager(t.TempDir(), cfg, Options{FS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := m.GetOrCreate("t", 0, cfg)
+	mustAppend(t, l, makeBatch(1, 1, 1), 0)
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpRename {
+			return ErrInjected
+		}
+		return nil
+	})
+	if err := m.Checkpoint(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	efs.SetInjector(nil)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = math.MaxInt64
+}

@@ -1,0 +1,327 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/quirelog/quire/record"
+)
+
+// Truncate removes every batch at or after offset, for a follower whose
+// log diverged from its leader's. Truncation happens at batch boundaries:
+// if offset falls inside a batch, that whole batch goes and the log end
+// offset becomes its base offset. An offset at or past the log end does
+// nothing; one below the log start empties the log and restarts it at
+// offset (Kafka's truncateFullyAndStartAt).
+func (l *Log) Truncate(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	if offset < l.logStart.Load() {
+		return l.truncateFullyLocked(offset)
+	}
+	if err := l.truncateLocked(offset); err != nil {
+		return l.fail(fmt.Errorf("storage: truncate: %w", err))
+	}
+	return nil
+}
+
+func (l *Log) truncateLocked(offset int64) error {
+	cfg := l.Config()
+	l.mu.Lock()
+	k := l.floorLocked(offset)
+	removed := append([]*segment(nil), l.segs[k+1:]...)
+	seg := l.segs[k]
+	l.mu.Unlock()
+
+	// Find where the batch holding offset starts in seg.
+	limit := seg.size.Load()
+	l.mu.RLock()
+	idxOff, idxPos := seg.idx.lookup(offset)
+	l.mu.RUnlock()
+	pos, h, found, err := seg.locate(offset, idxOff, idxPos, limit)
+	if err != nil {
+		return err
+	}
+	newLeo := seg.base
+	if found {
+		newLeo = h.BaseOffset
+	} else if pos > 0 {
+		newLeo = h.NextOffset() // offset sat in a gap after seg's last batch
+	}
+
+	// Publish the shorter log before touching files, so readers stop
+	// looking past the cut.
+	l.leo.Store(newLeo)
+	if newLeo < l.logStart.Load() {
+		l.logStart.Store(newLeo)
+	}
+	seg.size.Store(pos)
+	l.mu.Lock()
+	l.segs = l.segs[:k+1]
+	seg.idx.truncateToPos(pos)
+	seg.tidx.truncateToOffset(newLeo)
+	l.mu.Unlock()
+
+	for _, s := range removed {
+		if err := s.removeFiles(l.fs); err != nil {
+			return err
+		}
+		s.release()
+	}
+	if err := seg.log.Truncate(pos); err != nil {
+		return err
+	}
+	// Recompute the appender state of the segment, now active again.
+	maxTs, offMaxTs := int64(-1), int64(-1)
+	seg.rollBaseTs = -1
+	if _, err := seg.scanHeaders(0, pos, func(h *record.Header, at int64) {
+		if at == 0 {
+			seg.rollBaseTs = h.MaxTimestamp
+		}
+		if h.MaxTimestamp > maxTs {
+			maxTs, offMaxTs = h.MaxTimestamp, h.BaseOffset
+		}
+	}); err != nil {
+		return err
+	}
+	seg.maxTs.Store(maxTs)
+	seg.offMaxTs.Store(offMaxTs)
+	seg.bytesSinceIndex = 0
+	seg.dirty = true
+	// Rewrite the index files from memory, preallocated again.
+	for _, f := range []File{seg.idx.file, seg.tidx.file} {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+	}
+	seg.idx.written, seg.tidx.written = 0, 0
+	if err := seg.activate(cfg); err != nil {
+		return err
+	}
+	if err := seg.sync(); err != nil {
+		return err
+	}
+	if err := l.epochs.truncateFromEnd(newLeo); err != nil {
+		return err
+	}
+	if rp := l.recoveryPoint.Load(); rp > newLeo {
+		l.recoveryPoint.Store(newLeo)
+	}
+	l.logger.Info("truncated log", "log_end_offset", newLeo)
+	return nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and restarts the log,
+// empty, at offset: a follower whose fetch offset fell below the leader's
+// log start does this.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: start offset %d", ErrOffsetOutOfRange, offset)
+	}
+	l.mu.Lock()
+	old := l.segs
+	l.segs = nil
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range old {
+		errs = append(errs, s.removeFiles(l.fs))
+		s.release()
+	}
+	s, err := createSegment(l.fs, l.dir, offset, l.Config(), l.opts.Now())
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		l.mu.Lock()
+		l.segs = []*segment{s}
+		l.mu.Unlock()
+	}
+	l.leo.Store(offset)
+	l.logStart.Store(offset)
+	l.recoveryPoint.Store(offset)
+	errs = append(errs, l.epochs.clear(), l.fs.SyncDir(l.dir))
+	if err := errors.Join(errs...); err != nil {
+		if s == nil {
+			// Without a segment the log cannot serve anything.
+			l.closed = true
+			l.closedFlag.Store(true)
+		}
+		return l.fail(fmt.Errorf("storage: truncate fully: %w", err))
+	}
+	return nil
+}
+
+// DeleteRecordsBefore moves the log start offset up to offset (Kafka's
+// DeleteRecords) and deletes the segments wholly below it. Reads below
+// the new start get ErrOffsetOutOfRange. The caller (the partition leader)
+// keeps offset at or below the high watermark.
+func (l *Log) DeleteRecordsBefore(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if offset > l.leo.Load() {
+		return fmt.Errorf("%w: delete before %d, log end %d", ErrOffsetOutOfRange, offset, l.leo.Load())
+	}
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	l.logStart.Store(offset)
+	if err := l.epochs.truncateFromStart(offset); err != nil {
+		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+	}
+	_, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return next.base <= offset })
+	return err
+}
+
+// maybeIncrementLogStart raises the log start offset (from the
+// checkpoint at startup) without deleting anything.
+func (l *Log) maybeIncrementLogStart(offset int64) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if offset > l.logStart.Load() && offset <= l.leo.Load() {
+		l.logStart.Store(offset)
+		_ = l.epochs.truncateFromStart(offset)
+	}
+}
+
+// ApplyRetention deletes the oldest segments while they are past
+// retention.ms (judged by their largest timestamp) or the log is larger
+// than retention.bytes, or they lie wholly below the log start offset.
+// The active segment is never deleted.
+func (l *Log) ApplyRetention() (deletedSegments int, err error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	cfg := l.Config()
+	now := l.opts.Now().UnixMilli()
+	diff := int64(-1)
+	if cfg.RetentionBytes >= 0 {
+		diff = l.Size() - cfg.RetentionBytes
+	}
+	start := l.logStart.Load()
+	return l.deleteSegmentsLocked(func(s, next *segment) bool {
+		if next.base <= start {
+			return true
+		}
+		if cfg.RetentionMs >= 0 && now-s.largestTimestamp() > cfg.RetentionMs {
+			return true
+		}
+		if diff >= 0 && diff-s.size.Load() >= 0 {
+			diff -= s.size.Load()
+			return true
+		}
+		return false
+	})
+}
+
+// deleteSegmentsLocked deletes leading non-active segments while pred
+// holds, then moves the log start offset up to the first remaining one.
+func (l *Log) deleteSegmentsLocked(pred func(s, next *segment) bool) (int, error) {
+	l.mu.RLock()
+	n := 0
+	for n+1 < len(l.segs) && pred(l.segs[n], l.segs[n+1]) {
+		n++
+	}
+	l.mu.RUnlock()
+	if n == 0 {
+		return 0, nil
+	}
+	l.mu.Lock()
+	gone := append([]*segment(nil), l.segs[:n]...)
+	l.segs = append(l.segs[:0:0], l.segs[n:]...)
+	first := l.segs[0].base
+	l.mu.Unlock()
+	if first > l.logStart.Load() {
+		l.logStart.Store(first)
+		if err := l.epochs.truncateFromStart(first); err != nil {
+			return n, l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+		}
+	}
+	var errs []error
+	for _, s := range gone {
+		errs = append(errs, s.removeFiles(l.fs))
+		s.release()
+		l.logger.Debug("deleted segment", "base", s.base)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("storage: delete segments: %w", err)
+	}
+	return n, nil
+}
+
+// Close flushes the log (unless it failed), trims the active segment's
+// indexes and closes the files. A failed log cuts any partial write off
+// the end of its active segment instead.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return nil
+	}
+	var errs []error
+	if len(l.segs) > 0 {
+		active := l.activeSegment()
+		if l.failed != nil {
+			errs = append(errs, active.log.Truncate(active.size.Load()))
+		}
+		l.mu.Lock()
+		active.finalTimeEntry()
+		l.mu.Unlock()
+		if err := active.deactivate(); err != nil {
+			errs = append(errs, err)
+		} else if l.failed == nil {
+			l.advanceRecoveryPoint(l.leo.Load())
+		}
+	}
+	l.closed = true
+	l.closedFlag.Store(true)
+	l.mu.Lock()
+	segs := l.segs
+	l.mu.Unlock()
+	for _, s := range segs {
+		if s.indexSuspect.Load() {
+			// Make the next open rebuild the index a reader found wrong.
+			errs = append(errs, removeIfExists(l.fs, s.stem+indexSuffix), removeIfExists(l.fs, s.stem+timeIndexSuffix))
+		}
+		s.release()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: close %s: %w", l, err)
+	}
+	return nil
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	cerr := l.Close()
+	if err := l.fs.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("storage: delete %s: %w", l, err)
+	}
+	_ = cerr // the files are gone; a close error no longer matters
+	return nil
+}
+
+// Failed returns the I/O error that made the log refuse appends, or nil.
+func (l *Log) Failed() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.failed
+}
