@@ -46,7 +46,8 @@ type Config struct {
 	MessageMaxBytes             int32 // message.max.bytes
 	MinInsyncReplicas           int32 // min.insync.replicas
 	LogRetentionHours           int64 // log.retention.hours
-	LogRetentionMs              int64 // log.retention.ms; 0 = use hours, -1 = keep forever
+	LogRetentionMinutes         int64 // log.retention.minutes; 0 = use hours
+	LogRetentionMs              int64 // log.retention.ms; 0 = use minutes or hours, -1 = keep forever
 	LogRetentionBytes           int64 // log.retention.bytes; -1 = no size limit
 	LogSegmentBytes             int64 // log.segment.bytes
 	LogRollHours                int64 // log.roll.hours
@@ -313,6 +314,9 @@ func (c *Config) metadataDir() string {
 func (c *Config) retentionMs() int64 {
 	if c.LogRetentionMs != 0 {
 		return c.LogRetentionMs
+	}
+	if c.LogRetentionMinutes != 0 {
+		return c.LogRetentionMinutes * int64(time.Minute/time.Millisecond)
 	}
 	return c.LogRetentionHours * int64(time.Hour/time.Millisecond)
 }

@@ -1,12 +1,15 @@
 package broker_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/record"
 )
 
@@ -295,6 +298,9 @@ func TestBrokerRestartKeepsRecords(t *testing.T) {
 	produce(t, c, "keep", 0, makeBatch(5, 10, "x"))
 	produce(t, c, "keep", 1, makeBatch(3, 10, "y"))
 	stop(t, b)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, ".quire_cleanshutdown")); err != nil {
+		t.Fatalf("no clean-shutdown marker after Shutdown: %v", err)
+	}
 
 	b = startConfig(t, cfg)
 	c = dial(t, b)
@@ -311,4 +317,34 @@ func TestBrokerRestartKeepsRecords(t *testing.T) {
 	if res := produce(t, c, "keep", 0, makeBatch(1, 10, "z")); res.BaseOffset != 5 {
 		t.Fatalf("offsets after restart: %+v", res)
 	}
+}
+
+func TestBrokerRetentionLoop(t *testing.T) {
+	_, c := start(t, func(cfg *broker.Config) { cfg.LogRetentionCheckIntervalMs = 20 })
+	createTopic(t, c, "ret", 1, map[string]string{"segment.bytes": "1024", "retention.ms": "1"})
+	for i := 0; i < 5; i++ {
+		produce(t, c, "ret", 0, makeBatch(10, 100, "old"))
+	}
+	// Poll, with a deadline, until retention has removed the old segments.
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		dr, err := c.admin.DescribeTopics(ctxT(t), &quirev1.DescribeTopicsRequest{Names: []string{"ret"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := dr.Topics[0].Partitions[0]; p.LogStartOffset > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retention never advanced the log start offset")
+		}
+		<-tick.C
+	}
+	resp, err := c.consumer.Fetch(ctxT(t), &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{{Topic: "ret", Offset: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInline(t, resp.Partitions[0].Error, quirev1.ErrorCode_OFFSET_OUT_OF_RANGE, false)
 }

@@ -34,8 +34,6 @@ type cluster struct {
 	node      *metadata.Node
 	fwd       *controlplane.Forwarder
 	lifecycle *controlplane.Lifecycle
-	dialMu    sync.Mutex
-	conns     map[string]*grpc.ClientConn
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -58,7 +56,6 @@ func newCluster(cfg *Config, logger hclog.Logger, rm *ReplicaManager) *cluster {
 		rm:          rm,
 		defaults:    cfg.topicDefaults(),
 		incarnation: hex.EncodeToString(b[:]),
-		conns:       map[string]*grpc.ClientConn{},
 		topicIDs:    map[string]string{},
 		stop:        make(chan struct{}),
 		stopped:     make(chan struct{}),
@@ -127,18 +124,10 @@ func (c *cluster) start(advertised string) {
 	go c.watch()
 }
 
+// dial connects to another node; the Forwarder caches and closes the
+// connections.
 func (c *cluster) dial(addr string) (*grpc.ClientConn, error) {
-	c.dialMu.Lock()
-	defer c.dialMu.Unlock()
-	if cc, ok := c.conns[addr]; ok {
-		return cc, nil
-	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	c.conns[addr] = cc
-	return cc, nil
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
 // watch reconciles the replicas with every new image. It runs outside the
@@ -332,12 +321,11 @@ func (c *cluster) close() error {
 			errs = append(errs, err)
 		}
 	}
-	c.dialMu.Lock()
-	for addr, cc := range c.conns {
-		_ = cc.Close()
-		delete(c.conns, addr)
+	if c.fwd != nil {
+		if err := c.fwd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: close forwarder: %w", err))
+		}
 	}
-	c.dialMu.Unlock()
 	return errors.Join(errs...)
 }
 

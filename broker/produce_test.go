@@ -9,7 +9,6 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/partitioner"
-	"github.com/quirelog/quire/record"
 )
 
 func leo(t testing.TB, c *clients, topic string, p int32) int64 {
@@ -287,14 +286,3 @@ func TestProduceRecordsTooLarge(t *testing.T) {
 		t.Fatalf("offset %d for a rejected record", resp.Results[0].Offset)
 	}
 }
-
-// makeBatches concatenates n batches.
-func makeBatches(n, records, size int) []byte {
-	var out []byte
-	for i := 0; i < n; i++ {
-		out = append(out, makeBatch(records, size, "m")...)
-	}
-	return out
-}
-
-var _ = record.HeaderSize

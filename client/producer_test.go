@@ -269,18 +269,22 @@ func TestProducerBufferFull(t *testing.T) {
 
 	// Blocks when full, until ctx ends or room is made.
 	bl := newClient(t, b.Addr(), client.Linger(time.Hour), client.MaxBufferedBytes(1000))
-	for bl.BufferedRecords() < 15 {
-		bl.Produce(ctx, client.StringRecord("full", "0123456789012345678901234567890123456789"), nil)
-		if bl.BufferedRecords() > 30 {
-			t.Fatal("buffer never filled")
+	// Fill the buffer: each Produce returns at once until one blocks, which
+	// then fails with its context's deadline.
+	blocked := false
+	for i := 0; i < 40 && !blocked; i++ {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err, done := tryProduce(short, bl, client.StringRecord("full", "0123456789012345678901234567890123456789"))
+		cancel()
+		if done {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("blocked produce: %v, want deadline exceeded", err)
+			}
+			blocked = true
 		}
 	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	errc := make(chan error, 1)
-	bl.Produce(short, client.StringRecord("full", "blocked"), func(_ *client.Record, err error) { errc <- err })
-	cancel()
-	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("blocked produce: %v, want deadline exceeded", err)
+	if !blocked || bl.BufferedRecords() > 20 {
+		t.Fatalf("never blocked (%d buffered)", bl.BufferedRecords())
 	}
 	returned := make(chan struct{})
 	acked := make(chan error, 1)

@@ -329,3 +329,32 @@ func TestControllerGRPCStatusMapping(t *testing.T) {
 		t.Fatal("unknown error not internal")
 	}
 }
+
+// TestControllerGRPCScale creates 10,000 partitions (10 topics of 1,000,
+// RF 3) on 3 nodes and reports when every image shows them.
+func TestControllerGRPCScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scale test")
+	}
+	c := newGCluster(t, 3, nil)
+	c.waitLive(1, 2, 3)
+	f := c.follower()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		if _, err := f.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: fmt.Sprintf("scale-%d", i), Partitions: 1000, ReplicationFactor: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := time.Since(start)
+	waitFor(t, "10,000 partitions on every node", 30*time.Second, func() bool {
+		for _, g := range c.live() {
+			if g.node.Image().PartitionCount() != 10000 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("10,000 partitions: created in %v, on every image in %v", created, time.Since(start))
+}

@@ -84,6 +84,7 @@ func (s *server) AppendEntriesPipeline(stream pb.RaftTransport_AppendEntriesPipe
 		}
 		out, err := s.t.dispatch(ctx, decAppendReq(in), nil, false)
 		if err != nil {
+			s.t.logger.Debug("pipelined append entries failed", "error", err)
 			// Answer in order, then end the stream: the sender falls back.
 			_ = stream.Send(&pb.AppendEntriesResponse{Error: err.Error()})
 			return err
@@ -130,6 +131,7 @@ func (s *server) InstallSnapshot(stream pb.RaftTransport_InstallSnapshotServer) 
 	r := &chunkReader{stream: stream, buf: first.Data}
 	out, err := s.t.dispatch(stream.Context(), req, io.LimitReader(r, req.Size), false)
 	if err != nil {
+		s.t.logger.Warn("install snapshot failed", "size", req.Size, "error", err)
 		return err
 	}
 	return stream.SendAndClose(encSnapResp(out.(*raft.InstallSnapshotResponse)))

@@ -181,9 +181,12 @@ func CRC(batch []byte) uint32 {
 }
 
 // Validate checks that batch is exactly one whole, well formed batch: its
-// length, magic and CRC, that the records (decompressed if needed) are well
-// formed, that their number matches recordCount, that their offset deltas
-// run 0..n-1 and that lastOffsetDelta is n-1.
+// length, magic and CRC, that lastOffsetDelta is recordCount-1, and that
+// the records section holds exactly recordCount records. For an
+// uncompressed batch it frames the records by their length prefixes (cheap
+// enough for every produce request); a compressed batch is decompressed and
+// every record parsed, offset deltas included. Use ValidateDeep to parse
+// uncompressed records too.
 func Validate(batch []byte) (Header, error) {
 	h, err := ParseHeader(batch)
 	if err != nil {
@@ -205,18 +208,54 @@ func Validate(batch []byte) (Header, error) {
 		return h, fmt.Errorf("%w: lastOffsetDelta %d with %d records", ErrRecordCount, h.LastOffsetDelta, h.NumRecords)
 	}
 	body := batch[HeaderSize:]
-	if h.Codec() != None {
-		dec, err := decompress(h.Codec(), body)
-		if err != nil {
-			return h, err
-		}
-		defer putBuf(dec)
-		body = *dec
+	if h.Codec() == None {
+		// The produce path: frame the records by their lengths only, a
+		// few nanoseconds each; ValidateDeep parses every field.
+		return h, checkFraming(body, h.NumRecords)
 	}
-	if err := checkRecords(body, h.NumRecords); err != nil {
+	dec, err := decompress(h.Codec(), body)
+	if err != nil {
 		return h, err
 	}
-	return h, nil
+	defer putBuf(dec)
+	return h, checkRecords(*dec, h.NumRecords)
+}
+
+// ValidateDeep is Validate that also parses every field of every record of
+// an uncompressed batch (Validate does so only for compressed batches,
+// which it must decompress anyway): field lengths within the record,
+// offset deltas 0..n-1.
+func ValidateDeep(batch []byte) (Header, error) {
+	h, err := Validate(batch)
+	if err != nil || h.Codec() != None {
+		return h, err
+	}
+	return h, checkRecords(batch[HeaderSize:], h.NumRecords)
+}
+
+// minRecordLength is the smallest record body: attributes, timestamp
+// delta, offset delta, key length, value length and header count, one
+// byte each.
+const minRecordLength = 6
+
+// checkFraming checks that body holds exactly n length-prefixed records
+// of plausible size.
+func checkFraming(body []byte, n int32) error {
+	p := 0
+	for i := int32(0); i < n; i++ {
+		if p >= len(body) {
+			return fmt.Errorf("%w: %d records, header says %d", ErrRecordCount, i, n)
+		}
+		length, ok := fastVarint(body, &p)
+		if !ok || length < minRecordLength || length > int64(len(body)-p) {
+			return fmt.Errorf("%w: record %d: bad length", ErrBadRecord, i)
+		}
+		p += int(length)
+	}
+	if p != len(body) {
+		return fmt.Errorf("%w: %d bytes after %d records", ErrRecordCount, len(body)-p, n)
+	}
+	return nil
 }
 
 // checkRecords walks n records in body, checking their framing and offset

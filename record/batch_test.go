@@ -139,7 +139,7 @@ func TestBatchValidateErrors(t *testing.T) {
 		{"gzip-garbage", mut(func(b []byte) []byte { b[22] |= 1; return fixCRC(b) }), ErrDecompress},
 	}
 	for _, c := range cases {
-		_, err := Validate(c.batch)
+		_, err := ValidateDeep(c.batch)
 		if !errors.Is(err, c.want) || !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
 		}
@@ -222,6 +222,21 @@ func TestBatchNoCopyValues(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestBatchValidateFraming(t *testing.T) {
+	b := buildTest(t, None, 5)
+	// A record whose offset delta is wrong but whose framing is fine:
+	// Validate accepts it, ValidateDeep and ForEachRecord do not.
+	rec := b[HeaderSize:]
+	rec[3] = 8 // first record: length, attrs, tsDelta, offsetDelta -> 4
+	binary.BigEndian.PutUint32(b[17:], CRC(b))
+	if _, err := Validate(b); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if _, err := ValidateDeep(b); !errors.Is(err, ErrRecordCount) {
+		t.Fatalf("ValidateDeep: %v", err)
+	}
 }
 
 func BenchmarkBatchValidate(b *testing.B) {

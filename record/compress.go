@@ -33,7 +33,13 @@ var (
 	gzipReaders sync.Pool
 	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 	lz4Readers  = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
-	lz4Writers  = sync.Pool{New: func() any { return lz4.NewWriter(nil) }}
+	lz4Writers  = sync.Pool{New: func() any {
+		// 64 KiB blocks, as Kafka's Java producer writes them; the
+		// default 4 MiB blocks make every batch allocate megabytes.
+		w := lz4.NewWriter(nil)
+		_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
+		return w
+	}}
 
 	zstdOnce sync.Once
 	zstdDec  *zstd.Decoder
@@ -209,6 +215,7 @@ func compress(dst []byte, c Codec, src []byte) ([]byte, error) {
 		defer lz4Writers.Put(w)
 		bb := bytes.NewBuffer(dst)
 		w.Reset(bb)
+		_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
 		if _, err := w.Write(src); err != nil {
 			return nil, err
 		}

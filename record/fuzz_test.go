@@ -13,7 +13,16 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(buildTest(f, c, 3))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, err := Validate(data)
+		if _, err := Validate(data); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+		} else {
+			// A batch that frames cleanly may still hold a bad record:
+			// iterating must fail cleanly, never panic.
+			_ = ForEachRecord(data, func(*Record) error { return nil })
+		}
+		h, err := ValidateDeep(data)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v is not ErrCorrupt", err)

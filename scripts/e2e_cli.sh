@@ -51,7 +51,7 @@ if [ -z "$brokers" ]; then
 	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$brokers" >"$tmp/server.log" 2>&1 &
 	server_pid=$!
 	deadline=$((SECONDS + 60))
-	until "$quire" --brokers "$brokers" cluster info >/dev/null 2>&1; do
+	until "$quire" --brokers "$brokers" cluster info 2>/dev/null | grep -q "$brokers"; do
 		kill -0 "$server_pid" 2>/dev/null || fail "server exited during start"
 		[ "$SECONDS" -lt "$deadline" ] || fail "server not up within 60s"
 		sleep 0.2
@@ -62,7 +62,11 @@ q() { "$quire" "$@"; }
 topic="cli-e2e-$RANDOM$RANDOM"
 
 step "cluster info"
-out=$(q cluster info) || fail "cluster info: $out"
+deadline=$((SECONDS + 30))
+until out=$(q cluster info 2>&1) && grep -q "$brokers" <<<"$out"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "cluster info: $out"
+	sleep 0.2
+done
 grep -q "$brokers" <<<"$out" || fail "cluster info does not list $brokers: $out"
 
 step "topic create $topic -p 3"

@@ -37,7 +37,7 @@ func (c *fakeClock) Now() time.Time { return c.t }
 
 func openTest(t testing.TB, dir string, cfg LogConfig, rp int64) *Log {
 	t.Helper()
-	l, err := OpenLog(dir, "t", 0, cfg, rp, Options{})
+	l, err := OpenLog(dir, "t", 0, cfg, rp, Options{FS: noSyncFS{}})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -86,3 +86,29 @@ func mustAppend(t testing.TB, l *Log, batch []byte, epoch int32) AppendInfo {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// noSyncFS skips fsync: the tests simulate crashes by damaging files, not
+// by losing power, and fsync would only make them slow.
+type noSyncFS struct{ OSFS }
+
+type noSyncFile struct{ File }
+
+func (noSyncFile) Sync() error { return nil }
+
+func (f noSyncFS) Create(name string) (File, error) {
+	file, err := f.OSFS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{file}, nil
+}
+
+func (f noSyncFS) OpenReadWrite(name string) (File, error) {
+	file, err := f.OSFS.OpenReadWrite(name)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{file}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }

@@ -66,7 +66,7 @@ func checkPrefix(t testing.TB, dir string, cfg LogConfig, rp int64, written [][]
 // a clean prefix of what was written. Damage to an index alone must lose
 // nothing.
 func TestRecoveryCrashDamage(t *testing.T) {
-	iters := 150
+	iters := 120
 	if testing.Short() {
 		iters = 30
 	}
@@ -160,7 +160,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, segmentName(0)+logSuffix), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l, err := OpenLog(dir, "f", 0, smallConfig(), 0, Options{})
+		l, err := OpenLog(dir, "f", 0, smallConfig(), 0, Options{FS: noSyncFS{}})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}

@@ -1,0 +1,196 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/storage"
+)
+
+func testReplicaManager(t *testing.T) *ReplicaManager {
+	t.Helper()
+	sm, err := storage.OpenManager(t.TempDir(), storage.DefaultLogConfig(), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sm.Close() })
+	rm := newReplicaManager(1, sm, storage.DefaultLogConfig(), hclog.NewNullLogger())
+	c := DefaultConfig()
+	tc, err := c.topicDefaults().resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm.setTopicConfig("t", tc)
+	return rm
+}
+
+func testBatch(n int) []byte {
+	b := record.NewBuilder(record.None)
+	for i := 0; i < n; i++ {
+		b.Append(time.Now().UnixMilli(), nil, []byte("value"), nil)
+	}
+	return b.Build()
+}
+
+// TestBrokerPartitionHWFollowsISR checks the replication-ready HW
+// rule: HW = min LEO over the ISR, reads stop at the HW, and acks=all
+// waiters are released only once the HW passes their batch.
+func TestBrokerPartitionHWFollowsISR(t *testing.T) {
+	rm := testReplicaManager(t)
+	if err := rm.makeLeader("t", 0, 3, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rm.partition("t", 0)
+	info, err := p.appendAsLeader(testBatch(5), -1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.FirstOffset != 0 || info.LastOffset != 4 || p.HighWatermark() != 0 {
+		t.Fatalf("append %+v, hw %d", info, p.HighWatermark())
+	}
+	res, hw, err := p.read(0, 1<<20)
+	if err != nil || len(res.Batches) != 0 || hw != 0 {
+		t.Fatalf("read past the HW: %d bytes, hw %d, %v", len(res.Batches), hw, err)
+	}
+
+	acked := make(chan error, 1)
+	go func() { acked <- p.waitHW(context.Background(), info.LastOffset) }()
+
+	p.updateFollowerLEO(2, 3) // follower has 0..2
+	if p.HighWatermark() != 3 {
+		t.Fatalf("hw %d, want 3", p.HighWatermark())
+	}
+	select {
+	case err := <-acked:
+		t.Fatalf("acks=all released at hw 3 for offset 4: %v", err)
+	default:
+	}
+	p.updateFollowerLEO(2, 5)
+	if err := <-acked; err != nil {
+		t.Fatal(err)
+	}
+	if p.HighWatermark() != 5 {
+		t.Fatalf("hw %d, want 5", p.HighWatermark())
+	}
+	p.updateFollowerLEO(2, 4) // the HW never moves back
+	if p.HighWatermark() != 5 {
+		t.Fatalf("hw moved back to %d", p.HighWatermark())
+	}
+
+	// A timeout is REQUEST_TIMED_OUT.
+	info, err = p.appendAsLeader(testBatch(1), -1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.waitHW(ctx, info.LastOffset); !errors.Is(err, ErrRequestTimedOut) {
+		t.Fatalf("want timeout, got %v", err)
+	}
+
+	// Too small an ISR for min.insync.replicas: nothing appended.
+	if err := rm.makeLeader("t", 0, 4, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	leo := p.log.LogEndOffset()
+	if _, err := p.appendAsLeader(testBatch(1), -1, 2); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("want not enough replicas, got %v", err)
+	}
+	if p.log.LogEndOffset() != leo {
+		t.Fatalf("appended despite NOT_ENOUGH_REPLICAS")
+	}
+	// ISR {1} alone: the HW follows the LEO.
+	if p.HighWatermark() != leo {
+		t.Fatalf("hw %d, leo %d with ISR of one", p.HighWatermark(), leo)
+	}
+
+	// A follower refuses appends and wakes waiters with NOT_LEADER.
+	if err := rm.makeFollower("t", 0, 2, 5, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	var nle *notLeaderError
+	if _, err := p.appendAsLeader(testBatch(1), 1, 1); !errors.As(err, &nle) || nle.leader != 2 {
+		t.Fatalf("follower append: %v", err)
+	}
+	if e := toError(err2(p.appendAsLeader(testBatch(1), 1, 1))); e.LeaderId != 2 || !e.Retriable {
+		t.Fatalf("inline not-leader error: %+v", e)
+	}
+}
+
+func err2[T any](_ T, err error) error { return err }
+
+func TestBrokerErrorTable(t *testing.T) {
+	for _, m := range errorTable {
+		e := toError(m.err)
+		if e.Code != m.code || e.Retriable != m.retriable {
+			t.Errorf("%v maps to %v/%v, want %v/%v (shadowed by an earlier row?)", m.err, e.Code, e.Retriable, m.code, m.retriable)
+		}
+	}
+	if e := toError(errors.New("surprise")); e.Code.String() != "UNKNOWN_SERVER_ERROR" || e.Retriable {
+		t.Errorf("unknown error: %+v", e)
+	}
+	if toError(nil) != nil || toStatus(nil) != nil {
+		t.Errorf("nil must map to nil")
+	}
+}
+
+func TestBrokerConfigRetentionPrecedence(t *testing.T) {
+	c := DefaultConfig()
+	if got := c.retentionMs(); got != 168*3600*1000 {
+		t.Fatalf("hours: %d", got)
+	}
+	_ = c.Set("log.retention.minutes", "5")
+	if got := c.retentionMs(); got != 5*60*1000 {
+		t.Fatalf("minutes: %d", got)
+	}
+	_ = c.Set("log.retention.ms", "-1")
+	if got := c.retentionMs(); got != -1 {
+		t.Fatalf("ms: %d", got)
+	}
+	tc, err := c.topicDefaults().resolve(map[string]string{"retention.bytes": "100"})
+	if err != nil || tc.RetentionMs != -1 || tc.RetentionBytes != 100 || tc.MaxMessageBytes != 1048588 {
+		t.Fatalf("resolved %+v %v", tc, err)
+	}
+}
+
+// FuzzBrokerAppend feeds outside bytes to the leader's append path: it
+// must never panic, and a batch set is appended whole or not at all.
+func FuzzBrokerAppend(f *testing.F) {
+	f.Add(testBatch(1))
+	f.Add(append(testBatch(2), testBatch(3)...))
+	f.Add([]byte{})
+	f.Add(testBatch(1)[:30])
+	sm, err := storage.OpenManager(f.TempDir(), storage.DefaultLogConfig(), storage.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = sm.Close() })
+	rm := newReplicaManager(1, sm, storage.DefaultLogConfig(), hclog.NewNullLogger())
+	c := DefaultConfig()
+	tc, _ := c.topicDefaults().resolve(nil)
+	rm.setTopicConfig("t", tc)
+	if err := rm.makeLeader("t", 0, 0, []int32{1}); err != nil {
+		f.Fatal(err)
+	}
+	p, _ := rm.partition("t", 0)
+	f.Fuzz(func(t *testing.T, batches []byte) {
+		in := append([]byte(nil), batches...)
+		before := p.log.LogEndOffset()
+		info, err := p.appendAsLeader(in, -1, 1)
+		after := p.log.LogEndOffset()
+		if err != nil {
+			if after != before {
+				t.Fatalf("failed append moved the LEO from %d to %d: %v", before, after, err)
+			}
+			return
+		}
+		if info.FirstOffset != before || after != info.LastOffset+1 || p.HighWatermark() != after {
+			t.Fatalf("append %+v: LEO %d -> %d, HW %d", info, before, after, p.HighWatermark())
+		}
+	})
+}

@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# A 3-node Quire cluster as local processes, for people (docs/operations.md).
+#
+#   scripts/cluster.sh start        start the nodes (if not running), wait for them
+#   scripts/cluster.sh stop         SIGTERM every node, SIGKILL after a deadline
+#   scripts/cluster.sh restart      stop, then start
+#   scripts/cluster.sh status       which nodes are up, and the controller
+#   scripts/cluster.sh logs [N] [-f]  last lines of every node's log (or node N's)
+#   scripts/cluster.sh kill N       kill -9 node N (fault injection)
+#   scripts/cluster.sh start-node N / stop-node N   one node only
+#   scripts/cluster.sh env          print `export QUIRE_BROKERS=...`
+#
+# Every node is broker and controller (a metadata quorum voter) with node ids
+# 1..3 on 127.0.0.1:BASE, BASE+1, BASE+2. Files live under the cluster
+# directory: nodeN/data (log.dirs), nodeN/quire.log, nodeN/quire.pid.
+#
+# Env: QUIRE_CLUSTER_DIR (default ./.cluster), QUIRE_CLUSTER_BASE_PORT
+# (default 19092), QUIRE_BIN (default ./bin/quire, built when missing),
+# GRPCURL (default ./bin/grpcurl; without it health is asked through
+# `quire cluster info`), QUIRE_CLUSTER_START_TIMEOUT (s, default 60),
+# QUIRE_CLUSTER_STOP_TIMEOUT (s, default 40). Other QUIRE_* config keys in the
+# environment (QUIRE_LOG_LEVEL=debug, ...) reach every node, below the
+# settings fixed here.
+#
+# KEEP IN SYNC with docker-compose.yml: the same node ids, roles, voters and
+# the settings in cluster_settings below, with the same key names and values
+# (only addresses and paths differ). scripts/check_compose.sh checks it.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cluster_dir=${QUIRE_CLUSTER_DIR:-$root/.cluster}
+base_port=${QUIRE_CLUSTER_BASE_PORT:-19092}
+quire=${QUIRE_BIN:-$root/bin/quire}
+grpcurl=${GRPCURL:-$root/bin/grpcurl}
+start_timeout=${QUIRE_CLUSTER_START_TIMEOUT:-60}
+stop_timeout=${QUIRE_CLUSTER_STOP_TIMEOUT:-40}
+nodes=(1 2 3)
+
+# cluster_settings: the settings every node shares, as environment
+# variables (QUIRE_ + key upper-cased, dots as underscores).
+# KEEP IN SYNC with the x-quire-common block of docker-compose.yml.
+# shellcheck disable=SC2054 # commas are inside values
+cluster_settings=(
+	QUIRE_CLUSTER_ID=quire-local
+	QUIRE_PROCESS_ROLES=broker,controller
+	QUIRE_NUM_PARTITIONS=3
+	QUIRE_DEFAULT_REPLICATION_FACTOR=3
+	QUIRE_MIN_INSYNC_REPLICAS=2
+	QUIRE_AUTO_CREATE_TOPICS_ENABLE=true
+	QUIRE_BROKER_HEARTBEAT_INTERVAL_MS=2000
+	QUIRE_BROKER_SESSION_TIMEOUT_MS=9000
+)
+
+case $base_port in
+'' | *[!0-9]*) echo "cluster: QUIRE_CLUSTER_BASE_PORT must be a number, not '$base_port'" >&2; exit 2 ;;
+esac
+
+say() { echo "cluster: $*"; }
+die() {
+	echo "cluster: $*" >&2
+	exit 1
+}
+
+addr_of() { echo "127.0.0.1:$((base_port + $1 - 1))"; }
+node_dir() { echo "$cluster_dir/node$1"; }
+pid_file() { echo "$(node_dir "$1")/quire.pid"; }
+log_file() { echo "$(node_dir "$1")/quire.log"; }
+
+# voters: controller.quorum.voters, id@host:port for every node.
+voters() {
+	local n out=""
+	for n in "${nodes[@]}"; do out+="${out:+,}$n@$(addr_of "$n")"; done
+	echo "$out"
+}
+
+brokers() {
+	local n out=""
+	for n in "${nodes[@]}"; do out+="${out:+,}$(addr_of "$n")"; done
+	echo "$out"
+}
+
+check_node() {
+	case ${1:-} in
+	1 | 2 | 3) ;;
+	*) die "no node '${1:-}' (nodes are ${nodes[*]})" ;;
+	esac
+}
+
+# node_pid N: the pid of node N if it runs (its pid file names a live
+# `quire server`), else nothing. A stale pid file is removed.
+node_pid() {
+	local f pid
+	f=$(pid_file "$1")
+	[ -f "$f" ] || return 0
+	pid=$(<"$f")
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'quire.* server'; then
+		echo "$pid"
+		return 0
+	fi
+	rm -f "$f"
+}
+
+# port_open ADDR: something accepts TCP connections there.
+port_open() {
+	local host=${1%:*} port=${1##*:}
+	(exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
+}
+
+# healthy ADDR: the node answers its gRPC health check with SERVING.
+healthy() {
+	if [ -x "$grpcurl" ]; then
+		"$grpcurl" -plaintext -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep -q '"SERVING"'
+	else
+		"$quire" cluster info --brokers "$1" >/dev/null 2>&1
+	fi
+}
+
+# controller_of ADDR: the controller id that node reports, if any.
+controller_of() {
+	local out id
+	if [ -x "$grpcurl" ]; then
+		out=$("$grpcurl" -plaintext -max-time 3 -d '{}' "$1" quire.v1.Admin/DescribeCluster 2>/dev/null) || return 0
+		id=$(sed -n 's/.*"controllerId": *\(-\{0,1\}[0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+	else
+		out=$(timeout 5 "$quire" cluster info --brokers "$1" --format json 2>/dev/null) || return 0
+		id=$(sed -n 's/.*"controller_id": *\(-\{0,1\}[0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+	fi
+	case $id in
+	'' | -* | 0) ;; # none elected (node ids start at 1)
+	*) echo "$id" ;;
+	esac
+}
+
+ensure_binary() {
+	if [ -z "${QUIRE_BIN:-}" ] && [ ! -x "$quire" ]; then
+		say "building $quire"
+		(cd "$root" && go build -o bin/quire ./cmd/quire)
+	fi
+	[ -x "$quire" ] || die "no quire binary at $quire"
+}
+
+# with_lock CMD...: run CMD holding the cluster directory's lock, so that
+# two starts or stops at once do not race.
+with_lock() {
+	mkdir -p "$cluster_dir"
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$cluster_dir/.lock"
+		flock -w "$((start_timeout + stop_timeout))" 9 || die "another cluster.sh holds $cluster_dir/.lock"
+	fi
+	"$@"
+}
+
+start_node() {
+	local n=$1 pid addr dir
+	addr=$(addr_of "$n")
+	dir=$(node_dir "$n")
+	pid=$(node_pid "$n")
+	if [ -n "$pid" ]; then
+		say "node $n already running (pid $pid, $addr)"
+		return 0
+	fi
+	if port_open "$addr"; then
+		die "node $n: $addr is in use by another process (set QUIRE_CLUSTER_BASE_PORT)"
+	fi
+	mkdir -p "$dir/data"
+	# nohup: the node outlives the shell that started it. Settings go in as
+	# environment variables, exactly as in docker-compose.yml.
+	env "${cluster_settings[@]}" \
+		QUIRE_NODE_ID="$n" \
+		QUIRE_LISTENERS="$addr" \
+		QUIRE_ADVERTISED_LISTENERS="$addr" \
+		QUIRE_CONTROLLER_QUORUM_VOTERS="$(voters)" \
+		QUIRE_LOG_DIRS="$dir/data" \
+		nohup "$quire" server >>"$(log_file "$n")" 2>&1 </dev/null 9>&- &
+	echo $! >"$(pid_file "$n")"
+	say "node $n started (pid $!, $addr, log $(log_file "$n"))"
+}
+
+# wait_ready: every running node answers SERVING and one controller is
+# elected; fails when a node exits or the deadline passes.
+wait_ready() {
+	local deadline=$((SECONDS + start_timeout)) n pid ctl waiting
+	while :; do
+		waiting=""
+		for n in "${nodes[@]}"; do
+			pid=$(node_pid "$n")
+			if [ -z "$pid" ]; then
+				echo "---- node $n log (last 30 lines) ----" >&2
+				tail -n 30 "$(log_file "$n")" >&2 || true
+				die "node $n is not running"
+			fi
+			healthy "$(addr_of "$n")" || waiting+=" $n"
+		done
+		ctl=""
+		if [ -z "$waiting" ]; then
+			ctl=$(controller_of "$(addr_of "${nodes[0]}")")
+			[ -n "$ctl" ] || waiting=" (controller)"
+		fi
+		if [ -z "$waiting" ]; then
+			say "ready: 3 nodes serving, controller is node $ctl"
+			return 0
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			for n in "${nodes[@]}"; do
+				echo "---- node $n log (last 20 lines) ----" >&2
+				tail -n 20 "$(log_file "$n")" >&2 || true
+			done
+			die "not ready within ${start_timeout}s; waiting for node(s)$waiting"
+		fi
+		sleep 0.2
+	done
+}
+
+print_env() {
+	echo "export QUIRE_BROKERS=$(brokers)"
+}
+
+cmd_start() {
+	local n
+	ensure_binary
+	for n in "${nodes[@]}"; do start_node "$n"; done
+	wait_ready
+	say "brokers: $(brokers)"
+	print_env
+}
+
+# stop_pids PID...: SIGTERM, wait up to stop_timeout, then SIGKILL.
+stop_pids() {
+	local pid deadline=$((SECONDS + stop_timeout)) alive
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	while :; do
+		alive=()
+		for pid in "$@"; do
+			if kill -0 "$pid" 2>/dev/null; then alive+=("$pid"); fi
+		done
+		[ "${#alive[@]}" -gt 0 ] || return 0
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			say "still running after ${stop_timeout}s, sending SIGKILL to ${alive[*]}"
+			for pid in "${alive[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+			return 0
+		fi
+		sleep 0.1
+	done
+}
+
+stop_node() {
+	local n=$1 pid
+	pid=$(node_pid "$n")
+	if [ -z "$pid" ]; then
+		say "node $n not running"
+		return 0
+	fi
+	say "stopping node $n (pid $pid)"
+	stop_pids "$pid"
+	rm -f "$(pid_file "$n")"
+}
+
+cmd_stop() {
+	local n pid pids=() ids=()
+	for n in "${nodes[@]}"; do
+		pid=$(node_pid "$n")
+		if [ -n "$pid" ]; then
+			pids+=("$pid")
+			ids+=("$n")
+		fi
+	done
+	if [ "${#pids[@]}" -eq 0 ]; then
+		say "not running"
+		return 0
+	fi
+	# All at once: a node stopping alone while the others already left would
+	# wait on its controlled shutdown with no quorum to answer it.
+	say "stopping node(s) ${ids[*]} (pids ${pids[*]})"
+	stop_pids "${pids[@]}"
+	for n in "${ids[@]}"; do rm -f "$(pid_file "$n")"; done
+	say "stopped"
+}
+
+cmd_status() {
+	local n pid addr state ctl="" up=0
+	printf '%-5s %-8s %-17s %s\n' NODE PID ADDRESS STATE
+	for n in "${nodes[@]}"; do
+		addr=$(addr_of "$n")
+		pid=$(node_pid "$n")
+		if [ -z "$pid" ]; then
+			state=down
+			pid=-
+		elif healthy "$addr"; then
+			state=serving
+			up=$((up + 1))
+			[ -n "$ctl" ] || ctl=$(controller_of "$addr")
+		else
+			state="running, not serving"
+		fi
+		printf '%-5s %-8s %-17s %s\n' "$n" "$pid" "$addr" "$state"
+	done
+	echo "controller: ${ctl:-none}"
+	echo "brokers: $(brokers)"
+	[ "$up" -eq "${#nodes[@]}" ]
+}
+
+cmd_logs() {
+	local follow=0 which=() n arg lines=${QUIRE_CLUSTER_LOG_LINES:-50}
+	for arg in "$@"; do
+		case $arg in
+		-f | --follow) follow=1 ;;
+		*) check_node "$arg"; which+=("$arg") ;;
+		esac
+	done
+	[ "${#which[@]}" -gt 0 ] || which=("${nodes[@]}")
+	local files=()
+	for n in "${which[@]}"; do
+		[ -f "$(log_file "$n")" ] && files+=("$(log_file "$n")")
+	done
+	[ "${#files[@]}" -gt 0 ] || die "no logs under $cluster_dir"
+	if [ "$follow" = 1 ]; then
+		exec tail -n "$lines" -F "${files[@]}"
+	fi
+	tail -n "$lines" "${files[@]}"
+}
+
+cmd_kill() {
+	local n=$1 pid
+	check_node "$n"
+	pid=$(node_pid "$n")
+	[ -n "$pid" ] || die "node $n not running"
+	kill -KILL "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+	rm -f "$(pid_file "$n")"
+	say "node $n killed (pid $pid)"
+}
+
+usage() {
+	sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+case ${1:-} in
+start) with_lock cmd_start ;;
+stop) with_lock cmd_stop ;;
+restart) with_lock cmd_stop && with_lock cmd_start ;;
+status) cmd_status ;;
+logs) shift; cmd_logs "$@" ;;
+kill) check_node "${2:-}"; with_lock cmd_kill "$2" ;;
+start-node)
+	check_node "${2:-}"
+	ensure_binary
+	with_lock start_node "$2"
+	;;
+stop-node) check_node "${2:-}"; with_lock stop_node "$2" ;;
+env) print_env ;;
+*) usage ;;
+esac
