@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,29 @@ func newPerfCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "perf",
 		Short: "Measure produce, consume and end-to-end throughput and latency",
+	}
+	var cpuProfile string
+	var stopProfile func()
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the client to this file")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		return nil
+	}
+	cmd.PersistentPostRun = func(*cobra.Command, []string) {
+		if stopProfile != nil {
+			stopProfile()
+		}
 	}
 	cmd.AddCommand(perfProduceCmd(g), perfConsumeCmd(g), perfE2ECmd(g))
 	return cmd
