@@ -31,10 +31,12 @@ e2e: build tools
 vet:
 	$(GO) vet $(PKGS)
 
-tools: $(GRPCURL)
-
-$(GRPCURL):
-	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+# grpcurl at the pinned version, reinstalled when ./bin holds another one.
+tools:
+	@if ! $(GO) version -m $(GRPCURL) 2>/dev/null | grep -q 'mod.*github.com/fullstorydev/grpcurl.*$(GRPCURL_VERSION)'; then \
+		echo "installing grpcurl $(GRPCURL_VERSION) into $(BIN)"; \
+		GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION); \
+	fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)

@@ -286,3 +286,47 @@ func TestProduceRecordsTooLarge(t *testing.T) {
 		t.Fatalf("offset %d for a rejected record", resp.Results[0].Offset)
 	}
 }
+
+func TestProduceConcurrentOffsetsAreContiguous(t *testing.T) {
+	_, c := start(t)
+	createTopic(t, c, "conc", 1, nil)
+	const writers, each, per = 4, 25, 3
+	type span struct{ base, last int64 }
+	spans := make(chan span, writers*each)
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			for i := 0; i < each; i++ {
+				resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{
+					Partitions: []*quirev1.PartitionRecords{{Topic: "conc", Records: makeBatch(per, 10, "c")}}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				r := resp.Partitions[0]
+				spans <- span{r.BaseOffset, r.LastOffset}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(spans)
+	seen := map[int64]bool{}
+	for s := range spans {
+		if s.last-s.base != per-1 || s.base%per != 0 || seen[s.base] {
+			t.Fatalf("bad span %+v", s)
+		}
+		seen[s.base] = true
+	}
+	resp, err := c.consumer.Fetch(ctxT(t), &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{{Topic: "conc", MaxBytes: 10 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, first, last := countRecords(t, resp.Partitions[0].Records); n != writers*each*per || first != 0 || last != int64(n-1) {
+		t.Fatalf("fetched %d records %d..%d", n, first, last)
+	}
+}

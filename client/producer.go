@@ -75,7 +75,7 @@ type producer struct {
 	c   *Client
 	cfg *config
 
-	builders sync.Pool
+	free chan *pbatch // batches kept for reuse, with their buffers
 
 	topicsMu sync.RWMutex
 	topics   map[string]*prodTopic
@@ -118,8 +118,7 @@ type prodPart struct {
 
 func newProducer(c *Client) *producer {
 	p := &producer{c: c, cfg: &c.cfg, topics: map[string]*prodTopic{}, sinks: map[int32]*sink{}}
-	codec := c.cfg.codec
-	p.builders.New = func() any { return record.NewBuilder(codec) }
+	p.free = make(chan *pbatch, 16)
 	c.meta.onChange(p.onMeta)
 	return p
 }
@@ -149,8 +148,9 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 		return
 	}
 	r.Partition = pi
-	now := time.Now()
+	var now time.Time
 	if r.Timestamp.IsZero() {
+		now = time.Now()
 		r.Timestamp = now
 	}
 	parts[pi].add(p, r, cb, size, now)
@@ -344,8 +344,32 @@ func (p *producer) sinkFor(b brokerMeta) *sink {
 	return s
 }
 
+// newBatch returns an empty batch, reusing a finished one's buffers when
+// it can. now may be zero (not yet read).
 func (p *producer) newBatch(now time.Time) *pbatch {
-	return &pbatch{b: p.builders.Get().(*record.Builder), firstAt: now, deadline: now.Add(p.cfg.deliveryTimeout)}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var b *pbatch
+	select {
+	case b = <-p.free:
+	default:
+		b = &pbatch{b: record.NewBuilder(p.cfg.codec)}
+	}
+	b.firstAt, b.deadline = now, now.Add(p.cfg.deliveryTimeout)
+	return b
+}
+
+// recycle returns a finished batch for reuse.
+func (p *producer) recycle(b *pbatch) {
+	b.b.Reset()
+	clear(b.recs)
+	b.recs = b.recs[:0]
+	b.bytes, b.payload, b.tries = 0, nil, 0
+	select {
+	case p.free <- b:
+	default:
+	}
 }
 
 func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size int, now time.Time) {
@@ -436,38 +460,44 @@ func (pp *prodPart) expire(p *producer, now time.Time) bool {
 	}
 	has := pp.cur != nil || len(pp.sealed) > 0
 	pp.mu.Unlock()
-	for _, b := range dead {
-		p.fail(pp, b, fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded), false)
+	if len(dead) > 0 {
+		p.fail(pp, dead, fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded), false)
 	}
 	return has
 }
 
-// complete runs the callbacks of an acknowledged batch, then lets the
-// partition send its next one.
-func (p *producer) complete(pp *prodPart, b *pbatch, baseOffset int64) {
-	for i := range b.recs {
-		pr := &b.recs[i]
-		if baseOffset >= 0 {
-			pr.r.Offset = baseOffset + int64(i)
-		} else {
+// complete runs the callbacks of acknowledged batches (sent together,
+// in order, the first record at baseOffset; -1 when unknown with acks=0),
+// then lets the partition send again.
+func (p *producer) complete(pp *prodPart, bs []*pbatch, baseOffset int64) {
+	off := baseOffset
+	for _, b := range bs {
+		for i := range b.recs {
+			pr := &b.recs[i]
 			pr.r.Offset = -1
+			if baseOffset >= 0 {
+				pr.r.Offset = off
+				off++
+			}
+			pr.cb(pr.r, nil)
 		}
-		pr.cb(pr.r, nil)
 	}
-	p.done(pp, b, true)
+	p.done(pp, bs, true)
 }
 
-// fail runs the callbacks of a failed batch with err.
-func (p *producer) fail(pp *prodPart, b *pbatch, err error, wasInflight bool) {
-	for i := range b.recs {
-		pr := &b.recs[i]
-		pr.r.Offset = -1
-		pr.cb(pr.r, err)
+// fail runs the callbacks of failed batches with err.
+func (p *producer) fail(pp *prodPart, bs []*pbatch, err error, wasInflight bool) {
+	for _, b := range bs {
+		for i := range b.recs {
+			pr := &b.recs[i]
+			pr.r.Offset = -1
+			pr.cb(pr.r, err)
+		}
 	}
-	p.done(pp, b, wasInflight)
+	p.done(pp, bs, wasInflight)
 }
 
-func (p *producer) done(pp *prodPart, b *pbatch, wasInflight bool) {
+func (p *producer) done(pp *prodPart, bs []*pbatch, wasInflight bool) {
 	var wake *sink
 	if wasInflight {
 		pp.mu.Lock()
@@ -475,36 +505,38 @@ func (p *producer) done(pp *prodPart, b *pbatch, wasInflight bool) {
 		wake = pp.sink
 		pp.mu.Unlock()
 	}
-	n := int64(len(b.recs))
-	bytes := b.bytes
-	b.b.Reset()
-	p.builders.Put(b.b)
-	*b = pbatch{}
+	var n, bytes int64
+	for _, b := range bs {
+		n += int64(len(b.recs))
+		bytes += b.bytes
+		p.recycle(b)
+	}
 	p.release(bytes, n)
 	if wake != nil {
 		wake.notify()
 	}
 }
 
-// retry puts an in-flight batch back at the head of its partition after a
-// retriable error, or fails it when it cannot be retried in time.
-func (p *producer) retry(pp *prodPart, b *pbatch, err error) {
+// retry puts in-flight batches back at the head of their partition after a
+// retriable error, or fails them when they cannot be retried in time.
+func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	if needsMetadata(err) {
 		p.c.meta.triggerRefresh()
 	}
 	now := time.Now()
 	backoff := p.cfg.retryBackoff
-	if !retriable(err) || now.Add(backoff).After(b.deadline) || p.c.ctx.Err() != nil {
+	if !retriable(err) || now.Add(backoff).After(bs[0].deadline) || p.c.ctx.Err() != nil {
 		if p.c.ctx.Err() != nil {
 			err = ErrClosed
 		}
-		p.fail(pp, b, err, true)
+		p.fail(pp, bs, err, true)
 		return
 	}
-	b.tries++
-	p.c.log.Debug("retrying batch", "topic", pp.topic, "partition", pp.partition, "try", b.tries, "error", err)
+	bs[0].tries++
+	p.c.log.Debug("retrying batches", "topic", pp.topic, "partition", pp.partition, "batches", len(bs),
+		"try", bs[0].tries, "error", err)
 	pp.mu.Lock()
-	pp.sealed = append([]*pbatch{b}, pp.sealed...)
+	pp.sealed = append(append(make([]*pbatch, 0, len(bs)+len(pp.sealed)), bs...), pp.sealed...)
 	pp.inflight = false
 	pp.backoffUntil = now.Add(backoff)
 	s := pp.sink
@@ -547,8 +579,8 @@ func (p *producer) failAll(err error) {
 		}
 		pp.sealed, pp.cur = nil, nil
 		pp.mu.Unlock()
-		for _, b := range batches {
-			p.fail(pp, b, err, false)
+		if len(batches) > 0 {
+			p.fail(pp, batches, err, false)
 		}
 	}
 }

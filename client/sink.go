@@ -12,8 +12,13 @@ import (
 )
 
 // maxRequestBytes caps the record bytes of one produce request (brokers
-// take gRPC messages of at least 4 MiB).
-const maxRequestBytes = 3 << 20
+// take gRPC messages of at least 8 MiB), and maxPartitionRequestBytes the
+// bytes of one partition in it: the batches a partition accumulated while
+// its previous request was in flight go out together.
+const (
+	maxRequestBytes          = 6 << 20
+	maxPartitionRequestBytes = 4 << 20
+)
 
 // sink sends the batches of the partitions one broker leads, many
 // partitions per request, pipelined over one ProduceStream; each partition
@@ -41,7 +46,7 @@ type pstream struct {
 
 type inflightReq struct {
 	parts   []*prodPart
-	batches []*pbatch
+	batches [][]*pbatch // per partition, in order
 	sentAt  time.Time
 }
 
@@ -147,17 +152,27 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 			keep = append(keep, pp)
 			next = earliest(next, pp.backoffUntil)
 		default:
-			b, wait := pp.take(now, cfg.linger, flushing)
+			var bs []*pbatch
+			var wait time.Time
+			partBytes := 0
+			for reqBytes+partBytes < maxRequestBytes && partBytes < maxPartitionRequestBytes {
+				var b *pbatch
+				if b, wait = pp.take(now, cfg.linger, flushing); b == nil {
+					break
+				}
+				bs = append(bs, b)
+				partBytes += b.b.EstimatedSize()
+			}
 			switch {
-			case b != nil:
+			case len(bs) > 0:
 				pp.inflight = true
 				keep = append(keep, pp)
 				if ir == nil {
 					ir = &inflightReq{}
 				}
 				ir.parts = append(ir.parts, pp)
-				ir.batches = append(ir.batches, b)
-				reqBytes += b.b.EstimatedSize()
+				ir.batches = append(ir.batches, bs)
+				reqBytes += partBytes
 			case !wait.IsZero():
 				keep = append(keep, pp)
 				next = earliest(next, wait)
@@ -192,12 +207,23 @@ func (s *sink) send(ir *inflightReq) {
 		TimeoutMs:  int32(cfg.requestTimeout / time.Millisecond),
 		Partitions: make([]*quirev1.PartitionRecords, len(ir.batches)),
 	}
-	for i, b := range ir.batches {
-		if b.payload == nil {
-			b.payload = b.b.Build()
+	for i, bs := range ir.batches {
+		size := 0
+		for _, b := range bs {
+			if b.payload == nil {
+				b.payload = b.b.Build()
+			}
+			size += len(b.payload)
+		}
+		payload := bs[0].payload
+		if len(bs) > 1 {
+			payload = make([]byte, 0, size)
+			for _, b := range bs {
+				payload = append(payload, b.payload...)
+			}
 		}
 		pp := ir.parts[i]
-		req.Partitions[i] = &quirev1.PartitionRecords{Topic: pp.topic, Partition: pp.partition, Records: b.payload}
+		req.Partitions[i] = &quirev1.PartitionRecords{Topic: pp.topic, Partition: pp.partition, Records: payload}
 	}
 	ps, err := s.openStream()
 	if err != nil {
@@ -225,8 +251,8 @@ func (s *sink) send(ir *inflightReq) {
 		return
 	}
 	if cfg.acks == NoAck {
-		for i, b := range ir.batches {
-			s.p.complete(ir.parts[i], b, -1)
+		for i, bs := range ir.batches {
+			s.p.complete(ir.parts[i], bs, -1)
 		}
 	}
 }
