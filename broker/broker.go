@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/storage"
 )
@@ -86,10 +87,14 @@ func (b *Broker) Start() error {
 }
 
 func (b *Broker) start() error {
-	lis, err := net.Listen("tcp", b.cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("broker: listen: %w", err)
+	lis := b.cfg.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", b.cfg.ListenAddr); err != nil {
+			return fmt.Errorf("broker: listen: %w", err)
+		}
 	}
+	b.cfg.Listener = nil // owned by the server from here on
 	b.lis = lis
 	advertised := b.cfg.AdvertisedAddr
 	if advertised == "" {
@@ -112,6 +117,7 @@ func (b *Broker) start() error {
 	b.cluster.register(b.server, advertised)
 	if err := b.cluster.open(advertised); err != nil {
 		_ = lis.Close()
+		b.server = nil // never served: Shutdown only closes storage
 		return err
 	}
 	b.cluster.registerControllerService(b.server)
@@ -168,6 +174,11 @@ func (b *Broker) Addr() string {
 // Config returns the configuration in use (with the advertised address
 // filled in after Start).
 func (b *Broker) Config() Config { return b.cfg }
+
+// Metadata returns this node's metadata quorum member, after Start: for
+// embedding programs and tests to read the image (Image, Subscribe,
+// Controller). Writes go through the Admin service.
+func (b *Broker) Metadata() *metadata.Node { return b.cluster.node }
 
 // Ready is closed once the broker has registered with the controller and
 // hosts its replicas; health checks answer SERVING from then on.

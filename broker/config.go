@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -74,10 +75,31 @@ type Config struct {
 	// LogLevel on stderr.
 	Logger hclog.Logger
 
+	// MetadataWriteTimeoutMs is metadata.write.timeout.ms: how long an
+	// admin write (and an auto-create) may wait for the controller,
+	// elections included, when the caller set no deadline. Past it the call
+	// fails UNAVAILABLE instead of hanging (a majority of voters lost).
+	MetadataWriteTimeoutMs int64
+
 	// RaftHeartbeatTimeout shortens the metadata quorum's raft timeouts
 	// (election, lease and commit follow it); zero keeps raft's defaults.
 	// Tests set it; it has no key.
 	RaftHeartbeatTimeout time.Duration
+	// RaftSnapshotThreshold, RaftSnapshotInterval and RaftTrailingLogs tune
+	// metadata snapshots (zero: raft's defaults). Tests lower them to force
+	// catch-up by snapshot; they have no key.
+	RaftSnapshotThreshold uint64
+	RaftSnapshotInterval  time.Duration
+	RaftTrailingLogs      uint64
+
+	// Listener, when set, is used instead of binding ListenAddr: a caller
+	// (the test cluster) pre-binds 127.0.0.1:0 so every node's address is
+	// known before any starts. Start takes ownership and closes it.
+	Listener net.Listener
+	// Dialer, when set, opens every node-to-node connection (raft
+	// transport, controller forwarding); nil dials TCP. The test cluster
+	// uses it to cut the network between nodes.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // DefaultConfig returns Kafka's defaults, for a node that is both the only
@@ -292,6 +314,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BrokerHeartbeatIntervalMs <= 0 || c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
 		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms, which must be positive")
+	}
+	if c.MetadataWriteTimeoutMs <= 0 {
+		bad("metadata.write.timeout.ms", "must be positive")
 	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		bad("log.level", "unknown level %q", c.LogLevel)

@@ -223,6 +223,8 @@ var configKeys = []configKey{
 		func(c *Config) *int64 { return &c.BrokerHeartbeatIntervalMs }, 1),
 	int64Key("cluster", "broker.session.timeout.ms", "9000", "Silence after which the controller fences a broker.",
 		func(c *Config) *int64 { return &c.BrokerSessionTimeoutMs }, 1),
+	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
+		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",
 		func(c *Config) *string { return &c.LogLevel }, nil),
 }

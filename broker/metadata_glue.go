@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quirelog/quire/controlplane"
@@ -67,7 +68,9 @@ func newCluster(cfg *Config, logger hclog.Logger, rm *ReplicaManager) *cluster {
 // register adds the raft transport and controller service to gs. It must
 // run before gs serves.
 func (c *cluster) register(gs *grpc.Server, advertised string) {
-	c.transport = raftgrpc.New(raft.ServerAddress(advertised), raftgrpc.WithLogger(c.logger.Named("raft-transport")))
+	c.transport = raftgrpc.New(raft.ServerAddress(advertised),
+		raftgrpc.WithLogger(c.logger.Named("raft-transport")),
+		raftgrpc.WithDialOptions(c.dialOptions()...))
 	c.transport.Register(gs)
 }
 
@@ -101,6 +104,10 @@ func (c *cluster) open(advertised string) error {
 	mc.Logger = c.logger
 	mc.BrokerHeartbeatInterval = ms(c.cfg.BrokerHeartbeatIntervalMs)
 	mc.BrokerSessionTimeout = ms(c.cfg.BrokerSessionTimeoutMs)
+	mc.SnapshotThreshold = c.cfg.RaftSnapshotThreshold
+	mc.SnapshotInterval = c.cfg.RaftSnapshotInterval
+	mc.TrailingLogs = c.cfg.RaftTrailingLogs
+	mc.ApplyTimeout = ms(c.cfg.MetadataWriteTimeoutMs)
 	if c.cfg.RaftHeartbeatTimeout > 0 {
 		mc.RaftHeartbeatTimeout = c.cfg.RaftHeartbeatTimeout
 		mc.RaftElectionTimeout = c.cfg.RaftHeartbeatTimeout
@@ -127,7 +134,25 @@ func (c *cluster) start(advertised string) {
 // dial connects to another node; the Forwarder caches and closes the
 // connections.
 func (c *cluster) dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return grpc.NewClient(addr, c.dialOptions()...)
+}
+
+// dialOptions are those of every node-to-node connection: Config.Dialer
+// when set, and a reconnect backoff capped at a second (gRPC's default
+// grows to two minutes), so that a peer back after a crash or a network
+// partition is reached again within a raft election or two.
+func (c *cluster) dialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+	}
+	if d := c.cfg.Dialer; d != nil {
+		opts = append(opts, grpc.WithContextDialer(d))
+	}
+	return opts
 }
 
 // watch reconciles the replicas with every new image. It runs outside the
@@ -296,12 +321,11 @@ func (c *cluster) shutdown(ctx context.Context) error {
 		case <-c.stopped:
 		default:
 			close(c.stop)
-			// The watcher may be mid-reconcile; wait unless it never started.
+			// The watcher may be mid-reconcile (local work only: it never
+			// waits on the network); wait for it even when ctx is done, so
+			// that storage is not closed under it.
 			if c.lifecycle != nil {
-				select {
-				case <-c.stopped:
-				case <-ctx.Done():
-				}
+				<-c.stopped
 			}
 		}
 	}
@@ -331,20 +355,49 @@ func (c *cluster) close() error {
 
 // Admin writes, validated by the caller, go to the controller.
 
+// writeContext bounds a write by metadata.write.timeout.ms unless ctx
+// ends sooner: with a majority of voters lost the Forwarder would retry
+// for ever, and the caller must get UNAVAILABLE instead.
+func (c *cluster) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, ms(c.cfg.MetadataWriteTimeoutMs))
+}
+
+// unavailable turns a write that found no controller in time into
+// ErrNoQuorum (UNAVAILABLE, retriable) rather than a bare deadline, unless
+// the caller's own deadline ended it.
+func unavailable(parent context.Context, err error) error {
+	if err == nil || errors.Is(err, metadata.ErrNoQuorum) || parent.Err() != nil {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no controller answered: %w", metadata.ErrNoQuorum, err)
+	}
+	return err
+}
+
 func (c *cluster) createTopic(ctx context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, error) {
-	return c.fwd.CreateTopic(ctx, spec)
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	info, err := c.fwd.CreateTopic(wctx, spec)
+	return info, unavailable(ctx, err)
 }
 
 func (c *cluster) deleteTopic(ctx context.Context, name string) error {
-	return c.fwd.DeleteTopic(ctx, name)
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	return unavailable(ctx, c.fwd.DeleteTopic(wctx, name))
 }
 
 func (c *cluster) alterConfigs(ctx context.Context, topic string, set map[string]string, del []string) error {
-	return c.fwd.AlterConfigs(ctx, topic, set, del)
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	return unavailable(ctx, c.fwd.AlterConfigs(wctx, topic, set, del))
 }
 
 func (c *cluster) createPartitions(ctx context.Context, topic string, total int32) error {
-	return c.fwd.CreatePartitions(ctx, topic, total)
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	return unavailable(ctx, c.fwd.CreatePartitions(wctx, topic, total))
 }
 
 // liveBrokers counts registered, unfenced brokers.

@@ -144,33 +144,54 @@ func (k *Consumer) Close() {
 // returns them, in offset order within each partition. It returns ctx's
 // error when ctx ends first, and ErrClosed after Close.
 func (k *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	var out []*Record
+	var slab []Record
+	err := k.poll(ctx, func(n int) { slab = make([]Record, 0, n) }, func(r *Record) {
+		slab = append(slab, *r)
+		out = append(out, &slab[len(slab)-1])
+	})
+	return out, err
+}
+
+// PollFunc is Poll without a Record allocation per record: it calls fn for
+// each record, reusing one Record, and returns how many it passed. Key,
+// Value and Headers stay valid after fn returns; the Record itself does
+// not. It suits high-rate consumers that do not keep records.
+func (k *Consumer) PollFunc(ctx context.Context, fn func(r *Record)) (int, error) {
+	n := 0
+	err := k.poll(ctx, nil, func(r *Record) {
+		n++
+		fn(r)
+	})
+	return n, err
+}
+
+// poll waits for fetched data and decodes it, calling batch (if not nil)
+// with each batch's record count before its records.
+func (k *Consumer) poll(ctx context.Context, batch func(n int), fn func(*Record)) error {
 	var first fetchResult
 	select {
 	case first = <-k.out:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-k.ctx.Done():
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	results := []fetchResult{first}
+	var errs []error
+	if err := k.decode(&first, batch, fn); err != nil {
+		errs = append(errs, err)
+	}
 	for more := true; more; {
 		select {
 		case r := <-k.out:
-			results = append(results, r)
+			if err := k.decode(&r, batch, fn); err != nil {
+				errs = append(errs, err)
+			}
 		default:
 			more = false
 		}
 	}
-	var out []*Record
-	var errs []error
-	for i := range results {
-		var err error
-		out, err = k.decode(out, &results[i])
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // HighWatermark returns the last high watermark seen for a partition, -1
@@ -184,37 +205,36 @@ func (k *Consumer) HighWatermark(topic string, partition int32) int64 {
 	return -1
 }
 
-func (k *Consumer) decode(out []*Record, r *fetchResult) ([]*Record, error) {
+func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record)) error {
 	if r.err != nil {
-		return out, fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, r.err)
+		return fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, r.err)
 	}
-	err := record.SplitBatches(r.data, func(batch []byte, h record.Header) error {
+	var out Record
+	out.Topic, out.Partition = r.tp.topic, r.tp.partition
+	err := record.SplitBatches(r.data, func(b []byte, h record.Header) error {
 		if h.Control() || h.NextOffset() <= r.offset {
 			return nil
 		}
-		slab := make([]Record, 0, h.NumRecords)
-		err := record.ForEachRecord(batch, func(rec *record.Record) error {
+		if batch != nil {
+			batch(int(h.NumRecords))
+		}
+		out.LeaderEpoch = h.PartitionLeaderEpoch
+		return record.ForEachRecord(b, func(rec *record.Record) error {
 			if rec.Offset < r.offset {
 				return nil
 			}
-			var hdrs []RecordHeader
+			out.Offset, out.Timestamp, out.Key, out.Value, out.Headers = rec.Offset, time.UnixMilli(rec.Timestamp), rec.Key, rec.Value, nil
 			if len(rec.Headers) > 0 {
-				hdrs = append([]RecordHeader(nil), rec.Headers...)
+				out.Headers = append([]RecordHeader(nil), rec.Headers...)
 			}
-			slab = append(slab, Record{Topic: r.tp.topic, Partition: r.tp.partition, Offset: rec.Offset,
-				Timestamp: time.UnixMilli(rec.Timestamp), Key: rec.Key, Value: rec.Value, Headers: hdrs,
-				LeaderEpoch: h.PartitionLeaderEpoch})
+			fn(&out)
 			return nil
 		})
-		for i := range slab {
-			out = append(out, &slab[i])
-		}
-		return err
 	})
 	if err != nil {
-		return out, fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, err)
+		return fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, err)
 	}
-	return out, nil
+	return nil
 }
 
 func (k *Consumer) wake() {

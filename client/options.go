@@ -75,7 +75,7 @@ func defaultConfig() config {
 		metadataMaxAge:     5 * time.Minute,
 		deliveryTimeout:    2 * time.Minute,
 		batchMaxBytes:      1 << 20,
-		maxBufBytes:        64 << 20,
+		maxBufBytes:        16 << 20,
 		blockOnFull:        true,
 		acks:               AllISRAcks,
 		fetchMaxWait:       500 * time.Millisecond,
@@ -136,7 +136,7 @@ func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
 func BatchMaxBytes(n int) Opt { return func(c *config) { c.batchMaxBytes = n } }
 
 // MaxBufferedBytes caps the bytes of records produced but not yet
-// acknowledged (default 64 MiB). What happens when full is set by
+// acknowledged (default 16 MiB). What happens when full is set by
 // BlockOnBufferFull.
 func MaxBufferedBytes(n int64) Opt { return func(c *config) { c.maxBufBytes = n } }
 

@@ -254,3 +254,30 @@ func BenchmarkBatchValidate(b *testing.B) {
 		}
 	}
 }
+
+// TestDecompressLimitExact: the decompressed-size limit holds to the byte
+// whatever capacity the pooled buffer starts with. It used to be checked
+// only when the buffer happened to be full, so the same batch could pass
+// or fail depending on which buffer the pool handed out.
+func TestDecompressLimitExact(t *testing.T) {
+	old := maxDecompressed
+	maxDecompressed = 100 << 10
+	defer func() { maxDecompressed = old }()
+	for _, c := range []Codec{Gzip, LZ4} {
+		for _, size := range []int{maxDecompressed, maxDecompressed + 1} {
+			src, err := compress(nil, c, make([]byte, size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, capacity := range []int{0, 1000, 64 << 10, maxDecompressed - 10, 1 << 20} {
+				out, err := decompressTo(make([]byte, 0, capacity), c, src)
+				if size <= maxDecompressed && (err != nil || len(out) != size) {
+					t.Fatalf("%v %d bytes, cap %d: %v (%d bytes)", c, size, capacity, err, len(out))
+				}
+				if size > maxDecompressed && !errors.Is(err, ErrDecompress) {
+					t.Fatalf("%v %d bytes, cap %d: want ErrDecompress, got %v", c, size, capacity, err)
+				}
+			}
+		}
+	}
+}

@@ -17,6 +17,9 @@ import (
 // decompressed, so a small hostile batch cannot exhaust memory.
 const MaxDecompressedSize = 256 << 20
 
+// maxDecompressed is MaxDecompressedSize; tests lower it.
+var maxDecompressed = MaxDecompressedSize
+
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
@@ -118,16 +121,25 @@ func decompressTo(dst []byte, c Codec, src []byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %d", ErrBadCodec, c)
 }
 
+// readAllLimited appends everything r yields to dst, failing once that is
+// more than MaxDecompressedSize bytes. The limit is exact whatever the
+// capacity dst starts with (the pooled buffers vary), so a batch is
+// accepted or refused the same way every time.
 func readAllLimited(dst []byte, r io.Reader, name string) ([]byte, error) {
+	start := len(dst)
 	for {
 		if len(dst) == cap(dst) {
-			if len(dst) >= MaxDecompressedSize {
-				return nil, fmt.Errorf("%w: %s: more than %d bytes", ErrDecompress, name, MaxDecompressedSize)
-			}
 			dst = append(dst, 0)[:len(dst)]
 		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
+		room := dst[len(dst):cap(dst)]
+		if left := maxDecompressed + 1 - (len(dst) - start); len(room) > left {
+			room = room[:left]
+		}
+		n, err := r.Read(room)
 		dst = dst[:len(dst)+n]
+		if len(dst)-start > maxDecompressed {
+			return nil, fmt.Errorf("%w: %s: more than %d bytes", ErrDecompress, name, maxDecompressed)
+		}
 		if err == io.EOF {
 			return dst, nil
 		}
@@ -139,7 +151,7 @@ func readAllLimited(dst []byte, r io.Reader, name string) ([]byte, error) {
 
 func decodeSnappyBlock(dst, src []byte) ([]byte, error) {
 	n, err := s2.DecodedLen(src)
-	if err != nil || n > MaxDecompressedSize {
+	if err != nil || n > maxDecompressed {
 		return nil, fmt.Errorf("%w: snappy: bad length", ErrDecompress)
 	}
 	start := len(dst)
@@ -171,8 +183,8 @@ func decodeXerial(dst, src []byte) ([]byte, error) {
 		if dst, err = decodeSnappyBlock(dst, src[:n]); err != nil {
 			return nil, err
 		}
-		if len(dst) > MaxDecompressedSize {
-			return nil, fmt.Errorf("%w: snappy: more than %d bytes", ErrDecompress, MaxDecompressedSize)
+		if len(dst) > maxDecompressed {
+			return nil, fmt.Errorf("%w: snappy: more than %d bytes", ErrDecompress, maxDecompressed)
 		}
 		src = src[n:]
 	}

@@ -67,6 +67,7 @@ func (l *Log) checkWritable() error {
 	if l.closed {
 		return ErrClosed
 	}
+	l.adoptFlushErr()
 	if l.failed != nil {
 		return fmt.Errorf("%w: %w", ErrLogFailed, l.failed)
 	}
@@ -267,9 +268,10 @@ func (l *Log) shouldRoll(seg *segment, cfg LogConfig, size int, bs batchSet) boo
 	return bs.info.LastOffset-seg.base > math.MaxInt32
 }
 
-// Roll closes the active segment (fsyncing it and trimming its indexes)
-// and starts a new one at the log end offset. It does nothing if the
-// active segment is empty.
+// Roll closes the active segment (trimming its indexes) and starts a new
+// one at the log end offset; the old segment is fsynced in the background
+// and the recovery point moves to the new segment's base once that is
+// done. It does nothing if the active segment is empty.
 func (l *Log) Roll() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -282,6 +284,10 @@ func (l *Log) Roll() error {
 	return nil
 }
 
+// rollLocked starts a new active segment. As Kafka does, the old one is
+// not fsynced here, holding up appends, but by a background flush
+// (scheduleFlush) that advances the recovery point only once the old
+// segment's files and the directory entry of the new one are durable.
 func (l *Log) rollLocked() error {
 	old := l.activeSegment()
 	if old.size.Load() == 0 {
@@ -291,24 +297,98 @@ func (l *Log) rollLocked() error {
 	l.mu.Lock()
 	old.finalTimeEntry()
 	l.mu.Unlock()
-	if err := old.deactivate(); err != nil {
+	// Trim the indexes to their entries (writes, no fsync).
+	if err := old.finish(); err != nil {
 		return err
 	}
 	s, err := createSegment(l.fs, l.dir, leo, l.Config(), l.opts.Now())
 	if err != nil {
 		return err
 	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		_ = s.closeFiles()
-		return err
-	}
 	l.mu.Lock()
 	l.segs = append(l.segs, s)
 	l.mu.Unlock()
-	// Every earlier segment was fsynced when it rolled: all is durable.
-	l.advanceRecoveryPoint(leo)
+	l.scheduleFlush(old, leo)
 	l.logger.Debug("rolled segment", "base", leo)
 	return nil
+}
+
+// flushJob is a background fsync of a rolled segment: once its files and
+// the log directory are synced, everything below upTo is durable (the jobs
+// run in roll order, so every earlier segment is too).
+type flushJob struct {
+	seg  *segment
+	upTo int64
+}
+
+// scheduleFlush queues a background fsync of seg (which holds offsets
+// below upTo and is no longer written to). Callers hold appendMu.
+func (l *Log) scheduleFlush(seg *segment, upTo int64) {
+	seg.acquire() // the files stay open until the job is done
+	seg.dirty = false
+	l.flushWG.Add(1)
+	l.flushMu.Lock()
+	l.flushQueue = append(l.flushQueue, flushJob{seg, upTo})
+	start := !l.flushRunning
+	l.flushRunning = true
+	l.flushMu.Unlock()
+	if start {
+		go l.runFlushes()
+	}
+}
+
+// runFlushes runs the queued background flushes in order, then exits.
+func (l *Log) runFlushes() {
+	for {
+		l.flushMu.Lock()
+		if len(l.flushQueue) == 0 {
+			l.flushRunning = false
+			l.flushMu.Unlock()
+			return
+		}
+		job := l.flushQueue[0]
+		l.flushQueue = l.flushQueue[1:]
+		failed := l.flushErr != nil
+		l.flushMu.Unlock()
+
+		var err error
+		if !failed {
+			err = errors.Join(job.seg.syncFiles(), l.fs.SyncDir(l.dir))
+		}
+		job.seg.release()
+		l.flushMu.Lock()
+		if err != nil && l.flushErr == nil {
+			l.flushErr = fmt.Errorf("storage: fsync rolled segment %d: %w", job.seg.base, err)
+		}
+		ok := l.flushErr == nil
+		l.flushMu.Unlock()
+		if ok {
+			l.advanceRecoveryPoint(job.upTo)
+		}
+		l.flushWG.Done()
+	}
+}
+
+// waitFlushes waits for the background flushes queued so far and makes a
+// failed one fail the log. Callers hold appendMu (so no job is added
+// meanwhile).
+func (l *Log) waitFlushes() error {
+	l.flushWG.Wait()
+	l.adoptFlushErr()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	return l.flushErr
+}
+
+// adoptFlushErr fails the log if a background flush failed. Callers hold
+// appendMu.
+func (l *Log) adoptFlushErr() {
+	l.flushMu.Lock()
+	err := l.flushErr
+	l.flushMu.Unlock()
+	if err != nil && l.failed == nil {
+		_ = l.fail(err)
+	}
 }
 
 func (l *Log) advanceRecoveryPoint(off int64) {
@@ -336,6 +416,11 @@ func (l *Log) flushLocked() error {
 	seg := l.activeSegment()
 	if err := seg.sync(); err != nil {
 		return l.fail(fmt.Errorf("storage: flush: %w", err))
+	}
+	// The recovery point may only pass the rolled segments once their
+	// background fsyncs are done.
+	if err := l.waitFlushes(); err != nil {
+		return fmt.Errorf("%w: %w", ErrLogFailed, err)
 	}
 	l.unflushed = 0
 	l.lastFlushMs.Store(l.opts.Now().UnixMilli())

@@ -53,6 +53,13 @@ type Log struct {
 	closed    bool
 
 	closedFlag atomic.Bool
+
+	// Background fsync of rolled segments (see rollLocked).
+	flushMu      sync.Mutex
+	flushQueue   []flushJob // guarded by flushMu
+	flushRunning bool       // guarded by flushMu
+	flushErr     error      // first background fsync error; guarded by flushMu
+	flushWG      sync.WaitGroup
 }
 
 // OpenLog opens (creating if needed) the log in dir. Segments holding

