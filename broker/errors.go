@@ -128,7 +128,10 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
+	// A status made here passes through; one wrapped inside another error
+	// (a peer's transport failure under a forwarded write) does not: the
+	// table decides what the client sees.
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
 	m := lookupError(err)

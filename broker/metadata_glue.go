@@ -309,6 +309,7 @@ func (c *cluster) isVoter(id int32) bool {
 
 // shutdown deregisters (controlled shutdown), stops the watcher and the
 // raft node. The gRPC server must still serve while the lifecycle stops.
+// close, after the server stopped, releases the rest.
 func (c *cluster) shutdown(ctx context.Context) error {
 	var errs []error
 	if c.lifecycle != nil {
@@ -327,6 +328,12 @@ func (c *cluster) shutdown(ctx context.Context) error {
 			if c.lifecycle != nil {
 				<-c.stopped
 			}
+		}
+		// Leave the quorum before the gRPC server drains: peers' raft
+		// streams into this node never end on their own, and in-flight
+		// calls that need the node now fail with a retriable error.
+		if err := c.node.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: metadata shutdown: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -92,6 +92,7 @@ type producer struct {
 
 	flushing atomic.Int32
 	corr     atomic.Int64
+	clock    wallClock
 }
 
 type prodTopic struct {
@@ -150,7 +151,7 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	r.Partition = pi
 	var now time.Time
 	if r.Timestamp.IsZero() {
-		now = time.Now()
+		now = p.clock.now()
 		r.Timestamp = now
 	}
 	parts[pi].add(p, r, cb, size, now)

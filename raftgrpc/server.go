@@ -74,8 +74,37 @@ func (s *server) AppendEntries(ctx context.Context, in *pb.AppendEntriesRequest)
 
 func (s *server) AppendEntriesPipeline(stream pb.RaftTransport_AppendEntriesPipelineServer) error {
 	ctx := stream.Context()
+	// Receive in a goroutine so that Close ends the stream at once: the
+	// leader keeps its pipeline open for ever, and a node that stops must
+	// not wait for it (grpc.Server.GracefulStop would).
+	type recv struct {
+		in  *pb.AppendEntriesRequest
+		err error
+	}
+	next := make(chan recv)
+	go func() {
+		for {
+			in, err := stream.Recv()
+			select {
+			case next <- recv{in, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		in, err := stream.Recv()
+		var r recv
+		select {
+		case r = <-next:
+		case <-s.t.shutdownCh:
+			return status.Error(codes.Unavailable, ErrTransportShutdown.Error())
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		in, err := r.in, r.err
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil

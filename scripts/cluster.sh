@@ -9,6 +9,7 @@
 #   scripts/cluster.sh kill N       kill -9 node N (fault injection)
 #   scripts/cluster.sh start-node N / stop-node N   one node only
 #   scripts/cluster.sh env          print `export QUIRE_BROKERS=...`
+#   scripts/cluster.sh settings     every node's settings (QUIRE_* variables)
 #
 # Every node is broker and controller (a metadata quorum voter) with node ids
 # 1..3 on 127.0.0.1:BASE, BASE+1, BASE+2. Files live under the cluster
@@ -86,6 +87,27 @@ check_node() {
 	esac
 }
 
+# node_env N: node N's settings, KEY=VALUE a line, as it gets them.
+node_env() {
+	local n=$1 addr
+	addr=$(addr_of "$n")
+	printf '%s\n' "${cluster_settings[@]}" \
+		"QUIRE_NODE_ID=$n" \
+		"QUIRE_LISTENERS=$addr" \
+		"QUIRE_ADVERTISED_LISTENERS=$addr" \
+		"QUIRE_CONTROLLER_QUORUM_VOTERS=$(voters)" \
+		"QUIRE_LOG_DIRS=$(node_dir "$n")/data"
+}
+
+# cmd_settings: every node's settings, "N KEY=VALUE" a line (read by
+# scripts/check_compose.sh).
+cmd_settings() {
+	local n line
+	for n in "${nodes[@]}"; do
+		while IFS= read -r line; do echo "$n $line"; done < <(node_env "$n")
+	done
+}
+
 # node_pid N: the pid of node N if it runs (its pid file names a live
 # `quire server`), else nothing. A stale pid file is removed.
 node_pid() {
@@ -93,12 +115,17 @@ node_pid() {
 	f=$(pid_file "$1")
 	[ -f "$f" ] || return 0
 	pid=$(<"$f")
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'quire.* server'; then
+	if [ -n "$pid" ] && is_quire "$pid"; then
 		echo "$pid"
 		return 0
 	fi
 	rm -f "$f"
+}
+
+# is_quire PID: PID is a live `quire server` process.
+is_quire() {
+	kill -0 "$1" 2>/dev/null &&
+		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q 'quire.* server'
 }
 
 # port_open ADDR: something accepts TCP connections there.
@@ -164,26 +191,31 @@ start_node() {
 		die "node $n: $addr is in use by another process (set QUIRE_CLUSTER_BASE_PORT)"
 	fi
 	mkdir -p "$dir/data"
+	local settings
+	mapfile -t settings < <(node_env "$n")
 	# nohup: the node outlives the shell that started it. Settings go in as
 	# environment variables, exactly as in docker-compose.yml.
-	env "${cluster_settings[@]}" \
-		QUIRE_NODE_ID="$n" \
-		QUIRE_LISTENERS="$addr" \
-		QUIRE_ADVERTISED_LISTENERS="$addr" \
-		QUIRE_CONTROLLER_QUORUM_VOTERS="$(voters)" \
-		QUIRE_LOG_DIRS="$dir/data" \
-		nohup "$quire" server >>"$(log_file "$n")" 2>&1 </dev/null 9>&- &
-	echo $! >"$(pid_file "$n")"
-	say "node $n started (pid $!, $addr, log $(log_file "$n"))"
+	env "${settings[@]}" nohup "$quire" server >>"$(log_file "$n")" 2>&1 </dev/null 9>&- &
+	pid=$!
+	# Record the pid once env and nohup have exec'd into quire, so that
+	# node_pid never mistakes the starting process for a stale pid.
+	local deadline=$((SECONDS + 10))
+	until is_quire "$pid"; do
+		kill -0 "$pid" 2>/dev/null || break
+		[ "$SECONDS" -lt "$deadline" ] || break
+		sleep 0.02
+	done
+	echo "$pid" >"$(pid_file "$n")"
+	say "node $n started (pid $pid, $addr, log $(log_file "$n"))"
 }
 
-# wait_ready: every running node answers SERVING and one controller is
-# elected; fails when a node exits or the deadline passes.
+# wait_ready N...: nodes N... answer SERVING and a controller is elected;
+# fails when one of them exits or the deadline passes.
 wait_ready() {
 	local deadline=$((SECONDS + start_timeout)) n pid ctl waiting
 	while :; do
 		waiting=""
-		for n in "${nodes[@]}"; do
+		for n in "$@"; do
 			pid=$(node_pid "$n")
 			if [ -z "$pid" ]; then
 				echo "---- node $n log (last 30 lines) ----" >&2
@@ -194,15 +226,15 @@ wait_ready() {
 		done
 		ctl=""
 		if [ -z "$waiting" ]; then
-			ctl=$(controller_of "$(addr_of "${nodes[0]}")")
+			ctl=$(controller_of "$(addr_of "$1")")
 			[ -n "$ctl" ] || waiting=" (controller)"
 		fi
 		if [ -z "$waiting" ]; then
-			say "ready: 3 nodes serving, controller is node $ctl"
+			say "ready: node(s) $* serving, controller is node $ctl"
 			return 0
 		fi
 		if [ "$SECONDS" -ge "$deadline" ]; then
-			for n in "${nodes[@]}"; do
+			for n in "$@"; do
 				echo "---- node $n log (last 20 lines) ----" >&2
 				tail -n 20 "$(log_file "$n")" >&2 || true
 			done
@@ -220,7 +252,7 @@ cmd_start() {
 	local n
 	ensure_binary
 	for n in "${nodes[@]}"; do start_node "$n"; done
-	wait_ready
+	wait_ready "${nodes[@]}"
 	say "brokers: $(brokers)"
 	print_env
 }
@@ -332,7 +364,7 @@ cmd_kill() {
 }
 
 usage() {
-	sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -347,8 +379,10 @@ start-node)
 	check_node "${2:-}"
 	ensure_binary
 	with_lock start_node "$2"
+	wait_ready "$2"
 	;;
 stop-node) check_node "${2:-}"; with_lock stop_node "$2" ;;
 env) print_env ;;
+settings) cmd_settings ;;
 *) usage ;;
 esac

@@ -39,7 +39,10 @@ type Log struct {
 	mu   sync.RWMutex // guards segs and the in-memory index buffers
 	segs []*segment   // ordered by base offset; the last is active
 
-	leo           atomic.Int64
+	leo atomic.Int64
+	// truncations counts truncations; a read that overlaps one is redone
+	// (see ReadAppend), since bytes it read may have been cut or rewritten.
+	truncations   atomic.Int64
 	logStart      atomic.Int64
 	recoveryPoint atomic.Int64
 	lastFlushMs   atomic.Int64
@@ -425,12 +428,18 @@ func (l *Log) NumSegments() int {
 }
 
 // segmentFor returns, with a reference taken, the segment that holds
-// offset (the last one with base <= offset).
+// offset (the last one with base <= offset), or nil if the log has been
+// closed meanwhile.
 func (l *Log) segmentFor(offset int64) *segment {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	if len(l.segs) == 0 {
+		return nil
+	}
 	s := l.segs[l.floorLocked(offset)]
-	s.acquire()
+	if !s.tryAcquire() {
+		return nil
+	}
 	return s
 }
 

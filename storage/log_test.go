@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -515,5 +516,180 @@ func TestLogStaleEpochRejected(t *testing.T) {
 	}
 	if l.LogEndOffset() != 1 {
 		t.Fatal("stale append changed the log")
+	}
+}
+
+// blockSyncOf returns an ErrorFS whose fsyncs of the given segment's log
+// file wait until release is closed, then return err.
+func blockSyncOf(base int64, release <-chan struct{}, err error) *ErrorFS {
+	efs := NewErrorFS(noSyncFS{})
+	name := segmentName(base) + logSuffix
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpSync && filepath.Base(path) == name {
+			<-release
+			return err
+		}
+		return nil
+	})
+	return efs
+}
+
+// TestRollFsyncsInBackground: rolling does not wait for the old segment's
+// fsync; appends go on meanwhile, the recovery point moves only once the
+// fsync is done, and Close waits for it.
+func TestRollFsyncsInBackground(t *testing.T) {
+	release := make(chan struct{})
+	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: blockSyncOf(0, release, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	done := make(chan error)
+	go func() { done <- l.Roll() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("roll waits for the fsync of the old segment")
+	}
+	mustAppend(t, l, makeBatch(2, 10, 1), 0)
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d before the rolled segment is fsynced", rp)
+	}
+	go func() { done <- l.Close() }()
+	select {
+	case <-done:
+		t.Fatal("close does not wait for the background fsync")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.RecoveryPoint(); rp != 5 {
+		t.Fatalf("recovery point %d after close, want 5", rp)
+	}
+}
+
+// TestRollFsyncErrorFailsLog: a failed background fsync fails the log and
+// leaves the recovery point where it was.
+func TestRollFsyncErrorFailsLog(t *testing.T) {
+	release := make(chan struct{})
+	close(release)
+	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: blockSyncOf(0, release, ErrInjected)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); !errors.Is(err, ErrLogFailed) || !errors.Is(err, ErrInjected) {
+		t.Fatalf("flush after failed background fsync: %v", err)
+	}
+	if _, err := l.AppendAsLeader(makeBatch(1, 1, 1), 0); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append after failed background fsync: %v", err)
+	}
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d after a failed fsync", rp)
+	}
+}
+
+// TestTruncateWaitsForRollFsync: a background fsync finishing after a
+// truncation must not move the recovery point past the new log end (over
+// offsets appended later and never fsynced).
+func TestTruncateWaitsForRollFsync(t *testing.T) {
+	release := make(chan struct{})
+	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: blockSyncOf(0, release, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(20*time.Millisecond, func() { close(release) })
+	if err := l.Truncate(3); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	l.appendMu.Lock()
+	l.flushWG.Wait()
+	l.appendMu.Unlock()
+	if rp := l.RecoveryPoint(); rp > 3 {
+		t.Fatalf("recovery point %d covers offsets appended after truncating to 3", rp)
+	}
+}
+
+// TestReadRetriesAfterTruncation: a read that overlaps a truncation (and
+// appends after it) must not come back empty below the log end, nor with
+// bytes from before the cut: it reads again.
+func TestReadRetriesAfterTruncation(t *testing.T) {
+	for _, newBatch := range [][]byte{makeBatch(1, 10, 7), makeBatch(3, 200, 7)} {
+		efs := NewErrorFS(newMemFS())
+		l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, makeBatch(3, 10, 1), 0) // offsets 0-2
+		mustAppend(t, l, makeBatch(3, 10, 2), 0) // offsets 3-5
+		var reads atomic.Int32
+		blocked, release := make(chan struct{}), make(chan struct{})
+		efs.SetInjector(func(op Op, path string) error {
+			// The reader's third read of the log is the batch read (after
+			// two header reads): hold it there.
+			if op == OpRead && filepath.Ext(path) == logSuffix && reads.Add(1) == 3 {
+				close(blocked)
+				<-release
+			}
+			return nil
+		})
+		type result struct {
+			res ReadResult
+			err error
+		}
+		done := make(chan result)
+		go func() {
+			res, err := l.Read(3, 1<<16, math.MaxInt64)
+			done <- result{res, err}
+		}()
+		<-blocked
+		if err := l.Truncate(3); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, newBatch, 0)
+		close(release)
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if !bytes.Equal(r.res.Batches, newBatch) || r.res.HighOffset != l.LogEndOffset() {
+			t.Fatalf("read at 3 after truncation: %d bytes up to %d, want the new batch (%d bytes) up to %d",
+				len(r.res.Batches), r.res.HighOffset, len(newBatch), l.LogEndOffset())
+		}
+		l.Close()
+	}
+}
+
+// TestReadRacingClose: a reader that passed the closed check just before
+// Close released the segments gets ErrClosed, not a read from a closed
+// file (and does not close the files a second time).
+func TestReadRacingClose(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.closedFlag.Store(false) // as seen by a reader that checked earlier
+	if _, err := l.Read(0, 1<<10, math.MaxInt64); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read racing close: %v", err)
+	}
+	if _, _, _, err := l.OffsetForTimestamp(0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("timestamp lookup racing close: %v", err)
 	}
 }

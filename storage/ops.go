@@ -37,6 +37,7 @@ func (l *Log) Truncate(offset int64) error {
 }
 
 func (l *Log) truncateLocked(offset int64) error {
+	l.truncations.Add(1) // before anything is cut: see ReadAppend
 	cfg := l.Config()
 	l.mu.Lock()
 	k := l.floorLocked(offset)
@@ -139,6 +140,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return fmt.Errorf("%w: start offset %d", ErrOffsetOutOfRange, offset)
 	}
 	l.flushWG.Wait() // see Truncate
+	l.truncations.Add(1)
 	l.mu.Lock()
 	old := l.segs
 	l.segs = nil

@@ -34,6 +34,20 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 // ReadAppend is Read that appends the batches to dst, so that a caller can
 // reuse a buffer.
 func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	for {
+		// A truncation while reading may cut or rewrite (by later appends)
+		// the bytes being read, past the size the read started from: the
+		// read could come back short, empty below the log end, or holding
+		// batches not yet published. Then read again.
+		gen := l.truncations.Load()
+		res, err := l.readOnce(dst, offset, maxBytes, maxOffset)
+		if l.truncations.Load() == gen {
+			return res, err
+		}
+	}
+}
+
+func (l *Log) readOnce(dst []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
 	if l.closedFlag.Load() {
 		return ReadResult{}, ErrClosed
 	}
@@ -48,6 +62,9 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, maxOffset int64
 		return res, nil
 	}
 	seg := l.segmentFor(offset)
+	if seg == nil {
+		return res, ErrClosed
+	}
 	for {
 		limit := seg.size.Load()
 		l.mu.RLock()
@@ -79,12 +96,15 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, maxOffset int64
 		seg.release()
 		l.mu.RLock()
 		j := l.floorLocked(seg.base)
-		if l.segs[j] != seg || j+1 >= len(l.segs) {
+		if len(l.segs) == 0 || l.segs[j] != seg || j+1 >= len(l.segs) {
 			l.mu.RUnlock()
 			return res, nil
 		}
 		seg = l.segs[j+1]
-		seg.acquire()
+		if !seg.tryAcquire() {
+			l.mu.RUnlock()
+			return res, ErrClosed
+		}
 		l.mu.RUnlock()
 	}
 }
@@ -163,9 +183,15 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 	start := l.logStart.Load()
 	l.mu.RLock()
 	segs := make([]*segment, 0, len(l.segs))
-	for _, s := range l.segs[l.floorLocked(start):] {
-		s.acquire()
-		segs = append(segs, s)
+	closed := len(l.segs) == 0
+	if !closed {
+		for _, s := range l.segs[l.floorLocked(start):] {
+			if !s.tryAcquire() {
+				closed = true // the log was closed under us
+				break
+			}
+			segs = append(segs, s)
+		}
 	}
 	l.mu.RUnlock()
 	defer func() {
@@ -173,6 +199,9 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 			s.release()
 		}
 	}()
+	if closed {
+		return 0, 0, false, ErrClosed
+	}
 	for _, s := range segs {
 		if s.maxTs.Load() < ts {
 			continue

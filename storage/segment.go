@@ -390,8 +390,23 @@ func (s *segment) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// acquire takes a reader reference; callers hold Log.mu.
+// acquire takes a reference on a segment known to be live (the appender
+// holds appendMu).
 func (s *segment) acquire() { s.refs.Add(1) }
+
+// tryAcquire takes a reader reference unless the last one is gone (the log
+// was closed: the files are closed or about to be). Callers hold Log.mu.
+func (s *segment) tryAcquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
 
 // release drops a reference and closes the files with the last one.
 func (s *segment) release() {

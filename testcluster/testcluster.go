@@ -405,8 +405,11 @@ func (c *Cluster) close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			// Stopping everything at once, a controlled shutdown would
+			// wait for a controller that is itself stopping: skip it (a
+			// done context), as for Kill, but keep the clean marker.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
 			if err := b.Shutdown(ctx); err != nil {
 				c.t.Logf("testcluster: shutdown node %d: %v", id, err)
 			}
