@@ -67,9 +67,26 @@ type pbatch struct {
 	bytes    int64
 	firstAt  time.Time
 	deadline time.Time
-	payload  []byte // built once, reused by retries
 	tries    int
+
+	// The batch as sent, built once and reused by retries: its header
+	// and its records section (the builder's buffer, see BuildParts).
+	built bool
+	hdr   []byte
+	body  []byte
+	held  heldBuffers // body buffers gRPC still holds (codec.go)
 }
+
+// build builds the batch the first time it is sent.
+func (b *pbatch) build() {
+	if !b.built {
+		b.hdr, b.body = b.b.BuildParts(b.hdr[:0])
+		b.built = true
+	}
+}
+
+// size is the batch's encoded size (once built).
+func (b *pbatch) size() int { return len(b.hdr) + len(b.body) }
 
 type producer struct {
 	c   *Client
@@ -361,12 +378,18 @@ func (p *producer) newBatch(now time.Time) *pbatch {
 	return b
 }
 
-// recycle returns a finished batch for reuse.
+// recycle returns a finished batch for reuse, unless gRPC still holds its
+// records buffer (a request written to a stream that then broke, or an
+// acks=0 request not yet written): then the garbage collector has it.
 func (p *producer) recycle(b *pbatch) {
-	b.b.Reset()
 	clear(b.recs)
 	b.recs = b.recs[:0]
-	b.bytes, b.payload, b.tries = 0, nil, 0
+	if b.held.n.Load() != 0 {
+		return
+	}
+	b.b.Reset()
+	b.bytes, b.tries = 0, 0
+	b.built, b.body = false, nil
 	select {
 	case p.free <- b:
 	default:

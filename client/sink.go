@@ -161,7 +161,7 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 					break
 				}
 				bs = append(bs, b)
-				partBytes += b.b.EstimatedSize()
+				partBytes += b.b.EstimatedSize() // batches are not compressed yet
 			}
 			switch {
 			case len(bs) > 0:
@@ -202,35 +202,17 @@ func earliest(a, b time.Time) time.Time {
 func (s *sink) send(ir *inflightReq) {
 	cfg := s.p.cfg
 	acks := int32(cfg.acks)
-	req := &quirev1.ProduceRequest{
-		Acks:       &acks,
-		TimeoutMs:  int32(cfg.requestTimeout / time.Millisecond),
-		Partitions: make([]*quirev1.PartitionRecords, len(ir.batches)),
-	}
-	for i, bs := range ir.batches {
-		size := 0
+	for _, bs := range ir.batches {
 		for _, b := range bs {
-			if b.payload == nil {
-				b.payload = b.b.Build()
-			}
-			size += len(b.payload)
+			b.build()
 		}
-		payload := bs[0].payload
-		if len(bs) > 1 {
-			payload = make([]byte, 0, size)
-			for _, b := range bs {
-				payload = append(payload, b.payload...)
-			}
-		}
-		pp := ir.parts[i]
-		req.Partitions[i] = &quirev1.PartitionRecords{Topic: pp.topic, Partition: pp.partition, Records: payload}
 	}
 	ps, err := s.openStream()
 	if err != nil {
 		s.failReq(ir, err)
 		return
 	}
-	req.CorrelationId = s.p.corr.Add(1)
+	corr := s.p.corr.Add(1)
 	ir.sentAt = time.Now()
 	if cfg.acks != NoAck {
 		ps.mu.Lock()
@@ -239,10 +221,11 @@ func (s *sink) send(ir *inflightReq) {
 			s.failReq(ir, &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "stream closed", Retriable: true, LeaderID: -1})
 			return
 		}
-		ps.inflight[req.CorrelationId] = ir
+		ps.inflight[corr] = ir
 		ps.mu.Unlock()
 	}
-	if err := ps.st.Send(req); err != nil {
+	req := encodeProduce(&acks, int32(cfg.requestTimeout/time.Millisecond), corr, ir)
+	if err := ps.st.SendMsg(req); err != nil {
 		// Recv sees the same failure and fails what is in flight.
 		if cfg.acks == NoAck {
 			s.failReq(ir, fromStatus(err))
@@ -268,7 +251,7 @@ func (s *sink) openStream() (*pstream, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(s.p.c.ctx)
-	st, err := quirev1.NewProducerClient(cc).ProduceStream(ctx)
+	st, err := quirev1.NewProducerClient(cc).ProduceStream(ctx, produceCallOpt)
 	if err != nil {
 		cancel()
 		return nil, fromStatus(err)

@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	pb "github.com/quirelog/quire/api/internalv1"
+	pb "github.com/quirelog/quire/api/metapb"
 )
 
 // apply is the one switch from a command to its apply function. Each

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/quirelog/quire/api/internalv1"
+	pb "github.com/quirelog/quire/api/metapb"
 )
 
 // TopicSpec asks for a new topic. Assignment, when given, fixes the

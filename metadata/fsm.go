@@ -15,7 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/quirelog/quire/api/internalv1"
+	pb "github.com/quirelog/quire/api/metapb"
 )
 
 // FSM is the metadata state machine: the image kept in bbolt, plus an

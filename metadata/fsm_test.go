@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/quirelog/quire/api/internalv1"
+	pb "github.com/quirelog/quire/api/metapb"
 )
 
 func TestMain(m *testing.M) {

@@ -12,8 +12,9 @@ import (
 
 // TestFSMForbiddenImports keeps gRPC and the network out of the metadata
 // package (DESIGN.md: the FSM and controller import no gRPC; the raft
-// transport lives in raftgrpc). The generated api/internalv1 package
-// carries service stubs too; only direct imports are checked.
+// transport lives in raftgrpc). Its raft commands are generated into
+// api/metapb, apart from the gRPC stubs of api/internalv1; internal/lint
+// checks the transitive imports too.
 func TestFSMForbiddenImports(t *testing.T) {
 	forbidden := []string{"google.golang.org/grpc", "net", "net/http", "github.com/quirelog/quire/raftgrpc", "github.com/quirelog/quire/controlplane"}
 	files, err := filepath.Glob("*.go")

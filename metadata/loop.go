@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	pb "github.com/quirelog/quire/api/internalv1"
+	pb "github.com/quirelog/quire/api/metapb"
 )
 
 // run is the controller loop of one leadership term. It first commits a

@@ -428,4 +428,3 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 		return nil
 	})
 }
-

@@ -14,9 +14,9 @@ import (
 // reads EOF).
 type network struct {
 	mu      sync.Mutex
-	byAddr  map[string]int32          // advertised address → node id
-	blocked map[[2]int32]bool         // unordered pairs, low id first
-	conns   map[*linkConn]struct{}    // open node-to-node connections
+	byAddr  map[string]int32       // advertised address → node id
+	blocked map[[2]int32]bool      // unordered pairs, low id first
+	conns   map[*linkConn]struct{} // open node-to-node connections
 	dialer  net.Dialer
 }
 

@@ -458,4 +458,3 @@ func (s *logSink) close() {
 	s.done = true
 	s.mu.Unlock()
 }
-

@@ -49,6 +49,9 @@ type rule struct {
 	forbiddenDirect []string
 	// forbiddenDeps are our packages it must not depend on at all.
 	forbiddenDeps []string
+	// forbiddenTransitive are outside import path prefixes it must not
+	// depend on even indirectly.
+	forbiddenTransitive []string
 }
 
 var rules = []rule{
@@ -56,8 +59,11 @@ var rules = []rule{
 	{pkg: "partitioner", ours: []string{}},
 	{pkg: "storage", ours: []string{"record"},
 		forbiddenDirect: []string{"google.golang.org/grpc", "github.com/hashicorp/raft", "net"}},
+	// The raft commands are generated into api/metapb, apart from the gRPC
+	// stubs in api/internalv1, so metadata needs no gRPC even indirectly.
 	{pkg: "metadata", forbiddenDirect: []string{"google.golang.org/grpc"},
-		forbiddenDeps: []string{"broker", "storage", "client", "controlplane", "raftgrpc", "cmd"}},
+		forbiddenDeps:       []string{"broker", "storage", "client", "controlplane", "raftgrpc", "cmd", "api/internalv1"},
+		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	{pkg: "raftgrpc", forbiddenDeps: []string{"broker", "storage", "client", "metadata", "controlplane", "cmd"}},
 	{pkg: "controlplane", forbiddenDeps: []string{"broker", "storage", "client", "cmd"}},
 	{pkg: "client", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "cmd"}},
@@ -88,6 +94,11 @@ func TestForbiddenImports(t *testing.T) {
 				}
 			}
 			for _, dep := range p.Deps {
+				for _, f := range r.forbiddenTransitive {
+					if dep == f || strings.HasPrefix(dep, f+"/") {
+						t.Errorf("%s depends on %s", p.ImportPath, dep)
+					}
+				}
 				if !strings.HasPrefix(dep, module+"/") || within(dep, r.pkg) {
 					continue
 				}

@@ -4,7 +4,7 @@
 // 	protoc        v3.21.12
 // source: quire/internal/v1/metadata.proto
 
-package internalv1
+package metapb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -1219,7 +1219,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpochB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpochB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
 
 var (
 	file_quire_internal_v1_metadata_proto_rawDescOnce sync.Once
