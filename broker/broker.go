@@ -101,10 +101,10 @@ func (b *Broker) start() error {
 		advertised = advertisedFor(lis.Addr().(*net.TCPAddr))
 		b.cfg.AdvertisedAddr = advertised
 	}
-	b.server = grpc.NewServer(
+	b.server = grpc.NewServer(append(transportOptions(),
 		grpc.MaxRecvMsgSize(maxRequestBytes(&b.cfg)),
 		grpc.MaxSendMsgSize(64<<20),
-	)
+	)...)
 	b.health = health.NewServer()
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(b.server, b.health)

@@ -135,6 +135,15 @@ func (f *Forwarder) do(ctx context.Context, local func(*metadata.Controller) err
 // CreateTopic creates a topic on the controller.
 func (f *Forwarder) CreateTopic(ctx context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, error) {
 	var out metadata.TopicInfo
+	if spec.ID == "" {
+		// Fix the id before the first attempt so a retry of a create that
+		// did commit is recognised as the same create.
+		id, err := metadata.NewTopicID()
+		if err != nil {
+			return out, err
+		}
+		spec.ID = id
+	}
 	err := f.do(ctx, func(c *metadata.Controller) (err error) {
 		out, err = c.CreateTopic(ctx, spec)
 		return err

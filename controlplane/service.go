@@ -103,7 +103,7 @@ func brokerToPB(b metadata.BrokerInfo) *pb.BrokerInfo {
 }
 
 func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {
-	spec := metadata.TopicSpec{Name: in.Name, Partitions: in.Partitions, ReplicationFactor: int16(in.ReplicationFactor), Configs: in.Configs}
+	spec := metadata.TopicSpec{Name: in.Name, Partitions: in.Partitions, ReplicationFactor: int16(in.ReplicationFactor), Configs: in.Configs, ID: in.TopicId}
 	for _, a := range in.Assignment {
 		spec.Assignment = append(spec.Assignment, a.Replicas)
 	}
@@ -111,7 +111,7 @@ func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {
 }
 
 func specToPB(spec metadata.TopicSpec) *pb.CreateTopicRequest {
-	out := &pb.CreateTopicRequest{Name: spec.Name, Partitions: spec.Partitions, ReplicationFactor: int32(spec.ReplicationFactor), Configs: spec.Configs}
+	out := &pb.CreateTopicRequest{Name: spec.Name, Partitions: spec.Partitions, ReplicationFactor: int32(spec.ReplicationFactor), Configs: spec.Configs, TopicId: spec.ID}
 	for _, r := range spec.Assignment {
 		out.Assignment = append(out.Assignment, &pb.ReplicaList{Replicas: r})
 	}

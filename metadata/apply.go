@@ -156,7 +156,12 @@ func (d *draft) applyUnfenceBroker(c *pb.UnfenceBroker, _ uint64) any {
 }
 
 func (d *draft) applyCreateTopic(c *pb.CreateTopic, _ uint64) any {
-	if _, ok := d.img.topics[c.Name]; ok {
+	if t, ok := d.img.topics[c.Name]; ok {
+		if c.TopicId != "" && t.ID == c.TopicId {
+			// The same create, committed twice by a retry across a
+			// controller change: answer it again.
+			return t.clone()
+		}
 		return fmt.Errorf("%w: %q", ErrTopicExists, c.Name)
 	}
 	if c.Name == "" {

@@ -23,6 +23,10 @@ type TopicSpec struct {
 	ReplicationFactor int16
 	Configs           map[string]string
 	Assignment        [][]int32
+	// ID, when set, names the topic's id. A create retried with the same ID
+	// after an ambiguous failure (a controller change mid-request) answers
+	// the existing topic instead of ErrTopicExists.
+	ID string
 }
 
 // Controller holds the controller operations and, while this node is the
@@ -173,7 +177,10 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 		return TopicInfo{}, err
 	}
 	img := c.n.Image()
-	if _, ok := img.topics[spec.Name]; ok {
+	if t, ok := img.topics[spec.Name]; ok {
+		if spec.ID != "" && t.ID == spec.ID {
+			return t.clone(), nil
+		}
 		return TopicInfo{}, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
 	}
 	if spec.Name == "" {
@@ -192,9 +199,12 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 	} else if err := checkExplicit(img, assign, spec.Partitions); err != nil {
 		return TopicInfo{}, err
 	}
-	id, err := newTopicID()
-	if err != nil {
-		return TopicInfo{}, err
+	id := spec.ID
+	if id == "" {
+		var err error
+		if id, err = NewTopicID(); err != nil {
+			return TopicInfo{}, err
+		}
 	}
 	cmd := &pb.CreateTopic{Name: spec.Name, TopicId: id, Configs: spec.Configs, Partitions: assignments(img, 0, assign)}
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CreateTopic{CreateTopic: cmd}})
@@ -361,8 +371,8 @@ func assignments(img *Image, first int32, assign [][]int32) []*pb.PartitionAssig
 	return out
 }
 
-// newTopicID returns a random 16-byte id in Kafka's base64url form.
-func newTopicID() (string, error) {
+// NewTopicID returns a random 16-byte topic id in Kafka's base64url form.
+func NewTopicID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("metadata: topic id: %w", err)

@@ -130,7 +130,16 @@ func TestFSMCreateTopicAndDelete(t *testing.T) {
 	if len(info.Partitions) != 2 || info.Partitions[1].Leader != 2 || info.Configs["retention.ms"] != "1000" {
 		t.Fatalf("created %+v", info)
 	}
-	tf.rejected(createTopic("orders", []int32{1}), ErrTopicExists)
+	// The same create (same topic id) committed again by a retry across a
+	// controller change answers the existing topic; another create of the
+	// name is refused.
+	again := tf.ok(createTopic("orders", []int32{3})).(TopicInfo)
+	if !reflect.DeepEqual(again, info) {
+		t.Fatalf("replayed create answered %+v, want %+v", again, info)
+	}
+	other := createTopic("orders", []int32{1})
+	other.GetCreateTopic().TopicId = "another-id"
+	tf.rejected(other, ErrTopicExists)
 	tf.rejected(createTopic("bad", []int32{1, 1}), ErrInvalidPartitions)
 	got, ok := tf.f.Image().Topic("orders")
 	if !ok || !reflect.DeepEqual(got, info) {

@@ -281,3 +281,36 @@ func TestDecompressLimitExact(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateFramingSizes: record lengths of one, two and three varint
+// bytes (the framing check has a fast path for the first two), and a
+// record count off by one either way.
+func TestValidateFramingSizes(t *testing.T) {
+	for _, size := range []int{0, 50, 57, 58, 200, 8180, 8200, 70000} {
+		bl := NewBuilder(None)
+		for i := 0; i < 5; i++ {
+			bl.Append(int64(i), nil, bytes.Repeat([]byte("x"), size+i), nil)
+		}
+		b := bl.Build()
+		if _, err := Validate(b); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		for _, delta := range []int32{-1, 1} {
+			c := bytes.Clone(b)
+			binary.BigEndian.PutUint32(c[offRecordCount:], uint32(5+delta))
+			binary.BigEndian.PutUint32(c[offLastOffsetDelta:], uint32(4+delta))
+			binary.BigEndian.PutUint32(c[offCRC:], CRC(c))
+			if _, err := Validate(c); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("size %d, count %+d: got %v", size, delta, err)
+			}
+		}
+		for _, first := range []byte{0x00, 0x01, 0x0b, 0x7e, 0x7f, 0x80, 0xff} {
+			c := bytes.Clone(b)
+			c[HeaderSize] = first
+			binary.BigEndian.PutUint32(c[offCRC:], CRC(c))
+			if _, err := Validate(c); err == nil && first != b[HeaderSize] {
+				t.Fatalf("size %d: first length byte %#x accepted", size, first)
+			}
+		}
+	}
+}

@@ -553,8 +553,11 @@ type CreateTopicRequest struct {
 	ReplicationFactor int32                  `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	Configs           map[string]string      `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Assignment        []*ReplicaList         `protobuf:"bytes,5,rep,name=assignment,proto3" json:"assignment,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Chosen by the first node that handled the request, so a create retried
+	// across a controller election is recognised rather than refused.
+	TopicId       string `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTopicRequest) Reset() {
@@ -620,6 +623,13 @@ func (x *CreateTopicRequest) GetAssignment() []*ReplicaList {
 		return x.Assignment
 	}
 	return nil
+}
+
+func (x *CreateTopicRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type CreateTopicResponse struct {
@@ -1182,7 +1192,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12!\n" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\"\x19\n" +
-	"\x17BrokerHeartbeatResponse\"\xc1\x02\n" +
+	"\x17BrokerHeartbeatResponse\"\xdc\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1192,7 +1202,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v22.quire.internal.v1.CreateTopicRequest.ConfigsEntryR\aconfigs\x12>\n" +
 	"\n" +
 	"assignment\x18\x05 \x03(\v2\x1e.quire.internal.v1.ReplicaListR\n" +
-	"assignment\x1a:\n" +
+	"assignment\x12\x19\n" +
+	"\btopic_id\x18\x06 \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +

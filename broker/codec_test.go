@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	protobuf "google.golang.org/protobuf/proto"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// TestServerCodecProduceRequest checks that the hand decoder agrees with
+// proto, aliases one copy of the message for the records, and falls back
+// to proto for what it does not know.
+func TestServerCodecProduceRequest(t *testing.T) {
+	acks := int32(-1)
+	reqs := []*quirev1.ProduceRequest{
+		{},
+		{Acks: &acks, TimeoutMs: 1500, CorrelationId: 1 << 40, Partitions: []*quirev1.PartitionRecords{
+			{Topic: "a", Partition: 0, Records: bytes.Repeat([]byte{1}, 100)},
+			{Topic: "bé", Partition: 7, Records: bytes.Repeat([]byte{2}, 70000)},
+			{Topic: "", Partition: -3},
+		}},
+	}
+	for i, want := range reqs {
+		wire, err := protobuf.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Split the message over several buffers, as gRPC hands it over.
+		var data mem.BufferSlice
+		for len(wire) > 0 {
+			n := min(len(wire), 1000)
+			data = append(data, mem.SliceBuffer(wire[:n]))
+			wire = wire[n:]
+		}
+		got := &quirev1.ProduceRequest{CorrelationId: 5} // reset first
+		if err := (serverCodec{}).Unmarshal(data, got); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if !protobuf.Equal(got, want) {
+			t.Fatalf("%d: decoded %v, want %v", i, got, want)
+		}
+	}
+
+	// Unknown field: proto keeps it; so must we (by falling back).
+	wire, _ := protobuf.Marshal(reqs[1])
+	wire = protowire.AppendTag(wire, 99, protowire.VarintType)
+	wire = protowire.AppendVarint(wire, 1)
+	var got, want quirev1.ProduceRequest
+	if decodeProduceRequest(append([]byte(nil), wire...), &got) {
+		t.Fatal("hand decoder took an unknown field")
+	}
+	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &got); err != nil {
+		t.Fatal(err)
+	}
+	_ = protobuf.Unmarshal(wire, &want)
+	if !protobuf.Equal(&got, &want) {
+		t.Fatalf("fallback decoded %v, want %v", &got, &want)
+	}
+
+	// Invalid UTF-8 in a topic is an error, as with proto.
+	bad := &quirev1.PartitionRecords{Records: []byte{1}}
+	pw, _ := protobuf.Marshal(bad)
+	pw = protowire.AppendTag(pw, 1, protowire.BytesType)
+	pw = protowire.AppendBytes(pw, []byte{0xff})
+	wire = protowire.AppendTag(nil, 3, protowire.BytesType)
+	wire = protowire.AppendBytes(wire, pw)
+	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &got); err == nil {
+		t.Fatal("invalid UTF-8 topic accepted")
+	}
+}
