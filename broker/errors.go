@@ -142,7 +142,11 @@ func toStatus(err error) error {
 	return st.Err()
 }
 
-// notLeaderError says which broker leads, when this one does not.
+// notLeaderError says which broker leads, when this one does not. With
+// no leader (-1: an election pending, or the partition offline because its
+// only in-sync replica lost its data) it is ErrLeaderNotAvailable, as in
+// Kafka: retriable, and the client refreshes metadata rather than chase a
+// leader that does not exist.
 type notLeaderError struct {
 	topic     string
 	partition int32
@@ -151,10 +155,18 @@ type notLeaderError struct {
 }
 
 func (e *notLeaderError) Error() string {
+	if e.leader < 0 {
+		return fmt.Sprintf("%v: %s-%d has no leader (epoch %d)", ErrLeaderNotAvailable, e.topic, e.partition, e.epoch)
+	}
 	return fmt.Sprintf("%v: %s-%d is led by broker %d (epoch %d)", ErrNotLeader, e.topic, e.partition, e.leader, e.epoch)
 }
 
-func (e *notLeaderError) Unwrap() error { return ErrNotLeader }
+func (e *notLeaderError) Unwrap() error {
+	if e.leader < 0 {
+		return ErrLeaderNotAvailable
+	}
+	return ErrNotLeader
+}
 
 func unknownPartition(topic string, p int32) error {
 	return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, topic, p)

@@ -125,7 +125,10 @@ func (c *cluster) open(advertised string) error {
 
 // start begins registration, heartbeats and the image watcher.
 func (c *cluster) start(advertised string) {
-	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack}
+	// The log directory id tells the controller whether this broker still
+	// has the data it registered with before (see metadata.BrokerInfo).
+	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
+		DirectoryID: c.rm.storage.DirectoryID()}
 	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
 	c.lifecycle.Start()
 	go c.watch()

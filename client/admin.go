@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -74,13 +75,53 @@ type BrokerDescription struct {
 	Controller bool   `json:"controller"`
 }
 
+// admin runs an admin call on any broker (every node serves them and
+// forwards writes to the controller). What may work on a second try is
+// retried with backoff until ctx ends, or for at most the request timeout
+// when ctx has no deadline: an election (NOT_CONTROLLER: the node reached
+// no controller within metadata.write.timeout.ms), unreachable brokers,
+// timeouts. Other errors, retriable or not (UNKNOWN_TOPIC_OR_PARTITION is
+// an answer here), return at once.
 func (c *Client) admin(ctx context.Context, fn func(ctx context.Context, a quirev1.AdminClient) error) error {
-	return c.anyBroker(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-		return fn(ctx, quirev1.NewAdminClient(cc))
-	})
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.requestTimeout)
+		defer cancel()
+	}
+	backoff := c.cfg.retryBackoff
+	for {
+		err := c.anyBroker(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+			return fn(ctx, quirev1.NewAdminClient(cc))
+		})
+		if err == nil || !adminRetriable(err) {
+			return err
+		}
+		c.log.Debug("retrying admin call", "error", err, "backoff", backoff)
+		if serr := c.sleepCtx(ctx, backoff); serr != nil {
+			return fmt.Errorf("%w (last error: %w)", serr, err)
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
-// CreateTopic creates a topic and returns its description.
+// adminRetriable reports whether an admin call that failed with err may
+// succeed if sent again.
+func adminRetriable(err error) bool {
+	switch ErrorCode(err) {
+	case quirev1.ErrorCode_NOT_CONTROLLER, quirev1.ErrorCode_NETWORK_EXCEPTION, quirev1.ErrorCode_REQUEST_TIMED_OUT,
+		quirev1.ErrorCode_BROKER_NOT_AVAILABLE, quirev1.ErrorCode_LEADER_NOT_AVAILABLE:
+		return retriable(err)
+	}
+	return false
+}
+
+// CreateTopic creates a topic and returns its description. It rides out a
+// controller election (see admin). The node that takes the request fixes
+// the topic's id before forwarding it, so its own retries cannot create
+// the topic twice; but when an attempt's outcome is unknown to the client
+// (the node handling it failed or timed out just as the controller
+// committed), the retry answers TOPIC_ALREADY_EXISTS for the topic that
+// attempt created: the API carries no request id yet.
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescription, error) {
 	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs}
 	if spec.Partitions > 0 {

@@ -95,11 +95,11 @@ func brokerFromPB(b *pb.BrokerInfo) metadata.BrokerInfo {
 	if b == nil {
 		return metadata.BrokerInfo{ID: -1}
 	}
-	return metadata.BrokerInfo{ID: b.Id, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch}
+	return metadata.BrokerInfo{ID: b.Id, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryID: b.DirectoryId}
 }
 
 func brokerToPB(b metadata.BrokerInfo) *pb.BrokerInfo {
-	return &pb.BrokerInfo{Id: b.ID, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch}
+	return &pb.BrokerInfo{Id: b.ID, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryId: b.DirectoryID}
 }
 
 func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {

@@ -40,6 +40,14 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 // applyRegisterBroker records a (re)started broker with a new epoch. It
 // starts fenced: the controller unfences it on its first heartbeat. A
 // registration also fences the previous run, moving its leaderships away.
+//
+// A registration whose directory id differs from the non-empty one
+// recorded means the broker's data is gone (a wiped or replaced log
+// directory): it leaves every ISR, even one it is the only member of. Such
+// a partition is offline: leader -1, leader epoch bumped and an empty ISR,
+// meaning no replica is known to hold its committed data. Only an unclean
+// election (UnfenceBroker or FenceBroker with unclean set) gives it a
+// leader again. An empty directory id is unknown: the recorded one stays.
 func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 	old, exists := d.img.brokers[c.BrokerId]
 	if c.BrokerEpoch != 0 && (!exists || old.Epoch != c.BrokerEpoch) {
@@ -48,12 +56,23 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 	if c.BrokerId < 0 || c.AdvertisedAddr == "" {
 		return fmt.Errorf("%w: broker %d without address", ErrUnknownBroker, c.BrokerId)
 	}
-	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index)}
+	dirID := c.DirectoryId
+	if dirID == "" {
+		dirID = old.DirectoryID
+	}
+	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID}
 	d.putBroker(b)
 	if exists {
-		d.moveAwayFrom(c.BrokerId, false)
+		d.moveAwayFrom(c.BrokerId, false, lostData(old, c.DirectoryId))
 	}
 	return b.Epoch
+}
+
+// lostData reports whether a broker registering with directory id dirID
+// has lost the data of its recorded registration old: both ids are known
+// and differ.
+func lostData(old BrokerInfo, dirID string) bool {
+	return old.DirectoryID != "" && dirID != "" && dirID != old.DirectoryID
 }
 
 // applyFenceBroker fences a broker and moves its leaderships and ISR
@@ -68,7 +87,7 @@ func (d *draft) applyFenceBroker(c *pb.FenceBroker, _ uint64) any {
 	}
 	b.Fenced = true
 	d.putBroker(b)
-	d.moveAwayFrom(c.BrokerId, c.Unclean)
+	d.moveAwayFrom(c.BrokerId, c.Unclean, false)
 	return nil
 }
 
@@ -77,7 +96,12 @@ func (d *draft) applyFenceBroker(c *pb.FenceBroker, _ uint64) any {
 // order; with unclean set and no live ISR member, the first live replica
 // (whose ISR then is just itself). With no candidate the leader is -1 and
 // the ISR keeps its last member, as Kafka does.
-func (d *draft) moveAwayFrom(id int32, unclean bool) {
+//
+// With dataLost the broker's logs are gone, so it leaves even an ISR it is
+// the only member of: that partition is offline, with no leader, an empty
+// ISR and a bumped leader epoch (also when it had no leader already, so
+// that anything still acting on the old epoch is fenced).
+func (d *draft) moveAwayFrom(id int32, unclean, dataLost bool) {
 	for _, name := range sortedTopicNames(d.img) {
 		var t *TopicInfo
 		for i := range d.img.topics[name].Partitions {
@@ -86,7 +110,7 @@ func (d *draft) moveAwayFrom(id int32, unclean bool) {
 				continue
 			}
 			isr := p.ISR
-			if slices.Contains(isr, id) && len(isr) > 1 {
+			if slices.Contains(isr, id) && (len(isr) > 1 || dataLost) {
 				isr = without(isr, id)
 			}
 			leader := p.Leader
@@ -113,7 +137,14 @@ func (d *draft) moveAwayFrom(id int32, unclean bool) {
 			if t == nil {
 				t, _ = d.topic(name)
 			}
-			d.putPartition(t, changed(p, leader, isr))
+			if len(isr) == 0 {
+				isr = nil // as a stored record reads back, for identical images
+			}
+			np := changed(p, leader, isr)
+			if isr == nil && np.LeaderEpoch == p.LeaderEpoch {
+				np.LeaderEpoch++
+			}
+			d.putPartition(t, np)
 		}
 	}
 }

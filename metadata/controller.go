@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -254,9 +255,17 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, total i
 
 // RegisterBroker records a broker run and returns its new broker epoch.
 // Broker-only nodes are added to the raft configuration as non-voters.
+// A broker whose log directory id changed has lost its data: it leaves
+// every ISR, and partitions it was the only in-sync replica of go offline
+// (see applyRegisterBroker); both are logged here.
 func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, error) {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_RegisterBroker{RegisterBroker: &pb.RegisterBroker{
-		BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack,
+	if err := c.active(ctx); err != nil {
+		return 0, err
+	}
+	before := c.n.Image()
+	old, existed := before.Broker(b.ID)
+	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_RegisterBroker{RegisterBroker: &pb.RegisterBroker{
+		BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, DirectoryId: b.DirectoryID,
 	}}})
 	if err != nil {
 		return 0, err
@@ -267,9 +276,51 @@ func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, e
 		c.lastSeen[b.ID] = time.Now()
 	}
 	c.mu.Unlock()
-	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation)
+	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation, "directory_id", b.DirectoryID)
+	if existed && lostData(old, b.DirectoryID) {
+		c.logDataLost(before, b.ID, old.DirectoryID, b.DirectoryID)
+	}
 	c.ensureMember(b.ID, b.Addr)
 	return epoch, nil
+}
+
+// logDataLost reports a broker that came back with a new log directory:
+// it left every ISR, and each partition it was the only in-sync replica
+// of (in image before) is now offline.
+func (c *Controller) logDataLost(before *Image, id int32, oldDir, newDir string) {
+	log := c.n.logger
+	log.Warn("broker lost its data: new log directory id, removed from every ISR",
+		"broker", id, "old_directory_id", oldDir, "directory_id", newDir)
+	after := c.n.Image()
+	for _, name := range sortedTopicNames(before) {
+		for _, p := range before.topics[name].Partitions {
+			if len(p.ISR) != 1 || p.ISR[0] != id {
+				continue
+			}
+			now, ok := after.Partition(p.Topic, p.Partition)
+			if !ok || now.Leader != -1 {
+				continue
+			}
+			log.Error("partition offline: only in-sync replica lost its data",
+				"topic", p.Topic, "partition", p.Partition, "broker", id, "leader_epoch", now.LeaderEpoch,
+				"unclean_leader_election", c.n.cfg.UncleanLeaderElection)
+		}
+	}
+}
+
+// logUncleanElections warns about each partition that unfencing broker id
+// with unclean election will hand to it although it is not in the ISR:
+// whatever that partition held beyond the broker's log is lost.
+func (c *Controller) logUncleanElections(img *Image, id int32) {
+	for _, name := range sortedTopicNames(img) {
+		for _, p := range img.topics[name].Partitions {
+			if p.Leader != -1 || !slices.Contains(p.Replicas, id) || slices.Contains(p.ISR, id) {
+				continue
+			}
+			c.n.logger.Warn("unclean leader election: electing an out-of-sync replica, data was lost",
+				"topic", p.Topic, "partition", p.Partition, "broker", id, "isr", p.ISR)
+		}
+	}
 }
 
 // Heartbeat keeps a broker's session alive; the first heartbeat of a
@@ -295,11 +346,15 @@ func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation 
 	if !b.Fenced {
 		return nil
 	}
+	before := c.n.Image()
 	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_UnfenceBroker{UnfenceBroker: &pb.UnfenceBroker{
 		BrokerId: brokerID, BrokerEpoch: brokerEpoch, Unclean: c.n.cfg.UncleanLeaderElection,
 	}}})
 	if err == nil {
 		c.n.logger.Info("unfenced broker", "broker", brokerID, "epoch", brokerEpoch)
+		if c.n.cfg.UncleanLeaderElection {
+			c.logUncleanElections(before, brokerID)
+		}
 	}
 	return err
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // BrokerInfo is one registered broker. Epoch is the broker epoch: the raft
-// index of its latest registration.
+// index of its latest registration. DirectoryID is the id of its log
+// directory (storage.Manager.DirectoryID), "" when unknown; a registration
+// with another one means the broker's data is gone.
 type BrokerInfo struct {
 	ID          int32
 	Incarnation string
@@ -15,6 +17,7 @@ type BrokerInfo struct {
 	Rack        string
 	Fenced      bool
 	Epoch       int64
+	DirectoryID string
 }
 
 // PartitionInfo is one partition's assignment and leadership.

@@ -12,13 +12,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// Manager owns a data directory: one Log per "<topic>-<partition>"
-// subdirectory, and the per-directory checkpoint files
-// recovery-point-offset-checkpoint, replication-offset-checkpoint (high
-// watermarks) and log-start-offset-checkpoint, plus the clean-shutdown
-// marker.
+// Manager owns a data directory: its identity (meta.properties, see
+// DirectoryID), one Log per "<topic>-<partition>" subdirectory, and the
+// per-directory checkpoint files recovery-point-offset-checkpoint,
+// replication-offset-checkpoint (high watermarks) and
+// log-start-offset-checkpoint, plus the clean-shutdown marker.
 type Manager struct {
 	dir      string
+	dirID    string // directory.id from meta.properties
 	defaults LogConfig
 	opts     Options
 	logger   hclog.Logger
@@ -42,6 +43,14 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 	fsys := opts.FS
 	if err := fsys.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create data dir: %w", err)
+	}
+	dirID, created, idErr := loadOrCreateDirectoryID(fsys, dataDir)
+	if idErr != nil {
+		return nil, idErr
+	}
+	m.dirID = dirID
+	if created {
+		m.logger.Info("new data directory id", "dir", dataDir, "directory_id", dirID)
 	}
 	marker := join(dataDir, CleanShutdownFile)
 	_, err := fsys.Stat(marker)
@@ -130,6 +139,11 @@ func sortTPs(tps []TopicPartition) {
 
 // Dir returns the data directory.
 func (m *Manager) Dir() string { return m.dir }
+
+// DirectoryID returns the data directory's id (directory.id in its
+// meta.properties): random, written when the directory was first opened,
+// so a wiped directory gets a new one.
+func (m *Manager) DirectoryID() string { return m.dirID }
 
 // GetOrCreate returns the log of a partition, creating it with cfg if
 // needed. For an existing log, cfg replaces its configuration.

@@ -75,13 +75,15 @@ func (x *NotController) GetControllerAddr() string {
 }
 
 type BrokerInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Addr          string                 `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
-	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
-	Fenced        bool                   `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
-	Epoch         int64                  `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Incarnation string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Addr        string                 `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
+	Rack        string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
+	Fenced      bool                   `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Epoch       int64                  `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The broker's log directory id (meta.properties directory.id).
+	DirectoryId   string `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +158,13 @@ func (x *BrokerInfo) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *BrokerInfo) GetDirectoryId() string {
+	if x != nil {
+		return x.DirectoryId
+	}
+	return ""
 }
 
 type PartitionInfo struct {
@@ -1155,7 +1164,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
-	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\x94\x01\n" +
+	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xb7\x01\n" +
 	"\n" +
 	"BrokerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12 \n" +
@@ -1163,7 +1172,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x04addr\x18\x03 \x01(\tR\x04addr\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12\x14\n" +
-	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\xd5\x01\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x12!\n" +
+	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\"\xd5\x01\n" +
 	"\rPartitionInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +

@@ -223,8 +223,9 @@ func (*Command_ControllerChange) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
-// A registration with a new incarnation (wiped data dir) removes the broker
-// from every ISR: it is not trusted with old data.
+// Every registration (a new incarnation: a process start) removes the
+// broker from every ISR it shares with another member and moves its
+// leaderships away.
 type RegisterBroker struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -233,7 +234,14 @@ type RegisterBroker struct {
 	Rack           string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
 	// Expected current broker epoch, or 0 for "whatever it is": lets the
 	// controller refuse a registration raced by another one.
-	BrokerEpoch   int64 `protobuf:"varint,5,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	BrokerEpoch int64 `protobuf:"varint,5,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// The id of the broker's log directory (directory.id in its
+	// meta.properties), written once when the directory is created. One that
+	// differs from the non-empty id recorded for the broker means its data
+	// is gone: it leaves every ISR, even as the sole member (the partition
+	// then has no leader and an empty ISR: only an unclean election can
+	// give it one). Empty: unknown, the recorded id is kept.
+	DirectoryId   string `protobuf:"bytes,6,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +309,13 @@ func (x *RegisterBroker) GetBrokerEpoch() int64 {
 		return x.BrokerEpoch
 	}
 	return 0
+}
+
+func (x *RegisterBroker) GetDirectoryId() string {
+	if x != nil {
+		return x.DirectoryId
+	}
+	return ""
 }
 
 // FenceBroker fences a broker (session expired, or controlled shutdown):
@@ -889,6 +904,7 @@ type BrokerRecord struct {
 	Rack           string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
 	BrokerEpoch    int64                  `protobuf:"varint,5,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	Fenced         bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	DirectoryId    string                 `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -963,6 +979,13 @@ func (x *BrokerRecord) GetFenced() bool {
 		return x.Fenced
 	}
 	return false
+}
+
+func (x *BrokerRecord) GetDirectoryId() string {
+	if x != nil {
+		return x.DirectoryId
+	}
+	return ""
 }
 
 type TopicRecord struct {
@@ -1140,13 +1163,14 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\ralter_configs\x18\a \x01(\v2\x1f.quire.internal.v1.AlterConfigsH\x00R\falterConfigs\x12R\n" +
 	"\x11create_partitions\x18\b \x01(\v2#.quire.internal.v1.CreatePartitionsH\x00R\x10createPartitions\x12R\n" +
 	"\x11controller_change\x18\t \x01(\v2#.quire.internal.v1.ControllerChangeH\x00R\x10controllerChangeB\x05\n" +
-	"\x03cmd\"\xaf\x01\n" +
+	"\x03cmd\"\xd2\x01\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
 	"\x0fadvertised_addr\x18\x03 \x01(\tR\x0eadvertisedAddr\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12!\n" +
-	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\"\x98\x01\n" +
+	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\x12!\n" +
+	"\fdirectory_id\x18\x06 \x01(\tR\vdirectoryId\"\x98\x01\n" +
 	"\vFenceBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
@@ -1196,14 +1220,15 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
 	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xc5\x01\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xe8\x01\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
 	"\x0fadvertised_addr\x18\x03 \x01(\tR\x0eadvertisedAddr\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12!\n" +
 	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\x12\x16\n" +
-	"\x06fenced\x18\x06 \x01(\bR\x06fenced\"\xe8\x01\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12!\n" +
+	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +

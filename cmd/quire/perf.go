@@ -444,7 +444,10 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 	fl.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
 	fl.DurationVar(&interval, "interval", 5*time.Second, "progress line interval")
 	fl.DurationVar(&timeout, "timeout", 10*time.Second, "stop after this long without records")
-	fl.Int32Var(&partMax, "partition-max-bytes", 4<<20, "fetch bytes per partition per request")
+	// 1 MiB (Kafka's max.partition.fetch.bytes): on loopback, smaller
+	// fetches overlap the broker's read with the client's decoding better
+	// than 4 MiB ones (2.0–2.7 M vs 1.6–2.0 M records/s here).
+	fl.Int32Var(&partMax, "partition-max-bytes", 1<<20, "fetch bytes per partition per request")
 	fl.IntVar(&buffered, "buffered-fetches", 4, "fetch responses read ahead of processing")
 	_ = cmd.MarkFlagRequired("topic")
 	return cmd

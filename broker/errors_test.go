@@ -1,0 +1,33 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// TestNoLeaderIsLeaderNotAvailable: a replica whose partition has no
+// leader (an offline partition: its only in-sync replica lost its data)
+// answers LEADER_NOT_AVAILABLE, retriable, not NOT_LEADER_OR_FOLLOWER
+// naming broker -1; with a leader it names it.
+func TestNoLeaderIsLeaderNotAvailable(t *testing.T) {
+	none := &notLeaderError{topic: "t", partition: 0, leader: -1, epoch: 3}
+	if !errors.Is(none, ErrLeaderNotAvailable) || errors.Is(none, ErrNotLeader) {
+		t.Fatalf("no leader: %v", none)
+	}
+	e := toError(none)
+	if e.Code != quirev1.ErrorCode_LEADER_NOT_AVAILABLE || !e.Retriable || e.LeaderId != -1 || e.LeaderEpoch != 3 {
+		t.Fatalf("no leader: %+v", e)
+	}
+	if st, _ := status.FromError(toStatus(none)); st.Code() != codes.Unavailable {
+		t.Fatalf("no leader: status %v", st)
+	}
+	led := &notLeaderError{topic: "t", partition: 0, leader: 2, epoch: 3}
+	if e := toError(led); e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || e.LeaderId != 2 || !e.Retriable {
+		t.Fatalf("led elsewhere: %+v", e)
+	}
+}
