@@ -157,8 +157,9 @@ type produced struct {
 	offset int64
 }
 
-// TestClientClusterProducerFollowsLeaderKill: a producer keeps producing
-// (acks=1) while the leader of some partitions is killed. Nothing fails;
+// TestClientClusterProducerFollowsLeaderChange: a producer keeps producing
+// (acks=1) while the leader of some partitions is killed, or stopped with
+// a controlled shutdown. Nothing fails;
 // records produced after the kill are acknowledged by the new leader, in
 // order, and are in its log at the acknowledged offsets; on partitions
 // whose leader survived, every acknowledged record is readable.
@@ -167,7 +168,14 @@ type produced struct {
 // the failed-over partitions until partition data replication exists: the
 // new leader's log starts empty, so what the old leader acknowledged is
 // gone. That check belongs with the replication issue.
-func TestClientClusterProducerFollowsLeaderKill(t *testing.T) {
+func TestClientClusterProducerFollowsLeaderChange(t *testing.T) {
+	t.Run("kill", func(t *testing.T) { testProducerFollowsLeaderChange(t, false) })
+	// A controlled shutdown moves the leaderships first, while the node
+	// still answers: produce requests in flight get NOT_LEADER_OR_FOLLOWER.
+	t.Run("stop", func(t *testing.T) { testProducerFollowsLeaderChange(t, true) })
+}
+
+func testProducerFollowsLeaderChange(t *testing.T, controlled bool) {
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 40*time.Second)
 	ctl := c.WaitController(ctx)
@@ -247,7 +255,11 @@ func TestClientClusterProducerFollowsLeaderKill(t *testing.T) {
 	c.Eventually(ctx, "records acknowledged before the kill", func() error { return ackedAfter(0, 20) })
 
 	start := time.Now()
-	c.Kill(victim)
+	if controlled {
+		c.Stop(victim)
+	} else {
+		c.Kill(victim)
+	}
 	killSeq := seq.Load() // records above were produced after the victim died
 	// Wait until the victim is fenced and out of every ISR, so the
 	// partitions it followed are seen with their final ISR too.
@@ -271,7 +283,7 @@ func TestClientClusterProducerFollowsLeaderKill(t *testing.T) {
 		}
 	}
 	c.Eventually(ctx, "records acknowledged after the kill", func() error { return ackedAfter(killSeq, 20) })
-	t.Logf("node %d killed; every partition acknowledged 20 new records %v later", victim, time.Since(start))
+	t.Logf("node %d down (controlled %v); every partition acknowledged 20 new records %v later", victim, controlled, time.Since(start))
 	stopProducing()
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -542,9 +554,15 @@ func TestClientClusterNotLeaderRouting(t *testing.T) {
 
 // TestClientClusterConsumerFollowsLeaderChange: a partition consumer
 // reading from a leader keeps reading, with nothing done by the caller,
-// when leadership moves (a controlled shutdown of the leader): records
+// when leadership moves (a controlled shutdown of the leader, or its
+// kill): records
 // produced to the new leader reach it.
 func TestClientClusterConsumerFollowsLeaderChange(t *testing.T) {
+	t.Run("stop", func(t *testing.T) { testConsumerFollowsLeaderChange(t, true) })
+	t.Run("kill", func(t *testing.T) { testConsumerFollowsLeaderChange(t, false) })
+}
+
+func testConsumerFollowsLeaderChange(t *testing.T, controlled bool) {
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 30*time.Second)
 	ctl := c.WaitController(ctx)
@@ -583,7 +601,11 @@ func TestClientClusterConsumerFollowsLeaderChange(t *testing.T) {
 		return nil
 	})
 
-	c.Stop(old.Leader)
+	if controlled {
+		c.Stop(old.Leader)
+	} else {
+		c.Kill(old.Leader)
+	}
 	now := leaderOf(ctx, c, topic, p)
 	if now.Leader == old.Leader || now.LeaderEpoch <= old.LeaderEpoch {
 		t.Fatalf("after stopping node %d: %+v (before %+v)", old.Leader, now, old)

@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -228,9 +230,9 @@ func (s *sink) send(ir *inflightReq) {
 	if err := ps.st.SendMsg(req); err != nil {
 		// Recv sees the same failure and fails what is in flight.
 		if cfg.acks == NoAck {
-			s.failReq(ir, fromStatus(err))
+			s.failReq(ir, streamErr(err))
 		}
-		s.streamFailed(ps, fromStatus(err))
+		s.streamFailed(ps, streamErr(err))
 		return
 	}
 	if cfg.acks == NoAck {
@@ -268,7 +270,7 @@ func (s *sink) recv(ps *pstream) {
 	for {
 		resp, err := ps.st.Recv()
 		if err != nil {
-			s.streamFailed(ps, fromStatus(err))
+			s.streamFailed(ps, streamErr(err))
 			return
 		}
 		ps.mu.Lock()
@@ -315,6 +317,17 @@ func (s *sink) failReq(ir *inflightReq, err error) {
 	for i, pp := range ir.parts {
 		s.p.retry(pp, ir.batches[i], err)
 	}
+}
+
+// streamErr converts a ProduceStream failure. io.EOF is a stream the
+// broker ended (Recv) or that broke under a send (SendMsg leaves the
+// status to Recv): retriable, like a broken connection, not a failure of
+// the records.
+func streamErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "produce stream ended", Retriable: true, LeaderID: -1}
+	}
+	return fromStatus(err)
 }
 
 // streamFailed closes a broken stream and retries what it had in flight.

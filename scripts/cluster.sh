@@ -4,7 +4,7 @@
 #   scripts/cluster.sh start        start the nodes (if not running), wait for them
 #   scripts/cluster.sh stop         SIGTERM every node, SIGKILL after a deadline
 #   scripts/cluster.sh restart      stop, then start
-#   scripts/cluster.sh status       which nodes are up, and the controller
+#   scripts/cluster.sh status       which nodes are up, and the controller (exit 1 unless all serve)
 #   scripts/cluster.sh logs [N] [-f]  last lines of every node's log (or node N's)
 #   scripts/cluster.sh kill N       kill -9 node N (fault injection)
 #   scripts/cluster.sh start-node N / stop-node N   one node only
@@ -139,7 +139,7 @@ healthy() {
 	if [ -x "$grpcurl" ]; then
 		"$grpcurl" -plaintext -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep -q '"SERVING"'
 	else
-		"$quire" cluster info --brokers "$1" >/dev/null 2>&1
+		timeout 5 "$quire" cluster info --brokers "$1" >/dev/null 2>&1
 	fi
 }
 
