@@ -68,6 +68,11 @@ type Config struct {
 	BrokerHeartbeatIntervalMs int64 // broker.heartbeat.interval.ms
 	BrokerSessionTimeoutMs    int64 // broker.session.timeout.ms
 
+	// Leadership.
+	UncleanLeaderElectionEnable      bool  // unclean.leader.election.enable
+	AutoLeaderRebalanceEnable        bool  // auto.leader.rebalance.enable
+	LeaderImbalanceCheckIntervalSecs int64 // leader.imbalance.check.interval.seconds
+
 	// Logging.
 	LogLevel string // log.level
 

@@ -108,6 +108,9 @@ func (c *cluster) open(advertised string) error {
 	mc.SnapshotInterval = c.cfg.RaftSnapshotInterval
 	mc.TrailingLogs = c.cfg.RaftTrailingLogs
 	mc.ApplyTimeout = ms(c.cfg.MetadataWriteTimeoutMs)
+	mc.UncleanLeaderElection = c.cfg.UncleanLeaderElectionEnable
+	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
+	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
 	if c.cfg.RaftHeartbeatTimeout > 0 {
 		mc.RaftHeartbeatTimeout = c.cfg.RaftHeartbeatTimeout
 		mc.RaftElectionTimeout = c.cfg.RaftHeartbeatTimeout
