@@ -10,7 +10,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e vet bench fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e compose vet bench fuzz proto verify docs tools clean
 
 all: build
 
@@ -20,13 +20,17 @@ build:
 run: build
 	$(BIN)/quire server --dev
 
-test: tools vet unit e2e
+test: tools vet unit e2e compose
 
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 
 e2e: build tools
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
+
+# docker-compose.yml parses and runs the same cluster as scripts/cluster.sh.
+compose:
+	scripts/check_compose.sh
 
 vet:
 	$(GO) vet $(PKGS)

@@ -38,7 +38,12 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 // ProduceRequest (unknown fields, odd wire types) falls back to proto.
 type serverCodec struct{}
 
-func (serverCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*quirev1.FetchResponse); ok {
+		return encodeFetchResponse(m) // fetch_codec.go
+	}
+	return protoCodec.Marshal(v)
+}
 
 func (serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	req, ok := v.(*quirev1.ProduceRequest)

@@ -138,24 +138,8 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 	if len(req.Partitions) == 0 {
 		return nil, toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
 	}
-	specs := make([]fetchSpec, len(req.Partitions))
-	for i, p := range req.Partitions {
-		specs[i] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes), currentEpoch: p.CurrentLeaderEpoch}
-	}
-	results := s.b.fetch(ctx, specs, time.Duration(req.MaxWaitMs)*time.Millisecond, int(req.MinBytes), int(req.MaxBytes))
-	resp := &quirev1.FetchResponse{Partitions: make([]*quirev1.FetchPartitionResult, len(results))}
-	for i, r := range results {
-		resp.Partitions[i] = &quirev1.FetchPartitionResult{
-			Topic:          r.spec.topic,
-			Partition:      r.spec.partition,
-			Error:          toError(r.err),
-			HighWatermark:  r.hw,
-			LogEndOffset:   r.leo,
-			LogStartOffset: r.start,
-			Records:        r.batches,
-		}
-	}
-	return resp, nil
+	results := s.b.fetch(ctx, fetchSpecs(req), time.Duration(req.MaxWaitMs)*time.Millisecond, int(req.MinBytes), int(req.MaxBytes))
+	return fetchResponse(results), nil // fetch_stream.go
 }
 
 // FetchRecords is Fetch for one partition, decoded. Errors are whole-call

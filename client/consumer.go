@@ -482,6 +482,9 @@ type fetcher struct {
 	wake chan struct{}
 	cc   *grpc.ClientConn
 	addr string
+	// unary: the broker has no FetchStream (fetch_stream.go), so each
+	// fetch is a Fetch call.
+	unary bool
 }
 
 func (f *fetcher) notify() {
@@ -504,11 +507,20 @@ func (f *fetcher) run() {
 				continue
 			}
 		}
-		resp, err := f.fetch(req)
-		if k.ctx.Err() != nil {
-			return
+		var ok bool
+		if f.unary {
+			resp, err := f.fetch(req)
+			if k.ctx.Err() != nil {
+				return
+			}
+			ok, _ = f.handle(sent, resp, err)
+		} else {
+			ok = f.stream(req, sent)
+			if k.ctx.Err() != nil {
+				return
+			}
 		}
-		if !f.handle(sent, resp, err) {
+		if !ok {
 			if k.c.sleepCtx(k.ctx, k.c.cfg.retryBackoff) != nil {
 				return
 			}
@@ -540,7 +552,8 @@ func (f *fetcher) build() (*quirev1.FetchRequest, []fetchResult) {
 		MaxBytes: cfg.fetchMaxBytes, Partitions: parts}, sent
 }
 
-func (f *fetcher) fetch(req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+// connect returns the connection to the broker.
+func (f *fetcher) connect() (*grpc.ClientConn, error) {
 	k := f.k
 	b, ok := k.c.meta.broker(f.id)
 	if !ok {
@@ -553,16 +566,26 @@ func (f *fetcher) fetch(req *quirev1.FetchRequest) (*quirev1.FetchResponse, erro
 		}
 		f.cc, f.addr = cc, b.addr
 	}
+	return f.cc, nil
+}
+
+func (f *fetcher) fetch(req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	k := f.k
+	if _, err := f.connect(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(k.ctx, k.c.cfg.requestTimeout+k.c.cfg.fetchMaxWait)
 	defer cancel()
-	resp, err := quirev1.NewConsumerClient(f.cc).Fetch(ctx, req)
+	resp, err := quirev1.NewConsumerClient(f.cc).Fetch(ctx, req, fetchCallOpt)
 	return resp, fromStatus(err)
 }
 
 // handle applies a fetch response: it advances offsets past the batches
 // received, hands them to Poll, and routes errors. It reports whether the
-// fetch made progress without error.
-func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err error) bool {
+// fetch made progress without error, and whether a partition of sent was
+// skipped as reassigned or moved meanwhile (stale). It moves the offsets
+// of sent on past the batches received.
+func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err error) (ok, stale bool) {
 	k := f.k
 	retryAt := time.Now().Add(k.c.cfg.retryBackoff)
 	if err != nil {
@@ -576,9 +599,9 @@ func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err er
 		if needsMetadata(err) {
 			k.c.meta.triggerRefresh()
 		}
-		return false
+		return false, false
 	}
-	ok := true
+	ok = true
 	for _, r := range resp.GetPartitions() {
 		tp := topicPartition{r.GetTopic(), r.GetPartition()}
 		var s *fetchResult
@@ -595,6 +618,7 @@ func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err er
 		p := k.parts[tp]
 		if p == nil || p.state != stateReady || p.offset != s.offset || p.leader != f.id {
 			k.mu.Unlock() // reassigned or moved meanwhile
+			stale = true
 			continue
 		}
 		if perr := fromProto(r.GetError()); perr != nil {
@@ -617,12 +641,15 @@ func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err er
 		k.mu.Unlock()
 		if len(data) > 0 {
 			s.data = data
-			if !f.emit(*s) {
-				return false
+			emitted := f.emit(*s)
+			s.data = nil
+			if !emitted {
+				return false, stale
 			}
 		}
+		s.offset = next
 	}
-	return ok
+	return ok, stale
 }
 
 func (f *fetcher) emit(r fetchResult) bool {

@@ -39,7 +39,7 @@ nodes=(1 2 3)
 
 # cluster_settings: the settings every node shares, as environment
 # variables (QUIRE_ + key upper-cased, dots as underscores).
-# KEEP IN SYNC with the x-quire-common block of docker-compose.yml.
+# KEEP IN SYNC with the x-quire-settings block of docker-compose.yml.
 # shellcheck disable=SC2054 # commas are inside values
 cluster_settings=(
 	QUIRE_CLUSTER_ID=quire-local

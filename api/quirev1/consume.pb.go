@@ -896,9 +896,10 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x05 \x01(\x03R\vtimestampMs\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch2\xdf\x01\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch2\xa1\x02\n" +
 	"\bConsumer\x128\n" +
-	"\x05Fetch\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse\x12M\n" +
+	"\x05Fetch\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse\x12@\n" +
+	"\vFetchStream\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse0\x01\x12M\n" +
 	"\fFetchRecords\x12\x1d.quire.v1.FetchRecordsRequest\x1a\x1e.quire.v1.FetchRecordsResponse\x12J\n" +
 	"\vListOffsets\x12\x1c.quire.v1.ListOffsetsRequest\x1a\x1d.quire.v1.ListOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
@@ -940,13 +941,15 @@ var file_quire_v1_consume_proto_depIdxs = []int32{
 	10, // 6: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
 	11, // 7: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
 	0,  // 8: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
-	4,  // 9: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
-	7,  // 10: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
-	2,  // 11: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
-	5,  // 12: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
-	9,  // 13: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
+	0,  // 9: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
+	4,  // 10: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
+	7,  // 11: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
+	2,  // 12: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
+	2,  // 13: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
+	5,  // 14: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
+	9,  // 15: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name

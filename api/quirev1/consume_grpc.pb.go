@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Consumer_Fetch_FullMethodName        = "/quire.v1.Consumer/Fetch"
+	Consumer_FetchStream_FullMethodName  = "/quire.v1.Consumer/FetchStream"
 	Consumer_FetchRecords_FullMethodName = "/quire.v1.Consumer/FetchRecords"
 	Consumer_ListOffsets_FullMethodName  = "/quire.v1.Consumer/ListOffsets"
 )
@@ -34,6 +35,15 @@ type ConsumerClient interface {
 	// Fetch returns raw RecordBatch v2 bytes for many partitions, long-polling
 	// up to max_wait_ms until min_bytes are available.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
+	// FetchStream is Fetch repeated without waiting for the client: after
+	// each response the broker fetches again, each partition from the offset
+	// after the batches it just sent, so that several responses are on
+	// their way while the client handles earlier ones (gRPC flow control
+	// bounds how far ahead it reads). Each response is what Fetch would
+	// answer, long-polling max_wait_ms (0 means 500 here) for min_bytes. The
+	// stream ends after a response carrying a partition error; to change
+	// partitions or offsets, the client opens a new stream.
+	FetchStream(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResponse], error)
 	// FetchRecords is the decoded form for people and plain gRPC clients.
 	FetchRecords(ctx context.Context, in *FetchRecordsRequest, opts ...grpc.CallOption) (*FetchRecordsResponse, error)
 	// ListOffsets finds the earliest, the latest, or the first offset at or
@@ -58,6 +68,25 @@ func (c *consumerClient) Fetch(ctx context.Context, in *FetchRequest, opts ...gr
 	}
 	return out, nil
 }
+
+func (c *consumerClient) FetchStream(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Consumer_ServiceDesc.Streams[0], Consumer_FetchStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchRequest, FetchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consumer_FetchStreamClient = grpc.ServerStreamingClient[FetchResponse]
 
 func (c *consumerClient) FetchRecords(ctx context.Context, in *FetchRecordsRequest, opts ...grpc.CallOption) (*FetchRecordsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -89,6 +118,15 @@ type ConsumerServer interface {
 	// Fetch returns raw RecordBatch v2 bytes for many partitions, long-polling
 	// up to max_wait_ms until min_bytes are available.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
+	// FetchStream is Fetch repeated without waiting for the client: after
+	// each response the broker fetches again, each partition from the offset
+	// after the batches it just sent, so that several responses are on
+	// their way while the client handles earlier ones (gRPC flow control
+	// bounds how far ahead it reads). Each response is what Fetch would
+	// answer, long-polling max_wait_ms (0 means 500 here) for min_bytes. The
+	// stream ends after a response carrying a partition error; to change
+	// partitions or offsets, the client opens a new stream.
+	FetchStream(*FetchRequest, grpc.ServerStreamingServer[FetchResponse]) error
 	// FetchRecords is the decoded form for people and plain gRPC clients.
 	FetchRecords(context.Context, *FetchRecordsRequest) (*FetchRecordsResponse, error)
 	// ListOffsets finds the earliest, the latest, or the first offset at or
@@ -106,6 +144,9 @@ type UnimplementedConsumerServer struct{}
 
 func (UnimplementedConsumerServer) Fetch(context.Context, *FetchRequest) (*FetchResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Fetch not implemented")
+}
+func (UnimplementedConsumerServer) FetchStream(*FetchRequest, grpc.ServerStreamingServer[FetchResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method FetchStream not implemented")
 }
 func (UnimplementedConsumerServer) FetchRecords(context.Context, *FetchRecordsRequest) (*FetchRecordsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FetchRecords not implemented")
@@ -151,6 +192,17 @@ func _Consumer_Fetch_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Consumer_FetchStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ConsumerServer).FetchStream(m, &grpc.GenericServerStream[FetchRequest, FetchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consumer_FetchStreamServer = grpc.ServerStreamingServer[FetchResponse]
 
 func _Consumer_FetchRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FetchRecordsRequest)
@@ -208,6 +260,12 @@ var Consumer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Consumer_ListOffsets_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "FetchStream",
+			Handler:       _Consumer_FetchStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "quire/v1/consume.proto",
 }

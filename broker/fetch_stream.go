@@ -1,0 +1,70 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// defaultStreamWait is a FetchStream's long-poll when the request has
+// none: a stream never answers "nothing yet" in a tight loop.
+const defaultStreamWait = 500 * time.Millisecond
+
+// FetchStream answers the request again and again, each partition moving
+// on past the batches of the previous response, until the client goes
+// away or a partition fails. Send blocks once the client's flow-control
+// window is full, which bounds how far ahead the broker reads.
+func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.Consumer_FetchStreamServer) error {
+	if len(req.Partitions) == 0 {
+		return toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
+	}
+	specs := fetchSpecs(req)
+	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
+	if wait <= 0 {
+		wait = defaultStreamWait
+	}
+	ctx := stream.Context()
+	for {
+		results := s.b.fetch(ctx, specs, wait, int(req.MinBytes), int(req.MaxBytes))
+		if ctx.Err() != nil {
+			return nil // the client is gone
+		}
+		if err := stream.Send(fetchResponse(results)); err != nil {
+			return err
+		}
+		for i := range results {
+			r := &results[i]
+			if r.err != nil {
+				return nil // the client restarts from its own view
+			}
+			if len(r.batches) > 0 {
+				specs[i].offset = max(specs[i].offset, lastBatchNext(r.batches))
+			}
+		}
+	}
+}
+
+func fetchSpecs(req *quirev1.FetchRequest) []fetchSpec {
+	specs := make([]fetchSpec, len(req.Partitions))
+	for i, p := range req.Partitions {
+		specs[i] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes), currentEpoch: p.CurrentLeaderEpoch}
+	}
+	return specs
+}
+
+func fetchResponse(results []fetchResult) *quirev1.FetchResponse {
+	resp := &quirev1.FetchResponse{Partitions: make([]*quirev1.FetchPartitionResult, len(results))}
+	for i, r := range results {
+		resp.Partitions[i] = &quirev1.FetchPartitionResult{
+			Topic:          r.spec.topic,
+			Partition:      r.spec.partition,
+			Error:          toError(r.err),
+			HighWatermark:  r.hw,
+			LogEndOffset:   r.leo,
+			LogStartOffset: r.start,
+			Records:        r.batches,
+		}
+	}
+	return resp
+}
