@@ -67,17 +67,18 @@ type Config struct {
 }
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,
-// session 9s) and raft timings tighter than hashicorp/raft's (500ms
-// heartbeat and election timeouts instead of 1s) so that a lost controller
-// is replaced well within 2s.
+// session 9s) and hashicorp/raft's own timings (1s heartbeat and election
+// timeouts, 500ms leader lease), as Kafka's KRaft (1s election timeout): a
+// lost controller is replaced in about 2-3s, and a loaded machine does not
+// make the quorum churn. Tests shorten them.
 func DefaultConfig() Config {
 	return Config{
 		Voter:                   true,
 		BrokerHeartbeatInterval: 2 * time.Second,
 		BrokerSessionTimeout:    9 * time.Second,
-		RaftHeartbeatTimeout:    500 * time.Millisecond,
-		RaftElectionTimeout:     500 * time.Millisecond,
-		RaftLeaderLeaseTimeout:  250 * time.Millisecond,
+		RaftHeartbeatTimeout:    time.Second,
+		RaftElectionTimeout:     time.Second,
+		RaftLeaderLeaseTimeout:  500 * time.Millisecond,
 		RaftCommitTimeout:       20 * time.Millisecond,
 		LeaderRebalanceEvery:    30 * time.Second,
 		ApplyTimeout:            10 * time.Second,
