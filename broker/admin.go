@@ -89,7 +89,7 @@ func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopic
 		return nil, toStatus(fmt.Errorf("create topic %q: waiting for the metadata: %w", req.Name, err))
 	}
 	t, _ := img.Topic(req.Name)
-	return &quirev1.CreateTopicResponse{Topic: b.describeTopic(t)}, nil
+	return &quirev1.CreateTopicResponse{Topic: b.describeTopic(ctx, img, t)}, nil
 }
 
 func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
@@ -129,40 +129,23 @@ func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRe
 
 func (s *adminService) DescribeTopics(ctx context.Context, req *quirev1.DescribeTopicsRequest) (*quirev1.DescribeTopicsResponse, error) {
 	img := s.b.cluster.image()
-	resp := &quirev1.DescribeTopicsResponse{}
+	var topics []metadata.TopicInfo
 	if len(req.Names) == 0 {
-		for _, t := range img.Topics() {
-			resp.Topics = append(resp.Topics, s.b.describeTopic(t))
-		}
-		return resp, nil
+		topics = img.Topics()
 	}
 	for _, name := range req.Names {
 		t, ok := img.Topic(name)
 		if !ok {
 			return nil, toStatus(unknownTopic(name))
 		}
-		resp.Topics = append(resp.Topics, s.b.describeTopic(t))
+		topics = append(topics, t)
 	}
-	return resp, nil
+	return &quirev1.DescribeTopicsResponse{Topics: s.b.describeTopics(ctx, img, topics)}, nil
 }
 
-// describeTopic adds the offsets of the replicas this broker leads.
-func (b *Broker) describeTopic(t metadata.TopicInfo) *quirev1.TopicDescription {
-	d := &quirev1.TopicDescription{Name: t.Name, TopicId: t.ID, Configs: t.Configs}
-	for _, p := range t.Partitions {
-		pd := &quirev1.PartitionDescription{
-			Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			Replicas: p.Replicas, Isr: p.ISR,
-			LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1,
-		}
-		if part, ok := b.rm.partition(t.Name, p.Partition); ok && part.state().leader {
-			pd.LogStartOffset = part.log.LogStartOffset()
-			pd.HighWatermark = part.HighWatermark()
-			pd.LogEndOffset = part.log.LogEndOffset()
-		}
-		d.Partitions = append(d.Partitions, pd)
-	}
-	return d
+// describeTopic is describeTopics for one topic.
+func (b *Broker) describeTopic(ctx context.Context, img *metadata.Image, t metadata.TopicInfo) *quirev1.TopicDescription {
+	return b.describeTopics(ctx, img, []metadata.TopicInfo{t})[0]
 }
 
 func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
@@ -245,7 +228,7 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.Create
 			ErrInvalidPartitions, req.Topic, len(t.Partitions), req.TotalCount))
 	}
 	if req.ValidateOnly {
-		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(t)}, nil
+		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, b.cluster.image(), t)}, nil
 	}
 	if err := b.cluster.createPartitions(ctx, req.Topic, req.TotalCount); err != nil {
 		return nil, toStatus(fmt.Errorf("create partitions of topic %q: %w", req.Topic, err))
@@ -262,7 +245,31 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.Create
 	if !ok {
 		return nil, toStatus(unknownTopic(req.Topic))
 	}
-	return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(t)}, nil
+	return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, img, t)}, nil
+}
+
+// UnregisterBroker removes a broker that is gone for good (see the
+// controller's checks: not a voter, fenced and silent past the session
+// timeout). Its partitions keep it as a replica; it leaves every ISR.
+func (s *adminService) UnregisterBroker(ctx context.Context, req *quirev1.UnregisterBrokerRequest) (*quirev1.UnregisterBrokerResponse, error) {
+	b := s.b
+	if req.BrokerId < 0 {
+		return nil, toStatus(fmt.Errorf("%w: broker id %d", ErrInvalidRequest, req.BrokerId))
+	}
+	if req.BrokerId == b.cfg.NodeID {
+		return nil, toStatus(fmt.Errorf("%w: broker %d cannot unregister itself", metadata.ErrBrokerNotRemovable, req.BrokerId))
+	}
+	if _, ok := b.cluster.image().Broker(req.BrokerId); !ok {
+		return nil, toStatus(fmt.Errorf("%w: %d", metadata.ErrUnknownBroker, req.BrokerId))
+	}
+	if err := b.cluster.unregisterBroker(ctx, req.BrokerId); err != nil {
+		return nil, toStatus(fmt.Errorf("unregister broker %d: %w", req.BrokerId, err))
+	}
+	b.logger.Info("unregistered broker", "broker", req.BrokerId)
+	if _, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Broker(req.BrokerId); return !ok }); err != nil {
+		return nil, toStatus(fmt.Errorf("unregister broker %d: waiting for the metadata: %w", req.BrokerId, err))
+	}
+	return &quirev1.UnregisterBrokerResponse{}, nil
 }
 
 // metadataService implements quire.v1.Metadata.

@@ -25,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
@@ -113,6 +114,7 @@ func (b *Broker) start() error {
 	quirev1.RegisterProducerServer(b.server, &producerService{b: b})
 	quirev1.RegisterConsumerServer(b.server, &consumerService{b: b})
 	quirev1.RegisterMetadataServer(b.server, &metadataService{b: b})
+	internalv1.RegisterReplicaServiceServer(b.server, &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)
 	if err := b.cluster.open(advertised); err != nil {

@@ -221,7 +221,7 @@ var configKeys = []configKey{
 		func(c *Config) *int64 { return &c.LogFlushOffsetCheckpointIntervalMs }, 1),
 	int64Key("cluster", "broker.heartbeat.interval.ms", "2000", "How often a broker heartbeats to the controller.",
 		func(c *Config) *int64 { return &c.BrokerHeartbeatIntervalMs }, 1),
-	int64Key("cluster", "broker.session.timeout.ms", "9000", "Silence after which the controller fences a broker.",
+	int64Key("cluster", "broker.session.timeout.ms", "9000", "Silence after which the controller fences a broker; also bounds a stopping broker's controlled shutdown (past it the broker shuts down locally and is fenced).",
 		func(c *Config) *int64 { return &c.BrokerSessionTimeoutMs }, 1),
 	boolKey("cluster", "unclean.leader.election.enable", "false", "Elect a leader from outside the ISR when no in-sync replica is left, accepting the loss of acknowledged records.",
 		func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),

@@ -88,6 +88,7 @@ var errorTable = []errorMapping{
 	{metadata.ErrNoQuorum, codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER, true},
 	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, false},
 	{metadata.ErrShutdown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
+	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, false},
 
 	// context
 	{context.DeadlineExceeded, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -24,9 +25,24 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 	if wait <= 0 {
 		wait = defaultStreamWait
 	}
-	ctx := stream.Context()
+	// The stream ends when the broker shuts down (GracefulStop waits for
+	// it), the client reconnecting elsewhere or later.
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		results := s.b.fetch(ctx, specs, wait, int(req.MinBytes), int(req.MaxBytes))
+		select {
+		case <-s.b.stop:
+			return toStatus(ErrShuttingDown)
+		default:
+		}
 		if ctx.Err() != nil {
 			return nil // the client is gone
 		}

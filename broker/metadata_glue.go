@@ -46,6 +46,10 @@ type cluster struct {
 	readyOnce  sync.Once
 	cleaned    bool              // stray on-disk logs have been removed
 	topicIDs   map[string]string // topic name → id, to notice delete-and-recreate
+
+	peersMu     sync.Mutex
+	peers       map[string]*grpc.ClientConn // node-to-node connections by address (replica_service.go)
+	peersClosed bool
 }
 
 func newCluster(cfg *Config, logger hclog.Logger, rm *ReplicaManager) *cluster {
@@ -316,11 +320,22 @@ func (c *cluster) isVoter(id int32) bool {
 // shutdown deregisters (controlled shutdown), stops the watcher and the
 // raft node. The gRPC server must still serve while the lifecycle stops.
 // close, after the server stopped, releases the rest.
+//
+// The controlled shutdown is bounded by broker.session.timeout.ms (within
+// ctx): past it the controller fences this broker anyway. Failing it (no
+// quorum, no controller reachable) is logged, not returned: the local
+// shutdown that follows (flush, checkpoints, clean marker) is still clean.
 func (c *cluster) shutdown(ctx context.Context) error {
 	var errs []error
 	if c.lifecycle != nil {
-		if err := c.lifecycle.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, fmt.Errorf("broker: controlled shutdown: %w", err))
+		timeout := ms(c.cfg.BrokerSessionTimeoutMs)
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		start := time.Now()
+		err := c.lifecycle.Stop(sctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.logger.Warn("controlled shutdown failed; continuing the local shutdown (the controller fences this broker when its session expires)",
+				"node_id", c.cfg.NodeID, "took", time.Since(start).Round(time.Millisecond), "timeout", timeout, "error", err)
 		}
 	}
 	if c.node != nil {
@@ -362,6 +377,9 @@ func (c *cluster) close() error {
 		if err := c.fwd.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("broker: close forwarder: %w", err))
 		}
+	}
+	if err := c.closePeers(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close peer connections: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -411,6 +429,12 @@ func (c *cluster) createPartitions(ctx context.Context, topic string, total int3
 	wctx, cancel := c.writeContext(ctx)
 	defer cancel()
 	return unavailable(ctx, c.fwd.CreatePartitions(wctx, topic, total))
+}
+
+func (c *cluster) unregisterBroker(ctx context.Context, id int32) error {
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	return unavailable(ctx, c.fwd.UnregisterBroker(wctx, id))
 }
 
 // liveBrokers counts registered, unfenced brokers.

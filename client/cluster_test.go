@@ -14,7 +14,9 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -65,7 +67,8 @@ func clusterClient(t *testing.T, c *testcluster.Cluster, seeds []int32, opts ...
 }
 
 // callLog records the unary calls a client makes (method, target, error
-// code), through an interceptor given with client.DialOptions.
+// code), and each message or error of its streams, through interceptors
+// given with client.DialOptions.
 type callLog struct {
 	mu    sync.Mutex
 	calls []loggedCall
@@ -82,15 +85,49 @@ func (l *callLog) opt() client.Opt {
 	return client.DialOptions(grpc.WithChainUnaryInterceptor(
 		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			err := invoker(ctx, method, req, reply, cc, opts...)
-			code := quirev1.ErrorCode_NONE
-			if e := errorDetailOf(err); e != nil {
-				code = e.Code
-			}
-			l.mu.Lock()
-			l.calls = append(l.calls, loggedCall{method: method, target: cc.Target(), code: code, err: err})
-			l.mu.Unlock()
+			l.add(method, cc.Target(), err)
 			return err
+		}), grpc.WithChainStreamInterceptor(
+		func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil {
+				l.add(method, cc.Target(), err)
+				return nil, err
+			}
+			return &loggedStream{ClientStream: cs, l: l, method: method, target: cc.Target()}, nil
 		}))
+}
+
+func (l *callLog) add(method, target string, err error) {
+	code := quirev1.ErrorCode_NONE
+	if e := errorDetailOf(err); e != nil {
+		code = e.Code
+	}
+	l.mu.Lock()
+	l.calls = append(l.calls, loggedCall{method: method, target: target, code: code, err: err})
+	l.mu.Unlock()
+}
+
+// loggedStream logs each message received, and the error ending the
+// stream.
+type loggedStream struct {
+	grpc.ClientStream
+	l              *callLog
+	method, target string
+}
+
+func (s *loggedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if !errors.Is(err, io.EOF) {
+		s.l.add(s.method, s.target, err)
+	}
+	return err
+}
+
+// isFetch says whether a logged call is a fetch: a Fetch call, or a
+// message of a FetchStream.
+func isFetch(c loggedCall) bool {
+	return c.method == quirev1.Consumer_Fetch_FullMethodName || c.method == quirev1.Consumer_FetchStream_FullMethodName
 }
 
 // count returns how many calls match.
@@ -551,7 +588,7 @@ func TestClientClusterNotLeaderRouting(t *testing.T) {
 	}
 	// The fetches went to the leaders only.
 	if k := calls.count(func(c loggedCall) bool {
-		return c.method == quirev1.Consumer_Fetch_FullMethodName && c.code != quirev1.ErrorCode_NONE
+		return isFetch(c) && c.code != quirev1.ErrorCode_NONE
 	}); k > 0 {
 		t.Errorf("%d fetches refused", k)
 	}
@@ -599,7 +636,7 @@ func testConsumerFollowsLeaderChange(t *testing.T, controlled bool) {
 	oldAddr := c.Addr(old.Leader)
 	c.Eventually(ctx, "the consumer fetching from the leader", func() error {
 		if calls.count(func(c loggedCall) bool {
-			return c.method == quirev1.Consumer_Fetch_FullMethodName && c.target == oldAddr && c.err == nil
+			return isFetch(c) && c.target == oldAddr && c.err == nil
 		}) == 0 {
 			return fmt.Errorf("no fetch from node %d yet", old.Leader)
 		}

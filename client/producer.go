@@ -400,13 +400,23 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	pp.mu.Lock()
 	b := pp.cur
 	sealed := false
+	full := 0 // records of the batch just sealed
 	if b != nil && b.b.EstimatedSize()+size > p.cfg.batchMaxBytes {
 		pp.sealed = append(pp.sealed, b)
+		full = len(b.recs)
 		b, sealed = nil, true
 	}
 	if b == nil {
 		b = p.newBatch(now)
 		pp.cur = b
+		if sealed {
+			// The partition fills batches: size this one for a full
+			// batch at once rather than growing it copy by copy.
+			b.b.Grow(p.cfg.batchMaxBytes - record.HeaderSize)
+			if cap(b.recs) < full {
+				b.recs = make([]promise, 0, full)
+			}
+		}
 	}
 	b.b.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, promise{r: r, cb: cb})

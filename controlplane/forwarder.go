@@ -240,3 +240,14 @@ func (f *Forwarder) ControlledShutdown(ctx context.Context, brokerID int32) erro
 		return err
 	})
 }
+
+// UnregisterBroker removes a broker gone for good (see
+// metadata.Controller.UnregisterBroker).
+func (f *Forwarder) UnregisterBroker(ctx context.Context, brokerID int32) error {
+	return f.do(ctx, func(c *metadata.Controller) error {
+		return c.UnregisterBroker(ctx, brokerID)
+	}, func(c pb.ControllerServiceClient) error {
+		_, err := c.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{BrokerId: brokerID})
+		return err
+	})
+}

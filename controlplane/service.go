@@ -91,6 +91,13 @@ func (s *Service) ControlledShutdown(ctx context.Context, in *pb.ControlledShutd
 	return &pb.ControlledShutdownResponse{}, nil
 }
 
+func (s *Service) UnregisterBroker(ctx context.Context, in *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
+	if err := s.node.Ctl().UnregisterBroker(ctx, in.BrokerId); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.UnregisterBrokerResponse{}, nil
+}
+
 func brokerFromPB(b *pb.BrokerInfo) metadata.BrokerInfo {
 	if b == nil {
 		return metadata.BrokerInfo{ID: -1}

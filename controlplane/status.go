@@ -33,6 +33,7 @@ var errorTable = []struct {
 	{metadata.ErrNoQuorum, codes.Unavailable, "NO_QUORUM"},
 	{metadata.ErrShutdown, codes.Unavailable, "SHUTTING_DOWN"},
 	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, "CLUSTER_ID_MISMATCH"},
+	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, "BROKER_NOT_REMOVABLE"},
 }
 
 // toStatus turns a metadata error into a gRPC status error.

@@ -32,6 +32,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCreatePartitions(c.CreatePartitions, index)
 	case *pb.Command_ControllerChange:
 		return d.applyControllerChange(c.ControllerChange, index)
+	case *pb.Command_UnregisterBroker:
+		return d.applyUnregisterBroker(c.UnregisterBroker, index)
 	default:
 		panic(fmt.Sprintf("metadata: unknown command %T at index %d", cmd.Cmd, index))
 	}
@@ -147,6 +149,30 @@ func (d *draft) moveAwayFrom(id int32, unclean, dataLost bool) {
 			d.putPartition(t, np)
 		}
 	}
+}
+
+// applyUnregisterBroker removes a fenced broker gone for good. Its
+// partitions keep it in their replica lists (assignments are kept, as in
+// Kafka, until reassigned) but it leaves every ISR, even one it is the only
+// member of: that partition goes offline (leader -1, empty ISR, leader
+// epoch bumped) unless unclean elects another live replica. This is the
+// lost-data treatment: a broker that registers later with the id has no
+// recorded directory id to prove it kept the data, so it must not be
+// elected from an ISR it was left in.
+func (d *draft) applyUnregisterBroker(c *pb.UnregisterBroker, _ uint64) any {
+	b, ok := d.img.brokers[c.BrokerId]
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownBroker, c.BrokerId)
+	}
+	if c.BrokerEpoch != 0 && c.BrokerEpoch != b.Epoch {
+		return fmt.Errorf("%w: broker %d epoch %d, current %d", ErrStaleEpoch, c.BrokerId, c.BrokerEpoch, b.Epoch)
+	}
+	if !b.Fenced {
+		return fmt.Errorf("%w: broker %d is not fenced", ErrBrokerNotRemovable, c.BrokerId)
+	}
+	d.moveAwayFrom(c.BrokerId, c.Unclean, true)
+	d.deleteBroker(c.BrokerId)
+	return nil
 }
 
 // applyUnfenceBroker lets a broker lead again and elects it where a

@@ -404,6 +404,48 @@ func (c *Controller) ControlledShutdown(ctx context.Context, brokerID int32) err
 	return err
 }
 
+// UnregisterBroker removes a broker that is gone for good: from the image
+// (see applyUnregisterBroker: it leaves every ISR, its partitions keep it
+// as a replica) and from the raft configuration, so the leader stops
+// sending it the metadata log. Refused with ErrBrokerNotRemovable for a
+// voter, an unfenced broker, or one heard from (registration or heartbeat)
+// within the session timeout; an unknown id is ErrUnknownBroker.
+func (c *Controller) UnregisterBroker(ctx context.Context, brokerID int32) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	if c.isVoter(brokerID) {
+		return fmt.Errorf("%w: broker %d is a controller (quorum voter)", ErrBrokerNotRemovable, brokerID)
+	}
+	b, ok := c.n.Image().Broker(brokerID)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownBroker, brokerID)
+	}
+	if !b.Fenced {
+		return fmt.Errorf("%w: broker %d is alive (unfenced)", ErrBrokerNotRemovable, brokerID)
+	}
+	c.mu.Lock()
+	seen, heard := c.lastSeen[brokerID]
+	c.mu.Unlock()
+	if timeout := c.n.cfg.BrokerSessionTimeout; heard && time.Since(seen) <= timeout {
+		return fmt.Errorf("%w: broker %d was heard from %v ago, within the session timeout %v",
+			ErrBrokerNotRemovable, brokerID, time.Since(seen).Round(time.Millisecond), timeout)
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_UnregisterBroker{UnregisterBroker: &pb.UnregisterBroker{
+		BrokerId: brokerID, BrokerEpoch: b.Epoch, Unclean: c.n.cfg.UncleanLeaderElection,
+	}}})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.lastSeen, brokerID)
+	c.mu.Unlock()
+	c.n.logger.Warn("unregistered broker: removed from the image and every ISR", "broker", brokerID, "epoch", b.Epoch, "addr", b.Addr)
+	// The controller loop's reconcileMembers removes it if this fails.
+	c.removeMember(brokerID)
+	return nil
+}
+
 // assignments turns replica lists into partition assignments numbered from
 // first: the leader is the first live replica, the ISR the live replicas
 // (all replicas when none is live, leader -1).

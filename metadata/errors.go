@@ -19,6 +19,9 @@ var (
 	ErrNoQuorum                 = errors.New("metadata: no quorum")
 	ErrClusterIDMismatch        = errors.New("metadata: cluster id mismatch")
 	ErrShutdown                 = errors.New("metadata: node shut down")
+	// ErrBrokerNotRemovable: UnregisterBroker of a broker that is alive
+	// (unfenced, or heard from within the session timeout) or a voter.
+	ErrBrokerNotRemovable = errors.New("metadata: broker cannot be unregistered")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

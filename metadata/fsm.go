@@ -330,6 +330,16 @@ func (d *draft) putBroker(b BrokerInfo) {
 	d.put(bucketBrokers, brokerKey(b.ID), brokerRecord(b))
 }
 
+// deleteBroker removes a broker's record.
+func (d *draft) deleteBroker(id int32) {
+	if !d.brokersCloned {
+		d.img.brokers = cloneMap(d.img.brokers)
+		d.brokersCloned = true
+	}
+	delete(d.img.brokers, id)
+	d.must(d.tx.Bucket(bucketBrokers).Delete(brokerKey(id)))
+}
+
 // topic returns a topic of the draft that may be changed in place.
 func (d *draft) topic(name string) (*TopicInfo, bool) {
 	t, ok := d.img.topics[name]

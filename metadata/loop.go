@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -101,11 +102,66 @@ func (c *Controller) checkSessions(ctx context.Context) {
 
 // reconcileMembers adds every registered broker missing from the raft
 // configuration as a non-voter, so broker-only nodes replicate the
-// metadata log.
+// metadata log, and removes every non-voter that is no longer a registered
+// broker (unregistered: UnregisterBroker's own removal failed or a new
+// controller took over before it).
 func (c *Controller) reconcileMembers() {
-	for _, b := range c.n.Image().Brokers() {
+	img := c.n.Image()
+	for _, b := range img.Brokers() {
 		c.ensureMember(b.ID, b.Addr)
 	}
+	f := c.n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			continue
+		}
+		id, err := strconv.ParseInt(string(s.ID), 10, 32)
+		if err != nil {
+			continue
+		}
+		if _, ok := img.Broker(int32(id)); !ok && !c.isVoter(int32(id)) {
+			c.removeMember(int32(id))
+		}
+	}
+}
+
+// isVoter reports whether id is in controller.quorum.voters.
+func (c *Controller) isVoter(id int32) bool {
+	for _, v := range c.n.cfg.Voters {
+		if v.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// removeMember takes a non-voter out of the raft configuration.
+func (c *Controller) removeMember(id int32) {
+	sid := serverID(id)
+	f := c.n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		if s.ID == sid {
+			if s.Suffrage == raft.Voter {
+				return
+			}
+			found = true
+		}
+	}
+	if !found {
+		return
+	}
+	if err := c.n.raft.RemoveServer(sid, 0, c.n.cfg.ApplyTimeout).Error(); err != nil {
+		c.n.logger.Warn("cannot remove broker from the metadata quorum", "broker", id, "error", err)
+		return
+	}
+	c.n.logger.Info("removed broker from the metadata quorum", "broker", id)
 }
 
 func (c *Controller) ensureMember(id int32, addr string) {

@@ -27,6 +27,7 @@ const (
 	ControllerService_CreatePartitions_FullMethodName   = "/quire.internal.v1.ControllerService/CreatePartitions"
 	ControllerService_AlterPartition_FullMethodName     = "/quire.internal.v1.ControllerService/AlterPartition"
 	ControllerService_ControlledShutdown_FullMethodName = "/quire.internal.v1.ControllerService/ControlledShutdown"
+	ControllerService_UnregisterBroker_FullMethodName   = "/quire.internal.v1.ControllerService/UnregisterBroker"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -45,6 +46,7 @@ type ControllerServiceClient interface {
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	AlterPartition(ctx context.Context, in *AlterPartitionRequest, opts ...grpc.CallOption) (*AlterPartitionResponse, error)
 	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -135,6 +137,16 @@ func (c *controllerServiceClient) ControlledShutdown(ctx context.Context, in *Co
 	return out, nil
 }
 
+func (c *controllerServiceClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, ControllerService_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -151,6 +163,7 @@ type ControllerServiceServer interface {
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	AlterPartition(context.Context, *AlterPartitionRequest) (*AlterPartitionResponse, error)
 	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -184,6 +197,9 @@ func (UnimplementedControllerServiceServer) AlterPartition(context.Context, *Alt
 }
 func (UnimplementedControllerServiceServer) ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ControlledShutdown not implemented")
+}
+func (UnimplementedControllerServiceServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -350,6 +366,24 @@ func _ControllerService_ControlledShutdown_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -388,6 +422,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ControlledShutdown",
 			Handler:    _ControllerService_ControlledShutdown_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _ControllerService_UnregisterBroker_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -25,7 +25,7 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 10 (consumer groups and
+// removed command `reserved`. Next free number: 11 (consumer groups and
 // committed offsets take the next ones).
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -40,6 +40,7 @@ type Command struct {
 	//	*Command_AlterConfigs
 	//	*Command_CreatePartitions
 	//	*Command_ControllerChange
+	//	*Command_UnregisterBroker
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -163,6 +164,15 @@ func (x *Command) GetControllerChange() *ControllerChange {
 	return nil
 }
 
+func (x *Command) GetUnregisterBroker() *UnregisterBroker {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_UnregisterBroker); ok {
+			return x.UnregisterBroker
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -203,6 +213,10 @@ type Command_ControllerChange struct {
 	ControllerChange *ControllerChange `protobuf:"bytes,9,opt,name=controller_change,json=controllerChange,proto3,oneof"`
 }
 
+type Command_UnregisterBroker struct {
+	UnregisterBroker *UnregisterBroker `protobuf:"bytes,10,opt,name=unregister_broker,json=unregisterBroker,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -220,6 +234,8 @@ func (*Command_AlterConfigs) isCommand_Cmd() {}
 func (*Command_CreatePartitions) isCommand_Cmd() {}
 
 func (*Command_ControllerChange) isCommand_Cmd() {}
+
+func (*Command_UnregisterBroker) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -896,6 +912,74 @@ func (x *ControllerChange) GetClusterId() string {
 	return ""
 }
 
+// UnregisterBroker removes a fenced broker that is gone for good from the
+// image (the controller also removes it from the raft configuration). It
+// stays in the replica lists of its partitions (assignments are kept, as in
+// Kafka) but leaves every ISR, also one it is the only member of: that
+// partition goes offline (leader -1, empty ISR, leader epoch bumped), as
+// for a broker that lost its data, unless unclean elects another live
+// replica. A broker registering later with the same id is a new broker.
+type UnregisterBroker struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// Expected current broker epoch, or 0 for "whatever it is".
+	BrokerEpoch   int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	Unclean       bool  `protobuf:"varint,3,opt,name=unclean,proto3" json:"unclean,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBroker) Reset() {
+	*x = UnregisterBroker{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBroker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBroker) ProtoMessage() {}
+
+func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
+func (*UnregisterBroker) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UnregisterBroker) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UnregisterBroker) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *UnregisterBroker) GetUnclean() bool {
+	if x != nil {
+		return x.Unclean
+	}
+	return false
+}
+
 type BrokerRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -911,7 +995,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1007,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1020,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -1000,7 +1084,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1096,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1109,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1071,7 +1155,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1167,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1180,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -1152,7 +1236,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xb9\x05\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x8d\x06\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -1162,7 +1246,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x10partition_change\x18\x06 \x01(\v2\".quire.internal.v1.PartitionChangeH\x00R\x0fpartitionChange\x12F\n" +
 	"\ralter_configs\x18\a \x01(\v2\x1f.quire.internal.v1.AlterConfigsH\x00R\falterConfigs\x12R\n" +
 	"\x11create_partitions\x18\b \x01(\v2#.quire.internal.v1.CreatePartitionsH\x00R\x10createPartitions\x12R\n" +
-	"\x11controller_change\x18\t \x01(\v2#.quire.internal.v1.ControllerChangeH\x00R\x10controllerChangeB\x05\n" +
+	"\x11controller_change\x18\t \x01(\v2#.quire.internal.v1.ControllerChangeH\x00R\x10controllerChange\x12R\n" +
+	"\x11unregister_broker\x18\n" +
+	" \x01(\v2#.quire.internal.v1.UnregisterBrokerH\x00R\x10unregisterBrokerB\x05\n" +
 	"\x03cmd\"\xd2\x01\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -1220,7 +1306,11 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
 	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xe8\x01\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"l\n" +
+	"\x10UnregisterBroker\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
+	"\aunclean\x18\x03 \x01(\bR\aunclean\"\xe8\x01\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -1258,7 +1348,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),             // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),      // 1: quire.internal.v1.RegisterBroker
@@ -1271,12 +1361,13 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*AlterConfigs)(nil),        // 8: quire.internal.v1.AlterConfigs
 	(*CreatePartitions)(nil),    // 9: quire.internal.v1.CreatePartitions
 	(*ControllerChange)(nil),    // 10: quire.internal.v1.ControllerChange
-	(*BrokerRecord)(nil),        // 11: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),         // 12: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),     // 13: quire.internal.v1.PartitionRecord
-	nil,                         // 14: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                         // 15: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                         // 16: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*UnregisterBroker)(nil),    // 11: quire.internal.v1.UnregisterBroker
+	(*BrokerRecord)(nil),        // 12: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),         // 13: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),     // 14: quire.internal.v1.PartitionRecord
+	nil,                         // 15: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                         // 16: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                         // 17: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -1288,16 +1379,17 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	8,  // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
 	9,  // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
 	10, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	4,  // 9: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	14, // 10: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	15, // 11: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	4,  // 12: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	16, // 13: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	11, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	4,  // 10: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	15, // 11: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	16, // 12: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	4,  // 13: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	17, // 14: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -1315,6 +1407,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_AlterConfigs)(nil),
 		(*Command_CreatePartitions)(nil),
 		(*Command_ControllerChange)(nil),
+		(*Command_UnregisterBroker)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1322,7 +1415,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

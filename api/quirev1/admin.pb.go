@@ -595,7 +595,10 @@ type PartitionDescription struct {
 	LeaderEpoch int32                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	Replicas    []int32                `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	Isr         []int32                `protobuf:"varint,5,rep,packed,name=isr,proto3" json:"isr,omitempty"`
-	// Offsets as the leader knows them; -1 when the leader could not be asked.
+	// Offsets as the leader knows them. The broker answering the call asks
+	// each partition's leader (briefly, all leaders at once); all three are
+	// -1 when the partition has no leader or its leader could not be asked
+	// (unreachable, not answering in time, or no longer leading it).
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  int64 `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogEndOffset   int64 `protobuf:"varint,8,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
@@ -1229,6 +1232,86 @@ func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
 	return nil
 }
 
+type UnregisterBrokerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerRequest) Reset() {
+	*x = UnregisterBrokerRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerRequest) ProtoMessage() {}
+
+func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+type UnregisterBrokerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerResponse) Reset() {
+	*x = UnregisterBrokerResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerResponse) ProtoMessage() {}
+
+func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
 var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
@@ -1323,12 +1406,15 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"totalCount\x12#\n" +
 	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"L\n" +
 	"\x18CreatePartitionsResponse\x120\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic*{\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\"6\n" +
+	"\x17UnregisterBrokerRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x1a\n" +
+	"\x18UnregisterBrokerResponse*{\n" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\x97\x05\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xf2\x05\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +
@@ -1338,7 +1424,8 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x0fDescribeCluster\x12 .quire.v1.DescribeClusterRequest\x1a!.quire.v1.DescribeClusterResponse\x12V\n" +
 	"\x0fDescribeConfigs\x12 .quire.v1.DescribeConfigsRequest\x1a!.quire.v1.DescribeConfigsResponse\x12M\n" +
 	"\fAlterConfigs\x12\x1d.quire.v1.AlterConfigsRequest\x1a\x1e.quire.v1.AlterConfigsResponse\x12Y\n" +
-	"\x10CreatePartitions\x12!.quire.v1.CreatePartitionsRequest\x1a\".quire.v1.CreatePartitionsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\x10CreatePartitions\x12!.quire.v1.CreatePartitionsRequest\x1a\".quire.v1.CreatePartitionsResponse\x12Y\n" +
+	"\x10UnregisterBroker\x12!.quire.v1.UnregisterBrokerRequest\x1a\".quire.v1.UnregisterBrokerResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_admin_proto_rawDescOnce sync.Once
@@ -1353,7 +1440,7 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_quire_v1_admin_proto_goTypes = []any{
 	(ConfigSource)(0),                // 0: quire.v1.ConfigSource
 	(*CreateTopicRequest)(nil),       // 1: quire.v1.CreateTopicRequest
@@ -1377,21 +1464,23 @@ var file_quire_v1_admin_proto_goTypes = []any{
 	(*AlterConfigsResponse)(nil),     // 19: quire.v1.AlterConfigsResponse
 	(*CreatePartitionsRequest)(nil),  // 20: quire.v1.CreatePartitionsRequest
 	(*CreatePartitionsResponse)(nil), // 21: quire.v1.CreatePartitionsResponse
-	nil,                              // 22: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                              // 23: quire.v1.TopicDescription.ConfigsEntry
-	nil,                              // 24: quire.v1.AlterConfigsRequest.SetEntry
+	(*UnregisterBrokerRequest)(nil),  // 22: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil), // 23: quire.v1.UnregisterBrokerResponse
+	nil,                              // 24: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                              // 25: quire.v1.TopicDescription.ConfigsEntry
+	nil,                              // 26: quire.v1.AlterConfigsRequest.SetEntry
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	22, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	24, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
 	10, // 1: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
 	7,  // 2: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
 	10, // 3: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
 	11, // 4: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	23, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	25, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
 	14, // 6: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
 	17, // 7: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
 	0,  // 8: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	24, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	26, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
 	10, // 10: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
 	1,  // 11: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
 	3,  // 12: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
@@ -1401,16 +1490,18 @@ var file_quire_v1_admin_proto_depIdxs = []int32{
 	15, // 16: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
 	18, // 17: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
 	20, // 18: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	2,  // 19: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	4,  // 20: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	6,  // 21: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	9,  // 22: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	13, // 23: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	16, // 24: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	19, // 25: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	21, // 26: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
+	22, // 19: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	2,  // 20: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	4,  // 21: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	6,  // 22: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	9,  // 23: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	13, // 24: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	16, // 25: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	19, // 26: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	21, // 27: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	23, // 28: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1428,7 +1519,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

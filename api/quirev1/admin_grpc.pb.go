@@ -27,6 +27,7 @@ const (
 	Admin_DescribeConfigs_FullMethodName  = "/quire.v1.Admin/DescribeConfigs"
 	Admin_AlterConfigs_FullMethodName     = "/quire.v1.Admin/AlterConfigs"
 	Admin_CreatePartitions_FullMethodName = "/quire.v1.Admin/CreatePartitions"
+	Admin_UnregisterBroker_FullMethodName = "/quire.v1.Admin/UnregisterBroker"
 )
 
 // AdminClient is the client API for Admin service.
@@ -46,6 +47,17 @@ type AdminClient interface {
 	DescribeConfigs(ctx context.Context, in *DescribeConfigsRequest, opts ...grpc.CallOption) (*DescribeConfigsResponse, error)
 	AlterConfigs(ctx context.Context, in *AlterConfigsRequest, opts ...grpc.CallOption) (*AlterConfigsResponse, error)
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
+	// UnregisterBroker removes a broker that is gone for good from the
+	// cluster (Kafka's `kafka-cluster.sh unregister --id N`): from the
+	// metadata quorum's raft configuration (it stops being sent the metadata
+	// log) and from the broker list. Refused (FAILED_PRECONDITION,
+	// INVALID_REQUEST) while the broker is unfenced or heartbeated within
+	// broker.session.timeout.ms, and for a controller (quorum voter); an
+	// unknown id is NOT_FOUND. Partitions keep it in their replica lists (as
+	// Kafka keeps assignments) but it leaves every ISR: a partition it was the
+	// only in-sync replica of goes offline (leader -1, empty ISR) unless
+	// unclean.leader.election.enable elects another live replica.
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
 }
 
 type adminClient struct {
@@ -136,6 +148,16 @@ func (c *adminClient) CreatePartitions(ctx context.Context, in *CreatePartitions
 	return out, nil
 }
 
+func (c *adminClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Admin_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -153,6 +175,17 @@ type AdminServer interface {
 	DescribeConfigs(context.Context, *DescribeConfigsRequest) (*DescribeConfigsResponse, error)
 	AlterConfigs(context.Context, *AlterConfigsRequest) (*AlterConfigsResponse, error)
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
+	// UnregisterBroker removes a broker that is gone for good from the
+	// cluster (Kafka's `kafka-cluster.sh unregister --id N`): from the
+	// metadata quorum's raft configuration (it stops being sent the metadata
+	// log) and from the broker list. Refused (FAILED_PRECONDITION,
+	// INVALID_REQUEST) while the broker is unfenced or heartbeated within
+	// broker.session.timeout.ms, and for a controller (quorum voter); an
+	// unknown id is NOT_FOUND. Partitions keep it in their replica lists (as
+	// Kafka keeps assignments) but it leaves every ISR: a partition it was the
+	// only in-sync replica of goes offline (leader -1, empty ISR) unless
+	// unclean.leader.election.enable elects another live replica.
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -186,6 +219,9 @@ func (UnimplementedAdminServer) AlterConfigs(context.Context, *AlterConfigsReque
 }
 func (UnimplementedAdminServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CreatePartitions not implemented")
+}
+func (UnimplementedAdminServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -352,6 +388,24 @@ func _Admin_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -390,6 +444,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreatePartitions",
 			Handler:    _Admin_CreatePartitions_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Admin_UnregisterBroker_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

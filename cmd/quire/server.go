@@ -106,13 +106,22 @@ func runServer(ctx context.Context, f *serverFlags) error {
 		return err
 	}
 	if err := b.Start(); err != nil {
-		_ = b.Shutdown(context.Background())
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if serr := b.Shutdown(sctx); serr != nil {
+			cfg.Logger.Warn("shutdown after a failed start", "error", serr)
+		}
 		return err
 	}
 	<-ctx.Done()
 	stop() // a second signal kills the process
 	cfg.Logger.Info("signal received, shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	return b.Shutdown(sctx)
 }
+
+// shutdownTimeout bounds a node's shutdown: in-flight calls past it are
+// cut off (the controlled shutdown inside it is bounded by
+// broker.session.timeout.ms).
+const shutdownTimeout = 30 * time.Second
