@@ -18,21 +18,22 @@ import (
 // the bad value); the table below turns any of them, or the storage,
 // record and metadata sentinels, into a gRPC status and a quire.v1.Error.
 var (
-	ErrUnknownTopicOrPartition  = errors.New("broker: unknown topic or partition")
-	ErrInvalidTopic             = errors.New("broker: invalid topic")
-	ErrInvalidPartitions        = errors.New("broker: invalid partitions")
-	ErrInvalidReplicationFactor = errors.New("broker: invalid replication factor")
-	ErrInvalidConfig            = errors.New("broker: invalid config")
-	ErrInvalidRequest           = errors.New("broker: invalid request")
-	ErrInvalidRequiredAcks      = errors.New("broker: invalid required acks")
-	ErrNotLeader                = errors.New("broker: not leader or follower")
-	ErrLeaderNotAvailable       = errors.New("broker: leader not available")
-	ErrNotEnoughReplicas        = errors.New("broker: not enough replicas")
-	ErrRequestTimedOut          = errors.New("broker: request timed out")
-	ErrFencedLeaderEpoch        = errors.New("broker: fenced leader epoch")
-	ErrUnknownLeaderEpoch       = errors.New("broker: unknown leader epoch")
-	ErrPolicyViolation          = errors.New("broker: policy violation")
-	ErrShuttingDown             = errors.New("broker: shutting down")
+	ErrUnknownTopicOrPartition      = errors.New("broker: unknown topic or partition")
+	ErrInvalidTopic                 = errors.New("broker: invalid topic")
+	ErrInvalidPartitions            = errors.New("broker: invalid partitions")
+	ErrInvalidReplicationFactor     = errors.New("broker: invalid replication factor")
+	ErrInvalidConfig                = errors.New("broker: invalid config")
+	ErrInvalidRequest               = errors.New("broker: invalid request")
+	ErrInvalidRequiredAcks          = errors.New("broker: invalid required acks")
+	ErrNotLeader                    = errors.New("broker: not leader or follower")
+	ErrLeaderNotAvailable           = errors.New("broker: leader not available")
+	ErrNotEnoughReplicas            = errors.New("broker: not enough replicas")
+	ErrNotEnoughReplicasAfterAppend = errors.New("broker: not enough replicas after append")
+	ErrRequestTimedOut              = errors.New("broker: request timed out")
+	ErrFencedLeaderEpoch            = errors.New("broker: fenced leader epoch")
+	ErrUnknownLeaderEpoch           = errors.New("broker: unknown leader epoch")
+	ErrPolicyViolation              = errors.New("broker: policy violation")
+	ErrShuttingDown                 = errors.New("broker: shutting down")
 )
 
 // errorMapping is one row of the error table.
@@ -57,6 +58,7 @@ var errorTable = []errorMapping{
 	{ErrNotLeader, codes.FailedPrecondition, quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, true},
 	{ErrLeaderNotAvailable, codes.Unavailable, quirev1.ErrorCode_LEADER_NOT_AVAILABLE, true},
 	{ErrNotEnoughReplicas, codes.Unavailable, quirev1.ErrorCode_NOT_ENOUGH_REPLICAS, true},
+	{ErrNotEnoughReplicasAfterAppend, codes.Unavailable, quirev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND, true},
 	{ErrRequestTimedOut, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},
 	{ErrFencedLeaderEpoch, codes.FailedPrecondition, quirev1.ErrorCode_FENCED_LEADER_EPOCH, true},
 	{ErrUnknownLeaderEpoch, codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, true},

@@ -194,14 +194,21 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 }
 
 // waitHW blocks until the HW passes offset (so that offset is on every
-// in-sync replica), ctx ends, or the replica stops leading.
-func (p *Partition) waitHW(ctx context.Context, offset int64) error {
+// in-sync replica), ctx ends, or the replica stops leading. If the ISR has
+// shrunk below minISR by the time the HW passes, fewer copies than the
+// producer asked for exist: that is NOT_ENOUGH_REPLICAS_AFTER_APPEND, as in
+// Kafka, and the producer retries.
+func (p *Partition) waitHW(ctx context.Context, offset int64, minISR int32) error {
 	ch := make(chan struct{}, 1)
 	p.watch(ch)
 	defer p.unwatch(ch)
 	for {
 		st := p.state()
 		if st.hw > offset {
+			if int32(len(st.isr)) < minISR {
+				return fmt.Errorf("%w: %s-%d: offset %d is on %d in-sync replicas, min.insync.replicas is %d",
+					ErrNotEnoughReplicasAfterAppend, p.topic, p.id, offset, len(st.isr), minISR)
+			}
 			return nil
 		}
 		if !st.leader {

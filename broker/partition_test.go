@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	}
 
 	acked := make(chan error, 1)
-	go func() { acked <- p.waitHW(context.Background(), info.LastOffset) }()
+	go func() { acked <- p.waitHW(context.Background(), info.LastOffset, 2) }()
 
 	p.updateFollowerLEO(2, 3) // follower has 0..2
 	if p.HighWatermark() != 3 {
@@ -89,7 +90,7 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := p.waitHW(ctx, info.LastOffset); !errors.Is(err, ErrRequestTimedOut) {
+	if err := p.waitHW(ctx, info.LastOffset, 1); !errors.Is(err, ErrRequestTimedOut) {
 		t.Fatalf("want timeout, got %v", err)
 	}
 
@@ -193,4 +194,52 @@ func FuzzBrokerAppend(f *testing.F) {
 			t.Fatalf("append %+v: LEO %d -> %d, HW %d", info, before, after, p.HighWatermark())
 		}
 	})
+}
+
+// An acks=all append waiting for the HW while the ISR shrinks below
+// min.insync.replicas is not acknowledged: the HW passes it with fewer
+// copies than asked for, which is NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
+	rm := testReplicaManager(t)
+	if err := rm.makeLeader("t", 0, 3, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rm.partition("t", 0)
+	info, err := p.appendAsLeader(testBatch(5), -1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.waitHW(ctx, info.LastOffset, 2) }()
+	// Wait until the waiter is registered, then drop broker 2 from the ISR.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		n := len(p.waiters)
+		p.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("waiter never registered")
+		}
+		runtime.Gosched()
+	}
+	if err := rm.makeLeader("t", 0, 3, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+		t.Fatalf("acks=all with min.insync.replicas=2 and ISR %v (hw %d): got %v, want not enough replicas after append",
+			p.state().isr, p.HighWatermark(), err)
+	}
+	// A later wait for the same offset with the ISR still too small fails
+	// at once; with min.insync.replicas 1 it succeeds.
+	if err := p.waitHW(ctx, info.LastOffset, 2); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+		t.Fatalf("got %v", err)
+	}
+	if err := p.waitHW(ctx, info.LastOffset, 1); err != nil {
+		t.Fatal(err)
+	}
 }

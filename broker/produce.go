@@ -25,6 +25,7 @@ type producerService struct {
 type pendingAck struct {
 	part       *Partition
 	lastOffset int64
+	minISR     int32 // min.insync.replicas when the batch was appended
 	result     *quirev1.PartitionProduceResult
 }
 
@@ -94,20 +95,24 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 	}
 	closed := make(chan struct{})
 	close(closed)
+	var m pooledProduce // produce_buf.go
+	defer m.release()
 	for {
-		req, err := stream.Recv()
+		err := stream.RecvMsg(&m)
 		if errors.Is(err, io.EOF) {
 			return finish(nil)
 		}
 		if err != nil {
 			return finish(err)
 		}
+		req := &m.req
 		acks, err := parseAcks(req.Acks)
 		if err != nil {
 			return finish(toStatus(err))
 		}
 		rctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
 		resp, pending := s.b.appendPartitions(rctx, req, acks)
+		m.release() // the records are in the log; nothing refers to them
 		if acks == 0 {
 			resp = nil
 		}
@@ -145,7 +150,7 @@ func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceReque
 			continue
 		}
 		if acks == -1 {
-			pending = append(pending, pendingAck{part: part, lastOffset: last, result: res})
+			pending = append(pending, pendingAck{part: part, lastOffset: last, minISR: b.minInsyncReplicas(pr.Topic), result: res})
 		}
 	}
 	return resp, pending
@@ -173,11 +178,17 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 	return part, info.LastOffset, nil
 }
 
+// minInsyncReplicas is the topic's min.insync.replicas.
+func (b *Broker) minInsyncReplicas(topic string) int32 {
+	tc, _ := b.rm.topicConfig(topic)
+	return tc.MinInsyncReplicas
+}
+
 // awaitAcks waits until each acks=all append is below the HW, turning
 // those that do not make it in time into errors.
 func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
 	for _, pa := range pending {
-		if err := pa.part.waitHW(ctx, pa.lastOffset); err != nil {
+		if err := pa.part.waitHW(ctx, pa.lastOffset, pa.minISR); err != nil {
 			pa.result.Error = toError(err)
 		}
 	}
@@ -313,7 +324,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 			continue
 		}
 		if acks == -1 {
-			pending = append(pending, pendingAck{part: part, lastOffset: last, result: res})
+			pending = append(pending, pendingAck{part: part, lastOffset: last, minISR: b.minInsyncReplicas(req.Topic), result: res})
 		}
 	}
 	b.awaitAcks(ctx, pending)
