@@ -39,13 +39,19 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 type serverCodec struct{}
 
 func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(*quirev1.FetchResponse); ok {
-		return encodeFetchResponse(m) // fetch_codec.go
+	switch m := v.(type) {
+	case *quirev1.FetchResponse:
+		return encodeFetchResponse(m, nil) // fetch_codec.go
+	case *pooledFetch:
+		return encodeFetchResponse(m.resp, m) // fetch_buf.go
 	}
 	return protoCodec.Marshal(v)
 }
 
 func (serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*pooledProduce); ok {
+		return m.unmarshal(data) // produce_buf.go
+	}
 	req, ok := v.(*quirev1.ProduceRequest)
 	if !ok {
 		return protoCodec.Unmarshal(data, v)

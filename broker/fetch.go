@@ -9,6 +9,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/storage"
 )
 
 const (
@@ -31,6 +32,7 @@ type fetchSpec struct {
 	offset       int64
 	maxBytes     int
 	currentEpoch *int32
+	pooled       bool // read into a buffer from fetchBufs (fetch_buf.go)
 }
 
 // fetchResult is one partition's answer.
@@ -41,6 +43,7 @@ type fetchResult struct {
 	leo     int64
 	start   int64
 	err     error
+	buf     *[]byte // the fetchBufs buffer holding batches, if any
 }
 
 // fetch reads every partition, long-polling until minBytes are available or
@@ -69,6 +72,7 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 		if maxWait == 0 || total >= max(minBytes, 1) || anyErr {
 			return results
 		}
+		releaseFetchBufs(results)
 		select {
 		case <-wake:
 		case <-timer:
@@ -122,7 +126,13 @@ func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched
 			r.hw, r.leo, r.start = part.HighWatermark(), part.log.LogEndOffset(), part.log.LogStartOffset()
 			continue
 		}
-		res, hw, err := part.read(s.offset, limit)
+		var res storage.ReadResult
+		var hw int64
+		if s.pooled {
+			res, hw, r.buf, err = part.readPooled(s.offset, limit)
+		} else {
+			res, hw, err = part.read(s.offset, limit)
+		}
 		r.hw, r.leo, r.start = hw, part.log.LogEndOffset(), part.log.LogStartOffset()
 		if err != nil {
 			r.err, anyErr = err, true

@@ -30,7 +30,8 @@ const (
 
 // encodeFetchResponse encodes resp as proto does (same bytes: fields in
 // number order, zero values left out), referencing the records.
-func encodeFetchResponse(resp *quirev1.FetchResponse) (mem.BufferSlice, error) {
+// With pf, records in pooled buffers are handed over with their buffers.
+func encodeFetchResponse(resp *quirev1.FetchResponse, pf *pooledFetch) (mem.BufferSlice, error) {
 	var errBufs [][]byte
 	metaCap := 0
 	for _, p := range resp.Partitions {
@@ -58,7 +59,7 @@ func encodeFetchResponse(resp *quirev1.FetchResponse) (mem.BufferSlice, error) {
 		}
 	}
 	ei := 0
-	for _, p := range resp.Partitions {
+	for pi, p := range resp.Partitions {
 		var eb []byte
 		if p.Error != nil {
 			eb = errBufs[ei]
@@ -107,9 +108,10 @@ func encodeFetchResponse(resp *quirev1.FetchResponse) (mem.BufferSlice, error) {
 			meta = protowire.AppendVarint(meta, uint64(len(p.Records)))
 			if len(p.Records) < inlineRecords {
 				meta = append(meta, p.Records...)
+				pf.inlined(pi)
 			} else {
 				flushMeta()
-				data = append(data, mem.SliceBuffer(p.Records))
+				data = append(data, pf.recordsBuffer(pi, p.Records))
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func TestEncodeFetchResponse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := encodeFetchResponse(r)
+		data, err := encodeFetchResponse(r, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

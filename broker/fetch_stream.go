@@ -21,6 +21,9 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 		return toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
 	}
 	specs := fetchSpecs(req)
+	for i := range specs {
+		specs[i].pooled = true
+	}
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
 	if wait <= 0 {
 		wait = defaultStreamWait
@@ -46,17 +49,23 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 		if ctx.Err() != nil {
 			return nil // the client is gone
 		}
-		if err := stream.Send(fetchResponse(results)); err != nil {
-			return err
-		}
+		// The next offsets first: once sent, the buffers go back to the
+		// pool (fetch_buf.go) and may be reused by any read.
+		failed := false
+		msg := &pooledFetch{resp: fetchResponse(results), bufs: make([]*[]byte, len(results))}
 		for i := range results {
 			r := &results[i]
-			if r.err != nil {
-				return nil // the client restarts from its own view
-			}
+			failed = failed || r.err != nil
 			if len(r.batches) > 0 {
 				specs[i].offset = max(specs[i].offset, lastBatchNext(r.batches))
 			}
+			msg.bufs[i] = r.buf
+		}
+		if err := stream.SendMsg(msg); err != nil {
+			return err
+		}
+		if failed {
+			return nil // the client restarts from its own view
 		}
 	}
 }

@@ -50,9 +50,7 @@ func (c *Client) Flush(ctx context.Context) error { return c.prod.flush(ctx) }
 
 // BufferedRecords returns how many produced records await an answer.
 func (c *Client) BufferedRecords() int64 {
-	c.prod.mu.Lock()
-	defer c.prod.mu.Unlock()
-	return c.prod.bufRecs
+	return c.prod.bufRecs.Load()
 }
 
 type promise struct {
@@ -96,16 +94,25 @@ type producer struct {
 
 	topicsMu sync.RWMutex
 	topics   map[string]*prodTopic
+	// lastTopic is the topic last produced to, once loaded: a loaded
+	// topic stays, so the common case skips the map and its lock.
+	lastTopic atomic.Pointer[prodTopic]
 
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
 
-	mu       sync.Mutex // guards the buffer accounting and closed
-	bufBytes int64
-	bufRecs  int64
-	spaceCh  chan struct{} // closed when room is freed
-	drainCh  chan struct{} // closed when bufRecs reaches 0
-	closed   bool
+	// The buffer accounting is atomic, so that a record takes no lock
+	// for it; mu guards the channels that waiters sleep on, and the
+	// flags say when there are any (set under mu before the waiter
+	// checks the counts again, so a release never misses one).
+	bufBytes  atomic.Int64
+	bufRecs   atomic.Int64
+	closed    atomic.Bool
+	spaceWait atomic.Bool
+	drainWait atomic.Bool
+	mu        sync.Mutex
+	spaceCh   chan struct{} // closed when room is freed
+	drainCh   chan struct{} // closed when bufRecs reaches 0
 
 	flushing atomic.Int32
 	corr     atomic.Int64
@@ -176,27 +183,29 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 
 // reserve takes room for one record in the buffer.
 func (p *producer) reserve(ctx context.Context, size int64) error {
-	p.mu.Lock()
 	for {
-		if p.closed {
-			p.mu.Unlock()
+		if p.closed.Load() {
 			return ErrClosed
 		}
-		if p.bufBytes+size <= p.cfg.maxBufBytes || p.bufRecs == 0 {
-			p.bufBytes += size
-			p.bufRecs++
-			p.mu.Unlock()
+		if p.tryReserve(size) {
 			return nil
 		}
 		if !p.cfg.blockOnFull {
-			p.mu.Unlock()
 			return ErrBufferFull
 		}
+		p.mu.Lock()
 		if p.spaceCh == nil {
 			p.spaceCh = make(chan struct{})
 		}
 		ch := p.spaceCh
+		p.spaceWait.Store(true)
 		p.mu.Unlock()
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		if p.tryReserve(size) { // room freed before spaceWait was seen
+			return nil
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -204,23 +213,45 @@ func (p *producer) reserve(ctx context.Context, size int64) error {
 		case <-p.c.ctx.Done():
 			return ErrClosed
 		}
-		p.mu.Lock()
+	}
+}
+
+// tryReserve takes room for a record of size bytes if there is some (a
+// record bigger than the whole buffer goes in when the buffer is empty).
+func (p *producer) tryReserve(size int64) bool {
+	for {
+		b := p.bufBytes.Load()
+		if b+size > p.cfg.maxBufBytes && b != 0 {
+			return false
+		}
+		if p.bufBytes.CompareAndSwap(b, b+size) {
+			p.bufRecs.Add(1)
+			return true
+		}
 	}
 }
 
 func (p *producer) release(bytes, recs int64) {
-	p.mu.Lock()
-	p.bufBytes -= bytes
-	p.bufRecs -= recs
-	if p.spaceCh != nil {
-		close(p.spaceCh)
-		p.spaceCh = nil
+	p.bufBytes.Add(-bytes)
+	left := p.bufRecs.Add(-recs)
+	if p.spaceWait.Load() {
+		p.mu.Lock()
+		if p.spaceCh != nil {
+			close(p.spaceCh)
+			p.spaceCh = nil
+		}
+		p.spaceWait.Store(false)
+		p.mu.Unlock()
 	}
-	if p.bufRecs == 0 && p.drainCh != nil {
-		close(p.drainCh)
-		p.drainCh = nil
+	if left == 0 && p.drainWait.Load() {
+		p.mu.Lock()
+		if p.bufRecs.Load() == 0 && p.drainCh != nil {
+			close(p.drainCh)
+			p.drainCh = nil
+			p.drainWait.Store(false)
+		}
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 }
 
 func (p *producer) flush(ctx context.Context) error {
@@ -231,16 +262,19 @@ func (p *producer) flush(ctx context.Context) error {
 		s.notify()
 	}
 	p.sinksMu.Unlock()
-	p.mu.Lock()
-	if p.bufRecs == 0 {
-		p.mu.Unlock()
+	if p.bufRecs.Load() == 0 {
 		return nil
 	}
+	p.mu.Lock()
 	if p.drainCh == nil {
 		p.drainCh = make(chan struct{})
 	}
 	ch := p.drainCh
+	p.drainWait.Store(true)
 	p.mu.Unlock()
+	if p.bufRecs.Load() == 0 { // drained before drainWait was seen
+		return nil
+	}
 	select {
 	case <-ch:
 		return nil
@@ -252,6 +286,9 @@ func (p *producer) flush(ctx context.Context) error {
 // topic returns the producer state of a topic, loading its metadata the
 // first time.
 func (p *producer) topic(ctx context.Context, name string) (*prodTopic, error) {
+	if t := p.lastTopic.Load(); t != nil && t.name == name {
+		return t, nil
+	}
 	p.topicsMu.RLock()
 	t := p.topics[name]
 	p.topicsMu.RUnlock()
@@ -279,6 +316,7 @@ func (p *producer) topic(ctx context.Context, name string) (*prodTopic, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
+	p.lastTopic.Store(t)
 	return t, nil
 }
 
@@ -588,7 +626,7 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 // client's goroutines have stopped.
 func (p *producer) close() {
 	p.mu.Lock()
-	p.closed = true
+	p.closed.Store(true)
 	if p.spaceCh != nil {
 		close(p.spaceCh)
 		p.spaceCh = nil
