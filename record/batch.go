@@ -183,11 +183,24 @@ func CRC(batch []byte) uint32 {
 // Validate checks that batch is exactly one whole, well formed batch: its
 // length, magic and CRC, that lastOffsetDelta is recordCount-1, and that
 // the records section holds exactly recordCount records. For an
-// uncompressed batch it frames the records by their length prefixes (cheap
-// enough for every produce request); a compressed batch is decompressed and
-// every record parsed, offset deltas included. Use ValidateDeep to parse
-// uncompressed records too.
+// uncompressed batch it frames the records by their length prefixes only,
+// the check for bytes that a validating leader wrote (replication,
+// recovery); a compressed batch is decompressed and every record parsed,
+// offset deltas included. Bytes from a producer need ValidateDeep.
 func Validate(batch []byte) (Header, error) {
+	return validate(batch, false)
+}
+
+// ValidateDeep is Validate that also parses every field of every record of
+// an uncompressed batch, as a Kafka leader does before it acknowledges a
+// produce request: attributes, timestamp and offset deltas (0..n-1), key,
+// value and header lengths within the record. It is one pass over the
+// records, framing and parsing together, after the CRC.
+func ValidateDeep(batch []byte) (Header, error) {
+	return validate(batch, true)
+}
+
+func validate(batch []byte, deep bool) (Header, error) {
 	h, err := ParseHeader(batch)
 	if err != nil {
 		return h, err
@@ -209,8 +222,9 @@ func Validate(batch []byte) (Header, error) {
 	}
 	body := batch[HeaderSize:]
 	if h.Codec() == None {
-		// The produce path: frame the records by their lengths only, a
-		// few nanoseconds each; ValidateDeep parses every field.
+		if deep {
+			return h, checkRecords(body, h.NumRecords)
+		}
 		return h, checkFraming(body, h.NumRecords)
 	}
 	dec, err := decompress(h.Codec(), body)
@@ -221,59 +235,36 @@ func Validate(batch []byte) (Header, error) {
 	return h, checkRecords(*dec, h.NumRecords)
 }
 
-// ValidateDeep is Validate that also parses every field of every record of
-// an uncompressed batch (Validate does so only for compressed batches,
-// which it must decompress anyway): field lengths within the record,
-// offset deltas 0..n-1.
-func ValidateDeep(batch []byte) (Header, error) {
-	h, err := Validate(batch)
-	if err != nil || h.Codec() != None {
-		return h, err
-	}
-	return h, checkRecords(batch[HeaderSize:], h.NumRecords)
-}
-
 // minRecordLength is the smallest record body: attributes, timestamp
 // delta, offset delta, key length, value length and header count, one
 // byte each.
 const minRecordLength = 6
 
 // checkFraming checks that body holds exactly n length-prefixed records
-// of plausible size. It runs on every produce request and is a chain of
-// dependent loads (each record's length says where the next starts), so
-// the common case, a non-negative length in one or two varint bytes (up to
-// 8191), is decoded from a single 16-bit load with one bounds check.
+// of plausible size. It is a chain of dependent loads (each record's
+// length says where the next starts), so the common case, a non-negative
+// length in one or two varint bytes (up to 8191), is decoded from a single
+// 16-bit load with one bounds check.
 func checkFraming(body []byte, n int32) error {
 	p := 0
 	for i := int32(0); i < n; i++ {
-		if p+1 < len(body) {
-			w := uint(body[p]) | uint(body[p+1])<<8
-			var u, size uint
-			switch {
-			case w&0x80 == 0:
-				u, size = w&0x7f, 1
-			case w&0x8000 == 0:
-				u, size = w&0x7f|(w>>8)<<7, 2
+		if u, size := varint2(body, p); size != 0 && u&1 == 0 {
+			// An even zigzag value is non-negative.
+			length := u >> 1
+			if length < minRecordLength || length > uint(len(body)-p-size) {
+				return fmt.Errorf("%w: record %d: bad length", ErrBadRecord, i)
 			}
-			// An even zigzag value is non-negative; size 0 means a longer
-			// varint, left to the general path.
-			if size != 0 && u&1 == 0 {
-				length := u >> 1
-				if length < minRecordLength || length > uint(len(body)-p)-size {
-					return fmt.Errorf("%w: record %d: bad length", ErrBadRecord, i)
-				}
-				p += int(size + length)
-				continue
-			}
+			p += size + int(length)
+			continue
 		}
 		if p >= len(body) {
 			return fmt.Errorf("%w: %d records, header says %d", ErrRecordCount, i, n)
 		}
-		length, ok := fastVarint(body, &p)
-		if !ok || length < minRecordLength || length > int64(len(body)-p) {
+		length, q, ok := readVarint(body, p)
+		if !ok || length < minRecordLength || length > int64(len(body)-q) {
 			return fmt.Errorf("%w: record %d: bad length", ErrBadRecord, i)
 		}
-		p += int(length)
+		p = q + int(length)
 	}
 	if p != len(body) {
 		return fmt.Errorf("%w: %d bytes after %d records", ErrRecordCount, len(body)-p, n)
@@ -281,57 +272,137 @@ func checkFraming(body []byte, n int32) error {
 	return nil
 }
 
-// checkRecords walks n records in body, checking their framing and offset
-// deltas, without copying or allocating. It is the hot part of validating
-// a produce request, so varints are decoded inline with a one-byte fast
-// path.
+// varint2 decodes the varint at b[q] if it has one or two bytes and b
+// holds two bytes from q, from a single 16-bit load: it returns the
+// zigzag-encoded value (even for v >= 0: 2v; odd: -2v-1) and its size, or
+// size 0 for the general path (readVarint).
+func varint2(b []byte, q int) (u uint, size int) {
+	if uint(q)+1 >= uint(len(b)) {
+		return 0, 0
+	}
+	w := uint(b[q]) | uint(b[q+1])<<8
+	if w&0x80 == 0 {
+		return w & 0x7f, 1
+	}
+	if w&0x8000 == 0 {
+		return w&0x7f | (w>>8)<<7, 2
+	}
+	return 0, 0
+}
+
+// checkRecords checks that body holds exactly n well formed records, as
+// parseRecord would decode them, in one pass that frames and parses each
+// record, without copying or allocating: the attributes byte, a timestamp
+// delta, offset delta i for record i, key and value (null or within the
+// record), headers (non-null keys) and no bytes left over.
+//
+// It runs on every produce request, so the common record takes a fast
+// path: varints of one or two bytes (lengths and deltas below 8192; a null
+// key is the single byte 0x01) and no headers (a last byte 0). Its length,
+// attributes, timestamp delta and offset delta lie in its first 8 bytes,
+// decoded from one 64-bit load. The varint sizes are branches rather than
+// arithmetic: they are predictable, and a predicted branch lets the CPU
+// start on the next field (and record) before the bytes that say where it
+// starts have arrived. Any record not of that shape, or malformed, goes to
+// checkRecord, which parses it in general and says what is wrong.
 func checkRecords(body []byte, n int32) error {
-	p := 0
+	var (
+		p, q, end int
+		x, w, u   uint64
+		err       error
+	)
 	for i := int32(0); i < n; i++ {
-		length, ok := fastVarint(body, &p)
-		if !ok || length < 1 || length > int64(len(body)-p) {
-			if p >= len(body) {
-				return fmt.Errorf("%w: %d records, header says %d", ErrRecordCount, i, n)
+		if p+8 > len(body) {
+			goto slow
+		}
+		x = binary.LittleEndian.Uint64(body[p:])
+		// Length: non-negative, the record is body[q:end].
+		if x&0x80 == 0 {
+			u, q = x&0x7f, p+1
+		} else if x&0x8000 == 0 {
+			u, q = x&0x7f|x>>1&0x3f80, p+2
+			x >>= 8
+		} else {
+			goto slow
+		}
+		if u&1 != 0 || u>>1 < minRecordLength || u>>1 > uint64(len(body)-q) {
+			goto slow
+		}
+		end = q + int(u>>1)
+		x >>= 16 // past the length and the attributes
+		q++
+		// Timestamp delta: any value.
+		if x&0x80 == 0 {
+			q++
+			x >>= 8
+		} else if x&0x8000 == 0 {
+			q += 2
+			x >>= 16
+		} else {
+			goto slow
+		}
+		// Offset delta: i, zigzag-encoded 2i.
+		if x&0x80 == 0 {
+			if x&0x7f != uint64(2*i) {
+				goto slow
 			}
-			return fmt.Errorf("%w: record %d: bad length", ErrBadRecord, i)
+			q++
+		} else if x&0x8000 == 0 && x&0x7f|x>>1&0x3f80 == uint64(2*i) {
+			q += 2
+		} else {
+			goto slow
 		}
-		end := p + int(length)
-		rec := body[:end]
-		q := p + 1                             // attributes
-		if _, ok := fastVarint(rec, &q); !ok { // timestamp delta
-			return fmt.Errorf("%w: record %d: bad timestamp delta", ErrBadRecord, i)
+		// Key: null (zigzag 1, the usual case) or a length. The check
+		// below that the record ends with header count 0 right after
+		// the value bounds both key and value.
+		if q+2 > len(body) {
+			goto slow
 		}
-		if od, ok := fastVarint(rec, &q); !ok || od != int64(i) {
-			return fmt.Errorf("%w: record %d has offset delta %d", ErrRecordCount, i, od)
-		}
-		for f := 0; f < 2; f++ { // key, value
-			l, ok := fastVarint(rec, &q)
-			if !ok || l < -1 || l > int64(end-q) {
-				return fmt.Errorf("%w: record %d: bad field length", ErrBadRecord, i)
+		if w = uint64(binary.LittleEndian.Uint16(body[q:])); w&0xff == 1 {
+			q++
+		} else {
+			if w&0x80 == 0 {
+				u = w & 0x7f
+				q++
+			} else if w&0x8000 == 0 {
+				u = w&0x7f | w>>1&0x3f80
+				q += 2
+			} else {
+				goto slow
 			}
-			if l > 0 {
-				q += int(l)
+			if u&1 != 0 {
+				goto slow
 			}
+			q += int(u >> 1)
 		}
-		hc, ok := fastVarint(rec, &q)
-		if !ok || hc < 0 || hc > int64(end-q) {
-			return fmt.Errorf("%w: record %d: bad header count", ErrBadRecord, i)
+		// Value: a length or null.
+		if q+2 > len(body) {
+			goto slow
 		}
-		for j := int64(0); j < hc; j++ {
-			for f := 0; f < 2; f++ {
-				l, ok := fastVarint(rec, &q)
-				if !ok || l < -1 || (f == 0 && l < 0) || l > int64(end-q) {
-					return fmt.Errorf("%w: record %d: bad header", ErrBadRecord, i)
-				}
-				if l > 0 {
-					q += int(l)
-				}
-			}
+		w = uint64(binary.LittleEndian.Uint16(body[q:]))
+		if w&0x80 == 0 {
+			u = w & 0x7f
+			q++
+		} else if w&0x8000 == 0 {
+			u = w&0x7f | w>>1&0x3f80
+			q += 2
+		} else {
+			goto slow
 		}
-		if q != end {
-			return fmt.Errorf("%w: record %d: %d bytes left in record", ErrBadRecord, i, end-q)
+		if u&1 != 0 && u != 1 {
+			goto slow
+		}
+		q += int(u >> 1)
+		// Header count 0, the last byte.
+		if q != end-1 || body[q] != 0 {
+			goto slow
 		}
 		p = end
+		continue
+	slow:
+		if p, err = checkRecord(body, p, i, n); err != nil {
+			return err
+		}
 	}
 	if p != len(body) {
 		return fmt.Errorf("%w: %d bytes after %d records", ErrRecordCount, len(body)-p, n)
@@ -339,29 +410,91 @@ func checkRecords(body []byte, n int32) error {
 	return nil
 }
 
-// fastVarint decodes the zigzag varint at b[*p] and advances *p.
-func fastVarint(b []byte, p *int) (int64, bool) {
-	i := *p
+// checkRecord checks record i of n, at body[p:], field by field in
+// general (checkRecords' slow path), and returns where the next record
+// starts.
+func checkRecord(body []byte, p int, i, n int32) (int, error) {
+	if p >= len(body) {
+		return p, fmt.Errorf("%w: %d records, header says %d", ErrRecordCount, i, n)
+	}
+	length, q, ok := readVarint(body, p)
+	if !ok || length < minRecordLength || length > int64(len(body)-q) {
+		return p, fmt.Errorf("%w: record %d: bad length", ErrBadRecord, i)
+	}
+	end := q + int(length)
+	rec := body[:end]
+	q++ // attributes
+	if _, q, ok = readVarint(rec, q); !ok {
+		return p, fmt.Errorf("%w: record %d: bad timestamp delta", ErrBadRecord, i)
+	}
+	od, q, ok := readVarint(rec, q)
+	if !ok || od != int64(i) {
+		return p, fmt.Errorf("%w: record %d has offset delta %d", ErrRecordCount, i, od)
+	}
+	for f := 0; f < 2; f++ { // key, value
+		var l int64
+		l, q, ok = readVarint(rec, q)
+		if !ok || l < -1 || l > int64(end-q) {
+			return p, fmt.Errorf("%w: record %d: bad field length", ErrBadRecord, i)
+		}
+		q += int(max(l, 0))
+	}
+	hc, q, ok := readVarint(rec, q)
+	if !ok || hc < 0 || hc > int64(end-q) {
+		return p, fmt.Errorf("%w: record %d: bad header count", ErrBadRecord, i)
+	}
+	for j := int64(0); j < hc; j++ {
+		for f := 0; f < 2; f++ { // key (not null), value
+			var l int64
+			l, q, ok = readVarint(rec, q)
+			if !ok || l < -1 || (f == 0 && l < 0) || l > int64(end-q) {
+				return p, fmt.Errorf("%w: record %d: bad header", ErrBadRecord, i)
+			}
+			q += int(max(l, 0))
+		}
+	}
+	if q != end {
+		return p, fmt.Errorf("%w: record %d: %d bytes left in record", ErrBadRecord, i, end-q)
+	}
+	return end, nil
+}
+
+// readVarint decodes the zigzag varint at b[q:] and returns it with the
+// position after it. Like binary.Varint it refuses a varint that runs off
+// b or overflows 64 bits.
+func readVarint(b []byte, q int) (int64, int, bool) {
 	var u uint64
 	for s := uint(0); s < 64; s += 7 {
-		if i >= len(b) {
-			return 0, false
+		if q >= len(b) {
+			return 0, q, false
 		}
-		c := b[i]
-		i++
+		c := b[q]
+		q++
 		if c < 0x80 {
+			if s == 63 && c > 1 {
+				return 0, q, false
+			}
 			u |= uint64(c) << s
-			*p = i
-			return int64(u>>1) ^ -int64(u&1), true
+			return int64(u>>1) ^ -int64(u&1), q, true
 		}
 		u |= uint64(c&0x7f) << s
 	}
-	return 0, false
+	return 0, q, false
 }
 
 // SplitBatches walks buf, a sequence of whole batches, validates each (see
 // Validate) and calls fn with it. It stops at the first error.
 func SplitBatches(buf []byte, fn func(batch []byte, h Header) error) error {
+	return splitBatches(buf, false, fn)
+}
+
+// SplitBatchesDeep is SplitBatches with ValidateDeep: for batches from a
+// producer.
+func SplitBatchesDeep(buf []byte, fn func(batch []byte, h Header) error) error {
+	return splitBatches(buf, true, fn)
+}
+
+func splitBatches(buf []byte, deep bool, fn func(batch []byte, h Header) error) error {
 	for len(buf) > 0 {
 		size := PeekSize(buf)
 		if size < 0 {
@@ -373,7 +506,7 @@ func SplitBatches(buf []byte, fn func(batch []byte, h Header) error) error {
 		if size > len(buf) {
 			return fmt.Errorf("%w: batch needs %d bytes, have %d", ErrTruncated, size, len(buf))
 		}
-		h, err := Validate(buf[:size:size])
+		h, err := validate(buf[:size:size], deep)
 		if err != nil {
 			return err
 		}

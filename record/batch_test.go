@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -239,20 +240,41 @@ func TestBatchValidateFraming(t *testing.T) {
 	}
 }
 
-func BenchmarkBatchValidate(b *testing.B) {
+// benchValidateBatch is 1000 records of 100-byte values (~110 KB), the
+// shape of a well-batched producer.
+func benchValidateBatch() []byte {
 	bl := NewBuilder(None)
 	v := bytes.Repeat([]byte("x"), 100)
 	for i := 0; i < 1000; i++ {
 		bl.Append(int64(i), nil, v, nil)
 	}
-	batch := bl.Build()
+	return bl.Build()
+}
+
+func benchValidate(b *testing.B, batch []byte, validate func([]byte) (Header, error)) {
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Validate(batch); err != nil {
+		if _, err := validate(batch); err != nil {
 			b.Fatal(err)
 		}
 	}
+	h, _ := ParseHeader(batch)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h.NumRecords), "ns/record")
+}
+
+func BenchmarkBatchValidate(b *testing.B) {
+	benchValidate(b, benchValidateBatch(), Validate)
+}
+
+func BenchmarkBatchValidateDeep(b *testing.B) {
+	benchValidate(b, benchValidateBatch(), ValidateDeep)
+}
+
+// BenchmarkBatchCRC is the floor under both: the CRC-32C of the batch.
+func BenchmarkBatchCRC(b *testing.B) {
+	batch := benchValidateBatch()
+	benchValidate(b, batch, func(batch []byte) (Header, error) { CRC(batch); return Header{}, nil })
 }
 
 // TestDecompressLimitExact: the decompressed-size limit holds to the byte
@@ -310,6 +332,86 @@ func TestValidateFramingSizes(t *testing.T) {
 			binary.BigEndian.PutUint32(c[offCRC:], CRC(c))
 			if _, err := Validate(c); err == nil && first != b[HeaderSize] {
 				t.Fatalf("size %d: first length byte %#x accepted", size, first)
+			}
+		}
+	}
+}
+
+// TestValidateDeepMatchesDecoding: ValidateDeep accepts a batch exactly
+// when every record decodes (ForEachRecord) with offset deltas 0..n-1.
+// Random bytes of batches of many shapes (record varints of one to three
+// bytes, keys, null values, headers, records past offset delta 64 and
+// 8192) are changed and the CRC fixed, so that both its fast path and its
+// general path meet good and bad records.
+func TestValidateDeepMatchesDecoding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	shape := func(n, valueSize int, keys, headers bool) []byte {
+		bl := NewBuilder(None)
+		for i := 0; i < n; i++ {
+			var key, value []byte
+			if keys {
+				key = []byte(fmt.Sprintf("k%d", i))
+			}
+			if valueSize >= 0 {
+				value = bytes.Repeat([]byte{'v'}, valueSize+i%3)
+			}
+			var hdrs []RecordHeader
+			if headers && i%2 == 0 {
+				hdrs = []RecordHeader{{Key: "h", Value: []byte("x")}, {Key: "", Value: nil}}
+			}
+			bl.Append(int64(i*i), key, value, hdrs)
+		}
+		return bl.Build()
+	}
+	batches := [][]byte{
+		shape(3, 1, true, false), shape(100, 100, false, false), shape(70, 0, true, true),
+		shape(5, -1, false, false), shape(5, 8200, true, false), shape(9000, 1, false, false),
+		buildTest(t, None, 50),
+	}
+	decodes := func(b []byte) bool {
+		i := int32(0)
+		err := ForEachRecord(b, func(r *Record) error {
+			if r.OffsetDelta != i {
+				return ErrRecordCount
+			}
+			i++
+			return nil
+		})
+		return err == nil
+	}
+	for bi, good := range batches {
+		if _, err := ValidateDeep(good); err != nil {
+			t.Fatalf("batch %d: %v", bi, err)
+		}
+		body := len(good) - HeaderSize
+		rounds := 3000
+		if body > 100000 {
+			rounds = 100
+		}
+		for r := 0; r < rounds; r++ {
+			b := bytes.Clone(good)
+			for k := 0; k <= rng.IntN(3); k++ {
+				// Mostly the first bytes of records, where the fields are.
+				pos := HeaderSize + rng.IntN(min(body, 64))
+				if rng.IntN(2) == 0 {
+					pos = HeaderSize + rng.IntN(body)
+				}
+				switch rng.IntN(3) {
+				case 0:
+					b[pos] = byte(rng.IntN(256))
+				case 1:
+					b[pos] ^= 0x80
+				default:
+					b[pos]++
+				}
+			}
+			binary.BigEndian.PutUint32(b[offCRC:], CRC(b))
+			_, err := ValidateDeep(b)
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("batch %d: error %v is not ErrCorrupt", bi, err)
+			}
+			if want := decodes(b); (err == nil) != want {
+				t.Fatalf("batch %d round %d: ValidateDeep says %v, decoding ok %v", bi, r, err, want)
 			}
 		}
 	}

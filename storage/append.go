@@ -27,12 +27,17 @@ type batchSet struct {
 }
 
 // validate checks every batch of an append before anything is written.
-func (l *Log) validate(batches []byte, cfg LogConfig) (batchSet, error) {
+// With deep (a leader append: bytes from a producer) it parses every
+// record of an uncompressed batch, as Kafka's leader does, so that a
+// record consumers cannot decode is refused (ErrCorruptBatch) rather than
+// stored; without it (a follower append: bytes a leader validated) it
+// frames the records by their lengths only (see record.ValidateDeep).
+func (l *Log) validate(batches []byte, cfg LogConfig, deep bool) (batchSet, error) {
 	bs := batchSet{info: AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(batches)}}
 	if len(batches) == 0 {
 		return bs, corrupt(fmt.Errorf("%w: no batches", record.ErrTruncated))
 	}
-	err := record.SplitBatches(batches, func(b []byte, h record.Header) error {
+	check := func(b []byte, h record.Header) error {
 		if len(b) > int(cfg.MaxMessageBytes) {
 			return fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", ErrRecordTooLarge, len(b), cfg.MaxMessageBytes)
 		}
@@ -44,7 +49,15 @@ func (l *Log) validate(batches []byte, cfg LogConfig) (batchSet, error) {
 		bs.info.NumRecords += int(h.NumRecords)
 		bs.numBatches++
 		return nil
-	})
+	}
+	// Direct calls (not through a func value), so that check stays on
+	// the stack.
+	var err error
+	if deep {
+		err = record.SplitBatchesDeep(batches, check)
+	} else {
+		err = record.SplitBatches(batches, check)
+	}
 	if err != nil {
 		if errors.Is(err, ErrRecordTooLarge) {
 			return bs, err
@@ -74,7 +87,8 @@ func (l *Log) checkWritable() error {
 	return nil
 }
 
-// AppendAsLeader validates batches (one or more whole batches), assigns
+// AppendAsLeader validates batches (one or more whole batches, every
+// record parsed: see record.ValidateDeep), assigns
 // them offsets from the log end offset by writing each base offset into
 // the caller's buffer, stamps leaderEpoch into each, and appends them. It
 // is all or nothing: a bad batch (ErrCorruptBatch) or one larger than
@@ -87,7 +101,7 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 		return AppendInfo{}, err
 	}
 	cfg := l.Config()
-	bs, err := l.validate(batches, cfg)
+	bs, err := l.validate(batches, cfg, true)
 	if err != nil {
 		return bs.info, err
 	}
@@ -110,7 +124,8 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 }
 
 // AppendAsFollower appends batches copied from the leader, keeping their
-// offsets and epochs. The first batch must start at the log end offset and
+// offsets and epochs. It checks each batch's CRC and record framing, not
+// every record's fields: the leader parsed them when it took them. The first batch must start at the log end offset and
 // the batches must be contiguous: ErrOffsetGap for a hole, ErrOffsetOverlap
 // for offsets the log already has.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
@@ -121,7 +136,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	}
 	cfg := l.Config()
 	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
-	bs, err := l.validate(batches, cfg)
+	bs, err := l.validate(batches, cfg, false)
 	if err != nil {
 		return bs.info, err
 	}

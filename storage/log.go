@@ -40,9 +40,17 @@ type Log struct {
 	segs []*segment   // ordered by base offset; the last is active
 
 	leo atomic.Int64
-	// truncations counts truncations; a read that overlaps one is redone
-	// (see ReadAppend), since bytes it read may have been cut or rewritten.
-	truncations   atomic.Int64
+	// truncations is a sequence lock around truncations: odd while one
+	// is under way, until it has published the new log end, and bumped
+	// again after. A read that starts while it is odd waits (on
+	// truncationDone), and one that sees it change is redone (see
+	// ReadAppend), since bytes it read may have been cut or rewritten.
+	truncations atomic.Int64
+	// truncationDone is closed when the truncation under way (if any)
+	// has published the new log end; set before truncations turns odd.
+	truncationDone atomic.Pointer[chan struct{}]
+	// readWaitHook, if set (tests), runs when a read waits for a truncation.
+	readWaitHook  func()
 	logStart      atomic.Int64
 	recoveryPoint atomic.Int64
 	lastFlushMs   atomic.Int64

@@ -693,3 +693,161 @@ func TestReadRacingClose(t *testing.T) {
 		t.Fatalf("timestamp lookup racing close: %v", err)
 	}
 }
+
+// twoRecordBatch is an uncompressed batch of two records (keys "k0" and
+// "k1", value "v") and the position in it of the second record, laid out
+// as length, attributes, timestamp delta, offset delta, key length, key,
+// value length, value, header count (one byte each but the key).
+func twoRecordBatch(t *testing.T) (batch []byte, second int) {
+	t.Helper()
+	b := record.NewBuilder(record.None)
+	b.Append(1000, []byte("k0"), []byte("v"), nil)
+	b.Append(1000, []byte("k1"), []byte("v"), nil)
+	batch = b.Build()
+	second = record.HeaderSize + 10 // the first record: length 9, 9 bytes
+	if batch[second] != 18 || batch[second+3] != 2 || batch[second+4] != 4 {
+		t.Fatalf("unexpected layout % x", batch[second:])
+	}
+	return batch, second
+}
+
+// TestLogAppendRejectsMalformedRecords: a leader append parses every
+// record of an uncompressed batch, as Kafka's does, so a batch with a
+// valid CRC and record framing but a record consumers cannot decode, or
+// one with offsets outside the batch's range, is refused as corrupt
+// rather than stored as a poison pill.
+func TestLogAppendRejectsMalformedRecords(t *testing.T) {
+	cases := []struct {
+		name string
+		mut  func(b []byte, r int)
+	}{
+		{"offset delta outside the batch", func(b []byte, r int) { b[r+3] = 14 }}, // 7
+		{"offset delta of the first record", func(b []byte, r int) { b[record.HeaderSize+3] = 2 }},
+		{"key past the record", func(b []byte, r int) { b[r+4] = 100 }}, // 50
+		{"key length below -1", func(b []byte, r int) { b[r+4] = 3 }},   // -2
+		{"key length short", func(b []byte, r int) { b[r+4] = 2 }},      // 1: a byte left over
+		{"value past the record", func(b []byte, r int) { b[r+7] = 6 }},
+		{"header count past the record", func(b []byte, r int) { b[r+9] = 2 }},
+		{"header count negative", func(b []byte, r int) { b[r+9] = 1 }},
+		{"timestamp delta past the record", func(b []byte, r int) { copy(b[r+2:r+10], []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := openTest(t, t.TempDir(), smallConfig(), 0)
+			defer l.Close()
+			batch, r := twoRecordBatch(t)
+			c.mut(batch, r)
+			binary.BigEndian.PutUint32(batch[17:], record.CRC(batch))
+			if _, err := record.Validate(batch); err != nil {
+				t.Fatalf("the framing check should pass: %v", err)
+			}
+			_, err := l.AppendAsLeader(batch, 0)
+			if !errors.Is(err, ErrCorruptBatch) || !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("AppendAsLeader: got %v, want a corrupt batch error", err)
+			}
+			if l.LogEndOffset() != 0 || l.Size() != 0 {
+				t.Fatalf("log changed: leo %d size %d", l.LogEndOffset(), l.Size())
+			}
+			good, _ := twoRecordBatch(t)
+			if _, err := l.AppendAsLeader(good, 0); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			if err := record.ForEachRecord(readAll(t, l)[0], func(*record.Record) error { n++; return nil }); err != nil || n != 2 {
+				t.Fatalf("decoding the log: %d records, %v", n, err)
+			}
+		})
+	}
+}
+
+// TestLogReadWaitsForTruncation: a read that starts while a truncation is
+// under way, before it has published the new log end, waits for it and
+// returns nothing of what it cuts.
+func TestLogReadWaitsForTruncation(t *testing.T) {
+	efs := NewErrorFS(newMemFS())
+	l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustAppend(t, l, makeBatch(3, 10, 1), 0) // offsets 0-2
+	mustAppend(t, l, makeBatch(3, 10, 2), 0) // offsets 3-5
+
+	var armed atomic.Bool
+	blocked, release := make(chan struct{}), make(chan struct{})
+	efs.SetInjector(func(op Op, path string) error {
+		// Hold the truncation in its first log read (locating the cut),
+		// after it began and before it publishes the new log end.
+		if op == OpRead && filepath.Ext(path) == logSuffix && armed.CompareAndSwap(true, false) {
+			close(blocked)
+			<-release
+		}
+		return nil
+	})
+	waiting := make(chan struct{}, 1)
+	l.readWaitHook = func() { waiting <- struct{}{} }
+	armed.Store(true)
+	truncated := make(chan error)
+	go func() { truncated <- l.Truncate(3) }()
+	<-blocked
+
+	type result struct {
+		res ReadResult
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		res, err := l.Read(3, 1<<16, math.MaxInt64) // starts inside the window
+		done <- result{res, err}
+	}()
+	select {
+	case <-waiting: // the read waits for the truncation
+	case r := <-done:
+		close(release)
+		t.Fatalf("read at 3 did not wait for Truncate(3): %d bytes up to offset %d, %v", len(r.res.Batches), r.res.HighOffset, r.err)
+	}
+	close(release)
+	if err := <-truncated; err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if l.LogEndOffset() != 3 {
+		t.Fatalf("log end %d after truncating to 3", l.LogEndOffset())
+	}
+	if len(r.res.Batches) > 0 || r.res.LogEndOffset != 3 || r.res.HighOffset != 3 {
+		t.Fatalf("read at 3 racing Truncate(3) returned %d bytes up to offset %d (log end %d), want nothing at log end 3",
+			len(r.res.Batches), r.res.HighOffset, r.res.LogEndOffset)
+	}
+}
+
+// TestLogReadAfterFailedTruncation: a truncation that fails before it
+// publishes the new log end does not leave reads waiting for it.
+func TestLogReadAfterFailedTruncation(t *testing.T) {
+	efs := NewErrorFS(newMemFS())
+	l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustAppend(t, l, makeBatch(3, 10, 1), 0)
+	mustAppend(t, l, makeBatch(3, 10, 2), 0)
+	ioErr := errors.New("injected")
+	var armed atomic.Bool
+	armed.Store(true)
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpRead && filepath.Ext(path) == logSuffix && armed.CompareAndSwap(true, false) {
+			return ioErr
+		}
+		return nil
+	})
+	if err := l.Truncate(3); !errors.Is(err, ioErr) {
+		t.Fatalf("truncate: %v", err)
+	}
+	res, err := l.Read(0, 1<<16, math.MaxInt64)
+	if err != nil || res.HighOffset != 6 {
+		t.Fatalf("read after a failed truncation: up to %d, %v", res.HighOffset, err)
+	}
+}

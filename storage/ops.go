@@ -36,8 +36,28 @@ func (l *Log) Truncate(offset int64) error {
 	return nil
 }
 
+// beginTruncation makes the truncation sequence lock odd: reads wait
+// from now on, and reads under way will be done again (see ReadAppend).
+// The returned func makes it even again, once the truncation has
+// published the new log end (or failed); calling it again does nothing.
+// Callers hold appendMu.
+func (l *Log) beginTruncation() (end func()) {
+	done := make(chan struct{})
+	l.truncationDone.Store(&done)
+	l.truncations.Add(1)
+	ended := false
+	return func() {
+		if !ended {
+			ended = true
+			l.truncations.Add(1)
+			close(done)
+		}
+	}
+}
+
 func (l *Log) truncateLocked(offset int64) error {
-	l.truncations.Add(1) // before anything is cut: see ReadAppend
+	endTruncation := l.beginTruncation() // before anything is cut
+	defer endTruncation()
 	cfg := l.Config()
 	l.mu.Lock()
 	k := l.floorLocked(offset)
@@ -73,6 +93,9 @@ func (l *Log) truncateLocked(offset int64) error {
 	seg.idx.truncateToPos(pos)
 	seg.tidx.truncateToOffset(newLeo)
 	l.mu.Unlock()
+	// Readers may go on: they now stop at the cut, and the bytes below it
+	// stay as they are while the files are cut.
+	endTruncation()
 
 	for _, s := range removed {
 		if err := s.removeFiles(l.fs); err != nil {
@@ -140,7 +163,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return fmt.Errorf("%w: start offset %d", ErrOffsetOutOfRange, offset)
 	}
 	l.flushWG.Wait() // see Truncate
-	l.truncations.Add(1)
+	endTruncation := l.beginTruncation()
+	defer endTruncation()
 	l.mu.Lock()
 	old := l.segs
 	l.segs = nil
@@ -161,6 +185,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.leo.Store(offset)
 	l.logStart.Store(offset)
 	l.recoveryPoint.Store(offset)
+	endTruncation()
 	errs = append(errs, l.epochs.clear(), l.fs.SyncDir(l.dir))
 	if err := errors.Join(errs...); err != nil {
 		if s == nil {

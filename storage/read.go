@@ -37,13 +37,33 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, maxOffset int64
 	for {
 		// A truncation while reading may cut or rewrite (by later appends)
 		// the bytes being read, past the size the read started from: the
-		// read could come back short, empty below the log end, or holding
-		// batches not yet published. Then read again.
+		// read could come back short, empty below the log end, holding
+		// batches not yet published, or holding batches being cut. So a
+		// read waits for a truncation under way (odd count) to publish the
+		// new log end, and is done again if one happened meanwhile.
 		gen := l.truncations.Load()
+		if gen&1 != 0 {
+			l.waitTruncation()
+			continue
+		}
 		res, err := l.readOnce(dst, offset, maxBytes, maxOffset)
 		if l.truncations.Load() == gen {
 			return res, err
 		}
+	}
+}
+
+// waitTruncation waits until the truncation under way has published the
+// new log end.
+func (l *Log) waitTruncation() {
+	if l.readWaitHook != nil {
+		l.readWaitHook()
+	}
+	// The channel was stored before the count turned odd, so this is the
+	// running truncation's, or a later one's (closed or not: either way
+	// the caller then looks at the count again).
+	if done := l.truncationDone.Load(); done != nil {
+		<-*done
 	}
 }
 
