@@ -104,7 +104,10 @@ func (b *Broker) start() error {
 	}
 	b.server = grpc.NewServer(append(transportOptions(),
 		grpc.MaxRecvMsgSize(maxRequestBytes(&b.cfg)),
-		grpc.MaxSendMsgSize(64<<20),
+		grpc.MaxSendMsgSize(maxSendBytes),
+		// Stop waits for handlers to return, so storage is never closed
+		// under an append still running.
+		grpc.WaitForHandlers(true),
 	)...)
 	b.health = health.NewServer()
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -204,6 +207,10 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return b.shutErr
 }
 
+// drainTimeout bounds how long a stopping broker waits for open calls and
+// streams before cutting them.
+const drainTimeout = 3 * time.Second
+
 func (b *Broker) shutdown(ctx context.Context) error {
 	b.logger.Info("broker shutting down")
 	var errs []error
@@ -215,13 +222,21 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		if err := b.cluster.shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		// Drain: calls in flight finish. Long-lived produce streams only
+		// end when their client closes them, so after drainTimeout the
+		// rest are cut (clients retry elsewhere).
 		stopped := make(chan struct{})
 		go func() {
 			b.server.GracefulStop()
 			close(stopped)
 		}()
+		drain := time.NewTimer(drainTimeout)
+		defer drain.Stop()
 		select {
 		case <-stopped:
+		case <-drain.C:
+			b.server.Stop()
+			<-stopped
 		case <-ctx.Done():
 			b.server.Stop()
 			<-stopped

@@ -13,9 +13,16 @@ import (
 )
 
 const (
-	defaultFetchMaxBytes     = 52428800 // fetch.max.bytes
-	defaultPartitionMaxBytes = 1048576  // max.partition.fetch.bytes
-	defaultMaxRecords        = 500      // max.poll.records
+	defaultFetchMaxBytes = 52428800 // fetch.max.bytes
+	// maxSendBytes is the gRPC server's send limit (grpc.MaxSendMsgSize).
+	maxSendBytes = 64 << 20
+	// maxFetchResponseBytes caps a fetch's max_bytes: a response may pass
+	// its cap by one batch (at least one batch is always returned), and
+	// must still fit under maxSendBytes, or the client would retry the
+	// same too-large fetch for ever.
+	maxFetchResponseBytes    = maxSendBytes / 2
+	defaultPartitionMaxBytes = 1048576 // max.partition.fetch.bytes
+	defaultMaxRecords        = 500     // max.poll.records
 	maxFetchWait             = 5 * time.Minute
 )
 
@@ -53,6 +60,7 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 	if maxBytes <= 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
+	maxBytes = min(maxBytes, maxFetchResponseBytes)
 	maxWait = min(max(maxWait, 0), maxFetchWait)
 	wake := make(chan struct{}, 1)
 	var watched []*Partition
@@ -69,7 +77,8 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 	}
 	for first := true; ; first = false {
 		results, total, anyErr := b.readAll(specs, maxBytes, first, &watched, wake)
-		if maxWait == 0 || total >= max(minBytes, 1) || anyErr {
+		// As Kafka: no wait, min_bytes 0, or enough data answer at once.
+		if maxWait == 0 || total >= minBytes || anyErr {
 			return results
 		}
 		releaseFetchBufs(results)

@@ -39,8 +39,11 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 		case <-ctx.Done():
 		}
 	}()
+	// A stream answers only when there is something new: min_bytes 0
+	// (answer at once) would spin out empty responses.
+	minBytes := max(int(req.MinBytes), 1)
 	for {
-		results := s.b.fetch(ctx, specs, wait, int(req.MinBytes), int(req.MaxBytes))
+		results := s.b.fetch(ctx, specs, wait, minBytes, int(req.MaxBytes))
 		select {
 		case <-s.b.stop:
 			return toStatus(ErrShuttingDown)

@@ -25,9 +25,12 @@ type FetchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Longest time to wait for min_bytes; 0 answers at once.
 	MaxWaitMs int32 `protobuf:"varint,1,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	MinBytes  int32 `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
-	// Cap on the whole response; 0 means 52428800 (fetch.max.bytes). At
-	// least one batch is returned if any is available.
+	// Bytes of records to wait for; 0 answers at once, as in Kafka (whose
+	// consumers default to 1).
+	MinBytes int32 `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	// Cap on the whole response; 0 means 52428800 (fetch.max.bytes), and
+	// the broker caps it at 33554432. At least one batch is returned if any
+	// is available, so a response may pass the cap by one batch.
 	MaxBytes      int32             `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Partitions    []*FetchPartition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
