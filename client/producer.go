@@ -50,7 +50,9 @@ func (c *Client) Flush(ctx context.Context) error { return c.prod.flush(ctx) }
 
 // BufferedRecords returns how many produced records await an answer.
 func (c *Client) BufferedRecords() int64 {
-	return c.prod.bufRecs.Load()
+	c.prod.mu.Lock()
+	defer c.prod.mu.Unlock()
+	return c.prod.bufRecs
 }
 
 type promise struct {
@@ -101,18 +103,12 @@ type producer struct {
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
 
-	// The buffer accounting is atomic, so that a record takes no lock
-	// for it; mu guards the channels that waiters sleep on, and the
-	// flags say when there are any (set under mu before the waiter
-	// checks the counts again, so a release never misses one).
-	bufBytes  atomic.Int64
-	bufRecs   atomic.Int64
-	closed    atomic.Bool
-	spaceWait atomic.Bool
-	drainWait atomic.Bool
-	mu        sync.Mutex
-	spaceCh   chan struct{} // closed when room is freed
-	drainCh   chan struct{} // closed when bufRecs reaches 0
+	mu       sync.Mutex // guards the buffer accounting and closed
+	bufBytes int64
+	bufRecs  int64
+	spaceCh  chan struct{} // closed when room is freed
+	drainCh  chan struct{} // closed when bufRecs reaches 0
+	closed   bool
 
 	flushing atomic.Int32
 	corr     atomic.Int64
@@ -183,29 +179,27 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 
 // reserve takes room for one record in the buffer.
 func (p *producer) reserve(ctx context.Context, size int64) error {
+	p.mu.Lock()
 	for {
-		if p.closed.Load() {
+		if p.closed {
+			p.mu.Unlock()
 			return ErrClosed
 		}
-		if p.tryReserve(size) {
+		if p.bufBytes+size <= p.cfg.maxBufBytes || p.bufRecs == 0 {
+			p.bufBytes += size
+			p.bufRecs++
+			p.mu.Unlock()
 			return nil
 		}
 		if !p.cfg.blockOnFull {
+			p.mu.Unlock()
 			return ErrBufferFull
 		}
-		p.mu.Lock()
 		if p.spaceCh == nil {
 			p.spaceCh = make(chan struct{})
 		}
 		ch := p.spaceCh
-		p.spaceWait.Store(true)
 		p.mu.Unlock()
-		if p.closed.Load() {
-			return ErrClosed
-		}
-		if p.tryReserve(size) { // room freed before spaceWait was seen
-			return nil
-		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -213,45 +207,23 @@ func (p *producer) reserve(ctx context.Context, size int64) error {
 		case <-p.c.ctx.Done():
 			return ErrClosed
 		}
-	}
-}
-
-// tryReserve takes room for a record of size bytes if there is some (a
-// record bigger than the whole buffer goes in when the buffer is empty).
-func (p *producer) tryReserve(size int64) bool {
-	for {
-		b := p.bufBytes.Load()
-		if b+size > p.cfg.maxBufBytes && b != 0 {
-			return false
-		}
-		if p.bufBytes.CompareAndSwap(b, b+size) {
-			p.bufRecs.Add(1)
-			return true
-		}
+		p.mu.Lock()
 	}
 }
 
 func (p *producer) release(bytes, recs int64) {
-	p.bufBytes.Add(-bytes)
-	left := p.bufRecs.Add(-recs)
-	if p.spaceWait.Load() {
-		p.mu.Lock()
-		if p.spaceCh != nil {
-			close(p.spaceCh)
-			p.spaceCh = nil
-		}
-		p.spaceWait.Store(false)
-		p.mu.Unlock()
+	p.mu.Lock()
+	p.bufBytes -= bytes
+	p.bufRecs -= recs
+	if p.spaceCh != nil {
+		close(p.spaceCh)
+		p.spaceCh = nil
 	}
-	if left == 0 && p.drainWait.Load() {
-		p.mu.Lock()
-		if p.bufRecs.Load() == 0 && p.drainCh != nil {
-			close(p.drainCh)
-			p.drainCh = nil
-			p.drainWait.Store(false)
-		}
-		p.mu.Unlock()
+	if p.bufRecs == 0 && p.drainCh != nil {
+		close(p.drainCh)
+		p.drainCh = nil
 	}
+	p.mu.Unlock()
 }
 
 func (p *producer) flush(ctx context.Context) error {
@@ -262,19 +234,16 @@ func (p *producer) flush(ctx context.Context) error {
 		s.notify()
 	}
 	p.sinksMu.Unlock()
-	if p.bufRecs.Load() == 0 {
+	p.mu.Lock()
+	if p.bufRecs == 0 {
+		p.mu.Unlock()
 		return nil
 	}
-	p.mu.Lock()
 	if p.drainCh == nil {
 		p.drainCh = make(chan struct{})
 	}
 	ch := p.drainCh
-	p.drainWait.Store(true)
 	p.mu.Unlock()
-	if p.bufRecs.Load() == 0 { // drained before drainWait was seen
-		return nil
-	}
 	select {
 	case <-ch:
 		return nil
@@ -626,7 +595,7 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 // client's goroutines have stopped.
 func (p *producer) close() {
 	p.mu.Lock()
-	p.closed.Store(true)
+	p.closed = true
 	if p.spaceCh != nil {
 		close(p.spaceCh)
 		p.spaceCh = nil
