@@ -61,7 +61,12 @@ func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopic
 		rf = *req.ReplicationFactor
 	}
 	img := b.cluster.image()
-	if live := liveBrokers(img); int(rf) > live {
+	if live := liveBrokers(img); live == 0 {
+		// A cluster still starting (no broker registered and unfenced
+		// yet): retriable, unlike a replication factor too large.
+		return nil, toStatus(fmt.Errorf("%w: topic %q: no live brokers yet; the cluster is starting",
+			ErrBrokersNotReady, req.Name))
+	} else if int(rf) > live {
 		return nil, toStatus(fmt.Errorf("%w: topic %q: replication factor %d is larger than the %d live broker(s)",
 			ErrInvalidReplicationFactor, req.Name, rf, live))
 	}

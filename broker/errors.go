@@ -29,6 +29,7 @@ var (
 	ErrLeaderNotAvailable           = errors.New("broker: leader not available")
 	ErrNotEnoughReplicas            = errors.New("broker: not enough replicas")
 	ErrNotEnoughReplicasAfterAppend = errors.New("broker: not enough replicas after append")
+	ErrBrokersNotReady              = errors.New("broker: no live brokers")
 	ErrRequestTimedOut              = errors.New("broker: request timed out")
 	ErrFencedLeaderEpoch            = errors.New("broker: fenced leader epoch")
 	ErrUnknownLeaderEpoch           = errors.New("broker: unknown leader epoch")
@@ -64,6 +65,7 @@ var errorTable = []errorMapping{
 	{ErrUnknownLeaderEpoch, codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, true},
 	{ErrPolicyViolation, codes.FailedPrecondition, quirev1.ErrorCode_POLICY_VIOLATION, false},
 	{ErrShuttingDown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
+	{ErrBrokersNotReady, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
 
 	// storage
 	{storage.ErrOffsetOutOfRange, codes.OutOfRange, quirev1.ErrorCode_OFFSET_OUT_OF_RANGE, false},

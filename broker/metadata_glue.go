@@ -115,6 +115,13 @@ func (c *cluster) open(advertised string) error {
 	mc.UncleanLeaderElection = c.cfg.UncleanLeaderElectionEnable
 	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
 	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
+	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
+		// A one-voter quorum (a dev node) has no peer to lose touch with:
+		// elect itself at once instead of after a 1-2s heartbeat timeout.
+		mc.RaftHeartbeatTimeout = 100 * time.Millisecond
+		mc.RaftElectionTimeout = 100 * time.Millisecond
+		mc.RaftLeaderLeaseTimeout = 50 * time.Millisecond
+	}
 	if c.cfg.RaftHeartbeatTimeout > 0 {
 		mc.RaftHeartbeatTimeout = c.cfg.RaftHeartbeatTimeout
 		mc.RaftElectionTimeout = c.cfg.RaftHeartbeatTimeout

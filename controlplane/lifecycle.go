@@ -96,21 +96,31 @@ func (l *Lifecycle) Stop(ctx context.Context) error {
 
 func (l *Lifecycle) run() {
 	defer close(l.done)
-	ticker := time.NewTicker(l.interval)
-	defer ticker.Stop()
+	// Until registered, retry quickly (the quorum may still be electing
+	// its first controller); then beat every interval.
+	retry := 50 * time.Millisecond
 	for {
-		l.beat()
+		wait := l.interval
+		if !l.beat() {
+			wait = min(retry, l.interval)
+			retry *= 2
+		} else {
+			retry = 50 * time.Millisecond
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-l.stopCh:
+			t.Stop()
 			return
-		case <-ticker.C:
+		case <-t.C:
 		}
 	}
 }
 
 // beat registers when not registered, else heartbeats; a fenced or
-// unknown answer makes the next beat register again.
-func (l *Lifecycle) beat() {
+// unknown answer makes the next beat register again. It reports whether
+// the broker is registered and its heartbeat was answered.
+func (l *Lifecycle) beat() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), l.interval)
 	defer cancel()
 	go func() {
@@ -125,7 +135,7 @@ func (l *Lifecycle) beat() {
 		e, err := l.f.RegisterBroker(ctx, l.self)
 		if err != nil {
 			l.log.Warn("cannot register broker", "broker", l.self.ID, "error", err)
-			return
+			return false
 		}
 		l.mu.Lock()
 		first := l.epoch == 0 && !isClosed(l.registered)
@@ -140,13 +150,16 @@ func (l *Lifecycle) beat() {
 	err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
 	switch {
 	case err == nil:
+		return true
 	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
 		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)
 		l.mu.Lock()
 		l.epoch = 0
 		l.mu.Unlock()
+		return false
 	default:
 		l.log.Debug("heartbeat failed", "broker", l.self.ID, "error", err)
+		return true // registered; the next beat tries again on time
 	}
 }
 
