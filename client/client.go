@@ -26,7 +26,10 @@ type Client struct {
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the client's goroutines; started by spawn only
+
+	spawnMu  sync.Mutex
+	stopping bool // Close is waiting for wg: spawn starts nothing more
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn // by address
@@ -62,9 +65,26 @@ func New(ctx context.Context, opts ...Opt) (*Client, error) {
 		c.Close()
 		return nil, err
 	}
-	c.wg.Add(1)
-	go c.meta.loop()
+	c.spawn(c.meta.loop)
 	return c, nil
+}
+
+// spawn runs fn on a goroutine Close waits for, unless Close has begun
+// waiting (a WaitGroup must not grow from zero once Wait started); it
+// reports whether it did. Callers hold their own lock while they publish
+// what fn serves, so nothing is published after Close looked.
+func (c *Client) spawn(fn func()) bool {
+	c.spawnMu.Lock()
+	defer c.spawnMu.Unlock()
+	if c.stopping {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // Close flushes what the producer holds (for at most the delivery
@@ -79,6 +99,9 @@ func (c *Client) Close() {
 			cancel()
 			c.prod.close()
 		}
+		c.spawnMu.Lock()
+		c.stopping = true
+		c.spawnMu.Unlock()
 		c.cancel()
 		c.wg.Wait()
 		if c.prod != nil {
@@ -268,7 +291,6 @@ func (m *metaCache) triggerRefresh() {
 // loop refreshes on demand (at most once per retry backoff) and every
 // metadata max age.
 func (m *metaCache) loop() {
-	defer m.c.wg.Done()
 	ticker := time.NewTicker(m.c.cfg.metadataMaxAge)
 	defer ticker.Stop()
 	for {

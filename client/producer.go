@@ -94,6 +94,11 @@ type producer struct {
 
 	free chan *pbatch // batches kept for reuse, with their buffers
 
+	// stopped is set by failAll before it empties the partitions: add and
+	// retry read it under pp.mu and fail the records themselves, so none
+	// lands in a partition after failAll passed it (or in one made later).
+	stopped atomic.Bool
+
 	topicsMu sync.RWMutex
 	topics   map[string]*prodTopic
 	// lastTopic is the topic last produced to, once loaded: a loaded
@@ -264,10 +269,13 @@ func (p *producer) topic(ctx context.Context, name string) (*prodTopic, error) {
 	if t == nil {
 		p.topicsMu.Lock()
 		if t = p.topics[name]; t == nil {
-			t = &prodTopic{name: name, loaded: make(chan struct{})}
+			nt := &prodTopic{name: name, loaded: make(chan struct{})}
+			if !p.c.spawn(func() { p.load(nt) }) {
+				p.topicsMu.Unlock()
+				return nil, ErrClosed
+			}
+			t = nt
 			p.topics[name] = t
-			p.c.wg.Add(1)
-			go p.load(t)
 		}
 		p.topicsMu.Unlock()
 	}
@@ -290,7 +298,6 @@ func (p *producer) topic(ctx context.Context, name string) (*prodTopic, error) {
 }
 
 func (p *producer) load(t *prodTopic) {
-	defer p.c.wg.Done()
 	ctx, cancel := context.WithTimeout(p.c.ctx, p.cfg.deliveryTimeout)
 	defer cancel()
 	tm, err := p.c.meta.loadTopic(ctx, t.name, false)
@@ -354,15 +361,18 @@ func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
 	}
 }
 
+// sinkFor returns the sink of broker b, starting it the first time; nil
+// once the client is closing (a metadata refresh racing Close).
 func (p *producer) sinkFor(b brokerMeta) *sink {
 	p.sinksMu.Lock()
 	defer p.sinksMu.Unlock()
 	s := p.sinks[b.id]
 	if s == nil {
 		s = newSink(p, b.id, b.addr)
+		if !p.c.spawn(s.run) {
+			return nil
+		}
 		p.sinks[b.id] = s
-		p.c.wg.Add(1)
-		go s.run()
 		return s
 	}
 	s.setAddr(b.addr)
@@ -405,6 +415,14 @@ func (p *producer) recycle(b *pbatch) {
 
 func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size int, now time.Time) {
 	pp.mu.Lock()
+	if p.stopped.Load() {
+		// Reserved before Close, arriving after failAll: no sink runs.
+		pp.mu.Unlock()
+		p.release(int64(size), 1)
+		r.Offset = -1
+		cb(r, ErrClosed)
+		return
+	}
 	b := pp.cur
 	sealed := false
 	full := 0 // records of the batch just sealed
@@ -577,6 +595,11 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	p.c.log.Debug("retrying batches", "topic", pp.topic, "partition", pp.partition, "batches", len(bs),
 		"try", bs[0].tries, "error", err)
 	pp.mu.Lock()
+	if p.stopped.Load() {
+		pp.mu.Unlock()
+		p.fail(pp, bs, ErrClosed, true)
+		return
+	}
 	pp.sealed = append(append(make([]*pbatch, 0, len(bs)+len(pp.sealed)), bs...), pp.sealed...)
 	pp.inflight = false
 	pp.backoffUntil = now.Add(backoff)
@@ -591,8 +614,10 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	}
 }
 
-// close stops new records; failAll then fails whatever is left once the
-// client's goroutines have stopped.
+// close stops new records (reserve fails); failAll then fails whatever is
+// left once the client's goroutines have stopped, including records of
+// Produce calls that reserved room before close and reach their partition
+// after failAll (add fails them).
 func (p *producer) close() {
 	p.mu.Lock()
 	p.closed = true
@@ -604,6 +629,9 @@ func (p *producer) close() {
 }
 
 func (p *producer) failAll(err error) {
+	// Set before the walk: an add that takes pp.mu after failAll emptied pp
+	// sees it; one before left its record for failAll to find.
+	p.stopped.Store(true)
 	p.topicsMu.RLock()
 	var parts []*prodPart
 	for _, t := range p.topics {

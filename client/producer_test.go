@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,6 +348,108 @@ func TestProducerRetriesAcrossBrokerRestart(t *testing.T) {
 		t.Errorf("record failed across restart: %v", err)
 	}
 	consumeN(t, cl, "restart", []int32{0, 1}, client.AtStart(), 30)
+}
+
+// TestProducerCloseRacingProduce closes clients while goroutines produce
+// flat out: every Produce, whether it returns before, during or after
+// Close, ends in exactly one callback (an ack, or a failure such as
+// ErrClosed), one made after Close returned fails with ErrClosed before
+// Produce returns, and Close leaves nothing buffered. Which Produce calls
+// straddle which step of Close is up to the scheduler; the worst case, a
+// record reaching its partition after Close failed the partitions, is
+// replayed step by step by TestProducerCloseRacingProduceAfterFailAll.
+func TestProducerCloseRacingProduce(t *testing.T) {
+	b := brokertest.Start(t)
+	const topic = "close-race"
+	createTopic(t, newClient(t, b.Addr()), topic, 4)
+	ctx := testCtx(t)
+	const iters, producers, afterClose = 12, 4, 20
+	var total, failed atomic.Int64
+	for iter := 0; iter < iters; iter++ {
+		// Produced flat out, the buffer seldom empties: the delivery
+		// timeout bounds Close's flush.
+		cl, err := client.New(ctx, client.SeedBrokers(b.Addr()),
+			client.RetryBackoff(20*time.Millisecond), client.DeliveryTimeout(250*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, client.StringRecord(topic, "warm")); err != nil {
+			t.Fatal(err)
+		}
+		type call struct {
+			n   atomic.Int32
+			err error // set before n
+		}
+		var (
+			pending sync.WaitGroup // one per Produce, done by its first callback
+			extra   atomic.Int64   // callbacks past the first
+			issued  atomic.Int64
+			closed  atomic.Bool // Close returned
+			errs    = make(chan error, producers)
+		)
+		closeAt := int64(50 + iter*250) // vary what is in flight when Close starts
+		reached := make(chan struct{})
+		var prodWG sync.WaitGroup
+		for g := 0; g < producers; g++ {
+			prodWG.Add(1)
+			go func() {
+				defer prodWG.Done()
+				for late := 0; late < afterClose; {
+					after := closed.Load()
+					c := new(call)
+					pending.Add(1)
+					if issued.Add(1) == closeAt {
+						close(reached)
+					}
+					cl.Produce(ctx, client.StringRecord(topic, fmt.Sprint(g)), func(_ *client.Record, err error) {
+						c.err = err
+						if c.n.Add(1) != 1 {
+							extra.Add(1)
+							return
+						}
+						if err != nil {
+							failed.Add(1)
+						}
+						pending.Done()
+					})
+					if after {
+						late++
+						if c.n.Load() != 1 || !errors.Is(c.err, client.ErrClosed) {
+							errs <- fmt.Errorf("Produce after Close: %d callbacks before it returned, error %v; want 1, ErrClosed", c.n.Load(), c.err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		<-reached
+		cl.Close()
+		closed.Store(true)
+		prodWG.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		done := make(chan struct{})
+		go func() {
+			pending.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("iteration %d: of %d records produced around Close, some never got a callback (%d still buffered)",
+				iter, issued.Load(), cl.BufferedRecords())
+		}
+		if n := extra.Load(); n != 0 {
+			t.Fatalf("iteration %d: %d callbacks past the first", iter, n)
+		}
+		if n := cl.BufferedRecords(); n != 0 {
+			t.Fatalf("iteration %d: BufferedRecords after Close = %d, want 0", iter, n)
+		}
+		total.Add(issued.Load())
+	}
+	t.Logf("%d records produced around %d Closes, %d failed", total.Load(), iters, failed.Load())
 }
 
 // tryProduce produces r and reports whether its callback already ran

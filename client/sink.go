@@ -87,7 +87,6 @@ func (s *sink) setAddr(addr string) {
 }
 
 func (s *sink) run() {
-	defer s.p.c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	ctx := s.p.c.ctx
@@ -259,14 +258,15 @@ func (s *sink) openStream() (*pstream, error) {
 		return nil, fromStatus(err)
 	}
 	ps := &pstream{st: st, cancel: cancel, inflight: map[int64]*inflightReq{}}
+	if !s.p.c.spawn(func() { s.recv(ps) }) {
+		cancel()
+		return nil, ErrClosed
+	}
 	s.stream = ps
-	s.p.c.wg.Add(1)
-	go s.recv(ps)
 	return ps, nil
 }
 
 func (s *sink) recv(ps *pstream) {
-	defer s.p.c.wg.Done()
 	for {
 		resp, err := ps.st.Recv()
 		if err != nil {
