@@ -52,11 +52,8 @@ func TestFetchStream(t *testing.T) {
 	if len(r.Partitions[1].Records) != 0 {
 		t.Fatalf("second response, partition 1: %d bytes", len(r.Partitions[1].Records))
 	}
-	// Caught up: the next response long-polls for new records.
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		produce(t, c, "s", 1, makeBatch(2, 20, "d"))
-	}()
+	// Caught up: the next response waits (long-polls) for new records.
+	produce(t, c, "s", 1, makeBatch(2, 20, "d"))
 	r = recv()
 	if n, first, _ := countRecords(t, r.Partitions[1].Records); n != 2 || first != 3 || len(r.Partitions[0].Records) != 0 {
 		t.Fatalf("third response: partition 1 %d records from %d, partition 0 %d bytes", n, first, len(r.Partitions[0].Records))
@@ -85,7 +82,6 @@ func TestFetchStreamShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the broker is waiting for records
 	began := time.Now()
 	stop(t, b)
 	if d := time.Since(began); d > 5*time.Second {
