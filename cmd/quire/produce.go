@@ -130,6 +130,7 @@ type lineProducer struct {
 	ok       int
 	failed   int
 	firstErr error
+	seen     map[string]bool // error messages already printed
 }
 
 func (p *lineProducer) done(r *client.Record, err error) {
@@ -140,8 +141,22 @@ func (p *lineProducer) done(r *client.Record, err error) {
 		if p.firstErr == nil {
 			p.firstErr = err
 		}
-		if err != context.Canceled {
+		if err == context.Canceled {
+			return
+		}
+		// Each record's error with -v; otherwise each distinct error
+		// once, so a topic that refuses everything does not print a line
+		// per input line.
+		if p.verbose {
 			fmt.Fprintf(p.errOut, "error: %s: %v\n", r.Value, err)
+			return
+		}
+		if msg := err.Error(); !p.seen[msg] {
+			if p.seen == nil {
+				p.seen = map[string]bool{}
+			}
+			p.seen[msg] = true
+			fmt.Fprintf(p.errOut, "error: %v\n", err)
 		}
 		return
 	}
