@@ -324,6 +324,26 @@ func TestClusterMajorityLost(t *testing.T) {
 			}
 		}
 	}
+	// Replication factor 3 needs all three brokers live. The image still
+	// shows the killed brokers' old registrations as live (no controller
+	// could fence them), so wait for each restarted broker's own new
+	// registration to be unfenced.
+	for _, id := range c.IDs() {
+		if id == survivor {
+			continue
+		}
+		if err := c.Node(id).WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		own, _ := c.Node(id).Metadata().Image().Broker(id)
+		c.Eventually(ctx, fmt.Sprintf("node %d sees broker %d's new registration live", survivor, id), func() error {
+			bi, _ := c.Node(survivor).Metadata().Image().Broker(id)
+			if bi.Epoch < own.Epoch || bi.Fenced {
+				return fmt.Errorf("broker %d: epoch %d fenced=%v, want epoch %d live", id, bi.Epoch, bi.Fenced, own.Epoch)
+			}
+			return nil
+		})
+	}
 	createTopic(t, c, survivor, "regained", 1, 3)
 }
 
