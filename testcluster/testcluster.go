@@ -141,6 +141,17 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 			t.Fatalf("testcluster: node %d: %v", i+1, err)
 		}
 	}
+	// Each node is ready once it sees itself live; wait until every node
+	// sees every broker live, so tests start from one settled view.
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		live := 0
+		for _, b := range img.Brokers() {
+			if !b.Fenced {
+				live++
+			}
+		}
+		return live == n
+	})
 	return c
 }
 
