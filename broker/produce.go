@@ -144,44 +144,39 @@ func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceReque
 	for _, pr := range req.Partitions {
 		res := &quirev1.PartitionProduceResult{Topic: pr.Topic, Partition: pr.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
 		resp.Partitions = append(resp.Partitions, res)
-		part, last, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, res)
+		pa, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, res)
 		if err != nil {
 			res.Error = toError(err)
 			continue
 		}
 		if acks == -1 {
-			pending = append(pending, pendingAck{part: part, lastOffset: last, minISR: b.minInsyncReplicas(pr.Topic), result: res})
+			pending = append(pending, pa)
 		}
 	}
 	return resp, pending
 }
 
-// appendOne appends raw batches to one partition and fills res.
-func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, res *quirev1.PartitionProduceResult) (*Partition, int64, error) {
+// appendOne appends raw batches to one partition and fills res. The
+// returned pendingAck is what an acks=all caller waits on.
+func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, res *quirev1.PartitionProduceResult) (pendingAck, error) {
 	if len(batches) == 0 {
-		return nil, 0, fmt.Errorf("%w: %s-%d: no records", ErrInvalidRequest, topic, p)
+		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", ErrInvalidRequest, topic, p)
 	}
 	part, err := b.leaderPartition(ctx, topic, p, true)
 	if err != nil {
-		return nil, 0, err
+		return pendingAck{}, err
 	}
 	tc, _ := b.rm.topicConfig(topic)
 	info, err := part.appendAsLeader(batches, acks, tc.MinInsyncReplicas)
 	if err != nil {
-		return nil, 0, err
+		return pendingAck{}, err
 	}
 	res.BaseOffset, res.LastOffset = info.FirstOffset, info.LastOffset
 	if info.LogAppendTime > 0 {
 		res.LogAppendTimeMs = info.LogAppendTime
 	}
 	res.LogStartOffset = part.log.LogStartOffset()
-	return part, info.LastOffset, nil
-}
-
-// minInsyncReplicas is the topic's min.insync.replicas.
-func (b *Broker) minInsyncReplicas(topic string) int32 {
-	tc, _ := b.rm.topicConfig(topic)
-	return tc.MinInsyncReplicas
+	return pendingAck{part: part, lastOffset: info.LastOffset, minISR: tc.MinInsyncReplicas, result: res}, nil
 }
 
 // awaitAcks waits until each acks=all append is below the HW, turning
@@ -318,13 +313,13 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		}
 		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
 		partResults[p] = res
-		part, last, err := b.appendOne(ctx, req.Topic, p, bld.Build(), acks, res)
+		pa, err := b.appendOne(ctx, req.Topic, p, bld.Build(), acks, res)
 		if err != nil {
 			res.Error = toError(err)
 			continue
 		}
 		if acks == -1 {
-			pending = append(pending, pendingAck{part: part, lastOffset: last, minISR: b.minInsyncReplicas(req.Topic), result: res})
+			pending = append(pending, pa)
 		}
 	}
 	b.awaitAcks(ctx, pending)

@@ -26,13 +26,11 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 		Short: "Show the brokers and the controller",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			d, err := cl.DescribeCluster(ctx)
 			if err != nil {
 				return err
@@ -61,6 +59,18 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 // cmdContext returns a context cancelled by SIGINT or SIGTERM.
 func cmdContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// connect is the start of every client verb: a context cancelled by
+// SIGINT/SIGTERM and a client for --brokers; done closes both.
+func connect(g *globalFlags) (context.Context, *client.Client, func(), error) {
+	ctx, cancel := cmdContext()
+	cl, err := newClient(ctx, g)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cl, func() { cl.Close(); cancel() }, nil
 }
 
 // newClient connects to the brokers named by --brokers.

@@ -48,13 +48,11 @@ one JSON object per record instead.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			topic := args[0]
 			n, err := cl.PartitionCount(ctx, topic)
 			if err != nil {

@@ -30,13 +30,11 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			var created []*client.TopicDescription
 			rows := [][]string{}
 			var firstErr error
@@ -75,13 +73,11 @@ func topicListCmd(g *globalFlags) *cobra.Command {
 		Short:   "List topics",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			ts, err := cl.ListTopics(ctx)
 			if err != nil {
 				return err
@@ -105,13 +101,11 @@ func topicDescribeCmd(g *globalFlags) *cobra.Command {
 		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			ds, err := cl.DescribeTopics(ctx, args[0])
 			if err != nil {
 				return err
@@ -179,13 +173,11 @@ func topicDeleteCmd(g *globalFlags) *cobra.Command {
 		Short: "Delete topics and their data",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			rows := [][]string{}
 			var firstErr error
 			for _, name := range args {
@@ -232,13 +224,11 @@ func topicAlterConfigCmd(g *globalFlags) *cobra.Command {
 			if len(kv) == 0 && len(del) == 0 {
 				return fmt.Errorf("nothing to change: give -c key=value or --delete key")
 			}
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			if err := cl.AlterConfigs(ctx, args[0], kv, del...); err != nil {
 				return err
 			}
@@ -264,13 +254,11 @@ func topicAddPartitionsCmd(g *globalFlags) *cobra.Command {
 			if n < 1 {
 				return fmt.Errorf("-n must be at least 1")
 			}
-			ctx, cancel := cmdContext()
-			defer cancel()
-			cl, err := newClient(ctx, g)
+			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer done()
 			cur, err := cl.PartitionCount(ctx, args[0])
 			if err != nil {
 				return err
