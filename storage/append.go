@@ -32,7 +32,7 @@ type batchSet struct {
 // record consumers cannot decode is refused (ErrCorruptBatch) rather than
 // stored; without it (a follower append: bytes a leader validated) it
 // frames the records by their lengths only (see record.ValidateDeep).
-func (l *Log) validate(batches []byte, cfg LogConfig, deep bool) (batchSet, error) {
+func validate(batches []byte, cfg LogConfig, deep bool) (batchSet, error) {
 	bs := batchSet{info: AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(batches)}}
 	if len(batches) == 0 {
 		return bs, corrupt(fmt.Errorf("%w: no batches", record.ErrTruncated))
@@ -94,16 +94,20 @@ func (l *Log) checkWritable() error {
 // is all or nothing: a bad batch (ErrCorruptBatch) or one larger than
 // MaxMessageBytes (ErrRecordTooLarge) leaves the log and the buffer
 // unchanged.
+//
+// Validation reads only the caller's buffer, so it runs before the append
+// lock is taken: concurrent appenders to one log validate in parallel and
+// hold the lock only to assign offsets and write.
 func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	cfg := l.Config()
+	bs, err := validate(batches, cfg, true)
+	if err != nil {
+		return bs.info, err
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.checkWritable(); err != nil {
 		return AppendInfo{}, err
-	}
-	cfg := l.Config()
-	bs, err := l.validate(batches, cfg, true)
-	if err != nil {
-		return bs.info, err
 	}
 	if latest, ok := l.epochs.latest(); ok && leaderEpoch < latest {
 		return bs.info, fmt.Errorf("%w: epoch %d, log has %d", ErrStaleEpoch, leaderEpoch, latest)
@@ -129,16 +133,16 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 // the batches must be contiguous: ErrOffsetGap for a hole, ErrOffsetOverlap
 // for offsets the log already has.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
+	cfg := l.Config()
+	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
+	bs, err := validate(batches, cfg, false)
+	if err != nil {
+		return bs.info, err
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.checkWritable(); err != nil {
 		return AppendInfo{}, err
-	}
-	cfg := l.Config()
-	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
-	bs, err := l.validate(batches, cfg, false)
-	if err != nil {
-		return bs.info, err
 	}
 	expect := l.leo.Load()
 	var gapErr error
