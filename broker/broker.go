@@ -222,6 +222,8 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		if err := b.cluster.shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		// The watcher has stopped: no partition changes hands from here.
+		b.rm.stop()
 		// Drain: calls in flight finish. Long-lived produce streams only
 		// end when their client closes them, so after drainTimeout the
 		// rest are cut (clients retry elsewhere).
@@ -259,6 +261,8 @@ func (b *Broker) startBackground() {
 	b.every("retention", ms(b.cfg.LogRetentionCheckIntervalMs), b.storage.RunRetention)
 	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
 	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
+	lag := ms(b.cfg.ReplicaLagTimeMaxMs)
+	b.every("isr-shrink", lag/2, func() error { return b.rm.shrinkISRs(lag) })
 }
 
 func (b *Broker) every(name string, d time.Duration, fn func() error) {

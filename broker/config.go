@@ -68,6 +68,14 @@ type Config struct {
 	BrokerHeartbeatIntervalMs int64 // broker.heartbeat.interval.ms
 	BrokerSessionTimeoutMs    int64 // broker.session.timeout.ms
 
+	// Replication.
+	ReplicaLagTimeMaxMs          int64 // replica.lag.time.max.ms
+	ReplicaFetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
+	ReplicaFetchMinBytes         int32 // replica.fetch.min.bytes
+	ReplicaFetchMaxBytes         int32 // replica.fetch.max.bytes
+	ReplicaFetchResponseMaxBytes int32 // replica.fetch.response.max.bytes
+	ReplicaFetchBackoffMs        int32 // replica.fetch.backoff.ms
+
 	// Leadership.
 	UncleanLeaderElectionEnable      bool  // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable        bool  // auto.leader.rebalance.enable
@@ -316,6 +324,10 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFlushOffsetCheckpointIntervalMs <= 0 {
 		bad("log.flush.offset.checkpoint.interval.ms", "must be positive")
+	}
+	if int64(c.ReplicaFetchWaitMaxMs) >= c.ReplicaLagTimeMaxMs {
+		bad("replica.fetch.wait.max.ms", "%d must be below replica.lag.time.max.ms (%d): a follower waiting at the leader would count as lagging",
+			c.ReplicaFetchWaitMaxMs, c.ReplicaLagTimeMaxMs)
 	}
 	if c.BrokerHeartbeatIntervalMs <= 0 || c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
 		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms, which must be positive")

@@ -137,8 +137,52 @@ func (c *cluster) open(advertised string) error {
 	return nil
 }
 
+// startReplication gives the replica manager its fetchers and its way to
+// the controller for ISR changes.
+func (c *cluster) startReplication() {
+	cfg := c.cfg
+	c.rm.fetchers = newFetcherManager(cfg.NodeID, fetchConfig{
+		maxWait:         ms(int64(cfg.ReplicaFetchWaitMaxMs)),
+		minBytes:        cfg.ReplicaFetchMinBytes,
+		partitionMax:    cfg.ReplicaFetchMaxBytes,
+		responseMax:     cfg.ReplicaFetchResponseMaxBytes,
+		backoff:         ms(int64(cfg.ReplicaFetchBackoffMs)),
+		callTimeoutSlop: ms(cfg.BrokerSessionTimeoutMs),
+	}, c, c.logger.Named("fetcher"))
+	c.rm.alterISR = c.alterISR
+}
+
+// alterISR asks the controller for a led partition's new ISR.
+func (c *cluster) alterISR(topic string, p int32, a assignment) (assignment, error) {
+	ctx, cancel := c.writeContext(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	info, err := c.fwd.AlterPartition(ctx, topic, p, a.leader, a.leaderEpoch, a.partitionEpoch, a.isr)
+	if err != nil {
+		return a, err
+	}
+	return assignment{leader: info.Leader, leaderEpoch: info.LeaderEpoch, partitionEpoch: info.PartitionEpoch,
+		replicas: info.Replicas, isr: info.ISR}, nil
+}
+
+// brokerAddr is where broker id listens, as registered.
+func (c *cluster) brokerAddr(id int32) (string, bool) {
+	b, ok := c.node.Image().Broker(id)
+	if !ok || b.Addr == "" {
+		return "", false
+	}
+	return b.Addr, true
+}
+
 // start begins registration, heartbeats and the image watcher.
 func (c *cluster) start(advertised string) {
+	c.startReplication()
 	// The log directory id tells the controller whether this broker still
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
@@ -220,13 +264,8 @@ func (c *cluster) reconcile(img *metadata.Image) {
 			}
 			key := topicPartition{t.Name, p.Partition}
 			want[key] = true
-			var err error
-			if p.Leader == self {
-				err = c.rm.makeLeader(t.Name, p.Partition, p.LeaderEpoch, p.ISR)
-			} else {
-				err = c.rm.makeFollower(t.Name, p.Partition, p.Leader, p.LeaderEpoch, p.ISR)
-			}
-			if err != nil {
+			a := assignment{leader: p.Leader, leaderEpoch: p.LeaderEpoch, partitionEpoch: p.PartitionEpoch, replicas: p.Replicas, isr: p.ISR}
+			if err := c.rm.apply(t.Name, p.Partition, a); err != nil {
 				c.logger.Error("cannot host replica", "topic", t.Name, "partition", p.Partition, "error", err)
 			}
 		}

@@ -4,36 +4,52 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/quirelog/quire/storage"
 )
 
 // Partition is one replica hosted by this broker. As leader it appends,
-// tracks the LEO of every ISR member and advances the high watermark to
-// their minimum; waiters (acks=all produces, long-polling fetches) are woken
-// whenever the high watermark moves.
-//
-// On a single node the ISR is this broker alone, so the HW follows the LEO
-// right after each append. Followers report their LEO through
-// updateFollowerLEO (the replication issue's fetch path).
+// tracks the LEO of every follower from its fetches and advances the high
+// watermark to the smallest LEO over the ISR; waiters (acks=all produces,
+// long-polling fetches) are woken whenever the high watermark moves, and
+// follower fetches whenever the LEO does. It asks the controller to shrink
+// the ISR when a follower falls behind and to expand it when one catches
+// up (replication.go). As follower it is kept in step by the fetcher of
+// its leader (fetcher.go).
 type Partition struct {
 	topic string
 	id    int32
 	log   *storage.Log
 	rm    *ReplicaManager
 
-	// appendMu serialises appends so that offsets are assigned in order and
-	// HW updates follow them.
+	// appendMu serialises appends, leader or follower, and truncations, so
+	// that offsets are assigned in order, HW updates follow them, and a
+	// leadership change never lands in the middle of one.
 	appendMu sync.Mutex
 
-	mu          sync.Mutex
-	leader      bool
-	leaderID    int32
-	leaderEpoch int32
-	isr         []int32
-	followerLEO map[int32]int64 // LEO last reported by each follower
-	hw          int64
-	waiters     map[chan struct{}]struct{}
+	mu             sync.Mutex
+	leader         bool
+	leaderID       int32
+	leaderEpoch    int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32
+	followers      map[int32]*followerState // as leader: every other replica
+	epochStart     int64                    // as leader: LEO when this epoch began
+	isrPending     bool                     // an ISR change is on its way to the controller
+	hw             int64
+	waiters        map[chan struct{}]struct{} // HW moves, leadership changes
+	leoWaiters     map[chan struct{}]struct{} // appends, leadership changes
+}
+
+// followerState is what a leader knows of one follower, from its fetches
+// (Kafka's ReplicaState).
+type followerState struct {
+	leo                int64 // its fetch offset; -1 until it fetches in this epoch
+	lastCaughtUp       time.Time
+	lastFetch          time.Time
+	lastFetchLeaderLEO int64
 }
 
 // Topic returns the topic name.
@@ -44,17 +60,20 @@ func (p *Partition) ID() int32 { return p.id }
 
 // state is a consistent view of the replica's leadership and offsets.
 type partitionState struct {
-	leader      bool
-	leaderID    int32
-	leaderEpoch int32
-	isr         []int32
-	hw          int64
+	leader         bool
+	leaderID       int32
+	leaderEpoch    int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32
+	hw             int64
 }
 
 func (p *Partition) state() partitionState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return partitionState{leader: p.leader, leaderID: p.leaderID, leaderEpoch: p.leaderEpoch, isr: p.isr, hw: p.hw}
+	return partitionState{leader: p.leader, leaderID: p.leaderID, leaderEpoch: p.leaderEpoch,
+		partitionEpoch: p.partitionEpoch, replicas: p.replicas, isr: p.isr, hw: p.hw}
 }
 
 // HighWatermark returns the offset below which every record is on every
@@ -65,41 +84,66 @@ func (p *Partition) HighWatermark() int64 {
 	return p.hw
 }
 
-// becomeLeader makes this replica the leader at epoch with the given ISR.
-func (p *Partition) becomeLeader(self, epoch int32, isr []int32) {
+// assignment is a partition's leadership as the metadata image has it.
+type assignment struct {
+	leader, leaderEpoch, partitionEpoch int32
+	replicas, isr                       []int32
+}
+
+// becomeLeader makes this replica the leader (a.leader is this broker). A
+// new epoch forgets what it knew of the followers: the HW waits for each
+// in-sync follower's first fetch, and every follower counts as caught up
+// now, so none is dropped from the ISR before it has had
+// replica.lag.time.max.ms to fetch. The same epoch with a new ISR (a
+// change this leader asked for, or the controller's) keeps them.
+func (p *Partition) becomeLeader(a assignment, now time.Time) {
+	p.appendMu.Lock() // no follower append or truncation under way
+	defer p.appendMu.Unlock()
 	p.mu.Lock()
-	p.leader, p.leaderID, p.leaderEpoch = true, self, epoch
-	p.isr = append([]int32(nil), isr...)
-	for id := range p.followerLEO {
-		if !contains(p.isr, id) {
-			delete(p.followerLEO, id)
+	newEpoch := !p.leader || p.leaderEpoch != a.leaderEpoch
+	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = true, a.leader, a.leaderEpoch, a.partitionEpoch
+	p.replicas = append([]int32(nil), a.replicas...)
+	p.isr = append([]int32(nil), a.isr...)
+	if newEpoch {
+		p.followers = map[int32]*followerState{}
+		p.epochStart = p.log.LogEndOffset()
+		p.isrPending = false
+	}
+	for _, id := range p.replicas {
+		if _, ok := p.followers[id]; !ok && id != a.leader {
+			p.followers[id] = &followerState{leo: -1, lastCaughtUp: now, lastFetch: now, lastFetchLeaderLEO: -1}
+		}
+	}
+	for id := range p.followers {
+		if !contains(p.replicas, id) {
+			delete(p.followers, id)
 		}
 	}
 	p.maybeAdvanceHWLocked()
 	p.mu.Unlock()
+	p.notifyLEO()
 }
 
-// becomeFollower records the current leader; the follower fetcher (the
-// replication issue) keeps the log in step.
-func (p *Partition) becomeFollower(leader, epoch int32, isr []int32) {
+// becomeFollower records the current leader (-1: none); the fetcher of
+// that leader keeps the log in step.
+func (p *Partition) becomeFollower(a assignment) {
+	p.appendMu.Lock() // no leader append under way
 	p.mu.Lock()
-	p.leader, p.leaderID, p.leaderEpoch = false, leader, epoch
-	p.isr = append([]int32(nil), isr...)
-	p.followerLEO = map[int32]int64{}
+	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = false, a.leader, a.leaderEpoch, a.partitionEpoch
+	p.replicas = append([]int32(nil), a.replicas...)
+	p.isr = append([]int32(nil), a.isr...)
+	p.followers = nil
+	p.isrPending = false
 	p.mu.Unlock()
+	p.appendMu.Unlock()
 	p.notify()
+	p.notifyLEO()
 }
 
 // updateFollowerLEO records a follower's LEO (its fetch offset) and moves
 // the HW if the ISR's minimum moved.
 func (p *Partition) updateFollowerLEO(follower int32, leo int64) {
-	p.mu.Lock()
-	if p.followerLEO == nil {
-		p.followerLEO = map[int32]int64{}
-	}
-	p.followerLEO[follower] = leo
-	p.maybeAdvanceHWLocked()
-	p.mu.Unlock()
+	p.recordFollowerFetch(follower, leo, time.Now())
 }
 
 // maybeAdvanceHWLocked sets the HW to the smallest LEO over the ISR, never
@@ -114,11 +158,11 @@ func (p *Partition) maybeAdvanceHWLocked() {
 		if id == p.leaderID {
 			continue
 		}
-		leo, ok := p.followerLEO[id]
-		if !ok {
+		f, ok := p.followers[id]
+		if !ok || f.leo < 0 {
 			return
 		}
-		hw = min(hw, leo)
+		hw = min(hw, f.leo)
 	}
 	if hw <= p.hw {
 		return
@@ -158,6 +202,35 @@ func (p *Partition) unwatch(ch chan struct{}) {
 	p.mu.Unlock()
 }
 
+// watchLEO registers ch to receive a (coalesced) signal whenever the log
+// end offset moves or leadership changes: follower fetches long-poll on
+// it. unwatchLEO removes it.
+func (p *Partition) watchLEO(ch chan struct{}) {
+	p.mu.Lock()
+	if p.leoWaiters == nil {
+		p.leoWaiters = map[chan struct{}]struct{}{}
+	}
+	p.leoWaiters[ch] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *Partition) unwatchLEO(ch chan struct{}) {
+	p.mu.Lock()
+	delete(p.leoWaiters, ch)
+	p.mu.Unlock()
+}
+
+func (p *Partition) notifyLEO() {
+	p.mu.Lock()
+	for ch := range p.leoWaiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+}
+
 func (p *Partition) notify() {
 	p.mu.Lock()
 	for ch := range p.waiters {
@@ -190,6 +263,7 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 	p.mu.Lock()
 	p.maybeAdvanceHWLocked()
 	p.mu.Unlock()
+	p.notifyLEO()
 	return info, nil
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -25,9 +26,46 @@ type ReplicaManager struct {
 	storage *storage.Manager
 	base    storage.LogConfig
 
+	// alterISR asks the controller for a partition's new ISR (set by the
+	// cluster; nil in tests without one) and returns what was committed.
+	alterISR func(topic string, p int32, a assignment) (assignment, error)
+	// fetchers pull the partitions this broker follows (nil until the
+	// cluster starts them).
+	fetchers *fetcherManager
+
 	mu         sync.RWMutex
 	partitions map[topicPartition]*Partition
 	configs    map[string]topicConfig // effective config per hosted topic
+
+	bgMu      sync.Mutex
+	bgStopped bool
+	bg        sync.WaitGroup
+}
+
+// goBackground runs fn on its own goroutine unless the manager is
+// stopping; stopBackground waits for every one.
+func (rm *ReplicaManager) goBackground(fn func()) {
+	rm.bgMu.Lock()
+	defer rm.bgMu.Unlock()
+	if rm.bgStopped {
+		return
+	}
+	rm.bg.Add(1)
+	go func() {
+		defer rm.bg.Done()
+		fn()
+	}()
+}
+
+// stop stops the fetchers and waits for background ISR changes.
+func (rm *ReplicaManager) stop() {
+	if rm.fetchers != nil {
+		rm.fetchers.stopAll()
+	}
+	rm.bgMu.Lock()
+	rm.bgStopped = true
+	rm.bgMu.Unlock()
+	rm.bg.Wait()
 }
 
 func newReplicaManager(nodeID int32, sm *storage.Manager, base storage.LogConfig, logger hclog.Logger) *ReplicaManager {
@@ -93,7 +131,7 @@ func (rm *ReplicaManager) host(topic string, p int32) (*Partition, bool, error) 
 	if err != nil {
 		return nil, false, fmt.Errorf("broker: open %s-%d: %w", topic, p, err)
 	}
-	part = &Partition{topic: topic, id: p, log: l, rm: rm, leaderID: -1, followerLEO: map[int32]int64{}}
+	part = &Partition{topic: topic, id: p, log: l, rm: rm, leaderID: -1}
 	if hw, ok := rm.storage.HighWatermark(topic, p); ok {
 		part.setHW(hw)
 	} else {
@@ -109,36 +147,64 @@ func (rm *ReplicaManager) host(topic string, p int32) (*Partition, bool, error) 
 	return part, true, nil
 }
 
-// makeLeader hosts the replica and leads it at epoch.
-func (rm *ReplicaManager) makeLeader(topic string, p, epoch int32, isr []int32) error {
+// apply hosts the replica and leads or follows it as a says.
+func (rm *ReplicaManager) apply(topic string, p int32, a assignment) error {
 	part, _, err := rm.host(topic, p)
 	if err != nil {
 		return err
 	}
 	st := part.state()
-	if st.leader && st.leaderEpoch == epoch && equalIDs(st.isr, isr) {
+	if a.leader == rm.nodeID {
+		if st.leader && st.leaderEpoch == a.leaderEpoch && st.partitionEpoch == a.partitionEpoch &&
+			equalIDs(st.isr, a.isr) && equalIDs(st.replicas, a.replicas) {
+			return nil
+		}
+		if rm.fetchers != nil {
+			rm.fetchers.unfollow(part)
+		}
+		part.becomeLeader(a, time.Now())
+		if !st.leader || st.leaderEpoch != a.leaderEpoch {
+			rm.logger.Info("became leader", "topic", topic, "partition", p, "epoch", a.leaderEpoch,
+				"log_end_offset", part.log.LogEndOffset(), "high_watermark", part.HighWatermark())
+		}
 		return nil
 	}
-	part.becomeLeader(rm.nodeID, epoch, isr)
-	if !st.leader || st.leaderEpoch != epoch {
-		rm.logger.Info("became leader", "topic", topic, "partition", p, "epoch", epoch,
-			"log_end_offset", part.log.LogEndOffset(), "high_watermark", part.HighWatermark())
+	if !st.leader && st.leaderID == a.leader && st.leaderEpoch == a.leaderEpoch && st.partitionEpoch == a.partitionEpoch &&
+		equalIDs(st.isr, a.isr) && equalIDs(st.replicas, a.replicas) {
+		return nil
+	}
+	part.becomeFollower(a)
+	if rm.fetchers != nil {
+		rm.fetchers.follow(part, a.leader, a.leaderEpoch)
+	}
+	if st.leader || st.leaderID != a.leader || st.leaderEpoch != a.leaderEpoch {
+		rm.logger.Info("became follower", "topic", topic, "partition", p, "leader", a.leader, "epoch", a.leaderEpoch)
 	}
 	return nil
 }
 
-// makeFollower hosts the replica as a follower of leader.
+// makeLeader leads the replica at epoch with isr as its replicas too.
+func (rm *ReplicaManager) makeLeader(topic string, p, epoch int32, isr []int32) error {
+	return rm.apply(topic, p, assignment{leader: rm.nodeID, leaderEpoch: epoch, replicas: isr, isr: isr})
+}
+
+// makeFollower follows leader at epoch, with isr as its replicas too.
 func (rm *ReplicaManager) makeFollower(topic string, p, leader, epoch int32, isr []int32) error {
-	part, _, err := rm.host(topic, p)
-	if err != nil {
-		return err
+	return rm.apply(topic, p, assignment{leader: leader, leaderEpoch: epoch, replicas: isr, isr: isr})
+}
+
+// shrinkISRs drops lagging followers from the ISR of every led partition.
+func (rm *ReplicaManager) shrinkISRs(lag time.Duration) error {
+	now := time.Now()
+	rm.mu.RLock()
+	parts := make([]*Partition, 0, len(rm.partitions))
+	for _, p := range rm.partitions {
+		parts = append(parts, p)
 	}
-	st := part.state()
-	if !st.leader && st.leaderID == leader && st.leaderEpoch == epoch {
-		return nil
+	rm.mu.RUnlock()
+	for _, p := range parts {
+		p.maybeShrinkISR(now, lag)
 	}
-	part.becomeFollower(leader, epoch, isr)
-	rm.logger.Info("became follower", "topic", topic, "partition", p, "leader", leader, "epoch", epoch)
 	return nil
 }
 
@@ -150,7 +216,10 @@ func (rm *ReplicaManager) remove(topic string, p int32) error {
 	delete(rm.partitions, key)
 	rm.mu.Unlock()
 	if ok {
-		part.becomeFollower(-1, -1, nil)
+		if rm.fetchers != nil {
+			rm.fetchers.unfollow(part)
+		}
+		part.becomeFollower(assignment{leader: -1, leaderEpoch: -1})
 	}
 	if err := rm.storage.Delete(topic, p); err != nil {
 		return fmt.Errorf("broker: delete %s-%d: %w", topic, p, err)

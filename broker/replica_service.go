@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -174,4 +175,128 @@ func (c *cluster) closePeers() error {
 		}
 	}
 	return first
+}
+
+// maxReplicaFetchWait caps a follower's long poll.
+const maxReplicaFetchWait = 30 * time.Second
+
+// ReplicaFetch is a follower's pull (see replica.proto). Each partition
+// first records the fetch offset as the follower's LEO (which may move the
+// HW and add the follower back to the ISR); then the batches from there are
+// read, past the HW, and the call long-polls for new appends while fewer
+// than min_bytes came back.
+func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
+	if len(req.GetPartitions()) == 0 {
+		return nil, toStatus(fmt.Errorf("%w: replica fetch names no partitions", ErrInvalidRequest))
+	}
+	if id := req.GetReplicaId(); id < 0 || id == s.b.cfg.NodeID {
+		return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d", ErrInvalidRequest, id))
+	}
+	if req.GetMaxBytes() < 0 || req.GetMinBytes() < 0 || req.GetMaxWaitMs() < 0 {
+		return nil, toStatus(fmt.Errorf("%w: negative max_bytes, min_bytes or max_wait_ms", ErrInvalidRequest))
+	}
+	now := time.Now()
+	resp := &pb.ReplicaFetchResponse{Partitions: make([]*pb.ReplicaFetchPartitionResult, len(req.Partitions))}
+	parts := make([]*Partition, len(req.Partitions))
+	stop := false // an error or a divergence answers at once
+	for i, f := range req.Partitions {
+		r := &pb.ReplicaFetchPartitionResult{Topic: f.GetTopic(), Partition: f.GetPartition(), HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
+		resp.Partitions[i] = r
+		part, ok := s.b.rm.partition(f.GetTopic(), f.GetPartition())
+		if !ok {
+			setFetchError(r, unknownPartition(f.GetTopic(), f.GetPartition()))
+			stop = true
+			continue
+		}
+		div, err := part.followerFetch(req.ReplicaId, f, now)
+		setLogOffsets(r, part)
+		switch {
+		case err != nil:
+			setFetchError(r, err)
+			stop = true
+		case div != nil:
+			r.DivergingEpoch = div
+			stop = true
+		default:
+			parts[i] = part
+		}
+	}
+	wake := make(chan struct{}, 1)
+	for _, part := range parts {
+		if part != nil {
+			part.watchLEO(wake)
+			defer part.unwatchLEO(wake)
+		}
+	}
+	wait := time.NewTimer(min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxReplicaFetchWait))
+	defer wait.Stop()
+	for {
+		n := s.readForFollower(req, parts, resp)
+		if stop || n >= int(req.GetMinBytes()) || req.GetMaxWaitMs() == 0 {
+			return resp, nil
+		}
+		select {
+		case <-wake:
+		case <-wait.C:
+			stop = true
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-s.b.stop:
+			stop = true
+		}
+	}
+}
+
+// readForFollower fills in the records of every partition being read and
+// returns the bytes read; a partition no longer led here gets its error.
+func (s *replicaService) readForFollower(req *pb.ReplicaFetchRequest, parts []*Partition, resp *pb.ReplicaFetchResponse) int {
+	maxBytes := int(req.GetMaxBytes())
+	if maxBytes == 0 {
+		maxBytes = maxFetchResponseBytes
+	}
+	maxBytes = min(maxBytes, maxFetchResponseBytes)
+	total := 0
+	for i, part := range parts {
+		if part == nil {
+			continue
+		}
+		f, r := req.Partitions[i], resp.Partitions[i]
+		r.Records = nil
+		limit := int(f.GetPartitionMaxBytes())
+		if limit <= 0 {
+			limit = defaultPartitionMaxBytes
+		}
+		if left := maxBytes - total; left < limit {
+			limit = left
+			if total == 0 {
+				limit = max(limit, 1) // at least one batch, as Kafka does
+			}
+		}
+		if st := part.state(); !st.leader || st.leaderEpoch != f.GetCurrentLeaderEpoch() {
+			setFetchError(r, &notLeaderError{topic: part.topic, partition: part.id, leader: st.leaderID, epoch: st.leaderEpoch})
+			parts[i] = nil
+			continue
+		}
+		if limit > 0 {
+			res, err := part.readForFollower(f.GetFetchOffset(), limit)
+			if err != nil {
+				setFetchError(r, err)
+				parts[i] = nil
+				continue
+			}
+			r.Records = res.Batches
+			total += len(res.Batches)
+		}
+		setLogOffsets(r, part)
+	}
+	return total
+}
+
+func setLogOffsets(r *pb.ReplicaFetchPartitionResult, part *Partition) {
+	r.HighWatermark, r.LogStartOffset, r.LogEndOffset = part.HighWatermark(), part.log.LogStartOffset(), part.log.LogEndOffset()
+}
+
+func setFetchError(r *pb.ReplicaFetchPartitionResult, err error) {
+	e := toError(err)
+	r.ErrorCode, r.ErrorMessage = int32(e.Code), e.Message
 }

@@ -55,6 +55,9 @@ const (
 	HeartbeatMs      = 100
 	SessionTimeoutMs = 1000
 	WriteTimeoutMs   = 3000
+	// ReplicaLagMs is replica.lag.time.max.ms: a follower silent this long
+	// leaves the ISR.
+	ReplicaLagMs = 2000
 	// WaitTimeout bounds every Wait… that gets a context without deadline.
 	WaitTimeout = 20 * time.Second
 )
@@ -191,6 +194,9 @@ func (c *Cluster) config(id int32, lis net.Listener) broker.Config {
 	cfg.BrokerHeartbeatIntervalMs = HeartbeatMs
 	cfg.BrokerSessionTimeoutMs = SessionTimeoutMs
 	cfg.MetadataWriteTimeoutMs = WriteTimeoutMs
+	cfg.ReplicaLagTimeMaxMs = ReplicaLagMs
+	cfg.ReplicaFetchWaitMaxMs = 200
+	cfg.ReplicaFetchBackoffMs = 50
 	cfg.LogLevel = "warn"
 	cfg.Logger = c.logs.logger(fmt.Sprintf("node%d", id))
 	for _, fn := range c.opts.tweak {

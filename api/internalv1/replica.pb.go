@@ -21,6 +21,385 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ReplicaFetchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fetching broker; it must be an assigned replica of every partition.
+	ReplicaId int32 `protobuf:"varint,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	MaxWaitMs int32 `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MinBytes  int32 `protobuf:"varint,3,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	// Response size cap over all partitions; at least one batch is always
+	// returned for the first partition with data, so a large batch never
+	// stalls replication.
+	MaxBytes      int32                    `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions    []*ReplicaFetchPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchRequest) Reset() {
+	*x = ReplicaFetchRequest{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchRequest) ProtoMessage() {}
+
+func (x *ReplicaFetchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchRequest.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReplicaFetchRequest) GetReplicaId() int32 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetMaxWaitMs() int32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetMinBytes() int32 {
+	if x != nil {
+		return x.MinBytes
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetPartitions() []*ReplicaFetchPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ReplicaFetchPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The leader epoch the follower believes current: an older one is
+	// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+	CurrentLeaderEpoch int32 `protobuf:"varint,3,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
+	// The follower's log end offset.
+	FetchOffset int64 `protobuf:"varint,4,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
+	// The leader epoch of the follower's last batch (before fetch_offset), or
+	// -1 for an empty log: the leader checks it against its own history.
+	LastFetchedEpoch  int32 `protobuf:"varint,5,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
+	PartitionMaxBytes int32 `protobuf:"varint,6,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchPartition) Reset() {
+	*x = ReplicaFetchPartition{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchPartition) ProtoMessage() {}
+
+func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchPartition.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchPartition) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReplicaFetchPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaFetchPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetCurrentLeaderEpoch() int32 {
+	if x != nil {
+		return x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetFetchOffset() int64 {
+	if x != nil {
+		return x.FetchOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetLastFetchedEpoch() int32 {
+	if x != nil {
+		return x.LastFetchedEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartition) GetPartitionMaxBytes() int32 {
+	if x != nil {
+		return x.PartitionMaxBytes
+	}
+	return 0
+}
+
+type EpochEndOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int32                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	EndOffset     int64                  `protobuf:"varint,2,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpochEndOffset) Reset() {
+	*x = EpochEndOffset{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpochEndOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpochEndOffset) ProtoMessage() {}
+
+func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpochEndOffset.ProtoReflect.Descriptor instead.
+func (*EpochEndOffset) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EpochEndOffset) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *EpochEndOffset) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+type ReplicaFetchPartitionResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Kafka's numbering (quire.v1.ErrorCode); 0 is none.
+	ErrorCode      int32  `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage   string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	HighWatermark  int64  `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset int64  `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	LogEndOffset   int64  `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// Set when the follower's log diverges from the leader's: truncate to
+	// the end of this epoch (or of the largest earlier one the follower has)
+	// and fetch again. records is then empty.
+	DivergingEpoch *EpochEndOffset `protobuf:"bytes,8,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
+	// Whole RecordBatch v2 batches, as stored.
+	Records       []byte `protobuf:"bytes,9,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchPartitionResult) Reset() {
+	*x = ReplicaFetchPartitionResult{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchPartitionResult) ProtoMessage() {}
+
+func (x *ReplicaFetchPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchPartitionResult.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchPartitionResult) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReplicaFetchPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaFetchPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionResult) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ReplicaFetchPartitionResult) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionResult) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionResult) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPartitionResult) GetDivergingEpoch() *EpochEndOffset {
+	if x != nil {
+		return x.DivergingEpoch
+	}
+	return nil
+}
+
+func (x *ReplicaFetchPartitionResult) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type ReplicaFetchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per requested partition, in request order.
+	Partitions    []*ReplicaFetchPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchResponse) Reset() {
+	*x = ReplicaFetchResponse{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchResponse) ProtoMessage() {}
+
+func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchResponse.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type LogPartitionRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -31,7 +410,7 @@ type LogPartitionRef struct {
 
 func (x *LogPartitionRef) Reset() {
 	*x = LogPartitionRef{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +422,7 @@ func (x *LogPartitionRef) String() string {
 func (*LogPartitionRef) ProtoMessage() {}
 
 func (x *LogPartitionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +435,7 @@ func (x *LogPartitionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPartitionRef.ProtoReflect.Descriptor instead.
 func (*LogPartitionRef) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LogPartitionRef) GetTopic() string {
@@ -82,7 +461,7 @@ type DescribeLogsRequest struct {
 
 func (x *DescribeLogsRequest) Reset() {
 	*x = DescribeLogsRequest{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +473,7 @@ func (x *DescribeLogsRequest) String() string {
 func (*DescribeLogsRequest) ProtoMessage() {}
 
 func (x *DescribeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +486,7 @@ func (x *DescribeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DescribeLogsRequest) GetPartitions() []*LogPartitionRef {
@@ -137,7 +516,7 @@ type LogDescription struct {
 
 func (x *LogDescription) Reset() {
 	*x = LogDescription{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +528,7 @@ func (x *LogDescription) String() string {
 func (*LogDescription) ProtoMessage() {}
 
 func (x *LogDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +541,7 @@ func (x *LogDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogDescription.ProtoReflect.Descriptor instead.
 func (*LogDescription) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LogDescription) GetTopic() string {
@@ -231,7 +610,7 @@ type DescribeLogsResponse struct {
 
 func (x *DescribeLogsResponse) Reset() {
 	*x = DescribeLogsResponse{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +622,7 @@ func (x *DescribeLogsResponse) String() string {
 func (*DescribeLogsResponse) ProtoMessage() {}
 
 func (x *DescribeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +635,7 @@ func (x *DescribeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeLogsResponse) GetLogs() []*LogDescription {
@@ -270,7 +649,42 @@ var File_quire_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"E\n" +
+	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"\xd8\x01\n" +
+	"\x13ReplicaFetchRequest\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x02 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
+	"\tmin_bytes\x18\x03 \x01(\x05R\bminBytes\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12H\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2(.quire.internal.v1.ReplicaFetchPartitionR\n" +
+	"partitions\"\xfe\x01\n" +
+	"\x15ReplicaFetchPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
+	"\x14current_leader_epoch\x18\x03 \x01(\x05R\x12currentLeaderEpoch\x12!\n" +
+	"\ffetch_offset\x18\x04 \x01(\x03R\vfetchOffset\x12,\n" +
+	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12.\n" +
+	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\"E\n" +
+	"\x0eEpochEndOffset\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xf2\x02\n" +
+	"\x1bReplicaFetchPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x05R\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12%\n" +
+	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12$\n" +
+	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12J\n" +
+	"\x0fdiverging_epoch\x18\b \x01(\v2!.quire.internal.v1.EpochEndOffsetR\x0edivergingEpoch\x12\x18\n" +
+	"\arecords\x18\t \x01(\fR\arecords\"f\n" +
+	"\x14ReplicaFetchResponse\x12N\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2..quire.internal.v1.ReplicaFetchPartitionResultR\n" +
+	"partitions\"E\n" +
 	"\x0fLogPartitionRef\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\"Y\n" +
@@ -288,9 +702,10 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
 	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
-	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2q\n" +
+	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xd2\x01\n" +
 	"\x0eReplicaService\x12_\n" +
-	"\fDescribeLogs\x12&.quire.internal.v1.DescribeLogsRequest\x1a'.quire.internal.v1.DescribeLogsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\fDescribeLogs\x12&.quire.internal.v1.DescribeLogsRequest\x1a'.quire.internal.v1.DescribeLogsResponse\x12_\n" +
+	"\fReplicaFetch\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_replica_proto_rawDescOnce sync.Once
@@ -304,23 +719,33 @@ func file_quire_internal_v1_replica_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_replica_proto_rawDescData
 }
 
-var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_quire_internal_v1_replica_proto_goTypes = []any{
-	(*LogPartitionRef)(nil),      // 0: quire.internal.v1.LogPartitionRef
-	(*DescribeLogsRequest)(nil),  // 1: quire.internal.v1.DescribeLogsRequest
-	(*LogDescription)(nil),       // 2: quire.internal.v1.LogDescription
-	(*DescribeLogsResponse)(nil), // 3: quire.internal.v1.DescribeLogsResponse
+	(*ReplicaFetchRequest)(nil),         // 0: quire.internal.v1.ReplicaFetchRequest
+	(*ReplicaFetchPartition)(nil),       // 1: quire.internal.v1.ReplicaFetchPartition
+	(*EpochEndOffset)(nil),              // 2: quire.internal.v1.EpochEndOffset
+	(*ReplicaFetchPartitionResult)(nil), // 3: quire.internal.v1.ReplicaFetchPartitionResult
+	(*ReplicaFetchResponse)(nil),        // 4: quire.internal.v1.ReplicaFetchResponse
+	(*LogPartitionRef)(nil),             // 5: quire.internal.v1.LogPartitionRef
+	(*DescribeLogsRequest)(nil),         // 6: quire.internal.v1.DescribeLogsRequest
+	(*LogDescription)(nil),              // 7: quire.internal.v1.LogDescription
+	(*DescribeLogsResponse)(nil),        // 8: quire.internal.v1.DescribeLogsResponse
 }
 var file_quire_internal_v1_replica_proto_depIdxs = []int32{
-	0, // 0: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
-	2, // 1: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
-	1, // 2: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
-	3, // 3: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	1, // 0: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
+	2, // 1: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
+	3, // 2: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
+	5, // 3: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
+	7, // 4: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
+	6, // 5: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
+	0, // 6: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
+	8, // 7: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
+	4, // 8: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_replica_proto_init() }
@@ -334,7 +759,7 @@ func file_quire_internal_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_replica_proto_rawDesc), len(file_quire_internal_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ReplicaService_DescribeLogs_FullMethodName = "/quire.internal.v1.ReplicaService/DescribeLogs"
+	ReplicaService_ReplicaFetch_FullMethodName = "/quire.internal.v1.ReplicaService/ReplicaFetch"
 )
 
 // ReplicaServiceClient is the client API for ReplicaService service.
@@ -35,6 +36,15 @@ type ReplicaServiceClient interface {
 	// offset of the named partitions as this broker's replicas know them. A
 	// partition this broker does not host comes back with hosted = false.
 	DescribeLogs(ctx context.Context, in *DescribeLogsRequest, opts ...grpc.CallOption) (*DescribeLogsResponse, error)
+	// ReplicaFetch is a follower's pull from the leader of the named
+	// partitions (Kafka's follower Fetch): one call per leader names every
+	// partition the follower fetches from it. The leader takes each fetch
+	// offset as the follower's log end offset, moves the high watermark,
+	// and answers the batches from there (beyond the high watermark too) or,
+	// when the follower's log has diverged from its own, the epoch and end
+	// offset to truncate to (KIP-320). It long-polls up to max_wait_ms while
+	// it has fewer than min_bytes to send.
+	ReplicaFetch(ctx context.Context, in *ReplicaFetchRequest, opts ...grpc.CallOption) (*ReplicaFetchResponse, error)
 }
 
 type replicaServiceClient struct {
@@ -55,6 +65,16 @@ func (c *replicaServiceClient) DescribeLogs(ctx context.Context, in *DescribeLog
 	return out, nil
 }
 
+func (c *replicaServiceClient) ReplicaFetch(ctx context.Context, in *ReplicaFetchRequest, opts ...grpc.CallOption) (*ReplicaFetchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplicaFetchResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_ReplicaFetch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaServiceServer is the server API for ReplicaService service.
 // All implementations must embed UnimplementedReplicaServiceServer
 // for forward compatibility.
@@ -68,6 +88,15 @@ type ReplicaServiceServer interface {
 	// offset of the named partitions as this broker's replicas know them. A
 	// partition this broker does not host comes back with hosted = false.
 	DescribeLogs(context.Context, *DescribeLogsRequest) (*DescribeLogsResponse, error)
+	// ReplicaFetch is a follower's pull from the leader of the named
+	// partitions (Kafka's follower Fetch): one call per leader names every
+	// partition the follower fetches from it. The leader takes each fetch
+	// offset as the follower's log end offset, moves the high watermark,
+	// and answers the batches from there (beyond the high watermark too) or,
+	// when the follower's log has diverged from its own, the epoch and end
+	// offset to truncate to (KIP-320). It long-polls up to max_wait_ms while
+	// it has fewer than min_bytes to send.
+	ReplicaFetch(context.Context, *ReplicaFetchRequest) (*ReplicaFetchResponse, error)
 	mustEmbedUnimplementedReplicaServiceServer()
 }
 
@@ -80,6 +109,9 @@ type UnimplementedReplicaServiceServer struct{}
 
 func (UnimplementedReplicaServiceServer) DescribeLogs(context.Context, *DescribeLogsRequest) (*DescribeLogsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeLogs not implemented")
+}
+func (UnimplementedReplicaServiceServer) ReplicaFetch(context.Context, *ReplicaFetchRequest) (*ReplicaFetchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReplicaFetch not implemented")
 }
 func (UnimplementedReplicaServiceServer) mustEmbedUnimplementedReplicaServiceServer() {}
 func (UnimplementedReplicaServiceServer) testEmbeddedByValue()                        {}
@@ -120,6 +152,24 @@ func _ReplicaService_DescribeLogs_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReplicaService_ReplicaFetch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplicaFetchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).ReplicaFetch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_ReplicaFetch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).ReplicaFetch(ctx, req.(*ReplicaFetchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReplicaService_ServiceDesc is the grpc.ServiceDesc for ReplicaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -130,6 +180,10 @@ var ReplicaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeLogs",
 			Handler:    _ReplicaService_DescribeLogs_Handler,
+		},
+		{
+			MethodName: "ReplicaFetch",
+			Handler:    _ReplicaService_ReplicaFetch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,320 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/record"
+)
+
+// The follower's side of replication: one fetcher per leader broker pulls
+// every partition this broker follows from that leader in one
+// ReplicaFetch call, appends what comes back and follows the leader's HW.
+// The replica manager moves partitions between fetchers as leadership
+// changes in the metadata image.
+
+// fetchConfig is the follower fetch tuning (replica.fetch.* keys).
+type fetchConfig struct {
+	maxWait         time.Duration
+	minBytes        int32
+	partitionMax    int32
+	responseMax     int32
+	backoff         time.Duration
+	callTimeoutSlop time.Duration
+}
+
+// peerDialer finds and dials another broker.
+type peerDialer interface {
+	brokerAddr(id int32) (string, bool)
+	peer(addr string) (*grpc.ClientConn, error)
+}
+
+// fetcherManager runs the fetchers.
+type fetcherManager struct {
+	self   int32
+	cfg    fetchConfig
+	peers  peerDialer
+	logger hclog.Logger
+
+	mu       sync.Mutex
+	fetchers map[int32]*fetcher // by leader
+	where    map[*Partition]int32
+	stopped  bool
+	wg       sync.WaitGroup
+}
+
+// followed is a partition a fetcher pulls, at the leader epoch it follows.
+type followed struct {
+	epoch       int32
+	pausedUntil time.Time // after an error the leader answered for it
+}
+
+type fetcher struct {
+	m      *fetcherManager
+	leader int32
+
+	mu     sync.Mutex
+	parts  map[*Partition]*followed
+	cancel context.CancelFunc // of the call in flight, to restart it when parts change
+	wake   chan struct{}
+	stop   chan struct{}
+}
+
+func newFetcherManager(self int32, cfg fetchConfig, peers peerDialer, logger hclog.Logger) *fetcherManager {
+	return &fetcherManager{self: self, cfg: cfg, peers: peers, logger: logger,
+		fetchers: map[int32]*fetcher{}, where: map[*Partition]int32{}}
+}
+
+// follow makes the fetcher of leader pull part at epoch (and no other
+// fetcher pull it). A negative leader only stops fetching it.
+func (m *fetcherManager) follow(part *Partition, leader, epoch int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
+	if cur, ok := m.where[part]; ok {
+		f := m.fetchers[cur]
+		if cur == leader {
+			f.set(part, epoch)
+			return
+		}
+		m.removeLocked(part)
+	}
+	if leader < 0 || leader == m.self {
+		return
+	}
+	f, ok := m.fetchers[leader]
+	if !ok {
+		f = &fetcher{m: m, leader: leader, parts: map[*Partition]*followed{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		m.fetchers[leader] = f
+		m.wg.Add(1)
+		go f.run()
+	}
+	m.where[part] = leader
+	f.set(part, epoch)
+}
+
+// unfollow stops fetching part.
+func (m *fetcherManager) unfollow(part *Partition) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(part)
+}
+
+func (m *fetcherManager) removeLocked(part *Partition) {
+	cur, ok := m.where[part]
+	if !ok {
+		return
+	}
+	delete(m.where, part)
+	f := m.fetchers[cur]
+	if f.remove(part) == 0 {
+		delete(m.fetchers, cur)
+		close(f.stop)
+		f.interrupt()
+	}
+}
+
+// stopAll stops every fetcher and waits for them.
+func (m *fetcherManager) stopAll() {
+	m.mu.Lock()
+	m.stopped = true
+	for id, f := range m.fetchers {
+		close(f.stop)
+		f.interrupt()
+		delete(m.fetchers, id)
+	}
+	m.where = map[*Partition]int32{}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+func (f *fetcher) set(part *Partition, epoch int32) {
+	f.mu.Lock()
+	if cur, ok := f.parts[part]; ok && cur.epoch == epoch {
+		f.mu.Unlock()
+		return
+	}
+	f.parts[part] = &followed{epoch: epoch}
+	f.mu.Unlock()
+	f.interrupt()
+}
+
+func (f *fetcher) remove(part *Partition) int {
+	f.mu.Lock()
+	delete(f.parts, part)
+	n := len(f.parts)
+	f.mu.Unlock()
+	return n
+}
+
+// interrupt ends the call in flight (a long poll) so that the next one
+// names the new set of partitions.
+func (f *fetcher) interrupt() {
+	f.mu.Lock()
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pending is one partition of a fetch being built.
+type pending struct {
+	part   *Partition
+	epoch  int32
+	offset int64
+}
+
+func (f *fetcher) run() {
+	defer f.m.wg.Done()
+	for {
+		select {
+		case <-f.stop:
+			return
+		default:
+		}
+		req, parts, next := f.request(time.Now())
+		if len(parts) == 0 {
+			f.sleep(next)
+			continue
+		}
+		resp, err := f.call(req)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				f.m.logger.Debug("replica fetch failed", "leader", f.leader, "error", err)
+				f.sleep(f.m.cfg.backoff)
+			}
+			continue
+		}
+		f.apply(parts, resp.Partitions)
+	}
+}
+
+// request builds the next fetch from the partitions not paused; next is
+// how long until a paused one is due, when every one is.
+func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cfg := f.m.cfg
+	req := &pb.ReplicaFetchRequest{ReplicaId: f.m.self, MaxWaitMs: int32(cfg.maxWait.Milliseconds()),
+		MinBytes: cfg.minBytes, MaxBytes: cfg.responseMax}
+	var parts []pending
+	next := cfg.backoff
+	for part, st := range f.parts {
+		if wait := st.pausedUntil.Sub(now); wait > 0 {
+			next = min(next, wait)
+			continue
+		}
+		off := part.log.LogEndOffset()
+		parts = append(parts, pending{part: part, epoch: st.epoch, offset: off})
+		req.Partitions = append(req.Partitions, &pb.ReplicaFetchPartition{
+			Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
+			FetchOffset: off, LastFetchedEpoch: part.lastFetchedEpoch(), PartitionMaxBytes: cfg.partitionMax,
+		})
+	}
+	return req, parts, next
+}
+
+// call sends the fetch to the leader; interrupt or stop cancels it.
+func (f *fetcher) call(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
+	addr, ok := f.m.peers.brokerAddr(f.leader)
+	if !ok {
+		return nil, fmt.Errorf("broker: leader %d has no address", f.leader)
+	}
+	cc, err := f.m.peers.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.m.cfg.maxWait+f.m.cfg.callTimeoutSlop)
+	defer cancel()
+	f.mu.Lock()
+	f.cancel = cancel
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.cancel = nil
+		f.mu.Unlock()
+	}()
+	select {
+	case <-f.stop:
+		return nil, context.Canceled
+	case <-f.wake:
+		return nil, context.Canceled // the partitions changed: rebuild
+	default:
+	}
+	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, req)
+	if err != nil {
+		if ctx.Err() == context.Canceled {
+			return nil, context.Canceled
+		}
+		return nil, err
+	}
+	if len(resp.Partitions) != len(req.Partitions) {
+		return nil, fmt.Errorf("broker: leader %d answered %d partitions of %d", f.leader, len(resp.Partitions), len(req.Partitions))
+	}
+	return resp, nil
+}
+
+// apply hands each partition's answer to its replica.
+func (f *fetcher) apply(parts []pending, results []*pb.ReplicaFetchPartitionResult) {
+	for i, r := range results {
+		pp := parts[i]
+		code := quirev1.ErrorCode(r.ErrorCode)
+		in := fromLeader{leaderEpoch: pp.epoch, fetchOffset: pp.offset, records: r.Records, diverging: r.DivergingEpoch,
+			highWatermark: r.HighWatermark, logStartOffset: r.LogStartOffset, logEndOffset: r.LogEndOffset,
+			outOfRange: code == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE}
+		if code != quirev1.ErrorCode_NONE && !in.outOfRange {
+			// Not (or no longer) the leader at our epoch, or a storage
+			// error there: wait for the metadata to move us, or retry.
+			f.m.logger.Debug("replica fetch refused", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id,
+				"code", code.String(), "error", r.ErrorMessage)
+			f.pause(pp.part, pp.epoch)
+			continue
+		}
+		if _, err := pp.part.applyFromLeader(in); err != nil {
+			f.m.logger.Warn("cannot apply replica fetch", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id, "error", err)
+			f.pause(pp.part, pp.epoch)
+		}
+	}
+}
+
+func (f *fetcher) pause(part *Partition, epoch int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.parts[part]; ok && st.epoch == epoch {
+		st.pausedUntil = time.Now().Add(f.m.cfg.backoff)
+	}
+}
+
+// sleep waits d, or less if woken or stopped.
+func (f *fetcher) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.wake:
+	case <-f.stop:
+	}
+}
+
+// firstBaseOffset is the base offset of the first batch of records.
+func firstBaseOffset(records []byte) (int64, error) {
+	h, err := record.ParseHeader(records)
+	if err != nil {
+		return 0, fmt.Errorf("broker: batch from the leader: %w", err)
+	}
+	return h.BaseOffset, nil
+}

@@ -1,0 +1,378 @@
+package testcluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	internalv1 "github.com/quirelog/quire/api/internalv1"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// createReplicatedTopic creates a one-partition topic on every node with
+// min.insync.replicas=2 and waits for its leader.
+func createReplicatedTopic(t *testing.T, c *testcluster.Cluster, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
+		Name: name, Partitions: proto.Int32(1), ReplicationFactor: proto.Int32(int32(len(c.IDs()))),
+		Configs: map[string]string{"min.insync.replicas": "2"},
+	})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	c.WaitLeader(testCtx(t), name, 0)
+}
+
+// produceAll produces values to partition 0 of topic through its leader
+// with acks=all, one request per value, retrying retriable errors; it
+// returns the offset each got.
+func produceAll(t *testing.T, c *testcluster.Cluster, topic string, values []string) []int64 {
+	t.Helper()
+	ctx := testCtx(t)
+	offsets := make([]int64, len(values))
+	for i, v := range values {
+		c.Eventually(ctx, "produce "+v, func() error {
+			leader, _ := c.WaitLeader(ctx, topic, 0)
+			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
+				Topic: topic, Acks: proto.Int32(-1), TimeoutMs: 3000,
+				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(0)}},
+			})
+			if err != nil {
+				return err
+			}
+			r := resp.Results[0]
+			if r.Error != nil {
+				if !r.Error.Retriable {
+					t.Fatalf("produce %q on node %d: %v", v, leader, r.Error)
+				}
+				return errors.New(r.Error.Message)
+			}
+			offsets[i] = r.Offset
+			return nil
+		})
+	}
+	return offsets
+}
+
+// consumeAll reads partition 0 of topic from offset 0 to the HW through
+// its leader.
+func consumeAll(t *testing.T, c *testcluster.Cluster, topic string) []string {
+	t.Helper()
+	ctx := testCtx(t)
+	var values []string
+	c.Eventually(ctx, "consume "+topic, func() error {
+		values = values[:0]
+		leader, _ := c.WaitLeader(ctx, topic, 0)
+		cons := quirev1.NewConsumerClient(c.Conn(leader))
+		for off := int64(0); ; {
+			resp, err := cons.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: topic, Offset: off, MaxRecords: 1000})
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.Records {
+				values = append(values, r.Value)
+			}
+			off = resp.NextOffset
+			if off >= resp.HighWatermark {
+				return nil
+			}
+		}
+	})
+	return values
+}
+
+// describeLog asks node id for its replica of topic-0.
+func describeLog(ctx context.Context, c *testcluster.Cluster, id int32, topic string) (*internalv1.LogDescription, error) {
+	resp, err := internalv1.NewReplicaServiceClient(c.Conn(id)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
+		Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: 0}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Logs[0], nil
+}
+
+// waitInSync waits until every running replica of topic-0 has the leader's
+// log end offset and the leader's HW is there too.
+func waitInSync(t *testing.T, c *testcluster.Cluster, topic string) int64 {
+	t.Helper()
+	ctx := testCtx(t)
+	var leo int64
+	c.Eventually(ctx, "replicas of "+topic+" in sync", func() error {
+		leader, _ := c.WaitLeader(ctx, topic, 0)
+		l, err := describeLog(ctx, c, leader, topic)
+		if err != nil {
+			return err
+		}
+		if !l.Leader || l.HighWatermark != l.LogEndOffset {
+			return fmt.Errorf("leader %d: hw %d, leo %d", leader, l.HighWatermark, l.LogEndOffset)
+		}
+		leo = l.LogEndOffset
+		for _, id := range c.Running() {
+			d, err := describeLog(ctx, c, id, topic)
+			if err != nil {
+				return err
+			}
+			if d.LogEndOffset != leo || d.HighWatermark != leo {
+				return fmt.Errorf("node %d: leo %d hw %d, leader %d has %d", id, d.LogEndOffset, d.HighWatermark, leader, leo)
+			}
+		}
+		return nil
+	})
+	return leo
+}
+
+// logBytes is every segment of node id's replica of topic-0, in order.
+func logBytes(t *testing.T, c *testcluster.Cluster, id int32, topic string) []byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(c.Dir(id), topic+"-0", "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	var all []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	return all
+}
+
+// checkIdenticalLogs checks that every running replica holds the same
+// bytes: the same batches at the same offsets with the same epochs.
+func checkIdenticalLogs(t *testing.T, c *testcluster.Cluster, topic string) {
+	t.Helper()
+	ids := c.Running()
+	want := logBytes(t, c, ids[0], topic)
+	if len(want) == 0 {
+		t.Fatalf("node %d has an empty log", ids[0])
+	}
+	for _, id := range ids[1:] {
+		if got := logBytes(t, c, id, topic); !bytes.Equal(got, want) {
+			t.Fatalf("node %d's log (%d bytes) differs from node %d's (%d bytes)", id, len(got), ids[0], len(want))
+		}
+	}
+}
+
+func isrOf(c *testcluster.Cluster, id int32, topic string) []int32 {
+	p, ok := c.Image(id).Partition(topic, 0)
+	if !ok {
+		return nil
+	}
+	isr := slices.Clone(p.ISR)
+	slices.Sort(isr)
+	return isr
+}
+
+func values(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return out
+}
+
+// TestReplicationAcksAllCopiesToEveryReplica: acks=all produces succeed
+// once every in-sync replica has the record, and the followers' logs end
+// up byte for byte the leader's.
+func TestReplicationAcksAllCopiesToEveryReplica(t *testing.T) {
+	c := testcluster.New(t, 3)
+	createReplicatedTopic(t, c, "rep")
+	vals := values("v", 50)
+	offsets := produceAll(t, c, "rep", vals)
+	for i, off := range offsets {
+		if off != int64(i) {
+			t.Fatalf("record %d got offset %d", i, off)
+		}
+	}
+	if leo := waitInSync(t, c, "rep"); leo != int64(len(vals)) {
+		t.Fatalf("log end offset %d, want %d", leo, len(vals))
+	}
+	checkIdenticalLogs(t, c, "rep")
+	if got := consumeAll(t, c, "rep"); !slices.Equal(got, vals) {
+		t.Fatalf("consumed %v", got)
+	}
+}
+
+// TestReplicationLeaderKillKeepsAcknowledgedRecords: after a kill -9 of
+// the leader, the new leader (from the ISR) has every record acknowledged
+// with acks=all, takes new ones, and the old leader rejoins as a follower,
+// catches up and is added back to the ISR.
+func TestReplicationLeaderKillKeepsAcknowledgedRecords(t *testing.T) {
+	c := testcluster.New(t, 3)
+	createReplicatedTopic(t, c, "kill")
+	before := values("before", 30)
+	produceAll(t, c, "kill", before)
+	old, oldEpoch := c.WaitLeader(testCtx(t), "kill", 0)
+	c.Kill(old)
+
+	ctx := testCtx(t)
+	c.Eventually(ctx, "a new leader", func() error {
+		leader, epoch := c.WaitLeader(ctx, "kill", 0)
+		if leader == old || epoch <= oldEpoch {
+			return fmt.Errorf("leader %d epoch %d", leader, epoch)
+		}
+		return nil
+	})
+	after := values("after", 20)
+	produceAll(t, c, "kill", after)
+	want := append(slices.Clone(before), after...)
+	if got := consumeAll(t, c, "kill"); !slices.Equal(got, want) {
+		t.Fatalf("after the failover the log holds %d records %v, want %d", len(got), got, len(want))
+	}
+
+	c.Restart(old)
+	waitInSync(t, c, "kill")
+	c.Eventually(ctx, "the old leader back in the ISR", func() error {
+		for _, id := range c.Running() {
+			if isr := isrOf(c, id, "kill"); len(isr) != 3 {
+				return fmt.Errorf("node %d sees ISR %v", id, isr)
+			}
+		}
+		return nil
+	})
+	checkIdenticalLogs(t, c, "kill")
+}
+
+// TestReplicationDivergedLeaderTruncates: a leader cut off from the rest
+// keeps taking acks=1 records nobody copies; the others elect a new leader
+// and go on. Once the network heals, the old leader finds that its log
+// diverged at its last epoch, truncates the records only it had, and ends
+// up with the new leader's log.
+func TestReplicationDivergedLeaderTruncates(t *testing.T) {
+	c := testcluster.New(t, 3)
+	createReplicatedTopic(t, c, "div")
+	common := values("common", 10)
+	produceAll(t, c, "div", common)
+	waitInSync(t, c, "div")
+
+	ctx := testCtx(t)
+	old, oldEpoch := c.WaitLeader(ctx, "div", 0)
+	c.Partition(old)
+	// The cut-off leader still believes it leads until the image says
+	// otherwise: acks=1 records land in its log alone.
+	lost := 0
+	for i := range 5 {
+		r, err := produce(ctx, c, old, "div", 0, fmt.Sprintf("lost-%d", i))
+		if err == nil && r.Error == nil {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatal("the cut-off leader took no acks=1 record: nothing diverged")
+	}
+	var leader int32
+	c.Eventually(ctx, "a leader on the majority side", func() error {
+		for _, id := range c.IDs() {
+			if id == old {
+				continue
+			}
+			p, ok := c.Image(id).Partition("div", 0)
+			if !ok || p.Leader < 0 || p.Leader == old || p.LeaderEpoch <= oldEpoch {
+				return fmt.Errorf("node %d sees %+v", id, p)
+			}
+			leader = p.Leader
+		}
+		return nil
+	})
+	later := values("later", 10)
+	for _, v := range later {
+		c.Eventually(ctx, "produce "+v, func() error {
+			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
+				Topic: "div", Acks: proto.Int32(-1), TimeoutMs: 3000,
+				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(0)}},
+			})
+			if err != nil {
+				return err
+			}
+			if e := resp.Results[0].Error; e != nil {
+				return errors.New(e.Message)
+			}
+			return nil
+		})
+	}
+	c.Heal()
+	waitInSync(t, c, "div")
+	checkIdenticalLogs(t, c, "div")
+	got := consumeAll(t, c, "div")
+	want := append(slices.Clone(common), later...)
+	if !slices.Equal(got, want) {
+		t.Fatalf("log holds %v, want %v (the %d records only the cut-off leader took must be gone)", got, want, lost)
+	}
+	for _, v := range got {
+		if strings.HasPrefix(v, "lost-") {
+			t.Fatalf("record %q taken by the cut-off leader survived", v)
+		}
+	}
+}
+
+// TestReplicationISRShrinksAndExpands: a follower cut off from the leader
+// alone (it still heartbeats to the controller, so it is not fenced) is
+// dropped from the ISR by the leader after replica.lag.time.max.ms;
+// acks=all goes on with two in-sync replicas; once the link heals the
+// follower catches up and the leader adds it back.
+func TestReplicationISRShrinksAndExpands(t *testing.T) {
+	c := testcluster.New(t, 3)
+	ctx := testCtx(t)
+	controller := c.WaitController(ctx)
+	// Lead from a node that is not the controller, so that cutting a
+	// follower off from the leader leaves its controller link up.
+	for attempt := 0; attempt < 10; attempt++ {
+		name := fmt.Sprintf("isr%d", attempt)
+		createReplicatedTopic(t, c, name)
+		if leader, _ := c.WaitLeader(ctx, name, 0); leader != controller {
+			runISRShrinkExpand(t, c, name, leader, controller)
+			return
+		}
+	}
+	t.Fatal("every topic is led by the controller")
+}
+
+func runISRShrinkExpand(t *testing.T, c *testcluster.Cluster, topic string, leader, controller int32) {
+	ctx := testCtx(t)
+	produceAll(t, c, topic, values("a", 5))
+	var follower int32 // neither the leader nor the controller
+	for _, id := range c.IDs() {
+		if id != leader && id != controller {
+			follower = id
+		}
+	}
+	c.Partition(follower, leader)
+	c.Eventually(ctx, "the lagging follower out of the ISR", func() error {
+		if isr := isrOf(c, leader, topic); slices.Contains(isr, follower) || len(isr) != 2 {
+			return fmt.Errorf("ISR %v", isr)
+		}
+		return nil
+	})
+	if b, ok := c.Image(leader).Broker(follower); !ok || b.Fenced {
+		t.Fatalf("follower %d was fenced (%+v): the ISR change should come from the leader", follower, b)
+	}
+	more := values("b", 5)
+	produceAll(t, c, topic, more)
+
+	c.Heal()
+	c.Eventually(ctx, "the follower back in the ISR", func() error {
+		if isr := isrOf(c, leader, topic); len(isr) != 3 {
+			return fmt.Errorf("ISR %v", isr)
+		}
+		return nil
+	})
+	waitInSync(t, c, topic)
+	checkIdenticalLogs(t, c, topic)
+}
