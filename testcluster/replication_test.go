@@ -376,3 +376,29 @@ func runISRShrinkExpand(t *testing.T, c *testcluster.Cluster, topic string, lead
 	waitInSync(t, c, topic)
 	checkIdenticalLogs(t, c, topic)
 }
+
+// waitRejoined waits until node w is back in the ISR of every partition of
+// topic, and checks that by then it holds as much as the leader had when
+// it was let back in: a wiped node rejoins by copying, never with its
+// empty log.
+func waitRejoined(t *testing.T, c *testcluster.Cluster, topic string, partitions int32, w int32) {
+	t.Helper()
+	ctx := testCtx(t)
+	for p := range partitions {
+		c.Eventually(ctx, fmt.Sprintf("node %d back in the ISR of %s-%d", w, topic, p), func() error {
+			info, ok := c.Image(w).Partition(topic, p)
+			if !ok || !slices.Contains(info.ISR, w) {
+				return fmt.Errorf("%s-%d: %+v", topic, p, info)
+			}
+			return nil
+		})
+		resp, err := internalv1.NewReplicaServiceClient(c.Conn(w)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
+			Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: p}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := resp.Logs[0]; l.LogEndOffset < 1 {
+			t.Fatalf("node %d is in the ISR of %s-%d with log end offset %d; the partition has a record", w, topic, p, l.LogEndOffset)
+		}
+	}
+}

@@ -162,10 +162,11 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 	img := c.WaitIdenticalImages(ctx)
 	ti, _ := img.Topic(topic)
 	for _, p := range ti.Partitions {
-		if p.Leader == w || p.Leader == -1 || slices.Contains(p.ISR, w) || !slices.Contains(p.Replicas, w) {
+		if p.Leader == w || p.Leader == -1 || !slices.Contains(p.Replicas, w) {
 			t.Fatalf("after wipe: %+v", p)
 		}
 	}
+	waitRejoined(t, c, topic, 6, w)
 	for p := range int32(6) {
 		leader, epoch := c.WaitLeader(ctx, topic, p)
 		if off := produceToLeader(t, c, topic, p, "second"); !ledByW[p] && off != 1 {
