@@ -1,6 +1,6 @@
 # Quire's build. `make run` starts a single-node dev broker; `make test` is
 # what CI runs (.ci/run): vet, the unit tests with -race, and the end-to-end
-# script. Everything it needs is installed into ./bin at pinned versions.
+# scripts (one node, then a 3-node cluster with leader kills). Everything it needs is installed into ./bin at pinned versions.
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
@@ -27,6 +27,7 @@ unit:
 
 e2e: build tools
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
+	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 
 # docker-compose.yml parses and runs the same cluster as scripts/cluster.sh.
 compose:
