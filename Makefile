@@ -1,6 +1,7 @@
 # Quire's build. `make run` starts a single-node dev broker; `make test` is
 # what CI runs (.ci/run): vet, the unit tests with -race, and the end-to-end
-# scripts (one node, then a 3-node cluster with leader kills). Everything it needs is installed into ./bin at pinned versions.
+# scripts (one node, then a 3-node cluster with leader kills). Everything it
+# needs is installed into ./bin at pinned versions.
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
