@@ -38,6 +38,7 @@ type Partition struct {
 	followers      map[int32]*followerState // as leader: every other replica
 	epochStart     int64                    // as leader: LEO when this epoch began
 	isrPending     bool                     // an ISR change is on its way to the controller
+	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
 	waiters        map[chan struct{}]struct{} // HW moves, leadership changes
 	leoWaiters     map[chan struct{}]struct{} // appends, leadership changes

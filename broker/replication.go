@@ -97,11 +97,15 @@ func (p *Partition) maybeShrinkISR(now time.Time, lag time.Duration) {
 	}
 }
 
+// isrRetryBackoff is how long a leader waits after a refused ISR change
+// before asking again.
+const isrRetryBackoff = time.Second
+
 // requestISRLocked asks the controller, in the background, for a new ISR
 // at the current leader and partition epochs; one request at a time. The
 // answer (or the next metadata image) updates the partition.
 func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
-	if p.isrPending || p.rm.alterISR == nil {
+	if p.isrPending || p.rm.alterISR == nil || time.Now().Before(p.isrRetryAt) {
 		return
 	}
 	p.isrPending = true
@@ -116,6 +120,9 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 		}
 		p.isrPending = false
 		if err != nil {
+			// A newer epoch, or a follower the controller has fenced: the
+			// next image says what changed; do not ask again at once.
+			p.isrRetryAt = time.Now().Add(isrRetryBackoff)
 			p.rm.logger.Warn("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "error", err)
 			return
 		}
@@ -187,10 +194,14 @@ func (p *Partition) applyFromLeader(r fromLeader) (int, error) {
 			return 0, err
 		}
 		if base < r.fetchOffset {
-			// The leader's log start (or our restart point) falls inside a
-			// batch: start the log at that batch instead (Kafka does the
-			// same on an unexpected append offset).
-			if err := p.truncate(base, "restart at a batch boundary"); err != nil {
+			// Only an empty log restarted at the leader's log start, which
+			// may fall inside a batch, meets a batch that began before it:
+			// start the log at that batch instead (as Kafka does on an
+			// unexpected append offset). Anywhere else the logs disagree.
+			if p.log.LogEndOffset() != p.log.LogStartOffset() {
+				return 0, fmt.Errorf("%s-%d: the leader's batch at %d overlaps the log end %d", p.topic, p.id, base, r.fetchOffset)
+			}
+			if err := p.truncateFully(base, "the leader's log start is inside a batch"); err != nil {
 				return 0, err
 			}
 		}

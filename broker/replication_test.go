@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/storage"
+)
+
+// replicaOn is a replica manager for node id with topic "t" configured.
+func replicaOn(t *testing.T, id int32) *ReplicaManager {
+	t.Helper()
+	rm := testReplicaManager(t)
+	rm.nodeID = id
+	return rm
+}
+
+// lead makes rm lead t-0 at epoch over replicas 1..3 (all in sync) and
+// appends batches of n records.
+func lead(t *testing.T, rm *ReplicaManager, epoch int32, isr []int32, batches ...int) *Partition {
+	t.Helper()
+	if err := rm.apply("t", 0, assignment{leader: rm.nodeID, leaderEpoch: epoch, replicas: []int32{1, 2, 3}, isr: isr}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rm.partition("t", 0)
+	for _, n := range batches {
+		if _, err := p.appendAsLeader(testBatch(n), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func follow(t *testing.T, rm *ReplicaManager, leader, epoch int32) *Partition {
+	t.Helper()
+	if err := rm.apply("t", 0, assignment{leader: leader, leaderEpoch: epoch, replicas: []int32{1, 2, 3}, isr: []int32{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rm.partition("t", 0)
+	return p
+}
+
+// fetchOnce is one round of a follower's fetch from leader, without the
+// network: the leader's checks, its read, and the follower applying the
+// answer. It returns the bytes appended.
+func fetchOnce(t *testing.T, leader, follower *Partition, followerID int32) int {
+	t.Helper()
+	st := follower.state()
+	f := &pb.ReplicaFetchPartition{Topic: "t", CurrentLeaderEpoch: st.leaderEpoch,
+		FetchOffset: follower.log.LogEndOffset(), LastFetchedEpoch: follower.lastFetchedEpoch()}
+	in := fromLeader{leaderEpoch: st.leaderEpoch, fetchOffset: f.FetchOffset}
+	div, err := leader.followerFetch(followerID, f, time.Now())
+	switch {
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		in.outOfRange = true
+	case err != nil:
+		t.Fatalf("follower fetch: %v", err)
+	case div != nil:
+		in.diverging = div
+	default:
+		res, err := leader.readForFollower(f.FetchOffset, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.records = res.Batches
+	}
+	in.highWatermark, in.logStartOffset, in.logEndOffset = leader.HighWatermark(), leader.log.LogStartOffset(), leader.log.LogEndOffset()
+	n, err := follower.applyFromLeader(in)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	return n
+}
+
+// syncUp fetches until the follower has the leader's log end offset.
+func syncUp(t *testing.T, leader, follower *Partition, followerID int32) {
+	t.Helper()
+	for i := 0; follower.log.LogEndOffset() != leader.log.LogEndOffset(); i++ {
+		if i > 20 {
+			t.Fatalf("follower at %d, leader at %d after 20 fetches", follower.log.LogEndOffset(), leader.log.LogEndOffset())
+		}
+		fetchOnce(t, leader, follower, followerID)
+	}
+	fetchOnce(t, leader, follower, followerID) // report the LEO: moves the HW
+}
+
+func logContents(t *testing.T, p *Partition) []byte {
+	t.Helper()
+	res, err := p.log.Read(p.log.LogStartOffset(), math.MaxInt32, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for off := p.log.LogStartOffset(); off < p.log.LogEndOffset(); off = res.HighOffset {
+		if res, err = p.log.Read(off, 1<<20, math.MaxInt64); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, res.Batches...)
+	}
+	return all
+}
+
+// TestBrokerReplicationCopiesAndMovesHW: a follower copies the leader's
+// batches byte for byte (offsets and epochs kept), and the leader's HW
+// moves to the smallest LEO over the ISR as the followers report theirs.
+func TestBrokerReplicationCopiesAndMovesHW(t *testing.T) {
+	l := lead(t, replicaOn(t, 1), 3, []int32{1, 2, 3}, 5, 3)
+	f2 := follow(t, replicaOn(t, 2), 1, 3)
+	f3 := follow(t, replicaOn(t, 3), 1, 3)
+	if l.HighWatermark() != 0 {
+		t.Fatalf("hw %d before any follower fetched", l.HighWatermark())
+	}
+	syncUp(t, l, f2, 2)
+	if l.HighWatermark() != 0 {
+		t.Fatalf("hw %d while follower 3 has not fetched", l.HighWatermark())
+	}
+	syncUp(t, l, f3, 3)
+	if l.HighWatermark() != 8 {
+		t.Fatalf("hw %d, want 8", l.HighWatermark())
+	}
+	fetchOnce(t, l, f2, 2) // learns the HW
+	if f2.HighWatermark() != 8 {
+		t.Fatalf("follower hw %d, want 8", f2.HighWatermark())
+	}
+	if !bytes.Equal(logContents(t, l), logContents(t, f2)) || !bytes.Equal(logContents(t, l), logContents(t, f3)) {
+		t.Fatal("follower logs differ from the leader's")
+	}
+	if e, _ := f2.log.LatestEpoch(); e != 3 {
+		t.Fatalf("follower's latest epoch %d, want the leader's 3", e)
+	}
+}
+
+// TestBrokerReplicationDivergedFollowerTruncates: a replica that led at
+// epoch 1 and took records nobody copied becomes a follower of the epoch 2
+// leader; its fetch at epoch 1 gets the divergence (epoch 0 ends at 5), it
+// truncates there and copies the leader's epoch 2 records.
+func TestBrokerReplicationDivergedFollowerTruncates(t *testing.T) {
+	rm1, rm2 := replicaOn(t, 1), replicaOn(t, 2)
+	l := lead(t, rm1, 0, []int32{1, 2}, 5)
+	f := follow(t, rm2, 1, 0)
+	syncUp(t, l, f, 2)
+	// Node 2 leads epoch 1 alone for a while and takes 3 records.
+	lead(t, rm2, 1, []int32{2}, 3)
+	// Node 1 leads epoch 2 and takes 4 others.
+	lead(t, rm1, 2, []int32{1, 2}, 4)
+	f = follow(t, rm2, 1, 2)
+	if f.log.LogEndOffset() != 8 {
+		t.Fatalf("diverged follower at %d", f.log.LogEndOffset())
+	}
+	fetchOnce(t, l, f, 2)
+	if leo := f.log.LogEndOffset(); leo != 5 {
+		t.Fatalf("after the divergence the follower is at %d, want 5 (end of epoch 0)", leo)
+	}
+	syncUp(t, l, f, 2)
+	if !bytes.Equal(logContents(t, l), logContents(t, f)) {
+		t.Fatal("follower log differs from the leader's after truncation")
+	}
+	if e, end := f.log.EndOffsetForEpoch(1); e == 1 {
+		t.Fatalf("epoch 1 still in the follower's history (ends at %d)", end)
+	}
+}
+
+// TestBrokerReplicationFollowerRestartsAtLeaderLogStart: a follower whose
+// log end lies below the leader's log start (retention deleted what it
+// needs) is answered out of range and restarts its log there.
+func TestBrokerReplicationFollowerRestartsAtLeaderLogStart(t *testing.T) {
+	l := lead(t, replicaOn(t, 1), 0, []int32{1}, 5, 5)
+	if err := l.log.DeleteRecordsBefore(5); err != nil {
+		t.Fatal(err)
+	}
+	f := follow(t, replicaOn(t, 2), 1, 0)
+	fetchOnce(t, l, f, 2)
+	if f.log.LogStartOffset() != 5 || f.log.LogEndOffset() != 5 {
+		t.Fatalf("follower log [%d, %d), want to restart at 5", f.log.LogStartOffset(), f.log.LogEndOffset())
+	}
+	syncUp(t, l, f, 2)
+	if f.log.LogEndOffset() != 10 {
+		t.Fatalf("follower at %d, want 10", f.log.LogEndOffset())
+	}
+}
+
+// TestBrokerReplicaFetchRefusals: what a leader refuses in a follower's
+// fetch, with the error a follower acts on.
+func TestBrokerReplicaFetchRefusals(t *testing.T) {
+	l := lead(t, replicaOn(t, 1), 4, []int32{1, 2, 3}, 5)
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		replica int32
+		f       *pb.ReplicaFetchPartition
+		want    error
+	}{
+		{"not a replica", 7, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, ErrInvalidRequest},
+		{"the leader itself", 1, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, ErrInvalidRequest},
+		{"older epoch", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 3, LastFetchedEpoch: -1}, ErrFencedLeaderEpoch},
+		{"newer epoch", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 5, LastFetchedEpoch: -1}, ErrUnknownLeaderEpoch},
+		{"past the log end", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, FetchOffset: 6, LastFetchedEpoch: -1}, storage.ErrOffsetOutOfRange},
+		{"negative offset", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, FetchOffset: -1, LastFetchedEpoch: -1}, storage.ErrOffsetOutOfRange},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := l.followerFetch(tc.replica, tc.f, now)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if toError(err).Message == "" {
+				t.Fatal("no message")
+			}
+		})
+	}
+	if l.HighWatermark() != 0 {
+		t.Fatalf("refused fetches moved the HW to %d", l.HighWatermark())
+	}
+	f := follow(t, replicaOn(t, 2), 3, 4)
+	if _, err := f.followerFetch(3, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, now); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("fetch from a follower: %v", err)
+	}
+}
+
+// isrRecorder stands in for the controller: it records ISR changes and
+// commits them with the next partition epoch.
+type isrRecorder struct {
+	mu   sync.Mutex
+	asks [][]int32
+	done chan struct{}
+}
+
+func (r *isrRecorder) alter(topic string, p int32, a assignment) (assignment, error) {
+	r.mu.Lock()
+	r.asks = append(r.asks, slices.Clone(a.isr))
+	r.mu.Unlock()
+	a.partitionEpoch++
+	r.done <- struct{}{}
+	return a, nil
+}
+
+// TestBrokerISRShrinkAndExpand: the leader asks to drop a follower that
+// has not caught up for replica.lag.time.max.ms, keeps one that fetches,
+// and asks to add the dropped one back once it reaches the HW; the
+// committed ISR is what min.insync.replicas counts.
+func TestBrokerISRShrinkAndExpand(t *testing.T) {
+	rm := replicaOn(t, 1)
+	rec := &isrRecorder{done: make(chan struct{}, 4)}
+	rm.alterISR = rec.alter
+	t0 := time.Now()
+	if err := rm.apply("t", 0, assignment{leader: 1, leaderEpoch: 0, replicas: []int32{1, 2, 3}, isr: []int32{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := rm.partition("t", 0)
+	if _, err := l.appendAsLeader(testBatch(5), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	lag := 30 * time.Second
+	if _, err := l.followerFetch(2, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(lag)); err != nil {
+		t.Fatal(err)
+	}
+	l.maybeShrinkISR(t0.Add(lag/2), lag)
+	l.maybeShrinkISR(t0.Add(lag+time.Second), lag)
+	<-rec.done
+	rm.bg.Wait()
+	if st := l.state(); !slices.Equal(st.isr, []int32{1, 2}) || st.partitionEpoch != 1 {
+		t.Fatalf("after the shrink: isr %v, partition epoch %d", st.isr, st.partitionEpoch)
+	}
+	if _, err := l.appendAsLeader(testBatch(1), -1, 3); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("acks=all with 2 in sync and min.insync.replicas 3: %v", err)
+	}
+	// Follower 3 behind the HW stays out; at the HW it is asked back in.
+	if _, err := l.followerFetch(3, &pb.ReplicaFetchPartition{FetchOffset: 2, LastFetchedEpoch: 0}, t0.Add(lag+2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.followerFetch(3, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(lag+3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	<-rec.done
+	rm.bg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if want := [][]int32{{1, 2}, {1, 2, 3}}; !slices.EqualFunc(rec.asks, want, slices.Equal[[]int32]) {
+		t.Fatalf("ISR changes asked %v, want %v", rec.asks, want)
+	}
+	if st := l.state(); !slices.Equal(st.isr, []int32{1, 2, 3}) || st.partitionEpoch != 2 {
+		t.Fatalf("after the expansion: isr %v, partition epoch %d", st.isr, st.partitionEpoch)
+	}
+}
