@@ -150,6 +150,10 @@ func (c *cluster) startReplication() {
 		callTimeoutSlop: ms(cfg.BrokerSessionTimeoutMs),
 	}, c, c.logger.Named("fetcher"))
 	c.rm.alterISR = c.alterISR
+	c.rm.brokerLive = func(id int32) bool {
+		b, ok := c.node.Image().Broker(id)
+		return ok && !b.Fenced
+	}
 }
 
 // alterISR asks the controller for a led partition's new ISR.

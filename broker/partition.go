@@ -38,6 +38,7 @@ type Partition struct {
 	followers      map[int32]*followerState // as leader: every other replica
 	epochStart     int64                    // as leader: LEO when this epoch began
 	isrPending     bool                     // an ISR change is on its way to the controller
+	pendingISR     []int32                  // the ISR asked for while isrPending
 	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
 	waiters        map[chan struct{}]struct{} // HW moves, leadership changes
@@ -108,7 +109,13 @@ func (p *Partition) becomeLeader(a assignment, now time.Time) {
 	if newEpoch {
 		p.followers = map[int32]*followerState{}
 		p.epochStart = p.log.LogEndOffset()
-		p.isrPending = false
+		p.isrPending, p.pendingISR = false, nil
+		// The epoch starts at the log end now, not at its first append:
+		// a follower's divergence check must find it even if this leader
+		// never appends (see storage.Log.AssignEpochStart).
+		if err := p.log.AssignEpochStart(a.leaderEpoch); err != nil {
+			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.leaderEpoch, "error", err)
+		}
 	}
 	for _, id := range p.replicas {
 		if _, ok := p.followers[id]; !ok && id != a.leader {
@@ -134,7 +141,7 @@ func (p *Partition) becomeFollower(a assignment) {
 	p.replicas = append([]int32(nil), a.replicas...)
 	p.isr = append([]int32(nil), a.isr...)
 	p.followers = nil
-	p.isrPending = false
+	p.isrPending, p.pendingISR = false, nil
 	p.mu.Unlock()
 	p.appendMu.Unlock()
 	p.notify()
@@ -144,10 +151,11 @@ func (p *Partition) becomeFollower(a assignment) {
 // updateFollowerLEO records a follower's LEO (its fetch offset) and moves
 // the HW if the ISR's minimum moved.
 func (p *Partition) updateFollowerLEO(follower int32, leo int64) {
-	p.recordFollowerFetch(follower, leo, time.Now())
+	p.recordFollowerFetch(follower, leo, time.Now(), p.state().leaderEpoch)
 }
 
-// maybeAdvanceHWLocked sets the HW to the smallest LEO over the ISR, never
+// maybeAdvanceHWLocked sets the HW to the smallest LEO over the ISR (and
+// the ISR change pending, if any), never
 // moving it back, and wakes waiters when it moves. A follower whose LEO is
 // not yet known holds the HW where it is.
 func (p *Partition) maybeAdvanceHWLocked() {
@@ -155,15 +163,21 @@ func (p *Partition) maybeAdvanceHWLocked() {
 		return
 	}
 	hw := p.log.LogEndOffset()
-	for _, id := range p.isr {
-		if id == p.leaderID {
-			continue
+	// The ISR being asked for counts too (Kafka's maximal ISR, KIP-497): a
+	// follower being added must not be passed by the HW while the change
+	// is committed, or it would join the ISR without records the HW says
+	// every member has.
+	for _, isr := range [2][]int32{p.isr, p.pendingISR} {
+		for _, id := range isr {
+			if id == p.leaderID {
+				continue
+			}
+			f, ok := p.followers[id]
+			if !ok || f.leo < 0 {
+				return
+			}
+			hw = min(hw, f.leo)
 		}
-		f, ok := p.followers[id]
-		if !ok || f.leo < 0 {
-			return
-		}
-		hw = min(hw, f.leo)
 	}
 	if hw <= p.hw {
 		return
@@ -243,51 +257,61 @@ func (p *Partition) notify() {
 	p.mu.Unlock()
 }
 
+// leaderAppend is an append made as leader at leaderEpoch.
+type leaderAppend struct {
+	storage.AppendInfo
+	leaderEpoch int32
+}
+
 // appendAsLeader appends batches (RecordBatch v2 bytes, modified in place:
 // base offsets and the leader epoch are written into them). requiredAcks
 // -1 checks the ISR against min.insync.replicas first.
-func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (storage.AppendInfo, error) {
+func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (leaderAppend, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	st := p.state()
 	if !st.leader {
-		return storage.AppendInfo{}, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+		return leaderAppend{}, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
 	}
 	if requiredAcks == -1 && int32(len(st.isr)) < minISR {
-		return storage.AppendInfo{}, fmt.Errorf("%w: %s-%d has %d in-sync replicas, min.insync.replicas is %d",
+		return leaderAppend{}, fmt.Errorf("%w: %s-%d has %d in-sync replicas, min.insync.replicas is %d",
 			ErrNotEnoughReplicas, p.topic, p.id, len(st.isr), minISR)
 	}
 	info, err := p.log.AppendAsLeader(batches, st.leaderEpoch)
 	if err != nil {
-		return info, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+		return leaderAppend{AppendInfo: info, leaderEpoch: st.leaderEpoch}, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
 	p.mu.Lock()
 	p.maybeAdvanceHWLocked()
 	p.mu.Unlock()
 	p.notifyLEO()
-	return info, nil
+	return leaderAppend{AppendInfo: info, leaderEpoch: st.leaderEpoch}, nil
 }
 
-// waitHW blocks until the HW passes offset (so that offset is on every
-// in-sync replica), ctx ends, or the replica stops leading. If the ISR has
+// waitHW blocks until the HW passes offset, appended at leader epoch epoch
+// (so that offset is on every in-sync replica), ctx ends, or the replica
+// stops leading at that epoch. If the ISR has
 // shrunk below minISR by the time the HW passes, fewer copies than the
 // producer asked for exist: that is NOT_ENOUGH_REPLICAS_AFTER_APPEND, as in
 // Kafka, and the producer retries.
-func (p *Partition) waitHW(ctx context.Context, offset int64, minISR int32) error {
+func (p *Partition) waitHW(ctx context.Context, epoch int32, offset int64, minISR int32) error {
 	ch := make(chan struct{}, 1)
 	p.watch(ch)
 	defer p.unwatch(ch)
 	for {
 		st := p.state()
+		// Leadership first: a replica that stopped leading after the
+		// append may have truncated it and copied another leader's
+		// records at that offset since, up to that leader's HW.
+		if !st.leader || st.leaderEpoch != epoch {
+			return &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+		}
 		if st.hw > offset {
 			if int32(len(st.isr)) < minISR {
 				return fmt.Errorf("%w: %s-%d: offset %d is on %d in-sync replicas, min.insync.replicas is %d",
 					ErrNotEnoughReplicasAfterAppend, p.topic, p.id, offset, len(st.isr), minISR)
 			}
 			return nil
-		}
-		if !st.leader {
-			return &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
 		}
 		select {
 		case <-ch:

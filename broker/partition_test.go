@@ -60,7 +60,7 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	}
 
 	acked := make(chan error, 1)
-	go func() { acked <- p.waitHW(context.Background(), info.LastOffset, 2) }()
+	go func() { acked <- p.waitHW(context.Background(), info.leaderEpoch, info.LastOffset, 2) }()
 
 	p.updateFollowerLEO(2, 3) // follower has 0..2
 	if p.HighWatermark() != 3 {
@@ -90,7 +90,7 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := p.waitHW(ctx, info.LastOffset, 1); !errors.Is(err, ErrRequestTimedOut) {
+	if err := p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 1); !errors.Is(err, ErrRequestTimedOut) {
 		t.Fatalf("want timeout, got %v", err)
 	}
 
@@ -212,7 +212,7 @@ func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- p.waitHW(ctx, info.LastOffset, 2) }()
+	go func() { done <- p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 2) }()
 	// Wait until the waiter is registered, then drop broker 2 from the ISR.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -236,10 +236,10 @@ func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
 	}
 	// A later wait for the same offset with the ISR still too small fails
 	// at once; with min.insync.replicas 1 it succeeds.
-	if err := p.waitHW(ctx, info.LastOffset, 2); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+	if err := p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 2); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
 		t.Fatalf("got %v", err)
 	}
-	if err := p.waitHW(ctx, info.LastOffset, 1); err != nil {
+	if err := p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 1); err != nil {
 		t.Fatal(err)
 	}
 }

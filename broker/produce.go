@@ -24,6 +24,7 @@ type producerService struct {
 // pendingAck is an acks=all append waiting for the HW to pass lastOffset.
 type pendingAck struct {
 	part       *Partition
+	epoch      int32 // leader epoch of the append
 	lastOffset int64
 	minISR     int32 // min.insync.replicas when the batch was appended
 	result     *quirev1.PartitionProduceResult
@@ -176,14 +177,14 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 		res.LogAppendTimeMs = info.LogAppendTime
 	}
 	res.LogStartOffset = part.log.LogStartOffset()
-	return pendingAck{part: part, lastOffset: info.LastOffset, minISR: tc.MinInsyncReplicas, result: res}, nil
+	return pendingAck{part: part, epoch: info.leaderEpoch, lastOffset: info.LastOffset, minISR: tc.MinInsyncReplicas, result: res}, nil
 }
 
 // awaitAcks waits until each acks=all append is below the HW, turning
 // those that do not make it in time into errors.
 func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
 	for _, pa := range pending {
-		if err := pa.part.waitHW(ctx, pa.lastOffset, pa.minISR); err != nil {
+		if err := pa.part.waitHW(ctx, pa.epoch, pa.lastOffset, pa.minISR); err != nil {
 			pa.result.Error = toError(err)
 		}
 	}

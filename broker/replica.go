@@ -29,6 +29,9 @@ type ReplicaManager struct {
 	// alterISR asks the controller for a partition's new ISR (set by the
 	// cluster; nil in tests without one) and returns what was committed.
 	alterISR func(topic string, p int32, a assignment) (assignment, error)
+	// brokerLive tells whether the controller has a broker registered and
+	// unfenced: only those may join an ISR (nil: all may).
+	brokerLive func(id int32) bool
 	// fetchers pull the partitions this broker follows (nil until the
 	// cluster starts them).
 	fetchers *fetcherManager

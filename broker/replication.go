@@ -42,7 +42,7 @@ func (p *Partition) followerFetch(replica int32, f *pb.ReplicaFetchPartition, no
 		return nil, fmt.Errorf("%w: %s-%d: follower %d fetches at %d, log is [%d, %d]",
 			storage.ErrOffsetOutOfRange, p.topic, p.id, replica, offset, start, leo)
 	}
-	p.recordFollowerFetch(replica, offset, now)
+	p.recordFollowerFetch(replica, offset, now, st.leaderEpoch)
 	return nil, nil
 }
 
@@ -50,11 +50,13 @@ func (p *Partition) followerFetch(replica int32, f *pb.ReplicaFetchPartition, no
 // HW, and it tells whether the follower is caught up (Kafka's rule: its
 // LEO reached the leader's LEO now, or the leader's LEO as of its previous
 // fetch). A follower outside the ISR that has caught up with the HW (and
-// with the start of this leader's epoch) is added back.
-func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Time) {
+// with the start of this leader's epoch), and whose broker the controller
+// has not fenced, is added back. A fetch checked against another leader
+// epoch than the current one is ignored.
+func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Time, epoch int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.leader {
+	if !p.leader || p.leaderEpoch != epoch {
 		return
 	}
 	f, ok := p.followers[replica]
@@ -70,7 +72,8 @@ func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Ti
 	}
 	f.leo, f.lastFetch, f.lastFetchLeaderLEO = offset, now, leo
 	p.maybeAdvanceHWLocked()
-	if !contains(p.isr, replica) && offset >= p.hw && offset >= p.epochStart {
+	if !contains(p.isr, replica) && offset >= p.hw && offset >= p.epochStart &&
+		!now.Before(p.isrRetryAt) && (p.rm.brokerLive == nil || p.rm.brokerLive(replica)) {
 		p.requestISRLocked(append(append([]int32(nil), p.isr...), replica), "caught up", replica)
 	}
 }
@@ -98,17 +101,17 @@ func (p *Partition) maybeShrinkISR(now time.Time, lag time.Duration) {
 }
 
 // isrRetryBackoff is how long a leader waits after a refused ISR change
-// before asking again.
+// before asking to add a follower again (dropping one is never held back).
 const isrRetryBackoff = time.Second
 
 // requestISRLocked asks the controller, in the background, for a new ISR
 // at the current leader and partition epochs; one request at a time. The
 // answer (or the next metadata image) updates the partition.
 func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
-	if p.isrPending || p.rm.alterISR == nil || time.Now().Before(p.isrRetryAt) {
+	if p.isrPending || p.rm.alterISR == nil {
 		return
 	}
-	p.isrPending = true
+	p.isrPending, p.pendingISR = true, isr
 	a := assignment{leader: p.leaderID, leaderEpoch: p.leaderEpoch, partitionEpoch: p.partitionEpoch, replicas: p.replicas, isr: isr}
 	p.rm.logger.Info("changing ISR", "topic", p.topic, "partition", p.id, "reason", why, "replicas", ids, "from", p.isr, "to", isr)
 	p.rm.goBackground(func() {
@@ -118,7 +121,7 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 		if !p.leader || p.leaderEpoch != a.leaderEpoch {
 			return
 		}
-		p.isrPending = false
+		p.isrPending, p.pendingISR = false, nil
 		if err != nil {
 			// A newer epoch, or a follower the controller has fenced: the
 			// next image says what changed; do not ask again at once.
@@ -128,8 +131,8 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 		}
 		if got.partitionEpoch > p.partitionEpoch {
 			p.partitionEpoch, p.isr = got.partitionEpoch, append([]int32(nil), got.isr...)
-			p.maybeAdvanceHWLocked()
 		}
+		p.maybeAdvanceHWLocked()
 	})
 }
 
@@ -173,9 +176,12 @@ func (p *Partition) applyFromLeader(r fromLeader) (int, error) {
 	case r.diverging != nil:
 		to := r.diverging.EndOffset
 		if r.diverging.Epoch < 0 || to < 0 {
-			// The leader knows no epoch as old as our last one: its
-			// history starts later. Start over from its log start.
-			return 0, p.truncateFully(r.logStartOffset, "leader has no common epoch")
+			// The leader does not know our last epoch (it records its own
+			// at election, so ours is newer than its: it should not
+			// happen). Keep what is committed, as Kafka does: cut to our
+			// HW, or the leader's end if that is lower.
+			st := p.state()
+			return 0, p.truncate(min(st.hw, r.logEndOffset), "the leader does not know our last epoch")
 		}
 		if e, end := p.log.EndOffsetForEpoch(r.diverging.Epoch); e >= 0 {
 			to = min(to, end)
@@ -219,13 +225,14 @@ func (p *Partition) applyFromLeader(r fromLeader) (int, error) {
 	return n, nil
 }
 
-// truncate cuts the follower's log at offset (appendMu held).
+// truncate cuts the follower's log at offset (appendMu held). At or past
+// the log end it only drops leader epochs that start there (see
+// storage.Log.Truncate).
 func (p *Partition) truncate(offset int64, why string) error {
-	if offset >= p.log.LogEndOffset() {
-		return nil
+	if offset < p.log.LogEndOffset() {
+		p.rm.logger.Info("truncating follower log", "topic", p.topic, "partition", p.id,
+			"from", p.log.LogEndOffset(), "to", offset, "reason", why)
 	}
-	p.rm.logger.Info("truncating follower log", "topic", p.topic, "partition", p.id,
-		"from", p.log.LogEndOffset(), "to", offset, "reason", why)
 	if err := p.log.Truncate(offset); err != nil {
 		return fmt.Errorf("%s-%d: truncate to %d: %w", p.topic, p.id, offset, err)
 	}

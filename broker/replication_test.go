@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -285,5 +286,146 @@ func TestBrokerISRShrinkAndExpand(t *testing.T) {
 	}
 	if st := l.state(); !slices.Equal(st.isr, []int32{1, 2, 3}) || st.partitionEpoch != 2 {
 		t.Fatalf("after the expansion: isr %v, partition epoch %d", st.isr, st.partitionEpoch)
+	}
+}
+
+// TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted: a follower
+// that has a record the new leader lacks (never committed) fetches from a
+// leader that has appended nothing in its epoch: it cuts just that record,
+// keeping everything committed. (Without the new epoch recorded at
+// election, the leader would not know the follower's last epoch, and the
+// follower would throw its whole log away.)
+func TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
+	rm1, rm2, rm3 := replicaOn(t, 1), replicaOn(t, 2), replicaOn(t, 3)
+	l := lead(t, rm1, 0, []int32{1, 2, 3}, 5)
+	f2, f3 := follow(t, rm2, 1, 0), follow(t, rm3, 1, 0)
+	syncUp(t, l, f2, 2)
+	syncUp(t, l, f3, 3)
+	if l.HighWatermark() != 5 {
+		t.Fatalf("hw %d", l.HighWatermark())
+	}
+	// Node 2 leads epoch 1 and appends two records nobody copies.
+	lead(t, rm2, 1, []int32{1, 2, 3}, 2)
+	// Node 3 leads epoch 2 and appends nothing; node 2 follows it.
+	newLeader := lead(t, rm3, 2, []int32{2, 3})
+	f2 = follow(t, rm2, 3, 2)
+	fetchOnce(t, newLeader, f2, 2)
+	if f2.log.LogEndOffset() != 5 || f2.log.LogStartOffset() != 0 {
+		t.Fatalf("follower log [%d, %d), want [0, 5): the committed records kept, the uncommitted one cut",
+			f2.log.LogStartOffset(), f2.log.LogEndOffset())
+	}
+	syncUp(t, newLeader, f2, 2)
+	if !bytes.Equal(logContents(t, newLeader), logContents(t, f2)) {
+		t.Fatal("follower log differs from the new leader's")
+	}
+	if e, _ := f2.log.LatestEpoch(); e != 0 {
+		// The new leader has no batch of epoch 2 yet; the follower's own
+		// epoch 1 entry is gone with its records.
+		t.Fatalf("follower's latest epoch %d, want 0", e)
+	}
+}
+
+// TestBrokerWaitHWRefusesAfterLeadershipMoves: an acks=all wait does not
+// succeed on a HW this replica follows from another leader, even past the
+// offset: the record at that offset may be another one by then.
+func TestBrokerWaitHWRefusesAfterLeadershipMoves(t *testing.T) {
+	rm := replicaOn(t, 1)
+	l := lead(t, rm, 3, []int32{1, 2})
+	info, err := l.appendAsLeader(testBatch(2), -1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := follow(t, rm, 2, 4)
+	f.followHW(10) // as if it had copied the new leader's log: capped at its LEO, 2
+	if f.HighWatermark() <= info.LastOffset {
+		t.Fatalf("hw %d, want past %d", f.HighWatermark(), info.LastOffset)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = l.waitHW(ctx, info.leaderEpoch, info.LastOffset, 1)
+	var nle *notLeaderError
+	if !errors.As(err, &nle) || nle.leader != 2 {
+		t.Fatalf("wait after losing the leadership: %v", err)
+	}
+}
+
+// blockingRecorder is an isrRecorder whose commits wait for release.
+type blockingRecorder struct {
+	isrRecorder
+	release chan struct{}
+}
+
+func (r *blockingRecorder) alter(topic string, p int32, a assignment) (assignment, error) {
+	<-r.release
+	return r.isrRecorder.alter(topic, p, a)
+}
+
+// TestBrokerHWCountsPendingISRAddition: while a follower's return to the
+// ISR is being committed, the HW does not pass it (KIP-497's maximal ISR),
+// so it never joins an ISR below the HW.
+func TestBrokerHWCountsPendingISRAddition(t *testing.T) {
+	rm := replicaOn(t, 1)
+	rec := &blockingRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)}, release: make(chan struct{})}
+	rm.alterISR = rec.alter
+	l := lead(t, rm, 0, []int32{1, 2}, 5)
+	now := time.Now()
+	fetch := func(id int32, off int64) {
+		t.Helper()
+		if _, err := l.followerFetch(id, &pb.ReplicaFetchPartition{FetchOffset: off, LastFetchedEpoch: 0}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch(2, 5)
+	if l.HighWatermark() != 5 {
+		t.Fatalf("hw %d", l.HighWatermark())
+	}
+	fetch(3, 5) // caught up: asked into the ISR
+	if _, err := l.appendAsLeader(testBatch(5), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	fetch(2, 10)
+	if hw := l.HighWatermark(); hw != 5 {
+		t.Fatalf("hw %d passed follower 3 (at 5) while its addition is pending", hw)
+	}
+	close(rec.release)
+	<-rec.done
+	rm.bg.Wait()
+	if st := l.state(); !slices.Equal(st.isr, []int32{1, 2, 3}) {
+		t.Fatalf("isr %v", st.isr)
+	}
+	fetch(3, 10)
+	if hw := l.HighWatermark(); hw != 10 {
+		t.Fatalf("hw %d, want 10", hw)
+	}
+}
+
+// TestBrokerFencedFollowerNotAddedToISR: a follower whose broker the
+// controller has fenced keeps fetching, but the leader does not ask for it
+// in the ISR; dropping a lagging member is not held up by it.
+func TestBrokerFencedFollowerNotAddedToISR(t *testing.T) {
+	rm := replicaOn(t, 1)
+	rec := &isrRecorder{done: make(chan struct{}, 4)}
+	rm.alterISR = rec.alter
+	rm.brokerLive = func(id int32) bool { return id != 3 }
+	t0 := time.Now()
+	l := lead(t, rm, 0, []int32{1, 2}, 5)
+	for i := range 5 {
+		if _, err := l.followerFetch(3, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm.bg.Wait()
+	rec.mu.Lock()
+	asks := len(rec.asks)
+	rec.mu.Unlock()
+	if asks != 0 {
+		t.Fatalf("asked %d times to add a fenced broker", asks)
+	}
+	lag := 30 * time.Second
+	l.maybeShrinkISR(t0.Add(lag+time.Minute), lag)
+	<-rec.done
+	rm.bg.Wait()
+	if st := l.state(); !slices.Equal(st.isr, []int32{1}) {
+		t.Fatalf("isr %v after follower 2 went silent", st.isr)
 	}
 }

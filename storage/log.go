@@ -409,6 +409,23 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 // LatestEpoch returns the newest leader epoch in the log, if any.
 func (l *Log) LatestEpoch() (int32, bool) { return l.epochs.latest() }
 
+// AssignEpochStart records that leader epoch starts at the log end offset,
+// as a new leader does before it appends anything (Kafka's
+// maybeAssignEpochStartOffset), so that its followers' divergence checks
+// see the epoch even while it has no batches. An epoch not newer than the
+// latest is ignored.
+func (l *Log) AssignEpochStart(epoch int32) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if _, err := l.epochs.assign(epoch, l.leo.Load(), true); err != nil {
+		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+	}
+	return nil
+}
+
 // EndOffsetForEpoch answers a follower's OffsetsForLeaderEpoch request
 // (KIP-279): the largest epoch <= epoch that this log knows and the offset
 // where it ends (the start of the next epoch, or the log end offset for

@@ -851,3 +851,55 @@ func TestLogReadAfterFailedTruncation(t *testing.T) {
 		t.Fatalf("read after a failed truncation: up to %d, %v", res.HighOffset, err)
 	}
 }
+
+// TestLogAssignEpochStart: a new leader's epoch starts at the log end
+// before it appends (followers' divergence checks see it), survives a
+// reopen, and a truncation at the log end drops it again (a replica that
+// led without appending, then follows).
+func TestLogAssignEpochStart(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, smallConfig(), 0)
+	mustAppend(t, l, makeBatch(5, 1, 1), 2) // 0-4 epoch 2
+	if err := l.AssignEpochStart(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignEpochStart(3); err != nil { // older: ignored
+		t.Fatal(err)
+	}
+	if e, ok := l.LatestEpoch(); !ok || e != 5 {
+		t.Fatalf("latest epoch %d", e)
+	}
+	if e, o := l.EndOffsetForEpoch(2); e != 2 || o != 5 {
+		t.Fatalf("epoch 2 ends at %d (%d), want 5", o, e)
+	}
+	if e, o := l.EndOffsetForEpoch(5); e != 5 || o != 5 {
+		t.Fatalf("epoch 5: %d %d", e, o)
+	}
+	info := mustAppend(t, l, makeBatch(2, 1, 1), 5)
+	if info.FirstOffset != 5 {
+		t.Fatalf("append at %d", info.FirstOffset)
+	}
+	if err := l.AssignEpochStart(6); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Truncate(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := l.LatestEpoch(); e != 5 || l.LogEndOffset() != 7 {
+		t.Fatalf("after truncating at the log end: epoch %d, leo %d", e, l.LogEndOffset())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openTest(t, dir, smallConfig(), 0)
+	defer l2.Close()
+	if e, o := l2.EndOffsetForEpoch(2); e != 2 || o != 5 {
+		t.Fatalf("after reopen epoch 2 ends at %d (%d)", o, e)
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.AssignEpochStart(9); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed log: %v", err)
+	}
+}

@@ -11,16 +11,22 @@ import (
 // Truncate removes every batch at or after offset, for a follower whose
 // log diverged from its leader's. Truncation happens at batch boundaries:
 // if offset falls inside a batch, that whole batch goes and the log end
-// offset becomes its base offset. An offset at or past the log end does
-// nothing; one below the log start empties the log and restarts it at
-// offset (Kafka's truncateFullyAndStartAt).
+// offset becomes its base offset. An offset at or past the log end leaves
+// the batches alone but still drops leader epochs that start at the log
+// end (an epoch this replica began as leader without appending to it, which
+// would otherwise look like a divergence on every fetch, as in Kafka); one
+// below the log start empties the log and restarts it at offset (Kafka's
+// truncateFullyAndStartAt).
 func (l *Log) Truncate(offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
 		return ErrClosed
 	}
-	if offset >= l.leo.Load() {
+	if leo := l.leo.Load(); offset >= leo {
+		if err := l.epochs.truncateFromEnd(leo); err != nil {
+			return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+		}
 		return nil
 	}
 	// A background flush finishing after the cut would move the recovery
