@@ -760,9 +760,9 @@ func TestLogAppendRejectsMalformedRecords(t *testing.T) {
 	}
 }
 
-// TestLogReadWaitsForTruncation: a read that starts while a truncation is
-// under way, before it has published the new log end, waits for it and
-// returns nothing of what it cuts.
+// TestLogReadWaitsForTruncation: a read (or a timestamp lookup) that
+// starts while a truncation is under way, before it has published the new
+// log end, waits for it and returns nothing of what it cuts.
 func TestLogReadWaitsForTruncation(t *testing.T) {
 	efs := NewErrorFS(newMemFS())
 	l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
@@ -784,7 +784,7 @@ func TestLogReadWaitsForTruncation(t *testing.T) {
 		}
 		return nil
 	})
-	waiting := make(chan struct{}, 1)
+	waiting := make(chan struct{}, 2)
 	l.readWaitHook = func() { waiting <- struct{}{} }
 	armed.Store(true)
 	truncated := make(chan error)
@@ -806,7 +806,26 @@ func TestLogReadWaitsForTruncation(t *testing.T) {
 		close(release)
 		t.Fatalf("read at 3 did not wait for Truncate(3): %d bytes up to offset %d, %v", len(r.res.Batches), r.res.HighOffset, r.err)
 	}
+	type lookup struct {
+		off   int64
+		found bool
+		err   error
+	}
+	looked := make(chan lookup)
+	go func() {
+		off, _, found, err := l.OffsetForTimestamp(2) // the cut batch's records
+		looked <- lookup{off, found, err}
+	}()
+	select {
+	case <-waiting:
+	case r := <-looked:
+		close(release)
+		t.Fatalf("timestamp lookup did not wait for Truncate(3): offset %d found %v, %v", r.off, r.found, r.err)
+	}
 	close(release)
+	if r := <-looked; r.err != nil || r.found {
+		t.Fatalf("timestamp lookup racing Truncate(3): offset %d found %v, %v; want not found", r.off, r.found, r.err)
+	}
 	if err := <-truncated; err != nil {
 		t.Fatal(err)
 	}

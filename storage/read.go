@@ -34,19 +34,24 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 // ReadAppend is Read that appends the batches to dst, so that a caller can
 // reuse a buffer.
 func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	return untorn(l, func() (ReadResult, error) { return l.readOnce(dst, offset, maxBytes, maxOffset) })
+}
+
+// untorn runs read until no truncation overlapped it. A truncation while
+// reading may cut or rewrite (by later appends) the bytes being read, past
+// the size the read started from: the read could come back short, empty
+// below the log end, holding batches not yet published, or holding
+// batches being cut. So a read waits for a truncation under way (odd
+// count) to publish the new log end, and is done again if one happened
+// meanwhile.
+func untorn[T any](l *Log, read func() (T, error)) (T, error) {
 	for {
-		// A truncation while reading may cut or rewrite (by later appends)
-		// the bytes being read, past the size the read started from: the
-		// read could come back short, empty below the log end, holding
-		// batches not yet published, or holding batches being cut. So a
-		// read waits for a truncation under way (odd count) to publish the
-		// new log end, and is done again if one happened meanwhile.
 		gen := l.truncations.Load()
 		if gen&1 != 0 {
 			l.waitTruncation()
 			continue
 		}
-		res, err := l.readOnce(dst, offset, maxBytes, maxOffset)
+		res, err := read()
 		if l.truncations.Load() == gen {
 			return res, err
 		}
@@ -191,6 +196,18 @@ func growBytes(b []byte, n int) []byte {
 // special timestamps -2 (earliest) and -1 (latest) return the log start
 // and log end offsets.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool, err error) {
+	type result struct {
+		offset, timestamp int64
+		found             bool
+	}
+	r, err := untorn(l, func() (result, error) {
+		off, t, ok, err := l.offsetForTimestampOnce(ts)
+		return result{off, t, ok}, err
+	})
+	return r.offset, r.timestamp, r.found, err
+}
+
+func (l *Log) offsetForTimestampOnce(ts int64) (offset int64, timestamp int64, found bool, err error) {
 	if l.closedFlag.Load() {
 		return 0, 0, false, ErrClosed
 	}
