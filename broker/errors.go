@@ -35,6 +35,7 @@ var (
 	ErrUnknownLeaderEpoch           = errors.New("broker: unknown leader epoch")
 	ErrPolicyViolation              = errors.New("broker: policy violation")
 	ErrShuttingDown                 = errors.New("broker: shutting down")
+	ErrStaleBrokerEpoch             = errors.New("broker: stale broker epoch")
 )
 
 // errorMapping is one row of the error table.
@@ -65,6 +66,7 @@ var errorTable = []errorMapping{
 	{ErrUnknownLeaderEpoch, codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, true},
 	{ErrPolicyViolation, codes.FailedPrecondition, quirev1.ErrorCode_POLICY_VIOLATION, false},
 	{ErrShuttingDown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
+	{ErrStaleBrokerEpoch, codes.FailedPrecondition, quirev1.ErrorCode_STALE_BROKER_EPOCH, true},
 	{ErrBrokersNotReady, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
 
 	// storage

@@ -39,10 +39,11 @@ type peerDialer interface {
 
 // fetcherManager runs the fetchers.
 type fetcherManager struct {
-	self   int32
-	cfg    fetchConfig
-	peers  peerDialer
-	logger hclog.Logger
+	self        int32
+	incarnation string // this process's, as registered
+	cfg         fetchConfig
+	peers       peerDialer
+	logger      hclog.Logger
 
 	mu       sync.Mutex
 	fetchers map[int32]*fetcher // by leader
@@ -68,8 +69,8 @@ type fetcher struct {
 	stop   chan struct{}
 }
 
-func newFetcherManager(self int32, cfg fetchConfig, peers peerDialer, logger hclog.Logger) *fetcherManager {
-	return &fetcherManager{self: self, cfg: cfg, peers: peers, logger: logger,
+func newFetcherManager(self int32, incarnation string, cfg fetchConfig, peers peerDialer, logger hclog.Logger) *fetcherManager {
+	return &fetcherManager{self: self, incarnation: incarnation, cfg: cfg, peers: peers, logger: logger,
 		fetchers: map[int32]*fetcher{}, where: map[*Partition]int32{}}
 }
 
@@ -209,7 +210,7 @@ func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, ti
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cfg := f.m.cfg
-	req := &pb.ReplicaFetchRequest{ReplicaId: f.m.self, MaxWaitMs: int32(cfg.maxWait.Milliseconds()),
+	req := &pb.ReplicaFetchRequest{ReplicaId: f.m.self, Incarnation: f.m.incarnation, MaxWaitMs: int32(cfg.maxWait.Milliseconds()),
 		MinBytes: cfg.minBytes, MaxBytes: cfg.responseMax}
 	var parts []pending
 	next := cfg.backoff

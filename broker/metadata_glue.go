@@ -141,7 +141,7 @@ func (c *cluster) open(advertised string) error {
 // the controller for ISR changes.
 func (c *cluster) startReplication() {
 	cfg := c.cfg
-	c.rm.fetchers = newFetcherManager(cfg.NodeID, fetchConfig{
+	c.rm.fetchers = newFetcherManager(cfg.NodeID, c.incarnation, fetchConfig{
 		maxWait:         ms(int64(cfg.ReplicaFetchWaitMaxMs)),
 		minBytes:        cfg.ReplicaFetchMinBytes,
 		partitionMax:    cfg.ReplicaFetchMaxBytes,
@@ -153,6 +153,10 @@ func (c *cluster) startReplication() {
 	c.rm.brokerLive = func(id int32) bool {
 		b, ok := c.node.Image().Broker(id)
 		return ok && !b.Fenced
+	}
+	c.rm.brokerIncarnation = func(id int32) (string, bool) {
+		b, ok := c.node.Image().Broker(id)
+		return b.Incarnation, ok
 	}
 }
 

@@ -32,6 +32,9 @@ type ReplicaManager struct {
 	// brokerLive tells whether the controller has a broker registered and
 	// unfenced: only those may join an ISR (nil: all may).
 	brokerLive func(id int32) bool
+	// brokerIncarnation is a broker's registered incarnation, which its
+	// replica fetches must carry (nil: not checked).
+	brokerIncarnation func(id int32) (string, bool)
 	// fetchers pull the partitions this broker follows (nil until the
 	// cluster starts them).
 	fetchers *fetcherManager

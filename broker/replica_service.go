@@ -192,6 +192,12 @@ func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchR
 	if id := req.GetReplicaId(); id < 0 || id == s.b.cfg.NodeID {
 		return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d", ErrInvalidRequest, id))
 	}
+	if inc := s.b.rm.brokerIncarnation; inc != nil {
+		if want, ok := inc(req.GetReplicaId()); !ok || want != req.GetIncarnation() {
+			return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d is not from its registered incarnation",
+				ErrStaleBrokerEpoch, req.GetReplicaId()))
+		}
+	}
 	if req.GetMaxBytes() < 0 || req.GetMinBytes() < 0 || req.GetMaxWaitMs() < 0 {
 		return nil, toStatus(fmt.Errorf("%w: negative max_bytes, min_bytes or max_wait_ms", ErrInvalidRequest))
 	}

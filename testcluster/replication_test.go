@@ -562,3 +562,34 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicaFetchRefusesStrangers: the follower fetch is on the same port
+// as clients, so the leader takes a fetch only from the registered process
+// of the replica it names; anything else could move the HW without a copy.
+func TestReplicaFetchRefusesStrangers(t *testing.T) {
+	c := testcluster.New(t, 3)
+	createReplicatedTopic(t, c, "guard")
+	ctx := testCtx(t)
+	leader, epoch := c.WaitLeader(ctx, "guard", 0)
+	follower := leader%3 + 1
+	cl := internalv1.NewReplicaServiceClient(c.Conn(leader))
+	part := []*internalv1.ReplicaFetchPartition{{Topic: "guard", CurrentLeaderEpoch: epoch, LastFetchedEpoch: -1}}
+	for _, tc := range []struct {
+		name string
+		req  *internalv1.ReplicaFetchRequest
+		want quirev1.ErrorCode
+	}{
+		{"no incarnation", &internalv1.ReplicaFetchRequest{ReplicaId: follower, Partitions: part}, quirev1.ErrorCode_STALE_BROKER_EPOCH},
+		{"wrong incarnation", &internalv1.ReplicaFetchRequest{ReplicaId: follower, Incarnation: "0123456789abcdef", Partitions: part}, quirev1.ErrorCode_STALE_BROKER_EPOCH},
+		{"unknown broker", &internalv1.ReplicaFetchRequest{ReplicaId: 9, Partitions: part}, quirev1.ErrorCode_STALE_BROKER_EPOCH},
+		{"the leader itself", &internalv1.ReplicaFetchRequest{ReplicaId: leader, Partitions: part}, quirev1.ErrorCode_INVALID_REQUEST},
+		{"no partitions", &internalv1.ReplicaFetchRequest{ReplicaId: follower}, quirev1.ErrorCode_INVALID_REQUEST},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cl.ReplicaFetch(ctx, tc.req)
+			if e := errorDetail(err); e == nil || e.Code != tc.want || e.Message == "" {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

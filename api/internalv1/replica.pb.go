@@ -30,8 +30,14 @@ type ReplicaFetchRequest struct {
 	// Response size cap over all partitions; at least one batch is always
 	// returned for the first partition with data, so a large batch never
 	// stalls replication.
-	MaxBytes      int32                    `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	Partitions    []*ReplicaFetchPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	MaxBytes   int32                    `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions []*ReplicaFetchPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The fetching broker's incarnation as registered in the metadata (a
+	// random id per process start, never shown to clients). The leader
+	// refuses a fetch from any other (STALE_BROKER_EPOCH): only the
+	// registered process of replica_id moves that replica's log end offset,
+	// never a stale process or a client.
+	Incarnation   string `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -99,6 +105,13 @@ func (x *ReplicaFetchRequest) GetPartitions() []*ReplicaFetchPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ReplicaFetchRequest) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
 }
 
 type ReplicaFetchPartition struct {
@@ -649,7 +662,7 @@ var File_quire_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"\xd8\x01\n" +
+	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"\xfa\x01\n" +
 	"\x13ReplicaFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x1e\n" +
@@ -658,7 +671,8 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12H\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2(.quire.internal.v1.ReplicaFetchPartitionR\n" +
-	"partitions\"\xfe\x01\n" +
+	"partitions\x12 \n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"\xfe\x01\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
