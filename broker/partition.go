@@ -41,8 +41,8 @@ type Partition struct {
 	pendingISR     []int32                  // the ISR asked for while isrPending
 	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
-	waiters        map[chan struct{}]struct{} // HW moves, leadership changes
-	leoWaiters     map[chan struct{}]struct{} // appends, leadership changes
+	waiters        waiterSet // HW moves, leadership changes
+	leoWaiters     waiterSet // appends, leadership changes
 }
 
 // followerState is what a leader knows of one follower, from its fetches
@@ -184,12 +184,7 @@ func (p *Partition) maybeAdvanceHWLocked() {
 	}
 	p.hw = hw
 	p.rm.storage.SetHighWatermark(p.topic, p.id, hw)
-	for ch := range p.waiters {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	p.waiters.signal()
 }
 
 // setHW is used when a replica is first opened: the checkpointed HW, capped
@@ -200,61 +195,47 @@ func (p *Partition) setHW(hw int64) {
 	p.mu.Unlock()
 }
 
-// watch registers ch to receive a (coalesced) signal whenever the HW
-// advances or leadership changes; unwatch removes it.
-func (p *Partition) watch(ch chan struct{}) {
-	p.mu.Lock()
-	if p.waiters == nil {
-		p.waiters = map[chan struct{}]struct{}{}
+// waiterSet holds the channels of goroutines waiting for a change; each
+// gets a coalesced signal (callers hold Partition.mu).
+type waiterSet map[chan struct{}]struct{}
+
+func (w *waiterSet) add(ch chan struct{}) {
+	if *w == nil {
+		*w = waiterSet{}
 	}
-	p.waiters[ch] = struct{}{}
-	p.mu.Unlock()
+	(*w)[ch] = struct{}{}
 }
 
-func (p *Partition) unwatch(ch chan struct{}) {
-	p.mu.Lock()
-	delete(p.waiters, ch)
-	p.mu.Unlock()
+func (w waiterSet) signal() {
+	for ch := range w {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
+
+// watch registers ch to receive a (coalesced) signal whenever the HW
+// advances or leadership changes; unwatch removes it.
+func (p *Partition) watch(ch chan struct{}) { p.withLock(func() { p.waiters.add(ch) }) }
+
+func (p *Partition) unwatch(ch chan struct{}) { p.withLock(func() { delete(p.waiters, ch) }) }
+
+func (p *Partition) notify() { p.withLock(p.waiters.signal) }
 
 // watchLEO registers ch to receive a (coalesced) signal whenever the log
 // end offset moves or leadership changes: follower fetches long-poll on
 // it. unwatchLEO removes it.
-func (p *Partition) watchLEO(ch chan struct{}) {
-	p.mu.Lock()
-	if p.leoWaiters == nil {
-		p.leoWaiters = map[chan struct{}]struct{}{}
-	}
-	p.leoWaiters[ch] = struct{}{}
-	p.mu.Unlock()
-}
+func (p *Partition) watchLEO(ch chan struct{}) { p.withLock(func() { p.leoWaiters.add(ch) }) }
 
-func (p *Partition) unwatchLEO(ch chan struct{}) {
-	p.mu.Lock()
-	delete(p.leoWaiters, ch)
-	p.mu.Unlock()
-}
+func (p *Partition) unwatchLEO(ch chan struct{}) { p.withLock(func() { delete(p.leoWaiters, ch) }) }
 
-func (p *Partition) notifyLEO() {
-	p.mu.Lock()
-	for ch := range p.leoWaiters {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	p.mu.Unlock()
-}
+func (p *Partition) notifyLEO() { p.withLock(p.leoWaiters.signal) }
 
-func (p *Partition) notify() {
+func (p *Partition) withLock(fn func()) {
 	p.mu.Lock()
-	for ch := range p.waiters {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	fn()
 }
 
 // leaderAppend is an append made as leader at leaderEpoch.
