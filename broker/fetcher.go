@@ -174,9 +174,10 @@ func (f *fetcher) interrupt() {
 
 // pending is one partition of a fetch being built.
 type pending struct {
-	part   *Partition
-	epoch  int32
-	offset int64
+	part      *Partition
+	epoch     int32 // leader epoch followed at
+	offset    int64
+	lastEpoch int32 // of the last batch below offset
 }
 
 func (f *fetcher) run() {
@@ -219,11 +220,11 @@ func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, ti
 			next = min(next, wait)
 			continue
 		}
-		off := part.log.LogEndOffset()
-		parts = append(parts, pending{part: part, epoch: st.epoch, offset: off})
+		pp := pending{part: part, epoch: st.epoch, offset: part.log.LogEndOffset(), lastEpoch: part.lastFetchedEpoch()}
+		parts = append(parts, pp)
 		req.Partitions = append(req.Partitions, &pb.ReplicaFetchPartition{
 			Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
-			FetchOffset: off, LastFetchedEpoch: part.lastFetchedEpoch(), PartitionMaxBytes: cfg.partitionMax,
+			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.partitionMax,
 		})
 	}
 	return req, parts, next
@@ -287,6 +288,14 @@ func (f *fetcher) apply(parts []pending, results []*pb.ReplicaFetchPartitionResu
 		}
 		if _, err := pp.part.applyFromLeader(in); err != nil {
 			f.m.logger.Warn("cannot apply replica fetch", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id, "error", err)
+			f.pause(pp.part, pp.epoch)
+			continue
+		}
+		if in.diverging != nil && pp.part.log.LogEndOffset() == pp.offset && pp.part.lastFetchedEpoch() == pp.lastEpoch {
+			// The divergence moved nothing (the leader lacks the epoch it
+			// leads at): do not ask again at once.
+			f.m.logger.Warn("replica fetch diverges without progress", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id,
+				"log_end_offset", pp.offset, "diverging_epoch", in.diverging.Epoch, "diverging_end_offset", in.diverging.EndOffset)
 			f.pause(pp.part, pp.epoch)
 		}
 	}

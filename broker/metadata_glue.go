@@ -173,6 +173,11 @@ func (c *cluster) alterISR(topic string, p int32, a assignment) (assignment, err
 	}()
 	info, err := c.fwd.AlterPartition(ctx, topic, p, a.leader, a.leaderEpoch, a.partitionEpoch, a.isr)
 	if err != nil {
+		for _, refused := range []error{metadata.ErrStaleEpoch, metadata.ErrFencedBroker, metadata.ErrInvalidPartitions, metadata.ErrUnknownTopic} {
+			if errors.Is(err, refused) {
+				return a, fmt.Errorf("%w: %w", errISRRefused, err)
+			}
+		}
 		return a, err
 	}
 	return assignment{leader: info.Leader, leaderEpoch: info.LeaderEpoch, partitionEpoch: info.PartitionEpoch,

@@ -38,7 +38,8 @@ type Partition struct {
 	followers      map[int32]*followerState // as leader: every other replica
 	epochStart     int64                    // as leader: LEO when this epoch began
 	isrPending     bool                     // an ISR change is on its way to the controller
-	pendingISR     []int32                  // the ISR asked for while isrPending
+	pendingISR     []int32                  // the ISR asked for, counted by the HW until settled
+	isrUnanswered  bool                     // the last change got no answer: send it again
 	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
 	waiters        waiterSet // HW moves, leadership changes
@@ -97,19 +98,31 @@ type assignment struct {
 // in-sync follower's first fetch, and every follower counts as caught up
 // now, so none is dropped from the ISR before it has had
 // replica.lag.time.max.ms to fetch. The same epoch with a new ISR (a
-// change this leader asked for, or the controller's) keeps them.
+// change this leader asked for, or the controller's) keeps them; the same
+// epoch at an older partition epoch (an image behind the controller's
+// answer to this leader) is ignored.
 func (p *Partition) becomeLeader(a assignment, now time.Time) {
 	p.appendMu.Lock() // no follower append or truncation under way
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
 	newEpoch := !p.leader || p.leaderEpoch != a.leaderEpoch
+	if !newEpoch && a.partitionEpoch < p.partitionEpoch {
+		// An image older than an ISR change this leader already applied
+		// from the controller's answer: keep the newer state.
+		p.mu.Unlock()
+		return
+	}
+	if !newEpoch && a.partitionEpoch > p.partitionEpoch && !p.isrPending {
+		// The image has the outcome of the last change asked for.
+		p.pendingISR, p.isrUnanswered = nil, false
+	}
 	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = true, a.leader, a.leaderEpoch, a.partitionEpoch
 	p.replicas = append([]int32(nil), a.replicas...)
 	p.isr = append([]int32(nil), a.isr...)
 	if newEpoch {
 		p.followers = map[int32]*followerState{}
 		p.epochStart = p.log.LogEndOffset()
-		p.isrPending, p.pendingISR = false, nil
+		p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
 		// The epoch starts at the log end now, not at its first append:
 		// a follower's divergence check must find it even if this leader
 		// never appends (see storage.Log.AssignEpochStart).
@@ -141,7 +154,7 @@ func (p *Partition) becomeFollower(a assignment) {
 	p.replicas = append([]int32(nil), a.replicas...)
 	p.isr = append([]int32(nil), a.isr...)
 	p.followers = nil
-	p.isrPending, p.pendingISR = false, nil
+	p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
 	p.mu.Unlock()
 	p.appendMu.Unlock()
 	p.notify()

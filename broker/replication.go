@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -86,6 +87,11 @@ func (p *Partition) maybeShrinkISR(now time.Time, lag time.Duration) {
 	if !p.leader || p.isrPending {
 		return
 	}
+	if p.isrUnanswered && !now.Before(p.isrRetryAt) {
+		p.isrUnanswered = false
+		p.requestISRLocked(p.pendingISR, "retrying an unanswered change")
+		return
+	}
 	var keep, out []int32
 	for _, id := range p.isr {
 		f, ok := p.followers[id]
@@ -111,7 +117,8 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 	if p.isrPending || p.rm.alterISR == nil {
 		return
 	}
-	p.isrPending, p.pendingISR = true, isr
+	// An unanswered earlier request stays counted alongside this one.
+	p.isrPending, p.pendingISR = true, union(p.pendingISR, isr)
 	a := assignment{leader: p.leaderID, leaderEpoch: p.leaderEpoch, partitionEpoch: p.partitionEpoch, replicas: p.replicas, isr: isr}
 	p.rm.logger.Info("changing ISR", "topic", p.topic, "partition", p.id, "reason", why, "replicas", ids, "from", p.isr, "to", isr)
 	p.rm.goBackground(func() {
@@ -121,19 +128,46 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 		if !p.leader || p.leaderEpoch != a.leaderEpoch {
 			return
 		}
-		p.isrPending, p.pendingISR = false, nil
-		if err != nil {
+		p.isrPending = false
+		switch {
+		case errors.Is(err, errISRRefused):
 			// A newer epoch, or a follower the controller has fenced: the
 			// next image says what changed; do not ask again at once.
+			p.pendingISR = nil
 			p.isrRetryAt = time.Now().Add(isrRetryBackoff)
 			p.rm.logger.Warn("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "error", err)
-			return
-		}
-		if got.partitionEpoch > p.partitionEpoch {
-			p.partitionEpoch, p.isr = got.partitionEpoch, append([]int32(nil), got.isr...)
+		case err != nil:
+			// No answer (the controller unreachable, or the write timed
+			// out): it may have been committed. The HW goes on counting the
+			// ISR asked for until an image at a newer partition epoch says
+			// what happened (becomeLeader), and the shrink check sends the
+			// same request again (answered or refused, it then settles).
+			p.isrRetryAt = time.Now().Add(isrRetryBackoff)
+			p.isrUnanswered = true
+			p.rm.logger.Warn("ISR change not answered", "topic", p.topic, "partition", p.id, "isr", isr, "error", err)
+		default:
+			p.pendingISR = nil
+			if got.partitionEpoch > p.partitionEpoch {
+				p.partitionEpoch, p.isr = got.partitionEpoch, append([]int32(nil), got.isr...)
+			}
 		}
 		p.maybeAdvanceHWLocked()
 	})
+}
+
+// errISRRefused marks an ISR change the controller refused (as opposed to
+// one it did not answer).
+var errISRRefused = errors.New("broker: ISR change refused")
+
+// union is a followed by the members of b it lacks.
+func union(a, b []int32) []int32 {
+	out := append([]int32(nil), a...)
+	for _, id := range b {
+		if !contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // readForFollower reads from offset up to maxBytes, past the HW: a

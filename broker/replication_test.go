@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -428,4 +429,110 @@ func TestBrokerFencedFollowerNotAddedToISR(t *testing.T) {
 	if st := l.state(); !slices.Equal(st.isr, []int32{1}) {
 		t.Fatalf("isr %v after follower 2 went silent", st.isr)
 	}
+}
+
+// scriptedRecorder answers ISR changes from a script of errors (nil:
+// commit), recording what was asked.
+type scriptedRecorder struct {
+	isrRecorder
+	answers []error
+	release chan struct{} // if set, each answer waits for it
+}
+
+func (r *scriptedRecorder) alter(topic string, p int32, a assignment) (assignment, error) {
+	if r.release != nil {
+		<-r.release
+	}
+	r.mu.Lock()
+	var err error
+	if len(r.answers) > 0 {
+		err, r.answers = r.answers[0], r.answers[1:]
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.mu.Lock()
+		r.asks = append(r.asks, slices.Clone(a.isr))
+		r.mu.Unlock()
+		r.done <- struct{}{}
+		return a, err
+	}
+	return r.isrRecorder.alter(topic, p, a)
+}
+
+// TestBrokerISRChangeOutcomes: a stale image does not undo a committed
+// ISR change; a refused addition lets the HW go on without the follower;
+// an unanswered one keeps counting it and is sent again until answered.
+func TestBrokerISRChangeOutcomes(t *testing.T) {
+	t.Run("stale image", func(t *testing.T) {
+		rm := replicaOn(t, 1)
+		rec := &isrRecorder{done: make(chan struct{}, 4)}
+		rm.alterISR = rec.alter
+		l := lead(t, rm, 0, []int32{1, 2}, 5)
+		for _, id := range []int32{2, 3} {
+			if _, err := l.followerFetch(id, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-rec.done
+		rm.bg.Wait()
+		// The image the watcher reconciles next still has the old ISR.
+		if err := rm.apply("t", 0, assignment{leader: 1, leaderEpoch: 0, partitionEpoch: 0, replicas: []int32{1, 2, 3}, isr: []int32{1, 2}}); err != nil {
+			t.Fatal(err)
+		}
+		if st := l.state(); !slices.Equal(st.isr, []int32{1, 2, 3}) || st.partitionEpoch != 1 {
+			t.Fatalf("an older image rewound the ISR to %v at partition epoch %d", st.isr, st.partitionEpoch)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		rm := replicaOn(t, 1)
+		rec := &scriptedRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)},
+			answers: []error{fmt.Errorf("%w: fenced", errISRRefused)}, release: make(chan struct{})}
+		rm.alterISR = rec.alter
+		l := lead(t, rm, 0, []int32{1}, 5)
+		if _, err := l.followerFetch(2, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.appendAsLeader(testBatch(5), -1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if hw := l.HighWatermark(); hw != 5 {
+			t.Fatalf("hw %d passed follower 2 while its addition is pending", hw)
+		}
+		close(rec.release) // now the controller refuses
+		<-rec.done
+		rm.bg.Wait()
+		if hw := l.HighWatermark(); hw != 10 {
+			t.Fatalf("hw %d after the addition was refused, want 10 (ISR [1])", hw)
+		}
+	})
+	t.Run("unanswered", func(t *testing.T) {
+		rm := replicaOn(t, 1)
+		rec := &scriptedRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)}, answers: []error{errors.New("controller unreachable")}}
+		rm.alterISR = rec.alter
+		l := lead(t, rm, 0, []int32{1}, 5)
+		now := time.Now()
+		if _, err := l.followerFetch(2, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, now); err != nil {
+			t.Fatal(err)
+		}
+		<-rec.done
+		rm.bg.Wait()
+		if _, err := l.appendAsLeader(testBatch(5), -1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if hw := l.HighWatermark(); hw != 5 {
+			t.Fatalf("hw %d passed follower 2 while its addition may have been committed", hw)
+		}
+		l.maybeShrinkISR(now.Add(time.Minute), time.Hour) // sends it again
+		<-rec.done
+		rm.bg.Wait()
+		rec.mu.Lock()
+		asks := slices.Clone(rec.asks)
+		rec.mu.Unlock()
+		if want := [][]int32{{1, 2}, {1, 2}}; !slices.EqualFunc(asks, want, slices.Equal[[]int32]) {
+			t.Fatalf("asked %v, want %v", asks, want)
+		}
+		if st := l.state(); !slices.Equal(st.isr, []int32{1, 2}) || st.partitionEpoch != 1 {
+			t.Fatalf("isr %v at partition epoch %d", st.isr, st.partitionEpoch)
+		}
+	})
 }
