@@ -436,7 +436,7 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	}
 	// It left every ISR when it registered with its new directory; it is
 	// back in each only once it has copied the leader's log.
-	waitRejoined(t, c, "shared", 6, w)
+	waitRejoined(t, c, "shared", 6, w, after.Incarnation)
 	// It hosts its replicas again (as a follower, with empty logs) and
 	// refuses produces with the leader's name.
 	leader, epoch := c.WaitLeader(ctx, "shared", 0)

@@ -382,12 +382,18 @@ func runISRShrinkExpand(t *testing.T, c *testcluster.Cluster, topic string, lead
 // topic, and checks that by then it holds as much as the leader had when
 // it was let back in: a wiped node rejoins by copying, never with its
 // empty log.
-func waitRejoined(t *testing.T, c *testcluster.Cluster, topic string, partitions int32, w int32) {
+func waitRejoined(t *testing.T, c *testcluster.Cluster, topic string, partitions int32, w int32, incarnation string) {
 	t.Helper()
 	ctx := testCtx(t)
 	for p := range partitions {
 		c.Eventually(ctx, fmt.Sprintf("node %d back in the ISR of %s-%d", w, topic, p), func() error {
-			info, ok := c.Image(w).Partition(topic, p)
+			// The controller's image, once it has w's new registration
+			// (w's own image may still be catching up from before it).
+			img := c.Image(c.WaitController(ctx))
+			if b, ok := img.Broker(w); !ok || b.Incarnation != incarnation {
+				return fmt.Errorf("the controller has not seen node %d's new registration", w)
+			}
+			info, ok := img.Partition(topic, p)
 			if !ok || !slices.Contains(info.ISR, w) {
 				return fmt.Errorf("%s-%d: %+v", topic, p, info)
 			}

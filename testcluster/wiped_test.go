@@ -166,7 +166,7 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 			t.Fatalf("after wipe: %+v", p)
 		}
 	}
-	waitRejoined(t, c, topic, 6, w)
+	waitRejoined(t, c, topic, 6, w, after.Incarnation)
 	for p := range int32(6) {
 		leader, epoch := c.WaitLeader(ctx, topic, p)
 		if off := produceToLeader(t, c, topic, p, "second"); !ledByW[p] && off != 1 {
