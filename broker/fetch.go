@@ -172,6 +172,9 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 	results := s.b.fetch(ctx, []fetchSpec{spec}, time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0)
 	r := results[0]
 	if r.err != nil {
+		if resp, ok, err := s.b.forwardFetchRecords(ctx, req, r.err); ok {
+			return resp, err
+		}
 		return nil, toStatus(r.err)
 	}
 	resp := &quirev1.FetchRecordsResponse{NextOffset: req.Offset, HighWatermark: r.hw, LogStartOffset: r.start}

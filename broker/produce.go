@@ -55,7 +55,9 @@ func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceReque
 	}
 	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
 	defer cancel()
-	resp, pending := s.b.appendPartitions(ctx, req, acks)
+	var fws []forward
+	resp, pending := s.b.appendPartitions(ctx, req, acks, &fws)
+	s.b.runForwards(ctx, fws, acks, req.TimeoutMs)
 	s.b.awaitAcks(ctx, pending)
 	if acks == 0 {
 		return &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}, nil
@@ -112,7 +114,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return finish(toStatus(err))
 		}
 		rctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
-		resp, pending := s.b.appendPartitions(rctx, req, acks)
+		resp, pending := s.b.appendPartitions(rctx, req, acks, nil)
 		m.release() // the records are in the log; nothing refers to them
 		if acks == 0 {
 			resp = nil
@@ -135,8 +137,10 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 }
 
 // appendPartitions appends every partition of req and returns the
-// response with the acks=all appends still to be confirmed.
-func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceRequest, acks int32) (*quirev1.ProduceResponse, []pendingAck) {
+// response with the acks=all appends still to be confirmed. With fws, a
+// partition led by another broker is queued there to be passed on
+// (route.go) instead of answered NOT_LEADER_OR_FOLLOWER.
+func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceRequest, acks int32, fws *[]forward) (*quirev1.ProduceResponse, []pendingAck) {
 	resp := &quirev1.ProduceResponse{
 		CorrelationId: req.CorrelationId,
 		Partitions:    make([]*quirev1.PartitionProduceResult, 0, len(req.Partitions)),
@@ -147,7 +151,9 @@ func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceReque
 		resp.Partitions = append(resp.Partitions, res)
 		pa, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, res)
 		if err != nil {
-			res.Error = toError(err)
+			if fws == nil || !b.maybeForward(ctx, err, pr.Records, res, fws) {
+				res.Error = toError(err)
+			}
 			continue
 		}
 		if acks == -1 {
@@ -301,6 +307,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	results := make([]*quirev1.RecordResult, len(req.Records))
 	bld := record.NewBuilder(record.None)
 	var pending []pendingAck
+	var fws []forward
 	partResults := map[int32]*quirev1.PartitionProduceResult{}
 	for _, p := range order {
 		bld.Reset()
@@ -314,15 +321,19 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		}
 		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
 		partResults[p] = res
-		pa, err := b.appendOne(ctx, req.Topic, p, bld.Build(), acks, res)
+		batch := bld.Build()
+		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, res)
 		if err != nil {
-			res.Error = toError(err)
+			if !b.maybeForward(ctx, err, batch, res, &fws) {
+				res.Error = toError(err)
+			}
 			continue
 		}
 		if acks == -1 {
 			pending = append(pending, pa)
 		}
 	}
+	b.runForwards(ctx, fws, acks, req.TimeoutMs)
 	b.awaitAcks(ctx, pending)
 	for p, idx := range byPart {
 		res := partResults[p]

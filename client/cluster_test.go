@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -516,10 +517,11 @@ func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 	})
 }
 
-// TestClientClusterNotLeaderRouting: produce and fetch sent to a node that
-// does not lead the partition get NOT_LEADER_OR_FOLLOWER naming the leader
-// and its epoch; a client seeded with only that node sends every
-// partition's records to its leader.
+// TestClientClusterNotLeaderRouting: a pipelined fetch, or a produce the
+// broker will not pass on, sent to a node that does not lead the
+// partition gets NOT_LEADER_OR_FOLLOWER naming the leader and its epoch;
+// a client seeded with only that node sends every partition's records to
+// its leader.
 func TestClientClusterNotLeaderRouting(t *testing.T) {
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 30*time.Second)
@@ -539,7 +541,10 @@ func TestClientClusterNotLeaderRouting(t *testing.T) {
 
 	b := record.NewBuilder(record.None)
 	b.Append(time.Now().UnixMilli(), nil, []byte("misdirected"), nil)
-	resp, err := quirev1.NewProducerClient(c.Conn(seed)).Produce(ctx, &quirev1.ProduceRequest{Acks: proto.Int32(1),
+	// Marked as passed on already, so that the node answers rather than
+	// passing it on to the leader (broker/route.go).
+	fwd := grpcmd.AppendToOutgoingContext(ctx, "quire-forwarded-by", "0")
+	resp, err := quirev1.NewProducerClient(c.Conn(seed)).Produce(fwd, &quirev1.ProduceRequest{Acks: proto.Int32(1),
 		Partitions: []*quirev1.PartitionRecords{{Topic: topic, Partition: 0, Records: b.Build()}}})
 	if err != nil {
 		t.Fatalf("produce on node %d: %v", seed, err)

@@ -93,7 +93,9 @@ func TestClusterFormsAndServesFromAnyNode(t *testing.T) {
 		t.Fatalf("first offset %d", off)
 	}
 	follower := c.IDs()[(int(leader))%3] // the next node
-	r, err := produce(ctx, c, follower, "via-1", 0, "misdirected")
+	// A request a broker will not pass on to the leader is answered with
+	// the leader's name.
+	r, err := produce(asForwarded(ctx), c, follower, "via-1", 0, "misdirected")
 	if err != nil {
 		t.Fatalf("produce on follower: %v", err)
 	}
@@ -101,9 +103,13 @@ func TestClusterFormsAndServesFromAnyNode(t *testing.T) {
 		r.Error.LeaderId != leader || r.Error.LeaderEpoch != epoch {
 		t.Fatalf("produce on follower %d: %v; want NOT_LEADER_OR_FOLLOWER naming %d epoch %d", follower, r.Error, leader, epoch)
 	}
-	_, err = quirev1.NewConsumerClient(c.Conn(follower)).FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "via-1", Partition: 0})
+	_, err = quirev1.NewConsumerClient(c.Conn(follower)).FetchRecords(asForwarded(ctx), &quirev1.FetchRecordsRequest{Topic: "via-1", Partition: 0})
 	if e := errorDetail(err); e == nil || e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || e.LeaderId != leader || e.LeaderEpoch != epoch {
 		t.Fatalf("fetch on follower %d: %v (%v); want NOT_LEADER_OR_FOLLOWER naming %d epoch %d", follower, err, e, leader, epoch)
+	}
+	// A client's own request is passed on.
+	if r, err := produce(ctx, c, follower, "via-1", 0, "passed on"); err != nil || r.Error != nil || r.Offset != 1 {
+		t.Fatalf("produce on follower %d: %v %v", follower, r, err)
 	}
 }
 
@@ -441,7 +447,7 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	// refuses produces with the leader's name.
 	leader, epoch := c.WaitLeader(ctx, "shared", 0)
 	c.Eventually(ctx, "wiped node answers NOT_LEADER", func() error {
-		r, err := produce(ctx, c, w, "shared", 0, "x")
+		r, err := produce(asForwarded(ctx), c, w, "shared", 0, "x")
 		if err != nil {
 			return err
 		}

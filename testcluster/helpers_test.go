@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -84,6 +85,13 @@ func produceToLeader(t *testing.T, c *testcluster.Cluster, topic string, p int32
 		return nil
 	})
 	return offset
+}
+
+// asForwarded marks requests as already passed on by a broker, so that a
+// broker that does not lead the partition answers NOT_LEADER_OR_FOLLOWER
+// with the leader's name instead of passing them on (see broker/route.go).
+func asForwarded(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "quire-forwarded-by", "0")
 }
 
 // errorDetail returns the quire.v1.Error in a status error.

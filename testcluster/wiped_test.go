@@ -173,7 +173,7 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 			t.Fatalf("%s-%d: offset %d after the wipe, want 1", topic, p, off)
 		}
 		c.Eventually(ctx, "the wiped node is a follower", func() error {
-			r, err := produce(ctx, c, w, topic, p, "x")
+			r, err := produce(asForwarded(ctx), c, w, topic, p, "x")
 			if err != nil {
 				return err
 			}

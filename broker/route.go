@@ -1,0 +1,120 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+
+	"google.golang.org/grpc/metadata"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Routing: a plain gRPC client (grpcurl, a script) may send a unary
+// Produce, ProduceRecords or FetchRecords to any broker of a cluster. A
+// partition led elsewhere is passed on to its leader over the node-to-node
+// connection, once: a request that was already passed on is answered
+// NOT_LEADER_OR_FOLLOWER (with the leader's id) rather than passed on
+// again, so two brokers with different views cannot bounce it. The
+// pipelined APIs (ProduceStream, Fetch, FetchStream) are for clients that
+// route themselves, and answer NOT_LEADER_OR_FOLLOWER.
+
+// forwardedHeader marks a request a broker passed on; its value is that
+// broker's id.
+const forwardedHeader = "quire-forwarded-by"
+
+// routeTo returns the leader to pass a request on to when err says this
+// broker does not lead the partition and ctx is a client's own request.
+func (b *Broker) routeTo(ctx context.Context, err error) (int32, string, bool) {
+	var nle *notLeaderError
+	if !errors.As(err, &nle) || nle.leader < 0 || nle.leader == b.cfg.NodeID {
+		return 0, "", false
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedHeader)) > 0 {
+		return 0, "", false
+	}
+	addr, ok := b.cluster.brokerAddr(nle.leader)
+	return nle.leader, addr, ok
+}
+
+func (b *Broker) forwardContext(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
+}
+
+// forward is one partition's batches to pass on to its leader.
+type forward struct {
+	addr    string
+	records []byte
+	res     *quirev1.PartitionProduceResult
+	notHere error // the NOT_LEADER answer, if the leader cannot be reached
+}
+
+// maybeForward queues res's partition for its leader if err says another
+// broker leads it; it reports whether it did.
+func (b *Broker) maybeForward(ctx context.Context, err error, records []byte, res *quirev1.PartitionProduceResult, fws *[]forward) bool {
+	_, addr, ok := b.routeTo(ctx, err)
+	if ok {
+		*fws = append(*fws, forward{addr: addr, records: records, res: res, notHere: err})
+	}
+	return ok
+}
+
+// runForwards passes every queued partition on to its leader at once and
+// fills in the leaders' answers: each is final (the leader has waited for
+// acks). A leader that cannot be reached leaves the NOT_LEADER answer.
+func (b *Broker) runForwards(ctx context.Context, fws []forward, acks, timeoutMs int32) {
+	var wg sync.WaitGroup
+	for i := range fws {
+		fw := &fws[i]
+		wg.Go(func() {
+			err := b.forwardOne(ctx, fw, acks, timeoutMs)
+			if err != nil {
+				b.logger.Debug("cannot pass a produce on to the leader", "topic", fw.res.Topic, "partition", fw.res.Partition,
+					"leader", fw.addr, "error", err)
+				fw.res.Error = toError(fw.notHere)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (b *Broker) forwardOne(ctx context.Context, fw *forward, acks, timeoutMs int32) error {
+	cc, err := b.cluster.peer(fw.addr)
+	if err != nil {
+		return err
+	}
+	resp, err := quirev1.NewProducerClient(cc).Produce(b.forwardContext(ctx), &quirev1.ProduceRequest{
+		Acks: &acks, TimeoutMs: timeoutMs,
+		Partitions: []*quirev1.PartitionRecords{{Topic: fw.res.Topic, Partition: fw.res.Partition, Records: fw.records}},
+	})
+	if err != nil {
+		return err
+	}
+	if acks == 0 {
+		return nil
+	}
+	if len(resp.Partitions) != 1 {
+		return errors.New("broker: the leader answered no partition")
+	}
+	got := resp.Partitions[0]
+	fw.res.BaseOffset, fw.res.LastOffset = got.BaseOffset, got.LastOffset
+	fw.res.LogAppendTimeMs, fw.res.LogStartOffset, fw.res.Error = got.LogAppendTimeMs, got.LogStartOffset, got.Error
+	return nil
+}
+
+// forwardFetchRecords passes a FetchRecords for a partition led elsewhere
+// on to its leader and returns the leader's answer; forwarded is false
+// when it is not to be passed on (or the leader cannot be dialled).
+func (b *Broker) forwardFetchRecords(ctx context.Context, req *quirev1.FetchRecordsRequest, notHere error) (resp *quirev1.FetchRecordsResponse, forwarded bool, err error) {
+	_, addr, ok := b.routeTo(ctx, notHere)
+	if !ok {
+		return nil, false, nil
+	}
+	cc, err := b.cluster.peer(addr)
+	if err != nil {
+		return nil, false, nil
+	}
+	resp, err = quirev1.NewConsumerClient(cc).FetchRecords(b.forwardContext(ctx), req)
+	return resp, true, err
+}

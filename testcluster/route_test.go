@@ -1,0 +1,75 @@
+package testcluster_test
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// TestClusterAnyBrokerTakesPlainProducesAndFetches: a plain gRPC client
+// may send a unary Produce, ProduceRecords or FetchRecords to a broker that
+// does not lead the partition; that broker passes it on to the leader
+// once. A request already passed on is not passed on again.
+func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
+	c := testcluster.New(t, 3)
+	createReplicatedTopic(t, c, "routed")
+	ctx := testCtx(t)
+	leader, epoch := c.WaitLeader(ctx, "routed", 0)
+	other := leader%3 + 1
+
+	pr := quirev1.NewProducerClient(c.Conn(other))
+	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
+		Topic: "routed", Acks: proto.Int32(-1),
+		Records: []*quirev1.ProduceRecord{{Value: "a", Partition: proto.Int32(0)}, {Value: "b", Partition: proto.Int32(0)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs.Results {
+		if r.Error != nil || r.Offset != int64(i) {
+			t.Fatalf("record %d through node %d: %+v", i, other, r)
+		}
+	}
+
+	b := record.NewBuilder(record.None)
+	b.Append(1, nil, []byte("c"), nil)
+	resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{Acks: proto.Int32(-1),
+		Partitions: []*quirev1.PartitionRecords{{Topic: "routed", Partition: 0, Records: b.Build()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Partitions[0]; p.Error != nil || p.BaseOffset != 2 || p.LastOffset != 2 {
+		t.Fatalf("batch through node %d: %+v", other, p)
+	}
+
+	got, err := quirev1.NewConsumerClient(c.Conn(other)).FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "routed", Offset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, r := range got.Records {
+		values = append(values, r.Value)
+	}
+	if len(values) != 3 || values[0] != "a" || values[2] != "c" || got.HighWatermark != 3 {
+		t.Fatalf("fetched through node %d: %v, hw %d", other, values, got.HighWatermark)
+	}
+
+	// Passed on already: answered with the leader's name instead.
+	fctx := asForwarded(ctx)
+	recs, err = pr.ProduceRecords(fctx, &quirev1.ProduceRecordsRequest{
+		Topic: "routed", Records: []*quirev1.ProduceRecord{{Value: "x", Partition: proto.Int32(0)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := recs.Results[0].Error; e == nil || e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || e.LeaderId != leader || e.LeaderEpoch != epoch {
+		t.Fatalf("a forwarded produce at a non-leader: %+v", recs.Results[0])
+	}
+	if _, err := quirev1.NewConsumerClient(c.Conn(other)).FetchRecords(fctx, &quirev1.FetchRecordsRequest{Topic: "routed"}); errorDetail(err).GetCode() != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER {
+		t.Fatalf("a forwarded fetch at a non-leader: %v", err)
+	}
+}
