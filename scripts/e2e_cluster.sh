@@ -99,12 +99,23 @@ step "starting a 3-node cluster on $QUIRE_BROKERS"
 scripts/cluster.sh start >/dev/null || fail "cluster did not start"
 
 topic=replicated
-q topic create "$topic" -p 1 -r 3 >/dev/null || fail "topic create"
+q topic create "$topic" routed -p 1 -r 3 >/dev/null || fail "topic create"
 wait_for "a leader for $topic" 30 leader_is_not -1
 
 step "1000 records with acks=all"
 produce_range "$topic" 1 1000
 first=$(leader_of "$topic")
+
+grpcurl=${GRPCURL:-$root/bin/grpcurl}
+if [ -x "$grpcurl" ]; then
+	step "grpcurl ProduceRecords to every node: each passes it on to the leader"
+	for n in 0 1 2; do
+		out=$("$grpcurl" -plaintext -emit-defaults -d '{"topic": "routed", "acks": -1, "records": [{"value": "via node '$((n + 1))'", "partition": 0}]}' \
+			"127.0.0.1:$((base + n))" quire.v1.Producer/ProduceRecords 2>&1) || fail "grpcurl ProduceRecords via node $((n + 1)): $out"
+		grep -q "\"offset\": \"$n\"" <<<"$out" || fail "record via node $((n + 1)) not at offset $n: $out"
+	done
+	diff <(printf 'via node %s\n' 1 2 3) <(consume_all routed 3) >/dev/null || fail "the routed records are not all in routed-0"
+fi
 wait_for "a full ISR" 30 isr_is 3
 
 step "kill -9 the leader, node $first"
