@@ -227,6 +227,8 @@ func validate(batch []byte, deep bool) (Header, error) {
 		}
 		return h, checkFraming(body, h.NumRecords)
 	}
+	acquireDecompress()
+	defer releaseDecompress()
 	dec, err := decompress(h.Codec(), body)
 	if err != nil {
 		return h, err

@@ -416,3 +416,40 @@ func TestValidateDeepMatchesDecoding(t *testing.T) {
 		}
 	}
 }
+
+// TestDecompressionsAtOnceBounded: no more batches are decompressed at once
+// than there are slots; the next one waits for a slot.
+func TestDecompressionsAtOnceBounded(t *testing.T) {
+	batch := func() []byte {
+		b := NewBuilder(Zstd)
+		b.Append(1, nil, bytes.Repeat([]byte{0}, 1<<20), nil)
+		return b.Build()
+	}()
+	waited := make(chan struct{}, 1)
+	decompressWaitHook = func() { waited <- struct{}{} }
+	defer func() { decompressWaitHook = nil }()
+	n := cap(decompressSlots)
+	for range n { // hold every slot, as n decompressions under way would
+		acquireDecompress()
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ValidateDeep(batch)
+		done <- err
+	}()
+	select {
+	case <-waited:
+	case err := <-done:
+		t.Fatalf("a decompression ran with all %d slots taken (%v)", n, err)
+	}
+	releaseDecompress()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for range n - 1 {
+		releaseDecompress()
+	}
+	if len(decompressSlots) != 0 {
+		t.Fatalf("%d slots still held", len(decompressSlots))
+	}
+}

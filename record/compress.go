@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -19,6 +20,31 @@ const MaxDecompressedSize = 256 << 20
 
 // maxDecompressed is MaxDecompressedSize; tests lower it.
 var maxDecompressed = MaxDecompressedSize
+
+// decompressSlots bounds how many batches are decompressed at once. Each
+// may take up to MaxDecompressedSize, so without it a burst of small
+// hostile batches (a few KB that expand 1000-fold) on many connections
+// could take that many times the memory; with it, at most this many.
+// Decompression is CPU work: more at once than cores gains nothing.
+var decompressSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
+// decompressWaitHook, if set (tests), runs when a decompression waits for
+// a slot.
+var decompressWaitHook func()
+
+func acquireDecompress() {
+	select {
+	case decompressSlots <- struct{}{}:
+		return
+	default:
+	}
+	if decompressWaitHook != nil {
+		decompressWaitHook()
+	}
+	decompressSlots <- struct{}{}
+}
+
+func releaseDecompress() { <-decompressSlots }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 

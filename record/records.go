@@ -44,6 +44,8 @@ func ForEachRecord(batch []byte, fn func(r *Record) error) error {
 	}
 	body := batch[HeaderSize:h.Size()]
 	if h.Codec() != None {
+		acquireDecompress()
+		defer releaseDecompress()
 		dec, err := decompress(h.Codec(), body)
 		if err != nil {
 			return err
