@@ -127,11 +127,15 @@ diff <(seq 1 1000) <(consume_all "$topic" 1000) >/dev/null || fail "records lost
 
 step "500 more with acks=all on two in-sync replicas"
 wait_for "an ISR of two" 30 isr_is 2
+out=$(q topic describe --under-replicated "$topic") || fail "describe --under-replicated: $out"
+grep -Eq "^$topic +0 .*UNDER-REPLICATED" <<<"$out" || fail "describe --under-replicated does not list $topic-0 with node $first down: $out"
 produce_range "$topic" 1001 1500
 
 step "restart node $first: it catches up and rejoins the ISR"
 scripts/cluster.sh start-node "$first" >/dev/null || fail "restart node $first"
 wait_for "node $first back in the ISR" 60 isr_is 3
+out=$(q topic describe --under-replicated "$topic") || fail "describe --under-replicated: $out"
+[ -z "$out" ] || fail "describe --under-replicated lists partitions with every replica in sync: $out"
 
 step "kill -9 node $second, the leader"
 scripts/cluster.sh kill "$second" >/dev/null

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -95,17 +97,31 @@ func topicListCmd(g *globalFlags) *cobra.Command {
 }
 
 func topicDescribeCmd(g *globalFlags) *cobra.Command {
-	var allConfigs bool
+	var allConfigs, underReplicated bool
 	cmd := &cobra.Command{
-		Use:   "describe NAME",
+		Use:   "describe NAME | --under-replicated [NAME...]",
 		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
-		Args:  cobra.ExactArgs(1),
+		Long: `Describe shows a topic's partitions (leader, replicas, ISR, offsets) and configs.
+
+With --under-replicated it lists instead, over the named topics or every
+topic, the partitions with fewer in-sync replicas than replicas or no
+leader (OFFLINE): what to look at after a broker failure. It prints nothing
+when every partition is fully in sync.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if underReplicated {
+				return nil
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
 			}
 			defer done()
+			if underReplicated {
+				return printUnderReplicated(ctx, cmd.OutOrStdout(), g, cl, args)
+			}
 			ds, err := cl.DescribeTopics(ctx, args[0])
 			if err != nil {
 				return err
@@ -164,7 +180,50 @@ func topicDescribeCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&allConfigs, "print-configs", "a", false, "show every config with its effective value and source")
+	cmd.Flags().BoolVar(&underReplicated, "under-replicated", false, "list the partitions (of the named topics, or all) not fully in sync, or offline")
 	return cmd
+}
+
+// underReplicated is a partition with fewer in-sync replicas than
+// replicas, or without a leader.
+type underReplicated struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Leader    int32   `json:"leader"`
+	Replicas  []int32 `json:"replicas"`
+	ISR       []int32 `json:"isr"`
+	Status    string  `json:"status"`
+}
+
+func printUnderReplicated(ctx context.Context, out io.Writer, g *globalFlags, cl *client.Client, names []string) error {
+	ds, err := cl.DescribeTopics(ctx, names...)
+	if err != nil {
+		return err
+	}
+	var found []underReplicated
+	for _, d := range ds {
+		for _, p := range d.Partitions {
+			status := "UNDER-REPLICATED"
+			switch {
+			case p.Leader < 0:
+				status = "OFFLINE"
+			case len(p.ISR) >= len(p.Replicas):
+				continue
+			}
+			found = append(found, underReplicated{d.Name, p.Partition, p.Leader, p.Replicas, p.ISR, status})
+		}
+	}
+	if g.format == "json" {
+		return printJSON(out, found)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	rows := [][]string{}
+	for _, u := range found {
+		rows = append(rows, []string{u.Topic, fmt.Sprint(u.Partition), fmt.Sprint(u.Leader), int32s(u.Replicas), int32s(u.ISR), u.Status})
+	}
+	return printTable(out, []string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "STATUS"}, rows)
 }
 
 func topicDeleteCmd(g *globalFlags) *cobra.Command {
