@@ -11,6 +11,7 @@ import (
 	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
 )
 
 // transportOptions are the gRPC server options of the hot paths: the
@@ -78,26 +79,26 @@ func decodeProduceRequest(b []byte, req *quirev1.ProduceRequest) bool {
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && typ == protowire.VarintType:
+		case num == wire.ProduceAcks && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			acks := int32(v)
 			req.Acks, b = &acks, b[n:]
-		case num == 2 && typ == protowire.VarintType:
+		case num == wire.ProduceTimeoutMs && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			req.TimeoutMs, b = int32(v), b[n:]
-		case num == 4 && typ == protowire.VarintType:
+		case num == wire.ProduceCorrelationID && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			req.CorrelationId, b = int64(v), b[n:]
-		case num == 3 && typ == protowire.BytesType:
+		case num == wire.ProducePartitions && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false
@@ -122,19 +123,19 @@ func decodePartitionRecords(b []byte, pr *quirev1.PartitionRecords) bool {
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && typ == protowire.BytesType:
+		case num == wire.PartitionTopic && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 || !utf8.Valid(v) {
 				return false // proto reports invalid UTF-8
 			}
 			pr.Topic, b = string(v), b[n:]
-		case num == 2 && typ == protowire.VarintType:
+		case num == wire.PartitionPartition && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			pr.Partition, b = int32(v), b[n:]
-		case num == 3 && typ == protowire.BytesType:
+		case num == wire.PartitionRecords && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false

@@ -6,6 +6,7 @@ import (
 	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
 )
 
 // Fetch responses skip the proto marshal: encodeFetchResponse writes the
@@ -15,18 +16,6 @@ import (
 // its write buffer (one user-space copy of every fetched byte less).
 // gRPC only reads the buffers; the records slices are the broker's own
 // (a fresh read per fetch), nothing writes them afterwards.
-
-// Field numbers of quire.v1.FetchResponse and FetchPartitionResult.
-const (
-	fFetchRespPartitions = 1
-	fFPRTopic            = 1
-	fFPRPartition        = 2
-	fFPRError            = 3
-	fFPRHighWatermark    = 4
-	fFPRLogEndOffset     = 5
-	fFPRLogStartOffset   = 6
-	fFPRRecords          = 7
-)
 
 // encodeFetchResponse encodes resp as proto does (same bytes: fields in
 // number order, zero values left out), referencing the records.
@@ -67,44 +56,47 @@ func encodeFetchResponse(resp *quirev1.FetchResponse, pf *pooledFetch) (mem.Buff
 		}
 		n := 0
 		if p.Topic != "" {
-			n += protowire.SizeTag(fFPRTopic) + protowire.SizeBytes(len(p.Topic))
+			n += protowire.SizeTag(wire.FetchTopic) + protowire.SizeBytes(len(p.Topic))
 		}
 		if p.Partition != 0 {
-			n += protowire.SizeTag(fFPRPartition) + protowire.SizeVarint(uint64(int64(p.Partition)))
+			n += protowire.SizeTag(wire.FetchPartition) + protowire.SizeVarint(uint64(int64(p.Partition)))
 		}
 		if p.Error != nil {
-			n += protowire.SizeTag(fFPRError) + protowire.SizeBytes(len(eb))
+			n += protowire.SizeTag(wire.FetchError) + protowire.SizeBytes(len(eb))
 		}
 		for _, v := range [...]int64{p.HighWatermark, p.LogEndOffset, p.LogStartOffset} {
 			if v != 0 {
-				n += protowire.SizeTag(fFPRHighWatermark) + protowire.SizeVarint(uint64(v))
+				n += protowire.SizeTag(wire.FetchHighWatermark) + protowire.SizeVarint(uint64(v))
 			}
 		}
 		if len(p.Records) > 0 {
-			n += protowire.SizeTag(fFPRRecords) + protowire.SizeBytes(len(p.Records))
+			n += protowire.SizeTag(wire.FetchRecords) + protowire.SizeBytes(len(p.Records))
 		}
-		meta = protowire.AppendTag(meta, fFetchRespPartitions, protowire.BytesType)
+		meta = protowire.AppendTag(meta, wire.FetchPartitions, protowire.BytesType)
 		meta = protowire.AppendVarint(meta, uint64(n))
 		if p.Topic != "" {
-			meta = protowire.AppendTag(meta, fFPRTopic, protowire.BytesType)
+			meta = protowire.AppendTag(meta, wire.FetchTopic, protowire.BytesType)
 			meta = protowire.AppendString(meta, p.Topic)
 		}
 		if p.Partition != 0 {
-			meta = protowire.AppendTag(meta, fFPRPartition, protowire.VarintType)
+			meta = protowire.AppendTag(meta, wire.FetchPartition, protowire.VarintType)
 			meta = protowire.AppendVarint(meta, uint64(int64(p.Partition)))
 		}
 		if p.Error != nil {
-			meta = protowire.AppendTag(meta, fFPRError, protowire.BytesType)
+			meta = protowire.AppendTag(meta, wire.FetchError, protowire.BytesType)
 			meta = protowire.AppendBytes(meta, eb)
 		}
-		for i, v := range [...]int64{p.HighWatermark, p.LogEndOffset, p.LogStartOffset} {
-			if v != 0 {
-				meta = protowire.AppendTag(meta, protowire.Number(fFPRHighWatermark+i), protowire.VarintType)
-				meta = protowire.AppendVarint(meta, uint64(v))
+		for _, f := range [...]struct {
+			num protowire.Number
+			v   int64
+		}{{wire.FetchHighWatermark, p.HighWatermark}, {wire.FetchLogEndOffset, p.LogEndOffset}, {wire.FetchLogStartOffset, p.LogStartOffset}} {
+			if f.v != 0 {
+				meta = protowire.AppendTag(meta, f.num, protowire.VarintType)
+				meta = protowire.AppendVarint(meta, uint64(f.v))
 			}
 		}
 		if len(p.Records) > 0 {
-			meta = protowire.AppendTag(meta, fFPRRecords, protowire.BytesType)
+			meta = protowire.AppendTag(meta, wire.FetchRecords, protowire.BytesType)
 			meta = protowire.AppendVarint(meta, uint64(len(p.Records)))
 			if len(p.Records) < inlineRecords {
 				meta = append(meta, p.Records...)

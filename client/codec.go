@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/quirelog/quire/internal/wire"
 )
 
 // Produce requests skip the proto marshal: the sink encodes a
@@ -62,15 +64,6 @@ func (h *heldBuffers) Get(length int) *[]byte {
 func (h *heldBuffers) Put(*[]byte) { h.n.Add(-1) }
 
 // Field numbers of quire.v1.ProduceRequest and PartitionRecords.
-const (
-	fProduceAcks        = 1
-	fProduceTimeoutMs   = 2
-	fProducePartitions  = 3
-	fProduceCorrelation = 4
-	fPartTopic          = 1
-	fPartPartition      = 2
-	fPartRecords        = 3
-)
 
 // encodeProduce encodes the request for the batches of ir (already built:
 // hdr and body set). Small pieces (tags, lengths, batch headers, small
@@ -101,15 +94,15 @@ func encodeProduce(acks *int32, timeoutMs int32, corr int64, ir *inflightReq) *e
 		}
 	}
 	if corr != 0 {
-		meta = protowire.AppendTag(meta, fProduceCorrelation, protowire.VarintType)
+		meta = protowire.AppendTag(meta, wire.ProduceCorrelationID, protowire.VarintType)
 		meta = protowire.AppendVarint(meta, uint64(corr))
 	}
 	if acks != nil {
-		meta = protowire.AppendTag(meta, fProduceAcks, protowire.VarintType)
+		meta = protowire.AppendTag(meta, wire.ProduceAcks, protowire.VarintType)
 		meta = protowire.AppendVarint(meta, uint64(int64(*acks)))
 	}
 	if timeoutMs != 0 {
-		meta = protowire.AppendTag(meta, fProduceTimeoutMs, protowire.VarintType)
+		meta = protowire.AppendTag(meta, wire.ProduceTimeoutMs, protowire.VarintType)
 		meta = protowire.AppendVarint(meta, uint64(int64(timeoutMs)))
 	}
 	for i, bs := range ir.batches {
@@ -118,24 +111,24 @@ func encodeProduce(acks *int32, timeoutMs int32, corr int64, ir *inflightReq) *e
 		for _, b := range bs {
 			recLen += len(b.hdr) + len(b.body)
 		}
-		partLen := protowire.SizeTag(fPartRecords) + protowire.SizeBytes(recLen)
+		partLen := protowire.SizeTag(wire.PartitionRecords) + protowire.SizeBytes(recLen)
 		if pp.topic != "" {
-			partLen += protowire.SizeTag(fPartTopic) + protowire.SizeBytes(len(pp.topic))
+			partLen += protowire.SizeTag(wire.PartitionTopic) + protowire.SizeBytes(len(pp.topic))
 		}
 		if pp.partition != 0 {
-			partLen += protowire.SizeTag(fPartPartition) + protowire.SizeVarint(uint64(int64(pp.partition)))
+			partLen += protowire.SizeTag(wire.PartitionPartition) + protowire.SizeVarint(uint64(int64(pp.partition)))
 		}
-		meta = protowire.AppendTag(meta, fProducePartitions, protowire.BytesType)
+		meta = protowire.AppendTag(meta, wire.ProducePartitions, protowire.BytesType)
 		meta = protowire.AppendVarint(meta, uint64(partLen))
 		if pp.topic != "" {
-			meta = protowire.AppendTag(meta, fPartTopic, protowire.BytesType)
+			meta = protowire.AppendTag(meta, wire.PartitionTopic, protowire.BytesType)
 			meta = protowire.AppendString(meta, pp.topic)
 		}
 		if pp.partition != 0 {
-			meta = protowire.AppendTag(meta, fPartPartition, protowire.VarintType)
+			meta = protowire.AppendTag(meta, wire.PartitionPartition, protowire.VarintType)
 			meta = protowire.AppendVarint(meta, uint64(int64(pp.partition)))
 		}
-		meta = protowire.AppendTag(meta, fPartRecords, protowire.BytesType)
+		meta = protowire.AppendTag(meta, wire.PartitionRecords, protowire.BytesType)
 		meta = protowire.AppendVarint(meta, uint64(recLen))
 		for _, b := range bs {
 			meta = append(meta, b.hdr...)

@@ -10,6 +10,7 @@ import (
 	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
 )
 
 // Fetch responses are decoded by hand: gRPC hands the message over as a
@@ -42,18 +43,6 @@ func (fetchCodec) Name() string { return proto.Name }
 
 var fetchCallOpt = grpc.ForceCodecV2(fetchCodec{})
 
-// Field numbers of quire.v1.FetchResponse and FetchPartitionResult.
-const (
-	fFetchRespPartitions = 1
-	fFPRTopic            = 1
-	fFPRPartition        = 2
-	fFPRError            = 3
-	fFPRHighWatermark    = 4
-	fFPRLogEndOffset     = 5
-	fFPRLogStartOffset   = 6
-	fFPRRecords          = 7
-)
-
 // decodeFetchResponse decodes b into resp, aliasing b for the records. It
 // reports false (resp then undefined) for anything but the fields of
 // FetchResponse and FetchPartitionResult with their wire types.
@@ -61,7 +50,7 @@ func decodeFetchResponse(b []byte, resp *quirev1.FetchResponse) bool {
 	protobuf.Reset(resp)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num != fFetchRespPartitions || typ != protowire.BytesType {
+		if n < 0 || num != wire.FetchPartitions || typ != protowire.BytesType {
 			return false
 		}
 		b = b[n:]
@@ -87,35 +76,35 @@ func decodeFetchPartitionResult(b []byte, pr *quirev1.FetchPartitionResult) bool
 		}
 		b = b[n:]
 		switch {
-		case typ == protowire.VarintType && (num == fFPRPartition || num == fFPRHighWatermark || num == fFPRLogEndOffset || num == fFPRLogStartOffset):
+		case typ == protowire.VarintType && (num == wire.FetchPartition || num == wire.FetchHighWatermark || num == wire.FetchLogEndOffset || num == wire.FetchLogStartOffset):
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			b = b[n:]
 			switch num {
-			case fFPRPartition:
+			case wire.FetchPartition:
 				pr.Partition = int32(v)
-			case fFPRHighWatermark:
+			case wire.FetchHighWatermark:
 				pr.HighWatermark = int64(v)
-			case fFPRLogEndOffset:
+			case wire.FetchLogEndOffset:
 				pr.LogEndOffset = int64(v)
 			default:
 				pr.LogStartOffset = int64(v)
 			}
-		case typ == protowire.BytesType && (num == fFPRTopic || num == fFPRError || num == fFPRRecords):
+		case typ == protowire.BytesType && (num == wire.FetchTopic || num == wire.FetchError || num == wire.FetchRecords):
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false
 			}
 			b = b[n:]
 			switch num {
-			case fFPRTopic:
+			case wire.FetchTopic:
 				if !utf8.Valid(v) {
 					return false // proto reports invalid UTF-8
 				}
 				pr.Topic = string(v)
-			case fFPRError:
+			case wire.FetchError:
 				if pr.Error == nil {
 					pr.Error = &quirev1.Error{}
 				}

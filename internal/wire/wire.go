@@ -1,0 +1,47 @@
+// Package wire holds the protobuf field numbers of the messages that the
+// broker and the Go client encode and decode by hand on their hot paths
+// (produce requests, fetch responses). They are read from the generated
+// descriptors, so the hand-written codecs on both sides cannot drift from
+// proto/quire/v1: a renamed or removed field panics at start-up.
+package wire
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// quire.v1.ProduceRequest and PartitionRecords.
+var (
+	ProduceAcks          = field(&quirev1.ProduceRequest{}, "acks")
+	ProduceTimeoutMs     = field(&quirev1.ProduceRequest{}, "timeout_ms")
+	ProducePartitions    = field(&quirev1.ProduceRequest{}, "partitions")
+	ProduceCorrelationID = field(&quirev1.ProduceRequest{}, "correlation_id")
+
+	PartitionTopic     = field(&quirev1.PartitionRecords{}, "topic")
+	PartitionPartition = field(&quirev1.PartitionRecords{}, "partition")
+	PartitionRecords   = field(&quirev1.PartitionRecords{}, "records")
+)
+
+// quire.v1.FetchResponse and FetchPartitionResult.
+var (
+	FetchPartitions = field(&quirev1.FetchResponse{}, "partitions")
+
+	FetchTopic          = field(&quirev1.FetchPartitionResult{}, "topic")
+	FetchPartition      = field(&quirev1.FetchPartitionResult{}, "partition")
+	FetchError          = field(&quirev1.FetchPartitionResult{}, "error")
+	FetchHighWatermark  = field(&quirev1.FetchPartitionResult{}, "high_watermark")
+	FetchLogEndOffset   = field(&quirev1.FetchPartitionResult{}, "log_end_offset")
+	FetchLogStartOffset = field(&quirev1.FetchPartitionResult{}, "log_start_offset")
+	FetchRecords        = field(&quirev1.FetchPartitionResult{}, "records")
+)
+
+func field(m proto.Message, name string) protowire.Number {
+	f := m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name))
+	if f == nil {
+		panic("wire: " + string(m.ProtoReflect().Descriptor().FullName()) + " has no field " + name)
+	}
+	return f.Number()
+}
