@@ -57,7 +57,7 @@ func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceReque
 	defer cancel()
 	var fws []forward
 	resp, pending := s.b.appendPartitions(ctx, req, acks, &fws)
-	s.b.runForwards(ctx, fws, acks, req.TimeoutMs)
+	s.b.runForwards(ctx, fws, acks)
 	s.b.awaitAcks(ctx, pending)
 	if acks == 0 {
 		return &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}, nil
@@ -333,7 +333,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 			pending = append(pending, pa)
 		}
 	}
-	b.runForwards(ctx, fws, acks, req.TimeoutMs)
+	b.runForwards(ctx, fws, acks)
 	b.awaitAcks(ctx, pending)
 	for p, idx := range byPart {
 		res := partResults[p]
@@ -345,7 +345,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 			if res.LogAppendTimeMs > 0 {
 				rr.TimestampMs = res.LogAppendTimeMs
 			}
-			if res.Error == nil {
+			if res.Error == nil && res.BaseOffset >= 0 {
 				rr.Offset = res.BaseOffset + int64(j)
 			}
 			results[i] = rr

@@ -3,9 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -60,47 +63,76 @@ func (b *Broker) maybeForward(ctx context.Context, err error, records []byte, re
 	return ok
 }
 
-// runForwards passes every queued partition on to its leader at once and
-// fills in the leaders' answers: each is final (the leader has waited for
-// acks). A leader that cannot be reached leaves the NOT_LEADER answer.
-func (b *Broker) runForwards(ctx context.Context, fws []forward, acks, timeoutMs int32) {
-	var wg sync.WaitGroup
+// forwardMargin is how much sooner than the caller's deadline a leader is
+// asked to give up waiting for acks, so that its REQUEST_TIMED_OUT (or
+// success) comes back rather than the passed-on call timing out with the
+// outcome unknown.
+const forwardMargin = 250 * time.Millisecond
+
+// runForwards passes the queued partitions on to their leaders, different
+// partitions at once and parts for the same partition in request order,
+// and fills in the leaders' answers: each is final (the leader has waited
+// for acks). A leader that cannot be dialled leaves the NOT_LEADER answer
+// (nothing was sent); a call that fails once sent is REQUEST_TIMED_OUT:
+// the records may or may not have been appended, as after any timeout.
+func (b *Broker) runForwards(ctx context.Context, fws []forward, acks int32) {
+	type key struct {
+		topic string
+		part  int32
+	}
+	var order []key
+	groups := map[key][]*forward{}
 	for i := range fws {
-		fw := &fws[i]
+		k := key{fws[i].res.Topic, fws[i].res.Partition}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], &fws[i])
+	}
+	var wg sync.WaitGroup
+	for _, k := range order {
 		wg.Go(func() {
-			err := b.forwardOne(ctx, fw, acks, timeoutMs)
-			if err != nil {
-				b.logger.Debug("cannot pass a produce on to the leader", "topic", fw.res.Topic, "partition", fw.res.Partition,
-					"leader", fw.addr, "error", err)
-				fw.res.Error = toError(fw.notHere)
+			for _, fw := range groups[k] {
+				b.forwardOne(ctx, fw, acks)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-func (b *Broker) forwardOne(ctx context.Context, fw *forward, acks, timeoutMs int32) error {
+func (b *Broker) forwardOne(ctx context.Context, fw *forward, acks int32) {
+	fw.res.BaseOffset, fw.res.LastOffset = -1, -1
 	cc, err := b.cluster.peer(fw.addr)
 	if err != nil {
-		return err
+		fw.res.Error = toError(fw.notHere)
+		return
+	}
+	timeout := defaultProduceTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl)-forwardMargin, time.Millisecond)
 	}
 	resp, err := quirev1.NewProducerClient(cc).Produce(b.forwardContext(ctx), &quirev1.ProduceRequest{
-		Acks: &acks, TimeoutMs: timeoutMs,
+		Acks: &acks, TimeoutMs: int32(timeout.Milliseconds()),
 		Partitions: []*quirev1.PartitionRecords{{Topic: fw.res.Topic, Partition: fw.res.Partition, Records: fw.records}},
-	})
+	}, grpc.MaxCallRecvMsgSize(maxSendBytes))
 	if err != nil {
-		return err
+		b.logger.Debug("a produce passed on to the leader got no answer", "topic", fw.res.Topic, "partition", fw.res.Partition,
+			"leader", fw.addr, "error", err)
+		fw.res.Error = toError(fmt.Errorf("%w: %s-%d: passed on to the leader at %s, no answer: %v",
+			ErrRequestTimedOut, fw.res.Topic, fw.res.Partition, fw.addr, err))
+		return
 	}
 	if acks == 0 {
-		return nil
+		return // no offsets: nobody waited for them
 	}
 	if len(resp.Partitions) != 1 {
-		return errors.New("broker: the leader answered no partition")
+		fw.res.Error = toError(fmt.Errorf("broker: %s-%d: the leader at %s answered %d partitions",
+			fw.res.Topic, fw.res.Partition, fw.addr, len(resp.Partitions)))
+		return
 	}
 	got := resp.Partitions[0]
 	fw.res.BaseOffset, fw.res.LastOffset = got.BaseOffset, got.LastOffset
 	fw.res.LogAppendTimeMs, fw.res.LogStartOffset, fw.res.Error = got.LogAppendTimeMs, got.LogStartOffset, got.Error
-	return nil
 }
 
 // forwardFetchRecords passes a FetchRecords for a partition led elsewhere
@@ -115,6 +147,6 @@ func (b *Broker) forwardFetchRecords(ctx context.Context, req *quirev1.FetchReco
 	if err != nil {
 		return nil, false, nil
 	}
-	resp, err = quirev1.NewConsumerClient(cc).FetchRecords(b.forwardContext(ctx), req)
+	resp, err = quirev1.NewConsumerClient(cc).FetchRecords(b.forwardContext(ctx), req, grpc.MaxCallRecvMsgSize(maxSendBytes))
 	return resp, true, err
 }

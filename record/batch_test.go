@@ -453,3 +453,29 @@ func TestDecompressionsAtOnceBounded(t *testing.T) {
 		t.Fatalf("%d slots still held", len(decompressSlots))
 	}
 }
+
+// TestForEachRecordNestedDecompression: a callback may decode other
+// compressed batches (a consumer handler reading another partition): the
+// decompression slot is not held across the callback, so nesting deeper
+// than the slots does not deadlock.
+func TestForEachRecordNestedDecompression(t *testing.T) {
+	b := NewBuilder(Gzip)
+	b.Append(1, nil, []byte("v"), nil)
+	batch := b.Build()
+	depth := cap(decompressSlots) + 2
+	var walk func(level int) error
+	walk = func(level int) error {
+		return ForEachRecord(batch, func(*Record) error {
+			if level < depth {
+				return walk(level + 1)
+			}
+			return nil
+		})
+	}
+	if err := walk(1); err != nil {
+		t.Fatal(err)
+	}
+	if len(decompressSlots) != 0 {
+		t.Fatalf("%d slots still held", len(decompressSlots))
+	}
+}

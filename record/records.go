@@ -44,9 +44,11 @@ func ForEachRecord(batch []byte, fn func(r *Record) error) error {
 	}
 	body := batch[HeaderSize:h.Size()]
 	if h.Codec() != None {
+		// The slot covers the decompression only, not fn: a callback may
+		// decode other batches, or take its time.
 		acquireDecompress()
-		defer releaseDecompress()
 		dec, err := decompress(h.Codec(), body)
+		releaseDecompress()
 		if err != nil {
 			return err
 		}

@@ -94,13 +94,19 @@ leader_is_not() {
 	[ -n "$l" ] && [ "$l" -ge 1 ] && [ "$l" != "$1" ]
 }
 isr_is() { [ "$(isr_size "$topic")" -eq "$1" ]; }
+# has_leader TOPIC: partition 0 of TOPIC has a leader.
+has_leader() {
+	local l
+	l=$(leader_of "$1")
+	[ -n "$l" ] && [ "$l" -ge 1 ]
+}
 
 step "starting a 3-node cluster on $QUIRE_BROKERS"
 scripts/cluster.sh start >/dev/null || fail "cluster did not start"
 
 topic=replicated
 q topic create "$topic" routed -p 1 -r 3 >/dev/null || fail "topic create"
-wait_for "a leader for $topic" 30 leader_is_not -1
+wait_for "a leader for $topic" 30 has_leader "$topic"
 
 step "1000 records with acks=all"
 produce_range "$topic" 1 1000
@@ -109,6 +115,7 @@ first=$(leader_of "$topic")
 grpcurl=${GRPCURL:-$root/bin/grpcurl}
 if [ -x "$grpcurl" ]; then
 	step "grpcurl ProduceRecords to every node: each passes it on to the leader"
+	wait_for "a leader for routed" 30 has_leader routed
 	for n in 0 1 2; do
 		out=$("$grpcurl" -plaintext -emit-defaults -d '{"topic": "routed", "acks": -1, "records": [{"value": "via node '$((n + 1))'", "partition": 0}]}' \
 			"127.0.0.1:$((base + n))" quire.v1.Producer/ProduceRecords 2>&1) || fail "grpcurl ProduceRecords via node $((n + 1)): $out"

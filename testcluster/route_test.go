@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -71,5 +72,64 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 	}
 	if _, err := quirev1.NewConsumerClient(c.Conn(other)).FetchRecords(fctx, &quirev1.FetchRecordsRequest{Topic: "routed"}); errorDetail(err).GetCode() != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER {
 		t.Fatalf("a forwarded fetch at a non-leader: %v", err)
+	}
+}
+
+// TestClusterPassedOnProduceOutcomes: through a broker that does not lead
+// the partition, acks=0 reports no offsets; an acks=all the leader cannot
+// complete in time is REQUEST_TIMED_OUT (the record may be there), not
+// NOT_LEADER (which would invite writing it again at the leader); a fetch
+// of more than gRPC's default 4 MiB comes back whole.
+func TestClusterPassedOnProduceOutcomes(t *testing.T) {
+	c := testcluster.New(t, 3)
+	createReplicatedTopic(t, c, "outcomes")
+	ctx := testCtx(t)
+	leader, _ := c.WaitLeader(ctx, "outcomes", 0)
+	via := leader%3 + 1
+	cut := via%3 + 1 // the third node
+	if cut == leader {
+		cut = leader%3 + 2
+	}
+	pr := quirev1.NewProducerClient(c.Conn(via))
+
+	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(0),
+		Records: []*quirev1.ProduceRecord{{Value: "fire and forget", Partition: proto.Int32(0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recs.Results[0]; r.Error != nil || r.Offset != -1 {
+		t.Fatalf("acks=0 through node %d: %+v; want no error and offset -1", via, r)
+	}
+
+	// Big records, replicated, for the fetch below (acks=all: every
+	// replica has them before the follower is cut off).
+	const bigRecords = 12
+	for range bigRecords { // one per request: a batch stays under max.message.bytes
+		recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(-1),
+			Records: []*quirev1.ProduceRecord{{ValueBytes: make([]byte, 512<<10), Partition: proto.Int32(0)}}})
+		if err != nil || recs.Results[0].Error != nil {
+			t.Fatalf("big record: %v %v", err, recs.GetResults()[0].GetError())
+		}
+	}
+	got, err := quirev1.NewConsumerClient(c.Conn(via)).FetchRecords(ctx, &quirev1.FetchRecordsRequest{
+		Topic: "outcomes", Offset: 1, MaxRecords: 100, MaxBytes: 16 << 20}, grpc.MaxCallRecvMsgSize(64<<20))
+	if err != nil {
+		t.Fatalf("fetch of 6 MiB through node %d: %v", via, err)
+	}
+	if len(got.Records) != bigRecords {
+		t.Fatalf("fetched %d records through node %d, want %d", len(got.Records), via, bigRecords)
+	}
+
+	// An in-sync follower cut off from the leader holds the HW until it
+	// leaves the ISR (after replica.lag.time.max.ms): acks=all times out.
+	c.Partition(cut, leader)
+	defer c.Heal()
+	recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(-1), TimeoutMs: 600,
+		Records: []*quirev1.ProduceRecord{{Value: "slow", Partition: proto.Int32(0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := recs.Results[0].Error; e == nil || e.Code != quirev1.ErrorCode_REQUEST_TIMED_OUT || !e.Retriable {
+		t.Fatalf("acks=all through node %d with follower %d cut off: %+v; want REQUEST_TIMED_OUT", via, cut, recs.Results[0])
 	}
 }
