@@ -125,7 +125,7 @@ node_pid() {
 # is_quire PID: PID is a live `quire server` process.
 is_quire() {
 	kill -0 "$1" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q 'quire.* server'
+		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep 'quire.* server' >/dev/null
 }
 
 # port_open ADDR: something accepts TCP connections there.
@@ -137,7 +137,7 @@ port_open() {
 # healthy ADDR: the node answers its gRPC health check with SERVING.
 healthy() {
 	if [ -x "$grpcurl" ]; then
-		"$grpcurl" -plaintext -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep -q '"SERVING"'
+		"$grpcurl" -plaintext -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep '"SERVING"' >/dev/null
 	else
 		timeout 5 "$quire" cluster info --brokers "$1" >/dev/null 2>&1
 	fi

@@ -59,7 +59,7 @@ start_server() {
 	server_pid=$!
 	# Poll health with a deadline; no fixed sleeps.
 	local deadline=$((SECONDS + 60))
-	until "$grpcurl" -plaintext -max-time 2 "$addr" grpc.health.v1.Health/Check 2>/dev/null | grep -q '"SERVING"'; do
+	until "$grpcurl" -plaintext -max-time 2 "$addr" grpc.health.v1.Health/Check 2>/dev/null | grep '"SERVING"' >/dev/null; do
 		kill -0 "$server_pid" 2>/dev/null || fail "server exited during start"
 		[ "$SECONDS" -lt "$deadline" ] || fail "server not healthy within 60s"
 		sleep 0.1

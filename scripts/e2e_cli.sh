@@ -51,7 +51,7 @@ if [ -z "$brokers" ]; then
 	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$brokers" >"$tmp/server.log" 2>&1 &
 	server_pid=$!
 	deadline=$((SECONDS + 60))
-	until "$quire" --brokers "$brokers" cluster info 2>/dev/null | grep -q "$brokers"; do
+	until "$quire" --brokers "$brokers" cluster info 2>/dev/null | grep "$brokers" >/dev/null; do
 		kill -0 "$server_pid" 2>/dev/null || fail "server exited during start"
 		[ "$SECONDS" -lt "$deadline" ] || fail "server not up within 60s"
 		sleep 0.2
@@ -75,7 +75,7 @@ if out=$(q topic create "$topic" -p 3 2>&1); then fail "creating $topic twice su
 grep -q "TOPIC_ALREADY_EXISTS" <<<"$out" || fail "duplicate create did not print the server's error: $out"
 
 step "topic list"
-q topic list | grep -Eq "^$topic +3 " || fail "topic list lacks $topic with 3 partitions"
+q topic list | grep -E "^$topic +3 " >/dev/null || fail "topic list lacks $topic with 3 partitions"
 
 step "produce 300 keyed lines from stdin"
 seq 1 300 | awk '{print "key" ($1 % 17) ":value-" $1}' >"$tmp/in.txt"
@@ -99,7 +99,7 @@ got=$(q consume "$topic" -p 2 -o "$first" -n 2)
 [ "$got" = $'explicit-a\nexplicit-b' ] || fail "consume -p 2 -o $first: $got"
 
 step "consume --format json and @timestamp"
-q --format json consume "$topic" -p 2 -o "$first" -n 1 | grep -q '"value":"explicit-a"' || fail "json consume"
+q --format json consume "$topic" -p 2 -o "$first" -n 1 | grep '"value":"explicit-a"' >/dev/null || fail "json consume"
 q consume "$topic" -p 2 -o "@0" -n 1 >/dev/null || fail "consume -o @0"
 
 step "topic describe"
@@ -111,9 +111,9 @@ total=$(q --format json topic describe "$topic" | awk -F': ' '/"high_watermark"/
 
 step "alter-config and add-partitions"
 q topic alter-config "$topic" -c retention.ms=7200000 >/dev/null || fail "alter-config"
-q topic describe "$topic" | grep -q "7200000" || fail "alter-config not visible"
+q topic describe "$topic" | grep "7200000" >/dev/null || fail "alter-config not visible"
 q topic add-partitions "$topic" -n 2 >/dev/null || fail "add-partitions"
-q topic describe "$topic" | grep -q "PARTITIONS  5" || fail "add-partitions not visible"
+q topic describe "$topic" | grep "PARTITIONS  5" >/dev/null || fail "add-partitions not visible"
 
 step "errors exit non-zero with the server's message"
 if out=$(q topic describe "no-such-topic-$RANDOM" 2>&1); then fail "describe of a missing topic succeeded"; fi
@@ -128,5 +128,5 @@ grep -q "20000 records" "$tmp/perf.txt" || fail "perf consume summary: $(cat "$t
 
 step "topic delete"
 q topic delete "$topic" "$topic-perf" >/dev/null || fail "delete"
-if q topic list | grep -q "^$topic "; then fail "$topic still listed"; fi
+if q topic list | grep "^$topic " >/dev/null; then fail "$topic still listed"; fi
 step "ok"

@@ -55,11 +55,11 @@ q() { "$quire" "$@"; }
 
 # leader_of TOPIC: the leader id of partition 0 (-1 while there is none).
 leader_of() {
-	q topic describe "$1" --format json 2>/dev/null | tr -d ' \n' | grep -o '"leader":-\?[0-9]*' | head -1 | cut -d: -f2
+	q topic describe "$1" --format json 2>/dev/null | tr -d ' \n' | grep -o '"leader":-\?[0-9]*' | sed -n 1p | cut -d: -f2
 }
 # isr_size TOPIC: how many replicas of partition 0 are in sync.
 isr_size() {
-	q topic describe "$1" --format json 2>/dev/null | tr -d ' \n' | grep -o '"isr":\[[0-9,]*\]' | head -1 | tr -cd ',' | wc -c | awk '{print $1 + 1}'
+	q topic describe "$1" --format json 2>/dev/null | tr -d ' \n' | grep -o '"isr":\[[0-9,]*\]' | sed -n 1p | tr -cd ',' | wc -c | awk '{print $1 + 1}'
 }
 # wait_for WHAT SECONDS CMD...: poll CMD until it succeeds.
 wait_for() {
