@@ -112,6 +112,18 @@ func (p *Partition) becomeLeader(a assignment, now time.Time) {
 		p.mu.Unlock()
 		return
 	}
+	if newEpoch {
+		// The epoch starts at the log end now, not at its first append:
+		// a follower's divergence check must find it even if this leader
+		// never appends (see storage.Log.AssignEpochStart). It writes and
+		// syncs the checkpoint, so not under mu (readers of the state wait
+		// on it); appendMu keeps every append and leadership change out.
+		p.mu.Unlock()
+		if err := p.log.AssignEpochStart(a.leaderEpoch); err != nil {
+			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.leaderEpoch, "error", err)
+		}
+		p.mu.Lock()
+	}
 	if !newEpoch && a.partitionEpoch > p.partitionEpoch && !p.isrPending {
 		// The image has the outcome of the last change asked for.
 		p.pendingISR, p.isrUnanswered = nil, false
@@ -123,12 +135,6 @@ func (p *Partition) becomeLeader(a assignment, now time.Time) {
 		p.followers = map[int32]*followerState{}
 		p.epochStart = p.log.LogEndOffset()
 		p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
-		// The epoch starts at the log end now, not at its first append:
-		// a follower's divergence check must find it even if this leader
-		// never appends (see storage.Log.AssignEpochStart).
-		if err := p.log.AssignEpochStart(a.leaderEpoch); err != nil {
-			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.leaderEpoch, "error", err)
-		}
 	}
 	for _, id := range p.replicas {
 		if _, ok := p.followers[id]; !ok && id != a.leader {
