@@ -182,6 +182,7 @@ type pending struct {
 
 func (f *fetcher) run() {
 	defer f.m.wg.Done()
+	failing := false
 	for {
 		select {
 		case <-f.stop:
@@ -196,10 +197,20 @@ func (f *fetcher) run() {
 		resp, err := f.call(req)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				f.m.logger.Debug("replica fetch failed", "leader", f.leader, "error", err)
+				// Once per outage at warn level, then at debug.
+				if !failing {
+					f.m.logger.Warn("replica fetch failed; retrying", "leader", f.leader, "partitions", len(parts), "error", err)
+				} else {
+					f.m.logger.Debug("replica fetch failed", "leader", f.leader, "error", err)
+				}
+				failing = true
 				f.sleep(f.m.cfg.backoff)
 			}
 			continue
+		}
+		if failing {
+			f.m.logger.Info("replica fetch works again", "leader", f.leader)
+			failing = false
 		}
 		f.apply(parts, resp.Partitions)
 	}
