@@ -268,7 +268,9 @@ func (f *fetcher) call(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, e
 		return nil, context.Canceled // the partitions changed: rebuild
 	default:
 	}
-	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, req)
+	// A response may hold replica.fetch.response.max.bytes and more (at
+	// least one batch): far above gRPC's default 4 MiB receive limit.
+	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, req, grpc.MaxCallRecvMsgSize(maxSendBytes))
 	if err != nil {
 		if ctx.Err() == context.Canceled {
 			return nil, context.Canceled

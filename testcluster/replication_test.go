@@ -18,6 +18,7 @@ import (
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -598,4 +599,60 @@ func TestReplicaFetchRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplicationCatchUpOfManyPartitions: a follower back after missing
+// megabytes on many partitions catches up in fetch responses above gRPC's
+// default 4 MiB message limit (replica.fetch.response.max.bytes is 10 MiB;
+// here replica.fetch.max.bytes is raised to 8 MiB so that one partition
+// alone fills a response past it).
+func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.ReplicaFetchMaxBytes = 8 << 20
+	}))
+	ctx := testCtx(t)
+	const topic, parts = "bulk", 4
+	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
+		Name: topic, Partitions: proto.Int32(parts), ReplicationFactor: proto.Int32(3),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctl := c.WaitController(ctx)
+	lagger := ctl%3 + 1
+	for p := range int32(parts) {
+		c.WaitLeader(ctx, topic, p)
+	}
+	c.Stop(lagger)
+	value := make([]byte, 256<<10)
+	for p := range int32(parts) {
+		c.Eventually(ctx, fmt.Sprintf("fill %s-%d", topic, p), func() error {
+			leader, _ := c.WaitLeader(ctx, topic, p)
+			pr := quirev1.NewProducerClient(c.Conn(leader))
+			for range 24 { // 6 MiB per partition, in batches under max.message.bytes
+				resp, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, Acks: proto.Int32(1),
+					Records: []*quirev1.ProduceRecord{{ValueBytes: value, Partition: proto.Int32(p)}}})
+				if err != nil {
+					return err
+				}
+				if e := resp.Results[0].Error; e != nil {
+					return errors.New(e.Message)
+				}
+			}
+			return nil
+		})
+	}
+	c.Restart(lagger)
+	c.Eventually(ctx, "the restarted follower has every partition", func() error {
+		for p := range int32(parts) {
+			resp, err := internalv1.NewReplicaServiceClient(c.Conn(lagger)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
+				Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: p}}})
+			if err != nil {
+				return err
+			}
+			if l := resp.Logs[0]; l.LogEndOffset < 24 {
+				return fmt.Errorf("node %d has %s-%d up to %d", lagger, topic, p, l.LogEndOffset)
+			}
+		}
+		return nil
+	})
 }
