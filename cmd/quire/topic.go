@@ -200,7 +200,7 @@ func printUnderReplicated(ctx context.Context, out io.Writer, g *globalFlags, cl
 	if err != nil {
 		return err
 	}
-	var found []underReplicated
+	found := []underReplicated{} // JSON: [] when all are in sync
 	for _, d := range ds {
 		for _, p := range d.Partitions {
 			status := "UNDER-REPLICATED"
