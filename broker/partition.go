@@ -72,6 +72,13 @@ type partitionState struct {
 	hw             int64
 }
 
+// is reports whether the replica is already in the state a describes, as
+// seen from broker self.
+func (st partitionState) is(a assignment, self int32) bool {
+	return st.leader == (a.leader == self) && st.leaderID == a.leader && st.leaderEpoch == a.leaderEpoch &&
+		st.partitionEpoch == a.partitionEpoch && equalIDs(st.isr, a.isr) && equalIDs(st.replicas, a.replicas)
+}
+
 func (p *Partition) state() partitionState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,12 +172,6 @@ func (p *Partition) becomeFollower(a assignment) {
 	p.appendMu.Unlock()
 	p.notify()
 	p.notifyLEO()
-}
-
-// updateFollowerLEO records a follower's LEO (its fetch offset) and moves
-// the HW if the ISR's minimum moved.
-func (p *Partition) updateFollowerLEO(follower int32, leo int64) {
-	p.recordFollowerFetch(follower, leo, time.Now(), p.state().leaderEpoch)
 }
 
 // maybeAdvanceHWLocked sets the HW to the smallest LEO over the ISR (and

@@ -30,6 +30,22 @@ func testReplicaManager(t *testing.T) *ReplicaManager {
 	return rm
 }
 
+// makeLeader leads the replica at epoch with isr as its replicas too.
+func (rm *ReplicaManager) makeLeader(topic string, p, epoch int32, isr []int32) error {
+	return rm.apply(topic, p, assignment{leader: rm.nodeID, leaderEpoch: epoch, replicas: isr, isr: isr})
+}
+
+// makeFollower follows leader at epoch, with isr as its replicas too.
+func (rm *ReplicaManager) makeFollower(topic string, p, leader, epoch int32, isr []int32) error {
+	return rm.apply(topic, p, assignment{leader: leader, leaderEpoch: epoch, replicas: isr, isr: isr})
+}
+
+// updateFollowerLEO records a follower's LEO (its fetch offset) as a fetch
+// at the current epoch would.
+func (p *Partition) updateFollowerLEO(follower int32, leo int64) {
+	p.recordFollowerFetch(follower, leo, time.Now(), p.state().leaderEpoch)
+}
+
 func testBatch(n int) []byte {
 	b := record.NewBuilder(record.None)
 	for i := 0; i < n; i++ {

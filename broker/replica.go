@@ -160,11 +160,10 @@ func (rm *ReplicaManager) apply(topic string, p int32, a assignment) error {
 		return err
 	}
 	st := part.state()
+	if st.is(a, rm.nodeID) {
+		return nil
+	}
 	if a.leader == rm.nodeID {
-		if st.leader && st.leaderEpoch == a.leaderEpoch && st.partitionEpoch == a.partitionEpoch &&
-			equalIDs(st.isr, a.isr) && equalIDs(st.replicas, a.replicas) {
-			return nil
-		}
 		if rm.fetchers != nil {
 			rm.fetchers.unfollow(part)
 		}
@@ -175,10 +174,6 @@ func (rm *ReplicaManager) apply(topic string, p int32, a assignment) error {
 		}
 		return nil
 	}
-	if !st.leader && st.leaderID == a.leader && st.leaderEpoch == a.leaderEpoch && st.partitionEpoch == a.partitionEpoch &&
-		equalIDs(st.isr, a.isr) && equalIDs(st.replicas, a.replicas) {
-		return nil
-	}
 	part.becomeFollower(a)
 	if rm.fetchers != nil {
 		rm.fetchers.follow(part, a.leader, a.leaderEpoch)
@@ -187,16 +182,6 @@ func (rm *ReplicaManager) apply(topic string, p int32, a assignment) error {
 		rm.logger.Info("became follower", "topic", topic, "partition", p, "leader", a.leader, "epoch", a.leaderEpoch)
 	}
 	return nil
-}
-
-// makeLeader leads the replica at epoch with isr as its replicas too.
-func (rm *ReplicaManager) makeLeader(topic string, p, epoch int32, isr []int32) error {
-	return rm.apply(topic, p, assignment{leader: rm.nodeID, leaderEpoch: epoch, replicas: isr, isr: isr})
-}
-
-// makeFollower follows leader at epoch, with isr as its replicas too.
-func (rm *ReplicaManager) makeFollower(topic string, p, leader, epoch int32, isr []int32) error {
-	return rm.apply(topic, p, assignment{leader: leader, leaderEpoch: epoch, replicas: isr, isr: isr})
 }
 
 // shrinkISRs drops lagging followers from the ISR of every led partition.

@@ -27,18 +27,18 @@ import (
 // broker's id.
 const forwardedHeader = "quire-forwarded-by"
 
-// routeTo returns the leader to pass a request on to when err says this
-// broker does not lead the partition and ctx is a client's own request.
-func (b *Broker) routeTo(ctx context.Context, err error) (int32, string, bool) {
+// routeTo returns the address of the leader to pass a request on to when
+// err says this broker does not lead the partition and ctx is a client's
+// own request.
+func (b *Broker) routeTo(ctx context.Context, err error) (string, bool) {
 	var nle *notLeaderError
 	if !errors.As(err, &nle) || nle.leader < 0 || nle.leader == b.cfg.NodeID {
-		return 0, "", false
+		return "", false
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedHeader)) > 0 {
-		return 0, "", false
+		return "", false
 	}
-	addr, ok := b.cluster.brokerAddr(nle.leader)
-	return nle.leader, addr, ok
+	return b.cluster.brokerAddr(nle.leader)
 }
 
 func (b *Broker) forwardContext(ctx context.Context) context.Context {
@@ -56,7 +56,7 @@ type forward struct {
 // maybeForward queues res's partition for its leader if err says another
 // broker leads it; it reports whether it did.
 func (b *Broker) maybeForward(ctx context.Context, err error, records []byte, res *quirev1.PartitionProduceResult, fws *[]forward) bool {
-	_, addr, ok := b.routeTo(ctx, err)
+	addr, ok := b.routeTo(ctx, err)
 	if ok {
 		*fws = append(*fws, forward{addr: addr, records: records, res: res, notHere: err})
 	}
@@ -139,7 +139,7 @@ func (b *Broker) forwardOne(ctx context.Context, fw *forward, acks int32) {
 // on to its leader and returns the leader's answer; forwarded is false
 // when it is not to be passed on (or the leader cannot be dialled).
 func (b *Broker) forwardFetchRecords(ctx context.Context, req *quirev1.FetchRecordsRequest, notHere error) (resp *quirev1.FetchRecordsResponse, forwarded bool, err error) {
-	_, addr, ok := b.routeTo(ctx, notHere)
+	addr, ok := b.routeTo(ctx, notHere)
 	if !ok {
 		return nil, false, nil
 	}
