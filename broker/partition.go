@@ -154,8 +154,8 @@ func (p *Partition) becomeLeader(a assignment, now time.Time) {
 		}
 	}
 	p.maybeAdvanceHWLocked()
+	p.leoWaiters.signal()
 	p.mu.Unlock()
-	p.notifyLEO()
 }
 
 // becomeFollower records the current leader (-1: none); the fetcher of
@@ -168,10 +168,10 @@ func (p *Partition) becomeFollower(a assignment) {
 	p.isr = append([]int32(nil), a.isr...)
 	p.followers = nil
 	p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
+	p.waiters.signal()
+	p.leoWaiters.signal()
 	p.mu.Unlock()
 	p.appendMu.Unlock()
-	p.notify()
-	p.notifyLEO()
 }
 
 // maybeAdvanceHWLocked sets the HW to the smallest LEO over the ISR (and
@@ -241,16 +241,12 @@ func (p *Partition) watch(ch chan struct{}) { p.withLock(func() { p.waiters.add(
 
 func (p *Partition) unwatch(ch chan struct{}) { p.withLock(func() { delete(p.waiters, ch) }) }
 
-func (p *Partition) notify() { p.withLock(p.waiters.signal) }
-
 // watchLEO registers ch to receive a (coalesced) signal whenever the log
 // end offset moves or leadership changes: follower fetches long-poll on
 // it. unwatchLEO removes it.
 func (p *Partition) watchLEO(ch chan struct{}) { p.withLock(func() { p.leoWaiters.add(ch) }) }
 
 func (p *Partition) unwatchLEO(ch chan struct{}) { p.withLock(func() { delete(p.leoWaiters, ch) }) }
-
-func (p *Partition) notifyLEO() { p.withLock(p.leoWaiters.signal) }
 
 func (p *Partition) withLock(fn func()) {
 	p.mu.Lock()
@@ -284,8 +280,8 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 	}
 	p.mu.Lock()
 	p.maybeAdvanceHWLocked()
+	p.leoWaiters.signal()
 	p.mu.Unlock()
-	p.notifyLEO()
 	return leaderAppend{AppendInfo: info, leaderEpoch: st.leaderEpoch}, nil
 }
 
