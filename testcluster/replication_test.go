@@ -96,10 +96,10 @@ func consumeAll(t *testing.T, c *testcluster.Cluster, topic string) []string {
 	return values
 }
 
-// describeLog asks node id for its replica of topic-0.
-func describeLog(ctx context.Context, c *testcluster.Cluster, id int32, topic string) (*internalv1.LogDescription, error) {
+// describeLog asks node id for its replica of topic-partition.
+func describeLog(ctx context.Context, c *testcluster.Cluster, id int32, topic string, partition int32) (*internalv1.LogDescription, error) {
 	resp, err := internalv1.NewReplicaServiceClient(c.Conn(id)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
-		Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: 0}},
+		Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: partition}},
 	})
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func waitInSync(t *testing.T, c *testcluster.Cluster, topic string) int64 {
 	var leo int64
 	c.Eventually(ctx, "replicas of "+topic+" in sync", func() error {
 		leader, _ := c.WaitLeader(ctx, topic, 0)
-		l, err := describeLog(ctx, c, leader, topic)
+		l, err := describeLog(ctx, c, leader, topic, 0)
 		if err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func waitInSync(t *testing.T, c *testcluster.Cluster, topic string) int64 {
 		}
 		leo = l.LogEndOffset
 		for _, id := range c.Running() {
-			d, err := describeLog(ctx, c, id, topic)
+			d, err := describeLog(ctx, c, id, topic, 0)
 			if err != nil {
 				return err
 			}
@@ -400,12 +400,11 @@ func waitRejoined(t *testing.T, c *testcluster.Cluster, topic string, partitions
 			}
 			return nil
 		})
-		resp, err := internalv1.NewReplicaServiceClient(c.Conn(w)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
-			Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: p}}})
+		l, err := describeLog(ctx, c, w, topic, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l := resp.Logs[0]; l.LogEndOffset < 1 {
+		if l.LogEndOffset < 1 {
 			t.Fatalf("node %d is in the ISR of %s-%d with log end offset %d; the partition has a record", w, topic, p, l.LogEndOffset)
 		}
 	}
@@ -555,12 +554,11 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 		c.Eventually(ctx, "replicas in sync", func() error {
 			var leo []int64
 			for _, id := range c.Running() {
-				resp, err := internalv1.NewReplicaServiceClient(c.Conn(id)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
-					Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: p}}})
+				l, err := describeLog(ctx, c, id, topic, p)
 				if err != nil {
 					return err
 				}
-				leo = append(leo, resp.Logs[0].LogEndOffset)
+				leo = append(leo, l.LogEndOffset)
 			}
 			if slices.Min(leo) != slices.Max(leo) {
 				return fmt.Errorf("log end offsets %v", leo)
@@ -644,12 +642,11 @@ func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
 	c.Restart(lagger)
 	c.Eventually(ctx, "the restarted follower has every partition", func() error {
 		for p := range int32(parts) {
-			resp, err := internalv1.NewReplicaServiceClient(c.Conn(lagger)).DescribeLogs(ctx, &internalv1.DescribeLogsRequest{
-				Partitions: []*internalv1.LogPartitionRef{{Topic: topic, Partition: p}}})
+			l, err := describeLog(ctx, c, lagger, topic, p)
 			if err != nil {
 				return err
 			}
-			if l := resp.Logs[0]; l.LogEndOffset < 24 {
+			if l.LogEndOffset < 24 {
 				return fmt.Errorf("node %d has %s-%d up to %d", lagger, topic, p, l.LogEndOffset)
 			}
 		}
