@@ -150,13 +150,9 @@ func (c *cluster) startReplication() {
 		callTimeoutSlop: ms(cfg.BrokerSessionTimeoutMs),
 	}, c, c.logger.Named("fetcher"))
 	c.rm.alterISR = c.alterISR
-	c.rm.brokerLive = func(id int32) bool {
+	c.rm.registered = func(id int32) (registration, bool) {
 		b, ok := c.node.Image().Broker(id)
-		return ok && !b.Fenced
-	}
-	c.rm.brokerIncarnation = func(id int32) (string, bool) {
-		b, ok := c.node.Image().Broker(id)
-		return b.Incarnation, ok
+		return registration{incarnation: b.Incarnation, fenced: b.Fenced}, ok
 	}
 }
 

@@ -29,12 +29,10 @@ type ReplicaManager struct {
 	// alterISR asks the controller for a partition's new ISR (set by the
 	// cluster; nil in tests without one) and returns what was committed.
 	alterISR func(topic string, p int32, a assignment) (assignment, error)
-	// brokerLive tells whether the controller has a broker registered and
-	// unfenced: only those may join an ISR (nil: all may).
-	brokerLive func(id int32) bool
-	// brokerIncarnation is a broker's registered incarnation, which its
-	// replica fetches must carry (nil: not checked).
-	brokerIncarnation func(id int32) (string, bool)
+	// registered is a broker's registration as the metadata has it (set
+	// by the cluster; nil in tests without one: every broker counts as
+	// registered and live, and incarnations are not checked).
+	registered func(id int32) (registration, bool)
 	// fetchers pull the partitions this broker follows (nil until the
 	// cluster starts them).
 	fetchers *fetcherManager
@@ -46,6 +44,14 @@ type ReplicaManager struct {
 	bgMu      sync.Mutex
 	bgStopped bool
 	bg        sync.WaitGroup
+}
+
+// registration is what a leader needs to know of a follower's broker:
+// only its registered process (incarnation) may fetch, and only an
+// unfenced broker may join an ISR.
+type registration struct {
+	incarnation string
+	fenced      bool
 }
 
 // goBackground runs fn on its own goroutine unless the manager is

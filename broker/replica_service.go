@@ -192,8 +192,8 @@ func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchR
 	if id := req.GetReplicaId(); id < 0 || id == s.b.cfg.NodeID {
 		return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d", ErrInvalidRequest, id))
 	}
-	if inc := s.b.rm.brokerIncarnation; inc != nil {
-		if want, ok := inc(req.GetReplicaId()); !ok || want != req.GetIncarnation() {
+	if reg := s.b.rm.registered; reg != nil {
+		if r, ok := reg(req.GetReplicaId()); !ok || r.incarnation != req.GetIncarnation() {
 			return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d is not from its registered incarnation",
 				ErrStaleBrokerEpoch, req.GetReplicaId()))
 		}

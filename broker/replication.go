@@ -74,9 +74,18 @@ func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Ti
 	f.leo, f.lastFetch, f.lastFetchLeaderLEO = offset, now, leo
 	p.maybeAdvanceHWLocked()
 	if !contains(p.isr, replica) && offset >= p.hw && offset >= p.epochStart &&
-		!now.Before(p.isrRetryAt) && (p.rm.brokerLive == nil || p.rm.brokerLive(replica)) {
+		!now.Before(p.isrRetryAt) && p.rm.mayJoinISR(replica) {
 		p.requestISRLocked(append(append([]int32(nil), p.isr...), replica), "caught up", replica)
 	}
+}
+
+// mayJoinISR reports whether broker id is registered and not fenced.
+func (rm *ReplicaManager) mayJoinISR(id int32) bool {
+	if rm.registered == nil {
+		return true
+	}
+	r, ok := rm.registered(id)
+	return ok && !r.fenced
 }
 
 // maybeShrinkISR drops from the ISR every follower that has not been

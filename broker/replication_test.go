@@ -407,7 +407,7 @@ func TestBrokerFencedFollowerNotAddedToISR(t *testing.T) {
 	rm := replicaOn(t, 1)
 	rec := &isrRecorder{done: make(chan struct{}, 4)}
 	rm.alterISR = rec.alter
-	rm.brokerLive = func(id int32) bool { return id != 3 }
+	rm.registered = func(id int32) (registration, bool) { return registration{fenced: id == 3}, true }
 	t0 := time.Now()
 	l := lead(t, rm, 0, []int32{1, 2}, 5)
 	for i := range 5 {
