@@ -92,6 +92,24 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 	}
 }
 
+// readLimit is how many bytes one partition of a fetch may read: its own
+// cap (partitionMax, default max.partition.fetch.bytes), within what the
+// response (responseMax) has left after total, and at least one batch as
+// long as nothing has been returned yet, as Kafka does. 0 or less: none.
+func readLimit(partitionMax, responseMax, total int) int {
+	limit := partitionMax
+	if limit <= 0 {
+		limit = defaultPartitionMaxBytes
+	}
+	if left := responseMax - total; left < limit {
+		limit = left
+		if total == 0 {
+			limit = max(limit, 1)
+		}
+	}
+	return limit
+}
+
 func (b *Broker) readAllNoWatch(specs []fetchSpec, maxBytes int) []fetchResult {
 	results, _, _ := b.readAll(specs, maxBytes, false, nil, nil)
 	return results
@@ -119,18 +137,7 @@ func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched
 			r.err, anyErr = err, true
 			continue
 		}
-		limit := s.maxBytes
-		if limit <= 0 {
-			limit = defaultPartitionMaxBytes
-		}
-		// The response cap: at least one batch as long as nothing has
-		// been returned yet, as Kafka does.
-		if left := maxBytes - total; left < limit {
-			limit = left
-			if total == 0 {
-				limit = max(limit, 1)
-			}
-		}
+		limit := readLimit(s.maxBytes, maxBytes, total)
 		if limit <= 0 {
 			r.hw, r.leo, r.start = part.HighWatermark(), part.log.LogEndOffset(), part.log.LogStartOffset()
 			continue

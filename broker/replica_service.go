@@ -268,16 +268,7 @@ func (s *replicaService) readForFollower(req *pb.ReplicaFetchRequest, parts []*P
 		}
 		f, r := req.Partitions[i], resp.Partitions[i]
 		r.Records = nil
-		limit := int(f.GetPartitionMaxBytes())
-		if limit <= 0 {
-			limit = defaultPartitionMaxBytes
-		}
-		if left := maxBytes - total; left < limit {
-			limit = left
-			if total == 0 {
-				limit = max(limit, 1) // at least one batch, as Kafka does
-			}
-		}
+		limit := readLimit(int(f.GetPartitionMaxBytes()), maxBytes, total)
 		if st := part.state(); !st.leader || st.leaderEpoch != f.GetCurrentLeaderEpoch() {
 			setFetchError(r, &notLeaderError{topic: part.topic, partition: part.id, leader: st.leaderID, epoch: st.leaderEpoch})
 			parts[i] = nil
