@@ -42,15 +42,9 @@ fi
 grpcurl="${GRPCURL:-$root/bin/grpcurl}"
 [ -x "$grpcurl" ] || fail "grpcurl not found at $grpcurl (make tools installs it)"
 
-# A free loopback port: one nothing answers on.
-port=""
-for _ in $(seq 1 50); do
-	candidate=$((20000 + RANDOM % 40000))
-	if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
-		port=$candidate
-		break
-	fi
-done
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+port=$(free_ports 1)
 [ -n "$port" ] || fail "no free port found"
 addr="127.0.0.1:$port"
 

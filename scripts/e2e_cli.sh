@@ -37,14 +37,9 @@ if [ -z "$quire" ]; then
 	quire="$tmp/quire"
 fi
 if [ -z "$brokers" ]; then
-	port=""
-	for _ in $(seq 1 50); do
-		candidate=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
-			port=$candidate
-			break
-		fi
-	done
+	# shellcheck source=scripts/lib.sh
+	. scripts/lib.sh
+	port=$(free_ports 1)
 	[ -n "$port" ] || fail "no free port"
 	brokers="127.0.0.1:$port"
 	step "starting quire server --dev on $brokers"

@@ -35,19 +35,9 @@ if [ -z "$quire" ]; then
 fi
 export QUIRE_BIN=$quire
 
-# Three consecutive free ports.
-base=""
-for _ in $(seq 1 50); do
-	candidate=$((20000 + RANDOM % 40000))
-	free=1
-	for i in 0 1 2; do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$((candidate + i))") 2>/dev/null; then free=0; fi
-	done
-	if [ $free = 1 ]; then
-		base=$candidate
-		break
-	fi
-done
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+base=$(free_ports 3)
 [ -n "$base" ] || fail "no three free ports"
 export QUIRE_CLUSTER_BASE_PORT=$base
 export QUIRE_BROKERS="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
