@@ -263,8 +263,14 @@ func (c *Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
 	}
-	if c.NodeID < 0 {
-		bad("node.id", "must be >= 0")
+	// Every key's value must be one its own parser accepts (ranges,
+	// enumerations): a Config built in Go, not parsed, is checked the
+	// same way.
+	probe := *c
+	for _, k := range configKeys {
+		if err := k.set(&probe, k.get(c)); err != nil {
+			bad(k.name, "%v", err)
+		}
 	}
 	if c.DataDir == "" {
 		bad("log.dirs", "must be set")
@@ -304,36 +310,12 @@ func (c *Config) Validate() error {
 			bad("controller.quorum.voters", "node.id %d has the controller role but is not a voter", c.NodeID)
 		}
 	}
-	if c.NumPartitions <= 0 {
-		bad("num.partitions", "must be positive")
-	}
-	if c.DefaultReplicationFactor <= 0 {
-		bad("default.replication.factor", "must be positive")
-	}
-	if c.MessageMaxBytes <= 0 {
-		bad("message.max.bytes", "must be positive")
-	}
-	if c.MinInsyncReplicas <= 0 {
-		bad("min.insync.replicas", "must be positive")
-	}
-	if c.LogRetentionCheckIntervalMs <= 0 {
-		bad("log.retention.check.interval.ms", "must be positive")
-	}
-	if c.LogFlushSchedulerIntervalMs <= 0 {
-		bad("log.flush.scheduler.interval.ms", "must be positive")
-	}
-	if c.LogFlushOffsetCheckpointIntervalMs <= 0 {
-		bad("log.flush.offset.checkpoint.interval.ms", "must be positive")
-	}
 	if int64(c.ReplicaFetchWaitMaxMs) >= c.ReplicaLagTimeMaxMs {
 		bad("replica.fetch.wait.max.ms", "%d must be below replica.lag.time.max.ms (%d): a follower waiting at the leader would count as lagging",
 			c.ReplicaFetchWaitMaxMs, c.ReplicaLagTimeMaxMs)
 	}
-	if c.BrokerHeartbeatIntervalMs <= 0 || c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
-		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms, which must be positive")
-	}
-	if c.MetadataWriteTimeoutMs <= 0 {
-		bad("metadata.write.timeout.ms", "must be positive")
+	if c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
+		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms")
 	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		bad("log.level", "unknown level %q", c.LogLevel)
