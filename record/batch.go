@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 )
 
 // HeaderSize is the size of a RecordBatch v2 header, up to the first record.
@@ -89,8 +88,6 @@ var (
 	ErrBadCodec    = fmt.Errorf("%w: unknown compression codec", ErrCorrupt)
 	ErrDecompress  = fmt.Errorf("%w: cannot decompress records", ErrCorrupt)
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Header is the decoded fixed part of a batch.
 type Header struct {
@@ -177,7 +174,7 @@ func PeekSize(b []byte) int {
 
 // CRC computes the CRC-32C of a batch as stored in its crc field.
 func CRC(batch []byte) uint32 {
-	return crc32.Checksum(batch[offAttributes:], castagnoli)
+	return crc32c(0, batch[offAttributes:])
 }
 
 // Validate checks that batch is exactly one whole, well formed batch: its

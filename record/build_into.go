@@ -2,7 +2,6 @@ package record
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"slices"
 )
 
@@ -33,7 +32,7 @@ func (b *Builder) BuildParts(hdr []byte) (header, body []byte) {
 	// fillHeader sized and checksummed the header alone: redo both for
 	// header+body (the length field lies outside the CRC).
 	binary.BigEndian.PutUint32(h[offBatchLength:], uint32(HeaderSize+len(body)-LengthPrefix))
-	crc := crc32.Update(crc32.Checksum(h[offAttributes:], castagnoli), castagnoli, body)
+	crc := crc32c(crc32c(0, h[offAttributes:]), body)
 	binary.BigEndian.PutUint32(h[offCRC:], crc)
 	return hdr, body
 }
