@@ -211,6 +211,8 @@ var configKeys = []configKey{
 		func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1),
 	int64Key("topics", "log.flush.interval.ms", maxLong, "Milliseconds a write may stay unsynced; default of flush.ms.",
 		func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0),
+	boolKey("topics", "log.preallocate", "true", "Reserve disk space for the active segment 4 MiB ahead of its appends, keeping the file size; default of preallocate.",
+		func(c *Config) *bool { return &c.LogPreallocate }),
 	stringKey("topics", "log.cleanup.policy", "delete", "Default of cleanup.policy (only delete is supported).",
 		func(c *Config) *string { return &c.LogCleanupPolicy }, checkCleanupPolicy),
 	int64Key("background", "log.retention.check.interval.ms", "300000", "How often retention deletes old segments.",
@@ -271,7 +273,7 @@ func ConfigHelp() string {
 	}
 	b.WriteString("\nTopic keys (CreateTopic configs, AlterConfigs):\n")
 	for _, k := range topicKeys {
-		fmt.Fprintf(&b, "  %-40s %s (default %s, from %s)\n", k.name, k.doc, k.kafkaDefault, k.brokerKey)
+		fmt.Fprintf(&b, "  %-40s %s (default %s, from %s)\n", k.name, k.doc, k.def, k.brokerKey)
 	}
 	return b.String()
 }
@@ -325,7 +327,7 @@ default). An unknown key or a bad value is rejected with INVALID_ARGUMENT.
 |---|---|---|---|
 `)
 	for _, k := range topicKeys {
-		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", k.name, k.kafkaDefault, k.brokerKey, k.doc)
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", k.name, k.def, k.brokerKey, k.doc)
 	}
 	return b.String()
 }

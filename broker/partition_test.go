@@ -173,6 +173,21 @@ func TestBrokerConfigRetentionPrecedence(t *testing.T) {
 	if err != nil || tc.RetentionMs != -1 || tc.RetentionBytes != 100 || tc.MaxMessageBytes != 1048588 {
 		t.Fatalf("resolved %+v %v", tc, err)
 	}
+	if lc := tc.logConfig(storage.DefaultLogConfig()); !lc.Preallocate {
+		t.Fatal("preallocate is on by default")
+	}
+	_ = c.Set("log.preallocate", "false")
+	tc, _ = c.topicDefaults().resolve(nil)
+	if tc.logConfig(storage.DefaultLogConfig()).Preallocate {
+		t.Fatal("log.preallocate=false is not the topics' default")
+	}
+	tc, _ = c.topicDefaults().resolve(map[string]string{"preallocate": "true"})
+	if !tc.logConfig(storage.DefaultLogConfig()).Preallocate {
+		t.Fatal("preallocate=true on the topic does not win over the broker's default")
+	}
+	if _, err := c.topicDefaults().resolve(map[string]string{"preallocate": "yes"}); err == nil {
+		t.Fatal("preallocate=yes accepted")
+	}
 }
 
 // FuzzBrokerAppend feeds outside bytes to the leader's append path: it

@@ -9,13 +9,14 @@ import (
 	"github.com/quirelog/quire/storage"
 )
 
-// topicKey is one per-topic config key, with Kafka's default and the broker
-// key whose value is the topic's default.
+// topicKey is one per-topic config key, with its default (Kafka's, except
+// where its doc says) and the broker key whose value is the topic's
+// default.
 type topicKey struct {
-	name         string
-	kafkaDefault string
-	brokerKey    string
-	doc          string
+	name      string
+	def       string
+	brokerKey string
+	doc       string
 	// fromBroker gives the default from the node's Config.
 	fromBroker func(c *Config) string
 	// apply parses v into tc.
@@ -33,10 +34,11 @@ type topicConfig struct {
 	MinInsyncReplicas int32
 	FlushMessages     int64
 	FlushMs           int64
+	Preallocate       bool
 }
 
 func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int64, field func(*topicConfig) *int64) topicKey {
-	return topicKey{name: name, kafkaDefault: def, brokerKey: brokerKey, doc: doc,
+	return topicKey{name: name, def: def, brokerKey: brokerKey, doc: doc,
 		fromBroker: func(c *Config) string { return strconv.FormatInt(from(c), 10) },
 		apply: func(tc *topicConfig, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -52,7 +54,7 @@ func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Conf
 }
 
 func intTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int32, field func(*topicConfig) *int32) topicKey {
-	return topicKey{name: name, kafkaDefault: def, brokerKey: brokerKey, doc: doc,
+	return topicKey{name: name, def: def, brokerKey: brokerKey, doc: doc,
 		fromBroker: func(c *Config) string { return strconv.FormatInt(int64(from(c)), 10) },
 		apply: func(tc *topicConfig, v string) error {
 			n, err := strconv.ParseInt(v, 10, 32)
@@ -84,7 +86,7 @@ var topicKeys = []topicKey{
 		func(c *Config) int64 { return c.LogSegmentBytes }, func(tc *topicConfig) *int64 { return &tc.SegmentBytes }),
 	longTopicKey("segment.ms", "604800000", "log.roll.ms", "Segment age at which a new segment is rolled.", 1,
 		func(c *Config) int64 { return c.rollMs() }, func(tc *topicConfig) *int64 { return &tc.SegmentMs }),
-	{name: "cleanup.policy", kafkaDefault: "delete", brokerKey: "log.cleanup.policy",
+	{name: "cleanup.policy", def: "delete", brokerKey: "log.cleanup.policy",
 		doc:        "What happens to old segments: delete (compact is not supported).",
 		fromBroker: func(c *Config) string { return c.LogCleanupPolicy },
 		apply: func(tc *topicConfig, v string) error {
@@ -102,6 +104,17 @@ var topicKeys = []topicKey{
 		func(c *Config) int64 { return c.LogFlushIntervalMessages }, func(tc *topicConfig) *int64 { return &tc.FlushMessages }),
 	longTopicKey("flush.ms", maxLong, "log.flush.interval.ms", "Milliseconds after which unsynced writes are fsynced.", 0,
 		func(c *Config) int64 { return c.LogFlushIntervalMs }, func(tc *topicConfig) *int64 { return &tc.FlushMs }),
+	{name: "preallocate", def: "true", brokerKey: "log.preallocate",
+		doc:        "Reserve disk space for the active segment ahead of its appends (4 MiB at a time, the file size unchanged, given back when the segment rolls); Kafka's preallocate sizes the whole segment and defaults to false.",
+		fromBroker: func(c *Config) string { return strconv.FormatBool(c.LogPreallocate) },
+		apply: func(tc *topicConfig, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			tc.Preallocate = b
+			return nil
+		}},
 }
 
 var topicKeyIndex = func() map[string]topicKey {
@@ -166,10 +179,10 @@ func (d topicDefaults) describe(overrides map[string]string) []*quirev1.ConfigEn
 		switch v, ok := overrides[k.name]; {
 		case ok:
 			e.Value, e.Source = v, quirev1.ConfigSource_CONFIG_SOURCE_TOPIC
-		case d[k.name] != k.kafkaDefault:
+		case d[k.name] != k.def:
 			e.Value, e.Source = d[k.name], quirev1.ConfigSource_CONFIG_SOURCE_BROKER
 		default:
-			e.Value, e.Source = k.kafkaDefault, quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT
+			e.Value, e.Source = k.def, quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT
 		}
 		out = append(out, e)
 	}
@@ -185,5 +198,6 @@ func (tc topicConfig) logConfig(base storage.LogConfig) storage.LogConfig {
 	base.MaxMessageBytes = tc.MaxMessageBytes
 	base.FlushMessages = tc.FlushMessages
 	base.FlushMs = tc.FlushMs
+	base.Preallocate = tc.Preallocate
 	return base
 }

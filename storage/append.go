@@ -203,6 +203,9 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 		}
 		at += int64(len(b))
 	})
+	if cfg.Preallocate {
+		seg.reserve(pos+int64(len(batches)), cfg)
+	}
 	if _, err := seg.log.WriteAt(batches, pos); err != nil {
 		// The file may now hold part of the batches past size; readers
 		// never look there, and reopening cuts it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,6 +95,12 @@ type noSyncFS struct{ OSFS }
 type noSyncFile struct{ File }
 
 func (noSyncFile) Sync() error { return nil }
+
+// SyscallConn lets the log reserve space in the file (LogConfig.Preallocate)
+// as it would in an *os.File.
+func (f noSyncFile) SyscallConn() (syscall.RawConn, error) {
+	return f.File.(syscall.Conn).SyscallConn()
+}
 
 func (f noSyncFS) Create(name string) (File, error) {
 	file, err := f.OSFS.Create(name)

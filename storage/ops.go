@@ -112,6 +112,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := seg.log.Truncate(pos); err != nil {
 		return err
 	}
+	seg.reserved = pos // the cut gave back any reserved space
 	// Recompute the appender state of the segment, now active again.
 	maxTs, offMaxTs := int64(-1), int64(-1)
 	seg.rollBaseTs = -1

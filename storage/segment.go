@@ -41,6 +41,10 @@ type segment struct {
 	created         time.Time
 	dirty           bool // written since the last fsync
 	active          bool // index files preallocated
+	// reserved is the end of the disk space reserved for appends
+	// (LogConfig.Preallocate), past size; math.MaxInt64 once reserving
+	// failed, so that it is not tried again for this segment.
+	reserved int64
 
 	// maxTs is the largest timestamp in the segment and offMaxTs the base
 	// offset of the first batch holding it; readers use them.
@@ -349,11 +353,40 @@ func (s *segment) deactivate() error {
 	return s.sync()
 }
 
+// reserveAhead is how much disk space an active segment reserves at a
+// time: enough for dozens of well-batched appends per fallocate call, and
+// little held per partition.
+const reserveAhead = 4 << 20
+
+// reserve makes sure the disk blocks for the log file up to end are
+// allocated, reserving up to reserveAhead (within segment.bytes) past it.
+// It is an optimisation only: if the filesystem cannot, the write goes
+// ahead and allocates as it goes (and says so if the disk is full).
+func (s *segment) reserve(end int64, cfg LogConfig) {
+	if end <= s.reserved {
+		return
+	}
+	from := s.size.Load()
+	to := max(end, min(end+reserveAhead, cfg.SegmentBytes))
+	if err := reserveSpace(s.log, from, to-from); err != nil {
+		s.reserved = math.MaxInt64
+		return
+	}
+	s.reserved = to
+}
+
 // finish writes the pending index entries and trims the preallocated
-// index files to them, without fsyncing anything.
+// index files to them, and the log file to its data (giving back the
+// space reserved past it), without fsyncing anything.
 func (s *segment) finish() error {
 	if err := s.persistIndexes(); err != nil {
 		return err
+	}
+	if size := s.size.Load(); s.reserved > size && s.reserved != math.MaxInt64 {
+		if err := s.log.Truncate(size); err != nil {
+			return err
+		}
+		s.reserved = size
 	}
 	if s.active {
 		if err := s.idx.file.Truncate(int64(len(s.idx.buf))); err != nil {
