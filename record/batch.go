@@ -296,109 +296,128 @@ func varint2(b []byte, q int) (u uint, size int) {
 // record), headers (non-null keys) and no bytes left over.
 //
 // It runs on every produce request, so the common record takes a fast
-// path: varints of one or two bytes (lengths and deltas below 8192; a null
-// key is the single byte 0x01) and no headers (a last byte 0). Its length,
-// attributes, timestamp delta and offset delta lie in its first 8 bytes,
-// decoded from one 64-bit load. The varint sizes are branches rather than
-// arithmetic: they are predictable, and a predicted branch lets the CPU
-// start on the next field (and record) before the bytes that say where it
-// starts have arrived. Any record not of that shape, or malformed, goes to
-// checkRecord, which parses it in general and says what is wrong.
+// path: length, timestamp delta, key length and value length varints of
+// one or two bytes (-8192 to 8191; a null key or value is the single byte
+// 0x01), an offset delta of up to three bytes, no headers (a last byte 0),
+// and 16 bytes of body from its start. Everything up to the key length
+// lies in those 16 bytes, read through one window that the compiler knows
+// to be 16 bytes long, so no load has a bounds check of its own.
+//
+// The loop is a chain of dependent loads (each record's length says where
+// the next starts), so only the length is decoded on it; every other
+// field is checked by a compare that can run alongside the next record:
+// the offset delta against the encoding of i, the value length against
+// the bytes its record length leaves for it. The varint sizes are
+// branches rather than arithmetic: they are predictable in a batch of
+// like records, and a predicted branch lets the CPU go on to the next
+// field before the bytes that say where it starts have arrived. Any
+// record not of that shape, or malformed, goes to checkRecord, which
+// parses it in general and says what is wrong; the fast path accepts only
+// records that checkRecord accepts (TestCheckRecordsFastPath).
 func checkRecords(body []byte, n int32) error {
 	var (
 		p, q, end int
-		x, w, u   uint64
+		k         uint // offset in the window w
+		x, y, zi  uint64
+		w         []byte
 		err       error
 	)
-	for i := int32(0); i < n; i++ {
-		if p+8 > len(body) {
+	for i := int32(0); i < n; i, zi = i+1, zi+2 {
+		// zi is 2i, offset delta i zigzag-encoded. p is never negative;
+		// the test tells the compiler so, and w needs no bounds checks.
+		if p < 0 || p > len(body)-16 {
 			goto slow
 		}
-		x = binary.LittleEndian.Uint64(body[p:])
-		// Length: non-negative, the record is body[q:end].
-		if x&0x80 == 0 {
-			u, q = x&0x7f, p+1
-		} else if x&0x8000 == 0 {
-			u, q = x&0x7f|x>>1&0x3f80, p+2
-			x >>= 8
+		w = body[p : p+16 : p+16]
+		x = binary.LittleEndian.Uint64(w)
+		// Length: non-negative, the record is body[p+size:end]. It need
+		// not be checked against len(body) or minRecordLength: the
+		// fields below and the header count at end-1 bound it.
+		if x&0x8081 == 0x80 {
+			end = p + 2 + int(x>>1&0x3f|x>>2&0x1fc0)
+			k, x = 3, x>>24 // past the length and the attributes
+		} else if x&0x81 == 0 {
+			end = p + 1 + int(x>>1&0x3f)
+			k, x = 2, x>>16
 		} else {
 			goto slow
 		}
-		if u&1 != 0 || u>>1 < minRecordLength || u>>1 > uint64(len(body)-q) {
-			goto slow
-		}
-		end = q + int(u>>1)
-		x >>= 16 // past the length and the attributes
-		q++
 		// Timestamp delta: any value.
 		if x&0x80 == 0 {
-			q++
-			x >>= 8
+			k, x = k+1, x>>8
 		} else if x&0x8000 == 0 {
-			q += 2
-			x >>= 16
+			k, x = k+2, x>>16
 		} else {
 			goto slow
 		}
-		// Offset delta: i, zigzag-encoded 2i.
+		// Offset delta: i. Rather than decode it, compare its bytes with
+		// those of zi: zi itself in one byte; in two, 0x80|zi&0x7f then
+		// zi>>7, which as a little-endian word is zi + zi&^0x7f + 0x80
+		// (for a zi that needs three bytes, a word with bit 15 set or
+		// wider, so no match); in three, the same with another 7-bit
+		// group. Each arm's own bit 7 tests make a shorter zi fail too,
+		// except an overlong encoding of it, which checkRecord accepts as
+		// well. A wider zi (i >= 1<<20) takes the slow path.
 		if x&0x80 == 0 {
-			if x&0x7f != uint64(2*i) {
+			if x&0xff != zi {
 				goto slow
 			}
-			q++
-		} else if x&0x8000 == 0 && x&0x7f|x>>1&0x3f80 == uint64(2*i) {
-			q += 2
+			k++
+		} else if x&0x8000 == 0 {
+			if x&0xffff != zi+zi&^0x7f+0x80 {
+				goto slow
+			}
+			k += 2
 		} else {
+			if zi >= 1<<21 || x&0xffffff != zi+zi&^0x7f+zi&^0x3fff<<1+0x8080 {
+				goto slow
+			}
+			k += 3
+		}
+		// k is at most 8 (2+1+2+3 bytes); the test spares the load its
+		// bounds check.
+		if k > 8 {
 			goto slow
 		}
-		// Key: null (zigzag 1, the usual case) or a length. The check
-		// below that the record ends with header count 0 right after
-		// the value bounds both key and value.
-		if q+2 > len(body) {
-			goto slow
-		}
-		if w = uint64(binary.LittleEndian.Uint16(body[q:])); w&0xff == 1 {
-			q++
+		// Key: null (and then the value length is in y too) or a length;
+		// q is where the value length starts.
+		y = binary.LittleEndian.Uint64(w[k:])
+		if y&0xff == 1 {
+			q, y = p+int(k)+1, y>>8
 		} else {
-			if w&0x80 == 0 {
-				u = w & 0x7f
-				q++
-			} else if w&0x8000 == 0 {
-				u = w&0x7f | w>>1&0x3f80
-				q += 2
+			if y&0x81 == 0 {
+				q = p + int(k) + 1 + int(y>>1&0x3f)
+			} else if y&0x8081 == 0x80 {
+				q = p + int(k) + 2 + int(y>>1&0x3f|y>>2&0x1fc0)
 			} else {
 				goto slow
 			}
-			if u&1 != 0 {
+			if q < 0 || q > len(body)-2 { // q < 0: as for p
 				goto slow
 			}
-			q += int(u >> 1)
+			y = uint64(binary.LittleEndian.Uint16(body[q:]))
 		}
-		// Value: a length or null.
-		if q+2 > len(body) {
+		// Value: null with the header count right after it, or a length
+		// of exactly the bytes up to the header count at end-1, compared
+		// zigzag-encoded so that a negative length (odd) fails too. That
+		// bounds the key and every field before it within the record.
+		if y&0x80 == 0 {
+			if int(y&0xff) != 2*(end-q-2) && (y&0xff != 1 || end != q+2) {
+				goto slow
+			}
+		} else if y&0x8000 != 0 || int(y&0x7f|y>>1&0x3f80) != 2*(end-q-3) {
 			goto slow
 		}
-		w = uint64(binary.LittleEndian.Uint16(body[q:]))
-		if w&0x80 == 0 {
-			u = w & 0x7f
-			q++
-		} else if w&0x8000 == 0 {
-			u = w&0x7f | w>>1&0x3f80
-			q += 2
-		} else {
-			goto slow
-		}
-		if u&1 != 0 && u != 1 {
-			goto slow
-		}
-		q += int(u >> 1)
-		// Header count 0, the last byte.
-		if q != end-1 || body[q] != 0 {
+		// Header count 0, the last byte, within body.
+		if uint(end-1) >= uint(len(body)) || body[end-1] != 0 {
 			goto slow
 		}
 		p = end
 		continue
 	slow:
+		if slowRecordHook != nil {
+			slowRecordHook(p)
+		}
 		if p, err = checkRecord(body, p, i, n); err != nil {
 			return err
 		}
@@ -408,6 +427,10 @@ func checkRecords(body []byte, n int32) error {
 	}
 	return nil
 }
+
+// slowRecordHook, if set (tests), runs when checkRecords leaves the record
+// at body[p:] to checkRecord.
+var slowRecordHook func(p int)
 
 // checkRecord checks record i of n, at body[p:], field by field in
 // general (checkRecords' slow path), and returns where the next record

@@ -479,3 +479,244 @@ func TestForEachRecordNestedDecompression(t *testing.T) {
 		t.Fatalf("%d slots still held", len(decompressSlots))
 	}
 }
+
+// checkRecordsSlow is checkRecords without its fast path: checkRecord for
+// every record. checkRecords must give the same answer, error text and
+// all, for any body.
+func checkRecordsSlow(body []byte, n int32) error {
+	p := 0
+	for i := int32(0); i < n; i++ {
+		var err error
+		if p, err = checkRecord(body, p, i, n); err != nil {
+			return err
+		}
+	}
+	if p != len(body) {
+		return fmt.Errorf("%w: %d bytes after %d records", ErrRecordCount, len(body)-p, n)
+	}
+	return nil
+}
+
+// appendVarintSize appends v zigzag-encoded in at least size bytes: an
+// overlong varint if v needs fewer, which readVarint accepts.
+func appendVarintSize(b []byte, v int64, size int) []byte {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	for n := 1; u >= 0x80 || n < size; n++ {
+		b = append(b, byte(u)|0x80)
+		u >>= 7
+	}
+	return append(b, byte(u))
+}
+
+// randomRecords appends n records of random shape to body, each field
+// well formed except with probability bad: varints of one to three bytes
+// and sometimes overlong, null and non-null keys and values of lengths
+// around the varint size steps (up to maxLen), headers, wrong offset
+// deltas, negative or wrong lengths.
+func randomRecords(rng *rand.Rand, body []byte, n, maxLen int, bad float64) []byte {
+	varint := func(b []byte, v int64) []byte {
+		size := 1
+		if rng.IntN(10) == 0 {
+			size = 1 + rng.IntN(3)
+		}
+		return appendVarintSize(b, v, size)
+	}
+	length := func() int64 {
+		switch r := rng.IntN(50); {
+		case r < 8:
+			return -1
+		case r < 16:
+			return int64(rng.IntN(4))
+		case r < 24:
+			return int64(min(60+rng.IntN(10), maxLen))
+		case r < 25:
+			return int64(min(8185+rng.IntN(10), maxLen))
+		}
+		return int64(rng.IntN(min(300, maxLen)))
+	}
+	field := func(b []byte, l int64) []byte {
+		data := bytes.Repeat([]byte{'x'}, int(max(l, 0)))
+		if rng.Float64() < bad {
+			// -l-1 is l with the zigzag sign bit set: the same size
+			// and, but for that bit, the same bytes.
+			l = []int64{-2, -3, 1 << 20, l + 1, -l - 1}[rng.IntN(5)]
+		}
+		return append(varint(b, l), data...)
+	}
+	var rec []byte
+	for i := 0; i < n; i++ {
+		rec = append(rec[:0], byte(rng.IntN(256)))
+		ts := []int64{0, int64(rng.IntN(64)), int64(rng.IntN(8192)), rng.Int64N(1 << 40), -int64(rng.IntN(100))}[rng.IntN(5)]
+		rec = varint(rec, ts)
+		od := int64(i)
+		if rng.Float64() < bad {
+			od += int64(rng.IntN(3)) - 1
+		}
+		rec = varint(rec, od)
+		rec = field(rec, length())
+		rec = field(rec, length())
+		hc := 0
+		if rng.IntN(8) == 0 {
+			hc = 1 + rng.IntN(2)
+		}
+		rec = varint(rec, int64(hc))
+		for range hc {
+			l := length()
+			if l < 0 && rng.Float64() >= bad {
+				l = 0 // a null header key is malformed
+			}
+			rec = field(rec, l)
+			rec = field(rec, length())
+		}
+		l := int64(len(rec))
+		if rng.Float64() < bad {
+			l += int64(rng.IntN(5)) - 2
+		}
+		body = varint(body, l)
+		body = append(body, rec...)
+	}
+	return body
+}
+
+// TestCheckRecordsFastPath: checkRecords, fast path and all, answers as
+// checkRecord does record by record, on random records (every fast-path
+// arm, well formed or not, and shapes it leaves to checkRecord), on
+// changed bytes of built batches, and on wrong record counts.
+func TestCheckRecordsFastPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	same := func(what string, body []byte, n int32) bool {
+		t.Helper()
+		got, want := checkRecords(body, n), checkRecordsSlow(body, n)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %d records, %d bytes: got %v, want %v", what, n, len(body), got, want)
+			return false
+		}
+		return true
+	}
+	accepted := 0
+	for r := 0; r < 3000; r++ {
+		n, maxLen := 1+rng.IntN(200), 9000
+		if r%100 == 0 {
+			n, maxLen = 8192+rng.IntN(200), 10 // three-byte offset deltas
+		}
+		bad := []float64{0, 0.001, 0.01, 0.1}[r%4]
+		body := randomRecords(rng, nil, n, maxLen, bad)
+		if checkRecordsSlow(body, int32(n)) == nil {
+			accepted++
+		}
+		if !same("random", body, int32(n)) {
+			return
+		}
+		for _, dn := range []int32{-1, 1} {
+			same("count", body, int32(n)+dn)
+		}
+		if len(body) > 0 {
+			same("truncated", body[:rng.IntN(len(body))], int32(n))
+		}
+	}
+	if accepted < 500 {
+		t.Fatalf("only %d of 3000 random bodies well formed", accepted)
+	}
+
+	for _, batch := range [][]byte{benchValidateBatch(), buildTest(t, None, 300)} {
+		good := batch[HeaderSize:]
+		n := int32(binary.BigEndian.Uint32(batch[offRecordCount:]))
+		for r := 0; r < 3000; r++ {
+			b := bytes.Clone(good)
+			for k := 0; k <= rng.IntN(3); k++ {
+				pos := rng.IntN(len(b))
+				switch rng.IntN(3) {
+				case 0:
+					b[pos] = byte(rng.IntN(256))
+				case 1:
+					b[pos] ^= 0x80
+				default:
+					b[pos]++
+				}
+			}
+			if !same("changed", b, n) {
+				return
+			}
+		}
+	}
+}
+
+// TestCheckRecordsWideOffsetDelta: past record 1<<20 the offset delta
+// needs four bytes, which the fast path leaves to checkRecord; a record
+// whose first three offset-delta bytes match the three-byte encoding the
+// fast path compares against must not be taken as one.
+func TestCheckRecordsWideOffsetDelta(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million records")
+	}
+	const n = 1<<20 + 3
+	var body, rec []byte
+	for i := 0; i < n; i++ {
+		rec = append(rec[:0], 0, 0) // attributes, timestamp delta
+		rec = binary.AppendVarint(rec, int64(i))
+		rec = append(rec, 1, 1, 0) // null key and value, no headers
+		body = binary.AppendVarint(body, int64(len(rec)))
+		body = append(body, rec...)
+	}
+	if err := checkRecords(body, n); err != nil {
+		t.Fatal(err)
+	}
+	// Record 1<<20 with a key and value of length 0 and one byte short:
+	// length 8, offset delta 0x80 0x80 0x80 0x01, then 0x00 0x00. Read
+	// with a three-byte offset delta it would be a whole record (null
+	// key, empty value, no headers); it has no header count.
+	p := 0
+	for i := 0; i < 1<<20; i++ {
+		p += 1 + int(body[p]>>1)
+	}
+	if !bytes.Equal(body[p:p+10], []byte{18, 0, 0, 0x80, 0x80, 0x80, 0x01, 1, 1, 0}) {
+		t.Fatalf("record 1<<20 is %x", body[p:p+10])
+	}
+	bad := append(bytes.Clone(body[:p]), 16, 0, 0, 0x80, 0x80, 0x80, 0x01, 0, 0)
+	bad = append(bad, body[p+10:]...)
+	got, want := checkRecords(bad, n), checkRecordsSlow(bad, n)
+	if got == nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestCheckRecordsFastPathTaken: the shapes the fast path is for take it,
+// all but records that start within 16 bytes of the end: lengths of one
+// and two bytes, null and non-null keys and values, timestamp deltas of
+// one and two bytes, offset deltas of one, two and three.
+func TestCheckRecordsFastPathTaken(t *testing.T) {
+	var body []byte
+	slowRecordHook = func(p int) {
+		if p <= len(body)-16 {
+			t.Errorf("record at %d of %d bytes took the slow path: %x", p, len(body), body[p:p+16])
+		}
+	}
+	defer func() { slowRecordHook = nil }()
+	for _, n := range []int{1, 3, 100, 9000} {
+		for _, keySize := range []int{-1, 0, 5, 63, 64, 200} {
+			for _, valueSize := range []int{-1, 0, 10, 63, 64, 1000} {
+				if n > 100 && (keySize > 64 || valueSize > 64) {
+					continue
+				}
+				bl := NewBuilder(None)
+				for i := range n {
+					var key, value []byte
+					if keySize >= 0 {
+						key = make([]byte, keySize)
+					}
+					if valueSize >= 0 {
+						value = make([]byte, valueSize)
+					}
+					bl.Append(int64(i*i%8000), key, value, nil)
+				}
+				body = bl.Build()[HeaderSize:]
+				if err := checkRecords(body, int32(n)); err != nil {
+					t.Fatalf("%d records, key %d, value %d: %v", n, keySize, valueSize, err)
+				}
+				if t.Failed() {
+					t.Fatalf("%d records, key %d, value %d", n, keySize, valueSize)
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -43,6 +44,25 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 		if n != h.NumRecords {
 			t.Fatalf("%d records, header says %d", n, h.NumRecords)
+		}
+	})
+}
+
+// FuzzCheckRecords: checkRecords, fast path and all, answers as checkRecord
+// does record by record, error text included, for any body and count.
+func FuzzCheckRecords(f *testing.F) {
+	for _, n := range []int{1, 3, 70} {
+		f.Add(buildTest(f, None, n)[HeaderSize:], int32(n))
+	}
+	bl := NewBuilder(None)
+	for i := range 70 {
+		bl.Append(int64(i*40), nil, make([]byte, 60+i%10), nil)
+	}
+	f.Add(bl.Build()[HeaderSize:], int32(70))
+	f.Fuzz(func(t *testing.T, body []byte, n int32) {
+		got, want := checkRecords(body, n), checkRecordsSlow(body, n)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("got %v, want %v", got, want)
 		}
 	})
 }
