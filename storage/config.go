@@ -38,14 +38,15 @@ type LogConfig struct {
 	// MaxMessageBytes (max.message.bytes): largest batch accepted.
 	MaxMessageBytes int32
 	// Preallocate (preallocate): reserve disk blocks for the active
-	// segment ahead of its appends, reserveAhead at a time, without
+	// segment ahead of its appends, an eighth of its size at a time
+	// (1 to 16 MiB), without
 	// changing the file's size (fallocate with FALLOC_FL_KEEP_SIZE on
 	// Linux; nothing elsewhere). Writes into reserved blocks skip the
 	// filesystem's block allocation (about 8% faster on ext4) and the
 	// segment ends up in fewer extents. Unlike Kafka's preallocate, which
 	// sizes the file to segment.bytes and is off by default for that
-	// reason, at most reserveAhead bytes are held past the data of each
-	// active segment, and they are given back when it rolls or closes.
+	// reason, at most 16 MiB is held past the data of each active
+	// segment, and it is given back when the segment rolls or closes.
 	Preallocate bool
 }
 

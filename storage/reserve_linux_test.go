@@ -32,8 +32,8 @@ func TestLogPreallocateReservesAheadAndGivesBack(t *testing.T) {
 	}
 	name := seg.stem + logSuffix
 	data := int64(10 * len(batch))
-	if size, disk := allocated(t, name); size != data || disk < reserveAhead {
-		t.Fatalf("active segment: size %d, %d bytes on disk; want size %d and %d reserved", size, disk, data, reserveAhead)
+	if size, disk := allocated(t, name); size != data || disk < minReserve {
+		t.Fatalf("active segment: size %d, %d bytes on disk; want size %d and %d reserved", size, disk, data, minReserve)
 	}
 
 	// A cut gives the reservation back and the next append takes it anew.
@@ -44,7 +44,7 @@ func TestLogPreallocateReservesAheadAndGivesBack(t *testing.T) {
 		t.Fatalf("reserved %d after truncating to %d bytes", seg.reserved, seg.size.Load())
 	}
 	mustAppend(t, l, batch, 0)
-	if _, disk := allocated(t, name); disk < reserveAhead {
+	if _, disk := allocated(t, name); disk < minReserve {
 		t.Fatalf("%d bytes on disk after the append that follows a truncation", disk)
 	}
 
@@ -53,7 +53,7 @@ func TestLogPreallocateReservesAheadAndGivesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	size, disk := allocated(t, name)
-	if disk >= size+reserveAhead/2 {
+	if disk >= size+minReserve/2 {
 		t.Fatalf("rolled segment: size %d, %d bytes on disk", size, disk)
 	}
 	mustAppend(t, l, batch, 0)
@@ -61,7 +61,7 @@ func TestLogPreallocateReservesAheadAndGivesBack(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if size, disk := allocated(t, active); disk >= size+reserveAhead/2 {
+	if size, disk := allocated(t, active); disk >= size+minReserve/2 {
 		t.Fatalf("closed segment: size %d, %d bytes on disk", size, disk)
 	}
 
@@ -79,7 +79,7 @@ func TestLogWithoutPreallocateReservesNothing(t *testing.T) {
 	l := openTest(t, t.TempDir(), cfg, 0)
 	defer l.Close()
 	mustAppend(t, l, makeBatch(100, 100, 1), 0)
-	if size, disk := allocated(t, l.activeSegment().stem+logSuffix); disk >= size+reserveAhead/2 {
+	if size, disk := allocated(t, l.activeSegment().stem+logSuffix); disk >= size+minReserve/2 {
 		t.Fatalf("size %d, %d bytes on disk", size, disk)
 	}
 }

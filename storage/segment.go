@@ -353,21 +353,26 @@ func (s *segment) deactivate() error {
 	return s.sync()
 }
 
-// reserveAhead is how much disk space an active segment reserves at a
-// time: enough for dozens of well-batched appends per fallocate call, and
-// little held per partition.
-const reserveAhead = 4 << 20
+// The disk space an active segment reserves at a time grows with the
+// segment: an eighth of its data, from minReserve to maxReserve. A busy
+// partition makes one fallocate call per dozens of appends; a quiet one
+// holds little it does not use.
+const (
+	minReserve = 1 << 20
+	maxReserve = 16 << 20
+)
 
 // reserve makes sure the disk blocks for the log file up to end are
-// allocated, reserving up to reserveAhead (within segment.bytes) past it.
-// It is an optimisation only: if the filesystem cannot, the write goes
-// ahead and allocates as it goes (and says so if the disk is full).
+// allocated, reserving more (within segment.bytes) past it. It is an
+// optimisation only: if the filesystem cannot, the write goes ahead and
+// allocates as it goes (and says so if the disk is full).
 func (s *segment) reserve(end int64, cfg LogConfig) {
 	if end <= s.reserved {
 		return
 	}
 	from := s.size.Load()
-	to := max(end, min(end+reserveAhead, cfg.SegmentBytes))
+	ahead := min(max(from/8, minReserve), maxReserve)
+	to := max(end, min(end+ahead, cfg.SegmentBytes))
 	if err := reserveSpace(s.log, from, to-from); err != nil {
 		s.reserved = math.MaxInt64
 		return
