@@ -208,7 +208,20 @@ func validate(batch []byte, deep bool) (Header, error) {
 		}
 		return h, fmt.Errorf("%w: batch is %d bytes, buffer %d", ErrBadLength, h.Size(), len(batch))
 	}
-	if crc := CRC(batch); crc != h.CRC {
+	// A producer's uncompressed batch has its records checked in the
+	// same pass as the CRC where the CPU allows (crcCheckRecords), from
+	// the first record up to p.
+	var (
+		crc uint32
+		p   int
+		i   int32
+	)
+	if deep && h.Codec() == None && hasFold && len(batch)-offAttributes >= minFold {
+		crc, p, i = crcCheckRecords(batch, h.NumRecords)
+	} else {
+		crc = CRC(batch)
+	}
+	if crc != h.CRC {
 		return h, fmt.Errorf("%w: stored %08x, computed %08x", ErrBadCRC, h.CRC, crc)
 	}
 	if h.NumRecords <= 0 {
@@ -220,7 +233,7 @@ func validate(batch []byte, deep bool) (Header, error) {
 	body := batch[HeaderSize:]
 	if h.Codec() == None {
 		if deep {
-			return h, checkRecords(body, h.NumRecords)
+			return h, checkRecordsFrom(body, p, i, h.NumRecords)
 		}
 		return h, checkFraming(body, h.NumRecords)
 	}
@@ -231,7 +244,7 @@ func validate(batch []byte, deep bool) (Header, error) {
 		return h, err
 	}
 	defer putBuf(dec)
-	return h, checkRecords(*dec, h.NumRecords)
+	return h, checkRecordsFrom(*dec, 0, 0, h.NumRecords)
 }
 
 // minRecordLength is the smallest record body: attributes, timestamp
@@ -315,14 +328,20 @@ func varint2(b []byte, q int) (u uint, size int) {
 // parses it in general and says what is wrong; the fast path accepts only
 // records that checkRecord accepts (TestCheckRecordsFastPath).
 func checkRecords(body []byte, n int32) error {
+	return checkRecordsFrom(body, 0, 0, n)
+}
+
+// checkRecordsFrom is checkRecords for records i to n of body, the first
+// of them at body[p:].
+func checkRecordsFrom(body []byte, p int, i, n int32) error {
 	var (
-		p, q, end int
-		k         uint // offset in the window w
-		x, y, zi  uint64
-		w         []byte
-		err       error
+		q, end   int
+		k        uint // offset in the window w
+		x, y, zi uint64
+		w        []byte
+		err      error
 	)
-	for i := int32(0); i < n; i, zi = i+1, zi+2 {
+	for zi = 2 * uint64(i); i < n; i, zi = i+1, zi+2 {
 		// zi is 2i, offset delta i zigzag-encoded. p is never negative;
 		// the test tells the compiler so, and w needs no bounds checks.
 		if p < 0 || p > len(body)-16 {

@@ -584,12 +584,19 @@ func randomRecords(rng *rand.Rand, body []byte, n, maxLen int, bad float64) []by
 // changed bytes of built batches, and on wrong record counts.
 func TestCheckRecordsFastPath(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	fused := fusedCheck(t)
+	checks := []struct {
+		name  string
+		check func([]byte, int32) error
+	}{{"checkRecords", checkRecords}, {"crcCheckRecords", func(body []byte, n int32) error { return fused(t, body, n) }}}
 	same := func(what string, body []byte, n int32) bool {
 		t.Helper()
-		got, want := checkRecords(body, n), checkRecordsSlow(body, n)
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: %d records, %d bytes: got %v, want %v", what, n, len(body), got, want)
-			return false
+		want := checkRecordsSlow(body, n)
+		for _, c := range checks {
+			if got := c.check(body, n); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s: %s: %d records, %d bytes: got %v, want %v", what, c.name, n, len(body), got, want)
+				return false
+			}
 		}
 		return true
 	}
@@ -718,5 +725,66 @@ func TestCheckRecordsFastPathTaken(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// fusedCheck returns a check of body as validate makes it on a producer's
+// batch: crcCheckRecords (the CRC with records checked alongside) on a
+// batch around body that ends at a guard page, then checkRecordsFrom where
+// it stopped. It fails the
+// test if the CRC differs from CRC's, or if the fused part claims more
+// than the records' own check would give it.
+func fusedCheck(tb testing.TB) func(t testing.TB, body []byte, n int32) error {
+	var guard guardedBuf
+	tb.Cleanup(func() { guard.release() })
+	return func(t testing.TB, body []byte, n int32) error {
+		t.Helper()
+		if !hasFold || HeaderSize+len(body)-offAttributes < minFold {
+			return checkRecords(body, n)
+		}
+		// The batch ends at a guard page: reading past it crashes.
+		if len(guard.b) < HeaderSize+len(body) {
+			guard.release()
+			guard = newGuarded(t, max(HeaderSize+len(body), 1<<20))
+		}
+		batch := guard.b[len(guard.b)-HeaderSize-len(body):]
+		clear(batch[:HeaderSize])
+		copy(batch[HeaderSize:], body)
+		body = batch[HeaderSize:]
+		crc, p, i := crcCheckRecords(batch, n)
+		if want := CRC(batch); crc != want {
+			t.Fatalf("CRC %08x alongside the records, %08x alone", crc, want)
+		}
+		// body[:p] must be i well formed records.
+		if i < 0 || i > max(n, 0) || p < 0 || p > len(body) {
+			t.Fatalf("stopped at record %d, byte %d, of %d records in %d bytes", i, p, n, len(body))
+		}
+		if err := checkRecordsSlow(body[:p], i); err != nil {
+			t.Fatalf("the %d records it took, in %d bytes: %v", i, p, err)
+		}
+		return checkRecordsFrom(body, p, i, n)
+	}
+}
+
+// TestCRCCheckRecordsTakesCommonRecords: on a batch of the usual shape,
+// the records are checked alongside the CRC until the CRC is done, not
+// left to checkRecords.
+func TestCRCCheckRecordsTakesCommonRecords(t *testing.T) {
+	if !hasFold {
+		t.Skip("this CPU has no 512-bit carry-less multiply")
+	}
+	batch := benchValidateBatch()
+	h, _ := ParseHeader(batch)
+	crc, p, i := crcCheckRecords(batch, h.NumRecords)
+	if crc != h.CRC {
+		t.Fatalf("CRC %08x, batch says %08x", crc, h.CRC)
+	}
+	// Half a 256-byte step per record: the CRC is done when about
+	// len/128 records are checked.
+	if want := int32(len(batch)/128) - 4; i < want || i > h.NumRecords {
+		t.Fatalf("%d of %d records checked alongside the CRC, want at least %d", i, h.NumRecords, want)
+	}
+	if err := checkRecordsSlow(batch[HeaderSize:HeaderSize+p], i); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,7 +2,11 @@
 
 package record
 
-import "golang.org/x/sys/cpu"
+import (
+	"hash/crc32"
+
+	"golang.org/x/sys/cpu"
+)
 
 // hasFold reports whether castagnoliFold can use 512-bit carry-less
 // multiplies (VPCLMULQDQ), about three times the throughput of the
@@ -31,3 +35,18 @@ func castagnoliFold(crc uint32, p []byte) uint32 {
 //
 //go:noescape
 func castagnoliAVX512(crc uint32, p []byte, k *foldKeys) uint32
+
+// crcCheckRecords returns the CRC of an uncompressed batch (as CRC) and
+// checks its records alongside, as checkRecords' fast path, up to the
+// first record not of that shape: body[:p] holds i well formed records,
+// and checkRecords goes on from there. It needs hasFold and a batch of at
+// least HeaderSize-offAttributes+minFold bytes past offAttributes.
+func crcCheckRecords(batch []byte, n int32) (crc uint32, p int, i int32) {
+	region := batch[offAttributes:]
+	m := len(region) &^ 63
+	crc, p, ii := castagnoliCheckAVX512(region[:m], batch[HeaderSize:], int(n), &keys)
+	return crc32.Update(crc, castagnoli, region[m:]), p, int32(ii)
+}
+
+//go:noescape
+func castagnoliCheckAVX512(region, body []byte, n int, k *foldKeys) (crc uint32, p, i int)
