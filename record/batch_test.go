@@ -788,3 +788,28 @@ func TestCRCCheckRecordsTakesCommonRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCRCCheckRecordsThenFraming: Validate (framing only, for bytes a
+// leader has checked) answers the same whether the records before p were
+// checked alongside the CRC or not.
+func TestCRCCheckRecordsThenFraming(t *testing.T) {
+	if !hasFold {
+		t.Skip("this CPU has no 512-bit carry-less multiply")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for r := 0; r < 2000; r++ {
+		n := 1 + rng.IntN(200)
+		body := randomRecords(rng, nil, n, 9000, []float64{0, 0.001, 0.01, 0.1}[r%4])
+		batch := append(make([]byte, HeaderSize), body...)
+		if len(batch)-offAttributes < minFold {
+			continue
+		}
+		for _, m := range []int32{int32(n), int32(n) + 1, int32(n) - 1} {
+			_, p, i := crcCheckRecords(batch, m)
+			got, want := checkFramingFrom(body, p, i, m), checkFramingFrom(body, 0, 0, m)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%d records claimed, %d bytes: %v after %d records alongside the CRC, %v without", m, len(body), got, i, want)
+			}
+		}
+	}
+}
