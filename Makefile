@@ -34,8 +34,12 @@ e2e: build tools
 compose:
 	scripts/check_compose.sh
 
+# The packages with assembly are also vetted for other architectures and
+# with purego, the builds that use their portable code.
 vet:
 	$(GO) vet $(PKGS)
+	GOARCH=arm64 $(GO) vet ./record/... ./storage/...
+	$(GO) vet -tags purego ./record/...
 
 # grpcurl at the pinned version, reinstalled when ./bin holds another one.
 tools:

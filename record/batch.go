@@ -192,7 +192,8 @@ func Validate(batch []byte) (Header, error) {
 // an uncompressed batch, as a Kafka leader does before it acknowledges a
 // produce request: attributes, timestamp and offset deltas (0..n-1), key,
 // value and header lengths within the record. It is one pass over the
-// records, framing and parsing together, after the CRC.
+// records, framing and parsing together, in the same pass as the CRC where
+// the CPU allows (see the package doc), else after it.
 func ValidateDeep(batch []byte) (Header, error) {
 	return validate(batch, true)
 }
@@ -331,8 +332,8 @@ func checkRecords(body []byte, n int32) error {
 	return checkRecordsFrom(body, 0, 0, n)
 }
 
-// checkRecordsFrom is checkRecords for records i to n of body, the first
-// of them at body[p:].
+// checkRecordsFrom is checkRecords for records i to n-1 of body, the
+// first of them at body[p:].
 func checkRecordsFrom(body []byte, p int, i, n int32) error {
 	var (
 		q, end   int

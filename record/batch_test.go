@@ -728,40 +728,47 @@ func TestCheckRecordsFastPathTaken(t *testing.T) {
 	}
 }
 
+// alongside runs crcCheckRecords on a batch around body that ends at a
+// guard page (reading past it crashes). It fails the test if the CRC
+// differs from CRC's, or if what it took is not i well formed records in
+// body[:p]; it returns the batch's copy of body and where it stopped.
+type alongside struct{ guard guardedBuf }
+
+func (a *alongside) take(t testing.TB, body []byte, n int32) ([]byte, int, int32) {
+	t.Helper()
+	if len(a.guard.b) < HeaderSize+len(body) {
+		a.guard.release()
+		a.guard = newGuarded(t, max(HeaderSize+len(body), 1<<20))
+	}
+	batch := a.guard.b[len(a.guard.b)-HeaderSize-len(body):]
+	clear(batch[:HeaderSize])
+	copy(batch[HeaderSize:], body)
+	body = batch[HeaderSize:]
+	crc, p, i := crcCheckRecords(batch, n)
+	if want := CRC(batch); crc != want {
+		t.Fatalf("CRC %08x alongside the records, %08x alone", crc, want)
+	}
+	if i < 0 || i > max(n, 0) || p < 0 || p > len(body) {
+		t.Fatalf("stopped at record %d, byte %d, of %d records in %d bytes", i, p, n, len(body))
+	}
+	if err := checkRecordsSlow(body[:p], i); err != nil {
+		t.Fatalf("the %d records it took, in %d bytes: %v", i, p, err)
+	}
+	return body, p, i
+}
+
 // fusedCheck returns a check of body as validate makes it on a producer's
-// batch: crcCheckRecords (the CRC with records checked alongside) on a
-// batch around body that ends at a guard page, then checkRecordsFrom where
-// it stopped. It fails the
-// test if the CRC differs from CRC's, or if the fused part claims more
-// than the records' own check would give it.
+// batch: crcCheckRecords (the CRC with records checked alongside, see
+// alongside), then checkRecordsFrom where it stopped.
 func fusedCheck(tb testing.TB) func(t testing.TB, body []byte, n int32) error {
-	var guard guardedBuf
-	tb.Cleanup(func() { guard.release() })
+	a := new(alongside)
+	tb.Cleanup(func() { a.guard.release() })
 	return func(t testing.TB, body []byte, n int32) error {
 		t.Helper()
 		if !hasFold || HeaderSize+len(body)-offAttributes < minFold {
 			return checkRecords(body, n)
 		}
-		// The batch ends at a guard page: reading past it crashes.
-		if len(guard.b) < HeaderSize+len(body) {
-			guard.release()
-			guard = newGuarded(t, max(HeaderSize+len(body), 1<<20))
-		}
-		batch := guard.b[len(guard.b)-HeaderSize-len(body):]
-		clear(batch[:HeaderSize])
-		copy(batch[HeaderSize:], body)
-		body = batch[HeaderSize:]
-		crc, p, i := crcCheckRecords(batch, n)
-		if want := CRC(batch); crc != want {
-			t.Fatalf("CRC %08x alongside the records, %08x alone", crc, want)
-		}
-		// body[:p] must be i well formed records.
-		if i < 0 || i > max(n, 0) || p < 0 || p > len(body) {
-			t.Fatalf("stopped at record %d, byte %d, of %d records in %d bytes", i, p, n, len(body))
-		}
-		if err := checkRecordsSlow(body[:p], i); err != nil {
-			t.Fatalf("the %d records it took, in %d bytes: %v", i, p, err)
-		}
+		body, p, i := a.take(t, body, n)
 		return checkRecordsFrom(body, p, i, n)
 	}
 }

@@ -7,6 +7,11 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// minFold is the shortest message worth folding (castagnoliFold,
+// crcCheckRecords): below it, setting up the vector registers costs more
+// than it saves.
+const minFold = 512
+
 // crc32c is crc32.Update(crc, castagnoli, p), on a faster path where the
 // CPU has one (crc_amd64.go). Every byte a producer sends is checksummed
 // on the leader and again on each follower, so the CRC is a fixed share

@@ -93,7 +93,8 @@ reduce:                               \
 	VEXTRACTI32X4 $1, Z4, X1          \
 	VEXTRACTI32X4 $2, Z4, X2          \
 	VPXOR X4, X0, X0                  \
-	VPTERNLOGD $0x96, X2, X1, X0      \
+	VPXOR X1, X0, X0                  \
+	VPXOR X2, X0, X0                  \
 	VMOVQ X0, BX                      \
 	VPEXTRQ $1, X0, DX                \
 	XORL AX, AX                       \

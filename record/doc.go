@@ -10,10 +10,10 @@
 // On amd64 CPUs with AVX-512 carry-less multiply (VPCLMULQDQ) it folds 256
 // bytes per step in crc_amd64.s, about twice the speed of hash/crc32's
 // SSE4.2 code; elsewhere, or built with the purego tag, it is hash/crc32.
-// There, ValidateDeep also checks the records of an uncompressed batch in
-// the same pass as the CRC: the CRC keeps the vector units busy and the
-// record checks the scalar ones, so the two together take about the time
-// of the record checks alone.
+// There, Validate and ValidateDeep also check the records of an
+// uncompressed batch in the same pass as the CRC: the CRC keeps the vector
+// units busy and the record checks the scalar ones, so the two together
+// take about the time of the record checks alone.
 //
 // # Batch framing
 //
