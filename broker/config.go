@@ -58,7 +58,7 @@ type Config struct {
 	LogFlushIntervalMessages    int64 // log.flush.interval.messages
 	LogFlushIntervalMs          int64 // log.flush.interval.ms
 	LogCleanupPolicy            string
-	LogPreallocate              bool // log.preallocate
+	LogPreallocate              bool  // log.preallocate
 	LogRetentionCheckIntervalMs int64 // log.retention.check.interval.ms
 
 	// Background work.

@@ -83,4 +83,3 @@ func TestLogWithoutPreallocateReservesNothing(t *testing.T) {
 		t.Fatalf("size %d, %d bytes on disk", size, disk)
 	}
 }
-
