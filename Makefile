@@ -37,6 +37,8 @@ compose:
 # The packages with assembly are also vetted for other architectures and
 # with purego, the builds that use their portable code.
 vet:
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	GOARCH=arm64 $(GO) vet ./record/... ./storage/...
 	$(GO) vet -tags purego ./record/...
