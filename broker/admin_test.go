@@ -35,7 +35,7 @@ func TestBrokerHealthAndReflection(t *testing.T) {
 	for _, s := range resp.GetListServicesResponse().GetService() {
 		have[s.Name] = true
 	}
-	for _, want := range []string{"quire.v1.Admin", "quire.v1.Producer", "quire.v1.Consumer", "quire.v1.Metadata", "grpc.health.v1.Health"} {
+	for _, want := range []string{"quire.v1.Admin", "quire.v1.Producer", "quire.v1.Consumer", "quire.v1.Metadata", "quire.v1.Groups", "grpc.health.v1.Health"} {
 		if !have[want] {
 			t.Errorf("reflection does not list %s (has %v)", want, have)
 		}

@@ -1,5 +1,5 @@
 // Package broker is a Quire node: the gRPC server (quire.v1 Admin,
-// Producer, Consumer and Metadata, plus health, reflection and the internal
+// Producer, Consumer, Metadata and Groups, plus health, reflection and the internal
 // raft and controller services on the same port), the replica manager that
 // hosts partition logs, and the background work (retention, flushes,
 // checkpoints).
@@ -117,6 +117,7 @@ func (b *Broker) start() error {
 	quirev1.RegisterProducerServer(b.server, &producerService{b: b})
 	quirev1.RegisterConsumerServer(b.server, &consumerService{b: b})
 	quirev1.RegisterMetadataServer(b.server, &metadataService{b: b})
+	quirev1.RegisterGroupsServer(b.server, &groupService{b: b})
 	internalv1.RegisterReplicaServiceServer(b.server, &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)
@@ -138,7 +139,7 @@ func (b *Broker) start() error {
 	go func() {
 		select {
 		case <-b.cluster.ready:
-			for _, svc := range []string{"", "quire.v1.Admin", "quire.v1.Producer", "quire.v1.Consumer", "quire.v1.Metadata"} {
+			for _, svc := range []string{"", "quire.v1.Admin", "quire.v1.Producer", "quire.v1.Consumer", "quire.v1.Metadata", "quire.v1.Groups"} {
 				b.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 			}
 		case <-b.stop:

@@ -95,6 +95,9 @@ var errorTable = []errorMapping{
 	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, false},
 	{metadata.ErrShutdown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
 	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, false},
+	{metadata.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, false},
+	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, false},
+	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, false},
 
 	// context
 	{context.DeadlineExceeded, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},

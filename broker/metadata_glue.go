@@ -492,6 +492,37 @@ func (c *cluster) unregisterBroker(ctx context.Context, id int32) error {
 	return unavailable(ctx, c.fwd.UnregisterBroker(wctx, id))
 }
 
+// Consumer group offsets live in the controller's image: commits are
+// written through it and reads answered by it, so a commit made through
+// any node is read back at once through any other. Reads are bounded like
+// writes, so that without a controller they fail UNAVAILABLE.
+
+func (c *cluster) commitOffsets(ctx context.Context, group string, offsets []metadata.OffsetCommit, at time.Time) error {
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	return unavailable(ctx, c.fwd.CommitOffsets(wctx, group, offsets, at))
+}
+
+func (c *cluster) fetchOffsets(ctx context.Context, group string, partitions []metadata.TopicPartition) ([]metadata.CommittedOffset, error) {
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	out, err := c.fwd.FetchOffsets(wctx, group, partitions)
+	return out, unavailable(ctx, err)
+}
+
+func (c *cluster) listGroups(ctx context.Context) ([]string, error) {
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	out, err := c.fwd.ListGroups(wctx)
+	return out, unavailable(ctx, err)
+}
+
+func (c *cluster) deleteGroup(ctx context.Context, group string) error {
+	wctx, cancel := c.writeContext(ctx)
+	defer cancel()
+	return unavailable(ctx, c.fwd.DeleteGroup(wctx, group))
+}
+
 // liveBrokers counts registered, unfenced brokers.
 func liveBrokers(img *metadata.Image) int {
 	n := 0

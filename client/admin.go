@@ -83,6 +83,14 @@ type BrokerDescription struct {
 // timeouts. Other errors, retriable or not (UNKNOWN_TOPIC_OR_PARTITION is
 // an answer here), return at once.
 func (c *Client) admin(ctx context.Context, fn func(ctx context.Context, a quirev1.AdminClient) error) error {
+	return c.anyBrokerRetried(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		return fn(ctx, quirev1.NewAdminClient(cc))
+	})
+}
+
+// anyBrokerRetried is admin for any service: fn gets a connection to a
+// broker, and what may work on a second try is retried the same way.
+func (c *Client) anyBrokerRetried(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.requestTimeout)
@@ -90,9 +98,7 @@ func (c *Client) admin(ctx context.Context, fn func(ctx context.Context, a quire
 	}
 	backoff := c.cfg.retryBackoff
 	for {
-		err := c.anyBroker(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-			return fn(ctx, quirev1.NewAdminClient(cc))
-		})
+		err := c.anyBroker(ctx, fn)
 		if err == nil || !adminRetriable(err) {
 			return err
 		}

@@ -15,8 +15,10 @@ import (
 
 // Offset is where a consumer starts reading a partition.
 type Offset struct {
-	kind offsetKind
-	at   int64 // offset, or timestamp in ms
+	kind     offsetKind
+	at       int64   // offset, or timestamp in ms
+	group    string  // AtCommitted
+	fallback *Offset // AtCommitted: where the group committed nothing
 }
 
 type offsetKind int8
@@ -26,6 +28,7 @@ const (
 	offsetEnd
 	offsetExact
 	offsetTime
+	offsetCommitted
 )
 
 // AtStart starts at the partition's log start offset (the earliest record
@@ -43,6 +46,27 @@ func At(offset int64) Offset { return Offset{kind: offsetExact, at: offset} }
 // or at the end when there is none.
 func AtTimestamp(t time.Time) Offset { return Offset{kind: offsetTime, at: t.UnixMilli()} }
 
+// AtCommitted starts at the offset a consumer group committed for the
+// partition (see Client.CommitOffsets), or at fallback where the group
+// committed none. A fallback that is itself AtCommitted is replaced by its
+// own fallback. NewConsumer refuses a bad group id (see ValidateGroupID)
+// up front, rather than have every retry of the group's offsets fail.
+func AtCommitted(group string, fallback Offset) Offset {
+	if fallback.kind == offsetCommitted {
+		fallback = *fallback.fallback
+	}
+	return Offset{kind: offsetCommitted, group: group, fallback: &fallback}
+}
+
+// validate checks what a consumer can check of o before using it: the
+// group id of an AtCommitted.
+func (o Offset) validate() error {
+	if o.kind == offsetCommitted {
+		return ValidateGroupID(o.group)
+	}
+	return nil
+}
+
 func (o Offset) String() string {
 	switch o.kind {
 	case offsetStart:
@@ -51,6 +75,8 @@ func (o Offset) String() string {
 		return "end"
 	case offsetExact:
 		return fmt.Sprint(o.at)
+	case offsetCommitted:
+		return fmt.Sprintf("committed by %s, else %s", o.group, o.fallback)
 	}
 	return fmt.Sprintf("@%d", o.at)
 }
@@ -107,10 +133,19 @@ type fetchResult struct {
 }
 
 // NewConsumer returns a consumer of the given partitions, each read from
-// its start Offset: assign maps topic → partition → start.
+// its start Offset: assign maps topic → partition → start. A start it can
+// tell is bad, an AtCommitted whose group id ValidateGroupID refuses,
+// fails it with ErrInvalidOffset (and the INVALID_GROUP_ID code).
 func (c *Client) NewConsumer(assign map[string]map[int32]Offset) (*Consumer, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
+	}
+	for t, ps := range assign {
+		for p, o := range ps {
+			if err := o.validate(); err != nil {
+				return nil, fmt.Errorf("%w: %s/%d: %w", ErrInvalidOffset, t, p, err)
+			}
+		}
 	}
 	k := &Consumer{c: c, out: make(chan fetchResult, c.cfg.fetchBufferedPolls), wakeCh: make(chan struct{}, 1),
 		parts: map[topicPartition]*consPart{}, fetchers: map[int32]*fetcher{}}
@@ -125,8 +160,17 @@ func (c *Client) NewConsumer(assign map[string]map[int32]Offset) (*Consumer, err
 	return k, nil
 }
 
-// Assign adds (or restarts) a partition at start.
+// Assign adds (or restarts) a partition at start. A start that NewConsumer
+// would refuse (an AtCommitted with a bad group id) is reported once by
+// the next Poll, and the partition is not assigned.
 func (k *Consumer) Assign(topic string, partition int32, start Offset) {
+	tp := topicPartition{topic, partition}
+	if err := start.validate(); err != nil {
+		k.mu.Lock()
+		k.emitLocked(fetchResult{tp: tp, err: fmt.Errorf("%w: %w", ErrInvalidOffset, err)})
+		k.mu.Unlock()
+		return
+	}
 	k.mu.Lock()
 	k.parts[topicPartition{topic, partition}] = &consPart{tp: topicPartition{topic, partition}, start: start,
 		state: stateMeta, offset: -1, leader: -1}
@@ -367,11 +411,16 @@ func (k *Consumer) leaderOf(tp topicPartition) (int32, int32, error) {
 }
 
 // resolve turns the start positions of partitions led by leader into
-// offsets with ListOffsets.
+// offsets: a group's committed offset with FetchOffsets, the others with
+// ListOffsets.
 func (k *Consumer) resolve(leader int32, ps []*consPart) {
+	k.resolveCommitted(ps)
 	k.mu.Lock()
 	req := &quirev1.ListOffsetsRequest{}
 	for _, p := range ps {
+		if p.state != stateResolve || p.start.kind == offsetCommitted {
+			continue // failed to read the group's offset: retried later
+		}
 		ts := int64(-2)
 		switch p.start.kind {
 		case offsetEnd:
@@ -411,7 +460,10 @@ func (k *Consumer) resolve(leader int32, ps []*consPart) {
 	}
 	if err != nil {
 		for _, p := range ps {
-			if p.state == stateResolve {
+			// A start still AtCommitted was not in the request: reading
+			// the group's offset failed, and resolveCommitted has
+			// reported that already.
+			if p.state == stateResolve && p.start.kind != offsetCommitted {
 				k.partFailedLocked(p, err, retryAt)
 			}
 		}
@@ -423,6 +475,45 @@ func (k *Consumer) resolve(leader int32, ps []*consPart) {
 			}
 		}
 		k.wake()
+	}
+}
+
+// resolveCommitted replaces AtCommitted starts of ps by the group's
+// committed offset (At), or by the fallback where the group committed
+// none.
+func (k *Consumer) resolveCommitted(ps []*consPart) {
+	k.mu.Lock()
+	byGroup := map[string][]TopicPartition{}
+	for _, p := range ps {
+		if p.state == stateResolve && p.start.kind == offsetCommitted {
+			byGroup[p.start.group] = append(byGroup[p.start.group], TopicPartition{p.tp.topic, p.tp.partition})
+		}
+	}
+	k.mu.Unlock()
+	for group, tps := range byGroup {
+		offsets, err := k.c.FetchOffsets(k.ctx, group, tps...)
+		committed := make(map[topicPartition]int64, len(offsets))
+		for _, o := range offsets {
+			committed[topicPartition{o.Topic, o.Partition}] = o.Offset
+		}
+		k.mu.Lock()
+		retryAt := time.Now().Add(k.c.cfg.retryBackoff)
+		for _, tp := range tps {
+			p := k.parts[topicPartition{tp.Topic, tp.Partition}]
+			if p == nil || p.state != stateResolve || p.start.kind != offsetCommitted || p.start.group != group {
+				continue // reassigned meanwhile
+			}
+			if err != nil {
+				k.partFailedLocked(p, err, retryAt)
+				continue
+			}
+			if o, ok := committed[p.tp]; ok && o >= 0 {
+				p.start = At(o)
+			} else {
+				p.start = *p.start.fallback
+			}
+		}
+		k.mu.Unlock()
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package client is the Go client of Quire: a producer, a partition
-// consumer and the admin calls, over Quire's gRPC API, in the spirit of
-// franz-go's kgo for Kafka.
+// consumer, consumer group offsets and the admin calls, over Quire's gRPC
+// API, in the spirit of franz-go's kgo for Kafka.
 //
 // # A short tour
 //
@@ -50,6 +50,21 @@
 //		recs, err := cons.Poll(ctx)
 //		...
 //	}
+//
+// Consumer groups keep committed offsets in the cluster (what Kafka calls a
+// simple consumer group: the application picks the partitions, there is
+// no rebalancing yet). CommitOffsets stores the next offset to read per
+// partition; AtCommitted starts a partition there, or at a fallback where
+// the group committed nothing:
+//
+//	cons, _ := cl.NewConsumer(map[string]map[int32]client.Offset{
+//		"orders": {0: client.AtCommitted("billing", client.AtStart())},
+//	})
+//	...
+//	err = cl.CommitOffsets(ctx, "billing", client.OffsetCommit{
+//		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset + 1, LeaderEpoch: r.LeaderEpoch})
+//
+// FetchOffsets, ListGroups and DeleteGroup read and remove them.
 //
 // Admin calls create, delete, list and describe topics, describe and alter
 // their configs, add partitions, and describe the cluster:

@@ -363,3 +363,73 @@ func TestControllerGRPCScale(t *testing.T) {
 	})
 	t.Logf("10,000 partitions: created in %v, on every image in %v", created, time.Since(start))
 }
+
+// TestControllerGRPCGroupOffsets: offsets committed through one node are
+// read back at once through another (both forward to the controller),
+// sentinels survive the trip, and a new controller serves them after the
+// old one dies.
+func TestControllerGRPCGroupOffsets(t *testing.T) {
+	c := newGCluster(t, 3, nil)
+	c.waitLive(1, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ctl := c.controller()
+	var a, b *gnode
+	for _, g := range c.live() {
+		if g == ctl {
+			continue
+		}
+		if a == nil {
+			a = g
+		} else {
+			b = g
+		}
+	}
+	if _, err := a.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(1_700_000_000_000)
+	commit := []metadata.OffsetCommit{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m"}}
+	if err := a.fwd.CommitOffsets(ctx, "g", commit, at); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.fwd.FetchOffsets(ctx, "g", []metadata.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []metadata.CommittedOffset{
+		{Topic: "t", Partition: 0, Offset: -1, LeaderEpoch: -1, CommitTimeMs: -1},
+		{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m", CommitTimeMs: at.UnixMilli()},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fetched through another node:\n%+v\nwant\n%+v", got, want)
+	}
+	if groups, err := b.fwd.ListGroups(ctx); err != nil || !reflect.DeepEqual(groups, []string{"g"}) {
+		t.Fatalf("list groups: %v %v", groups, err)
+	}
+	if err := b.fwd.CommitOffsets(ctx, "g", []metadata.OffsetCommit{{Topic: "nope", Offset: 1}}, at); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("commit to an unknown topic: %v", err)
+	}
+	if err := b.fwd.CommitOffsets(ctx, "g", []metadata.OffsetCommit{{Topic: "t", Offset: -5}}, at); !errors.Is(err, metadata.ErrInvalidOffsetCommit) {
+		t.Fatalf("commit of a negative offset: %v", err)
+	}
+	if err := b.fwd.CommitOffsets(ctx, "", commit, at); !errors.Is(err, metadata.ErrInvalidGroupID) {
+		t.Fatalf("commit without a group: %v", err)
+	}
+	if err := b.fwd.DeleteGroup(ctx, "other"); !errors.Is(err, metadata.ErrUnknownGroup) {
+		t.Fatalf("delete of an unknown group: %v", err)
+	}
+
+	// The next controller has every acknowledged commit.
+	c.kill(ctl)
+	got, err = a.fwd.FetchOffsets(ctx, "g", nil)
+	if err != nil || !reflect.DeepEqual(got, want[1:]) {
+		t.Fatalf("fetched after the controller died: %+v %v", got, err)
+	}
+	if err := b.fwd.DeleteGroup(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if groups, err := a.fwd.ListGroups(ctx); err != nil || len(groups) != 0 {
+		t.Fatalf("groups after delete: %v %v", groups, err)
+	}
+}

@@ -251,3 +251,68 @@ func (f *Forwarder) UnregisterBroker(ctx context.Context, brokerID int32) error 
 		return err
 	})
 }
+
+// CommitOffsets commits a consumer group's offsets on the controller at
+// commitTime. A retry after an ambiguous failure commits the same offsets
+// again, which is harmless.
+func (f *Forwarder) CommitOffsets(ctx context.Context, group string, offsets []metadata.OffsetCommit, commitTime time.Time) error {
+	return f.do(ctx, func(c *metadata.Controller) error {
+		return c.CommitOffsets(ctx, group, offsets, commitTime)
+	}, func(c pb.ControllerServiceClient) error {
+		_, err := c.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: commitTime.UnixMilli()})
+		return err
+	})
+}
+
+// FetchOffsets reads a group's committed offsets from the controller's
+// image (see metadata.Controller.FetchOffsets).
+func (f *Forwarder) FetchOffsets(ctx context.Context, group string, partitions []metadata.TopicPartition) ([]metadata.CommittedOffset, error) {
+	var out []metadata.CommittedOffset
+	err := f.do(ctx, func(c *metadata.Controller) (err error) {
+		out, err = c.FetchOffsets(ctx, group, partitions)
+		return err
+	}, func(c pb.ControllerServiceClient) error {
+		req := &pb.FetchOffsetsRequest{Group: group, Partitions: make([]*pb.GroupPartition, len(partitions))}
+		for i, p := range partitions {
+			req.Partitions[i] = &pb.GroupPartition{Topic: p.Topic, Partition: p.Partition}
+		}
+		resp, err := c.FetchOffsets(ctx, req)
+		if err != nil {
+			return err
+		}
+		out = make([]metadata.CommittedOffset, len(resp.Offsets))
+		for i, o := range resp.Offsets {
+			out[i] = metadata.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTimeMs}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ListGroups lists the groups with committed offsets, from the
+// controller's image.
+func (f *Forwarder) ListGroups(ctx context.Context) ([]string, error) {
+	var out []string
+	err := f.do(ctx, func(c *metadata.Controller) (err error) {
+		out, err = c.ListGroups(ctx)
+		return err
+	}, func(c pb.ControllerServiceClient) error {
+		resp, err := c.ListGroups(ctx, &pb.ListGroupsRequest{})
+		if err == nil {
+			out = resp.Groups
+		}
+		return err
+	})
+	return out, err
+}
+
+// DeleteGroup removes a group's committed offsets on the controller.
+func (f *Forwarder) DeleteGroup(ctx context.Context, group string) error {
+	return f.do(ctx, func(c *metadata.Controller) error {
+		return c.DeleteGroup(ctx, group)
+	}, func(c pb.ControllerServiceClient) error {
+		_, err := c.DeleteGroup(ctx, &pb.DeleteGroupRequest{Group: group})
+		return err
+	})
+}

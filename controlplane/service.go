@@ -1,6 +1,6 @@
 // Package controlplane puts the metadata controller on the wire: the gRPC
 // ControllerService (register, heartbeat, admin writes, AlterPartition,
-// controlled shutdown), a Forwarder that sends each controller call to the
+// controlled shutdown, consumer group offsets), a Forwarder that sends each controller call to the
 // current controller wherever it is, and the broker Lifecycle (register,
 // heartbeat, re-register when fenced, controlled shutdown on stop).
 //
@@ -11,6 +11,7 @@ package controlplane
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -96,6 +97,62 @@ func (s *Service) UnregisterBroker(ctx context.Context, in *pb.UnregisterBrokerR
 		return nil, toStatus(err)
 	}
 	return &pb.UnregisterBrokerResponse{}, nil
+}
+
+func (s *Service) CommitOffsets(ctx context.Context, in *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
+	err := s.node.Ctl().CommitOffsets(ctx, in.Group, offsetCommitsFromPB(in.Offsets), time.UnixMilli(in.CommitTimeMs))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CommitOffsetsResponse{}, nil
+}
+
+func (s *Service) FetchOffsets(ctx context.Context, in *pb.FetchOffsetsRequest) (*pb.FetchOffsetsResponse, error) {
+	parts := make([]metadata.TopicPartition, len(in.Partitions))
+	for i, p := range in.Partitions {
+		parts[i] = metadata.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	offsets, err := s.node.Ctl().FetchOffsets(ctx, in.Group, parts)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.FetchOffsetsResponse{Offsets: make([]*pb.GroupOffset, len(offsets))}
+	for i, o := range offsets {
+		out.Offsets[i] = &pb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+			LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTimeMs}
+	}
+	return out, nil
+}
+
+func (s *Service) ListGroups(ctx context.Context, in *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
+	groups, err := s.node.Ctl().ListGroups(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ListGroupsResponse{Groups: groups}, nil
+}
+
+func (s *Service) DeleteGroup(ctx context.Context, in *pb.DeleteGroupRequest) (*pb.DeleteGroupResponse, error) {
+	if err := s.node.Ctl().DeleteGroup(ctx, in.Group); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteGroupResponse{}, nil
+}
+
+func offsetCommitsFromPB(in []*pb.GroupOffset) []metadata.OffsetCommit {
+	out := make([]metadata.OffsetCommit, len(in))
+	for i, o := range in {
+		out[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	return out
+}
+
+func offsetCommitsToPB(in []metadata.OffsetCommit) []*pb.GroupOffset {
+	out := make([]*pb.GroupOffset, len(in))
+	for i, o := range in {
+		out[i] = &pb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	return out
 }
 
 func brokerFromPB(b *pb.BrokerInfo) metadata.BrokerInfo {

@@ -34,6 +34,9 @@ var errorTable = []struct {
 	{metadata.ErrShutdown, codes.Unavailable, "SHUTTING_DOWN"},
 	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, "CLUSTER_ID_MISMATCH"},
 	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, "BROKER_NOT_REMOVABLE"},
+	{metadata.ErrInvalidGroupID, codes.InvalidArgument, "INVALID_GROUP_ID"},
+	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, "INVALID_OFFSET_COMMIT"},
+	{metadata.ErrUnknownGroup, codes.NotFound, "GROUP_ID_NOT_FOUND"},
 }
 
 // toStatus turns a metadata error into a gRPC status error.

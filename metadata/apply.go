@@ -34,6 +34,10 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyControllerChange(c.ControllerChange, index)
 	case *pb.Command_UnregisterBroker:
 		return d.applyUnregisterBroker(c.UnregisterBroker, index)
+	case *pb.Command_CommitOffsets:
+		return d.applyCommitOffsets(c.CommitOffsets, index)
+	case *pb.Command_DeleteGroup:
+		return d.applyDeleteGroup(c.DeleteGroup, index)
 	default:
 		panic(fmt.Sprintf("metadata: unknown command %T at index %d", cmd.Cmd, index))
 	}
@@ -287,6 +291,8 @@ func checkAssignment(replicas []int32, leader int32, isr []int32) error {
 	return nil
 }
 
+// applyDeleteTopic removes a topic, and its committed offsets from every
+// group.
 func (d *draft) applyDeleteTopic(c *pb.DeleteTopic, _ uint64) any {
 	if _, ok := d.img.topics[c.Name]; !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)

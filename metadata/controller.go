@@ -446,6 +446,91 @@ func (c *Controller) UnregisterBroker(ctx context.Context, brokerID int32) error
 	return nil
 }
 
+// CommitOffsets commits a consumer group's offsets, all or none, at
+// commitTime (chosen by the caller so that every node applies the same
+// value). A commit that ValidateOffsetCommit refuses against the current
+// image is answered without writing to the log.
+func (c *Controller) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit, commitTime time.Time) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	if err := ValidateOffsetCommit(c.n.Image(), group, offsets); err != nil {
+		return err
+	}
+	cmd := &pb.CommitOffsets{Group: group, CommitTimeMs: commitTime.UnixMilli(), Offsets: make([]*pb.OffsetCommit, len(offsets))}
+	for i, o := range offsets {
+		cmd.Offsets[i] = &pb.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CommitOffsets{CommitOffsets: cmd}})
+	return err
+}
+
+// readable waits until this node may answer a read from its image with
+// every command committed so far: it is the active controller (whose
+// ControllerChange, once applied, proves the earlier entries applied) and
+// a quorum still follows it (raft's VerifyLeader), so that a controller cut
+// off from the others, which has not noticed yet, does not answer from an
+// image that misses a commit made through its successor.
+func (c *Controller) readable(ctx context.Context) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	f := c.n.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		return c.notController()
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return fmt.Errorf("%w: %w", ErrNoQuorum, err)
+}
+
+// FetchOffsets answers a group's committed offsets from the controller's
+// image, which holds every acknowledged commit (see readable): those of
+// the named partitions, -1 where never committed, or every committed one
+// when none is named.
+func (c *Controller) FetchOffsets(ctx context.Context, group string, partitions []TopicPartition) ([]CommittedOffset, error) {
+	if err := c.readable(ctx); err != nil {
+		return nil, err
+	}
+	return groupOffsets(c.n.Image(), group, partitions)
+}
+
+// ListGroups lists the groups with committed offsets, from the
+// controller's image for the same reason as FetchOffsets.
+func (c *Controller) ListGroups(ctx context.Context) ([]string, error) {
+	if err := c.readable(ctx); err != nil {
+		return nil, err
+	}
+	return c.n.Image().Groups(), nil
+}
+
+// DeleteGroup removes every committed offset of a group; an unknown group
+// is ErrUnknownGroup.
+func (c *Controller) DeleteGroup(ctx context.Context, group string) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	if err := ValidateGroupID(group); err != nil {
+		return err
+	}
+	if _, ok := c.n.Image().groups[group]; !ok {
+		return fmt.Errorf("%w: %q has no committed offsets", ErrUnknownGroup, group)
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: &pb.DeleteGroup{Group: group}}})
+	return err
+}
+
 // assignments turns replica lists into partition assignments numbered from
 // first: the leader is the first live replica, the ISR the live replicas
 // (all replicas when none is live, leader -1).

@@ -22,6 +22,16 @@ var (
 	// ErrBrokerNotRemovable: UnregisterBroker of a broker that is alive
 	// (unfenced, or heard from within the session timeout) or a voter.
 	ErrBrokerNotRemovable = errors.New("metadata: broker cannot be unregistered")
+	// ErrInvalidGroupID: a consumer group id that is empty, longer than
+	// MaxGroupIDLen bytes or holds a NUL byte.
+	ErrInvalidGroupID = errors.New("metadata: invalid group id")
+	// ErrInvalidOffsetCommit: an offset commit entry with a negative
+	// offset, a leader epoch below -1, metadata over MaxOffsetMetadataLen
+	// bytes, or a partition named twice; or a commit of nothing or of
+	// more than MaxOffsetCommitEntries entries.
+	ErrInvalidOffsetCommit = errors.New("metadata: invalid offset commit")
+	// ErrUnknownGroup: a group with no committed offsets.
+	ErrUnknownGroup = errors.New("metadata: unknown group")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

@@ -260,6 +260,28 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: load partitions: %w", err)
 	}
+	err = tx.Bucket(bucketOffsets).ForEach(func(_, v []byte) error {
+		var r pb.OffsetRecord
+		if err := proto.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		if t, ok := img.topics[r.Topic]; !ok || r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
+			return fmt.Errorf("offset of group %q for %s-%d without topic", r.Group, r.Topic, r.Partition)
+		}
+		g := img.groups[r.Group]
+		if g == nil {
+			g = map[string]map[int32]CommittedOffset{}
+			img.groups[r.Group] = g
+		}
+		if g[r.Topic] == nil {
+			g[r.Topic] = map[int32]CommittedOffset{}
+		}
+		g[r.Topic][r.Partition] = offsetFromRecord(&r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: load offsets: %w", err)
+	}
 	return img, nil
 }
 
@@ -297,11 +319,14 @@ func partitionKey(topic string, p int32) []byte {
 // draft is the image being changed by one command: a copy-on-write clone of
 // the published image plus the write transaction that persists each change.
 type draft struct {
-	img           *Image
-	tx            *bolt.Tx
-	brokersCloned bool
-	topicsCloned  bool
-	ownTopics     map[string]bool // topics already cloned in this draft
+	img            *Image
+	tx             *bolt.Tx
+	brokersCloned  bool
+	topicsCloned   bool
+	ownTopics      map[string]bool // topics already cloned in this draft
+	groupsCloned   bool
+	ownGroups      map[string]bool     // groups whose topic map is cloned in this draft
+	ownGroupTopics map[groupTopic]bool // group topics whose partition map is cloned
 }
 
 func newDraft(base *Image, tx *bolt.Tx) *draft {
@@ -390,6 +415,7 @@ func (d *draft) deleteTopic(name string) {
 	for _, p := range t.Partitions {
 		d.must(d.tx.Bucket(bucketPartitions).Delete(partitionKey(name, p.Partition)))
 	}
+	d.deleteTopicOffsets(name)
 }
 
 func cloneMap[K comparable, V any](m map[K]V) map[K]V {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
@@ -70,9 +71,30 @@ func (tf *testFSM) rejected(cmd *pb.Command, want error) {
 		tf.t.Fatalf("apply %v: got %v, want %v", cmd, resp, want)
 	}
 	after := tf.f.Image()
-	if !reflect.DeepEqual(before.Topics(), after.Topics()) || !reflect.DeepEqual(before.Brokers(), after.Brokers()) {
+	if !sameImage(before, after) {
 		tf.t.Fatal("rejected command changed the image")
 	}
+	// The store too: a command that wrote to the transaction before it
+	// failed would leave the change in bolt (the transaction commits
+	// either way) and bring it back on the next load.
+	var stored *Image
+	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
+		stored, err = loadImage(tx)
+		return err
+	}); err != nil {
+		tf.t.Fatal(err)
+	}
+	if !sameImage(before, stored) {
+		tf.t.Fatalf("rejected command changed the store:\n%+v\n%+v\nwant\n%+v\n%+v",
+			stored.Topics(), allOffsets(stored), before.Topics(), allOffsets(before))
+	}
+}
+
+// sameImage compares what the image's accessors show: brokers, topics and
+// committed offsets.
+func sameImage(a, b *Image) bool {
+	return reflect.DeepEqual(a.Topics(), b.Topics()) && reflect.DeepEqual(a.Brokers(), b.Brokers()) &&
+		reflect.DeepEqual(allOffsets(a), allOffsets(b))
 }
 
 func register(id int32, inc string) *pb.Command {

@@ -46,10 +46,14 @@ type Image struct {
 	controllerID int32
 	brokers      map[int32]BrokerInfo
 	topics       map[string]*TopicInfo // never mutated once published
+	// groups: group -> topic -> partition -> committed offset; no map in
+	// it is mutated once published (see groups.go).
+	groups map[string]map[string]map[int32]CommittedOffset
 }
 
 func emptyImage() *Image {
-	return &Image{controllerID: -1, brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicInfo{}}
+	return &Image{controllerID: -1, brokers: map[int32]BrokerInfo{}, topics: map[string]*TopicInfo{},
+		groups: map[string]map[string]map[int32]CommittedOffset{}}
 }
 
 // Index is the raft index of the last command applied to this image.

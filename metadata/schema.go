@@ -13,8 +13,15 @@ var (
 	// bucketPartitions: topic name, 0x00, 4-byte big-endian partition ->
 	// PartitionRecord.
 	bucketPartitions = []byte("partitions")
+	// bucketOffsets: group id, 0x00, topic name, 0x00, 4-byte big-endian
+	// partition -> OffsetRecord (consumer group committed offsets). Group
+	// ids hold no NUL byte (ErrInvalidGroupID), so one group's keys are a
+	// contiguous range. Added after schema version 1 without changing it:
+	// opening a store creates any missing bucket, so an older store (or an
+	// older snapshot restored) simply has no offsets yet.
+	bucketOffsets = []byte("offsets")
 
-	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions}
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets}
 )
 
 var (

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end check of a real `quire server --dev` through grpcurl: services,
 # health, create a topic, produce JSON records, fetch them back decoded,
-# check offsets; then kill -9 the server, restart it and find every record.
+# check offsets, commit a consumer group's offset; then kill -9 the server,
+# restart it and find every record and the committed offset; then consume
+# with `quire consume --group` and check `quire group describe`.
 #
 # Env: QUIRE_BIN (default: build into a temp dir), GRPCURL (default
 # ./bin/grpcurl), E2E_KEEP=1 keeps the temp dir.
@@ -76,7 +78,7 @@ start_server
 
 step "listing services"
 services=$("$grpcurl" -plaintext "$addr" list)
-for s in quire.v1.Admin quire.v1.Producer quire.v1.Consumer quire.v1.Metadata grpc.health.v1.Health; do
+for s in quire.v1.Admin quire.v1.Producer quire.v1.Consumer quire.v1.Metadata quire.v1.Groups grpc.health.v1.Health; do
 	expect "^$s\$" "$services"
 done
 expect "rpc ProduceRecords" "$("$grpcurl" -plaintext "$addr" describe quire.v1.Producer)"
@@ -111,6 +113,15 @@ step "listing offsets"
 out=$(call quire.v1.Consumer/ListOffsets '{"partitions": [{"topic": "e2e-orders", "partition": 0, "timestampMs": -1}, {"topic": "e2e-orders", "partition": 1, "timestampMs": -1}]}')
 expect '"offset": "3"' "$out"
 expect '"offset": "1"' "$out"
+
+step "committing a consumer group's offset and reading it back"
+out=$(call quire.v1.Groups/CommitOffsets '{"group": "e2e-billing", "offsets": [{"topic": "e2e-orders", "partition": 0, "offset": 3}]}')
+expect '"commitTimeMs"' "$out"
+out=$(call quire.v1.Groups/FetchOffsets '{"group": "e2e-billing", "partitions": [{"topic": "e2e-orders", "partition": 0}, {"topic": "e2e-orders", "partition": 1}]}')
+expect '"offset": "3"' "$out"
+expect '"offset": "-1"' "$out"
+out=$(call quire.v1.Groups/ListGroups '{}')
+expect '"group": "e2e-billing"' "$out"
 # ---- README examples end ----
 
 step "describing the topic and the cluster"
@@ -123,6 +134,10 @@ step "checking bad input is rejected"
 if out=$(call quire.v1.Admin/CreateTopic '{"name": "bad/name"}' 2>&1); then fail "invalid topic name accepted: $out"; fi
 expect "InvalidArgument" "$out"
 if out=$(call quire.v1.Consumer/FetchRecords '{"topic": "e2e-orders", "partition": 7}' 2>&1); then fail "unknown partition accepted: $out"; fi
+expect "NotFound" "$out"
+if out=$(call quire.v1.Groups/CommitOffsets '{"group": "e2e-billing", "offsets": [{"topic": "e2e-orders", "partition": 0, "offset": -1}]}' 2>&1); then fail "negative committed offset accepted: $out"; fi
+expect "InvalidArgument" "$out"
+if out=$(call quire.v1.Groups/CommitOffsets '{"group": "e2e-billing", "offsets": [{"topic": "e2e-nope", "partition": 0, "offset": 1}]}' 2>&1); then fail "offset of an unknown topic accepted: $out"; fi
 expect "NotFound" "$out"
 
 step "producing more with broker-side partitioning (keys and keyless)"
@@ -147,6 +162,29 @@ step "producing after restart continues the offsets"
 latest=$(call quire.v1.Consumer/ListOffsets '{"partitions": [{"topic": "e2e-orders", "partition": 0, "timestampMs": -1}]}' | grep -o '"offset": "[0-9]*"' | grep -o '[0-9]*')
 out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-orders", "records": [{"value": "after", "partition": 0}]}')
 expect "\"offset\": \"$latest\"" "$out"
+
+step "committed offsets survive the restart"
+out=$(call quire.v1.Groups/FetchOffsets '{"group": "e2e-billing"}')
+expect '"offset": "3"' "$out"
+
+step "consume --group commits what it printed; group describe shows it with lag 0"
+q() { "$quire" --brokers "$addr" "$@"; }
+end0=$(call quire.v1.Consumer/ListOffsets '{"partitions": [{"topic": "e2e-orders", "partition": 0, "timestampMs": -1}]}' | grep -o '"offset": "[0-9]*"' | grep -o '[0-9]*')
+q consume e2e-orders -p 0 --group e2e-cli -n "$end0" >"$tmp/group-consumed.txt" || fail "consume --group"
+[ "$(wc -l <"$tmp/group-consumed.txt")" -eq "$end0" ] || fail "consume --group printed $(wc -l <"$tmp/group-consumed.txt") records, want $end0"
+desc=$(q group describe e2e-cli) || fail "group describe: $desc"
+awk -v want="$end0" '$1 == "e2e-cli" && $2 == "e2e-orders" && $3 == 0 { found = 1; if ($4 != want || $5 != want || $6 != 0) bad = 1 }
+     END { exit !(found && !bad) }' <<<"$desc" || fail "group describe: want offset $end0, log end $end0 and lag 0 in: $desc"
+call quire.v1.Producer/ProduceRecords '{"topic": "e2e-orders", "records": [{"value": "for-the-group", "partition": 0}]}' >/dev/null
+got=$(q consume e2e-orders -p 0 --group e2e-cli -n 1) || fail "second consume --group"
+[ "$got" = "for-the-group" ] || fail "second consume --group did not continue after the commit: $got"
+groups=$(q group list) || fail "group list"
+expect '^e2e-cli$' "$groups"
+expect '^e2e-billing$' "$groups"
+q group delete e2e-cli >/dev/null || fail "group delete"
+groups=$(q group list) || fail "group list"
+if grep -q '^e2e-cli$' <<<"$groups"; then fail "e2e-cli still listed after delete: $groups"; fi
+if out=$(q group describe e2e-cli 2>&1); then fail "describe of a deleted group succeeded: $out"; fi
 
 # ---- hook: client engineer's CLI checks ----
 if [ -x scripts/e2e_cli.sh ]; then

@@ -1237,6 +1237,498 @@ func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
+// GroupOffset is one partition's committed offset; offset and
+// commit_time_ms are -1 for a partition the group never committed.
+type GroupOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	LeaderEpoch   int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Metadata      string                 `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	CommitTimeMs  int64                  `protobuf:"varint,6,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupOffset) Reset() {
+	*x = GroupOffset{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupOffset) ProtoMessage() {}
+
+func (x *GroupOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
+func (*GroupOffset) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GroupOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *GroupOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GroupOffset) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *GroupOffset) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+func (x *GroupOffset) GetCommitTimeMs() int64 {
+	if x != nil {
+		return x.CommitTimeMs
+	}
+	return 0
+}
+
+type GroupPartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPartition) Reset() {
+	*x = GroupPartition{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPartition) ProtoMessage() {}
+
+func (x *GroupPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
+func (*GroupPartition) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GroupPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+type CommitOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// commit_time_ms of each is ignored: the request's one applies.
+	Offsets       []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	CommitTimeMs  int64          `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsRequest) Reset() {
+	*x = CommitOffsetsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsRequest) ProtoMessage() {}
+
+func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CommitOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetOffsets() []*GroupOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *CommitOffsetsRequest) GetCommitTimeMs() int64 {
+	if x != nil {
+		return x.CommitTimeMs
+	}
+	return 0
+}
+
+type CommitOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsResponse) Reset() {
+	*x = CommitOffsetsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsResponse) ProtoMessage() {}
+
+func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+}
+
+type FetchOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Empty: every partition the group committed.
+	Partitions    []*GroupPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchOffsetsRequest) Reset() {
+	*x = FetchOffsetsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchOffsetsRequest) ProtoMessage() {}
+
+func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FetchOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *FetchOffsetsRequest) GetPartitions() []*GroupPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type FetchOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offsets       []*GroupOffset         `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchOffsetsResponse) Reset() {
+	*x = FetchOffsetsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchOffsetsResponse) ProtoMessage() {}
+
+func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FetchOffsetsResponse) GetOffsets() []*GroupOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
+}
+
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []string               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListGroupsResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type DeleteGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
+}
+
 var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
@@ -1328,7 +1820,36 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x1aControlledShutdownResponse\"6\n" +
 	"\x17UnregisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x1a\n" +
-	"\x18UnregisterBrokerResponse2\xb5\a\n" +
+	"\x18UnregisterBrokerResponse\"\xbe\x01\n" +
+	"\vGroupOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x12$\n" +
+	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\"D\n" +
+	"\x0eGroupPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x8c\x01\n" +
+	"\x14CommitOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x128\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x1e.quire.internal.v1.GroupOffsetR\aoffsets\x12$\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"\x17\n" +
+	"\x15CommitOffsetsResponse\"n\n" +
+	"\x13FetchOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2!.quire.internal.v1.GroupPartitionR\n" +
+	"partitions\"P\n" +
+	"\x14FetchOffsetsResponse\x128\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1e.quire.internal.v1.GroupOffsetR\aoffsets\"\x13\n" +
+	"\x11ListGroupsRequest\",\n" +
+	"\x12ListGroupsResponse\x12\x16\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\"*\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
+	"\x13DeleteGroupResponse2\xb3\n" +
+	"\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -1338,7 +1859,12 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x10CreatePartitions\x12*.quire.internal.v1.CreatePartitionsRequest\x1a+.quire.internal.v1.CreatePartitionsResponse\x12e\n" +
 	"\x0eAlterPartition\x12(.quire.internal.v1.AlterPartitionRequest\x1a).quire.internal.v1.AlterPartitionResponse\x12q\n" +
 	"\x12ControlledShutdown\x12,.quire.internal.v1.ControlledShutdownRequest\x1a-.quire.internal.v1.ControlledShutdownResponse\x12k\n" +
-	"\x10UnregisterBroker\x12*.quire.internal.v1.UnregisterBrokerRequest\x1a+.quire.internal.v1.UnregisterBrokerResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x10UnregisterBroker\x12*.quire.internal.v1.UnregisterBrokerRequest\x1a+.quire.internal.v1.UnregisterBrokerResponse\x12b\n" +
+	"\rCommitOffsets\x12'.quire.internal.v1.CommitOffsetsRequest\x1a(.quire.internal.v1.CommitOffsetsResponse\x12_\n" +
+	"\fFetchOffsets\x12&.quire.internal.v1.FetchOffsetsRequest\x1a'.quire.internal.v1.FetchOffsetsResponse\x12Y\n" +
+	"\n" +
+	"ListGroups\x12$.quire.internal.v1.ListGroupsRequest\x1a%.quire.internal.v1.ListGroupsResponse\x12\\\n" +
+	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -1352,7 +1878,7 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*NotController)(nil),              // 0: quire.internal.v1.NotController
 	(*BrokerInfo)(nil),                 // 1: quire.internal.v1.BrokerInfo
@@ -1377,42 +1903,63 @@ var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*ControlledShutdownResponse)(nil), // 20: quire.internal.v1.ControlledShutdownResponse
 	(*UnregisterBrokerRequest)(nil),    // 21: quire.internal.v1.UnregisterBrokerRequest
 	(*UnregisterBrokerResponse)(nil),   // 22: quire.internal.v1.UnregisterBrokerResponse
-	nil,                                // 23: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                // 24: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                // 25: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*GroupOffset)(nil),                // 23: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),             // 24: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),       // 25: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),      // 26: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),        // 27: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 28: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),          // 29: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 30: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),         // 31: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 32: quire.internal.v1.DeleteGroupResponse
+	nil,                                // 33: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                // 34: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                // 35: quire.internal.v1.AlterConfigsRequest.SetEntry
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	2,  // 0: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	23, // 1: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	33, // 1: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
 	1,  // 2: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	24, // 3: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	34, // 3: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	4,  // 4: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
 	3,  // 5: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	25, // 6: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	35, // 6: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
 	2,  // 7: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
-	5,  // 8: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	7,  // 9: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	9,  // 10: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	11, // 11: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	13, // 12: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	15, // 13: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	17, // 14: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	19, // 15: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	21, // 16: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	6,  // 17: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 18: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 19: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 20: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 21: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 22: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 23: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 24: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 25: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	17, // [17:26] is the sub-list for method output_type
-	8,  // [8:17] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	23, // 8: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
+	24, // 9: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
+	23, // 10: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
+	5,  // 11: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	7,  // 12: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	9,  // 13: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	11, // 14: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	13, // 15: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	15, // 16: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	17, // 17: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	19, // 18: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	21, // 19: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	25, // 20: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	27, // 21: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	29, // 22: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	31, // 23: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	6,  // 24: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 25: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 26: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 27: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 28: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 29: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 30: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 31: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 32: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 33: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 34: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 35: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 36: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	24, // [24:37] is the sub-list for method output_type
+	11, // [11:24] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -1426,7 +1973,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,10 @@ const (
 	ControllerService_AlterPartition_FullMethodName     = "/quire.internal.v1.ControllerService/AlterPartition"
 	ControllerService_ControlledShutdown_FullMethodName = "/quire.internal.v1.ControllerService/ControlledShutdown"
 	ControllerService_UnregisterBroker_FullMethodName   = "/quire.internal.v1.ControllerService/UnregisterBroker"
+	ControllerService_CommitOffsets_FullMethodName      = "/quire.internal.v1.ControllerService/CommitOffsets"
+	ControllerService_FetchOffsets_FullMethodName       = "/quire.internal.v1.ControllerService/FetchOffsets"
+	ControllerService_ListGroups_FullMethodName         = "/quire.internal.v1.ControllerService/ListGroups"
+	ControllerService_DeleteGroup_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteGroup"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -47,6 +51,13 @@ type ControllerServiceClient interface {
 	AlterPartition(ctx context.Context, in *AlterPartitionRequest, opts ...grpc.CallOption) (*AlterPartitionResponse, error)
 	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
+	// Consumer group offsets. Reads are served by the controller from its
+	// image too, so that a commit made through any node is read back at once
+	// through any other.
+	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
+	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -147,6 +158,46 @@ func (c *controllerServiceClient) UnregisterBroker(ctx context.Context, in *Unre
 	return out, nil
 }
 
+func (c *controllerServiceClient) CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitOffsetsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CommitOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchOffsetsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_FetchOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -164,6 +215,13 @@ type ControllerServiceServer interface {
 	AlterPartition(context.Context, *AlterPartitionRequest) (*AlterPartitionResponse, error)
 	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
+	// Consumer group offsets. Reads are served by the controller from its
+	// image too, so that a commit made through any node is read back at once
+	// through any other.
+	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
+	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -200,6 +258,18 @@ func (UnimplementedControllerServiceServer) ControlledShutdown(context.Context, 
 }
 func (UnimplementedControllerServiceServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedControllerServiceServer) CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CommitOffsets not implemented")
+}
+func (UnimplementedControllerServiceServer) FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FetchOffsets not implemented")
+}
+func (UnimplementedControllerServiceServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -384,6 +454,78 @@ func _ControllerService_UnregisterBroker_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CommitOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CommitOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CommitOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CommitOffsets(ctx, req.(*CommitOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_FetchOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).FetchOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_FetchOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).FetchOffsets(ctx, req.(*FetchOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteGroup(ctx, req.(*DeleteGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -426,6 +568,22 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterBroker",
 			Handler:    _ControllerService_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "CommitOffsets",
+			Handler:    _ControllerService_CommitOffsets_Handler,
+		},
+		{
+			MethodName: "FetchOffsets",
+			Handler:    _ControllerService_FetchOffsets_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _ControllerService_ListGroups_Handler,
+		},
+		{
+			MethodName: "DeleteGroup",
+			Handler:    _ControllerService_DeleteGroup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -25,8 +25,8 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 11 (consumer groups and
-// committed offsets take the next ones).
+// removed command `reserved`. Next free number: 13 (group membership and
+// generations take the next ones).
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Cmd:
@@ -41,6 +41,8 @@ type Command struct {
 	//	*Command_CreatePartitions
 	//	*Command_ControllerChange
 	//	*Command_UnregisterBroker
+	//	*Command_CommitOffsets
+	//	*Command_DeleteGroup
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -173,6 +175,24 @@ func (x *Command) GetUnregisterBroker() *UnregisterBroker {
 	return nil
 }
 
+func (x *Command) GetCommitOffsets() *CommitOffsets {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CommitOffsets); ok {
+			return x.CommitOffsets
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteGroup() *DeleteGroup {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -217,6 +237,14 @@ type Command_UnregisterBroker struct {
 	UnregisterBroker *UnregisterBroker `protobuf:"bytes,10,opt,name=unregister_broker,json=unregisterBroker,proto3,oneof"`
 }
 
+type Command_CommitOffsets struct {
+	CommitOffsets *CommitOffsets `protobuf:"bytes,11,opt,name=commit_offsets,json=commitOffsets,proto3,oneof"`
+}
+
+type Command_DeleteGroup struct {
+	DeleteGroup *DeleteGroup `protobuf:"bytes,12,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -236,6 +264,10 @@ func (*Command_CreatePartitions) isCommand_Cmd() {}
 func (*Command_ControllerChange) isCommand_Cmd() {}
 
 func (*Command_UnregisterBroker) isCommand_Cmd() {}
+
+func (*Command_CommitOffsets) isCommand_Cmd() {}
+
+func (*Command_DeleteGroup) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -980,6 +1012,200 @@ func (x *UnregisterBroker) GetUnclean() bool {
 	return false
 }
 
+// OffsetCommit is one partition's committed offset in CommitOffsets.
+type OffsetCommit struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The next offset the group reads (the last one consumed plus one), as
+	// in Kafka.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The leader epoch of the last record consumed, -1 when unknown.
+	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Free text the committer attaches, at most 4096 bytes.
+	Metadata      string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetCommit) Reset() {
+	*x = OffsetCommit{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetCommit) ProtoMessage() {}
+
+func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
+func (*OffsetCommit) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *OffsetCommit) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetCommit) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetCommit) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *OffsetCommit) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *OffsetCommit) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+// CommitOffsets records a consumer group's offsets (a group with manual
+// assignment: Kafka's simple consumer group; no membership or generation
+// yet). It applies all or nothing: a group id that is empty, longer than
+// 255 bytes or holds a NUL byte, an unknown topic or partition, a negative
+// offset, metadata over 4096 bytes, a partition named twice, or no offsets
+// at all reject the whole command. commit_time_ms is chosen by the node
+// that took the request, so every node applies the same value.
+type CommitOffsets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets       []*OffsetCommit        `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	CommitTimeMs  int64                  `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsets) Reset() {
+	*x = CommitOffsets{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsets) ProtoMessage() {}
+
+func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
+func (*CommitOffsets) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CommitOffsets) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CommitOffsets) GetOffsets() []*OffsetCommit {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *CommitOffsets) GetCommitTimeMs() int64 {
+	if x != nil {
+		return x.CommitTimeMs
+	}
+	return 0
+}
+
+// DeleteGroup removes every committed offset of a group; an unknown group
+// is rejected.
+type DeleteGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroup) Reset() {
+	*x = DeleteGroup{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroup) ProtoMessage() {}
+
+func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
+func (*DeleteGroup) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeleteGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 type BrokerRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -995,7 +1221,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1233,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1246,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -1084,7 +1310,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1322,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1335,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1155,7 +1381,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1393,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1406,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -1232,11 +1458,105 @@ func (x *PartitionRecord) GetPartitionEpoch() int32 {
 	return 0
 }
 
+// OffsetRecord is one committed offset, keyed by group, topic and
+// partition (see metadata/schema.go), which it repeats.
+type OffsetRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	LeaderEpoch   int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Metadata      string                 `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	CommitTimeMs  int64                  `protobuf:"varint,7,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetRecord) Reset() {
+	*x = OffsetRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetRecord) ProtoMessage() {}
+
+func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
+func (*OffsetRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *OffsetRecord) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *OffsetRecord) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetRecord) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetRecord) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *OffsetRecord) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *OffsetRecord) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+func (x *OffsetRecord) GetCommitTimeMs() int64 {
+	if x != nil {
+		return x.CommitTimeMs
+	}
+	return 0
+}
+
 var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x8d\x06\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x9d\a\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -1248,7 +1568,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x11create_partitions\x18\b \x01(\v2#.quire.internal.v1.CreatePartitionsH\x00R\x10createPartitions\x12R\n" +
 	"\x11controller_change\x18\t \x01(\v2#.quire.internal.v1.ControllerChangeH\x00R\x10controllerChange\x12R\n" +
 	"\x11unregister_broker\x18\n" +
-	" \x01(\v2#.quire.internal.v1.UnregisterBrokerH\x00R\x10unregisterBrokerB\x05\n" +
+	" \x01(\v2#.quire.internal.v1.UnregisterBrokerH\x00R\x10unregisterBroker\x12I\n" +
+	"\x0ecommit_offsets\x18\v \x01(\v2 .quire.internal.v1.CommitOffsetsH\x00R\rcommitOffsets\x12C\n" +
+	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroupB\x05\n" +
 	"\x03cmd\"\xd2\x01\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -1310,7 +1632,19 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x10UnregisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
-	"\aunclean\x18\x03 \x01(\bR\aunclean\"\xe8\x01\n" +
+	"\aunclean\x18\x03 \x01(\bR\aunclean\"\x99\x01\n" +
+	"\fOffsetCommit\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\x86\x01\n" +
+	"\rCommitOffsets\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x129\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"#\n" +
+	"\vDeleteGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xe8\x01\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -1334,7 +1668,15 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpochB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
+	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\"\xd5\x01\n" +
+	"\fOffsetRecord\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
+	"\bmetadata\x18\x06 \x01(\tR\bmetadata\x12$\n" +
+	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMsB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
 
 var (
 	file_quire_internal_v1_metadata_proto_rawDescOnce sync.Once
@@ -1348,7 +1690,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),             // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),      // 1: quire.internal.v1.RegisterBroker
@@ -1362,12 +1704,16 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*CreatePartitions)(nil),    // 9: quire.internal.v1.CreatePartitions
 	(*ControllerChange)(nil),    // 10: quire.internal.v1.ControllerChange
 	(*UnregisterBroker)(nil),    // 11: quire.internal.v1.UnregisterBroker
-	(*BrokerRecord)(nil),        // 12: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),         // 13: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),     // 14: quire.internal.v1.PartitionRecord
-	nil,                         // 15: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                         // 16: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                         // 17: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*OffsetCommit)(nil),        // 12: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),       // 13: quire.internal.v1.CommitOffsets
+	(*DeleteGroup)(nil),         // 14: quire.internal.v1.DeleteGroup
+	(*BrokerRecord)(nil),        // 15: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),         // 16: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),     // 17: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),        // 18: quire.internal.v1.OffsetRecord
+	nil,                         // 19: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                         // 20: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                         // 21: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -1380,16 +1726,19 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	9,  // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
 	10, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
 	11, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	4,  // 10: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	15, // 11: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	16, // 12: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	4,  // 13: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	17, // 14: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	14, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	4,  // 12: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	19, // 13: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	20, // 14: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	4,  // 15: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	12, // 16: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	21, // 17: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -1408,6 +1757,8 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_CreatePartitions)(nil),
 		(*Command_ControllerChange)(nil),
 		(*Command_UnregisterBroker)(nil),
+		(*Command_CommitOffsets)(nil),
+		(*Command_DeleteGroup)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1415,7 +1766,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

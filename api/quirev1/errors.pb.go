@@ -65,6 +65,7 @@ const (
 	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
 	ErrorCode_POLICY_VIOLATION                 ErrorCode = 44
 	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
+	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
 	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
 	ErrorCode_STALE_BROKER_EPOCH               ErrorCode = 77
@@ -116,6 +117,7 @@ var (
 		42:   "INVALID_REQUEST",
 		44:   "POLICY_VIOLATION",
 		56:   "KAFKA_STORAGE_ERROR",
+		69:   "GROUP_ID_NOT_FOUND",
 		74:   "FENCED_LEADER_EPOCH",
 		75:   "UNKNOWN_LEADER_EPOCH",
 		77:   "STALE_BROKER_EPOCH",
@@ -164,6 +166,7 @@ var (
 		"INVALID_REQUEST":                  42,
 		"POLICY_VIOLATION":                 44,
 		"KAFKA_STORAGE_ERROR":              56,
+		"GROUP_ID_NOT_FOUND":               69,
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
 		"STALE_BROKER_EPOCH":               77,
@@ -350,7 +353,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xab\t\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xc3\t\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -390,7 +393,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0eNOT_CONTROLLER\x10)\x12\x13\n" +
 	"\x0fINVALID_REQUEST\x10*\x12\x14\n" +
 	"\x10POLICY_VIOLATION\x10,\x12\x17\n" +
-	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
+	"\x13KAFKA_STORAGE_ERROR\x108\x12\x16\n" +
+	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x17\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
 	"\x12STALE_BROKER_EPOCH\x10M\x12\x18\n" +

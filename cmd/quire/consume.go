@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,8 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 		offset     string
 		count      int
 		format     string
+		group      string
+		interval   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
@@ -37,12 +41,23 @@ The -f format prints each record with these verbs:
   %v value   %k key   %p partition   %o offset   %t timestamp (ms)
   %T topic   %h headers (k=v,...)   %%  a percent sign
 and the escapes \n, \t and \\. The default is '%v\n'. --format json prints
-one JSON object per record instead.`,
+one JSON object per record instead.
+
+With --group G it starts each partition at the offset the consumer group G
+committed, falling back to -o where G committed none, and commits what it
+printed (the next offset to read) at most once per --commit-interval and
+on exit, so the next run with --group G continues where this one stopped.
+Records are committed only once written out: after a crash or a failed
+write, the next run prints again what was not committed. The group has
+no members or rebalancing: the partitions are the ones named here.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, err := parseOffset(offset)
 			if err != nil {
 				return err
+			}
+			if interval < 0 {
+				return fmt.Errorf("bad --commit-interval %v: must be >= 0", interval)
 			}
 			pf, err := compileFormat(format)
 			if err != nil {
@@ -70,30 +85,50 @@ one JSON object per record instead.`,
 				}
 				assign[p] = start
 			}
+			if group != "" {
+				for p := range assign {
+					assign[p] = client.AtCommitted(group, start)
+				}
+			}
 			cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: assign})
 			if err != nil {
 				return err
 			}
 			defer cons.Close()
+			gc := newGroupCommitter(group, interval, func(ctx context.Context, offsets []client.OffsetCommit) error {
+				return cl.CommitOffsets(ctx, group, offsets...)
+			})
 			w := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			defer w.Flush()
 			seen := 0
 			for count <= 0 || seen < count {
-				recs, err := cons.Poll(ctx)
+				// With offsets waiting, the poll ends when they are due, so
+				// that a consumer with nothing new to read commits on time.
+				pctx, cancel := ctx, context.CancelFunc(func() {})
+				if at, ok := gc.dueAt(); ok {
+					pctx, cancel = context.WithDeadline(ctx, at)
+				}
+				recs, err := cons.Poll(pctx)
+				due := errors.Is(pctx.Err(), context.DeadlineExceeded)
+				cancel()
 				if err != nil {
-					if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-						return nil // interrupted
+					switch {
+					case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+						return gc.final() // interrupted
+					case due && errors.Is(err, context.DeadlineExceeded):
+						// Nothing new: the commit below is due.
+					case len(recs) == 0:
+						return errors.Join(err, gc.final())
+					default:
+						fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
 					}
-					if len(recs) == 0 {
-						return err
-					}
-					fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
 				}
 				for _, r := range recs {
 					if count > 0 && seen >= count {
 						break
 					}
 					seen++
+					gc.stage(r)
 					if g.format == "json" {
 						writeJSONRecord(w, r)
 					} else {
@@ -101,10 +136,17 @@ one JSON object per record instead.`,
 					}
 				}
 				if err := w.Flush(); err != nil {
-					return err
+					// What this batch staged may not have been written
+					// out: commit only the batches before it.
+					gc.unstage()
+					return errors.Join(err, gc.final())
+				}
+				gc.printed()
+				if err := gc.commitIfDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
+					return errors.Join(err, gc.final())
 				}
 			}
-			return nil
+			return gc.final()
 		},
 	}
 	f := cmd.Flags()
@@ -112,7 +154,118 @@ one JSON object per record instead.`,
 	f.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
 	f.IntVarP(&count, "num", "n", 0, "stop after this many records (default: follow)")
 	f.StringVarP(&format, "print-format", "f", `%v\n`, "format of each record (see above)")
+	f.StringVar(&group, "group", "", "consumer group: start at its committed offsets (else -o) and commit what is printed")
+	// Kafka's auto.commit.interval.ms default: each commit is a metadata
+	// log entry, so not one per poll.
+	f.DurationVar(&interval, "commit-interval", 5*time.Second, "with --group, commit at most this often (0: after every batch), and on exit")
 	return cmd
+}
+
+// groupCommitter commits, for consume --group, the offset after the last
+// record printed of each partition. A batch's records are staged while
+// they are written and become committable (printed) only once the output
+// was flushed, so that a failed write does not commit records the user
+// never got.
+type groupCommitter struct {
+	group    string // "" commits nothing
+	interval time.Duration
+	commit   func(ctx context.Context, offsets []client.OffsetCommit) error
+
+	staged  map[int32]client.OffsetCommit // this batch, not yet flushed
+	next    map[int32]client.OffsetCommit // printed: what a commit sends
+	dirty   bool                          // next holds offsets not yet committed
+	last    time.Time                     // of the last commit attempt
+	lastErr error                         // of the last commit attempt
+}
+
+// Commit timeouts on the way out: the usual one, and a short one after a
+// commit that just failed, which would most likely fail again the same way
+// (and was retried for as long already).
+const (
+	finalCommitTimeout      = 15 * time.Second
+	finalRetryCommitTimeout = 2 * time.Second
+)
+
+func newGroupCommitter(group string, interval time.Duration, commit func(context.Context, []client.OffsetCommit) error) *groupCommitter {
+	return &groupCommitter{group: group, interval: interval, commit: commit, last: time.Now(),
+		staged: map[int32]client.OffsetCommit{}, next: map[int32]client.OffsetCommit{}}
+}
+
+// stage notes a record about to be written out.
+func (gc *groupCommitter) stage(r *client.Record) {
+	if gc.group == "" {
+		return
+	}
+	// The batch's epoch, when the batch carries one (a batch written
+	// before the leader stamped it has -1); the client's zero value would
+	// claim epoch 0.
+	epoch := r.LeaderEpoch
+	if epoch < 0 {
+		epoch = -1
+	}
+	gc.staged[r.Partition] = client.OffsetCommit{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset + 1, LeaderEpoch: epoch}
+}
+
+// unstage drops what was staged since the last flush, which failed.
+func (gc *groupCommitter) unstage() { clear(gc.staged) }
+
+// printed makes what was staged committable: the output was flushed.
+func (gc *groupCommitter) printed() {
+	for p, o := range gc.staged {
+		gc.next[p] = o
+		gc.dirty = true
+	}
+	clear(gc.staged)
+}
+
+// dueAt returns when the offsets waiting become due, if any are waiting.
+func (gc *groupCommitter) dueAt() (time.Time, bool) {
+	return gc.last.Add(gc.interval), gc.dirty
+}
+
+// commitIfDue commits the printed offsets if an interval has passed since
+// the last commit.
+func (gc *groupCommitter) commitIfDue(ctx context.Context, now time.Time) error {
+	if at, ok := gc.dueAt(); !ok || now.Before(at) {
+		return nil
+	}
+	return gc.commitNow(ctx, now)
+}
+
+func (gc *groupCommitter) commitNow(ctx context.Context, now time.Time) error {
+	if !gc.dirty {
+		return nil
+	}
+	offsets := make([]client.OffsetCommit, 0, len(gc.next))
+	for _, o := range gc.next {
+		offsets = append(offsets, o)
+	}
+	slices.SortFunc(offsets, func(a, b client.OffsetCommit) int { return cmp.Compare(a.Partition, b.Partition) })
+	gc.last = now
+	if err := gc.commit(ctx, offsets); err != nil {
+		err = fmt.Errorf("commit offsets of group %s: %w", gc.group, err)
+		if ctx.Err() == nil {
+			// A commit cut short by an interrupt did not fail: the
+			// final one still gets its full time.
+			gc.lastErr = err
+		}
+		return err
+	}
+	gc.dirty, gc.lastErr = false, nil
+	return nil
+}
+
+// final commits what is left on the way out, also after an interrupt
+// (whose signal cancelled the command's context); only what was printed:
+// a batch whose flush failed was unstaged.
+func (gc *groupCommitter) final() error {
+	timeout := finalCommitTimeout
+	if gc.lastErr != nil {
+		timeout = finalRetryCommitTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return gc.commitNow(ctx, time.Now())
 }
 
 func parseOffset(s string) (client.Offset, error) {

@@ -1,5 +1,5 @@
 // Command quire is Quire's one binary: `quire server` runs a node, and the
-// other verbs (topic, produce, consume, cluster, perf) are the command-line
+// other verbs (topic, produce, consume, group, cluster, perf) are the command-line
 // client.
 package main
 

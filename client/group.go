@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Consumer group offsets. A group here is what Kafka calls a simple
+// consumer group (manual assignment): any client may commit offsets for a
+// group id and read them back. They are kept in the cluster's metadata
+// log; any broker takes the calls and passes them to the controller, so a
+// commit is read back at once whichever brokers the calls reach.
+
+// MaxGroupIDLen is the longest group id, in bytes.
+const MaxGroupIDLen = 255
+
+// ValidateGroupID checks a group id as the brokers do: 1 to MaxGroupIDLen
+// bytes and no NUL byte. The error carries the code a broker would answer,
+// INVALID_GROUP_ID, so that a caller sees the same error either way.
+func ValidateGroupID(group string) error {
+	var msg string
+	switch {
+	case group == "":
+		msg = "the group id is empty"
+	case len(group) > MaxGroupIDLen:
+		msg = fmt.Sprintf("the group id is %d bytes, the limit is %d", len(group), MaxGroupIDLen)
+	case strings.IndexByte(group, 0) >= 0:
+		msg = fmt.Sprintf("the group id %q holds a NUL byte", group)
+	default:
+		return nil
+	}
+	return &Error{Code: quirev1.ErrorCode_INVALID_GROUP_ID, Message: msg, LeaderID: -1}
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// OffsetCommit is one partition's offset to commit: the next offset the
+// group reads, that is the last record consumed plus one (as in Kafka).
+type OffsetCommit struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// LeaderEpoch is the leader epoch of the last record consumed
+	// (Record.LeaderEpoch), or -1 when unknown. Set it either way: the
+	// zero value is not "unknown" but epoch 0, and is stored as such;
+	// below -1 is refused.
+	LeaderEpoch int32
+	Metadata    string
+}
+
+// CommittedOffset is a group's committed offset of one partition. Offset
+// and CommitTimeMs are -1 for a partition the group never committed;
+// LeaderEpoch is -1 when unknown.
+type CommittedOffset struct {
+	Topic        string `json:"topic"`
+	Partition    int32  `json:"partition"`
+	Offset       int64  `json:"offset"`
+	LeaderEpoch  int32  `json:"leader_epoch"`
+	Metadata     string `json:"metadata,omitempty"`
+	CommitTimeMs int64  `json:"commit_time_ms"`
+}
+
+// group runs a Groups call on any broker, retried as admin calls
+// are (an election, unreachable brokers).
+func (c *Client) group(ctx context.Context, fn func(ctx context.Context, g quirev1.GroupsClient) error) error {
+	return c.anyBrokerRetried(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		return fn(ctx, quirev1.NewGroupsClient(cc))
+	})
+}
+
+// CommitOffsets commits offsets for a group, all or none: a bad group id
+// (see ValidateGroupID), no offsets or more than 10000, an unknown topic
+// or partition, a partition named twice, a negative offset, a leader epoch
+// below -1 or metadata over 4096 bytes fail the whole commit.
+//
+// Ordering: the call's own retries (an election, an unreachable broker)
+// resend the same offsets, which is harmless. An attempt it gave up on
+// (the call failed or timed out) may still be applied later, even after a
+// later commit has succeeded, and then its offsets are the ones that stay.
+// So after a failed commit, retry the same offsets or later ones, never
+// earlier ones: a late arrival can then only move the group back to
+// offsets it has already read past (records read again), never ahead of
+// what was processed. Generation fencing will close this once groups have
+// members.
+func (c *Client) CommitOffsets(ctx context.Context, group string, offsets ...OffsetCommit) error {
+	req := &quirev1.CommitOffsetsRequest{Group: group, Offsets: make([]*quirev1.OffsetCommit, len(offsets))}
+	for i, o := range offsets {
+		epoch := o.LeaderEpoch
+		req.Offsets[i] = &quirev1.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: &epoch, Metadata: o.Metadata}
+	}
+	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) error {
+		_, err := g.CommitOffsets(ctx, req)
+		return err
+	})
+	return err
+}
+
+// FetchOffsets returns a group's committed offsets, sorted by topic and
+// partition: those of the named partitions (Offset -1 where never
+// committed), or every committed one when none is named. A group that
+// never committed has none.
+func (c *Client) FetchOffsets(ctx context.Context, group string, partitions ...TopicPartition) ([]CommittedOffset, error) {
+	req := &quirev1.FetchOffsetsRequest{Group: group}
+	for _, tp := range partitions {
+		req.Partitions = append(req.Partitions, &quirev1.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	var resp *quirev1.FetchOffsetsResponse
+	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) (err error) {
+		resp, err = g.FetchOffsets(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CommittedOffset, 0, len(resp.GetOffsets()))
+	for _, o := range resp.GetOffsets() {
+		out = append(out, CommittedOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(),
+			LeaderEpoch: o.GetLeaderEpoch(), Metadata: o.GetMetadata(), CommitTimeMs: o.GetCommitTimeMs()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// ListGroups lists the groups with committed offsets, sorted.
+func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
+	var resp *quirev1.ListGroupsResponse
+	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) (err error) {
+		resp, err = g.ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(resp.GetGroups()))
+	for _, g := range resp.GetGroups() {
+		out = append(out, g.GetGroup())
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// DeleteGroup removes every committed offset of a group. A group that has
+// none fails with GROUP_ID_NOT_FOUND.
+func (c *Client) DeleteGroup(ctx context.Context, group string) error {
+	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) error {
+		_, err := g.DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: group})
+		return err
+	})
+	return err
+}

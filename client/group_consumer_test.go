@@ -1,0 +1,174 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/client"
+)
+
+// refusingBroker serves metadata for topic "rt" (two partitions, led by
+// itself) and refuses every FetchOffsets and ListOffsets with a
+// non-retriable error.
+type refusingBroker struct {
+	quirev1.UnimplementedMetadataServer
+	quirev1.UnimplementedConsumerServer
+	quirev1.UnimplementedGroupsServer
+	addr string
+}
+
+func startRefusing(t *testing.T) *refusingBroker {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := &refusingBroker{addr: lis.Addr().String()}
+	s := grpc.NewServer()
+	quirev1.RegisterMetadataServer(s, rb)
+	quirev1.RegisterConsumerServer(s, rb)
+	quirev1.RegisterGroupsServer(s, rb)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return rb
+}
+
+func refused(what string) error {
+	st, err := status.New(codes.InvalidArgument, what+" refused").WithDetails(
+		&quirev1.Error{Code: quirev1.ErrorCode_INVALID_REQUEST, Message: what + " refused"})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+func (rb *refusingBroker) GetMetadata(context.Context, *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	return &quirev1.GetMetadataResponse{ClusterId: "refusing", ControllerId: 1,
+		Brokers: []*quirev1.Broker{{Id: 1, Address: rb.addr}},
+		Topics: []*quirev1.TopicMetadata{{Name: "rt", TopicId: "rt", Partitions: []*quirev1.PartitionMetadata{
+			{Partition: 0, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}},
+			{Partition: 1, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}},
+		}}},
+	}, nil
+}
+
+func (rb *refusingBroker) FetchOffsets(context.Context, *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+	return nil, refused("FetchOffsets")
+}
+
+func (rb *refusingBroker) ListOffsets(context.Context, *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
+	return nil, refused("ListOffsets")
+}
+
+// TestConsumerCommittedFailureReportedOnce: when reading the group's
+// offsets fails and so does the ListOffsets of the partitions led by the
+// same broker, each partition's error is reported once, not the
+// AtCommitted partition's twice.
+func TestConsumerCommittedFailureReportedOnce(t *testing.T) {
+	rb := startRefusing(t)
+	// No retry within the test: each partition fails once.
+	cl := newClient(t, rb.addr, client.RetryBackoff(time.Hour))
+	cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{"rt": {
+		0: client.AtCommitted("readers", client.AtStart()),
+		1: client.AtStart(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ctx := testCtx(t)
+	var msgs []string
+	count := func(part, what string) int {
+		n := 0
+		for _, m := range msgs {
+			if strings.Contains(m, "rt/"+part+":") && strings.Contains(m, what) {
+				n++
+			}
+		}
+		return n
+	}
+	collect := func(ctx context.Context) error {
+		_, err := cons.Poll(ctx)
+		for _, e := range unjoin(err) {
+			if !errors.Is(e, context.DeadlineExceeded) {
+				msgs = append(msgs, e.Error())
+			}
+		}
+		return err
+	}
+	for count("1", "ListOffsets refused") == 0 {
+		if err := collect(ctx); ctx.Err() != nil {
+			t.Fatalf("no ListOffsets error for partition 1: %v (got %q)", err, msgs)
+		}
+	}
+	// Partition 0's errors, had there been two, were queued in the same
+	// resolve pass as partition 1's: a short wait collects any left.
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	for wctx.Err() == nil {
+		_ = collect(wctx)
+	}
+	if n := count("0", "refused"); n != 1 || count("0", "FetchOffsets refused") != 1 {
+		t.Fatalf("partition 0 reported %d errors, want its FetchOffsets error once: %q", n, msgs)
+	}
+	if n := count("1", "refused"); n != 1 {
+		t.Fatalf("partition 1 reported %d errors, want 1: %q", n, msgs)
+	}
+}
+
+// unjoin splits the errors.Join of a Poll.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+// TestConsumerBadGroupIDRefusedUpFront: an AtCommitted with a bad group
+// id fails NewConsumer, with the code a broker would give; Assign reports
+// it once from Poll and assigns nothing.
+func TestConsumerBadGroupIDRefusedUpFront(t *testing.T) {
+	rb := startRefusing(t)
+	cl := newClient(t, rb.addr)
+	for _, group := range []string{"", strings.Repeat("g", client.MaxGroupIDLen+1), "a\x00b"} {
+		_, err := cl.NewConsumer(map[string]map[int32]client.Offset{"rt": {0: client.AtCommitted(group, client.AtStart())}})
+		if !errors.Is(err, client.ErrInvalidOffset) || client.ErrorCode(err) != quirev1.ErrorCode_INVALID_GROUP_ID ||
+			!strings.Contains(err.Error(), "rt/0") {
+			t.Errorf("NewConsumer with group %q: %v", group, err)
+		}
+	}
+	if err := client.ValidateGroupID(strings.Repeat("g", client.MaxGroupIDLen)); err != nil {
+		t.Errorf("a group id of the longest length: %v", err)
+	}
+
+	cons, err := cl.NewConsumer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	cons.Assign("rt", 1, client.AtCommitted("", client.AtStart()))
+	ctx := testCtx(t)
+	_, err = cons.Poll(ctx)
+	if !errors.Is(err, client.ErrInvalidOffset) || client.ErrorCode(err) != quirev1.ErrorCode_INVALID_GROUP_ID {
+		t.Fatalf("poll after Assign with an empty group: %v", err)
+	}
+	// Nothing was assigned, so nothing more comes (no retried FetchOffsets
+	// failing with the same error).
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := cons.Poll(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second poll: %v", err)
+	}
+}
