@@ -312,10 +312,12 @@ func varint2(b []byte, q int) (u uint, size int) {
 // It runs on every produce request, so the common record takes a fast
 // path: length, timestamp delta, key length and value length varints of
 // one or two bytes (-8192 to 8191; a null key or value is the single byte
-// 0x01), an offset delta of up to three bytes, no headers (a last byte 0),
-// and 16 bytes of body from its start. Everything up to the key length
-// lies in those 16 bytes, read through one window that the compiler knows
-// to be 16 bytes long, so no load has a bounds check of its own.
+// 0x01), an offset delta of up to three bytes, and 16 bytes of body from
+// its start; no headers (a last byte 0), or else a header count of one
+// byte and header key and value lengths of one or two bytes, walked after
+// the value. Everything up to the key length lies in those 16 bytes, read
+// through one window that the compiler knows to be 16 bytes long, so no
+// load has a bounds check of its own.
 //
 // The loop is a chain of dependent loads (each record's length says where
 // the next starts), so only the length is decoded on it; every other
@@ -337,9 +339,10 @@ func checkRecords(body []byte, n int32) error {
 func checkRecordsFrom(body []byte, p int, i, n int32) error {
 	var (
 		q, end   int
-		k        uint // offset in the window w
+		h        int  // where the headers' fields start, as walked
+		k, c     uint // offset in the window w; header count
 		x, y, zi uint64
-		w        []byte
+		w, r     []byte
 		err      error
 	)
 	for zi = 2 * uint64(i); i < n; i, zi = i+1, zi+2 {
@@ -423,13 +426,76 @@ func checkRecordsFrom(body []byte, p int, i, n int32) error {
 		// bounds the key and every field before it within the record.
 		if y&0x80 == 0 {
 			if int(y&0xff) != 2*(end-q-2) && (y&0xff != 1 || end != q+2) {
-				goto slow
+				goto headers
 			}
-		} else if y&0x8000 != 0 || int(y&0x7f|y>>1&0x3f80) != 2*(end-q-3) {
+		} else if y&0x8000 != 0 {
 			goto slow
+		} else if int(y&0x7f|y>>1&0x3f80) != 2*(end-q-3) {
+			goto headers
 		}
 		// Header count 0, the last byte, within body.
 		if uint(end-1) >= uint(len(body)) || body[end-1] != 0 {
+			goto slow
+		}
+		p = end
+		continue
+	headers:
+		// The value does not end at end-1: a record with headers (or
+		// a malformed one). Decode the value length (y holds its one or
+		// two bytes, at q), then walk the headers from the header count
+		// at h, in r, the record up to end: a count of one byte, each
+		// header a key length (not null) and a value length (null or
+		// not) of one or two bytes and their bytes, ending exactly at
+		// end. h only grows, so h == end at the end puts every field,
+		// the key and value before them too, within the record. None of
+		// this is on the chain from record to record.
+		if y&0xff == 1 {
+			h = q + 1
+		} else if y&0x81 == 0 {
+			h = q + 1 + int(y>>1&0x3f)
+		} else if y&0x8081 == 0x80 {
+			h = q + 2 + int(y>>1&0x3f|y>>2&0x1fc0)
+		} else {
+			goto slow
+		}
+		if uint(end) > uint(len(body)) || uint(h) >= uint(end) {
+			goto slow
+		}
+		r = body[:end]
+		c = uint(r[h])
+		if c&0x81 != 0 { // a header count of one byte, not negative
+			goto slow
+		}
+		h++
+		for c >>= 1; c > 0; c-- {
+			// Key length: not negative. h < 0 cannot be; the test
+			// spares the loads their bounds checks.
+			if h < 0 || h > len(r)-2 {
+				goto slow
+			}
+			if u := uint(r[h]); u&0x81 == 0 {
+				h += 1 + int(u>>1)
+			} else if v := uint(r[h+1]); u&0x81 == 0x80 && v&0x80 == 0 {
+				h += 2 + int(u>>1&0x3f|v<<6)
+			} else {
+				goto slow
+			}
+			// Value length: null, or not negative. It may be the last
+			// byte of the record.
+			if uint(h) >= uint(len(r)) {
+				goto slow
+			}
+			if u := uint(r[h]); u == 1 {
+				h++
+			} else if u&0x81 == 0 {
+				h += 1 + int(u>>1)
+			} else if h < len(r)-1 && u&0x81 == 0x80 && r[h+1]&0x80 == 0 {
+				h += 2 + int(u>>1&0x3f|uint(r[h+1])<<6)
+			} else {
+				goto slow
+			}
+		}
+		if h != end {
 			goto slow
 		}
 		p = end
@@ -503,8 +569,21 @@ func checkRecord(body []byte, p int, i, n int32) (int, error) {
 
 // readVarint decodes the zigzag varint at b[q:] and returns it with the
 // position after it. Like binary.Varint it refuses a varint that runs off
-// b or overflows 64 bits.
+// b or overflows 64 bits. A varint of one or two bytes with a second byte
+// in b (the lengths and deltas of most records) is decoded from the two
+// bytes at once, without the loop (TestReadVarint).
 func readVarint(b []byte, q int) (int64, int, bool) {
+	if q >= 0 && q < len(b)-1 {
+		w := uint64(b[q]) | uint64(b[q+1])<<8
+		if w&0x80 == 0 {
+			u := w & 0x7f
+			return int64(u>>1) ^ -int64(u&1), q + 1, true
+		}
+		if w&0x8000 == 0 {
+			u := w&0x7f | (w>>8)<<7
+			return int64(u>>1) ^ -int64(u&1), q + 2, true
+		}
+	}
 	var u uint64
 	for s := uint(0); s < 64; s += 7 {
 		if q >= len(b) {

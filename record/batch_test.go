@@ -271,6 +271,42 @@ func BenchmarkBatchValidateDeep(b *testing.B) {
 	benchValidate(b, benchValidateBatch(), ValidateDeep)
 }
 
+// benchHeadersBatch is benchValidateBatch with two headers on every
+// record, short keys and values, as for tracing ids and content types.
+func benchHeadersBatch() []byte {
+	bl := NewBuilder(None)
+	v := bytes.Repeat([]byte("x"), 100)
+	hdrs := []RecordHeader{{Key: "trace-id", Value: []byte("4bf92f3577b34da6")}, {Key: "content-type", Value: []byte("json")}}
+	for i := 0; i < 1000; i++ {
+		bl.Append(int64(i), nil, v, hdrs)
+	}
+	return bl.Build()
+}
+
+func BenchmarkBatchValidateDeepHeaders(b *testing.B) {
+	benchValidate(b, benchHeadersBatch(), ValidateDeep)
+}
+
+// benchCheckRecords times checkRecords alone (its Go fast path, with no
+// records checked alongside the CRC) on the records of batch, or
+// checkRecordsSlow if slow.
+func benchCheckRecords(b *testing.B, batch []byte, slow bool) {
+	h, _ := ParseHeader(batch)
+	benchValidate(b, batch, func(batch []byte) (Header, error) {
+		if slow {
+			return h, checkRecordsSlow(batch[HeaderSize:], h.NumRecords)
+		}
+		return h, checkRecords(batch[HeaderSize:], h.NumRecords)
+	})
+}
+
+func BenchmarkCheckRecords(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchCheckRecords(b, benchValidateBatch(), false) })
+	b.Run("headers", func(b *testing.B) { benchCheckRecords(b, benchHeadersBatch(), false) })
+	b.Run("plain/slow", func(b *testing.B) { benchCheckRecords(b, benchValidateBatch(), true) })
+	b.Run("headers/slow", func(b *testing.B) { benchCheckRecords(b, benchHeadersBatch(), true) })
+}
+
 // BenchmarkBatchCRC is the floor under both: the CRC-32C of the batch.
 func BenchmarkBatchCRC(b *testing.B) {
 	batch := benchValidateBatch()
@@ -497,6 +533,40 @@ func checkRecordsSlow(body []byte, n int32) error {
 	return nil
 }
 
+// TestReadVarint: readVarint decodes as binary.Varint does, in its one-
+// and two-byte fast path (every pair of bytes, and each byte alone at the
+// end of b) and in general (random bytes, the continuation bit set
+// often, at every position).
+func TestReadVarint(t *testing.T) {
+	check := func(b []byte, q int) {
+		t.Helper()
+		v, next, ok := readVarint(b, q)
+		wv, n := binary.Varint(b[q:])
+		if ok != (n > 0) || ok && (v != wv || next != q+n) {
+			t.Fatalf("% x at %d: got %d, %d, %v; binary.Varint %d, %d", b, q, v, next, ok, wv, n)
+		}
+	}
+	for w := 0; w < 1<<16; w++ {
+		b := []byte{byte(w), byte(w >> 8), 0x80}
+		check(b, 0)
+		check(b[:2], 0)
+		check(b[:1], 0)
+		check(b[1:2], 0)
+		check(b, 1)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	b := make([]byte, 16)
+	for r := 0; r < 200000; r++ {
+		b = b[:1+rng.IntN(16)]
+		for j := range b {
+			b[j] = byte(rng.IntN(256)) | byte(rng.IntN(2))<<7
+		}
+		for q := range b {
+			check(b, q)
+		}
+	}
+}
+
 // appendVarintSize appends v zigzag-encoded in at least size bytes: an
 // overlong varint if v needs fewer, which readVarint accepts.
 func appendVarintSize(b []byte, v int64, size int) []byte {
@@ -556,10 +626,17 @@ func randomRecords(rng *rand.Rand, body []byte, n, maxLen int, bad float64) []by
 		rec = field(rec, length())
 		rec = field(rec, length())
 		hc := 0
-		if rng.IntN(8) == 0 {
+		switch rng.IntN(8) {
+		case 0:
 			hc = 1 + rng.IntN(2)
+		case 1:
+			hc = 1 + rng.IntN(6)
 		}
-		rec = varint(rec, int64(hc))
+		nhc := int64(hc)
+		if rng.Float64() < bad {
+			nhc = []int64{-1, nhc - 1, nhc + 1, 64}[rng.IntN(4)]
+		}
+		rec = varint(rec, nhc)
 		for range hc {
 			l := length()
 			if l < 0 && rng.Float64() >= bad {
@@ -625,7 +702,7 @@ func TestCheckRecordsFastPath(t *testing.T) {
 		t.Fatalf("only %d of 3000 random bodies well formed", accepted)
 	}
 
-	for _, batch := range [][]byte{benchValidateBatch(), buildTest(t, None, 300)} {
+	for _, batch := range [][]byte{benchValidateBatch(), benchHeadersBatch(), buildTest(t, None, 300)} {
 		good := batch[HeaderSize:]
 		n := int32(binary.BigEndian.Uint32(batch[offRecordCount:]))
 		for r := 0; r < 3000; r++ {
@@ -725,6 +802,108 @@ func TestCheckRecordsFastPathTaken(t *testing.T) {
 				}
 			}
 		}
+	}
+	// Headers: a count of one byte, key lengths (not null) and value
+	// lengths (null or not) of one and two bytes, the last header's
+	// value the last byte of the record or not, after each shape of
+	// record value.
+	for _, n := range []int{1, 3, 100, 9000} {
+		for _, hc := range []int{1, 2, 5, 63} {
+			for _, hkSize := range []int{0, 1, 63, 64, 300} {
+				for _, hvSize := range []int{-1, 0, 7, 63, 64, 1000} {
+					for _, valueSize := range []int{-1, 0, 100, 64} {
+						if (n > 100 || hc > 5) && (hkSize > 64 || hvSize > 64 || valueSize != 100) {
+							continue
+						}
+						bl := NewBuilder(None)
+						hdrs := make([]RecordHeader, hc)
+						for j := range hdrs {
+							// With more than two headers, every
+							// other one has an empty or null value.
+							hdrs[j].Key = string(make([]byte, hkSize))
+							if hvSize >= 0 {
+								hdrs[j].Value = make([]byte, hvSize)
+							}
+							switch {
+							case hc > 2 && j%4 == 1:
+								hdrs[j].Value = []byte{}
+							case hc > 2 && j%4 == 3:
+								hdrs[j].Value = nil
+							}
+						}
+						var value []byte
+						if valueSize >= 0 {
+							value = make([]byte, valueSize)
+						}
+						for i := range n {
+							bl.Append(int64(i*i%8000), []byte("k"), value, hdrs)
+						}
+						body = bl.Build()[HeaderSize:]
+						if err := checkRecords(body, int32(n)); err != nil {
+							t.Fatalf("%d records, %d headers (key %d, value %d), value %d: %v", n, hc, hkSize, hvSize, valueSize, err)
+						}
+						if t.Failed() {
+							t.Fatalf("%d records, %d headers (key %d, value %d), value %d", n, hc, hkSize, hvSize, valueSize)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCheckRecordsHeaderLengthLimits: records with a header at the
+// limits of the fast path. A length of three varint bytes, 0x80 0x80 0x00
+// (an overlong 0), that a two-byte decode ignoring the second byte's
+// continuation bit would read as 8192, in each length field, the record
+// laid out to be whole if read that way: it is not, and checkRecords must
+// say so as checkRecord does (such a record is over 8191 bytes, so its
+// own length needs three bytes too). And well formed records of 8191
+// bytes (the most a two-byte length holds) and 8192, most of it a header
+// value: both accepted, the first by the fast path.
+func TestCheckRecordsHeaderLengthLimits(t *testing.T) {
+	misread := append([]byte{0x80, 0x80}, make([]byte, 8192)...)
+	short := []byte{2, 'x'} // length 1
+	record := func(key, value, hkey, hvalue []byte) []byte {
+		rec := []byte{0, 0, 0} // attributes, timestamp delta, offset delta 0
+		rec = append(rec, key...)
+		rec = append(rec, value...)
+		rec = append(rec, 2) // one header
+		rec = append(rec, hkey...)
+		rec = append(rec, hvalue...)
+		return append(binary.AppendVarint(nil, int64(len(rec))), rec...)
+	}
+	// The record's length is 10 bytes besides the header value's.
+	long := func(n int) []byte {
+		return append(binary.AppendVarint(nil, int64(n)), make([]byte, n)...)
+	}
+	for f, c := range []struct {
+		body     []byte
+		ok, fast bool
+	}{
+		{body: record(misread, short, short, short)},
+		{body: record(short, misread, short, short)},
+		{body: record(short, short, misread, short)},
+		{body: record(short, short, short, misread)},
+		{body: record(short, short, short, []byte{0x80, 0x80})}, // ends in the varint
+		{body: record(short, short, short, long(8191-10-2)), ok: true, fast: true},
+		{body: record(short, short, short, long(8192-10-2)), ok: true},
+	} {
+		slow := false
+		slowRecordHook = func(p int) { slow = slow || p == 0 }
+		// Record 1, after it: null key and value, no headers.
+		body := append(c.body, 12, 0, 0, 2, 1, 1, 0)
+		want := checkRecordsSlow(body, 2)
+		if (want == nil) != c.ok {
+			t.Fatalf("case %d: checkRecord says %v", f, want)
+		}
+		if got := checkRecords(body, 2); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("case %d: got %v, want %v", f, got, want)
+		}
+		if c.fast && slow {
+			t.Errorf("case %d: record 0 took the slow path", f)
+		}
+		slowRecordHook = nil
 	}
 }
 

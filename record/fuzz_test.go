@@ -59,6 +59,12 @@ func FuzzCheckRecords(f *testing.F) {
 		bl.Append(int64(i*40), nil, make([]byte, 60+i%10), nil)
 	}
 	f.Add(bl.Build()[HeaderSize:], int32(70))
+	bl.Reset()
+	for i := range 70 {
+		hdrs := []RecordHeader{{Key: "trace", Value: make([]byte, 16)}, {Key: "", Value: nil}, {Key: "ct", Value: make([]byte, i)}}
+		bl.Append(int64(i*40), []byte("k"), make([]byte, 60+i%10), hdrs[:1+i%3])
+	}
+	f.Add(bl.Build()[HeaderSize:], int32(70))
 	fused := fusedCheck(f)
 	f.Fuzz(func(t *testing.T, body []byte, n int32) {
 		want := checkRecordsSlow(body, n)
