@@ -418,7 +418,7 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	c.WaitImage(ctx, func(img *metadata.Image) bool { _, ok := img.Topic("shared"); return ok })
 	w := ctl%3 + 1
 	for p := range int32(6) {
-		produceToLeader(t, c, "shared", p, "data")
+		produceToLeaderAcks(t, c, "shared", p, "data", -1) // kept when its leader stops
 	}
 	before, _ := c.Image(ctl).Broker(w)
 

@@ -52,8 +52,13 @@ func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, p
 
 // produce sends one record to topic-partition through node via (acks=1).
 func produce(ctx context.Context, c *testcluster.Cluster, via int32, topic string, p int32, value string) (*quirev1.RecordResult, error) {
+	return produceAcks(ctx, c, via, topic, p, value, 1)
+}
+
+// produceAcks is produce with the given acks.
+func produceAcks(ctx context.Context, c *testcluster.Cluster, via int32, topic string, p int32, value string, acks int32) (*quirev1.RecordResult, error) {
 	resp, err := quirev1.NewProducerClient(c.Conn(via)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
-		Topic: topic, Acks: proto.Int32(1), TimeoutMs: 2000,
+		Topic: topic, Acks: proto.Int32(acks), TimeoutMs: 2000,
 		Records: []*quirev1.ProduceRecord{{Value: value, Partition: proto.Int32(p)}},
 	})
 	if err != nil {
@@ -67,11 +72,20 @@ func produce(ctx context.Context, c *testcluster.Cluster, via int32, topic strin
 // a leader change) until ctx ends.
 func produceToLeader(t *testing.T, c *testcluster.Cluster, topic string, p int32, value string) int64 {
 	t.Helper()
+	return produceToLeaderAcks(t, c, topic, p, value, 1)
+}
+
+// produceToLeaderAcks is produceToLeader with the given acks. A test that
+// then stops the leader and counts on the record being kept needs acks=-1:
+// with acks=1 the leader may stop before any follower has the record, and
+// a follower elected then does not have it (as in Kafka).
+func produceToLeaderAcks(t *testing.T, c *testcluster.Cluster, topic string, p int32, value string, acks int32) int64 {
+	t.Helper()
 	ctx := testCtx(t)
 	var offset int64
 	c.Eventually(ctx, "produce to "+topic, func() error {
 		leader, _ := c.WaitLeader(ctx, topic, p)
-		r, err := produce(ctx, c, leader, topic, p, value)
+		r, err := produceAcks(ctx, c, leader, topic, p, value, acks)
 		if err != nil {
 			return err
 		}

@@ -145,7 +145,7 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 		if leader, _ := c.WaitLeader(ctx, topic, p); leader == w {
 			ledByW[p] = true
 		}
-		produceToLeader(t, c, topic, p, "first")
+		produceToLeaderAcks(t, c, topic, p, "first", -1) // kept when its leader stops
 	}
 	if len(ledByW) == 0 || len(ledByW) == 6 {
 		t.Logf("node %d leads %d of the 6 partitions of %q", w, len(ledByW), topic)
