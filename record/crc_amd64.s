@@ -27,25 +27,9 @@
 	VBROADCASTI32X4 16(DX), Z9  \
 	VMOVDQU64 32(DX), Z10
 
-// CRC_STEP folds the next 256 bytes.
-#define CRC_STEP \
-	VPCLMULQDQ $0x00, Z8, Z0, Z4    \
-	VPCLMULQDQ $0x11, Z8, Z0, Z0    \
-	VPCLMULQDQ $0x00, Z8, Z1, Z5    \
-	VPCLMULQDQ $0x11, Z8, Z1, Z1    \
-	VPCLMULQDQ $0x00, Z8, Z2, Z6    \
-	VPCLMULQDQ $0x11, Z8, Z2, Z2    \
-	VPCLMULQDQ $0x00, Z8, Z3, Z7    \
-	VPCLMULQDQ $0x11, Z8, Z3, Z3    \
-	VPTERNLOGD $0x96, 0(SI), Z4, Z0 \
-	VPTERNLOGD $0x96, 64(SI), Z5, Z1  \
-	VPTERNLOGD $0x96, 128(SI), Z6, Z2 \
-	VPTERNLOGD $0x96, 192(SI), Z7, Z3 \
-	ADDQ $256, SI                     \
-	SUBQ $256, CX
-
-// CRC_HALF1 and CRC_HALF2 are CRC_STEP in two halves, the first 128
-// bytes and then the rest.
+// CRC_HALF1 folds the first 128 bytes of the next 256 into Z0 and Z1;
+// CRC_HALF2 the other 128 into Z2 and Z3, and moves on past the 256.
+// castagnoliCheckAVX512 spreads them over two records; CRC_STEP is both.
 #define CRC_HALF1 \
 	VPCLMULQDQ $0x00, Z8, Z0, Z4    \
 	VPCLMULQDQ $0x11, Z8, Z0, Z0    \
@@ -63,6 +47,8 @@
 	VPTERNLOGD $0x96, 192(SI), Z7, Z3 \
 	ADDQ $256, SI                     \
 	SUBQ $256, CX
+
+#define CRC_STEP CRC_HALF1; CRC_HALF2
 
 // CRC_END folds what is left (CX < 256, a multiple of 64) and leaves the
 // CRC in AX. It uses labels fold64 and reduce.
