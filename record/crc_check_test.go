@@ -222,3 +222,92 @@ func TestCRCCheckRecordsCandidates(t *testing.T) {
 		t.Fatalf("the assembly took the candidate in only %d of %d tries", taken, tries)
 	}
 }
+
+// alongside runs crcCheckRecords on a batch around body that ends at a
+// guard page (reading past it crashes). It fails the test if the CRC
+// differs from CRC's, or if what it took is not i well formed records in
+// body[:p]; it returns the batch's copy of body and where it stopped.
+type alongside struct{ guard guardedBuf }
+
+func (a *alongside) take(t testing.TB, body []byte, n int32) ([]byte, int, int32) {
+	t.Helper()
+	if len(a.guard.b) < HeaderSize+len(body) {
+		a.guard.release()
+		a.guard = newGuarded(t, max(HeaderSize+len(body), 1<<20))
+	}
+	batch := a.guard.b[len(a.guard.b)-HeaderSize-len(body):]
+	clear(batch[:HeaderSize])
+	copy(batch[HeaderSize:], body)
+	body = batch[HeaderSize:]
+	crc, p, i := crcCheckRecords(batch, n)
+	if want := CRC(batch); crc != want {
+		t.Fatalf("CRC %08x alongside the records, %08x alone", crc, want)
+	}
+	if i < 0 || i > max(n, 0) || p < 0 || p > len(body) {
+		t.Fatalf("stopped at record %d, byte %d, of %d records in %d bytes", i, p, n, len(body))
+	}
+	if err := checkRecordsSlow(body[:p], i); err != nil {
+		t.Fatalf("the %d records it took, in %d bytes: %v", i, p, err)
+	}
+	return body, p, i
+}
+
+// fusedCheck returns a check of body as validate makes it on a producer's
+// batch: crcCheckRecords (the CRC with records checked alongside, see
+// alongside), then checkRecordsFrom where it stopped.
+func fusedCheck(tb testing.TB) func(t testing.TB, body []byte, n int32) error {
+	a := new(alongside)
+	tb.Cleanup(func() { a.guard.release() })
+	return func(t testing.TB, body []byte, n int32) error {
+		t.Helper()
+		if !hasFold || HeaderSize+len(body)-offAttributes < minFold {
+			return checkRecords(body, n)
+		}
+		body, p, i := a.take(t, body, n)
+		return checkRecordsFrom(body, p, i, n)
+	}
+}
+
+// TestCRCCheckRecordsTakesCommonRecords: on a batch of the usual shape,
+// the records are checked alongside the CRC until the CRC is done, not
+// left to checkRecords.
+func TestCRCCheckRecordsTakesCommonRecords(t *testing.T) {
+	skipWithoutFold(t)
+	batch := benchValidateBatch()
+	h, _ := ParseHeader(batch)
+	crc, p, i := crcCheckRecords(batch, h.NumRecords)
+	if crc != h.CRC {
+		t.Fatalf("CRC %08x, batch says %08x", crc, h.CRC)
+	}
+	// Half a 256-byte step per record: the CRC is done when about
+	// len/128 records are checked.
+	if want := int32(len(batch)/128) - 4; i < want || i > h.NumRecords {
+		t.Fatalf("%d of %d records checked alongside the CRC, want at least %d", i, h.NumRecords, want)
+	}
+	if err := checkRecordsSlow(batch[HeaderSize:HeaderSize+p], i); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCRCCheckRecordsThenFraming: Validate (framing only, for bytes a
+// leader has checked) answers the same whether the records before p were
+// checked alongside the CRC or not.
+func TestCRCCheckRecordsThenFraming(t *testing.T) {
+	skipWithoutFold(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for r := 0; r < 2000; r++ {
+		n := 1 + rng.IntN(200)
+		body := randomRecords(rng, nil, n, 9000, []float64{0, 0.001, 0.01, 0.1}[r%4])
+		batch := append(make([]byte, HeaderSize), body...)
+		if len(batch)-offAttributes < minFold {
+			continue
+		}
+		for _, m := range []int32{int32(n), int32(n) + 1, int32(n) - 1} {
+			_, p, i := crcCheckRecords(batch, m)
+			got, want := checkFramingFrom(body, p, i, m), checkFramingFrom(body, 0, 0, m)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%d records claimed, %d bytes: %v after %d records alongside the CRC, %v without", m, len(body), got, i, want)
+			}
+		}
+	}
+}

@@ -37,9 +37,7 @@ func TestCRC32C(t *testing.T) {
 // loop, so that a machine without it fails loudly rather than passing by
 // falling back.
 func TestCastagnoliFold(t *testing.T) {
-	if !hasFold {
-		t.Skip("this CPU has no 512-bit carry-less multiply")
-	}
+	skipWithoutFold(t)
 	r := rand.New(rand.NewSource(2))
 	for _, n := range []int{256, 320, 384, 448, 512, 1024, 1088, 110_000 &^ 63} {
 		p := make([]byte, n)
