@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -303,16 +302,11 @@ func TestFSMOffsetsSurviveSnapshotRestoreAndReopen(t *testing.T) {
 // An image store written before committed offsets existed has no offsets
 // bucket; it opens, and takes commits.
 func TestFSMOpensStoreWithoutOffsetsBucket(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "metadata.db")
-	f, err := OpenFSM(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf := &testFSM{t: t, f: f}
+	tf := newTestFSM(t)
 	tf.threeBrokers()
 	tf.ok(createTopic("a", []int32{1}))
-	f.Close()
-	db, err := bolt.Open(path, 0o600, nil)
+	tf.f.Close()
+	db, err := bolt.Open(tf.f.path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
