@@ -217,7 +217,7 @@ func validate(batch []byte, deep bool) (Header, error) {
 		p   int
 		i   int32
 	)
-	if h.Codec() == None && hasFold && len(batch)-offAttributes >= minFold {
+	if h.Codec() == None && foldablePrefix(len(batch)-offAttributes) > 0 {
 		crc, p, i = crcCheckRecords(batch, h.NumRecords)
 	} else {
 		crc = CRC(batch)

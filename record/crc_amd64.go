@@ -35,11 +35,11 @@ func castagnoliAVX512(crc uint32, p []byte, k *foldKeys) uint32
 // crcCheckRecords returns the CRC of an uncompressed batch (as CRC) and
 // checks its records alongside, as checkRecords' fast path, up to the
 // first record not of that shape: body[:p] holds i well formed records,
-// and checkRecordsFrom goes on from there. It needs hasFold and at least
-// minFold bytes from offAttributes.
+// and checkRecordsFrom goes on from there. It needs a foldable prefix from
+// offAttributes (foldablePrefix(len(batch)-offAttributes) > 0).
 func crcCheckRecords(batch []byte, n int32) (crc uint32, p int, i int32) {
 	region := batch[offAttributes:]
-	m := len(region) &^ 63
+	m := foldablePrefix(len(region))
 	crc, p, ii := castagnoliCheckAVX512(region[:m], batch[HeaderSize:], int(n), &keys)
 	return crc32.Update(crc, castagnoli, region[m:]), p, int32(ii)
 }

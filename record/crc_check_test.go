@@ -260,7 +260,7 @@ func fusedCheck(tb testing.TB) func(t testing.TB, body []byte, n int32) error {
 	tb.Cleanup(func() { a.guard.release() })
 	return func(t testing.TB, body []byte, n int32) error {
 		t.Helper()
-		if !hasFold || HeaderSize+len(body)-offAttributes < minFold {
+		if foldablePrefix(HeaderSize+len(body)-offAttributes) == 0 {
 			return checkRecords(body, n)
 		}
 		body, p, i := a.take(t, body, n)
