@@ -56,6 +56,7 @@ type fetcherManager struct {
 type followed struct {
 	epoch       int32
 	pausedUntil time.Time // after an error the leader answered for it
+	refusals    int       // leadership refusals in a row (see pause)
 }
 
 type fetcher struct {
@@ -226,9 +227,11 @@ func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, ti
 		MinBytes: cfg.minBytes, MaxBytes: cfg.responseMax}
 	var parts []pending
 	next := cfg.backoff
+	paused := false
 	for part, st := range f.parts {
 		if wait := st.pausedUntil.Sub(now); wait > 0 {
 			next = min(next, wait)
+			paused = true
 			continue
 		}
 		pp := pending{part: part, epoch: st.epoch, offset: part.log.LogEndOffset(), lastEpoch: part.lastFetchedEpoch()}
@@ -237,6 +240,11 @@ func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, ti
 			Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
 			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.partitionMax,
 		})
+	}
+	if paused && len(parts) > 0 {
+		// The long poll of the others must not hold back a paused
+		// partition past its retry: it ends when that one is due.
+		req.MaxWaitMs = min(req.MaxWaitMs, int32(max(next.Milliseconds(), 1)))
 	}
 	return req, parts, next
 }
@@ -296,9 +304,14 @@ func (f *fetcher) apply(parts []pending, results []*pb.ReplicaFetchPartitionResu
 			// error there: wait for the metadata to move us, or retry.
 			f.m.logger.Debug("replica fetch refused", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id,
 				"code", code.String(), "error", r.ErrorMessage)
-			f.pause(pp.part, pp.epoch)
+			if leadershipRefusal(code) {
+				f.pauseRefused(pp.part, pp.epoch)
+			} else {
+				f.pause(pp.part, pp.epoch)
+			}
 			continue
 		}
+		f.accepted(pp.part, pp.epoch)
 		if _, err := pp.part.applyFromLeader(in); err != nil {
 			f.m.logger.Warn("cannot apply replica fetch", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id, "error", err)
 			f.pause(pp.part, pp.epoch)
@@ -320,6 +333,48 @@ func (f *fetcher) pause(part *Partition, epoch int32) {
 	if st, ok := f.parts[part]; ok && st.epoch == epoch {
 		st.pausedUntil = time.Now().Add(f.m.cfg.backoff)
 	}
+}
+
+// refusalRetryBase is the first wait after a leadership refusal; each one
+// in a row doubles it, up to replica.fetch.backoff.ms.
+const refusalRetryBase = 5 * time.Millisecond
+
+// pauseRefused holds back a partition whose leader refused it for
+// leadership: most often a leader that has not yet applied the metadata
+// this follower acts on (a topic just created, an election just made), so
+// it is asked again within milliseconds, and less often while the refusals
+// go on (the follower's own image may be the one behind). Waiting the
+// whole replica.fetch.backoff.ms would hold a new partition's HW, and so
+// its acks=all produces and its consumers, for that long.
+func (f *fetcher) pauseRefused(part *Partition, epoch int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.parts[part]; ok && st.epoch == epoch {
+		wait := min(refusalRetryBase<<min(st.refusals, 16), f.m.cfg.backoff)
+		st.refusals++
+		st.pausedUntil = time.Now().Add(wait)
+	}
+}
+
+// accepted resets the refusals of a partition the leader answered.
+func (f *fetcher) accepted(part *Partition, epoch int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.parts[part]; ok && st.epoch == epoch {
+		st.refusals = 0
+	}
+}
+
+// leadershipRefusal reports whether a leader refused a partition's fetch
+// because the two brokers' views of its leadership differ.
+func leadershipRefusal(code quirev1.ErrorCode) bool {
+	switch code {
+	case quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, quirev1.ErrorCode_FENCED_LEADER_EPOCH,
+		quirev1.ErrorCode_LEADER_NOT_AVAILABLE:
+		return true
+	}
+	return false
 }
 
 // sleep waits d, or less if woken or stopped.

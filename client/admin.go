@@ -296,7 +296,11 @@ func (c *Client) PartitionCount(ctx context.Context, topic string) (int32, error
 // ListOffsets resolves a start position (AtStart, AtEnd, AtTimestamp or
 // At) to an offset for each of a topic's partitions (every partition when
 // none is named), asking each partition's leader. AtTimestamp gives -1 for
-// a partition with no record at or after the time.
+// a partition with no record at or after the time. A retriable answer
+// (a leader that has not yet applied a topic just created, a leadership
+// move) is asked again, with fresh metadata where leadership is in
+// doubt, until ctx ends (or the request timeout, when ctx has no
+// deadline).
 func (c *Client) ListOffsets(ctx context.Context, topic string, at Offset, partitions ...int32) (map[int32]int64, error) {
 	n, err := c.PartitionCount(ctx, topic)
 	if err != nil {
@@ -305,6 +309,11 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, at Offset, parti
 	if len(partitions) == 0 {
 		for p := int32(0); p < n; p++ {
 			partitions = append(partitions, p)
+		}
+	}
+	for _, p := range partitions {
+		if p < 0 || p >= n {
+			return nil, fmt.Errorf("%w: %s/%d of %d", ErrNoSuchPartition, topic, p, n)
 		}
 	}
 	out := make(map[int32]int64, len(partitions))
@@ -320,11 +329,52 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, at Offset, parti
 	case offsetTime:
 		ts = at.at
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.requestTimeout)
+		defer cancel()
+	}
+	backoff := c.cfg.retryBackoff
+	for {
+		todo, err := c.listOffsetsOnce(ctx, topic, ts, partitions, out)
+		if err == nil {
+			return out, nil
+		}
+		if !retriable(err) {
+			return nil, err
+		}
+		c.log.Debug("retrying list offsets", "topic", topic, "partitions", todo, "error", err, "backoff", backoff)
+		if serr := c.sleepCtx(ctx, backoff); serr != nil {
+			return nil, fmt.Errorf("%w (last error: %w)", serr, err)
+		}
+		backoff = min(2*backoff, time.Second)
+		if needsMetadata(err) {
+			if merr := c.meta.refresh(ctx, []string{topic}, false); merr != nil && !retriable(merr) {
+				return nil, merr
+			}
+		}
+		partitions = todo
+	}
+}
+
+// listOffsetsOnce asks each partition's leader once, filling out; it
+// returns the partitions still to ask and the first error met.
+func (c *Client) listOffsetsOnce(ctx context.Context, topic string, ts int64, partitions []int32, out map[int32]int64) ([]int32, error) {
 	byLeader := map[int32]*quirev1.ListOffsetsRequest{}
+	var todo []int32
+	var first error
+	fail := func(p int32, err error) {
+		todo = append(todo, p)
+		if first == nil {
+			first = err
+		}
+	}
 	tm := c.meta.topic(topic)
 	for _, p := range partitions {
-		if p < 0 || p >= n {
-			return nil, fmt.Errorf("%w: %s/%d of %d", ErrNoSuchPartition, topic, p, n)
+		if tm == nil || int(p) >= len(tm.partitions) {
+			fail(p, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+				Message: fmt.Sprintf("%s/%d not in metadata", topic, p), Retriable: true, LeaderID: -1})
+			continue
 		}
 		l := tm.partitions[p].leader
 		if byLeader[l] == nil {
@@ -335,14 +385,18 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, at Offset, parti
 	for leader, req := range byLeader {
 		res, err := c.listOffsets(ctx, leader, req)
 		if err != nil {
-			return nil, err
+			for _, rp := range req.Partitions {
+				fail(rp.Partition, err)
+			}
+			continue
 		}
 		for _, r := range res {
 			if err := fromProto(r.GetError()); err != nil {
-				return nil, fmt.Errorf("client: list offsets %s/%d: %w", topic, r.GetPartition(), err)
+				fail(r.GetPartition(), fmt.Errorf("client: list offsets %s/%d: %w", topic, r.GetPartition(), err))
+				continue
 			}
 			out[r.GetPartition()] = r.GetOffset()
 		}
 	}
-	return out, nil
+	return todo, first
 }

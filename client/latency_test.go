@@ -1,0 +1,88 @@
+package client_test
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// TestClusterEndToEndLatency produces at a low fixed rate to a topic of
+// replication factor 3 created just before, with acks=all, and consumes
+// from its end: every record waits for both followers' fetches and the HW
+// before its acknowledgement and its delivery, so a step on that path
+// that is not woken at once (a follower backing off, a long poll running
+// out its max wait) shows as hundreds of milliseconds. The nodes keep the
+// default replica fetch timings (500 ms wait, 1 s backoff), where such a
+// stall shows at its full size. The bound is far above the milliseconds
+// the path takes, so it holds under -race on a busy machine.
+func TestClusterEndToEndLatency(t *testing.T) {
+	def := broker.DefaultConfig()
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.ReplicaFetchWaitMaxMs = def.ReplicaFetchWaitMaxMs
+		cfg.ReplicaFetchBackoffMs = def.ReplicaFetchBackoffMs
+	}))
+	ctx := clusterCtx(t, 60*time.Second)
+	cl := clusterClient(t, c, nil, client.FetchMaxWait(500*time.Millisecond))
+	const topic = "latency"
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 3, ReplicationFactor: 3,
+		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := cl.ListOffsets(ctx, topic, client.AtEnd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := map[int32]client.Offset{}
+	for p, o := range ends {
+		assign[p] = client.At(o)
+	}
+	cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: assign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+
+	const rate, n = 200, 400 // records/s, records
+	produceErr := make(chan error, n)
+	go func() {
+		tick := time.NewTicker(time.Second / rate)
+		defer tick.Stop()
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			<-tick.C
+			v := make([]byte, 100)
+			binary.BigEndian.PutUint64(v, uint64(time.Now().UnixNano()))
+			cl.Produce(ctx, &client.Record{Topic: topic, Partition: int32(i % 3), Value: v}, func(_ *client.Record, err error) {
+				if err != nil {
+					produceErr <- err
+				}
+			})
+		}
+	}()
+	var lat []time.Duration
+	for len(lat) < n {
+		select {
+		case err := <-produceErr:
+			t.Fatalf("produce: %v", err)
+		default:
+		}
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			t.Fatalf("poll after %d records: %v", len(lat), err)
+		}
+		now := time.Now()
+		for _, r := range recs {
+			lat = append(lat, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))))
+		}
+	}
+	slices.Sort(lat)
+	p50, p99, worst := lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	t.Logf("end-to-end latency over %d records at %d/s, RF 3, acks=all: p50 %v, p99 %v, max %v", len(lat), rate, p50, p99, worst)
+	if limit := 150 * time.Millisecond; p99 > limit {
+		t.Errorf("p99 end-to-end latency %v, want under %v (p50 %v, max %v)", p99, limit, p50, worst)
+	}
+}
