@@ -11,7 +11,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e compose vet bench fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e compose vet bench perf fuzz proto verify docs tools clean
 
 all: build
 
@@ -29,6 +29,7 @@ unit:
 e2e: build tools
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
+	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
 
 # docker-compose.yml parses and runs the same cluster as scripts/cluster.sh.
 compose:
@@ -52,6 +53,11 @@ tools:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+# Process-level figures: a null broker, one node and a 3-node cluster,
+# every figure beside the bare gRPC ceiling of the same run.
+perf: build
+	QUIRE_BIN=$(BIN)/quire scripts/bench.sh
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/internal/nullbroker"
 	"github.com/quirelog/quire/record"
 )
 
@@ -49,101 +48,16 @@ func benchValue() []byte {
 }
 
 // nullBroker is a one-partition broker doing as little as it can.
-type nullBroker struct {
-	quirev1.UnimplementedMetadataServer
-	quirev1.UnimplementedProducerServer
-	quirev1.UnimplementedConsumerServer
-
-	addr  string
-	next  atomic.Int64 // produce offsets
-	chunk []byte       // batches served by Fetch, base offsets from 0
-	recs  int64        // records in chunk
-}
+type nullBroker struct{ addr string }
 
 func startNull(b *testing.B) *nullBroker {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	nb := &nullBroker{addr: lis.Addr().String()}
-	// Fetch chunk: 4 MiB (the client's default partition fetch size) of
-	// 1000-record batches.
-	v := benchValue()
-	bld := record.NewBuilder(record.None)
-	ts := time.Now().UnixMilli()
-	for len(nb.chunk) < 4<<20-200<<10 {
-		bld.Reset()
-		for i := 0; i < 1000; i++ {
-			bld.Append(ts, nil, v, nil)
-		}
-		batch := bld.Build()
-		record.SetBaseOffset(batch, nb.recs)
-		nb.chunk = append(nb.chunk, batch...)
-		nb.recs += 1000
-	}
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
-	quirev1.RegisterMetadataServer(s, nb)
-	quirev1.RegisterProducerServer(s, nb)
-	quirev1.RegisterConsumerServer(s, nb)
-	go func() { _ = s.Serve(lis) }()
+	s := nullbroker.Start(lis, benchTopic, benchValue())
 	b.Cleanup(s.Stop)
-	return nb
-}
-
-func (nb *nullBroker) GetMetadata(context.Context, *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
-	return &quirev1.GetMetadataResponse{ClusterId: "null", ControllerId: 1,
-		Brokers: []*quirev1.Broker{{Id: 1, Address: nb.addr}},
-		Topics: []*quirev1.TopicMetadata{{Name: benchTopic, TopicId: "null",
-			Partitions: []*quirev1.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}}}}},
-	}, nil
-}
-
-func (nb *nullBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		resp := &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}
-		for _, p := range req.Partitions {
-			var n int64
-			err := record.SplitBatches(p.Records, func(_ []byte, h record.Header) error { n += int64(h.NumRecords); return nil })
-			res := &quirev1.PartitionProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: nb.next.Add(n) - n}
-			if err != nil {
-				res.Error = &quirev1.Error{Code: quirev1.ErrorCode_CORRUPT_MESSAGE, Message: err.Error()}
-			}
-			resp.Partitions = append(resp.Partitions, res)
-		}
-		if req.GetAcks() != 0 {
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-func (nb *nullBroker) ListOffsets(_ context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	resp := &quirev1.ListOffsetsResponse{}
-	for _, p := range req.Partitions {
-		resp.Partitions = append(resp.Partitions, &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: 0})
-	}
-	return resp, nil
-}
-
-// Fetch answers with the chunk, its base offsets moved to the requested
-// offset (a copy: the base offset is outside the CRC).
-func (nb *nullBroker) Fetch(_ context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
-	p := req.Partitions[0]
-	data := append([]byte(nil), nb.chunk...)
-	_ = record.SplitBatches(data, func(batch []byte, h record.Header) error {
-		record.SetBaseOffset(batch, p.Offset+h.BaseOffset)
-		return nil
-	})
-	return &quirev1.FetchResponse{Partitions: []*quirev1.FetchPartitionResult{{Topic: p.Topic, Partition: p.Partition,
-		HighWatermark: p.Offset + nb.recs, Records: data}}}, nil
+	return &nullBroker{addr: s.Addr()}
 }
 
 func benchClient(b *testing.B, addr string, opts ...client.Opt) *client.Client {

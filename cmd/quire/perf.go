@@ -48,7 +48,7 @@ func newPerfCmd(g *globalFlags) *cobra.Command {
 			stopProfile()
 		}
 	}
-	cmd.AddCommand(perfProduceCmd(g), perfConsumeCmd(g), perfE2ECmd(g))
+	cmd.AddCommand(perfProduceCmd(g), perfConsumeCmd(g), perfE2ECmd(g), perfCeilingCmd(g), perfNullBrokerCmd(g))
 	return cmd
 }
 

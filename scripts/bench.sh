@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Process-level benchmark: starts its own null broker, single dev node and
+# 3-node cluster (RF 3, min.insync.replicas 2) on free loopback ports, runs
+# `quire perf` against each and prints one table, every figure beside the
+# bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
+# between runs on a shared 2-core machine; the ratios are what to compare).
+#
+#   scripts/bench.sh             the full run (about 2 minutes)
+#   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
+#
+# Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_DIR
+# (default a temporary directory, removed afterwards), BENCH_RATES (e2e rates,
+# default "5000 20000 50000").
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+quick=${BENCH_QUICK:-}
+rates=${BENCH_RATES:-5000 20000 50000}
+n_produce=5000000
+n_consume=5000000
+e2e_secs=10
+if [ -n "$quick" ]; then
+	n_produce=200000
+	n_consume=200000
+	e2e_secs=2
+	rates=${BENCH_RATES:-5000}
+fi
+
+quire=${QUIRE_BIN:-$root/bin/quire}
+if [ ! -x "$quire" ]; then
+	echo "bench: building $quire"
+	go build -o "$quire" ./cmd/quire
+fi
+dir=${BENCH_DIR:-}
+own_dir=
+if [ -z "$dir" ]; then
+	dir=$(mktemp -d)
+	own_dir=1
+fi
+pids=()
+cleanup() {
+	local rc=$?
+	QUIRE_CLUSTER_DIR="$dir/cluster" QUIRE_BIN="$quire" QUIRE_CLUSTER_STOP_TIMEOUT=20 \
+		scripts/cluster.sh stop >/dev/null 2>&1 || true
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [ -n "$own_dir" ]; then rm -rf "$dir"; fi
+	exit $rc
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+	echo "bench: FAIL: $*" >&2
+	for f in "$dir"/*.log "$dir"/cluster/node*/quire.log; do
+		[ -f "$f" ] && { echo "---- $f (last 20 lines) ----" >&2; tail -n 20 "$f" >&2; }
+	done
+	exit 1
+}
+
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+# wait_serving ADDR: poll `quire cluster info` until the node answers.
+wait_serving() {
+	local deadline=$((SECONDS + 60))
+	until "$quire" --brokers "$1" cluster info >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "$1 not serving within 60s"
+		sleep 0.2
+	done
+}
+
+# field NAME JSON: a number from perf's --format json output.
+field() { tr -d ' \n' <<<"$2" | grep -o "\"$1\":[-0-9.e+]*" | head -n 1 | cut -d: -f2; }
+
+# perf BROKERS ARGS...: one perf run, its JSON summary on stdout.
+perf() {
+	local brokers=$1 extra=()
+	shift
+	[ "$1" = ceiling ] || extra=(--interval 1h)
+	"$quire" --brokers "$brokers" --format json perf "$@" "${extra[@]}" 2>>"$dir/perf.log" ||
+		fail "quire perf $* against $brokers"
+}
+
+null_port=$(free_ports 1)
+[ -n "$null_port" ] || fail "no free port"
+null="127.0.0.1:$null_port"
+"$quire" perf null-broker --listen "$null" --topic ceiling >"$dir/null.log" 2>&1 &
+pids+=($!)
+
+single_port=$(free_ports 1)
+[ -n "$single_port" ] || fail "no free port"
+single="127.0.0.1:$single_port"
+"$quire" server --dev --data-dir "$dir/single" --set "listeners=$single" >"$dir/single.log" 2>&1 &
+pids+=($!)
+
+base=$(free_ports 3)
+[ -n "$base" ] || fail "no three free ports"
+cluster="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+QUIRE_CLUSTER_DIR="$dir/cluster" QUIRE_CLUSTER_BASE_PORT=$base QUIRE_BIN="$quire" \
+	scripts/cluster.sh start >"$dir/cluster.log" 2>&1 || fail "cluster did not start"
+
+deadline=$((SECONDS + 30))
+until (exec 3<>"/dev/tcp/127.0.0.1/$null_port") 2>/dev/null; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "null broker not listening within 30s"
+	sleep 0.1
+done
+wait_serving "$single"
+"$quire" --brokers "$single" topic create bench -p 1 >/dev/null || fail "create topic bench"
+"$quire" --brokers "$cluster" topic create bench3 -p 1 -r 3 -c min.insync.replicas=2 >/dev/null ||
+	fail "create topic bench3"
+
+rows=()
+# row NAME RECORDS/S CEILING [P50 P99 P99.9]; CEILING - for none
+row() {
+	local ratio=- ceiling=-
+	if [ "$3" != - ]; then
+		ratio=$(awk -v a="$2" -v b="$3" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+		ceiling=$(printf '%.0f' "$3")
+	fi
+	rows+=("$(printf '%-34s %12.0f %12s %6s %9s %9s %9s' "$1" "$2" "$ceiling" "$ratio" "${4:--}" "${5:--}" "${6:--}")")
+}
+
+echo "bench: measuring (results in one table at the end)" >&2
+ceil_null=$(field records_per_sec "$(perf "$null" ceiling --topic ceiling -n "$n_produce")")
+ceil_single=$(field records_per_sec "$(perf "$single" ceiling --topic bench -n "$n_produce")")
+row "ceiling: bare gRPC, null broker" "$ceil_null" "$ceil_null"
+row "ceiling: bare gRPC, 1 node" "$ceil_single" "$ceil_null"
+
+out=$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)
+single_acks1=$(field records_per_sec "$out")
+row "produce 1 node acks=1" "$single_acks1" "$ceil_null"
+out=$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)
+rf3_all=$(field records_per_sec "$out")
+row "produce RF3 acks=all" "$rf3_all" "$ceil_null"
+out=$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks 1)
+row "produce RF3 acks=1" "$(field records_per_sec "$out")" "$ceil_null"
+out=$(perf "$single" consume --topic bench -n "$n_consume" -o start)
+row "consume 1 node" "$(field records_per_sec "$out")" "$ceil_null"
+
+for rate in $rates; do
+	for acks in 1 all; do
+		out=$(perf "$cluster" e2e --topic "e2e-$rate-$acks" --partitions 3 --acks "$acks" --rate "$rate" -n $((rate * e2e_secs)))
+		row "e2e RF3 acks=$acks at $rate/s" "$(field records_per_sec "$out")" - \
+			"$(field latency_p50_ms "$out")" "$(field latency_p99_ms "$out")" "$(field latency_p999_ms "$out")"
+	done
+done
+
+printf '%-34s %12s %12s %6s %9s %9s %9s\n' "measure" "records/s" "ceiling" "ratio" "p50 ms" "p99 ms" "p99.9 ms"
+printf '%s\n' "${rows[@]}"
+awk -v a="$rf3_all" -v b="$single_acks1" 'BEGIN { printf "RF3 acks=all / 1 node acks=1: %.2f\n", a / b }'
