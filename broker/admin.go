@@ -309,6 +309,7 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetad
 		}
 		topics = append(topics, t)
 	}
+	resp.MetadataIndex = img.Index()
 	for _, br := range img.Brokers() {
 		resp.Brokers = append(resp.Brokers, &quirev1.Broker{Id: br.ID, Address: br.Addr, Rack: br.Rack, Fenced: br.Fenced})
 	}

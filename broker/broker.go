@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
@@ -108,6 +109,11 @@ func (b *Broker) start() error {
 		// Stop waits for handlers to return, so storage is never closed
 		// under an append still running.
 		grpc.WaitForHandlers(true),
+		// Clients and other nodes ping quiet connections to find dead
+		// ones within seconds; pings as often as once a second are
+		// welcome, idle or not. The server pings a quiet client too.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 15 * time.Second, Timeout: 10 * time.Second}),
 	)...)
 	b.health = health.NewServer()
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
@@ -34,8 +36,9 @@ type Client struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn // by address
 
-	meta *metaCache
-	prod *producer
+	meta     *metaCache
+	metaTurn atomic.Uint32 // where the next metadata refresh starts asking
+	prod     *producer
 
 	closeOnce sync.Once
 }
@@ -116,6 +119,15 @@ func (c *Client) Close() {
 	})
 }
 
+// keepaliveTime is how long a connection may be quiet before the client
+// pings the broker, and keepaliveTimeout how long it waits for the answer
+// before it closes the connection. Brokers accept pings down to one a
+// second.
+const (
+	keepaliveTime    = 5 * time.Second
+	keepaliveTimeout = 5 * time.Second
+)
+
 // conn returns the (shared) connection to addr.
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.connMu.Lock()
@@ -134,6 +146,10 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithInitialConnWindowSize(16 << 20),
 		grpc.WithReadBufferSize(256 << 10),
 		grpc.WithWriteBufferSize(256 << 10),
+		// A connection that silently stops carrying packets (a cut
+		// network, a paused or vanished host) is found within seconds
+		// and redialled, instead of waiting on TCP retransmission.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 	}
 	opts = append(opts, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
@@ -333,13 +349,8 @@ func (m *metaCache) refresh(ctx context.Context, topics []string, autoCreate boo
 	if len(topics) == 0 && len(names) == 0 {
 		names = nil
 	}
-	var resp *quirev1.GetMetadataResponse
-	err := m.c.anyBroker(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-		var err error
-		resp, err = quirev1.NewMetadataClient(cc).GetMetadata(ctx, &quirev1.GetMetadataRequest{
-			Topics: dedup(names), AllowAutoTopicCreation: autoCreate || m.c.cfg.autoCreate})
-		return err
-	})
+	resp, err := m.c.newestMetadata(ctx, &quirev1.GetMetadataRequest{
+		Topics: dedup(names), AllowAutoTopicCreation: autoCreate || m.c.cfg.autoCreate})
 	m.mu.Lock()
 	m.lastFetch = time.Now()
 	if err != nil {

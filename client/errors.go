@@ -108,7 +108,10 @@ func needsMetadata(err error) bool {
 	case quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
 		quirev1.ErrorCode_LEADER_NOT_AVAILABLE, quirev1.ErrorCode_FENCED_LEADER_EPOCH,
 		quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, quirev1.ErrorCode_NETWORK_EXCEPTION,
-		quirev1.ErrorCode_BROKER_NOT_AVAILABLE, quirev1.ErrorCode_REPLICA_NOT_AVAILABLE:
+		quirev1.ErrorCode_BROKER_NOT_AVAILABLE, quirev1.ErrorCode_REPLICA_NOT_AVAILABLE,
+		// A leader that does not answer in time may have been cut off and
+		// replaced: look again rather than wait on it.
+		quirev1.ErrorCode_REQUEST_TIMED_OUT:
 		return true
 	}
 	return false

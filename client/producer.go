@@ -584,12 +584,27 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	}
 	now := time.Now()
 	backoff := p.cfg.retryBackoff
-	if !retriable(err) || now.Add(backoff).After(bs[0].deadline) || p.c.ctx.Err() != nil {
+	if !retriable(err) || p.c.ctx.Err() != nil {
 		if p.c.ctx.Err() != nil {
 			err = ErrClosed
 		}
 		p.fail(pp, bs, err, true)
 		return
+	}
+	// Each batch goes by its own delivery deadline: the oldest ones may be
+	// out of time while records produced since still have theirs. (A
+	// partition's batches are in order, and so are their deadlines.)
+	expired := 0
+	for expired < len(bs) && now.Add(backoff).After(bs[expired].deadline) {
+		expired++
+	}
+	if expired == len(bs) {
+		p.fail(pp, bs, err, true)
+		return
+	}
+	if expired > 0 {
+		p.fail(pp, bs[:expired], err, false)
+		bs = bs[expired:]
 	}
 	bs[0].tries++
 	p.c.log.Debug("retrying batches", "topic", pp.topic, "partition", pp.partition, "batches", len(bs),

@@ -77,11 +77,19 @@ func (x *GetMetadataRequest) GetAllowAutoTopicCreation() bool {
 }
 
 type GetMetadataResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	ControllerId  int32                  `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
-	Brokers       []*Broker              `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	Topics        []*TopicMetadata       `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId    string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ControllerId int32                  `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	Brokers      []*Broker              `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Topics       []*TopicMetadata       `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The metadata log index of the image this answer comes from: of two
+	// answers from the same cluster, the one with the higher index is newer
+	// (clients that ask several brokers keep that one).
+	MetadataIndex uint64 `protobuf:"varint,5,opt,name=metadata_index,json=metadataIndex,proto3" json:"metadata_index,omitempty"`
+	// Set by a broker that has lost touch with the controller for longer
+	// than broker.session.timeout.ms: its image may be out of date and the
+	// controller has probably fenced it; ask another broker.
+	Stale         bool `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +150,20 @@ func (x *GetMetadataResponse) GetTopics() []*TopicMetadata {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *GetMetadataResponse) GetMetadataIndex() uint64 {
+	if x != nil {
+		return x.MetadataIndex
+	}
+	return 0
+}
+
+func (x *GetMetadataResponse) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
 }
 
 type Broker struct {
@@ -367,13 +389,15 @@ const file_quire_v1_metadata_proto_rawDesc = "" +
 	"\x17quire/v1/metadata.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"g\n" +
 	"\x12GetMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x129\n" +
-	"\x19allow_auto_topic_creation\x18\x02 \x01(\bR\x16allowAutoTopicCreation\"\xb6\x01\n" +
+	"\x19allow_auto_topic_creation\x18\x02 \x01(\bR\x16allowAutoTopicCreation\"\xf3\x01\n" +
 	"\x13GetMetadataResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x12*\n" +
 	"\abrokers\x18\x03 \x03(\v2\x10.quire.v1.BrokerR\abrokers\x12/\n" +
-	"\x06topics\x18\x04 \x03(\v2\x17.quire.v1.TopicMetadataR\x06topics\"^\n" +
+	"\x06topics\x18\x04 \x03(\v2\x17.quire.v1.TopicMetadataR\x06topics\x12%\n" +
+	"\x0emetadata_index\x18\x05 \x01(\x04R\rmetadataIndex\x12\x14\n" +
+	"\x05stale\x18\x06 \x01(\bR\x05stale\"^\n" +
 	"\x06Broker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +

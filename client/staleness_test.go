@@ -1,0 +1,197 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/record"
+)
+
+// scriptedBroker answers metadata as told (its own image: an index, stale
+// or not, and who leads topic "st") and hands every produce request to
+// onProduce, which answers it (nil: success).
+type scriptedBroker struct {
+	quirev1.UnimplementedMetadataServer
+	quirev1.UnimplementedProducerServer
+	addr string
+
+	mu        sync.Mutex
+	peers     []*quirev1.Broker // every broker, as this one's image has them
+	index     uint64
+	stale     bool
+	leader    int32
+	onProduce func(n int, req *quirev1.ProduceRequest) *quirev1.Error
+	produces  atomic.Int32
+}
+
+func startScripted(t *testing.T) *scriptedBroker {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &scriptedBroker{addr: lis.Addr().String()}
+	s := grpc.NewServer()
+	quirev1.RegisterMetadataServer(s, sb)
+	quirev1.RegisterProducerServer(s, sb)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return sb
+}
+
+func (sb *scriptedBroker) set(index uint64, stale bool, leader int32) {
+	sb.mu.Lock()
+	sb.index, sb.stale, sb.leader = index, stale, leader
+	sb.mu.Unlock()
+}
+
+func (sb *scriptedBroker) GetMetadata(context.Context, *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return &quirev1.GetMetadataResponse{ClusterId: "scripted", ControllerId: 1, Brokers: sb.peers,
+		MetadataIndex: sb.index, Stale: sb.stale,
+		Topics: []*quirev1.TopicMetadata{{Name: "st", TopicId: "st", Partitions: []*quirev1.PartitionMetadata{
+			{Partition: 0, Leader: sb.leader, LeaderEpoch: int32(sb.index), Replicas: []int32{1, 2}, Isr: []int32{1, 2}},
+		}}},
+	}, nil
+}
+
+func (sb *scriptedBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n := int(sb.produces.Add(1))
+		var e *quirev1.Error
+		if sb.onProduce != nil {
+			e = sb.onProduce(n, req)
+		}
+		resp := &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}
+		for _, p := range req.Partitions {
+			resp.Partitions = append(resp.Partitions, &quirev1.PartitionProduceResult{Topic: p.Topic, Partition: p.Partition, Error: e})
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// scriptedPair is two brokers that know each other as ids 1 and 2.
+func scriptedPair(t *testing.T) (*scriptedBroker, *scriptedBroker) {
+	a, b := startScripted(t), startScripted(t)
+	peers := []*quirev1.Broker{{Id: 1, Address: a.addr}, {Id: 2, Address: b.addr}}
+	a.peers, b.peers = peers, peers
+	return a, b
+}
+
+// TestClientMetadataNewestImageWins: of two brokers, one answers from an
+// older image that names itself leader (a broker cut off from the
+// controller), the other from a newer one naming the replaced leader. The
+// client routes to the newer image's leader whichever broker it asks first,
+// and prefers an answer not marked stale to one that is.
+func TestClientMetadataNewestImageWins(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		aIndex, bIndex   uint64
+		aStale, bStale   bool
+		aLeader, bLeader int32
+		wantA            bool // the produce reaches a
+	}{
+		{name: "higher index", aIndex: 10, bIndex: 20, aLeader: 1, bLeader: 2},
+		{name: "higher index first", aIndex: 20, bIndex: 10, aLeader: 1, bLeader: 2, wantA: true},
+		{name: "not stale over a higher stale index", aIndex: 30, bIndex: 20, aStale: true, aLeader: 1, bLeader: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := scriptedPair(t)
+			a.set(tc.aIndex, tc.aStale, tc.aLeader)
+			b.set(tc.bIndex, tc.bStale, tc.bLeader)
+			for _, seeds := range [][]string{{a.addr, b.addr}, {b.addr, a.addr}} {
+				a.produces.Store(0)
+				b.produces.Store(0)
+				cl, err := client.New(testCtx(t), client.SeedBrokers(seeds...), client.RequiredAcks(client.LeaderAck))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.ProduceSync(testCtx(t), &client.Record{Topic: "st", Partition: 0, Value: []byte("v")}); err != nil {
+					cl.Close()
+					t.Fatal(err)
+				}
+				cl.Close()
+				gotA := a.produces.Load() > 0
+				if gotA != tc.wantA || a.produces.Load()+b.produces.Load() != 1 {
+					t.Errorf("seeds %v: produces reached a %d times, b %d times; want the %s", seeds,
+						a.produces.Load(), b.produces.Load(), map[bool]string{true: "first", false: "second"}[tc.wantA])
+				}
+			}
+		})
+	}
+}
+
+// TestProducerBatchesFailByTheirOwnDeadline: a request holding an old
+// batch (past its delivery timeout) and a young one fails with a
+// retriable error. The old batch fails; the young one is sent again and
+// delivered, rather than failing with the oldest batch of its request.
+func TestProducerBatchesFailByTheirOwnDeadline(t *testing.T) {
+	a, _ := scriptedPair(t)
+	a.set(1, false, 1)
+	const delivery = 2 * time.Second
+	start := time.Now()
+	release1 := make(chan struct{})
+	var batches2 atomic.Int32
+	a.onProduce = func(n int, req *quirev1.ProduceRequest) *quirev1.Error {
+		timedOut := &quirev1.Error{Code: quirev1.ErrorCode_REQUEST_TIMED_OUT, Message: "scripted timeout", Retriable: true}
+		switch n {
+		case 1: // the first record alone, held until the second is produced
+			<-release1
+			return timedOut
+		case 2: // both, answered once the first record's delivery timeout passed
+			_ = record.SplitBatches(req.Partitions[0].Records, func([]byte, record.Header) error { batches2.Add(1); return nil })
+			time.Sleep(time.Until(start.Add(delivery + 50*time.Millisecond)))
+			return timedOut
+		}
+		return nil
+	}
+	cl := newClient(t, a.addr, client.RequiredAcks(client.LeaderAck), client.DeliveryTimeout(delivery),
+		client.RetryBackoff(10*time.Millisecond))
+	ctx := testCtx(t)
+	errs := make(chan error, 2)
+	cb := func(_ *client.Record, err error) { errs <- err }
+	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: []byte("old")}, cb)
+	// The second record waits behind the first request (one in flight per
+	// partition) until that request is answered.
+	for a.produces.Load() < 1 {
+		if ctx.Err() != nil {
+			t.Fatal("first request never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Produced a quarter of the delivery timeout after the first, it has
+	// that much time left when the first one's runs out.
+	time.Sleep(time.Until(start.Add(delivery / 4)))
+	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: []byte("young")}, cb)
+	close(release1)
+	first, second := <-errs, <-errs
+	if first == nil {
+		t.Errorf("the record past its delivery timeout succeeded")
+	}
+	if second != nil {
+		t.Errorf("the young record failed with the old one: %v", second)
+	}
+	if got := batches2.Load(); got != 2 {
+		t.Errorf("second request held %d batches, want both records' 2", got)
+	}
+}
