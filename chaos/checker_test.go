@@ -1,0 +1,174 @@
+package chaos
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// hist builds histories for the checker tests: a clock that ticks a
+// millisecond per event, and helpers for the common events.
+type hist struct {
+	t      time.Time
+	events []Event
+}
+
+func newHist() *hist { return &hist{t: time.Unix(1_700_000_000, 0)} }
+
+func (h *hist) add(e Event) *hist {
+	h.t = h.t.Add(time.Millisecond)
+	e.Time = h.t
+	h.events = append(h.events, e)
+	return h
+}
+
+// write sends value to partition p and acknowledges it at offset o.
+func (h *hist) write(proc string, p int32, o int64, v string) *hist {
+	h.add(Event{Kind: Send, Process: proc, Partition: p, Value: v})
+	return h.add(Event{Kind: Ack, Process: proc, Partition: p, Offset: o, Value: v})
+}
+
+func (h *hist) read(proc string, p int32, o int64, v string) *hist {
+	return h.add(Event{Kind: Read, Process: proc, Partition: p, Offset: o, Value: v})
+}
+
+func (h *hist) final(p int32, values ...string) *hist {
+	for o, v := range values {
+		h.add(Event{Kind: Final, Partition: p, Offset: int64(o), Value: v})
+	}
+	return h
+}
+
+// clean is a history with nothing wrong: two producers, a reader, a
+// fault, a final read.
+func clean() *hist {
+	h := newHist()
+	h.write("p1", 0, 0, "a").write("p2", 0, 1, "b").write("p1", 1, 0, "c")
+	h.add(Event{Kind: FaultStart, Fault: "kill", Node: "2", Process: "n1"})
+	h.read("r", 0, 0, "a").read("r", 0, 1, "b").read("r", 1, 0, "c")
+	h.add(Event{Kind: HW, Process: "hw", Partition: 0, Offset: 1}).add(Event{Kind: HW, Process: "hw", Partition: 0, Offset: 2})
+	h.add(Event{Kind: Send, Process: "p1", Partition: 0, Value: "maybe"}).add(Event{Kind: Unknown, Process: "p1", Partition: 0, Value: "maybe"})
+	h.add(Event{Kind: Send, Process: "p2", Partition: 1, Value: "no"}).add(Event{Kind: Fail, Process: "p2", Partition: 1, Value: "no"})
+	h.write("p1", 0, 3, "d")
+	h.add(Event{Kind: FaultEnd, Fault: "kill", Node: "2", Process: "n1"})
+	return h.final(0, "a", "b", "maybe", "d").final(1, "c")
+}
+
+func TestChaosCheckerCleanHistory(t *testing.T) {
+	r := Check(clean().events)
+	if !r.OK() {
+		t.Fatalf("clean history reported anomalies:\n%s", r.Summary())
+	}
+	if r.Acked != 4 || r.Sent != 6 || r.Failed != 1 || r.Unknown != 1 || r.FinalRecords != 5 || r.Faults["kill"] != 1 {
+		t.Errorf("counts: %+v", r)
+	}
+}
+
+// TestChaosCheckerFindsEachAnomaly feeds the checker histories with one
+// anomaly each and expects exactly that kind reported.
+func TestChaosCheckerFindsEachAnomaly(t *testing.T) {
+	for _, tc := range []struct {
+		kind  string
+		build func() *hist
+	}{
+		{Lost, func() *hist { // acknowledged, missing from the final read
+			return newHist().write("p", 0, 0, "a").write("p", 0, 1, "b").final(0, "a")
+		}},
+		{Lost, func() *hist { // no final read: never read while later offsets were
+			return newHist().write("p", 0, 0, "a").write("p", 0, 1, "b").read("r", 0, 1, "b").
+				add(Event{Kind: ReaderReset, Process: "r", Partition: 0}).read("r", 0, 2, "x").
+				add(Event{Kind: Send, Process: "q", Partition: 0, Value: "x"})
+		}},
+		{Duplicate, func() *hist {
+			return newHist().write("p", 0, 0, "a").add(Event{Kind: Send, Process: "p", Value: "b"}).
+				add(Event{Kind: Unknown, Process: "p", Value: "b"}).final(0, "a", "b", "b")
+		}},
+		{Inconsistent, func() *hist {
+			return newHist().write("p", 0, 0, "a").add(Event{Kind: Send, Process: "q", Value: "b"}).
+				read("r1", 0, 0, "a").read("r2", 0, 0, "b")
+		}},
+		{AckMismatch, func() *hist {
+			return newHist().write("p", 0, 1, "a").final(0, "a")
+		}},
+		{NonmonotonicSend, func() *hist {
+			return newHist().write("p", 0, 5, "a").write("p", 0, 4, "b")
+		}},
+		{NonmonotonicPoll, func() *hist {
+			return newHist().write("p", 0, 0, "a").write("p", 0, 1, "b").read("r", 0, 1, "b").read("r", 0, 0, "a")
+		}},
+		{PollSkip, func() *hist {
+			return newHist().write("p", 0, 0, "a").write("p", 0, 1, "b").write("p", 0, 2, "c").
+				read("r", 0, 0, "a").read("r", 0, 2, "c").final(0, "a", "b", "c")
+		}},
+		{ReadOfFailed, func() *hist {
+			return newHist().add(Event{Kind: Send, Process: "p", Value: "a"}).add(Event{Kind: Fail, Process: "p", Value: "a"}).
+				read("r", 0, 0, "a")
+		}},
+		{ReadOfUnsent, func() *hist {
+			return newHist().read("r", 0, 0, "ghost")
+		}},
+		{HWBackwards, func() *hist {
+			return newHist().add(Event{Kind: HW, Process: "hw", Partition: 0, Offset: 7}).add(Event{Kind: HW, Process: "hw", Partition: 0, Offset: 6})
+		}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			r := Check(tc.build().events)
+			if r.Count(tc.kind) == 0 {
+				t.Fatalf("%s not reported:\n%s", tc.kind, r.Summary())
+			}
+			for _, a := range r.Anomalies {
+				if a.Kind != tc.kind {
+					t.Errorf("also reported %s", a)
+				}
+			}
+		})
+	}
+}
+
+// TestChaosCheckerUnavailability: the longest gap between acknowledged
+// writes of a partition during a fault is what the report gives for the
+// fault's kind; a gap outside every fault does not count.
+func TestChaosCheckerUnavailability(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	ev := []Event{
+		{Time: at(0), Kind: Ack, Process: "p", Partition: 0, Offset: 0, Value: "a"},
+		{Time: at(2000), Kind: Ack, Process: "p", Partition: 0, Offset: 1, Value: "b"}, // a 2 s gap before any fault
+		{Time: at(2100), Kind: FaultStart, Fault: "pause", Node: "1", Process: "f1"},
+		{Time: at(2200), Kind: Ack, Process: "p", Partition: 0, Offset: 2, Value: "c"},
+		{Time: at(3700), Kind: Ack, Process: "p", Partition: 0, Offset: 3, Value: "d"}, // 1.5 s during the pause
+		{Time: at(4000), Kind: FaultEnd, Fault: "pause", Node: "1", Process: "f1"},
+		{Time: at(4100), Kind: Ack, Process: "p", Partition: 0, Offset: 4, Value: "e"},
+	}
+	r := Check(ev)
+	if got := r.Unavailable["pause"]; got != 1500*time.Millisecond {
+		t.Errorf("pause unavailability %v, want 1.5s", got)
+	}
+}
+
+func TestChaosHistoryRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	h := NewHistory(&buf)
+	for _, e := range clean().events {
+		h.Add(e)
+	}
+	if err := h.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadHistory(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := clean().events
+	if len(got) != len(want) {
+		t.Fatalf("read %d events, wrote %d", len(got), len(want))
+	}
+	for i := range got {
+		if !got[i].Time.Equal(want[i].Time) || got[i].Kind != want[i].Kind || got[i].Value != want[i].Value || got[i].Offset != want[i].Offset {
+			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if r := Check(got); !r.OK() {
+		t.Errorf("re-read clean history: %s", r.Summary())
+	}
+}

@@ -1,0 +1,134 @@
+// Package chaos is Quire's fault-injection suite: it starts clusters of
+// real `quire server` processes, runs workloads against them while a
+// nemesis kills, pauses, cuts off and corrupts nodes, heals everything,
+// and checks the recorded history for the anomalies a replicated log must
+// never show (lost, duplicated or inconsistent records, offsets that move
+// backwards, reads of writes that failed). The history is JSON lines, so
+// a saved run can be checked again (`chaos check FILE`).
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Kind is what an event records.
+type Kind string
+
+// The kinds of event in a history.
+const (
+	// A producer is about to send Value to Partition.
+	Send Kind = "send"
+	// The cluster acknowledged Value at Offset (acks=all).
+	Ack Kind = "ack"
+	// The write of Value definitely did not happen (refused before append).
+	Fail Kind = "fail"
+	// The write of Value may or may not have happened (a timeout, a lost
+	// connection, a leader change after the append).
+	Unknown Kind = "unknown"
+	// A reader read Value at Offset.
+	Read Kind = "read"
+	// A reader starts (again) at Offset: its next reads need not follow
+	// its previous ones.
+	ReaderReset Kind = "reader-reset"
+	// The high watermark of Partition was Offset, as a client saw it.
+	HW Kind = "hw"
+	// The final read after healing: every record of Partition below the
+	// high watermark, in order (Value at Offset).
+	Final Kind = "final"
+	// A fault began (Fault names it, Node the node or nodes).
+	FaultStart Kind = "fault-start"
+	// A fault ended.
+	FaultEnd Kind = "fault-end"
+)
+
+// Event is one line of a history.
+type Event struct {
+	Time      time.Time `json:"time"`
+	Kind      Kind      `json:"kind"`
+	Process   string    `json:"process,omitempty"` // the producer or reader
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Value     string    `json:"value,omitempty"`
+	Fault     string    `json:"fault,omitempty"`
+	Node      string    `json:"node,omitempty"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// History collects events from many goroutines and writes them, as JSON
+// lines, to w as they come (when w is not nil).
+type History struct {
+	mu     sync.Mutex
+	events []Event
+	enc    *json.Encoder
+	err    error
+}
+
+// NewHistory returns a history that also writes to w (nil: memory only).
+func NewHistory(w io.Writer) *History {
+	h := &History{}
+	if w != nil {
+		h.enc = json.NewEncoder(w)
+	}
+	return h
+}
+
+// Add records e, stamping it with the time if it has none.
+func (h *History) Add(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+	if h.enc != nil && h.err == nil {
+		h.err = h.enc.Encode(e)
+	}
+}
+
+// Events returns a copy of the events so far.
+func (h *History) Events() []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Event(nil), h.events...)
+}
+
+// Err is the first error writing the history out.
+func (h *History) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// ReadHistory reads a history written by History.
+func ReadHistory(r io.Reader) ([]Event, error) {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("chaos: history line %d: %w", line, err)
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// ReadHistoryFile reads a history file.
+func ReadHistoryFile(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadHistory(f)
+}
