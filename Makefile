@@ -11,7 +11,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e compose vet bench perf fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e compose vet bench perf chaos fuzz proto verify docs tools clean
 
 all: build
 
@@ -58,6 +58,13 @@ bench:
 # every figure beside the bare gRPC ceiling of the same run.
 perf: build
 	QUIRE_BIN=$(BIN)/quire scripts/bench.sh
+
+# The fault-injection suite against real processes (chaos/): faults for
+# CHAOS_DURATION, then the history checked. CHAOS_FLAGS adds flags
+# (-nodes 5, -seed N to replay a run, -faults kill,pause).
+CHAOS_DURATION ?= 3m
+chaos: build
+	$(GO) run ./chaos/cmd/chaos run -quire $(BIN)/quire -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

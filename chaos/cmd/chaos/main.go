@@ -1,0 +1,129 @@
+// Command chaos runs Quire's fault-injection suite against real `quire
+// server` processes, or checks a history it saved.
+//
+//	chaos run [-nodes 3] [-duration 2m] [-seed N] [-faults kill,pause,...] [-history FILE] [-quire bin/quire]
+//	chaos check FILE
+//
+// run prints its seed first: the same seed replays the same choices of
+// faults and timings. It exits 1 when the history shows an anomaly.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quirelog/quire/chaos"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	switch os.Args[1] {
+	case "run":
+		os.Exit(run(os.Args[2:]))
+	case "check":
+		os.Exit(check(os.Args[2:]))
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: chaos run [flags] | chaos check HISTORY")
+	os.Exit(2)
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	nodes := fs.Int("nodes", 3, "nodes in the cluster (3 or 5)")
+	duration := fs.Duration("duration", 2*time.Minute, "how long faults are injected")
+	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; replays a run)")
+	faults := fs.String("faults", strings.Join(chaos.AllFaults, ","), "comma-separated faults: "+strings.Join(chaos.AllFaults, ", "))
+	history := fs.String("history", "", "write the history (JSON lines) to this file")
+	bin := fs.String("quire", "bin/quire", "the quire binary")
+	partitions := fs.Int("partitions", 4, "partitions of the workload's topic (RF 3, min.insync.replicas 2)")
+	producers := fs.Int("producers", 4, "concurrent producers")
+	keep := fs.Bool("keep", false, "keep the nodes' directories")
+	_ = fs.Parse(args)
+	if *nodes < 3 {
+		log.Printf("chaos: -nodes must be at least 3 (topics have 3 replicas)")
+		return 2
+	}
+	for _, f := range strings.Split(*faults, ",") {
+		if !known(f) {
+			log.Printf("chaos: unknown fault %q (known: %s)", f, strings.Join(chaos.AllFaults, ", "))
+			return 2
+		}
+	}
+	dir, err := chaos.TempDir()
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	cfg := chaos.Config{Bin: *bin, Dir: dir, Nodes: *nodes, Duration: *duration, Seed: *seed,
+		Faults: strings.Split(*faults, ","), Partitions: int32(*partitions), Producers: *producers,
+		Logf: func(format string, a ...any) { log.Printf("chaos: "+format, a...) }}
+	if *history != "" {
+		f, err := os.Create(*history)
+		if err != nil {
+			log.Print(err)
+			return 1
+		}
+		defer f.Close()
+		cfg.History = f
+	}
+	log.Printf("chaos: seed %d, %d nodes, %v of faults (%s), files in %s", *seed, *nodes, *duration, *faults, dir)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	report, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		log.Printf("chaos: run failed (seed %d, files kept in %s): %v", *seed, dir, err)
+		*keep = true
+		return 1
+	}
+	fmt.Printf("chaos: seed %d, %d nodes, %v\n%s", *seed, *nodes, time.Since(start).Round(time.Second), report.Summary())
+	if !report.OK() {
+		*keep = true
+		log.Printf("chaos: anomalies found; node files kept in %s", dir)
+		return 1
+	}
+	return 0
+}
+
+func known(f string) bool {
+	for _, k := range chaos.AllFaults {
+		if f == k {
+			return true
+		}
+	}
+	return false
+}
+
+func check(args []string) int {
+	if len(args) != 1 {
+		usage()
+	}
+	events, err := chaos.ReadHistoryFile(args[0])
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	r := chaos.Check(events)
+	fmt.Print(r.Summary())
+	if !r.OK() {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,226 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quirelog/quire/client"
+)
+
+// The faults the nemesis injects.
+const (
+	FaultKill           = "kill"            // kill -9 a random node, restart it
+	FaultKillController = "kill-controller" // kill -9 the controller, restart it
+	FaultKillLeader     = "kill-leader"     // kill -9 a partition's leader, restart it
+	FaultKillTwo        = "kill-two"        // kill -9 two nodes at once, restart both
+	FaultPause          = "pause"           // SIGSTOP a node for seconds, SIGCONT
+	FaultTornTail       = "torn-tail"       // kill -9 a node, cut bytes off an active segment, restart
+	FaultIsolate        = "isolate"         // cut a node off from the others
+	FaultCutLink        = "cut-link"        // cut the link between two nodes
+	FaultSplit          = "split"           // a majority/minority split
+)
+
+// AllFaults is every fault the nemesis knows, network ones last.
+var AllFaults = []string{FaultKill, FaultKillController, FaultKillLeader, FaultKillTwo, FaultPause, FaultTornTail,
+	FaultIsolate, FaultCutLink, FaultSplit}
+
+func networkFault(f string) bool { return f == FaultIsolate || f == FaultCutLink || f == FaultSplit }
+
+// nemesis injects one fault at a time, each held for a few seconds and
+// then healed, with quiet periods between them.
+type nemesis struct {
+	c      *Cluster
+	cl     *client.Client
+	h      *History
+	rng    *rand.Rand
+	faults []string
+	topic  string
+	parts  int32
+	logf   func(string, ...any)
+	seq    int
+}
+
+func (n *nemesis) hold(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1))
+}
+
+func (n *nemesis) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// run injects faults until ctx ends, then heals whatever is left.
+func (n *nemesis) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		n.sleep(ctx, n.hold(time.Second, 3*time.Second))
+		if ctx.Err() != nil {
+			break
+		}
+		f := n.faults[n.rng.IntN(len(n.faults))]
+		if err := n.inject(ctx, f); err != nil {
+			return fmt.Errorf("chaos: fault %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// begin records a fault's start; the func it returns records its end.
+func (n *nemesis) begin(kind string, nodes ...int) func() {
+	n.seq++
+	id := "f" + strconv.Itoa(n.seq)
+	var ns []string
+	for _, x := range nodes {
+		ns = append(ns, strconv.Itoa(x))
+	}
+	node := strings.Join(ns, ",")
+	n.logf("fault %s on node(s) %s", kind, node)
+	n.h.Add(Event{Kind: FaultStart, Fault: kind, Node: node, Process: id})
+	return func() { n.h.Add(Event{Kind: FaultEnd, Fault: kind, Node: node, Process: id}) }
+}
+
+func (n *nemesis) randomNode() *Node { return n.c.nodes[n.rng.IntN(len(n.c.nodes))] }
+
+func (n *nemesis) ids() []int {
+	var out []int
+	for _, nd := range n.c.nodes {
+		out = append(out, nd.ID)
+	}
+	return out
+}
+
+// inject applies fault f, holds it, heals it, and waits until every node
+// serves again. A fault ends (its FaultEnd event) once healed and the
+// cluster serves.
+func (n *nemesis) inject(ctx context.Context, f string) error {
+	// Healing and the wait for recovery must finish even when ctx ends.
+	heal, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	switch f {
+	case FaultKill, FaultKillController, FaultKillLeader, FaultTornTail:
+		nd := n.randomNode()
+		switch f {
+		case FaultKillController:
+			if id := n.controller(ctx); id > 0 {
+				nd = n.c.Node(id)
+			}
+		case FaultKillLeader:
+			if id := n.leader(ctx, int32(n.rng.IntN(int(n.parts)))); id > 0 {
+				nd = n.c.Node(id)
+			}
+		}
+		end := n.begin(f, nd.ID)
+		if err := n.c.Kill(nd); err != nil {
+			return err
+		}
+		if f == FaultTornTail {
+			seg, cut, err := n.c.TearTail(nd, n.rng.IntN, 4096)
+			if err != nil {
+				return err
+			}
+			n.logf("tore %d bytes off %s", cut, seg)
+		}
+		n.sleep(ctx, n.hold(500*time.Millisecond, 3*time.Second))
+		if err := n.c.Start(nd); err != nil {
+			return err
+		}
+		err := n.c.WaitServing(heal, nd)
+		end()
+		return err
+	case FaultKillTwo:
+		a := n.randomNode()
+		b := a
+		for b == a {
+			b = n.randomNode()
+		}
+		end := n.begin(f, a.ID, b.ID)
+		_ = n.c.Kill(a)
+		_ = n.c.Kill(b)
+		n.sleep(ctx, n.hold(500*time.Millisecond, 3*time.Second))
+		for _, nd := range []*Node{a, b} {
+			if err := n.c.Start(nd); err != nil {
+				return err
+			}
+		}
+		for _, nd := range []*Node{a, b} {
+			if err := n.c.WaitServing(heal, nd); err != nil {
+				return err
+			}
+		}
+		end()
+		return nil
+	case FaultPause:
+		nd := n.randomNode()
+		end := n.begin(f, nd.ID)
+		if err := n.c.Pause(nd); err != nil {
+			return err
+		}
+		n.sleep(ctx, n.hold(2*time.Second, 6*time.Second))
+		if err := n.c.Resume(nd); err != nil {
+			return err
+		}
+		err := n.c.WaitServing(heal, nd)
+		end()
+		return err
+	case FaultIsolate, FaultCutLink, FaultSplit:
+		net := n.c.net
+		ids := n.ids()
+		n.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		var end func()
+		var err error
+		switch f {
+		case FaultIsolate:
+			end = n.begin(f, ids[0])
+			err = net.Isolate(ids[0], ids)
+		case FaultCutLink:
+			end = n.begin(f, ids[0], ids[1])
+			err = net.Cut(ids[0], ids[1])
+		case FaultSplit:
+			minority := ids[:(len(ids)-1)/2]
+			end = n.begin(f, minority...)
+			err = net.Split(minority, ids[len(minority):])
+		}
+		if err != nil {
+			return err
+		}
+		n.sleep(ctx, n.hold(3*time.Second, 8*time.Second))
+		if err := net.Heal(); err != nil {
+			return err
+		}
+		for _, nd := range n.c.nodes {
+			if err := n.c.WaitServing(heal, nd); err != nil {
+				return err
+			}
+		}
+		end()
+		return nil
+	}
+	return fmt.Errorf("unknown fault %q", f)
+}
+
+// controller asks the cluster which node is the controller (0: unknown).
+func (n *nemesis) controller(ctx context.Context) int {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	d, err := n.cl.DescribeCluster(rctx)
+	if err != nil {
+		return 0
+	}
+	return int(d.ControllerID)
+}
+
+// leader asks the cluster which node leads partition p (0: unknown).
+func (n *nemesis) leader(ctx context.Context, p int32) int {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ds, err := n.cl.DescribeTopics(rctx, n.topic)
+	if err != nil || len(ds) != 1 || int(p) >= len(ds[0].Partitions) {
+		return 0
+	}
+	return int(ds[0].Partitions[p].Leader)
+}

@@ -1,0 +1,220 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/quirelog/quire/client"
+)
+
+// Config is one run of the suite.
+type Config struct {
+	Bin        string        // the quire binary
+	Dir        string        // where the nodes keep their files
+	Nodes      int           // 3 or 5
+	Duration   time.Duration // how long the nemesis injects faults
+	Seed       uint64        // randomness of the faults and the workload
+	Faults     []string      // the mix; AllFaults when empty
+	Partitions int32
+	Producers  int
+	History    io.Writer // the history as JSON lines, or nil
+	Logf       func(format string, args ...any)
+}
+
+const topic = "chaos"
+
+// Run starts the cluster, runs the workload under the nemesis for
+// cfg.Duration, heals everything, waits for full ISRs, reads every
+// partition back, stops the nodes and compares their logs, and checks
+// the history. An error means the run itself could not be carried out
+// (a node would not start, the cluster never recovered); anomalies are in
+// the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	faults := cfg.Faults
+	if len(faults) == 0 {
+		faults = AllFaults
+	}
+	var net *Network
+	var wantNet bool
+	for _, f := range faults {
+		wantNet = wantNet || networkFault(f)
+	}
+	if wantNet {
+		var err error
+		if net, err = NewNetwork(); err != nil {
+			logf("network faults left out: %v", err)
+			var keep []string
+			for _, f := range faults {
+				if !networkFault(f) {
+					keep = append(keep, f)
+				}
+			}
+			faults = keep
+		} else {
+			defer net.Close()
+		}
+	}
+	if len(faults) == 0 {
+		return nil, errors.New("chaos: no faults to inject")
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	c, err := NewCluster(cfg.Bin, cfg.Dir, cfg.Nodes, net, logf)
+	if err != nil {
+		return nil, err
+	}
+	defer c.StopAll()
+	if net != nil {
+		for _, n := range c.nodes {
+			if err := net.Register(n.ID, n.Addr); err != nil {
+				return nil, err
+			}
+		}
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := c.StartAll(startCtx); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(startCtx, client.SeedBrokers(c.Brokers()...), client.RequestTimeout(5*time.Second),
+		client.RetryBackoff(50*time.Millisecond), client.FetchMaxWait(250*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	if err := createTopic(startCtx, cl, topic, cfg.Partitions); err != nil {
+		return nil, fmt.Errorf("chaos: create topic: %w", err)
+	}
+	if _, err := cl.ListOffsets(startCtx, topic, client.AtEnd()); err != nil {
+		return nil, fmt.Errorf("chaos: topic never served: %w", err)
+	}
+	h := NewHistory(cfg.History)
+	conns, err := dialAll(c.Brokers())
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+
+	work, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var producers, readers sync.WaitGroup
+	for i := range cfg.Producers {
+		prng := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+		producers.Go(func() {
+			producer(work, h, fmt.Sprintf("p%d", i), topic, cfg.Partitions, conns, prng, 5*time.Millisecond)
+		})
+	}
+	readCtx, stopReads := context.WithCancel(ctx)
+	defer stopReads()
+	for p := range cfg.Partitions {
+		readers.Go(func() { _ = reader(readCtx, h, cl, fmt.Sprintf("r%d", p), topic, p) })
+	}
+	readers.Go(func() { hwPoller(readCtx, h, cl, topic, 200*time.Millisecond) })
+
+	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf}
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	nemErr := nem.run(faultCtx)
+	stopFaults()
+	if net != nil {
+		if err := net.Heal(); err != nil {
+			return nil, err
+		}
+	}
+	healCtx, cancelHeal := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancelHeal()
+	for _, n := range c.nodes {
+		if !n.Running() {
+			if err := c.Start(n); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.WaitServing(healCtx, n); err != nil {
+			return nil, fmt.Errorf("chaos: after healing: %w", err)
+		}
+	}
+	if nemErr != nil {
+		return nil, nemErr
+	}
+	logf("healed; writing on for a moment, then waiting for full ISRs")
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+	}
+	stopWork()
+	producers.Wait()
+	if err := waitFullISR(healCtx, cl); err != nil {
+		return nil, err
+	}
+	h.Add(Event{Kind: ReaderReset, Process: "final"})
+	if err := finalRead(healCtx, h, cl, topic, cfg.Partitions); err != nil {
+		return nil, err
+	}
+	stopReads()
+	readers.Wait()
+	ends, err := cl.ListOffsets(healCtx, topic, client.AtEnd())
+	if err != nil {
+		return nil, err
+	}
+	c.StopAll()
+	report := Check(h.Events())
+	var dirs []string
+	for _, n := range c.nodes {
+		dirs = append(dirs, filepath.Join(n.Dir, "data"))
+	}
+	for p := range cfg.Partitions {
+		diff, err := CompareReplicas(dirs, fmt.Sprintf("%s-%d", topic, p), p, ends[p])
+		if err != nil {
+			return nil, err
+		}
+		report.Anomalies = append(report.Anomalies, diff...)
+	}
+	if err := h.Err(); err != nil {
+		return report, fmt.Errorf("chaos: writing the history: %w", err)
+	}
+	return report, nil
+}
+
+// waitFullISR polls until every partition of the topic has every replica
+// in sync.
+func waitFullISR(ctx context.Context, cl *client.Client) error {
+	var last string
+	for {
+		ds, err := cl.DescribeTopics(ctx, topic)
+		if err == nil && len(ds) == 1 {
+			full := true
+			for _, p := range ds[0].Partitions {
+				if len(p.ISR) < len(p.Replicas) || p.Leader < 0 {
+					full = false
+					last = fmt.Sprintf("partition %d: leader %d, ISR %v", p.Partition, p.Leader, p.ISR)
+				}
+			}
+			if full {
+				return nil
+			}
+		} else if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: ISRs not full after healing (%s): %w", last, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TempDir makes a directory for a run's nodes.
+func TempDir() (string, error) { return os.MkdirTemp("", "quire-chaos-") }
