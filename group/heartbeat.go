@@ -120,7 +120,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
 		}
 		if err := checkEpoch(mem, hb); err != nil {
-			return Response{}, nil, fmt.Errorf("group %q: %w", hb.Group, err)
+			return Response{}, nil, err
 		}
 		updated := mem.metadataRecord(g.id)
 		if hb.ClientAddress != "" {
@@ -216,7 +216,7 @@ func checkEpoch(mem *member, hb Heartbeat) error {
 	if hb.MemberEpoch == mem.previousEpoch && hb.HasOwned && subset(normalize(hb.Owned), mem.assigned) {
 		return nil
 	}
-	return fmt.Errorf("%w: member %q sent epoch %d, its epoch is %d", ErrFencedMemberEpoch, mem.id, hb.MemberEpoch, mem.epoch)
+	return fmt.Errorf("%w: member %q of group %q sent epoch %d, its epoch is %d", ErrFencedMemberEpoch, mem.id, hb.Group, hb.MemberEpoch, mem.epoch)
 }
 
 // bump moves g to the next group epoch, recording the partition counts
