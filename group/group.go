@@ -247,6 +247,9 @@ func (m *Machine) regex(expr string) (*regexp.Regexp, error) {
 	if re, ok := m.regexes[expr]; ok {
 		return re, nil
 	}
+	if _, err := regexp.Compile(expr); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRegex, err)
+	}
 	re, err := regexp.Compile(`^(?:` + expr + `)$`)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrInvalidRegex, expr, err)

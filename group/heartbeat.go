@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quirelog/quire/group/assignor"
@@ -188,11 +189,7 @@ func (m *Machine) validateFields(hb Heartbeat) error {
 	}
 	if hb.Assignor != "" {
 		if _, ok := m.assignors[hb.Assignor]; !ok {
-			_, err := assignor.Lookup(hb.Assignor)
-			if err == nil {
-				err = fmt.Errorf("%q is not in group.consumer.assignors %v", hb.Assignor, m.cfg.Assignors)
-			}
-			return fmt.Errorf("%w: %w", ErrUnsupportedAssignor, err)
+			return fmt.Errorf("%w: %q; group.consumer.assignors allows %s", ErrUnsupportedAssignor, hb.Assignor, strings.Join(m.cfg.Assignors, ", "))
 		}
 	}
 	if hb.RebalanceTimeout < 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -12,7 +13,8 @@ import (
 // A small reader of test scripts in the style of cockroachdb/datadriven:
 // a script is a series of cases, each a command line, a line "----", and
 // the expected output up to the next blank line. Lines starting with #
-// between cases are comments. With -rewrite the files are written back
+// between cases are comments. Arguments are key=value; a value in double
+// quotes is unquoted as a Go string. With -rewrite the files are written back
 // with the output the code gives.
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata scripts")
@@ -49,6 +51,13 @@ func parseScript(t *testing.T, path string) ([]string, []scriptCase) {
 		c.cmd = fields[0]
 		for _, f := range fields[1:] {
 			k, v, ok := strings.Cut(f, "=")
+			if strings.HasPrefix(v, `"`) {
+				uq, err := strconv.Unquote(v)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", c.pos, f, err)
+				}
+				v = uq
+			}
 			c.args = append(c.args, scriptArg{key: k, val: v, hasVal: ok})
 		}
 		i++
