@@ -119,6 +119,7 @@ func runSim(t *testing.T, seed int64, steps int) map[string]int {
 		}
 	}
 	s.converge()
+	s.failover()
 	return s.stats
 }
 
@@ -409,7 +410,6 @@ func (s *sim) converge() {
 			s.t.Fatalf("%s: the target of %s is %v, the assignor gives %v", a.Name(), id, g.target[id], ps)
 		}
 	}
-	s.failover()
 }
 
 func (s *sim) stable() bool {
