@@ -12,24 +12,37 @@ import (
 // timeout, and bumps the epoch of each group that lost members (its
 // target is computed at the next heartbeat). It returns the records.
 func (m *Machine) Tick(now time.Time) []Record {
-	var recs []Record
-	emit := func(r Record) { m.apply(r); recs = append(recs, r) }
-	for _, id := range slices.Sorted(maps.Keys(m.groups)) {
-		g := m.groups[id]
-		removed := false
-		for _, mem := range g.sortedMembers() {
-			expired := !now.Before(mem.sessionDeadline)
-			slow := mem.state == MemberUnrevokedPartitions && !mem.revokeDeadline.IsZero() && !now.Before(mem.revokeDeadline)
-			if expired || slow {
-				emit(MemberRemoved{Group: id, MemberID: mem.id})
-				removed = true
+	var due []string
+	for id, g := range m.groups {
+		for _, mem := range g.members {
+			if mem.due(now) {
+				due = append(due, id)
+				break
 			}
 		}
-		if removed {
-			m.bump(g, emit)
+	}
+	slices.Sort(due)
+	var recs []Record
+	emit := func(r Record) { m.apply(r); recs = append(recs, r) }
+	for _, id := range due {
+		g := m.groups[id]
+		for _, mem := range g.sortedMembers() {
+			if mem.due(now) {
+				emit(MemberRemoved{Group: id, MemberID: mem.id})
+			}
 		}
+		m.bump(g, emit)
 	}
 	return recs
+}
+
+// due tells whether the member is to be removed at now: silent past its
+// session, or still listing partitions to revoke past its rebalance
+// timeout.
+func (mem *member) due(now time.Time) bool {
+	expired := !now.Before(mem.sessionDeadline)
+	slow := mem.state == MemberUnrevokedPartitions && !mem.revokeDeadline.IsZero() && !now.Before(mem.revokeDeadline)
+	return expired || slow
 }
 
 // NextDeadline is the earliest time at which Tick would remove a member,
@@ -56,6 +69,7 @@ func (m *Machine) NextDeadline() (time.Time, bool) {
 // expression), deleted, or given more partitions. It returns the records.
 func (m *Machine) SetTopics(topics map[string]int32) []Record {
 	m.topics = maps.Clone(topics)
+	clear(m.matches)
 	var recs []Record
 	emit := func(r Record) { m.apply(r); recs = append(recs, r) }
 	for _, id := range slices.Sorted(maps.Keys(m.groups)) {

@@ -193,8 +193,13 @@ type Machine struct {
 	assignors map[string]assignor.Assignor
 	topics    map[string]int32 // every topic of the cluster
 	groups    map[string]*group
-	regexes   map[string]*regexp.Regexp
+	regexes   map[string]*regexp.Regexp // compiled, at most maxRegexes
+	// matches caches the topics each expression matches, until the
+	// topics change.
+	matches map[string][]string
 }
+
+const maxRegexes = 4096
 
 // New returns a Machine with no groups and no topics.
 func New(cfg Config) (*Machine, error) {
@@ -208,6 +213,7 @@ func New(cfg Config) (*Machine, error) {
 		topics:    map[string]int32{},
 		groups:    map[string]*group{},
 		regexes:   map[string]*regexp.Regexp{},
+		matches:   map[string][]string{},
 	}
 	for _, name := range cfg.Assignors {
 		a, _ := assignor.Lookup(name) // checked by Validate
@@ -253,6 +259,9 @@ func (m *Machine) regex(expr string) (*regexp.Regexp, error) {
 	re, err := regexp.Compile(`^(?:` + expr + `)$`)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrInvalidRegex, expr, err)
+	}
+	if len(m.regexes) >= maxRegexes {
+		clear(m.regexes)
 	}
 	m.regexes[expr] = re
 	return re, nil

@@ -261,3 +261,46 @@ func TestGroupDescribeAndCommitAfterLeave(t *testing.T) {
 }
 
 func tp(topic string, p int32) TopicPartition { return TopicPartition{Topic: topic, Partition: p} }
+
+// A member that gives up what it was asked to but is asked, in the same
+// answer, to give up more, gets its whole rebalance timeout again for the
+// new partitions: it only learns of them then.
+func TestGroupRebalanceTimeoutRestartsForNewRevocations(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SessionTimeout = time.Minute
+	m := newMachine(t, cfg)
+	m.SetTopics(map[string]int32{"t": 4})
+	at := func(s int) time.Time { return epoch0.Add(time.Duration(s) * time.Second) }
+	hb := func(id string, epoch int32, s int, owned ...TopicPartition) Response {
+		t.Helper()
+		h := Heartbeat{Group: "g", MemberID: id, MemberEpoch: epoch, Owned: owned, HasOwned: true, Now: at(s)}
+		if epoch == JoinEpoch {
+			h.Subscription, h.RebalanceTimeout = &Subscription{Topics: []string{"t"}}, 10*time.Second
+		}
+		resp, _, err := m.Heartbeat(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	hb("a", JoinEpoch, 0)
+	hb("c", JoinEpoch, 1)
+	resp := hb("a", 1, 1, tp("t", 0), tp("t", 1), tp("t", 2), tp("t", 3))
+	if !slices.Equal(resp.Assignment, []TopicPartition{tp("t", 0), tp("t", 1)}) {
+		t.Fatalf("a is told to keep %v", resp.Assignment)
+	}
+	hb("d", JoinEpoch, 8)
+	resp = hb("a", 1, 9, tp("t", 0), tp("t", 1))
+	if !slices.Equal(resp.Assignment, []TopicPartition{tp("t", 0)}) || resp.MemberEpoch != 1 {
+		t.Fatalf("a is told %+v, want to keep t-0 at epoch 1", resp)
+	}
+	if recs := m.Tick(at(11)); len(recs) != 0 {
+		t.Fatalf("a fenced at the first revocation's deadline: %v", recs)
+	}
+	if d, _ := m.NextDeadline(); !d.Equal(at(19)) {
+		t.Fatalf("next deadline at %v, want 19s", d.Sub(epoch0))
+	}
+	if recs := m.Tick(at(19)); len(recs) != 2 {
+		t.Fatalf("a not fenced at 19s: %v", recs)
+	}
+}

@@ -158,10 +158,13 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	if changed {
 		emit(after)
 	}
+	// The rebalance timeout runs from the heartbeat whose answer first
+	// names the partitions to give up, so that a member can tell when
+	// its time is up from its own clock.
 	switch {
 	case mem.state != MemberUnrevokedPartitions:
 		mem.revokeDeadline = time.Time{}
-	case before.State != MemberUnrevokedPartitions:
+	case before.State != MemberUnrevokedPartitions || !slices.Equal(before.PendingRevocation, mem.pendingRevocation):
 		mem.revokeDeadline = hb.Now.Add(mem.rebalanceTimeout)
 	}
 	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)

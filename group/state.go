@@ -86,16 +86,32 @@ func (m *Machine) subscribedTopics(mem *member) []string {
 		}
 	}
 	if mem.regex != "" {
-		if re, err := m.regex(mem.regex); err == nil {
-			for t, n := range m.topics {
-				if n > 0 && re.MatchString(t) {
-					out = append(out, t)
-				}
-			}
-		}
+		out = append(out, m.matching(mem.regex)...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// matching lists the existing topics whose whole name matches expr.
+func (m *Machine) matching(expr string) []string {
+	if ts, ok := m.matches[expr]; ok {
+		return ts
+	}
+	re, err := m.regex(expr)
+	if err != nil {
+		return nil // checked when the member subscribed
+	}
+	ts := []string{}
+	for t, n := range m.topics {
+		if n > 0 && re.MatchString(t) {
+			ts = append(ts, t)
+		}
+	}
+	if len(m.matches) >= maxRegexes {
+		clear(m.matches)
+	}
+	m.matches[expr] = ts
+	return ts
 }
 
 // subscribedCounts is the partition count of every existing topic some
