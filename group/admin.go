@@ -128,6 +128,16 @@ func (m *Machine) ValidateCommit(id, memberID string, memberEpoch int32) error {
 	return nil
 }
 
+// Size is the number of members of a group (0 for a group the Machine
+// does not have), for the runtime to refuse changing the offsets of a
+// group in use.
+func (m *Machine) Size(id string) int {
+	if g := m.groups[id]; g != nil {
+		return len(g.members)
+	}
+	return 0
+}
+
 // Listing is one group in Groups.
 type Listing struct {
 	Group   string

@@ -134,7 +134,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// MemberState is where a member is in its reconciliation.
+// MemberState is where a member is in its reconciliation. The values are
+// written to the metadata log (MemberAssignment): never renumber them.
 type MemberState int8
 
 const (

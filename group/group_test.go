@@ -219,7 +219,7 @@ func TestGroupReplayInvalid(t *testing.T) {
 		{"deleting an unknown group", []Record{GroupDeleted{Group: "g"}}},
 	}
 	for _, c := range cases {
-		if err := newMachine(t, DefaultConfig()).Replay(c.recs, epoch0); !errors.Is(err, ErrInvalidRecord) {
+		if _, err := newMachine(t, DefaultConfig()).Replay(c.recs, nil, epoch0); !errors.Is(err, ErrInvalidRecord) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
@@ -242,11 +242,17 @@ func TestGroupDescribeAndCommitAfterLeave(t *testing.T) {
 	if err := m.ValidateCommit("g", "", -1); !errors.Is(err, ErrUnknownMemberID) {
 		t.Errorf("a commit without a member to a group with one: %v", err)
 	}
+	if m.Size("g") != 1 || m.Size("nope") != 0 {
+		t.Errorf("sizes %d, %d", m.Size("g"), m.Size("nope"))
+	}
 	if _, _, err := m.Heartbeat(Heartbeat{Group: "g", MemberID: "a", MemberEpoch: LeaveEpoch, Now: epoch0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.ValidateCommit("g", "", -1); err != nil {
 		t.Errorf("a commit without a member to an empty group: %v", err)
+	}
+	if m.Size("g") != 0 {
+		t.Errorf("size %d after the leave", m.Size("g"))
 	}
 	if err := m.ValidateCommit("", "", -1); !errors.Is(err, ErrInvalidGroupID) {
 		t.Errorf("a commit to an empty group id: %v", err)

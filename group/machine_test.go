@@ -122,27 +122,31 @@ func (s *scriptState) do(t *testing.T, c *scriptCase) string {
 		// A new coordinator rebuilds from every record written so far,
 		// then learns the topics.
 		// Arguments other than at= are the topics as they are now.
-		if len(c.args) > 1 || len(c.args) == 1 && c.args[0].key != "at" {
-			s.topics = map[string]int32{}
-			for _, a := range c.args {
-				if a.key != "at" {
-					s.topics[a.key] = int32(parseInt(t, c, a.val))
-				}
-			}
-		}
 		m := newMachine(t, s.cfg)
-		if err := m.Replay(s.log, s.now); err != nil {
+		if _, err := m.Replay(s.log, s.m.topics, s.now); err != nil {
 			t.Fatalf("%s: replay: %v", c.pos, err)
 		}
 		if got, want := m.Snapshot(), s.m.Snapshot(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: replayed state differs:\n%v\nwant\n%v", c.pos, got, want)
 		}
-		s.m = m
-		out = "ok"
-		if s.topics != nil {
-			if recs := s.record(m.SetTopics(s.topics)); recs != "" {
-				out += "\n" + recs
+		topics := s.topics
+		if len(c.args) > 1 || len(c.args) == 1 && c.args[0].key != "at" {
+			topics = map[string]int32{}
+			for _, a := range c.args {
+				if a.key != "at" {
+					topics[a.key] = int32(parseInt(t, c, a.val))
+				}
 			}
+		}
+		s.m = newMachine(t, s.cfg)
+		recs, err := s.m.Replay(s.log, topics, s.now)
+		if err != nil {
+			t.Fatalf("%s: replay: %v", c.pos, err)
+		}
+		s.topics = topics
+		out = "ok"
+		if r := s.record(recs); r != "" {
+			out += "\n" + r
 		}
 	default:
 		t.Fatalf("%s: unknown command %q", c.pos, c.cmd)

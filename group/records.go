@@ -86,17 +86,19 @@ func (TargetAssignment) isRecord() {}
 func (GroupDeleted) isRecord()     {}
 
 // Replay applies records read back from the metadata log (or a
-// Snapshot) to a new Machine, then starts every member's session timeout
-// at now, and the rebalance timeout of every member with partitions still
-// to revoke, so that members have that long to heartbeat to the new
-// coordinator. A record that does not fit the state (a member's
-// assignment before the member, a partition held twice, a deleted group
-// with members) is ErrInvalidRecord, and the records after it are not
-// applied.
-func (m *Machine) Replay(records []Record, now time.Time) error {
+// Snapshot) to a new Machine, gives it the cluster's topics as SetTopics
+// does, and starts every member's session timeout at now, and the
+// rebalance timeout of every member with partitions still to revoke, so
+// that members have that long to heartbeat to the new coordinator. It
+// returns the records of the epochs bumped by topics that changed since
+// the records were written. A record that does not fit the state (a
+// member's assignment before the member, a partition held twice, a
+// deleted group with members) is ErrInvalidRecord, and nothing after it
+// is applied.
+func (m *Machine) Replay(records []Record, topics map[string]int32, now time.Time) ([]Record, error) {
 	for i, r := range records {
 		if err := m.check(r); err != nil {
-			return fmt.Errorf("record %d (%T): %w", i, r, err)
+			return nil, fmt.Errorf("record %d (%T): %w", i, r, err)
 		}
 		m.apply(r)
 	}
@@ -108,7 +110,7 @@ func (m *Machine) Replay(records []Record, now time.Time) error {
 			}
 		}
 	}
-	return nil
+	return m.SetTopics(topics), nil
 }
 
 // check tells whether r can be applied to the current state.

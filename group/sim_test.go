@@ -353,21 +353,21 @@ func (s *sim) check(after string) {
 // checks the rebuilt state; the clients carry on with their partitions.
 func (s *sim) failover() {
 	m := newMachine(s.t, s.cfg)
-	if err := m.Replay(s.log, s.now); err != nil {
-		s.t.Fatal(err)
+	recs, err := m.Replay(s.log, s.topics, s.now)
+	if err != nil || len(recs) != 0 {
+		s.t.Fatal(recs, err)
 	}
 	if got, want := m.Snapshot(), s.m.Snapshot(); !reflect.DeepEqual(got, want) {
 		s.t.Fatalf("replayed state differs:\n%v\nwant\n%v", got, want)
 	}
 	again := newMachine(s.t, s.cfg)
-	if err := again.Replay(m.Snapshot(), s.now); err != nil {
+	if _, err := again.Replay(m.Snapshot(), s.topics, s.now); err != nil {
 		s.t.Fatal(err)
 	}
 	if !reflect.DeepEqual(again.Snapshot(), m.Snapshot()) {
 		s.t.Fatal("state rebuilt from a snapshot differs")
 	}
 	s.m = m
-	s.record(m.SetTopics(s.topics))
 	s.check("failover")
 	s.stats["failover"]++
 }
