@@ -123,26 +123,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		if err := checkEpoch(mem, hb); err != nil {
 			return Response{}, nil, err
 		}
-		updated := mem.metadataRecord(g.id)
-		if hb.ClientAddress != "" {
-			updated.ClientAddress = hb.ClientAddress
-		}
-		if hb.Subscription != nil {
-			updated.Topics, updated.Regex = normalizeTopics(hb.Subscription.Topics), hb.Subscription.Regex
-		}
-		if hb.RebalanceTimeout > 0 {
-			updated.RebalanceTimeout = hb.RebalanceTimeout
-		}
-		if hb.Assignor != "" {
-			updated.Assignor = hb.Assignor
-		}
-		old := mem.metadataRecord(g.id)
-		if !equalMetadata(old, updated) {
-			emit(updated)
-		}
-		if !slices.Equal(old.Topics, updated.Topics) || old.Regex != updated.Regex || old.Assignor != updated.Assignor {
-			m.bump(g, emit)
-		}
+		m.update(g, mem, hb, emit)
 
 	default:
 		return Response{}, nil, fmt.Errorf("%w: member epoch %d (0 joins, -1 leaves)", ErrInvalidRequest, hb.MemberEpoch)
@@ -174,6 +155,33 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		resp.Assignment, resp.HasAssignment = slices.Clone(mem.assigned), true
 	}
 	return resp, recs, nil
+}
+
+// update records what a heartbeat changes of a member's metadata, and
+// bumps the group epoch when its subscription or assignor changed.
+func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record)) {
+	old := mem.metadataRecord(g.id)
+	updated := old
+	updated.Topics = slices.Clone(old.Topics)
+	if hb.ClientAddress != "" {
+		updated.ClientAddress = hb.ClientAddress
+	}
+	if hb.Subscription != nil {
+		updated.Topics, updated.Regex = normalizeTopics(hb.Subscription.Topics), hb.Subscription.Regex
+	}
+	if hb.RebalanceTimeout > 0 {
+		updated.RebalanceTimeout = hb.RebalanceTimeout
+	}
+	if hb.Assignor != "" {
+		updated.Assignor = hb.Assignor
+	}
+	if equalMetadata(old, updated) {
+		return
+	}
+	emit(updated)
+	if !slices.Equal(old.Topics, updated.Topics) || old.Regex != updated.Regex || old.Assignor != updated.Assignor {
+		m.bump(g, emit)
+	}
 }
 
 // validateFields checks the optional fields a heartbeat carries.

@@ -3,8 +3,9 @@ package group
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/quirelog/quire/group/assignor"
 )
 
 // group is one consumer group. Everything but the members' deadlines is
@@ -152,12 +153,7 @@ func normalize(ps []TopicPartition) []TopicPartition {
 	return slices.Compact(out)
 }
 
-func comparePartitions(a, b TopicPartition) int {
-	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-		return c
-	}
-	return int(a.Partition) - int(b.Partition)
-}
+var comparePartitions = assignor.Compare
 
 func contains(set []TopicPartition, tp TopicPartition) bool {
 	_, ok := slices.BinarySearchFunc(set, tp, comparePartitions)
