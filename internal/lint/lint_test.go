@@ -69,6 +69,11 @@ var rules = []rule{
 	{pkg: "client", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "cmd"}},
 	{pkg: "api", ours: []string{"api"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
+	// The consumer-group state machine is pure: plain types in, records
+	// out; its assignors depend on nothing at all of ours.
+	{pkg: "group", ours: []string{"group"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
+	{pkg: "group/assignor", ours: []string{}},
 }
 
 func within(path, pkg string) bool {

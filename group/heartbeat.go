@@ -1,0 +1,320 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quirelog/quire/group/assignor"
+)
+
+// Heartbeat is one ConsumerGroupHeartbeat of a member. Only the member's
+// identity, its epoch and the time are always needed; the other fields
+// say what changed since the member's last heartbeat, and a join (epoch
+// 0) must carry Subscription and RebalanceTimeout.
+type Heartbeat struct {
+	Group    string
+	MemberID string // chosen by the client, kept across rejoins
+	// MemberEpoch is JoinEpoch to join (or rejoin after being fenced,
+	// owning nothing), LeaveEpoch to leave, else the member's epoch.
+	MemberEpoch int32
+	// ClientAddress is shown by Describe; "" unchanged.
+	ClientAddress string
+	// Subscription replaces the member's subscription; nil unchanged.
+	Subscription *Subscription
+	// Owned lists the partitions the member uses now, when HasOwned. A
+	// heartbeat without it is taken as still using everything it was
+	// given, so none of its partitions can be freed.
+	Owned    []TopicPartition
+	HasOwned bool
+	// RebalanceTimeout is how long the member may take to give up
+	// revoked partitions before it is removed; 0 unchanged.
+	RebalanceTimeout time.Duration
+	// Assignor is the server-side assignor the member asks for; ""
+	// unchanged (on a join: no preference, the configured default).
+	Assignor string
+	Now      time.Time
+}
+
+// Subscription is what a member reads: the topics named, and those whose
+// whole name matches Regex (RE2 syntax; "" none), including topics
+// created later.
+type Subscription struct {
+	Topics []string
+	Regex  string
+}
+
+// Response is the answer to a heartbeat.
+type Response struct {
+	MemberID          string
+	MemberEpoch       int32 // LeaveEpoch after a leave
+	HeartbeatInterval time.Duration
+	// Assignment, when HasAssignment, is the complete set of partitions
+	// the member may use from now on. The member first stops using (and
+	// commits) the partitions it owns that are not in it, then starts
+	// on the new ones, and lists exactly what it uses in its next
+	// heartbeat.
+	Assignment    []TopicPartition
+	HasAssignment bool
+}
+
+// Heartbeat handles one heartbeat at hb.Now. It returns the answer and the
+// records of the state change (already applied); on an error nothing
+// changed.
+func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
+	if err := ValidateGroupID(hb.Group); err != nil {
+		return Response{}, nil, err
+	}
+	if err := validateMemberID(hb.MemberID); err != nil {
+		return Response{}, nil, err
+	}
+	if err := m.validateFields(hb); err != nil {
+		return Response{}, nil, err
+	}
+	var recs []Record
+	emit := func(r Record) { m.apply(r); recs = append(recs, r) }
+	g := m.groups[hb.Group]
+	var mem *member
+	if g != nil {
+		mem = g.members[hb.MemberID]
+	}
+
+	switch {
+	case hb.MemberEpoch == LeaveEpoch:
+		if mem == nil {
+			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
+		}
+		emit(MemberRemoved{Group: g.id, MemberID: mem.id})
+		m.bump(g, emit)
+		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval}, recs, nil
+
+	case hb.MemberEpoch == JoinEpoch:
+		if hb.Subscription == nil {
+			return Response{}, nil, fmt.Errorf("%w: member %q joins group %q without a subscription", ErrInvalidRequest, hb.MemberID, hb.Group)
+		}
+		if hb.RebalanceTimeout <= 0 {
+			return Response{}, nil, fmt.Errorf("%w: member %q joins group %q without a rebalance timeout", ErrInvalidRequest, hb.MemberID, hb.Group)
+		}
+		if hb.HasOwned && len(hb.Owned) > 0 {
+			return Response{}, nil, fmt.Errorf("%w: member %q joins group %q owning %d partitions; a member joins owning none", ErrInvalidRequest, hb.MemberID, hb.Group, len(hb.Owned))
+		}
+		if mem == nil && g != nil && len(g.members) >= m.cfg.MaxSize {
+			return Response{}, nil, fmt.Errorf("%w: group %q has %d members, group.max.size is %d", ErrGroupMaxSizeReached, hb.Group, len(g.members), m.cfg.MaxSize)
+		}
+		if mem != nil {
+			// A rejoin: the member gave up all it had when it was fenced
+			// or restarted; its old incarnation goes.
+			emit(MemberRemoved{Group: g.id, MemberID: mem.id})
+		}
+		emit(MemberMetadata{
+			Group: hb.Group, MemberID: hb.MemberID, ClientAddress: hb.ClientAddress,
+			Topics: normalizeTopics(hb.Subscription.Topics), Regex: hb.Subscription.Regex,
+			RebalanceTimeout: hb.RebalanceTimeout, Assignor: hb.Assignor,
+		})
+		g = m.groups[hb.Group]
+		mem = g.members[hb.MemberID]
+		m.bump(g, emit)
+
+	case hb.MemberEpoch > 0:
+		if mem == nil {
+			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
+		}
+		if err := checkEpoch(mem, hb); err != nil {
+			return Response{}, nil, err
+		}
+		m.update(g, mem, hb, emit)
+
+	default:
+		return Response{}, nil, fmt.Errorf("%w: member epoch %d (0 joins, -1 leaves)", ErrInvalidRequest, hb.MemberEpoch)
+	}
+
+	if g.epoch > g.targetEpoch {
+		m.computeTarget(g, emit)
+	}
+	before := mem.assignmentRecord(g.id)
+	owned := normalize(hb.Owned)
+	after := m.reconcile(g, mem, owned, hb.HasOwned)
+	changed := !equalAssignment(before, after)
+	if changed {
+		emit(after)
+	}
+	// The rebalance timeout runs from the heartbeat whose answer first
+	// names the partitions to give up, so that a member can tell when
+	// its time is up from its own clock.
+	switch {
+	case mem.state != MemberUnrevokedPartitions:
+		mem.revokeDeadline = time.Time{}
+	case before.State != MemberUnrevokedPartitions || !slices.Equal(before.PendingRevocation, mem.pendingRevocation):
+		mem.revokeDeadline = hb.Now.Add(mem.rebalanceTimeout)
+	}
+	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
+
+	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval}
+	if changed || hb.MemberEpoch != mem.epoch || (hb.HasOwned && !slices.Equal(owned, mem.assigned)) {
+		resp.Assignment, resp.HasAssignment = slices.Clone(mem.assigned), true
+	}
+	return resp, recs, nil
+}
+
+// update records what a heartbeat changes of a member's metadata, and
+// bumps the group epoch when its subscription or assignor changed.
+func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record)) {
+	old := mem.metadataRecord(g.id)
+	updated := old
+	updated.Topics = slices.Clone(old.Topics)
+	if hb.ClientAddress != "" {
+		updated.ClientAddress = hb.ClientAddress
+	}
+	if hb.Subscription != nil {
+		updated.Topics, updated.Regex = normalizeTopics(hb.Subscription.Topics), hb.Subscription.Regex
+	}
+	if hb.RebalanceTimeout > 0 {
+		updated.RebalanceTimeout = hb.RebalanceTimeout
+	}
+	if hb.Assignor != "" {
+		updated.Assignor = hb.Assignor
+	}
+	if equalMetadata(old, updated) {
+		return
+	}
+	emit(updated)
+	if !slices.Equal(old.Topics, updated.Topics) || old.Regex != updated.Regex || old.Assignor != updated.Assignor {
+		m.bump(g, emit)
+	}
+}
+
+// validateFields checks the optional fields a heartbeat carries.
+func (m *Machine) validateFields(hb Heartbeat) error {
+	if hb.Subscription != nil {
+		for _, t := range hb.Subscription.Topics {
+			if t == "" {
+				return fmt.Errorf("%w: member %q subscribes to an empty topic name", ErrInvalidRequest, hb.MemberID)
+			}
+		}
+		if hb.Subscription.Regex != "" {
+			if _, err := m.regex(hb.Subscription.Regex); err != nil {
+				return err
+			}
+		}
+	}
+	if hb.Assignor != "" {
+		if _, ok := m.assignors[hb.Assignor]; !ok {
+			return fmt.Errorf("%w: %q; group.consumer.assignors allows %s", ErrUnsupportedAssignor, hb.Assignor, strings.Join(m.cfg.Assignors, ", "))
+		}
+	}
+	if hb.RebalanceTimeout < 0 {
+		return fmt.Errorf("%w: rebalance timeout %v is negative", ErrInvalidRequest, hb.RebalanceTimeout)
+	}
+	for _, tp := range hb.Owned {
+		if tp.Topic == "" || tp.Partition < 0 {
+			return fmt.Errorf("%w: member %q owns %v, not a partition", ErrInvalidRequest, hb.MemberID, tp)
+		}
+	}
+	return nil
+}
+
+// checkEpoch accepts a heartbeat at the member's epoch, or at the epoch
+// before it when the member owns nothing beyond its current assignment:
+// the answer that moved it on was lost. Anything else is fenced.
+func checkEpoch(mem *member, hb Heartbeat) error {
+	if hb.MemberEpoch == mem.epoch {
+		return nil
+	}
+	if hb.MemberEpoch == mem.previousEpoch && hb.HasOwned && subset(normalize(hb.Owned), mem.assigned) {
+		return nil
+	}
+	return fmt.Errorf("%w: member %q of group %q sent epoch %d, its epoch is %d", ErrFencedMemberEpoch, mem.id, hb.Group, hb.MemberEpoch, mem.epoch)
+}
+
+// bump moves g to the next group epoch, recording the partition counts
+// of the topics its members subscribe to.
+func (m *Machine) bump(g *group, emit func(Record)) {
+	emit(GroupEpoch{Group: g.id, Epoch: g.epoch + 1, Topics: m.subscribedCounts(g)})
+}
+
+// computeTarget runs the group's assignor at the group epoch, starting
+// from the previous target so that a sticky assignor moves little, and
+// records the members whose target changed.
+func (m *Machine) computeTarget(g *group, emit func(Record)) {
+	members := g.sortedMembers()
+	in := make([]assignor.Member, len(members))
+	for i, mem := range members {
+		in[i] = assignor.Member{ID: mem.id, Topics: m.subscribedTopics(mem), Current: g.target[mem.id]}
+	}
+	got := m.assignors[m.chosenAssignor(g)].Assign(in, g.topics)
+	rec := TargetAssignment{Group: g.id, Epoch: g.epoch, Members: map[string][]TopicPartition{}}
+	for _, mem := range members {
+		ps, had := g.target[mem.id]
+		if !had || !slices.Equal(ps, got[mem.id]) {
+			rec.Members[mem.id] = got[mem.id]
+		}
+	}
+	emit(rec)
+}
+
+// reconcile computes a member's next current assignment from its target,
+// the partitions it reports (if any) and those other members still hold,
+// as KIP-848's reconciliation does:
+//
+//   - Partitions it holds that are not in its target must be revoked first:
+//     while its heartbeat still lists any of them it stays at its epoch in
+//     MemberUnrevokedPartitions, keeping only the others.
+//   - Then it moves to the target epoch and receives the target partitions
+//     no other member holds; if some are still held it waits for them in
+//     MemberUnreleasedPartitions, else it is stable.
+func (m *Machine) reconcile(g *group, mem *member, owned []TopicPartition, hasOwned bool) MemberAssignment {
+	cur := mem.assignmentRecord(g.id)
+	switch mem.state {
+	case MemberStable:
+		if mem.epoch == g.targetEpoch {
+			return cur
+		}
+	case MemberUnrevokedPartitions:
+		if !hasOwned || overlaps(owned, mem.pendingRevocation) {
+			return cur
+		}
+	}
+	target := g.target[mem.id]
+	kept := intersect(mem.assigned, target)
+	revoke := minus(mem.assigned, kept)
+	next := cur
+	if len(revoke) > 0 && (!hasOwned || overlaps(owned, revoke)) {
+		next.State = MemberUnrevokedPartitions
+		next.Assigned = kept
+		next.PendingRevocation = revoke
+		return next
+	}
+	assigned, unreleased := kept, false
+	for _, tp := range minus(target, kept) {
+		if owner, held := g.owners[tp]; held && owner != mem.id {
+			unreleased = true
+			continue
+		}
+		assigned = append(assigned, tp)
+	}
+	if next.Epoch != g.targetEpoch {
+		next.PreviousEpoch, next.Epoch = next.Epoch, g.targetEpoch
+	}
+	next.Assigned = normalize(assigned)
+	next.PendingRevocation = []TopicPartition{}
+	next.State = MemberStable
+	if unreleased {
+		next.State = MemberUnreleasedPartitions
+	}
+	return next
+}
+
+func normalizeTopics(ts []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(ts)))
+}
+
+func equalMetadata(a, b MemberMetadata) bool {
+	return a.ClientAddress == b.ClientAddress && slices.Equal(a.Topics, b.Topics) && a.Regex == b.Regex &&
+		a.RebalanceTimeout == b.RebalanceTimeout && a.Assignor == b.Assignor
+}
+
+func equalAssignment(a, b MemberAssignment) bool {
+	return a.Epoch == b.Epoch && a.PreviousEpoch == b.PreviousEpoch && a.State == b.State &&
+		slices.Equal(a.Assigned, b.Assigned) && slices.Equal(a.PendingRevocation, b.PendingRevocation)
+}
