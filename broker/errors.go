@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/controlplane"
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/storage"
@@ -38,7 +40,8 @@ var (
 	ErrStaleBrokerEpoch             = errors.New("broker: stale broker epoch")
 )
 
-// errorMapping is one row of the error table.
+// errorMapping is one row of the error table; retriable is always the
+// retriability errcode declares for code.
 type errorMapping struct {
 	err       error
 	grpc      codes.Code
@@ -46,62 +49,79 @@ type errorMapping struct {
 	retriable bool
 }
 
+// brokerErrors, storageErrors and recordErrors say which code each
+// sentinel reaches clients as; the metadata rows come from the controller's
+// table, so a metadata error reads the same from either. None says whether
+// its code is retriable: errcode declares that once per code. A test fails
+// when an exported sentinel of these packages has no row.
+var brokerErrors = []errcode.Mapping{
+	{Err: ErrUnknownTopicOrPartition, GRPC: codes.NotFound, Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+	{Err: ErrInvalidTopic, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION},
+	{Err: ErrInvalidPartitions, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_PARTITIONS},
+	{Err: ErrInvalidReplicationFactor, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REPLICATION_FACTOR},
+	{Err: ErrInvalidConfig, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_CONFIG},
+	{Err: ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},
+	{Err: ErrInvalidRequiredAcks, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUIRED_ACKS},
+	{Err: ErrNotLeader, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
+	{Err: ErrLeaderNotAvailable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE},
+	{Err: ErrNotEnoughReplicas, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_ENOUGH_REPLICAS},
+	{Err: ErrNotEnoughReplicasAfterAppend, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND},
+	{Err: ErrRequestTimedOut, GRPC: codes.DeadlineExceeded, Code: quirev1.ErrorCode_REQUEST_TIMED_OUT},
+	{Err: ErrFencedLeaderEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_FENCED_LEADER_EPOCH},
+	{Err: ErrUnknownLeaderEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH},
+	{Err: ErrPolicyViolation, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_POLICY_VIOLATION},
+	{Err: ErrShuttingDown, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
+	// A follower fetching with an incarnation the controller no longer
+	// has: it must register again, so not retriable (as in Kafka).
+	{Err: ErrStaleBrokerEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_STALE_BROKER_EPOCH},
+	{Err: ErrBrokersNotReady, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
+}
+
+// recordErrors come first among the batch errors: a CRC mismatch is
+// CORRUPT_MESSAGE, which a resend can cure (retriable, as in Kafka); any
+// other malformed batch is INVALID_RECORD and fails the same way every
+// time. storage.ErrCorruptBatch wraps the record error, so the record rows
+// decide for it.
+var recordErrors = []errcode.Mapping{
+	{Err: record.ErrBadCRC, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_CORRUPT_MESSAGE},
+	{Err: record.ErrCorrupt, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_RECORD},
+}
+
+var storageErrors = []errcode.Mapping{
+	{Err: storage.ErrOffsetOutOfRange, GRPC: codes.OutOfRange, Code: quirev1.ErrorCode_OFFSET_OUT_OF_RANGE},
+	{Err: storage.ErrRecordTooLarge, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_MESSAGE_TOO_LARGE},
+	{Err: storage.ErrCorruptBatch, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_RECORD},
+	{Err: storage.ErrOffsetGap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrLogFailed, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrOffsetOverlap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrInjected, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrBadCheckpoint, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrBadMetaProperties, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	// The log holds batches of a newer leader epoch than this replica
+	// leads at: another broker leads now, so the client refreshes its
+	// metadata and retries there.
+	{Err: storage.ErrStaleEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
+	{Err: storage.ErrClosed, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
+	{Err: storage.ErrInvalidConfig, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_CONFIG},
+}
+
+var contextErrors = []errcode.Mapping{
+	{Err: context.DeadlineExceeded, GRPC: codes.DeadlineExceeded, Code: quirev1.ErrorCode_REQUEST_TIMED_OUT},
+	{Err: context.Canceled, GRPC: codes.Canceled, Code: quirev1.ErrorCode_REQUEST_TIMED_OUT},
+}
+
 // errorTable maps internal errors to what clients see. The first row whose
-// err matches (errors.Is) wins, so put specific errors before general ones.
-var errorTable = []errorMapping{
-	// broker
-	{ErrUnknownTopicOrPartition, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true},
-	{ErrInvalidTopic, codes.InvalidArgument, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, false},
-	{ErrInvalidPartitions, codes.InvalidArgument, quirev1.ErrorCode_INVALID_PARTITIONS, false},
-	{ErrInvalidReplicationFactor, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REPLICATION_FACTOR, false},
-	{ErrInvalidConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, false},
-	{ErrInvalidRequest, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, false},
-	{ErrInvalidRequiredAcks, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUIRED_ACKS, false},
-	{ErrNotLeader, codes.FailedPrecondition, quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, true},
-	{ErrLeaderNotAvailable, codes.Unavailable, quirev1.ErrorCode_LEADER_NOT_AVAILABLE, true},
-	{ErrNotEnoughReplicas, codes.Unavailable, quirev1.ErrorCode_NOT_ENOUGH_REPLICAS, true},
-	{ErrNotEnoughReplicasAfterAppend, codes.Unavailable, quirev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND, true},
-	{ErrRequestTimedOut, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},
-	{ErrFencedLeaderEpoch, codes.FailedPrecondition, quirev1.ErrorCode_FENCED_LEADER_EPOCH, true},
-	{ErrUnknownLeaderEpoch, codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, true},
-	{ErrPolicyViolation, codes.FailedPrecondition, quirev1.ErrorCode_POLICY_VIOLATION, false},
-	{ErrShuttingDown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
-	{ErrStaleBrokerEpoch, codes.FailedPrecondition, quirev1.ErrorCode_STALE_BROKER_EPOCH, true},
-	{ErrBrokersNotReady, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
+// err matches (errors.Is) wins, so specific errors come before general ones.
+var errorTable = deriveTable(brokerErrors, recordErrors, storageErrors, controlplane.MetadataErrors(), contextErrors)
 
-	// storage
-	{storage.ErrOffsetOutOfRange, codes.OutOfRange, quirev1.ErrorCode_OFFSET_OUT_OF_RANGE, false},
-	{storage.ErrRecordTooLarge, codes.InvalidArgument, quirev1.ErrorCode_MESSAGE_TOO_LARGE, false},
-	{storage.ErrCorruptBatch, codes.InvalidArgument, quirev1.ErrorCode_CORRUPT_MESSAGE, false},
-	{storage.ErrOffsetGap, codes.Internal, quirev1.ErrorCode_KAFKA_STORAGE_ERROR, true},
-	{storage.ErrLogFailed, codes.Internal, quirev1.ErrorCode_KAFKA_STORAGE_ERROR, true},
-	{storage.ErrOffsetOverlap, codes.Internal, quirev1.ErrorCode_KAFKA_STORAGE_ERROR, true},
-	{storage.ErrClosed, codes.Unavailable, quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, true},
-	{storage.ErrInvalidConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, false},
-
-	// record
-	{record.ErrCorrupt, codes.InvalidArgument, quirev1.ErrorCode_CORRUPT_MESSAGE, false},
-
-	// metadata
-	{metadata.ErrNotController, codes.FailedPrecondition, quirev1.ErrorCode_NOT_CONTROLLER, true},
-	{metadata.ErrTopicExists, codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, false},
-	{metadata.ErrUnknownTopic, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true},
-	{metadata.ErrInvalidPartitions, codes.InvalidArgument, quirev1.ErrorCode_INVALID_PARTITIONS, false},
-	{metadata.ErrInvalidReplicationFactor, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REPLICATION_FACTOR, false},
-	{metadata.ErrUnknownBroker, codes.NotFound, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
-	{metadata.ErrFencedBroker, codes.FailedPrecondition, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
-	{metadata.ErrStaleEpoch, codes.FailedPrecondition, quirev1.ErrorCode_STALE_BROKER_EPOCH, true},
-	{metadata.ErrNoQuorum, codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER, true},
-	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, false},
-	{metadata.ErrShutdown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, true},
-	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, false},
-	{metadata.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, false},
-	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, false},
-	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, false},
-
-	// context
-	{context.DeadlineExceeded, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},
-	{context.Canceled, codes.Canceled, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},
+func deriveTable(groups ...[]errcode.Mapping) []errorMapping {
+	var t []errorMapping
+	for _, g := range groups {
+		for _, m := range g {
+			t = append(t, errorMapping{err: m.Err, grpc: m.GRPC, code: m.Code, retriable: m.Retriable()})
+		}
+	}
+	return t
 }
 
 // lookupError finds err's row; unknown errors are internal and not retriable.
@@ -111,7 +131,8 @@ func lookupError(err error) errorMapping {
 			return m
 		}
 	}
-	return errorMapping{err: err, grpc: codes.Internal, code: quirev1.ErrorCode_UNKNOWN_SERVER_ERROR}
+	unknown := quirev1.ErrorCode_UNKNOWN_SERVER_ERROR
+	return errorMapping{err: err, grpc: codes.Internal, code: unknown, retriable: errcode.Retriable(unknown)}
 }
 
 // toError is the inline form, for one partition of a response; nil for nil.
@@ -182,6 +203,21 @@ func unknownPartition(topic string, p int32) error {
 	return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, topic, p)
 }
 
+// unknownTopic is the error for a topic the metadata does not have:
+// UNKNOWN_TOPIC_OR_PARTITION, retriable (it may be being created), unless
+// the name is one no topic can have, which is INVALID_TOPIC_EXCEPTION and
+// not retriable.
 func unknownTopic(topic string) error {
+	if err := validateTopicName(topic); err != nil {
+		return err
+	}
 	return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopicOrPartition, topic)
+}
+
+// invalidPartition is the error for a partition number outside [0, n) of
+// a topic with n partitions in this broker's metadata: a request that
+// fails the same way however often it is sent, so INVALID_REQUEST, not
+// the retriable UNKNOWN_TOPIC_OR_PARTITION (see errors.proto).
+func invalidPartition(topic string, p int32, n int) error {
+	return fmt.Errorf("%w: partition %d of topic %q (it has %d)", ErrInvalidRequest, p, topic, n)
 }

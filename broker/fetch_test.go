@@ -85,7 +85,9 @@ func TestFetchErrors(t *testing.T) {
 		t.Errorf("out-of-range answer should still carry offsets: %+v", p[0])
 	}
 	wantInline(t, p[1].Error, quirev1.ErrorCode_OFFSET_OUT_OF_RANGE, false)
-	wantInline(t, p[2].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
+	// A partition past the count can never be fetched; an unknown topic
+	// may yet be created.
+	wantInline(t, p[2].Error, quirev1.ErrorCode_INVALID_REQUEST, false)
 	wantInline(t, p[3].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
 	if p[4].Error != nil || len(p[4].Records) != 0 {
 		t.Errorf("fetch at the HW: %+v", p[4])
@@ -95,7 +97,7 @@ func TestFetchErrors(t *testing.T) {
 	_, err = c.consumer.Fetch(ctx, &quirev1.FetchRequest{})
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST)
 	_, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "e", Partition: 2})
-	wantStatus(t, err, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "e")
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "e")
 	_, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "nope"})
 	wantStatus(t, err, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "nope")
 	_, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "e", Offset: 50})
@@ -284,7 +286,7 @@ func TestFetchListOffsets(t *testing.T) {
 	if p[2].TimestampMs != 2000 {
 		t.Errorf("timestamp lookup found ts %d, want 2000", p[2].TimestampMs)
 	}
-	wantInline(t, p[5].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
+	wantInline(t, p[5].Error, quirev1.ErrorCode_INVALID_REQUEST, false)
 	wantInline(t, p[6].Error, quirev1.ErrorCode_INVALID_REQUEST, false)
 	_, err = c.consumer.ListOffsets(ctx, &quirev1.ListOffsetsRequest{})
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST)

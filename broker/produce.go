@@ -218,7 +218,7 @@ func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, aut
 		}
 	}
 	if p < 0 || int(p) >= len(t.Partitions) {
-		return nil, fmt.Errorf("%w: partition %d of topic %q (it has %d)", ErrUnknownTopicOrPartition, p, topic, len(t.Partitions))
+		return nil, invalidPartition(topic, p, len(t.Partitions))
 	}
 	pi := t.Partitions[p]
 	if pi.Leader < 0 {
@@ -290,7 +290,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		case r.Partition != nil:
 			p = *r.Partition
 			if p < 0 || p >= n {
-				return nil, toStatus(fmt.Errorf("%w: partition %d of topic %q (it has %d)", ErrUnknownTopicOrPartition, p, req.Topic, n))
+				return nil, toStatus(invalidPartition(req.Topic, p, int(n)))
 			}
 		case key != nil:
 			p = partitioner.KeyPartition(key, n)

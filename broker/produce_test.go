@@ -87,18 +87,20 @@ func TestProduceBadBatches(t *testing.T) {
 	wantInline(t, res.Error, quirev1.ErrorCode_MESSAGE_TOO_LARGE, false)
 
 	corrupt := makeBatch(3, 10, "c")
+	// A CRC mismatch is CORRUPT_MESSAGE, retriable as in Kafka (a resend
+	// may arrive whole); a malformed batch is INVALID_RECORD, permanent.
 	corrupt[len(corrupt)-2] ^= 0xff
 	res = produce(t, c, "bad", 0, corrupt)
-	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, false)
+	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, true)
 
 	// A good batch followed by a corrupt one: nothing of either.
 	mixed := append(makeBatch(2, 10, "ok"), corrupt...)
 	res = produce(t, c, "bad", 0, mixed)
-	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, false)
+	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, true)
 
 	truncated := makeBatch(3, 10, "t")
 	res = produce(t, c, "bad", 0, truncated[:len(truncated)-5])
-	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, false)
+	wantInline(t, res.Error, quirev1.ErrorCode_INVALID_RECORD, false)
 
 	res = produce(t, c, "bad", 0, nil)
 	wantInline(t, res.Error, quirev1.ErrorCode_INVALID_REQUEST, false)
@@ -123,7 +125,7 @@ func TestProduceUnknownTopicOrPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantInline(t, resp.Partitions[0].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
-	wantInline(t, resp.Partitions[1].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
+	wantInline(t, resp.Partitions[1].Error, quirev1.ErrorCode_INVALID_REQUEST, false)
 	if resp.Partitions[2].Error != nil {
 		t.Fatalf("good partition failed: %v", resp.Partitions[2].Error)
 	}
@@ -268,7 +270,7 @@ func TestProduceRecordsPartitioning(t *testing.T) {
 	}
 
 	_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "pr", Records: []*quirev1.ProduceRecord{{Value: "x", Partition: i32(9)}}})
-	wantStatus(t, err, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition 9")
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "partition 9")
 	_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "pr"})
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "no records")
 }

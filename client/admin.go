@@ -111,7 +111,10 @@ func (c *Client) anyBrokerRetried(ctx context.Context, fn func(ctx context.Conte
 }
 
 // adminRetriable reports whether an admin call that failed with err may
-// succeed if sent again.
+// succeed if sent again. It narrows retriable, never widens it: only the
+// codes that say the controller or the node could not be reached are
+// ridden out; any other error, retriable or not (an unknown topic), is the
+// call's answer.
 func adminRetriable(err error) bool {
 	switch ErrorCode(err) {
 	case quirev1.ErrorCode_NOT_CONTROLLER, quirev1.ErrorCode_NETWORK_EXCEPTION, quirev1.ErrorCode_REQUEST_TIMED_OUT,
@@ -285,7 +288,7 @@ func (c *Client) PartitionCount(ctx context.Context, topic string) (int32, error
 	}
 	tm := c.meta.topic(topic)
 	if tm == nil {
-		return 0, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic " + topic, LeaderID: -1}
+		return 0, newError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic "+topic)
 	}
 	if tm.err != nil {
 		return 0, tm.err

@@ -401,11 +401,11 @@ func (m *metaCache) loadTopic(ctx context.Context, name string, autoCreate bool)
 			tm := m.topic(name)
 			switch {
 			case tm == nil:
-				err = &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "topic " + name + " not in metadata", LeaderID: -1}
+				err = newError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic "+name+" not in metadata")
 			case tm.err != nil:
 				err = tm.err
 			case len(tm.partitions) == 0:
-				err = &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE, Message: "topic has no partitions yet", Retriable: true, LeaderID: -1}
+				err = newError(quirev1.ErrorCode_LEADER_NOT_AVAILABLE, "topic has no partitions yet")
 			default:
 				return tm, nil
 			}
@@ -446,14 +446,12 @@ func dedup(s []string) []string {
 func (c *Client) leaderConn(topic string, partition int32) (*grpc.ClientConn, int32, int32, error) {
 	tm := c.meta.topic(topic)
 	if tm == nil || int(partition) >= len(tm.partitions) || partition < 0 {
-		return nil, -1, -1, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
-			Message: fmt.Sprintf("%s/%d not in metadata", topic, partition), Retriable: true, LeaderID: -1}
+		return nil, -1, -1, newError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("%s/%d not in metadata", topic, partition))
 	}
 	p := tm.partitions[partition]
 	b, ok := c.meta.broker(p.leader)
 	if p.leader < 0 || !ok {
-		return nil, -1, -1, &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE,
-			Message: fmt.Sprintf("%s/%d has no leader", topic, partition), Retriable: true, LeaderID: -1}
+		return nil, -1, -1, newError(quirev1.ErrorCode_LEADER_NOT_AVAILABLE, fmt.Sprintf("%s/%d has no leader", topic, partition))
 	}
 	cc, err := c.conn(b.addr)
 	return cc, p.leader, p.leaderEpoch, err

@@ -394,18 +394,19 @@ func (k *Consumer) emitLocked(r fetchResult) {
 func (k *Consumer) leaderOf(tp topicPartition) (int32, int32, error) {
 	tm := k.c.meta.topic(tp.topic)
 	if tm == nil {
-		return -1, -1, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic " + tp.topic, Retriable: true, LeaderID: -1}
+		return -1, -1, newError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic "+tp.topic)
 	}
 	if tm.err != nil {
 		return -1, -1, tm.err
 	}
+	// Just after a metadata refresh: a partition outside the count is a
+	// request that cannot succeed, as the broker would answer it.
 	if tp.partition < 0 || int(tp.partition) >= len(tm.partitions) {
-		return -1, -1, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
-			Message: fmt.Sprintf("%s has no partition %d", tp.topic, tp.partition), Retriable: true, LeaderID: -1}
+		return -1, -1, newError(quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("%s has no partition %d (it has %d)", tp.topic, tp.partition, len(tm.partitions)))
 	}
 	pm := tm.partitions[tp.partition]
 	if _, ok := k.c.meta.broker(pm.leader); !ok || pm.leader < 0 {
-		return -1, -1, &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE, Message: "no leader", Retriable: true, LeaderID: -1}
+		return -1, -1, newError(quirev1.ErrorCode_LEADER_NOT_AVAILABLE, "no leader")
 	}
 	return pm.leader, pm.leaderEpoch, nil
 }
@@ -539,7 +540,7 @@ func (k *Consumer) partFailedLocked(p *consPart, err error, retryAt time.Time) {
 func (c *Client) listOffsets(ctx context.Context, leader int32, req *quirev1.ListOffsetsRequest) ([]*quirev1.ListOffsetsResult, error) {
 	b, ok := c.meta.broker(leader)
 	if !ok {
-		return nil, &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE, Message: fmt.Sprintf("broker %d unknown", leader), Retriable: true, LeaderID: -1}
+		return nil, newError(quirev1.ErrorCode_LEADER_NOT_AVAILABLE, fmt.Sprintf("broker %d unknown", leader))
 	}
 	cc, err := c.conn(b.addr)
 	if err != nil {
@@ -648,7 +649,7 @@ func (f *fetcher) connect() (*grpc.ClientConn, error) {
 	k := f.k
 	b, ok := k.c.meta.broker(f.id)
 	if !ok {
-		return nil, &Error{Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE, Message: fmt.Sprintf("broker %d unknown", f.id), Retriable: true, LeaderID: -1}
+		return nil, newError(quirev1.ErrorCode_BROKER_NOT_AVAILABLE, fmt.Sprintf("broker %d unknown", f.id))
 	}
 	if f.cc == nil || f.addr != b.addr {
 		cc, err := k.c.conn(b.addr)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
 )
 
 // Sentinel errors of the client.
@@ -24,8 +25,12 @@ var (
 // Error is a Kafka-style error returned by a broker, for a whole call or for
 // one partition of it. Match it with errors.As, or compare its Code.
 type Error struct {
-	Code      quirev1.ErrorCode
-	Message   string
+	Code    quirev1.ErrorCode
+	Message string
+	// Retriable is whether the same request may succeed if sent again. It
+	// is a property of Code, declared once for the broker and the client
+	// alike (Kafka's value for Kafka's codes); only for a code this client
+	// does not know is it the flag the broker sent.
 	Retriable bool
 	// LeaderID is the leader hint of leadership errors, -1 when unknown.
 	LeaderID    int32
@@ -55,13 +60,19 @@ func ErrorCode(err error) quirev1.ErrorCode {
 	return quirev1.ErrorCode_NONE
 }
 
+// newError is an error the client reports itself, with no leader hint;
+// its retriability is its code's.
+func newError(code quirev1.ErrorCode, msg string) *Error {
+	return &Error{Code: code, Message: msg, Retriable: errcode.Retriable(code), LeaderID: -1, LeaderEpoch: -1}
+}
+
 // fromProto turns an inline per-partition error into an error; nil or NONE
 // give nil.
 func fromProto(pe *quirev1.Error) error {
 	if pe == nil || pe.GetCode() == quirev1.ErrorCode_NONE {
 		return nil
 	}
-	return &Error{Code: pe.GetCode(), Message: pe.GetMessage(), Retriable: pe.GetRetriable(),
+	return &Error{Code: pe.GetCode(), Message: pe.GetMessage(), Retriable: errcode.RetriableOr(pe.GetCode(), pe.GetRetriable()),
 		LeaderID: pe.GetLeaderId(), LeaderEpoch: pe.GetLeaderEpoch()}
 }
 
@@ -83,22 +94,25 @@ func fromStatus(err error) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
-		return &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: st.Message(), Retriable: true, LeaderID: -1}
+		return newError(quirev1.ErrorCode_NETWORK_EXCEPTION, st.Message())
 	case codes.DeadlineExceeded:
 		if errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return &Error{Code: quirev1.ErrorCode_REQUEST_TIMED_OUT, Message: st.Message(), Retriable: true, LeaderID: -1}
+		return newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, st.Message())
 	case codes.Canceled:
 		return context.Canceled
 	}
 	return fmt.Errorf("client: %s: %s", st.Code(), st.Message())
 }
 
-// retriable reports whether err may succeed on retry.
+// retriable reports whether err may succeed on retry: an *Error whose code
+// is declared retriable (see Error.Retriable). Every retry decision of the
+// client starts here; errors without a code (the client's own, a canceled
+// context) are not retried.
 func retriable(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Retriable
+	return errors.As(err, &e) && errcode.RetriableOr(e.Code, e.Retriable)
 }
 
 // needsMetadata reports whether err means the client's idea of leadership

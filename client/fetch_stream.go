@@ -76,7 +76,7 @@ func (f *fetcher) stream(req *quirev1.FetchRequest, sent []fetchResult) bool {
 	case changed.Load():
 		return true
 	case timedOut.Load():
-		err = &Error{Code: quirev1.ErrorCode_REQUEST_TIMED_OUT, Message: "no fetch response in time", Retriable: true, LeaderID: -1}
+		err = newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, "no fetch response in time")
 	case errors.Is(err, io.EOF):
 		return true // the broker ended it (after a partition error)
 	case status.Code(err) == codes.Unimplemented:

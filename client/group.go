@@ -35,7 +35,7 @@ func ValidateGroupID(group string) error {
 	default:
 		return nil
 	}
-	return &Error{Code: quirev1.ErrorCode_INVALID_GROUP_ID, Message: msg, LeaderID: -1}
+	return newError(quirev1.ErrorCode_INVALID_GROUP_ID, msg)
 }
 
 // TopicPartition names one partition.

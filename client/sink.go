@@ -81,7 +81,7 @@ func (s *sink) setAddr(addr string) {
 	s.stream = nil
 	s.mu.Unlock()
 	if ps != nil {
-		s.streamFailed(ps, &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "broker moved to " + addr, Retriable: true, LeaderID: -1})
+		s.streamFailed(ps, newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "broker moved to "+addr))
 	}
 	s.notify()
 }
@@ -219,7 +219,7 @@ func (s *sink) send(ir *inflightReq) {
 		ps.mu.Lock()
 		if ps.dead {
 			ps.mu.Unlock()
-			s.failReq(ir, &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "stream closed", Retriable: true, LeaderID: -1})
+			s.failReq(ir, newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "stream closed"))
 			return
 		}
 		ps.inflight[corr] = ir
@@ -325,7 +325,7 @@ func (s *sink) failReq(ir *inflightReq, err error) {
 // the records.
 func streamErr(err error) error {
 	if errors.Is(err, io.EOF) {
-		return &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "produce stream ended", Retriable: true, LeaderID: -1}
+		return newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "produce stream ended")
 	}
 	return fromStatus(err)
 }
@@ -348,7 +348,7 @@ func (s *sink) streamFailed(ps *pstream, err error) {
 	}
 	s.mu.Unlock()
 	if err == nil || err == context.Canceled {
-		err = &Error{Code: quirev1.ErrorCode_NETWORK_EXCEPTION, Message: "produce stream closed", Retriable: true, LeaderID: -1}
+		err = newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "produce stream closed")
 	}
 	if len(pending) > 0 {
 		s.p.c.log.Debug("produce stream failed", "broker", s.id, "in_flight", len(pending), "error", err)
@@ -379,7 +379,7 @@ func (s *sink) checkTimeouts() time.Time {
 		return time.Time{}
 	}
 	if time.Since(oldest) > limit {
-		s.streamFailed(ps, &Error{Code: quirev1.ErrorCode_REQUEST_TIMED_OUT, Message: "no produce response in time", Retriable: true, LeaderID: -1})
+		s.streamFailed(ps, newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, "no produce response in time"))
 		return time.Time{}
 	}
 	return oldest.Add(limit)

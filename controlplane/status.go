@@ -9,34 +9,53 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 )
 
 // errorDomain names Quire's controller errors in google.rpc.ErrorInfo.
 const errorDomain = "controller.quire"
 
-// errorTable maps each metadata sentinel to a gRPC code and the reason
-// carried in the status detail, so the far side gets the sentinel back.
+// errorTable maps each metadata sentinel to the gRPC code and the reason
+// carried in the status detail, so the far side gets the sentinel back,
+// and to the quire.v1.ErrorCode a client sees for it (through the broker's
+// table, which takes these rows from MetadataErrors). Whether that code is
+// retriable is errcode's to say, not this table's.
 var errorTable = []struct {
-	err    error
-	code   codes.Code
-	reason string
+	err     error
+	code    codes.Code
+	errCode quirev1.ErrorCode
+	reason  string
 }{
-	{metadata.ErrNotController, codes.FailedPrecondition, "NOT_CONTROLLER"},
-	{metadata.ErrTopicExists, codes.AlreadyExists, "TOPIC_ALREADY_EXISTS"},
-	{metadata.ErrUnknownTopic, codes.NotFound, "UNKNOWN_TOPIC_OR_PARTITION"},
-	{metadata.ErrInvalidPartitions, codes.InvalidArgument, "INVALID_PARTITIONS"},
-	{metadata.ErrInvalidReplicationFactor, codes.InvalidArgument, "INVALID_REPLICATION_FACTOR"},
-	{metadata.ErrUnknownBroker, codes.NotFound, "UNKNOWN_BROKER"},
-	{metadata.ErrFencedBroker, codes.FailedPrecondition, "STALE_BROKER_EPOCH"},
-	{metadata.ErrStaleEpoch, codes.FailedPrecondition, "STALE_EPOCH"},
-	{metadata.ErrNoQuorum, codes.Unavailable, "NO_QUORUM"},
-	{metadata.ErrShutdown, codes.Unavailable, "SHUTTING_DOWN"},
-	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, "CLUSTER_ID_MISMATCH"},
-	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, "BROKER_NOT_REMOVABLE"},
-	{metadata.ErrInvalidGroupID, codes.InvalidArgument, "INVALID_GROUP_ID"},
-	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, "INVALID_OFFSET_COMMIT"},
-	{metadata.ErrUnknownGroup, codes.NotFound, "GROUP_ID_NOT_FOUND"},
+	{metadata.ErrNotController, codes.FailedPrecondition, quirev1.ErrorCode_NOT_CONTROLLER, "NOT_CONTROLLER"},
+	{metadata.ErrTopicExists, codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, "TOPIC_ALREADY_EXISTS"},
+	{metadata.ErrUnknownTopic, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "UNKNOWN_TOPIC_OR_PARTITION"},
+	{metadata.ErrInvalidPartitions, codes.InvalidArgument, quirev1.ErrorCode_INVALID_PARTITIONS, "INVALID_PARTITIONS"},
+	{metadata.ErrInvalidReplicationFactor, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR"},
+	// An id no broker registered (an assignment naming it, unregistering
+	// it): the same answer every time, so not BROKER_NOT_AVAILABLE.
+	{metadata.ErrUnknownBroker, codes.NotFound, quirev1.ErrorCode_BROKER_ID_NOT_REGISTERED, "UNKNOWN_BROKER"},
+	{metadata.ErrFencedBroker, codes.FailedPrecondition, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, "STALE_BROKER_EPOCH"},
+	{metadata.ErrStaleEpoch, codes.FailedPrecondition, quirev1.ErrorCode_STALE_BROKER_EPOCH, "STALE_EPOCH"},
+	{metadata.ErrNoQuorum, codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER, "NO_QUORUM"},
+	{metadata.ErrShutdown, codes.Unavailable, quirev1.ErrorCode_BROKER_NOT_AVAILABLE, "SHUTTING_DOWN"},
+	{metadata.ErrClusterIDMismatch, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, "CLUSTER_ID_MISMATCH"},
+	{metadata.ErrBrokerNotRemovable, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_REQUEST, "BROKER_NOT_REMOVABLE"},
+	{metadata.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, "INVALID_GROUP_ID"},
+	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_OFFSET_COMMIT"},
+	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"},
+}
+
+// MetadataErrors is how each metadata sentinel reaches a client: its gRPC
+// code and quire.v1.ErrorCode. The broker's error table takes these rows,
+// so each metadata sentinel is mapped in this one place.
+func MetadataErrors() []errcode.Mapping {
+	out := make([]errcode.Mapping, len(errorTable))
+	for i, e := range errorTable {
+		out[i] = errcode.Mapping{Err: e.err, GRPC: e.code, Code: e.errCode}
+	}
+	return out
 }
 
 // toStatus turns a metadata error into a gRPC status error.
@@ -115,8 +134,12 @@ func fromStatus(err error) error {
 	return err
 }
 
-// retriable reports whether a call may succeed on another try: the
-// controller moved or is being elected, or the node could not be reached.
+// retriable reports whether the forwarder should send a call again, to
+// whichever node leads by then: the controller moved or is being elected,
+// or the node could not be reached. It is narrower than the retriability of
+// the error's code (errcode), which says whether the caller may try again
+// later: an unknown topic's code is retriable, yet the forwarder answers it
+// at once. A test holds every error retried here to a retriable code.
 func retriable(err error) bool {
 	if errors.Is(err, metadata.ErrNotController) || errors.Is(err, metadata.ErrNoQuorum) || errors.Is(err, metadata.ErrShutdown) {
 		return true

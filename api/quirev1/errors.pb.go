@@ -24,6 +24,33 @@ const (
 // ErrorCode is a stable, Kafka-numbered error code. Every failed call and
 // every failed partition in a response carries one, together with a
 // retriable flag, so clients know whether to retry without parsing messages.
+//
+// Retriability is a property of the code, never of the call that failed:
+// internal/errcode declares it once for every code, with Kafka's value for
+// each code Kafka has (UNKNOWN_SERVER_ERROR is Kafka's -1), and the broker,
+// the controller and the Go client all take it from there. The retriable
+// flag of Error is that declaration, sent along for clients that do not
+// know a code.
+//
+// A request that can never succeed as sent gets a code that is not
+// retriable, so a client that retries what is retriable cannot loop:
+//   - an empty or malformed topic name: INVALID_TOPIC_EXCEPTION;
+//   - a partition number below 0, or at or past the topic's partition count
+//     in the broker's current metadata: INVALID_REQUEST. Kafka's brokers
+//     answer UNKNOWN_TOPIC_OR_PARTITION (retriable) here; its clients check
+//     the partition against their metadata first and fail the record
+//     without sending it. Quire takes the number as a request error because
+//     the broker checks it against the same metadata a client would fetch;
+//     a partition added by CreatePartitions is usable once the client has
+//     refreshed its metadata. INVALID_PARTITIONS stays what Kafka means by
+//     it, a bad partition count in CreateTopic or CreatePartitions;
+//   - a malformed record batch: INVALID_RECORD. CORRUPT_MESSAGE (retriable,
+//     as in Kafka) is kept for a CRC mismatch, which a resend can cure.
+//
+// UNKNOWN_TOPIC_OR_PARTITION stays retriable: it means a topic that does
+// not exist yet (or is still being created), as in Kafka.
+//
+// Codes are append-only: a code is never renumbered or reused.
 type ErrorCode int32
 
 const (
@@ -73,6 +100,8 @@ const (
 	ErrorCode_MEMBER_ID_REQUIRED               ErrorCode = 79
 	ErrorCode_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
 	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
+	ErrorCode_INVALID_RECORD                   ErrorCode = 87
+	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
 	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = 1000
 )
 
@@ -125,6 +154,8 @@ var (
 		79:   "MEMBER_ID_REQUIRED",
 		81:   "GROUP_MAX_SIZE_REACHED",
 		82:   "FENCED_INSTANCE_ID",
+		87:   "INVALID_RECORD",
+		102:  "BROKER_ID_NOT_REGISTERED",
 		1000: "UNKNOWN_SERVER_ERROR",
 	}
 	ErrorCode_value = map[string]int32{
@@ -174,6 +205,8 @@ var (
 		"MEMBER_ID_REQUIRED":               79,
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
+		"INVALID_RECORD":                   87,
+		"BROKER_ID_NOT_REGISTERED":         102,
 		"UNKNOWN_SERVER_ERROR":             1000,
 	}
 )
@@ -213,7 +246,9 @@ type Error struct {
 	Code    ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=quire.v1.ErrorCode" json:"code,omitempty"`
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// True when the same request may succeed if retried (after refreshing
-	// metadata for leadership errors).
+	// metadata for leadership errors). It is always the retriability declared
+	// for code (see ErrorCode), so a client may use the flag for a code it
+	// does not know and its own declaration for the codes it does.
 	Retriable bool `protobuf:"varint,3,opt,name=retriable,proto3" json:"retriable,omitempty"`
 	// For leadership errors: the current leader, when known (-1 otherwise).
 	LeaderId      int32 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
@@ -353,7 +388,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xc3\t\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xf5\t\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -401,7 +436,9 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x14OFFSET_NOT_AVAILABLE\x10N\x12\x16\n" +
 	"\x12MEMBER_ID_REQUIRED\x10O\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10R\x12\x19\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
+	"\x0eINVALID_RECORD\x10W\x12\x1c\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x19\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xe8\aB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (

@@ -68,6 +68,9 @@ var rules = []rule{
 	{pkg: "controlplane", forbiddenDeps: []string{"broker", "storage", "client", "cmd"}},
 	{pkg: "client", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "cmd"}},
 	{pkg: "api", ours: []string{"api"}},
+	// The one declaration of each error code's retriability: the client
+	// imports it, so it may use nothing of ours but the public API.
+	{pkg: "internal/errcode", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
 	// The consumer-group state machine is pure: plain types in, records
 	// out; its assignors depend on nothing at all of ours.

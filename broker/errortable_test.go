@@ -1,0 +1,222 @@
+package broker
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/storage"
+)
+
+// sentinelDirs are the packages (directories, relative to this one) whose
+// exported Err… sentinels can reach a client and so must each have a row
+// in the error table. A new package of such errors joins with one line.
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "."}
+
+// sentinels holds the values of those sentinels by package-qualified name.
+// Go cannot look a variable up by name, so they are listed; the test parses
+// the packages' sources and fails on any sentinel missing here, so a new
+// one is never left out of the check.
+var sentinels = map[string]error{
+	"storage.ErrOffsetOutOfRange":  storage.ErrOffsetOutOfRange,
+	"storage.ErrCorruptBatch":      storage.ErrCorruptBatch,
+	"storage.ErrRecordTooLarge":    storage.ErrRecordTooLarge,
+	"storage.ErrLogFailed":         storage.ErrLogFailed,
+	"storage.ErrOffsetGap":         storage.ErrOffsetGap,
+	"storage.ErrOffsetOverlap":     storage.ErrOffsetOverlap,
+	"storage.ErrStaleEpoch":        storage.ErrStaleEpoch,
+	"storage.ErrClosed":            storage.ErrClosed,
+	"storage.ErrInvalidConfig":     storage.ErrInvalidConfig,
+	"storage.ErrBadCheckpoint":     storage.ErrBadCheckpoint,
+	"storage.ErrBadMetaProperties": storage.ErrBadMetaProperties,
+	"storage.ErrInjected":          storage.ErrInjected,
+
+	"record.ErrCorrupt":     record.ErrCorrupt,
+	"record.ErrBadCRC":      record.ErrBadCRC,
+	"record.ErrBadMagic":    record.ErrBadMagic,
+	"record.ErrTruncated":   record.ErrTruncated,
+	"record.ErrBadLength":   record.ErrBadLength,
+	"record.ErrRecordCount": record.ErrRecordCount,
+	"record.ErrBadRecord":   record.ErrBadRecord,
+	"record.ErrBadCodec":    record.ErrBadCodec,
+	"record.ErrDecompress":  record.ErrDecompress,
+
+	"metadata.ErrNotController":            metadata.ErrNotController,
+	"metadata.ErrTopicExists":              metadata.ErrTopicExists,
+	"metadata.ErrUnknownTopic":             metadata.ErrUnknownTopic,
+	"metadata.ErrInvalidPartitions":        metadata.ErrInvalidPartitions,
+	"metadata.ErrInvalidReplicationFactor": metadata.ErrInvalidReplicationFactor,
+	"metadata.ErrUnknownBroker":            metadata.ErrUnknownBroker,
+	"metadata.ErrFencedBroker":             metadata.ErrFencedBroker,
+	"metadata.ErrStaleEpoch":               metadata.ErrStaleEpoch,
+	"metadata.ErrNoQuorum":                 metadata.ErrNoQuorum,
+	"metadata.ErrClusterIDMismatch":        metadata.ErrClusterIDMismatch,
+	"metadata.ErrShutdown":                 metadata.ErrShutdown,
+	"metadata.ErrBrokerNotRemovable":       metadata.ErrBrokerNotRemovable,
+	"metadata.ErrInvalidGroupID":           metadata.ErrInvalidGroupID,
+	"metadata.ErrInvalidOffsetCommit":      metadata.ErrInvalidOffsetCommit,
+	"metadata.ErrUnknownGroup":             metadata.ErrUnknownGroup,
+
+	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
+	"broker.ErrInvalidTopic":                 ErrInvalidTopic,
+	"broker.ErrInvalidPartitions":            ErrInvalidPartitions,
+	"broker.ErrInvalidReplicationFactor":     ErrInvalidReplicationFactor,
+	"broker.ErrInvalidConfig":                ErrInvalidConfig,
+	"broker.ErrInvalidRequest":               ErrInvalidRequest,
+	"broker.ErrInvalidRequiredAcks":          ErrInvalidRequiredAcks,
+	"broker.ErrNotLeader":                    ErrNotLeader,
+	"broker.ErrLeaderNotAvailable":           ErrLeaderNotAvailable,
+	"broker.ErrNotEnoughReplicas":            ErrNotEnoughReplicas,
+	"broker.ErrNotEnoughReplicasAfterAppend": ErrNotEnoughReplicasAfterAppend,
+	"broker.ErrBrokersNotReady":              ErrBrokersNotReady,
+	"broker.ErrRequestTimedOut":              ErrRequestTimedOut,
+	"broker.ErrFencedLeaderEpoch":            ErrFencedLeaderEpoch,
+	"broker.ErrUnknownLeaderEpoch":           ErrUnknownLeaderEpoch,
+	"broker.ErrPolicyViolation":              ErrPolicyViolation,
+	"broker.ErrShuttingDown":                 ErrShuttingDown,
+	"broker.ErrStaleBrokerEpoch":             ErrStaleBrokerEpoch,
+}
+
+// exportedSentinels parses dir's non-test Go files and returns each
+// package-level exported variable named Err…, qualified by its package
+// name, with where it is declared.
+func exportedSentinels(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := map[string]string{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				for _, name := range spec.(*ast.ValueSpec).Names {
+					if name.IsExported() && strings.HasPrefix(name.Name, "Err") {
+						found[f.Name.Name+"."+name.Name] = fset.Position(name.Pos()).String()
+					}
+				}
+			}
+		}
+	}
+	if len(found) == 0 {
+		t.Fatalf("no Err… sentinels found in %s: is the directory right?", dir)
+	}
+	return found
+}
+
+// TestErrorTableCoversEverySentinel fails when an exported sentinel of the
+// packages in sentinelDirs has no row in the error table: it would reach
+// clients as UNKNOWN_SERVER_ERROR, not retriable, whatever it means.
+func TestErrorTableCoversEverySentinel(t *testing.T) {
+	parsed := map[string]string{}
+	for _, dir := range sentinelDirs {
+		for name, pos := range exportedSentinels(t, dir) {
+			parsed[name] = pos
+		}
+	}
+	var names []string
+	for name := range parsed {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		err, ok := sentinels[name]
+		if !ok {
+			t.Errorf("%s (%s) is not in this test's sentinels: add it there and give it a row in the error table", name, parsed[name])
+			continue
+		}
+		m := lookupError(fmt.Errorf("some context: %w", err))
+		if m.code == quirev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+			t.Errorf("%s has no row in the error table: clients would see UNKNOWN_SERVER_ERROR", name)
+		}
+		if !errcode.Known(m.code) {
+			t.Errorf("%s maps to %v, which errcode does not declare", name, m.code)
+		}
+	}
+	for name := range sentinels {
+		if _, ok := parsed[name]; !ok {
+			t.Errorf("%s is listed in this test but declared in none of %v", name, sentinelDirs)
+		}
+	}
+}
+
+// TestErrorTableRetriabilityIsTheCodes: no row says anything of its own
+// about retriability; it is the declaration of its code, in the inline
+// error and in the status detail alike.
+func TestErrorTableRetriabilityIsTheCodes(t *testing.T) {
+	for _, m := range errorTable {
+		if m.retriable != errcode.Retriable(m.code) {
+			t.Errorf("%v: row retriable=%v, its code %v is declared %v", m.err, m.retriable, m.code, errcode.Retriable(m.code))
+		}
+		st := status.Convert(toStatus(fmt.Errorf("ctx: %w", m.err)))
+		var d *quirev1.Error
+		for _, x := range st.Details() {
+			if e, ok := x.(*quirev1.Error); ok {
+				d = e
+			}
+		}
+		if d == nil || d.Code != m.code || d.Retriable != errcode.Retriable(m.code) {
+			t.Errorf("%v: status detail %+v, want %v retriable=%v", m.err, d, m.code, errcode.Retriable(m.code))
+		}
+	}
+}
+
+// TestErrorStaleLogEpochIsNotLeader: an append refused because the log
+// already holds a newer leader's batches (storage.ErrStaleEpoch) tells the
+// client that this broker no longer leads: NOT_LEADER_OR_FOLLOWER,
+// retriable after a metadata refresh, not UNKNOWN_SERVER_ERROR.
+func TestErrorStaleLogEpochIsNotLeader(t *testing.T) {
+	log, err := storage.OpenLog(t.TempDir(), "t", 0, storage.DefaultLogConfig(), 0, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	batch := func() []byte {
+		b := record.NewBuilder(record.None)
+		b.Append(1, nil, []byte("v"), nil)
+		return b.Build()
+	}
+	if _, err := log.AppendAsLeader(batch(), 5); err != nil {
+		t.Fatal(err)
+	}
+	_, err = log.AppendAsLeader(batch(), 4)
+	if err == nil {
+		t.Fatal("an append at an older epoch succeeded")
+	}
+	e := toError(err)
+	if e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || !e.Retriable {
+		t.Fatalf("stale epoch reaches clients as %v retriable=%v (%s)", e.Code, e.Retriable, e.Message)
+	}
+	if st := status.Convert(toStatus(err)); st.Code() != codes.FailedPrecondition {
+		t.Fatalf("stale epoch: status %v", st.Code())
+	}
+}
