@@ -68,9 +68,11 @@ func run(args []string) int {
 		log.Print(err)
 		return 1
 	}
-	if !*keep {
-		defer os.RemoveAll(dir)
-	}
+	defer func() {
+		if !*keep {
+			os.RemoveAll(dir)
+		}
+	}()
 	cfg := chaos.Config{Bin: *bin, Dir: dir, Nodes: *nodes, Duration: *duration, Seed: *seed,
 		Faults: strings.Split(*faults, ","), Partitions: int32(*partitions), Producers: *producers,
 		Logf: func(format string, a ...any) { log.Printf("chaos: "+format, a...) }}
