@@ -36,13 +36,12 @@ e2e: build tools
 # engine an error instead of a skip).
 compose: build
 	scripts/check_compose.sh
-	QUIRE_BIN=$(BIN)/quire IMAGE=$(IMAGE_E2E) scripts/e2e_compose.sh
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_compose.sh
 
 # The node image, built without pulling anything: the static binary and an
 # empty data directory are staged in bin/image, and the Dockerfile copies
 # them onto an empty (scratch) base.
 IMAGE     ?= quire:local
-IMAGE_E2E ?=
 image:
 	rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
