@@ -3,10 +3,11 @@
 # needs no Docker engine), and it runs the same cluster as scripts/cluster.sh:
 # per node the same QUIRE_* keys with the same values (node.id, process.roles,
 # controller.quorum.voters ids and ports, and every shared setting); only
-# hosts, paths and the container-side listeners may differ (the compose
-# nodes listen on INTERNAL quireN:9092 and EXTERNAL, published on the host:
-# that one's advertised address is compared with the script's). Run by
-# `make test`.
+# hosts and paths may differ. The compose nodes have two listeners
+# (INTERNAL, advertised inside the compose network, and EXTERNAL, published
+# on the host): their bind addresses are not compared, and of the
+# advertised ones EXTERNAL, what the host dials, is compared with the
+# script's. Run by `make test`.
 #
 # Without docker-compose: installs Debian's package when running as root,
 # else prints a skip notice and exits 0.
@@ -42,9 +43,7 @@ fi
 # normalize: "N KEY=VALUE" lines with hosts dropped from host:port values
 # (quire1:19092, 127.0.0.1:19092, 0.0.0.0:19092 -> :19092), paths hidden,
 # and keys that exist on one side only by design left out; sorted. Of
-# named advertised listeners only EXTERNAL (what the host dials) is kept;
-# voters are compared by id (inside the compose network every node's
-# INTERNAL port is 9092).
+# named advertised listeners only EXTERNAL (what the host dials) is kept.
 normalize() {
 	awk '
 		{ n = $1; kv = substr($0, length($1) + 2); i = index(kv, "=")
@@ -59,7 +58,6 @@ normalize() {
 			for (j = 1; j <= m; j++) if (parts[j] ~ /^EXTERNAL:\/\//) ext = substr(parts[j], 12)
 			v = ext
 		}
-		k == "QUIRE_CONTROLLER_QUORUM_VOTERS" { gsub(/@[^,]*/, "@", v) }
 		{ out = ""
 		  while (match(v, /[A-Za-z0-9._-]*:[0-9]+/)) {
 			hp = substr(v, RSTART, RLENGTH); c = index(hp, ":")

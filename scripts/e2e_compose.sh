@@ -6,7 +6,9 @@
 # produces with acks=all; the leader's container is killed and every
 # partition fails over with each acknowledged record still readable; it is
 # started again and rejoins the ISR; one node is cut off the compose network
-# (docker network disconnect), is fenced, and recovers once reconnected.
+# (docker network disconnect), is fenced, and recovers once reconnected;
+# then every container is recreated in turn, as an upgrade does, with every
+# record still there.
 # A client in another container on the compose network sees the INTERNAL
 # addresses. Timings are printed as "e2e-compose: time ...".
 #
@@ -193,9 +195,9 @@ done
 
 step "a client in another container on the compose network sees the INTERNAL addresses"
 out=$(docker run --rm --name "$client_name" --network "$network" --entrypoint quire "$image" \
-	--brokers quire1:9092 cluster info 2>&1) || fail "cluster info from a container: $out"
+	--brokers quire1:19092 cluster info 2>&1) || fail "cluster info from a container: $out"
 for n in 1 2 3; do
-	grep -Eq "^$n\*? +quire$n:9092 " <<<"$out" || fail "node $n is not at quire$n:9092 inside the network: $out"
+	grep -Eq "^$n\*? +quire$n:$((19091 + n)) " <<<"$out" || fail "node $n is not at quire$n:$((19091 + n)) inside the network: $out"
 done
 
 topic=failover
@@ -265,7 +267,19 @@ port_var=QUIRE${cut}_PORT
 wait_for "node $cut answering on its host port" 30 fenced_is "$cut" no "127.0.0.1:${!port_var}"
 check_all 2000
 
+step "rolling upgrade: each container in turn recreated on its volume (up -d --no-deps --force-recreate)"
+t=$(now)
+for n in 1 2 3; do
+	"${compose[@]}" up -d --no-deps --no-build --force-recreate "quire$n" >"$tmp/up.log" 2>&1 ||
+		{ cat "$tmp/up.log" >&2; fail "recreate quire$n"; }
+	wait_for "the new quire$n healthy" 90 healthy "$n"
+	wait_for "node $n back in every ISR" 90 all_isr 3
+done
+t_rolling=$(since "$t")
+step "time rolling upgrade (three nodes, one at a time): $t_rolling"
+check_all 2000
+
 step "docker compose down -v"
 "${compose[@]}" down -v --remove-orphans -t 30 >/dev/null 2>&1 || fail "compose down"
-step "timings: image build $t_build, cluster ready $t_ready, failover $t_leaders (records readable $t_failover), rejoin $t_rejoin, fencing $t_fenced, recovery $t_recover"
+step "timings: image build $t_build, cluster ready $t_ready, failover $t_leaders (records readable $t_failover), rejoin $t_rejoin, fencing $t_fenced, recovery $t_recover, rolling upgrade $t_rolling"
 step "ok"
