@@ -115,9 +115,9 @@ type Config struct {
 	RaftTrailingLogs      uint64
 
 	// Listener, when set, is used instead of binding the inter-broker
-	// listener of ListenAddr: a caller
-	// (the test cluster) pre-binds 127.0.0.1:0 so every node's address is
-	// known before any starts. Start takes ownership and closes it.
+	// listener of ListenAddr: a caller (the test cluster) pre-binds
+	// 127.0.0.1:0 so every node's address is known before any starts.
+	// Start takes ownership and closes it.
 	Listener net.Listener
 	// Dialer, when set, opens every node-to-node connection (raft
 	// transport, controller forwarding); nil dials TCP. The test cluster

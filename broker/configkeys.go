@@ -133,7 +133,7 @@ var configKeys = []configKey{
 		"host:port other nodes and clients dial, or NAME://host:port,... per listener; a listener left out (or an empty value) advertises the address it is bound to.",
 		func(c *Config) *string { return &c.AdvertisedAddr }, checkListeners),
 	stringKey("network", "inter.broker.listener.name", "",
-		"The listener other nodes dial (replication, partition offsets); empty means the first of listeners.",
+		"The listener other nodes dial (raft, replication, calls passed on to leaders and the controller); a voter's address in controller.quorum.voters is its advertised address. Empty means the first of listeners.",
 		func(c *Config) *string { return &c.InterBrokerListenerName }, nil),
 	stringKey("network", "controller.quorum.voters", "", "Metadata quorum as id@host:port,...; empty on a single node means this node alone.",
 		func(c *Config) *string { return &c.ControllerQuorumVoters },
