@@ -11,7 +11,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e compose vet bench perf chaos fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e compose image vet bench perf chaos fuzz proto verify docs tools clean
 
 all: build
 
@@ -31,9 +31,22 @@ e2e: build tools
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
 
-# docker-compose.yml parses and runs the same cluster as scripts/cluster.sh.
-compose:
+# docker-compose.yml parses and runs the same cluster as scripts/cluster.sh;
+# with a Docker engine, the compose cluster is started and put through
+# failures (scripts/e2e_compose.sh; QUIRE_REQUIRE_DOCKER=1 makes a missing
+# engine an error instead of a skip).
+compose: build
 	scripts/check_compose.sh
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_compose.sh
+
+# The node image, built without pulling anything: the static binary and an
+# empty data directory are staged in bin/image, and the Dockerfile copies
+# them onto an empty (scratch) base.
+IMAGE     ?= quire:local
+image:
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
+	docker build -t $(IMAGE) .
 
 # The packages with assembly are also vetted for other architectures and
 # with purego, the builds that use their portable code.

@@ -156,9 +156,10 @@ func (b *Broker) describeTopic(ctx context.Context, img *metadata.Image, t metad
 func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
 	c := s.b.cluster
 	resp := &quirev1.DescribeClusterResponse{ClusterId: c.clusterID(), ControllerId: c.controllerID()}
+	listener := s.b.clientListener(ctx)
 	for _, br := range c.image().Brokers() {
 		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
-			Id: br.ID, Address: br.Addr, Rack: br.Rack, Fenced: br.Fenced, Controller: c.isVoter(br.ID),
+			Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced, Controller: c.isVoter(br.ID),
 		})
 	}
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
@@ -310,8 +311,9 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetad
 		topics = append(topics, t)
 	}
 	resp.MetadataIndex = img.Index()
+	listener := b.clientListener(ctx)
 	for _, br := range img.Brokers() {
-		resp.Brokers = append(resp.Brokers, &quirev1.Broker{Id: br.ID, Address: br.Addr, Rack: br.Rack, Fenced: br.Fenced})
+		resp.Brokers = append(resp.Brokers, &quirev1.Broker{Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced})
 	}
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
 	for _, t := range topics {

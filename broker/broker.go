@@ -43,9 +43,11 @@ type Broker struct {
 	cluster *cluster
 	sticky  *partitioner.Sticky
 
-	lis    net.Listener
-	server *grpc.Server
-	health *health.Server
+	listeners     []boundListener // listeners.go; the inter-broker one included
+	interListener string          // the name of the one other nodes dial
+	lis           net.Listener    // the inter-broker listener
+	server        *grpc.Server
+	health        *health.Server
 
 	stop      chan struct{}
 	bg        sync.WaitGroup
@@ -89,19 +91,27 @@ func (b *Broker) Start() error {
 }
 
 func (b *Broker) start() error {
-	lis := b.cfg.Listener
-	if lis == nil {
-		var err error
-		if lis, err = net.Listen("tcp", b.cfg.ListenAddr); err != nil {
-			return fmt.Errorf("broker: listen: %w", err)
+	plan, err := b.cfg.listenerPlan()
+	if err != nil {
+		return err
+	}
+	lns, err := bindListeners(plan, b.cfg.Listener)
+	b.cfg.Listener = nil // owned by the server from here on
+	if err != nil {
+		return err
+	}
+	b.listeners, b.interListener = lns, plan.inter
+	var advertised string
+	for _, l := range lns {
+		if l.name == plan.inter {
+			b.lis, advertised = l.lis, l.advertised
 		}
 	}
-	b.cfg.Listener = nil // owned by the server from here on
-	b.lis = lis
-	advertised := b.cfg.AdvertisedAddr
-	if advertised == "" {
-		advertised = advertisedFor(lis.Addr().(*net.TCPAddr))
-		b.cfg.AdvertisedAddr = advertised
+	b.cfg.AdvertisedAddr = advertisedString(lns)
+	closeAll := func() {
+		for _, l := range lns {
+			_ = l.lis.Close()
+		}
 	}
 	b.server = grpc.NewServer(append(transportOptions(),
 		grpc.MaxRecvMsgSize(maxRequestBytes(&b.cfg)),
@@ -128,19 +138,27 @@ func (b *Broker) start() error {
 
 	b.cluster.register(b.server, advertised)
 	if err := b.cluster.open(advertised); err != nil {
-		_ = lis.Close()
+		closeAll()
 		b.server = nil // never served: Shutdown only closes storage
 		return err
 	}
 	b.cluster.registerControllerService(b.server)
 
+	var serving sync.WaitGroup
+	for _, l := range lns {
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			if err := b.server.Serve(l.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				b.logger.Error("grpc server stopped", "listener", l.name, "error", err)
+			}
+		}()
+	}
 	go func() {
-		defer close(b.served)
-		if err := b.server.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			b.logger.Error("grpc server stopped", "error", err)
-		}
+		serving.Wait()
+		close(b.served)
 	}()
-	b.cluster.start(advertised)
+	b.cluster.start(advertised, endpoints(lns))
 	b.startBackground()
 	go func() {
 		select {
@@ -151,7 +169,11 @@ func (b *Broker) start() error {
 		case <-b.stop:
 		}
 	}()
-	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", lis.Addr().String(),
+	for _, l := range lns {
+		b.logger.Info("listening", "listener", l.name, "addr", l.lis.Addr().String(), "advertised", l.advertised,
+			"inter_broker", l.name == plan.inter)
+	}
+	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", b.lis.Addr().String(),
 		"advertised", advertised, "data_dir", b.cfg.DataDir)
 	return nil
 }
@@ -175,7 +197,8 @@ func maxRequestBytes(c *Config) int {
 	return max(n+1<<20, 8<<20)
 }
 
-// Addr returns the address the server listens on, after Start.
+// Addr returns the address the inter-broker listener is bound to, after
+// Start (ListenerAddr names the others).
 func (b *Broker) Addr() string {
 	if b.lis == nil {
 		return ""
@@ -183,8 +206,8 @@ func (b *Broker) Addr() string {
 	return b.lis.Addr().String()
 }
 
-// Config returns the configuration in use (with the advertised address
-// filled in after Start).
+// Config returns the configuration in use (with every listener's
+// advertised address filled in after Start).
 func (b *Broker) Config() Config { return b.cfg }
 
 // Metadata returns this node's metadata quorum member, after Start: for

@@ -29,8 +29,16 @@ type Config struct {
 	Rack         string   // broker.rack
 
 	// Network.
-	ListenAddr     string // listeners: host:port the gRPC server binds
-	AdvertisedAddr string // advertised.listeners: host:port others dial; "" = the bound address
+	// ListenAddr is listeners: the host:port the gRPC server binds, or a
+	// list of named listeners "NAME://host:port,..." (listeners.go).
+	ListenAddr string
+	// AdvertisedAddr is advertised.listeners: the host:port others dial,
+	// or per listener "NAME://host:port,..."; a listener left out
+	// advertises its bound address.
+	AdvertisedAddr string
+	// InterBrokerListenerName is inter.broker.listener.name: the listener
+	// other nodes dial; "" = the first of listeners.
+	InterBrokerListenerName string
 	// ControllerQuorumVoters is controller.quorum.voters, "id@host:port,...";
 	// empty on a single node means this node alone.
 	ControllerQuorumVoters string
@@ -106,9 +114,10 @@ type Config struct {
 	RaftSnapshotInterval  time.Duration
 	RaftTrailingLogs      uint64
 
-	// Listener, when set, is used instead of binding ListenAddr: a caller
-	// (the test cluster) pre-binds 127.0.0.1:0 so every node's address is
-	// known before any starts. Start takes ownership and closes it.
+	// Listener, when set, is used instead of binding the inter-broker
+	// listener of ListenAddr: a caller (the test cluster) pre-binds
+	// 127.0.0.1:0 so every node's address is known before any starts.
+	// Start takes ownership and closes it.
 	Listener net.Listener
 	// Dialer, when set, opens every node-to-node connection (raft
 	// transport, controller forwarding); nil dials TCP. The test cluster
@@ -276,13 +285,8 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		bad("log.dirs", "must be set")
 	}
-	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
-		bad("listeners", "%v", err)
-	}
-	if c.AdvertisedAddr != "" {
-		if _, _, err := net.SplitHostPort(c.AdvertisedAddr); err != nil {
-			bad("advertised.listeners", "%v", err)
-		}
+	if _, err := c.listenerPlan(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.ProcessRoles) == 0 {
 		bad("process.roles", "must name broker and/or controller")

@@ -58,7 +58,7 @@ func TestBrokerConfigSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.NumPartitions != 5 || c.DataDir != "/data/q" || c.AutoCreateTopicsEnable || c.LogRetentionHours != 2 ||
-		c.LogRetentionBytes != 1000 || c.ListenAddr != "127.0.0.1:9999" {
+		c.LogRetentionBytes != 1000 || c.ListenAddr != "PLAINTEXT://127.0.0.1:9999" {
 		t.Fatalf("config: %+v", c)
 	}
 	if err := c.Validate(); err != nil {

@@ -3,7 +3,6 @@ package broker
 import (
 	"fmt"
 	"math"
-	"net"
 	"strconv"
 	"strings"
 )
@@ -92,21 +91,10 @@ func parseInt(v string, bits int) (int64, error) {
 	return n, nil
 }
 
-// stripScheme turns Kafka's "PLAINTEXT://host:port" into "host:port" and
-// keeps only the first listener of a list.
-func stripScheme(v string) string {
-	v, _, _ = strings.Cut(v, ",")
-	if _, rest, ok := strings.Cut(v, "://"); ok {
-		return rest
-	}
-	return v
-}
-
-func checkHostPort(v string) error {
-	if v == "" {
-		return nil
-	}
-	_, _, err := net.SplitHostPort(stripScheme(v))
+// checkListeners checks the syntax of a listeners or advertised.listeners
+// value; Validate checks them against each other.
+func checkListeners(v string) error {
+	_, err := parseListenerList(v)
 	return err
 }
 
@@ -132,26 +120,21 @@ var configKeys = []configKey{
 		get: func(c *Config) string { return strings.Join(c.ProcessRoles, ",") }},
 	stringKey("node", "broker.rack", "", "Rack of this broker, used to spread replicas.",
 		func(c *Config) *string { return &c.Rack }, nil),
-	{name: "listeners", def: "0.0.0.0:9092", section: "network",
-		doc: "host:port the gRPC server listens on (a PLAINTEXT:// prefix is accepted); port 0 picks a free port.",
-		set: func(c *Config, v string) error {
-			if err := checkHostPort(v); err != nil || v == "" {
-				return fmt.Errorf("want host:port")
+	stringKey("network", "listeners", "0.0.0.0:9092",
+		"host:port the gRPC server listens on, or named listeners NAME://host:port,... (Kafka's internal/external pattern: each serves everything, and clients are given the addresses of the listener they connected to); a bare host:port is the listener PLAINTEXT; port 0 picks a free port.",
+		func(c *Config) *string { return &c.ListenAddr },
+		func(v string) error {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("want [NAME://]host:port,...")
 			}
-			c.ListenAddr = stripScheme(v)
-			return nil
-		},
-		get: func(c *Config) string { return c.ListenAddr }},
-	{name: "advertised.listeners", def: "", section: "network",
-		doc: "host:port other nodes and clients dial; empty means the address the server is bound to.",
-		set: func(c *Config, v string) error {
-			if err := checkHostPort(v); err != nil {
-				return fmt.Errorf("want host:port")
-			}
-			c.AdvertisedAddr = stripScheme(v)
-			return nil
-		},
-		get: func(c *Config) string { return c.AdvertisedAddr }},
+			return checkListeners(v)
+		}),
+	stringKey("network", "advertised.listeners", "",
+		"host:port other nodes and clients dial, or NAME://host:port,... per listener; a listener left out (or an empty value) advertises the address it is bound to.",
+		func(c *Config) *string { return &c.AdvertisedAddr }, checkListeners),
+	stringKey("network", "inter.broker.listener.name", "",
+		"The listener other nodes dial (raft, replication, calls passed on to leaders and the controller); a voter's address in controller.quorum.voters is its advertised address. Empty means the first of listeners.",
+		func(c *Config) *string { return &c.InterBrokerListenerName }, nil),
 	stringKey("network", "controller.quorum.voters", "", "Metadata quorum as id@host:port,...; empty on a single node means this node alone.",
 		func(c *Config) *string { return &c.ControllerQuorumVoters },
 		func(v string) error { _, err := parseVoters(v); return err }),

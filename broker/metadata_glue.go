@@ -190,12 +190,12 @@ func (c *cluster) brokerAddr(id int32) (string, bool) {
 }
 
 // start begins registration, heartbeats and the image watcher.
-func (c *cluster) start(advertised string) {
+func (c *cluster) start(advertised string, endpoints []metadata.Endpoint) {
 	c.startReplication()
 	// The log directory id tells the controller whether this broker still
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
-		DirectoryID: c.rm.storage.DirectoryID()}
+		DirectoryID: c.rm.storage.DirectoryID(), Endpoints: endpoints}
 	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
 	c.lifecycle.Start()
 	go c.watch()

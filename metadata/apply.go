@@ -66,7 +66,13 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 	if dirID == "" {
 		dirID = old.DirectoryID
 	}
-	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID}
+	for _, e := range c.Endpoints {
+		if e.Listener == "" || e.Addr == "" {
+			return fmt.Errorf("%w: broker %d endpoint %q=%q without listener name or address", ErrUnknownBroker, c.BrokerId, e.Listener, e.Addr)
+		}
+	}
+	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID,
+		Endpoints: EndpointsFromPB(c.Endpoints)}
 	d.putBroker(b)
 	if exists {
 		d.moveAwayFrom(c.BrokerId, false, lostData(old, c.DirectoryId))

@@ -266,6 +266,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, e
 	old, existed := before.Broker(b.ID)
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_RegisterBroker{RegisterBroker: &pb.RegisterBroker{
 		BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, DirectoryId: b.DirectoryID,
+		Endpoints: EndpointsToPB(b.Endpoints),
 	}}})
 	if err != nil {
 		return 0, err

@@ -286,11 +286,37 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 }
 
 func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
-	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId}
+	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId,
+		Endpoints: EndpointsFromPB(r.Endpoints)}
+}
+
+// EndpointsFromPB converts endpoints from their protobuf form (nil for none).
+func EndpointsFromPB(in []*pb.Endpoint) []Endpoint {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]Endpoint, len(in))
+	for i, e := range in {
+		out[i] = Endpoint{Listener: e.Listener, Addr: e.Addr}
+	}
+	return out
+}
+
+// EndpointsToPB converts endpoints to their protobuf form.
+func EndpointsToPB(in []Endpoint) []*pb.Endpoint {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*pb.Endpoint, len(in))
+	for i, e := range in {
+		out[i] = &pb.Endpoint{Listener: e.Listener, Addr: e.Addr}
+	}
+	return out
 }
 
 func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
-	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID}
+	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID,
+		Endpoints: EndpointsToPB(b.Endpoints)}
 }
 
 func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {

@@ -9,7 +9,9 @@ import (
 // BrokerInfo is one registered broker. Epoch is the broker epoch: the raft
 // index of its latest registration. DirectoryID is the id of its log
 // directory (storage.Manager.DirectoryID), "" when unknown; a registration
-// with another one means the broker's data is gone.
+// with another one means the broker's data is gone. Addr is the address
+// other nodes dial (its inter-broker listener); Endpoints holds every
+// listener's advertised address, nil for a broker that registered only Addr.
 type BrokerInfo struct {
 	ID          int32
 	Incarnation string
@@ -18,6 +20,25 @@ type BrokerInfo struct {
 	Fenced      bool
 	Epoch       int64
 	DirectoryID string
+	Endpoints   []Endpoint
+}
+
+// Endpoint is one named listener of a broker and the address it advertises.
+type Endpoint struct {
+	Listener string
+	Addr     string
+}
+
+// AddrFor is where a client that reached the cluster on the named listener
+// dials this broker: that listener's advertised address, or Addr when the
+// broker registered no such listener.
+func (b BrokerInfo) AddrFor(listener string) string {
+	for _, e := range b.Endpoints {
+		if e.Listener == listener {
+			return e.Addr
+		}
+	}
+	return b.Addr
 }
 
 // PartitionInfo is one partition's assignment and leadership.

@@ -3,7 +3,11 @@
 # needs no Docker engine), and it runs the same cluster as scripts/cluster.sh:
 # per node the same QUIRE_* keys with the same values (node.id, process.roles,
 # controller.quorum.voters ids and ports, and every shared setting); only
-# hosts and paths may differ. Run by `make test`.
+# hosts and paths may differ. The compose nodes have two listeners
+# (INTERNAL, advertised inside the compose network, and EXTERNAL, published
+# on the host): their bind addresses are not compared, and of the
+# advertised ones EXTERNAL, what the host dials, is compared with the
+# script's. Run by `make test`.
 #
 # Without docker-compose: installs Debian's package when running as root,
 # else prints a skip notice and exits 0.
@@ -38,13 +42,22 @@ fi
 
 # normalize: "N KEY=VALUE" lines with hosts dropped from host:port values
 # (quire1:19092, 127.0.0.1:19092, 0.0.0.0:19092 -> :19092), paths hidden,
-# and keys that exist on one side only by design left out; sorted.
+# and keys that exist on one side only by design left out; sorted. Of
+# named advertised listeners only EXTERNAL (what the host dials) is kept.
 normalize() {
 	awk '
 		{ n = $1; kv = substr($0, length($1) + 2); i = index(kv, "=")
 		  k = substr(kv, 1, i - 1); v = substr(kv, i + 1) }
 		k == "QUIRE_BROKERS" { next }              # CLI default, compose only
+		k == "QUIRE_INTER_BROKER_LISTENER_NAME" { next } # compose only
+		k == "QUIRE_LISTENERS" { next }            # bind addresses, per side
 		k == "QUIRE_LOG_DIRS" { v = "<path>" }     # a path on each side
+		k == "QUIRE_ADVERTISED_LISTENERS" && v ~ /:\/\// {
+			ext = ""
+			m = split(v, parts, ",")
+			for (j = 1; j <= m; j++) if (parts[j] ~ /^EXTERNAL:\/\//) ext = substr(parts[j], 12)
+			v = ext
+		}
 		{ out = ""
 		  while (match(v, /[A-Za-z0-9._-]*:[0-9]+/)) {
 			hp = substr(v, RSTART, RLENGTH); c = index(hp, ":")
@@ -74,7 +87,7 @@ compose_env=$("${compose[@]}" -f docker-compose.yml config | awk '
 ' | normalize)
 
 [ -n "$compose_env" ] || fail "no quireN service environment found in docker-compose.yml"
-for what in QUIRE_NODE_ID QUIRE_PROCESS_ROLES QUIRE_CONTROLLER_QUORUM_VOTERS; do
+for what in QUIRE_NODE_ID QUIRE_PROCESS_ROLES QUIRE_CONTROLLER_QUORUM_VOTERS QUIRE_ADVERTISED_LISTENERS; do
 	grep -q " $what=" <<<"$compose_env" || fail "docker-compose.yml sets no $what"
 done
 # Each service quireN is node N.

@@ -7,6 +7,7 @@
 package internalv1
 
 import (
+	metapb "github.com/quirelog/quire/api/metapb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -83,7 +84,9 @@ type BrokerInfo struct {
 	Fenced      bool                   `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	Epoch       int64                  `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The broker's log directory id (meta.properties directory.id).
-	DirectoryId   string `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
+	DirectoryId string `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
+	// Every listener's advertised address (RegisterBroker.endpoints).
+	Endpoints     []*metapb.Endpoint `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,6 +168,13 @@ func (x *BrokerInfo) GetDirectoryId() string {
 		return x.DirectoryId
 	}
 	return ""
+}
+
+func (x *BrokerInfo) GetEndpoints() []*metapb.Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
 }
 
 type PartitionInfo struct {
@@ -1733,10 +1743,10 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\"]\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
-	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xb7\x01\n" +
+	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xf2\x01\n" +
 	"\n" +
 	"BrokerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12 \n" +
@@ -1745,7 +1755,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x12!\n" +
-	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\"\xd5\x01\n" +
+	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\x129\n" +
+	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\"\xd5\x01\n" +
 	"\rPartitionInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -1916,50 +1927,52 @@ var file_quire_internal_v1_controller_proto_goTypes = []any{
 	nil,                                // 33: quire.internal.v1.TopicInfo.ConfigsEntry
 	nil,                                // 34: quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	nil,                                // 35: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),            // 36: quire.internal.v1.Endpoint
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	2,  // 0: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	33, // 1: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
-	1,  // 2: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	34, // 3: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	4,  // 4: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
-	3,  // 5: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	35, // 6: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
-	2,  // 7: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
-	23, // 8: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
-	24, // 9: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
-	23, // 10: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	5,  // 11: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	7,  // 12: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	9,  // 13: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	11, // 14: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	13, // 15: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	15, // 16: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	17, // 17: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	19, // 18: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	21, // 19: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	25, // 20: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	27, // 21: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	29, // 22: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	31, // 23: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	6,  // 24: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 25: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 26: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 27: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 28: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 29: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 30: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 31: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 32: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 33: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 34: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 35: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 36: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	24, // [24:37] is the sub-list for method output_type
-	11, // [11:24] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	36, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
+	33, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
+	34, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
+	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
+	35, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
+	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
+	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
+	23, // 11: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
+	5,  // 12: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	7,  // 13: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	9,  // 14: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	11, // 15: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	13, // 16: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	15, // 17: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	17, // 18: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	19, // 19: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	21, // 20: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	25, // 21: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	27, // 22: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	29, // 23: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	31, // 24: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	6,  // 25: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 26: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 27: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 28: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 29: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 30: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 31: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 32: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 33: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 34: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 35: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 36: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 37: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	25, // [25:38] is the sub-list for method output_type
+	12, // [12:25] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }

@@ -289,7 +289,11 @@ type RegisterBroker struct {
 	// is gone: it leaves every ISR, even as the sole member (the partition
 	// then has no leader and an empty ISR: only an unclean election can
 	// give it one). Empty: unknown, the recorded id is kept.
-	DirectoryId   string `protobuf:"bytes,6,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
+	DirectoryId string `protobuf:"bytes,6,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
+	// Every listener's advertised address (listeners and
+	// advertised.listeners); advertised_addr is the inter-broker one's.
+	// Clients are handed the addresses of the listener they connected to.
+	Endpoints     []*Endpoint `protobuf:"bytes,7,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +370,66 @@ func (x *RegisterBroker) GetDirectoryId() string {
 	return ""
 }
 
+func (x *RegisterBroker) GetEndpoints() []*Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// Endpoint is one named listener's advertised host:port.
+type Endpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Listener      string                 `protobuf:"bytes,1,opt,name=listener,proto3" json:"listener,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Endpoint) Reset() {
+	*x = Endpoint{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Endpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Endpoint) ProtoMessage() {}
+
+func (x *Endpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
+func (*Endpoint) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Endpoint) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
+}
+
+func (x *Endpoint) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
 // FenceBroker fences a broker (session expired, or controlled shutdown):
 // every partition it leads gets a new leader from the ISR (or from all live
 // replicas when unclean is set and the ISR has no live member), the leader
@@ -382,7 +446,7 @@ type FenceBroker struct {
 
 func (x *FenceBroker) Reset() {
 	*x = FenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +458,7 @@ func (x *FenceBroker) String() string {
 func (*FenceBroker) ProtoMessage() {}
 
 func (x *FenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +471,7 @@ func (x *FenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBroker.ProtoReflect.Descriptor instead.
 func (*FenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FenceBroker) GetBrokerId() int32 {
@@ -451,7 +515,7 @@ type UnfenceBroker struct {
 
 func (x *UnfenceBroker) Reset() {
 	*x = UnfenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +527,7 @@ func (x *UnfenceBroker) String() string {
 func (*UnfenceBroker) ProtoMessage() {}
 
 func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +540,7 @@ func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBroker.ProtoReflect.Descriptor instead.
 func (*UnfenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UnfenceBroker) GetBrokerId() int32 {
@@ -512,7 +576,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +588,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +601,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PartitionAssignment) GetPartition() int32 {
@@ -580,7 +644,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +656,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +669,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -645,7 +709,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +721,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +734,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -698,7 +762,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +774,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +787,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -779,7 +843,7 @@ type AlterConfigs struct {
 
 func (x *AlterConfigs) Reset() {
 	*x = AlterConfigs{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +855,7 @@ func (x *AlterConfigs) String() string {
 func (*AlterConfigs) ProtoMessage() {}
 
 func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +868,7 @@ func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigs.ProtoReflect.Descriptor instead.
 func (*AlterConfigs) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AlterConfigs) GetTopic() string {
@@ -840,7 +904,7 @@ type CreatePartitions struct {
 
 func (x *CreatePartitions) Reset() {
 	*x = CreatePartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +916,7 @@ func (x *CreatePartitions) String() string {
 func (*CreatePartitions) ProtoMessage() {}
 
 func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +929,7 @@ func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitions.ProtoReflect.Descriptor instead.
 func (*CreatePartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreatePartitions) GetTopic() string {
@@ -895,7 +959,7 @@ type ControllerChange struct {
 
 func (x *ControllerChange) Reset() {
 	*x = ControllerChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +971,7 @@ func (x *ControllerChange) String() string {
 func (*ControllerChange) ProtoMessage() {}
 
 func (x *ControllerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +984,7 @@ func (x *ControllerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerChange.ProtoReflect.Descriptor instead.
 func (*ControllerChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ControllerChange) GetControllerId() int32 {
@@ -963,7 +1027,7 @@ type UnregisterBroker struct {
 
 func (x *UnregisterBroker) Reset() {
 	*x = UnregisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1039,7 @@ func (x *UnregisterBroker) String() string {
 func (*UnregisterBroker) ProtoMessage() {}
 
 func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1052,7 @@ func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
 func (*UnregisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UnregisterBroker) GetBrokerId() int32 {
@@ -1030,7 +1094,7 @@ type OffsetCommit struct {
 
 func (x *OffsetCommit) Reset() {
 	*x = OffsetCommit{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1106,7 @@ func (x *OffsetCommit) String() string {
 func (*OffsetCommit) ProtoMessage() {}
 
 func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1119,7 @@ func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
 func (*OffsetCommit) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OffsetCommit) GetTopic() string {
@@ -1111,7 +1175,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1187,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1200,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1171,7 +1235,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1247,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1260,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1215,13 +1279,14 @@ type BrokerRecord struct {
 	BrokerEpoch    int64                  `protobuf:"varint,5,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	Fenced         bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	DirectoryId    string                 `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
+	Endpoints      []*Endpoint            `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1298,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1311,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -1298,6 +1363,13 @@ func (x *BrokerRecord) GetDirectoryId() string {
 	return ""
 }
 
+func (x *BrokerRecord) GetEndpoints() []*Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
 type TopicRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1310,7 +1382,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1394,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1407,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1381,7 +1453,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1465,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1478,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -1475,7 +1547,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1559,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1572,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -1571,14 +1643,18 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	" \x01(\v2#.quire.internal.v1.UnregisterBrokerH\x00R\x10unregisterBroker\x12I\n" +
 	"\x0ecommit_offsets\x18\v \x01(\v2 .quire.internal.v1.CommitOffsetsH\x00R\rcommitOffsets\x12C\n" +
 	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroupB\x05\n" +
-	"\x03cmd\"\xd2\x01\n" +
+	"\x03cmd\"\x8d\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
 	"\x0fadvertised_addr\x18\x03 \x01(\tR\x0eadvertisedAddr\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12!\n" +
 	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\x12!\n" +
-	"\fdirectory_id\x18\x06 \x01(\tR\vdirectoryId\"\x98\x01\n" +
+	"\fdirectory_id\x18\x06 \x01(\tR\vdirectoryId\x129\n" +
+	"\tendpoints\x18\a \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\":\n" +
+	"\bEndpoint\x12\x1a\n" +
+	"\blistener\x18\x01 \x01(\tR\blistener\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x98\x01\n" +
 	"\vFenceBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
@@ -1644,7 +1720,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
 	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"#\n" +
 	"\vDeleteGroup\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xe8\x01\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xa3\x02\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -1652,7 +1728,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12!\n" +
 	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12!\n" +
-	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\"\xe8\x01\n" +
+	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\x129\n" +
+	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
@@ -1690,55 +1767,58 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),             // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),      // 1: quire.internal.v1.RegisterBroker
-	(*FenceBroker)(nil),         // 2: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),       // 3: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil), // 4: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),         // 5: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),         // 6: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),     // 7: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),        // 8: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),    // 9: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),    // 10: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),    // 11: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),        // 12: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),       // 13: quire.internal.v1.CommitOffsets
-	(*DeleteGroup)(nil),         // 14: quire.internal.v1.DeleteGroup
-	(*BrokerRecord)(nil),        // 15: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),         // 16: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),     // 17: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),        // 18: quire.internal.v1.OffsetRecord
-	nil,                         // 19: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                         // 20: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                         // 21: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*Endpoint)(nil),            // 2: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),         // 3: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),       // 4: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil), // 5: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),         // 6: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),         // 7: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),     // 8: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),        // 9: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),    // 10: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),    // 11: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),    // 12: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),        // 13: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),       // 14: quire.internal.v1.CommitOffsets
+	(*DeleteGroup)(nil),         // 15: quire.internal.v1.DeleteGroup
+	(*BrokerRecord)(nil),        // 16: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),         // 17: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),     // 18: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),        // 19: quire.internal.v1.OffsetRecord
+	nil,                         // 20: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                         // 21: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                         // 22: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
-	2,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
-	3,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
-	5,  // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
-	6,  // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
-	7,  // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
-	8,  // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
-	9,  // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
-	10, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	11, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	13, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	14, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	4,  // 12: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	19, // 13: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	20, // 14: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	4,  // 15: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	12, // 16: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	21, // 17: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	3,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
+	4,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
+	6,  // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
+	7,  // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
+	8,  // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
+	9,  // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
+	10, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
+	11, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
+	12, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	15, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	2,  // 12: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 13: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	20, // 14: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	21, // 15: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 16: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 17: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	2,  // 18: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	22, // 19: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -1766,7 +1846,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func init() { registerCommand(newHealthCmd) }
+
+// newHealthCmd is `quire health`: the node health check for containers
+// (their images have no shell). It asks each address in --brokers for the
+// gRPC health of the whole server, which is SERVING once the node has
+// registered with the controller and hosts its replicas, and fails unless
+// every one answers SERVING.
+func newHealthCmd(g *globalFlags) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Exit 0 when every broker in --brokers is SERVING (registered and hosting its replicas)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout must be positive, not %v", timeout)
+			}
+			var addrs []string
+			for _, s := range strings.Split(g.brokers, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					addrs = append(addrs, s)
+				}
+			}
+			if len(addrs) == 0 {
+				return errors.New("no broker address in --brokers")
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			var errs []error
+			for _, addr := range addrs {
+				st, err := checkHealth(ctx, addr, timeout)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", addr, st)
+				if st != healthpb.HealthCheckResponse_SERVING {
+					errs = append(errs, fmt.Errorf("%s is %s", addr, st))
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for each broker's answer")
+	return cmd
+}
+
+func checkHealth(ctx context.Context, addr string, timeout time.Duration) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return 0, err
+	}
+	return resp.Status, nil
+}

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# End-to-end check of the compose cluster (docker-compose.yml) on a real
+# Docker engine: the image is built without a registry (`make image`), the
+# three containers come up healthy, a host client (bin/quire, through the
+# EXTERNAL listeners on 127.0.0.1) creates a replication factor 3 topic and
+# produces with acks=all; the leader's container is killed and every
+# partition fails over with each acknowledged record still readable; it is
+# started again and rejoins the ISR; one node is cut off the compose network
+# (docker network disconnect), is fenced, and recovers once reconnected;
+# then every container is recreated in turn, as an upgrade does, with every
+# record still there.
+# A client in another container on the compose network sees the INTERNAL
+# addresses. Timings are printed as "e2e-compose: time ...".
+#
+# It runs under its own compose project name, image tag and free host
+# ports, and removes its containers, network, volumes and image on every
+# exit, failures included.
+#
+# Without a Docker engine (or a compose tool) it prints why and skips,
+# unless QUIRE_REQUIRE_DOCKER=1 (set by .ci/run), which makes that an error.
+#
+# Usage: scripts/e2e_compose.sh   (QUIRE_BIN: the host CLI, built when unset)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+step() { echo "e2e-compose: $*"; }
+skip() {
+	if [ "${QUIRE_REQUIRE_DOCKER:-0}" = 1 ]; then
+		echo "e2e-compose: FAIL: $* (QUIRE_REQUIRE_DOCKER=1: the compose test must run)" >&2
+		exit 1
+	fi
+	echo "e2e-compose: SKIP: $*; the compose cluster was not tested"
+	exit 0
+}
+
+command -v docker >/dev/null 2>&1 || skip "no docker command"
+if ! err=$(docker info 2>&1 >/dev/null); then
+	skip "the Docker engine does not answer ($(tail -n 1 <<<"$err"))"
+fi
+project=quire-e2e-$$-$RANDOM
+if command -v docker-compose >/dev/null 2>&1; then
+	compose=(docker-compose -p "$project" -f "$root/docker-compose.yml")
+elif docker compose version >/dev/null 2>&1; then
+	compose=(docker compose -p "$project" -f "$root/docker-compose.yml")
+else
+	skip "neither docker-compose nor docker compose is installed (apt-get install docker-compose)"
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/quire-e2e-compose.XXXXXX")
+network=${project}_default
+image=quire:$project
+client_name=$project-client
+export QUIRE_IMAGE=$image
+
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+ports=()
+for _ in 1 2 3; do
+	p=$(free_ports 1)
+	[ -n "$p" ] || { echo "e2e-compose: FAIL: no free port" >&2; exit 1; }
+	ports+=("$p")
+done
+[ "${ports[0]}" != "${ports[1]}" ] && [ "${ports[1]}" != "${ports[2]}" ] && [ "${ports[0]}" != "${ports[2]}" ] ||
+	{ echo "e2e-compose: FAIL: free_ports returned one port twice" >&2; exit 1; }
+export QUIRE1_PORT=${ports[0]} QUIRE2_PORT=${ports[1]} QUIRE3_PORT=${ports[2]}
+all_brokers="127.0.0.1:$QUIRE1_PORT,127.0.0.1:$QUIRE2_PORT,127.0.0.1:$QUIRE3_PORT"
+export QUIRE_BROKERS=$all_brokers
+
+failed=0
+fail() {
+	failed=1
+	echo "e2e-compose: FAIL: $*" >&2
+	"${compose[@]}" ps >&2 2>&1 || true
+	"${compose[@]}" logs --no-color --tail 30 >&2 2>&1 || true
+	exit 1
+}
+# cleanup removes everything this run created, and checks that it did.
+cleanup() {
+	local rc=$? left
+	trap - EXIT INT TERM
+	docker rm -f "$client_name" >/dev/null 2>&1 || true
+	"${compose[@]}" down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
+	docker image rm -f "$image" >/dev/null 2>&1 || true
+	left=$(
+		docker ps -aq --filter "label=com.docker.compose.project=$project"
+		docker volume ls -q --filter "label=com.docker.compose.project=$project"
+		docker network ls -q --filter "label=com.docker.compose.project=$project"
+	)
+	rm -rf "$tmp"
+	if [ -n "$left" ]; then
+		echo "e2e-compose: FAIL: left behind: $left" >&2
+		exit 1
+	fi
+	[ "$rc" = 0 ] && [ "$failed" = 0 ] && step "cleaned up: no container, network, volume or image of $project left"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+quire=${QUIRE_BIN:-}
+if [ -z "$quire" ]; then
+	step "building the host CLI"
+	go build -o "$tmp/quire" ./cmd/quire
+	quire="$tmp/quire"
+fi
+q() { "$quire" "$@"; }
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+# wait_for WHAT SECONDS CMD...: poll CMD until it succeeds.
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "$what not within ${secs}s"
+		sleep 0.5
+	done
+}
+cid() { "${compose[@]}" ps -q "quire$1"; }
+healthy() {
+	local n c
+	for n in "$@"; do
+		c=$(cid "$n")
+		[ -n "$c" ] && [ "$(docker inspect -f '{{.State.Health.Status}}' "$c" 2>/dev/null)" = healthy ] || return 1
+	done
+}
+# parts: "PARTITION LEADER ISR" lines of $topic.
+parts() {
+	q topic describe "$topic" 2>/dev/null | awk '/^PARTITION +LEADER/ { on = 1; next } NF == 0 { on = 0 } on { print $1, $2, $5 }'
+}
+leader_of() { parts | awk -v p="$1" '$1 == p { print $2 }'; }
+# all_led_not ID: every partition has a leader, none of them ID.
+all_led_not() {
+	local out
+	out=$(parts) && [ "$(wc -l <<<"$out")" -eq "$partitions" ] &&
+		awk -v x="$1" '$2 < 1 || $2 == x { bad = 1 } END { exit bad }' <<<"$out"
+}
+# all_isr N: every partition has N in-sync replicas.
+all_isr() {
+	local out
+	out=$(parts) && [ "$(wc -l <<<"$out")" -eq "$partitions" ] &&
+		awk -v n="$1" '{ if (split($3, r, ",") != n) bad = 1 } END { exit bad }' <<<"$out"
+}
+# fenced ID yes|no: node ID's FENCED column in cluster info, asked through
+# the given brokers.
+fenced_is() {
+	local id=$1 want=$2 brokers=$3
+	q --brokers "$brokers" cluster info 2>/dev/null | awk -v id="$id" -v w="$want" '
+		$1 == id || $1 == id "*" { found = ($NF == w) } END { exit !found }'
+}
+# produce_all FROM TO: records p<P>-<I> for I in FROM..TO to every
+# partition P with acks=all; every one must be acknowledged.
+produce_all() {
+	local p
+	for ((p = 0; p < partitions; p++)); do
+		seq "$1" "$2" | sed "s/^/p$p-/" | q produce "$topic" -p "$p" --acks all >/dev/null 2>"$tmp/produce.err" ||
+			fail "produce $1..$2 to $topic-$p: $(cat "$tmp/produce.err")"
+	done
+}
+# check_all N: every partition holds exactly its records 1..N, in order.
+check_all() {
+	local p out deadline
+	for ((p = 0; p < partitions; p++)); do
+		deadline=$((SECONDS + 60))
+		until out=$(timeout 20 "$quire" consume "$topic" -p "$p" -o start -n "$1" 2>/dev/null) &&
+			[ "$(wc -l <<<"$out")" -eq "$1" ]; do
+			[ "$SECONDS" -lt "$deadline" ] || fail "could not read $1 records of $topic-$p"
+			sleep 0.5
+		done
+		diff <(seq 1 "$1" | sed "s/^/p$p-/") <(echo "$out") >/dev/null || fail "$topic-$p does not hold exactly records 1..$1"
+	done
+}
+
+t=$(now)
+step "building image $image (make image)"
+make -s image IMAGE="$image" >"$tmp/build.log" 2>&1 || { tail -n 30 "$tmp/build.log" >&2; fail "make image"; }
+t_build=$(since "$t")
+step "time image build: $t_build"
+
+t=$(now)
+step "docker compose up -d (project $project, host ports $all_brokers)"
+"${compose[@]}" up -d --no-build >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log" >&2; fail "compose up"; }
+wait_for "three healthy containers" 120 healthy 1 2 3
+t_ready=$(since "$t")
+step "time cluster ready (up -d to three healthy nodes): $t_ready"
+
+step "the host sees every node at its EXTERNAL address"
+out=$(q cluster info) || fail "cluster info from the host: $out"
+for n in 1 2 3; do
+	port_var=QUIRE${n}_PORT
+	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
+done
+
+step "a client in another container on the compose network sees the INTERNAL addresses"
+out=$(docker run --rm --name "$client_name" --network "$network" --entrypoint quire "$image" \
+	--brokers quire1:19092 cluster info 2>&1) || fail "cluster info from a container: $out"
+for n in 1 2 3; do
+	grep -Eq "^$n\*? +quire$n:$((19091 + n)) " <<<"$out" || fail "node $n is not at quire$n:$((19091 + n)) inside the network: $out"
+done
+
+topic=failover
+partitions=3
+q topic create "$topic" -p "$partitions" -r 3 >/dev/null || fail "topic create"
+wait_for "a full ISR on every partition" 60 all_isr 3
+step "1000 records to each of $partitions partitions with acks=all, from the host"
+produce_all 1 1000
+check_all 1000
+
+victim=$(leader_of 0)
+[ -n "$victim" ] && [ "$victim" -ge 1 ] || fail "no leader for $topic-0"
+before=$(parts)
+step "docker compose kill quire$victim, leader of $(awk -v v="$victim" '$2 == v { printf "%s%s", s, $1; s = "," }' <<<"$before")"
+t=$(now)
+"${compose[@]}" kill "quire$victim" >/dev/null 2>&1 || fail "compose kill quire$victim"
+wait_for "leaders off node $victim" 60 all_led_not "$victim"
+t_leaders=$(since "$t")
+check_all 1000
+t_failover=$(since "$t")
+step "time failover (kill to new leaders everywhere): $t_leaders; to every acknowledged record read back: $t_failover"
+
+step "500 more each with acks=all on two in-sync replicas"
+wait_for "ISRs of two" 30 all_isr 2
+produce_all 1001 1500
+
+step "docker compose start quire$victim: it catches up and rejoins the ISR"
+t=$(now)
+"${compose[@]}" start "quire$victim" >/dev/null 2>&1 || fail "compose start quire$victim"
+wait_for "quire$victim healthy" 90 healthy "$victim"
+wait_for "node $victim back in every ISR" 90 all_isr 3
+t_rejoin=$(since "$t")
+step "time rejoin (start to full ISRs): $t_rejoin"
+check_all 1500
+
+cut=$(leader_of 0)
+[ -n "$cut" ] && [ "$cut" -ge 1 ] || fail "no leader for $topic-0"
+others=""
+for n in 1 2 3; do
+	if [ "$n" != "$cut" ]; then
+		port_var=QUIRE${n}_PORT
+		others="$others${others:+,}127.0.0.1:${!port_var}"
+	fi
+done
+step "docker network disconnect quire$cut (leader of $topic-0) from $network"
+t=$(now)
+docker network disconnect "$network" "$(cid "$cut")" || fail "network disconnect quire$cut"
+export QUIRE_BROKERS=$others
+wait_for "node $cut fenced" 60 fenced_is "$cut" yes "$others"
+wait_for "leaders off node $cut" 60 all_led_not "$cut"
+t_fenced=$(since "$t")
+step "time fencing (disconnect to fenced, leaders moved): $t_fenced"
+wait_for "ISRs of two" 30 all_isr 2
+step "500 more each with acks=all while node $cut is cut off"
+produce_all 1501 2000
+check_all 2000
+
+step "docker network connect quire$cut: it is unfenced and catches up"
+t=$(now)
+docker network connect --alias "quire$cut" "$network" "$(cid "$cut")" || fail "network connect quire$cut"
+wait_for "node $cut unfenced" 90 fenced_is "$cut" no "$others"
+wait_for "node $cut back in every ISR" 90 all_isr 3
+t_recover=$(since "$t")
+step "time recovery (reconnect to full ISRs): $t_recover"
+export QUIRE_BROKERS=$all_brokers
+port_var=QUIRE${cut}_PORT
+wait_for "node $cut answering on its host port" 30 fenced_is "$cut" no "127.0.0.1:${!port_var}"
+check_all 2000
+
+step "rolling upgrade: each container in turn recreated on its volume (up -d --no-deps --force-recreate)"
+t=$(now)
+for n in 1 2 3; do
+	"${compose[@]}" up -d --no-deps --no-build --force-recreate "quire$n" >"$tmp/up.log" 2>&1 ||
+		{ cat "$tmp/up.log" >&2; fail "recreate quire$n"; }
+	wait_for "the new quire$n healthy" 90 healthy "$n"
+	wait_for "node $n back in every ISR" 90 all_isr 3
+done
+t_rolling=$(since "$t")
+step "time rolling upgrade (three nodes, one at a time): $t_rolling"
+check_all 2000
+
+step "docker compose down -v"
+"${compose[@]}" down -v --remove-orphans -t 30 >/dev/null 2>&1 || fail "compose down"
+step "timings: image build $t_build, cluster ready $t_ready, failover $t_leaders (records readable $t_failover), rejoin $t_rejoin, fencing $t_fenced, recovery $t_recover, rolling upgrade $t_rolling"
+step "ok"
