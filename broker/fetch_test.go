@@ -227,7 +227,7 @@ func TestFetchRecordsDecoded(t *testing.T) {
 		t.Fatalf("decoded: %d records, next %d, hw %d", len(fr.Records), fr.NextOffset, fr.HighWatermark)
 	}
 	r := fr.Records[0]
-	if r.Key == nil || *r.Key != "k3" || r.Topic != "d" || r.TimestampMs <= 0 || r.LeaderEpoch < 0 {
+	if r.GetKey() != "k3" || r.Topic != "d" || r.TimestampMs <= 0 || r.LeaderEpoch < 0 {
 		t.Fatalf("record: %+v", r)
 	}
 	fr, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "d", Offset: 7})

@@ -353,31 +353,3 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	}
 	return &quirev1.ProduceRecordsResponse{Results: results}, nil
 }
-
-func recordKey(r *quirev1.ProduceRecord) []byte {
-	if r.KeyBytes != nil {
-		return r.KeyBytes
-	}
-	if r.Key != nil {
-		return []byte(*r.Key)
-	}
-	return nil
-}
-
-func recordValue(r *quirev1.ProduceRecord) []byte {
-	if len(r.ValueBytes) > 0 {
-		return r.ValueBytes
-	}
-	return []byte(r.Value)
-}
-
-func recordHeaders(hs []*quirev1.RecordHeader) []record.RecordHeader {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]record.RecordHeader, len(hs))
-	for i, h := range hs {
-		out[i] = record.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return out
-}

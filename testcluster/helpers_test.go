@@ -59,7 +59,7 @@ func produce(ctx context.Context, c *testcluster.Cluster, via int32, topic strin
 func produceAcks(ctx context.Context, c *testcluster.Cluster, via int32, topic string, p int32, value string, acks int32) (*quirev1.RecordResult, error) {
 	resp, err := quirev1.NewProducerClient(c.Conn(via)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
 		Topic: topic, Acks: proto.Int32(acks), TimeoutMs: 2000,
-		Records: []*quirev1.ProduceRecord{{Value: value, Partition: proto.Int32(p)}},
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: value}, Partition: proto.Int32(p)}},
 	})
 	if err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func produceAll(t *testing.T, c *testcluster.Cluster, topic string, values []str
 			leader, _ := c.WaitLeader(ctx, topic, 0)
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
 				Topic: topic, Acks: proto.Int32(-1), TimeoutMs: 3000,
-				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(0)}},
+				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, Partition: proto.Int32(0)}},
 			})
 			if err != nil {
 				return err
@@ -85,7 +85,7 @@ func consumeAll(t *testing.T, c *testcluster.Cluster, topic string) []string {
 				return err
 			}
 			for _, r := range resp.Records {
-				values = append(values, r.Value)
+				values = append(values, r.GetValue())
 			}
 			off = resp.NextOffset
 			if off >= resp.HighWatermark {
@@ -298,7 +298,7 @@ func TestReplicationDivergedLeaderTruncates(t *testing.T) {
 		c.Eventually(ctx, "produce "+v, func() error {
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
 				Topic: "div", Acks: proto.Int32(-1), TimeoutMs: 3000,
-				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(0)}},
+				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, Partition: proto.Int32(0)}},
 			})
 			if err != nil {
 				return err
@@ -475,7 +475,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 			pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(pctx, &quirev1.ProduceRecordsRequest{
 				Topic: topic, Acks: proto.Int32(-1), TimeoutMs: 2000,
-				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(p)}},
+				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, Partition: proto.Int32(p)}},
 			})
 			pcancel()
 			if err != nil || resp.Results[0].Error != nil {
@@ -531,7 +531,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range resp.Records {
-				logged[r.Offset] = r.Value
+				logged[r.Offset] = r.GetValue()
 			}
 			off = resp.NextOffset
 			if off >= resp.HighWatermark {
@@ -628,7 +628,7 @@ func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
 			pr := quirev1.NewProducerClient(c.Conn(leader))
 			for range 24 { // 6 MiB per partition, in batches under max.message.bytes
 				resp, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, Acks: proto.Int32(1),
-					Records: []*quirev1.ProduceRecord{{ValueBytes: value, Partition: proto.Int32(p)}}})
+					Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: value}, Partition: proto.Int32(p)}}})
 				if err != nil {
 					return err
 				}

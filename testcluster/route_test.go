@@ -25,7 +25,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 	pr := quirev1.NewProducerClient(c.Conn(other))
 	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
 		Topic: "routed", Acks: proto.Int32(-1),
-		Records: []*quirev1.ProduceRecord{{Value: "a", Partition: proto.Int32(0)}, {Value: "b", Partition: proto.Int32(0)}},
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "a"}, Partition: proto.Int32(0)}, {ValueData: &quirev1.ProduceRecord_Value{Value: "b"}, Partition: proto.Int32(0)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 	}
 	var values []string
 	for _, r := range got.Records {
-		values = append(values, r.Value)
+		values = append(values, r.GetValue())
 	}
 	if len(values) != 3 || values[0] != "a" || values[2] != "c" || got.HighWatermark != 3 {
 		t.Fatalf("fetched through node %d: %v, hw %d", other, values, got.HighWatermark)
@@ -62,7 +62,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 	// Passed on already: answered with the leader's name instead.
 	fctx := asForwarded(ctx)
 	recs, err = pr.ProduceRecords(fctx, &quirev1.ProduceRecordsRequest{
-		Topic: "routed", Records: []*quirev1.ProduceRecord{{Value: "x", Partition: proto.Int32(0)}},
+		Topic: "routed", Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "x"}, Partition: proto.Int32(0)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	pr := quirev1.NewProducerClient(c.Conn(via))
 
 	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(0),
-		Records: []*quirev1.ProduceRecord{{Value: "fire and forget", Partition: proto.Int32(0)}}})
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "fire and forget"}, Partition: proto.Int32(0)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	const bigRecords = 12
 	for range bigRecords { // one per request: a batch stays under max.message.bytes
 		recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(-1),
-			Records: []*quirev1.ProduceRecord{{ValueBytes: make([]byte, 512<<10), Partition: proto.Int32(0)}}})
+			Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: make([]byte, 512<<10)}, Partition: proto.Int32(0)}}})
 		if err != nil || recs.Results[0].Error != nil {
 			t.Fatalf("big record: %v %v", err, recs.GetResults()[0].GetError())
 		}
@@ -125,7 +125,7 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	c.Partition(cut, leader)
 	defer c.Heal()
 	recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(-1), TimeoutMs: 600,
-		Records: []*quirev1.ProduceRecord{{Value: "slow", Partition: proto.Int32(0)}}})
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "slow"}, Partition: proto.Int32(0)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

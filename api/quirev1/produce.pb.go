@@ -303,15 +303,31 @@ func (x *PartitionProduceResult) GetLogStartOffset() int64 {
 	return 0
 }
 
-// ProduceRecord is one record in plain fields. Text fields suit JSON and
-// grpcurl; the _bytes fields carry binary data and win when both are set.
+// ProduceRecord is one record in plain fields.
+//
+// Key and value each come as text (key, value: readable JSON for grpcurl)
+// or as bytes (key_bytes, value_bytes: binary data, base64 in JSON); both
+// store exactly the same bytes, so {"value": "abc"} and
+// {"valueBytes": "YWJj"} write the same record. Leaving both fields of a
+// pair unset writes a Kafka null (length -1): a null key, or a null value,
+// which is a tombstone. Setting one to "" writes an empty key or value,
+// which is not null. (Before value and value_bytes formed a oneof an unset
+// value meant empty; JSON clients that sent no value now write a
+// tombstone.) In the binary encoding the last of a pair on the wire wins;
+// JSON rejects a record that sets both.
 type ProduceRecord struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Key        *string                `protobuf:"bytes,1,opt,name=key,proto3,oneof" json:"key,omitempty"`
-	Value      string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	KeyBytes   []byte                 `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3,oneof" json:"key_bytes,omitempty"`
-	ValueBytes []byte                 `protobuf:"bytes,4,opt,name=value_bytes,json=valueBytes,proto3" json:"value_bytes,omitempty"`
-	Headers    []*RecordHeader        `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to KeyData:
+	//
+	//	*ProduceRecord_Key
+	//	*ProduceRecord_KeyBytes
+	KeyData isProduceRecord_KeyData `protobuf_oneof:"key_data"`
+	// Types that are valid to be assigned to ValueData:
+	//
+	//	*ProduceRecord_Value
+	//	*ProduceRecord_ValueBytes
+	ValueData isProduceRecord_ValueData `protobuf_oneof:"value_data"`
+	Headers   []*RecordHeader           `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Creation time in milliseconds since the epoch; 0 means now.
 	TimestampMs int64 `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	// Explicit partition; unset lets the broker choose.
@@ -350,30 +366,52 @@ func (*ProduceRecord) Descriptor() ([]byte, []int) {
 	return file_quire_v1_produce_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ProduceRecord) GetKey() string {
-	if x != nil && x.Key != nil {
-		return *x.Key
+func (x *ProduceRecord) GetKeyData() isProduceRecord_KeyData {
+	if x != nil {
+		return x.KeyData
 	}
-	return ""
+	return nil
 }
 
-func (x *ProduceRecord) GetValue() string {
+func (x *ProduceRecord) GetKey() string {
 	if x != nil {
-		return x.Value
+		if x, ok := x.KeyData.(*ProduceRecord_Key); ok {
+			return x.Key
+		}
 	}
 	return ""
 }
 
 func (x *ProduceRecord) GetKeyBytes() []byte {
 	if x != nil {
-		return x.KeyBytes
+		if x, ok := x.KeyData.(*ProduceRecord_KeyBytes); ok {
+			return x.KeyBytes
+		}
 	}
 	return nil
 }
 
+func (x *ProduceRecord) GetValueData() isProduceRecord_ValueData {
+	if x != nil {
+		return x.ValueData
+	}
+	return nil
+}
+
+func (x *ProduceRecord) GetValue() string {
+	if x != nil {
+		if x, ok := x.ValueData.(*ProduceRecord_Value); ok {
+			return x.Value
+		}
+	}
+	return ""
+}
+
 func (x *ProduceRecord) GetValueBytes() []byte {
 	if x != nil {
-		return x.ValueBytes
+		if x, ok := x.ValueData.(*ProduceRecord_ValueBytes); ok {
+			return x.ValueBytes
+		}
 	}
 	return nil
 }
@@ -398,6 +436,38 @@ func (x *ProduceRecord) GetPartition() int32 {
 	}
 	return 0
 }
+
+type isProduceRecord_KeyData interface {
+	isProduceRecord_KeyData()
+}
+
+type ProduceRecord_Key struct {
+	Key string `protobuf:"bytes,1,opt,name=key,proto3,oneof"`
+}
+
+type ProduceRecord_KeyBytes struct {
+	KeyBytes []byte `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3,oneof"`
+}
+
+func (*ProduceRecord_Key) isProduceRecord_KeyData() {}
+
+func (*ProduceRecord_KeyBytes) isProduceRecord_KeyData() {}
+
+type isProduceRecord_ValueData interface {
+	isProduceRecord_ValueData()
+}
+
+type ProduceRecord_Value struct {
+	Value string `protobuf:"bytes,2,opt,name=value,proto3,oneof"`
+}
+
+type ProduceRecord_ValueBytes struct {
+	ValueBytes []byte `protobuf:"bytes,4,opt,name=value_bytes,json=valueBytes,proto3,oneof"`
+}
+
+func (*ProduceRecord_Value) isProduceRecord_ValueData() {}
+
+func (*ProduceRecord_ValueBytes) isProduceRecord_ValueData() {}
 
 type ProduceRecordsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -612,19 +682,20 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\vlast_offset\x18\x05 \x01(\x03R\n" +
 	"lastOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
-	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\x9b\x02\n" +
-	"\rProduceRecord\x12\x15\n" +
-	"\x03key\x18\x01 \x01(\tH\x00R\x03key\x88\x01\x01\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\x12 \n" +
-	"\tkey_bytes\x18\x03 \x01(\fH\x01R\bkeyBytes\x88\x01\x01\x12\x1f\n" +
-	"\vvalue_bytes\x18\x04 \x01(\fR\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\x9d\x02\n" +
+	"\rProduceRecord\x12\x12\n" +
+	"\x03key\x18\x01 \x01(\tH\x00R\x03key\x12\x1d\n" +
+	"\tkey_bytes\x18\x03 \x01(\fH\x00R\bkeyBytes\x12\x16\n" +
+	"\x05value\x18\x02 \x01(\tH\x01R\x05value\x12!\n" +
+	"\vvalue_bytes\x18\x04 \x01(\fH\x01R\n" +
 	"valueBytes\x120\n" +
 	"\aheaders\x18\x05 \x03(\v2\x16.quire.v1.RecordHeaderR\aheaders\x12!\n" +
 	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\x12!\n" +
-	"\tpartition\x18\a \x01(\x05H\x02R\tpartition\x88\x01\x01B\x06\n" +
-	"\x04_keyB\f\n" +
+	"\tpartition\x18\a \x01(\x05H\x02R\tpartition\x88\x01\x01B\n" +
 	"\n" +
-	"_key_bytesB\f\n" +
+	"\bkey_dataB\f\n" +
+	"\n" +
+	"value_dataB\f\n" +
 	"\n" +
 	"_partition\"\xa1\x01\n" +
 	"\x15ProduceRecordsRequest\x12\x14\n" +
@@ -699,7 +770,12 @@ func file_quire_v1_produce_proto_init() {
 	}
 	file_quire_v1_errors_proto_init()
 	file_quire_v1_produce_proto_msgTypes[0].OneofWrappers = []any{}
-	file_quire_v1_produce_proto_msgTypes[4].OneofWrappers = []any{}
+	file_quire_v1_produce_proto_msgTypes[4].OneofWrappers = []any{
+		(*ProduceRecord_Key)(nil),
+		(*ProduceRecord_KeyBytes)(nil),
+		(*ProduceRecord_Value)(nil),
+		(*ProduceRecord_ValueBytes)(nil),
+	}
 	file_quire_v1_produce_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
