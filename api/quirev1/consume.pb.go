@@ -531,6 +531,299 @@ func (x *FetchRecordsResponse) GetLogStartOffset() int64 {
 	return 0
 }
 
+type FetchRecordsMultiRequest struct {
+	state      protoimpl.MessageState   `protogen:"open.v1"`
+	Partitions []*FetchRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Longest time to wait while no partition has a record past its offset
+	// (nor an error); 0 answers at once. The call answers as soon as any
+	// partition has one.
+	MaxWaitMs int32 `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	// At most this many records in all; 0 means 500 (max.poll.records).
+	// Partitions are filled in request order.
+	MaxRecords int32 `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	// Cap on the batches each leader reads; 0 means 52428800
+	// (fetch.max.bytes).
+	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The fields keys and values come back in; see RecordFormat.
+	Format        RecordFormat `protobuf:"varint,5,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRecordsMultiRequest) Reset() {
+	*x = FetchRecordsMultiRequest{}
+	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsMultiRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsMultiRequest) ProtoMessage() {}
+
+func (x *FetchRecordsMultiRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsMultiRequest.ProtoReflect.Descriptor instead.
+func (*FetchRecordsMultiRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FetchRecordsMultiRequest) GetPartitions() []*FetchRecordsPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *FetchRecordsMultiRequest) GetMaxWaitMs() int32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *FetchRecordsMultiRequest) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+func (x *FetchRecordsMultiRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FetchRecordsMultiRequest) GetFormat() RecordFormat {
+	if x != nil {
+		return x.Format
+	}
+	return RecordFormat_RECORD_FORMAT_AUTO
+}
+
+type FetchRecordsPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Cap for this partition; 0 means 1048576 (max.partition.fetch.bytes).
+	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRecordsPartition) Reset() {
+	*x = FetchRecordsPartition{}
+	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsPartition) ProtoMessage() {}
+
+func (x *FetchRecordsPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsPartition.ProtoReflect.Descriptor instead.
+func (*FetchRecordsPartition) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FetchRecordsPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchRecordsPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartition) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type FetchRecordsMultiResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per requested partition, in request order.
+	Partitions    []*FetchRecordsPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRecordsMultiResponse) Reset() {
+	*x = FetchRecordsMultiResponse{}
+	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsMultiResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsMultiResponse) ProtoMessage() {}
+
+func (x *FetchRecordsMultiResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsMultiResponse.ProtoReflect.Descriptor instead.
+func (*FetchRecordsMultiResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FetchRecordsMultiResponse) GetPartitions() []*FetchRecordsPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type FetchRecordsPartitionResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset on success; then records, next_offset and the offsets are set.
+	Error   *Error            `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Records []*ConsumedRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	// The offset to fetch next: the requested one when nothing was read.
+	NextOffset int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// -1 when unknown (an error, or a leader that was not waited for).
+	HighWatermark  int64 `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FetchRecordsPartitionResult) Reset() {
+	*x = FetchRecordsPartitionResult{}
+	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsPartitionResult) ProtoMessage() {}
+
+func (x *FetchRecordsPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsPartitionResult.ProtoReflect.Descriptor instead.
+func (*FetchRecordsPartitionResult) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FetchRecordsPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchRecordsPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartitionResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *FetchRecordsPartitionResult) GetRecords() []*ConsumedRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *FetchRecordsPartitionResult) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartitionResult) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartitionResult) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
 // ConsumedRecord is a decoded record. Key and value are exactly the bytes
 // stored, in the fields the request's RecordFormat chose. A null key or
 // value (Kafka's length -1; a null value is a tombstone) sets neither field
@@ -560,7 +853,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	mi := &file_quire_v1_consume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +865,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	mi := &file_quire_v1_consume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +878,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConsumedRecord) GetTopic() string {
@@ -721,7 +1014,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	mi := &file_quire_v1_consume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1026,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	mi := &file_quire_v1_consume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1039,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsPartition {
@@ -769,7 +1062,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	mi := &file_quire_v1_consume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +1074,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	mi := &file_quire_v1_consume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +1087,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -827,7 +1120,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	mi := &file_quire_v1_consume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1132,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	mi := &file_quire_v1_consume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1145,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResult {
@@ -877,7 +1170,7 @@ type ListOffsetsResult struct {
 
 func (x *ListOffsetsResult) Reset() {
 	*x = ListOffsetsResult{}
-	mi := &file_quire_v1_consume_proto_msgTypes[10]
+	mi := &file_quire_v1_consume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1182,7 @@ func (x *ListOffsetsResult) String() string {
 func (*ListOffsetsResult) ProtoMessage() {}
 
 func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[10]
+	mi := &file_quire_v1_consume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1195,7 @@ func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOffsetsResult) GetTopic() string {
@@ -992,7 +1285,34 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\vnext_offset\x18\x02 \x01(\x03R\n" +
 	"nextOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xdc\x02\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xe9\x01\n" +
+	"\x18FetchRecordsMultiRequest\x12?\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1f.quire.v1.FetchRecordsPartitionR\n" +
+	"partitions\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x02 \x01(\x05R\tmaxWaitMs\x12\x1f\n" +
+	"\vmax_records\x18\x03 \x01(\x05R\n" +
+	"maxRecords\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12.\n" +
+	"\x06format\x18\x05 \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\"\x80\x01\n" +
+	"\x15FetchRecordsPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"b\n" +
+	"\x19FetchRecordsMultiResponse\x12E\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2%.quire.v1.FetchRecordsPartitionResultR\n" +
+	"partitions\"\x9e\x02\n" +
+	"\x1bFetchRecordsPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x122\n" +
+	"\arecords\x18\x04 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\x12\x1f\n" +
+	"\vnext_offset\x18\x05 \x01(\x03R\n" +
+	"nextOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\xdc\x02\n" +
 	"\x0eConsumedRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1031,11 +1351,12 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch*?\n" +
 	"\fRecordFormat\x12\x16\n" +
 	"\x12RECORD_FORMAT_AUTO\x10\x00\x12\x17\n" +
-	"\x13RECORD_FORMAT_BYTES\x10\x012\xa1\x02\n" +
+	"\x13RECORD_FORMAT_BYTES\x10\x012\xff\x02\n" +
 	"\bConsumer\x128\n" +
 	"\x05Fetch\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse\x12@\n" +
 	"\vFetchStream\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse0\x01\x12M\n" +
-	"\fFetchRecords\x12\x1d.quire.v1.FetchRecordsRequest\x1a\x1e.quire.v1.FetchRecordsResponse\x12J\n" +
+	"\fFetchRecords\x12\x1d.quire.v1.FetchRecordsRequest\x1a\x1e.quire.v1.FetchRecordsResponse\x12\\\n" +
+	"\x11FetchRecordsMulti\x12\".quire.v1.FetchRecordsMultiRequest\x1a#.quire.v1.FetchRecordsMultiResponse\x12J\n" +
 	"\vListOffsets\x12\x1c.quire.v1.ListOffsetsRequest\x1a\x1d.quire.v1.ListOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
@@ -1051,46 +1372,57 @@ func file_quire_v1_consume_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_consume_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_consume_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_quire_v1_consume_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_quire_v1_consume_proto_goTypes = []any{
-	(RecordFormat)(0),            // 0: quire.v1.RecordFormat
-	(*FetchRequest)(nil),         // 1: quire.v1.FetchRequest
-	(*FetchPartition)(nil),       // 2: quire.v1.FetchPartition
-	(*FetchResponse)(nil),        // 3: quire.v1.FetchResponse
-	(*FetchPartitionResult)(nil), // 4: quire.v1.FetchPartitionResult
-	(*FetchRecordsRequest)(nil),  // 5: quire.v1.FetchRecordsRequest
-	(*FetchRecordsResponse)(nil), // 6: quire.v1.FetchRecordsResponse
-	(*ConsumedRecord)(nil),       // 7: quire.v1.ConsumedRecord
-	(*ListOffsetsRequest)(nil),   // 8: quire.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil), // 9: quire.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),  // 10: quire.v1.ListOffsetsResponse
-	(*ListOffsetsResult)(nil),    // 11: quire.v1.ListOffsetsResult
-	(*Error)(nil),                // 12: quire.v1.Error
-	(*RecordHeader)(nil),         // 13: quire.v1.RecordHeader
+	(RecordFormat)(0),                   // 0: quire.v1.RecordFormat
+	(*FetchRequest)(nil),                // 1: quire.v1.FetchRequest
+	(*FetchPartition)(nil),              // 2: quire.v1.FetchPartition
+	(*FetchResponse)(nil),               // 3: quire.v1.FetchResponse
+	(*FetchPartitionResult)(nil),        // 4: quire.v1.FetchPartitionResult
+	(*FetchRecordsRequest)(nil),         // 5: quire.v1.FetchRecordsRequest
+	(*FetchRecordsResponse)(nil),        // 6: quire.v1.FetchRecordsResponse
+	(*FetchRecordsMultiRequest)(nil),    // 7: quire.v1.FetchRecordsMultiRequest
+	(*FetchRecordsPartition)(nil),       // 8: quire.v1.FetchRecordsPartition
+	(*FetchRecordsMultiResponse)(nil),   // 9: quire.v1.FetchRecordsMultiResponse
+	(*FetchRecordsPartitionResult)(nil), // 10: quire.v1.FetchRecordsPartitionResult
+	(*ConsumedRecord)(nil),              // 11: quire.v1.ConsumedRecord
+	(*ListOffsetsRequest)(nil),          // 12: quire.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),        // 13: quire.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),         // 14: quire.v1.ListOffsetsResponse
+	(*ListOffsetsResult)(nil),           // 15: quire.v1.ListOffsetsResult
+	(*Error)(nil),                       // 16: quire.v1.Error
+	(*RecordHeader)(nil),                // 17: quire.v1.RecordHeader
 }
 var file_quire_v1_consume_proto_depIdxs = []int32{
 	2,  // 0: quire.v1.FetchRequest.partitions:type_name -> quire.v1.FetchPartition
 	4,  // 1: quire.v1.FetchResponse.partitions:type_name -> quire.v1.FetchPartitionResult
-	12, // 2: quire.v1.FetchPartitionResult.error:type_name -> quire.v1.Error
+	16, // 2: quire.v1.FetchPartitionResult.error:type_name -> quire.v1.Error
 	0,  // 3: quire.v1.FetchRecordsRequest.format:type_name -> quire.v1.RecordFormat
-	7,  // 4: quire.v1.FetchRecordsResponse.records:type_name -> quire.v1.ConsumedRecord
-	13, // 5: quire.v1.ConsumedRecord.headers:type_name -> quire.v1.RecordHeader
-	9,  // 6: quire.v1.ListOffsetsRequest.partitions:type_name -> quire.v1.ListOffsetsPartition
-	11, // 7: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
-	12, // 8: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
-	1,  // 9: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
-	1,  // 10: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
-	5,  // 11: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
-	8,  // 12: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
-	3,  // 13: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
-	3,  // 14: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
-	6,  // 15: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
-	10, // 16: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 4: quire.v1.FetchRecordsResponse.records:type_name -> quire.v1.ConsumedRecord
+	8,  // 5: quire.v1.FetchRecordsMultiRequest.partitions:type_name -> quire.v1.FetchRecordsPartition
+	0,  // 6: quire.v1.FetchRecordsMultiRequest.format:type_name -> quire.v1.RecordFormat
+	10, // 7: quire.v1.FetchRecordsMultiResponse.partitions:type_name -> quire.v1.FetchRecordsPartitionResult
+	16, // 8: quire.v1.FetchRecordsPartitionResult.error:type_name -> quire.v1.Error
+	11, // 9: quire.v1.FetchRecordsPartitionResult.records:type_name -> quire.v1.ConsumedRecord
+	17, // 10: quire.v1.ConsumedRecord.headers:type_name -> quire.v1.RecordHeader
+	13, // 11: quire.v1.ListOffsetsRequest.partitions:type_name -> quire.v1.ListOffsetsPartition
+	15, // 12: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
+	16, // 13: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
+	1,  // 14: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
+	1,  // 15: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
+	5,  // 16: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
+	7,  // 17: quire.v1.Consumer.FetchRecordsMulti:input_type -> quire.v1.FetchRecordsMultiRequest
+	12, // 18: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
+	3,  // 19: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
+	3,  // 20: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
+	6,  // 21: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
+	9,  // 22: quire.v1.Consumer.FetchRecordsMulti:output_type -> quire.v1.FetchRecordsMultiResponse
+	14, // 23: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_consume_proto_init() }
@@ -1100,7 +1432,7 @@ func file_quire_v1_consume_proto_init() {
 	}
 	file_quire_v1_errors_proto_init()
 	file_quire_v1_consume_proto_msgTypes[1].OneofWrappers = []any{}
-	file_quire_v1_consume_proto_msgTypes[6].OneofWrappers = []any{
+	file_quire_v1_consume_proto_msgTypes[10].OneofWrappers = []any{
 		(*ConsumedRecord_Key)(nil),
 		(*ConsumedRecord_KeyBytes)(nil),
 		(*ConsumedRecord_Value)(nil),
@@ -1112,7 +1444,7 @@ func file_quire_v1_consume_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_consume_proto_rawDesc), len(file_quire_v1_consume_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
