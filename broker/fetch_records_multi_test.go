@@ -14,7 +14,7 @@ func produceValues(t *testing.T, c *clients, topic string, p int32, values ...st
 	t.Helper()
 	var recs []*quirev1.ProduceRecord
 	for _, v := range values {
-		recs = append(recs, &quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: v}, Partition: i32(p)})
+		recs = append(recs, &quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: v}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: p}})
 	}
 	resp, err := c.producer.ProduceRecords(ctxT(t), &quirev1.ProduceRecordsRequest{Topic: topic, Records: recs})
 	if err != nil {

@@ -74,7 +74,7 @@ func TestFetchErrors(t *testing.T) {
 		{Topic: "e", Partition: 4},
 		{Topic: "nope"},
 		{Topic: "e", Partition: 0, Offset: 3},
-		{Topic: "e", Partition: 0, CurrentLeaderEpoch: i32(99)},
+		{Topic: "e", Partition: 0, OptionalCurrentLeaderEpoch: &quirev1.FetchPartition_CurrentLeaderEpoch{CurrentLeaderEpoch: 99}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ var plainCases = []plainCase{
 }
 
 func (c plainCase) record() *quirev1.ProduceRecord {
-	r := &quirev1.ProduceRecord{Partition: i32(0)}
+	r := &quirev1.ProduceRecord{OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}
 	switch {
 	case c.key == nil:
 	case c.keyText:

@@ -159,9 +159,13 @@ type FetchPartition struct {
 	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// The leader epoch the client believes current, -1 or unset to skip the
 	// check; a stale one gets FENCED_LEADER_EPOCH.
-	CurrentLeaderEpoch *int32 `protobuf:"varint,5,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	//
+	// Types that are valid to be assigned to OptionalCurrentLeaderEpoch:
+	//
+	//	*FetchPartition_CurrentLeaderEpoch
+	OptionalCurrentLeaderEpoch isFetchPartition_OptionalCurrentLeaderEpoch `protobuf_oneof:"optional_current_leader_epoch"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *FetchPartition) Reset() {
@@ -222,12 +226,31 @@ func (x *FetchPartition) GetMaxBytes() int32 {
 	return 0
 }
 
+func (x *FetchPartition) GetOptionalCurrentLeaderEpoch() isFetchPartition_OptionalCurrentLeaderEpoch {
+	if x != nil {
+		return x.OptionalCurrentLeaderEpoch
+	}
+	return nil
+}
+
 func (x *FetchPartition) GetCurrentLeaderEpoch() int32 {
-	if x != nil && x.CurrentLeaderEpoch != nil {
-		return *x.CurrentLeaderEpoch
+	if x != nil {
+		if x, ok := x.OptionalCurrentLeaderEpoch.(*FetchPartition_CurrentLeaderEpoch); ok {
+			return x.CurrentLeaderEpoch
+		}
 	}
 	return 0
 }
+
+type isFetchPartition_OptionalCurrentLeaderEpoch interface {
+	isFetchPartition_OptionalCurrentLeaderEpoch()
+}
+
+type FetchPartition_CurrentLeaderEpoch struct {
+	CurrentLeaderEpoch int32 `protobuf:"varint,5,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof"`
+}
+
+func (*FetchPartition_CurrentLeaderEpoch) isFetchPartition_OptionalCurrentLeaderEpoch() {}
 
 type FetchResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
@@ -1251,14 +1274,14 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x128\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x18.quire.v1.FetchPartitionR\n" +
-	"partitions\"\xc9\x01\n" +
+	"partitions\"\xce\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x125\n" +
-	"\x14current_leader_epoch\x18\x05 \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
-	"\x15_current_leader_epoch\"O\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x122\n" +
+	"\x14current_leader_epoch\x18\x05 \x01(\x05H\x00R\x12currentLeaderEpochB\x1f\n" +
+	"\x1doptional_current_leader_epoch\"O\n" +
 	"\rFetchResponse\x12>\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1e.quire.v1.FetchPartitionResultR\n" +
@@ -1431,7 +1454,9 @@ func file_quire_v1_consume_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_consume_proto_msgTypes[1].OneofWrappers = []any{}
+	file_quire_v1_consume_proto_msgTypes[1].OneofWrappers = []any{
+		(*FetchPartition_CurrentLeaderEpoch)(nil),
+	}
 	file_quire_v1_consume_proto_msgTypes[10].OneofWrappers = []any{
 		(*ConsumedRecord_Key)(nil),
 		(*ConsumedRecord_KeyBytes)(nil),
