@@ -12,6 +12,12 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
+// forwardFetchMargin is how long past its wait a leader a fetch was passed
+// on to may take to answer before its partitions are answered
+// NOT_LEADER_OR_FOLLOWER, so that one leader that does not answer cannot
+// hold back the records of the others.
+const forwardFetchMargin = 5 * time.Second
+
 // FetchRecordsMulti is FetchRecords for many partitions: one long poll,
 // decoded records, errors per partition. Partitions led elsewhere are
 // passed on to their leaders: first every broker reads without waiting;
@@ -187,7 +193,9 @@ func (b *Broker) forwardFetchRecordsMulti(ctx context.Context, addr string, req 
 		})
 		return true
 	}
-	resp, err := quirev1.NewConsumerClient(cc).FetchRecordsMulti(b.forwardContext(ctx), sub, grpc.MaxCallRecvMsgSize(maxSendBytes))
+	callCtx, cancel := context.WithTimeout(ctx, wait+forwardFetchMargin)
+	defer cancel()
+	resp, err := quirev1.NewConsumerClient(cc).FetchRecordsMulti(b.forwardContext(callCtx), sub, grpc.MaxCallRecvMsgSize(maxSendBytes))
 	if err == nil && len(resp.Partitions) != len(idx) {
 		err = fmt.Errorf("broker: the leader at %s answered %d partitions for %d", addr, len(resp.Partitions), len(idx))
 	}

@@ -102,3 +102,58 @@ func TestClusterFetchRecordsMultiRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterFetchRecordsMultiUnreachableLeader: when the broker asked
+// cannot reach the leader of some partitions, those answer
+// NOT_LEADER_OR_FOLLOWER naming the leader and the others come back as
+// usual, without waiting for the unreachable one.
+func TestClusterFetchRecordsMultiUnreachableLeader(t *testing.T) {
+	c := testcluster.New(t, 3)
+	const parts = 9
+	createTopic(t, c, 1, "cut", parts, 1)
+	ctx := testCtx(t)
+	controller := c.WaitController(ctx)
+	leaders := make([]int32, parts)
+	for p := range int32(parts) {
+		leaders[p], _ = c.WaitLeader(ctx, "cut", p)
+		produceToLeader(t, c, "cut", p, fmt.Sprintf("v%d", p))
+	}
+	// Two brokers that are not the controller and both lead partitions:
+	// cutting the link between them leaves both heartbeating, so no
+	// leadership moves.
+	var via, far int32 = -1, -1
+	for _, l := range leaders {
+		switch {
+		case l == controller:
+		case via < 0:
+			via = l
+		case l != via && far < 0:
+			far = l
+		}
+	}
+	if via < 0 || far < 0 {
+		t.Fatalf("want partitions led by both non-controllers (controller %d): %v", controller, leaders)
+	}
+	c.Partition(via, far)
+	defer c.Heal()
+
+	var ps []*quirev1.FetchRecordsPartition
+	for p := range int32(parts) {
+		ps = append(ps, &quirev1.FetchRecordsPartition{Topic: "cut", Partition: p})
+	}
+	resp, err := quirev1.NewConsumerClient(c.Conn(via)).FetchRecordsMulti(ctx, &quirev1.FetchRecordsMultiRequest{Partitions: ps, MaxWaitMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, a := range resp.Partitions {
+		if leaders[p] == far {
+			if e := a.Error; e == nil || e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || e.LeaderId != far || !e.Retriable {
+				t.Fatalf("partition %d led by unreachable node %d: %+v", p, far, a)
+			}
+			continue
+		}
+		if a.Error != nil || len(a.Records) != 1 || a.Records[0].GetValue() != fmt.Sprintf("v%d", p) {
+			t.Fatalf("partition %d led by node %d, asked of node %d: %+v", p, leaders[p], via, a)
+		}
+	}
+}
