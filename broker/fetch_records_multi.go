@@ -51,6 +51,14 @@ func (s *consumerService) FetchRecordsMulti(ctx context.Context, req *quirev1.Fe
 		remote[addr] = append(remote[addr], i)
 	}
 
+	// The response cap is shared among the brokers asked, so that their
+	// answers together still fit under the send limit.
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = defaultFetchMaxBytes
+	}
+	maxBytes = max(min(maxBytes, maxFetchResponseBytes)/(len(addrs)+min(len(local), 1)), 1)
+
 	answers := make([]*quirev1.FetchRecordsPartitionResult, len(req.Partitions))
 	// round asks every broker at once, waiting up to wait; when any has a
 	// record or an error it ends the others' waits (cancelling a passed-on
@@ -67,7 +75,7 @@ func (s *consumerService) FetchRecordsMulti(ctx context.Context, req *quirev1.Fe
 		var found atomic.Bool
 		if len(local) > 0 {
 			wg.Go(func() {
-				if s.fetchLocal(waitCtx, req, local, wait, maxRecords, answers) {
+				if s.fetchLocal(waitCtx, req, local, wait, maxRecords, maxBytes, answers) {
 					found.Store(true)
 					endWaits()
 				}
@@ -75,7 +83,7 @@ func (s *consumerService) FetchRecordsMulti(ctx context.Context, req *quirev1.Fe
 		}
 		for _, addr := range addrs {
 			wg.Go(func() {
-				if b.forwardFetchRecordsMulti(waitCtx, addr, req, wait, remote[addr], answers) {
+				if b.forwardFetchRecordsMulti(waitCtx, addr, req, wait, maxBytes, remote[addr], answers) {
 					found.Store(true)
 					endWaits()
 				}
@@ -139,13 +147,13 @@ func (b *Broker) ledElsewhere(topic string, p int32) error {
 
 // fetchLocal long-polls the partitions at idx of req on this broker and
 // fills in their answers; it reports whether any has records or an error.
-func (s *consumerService) fetchLocal(ctx context.Context, req *quirev1.FetchRecordsMultiRequest, idx []int, wait time.Duration, maxRecords int, answers []*quirev1.FetchRecordsPartitionResult) bool {
+func (s *consumerService) fetchLocal(ctx context.Context, req *quirev1.FetchRecordsMultiRequest, idx []int, wait time.Duration, maxRecords, maxBytes int, answers []*quirev1.FetchRecordsPartitionResult) bool {
 	specs := make([]fetchSpec, len(idx))
 	for j, i := range idx {
 		p := req.Partitions[i]
 		specs[j] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes)}
 	}
-	results := s.b.fetch(ctx, specs, wait, 1, int(req.MaxBytes))
+	results := s.b.fetch(ctx, specs, wait, 1, maxBytes)
 	found := false
 	left := maxRecords
 	for j, r := range results {
@@ -173,9 +181,9 @@ func (s *consumerService) fetchLocal(ctx context.Context, req *quirev1.FetchReco
 // records or an error. A call ended because another leader answered first
 // leaves its partitions with no records, to be fetched again from the
 // same offsets; a leader that cannot be reached leaves NOT_LEADER.
-func (b *Broker) forwardFetchRecordsMulti(ctx context.Context, addr string, req *quirev1.FetchRecordsMultiRequest, wait time.Duration, idx []int, answers []*quirev1.FetchRecordsPartitionResult) bool {
+func (b *Broker) forwardFetchRecordsMulti(ctx context.Context, addr string, req *quirev1.FetchRecordsMultiRequest, wait time.Duration, maxBytes int, idx []int, answers []*quirev1.FetchRecordsPartitionResult) bool {
 	sub := &quirev1.FetchRecordsMultiRequest{MaxWaitMs: int32(wait.Milliseconds()),
-		MaxRecords: req.MaxRecords, MaxBytes: req.MaxBytes, Format: req.Format}
+		MaxRecords: req.MaxRecords, MaxBytes: int32(maxBytes), Format: req.Format}
 	for _, i := range idx {
 		sub.Partitions = append(sub.Partitions, req.Partitions[i])
 	}

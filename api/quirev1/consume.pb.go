@@ -564,8 +564,10 @@ type FetchRecordsMultiRequest struct {
 	// At most this many records in all; 0 means 500 (max.poll.records).
 	// Partitions are filled in request order.
 	MaxRecords int32 `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
-	// Cap on the batches each leader reads; 0 means 52428800
-	// (fetch.max.bytes).
+	// Cap on the batches read in all, shared evenly among the brokers that
+	// lead the partitions; 0 means 52428800 (fetch.max.bytes), and the
+	// broker caps it at 33554432. Each broker returns at least one batch if
+	// it has any, so a response may pass the cap by one batch per broker.
 	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// The fields keys and values come back in; see RecordFormat.
 	Format        RecordFormat `protobuf:"varint,5,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`

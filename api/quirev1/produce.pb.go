@@ -334,10 +334,11 @@ func (x *PartitionProduceResult) GetLogStartOffset() int64 {
 // {"valueBytes": "YWJj"} write the same record. Leaving both fields of a
 // pair unset writes a Kafka null (length -1): a null key, or a null value,
 // which is a tombstone. Setting one to "" writes an empty key or value,
-// which is not null. (Before value and value_bytes formed a oneof an unset
-// value meant empty; JSON clients that sent no value now write a
-// tombstone.) In the binary encoding the last of a pair on the wire wins;
-// JSON rejects a record that sets both.
+// which is not null. In the binary encoding the last of a pair on the wire
+// wins; JSON rejects a record that sets both. (Clients generated from older
+// versions of this file, where value was a plain string, do not send an
+// empty value at all: it now writes a tombstone. JSON that leaves out
+// "value" writes one too.)
 type ProduceRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to KeyData:
