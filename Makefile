@@ -11,7 +11,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e compose image vet bench perf chaos fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e e2e-python compose image vet bench perf chaos fuzz proto verify docs tools clean
 
 all: build
 
@@ -30,6 +30,12 @@ e2e: build tools
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
+
+# The Python example alone (scripts/e2e.sh also runs it): against a dev
+# server of its own; installs python3-grpcio and python3-grpc-tools with
+# apt-get when they are missing and it runs as root.
+e2e-python: build
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_python.sh
 
 # docker-compose.yml parses and runs the same cluster as scripts/cluster.sh;
 # with a Docker engine, the compose cluster is started and put through

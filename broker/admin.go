@@ -46,19 +46,19 @@ func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopic
 		return nil, toStatus(err)
 	}
 	partitions := b.cfg.NumPartitions
-	if req.Partitions != nil {
-		if *req.Partitions <= 0 {
-			return nil, toStatus(fmt.Errorf("%w: topic %q: partitions must be positive, got %d", ErrInvalidPartitions, req.Name, *req.Partitions))
+	if req.OptionalPartitions != nil {
+		if req.GetPartitions() <= 0 {
+			return nil, toStatus(fmt.Errorf("%w: topic %q: partitions must be positive, got %d", ErrInvalidPartitions, req.Name, req.GetPartitions()))
 		}
-		partitions = *req.Partitions
+		partitions = req.GetPartitions()
 	}
 	rf := int32(b.cfg.DefaultReplicationFactor)
-	if req.ReplicationFactor != nil {
-		if *req.ReplicationFactor <= 0 || *req.ReplicationFactor > math.MaxInt16 {
+	if req.OptionalReplicationFactor != nil {
+		if n := req.GetReplicationFactor(); n <= 0 || n > math.MaxInt16 {
 			return nil, toStatus(fmt.Errorf("%w: topic %q: replication factor must be between 1 and %d, got %d",
-				ErrInvalidReplicationFactor, req.Name, math.MaxInt16, *req.ReplicationFactor))
+				ErrInvalidReplicationFactor, req.Name, math.MaxInt16, n))
 		}
-		rf = *req.ReplicationFactor
+		rf = req.GetReplicationFactor()
 	}
 	img := b.cluster.image()
 	if live := liveBrokers(img); live == 0 {

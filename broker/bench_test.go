@@ -93,7 +93,7 @@ func startBare(b *testing.B, batch []byte) *grpc.ClientConn {
 
 func benchUnary(b *testing.B, p quirev1.ProducerClient, acks int32) {
 	batch := benchBatch()
-	req := &quirev1.ProduceRequest{Acks: i32(acks), Partitions: []*quirev1.PartitionRecords{{Topic: "bench", Records: batch}}}
+	req := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, Partitions: []*quirev1.PartitionRecords{{Topic: "bench", Records: batch}}}
 	ctx := context.Background()
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
@@ -119,7 +119,7 @@ func benchStream(b *testing.B, p quirev1.ProducerClient, acks int32) {
 	sendErr := make(chan error, 1)
 	go func() {
 		for i := 0; i < b.N; i++ {
-			req := &quirev1.ProduceRequest{Acks: i32(acks), CorrelationId: int64(i),
+			req := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, CorrelationId: int64(i),
 				Partitions: []*quirev1.PartitionRecords{{Topic: "bench", Records: batch}}}
 			if err := stream.Send(req); err != nil {
 				sendErr <- err

@@ -84,8 +84,7 @@ func decodeProduceRequest(b []byte, req *quirev1.ProduceRequest) bool {
 			if n < 0 {
 				return false
 			}
-			acks := int32(v)
-			req.Acks, b = &acks, b[n:]
+			req.OptionalAcks, b = &quirev1.ProduceRequest_Acks{Acks: int32(v)}, b[n:]
 		case num == wire.ProduceTimeoutMs && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {

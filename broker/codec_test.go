@@ -18,7 +18,7 @@ func TestServerCodecProduceRequest(t *testing.T) {
 	acks := int32(-1)
 	reqs := []*quirev1.ProduceRequest{
 		{},
-		{Acks: &acks, TimeoutMs: 1500, CorrelationId: 1 << 40, Partitions: []*quirev1.PartitionRecords{
+		{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: 1500, CorrelationId: 1 << 40, Partitions: []*quirev1.PartitionRecords{
 			{Topic: "a", Partition: 0, Records: bytes.Repeat([]byte{1}, 100)},
 			{Topic: "bé", Partition: 7, Records: bytes.Repeat([]byte{2}, 70000)},
 			{Topic: "", Partition: -3},

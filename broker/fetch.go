@@ -2,10 +2,8 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
@@ -175,6 +173,9 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 	if maxRecords <= 0 {
 		maxRecords = defaultMaxRecords
 	}
+	if err := checkRecordFormat(req.Format); err != nil {
+		return nil, toStatus(err)
+	}
 	spec := fetchSpec{topic: req.Topic, partition: req.Partition, offset: req.Offset, maxBytes: int(req.MaxBytes)}
 	results := s.b.fetch(ctx, []fetchSpec{spec}, time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0)
 	r := results[0]
@@ -184,33 +185,11 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 		}
 		return nil, toStatus(r.err)
 	}
-	resp := &quirev1.FetchRecordsResponse{NextOffset: req.Offset, HighWatermark: r.hw, LogStartOffset: r.start}
-	errFull := errors.New("full")
-	err := walkBatches(r.batches, func(batch []byte, h record.Header) error {
-		if h.Control() {
-			resp.NextOffset = max(resp.NextOffset, h.NextOffset())
-			return nil
-		}
-		return record.ForEachRecord(batch, func(rec *record.Record) error {
-			if rec.Offset < req.Offset {
-				return nil
-			}
-			if len(resp.Records) >= maxRecords {
-				return errFull
-			}
-			resp.Records = append(resp.Records, consumedRecord(req.Topic, req.Partition, h.PartitionLeaderEpoch, rec))
-			resp.NextOffset = rec.Offset + 1
-			return nil
-		})
-	})
-	if err != nil && !errors.Is(err, errFull) {
-		return nil, toStatus(fmt.Errorf("%s-%d: %w", req.Topic, req.Partition, err))
+	d, err := decodeFetched(r, maxRecords, req.Format)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	if !errors.Is(err, errFull) && len(r.batches) > 0 {
-		// Every record of the batches read was returned or skipped.
-		resp.NextOffset = max(resp.NextOffset, lastBatchNext(r.batches))
-	}
-	return resp, nil
+	return &quirev1.FetchRecordsResponse{Records: d.records, NextOffset: d.next, HighWatermark: r.hw, LogStartOffset: r.start}, nil
 }
 
 // walkBatches calls fn for each whole batch in buf, which came from our own
@@ -240,27 +219,6 @@ func lastBatchNext(buf []byte) int64 {
 		return nil
 	})
 	return next
-}
-
-func consumedRecord(topic string, p, epoch int32, r *record.Record) *quirev1.ConsumedRecord {
-	out := &quirev1.ConsumedRecord{Topic: topic, Partition: p, Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: epoch}
-	if r.Key != nil {
-		if utf8.Valid(r.Key) {
-			k := string(r.Key)
-			out.Key = &k
-		} else {
-			out.KeyBytes = append([]byte{}, r.Key...)
-		}
-	}
-	if utf8.Valid(r.Value) {
-		out.Value = string(r.Value)
-	} else {
-		out.ValueBytes = append([]byte(nil), r.Value...)
-	}
-	for _, h := range r.Headers {
-		out.Headers = append(out.Headers, &quirev1.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
-	}
-	return out
 }
 
 func (s *consumerService) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {

@@ -23,7 +23,7 @@ func TestFetchLargerThanSendLimitIsCapped(t *testing.T) {
 	createTopic(t, c, "big", 1, nil)
 	batch := makeBatch(1000, 1000, "x") // ~1 MiB
 	for i := 0; i < 72; i++ {
-		resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{Acks: i32(1),
+		resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 1},
 			Partitions: []*quirev1.PartitionRecords{{Topic: "big", Partition: 0, Records: append([]byte(nil), batch...)}}})
 		if err != nil || resp.Partitions[0].Error != nil {
 			t.Fatalf("produce %d: %v %v", i, err, resp.GetPartitions())

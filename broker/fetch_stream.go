@@ -76,7 +76,7 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 func fetchSpecs(req *quirev1.FetchRequest) []fetchSpec {
 	specs := make([]fetchSpec, len(req.Partitions))
 	for i, p := range req.Partitions {
-		specs[i] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes), currentEpoch: p.CurrentLeaderEpoch}
+		specs[i] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes), currentEpoch: currentLeaderEpoch(p)}
 	}
 	return specs
 }
@@ -95,4 +95,12 @@ func fetchResponse(results []fetchResult) *quirev1.FetchResponse {
 		}
 	}
 	return resp
+}
+
+// currentLeaderEpoch is p's current_leader_epoch, nil when unset.
+func currentLeaderEpoch(p *quirev1.FetchPartition) *int32 {
+	if e, ok := p.OptionalCurrentLeaderEpoch.(*quirev1.FetchPartition_CurrentLeaderEpoch); ok {
+		return &e.CurrentLeaderEpoch
+	}
+	return nil
 }

@@ -74,7 +74,7 @@ func TestFetchErrors(t *testing.T) {
 		{Topic: "e", Partition: 4},
 		{Topic: "nope"},
 		{Topic: "e", Partition: 0, Offset: 3},
-		{Topic: "e", Partition: 0, CurrentLeaderEpoch: i32(99)},
+		{Topic: "e", Partition: 0, OptionalCurrentLeaderEpoch: &quirev1.FetchPartition_CurrentLeaderEpoch{CurrentLeaderEpoch: 99}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestFetchRecordsDecoded(t *testing.T) {
 		t.Fatalf("decoded: %d records, next %d, hw %d", len(fr.Records), fr.NextOffset, fr.HighWatermark)
 	}
 	r := fr.Records[0]
-	if r.Key == nil || *r.Key != "k3" || r.Topic != "d" || r.TimestampMs <= 0 || r.LeaderEpoch < 0 {
+	if r.GetKey() != "k3" || r.Topic != "d" || r.TimestampMs <= 0 || r.LeaderEpoch < 0 {
 		t.Fatalf("record: %+v", r)
 	}
 	fr, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "d", Offset: 7})

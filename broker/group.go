@@ -25,8 +25,8 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOff
 	offsets := make([]metadata.OffsetCommit, len(req.Offsets))
 	for i, o := range req.Offsets {
 		epoch := int32(-1)
-		if o.LeaderEpoch != nil {
-			epoch = *o.LeaderEpoch
+		if o.OptionalLeaderEpoch != nil {
+			epoch = o.GetLeaderEpoch()
 		}
 		offsets[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: epoch, Metadata: o.Metadata}
 	}

@@ -18,7 +18,7 @@ func TestGroupCommitFetchListDelete(t *testing.T) {
 	createTopic(t, c, "audit", 1, nil)
 
 	resp, err := g.CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: "billing", Offsets: []*quirev1.OffsetCommit{
-		{Topic: "orders", Partition: 2, Offset: 10, LeaderEpoch: proto.Int32(0), Metadata: "m"},
+		{Topic: "orders", Partition: 2, Offset: 10, OptionalLeaderEpoch: &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: 0}, Metadata: "m"},
 		{Topic: "audit", Partition: 0, Offset: 3},
 	}})
 	if err != nil {

@@ -72,7 +72,7 @@ func i32(v int32) *int32 { return &v }
 
 func createTopic(t testing.TB, c *clients, name string, partitions int32, configs map[string]string) *quirev1.TopicDescription {
 	t.Helper()
-	resp, err := c.admin.CreateTopic(ctxT(t), &quirev1.CreateTopicRequest{Name: name, Partitions: i32(partitions), Configs: configs})
+	resp, err := c.admin.CreateTopic(ctxT(t), &quirev1.CreateTopicRequest{Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, Configs: configs})
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
@@ -135,8 +135,8 @@ func wantInline(t testing.TB, e *quirev1.Error, ec quirev1.ErrorCode, retriable 
 func produce(t testing.TB, c *clients, topic string, p int32, batches []byte) *quirev1.PartitionProduceResult {
 	t.Helper()
 	resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{
-		Acks:       i32(-1),
-		Partitions: []*quirev1.PartitionRecords{{Topic: topic, Partition: p, Records: batches}},
+		OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: -1},
+		Partitions:   []*quirev1.PartitionRecords{{Topic: topic, Partition: p, Records: batches}},
 	})
 	if err != nil {
 		t.Fatalf("produce: %v", err)

@@ -72,9 +72,9 @@ func TestErrorInvalidRequestsAreNotRetriable(t *testing.T) {
 
 		_, err := c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: b.topic, Partition: b.partition})
 		wantPermanent(t, "FetchRecords", err, b.want)
-		rec := &quirev1.ProduceRecord{Value: "v"}
+		rec := &quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: "v"}}
 		if b.topic == "inv" {
-			rec.Partition = i32(b.partition)
+			rec.OptionalPartition = &quirev1.ProduceRecord_Partition{Partition: b.partition}
 		}
 		_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: b.topic, Records: []*quirev1.ProduceRecord{rec}})
 		wantPermanent(t, "ProduceRecords", err, b.want)

@@ -30,15 +30,15 @@ type pendingAck struct {
 	result     *quirev1.PartitionProduceResult
 }
 
-func parseAcks(acks *int32) (int32, error) {
-	if acks == nil {
+func parseAcks(set bool, acks int32) (int32, error) {
+	if !set {
 		return -1, nil
 	}
-	switch *acks {
+	switch acks {
 	case -1, 0, 1:
-		return *acks, nil
+		return acks, nil
 	}
-	return 0, fmt.Errorf("%w: acks must be -1 (all), 0 or 1, not %d", ErrInvalidRequiredAcks, *acks)
+	return 0, fmt.Errorf("%w: acks must be -1 (all), 0 or 1, not %d", ErrInvalidRequiredAcks, acks)
 }
 
 func produceTimeout(ms int32) time.Duration {
@@ -49,7 +49,7 @@ func produceTimeout(ms int32) time.Duration {
 }
 
 func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	acks, err := parseAcks(req.Acks)
+	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -109,7 +109,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return finish(err)
 		}
 		req := &m.req
-		acks, err := parseAcks(req.Acks)
+		acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
 		if err != nil {
 			return finish(toStatus(err))
 		}
@@ -258,7 +258,7 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 // per partition and appends them.
 func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.ProduceRecordsRequest) (*quirev1.ProduceRecordsResponse, error) {
 	b := s.b
-	acks, err := parseAcks(req.Acks)
+	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -287,8 +287,8 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		var p int32
 		key := recordKey(r)
 		switch {
-		case r.Partition != nil:
-			p = *r.Partition
+		case r.OptionalPartition != nil:
+			p = r.GetPartition()
 			if p < 0 || p >= n {
 				return nil, toStatus(invalidPartition(req.Topic, p, int(n)))
 			}
@@ -352,32 +352,4 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		}
 	}
 	return &quirev1.ProduceRecordsResponse{Results: results}, nil
-}
-
-func recordKey(r *quirev1.ProduceRecord) []byte {
-	if r.KeyBytes != nil {
-		return r.KeyBytes
-	}
-	if r.Key != nil {
-		return []byte(*r.Key)
-	}
-	return nil
-}
-
-func recordValue(r *quirev1.ProduceRecord) []byte {
-	if len(r.ValueBytes) > 0 {
-		return r.ValueBytes
-	}
-	return []byte(r.Value)
-}
-
-func recordHeaders(hs []*quirev1.RecordHeader) []record.RecordHeader {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]record.RecordHeader, len(hs))
-	for i, h := range hs {
-		out[i] = record.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return out
 }

@@ -43,13 +43,13 @@ func TestProduceAcks(t *testing.T) {
 	ctx := ctxT(t)
 	createTopic(t, c, "acks", 1, nil)
 	for _, acks := range []int32{1, -1} {
-		resp, err := c.producer.Produce(ctx, &quirev1.ProduceRequest{Acks: i32(acks), CorrelationId: 7,
+		resp, err := c.producer.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, CorrelationId: 7,
 			Partitions: []*quirev1.PartitionRecords{{Topic: "acks", Records: makeBatch(1, 10, "x")}}})
 		if err != nil || resp.CorrelationId != 7 || resp.Partitions[0].Error != nil {
 			t.Fatalf("acks=%d: %v %v", acks, resp, err)
 		}
 	}
-	resp, err := c.producer.Produce(ctx, &quirev1.ProduceRequest{Acks: i32(0),
+	resp, err := c.producer.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 0},
 		Partitions: []*quirev1.PartitionRecords{{Topic: "acks", Records: makeBatch(1, 10, "x")}}})
 	if err != nil || len(resp.Partitions) != 0 {
 		t.Fatalf("acks=0: %v %v", resp, err)
@@ -57,7 +57,7 @@ func TestProduceAcks(t *testing.T) {
 	if n := leo(t, c, "acks", 0); n != 3 {
 		t.Fatalf("leo %d after three produces", n)
 	}
-	_, err = c.producer.Produce(ctx, &quirev1.ProduceRequest{Acks: i32(2),
+	_, err = c.producer.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 2},
 		Partitions: []*quirev1.PartitionRecords{{Topic: "acks", Records: makeBatch(1, 10, "x")}}})
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUIRED_ACKS, "2")
 }
@@ -71,7 +71,7 @@ func TestProduceNotEnoughReplicas(t *testing.T) {
 		t.Fatalf("appended %d records despite NOT_ENOUGH_REPLICAS", n)
 	}
 	// acks=1 does not need the ISR.
-	resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{Acks: i32(1),
+	resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 1},
 		Partitions: []*quirev1.PartitionRecords{{Topic: "isr", Records: makeBatch(2, 10, "x")}}})
 	if err != nil || resp.Partitions[0].Error != nil {
 		t.Fatalf("acks=1: %v %v", resp, err)
@@ -129,7 +129,7 @@ func TestProduceUnknownTopicOrPartition(t *testing.T) {
 	if resp.Partitions[2].Error != nil {
 		t.Fatalf("good partition failed: %v", resp.Partitions[2].Error)
 	}
-	_, err = c.producer.ProduceRecords(ctxT(t), &quirev1.ProduceRecordsRequest{Topic: "unknown", Records: []*quirev1.ProduceRecord{{Value: "v"}}})
+	_, err = c.producer.ProduceRecords(ctxT(t), &quirev1.ProduceRecordsRequest{Topic: "unknown", Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "v"}}}})
 	wantStatus(t, err, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown")
 }
 
@@ -157,7 +157,7 @@ func TestProduceStream(t *testing.T) {
 			if i%10 == 9 {
 				acks = 0 // no response for these
 			}
-			_ = stream.Send(&quirev1.ProduceRequest{Acks: i32(acks), CorrelationId: int64(i),
+			_ = stream.Send(&quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, CorrelationId: int64(i),
 				Partitions: []*quirev1.PartitionRecords{{Topic: "s", Partition: int32(i % 2), Records: makeBatch(2, 10, "x")}}})
 		}
 		_ = stream.CloseSend()
@@ -194,7 +194,7 @@ func TestProduceStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = stream.Send(&quirev1.ProduceRequest{Acks: i32(5)})
+	_ = stream.Send(&quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 5}})
 	_, err = stream.Recv()
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUIRED_ACKS)
 }
@@ -206,13 +206,13 @@ func TestProduceRecordsPartitioning(t *testing.T) {
 	keys := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
 	var recs []*quirev1.ProduceRecord
 	for _, k := range keys {
-		recs = append(recs, &quirev1.ProduceRecord{Key: &k, Value: "v-" + k})
+		recs = append(recs, &quirev1.ProduceRecord{KeyData: &quirev1.ProduceRecord_Key{Key: k}, ValueData: &quirev1.ProduceRecord_Value{Value: "v-" + k}})
 	}
 	recs = append(recs,
-		&quirev1.ProduceRecord{Value: "explicit", Partition: i32(3), Headers: []*quirev1.RecordHeader{{Key: "h", Value: []byte("hv")}}},
-		&quirev1.ProduceRecord{Value: "sticky1"},
-		&quirev1.ProduceRecord{Value: "sticky2"},
-		&quirev1.ProduceRecord{KeyBytes: []byte{0xff, 0xfe}, ValueBytes: []byte{0, 1, 2}, TimestampMs: 1234},
+		&quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: "explicit"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 3}, Headers: []*quirev1.RecordHeader{{Key: "h", Value: []byte("hv")}}},
+		&quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: "sticky1"}},
+		&quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: "sticky2"}},
+		&quirev1.ProduceRecord{KeyData: &quirev1.ProduceRecord_KeyBytes{KeyBytes: []byte{0xff, 0xfe}}, ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: []byte{0, 1, 2}}, TimestampMs: 1234},
 	)
 	resp, err := c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "pr", Records: recs})
 	if err != nil {
@@ -250,8 +250,8 @@ func TestProduceRecordsPartitioning(t *testing.T) {
 	}
 	found := false
 	for _, r := range fr.Records {
-		if r.Value == "explicit" {
-			found = len(r.Headers) == 1 && r.Headers[0].Key == "h" && string(r.Headers[0].Value) == "hv" && r.Key == nil
+		if r.GetValue() == "explicit" {
+			found = len(r.Headers) == 1 && r.Headers[0].Key == "h" && string(r.Headers[0].Value) == "hv" && r.KeyData == nil
 		}
 	}
 	if !found {
@@ -262,14 +262,12 @@ func TestProduceRecordsPartitioning(t *testing.T) {
 	if err != nil || len(fr.Records) != 1 {
 		t.Fatalf("fetch binary record: %v %v", fr, err)
 	}
-	if r := fr.Records[0]; string(r.KeyBytes) != "\xff\xfe" || string(r.ValueBytes) != "\x00\x01\x02" || r.TimestampMs != 1234 {
-		// A value of valid UTF-8 comes back as text.
-		if r.Value != "\x00\x01\x02" {
-			t.Fatalf("binary record read back as %+v", r)
-		}
+	// A value of valid UTF-8 comes back as text (RECORD_FORMAT_AUTO).
+	if r := fr.Records[0]; string(r.GetKeyBytes()) != "\xff\xfe" || r.GetValue() != "\x00\x01\x02" || r.TimestampMs != 1234 {
+		t.Fatalf("binary record read back as %+v", r)
 	}
 
-	_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "pr", Records: []*quirev1.ProduceRecord{{Value: "x", Partition: i32(9)}}})
+	_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "pr", Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "x"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 9}}}})
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "partition 9")
 	_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "pr"})
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "no records")
@@ -279,7 +277,7 @@ func TestProduceRecordsTooLarge(t *testing.T) {
 	_, c := start(t)
 	createTopic(t, c, "small", 1, map[string]string{"max.message.bytes": "200"})
 	resp, err := c.producer.ProduceRecords(ctxT(t), &quirev1.ProduceRecordsRequest{Topic: "small",
-		Records: []*quirev1.ProduceRecord{{Value: string(make([]byte, 500))}}})
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: string(make([]byte, 500))}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

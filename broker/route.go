@@ -112,7 +112,7 @@ func (b *Broker) forwardOne(ctx context.Context, fw *forward, acks int32) {
 		timeout = max(time.Until(dl)-forwardMargin, time.Millisecond)
 	}
 	resp, err := quirev1.NewProducerClient(cc).Produce(b.forwardContext(ctx), &quirev1.ProduceRequest{
-		Acks: &acks, TimeoutMs: int32(timeout.Milliseconds()),
+		OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: int32(timeout.Milliseconds()),
 		Partitions: []*quirev1.PartitionRecords{{Topic: fw.res.Topic, Partition: fw.res.Partition, Records: fw.records}},
 	}, grpc.MaxCallRecvMsgSize(maxSendBytes))
 	if err != nil {

@@ -73,7 +73,7 @@ func producer(ctx context.Context, h *History, name, topic string, partitions in
 		h.Add(Event{Kind: Send, Process: name, Partition: p, Value: v})
 		rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
 		resp, err := quirev1.NewProducerClient(conns[rng.IntN(len(conns))]).Produce(rctx, &quirev1.ProduceRequest{
-			Acks: &acks, TimeoutMs: 4000, Partitions: []*quirev1.PartitionRecords{{Topic: topic, Partition: p, Records: batch}}})
+			OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: 4000, Partitions: []*quirev1.PartitionRecords{{Topic: topic, Partition: p, Records: batch}}})
 		cancel()
 		off, def, ferr := produceOutcome(resp, err)
 		switch {

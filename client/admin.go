@@ -134,10 +134,10 @@ func adminRetriable(err error) bool {
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescription, error) {
 	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs}
 	if spec.Partitions > 0 {
-		req.Partitions = &spec.Partitions
+		req.OptionalPartitions = &quirev1.CreateTopicRequest_Partitions{Partitions: spec.Partitions}
 	}
 	if spec.ReplicationFactor > 0 {
-		req.ReplicationFactor = &spec.ReplicationFactor
+		req.OptionalReplicationFactor = &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: spec.ReplicationFactor}
 	}
 	var resp *quirev1.CreateTopicResponse
 	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {

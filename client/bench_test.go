@@ -167,7 +167,7 @@ func benchBareProduce(b *testing.B, addr string) {
 		acks := int32(1)
 		for i := 0; i < reqs; i++ {
 			window <- struct{}{}
-			req := &quirev1.ProduceRequest{Acks: &acks, CorrelationId: int64(i),
+			req := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, CorrelationId: int64(i),
 				Partitions: []*quirev1.PartitionRecords{{Topic: benchTopic, Records: batch}}}
 			if err := stream.Send(req); err != nil {
 				sendErr <- err

@@ -28,7 +28,6 @@ import (
 	"google.golang.org/grpc"
 	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
@@ -546,7 +545,7 @@ func TestClientClusterNotLeaderRouting(t *testing.T) {
 	// Marked as passed on already, so that the node answers rather than
 	// passing it on to the leader (broker/route.go).
 	fwd := grpcmd.AppendToOutgoingContext(ctx, "quire-forwarded-by", "0")
-	resp, err := quirev1.NewProducerClient(c.Conn(seed)).Produce(fwd, &quirev1.ProduceRequest{Acks: proto.Int32(1),
+	resp, err := quirev1.NewProducerClient(c.Conn(seed)).Produce(fwd, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 1},
 		Partitions: []*quirev1.PartitionRecords{{Topic: topic, Partition: 0, Records: b.Build()}}})
 	if err != nil {
 		t.Fatalf("produce on node %d: %v", seed, err)

@@ -33,7 +33,7 @@ func TestEncodeProduceIsProto(t *testing.T) {
 	if err := proto.Unmarshal(enc.data.Materialize(), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := &quirev1.ProduceRequest{Acks: &acks, TimeoutMs: 30000, CorrelationId: 99}
+	want := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: 30000, CorrelationId: 99}
 	for i, bs := range ir.batches {
 		var recs []byte
 		for _, b := range bs {

@@ -632,9 +632,9 @@ func (f *fetcher) build() (*quirev1.FetchRequest, []fetchResult) {
 		if p.state != stateReady || p.leader != f.id || now.Before(p.retryAt) {
 			continue
 		}
-		epoch := p.epoch
 		parts = append(parts, &quirev1.FetchPartition{Topic: p.tp.topic, Partition: p.tp.partition,
-			Offset: p.offset, MaxBytes: cfg.fetchPartMaxBytes, CurrentLeaderEpoch: &epoch})
+			Offset: p.offset, MaxBytes: cfg.fetchPartMaxBytes,
+			OptionalCurrentLeaderEpoch: &quirev1.FetchPartition_CurrentLeaderEpoch{CurrentLeaderEpoch: p.epoch}})
 		sent = append(sent, fetchResult{tp: p.tp, offset: p.offset, epoch: p.epoch})
 	}
 	if len(parts) == 0 {

@@ -95,8 +95,8 @@ func (c *Client) group(ctx context.Context, fn func(ctx context.Context, g quire
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets ...OffsetCommit) error {
 	req := &quirev1.CommitOffsetsRequest{Group: group, Offsets: make([]*quirev1.OffsetCommit, len(offsets))}
 	for i, o := range offsets {
-		epoch := o.LeaderEpoch
-		req.Offsets[i] = &quirev1.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: &epoch, Metadata: o.Metadata}
+		req.Offsets[i] = &quirev1.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+			OptionalLeaderEpoch: &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: o.LeaderEpoch}, Metadata: o.Metadata}
 	}
 	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) error {
 		_, err := g.CommitOffsets(ctx, req)

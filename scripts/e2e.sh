@@ -9,7 +9,9 @@
 # ./bin/grpcurl), E2E_KEEP=1 keeps the temp dir.
 #
 # Hook for more checks: if scripts/e2e_cli.sh exists it runs at the end,
-# against the running server, with QUIRE_BIN and QUIRE_BROKERS set.
+# against the running server, with QUIRE_BIN and QUIRE_BROKERS set; then
+# scripts/e2e_python.sh runs the Python example against it (installing
+# Debian's python3-grpcio and python3-grpc-tools with apt-get if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -191,6 +193,25 @@ if [ -x scripts/e2e_cli.sh ]; then
 	step "running scripts/e2e_cli.sh"
 	QUIRE_BIN="$quire" QUIRE_BROKERS="$addr" GRPCURL="$grpcurl" scripts/e2e_cli.sh || fail "scripts/e2e_cli.sh failed"
 fi
+
+step "plain records: a null value (tombstone) and an empty one, bytes; FetchRecordsMulti over two partitions"
+call quire.v1.Admin/CreateTopic '{"name": "e2e-plain", "partitions": 2}' >/dev/null
+out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-plain", "records": [{"key": "gone", "partition": 0}, {"key": "blank", "value": "", "partition": 0}, {"valueBytes": "/wA=", "partition": 1}]}')
+[ "$(grep -c '"offset"' <<<"$out")" -eq 3 ] || fail "want 3 offsets: $out"
+out=$(call quire.v1.Consumer/FetchRecordsMulti '{"partitions": [{"topic": "e2e-plain", "partition": 0}, {"topic": "e2e-plain", "partition": 1}], "maxWaitMs": 5000}')
+expect '"key": "gone"' "$out"
+expect '"valueBytes": "/wA="' "$out"
+# The tombstone shows no value at all, even with -emit-defaults; the empty
+# value shows "value": "".
+[ "$(grep -c '"value": ""' <<<"$out")" -eq 1 ] || fail "want one empty value and one tombstone: $out"
+expect '"nextOffset": "2"' "$out"
+expect '"nextOffset": "1"' "$out"
+out=$(call quire.v1.Consumer/FetchRecordsMulti '{"partitions": [{"topic": "e2e-plain", "partition": 9}]}')
+expect '"code": "UNKNOWN_TOPIC_OR_PARTITION"' "$out"
+
+# ---- the Python example (examples/python) against the same server ----
+step "running scripts/e2e_python.sh"
+QUIRE_BROKERS="$addr" scripts/e2e_python.sh || fail "scripts/e2e_python.sh failed"
 
 step "graceful shutdown (SIGTERM)"
 kill -TERM "$server_pid"

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/testcluster"
@@ -20,7 +18,7 @@ func benchReplicated(b *testing.B, acks int32) {
 	c := testcluster.New(b, 3)
 	ctx := context.Background()
 	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: "bench", Partitions: proto.Int32(1), ReplicationFactor: proto.Int32(3),
+		Name: "bench", OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
 		Configs: map[string]string{"min.insync.replicas": "2"},
 	}); err != nil {
 		b.Fatal(err)
@@ -50,7 +48,7 @@ func benchReplicated(b *testing.B, acks int32) {
 				}
 				n--
 				next.Unlock()
-				resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{Acks: &acks, TimeoutMs: 10000,
+				resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: 10000,
 					Partitions: []*quirev1.PartitionRecords{{Topic: "bench", Records: own}}})
 				if err != nil {
 					b.Error(err)

@@ -311,7 +311,7 @@ func TestClusterMajorityLost(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	_, err := admin(c, survivor).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "lost", Partitions: proto.Int32(1), ReplicationFactor: proto.Int32(1)})
+	_, err := admin(c, survivor).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "lost", OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 1}})
 	took := time.Since(start)
 	t.Logf("create topic without quorum failed after %v: %v", took, err)
 	if status.Code(err) != codes.Unavailable {

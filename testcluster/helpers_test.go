@@ -9,7 +9,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/testcluster"
@@ -42,7 +41,7 @@ func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, p
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	resp, err := admin(c, via).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: name, Partitions: proto.Int32(partitions), ReplicationFactor: proto.Int32(rf),
+		Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: rf},
 	})
 	if err != nil {
 		t.Fatalf("create topic %q through node %d: %v", name, via, err)
@@ -58,8 +57,8 @@ func produce(ctx context.Context, c *testcluster.Cluster, via int32, topic strin
 // produceAcks is produce with the given acks.
 func produceAcks(ctx context.Context, c *testcluster.Cluster, via int32, topic string, p int32, value string, acks int32) (*quirev1.RecordResult, error) {
 	resp, err := quirev1.NewProducerClient(c.Conn(via)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
-		Topic: topic, Acks: proto.Int32(acks), TimeoutMs: 2000,
-		Records: []*quirev1.ProduceRecord{{Value: value, Partition: proto.Int32(p)}},
+		Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: acks}, TimeoutMs: 2000,
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: value}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: p}}},
 	})
 	if err != nil {
 		return nil, err

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
@@ -29,7 +27,7 @@ func createReplicatedTopic(t *testing.T, c *testcluster.Cluster, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: name, Partitions: proto.Int32(1), ReplicationFactor: proto.Int32(int32(len(c.IDs()))),
+		Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: int32(len(c.IDs()))},
 		Configs: map[string]string{"min.insync.replicas": "2"},
 	})
 	if err != nil {
@@ -49,8 +47,8 @@ func produceAll(t *testing.T, c *testcluster.Cluster, topic string, values []str
 		c.Eventually(ctx, "produce "+v, func() error {
 			leader, _ := c.WaitLeader(ctx, topic, 0)
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
-				Topic: topic, Acks: proto.Int32(-1), TimeoutMs: 3000,
-				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(0)}},
+				Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 3000,
+				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}},
 			})
 			if err != nil {
 				return err
@@ -85,7 +83,7 @@ func consumeAll(t *testing.T, c *testcluster.Cluster, topic string) []string {
 				return err
 			}
 			for _, r := range resp.Records {
-				values = append(values, r.Value)
+				values = append(values, r.GetValue())
 			}
 			off = resp.NextOffset
 			if off >= resp.HighWatermark {
@@ -297,8 +295,8 @@ func TestReplicationDivergedLeaderTruncates(t *testing.T) {
 	for _, v := range later {
 		c.Eventually(ctx, "produce "+v, func() error {
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
-				Topic: "div", Acks: proto.Int32(-1), TimeoutMs: 3000,
-				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(0)}},
+				Topic: "div", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 3000,
+				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}},
 			})
 			if err != nil {
 				return err
@@ -429,7 +427,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 	defer cancel()
 	const topic = "chaos"
 	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: topic, Partitions: proto.Int32(2), ReplicationFactor: proto.Int32(3),
+		Name: topic, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 2}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
 		Configs: map[string]string{"min.insync.replicas": "2"},
 	})
 	if err != nil {
@@ -474,8 +472,8 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 			v := fmt.Sprintf("r%05d", i)
 			pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(pctx, &quirev1.ProduceRecordsRequest{
-				Topic: topic, Acks: proto.Int32(-1), TimeoutMs: 2000,
-				Records: []*quirev1.ProduceRecord{{Value: v, Partition: proto.Int32(p)}},
+				Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 2000,
+				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: p}}},
 			})
 			pcancel()
 			if err != nil || resp.Results[0].Error != nil {
@@ -531,7 +529,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range resp.Records {
-				logged[r.Offset] = r.Value
+				logged[r.Offset] = r.GetValue()
 			}
 			off = resp.NextOffset
 			if off >= resp.HighWatermark {
@@ -611,7 +609,7 @@ func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
 	ctx := testCtx(t)
 	const topic, parts = "bulk", 4
 	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: topic, Partitions: proto.Int32(parts), ReplicationFactor: proto.Int32(3),
+		Name: topic, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: parts}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -627,8 +625,8 @@ func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
 			leader, _ := c.WaitLeader(ctx, topic, p)
 			pr := quirev1.NewProducerClient(c.Conn(leader))
 			for range 24 { // 6 MiB per partition, in batches under max.message.bytes
-				resp, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, Acks: proto.Int32(1),
-					Records: []*quirev1.ProduceRecord{{ValueBytes: value, Partition: proto.Int32(p)}}})
+				resp, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: 1},
+					Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: value}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: p}}}})
 				if err != nil {
 					return err
 				}

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
@@ -24,8 +23,8 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 
 	pr := quirev1.NewProducerClient(c.Conn(other))
 	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
-		Topic: "routed", Acks: proto.Int32(-1),
-		Records: []*quirev1.ProduceRecord{{Value: "a", Partition: proto.Int32(0)}, {Value: "b", Partition: proto.Int32(0)}},
+		Topic: "routed", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1},
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "a"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}, {ValueData: &quirev1.ProduceRecord_Value{Value: "b"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +37,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 
 	b := record.NewBuilder(record.None)
 	b.Append(1, nil, []byte("c"), nil)
-	resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{Acks: proto.Int32(-1),
+	resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: -1},
 		Partitions: []*quirev1.PartitionRecords{{Topic: "routed", Partition: 0, Records: b.Build()}}})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +52,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 	}
 	var values []string
 	for _, r := range got.Records {
-		values = append(values, r.Value)
+		values = append(values, r.GetValue())
 	}
 	if len(values) != 3 || values[0] != "a" || values[2] != "c" || got.HighWatermark != 3 {
 		t.Fatalf("fetched through node %d: %v, hw %d", other, values, got.HighWatermark)
@@ -62,7 +61,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 	// Passed on already: answered with the leader's name instead.
 	fctx := asForwarded(ctx)
 	recs, err = pr.ProduceRecords(fctx, &quirev1.ProduceRecordsRequest{
-		Topic: "routed", Records: []*quirev1.ProduceRecord{{Value: "x", Partition: proto.Int32(0)}},
+		Topic: "routed", Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "x"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +91,8 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	}
 	pr := quirev1.NewProducerClient(c.Conn(via))
 
-	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(0),
-		Records: []*quirev1.ProduceRecord{{Value: "fire and forget", Partition: proto.Int32(0)}}})
+	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: 0},
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "fire and forget"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +104,8 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	// replica has them before the follower is cut off).
 	const bigRecords = 12
 	for range bigRecords { // one per request: a batch stays under max.message.bytes
-		recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(-1),
-			Records: []*quirev1.ProduceRecord{{ValueBytes: make([]byte, 512<<10), Partition: proto.Int32(0)}}})
+		recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1},
+			Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: make([]byte, 512<<10)}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}}})
 		if err != nil || recs.Results[0].Error != nil {
 			t.Fatalf("big record: %v %v", err, recs.GetResults()[0].GetError())
 		}
@@ -124,8 +123,8 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	// leaves the ISR (after replica.lag.time.max.ms): acks=all times out.
 	c.Partition(cut, leader)
 	defer c.Heal()
-	recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", Acks: proto.Int32(-1), TimeoutMs: 600,
-		Records: []*quirev1.ProduceRecord{{Value: "slow", Partition: proto.Int32(0)}}})
+	recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 600,
+		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "slow"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,10 +81,18 @@ type CreateTopicRequest struct {
 	// [a-zA-Z0-9._-], at most 249 characters, not "." or "..".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Unset takes the broker's num.partitions; set, it must be positive.
-	Partitions *int32 `protobuf:"varint,2,opt,name=partitions,proto3,oneof" json:"partitions,omitempty"`
+	//
+	// Types that are valid to be assigned to OptionalPartitions:
+	//
+	//	*CreateTopicRequest_Partitions
+	OptionalPartitions isCreateTopicRequest_OptionalPartitions `protobuf_oneof:"optional_partitions"`
 	// Unset takes default.replication.factor; set, it must be positive and at
 	// most the number of live brokers.
-	ReplicationFactor *int32 `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3,oneof" json:"replication_factor,omitempty"`
+	//
+	// Types that are valid to be assigned to OptionalReplicationFactor:
+	//
+	//	*CreateTopicRequest_ReplicationFactor
+	OptionalReplicationFactor isCreateTopicRequest_OptionalReplicationFactor `protobuf_oneof:"optional_replication_factor"`
 	// Topic configs such as retention.ms; unknown keys are rejected.
 	Configs map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Check the request without creating anything.
@@ -130,16 +138,34 @@ func (x *CreateTopicRequest) GetName() string {
 	return ""
 }
 
+func (x *CreateTopicRequest) GetOptionalPartitions() isCreateTopicRequest_OptionalPartitions {
+	if x != nil {
+		return x.OptionalPartitions
+	}
+	return nil
+}
+
 func (x *CreateTopicRequest) GetPartitions() int32 {
-	if x != nil && x.Partitions != nil {
-		return *x.Partitions
+	if x != nil {
+		if x, ok := x.OptionalPartitions.(*CreateTopicRequest_Partitions); ok {
+			return x.Partitions
+		}
 	}
 	return 0
 }
 
+func (x *CreateTopicRequest) GetOptionalReplicationFactor() isCreateTopicRequest_OptionalReplicationFactor {
+	if x != nil {
+		return x.OptionalReplicationFactor
+	}
+	return nil
+}
+
 func (x *CreateTopicRequest) GetReplicationFactor() int32 {
-	if x != nil && x.ReplicationFactor != nil {
-		return *x.ReplicationFactor
+	if x != nil {
+		if x, ok := x.OptionalReplicationFactor.(*CreateTopicRequest_ReplicationFactor); ok {
+			return x.ReplicationFactor
+		}
 	}
 	return 0
 }
@@ -157,6 +183,26 @@ func (x *CreateTopicRequest) GetValidateOnly() bool {
 	}
 	return false
 }
+
+type isCreateTopicRequest_OptionalPartitions interface {
+	isCreateTopicRequest_OptionalPartitions()
+}
+
+type CreateTopicRequest_Partitions struct {
+	Partitions int32 `protobuf:"varint,2,opt,name=partitions,proto3,oneof"`
+}
+
+func (*CreateTopicRequest_Partitions) isCreateTopicRequest_OptionalPartitions() {}
+
+type isCreateTopicRequest_OptionalReplicationFactor interface {
+	isCreateTopicRequest_OptionalReplicationFactor()
+}
+
+type CreateTopicRequest_ReplicationFactor struct {
+	ReplicationFactor int32 `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3,oneof"`
+}
+
+func (*CreateTopicRequest_ReplicationFactor) isCreateTopicRequest_OptionalReplicationFactor() {}
 
 type CreateTopicResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1316,20 +1362,20 @@ var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/admin.proto\x12\bquire.v1\"\xcd\x02\n" +
+	"\x14quire/v1/admin.proto\x12\bquire.v1\"\xd7\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05H\x00R\n" +
-	"partitions\x88\x01\x01\x122\n" +
-	"\x12replication_factor\x18\x03 \x01(\x05H\x01R\x11replicationFactor\x88\x01\x01\x12C\n" +
+	"partitions\x12/\n" +
+	"\x12replication_factor\x18\x03 \x01(\x05H\x01R\x11replicationFactor\x12C\n" +
 	"\aconfigs\x18\x04 \x03(\v2).quire.v1.CreateTopicRequest.ConfigsEntryR\aconfigs\x12#\n" +
 	"\rvalidate_only\x18\x05 \x01(\bR\fvalidateOnly\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\r\n" +
-	"\v_partitionsB\x15\n" +
-	"\x13_replication_factor\"G\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
+	"\x13optional_partitionsB\x1d\n" +
+	"\x1boptional_replication_factor\"G\n" +
 	"\x13CreateTopicResponse\x120\n" +
 	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
@@ -1512,7 +1558,10 @@ func file_quire_v1_admin_proto_init() {
 	if File_quire_v1_admin_proto != nil {
 		return
 	}
-	file_quire_v1_admin_proto_msgTypes[0].OneofWrappers = []any{}
+	file_quire_v1_admin_proto_msgTypes[0].OneofWrappers = []any{
+		(*CreateTopicRequest_Partitions)(nil),
+		(*CreateTopicRequest_ReplicationFactor)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -21,6 +21,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RecordFormat chooses the fields in which a decoded record's key and value
+// are given. The log holds Kafka records, the same bytes whichever field
+// (or whichever Kafka producer) wrote them, and keeps no note of text or
+// binary: the reader says what it wants.
+type RecordFormat int32
+
+const (
+	// Valid UTF-8 as text (key, value), anything else as bytes (key_bytes,
+	// value_bytes): readable JSON for people and grpcurl. A record written
+	// with value_bytes that happen to be valid UTF-8 comes back in value.
+	RecordFormat_RECORD_FORMAT_AUTO RecordFormat = 0
+	// Always key_bytes and value_bytes, for programs handling binary data
+	// that must not depend on what the bytes look like.
+	RecordFormat_RECORD_FORMAT_BYTES RecordFormat = 1
+)
+
+// Enum value maps for RecordFormat.
+var (
+	RecordFormat_name = map[int32]string{
+		0: "RECORD_FORMAT_AUTO",
+		1: "RECORD_FORMAT_BYTES",
+	}
+	RecordFormat_value = map[string]int32{
+		"RECORD_FORMAT_AUTO":  0,
+		"RECORD_FORMAT_BYTES": 1,
+	}
+)
+
+func (x RecordFormat) Enum() *RecordFormat {
+	p := new(RecordFormat)
+	*p = x
+	return p
+}
+
+func (x RecordFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecordFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_quire_v1_consume_proto_enumTypes[0].Descriptor()
+}
+
+func (RecordFormat) Type() protoreflect.EnumType {
+	return &file_quire_v1_consume_proto_enumTypes[0]
+}
+
+func (x RecordFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecordFormat.Descriptor instead.
+func (RecordFormat) EnumDescriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{0}
+}
+
 type FetchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Longest time to wait for min_bytes; 0 answers at once.
@@ -104,9 +159,13 @@ type FetchPartition struct {
 	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// The leader epoch the client believes current, -1 or unset to skip the
 	// check; a stale one gets FENCED_LEADER_EPOCH.
-	CurrentLeaderEpoch *int32 `protobuf:"varint,5,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	//
+	// Types that are valid to be assigned to OptionalCurrentLeaderEpoch:
+	//
+	//	*FetchPartition_CurrentLeaderEpoch
+	OptionalCurrentLeaderEpoch isFetchPartition_OptionalCurrentLeaderEpoch `protobuf_oneof:"optional_current_leader_epoch"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *FetchPartition) Reset() {
@@ -167,12 +226,31 @@ func (x *FetchPartition) GetMaxBytes() int32 {
 	return 0
 }
 
+func (x *FetchPartition) GetOptionalCurrentLeaderEpoch() isFetchPartition_OptionalCurrentLeaderEpoch {
+	if x != nil {
+		return x.OptionalCurrentLeaderEpoch
+	}
+	return nil
+}
+
 func (x *FetchPartition) GetCurrentLeaderEpoch() int32 {
-	if x != nil && x.CurrentLeaderEpoch != nil {
-		return *x.CurrentLeaderEpoch
+	if x != nil {
+		if x, ok := x.OptionalCurrentLeaderEpoch.(*FetchPartition_CurrentLeaderEpoch); ok {
+			return x.CurrentLeaderEpoch
+		}
 	}
 	return 0
 }
+
+type isFetchPartition_OptionalCurrentLeaderEpoch interface {
+	isFetchPartition_OptionalCurrentLeaderEpoch()
+}
+
+type FetchPartition_CurrentLeaderEpoch struct {
+	CurrentLeaderEpoch int32 `protobuf:"varint,5,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof"`
+}
+
+func (*FetchPartition_CurrentLeaderEpoch) isFetchPartition_OptionalCurrentLeaderEpoch() {}
 
 type FetchResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
@@ -321,7 +399,9 @@ type FetchRecordsRequest struct {
 	MaxRecords int32 `protobuf:"varint,4,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
 	MaxWaitMs  int32 `protobuf:"varint,5,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	// 0 means 1048576.
-	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The fields keys and values come back in; see RecordFormat.
+	Format        RecordFormat `protobuf:"varint,7,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +478,13 @@ func (x *FetchRecordsRequest) GetMaxBytes() int32 {
 	return 0
 }
 
+func (x *FetchRecordsRequest) GetFormat() RecordFormat {
+	if x != nil {
+		return x.Format
+	}
+	return RecordFormat_RECORD_FORMAT_AUTO
+}
+
 type FetchRecordsResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Records []*ConsumedRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -467,27 +554,331 @@ func (x *FetchRecordsResponse) GetLogStartOffset() int64 {
 	return 0
 }
 
-// ConsumedRecord is a decoded record. Key and value are given as text when
-// they are valid UTF-8, else in the _bytes fields; a null key sets neither.
+type FetchRecordsMultiRequest struct {
+	state      protoimpl.MessageState   `protogen:"open.v1"`
+	Partitions []*FetchRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Longest time to wait while no partition has a record past its offset
+	// (nor an error); 0 answers at once. The call answers as soon as any
+	// partition has one.
+	MaxWaitMs int32 `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	// At most this many records in all; 0 means 500 (max.poll.records).
+	// Partitions are filled in request order.
+	MaxRecords int32 `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	// Cap on the batches read in all, shared evenly among the brokers that
+	// lead the partitions; 0 means 52428800 (fetch.max.bytes), and the
+	// broker caps it at 33554432. Each broker returns at least one batch if
+	// it has any, so a response may pass the cap by one batch per broker.
+	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The fields keys and values come back in; see RecordFormat.
+	Format        RecordFormat `protobuf:"varint,5,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRecordsMultiRequest) Reset() {
+	*x = FetchRecordsMultiRequest{}
+	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsMultiRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsMultiRequest) ProtoMessage() {}
+
+func (x *FetchRecordsMultiRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsMultiRequest.ProtoReflect.Descriptor instead.
+func (*FetchRecordsMultiRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FetchRecordsMultiRequest) GetPartitions() []*FetchRecordsPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *FetchRecordsMultiRequest) GetMaxWaitMs() int32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *FetchRecordsMultiRequest) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+func (x *FetchRecordsMultiRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FetchRecordsMultiRequest) GetFormat() RecordFormat {
+	if x != nil {
+		return x.Format
+	}
+	return RecordFormat_RECORD_FORMAT_AUTO
+}
+
+type FetchRecordsPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Cap for this partition; 0 means 1048576 (max.partition.fetch.bytes).
+	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRecordsPartition) Reset() {
+	*x = FetchRecordsPartition{}
+	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsPartition) ProtoMessage() {}
+
+func (x *FetchRecordsPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsPartition.ProtoReflect.Descriptor instead.
+func (*FetchRecordsPartition) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FetchRecordsPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchRecordsPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartition) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type FetchRecordsMultiResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per requested partition, in request order.
+	Partitions    []*FetchRecordsPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRecordsMultiResponse) Reset() {
+	*x = FetchRecordsMultiResponse{}
+	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsMultiResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsMultiResponse) ProtoMessage() {}
+
+func (x *FetchRecordsMultiResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsMultiResponse.ProtoReflect.Descriptor instead.
+func (*FetchRecordsMultiResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FetchRecordsMultiResponse) GetPartitions() []*FetchRecordsPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type FetchRecordsPartitionResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset on success; then records, next_offset and the offsets are set.
+	Error   *Error            `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Records []*ConsumedRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	// The offset to fetch next: the requested one when nothing was read.
+	NextOffset int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// -1 when unknown (an error, or a leader that was not waited for).
+	HighWatermark  int64 `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FetchRecordsPartitionResult) Reset() {
+	*x = FetchRecordsPartitionResult{}
+	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRecordsPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRecordsPartitionResult) ProtoMessage() {}
+
+func (x *FetchRecordsPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRecordsPartitionResult.ProtoReflect.Descriptor instead.
+func (*FetchRecordsPartitionResult) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FetchRecordsPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchRecordsPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartitionResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *FetchRecordsPartitionResult) GetRecords() []*ConsumedRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *FetchRecordsPartitionResult) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartitionResult) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *FetchRecordsPartitionResult) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+// ConsumedRecord is a decoded record. Key and value are exactly the bytes
+// stored, in the fields the request's RecordFormat chose. A null key or
+// value (Kafka's length -1; a null value is a tombstone) sets neither field
+// of its pair; an empty one sets the chosen field to "". In JSON, null
+// leaves "key"/"value" out, empty shows "value": "".
 type ConsumedRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	Key           *string                `protobuf:"bytes,5,opt,name=key,proto3,oneof" json:"key,omitempty"`
-	Value         string                 `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
-	KeyBytes      []byte                 `protobuf:"bytes,7,opt,name=key_bytes,json=keyBytes,proto3,oneof" json:"key_bytes,omitempty"`
-	ValueBytes    []byte                 `protobuf:"bytes,8,opt,name=value_bytes,json=valueBytes,proto3" json:"value_bytes,omitempty"`
-	Headers       []*RecordHeader        `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset      int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// Types that are valid to be assigned to KeyData:
+	//
+	//	*ConsumedRecord_Key
+	//	*ConsumedRecord_KeyBytes
+	KeyData isConsumedRecord_KeyData `protobuf_oneof:"key_data"`
+	// Types that are valid to be assigned to ValueData:
+	//
+	//	*ConsumedRecord_Value
+	//	*ConsumedRecord_ValueBytes
+	ValueData     isConsumedRecord_ValueData `protobuf_oneof:"value_data"`
+	Headers       []*RecordHeader            `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty"`
+	LeaderEpoch   int32                      `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	mi := &file_quire_v1_consume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +890,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	mi := &file_quire_v1_consume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +903,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConsumedRecord) GetTopic() string {
@@ -543,30 +934,52 @@ func (x *ConsumedRecord) GetTimestampMs() int64 {
 	return 0
 }
 
-func (x *ConsumedRecord) GetKey() string {
-	if x != nil && x.Key != nil {
-		return *x.Key
+func (x *ConsumedRecord) GetKeyData() isConsumedRecord_KeyData {
+	if x != nil {
+		return x.KeyData
 	}
-	return ""
+	return nil
 }
 
-func (x *ConsumedRecord) GetValue() string {
+func (x *ConsumedRecord) GetKey() string {
 	if x != nil {
-		return x.Value
+		if x, ok := x.KeyData.(*ConsumedRecord_Key); ok {
+			return x.Key
+		}
 	}
 	return ""
 }
 
 func (x *ConsumedRecord) GetKeyBytes() []byte {
 	if x != nil {
-		return x.KeyBytes
+		if x, ok := x.KeyData.(*ConsumedRecord_KeyBytes); ok {
+			return x.KeyBytes
+		}
 	}
 	return nil
 }
 
+func (x *ConsumedRecord) GetValueData() isConsumedRecord_ValueData {
+	if x != nil {
+		return x.ValueData
+	}
+	return nil
+}
+
+func (x *ConsumedRecord) GetValue() string {
+	if x != nil {
+		if x, ok := x.ValueData.(*ConsumedRecord_Value); ok {
+			return x.Value
+		}
+	}
+	return ""
+}
+
 func (x *ConsumedRecord) GetValueBytes() []byte {
 	if x != nil {
-		return x.ValueBytes
+		if x, ok := x.ValueData.(*ConsumedRecord_ValueBytes); ok {
+			return x.ValueBytes
+		}
 	}
 	return nil
 }
@@ -585,6 +998,38 @@ func (x *ConsumedRecord) GetLeaderEpoch() int32 {
 	return 0
 }
 
+type isConsumedRecord_KeyData interface {
+	isConsumedRecord_KeyData()
+}
+
+type ConsumedRecord_Key struct {
+	Key string `protobuf:"bytes,5,opt,name=key,proto3,oneof"`
+}
+
+type ConsumedRecord_KeyBytes struct {
+	KeyBytes []byte `protobuf:"bytes,7,opt,name=key_bytes,json=keyBytes,proto3,oneof"`
+}
+
+func (*ConsumedRecord_Key) isConsumedRecord_KeyData() {}
+
+func (*ConsumedRecord_KeyBytes) isConsumedRecord_KeyData() {}
+
+type isConsumedRecord_ValueData interface {
+	isConsumedRecord_ValueData()
+}
+
+type ConsumedRecord_Value struct {
+	Value string `protobuf:"bytes,6,opt,name=value,proto3,oneof"`
+}
+
+type ConsumedRecord_ValueBytes struct {
+	ValueBytes []byte `protobuf:"bytes,8,opt,name=value_bytes,json=valueBytes,proto3,oneof"`
+}
+
+func (*ConsumedRecord_Value) isConsumedRecord_ValueData() {}
+
+func (*ConsumedRecord_ValueBytes) isConsumedRecord_ValueData() {}
+
 type ListOffsetsRequest struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Partitions    []*ListOffsetsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -594,7 +1039,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	mi := &file_quire_v1_consume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +1051,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	mi := &file_quire_v1_consume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +1064,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsPartition {
@@ -642,7 +1087,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	mi := &file_quire_v1_consume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +1099,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	mi := &file_quire_v1_consume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1112,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -700,7 +1145,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	mi := &file_quire_v1_consume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +1157,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	mi := &file_quire_v1_consume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +1170,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResult {
@@ -750,7 +1195,7 @@ type ListOffsetsResult struct {
 
 func (x *ListOffsetsResult) Reset() {
 	*x = ListOffsetsResult{}
-	mi := &file_quire_v1_consume_proto_msgTypes[10]
+	mi := &file_quire_v1_consume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1207,7 @@ func (x *ListOffsetsResult) String() string {
 func (*ListOffsetsResult) ProtoMessage() {}
 
 func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[10]
+	mi := &file_quire_v1_consume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1220,7 @@ func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOffsetsResult) GetTopic() string {
@@ -831,14 +1276,14 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x128\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x18.quire.v1.FetchPartitionR\n" +
-	"partitions\"\xc9\x01\n" +
+	"partitions\"\xce\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x125\n" +
-	"\x14current_leader_epoch\x18\x05 \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
-	"\x15_current_leader_epoch\"O\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x122\n" +
+	"\x14current_leader_epoch\x18\x05 \x01(\x05H\x00R\x12currentLeaderEpochB\x1f\n" +
+	"\x1doptional_current_leader_epoch\"O\n" +
 	"\rFetchResponse\x12>\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1e.quire.v1.FetchPartitionResultR\n" +
@@ -850,7 +1295,7 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12$\n" +
 	"\x0elog_end_offset\x18\x05 \x01(\x03R\flogEndOffset\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x18\n" +
-	"\arecords\x18\a \x01(\fR\arecords\"\xbf\x01\n" +
+	"\arecords\x18\a \x01(\fR\arecords\"\xef\x01\n" +
 	"\x13FetchRecordsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -858,29 +1303,58 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\vmax_records\x18\x04 \x01(\x05R\n" +
 	"maxRecords\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x05 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
-	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\"\xbc\x01\n" +
+	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12.\n" +
+	"\x06format\x18\a \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\"\xbc\x01\n" +
 	"\x14FetchRecordsResponse\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x03R\n" +
 	"nextOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xda\x02\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xe9\x01\n" +
+	"\x18FetchRecordsMultiRequest\x12?\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1f.quire.v1.FetchRecordsPartitionR\n" +
+	"partitions\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x02 \x01(\x05R\tmaxWaitMs\x12\x1f\n" +
+	"\vmax_records\x18\x03 \x01(\x05R\n" +
+	"maxRecords\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12.\n" +
+	"\x06format\x18\x05 \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\"\x80\x01\n" +
+	"\x15FetchRecordsPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"b\n" +
+	"\x19FetchRecordsMultiResponse\x12E\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2%.quire.v1.FetchRecordsPartitionResultR\n" +
+	"partitions\"\x9e\x02\n" +
+	"\x1bFetchRecordsPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x122\n" +
+	"\arecords\x18\x04 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\x12\x1f\n" +
+	"\vnext_offset\x18\x05 \x01(\x03R\n" +
+	"nextOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\xdc\x02\n" +
 	"\x0eConsumedRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
-	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x15\n" +
-	"\x03key\x18\x05 \x01(\tH\x00R\x03key\x88\x01\x01\x12\x14\n" +
-	"\x05value\x18\x06 \x01(\tR\x05value\x12 \n" +
-	"\tkey_bytes\x18\a \x01(\fH\x01R\bkeyBytes\x88\x01\x01\x12\x1f\n" +
-	"\vvalue_bytes\x18\b \x01(\fR\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x12\n" +
+	"\x03key\x18\x05 \x01(\tH\x00R\x03key\x12\x1d\n" +
+	"\tkey_bytes\x18\a \x01(\fH\x00R\bkeyBytes\x12\x16\n" +
+	"\x05value\x18\x06 \x01(\tH\x01R\x05value\x12!\n" +
+	"\vvalue_bytes\x18\b \x01(\fH\x01R\n" +
 	"valueBytes\x120\n" +
 	"\aheaders\x18\t \x03(\v2\x16.quire.v1.RecordHeaderR\aheaders\x12!\n" +
 	"\fleader_epoch\x18\n" +
-	" \x01(\x05R\vleaderEpochB\x06\n" +
-	"\x04_keyB\f\n" +
+	" \x01(\x05R\vleaderEpochB\n" +
 	"\n" +
-	"_key_bytes\"T\n" +
+	"\bkey_dataB\f\n" +
+	"\n" +
+	"value_data\"T\n" +
 	"\x12ListOffsetsRequest\x12>\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1e.quire.v1.ListOffsetsPartitionR\n" +
@@ -899,11 +1373,15 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x05 \x01(\x03R\vtimestampMs\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch2\xa1\x02\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch*?\n" +
+	"\fRecordFormat\x12\x16\n" +
+	"\x12RECORD_FORMAT_AUTO\x10\x00\x12\x17\n" +
+	"\x13RECORD_FORMAT_BYTES\x10\x012\xff\x02\n" +
 	"\bConsumer\x128\n" +
 	"\x05Fetch\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse\x12@\n" +
 	"\vFetchStream\x12\x16.quire.v1.FetchRequest\x1a\x17.quire.v1.FetchResponse0\x01\x12M\n" +
-	"\fFetchRecords\x12\x1d.quire.v1.FetchRecordsRequest\x1a\x1e.quire.v1.FetchRecordsResponse\x12J\n" +
+	"\fFetchRecords\x12\x1d.quire.v1.FetchRecordsRequest\x1a\x1e.quire.v1.FetchRecordsResponse\x12\\\n" +
+	"\x11FetchRecordsMulti\x12\".quire.v1.FetchRecordsMultiRequest\x1a#.quire.v1.FetchRecordsMultiResponse\x12J\n" +
 	"\vListOffsets\x12\x1c.quire.v1.ListOffsetsRequest\x1a\x1d.quire.v1.ListOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
@@ -918,44 +1396,58 @@ func file_quire_v1_consume_proto_rawDescGZIP() []byte {
 	return file_quire_v1_consume_proto_rawDescData
 }
 
-var file_quire_v1_consume_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_quire_v1_consume_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_quire_v1_consume_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_quire_v1_consume_proto_goTypes = []any{
-	(*FetchRequest)(nil),         // 0: quire.v1.FetchRequest
-	(*FetchPartition)(nil),       // 1: quire.v1.FetchPartition
-	(*FetchResponse)(nil),        // 2: quire.v1.FetchResponse
-	(*FetchPartitionResult)(nil), // 3: quire.v1.FetchPartitionResult
-	(*FetchRecordsRequest)(nil),  // 4: quire.v1.FetchRecordsRequest
-	(*FetchRecordsResponse)(nil), // 5: quire.v1.FetchRecordsResponse
-	(*ConsumedRecord)(nil),       // 6: quire.v1.ConsumedRecord
-	(*ListOffsetsRequest)(nil),   // 7: quire.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil), // 8: quire.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),  // 9: quire.v1.ListOffsetsResponse
-	(*ListOffsetsResult)(nil),    // 10: quire.v1.ListOffsetsResult
-	(*Error)(nil),                // 11: quire.v1.Error
-	(*RecordHeader)(nil),         // 12: quire.v1.RecordHeader
+	(RecordFormat)(0),                   // 0: quire.v1.RecordFormat
+	(*FetchRequest)(nil),                // 1: quire.v1.FetchRequest
+	(*FetchPartition)(nil),              // 2: quire.v1.FetchPartition
+	(*FetchResponse)(nil),               // 3: quire.v1.FetchResponse
+	(*FetchPartitionResult)(nil),        // 4: quire.v1.FetchPartitionResult
+	(*FetchRecordsRequest)(nil),         // 5: quire.v1.FetchRecordsRequest
+	(*FetchRecordsResponse)(nil),        // 6: quire.v1.FetchRecordsResponse
+	(*FetchRecordsMultiRequest)(nil),    // 7: quire.v1.FetchRecordsMultiRequest
+	(*FetchRecordsPartition)(nil),       // 8: quire.v1.FetchRecordsPartition
+	(*FetchRecordsMultiResponse)(nil),   // 9: quire.v1.FetchRecordsMultiResponse
+	(*FetchRecordsPartitionResult)(nil), // 10: quire.v1.FetchRecordsPartitionResult
+	(*ConsumedRecord)(nil),              // 11: quire.v1.ConsumedRecord
+	(*ListOffsetsRequest)(nil),          // 12: quire.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),        // 13: quire.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),         // 14: quire.v1.ListOffsetsResponse
+	(*ListOffsetsResult)(nil),           // 15: quire.v1.ListOffsetsResult
+	(*Error)(nil),                       // 16: quire.v1.Error
+	(*RecordHeader)(nil),                // 17: quire.v1.RecordHeader
 }
 var file_quire_v1_consume_proto_depIdxs = []int32{
-	1,  // 0: quire.v1.FetchRequest.partitions:type_name -> quire.v1.FetchPartition
-	3,  // 1: quire.v1.FetchResponse.partitions:type_name -> quire.v1.FetchPartitionResult
-	11, // 2: quire.v1.FetchPartitionResult.error:type_name -> quire.v1.Error
-	6,  // 3: quire.v1.FetchRecordsResponse.records:type_name -> quire.v1.ConsumedRecord
-	12, // 4: quire.v1.ConsumedRecord.headers:type_name -> quire.v1.RecordHeader
-	8,  // 5: quire.v1.ListOffsetsRequest.partitions:type_name -> quire.v1.ListOffsetsPartition
-	10, // 6: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
-	11, // 7: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
-	0,  // 8: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
-	0,  // 9: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
-	4,  // 10: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
-	7,  // 11: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
-	2,  // 12: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
-	2,  // 13: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
-	5,  // 14: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
-	9,  // 15: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	2,  // 0: quire.v1.FetchRequest.partitions:type_name -> quire.v1.FetchPartition
+	4,  // 1: quire.v1.FetchResponse.partitions:type_name -> quire.v1.FetchPartitionResult
+	16, // 2: quire.v1.FetchPartitionResult.error:type_name -> quire.v1.Error
+	0,  // 3: quire.v1.FetchRecordsRequest.format:type_name -> quire.v1.RecordFormat
+	11, // 4: quire.v1.FetchRecordsResponse.records:type_name -> quire.v1.ConsumedRecord
+	8,  // 5: quire.v1.FetchRecordsMultiRequest.partitions:type_name -> quire.v1.FetchRecordsPartition
+	0,  // 6: quire.v1.FetchRecordsMultiRequest.format:type_name -> quire.v1.RecordFormat
+	10, // 7: quire.v1.FetchRecordsMultiResponse.partitions:type_name -> quire.v1.FetchRecordsPartitionResult
+	16, // 8: quire.v1.FetchRecordsPartitionResult.error:type_name -> quire.v1.Error
+	11, // 9: quire.v1.FetchRecordsPartitionResult.records:type_name -> quire.v1.ConsumedRecord
+	17, // 10: quire.v1.ConsumedRecord.headers:type_name -> quire.v1.RecordHeader
+	13, // 11: quire.v1.ListOffsetsRequest.partitions:type_name -> quire.v1.ListOffsetsPartition
+	15, // 12: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
+	16, // 13: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
+	1,  // 14: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
+	1,  // 15: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
+	5,  // 16: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
+	7,  // 17: quire.v1.Consumer.FetchRecordsMulti:input_type -> quire.v1.FetchRecordsMultiRequest
+	12, // 18: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
+	3,  // 19: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
+	3,  // 20: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
+	6,  // 21: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
+	9,  // 22: quire.v1.Consumer.FetchRecordsMulti:output_type -> quire.v1.FetchRecordsMultiResponse
+	14, // 23: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_consume_proto_init() }
@@ -964,20 +1456,28 @@ func file_quire_v1_consume_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_consume_proto_msgTypes[1].OneofWrappers = []any{}
-	file_quire_v1_consume_proto_msgTypes[6].OneofWrappers = []any{}
+	file_quire_v1_consume_proto_msgTypes[1].OneofWrappers = []any{
+		(*FetchPartition_CurrentLeaderEpoch)(nil),
+	}
+	file_quire_v1_consume_proto_msgTypes[10].OneofWrappers = []any{
+		(*ConsumedRecord_Key)(nil),
+		(*ConsumedRecord_KeyBytes)(nil),
+		(*ConsumedRecord_Value)(nil),
+		(*ConsumedRecord_ValueBytes)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_consume_proto_rawDesc), len(file_quire_v1_consume_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_quire_v1_consume_proto_goTypes,
 		DependencyIndexes: file_quire_v1_consume_proto_depIdxs,
+		EnumInfos:         file_quire_v1_consume_proto_enumTypes,
 		MessageInfos:      file_quire_v1_consume_proto_msgTypes,
 	}.Build()
 	File_quire_v1_consume_proto = out.File

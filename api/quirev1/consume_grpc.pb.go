@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Consumer_Fetch_FullMethodName        = "/quire.v1.Consumer/Fetch"
-	Consumer_FetchStream_FullMethodName  = "/quire.v1.Consumer/FetchStream"
-	Consumer_FetchRecords_FullMethodName = "/quire.v1.Consumer/FetchRecords"
-	Consumer_ListOffsets_FullMethodName  = "/quire.v1.Consumer/ListOffsets"
+	Consumer_Fetch_FullMethodName             = "/quire.v1.Consumer/Fetch"
+	Consumer_FetchStream_FullMethodName       = "/quire.v1.Consumer/FetchStream"
+	Consumer_FetchRecords_FullMethodName      = "/quire.v1.Consumer/FetchRecords"
+	Consumer_FetchRecordsMulti_FullMethodName = "/quire.v1.Consumer/FetchRecordsMulti"
+	Consumer_ListOffsets_FullMethodName       = "/quire.v1.Consumer/ListOffsets"
 )
 
 // ConsumerClient is the client API for Consumer service.
@@ -44,8 +45,29 @@ type ConsumerClient interface {
 	// stream ends after a response carrying a partition error; to change
 	// partitions or offsets, the client opens a new stream.
 	FetchStream(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResponse], error)
-	// FetchRecords is the decoded form for people and plain gRPC clients.
+	// FetchRecords is the decoded form for people and plain gRPC clients,
+	// for one partition. Errors are whole-call: a gRPC status with a
+	// quire.v1.Error. With max_wait_ms it waits for at least one record.
 	FetchRecords(ctx context.Context, in *FetchRecordsRequest, opts ...grpc.CallOption) (*FetchRecordsResponse, error)
+	// FetchRecordsMulti is FetchRecords for many partitions (of one or more
+	// topics) in one call, long-polled as Fetch is, so a plain gRPC consumer
+	// of many partitions needs one call in flight, not one per partition.
+	//
+	// Errors: a request that is wrong as a whole (no partitions, a partition
+	// named twice, an unknown format) is a gRPC status with a
+	// quire.v1.Error; everything about one partition (unknown topic or
+	// partition, offset out of range, no leader) is that partition's error
+	// in an OK response, the other partitions answered as usual. A partition
+	// error answers at once, without waiting.
+	//
+	// Routing: any broker takes the call. Partitions led by other brokers
+	// are passed on to their leaders (once, as FetchRecords is): first all
+	// are read without waiting, and if none has a record, all wait at the
+	// same time and the first to have one answers for all (records that
+	// reached another leader meanwhile come with the next call). A leader
+	// that cannot be reached leaves NOT_LEADER_OR_FOLLOWER, with its id, on
+	// its partitions.
+	FetchRecordsMulti(ctx context.Context, in *FetchRecordsMultiRequest, opts ...grpc.CallOption) (*FetchRecordsMultiResponse, error)
 	// ListOffsets finds the earliest, the latest, or the first offset at or
 	// after a timestamp.
 	ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error)
@@ -98,6 +120,16 @@ func (c *consumerClient) FetchRecords(ctx context.Context, in *FetchRecordsReque
 	return out, nil
 }
 
+func (c *consumerClient) FetchRecordsMulti(ctx context.Context, in *FetchRecordsMultiRequest, opts ...grpc.CallOption) (*FetchRecordsMultiResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchRecordsMultiResponse)
+	err := c.cc.Invoke(ctx, Consumer_FetchRecordsMulti_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *consumerClient) ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListOffsetsResponse)
@@ -127,8 +159,29 @@ type ConsumerServer interface {
 	// stream ends after a response carrying a partition error; to change
 	// partitions or offsets, the client opens a new stream.
 	FetchStream(*FetchRequest, grpc.ServerStreamingServer[FetchResponse]) error
-	// FetchRecords is the decoded form for people and plain gRPC clients.
+	// FetchRecords is the decoded form for people and plain gRPC clients,
+	// for one partition. Errors are whole-call: a gRPC status with a
+	// quire.v1.Error. With max_wait_ms it waits for at least one record.
 	FetchRecords(context.Context, *FetchRecordsRequest) (*FetchRecordsResponse, error)
+	// FetchRecordsMulti is FetchRecords for many partitions (of one or more
+	// topics) in one call, long-polled as Fetch is, so a plain gRPC consumer
+	// of many partitions needs one call in flight, not one per partition.
+	//
+	// Errors: a request that is wrong as a whole (no partitions, a partition
+	// named twice, an unknown format) is a gRPC status with a
+	// quire.v1.Error; everything about one partition (unknown topic or
+	// partition, offset out of range, no leader) is that partition's error
+	// in an OK response, the other partitions answered as usual. A partition
+	// error answers at once, without waiting.
+	//
+	// Routing: any broker takes the call. Partitions led by other brokers
+	// are passed on to their leaders (once, as FetchRecords is): first all
+	// are read without waiting, and if none has a record, all wait at the
+	// same time and the first to have one answers for all (records that
+	// reached another leader meanwhile come with the next call). A leader
+	// that cannot be reached leaves NOT_LEADER_OR_FOLLOWER, with its id, on
+	// its partitions.
+	FetchRecordsMulti(context.Context, *FetchRecordsMultiRequest) (*FetchRecordsMultiResponse, error)
 	// ListOffsets finds the earliest, the latest, or the first offset at or
 	// after a timestamp.
 	ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error)
@@ -150,6 +203,9 @@ func (UnimplementedConsumerServer) FetchStream(*FetchRequest, grpc.ServerStreami
 }
 func (UnimplementedConsumerServer) FetchRecords(context.Context, *FetchRecordsRequest) (*FetchRecordsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FetchRecords not implemented")
+}
+func (UnimplementedConsumerServer) FetchRecordsMulti(context.Context, *FetchRecordsMultiRequest) (*FetchRecordsMultiResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FetchRecordsMulti not implemented")
 }
 func (UnimplementedConsumerServer) ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListOffsets not implemented")
@@ -222,6 +278,24 @@ func _Consumer_FetchRecords_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Consumer_FetchRecordsMulti_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchRecordsMultiRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConsumerServer).FetchRecordsMulti(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Consumer_FetchRecordsMulti_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConsumerServer).FetchRecordsMulti(ctx, req.(*FetchRecordsMultiRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Consumer_ListOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListOffsetsRequest)
 	if err := dec(in); err != nil {
@@ -254,6 +328,10 @@ var Consumer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchRecords",
 			Handler:    _Consumer_FetchRecords_Handler,
+		},
+		{
+			MethodName: "FetchRecordsMulti",
+			Handler:    _Consumer_FetchRecordsMulti_Handler,
 		},
 		{
 			MethodName: "ListOffsets",

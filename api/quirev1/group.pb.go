@@ -82,7 +82,11 @@ type OffsetCommit struct {
 	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	// The leader epoch of the last record consumed; unset or -1 when
 	// unknown.
-	LeaderEpoch *int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3,oneof" json:"leader_epoch,omitempty"`
+	//
+	// Types that are valid to be assigned to OptionalLeaderEpoch:
+	//
+	//	*OffsetCommit_LeaderEpoch
+	OptionalLeaderEpoch isOffsetCommit_OptionalLeaderEpoch `protobuf_oneof:"optional_leader_epoch"`
 	// Free text kept with the offset, at most 4096 bytes.
 	Metadata      string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -140,9 +144,18 @@ func (x *OffsetCommit) GetOffset() int64 {
 	return 0
 }
 
+func (x *OffsetCommit) GetOptionalLeaderEpoch() isOffsetCommit_OptionalLeaderEpoch {
+	if x != nil {
+		return x.OptionalLeaderEpoch
+	}
+	return nil
+}
+
 func (x *OffsetCommit) GetLeaderEpoch() int32 {
-	if x != nil && x.LeaderEpoch != nil {
-		return *x.LeaderEpoch
+	if x != nil {
+		if x, ok := x.OptionalLeaderEpoch.(*OffsetCommit_LeaderEpoch); ok {
+			return x.LeaderEpoch
+		}
 	}
 	return 0
 }
@@ -153,6 +166,16 @@ func (x *OffsetCommit) GetMetadata() string {
 	}
 	return ""
 }
+
+type isOffsetCommit_OptionalLeaderEpoch interface {
+	isOffsetCommit_OptionalLeaderEpoch()
+}
+
+type OffsetCommit_LeaderEpoch struct {
+	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3,oneof"`
+}
+
+func (*OffsetCommit_LeaderEpoch) isOffsetCommit_OptionalLeaderEpoch() {}
 
 type CommitOffsetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -649,14 +672,14 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x14quire/v1/group.proto\x12\bquire.v1\"^\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x120\n" +
-	"\aoffsets\x18\x02 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\"\xaf\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\"\xb4\x01\n" +
 	"\fOffsetCommit\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12&\n" +
-	"\fleader_epoch\x18\x04 \x01(\x05H\x00R\vleaderEpoch\x88\x01\x01\x12\x1a\n" +
-	"\bmetadata\x18\x05 \x01(\tR\bmetadataB\x0f\n" +
-	"\r_leader_epoch\"=\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12#\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05H\x00R\vleaderEpoch\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadataB\x17\n" +
+	"\x15optional_leader_epoch\"=\n" +
 	"\x15CommitOffsetsResponse\x12$\n" +
 	"\x0ecommit_time_ms\x18\x01 \x01(\x03R\fcommitTimeMs\"e\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
@@ -743,7 +766,9 @@ func file_quire_v1_group_proto_init() {
 	if File_quire_v1_group_proto != nil {
 		return
 	}
-	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{}
+	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
+		(*OffsetCommit_LeaderEpoch)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

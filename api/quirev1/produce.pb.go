@@ -25,7 +25,11 @@ type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// -1 (all in-sync replicas, the default when unset), 1 (the leader) or 0
 	// (no answer is awaited; the response carries no offsets).
-	Acks *int32 `protobuf:"varint,1,opt,name=acks,proto3,oneof" json:"acks,omitempty"`
+	//
+	// Types that are valid to be assigned to OptionalAcks:
+	//
+	//	*ProduceRequest_Acks
+	OptionalAcks isProduceRequest_OptionalAcks `protobuf_oneof:"optional_acks"`
 	// How long to wait for acks=all before REQUEST_TIMED_OUT; 0 means 30000.
 	TimeoutMs  int32               `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	Partitions []*PartitionRecords `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -65,9 +69,18 @@ func (*ProduceRequest) Descriptor() ([]byte, []int) {
 	return file_quire_v1_produce_proto_rawDescGZIP(), []int{0}
 }
 
+func (x *ProduceRequest) GetOptionalAcks() isProduceRequest_OptionalAcks {
+	if x != nil {
+		return x.OptionalAcks
+	}
+	return nil
+}
+
 func (x *ProduceRequest) GetAcks() int32 {
-	if x != nil && x.Acks != nil {
-		return *x.Acks
+	if x != nil {
+		if x, ok := x.OptionalAcks.(*ProduceRequest_Acks); ok {
+			return x.Acks
+		}
 	}
 	return 0
 }
@@ -92,6 +105,16 @@ func (x *ProduceRequest) GetCorrelationId() int64 {
 	}
 	return 0
 }
+
+type isProduceRequest_OptionalAcks interface {
+	isProduceRequest_OptionalAcks()
+}
+
+type ProduceRequest_Acks struct {
+	Acks int32 `protobuf:"varint,1,opt,name=acks,proto3,oneof"`
+}
+
+func (*ProduceRequest_Acks) isProduceRequest_OptionalAcks() {}
 
 type PartitionRecords struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -303,21 +326,42 @@ func (x *PartitionProduceResult) GetLogStartOffset() int64 {
 	return 0
 }
 
-// ProduceRecord is one record in plain fields. Text fields suit JSON and
-// grpcurl; the _bytes fields carry binary data and win when both are set.
+// ProduceRecord is one record in plain fields.
+//
+// Key and value each come as text (key, value: readable JSON for grpcurl)
+// or as bytes (key_bytes, value_bytes: binary data, base64 in JSON); both
+// store exactly the same bytes, so {"value": "abc"} and
+// {"valueBytes": "YWJj"} write the same record. Leaving both fields of a
+// pair unset writes a Kafka null (length -1): a null key, or a null value,
+// which is a tombstone. Setting one to "" writes an empty key or value,
+// which is not null. In the binary encoding the last of a pair on the wire
+// wins; JSON rejects a record that sets both. (Clients generated from older
+// versions of this file, where value was a plain string, do not send an
+// empty value at all: it now writes a tombstone. JSON that leaves out
+// "value" writes one too.)
 type ProduceRecord struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Key        *string                `protobuf:"bytes,1,opt,name=key,proto3,oneof" json:"key,omitempty"`
-	Value      string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	KeyBytes   []byte                 `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3,oneof" json:"key_bytes,omitempty"`
-	ValueBytes []byte                 `protobuf:"bytes,4,opt,name=value_bytes,json=valueBytes,proto3" json:"value_bytes,omitempty"`
-	Headers    []*RecordHeader        `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to KeyData:
+	//
+	//	*ProduceRecord_Key
+	//	*ProduceRecord_KeyBytes
+	KeyData isProduceRecord_KeyData `protobuf_oneof:"key_data"`
+	// Types that are valid to be assigned to ValueData:
+	//
+	//	*ProduceRecord_Value
+	//	*ProduceRecord_ValueBytes
+	ValueData isProduceRecord_ValueData `protobuf_oneof:"value_data"`
+	Headers   []*RecordHeader           `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Creation time in milliseconds since the epoch; 0 means now.
 	TimestampMs int64 `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	// Explicit partition; unset lets the broker choose.
-	Partition     *int32 `protobuf:"varint,7,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	//
+	// Types that are valid to be assigned to OptionalPartition:
+	//
+	//	*ProduceRecord_Partition
+	OptionalPartition isProduceRecord_OptionalPartition `protobuf_oneof:"optional_partition"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ProduceRecord) Reset() {
@@ -350,30 +394,52 @@ func (*ProduceRecord) Descriptor() ([]byte, []int) {
 	return file_quire_v1_produce_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ProduceRecord) GetKey() string {
-	if x != nil && x.Key != nil {
-		return *x.Key
+func (x *ProduceRecord) GetKeyData() isProduceRecord_KeyData {
+	if x != nil {
+		return x.KeyData
 	}
-	return ""
+	return nil
 }
 
-func (x *ProduceRecord) GetValue() string {
+func (x *ProduceRecord) GetKey() string {
 	if x != nil {
-		return x.Value
+		if x, ok := x.KeyData.(*ProduceRecord_Key); ok {
+			return x.Key
+		}
 	}
 	return ""
 }
 
 func (x *ProduceRecord) GetKeyBytes() []byte {
 	if x != nil {
-		return x.KeyBytes
+		if x, ok := x.KeyData.(*ProduceRecord_KeyBytes); ok {
+			return x.KeyBytes
+		}
 	}
 	return nil
 }
 
+func (x *ProduceRecord) GetValueData() isProduceRecord_ValueData {
+	if x != nil {
+		return x.ValueData
+	}
+	return nil
+}
+
+func (x *ProduceRecord) GetValue() string {
+	if x != nil {
+		if x, ok := x.ValueData.(*ProduceRecord_Value); ok {
+			return x.Value
+		}
+	}
+	return ""
+}
+
 func (x *ProduceRecord) GetValueBytes() []byte {
 	if x != nil {
-		return x.ValueBytes
+		if x, ok := x.ValueData.(*ProduceRecord_ValueBytes); ok {
+			return x.ValueBytes
+		}
 	}
 	return nil
 }
@@ -392,19 +458,73 @@ func (x *ProduceRecord) GetTimestampMs() int64 {
 	return 0
 }
 
+func (x *ProduceRecord) GetOptionalPartition() isProduceRecord_OptionalPartition {
+	if x != nil {
+		return x.OptionalPartition
+	}
+	return nil
+}
+
 func (x *ProduceRecord) GetPartition() int32 {
-	if x != nil && x.Partition != nil {
-		return *x.Partition
+	if x != nil {
+		if x, ok := x.OptionalPartition.(*ProduceRecord_Partition); ok {
+			return x.Partition
+		}
 	}
 	return 0
 }
 
+type isProduceRecord_KeyData interface {
+	isProduceRecord_KeyData()
+}
+
+type ProduceRecord_Key struct {
+	Key string `protobuf:"bytes,1,opt,name=key,proto3,oneof"`
+}
+
+type ProduceRecord_KeyBytes struct {
+	KeyBytes []byte `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3,oneof"`
+}
+
+func (*ProduceRecord_Key) isProduceRecord_KeyData() {}
+
+func (*ProduceRecord_KeyBytes) isProduceRecord_KeyData() {}
+
+type isProduceRecord_ValueData interface {
+	isProduceRecord_ValueData()
+}
+
+type ProduceRecord_Value struct {
+	Value string `protobuf:"bytes,2,opt,name=value,proto3,oneof"`
+}
+
+type ProduceRecord_ValueBytes struct {
+	ValueBytes []byte `protobuf:"bytes,4,opt,name=value_bytes,json=valueBytes,proto3,oneof"`
+}
+
+func (*ProduceRecord_Value) isProduceRecord_ValueData() {}
+
+func (*ProduceRecord_ValueBytes) isProduceRecord_ValueData() {}
+
+type isProduceRecord_OptionalPartition interface {
+	isProduceRecord_OptionalPartition()
+}
+
+type ProduceRecord_Partition struct {
+	Partition int32 `protobuf:"varint,7,opt,name=partition,proto3,oneof"`
+}
+
+func (*ProduceRecord_Partition) isProduceRecord_OptionalPartition() {}
+
 type ProduceRecordsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Records       []*ProduceRecord       `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
-	Acks          *int32                 `protobuf:"varint,3,opt,name=acks,proto3,oneof" json:"acks,omitempty"`
-	TimeoutMs     int32                  `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Topic   string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Records []*ProduceRecord       `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	// Types that are valid to be assigned to OptionalAcks:
+	//
+	//	*ProduceRecordsRequest_Acks
+	OptionalAcks  isProduceRecordsRequest_OptionalAcks `protobuf_oneof:"optional_acks"`
+	TimeoutMs     int32                                `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,9 +573,18 @@ func (x *ProduceRecordsRequest) GetRecords() []*ProduceRecord {
 	return nil
 }
 
+func (x *ProduceRecordsRequest) GetOptionalAcks() isProduceRecordsRequest_OptionalAcks {
+	if x != nil {
+		return x.OptionalAcks
+	}
+	return nil
+}
+
 func (x *ProduceRecordsRequest) GetAcks() int32 {
-	if x != nil && x.Acks != nil {
-		return *x.Acks
+	if x != nil {
+		if x, ok := x.OptionalAcks.(*ProduceRecordsRequest_Acks); ok {
+			return x.Acks
+		}
 	}
 	return 0
 }
@@ -466,6 +595,16 @@ func (x *ProduceRecordsRequest) GetTimeoutMs() int32 {
 	}
 	return 0
 }
+
+type isProduceRecordsRequest_OptionalAcks interface {
+	isProduceRecordsRequest_OptionalAcks()
+}
+
+type ProduceRecordsRequest_Acks struct {
+	Acks int32 `protobuf:"varint,3,opt,name=acks,proto3,oneof"`
+}
+
+func (*ProduceRecordsRequest_Acks) isProduceRecordsRequest_OptionalAcks() {}
 
 type ProduceRecordsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -584,16 +723,16 @@ var File_quire_v1_produce_proto protoreflect.FileDescriptor
 
 const file_quire_v1_produce_proto_rawDesc = "" +
 	"\n" +
-	"\x16quire/v1/produce.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xb4\x01\n" +
-	"\x0eProduceRequest\x12\x17\n" +
-	"\x04acks\x18\x01 \x01(\x05H\x00R\x04acks\x88\x01\x01\x12\x1d\n" +
+	"\x16quire/v1/produce.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xb9\x01\n" +
+	"\x0eProduceRequest\x12\x14\n" +
+	"\x04acks\x18\x01 \x01(\x05H\x00R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12:\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1a.quire.v1.PartitionRecordsR\n" +
 	"partitions\x12%\n" +
-	"\x0ecorrelation_id\x18\x04 \x01(\x03R\rcorrelationIdB\a\n" +
-	"\x05_acks\"`\n" +
+	"\x0ecorrelation_id\x18\x04 \x01(\x03R\rcorrelationIdB\x0f\n" +
+	"\roptional_acks\"`\n" +
 	"\x10PartitionRecords\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
@@ -612,28 +751,28 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\vlast_offset\x18\x05 \x01(\x03R\n" +
 	"lastOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
-	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\x9b\x02\n" +
-	"\rProduceRecord\x12\x15\n" +
-	"\x03key\x18\x01 \x01(\tH\x00R\x03key\x88\x01\x01\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\x12 \n" +
-	"\tkey_bytes\x18\x03 \x01(\fH\x01R\bkeyBytes\x88\x01\x01\x12\x1f\n" +
-	"\vvalue_bytes\x18\x04 \x01(\fR\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\xa2\x02\n" +
+	"\rProduceRecord\x12\x12\n" +
+	"\x03key\x18\x01 \x01(\tH\x00R\x03key\x12\x1d\n" +
+	"\tkey_bytes\x18\x03 \x01(\fH\x00R\bkeyBytes\x12\x16\n" +
+	"\x05value\x18\x02 \x01(\tH\x01R\x05value\x12!\n" +
+	"\vvalue_bytes\x18\x04 \x01(\fH\x01R\n" +
 	"valueBytes\x120\n" +
 	"\aheaders\x18\x05 \x03(\v2\x16.quire.v1.RecordHeaderR\aheaders\x12!\n" +
-	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\x12!\n" +
-	"\tpartition\x18\a \x01(\x05H\x02R\tpartition\x88\x01\x01B\x06\n" +
-	"\x04_keyB\f\n" +
+	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\x12\x1e\n" +
+	"\tpartition\x18\a \x01(\x05H\x02R\tpartitionB\n" +
 	"\n" +
-	"_key_bytesB\f\n" +
+	"\bkey_dataB\f\n" +
 	"\n" +
-	"_partition\"\xa1\x01\n" +
+	"value_dataB\x14\n" +
+	"\x12optional_partition\"\xa6\x01\n" +
 	"\x15ProduceRecordsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x121\n" +
-	"\arecords\x18\x02 \x03(\v2\x17.quire.v1.ProduceRecordR\arecords\x12\x17\n" +
-	"\x04acks\x18\x03 \x01(\x05H\x00R\x04acks\x88\x01\x01\x12\x1d\n" +
+	"\arecords\x18\x02 \x03(\v2\x17.quire.v1.ProduceRecordR\arecords\x12\x14\n" +
+	"\x04acks\x18\x03 \x01(\x05H\x00R\x04acks\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMsB\a\n" +
-	"\x05_acks\"J\n" +
+	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMsB\x0f\n" +
+	"\roptional_acks\"J\n" +
 	"\x16ProduceRecordsResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.quire.v1.RecordResultR\aresults\"\x8e\x01\n" +
 	"\fRecordResult\x12\x1c\n" +
@@ -698,9 +837,19 @@ func file_quire_v1_produce_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_produce_proto_msgTypes[0].OneofWrappers = []any{}
-	file_quire_v1_produce_proto_msgTypes[4].OneofWrappers = []any{}
-	file_quire_v1_produce_proto_msgTypes[5].OneofWrappers = []any{}
+	file_quire_v1_produce_proto_msgTypes[0].OneofWrappers = []any{
+		(*ProduceRequest_Acks)(nil),
+	}
+	file_quire_v1_produce_proto_msgTypes[4].OneofWrappers = []any{
+		(*ProduceRecord_Key)(nil),
+		(*ProduceRecord_KeyBytes)(nil),
+		(*ProduceRecord_Value)(nil),
+		(*ProduceRecord_ValueBytes)(nil),
+		(*ProduceRecord_Partition)(nil),
+	}
+	file_quire_v1_produce_proto_msgTypes[5].OneofWrappers = []any{
+		(*ProduceRecordsRequest_Acks)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

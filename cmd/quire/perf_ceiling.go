@@ -110,7 +110,7 @@ func bareProduce(ctx context.Context, p quirev1.ProducerClient, topic string, ba
 					return
 				}
 			}
-			req := &quirev1.ProduceRequest{Acks: &acks, CorrelationId: i,
+			req := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, CorrelationId: i,
 				Partitions: []*quirev1.PartitionRecords{{Topic: topic, Records: batch}}}
 			if err := stream.Send(req); err != nil {
 				sendErr <- err
