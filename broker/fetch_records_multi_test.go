@@ -76,7 +76,8 @@ func TestFetchRecordsMultiPartitions(t *testing.T) {
 			}
 		}
 	}
-	wantInline(t, resp.Partitions[3].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
+	// A partition past the count is an invalid request (see errors.proto).
+	wantInline(t, resp.Partitions[3].Error, quirev1.ErrorCode_INVALID_REQUEST, false)
 	wantInline(t, resp.Partitions[4].Error, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, true)
 	if a := resp.Partitions[4]; a.Topic != "nope" || len(a.Records) != 0 || a.HighWatermark != -1 {
 		t.Errorf("unknown topic answered %+v", a)

@@ -18,8 +18,9 @@ import (
 // that is not woken at once (a follower backing off, a long poll running
 // out its max wait) shows as hundreds of milliseconds. The nodes keep the
 // default replica fetch timings (500 ms wait, 1 s backoff), where such a
-// stall shows at its full size. The bound is far above the milliseconds
-// the path takes, so it holds under -race on a busy machine.
+// stall shows at its full size (p99 946 ms when followers backed off the
+// full second). The bound is far above the milliseconds the path takes
+// (p99 4-40 ms here under -race), so it holds on a busy machine.
 func TestClusterEndToEndLatency(t *testing.T) {
 	def := broker.DefaultConfig()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
@@ -82,7 +83,7 @@ func TestClusterEndToEndLatency(t *testing.T) {
 	slices.Sort(lat)
 	p50, p99, worst := lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	t.Logf("end-to-end latency over %d records at %d/s, RF 3, acks=all: p50 %v, p99 %v, max %v", len(lat), rate, p50, p99, worst)
-	if limit := 150 * time.Millisecond; p99 > limit {
+	if limit := 300 * time.Millisecond; p99 > limit {
 		t.Errorf("p99 end-to-end latency %v, want under %v (p50 %v, max %v)", p99, limit, p50, worst)
 	}
 }
