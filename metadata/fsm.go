@@ -2,9 +2,11 @@ package metadata
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,9 +55,21 @@ func OpenFSM(path string, logger hclog.Logger) (*FSM, error) {
 }
 
 func (f *FSM) open() error {
-	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: 64 << 20, NoSync: true})
+	db, img, err := openStore(f.path)
 	if err != nil {
-		return fmt.Errorf("metadata: open image store %s: %w", f.path, err)
+		return err
+	}
+	f.db = db
+	f.img.Store(img)
+	return nil
+}
+
+// openStore opens the image store at path, creating what is missing, and
+// loads its image.
+func openStore(path string) (*bolt.DB, *Image, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: 64 << 20, NoSync: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("metadata: open image store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
@@ -71,7 +85,7 @@ func (f *FSM) open() error {
 	})
 	if err != nil {
 		db.Close()
-		return fmt.Errorf("metadata: init image store: %w", err)
+		return nil, nil, fmt.Errorf("metadata: init image store: %w", err)
 	}
 	var img *Image
 	if err := db.View(func(tx *bolt.Tx) error {
@@ -80,11 +94,9 @@ func (f *FSM) open() error {
 		return lerr
 	}); err != nil {
 		db.Close()
-		return err
+		return nil, nil, err
 	}
-	f.db = db
-	f.img.Store(img)
-	return nil
+	return db, img, nil
 }
 
 // Image returns the current image.
@@ -144,25 +156,45 @@ func (f *FSM) ApplyCommand(cmd *pb.Command, index uint64) any {
 	return resp
 }
 
-// Snapshot implements raft.FSM: a bbolt read transaction is the
-// consistent view; Persist streams it.
+// Snapshot implements raft.FSM. The view is copied out of a bbolt read
+// transaction into an unlinked temporary file at once, and Persist streams
+// the copy: a read transaction held for the whole (possibly slow) write of
+// the sink would stall every Apply once the store outgrows its mmap, as
+// bbolt's remap waits for open read transactions. raft calls Snapshot
+// between two Applies, so the copy is the state at one index.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	tx, err := f.db.Begin(false)
+	file, err := os.CreateTemp(filepath.Dir(f.path), filepath.Base(f.path)+".snapshot-*")
 	if err != nil {
 		return nil, fmt.Errorf("metadata: snapshot: %w", err)
 	}
-	return &fsmSnapshot{tx: tx}, nil
+	// Unlinked while open: a crash leaves nothing behind.
+	if err := os.Remove(file.Name()); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("metadata: snapshot: %w", err)
+	}
+	err = f.db.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(file)
+		return err
+	})
+	if err == nil {
+		_, err = file.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		file.Close()
+		return nil, fmt.Errorf("metadata: snapshot: %w", err)
+	}
+	return &fsmSnapshot{file: file}, nil
 }
 
 type fsmSnapshot struct {
-	tx   *bolt.Tx
+	file *os.File
 	once sync.Once
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.tx.WriteTo(sink); err != nil {
+	if _, err := io.Copy(sink, s.file); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("metadata: persist snapshot: %w", err)
 	}
@@ -170,10 +202,13 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) Release() {
-	s.once.Do(func() { _ = s.tx.Rollback() })
+	s.once.Do(func() { _ = s.file.Close() })
 }
 
-// Restore implements raft.FSM: the snapshot replaces the store.
+// Restore implements raft.FSM: the snapshot replaces the store. The copy
+// is opened and loaded before the current store is touched, so a snapshot
+// that cannot be used (corrupt, or of an unknown schema version) fails the
+// restore and leaves the current store and image in use.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
@@ -183,7 +218,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("metadata: restore: %w", err)
 	}
-	if _, err := io.Copy(out, rc); err != nil {
+	n, err := io.Copy(out, rc)
+	if err == nil && n == 0 {
+		err = errors.New("empty snapshot, current image kept")
+	}
+	if err != nil {
 		out.Close()
 		os.Remove(tmp)
 		return fmt.Errorf("metadata: restore: %w", err)
@@ -192,16 +231,26 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		os.Remove(tmp)
 		return fmt.Errorf("metadata: restore: %w", err)
 	}
-	if err := f.db.Close(); err != nil {
-		return fmt.Errorf("metadata: restore: close store: %w", err)
+	db, img, err := openStore(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("metadata: restore: snapshot unusable, current image kept: %w", err)
 	}
+	// The new store stays open across the rename (its descriptor follows
+	// the file); the old one, still open on the replaced file, is closed
+	// only once the new one is in place.
 	if err := os.Rename(tmp, f.path); err != nil {
-		return fmt.Errorf("metadata: restore: %w", err)
+		db.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("metadata: restore: current image kept: %w", err)
 	}
-	if err := f.open(); err != nil {
-		return err
+	old := f.db
+	f.db = db
+	f.img.Store(img)
+	if err := old.Close(); err != nil {
+		f.logger.Warn("cannot close the replaced image store", "error", err)
 	}
-	f.logger.Info("restored metadata image", "index", f.img.Load().index)
+	f.logger.Info("restored metadata image", "index", img.index)
 	if f.onChange != nil {
 		f.onChange()
 	}
