@@ -40,23 +40,37 @@ type Controller struct {
 	cancel   context.CancelFunc // of the running loop, nil when not leader
 	done     chan struct{}
 	ready    chan struct{} // closed once the loop took over the image
+	term     uint64        // the raft term the running loop was started for
+	changed  chan struct{} // closed and replaced when a loop starts or stops
 	lastSeen map[int32]time.Time
 }
 
 func newController(n *Node) *Controller {
-	return &Controller{n: n}
+	return &Controller{n: n, changed: make(chan struct{})}
 }
 
-// start runs the loop for a new leadership term.
-func (c *Controller) start() {
+// start runs the loop for leadership term. A loop still running for an
+// earlier term is stopped first: raft may signal a lost and regained
+// leadership as one "leader" (its leadership channel keeps only the last
+// value), and the new term needs its own ControllerChange barrier and
+// fresh broker sessions.
+func (c *Controller) start(term uint64) {
+	c.mu.Lock()
+	running, old := c.cancel != nil, c.term
+	c.mu.Unlock()
+	if running {
+		if old == term {
+			return
+		}
+		c.n.logger.Info("leadership lost and regained: restarting the controller loop", "old_term", old, "term", term)
+		c.stop()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done, c.ready = cancel, make(chan struct{}), make(chan struct{})
+	c.cancel, c.done, c.ready, c.term = cancel, make(chan struct{}), make(chan struct{}), term
 	c.lastSeen = map[int32]time.Time{}
+	c.signalLocked()
 	go c.run(ctx, c.done, c.ready)
 }
 
@@ -65,11 +79,18 @@ func (c *Controller) stop() {
 	c.mu.Lock()
 	cancel, done := c.cancel, c.done
 	c.cancel, c.done = nil, nil
+	c.signalLocked()
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-done
 	}
+}
+
+// signalLocked wakes every active() waiting for a loop to start or stop.
+func (c *Controller) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // notController describes the current leader for a caller to retry there.
@@ -89,25 +110,29 @@ func (c *Controller) active(ctx context.Context) error {
 			return c.notController()
 		}
 		c.mu.Lock()
-		ready := c.ready
-		running := c.cancel != nil
+		var ready, done <-chan struct{} // nil (never) while no loop runs
+		if c.cancel != nil {
+			ready, done = c.ready, c.done
+		}
+		changed := c.changed
 		c.mu.Unlock()
-		if running {
+		select {
+		case <-ready:
+			return nil
+		case <-done:
+			// The loop gave up before taking over (see run): another
+			// node leads, or this one cannot.
 			select {
 			case <-ready:
 				return nil
 			default:
+				return c.notController()
 			}
-		}
-		t := time.NewTimer(5 * time.Millisecond)
-		select {
+		case <-changed:
 		case <-ctx.Done():
-			t.Stop()
 			return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
 		case <-c.n.stopCh:
-			t.Stop()
 			return ErrShutdown
-		case <-t.C:
 		}
 	}
 }

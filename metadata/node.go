@@ -134,6 +134,12 @@ type Node struct {
 // from Voters; with state it rejoins. A stored cluster id that differs from
 // Config.ClusterID fails with ErrClusterIDMismatch.
 func Open(cfg Config) (*Node, error) {
+	return openNode(cfg, (*raft.Raft).LeaderCh)
+}
+
+// openNode is Open with the source of leadership changes: raft's leader
+// channel, or (in tests) one that holds its signals back.
+func openNode(cfg Config, leadership func(*raft.Raft) <-chan bool) (*Node, error) {
 	def := DefaultConfig()
 	if cfg.BrokerHeartbeatInterval <= 0 {
 		cfg.BrokerHeartbeatInterval = def.BrokerHeartbeatInterval
@@ -184,7 +190,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.ctl = newController(n)
 	n.wg.Add(1)
-	go n.watchLeadership()
+	go n.watchLeadership(leadership(n.raft))
 	return n, nil
 }
 
@@ -349,18 +355,21 @@ func (n *Node) Shutdown() error {
 }
 
 // watchLeadership starts the controller loop when this node becomes raft
-// leader and stops it when it loses leadership. It also records the
-// cluster id in meta.properties once the image knows it.
-func (n *Node) watchLeadership() {
+// leader and stops it when it loses leadership. A "leader" signal may
+// stand for a lost and regained leadership (raft keeps only the last
+// value), so the loop is keyed by the raft term, not the boolean: a new
+// term restarts it. It also records the cluster id in meta.properties once
+// the image knows it.
+func (n *Node) watchLeadership(leadership <-chan bool) {
 	defer n.wg.Done()
 	changes, cancel := n.Subscribe()
 	defer cancel()
 	propsDone := n.cfg.ClusterID != ""
 	for {
 		select {
-		case leader := <-n.raft.LeaderCh():
+		case leader := <-leadership:
 			if leader {
-				n.ctl.start()
+				n.ctl.start(n.raft.CurrentTerm())
 			} else {
 				n.ctl.stop()
 			}
