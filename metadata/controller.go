@@ -140,10 +140,16 @@ func (c *Controller) active(ctx context.Context) error {
 // raftApply proposes one command and waits until it is applied here,
 // mapping raft's failures: not leader -> NotControllerError; leadership
 // lost, enqueue timeout or ctx expiry -> ErrNoQuorum. A command the FSM
-// rejected returns its typed error.
+// rejected returns its typed error. A command above the finalized
+// metadata.version is refused before it is proposed (ErrUnsupportedVersion).
 func (c *Controller) raftApply(ctx context.Context, cmd *pb.Command) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoQuorum, err)
+	}
+	// Never propose what some node would not know: the FSM refuses it
+	// too, but the log should not carry it.
+	if err := checkCommandLevel(c.n.Image(), cmd); err != nil {
+		return nil, err
 	}
 	data, err := proto.Marshal(cmd)
 	if err != nil {
@@ -291,6 +297,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, e
 	old, existed := before.Broker(b.ID)
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_RegisterBroker{RegisterBroker: &pb.RegisterBroker{
 		BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, DirectoryId: b.DirectoryID,
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max,
 	}}})
 	if err != nil {
 		return 0, err
@@ -301,7 +308,8 @@ func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, e
 		c.lastSeen[b.ID] = time.Now()
 	}
 	c.mu.Unlock()
-	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation, "directory_id", b.DirectoryID)
+	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation, "directory_id", b.DirectoryID,
+		"metadata_versions", b.MetadataVersions.String())
 	if existed && lostData(old, b.DirectoryID) {
 		c.logDataLost(before, b.ID, old.DirectoryID, b.DirectoryID)
 	}

@@ -25,9 +25,10 @@ import (
 //
 // Apply is deterministic and touches nothing but its own store; it never
 // starts goroutines or talks to the network. A command that cannot be
-// decoded panics (the log is corrupt or a newer version wrote it); a command
-// that is rejected (stale epoch, topic exists, ...) returns a typed error as
-// the Apply response and changes nothing but the applied index.
+// decoded panics (the log is corrupt). A command that is rejected (stale
+// epoch, topic exists, one above the finalized metadata.version, or one
+// this code does not know) returns a typed error as the Apply response and
+// changes nothing but the applied index.
 type FSM struct {
 	path   string
 	logger hclog.Logger
@@ -114,7 +115,10 @@ func (f *FSM) Close() error {
 	return err
 }
 
-// Apply implements raft.FSM.
+// Apply implements raft.FSM. A command this code does not know (written
+// by a newer node, a oneof field it has no type for) is not applied: the
+// response is ErrUnknownCommand, and only the applied index moves, on
+// every node alike.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
@@ -123,7 +127,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
 		panic(fmt.Sprintf("metadata: malformed command at index %d: %v", l.Index, err))
 	}
-	return f.ApplyCommand(&cmd, l.Index)
+	resp := f.ApplyCommand(&cmd, l.Index)
+	if err, ok := resp.(error); ok && errors.Is(err, ErrUnknownCommand) {
+		f.logger.Error("metadata log holds a command this node does not know: it was not applied; upgrade this node",
+			"index", l.Index, "error", err, "supported", SupportedMetadataVersions().String())
+	}
+	return resp
 }
 
 // ApplyCommand applies one decoded command at a raft index; Apply calls it,
@@ -268,6 +277,12 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if v := meta.Get(keyControllerID); len(v) == 4 {
 		img.controllerID = int32(binary.BigEndian.Uint32(v))
 	}
+	if v := meta.Get(keyMetadataVersion); len(v) == 4 {
+		img.finalizedVersion = int32(binary.BigEndian.Uint32(v))
+	}
+	if v := meta.Get(keyNextProducerID); len(v) == 8 {
+		img.nextProducerID = int64(binary.BigEndian.Uint64(v))
+	}
 	err := tx.Bucket(bucketBrokers).ForEach(func(_, v []byte) error {
 		var r pb.BrokerRecord
 		if err := proto.Unmarshal(v, &r); err != nil {
@@ -335,11 +350,13 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 }
 
 func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
-	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId}
+	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId,
+		MetadataVersions: VersionRange{Min: r.MinMetadataVersion, Max: r.MaxMetadataVersion}.orBaseline()}
 }
 
 func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
-	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID}
+	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID,
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max}
 }
 
 func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {

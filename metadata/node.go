@@ -64,6 +64,17 @@ type Config struct {
 	// ApplyTimeout bounds a metadata write when the caller's context has
 	// no deadline (default 10s).
 	ApplyTimeout time.Duration
+
+	// MetadataVersions is the range of metadata.version levels this node
+	// registers as supported and, as controller, may finalize; the zero
+	// value is everything this code supports (SupportedMetadataVersions).
+	// A narrower range stands for a node running an older release.
+	MetadataVersions VersionRange
+	// ManualMetadataVersion keeps the finalized metadata.version where it
+	// is until UpdateMetadataVersion raises it; otherwise the controller
+	// raises it as soon as every registered broker supports a higher
+	// level.
+	ManualMetadataVersion bool
 }
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,
@@ -96,6 +107,11 @@ func (c *Config) Validate() error {
 		return errors.New("metadata: transport is required")
 	case c.Voter && len(c.Voters) == 0:
 		return errors.New("metadata: a controller needs controller.quorum.voters")
+	}
+	if c.MetadataVersions != (VersionRange{}) {
+		if err := c.MetadataVersions.validate(); err != nil {
+			return err
+		}
 	}
 	if c.Voter {
 		found := false
@@ -155,6 +171,9 @@ func openNode(cfg Config, leadership func(*raft.Raft) <-chan bool) (*Node, error
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MetadataVersions == (VersionRange{}) {
+		cfg.MetadataVersions = SupportedMetadataVersions()
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -318,6 +337,10 @@ func (n *Node) IsController() bool { return n.raft.State() == raft.Leader }
 // Ctl returns the controller operations; off the leader they fail with a
 // NotControllerError.
 func (n *Node) Ctl() *Controller { return n.ctl }
+
+// MetadataVersions is the range of metadata.version levels this node
+// supports (Config.MetadataVersions), for its broker registration.
+func (n *Node) MetadataVersions() VersionRange { return n.cfg.MetadataVersions }
 
 // ID is this node's id.
 func (n *Node) ID() int32 { return n.cfg.NodeID }

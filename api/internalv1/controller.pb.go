@@ -83,9 +83,12 @@ type BrokerInfo struct {
 	Fenced      bool                   `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	Epoch       int64                  `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The broker's log directory id (meta.properties directory.id).
-	DirectoryId   string `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DirectoryId string `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
+	// The metadata.version levels it supports; 0 and 0: 1 to 1.
+	MinMetadataVersion int32 `protobuf:"varint,8,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
+	MaxMetadataVersion int32 `protobuf:"varint,9,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BrokerInfo) Reset() {
@@ -165,6 +168,20 @@ func (x *BrokerInfo) GetDirectoryId() string {
 		return x.DirectoryId
 	}
 	return ""
+}
+
+func (x *BrokerInfo) GetMinMetadataVersion() int32 {
+	if x != nil {
+		return x.MinMetadataVersion
+	}
+	return 0
+}
+
+func (x *BrokerInfo) GetMaxMetadataVersion() int32 {
+	if x != nil {
+		return x.MaxMetadataVersion
+	}
+	return 0
 }
 
 type PartitionInfo struct {
@@ -1729,6 +1746,95 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
+type UpdateFeaturesRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MetadataVersion int32                  `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateFeaturesRequest) Reset() {
+	*x = UpdateFeaturesRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFeaturesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFeaturesRequest) ProtoMessage() {}
+
+func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
+func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
+type UpdateFeaturesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The finalized level once the call is done.
+	MetadataVersion int32 `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateFeaturesResponse) Reset() {
+	*x = UpdateFeaturesResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFeaturesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFeaturesResponse) ProtoMessage() {}
+
+func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
+func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
 var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
@@ -1736,7 +1842,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
-	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xb7\x01\n" +
+	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\x9b\x02\n" +
 	"\n" +
 	"BrokerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12 \n" +
@@ -1745,7 +1851,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x12!\n" +
-	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\"\xd5\x01\n" +
+	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\x120\n" +
+	"\x14min_metadata_version\x18\b \x01(\x05R\x12minMetadataVersion\x120\n" +
+	"\x14max_metadata_version\x18\t \x01(\x05R\x12maxMetadataVersion\"\xd5\x01\n" +
 	"\rPartitionInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -1848,8 +1956,11 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\tR\x06groups\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse2\xb3\n" +
-	"\n" +
+	"\x13DeleteGroupResponse\"B\n" +
+	"\x15UpdateFeaturesRequest\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"C\n" +
+	"\x16UpdateFeaturesResponse\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion2\x9a\v\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -1864,7 +1975,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fFetchOffsets\x12&.quire.internal.v1.FetchOffsetsRequest\x1a'.quire.internal.v1.FetchOffsetsResponse\x12Y\n" +
 	"\n" +
 	"ListGroups\x12$.quire.internal.v1.ListGroupsRequest\x1a%.quire.internal.v1.ListGroupsResponse\x12\\\n" +
-	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12e\n" +
+	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -1878,7 +1990,7 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*NotController)(nil),              // 0: quire.internal.v1.NotController
 	(*BrokerInfo)(nil),                 // 1: quire.internal.v1.BrokerInfo
@@ -1913,18 +2025,20 @@ var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*ListGroupsResponse)(nil),         // 30: quire.internal.v1.ListGroupsResponse
 	(*DeleteGroupRequest)(nil),         // 31: quire.internal.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),        // 32: quire.internal.v1.DeleteGroupResponse
-	nil,                                // 33: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                // 34: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                // 35: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*UpdateFeaturesRequest)(nil),      // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),     // 34: quire.internal.v1.UpdateFeaturesResponse
+	nil,                                // 35: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                // 36: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                // 37: quire.internal.v1.AlterConfigsRequest.SetEntry
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	2,  // 0: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	33, // 1: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	35, // 1: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
 	1,  // 2: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	34, // 3: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	36, // 3: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	4,  // 4: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
 	3,  // 5: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	35, // 6: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	37, // 6: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
 	2,  // 7: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
 	23, // 8: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
 	24, // 9: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
@@ -1942,21 +2056,23 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	27, // 21: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
 	29, // 22: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
 	31, // 23: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	6,  // 24: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 25: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 26: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 27: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 28: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 29: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 30: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 31: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 32: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 33: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 34: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 35: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 36: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	24, // [24:37] is the sub-list for method output_type
-	11, // [11:24] is the sub-list for method input_type
+	33, // 24: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	6,  // 25: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 26: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 27: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 28: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 29: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 30: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 31: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 32: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 33: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 34: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 35: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 36: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 37: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	34, // 38: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	25, // [25:39] is the sub-list for method output_type
+	11, // [11:25] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1973,7 +2089,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -73,6 +73,7 @@ const (
 	ErrorCode_MEMBER_ID_REQUIRED               ErrorCode = 79
 	ErrorCode_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
 	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
+	ErrorCode_FEATURE_UPDATE_FAILED            ErrorCode = 96
 	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = 1000
 )
 
@@ -125,6 +126,7 @@ var (
 		79:   "MEMBER_ID_REQUIRED",
 		81:   "GROUP_MAX_SIZE_REACHED",
 		82:   "FENCED_INSTANCE_ID",
+		96:   "FEATURE_UPDATE_FAILED",
 		1000: "UNKNOWN_SERVER_ERROR",
 	}
 	ErrorCode_value = map[string]int32{
@@ -174,6 +176,7 @@ var (
 		"MEMBER_ID_REQUIRED":               79,
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
+		"FEATURE_UPDATE_FAILED":            96,
 		"UNKNOWN_SERVER_ERROR":             1000,
 	}
 )
@@ -353,7 +356,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xc3\t\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xde\t\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -402,6 +405,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x12MEMBER_ID_REQUIRED\x10O\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x19\n" +
+	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x19\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xe8\aB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
