@@ -51,8 +51,8 @@ type Image struct {
 	// FeatureLevel raised it (MetadataVersionBaseline).
 	finalizedVersion int32
 	nextProducerID   int64
-	brokers      map[int32]BrokerInfo
-	topics       map[string]*TopicInfo // never mutated once published
+	brokers          map[int32]BrokerInfo
+	topics           map[string]*TopicInfo // never mutated once published
 	// groups: group -> topic -> partition -> committed offset; no map in
 	// it is mutated once published (see groups.go).
 	groups map[string]map[string]map[int32]CommittedOffset
