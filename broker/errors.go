@@ -98,6 +98,9 @@ var errorTable = []errorMapping{
 	{metadata.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, false},
 	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, false},
 	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, false},
+	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, false},
+	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, false},
+	{metadata.ErrUnknownCommand, codes.Internal, quirev1.ErrorCode_UNKNOWN_SERVER_ERROR, false},
 
 	// context
 	{context.DeadlineExceeded, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, true},

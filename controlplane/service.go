@@ -159,11 +159,13 @@ func brokerFromPB(b *pb.BrokerInfo) metadata.BrokerInfo {
 	if b == nil {
 		return metadata.BrokerInfo{ID: -1}
 	}
-	return metadata.BrokerInfo{ID: b.Id, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryID: b.DirectoryId}
+	return metadata.BrokerInfo{ID: b.Id, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryID: b.DirectoryId,
+		MetadataVersions: metadata.VersionRange{Min: b.MinMetadataVersion, Max: b.MaxMetadataVersion}}
 }
 
 func brokerToPB(b metadata.BrokerInfo) *pb.BrokerInfo {
-	return &pb.BrokerInfo{Id: b.ID, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryId: b.DirectoryID}
+	return &pb.BrokerInfo{Id: b.ID, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryId: b.DirectoryID,
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max}
 }
 
 func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {

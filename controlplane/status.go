@@ -37,6 +37,9 @@ var errorTable = []struct {
 	{metadata.ErrInvalidGroupID, codes.InvalidArgument, "INVALID_GROUP_ID"},
 	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, "INVALID_OFFSET_COMMIT"},
 	{metadata.ErrUnknownGroup, codes.NotFound, "GROUP_ID_NOT_FOUND"},
+	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, "UNSUPPORTED_VERSION"},
+	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, "FEATURE_UPDATE_FAILED"},
+	{metadata.ErrUnknownCommand, codes.Internal, "UNKNOWN_COMMAND"},
 }
 
 // toStatus turns a metadata error into a gRPC status error.
