@@ -48,12 +48,16 @@ func (c *Controller) finalize(ctx context.Context, level int32) error {
 
 // raiseMetadataVersion finalizes the highest level every registered broker
 // and this controller support, when it is above the finalized one (the
-// controller loop's automatic upgrade, unless ManualMetadataVersion).
+// controller loop's automatic upgrade, unless ManualMetadataVersion). It
+// waits until every voter has registered, so that a cluster still forming
+// is not raised past a voter of an older release that registers last.
 func (c *Controller) raiseMetadataVersion(ctx context.Context) {
 	img := c.n.Image()
 	brokers := img.Brokers()
-	if len(brokers) == 0 {
-		return
+	for _, v := range c.n.cfg.Voters {
+		if _, ok := img.Broker(v.ID); !ok {
+			return
+		}
 	}
 	target := c.n.cfg.MetadataVersions.Max
 	for _, b := range brokers {

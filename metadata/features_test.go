@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"path/filepath"
@@ -190,4 +191,47 @@ func TestFSMSnapshotCarriesFeatureLevel(t *testing.T) {
 	}
 	defer f.Close()
 	check("reopened", f.Image())
+}
+
+// With ManualMetadataVersion the level waits for UpdateMetadataVersion,
+// which refuses a level beyond the controller's range or one a registered
+// broker lacks.
+func TestControllerUpdateMetadataVersion(t *testing.T) {
+	c := newTestCluster(t, 1, 0, func(cfg *Config) { cfg.ManualMetadataVersion = true })
+	n := c.waitController()
+	ctx := context.Background()
+	full := SupportedMetadataVersions()
+	if _, err := n.Ctl().RegisterBroker(ctx, BrokerInfo{ID: 1, Incarnation: "a", Addr: "node1", MetadataVersions: full}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := n.Ctl().RegisterBroker(ctx, BrokerInfo{ID: 2, Incarnation: "a", Addr: "node2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Ctl().AllocateProducerIDs(ctx, 2, old); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("level-2 command at level 1: %v", err)
+	}
+	if _, err := n.Ctl().UpdateMetadataVersion(ctx, 2); !errors.Is(err, ErrFeatureUpdateFailed) || !strings.Contains(err.Error(), "2 (supports 1-1)") {
+		t.Fatalf("raise with broker 2 at 1-1: %v", err)
+	}
+	if _, err := n.Ctl().UpdateMetadataVersion(ctx, LatestMetadataVersion+1); !errors.Is(err, ErrFeatureUpdateFailed) {
+		t.Fatalf("raise beyond the controller's range: %v", err)
+	}
+	epoch, err := n.Ctl().RegisterBroker(ctx, BrokerInfo{ID: 2, Incarnation: "b", Addr: "node2", MetadataVersions: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := n.Image().MetadataVersion(); v != 1 {
+		t.Fatalf("manual level raised to %d", v)
+	}
+	if got, err := n.Ctl().UpdateMetadataVersion(ctx, 2); err != nil || got != 2 {
+		t.Fatalf("raise to 2: %d %v", got, err)
+	}
+	if _, err := n.Ctl().AllocateProducerIDs(ctx, 2, epoch); err != nil {
+		t.Fatalf("level-2 command at level 2: %v", err)
+	}
+	// An old broker cannot register any more.
+	if _, err := n.Ctl().RegisterBroker(ctx, BrokerInfo{ID: 3, Incarnation: "a", Addr: "node3"}); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("old broker registered at level 2: %v", err)
+	}
 }
