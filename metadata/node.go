@@ -72,8 +72,8 @@ type Config struct {
 	MetadataVersions VersionRange
 	// ManualMetadataVersion keeps the finalized metadata.version where it
 	// is until UpdateMetadataVersion raises it; otherwise the controller
-	// raises it as soon as every registered broker supports a higher
-	// level.
+	// raises it as soon as every voter has registered and every registered
+	// broker supports a higher level.
 	ManualMetadataVersion bool
 }
 
