@@ -4,6 +4,11 @@
 // leader. It imports no gRPC: the raft transport is passed in (raftgrpc),
 // and controlplane adapts the controller to gRPC.
 //
+// The command set is versioned by the finalized metadata.version feature
+// level (features.go): the controller proposes, and the FSM applies, only
+// commands at or below it, and raises it only to a level every registered
+// broker supports.
+//
 // Files under Config.Dir:
 //
 //	meta.properties   node.id and cluster.id, checked on every start
