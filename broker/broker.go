@@ -28,6 +28,7 @@ import (
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/dirlock"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/storage"
@@ -48,6 +49,7 @@ type Broker struct {
 	lis           net.Listener    // the inter-broker listener
 	server        *grpc.Server
 	health        *health.Server
+	dirLocks      []*dirlock.Lock // of the data and metadata directories (dirlock.go)
 
 	stop      chan struct{}
 	bg        sync.WaitGroup
@@ -64,8 +66,13 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	logger := cfg.logger()
+	locks, err := lockDirs(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger})
 	if err != nil {
+		_ = releaseDirs(locks)
 		return nil, fmt.Errorf("broker: open data dir: %w", err)
 	}
 	b := &Broker{
@@ -76,6 +83,7 @@ func New(cfg Config) (*Broker, error) {
 		stop:    make(chan struct{}),
 		served:  make(chan struct{}),
 	}
+	b.dirLocks = locks
 	b.rm = newReplicaManager(cfg.NodeID, sm, cfg.baseLogConfig(), logger.Named("replicas"))
 	b.cluster = newCluster(&b.cfg, logger, b.rm)
 	return b, nil
@@ -281,6 +289,9 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	}
 	if err := b.storage.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("broker: close storage: %w", err))
+	}
+	if err := releaseDirs(b.dirLocks); err != nil {
+		errs = append(errs, err)
 	}
 	b.logger.Info("broker stopped")
 	return errors.Join(errs...)

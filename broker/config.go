@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -123,6 +124,11 @@ type Config struct {
 	// transport, controller forwarding); nil dials TCP. The test cluster
 	// uses it to cut the network between nodes.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// MetadataVersions narrows the metadata.version levels this node
+	// supports; the zero value is all this build knows. Tests set an older
+	// range to stand for a node not upgraded yet; it has no key.
+	MetadataVersions metadata.VersionRange
 }
 
 // DefaultConfig returns Kafka's defaults, for a node that is both the only

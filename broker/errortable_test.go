@@ -69,6 +69,9 @@ var sentinels = map[string]error{
 	"metadata.ErrInvalidGroupID":           metadata.ErrInvalidGroupID,
 	"metadata.ErrInvalidOffsetCommit":      metadata.ErrInvalidOffsetCommit,
 	"metadata.ErrUnknownGroup":             metadata.ErrUnknownGroup,
+	"metadata.ErrUnsupportedVersion":       metadata.ErrUnsupportedVersion,
+	"metadata.ErrFeatureUpdateFailed":      metadata.ErrFeatureUpdateFailed,
+	"metadata.ErrUnknownCommand":           metadata.ErrUnknownCommand,
 
 	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
 	"broker.ErrInvalidTopic":                 ErrInvalidTopic,

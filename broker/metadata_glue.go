@@ -115,6 +115,7 @@ func (c *cluster) open(advertised string) error {
 	mc.UncleanLeaderElection = c.cfg.UncleanLeaderElectionEnable
 	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
 	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
+	mc.MetadataVersions = c.cfg.MetadataVersions
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:
 		// elect itself at once instead of after a 1-2s heartbeat timeout.
@@ -195,7 +196,7 @@ func (c *cluster) start(advertised string, endpoints []metadata.Endpoint) {
 	// The log directory id tells the controller whether this broker still
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
-		DirectoryID: c.rm.storage.DirectoryID(), Endpoints: endpoints}
+		DirectoryID: c.rm.storage.DirectoryID(), Endpoints: endpoints, MetadataVersions: c.node.MetadataVersions()}
 	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
 	c.lifecycle.Start()
 	go c.watch()

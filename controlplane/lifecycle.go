@@ -133,6 +133,11 @@ func (l *Lifecycle) beat() bool {
 	epoch := l.Epoch()
 	if epoch == 0 {
 		e, err := l.f.RegisterBroker(ctx, l.self)
+		if errors.Is(err, metadata.ErrUnsupportedVersion) {
+			l.log.Error("cannot register broker: this node does not support the cluster's metadata.version; upgrade it",
+				"broker", l.self.ID, "supported", l.self.MetadataVersions.String(), "error", err)
+			return false
+		}
 		if err != nil {
 			l.log.Warn("cannot register broker", "broker", l.self.ID, "error", err)
 			return false

@@ -160,12 +160,14 @@ func brokerFromPB(b *pb.BrokerInfo) metadata.BrokerInfo {
 		return metadata.BrokerInfo{ID: -1}
 	}
 	return metadata.BrokerInfo{ID: b.Id, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryID: b.DirectoryId,
-		Endpoints: metadata.EndpointsFromPB(b.Endpoints)}
+		Endpoints:        metadata.EndpointsFromPB(b.Endpoints),
+		MetadataVersions: metadata.VersionRange{Min: b.MinMetadataVersion, Max: b.MaxMetadataVersion}}
 }
 
 func brokerToPB(b metadata.BrokerInfo) *pb.BrokerInfo {
 	return &pb.BrokerInfo{Id: b.ID, Incarnation: b.Incarnation, Addr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, Epoch: b.Epoch, DirectoryId: b.DirectoryID,
-		Endpoints: metadata.EndpointsToPB(b.Endpoints)}
+		Endpoints:          metadata.EndpointsToPB(b.Endpoints),
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max}
 }
 
 func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {

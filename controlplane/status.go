@@ -45,6 +45,10 @@ var errorTable = []struct {
 	{metadata.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, "INVALID_GROUP_ID"},
 	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_OFFSET_COMMIT"},
 	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"},
+	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION"},
+	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
+	// A command this node's code does not know: a version mismatch, not a crash.
+	{metadata.ErrUnknownCommand, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNKNOWN_COMMAND"},
 }
 
 // MetadataErrors is how each metadata sentinel reaches a client: its gRPC

@@ -11,8 +11,12 @@ import (
 
 // apply is the one switch from a command to its apply function. Each
 // function validates first and only then changes the draft, so a rejected
-// command leaves the image as it was.
+// command leaves the image as it was. A command this code does not know,
+// or one above the finalized metadata.version, is refused first.
 func (d *draft) apply(cmd *pb.Command, index uint64) any {
+	if err := checkCommandLevel(d.img, cmd); err != nil {
+		return err
+	}
 	switch c := cmd.Cmd.(type) {
 	case *pb.Command_RegisterBroker:
 		return d.applyRegisterBroker(c.RegisterBroker, index)
@@ -38,9 +42,13 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCommitOffsets(c.CommitOffsets, index)
 	case *pb.Command_DeleteGroup:
 		return d.applyDeleteGroup(c.DeleteGroup, index)
-	default:
-		panic(fmt.Sprintf("metadata: unknown command %T at index %d", cmd.Cmd, index))
+	case *pb.Command_FeatureLevel:
+		return d.applyFeatureLevel(c.FeatureLevel, index)
+	case *pb.Command_AllocateProducerIds:
+		return d.applyAllocateProducerIds(c.AllocateProducerIds, index)
 	}
+	// commandLevel knows a type this switch does not.
+	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)
 }
 
 // applyRegisterBroker records a (re)started broker with a new epoch. It
@@ -62,6 +70,10 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 	if c.BrokerId < 0 || c.AdvertisedAddr == "" {
 		return fmt.Errorf("%w: broker %d without address", ErrUnknownBroker, c.BrokerId)
 	}
+	versions := VersionRange{Min: c.MinMetadataVersion, Max: c.MaxMetadataVersion}.orBaseline()
+	if have := d.img.metadataVersion(); !versions.Contains(have) {
+		return fmt.Errorf("%w: broker %d supports %s %s, the cluster is at %d", ErrUnsupportedVersion, c.BrokerId, MetadataVersionFeature, versions, have)
+	}
 	dirID := c.DirectoryId
 	if dirID == "" {
 		dirID = old.DirectoryID
@@ -72,7 +84,7 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 		}
 	}
 	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID,
-		Endpoints: EndpointsFromPB(c.Endpoints)}
+		Endpoints: EndpointsFromPB(c.Endpoints), MetadataVersions: versions}
 	d.putBroker(b)
 	if exists {
 		d.moveAwayFrom(c.BrokerId, false, lostData(old, c.DirectoryId))

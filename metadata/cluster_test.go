@@ -24,6 +24,9 @@ type testCluster struct {
 	nodes  []*Node
 	trans  []*raft.InmemTransport
 	voters []Voter
+	// leadership, when set, gives node i's source of leadership changes
+	// (else raft's leader channel).
+	leadership func(i int) func(*raft.Raft) <-chan bool
 }
 
 func testLogger(t *testing.T, name string) hclog.Logger {
@@ -64,7 +67,14 @@ func fastConfig(t *testing.T, id int32) Config {
 // brokers broker-only nodes after them.
 func newTestCluster(t *testing.T, voters, brokers int, mod func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
+	return newTestClusterWith(t, &testCluster{}, voters, brokers, mod)
+}
+
+// newTestClusterWith is newTestCluster starting from c (its leadership
+// set).
+func newTestClusterWith(t *testing.T, c *testCluster, voters, brokers int, mod func(*Config)) *testCluster {
+	t.Helper()
+	c.t = t
 	total := voters + brokers
 	for i := 0; i < total; i++ {
 		id := int32(i + 1)
@@ -106,7 +116,11 @@ func (c *testCluster) start(i int) {
 	c.trans[i] = tr
 	cfg := c.cfgs[i]
 	cfg.Transport = tr
-	n, err := Open(cfg)
+	leadership := (*raft.Raft).LeaderCh
+	if c.leadership != nil {
+		leadership = c.leadership(i)
+	}
+	n, err := openNode(cfg, leadership)
 	if err != nil {
 		c.t.Fatalf("open node %d: %v", cfg.NodeID, err)
 	}

@@ -40,23 +40,37 @@ type Controller struct {
 	cancel   context.CancelFunc // of the running loop, nil when not leader
 	done     chan struct{}
 	ready    chan struct{} // closed once the loop took over the image
+	term     uint64        // the raft term the running loop was started for
+	changed  chan struct{} // closed and replaced when a loop starts or stops
 	lastSeen map[int32]time.Time
 }
 
 func newController(n *Node) *Controller {
-	return &Controller{n: n}
+	return &Controller{n: n, changed: make(chan struct{})}
 }
 
-// start runs the loop for a new leadership term.
-func (c *Controller) start() {
+// start runs the loop for leadership term. A loop still running for an
+// earlier term is stopped first: raft may signal a lost and regained
+// leadership as one "leader" (its leadership channel keeps only the last
+// value), and the new term needs its own ControllerChange barrier and
+// fresh broker sessions.
+func (c *Controller) start(term uint64) {
+	c.mu.Lock()
+	running, old := c.cancel != nil, c.term
+	c.mu.Unlock()
+	if running {
+		if old == term {
+			return
+		}
+		c.n.logger.Info("leadership lost and regained: restarting the controller loop", "old_term", old, "term", term)
+		c.stop()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done, c.ready = cancel, make(chan struct{}), make(chan struct{})
+	c.cancel, c.done, c.ready, c.term = cancel, make(chan struct{}), make(chan struct{}), term
 	c.lastSeen = map[int32]time.Time{}
+	c.signalLocked()
 	go c.run(ctx, c.done, c.ready)
 }
 
@@ -65,11 +79,18 @@ func (c *Controller) stop() {
 	c.mu.Lock()
 	cancel, done := c.cancel, c.done
 	c.cancel, c.done = nil, nil
+	c.signalLocked()
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-done
 	}
+}
+
+// signalLocked wakes every active() waiting for a loop to start or stop.
+func (c *Controller) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // notController describes the current leader for a caller to retry there.
@@ -89,25 +110,29 @@ func (c *Controller) active(ctx context.Context) error {
 			return c.notController()
 		}
 		c.mu.Lock()
-		ready := c.ready
-		running := c.cancel != nil
+		var ready, done <-chan struct{} // nil (never) while no loop runs
+		if c.cancel != nil {
+			ready, done = c.ready, c.done
+		}
+		changed := c.changed
 		c.mu.Unlock()
-		if running {
+		select {
+		case <-ready:
+			return nil
+		case <-done:
+			// The loop gave up before taking over (see run): another
+			// node leads, or this one cannot.
 			select {
 			case <-ready:
 				return nil
 			default:
+				return c.notController()
 			}
-		}
-		t := time.NewTimer(5 * time.Millisecond)
-		select {
+		case <-changed:
 		case <-ctx.Done():
-			t.Stop()
 			return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
 		case <-c.n.stopCh:
-			t.Stop()
 			return ErrShutdown
-		case <-t.C:
 		}
 	}
 }
@@ -115,10 +140,16 @@ func (c *Controller) active(ctx context.Context) error {
 // raftApply proposes one command and waits until it is applied here,
 // mapping raft's failures: not leader -> NotControllerError; leadership
 // lost, enqueue timeout or ctx expiry -> ErrNoQuorum. A command the FSM
-// rejected returns its typed error.
+// rejected returns its typed error. A command above the finalized
+// metadata.version is refused before it is proposed (ErrUnsupportedVersion).
 func (c *Controller) raftApply(ctx context.Context, cmd *pb.Command) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoQuorum, err)
+	}
+	// Never propose what some node would not know: the FSM refuses it
+	// too, but the log should not carry it.
+	if err := checkCommandLevel(c.n.Image(), cmd); err != nil {
+		return nil, err
 	}
 	data, err := proto.Marshal(cmd)
 	if err != nil {
@@ -266,7 +297,8 @@ func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, e
 	old, existed := before.Broker(b.ID)
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_RegisterBroker{RegisterBroker: &pb.RegisterBroker{
 		BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, DirectoryId: b.DirectoryID,
-		Endpoints: EndpointsToPB(b.Endpoints),
+		Endpoints:          EndpointsToPB(b.Endpoints),
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max,
 	}}})
 	if err != nil {
 		return 0, err
@@ -277,7 +309,8 @@ func (c *Controller) RegisterBroker(ctx context.Context, b BrokerInfo) (int64, e
 		c.lastSeen[b.ID] = time.Now()
 	}
 	c.mu.Unlock()
-	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation, "directory_id", b.DirectoryID)
+	c.n.logger.Info("registered broker", "broker", b.ID, "epoch", epoch, "addr", b.Addr, "incarnation", b.Incarnation, "directory_id", b.DirectoryID,
+		"metadata_versions", b.MetadataVersions.String())
 	if existed && lostData(old, b.DirectoryID) {
 		c.logDataLost(before, b.ID, old.DirectoryID, b.DirectoryID)
 	}

@@ -32,6 +32,18 @@ var (
 	ErrInvalidOffsetCommit = errors.New("metadata: invalid offset commit")
 	// ErrUnknownGroup: a group with no committed offsets.
 	ErrUnknownGroup = errors.New("metadata: unknown group")
+	// ErrUnsupportedVersion: a command that needs a metadata.version above
+	// the finalized one, or a broker registering with a range that does
+	// not hold the finalized level. The message names the level and the
+	// brokers that lack it.
+	ErrUnsupportedVersion = errors.New("metadata: unsupported metadata.version")
+	// ErrFeatureUpdateFailed: a feature level that cannot be finalized:
+	// not above the current one, beyond what the controller supports, or
+	// not supported by every registered broker (named in the message).
+	ErrFeatureUpdateFailed = errors.New("metadata: feature update failed")
+	// ErrUnknownCommand: a command this node's code does not know, written
+	// by a newer one. The FSM answers it without applying it.
+	ErrUnknownCommand = errors.New("metadata: unknown command")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

@@ -2,9 +2,11 @@ package metadata
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,9 +25,10 @@ import (
 //
 // Apply is deterministic and touches nothing but its own store; it never
 // starts goroutines or talks to the network. A command that cannot be
-// decoded panics (the log is corrupt or a newer version wrote it); a command
-// that is rejected (stale epoch, topic exists, ...) returns a typed error as
-// the Apply response and changes nothing but the applied index.
+// decoded panics (the log is corrupt). A command that is rejected (stale
+// epoch, topic exists, one above the finalized metadata.version, or one
+// this code does not know) returns a typed error as the Apply response and
+// changes nothing but the applied index.
 type FSM struct {
 	path   string
 	logger hclog.Logger
@@ -53,9 +56,21 @@ func OpenFSM(path string, logger hclog.Logger) (*FSM, error) {
 }
 
 func (f *FSM) open() error {
-	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: 64 << 20, NoSync: true})
+	db, img, err := openStore(f.path)
 	if err != nil {
-		return fmt.Errorf("metadata: open image store %s: %w", f.path, err)
+		return err
+	}
+	f.db = db
+	f.img.Store(img)
+	return nil
+}
+
+// openStore opens the image store at path, creating what is missing, and
+// loads its image.
+func openStore(path string) (*bolt.DB, *Image, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: 64 << 20, NoSync: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("metadata: open image store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
@@ -71,7 +86,7 @@ func (f *FSM) open() error {
 	})
 	if err != nil {
 		db.Close()
-		return fmt.Errorf("metadata: init image store: %w", err)
+		return nil, nil, fmt.Errorf("metadata: init image store: %w", err)
 	}
 	var img *Image
 	if err := db.View(func(tx *bolt.Tx) error {
@@ -80,11 +95,9 @@ func (f *FSM) open() error {
 		return lerr
 	}); err != nil {
 		db.Close()
-		return err
+		return nil, nil, err
 	}
-	f.db = db
-	f.img.Store(img)
-	return nil
+	return db, img, nil
 }
 
 // Image returns the current image.
@@ -102,7 +115,10 @@ func (f *FSM) Close() error {
 	return err
 }
 
-// Apply implements raft.FSM.
+// Apply implements raft.FSM. A command this code does not know (written
+// by a newer node, a oneof field it has no type for) is not applied: the
+// response is ErrUnknownCommand, and only the applied index moves, on
+// every node alike.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
@@ -111,7 +127,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
 		panic(fmt.Sprintf("metadata: malformed command at index %d: %v", l.Index, err))
 	}
-	return f.ApplyCommand(&cmd, l.Index)
+	resp := f.ApplyCommand(&cmd, l.Index)
+	if err, ok := resp.(error); ok && errors.Is(err, ErrUnknownCommand) {
+		f.logger.Error("metadata log holds a command this node does not know: it was not applied; upgrade this node",
+			"index", l.Index, "error", err, "supported", SupportedMetadataVersions().String())
+	}
+	return resp
 }
 
 // ApplyCommand applies one decoded command at a raft index; Apply calls it,
@@ -144,25 +165,45 @@ func (f *FSM) ApplyCommand(cmd *pb.Command, index uint64) any {
 	return resp
 }
 
-// Snapshot implements raft.FSM: a bbolt read transaction is the
-// consistent view; Persist streams it.
+// Snapshot implements raft.FSM. The view is copied out of a bbolt read
+// transaction into an unlinked temporary file at once, and Persist streams
+// the copy: a read transaction held for the whole (possibly slow) write of
+// the sink would stall every Apply once the store outgrows its mmap, as
+// bbolt's remap waits for open read transactions. raft calls Snapshot
+// between two Applies, so the copy is the state at one index.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	tx, err := f.db.Begin(false)
+	file, err := os.CreateTemp(filepath.Dir(f.path), filepath.Base(f.path)+".snapshot-*")
 	if err != nil {
 		return nil, fmt.Errorf("metadata: snapshot: %w", err)
 	}
-	return &fsmSnapshot{tx: tx}, nil
+	// Unlinked while open: a crash leaves nothing behind.
+	if err := os.Remove(file.Name()); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("metadata: snapshot: %w", err)
+	}
+	err = f.db.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(file)
+		return err
+	})
+	if err == nil {
+		_, err = file.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		file.Close()
+		return nil, fmt.Errorf("metadata: snapshot: %w", err)
+	}
+	return &fsmSnapshot{file: file}, nil
 }
 
 type fsmSnapshot struct {
-	tx   *bolt.Tx
+	file *os.File
 	once sync.Once
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.tx.WriteTo(sink); err != nil {
+	if _, err := io.Copy(sink, s.file); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("metadata: persist snapshot: %w", err)
 	}
@@ -170,10 +211,13 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) Release() {
-	s.once.Do(func() { _ = s.tx.Rollback() })
+	s.once.Do(func() { _ = s.file.Close() })
 }
 
-// Restore implements raft.FSM: the snapshot replaces the store.
+// Restore implements raft.FSM: the snapshot replaces the store. The copy
+// is opened and loaded before the current store is touched, so a snapshot
+// that cannot be used (corrupt, or of an unknown schema version) fails the
+// restore and leaves the current store and image in use.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
@@ -183,7 +227,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("metadata: restore: %w", err)
 	}
-	if _, err := io.Copy(out, rc); err != nil {
+	n, err := io.Copy(out, rc)
+	if err == nil && n == 0 {
+		err = errors.New("empty snapshot, current image kept")
+	}
+	if err != nil {
 		out.Close()
 		os.Remove(tmp)
 		return fmt.Errorf("metadata: restore: %w", err)
@@ -192,16 +240,26 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		os.Remove(tmp)
 		return fmt.Errorf("metadata: restore: %w", err)
 	}
-	if err := f.db.Close(); err != nil {
-		return fmt.Errorf("metadata: restore: close store: %w", err)
+	db, img, err := openStore(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("metadata: restore: snapshot unusable, current image kept: %w", err)
 	}
+	// The new store stays open across the rename (its descriptor follows
+	// the file); the old one, still open on the replaced file, is closed
+	// only once the new one is in place.
 	if err := os.Rename(tmp, f.path); err != nil {
-		return fmt.Errorf("metadata: restore: %w", err)
+		db.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("metadata: restore: current image kept: %w", err)
 	}
-	if err := f.open(); err != nil {
-		return err
+	old := f.db
+	f.db = db
+	f.img.Store(img)
+	if err := old.Close(); err != nil {
+		f.logger.Warn("cannot close the replaced image store", "error", err)
 	}
-	f.logger.Info("restored metadata image", "index", f.img.Load().index)
+	f.logger.Info("restored metadata image", "index", img.index)
 	if f.onChange != nil {
 		f.onChange()
 	}
@@ -218,6 +276,12 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	img.clusterID = string(meta.Get(keyClusterID))
 	if v := meta.Get(keyControllerID); len(v) == 4 {
 		img.controllerID = int32(binary.BigEndian.Uint32(v))
+	}
+	if v := meta.Get(keyMetadataVersion); len(v) == 4 {
+		img.finalizedVersion = int32(binary.BigEndian.Uint32(v))
+	}
+	if v := meta.Get(keyNextProducerID); len(v) == 8 {
+		img.nextProducerID = int64(binary.BigEndian.Uint64(v))
 	}
 	err := tx.Bucket(bucketBrokers).ForEach(func(_, v []byte) error {
 		var r pb.BrokerRecord
@@ -287,7 +351,8 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 
 func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
 	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId,
-		Endpoints: EndpointsFromPB(r.Endpoints)}
+		Endpoints:        EndpointsFromPB(r.Endpoints),
+		MetadataVersions: VersionRange{Min: r.MinMetadataVersion, Max: r.MaxMetadataVersion}.orBaseline()}
 }
 
 // EndpointsFromPB converts endpoints from their protobuf form (nil for none).
@@ -316,7 +381,8 @@ func EndpointsToPB(in []Endpoint) []*pb.Endpoint {
 
 func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
 	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID,
-		Endpoints: EndpointsToPB(b.Endpoints)}
+		Endpoints:          EndpointsToPB(b.Endpoints),
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max}
 }
 
 func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {

@@ -20,7 +20,10 @@ type BrokerInfo struct {
 	Fenced      bool
 	Epoch       int64
 	DirectoryID string
-	Endpoints   []Endpoint
+	// MetadataVersions is the range of metadata.version levels the
+	// broker's code supports (the zero value: 1 to 1).
+	MetadataVersions VersionRange
+	Endpoints        []Endpoint
 }
 
 // Endpoint is one named listener of a broker and the address it advertises.
@@ -65,8 +68,12 @@ type Image struct {
 	index        uint64
 	clusterID    string
 	controllerID int32
-	brokers      map[int32]BrokerInfo
-	topics       map[string]*TopicInfo // never mutated once published
+	// finalizedVersion is the finalized metadata.version, 0 until a
+	// FeatureLevel raised it (MetadataVersionBaseline).
+	finalizedVersion int32
+	nextProducerID   int64
+	brokers          map[int32]BrokerInfo
+	topics           map[string]*TopicInfo // never mutated once published
 	// groups: group -> topic -> partition -> committed offset; no map in
 	// it is mutated once published (see groups.go).
 	groups map[string]map[string]map[int32]CommittedOffset
@@ -86,6 +93,20 @@ func (img *Image) ClusterID() string { return img.clusterID }
 
 // ControllerID is the node that last became controller, -1 if none yet.
 func (img *Image) ControllerID() int32 { return img.controllerID }
+
+// MetadataVersion is the finalized metadata.version: the highest command
+// level the controller may propose.
+func (img *Image) MetadataVersion() int32 { return img.metadataVersion() }
+
+func (img *Image) metadataVersion() int32 {
+	if img.finalizedVersion == 0 {
+		return MetadataVersionBaseline
+	}
+	return img.finalizedVersion
+}
+
+// NextProducerID is the first producer id no broker has been given yet.
+func (img *Image) NextProducerID() int64 { return img.nextProducerID }
 
 // Brokers returns every registered broker, sorted by id.
 func (img *Image) Brokers() []BrokerInfo {

@@ -60,6 +60,9 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 		}
 		c.checkSessions(ctx)
 		c.reconcileMembers()
+		if !c.n.cfg.ManualMetadataVersion {
+			c.raiseMetadataVersion(ctx)
+		}
 		if c.n.cfg.AutoLeaderRebalance && time.Now().After(nextRebalance) {
 			c.rebalance(ctx)
 			nextRebalance = time.Now().Add(c.n.cfg.LeaderRebalanceEvery)

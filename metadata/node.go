@@ -4,6 +4,11 @@
 // leader. It imports no gRPC: the raft transport is passed in (raftgrpc),
 // and controlplane adapts the controller to gRPC.
 //
+// The command set is versioned by the finalized metadata.version feature
+// level (features.go): the controller proposes, and the FSM applies, only
+// commands at or below it, and raises it only to a level every registered
+// broker supports.
+//
 // Files under Config.Dir:
 //
 //	meta.properties   node.id and cluster.id, checked on every start
@@ -64,6 +69,17 @@ type Config struct {
 	// ApplyTimeout bounds a metadata write when the caller's context has
 	// no deadline (default 10s).
 	ApplyTimeout time.Duration
+
+	// MetadataVersions is the range of metadata.version levels this node
+	// registers as supported and, as controller, may finalize; the zero
+	// value is everything this code supports (SupportedMetadataVersions).
+	// A narrower range stands for a node running an older release.
+	MetadataVersions VersionRange
+	// ManualMetadataVersion keeps the finalized metadata.version where it
+	// is until UpdateMetadataVersion raises it; otherwise the controller
+	// raises it as soon as every voter has registered and every registered
+	// broker supports a higher level.
+	ManualMetadataVersion bool
 }
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,
@@ -96,6 +112,11 @@ func (c *Config) Validate() error {
 		return errors.New("metadata: transport is required")
 	case c.Voter && len(c.Voters) == 0:
 		return errors.New("metadata: a controller needs controller.quorum.voters")
+	}
+	if c.MetadataVersions != (VersionRange{}) {
+		if err := c.MetadataVersions.validate(); err != nil {
+			return err
+		}
 	}
 	if c.Voter {
 		found := false
@@ -134,6 +155,12 @@ type Node struct {
 // from Voters; with state it rejoins. A stored cluster id that differs from
 // Config.ClusterID fails with ErrClusterIDMismatch.
 func Open(cfg Config) (*Node, error) {
+	return openNode(cfg, (*raft.Raft).LeaderCh)
+}
+
+// openNode is Open with the source of leadership changes: raft's leader
+// channel, or (in tests) one that holds its signals back.
+func openNode(cfg Config, leadership func(*raft.Raft) <-chan bool) (*Node, error) {
 	def := DefaultConfig()
 	if cfg.BrokerHeartbeatInterval <= 0 {
 		cfg.BrokerHeartbeatInterval = def.BrokerHeartbeatInterval
@@ -149,6 +176,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MetadataVersions == (VersionRange{}) {
+		cfg.MetadataVersions = SupportedMetadataVersions()
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -184,7 +214,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.ctl = newController(n)
 	n.wg.Add(1)
-	go n.watchLeadership()
+	go n.watchLeadership(leadership(n.raft))
 	return n, nil
 }
 
@@ -313,6 +343,10 @@ func (n *Node) IsController() bool { return n.raft.State() == raft.Leader }
 // NotControllerError.
 func (n *Node) Ctl() *Controller { return n.ctl }
 
+// MetadataVersions is the range of metadata.version levels this node
+// supports (Config.MetadataVersions), for its broker registration.
+func (n *Node) MetadataVersions() VersionRange { return n.cfg.MetadataVersions }
+
 // ID is this node's id.
 func (n *Node) ID() int32 { return n.cfg.NodeID }
 
@@ -349,18 +383,21 @@ func (n *Node) Shutdown() error {
 }
 
 // watchLeadership starts the controller loop when this node becomes raft
-// leader and stops it when it loses leadership. It also records the
-// cluster id in meta.properties once the image knows it.
-func (n *Node) watchLeadership() {
+// leader and stops it when it loses leadership. A "leader" signal may
+// stand for a lost and regained leadership (raft keeps only the last
+// value), so the loop is keyed by the raft term, not the boolean: a new
+// term restarts it. It also records the cluster id in meta.properties once
+// the image knows it.
+func (n *Node) watchLeadership(leadership <-chan bool) {
 	defer n.wg.Done()
 	changes, cancel := n.Subscribe()
 	defer cancel()
 	propsDone := n.cfg.ClusterID != ""
 	for {
 		select {
-		case leader := <-n.raft.LeaderCh():
+		case leader := <-leadership:
 			if leader {
-				n.ctl.start()
+				n.ctl.start(n.raft.CurrentTerm())
 			} else {
 				n.ctl.stop()
 			}

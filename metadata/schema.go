@@ -29,6 +29,12 @@ var (
 	keyClusterID    = []byte("cluster_id")
 	keyControllerID = []byte("controller_id") // 4-byte big-endian
 	keyVersion      = []byte("version")       // one byte: schemaVersion
+	// keyMetadataVersion: the finalized metadata.version, 4-byte
+	// big-endian; absent: MetadataVersionBaseline.
+	keyMetadataVersion = []byte("metadata_version")
+	// keyNextProducerID: the first producer id not handed out yet, 8-byte
+	// big-endian; absent: 0.
+	keyNextProducerID = []byte("next_producer_id")
 )
 
 const schemaVersion = 1

@@ -2,7 +2,8 @@
 # End-to-end checks of the quire CLI against a real server: topic create,
 # list and describe, produce from stdin (plain, keyed, explicit partition),
 # consume -o start -n N and compare, consume formats and JSON, alter-config,
-# add-partitions, error exit codes, cluster info, a short perf run, delete.
+# add-partitions, error exit codes, cluster info and features, a short perf
+# run, delete.
 #
 # Usage: scripts/e2e_cli.sh [QUIRE_BIN [BROKER_ADDR]]
 # Both default to the environment (QUIRE_BIN, QUIRE_BROKERS), which is how
@@ -63,6 +64,15 @@ until out=$(q cluster info 2>&1) && grep -q "$brokers" <<<"$out"; do
 	sleep 0.2
 done
 grep -q "$brokers" <<<"$out" || fail "cluster info does not list $brokers: $out"
+
+step "cluster features"
+deadline=$((SECONDS + 30))
+until out=$(q cluster features 2>&1) && grep -q "^METADATA.VERSION  2$" <<<"$out"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "cluster features: metadata.version not raised to 2: $out"
+	sleep 0.2
+done
+if out=$(q cluster features --upgrade 99 2>&1); then fail "upgrade to 99 succeeded: $out"; fi
+grep -q "FEATURE_UPDATE_FAILED" <<<"$out" || fail "upgrade to 99 did not print the server's error: $out"
 
 step "topic create $topic -p 3"
 q topic create "$topic" -p 3 -c retention.ms=3600000 >/dev/null || fail "topic create"

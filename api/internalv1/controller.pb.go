@@ -86,9 +86,12 @@ type BrokerInfo struct {
 	// The broker's log directory id (meta.properties directory.id).
 	DirectoryId string `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
 	// Every listener's advertised address (RegisterBroker.endpoints).
-	Endpoints     []*metapb.Endpoint `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Endpoints []*metapb.Endpoint `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// The metadata.version levels it supports; 0 and 0: 1 to 1.
+	MinMetadataVersion int32 `protobuf:"varint,9,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
+	MaxMetadataVersion int32 `protobuf:"varint,10,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BrokerInfo) Reset() {
@@ -175,6 +178,20 @@ func (x *BrokerInfo) GetEndpoints() []*metapb.Endpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *BrokerInfo) GetMinMetadataVersion() int32 {
+	if x != nil {
+		return x.MinMetadataVersion
+	}
+	return 0
+}
+
+func (x *BrokerInfo) GetMaxMetadataVersion() int32 {
+	if x != nil {
+		return x.MaxMetadataVersion
+	}
+	return 0
 }
 
 type PartitionInfo struct {
@@ -1739,6 +1756,95 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
+type UpdateFeaturesRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MetadataVersion int32                  `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateFeaturesRequest) Reset() {
+	*x = UpdateFeaturesRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFeaturesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFeaturesRequest) ProtoMessage() {}
+
+func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
+func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
+type UpdateFeaturesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The finalized level once the call is done.
+	MetadataVersion int32 `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateFeaturesResponse) Reset() {
+	*x = UpdateFeaturesResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFeaturesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFeaturesResponse) ProtoMessage() {}
+
+func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
+func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
 var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
@@ -1746,7 +1852,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
-	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xf2\x01\n" +
+	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xd6\x02\n" +
 	"\n" +
 	"BrokerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12 \n" +
@@ -1756,7 +1862,10 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x12!\n" +
 	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\x129\n" +
-	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\"\xd5\x01\n" +
+	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\x120\n" +
+	"\x14min_metadata_version\x18\t \x01(\x05R\x12minMetadataVersion\x120\n" +
+	"\x14max_metadata_version\x18\n" +
+	" \x01(\x05R\x12maxMetadataVersion\"\xd5\x01\n" +
 	"\rPartitionInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -1859,8 +1968,11 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\tR\x06groups\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse2\xb3\n" +
-	"\n" +
+	"\x13DeleteGroupResponse\"B\n" +
+	"\x15UpdateFeaturesRequest\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"C\n" +
+	"\x16UpdateFeaturesResponse\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion2\x9a\v\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -1875,7 +1987,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fFetchOffsets\x12&.quire.internal.v1.FetchOffsetsRequest\x1a'.quire.internal.v1.FetchOffsetsResponse\x12Y\n" +
 	"\n" +
 	"ListGroups\x12$.quire.internal.v1.ListGroupsRequest\x1a%.quire.internal.v1.ListGroupsResponse\x12\\\n" +
-	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12e\n" +
+	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -1889,7 +2002,7 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*NotController)(nil),              // 0: quire.internal.v1.NotController
 	(*BrokerInfo)(nil),                 // 1: quire.internal.v1.BrokerInfo
@@ -1924,20 +2037,22 @@ var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*ListGroupsResponse)(nil),         // 30: quire.internal.v1.ListGroupsResponse
 	(*DeleteGroupRequest)(nil),         // 31: quire.internal.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),        // 32: quire.internal.v1.DeleteGroupResponse
-	nil,                                // 33: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                // 34: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                // 35: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),            // 36: quire.internal.v1.Endpoint
+	(*UpdateFeaturesRequest)(nil),      // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),     // 34: quire.internal.v1.UpdateFeaturesResponse
+	nil,                                // 35: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                // 36: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                // 37: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),            // 38: quire.internal.v1.Endpoint
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	36, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	38, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
 	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	33, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	35, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
 	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	34, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	36, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
 	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	35, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	37, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
 	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
 	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
 	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
@@ -1955,21 +2070,23 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	27, // 22: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
 	29, // 23: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
 	31, // 24: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	6,  // 25: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 26: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 27: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 28: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 29: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 30: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 31: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 32: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 33: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 34: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 35: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 36: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 37: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	25, // [25:38] is the sub-list for method output_type
-	12, // [12:25] is the sub-list for method input_type
+	33, // 25: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	6,  // 26: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 27: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 28: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 29: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 30: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 31: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 32: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 33: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 34: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 35: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 36: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 37: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 38: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	34, // 39: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	26, // [26:40] is the sub-list for method output_type
+	12, // [12:26] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1986,7 +2103,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	ControllerService_FetchOffsets_FullMethodName       = "/quire.internal.v1.ControllerService/FetchOffsets"
 	ControllerService_ListGroups_FullMethodName         = "/quire.internal.v1.ControllerService/ListGroups"
 	ControllerService_DeleteGroup_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_UpdateFeatures_FullMethodName     = "/quire.internal.v1.ControllerService/UpdateFeatures"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -58,6 +59,8 @@ type ControllerServiceClient interface {
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// Raises the finalized metadata.version (see metadata.proto FeatureLevel).
+	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -198,6 +201,16 @@ func (c *controllerServiceClient) DeleteGroup(ctx context.Context, in *DeleteGro
 	return out, nil
 }
 
+func (c *controllerServiceClient) UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateFeaturesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_UpdateFeatures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -222,6 +235,8 @@ type ControllerServiceServer interface {
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// Raises the finalized metadata.version (see metadata.proto FeatureLevel).
+	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -270,6 +285,9 @@ func (UnimplementedControllerServiceServer) ListGroups(context.Context, *ListGro
 }
 func (UnimplementedControllerServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedControllerServiceServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateFeatures not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -526,6 +544,24 @@ func _ControllerService_DeleteGroup_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_UpdateFeatures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateFeaturesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).UpdateFeatures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_UpdateFeatures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).UpdateFeatures(ctx, req.(*UpdateFeaturesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -584,6 +620,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _ControllerService_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "UpdateFeatures",
+			Handler:    _ControllerService_UpdateFeatures_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -25,8 +25,13 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 13 (group membership and
-// generations take the next ones).
+// removed command `reserved`. Next free number: 15.
+//
+// Every command needs a metadata.version feature level (metadata/features.go
+// lists them): 1 for the commands 1-13, 2 for allocate_producer_ids. The
+// controller proposes a command only once the finalized level (raised by
+// FeatureLevel) reaches it, and the FSM refuses one above it, so no node
+// is handed a command it does not know. A new command takes a new level.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Cmd:
@@ -43,6 +48,8 @@ type Command struct {
 	//	*Command_UnregisterBroker
 	//	*Command_CommitOffsets
 	//	*Command_DeleteGroup
+	//	*Command_FeatureLevel
+	//	*Command_AllocateProducerIds
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -193,6 +200,24 @@ func (x *Command) GetDeleteGroup() *DeleteGroup {
 	return nil
 }
 
+func (x *Command) GetFeatureLevel() *FeatureLevel {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_FeatureLevel); ok {
+			return x.FeatureLevel
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAllocateProducerIds() *AllocateProducerIds {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_AllocateProducerIds); ok {
+			return x.AllocateProducerIds
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -245,6 +270,14 @@ type Command_DeleteGroup struct {
 	DeleteGroup *DeleteGroup `protobuf:"bytes,12,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
 }
 
+type Command_FeatureLevel struct {
+	FeatureLevel *FeatureLevel `protobuf:"bytes,13,opt,name=feature_level,json=featureLevel,proto3,oneof"`
+}
+
+type Command_AllocateProducerIds struct {
+	AllocateProducerIds *AllocateProducerIds `protobuf:"bytes,14,opt,name=allocate_producer_ids,json=allocateProducerIds,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -268,6 +301,10 @@ func (*Command_UnregisterBroker) isCommand_Cmd() {}
 func (*Command_CommitOffsets) isCommand_Cmd() {}
 
 func (*Command_DeleteGroup) isCommand_Cmd() {}
+
+func (*Command_FeatureLevel) isCommand_Cmd() {}
+
+func (*Command_AllocateProducerIds) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -293,9 +330,14 @@ type RegisterBroker struct {
 	// Every listener's advertised address (listeners and
 	// advertised.listeners); advertised_addr is the inter-broker one's.
 	// Clients are handed the addresses of the listener they connected to.
-	Endpoints     []*Endpoint `protobuf:"bytes,7,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Endpoints []*Endpoint `protobuf:"bytes,7,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// The metadata.version levels the broker's code supports. Both 0 (a
+	// broker older than feature levels): 1 to 1. A registration whose range
+	// does not hold the finalized level is refused.
+	MinMetadataVersion int32 `protobuf:"varint,8,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
+	MaxMetadataVersion int32 `protobuf:"varint,9,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RegisterBroker) Reset() {
@@ -375,6 +417,20 @@ func (x *RegisterBroker) GetEndpoints() []*Endpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *RegisterBroker) GetMinMetadataVersion() int32 {
+	if x != nil {
+		return x.MinMetadataVersion
+	}
+	return 0
+}
+
+func (x *RegisterBroker) GetMaxMetadataVersion() int32 {
+	if x != nil {
+		return x.MaxMetadataVersion
+	}
+	return 0
 }
 
 // Endpoint is one named listener's advertised host:port.
@@ -1270,6 +1326,118 @@ func (x *DeleteGroup) GetGroup() string {
 	return ""
 }
 
+// FeatureLevel finalizes a feature's level (KRaft's FeatureLevelRecord).
+// The one feature is "metadata.version": the command set every node
+// applies. It only rises, and only to a level every registered broker
+// supports; a log without one is at level 1. It is never written at level
+// 1, so brokers older than feature levels never meet it.
+type FeatureLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Level         int32                  `protobuf:"varint,2,opt,name=level,proto3" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeatureLevel) Reset() {
+	*x = FeatureLevel{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeatureLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeatureLevel) ProtoMessage() {}
+
+func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
+func (*FeatureLevel) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FeatureLevel) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FeatureLevel) GetLevel() int32 {
+	if x != nil {
+		return x.Level
+	}
+	return 0
+}
+
+// AllocateProducerIds hands a broker the next block of producer ids
+// (KRaft's ProducerIdsRecord), for idempotent producers. It needs
+// metadata.version 2. broker_epoch must be the broker's current one.
+type AllocateProducerIds struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIds) Reset() {
+	*x = AllocateProducerIds{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIds) ProtoMessage() {}
+
+func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AllocateProducerIds) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIds) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
 type BrokerRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1280,13 +1448,16 @@ type BrokerRecord struct {
 	Fenced         bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	DirectoryId    string                 `protobuf:"bytes,7,opt,name=directory_id,json=directoryId,proto3" json:"directory_id,omitempty"`
 	Endpoints      []*Endpoint            `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The metadata.version range it registered with (see RegisterBroker).
+	MinMetadataVersion int32 `protobuf:"varint,9,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
+	MaxMetadataVersion int32 `protobuf:"varint,10,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1469,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1482,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -1370,6 +1541,20 @@ func (x *BrokerRecord) GetEndpoints() []*Endpoint {
 	return nil
 }
 
+func (x *BrokerRecord) GetMinMetadataVersion() int32 {
+	if x != nil {
+		return x.MinMetadataVersion
+	}
+	return 0
+}
+
+func (x *BrokerRecord) GetMaxMetadataVersion() int32 {
+	if x != nil {
+		return x.MaxMetadataVersion
+	}
+	return 0
+}
+
 type TopicRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1382,7 +1567,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1579,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1592,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1453,7 +1638,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1650,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1663,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -1547,7 +1732,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1744,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1757,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -1628,7 +1813,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x9d\a\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xc3\b\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -1642,8 +1827,10 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x11unregister_broker\x18\n" +
 	" \x01(\v2#.quire.internal.v1.UnregisterBrokerH\x00R\x10unregisterBroker\x12I\n" +
 	"\x0ecommit_offsets\x18\v \x01(\v2 .quire.internal.v1.CommitOffsetsH\x00R\rcommitOffsets\x12C\n" +
-	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroupB\x05\n" +
-	"\x03cmd\"\x8d\x02\n" +
+	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroup\x12F\n" +
+	"\rfeature_level\x18\r \x01(\v2\x1f.quire.internal.v1.FeatureLevelH\x00R\ffeatureLevel\x12\\\n" +
+	"\x15allocate_producer_ids\x18\x0e \x01(\v2&.quire.internal.v1.AllocateProducerIdsH\x00R\x13allocateProducerIdsB\x05\n" +
+	"\x03cmd\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -1651,7 +1838,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12!\n" +
 	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\x12!\n" +
 	"\fdirectory_id\x18\x06 \x01(\tR\vdirectoryId\x129\n" +
-	"\tendpoints\x18\a \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\":\n" +
+	"\tendpoints\x18\a \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\x120\n" +
+	"\x14min_metadata_version\x18\b \x01(\x05R\x12minMetadataVersion\x120\n" +
+	"\x14max_metadata_version\x18\t \x01(\x05R\x12maxMetadataVersion\":\n" +
 	"\bEndpoint\x12\x1a\n" +
 	"\blistener\x18\x01 \x01(\tR\blistener\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x98\x01\n" +
@@ -1720,7 +1909,13 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
 	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"#\n" +
 	"\vDeleteGroup\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xa3\x02\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"8\n" +
+	"\fFeatureLevel\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\x05R\x05level\"U\n" +
+	"\x13AllocateProducerIds\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\x87\x03\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -1729,7 +1924,10 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12!\n" +
 	"\fdirectory_id\x18\a \x01(\tR\vdirectoryId\x129\n" +
-	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\"\xe8\x01\n" +
+	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\x120\n" +
+	"\x14min_metadata_version\x18\t \x01(\x05R\x12minMetadataVersion\x120\n" +
+	"\x14max_metadata_version\x18\n" +
+	" \x01(\x05R\x12maxMetadataVersion\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
@@ -1767,7 +1965,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),             // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),      // 1: quire.internal.v1.RegisterBroker
@@ -1785,13 +1983,15 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*OffsetCommit)(nil),        // 13: quire.internal.v1.OffsetCommit
 	(*CommitOffsets)(nil),       // 14: quire.internal.v1.CommitOffsets
 	(*DeleteGroup)(nil),         // 15: quire.internal.v1.DeleteGroup
-	(*BrokerRecord)(nil),        // 16: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),         // 17: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),     // 18: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),        // 19: quire.internal.v1.OffsetRecord
-	nil,                         // 20: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                         // 21: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                         // 22: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*FeatureLevel)(nil),        // 16: quire.internal.v1.FeatureLevel
+	(*AllocateProducerIds)(nil), // 17: quire.internal.v1.AllocateProducerIds
+	(*BrokerRecord)(nil),        // 18: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),         // 19: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),     // 20: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),        // 21: quire.internal.v1.OffsetRecord
+	nil,                         // 22: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                         // 23: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                         // 24: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -1806,19 +2006,21 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	12, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
 	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
 	15, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	2,  // 12: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 13: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	20, // 14: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	21, // 15: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 16: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 17: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	2,  // 18: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	22, // 19: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	16, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	17, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	2,  // 14: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 15: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	22, // 16: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	23, // 17: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 18: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 19: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	2,  // 20: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	24, // 21: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -1839,6 +2041,8 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_UnregisterBroker)(nil),
 		(*Command_CommitOffsets)(nil),
 		(*Command_DeleteGroup)(nil),
+		(*Command_FeatureLevel)(nil),
+		(*Command_AllocateProducerIds)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1846,7 +2050,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

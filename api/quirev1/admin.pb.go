@@ -1358,6 +1358,270 @@ func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
 	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
+type DescribeFeaturesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeFeaturesRequest) Reset() {
+	*x = DescribeFeaturesRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeFeaturesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeFeaturesRequest) ProtoMessage() {}
+
+func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeFeaturesRequest.ProtoReflect.Descriptor instead.
+func (*DescribeFeaturesRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+type DescribeFeaturesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The finalized metadata.version: the command set every node applies.
+	MetadataVersion int32             `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	Brokers         []*BrokerFeatures `protobuf:"bytes,2,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	// The levels the answering broker supports.
+	MinMetadataVersion int32 `protobuf:"varint,3,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
+	MaxMetadataVersion int32 `protobuf:"varint,4,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DescribeFeaturesResponse) Reset() {
+	*x = DescribeFeaturesResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeFeaturesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeFeaturesResponse) ProtoMessage() {}
+
+func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeFeaturesResponse.ProtoReflect.Descriptor instead.
+func (*DescribeFeaturesResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DescribeFeaturesResponse) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
+func (x *DescribeFeaturesResponse) GetBrokers() []*BrokerFeatures {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
+func (x *DescribeFeaturesResponse) GetMinMetadataVersion() int32 {
+	if x != nil {
+		return x.MinMetadataVersion
+	}
+	return 0
+}
+
+func (x *DescribeFeaturesResponse) GetMaxMetadataVersion() int32 {
+	if x != nil {
+		return x.MaxMetadataVersion
+	}
+	return 0
+}
+
+// BrokerFeatures is one registered broker's supported metadata.version
+// range, as it registered (fenced brokers included: they count too).
+type BrokerFeatures struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId           int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	MinMetadataVersion int32                  `protobuf:"varint,2,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
+	MaxMetadataVersion int32                  `protobuf:"varint,3,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
+	Fenced             bool                   `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *BrokerFeatures) Reset() {
+	*x = BrokerFeatures{}
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerFeatures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerFeatures) ProtoMessage() {}
+
+func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerFeatures.ProtoReflect.Descriptor instead.
+func (*BrokerFeatures) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BrokerFeatures) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *BrokerFeatures) GetMinMetadataVersion() int32 {
+	if x != nil {
+		return x.MinMetadataVersion
+	}
+	return 0
+}
+
+func (x *BrokerFeatures) GetMaxMetadataVersion() int32 {
+	if x != nil {
+		return x.MaxMetadataVersion
+	}
+	return 0
+}
+
+func (x *BrokerFeatures) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+type UpdateFeaturesRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MetadataVersion int32                  `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateFeaturesRequest) Reset() {
+	*x = UpdateFeaturesRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFeaturesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFeaturesRequest) ProtoMessage() {}
+
+func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
+func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
+type UpdateFeaturesResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MetadataVersion int32                  `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateFeaturesResponse) Reset() {
+	*x = UpdateFeaturesResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateFeaturesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateFeaturesResponse) ProtoMessage() {}
+
+func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
+func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
 var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
@@ -1455,12 +1719,27 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\"6\n" +
 	"\x17UnregisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x1a\n" +
-	"\x18UnregisterBrokerResponse*{\n" +
+	"\x18UnregisterBrokerResponse\"\x19\n" +
+	"\x17DescribeFeaturesRequest\"\xdd\x01\n" +
+	"\x18DescribeFeaturesResponse\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\x122\n" +
+	"\abrokers\x18\x02 \x03(\v2\x18.quire.v1.BrokerFeaturesR\abrokers\x120\n" +
+	"\x14min_metadata_version\x18\x03 \x01(\x05R\x12minMetadataVersion\x120\n" +
+	"\x14max_metadata_version\x18\x04 \x01(\x05R\x12maxMetadataVersion\"\xa9\x01\n" +
+	"\x0eBrokerFeatures\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x120\n" +
+	"\x14min_metadata_version\x18\x02 \x01(\x05R\x12minMetadataVersion\x120\n" +
+	"\x14max_metadata_version\x18\x03 \x01(\x05R\x12maxMetadataVersion\x12\x16\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"B\n" +
+	"\x15UpdateFeaturesRequest\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"C\n" +
+	"\x16UpdateFeaturesResponse\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion*{\n" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xf2\x05\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xa2\a\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +
@@ -1471,7 +1750,9 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x0fDescribeConfigs\x12 .quire.v1.DescribeConfigsRequest\x1a!.quire.v1.DescribeConfigsResponse\x12M\n" +
 	"\fAlterConfigs\x12\x1d.quire.v1.AlterConfigsRequest\x1a\x1e.quire.v1.AlterConfigsResponse\x12Y\n" +
 	"\x10CreatePartitions\x12!.quire.v1.CreatePartitionsRequest\x1a\".quire.v1.CreatePartitionsResponse\x12Y\n" +
-	"\x10UnregisterBroker\x12!.quire.v1.UnregisterBrokerRequest\x1a\".quire.v1.UnregisterBrokerResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\x10UnregisterBroker\x12!.quire.v1.UnregisterBrokerRequest\x1a\".quire.v1.UnregisterBrokerResponse\x12Y\n" +
+	"\x10DescribeFeatures\x12!.quire.v1.DescribeFeaturesRequest\x1a\".quire.v1.DescribeFeaturesResponse\x12S\n" +
+	"\x0eUpdateFeatures\x12\x1f.quire.v1.UpdateFeaturesRequest\x1a .quire.v1.UpdateFeaturesResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_admin_proto_rawDescOnce sync.Once
@@ -1486,7 +1767,7 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_quire_v1_admin_proto_goTypes = []any{
 	(ConfigSource)(0),                // 0: quire.v1.ConfigSource
 	(*CreateTopicRequest)(nil),       // 1: quire.v1.CreateTopicRequest
@@ -1512,45 +1793,55 @@ var file_quire_v1_admin_proto_goTypes = []any{
 	(*CreatePartitionsResponse)(nil), // 21: quire.v1.CreatePartitionsResponse
 	(*UnregisterBrokerRequest)(nil),  // 22: quire.v1.UnregisterBrokerRequest
 	(*UnregisterBrokerResponse)(nil), // 23: quire.v1.UnregisterBrokerResponse
-	nil,                              // 24: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                              // 25: quire.v1.TopicDescription.ConfigsEntry
-	nil,                              // 26: quire.v1.AlterConfigsRequest.SetEntry
+	(*DescribeFeaturesRequest)(nil),  // 24: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil), // 25: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),           // 26: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),    // 27: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),   // 28: quire.v1.UpdateFeaturesResponse
+	nil,                              // 29: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                              // 30: quire.v1.TopicDescription.ConfigsEntry
+	nil,                              // 31: quire.v1.AlterConfigsRequest.SetEntry
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	24, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	29, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
 	10, // 1: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
 	7,  // 2: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
 	10, // 3: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
 	11, // 4: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	25, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	30, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
 	14, // 6: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
 	17, // 7: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
 	0,  // 8: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	26, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	31, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
 	10, // 10: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
-	1,  // 11: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	3,  // 12: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	5,  // 13: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	8,  // 14: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	12, // 15: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	15, // 16: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	18, // 17: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	20, // 18: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	22, // 19: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	2,  // 20: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	4,  // 21: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	6,  // 22: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	9,  // 23: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	13, // 24: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	16, // 25: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	19, // 26: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	21, // 27: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	23, // 28: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	26, // 11: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
+	1,  // 12: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	3,  // 13: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	5,  // 14: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	8,  // 15: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	12, // 16: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	15, // 17: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	18, // 18: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	20, // 19: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	22, // 20: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	24, // 21: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	27, // 22: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	2,  // 23: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	4,  // 24: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	6,  // 25: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	9,  // 26: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	13, // 27: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	16, // 28: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	19, // 29: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	21, // 30: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	23, // 31: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	25, // 32: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	28, // 33: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -1568,7 +1859,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,8 @@ const (
 	Admin_AlterConfigs_FullMethodName     = "/quire.v1.Admin/AlterConfigs"
 	Admin_CreatePartitions_FullMethodName = "/quire.v1.Admin/CreatePartitions"
 	Admin_UnregisterBroker_FullMethodName = "/quire.v1.Admin/UnregisterBroker"
+	Admin_DescribeFeatures_FullMethodName = "/quire.v1.Admin/DescribeFeatures"
+	Admin_UpdateFeatures_FullMethodName   = "/quire.v1.Admin/UpdateFeatures"
 )
 
 // AdminClient is the client API for Admin service.
@@ -58,6 +60,13 @@ type AdminClient interface {
 	// only in-sync replica of goes offline (leader -1, empty ISR) unless
 	// unclean.leader.election.enable elects another live replica.
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
+	// The finalized metadata.version feature level and each broker's
+	// supported range (quire cluster features).
+	DescribeFeatures(ctx context.Context, in *DescribeFeaturesRequest, opts ...grpc.CallOption) (*DescribeFeaturesResponse, error)
+	// Raises the finalized metadata.version. Refused (FEATURE_UPDATE_FAILED)
+	// below the current level, beyond what the controller supports, or when
+	// a registered broker does not support it (the message names them).
+	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
 }
 
 type adminClient struct {
@@ -158,6 +167,26 @@ func (c *adminClient) UnregisterBroker(ctx context.Context, in *UnregisterBroker
 	return out, nil
 }
 
+func (c *adminClient) DescribeFeatures(ctx context.Context, in *DescribeFeaturesRequest, opts ...grpc.CallOption) (*DescribeFeaturesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeFeaturesResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeFeatures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateFeaturesResponse)
+	err := c.cc.Invoke(ctx, Admin_UpdateFeatures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -186,6 +215,13 @@ type AdminServer interface {
 	// only in-sync replica of goes offline (leader -1, empty ISR) unless
 	// unclean.leader.election.enable elects another live replica.
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
+	// The finalized metadata.version feature level and each broker's
+	// supported range (quire cluster features).
+	DescribeFeatures(context.Context, *DescribeFeaturesRequest) (*DescribeFeaturesResponse, error)
+	// Raises the finalized metadata.version. Refused (FEATURE_UPDATE_FAILED)
+	// below the current level, beyond what the controller supports, or when
+	// a registered broker does not support it (the message names them).
+	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -222,6 +258,12 @@ func (UnimplementedAdminServer) CreatePartitions(context.Context, *CreatePartiti
 }
 func (UnimplementedAdminServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedAdminServer) DescribeFeatures(context.Context, *DescribeFeaturesRequest) (*DescribeFeaturesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeFeatures not implemented")
+}
+func (UnimplementedAdminServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateFeatures not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -406,6 +448,42 @@ func _Admin_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DescribeFeatures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeFeaturesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeFeatures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeFeatures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeFeatures(ctx, req.(*DescribeFeaturesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UpdateFeatures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateFeaturesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateFeatures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateFeatures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateFeatures(ctx, req.(*UpdateFeaturesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -448,6 +526,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterBroker",
 			Handler:    _Admin_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "DescribeFeatures",
+			Handler:    _Admin_DescribeFeatures_Handler,
+		},
+		{
+			MethodName: "UpdateFeatures",
+			Handler:    _Admin_UpdateFeatures_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -101,6 +101,7 @@ const (
 	ErrorCode_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
 	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
 	ErrorCode_INVALID_RECORD                   ErrorCode = 87
+	ErrorCode_FEATURE_UPDATE_FAILED            ErrorCode = 96
 	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
 	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = 1000
 )
@@ -155,6 +156,7 @@ var (
 		81:   "GROUP_MAX_SIZE_REACHED",
 		82:   "FENCED_INSTANCE_ID",
 		87:   "INVALID_RECORD",
+		96:   "FEATURE_UPDATE_FAILED",
 		102:  "BROKER_ID_NOT_REGISTERED",
 		1000: "UNKNOWN_SERVER_ERROR",
 	}
@@ -206,6 +208,7 @@ var (
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
 		"INVALID_RECORD":                   87,
+		"FEATURE_UPDATE_FAILED":            96,
 		"BROKER_ID_NOT_REGISTERED":         102,
 		"UNKNOWN_SERVER_ERROR":             1000,
 	}
@@ -388,7 +391,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xf5\t\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x90\n" +
+	"\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -437,7 +441,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x12MEMBER_ID_REQUIRED\x10O\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
-	"\x0eINVALID_RECORD\x10W\x12\x1c\n" +
+	"\x0eINVALID_RECORD\x10W\x12\x19\n" +
+	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x1c\n" +
 	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x19\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xe8\aB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 

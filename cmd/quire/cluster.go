@@ -51,6 +51,7 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 			return printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED"}, rows)
 		},
 	})
+	cmd.AddCommand(newFeaturesCmd(g))
 	return cmd
 }
 

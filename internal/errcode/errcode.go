@@ -71,6 +71,7 @@ var declared = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED:           false,
 	quirev1.ErrorCode_FENCED_INSTANCE_ID:               false,
 	quirev1.ErrorCode_INVALID_RECORD:                   false,
+	quirev1.ErrorCode_FEATURE_UPDATE_FAILED:            false,
 	quirev1.ErrorCode_BROKER_ID_NOT_REGISTERED:         false,
 	quirev1.ErrorCode_UNKNOWN_SERVER_ERROR:             false,
 }

@@ -1,0 +1,191 @@
+package metadata
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/quirelog/quire/api/metapb"
+)
+
+// MetadataVersionFeature is the one finalized feature: the level of the
+// metadata log's command set (KRaft's metadata.version).
+const MetadataVersionFeature = "metadata.version"
+
+// metadata.version levels. Each command needs one (commandLevel); a new
+// command takes a new level, so that a node is never handed a command it
+// does not know: the controller proposes it only once every registered
+// broker supports its level and the level is finalized.
+const (
+	// MetadataVersionBaseline is every command up to DeleteGroup, and
+	// FeatureLevel: what a broker older than feature levels knows. A log
+	// or store with no finalized level is at it.
+	MetadataVersionBaseline int32 = 1
+	// MetadataVersionProducerIDs adds AllocateProducerIds (and is the level
+	// the consumer group membership commands join).
+	MetadataVersionProducerIDs int32 = 2
+
+	// LatestMetadataVersion is the highest level this code knows.
+	LatestMetadataVersion = MetadataVersionProducerIDs
+)
+
+// VersionRange is a range of metadata.version levels, both ends included.
+// The zero value stands for a broker older than feature levels: 1 to 1.
+type VersionRange struct {
+	Min, Max int32
+}
+
+// SupportedMetadataVersions is the range this code supports.
+func SupportedMetadataVersions() VersionRange {
+	return VersionRange{Min: MetadataVersionBaseline, Max: LatestMetadataVersion}
+}
+
+// orBaseline is r, or 1 to 1 for the zero range.
+func (r VersionRange) orBaseline() VersionRange {
+	if r.Max == 0 {
+		return VersionRange{Min: MetadataVersionBaseline, Max: MetadataVersionBaseline}
+	}
+	return r
+}
+
+// Contains reports whether level is in the range.
+func (r VersionRange) Contains(level int32) bool {
+	r = r.orBaseline()
+	return r.Min <= level && level <= r.Max
+}
+
+func (r VersionRange) String() string {
+	r = r.orBaseline()
+	return fmt.Sprintf("%d-%d", r.Min, r.Max)
+}
+
+// validate checks a range a node is configured with.
+func (r VersionRange) validate() error {
+	s := SupportedMetadataVersions()
+	if r.Min < s.Min || r.Max > s.Max || r.Min > r.Max {
+		return fmt.Errorf("metadata: metadata.version range %d-%d: this code supports %s", r.Min, r.Max, s)
+	}
+	return nil
+}
+
+// commandLevel is the metadata.version a command needs, 0 for a command
+// this code does not know (a oneof field it has no type for). Adding a
+// command to the Command envelope means adding it here with its level;
+// TestFSMEveryCommandHasALevel fails until it is.
+func commandLevel(cmd *pb.Command) int32 {
+	switch cmd.Cmd.(type) {
+	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
+		*pb.Command_CreateTopic, *pb.Command_DeleteTopic, *pb.Command_PartitionChange,
+		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
+		*pb.Command_UnregisterBroker, *pb.Command_CommitOffsets, *pb.Command_DeleteGroup,
+		*pb.Command_FeatureLevel:
+		return MetadataVersionBaseline
+	case *pb.Command_AllocateProducerIds:
+		return MetadataVersionProducerIDs
+	}
+	return 0
+}
+
+// commandName names a command for errors: its type, or the field numbers
+// of one this code does not know.
+func commandName(cmd *pb.Command) string {
+	if cmd.Cmd != nil {
+		return strings.TrimPrefix(fmt.Sprintf("%T", cmd.Cmd), "*metapb.Command_")
+	}
+	var fields []string
+	for b := cmd.ProtoReflect().GetUnknown(); len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			break
+		}
+		b = b[m:]
+		fields = append(fields, fmt.Sprint(num))
+	}
+	if len(fields) == 0 {
+		return "empty command"
+	}
+	return "command field " + strings.Join(fields, ",")
+}
+
+// lackingBrokers lists the registered brokers (fenced ones too: they come
+// back with the same code) whose range does not hold level, as "3 (1-1)".
+func lackingBrokers(img *Image, level int32) []string {
+	var out []string
+	for _, b := range img.Brokers() {
+		if !b.MetadataVersions.Contains(level) {
+			out = append(out, fmt.Sprintf("%d (supports %s)", b.ID, b.MetadataVersions))
+		}
+	}
+	return out
+}
+
+// checkCommandLevel refuses a command that needs a level above img's
+// finalized one, naming the brokers that keep it from being raised.
+func checkCommandLevel(img *Image, cmd *pb.Command) error {
+	need := commandLevel(cmd)
+	if need == 0 {
+		return fmt.Errorf("%w: %s", ErrUnknownCommand, commandName(cmd))
+	}
+	have := img.metadataVersion()
+	if need <= have {
+		return nil
+	}
+	hint := fmt.Sprintf("every broker supports it: raise it with `quire cluster features --upgrade %d`", need)
+	if lack := lackingBrokers(img, need); len(lack) > 0 {
+		hint = fmt.Sprintf("brokers without level %d: %s (upgrade them first)", need, strings.Join(lack, ", "))
+	}
+	return fmt.Errorf("%w: %s needs %s %d, the cluster is at %d; %s", ErrUnsupportedVersion, commandName(cmd), MetadataVersionFeature, need, have, hint)
+}
+
+// applyFeatureLevel raises a finalized feature level. Like the
+// controller's check before proposing it, it refuses a level that does not
+// rise or that a registered broker does not support, so a registration
+// racing the change cannot leave a broker behind the level.
+func (d *draft) applyFeatureLevel(c *pb.FeatureLevel, _ uint64) any {
+	if c.Name != MetadataVersionFeature {
+		return fmt.Errorf("%w: unknown feature %q", ErrFeatureUpdateFailed, c.Name)
+	}
+	if have := d.img.metadataVersion(); c.Level <= have {
+		return fmt.Errorf("%w: %s %d is not above the finalized %d", ErrFeatureUpdateFailed, c.Name, c.Level, have)
+	}
+	if lack := lackingBrokers(d.img, c.Level); len(lack) > 0 {
+		return fmt.Errorf("%w: %s %d: brokers without it: %s", ErrFeatureUpdateFailed, c.Name, c.Level, strings.Join(lack, ", "))
+	}
+	d.img.finalizedVersion = c.Level
+	d.must(d.tx.Bucket(bucketMeta).Put(keyMetadataVersion, binary.BigEndian.AppendUint32(nil, uint32(c.Level))))
+	return c.Level
+}
+
+// ProducerIDBlockSize is how many producer ids one AllocateProducerIds
+// hands out (Kafka's block size).
+const ProducerIDBlockSize = 1000
+
+// ProducerIDBlock is a range of producer ids owned by one broker.
+type ProducerIDBlock struct {
+	BrokerID int32
+	First    int64
+	Size     int64
+}
+
+// applyAllocateProducerIds hands the broker the next block of producer
+// ids.
+func (d *draft) applyAllocateProducerIds(c *pb.AllocateProducerIds, _ uint64) any {
+	b, ok := d.img.brokers[c.BrokerId]
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownBroker, c.BrokerId)
+	}
+	if c.BrokerEpoch != b.Epoch {
+		return fmt.Errorf("%w: broker %d epoch %d, current %d", ErrStaleEpoch, c.BrokerId, c.BrokerEpoch, b.Epoch)
+	}
+	block := ProducerIDBlock{BrokerID: c.BrokerId, First: d.img.nextProducerID, Size: ProducerIDBlockSize}
+	d.img.nextProducerID += ProducerIDBlockSize
+	d.must(d.tx.Bucket(bucketMeta).Put(keyNextProducerID, binary.BigEndian.AppendUint64(nil, uint64(d.img.nextProducerID))))
+	return block
+}
