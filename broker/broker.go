@@ -29,6 +29,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -38,7 +39,7 @@ type Broker struct {
 	logger hclog.Logger
 
 	storage *storage.Manager
-	rm      *ReplicaManager
+	rm      *replica.Manager // from Start
 	cluster *cluster
 	sticky  *partitioner.Sticky
 
@@ -73,8 +74,7 @@ func New(cfg Config) (*Broker, error) {
 		stop:    make(chan struct{}),
 		served:  make(chan struct{}),
 	}
-	b.rm = newReplicaManager(cfg.NodeID, sm, cfg.baseLogConfig(), logger.Named("replicas"))
-	b.cluster = newCluster(&b.cfg, logger, b.rm)
+	b.cluster = newCluster(&b.cfg, logger)
 	return b, nil
 }
 
@@ -127,6 +127,23 @@ func (b *Broker) start() error {
 		return err
 	}
 	b.cluster.registerControllerService(b.server)
+	rm, err := replica.New(replica.Config{
+		NodeID:                b.cfg.NodeID,
+		Incarnation:           b.cluster.incarnation,
+		Logs:                  b.storage,
+		Controller:            b.cluster,
+		Brokers:               b.cluster,
+		Peers:                 b.cluster,
+		Fetch:                 b.cfg.fetchConfig(),
+		MaxFetchResponseBytes: maxFetchResponseBytes,
+		Logger:                b.logger.Named("replicas"),
+	})
+	if err != nil {
+		_ = lis.Close()
+		b.server = nil
+		return err
+	}
+	b.rm = rm
 
 	go func() {
 		defer close(b.served)
@@ -134,7 +151,7 @@ func (b *Broker) start() error {
 			b.logger.Error("grpc server stopped", "error", err)
 		}
 	}()
-	b.cluster.start(advertised)
+	b.cluster.start(advertised, b.storage.DirectoryID(), b.rm)
 	b.startBackground()
 	go func() {
 		select {
@@ -224,7 +241,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		// The watcher has stopped: no partition changes hands from here.
-		b.rm.stop()
+		b.rm.Stop()
 		// Drain: calls in flight finish. Long-lived produce streams only
 		// end when their client closes them, so after drainTimeout the
 		// rest are cut (clients retry elsewhere).
@@ -263,7 +280,7 @@ func (b *Broker) startBackground() {
 	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
 	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
 	lag := ms(b.cfg.ReplicaLagTimeMaxMs)
-	b.every("isr-shrink", lag/2, func() error { return b.rm.shrinkISRs(lag) })
+	b.every("isr-shrink", lag/2, func() error { return b.rm.ShrinkISRs(lag) })
 }
 
 func (b *Broker) every(name string, d time.Duration, fn func() error) {

@@ -15,9 +15,11 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	pb "github.com/quirelog/quire/api/internalv1"
 	"github.com/quirelog/quire/controlplane"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/raftgrpc"
+	"github.com/quirelog/quire/replica"
 )
 
 // cluster joins the broker to the metadata quorum: it runs the raft node
@@ -27,7 +29,7 @@ import (
 type cluster struct {
 	cfg         *Config
 	logger      hclog.Logger
-	rm          *ReplicaManager
+	rm          *replica.Manager // given by start
 	defaults    topicDefaults
 	incarnation string
 
@@ -44,24 +46,20 @@ type cluster struct {
 	changed    chan struct{}   // closed and replaced after each reconcile
 	ready      chan struct{}   // closed once this broker is registered and unfenced
 	readyOnce  sync.Once
-	cleaned    bool              // stray on-disk logs have been removed
-	topicIDs   map[string]string // topic name → id, to notice delete-and-recreate
 
 	peersMu     sync.Mutex
 	peers       map[string]*grpc.ClientConn // node-to-node connections by address (replica_service.go)
 	peersClosed bool
 }
 
-func newCluster(cfg *Config, logger hclog.Logger, rm *ReplicaManager) *cluster {
+func newCluster(cfg *Config, logger hclog.Logger) *cluster {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &cluster{
 		cfg:         cfg,
 		logger:      logger,
-		rm:          rm,
 		defaults:    cfg.topicDefaults(),
 		incarnation: hex.EncodeToString(b[:]),
-		topicIDs:    map[string]string{},
 		stop:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 		changed:     make(chan struct{}),
@@ -137,28 +135,22 @@ func (c *cluster) open(advertised string) error {
 	return nil
 }
 
-// startReplication gives the replica manager its fetchers and its way to
-// the controller for ISR changes.
-func (c *cluster) startReplication() {
-	cfg := c.cfg
-	c.rm.fetchers = newFetcherManager(cfg.NodeID, c.incarnation, fetchConfig{
-		maxWait:         ms(int64(cfg.ReplicaFetchWaitMaxMs)),
-		minBytes:        cfg.ReplicaFetchMinBytes,
-		partitionMax:    cfg.ReplicaFetchMaxBytes,
-		responseMax:     cfg.ReplicaFetchResponseMaxBytes,
-		backoff:         ms(int64(cfg.ReplicaFetchBackoffMs)),
-		callTimeoutSlop: ms(cfg.BrokerSessionTimeoutMs),
-	}, c, c.logger.Named("fetcher"))
-	c.rm.alterISR = c.alterISR
-	c.rm.registered = func(id int32) (registration, bool) {
-		b, ok := c.node.Image().Broker(id)
-		return registration{incarnation: b.Incarnation, fenced: b.Fenced}, ok
+// fetchConfig is the follower fetch tuning from the replica.fetch.* keys.
+func (c *Config) fetchConfig() replica.FetchConfig {
+	return replica.FetchConfig{
+		MaxWait:         ms(int64(c.ReplicaFetchWaitMaxMs)),
+		MinBytes:        c.ReplicaFetchMinBytes,
+		PartitionMax:    c.ReplicaFetchMaxBytes,
+		ResponseMax:     c.ReplicaFetchResponseMaxBytes,
+		Backoff:         ms(int64(c.ReplicaFetchBackoffMs)),
+		CallTimeoutSlop: ms(c.BrokerSessionTimeoutMs),
 	}
 }
 
-// alterISR asks the controller for a led partition's new ISR.
-func (c *cluster) alterISR(topic string, p int32, a assignment) (assignment, error) {
-	ctx, cancel := c.writeContext(context.Background())
+// AlterPartition asks the controller for a led partition's new ISR
+// (replica.Controller).
+func (c *cluster) AlterPartition(ctx context.Context, topic string, p int32, a replica.Assignment) (replica.Assignment, error) {
+	ctx, cancel := c.writeContext(ctx)
 	defer cancel()
 	go func() {
 		select {
@@ -167,17 +159,43 @@ func (c *cluster) alterISR(topic string, p int32, a assignment) (assignment, err
 		case <-ctx.Done():
 		}
 	}()
-	info, err := c.fwd.AlterPartition(ctx, topic, p, a.leader, a.leaderEpoch, a.partitionEpoch, a.isr)
+	info, err := c.fwd.AlterPartition(ctx, topic, p, a.Leader, a.LeaderEpoch, a.PartitionEpoch, a.ISR)
 	if err != nil {
 		for _, refused := range []error{metadata.ErrStaleEpoch, metadata.ErrFencedBroker, metadata.ErrInvalidPartitions, metadata.ErrUnknownTopic} {
 			if errors.Is(err, refused) {
-				return a, fmt.Errorf("%w: %w", errISRRefused, err)
+				return a, fmt.Errorf("%w: %w", replica.ErrISRRefused, err)
 			}
 		}
 		return a, err
 	}
-	return assignment{leader: info.Leader, leaderEpoch: info.LeaderEpoch, partitionEpoch: info.PartitionEpoch,
-		replicas: info.Replicas, isr: info.ISR}, nil
+	return replica.Assignment{Partition: p, Leader: info.Leader, LeaderEpoch: info.LeaderEpoch, PartitionEpoch: info.PartitionEpoch,
+		Replicas: info.Replicas, ISR: info.ISR}, nil
+}
+
+// Registration is broker id's registration in the image (replica.Brokers).
+func (c *cluster) Registration(id int32) (replica.Registration, bool) {
+	b, ok := c.node.Image().Broker(id)
+	return replica.Registration{Incarnation: b.Incarnation, Fenced: b.Fenced}, ok
+}
+
+// ReplicaFetch sends a follower's fetch to the broker leader
+// (replica.Peers), over the node-to-node connection to it.
+func (c *cluster) ReplicaFetch(ctx context.Context, leader int32, req *replica.FetchRequest) (*replica.FetchResponse, error) {
+	addr, ok := c.brokerAddr(leader)
+	if !ok {
+		return nil, fmt.Errorf("broker: leader %d has no address", leader)
+	}
+	cc, err := c.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	// A response may hold replica.fetch.response.max.bytes and more (at
+	// least one batch): far above gRPC's default 4 MiB receive limit.
+	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, fetchRequestToPB(req), grpc.MaxCallRecvMsgSize(maxSendBytes))
+	if err != nil {
+		return nil, err
+	}
+	return fetchResponseFromPB(resp), nil
 }
 
 // brokerAddr is where broker id listens, as registered.
@@ -189,13 +207,14 @@ func (c *cluster) brokerAddr(id int32) (string, bool) {
 	return b.Addr, true
 }
 
-// start begins registration, heartbeats and the image watcher.
-func (c *cluster) start(advertised string) {
-	c.startReplication()
+// start begins registration, heartbeats and the image watcher, which
+// reconciles rm with every image.
+func (c *cluster) start(advertised, directoryID string, rm *replica.Manager) {
+	c.rm = rm
 	// The log directory id tells the controller whether this broker still
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
-		DirectoryID: c.rm.storage.DirectoryID()}
+		DirectoryID: directoryID}
 	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
 	c.lifecycle.Start()
 	go c.watch()
@@ -241,74 +260,13 @@ func (c *cluster) watch() {
 	}
 }
 
-// reconcile brings the hosted replicas in line with img: create and lead
-// or follow the replicas assigned here, apply topic configs, delete the
-// replicas of deleted topics.
+// reconcile brings the hosted replicas in line with img (see
+// replica.Manager.Reconcile), then tells waitFor.
 func (c *cluster) reconcile(img *metadata.Image) {
 	self := c.cfg.NodeID
-	want := map[topicPartition]bool{}
-	for _, t := range img.Topics() {
-		if old, ok := c.topicIDs[t.Name]; ok && old != t.ID {
-			// Deleted and created again between two images: start afresh.
-			for _, key := range c.rm.hosted() {
-				if key.topic == t.Name {
-					if err := c.rm.remove(key.topic, key.partition); err != nil {
-						c.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
-					}
-				}
-			}
-		}
-		c.topicIDs[t.Name] = t.ID
-		tc, err := c.defaults.resolve(t.Configs)
-		if err != nil {
-			// Configs are validated before they reach the controller; an
-			// invalid one here came from a newer node or a bug.
-			c.logger.Error("invalid topic config in metadata", "topic", t.Name, "error", err)
-			tc, _ = c.defaults.resolve(nil)
-		}
-		c.rm.setTopicConfig(t.Name, tc)
-		for _, p := range t.Partitions {
-			if !contains(p.Replicas, self) {
-				continue
-			}
-			key := topicPartition{t.Name, p.Partition}
-			want[key] = true
-			a := assignment{leader: p.Leader, leaderEpoch: p.LeaderEpoch, partitionEpoch: p.PartitionEpoch, replicas: p.Replicas, isr: p.ISR}
-			if err := c.rm.apply(t.Name, p.Partition, a); err != nil {
-				c.logger.Error("cannot host replica", "topic", t.Name, "partition", p.Partition, "error", err)
-			}
-		}
-	}
-	for _, key := range c.rm.hosted() {
-		if !want[key] {
-			if err := c.rm.remove(key.topic, key.partition); err != nil {
-				c.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
-			}
-		}
-	}
 	b, registered := img.Broker(self)
 	registered = registered && b.Incarnation == c.incarnation
-	if registered && !c.cleaned {
-		// The image includes our own registration, so it is at least as new
-		// as everything committed before we started: logs on disk that it
-		// does not assign here belong to deleted topics.
-		c.cleaned = true
-		for _, l := range c.rm.storage.Logs() {
-			key := topicPartition{l.Topic(), l.Partition()}
-			if !want[key] {
-				c.logger.Info("deleting stray log", "topic", key.topic, "partition", key.partition)
-				if err := c.rm.storage.Delete(key.topic, key.partition); err != nil {
-					c.logger.Error("cannot delete stray log", "topic", key.topic, "partition", key.partition, "error", err)
-				}
-			}
-		}
-	}
-	for name := range c.rm.configsSnapshot() {
-		if _, ok := img.Topic(name); !ok {
-			c.rm.forgetTopic(name)
-			delete(c.topicIDs, name)
-		}
-	}
+	c.rm.Reconcile(c.replicaView(img, registered))
 	c.mu.Lock()
 	c.reconciled = img
 	close(c.changed)
@@ -320,6 +278,30 @@ func (c *cluster) reconcile(img *metadata.Image) {
 			close(c.ready)
 		})
 	}
+}
+
+// replicaView is what the replicas follow of img: the topics with their
+// effective configs and assignments.
+func (c *cluster) replicaView(img *metadata.Image, registered bool) replica.View {
+	topics := img.Topics()
+	v := replica.View{Topics: make([]replica.TopicView, 0, len(topics)), Registered: registered}
+	for _, t := range topics {
+		tc, err := c.defaults.resolve(t.Configs)
+		if err != nil {
+			// Configs are validated before they reach the controller; an
+			// invalid one here came from a newer node or a bug.
+			c.logger.Error("invalid topic config in metadata", "topic", t.Name, "error", err)
+			tc, _ = c.defaults.resolve(nil)
+		}
+		tv := replica.TopicView{Name: t.Name, ID: t.ID, Config: tc.replicaConfig(c.cfg.baseLogConfig()),
+			Partitions: make([]replica.Assignment, len(t.Partitions))}
+		for i, p := range t.Partitions {
+			tv.Partitions[i] = replica.Assignment{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+				PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+		}
+		v.Topics = append(v.Topics, tv)
+	}
+	return v
 }
 
 // image returns the newest image whose changes the replicas reflect.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,6 +13,8 @@ import (
 	pb "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/storage"
 )
 
 // replicaService implements quire.internal.v1.ReplicaService: node-to-node
@@ -34,17 +37,17 @@ func (s *replicaService) DescribeLogs(ctx context.Context, req *pb.DescribeLogsR
 // describeLog is this broker's view of one replica's offsets.
 func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
 	d := &pb.LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1}
-	part, ok := b.rm.partition(topic, partition)
+	part, ok := b.rm.Partition(topic, partition)
 	if !ok {
 		return d
 	}
-	st := part.state()
+	st := part.State()
 	d.Hosted = true
-	d.Leader = st.leader
-	d.LeaderEpoch = st.leaderEpoch
-	d.LogStartOffset = part.log.LogStartOffset()
+	d.Leader = st.Leader
+	d.LeaderEpoch = st.LeaderEpoch
+	d.LogStartOffset = part.LogStartOffset()
 	d.HighWatermark = part.HighWatermark()
-	d.LogEndOffset = part.log.LogEndOffset()
+	d.LogEndOffset = part.LogEndOffset()
 	return d
 }
 
@@ -177,123 +180,76 @@ func (c *cluster) closePeers() error {
 	return first
 }
 
-// maxReplicaFetchWait caps a follower's long poll.
-const maxReplicaFetchWait = 30 * time.Second
-
-// ReplicaFetch is a follower's pull (see replica.proto). Each partition
-// first records the fetch offset as the follower's LEO (which may move the
-// HW and add the follower back to the ISR); then the batches from there are
-// read, past the HW, and the call long-polls for new appends while fewer
-// than min_bytes came back.
+// ReplicaFetch is a follower's pull (see replica.proto), answered by the
+// replica manager (replica.Manager.HandleFetch).
 func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
-	if len(req.GetPartitions()) == 0 {
-		return nil, toStatus(fmt.Errorf("%w: replica fetch names no partitions", ErrInvalidRequest))
-	}
-	if id := req.GetReplicaId(); id < 0 || id == s.b.cfg.NodeID {
-		return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d", ErrInvalidRequest, id))
-	}
-	if reg := s.b.rm.registered; reg != nil {
-		if r, ok := reg(req.GetReplicaId()); !ok || r.incarnation != req.GetIncarnation() {
-			return nil, toStatus(fmt.Errorf("%w: replica fetch from broker %d is not from its registered incarnation",
-				ErrStaleBrokerEpoch, req.GetReplicaId()))
-		}
-	}
-	if req.GetMaxBytes() < 0 || req.GetMinBytes() < 0 || req.GetMaxWaitMs() < 0 {
-		return nil, toStatus(fmt.Errorf("%w: negative max_bytes, min_bytes or max_wait_ms", ErrInvalidRequest))
-	}
-	now := time.Now()
-	resp := &pb.ReplicaFetchResponse{Partitions: make([]*pb.ReplicaFetchPartitionResult, len(req.Partitions))}
-	parts := make([]*Partition, len(req.Partitions))
-	stop := false // an error or a divergence answers at once
-	for i, f := range req.Partitions {
-		r := &pb.ReplicaFetchPartitionResult{Topic: f.GetTopic(), Partition: f.GetPartition(), HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
-		resp.Partitions[i] = r
-		part, ok := s.b.rm.partition(f.GetTopic(), f.GetPartition())
-		if !ok {
-			setFetchError(r, unknownPartition(f.GetTopic(), f.GetPartition()))
-			stop = true
-			continue
-		}
-		div, err := part.followerFetch(req.ReplicaId, f, now)
-		setLogOffsets(r, part)
-		switch {
-		case err != nil:
-			setFetchError(r, err)
-			stop = true
-		case div != nil:
-			r.DivergingEpoch = div
-			stop = true
-		default:
-			parts[i] = part
-		}
-	}
-	wake := make(chan struct{}, 1)
-	for _, part := range parts {
-		if part != nil {
-			part.watchLEO(wake)
-			defer part.unwatchLEO(wake)
-		}
-	}
-	wait := time.NewTimer(min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxReplicaFetchWait))
-	defer wait.Stop()
-	for {
-		n := s.readForFollower(req, parts, resp)
-		if stop || n >= int(req.GetMinBytes()) || req.GetMaxWaitMs() == 0 {
-			return resp, nil
-		}
-		select {
-		case <-wake:
-		case <-wait.C:
-			stop = true
-		case <-ctx.Done():
+	resp, err := s.b.rm.HandleFetch(ctx, fetchRequestFromPB(req))
+	if err != nil {
+		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
-		case <-s.b.stop:
-			stop = true
 		}
+		return nil, toStatus(err)
 	}
+	return fetchResponseToPB(resp), nil
 }
 
-// readForFollower fills in the records of every partition being read and
-// returns the bytes read; a partition no longer led here gets its error.
-func (s *replicaService) readForFollower(req *pb.ReplicaFetchRequest, parts []*Partition, resp *pb.ReplicaFetchResponse) int {
-	maxBytes := int(req.GetMaxBytes())
-	if maxBytes == 0 {
-		maxBytes = maxFetchResponseBytes
+func fetchRequestFromPB(req *pb.ReplicaFetchRequest) *replica.FetchRequest {
+	out := &replica.FetchRequest{ReplicaID: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
+		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Partitions: make([]replica.FetchPartition, len(req.GetPartitions()))}
+	for i, f := range req.GetPartitions() {
+		out.Partitions[i] = replica.FetchPartition{Topic: f.GetTopic(), Partition: f.GetPartition(), CurrentLeaderEpoch: f.GetCurrentLeaderEpoch(),
+			FetchOffset: f.GetFetchOffset(), LastFetchedEpoch: f.GetLastFetchedEpoch(), PartitionMaxBytes: f.GetPartitionMaxBytes()}
 	}
-	maxBytes = min(maxBytes, maxFetchResponseBytes)
-	total := 0
-	for i, part := range parts {
-		if part == nil {
-			continue
-		}
-		f, r := req.Partitions[i], resp.Partitions[i]
-		r.Records = nil
-		limit := readLimit(int(f.GetPartitionMaxBytes()), maxBytes, total)
-		if st := part.state(); !st.leader || st.leaderEpoch != f.GetCurrentLeaderEpoch() {
-			setFetchError(r, &notLeaderError{topic: part.topic, partition: part.id, leader: st.leaderID, epoch: st.leaderEpoch})
-			parts[i] = nil
-			continue
-		}
-		if limit > 0 {
-			res, err := part.readForFollower(f.GetFetchOffset(), limit)
-			if err != nil {
-				setFetchError(r, err)
-				parts[i] = nil
-				continue
-			}
-			r.Records = res.Batches
-			total += len(res.Batches)
-		}
-		setLogOffsets(r, part)
-	}
-	return total
+	return out
 }
 
-func setLogOffsets(r *pb.ReplicaFetchPartitionResult, part *Partition) {
-	r.HighWatermark, r.LogStartOffset, r.LogEndOffset = part.HighWatermark(), part.log.LogStartOffset(), part.log.LogEndOffset()
+func fetchRequestToPB(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
+	out := &pb.ReplicaFetchRequest{ReplicaId: req.ReplicaID, Incarnation: req.Incarnation, MaxWaitMs: req.MaxWaitMs,
+		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Partitions: make([]*pb.ReplicaFetchPartition, len(req.Partitions))}
+	for i, f := range req.Partitions {
+		out.Partitions[i] = &pb.ReplicaFetchPartition{Topic: f.Topic, Partition: f.Partition, CurrentLeaderEpoch: f.CurrentLeaderEpoch,
+			FetchOffset: f.FetchOffset, LastFetchedEpoch: f.LastFetchedEpoch, PartitionMaxBytes: f.PartitionMaxBytes}
+	}
+	return out
 }
 
-func setFetchError(r *pb.ReplicaFetchPartitionResult, err error) {
-	e := toError(err)
-	r.ErrorCode, r.ErrorMessage = int32(e.Code), e.Message
+func fetchResponseToPB(resp *replica.FetchResponse) *pb.ReplicaFetchResponse {
+	out := &pb.ReplicaFetchResponse{Partitions: make([]*pb.ReplicaFetchPartitionResult, len(resp.Partitions))}
+	for i, r := range resp.Partitions {
+		pr := &pb.ReplicaFetchPartitionResult{Topic: r.Topic, Partition: r.Partition, Records: r.Records,
+			HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset}
+		if r.Diverging != nil {
+			pr.DivergingEpoch = &pb.EpochEndOffset{Epoch: r.Diverging.Epoch, EndOffset: r.Diverging.EndOffset}
+		}
+		if r.Err != nil {
+			e := toError(r.Err)
+			pr.ErrorCode, pr.ErrorMessage = int32(e.Code), e.Message
+		}
+		out.Partitions[i] = pr
+	}
+	return out
+}
+
+// errLeaderRefused is a partition of a replica fetch the leader refused
+// (its code and message are in the error's text).
+var errLeaderRefused = errors.New("broker: the leader refused the replica fetch")
+
+func fetchResponseFromPB(resp *pb.ReplicaFetchResponse) *replica.FetchResponse {
+	out := &replica.FetchResponse{Partitions: make([]replica.FetchResult, len(resp.GetPartitions()))}
+	for i, r := range resp.GetPartitions() {
+		fr := replica.FetchResult{Topic: r.GetTopic(), Partition: r.GetPartition(), Records: r.GetRecords(),
+			HighWatermark: r.GetHighWatermark(), LogStartOffset: r.GetLogStartOffset(), LogEndOffset: r.GetLogEndOffset()}
+		if d := r.GetDivergingEpoch(); d != nil {
+			fr.Diverging = &replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()}
+		}
+		switch code := quirev1.ErrorCode(r.GetErrorCode()); code {
+		case quirev1.ErrorCode_NONE:
+		case quirev1.ErrorCode_OFFSET_OUT_OF_RANGE:
+			fr.Err = fmt.Errorf("%w: %s", storage.ErrOffsetOutOfRange, r.GetErrorMessage())
+		default:
+			fr.Err = fmt.Errorf("%w: %s: %s", errLeaderRefused, code, r.GetErrorMessage())
+		}
+		out.Partitions[i] = fr
+	}
+	return out
 }
