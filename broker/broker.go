@@ -1,12 +1,3 @@
-// Package broker is a Quire node: the gRPC server (quire.v1 Admin,
-// Producer, Consumer, Metadata and Groups, plus health, reflection and the internal
-// raft and controller services on the same port), the replica manager that
-// hosts partition logs, and the background work (retention, flushes,
-// checkpoints).
-//
-// A node learns which replicas to host from the metadata image (see
-// metadata_glue.go); every other file speaks to the storage engine and to
-// clients.
 package broker
 
 import (
