@@ -12,7 +12,9 @@ import (
 // over fakes.
 
 // Logs is the storage engine's side: the partition logs of the data
-// directory.
+// directory. A replica records its HW in its own log
+// (storage.Log.SetHighWatermark), not here: an HW move takes no lock
+// shared by all partitions.
 type Logs interface {
 	// GetOrCreate opens (or creates) a partition's log with cfg.
 	GetOrCreate(topic string, partition int32, cfg storage.LogConfig) (*storage.Log, error)
@@ -20,10 +22,6 @@ type Logs interface {
 	Delete(topic string, partition int32) error
 	// Logs lists the open logs.
 	Logs() []*storage.Log
-	// SetHighWatermark records a partition's HW for the checkpoint.
-	SetHighWatermark(topic string, partition int32, hw int64)
-	// HighWatermark is the last HW recorded or checkpointed.
-	HighWatermark(topic string, partition int32) (int64, bool)
 }
 
 // Controller is the controller's side of ISR changes.

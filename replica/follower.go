@@ -110,7 +110,7 @@ func (p *Partition) truncateFully(offset int64, why string) error {
 	}
 	p.mu.Lock()
 	p.hw = p.log.LogEndOffset()
-	p.rm.logs.SetHighWatermark(p.topic, p.id, p.hw)
+	p.log.SetHighWatermark(p.hw)
 	p.mu.Unlock()
 	return nil
 }
@@ -121,7 +121,7 @@ func (p *Partition) capHW() {
 	defer p.mu.Unlock()
 	if leo := p.log.LogEndOffset(); p.hw > leo {
 		p.hw = leo
-		p.rm.logs.SetHighWatermark(p.topic, p.id, leo)
+		p.log.SetHighWatermark(leo)
 	}
 }
 
@@ -131,7 +131,7 @@ func (p *Partition) followHW(leaderHW int64) {
 	defer p.mu.Unlock()
 	if hw := min(leaderHW, p.log.LogEndOffset()); hw > p.hw {
 		p.hw = hw
-		p.rm.logs.SetHighWatermark(p.topic, p.id, hw)
+		p.log.SetHighWatermark(hw)
 	}
 }
 

@@ -58,7 +58,7 @@ type followerState struct {
 
 func newPartition(rm *Manager, topic string, id int32, l *storage.Log) *Partition {
 	p := &Partition{topic: topic, id: id, log: l, rm: rm, leaderID: -1}
-	if hw, ok := rm.logs.HighWatermark(topic, id); ok {
+	if hw, ok := l.HighWatermark(); ok {
 		p.setHW(hw)
 	} else {
 		p.setHW(l.LogStartOffset())
@@ -226,7 +226,7 @@ func (p *Partition) maybeAdvanceHWLocked() {
 		return
 	}
 	p.hw = hw
-	p.rm.logs.SetHighWatermark(p.topic, p.id, hw)
+	p.log.SetHighWatermark(hw)
 	p.waiters.signal()
 }
 
