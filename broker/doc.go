@@ -13,7 +13,8 @@
 // partition led elsewhere is passed on: route.go), turn wire messages into
 // the replica package's calls and results (produce.go, fetch.go,
 // replica_service.go) and errors into statuses (errors.go). Controller
-// calls go through one forwarding path (controller_calls.go), and
-// DescribeTopics asks every leader for its offsets (describe.go).
+// calls go through controlplane.Forwarder (one generic Call, bounded by
+// metadata.write.timeout.ms), and DescribeTopics asks every leader for its
+// offsets (describe.go).
 // Replication itself (HW, ISR, fetchers) lives in package replica.
 package broker

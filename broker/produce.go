@@ -236,7 +236,7 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 	if err := validateTopicName(topic); err != nil {
 		return metadata.TopicInfo{}, err
 	}
-	_, err := b.cluster.createTopic(ctx, metadata.TopicSpec{
+	_, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
 		Name:              topic,
 		Partitions:        b.cfg.NumPartitions,
 		ReplicationFactor: b.cfg.DefaultReplicationFactor,

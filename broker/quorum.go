@@ -26,7 +26,7 @@ import (
 // cluster is the broker's membership of the cluster: it runs the raft
 // node (over the broker's gRPC server) and the broker lifecycle
 // (quorum.go), watches the image and reconciles the replicas with it
-// (watcher.go), calls the controller (controller_calls.go), stands for the
+// (watcher.go), calls the controller (fwd), stands for the
 // cluster to the replica manager (replica_deps.go) and holds the
 // node-to-node connections (peers.go).
 type cluster struct {
@@ -134,7 +134,7 @@ func (c *cluster) open(advertised string) error {
 		return fmt.Errorf("broker: open metadata: %w", err)
 	}
 	c.node = node
-	c.fwd = controlplane.NewForwarder(node, c.dial)
+	c.fwd = controlplane.NewForwarder(node, c.dial, ms(c.cfg.MetadataWriteTimeoutMs))
 	return nil
 }
 

@@ -28,7 +28,7 @@ func (c *Config) fetchConfig() replica.FetchConfig {
 // AlterPartition asks the controller for a led partition's new ISR
 // (replica.Controller).
 func (c *cluster) AlterPartition(ctx context.Context, topic string, p int32, a replica.Assignment) (replica.Assignment, error) {
-	ctx, cancel := c.writeContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
