@@ -53,7 +53,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	logger := cfg.logger()
-	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger})
+	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger, FS: cfg.FS})
 	if err != nil {
 		return nil, fmt.Errorf("broker: open data dir: %w", err)
 	}

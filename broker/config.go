@@ -114,6 +114,10 @@ type Config struct {
 	// transport, controller forwarding); nil dials TCP. The test cluster
 	// uses it to cut the network between nodes.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// FS is the filesystem the data directory's logs and checkpoints live
+	// on; nil is the operating system's. Tests pass a storage.ErrorFS to
+	// fail a disk under a running broker. It has no key.
+	FS storage.FS
 }
 
 // DefaultConfig returns Kafka's defaults, for a node that is both the only

@@ -28,6 +28,10 @@ func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
 	d.LogStartOffset = part.LogStartOffset()
 	d.HighWatermark = part.HighWatermark()
 	d.LogEndOffset = part.LogEndOffset()
+	var failure error
+	if d.Dir, failure = part.LogFailure(); failure != nil {
+		d.Failure = failure.Error()
+	}
 	return d
 }
 

@@ -1,9 +1,11 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/storage"
 )
 
 // The follower's side: applying one partition's part of a fetch response.
@@ -72,6 +74,9 @@ func (p *Partition) applyFromLeader(r fromLeader) (int, error) {
 			}
 		}
 		if _, err := p.log.AppendAsFollower(r.records); err != nil {
+			if errors.Is(err, storage.ErrLogFailed) {
+				p.logFailed(err)
+			}
 			return 0, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 		}
 		n = len(r.records)

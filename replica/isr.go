@@ -36,7 +36,7 @@ func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Ti
 	}
 	f.leo, f.lastFetch, f.lastFetchLeaderLEO = offset, now, leo
 	p.maybeAdvanceHWLocked()
-	if !contains(p.isr, replica) && offset >= p.hw && offset >= p.epochStart &&
+	if p.failed == nil && !contains(p.isr, replica) && offset >= p.hw && offset >= p.epochStart &&
 		!now.Before(p.isrRetryAt) && p.rm.mayJoinISR(replica) {
 		p.requestISRLocked(append(append([]int32(nil), p.isr...), replica), "caught up", replica)
 	}
@@ -48,6 +48,10 @@ func (p *Partition) maybeShrinkISR(now time.Time, lag time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.leader || p.isrPending {
+		return
+	}
+	if p.failed != nil {
+		p.giveUpLocked()
 		return
 	}
 	if p.isrUnanswered && !now.Before(p.isrRetryAt) {
@@ -124,6 +128,53 @@ func union(a, b []int32) []int32 {
 	for _, id := range b {
 		if !contains(out, id) {
 			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// logFailed takes the replica out of service once its log has failed
+// (storage.ErrLogFailed: an I/O error on write or sync; the log refuses
+// appends until reopened): it stops following, and as leader it asks the
+// controller for the ISR without itself, which hands leadership to an
+// in-sync follower (retried by the ISR check until answered).
+func (p *Partition) logFailed(err error) {
+	p.mu.Lock()
+	first := p.failed == nil
+	if first {
+		p.failed = err
+		p.rm.logger.Error("replica log failed: giving up leadership and the ISR", "topic", p.topic, "partition", p.id,
+			"dir", p.log.Dir(), "leader", p.leader, "error", err)
+	}
+	p.giveUpLocked()
+	p.mu.Unlock()
+	if first {
+		p.rm.fetchers.unfollow(p)
+	}
+}
+
+// giveUpLocked asks, as leader of a failed replica, for the ISR without
+// this broker, unless a change is already on its way (the ISR check asks
+// again once it is settled).
+func (p *Partition) giveUpLocked() {
+	if p.leader && !p.isrPending {
+		p.requestISRLocked(without(p.isr, p.leaderID), "log failed", p.leaderID)
+	}
+}
+
+// LogFailure is the error the replica's log failed with, nil while it
+// works, and the log's directory.
+func (p *Partition) LogFailure() (dir string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.Dir(), p.failed
+}
+
+func without(s []int32, v int32) []int32 {
+	out := make([]int32, 0, len(s))
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
 		}
 	}
 	return out

@@ -217,9 +217,14 @@ func (rm *Manager) apply(topic string, p int32, a Assignment) error {
 	if st.is(a, rm.nodeID) {
 		return nil
 	}
+	_, failed := part.LogFailure()
 	if a.Leader == rm.nodeID {
 		rm.fetchers.unfollow(part)
 		part.becomeLeader(a, time.Now())
+		if failed != nil {
+			// Elected with a failed log: give it up again at once.
+			part.withLock(part.giveUpLocked)
+		}
 		if !st.leader || st.leaderEpoch != a.LeaderEpoch {
 			rm.logger.Info("became leader", "topic", topic, "partition", p, "epoch", a.LeaderEpoch,
 				"log_end_offset", part.log.LogEndOffset(), "high_watermark", part.HighWatermark())
@@ -227,7 +232,9 @@ func (rm *Manager) apply(topic string, p int32, a Assignment) error {
 		return nil
 	}
 	part.becomeFollower(a)
-	rm.fetchers.follow(part, a.Leader, a.LeaderEpoch)
+	if failed == nil {
+		rm.fetchers.follow(part, a.Leader, a.LeaderEpoch)
+	}
 	if st.leader || st.leaderID != a.Leader || st.leaderEpoch != a.LeaderEpoch {
 		rm.logger.Info("became follower", "topic", topic, "partition", p, "leader", a.Leader, "epoch", a.LeaderEpoch)
 	}

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ type Partition struct {
 	isrUnanswered  bool                     // the last change got no answer: send it again
 	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
+	failed         error     // the log failed: the replica is out of service (logFailed)
 	waiters        waiterSet // HW moves, leadership changes
 	leoWaiters     waiterSet // appends, leadership changes
 }
@@ -328,6 +330,9 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 			ErrNotEnoughReplicas, p.topic, p.id, len(st.isr), minISR)
 	}
 	info, err := p.log.AppendAsLeader(batches, st.leaderEpoch)
+	if errors.Is(err, storage.ErrLogFailed) {
+		p.logFailed(err)
+	}
 	if err != nil {
 		return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR}, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}

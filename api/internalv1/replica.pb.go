@@ -523,8 +523,13 @@ type LogDescription struct {
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  int64 `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogEndOffset   int64 `protobuf:"varint,8,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The replica's log directory, and why its log failed (an I/O error:
+	// the broker has taken the replica out of service); empty while it
+	// works.
+	Dir           string `protobuf:"bytes,9,opt,name=dir,proto3" json:"dir,omitempty"`
+	Failure       string `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogDescription) Reset() {
@@ -611,6 +616,20 @@ func (x *LogDescription) GetLogEndOffset() int64 {
 		return x.LogEndOffset
 	}
 	return 0
+}
+
+func (x *LogDescription) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *LogDescription) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
 }
 
 type DescribeLogsResponse struct {
@@ -705,7 +724,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x13DescribeLogsRequest\x12B\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
-	"partitions\"\x8e\x02\n" +
+	"partitions\"\xba\x02\n" +
 	"\x0eLogDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -714,7 +733,10 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
-	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\"M\n" +
+	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12\x10\n" +
+	"\x03dir\x18\t \x01(\tR\x03dir\x12\x18\n" +
+	"\afailure\x18\n" +
+	" \x01(\tR\afailure\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
 	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xd2\x01\n" +
 	"\x0eReplicaService\x12_\n" +
