@@ -40,10 +40,10 @@ func testBatch(n int) []byte {
 	return b.Build()
 }
 
-// TestBrokerPartitionHWFollowsISR checks the replication-ready HW
+// TestReplicaPartitionHWFollowsISR checks the replication-ready HW
 // rule: HW = min LEO over the ISR, reads stop at the HW, and acks=all
 // waiters are released only once the HW passes their batch.
-func TestBrokerPartitionHWFollowsISR(t *testing.T) {
+func TestReplicaPartitionHWFollowsISR(t *testing.T) {
 	rm := testReplicaManager(t)
 	if err := rm.makeLeader("t", 0, 3, []int32{1, 2}); err != nil {
 		t.Fatal(err)
@@ -125,9 +125,9 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	}
 }
 
-// FuzzBrokerAppend feeds outside bytes to the leader's append path: it
+// FuzzReplicaAppend feeds outside bytes to the leader's append path: it
 // must never panic, and a batch set is appended whole or not at all.
-func FuzzBrokerAppend(f *testing.F) {
+func FuzzReplicaAppend(f *testing.F) {
 	f.Add(testBatch(1))
 	f.Add(append(testBatch(2), testBatch(3)...))
 	f.Add([]byte{})
@@ -162,7 +162,7 @@ func FuzzBrokerAppend(f *testing.F) {
 // An acks=all append waiting for the HW while the ISR shrinks below
 // min.insync.replicas is not acknowledged: the HW passes it with fewer
 // copies than asked for, which is NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
+func TestReplicaPartitionAcksAllAfterISRShrink(t *testing.T) {
 	rm := testReplicaManager(t)
 	if err := rm.makeLeader("t", 0, 3, []int32{1, 2}); err != nil {
 		t.Fatal(err)

@@ -105,10 +105,10 @@ func logContents(t *testing.T, p *Partition) []byte {
 	return all
 }
 
-// TestBrokerReplicationCopiesAndMovesHW: a follower copies the leader's
+// TestReplicaCopiesAndMovesHW: a follower copies the leader's
 // batches byte for byte (offsets and epochs kept), and the leader's HW
 // moves to the smallest LEO over the ISR as the followers report theirs.
-func TestBrokerReplicationCopiesAndMovesHW(t *testing.T) {
+func TestReplicaCopiesAndMovesHW(t *testing.T) {
 	l := lead(t, replicaOn(t, 1), 3, []int32{1, 2, 3}, 5, 3)
 	f2 := follow(t, replicaOn(t, 2), 1, 3)
 	f3 := follow(t, replicaOn(t, 3), 1, 3)
@@ -135,11 +135,11 @@ func TestBrokerReplicationCopiesAndMovesHW(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicationDivergedFollowerTruncates: a replica that led at
+// TestReplicaDivergedFollowerTruncates: a replica that led at
 // epoch 1 and took records nobody copied becomes a follower of the epoch 2
 // leader; its fetch at epoch 1 gets the divergence (epoch 0 ends at 5), it
 // truncates there and copies the leader's epoch 2 records.
-func TestBrokerReplicationDivergedFollowerTruncates(t *testing.T) {
+func TestReplicaDivergedFollowerTruncates(t *testing.T) {
 	rm1, rm2 := replicaOn(t, 1), replicaOn(t, 2)
 	l := lead(t, rm1, 0, []int32{1, 2}, 5)
 	f := follow(t, rm2, 1, 0)
@@ -165,10 +165,10 @@ func TestBrokerReplicationDivergedFollowerTruncates(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicationFollowerRestartsAtLeaderLogStart: a follower whose
+// TestReplicaFollowerRestartsAtLeaderLogStart: a follower whose
 // log end lies below the leader's log start (retention deleted what it
 // needs) is answered out of range and restarts its log there.
-func TestBrokerReplicationFollowerRestartsAtLeaderLogStart(t *testing.T) {
+func TestReplicaFollowerRestartsAtLeaderLogStart(t *testing.T) {
 	l := lead(t, replicaOn(t, 1), 0, []int32{1}, 5, 5)
 	if err := l.log.DeleteRecordsBefore(5); err != nil {
 		t.Fatal(err)
@@ -184,9 +184,9 @@ func TestBrokerReplicationFollowerRestartsAtLeaderLogStart(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicaFetchRefusals: what a leader refuses in a follower's
+// TestReplicaFetchRefusals: what a leader refuses in a follower's
 // fetch, with the error a follower acts on.
-func TestBrokerReplicaFetchRefusals(t *testing.T) {
+func TestReplicaFetchRefusals(t *testing.T) {
 	l := lead(t, replicaOn(t, 1), 4, []int32{1, 2, 3}, 5)
 	now := time.Now()
 	for _, tc := range []struct {
@@ -238,11 +238,11 @@ func (r *isrRecorder) AlterPartition(_ context.Context, topic string, p int32, a
 	return a, nil
 }
 
-// TestBrokerISRShrinkAndExpand: the leader asks to drop a follower that
+// TestReplicaISRShrinkAndExpand: the leader asks to drop a follower that
 // has not caught up for replica.lag.time.max.ms, keeps one that fetches,
 // and asks to add the dropped one back once it reaches the HW; the
 // committed ISR is what min.insync.replicas counts.
-func TestBrokerISRShrinkAndExpand(t *testing.T) {
+func TestReplicaISRShrinkAndExpand(t *testing.T) {
 	rec := &isrRecorder{done: make(chan struct{}, 4)}
 	rm := newTestManager(t, 1, rec, nil)
 	t0 := time.Now()
@@ -286,13 +286,13 @@ func TestBrokerISRShrinkAndExpand(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted: a follower
+// TestReplicaNewLeaderWithoutAppendsKeepsCommitted: a follower
 // that has a record the new leader lacks (never committed) fetches from a
 // leader that has appended nothing in its epoch: it cuts just that record,
 // keeping everything committed. (Without the new epoch recorded at
 // election, the leader would not know the follower's last epoch, and the
 // follower would throw its whole log away.)
-func TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
+func TestReplicaNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
 	rm1, rm2, rm3 := replicaOn(t, 1), replicaOn(t, 2), replicaOn(t, 3)
 	l := lead(t, rm1, 0, []int32{1, 2, 3}, 5)
 	f2, f3 := follow(t, rm2, 1, 0), follow(t, rm3, 1, 0)
@@ -322,10 +322,10 @@ func TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
 	}
 }
 
-// TestBrokerWaitHWRefusesAfterLeadershipMoves: an acks=all wait does not
+// TestReplicaWaitHWRefusesAfterLeadershipMoves: an acks=all wait does not
 // succeed on a HW this replica follows from another leader, even past the
 // offset: the record at that offset may be another one by then.
-func TestBrokerWaitHWRefusesAfterLeadershipMoves(t *testing.T) {
+func TestReplicaWaitHWRefusesAfterLeadershipMoves(t *testing.T) {
 	rm := replicaOn(t, 1)
 	l := lead(t, rm, 3, []int32{1, 2})
 	info, err := l.appendAsLeader(testBatch(2), -1, 1)
@@ -357,10 +357,10 @@ func (r *blockingRecorder) AlterPartition(ctx context.Context, topic string, p i
 	return r.isrRecorder.AlterPartition(ctx, topic, p, a)
 }
 
-// TestBrokerHWCountsPendingISRAddition: while a follower's return to the
+// TestReplicaHWCountsPendingISRAddition: while a follower's return to the
 // ISR is being committed, the HW does not pass it (KIP-497's maximal ISR),
 // so it never joins an ISR below the HW.
-func TestBrokerHWCountsPendingISRAddition(t *testing.T) {
+func TestReplicaHWCountsPendingISRAddition(t *testing.T) {
 	rec := &blockingRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)}, release: make(chan struct{})}
 	rm := newTestManager(t, 1, rec, nil)
 	l := lead(t, rm, 0, []int32{1, 2}, 5)
@@ -395,10 +395,10 @@ func TestBrokerHWCountsPendingISRAddition(t *testing.T) {
 	}
 }
 
-// TestBrokerFencedFollowerNotAddedToISR: a follower whose broker the
+// TestReplicaFencedFollowerNotAddedToISR: a follower whose broker the
 // controller has fenced keeps fetching, but the leader does not ask for it
 // in the ISR; dropping a lagging member is not held up by it.
-func TestBrokerFencedFollowerNotAddedToISR(t *testing.T) {
+func TestReplicaFencedFollowerNotAddedToISR(t *testing.T) {
 	rec := &isrRecorder{done: make(chan struct{}, 4)}
 	rm := newTestManager(t, 1, rec, brokersFunc(func(id int32) (Registration, bool) { return Registration{Fenced: id == 3}, true }))
 	t0 := time.Now()
@@ -452,10 +452,10 @@ func (r *scriptedRecorder) AlterPartition(ctx context.Context, topic string, p i
 	return r.isrRecorder.AlterPartition(ctx, topic, p, a)
 }
 
-// TestBrokerISRChangeOutcomes: a stale image does not undo a committed
+// TestReplicaISRChangeOutcomes: a stale image does not undo a committed
 // ISR change; a refused addition lets the HW go on without the follower;
 // an unanswered one keeps counting it and is sent again until answered.
-func TestBrokerISRChangeOutcomes(t *testing.T) {
+func TestReplicaISRChangeOutcomes(t *testing.T) {
 	t.Run("stale image", func(t *testing.T) {
 		rec := &isrRecorder{done: make(chan struct{}, 4)}
 		rm := newTestManager(t, 1, rec, nil)
