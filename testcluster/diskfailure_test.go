@@ -19,7 +19,8 @@ import (
 // leader takes its replica out of service: it gives up leadership and
 // leaves the ISR through the controller, an in-sync follower takes over,
 // producing goes on there, and no acknowledged record is lost. The failed
-// broker's DescribeLogs names the failed log and its directory.
+// broker's DescribeLogs names the failed log and its directory. Restarted
+// on a working disk, it recovers the log, catches up and rejoins the ISR.
 func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
 	disks := map[int32]*storage.ErrorFS{}
 	for id := int32(1); id <= 3; id++ {
@@ -68,4 +69,19 @@ func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A new disk: the broker restarts (its failed log cannot be closed
+	// cleanly, so this is a kill), recovers the log and catches up.
+	c.Kill(failed)
+	disks[failed].SetInjector(nil)
+	c.Restart(failed)
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		p, ok := img.Partition(topic, 0)
+		return ok && slices.Contains(p.ISR, failed)
+	})
+	waitInSync(t, c, topic)
+	checkIdenticalLogs(t, c, topic)
+	if d, err := describeLog(ctx, c, failed, topic, 0); err != nil || d.Failure != "" {
+		t.Fatalf("node %d after the restart: %+v %v", failed, d, err)
+	}
 }
