@@ -49,7 +49,8 @@ func fetchRequestFromPB(req *pb.ReplicaFetchRequest) *replica.FetchRequest {
 		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Partitions: make([]replica.FetchPartition, len(req.GetPartitions()))}
 	for i, f := range req.GetPartitions() {
 		out.Partitions[i] = replica.FetchPartition{Topic: f.GetTopic(), Partition: f.GetPartition(), CurrentLeaderEpoch: f.GetCurrentLeaderEpoch(),
-			FetchOffset: f.GetFetchOffset(), LastFetchedEpoch: f.GetLastFetchedEpoch(), PartitionMaxBytes: f.GetPartitionMaxBytes()}
+			FetchOffset: f.GetFetchOffset(), LastFetchedEpoch: f.GetLastFetchedEpoch(), PartitionMaxBytes: f.GetPartitionMaxBytes(),
+			LogFailed: f.GetLogFailed()}
 	}
 	return out
 }
@@ -59,7 +60,8 @@ func fetchRequestToPB(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Partitions: make([]*pb.ReplicaFetchPartition, len(req.Partitions))}
 	for i, f := range req.Partitions {
 		out.Partitions[i] = &pb.ReplicaFetchPartition{Topic: f.Topic, Partition: f.Partition, CurrentLeaderEpoch: f.CurrentLeaderEpoch,
-			FetchOffset: f.FetchOffset, LastFetchedEpoch: f.LastFetchedEpoch, PartitionMaxBytes: f.PartitionMaxBytes}
+			FetchOffset: f.FetchOffset, LastFetchedEpoch: f.LastFetchedEpoch, PartitionMaxBytes: f.PartitionMaxBytes,
+			LogFailed: f.LogFailed}
 	}
 	return out
 }

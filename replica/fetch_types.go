@@ -24,6 +24,9 @@ type FetchPartition struct {
 	// FetchOffset, or -1.
 	LastFetchedEpoch  int32
 	PartitionMaxBytes int32
+	// LogFailed says the follower's log has failed: it takes no records,
+	// and the leader drops it from the ISR and does not add it back.
+	LogFailed bool
 }
 
 // FetchResponse answers the partitions of a FetchRequest, in its order.

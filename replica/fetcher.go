@@ -159,6 +159,7 @@ type pending struct {
 	epoch     int32 // leader epoch followed at
 	offset    int64
 	lastEpoch int32 // of the last batch below offset
+	failed    bool  // the log has failed: tell the leader, take nothing
 }
 
 func (f *fetcher) run() {
@@ -213,11 +214,15 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 			continue
 		}
 		pp := pending{part: part, epoch: st.epoch, offset: part.log.LogEndOffset(), lastEpoch: part.lastFetchedEpoch()}
+		_, failed := part.LogFailure()
+		pp.failed = failed != nil
 		parts = append(parts, pp)
-		req.Partitions = append(req.Partitions, FetchPartition{
-			Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
-			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax,
-		})
+		fp := FetchPartition{Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
+			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax, LogFailed: pp.failed}
+		if pp.failed {
+			fp.PartitionMaxBytes = 0
+		}
+		req.Partitions = append(req.Partitions, fp)
 	}
 	return req, parts, next
 }
@@ -258,6 +263,9 @@ func (f *fetcher) call(req *FetchRequest) (*FetchResponse, error) {
 func (f *fetcher) apply(parts []pending, results []FetchResult) {
 	for i, r := range results {
 		pp := parts[i]
+		if pp.failed {
+			continue
+		}
 		in := fromLeader{leaderEpoch: pp.epoch, fetchOffset: pp.offset, records: r.Records, diverging: r.Diverging,
 			highWatermark: r.HighWatermark, logStartOffset: r.LogStartOffset, logEndOffset: r.LogEndOffset,
 			outOfRange: errors.Is(r.Err, storage.ErrOffsetOutOfRange)}

@@ -27,6 +27,7 @@ func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Ti
 	if !ok {
 		return
 	}
+	f.logFailed = false // a fetch into a working log: reopened since
 	leo := p.log.LogEndOffset()
 	switch {
 	case offset >= leo:
@@ -62,7 +63,7 @@ func (p *Partition) maybeShrinkISR(now time.Time, lag time.Duration) {
 	var keep, out []int32
 	for _, id := range p.isr {
 		f, ok := p.followers[id]
-		if id != p.leaderID && (!ok || now.Sub(f.lastCaughtUp) > lag) {
+		if id != p.leaderID && (!ok || f.logFailed || now.Sub(f.lastCaughtUp) > lag) {
 			out = append(out, id)
 			continue
 		}
@@ -133,24 +134,41 @@ func union(a, b []int32) []int32 {
 	return out
 }
 
+// followerLogFailed records that follower replica's log has failed (its
+// fetch said so, at leader epoch epoch): it is dropped from the ISR at once
+// (again by the ISR check if a change is under way) and not added back
+// while it says so.
+func (p *Partition) followerLogFailed(replica int32, epoch int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.followers[replica]
+	if !p.leader || p.leaderEpoch != epoch || !ok {
+		return
+	}
+	if !f.logFailed {
+		f.logFailed = true
+		p.rm.logger.Warn("follower's log failed", "topic", p.topic, "partition", p.id, "follower", replica)
+	}
+	if contains(p.isr, replica) && !p.isrPending {
+		p.requestISRLocked(without(p.isr, replica), "follower's log failed", replica)
+	}
+}
+
 // logFailed takes the replica out of service once its log has failed
 // (storage.ErrLogFailed: an I/O error on write or sync; the log refuses
-// appends until reopened): it stops following, and as leader it asks the
-// controller for the ISR without itself, which hands leadership to an
-// in-sync follower (retried by the ISR check until answered).
+// appends until reopened). As leader it asks the controller for the ISR
+// without itself, which hands leadership to an in-sync follower (retried
+// by the ISR check until answered); as follower its fetches take no more
+// records and tell the leader, which drops it from the ISR.
 func (p *Partition) logFailed(err error) {
 	p.mu.Lock()
-	first := p.failed == nil
-	if first {
+	defer p.mu.Unlock()
+	if p.failed == nil {
 		p.failed = err
 		p.rm.logger.Error("replica log failed: giving up leadership and the ISR", "topic", p.topic, "partition", p.id,
 			"dir", p.log.Dir(), "leader", p.leader, "error", err)
 	}
 	p.giveUpLocked()
-	p.mu.Unlock()
-	if first {
-		p.rm.fetchers.unfollow(p)
-	}
 }
 
 // giveUpLocked asks, as leader of a failed replica, for the ISR without

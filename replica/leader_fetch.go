@@ -31,6 +31,10 @@ func (p *Partition) followerFetch(replica int32, f *FetchPartition, now time.Tim
 	if !contains(st.replicas, replica) || replica == st.leaderID {
 		return nil, fmt.Errorf("%w: broker %d is not a follower of %s-%d (replicas %v)", ErrInvalidRequest, replica, p.topic, p.id, st.replicas)
 	}
+	if f.LogFailed {
+		p.followerLogFailed(replica, st.leaderEpoch)
+		return nil, nil
+	}
 	offset := f.FetchOffset
 	if last := f.LastFetchedEpoch; last >= 0 {
 		e, end := p.log.EndOffsetForEpoch(last)
@@ -121,6 +125,9 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 		div, err := part.followerFetch(req.ReplicaID, f, now)
 		setLogOffsets(r, part)
 		switch {
+		case err == nil && f.LogFailed:
+			// Nothing to read into a failed log, and no reason to answer
+			// at once.
 		case err != nil:
 			r.Err = err
 			stop = true

@@ -232,9 +232,8 @@ func (rm *Manager) apply(topic string, p int32, a Assignment) error {
 		return nil
 	}
 	part.becomeFollower(a)
-	if failed == nil {
-		rm.fetchers.follow(part, a.Leader, a.LeaderEpoch)
-	}
+	// A failed replica is followed too: its fetches tell the leader.
+	rm.fetchers.follow(part, a.Leader, a.LeaderEpoch)
 	if st.leader || st.leaderID != a.Leader || st.leaderEpoch != a.LeaderEpoch {
 		rm.logger.Info("became follower", "topic", topic, "partition", p, "leader", a.Leader, "epoch", a.LeaderEpoch)
 	}

@@ -56,6 +56,7 @@ type followerState struct {
 	lastCaughtUp       time.Time
 	lastFetch          time.Time
 	lastFetchLeaderLEO int64
+	logFailed          bool // its log failed: out of the ISR for this epoch
 }
 
 func newPartition(rm *Manager, topic string, id int32, l *storage.Log) *Partition {

@@ -127,8 +127,11 @@ type ReplicaFetchPartition struct {
 	// -1 for an empty log: the leader checks it against its own history.
 	LastFetchedEpoch  int32 `protobuf:"varint,5,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
 	PartitionMaxBytes int32 `protobuf:"varint,6,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The follower's log has failed (an I/O error): it takes no records,
+	// and the leader drops it from the ISR and does not add it back.
+	LogFailed     bool `protobuf:"varint,7,opt,name=log_failed,json=logFailed,proto3" json:"log_failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaFetchPartition) Reset() {
@@ -201,6 +204,13 @@ func (x *ReplicaFetchPartition) GetPartitionMaxBytes() int32 {
 		return x.PartitionMaxBytes
 	}
 	return 0
+}
+
+func (x *ReplicaFetchPartition) GetLogFailed() bool {
+	if x != nil {
+		return x.LogFailed
+	}
+	return false
 }
 
 type EpochEndOffset struct {
@@ -691,14 +701,16 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2(.quire.internal.v1.ReplicaFetchPartitionR\n" +
 	"partitions\x12 \n" +
-	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"\xfe\x01\n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"\x9d\x02\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
 	"\x14current_leader_epoch\x18\x03 \x01(\x05R\x12currentLeaderEpoch\x12!\n" +
 	"\ffetch_offset\x18\x04 \x01(\x03R\vfetchOffset\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12.\n" +
-	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\"E\n" +
+	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\x12\x1d\n" +
+	"\n" +
+	"log_failed\x18\a \x01(\bR\tlogFailed\"E\n" +
 	"\x0eEpochEndOffset\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
