@@ -79,7 +79,7 @@ func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopic
 	if req.ValidateOnly {
 		return &quirev1.CreateTopicResponse{Topic: &quirev1.TopicDescription{Name: req.Name, Configs: req.Configs}}, nil
 	}
-	info, err := b.cluster.createTopic(ctx, metadata.TopicSpec{
+	info, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
 		Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs,
 	})
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopic
 	if _, ok := b.cluster.image().Topic(req.Name); !ok {
 		return nil, toStatus(unknownTopic(req.Name))
 	}
-	if err := b.cluster.deleteTopic(ctx, req.Name); err != nil {
+	if err := b.cluster.fwd.DeleteTopic(ctx, req.Name); err != nil {
 		return nil, toStatus(fmt.Errorf("delete topic %q: %w", req.Name, err))
 	}
 	b.logger.Info("deleted topic", "topic", req.Name)
@@ -196,7 +196,7 @@ func (s *adminService) AlterConfigs(ctx context.Context, req *quirev1.AlterConfi
 	if req.ValidateOnly {
 		return &quirev1.AlterConfigsResponse{}, nil
 	}
-	if err := b.cluster.alterConfigs(ctx, req.Topic, req.Set, req.Delete); err != nil {
+	if err := b.cluster.fwd.AlterConfigs(ctx, req.Topic, req.Set, req.Delete); err != nil {
 		return nil, toStatus(fmt.Errorf("alter configs of topic %q: %w", req.Topic, err))
 	}
 	b.logger.Info("altered topic configs", "topic", req.Topic, "set", req.Set, "delete", req.Delete)
@@ -236,7 +236,7 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.Create
 	if req.ValidateOnly {
 		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, b.cluster.image(), t)}, nil
 	}
-	if err := b.cluster.createPartitions(ctx, req.Topic, req.TotalCount); err != nil {
+	if err := b.cluster.fwd.CreatePartitions(ctx, req.Topic, req.TotalCount); err != nil {
 		return nil, toStatus(fmt.Errorf("create partitions of topic %q: %w", req.Topic, err))
 	}
 	b.logger.Info("created partitions", "topic", req.Topic, "total", req.TotalCount)
@@ -268,7 +268,7 @@ func (s *adminService) UnregisterBroker(ctx context.Context, req *quirev1.Unregi
 	if _, ok := b.cluster.image().Broker(req.BrokerId); !ok {
 		return nil, toStatus(fmt.Errorf("%w: %d", metadata.ErrUnknownBroker, req.BrokerId))
 	}
-	if err := b.cluster.unregisterBroker(ctx, req.BrokerId); err != nil {
+	if err := b.cluster.fwd.UnregisterBroker(ctx, req.BrokerId); err != nil {
 		return nil, toStatus(fmt.Errorf("unregister broker %d: %w", req.BrokerId, err))
 	}
 	b.logger.Info("unregistered broker", "broker", req.BrokerId)

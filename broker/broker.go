@@ -1,12 +1,3 @@
-// Package broker is a Quire node: the gRPC server (quire.v1 Admin,
-// Producer, Consumer, Metadata and Groups, plus health, reflection and the internal
-// raft and controller services on the same port), the replica manager that
-// hosts partition logs, and the background work (retention, flushes,
-// checkpoints).
-//
-// A node learns which replicas to host from the metadata image (see
-// metadata_glue.go); every other file speaks to the storage engine and to
-// clients.
 package broker
 
 import (
@@ -31,6 +22,7 @@ import (
 	"github.com/quirelog/quire/internal/dirlock"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -40,7 +32,7 @@ type Broker struct {
 	logger hclog.Logger
 
 	storage *storage.Manager
-	rm      *ReplicaManager
+	rm      *replica.Manager // from Start
 	cluster *cluster
 	sticky  *partitioner.Sticky
 
@@ -70,7 +62,7 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger})
+	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger, FS: cfg.FS})
 	if err != nil {
 		_ = releaseDirs(locks)
 		return nil, fmt.Errorf("broker: open data dir: %w", err)
@@ -84,8 +76,7 @@ func New(cfg Config) (*Broker, error) {
 		served:  make(chan struct{}),
 	}
 	b.dirLocks = locks
-	b.rm = newReplicaManager(cfg.NodeID, sm, cfg.baseLogConfig(), logger.Named("replicas"))
-	b.cluster = newCluster(&b.cfg, logger, b.rm)
+	b.cluster = newCluster(&b.cfg, logger)
 	return b, nil
 }
 
@@ -151,6 +142,23 @@ func (b *Broker) start() error {
 		return err
 	}
 	b.cluster.registerControllerService(b.server)
+	rm, err := replica.New(replica.Config{
+		NodeID:                b.cfg.NodeID,
+		Incarnation:           b.cluster.incarnation,
+		Logs:                  b.storage,
+		Controller:            b.cluster,
+		Brokers:               b.cluster,
+		Peers:                 b.cluster,
+		Fetch:                 b.cfg.fetchConfig(),
+		MaxFetchResponseBytes: maxFetchResponseBytes,
+		Logger:                b.logger.Named("replicas"),
+	})
+	if err != nil {
+		closeAll()
+		b.server = nil
+		return err
+	}
+	b.rm = rm
 
 	var serving sync.WaitGroup
 	for _, l := range lns {
@@ -166,7 +174,7 @@ func (b *Broker) start() error {
 		serving.Wait()
 		close(b.served)
 	}()
-	b.cluster.start(advertised, endpoints(lns))
+	b.cluster.start(advertised, b.storage.DirectoryID(), endpoints(lns), b.rm)
 	b.startBackground()
 	go func() {
 		select {
@@ -261,7 +269,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		// The watcher has stopped: no partition changes hands from here.
-		b.rm.stop()
+		b.rm.Stop()
 		// Drain: calls in flight finish. Long-lived produce streams only
 		// end when their client closes them, so after drainTimeout the
 		// rest are cut (clients retry elsewhere).
@@ -303,7 +311,7 @@ func (b *Broker) startBackground() {
 	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
 	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
 	lag := ms(b.cfg.ReplicaLagTimeMaxMs)
-	b.every("isr-shrink", lag/2, func() error { return b.rm.shrinkISRs(lag) })
+	b.every("isr-shrink", lag/2, func() error { return b.rm.ShrinkISRs(lag) })
 }
 
 func (b *Broker) every(name string, d time.Duration, fn func() error) {

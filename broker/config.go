@@ -129,6 +129,11 @@ type Config struct {
 	// supports; the zero value is all this build knows. Tests set an older
 	// range to stand for a node not upgraded yet; it has no key.
 	MetadataVersions metadata.VersionRange
+
+	// FS is the filesystem the data directory's logs and checkpoints live
+	// on; nil is the operating system's. Tests pass a storage.ErrorFS to
+	// fail a disk under a running broker. It has no key.
+	FS storage.FS
 }
 
 // DefaultConfig returns Kafka's defaults, for a node that is both the only

@@ -13,31 +13,33 @@ import (
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
 // Broker errors. Wrap them with %w and context (the topic, the partition,
 // the bad value); the table below turns any of them, or the storage,
 // record and metadata sentinels, into a gRPC status and a quire.v1.Error.
+// Those the replicas raise too are the replica package's own.
 var (
-	ErrUnknownTopicOrPartition      = errors.New("broker: unknown topic or partition")
+	ErrUnknownTopicOrPartition      = replica.ErrUnknownTopicOrPartition
 	ErrInvalidTopic                 = errors.New("broker: invalid topic")
 	ErrInvalidPartitions            = errors.New("broker: invalid partitions")
 	ErrInvalidReplicationFactor     = errors.New("broker: invalid replication factor")
 	ErrInvalidConfig                = errors.New("broker: invalid config")
-	ErrInvalidRequest               = errors.New("broker: invalid request")
+	ErrInvalidRequest               = replica.ErrInvalidRequest
 	ErrInvalidRequiredAcks          = errors.New("broker: invalid required acks")
-	ErrNotLeader                    = errors.New("broker: not leader or follower")
-	ErrLeaderNotAvailable           = errors.New("broker: leader not available")
-	ErrNotEnoughReplicas            = errors.New("broker: not enough replicas")
-	ErrNotEnoughReplicasAfterAppend = errors.New("broker: not enough replicas after append")
+	ErrNotLeader                    = replica.ErrNotLeader
+	ErrLeaderNotAvailable           = replica.ErrLeaderNotAvailable
+	ErrNotEnoughReplicas            = replica.ErrNotEnoughReplicas
+	ErrNotEnoughReplicasAfterAppend = replica.ErrNotEnoughReplicasAfterAppend
 	ErrBrokersNotReady              = errors.New("broker: no live brokers")
-	ErrRequestTimedOut              = errors.New("broker: request timed out")
-	ErrFencedLeaderEpoch            = errors.New("broker: fenced leader epoch")
-	ErrUnknownLeaderEpoch           = errors.New("broker: unknown leader epoch")
+	ErrRequestTimedOut              = replica.ErrRequestTimedOut
+	ErrFencedLeaderEpoch            = replica.ErrFencedLeaderEpoch
+	ErrUnknownLeaderEpoch           = replica.ErrUnknownLeaderEpoch
 	ErrPolicyViolation              = errors.New("broker: policy violation")
 	ErrShuttingDown                 = errors.New("broker: shutting down")
-	ErrStaleBrokerEpoch             = errors.New("broker: stale broker epoch")
+	ErrStaleBrokerEpoch             = replica.ErrStaleBrokerEpoch
 )
 
 // errorMapping is one row of the error table; retriable is always the
@@ -75,6 +77,9 @@ var brokerErrors = []errcode.Mapping{
 	// has: it must register again, so not retriable (as in Kafka).
 	{Err: ErrStaleBrokerEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_STALE_BROKER_EPOCH},
 	{Err: ErrBrokersNotReady, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
+	// The controller refused a leader's ISR change: a newer leader or
+	// partition epoch took over, so this broker's leadership is moving.
+	{Err: replica.ErrISRRefused, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 }
 
 // recordErrors come first among the batch errors: a CRC mismatch is
@@ -142,9 +147,9 @@ func toError(err error) *quirev1.Error {
 	}
 	m := lookupError(err)
 	e := &quirev1.Error{Code: m.code, Message: err.Error(), Retriable: m.retriable, LeaderId: -1, LeaderEpoch: -1}
-	var nle *notLeaderError
+	var nle *replica.NotLeaderError
 	if errors.As(err, &nle) {
-		e.LeaderId, e.LeaderEpoch = nle.leader, nle.epoch
+		e.LeaderId, e.LeaderEpoch = nle.Leader, nle.Epoch
 	}
 	var nce *metadata.NotControllerError
 	if errors.As(err, &nce) {
@@ -173,34 +178,10 @@ func toStatus(err error) error {
 	return st.Err()
 }
 
-// notLeaderError says which broker leads, when this one does not. With
-// no leader (-1: an election pending, or the partition offline because its
-// only in-sync replica lost its data) it is ErrLeaderNotAvailable, as in
-// Kafka: retriable, and the client refreshes metadata rather than chase a
-// leader that does not exist.
-type notLeaderError struct {
-	topic     string
-	partition int32
-	leader    int32
-	epoch     int32
-}
-
-func (e *notLeaderError) Error() string {
-	if e.leader < 0 {
-		return fmt.Sprintf("%v: %s-%d has no leader (epoch %d)", ErrLeaderNotAvailable, e.topic, e.partition, e.epoch)
-	}
-	return fmt.Sprintf("%v: %s-%d is led by broker %d (epoch %d)", ErrNotLeader, e.topic, e.partition, e.leader, e.epoch)
-}
-
-func (e *notLeaderError) Unwrap() error {
-	if e.leader < 0 {
-		return ErrLeaderNotAvailable
-	}
-	return ErrNotLeader
-}
-
-func unknownPartition(topic string, p int32) error {
-	return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, topic, p)
+// notLeader says which broker leads topic-p, when this one does not (see
+// replica.NotLeaderError).
+func notLeader(topic string, p, leader, epoch int32) error {
+	return &replica.NotLeaderError{Topic: topic, Partition: p, Leader: leader, Epoch: epoch}
 }
 
 // unknownTopic is the error for a topic the metadata does not have:

@@ -15,7 +15,7 @@ import (
 // answers LEADER_NOT_AVAILABLE, retriable, not NOT_LEADER_OR_FOLLOWER
 // naming broker -1; with a leader it names it.
 func TestNoLeaderIsLeaderNotAvailable(t *testing.T) {
-	none := &notLeaderError{topic: "t", partition: 0, leader: -1, epoch: 3}
+	none := notLeader("t", 0, -1, 3)
 	if !errors.Is(none, ErrLeaderNotAvailable) || errors.Is(none, ErrNotLeader) {
 		t.Fatalf("no leader: %v", none)
 	}
@@ -26,7 +26,7 @@ func TestNoLeaderIsLeaderNotAvailable(t *testing.T) {
 	if st, _ := status.FromError(toStatus(none)); st.Code() != codes.Unavailable {
 		t.Fatalf("no leader: status %v", st)
 	}
-	led := &notLeaderError{topic: "t", partition: 0, leader: 2, epoch: 3}
+	led := notLeader("t", 0, 2, 3)
 	if e := toError(led); e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || e.LeaderId != 2 || !e.Retriable {
 		t.Fatalf("led elsewhere: %+v", e)
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -18,13 +19,14 @@ import (
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
 // sentinelDirs are the packages (directories, relative to this one) whose
 // exported Err… sentinels can reach a client and so must each have a row
 // in the error table. A new package of such errors joins with one line.
-var sentinelDirs = []string{"../storage", "../record", "../metadata", "."}
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "."}
 
 // sentinels holds the values of those sentinels by package-qualified name.
 // Go cannot look a variable up by name, so they are listed; the test parses
@@ -54,24 +56,35 @@ var sentinels = map[string]error{
 	"record.ErrBadCodec":    record.ErrBadCodec,
 	"record.ErrDecompress":  record.ErrDecompress,
 
-	"metadata.ErrNotController":            metadata.ErrNotController,
-	"metadata.ErrTopicExists":              metadata.ErrTopicExists,
-	"metadata.ErrUnknownTopic":             metadata.ErrUnknownTopic,
-	"metadata.ErrInvalidPartitions":        metadata.ErrInvalidPartitions,
-	"metadata.ErrInvalidReplicationFactor": metadata.ErrInvalidReplicationFactor,
-	"metadata.ErrUnknownBroker":            metadata.ErrUnknownBroker,
-	"metadata.ErrFencedBroker":             metadata.ErrFencedBroker,
-	"metadata.ErrStaleEpoch":               metadata.ErrStaleEpoch,
-	"metadata.ErrNoQuorum":                 metadata.ErrNoQuorum,
-	"metadata.ErrClusterIDMismatch":        metadata.ErrClusterIDMismatch,
-	"metadata.ErrShutdown":                 metadata.ErrShutdown,
-	"metadata.ErrBrokerNotRemovable":       metadata.ErrBrokerNotRemovable,
-	"metadata.ErrInvalidGroupID":           metadata.ErrInvalidGroupID,
-	"metadata.ErrInvalidOffsetCommit":      metadata.ErrInvalidOffsetCommit,
-	"metadata.ErrUnknownGroup":             metadata.ErrUnknownGroup,
-	"metadata.ErrUnsupportedVersion":       metadata.ErrUnsupportedVersion,
-	"metadata.ErrFeatureUpdateFailed":      metadata.ErrFeatureUpdateFailed,
-	"metadata.ErrUnknownCommand":           metadata.ErrUnknownCommand,
+	"metadata.ErrNotController":               metadata.ErrNotController,
+	"metadata.ErrTopicExists":                 metadata.ErrTopicExists,
+	"metadata.ErrUnknownTopic":                metadata.ErrUnknownTopic,
+	"metadata.ErrInvalidPartitions":           metadata.ErrInvalidPartitions,
+	"metadata.ErrInvalidReplicationFactor":    metadata.ErrInvalidReplicationFactor,
+	"metadata.ErrUnknownBroker":               metadata.ErrUnknownBroker,
+	"metadata.ErrFencedBroker":                metadata.ErrFencedBroker,
+	"metadata.ErrStaleEpoch":                  metadata.ErrStaleEpoch,
+	"metadata.ErrNoQuorum":                    metadata.ErrNoQuorum,
+	"metadata.ErrClusterIDMismatch":           metadata.ErrClusterIDMismatch,
+	"metadata.ErrShutdown":                    metadata.ErrShutdown,
+	"metadata.ErrBrokerNotRemovable":          metadata.ErrBrokerNotRemovable,
+	"metadata.ErrInvalidGroupID":              metadata.ErrInvalidGroupID,
+	"metadata.ErrInvalidOffsetCommit":         metadata.ErrInvalidOffsetCommit,
+	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
+	"replica.ErrUnknownTopicOrPartition":      replica.ErrUnknownTopicOrPartition,
+	"replica.ErrInvalidRequest":               replica.ErrInvalidRequest,
+	"replica.ErrNotLeader":                    replica.ErrNotLeader,
+	"replica.ErrLeaderNotAvailable":           replica.ErrLeaderNotAvailable,
+	"replica.ErrNotEnoughReplicas":            replica.ErrNotEnoughReplicas,
+	"replica.ErrNotEnoughReplicasAfterAppend": replica.ErrNotEnoughReplicasAfterAppend,
+	"replica.ErrRequestTimedOut":              replica.ErrRequestTimedOut,
+	"replica.ErrFencedLeaderEpoch":            replica.ErrFencedLeaderEpoch,
+	"replica.ErrUnknownLeaderEpoch":           replica.ErrUnknownLeaderEpoch,
+	"replica.ErrStaleBrokerEpoch":             replica.ErrStaleBrokerEpoch,
+	"replica.ErrISRRefused":                   replica.ErrISRRefused,
+	"metadata.ErrUnsupportedVersion":          metadata.ErrUnsupportedVersion,
+	"metadata.ErrFeatureUpdateFailed":         metadata.ErrFeatureUpdateFailed,
+	"metadata.ErrUnknownCommand":              metadata.ErrUnknownCommand,
 
 	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
 	"broker.ErrInvalidTopic":                 ErrInvalidTopic,
@@ -221,5 +234,20 @@ func TestErrorStaleLogEpochIsNotLeader(t *testing.T) {
 	}
 	if st := status.Convert(toStatus(err)); st.Code() != codes.FailedPrecondition {
 		t.Fatalf("stale epoch: status %v", st.Code())
+	}
+}
+
+func TestBrokerErrorTable(t *testing.T) {
+	for _, m := range errorTable {
+		e := toError(m.err)
+		if e.Code != m.code || e.Retriable != m.retriable {
+			t.Errorf("%v maps to %v/%v, want %v/%v (shadowed by an earlier row?)", m.err, e.Code, e.Retriable, m.code, m.retriable)
+		}
+	}
+	if e := toError(errors.New("surprise")); e.Code.String() != "UNKNOWN_SERVER_ERROR" || e.Retriable {
+		t.Errorf("unknown error: %+v", e)
+	}
+	if toError(nil) != nil || toStatus(nil) != nil {
+		t.Errorf("nil must map to nil")
 	}
 }

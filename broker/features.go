@@ -29,7 +29,7 @@ func (s *adminService) UpdateFeatures(ctx context.Context, req *quirev1.UpdateFe
 	if req.MetadataVersion < metadata.MetadataVersionBaseline {
 		return nil, toStatus(fmt.Errorf("%w: metadata_version %d: levels start at %d", ErrInvalidRequest, req.MetadataVersion, metadata.MetadataVersionBaseline))
 	}
-	level, err := b.cluster.updateMetadataVersion(ctx, req.MetadataVersion)
+	level, err := b.cluster.fwd.UpdateMetadataVersion(ctx, req.MetadataVersion)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("update %s to %d: %w", metadata.MetadataVersionFeature, req.MetadataVersion, err))
 	}
@@ -38,11 +38,4 @@ func (s *adminService) UpdateFeatures(ctx context.Context, req *quirev1.UpdateFe
 	}
 	b.logger.Info("finalized feature level", "feature", metadata.MetadataVersionFeature, "level", level)
 	return &quirev1.UpdateFeaturesResponse{MetadataVersion: level}, nil
-}
-
-func (c *cluster) updateMetadataVersion(ctx context.Context, level int32) (int32, error) {
-	wctx, cancel := c.writeContext(ctx)
-	defer cancel()
-	got, err := c.fwd.UpdateMetadataVersion(wctx, level)
-	return got, unavailable(ctx, err)
 }

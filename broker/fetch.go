@@ -7,6 +7,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -18,10 +19,9 @@ const (
 	// its cap by one batch (at least one batch is always returned), and
 	// must still fit under maxSendBytes, or the client would retry the
 	// same too-large fetch for ever.
-	maxFetchResponseBytes    = maxSendBytes / 2
-	defaultPartitionMaxBytes = 1048576 // max.partition.fetch.bytes
-	defaultMaxRecords        = 500     // max.poll.records
-	maxFetchWait             = 5 * time.Minute
+	maxFetchResponseBytes = maxSendBytes / 2
+	defaultMaxRecords     = 500 // max.poll.records
+	maxFetchWait          = 5 * time.Minute
 )
 
 // consumerService implements quire.v1.Consumer.
@@ -61,10 +61,10 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 	maxBytes = min(maxBytes, maxFetchResponseBytes)
 	maxWait = min(max(maxWait, 0), maxFetchWait)
 	wake := make(chan struct{}, 1)
-	var watched []*Partition
+	var watched []*replica.Partition
 	defer func() {
 		for _, p := range watched {
-			p.unwatch(wake)
+			p.Unwatch(wake)
 		}
 	}()
 	var timer <-chan time.Time
@@ -90,24 +90,6 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 	}
 }
 
-// readLimit is how many bytes one partition of a fetch may read: its own
-// cap (partitionMax, default max.partition.fetch.bytes), within what the
-// response (responseMax) has left after total, and at least one batch as
-// long as nothing has been returned yet, as Kafka does. 0 or less: none.
-func readLimit(partitionMax, responseMax, total int) int {
-	limit := partitionMax
-	if limit <= 0 {
-		limit = defaultPartitionMaxBytes
-	}
-	if left := responseMax - total; left < limit {
-		limit = left
-		if total == 0 {
-			limit = max(limit, 1)
-		}
-	}
-	return limit
-}
-
 func (b *Broker) readAllNoWatch(specs []fetchSpec, maxBytes int) []fetchResult {
 	results, _, _ := b.readAll(specs, maxBytes, false, nil, nil)
 	return results
@@ -115,7 +97,7 @@ func (b *Broker) readAllNoWatch(specs []fetchSpec, maxBytes int) []fetchResult {
 
 // readAll reads each partition once. On the first pass it registers wake
 // with every partition found.
-func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched *[]*Partition, wake chan struct{}) ([]fetchResult, int, bool) {
+func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched *[]*replica.Partition, wake chan struct{}) ([]fetchResult, int, bool) {
 	results := make([]fetchResult, len(specs))
 	total := 0
 	anyErr := false
@@ -128,26 +110,26 @@ func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched
 			continue
 		}
 		if register && watched != nil {
-			part.watch(wake)
+			part.Watch(wake)
 			*watched = append(*watched, part)
 		}
-		if err := part.checkLeaderEpoch(s.currentEpoch); err != nil {
+		if err := part.CheckLeaderEpoch(s.currentEpoch); err != nil {
 			r.err, anyErr = err, true
 			continue
 		}
-		limit := readLimit(s.maxBytes, maxBytes, total)
+		limit := replica.ReadLimit(s.maxBytes, maxBytes, total)
 		if limit <= 0 {
-			r.hw, r.leo, r.start = part.HighWatermark(), part.log.LogEndOffset(), part.log.LogStartOffset()
+			r.hw, r.leo, r.start = part.HighWatermark(), part.LogEndOffset(), part.LogStartOffset()
 			continue
 		}
 		var res storage.ReadResult
 		var hw int64
 		if s.pooled {
-			res, hw, r.buf, err = part.readPooled(s.offset, limit)
+			res, hw, r.buf, err = readPooled(part, s.offset, limit)
 		} else {
-			res, hw, err = part.read(s.offset, limit)
+			res, hw, err = part.Read(s.offset, limit)
 		}
-		r.hw, r.leo, r.start = hw, part.log.LogEndOffset(), part.log.LogStartOffset()
+		r.hw, r.leo, r.start = hw, part.LogEndOffset(), part.LogStartOffset()
 		if err != nil {
 			r.err, anyErr = err, true
 			continue
@@ -241,21 +223,21 @@ func (b *Broker) listOffset(ctx context.Context, p *quirev1.ListOffsetsPartition
 	if err != nil {
 		return err
 	}
-	st := part.state()
-	res.LeaderEpoch = st.leaderEpoch
+	st := part.State()
+	res.LeaderEpoch = st.LeaderEpoch
 	switch ts := p.TimestampMs; {
 	case ts == -1:
-		res.Offset = st.hw
+		res.Offset = st.HighWatermark
 	case ts == -2:
-		res.Offset = part.log.LogStartOffset()
+		res.Offset = part.LogStartOffset()
 	case ts < 0:
 		return fmt.Errorf("%w: timestamp %d (want -1, -2 or milliseconds since the epoch)", ErrInvalidRequest, ts)
 	default:
-		off, found, ok, err := part.log.OffsetForTimestamp(ts)
+		off, found, ok, err := part.OffsetForTimestamp(ts)
 		if err != nil {
-			return fmt.Errorf("%s-%d: %w", p.Topic, p.Partition, err)
+			return err
 		}
-		if ok && off < st.hw {
+		if ok && off < st.HighWatermark {
 			res.Offset, res.TimestampMs = off, found
 		}
 	}

@@ -1,12 +1,12 @@
 package broker
 
 import (
-	"fmt"
 	"sync"
 
 	"google.golang.org/grpc/mem"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -45,27 +45,23 @@ func releaseFetchBufs(results []fetchResult) {
 	}
 }
 
-// readPooled is Partition.read into a buffer from fetchBufs. buf is nil
+// readPooled is Partition.Read into a buffer from fetchBufs. buf is nil
 // when the batches are not in it (nothing read, or a batch too big for
 // it: then they are in a buffer of their own).
-func (p *Partition) readPooled(offset int64, maxBytes int) (res storage.ReadResult, hw int64, buf *[]byte, err error) {
-	st := p.state()
-	if !st.leader {
-		return storage.ReadResult{}, st.hw, nil, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
-	}
+func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.ReadResult, hw int64, buf *[]byte, err error) {
 	buf = getFetchBuf(maxBytes)
-	res, err = p.log.ReadAppend(*buf, offset, maxBytes, st.hw)
+	res, hw, err = p.ReadAppend(*buf, offset, maxBytes)
 	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
 		fetchBufs.Put(buf)
 		buf = nil
 	}
 	if err != nil {
-		return res, st.hw, nil, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+		return res, hw, nil, err
 	}
 	if buf != nil {
 		*buf = res.Batches
 	}
-	return res, st.hw, buf, nil
+	return res, hw, buf, nil
 }
 
 // pooledFetch is what FetchStream sends (serverCodec knows it): the

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/replica"
 )
 
 // forwardFetchMargin is how long past its wait a leader a fetch was passed
@@ -142,7 +143,7 @@ func (b *Broker) ledElsewhere(topic string, p int32) error {
 	if pi.Leader < 0 || pi.Leader == b.cfg.NodeID {
 		return nil
 	}
-	return &notLeaderError{topic: topic, partition: p, leader: pi.Leader, epoch: pi.LeaderEpoch}
+	return &replica.NotLeaderError{Topic: topic, Partition: p, Leader: pi.Leader, Epoch: pi.LeaderEpoch}
 }
 
 // fetchLocal long-polls the partitions at idx of req on this broker and

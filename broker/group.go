@@ -32,7 +32,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOff
 	}
 	// Chosen here, once, so every node applies the same time.
 	at := time.Now()
-	if err := s.b.cluster.commitOffsets(ctx, req.Group, offsets, at); err != nil {
+	if err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, offsets, at); err != nil {
 		return nil, toStatus(fmt.Errorf("commit offsets: %w", err))
 	}
 	return &quirev1.CommitOffsetsResponse{CommitTimeMs: at.UnixMilli()}, nil
@@ -43,7 +43,7 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *quirev1.FetchOffse
 	for i, p := range req.Partitions {
 		parts[i] = metadata.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 	}
-	offsets, err := s.b.cluster.fetchOffsets(ctx, req.Group, parts)
+	offsets, err := s.b.cluster.fwd.FetchOffsets(ctx, req.Group, parts)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("fetch offsets: %w", err))
 	}
@@ -59,7 +59,7 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *quirev1.FetchOffse
 }
 
 func (s *groupService) ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
-	groups, err := s.b.cluster.listGroups(ctx)
+	groups, err := s.b.cluster.fwd.ListGroups(ctx)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("list groups: %w", err))
 	}
@@ -71,7 +71,7 @@ func (s *groupService) ListGroups(ctx context.Context, req *quirev1.ListGroupsRe
 }
 
 func (s *groupService) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
-	if err := s.b.cluster.deleteGroup(ctx, req.Group); err != nil {
+	if err := s.b.cluster.fwd.DeleteGroup(ctx, req.Group); err != nil {
 		return nil, toStatus(fmt.Errorf("delete group: %w", err))
 	}
 	s.b.logger.Info("deleted group", "group", req.Group)

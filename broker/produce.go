@@ -11,6 +11,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
 )
 
 const defaultProduceTimeout = 30 * time.Second
@@ -21,13 +22,12 @@ type producerService struct {
 	b *Broker
 }
 
-// pendingAck is an acks=all append waiting for the HW to pass lastOffset.
+// pendingAck is an acks=all append waiting to be on every in-sync
+// replica.
 type pendingAck struct {
-	part       *Partition
-	epoch      int32 // leader epoch of the append
-	lastOffset int64
-	minISR     int32 // min.insync.replicas when the batch was appended
-	result     *quirev1.PartitionProduceResult
+	part   *replica.Partition
+	append replica.AppendResult
+	result *quirev1.PartitionProduceResult
 }
 
 func parseAcks(set bool, acks int32) (int32, error) {
@@ -173,8 +173,7 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 	if err != nil {
 		return pendingAck{}, err
 	}
-	tc, _ := b.rm.topicConfig(topic)
-	info, err := part.appendAsLeader(batches, acks, tc.MinInsyncReplicas)
+	info, err := part.Append(batches, acks)
 	if err != nil {
 		return pendingAck{}, err
 	}
@@ -182,15 +181,15 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 	if info.LogAppendTime > 0 {
 		res.LogAppendTimeMs = info.LogAppendTime
 	}
-	res.LogStartOffset = part.log.LogStartOffset()
-	return pendingAck{part: part, epoch: info.leaderEpoch, lastOffset: info.LastOffset, minISR: tc.MinInsyncReplicas, result: res}, nil
+	res.LogStartOffset = info.LogStartOffset
+	return pendingAck{part: part, append: info, result: res}, nil
 }
 
 // awaitAcks waits until each acks=all append is below the HW, turning
 // those that do not make it in time into errors.
 func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
 	for _, pa := range pending {
-		if err := pa.part.waitHW(ctx, pa.epoch, pa.lastOffset, pa.minISR); err != nil {
+		if err := pa.part.AwaitReplicated(ctx, pa.append); err != nil {
 			pa.result.Error = toError(err)
 		}
 	}
@@ -199,8 +198,8 @@ func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
 // leaderPartition finds the replica this broker leads for topic-p. With
 // autoCreate and auto.create.topics.enable, an unknown topic is created
 // with the broker's defaults first.
-func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, autoCreate bool) (*Partition, error) {
-	if part, ok := b.rm.partition(topic, p); ok {
+func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, autoCreate bool) (*replica.Partition, error) {
+	if part, ok := b.rm.Partition(topic, p); ok {
 		return part, nil
 	}
 	img := b.cluster.image()
@@ -213,7 +212,7 @@ func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, aut
 		if t, err = b.autoCreateTopic(ctx, topic); err != nil {
 			return nil, err
 		}
-		if part, ok := b.rm.partition(topic, p); ok {
+		if part, ok := b.rm.Partition(topic, p); ok {
 			return part, nil
 		}
 	}
@@ -225,7 +224,7 @@ func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, aut
 		return nil, fmt.Errorf("%w: %s-%d has no leader", ErrLeaderNotAvailable, topic, p)
 	}
 	if pi.Leader != b.cfg.NodeID {
-		return nil, &notLeaderError{topic: topic, partition: p, leader: pi.Leader, epoch: pi.LeaderEpoch}
+		return nil, notLeader(topic, p, pi.Leader, pi.LeaderEpoch)
 	}
 	// Led here by the image, but the replica is not open yet.
 	return nil, fmt.Errorf("%w: %s-%d is still being opened", ErrLeaderNotAvailable, topic, p)
@@ -237,7 +236,7 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 	if err := validateTopicName(topic); err != nil {
 		return metadata.TopicInfo{}, err
 	}
-	_, err := b.cluster.createTopic(ctx, metadata.TopicSpec{
+	_, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
 		Name:              topic,
 		Partitions:        b.cfg.NumPartitions,
 		ReplicationFactor: b.cfg.DefaultReplicationFactor,

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/replica"
 )
 
 // Routing: a plain gRPC client (grpcurl, a script) may send a unary
@@ -31,14 +32,14 @@ const forwardedHeader = "quire-forwarded-by"
 // err says this broker does not lead the partition and ctx is a client's
 // own request.
 func (b *Broker) routeTo(ctx context.Context, err error) (string, bool) {
-	var nle *notLeaderError
-	if !errors.As(err, &nle) || nle.leader < 0 || nle.leader == b.cfg.NodeID {
+	var nle *replica.NotLeaderError
+	if !errors.As(err, &nle) || nle.Leader < 0 || nle.Leader == b.cfg.NodeID {
 		return "", false
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedHeader)) > 0 {
 		return "", false
 	}
-	return b.cluster.brokerAddr(nle.leader)
+	return b.cluster.brokerAddr(nle.Leader)
 }
 
 func (b *Broker) forwardContext(ctx context.Context) context.Context {

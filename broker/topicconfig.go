@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -187,6 +188,11 @@ func (d topicDefaults) describe(overrides map[string]string) []*quirev1.ConfigEn
 		out = append(out, e)
 	}
 	return out
+}
+
+// replicaConfig is what the replicas need of a topic config.
+func (tc topicConfig) replicaConfig(base storage.LogConfig) replica.TopicConfig {
+	return replica.TopicConfig{Log: tc.logConfig(base), MinInsyncReplicas: tc.MinInsyncReplicas}
 }
 
 // logConfig turns a topic config into the storage engine's settings.

@@ -91,7 +91,7 @@ func newGCluster(t *testing.T, n int, mod func(*metadata.Config)) *gcluster {
 			defer close(g.done)
 			_ = gs.Serve(l)
 		}(lis[i])
-		g.fwd = NewForwarder(node, nil)
+		g.fwd = NewForwarder(node, nil, 0)
 		g.life = NewLifecycle(g.fwd, metadata.BrokerInfo{ID: id, Incarnation: fmt.Sprintf("inc%d", id), Addr: addr}, cfg.BrokerHeartbeatInterval, cfg.Logger)
 		g.life.Start()
 		c.nodes = append(c.nodes, g)

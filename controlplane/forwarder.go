@@ -8,21 +8,27 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
 	"github.com/quirelog/quire/metadata"
 )
 
-// Forwarder runs controller operations wherever the controller is: on the
-// local Controller when this node is it, else over gRPC to the current
-// controller (the raft leader as this node knows it, the one a refusing
-// node named, or each voter in turn). Elections and unreachable nodes are
-// retried with backoff until ctx expires; other errors come back as
-// metadata sentinels (errors.Is works across the wire).
+// Forwarder runs controller calls wherever the controller is: through
+// this node's own ControllerService handlers when this node is it, else
+// over gRPC to the current controller (the raft leader as this node knows
+// it, the one a refusing node named, or each voter in turn). Both ways
+// answer the same status, turned back into metadata sentinels in one place
+// (fromStatus), so errors.Is works alike. Elections and unreachable nodes
+// are retried with backoff until ctx expires or the write timeout passes;
+// a call that found no controller in time fails with metadata.ErrNoQuorum.
 type Forwarder struct {
-	node *metadata.Node
-	dial func(addr string) (*grpc.ClientConn, error)
+	node         *metadata.Node
+	local        *Service
+	dial         func(addr string) (*grpc.ClientConn, error)
+	writeTimeout time.Duration
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -31,14 +37,15 @@ type Forwarder struct {
 }
 
 // NewForwarder returns a Forwarder for node. dial opens a connection to a
-// node's gRPC address; nil dials plaintext.
-func NewForwarder(node *metadata.Node, dial func(addr string) (*grpc.ClientConn, error)) *Forwarder {
+// node's gRPC address; nil dials plaintext. writeTimeout bounds every call
+// (metadata.write.timeout.ms) unless ctx ends sooner; 0 leaves it to ctx.
+func NewForwarder(node *metadata.Node, dial func(addr string) (*grpc.ClientConn, error), writeTimeout time.Duration) *Forwarder {
 	if dial == nil {
 		dial = func(addr string) (*grpc.ClientConn, error) {
 			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		}
 	}
-	return &Forwarder{node: node, dial: dial, conns: map[string]*grpc.ClientConn{}}
+	return &Forwarder{node: node, local: NewService(node), dial: dial, writeTimeout: writeTimeout, conns: map[string]*grpc.ClientConn{}}
 }
 
 // Close closes the connections the Forwarder opened.
@@ -90,25 +97,52 @@ func (f *Forwarder) client(addr string) (pb.ControllerServiceClient, error) {
 	return pb.NewControllerServiceClient(cc), nil
 }
 
-// do runs one operation locally or remotely, retrying retriable failures
-// until ctx is done.
-func (f *Forwarder) do(ctx context.Context, local func(*metadata.Controller) error, remote func(pb.ControllerServiceClient) error) error {
+// Call runs one ControllerService call where the controller is: local
+// is the handler this node serves it with ((*Service).CreateTopic), remote
+// the client stub (pb.ControllerServiceClient.CreateTopic). Adding a
+// controller RPC is its proto, its Service handler and one Call.
+func Call[Req, Resp any](ctx context.Context, f *Forwarder,
+	local func(*Service, context.Context, Req) (Resp, error),
+	remote func(pb.ControllerServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+	req Req) (Resp, error) {
+	parent := ctx
+	if f.writeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.writeTimeout)
+		defer cancel()
+	}
+	var out Resp
+	err := f.retry(ctx, func() error {
+		var err error
+		if f.node.IsController() {
+			out, err = local(f.local, ctx, req)
+		} else if addr := f.target(); addr == "" {
+			return &metadata.NotControllerError{LeaderID: -1}
+		} else {
+			var c pb.ControllerServiceClient
+			if c, err = f.client(addr); err != nil {
+				return err
+			}
+			out, err = remote(c, ctx, req)
+		}
+		if err != nil && ctx.Err() != nil && (status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled) {
+			// The call ran out of time on either side: say so as the
+			// context does, not as an opaque status.
+			return fmt.Errorf("controlplane: %w (last: %v)", ctx.Err(), err)
+		}
+		return fromStatus(err)
+	})
+	return out, unavailable(parent, err)
+}
+
+// retry runs attempt until it succeeds, fails for good, or ctx is done.
+func (f *Forwarder) retry(ctx context.Context, attempt func() error) error {
 	backoff := 10 * time.Millisecond
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("controlplane: %w", err)
 		}
-		var err error
-		if f.node.IsController() {
-			err = local(f.node.Ctl())
-		} else if addr := f.target(); addr == "" {
-			err = &metadata.NotControllerError{LeaderID: -1}
-		} else {
-			var c pb.ControllerServiceClient
-			if c, err = f.client(addr); err == nil {
-				err = fromStatus(remote(c))
-			}
-		}
+		err := attempt()
 		if err == nil || !retriable(err) {
 			return err
 		}
@@ -132,187 +166,134 @@ func (f *Forwarder) do(ctx context.Context, local func(*metadata.Controller) err
 	}
 }
 
+// unavailable turns a call that found no controller within the write
+// timeout into metadata.ErrNoQuorum (UNAVAILABLE, retriable) rather than a
+// bare deadline, unless the caller's own context ended it.
+func unavailable(parent context.Context, err error) error {
+	if err == nil || errors.Is(err, metadata.ErrNoQuorum) || parent.Err() != nil {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no controller answered: %w", metadata.ErrNoQuorum, err)
+	}
+	return err
+}
+
 // CreateTopic creates a topic on the controller.
 func (f *Forwarder) CreateTopic(ctx context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, error) {
-	var out metadata.TopicInfo
 	if spec.ID == "" {
 		// Fix the id before the first attempt so a retry of a create that
 		// did commit is recognised as the same create.
 		id, err := metadata.NewTopicID()
 		if err != nil {
-			return out, err
+			return metadata.TopicInfo{}, err
 		}
 		spec.ID = id
 	}
-	err := f.do(ctx, func(c *metadata.Controller) (err error) {
-		out, err = c.CreateTopic(ctx, spec)
-		return err
-	}, func(c pb.ControllerServiceClient) error {
-		resp, err := c.CreateTopic(ctx, specToPB(spec))
-		if err == nil {
-			out = topicFromPB(resp.Topic)
-		}
-		return err
-	})
-	return out, err
+	resp, err := Call(ctx, f, (*Service).CreateTopic, pb.ControllerServiceClient.CreateTopic, specToPB(spec))
+	if err != nil {
+		return metadata.TopicInfo{}, err
+	}
+	return topicFromPB(resp.Topic), nil
 }
 
 // DeleteTopic deletes a topic on the controller.
 func (f *Forwarder) DeleteTopic(ctx context.Context, name string) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.DeleteTopic(ctx, name)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.DeleteTopic(ctx, &pb.DeleteTopicRequest{Name: name})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).DeleteTopic, pb.ControllerServiceClient.DeleteTopic, &pb.DeleteTopicRequest{Name: name})
+	return err
 }
 
 // AlterConfigs changes topic configs on the controller.
 func (f *Forwarder) AlterConfigs(ctx context.Context, topic string, set map[string]string, del []string) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.AlterConfigs(ctx, topic, set, del)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.AlterConfigs(ctx, &pb.AlterConfigsRequest{Topic: topic, Set: set, Delete: del})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).AlterConfigs, pb.ControllerServiceClient.AlterConfigs,
+		&pb.AlterConfigsRequest{Topic: topic, Set: set, Delete: del})
+	return err
 }
 
 // CreatePartitions grows a topic on the controller.
 func (f *Forwarder) CreatePartitions(ctx context.Context, topic string, total int32) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.CreatePartitions(ctx, topic, total)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.CreatePartitions(ctx, &pb.CreatePartitionsRequest{Topic: topic, Total: total})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).CreatePartitions, pb.ControllerServiceClient.CreatePartitions,
+		&pb.CreatePartitionsRequest{Topic: topic, Total: total})
+	return err
 }
 
 // RegisterBroker registers a broker with the controller.
 func (f *Forwarder) RegisterBroker(ctx context.Context, b metadata.BrokerInfo) (int64, error) {
-	var epoch int64
-	err := f.do(ctx, func(c *metadata.Controller) (err error) {
-		epoch, err = c.RegisterBroker(ctx, b)
-		return err
-	}, func(c pb.ControllerServiceClient) error {
-		resp, err := c.RegisterBroker(ctx, &pb.RegisterBrokerRequest{Broker: brokerToPB(b)})
-		if err == nil {
-			epoch = resp.BrokerEpoch
-		}
-		return err
-	})
-	return epoch, err
+	resp, err := Call(ctx, f, (*Service).RegisterBroker, pb.ControllerServiceClient.RegisterBroker,
+		&pb.RegisterBrokerRequest{Broker: brokerToPB(b)})
+	return resp.GetBrokerEpoch(), err
 }
 
 // Heartbeat sends a broker heartbeat to the controller.
 func (f *Forwarder) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.Heartbeat(ctx, brokerID, incarnation, brokerEpoch)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{BrokerId: brokerID, Incarnation: incarnation, BrokerEpoch: brokerEpoch})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).BrokerHeartbeat, pb.ControllerServiceClient.BrokerHeartbeat,
+		&pb.BrokerHeartbeatRequest{BrokerId: brokerID, Incarnation: incarnation, BrokerEpoch: brokerEpoch})
+	return err
 }
 
 // AlterPartition asks the controller for an ISR change.
 func (f *Forwarder) AlterPartition(ctx context.Context, topic string, p int32, leaderID int32, leaderEpoch int32, partitionEpoch int32, isr []int32) (metadata.PartitionInfo, error) {
-	var out metadata.PartitionInfo
-	err := f.do(ctx, func(c *metadata.Controller) (err error) {
-		out, err = c.AlterPartition(ctx, topic, p, leaderID, leaderEpoch, partitionEpoch, isr)
-		return err
-	}, func(c pb.ControllerServiceClient) error {
-		resp, err := c.AlterPartition(ctx, &pb.AlterPartitionRequest{
-			Topic: topic, Partition: p, LeaderId: leaderID, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, Isr: isr,
-		})
-		if err == nil {
-			out = partitionFromPB(resp.Partition)
-		}
-		return err
+	resp, err := Call(ctx, f, (*Service).AlterPartition, pb.ControllerServiceClient.AlterPartition, &pb.AlterPartitionRequest{
+		Topic: topic, Partition: p, LeaderId: leaderID, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, Isr: isr,
 	})
-	return out, err
+	if err != nil {
+		return metadata.PartitionInfo{}, err
+	}
+	return partitionFromPB(resp.Partition), nil
 }
 
 // ControlledShutdown moves a stopping broker's leaderships away.
 func (f *Forwarder) ControlledShutdown(ctx context.Context, brokerID int32) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.ControlledShutdown(ctx, brokerID)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.ControlledShutdown(ctx, &pb.ControlledShutdownRequest{BrokerId: brokerID})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).ControlledShutdown, pb.ControllerServiceClient.ControlledShutdown,
+		&pb.ControlledShutdownRequest{BrokerId: brokerID})
+	return err
 }
 
 // UnregisterBroker removes a broker gone for good (see
 // metadata.Controller.UnregisterBroker).
 func (f *Forwarder) UnregisterBroker(ctx context.Context, brokerID int32) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.UnregisterBroker(ctx, brokerID)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{BrokerId: brokerID})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).UnregisterBroker, pb.ControllerServiceClient.UnregisterBroker,
+		&pb.UnregisterBrokerRequest{BrokerId: brokerID})
+	return err
 }
 
 // CommitOffsets commits a consumer group's offsets on the controller at
 // commitTime. A retry after an ambiguous failure commits the same offsets
 // again, which is harmless.
 func (f *Forwarder) CommitOffsets(ctx context.Context, group string, offsets []metadata.OffsetCommit, commitTime time.Time) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.CommitOffsets(ctx, group, offsets, commitTime)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: commitTime.UnixMilli()})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).CommitOffsets, pb.ControllerServiceClient.CommitOffsets,
+		&pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: commitTime.UnixMilli()})
+	return err
 }
 
 // FetchOffsets reads a group's committed offsets from the controller's
 // image (see metadata.Controller.FetchOffsets).
 func (f *Forwarder) FetchOffsets(ctx context.Context, group string, partitions []metadata.TopicPartition) ([]metadata.CommittedOffset, error) {
-	var out []metadata.CommittedOffset
-	err := f.do(ctx, func(c *metadata.Controller) (err error) {
-		out, err = c.FetchOffsets(ctx, group, partitions)
-		return err
-	}, func(c pb.ControllerServiceClient) error {
-		req := &pb.FetchOffsetsRequest{Group: group, Partitions: make([]*pb.GroupPartition, len(partitions))}
-		for i, p := range partitions {
-			req.Partitions[i] = &pb.GroupPartition{Topic: p.Topic, Partition: p.Partition}
-		}
-		resp, err := c.FetchOffsets(ctx, req)
-		if err != nil {
-			return err
-		}
-		out = make([]metadata.CommittedOffset, len(resp.Offsets))
-		for i, o := range resp.Offsets {
-			out[i] = metadata.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
-				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTimeMs}
-		}
-		return nil
-	})
-	return out, err
+	req := &pb.FetchOffsetsRequest{Group: group, Partitions: make([]*pb.GroupPartition, len(partitions))}
+	for i, p := range partitions {
+		req.Partitions[i] = &pb.GroupPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	resp, err := Call(ctx, f, (*Service).FetchOffsets, pb.ControllerServiceClient.FetchOffsets, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metadata.CommittedOffset, len(resp.Offsets))
+	for i, o := range resp.Offsets {
+		out[i] = metadata.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+			LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTimeMs}
+	}
+	return out, nil
 }
 
 // ListGroups lists the groups with committed offsets, from the
 // controller's image.
 func (f *Forwarder) ListGroups(ctx context.Context) ([]string, error) {
-	var out []string
-	err := f.do(ctx, func(c *metadata.Controller) (err error) {
-		out, err = c.ListGroups(ctx)
-		return err
-	}, func(c pb.ControllerServiceClient) error {
-		resp, err := c.ListGroups(ctx, &pb.ListGroupsRequest{})
-		if err == nil {
-			out = resp.Groups
-		}
-		return err
-	})
-	return out, err
+	resp, err := Call(ctx, f, (*Service).ListGroups, pb.ControllerServiceClient.ListGroups, &pb.ListGroupsRequest{})
+	return resp.GetGroups(), err
 }
 
 // DeleteGroup removes a group's committed offsets on the controller.
 func (f *Forwarder) DeleteGroup(ctx context.Context, group string) error {
-	return f.do(ctx, func(c *metadata.Controller) error {
-		return c.DeleteGroup(ctx, group)
-	}, func(c pb.ControllerServiceClient) error {
-		_, err := c.DeleteGroup(ctx, &pb.DeleteGroupRequest{Group: group})
-		return err
-	})
+	_, err := Call(ctx, f, (*Service).DeleteGroup, pb.ControllerServiceClient.DeleteGroup, &pb.DeleteGroupRequest{Group: group})
+	return err
 }

@@ -394,7 +394,9 @@ func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation 
 }
 
 // AlterPartition is a partition leader's ISR change, applied only if its
-// leader and partition epochs are current (else ErrStaleEpoch).
+// leader and partition epochs are current (else ErrStaleEpoch). An ISR
+// without the leader itself is the leader giving its replica up (its log
+// failed): leadership moves to a live member of that ISR (see successor).
 func (c *Controller) AlterPartition(ctx context.Context, topic string, p int32, leaderID int32, leaderEpoch int32, partitionEpoch int32, isr []int32) (PartitionInfo, error) {
 	if err := c.active(ctx); err != nil {
 		return PartitionInfo{}, err
@@ -407,13 +409,38 @@ func (c *Controller) AlterPartition(ctx context.Context, topic string, p int32, 
 		return PartitionInfo{}, fmt.Errorf("%w: %s-%d led by %d epoch %d, not %d epoch %d",
 			ErrStaleEpoch, topic, p, cur.Leader, cur.LeaderEpoch, leaderID, leaderEpoch)
 	}
+	leader := leaderID
+	if !slices.Contains(isr, leaderID) {
+		leader, isr = c.successor(cur, isr)
+		c.n.logger.Warn("leader gives up its replica", "topic", topic, "partition", p, "broker", leaderID,
+			"new_leader", leader, "isr", isr)
+	}
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_PartitionChange{PartitionChange: &pb.PartitionChange{
-		Topic: topic, Partition: p, Leader: leaderID, LeaderEpoch: leaderEpoch, Isr: isr, PartitionEpoch: partitionEpoch,
+		Topic: topic, Partition: p, Leader: leader, LeaderEpoch: leaderEpoch, Isr: isr, PartitionEpoch: partitionEpoch,
 	}}})
 	if err != nil {
 		return PartitionInfo{}, err
 	}
 	return resp.(PartitionInfo), nil
+}
+
+// successor is who leads cur once its leader leaves the ISR (its log
+// failed: an AlterPartition whose ISR lacks the leader): the first live
+// member of isr in replica order, the leader epoch bumped. With none, the
+// partition goes offline (leader -1) and keeps its old leader as the only
+// ISR member, the one replica known to hold the committed data, to be
+// elected again once it is back.
+func (c *Controller) successor(cur PartitionInfo, isr []int32) (int32, []int32) {
+	img := c.n.Image()
+	for _, r := range cur.Replicas {
+		if slices.Contains(isr, r) && img.isLive(r) {
+			return r, isr
+		}
+	}
+	if len(isr) == 0 {
+		isr = []int32{cur.Leader}
+	}
+	return -1, isr
 }
 
 // ControlledShutdown moves a stopping broker's leaderships and ISR

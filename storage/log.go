@@ -54,6 +54,11 @@ type Log struct {
 	logStart      atomic.Int64
 	recoveryPoint atomic.Int64
 	lastFlushMs   atomic.Int64
+	// hw is the high watermark the replica layer last set, for the
+	// replication checkpoint and retention; -1 until known. Set without
+	// any lock but its own, so an HW move takes no lock shared by all
+	// partitions.
+	hw atomic.Int64
 
 	epochs *epochCache
 
@@ -88,6 +93,7 @@ func OpenLog(dir string, topic string, partition int32, cfg LogConfig, recoveryP
 		dir: dir, topic: topic, partition: partition, fs: opts.FS, opts: opts,
 		logger: opts.Logger.With("topic", topic, "partition", partition),
 	}
+	l.hw.Store(-1)
 	l.cfg.Store(&cfg)
 	l.lastFlushMs.Store(opts.Now().UnixMilli())
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
@@ -402,6 +408,23 @@ func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
 
 // LogStartOffset returns the first readable offset.
 func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// SetHighWatermark records the partition's high watermark (the replica
+// layer's, which it alone moves); Manager.Checkpoint writes it to the
+// replication checkpoint and retention never deletes at or above it.
+// Negative values are ignored.
+func (l *Log) SetHighWatermark(hw int64) {
+	if hw >= 0 {
+		l.hw.Store(hw)
+	}
+}
+
+// HighWatermark returns the last high watermark set (or read from the
+// replication checkpoint when the log was opened), if any.
+func (l *Log) HighWatermark() (int64, bool) {
+	hw := l.hw.Load()
+	return hw, hw >= 0
+}
 
 // RecoveryPoint returns the offset below which everything is fsynced.
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }

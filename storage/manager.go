@@ -26,7 +26,6 @@ type Manager struct {
 
 	mu     sync.Mutex
 	logs   map[TopicPartition]*Log
-	hw     map[TopicPartition]int64
 	closed bool
 }
 
@@ -66,7 +65,7 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 	}
 	recovery := readCP(RecoveryPointCheckpointFile)
 	starts := readCP(LogStartCheckpointFile)
-	m.hw = readCP(ReplicationCheckpointFile)
+	hws := readCP(ReplicationCheckpointFile)
 	if !clean {
 		m.logger.Info("no clean shutdown marker, recovering logs")
 	}
@@ -94,12 +93,10 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 		if s, ok := starts[tp]; ok {
 			l.maybeIncrementLogStart(s)
 		}
-		m.logs[tp] = l
-	}
-	for tp := range m.hw {
-		if _, ok := m.logs[tp]; !ok {
-			delete(m.hw, tp)
+		if hw, ok := hws[tp]; ok {
+			l.SetHighWatermark(hw)
 		}
+		m.logs[tp] = l
 	}
 	// From now on a crash must be noticed: drop the marker first.
 	if clean {
@@ -191,7 +188,6 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
 	delete(m.logs, tp)
-	delete(m.hw, tp)
 	m.mu.Unlock()
 	if !ok {
 		return nil
@@ -215,21 +211,23 @@ func (m *Manager) Logs() []*Log {
 	return out
 }
 
-// SetHighWatermark records a partition's high watermark; Checkpoint
-// persists it.
+// SetHighWatermark records a partition's high watermark (see
+// Log.SetHighWatermark, which the replicas call directly); Checkpoint
+// persists it. A partition without a log is ignored.
 func (m *Manager) SetHighWatermark(topic string, partition int32, hw int64) {
-	m.mu.Lock()
-	m.hw[TopicPartition{topic, partition}] = hw
-	m.mu.Unlock()
+	if l, ok := m.Get(topic, partition); ok {
+		l.SetHighWatermark(hw)
+	}
 }
 
 // HighWatermark returns the last high watermark set or read from the
 // replication checkpoint.
 func (m *Manager) HighWatermark(topic string, partition int32) (int64, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	hw, ok := m.hw[TopicPartition{topic, partition}]
-	return hw, ok
+	l, ok := m.Get(topic, partition)
+	if !ok {
+		return 0, false
+	}
+	return l.HighWatermark()
 }
 
 // Checkpoint writes the three checkpoint files atomically.
@@ -246,7 +244,7 @@ func (m *Manager) checkpointLocked() error {
 	for tp, l := range m.logs {
 		rp[tp] = l.RecoveryPoint()
 		ls[tp] = l.LogStartOffset()
-		if h, ok := m.hw[tp]; ok {
+		if h, ok := l.HighWatermark(); ok {
 			hw[tp] = h
 		}
 	}
@@ -271,7 +269,7 @@ func (m *Manager) checkpointLocked() error {
 func (m *Manager) RunRetention() error {
 	var errs []error
 	for _, l := range m.Logs() {
-		hw, ok := m.HighWatermark(l.Topic(), l.Partition())
+		hw, ok := l.HighWatermark()
 		if !ok {
 			hw = l.LogStartOffset()
 		}

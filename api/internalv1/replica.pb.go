@@ -127,8 +127,11 @@ type ReplicaFetchPartition struct {
 	// -1 for an empty log: the leader checks it against its own history.
 	LastFetchedEpoch  int32 `protobuf:"varint,5,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
 	PartitionMaxBytes int32 `protobuf:"varint,6,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The follower's log has failed (an I/O error): it takes no records,
+	// and the leader drops it from the ISR and does not add it back.
+	LogFailed     bool `protobuf:"varint,7,opt,name=log_failed,json=logFailed,proto3" json:"log_failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaFetchPartition) Reset() {
@@ -201,6 +204,13 @@ func (x *ReplicaFetchPartition) GetPartitionMaxBytes() int32 {
 		return x.PartitionMaxBytes
 	}
 	return 0
+}
+
+func (x *ReplicaFetchPartition) GetLogFailed() bool {
+	if x != nil {
+		return x.LogFailed
+	}
+	return false
 }
 
 type EpochEndOffset struct {
@@ -523,8 +533,13 @@ type LogDescription struct {
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  int64 `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogEndOffset   int64 `protobuf:"varint,8,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The replica's log directory, and why its log failed (an I/O error:
+	// the broker has taken the replica out of service); empty while it
+	// works.
+	Dir           string `protobuf:"bytes,9,opt,name=dir,proto3" json:"dir,omitempty"`
+	Failure       string `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogDescription) Reset() {
@@ -613,6 +628,20 @@ func (x *LogDescription) GetLogEndOffset() int64 {
 	return 0
 }
 
+func (x *LogDescription) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *LogDescription) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
 type DescribeLogsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per requested partition, in request order.
@@ -672,14 +701,16 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2(.quire.internal.v1.ReplicaFetchPartitionR\n" +
 	"partitions\x12 \n" +
-	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"\xfe\x01\n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"\x9d\x02\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
 	"\x14current_leader_epoch\x18\x03 \x01(\x05R\x12currentLeaderEpoch\x12!\n" +
 	"\ffetch_offset\x18\x04 \x01(\x03R\vfetchOffset\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12.\n" +
-	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\"E\n" +
+	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\x12\x1d\n" +
+	"\n" +
+	"log_failed\x18\a \x01(\bR\tlogFailed\"E\n" +
 	"\x0eEpochEndOffset\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
@@ -705,7 +736,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x13DescribeLogsRequest\x12B\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
-	"partitions\"\x8e\x02\n" +
+	"partitions\"\xba\x02\n" +
 	"\x0eLogDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -714,7 +745,10 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
-	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\"M\n" +
+	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12\x10\n" +
+	"\x03dir\x18\t \x01(\tR\x03dir\x12\x18\n" +
+	"\afailure\x18\n" +
+	" \x01(\tR\afailure\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
 	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xd2\x01\n" +
 	"\x0eReplicaService\x12_\n" +

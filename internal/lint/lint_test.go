@@ -64,6 +64,12 @@ var rules = []rule{
 	{pkg: "metadata", forbiddenDirect: []string{"google.golang.org/grpc"},
 		forbiddenDeps:       []string{"broker", "storage", "client", "controlplane", "raftgrpc", "cmd", "api/internalv1"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
+	// The replicas speak to the controller, other brokers and the disk
+	// through interfaces of their own (replica/deps.go) and plain types,
+	// so they import no gRPC (client or server) and no raft even
+	// indirectly: no api/ package, whose stubs import grpc.
+	{pkg: "replica", ours: []string{"storage", "record"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/hashicorp/raft", "go.etcd.io/bbolt"}},
 	{pkg: "raftgrpc", forbiddenDeps: []string{"broker", "storage", "client", "metadata", "controlplane", "cmd"}},
 	{pkg: "controlplane", forbiddenDeps: []string{"broker", "storage", "client", "cmd"}},
 	{pkg: "client", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "cmd"}},

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
 
-	pb "github.com/quirelog/quire/api/internalv1"
-	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/storage"
 )
 
 // The follower's side of replication: one fetcher per leader broker pulls
@@ -21,28 +18,12 @@ import (
 // The replica manager moves partitions between fetchers as leadership
 // changes in the metadata image.
 
-// fetchConfig is the follower fetch tuning (replica.fetch.* keys).
-type fetchConfig struct {
-	maxWait         time.Duration
-	minBytes        int32
-	partitionMax    int32
-	responseMax     int32
-	backoff         time.Duration
-	callTimeoutSlop time.Duration
-}
-
-// peerDialer finds and dials another broker.
-type peerDialer interface {
-	brokerAddr(id int32) (string, bool)
-	peer(addr string) (*grpc.ClientConn, error)
-}
-
 // fetcherManager runs the fetchers.
 type fetcherManager struct {
 	self        int32
 	incarnation string // this process's, as registered
-	cfg         fetchConfig
-	peers       peerDialer
+	cfg         FetchConfig
+	peers       Peers
 	logger      hclog.Logger
 
 	mu       sync.Mutex
@@ -70,7 +51,7 @@ type fetcher struct {
 	stop   chan struct{}
 }
 
-func newFetcherManager(self int32, incarnation string, cfg fetchConfig, peers peerDialer, logger hclog.Logger) *fetcherManager {
+func newFetcherManager(self int32, incarnation string, cfg FetchConfig, peers Peers, logger hclog.Logger) *fetcherManager {
 	return &fetcherManager{self: self, incarnation: incarnation, cfg: cfg, peers: peers, logger: logger,
 		fetchers: map[int32]*fetcher{}, where: map[*Partition]int32{}}
 }
@@ -179,6 +160,7 @@ type pending struct {
 	epoch     int32 // leader epoch followed at
 	offset    int64
 	lastEpoch int32 // of the last batch below offset
+	failed    bool  // the log has failed: tell the leader, take nothing
 }
 
 func (f *fetcher) run() {
@@ -205,7 +187,7 @@ func (f *fetcher) run() {
 					f.m.logger.Debug("replica fetch failed", "leader", f.leader, "error", err)
 				}
 				failing = true
-				f.sleep(f.m.cfg.backoff)
+				f.sleep(f.m.cfg.Backoff)
 			}
 			continue
 		}
@@ -219,14 +201,14 @@ func (f *fetcher) run() {
 
 // request builds the next fetch from the partitions not paused; next is
 // how long until a paused one is due, when every one is.
-func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, time.Duration) {
+func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cfg := f.m.cfg
-	req := &pb.ReplicaFetchRequest{ReplicaId: f.m.self, Incarnation: f.m.incarnation, MaxWaitMs: int32(cfg.maxWait.Milliseconds()),
-		MinBytes: cfg.minBytes, MaxBytes: cfg.responseMax}
+	req := &FetchRequest{ReplicaID: f.m.self, Incarnation: f.m.incarnation, MaxWaitMs: int32(cfg.MaxWait.Milliseconds()),
+		MinBytes: cfg.MinBytes, MaxBytes: cfg.ResponseMax}
 	var parts []pending
-	next := cfg.backoff
+	next := cfg.Backoff
 	paused := false
 	for part, st := range f.parts {
 		if wait := st.pausedUntil.Sub(now); wait > 0 {
@@ -235,11 +217,15 @@ func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, ti
 			continue
 		}
 		pp := pending{part: part, epoch: st.epoch, offset: part.log.LogEndOffset(), lastEpoch: part.lastFetchedEpoch()}
+		_, failed := part.LogFailure()
+		pp.failed = failed != nil
 		parts = append(parts, pp)
-		req.Partitions = append(req.Partitions, &pb.ReplicaFetchPartition{
-			Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
-			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.partitionMax,
-		})
+		fp := FetchPartition{Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
+			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax, LogFailed: pp.failed}
+		if pp.failed {
+			fp.PartitionMaxBytes = 0
+		}
+		req.Partitions = append(req.Partitions, fp)
 	}
 	if paused && len(parts) > 0 {
 		// The long poll of the others must not hold back a paused
@@ -250,16 +236,8 @@ func (f *fetcher) request(now time.Time) (*pb.ReplicaFetchRequest, []pending, ti
 }
 
 // call sends the fetch to the leader; interrupt or stop cancels it.
-func (f *fetcher) call(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
-	addr, ok := f.m.peers.brokerAddr(f.leader)
-	if !ok {
-		return nil, fmt.Errorf("broker: leader %d has no address", f.leader)
-	}
-	cc, err := f.m.peers.peer(addr)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.m.cfg.maxWait+f.m.cfg.callTimeoutSlop)
+func (f *fetcher) call(req *FetchRequest) (*FetchResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.m.cfg.MaxWait+f.m.cfg.CallTimeoutSlop)
 	defer cancel()
 	f.mu.Lock()
 	f.cancel = cancel
@@ -276,9 +254,7 @@ func (f *fetcher) call(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, e
 		return nil, context.Canceled // the partitions changed: rebuild
 	default:
 	}
-	// A response may hold replica.fetch.response.max.bytes and more (at
-	// least one batch): far above gRPC's default 4 MiB receive limit.
-	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, req, grpc.MaxCallRecvMsgSize(maxSendBytes))
+	resp, err := f.m.peers.ReplicaFetch(ctx, f.leader, req)
 	if err != nil {
 		if ctx.Err() == context.Canceled {
 			return nil, context.Canceled
@@ -286,25 +262,27 @@ func (f *fetcher) call(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, e
 		return nil, err
 	}
 	if len(resp.Partitions) != len(req.Partitions) {
-		return nil, fmt.Errorf("broker: leader %d answered %d partitions of %d", f.leader, len(resp.Partitions), len(req.Partitions))
+		return nil, fmt.Errorf("replica: leader %d answered %d partitions of %d", f.leader, len(resp.Partitions), len(req.Partitions))
 	}
 	return resp, nil
 }
 
 // apply hands each partition's answer to its replica.
-func (f *fetcher) apply(parts []pending, results []*pb.ReplicaFetchPartitionResult) {
+func (f *fetcher) apply(parts []pending, results []FetchResult) {
 	for i, r := range results {
 		pp := parts[i]
-		code := quirev1.ErrorCode(r.ErrorCode)
-		in := fromLeader{leaderEpoch: pp.epoch, fetchOffset: pp.offset, records: r.Records, diverging: r.DivergingEpoch,
+		if pp.failed {
+			continue
+		}
+		in := fromLeader{leaderEpoch: pp.epoch, fetchOffset: pp.offset, records: r.Records, diverging: r.Diverging,
 			highWatermark: r.HighWatermark, logStartOffset: r.LogStartOffset, logEndOffset: r.LogEndOffset,
-			outOfRange: code == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE}
-		if code != quirev1.ErrorCode_NONE && !in.outOfRange {
+			outOfRange: errors.Is(r.Err, storage.ErrOffsetOutOfRange)}
+		if r.Err != nil && !in.outOfRange {
 			// Not (or no longer) the leader at our epoch, or a storage
 			// error there: wait for the metadata to move us, or retry.
 			f.m.logger.Debug("replica fetch refused", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id,
-				"code", code.String(), "error", r.ErrorMessage)
-			if leadershipRefusal(code) {
+				"error", r.Err)
+			if leadershipRefusal(r.Err) {
 				f.pauseRefused(pp.part, pp.epoch)
 			} else {
 				f.pause(pp.part, pp.epoch)
@@ -331,7 +309,7 @@ func (f *fetcher) pause(part *Partition, epoch int32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st, ok := f.parts[part]; ok && st.epoch == epoch {
-		st.pausedUntil = time.Now().Add(f.m.cfg.backoff)
+		st.pausedUntil = time.Now().Add(f.m.cfg.Backoff)
 	}
 }
 
@@ -350,7 +328,7 @@ func (f *fetcher) pauseRefused(part *Partition, epoch int32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st, ok := f.parts[part]; ok && st.epoch == epoch {
-		wait := min(refusalRetryBase<<min(st.refusals, 16), f.m.cfg.backoff)
+		wait := min(refusalRetryBase<<min(st.refusals, 16), f.m.cfg.Backoff)
 		st.refusals++
 		st.pausedUntil = time.Now().Add(wait)
 	}
@@ -367,12 +345,11 @@ func (f *fetcher) accepted(part *Partition, epoch int32) {
 
 // leadershipRefusal reports whether a leader refused a partition's fetch
 // because the two brokers' views of its leadership differ.
-func leadershipRefusal(code quirev1.ErrorCode) bool {
-	switch code {
-	case quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
-		quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH, quirev1.ErrorCode_FENCED_LEADER_EPOCH,
-		quirev1.ErrorCode_LEADER_NOT_AVAILABLE:
-		return true
+func leadershipRefusal(err error) bool {
+	for _, e := range []error{ErrNotLeader, ErrLeaderNotAvailable, ErrUnknownTopicOrPartition, ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
 	return false
 }
@@ -386,13 +363,4 @@ func (f *fetcher) sleep(d time.Duration) {
 	case <-f.wake:
 	case <-f.stop:
 	}
-}
-
-// firstBaseOffset is the base offset of the first batch of records.
-func firstBaseOffset(records []byte) (int64, error) {
-	h, err := record.ParseHeader(records)
-	if err != nil {
-		return 0, fmt.Errorf("broker: batch from the leader: %w", err)
-	}
-	return h.BaseOffset, nil
 }

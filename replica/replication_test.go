@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"bytes"
@@ -11,26 +11,23 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/quirelog/quire/api/internalv1"
 	"github.com/quirelog/quire/storage"
 )
 
 // replicaOn is a replica manager for node id with topic "t" configured.
-func replicaOn(t *testing.T, id int32) *ReplicaManager {
+func replicaOn(t *testing.T, id int32) *Manager {
 	t.Helper()
-	rm := testReplicaManager(t)
-	rm.nodeID = id
-	return rm
+	return newTestManager(t, id, nil, nil)
 }
 
 // lead makes rm lead t-0 at epoch over replicas 1..3 (all in sync) and
 // appends batches of n records.
-func lead(t *testing.T, rm *ReplicaManager, epoch int32, isr []int32, batches ...int) *Partition {
+func lead(t *testing.T, rm *Manager, epoch int32, isr []int32, batches ...int) *Partition {
 	t.Helper()
-	if err := rm.apply("t", 0, assignment{leader: rm.nodeID, leaderEpoch: epoch, replicas: []int32{1, 2, 3}, isr: isr}); err != nil {
+	if err := rm.apply("t", 0, Assignment{Leader: rm.nodeID, LeaderEpoch: epoch, Replicas: []int32{1, 2, 3}, ISR: isr}); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := rm.partition("t", 0)
+	p, _ := rm.Partition("t", 0)
 	for _, n := range batches {
 		if _, err := p.appendAsLeader(testBatch(n), 1, 1); err != nil {
 			t.Fatal(err)
@@ -39,12 +36,12 @@ func lead(t *testing.T, rm *ReplicaManager, epoch int32, isr []int32, batches ..
 	return p
 }
 
-func follow(t *testing.T, rm *ReplicaManager, leader, epoch int32) *Partition {
+func follow(t *testing.T, rm *Manager, leader, epoch int32) *Partition {
 	t.Helper()
-	if err := rm.apply("t", 0, assignment{leader: leader, leaderEpoch: epoch, replicas: []int32{1, 2, 3}, isr: []int32{1, 2, 3}}); err != nil {
+	if err := rm.apply("t", 0, Assignment{Leader: leader, LeaderEpoch: epoch, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := rm.partition("t", 0)
+	p, _ := rm.Partition("t", 0)
 	return p
 }
 
@@ -54,7 +51,7 @@ func follow(t *testing.T, rm *ReplicaManager, leader, epoch int32) *Partition {
 func fetchOnce(t *testing.T, leader, follower *Partition, followerID int32) int {
 	t.Helper()
 	st := follower.state()
-	f := &pb.ReplicaFetchPartition{Topic: "t", CurrentLeaderEpoch: st.leaderEpoch,
+	f := &FetchPartition{Topic: "t", CurrentLeaderEpoch: st.leaderEpoch,
 		FetchOffset: follower.log.LogEndOffset(), LastFetchedEpoch: follower.lastFetchedEpoch()}
 	in := fromLeader{leaderEpoch: st.leaderEpoch, fetchOffset: f.FetchOffset}
 	div, err := leader.followerFetch(followerID, f, time.Now())
@@ -108,10 +105,10 @@ func logContents(t *testing.T, p *Partition) []byte {
 	return all
 }
 
-// TestBrokerReplicationCopiesAndMovesHW: a follower copies the leader's
+// TestReplicaCopiesAndMovesHW: a follower copies the leader's
 // batches byte for byte (offsets and epochs kept), and the leader's HW
 // moves to the smallest LEO over the ISR as the followers report theirs.
-func TestBrokerReplicationCopiesAndMovesHW(t *testing.T) {
+func TestReplicaCopiesAndMovesHW(t *testing.T) {
 	l := lead(t, replicaOn(t, 1), 3, []int32{1, 2, 3}, 5, 3)
 	f2 := follow(t, replicaOn(t, 2), 1, 3)
 	f3 := follow(t, replicaOn(t, 3), 1, 3)
@@ -138,11 +135,11 @@ func TestBrokerReplicationCopiesAndMovesHW(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicationDivergedFollowerTruncates: a replica that led at
+// TestReplicaDivergedFollowerTruncates: a replica that led at
 // epoch 1 and took records nobody copied becomes a follower of the epoch 2
 // leader; its fetch at epoch 1 gets the divergence (epoch 0 ends at 5), it
 // truncates there and copies the leader's epoch 2 records.
-func TestBrokerReplicationDivergedFollowerTruncates(t *testing.T) {
+func TestReplicaDivergedFollowerTruncates(t *testing.T) {
 	rm1, rm2 := replicaOn(t, 1), replicaOn(t, 2)
 	l := lead(t, rm1, 0, []int32{1, 2}, 5)
 	f := follow(t, rm2, 1, 0)
@@ -168,10 +165,10 @@ func TestBrokerReplicationDivergedFollowerTruncates(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicationFollowerRestartsAtLeaderLogStart: a follower whose
+// TestReplicaFollowerRestartsAtLeaderLogStart: a follower whose
 // log end lies below the leader's log start (retention deleted what it
 // needs) is answered out of range and restarts its log there.
-func TestBrokerReplicationFollowerRestartsAtLeaderLogStart(t *testing.T) {
+func TestReplicaFollowerRestartsAtLeaderLogStart(t *testing.T) {
 	l := lead(t, replicaOn(t, 1), 0, []int32{1}, 5, 5)
 	if err := l.log.DeleteRecordsBefore(5); err != nil {
 		t.Fatal(err)
@@ -187,30 +184,30 @@ func TestBrokerReplicationFollowerRestartsAtLeaderLogStart(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicaFetchRefusals: what a leader refuses in a follower's
+// TestReplicaFetchRefusals: what a leader refuses in a follower's
 // fetch, with the error a follower acts on.
-func TestBrokerReplicaFetchRefusals(t *testing.T) {
+func TestReplicaFetchRefusals(t *testing.T) {
 	l := lead(t, replicaOn(t, 1), 4, []int32{1, 2, 3}, 5)
 	now := time.Now()
 	for _, tc := range []struct {
 		name    string
 		replica int32
-		f       *pb.ReplicaFetchPartition
+		f       *FetchPartition
 		want    error
 	}{
-		{"not a replica", 7, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, ErrInvalidRequest},
-		{"the leader itself", 1, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, ErrInvalidRequest},
-		{"older epoch", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 3, LastFetchedEpoch: -1}, ErrFencedLeaderEpoch},
-		{"newer epoch", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 5, LastFetchedEpoch: -1}, ErrUnknownLeaderEpoch},
-		{"past the log end", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, FetchOffset: 6, LastFetchedEpoch: -1}, storage.ErrOffsetOutOfRange},
-		{"negative offset", 2, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, FetchOffset: -1, LastFetchedEpoch: -1}, storage.ErrOffsetOutOfRange},
+		{"not a replica", 7, &FetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, ErrInvalidRequest},
+		{"the leader itself", 1, &FetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, ErrInvalidRequest},
+		{"older epoch", 2, &FetchPartition{CurrentLeaderEpoch: 3, LastFetchedEpoch: -1}, ErrFencedLeaderEpoch},
+		{"newer epoch", 2, &FetchPartition{CurrentLeaderEpoch: 5, LastFetchedEpoch: -1}, ErrUnknownLeaderEpoch},
+		{"past the log end", 2, &FetchPartition{CurrentLeaderEpoch: 4, FetchOffset: 6, LastFetchedEpoch: -1}, storage.ErrOffsetOutOfRange},
+		{"negative offset", 2, &FetchPartition{CurrentLeaderEpoch: 4, FetchOffset: -1, LastFetchedEpoch: -1}, storage.ErrOffsetOutOfRange},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := l.followerFetch(tc.replica, tc.f, now)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
-			if toError(err).Message == "" {
+			if err.Error() == "" {
 				t.Fatal("no message")
 			}
 		})
@@ -219,7 +216,7 @@ func TestBrokerReplicaFetchRefusals(t *testing.T) {
 		t.Fatalf("refused fetches moved the HW to %d", l.HighWatermark())
 	}
 	f := follow(t, replicaOn(t, 2), 3, 4)
-	if _, err := f.followerFetch(3, &pb.ReplicaFetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, now); !errors.Is(err, ErrNotLeader) {
+	if _, err := f.followerFetch(3, &FetchPartition{CurrentLeaderEpoch: 4, LastFetchedEpoch: -1}, now); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("fetch from a follower: %v", err)
 	}
 }
@@ -232,33 +229,32 @@ type isrRecorder struct {
 	done chan struct{}
 }
 
-func (r *isrRecorder) alter(topic string, p int32, a assignment) (assignment, error) {
+func (r *isrRecorder) AlterPartition(_ context.Context, topic string, p int32, a Assignment) (Assignment, error) {
 	r.mu.Lock()
-	r.asks = append(r.asks, slices.Clone(a.isr))
+	r.asks = append(r.asks, slices.Clone(a.ISR))
 	r.mu.Unlock()
-	a.partitionEpoch++
+	a.PartitionEpoch++
 	r.done <- struct{}{}
 	return a, nil
 }
 
-// TestBrokerISRShrinkAndExpand: the leader asks to drop a follower that
+// TestReplicaISRShrinkAndExpand: the leader asks to drop a follower that
 // has not caught up for replica.lag.time.max.ms, keeps one that fetches,
 // and asks to add the dropped one back once it reaches the HW; the
 // committed ISR is what min.insync.replicas counts.
-func TestBrokerISRShrinkAndExpand(t *testing.T) {
-	rm := replicaOn(t, 1)
+func TestReplicaISRShrinkAndExpand(t *testing.T) {
 	rec := &isrRecorder{done: make(chan struct{}, 4)}
-	rm.alterISR = rec.alter
+	rm := newTestManager(t, 1, rec, nil)
 	t0 := time.Now()
-	if err := rm.apply("t", 0, assignment{leader: 1, leaderEpoch: 0, replicas: []int32{1, 2, 3}, isr: []int32{1, 2, 3}}); err != nil {
+	if err := rm.apply("t", 0, Assignment{Leader: 1, LeaderEpoch: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}); err != nil {
 		t.Fatal(err)
 	}
-	l, _ := rm.partition("t", 0)
+	l, _ := rm.Partition("t", 0)
 	if _, err := l.appendAsLeader(testBatch(5), 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	lag := 30 * time.Second
-	if _, err := l.followerFetch(2, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(lag)); err != nil {
+	if _, err := l.followerFetch(2, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(lag)); err != nil {
 		t.Fatal(err)
 	}
 	l.maybeShrinkISR(t0.Add(lag/2), lag)
@@ -272,10 +268,10 @@ func TestBrokerISRShrinkAndExpand(t *testing.T) {
 		t.Fatalf("acks=all with 2 in sync and min.insync.replicas 3: %v", err)
 	}
 	// Follower 3 behind the HW stays out; at the HW it is asked back in.
-	if _, err := l.followerFetch(3, &pb.ReplicaFetchPartition{FetchOffset: 2, LastFetchedEpoch: 0}, t0.Add(lag+2*time.Second)); err != nil {
+	if _, err := l.followerFetch(3, &FetchPartition{FetchOffset: 2, LastFetchedEpoch: 0}, t0.Add(lag+2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.followerFetch(3, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(lag+3*time.Second)); err != nil {
+	if _, err := l.followerFetch(3, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(lag+3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	<-rec.done
@@ -290,13 +286,13 @@ func TestBrokerISRShrinkAndExpand(t *testing.T) {
 	}
 }
 
-// TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted: a follower
+// TestReplicaNewLeaderWithoutAppendsKeepsCommitted: a follower
 // that has a record the new leader lacks (never committed) fetches from a
 // leader that has appended nothing in its epoch: it cuts just that record,
 // keeping everything committed. (Without the new epoch recorded at
 // election, the leader would not know the follower's last epoch, and the
 // follower would throw its whole log away.)
-func TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
+func TestReplicaNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
 	rm1, rm2, rm3 := replicaOn(t, 1), replicaOn(t, 2), replicaOn(t, 3)
 	l := lead(t, rm1, 0, []int32{1, 2, 3}, 5)
 	f2, f3 := follow(t, rm2, 1, 0), follow(t, rm3, 1, 0)
@@ -326,10 +322,10 @@ func TestBrokerReplicationNewLeaderWithoutAppendsKeepsCommitted(t *testing.T) {
 	}
 }
 
-// TestBrokerWaitHWRefusesAfterLeadershipMoves: an acks=all wait does not
+// TestReplicaWaitHWRefusesAfterLeadershipMoves: an acks=all wait does not
 // succeed on a HW this replica follows from another leader, even past the
 // offset: the record at that offset may be another one by then.
-func TestBrokerWaitHWRefusesAfterLeadershipMoves(t *testing.T) {
+func TestReplicaWaitHWRefusesAfterLeadershipMoves(t *testing.T) {
 	rm := replicaOn(t, 1)
 	l := lead(t, rm, 3, []int32{1, 2})
 	info, err := l.appendAsLeader(testBatch(2), -1, 1)
@@ -343,9 +339,9 @@ func TestBrokerWaitHWRefusesAfterLeadershipMoves(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = l.waitHW(ctx, info.leaderEpoch, info.LastOffset, 1)
-	var nle *notLeaderError
-	if !errors.As(err, &nle) || nle.leader != 2 {
+	err = l.waitHW(ctx, info.LeaderEpoch, info.LastOffset, 1)
+	var nle *NotLeaderError
+	if !errors.As(err, &nle) || nle.Leader != 2 {
 		t.Fatalf("wait after losing the leadership: %v", err)
 	}
 }
@@ -356,23 +352,22 @@ type blockingRecorder struct {
 	release chan struct{}
 }
 
-func (r *blockingRecorder) alter(topic string, p int32, a assignment) (assignment, error) {
+func (r *blockingRecorder) AlterPartition(ctx context.Context, topic string, p int32, a Assignment) (Assignment, error) {
 	<-r.release
-	return r.isrRecorder.alter(topic, p, a)
+	return r.isrRecorder.AlterPartition(ctx, topic, p, a)
 }
 
-// TestBrokerHWCountsPendingISRAddition: while a follower's return to the
+// TestReplicaHWCountsPendingISRAddition: while a follower's return to the
 // ISR is being committed, the HW does not pass it (KIP-497's maximal ISR),
 // so it never joins an ISR below the HW.
-func TestBrokerHWCountsPendingISRAddition(t *testing.T) {
-	rm := replicaOn(t, 1)
+func TestReplicaHWCountsPendingISRAddition(t *testing.T) {
 	rec := &blockingRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)}, release: make(chan struct{})}
-	rm.alterISR = rec.alter
+	rm := newTestManager(t, 1, rec, nil)
 	l := lead(t, rm, 0, []int32{1, 2}, 5)
 	now := time.Now()
 	fetch := func(id int32, off int64) {
 		t.Helper()
-		if _, err := l.followerFetch(id, &pb.ReplicaFetchPartition{FetchOffset: off, LastFetchedEpoch: 0}, now); err != nil {
+		if _, err := l.followerFetch(id, &FetchPartition{FetchOffset: off, LastFetchedEpoch: 0}, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -400,18 +395,16 @@ func TestBrokerHWCountsPendingISRAddition(t *testing.T) {
 	}
 }
 
-// TestBrokerFencedFollowerNotAddedToISR: a follower whose broker the
+// TestReplicaFencedFollowerNotAddedToISR: a follower whose broker the
 // controller has fenced keeps fetching, but the leader does not ask for it
 // in the ISR; dropping a lagging member is not held up by it.
-func TestBrokerFencedFollowerNotAddedToISR(t *testing.T) {
-	rm := replicaOn(t, 1)
+func TestReplicaFencedFollowerNotAddedToISR(t *testing.T) {
 	rec := &isrRecorder{done: make(chan struct{}, 4)}
-	rm.alterISR = rec.alter
-	rm.registered = func(id int32) (registration, bool) { return registration{fenced: id == 3}, true }
+	rm := newTestManager(t, 1, rec, brokersFunc(func(id int32) (Registration, bool) { return Registration{Fenced: id == 3}, true }))
 	t0 := time.Now()
 	l := lead(t, rm, 0, []int32{1, 2}, 5)
 	for i := range 5 {
-		if _, err := l.followerFetch(3, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(time.Duration(i)*time.Second)); err != nil {
+		if _, err := l.followerFetch(3, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, t0.Add(time.Duration(i)*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -439,7 +432,7 @@ type scriptedRecorder struct {
 	release chan struct{} // if set, each answer waits for it
 }
 
-func (r *scriptedRecorder) alter(topic string, p int32, a assignment) (assignment, error) {
+func (r *scriptedRecorder) AlterPartition(ctx context.Context, topic string, p int32, a Assignment) (Assignment, error) {
 	if r.release != nil {
 		<-r.release
 	}
@@ -451,32 +444,31 @@ func (r *scriptedRecorder) alter(topic string, p int32, a assignment) (assignmen
 	r.mu.Unlock()
 	if err != nil {
 		r.mu.Lock()
-		r.asks = append(r.asks, slices.Clone(a.isr))
+		r.asks = append(r.asks, slices.Clone(a.ISR))
 		r.mu.Unlock()
 		r.done <- struct{}{}
 		return a, err
 	}
-	return r.isrRecorder.alter(topic, p, a)
+	return r.isrRecorder.AlterPartition(ctx, topic, p, a)
 }
 
-// TestBrokerISRChangeOutcomes: a stale image does not undo a committed
+// TestReplicaISRChangeOutcomes: a stale image does not undo a committed
 // ISR change; a refused addition lets the HW go on without the follower;
 // an unanswered one keeps counting it and is sent again until answered.
-func TestBrokerISRChangeOutcomes(t *testing.T) {
+func TestReplicaISRChangeOutcomes(t *testing.T) {
 	t.Run("stale image", func(t *testing.T) {
-		rm := replicaOn(t, 1)
 		rec := &isrRecorder{done: make(chan struct{}, 4)}
-		rm.alterISR = rec.alter
+		rm := newTestManager(t, 1, rec, nil)
 		l := lead(t, rm, 0, []int32{1, 2}, 5)
 		for _, id := range []int32{2, 3} {
-			if _, err := l.followerFetch(id, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
+			if _, err := l.followerFetch(id, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
 		<-rec.done
 		rm.bg.Wait()
 		// The image the watcher reconciles next still has the old ISR.
-		if err := rm.apply("t", 0, assignment{leader: 1, leaderEpoch: 0, partitionEpoch: 0, replicas: []int32{1, 2, 3}, isr: []int32{1, 2}}); err != nil {
+		if err := rm.apply("t", 0, Assignment{Leader: 1, LeaderEpoch: 0, PartitionEpoch: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}); err != nil {
 			t.Fatal(err)
 		}
 		if st := l.state(); !slices.Equal(st.isr, []int32{1, 2, 3}) || st.partitionEpoch != 1 {
@@ -484,12 +476,11 @@ func TestBrokerISRChangeOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		rm := replicaOn(t, 1)
 		rec := &scriptedRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)},
-			answers: []error{fmt.Errorf("%w: fenced", errISRRefused)}, release: make(chan struct{})}
-		rm.alterISR = rec.alter
+			answers: []error{fmt.Errorf("%w: fenced", ErrISRRefused)}, release: make(chan struct{})}
+		rm := newTestManager(t, 1, rec, nil)
 		l := lead(t, rm, 0, []int32{1}, 5)
-		if _, err := l.followerFetch(2, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
+		if _, err := l.followerFetch(2, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.appendAsLeader(testBatch(5), -1, 1); err != nil {
@@ -506,12 +497,11 @@ func TestBrokerISRChangeOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("unanswered", func(t *testing.T) {
-		rm := replicaOn(t, 1)
 		rec := &scriptedRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)}, answers: []error{errors.New("controller unreachable")}}
-		rm.alterISR = rec.alter
+		rm := newTestManager(t, 1, rec, nil)
 		l := lead(t, rm, 0, []int32{1}, 5)
 		now := time.Now()
-		if _, err := l.followerFetch(2, &pb.ReplicaFetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, now); err != nil {
+		if _, err := l.followerFetch(2, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, now); err != nil {
 			t.Fatal(err)
 		}
 		<-rec.done

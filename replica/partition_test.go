@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -7,37 +7,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/storage"
 )
 
-func testReplicaManager(t *testing.T) *ReplicaManager {
+func testReplicaManager(t *testing.T) *Manager {
 	t.Helper()
-	sm, err := storage.OpenManager(t.TempDir(), storage.DefaultLogConfig(), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sm.Close() })
-	rm := newReplicaManager(1, sm, storage.DefaultLogConfig(), hclog.NewNullLogger())
-	c := DefaultConfig()
-	tc, err := c.topicDefaults().resolve(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm.setTopicConfig("t", tc)
-	return rm
+	return newTestManager(t, 1, nil, nil)
 }
 
 // makeLeader leads the replica at epoch with isr as its replicas too.
-func (rm *ReplicaManager) makeLeader(topic string, p, epoch int32, isr []int32) error {
-	return rm.apply(topic, p, assignment{leader: rm.nodeID, leaderEpoch: epoch, replicas: isr, isr: isr})
+func (rm *Manager) makeLeader(topic string, p, epoch int32, isr []int32) error {
+	return rm.apply(topic, p, Assignment{Leader: rm.nodeID, LeaderEpoch: epoch, Replicas: isr, ISR: isr})
 }
 
 // makeFollower follows leader at epoch, with isr as its replicas too.
-func (rm *ReplicaManager) makeFollower(topic string, p, leader, epoch int32, isr []int32) error {
-	return rm.apply(topic, p, assignment{leader: leader, leaderEpoch: epoch, replicas: isr, isr: isr})
+func (rm *Manager) makeFollower(topic string, p, leader, epoch int32, isr []int32) error {
+	return rm.apply(topic, p, Assignment{Leader: leader, LeaderEpoch: epoch, Replicas: isr, ISR: isr})
 }
 
 // updateFollowerLEO records a follower's LEO (its fetch offset) as a fetch
@@ -54,15 +40,15 @@ func testBatch(n int) []byte {
 	return b.Build()
 }
 
-// TestBrokerPartitionHWFollowsISR checks the replication-ready HW
+// TestReplicaPartitionHWFollowsISR checks the replication-ready HW
 // rule: HW = min LEO over the ISR, reads stop at the HW, and acks=all
 // waiters are released only once the HW passes their batch.
-func TestBrokerPartitionHWFollowsISR(t *testing.T) {
+func TestReplicaPartitionHWFollowsISR(t *testing.T) {
 	rm := testReplicaManager(t)
 	if err := rm.makeLeader("t", 0, 3, []int32{1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := rm.partition("t", 0)
+	p, _ := rm.Partition("t", 0)
 	info, err := p.appendAsLeader(testBatch(5), -1, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +56,13 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	if info.FirstOffset != 0 || info.LastOffset != 4 || p.HighWatermark() != 0 {
 		t.Fatalf("append %+v, hw %d", info, p.HighWatermark())
 	}
-	res, hw, err := p.read(0, 1<<20)
+	res, hw, err := p.Read(0, 1<<20)
 	if err != nil || len(res.Batches) != 0 || hw != 0 {
 		t.Fatalf("read past the HW: %d bytes, hw %d, %v", len(res.Batches), hw, err)
 	}
 
 	acked := make(chan error, 1)
-	go func() { acked <- p.waitHW(context.Background(), info.leaderEpoch, info.LastOffset, 2) }()
+	go func() { acked <- p.waitHW(context.Background(), info.LeaderEpoch, info.LastOffset, 2) }()
 
 	p.updateFollowerLEO(2, 3) // follower has 0..2
 	if p.HighWatermark() != 3 {
@@ -106,7 +92,7 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 1); !errors.Is(err, ErrRequestTimedOut) {
+	if err := p.waitHW(ctx, info.LeaderEpoch, info.LastOffset, 1); !errors.Is(err, ErrRequestTimedOut) {
 		t.Fatalf("want timeout, got %v", err)
 	}
 
@@ -130,69 +116,18 @@ func TestBrokerPartitionHWFollowsISR(t *testing.T) {
 	if err := rm.makeFollower("t", 0, 2, 5, []int32{1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	var nle *notLeaderError
-	if _, err := p.appendAsLeader(testBatch(1), 1, 1); !errors.As(err, &nle) || nle.leader != 2 {
+	var nle *NotLeaderError
+	if _, err := p.appendAsLeader(testBatch(1), 1, 1); !errors.As(err, &nle) || nle.Leader != 2 {
 		t.Fatalf("follower append: %v", err)
 	}
-	if e := toError(err2(p.appendAsLeader(testBatch(1), 1, 1))); e.LeaderId != 2 || !e.Retriable {
-		t.Fatalf("inline not-leader error: %+v", e)
+	if _, err := p.appendAsLeader(testBatch(1), 1, 1); !errors.As(err, &nle) || nle.Leader != 2 || nle.Epoch != 5 {
+		t.Fatalf("follower append again: %v", err)
 	}
 }
 
-func err2[T any](_ T, err error) error { return err }
-
-func TestBrokerErrorTable(t *testing.T) {
-	for _, m := range errorTable {
-		e := toError(m.err)
-		if e.Code != m.code || e.Retriable != m.retriable {
-			t.Errorf("%v maps to %v/%v, want %v/%v (shadowed by an earlier row?)", m.err, e.Code, e.Retriable, m.code, m.retriable)
-		}
-	}
-	if e := toError(errors.New("surprise")); e.Code.String() != "UNKNOWN_SERVER_ERROR" || e.Retriable {
-		t.Errorf("unknown error: %+v", e)
-	}
-	if toError(nil) != nil || toStatus(nil) != nil {
-		t.Errorf("nil must map to nil")
-	}
-}
-
-func TestBrokerConfigRetentionPrecedence(t *testing.T) {
-	c := DefaultConfig()
-	if got := c.retentionMs(); got != 168*3600*1000 {
-		t.Fatalf("hours: %d", got)
-	}
-	_ = c.Set("log.retention.minutes", "5")
-	if got := c.retentionMs(); got != 5*60*1000 {
-		t.Fatalf("minutes: %d", got)
-	}
-	_ = c.Set("log.retention.ms", "-1")
-	if got := c.retentionMs(); got != -1 {
-		t.Fatalf("ms: %d", got)
-	}
-	tc, err := c.topicDefaults().resolve(map[string]string{"retention.bytes": "100"})
-	if err != nil || tc.RetentionMs != -1 || tc.RetentionBytes != 100 || tc.MaxMessageBytes != 1048588 {
-		t.Fatalf("resolved %+v %v", tc, err)
-	}
-	if lc := tc.logConfig(storage.DefaultLogConfig()); !lc.Preallocate {
-		t.Fatal("preallocate is on by default")
-	}
-	_ = c.Set("log.preallocate", "false")
-	tc, _ = c.topicDefaults().resolve(nil)
-	if tc.logConfig(storage.DefaultLogConfig()).Preallocate {
-		t.Fatal("log.preallocate=false is not the topics' default")
-	}
-	tc, _ = c.topicDefaults().resolve(map[string]string{"preallocate": "true"})
-	if !tc.logConfig(storage.DefaultLogConfig()).Preallocate {
-		t.Fatal("preallocate=true on the topic does not win over the broker's default")
-	}
-	if _, err := c.topicDefaults().resolve(map[string]string{"preallocate": "yes"}); err == nil {
-		t.Fatal("preallocate=yes accepted")
-	}
-}
-
-// FuzzBrokerAppend feeds outside bytes to the leader's append path: it
+// FuzzReplicaAppend feeds outside bytes to the leader's append path: it
 // must never panic, and a batch set is appended whole or not at all.
-func FuzzBrokerAppend(f *testing.F) {
+func FuzzReplicaAppend(f *testing.F) {
 	f.Add(testBatch(1))
 	f.Add(append(testBatch(2), testBatch(3)...))
 	f.Add([]byte{})
@@ -202,14 +137,11 @@ func FuzzBrokerAppend(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = sm.Close() })
-	rm := newReplicaManager(1, sm, storage.DefaultLogConfig(), hclog.NewNullLogger())
-	c := DefaultConfig()
-	tc, _ := c.topicDefaults().resolve(nil)
-	rm.setTopicConfig("t", tc)
+	rm := newManagerOn(f, 1, sm, nil, nil)
 	if err := rm.makeLeader("t", 0, 0, []int32{1}); err != nil {
 		f.Fatal(err)
 	}
-	p, _ := rm.partition("t", 0)
+	p, _ := rm.Partition("t", 0)
 	f.Fuzz(func(t *testing.T, batches []byte) {
 		in := append([]byte(nil), batches...)
 		before := p.log.LogEndOffset()
@@ -230,12 +162,12 @@ func FuzzBrokerAppend(f *testing.F) {
 // An acks=all append waiting for the HW while the ISR shrinks below
 // min.insync.replicas is not acknowledged: the HW passes it with fewer
 // copies than asked for, which is NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
+func TestReplicaPartitionAcksAllAfterISRShrink(t *testing.T) {
 	rm := testReplicaManager(t)
 	if err := rm.makeLeader("t", 0, 3, []int32{1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := rm.partition("t", 0)
+	p, _ := rm.Partition("t", 0)
 	info, err := p.appendAsLeader(testBatch(5), -1, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +175,7 @@ func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 2) }()
+	go func() { done <- p.waitHW(ctx, info.LeaderEpoch, info.LastOffset, 2) }()
 	// Wait until the waiter is registered, then drop broker 2 from the ISR.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -267,10 +199,10 @@ func TestPartitionAcksAllAfterISRShrink(t *testing.T) {
 	}
 	// A later wait for the same offset with the ISR still too small fails
 	// at once; with min.insync.replicas 1 it succeeds.
-	if err := p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 2); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+	if err := p.waitHW(ctx, info.LeaderEpoch, info.LastOffset, 2); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
 		t.Fatalf("got %v", err)
 	}
-	if err := p.waitHW(ctx, info.leaderEpoch, info.LastOffset, 1); err != nil {
+	if err := p.waitHW(ctx, info.LeaderEpoch, info.LastOffset, 1); err != nil {
 		t.Fatal(err)
 	}
 }

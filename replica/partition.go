@@ -1,7 +1,8 @@
-package broker
+package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,13 +16,14 @@ import (
 // long-polling fetches) are woken whenever the high watermark moves, and
 // follower fetches whenever the LEO does. It asks the controller to shrink
 // the ISR when a follower falls behind and to expand it when one catches
-// up (replication.go). As follower it is kept in step by the fetcher of
-// its leader (fetcher.go).
+// up (isr.go). As follower it is kept in step by the fetcher of its
+// leader (fetcher.go, follower.go); the leader's side of that fetch is in
+// leader_fetch.go.
 type Partition struct {
 	topic string
 	id    int32
 	log   *storage.Log
-	rm    *ReplicaManager
+	rm    *Manager
 
 	// appendMu serialises appends, leader or follower, and truncations, so
 	// that offsets are assigned in order, HW updates follow them, and a
@@ -42,6 +44,7 @@ type Partition struct {
 	isrUnanswered  bool                     // the last change got no answer: send it again
 	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
+	failed         error     // the log failed: the replica is out of service (logFailed)
 	waiters        waiterSet // HW moves, leadership changes
 	leoWaiters     waiterSet // appends, leadership changes
 }
@@ -53,6 +56,17 @@ type followerState struct {
 	lastCaughtUp       time.Time
 	lastFetch          time.Time
 	lastFetchLeaderLEO int64
+	logFailed          bool // its log failed: out of the ISR for this epoch
+}
+
+func newPartition(rm *Manager, topic string, id int32, l *storage.Log) *Partition {
+	p := &Partition{topic: topic, id: id, log: l, rm: rm, leaderID: -1}
+	if hw, ok := l.HighWatermark(); ok {
+		p.setHW(hw)
+	} else {
+		p.setHW(l.LogStartOffset())
+	}
+	return p
 }
 
 // Topic returns the topic name.
@@ -74,9 +88,27 @@ type partitionState struct {
 
 // is reports whether the replica is already in the state a describes, as
 // seen from broker self.
-func (st partitionState) is(a assignment, self int32) bool {
-	return st.leader == (a.leader == self) && st.leaderID == a.leader && st.leaderEpoch == a.leaderEpoch &&
-		st.partitionEpoch == a.partitionEpoch && equalIDs(st.isr, a.isr) && equalIDs(st.replicas, a.replicas)
+func (st partitionState) is(a Assignment, self int32) bool {
+	return st.leader == (a.Leader == self) && st.leaderID == a.Leader && st.leaderEpoch == a.LeaderEpoch &&
+		st.partitionEpoch == a.PartitionEpoch && equalIDs(st.isr, a.ISR) && equalIDs(st.replicas, a.Replicas)
+}
+
+// State is a consistent view of a replica's leadership and offsets.
+type State struct {
+	Leader         bool // this broker leads it
+	LeaderID       int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	HighWatermark  int64
+}
+
+// State returns the replica's leadership and HW.
+func (p *Partition) State() State {
+	st := p.state()
+	return State{Leader: st.leader, LeaderID: st.leaderID, LeaderEpoch: st.leaderEpoch, PartitionEpoch: st.partitionEpoch,
+		Replicas: st.replicas, ISR: st.isr, HighWatermark: st.hw}
 }
 
 func (p *Partition) state() partitionState {
@@ -94,13 +126,7 @@ func (p *Partition) HighWatermark() int64 {
 	return p.hw
 }
 
-// assignment is a partition's leadership as the metadata image has it.
-type assignment struct {
-	leader, leaderEpoch, partitionEpoch int32
-	replicas, isr                       []int32
-}
-
-// becomeLeader makes this replica the leader (a.leader is this broker). A
+// becomeLeader makes this replica the leader (a.Leader is this broker). A
 // new epoch forgets what it knew of the followers: the HW waits for each
 // in-sync follower's first fetch, and every follower counts as caught up
 // now, so none is dropped from the ISR before it has had
@@ -108,12 +134,12 @@ type assignment struct {
 // change this leader asked for, or the controller's) keeps them; the same
 // epoch at an older partition epoch (an image behind the controller's
 // answer to this leader) is ignored.
-func (p *Partition) becomeLeader(a assignment, now time.Time) {
+func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	p.appendMu.Lock() // no follower append or truncation under way
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
-	newEpoch := !p.leader || p.leaderEpoch != a.leaderEpoch
-	if !newEpoch && a.partitionEpoch < p.partitionEpoch {
+	newEpoch := !p.leader || p.leaderEpoch != a.LeaderEpoch
+	if !newEpoch && a.PartitionEpoch < p.partitionEpoch {
 		// An image older than an ISR change this leader already applied
 		// from the controller's answer: keep the newer state.
 		p.mu.Unlock()
@@ -126,25 +152,25 @@ func (p *Partition) becomeLeader(a assignment, now time.Time) {
 		// syncs the checkpoint, so not under mu (readers of the state wait
 		// on it); appendMu keeps every append and leadership change out.
 		p.mu.Unlock()
-		if err := p.log.AssignEpochStart(a.leaderEpoch); err != nil {
-			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.leaderEpoch, "error", err)
+		if err := p.log.AssignEpochStart(a.LeaderEpoch); err != nil {
+			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.LeaderEpoch, "error", err)
 		}
 		p.mu.Lock()
 	}
-	if !newEpoch && a.partitionEpoch > p.partitionEpoch && !p.isrPending {
+	if !newEpoch && a.PartitionEpoch > p.partitionEpoch && !p.isrPending {
 		// The image has the outcome of the last change asked for.
 		p.pendingISR, p.isrUnanswered = nil, false
 	}
-	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = true, a.leader, a.leaderEpoch, a.partitionEpoch
-	p.replicas = append([]int32(nil), a.replicas...)
-	p.isr = append([]int32(nil), a.isr...)
+	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = true, a.Leader, a.LeaderEpoch, a.PartitionEpoch
+	p.replicas = append([]int32(nil), a.Replicas...)
+	p.isr = append([]int32(nil), a.ISR...)
 	if newEpoch {
 		p.followers = map[int32]*followerState{}
 		p.epochStart = p.log.LogEndOffset()
 		p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
 	}
 	for _, id := range p.replicas {
-		if _, ok := p.followers[id]; !ok && id != a.leader {
+		if _, ok := p.followers[id]; !ok && id != a.Leader {
 			p.followers[id] = &followerState{leo: -1, lastCaughtUp: now, lastFetch: now, lastFetchLeaderLEO: -1}
 		}
 	}
@@ -160,12 +186,12 @@ func (p *Partition) becomeLeader(a assignment, now time.Time) {
 
 // becomeFollower records the current leader (-1: none); the fetcher of
 // that leader keeps the log in step.
-func (p *Partition) becomeFollower(a assignment) {
+func (p *Partition) becomeFollower(a Assignment) {
 	p.appendMu.Lock() // no leader append under way
 	p.mu.Lock()
-	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = false, a.leader, a.leaderEpoch, a.partitionEpoch
-	p.replicas = append([]int32(nil), a.replicas...)
-	p.isr = append([]int32(nil), a.isr...)
+	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = false, a.Leader, a.LeaderEpoch, a.PartitionEpoch
+	p.replicas = append([]int32(nil), a.Replicas...)
+	p.isr = append([]int32(nil), a.ISR...)
 	p.followers = nil
 	p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
 	p.waiters.signal()
@@ -203,7 +229,7 @@ func (p *Partition) maybeAdvanceHWLocked() {
 		return
 	}
 	p.hw = hw
-	p.rm.storage.SetHighWatermark(p.topic, p.id, hw)
+	p.log.SetHighWatermark(hw)
 	p.waiters.signal()
 }
 
@@ -235,11 +261,13 @@ func (w waiterSet) signal() {
 	}
 }
 
-// watch registers ch to receive a (coalesced) signal whenever the HW
-// advances or leadership changes; unwatch removes it.
-func (p *Partition) watch(ch chan struct{}) { p.withLock(func() { p.waiters.add(ch) }) }
+// Watch registers ch to receive a (coalesced) signal whenever the HW
+// advances or leadership changes; Unwatch removes it. Consumer fetches
+// long-poll on it.
+func (p *Partition) Watch(ch chan struct{}) { p.withLock(func() { p.waiters.add(ch) }) }
 
-func (p *Partition) unwatch(ch chan struct{}) { p.withLock(func() { delete(p.waiters, ch) }) }
+// Unwatch undoes Watch.
+func (p *Partition) Unwatch(ch chan struct{}) { p.withLock(func() { delete(p.waiters, ch) }) }
 
 // watchLEO registers ch to receive a (coalesced) signal whenever the log
 // end offset moves or leadership changes: follower fetches long-poll on
@@ -254,35 +282,66 @@ func (p *Partition) withLock(fn func()) {
 	fn()
 }
 
-// leaderAppend is an append made as leader at leaderEpoch.
-type leaderAppend struct {
+// AppendResult is an append made as leader: where the batches went, and
+// what an acks=all caller waits on (AwaitReplicated).
+type AppendResult struct {
 	storage.AppendInfo
-	leaderEpoch int32
+	LeaderEpoch int32
+	// LogStartOffset is the log start after the append.
+	LogStartOffset int64
+	// MinInsyncReplicas is min.insync.replicas when the batches were
+	// appended.
+	MinInsyncReplicas int32
+}
+
+// Append appends batches as leader (RecordBatch v2 bytes, modified in
+// place: base offsets and the leader epoch are written into them).
+// requiredAcks -1 checks the ISR against the topic's min.insync.replicas
+// first (NOT_ENOUGH_REPLICAS: nothing appended); then wait with
+// AwaitReplicated.
+func (p *Partition) Append(batches []byte, requiredAcks int32) (AppendResult, error) {
+	tc, _ := p.rm.topicConfig(p.topic)
+	res, err := p.appendAsLeader(batches, requiredAcks, tc.MinInsyncReplicas)
+	if err != nil {
+		return res, err
+	}
+	res.LogStartOffset = p.log.LogStartOffset()
+	return res, nil
+}
+
+// AwaitReplicated blocks until the append res is on every in-sync replica
+// (the HW passed it), ctx ends (ErrRequestTimedOut), or the replica stops
+// leading at the append's epoch (a NotLeaderError).
+func (p *Partition) AwaitReplicated(ctx context.Context, res AppendResult) error {
+	return p.waitHW(ctx, res.LeaderEpoch, res.LastOffset, res.MinInsyncReplicas)
 }
 
 // appendAsLeader appends batches (RecordBatch v2 bytes, modified in place:
 // base offsets and the leader epoch are written into them). requiredAcks
 // -1 checks the ISR against min.insync.replicas first.
-func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (leaderAppend, error) {
+func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	st := p.state()
 	if !st.leader {
-		return leaderAppend{}, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+		return AppendResult{}, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
 	}
 	if requiredAcks == -1 && int32(len(st.isr)) < minISR {
-		return leaderAppend{}, fmt.Errorf("%w: %s-%d has %d in-sync replicas, min.insync.replicas is %d",
+		return AppendResult{}, fmt.Errorf("%w: %s-%d has %d in-sync replicas, min.insync.replicas is %d",
 			ErrNotEnoughReplicas, p.topic, p.id, len(st.isr), minISR)
 	}
 	info, err := p.log.AppendAsLeader(batches, st.leaderEpoch)
+	if errors.Is(err, storage.ErrLogFailed) {
+		p.logFailed(err)
+	}
 	if err != nil {
-		return leaderAppend{AppendInfo: info, leaderEpoch: st.leaderEpoch}, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+		return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR}, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
 	p.mu.Lock()
 	p.maybeAdvanceHWLocked()
 	p.leoWaiters.signal()
 	p.mu.Unlock()
-	return leaderAppend{AppendInfo: info, leaderEpoch: st.leaderEpoch}, nil
+	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR}, nil
 }
 
 // waitHW blocks until the HW passes offset, appended at leader epoch epoch
@@ -293,15 +352,15 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 // Kafka, and the producer retries.
 func (p *Partition) waitHW(ctx context.Context, epoch int32, offset int64, minISR int32) error {
 	ch := make(chan struct{}, 1)
-	p.watch(ch)
-	defer p.unwatch(ch)
+	p.Watch(ch)
+	defer p.Unwatch(ch)
 	for {
 		st := p.state()
 		// Leadership first: a replica that stopped leading after the
 		// append may have truncated it and copied another leader's
 		// records at that offset since, up to that leader's HW.
 		if !st.leader || st.leaderEpoch != epoch {
-			return &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+			return &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
 		}
 		if st.hw > offset {
 			if int32(len(st.isr)) < minISR {
@@ -319,8 +378,8 @@ func (p *Partition) waitHW(ctx context.Context, epoch int32, offset int64, minIS
 	}
 }
 
-// checkLeaderEpoch compares a client's view of the leader epoch with ours.
-func (p *Partition) checkLeaderEpoch(current *int32) error {
+// CheckLeaderEpoch compares a client's view of the leader epoch with ours.
+func (p *Partition) CheckLeaderEpoch(current *int32) error {
 	if current == nil || *current < 0 {
 		return nil
 	}
@@ -334,11 +393,12 @@ func (p *Partition) checkLeaderEpoch(current *int32) error {
 	return nil
 }
 
-// read returns whole batches from offset, never at or past the HW.
-func (p *Partition) read(offset int64, maxBytes int) (storage.ReadResult, int64, error) {
+// Read returns whole batches from offset, never at or past the HW, and
+// the HW they were read under; only the leader answers.
+func (p *Partition) Read(offset int64, maxBytes int) (storage.ReadResult, int64, error) {
 	st := p.state()
 	if !st.leader {
-		return storage.ReadResult{}, st.hw, &notLeaderError{topic: p.topic, partition: p.id, leader: st.leaderID, epoch: st.leaderEpoch}
+		return storage.ReadResult{}, st.hw, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
 	}
 	res, err := p.log.Read(offset, maxBytes, st.hw)
 	if err != nil {
@@ -347,11 +407,32 @@ func (p *Partition) read(offset int64, maxBytes int) (storage.ReadResult, int64,
 	return res, st.hw, nil
 }
 
-func contains(s []int32, v int32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
+// ReadAppend is Read into buf's spare capacity (see
+// storage.Log.ReadAppend).
+func (p *Partition) ReadAppend(buf []byte, offset int64, maxBytes int) (storage.ReadResult, int64, error) {
+	st := p.state()
+	if !st.leader {
+		return storage.ReadResult{}, st.hw, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
 	}
-	return false
+	res, err := p.log.ReadAppend(buf, offset, maxBytes, st.hw)
+	if err != nil {
+		return res, st.hw, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+	}
+	return res, st.hw, nil
+}
+
+// LogStartOffset is the first offset of the replica's log.
+func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
+
+// LogEndOffset is the next offset the replica's log will write.
+func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
+
+// OffsetForTimestamp is the first offset whose timestamp is at least ts
+// (see storage.Log.OffsetForTimestamp).
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
+	off, found, ok, err := p.log.OffsetForTimestamp(ts)
+	if err != nil {
+		return off, found, ok, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+	}
+	return off, found, ok, nil
 }

@@ -1,0 +1,127 @@
+package broker
+
+// Describing logs: the offsets of every partition as its leader knows
+// them, for DescribeTopics, asking the other leaders with DescribeLogs.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/metadata"
+)
+
+// describeLog is this broker's view of one replica's offsets.
+func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
+	d := &pb.LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1}
+	part, ok := b.rm.Partition(topic, partition)
+	if !ok {
+		return d
+	}
+	st := part.State()
+	d.Hosted = true
+	d.Leader = st.Leader
+	d.LeaderEpoch = st.LeaderEpoch
+	d.LogStartOffset = part.LogStartOffset()
+	d.HighWatermark = part.HighWatermark()
+	d.LogEndOffset = part.LogEndOffset()
+	var failure error
+	if d.Dir, failure = part.LogFailure(); failure != nil {
+		d.Failure = failure.Error()
+	}
+	return d
+}
+
+// describeLogsTimeout bounds how long DescribeTopics waits for the leaders
+// it asks for their offsets; a leader that does not answer in time shows
+// -1.
+const describeLogsTimeout = 2 * time.Second
+
+// describeTopics describes topics with the offsets of every partition as
+// its leader knows them: this broker's own replicas directly, every other
+// leader asked at once with DescribeLogs (one call per leader, within
+// describeLogsTimeout). Partitions without a leader, or whose leader could
+// not be asked or no longer leads them, show -1.
+func (b *Broker) describeTopics(ctx context.Context, img *metadata.Image, topics []metadata.TopicInfo) []*quirev1.TopicDescription {
+	out := make([]*quirev1.TopicDescription, 0, len(topics))
+	remote := map[int32][]*quirev1.PartitionDescription{}
+	refs := map[int32][]*pb.LogPartitionRef{}
+	self := b.cfg.NodeID
+	for _, t := range topics {
+		d := &quirev1.TopicDescription{Name: t.Name, TopicId: t.ID, Configs: t.Configs}
+		for _, p := range t.Partitions {
+			pd := &quirev1.PartitionDescription{
+				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+				Replicas: p.Replicas, Isr: p.ISR,
+				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1,
+			}
+			switch {
+			case p.Leader < 0:
+			case p.Leader == self:
+				setOffsets(pd, b.describeLog(t.Name, p.Partition))
+			default:
+				remote[p.Leader] = append(remote[p.Leader], pd)
+				refs[p.Leader] = append(refs[p.Leader], &pb.LogPartitionRef{Topic: t.Name, Partition: p.Partition})
+			}
+			d.Partitions = append(d.Partitions, pd)
+		}
+		out = append(out, d)
+	}
+	if len(remote) == 0 {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, describeLogsTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for leader, pds := range remote {
+		br, ok := img.Broker(leader)
+		if !ok || br.Addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logs, err := b.cluster.describeLogs(ctx, br.Addr, refs[leader])
+			if err != nil {
+				b.logger.Debug("cannot ask a partition leader for its offsets", "broker", leader, "addr", br.Addr, "error", err)
+				return
+			}
+			for i, pd := range pds {
+				if i < len(logs) {
+					setOffsets(pd, logs[i])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// setOffsets copies a leader's offsets into pd; a replica not hosted or
+// not led there (leadership moved since the image) leaves -1.
+func setOffsets(pd *quirev1.PartitionDescription, l *pb.LogDescription) {
+	if l == nil || !l.Hosted || !l.Leader || l.Partition != pd.Partition {
+		return
+	}
+	pd.LogStartOffset, pd.HighWatermark, pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
+}
+
+// describeLogs asks the broker at addr for the offsets of refs, over the
+// node-to-node connection to it.
+func (c *cluster) describeLogs(ctx context.Context, addr string, refs []*pb.LogPartitionRef) ([]*pb.LogDescription, error) {
+	cc, err := c.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := pb.NewReplicaServiceClient(cc).DescribeLogs(ctx, &pb.DescribeLogsRequest{Partitions: refs})
+	if err != nil {
+		return nil, fmt.Errorf("broker: describe logs at %s: %w", addr, err)
+	}
+	if len(resp.Logs) != len(refs) {
+		return nil, fmt.Errorf("broker: describe logs at %s: %d answers for %d partitions", addr, len(resp.Logs), len(refs))
+	}
+	return resp.Logs, nil
+}

@@ -1,0 +1,258 @@
+package broker
+
+// Joining the metadata quorum and the broker's lifecycle in it: the raft
+// node over the broker's gRPC server, registration and heartbeats, and the
+// controlled shutdown.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	"github.com/quirelog/quire/controlplane"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/raftgrpc"
+	"github.com/quirelog/quire/replica"
+)
+
+// cluster is the broker's membership of the cluster: it runs the raft
+// node (over the broker's gRPC server) and the broker lifecycle
+// (quorum.go), watches the image and reconciles the replicas with it
+// (watcher.go), calls the controller (fwd), stands for the
+// cluster to the replica manager (replica_deps.go) and holds the
+// node-to-node connections (peers.go).
+type cluster struct {
+	cfg         *Config
+	logger      hclog.Logger
+	rm          *replica.Manager // reconciled by the watcher; given by start
+	defaults    topicDefaults
+	incarnation string
+
+	transport *raftgrpc.Transport
+	node      *metadata.Node
+	fwd       *controlplane.Forwarder
+	lifecycle *controlplane.Lifecycle
+
+	stop    chan struct{}
+	stopped chan struct{}
+
+	mu         sync.Mutex
+	reconciled *metadata.Image // last image the replicas were brought in line with
+	changed    chan struct{}   // closed and replaced after each reconcile
+	ready      chan struct{}   // closed once this broker is registered and unfenced
+	readyOnce  sync.Once
+
+	peersMu     sync.Mutex
+	peers       map[string]*grpc.ClientConn // node-to-node connections by address (peers.go)
+	peersClosed bool
+}
+
+func newCluster(cfg *Config, logger hclog.Logger) *cluster {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &cluster{
+		cfg:         cfg,
+		logger:      logger,
+		defaults:    cfg.topicDefaults(),
+		incarnation: hex.EncodeToString(b[:]),
+		stop:        make(chan struct{}),
+		stopped:     make(chan struct{}),
+		changed:     make(chan struct{}),
+		ready:       make(chan struct{}),
+	}
+}
+
+// register adds the raft transport and controller service to gs. It must
+// run before gs serves.
+func (c *cluster) register(gs *grpc.Server, advertised string) {
+	c.transport = raftgrpc.New(raft.ServerAddress(advertised),
+		raftgrpc.WithLogger(c.logger.Named("raft-transport")),
+		raftgrpc.WithDialOptions(c.dialOptions()...))
+	c.transport.Register(gs)
+}
+
+// registerControllerService adds the controller RPCs; the node must be open.
+func (c *cluster) registerControllerService(gs *grpc.Server) {
+	controlplane.NewService(c.node).Register(gs)
+}
+
+// open starts the raft node. It must run before gs serves (the controller
+// service needs the node) but raft only talks to peers once gs serves.
+func (c *cluster) open(advertised string) error {
+	voters, err := parseVoters(c.cfg.ControllerQuorumVoters)
+	if err != nil {
+		return err
+	}
+	if len(voters) == 0 {
+		voters = []voter{{ID: c.cfg.NodeID, Addr: advertised}}
+	}
+	mc := metadata.DefaultConfig()
+	mc.NodeID = c.cfg.NodeID
+	mc.ClusterID = c.cfg.ClusterID
+	mc.Dir = c.cfg.metadataDir()
+	mc.Voter = c.cfg.IsController()
+	mc.Voters = mc.Voters[:0]
+	for _, v := range voters {
+		mc.Voters = append(mc.Voters, metadata.Voter{ID: v.ID, Addr: v.Addr})
+	}
+	mc.AdvertisedAddr = advertised
+	mc.Rack = c.cfg.Rack
+	mc.Transport = c.transport
+	mc.Logger = c.logger
+	mc.BrokerHeartbeatInterval = ms(c.cfg.BrokerHeartbeatIntervalMs)
+	mc.BrokerSessionTimeout = ms(c.cfg.BrokerSessionTimeoutMs)
+	mc.SnapshotThreshold = c.cfg.RaftSnapshotThreshold
+	mc.SnapshotInterval = c.cfg.RaftSnapshotInterval
+	mc.TrailingLogs = c.cfg.RaftTrailingLogs
+	mc.ApplyTimeout = ms(c.cfg.MetadataWriteTimeoutMs)
+	mc.UncleanLeaderElection = c.cfg.UncleanLeaderElectionEnable
+	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
+	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
+	mc.MetadataVersions = c.cfg.MetadataVersions
+	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
+		// A one-voter quorum (a dev node) has no peer to lose touch with:
+		// elect itself at once instead of after a 1-2s heartbeat timeout.
+		mc.RaftHeartbeatTimeout = 100 * time.Millisecond
+		mc.RaftElectionTimeout = 100 * time.Millisecond
+		mc.RaftLeaderLeaseTimeout = 50 * time.Millisecond
+	}
+	if c.cfg.RaftHeartbeatTimeout > 0 {
+		mc.RaftHeartbeatTimeout = c.cfg.RaftHeartbeatTimeout
+		mc.RaftElectionTimeout = c.cfg.RaftHeartbeatTimeout
+		mc.RaftLeaderLeaseTimeout = c.cfg.RaftHeartbeatTimeout / 2
+		mc.RaftCommitTimeout = c.cfg.RaftHeartbeatTimeout / 10
+	}
+	node, err := metadata.Open(mc)
+	if err != nil {
+		return fmt.Errorf("broker: open metadata: %w", err)
+	}
+	c.node = node
+	c.fwd = controlplane.NewForwarder(node, c.dial, ms(c.cfg.MetadataWriteTimeoutMs))
+	return nil
+}
+
+// start begins registration, heartbeats and the image watcher, which
+// reconciles rm with every image.
+func (c *cluster) start(advertised, directoryID string, endpoints []metadata.Endpoint, rm *replica.Manager) {
+	c.rm = rm
+	// The log directory id tells the controller whether this broker still
+	// has the data it registered with before (see metadata.BrokerInfo).
+	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
+		DirectoryID: directoryID, Endpoints: endpoints, MetadataVersions: c.node.MetadataVersions()}
+	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
+	c.lifecycle.Start()
+	go c.watch()
+}
+
+// controllerInfo returns the current controller, -1 if unknown.
+func (c *cluster) controllerID() int32 {
+	if id, _, ok := c.node.Controller(); ok {
+		return id
+	}
+	return -1
+}
+
+func (c *cluster) clusterID() string { return c.cfg.ClusterID }
+
+func (c *cluster) isVoter(id int32) bool {
+	voters, _ := parseVoters(c.cfg.ControllerQuorumVoters)
+	if len(voters) == 0 {
+		return id == c.cfg.NodeID && c.cfg.IsController()
+	}
+	for _, v := range voters {
+		if v.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// shutdown deregisters (controlled shutdown), stops the watcher and the
+// raft node. The gRPC server must still serve while the lifecycle stops.
+// close, after the server stopped, releases the rest.
+//
+// The controlled shutdown is bounded by broker.session.timeout.ms (within
+// ctx): past it the controller fences this broker anyway. Failing it (no
+// quorum, no controller reachable) is logged, not returned: the local
+// shutdown that follows (flush, checkpoints, clean marker) is still clean.
+func (c *cluster) shutdown(ctx context.Context) error {
+	var errs []error
+	if c.lifecycle != nil {
+		timeout := ms(c.cfg.BrokerSessionTimeoutMs)
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		start := time.Now()
+		err := c.lifecycle.Stop(sctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.logger.Warn("controlled shutdown failed; continuing the local shutdown (the controller fences this broker when its session expires)",
+				"node_id", c.cfg.NodeID, "took", time.Since(start).Round(time.Millisecond), "timeout", timeout, "error", err)
+		}
+	}
+	if c.node != nil {
+		select {
+		case <-c.stopped:
+		default:
+			close(c.stop)
+			// The watcher may be mid-reconcile (local work only: it never
+			// waits on the network); wait for it even when ctx is done, so
+			// that storage is not closed under it.
+			if c.lifecycle != nil {
+				<-c.stopped
+			}
+		}
+		// Leave the quorum before the gRPC server drains: peers' raft
+		// streams into this node never end on their own, and in-flight
+		// calls that need the node now fail with a retriable error.
+		if err := c.node.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: metadata shutdown: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close stops raft and the transport; after the gRPC server stopped.
+func (c *cluster) close() error {
+	var errs []error
+	if c.node != nil {
+		if err := c.node.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: metadata shutdown: %w", err))
+		}
+	}
+	if c.transport != nil {
+		if err := c.transport.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.fwd != nil {
+		if err := c.fwd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: close forwarder: %w", err))
+		}
+	}
+	if err := c.closePeers(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: close peer connections: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// liveBrokers counts registered, unfenced brokers.
+func liveBrokers(img *metadata.Image) int {
+	n := 0
+	for _, b := range img.Brokers() {
+		if !b.Fenced {
+			n++
+		}
+	}
+	return n
+}
+
+// readyTimeout bounds how long Start's caller may wait in WaitReady by
+// default.
+const readyTimeout = 30 * time.Second

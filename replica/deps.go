@@ -1,0 +1,53 @@
+package replica
+
+import (
+	"context"
+
+	"github.com/quirelog/quire/storage"
+)
+
+// The Manager's dependencies, given to New. Each is as small as the
+// replicas need; the broker implements them over the metadata node, the
+// controller forwarder and its node-to-node connections, and the tests
+// over fakes.
+
+// Logs is the storage engine's side: the partition logs of the data
+// directory. A replica records its HW in its own log
+// (storage.Log.SetHighWatermark), not here: an HW move takes no lock
+// shared by all partitions.
+type Logs interface {
+	// GetOrCreate opens (or creates) a partition's log with cfg.
+	GetOrCreate(topic string, partition int32, cfg storage.LogConfig) (*storage.Log, error)
+	// Delete closes and removes a partition's log.
+	Delete(topic string, partition int32) error
+	// Logs lists the open logs.
+	Logs() []*storage.Log
+}
+
+// Controller is the controller's side of ISR changes.
+type Controller interface {
+	// AlterPartition asks for want's ISR at want's leader and partition
+	// epochs and returns the partition as committed. A refusal (a newer
+	// epoch, a fenced follower) wraps ErrISRRefused; any other error
+	// means the change may or may not have been committed.
+	AlterPartition(ctx context.Context, topic string, partition int32, want Assignment) (Assignment, error)
+}
+
+// Brokers looks up the registration of a broker as the metadata has it.
+type Brokers interface {
+	Registration(id int32) (Registration, bool)
+}
+
+// Registration is what a leader needs to know of a follower's broker:
+// only its registered process (incarnation) may fetch, and only an
+// unfenced broker may join an ISR.
+type Registration struct {
+	Incarnation string
+	Fenced      bool
+}
+
+// Peers carries a follower's fetch to the broker that leads the
+// partitions in it.
+type Peers interface {
+	ReplicaFetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error)
+}

@@ -1,0 +1,56 @@
+package replica
+
+// The replica fetch in plain types, for the follower's fetcher and the
+// leader's answer alike; a front end (the broker's gRPC ReplicaService)
+// turns them into its wire messages and back.
+
+// FetchRequest is one follower's pull of many partitions from one leader.
+type FetchRequest struct {
+	ReplicaID   int32
+	Incarnation string // the follower process's, as registered
+	MaxWaitMs   int32
+	MinBytes    int32
+	MaxBytes    int32
+	Partitions  []FetchPartition
+}
+
+// FetchPartition is one partition of a FetchRequest.
+type FetchPartition struct {
+	Topic              string
+	Partition          int32
+	CurrentLeaderEpoch int32
+	FetchOffset        int64
+	// LastFetchedEpoch is the epoch of the follower's batch just below
+	// FetchOffset, or -1.
+	LastFetchedEpoch  int32
+	PartitionMaxBytes int32
+	// LogFailed says the follower's log has failed: it takes no records,
+	// and the leader drops it from the ISR and does not add it back.
+	LogFailed bool
+}
+
+// FetchResponse answers the partitions of a FetchRequest, in its order.
+type FetchResponse struct {
+	Partitions []FetchResult
+}
+
+// FetchResult is one partition's answer. Err is set when the leader
+// refused it (storage.ErrOffsetOutOfRange: the follower truncates or
+// restarts its log); Diverging when the follower's log has diverged.
+type FetchResult struct {
+	Topic          string
+	Partition      int32
+	Err            error
+	Records        []byte
+	Diverging      *EpochEndOffset
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// EpochEndOffset is the largest epoch <= the follower's last fetched one
+// that the leader's log knows, and where that epoch ends there (KIP-320).
+type EpochEndOffset struct {
+	Epoch     int32
+	EndOffset int64
+}

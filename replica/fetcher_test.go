@@ -1,0 +1,134 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/storage"
+)
+
+// inProcess is Peers that hands a fetch straight to the leader's Manager,
+// as the broker's gRPC ReplicaService would.
+type inProcess map[int32]*Manager
+
+func (p inProcess) ReplicaFetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error) {
+	rm, ok := p[leader]
+	if !ok {
+		return nil, fmt.Errorf("no broker %d", leader)
+	}
+	return rm.HandleFetch(ctx, req)
+}
+
+func openStorage(t *testing.T) *storage.Manager {
+	t.Helper()
+	sm, err := storage.OpenManager(t.TempDir(), storage.DefaultLogConfig(), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sm.Close() })
+	return sm
+}
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReplicaFetcherFollowsLeader: a follower's fetcher pulls the leader's
+// log through Peers and the leader's HandleFetch, an acks=all append is
+// acknowledged once it has, and an append to a caught-up partition wakes
+// the follower's long poll at once rather than after its max wait.
+func TestReplicaFetcherFollowsLeader(t *testing.T) {
+	peers := inProcess{}
+	fc := FetchConfig{MaxWait: 5 * time.Second, Backoff: 10 * time.Millisecond, CallTimeoutSlop: 5 * time.Second}
+	rm1 := newManagerPeers(t, 1, openStorage(t), nil, nil, peers, fc)
+	peers[1] = rm1
+	rm2 := newManagerPeers(t, 2, openStorage(t), nil, nil, peers, fc)
+	a := Assignment{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := rm1.apply("t", 0, a); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := rm1.Partition("t", 0)
+	first, err := l.Append(testBatch(3), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rm2.apply("t", 0, a); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := rm2.Partition("t", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.AwaitReplicated(ctx, first); err != nil {
+		t.Fatalf("acks=all: %v", err)
+	}
+	if f.LogEndOffset() != 3 {
+		t.Fatalf("follower at %d once the HW passed offset 2", f.LogEndOffset())
+	}
+	// Caught up: the follower's fetch is parked at the leader. The next
+	// append must reach it well within the 5 s max wait, every time.
+	for i := range 5 {
+		res, err := l.Append(testBatch(1), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := l.AwaitReplicated(ctx, res); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if took := time.Since(start); took >= 4*time.Second {
+			t.Fatalf("append %d acknowledged after %v: the parked fetch was not woken", i, took)
+		}
+	}
+	waitUntil(t, "the follower's HW reaches the leader's", func() bool { return f.HighWatermark() == l.HighWatermark() })
+	if !bytes.Equal(logContents(t, l), logContents(t, f)) {
+		t.Fatal("follower log differs from the leader's")
+	}
+}
+
+// TestReplicaHandleFetchRefusals: what the leader refuses of a whole
+// fetch, and a partition it does not host answered in its result.
+func TestReplicaHandleFetchRefusals(t *testing.T) {
+	reg := brokersFunc(func(id int32) (Registration, bool) { return Registration{Incarnation: "b2"}, id == 2 })
+	rm := newTestManager(t, 1, nil, reg)
+	lead(t, rm, 0, []int32{1, 2}, 5)
+	ctx := context.Background()
+	part := []FetchPartition{{Topic: "t", FetchOffset: 0, LastFetchedEpoch: -1}}
+	for _, tc := range []struct {
+		name string
+		req  FetchRequest
+		want error
+	}{
+		{"no partitions", FetchRequest{ReplicaID: 2, Incarnation: "b2"}, ErrInvalidRequest},
+		{"from itself", FetchRequest{ReplicaID: 1, Incarnation: "b2", Partitions: part}, ErrInvalidRequest},
+		{"another incarnation", FetchRequest{ReplicaID: 2, Incarnation: "old", Partitions: part}, ErrStaleBrokerEpoch},
+		{"unregistered", FetchRequest{ReplicaID: 3, Incarnation: "b2", Partitions: part}, ErrStaleBrokerEpoch},
+		{"negative max wait", FetchRequest{ReplicaID: 2, Incarnation: "b2", MaxWaitMs: -1, Partitions: part}, ErrInvalidRequest},
+	} {
+		if _, err := rm.HandleFetch(ctx, &tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	resp, err := rm.HandleFetch(ctx, &FetchRequest{ReplicaID: 2, Incarnation: "b2", MaxWaitMs: 10000,
+		Partitions: []FetchPartition{{Topic: "t", FetchOffset: 0, LastFetchedEpoch: -1}, {Topic: "t", Partition: 7, LastFetchedEpoch: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Partitions[1]; !errors.Is(r.Err, ErrUnknownTopicOrPartition) {
+		t.Fatalf("unhosted partition: %v", r.Err)
+	}
+	if r := resp.Partitions[0]; r.Err != nil || len(r.Records) == 0 || r.LogEndOffset != 5 {
+		t.Fatalf("hosted partition: err %v, %d bytes, leo %d", r.Err, len(r.Records), r.LogEndOffset)
+	}
+}

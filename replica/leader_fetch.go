@@ -1,0 +1,205 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/quirelog/quire/storage"
+)
+
+// The leader's side of replication: what a follower's fetch does to the
+// partition (its LEO, the HW, the ISR) and what it reads, and the long
+// poll that answers it (HandleFetch). The follower's side is in
+// fetcher.go and follower.go.
+
+// followerFetch checks a follower's fetch of this partition against the
+// leader's state and records the fetch offset as that follower's LEO. It
+// returns the divergence the follower must truncate at, if its log has
+// diverged from this one (KIP-320): the largest epoch <= its last fetched
+// epoch that this log knows, and where that epoch ends here.
+func (p *Partition) followerFetch(replica int32, f *FetchPartition, now time.Time) (*EpochEndOffset, error) {
+	st := p.state()
+	if !st.leader {
+		return nil, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
+	}
+	epoch := f.CurrentLeaderEpoch
+	if err := p.CheckLeaderEpoch(&epoch); err != nil {
+		return nil, err
+	}
+	if !contains(st.replicas, replica) || replica == st.leaderID {
+		return nil, fmt.Errorf("%w: broker %d is not a follower of %s-%d (replicas %v)", ErrInvalidRequest, replica, p.topic, p.id, st.replicas)
+	}
+	if f.LogFailed {
+		p.followerLogFailed(replica, st.leaderEpoch)
+		return nil, nil
+	}
+	offset := f.FetchOffset
+	if last := f.LastFetchedEpoch; last >= 0 {
+		e, end := p.log.EndOffsetForEpoch(last)
+		if e < last || end < offset {
+			return &EpochEndOffset{Epoch: e, EndOffset: end}, nil
+		}
+	}
+	start, leo := p.log.LogStartOffset(), p.log.LogEndOffset()
+	if offset < start || offset > leo {
+		return nil, fmt.Errorf("%w: %s-%d: follower %d fetches at %d, log is [%d, %d]",
+			storage.ErrOffsetOutOfRange, p.topic, p.id, replica, offset, start, leo)
+	}
+	p.recordFollowerFetch(replica, offset, now, st.leaderEpoch)
+	return nil, nil
+}
+
+// readForFollower reads from offset up to maxBytes, past the HW: a
+// follower copies everything the leader has.
+func (p *Partition) readForFollower(offset int64, maxBytes int) (storage.ReadResult, error) {
+	res, err := p.log.Read(offset, maxBytes, math.MaxInt64)
+	if err != nil {
+		return res, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+	}
+	return res, nil
+}
+
+// maxReplicaFetchWait caps a follower's long poll.
+const maxReplicaFetchWait = 30 * time.Second
+
+// defaultPartitionMaxBytes is max.partition.fetch.bytes, a partition's
+// read cap when the request names none.
+const defaultPartitionMaxBytes = 1048576
+
+// ReadLimit is how many bytes one partition of a fetch may read: its own
+// cap (partitionMax, default max.partition.fetch.bytes), within what the
+// response (responseMax) has left after total, and at least one batch as
+// long as nothing has been returned yet, as Kafka does. 0 or less: none.
+func ReadLimit(partitionMax, responseMax, total int) int {
+	limit := partitionMax
+	if limit <= 0 {
+		limit = defaultPartitionMaxBytes
+	}
+	if left := responseMax - total; left < limit {
+		limit = left
+		if total == 0 {
+			limit = max(limit, 1)
+		}
+	}
+	return limit
+}
+
+// HandleFetch answers a follower's pull. Each partition first records the
+// fetch offset as the follower's LEO (which may move the HW and add the
+// follower back to the ISR); then the batches from there are read, past
+// the HW, and the call long-polls for new appends while fewer than
+// MinBytes came back, until MaxWaitMs, ctx ends or the manager stops.
+// Errors of one partition are in its result; the whole call fails only
+// for a request that is invalid or not from the follower's registered
+// process.
+func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	if len(req.Partitions) == 0 {
+		return nil, fmt.Errorf("%w: replica fetch names no partitions", ErrInvalidRequest)
+	}
+	if id := req.ReplicaID; id < 0 || id == rm.nodeID {
+		return nil, fmt.Errorf("%w: replica fetch from broker %d", ErrInvalidRequest, id)
+	}
+	if r, ok := rm.brokers.Registration(req.ReplicaID); !ok || r.Incarnation != req.Incarnation {
+		return nil, fmt.Errorf("%w: replica fetch from broker %d is not from its registered incarnation",
+			ErrStaleBrokerEpoch, req.ReplicaID)
+	}
+	if req.MaxBytes < 0 || req.MinBytes < 0 || req.MaxWaitMs < 0 {
+		return nil, fmt.Errorf("%w: negative max_bytes, min_bytes or max_wait_ms", ErrInvalidRequest)
+	}
+	now := time.Now()
+	resp := &FetchResponse{Partitions: make([]FetchResult, len(req.Partitions))}
+	parts := make([]*Partition, len(req.Partitions))
+	stop := false // an error or a divergence answers at once
+	for i := range req.Partitions {
+		f := &req.Partitions[i]
+		r := &resp.Partitions[i]
+		*r = FetchResult{Topic: f.Topic, Partition: f.Partition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
+		part, ok := rm.Partition(f.Topic, f.Partition)
+		if !ok {
+			r.Err = unknownPartition(f.Topic, f.Partition)
+			stop = true
+			continue
+		}
+		div, err := part.followerFetch(req.ReplicaID, f, now)
+		setLogOffsets(r, part)
+		switch {
+		case err == nil && f.LogFailed:
+			// Nothing to read into a failed log, and no reason to answer
+			// at once.
+		case err != nil:
+			r.Err = err
+			stop = true
+		case div != nil:
+			r.Diverging = div
+			stop = true
+		default:
+			parts[i] = part
+		}
+	}
+	wake := make(chan struct{}, 1)
+	for _, part := range parts {
+		if part != nil {
+			part.watchLEO(wake)
+			defer part.unwatchLEO(wake)
+		}
+	}
+	wait := time.NewTimer(min(time.Duration(req.MaxWaitMs)*time.Millisecond, maxReplicaFetchWait))
+	defer wait.Stop()
+	for {
+		n := rm.readForFollower(req, parts, resp)
+		if stop || n >= int(req.MinBytes) || req.MaxWaitMs == 0 {
+			return resp, nil
+		}
+		select {
+		case <-wake:
+		case <-wait.C:
+			stop = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-rm.ctx.Done():
+			stop = true
+		}
+	}
+}
+
+// readForFollower fills in the records of every partition being read and
+// returns the bytes read; a partition no longer led here gets its error.
+func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *FetchResponse) int {
+	maxBytes := int(req.MaxBytes)
+	if maxBytes == 0 {
+		maxBytes = rm.maxResponseBytes
+	}
+	maxBytes = min(maxBytes, rm.maxResponseBytes)
+	total := 0
+	for i, part := range parts {
+		if part == nil {
+			continue
+		}
+		f, r := &req.Partitions[i], &resp.Partitions[i]
+		r.Records = nil
+		limit := ReadLimit(int(f.PartitionMaxBytes), maxBytes, total)
+		if st := part.state(); !st.leader || st.leaderEpoch != f.CurrentLeaderEpoch {
+			r.Err = &NotLeaderError{Topic: part.topic, Partition: part.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
+			parts[i] = nil
+			continue
+		}
+		if limit > 0 {
+			res, err := part.readForFollower(f.FetchOffset, limit)
+			if err != nil {
+				r.Err = err
+				parts[i] = nil
+				continue
+			}
+			r.Records = res.Batches
+			total += len(res.Batches)
+		}
+		setLogOffsets(r, part)
+	}
+	return total
+}
+
+func setLogOffsets(r *FetchResult, part *Partition) {
+	r.HighWatermark, r.LogStartOffset, r.LogEndOffset = part.HighWatermark(), part.log.LogStartOffset(), part.log.LogEndOffset()
+}

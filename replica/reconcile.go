@@ -1,0 +1,101 @@
+package replica
+
+// View is what the replicas follow of the metadata image: every topic with
+// its effective config and the assignment of each partition. The broker's
+// image watcher builds one from each new image and hands it to Reconcile.
+type View struct {
+	Topics []TopicView
+	// Registered says the view includes this broker's own registration
+	// by this process: it is then at least as new as everything committed
+	// before the process started, so logs on disk it does not assign here
+	// belong to deleted topics.
+	Registered bool
+}
+
+// TopicView is one topic of a View.
+type TopicView struct {
+	Name       string
+	ID         string
+	Config     TopicConfig
+	Partitions []Assignment
+}
+
+// Assignment is a partition's leadership as the metadata image has it.
+type Assignment struct {
+	Partition                           int32
+	Leader, LeaderEpoch, PartitionEpoch int32
+	Replicas, ISR                       []int32
+}
+
+// Reconcile brings the hosted replicas in line with v: create and lead or
+// follow the replicas assigned here, apply topic configs, delete the
+// replicas of deleted topics (and, once v is Registered, stray logs on
+// disk). Errors are logged per replica; the next view tries again.
+func (rm *Manager) Reconcile(v View) {
+	rm.reconcileMu.Lock()
+	defer rm.reconcileMu.Unlock()
+	self := rm.nodeID
+	want := map[topicPartition]bool{}
+	topics := map[string]bool{}
+	for _, t := range v.Topics {
+		topics[t.Name] = true
+		if old, ok := rm.topicIDs[t.Name]; ok && old != t.ID {
+			// Deleted and created again between two views: start afresh.
+			for _, key := range rm.hosted() {
+				if key.topic == t.Name {
+					if err := rm.remove(key.topic, key.partition); err != nil {
+						rm.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
+					}
+				}
+			}
+		}
+		rm.topicIDs[t.Name] = t.ID
+		rm.setTopicConfig(t.Name, t.Config)
+		for _, a := range t.Partitions {
+			if !contains(a.Replicas, self) {
+				continue
+			}
+			key := topicPartition{t.Name, a.Partition}
+			want[key] = true
+			if a.Leader == self && !v.Registered {
+				// Leadership given to this broker before this process
+				// registered belongs to its previous life: the controller
+				// moves it (a new epoch) when the registration commits.
+				// Acting on it meanwhile would append at an epoch whose
+				// history other replicas hold differently (this log may
+				// have lost its unflushed tail), answer a stale high
+				// watermark, and tell followers ahead of it to truncate
+				// what the ISR committed.
+				a.Leader = -1
+			}
+			if err := rm.apply(t.Name, a.Partition, a); err != nil {
+				rm.logger.Error("cannot host replica", "topic", t.Name, "partition", a.Partition, "error", err)
+			}
+		}
+	}
+	for _, key := range rm.hosted() {
+		if !want[key] {
+			if err := rm.remove(key.topic, key.partition); err != nil {
+				rm.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
+			}
+		}
+	}
+	if v.Registered && !rm.cleaned {
+		rm.cleaned = true
+		for _, l := range rm.logs.Logs() {
+			key := topicPartition{l.Topic(), l.Partition()}
+			if !want[key] {
+				rm.logger.Info("deleting stray log", "topic", key.topic, "partition", key.partition)
+				if err := rm.logs.Delete(key.topic, key.partition); err != nil {
+					rm.logger.Error("cannot delete stray log", "topic", key.topic, "partition", key.partition, "error", err)
+				}
+			}
+		}
+	}
+	for _, name := range rm.configured() {
+		if !topics[name] {
+			rm.forgetTopic(name)
+			delete(rm.topicIDs, name)
+		}
+	}
+}

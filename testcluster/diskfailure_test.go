@@ -1,0 +1,87 @@
+package testcluster_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/storage"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// TestReplicationLeaderDiskFailureMovesLeadership: the leader's disk fails
+// (EIO on every write to the partition's log) under acks=all produces. The
+// leader takes its replica out of service: it gives up leadership and
+// leaves the ISR through the controller, an in-sync follower takes over,
+// producing goes on there, and no acknowledged record is lost. The failed
+// broker's DescribeLogs names the failed log and its directory. Restarted
+// on a working disk, it recovers the log, catches up and rejoins the ISR.
+func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
+	disks := map[int32]*storage.ErrorFS{}
+	for id := int32(1); id <= 3; id++ {
+		disks[id] = storage.NewErrorFS(storage.OSFS{})
+	}
+	c := testcluster.New(t, 3, testcluster.Config(func(id int32, cfg *broker.Config) { cfg.FS = disks[id] }))
+	const topic = "disk"
+	createReplicatedTopic(t, c, topic)
+	acked := produceAll(t, c, topic, values("before", 20))
+	waitInSync(t, c, topic)
+	ctx := testCtx(t)
+	failed, epoch := c.WaitLeader(ctx, topic, 0)
+	logDir := filepath.Join(c.Dir(failed), topic+"-0")
+	disks[failed].SetInjector(func(op storage.Op, path string) error {
+		if op == storage.OpWrite && strings.HasPrefix(path, logDir+string(filepath.Separator)) {
+			return syscall.EIO
+		}
+		return nil
+	})
+
+	// Producing goes on, through the failure, to whichever node leads.
+	acked = append(acked, produceAll(t, c, topic, values("after", 20))...)
+	leader, newEpoch := c.WaitLeader(ctx, topic, 0)
+	if leader == failed || newEpoch <= epoch {
+		t.Fatalf("leader %d at epoch %d after node %d's disk failed (epoch %d)", leader, newEpoch, failed, epoch)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		p, ok := img.Partition(topic, 0)
+		return ok && !slices.Contains(p.ISR, failed) && len(p.ISR) == 2
+	})
+
+	got := consumeAll(t, c, topic)
+	for i, v := range append(values("before", 20), values("after", 20)...) {
+		if acked[i] >= int64(len(got)) || got[acked[i]] != v {
+			t.Fatalf("acknowledged record %q at offset %d lost: log has %d records", v, acked[i], len(got))
+		}
+	}
+
+	c.Eventually(ctx, "the failed log reported", func() error {
+		d, err := describeLog(ctx, c, failed, topic, 0)
+		if err != nil {
+			return err
+		}
+		if d.Leader || d.Dir != logDir || !strings.Contains(d.Failure, "log failed") {
+			return fmt.Errorf("node %d describes its log as leader=%v dir=%q failure=%q", failed, d.Leader, d.Dir, d.Failure)
+		}
+		return nil
+	})
+
+	// A new disk: the broker restarts (its failed log cannot be closed
+	// cleanly, so this is a kill), recovers the log and catches up.
+	c.Kill(failed)
+	disks[failed].SetInjector(nil)
+	c.Restart(failed)
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		p, ok := img.Partition(topic, 0)
+		return ok && slices.Contains(p.ISR, failed)
+	})
+	waitInSync(t, c, topic)
+	checkIdenticalLogs(t, c, topic)
+	if d, err := describeLog(ctx, c, failed, topic, 0); err != nil || d.Failure != "" {
+		t.Fatalf("node %d after the restart: %+v %v", failed, d, err)
+	}
+}
