@@ -34,14 +34,10 @@ e2e: build tools
 compose:
 	scripts/check_compose.sh
 
-# The packages with assembly are also vetted for other architectures and
-# with purego, the builds that use their portable code.
 vet:
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
-	GOARCH=arm64 $(GO) vet ./record/... ./storage/...
-	$(GO) vet -tags purego ./record/...
 
 # grpcurl at the pinned version, reinstalled when ./bin holds another one.
 tools:
