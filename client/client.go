@@ -430,24 +430,6 @@ func dedup(s []string) []string {
 	return out
 }
 
-// leaderConn returns the connection to a partition's leader, with the
-// leader's epoch.
-func (c *Client) leaderConn(topic string, partition int32) (*grpc.ClientConn, int32, int32, error) {
-	tm := c.meta.topic(topic)
-	if tm == nil || int(partition) >= len(tm.partitions) || partition < 0 {
-		return nil, -1, -1, &Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
-			Message: fmt.Sprintf("%s/%d not in metadata", topic, partition), Retriable: true, LeaderID: -1}
-	}
-	p := tm.partitions[partition]
-	b, ok := c.meta.broker(p.leader)
-	if p.leader < 0 || !ok {
-		return nil, -1, -1, &Error{Code: quirev1.ErrorCode_LEADER_NOT_AVAILABLE,
-			Message: fmt.Sprintf("%s/%d has no leader", topic, partition), Retriable: true, LeaderID: -1}
-	}
-	cc, err := c.conn(b.addr)
-	return cc, p.leader, p.leaderEpoch, err
-}
-
 // sleepCtx waits d unless ctx or the client ends first.
 func (c *Client) sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
