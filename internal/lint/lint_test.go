@@ -68,6 +68,9 @@ var rules = []rule{
 	{pkg: "controlplane", forbiddenDeps: []string{"broker", "storage", "client", "cmd"}},
 	{pkg: "client", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "cmd"}},
 	{pkg: "api", ours: []string{"api"}},
+	// The hand-written codecs: the generated messages and nothing else of
+	// ours, so both the broker and the client can use them.
+	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
 }
 
