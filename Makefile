@@ -1,11 +1,12 @@
 # Quire's build. `make run` starts a single-node dev broker; `make test` is
-# what CI runs (.ci/run): vet, the unit tests with -race, and the end-to-end
-# scripts (one node, then a 3-node cluster with leader kills). Everything it
-# needs is installed into ./bin at pinned versions.
+# what CI runs (.ci/run): verify (gofmt, vet, go mod tidy, generated code,
+# import boundaries, staticcheck, breaking proto changes), the unit tests
+# with -race, and the end-to-end scripts (one node, then a 3-node cluster
+# with leader kills). Every tool it needs is installed into ./bin at pinned
+# versions by scripts/tools.sh.
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
-GRPCURL_VERSION := v1.9.3
 GRPCURL   := $(BIN)/grpcurl
 PKGS      := ./...
 TEST_TIMEOUT ?= 12m
@@ -21,12 +22,13 @@ build:
 run: build
 	$(BIN)/quire server --dev
 
-test: tools vet unit e2e compose
+test: verify unit e2e compose
 
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 
-e2e: build tools
+e2e: build
+	scripts/tools.sh grpcurl
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
@@ -54,21 +56,16 @@ image:
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
 	docker build -t $(IMAGE) .
 
-# The packages with assembly are also vetted for other architectures and
-# with purego, the builds that use their portable code.
+# gofmt and go vet alone, a quick subset of verify.
 vet:
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
-	GOARCH=arm64 $(GO) vet ./record/... ./storage/...
-	$(GO) vet -tags purego ./record/...
 
-# grpcurl at the pinned version, reinstalled when ./bin holds another one.
+# grpcurl, staticcheck, buf and the protoc plugins at their pinned versions
+# (scripts/tools.sh), each reinstalled when ./bin holds another version.
 tools:
-	@if ! $(GO) version -m $(GRPCURL) 2>/dev/null | grep -q 'mod.*github.com/fullstorydev/grpcurl.*$(GRPCURL_VERSION)'; then \
-		echo "installing grpcurl $(GRPCURL_VERSION) into $(BIN)"; \
-		GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION); \
-	fi
+	scripts/tools.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)

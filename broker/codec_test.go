@@ -9,6 +9,7 @@ import (
 	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
 )
 
 // TestServerCodecProduceRequest checks that the hand decoder agrees with
@@ -25,16 +26,16 @@ func TestServerCodecProduceRequest(t *testing.T) {
 		}},
 	}
 	for i, want := range reqs {
-		wire, err := protobuf.Marshal(want)
+		raw, err := protobuf.Marshal(want)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Split the message over several buffers, as gRPC hands it over.
 		var data mem.BufferSlice
-		for len(wire) > 0 {
-			n := min(len(wire), 1000)
-			data = append(data, mem.SliceBuffer(wire[:n]))
-			wire = wire[n:]
+		for len(raw) > 0 {
+			n := min(len(raw), 1000)
+			data = append(data, mem.SliceBuffer(raw[:n]))
+			raw = raw[n:]
 		}
 		got := &quirev1.ProduceRequest{CorrelationId: 5} // reset first
 		if err := (serverCodec{}).Unmarshal(data, got); err != nil {
@@ -46,17 +47,17 @@ func TestServerCodecProduceRequest(t *testing.T) {
 	}
 
 	// Unknown field: proto keeps it; so must we (by falling back).
-	wire, _ := protobuf.Marshal(reqs[1])
-	wire = protowire.AppendTag(wire, 99, protowire.VarintType)
-	wire = protowire.AppendVarint(wire, 1)
+	raw, _ := protobuf.Marshal(reqs[1])
+	raw = protowire.AppendTag(raw, 99, protowire.VarintType)
+	raw = protowire.AppendVarint(raw, 1)
 	var got, want quirev1.ProduceRequest
-	if decodeProduceRequest(append([]byte(nil), wire...), &got) {
+	if wire.DecodeProduceRequest(append([]byte(nil), raw...), &got) {
 		t.Fatal("hand decoder took an unknown field")
 	}
-	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &got); err != nil {
+	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, &got); err != nil {
 		t.Fatal(err)
 	}
-	_ = protobuf.Unmarshal(wire, &want)
+	_ = protobuf.Unmarshal(raw, &want)
 	if !protobuf.Equal(&got, &want) {
 		t.Fatalf("fallback decoded %v, want %v", &got, &want)
 	}
@@ -66,9 +67,9 @@ func TestServerCodecProduceRequest(t *testing.T) {
 	pw, _ := protobuf.Marshal(bad)
 	pw = protowire.AppendTag(pw, 1, protowire.BytesType)
 	pw = protowire.AppendBytes(pw, []byte{0xff})
-	wire = protowire.AppendTag(nil, 3, protowire.BytesType)
-	wire = protowire.AppendBytes(wire, pw)
-	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &got); err == nil {
+	raw = protowire.AppendTag(nil, 3, protowire.BytesType)
+	raw = protowire.AppendBytes(raw, pw)
+	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, &got); err == nil {
 		t.Fatal("invalid UTF-8 topic accepted")
 	}
 }

@@ -125,7 +125,7 @@ var configKeys = []configKey{
 		func(c *Config) *string { return &c.ListenAddr },
 		func(v string) error {
 			if strings.TrimSpace(v) == "" {
-				return fmt.Errorf("want [NAME://]host:port,...")
+				return fmt.Errorf("want [NAME://]host:port, comma-separated")
 			}
 			return checkListeners(v)
 		}),

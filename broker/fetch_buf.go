@@ -71,17 +71,17 @@ type pooledFetch struct {
 	bufs []*[]byte
 }
 
-// recordsBuffer is the gRPC buffer of partition i's records.
-func (m *pooledFetch) recordsBuffer(i int, records []byte) mem.Buffer {
-	if m == nil || i >= len(m.bufs) || m.bufs[i] == nil {
+// Buffer is the gRPC buffer of partition i's records (wire.RecordsBuffers).
+func (m *pooledFetch) Buffer(i int, records []byte) mem.Buffer {
+	if i >= len(m.bufs) || m.bufs[i] == nil {
 		return mem.SliceBuffer(records)
 	}
 	return mem.NewBuffer(m.bufs[i], fetchBufPool{})
 }
 
-// inlined returns the buffer of partition i when its records were copied.
-func (m *pooledFetch) inlined(i int) {
-	if m != nil && i < len(m.bufs) && m.bufs[i] != nil {
+// Inlined returns the buffer of partition i when its records were copied.
+func (m *pooledFetch) Inlined(i int) {
+	if i < len(m.bufs) && m.bufs[i] != nil {
 		fetchBufs.Put(m.bufs[i])
 		m.bufs[i] = nil
 	}

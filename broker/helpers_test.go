@@ -68,8 +68,6 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func i32(v int32) *int32 { return &v }
-
 func createTopic(t testing.TB, c *clients, name string, partitions int32, configs map[string]string) *quirev1.TopicDescription {
 	t.Helper()
 	resp, err := c.admin.CreateTopic(ctxT(t), &quirev1.CreateTopicRequest{Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, Configs: configs})

@@ -7,12 +7,13 @@ import (
 	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
 )
 
 // A ProduceStream request is copied out of gRPC's buffers into a buffer
 // from produceBufs rather than a fresh one: a fresh megabyte costs its
 // zeroing and page faults on every request, several times the copy
-// itself. The records alias the buffer (decodeProduceRequest) until they
+// itself. The records alias the buffer (wire.DecodeProduceRequest) until they
 // are appended; the log writes them out and keeps no reference, so the
 // handler hands the buffer back right after appendPartitions.
 
@@ -47,7 +48,7 @@ func (m *pooledProduce) unmarshal(data mem.BufferSlice) error {
 	m.release()
 	buf := getProduceBuf(data.Len())
 	data.CopyTo(*buf)
-	if decodeProduceRequest(*buf, &m.req) {
+	if wire.DecodeProduceRequest(*buf, &m.req) {
 		m.buf = buf
 		return nil
 	}

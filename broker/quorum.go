@@ -252,7 +252,3 @@ func liveBrokers(img *metadata.Image) int {
 	}
 	return n
 }
-
-// readyTimeout bounds how long Start's caller may wait in WaitReady by
-// default.
-const readyTimeout = 30 * time.Second

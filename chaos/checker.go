@@ -112,11 +112,6 @@ type position struct {
 	offset    int64
 }
 
-type ack struct {
-	position
-	at time.Time
-}
-
 // Check checks a history.
 func Check(events []Event) *Report {
 	r := &Report{Faults: map[string]int{}, Unavailable: map[string]time.Duration{}}

@@ -441,22 +441,6 @@ func dedup(s []string) []string {
 	return out
 }
 
-// leaderConn returns the connection to a partition's leader, with the
-// leader's epoch.
-func (c *Client) leaderConn(topic string, partition int32) (*grpc.ClientConn, int32, int32, error) {
-	tm := c.meta.topic(topic)
-	if tm == nil || int(partition) >= len(tm.partitions) || partition < 0 {
-		return nil, -1, -1, newError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("%s/%d not in metadata", topic, partition))
-	}
-	p := tm.partitions[partition]
-	b, ok := c.meta.broker(p.leader)
-	if p.leader < 0 || !ok {
-		return nil, -1, -1, newError(quirev1.ErrorCode_LEADER_NOT_AVAILABLE, fmt.Sprintf("%s/%d has no leader", topic, partition))
-	}
-	cc, err := c.conn(b.addr)
-	return cc, p.leader, p.leaderEpoch, err
-}
-
 // sleepCtx waits d unless ctx or the client ends first.
 func (c *Client) sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

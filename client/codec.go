@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/quirelog/quire/internal/wire"
 )
@@ -63,91 +62,28 @@ func (h *heldBuffers) Get(length int) *[]byte {
 
 func (h *heldBuffers) Put(*[]byte) { h.n.Add(-1) }
 
-// Field numbers of quire.v1.ProduceRequest and PartitionRecords.
-
 // encodeProduce encodes the request for the batches of ir (already built:
-// hdr and body set). Small pieces (tags, lengths, batch headers, small
-// record sections) are copied into one meta buffer; record sections big
-// enough for gRPC to track are referenced.
+// hdr and body set), referencing the big record sections (wire.EncodeProduce).
 func encodeProduce(acks *int32, timeoutMs int32, corr int64, ir *inflightReq) *encodedProduce {
-	// Upper bound of the meta bytes, so that meta never moves while
-	// slices of it are in data.
-	metaCap := 3 * (1 + binaryMaxVarint)
-	nbufs := 1
-	for i, bs := range ir.batches {
-		metaCap += 4*(1+binaryMaxVarint) + len(ir.parts[i].topic)
-		for _, b := range bs {
-			metaCap += len(b.hdr)
-			if !bigEnough(b.body) {
-				metaCap += len(b.body)
-			}
-			nbufs += 2
-		}
-	}
-	meta := make([]byte, 0, metaCap)
-	data := make(mem.BufferSlice, 0, nbufs)
-	from := 0
-	flushMeta := func() {
-		if len(meta) > from {
-			data = append(data, mem.SliceBuffer(meta[from:len(meta):len(meta)]))
-			from = len(meta)
-		}
-	}
-	if corr != 0 {
-		meta = protowire.AppendTag(meta, wire.ProduceCorrelationID, protowire.VarintType)
-		meta = protowire.AppendVarint(meta, uint64(corr))
-	}
-	if acks != nil {
-		meta = protowire.AppendTag(meta, wire.ProduceAcks, protowire.VarintType)
-		meta = protowire.AppendVarint(meta, uint64(int64(*acks)))
-	}
-	if timeoutMs != 0 {
-		meta = protowire.AppendTag(meta, wire.ProduceTimeoutMs, protowire.VarintType)
-		meta = protowire.AppendVarint(meta, uint64(int64(timeoutMs)))
-	}
-	for i, bs := range ir.batches {
-		pp := ir.parts[i]
-		recLen := 0
-		for _, b := range bs {
-			recLen += len(b.hdr) + len(b.body)
-		}
-		partLen := protowire.SizeTag(wire.PartitionRecords) + protowire.SizeBytes(recLen)
-		if pp.topic != "" {
-			partLen += protowire.SizeTag(wire.PartitionTopic) + protowire.SizeBytes(len(pp.topic))
-		}
-		if pp.partition != 0 {
-			partLen += protowire.SizeTag(wire.PartitionPartition) + protowire.SizeVarint(uint64(int64(pp.partition)))
-		}
-		meta = protowire.AppendTag(meta, wire.ProducePartitions, protowire.BytesType)
-		meta = protowire.AppendVarint(meta, uint64(partLen))
-		if pp.topic != "" {
-			meta = protowire.AppendTag(meta, wire.PartitionTopic, protowire.BytesType)
-			meta = protowire.AppendString(meta, pp.topic)
-		}
-		if pp.partition != 0 {
-			meta = protowire.AppendTag(meta, wire.PartitionPartition, protowire.VarintType)
-			meta = protowire.AppendVarint(meta, uint64(int64(pp.partition)))
-		}
-		meta = protowire.AppendTag(meta, wire.PartitionRecords, protowire.BytesType)
-		meta = protowire.AppendVarint(meta, uint64(recLen))
-		for _, b := range bs {
-			meta = append(meta, b.hdr...)
-			if !bigEnough(b.body) {
-				meta = append(meta, b.body...)
-				continue
-			}
-			flushMeta()
-			b.held.n.Add(1)
-			body := b.body
-			data = append(data, mem.NewBuffer(&body, &b.held))
-		}
-	}
-	flushMeta()
-	return &encodedProduce{data: data}
+	return &encodedProduce{data: wire.EncodeProduce(acks, timeoutMs, corr, ir)}
 }
 
-const binaryMaxVarint = 10
+// inflightReq is the wire.ProduceSource of its request.
 
-// bigEnough says whether gRPC tracks a buffer of b's capacity (and calls
-// its pool's Put when done); smaller ones are copied instead.
-func bigEnough(b []byte) bool { return !mem.IsBelowBufferPoolingThreshold(cap(b)) }
+func (ir *inflightReq) Partitions() int { return len(ir.parts) }
+
+func (ir *inflightReq) Partition(i int) (string, int32, int) {
+	return ir.parts[i].topic, ir.parts[i].partition, len(ir.batches[i])
+}
+
+func (ir *inflightReq) Batch(i, j int) (hdr, body []byte) {
+	b := ir.batches[i][j]
+	return b.hdr, b.body
+}
+
+// Hold counts the batch's body as held by gRPC until its pool's Put.
+func (ir *inflightReq) Hold(i, j int) mem.BufferPool {
+	b := ir.batches[i][j]
+	b.held.n.Add(1)
+	return &b.held
+}

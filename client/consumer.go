@@ -113,15 +113,14 @@ const (
 )
 
 type consPart struct {
-	tp       topicPartition
-	start    Offset
-	state    partState
-	offset   int64 // next offset to fetch
-	leader   int32
-	epoch    int32
-	hw       int64
-	retryAt  time.Time
-	fetching bool
+	tp      topicPartition
+	start   Offset
+	state   partState
+	offset  int64 // next offset to fetch
+	leader  int32
+	epoch   int32
+	hw      int64
+	retryAt time.Time
 }
 
 type fetchResult struct {

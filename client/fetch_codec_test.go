@@ -29,7 +29,7 @@ func TestFetchCodec(t *testing.T) {
 			t.Fatal(err)
 		}
 		// An unknown field makes it fall back to proto.
-		unknown := append(append([]byte(nil), wire...), 0x10|0, 1) // field 2, varint 1
+		unknown := append(append([]byte(nil), wire...), 0x10, 1) // field 2 (tag 0x10: field 2, varint), value 1
 		for j, w := range [][]byte{wire, unknown} {
 			var data mem.BufferSlice
 			for len(w) > 0 {

@@ -85,9 +85,6 @@ func (b *pbatch) build() {
 	}
 }
 
-// size is the batch's encoded size (once built).
-func (b *pbatch) size() int { return len(b.hdr) + len(b.body) }
-
 type producer struct {
 	c   *Client
 	cfg *config

@@ -40,9 +40,10 @@ func decLog(l *pb.RaftLog) *raft.Log {
 
 func encAppendReq(r *raft.AppendEntriesRequest) *pb.AppendEntriesRequest {
 	out := &pb.AppendEntriesRequest{
-		Header:            encHeader(r.RPCHeader),
-		Term:              r.Term,
-		Leader:            r.Leader, //nolint:staticcheck // carried for older peers
+		Header: encHeader(r.RPCHeader),
+		Term:   r.Term,
+		//lint:ignore SA1019 carried for peers that read the leader from it
+		Leader:            r.Leader,
 		PrevLogEntry:      r.PrevLogEntry,
 		PrevLogTerm:       r.PrevLogTerm,
 		LeaderCommitIndex: r.LeaderCommitIndex,
@@ -58,8 +59,9 @@ func encAppendReq(r *raft.AppendEntriesRequest) *pb.AppendEntriesRequest {
 
 func decAppendReq(r *pb.AppendEntriesRequest) *raft.AppendEntriesRequest {
 	out := &raft.AppendEntriesRequest{
-		RPCHeader:         decHeader(r.Header),
-		Term:              r.Term,
+		RPCHeader: decHeader(r.Header),
+		Term:      r.Term,
+		//lint:ignore SA1019 carried for peers that read the leader from it
 		Leader:            r.Leader,
 		PrevLogEntry:      r.PrevLogEntry,
 		PrevLogTerm:       r.PrevLogTerm,
@@ -90,14 +92,18 @@ func decAppendResp(r *pb.AppendEntriesResponse, out *raft.AppendEntriesResponse)
 
 func encVoteReq(r *raft.RequestVoteRequest) *pb.RequestVoteRequest {
 	return &pb.RequestVoteRequest{
-		Header: encHeader(r.RPCHeader), Term: r.Term, Candidate: r.Candidate, //nolint:staticcheck
+		Header: encHeader(r.RPCHeader), Term: r.Term,
+		//lint:ignore SA1019 carried for peers that read the candidate from it
+		Candidate:    r.Candidate,
 		LastLogIndex: r.LastLogIndex, LastLogTerm: r.LastLogTerm, LeadershipTransfer: r.LeadershipTransfer,
 	}
 }
 
 func decVoteReq(r *pb.RequestVoteRequest) *raft.RequestVoteRequest {
 	return &raft.RequestVoteRequest{
-		RPCHeader: decHeader(r.Header), Term: r.Term, Candidate: r.Candidate,
+		RPCHeader: decHeader(r.Header), Term: r.Term,
+		//lint:ignore SA1019 carried for peers that read the candidate from it
+		Candidate:    r.Candidate,
 		LastLogIndex: r.LastLogIndex, LastLogTerm: r.LastLogTerm, LeadershipTransfer: r.LeadershipTransfer,
 	}
 }

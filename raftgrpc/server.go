@@ -57,7 +57,8 @@ func (t *Transport) dispatch(ctx context.Context, cmd any, data io.Reader, heart
 func isHeartbeat(r *raft.AppendEntriesRequest) bool {
 	leader := r.RPCHeader.Addr
 	if len(leader) == 0 {
-		leader = r.Leader //nolint:staticcheck // older peers
+		//lint:ignore SA1019 a peer that sets only the deprecated field
+		leader = r.Leader
 	}
 	return r.Term != 0 && leader != nil && r.PrevLogEntry == 0 && r.PrevLogTerm == 0 &&
 		len(r.Entries) == 0 && r.LeaderCommitIndex == 0

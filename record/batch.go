@@ -192,8 +192,7 @@ func Validate(batch []byte) (Header, error) {
 // an uncompressed batch, as a Kafka leader does before it acknowledges a
 // produce request: attributes, timestamp and offset deltas (0..n-1), key,
 // value and header lengths within the record. It is one pass over the
-// records, framing and parsing together, in the same pass as the CRC where
-// the CPU allows (see the package doc), else after it.
+// records after the CRC, framing and parsing together.
 func ValidateDeep(batch []byte) (Header, error) {
 	return validate(batch, true)
 }
@@ -209,19 +208,7 @@ func validate(batch []byte, deep bool) (Header, error) {
 		}
 		return h, fmt.Errorf("%w: batch is %d bytes, buffer %d", ErrBadLength, h.Size(), len(batch))
 	}
-	// An uncompressed batch has its records checked in the same pass as
-	// the CRC where the CPU allows (crcCheckRecords), from the first up
-	// to p: in full, which is more than framing needs but costs no more.
-	var (
-		crc uint32
-		p   int
-		i   int32
-	)
-	if h.Codec() == None && foldablePrefix(len(batch)-offAttributes) > 0 {
-		crc, p, i = crcCheckRecords(batch, h.NumRecords)
-	} else {
-		crc = CRC(batch)
-	}
+	crc := CRC(batch)
 	if crc != h.CRC {
 		return h, fmt.Errorf("%w: stored %08x, computed %08x", ErrBadCRC, h.CRC, crc)
 	}
@@ -234,9 +221,9 @@ func validate(batch []byte, deep bool) (Header, error) {
 	body := batch[HeaderSize:]
 	if h.Codec() == None {
 		if deep {
-			return h, checkRecordsFrom(body, p, i, h.NumRecords)
+			return h, checkRecords(body, h.NumRecords)
 		}
-		return h, checkFramingFrom(body, p, i, h.NumRecords)
+		return h, checkFraming(body, h.NumRecords)
 	}
 	acquireDecompress()
 	defer releaseDecompress()
@@ -245,7 +232,7 @@ func validate(batch []byte, deep bool) (Header, error) {
 		return h, err
 	}
 	defer putBuf(dec)
-	return h, checkRecordsFrom(*dec, 0, 0, h.NumRecords)
+	return h, checkRecords(*dec, h.NumRecords)
 }
 
 // minRecordLength is the smallest record body: attributes, timestamp
@@ -253,14 +240,14 @@ func validate(batch []byte, deep bool) (Header, error) {
 // byte each.
 const minRecordLength = 6
 
-// checkFramingFrom checks that body holds exactly n length-prefixed
-// records of plausible size, records i to n-1 of them from body[p:] (the
-// ones before checked already). It is a chain of dependent loads (each record's
+// checkFraming checks that body holds exactly n length-prefixed records
+// of plausible size. It is a chain of dependent loads (each record's
 // length says where the next starts), so the common case, a non-negative
 // length in one or two varint bytes (up to 8191), is decoded from a single
 // 16-bit load with one bounds check.
-func checkFramingFrom(body []byte, p int, i, n int32) error {
-	for ; i < n; i++ {
+func checkFraming(body []byte, n int32) error {
+	p := 0
+	for i := int32(0); i < n; i++ {
 		if u, size := varint2(body, p); size != 0 && u&1 == 0 {
 			// An even zigzag value is non-negative.
 			length := u >> 1
@@ -331,21 +318,16 @@ func varint2(b []byte, q int) (u uint, size int) {
 // parses it in general and says what is wrong; the fast path accepts only
 // records that checkRecord accepts (TestCheckRecordsFastPath).
 func checkRecords(body []byte, n int32) error {
-	return checkRecordsFrom(body, 0, 0, n)
-}
-
-// checkRecordsFrom is checkRecords for records i to n-1 of body, the
-// first of them at body[p:].
-func checkRecordsFrom(body []byte, p int, i, n int32) error {
 	var (
-		q, end   int
-		h        int  // where the headers' fields start, as walked
-		k, c     uint // offset in the window w; header count
-		x, y, zi uint64
-		w, r     []byte
-		err      error
+		p, q, end int
+		i         int32
+		h         int  // where the headers' fields start, as walked
+		k, c      uint // offset in the window w; header count
+		x, y, zi  uint64
+		w, r      []byte
+		err       error
 	)
-	for zi = 2 * uint64(i); i < n; i, zi = i+1, zi+2 {
+	for ; i < n; i, zi = i+1, zi+2 {
 		// zi is 2i, offset delta i zigzag-encoded. p is never negative;
 		// the test tells the compiler so, and w needs no bounds checks.
 		if p < 0 || p > len(body)-16 {

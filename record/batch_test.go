@@ -287,8 +287,8 @@ func BenchmarkBatchValidateDeepHeaders(b *testing.B) {
 	benchValidate(b, benchHeadersBatch(), ValidateDeep)
 }
 
-// benchCheckRecords times checkRecords alone (its Go fast path, with no
-// records checked alongside the CRC) on the records of batch, or
+// benchCheckRecords times checkRecords alone (its Go fast path) on the
+// records of batch, or
 // checkRecordsSlow if slow.
 func benchCheckRecords(b *testing.B, batch []byte, slow bool) {
 	h, _ := ParseHeader(batch)
@@ -654,11 +654,10 @@ func randomRecords(rng *rand.Rand, body []byte, n, maxLen int, bad float64) []by
 // changed bytes of built batches, and on wrong record counts.
 func TestCheckRecordsFastPath(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	fused := fusedCheck(t)
 	checks := []struct {
 		name  string
 		check func([]byte, int32) error
-	}{{"checkRecords", checkRecords}, {"crcCheckRecords", func(body []byte, n int32) error { return fused(t, body, n) }}}
+	}{{"checkRecords", checkRecords}}
 	same := func(what string, body []byte, n int32) bool {
 		t.Helper()
 		want := checkRecordsSlow(body, n)

@@ -2,18 +2,12 @@
 // byte, so that a batch can travel from producer to disk to follower to
 // consumer without being re-encoded.
 //
-// It is a leaf package: it imports only the standard library, the
-// compression codecs and golang.org/x/sys/cpu (to pick the CRC-32C code
-// for the CPU), so that storage, broker and the Go client can all use it.
-//
-// The CRC runs on every byte produced, on the leader and on each follower.
-// On amd64 CPUs with AVX-512 carry-less multiply (VPCLMULQDQ) it folds 256
-// bytes per step in crc_amd64.s, about twice the speed of hash/crc32's
-// SSE4.2 code; elsewhere, or built with the purego tag, it is hash/crc32.
-// There, Validate and ValidateDeep also check the records of an
-// uncompressed batch in the same pass as the CRC: the CRC keeps the vector
-// units busy and the record checks the scalar ones, so the two together
-// take about the time of the record checks alone.
+// It is a leaf package: it imports only the standard library and the
+// compression codecs, so that storage, broker and the Go client can all
+// use it. It is all Go: the CRC runs on every byte produced, on the leader
+// and on each follower, and is hash/crc32's CRC-32C, which uses the CPU's
+// CRC32 instructions where it has them; the record checks after it are
+// the Go loops in batch.go.
 //
 // # Batch framing
 //

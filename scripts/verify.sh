@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Checks that the tree is tidy: gofmt, go vet, go.mod/go.sum tidy, generated
-# code current, import boundaries. Needs protoc for the generated-code check.
+# code current, import boundaries, staticcheck, and no breaking change to the
+# public protos (proto/quire/v1) since the previous commit. Every tool comes
+# from scripts/tools.sh at a pinned version; nothing is needed from the
+# machine but Go and git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/tools.sh staticcheck buf protoc-gen-go protoc-gen-go-grpc
 fail=0
 
 echo "verify: gofmt"
-unformatted=$(gofmt -l $(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))
+gofmt="$(go env GOROOT)/bin/gofmt"
+unformatted=$("$gofmt" -l $(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed:"; echo "$unformatted"; fail=1
 fi
@@ -32,6 +37,18 @@ fi
 
 echo "verify: import boundaries"
 go test -count=1 ./internal/lint || fail=1
+
+echo "verify: staticcheck ($(bin/staticcheck -version))"
+bin/staticcheck ./... || fail=1
+
+echo "verify: breaking changes to proto/quire/v1"
+if git rev-parse --verify -q HEAD~1 >/dev/null; then
+	bin/buf breaking proto --against '.git#ref=HEAD~1,subdir=proto' || {
+		echo "proto/quire/v1 breaks compatibility with the previous commit"; fail=1
+	}
+else
+	echo "skipped: no previous commit to compare with (a shallow clone or the first commit)"
+fi
 
 if [ "$fail" -ne 0 ]; then
 	echo "verify: FAILED"; exit 1

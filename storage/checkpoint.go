@@ -104,8 +104,18 @@ func parseCheckpoint(data []byte, fields int) ([][]string, error) {
 		}
 		out = append(out, f)
 	}
-	if l, ok := line(); ok && l != "" {
-		return nil, fmt.Errorf("%w: trailing line %q", ErrBadCheckpoint, l)
+	for {
+		l, ok := line()
+		if !ok {
+			break
+		}
+		if l != "" {
+			return nil, fmt.Errorf("%w: trailing line %q", ErrBadCheckpoint, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		// A line past bufio's limit ends the scan early: not a file we wrote.
+		return nil, fmt.Errorf("%w: %v", ErrBadCheckpoint, err)
 	}
 	return out, nil
 }

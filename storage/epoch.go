@@ -168,9 +168,3 @@ func (c *epochCache) endOffsetFor(requested int32, leo int64) (int32, int64) {
 	}
 	return c.entries[hi-1].Epoch, c.entries[hi].StartOffset
 }
-
-func (c *epochCache) snapshot() []epochEntry {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return append([]epochEntry(nil), c.entries...)
-}

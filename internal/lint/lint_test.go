@@ -77,6 +77,9 @@ var rules = []rule{
 	// The one declaration of each error code's retriability: the client
 	// imports it, so it may use nothing of ours but the public API.
 	{pkg: "internal/errcode", ours: []string{"api/quirev1"}},
+	// The hand-written codecs: the generated messages and nothing else of
+	// ours, so both the broker and the client can use them.
+	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
 	// The consumer-group state machine is pure: plain types in, records
 	// out; its assignors depend on nothing at all of ours.

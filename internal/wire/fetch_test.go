@@ -1,4 +1,4 @@
-package broker
+package wire
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestEncodeFetchResponse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := encodeFetchResponse(r, nil)
+		data, err := EncodeFetchResponse(r, SliceBuffers{})
 		if err != nil {
 			t.Fatal(err)
 		}
