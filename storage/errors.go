@@ -45,3 +45,14 @@ func corrupt(err error) error {
 	}
 	return fmt.Errorf("storage: corrupt batch: %w", errors.Join(ErrCorruptBatch, err))
 }
+
+// ValidOffsets says which offsets a log with this start and end holds, for
+// error messages: "valid offsets are 0 to 2 (log end 3)", or for an empty
+// log "the log is empty (log start and end 3)". The log end itself is
+// where the next record goes: a fetch there waits rather than fails.
+func ValidOffsets(start, end int64) string {
+	if end <= start {
+		return fmt.Sprintf("the log is empty (log start and end %d)", end)
+	}
+	return fmt.Sprintf("valid offsets are %d to %d (log end %d)", start, end-1, end)
+}
