@@ -3,6 +3,7 @@ package broker_test
 import (
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -90,6 +91,10 @@ func TestProduceBadBatches(t *testing.T) {
 	corrupt[len(corrupt)-2] ^= 0xff
 	res = produce(t, c, "bad", 0, corrupt)
 	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, false)
+	// One cause, said once: no repeated "corrupt batch" prefixes, one line.
+	if m := res.Error.Message; strings.Count(m, "corrupt batch") != 1 || strings.Contains(m, "\n") || !strings.Contains(m, "crc mismatch") {
+		t.Errorf("corrupt batch message %q", m)
+	}
 
 	// A good batch followed by a corrupt one: nothing of either.
 	mixed := append(makeBatch(2, 10, "ok"), corrupt...)
