@@ -304,7 +304,11 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetad
 			ok = true
 		}
 		if !ok {
-			missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(unknownTopic(name))})
+			err := unknownTopic(name)
+			if req.AllowAutoTopicCreation {
+				err = fmt.Errorf("%w, and auto.create.topics.enable is false on broker %d", err, b.cfg.NodeID)
+			}
+			missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(err)})
 			continue
 		}
 		topics = append(topics, t)

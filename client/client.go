@@ -399,7 +399,10 @@ func (m *metaCache) loadTopic(ctx context.Context, name string, autoCreate bool)
 				return tm, nil
 			}
 		}
-		unknown := ErrorCode(err) == quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION && !autoCreate && !m.c.cfg.autoCreate
+		// The broker's answer that a topic does not exist is definitive,
+		// asked to create it or not: a broker that may create topics has
+		// done so (or answered another error) before it answers.
+		unknown := ErrorCode(err) == quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
 		if !retriable(err) || unknown {
 			return nil, err
 		}

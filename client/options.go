@@ -64,6 +64,7 @@ type config struct {
 	fetchPartMaxBytes  int32
 	fetchBufferedPolls int
 	resetOffset        Offset
+	resetNone          bool // report offsets out of range instead
 }
 
 func defaultConfig() config {
@@ -171,5 +172,14 @@ func FetchMaxPartitionBytes(n int32) Opt { return func(c *config) { c.fetchPartM
 func FetchBufferedPolls(n int) Opt { return func(c *config) { c.fetchBufferedPolls = n } }
 
 // ConsumeResetOffset is where a consumer restarts a partition whose offset
-// fell out of range (default AtStart).
-func ConsumeResetOffset(o Offset) Opt { return func(c *config) { c.resetOffset = o } }
+// fell out of range (default AtStart): Kafka's auto.offset.reset earliest
+// (AtStart) or latest (AtEnd).
+func ConsumeResetOffset(o Offset) Opt {
+	return func(c *config) { c.resetOffset, c.resetNone = o, false }
+}
+
+// ConsumeResetNone makes a consumer report an offset out of range instead
+// of restarting elsewhere (Kafka's auto.offset.reset=none): Poll returns
+// the OFFSET_OUT_OF_RANGE error, whose message gives the valid range, and
+// the partition tries the same offset again after the retry backoff.
+func ConsumeResetNone() Opt { return func(c *config) { c.resetNone = true } }

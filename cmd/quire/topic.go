@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -32,6 +33,14 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The client sends any value but 0, which means "the broker's
+			// default"; an explicit 0 is refused here as the broker would.
+			if cmd.Flags().Changed("partitions") && partitions == 0 {
+				return fmt.Errorf("-p 0: partitions must be positive (omit -p for the broker's num.partitions)")
+			}
+			if cmd.Flags().Changed("replicas") && rf == 0 {
+				return fmt.Errorf("-r 0: replication factor must be positive (omit -r for the broker's default.replication.factor)")
+			}
 			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
@@ -39,14 +48,12 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 			defer done()
 			var created []*client.TopicDescription
 			rows := [][]string{}
-			var firstErr error
+			var errs []error
 			for _, name := range args {
 				d, err := cl.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: cfgs})
 				if err != nil {
 					rows = append(rows, []string{name, err.Error()})
-					if firstErr == nil {
-						firstErr = fmt.Errorf("create %s: %w", name, err)
-					}
+					errs = append(errs, fmt.Errorf("create %s: %w", name, err))
 					continue
 				}
 				created = append(created, d)
@@ -56,10 +63,12 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 				if err := printJSON(cmd.OutOrStdout(), created); err != nil {
 					return err
 				}
-			} else if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
+				return errors.Join(errs...) // the JSON lists only what was created
+			}
+			if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
 				return err
 			}
-			return firstErr
+			return failedOf(len(errs), len(args), "created")
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 0, "number of partitions (default: the broker's num.partitions)")
@@ -238,14 +247,12 @@ func topicDeleteCmd(g *globalFlags) *cobra.Command {
 			}
 			defer done()
 			rows := [][]string{}
-			var firstErr error
+			failed := 0
 			for _, name := range args {
 				status := "OK"
 				if err := cl.DeleteTopic(ctx, name); err != nil {
 					status = err.Error()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("delete %s: %w", name, err)
-					}
+					failed++
 				}
 				rows = append(rows, []string{name, status})
 			}
@@ -264,9 +271,18 @@ func topicDeleteCmd(g *globalFlags) *cobra.Command {
 			} else if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
 				return err
 			}
-			return firstErr
+			return failedOf(failed, len(args), "deleted")
 		},
 	}
+}
+
+// failedOf is the exit error of a command whose table already printed
+// each failure: a count, not the messages again.
+func failedOf(failed, of int, verb string) error {
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d topics not %s (see the STATUS column)", failed, of, verb)
 }
 
 func topicAlterConfigCmd(g *globalFlags) *cobra.Command {

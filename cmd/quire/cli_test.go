@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/client"
+)
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test
+// reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runCLIStdin runs the CLI with stdin, returning stdout, stderr and the
+// error main would print.
+func runCLIStdin(stdin string, args ...string) (string, string, error) {
+	var out, errOut syncBuffer
+	err := runCLIWith(strings.NewReader(stdin), &out, &errOut, args...)
+	return out.String(), errOut.String(), err
+}
+
+func runCLIWith(stdin *strings.Reader, out, errOut *syncBuffer, args ...string) error {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	return root.Execute()
+}
+
+func testClient(t *testing.T, addr string) (context.Context, *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cl, err := client.New(ctx, client.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return ctx, cl
+}
+
+// TestCLITopicCreateBadCounts: -p and -r are sent as typed, and the
+// broker's refusal is shown once (in the table) with a non-zero exit.
+func TestCLITopicCreateBadCounts(t *testing.T) {
+	b := brokertest.Start(t)
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout, or else in the error
+	}{
+		{[]string{"-p", "-3"}, "partitions must be positive, got -3"},
+		{[]string{"-r", "-1"}, "replication factor must be between 1 and 32767, got -1"},
+		{[]string{"-p", "0"}, "-p 0: partitions must be positive"},
+		{[]string{"-r", "0"}, "-r 0: replication factor must be positive"},
+	} {
+		args := append([]string{"--brokers", b.Addr(), "topic", "create", "bad"}, tc.args...)
+		out, _, err := runCLIStdin("", args...)
+		if err == nil {
+			t.Fatalf("%v: succeeded: %s", tc.args, out)
+		}
+		if !strings.Contains(out, tc.want) && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: printed %q, error %v; want %q", tc.args, out, err, tc.want)
+		}
+		if strings.Contains(out, tc.want) && strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: the error is printed twice: %q and %v", tc.args, out, err)
+		}
+	}
+	ctx, cl := testClient(t, b.Addr())
+	if ts, err := cl.ListTopics(ctx); err != nil || len(ts) != 0 {
+		t.Fatalf("topics after bad creates: %v %v", ts, err)
+	}
+}
+
+// TestCLIConsumeReset: an explicit offset past the end fails with the
+// valid range unless --reset says where to go instead.
+func TestCLIConsumeReset(t *testing.T) {
+	b := brokertest.Start(t)
+	brokers := []string{"--brokers", b.Addr()}
+	if _, _, err := runCLIStdin("a\nb\nc\n", append(brokers, "produce", "r", "-p", "0")...); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLIStdin("", append(brokers, "consume", "r", "-p", "0", "-o", "1000000", "-n", "1")...)
+	if err == nil || out != "" || !strings.Contains(err.Error(), "offset 1000000, valid offsets are 0 to 2 (log end 3)") ||
+		!strings.Contains(err.Error(), "--reset") {
+		t.Fatalf("consume past the end: printed %q, error %v", out, err)
+	}
+	out, _, err = runCLIStdin("", append(brokers, "consume", "r", "-p", "0", "-o", "1000000", "-n", "1", "--reset", "earliest")...)
+	if err != nil || out != "a\n" {
+		t.Fatalf("--reset earliest: printed %q, error %v", out, err)
+	}
+	if _, _, err := runCLIStdin("", append(brokers, "consume", "r", "--reset", "sometimes")...); err == nil ||
+		!strings.Contains(err.Error(), "earliest, latest or none") {
+		t.Fatalf("bad --reset: %v", err)
+	}
+}
+
+// TestCLIUnknownTopicAutoCreateOff: produce and consume of a missing topic
+// on a broker that creates none fail at once with the broker's answer,
+// and produce prints it once.
+func TestCLIUnknownTopicAutoCreateOff(t *testing.T) {
+	b := brokertest.Start(t, func(c *broker.Config) { c.AutoCreateTopicsEnable = false })
+	done := make(chan struct{})
+	var out, errOut string
+	var err error
+	go func() {
+		defer close(done)
+		out, errOut, err = runCLIStdin("a\nb\n", "--brokers", b.Addr(), "produce", "missing")
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("produce to a missing topic still waiting after 30s")
+	}
+	const want = `topic "missing" does not exist, and auto.create.topics.enable is false`
+	if err == nil || out != "" {
+		t.Fatalf("produce: printed %q, error %v", out, err)
+	}
+	if n := strings.Count(errOut+err.Error(), want); n != 1 {
+		t.Fatalf("produce printed the error %d times: stderr %q, error %v", n, errOut, err)
+	}
+	if _, _, err := runCLIStdin("", "--brokers", b.Addr(), "consume", "missing", "-n", "1"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("consume: %v", err)
+	}
+}
+
+// TestCLIAutoCreateConsistent: where the broker creates topics on first
+// use, produce and consume both create a missing topic and say so.
+func TestCLIAutoCreateConsistent(t *testing.T) {
+	b := brokertest.Start(t)
+	_, errOut, err := runCLIStdin("x\n", "--brokers", b.Addr(), "produce", "typo1")
+	if err != nil || !strings.Contains(errOut, "created topic typo1") {
+		t.Fatalf("produce: stderr %q, error %v", errOut, err)
+	}
+
+	var out, cerr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runCLIWith(strings.NewReader(""), &out, &cerr, "--brokers", b.Addr(), "consume", "typo2", "-n", "1")
+	}()
+	ctx, cl := testClient(t, b.Addr())
+	for !strings.Contains(cerr.String(), "created topic typo2") {
+		select {
+		case err := <-done:
+			t.Fatalf("consume ended: %v, stderr %q", err, cerr.String())
+		case <-ctx.Done():
+			t.Fatalf("consume did not create typo2: stderr %q", cerr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := cl.ProduceSync(ctx, client.StringRecord("typo2", "late")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil || out.String() != "late\n" {
+			t.Fatalf("consume: printed %q, error %v", out.String(), err)
+		}
+	case <-ctx.Done():
+		t.Fatal("consume did not print the record produced")
+	}
+}
