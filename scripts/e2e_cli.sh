@@ -36,9 +36,9 @@ if [ -z "$quire" ]; then
 	go build -o "$tmp/quire" ./cmd/quire
 	quire="$tmp/quire"
 fi
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 if [ -z "$brokers" ]; then
-	# shellcheck source=scripts/lib.sh
-	. scripts/lib.sh
 	port=$(free_ports 1)
 	[ -n "$port" ] || fail "no free port"
 	brokers="127.0.0.1:$port"
@@ -138,6 +138,18 @@ q perf produce --topic "$topic-perf" --partitions 2 -n 20000 --size 100 --acks 1
 grep -q "20000 records" "$tmp/perf.txt" || fail "perf produce summary: $(cat "$tmp/perf.txt")"
 q perf consume --topic "$topic-perf" -n 20000 >"$tmp/perf.txt" 2>&1 || fail "perf consume"
 grep -q "20000 records" "$tmp/perf.txt" || fail "perf consume summary: $(cat "$tmp/perf.txt")"
+
+step "the README's CLI block, exactly as printed"
+# From a directory whose bin/quire is this run's binary, the path the
+# README names; QUIRE_BROKERS points it at this server.
+mkdir -p "$tmp/readme/bin"
+ln -sf "$(cd "$(dirname "$quire")" && pwd)/$(basename "$quire")" "$tmp/readme/bin/quire"
+q topic delete orders perf >/dev/null 2>&1 || true # left by an earlier run on this server
+out=$(run_readme_block cli "$tmp/readme" 2>&1) || fail "the README's CLI block failed: $out"
+grep -q "^orders  *OK" <<<"$out" || fail "README CLI block: no topic created: $out"
+grep -Eq "^[0-2]/[0-9]+ k1=hello$" <<<"$out" || fail "README CLI block: consume -f output: $out"
+grep -q "200000 records" <<<"$out" || fail "README CLI block: perf summary: $out"
+q topic delete orders perf >/dev/null || fail "delete the README's topics"
 
 step "topic delete"
 q topic delete "$topic" "$topic-perf" >/dev/null || fail "delete"

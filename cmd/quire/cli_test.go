@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/testcluster"
 )
 
 // syncBuffer is a bytes.Buffer safe for a command writing while the test
@@ -178,5 +180,53 @@ func TestCLIAutoCreateConsistent(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("consume did not print the record produced")
+	}
+}
+
+// TestCLIUnderReplicatedRightAfterKill: with a leader just killed, before
+// the controller fences it, describe --under-replicated lists its
+// partitions as LEADER-UNREACHABLE and says what happens next.
+func TestCLIUnderReplicatedRightAfterKill(t *testing.T) {
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.BrokerSessionTimeoutMs = 120000 // no fencing within the test
+	}))
+	ctx, cl := testClient(t, c.Addr(1))
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "ur", Partitions: 3, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var ds []client.TopicDescription
+	for {
+		var err error
+		ds, err = cl.DescribeTopics(ctx, "ur")
+		if err == nil && len(ds) == 1 && ds[0].Partitions[0].Leader > 0 && ds[0].Partitions[0].HighWatermark >= 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no leader for ur-0: %v %v", ds, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the metadata, with the test's deadline
+	}
+	dead := ds[0].Partitions[0].Leader
+	alive := int32(1)
+	if dead == 1 {
+		alive = 2
+	}
+	c.Kill(dead)
+	out, errOut, err := runCLIStdin("", "--brokers", c.Addr(alive), "topic", "describe", "--under-replicated", "ur")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "ur" && f[1] == "0" {
+			found = f[5] == "LEADER-UNREACHABLE" && f[2] == fmt.Sprint(dead)
+		}
+	}
+	if !found || !strings.Contains(errOut, "broker.session.timeout.ms") {
+		t.Fatalf("describe --under-replicated with leader %d killed:\n%s\nstderr: %s", dead, out, errOut)
+	}
+	out, _, err = runCLIStdin("", "--brokers", c.Addr(alive), "topic", "describe", "ur")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d (unreachable)", dead)) {
+		t.Fatalf("describe with leader %d killed: %v\n%s", dead, err, out)
 	}
 }
