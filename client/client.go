@@ -210,10 +210,11 @@ type partMeta struct {
 }
 
 type topicMeta struct {
-	name       string
-	id         string
-	err        error
-	partitions []partMeta
+	name            string
+	id              string
+	err             error
+	partitions      []partMeta
+	maxMessageBytes int // the topic's max.message.bytes; 0 when not said
 }
 
 // metaCache is the client's view of the cluster. Readers take snapshots;
@@ -356,7 +357,7 @@ func (m *metaCache) refresh(ctx context.Context, topics []string, autoCreate boo
 		m.topics = map[string]*topicMeta{}
 	}
 	for _, t := range resp.GetTopics() {
-		tm := &topicMeta{name: t.GetName(), id: t.GetTopicId(), err: fromProto(t.GetError())}
+		tm := &topicMeta{name: t.GetName(), id: t.GetTopicId(), err: fromProto(t.GetError()), maxMessageBytes: int(t.GetMaxMessageBytes())}
 		for _, p := range t.GetPartitions() {
 			idx := int(p.GetPartition())
 			for len(tm.partitions) <= idx {

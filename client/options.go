@@ -51,6 +51,7 @@ type config struct {
 	deliveryTimeout time.Duration
 	linger          time.Duration
 	batchMaxBytes   int
+	batchMaxSet     bool // BatchMaxBytes given: not the topic's limit
 	maxBufBytes     int64
 	blockOnFull     bool
 	acks            Acks
@@ -132,9 +133,11 @@ func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryT
 // which batches naturally under load).
 func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
 
-// BatchMaxBytes caps one record batch (default 1 MiB). A record that does
-// not fit in an empty batch fails with ErrRecordTooLarge.
-func BatchMaxBytes(n int) Opt { return func(c *config) { c.batchMaxBytes = n } }
+// BatchMaxBytes caps one record batch. Without it a topic's batches follow
+// its max.message.bytes, learned from metadata (1 MiB from a broker that
+// does not say). A record that does not fit in an empty batch fails with
+// ErrRecordTooLarge.
+func BatchMaxBytes(n int) Opt { return func(c *config) { c.batchMaxBytes, c.batchMaxSet = n, true } }
 
 // MaxBufferedBytes caps the bytes of records produced but not yet
 // acknowledged (default 16 MiB). What happens when full is set by

@@ -230,3 +230,22 @@ func TestCLIUnderReplicatedRightAfterKill(t *testing.T) {
 		t.Fatalf("describe with leader %d killed: %v\n%s", dead, err, out)
 	}
 }
+
+// TestCLIProduceFollowsTopicMaxMessageBytes: a line bigger than 1 MiB
+// goes to a topic whose max.message.bytes takes it; --batch-max-bytes
+// overrides the topic's limit.
+func TestCLIProduceFollowsTopicMaxMessageBytes(t *testing.T) {
+	b := brokertest.Start(t)
+	brokers := []string{"--brokers", b.Addr()}
+	if _, _, err := runCLIStdin("", append(brokers, "topic", "create", "wide", "-p", "1", "-c", "max.message.bytes=4194304")...); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("x", 2<<20) + "\n"
+	if _, errOut, err := runCLIStdin(line, append(brokers, "produce", "wide")...); err != nil {
+		t.Fatalf("2 MiB line to a topic of max.message.bytes 4 MiB: %v %s", err, errOut)
+	}
+	_, errOut, err := runCLIStdin(line, append(brokers, "produce", "wide", "--batch-max-bytes", "1048576")...)
+	if err == nil || !strings.Contains(errOut, "batch max 1048576 (BatchMaxBytes)") {
+		t.Fatalf("2 MiB line with --batch-max-bytes 1 MiB: %v %s", err, errOut)
+	}
+}

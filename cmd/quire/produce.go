@@ -22,7 +22,7 @@ func newProduceCmd(g *globalFlags) *cobra.Command {
 		partition                      int32
 		verbose                        bool
 		headers                        []string
-		maxLine                        int
+		maxLine, batchMax              int
 	)
 	cmd := &cobra.Command{
 		Use:   "produce TOPIC",
@@ -52,6 +52,9 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 				return err
 			}
 			opts := []client.Opt{client.RequiredAcks(a), client.Compression(codec)}
+			if cmd.Flags().Changed("batch-max-bytes") {
+				opts = append(opts, client.BatchMaxBytes(batchMax))
+			}
 			explicit := cmd.Flags().Changed("partition")
 			if explicit {
 				opts = append(opts, client.RecordPartitioner(client.ManualPartitioner()))
@@ -118,6 +121,7 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 	f.StringArrayVarP(&headers, "header", "H", nil, "header key=value for every record (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where each record landed")
 	f.IntVar(&maxLine, "max-line-bytes", 16<<20, "longest input line accepted")
+	f.IntVar(&batchMax, "batch-max-bytes", 0, "largest record batch built (default: the topic's max.message.bytes)")
 	return cmd
 }
 
