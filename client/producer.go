@@ -531,6 +531,18 @@ func (pp *prodPart) take(now time.Time, linger time.Duration, flushing bool) (*p
 	return nil, pp.cur.firstAt.Add(linger)
 }
 
+// nextSize is the size of the batch take would return next (the open one
+// regardless of linger), 0 with none.
+func (pp *prodPart) nextSize() int {
+	switch {
+	case len(pp.sealed) > 0:
+		return pp.sealed[0].b.EstimatedSize()
+	case pp.cur != nil:
+		return pp.cur.b.EstimatedSize()
+	}
+	return 0
+}
+
 // expire fails the batches of a leaderless partition whose delivery
 // timeout passed; it reports whether the partition still holds records.
 func (pp *prodPart) expire(p *producer, now time.Time) bool {

@@ -503,3 +503,28 @@ func tryProduce(ctx context.Context, cl *client.Client, r *client.Record) (error
 		return nil, false
 	}
 }
+
+// TestProducerLargeBatchesKeepRequestsUnderLimit: batches of a topic with
+// a large max.message.bytes, ready on two partitions at once, go in
+// separate requests rather than one over the broker's 8 MiB limit.
+func TestProducerLargeBatchesKeepRequestsUnderLimit(t *testing.T) {
+	b := brokertest.Start(t)
+	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.Linger(time.Hour))
+	ctx := testCtx(t)
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "wide", Partitions: 2, Configs: map[string]string{"max.message.bytes": "5242880"}}); err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 4<<20+512<<10)
+	errs := make(chan error, 2)
+	for p := int32(0); p < 2; p++ {
+		cl.Produce(ctx, &client.Record{Topic: "wide", Partition: p, Value: value}, func(_ *client.Record, err error) { errs <- err })
+	}
+	if err := cl.Flush(ctx); err != nil { // both batches ready at once
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("two 4.5 MiB records on two partitions: %v", err)
+		}
+	}
+}
