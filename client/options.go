@@ -120,7 +120,8 @@ func RetryBackoff(d time.Duration) Opt { return func(c *config) { c.retryBackoff
 func MetadataMaxAge(d time.Duration) Opt { return func(c *config) { c.metadataMaxAge = d } }
 
 // AllowAutoTopicCreation lets metadata requests create the topics they
-// name when the broker allows it (auto.create.topics.enable).
+// name when the broker allows it (auto.create.topics.enable); where it
+// does not, the topic's UNKNOWN_TOPIC_OR_PARTITION comes back at once.
 func AllowAutoTopicCreation() Opt { return func(c *config) { c.autoCreate = true } }
 
 // DeliveryTimeout bounds how long a produced record may wait, counting
