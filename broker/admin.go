@@ -305,7 +305,11 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetad
 			ok = true
 		}
 		if !ok {
-			missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(unknownTopic(name))})
+			err := unknownTopic(name)
+			if req.AllowAutoTopicCreation {
+				err = fmt.Errorf("%w, and auto.create.topics.enable is false on broker %d", err, b.cfg.NodeID)
+			}
+			missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(err)})
 			continue
 		}
 		topics = append(topics, t)
@@ -317,7 +321,7 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetad
 	}
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
 	for _, t := range topics {
-		tm := &quirev1.TopicMetadata{Name: t.Name, TopicId: t.ID}
+		tm := &quirev1.TopicMetadata{Name: t.Name, TopicId: t.ID, MaxMessageBytes: int32(b.topicMaxMessageBytes(t))}
 		for _, p := range t.Partitions {
 			tm.Partitions = append(tm.Partitions, &quirev1.PartitionMetadata{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,

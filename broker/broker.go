@@ -113,7 +113,7 @@ func (b *Broker) start() error {
 		}
 	}
 	b.server = grpc.NewServer(append(transportOptions(),
-		grpc.MaxRecvMsgSize(maxRequestBytes(&b.cfg)),
+		grpc.MaxRecvMsgSize(maxReceiveBytes(&b.cfg)), // recvlimit.go
 		grpc.MaxSendMsgSize(maxSendBytes),
 		// Stop waits for handlers to return, so storage is never closed
 		// under an append still running.
@@ -128,11 +128,14 @@ func (b *Broker) start() error {
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(b.server, b.health)
 	reflection.Register(b.server)
-	quirev1.RegisterAdminServer(b.server, &adminService{b: b})
-	quirev1.RegisterProducerServer(b.server, &producerService{b: b})
-	quirev1.RegisterConsumerServer(b.server, &consumerService{b: b})
-	quirev1.RegisterMetadataServer(b.server, &metadataService{b: b})
-	quirev1.RegisterGroupsServer(b.server, &groupService{b: b})
+	// The public services refuse requests over maxRequestBytes with a
+	// quire.v1.Error (recvlimit.go).
+	limit := maxRequestBytes(&b.cfg)
+	b.server.RegisterService(withRequestLimit(&quirev1.Admin_ServiceDesc, limit), &adminService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), &producerService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), &consumerService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
 	internalv1.RegisterReplicaServiceServer(b.server, &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)
@@ -205,12 +208,6 @@ func advertisedFor(a *net.TCPAddr) string {
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
 	}
 	return a.String()
-}
-
-// maxRequestBytes lets the largest batch and its framing through.
-func maxRequestBytes(c *Config) int {
-	n := int(c.MessageMaxBytes) * 2
-	return max(n+1<<20, 8<<20)
 }
 
 // Addr returns the address the inter-broker listener is bound to, after

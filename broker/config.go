@@ -163,7 +163,7 @@ func DevConfig(dataDir string) Config {
 func (c *Config) Set(key, value string) error {
 	k, ok := configKeyIndex[key]
 	if !ok {
-		return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
+		return fmt.Errorf("%w: unknown key %q%s", ErrInvalidConfig, key, unknownKeyHint(key))
 	}
 	if err := k.set(c, strings.TrimSpace(value)); err != nil {
 		return fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, key, value, err)

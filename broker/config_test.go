@@ -128,3 +128,24 @@ func TestBrokerConfigDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerConfigSuggestsKey: an unknown key names the key it was
+// probably meant to be, a typo's closest key or a topic key's broker key.
+func TestBrokerConfigSuggestsKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"num.partition", `unknown key "num.partition"; did you mean num.partitions?`},
+		{"retention.ms", `unknown key "retention.ms"; did you mean log.retention.ms? (retention.ms is a topic config; log.retention.ms is the server's default for it)`},
+		{"max.message.bytes", "did you mean message.max.bytes?"},
+		{"log.retention.hour", "did you mean log.retention.hours?"},
+	} {
+		c := broker.DefaultConfig()
+		err := c.Set(tc.key, "1")
+		if !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want it to contain %q", tc.key, err, tc.want)
+		}
+	}
+	c := broker.DefaultConfig()
+	if err := c.Set("completely.unrelated.thing", "1"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("far-off key: %v, want no suggestion", err)
+	}
+}

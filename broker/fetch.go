@@ -151,6 +151,9 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 // FetchRecords is Fetch for one partition, decoded. Errors are whole-call
 // statuses. With max_wait_ms it waits for at least one record.
 func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRecordsRequest) (*quirev1.FetchRecordsResponse, error) {
+	if err := validateTopicName(req.Topic); err != nil {
+		return nil, toStatus(err) // INVALID_TOPIC_EXCEPTION, as Produce and CreateTopic say
+	}
 	maxRecords := int(req.MaxRecords)
 	if maxRecords <= 0 {
 		maxRecords = defaultMaxRecords

@@ -101,7 +101,10 @@ func TestFetchErrors(t *testing.T) {
 	_, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "nope"})
 	wantStatus(t, err, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "nope")
 	_, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "e", Offset: 50})
-	wantStatus(t, err, codes.OutOfRange, quirev1.ErrorCode_OFFSET_OUT_OF_RANGE)
+	wantStatus(t, err, codes.OutOfRange, quirev1.ErrorCode_OFFSET_OUT_OF_RANGE, "valid offsets are")
+	// An empty or malformed name is what every other call says it is.
+	_, err = c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{})
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name is empty")
 }
 
 func TestFetchLongPollReturnsWhenDataArrives(t *testing.T) {

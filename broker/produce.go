@@ -12,6 +12,7 @@ import (
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/storage"
 )
 
 const defaultProduceTimeout = 30 * time.Second
@@ -308,19 +309,43 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	var pending []pendingAck
 	var fws []forward
 	partResults := map[int32]*quirev1.PartitionProduceResult{}
+	limit := b.topicMaxMessageBytes(t)
 	for _, p := range order {
-		bld.Reset()
+		// A record that cannot fit any batch fails alone; the others of
+		// the partition go in as many batches as max.message.bytes needs,
+		// appended together (contiguous offsets, all or nothing).
+		kept := byPart[p][:0:0]
 		for _, i := range byPart[p] {
 			r := req.Records[i]
+			if size := record.HeaderSize + recordSizeBound(r); size > limit {
+				results[i] = &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: r.TimestampMs, Error: toError(
+					fmt.Errorf("%w: a record of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
+						storage.ErrRecordTooLarge, size, limit, req.Topic))}
+				continue
+			}
+			kept = append(kept, i)
+		}
+		byPart[p] = kept
+		if len(kept) == 0 {
+			continue
+		}
+		var batch []byte
+		bld.Reset()
+		for _, i := range kept {
+			r := req.Records[i]
+			if bld.Len() > 0 && bld.EstimatedSize()+recordSizeBound(r) > limit {
+				batch = append(batch, bld.Build()...)
+				bld.Reset()
+			}
 			ts := r.TimestampMs
 			if ts == 0 {
 				ts = now
 			}
 			bld.Append(ts, recordKey(r), recordValue(r), recordHeaders(r.Headers))
 		}
+		batch = append(batch, bld.Build()...)
 		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
 		partResults[p] = res
-		batch := bld.Build()
 		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, res)
 		if err != nil {
 			if !b.maybeForward(ctx, err, batch, res, &fws) {
@@ -336,6 +361,9 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	b.awaitAcks(ctx, pending)
 	for p, idx := range byPart {
 		res := partResults[p]
+		if res == nil {
+			continue // every record of p failed on its own above
+		}
 		for j, i := range idx {
 			rr := &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: req.Records[i].TimestampMs, Error: res.Error}
 			if rr.TimestampMs == 0 {
@@ -351,4 +379,25 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		}
 	}
 	return &quirev1.ProduceRecordsResponse{Results: results}, nil
+}
+
+// recordSizeBound is the most bytes r takes in an uncompressed batch:
+// its key, value and headers plus every varint at its longest.
+func recordSizeBound(r *quirev1.ProduceRecord) int {
+	// length, attributes, timestamp delta, offset delta, key and value
+	// lengths, header count.
+	n := 5 + 1 + 10 + 5 + 5 + 5 + 5 + len(recordKey(r)) + len(recordValue(r))
+	for _, h := range r.Headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// topicMaxMessageBytes is the largest batch topic t accepts: its
+// max.message.bytes, else the broker's message.max.bytes.
+func (b *Broker) topicMaxMessageBytes(t metadata.TopicInfo) int {
+	if tc, err := b.cfg.topicDefaults().resolve(t.Configs); err == nil {
+		return int(tc.MaxMessageBytes)
+	}
+	return int(b.cfg.MessageMaxBytes)
 }

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -92,6 +93,10 @@ func TestProduceBadBatches(t *testing.T) {
 	corrupt[len(corrupt)-2] ^= 0xff
 	res = produce(t, c, "bad", 0, corrupt)
 	wantInline(t, res.Error, quirev1.ErrorCode_CORRUPT_MESSAGE, true)
+	// One cause, said once: no repeated "corrupt batch" prefixes, one line.
+	if m := res.Error.Message; strings.Count(m, "corrupt batch") != 1 || strings.Contains(m, "\n") || !strings.Contains(m, "crc mismatch") {
+		t.Errorf("corrupt batch message %q", m)
+	}
 
 	// A good batch followed by a corrupt one: nothing of either.
 	mixed := append(makeBatch(2, 10, "ok"), corrupt...)
@@ -328,5 +333,41 @@ func TestProduceConcurrentOffsetsAreContiguous(t *testing.T) {
 	}
 	if n, first, last := countRecords(t, resp.Partitions[0].Records); n != writers*each*per || first != 0 || last != int64(n-1) {
 		t.Fatalf("fetched %d records %d..%d", n, first, last)
+	}
+}
+
+// TestProduceRecordsSplitsBatches: records that together exceed the
+// topic's max.message.bytes go in as several batches, all acknowledged
+// with contiguous offsets; a record too large for any batch fails alone.
+func TestProduceRecordsSplitsBatches(t *testing.T) {
+	_, c := start(t)
+	ctx := ctxT(t)
+	createTopic(t, c, "split", 1, map[string]string{"max.message.bytes": "4096"})
+	value := strings.Repeat("v", 100)
+	var recs []*quirev1.ProduceRecord
+	for i := 0; i < 2000; i++ {
+		recs = append(recs, &quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: value}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}})
+	}
+	big := &quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: strings.Repeat("b", 5000)}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}
+	recs = append(recs[:1000], append([]*quirev1.ProduceRecord{big}, recs[1000:]...)...)
+	resp, err := c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "split", Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := int64(0)
+	for i, r := range resp.Results {
+		if i == 1000 {
+			if r.Error == nil || r.Error.Code != quirev1.ErrorCode_MESSAGE_TOO_LARGE || !strings.Contains(r.Error.Message, "max.message.bytes 4096") {
+				t.Fatalf("oversized record: %+v", r)
+			}
+			continue
+		}
+		if r.Error != nil || r.Offset != next {
+			t.Fatalf("record %d: %+v, want offset %d", i, r, next)
+		}
+		next++
+	}
+	if n := leo(t, c, "split", 0); n != 2000 {
+		t.Fatalf("log end %d, want 2000", n)
 	}
 }

@@ -14,6 +14,10 @@ import (
 // TopicSpec describes a topic to create. Zero Partitions or
 // ReplicationFactor take the broker's defaults (num.partitions,
 // default.replication.factor).
+//
+// Partitions and ReplicationFactor left at 0 take the broker's
+// num.partitions and default.replication.factor; any other value, a
+// negative one included, is sent as given for the broker to check.
 type TopicSpec struct {
 	Name              string
 	Partitions        int32
@@ -133,10 +137,10 @@ func adminRetriable(err error) bool {
 // attempt created: the API carries no request id yet.
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescription, error) {
 	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs}
-	if spec.Partitions > 0 {
+	if spec.Partitions != 0 {
 		req.OptionalPartitions = &quirev1.CreateTopicRequest_Partitions{Partitions: spec.Partitions}
 	}
-	if spec.ReplicationFactor > 0 {
+	if spec.ReplicationFactor != 0 {
 		req.OptionalReplicationFactor = &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: spec.ReplicationFactor}
 	}
 	var resp *quirev1.CreateTopicResponse
@@ -281,11 +285,32 @@ func (c *Client) DescribeCluster(ctx context.Context) (*ClusterDescription, erro
 	return d, nil
 }
 
+// EnsureTopic returns a topic's partition count from fresh metadata; a
+// topic that does not exist is created with the broker's defaults if the
+// broker allows it (auto.create.topics.enable), and created says so. A
+// broker that does not answers UNKNOWN_TOPIC_OR_PARTITION at once.
+func (c *Client) EnsureTopic(ctx context.Context, topic string) (partitions int32, created bool, err error) {
+	n, err := c.PartitionCount(ctx, topic)
+	if ErrorCode(err) != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		return n, false, err
+	}
+	if err := c.meta.refresh(ctx, []string{topic}, true); err != nil {
+		return 0, false, err
+	}
+	n, err = c.cachedPartitionCount(topic)
+	return n, err == nil, err
+}
+
 // PartitionCount returns a topic's partition count from fresh metadata.
 func (c *Client) PartitionCount(ctx context.Context, topic string) (int32, error) {
 	if err := c.meta.refresh(ctx, []string{topic}, false); err != nil {
 		return 0, err
 	}
+	return c.cachedPartitionCount(topic)
+}
+
+// cachedPartitionCount is PartitionCount from the metadata cached.
+func (c *Client) cachedPartitionCount(topic string) (int32, error) {
 	tm := c.meta.topic(topic)
 	if tm == nil {
 		return 0, newError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic "+topic)

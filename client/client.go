@@ -226,10 +226,11 @@ type partMeta struct {
 }
 
 type topicMeta struct {
-	name       string
-	id         string
-	err        error
-	partitions []partMeta
+	name            string
+	id              string
+	err             error
+	partitions      []partMeta
+	maxMessageBytes int // the topic's max.message.bytes; 0 when not said
 }
 
 // metaCache is the client's view of the cluster. Readers take snapshots;
@@ -367,7 +368,7 @@ func (m *metaCache) refresh(ctx context.Context, topics []string, autoCreate boo
 		m.topics = map[string]*topicMeta{}
 	}
 	for _, t := range resp.GetTopics() {
-		tm := &topicMeta{name: t.GetName(), id: t.GetTopicId(), err: fromProto(t.GetError())}
+		tm := &topicMeta{name: t.GetName(), id: t.GetTopicId(), err: fromProto(t.GetError()), maxMessageBytes: int(t.GetMaxMessageBytes())}
 		for _, p := range t.GetPartitions() {
 			idx := int(p.GetPartition())
 			for len(tm.partitions) <= idx {
@@ -410,7 +411,10 @@ func (m *metaCache) loadTopic(ctx context.Context, name string, autoCreate bool)
 				return tm, nil
 			}
 		}
-		unknown := ErrorCode(err) == quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION && !autoCreate && !m.c.cfg.autoCreate
+		// The broker's answer that a topic does not exist is definitive,
+		// asked to create it or not: a broker that may create topics has
+		// done so (or answered another error) before it answers.
+		unknown := ErrorCode(err) == quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
 		if !retriable(err) || unknown {
 			return nil, err
 		}

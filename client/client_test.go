@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,5 +238,34 @@ func TestClientAdminTopicLifecycle(t *testing.T) {
 	}
 	if _, err := cl.PartitionCount(ctx, "admin-t"); client.ErrorCode(err) != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// TestClientUnknownTopicDefinitive: a producer that allows auto-creation,
+// against a broker that does not, fails at once with the broker's answer
+// rather than retrying until the delivery timeout; EnsureTopic likewise,
+// and creates the topic on a broker that allows it.
+func TestClientUnknownTopicDefinitive(t *testing.T) {
+	off := brokertest.Start(t, func(c *broker.Config) { c.AutoCreateTopicsEnable = false })
+	cl := newClient(t, off.Addr(), client.AllowAutoTopicCreation(), client.DeliveryTimeout(50*time.Second))
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	err := cl.ProduceSync(ctx, client.StringRecord("missing", "v"))
+	if client.ErrorCode(err) != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || ctx.Err() != nil ||
+		!strings.Contains(err.Error(), "auto.create.topics.enable is false") {
+		t.Fatalf("produce to a missing topic: %v (ctx %v)", err, ctx.Err())
+	}
+	if _, created, err := cl.EnsureTopic(ctx, "missing"); created || client.ErrorCode(err) != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("EnsureTopic with auto-create off: created %v, %v", created, err)
+	}
+
+	on := brokertest.Start(t)
+	cl = newClient(t, on.Addr())
+	n, created, err := cl.EnsureTopic(ctx, "fresh")
+	if err != nil || !created || n < 1 {
+		t.Fatalf("EnsureTopic with auto-create on: %d %v %v", n, created, err)
+	}
+	if _, created, err := cl.EnsureTopic(ctx, "fresh"); err != nil || created {
+		t.Fatalf("EnsureTopic of an existing topic: created %v, %v", created, err)
 	}
 }

@@ -39,8 +39,11 @@ func AtStart() Offset { return Offset{kind: offsetStart} }
 func AtEnd() Offset { return Offset{kind: offsetEnd} }
 
 // At starts at an exact offset. An offset out of range restarts at the
-// ConsumeResetOffset.
+// ConsumeResetOffset, or is reported with ConsumeResetNone.
 func At(offset int64) Offset { return Offset{kind: offsetExact, at: offset} }
+
+// Exact reports whether o is an exact offset (At).
+func (o Offset) Exact() bool { return o.kind == offsetExact }
 
 // AtTimestamp starts at the first record whose timestamp is at or after t,
 // or at the end when there is none.
@@ -522,7 +525,7 @@ func (k *Consumer) resolveCommitted(ps []*consPart) {
 func (k *Consumer) partFailedLocked(p *consPart, err error, retryAt time.Time) {
 	p.retryAt = retryAt
 	switch {
-	case ErrorCode(err) == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE:
+	case ErrorCode(err) == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE && !k.c.cfg.resetNone:
 		k.c.log.Debug("offset out of range, resetting", "topic", p.tp.topic, "partition", p.tp.partition,
 			"offset", p.offset, "reset", k.c.cfg.resetOffset)
 		p.start, p.offset, p.state = k.c.cfg.resetOffset, -1, stateResolve

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
 )
@@ -80,6 +82,52 @@ func TestConsumerOutOfRangeResetsToStart(t *testing.T) {
 	recs := consumeN(t, cl, "oor", []int32{0}, client.At(1000), 10)
 	if recs[0].Offset != 0 {
 		t.Fatalf("after reset first offset %d", recs[0].Offset)
+	}
+}
+
+// TestConsumerOutOfRangeResetNone: with ConsumeResetNone an offset past
+// the end is reported with the valid range, not silently moved.
+func TestConsumerOutOfRangeResetNone(t *testing.T) {
+	b := brokertest.Start(t)
+	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.ConsumeResetNone())
+	createTopic(t, cl, "oornone", 1)
+	produceTimed(t, cl, "oornone", 3, time.Now())
+	cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{"oornone": {0: client.At(1000000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	recs, err := cons.Poll(testCtx(t))
+	if len(recs) != 0 || client.ErrorCode(err) != quirev1.ErrorCode_OFFSET_OUT_OF_RANGE ||
+		!strings.Contains(err.Error(), "offset 1000000, valid offsets are 0 to 2 (log end 3)") {
+		t.Fatalf("poll past the end: %d records, %v", len(recs), err)
+	}
+}
+
+// TestConsumerOutOfRangeResetLatest: ConsumeResetOffset(AtEnd) restarts
+// past every record kept.
+func TestConsumerOutOfRangeResetLatest(t *testing.T) {
+	b := brokertest.Start(t)
+	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.ConsumeResetOffset(client.AtEnd()))
+	createTopic(t, cl, "oorlatest", 1)
+	produceTimed(t, cl, "oorlatest", 3, time.Now())
+	cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{"oorlatest": {0: client.At(1000000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ctx := testCtx(t)
+	var got []*client.Record
+	for len(got) == 0 {
+		if err := cl.ProduceSync(ctx, &client.Record{Topic: "oorlatest", Value: []byte("later")}); err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		got, _ = cons.Poll(pctx)
+		cancel()
+	}
+	if got[0].Offset < 3 || string(got[0].Value) != "later" {
+		t.Fatalf("after reset to latest, first record %+v", got[0])
 	}
 }
 

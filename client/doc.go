@@ -8,7 +8,11 @@
 // It fetches the cluster's metadata, keeps one gRPC connection per broker,
 // sends each partition's requests to its leader, refreshes its metadata when
 // a broker answers NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION or
-// LEADER_NOT_AVAILABLE, and retries retriable errors with backoff.
+// LEADER_NOT_AVAILABLE, and retries retriable errors with backoff. The
+// metadata's answer that a topic does not exist is final: producing to it
+// fails at once (a broker allowed to create it would have; see
+// AllowAutoTopicCreation and EnsureTopic). A producer's batches follow
+// each topic's max.message.bytes unless BatchMaxBytes is set.
 //
 //	cl, err := client.New(ctx,
 //		client.SeedBrokers("127.0.0.1:9092"),

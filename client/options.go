@@ -51,6 +51,7 @@ type config struct {
 	deliveryTimeout time.Duration
 	linger          time.Duration
 	batchMaxBytes   int
+	batchMaxSet     bool // BatchMaxBytes given: not the topic's limit
 	maxBufBytes     int64
 	blockOnFull     bool
 	acks            Acks
@@ -64,6 +65,7 @@ type config struct {
 	fetchPartMaxBytes  int32
 	fetchBufferedPolls int
 	resetOffset        Offset
+	resetNone          bool // report offsets out of range instead
 }
 
 func defaultConfig() config {
@@ -118,7 +120,8 @@ func RetryBackoff(d time.Duration) Opt { return func(c *config) { c.retryBackoff
 func MetadataMaxAge(d time.Duration) Opt { return func(c *config) { c.metadataMaxAge = d } }
 
 // AllowAutoTopicCreation lets metadata requests create the topics they
-// name when the broker allows it (auto.create.topics.enable).
+// name when the broker allows it (auto.create.topics.enable); where it
+// does not, the topic's UNKNOWN_TOPIC_OR_PARTITION comes back at once.
 func AllowAutoTopicCreation() Opt { return func(c *config) { c.autoCreate = true } }
 
 // DeliveryTimeout bounds how long a produced record may wait, counting
@@ -131,9 +134,11 @@ func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryT
 // which batches naturally under load).
 func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
 
-// BatchMaxBytes caps one record batch (default 1 MiB). A record that does
-// not fit in an empty batch fails with ErrRecordTooLarge.
-func BatchMaxBytes(n int) Opt { return func(c *config) { c.batchMaxBytes = n } }
+// BatchMaxBytes caps one record batch. Without it a topic's batches follow
+// its max.message.bytes, learned from metadata (1 MiB from a broker that
+// does not say). A record that does not fit in an empty batch fails with
+// ErrRecordTooLarge.
+func BatchMaxBytes(n int) Opt { return func(c *config) { c.batchMaxBytes, c.batchMaxSet = n, true } }
 
 // MaxBufferedBytes caps the bytes of records produced but not yet
 // acknowledged (default 16 MiB). What happens when full is set by
@@ -171,5 +176,14 @@ func FetchMaxPartitionBytes(n int32) Opt { return func(c *config) { c.fetchPartM
 func FetchBufferedPolls(n int) Opt { return func(c *config) { c.fetchBufferedPolls = n } }
 
 // ConsumeResetOffset is where a consumer restarts a partition whose offset
-// fell out of range (default AtStart).
-func ConsumeResetOffset(o Offset) Opt { return func(c *config) { c.resetOffset = o } }
+// fell out of range (default AtStart): Kafka's auto.offset.reset earliest
+// (AtStart) or latest (AtEnd).
+func ConsumeResetOffset(o Offset) Opt {
+	return func(c *config) { c.resetOffset, c.resetNone = o, false }
+}
+
+// ConsumeResetNone makes a consumer report an offset out of range instead
+// of restarting elsewhere (Kafka's auto.offset.reset=none): Poll returns
+// the OFFSET_OUT_OF_RANGE error, whose message gives the valid range, and
+// the partition tries the same offset again after the retry backoff.
+func ConsumeResetNone() Opt { return func(c *config) { c.resetNone = true } }

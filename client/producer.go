@@ -118,10 +118,34 @@ type producer struct {
 }
 
 type prodTopic struct {
-	name   string
-	loaded chan struct{}
-	err    error
-	parts  atomic.Pointer[[]*prodPart]
+	name     string
+	loaded   chan struct{}
+	err      error
+	parts    atomic.Pointer[[]*prodPart]
+	maxBatch atomic.Int64 // the topic's max.message.bytes; 0: not known
+	cfgMax   int          // BatchMaxBytes, or the default without a topic limit
+	cfgSet   bool         // BatchMaxBytes was given: it wins
+}
+
+// batchMax is the largest batch the producer builds for the topic: the
+// BatchMaxBytes set, else the topic's max.message.bytes from metadata,
+// else the 1 MiB default.
+func (t *prodTopic) batchMax() int {
+	if m := t.maxBatch.Load(); m > 0 && !t.cfgSet {
+		return int(m)
+	}
+	return t.cfgMax
+}
+
+// limitSource says where batchMax comes from, for errors.
+func (t *prodTopic) limitSource() string {
+	switch {
+	case t.cfgSet:
+		return "BatchMaxBytes"
+	case t.maxBatch.Load() > 0:
+		return "the topic's max.message.bytes"
+	}
+	return "the default batch size"
 }
 
 // prodPart is the producer's state of one partition: the open batch, the
@@ -148,10 +172,6 @@ func newProducer(c *Client) *producer {
 
 func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, error)) {
 	size := r.size()
-	if size+record.HeaderSize > p.cfg.batchMaxBytes {
-		cb(r, fmt.Errorf("%w: %d bytes, batch max %d", ErrRecordTooLarge, size, p.cfg.batchMaxBytes))
-		return
-	}
 	if err := p.reserve(ctx, int64(size)); err != nil {
 		cb(r, err)
 		return
@@ -160,6 +180,12 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	if err != nil {
 		p.release(int64(size), 1)
 		cb(r, err)
+		return
+	}
+	limit := t.batchMax()
+	if size+record.HeaderSize > limit {
+		p.release(int64(size), 1)
+		cb(r, fmt.Errorf("%w: %d bytes, batch max %d (%s)", ErrRecordTooLarge, size, limit, t.limitSource()))
 		return
 	}
 	parts := *t.parts.Load()
@@ -176,7 +202,7 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 		now = p.clock.now()
 		r.Timestamp = now
 	}
-	parts[pi].add(p, r, cb, size, now)
+	parts[pi].add(p, r, cb, size, now, limit)
 }
 
 // reserve takes room for one record in the buffer.
@@ -266,7 +292,7 @@ func (p *producer) topic(ctx context.Context, name string) (*prodTopic, error) {
 	if t == nil {
 		p.topicsMu.Lock()
 		if t = p.topics[name]; t == nil {
-			nt := &prodTopic{name: name, loaded: make(chan struct{})}
+			nt := &prodTopic{name: name, loaded: make(chan struct{}), cfgMax: p.cfg.batchMaxBytes, cfgSet: p.cfg.batchMaxSet}
 			if !p.c.spawn(func() { p.load(nt) }) {
 				p.topicsMu.Unlock()
 				return nil, ErrClosed
@@ -328,6 +354,7 @@ func (p *producer) onMeta() {
 }
 
 func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
+	t.maxBatch.Store(int64(tm.maxMessageBytes))
 	var parts []*prodPart
 	if old := t.parts.Load(); old != nil {
 		parts = *old
@@ -410,7 +437,7 @@ func (p *producer) recycle(b *pbatch) {
 	}
 }
 
-func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size int, now time.Time) {
+func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size int, now time.Time, limit int) {
 	pp.mu.Lock()
 	if p.stopped.Load() {
 		// Reserved before Close, arriving after failAll: no sink runs.
@@ -423,7 +450,7 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	b := pp.cur
 	sealed := false
 	full := 0 // records of the batch just sealed
-	if b != nil && b.b.EstimatedSize()+size > p.cfg.batchMaxBytes {
+	if b != nil && b.b.EstimatedSize()+size > limit {
 		pp.sealed = append(pp.sealed, b)
 		full = len(b.recs)
 		b, sealed = nil, true
@@ -434,7 +461,7 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 		if sealed {
 			// The partition fills batches: size this one for a full
 			// batch at once rather than growing it copy by copy.
-			b.b.Grow(p.cfg.batchMaxBytes - record.HeaderSize)
+			b.b.Grow(min(limit, 1<<20) - record.HeaderSize)
 			if cap(b.recs) < full {
 				b.recs = make([]promise, 0, full)
 			}
@@ -499,6 +526,18 @@ func (pp *prodPart) take(now time.Time, linger time.Duration, flushing bool) (*p
 		return b, time.Time{}
 	}
 	return nil, pp.cur.firstAt.Add(linger)
+}
+
+// nextSize is the size of the batch take would return next (the open one
+// regardless of linger), 0 with none.
+func (pp *prodPart) nextSize() int {
+	switch {
+	case len(pp.sealed) > 0:
+		return pp.sealed[0].b.EstimatedSize()
+	case pp.cur != nil:
+		return pp.cur.b.EstimatedSize()
+	}
+	return 0
 }
 
 // expire fails the batches of a leaderless partition whose delivery

@@ -53,7 +53,7 @@ func TestProducerCloseRacingProduceAfterFailAll(t *testing.T) {
 
 	calls := 0
 	var got error
-	pp.add(p, r, func(_ *Record, err error) { calls++; got = err }, size, time.Time{})
+	pp.add(p, r, func(_ *Record, err error) { calls++; got = err }, size, time.Time{}, p.cfg.batchMaxBytes)
 	if calls != 1 || !errors.Is(got, ErrClosed) {
 		t.Fatalf("record added after Close: %d callbacks (want 1), error %v (want ErrClosed)", calls, got)
 	}

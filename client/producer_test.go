@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +120,44 @@ func TestProducerBatchMaxBytesSplitsBatches(t *testing.T) {
 	// A record that cannot fit in an empty batch fails at once.
 	err := cl.ProduceSync(ctx, &client.Record{Topic: "split", Value: make([]byte, 4096)})
 	if !errors.Is(err, client.ErrRecordTooLarge) {
+		t.Fatalf("oversized record: %v", err)
+	}
+}
+
+// TestProducerBatchFollowsTopicMaxMessageBytes: without BatchMaxBytes a
+// topic's batches follow its max.message.bytes from metadata, both ways:
+// a 3 MiB record goes to a topic that takes 4 MiB batches, and a topic
+// limited to 2048 bytes gets batches that fit.
+func TestProducerBatchFollowsTopicMaxMessageBytes(t *testing.T) {
+	b := brokertest.Start(t)
+	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
+	ctx := testCtx(t)
+	for name, max := range map[string]string{"big": "4194304", "small": "2048"} {
+		if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: 1, Configs: map[string]string{"max.message.bytes": max}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.ProduceSync(ctx, &client.Record{Topic: "big", Value: make([]byte, 3<<20)}); err != nil {
+		t.Fatalf("3 MiB record to a topic of max.message.bytes 4 MiB: %v", err)
+	}
+	for i := 0; i < 100; i++ {
+		cl.Produce(ctx, &client.Record{Topic: "small", Value: make([]byte, 100)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	total := int32(0)
+	for _, h := range rawBatches(t, b.Addr(), "small", 0) {
+		if h.Size() > 2048 {
+			t.Fatalf("batch of %d bytes on a topic of max.message.bytes 2048", h.Size())
+		}
+		total += h.NumRecords
+	}
+	if total != 100 {
+		t.Fatalf("%d records on small, want 100", total)
+	}
+	err := cl.ProduceSync(ctx, &client.Record{Topic: "small", Value: make([]byte, 4096)})
+	if !errors.Is(err, client.ErrRecordTooLarge) || !strings.Contains(err.Error(), "max.message.bytes") {
 		t.Fatalf("oversized record: %v", err)
 	}
 }
@@ -462,5 +501,30 @@ func tryProduce(ctx context.Context, cl *client.Client, r *client.Record) (error
 		return err, true
 	default:
 		return nil, false
+	}
+}
+
+// TestProducerLargeBatchesKeepRequestsUnderLimit: batches of a topic with
+// a large max.message.bytes, ready on two partitions at once, go in
+// separate requests rather than one over the broker's 8 MiB limit.
+func TestProducerLargeBatchesKeepRequestsUnderLimit(t *testing.T) {
+	b := brokertest.Start(t)
+	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.Linger(time.Hour))
+	ctx := testCtx(t)
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "wide", Partitions: 2, Configs: map[string]string{"max.message.bytes": "5242880"}}); err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 4<<20+512<<10)
+	errs := make(chan error, 2)
+	for p := int32(0); p < 2; p++ {
+		cl.Produce(ctx, &client.Record{Topic: "wide", Partition: p, Value: value}, func(_ *client.Record, err error) { errs <- err })
+	}
+	if err := cl.Flush(ctx); err != nil { // both batches ready at once
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("two 4.5 MiB records on two partitions: %v", err)
+		}
 	}
 }

@@ -156,7 +156,15 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 			var bs []*pbatch
 			var wait time.Time
 			partBytes := 0
+			skipped := false // a batch left for a request of its own
 			for reqBytes+partBytes < maxRequestBytes && partBytes < maxPartitionRequestBytes {
+				// A topic's batches may be large (its max.message.bytes):
+				// one that would take the request past the limit waits for
+				// the next request, unless it would be alone in this one.
+				if n := pp.nextSize(); n > 0 && reqBytes+partBytes > 0 && reqBytes+partBytes+n > maxRequestBytes {
+					skipped = true
+					break
+				}
 				var b *pbatch
 				if b, wait = pp.take(now, cfg.linger, flushing); b == nil {
 					break
@@ -174,6 +182,9 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 				ir.parts = append(ir.parts, pp)
 				ir.batches = append(ir.batches, bs)
 				reqBytes += partBytes
+			case skipped:
+				keep = append(keep, pp)
+				more = true
 			case !wait.IsZero():
 				keep = append(keep, pp)
 				next = earliest(next, wait)

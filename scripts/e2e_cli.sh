@@ -37,9 +37,9 @@ if [ -z "$quire" ]; then
 	go build -o "$tmp/quire" ./cmd/quire
 	quire="$tmp/quire"
 fi
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 if [ -z "$brokers" ]; then
-	# shellcheck source=scripts/lib.sh
-	. scripts/lib.sh
 	port=$(free_ports 1)
 	[ -n "$port" ] || fail "no free port"
 	brokers="127.0.0.1:$port"
@@ -122,14 +122,44 @@ q topic describe "$topic" | grep "PARTITIONS  5" >/dev/null || fail "add-partiti
 
 step "errors exit non-zero with the server's message"
 if out=$(q topic describe "no-such-topic-$RANDOM" 2>&1); then fail "describe of a missing topic succeeded"; fi
-if out=$(q consume "no-such-topic-$RANDOM" -n 1 2>&1); then fail "consume of a missing topic succeeded"; fi
-grep -qi "unknown" <<<"$out" || fail "missing topic error: $out"
+for bad in "-p -3" "-p 0" "-r -1"; do
+	# shellcheck disable=SC2086 # $bad is two words on purpose
+	if out=$(q topic create "cli-bad-$RANDOM" $bad 2>&1); then fail "topic create $bad succeeded: $out"; fi
+	grep -q "must be" <<<"$out" || fail "topic create $bad: no reason given: $out"
+done
+
+step "--dev: produce and consume both create a missing topic, and say so"
+missing="cli-new-$RANDOM$RANDOM"
+if out=$(q consume "$missing" -p 0 -o 5 -n 1 2>&1); then fail "consume at offset 5 of a new topic succeeded: $out"; fi
+grep -q "created topic $missing" <<<"$out" || fail "consume of a missing topic did not say it created it: $out"
+grep -q "the log is empty" <<<"$out" || fail "consume at offset 5 of an empty topic: $out"
+printf 'a\nb\nc\n' | q produce "$missing" -p 0 || fail "produce to $missing"
+step "consume -o past the end fails with the valid range, unless --reset"
+if out=$(q consume "$missing" -p 0 -o 1000000 -n 1 2>&1); then fail "consume past the end succeeded: $out"; fi
+grep -q "valid offsets are 0 to 2 (log end 3)" <<<"$out" || fail "consume past the end: $out"
+got=$(q consume "$missing" -p 0 -o 1000000 -n 1 --reset earliest) || fail "consume --reset earliest"
+[ "$got" = "a" ] || fail "consume --reset earliest printed $got"
+out=$(echo x | q produce "$missing-p" 2>&1) || fail "produce to a missing topic: $out"
+grep -q "created topic $missing-p" <<<"$out" || fail "produce to a missing topic did not say it created it: $out"
+q topic delete "$missing" "$missing-p" >/dev/null || fail "delete the created topics"
 
 step "perf produce / consume (small)"
 q perf produce --topic "$topic-perf" --partitions 2 -n 20000 --size 100 --acks 1 >"$tmp/perf.txt" 2>&1 || fail "perf produce: $(cat "$tmp/perf.txt")"
 grep -q "20000 records" "$tmp/perf.txt" || fail "perf produce summary: $(cat "$tmp/perf.txt")"
 q perf consume --topic "$topic-perf" -n 20000 >"$tmp/perf.txt" 2>&1 || fail "perf consume"
 grep -q "20000 records" "$tmp/perf.txt" || fail "perf consume summary: $(cat "$tmp/perf.txt")"
+
+step "the README's CLI block, exactly as printed"
+# From a directory whose bin/quire is this run's binary, the path the
+# README names; QUIRE_BROKERS points it at this server.
+mkdir -p "$tmp/readme/bin"
+ln -sf "$(cd "$(dirname "$quire")" && pwd)/$(basename "$quire")" "$tmp/readme/bin/quire"
+q topic delete orders perf >/dev/null 2>&1 || true # left by an earlier run on this server
+out=$(run_readme_block cli "$tmp/readme" 2>&1) || fail "the README's CLI block failed: $out"
+grep -q "^orders  *OK" <<<"$out" || fail "README CLI block: no topic created: $out"
+grep -Eq "^[0-2]/[0-9]+ k1=hello$" <<<"$out" || fail "README CLI block: consume -f output: $out"
+grep -q "200000 records" <<<"$out" || fail "README CLI block: perf summary: $out"
+q topic delete orders perf >/dev/null || fail "delete the README's topics"
 
 step "topic delete"
 q topic delete "$topic" "$topic-perf" >/dev/null || fail "delete"

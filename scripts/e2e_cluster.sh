@@ -139,5 +139,20 @@ scripts/cluster.sh kill "$second" >/dev/null
 wait_for "a leader other than node $second" 60 leader_is_not "$second"
 step "node $(leader_of "$topic") leads; all 1500 records are there"
 diff <(seq 1 1500) <(consume_all "$topic" 1500) >/dev/null || fail "records lost after the second failover"
+scripts/cluster.sh stop >/dev/null || fail "cluster stop"
+
+step "the README's cluster block, exactly as printed, on a fresh cluster"
+# From a directory whose bin/quire is this run's binary and whose scripts/
+# are these, the paths the README names; the documented ports
+# 19092-19094 are swapped for free ones.
+export QUIRE_CLUSTER_DIR="$tmp/readme-cluster"
+mkdir -p "$tmp/readme/bin"
+ln -sf "$(cd "$(dirname "$quire")" && pwd)/$(basename "$quire")" "$tmp/readme/bin/quire"
+ln -sfn "$root/scripts" "$tmp/readme/scripts"
+ports="s/19092/$base/g; s/19093/$((base + 1))/g; s/19094/$((base + 2))/g"
+out=$(run_readme_block cluster "$tmp/readme" "$ports" 2>&1) || fail "the README's cluster block failed: $out"
+grep -Eq '^ *1000$' <<<"$out" || fail "README cluster block: consume did not print 1000 records after the kill: $out"
+grep -Eq '^t +[0-5] .*(LEADER-UNREACHABLE|UNDER-REPLICATED)' <<<"$out" ||
+	fail "README cluster block: describe --under-replicated right after the kill listed nothing: $out"
 
 step "ok"

@@ -39,9 +39,14 @@ if ! err=$(docker info 2>&1 >/dev/null); then
 	skip "the Docker engine does not answer ($(tail -n 1 <<<"$err"))"
 fi
 project=quire-e2e-$$-$RANDOM
+readme_project=$project-readme
+had_local_image=0
+if docker image inspect quire:local >/dev/null 2>&1; then had_local_image=1; fi
 if command -v docker-compose >/dev/null 2>&1; then
+	compose_cmd=(docker-compose)
 	compose=(docker-compose -p "$project" -f "$root/docker-compose.yml")
 elif docker compose version >/dev/null 2>&1; then
+	compose_cmd=(docker compose)
 	compose=(docker compose -p "$project" -f "$root/docker-compose.yml")
 else
 	skip "neither docker-compose nor docker compose is installed (apt-get install docker-compose)"
@@ -82,10 +87,14 @@ cleanup() {
 	docker rm -f "$client_name" >/dev/null 2>&1 || true
 	"${compose[@]}" down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
 	docker image rm -f "$image" >/dev/null 2>&1 || true
+	COMPOSE_PROJECT_NAME=$readme_project QUIRE_IMAGE=quire:local "${compose_cmd[@]}" -f "$root/docker-compose.yml" down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
+	if [ "$had_local_image" = 0 ]; then docker image rm -f quire:local >/dev/null 2>&1 || true; fi
 	left=$(
-		docker ps -aq --filter "label=com.docker.compose.project=$project"
-		docker volume ls -q --filter "label=com.docker.compose.project=$project"
-		docker network ls -q --filter "label=com.docker.compose.project=$project"
+		for p in "$project" "$readme_project"; do
+			docker ps -aq --filter "label=com.docker.compose.project=$p"
+			docker volume ls -q --filter "label=com.docker.compose.project=$p"
+			docker network ls -q --filter "label=com.docker.compose.project=$p"
+		done
 	)
 	rm -rf "$tmp"
 	if [ -n "$left" ]; then
@@ -281,5 +290,21 @@ check_all 2000
 
 step "docker compose down -v"
 "${compose[@]}" down -v --remove-orphans -t 30 >/dev/null 2>&1 || fail "compose down"
+
+# The README's compose block, as printed: the default image tag, the
+# compose file's own project (named for this run) and the host ports swapped
+# for free ones.
+if [ "${compose_cmd[0]}" = docker-compose ]; then
+	step "the README's compose block (project $readme_project)"
+	t=$(now)
+	out=$(COMPOSE_PROJECT_NAME=$readme_project QUIRE_IMAGE=quire:local run_readme_block compose "$root" \
+		"s/127.0.0.1:19092/127.0.0.1:$QUIRE1_PORT/; s/127.0.0.1:19093/127.0.0.1:$QUIRE2_PORT/; s/127.0.0.1:19094/127.0.0.1:$QUIRE3_PORT/" 2>&1) ||
+		{ echo "$out" >&2; fail "README compose block"; }
+	grep -q "127.0.0.1:$QUIRE1_PORT" <<<"$out" || { echo "$out" >&2; fail "README compose block: the host was not given 127.0.0.1 addresses"; }
+	grep -q "quire1:19092" <<<"$out" || { echo "$out" >&2; fail "README compose block: a container was not given quireN addresses"; }
+	step "time README compose block: $(since "$t")"
+else
+	step "README compose block skipped: it uses docker-compose, and only docker compose is installed"
+fi
 step "timings: image build $t_build, cluster ready $t_ready, failover $t_leaders (records readable $t_failover), rejoin $t_rejoin, fencing $t_fenced, recovery $t_recover, rolling upgrade $t_rolling"
 step "ok"

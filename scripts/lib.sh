@@ -16,3 +16,27 @@ free_ports() {
 		fi
 	done
 }
+
+# readme_block NAME: the shell block of README.md that follows the line
+# `<!-- e2e: NAME -->`, as printed there.
+readme_block() {
+	awk -v mark="<!-- e2e: $1 -->" '
+		$0 == mark { found = 1; next }
+		found && !open && /^```/ { open = 1; next }
+		open && /^```/ { exit }
+		open { print }
+	' README.md
+}
+
+# run_readme_block NAME DIR [SED]: runs README block NAME exactly as
+# printed, with bash -e, from DIR (which has the bin/ it names); SED, if
+# given, is applied first (the scripts use it only to swap in a free port
+# for the documented one). Prints the block's output.
+run_readme_block() {
+	local name=$1 dir=$2 expr=${3:-}
+	local script
+	script=$(readme_block "$name")
+	[ -n "$script" ] || { echo "README.md has no block marked <!-- e2e: $name -->" >&2; return 1; }
+	if [ -n "$expr" ]; then script=$(sed "$expr" <<<"$script"); fi
+	(cd "$dir" && bash -euo pipefail -c "$script")
+}

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/quirelog/quire/record"
 )
@@ -15,7 +16,7 @@ var (
 	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
 	// ErrCorruptBatch: a batch failed validation. It also satisfies
 	// errors.Is(err, record.ErrCorrupt) and the specific record error.
-	ErrCorruptBatch = fmt.Errorf("storage: corrupt batch: %w", record.ErrCorrupt)
+	ErrCorruptBatch error = &corruptError{err: record.ErrCorrupt}
 	// ErrRecordTooLarge: a batch is larger than MaxMessageBytes.
 	ErrRecordTooLarge = errors.New("storage: record batch too large")
 	// ErrLogFailed: an I/O error hit this log; it refuses appends until it
@@ -38,10 +39,38 @@ var (
 )
 
 // corrupt wraps a record validation error so that it satisfies both
-// ErrCorruptBatch and the original record error.
+// ErrCorruptBatch and the original record error, saying "corrupt batch"
+// once: "storage: corrupt batch: crc mismatch".
 func corrupt(err error) error {
 	if errors.Is(err, ErrCorruptBatch) {
 		return err
 	}
-	return fmt.Errorf("storage: corrupt batch: %w", errors.Join(ErrCorruptBatch, err))
+	return &corruptError{err: err}
+}
+
+// corruptError is ErrCorruptBatch with the record error that caused it.
+type corruptError struct{ err error }
+
+func (e *corruptError) Error() string {
+	const prefix = "storage: corrupt batch"
+	msg := e.err.Error()
+	if rest, ok := strings.CutPrefix(msg, record.ErrCorrupt.Error()); ok {
+		return prefix + rest
+	}
+	return prefix + ": " + msg
+}
+
+func (e *corruptError) Unwrap() error { return e.err }
+
+func (e *corruptError) Is(target error) bool { return target == ErrCorruptBatch }
+
+// ValidOffsets says which offsets a log with this start and end holds, for
+// error messages: "valid offsets are 0 to 2 (log end 3)", or for an empty
+// log "the log is empty (log start and end 3)". The log end itself is
+// where the next record goes: a fetch there waits rather than fails.
+func ValidOffsets(start, end int64) string {
+	if end <= start {
+		return fmt.Sprintf("the log is empty (log start and end %d)", end)
+	}
+	return fmt.Sprintf("valid offsets are %d to %d (log end %d)", start, end-1, end)
 }

@@ -62,7 +62,8 @@ func TestLogReadBounds(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		mustAppend(t, l, makeBatch(10, 10, 1), 0) // offsets 0..39
 	}
-	if _, err := l.Read(41, 100, math.MaxInt64); !errors.Is(err, ErrOffsetOutOfRange) {
+	if _, err := l.Read(41, 100, math.MaxInt64); !errors.Is(err, ErrOffsetOutOfRange) ||
+		err.Error() != "storage: offset out of range: offset 41, valid offsets are 0 to 39 (log end 40)" {
 		t.Fatalf("past LEO: %v", err)
 	}
 	if _, err := l.Read(-1, 100, math.MaxInt64); !errors.Is(err, ErrOffsetOutOfRange) {

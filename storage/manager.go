@@ -48,9 +48,6 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 		return nil, idErr
 	}
 	m.dirID = dirID
-	if created {
-		m.logger.Info("new data directory id", "dir", dataDir, "directory_id", dirID)
-	}
 	marker := join(dataDir, CleanShutdownFile)
 	_, err := fsys.Stat(marker)
 	clean := err == nil
@@ -66,12 +63,19 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 	recovery := readCP(RecoveryPointCheckpointFile)
 	starts := readCP(LogStartCheckpointFile)
 	hws := readCP(ReplicationCheckpointFile)
-	if !clean {
-		m.logger.Info("no clean shutdown marker, recovering logs")
-	}
 	names, err := fsys.List(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: list data dir: %w", err)
+	}
+	fresh := created && !hasLogDirs(names)
+	switch {
+	case fresh:
+		m.logger.Info("creating a new data directory", "dir", dataDir, "directory_id", dirID)
+	case created:
+		m.logger.Info("new data directory id", "dir", dataDir, "directory_id", dirID)
+	}
+	if !clean && !fresh {
+		m.logger.Info("no clean shutdown marker, recovering logs")
 	}
 	for _, name := range names {
 		tp, ok := parseLogDirName(name)
@@ -326,4 +330,15 @@ func (m *Manager) Close() error {
 		return fmt.Errorf("storage: write clean shutdown marker: %w", err)
 	}
 	return nil
+}
+
+// hasLogDirs reports whether a data directory's listing has a partition
+// directory in it.
+func hasLogDirs(names []string) bool {
+	for _, name := range names {
+		if _, ok := parseLogDirName(name); ok {
+			return true
+		}
+	}
+	return false
 }

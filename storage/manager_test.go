@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
@@ -222,4 +225,35 @@ func TestManagerIOErrorOnCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = math.MaxInt64
+}
+
+// TestManagerFirstStartLog: a brand-new data directory says it is being
+// created, not recovered; a crashed one says it is recovering.
+func TestManagerFirstStartLog(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	cfg := smallConfig()
+	m, err := OpenManager(dir, cfg, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "creating a new data directory") || strings.Contains(buf.String(), "recovering") {
+		t.Fatalf("first start logged:\n%s", buf.String())
+	}
+	l, err := m.GetOrCreate("orders", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, makeBatch(2, 50, 1), 1)
+	m.closeLogs() // no clean shutdown marker: a crash
+	buf.Reset()
+	m, err = OpenManager(dir, cfg, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !strings.Contains(buf.String(), "no clean shutdown marker, recovering logs") || strings.Contains(buf.String(), "creating") {
+		t.Fatalf("restart after a crash logged:\n%s", buf.String())
+	}
 }

@@ -80,7 +80,7 @@ func (l *Log) readOnce(dst []byte, offset int64, maxBytes int, maxOffset int64) 
 	start := l.logStart.Load()
 	res := ReadResult{Batches: dst, HighOffset: offset, LogStartOffset: start, LogEndOffset: leo}
 	if offset < start || offset > leo {
-		return res, fmt.Errorf("%w: offset %d, log has [%d, %d]", ErrOffsetOutOfRange, offset, start, leo)
+		return res, fmt.Errorf("%w: offset %d, %s", ErrOffsetOutOfRange, offset, ValidOffsets(start, leo))
 	}
 	maxOffset = min(maxOffset, leo)
 	if offset >= maxOffset {

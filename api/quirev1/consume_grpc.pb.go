@@ -32,6 +32,16 @@ const (
 //
 // Consumer reads partitions by offset. Consumers never see records at or
 // past a partition's high watermark.
+//
+// Errors: Fetch, FetchStream and ListOffsets fail the call with a gRPC
+// status (holding a quire.v1.Error) only for a bad request as a whole (no
+// partitions); each partition's failure (unknown topic or partition, not
+// its leader, offset out of range, a fenced epoch) comes back inline in an
+// OK response. FetchRecords reads one partition, so every failure of it is
+// a gRPC status with a quire.v1.Error: an invalid topic name
+// INVALID_ARGUMENT (INVALID_TOPIC_EXCEPTION), an unknown topic or
+// partition NOT_FOUND, an offset out of range OUT_OF_RANGE with the valid
+// range in its message.
 type ConsumerClient interface {
 	// Fetch returns raw RecordBatch v2 bytes for many partitions, long-polling
 	// up to max_wait_ms until min_bytes are available.
@@ -146,6 +156,16 @@ func (c *consumerClient) ListOffsets(ctx context.Context, in *ListOffsetsRequest
 //
 // Consumer reads partitions by offset. Consumers never see records at or
 // past a partition's high watermark.
+//
+// Errors: Fetch, FetchStream and ListOffsets fail the call with a gRPC
+// status (holding a quire.v1.Error) only for a bad request as a whole (no
+// partitions); each partition's failure (unknown topic or partition, not
+// its leader, offset out of range, a fenced epoch) comes back inline in an
+// OK response. FetchRecords reads one partition, so every failure of it is
+// a gRPC status with a quire.v1.Error: an invalid topic name
+// INVALID_ARGUMENT (INVALID_TOPIC_EXCEPTION), an unknown topic or
+// partition NOT_FOUND, an offset out of range OUT_OF_RANGE with the valid
+// range in its message.
 type ConsumerServer interface {
 	// Fetch returns raw RecordBatch v2 bytes for many partitions, long-polling
 	// up to max_wait_ms until min_bytes are available.

@@ -241,10 +241,13 @@ type TopicMetadata struct {
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	TopicId string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	// Set when the topic is unknown or could not be created.
-	Error         *Error               `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Partitions    []*PartitionMetadata `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error      *Error               `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions []*PartitionMetadata `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's max.message.bytes: the largest record batch it accepts.
+	// Producers size their batches by it; 0 from a broker that does not say.
+	MaxMessageBytes int32 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TopicMetadata) Reset() {
@@ -303,6 +306,13 @@ func (x *TopicMetadata) GetPartitions() []*PartitionMetadata {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *TopicMetadata) GetMaxMessageBytes() int32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 type PartitionMetadata struct {
@@ -402,14 +412,15 @@ const file_quire_v1_metadata_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
-	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"\xa2\x01\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\"\xce\x01\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12%\n" +
 	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12;\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1b.quire.v1.PartitionMetadataR\n" +
-	"partitions\"\x9a\x01\n" +
+	"partitions\x12*\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\"\x9a\x01\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +

@@ -29,6 +29,12 @@ const (
 // Metadata tells clients where to send requests: the brokers and, per
 // topic, each partition's leader, replicas and in-sync replicas. Any broker
 // answers from its copy of the cluster metadata.
+//
+// Errors: a topic that is unknown or could not be created is reported
+// inline, in its TopicMetadata.error, in an OK response; the answer that a
+// topic does not exist is definitive (a broker allowed to create it has
+// done so before answering). Only a failure of the whole call is a gRPC
+// status with a quire.v1.Error.
 type MetadataClient interface {
 	GetMetadata(ctx context.Context, in *GetMetadataRequest, opts ...grpc.CallOption) (*GetMetadataResponse, error)
 }
@@ -58,6 +64,12 @@ func (c *metadataClient) GetMetadata(ctx context.Context, in *GetMetadataRequest
 // Metadata tells clients where to send requests: the brokers and, per
 // topic, each partition's leader, replicas and in-sync replicas. Any broker
 // answers from its copy of the cluster metadata.
+//
+// Errors: a topic that is unknown or could not be created is reported
+// inline, in its TopicMetadata.error, in an OK response; the answer that a
+// topic does not exist is definitive (a broker allowed to create it has
+// done so before answering). Only a failure of the whole call is a gRPC
+// status with a quire.v1.Error.
 type MetadataServer interface {
 	GetMetadata(context.Context, *GetMetadataRequest) (*GetMetadataResponse, error)
 	mustEmbedUnimplementedMetadataServer()

@@ -35,6 +35,16 @@ const (
 // and plain gRPC clients, and partitions them on the broker: an explicit
 // partition, else murmur2 of the key (as Kafka's default partitioner), else
 // a sticky partition.
+//
+// Errors, one style per cause: what is wrong with the request as a whole
+// (bad acks, no partitions or records, an invalid or unknown topic for
+// ProduceRecords, an explicit partition it does not have, a request over
+// the broker's receive limit) fails the call with a gRPC status holding a
+// quire.v1.Error; what happens to one partition (not its leader, too large
+// a batch, a corrupt batch, not enough replicas, a timeout waiting for
+// acks, and for Produce an unknown topic or partition) comes back inline
+// in an OK response: PartitionProduceResult.error, and for ProduceRecords
+// RecordResult.error on each record of that partition.
 type ProducerClient interface {
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
 	// A pipelined form of Produce: requests and responses are matched by
@@ -96,6 +106,16 @@ func (c *producerClient) ProduceRecords(ctx context.Context, in *ProduceRecordsR
 // and plain gRPC clients, and partitions them on the broker: an explicit
 // partition, else murmur2 of the key (as Kafka's default partitioner), else
 // a sticky partition.
+//
+// Errors, one style per cause: what is wrong with the request as a whole
+// (bad acks, no partitions or records, an invalid or unknown topic for
+// ProduceRecords, an explicit partition it does not have, a request over
+// the broker's receive limit) fails the call with a gRPC status holding a
+// quire.v1.Error; what happens to one partition (not its leader, too large
+// a batch, a corrupt batch, not enough replicas, a timeout waiting for
+// acks, and for Produce an unknown topic or partition) comes back inline
+// in an OK response: PartitionProduceResult.error, and for ProduceRecords
+// RecordResult.error on each record of that partition.
 type ProducerServer interface {
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
 	// A pipelined form of Produce: requests and responses are matched by

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 )
 
@@ -28,6 +29,7 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 		format     string
 		group      string
 		interval   time.Duration
+		reset      string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
@@ -36,6 +38,16 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 -p) from a start position: start, end, an exact offset, or @TIMESTAMP (ms
 since the epoch, or RFC 3339). Without -n it follows the topic until
 interrupted.
+
+An exact -o OFFSET outside a partition's log fails with the valid range
+("valid offsets are 0 to 2 (log end 3)"); --reset earliest or latest
+restarts there instead (Kafka's auto.offset.reset). Other starts, and
+offsets that fall out of range while following, restart at the earliest
+offset unless --reset says otherwise.
+
+A topic that does not exist is created with the broker's defaults when the
+broker allows it (auto.create.topics.enable, on with --dev), saying so on
+standard error, exactly as quire produce does; otherwise both fail at once.
 
 The -f format prints each record with these verbs:
   %v value   %k key   %p partition   %o offset   %t timestamp (ms)
@@ -56,6 +68,10 @@ no members or rebalancing: the partitions are the ones named here.`,
 			if err != nil {
 				return err
 			}
+			resetOpt, err := parseReset(reset, cmd.Flags().Changed("reset"), start)
+			if err != nil {
+				return err
+			}
 			if interval < 0 {
 				return fmt.Errorf("bad --commit-interval %v: must be >= 0", interval)
 			}
@@ -63,15 +79,17 @@ no members or rebalancing: the partitions are the ones named here.`,
 			if err != nil {
 				return err
 			}
-			ctx, cl, done, err := connect(g)
+			ctx, cancel := cmdContext()
+			defer cancel()
+			cl, err := newClient(ctx, g, resetOpt)
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer cl.Close()
 			topic := args[0]
-			n, err := cl.PartitionCount(ctx, topic)
+			n, err := openTopic(ctx, cl, topic, cmd.ErrOrStderr())
 			if err != nil {
-				return fmt.Errorf("topic %s: %w", topic, err)
+				return err
 			}
 			assign := map[int32]client.Offset{}
 			if len(partitions) == 0 {
@@ -111,6 +129,9 @@ no members or rebalancing: the partitions are the ones named here.`,
 				recs, err := cons.Poll(pctx)
 				due := errors.Is(pctx.Err(), context.DeadlineExceeded)
 				cancel()
+				// With --reset none an offset out of range ends the run once
+				// what was read with it is printed.
+				var fatal error
 				if err != nil {
 					switch {
 					case ctx.Err() != nil && errors.Is(err, ctx.Err()):
@@ -118,7 +139,9 @@ no members or rebalancing: the partitions are the ones named here.`,
 					case due && errors.Is(err, context.DeadlineExceeded):
 						// Nothing new: the commit below is due.
 					case len(recs) == 0:
-						return errors.Join(err, gc.final())
+						return errors.Join(outOfRangeHint(err), gc.final())
+					case client.ErrorCode(err) == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE:
+						fatal = outOfRangeHint(err)
 					default:
 						fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
 					}
@@ -142,6 +165,9 @@ no members or rebalancing: the partitions are the ones named here.`,
 					return errors.Join(err, gc.final())
 				}
 				gc.printed()
+				if fatal != nil {
+					return errors.Join(fatal, gc.final())
+				}
 				if err := gc.commitIfDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
 					return errors.Join(err, gc.final())
 				}
@@ -152,6 +178,7 @@ no members or rebalancing: the partitions are the ones named here.`,
 	f := cmd.Flags()
 	f.Int32SliceVarP(&partitions, "partitions", "p", nil, "partitions to read (default all), comma-separated")
 	f.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
+	f.StringVar(&reset, "reset", "", "where an offset out of range restarts: earliest, latest or none (fail with the valid range); default none for -o OFFSET, else earliest")
 	f.IntVarP(&count, "num", "n", 0, "stop after this many records (default: follow)")
 	f.StringVarP(&format, "print-format", "f", `%v\n`, "format of each record (see above)")
 	f.StringVar(&group, "group", "", "consumer group: start at its committed offsets (else -o) and commit what is printed")
@@ -266,6 +293,37 @@ func (gc *groupCommitter) final() error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return gc.commitNow(ctx, time.Now())
+}
+
+// parseReset turns --reset into the client's policy for an offset out of
+// range (Kafka's auto.offset.reset). Unset, an exact -o OFFSET fails
+// (none): the user asked for that offset, and starting elsewhere would
+// hide the mistake; any other start restarts at the earliest offset kept.
+func parseReset(s string, given bool, start client.Offset) (client.Opt, error) {
+	if !given {
+		if start.Exact() {
+			s = "none"
+		} else {
+			s = "earliest"
+		}
+	}
+	switch s {
+	case "earliest":
+		return client.ConsumeResetOffset(client.AtStart()), nil
+	case "latest":
+		return client.ConsumeResetOffset(client.AtEnd()), nil
+	case "none":
+		return client.ConsumeResetNone(), nil
+	}
+	return nil, fmt.Errorf("bad --reset %q: earliest, latest or none", s)
+}
+
+// outOfRangeHint adds to an offset out of range what to do about it.
+func outOfRangeHint(err error) error {
+	if client.ErrorCode(err) != quirev1.ErrorCode_OFFSET_OUT_OF_RANGE {
+		return err
+	}
+	return fmt.Errorf("%w (--reset earliest or latest restarts there instead)", err)
 }
 
 func parseOffset(s string) (client.Offset, error) {

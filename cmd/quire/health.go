@@ -21,7 +21,7 @@ func init() { registerCommand(newHealthCmd) }
 // registered with the controller and hosts its replicas, and fails unless
 // every one answers SERVING.
 func newHealthCmd(g *globalFlags) *cobra.Command {
-	var timeout time.Duration
+	var timeout, wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Exit 0 when every broker in --brokers is SERVING (registered and hosting its replicas)",
@@ -39,24 +39,41 @@ func newHealthCmd(g *globalFlags) *cobra.Command {
 			if len(addrs) == 0 {
 				return errors.New("no broker address in --brokers")
 			}
+			if wait < 0 {
+				return fmt.Errorf("--wait must not be negative, not %v", wait)
+			}
 			ctx, cancel := cmdContext()
 			defer cancel()
-			var errs []error
-			for _, addr := range addrs {
-				st, err := checkHealth(ctx, addr, timeout)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", addr, err))
-					continue
+			deadline := time.Now().Add(wait)
+			for {
+				var errs []error
+				var lines []string
+				for _, addr := range addrs {
+					st, err := checkHealth(ctx, addr, timeout)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+						continue
+					}
+					lines = append(lines, fmt.Sprintf("%s %s", addr, st))
+					if st != healthpb.HealthCheckResponse_SERVING {
+						errs = append(errs, fmt.Errorf("%s is %s", addr, st))
+					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", addr, st)
-				if st != healthpb.HealthCheckResponse_SERVING {
-					errs = append(errs, fmt.Errorf("%s is %s", addr, st))
+				if len(errs) == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+					for _, l := range lines {
+						fmt.Fprintln(cmd.OutOrStdout(), l)
+					}
+					return errors.Join(errs...)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(250 * time.Millisecond):
 				}
 			}
-			return errors.Join(errs...)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for each broker's answer")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "keep asking until every broker serves or this long has passed (0: ask once)")
 	return cmd
 }
 

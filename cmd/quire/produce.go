@@ -22,7 +22,7 @@ func newProduceCmd(g *globalFlags) *cobra.Command {
 		partition                      int32
 		verbose                        bool
 		headers                        []string
-		maxLine                        int
+		maxLine, batchMax              int
 	)
 	cmd := &cobra.Command{
 		Use:   "produce TOPIC",
@@ -32,7 +32,11 @@ func newProduceCmd(g *globalFlags) *cobra.Command {
 With -k every record gets that key; with --key-separator each line is split
 at the first separator into key and value. Records without -p are spread by
 murmur2 of the key (the partition Kafka would choose), keyless ones sticky.
-With -v each record's partition and offset is printed once acknowledged.`,
+With -v each record's partition and offset is printed once acknowledged.
+
+A topic that does not exist is created with the broker's defaults when the
+broker allows it (auto.create.topics.enable, on with --dev), saying so on
+standard error, exactly as quire consume does; otherwise both fail at once.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := parseAcks(acks)
@@ -47,7 +51,10 @@ With -v each record's partition and offset is printed once acknowledged.`,
 			if err != nil {
 				return err
 			}
-			opts := []client.Opt{client.RequiredAcks(a), client.Compression(codec), client.AllowAutoTopicCreation()}
+			opts := []client.Opt{client.RequiredAcks(a), client.Compression(codec)}
+			if cmd.Flags().Changed("batch-max-bytes") {
+				opts = append(opts, client.BatchMaxBytes(batchMax))
+			}
 			explicit := cmd.Flags().Changed("partition")
 			if explicit {
 				opts = append(opts, client.RecordPartitioner(client.ManualPartitioner()))
@@ -59,6 +66,9 @@ With -v each record's partition and offset is printed once acknowledged.`,
 				return err
 			}
 			defer cl.Close()
+			if _, err := openTopic(ctx, cl, args[0], cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			p := &lineProducer{cl: cl, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), verbose: verbose, json: g.format == "json"}
 			sc := bufio.NewScanner(cmd.InOrStdin())
 			sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -92,6 +102,11 @@ With -v each record's partition and offset is printed once acknowledged.`,
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if p.failed > 0 {
+				// Each error was printed as it came; say how many failed,
+				// not the first error again.
+				if p.printed {
+					return fmt.Errorf("%d of %d records failed (errors above)", p.failed, p.failed+p.ok)
+				}
 				return fmt.Errorf("%d of %d records failed: %w", p.failed, p.failed+p.ok, p.firstErr)
 			}
 			return nil
@@ -106,6 +121,7 @@ With -v each record's partition and offset is printed once acknowledged.`,
 	f.StringArrayVarP(&headers, "header", "H", nil, "header key=value for every record (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where each record landed")
 	f.IntVar(&maxLine, "max-line-bytes", 16<<20, "longest input line accepted")
+	f.IntVar(&batchMax, "batch-max-bytes", 0, "largest record batch built (default: the topic's max.message.bytes)")
 	return cmd
 }
 
@@ -131,6 +147,7 @@ type lineProducer struct {
 	failed   int
 	firstErr error
 	seen     map[string]bool // error messages already printed
+	printed  bool            // some error was printed
 }
 
 func (p *lineProducer) done(r *client.Record, err error) {
@@ -149,6 +166,7 @@ func (p *lineProducer) done(r *client.Record, err error) {
 		// per input line.
 		if p.verbose {
 			fmt.Fprintf(p.errOut, "error: %s: %v\n", r.Value, err)
+			p.printed = true
 			return
 		}
 		if msg := err.Error(); !p.seen[msg] {
@@ -157,6 +175,7 @@ func (p *lineProducer) done(r *client.Record, err error) {
 			}
 			p.seen[msg] = true
 			fmt.Fprintf(p.errOut, "error: %v\n", err)
+			p.printed = true
 		}
 		return
 	}
@@ -170,4 +189,20 @@ func (p *lineProducer) done(r *client.Record, err error) {
 		return
 	}
 	fmt.Fprintf(p.out, "produced to %s/%d at offset %d\n", r.Topic, r.Partition, r.Offset)
+}
+
+// openTopic returns topic's partition count. A topic that does not exist
+// is created, by produce and consume alike, when the broker allows it
+// (auto.create.topics.enable, as Kafka's producers and consumers do), and
+// a line on errOut says so: a mistyped name is not silently a new topic.
+// Otherwise the broker's UNKNOWN_TOPIC_OR_PARTITION comes back at once.
+func openTopic(ctx context.Context, cl *client.Client, topic string, errOut io.Writer) (int32, error) {
+	n, created, err := cl.EnsureTopic(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	if created {
+		fmt.Fprintf(errOut, "created topic %s with %d partitions (it did not exist; the broker has auto.create.topics.enable)\n", topic, n)
+	}
+	return n, nil
 }

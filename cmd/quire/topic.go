@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -32,6 +33,14 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The client sends any value but 0, which means "the broker's
+			// default"; an explicit 0 is refused here as the broker would.
+			if cmd.Flags().Changed("partitions") && partitions == 0 {
+				return fmt.Errorf("-p 0: partitions must be positive (omit -p for the broker's num.partitions)")
+			}
+			if cmd.Flags().Changed("replicas") && rf == 0 {
+				return fmt.Errorf("-r 0: replication factor must be positive (omit -r for the broker's default.replication.factor)")
+			}
 			ctx, cl, done, err := connect(g)
 			if err != nil {
 				return err
@@ -39,14 +48,12 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 			defer done()
 			var created []*client.TopicDescription
 			rows := [][]string{}
-			var firstErr error
+			var errs []error
 			for _, name := range args {
 				d, err := cl.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: cfgs})
 				if err != nil {
 					rows = append(rows, []string{name, err.Error()})
-					if firstErr == nil {
-						firstErr = fmt.Errorf("create %s: %w", name, err)
-					}
+					errs = append(errs, fmt.Errorf("create %s: %w", name, err))
 					continue
 				}
 				created = append(created, d)
@@ -56,10 +63,12 @@ func topicCreateCmd(g *globalFlags) *cobra.Command {
 				if err := printJSON(cmd.OutOrStdout(), created); err != nil {
 					return err
 				}
-			} else if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
+				return errors.Join(errs...) // the JSON lists only what was created
+			}
+			if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
 				return err
 			}
-			return firstErr
+			return failedOf(len(errs), len(args), "created")
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 0, "number of partitions (default: the broker's num.partitions)")
@@ -104,9 +113,12 @@ func topicDescribeCmd(g *globalFlags) *cobra.Command {
 		Long: `Describe shows a topic's partitions (leader, replicas, ISR, offsets) and configs.
 
 With --under-replicated it lists instead, over the named topics or every
-topic, the partitions with fewer in-sync replicas than replicas or no
-leader (OFFLINE): what to look at after a broker failure. It prints nothing
-when every partition is fully in sync.`,
+topic, the partitions at risk: those with fewer in-sync replicas than
+replicas (UNDER-REPLICATED), no leader (OFFLINE), or a leader that did not
+answer (LEADER-UNREACHABLE: right after a broker dies, until the controller
+fences it after broker.session.timeout.ms and elects new leaders). It is
+what to look at after a broker failure, and prints nothing when every
+partition is fully in sync.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if underReplicated {
 				return nil
@@ -120,7 +132,7 @@ when every partition is fully in sync.`,
 			}
 			defer done()
 			if underReplicated {
-				return printUnderReplicated(ctx, cmd.OutOrStdout(), g, cl, args)
+				return printUnderReplicated(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), g, cl, args)
 			}
 			ds, err := cl.DescribeTopics(ctx, args[0])
 			if err != nil {
@@ -149,13 +161,22 @@ when every partition is fully in sync.`,
 			}
 			fmt.Fprintln(out)
 			rows := [][]string{}
+			unreachable := false
 			for _, p := range d.Partitions {
-				rows = append(rows, []string{fmt.Sprint(p.Partition), fmt.Sprint(p.Leader), fmt.Sprint(p.LeaderEpoch),
+				leader := fmt.Sprint(p.Leader)
+				if leaderUnreachable(p) {
+					leader += " (unreachable)"
+					unreachable = true
+				}
+				rows = append(rows, []string{fmt.Sprint(p.Partition), leader, fmt.Sprint(p.LeaderEpoch),
 					int32s(p.Replicas), int32s(p.ISR), fmt.Sprint(p.LogStartOffset), fmt.Sprint(p.HighWatermark),
 					fmt.Sprint(p.LogEndOffset)})
 			}
 			if err := printTable(out, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HW", "LEO"}, rows); err != nil {
 				return err
+			}
+			if unreachable {
+				fmt.Fprintln(cmd.ErrOrStderr(), unreachableNote)
 			}
 			rows = rows[:0]
 			if allConfigs {
@@ -195,18 +216,34 @@ type underReplicated struct {
 	Status    string  `json:"status"`
 }
 
-func printUnderReplicated(ctx context.Context, out io.Writer, g *globalFlags, cl *client.Client, names []string) error {
+// leaderUnreachable: the partition has a leader in the metadata, but the
+// broker describing it could not get its offsets from that leader (all
+// -1): it is down, cut off, or just lost the leadership.
+func leaderUnreachable(p client.PartitionDescription) bool {
+	return p.Leader >= 0 && p.HighWatermark < 0 && p.LogEndOffset < 0
+}
+
+// unreachableNote explains LEADER-UNREACHABLE where it is shown.
+const unreachableNote = `note: an unreachable leader did not answer for its partitions' offsets. If it is down, the
+controller fences it once broker.session.timeout.ms passes without a heartbeat, and moves its
+partitions to in-sync followers; until then they cannot be written or read.`
+
+func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalFlags, cl *client.Client, names []string) error {
 	ds, err := cl.DescribeTopics(ctx, names...)
 	if err != nil {
 		return err
 	}
 	found := []underReplicated{} // JSON: [] when all are in sync
+	unreachable := false
 	for _, d := range ds {
 		for _, p := range d.Partitions {
 			status := "UNDER-REPLICATED"
 			switch {
 			case p.Leader < 0:
 				status = "OFFLINE"
+			case leaderUnreachable(p):
+				status = "LEADER-UNREACHABLE"
+				unreachable = true
 			case len(p.ISR) >= len(p.Replicas):
 				continue
 			}
@@ -223,7 +260,13 @@ func printUnderReplicated(ctx context.Context, out io.Writer, g *globalFlags, cl
 	for _, u := range found {
 		rows = append(rows, []string{u.Topic, fmt.Sprint(u.Partition), fmt.Sprint(u.Leader), int32s(u.Replicas), int32s(u.ISR), u.Status})
 	}
-	return printTable(out, []string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "STATUS"}, rows)
+	if err := printTable(out, []string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "STATUS"}, rows); err != nil {
+		return err
+	}
+	if unreachable {
+		fmt.Fprintln(errOut, unreachableNote)
+	}
+	return nil
 }
 
 func topicDeleteCmd(g *globalFlags) *cobra.Command {
@@ -238,14 +281,12 @@ func topicDeleteCmd(g *globalFlags) *cobra.Command {
 			}
 			defer done()
 			rows := [][]string{}
-			var firstErr error
+			failed := 0
 			for _, name := range args {
 				status := "OK"
 				if err := cl.DeleteTopic(ctx, name); err != nil {
 					status = err.Error()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("delete %s: %w", name, err)
-					}
+					failed++
 				}
 				rows = append(rows, []string{name, status})
 			}
@@ -264,9 +305,18 @@ func topicDeleteCmd(g *globalFlags) *cobra.Command {
 			} else if err := printTable(cmd.OutOrStdout(), []string{"TOPIC", "STATUS"}, rows); err != nil {
 				return err
 			}
-			return firstErr
+			return failedOf(failed, len(args), "deleted")
 		},
 	}
+}
+
+// failedOf is the exit error of a command whose table already printed
+// each failure: a count, not the messages again.
+func failedOf(failed, of int, verb string) error {
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d topics not %s (see the STATUS column)", failed, of, verb)
 }
 
 func topicAlterConfigCmd(g *globalFlags) *cobra.Command {

@@ -2,36 +2,100 @@ package lint
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// TestReadmeExamplesRunByE2E keeps the README's grpcurl examples honest:
-// every method they call and every one-line request body they send is also
-// in scripts/e2e.sh, which `make test` runs.
+// readmeBlock is one fenced shell block of README.md, with the e2e mark
+// (`<!-- e2e: NAME -->`) on the line before it, if any.
+type readmeBlock struct {
+	mark  string
+	lines []string
+	line  int // of the opening fence, 1-based
+}
+
+func readmeBlocks(t *testing.T) []readmeBlock {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	markRe := regexp.MustCompile(`^<!-- e2e: ([a-z]+) -->$`)
+	var blocks []readmeBlock
+	var cur *readmeBlock
+	mark := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```sh"):
+			cur = &readmeBlock{mark: mark, line: i + 1}
+		case cur != nil && strings.HasPrefix(line, "```"):
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.lines = append(cur.lines, line)
+		default:
+			mark = ""
+			if m := markRe.FindStringSubmatch(line); m != nil {
+				mark = m[1]
+			}
+		}
+	}
+	return blocks
+}
+
+// TestReadmeExamplesRunByE2E keeps the README's commands honest: every
+// shell block but the first (make run, make test) is marked and run
+// exactly as printed by an end-to-end script (`run_readme_block NAME`),
+// which `make test` runs; the commands name bin/quire and bin/grpcurl, the
+// paths `make build tools` fills, not commands a fresh clone lacks.
 func TestReadmeExamplesRunByE2E(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+	blocks := readmeBlocks(t)
+	if len(blocks) < 4 {
+		t.Fatalf("found %d shell blocks in README.md", len(blocks))
 	}
-	e2e, err := os.ReadFile("../../scripts/e2e.sh")
-	if err != nil {
-		t.Fatal(err)
+	first := strings.Join(blocks[0].lines, "\n")
+	if !strings.HasPrefix(first, "make run") || !strings.Contains(first, "make test") {
+		t.Errorf("README.md's first block must give make run and make test:\n%s", first)
 	}
-	script := string(e2e)
-	methods := regexp.MustCompile(`(?:quire\.v1|grpc\.health\.v1)\.[A-Za-z]+/[A-Za-z]+`).FindAllString(string(readme), -1)
+	var scripts strings.Builder
+	files, _ := filepath.Glob("../../scripts/*.sh")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scripts.Write(b)
+	}
+	bare := regexp.MustCompile(`(^|[|;&]\s*)(grpcurl|quire)\s`)
+	marks := map[string]bool{}
+	for _, b := range blocks[1:] {
+		if b.mark == "" {
+			t.Errorf("README.md:%d: shell block not marked <!-- e2e: NAME --> (so no script runs it)", b.line)
+			continue
+		}
+		if marks[b.mark] {
+			t.Errorf("README.md:%d: e2e mark %q used twice", b.line, b.mark)
+		}
+		marks[b.mark] = true
+		if !regexp.MustCompile(`run_readme_block ` + b.mark + `\b`).MatchString(scripts.String()) {
+			t.Errorf("README.md:%d: block %q is run by no script (run_readme_block %s)", b.line, b.mark, b.mark)
+		}
+		for i, line := range b.lines {
+			if bare.MatchString(line) {
+				t.Errorf("README.md:%d: %q: write bin/grpcurl or bin/quire, what `make build tools` installs", b.line+1+i, line)
+			}
+		}
+	}
+	var grpcurl []string
+	for _, b := range blocks {
+		if b.mark == "grpcurl" {
+			grpcurl = b.lines
+		}
+	}
+	methods := regexp.MustCompile(`(?:quire\.v1|grpc\.health\.v1)\.[A-Za-z]+/[A-Za-z]+`).FindAllString(strings.Join(grpcurl, "\n"), -1)
 	if len(methods) < 5 {
-		t.Fatalf("found only %d grpcurl methods in README.md", len(methods))
-	}
-	for _, m := range methods {
-		if !strings.Contains(script, m) {
-			t.Errorf("README calls %s but scripts/e2e.sh does not", m)
-		}
-	}
-	for _, body := range regexp.MustCompile(`-d '([^'\n]+)'`).FindAllStringSubmatch(string(readme), -1) {
-		if !strings.Contains(script, "'"+body[1]+"'") {
-			t.Errorf("README sends %s but scripts/e2e.sh does not", body[1])
-		}
+		t.Fatalf("found only %d grpcurl methods in README.md's grpcurl block", len(methods))
 	}
 }
