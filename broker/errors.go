@@ -78,6 +78,12 @@ var errorTable = []errorMapping{
 	{storage.ErrOffsetOverlap, codes.Internal, quirev1.ErrorCode_KAFKA_STORAGE_ERROR, true},
 	{storage.ErrClosed, codes.Unavailable, quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, true},
 	{storage.ErrInvalidConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, false},
+	// The idempotent producer's sequence rules; none is retriable as sent
+	// (as in Kafka): the producer must bump its epoch or start over.
+	{storage.ErrOutOfOrderSequence, codes.FailedPrecondition, quirev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER, false},
+	{storage.ErrInvalidProducerEpoch, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_PRODUCER_EPOCH, false},
+	{storage.ErrUnknownProducerID, codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_PRODUCER_ID, false},
+	{storage.ErrDuplicateSequence, codes.InvalidArgument, quirev1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER, false},
 
 	// record
 	{record.ErrCorrupt, codes.InvalidArgument, quirev1.ErrorCode_CORRUPT_MESSAGE, false},
