@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -107,6 +109,15 @@ func TestProducerSnapshotRoundTrip(t *testing.T) {
 	}
 	if !bytes.Equal(encodeSnapshot(got), data) {
 		t.Fatal("re-encoding differs")
+	}
+	// Entries out of id order are refused even with a good CRC.
+	entry := snapshotEntryHead + ProducerWindow*snapshotBatchSize
+	swapped := append([]byte(nil), data...)
+	copy(swapped[snapshotHeaderSize:], data[snapshotHeaderSize+entry:snapshotHeaderSize+2*entry])
+	copy(swapped[snapshotHeaderSize+entry:], data[snapshotHeaderSize:snapshotHeaderSize+entry])
+	binary.BigEndian.PutUint32(swapped[1:], crc32.Checksum(swapped[snapshotCRCFrom:], castagnoli))
+	if _, err := decodeSnapshot(swapped, off); !isErr(err, errBadSnapshot) {
+		t.Fatalf("entries out of order: %v", err)
 	}
 	if _, err := decodeSnapshot(data, off+1); !isErr(err, errBadSnapshot) {
 		t.Fatalf("offset mismatch: %v", err)
@@ -344,4 +355,68 @@ func TestProducerRetentionDeletesSnapshots(t *testing.T) {
 		t.Fatalf("after retention and restart %+v, want %+v", got, want)
 	}
 	mustRefuse(t, l, producerBatch(99, 1, 3, 1, 2), ErrInvalidProducerEpoch)
+}
+
+// FuzzDecodeSnapshot: any bytes in a snapshot file are refused with
+// errBadSnapshot or decode to a state that encodes back to them.
+func FuzzDecodeSnapshot(f *testing.F) {
+	ps := newProducerState(0)
+	for i, pid := range []int64{3, 1, 2, 1, 1} {
+		b := producerBatch(pid, 0, int32(i), 2, int64(i))
+		record.SetBaseOffset(b, int64(2*i))
+		h, _ := record.ParseHeader(b)
+		ps.update(&h)
+	}
+	f.Add(encodeSnapshot(ps), int64(10))
+	f.Add(encodeSnapshot(newProducerState(7)), int64(7))
+	f.Fuzz(func(t *testing.T, data []byte, off int64) {
+		got, err := decodeSnapshot(data, off)
+		if err != nil {
+			if !isErr(err, errBadSnapshot) {
+				t.Fatalf("error %v is not errBadSnapshot", err)
+			}
+			return
+		}
+		if !bytes.Equal(encodeSnapshot(got), data) {
+			t.Fatalf("decoded %x and encoded it differently", data)
+		}
+	})
+}
+
+// TestProducerManagerExpiry: Manager.ExpireProducers expires in every log
+// by the manager's clock, and a clean restart keeps the unexpired state.
+func TestProducerManagerExpiry(t *testing.T) {
+	clk := &fakeClock{t: time.UnixMilli(5_000_000)}
+	cfg := smallConfig()
+	cfg.ProducerIDExpirationMs = 1000
+	dir := t.TempDir()
+	m, err := OpenManager(dir, cfg, Options{FS: noSyncFS{}, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.GetOrCreate("t", 0, cfg)
+	b, _ := m.GetOrCreate("t", 1, cfg)
+	mustAppend(t, a, producerBatch(1, 0, 0, 1, 4_999_500), 0)
+	mustAppend(t, b, producerBatch(2, 0, 0, 1, 4_999_000), 0)
+	mustAppend(t, b, producerBatch(3, 0, 0, 1, 5_000_000), 0)
+	if n := m.ExpireProducers(); n != 1 {
+		t.Fatalf("expired %d, want producer 2 only", n)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err = OpenManager(dir, cfg, Options{FS: noSyncFS{}, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ = m.GetOrCreate("t", 0, cfg)
+	b, _ = m.GetOrCreate("t", 1, cfg)
+	if pa, pb := a.Producers(), b.Producers(); len(pa) != 1 || pa[0].ProducerID != 1 || len(pb) != 1 || pb[0].ProducerID != 3 {
+		t.Fatalf("after restart %+v %+v", pa, pb)
+	}
+	clk.t = clk.t.Add(time.Second)
+	if n := m.ExpireProducers(); n != 2 {
+		t.Fatalf("expired %d, want 2", n)
+	}
 }

@@ -72,6 +72,7 @@ func decodeSnapshot(buf []byte, want int64) (*producerState, error) {
 	count := int(binary.BigEndian.Uint32(buf[13:]))
 	ps := newProducerState(end)
 	p := buf[snapshotHeaderSize:]
+	prev := int64(-1) // ids ascend from 0
 	for i := 0; i < count; i++ {
 		if len(p) < snapshotEntryHead {
 			return nil, fmt.Errorf("%w: entry %d of %d truncated", errBadSnapshot, i, count)
@@ -86,9 +87,10 @@ func decodeSnapshot(buf []byte, want int64) (*producerState, error) {
 		if nb < 1 || nb > ProducerWindow || len(p) < nb*snapshotBatchSize {
 			return nil, fmt.Errorf("%w: producer %d with %d batches", errBadSnapshot, e.id, nb)
 		}
-		if e.id < 0 || ps.producers[e.id] != nil {
-			return nil, fmt.Errorf("%w: producer id %d invalid or repeated", errBadSnapshot, e.id)
+		if e.id <= prev {
+			return nil, fmt.Errorf("%w: producer id %d after %d", errBadSnapshot, e.id, prev)
 		}
+		prev = e.id
 		e.batches = make([]batchMeta, nb, ProducerWindow)
 		for j := range e.batches {
 			e.batches[j] = batchMeta{
