@@ -86,12 +86,14 @@ func (l *Log) loadProducers() error {
 		return err
 	}
 	var state *producerState
+	removed := false
 	for i := len(offs) - 1; i >= 0; i-- {
 		off := offs[i]
 		if off > leo || off < first {
 			if err := removeIfExists(l.fs, l.snapshotPath(off)); err != nil {
 				return fmt.Errorf("storage: remove producer snapshot: %w", err)
 			}
+			removed = true
 			continue
 		}
 		if state != nil {
@@ -109,6 +111,13 @@ func (l *Log) loadProducers() error {
 			if rerr := removeIfExists(l.fs, l.snapshotPath(off)); rerr != nil {
 				return fmt.Errorf("storage: remove producer snapshot: %w", rerr)
 			}
+		}
+	}
+	// A snapshot past a truncation must not come back after a crash to
+	// describe batches the log no longer has.
+	if removed {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("storage: sync %s: %w", l.dir, err)
 		}
 	}
 	if state == nil {
