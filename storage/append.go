@@ -132,7 +132,7 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 		return bs.info, fmt.Errorf("%w: epoch %d, log has %d", ErrStaleEpoch, leaderEpoch, latest)
 	}
 	if bs.producers {
-		chk, err := l.producers.check(batches)
+		chk, err := l.producers.check(batches, bs.numBatches)
 		if err != nil {
 			return AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1}, err
 		}
@@ -246,10 +246,7 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	seg.offMaxTs.Store(offMaxTs)
 	l.leo.Store(bs.info.LastOffset + 1)
 	if bs.producers {
-		forEachBatch(batches, func(b []byte) {
-			h, _ := record.ParseHeader(b)
-			l.producers.update(&h)
-		})
+		l.updateProducers(batches, bs.numBatches)
 	}
 	if len(l.pending) > 0 {
 		l.mu.Lock()

@@ -134,8 +134,24 @@ type leaderCheck struct {
 // producer's latest ProducerWindow batches) is a duplicate; an append made
 // only of duplicates is answered with their offsets and not written, one
 // mixing them with new batches is refused (ErrDuplicateSequence).
-func (ps *producerState) check(batches []byte) (leaderCheck, error) {
+// numBatches is how many batches there are (1 takes a shorter path; any
+// other value works it out).
+func (ps *producerState) check(batches []byte, numBatches int) (leaderCheck, error) {
 	var res leaderCheck
+	if numBatches == 1 {
+		// The usual append: one batch, nothing earlier in it to follow.
+		h, _ := record.ParseHeader(batches)
+		if h.ProducerID < 0 {
+			return res, nil
+		}
+		first, last := batchSequences(&h)
+		dup, isDup, err := ps.checkBatch(&h, first, last)
+		if err != nil || !isDup {
+			return res, err
+		}
+		return leaderCheck{duplicates: 1, dupFirst: dup.firstOffset, dupLast: dup.lastOffset,
+			dupMaxTimestamp: dup.maxTimestamp, dupRecords: int(h.NumRecords)}, nil
+	}
 	var pending []pendingProducer
 	n := 0
 	var err error

@@ -122,7 +122,7 @@ func BenchmarkProducerStateCheck(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ps.check(ib.batch); err != nil {
+		if _, err := ps.check(ib.batch, 1); err != nil {
 			b.Fatal(err)
 		}
 	}

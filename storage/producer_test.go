@@ -271,7 +271,12 @@ func TestProducerStateCheckTable(t *testing.T) {
 		{name: "new epoch not at 0", epoch: 1, seq: 10, n: 1, want: ErrOutOfOrderSequence},
 	}
 	for _, c := range cases {
-		res, err := ps.check(producerBatch(1, c.epoch, c.seq, c.n, 1))
+		b := producerBatch(1, c.epoch, c.seq, c.n, 1)
+		res, err := ps.check(b, 1)
+		// The general path (any number of batches) answers the same.
+		if res2, err2 := ps.check(b, 0); res2 != res || (err2 == nil) != (err == nil) || (err != nil && err2.Error() != err.Error()) {
+			t.Errorf("%s: one-batch path %+v %v, general path %+v %v", c.name, res, err, res2, err2)
+		}
 		if !isErr(err, c.want) || (err == nil && c.want != nil) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 			continue

@@ -164,6 +164,19 @@ func (l *Log) replayProducers(ps *producerState) error {
 	return nil
 }
 
+// updateProducers applies appended batches to the producer state.
+func (l *Log) updateProducers(batches []byte, numBatches int) {
+	if numBatches == 1 {
+		h, _ := record.ParseHeader(batches)
+		l.producers.update(&h)
+		return
+	}
+	forEachBatch(batches, func(b []byte) {
+		h, _ := record.ParseHeader(b)
+		l.producers.update(&h)
+	})
+}
+
 // ExpireProducers forgets the producers of this log silent for
 // producer.id.expiration.ms (LogConfig.ProducerIDExpirationMs) by the
 // log's clock: a later batch of theirs at a sequence other than 0 gets
