@@ -94,6 +94,12 @@ var recordErrors = []errcode.Mapping{
 
 var storageErrors = []errcode.Mapping{
 	{Err: storage.ErrOffsetOutOfRange, GRPC: codes.OutOfRange, Code: quirev1.ErrorCode_OFFSET_OUT_OF_RANGE},
+	// The idempotent producer's sequence rules; none is retriable as sent
+	// (as in Kafka): the producer must bump its epoch or start over.
+	{Err: storage.ErrOutOfOrderSequence, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER},
+	{Err: storage.ErrInvalidProducerEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_PRODUCER_EPOCH},
+	{Err: storage.ErrUnknownProducerID, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNKNOWN_PRODUCER_ID},
+	{Err: storage.ErrDuplicateSequence, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER},
 	{Err: storage.ErrRecordTooLarge, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_MESSAGE_TOO_LARGE},
 	{Err: storage.ErrCorruptBatch, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_RECORD},
 	{Err: storage.ErrOffsetGap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},

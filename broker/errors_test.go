@@ -2,12 +2,14 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/storage"
 )
 
 // TestNoLeaderIsLeaderNotAvailable: a replica whose partition has no
@@ -29,5 +31,22 @@ func TestNoLeaderIsLeaderNotAvailable(t *testing.T) {
 	led := notLeader("t", 0, 2, 3)
 	if e := toError(led); e.Code != quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || e.LeaderId != 2 || !e.Retriable {
 		t.Fatalf("led elsewhere: %+v", e)
+	}
+}
+
+// TestErrorTableProducerSequenceCodes: the idempotent producer's errors
+// from storage, wrapped with detail, reach clients as Kafka's codes, not
+// retriable.
+func TestErrorTableProducerSequenceCodes(t *testing.T) {
+	for err, want := range map[error]quirev1.ErrorCode{
+		storage.ErrOutOfOrderSequence:   quirev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER,
+		storage.ErrInvalidProducerEpoch: quirev1.ErrorCode_INVALID_PRODUCER_EPOCH,
+		storage.ErrUnknownProducerID:    quirev1.ErrorCode_UNKNOWN_PRODUCER_ID,
+		storage.ErrDuplicateSequence:    quirev1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER,
+	} {
+		e := toError(fmt.Errorf("partition t-0: %w: producer 7", err))
+		if e.Code != want || e.Retriable || e.Message == "" {
+			t.Errorf("%v: %+v, want code %v", err, e, want)
+		}
 	}
 }

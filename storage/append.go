@@ -18,12 +18,18 @@ type AppendInfo struct {
 	LogAppendTime int64
 	NumRecords    int
 	Bytes         int
+	// Duplicate reports a leader append of batches an idempotent producer
+	// had already written (a retry): nothing was appended, and the offsets
+	// and MaxTimestamp are those of the original batches.
+	Duplicate bool
 }
 
 // batchSet is the result of validating an append.
 type batchSet struct {
 	info       AppendInfo
 	numBatches int
+	// producers: some batch carries a producer id.
+	producers bool
 }
 
 // validate checks every batch of an append before anything is written.
@@ -48,6 +54,9 @@ func validate(batches []byte, cfg LogConfig, deep bool) (batchSet, error) {
 		bs.info.MaxTimestamp = max(bs.info.MaxTimestamp, h.MaxTimestamp)
 		bs.info.NumRecords += int(h.NumRecords)
 		bs.numBatches++
+		if h.ProducerID >= 0 {
+			bs.producers = true
+		}
 		return nil
 	}
 	// Direct calls (not through a func value), so that check stays on
@@ -95,6 +104,16 @@ func (l *Log) checkWritable() error {
 // MaxMessageBytes (ErrRecordTooLarge) leaves the log and the buffer
 // unchanged.
 //
+// Batches with a producer id (idempotent producers) must follow their
+// producer's state (see producer.go): an older producer epoch gets
+// ErrInvalidProducerEpoch, a sequence gap or a new epoch not starting at
+// sequence 0 ErrOutOfOrderSequence, a sequence other than 0 from a
+// producer without state ErrUnknownProducerID. A retry of batches already
+// in the log (matching one of the producer's latest ProducerWindow batches)
+// appends nothing and returns the original offsets with Duplicate set; an
+// append mixing such batches with new ones gets ErrDuplicateSequence.
+// Batches without a producer id (-1) are not checked.
+//
 // Validation reads only the caller's buffer, so it runs before the append
 // lock is taken: concurrent appenders to one log validate in parallel and
 // hold the lock only to assign offsets and write.
@@ -111,6 +130,16 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 	}
 	if latest, ok := l.epochs.latest(); ok && leaderEpoch < latest {
 		return bs.info, fmt.Errorf("%w: epoch %d, log has %d", ErrStaleEpoch, leaderEpoch, latest)
+	}
+	if bs.producers {
+		chk, err := l.producers.check(batches, bs.numBatches)
+		if err != nil {
+			return AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, LogAppendTime: -1}, err
+		}
+		if chk.duplicates > 0 {
+			return AppendInfo{FirstOffset: chk.dupFirst, LastOffset: chk.dupLast, MaxTimestamp: chk.dupMaxTimestamp,
+				LogAppendTime: -1, NumRecords: chk.dupRecords, Duplicate: true}, nil
+		}
 	}
 	off := l.leo.Load()
 	bs.info.FirstOffset = off
@@ -216,6 +245,9 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	seg.maxTs.Store(maxTs)
 	seg.offMaxTs.Store(offMaxTs)
 	l.leo.Store(bs.info.LastOffset + 1)
+	if bs.producers {
+		l.updateProducers(batches, bs.numBatches)
+	}
 	if len(l.pending) > 0 {
 		l.mu.Lock()
 		for _, e := range l.pending {
@@ -330,6 +362,11 @@ func (l *Log) rollLocked() error {
 	l.mu.Lock()
 	l.segs = append(l.segs, s)
 	l.mu.Unlock()
+	// The producer state as of the new segment's base, so that a restart
+	// or a truncation replays at most the segments after it.
+	if err := l.writeSnapshot(false); err != nil {
+		l.logger.Warn("cannot write producer state snapshot", "offset", leo, "error", err)
+	}
 	l.scheduleFlush(old, leo)
 	l.logger.Debug("rolled segment", "base", leo)
 	return nil

@@ -36,15 +36,22 @@ type benchAppender struct {
 	l       *Log
 	batch   []byte
 	written int
+	limit   int // reset after this many bytes
 }
 
 func newBenchAppender(b *testing.B) *benchAppender {
-	l, err := OpenLog(b.TempDir(), "bench", 0, DefaultLogConfig(), 0, Options{})
+	return newBenchAppenderOn(b, Options{}, resetEvery)
+}
+
+// newBenchAppenderOn is newBenchAppender with the log's options (an
+// in-memory filesystem) and the bytes after which it starts over.
+func newBenchAppenderOn(b *testing.B, opts Options, limit int) *benchAppender {
+	l, err := OpenLog(b.TempDir(), "bench", 0, DefaultLogConfig(), 0, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { l.Close() })
-	return &benchAppender{b: b, l: l, batch: benchBatch()}
+	return &benchAppender{b: b, l: l, batch: benchBatch(), limit: limit}
 }
 
 func (a *benchAppender) append() {
@@ -54,7 +61,7 @@ func (a *benchAppender) append() {
 	a.written += len(a.batch)
 }
 
-func (a *benchAppender) full() bool { return a.written >= resetEvery }
+func (a *benchAppender) full() bool { return a.written >= a.limit }
 
 func (a *benchAppender) reset() {
 	if err := a.l.TruncateFullyAndStartAt(a.l.LogEndOffset()); err != nil {

@@ -48,6 +48,10 @@ type LogConfig struct {
 	// reason, at most 16 MiB is held past the data of each active
 	// segment, and it is given back when the segment rolls or closes.
 	Preallocate bool
+	// ProducerIDExpirationMs (producer.id.expiration.ms): forget an
+	// idempotent producer's state once its latest batch's timestamp is
+	// this old (Log.ExpireProducers).
+	ProducerIDExpirationMs int64
 }
 
 // DefaultLogConfig returns Kafka's defaults.
@@ -63,6 +67,8 @@ func DefaultLogConfig() LogConfig {
 		FlushMs:            math.MaxInt64,
 		MaxMessageBytes:    1048588,
 		Preallocate:        true,
+
+		ProducerIDExpirationMs: 24 * time.Hour.Milliseconds(),
 	}
 }
 
@@ -83,6 +89,8 @@ func (c LogConfig) Validate() error {
 		return fmt.Errorf("%w: retention.bytes %d < -1", ErrInvalidConfig, c.RetentionBytes)
 	case c.FlushMessages < 0 || c.FlushMs < 0:
 		return fmt.Errorf("%w: flush.messages and flush.ms must be >= 0", ErrInvalidConfig)
+	case c.ProducerIDExpirationMs < 1:
+		return fmt.Errorf("%w: producer.id.expiration.ms %d < 1", ErrInvalidConfig, c.ProducerIDExpirationMs)
 	case c.MaxMessageBytes < 0:
 		return fmt.Errorf("%w: max.message.bytes %d < 0", ErrInvalidConfig, c.MaxMessageBytes)
 	}

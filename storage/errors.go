@@ -36,7 +36,32 @@ var (
 	ErrInvalidConfig = errors.New("storage: invalid config")
 	// ErrBadCheckpoint: a checkpoint file cannot be parsed.
 	ErrBadCheckpoint = errors.New("storage: bad checkpoint file")
+
+	// The sequence rules of an idempotent producer's batches on a leader
+	// append (see Log.AppendAsLeader). A batch already in the log is not
+	// an error: the append reports it with AppendInfo.Duplicate.
+
+	// ErrOutOfOrderSequence: a producer's batch does not follow its last
+	// one (a gap, or a sequence other than 0 at a new epoch), and is no
+	// retry of one of its latest batches (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("storage: out of order sequence number")
+	// ErrInvalidProducerEpoch: a producer's batch carries an epoch older
+	// than the log has seen for it: a zombie producer (Kafka's
+	// INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("storage: invalid producer epoch")
+	// ErrUnknownProducerID: a batch at a sequence other than 0 from a
+	// producer the log has no state for (expired, or cut off by a
+	// truncation); the producer bumps its epoch and starts again at 0
+	// (Kafka's UNKNOWN_PRODUCER_ID, KIP-360).
+	ErrUnknownProducerID = errors.New("storage: unknown producer id")
+	// ErrDuplicateSequence: one append mixes batches already in the log
+	// with new ones; it is refused whole (Kafka's DUPLICATE_SEQUENCE_NUMBER).
+	ErrDuplicateSequence = errors.New("storage: append mixes duplicate and new batches")
 )
+
+// errBadSnapshot: a producer state snapshot cannot be read; the log skips
+// it for an older one or the log itself, so it never reaches a caller.
+var errBadSnapshot = errors.New("storage: bad producer state snapshot")
 
 // corrupt wraps a record validation error so that it satisfies both
 // ErrCorruptBatch and the original record error, saying "corrupt batch"

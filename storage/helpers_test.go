@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"syscall"
@@ -84,6 +85,8 @@ func mustAppend(t testing.TB, l *Log, batch []byte, epoch int32) AppendInfo {
 	}
 	return info
 }
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
 
 // noSyncFS skips fsync: the tests simulate crashes by damaging files, not
 // by losing power, and fsync would only make them slow.

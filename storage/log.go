@@ -62,6 +62,9 @@ type Log struct {
 
 	epochs *epochCache
 
+	// producers is the idempotent producers' state (see producer.go).
+	producers *producerState
+
 	// guarded by appendMu
 	unflushed int64
 	pending   []pendingEntry
@@ -99,12 +102,17 @@ func OpenLog(dir string, topic string, partition int32, cfg LogConfig, recoveryP
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create log dir: %w", err)
 	}
-	if err := l.load(recoveryPoint); err != nil {
+	err := l.load(recoveryPoint)
+	if err == nil {
+		err = l.loadProducers()
+	}
+	if err != nil {
 		for _, s := range l.segs {
 			_ = s.closeFiles()
 		}
 		return nil, err
 	}
+	l.producers.expire(opts.Now().UnixMilli(), cfg.ProducerIDExpirationMs)
 	return l, nil
 }
 

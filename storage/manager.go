@@ -284,6 +284,17 @@ func (m *Manager) RunRetention() error {
 	return errors.Join(errs...)
 }
 
+// ExpireProducers forgets, in every log, the idempotent producers silent
+// for producer.id.expiration.ms (see Log.ExpireProducers), and returns how
+// many; call it periodically.
+func (m *Manager) ExpireProducers() int {
+	n := 0
+	for _, l := range m.Logs() {
+		n += l.ExpireProducers()
+	}
+	return n
+}
+
 // FlushDirty flushes the logs whose flush.ms has elapsed since their last
 // flush; call it periodically.
 func (m *Manager) FlushDirty() error {

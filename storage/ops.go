@@ -146,6 +146,11 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := l.epochs.truncateFromEnd(newLeo); err != nil {
 		return err
 	}
+	// The producer state goes back with the log: from the newest snapshot
+	// at or below the cut plus the batches after it.
+	if err := l.loadProducers(); err != nil {
+		return err
+	}
 	if rp := l.recoveryPoint.Load(); rp > newLeo {
 		l.recoveryPoint.Store(newLeo)
 	}
@@ -193,6 +198,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.logStart.Store(offset)
 	l.recoveryPoint.Store(offset)
 	endTruncation()
+	l.producers = newProducerState(offset)
+	errs = append(errs, l.removeSnapshots(func(int64) bool { return true }))
 	errs = append(errs, l.epochs.clear(), l.fs.SyncDir(l.dir))
 	if err := errors.Join(errs...); err != nil {
 		if s == nil {
@@ -314,6 +321,9 @@ func (l *Log) deleteSegmentsLocked(pred func(s, next *segment) bool) (int, error
 		s.release()
 		l.logger.Debug("deleted segment", "base", s.base)
 	}
+	// The snapshots of the deleted segments go with them; the one at the
+	// first remaining segment's base holds what they told of producers.
+	errs = append(errs, l.removeSnapshots(func(off int64) bool { return off < first }))
 	if err := errors.Join(errs...); err != nil {
 		return n, fmt.Errorf("storage: delete segments: %w", err)
 	}
@@ -334,6 +344,11 @@ func (l *Log) Close() error {
 	l.flushWG.Wait()
 	l.adoptFlushErr()
 	var errs []error
+	if len(l.segs) > 0 && l.failed == nil {
+		if err := l.writeSnapshot(true); err != nil {
+			l.logger.Warn("cannot write producer state snapshot", "offset", l.leo.Load(), "error", err)
+		}
+	}
 	if len(l.segs) > 0 {
 		active := l.activeSegment()
 		if l.failed != nil {

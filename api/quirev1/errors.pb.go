@@ -91,7 +91,11 @@ const (
 	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
 	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
 	ErrorCode_POLICY_VIOLATION                 ErrorCode = 44
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
 	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
+	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
 	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
 	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
@@ -146,7 +150,11 @@ var (
 		41:   "NOT_CONTROLLER",
 		42:   "INVALID_REQUEST",
 		44:   "POLICY_VIOLATION",
+		45:   "OUT_OF_ORDER_SEQUENCE_NUMBER",
+		46:   "DUPLICATE_SEQUENCE_NUMBER",
+		47:   "INVALID_PRODUCER_EPOCH",
 		56:   "KAFKA_STORAGE_ERROR",
+		59:   "UNKNOWN_PRODUCER_ID",
 		69:   "GROUP_ID_NOT_FOUND",
 		74:   "FENCED_LEADER_EPOCH",
 		75:   "UNKNOWN_LEADER_EPOCH",
@@ -198,7 +206,11 @@ var (
 		"NOT_CONTROLLER":                   41,
 		"INVALID_REQUEST":                  42,
 		"POLICY_VIOLATION":                 44,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
+		"DUPLICATE_SEQUENCE_NUMBER":        46,
+		"INVALID_PRODUCER_EPOCH":           47,
 		"KAFKA_STORAGE_ERROR":              56,
+		"UNKNOWN_PRODUCER_ID":              59,
 		"GROUP_ID_NOT_FOUND":               69,
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
@@ -391,8 +403,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x90\n" +
-	"\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x86\v\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -431,8 +442,12 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0eINVALID_CONFIG\x10(\x12\x12\n" +
 	"\x0eNOT_CONTROLLER\x10)\x12\x13\n" +
 	"\x0fINVALID_REQUEST\x10*\x12\x14\n" +
-	"\x10POLICY_VIOLATION\x10,\x12\x17\n" +
-	"\x13KAFKA_STORAGE_ERROR\x108\x12\x16\n" +
+	"\x10POLICY_VIOLATION\x10,\x12 \n" +
+	"\x1cOUT_OF_ORDER_SEQUENCE_NUMBER\x10-\x12\x1d\n" +
+	"\x19DUPLICATE_SEQUENCE_NUMBER\x10.\x12\x1a\n" +
+	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x17\n" +
+	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
+	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x17\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +

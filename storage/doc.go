@@ -1,0 +1,36 @@
+// Package storage keeps the log of each partition replica on disk:
+// segments of RecordBatch v2 batches with their offset and time indexes,
+// checkpoints, recovery, retention, and the state of idempotent producers.
+// The segment, index and checkpoint formats are drawn in docs/storage.md;
+// it imports nothing of the network.
+//
+// # Producer state snapshots
+//
+// A log keeps, per idempotent producer id, its epoch and its latest
+// ProducerWindow batches (see Log.AppendAsLeader for the rules they
+// enforce). The state is written to <20-digit offset>.snapshot beside the
+// segments when a segment rolls (at the new segment's base offset, written
+// without fsync) and when the log closes (at the log end offset, written
+// atomically and fsynced); opening or truncating a log reads the newest
+// snapshot at or below its end whose CRC and framing check and applies the
+// batches after it, so a torn or damaged snapshot only costs a longer
+// replay. Snapshots go with their segments (retention, truncation). All
+// integers big endian:
+//
+//	offset size
+//	0      1    version (1)
+//	1      4    CRC-32C (Castagnoli) of bytes 5 to the end
+//	5      8    offset: the state holds every batch below it (the file's name)
+//	13     4    N, the number of producers
+//	17          N producers, by ascending id, each:
+//	       0  8   producer id (>= 0)
+//	       8  2   producer epoch
+//	       10 8   last timestamp: the largest timestamp of its latest batch
+//	       18 1   B, the number of batches remembered (1 to 5)
+//	       19     B batches, oldest first, 32 bytes each:
+//	              0  4  first sequence
+//	              4  4  last sequence
+//	              8  8  first offset
+//	              16 8  last offset
+//	              24 8  largest timestamp
+package storage
