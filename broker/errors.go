@@ -79,6 +79,7 @@ var brokerErrors = []errcode.Mapping{
 	{Err: ErrBrokersNotReady, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
 	// The controller refused a leader's ISR change: a newer leader or
 	// partition epoch took over, so this broker's leadership is moving.
+	{Err: replica.ErrOffsetNotAvailable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_OFFSET_NOT_AVAILABLE},
 	{Err: replica.ErrISRRefused, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 }
 

@@ -85,6 +85,8 @@ var sentinels = map[string]error{
 	"replica.ErrFencedLeaderEpoch":            replica.ErrFencedLeaderEpoch,
 	"replica.ErrUnknownLeaderEpoch":           replica.ErrUnknownLeaderEpoch,
 	"replica.ErrStaleBrokerEpoch":             replica.ErrStaleBrokerEpoch,
+	"broker.ErrRequestTooLarge":               ErrRequestTooLarge,
+	"replica.ErrOffsetNotAvailable":           replica.ErrOffsetNotAvailable,
 	"replica.ErrISRRefused":                   replica.ErrISRRefused,
 	"metadata.ErrUnsupportedVersion":          metadata.ErrUnsupportedVersion,
 	"metadata.ErrFeatureUpdateFailed":         metadata.ErrFeatureUpdateFailed,

@@ -228,6 +228,10 @@ func (b *Broker) listOffset(ctx context.Context, p *quirev1.ListOffsetsPartition
 	}
 	st := part.State()
 	res.LeaderEpoch = st.LeaderEpoch
+	if p.TimestampMs != -2 && !part.HighWatermarkEstablished() {
+		return fmt.Errorf("%w: %s-%d: the leader elected at epoch %d has not yet established its high watermark (%d); ask again",
+			replica.ErrOffsetNotAvailable, p.Topic, p.Partition, st.LeaderEpoch, st.HighWatermark)
+	}
 	switch ts := p.TimestampMs; {
 	case ts == -1:
 		res.Offset = st.HighWatermark

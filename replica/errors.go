@@ -18,6 +18,10 @@ var (
 	ErrFencedLeaderEpoch            = errors.New("replica: fenced leader epoch")
 	ErrUnknownLeaderEpoch           = errors.New("replica: unknown leader epoch")
 	ErrStaleBrokerEpoch             = errors.New("replica: stale broker epoch")
+	// ErrOffsetNotAvailable: a leader elected moments ago whose high
+	// watermark has not yet reached the start of its epoch cannot answer
+	// the latest offset (see Partition.HighWatermarkEstablished).
+	ErrOffsetNotAvailable = errors.New("replica: offset not available")
 	// ErrISRRefused marks an ISR change the controller refused (a newer
 	// epoch, a fenced follower), as opposed to one it did not answer.
 	// Controller implementations wrap their refusals with it.

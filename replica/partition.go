@@ -118,6 +118,19 @@ func (p *Partition) state() partitionState {
 		partitionEpoch: p.partitionEpoch, replicas: p.replicas, isr: p.isr, hw: p.hw}
 }
 
+// HighWatermarkEstablished reports whether, as leader, the replica's HW
+// has reached the log end of when its leader epoch began. A leader elected
+// moments ago starts from the HW it had as a follower, which may lag the
+// one the previous leader answered; until its followers' fetches move it
+// past the epoch's start, answering it as the latest offset would show
+// clients the high watermark going backwards (Kafka's KIP-207:
+// OFFSET_NOT_AVAILABLE meanwhile).
+func (p *Partition) HighWatermarkEstablished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader && p.hw >= p.epochStart
+}
+
 // HighWatermark returns the offset below which every record is on every
 // in-sync replica.
 func (p *Partition) HighWatermark() int64 {

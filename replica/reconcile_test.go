@@ -36,3 +36,36 @@ func TestReplicaStaleLeadershipBeforeRegistration(t *testing.T) {
 		t.Fatalf("append as leader: %v", err)
 	}
 }
+
+// TestReplicaNewLeaderHighWatermarkEstablished: a follower elected leader
+// starts from the HW it followed, which lags its log end (the records the
+// old leader had not yet told it were committed). Until a follower's fetch
+// moves the HW past the start of the new epoch, its HW is not established
+// and must not be answered as the latest offset (it would go backwards);
+// once it is, it is.
+func TestReplicaNewLeaderHighWatermarkEstablished(t *testing.T) {
+	rm1, rm2 := replicaOn(t, 1), replicaOn(t, 2)
+	old := lead(t, rm1, 1, []int32{1, 2}, 3, 2)
+	next := follow(t, rm2, 1, 1)
+	fetchOnce(t, old, next, 2) // copies 5 records; next's HW is still 0
+	if !old.HighWatermarkEstablished() {
+		t.Fatal("the old leader's HW not established")
+	}
+	if hw := next.HighWatermark(); hw != 0 {
+		t.Fatalf("follower HW %d before its next fetch, want 0", hw)
+	}
+	// The old leader goes; node 2 leads at epoch 2 with ISR {2, 3}.
+	if err := rm2.apply("t", 0, Assignment{Leader: 2, LeaderEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if next.HighWatermarkEstablished() {
+		t.Fatalf("a new leader with HW %d below its epoch start 5 says its HW is established", next.HighWatermark())
+	}
+	rm3 := replicaOn(t, 3)
+	f3 := follow(t, rm3, 2, 2)
+	fetchOnce(t, next, f3, 3) // node 3 copies everything
+	fetchOnce(t, next, f3, 3) // and its next fetch says so
+	if hw := next.HighWatermark(); hw != 5 || !next.HighWatermarkEstablished() {
+		t.Fatalf("after the ISR caught up: HW %d, established %v; want 5, true", hw, next.HighWatermarkEstablished())
+	}
+}
