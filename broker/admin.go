@@ -314,7 +314,7 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetad
 		}
 		topics = append(topics, t)
 	}
-	resp.MetadataIndex = img.Index()
+	resp.MetadataIndex, resp.Stale = img.Index(), b.cluster.sessionLost()
 	listener := b.clientListener(ctx)
 	for _, br := range img.Brokers() {
 		resp.Brokers = append(resp.Brokers, &quirev1.Broker{Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced})

@@ -308,7 +308,12 @@ func (b *Broker) startBackground() {
 	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
 	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
 	lag := ms(b.cfg.ReplicaLagTimeMaxMs)
-	b.every("isr-shrink", lag/2, func() error { return b.rm.ShrinkISRs(lag) })
+	b.every("isr-shrink", lag/2, func() error {
+		if b.cluster.sessionLost() {
+			return nil // cut off: the controller decides the ISR now, not us
+		}
+		return b.rm.ShrinkISRs(lag)
+	})
 }
 
 func (b *Broker) every(name string, d time.Duration, fn func() error) {

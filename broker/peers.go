@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	pb "github.com/quirelog/quire/api/internalv1"
 	"github.com/quirelog/quire/replica"
@@ -63,6 +64,11 @@ func (c *cluster) dialOptions() []grpc.DialOption {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}),
+		// A peer cut off or paused is found within about two seconds,
+		// idle or not, and its connection replaced, instead of waiting
+		// on TCP retransmission after the network heals (servers accept
+		// pings once a second).
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: time.Second, PermitWithoutStream: true}),
 	}
 	if d := c.cfg.Dialer; d != nil {
 		opts = append(opts, grpc.WithContextDialer(d))

@@ -174,6 +174,12 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 	if err != nil {
 		return pendingAck{}, err
 	}
+	if b.cluster.sessionLost() {
+		// Cut off from the controller past the session timeout: another
+		// broker leads this partition by now, or is about to.
+		return pendingAck{}, fmt.Errorf("%w: %s-%d: this broker has not reached the controller for broker.session.timeout.ms and may have been replaced as leader",
+			ErrLeaderNotAvailable, topic, p)
+	}
 	info, err := part.Append(batches, acks)
 	if err != nil {
 		return pendingAck{}, err

@@ -152,6 +152,16 @@ func (c *cluster) start(advertised, directoryID string, endpoints []metadata.End
 	go c.watch()
 }
 
+// sessionLost reports whether this broker has gone longer than
+// broker.session.timeout.ms without the controller answering its
+// heartbeat (see controlplane.Lifecycle.SessionLost): cut off from the
+// controller, it stops taking produces as leader, stops asking for ISR
+// changes, and says its metadata is stale, until heartbeats are answered
+// again.
+func (c *cluster) sessionLost() bool {
+	return c.lifecycle != nil && c.lifecycle.SessionLost(ms(c.cfg.BrokerSessionTimeoutMs))
+}
+
 // controllerInfo returns the current controller, -1 if unknown.
 func (c *cluster) controllerID() int32 {
 	if id, _, ok := c.node.Controller(); ok {

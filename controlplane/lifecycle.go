@@ -22,6 +22,7 @@ type Lifecycle struct {
 
 	mu         sync.Mutex
 	epoch      int64
+	answered   time.Time // the last registration or heartbeat the controller answered
 	registered chan struct{}
 	stopCh     chan struct{}
 	done       chan struct{}
@@ -42,6 +43,22 @@ func NewLifecycle(f *Forwarder, self metadata.BrokerInfo, interval time.Duration
 		f: f, self: self, interval: interval, log: log.Named("lifecycle"),
 		registered: make(chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
 	}
+}
+
+// SessionLost reports whether the broker, once registered, has gone
+// longer than timeout (broker.session.timeout.ms) without the controller
+// answering a heartbeat: it has been, or is about to be, fenced, and
+// another broker may lead its partitions by now.
+func (l *Lifecycle) SessionLost(timeout time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.answered.IsZero() && time.Since(l.answered) > timeout
+}
+
+func (l *Lifecycle) markAnswered() {
+	l.mu.Lock()
+	l.answered = time.Now()
+	l.mu.Unlock()
 }
 
 // Start begins registering and heartbeating in the background.
@@ -144,7 +161,7 @@ func (l *Lifecycle) beat() bool {
 		}
 		l.mu.Lock()
 		first := l.epoch == 0 && !isClosed(l.registered)
-		l.epoch = e
+		l.epoch, l.answered = e, time.Now()
 		if first {
 			close(l.registered)
 		}
@@ -155,6 +172,7 @@ func (l *Lifecycle) beat() bool {
 	err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
 	switch {
 	case err == nil:
+		l.markAnswered()
 		return true
 	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
 		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)
