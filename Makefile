@@ -32,6 +32,7 @@ e2e: build
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
+	$(GO) run ./chaos/cmd/chaos run -quire $(BIN)/quire -duration $(CHAOS_SHORT)
 
 # The Python example alone (scripts/e2e.sh also runs it): against a dev
 # server of its own; installs python3-grpcio and python3-grpc-tools with
@@ -79,6 +80,8 @@ perf: build
 # CHAOS_DURATION, then the history checked. CHAOS_FLAGS adds flags
 # (-nodes 5, -seed N to replay a run, -faults kill,pause).
 CHAOS_DURATION ?= 3m
+# make test runs the same suite for this long (every fault kind can come up).
+CHAOS_SHORT    ?= 45s
 chaos: build
 	$(GO) run ./chaos/cmd/chaos run -quire $(BIN)/quire -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
