@@ -308,12 +308,37 @@ func (b *Broker) startBackground() {
 	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
 	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
 	lag := ms(b.cfg.ReplicaLagTimeMaxMs)
+	var lastStages [replica.NumStages]replica.Histogram
+	b.every("stage-log", stageLogInterval, func() error {
+		// How long this broker's appends took to reach each stage over
+		// the last interval, when there were any (see replica.Stage).
+		now := b.rm.StageLatencies()
+		var d [replica.NumStages]replica.Histogram
+		for i := range now {
+			d[i] = now[i].Sub(lastStages[i])
+		}
+		lastStages = now
+		if line := replica.FormatStages(d); line != "" {
+			b.logger.Info("replication stages, from the leader's append", "interval", stageLogInterval, "stages", line)
+		}
+		return nil
+	})
 	b.every("isr-shrink", lag/2, func() error {
 		if b.cluster.sessionLost() {
 			return nil // cut off: the controller decides the ISR now, not us
 		}
 		return b.rm.ShrinkISRs(lag)
 	})
+}
+
+// stageLogInterval is how often a broker logs its appends' stage
+// latencies (when it had appends to time).
+const stageLogInterval = time.Minute
+
+// StageLatencies is how long the appends this broker led took to reach
+// each replication stage since it started (replica.Manager.StageLatencies).
+func (b *Broker) StageLatencies() [replica.NumStages]replica.Histogram {
+	return b.rm.StageLatencies()
 }
 
 func (b *Broker) every(name string, d time.Duration, fn func() error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -85,5 +86,25 @@ func TestClusterEndToEndLatency(t *testing.T) {
 	t.Logf("end-to-end latency over %d records at %d/s, RF 3, acks=all: p50 %v, p99 %v, max %v", len(lat), rate, p50, p99, worst)
 	if limit := 300 * time.Millisecond; p99 > limit {
 		t.Errorf("p99 end-to-end latency %v, want under %v (p50 %v, max %v)", p99, limit, p50, worst)
+	}
+	// The leaders timed the same appends through each stage: where a
+	// record waited shows there.
+	var stages [replica.NumStages]replica.Histogram
+	for _, id := range c.IDs() {
+		for s, h := range c.Node(id).StageLatencies() {
+			for i := range h.Counts {
+				stages[s].Counts[i] += h.Counts[i]
+			}
+			stages[s].Sum += h.Sum
+		}
+	}
+	t.Logf("stages from the leaders' appends: %s", replica.FormatStages(stages))
+	for _, st := range replica.Stages() {
+		if stages[st].Count() == 0 {
+			t.Errorf("stage %v timed no append", st)
+		}
+	}
+	if q := stages[replica.StageReplicated].Quantile(0.99); q > 300*time.Millisecond {
+		t.Errorf("p99 from append to the HW passing it %v, want under 300ms", q)
 	}
 }

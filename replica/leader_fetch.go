@@ -58,6 +58,7 @@ func (p *Partition) readForFollower(offset int64, maxBytes int) (storage.ReadRes
 	if err != nil {
 		return res, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
+	p.delivered(StageFollowerRead, res)
 	return res, nil
 }
 

@@ -67,6 +67,10 @@ type Manager struct {
 
 	maxResponseBytes int
 
+	// stages times the leaders' appends on their way to readers
+	// (stages.go).
+	stages [NumStages]stageHist
+
 	// ctx ends when the manager stops: it bounds background ISR changes
 	// and the leader's long polls.
 	ctx    context.Context

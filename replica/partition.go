@@ -47,6 +47,7 @@ type Partition struct {
 	failed         error     // the log failed: the replica is out of service (logFailed)
 	waiters        waiterSet // HW moves, leadership changes
 	leoWaiters     waiterSet // appends, leadership changes
+	trace          tracer    // as leader: recent appends, timed through the stages
 }
 
 // followerState is what a leader knows of one follower, from its fetches
@@ -179,6 +180,7 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	p.isr = append([]int32(nil), a.ISR...)
 	if newEpoch {
 		p.followers = map[int32]*followerState{}
+		p.trace.reset()
 		p.epochStart = p.log.LogEndOffset()
 		p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
 	}
@@ -207,6 +209,7 @@ func (p *Partition) becomeFollower(a Assignment) {
 	p.isr = append([]int32(nil), a.ISR...)
 	p.followers = nil
 	p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
+	p.trace.reset()
 	p.waiters.signal()
 	p.leoWaiters.signal()
 	p.mu.Unlock()
@@ -243,6 +246,7 @@ func (p *Partition) maybeAdvanceHWLocked() {
 	}
 	p.hw = hw
 	p.log.SetHighWatermark(hw)
+	p.trace.passed(&p.rm.stages, StageReplicated, hw-1, time.Now())
 	p.waiters.signal()
 }
 
@@ -305,6 +309,8 @@ type AppendResult struct {
 	// MinInsyncReplicas is min.insync.replicas when the batches were
 	// appended.
 	MinInsyncReplicas int32
+	// AppendedAt is when the leader appended them.
+	AppendedAt time.Time
 }
 
 // Append appends batches as leader (RecordBatch v2 bytes, modified in
@@ -326,7 +332,22 @@ func (p *Partition) Append(batches []byte, requiredAcks int32) (AppendResult, er
 // (the HW passed it), ctx ends (ErrRequestTimedOut), or the replica stops
 // leading at the append's epoch (a NotLeaderError).
 func (p *Partition) AwaitReplicated(ctx context.Context, res AppendResult) error {
-	return p.waitHW(ctx, res.LeaderEpoch, res.LastOffset, res.MinInsyncReplicas)
+	err := p.waitHW(ctx, res.LeaderEpoch, res.LastOffset, res.MinInsyncReplicas)
+	if err == nil && !res.AppendedAt.IsZero() {
+		p.rm.stages[StageAcked].observe(time.Since(res.AppendedAt))
+	}
+	return err
+}
+
+// delivered times the appends a read returned up to res.HighOffset
+// through stage s.
+func (p *Partition) delivered(s Stage, res storage.ReadResult) {
+	if len(res.Batches) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.trace.passed(&p.rm.stages, s, res.HighOffset-1, time.Now())
+	p.mu.Unlock()
 }
 
 // appendAsLeader appends batches (RecordBatch v2 bytes, modified in place:
@@ -350,11 +371,13 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 	if err != nil {
 		return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR}, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
+	now := time.Now()
 	p.mu.Lock()
+	p.trace.add(info.LastOffset, now)
 	p.maybeAdvanceHWLocked()
 	p.leoWaiters.signal()
 	p.mu.Unlock()
-	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR}, nil
+	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR, AppendedAt: now}, nil
 }
 
 // waitHW blocks until the HW passes offset, appended at leader epoch epoch
@@ -417,6 +440,7 @@ func (p *Partition) Read(offset int64, maxBytes int) (storage.ReadResult, int64,
 	if err != nil {
 		return res, st.hw, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
+	p.delivered(StageDelivered, res)
 	return res, st.hw, nil
 }
 
@@ -431,6 +455,7 @@ func (p *Partition) ReadAppend(buf []byte, offset int64, maxBytes int) (storage.
 	if err != nil {
 		return res, st.hw, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
+	p.delivered(StageDelivered, res)
 	return res, st.hw, nil
 }
 
