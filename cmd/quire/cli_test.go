@@ -206,6 +206,8 @@ func TestCLIUnderReplicatedRightAfterKill(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the metadata, with the test's deadline
 	}
+	// Every node has applied the topic (the CLI asks the survivor).
+	c.WaitIdenticalImages(ctx)
 	dead := ds[0].Partitions[0].Leader
 	alive := int32(1)
 	if dead == 1 {
