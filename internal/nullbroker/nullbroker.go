@@ -55,7 +55,12 @@ func Start(lis net.Listener, topic string, value []byte) *Server {
 		s.chunk = append(s.chunk, batch...)
 		s.recs += 1000
 	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	// The broker's own transport settings (broker.transportOptions):
+	// flow-control windows and buffers sized for megabyte messages, so
+	// the ceiling is the transport's, not gRPC's defaults'.
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.InitialWindowSize(4<<20), grpc.InitialConnWindowSize(16<<20),
+		grpc.ReadBufferSize(256<<10), grpc.WriteBufferSize(256<<10))
 	quirev1.RegisterMetadataServer(s.grpc, s)
 	quirev1.RegisterProducerServer(s.grpc, s)
 	quirev1.RegisterConsumerServer(s.grpc, s)
