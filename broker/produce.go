@@ -197,7 +197,10 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
 	for _, pa := range pending {
 		if err := pa.part.AwaitReplicated(ctx, pa.append); err != nil {
+			// Appended, then not known to be committed: the records may
+			// yet be read, or never (see Error.outcome_unknown).
 			pa.result.Error = toError(err)
+			pa.result.Error.OutcomeUnknown = true
 		}
 	}
 }

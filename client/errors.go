@@ -35,6 +35,10 @@ type Error struct {
 	// LeaderID is the leader hint of leadership errors, -1 when unknown.
 	LeaderID    int32
 	LeaderEpoch int32
+	// OutcomeUnknown is the broker saying that it appended the records of
+	// the attempt this error answers but cannot say whether they are
+	// committed (quire.v1.Error.outcome_unknown): they may be read later.
+	OutcomeUnknown bool
 }
 
 func (e *Error) Error() string {
@@ -73,7 +77,7 @@ func fromProto(pe *quirev1.Error) error {
 		return nil
 	}
 	return &Error{Code: pe.GetCode(), Message: pe.GetMessage(), Retriable: errcode.RetriableOr(pe.GetCode(), pe.GetRetriable()),
-		LeaderID: pe.GetLeaderId(), LeaderEpoch: pe.GetLeaderEpoch()}
+		LeaderID: pe.GetLeaderId(), LeaderEpoch: pe.GetLeaderEpoch(), OutcomeUnknown: pe.GetOutcomeUnknown()}
 }
 
 // fromStatus converts a failed gRPC call into an *Error when the status

@@ -266,10 +266,21 @@ type Error struct {
 	// does not know and its own declaration for the codes it does.
 	Retriable bool `protobuf:"varint,3,opt,name=retriable,proto3" json:"retriable,omitempty"`
 	// For leadership errors: the current leader, when known (-1 otherwise).
-	LeaderId      int32 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderEpoch   int32 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderId    int32 `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderEpoch int32 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// True when the records were appended by the leader but the answer
+	// cannot say whether they are committed: an acks=all produce that timed
+	// out waiting for the in-sync replicas (REQUEST_TIMED_OUT), whose leader
+	// lost leadership before the high watermark passed it
+	// (NOT_LEADER_OR_FOLLOWER), or whose ISR shrank below
+	// min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND). Such
+	// records may be read later, or never; a retry may write them twice
+	// unless the produce is idempotent. False: nothing was appended, or the
+	// error is not about a produce. A timeout of the call itself (a gRPC
+	// DEADLINE_EXCEEDED, a broken connection) says nothing either way.
+	OutcomeUnknown bool `protobuf:"varint,6,opt,name=outcome_unknown,json=outcomeUnknown,proto3" json:"outcome_unknown,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Error) Reset() {
@@ -337,6 +348,13 @@ func (x *Error) GetLeaderEpoch() int32 {
 	return 0
 }
 
+func (x *Error) GetOutcomeUnknown() bool {
+	if x != nil {
+		return x.OutcomeUnknown
+	}
+	return false
+}
+
 // RecordHeader is a Kafka record header.
 type RecordHeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -394,13 +412,14 @@ var File_quire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_quire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15quire/v1/errors.proto\x12\bquire.v1\"\xa8\x01\n" +
+	"\x15quire/v1/errors.proto\x12\bquire.v1\"\xd1\x01\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.quire.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
 	"\tretriable\x18\x03 \x01(\bR\tretriable\x12\x1b\n" +
 	"\tleader_id\x18\x04 \x01(\x05R\bleaderId\x12!\n" +
-	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\"6\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value*\x86\v\n" +
