@@ -228,6 +228,12 @@ func (b *Broker) listOffset(ctx context.Context, p *quirev1.ListOffsetsPartition
 	}
 	st := part.State()
 	res.LeaderEpoch = st.LeaderEpoch
+	if p.TimestampMs != -2 && b.cluster.sessionLost() {
+		// Cut off from the controller, or not yet caught up since: the
+		// leadership and HW it knows may be out of date.
+		return fmt.Errorf("%w: %s-%d: this broker's metadata may be out of date (cut off from the controller); ask again",
+			replica.ErrOffsetNotAvailable, p.Topic, p.Partition)
+	}
 	if p.TimestampMs != -2 && !part.HighWatermarkEstablished() {
 		return fmt.Errorf("%w: %s-%d: the leader elected at epoch %d has not yet established its high watermark (%d); ask again",
 			replica.ErrOffsetNotAvailable, p.Topic, p.Partition, st.LeaderEpoch, st.HighWatermark)

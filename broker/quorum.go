@@ -147,7 +147,7 @@ func (c *cluster) start(advertised, directoryID string, endpoints []metadata.End
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
 		DirectoryID: directoryID, Endpoints: endpoints, MetadataVersions: c.node.MetadataVersions()}
-	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), c.logger.Named("lifecycle"))
+	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), ms(c.cfg.BrokerSessionTimeoutMs), c.logger.Named("lifecycle"))
 	c.lifecycle.Start()
 	go c.watch()
 }
@@ -158,8 +158,15 @@ func (c *cluster) start(advertised, directoryID string, endpoints []metadata.End
 // controller, it stops taking produces as leader, stops asking for ISR
 // changes, and says its metadata is stale, until heartbeats are answered
 // again.
+//
+// Back in touch, it stays so until its image has applied as far as the
+// controller's was when it answered again: until then it may still take
+// itself for the leader of partitions moved while it was cut off.
 func (c *cluster) sessionLost() bool {
-	return c.lifecycle != nil && c.lifecycle.SessionLost(ms(c.cfg.BrokerSessionTimeoutMs))
+	if c.lifecycle == nil {
+		return false
+	}
+	return c.lifecycle.SessionLost(ms(c.cfg.BrokerSessionTimeoutMs)) || c.node.Image().Index() < c.lifecycle.CatchUpIndex()
 }
 
 // controllerInfo returns the current controller, -1 if unknown.

@@ -92,7 +92,7 @@ func newGCluster(t *testing.T, n int, mod func(*metadata.Config)) *gcluster {
 			_ = gs.Serve(l)
 		}(lis[i])
 		g.fwd = NewForwarder(node, nil, 0)
-		g.life = NewLifecycle(g.fwd, metadata.BrokerInfo{ID: id, Incarnation: fmt.Sprintf("inc%d", id), Addr: addr}, cfg.BrokerHeartbeatInterval, cfg.Logger)
+		g.life = NewLifecycle(g.fwd, metadata.BrokerInfo{ID: id, Incarnation: fmt.Sprintf("inc%d", id), Addr: addr}, cfg.BrokerHeartbeatInterval, cfg.BrokerSessionTimeout, cfg.Logger)
 		g.life.Start()
 		c.nodes = append(c.nodes, g)
 	}
@@ -228,7 +228,7 @@ func TestControllerGRPCForwarding(t *testing.T) {
 	if _, err := f.fwd.AlterPartition(ctx, "orders", 0, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.Replicas); !errors.Is(err, metadata.ErrStaleEpoch) {
 		t.Fatalf("stale alter partition: %v", err)
 	}
-	if err := f.fwd.Heartbeat(ctx, 1, "inc1", 1); !errors.Is(err, metadata.ErrFencedBroker) {
+	if _, err := f.fwd.Heartbeat(ctx, 1, "inc1", 1); !errors.Is(err, metadata.ErrFencedBroker) {
 		t.Fatalf("old-epoch heartbeat: %v", err)
 	}
 }

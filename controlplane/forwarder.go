@@ -225,10 +225,13 @@ func (f *Forwarder) RegisterBroker(ctx context.Context, b metadata.BrokerInfo) (
 }
 
 // Heartbeat sends a broker heartbeat to the controller.
-func (f *Forwarder) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64) error {
-	_, err := Call(ctx, f, (*Service).BrokerHeartbeat, pb.ControllerServiceClient.BrokerHeartbeat,
+func (f *Forwarder) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64) (uint64, error) {
+	resp, err := Call(ctx, f, (*Service).BrokerHeartbeat, pb.ControllerServiceClient.BrokerHeartbeat,
 		&pb.BrokerHeartbeatRequest{BrokerId: brokerID, Incarnation: incarnation, BrokerEpoch: brokerEpoch})
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetMetadataIndex(), nil
 }
 
 // AlterPartition asks the controller for an ISR change.

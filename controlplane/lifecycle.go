@@ -23,6 +23,8 @@ type Lifecycle struct {
 	mu         sync.Mutex
 	epoch      int64
 	answered   time.Time // the last registration or heartbeat the controller answered
+	session    time.Duration
+	catchUp    uint64 // after a lost session: the controller's index when answered again
 	registered chan struct{}
 	stopCh     chan struct{}
 	done       chan struct{}
@@ -32,7 +34,9 @@ type Lifecycle struct {
 
 // NewLifecycle returns the lifecycle of broker self (ID, Incarnation,
 // Addr, Rack), heartbeating every interval.
-func NewLifecycle(f *Forwarder, self metadata.BrokerInfo, interval time.Duration, log hclog.Logger) *Lifecycle {
+// A gap of more than session (broker.session.timeout.ms) between two
+// answered heartbeats is a lost session (see CatchUpIndex).
+func NewLifecycle(f *Forwarder, self metadata.BrokerInfo, interval, session time.Duration, log hclog.Logger) *Lifecycle {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -40,7 +44,7 @@ func NewLifecycle(f *Forwarder, self metadata.BrokerInfo, interval time.Duration
 		interval = 2 * time.Second
 	}
 	return &Lifecycle{
-		f: f, self: self, interval: interval, log: log.Named("lifecycle"),
+		f: f, self: self, interval: interval, session: session, log: log.Named("lifecycle"),
 		registered: make(chan struct{}), stopCh: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -55,9 +59,23 @@ func (l *Lifecycle) SessionLost(timeout time.Duration) bool {
 	return !l.answered.IsZero() && time.Since(l.answered) > timeout
 }
 
-func (l *Lifecycle) markAnswered() {
+// CatchUpIndex is, after a lost session, the controller's metadata index
+// when it answered again: until this broker's image has applied that far,
+// it may still act on leaderships the controller moved while it was cut
+// off. 0 when no session was lost.
+func (l *Lifecycle) CatchUpIndex() uint64 {
 	l.mu.Lock()
-	l.answered = time.Now()
+	defer l.mu.Unlock()
+	return l.catchUp
+}
+
+func (l *Lifecycle) markAnswered(index uint64) {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.answered.IsZero() && l.session > 0 && now.Sub(l.answered) > l.session {
+		l.catchUp = index
+	}
+	l.answered = now
 	l.mu.Unlock()
 }
 
@@ -169,10 +187,10 @@ func (l *Lifecycle) beat() bool {
 		l.log.Info("registered broker", "broker", l.self.ID, "epoch", e)
 		epoch = e
 	}
-	err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
+	index, err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
 	switch {
 	case err == nil:
-		l.markAnswered()
+		l.markAnswered(index)
 		return true
 	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
 		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)

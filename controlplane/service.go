@@ -45,7 +45,7 @@ func (s *Service) BrokerHeartbeat(ctx context.Context, in *pb.BrokerHeartbeatReq
 	if err := s.node.Ctl().Heartbeat(ctx, in.BrokerId, in.Incarnation, in.BrokerEpoch); err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.BrokerHeartbeatResponse{}, nil
+	return &pb.BrokerHeartbeatResponse{MetadataIndex: s.node.Image().Index()}, nil
 }
 
 func (s *Service) CreateTopic(ctx context.Context, in *pb.CreateTopicRequest) (*pb.CreateTopicResponse, error) {

@@ -547,7 +547,10 @@ func (x *BrokerHeartbeatRequest) GetBrokerEpoch() int64 {
 }
 
 type BrokerHeartbeatResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The controller's metadata log index when it answered: a broker back
+	// from a lost session is stale until its image has applied this far.
+	MetadataIndex uint64 `protobuf:"varint,1,opt,name=metadata_index,json=metadataIndex,proto3" json:"metadata_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -580,6 +583,13 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BrokerHeartbeatResponse) GetMetadataIndex() uint64 {
+	if x != nil {
+		return x.MetadataIndex
+	}
+	return 0
 }
 
 type CreateTopicRequest struct {
@@ -1893,8 +1903,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12!\n" +
-	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\"\x19\n" +
-	"\x17BrokerHeartbeatResponse\"\xdc\x02\n" +
+	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\"@\n" +
+	"\x17BrokerHeartbeatResponse\x12%\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex\"\xdc\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
