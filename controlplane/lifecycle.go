@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,6 +28,9 @@ type Lifecycle struct {
 	done       chan struct{}
 	started    bool
 	stopped    bool
+	// lastAck is when the controller last answered a heartbeat (unix
+	// nanoseconds; 0: never).
+	lastAck atomic.Int64
 }
 
 // NewLifecycle returns the lifecycle of broker self (ID, Incarnation,
@@ -60,6 +64,16 @@ func (l *Lifecycle) Epoch() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.epoch
+}
+
+// LastHeartbeat is when the controller last answered a heartbeat (the
+// zero time: never).
+func (l *Lifecycle) LastHeartbeat() time.Time {
+	n := l.lastAck.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // Registered is closed after the first successful registration.
@@ -155,6 +169,7 @@ func (l *Lifecycle) beat() bool {
 	err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
 	switch {
 	case err == nil:
+		l.lastAck.Store(time.Now().UnixNano())
 		return true
 	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
 		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)
