@@ -19,9 +19,9 @@ import (
 	"github.com/quirelog/quire/storage"
 )
 
-// ErrNotReady is wrapped by Readiness when the node should not get client
+// errNotReady is wrapped by Readiness when the node should not get client
 // traffic.
-var ErrNotReady = errors.New("broker: not ready")
+var errNotReady = errors.New("broker: not ready")
 
 // maxReadyMetadataLag is how many committed metadata entries a node may
 // have left to apply and still call itself ready.
@@ -42,38 +42,38 @@ func (s statsSource) Ready() error                    { return s.b.Readiness() }
 // with the controller under this process's incarnation, the controller
 // has not fenced it, its heartbeats are answered, a controller is known
 // and its metadata image is within maxReadyMetadataLag entries of what it
-// knows committed. Otherwise the error (wrapping ErrNotReady) says which
+// knows committed. Otherwise the error (wrapping errNotReady) says which
 // condition failed.
 func (b *Broker) Readiness() error {
 	select {
 	case <-b.stop:
-		return fmt.Errorf("%w: shutting down", ErrNotReady)
+		return fmt.Errorf("%w: shutting down", errNotReady)
 	default:
 	}
 	select {
 	case <-b.cluster.ready:
 	default:
-		return fmt.Errorf("%w: not yet registered and unfenced with the controller", ErrNotReady)
+		return fmt.Errorf("%w: not yet registered and unfenced with the controller", errNotReady)
 	}
 	img := b.cluster.image()
 	info, ok := img.Broker(b.cfg.NodeID)
 	switch {
 	case !ok || info.Incarnation != b.cluster.incarnation:
-		return fmt.Errorf("%w: not registered in the metadata (index %d)", ErrNotReady, img.Index())
+		return fmt.Errorf("%w: not registered in the metadata (index %d)", errNotReady, img.Index())
 	case info.Fenced:
-		return fmt.Errorf("%w: fenced by the controller (metadata index %d)", ErrNotReady, img.Index())
+		return fmt.Errorf("%w: fenced by the controller (metadata index %d)", errNotReady, img.Index())
 	}
 	session := ms(b.cfg.BrokerSessionTimeoutMs)
 	if last := b.cluster.lifecycle.LastHeartbeat(); time.Since(last) > session {
 		return fmt.Errorf("%w: no heartbeat answered by the controller for over broker.session.timeout.ms (%v); it fences this broker",
-			ErrNotReady, session)
+			errNotReady, session)
 	}
 	st := b.cluster.node.Stats()
 	if st.ControllerID < 0 {
-		return fmt.Errorf("%w: no controller known (the metadata quorum has no leader)", ErrNotReady)
+		return fmt.Errorf("%w: no controller known (the metadata quorum has no leader)", errNotReady)
 	}
 	if st.CommitIndex > st.AppliedIndex+maxReadyMetadataLag {
-		return fmt.Errorf("%w: metadata applied to index %d, %d committed", ErrNotReady, st.AppliedIndex, st.CommitIndex)
+		return fmt.Errorf("%w: metadata applied to index %d, %d committed", errNotReady, st.AppliedIndex, st.CommitIndex)
 	}
 	return nil
 }
