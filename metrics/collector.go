@@ -105,7 +105,9 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels .
 func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, s atomichist.Snapshot, labels ...string) {
 	buckets := make(map[float64]uint64, len(atomichist.Bounds))
 	for i, b := range atomichist.Bounds {
-		buckets[b] = s.Cumulative[i]
+		if i < len(s.Cumulative) { // a zero Snapshot has none
+			buckets[b] = s.Cumulative[i]
+		}
 	}
 	ch <- prometheus.MustNewConstHistogram(d, s.Count, s.Sum.Seconds(), buckets, labels...)
 }
