@@ -7,6 +7,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,7 +23,7 @@ const numCodes = 17
 // method holds one method's counters.
 type method struct {
 	stream  bool
-	codes   [numCodes]atomicCounter
+	codes   [numCodes]atomic.Uint64
 	latency atomichist.Histogram
 }
 
@@ -57,7 +58,7 @@ func (m *method) done(start time.Time, err error) {
 	if int(c) >= numCodes {
 		c = codes.Unknown
 	}
-	m.codes[c].add(1)
+	m.codes[c].Add(1)
 	m.latency.Observe(time.Since(start))
 }
 
@@ -95,7 +96,7 @@ func (s *Stats) Snapshot() []Method {
 	for name, m := range s.methods {
 		mm := Method{Name: name, Stream: m.stream, ByCode: map[codes.Code]uint64{}, Latency: m.latency.Snapshot()}
 		for c := range m.codes {
-			if n := m.codes[c].load(); n > 0 {
+			if n := m.codes[c].Load(); n > 0 {
 				mm.ByCode[codes.Code(c)] = n
 			}
 		}
