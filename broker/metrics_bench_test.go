@@ -52,3 +52,19 @@ func BenchmarkProduceStreamMetrics(b *testing.B) {
 		wg.Wait()
 	})
 }
+
+// BenchmarkProduceUnaryMetrics is BenchmarkProduceUnary with the request
+// interceptor off, then on (no listener): the per-call counting alone.
+func BenchmarkProduceUnaryMetrics(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, c := start(b, func(cfg *broker.Config) { cfg.MetricsRequestsEnable, cfg.MetricsListen = on, "" })
+			createTopic(b, c, "bench", 1, nil)
+			benchUnary(b, c.producer, 1)
+		})
+	}
+}

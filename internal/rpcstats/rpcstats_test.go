@@ -31,3 +31,16 @@ func TestRPCStatsCountsByCode(t *testing.T) {
 		t.Fatalf("counts %+v latency count %d", m.ByCode, m.Latency.Count)
 	}
 }
+
+// BenchmarkRPCStatsUnary is the interceptor's cost per unary call.
+func BenchmarkRPCStatsUnary(b *testing.B) {
+	s := New()
+	info := &grpc.UnaryServerInfo{FullMethod: "/quire.v1.Producer/Produce"}
+	h := func(context.Context, any) (any, error) { return nil, nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, _ = s.Unary(context.Background(), nil, info, h)
+		}
+	})
+}
