@@ -20,7 +20,9 @@ import (
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/dirlock"
+	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/metrics"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
@@ -42,6 +44,8 @@ type Broker struct {
 	server        *grpc.Server
 	health        *health.Server
 	dirLocks      []*dirlock.Lock // of the data and metadata directories (dirlock.go)
+	rpcStats      *rpcstats.Stats // calls answered (metrics.go)
+	metrics       *metrics.Server // metrics.listen; nil when unset
 
 	stop      chan struct{}
 	bg        sync.WaitGroup
@@ -68,12 +72,13 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open data dir: %w", err)
 	}
 	b := &Broker{
-		cfg:     cfg,
-		logger:  logger,
-		storage: sm,
-		sticky:  partitioner.NewSticky(0),
-		stop:    make(chan struct{}),
-		served:  make(chan struct{}),
+		cfg:      cfg,
+		logger:   logger,
+		storage:  sm,
+		sticky:   partitioner.NewSticky(0),
+		stop:     make(chan struct{}),
+		served:   make(chan struct{}),
+		rpcStats: rpcstats.New(),
 	}
 	b.dirLocks = locks
 	b.cluster = newCluster(&b.cfg, logger)
@@ -112,7 +117,7 @@ func (b *Broker) start() error {
 			_ = l.lis.Close()
 		}
 	}
-	b.server = grpc.NewServer(append(transportOptions(),
+	b.server = grpc.NewServer(append(append(transportOptions(), b.requestInterceptors()...),
 		grpc.MaxRecvMsgSize(maxReceiveBytes(&b.cfg)), // recvlimit.go
 		grpc.MaxSendMsgSize(maxSendBytes),
 		// Stop waits for handlers to return, so storage is never closed
@@ -194,7 +199,9 @@ func (b *Broker) start() error {
 	}
 	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", b.lis.Addr().String(),
 		"advertised", advertised, "data_dir", b.cfg.DataDir)
-	return nil
+	// Last, once every stats source runs; a failure here is cleaned up by
+	// Shutdown, like any failed Start.
+	return b.startMetrics()
 }
 
 // advertisedFor is the address others dial when advertised.listeners is
@@ -289,6 +296,9 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		<-b.served
 	}
 	b.bg.Wait()
+	if err := b.stopMetrics(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := b.cluster.close(); err != nil {
 		errs = append(errs, err)
 	}

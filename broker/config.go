@@ -94,6 +94,11 @@ type Config struct {
 	// Logging.
 	LogLevel string // log.level
 
+	// Monitoring (metrics.go).
+	MetricsListen         string // metrics.listen; "" = no HTTP listener
+	MetricsPprofEnable    bool   // metrics.pprof.enable
+	MetricsRequestsEnable bool   // metrics.requests.enable
+
 	// Logger receives every log line; nil means a new hclog logger at
 	// LogLevel on stderr.
 	Logger hclog.Logger
@@ -155,6 +160,7 @@ func DevConfig(dataDir string) Config {
 	c.DataDir = dataDir
 	c.ListenAddr = "127.0.0.1:9092"
 	c.AutoCreateTopicsEnable = true
+	c.MetricsListen = "127.0.0.1:9404"
 	return c
 }
 

@@ -36,7 +36,7 @@ func TestBrokerConfigDefaults(t *testing.T) {
 		}
 	}
 	d := broker.DevConfig("/tmp/x")
-	if d.ListenAddr != "127.0.0.1:9092" || !d.AutoCreateTopicsEnable || d.DataDir != "/tmp/x" {
+	if d.ListenAddr != "127.0.0.1:9092" || !d.AutoCreateTopicsEnable || d.DataDir != "/tmp/x" || d.MetricsListen != "127.0.0.1:9404" {
 		t.Fatalf("dev config: %+v", d)
 	}
 }

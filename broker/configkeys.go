@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -230,6 +231,23 @@ var configKeys = []configKey{
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",
 		func(c *Config) *string { return &c.LogLevel }, nil),
+	stringKey("monitoring", "metrics.listen", "", "host:port of the HTTP listener serving /metrics (Prometheus), /healthz and /readyz; empty means none (`--dev`: 127.0.0.1:9404).",
+		func(c *Config) *string { return &c.MetricsListen }, checkHostPort),
+	boolKey("monitoring", "metrics.pprof.enable", "false", "Serve Go's profiler at /debug/pprof/ on metrics.listen.",
+		func(c *Config) *bool { return &c.MetricsPprofEnable }),
+	boolKey("monitoring", "metrics.requests.enable", "true", "Count gRPC calls by method and code, with latency histograms (quire_requests_total, quire_request_duration_seconds).",
+		func(c *Config) *bool { return &c.MetricsRequestsEnable }),
+}
+
+// checkHostPort accepts "" or host:port.
+func checkHostPort(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return fmt.Errorf("want host:port: %v", err)
+	}
+	return nil
 }
 
 var configKeyIndex = func() map[string]configKey {
@@ -272,7 +290,7 @@ func ConfigMarkdown() string {
 A node reads its configuration, later sources winning, from:
 
 1. the defaults below (` + "`quire server --dev`" + ` starts from development
-   defaults instead: ` + "`log.dirs=./quire-data`, `listeners=127.0.0.1:9092`, `auto.create.topics.enable=true`" + `);
+   defaults instead: ` + "`log.dirs=./quire-data`, `listeners=127.0.0.1:9092`, `auto.create.topics.enable=true`, `metrics.listen=127.0.0.1:9404`" + `);
 2. a YAML file given with ` + "`--config FILE`" + `, a flat map of keys to values:
 
    ` + "```yaml" + `
@@ -323,4 +341,5 @@ var sectionTitles = map[string]string{
 	"background": "Background work",
 	"cluster":    "Cluster membership",
 	"logging":    "Logging",
+	"monitoring": "Monitoring",
 }

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 	}
 	cfg := broker.DevConfig(dir)
 	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.MetricsListen = ""
 	cfg.RaftHeartbeatTimeout = 100 * time.Millisecond
 	cfg.Logger = hclog.NewNullLogger()
 	b, err := broker.New(cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,6 +31,9 @@ type Lifecycle struct {
 	done       chan struct{}
 	started    bool
 	stopped    bool
+	// lastAck is when the controller last answered a heartbeat (unix
+	// nanoseconds; 0: never).
+	lastAck atomic.Int64
 }
 
 // NewLifecycle returns the lifecycle of broker self (ID, Incarnation,
@@ -95,6 +99,16 @@ func (l *Lifecycle) Epoch() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.epoch
+}
+
+// LastHeartbeat is when the controller last answered a heartbeat (the
+// zero time: never).
+func (l *Lifecycle) LastHeartbeat() time.Time {
+	n := l.lastAck.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // Registered is closed after the first successful registration.
@@ -191,6 +205,7 @@ func (l *Lifecycle) beat() bool {
 	switch {
 	case err == nil:
 		l.markAnswered(index)
+		l.lastAck.Store(time.Now().UnixNano())
 		return true
 	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
 		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)

@@ -116,6 +116,7 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 		default:
 			p.pendingISR = nil
 			if got.PartitionEpoch > p.partitionEpoch {
+				p.rm.countISRChange(p.isr, got.ISR)
 				p.partitionEpoch, p.isr = got.PartitionEpoch, append([]int32(nil), got.ISR...)
 			}
 		}

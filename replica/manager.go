@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -87,6 +88,11 @@ type Manager struct {
 	bgMu      sync.Mutex
 	bgStopped bool
 	bg        sync.WaitGroup
+
+	// Monitoring (stats.go): client traffic per topic (*TopicIO) and the
+	// ISR changes of led partitions.
+	io                     sync.Map
+	isrShrinks, isrExpands atomic.Uint64
 }
 
 // New returns a Manager hosting nothing yet.

@@ -24,6 +24,9 @@ type Partition struct {
 	id    int32
 	log   *storage.Log
 	rm    *Manager
+	// io counts the records and bytes appended and read by clients, for
+	// the topic (shared by its partitions; see Manager.Stats).
+	io *TopicIO
 
 	// appendMu serialises appends, leader or follower, and truncations, so
 	// that offsets are assigned in order, HW updates follow them, and a
@@ -61,7 +64,7 @@ type followerState struct {
 }
 
 func newPartition(rm *Manager, topic string, id int32, l *storage.Log) *Partition {
-	p := &Partition{topic: topic, id: id, log: l, rm: rm, leaderID: -1}
+	p := &Partition{topic: topic, id: id, log: l, rm: rm, io: rm.topicIO(topic), leaderID: -1}
 	if hw, ok := l.HighWatermark(); ok {
 		p.setHW(hw)
 	} else {
@@ -177,6 +180,9 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	}
 	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = true, a.Leader, a.LeaderEpoch, a.PartitionEpoch
 	p.replicas = append([]int32(nil), a.Replicas...)
+	if !newEpoch {
+		p.rm.countISRChange(p.isr, a.ISR)
+	}
 	p.isr = append([]int32(nil), a.ISR...)
 	if newEpoch {
 		p.followers = map[int32]*followerState{}
@@ -377,6 +383,10 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 	p.maybeAdvanceHWLocked()
 	p.leoWaiters.signal()
 	p.mu.Unlock()
+	if !info.Duplicate {
+		p.io.RecordsIn.Add(uint64(info.NumRecords))
+		p.io.BytesIn.Add(uint64(info.Bytes))
+	}
 	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR, AppendedAt: now}, nil
 }
 
@@ -440,6 +450,7 @@ func (p *Partition) Read(offset int64, maxBytes int) (storage.ReadResult, int64,
 	if err != nil {
 		return res, st.hw, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
+	p.io.countRead(res.Batches)
 	p.delivered(StageDelivered, res)
 	return res, st.hw, nil
 }
@@ -455,7 +466,10 @@ func (p *Partition) ReadAppend(buf []byte, offset int64, maxBytes int) (storage.
 	if err != nil {
 		return res, st.hw, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
-	p.delivered(StageDelivered, res)
+	p.io.countRead(res.Batches[len(buf):])
+	if len(res.Batches) > len(buf) {
+		p.delivered(StageDelivered, res)
+	}
 	return res, st.hw, nil
 }
 

@@ -91,7 +91,7 @@ pids+=($!)
 single_port=$(free_ports 1)
 [ -n "$single_port" ] || fail "no free port"
 single="127.0.0.1:$single_port"
-"$quire" server --dev --data-dir "$dir/single" --set "listeners=$single" >"$dir/single.log" 2>&1 &
+"$quire" server --dev --data-dir "$dir/single" --set "listeners=$single" --set metrics.listen= >"$dir/single.log" 2>&1 &
 pids+=($!)
 
 base=$(free_ports 3)

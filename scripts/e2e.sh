@@ -53,7 +53,7 @@ port=$(free_ports 1)
 addr="127.0.0.1:$port"
 
 start_server() {
-	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" >>"$tmp/server.log" 2>&1 &
+	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set metrics.listen= >>"$tmp/server.log" 2>&1 &
 	server_pid=$!
 	# Poll health with a deadline; no fixed sleeps.
 	local deadline=$((SECONDS + 60))

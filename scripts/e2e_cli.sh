@@ -44,7 +44,7 @@ if [ -z "$brokers" ]; then
 	[ -n "$port" ] || fail "no free port"
 	brokers="127.0.0.1:$port"
 	step "starting quire server --dev on $brokers"
-	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$brokers" >"$tmp/server.log" 2>&1 &
+	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$brokers" --set metrics.listen= >"$tmp/server.log" 2>&1 &
 	server_pid=$!
 	deadline=$((SECONDS + 60))
 	until "$quire" --brokers "$brokers" cluster info 2>/dev/null | grep "$brokers" >/dev/null; do

@@ -66,7 +66,7 @@ if [ -z "$addr" ]; then
 	[ -n "$port" ] || fail "no free port found"
 	addr="127.0.0.1:$port"
 	step "starting quire server --dev on $addr"
-	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" >>"$tmp/server.log" 2>&1 &
+	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set metrics.listen= >>"$tmp/server.log" 2>&1 &
 	server_pid=$!
 fi
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/quirelog/quire/record"
 )
@@ -473,6 +474,8 @@ func (l *Log) Flush() error {
 func (l *Log) flushLocked() error {
 	leo := l.leo.Load()
 	seg := l.activeSegment()
+	start := time.Now()
+	defer func() { l.opts.flushLatency.Observe(time.Since(start)) }()
 	if err := seg.sync(); err != nil {
 		return l.fail(fmt.Errorf("storage: flush: %w", err))
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/quirelog/quire/internal/atomichist"
 )
 
 // LogConfig holds the per-log settings, named after Kafka's topic configs.
@@ -111,6 +113,10 @@ type Options struct {
 	// Now is the clock for retention, rolling and flush.ms; nil means
 	// time.Now.
 	Now func() time.Time
+
+	// flushLatency times the fsyncs of Log.Flush; shared by the logs of one
+	// Manager (Manager.Stats).
+	flushLatency *atomichist.Histogram
 }
 
 func (o Options) withDefaults() Options {
@@ -122,6 +128,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.flushLatency == nil {
+		o.flushLatency = &atomichist.Histogram{}
 	}
 	return o
 }

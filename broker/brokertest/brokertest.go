@@ -29,6 +29,7 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Broker {
 func Config(t testing.TB) broker.Config {
 	cfg := broker.DevConfig(t.TempDir())
 	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.MetricsListen = "" // tests that want it pick a free port
 	cfg.RaftHeartbeatTimeout = 100 * time.Millisecond
 	cfg.BrokerHeartbeatIntervalMs = 200
 	cfg.BrokerSessionTimeoutMs = 3000

@@ -36,7 +36,7 @@ func quireProcess(args ...string) *exec.Cmd {
 // naming the running process.
 func TestServerSecondProcessOnDataDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	args := []string{"server", "--dev", "--data-dir", dir, "--set", "listeners=127.0.0.1:0", "--set", "log.level=warn"}
+	args := []string{"server", "--dev", "--data-dir", dir, "--set", "listeners=127.0.0.1:0", "--set", "metrics.listen=", "--set", "log.level=warn"}
 	first := quireProcess(args...)
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr

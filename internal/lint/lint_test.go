@@ -57,7 +57,7 @@ type rule struct {
 var rules = []rule{
 	{pkg: "record", ours: []string{}},
 	{pkg: "partitioner", ours: []string{}},
-	{pkg: "storage", ours: []string{"record"},
+	{pkg: "storage", ours: []string{"record", "internal/atomichist"},
 		forbiddenDirect: []string{"google.golang.org/grpc", "github.com/hashicorp/raft", "net"}},
 	// The raft commands are generated into api/metapb, apart from the gRPC
 	// stubs in api/internalv1, so metadata needs no gRPC even indirectly.
@@ -68,7 +68,7 @@ var rules = []rule{
 	// through interfaces of their own (replica/deps.go) and plain types,
 	// so they import no gRPC (client or server) and no raft even
 	// indirectly: no api/ package, whose stubs import grpc.
-	{pkg: "replica", ours: []string{"storage", "record"},
+	{pkg: "replica", ours: []string{"storage", "record", "internal/atomichist"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/hashicorp/raft", "go.etcd.io/bbolt"}},
 	{pkg: "raftgrpc", forbiddenDeps: []string{"broker", "storage", "client", "metadata", "controlplane", "cmd"}},
 	{pkg: "controlplane", forbiddenDeps: []string{"broker", "storage", "client", "cmd"}},
@@ -86,6 +86,32 @@ var rules = []rule{
 	{pkg: "group", ours: []string{"group"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	{pkg: "group/assignor", ours: []string{}},
+	// Counters for hot paths: atomics only, nothing of ours.
+	{pkg: "internal/atomichist", ours: []string{}},
+	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},
+}
+
+// prometheusImporter is the one package that may import the Prometheus
+// client: the others keep plain stats snapshots it reads at scrape time.
+const prometheusImporter = "metrics"
+
+func TestPrometheusOnlyInMetrics(t *testing.T) {
+	found := false
+	for _, p := range listPackages(t) {
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, "github.com/prometheus/") {
+				continue
+			}
+			if within(p.ImportPath, prometheusImporter) {
+				found = true
+				continue
+			}
+			t.Errorf("%s imports %s; only %s/%s may", p.ImportPath, imp, module, prometheusImporter)
+		}
+	}
+	if !found {
+		t.Errorf("%s/%s imports no github.com/prometheus package: the rule checks nothing", module, prometheusImporter)
+	}
 }
 
 func within(path, pkg string) bool {

@@ -1,0 +1,123 @@
+package broker_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+)
+
+func metricsGet(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func TestBrokerMetricsListenerServesAndStops(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.MetricsListen = "127.0.0.1:0"
+	b, err := broker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := b.MetricsAddr()
+	if addr == "" {
+		t.Fatal("no metrics listener with metrics.listen set")
+	}
+	if code, body := metricsGet(t, addr, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	if err := b.WaitReady(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Ready closes before the first heartbeat is answered; poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := metricsGet(t, addr, "/readyz")
+		if code == http.StatusOK && body == "ready\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz: %d %q", code, body)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	code, body := metricsGet(t, addr, "/metrics")
+	for _, want := range []string{"\nquire_active_controller 1\n", "\nquire_ready 1\n", "\nquire_registered_brokers 1\n", "\ngo_goroutines "} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("/metrics (%d) lacks %q", code, strings.TrimSpace(want))
+		}
+	}
+	if code, _ := metricsGet(t, addr, "/debug/pprof/"); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ answered %d without metrics.pprof.enable", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("metrics listener %s still accepts after Shutdown", addr)
+	}
+}
+
+func TestBrokerMetricsPprof(t *testing.T) {
+	b := brokertest.Start(t, func(c *broker.Config) { c.MetricsListen, c.MetricsPprofEnable = "127.0.0.1:0", true })
+	if code, body := metricsGet(t, b.MetricsAddr(), "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/: %d", code)
+	}
+}
+
+func TestBrokerMetricsListenInUse(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	cfg := brokertest.Config(t)
+	cfg.MetricsListen = lis.Addr().String()
+	b, err := broker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := b.Shutdown(ctx); serr != nil {
+		t.Errorf("shutdown after a failed start: %v", serr)
+	}
+	if err == nil || !strings.Contains(err.Error(), "metrics.listen") {
+		t.Fatalf("start with metrics.listen in use: %v, want an error naming metrics.listen", err)
+	}
+}
+
+func TestBrokerConfigMetricsListenChecked(t *testing.T) {
+	c := broker.DefaultConfig()
+	if c.MetricsListen != "" {
+		t.Fatalf("metrics.listen defaults to %q, want off", c.MetricsListen)
+	}
+	if err := c.Set("metrics.listen", "no-port"); err == nil || !strings.Contains(err.Error(), "metrics.listen") {
+		t.Fatalf("metrics.listen=no-port: %v", err)
+	}
+	if err := c.Set("metrics.listen", "127.0.0.1:9404"); err != nil {
+		t.Fatal(err)
+	}
+}

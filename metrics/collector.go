@@ -1,0 +1,197 @@
+// Package metrics exposes a node's statistics to Prometheus: the one
+// package that imports the Prometheus client. The domain packages keep
+// plain snapshots (replica.Manager.Stats, storage.Manager.Stats,
+// metadata.Node.Stats, rpcstats.Stats.Snapshot) updated with atomics on
+// their hot paths; the collector here reads them at scrape time and turns
+// them into series. Server serves /metrics, /healthz, /readyz and, when
+// asked, /debug/pprof/.
+package metrics
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quirelog/quire/internal/atomichist"
+	"github.com/quirelog/quire/internal/rpcstats"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/storage"
+)
+
+// Source gives the snapshots of one node.
+type Source interface {
+	ReplicaStats() replica.Stats
+	StorageStats() storage.Stats
+	MetadataStats() metadata.Stats
+	RequestStats() []rpcstats.Method
+	// Ready is nil when the node serves clients, else why not.
+	Ready() error
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("quire_"+name, help, labels, nil)
+}
+
+var (
+	dRequests        = desc("requests_total", "gRPC calls answered, by method and status code (streams count once, when they end).", "rpc", "code")
+	dRequestDuration = desc("request_duration_seconds", "How long gRPC calls took (streams: how long they were open).", "rpc", "type")
+
+	dRecordsIn  = desc("topic_records_in_total", "Records appended by producers to partitions led here.", "topic")
+	dBytesIn    = desc("topic_bytes_in_total", "Batch bytes appended by producers to partitions led here.", "topic")
+	dRecordsOut = desc("topic_records_out_total", "Records read by consumers from partitions led here.", "topic")
+	dBytesOut   = desc("topic_bytes_out_total", "Batch bytes read by consumers from partitions led here.", "topic")
+
+	dUnderReplicated = desc("under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set.")
+	dUnderMinISR     = desc("under_min_isr_partitions", "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all produces fail).")
+	dLeaderCount     = desc("leader_partitions", "Partitions led here.")
+	dReplicaCount    = desc("replica_partitions", "Replicas hosted here, led or followed.")
+	dFailedReplicas  = desc("failed_replicas", "Replicas hosted here whose log failed (out of service).")
+	dISRShrinks      = desc("isr_shrinks_total", "ISR changes of partitions led here that removed a replica.")
+	dISRExpands      = desc("isr_expands_total", "ISR changes of partitions led here that added a replica.")
+
+	dPartLEO      = desc("partition_log_end_offset", "Log end offset of a partition led here.", "topic", "partition")
+	dPartHW       = desc("partition_high_watermark", "High watermark of a partition led here.", "topic", "partition")
+	dPartStart    = desc("partition_log_start_offset", "Log start offset of a partition led here.", "topic", "partition")
+	dPartSize     = desc("partition_size_bytes", "Size on disk of a partition led here.", "topic", "partition")
+	dPartSegments = desc("partition_segments", "Segment count of a partition led here.", "topic", "partition")
+	dPartISR      = desc("partition_isr_size", "ISR size of a partition led here.", "topic", "partition")
+	dPartReplicas = desc("partition_replicas", "Replica count of a partition led here.", "topic", "partition")
+	dPartUnder    = desc("partition_under_replicated", "1 when a partition led here has an ISR smaller than its replica set.", "topic", "partition")
+	dFollowerLag  = desc("partition_follower_lag_records", "Leader's log end offset minus a follower's fetch offset (-1 until it fetched in this leader epoch).", "topic", "partition", "follower")
+
+	dFlush = desc("log_flush_duration_seconds", "How long log flushes (fsync) took.")
+
+	dActiveController = desc("active_controller", "1 on the active controller (the metadata raft leader), else 0.")
+	dFencedBrokers    = desc("fenced_brokers", "Registered brokers the controller has fenced (on the active controller only).")
+	dBrokers          = desc("registered_brokers", "Registered brokers (on the active controller only).")
+	dOffline          = desc("offline_partitions", "Partitions with no leader or a fenced one (on the active controller only).")
+	dClusterUnder     = desc("cluster_under_replicated_partitions", "Partitions whose ISR is smaller than their replica set, cluster-wide (on the active controller only).")
+	dApplied          = desc("metadata_applied_index", "Raft index of the metadata image in use.")
+	dCommit           = desc("metadata_commit_index", "Highest raft index this node knows committed.")
+	dMetaLag          = desc("metadata_lag", "Metadata raft entries committed but not yet applied here (commit index minus applied index).")
+	dRaftTerm         = desc("raft_term", "Current raft term of the metadata quorum.")
+	dRaftState        = desc("raft_state", "1 for this node's raft state (Leader, Follower, Candidate, Shutdown).", "state")
+	dReady            = desc("ready", "1 when the node is registered, unfenced and its metadata caught up (/readyz answers 200).")
+)
+
+var raftStates = []string{"Leader", "Follower", "Candidate", "Shutdown"}
+
+// collector turns a Source's snapshots into series at scrape time.
+type collector struct{ src Source }
+
+// NewCollector returns a prometheus.Collector over src.
+func NewCollector(src Source) prometheus.Collector { return collector{src} }
+
+func (collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
+		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
+		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
+		dFlush, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
+		dRaftTerm, dRaftState, dReady} {
+		ch <- d
+	}
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, s atomichist.Snapshot, labels ...string) {
+	buckets := make(map[float64]uint64, len(atomichist.Bounds))
+	for i, b := range atomichist.Bounds {
+		if i < len(s.Cumulative) { // a zero Snapshot has none
+			buckets[b] = s.Cumulative[i]
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(d, s.Count, s.Sum.Seconds(), buckets, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.src.RequestStats() {
+		rpc := strings.TrimPrefix(m.Name, "/")
+		for code, n := range m.ByCode {
+			counter(ch, dRequests, n, rpc, code.String())
+		}
+		kind := "unary"
+		if m.Stream {
+			kind = "stream"
+		}
+		histogram(ch, dRequestDuration, m.Latency, rpc, kind)
+	}
+
+	rs := c.src.ReplicaStats()
+	for _, t := range rs.Topics {
+		counter(ch, dRecordsIn, t.RecordsIn, t.Topic)
+		counter(ch, dBytesIn, t.BytesIn, t.Topic)
+		counter(ch, dRecordsOut, t.RecordsOut, t.Topic)
+		counter(ch, dBytesOut, t.BytesOut, t.Topic)
+	}
+	var under, underMin, leaders, failed int
+	for _, p := range rs.Partitions {
+		if p.LogFailed {
+			failed++
+		}
+		if !p.Leader {
+			continue
+		}
+		leaders++
+		if p.UnderReplicated {
+			under++
+		}
+		if p.UnderMinISR {
+			underMin++
+		}
+		part := strconv.Itoa(int(p.Partition))
+		gauge(ch, dPartLEO, float64(p.LogEndOffset), p.Topic, part)
+		gauge(ch, dPartHW, float64(p.HighWatermark), p.Topic, part)
+		gauge(ch, dPartStart, float64(p.LogStartOffset), p.Topic, part)
+		gauge(ch, dPartSize, float64(p.SizeBytes), p.Topic, part)
+		gauge(ch, dPartSegments, float64(p.Segments), p.Topic, part)
+		gauge(ch, dPartISR, float64(p.ISR), p.Topic, part)
+		gauge(ch, dPartReplicas, float64(p.Replicas), p.Topic, part)
+		gauge(ch, dPartUnder, b2f(p.UnderReplicated), p.Topic, part)
+		for _, f := range p.Followers {
+			gauge(ch, dFollowerLag, float64(f.Records), p.Topic, part, strconv.Itoa(int(f.ID)))
+		}
+	}
+	gauge(ch, dUnderReplicated, float64(under))
+	gauge(ch, dUnderMinISR, float64(underMin))
+	gauge(ch, dLeaderCount, float64(leaders))
+	gauge(ch, dReplicaCount, float64(len(rs.Partitions)))
+	gauge(ch, dFailedReplicas, float64(failed))
+	counter(ch, dISRShrinks, rs.ISRShrinks)
+	counter(ch, dISRExpands, rs.ISRExpands)
+
+	histogram(ch, dFlush, c.src.StorageStats().FlushLatency)
+
+	ms := c.src.MetadataStats()
+	gauge(ch, dActiveController, b2f(ms.IsController))
+	if ms.IsController {
+		gauge(ch, dFencedBrokers, float64(ms.FencedBrokers))
+		gauge(ch, dBrokers, float64(ms.Brokers))
+		gauge(ch, dOffline, float64(ms.OfflinePartitions))
+		gauge(ch, dClusterUnder, float64(ms.UnderReplicatedPartitions))
+	}
+	gauge(ch, dApplied, float64(ms.AppliedIndex))
+	gauge(ch, dCommit, float64(ms.CommitIndex))
+	lag := int64(ms.CommitIndex) - int64(ms.AppliedIndex)
+	gauge(ch, dMetaLag, float64(max(lag, 0)))
+	gauge(ch, dRaftTerm, float64(ms.Term))
+	for _, s := range raftStates {
+		gauge(ch, dRaftState, b2f(ms.RaftState == s), s)
+	}
+	gauge(ch, dReady, b2f(c.src.Ready() == nil))
+}

@@ -1,0 +1,30 @@
+package storage
+
+import "github.com/quirelog/quire/internal/atomichist"
+
+// LogStats is one log on disk.
+type LogStats struct {
+	Topic     string
+	Partition int32
+	SizeBytes int64
+	Segments  int
+}
+
+// Stats is a snapshot of the logs, for monitoring.
+type Stats struct {
+	Logs []LogStats // ordered by topic and partition
+	// FlushLatency times every Log.Flush (the fsync of the active
+	// segment and the wait for rolled ones) since the manager opened.
+	FlushLatency atomichist.Snapshot
+}
+
+// Stats returns the size and segment count of every open log and the
+// flush latencies.
+func (m *Manager) Stats() Stats {
+	logs := m.Logs()
+	st := Stats{Logs: make([]LogStats, len(logs)), FlushLatency: m.opts.flushLatency.Snapshot()}
+	for i, l := range logs {
+		st.Logs[i] = LogStats{Topic: l.topic, Partition: l.partition, SizeBytes: l.Size(), Segments: l.NumSegments()}
+	}
+	return st
+}
