@@ -108,6 +108,7 @@ var sentinels = map[string]error{
 	"broker.ErrPolicyViolation":              ErrPolicyViolation,
 	"broker.ErrShuttingDown":                 ErrShuttingDown,
 	"broker.ErrStaleBrokerEpoch":             ErrStaleBrokerEpoch,
+	"broker.ErrRequestTooLarge":              ErrRequestTooLarge,
 }
 
 // exportedSentinels parses dir's non-test Go files and returns each
