@@ -366,6 +366,9 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 			bld.Append(ts, recordKey(r), recordValue(r), recordHeaders(r.Headers))
 		}
 		batch = append(batch, idem.build(bld)...)
+		if err := idem.checkBatches(req.Topic, limit); err != nil {
+			return nil, toStatus(err)
+		}
 		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
 		partResults[p] = res
 		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, res)

@@ -201,3 +201,25 @@ func TestProduceRecordsIdempotentRetry(t *testing.T) {
 	_, err = c.producer.ProduceRecords(ctxT(t), acks1)
 	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "acks=-1")
 }
+
+// With a producer id, a ProduceRecords request may take at most the 5
+// batches a partition remembers of a producer, so that a retry of it is
+// always recognised.
+func TestProduceRecordsIdempotentBatchLimit(t *testing.T) {
+	_, c := start(t)
+	createTopic(t, c, "small", 1, map[string]string{"max.message.bytes": "2000"})
+	pid := initProducer(t, c, -1, -1)
+	var values []string
+	for i := 0; i < 40; i++ {
+		values = append(values, strings.Repeat("v", 300))
+	}
+	_, err := c.producer.ProduceRecords(ctxT(t), recordsRequest("small", 0, pid.ProducerId, 0, 0, values...))
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "at most 5")
+	if n := leo(t, c, "small", 0); n != 0 {
+		t.Fatalf("appended %d records", n)
+	}
+	resp, err := c.producer.ProduceRecords(ctxT(t), recordsRequest("small", 0, pid.ProducerId, 0, 0, values[:20]...))
+	if err != nil || resp.Results[19].Error != nil || resp.Results[19].Offset != 19 {
+		t.Fatalf("20 records in 5 batches or fewer: %v %v", resp, err)
+	}
+}

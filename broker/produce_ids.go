@@ -10,6 +10,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/storage"
 )
 
 // producerIDBlocks is where a broker gets blocks of producer ids: the
@@ -146,10 +147,11 @@ func checkIdempotentAcks(topic string, p int32, batches []byte, acks int32) erro
 // its batches carry the producer id and epoch, and sequences from
 // base_sequence on, one per record in request order.
 type recordsProducer struct {
-	on    bool
-	id    int64
-	epoch int16
-	seq   int32 // the next batch's base sequence
+	on      bool
+	id      int64
+	epoch   int16
+	seq     int32 // the next batch's base sequence
+	batches int   // built so far
 }
 
 // parseRecordsProducer checks the producer fields of a ProduceRecords
@@ -191,7 +193,18 @@ func (rp *recordsProducer) build(bld *record.Builder) []byte {
 	}
 	bld.SetProducer(rp.id, rp.epoch, rp.seq)
 	rp.seq = nextSequence(rp.seq, int32(bld.Len()))
+	rp.batches++
 	return bld.Build()
+}
+
+// checkBatches refuses a request that took more batches than a partition
+// remembers of a producer: a retry of it could not be recognised.
+func (rp *recordsProducer) checkBatches(topic string, limit int) error {
+	if rp.on && rp.batches > storage.ProducerWindow {
+		return fmt.Errorf("%w: the records need %d batches of max.message.bytes %d of topic %q; with a producer id a request may take at most %d: send fewer records at a time",
+			ErrInvalidRequest, rp.batches, limit, topic, storage.ProducerWindow)
+	}
+	return nil
 }
 
 // nextSequence is seq advanced by n records, wrapping from 2^31-1 to 0 as

@@ -20,7 +20,8 @@ import (
 // The rules the producer keeps:
 //   - A partition has one request in flight, and a request carries either
 //     batches already sent (retries, with their sequences) or new ones,
-//     never both: a broker refuses an append mixing the two.
+//     never both: a broker refuses an append mixing the two. It carries at
+//     most 5 batches of the partition, the ones a broker remembers.
 //   - OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID mean the batches
 //     were not written. The producer asks for the next epoch (KIP-360:
 //     InitProducerId with the id and epoch it holds) and sends them again
@@ -32,6 +33,12 @@ import (
 //   - A batch whose delivery timeout passes after it was sent is failed
 //     with ErrUnknownOutcome: it may or may not be in the log, and it is
 //     never sent again under another sequence.
+
+// maxIdempotentBatches is the most batches of a partition an idempotent
+// request carries: a broker remembers a producer's latest 5 batches per
+// partition (storage.ProducerWindow, Kafka's too), and a retry of more
+// could not be told from a gap.
+const maxIdempotentBatches = 5
 
 // producerIdentity is the producer id and epoch of an idempotent
 // producer.

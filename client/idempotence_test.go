@@ -167,8 +167,12 @@ func TestProducerIdempotentRetryWritesOnce(t *testing.T) {
 		t.Fatalf("only %d responses dropped", 5-drop.left.Load())
 	}
 	for off := int64(0); off < n; off++ {
-		if offsets[off] != int(off) {
-			t.Fatalf("offset %d acknowledged for record %d (of %d acknowledged)", off, offsets[off], len(offsets))
+		if i, ok := offsets[off]; !ok || i != int(off) {
+			var hs []string
+			for _, h := range batchHeaders(t, b.Addr(), "retry", 0, n) {
+				hs = append(hs, fmt.Sprintf("%d+%d seq %d", h.BaseOffset, h.NumRecords, h.BaseSequence))
+			}
+			t.Fatalf("offset %d: acknowledged for record %d (%v) of %d acknowledged; the log's batches: %v", off, i, ok, len(offsets), hs)
 		}
 	}
 	recs := consumeN(t, cl, "retry", []int32{0}, client.AtStart(), n)

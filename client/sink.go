@@ -166,8 +166,10 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 					break
 				}
 				// Retries go alone: a broker refuses an append mixing
-				// batches it may have with new ones.
-				if len(bs) > 0 && bs[0].numbered != pp.nextNumbered() {
+				// batches it may have with new ones. And a broker
+				// recognises a retry only among a producer's latest
+				// maxIdempotentBatches batches of the partition.
+				if len(bs) > 0 && (bs[0].numbered != pp.nextNumbered() || s.p.idempotent && len(bs) >= maxIdempotentBatches) {
 					break
 				}
 				var b *pbatch

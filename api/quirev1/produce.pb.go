@@ -661,7 +661,9 @@ type ProduceRecordsRequest struct {
 	// write instead of writing them again. Every record must then name the
 	// same explicit partition, and acks must be -1 (all). The next request
 	// to that partition takes base_sequence + the number of records sent
-	// (wrapping from 2147483647 to 0).
+	// (wrapping from 2147483647 to 0). A request may take at most 5
+	// batches (of the topic's max.message.bytes): a partition recognises
+	// a retry among a producer's latest 5 batches.
 	//
 	// Types that are valid to be assigned to OptionalProducerId:
 	//
