@@ -72,6 +72,11 @@ func New(ctx context.Context, opts ...Opt) (*Client, error) {
 		return nil, err
 	}
 	c.spawn(c.meta.loop)
+	if c.prod.idempotent {
+		// Ask for the producer id now, so the first records do not wait
+		// for it; a failure here is retried by the first send.
+		c.spawn(c.prod.prefetchID)
+	}
 	return c, nil
 }
 

@@ -83,6 +83,18 @@ func (pi *producerIdentity) current(ctx context.Context, c *Client, addr string)
 	return pi.id, pi.epoch, nil
 }
 
+// prefetchID asks a seed broker for the producer id ahead of the first
+// send. Failures are left for the send path, which asks again.
+func (p *producer) prefetchID() {
+	for _, addr := range p.cfg.seeds {
+		_, _, err := p.ident.current(p.c.ctx, p.c, addr)
+		if err == nil || p.c.ctx.Err() != nil {
+			return
+		}
+		p.c.log.Debug("no producer id yet", "broker", addr, "error", err)
+	}
+}
+
 // bump asks for the epoch after epoch of id, unless the producer has
 // moved past it already.
 func (pi *producerIdentity) bump(id int64, epoch int16) {
