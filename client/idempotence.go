@@ -11,8 +11,8 @@ import (
 )
 
 // Idempotence (on by default, see Idempotent). The producer gets a
-// producer id and epoch from InitProducerId when it first sends. Each
-// partition numbers its records: a batch's base sequence is fixed the
+// producer id and epoch from InitProducerId when the client is made (or,
+// if that fails, at its first send). Each partition numbers its records: a batch's base sequence is fixed the
 // first time it is sent, and retries resend the same bytes, so a broker
 // answers a retry of a batch it already has with the original offsets
 // instead of writing it twice.
