@@ -137,7 +137,7 @@ func (b *Broker) start() error {
 	// quire.v1.Error (recvlimit.go).
 	limit := maxRequestBytes(&b.cfg)
 	b.server.RegisterService(withRequestLimit(&quirev1.Admin_ServiceDesc, limit), &adminService{b: b})
-	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), &producerService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), &producerService{b: b, pids: newProducerIDs(b.cluster)})
 	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), &consumerService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})

@@ -20,7 +20,8 @@ const defaultProduceTimeout = 30 * time.Second
 // producerService implements quire.v1.Producer.
 type producerService struct {
 	quirev1.UnimplementedProducerServer
-	b *Broker
+	b    *Broker
+	pids *producerIDs // produce_ids.go
 }
 
 // pendingAck is an acks=all append waiting to be on every in-sync
@@ -170,6 +171,11 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 	if len(batches) == 0 {
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", ErrInvalidRequest, topic, p)
 	}
+	if acks != -1 {
+		if err := checkIdempotentAcks(topic, p, batches, acks); err != nil {
+			return pendingAck{}, err
+		}
+	}
 	part, err := b.leaderPartition(ctx, topic, p, true)
 	if err != nil {
 		return pendingAck{}, err
@@ -180,6 +186,12 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: this broker has not reached the controller for broker.session.timeout.ms and may have been replaced as leader",
 			ErrLeaderNotAvailable, topic, p)
 	}
+	// A retry of batches already written (info.Duplicate) comes back with
+	// the original offsets; the caller's AwaitReplicated then waits for the
+	// HW to pass the original's last offset at this leader epoch, so a
+	// retry of a batch still in flight gets its outcome, and one whose
+	// original is lost with a leadership change gets NOT_LEADER, never a
+	// success for records that may not survive.
 	info, err := part.Append(batches, acks)
 	if err != nil {
 		return pendingAck{}, err
@@ -287,6 +299,10 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	}
 	n := int32(len(t.Partitions))
 	now := time.Now().UnixMilli()
+	idem, err := parseRecordsProducer(req, acks)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 
 	// Choose partitions, keeping request order within each.
 	parts := make([]int32, len(req.Records))
@@ -327,6 +343,12 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		for _, i := range byPart[p] {
 			r := req.Records[i]
 			if size := record.HeaderSize + recordSizeBound(r); size > limit {
+				if idem.on {
+					// Sequences count every record of the request: refuse
+					// it whole rather than leave a record out.
+					return nil, toStatus(fmt.Errorf("%w: record %d of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
+						storage.ErrRecordTooLarge, i, size, limit, req.Topic))
+				}
 				results[i] = &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: r.TimestampMs, Error: toError(
 					fmt.Errorf("%w: a record of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
 						storage.ErrRecordTooLarge, size, limit, req.Topic))}
@@ -343,7 +365,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		for _, i := range kept {
 			r := req.Records[i]
 			if bld.Len() > 0 && bld.EstimatedSize()+recordSizeBound(r) > limit {
-				batch = append(batch, bld.Build()...)
+				batch = append(batch, idem.build(bld)...)
 				bld.Reset()
 			}
 			ts := r.TimestampMs
@@ -352,7 +374,10 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 			}
 			bld.Append(ts, recordKey(r), recordValue(r), recordHeaders(r.Headers))
 		}
-		batch = append(batch, bld.Build()...)
+		batch = append(batch, idem.build(bld)...)
+		if err := idem.checkBatches(req.Topic, limit); err != nil {
+			return nil, toStatus(err)
+		}
 		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
 		partResults[p] = res
 		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, res)

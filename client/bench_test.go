@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -257,4 +258,25 @@ func BenchmarkClientConsume(b *testing.B) {
 		b.StopTimer()
 		reportRecords(b, int(off), cpu0)
 	})
+}
+
+// BenchmarkClientProduceIdempotence compares the producer with and without
+// idempotence against an in-process broker, both with acks=all (which
+// idempotence needs), in the same run:
+//
+//	go test ./client/ -run '^$' -bench 'BenchmarkClientProduceIdempotence' -benchtime 500000x -count 3
+func BenchmarkClientProduceIdempotence(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("idempotent=%v", on), func(b *testing.B) {
+			cl := benchClient(b, benchBrokerAddr(b), client.RequiredAcks(client.AllISRAcks), client.Idempotent(on))
+			produceN(b, cl, 1000) // metadata, connection, stream, producer id
+			b.SetBytes(benchValueSize)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			produceN(b, cl, b.N)
+			b.StopTimer()
+			reportRecords(b, b.N, cpu0)
+		})
+	}
 }

@@ -57,6 +57,9 @@ func New(ctx context.Context, opts ...Opt) (*Client, error) {
 	if cfg.batchMaxBytes < 1024 {
 		return nil, fmt.Errorf("client: batch max bytes %d below 1024", cfg.batchMaxBytes)
 	}
+	if cfg.idempotent && cfg.idempotentSet && cfg.acks != AllISRAcks {
+		return nil, fmt.Errorf("client: the idempotent producer needs acks=all (RequiredAcks(AllISRAcks)), not %d", cfg.acks)
+	}
 	if cfg.partitioner == nil {
 		cfg.partitioner = DefaultPartitioner(cfg.batchMaxBytes)
 	}
@@ -69,6 +72,11 @@ func New(ctx context.Context, opts ...Opt) (*Client, error) {
 		return nil, err
 	}
 	c.spawn(c.meta.loop)
+	if c.prod.idempotent {
+		// Ask for the producer id now, so the first records do not wait
+		// for it; a failure here is retried by the first send.
+		c.spawn(c.prod.prefetchID)
+	}
 	return c, nil
 }
 

@@ -41,6 +41,17 @@
 // wait; when full, Produce blocks or fails with ErrBufferFull
 // (BlockOnBufferFull). DeliveryTimeout bounds retries.
 //
+// The producer is idempotent by default (Kafka's enable.idempotence): it
+// gets a producer id from InitProducerId, numbers each partition's records,
+// and resends a retried batch byte for byte, so a retry after a timeout or
+// a leader change never writes a record twice: the broker answers it with
+// the first write's offsets. OUT_OF_ORDER_SEQUENCE_NUMBER and
+// UNKNOWN_PRODUCER_ID (batches not written) are handled by moving to the
+// producer's next epoch and numbering again from 0 (KIP-360). A batch
+// sent but unanswered when its DeliveryTimeout passes fails with
+// ErrUnknownOutcome: it may or may not be in the log, and it is not sent
+// again. Idempotence needs acks=all; Idempotent(false) turns it off.
+//
 // Consuming reads chosen partitions from a start position: AtStart, AtEnd,
 // At(offset) or AtTimestamp(t). The consumer finds each partition's leader
 // and follows it when it moves; one long-poll loop per broker keeps the next

@@ -20,6 +20,10 @@ var (
 	ErrNoBrokers       = errors.New("client: no seed brokers")
 	ErrInvalidOffset   = errors.New("client: invalid start offset")
 	ErrNoSuchPartition = errors.New("client: partition out of range")
+	// ErrUnknownOutcome: an idempotent batch was sent but its delivery
+	// timeout passed before an answer: its records may or may not be in
+	// the log. They are not sent again.
+	ErrUnknownOutcome = errors.New("client: outcome unknown after the delivery timeout")
 )
 
 // Error is a Kafka-style error returned by a broker, for a whole call or for

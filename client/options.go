@@ -57,6 +57,8 @@ type config struct {
 	acks            Acks
 	partitioner     Partitioner
 	codec           Codec
+	idempotent      bool
+	idempotentSet   bool // Idempotent given
 
 	// consumer
 	fetchMaxWait       time.Duration
@@ -80,6 +82,7 @@ func defaultConfig() config {
 		maxBufBytes:        16 << 20,
 		blockOnFull:        true,
 		acks:               AllISRAcks,
+		idempotent:         true,
 		fetchMaxWait:       500 * time.Millisecond,
 		fetchMinBytes:      1,
 		fetchMaxBytes:      16 << 20,
@@ -151,6 +154,16 @@ func BlockOnBufferFull(block bool) Opt { return func(c *config) { c.blockOnFull 
 
 // RequiredAcks sets the acks of produce requests (default AllISRAcks).
 func RequiredAcks(a Acks) Opt { return func(c *config) { c.acks = a } }
+
+// Idempotent turns the idempotent producer on (the default) or off. On,
+// every batch carries a producer id and per-partition sequence numbers, so
+// that retries after timeouts and leader changes never write a record
+// twice; it needs acks=all (RequiredAcks(AllISRAcks), the default). Left
+// unset with other acks, the producer is not idempotent; set to true with
+// them, New fails.
+func Idempotent(on bool) Opt {
+	return func(c *config) { c.idempotent, c.idempotentSet = on, true }
+}
 
 // RecordPartitioner sets how records are spread over partitions (default
 // DefaultPartitioner: murmur2 of the key, sticky for keyless records).

@@ -68,6 +68,9 @@ type pbatch struct {
 	firstAt  time.Time
 	deadline time.Time
 	tries    int
+	// numbered: the batch carries its producer fields (idempotence.go),
+	// fixed when it is first sent and kept by retries.
+	numbered bool
 
 	// The batch as sent, built once and reused by retries: its header
 	// and its records section (the builder's buffer, see BuildParts).
@@ -115,6 +118,9 @@ type producer struct {
 	flushing atomic.Int32
 	corr     atomic.Int64
 	clock    wallClock
+
+	idempotent bool             // idempotence on: Idempotent and acks=all
+	ident      producerIdentity // its producer id and epoch
 }
 
 type prodTopic struct {
@@ -161,10 +167,19 @@ type prodPart struct {
 	sealed       []*pbatch
 	inflight     bool
 	backoffUntil time.Time
+
+	// Idempotence: the producer id and epoch the partition numbers its
+	// batches under (-1 before the first) and its next sequence; owned by
+	// whoever holds the in-flight slot (idempotence.go).
+	pid     int64
+	pepoch  int16
+	nextSeq int32
 }
 
 func newProducer(c *Client) *producer {
 	p := &producer{c: c, cfg: &c.cfg, topics: map[string]*prodTopic{}, sinks: map[int32]*sink{}}
+	p.idempotent = c.cfg.idempotent && c.cfg.acks == AllISRAcks
+	p.ident.id = -1
 	p.free = make(chan *pbatch, 16)
 	c.meta.onChange(p.onMeta)
 	return p
@@ -363,7 +378,7 @@ func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
 		grown := make([]*prodPart, len(tm.partitions))
 		copy(grown, parts)
 		for i := len(parts); i < len(grown); i++ {
-			grown[i] = &prodPart{topic: t.name, partition: int32(i)}
+			grown[i] = &prodPart{topic: t.name, partition: int32(i), pid: -1}
 		}
 		parts = grown
 		t.parts.Store(&parts)
@@ -429,7 +444,7 @@ func (p *producer) recycle(b *pbatch) {
 		return
 	}
 	b.b.Reset()
-	b.bytes, b.tries = 0, 0
+	b.bytes, b.tries, b.numbered = 0, 0, false
 	b.built, b.body = false, nil
 	select {
 	case p.free <- b:
@@ -528,6 +543,18 @@ func (pp *prodPart) take(now time.Time, linger time.Duration, flushing bool) (*p
 	return nil, pp.cur.firstAt.Add(linger)
 }
 
+// nextNumbered reports whether the batch take would return next was
+// numbered (sent) before.
+func (pp *prodPart) nextNumbered() bool {
+	switch {
+	case len(pp.sealed) > 0:
+		return pp.sealed[0].numbered
+	case pp.cur != nil:
+		return pp.cur.numbered
+	}
+	return false
+}
+
 // nextSize is the size of the batch take would return next (the open one
 // regardless of linger), 0 with none.
 func (pp *prodPart) nextSize() int {
@@ -556,7 +583,12 @@ func (pp *prodPart) expire(p *producer, now time.Time) bool {
 	has := pp.cur != nil || len(pp.sealed) > 0
 	pp.mu.Unlock()
 	if len(dead) > 0 {
-		p.fail(pp, dead, fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded), false)
+		err := fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded)
+		if dead[0].numbered {
+			// Sent before: it may be in the log.
+			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		}
+		p.fail(pp, dead, err, false)
 	}
 	return has
 }
@@ -620,7 +652,13 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	}
 	now := time.Now()
 	backoff := p.cfg.retryBackoff
-	if !retriable(err) || p.c.ctx.Err() != nil {
+	again := retriable(err)
+	if p.idempotent && resequences(err) {
+		// Not written: they go again under the next epoch.
+		p.unnumber(pp, bs)
+		again = true
+	}
+	if !again || p.c.ctx.Err() != nil {
 		if p.c.ctx.Err() != nil {
 			err = ErrClosed
 		}
@@ -633,6 +671,12 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	expired := 0
 	for expired < len(bs) && now.Add(backoff).After(bs[expired].deadline) {
 		expired++
+	}
+	if expired > 0 && p.idempotent && bs[0].numbered {
+		// Sent and unanswered: it may be in the log. It is not sent again
+		// (the later batches keep their sequences: a broker without it
+		// refuses them as out of order, and they go under a new epoch).
+		err = fmt.Errorf("%w: %s/%d: delivery timeout: %w", ErrUnknownOutcome, pp.topic, pp.partition, err)
 	}
 	if expired == len(bs) {
 		p.fail(pp, bs, err, true)

@@ -165,6 +165,13 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 					skipped = true
 					break
 				}
+				// Retries go alone: a broker refuses an append mixing
+				// batches it may have with new ones. And a broker
+				// recognises a retry only among a producer's latest
+				// maxIdempotentBatches batches of the partition.
+				if len(bs) > 0 && (bs[0].numbered != pp.nextNumbered() || s.p.idempotent && len(bs) >= maxIdempotentBatches) {
+					break
+				}
 				var b *pbatch
 				if b, wait = pp.take(now, cfg.linger, flushing); b == nil {
 					break
@@ -214,6 +221,19 @@ func earliest(a, b time.Time) time.Time {
 func (s *sink) send(ir *inflightReq) {
 	cfg := s.p.cfg
 	acks := int32(cfg.acks)
+	if s.p.idempotent {
+		s.mu.Lock()
+		addr := s.addr
+		s.mu.Unlock()
+		id, epoch, err := s.p.ident.current(s.p.c.ctx, s.p.c, addr)
+		if err != nil {
+			s.failReq(ir, err)
+			return
+		}
+		for i, pp := range ir.parts {
+			pp.number(ir.batches[i], id, epoch)
+		}
+	}
 	for _, bs := range ir.batches {
 		for _, b := range bs {
 			b.build()

@@ -36,3 +36,13 @@ func (b *Builder) BuildParts(hdr []byte) (header, body []byte) {
 	binary.BigEndian.PutUint32(h[offCRC:], crc)
 	return hdr, body
 }
+
+// SetProducerParts rewrites the producer id, epoch and base sequence of a
+// batch held as BuildParts returned it (header, then the records section)
+// and recomputes the CRC over both. body is only read.
+func SetProducerParts(header, body []byte, id int64, epoch int16, baseSequence int32) {
+	binary.BigEndian.PutUint64(header[offProducerID:], uint64(id))
+	binary.BigEndian.PutUint16(header[offProducerEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(header[offBaseSequence:], uint32(baseSequence))
+	binary.BigEndian.PutUint32(header[offCRC:], crc32c(crc32c(0, header[offAttributes:HeaderSize]), body))
+}

@@ -31,3 +31,25 @@ func TestBuildPartsMatchesBuild(t *testing.T) {
 		}
 	}
 }
+
+// A batch whose producer fields are rewritten in place is the batch built
+// with them, CRC included.
+func TestBuildPartsSetProducer(t *testing.T) {
+	for _, codec := range []Codec{None, Zstd} {
+		b := NewBuilder(codec)
+		for i := 0; i < 5; i++ {
+			b.Append(int64(1000+i), nil, []byte("value"), nil)
+		}
+		hdr, body := b.BuildParts(nil)
+		SetProducerParts(hdr, body, 9, 2, 1<<30)
+		got := append(append([]byte(nil), hdr...), body...)
+		b.SetProducer(9, 2, 1<<30)
+		if want := b.Build(); !bytes.Equal(got, want) {
+			t.Fatalf("%v: rewritten batch differs from the one built with the fields", codec)
+		}
+		h, err := ValidateDeep(got)
+		if err != nil || h.ProducerID != 9 || h.ProducerEpoch != 2 || h.BaseSequence != 1<<30 {
+			t.Fatalf("%v: %+v %v", codec, h, err)
+		}
+	}
+}

@@ -194,6 +194,24 @@ expect '"nextOffset": "1"' "$out"
 out=$(call quire.v1.Consumer/FetchRecordsMulti '{"partitions": [{"topic": "e2e-plain", "partition": 9}]}')
 expect '"code": "INVALID_REQUEST"' "$out" # a partition past the count: not retriable
 
+step "idempotent plain gRPC: a retried ProduceRecords is written once and answered with the same offsets"
+call quire.v1.Admin/CreateTopic '{"name": "e2e-idem", "partitions": 1}' >/dev/null
+pid=$(call quire.v1.Producer/InitProducerId '{}')
+id=$(grep -o '"producerId": "[0-9]*"' <<<"$pid" | grep -o '[0-9][0-9]*')
+epoch=$(grep -o '"producerEpoch": [0-9]*' <<<"$pid" | grep -o '[0-9][0-9]*$')
+[ -n "$id" ] && [ -n "$epoch" ] || fail "InitProducerId: $pid"
+req='{"topic": "e2e-idem", "producerId": "'"$id"'", "producerEpoch": '"$epoch"', "baseSequence": 0, "records": [{"value": "once", "partition": 0}, {"value": "only", "partition": 0}]}'
+first=$(call quire.v1.Producer/ProduceRecords "$req")
+again=$(call quire.v1.Producer/ProduceRecords "$req")
+offs() { grep -o '"offset": "[0-9]*"' <<<"$1" | tr '\n' ' '; }
+[ "$(offs "$first")" = '"offset": "0" "offset": "1" ' ] || fail "first write: $first"
+[ "$(offs "$again")" = "$(offs "$first")" ] || fail "the retry got other offsets: $again (first: $first)"
+leo=$(call quire.v1.Admin/DescribeTopics '{"names": ["e2e-idem"]}' | grep -o '"logEndOffset": "[0-9]*"' | grep -o '[0-9][0-9]*')
+[ "$leo" -eq 2 ] || fail "the retried request was written twice: log end $leo"
+# The next request goes on from sequence 2; a gap is refused.
+out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-idem", "producerId": "'"$id"'", "producerEpoch": '"$epoch"', "baseSequence": 5, "records": [{"value": "gap", "partition": 0}]}')
+expect '"code": "OUT_OF_ORDER_SEQUENCE_NUMBER"' "$out"
+
 # ---- the Python example (examples/python) against the same server ----
 step "running scripts/e2e_python.sh"
 QUIRE_BROKERS="$addr" scripts/e2e_python.sh || fail "scripts/e2e_python.sh failed"

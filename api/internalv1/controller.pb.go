@@ -1855,6 +1855,112 @@ func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
 	return 0
 }
 
+type AllocateProducerIdsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// The broker epoch of the caller's current registration.
+	BrokerEpoch   int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIdsRequest) Reset() {
+	*x = AllocateProducerIdsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIdsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIdsRequest) ProtoMessage() {}
+
+func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+type AllocateProducerIdsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block is first_producer_id to first_producer_id + size - 1.
+	FirstProducerId int64 `protobuf:"varint,1,opt,name=first_producer_id,json=firstProducerId,proto3" json:"first_producer_id,omitempty"`
+	Size            int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIdsResponse) Reset() {
+	*x = AllocateProducerIdsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIdsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIdsResponse) ProtoMessage() {}
+
+func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
+	if x != nil {
+		return x.FirstProducerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
@@ -1983,7 +2089,13 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x15UpdateFeaturesRequest\x12)\n" +
 	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"C\n" +
 	"\x16UpdateFeaturesResponse\x12)\n" +
-	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion2\x9a\v\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"\\\n" +
+	"\x1aAllocateProducerIdsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"]\n" +
+	"\x1bAllocateProducerIdsResponse\x12*\n" +
+	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size2\x90\f\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -1999,7 +2111,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12$.quire.internal.v1.ListGroupsRequest\x1a%.quire.internal.v1.ListGroupsResponse\x12\\\n" +
 	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12e\n" +
-	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponse\x12t\n" +
+	"\x13AllocateProducerIds\x12-.quire.internal.v1.AllocateProducerIdsRequest\x1a..quire.internal.v1.AllocateProducerIdsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2013,57 +2126,59 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),              // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                 // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),              // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                  // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),      // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),     // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),     // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),    // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),         // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),        // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),       // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),    // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),   // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),      // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),     // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),  // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),    // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),   // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),             // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),       // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),          // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),         // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),      // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),     // 34: quire.internal.v1.UpdateFeaturesResponse
-	nil,                                // 35: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                // 36: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                // 37: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),            // 38: quire.internal.v1.Endpoint
+	(*NotController)(nil),               // 0: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                  // 1: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),               // 2: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                   // 3: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                 // 4: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),       // 5: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),      // 6: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),      // 7: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),     // 8: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),          // 9: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),         // 10: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),          // 11: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),         // 12: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),         // 13: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),        // 14: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),     // 15: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),    // 16: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),       // 17: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),      // 18: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),   // 19: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),  // 20: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),     // 21: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),    // 22: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                 // 23: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),              // 24: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),        // 25: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),       // 26: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),         // 27: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),        // 28: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),           // 29: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),          // 30: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),          // 31: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),         // 32: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),       // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),      // 34: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),  // 35: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 36: quire.internal.v1.AllocateProducerIdsResponse
+	nil,                                 // 37: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                 // 38: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                 // 39: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),             // 40: quire.internal.v1.Endpoint
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	38, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	40, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
 	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	35, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	37, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
 	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	36, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	38, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
 	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	37, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	39, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
 	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
 	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
 	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
@@ -2082,22 +2197,24 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	29, // 23: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
 	31, // 24: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
 	33, // 25: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	6,  // 26: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 27: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 28: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 29: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 30: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 31: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 32: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 33: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 34: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 35: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 36: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 37: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 38: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	34, // 39: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	26, // [26:40] is the sub-list for method output_type
-	12, // [12:26] is the sub-list for method input_type
+	35, // 26: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	6,  // 27: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 28: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 29: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 30: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 31: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 32: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 33: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 34: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 35: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 36: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 37: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 38: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 39: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	34, // 40: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	36, // 41: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	27, // [27:42] is the sub-list for method output_type
+	12, // [12:27] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -2114,7 +2231,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

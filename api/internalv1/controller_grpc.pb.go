@@ -19,20 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName     = "/quire.internal.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName    = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_CreateTopic_FullMethodName        = "/quire.internal.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteTopic"
-	ControllerService_AlterConfigs_FullMethodName       = "/quire.internal.v1.ControllerService/AlterConfigs"
-	ControllerService_CreatePartitions_FullMethodName   = "/quire.internal.v1.ControllerService/CreatePartitions"
-	ControllerService_AlterPartition_FullMethodName     = "/quire.internal.v1.ControllerService/AlterPartition"
-	ControllerService_ControlledShutdown_FullMethodName = "/quire.internal.v1.ControllerService/ControlledShutdown"
-	ControllerService_UnregisterBroker_FullMethodName   = "/quire.internal.v1.ControllerService/UnregisterBroker"
-	ControllerService_CommitOffsets_FullMethodName      = "/quire.internal.v1.ControllerService/CommitOffsets"
-	ControllerService_FetchOffsets_FullMethodName       = "/quire.internal.v1.ControllerService/FetchOffsets"
-	ControllerService_ListGroups_FullMethodName         = "/quire.internal.v1.ControllerService/ListGroups"
-	ControllerService_DeleteGroup_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteGroup"
-	ControllerService_UpdateFeatures_FullMethodName     = "/quire.internal.v1.ControllerService/UpdateFeatures"
+	ControllerService_RegisterBroker_FullMethodName      = "/quire.internal.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName     = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_CreateTopic_FullMethodName         = "/quire.internal.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName         = "/quire.internal.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterConfigs_FullMethodName        = "/quire.internal.v1.ControllerService/AlterConfigs"
+	ControllerService_CreatePartitions_FullMethodName    = "/quire.internal.v1.ControllerService/CreatePartitions"
+	ControllerService_AlterPartition_FullMethodName      = "/quire.internal.v1.ControllerService/AlterPartition"
+	ControllerService_ControlledShutdown_FullMethodName  = "/quire.internal.v1.ControllerService/ControlledShutdown"
+	ControllerService_UnregisterBroker_FullMethodName    = "/quire.internal.v1.ControllerService/UnregisterBroker"
+	ControllerService_CommitOffsets_FullMethodName       = "/quire.internal.v1.ControllerService/CommitOffsets"
+	ControllerService_FetchOffsets_FullMethodName        = "/quire.internal.v1.ControllerService/FetchOffsets"
+	ControllerService_ListGroups_FullMethodName          = "/quire.internal.v1.ControllerService/ListGroups"
+	ControllerService_DeleteGroup_FullMethodName         = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_UpdateFeatures_FullMethodName      = "/quire.internal.v1.ControllerService/UpdateFeatures"
+	ControllerService_AllocateProducerIds_FullMethodName = "/quire.internal.v1.ControllerService/AllocateProducerIds"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -61,6 +62,10 @@ type ControllerServiceClient interface {
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// Raises the finalized metadata.version (see metadata.proto FeatureLevel).
 	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
+	// Hands a broker the next block of producer ids through the metadata
+	// log (AllocateProducerIds), so no id is handed out twice, even across
+	// controller failovers. Needs metadata.version 2.
+	AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -211,6 +216,16 @@ func (c *controllerServiceClient) UpdateFeatures(ctx context.Context, in *Update
 	return out, nil
 }
 
+func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AllocateProducerIdsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AllocateProducerIds_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -237,6 +252,10 @@ type ControllerServiceServer interface {
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// Raises the finalized metadata.version (see metadata.proto FeatureLevel).
 	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
+	// Hands a broker the next block of producer ids through the metadata
+	// log (AllocateProducerIds), so no id is handed out twice, even across
+	// controller failovers. Needs metadata.version 2.
+	AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -288,6 +307,9 @@ func (UnimplementedControllerServiceServer) DeleteGroup(context.Context, *Delete
 }
 func (UnimplementedControllerServiceServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateFeatures not implemented")
+}
+func (UnimplementedControllerServiceServer) AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AllocateProducerIds not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -562,6 +584,24 @@ func _ControllerService_UpdateFeatures_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_AllocateProducerIds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AllocateProducerIdsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AllocateProducerIds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AllocateProducerIds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AllocateProducerIds(ctx, req.(*AllocateProducerIdsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -624,6 +664,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateFeatures",
 			Handler:    _ControllerService_UpdateFeatures_Handler,
+		},
+		{
+			MethodName: "AllocateProducerIds",
+			Handler:    _ControllerService_AllocateProducerIds_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

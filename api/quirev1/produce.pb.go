@@ -21,6 +21,135 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type InitProducerIdRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id held; unset or -1 for a new producer.
+	//
+	// Types that are valid to be assigned to OptionalProducerId:
+	//
+	//	*InitProducerIdRequest_ProducerId
+	OptionalProducerId isInitProducerIdRequest_OptionalProducerId `protobuf_oneof:"optional_producer_id"`
+	// The epoch held with producer_id.
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdRequest) Reset() {
+	*x = InitProducerIdRequest{}
+	mi := &file_quire_v1_produce_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdRequest) ProtoMessage() {}
+
+func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_produce_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InitProducerIdRequest) GetOptionalProducerId() isInitProducerIdRequest_OptionalProducerId {
+	if x != nil {
+		return x.OptionalProducerId
+	}
+	return nil
+}
+
+func (x *InitProducerIdRequest) GetProducerId() int64 {
+	if x != nil {
+		if x, ok := x.OptionalProducerId.(*InitProducerIdRequest_ProducerId); ok {
+			return x.ProducerId
+		}
+	}
+	return 0
+}
+
+func (x *InitProducerIdRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type isInitProducerIdRequest_OptionalProducerId interface {
+	isInitProducerIdRequest_OptionalProducerId()
+}
+
+type InitProducerIdRequest_ProducerId struct {
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3,oneof"`
+}
+
+func (*InitProducerIdRequest_ProducerId) isInitProducerIdRequest_OptionalProducerId() {}
+
+type InitProducerIdResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdResponse) Reset() {
+	*x = InitProducerIdResponse{}
+	mi := &file_quire_v1_produce_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdResponse) ProtoMessage() {}
+
+func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_produce_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InitProducerIdResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// -1 (all in-sync replicas, the default when unset), 1 (the leader) or 0
@@ -41,7 +170,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_quire_v1_produce_proto_msgTypes[0]
+	mi := &file_quire_v1_produce_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +182,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[0]
+	mi := &file_quire_v1_produce_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +195,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{0}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProduceRequest) GetOptionalAcks() isProduceRequest_OptionalAcks {
@@ -128,7 +257,7 @@ type PartitionRecords struct {
 
 func (x *PartitionRecords) Reset() {
 	*x = PartitionRecords{}
-	mi := &file_quire_v1_produce_proto_msgTypes[1]
+	mi := &file_quire_v1_produce_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +269,7 @@ func (x *PartitionRecords) String() string {
 func (*PartitionRecords) ProtoMessage() {}
 
 func (x *PartitionRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[1]
+	mi := &file_quire_v1_produce_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +282,7 @@ func (x *PartitionRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecords.ProtoReflect.Descriptor instead.
 func (*PartitionRecords) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{1}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PartitionRecords) GetTopic() string {
@@ -187,7 +316,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_quire_v1_produce_proto_msgTypes[2]
+	mi := &file_quire_v1_produce_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +328,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[2]
+	mi := &file_quire_v1_produce_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +341,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{2}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProduceResponse) GetPartitions() []*PartitionProduceResult {
@@ -249,7 +378,7 @@ type PartitionProduceResult struct {
 
 func (x *PartitionProduceResult) Reset() {
 	*x = PartitionProduceResult{}
-	mi := &file_quire_v1_produce_proto_msgTypes[3]
+	mi := &file_quire_v1_produce_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +390,7 @@ func (x *PartitionProduceResult) String() string {
 func (*PartitionProduceResult) ProtoMessage() {}
 
 func (x *PartitionProduceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[3]
+	mi := &file_quire_v1_produce_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +403,7 @@ func (x *PartitionProduceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProduceResult.ProtoReflect.Descriptor instead.
 func (*PartitionProduceResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{3}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PartitionProduceResult) GetTopic() string {
@@ -366,7 +495,7 @@ type ProduceRecord struct {
 
 func (x *ProduceRecord) Reset() {
 	*x = ProduceRecord{}
-	mi := &file_quire_v1_produce_proto_msgTypes[4]
+	mi := &file_quire_v1_produce_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +507,7 @@ func (x *ProduceRecord) String() string {
 func (*ProduceRecord) ProtoMessage() {}
 
 func (x *ProduceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[4]
+	mi := &file_quire_v1_produce_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +520,7 @@ func (x *ProduceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRecord.ProtoReflect.Descriptor instead.
 func (*ProduceRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{4}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProduceRecord) GetKeyData() isProduceRecord_KeyData {
@@ -523,15 +652,32 @@ type ProduceRecordsRequest struct {
 	// Types that are valid to be assigned to OptionalAcks:
 	//
 	//	*ProduceRecordsRequest_Acks
-	OptionalAcks  isProduceRecordsRequest_OptionalAcks `protobuf_oneof:"optional_acks"`
-	TimeoutMs     int32                                `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OptionalAcks isProduceRecordsRequest_OptionalAcks `protobuf_oneof:"optional_acks"`
+	TimeoutMs    int32                                `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Idempotence for plain gRPC clients: with a producer id and epoch from
+	// InitProducerId, the records are written with sequence numbers
+	// base_sequence, base_sequence+1, ... and a retry of the same request
+	// (same records, same fields) is answered with the offsets of the first
+	// write instead of writing them again. Every record must then name the
+	// same explicit partition, and acks must be -1 (all). The next request
+	// to that partition takes base_sequence + the number of records sent
+	// (wrapping from 2147483647 to 0). A request may take at most 5
+	// batches (of the topic's max.message.bytes): a partition recognises
+	// a retry among a producer's latest 5 batches.
+	//
+	// Types that are valid to be assigned to OptionalProducerId:
+	//
+	//	*ProduceRecordsRequest_ProducerId
+	OptionalProducerId isProduceRecordsRequest_OptionalProducerId `protobuf_oneof:"optional_producer_id"`
+	ProducerEpoch      int32                                      `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence       int32                                      `protobuf:"varint,7,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ProduceRecordsRequest) Reset() {
 	*x = ProduceRecordsRequest{}
-	mi := &file_quire_v1_produce_proto_msgTypes[5]
+	mi := &file_quire_v1_produce_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +689,7 @@ func (x *ProduceRecordsRequest) String() string {
 func (*ProduceRecordsRequest) ProtoMessage() {}
 
 func (x *ProduceRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[5]
+	mi := &file_quire_v1_produce_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +702,7 @@ func (x *ProduceRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{5}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProduceRecordsRequest) GetTopic() string {
@@ -596,6 +742,36 @@ func (x *ProduceRecordsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+func (x *ProduceRecordsRequest) GetOptionalProducerId() isProduceRecordsRequest_OptionalProducerId {
+	if x != nil {
+		return x.OptionalProducerId
+	}
+	return nil
+}
+
+func (x *ProduceRecordsRequest) GetProducerId() int64 {
+	if x != nil {
+		if x, ok := x.OptionalProducerId.(*ProduceRecordsRequest_ProducerId); ok {
+			return x.ProducerId
+		}
+	}
+	return 0
+}
+
+func (x *ProduceRecordsRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProduceRecordsRequest) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
+}
+
 type isProduceRecordsRequest_OptionalAcks interface {
 	isProduceRecordsRequest_OptionalAcks()
 }
@@ -605,6 +781,16 @@ type ProduceRecordsRequest_Acks struct {
 }
 
 func (*ProduceRecordsRequest_Acks) isProduceRecordsRequest_OptionalAcks() {}
+
+type isProduceRecordsRequest_OptionalProducerId interface {
+	isProduceRecordsRequest_OptionalProducerId()
+}
+
+type ProduceRecordsRequest_ProducerId struct {
+	ProducerId int64 `protobuf:"varint,5,opt,name=producer_id,json=producerId,proto3,oneof"`
+}
+
+func (*ProduceRecordsRequest_ProducerId) isProduceRecordsRequest_OptionalProducerId() {}
 
 type ProduceRecordsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -616,7 +802,7 @@ type ProduceRecordsResponse struct {
 
 func (x *ProduceRecordsResponse) Reset() {
 	*x = ProduceRecordsResponse{}
-	mi := &file_quire_v1_produce_proto_msgTypes[6]
+	mi := &file_quire_v1_produce_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +814,7 @@ func (x *ProduceRecordsResponse) String() string {
 func (*ProduceRecordsResponse) ProtoMessage() {}
 
 func (x *ProduceRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[6]
+	mi := &file_quire_v1_produce_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +827,7 @@ func (x *ProduceRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ProduceRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProduceRecordsResponse) GetResults() []*RecordResult {
@@ -663,7 +849,7 @@ type RecordResult struct {
 
 func (x *RecordResult) Reset() {
 	*x = RecordResult{}
-	mi := &file_quire_v1_produce_proto_msgTypes[7]
+	mi := &file_quire_v1_produce_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +861,7 @@ func (x *RecordResult) String() string {
 func (*RecordResult) ProtoMessage() {}
 
 func (x *RecordResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_produce_proto_msgTypes[7]
+	mi := &file_quire_v1_produce_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +874,7 @@ func (x *RecordResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResult.ProtoReflect.Descriptor instead.
 func (*RecordResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_produce_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_produce_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecordResult) GetPartition() int32 {
@@ -723,7 +909,16 @@ var File_quire_v1_produce_proto protoreflect.FileDescriptor
 
 const file_quire_v1_produce_proto_rawDesc = "" +
 	"\n" +
-	"\x16quire/v1/produce.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xb9\x01\n" +
+	"\x16quire/v1/produce.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"y\n" +
+	"\x15InitProducerIdRequest\x12!\n" +
+	"\vproducer_id\x18\x01 \x01(\x03H\x00R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpochB\x16\n" +
+	"\x14optional_producer_id\"`\n" +
+	"\x16InitProducerIdResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xb9\x01\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x04acks\x18\x01 \x01(\x05H\x00R\x04acks\x12\x1d\n" +
 	"\n" +
@@ -765,25 +960,31 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\bkey_dataB\f\n" +
 	"\n" +
 	"value_dataB\x14\n" +
-	"\x12optional_partition\"\xa6\x01\n" +
+	"\x12optional_partition\"\xad\x02\n" +
 	"\x15ProduceRecordsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x121\n" +
 	"\arecords\x18\x02 \x03(\v2\x17.quire.v1.ProduceRecordR\arecords\x12\x14\n" +
 	"\x04acks\x18\x03 \x01(\x05H\x00R\x04acks\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMsB\x0f\n" +
-	"\roptional_acks\"J\n" +
+	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12!\n" +
+	"\vproducer_id\x18\x05 \x01(\x03H\x01R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x06 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18\a \x01(\x05R\fbaseSequenceB\x0f\n" +
+	"\roptional_acksB\x16\n" +
+	"\x14optional_producer_id\"J\n" +
 	"\x16ProduceRecordsResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.quire.v1.RecordResultR\aresults\"\x8e\x01\n" +
 	"\fRecordResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x12%\n" +
-	"\x05error\x18\x04 \x01(\v2\x0f.quire.v1.ErrorR\x05error2\xe9\x01\n" +
+	"\x05error\x18\x04 \x01(\v2\x0f.quire.v1.ErrorR\x05error2\xbe\x02\n" +
 	"\bProducer\x12>\n" +
 	"\aProduce\x12\x18.quire.v1.ProduceRequest\x1a\x19.quire.v1.ProduceResponse\x12H\n" +
 	"\rProduceStream\x12\x18.quire.v1.ProduceRequest\x1a\x19.quire.v1.ProduceResponse(\x010\x01\x12S\n" +
-	"\x0eProduceRecords\x12\x1f.quire.v1.ProduceRecordsRequest\x1a .quire.v1.ProduceRecordsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\x0eProduceRecords\x12\x1f.quire.v1.ProduceRecordsRequest\x1a .quire.v1.ProduceRecordsResponse\x12S\n" +
+	"\x0eInitProducerId\x12\x1f.quire.v1.InitProducerIdRequest\x1a .quire.v1.InitProducerIdResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_produce_proto_rawDescOnce sync.Once
@@ -797,35 +998,39 @@ func file_quire_v1_produce_proto_rawDescGZIP() []byte {
 	return file_quire_v1_produce_proto_rawDescData
 }
 
-var file_quire_v1_produce_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_quire_v1_produce_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_quire_v1_produce_proto_goTypes = []any{
-	(*ProduceRequest)(nil),         // 0: quire.v1.ProduceRequest
-	(*PartitionRecords)(nil),       // 1: quire.v1.PartitionRecords
-	(*ProduceResponse)(nil),        // 2: quire.v1.ProduceResponse
-	(*PartitionProduceResult)(nil), // 3: quire.v1.PartitionProduceResult
-	(*ProduceRecord)(nil),          // 4: quire.v1.ProduceRecord
-	(*ProduceRecordsRequest)(nil),  // 5: quire.v1.ProduceRecordsRequest
-	(*ProduceRecordsResponse)(nil), // 6: quire.v1.ProduceRecordsResponse
-	(*RecordResult)(nil),           // 7: quire.v1.RecordResult
-	(*Error)(nil),                  // 8: quire.v1.Error
-	(*RecordHeader)(nil),           // 9: quire.v1.RecordHeader
+	(*InitProducerIdRequest)(nil),  // 0: quire.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil), // 1: quire.v1.InitProducerIdResponse
+	(*ProduceRequest)(nil),         // 2: quire.v1.ProduceRequest
+	(*PartitionRecords)(nil),       // 3: quire.v1.PartitionRecords
+	(*ProduceResponse)(nil),        // 4: quire.v1.ProduceResponse
+	(*PartitionProduceResult)(nil), // 5: quire.v1.PartitionProduceResult
+	(*ProduceRecord)(nil),          // 6: quire.v1.ProduceRecord
+	(*ProduceRecordsRequest)(nil),  // 7: quire.v1.ProduceRecordsRequest
+	(*ProduceRecordsResponse)(nil), // 8: quire.v1.ProduceRecordsResponse
+	(*RecordResult)(nil),           // 9: quire.v1.RecordResult
+	(*Error)(nil),                  // 10: quire.v1.Error
+	(*RecordHeader)(nil),           // 11: quire.v1.RecordHeader
 }
 var file_quire_v1_produce_proto_depIdxs = []int32{
-	1,  // 0: quire.v1.ProduceRequest.partitions:type_name -> quire.v1.PartitionRecords
-	3,  // 1: quire.v1.ProduceResponse.partitions:type_name -> quire.v1.PartitionProduceResult
-	8,  // 2: quire.v1.PartitionProduceResult.error:type_name -> quire.v1.Error
-	9,  // 3: quire.v1.ProduceRecord.headers:type_name -> quire.v1.RecordHeader
-	4,  // 4: quire.v1.ProduceRecordsRequest.records:type_name -> quire.v1.ProduceRecord
-	7,  // 5: quire.v1.ProduceRecordsResponse.results:type_name -> quire.v1.RecordResult
-	8,  // 6: quire.v1.RecordResult.error:type_name -> quire.v1.Error
-	0,  // 7: quire.v1.Producer.Produce:input_type -> quire.v1.ProduceRequest
-	0,  // 8: quire.v1.Producer.ProduceStream:input_type -> quire.v1.ProduceRequest
-	5,  // 9: quire.v1.Producer.ProduceRecords:input_type -> quire.v1.ProduceRecordsRequest
-	2,  // 10: quire.v1.Producer.Produce:output_type -> quire.v1.ProduceResponse
-	2,  // 11: quire.v1.Producer.ProduceStream:output_type -> quire.v1.ProduceResponse
-	6,  // 12: quire.v1.Producer.ProduceRecords:output_type -> quire.v1.ProduceRecordsResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
+	3,  // 0: quire.v1.ProduceRequest.partitions:type_name -> quire.v1.PartitionRecords
+	5,  // 1: quire.v1.ProduceResponse.partitions:type_name -> quire.v1.PartitionProduceResult
+	10, // 2: quire.v1.PartitionProduceResult.error:type_name -> quire.v1.Error
+	11, // 3: quire.v1.ProduceRecord.headers:type_name -> quire.v1.RecordHeader
+	6,  // 4: quire.v1.ProduceRecordsRequest.records:type_name -> quire.v1.ProduceRecord
+	9,  // 5: quire.v1.ProduceRecordsResponse.results:type_name -> quire.v1.RecordResult
+	10, // 6: quire.v1.RecordResult.error:type_name -> quire.v1.Error
+	2,  // 7: quire.v1.Producer.Produce:input_type -> quire.v1.ProduceRequest
+	2,  // 8: quire.v1.Producer.ProduceStream:input_type -> quire.v1.ProduceRequest
+	7,  // 9: quire.v1.Producer.ProduceRecords:input_type -> quire.v1.ProduceRecordsRequest
+	0,  // 10: quire.v1.Producer.InitProducerId:input_type -> quire.v1.InitProducerIdRequest
+	4,  // 11: quire.v1.Producer.Produce:output_type -> quire.v1.ProduceResponse
+	4,  // 12: quire.v1.Producer.ProduceStream:output_type -> quire.v1.ProduceResponse
+	8,  // 13: quire.v1.Producer.ProduceRecords:output_type -> quire.v1.ProduceRecordsResponse
+	1,  // 14: quire.v1.Producer.InitProducerId:output_type -> quire.v1.InitProducerIdResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -838,17 +1043,21 @@ func file_quire_v1_produce_proto_init() {
 	}
 	file_quire_v1_errors_proto_init()
 	file_quire_v1_produce_proto_msgTypes[0].OneofWrappers = []any{
+		(*InitProducerIdRequest_ProducerId)(nil),
+	}
+	file_quire_v1_produce_proto_msgTypes[2].OneofWrappers = []any{
 		(*ProduceRequest_Acks)(nil),
 	}
-	file_quire_v1_produce_proto_msgTypes[4].OneofWrappers = []any{
+	file_quire_v1_produce_proto_msgTypes[6].OneofWrappers = []any{
 		(*ProduceRecord_Key)(nil),
 		(*ProduceRecord_KeyBytes)(nil),
 		(*ProduceRecord_Value)(nil),
 		(*ProduceRecord_ValueBytes)(nil),
 		(*ProduceRecord_Partition)(nil),
 	}
-	file_quire_v1_produce_proto_msgTypes[5].OneofWrappers = []any{
+	file_quire_v1_produce_proto_msgTypes[7].OneofWrappers = []any{
 		(*ProduceRecordsRequest_Acks)(nil),
+		(*ProduceRecordsRequest_ProducerId)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -856,7 +1065,7 @@ func file_quire_v1_produce_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_produce_proto_rawDesc), len(file_quire_v1_produce_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

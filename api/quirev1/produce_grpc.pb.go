@@ -22,6 +22,7 @@ const (
 	Producer_Produce_FullMethodName        = "/quire.v1.Producer/Produce"
 	Producer_ProduceStream_FullMethodName  = "/quire.v1.Producer/ProduceStream"
 	Producer_ProduceRecords_FullMethodName = "/quire.v1.Producer/ProduceRecords"
+	Producer_InitProducerId_FullMethodName = "/quire.v1.Producer/InitProducerId"
 )
 
 // ProducerClient is the client API for Producer service.
@@ -52,6 +53,14 @@ type ProducerClient interface {
 	// (in order within a partition). With acks=0 no response is sent.
 	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceRequest, ProduceResponse], error)
 	ProduceRecords(ctx context.Context, in *ProduceRecordsRequest, opts ...grpc.CallOption) (*ProduceRecordsResponse, error)
+	// Gives an idempotent producer its producer id and epoch. With no
+	// producer id (or -1) it hands out a new id at epoch 0. With the id and
+	// epoch a producer holds (KIP-360) it answers the same id at the next
+	// epoch, after which the producer's sequences restart at 0 on every
+	// partition; an id no broker handed out, or an epoch at its maximum
+	// (32767), gets a new id instead. Fails with a quire.v1.Error status
+	// (UNSUPPORTED_VERSION before the cluster's metadata.version is 2).
+	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
 }
 
 type producerClient struct {
@@ -95,6 +104,16 @@ func (c *producerClient) ProduceRecords(ctx context.Context, in *ProduceRecordsR
 	return out, nil
 }
 
+func (c *producerClient) InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerIdResponse)
+	err := c.cc.Invoke(ctx, Producer_InitProducerId_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServer is the server API for Producer service.
 // All implementations must embed UnimplementedProducerServer
 // for forward compatibility.
@@ -123,6 +142,14 @@ type ProducerServer interface {
 	// (in order within a partition). With acks=0 no response is sent.
 	ProduceStream(grpc.BidiStreamingServer[ProduceRequest, ProduceResponse]) error
 	ProduceRecords(context.Context, *ProduceRecordsRequest) (*ProduceRecordsResponse, error)
+	// Gives an idempotent producer its producer id and epoch. With no
+	// producer id (or -1) it hands out a new id at epoch 0. With the id and
+	// epoch a producer holds (KIP-360) it answers the same id at the next
+	// epoch, after which the producer's sequences restart at 0 on every
+	// partition; an id no broker handed out, or an epoch at its maximum
+	// (32767), gets a new id instead. Fails with a quire.v1.Error status
+	// (UNSUPPORTED_VERSION before the cluster's metadata.version is 2).
+	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
 	mustEmbedUnimplementedProducerServer()
 }
 
@@ -141,6 +168,9 @@ func (UnimplementedProducerServer) ProduceStream(grpc.BidiStreamingServer[Produc
 }
 func (UnimplementedProducerServer) ProduceRecords(context.Context, *ProduceRecordsRequest) (*ProduceRecordsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ProduceRecords not implemented")
+}
+func (UnimplementedProducerServer) InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method InitProducerId not implemented")
 }
 func (UnimplementedProducerServer) mustEmbedUnimplementedProducerServer() {}
 func (UnimplementedProducerServer) testEmbeddedByValue()                  {}
@@ -206,6 +236,24 @@ func _Producer_ProduceRecords_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Producer_InitProducerId_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerIdRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServer).InitProducerId(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Producer_InitProducerId_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServer).InitProducerId(ctx, req.(*InitProducerIdRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Producer_ServiceDesc is the grpc.ServiceDesc for Producer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -220,6 +268,10 @@ var Producer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ProduceRecords",
 			Handler:    _Producer_ProduceRecords_Handler,
+		},
+		{
+			MethodName: "InitProducerId",
+			Handler:    _Producer_InitProducerId_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -240,6 +240,7 @@ type perfProduceFlags struct {
 	partitions  int32
 	sync        bool
 	interval    time.Duration
+	idempotent  bool
 }
 
 func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
@@ -257,6 +258,7 @@ func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
 	fl.Int32Var(&f.partitions, "partitions", 0, "partitions when creating the topic (default: the broker's)")
 	fl.BoolVar(&f.sync, "sync", false, "send one record at a time, waiting for each (unbatched latency)")
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "progress line interval")
+	fl.BoolVar(&f.idempotent, "idempotent", true, "idempotent producer, as the client's default (only with --acks all)")
 	_ = cmd.MarkFlagRequired("topic")
 }
 
@@ -270,7 +272,7 @@ func (f *perfProduceFlags) clientOpts() ([]client.Opt, error) {
 		return nil, err
 	}
 	return []client.Opt{client.RequiredAcks(acks), client.Compression(codec), client.Linger(f.linger),
-		client.BatchMaxBytes(f.batchBytes), client.MaxBufferedBytes(f.bufferBytes)}, nil
+		client.BatchMaxBytes(f.batchBytes), client.MaxBufferedBytes(f.bufferBytes), client.Idempotent(f.idempotent && acks == client.AllISRAcks)}, nil
 }
 
 // ensureTopic creates the topic when it does not exist.
