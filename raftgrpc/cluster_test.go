@@ -2,6 +2,7 @@ package raftgrpc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -13,8 +14,13 @@ import (
 )
 
 // counterFSM sums the uint64 commands it applies.
+// counterFSM sums the distinct values applied (each command carries a
+// value once: a command applied again after its leader lost leadership
+// mid-commit, which may or may not have committed the first time, counts
+// once).
 type counterFSM struct {
 	mu       sync.Mutex
+	seen     map[uint64]bool
 	sum      uint64
 	n        int
 	restores int
@@ -23,8 +29,15 @@ type counterFSM struct {
 func (f *counterFSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sum += binary.BigEndian.Uint64(l.Data)
-	f.n++
+	v := binary.BigEndian.Uint64(l.Data)
+	if f.seen == nil {
+		f.seen = map[uint64]bool{}
+	}
+	if !f.seen[v] {
+		f.seen[v] = true
+		f.sum += v
+		f.n++
+	}
 	return nil
 }
 
@@ -34,16 +47,15 @@ func (f *counterFSM) state() (uint64, int) {
 	return f.sum, f.n
 }
 
-type counterSnap struct {
-	sum uint64
-	n   int
-}
+// counterSnap is the distinct values applied.
+type counterSnap struct{ values []uint64 }
 
 func (s counterSnap) Persist(sink raft.SnapshotSink) error {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], s.sum)
-	binary.BigEndian.PutUint64(b[8:], uint64(s.n))
-	if _, err := sink.Write(b[:]); err != nil {
+	b := make([]byte, 8*len(s.values))
+	for i, v := range s.values {
+		binary.BigEndian.PutUint64(b[8*i:], v)
+	}
+	if _, err := sink.Write(b); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
@@ -52,20 +64,34 @@ func (s counterSnap) Persist(sink raft.SnapshotSink) error {
 func (counterSnap) Release() {}
 
 func (f *counterFSM) Snapshot() (raft.FSMSnapshot, error) {
-	sum, n := f.state()
-	return counterSnap{sum, n}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var vs []uint64
+	for v := range f.seen {
+		vs = append(vs, v)
+	}
+	return counterSnap{vs}, nil
 }
 
 func (f *counterFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var b [16]byte
-	if _, err := io.ReadFull(rc, b[:]); err != nil {
+	b, err := io.ReadAll(rc)
+	if err != nil {
 		return err
 	}
+	if len(b)%8 != 0 {
+		return fmt.Errorf("snapshot of %d bytes", len(b))
+	}
 	f.mu.Lock()
-	f.sum, f.n = binary.BigEndian.Uint64(b[:8]), int(binary.BigEndian.Uint64(b[8:]))
+	defer f.mu.Unlock()
+	f.seen, f.sum, f.n = map[uint64]bool{}, 0, 0
+	for i := 0; i < len(b); i += 8 {
+		v := binary.BigEndian.Uint64(b[i:])
+		f.seen[v] = true
+		f.sum += v
+		f.n++
+	}
 	f.restores++
-	f.mu.Unlock()
 	return nil
 }
 
@@ -140,12 +166,25 @@ func waitApplied(t *testing.T, nodes []*raftNode, sum uint64) {
 	t.Fatalf("nodes did not all reach sum %d", sum)
 }
 
-func apply(t *testing.T, r *raft.Raft, v uint64) {
+// apply commits value v through whichever node leads: a leadership lost
+// on the way (raft elections under a loaded machine) is met by applying
+// again on the new leader, which the FSM counts once.
+func apply(t *testing.T, nodes []*raftNode, v uint64) {
 	t.Helper()
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
-	if err := r.Apply(b[:], 5*time.Second).Error(); err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := waitLeader(t, nodes).r.Apply(b[:], 5*time.Second).Error()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, raft.ErrLeadershipLost) && !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apply %d: %v", v, err)
+		}
 	}
 }
 
@@ -165,7 +204,7 @@ func TestTransportRaftCluster(t *testing.T) {
 	leader := waitLeader(t, nodes)
 	var sum uint64
 	for i := uint64(1); i <= 100; i++ {
-		apply(t, leader.r, i)
+		apply(t, nodes, i)
 		sum += i
 	}
 	waitApplied(t, nodes, sum)
@@ -180,8 +219,8 @@ func TestTransportRaftCluster(t *testing.T) {
 		}
 	}
 	leader = waitLeader(t, others)
-	for i := uint64(1); i <= 100; i++ {
-		apply(t, leader.r, i)
+	for i := uint64(101); i <= 200; i++ {
+		apply(t, nodes, i)
 		sum += i
 	}
 	waitApplied(t, nodes, sum)
@@ -195,8 +234,8 @@ func TestTransportRaftCluster(t *testing.T) {
 	if err := leader.r.AddNonvoter("3", tr4.LocalAddr(), 0, 5*time.Second).Error(); err != nil {
 		t.Fatalf("add nonvoter: %v", err)
 	}
-	apply(t, leader.r, 7)
-	sum += 7
+	apply(t, nodes, 1000)
+	sum += 1000
 	waitApplied(t, append(nodes, n4), sum)
 	n4.fsm.mu.Lock()
 	restores := n4.fsm.restores
