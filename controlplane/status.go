@@ -49,6 +49,7 @@ var errorTable = []struct {
 	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
 	// A command this node's code does not know: a version mismatch, not a crash.
 	{metadata.ErrUnknownCommand, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNKNOWN_COMMAND"},
+	{metadata.ErrInvalidGroupRecords, codes.Internal, quirev1.ErrorCode_UNKNOWN_SERVER_ERROR, "INVALID_GROUP_RECORDS"},
 }
 
 // MetadataErrors is how each metadata sentinel reaches a client: its gRPC

@@ -8,6 +8,7 @@ package internalv1
 
 import (
 	metapb "github.com/quirelog/quire/api/metapb"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1406,8 +1407,11 @@ type CommitOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// commit_time_ms of each is ignored: the request's one applies.
-	Offsets       []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	CommitTimeMs  int64          `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	Offsets      []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	CommitTimeMs int64          `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// The committing member and its epoch; "" none (see quire.v1).
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1459,6 +1463,20 @@ func (x *CommitOffsetsRequest) GetOffsets() []*GroupOffset {
 func (x *CommitOffsetsRequest) GetCommitTimeMs() int64 {
 	if x != nil {
 		return x.CommitTimeMs
+	}
+	return 0
+}
+
+func (x *CommitOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
 	}
 	return 0
 }
@@ -1849,7 +1867,7 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\"]\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/group.proto\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
 	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xd6\x02\n" +
@@ -1950,11 +1968,13 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\"D\n" +
 	"\x0eGroupPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x8c\x01\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xcc\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x128\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x1e.quire.internal.v1.GroupOffsetR\aoffsets\x12$\n" +
-	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"\x17\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\"\x17\n" +
 	"\x15CommitOffsetsResponse\"n\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
@@ -1972,7 +1992,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x15UpdateFeaturesRequest\x12)\n" +
 	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"C\n" +
 	"\x16UpdateFeaturesResponse\x12)\n" +
-	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion2\x9a\v\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion2\xd9\f\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -1987,7 +2007,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fFetchOffsets\x12&.quire.internal.v1.FetchOffsetsRequest\x1a'.quire.internal.v1.FetchOffsetsResponse\x12Y\n" +
 	"\n" +
 	"ListGroups\x12$.quire.internal.v1.ListGroupsRequest\x1a%.quire.internal.v1.ListGroupsResponse\x12\\\n" +
-	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12e\n" +
+	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12k\n" +
+	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
+	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12e\n" +
 	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
@@ -2004,45 +2026,49 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 
 var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),              // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                 // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),              // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                  // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),      // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),     // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),     // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),    // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),         // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),        // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),       // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),    // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),   // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),      // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),     // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),  // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),    // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),   // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),             // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),       // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),        // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),          // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),         // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),      // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),     // 34: quire.internal.v1.UpdateFeaturesResponse
-	nil,                                // 35: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                // 36: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                // 37: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),            // 38: quire.internal.v1.Endpoint
+	(*NotController)(nil),                          // 0: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                             // 1: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                          // 2: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                              // 3: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                            // 4: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                  // 5: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                 // 6: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                 // 7: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                // 8: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                     // 9: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                    // 10: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                     // 11: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                    // 12: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                    // 13: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                   // 14: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                // 15: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),               // 16: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                  // 17: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                 // 18: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),              // 19: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),             // 20: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                // 21: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),               // 22: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                            // 23: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                         // 24: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                   // 25: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                  // 26: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                    // 27: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                   // 28: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                      // 29: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                     // 30: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                     // 31: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                    // 32: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                  // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                 // 34: quire.internal.v1.UpdateFeaturesResponse
+	nil,                                            // 35: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                            // 36: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                            // 37: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),                        // 38: quire.internal.v1.Endpoint
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 39: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),           // 40: quire.v1.DescribeGroupRequest
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 41: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),          // 42: quire.v1.DescribeGroupResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	38, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
@@ -2070,23 +2096,27 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	27, // 22: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
 	29, // 23: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
 	31, // 24: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	33, // 25: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	6,  // 26: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 27: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 28: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 29: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 30: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 31: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 32: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 33: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 34: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 35: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 36: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 37: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 38: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	34, // 39: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	26, // [26:40] is the sub-list for method output_type
-	12, // [12:26] is the sub-list for method input_type
+	39, // 25: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	40, // 26: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	33, // 27: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	6,  // 28: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 29: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 30: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 31: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 32: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 33: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 34: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 35: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 36: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 37: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 38: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 39: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 40: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	41, // 41: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	42, // 42: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	34, // 43: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	28, // [28:44] is the sub-list for method output_type
+	12, // [12:28] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
