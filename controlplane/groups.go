@@ -92,4 +92,3 @@ func AssignmentFromPB(in *quirev1.GroupAssignment) []group.TopicPartition {
 	}
 	return out
 }
-
