@@ -364,8 +364,21 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 			delete(g.pos, tp)
 		}
 	}
+	if !g.startLocked() {
+		return false
+	}
+	if len(added) > 0 && g.cfg.OnAssigned != nil {
+		g.cfg.OnAssigned(added)
+	}
+	return true
+}
+
+// startLocked starts a partition consumer of the owned partitions, each
+// at its position, else at the group's committed offset (else Reset). It
+// fails only when the client is closed.
+func (g *GroupConsumer) startLocked() bool {
 	assign := map[string]map[int32]Offset{}
-	for _, tp := range target {
+	for _, tp := range g.owned {
 		start := AtCommitted(g.cfg.Group, g.cfg.Reset)
 		if p, ok := g.pos[tp]; ok {
 			start = At(p)
@@ -382,10 +395,30 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 		return false
 	}
 	g.cons = cons
-	if len(added) > 0 && g.cfg.OnAssigned != nil {
-		g.cfg.OnAssigned(added)
-	}
 	return true
+}
+
+// Seek sets an owned partition's position: the next Poll reads it from
+// offset, and a commit commits offset. Records of it already buffered are
+// dropped.
+func (g *GroupConsumer) Seek(topic string, partition int32, offset int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tp := TopicPartition{topic, partition}
+	if _, ok := slices.BinarySearchFunc(g.owned, tp, compareTP); !ok {
+		return newError(quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("seek %s/%d: the member does not own it", topic, partition))
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: seek %s/%d to %d", ErrInvalidOffset, topic, partition, offset)
+	}
+	g.pos[tp] = offset
+	g.cons.Close()
+	g.consGen++
+	g.signalLocked()
+	if !g.startLocked() {
+		return ErrClosed
+	}
+	return nil
 }
 
 func (g *GroupConsumer) signalLocked() {

@@ -277,6 +277,16 @@ func TestCLIConsumeGroupMember(t *testing.T) {
 	if err != nil || out != "d\n" {
 		t.Fatalf("second run: printed %q, error %v", out, err)
 	}
+	// -n stops mid-batch: what was not printed is not committed.
+	if _, _, err := runCLIStdin("e\nf\n", append(brokers, "produce", "m", "-p", "0")...); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"e\n", "f\n"} {
+		out, _, err = runCLIStdin("", append(brokers, "consume", "m", "-g", "G", "-n", "1")...)
+		if err != nil || out != want {
+			t.Fatalf("run with -n 1: printed %q, error %v; want %q", out, err, want)
+		}
+	}
 	if _, _, err := runCLIStdin("", append(brokers, "consume", "m", "-g", "G", "-o", "5")...); err == nil ||
 		!strings.Contains(err.Error(), "start or end") {
 		t.Fatalf("-o 5 as a member: %v", err)

@@ -60,9 +60,18 @@ func consumeAsMember(ctx context.Context, cmd *cobra.Command, cl *client.Client,
 			}
 			return errors.Join(err, leave())
 		}
+		unprinted := map[client.TopicPartition]bool{}
 		for _, rec := range recs {
 			if r.count > 0 && seen >= r.count {
-				break
+				// Not printed: the group's position stays before it.
+				tp := client.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
+				if !unprinted[tp] {
+					unprinted[tp] = true
+					if err := gc.Seek(rec.Topic, rec.Partition, rec.Offset); err != nil {
+						return errors.Join(err, leave())
+					}
+				}
+				continue
 			}
 			seen++
 			if g.format == "json" {
