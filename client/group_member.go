@@ -64,8 +64,9 @@ type GroupConsumer struct {
 	epoch    int32
 	owned    []TopicPartition // sorted
 	pos      map[TopicPartition]int64
-	cons     *Consumer // reads owned; replaced on every change
-	consGen  uint64    // bumped with cons
+	posEpoch map[TopicPartition]int32 // leader epoch of the record before pos
+	cons     *Consumer                // reads owned; replaced on every change
+	consGen  uint64                   // bumped with cons
 	changed  chan struct{}
 	fatal    error
 	interval time.Duration
@@ -98,7 +99,7 @@ func (c *Client) NewGroupConsumer(cfg GroupConfig) (*GroupConsumer, error) {
 		return nil, err
 	}
 	g := &GroupConsumer{c: c, cfg: cfg, memberID: hex.EncodeToString(id[:]), done: make(chan struct{}),
-		pos: map[TopicPartition]int64{}, cons: cons, changed: make(chan struct{}), interval: time.Second}
+		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, cons: cons, changed: make(chan struct{}), interval: time.Second}
 	g.ctx, g.cancel = context.WithCancel(c.ctx)
 	go g.run()
 	return g, nil
@@ -159,7 +160,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 				if p, ok := g.pos[tp]; ok && r.Offset < p {
 					continue
 				}
-				g.pos[tp] = r.Offset + 1
+				g.pos[tp], g.posEpoch[tp] = r.Offset+1, r.LeaderEpoch
 				out = append(out, r)
 			}
 		}
@@ -207,7 +208,11 @@ func (g *GroupConsumer) commitLocked(ctx context.Context, parts []TopicPartition
 	req := &quirev1.CommitOffsetsRequest{Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: g.epoch}
 	for _, tp := range parts {
 		if p, ok := g.pos[tp]; ok {
-			req.Offsets = append(req.Offsets, &quirev1.OffsetCommit{Topic: tp.Topic, Partition: tp.Partition, Offset: p})
+			oc := &quirev1.OffsetCommit{Topic: tp.Topic, Partition: tp.Partition, Offset: p}
+			if e, ok := g.posEpoch[tp]; ok {
+				oc.OptionalLeaderEpoch = &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: e}
+			}
+			req.Offsets = append(req.Offsets, oc)
 		}
 	}
 	if len(req.Offsets) == 0 || g.epoch <= 0 {
@@ -223,6 +228,17 @@ func (g *GroupConsumer) commitLocked(ctx context.Context, parts []TopicPartition
 // positions, leaves the group (its partitions go to the other members at
 // once) and stops reading.
 func (g *GroupConsumer) Close(ctx context.Context) error {
+	return g.close(ctx, true)
+}
+
+// Leave is Close without the commit, for a member that could not process
+// what Poll returned: the group's next owner of each partition reads from
+// the last commit.
+func (g *GroupConsumer) Leave(ctx context.Context) error {
+	return g.close(ctx, false)
+}
+
+func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 	g.cancel()
 	<-g.done
 	g.mu.Lock()
@@ -230,7 +246,10 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 	if len(g.owned) > 0 && g.cfg.OnRevoked != nil {
 		g.cfg.OnRevoked(slices.Clone(g.owned))
 	}
-	errCommit := g.commitLocked(ctx, g.owned)
+	var errCommit error
+	if commit {
+		errCommit = g.commitLocked(ctx, g.owned)
+	}
 	g.owned = nil
 	g.consGen++
 	g.signalLocked()
@@ -362,6 +381,7 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 		}
 		for _, tp := range revoked {
 			delete(g.pos, tp)
+			delete(g.posEpoch, tp)
 		}
 	}
 	if !g.startLocked() {
@@ -412,6 +432,7 @@ func (g *GroupConsumer) Seek(topic string, partition int32, offset int64) error 
 		return fmt.Errorf("%w: seek %s/%d to %d", ErrInvalidOffset, topic, partition, offset)
 	}
 	g.pos[tp] = offset
+	delete(g.posEpoch, tp)
 	g.cons.Close()
 	g.consGen++
 	g.signalLocked()

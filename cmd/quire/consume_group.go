@@ -81,7 +81,11 @@ func consumeAsMember(ctx context.Context, cmd *cobra.Command, cl *client.Client,
 			}
 		}
 		if err := w.Flush(); err != nil {
-			return errors.Join(err, leave())
+			// What was not written out must not be committed: leave
+			// without committing (the last commit stands).
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return errors.Join(err, gc.Leave(cctx))
 		}
 	}
 	return leave()
