@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"gopkg.in/yaml.v3"
 
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/storage"
 )
@@ -90,6 +91,12 @@ type Config struct {
 	UncleanLeaderElectionEnable      bool  // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable        bool  // auto.leader.rebalance.enable
 	LeaderImbalanceCheckIntervalSecs int64 // leader.imbalance.check.interval.seconds
+
+	// Consumer groups (the coordinator runs on the controller).
+	GroupConsumerSessionTimeoutMs    int64  // group.consumer.session.timeout.ms
+	GroupConsumerHeartbeatIntervalMs int64  // group.consumer.heartbeat.interval.ms
+	GroupConsumerAssignors           string // group.consumer.assignors, comma-separated
+	GroupMaxSize                     int32  // group.max.size
 
 	// Logging.
 	LogLevel string // log.level
@@ -339,6 +346,10 @@ func (c *Config) Validate() error {
 	if c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
 		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms")
 	}
+	if c.GroupConsumerHeartbeatIntervalMs >= c.GroupConsumerSessionTimeoutMs {
+		bad("group.consumer.heartbeat.interval.ms", "%d must be below group.consumer.session.timeout.ms (%d)",
+			c.GroupConsumerHeartbeatIntervalMs, c.GroupConsumerSessionTimeoutMs)
+	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		bad("log.level", "unknown level %q", c.LogLevel)
 	}
@@ -390,4 +401,32 @@ func (c *Config) baseLogConfig() storage.LogConfig {
 	lc.IndexIntervalBytes = c.LogIndexIntervalBytes
 	lc.SegmentIndexBytes = c.LogIndexSizeMaxBytes
 	return lc
+}
+
+// groupConfig is the consumer group coordinator's settings.
+func (c *Config) groupConfig() group.Config {
+	return group.Config{
+		SessionTimeout:    ms(c.GroupConsumerSessionTimeoutMs),
+		HeartbeatInterval: ms(c.GroupConsumerHeartbeatIntervalMs),
+		MaxSize:           int(c.GroupMaxSize),
+		Assignors:         splitAssignors(c.GroupConsumerAssignors),
+	}
+}
+
+func splitAssignors(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkAssignors checks group.consumer.assignors: known names, none
+// twice, at least one.
+func checkAssignors(v string) error {
+	cfg := group.DefaultConfig()
+	cfg.Assignors = splitAssignors(v)
+	return cfg.Validate()
 }

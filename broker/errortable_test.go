@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
@@ -26,7 +27,7 @@ import (
 // sentinelDirs are the packages (directories, relative to this one) whose
 // exported Err… sentinels can reach a client and so must each have a row
 // in the error table. A new package of such errors joins with one line.
-var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "."}
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "."}
 
 // sentinels holds the values of those sentinels by package-qualified name.
 // Go cannot look a variable up by name, so they are listed; the test parses
@@ -91,6 +92,21 @@ var sentinels = map[string]error{
 	"metadata.ErrUnsupportedVersion":          metadata.ErrUnsupportedVersion,
 	"metadata.ErrFeatureUpdateFailed":         metadata.ErrFeatureUpdateFailed,
 	"metadata.ErrUnknownCommand":              metadata.ErrUnknownCommand,
+	"metadata.ErrInvalidGroupRecords":         metadata.ErrInvalidGroupRecords,
+	"metadata.ErrNotCoordinator":              metadata.ErrNotCoordinator,
+
+	"group.ErrInvalidConfig":       group.ErrInvalidConfig,
+	"group.ErrInvalidGroupID":      group.ErrInvalidGroupID,
+	"group.ErrInvalidRequest":      group.ErrInvalidRequest,
+	"group.ErrUnknownMemberID":     group.ErrUnknownMemberID,
+	"group.ErrFencedMemberEpoch":   group.ErrFencedMemberEpoch,
+	"group.ErrStaleMemberEpoch":    group.ErrStaleMemberEpoch,
+	"group.ErrUnsupportedAssignor": group.ErrUnsupportedAssignor,
+	"group.ErrInvalidRegex":        group.ErrInvalidRegex,
+	"group.ErrGroupMaxSizeReached": group.ErrGroupMaxSizeReached,
+	"group.ErrUnknownGroup":        group.ErrUnknownGroup,
+	"group.ErrNonEmptyGroup":       group.ErrNonEmptyGroup,
+	"group.ErrInvalidRecord":       group.ErrInvalidRecord,
 
 	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
 	"broker.ErrInvalidTopic":                 ErrInvalidTopic,

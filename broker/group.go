@@ -32,7 +32,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOff
 	}
 	// Chosen here, once, so every node applies the same time.
 	at := time.Now()
-	if err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, offsets, at); err != nil {
+	if err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{ID: req.MemberId, Epoch: req.MemberEpoch}, offsets, at); err != nil {
 		return nil, toStatus(fmt.Errorf("commit offsets: %w", err))
 	}
 	return &quirev1.CommitOffsetsResponse{CommitTimeMs: at.UnixMilli()}, nil
@@ -76,4 +76,23 @@ func (s *groupService) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroup
 	}
 	s.b.logger.Info("deleted group", "group", req.Group)
 	return &quirev1.DeleteGroupResponse{}, nil
+}
+
+// ConsumerGroupHeartbeat passes a member's heartbeat to the group
+// coordinator on the controller.
+func (s *groupService) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	resp, err := s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, req)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("group %q member %q heartbeat: %w", req.Group, req.MemberId, err))
+	}
+	return resp, nil
+}
+
+// DescribeGroup describes a group's membership from the coordinator.
+func (s *groupService) DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
+	resp, err := s.b.cluster.fwd.DescribeGroup(ctx, req)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("describe group %q: %w", req.Group, err))
+	}
+	return resp, nil
 }

@@ -117,6 +117,7 @@ func (c *cluster) open(advertised string) error {
 	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
 	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
 	mc.MetadataVersions = c.cfg.MetadataVersions
+	mc.Groups = c.cfg.groupConfig()
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:
 		// elect itself at once instead of after a 1-2s heartbeat timeout.

@@ -66,11 +66,21 @@
 //		...
 //	}
 //
-// Consumer groups keep committed offsets in the cluster (what Kafka calls a
-// simple consumer group: the application picks the partitions, there is
-// no rebalancing yet). CommitOffsets stores the next offset to read per
-// partition; AtCommitted starts a partition there, or at a fallback where
-// the group committed nothing:
+// A GroupConsumer is a member of a consumer group: the cluster assigns
+// it partitions and moves them as members come and go, never giving one
+// partition to two members at once:
+//
+//	g, _ := cl.NewGroupConsumer(client.GroupConfig{Group: "billing", Topics: []string{"orders"}})
+//	defer g.Close(ctx)
+//	for {
+//		recs, err := g.Poll(ctx)
+//		...
+//	}
+//
+// Without members (what Kafka calls a simple consumer group: the
+// application picks the partitions) CommitOffsets stores the next offset
+// to read per partition; AtCommitted starts a partition there, or at a
+// fallback where the group committed nothing:
 //
 //	cons, _ := cl.NewConsumer(map[string]map[int32]client.Offset{
 //		"orders": {0: client.AtCommitted("billing", client.AtStart())},

@@ -390,7 +390,7 @@ func TestControllerGRPCGroupOffsets(t *testing.T) {
 	}
 	at := time.UnixMilli(1_700_000_000_000)
 	commit := []metadata.OffsetCommit{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m"}}
-	if err := a.fwd.CommitOffsets(ctx, "g", commit, at); err != nil {
+	if err := a.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, commit, at); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.fwd.FetchOffsets(ctx, "g", []metadata.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}})
@@ -407,13 +407,13 @@ func TestControllerGRPCGroupOffsets(t *testing.T) {
 	if groups, err := b.fwd.ListGroups(ctx); err != nil || !reflect.DeepEqual(groups, []string{"g"}) {
 		t.Fatalf("list groups: %v %v", groups, err)
 	}
-	if err := b.fwd.CommitOffsets(ctx, "g", []metadata.OffsetCommit{{Topic: "nope", Offset: 1}}, at); !errors.Is(err, metadata.ErrUnknownTopic) {
+	if err := b.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, []metadata.OffsetCommit{{Topic: "nope", Offset: 1}}, at); !errors.Is(err, metadata.ErrUnknownTopic) {
 		t.Fatalf("commit to an unknown topic: %v", err)
 	}
-	if err := b.fwd.CommitOffsets(ctx, "g", []metadata.OffsetCommit{{Topic: "t", Offset: -5}}, at); !errors.Is(err, metadata.ErrInvalidOffsetCommit) {
+	if err := b.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, []metadata.OffsetCommit{{Topic: "t", Offset: -5}}, at); !errors.Is(err, metadata.ErrInvalidOffsetCommit) {
 		t.Fatalf("commit of a negative offset: %v", err)
 	}
-	if err := b.fwd.CommitOffsets(ctx, "", commit, at); !errors.Is(err, metadata.ErrInvalidGroupID) {
+	if err := b.fwd.CommitOffsets(ctx, "", metadata.GroupMember{}, commit, at); !errors.Is(err, metadata.ErrInvalidGroupID) {
 		t.Fatalf("commit without a group: %v", err)
 	}
 	if err := b.fwd.DeleteGroup(ctx, "other"); !errors.Is(err, metadata.ErrUnknownGroup) {

@@ -263,9 +263,10 @@ func (f *Forwarder) UnregisterBroker(ctx context.Context, brokerID int32) error 
 // CommitOffsets commits a consumer group's offsets on the controller at
 // commitTime. A retry after an ambiguous failure commits the same offsets
 // again, which is harmless.
-func (f *Forwarder) CommitOffsets(ctx context.Context, group string, offsets []metadata.OffsetCommit, commitTime time.Time) error {
+func (f *Forwarder) CommitOffsets(ctx context.Context, group string, member metadata.GroupMember, offsets []metadata.OffsetCommit, commitTime time.Time) error {
 	_, err := Call(ctx, f, (*Service).CommitOffsets, pb.ControllerServiceClient.CommitOffsets,
-		&pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: commitTime.UnixMilli()})
+		&pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: commitTime.UnixMilli(),
+			MemberId: member.ID, MemberEpoch: member.Epoch})
 	return err
 }
 

@@ -100,7 +100,7 @@ func (s *Service) UnregisterBroker(ctx context.Context, in *pb.UnregisterBrokerR
 }
 
 func (s *Service) CommitOffsets(ctx context.Context, in *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
-	err := s.node.Ctl().CommitOffsets(ctx, in.Group, offsetCommitsFromPB(in.Offsets), time.UnixMilli(in.CommitTimeMs))
+	err := s.node.Ctl().CommitOffsets(ctx, in.Group, metadata.GroupMember{ID: in.MemberId, Epoch: in.MemberEpoch}, offsetCommitsFromPB(in.Offsets), time.UnixMilli(in.CommitTimeMs))
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 )
@@ -49,6 +50,23 @@ var errorTable = []struct {
 	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
 	// A command this node's code does not know: a version mismatch, not a crash.
 	{metadata.ErrUnknownCommand, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNKNOWN_COMMAND"},
+	// A coordinator that could not write (or replay) group records
+	// rebuilds from the log; the member sends its heartbeat again.
+	{metadata.ErrNotCoordinator, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "NOT_COORDINATOR"},
+	{metadata.ErrInvalidGroupRecords, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "INVALID_GROUP_RECORDS"},
+	// The consumer group state machine's errors, from the coordinator.
+	{group.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, "GROUP_INVALID_GROUP_ID"},
+	{group.ErrInvalidRequest, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "GROUP_INVALID_REQUEST"},
+	{group.ErrUnknownMemberID, codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_MEMBER_ID, "UNKNOWN_MEMBER_ID"},
+	{group.ErrFencedMemberEpoch, codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH, "FENCED_MEMBER_EPOCH"},
+	{group.ErrStaleMemberEpoch, codes.FailedPrecondition, quirev1.ErrorCode_STALE_MEMBER_EPOCH, "STALE_MEMBER_EPOCH"},
+	{group.ErrUnsupportedAssignor, codes.InvalidArgument, quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, "UNSUPPORTED_ASSIGNOR"},
+	{group.ErrInvalidRegex, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION, "INVALID_REGULAR_EXPRESSION"},
+	{group.ErrGroupMaxSizeReached, codes.ResourceExhausted, quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, "GROUP_MAX_SIZE_REACHED"},
+	{group.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_UNKNOWN_GROUP"},
+	{group.ErrNonEmptyGroup, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "NON_EMPTY_GROUP"},
+	{group.ErrInvalidConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, "GROUP_INVALID_CONFIG"},
+	{group.ErrInvalidRecord, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "GROUP_INVALID_RECORD"},
 }
 
 // MetadataErrors is how each metadata sentinel reaches a client: its gRPC

@@ -46,6 +46,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyFeatureLevel(c.FeatureLevel, index)
 	case *pb.Command_AllocateProducerIds:
 		return d.applyAllocateProducerIds(c.AllocateProducerIds, index)
+	case *pb.Command_GroupRecords:
+		return d.applyGroupRecords(c.GroupRecords, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
 )
 
 // TopicSpec asks for a new topic. Assignment, when given, fixes the
@@ -43,10 +44,21 @@ type Controller struct {
 	term     uint64        // the raft term the running loop was started for
 	changed  chan struct{} // closed and replaced when a loop starts or stops
 	lastSeen map[int32]time.Time
+	coord    *coordinator
 }
 
 func newController(n *Node) *Controller {
-	return &Controller{n: n, changed: make(chan struct{})}
+	c := &Controller{n: n, changed: make(chan struct{})}
+	cfg := n.cfg.Groups
+	if cfg.Assignors == nil && cfg.SessionTimeout == 0 {
+		cfg = group.DefaultConfig()
+	}
+	var clock Clock = systemClock{}
+	if n.cfg.Clock != nil {
+		clock = n.cfg.Clock
+	}
+	c.coord = newCoordinator(c, cfg, clock)
+	return c
 }
 
 // start runs the loop for leadership term. A loop still running for an
@@ -510,12 +522,17 @@ func (c *Controller) UnregisterBroker(ctx context.Context, brokerID int32) error
 // CommitOffsets commits a consumer group's offsets, all or none, at
 // commitTime (chosen by the caller so that every node applies the same
 // value). A commit that ValidateOffsetCommit refuses against the current
-// image is answered without writing to the log.
-func (c *Controller) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit, commitTime time.Time) error {
+// image is answered without writing to the log. A commit from a group
+// member (member.ID set) must be at its current epoch; one without a
+// member is only for a group with no members (group.ValidateCommit).
+func (c *Controller) CommitOffsets(ctx context.Context, group string, member GroupMember, offsets []OffsetCommit, commitTime time.Time) error {
 	if err := c.active(ctx); err != nil {
 		return err
 	}
 	if err := ValidateOffsetCommit(c.n.Image(), group, offsets); err != nil {
+		return err
+	}
+	if err := c.validateCommit(ctx, group, member); err != nil {
 		return err
 	}
 	cmd := &pb.CommitOffsets{Group: group, CommitTimeMs: commitTime.UnixMilli(), Offsets: make([]*pb.OffsetCommit, len(offsets))}
@@ -583,6 +600,9 @@ func (c *Controller) DeleteGroup(ctx context.Context, group string) error {
 		return err
 	}
 	if err := ValidateGroupID(group); err != nil {
+		return err
+	}
+	if err := c.deleteGroupMembership(ctx, group); err != nil {
 		return err
 	}
 	if _, ok := c.n.Image().groups[group]; !ok {

@@ -44,6 +44,13 @@ var (
 	// ErrUnknownCommand: a command this node's code does not know, written
 	// by a newer one. The FSM answers it without applying it.
 	ErrUnknownCommand = errors.New("metadata: unknown command")
+	// ErrInvalidGroupRecords: a GroupRecords batch that does not fit the
+	// groups' state (a coordinator bug or a newer writer's record type).
+	ErrInvalidGroupRecords = errors.New("metadata: invalid group records")
+	// ErrNotCoordinator: the group coordinator could not write a change
+	// (or read the groups back); it rebuilds from the log, and the
+	// request may be sent again.
+	ErrNotCoordinator = errors.New("metadata: not the group coordinator")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

@@ -23,8 +23,8 @@ const (
 	// FeatureLevel: what a broker older than feature levels knows. A log
 	// or store with no finalized level is at it.
 	MetadataVersionBaseline int32 = 1
-	// MetadataVersionProducerIDs adds AllocateProducerIds (and is the level
-	// the consumer group membership commands join).
+	// MetadataVersionProducerIDs adds AllocateProducerIds and GroupRecords
+	// (consumer group membership).
 	MetadataVersionProducerIDs int32 = 2
 
 	// LatestMetadataVersion is the highest level this code knows.
@@ -82,7 +82,7 @@ func commandLevel(cmd *pb.Command) int32 {
 		*pb.Command_UnregisterBroker, *pb.Command_CommitOffsets, *pb.Command_DeleteGroup,
 		*pb.Command_FeatureLevel:
 		return MetadataVersionBaseline
-	case *pb.Command_AllocateProducerIds:
+	case *pb.Command_AllocateProducerIds, *pb.Command_GroupRecords:
 		return MetadataVersionProducerIDs
 	}
 	return 0

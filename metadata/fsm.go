@@ -346,6 +346,22 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: load offsets: %w", err)
 	}
+	img.groupStates = map[string]*groupState{}
+	err = tx.Bucket(bucketGroupState).ForEach(func(k, v []byte) error {
+		var r pb.GroupStateRecord
+		if err := proto.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		s, err := loadGroupState(&r)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", k, err)
+		}
+		img.groupStates[string(k)] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: load group state: %w", err)
+	}
 	return img, nil
 }
 

@@ -94,7 +94,7 @@ func (tf *testFSM) rejected(cmd *pb.Command, want error) {
 // committed offsets.
 func sameImage(a, b *Image) bool {
 	return reflect.DeepEqual(a.Topics(), b.Topics()) && reflect.DeepEqual(a.Brokers(), b.Brokers()) &&
-		reflect.DeepEqual(allOffsets(a), allOffsets(b))
+		reflect.DeepEqual(allOffsets(a), allOffsets(b)) && reflect.DeepEqual(a.GroupRecords(), b.GroupRecords())
 }
 
 func register(id int32, inc string) *pb.Command {

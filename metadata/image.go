@@ -77,6 +77,9 @@ type Image struct {
 	// groups: group -> topic -> partition -> committed offset; no map in
 	// it is mutated once published (see groups.go).
 	groups map[string]map[string]map[int32]CommittedOffset
+	// groupStates: consumer group membership (groupstate.go); nil or
+	// a map never mutated once published.
+	groupStates map[string]*groupState
 }
 
 func emptyImage() *Image {

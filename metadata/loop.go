@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -46,6 +47,14 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 	c.mu.Unlock()
 	close(ready)
 	log.Info("became controller", "index", c.n.AppliedIndex())
+
+	var groupTicks sync.WaitGroup
+	defer groupTicks.Wait()
+	groupTicks.Add(1)
+	go func() {
+		defer groupTicks.Done()
+		c.coord.runTicks(ctx)
+	}()
 
 	tick := min(max(c.n.cfg.BrokerSessionTimeout/4, 10*time.Millisecond), time.Second)
 	ticker := time.NewTicker(tick)

@@ -29,6 +29,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/quirelog/quire/group"
 )
 
 // Voter is one member of controller.quorum.voters: a node id and its gRPC
@@ -80,6 +82,14 @@ type Config struct {
 	// raises it as soon as every voter has registered and every registered
 	// broker supports a higher level.
 	ManualMetadataVersion bool
+
+	// Groups configures the consumer group coordinator
+	// (group.consumer.session.timeout.ms and the rest); the zero value
+	// is group.DefaultConfig.
+	Groups group.Config
+	// Clock drives the group coordinator's deadlines; nil is the system
+	// clock.
+	Clock Clock
 }
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,
@@ -112,6 +122,11 @@ func (c *Config) Validate() error {
 		return errors.New("metadata: transport is required")
 	case c.Voter && len(c.Voters) == 0:
 		return errors.New("metadata: a controller needs controller.quorum.voters")
+	}
+	if c.Groups.Assignors != nil || c.Groups.SessionTimeout != 0 {
+		if err := c.Groups.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.MetadataVersions != (VersionRange{}) {
 		if err := c.MetadataVersions.validate(); err != nil {

@@ -21,7 +21,11 @@ var (
 	// older snapshot restored) simply has no offsets yet.
 	bucketOffsets = []byte("offsets")
 
-	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets}
+	// bucketGroupState: group id -> GroupStateRecord (consumer group
+	// membership, folded from GroupRecords). Added like bucketOffsets.
+	bucketGroupState = []byte("group_state")
+
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState}
 )
 
 var (

@@ -8,6 +8,7 @@ package internalv1
 
 import (
 	metapb "github.com/quirelog/quire/api/metapb"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1416,8 +1417,11 @@ type CommitOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// commit_time_ms of each is ignored: the request's one applies.
-	Offsets       []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	CommitTimeMs  int64          `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	Offsets      []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	CommitTimeMs int64          `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// The committing member and its epoch; "" none (see quire.v1).
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1469,6 +1473,20 @@ func (x *CommitOffsetsRequest) GetOffsets() []*GroupOffset {
 func (x *CommitOffsetsRequest) GetCommitTimeMs() int64 {
 	if x != nil {
 		return x.CommitTimeMs
+	}
+	return 0
+}
+
+func (x *CommitOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
 	}
 	return 0
 }
@@ -1965,7 +1983,7 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\"]\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/group.proto\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
 	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xd6\x02\n" +
@@ -2067,11 +2085,13 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\"D\n" +
 	"\x0eGroupPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x8c\x01\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xcc\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x128\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x1e.quire.internal.v1.GroupOffsetR\aoffsets\x12$\n" +
-	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"\x17\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\"\x17\n" +
 	"\x15CommitOffsetsResponse\"n\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
@@ -2095,7 +2115,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"]\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size2\x90\f\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size2\xcf\r\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2110,7 +2130,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fFetchOffsets\x12&.quire.internal.v1.FetchOffsetsRequest\x1a'.quire.internal.v1.FetchOffsetsResponse\x12Y\n" +
 	"\n" +
 	"ListGroups\x12$.quire.internal.v1.ListGroupsRequest\x1a%.quire.internal.v1.ListGroupsResponse\x12\\\n" +
-	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12e\n" +
+	"\vDeleteGroup\x12%.quire.internal.v1.DeleteGroupRequest\x1a&.quire.internal.v1.DeleteGroupResponse\x12k\n" +
+	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
+	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12e\n" +
 	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponse\x12t\n" +
 	"\x13AllocateProducerIds\x12-.quire.internal.v1.AllocateProducerIdsRequest\x1a..quire.internal.v1.AllocateProducerIdsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
@@ -2128,47 +2150,51 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 
 var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),               // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                  // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),               // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                   // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                 // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),       // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),      // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),     // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),          // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),         // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),          // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),         // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),         // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),        // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),     // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),    // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),       // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),      // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),   // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),  // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),     // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),    // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                 // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),              // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),        // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),       // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),         // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),        // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),           // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),          // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),          // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),         // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),       // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),      // 34: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),  // 35: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 36: quire.internal.v1.AllocateProducerIdsResponse
-	nil,                                 // 37: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                 // 38: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                 // 39: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),             // 40: quire.internal.v1.Endpoint
+	(*NotController)(nil),                          // 0: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                             // 1: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                          // 2: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                              // 3: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                            // 4: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                  // 5: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                 // 6: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                 // 7: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                // 8: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                     // 9: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                    // 10: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                     // 11: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                    // 12: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                    // 13: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                   // 14: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                // 15: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),               // 16: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                  // 17: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                 // 18: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),              // 19: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),             // 20: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                // 21: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),               // 22: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                            // 23: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                         // 24: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                   // 25: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                  // 26: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                    // 27: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                   // 28: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                      // 29: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                     // 30: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                     // 31: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                    // 32: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                  // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                 // 34: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),             // 35: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),            // 36: quire.internal.v1.AllocateProducerIdsResponse
+	nil,                                            // 37: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                            // 38: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                            // 39: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),                        // 40: quire.internal.v1.Endpoint
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 41: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),           // 42: quire.v1.DescribeGroupRequest
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 43: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),          // 44: quire.v1.DescribeGroupResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	40, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
@@ -2196,25 +2222,29 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	27, // 22: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
 	29, // 23: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
 	31, // 24: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	33, // 25: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	35, // 26: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	6,  // 27: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 28: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 29: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 30: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 31: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 32: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 33: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 34: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 35: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 36: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 37: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 38: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 39: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	34, // 40: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 41: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	27, // [27:42] is the sub-list for method output_type
-	12, // [12:27] is the sub-list for method input_type
+	41, // 25: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	42, // 26: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	33, // 27: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	35, // 28: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	6,  // 29: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 30: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 31: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 32: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 33: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 34: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 35: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 36: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 37: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 38: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 39: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 40: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 41: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	43, // 42: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	44, // 43: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	34, // 44: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	36, // 45: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	29, // [29:46] is the sub-list for method output_type
+	12, // [12:29] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name

@@ -8,6 +8,7 @@ package internalv1
 
 import (
 	context "context"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -19,21 +20,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName      = "/quire.internal.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName     = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_CreateTopic_FullMethodName         = "/quire.internal.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName         = "/quire.internal.v1.ControllerService/DeleteTopic"
-	ControllerService_AlterConfigs_FullMethodName        = "/quire.internal.v1.ControllerService/AlterConfigs"
-	ControllerService_CreatePartitions_FullMethodName    = "/quire.internal.v1.ControllerService/CreatePartitions"
-	ControllerService_AlterPartition_FullMethodName      = "/quire.internal.v1.ControllerService/AlterPartition"
-	ControllerService_ControlledShutdown_FullMethodName  = "/quire.internal.v1.ControllerService/ControlledShutdown"
-	ControllerService_UnregisterBroker_FullMethodName    = "/quire.internal.v1.ControllerService/UnregisterBroker"
-	ControllerService_CommitOffsets_FullMethodName       = "/quire.internal.v1.ControllerService/CommitOffsets"
-	ControllerService_FetchOffsets_FullMethodName        = "/quire.internal.v1.ControllerService/FetchOffsets"
-	ControllerService_ListGroups_FullMethodName          = "/quire.internal.v1.ControllerService/ListGroups"
-	ControllerService_DeleteGroup_FullMethodName         = "/quire.internal.v1.ControllerService/DeleteGroup"
-	ControllerService_UpdateFeatures_FullMethodName      = "/quire.internal.v1.ControllerService/UpdateFeatures"
-	ControllerService_AllocateProducerIds_FullMethodName = "/quire.internal.v1.ControllerService/AllocateProducerIds"
+	ControllerService_RegisterBroker_FullMethodName         = "/quire.internal.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName        = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_CreateTopic_FullMethodName            = "/quire.internal.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterConfigs_FullMethodName           = "/quire.internal.v1.ControllerService/AlterConfigs"
+	ControllerService_CreatePartitions_FullMethodName       = "/quire.internal.v1.ControllerService/CreatePartitions"
+	ControllerService_AlterPartition_FullMethodName         = "/quire.internal.v1.ControllerService/AlterPartition"
+	ControllerService_ControlledShutdown_FullMethodName     = "/quire.internal.v1.ControllerService/ControlledShutdown"
+	ControllerService_UnregisterBroker_FullMethodName       = "/quire.internal.v1.ControllerService/UnregisterBroker"
+	ControllerService_CommitOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/CommitOffsets"
+	ControllerService_FetchOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/FetchOffsets"
+	ControllerService_ListGroups_FullMethodName             = "/quire.internal.v1.ControllerService/ListGroups"
+	ControllerService_DeleteGroup_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_ConsumerGroupHeartbeat_FullMethodName = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
+	ControllerService_DescribeGroup_FullMethodName          = "/quire.internal.v1.ControllerService/DescribeGroup"
+	ControllerService_UpdateFeatures_FullMethodName         = "/quire.internal.v1.ControllerService/UpdateFeatures"
+	ControllerService_AllocateProducerIds_FullMethodName    = "/quire.internal.v1.ControllerService/AllocateProducerIds"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -60,6 +63,9 @@ type ControllerServiceClient interface {
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// The consumer group coordinator, which runs on the controller.
+	ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRequest, opts ...grpc.CallOption) (*quirev1.DescribeGroupResponse, error)
 	// Raises the finalized metadata.version (see metadata.proto FeatureLevel).
 	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
 	// Hands a broker the next block of producer ids through the metadata
@@ -206,6 +212,26 @@ func (c *controllerServiceClient) DeleteGroup(ctx context.Context, in *DeleteGro
 	return out, nil
 }
 
+func (c *controllerServiceClient) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.ConsumerGroupHeartbeatResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ConsumerGroupHeartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRequest, opts ...grpc.CallOption) (*quirev1.DescribeGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.DescribeGroupResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DescribeGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateFeaturesResponse)
@@ -250,6 +276,9 @@ type ControllerServiceServer interface {
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// The consumer group coordinator, which runs on the controller.
+	ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	DescribeGroup(context.Context, *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
 	// Raises the finalized metadata.version (see metadata.proto FeatureLevel).
 	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
 	// Hands a broker the next block of producer ids through the metadata
@@ -304,6 +333,12 @@ func (UnimplementedControllerServiceServer) ListGroups(context.Context, *ListGro
 }
 func (UnimplementedControllerServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedControllerServiceServer) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ConsumerGroupHeartbeat not implemented")
+}
+func (UnimplementedControllerServiceServer) DescribeGroup(context.Context, *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeGroup not implemented")
 }
 func (UnimplementedControllerServiceServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateFeatures not implemented")
@@ -566,6 +601,42 @@ func _ControllerService_DeleteGroup_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_ConsumerGroupHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.ConsumerGroupHeartbeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ConsumerGroupHeartbeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ConsumerGroupHeartbeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ConsumerGroupHeartbeat(ctx, req.(*quirev1.ConsumerGroupHeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.DescribeGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DescribeGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DescribeGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DescribeGroup(ctx, req.(*quirev1.DescribeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_UpdateFeatures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateFeaturesRequest)
 	if err := dec(in); err != nil {
@@ -660,6 +731,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _ControllerService_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "ConsumerGroupHeartbeat",
+			Handler:    _ControllerService_ConsumerGroupHeartbeat_Handler,
+		},
+		{
+			MethodName: "DescribeGroup",
+			Handler:    _ControllerService_DescribeGroup_Handler,
 		},
 		{
 			MethodName: "UpdateFeatures",

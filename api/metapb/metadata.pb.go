@@ -25,10 +25,11 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 15.
+// removed command `reserved`. Next free number: 16.
 //
 // Every command needs a metadata.version feature level (metadata/features.go
-// lists them): 1 for the commands 1-13, 2 for allocate_producer_ids. The
+// lists them): 1 for the commands 1-13, 2 for allocate_producer_ids and
+// group_records. The
 // controller proposes a command only once the finalized level (raised by
 // FeatureLevel) reaches it, and the FSM refuses one above it, so no node
 // is handed a command it does not know. A new command takes a new level.
@@ -50,6 +51,7 @@ type Command struct {
 	//	*Command_DeleteGroup
 	//	*Command_FeatureLevel
 	//	*Command_AllocateProducerIds
+	//	*Command_GroupRecords
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -218,6 +220,15 @@ func (x *Command) GetAllocateProducerIds() *AllocateProducerIds {
 	return nil
 }
 
+func (x *Command) GetGroupRecords() *GroupRecords {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_GroupRecords); ok {
+			return x.GroupRecords
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -278,6 +289,10 @@ type Command_AllocateProducerIds struct {
 	AllocateProducerIds *AllocateProducerIds `protobuf:"bytes,14,opt,name=allocate_producer_ids,json=allocateProducerIds,proto3,oneof"`
 }
 
+type Command_GroupRecords struct {
+	GroupRecords *GroupRecords `protobuf:"bytes,15,opt,name=group_records,json=groupRecords,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -305,6 +320,8 @@ func (*Command_DeleteGroup) isCommand_Cmd() {}
 func (*Command_FeatureLevel) isCommand_Cmd() {}
 
 func (*Command_AllocateProducerIds) isCommand_Cmd() {}
+
+func (*Command_GroupRecords) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -1438,6 +1455,782 @@ func (x *AllocateProducerIds) GetBrokerEpoch() int64 {
 	return 0
 }
 
+// GroupRecords is a batch of consumer group state changes written by the
+// group coordinator (the group package's records, in order): members,
+// their subscriptions and assignments, group epochs and target
+// assignments. Heartbeats themselves are never logged. The batch applies
+// all or nothing: a record with no known type, an invalid group id, the
+// assignment or removal of a member the group does not have, or the
+// deletion of a group with members rejects it. It needs metadata.version 2.
+type GroupRecords struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*GroupRecord         `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRecords) Reset() {
+	*x = GroupRecords{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRecords) ProtoMessage() {}
+
+func (x *GroupRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
+func (*GroupRecords) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GroupRecords) GetRecords() []*GroupRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type GroupRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Record:
+	//
+	//	*GroupRecord_MemberMetadata
+	//	*GroupRecord_MemberAssignment
+	//	*GroupRecord_MemberRemoved
+	//	*GroupRecord_GroupEpoch
+	//	*GroupRecord_TargetAssignment
+	//	*GroupRecord_GroupDeleted
+	Record        isGroupRecord_Record `protobuf_oneof:"record"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRecord) Reset() {
+	*x = GroupRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRecord) ProtoMessage() {}
+
+func (x *GroupRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
+func (*GroupRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GroupRecord) GetRecord() isGroupRecord_Record {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *GroupRecord) GetMemberMetadata() *GroupMemberMetadata {
+	if x != nil {
+		if x, ok := x.Record.(*GroupRecord_MemberMetadata); ok {
+			return x.MemberMetadata
+		}
+	}
+	return nil
+}
+
+func (x *GroupRecord) GetMemberAssignment() *GroupMemberAssignment {
+	if x != nil {
+		if x, ok := x.Record.(*GroupRecord_MemberAssignment); ok {
+			return x.MemberAssignment
+		}
+	}
+	return nil
+}
+
+func (x *GroupRecord) GetMemberRemoved() *GroupMemberRemoved {
+	if x != nil {
+		if x, ok := x.Record.(*GroupRecord_MemberRemoved); ok {
+			return x.MemberRemoved
+		}
+	}
+	return nil
+}
+
+func (x *GroupRecord) GetGroupEpoch() *GroupEpochRecord {
+	if x != nil {
+		if x, ok := x.Record.(*GroupRecord_GroupEpoch); ok {
+			return x.GroupEpoch
+		}
+	}
+	return nil
+}
+
+func (x *GroupRecord) GetTargetAssignment() *GroupTargetAssignment {
+	if x != nil {
+		if x, ok := x.Record.(*GroupRecord_TargetAssignment); ok {
+			return x.TargetAssignment
+		}
+	}
+	return nil
+}
+
+func (x *GroupRecord) GetGroupDeleted() *GroupDeletedRecord {
+	if x != nil {
+		if x, ok := x.Record.(*GroupRecord_GroupDeleted); ok {
+			return x.GroupDeleted
+		}
+	}
+	return nil
+}
+
+type isGroupRecord_Record interface {
+	isGroupRecord_Record()
+}
+
+type GroupRecord_MemberMetadata struct {
+	MemberMetadata *GroupMemberMetadata `protobuf:"bytes,1,opt,name=member_metadata,json=memberMetadata,proto3,oneof"`
+}
+
+type GroupRecord_MemberAssignment struct {
+	MemberAssignment *GroupMemberAssignment `protobuf:"bytes,2,opt,name=member_assignment,json=memberAssignment,proto3,oneof"`
+}
+
+type GroupRecord_MemberRemoved struct {
+	MemberRemoved *GroupMemberRemoved `protobuf:"bytes,3,opt,name=member_removed,json=memberRemoved,proto3,oneof"`
+}
+
+type GroupRecord_GroupEpoch struct {
+	GroupEpoch *GroupEpochRecord `protobuf:"bytes,4,opt,name=group_epoch,json=groupEpoch,proto3,oneof"`
+}
+
+type GroupRecord_TargetAssignment struct {
+	TargetAssignment *GroupTargetAssignment `protobuf:"bytes,5,opt,name=target_assignment,json=targetAssignment,proto3,oneof"`
+}
+
+type GroupRecord_GroupDeleted struct {
+	GroupDeleted *GroupDeletedRecord `protobuf:"bytes,6,opt,name=group_deleted,json=groupDeleted,proto3,oneof"`
+}
+
+func (*GroupRecord_MemberMetadata) isGroupRecord_Record() {}
+
+func (*GroupRecord_MemberAssignment) isGroupRecord_Record() {}
+
+func (*GroupRecord_MemberRemoved) isGroupRecord_Record() {}
+
+func (*GroupRecord_GroupEpoch) isGroupRecord_Record() {}
+
+func (*GroupRecord_TargetAssignment) isGroupRecord_Record() {}
+
+func (*GroupRecord_GroupDeleted) isGroupRecord_Record() {}
+
+// GroupPartitions is some partitions of one topic.
+type GroupPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPartitions) Reset() {
+	*x = GroupPartitions{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPartitions) ProtoMessage() {}
+
+func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
+func (*GroupPartitions) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GroupPartitions) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type GroupMemberMetadata struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Group              string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId           string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	ClientAddress      string                 `protobuf:"bytes,3,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	Topics             []string               `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Regex              string                 `protobuf:"bytes,5,opt,name=regex,proto3" json:"regex,omitempty"`
+	RebalanceTimeoutMs int64                  `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	Assignor           string                 `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GroupMemberMetadata) Reset() {
+	*x = GroupMemberMetadata{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMemberMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMemberMetadata) ProtoMessage() {}
+
+func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
+func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GroupMemberMetadata) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupMemberMetadata) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMemberMetadata) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *GroupMemberMetadata) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *GroupMemberMetadata) GetRegex() string {
+	if x != nil {
+		return x.Regex
+	}
+	return ""
+}
+
+func (x *GroupMemberMetadata) GetRebalanceTimeoutMs() int64 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *GroupMemberMetadata) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+type GroupMemberAssignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Epoch         int32                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	PreviousEpoch int32                  `protobuf:"varint,4,opt,name=previous_epoch,json=previousEpoch,proto3" json:"previous_epoch,omitempty"`
+	// group.MemberState: 0 stable, 1 unrevoked partitions, 2 unreleased
+	// partitions.
+	State             int32              `protobuf:"varint,5,opt,name=state,proto3" json:"state,omitempty"`
+	Assigned          []*GroupPartitions `protobuf:"bytes,6,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	PendingRevocation []*GroupPartitions `protobuf:"bytes,7,rep,name=pending_revocation,json=pendingRevocation,proto3" json:"pending_revocation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GroupMemberAssignment) Reset() {
+	*x = GroupMemberAssignment{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMemberAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMemberAssignment) ProtoMessage() {}
+
+func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
+func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GroupMemberAssignment) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupMemberAssignment) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMemberAssignment) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupMemberAssignment) GetPreviousEpoch() int32 {
+	if x != nil {
+		return x.PreviousEpoch
+	}
+	return 0
+}
+
+func (x *GroupMemberAssignment) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *GroupMemberAssignment) GetAssigned() []*GroupPartitions {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *GroupMemberAssignment) GetPendingRevocation() []*GroupPartitions {
+	if x != nil {
+		return x.PendingRevocation
+	}
+	return nil
+}
+
+type GroupMemberRemoved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMemberRemoved) Reset() {
+	*x = GroupMemberRemoved{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMemberRemoved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMemberRemoved) ProtoMessage() {}
+
+func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
+func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GroupMemberRemoved) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupMemberRemoved) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+type GroupEpochRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The partition counts of the subscribed topics at this epoch.
+	Topics        map[string]int32 `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupEpochRecord) Reset() {
+	*x = GroupEpochRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupEpochRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupEpochRecord) ProtoMessage() {}
+
+func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
+func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GroupEpochRecord) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupEpochRecord) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupEpochRecord) GetTopics() map[string]int32 {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type GroupMemberTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Partitions    []*GroupPartitions     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMemberTarget) Reset() {
+	*x = GroupMemberTarget{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMemberTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMemberTarget) ProtoMessage() {}
+
+func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
+func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GroupMemberTarget) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMemberTarget) GetPartitions() []*GroupPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type GroupTargetAssignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch         int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Members       []*GroupMemberTarget   `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTargetAssignment) Reset() {
+	*x = GroupTargetAssignment{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTargetAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTargetAssignment) ProtoMessage() {}
+
+func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
+func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GroupTargetAssignment) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupTargetAssignment) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupTargetAssignment) GetMembers() []*GroupMemberTarget {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type GroupDeletedRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupDeletedRecord) Reset() {
+	*x = GroupDeletedRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupDeletedRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupDeletedRecord) ProtoMessage() {}
+
+func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
+func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GroupDeletedRecord) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// GroupStateRecord is one consumer group's state as the group records
+// left it (bucket group_state, keyed by group id): what a new coordinator
+// replays.
+type GroupStateRecord struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Epoch         *GroupEpochRecord        `protobuf:"bytes,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Members       []*GroupMemberMetadata   `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	Assignments   []*GroupMemberAssignment `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	Target        *GroupTargetAssignment   `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStateRecord) Reset() {
+	*x = GroupStateRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStateRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStateRecord) ProtoMessage() {}
+
+func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
+func (*GroupStateRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
+	if x != nil {
+		return x.Epoch
+	}
+	return nil
+}
+
+func (x *GroupStateRecord) GetMembers() []*GroupMemberMetadata {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GroupStateRecord) GetAssignments() []*GroupMemberAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+func (x *GroupStateRecord) GetTarget() *GroupTargetAssignment {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
 type BrokerRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1457,7 +2250,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +2262,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +2275,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -1567,7 +2360,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +2372,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +2385,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1638,7 +2431,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +2443,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +2456,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -1732,7 +2525,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +2537,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +2550,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -1813,7 +2606,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xc3\b\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x8b\t\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -1829,7 +2622,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x0ecommit_offsets\x18\v \x01(\v2 .quire.internal.v1.CommitOffsetsH\x00R\rcommitOffsets\x12C\n" +
 	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroup\x12F\n" +
 	"\rfeature_level\x18\r \x01(\v2\x1f.quire.internal.v1.FeatureLevelH\x00R\ffeatureLevel\x12\\\n" +
-	"\x15allocate_producer_ids\x18\x0e \x01(\v2&.quire.internal.v1.AllocateProducerIdsH\x00R\x13allocateProducerIdsB\x05\n" +
+	"\x15allocate_producer_ids\x18\x0e \x01(\v2&.quire.internal.v1.AllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
+	"\rgroup_records\x18\x0f \x01(\v2\x1f.quire.internal.v1.GroupRecordsH\x00R\fgroupRecordsB\x05\n" +
 	"\x03cmd\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -1915,7 +2709,65 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05level\x18\x02 \x01(\x05R\x05level\"U\n" +
 	"\x13AllocateProducerIds\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
-	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\x87\x03\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"H\n" +
+	"\fGroupRecords\x128\n" +
+	"\arecords\x18\x01 \x03(\v2\x1e.quire.internal.v1.GroupRecordR\arecords\"\x82\x04\n" +
+	"\vGroupRecord\x12Q\n" +
+	"\x0fmember_metadata\x18\x01 \x01(\v2&.quire.internal.v1.GroupMemberMetadataH\x00R\x0ememberMetadata\x12W\n" +
+	"\x11member_assignment\x18\x02 \x01(\v2(.quire.internal.v1.GroupMemberAssignmentH\x00R\x10memberAssignment\x12N\n" +
+	"\x0emember_removed\x18\x03 \x01(\v2%.quire.internal.v1.GroupMemberRemovedH\x00R\rmemberRemoved\x12F\n" +
+	"\vgroup_epoch\x18\x04 \x01(\v2#.quire.internal.v1.GroupEpochRecordH\x00R\n" +
+	"groupEpoch\x12W\n" +
+	"\x11target_assignment\x18\x05 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentH\x00R\x10targetAssignment\x12L\n" +
+	"\rgroup_deleted\x18\x06 \x01(\v2%.quire.internal.v1.GroupDeletedRecordH\x00R\fgroupDeletedB\b\n" +
+	"\x06record\"G\n" +
+	"\x0fGroupPartitions\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\xeb\x01\n" +
+	"\x13GroupMemberMetadata\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12%\n" +
+	"\x0eclient_address\x18\x03 \x01(\tR\rclientAddress\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x14\n" +
+	"\x05regex\x18\x05 \x01(\tR\x05regex\x120\n" +
+	"\x14rebalance_timeout_ms\x18\x06 \x01(\x03R\x12rebalanceTimeoutMs\x12\x1a\n" +
+	"\bassignor\x18\a \x01(\tR\bassignor\"\xb0\x02\n" +
+	"\x15GroupMemberAssignment\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12%\n" +
+	"\x0eprevious_epoch\x18\x04 \x01(\x05R\rpreviousEpoch\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\x05R\x05state\x12>\n" +
+	"\bassigned\x18\x06 \x03(\v2\".quire.internal.v1.GroupPartitionsR\bassigned\x12Q\n" +
+	"\x12pending_revocation\x18\a \x03(\v2\".quire.internal.v1.GroupPartitionsR\x11pendingRevocation\"G\n" +
+	"\x12GroupMemberRemoved\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\xc2\x01\n" +
+	"\x10GroupEpochRecord\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12G\n" +
+	"\x06topics\x18\x03 \x03(\v2/.quire.internal.v1.GroupEpochRecord.TopicsEntryR\x06topics\x1a9\n" +
+	"\vTopicsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"t\n" +
+	"\x11GroupMemberTarget\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12B\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\".quire.internal.v1.GroupPartitionsR\n" +
+	"partitions\"\x83\x01\n" +
+	"\x15GroupTargetAssignment\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12>\n" +
+	"\amembers\x18\x03 \x03(\v2$.quire.internal.v1.GroupMemberTargetR\amembers\"*\n" +
+	"\x12GroupDeletedRecord\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x9d\x02\n" +
+	"\x10GroupStateRecord\x129\n" +
+	"\x05epoch\x18\x01 \x01(\v2#.quire.internal.v1.GroupEpochRecordR\x05epoch\x12@\n" +
+	"\amembers\x18\x02 \x03(\v2&.quire.internal.v1.GroupMemberMetadataR\amembers\x12J\n" +
+	"\vassignments\x18\x03 \x03(\v2(.quire.internal.v1.GroupMemberAssignmentR\vassignments\x12@\n" +
+	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\x87\x03\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -1965,33 +2817,45 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
-	(*Command)(nil),             // 0: quire.internal.v1.Command
-	(*RegisterBroker)(nil),      // 1: quire.internal.v1.RegisterBroker
-	(*Endpoint)(nil),            // 2: quire.internal.v1.Endpoint
-	(*FenceBroker)(nil),         // 3: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),       // 4: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil), // 5: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),         // 6: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),         // 7: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),     // 8: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),        // 9: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),    // 10: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),    // 11: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),    // 12: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),        // 13: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),       // 14: quire.internal.v1.CommitOffsets
-	(*DeleteGroup)(nil),         // 15: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),        // 16: quire.internal.v1.FeatureLevel
-	(*AllocateProducerIds)(nil), // 17: quire.internal.v1.AllocateProducerIds
-	(*BrokerRecord)(nil),        // 18: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),         // 19: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),     // 20: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),        // 21: quire.internal.v1.OffsetRecord
-	nil,                         // 22: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                         // 23: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                         // 24: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*Command)(nil),               // 0: quire.internal.v1.Command
+	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
+	(*Endpoint)(nil),              // 2: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),           // 3: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),         // 4: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil),   // 5: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),           // 6: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),           // 7: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),       // 8: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),          // 9: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),      // 10: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),      // 11: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),      // 12: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),          // 13: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),         // 14: quire.internal.v1.CommitOffsets
+	(*DeleteGroup)(nil),           // 15: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 16: quire.internal.v1.FeatureLevel
+	(*AllocateProducerIds)(nil),   // 17: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 18: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 19: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 20: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 21: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 22: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 23: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 24: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 25: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 26: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 27: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 28: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 29: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 30: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 31: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 32: quire.internal.v1.OffsetRecord
+	nil,                           // 33: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 34: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 35: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 36: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -2008,19 +2872,36 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	15, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
 	16, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
 	17, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	2,  // 14: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 15: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	22, // 16: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	23, // 17: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 18: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 19: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	2,  // 20: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	24, // 21: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	18, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	2,  // 15: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 16: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	33, // 17: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	34, // 18: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 19: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 20: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	19, // 21: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	21, // 22: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	22, // 23: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	23, // 24: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	24, // 25: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	26, // 26: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	27, // 27: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	20, // 28: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	20, // 29: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	35, // 30: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	20, // 31: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	25, // 32: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	24, // 33: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	21, // 34: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	22, // 35: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	26, // 36: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	2,  // 37: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	36, // 38: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -2043,6 +2924,15 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_DeleteGroup)(nil),
 		(*Command_FeatureLevel)(nil),
 		(*Command_AllocateProducerIds)(nil),
+		(*Command_GroupRecords)(nil),
+	}
+	file_quire_internal_v1_metadata_proto_msgTypes[19].OneofWrappers = []any{
+		(*GroupRecord_MemberMetadata)(nil),
+		(*GroupRecord_MemberAssignment)(nil),
+		(*GroupRecord_MemberRemoved)(nil),
+		(*GroupRecord_GroupEpoch)(nil),
+		(*GroupRecord_TargetAssignment)(nil),
+		(*GroupRecord_GroupDeleted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2050,7 +2940,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

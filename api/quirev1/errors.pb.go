@@ -96,6 +96,7 @@ const (
 	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
 	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
 	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP                  ErrorCode = 68
 	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
 	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
@@ -107,6 +108,10 @@ const (
 	ErrorCode_INVALID_RECORD                   ErrorCode = 87
 	ErrorCode_FEATURE_UPDATE_FAILED            ErrorCode = 96
 	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
+	ErrorCode_FENCED_MEMBER_EPOCH              ErrorCode = 110
+	ErrorCode_UNSUPPORTED_ASSIGNOR             ErrorCode = 112
+	ErrorCode_STALE_MEMBER_EPOCH               ErrorCode = 113
+	ErrorCode_INVALID_REGULAR_EXPRESSION       ErrorCode = 128
 	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = 1000
 )
 
@@ -155,6 +160,7 @@ var (
 		47:   "INVALID_PRODUCER_EPOCH",
 		56:   "KAFKA_STORAGE_ERROR",
 		59:   "UNKNOWN_PRODUCER_ID",
+		68:   "NON_EMPTY_GROUP",
 		69:   "GROUP_ID_NOT_FOUND",
 		74:   "FENCED_LEADER_EPOCH",
 		75:   "UNKNOWN_LEADER_EPOCH",
@@ -166,6 +172,10 @@ var (
 		87:   "INVALID_RECORD",
 		96:   "FEATURE_UPDATE_FAILED",
 		102:  "BROKER_ID_NOT_REGISTERED",
+		110:  "FENCED_MEMBER_EPOCH",
+		112:  "UNSUPPORTED_ASSIGNOR",
+		113:  "STALE_MEMBER_EPOCH",
+		128:  "INVALID_REGULAR_EXPRESSION",
 		1000: "UNKNOWN_SERVER_ERROR",
 	}
 	ErrorCode_value = map[string]int32{
@@ -211,6 +221,7 @@ var (
 		"INVALID_PRODUCER_EPOCH":           47,
 		"KAFKA_STORAGE_ERROR":              56,
 		"UNKNOWN_PRODUCER_ID":              59,
+		"NON_EMPTY_GROUP":                  68,
 		"GROUP_ID_NOT_FOUND":               69,
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
@@ -222,6 +233,10 @@ var (
 		"INVALID_RECORD":                   87,
 		"FEATURE_UPDATE_FAILED":            96,
 		"BROKER_ID_NOT_REGISTERED":         102,
+		"FENCED_MEMBER_EPOCH":              110,
+		"UNSUPPORTED_ASSIGNOR":             112,
+		"STALE_MEMBER_EPOCH":               113,
+		"INVALID_REGULAR_EXPRESSION":       128,
 		"UNKNOWN_SERVER_ERROR":             1000,
 	}
 )
@@ -422,7 +437,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x86\v\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x87\f\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -466,7 +481,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x19DUPLICATE_SEQUENCE_NUMBER\x10.\x12\x1a\n" +
 	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
-	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x16\n" +
+	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
+	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x17\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
@@ -477,7 +493,11 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x19\n" +
 	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x1c\n" +
-	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x19\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x17\n" +
+	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x18\n" +
+	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
+	"\x12STALE_MEMBER_EPOCH\x10q\x12\x1f\n" +
+	"\x1aINVALID_REGULAR_EXPRESSION\x10\x80\x01\x12\x19\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xe8\aB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (

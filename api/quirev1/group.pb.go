@@ -22,9 +22,15 @@ const (
 )
 
 type CommitOffsetsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Offsets       []*OffsetCommit        `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets []*OffsetCommit        `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// The committing member and its current epoch, for a group member; a
+	// commit at another epoch is STALE_MEMBER_EPOCH, from a member the
+	// group does not have UNKNOWN_MEMBER_ID. Empty: no member, accepted
+	// only while the group has no members (manual assignment).
+	MemberId      string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -71,6 +77,20 @@ func (x *CommitOffsetsRequest) GetOffsets() []*OffsetCommit {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *CommitOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
 }
 
 type OffsetCommit struct {
@@ -665,14 +685,573 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_quire_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
+type ConsumerGroupHeartbeatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Chosen by the client (a UUID, say) and kept across rejoins.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// 0 to join (owning nothing), -1 to leave, else the member's epoch.
+	MemberEpoch int32 `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// The topics to read: named, and matching an RE2 expression (whole
+	// topic names; topics created later are picked up). Needed to join;
+	// absent afterwards: unchanged.
+	Subscription *GroupSubscription `protobuf:"bytes,4,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// The partitions the member uses now. Absent: unchanged since the last
+	// heartbeat (none of its partitions can be freed meanwhile).
+	Owned *GroupAssignment `protobuf:"bytes,5,opt,name=owned,proto3" json:"owned,omitempty"`
+	// How long the member may take to give up revoked partitions; needed
+	// to join, 0 afterwards: unchanged.
+	RebalanceTimeoutMs int32 `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	// A server-side assignor (group.consumer.assignors); "" the default or
+	// unchanged.
+	Assignor      string `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupHeartbeatRequest) Reset() {
+	*x = ConsumerGroupHeartbeatRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
+
+func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetSubscription() *GroupSubscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetOwned() *GroupAssignment {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+type GroupSubscription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []string               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	Regex         string                 `protobuf:"bytes,2,opt,name=regex,proto3" json:"regex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSubscription) Reset() {
+	*x = GroupSubscription{}
+	mi := &file_quire_v1_group_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSubscription) ProtoMessage() {}
+
+func (x *GroupSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSubscription.ProtoReflect.Descriptor instead.
+func (*GroupSubscription) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GroupSubscription) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *GroupSubscription) GetRegex() string {
+	if x != nil {
+		return x.Regex
+	}
+	return ""
+}
+
+// GroupAssignment is a set of partitions.
+type GroupAssignment struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Topics        []*GroupTopicPartitions `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupAssignment) Reset() {
+	*x = GroupAssignment{}
+	mi := &file_quire_v1_group_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupAssignment) ProtoMessage() {}
+
+func (x *GroupAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupAssignment.ProtoReflect.Descriptor instead.
+func (*GroupAssignment) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GroupAssignment) GetTopics() []*GroupTopicPartitions {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type GroupTopicPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTopicPartitions) Reset() {
+	*x = GroupTopicPartitions{}
+	mi := &file_quire_v1_group_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTopicPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTopicPartitions) ProtoMessage() {}
+
+func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
+func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GroupTopicPartitions) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupTopicPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ConsumerGroupHeartbeatResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// -1 after a leave.
+	MemberEpoch int32 `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// How often to heartbeat (group.consumer.heartbeat.interval.ms).
+	HeartbeatIntervalMs int32 `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	// Present when it changed: every partition the member may use from now
+	// on. It first stops using (and commits) those it owns that are not
+	// here, then starts on the new ones, and lists what it uses in its next
+	// heartbeat.
+	Assignment    *GroupAssignment `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupHeartbeatResponse) Reset() {
+	*x = ConsumerGroupHeartbeatResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupHeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
+
+func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetAssignment() *GroupAssignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+type DescribeGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupRequest) Reset() {
+	*x = DescribeGroupRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupRequest) ProtoMessage() {}
+
+func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DescribeGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DescribeGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// empty, assigning, reconciling or stable.
+	State           string                    `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	GroupEpoch      int32                     `protobuf:"varint,3,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
+	AssignmentEpoch int32                     `protobuf:"varint,4,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
+	Assignor        string                    `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Members         []*GroupMemberDescription `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DescribeGroupResponse) Reset() {
+	*x = DescribeGroupResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupResponse) ProtoMessage() {}
+
+func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
+func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DescribeGroupResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetGroupEpoch() int32 {
+	if x != nil {
+		return x.GroupEpoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetAssignmentEpoch() int32 {
+	if x != nil {
+		return x.AssignmentEpoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetMembers() []*GroupMemberDescription {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type GroupMemberDescription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	ClientAddress string                 `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	MemberEpoch   int32                  `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Topics        []string               `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Regex         string                 `protobuf:"bytes,5,opt,name=regex,proto3" json:"regex,omitempty"`
+	Assigned      *GroupAssignment       `protobuf:"bytes,6,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	// Partitions it must give up before it moves on.
+	PendingRevocation *GroupAssignment `protobuf:"bytes,7,opt,name=pending_revocation,json=pendingRevocation,proto3" json:"pending_revocation,omitempty"`
+	// Target partitions it does not have yet.
+	PendingAssignment *GroupAssignment `protobuf:"bytes,8,opt,name=pending_assignment,json=pendingAssignment,proto3" json:"pending_assignment,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GroupMemberDescription) Reset() {
+	*x = GroupMemberDescription{}
+	mi := &file_quire_v1_group_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMemberDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMemberDescription) ProtoMessage() {}
+
+func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMemberDescription.ProtoReflect.Descriptor instead.
+func (*GroupMemberDescription) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GroupMemberDescription) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMemberDescription) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *GroupMemberDescription) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *GroupMemberDescription) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *GroupMemberDescription) GetRegex() string {
+	if x != nil {
+		return x.Regex
+	}
+	return ""
+}
+
+func (x *GroupMemberDescription) GetAssigned() *GroupAssignment {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *GroupMemberDescription) GetPendingRevocation() *GroupAssignment {
+	if x != nil {
+		return x.PendingRevocation
+	}
+	return nil
+}
+
+func (x *GroupMemberDescription) GetPendingAssignment() *GroupAssignment {
+	if x != nil {
+		return x.PendingAssignment
+	}
+	return nil
+}
+
 var File_quire_v1_group_proto protoreflect.FileDescriptor
 
 const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/group.proto\x12\bquire.v1\"^\n" +
+	"\x14quire/v1/group.proto\x12\bquire.v1\"\x9e\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x120\n" +
-	"\aoffsets\x18\x02 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\"\xb4\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x04 \x01(\x05R\vmemberEpoch\"\xb4\x01\n" +
 	"\fOffsetCommit\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -706,13 +1285,59 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse2\xbe\x02\n" +
+	"\x13DeleteGroupResponse\"\xb5\x02\n" +
+	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12?\n" +
+	"\fsubscription\x18\x04 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x12/\n" +
+	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\x120\n" +
+	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12\x1a\n" +
+	"\bassignor\x18\a \x01(\tR\bassignor\"A\n" +
+	"\x11GroupSubscription\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
+	"\x05regex\x18\x02 \x01(\tR\x05regex\"I\n" +
+	"\x0fGroupAssignment\x126\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1e.quire.v1.GroupTopicPartitionsR\x06topics\"L\n" +
+	"\x14GroupTopicPartitions\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\xcf\x01\n" +
+	"\x1eConsumerGroupHeartbeatResponse\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x03 \x01(\x05R\x13heartbeatIntervalMs\x129\n" +
+	"\n" +
+	"assignment\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\n" +
+	"assignment\",\n" +
+	"\x14DescribeGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xe7\x01\n" +
+	"\x15DescribeGroupResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
+	"\vgroup_epoch\x18\x03 \x01(\x05R\n" +
+	"groupEpoch\x12)\n" +
+	"\x10assignment_epoch\x18\x04 \x01(\x05R\x0fassignmentEpoch\x12\x1a\n" +
+	"\bassignor\x18\x05 \x01(\tR\bassignor\x12:\n" +
+	"\amembers\x18\x06 \x03(\v2 .quire.v1.GroupMemberDescriptionR\amembers\"\xf8\x02\n" +
+	"\x16GroupMemberDescription\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12%\n" +
+	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +
+	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x14\n" +
+	"\x05regex\x18\x05 \x01(\tR\x05regex\x125\n" +
+	"\bassigned\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x12H\n" +
+	"\x12pending_revocation\x18\a \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingRevocation\x12H\n" +
+	"\x12pending_assignment\x18\b \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingAssignment2\xfd\x03\n" +
 	"\x06Groups\x12P\n" +
 	"\rCommitOffsets\x12\x1e.quire.v1.CommitOffsetsRequest\x1a\x1f.quire.v1.CommitOffsetsResponse\x12M\n" +
 	"\fFetchOffsets\x12\x1d.quire.v1.FetchOffsetsRequest\x1a\x1e.quire.v1.FetchOffsetsResponse\x12G\n" +
 	"\n" +
 	"ListGroups\x12\x1b.quire.v1.ListGroupsRequest\x1a\x1c.quire.v1.ListGroupsResponse\x12J\n" +
-	"\vDeleteGroup\x12\x1c.quire.v1.DeleteGroupRequest\x1a\x1d.quire.v1.DeleteGroupResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\vDeleteGroup\x12\x1c.quire.v1.DeleteGroupRequest\x1a\x1d.quire.v1.DeleteGroupResponse\x12k\n" +
+	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
+	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_group_proto_rawDescOnce sync.Once
@@ -726,39 +1351,59 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_quire_v1_group_proto_goTypes = []any{
-	(*CommitOffsetsRequest)(nil),  // 0: quire.v1.CommitOffsetsRequest
-	(*OffsetCommit)(nil),          // 1: quire.v1.OffsetCommit
-	(*CommitOffsetsResponse)(nil), // 2: quire.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),   // 3: quire.v1.FetchOffsetsRequest
-	(*TopicPartition)(nil),        // 4: quire.v1.TopicPartition
-	(*FetchOffsetsResponse)(nil),  // 5: quire.v1.FetchOffsetsResponse
-	(*CommittedOffset)(nil),       // 6: quire.v1.CommittedOffset
-	(*ListGroupsRequest)(nil),     // 7: quire.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),    // 8: quire.v1.ListGroupsResponse
-	(*GroupListing)(nil),          // 9: quire.v1.GroupListing
-	(*DeleteGroupRequest)(nil),    // 10: quire.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),   // 11: quire.v1.DeleteGroupResponse
+	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
+	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
+	(*CommitOffsetsResponse)(nil),          // 2: quire.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),            // 3: quire.v1.FetchOffsetsRequest
+	(*TopicPartition)(nil),                 // 4: quire.v1.TopicPartition
+	(*FetchOffsetsResponse)(nil),           // 5: quire.v1.FetchOffsetsResponse
+	(*CommittedOffset)(nil),                // 6: quire.v1.CommittedOffset
+	(*ListGroupsRequest)(nil),              // 7: quire.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 8: quire.v1.ListGroupsResponse
+	(*GroupListing)(nil),                   // 9: quire.v1.GroupListing
+	(*DeleteGroupRequest)(nil),             // 10: quire.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),            // 11: quire.v1.DeleteGroupResponse
+	(*ConsumerGroupHeartbeatRequest)(nil),  // 12: quire.v1.ConsumerGroupHeartbeatRequest
+	(*GroupSubscription)(nil),              // 13: quire.v1.GroupSubscription
+	(*GroupAssignment)(nil),                // 14: quire.v1.GroupAssignment
+	(*GroupTopicPartitions)(nil),           // 15: quire.v1.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatResponse)(nil), // 16: quire.v1.ConsumerGroupHeartbeatResponse
+	(*DescribeGroupRequest)(nil),           // 17: quire.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),          // 18: quire.v1.DescribeGroupResponse
+	(*GroupMemberDescription)(nil),         // 19: quire.v1.GroupMemberDescription
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
 	4,  // 1: quire.v1.FetchOffsetsRequest.partitions:type_name -> quire.v1.TopicPartition
 	6,  // 2: quire.v1.FetchOffsetsResponse.offsets:type_name -> quire.v1.CommittedOffset
 	9,  // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
-	0,  // 4: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 5: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 6: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 7: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	2,  // 8: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 9: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 10: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 11: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	13, // 4: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
+	14, // 5: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
+	15, // 6: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
+	14, // 7: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
+	19, // 8: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
+	14, // 9: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
+	14, // 10: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
+	14, // 11: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
+	0,  // 12: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 13: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 14: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 15: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 16: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	17, // 17: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	2,  // 18: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 19: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 20: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 21: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 22: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	18, // 23: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -775,7 +1420,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Groups_CommitOffsets_FullMethodName = "/quire.v1.Groups/CommitOffsets"
-	Groups_FetchOffsets_FullMethodName  = "/quire.v1.Groups/FetchOffsets"
-	Groups_ListGroups_FullMethodName    = "/quire.v1.Groups/ListGroups"
-	Groups_DeleteGroup_FullMethodName   = "/quire.v1.Groups/DeleteGroup"
+	Groups_CommitOffsets_FullMethodName          = "/quire.v1.Groups/CommitOffsets"
+	Groups_FetchOffsets_FullMethodName           = "/quire.v1.Groups/FetchOffsets"
+	Groups_ListGroups_FullMethodName             = "/quire.v1.Groups/ListGroups"
+	Groups_DeleteGroup_FullMethodName            = "/quire.v1.Groups/DeleteGroup"
+	Groups_ConsumerGroupHeartbeat_FullMethodName = "/quire.v1.Groups/ConsumerGroupHeartbeat"
+	Groups_DescribeGroup_FullMethodName          = "/quire.v1.Groups/DescribeGroup"
 )
 
 // GroupsClient is the client API for Groups service.
@@ -57,6 +59,20 @@ type GroupsClient interface {
 	// DeleteGroup removes every committed offset of a group; an unknown group
 	// is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// ConsumerGroupHeartbeat joins (member_epoch 0), stays in (the member's
+	// epoch) or leaves (member_epoch -1) a consumer group, KIP-848 style:
+	// the coordinator assigns partitions and the member reconciles toward
+	// its assignment, giving up revoked partitions before they go to
+	// others. Any node takes it and passes it to the coordinator (on the
+	// controller). Failures are whole-call statuses with a quire.v1.Error:
+	// FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (drop every partition and
+	// join again with epoch 0), UNSUPPORTED_ASSIGNOR,
+	// INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED, INVALID_GROUP_ID,
+	// INVALID_REQUEST, and NOT_COORDINATOR (retriable: send it again).
+	ConsumerGroupHeartbeat(ctx context.Context, in *ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*ConsumerGroupHeartbeatResponse, error)
+	// DescribeGroup describes a consumer group's membership; a group the
+	// coordinator does not have is GROUP_ID_NOT_FOUND.
+	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
 }
 
 type groupsClient struct {
@@ -107,6 +123,26 @@ func (c *groupsClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, 
 	return out, nil
 }
 
+func (c *groupsClient) ConsumerGroupHeartbeat(ctx context.Context, in *ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*ConsumerGroupHeartbeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerGroupHeartbeatResponse)
+	err := c.cc.Invoke(ctx, Groups_ConsumerGroupHeartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeGroupResponse)
+	err := c.cc.Invoke(ctx, Groups_DescribeGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupsServer is the server API for Groups service.
 // All implementations must embed UnimplementedGroupsServer
 // for forward compatibility.
@@ -139,6 +175,20 @@ type GroupsServer interface {
 	// DeleteGroup removes every committed offset of a group; an unknown group
 	// is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// ConsumerGroupHeartbeat joins (member_epoch 0), stays in (the member's
+	// epoch) or leaves (member_epoch -1) a consumer group, KIP-848 style:
+	// the coordinator assigns partitions and the member reconciles toward
+	// its assignment, giving up revoked partitions before they go to
+	// others. Any node takes it and passes it to the coordinator (on the
+	// controller). Failures are whole-call statuses with a quire.v1.Error:
+	// FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (drop every partition and
+	// join again with epoch 0), UNSUPPORTED_ASSIGNOR,
+	// INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED, INVALID_GROUP_ID,
+	// INVALID_REQUEST, and NOT_COORDINATOR (retriable: send it again).
+	ConsumerGroupHeartbeat(context.Context, *ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error)
+	// DescribeGroup describes a consumer group's membership; a group the
+	// coordinator does not have is GROUP_ID_NOT_FOUND.
+	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
 	mustEmbedUnimplementedGroupsServer()
 }
 
@@ -160,6 +210,12 @@ func (UnimplementedGroupsServer) ListGroups(context.Context, *ListGroupsRequest)
 }
 func (UnimplementedGroupsServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedGroupsServer) ConsumerGroupHeartbeat(context.Context, *ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ConsumerGroupHeartbeat not implemented")
+}
+func (UnimplementedGroupsServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeGroup not implemented")
 }
 func (UnimplementedGroupsServer) mustEmbedUnimplementedGroupsServer() {}
 func (UnimplementedGroupsServer) testEmbeddedByValue()                {}
@@ -254,6 +310,42 @@ func _Groups_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Groups_ConsumerGroupHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConsumerGroupHeartbeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).ConsumerGroupHeartbeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_ConsumerGroupHeartbeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).ConsumerGroupHeartbeat(ctx, req.(*ConsumerGroupHeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).DescribeGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_DescribeGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).DescribeGroup(ctx, req.(*DescribeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Groups_ServiceDesc is the grpc.ServiceDesc for Groups service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -276,6 +368,14 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _Groups_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "ConsumerGroupHeartbeat",
+			Handler:    _Groups_ConsumerGroupHeartbeat_Handler,
+		},
+		{
+			MethodName: "DescribeGroup",
+			Handler:    _Groups_DescribeGroup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

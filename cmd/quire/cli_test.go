@@ -251,3 +251,46 @@ func TestCLIProduceFollowsTopicMaxMessageBytes(t *testing.T) {
 		t.Fatalf("2 MiB line with --batch-max-bytes 1 MiB: %v %s", err, errOut)
 	}
 }
+
+// TestCLIConsumeGroupMember: consume -g without -p joins the group, reads
+// what the group has not committed, commits it and leaves on exit, so the
+// next run goes on from there.
+func TestCLIConsumeGroupMember(t *testing.T) {
+	b := brokertest.Start(t)
+	brokers := []string{"--brokers", b.Addr()}
+	// Groups need metadata.version 2, which a new cluster raises itself.
+	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("metadata.version stays below 2")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := runCLIStdin("a\nb\nc\n", append(brokers, "produce", "m", "-p", "0")...); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runCLIStdin("", append(brokers, "consume", "m", "-g", "G", "-n", "3")...)
+	if err != nil || out != "a\nb\nc\n" || !strings.Contains(errOut, "group G: assigned [{m 0}]") {
+		t.Fatalf("first run: printed %q (stderr %q), error %v", out, errOut, err)
+	}
+	if _, _, err := runCLIStdin("d\n", append(brokers, "produce", "m", "-p", "0")...); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runCLIStdin("", append(brokers, "consume", "m", "-g", "G", "-n", "1")...)
+	if err != nil || out != "d\n" {
+		t.Fatalf("second run: printed %q, error %v", out, err)
+	}
+	// -n stops mid-batch: what was not printed is not committed.
+	if _, _, err := runCLIStdin("e\nf\n", append(brokers, "produce", "m", "-p", "0")...); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"e\n", "f\n"} {
+		out, _, err = runCLIStdin("", append(brokers, "consume", "m", "-g", "G", "-n", "1")...)
+		if err != nil || out != want {
+			t.Fatalf("run with -n 1: printed %q, error %v; want %q", out, err, want)
+		}
+	}
+	if _, _, err := runCLIStdin("", append(brokers, "consume", "m", "-g", "G", "-o", "5")...); err == nil ||
+		!strings.Contains(err.Error(), "start or end") {
+		t.Fatalf("-o 5 as a member: %v", err)
+	}
+}

@@ -60,8 +60,16 @@ committed, falling back to -o where G committed none, and commits what it
 printed (the next offset to read) at most once per --commit-interval and
 on exit, so the next run with --group G continues where this one stopped.
 Records are committed only once written out: after a crash or a failed
-write, the next run prints again what was not committed. The group has
-no members or rebalancing: the partitions are the ones named here.`,
+write, the next run prints again what was not committed. With -p the
+partitions are the ones named, read without joining the group (which
+must have no members then).
+
+With --group G and no -p it joins G as a member: the group coordinator
+assigns it some of the topic's partitions and moves them as members come
+and go (Ctrl-C leaves the group at once). Each partition starts at G's
+committed offset, else at -o (start or end). Positions are committed every
+--commit-interval, when a partition is taken away and on exit; a run cut
+short by a crash prints again what it printed after its last commit.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, err := parseOffset(offset)
@@ -90,6 +98,10 @@ no members or rebalancing: the partitions are the ones named here.`,
 			n, err := openTopic(ctx, cl, topic, cmd.ErrOrStderr())
 			if err != nil {
 				return err
+			}
+			if group != "" && len(partitions) == 0 {
+				return consumeAsMember(ctx, cmd, cl, g, memberRun{topic: topic, group: group, offset: offset,
+					count: count, interval: interval, pf: pf})
 			}
 			assign := map[int32]client.Offset{}
 			if len(partitions) == 0 {
@@ -181,7 +193,7 @@ no members or rebalancing: the partitions are the ones named here.`,
 	f.StringVar(&reset, "reset", "", "where an offset out of range restarts: earliest, latest or none (fail with the valid range); default none for -o OFFSET, else earliest")
 	f.IntVarP(&count, "num", "n", 0, "stop after this many records (default: follow)")
 	f.StringVarP(&format, "print-format", "f", `%v\n`, "format of each record (see above)")
-	f.StringVar(&group, "group", "", "consumer group: start at its committed offsets (else -o) and commit what is printed")
+	f.StringVarP(&group, "group", "g", "", "consumer group: join it (without -p), start at its committed offsets (else -o) and commit what is printed")
 	// Kafka's auto.commit.interval.ms default: each commit is a metadata
 	// log entry, so not one per poll.
 	f.DurationVar(&interval, "commit-interval", 5*time.Second, "with --group, commit at most this often (0: after every batch), and on exit")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
 )
@@ -205,6 +206,7 @@ func TestConsumeGroupCommitsWhatWasPrinted(t *testing.T) {
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cg", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
+	waitGroupsVersion(t, b)
 	for i := 0; i < 5; i++ {
 		if err := cl.ProduceSync(ctx, client.StringRecord("cg", fmt.Sprint("v", i))); err != nil {
 			t.Fatal(err)
@@ -269,6 +271,7 @@ func TestConsumeGroupCommitsWhileWaiting(t *testing.T) {
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cw", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
+	waitGroupsVersion(t, b)
 	for i := 0; i < 3; i++ {
 		if err := cl.ProduceSync(ctx, client.StringRecord("cw", fmt.Sprint("v", i))); err != nil {
 			t.Fatal(err)
@@ -316,5 +319,18 @@ func TestConsumeGroupCommitsWhileWaiting(t *testing.T) {
 	if err := runCLI(io.Discard, "--brokers", b.Addr(), "consume", "cw", "--group", "waiters", "--commit-interval=-1s"); err == nil ||
 		!strings.Contains(err.Error(), "must be >= 0") {
 		t.Fatalf("negative --commit-interval: %v", err)
+	}
+}
+
+// waitGroupsVersion waits until the broker's cluster is at
+// metadata.version 2 (consumer group membership), which a new cluster
+// raises itself.
+func waitGroupsVersion(t *testing.T, b *broker.Broker) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("metadata.version stays below 2")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
 	}
 }

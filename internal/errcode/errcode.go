@@ -62,6 +62,7 @@ var declared = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_INVALID_REQUEST:                  false,
 	quirev1.ErrorCode_POLICY_VIOLATION:                 false,
 	quirev1.ErrorCode_KAFKA_STORAGE_ERROR:              true,
+	quirev1.ErrorCode_NON_EMPTY_GROUP:                  false,
 	quirev1.ErrorCode_GROUP_ID_NOT_FOUND:               false,
 	quirev1.ErrorCode_FENCED_LEADER_EPOCH:              true,
 	quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH:             true,
@@ -77,6 +78,10 @@ var declared = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_INVALID_RECORD:                   false,
 	quirev1.ErrorCode_FEATURE_UPDATE_FAILED:            false,
 	quirev1.ErrorCode_BROKER_ID_NOT_REGISTERED:         false,
+	quirev1.ErrorCode_FENCED_MEMBER_EPOCH:              false,
+	quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR:             false,
+	quirev1.ErrorCode_STALE_MEMBER_EPOCH:               false,
+	quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION:       false,
 	quirev1.ErrorCode_UNKNOWN_SERVER_ERROR:             false,
 }
 

@@ -1,0 +1,471 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// GroupConfig configures a GroupConsumer.
+type GroupConfig struct {
+	// Group is the consumer group id (see ValidateGroupID).
+	Group string
+	// Topics and Regex are what the member reads: the topics named, and
+	// those whose whole name matches the RE2 expression Regex (topics
+	// created later included). At least one is needed.
+	Topics []string
+	Regex  string
+	// Assignor asks for a server-side assignor ("uniform", "range"); ""
+	// the brokers' default.
+	Assignor string
+	// RebalanceTimeout is how long the member may take to give up a
+	// revoked partition (default 60s).
+	RebalanceTimeout time.Duration
+	// AutoCommitInterval is how often the positions of owned partitions
+	// are committed (default 5s; negative: never, only on revoke and
+	// close). Positions are committed on revocation and Close either way.
+	AutoCommitInterval time.Duration
+	// Reset is where a partition the group never committed starts:
+	// AtStart (the zero value) or AtEnd.
+	Reset Offset
+	// OnAssigned and OnRevoked are called with the partitions that join
+	// or leave the member's assignment (only those that changed), from the
+	// member's heartbeat loop: revoked partitions are no longer returned
+	// by Poll when OnRevoked runs, and their positions are committed right
+	// after it; assigned ones are read from when OnAssigned returns. Both
+	// may be nil.
+	OnAssigned func([]TopicPartition)
+	OnRevoked  func([]TopicPartition)
+}
+
+// GroupConsumer is a member of a consumer group: the group coordinator
+// (on the controller) assigns it partitions, and it reconciles
+// incrementally (KIP-848): a partition taken from it is given up (no
+// longer polled, its position committed) before its heartbeat says so,
+// and only then can another member get it. Poll returns records of owned
+// partitions only; records already buffered for a revoked partition are
+// dropped. Poll must not be called concurrently.
+type GroupConsumer struct {
+	c        *Client
+	cfg      GroupConfig
+	memberID string
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu       sync.Mutex
+	epoch    int32
+	owned    []TopicPartition // sorted
+	pos      map[TopicPartition]int64
+	posEpoch map[TopicPartition]int32 // leader epoch of the record before pos
+	cons     *Consumer                // reads owned; replaced on every change
+	consGen  uint64                   // bumped with cons
+	changed  chan struct{}
+	fatal    error
+	interval time.Duration
+}
+
+// NewGroupConsumer joins a consumer group. The first assignment comes
+// with the answer to a heartbeat, so Poll returns nothing before it.
+func (c *Client) NewGroupConsumer(cfg GroupConfig) (*GroupConsumer, error) {
+	if err := ValidateGroupID(cfg.Group); err != nil {
+		return nil, err
+	}
+	if len(cfg.Topics) == 0 && cfg.Regex == "" {
+		return nil, newError(quirev1.ErrorCode_INVALID_REQUEST, "a group consumer needs topics or a regular expression")
+	}
+	if cfg.RebalanceTimeout <= 0 {
+		cfg.RebalanceTimeout = time.Minute
+	}
+	if cfg.AutoCommitInterval == 0 {
+		cfg.AutoCommitInterval = 5 * time.Second
+	}
+	if cfg.Reset.kind != offsetStart && cfg.Reset.kind != offsetEnd {
+		return nil, fmt.Errorf("%w: a group consumer's reset is AtStart or AtEnd, not %s", ErrInvalidOffset, cfg.Reset)
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("client: member id: %w", err)
+	}
+	cons, err := c.NewConsumer(nil)
+	if err != nil {
+		return nil, err
+	}
+	g := &GroupConsumer{c: c, cfg: cfg, memberID: hex.EncodeToString(id[:]), done: make(chan struct{}),
+		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, cons: cons, changed: make(chan struct{}), interval: time.Second}
+	g.ctx, g.cancel = context.WithCancel(c.ctx)
+	go g.run()
+	return g, nil
+}
+
+// MemberID is the id this member chose.
+func (g *GroupConsumer) MemberID() string { return g.memberID }
+
+// Assignment returns the partitions the member owns now.
+func (g *GroupConsumer) Assignment() []TopicPartition {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.owned)
+}
+
+// Epoch returns the member's epoch (0 before it joined).
+func (g *GroupConsumer) Epoch() int32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.epoch
+}
+
+// Poll waits for records of owned partitions and returns them. It fails
+// for good when the group refused the member (an unknown assignor, a bad
+// regular expression, a full group), and with ErrClosed after Close.
+func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
+	for {
+		g.mu.Lock()
+		cons, gen, changed, fatal := g.cons, g.consGen, g.changed, g.fatal
+		g.mu.Unlock()
+		if fatal != nil {
+			return nil, fatal
+		}
+		if g.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-changed:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		recs, err := cons.Poll(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		g.mu.Lock()
+		var out []*Record
+		if gen == g.consGen {
+			for _, r := range recs {
+				tp := TopicPartition{r.Topic, r.Partition}
+				if _, owned := slices.BinarySearchFunc(g.owned, tp, compareTP); !owned {
+					continue
+				}
+				if p, ok := g.pos[tp]; ok && r.Offset < p {
+					continue
+				}
+				g.pos[tp], g.posEpoch[tp] = r.Offset+1, r.LeaderEpoch
+				out = append(out, r)
+			}
+		}
+		g.mu.Unlock()
+		if gen != g.currentGen() || errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
+			if len(out) > 0 {
+				return out, nil
+			}
+			continue // the assignment changed: poll the new consumer
+		}
+		if err != nil {
+			return out, err
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+}
+
+func (g *GroupConsumer) currentGen() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.consGen
+}
+
+func compareTP(a, b TopicPartition) int {
+	if a.Topic != b.Topic {
+		if a.Topic < b.Topic {
+			return -1
+		}
+		return 1
+	}
+	return int(a.Partition - b.Partition)
+}
+
+// Commit commits the positions of the owned partitions (the offset after
+// the last record Poll returned), at the member's epoch.
+func (g *GroupConsumer) Commit(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.commitLocked(ctx, g.owned)
+}
+
+func (g *GroupConsumer) commitLocked(ctx context.Context, parts []TopicPartition) error {
+	req := &quirev1.CommitOffsetsRequest{Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: g.epoch}
+	for _, tp := range parts {
+		if p, ok := g.pos[tp]; ok {
+			oc := &quirev1.OffsetCommit{Topic: tp.Topic, Partition: tp.Partition, Offset: p}
+			if e, ok := g.posEpoch[tp]; ok {
+				oc.OptionalLeaderEpoch = &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: e}
+			}
+			req.Offsets = append(req.Offsets, oc)
+		}
+	}
+	if len(req.Offsets) == 0 || g.epoch <= 0 {
+		return nil
+	}
+	return g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+		_, err := gc.CommitOffsets(ctx, req)
+		return err
+	})
+}
+
+// Close gives up the owned partitions (OnRevoked), commits their
+// positions, leaves the group (its partitions go to the other members at
+// once) and stops reading.
+func (g *GroupConsumer) Close(ctx context.Context) error {
+	return g.close(ctx, true)
+}
+
+// Leave is Close without the commit, for a member that could not process
+// what Poll returned: the group's next owner of each partition reads from
+// the last commit.
+func (g *GroupConsumer) Leave(ctx context.Context) error {
+	return g.close(ctx, false)
+}
+
+func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
+	g.cancel()
+	<-g.done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.owned) > 0 && g.cfg.OnRevoked != nil {
+		g.cfg.OnRevoked(slices.Clone(g.owned))
+	}
+	var errCommit error
+	if commit {
+		errCommit = g.commitLocked(ctx, g.owned)
+	}
+	g.owned = nil
+	g.consGen++
+	g.signalLocked()
+	var errLeave error
+	if g.epoch > 0 {
+		errLeave = g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+			_, err := gc.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
+				Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: -1})
+			return err
+		})
+	}
+	g.cons.Close()
+	return errors.Join(errCommit, errLeave)
+}
+
+// run heartbeats at the interval the coordinator asks for, and at once
+// after an assignment change (to acknowledge it).
+func (g *GroupConsumer) run() {
+	defer close(g.done)
+	nextCommit := time.Now().Add(g.cfg.AutoCommitInterval)
+	for {
+		again, err := g.heartbeat()
+		wait := g.intervalNow()
+		switch {
+		case err == nil && again:
+			wait = 0
+		case err != nil && g.ctx.Err() == nil:
+			g.c.log.Debug("group heartbeat failed", "group", g.cfg.Group, "error", err)
+			wait = min(wait, 200*time.Millisecond)
+		}
+		if g.cfg.AutoCommitInterval > 0 && time.Now().After(nextCommit) {
+			g.mu.Lock()
+			if err := g.commitLocked(g.ctx, g.owned); err != nil && g.ctx.Err() == nil {
+				g.c.log.Warn("group auto-commit failed", "group", g.cfg.Group, "error", err)
+			}
+			g.mu.Unlock()
+			nextCommit = time.Now().Add(g.cfg.AutoCommitInterval)
+		}
+		if g.c.sleepCtx(g.ctx, wait) != nil {
+			return
+		}
+	}
+}
+
+func (g *GroupConsumer) intervalNow() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.interval
+}
+
+// heartbeat sends one heartbeat and reconciles with its answer. It says
+// whether the assignment changed (so the next heartbeat acknowledges it
+// at once).
+func (g *GroupConsumer) heartbeat() (bool, error) {
+	g.mu.Lock()
+	req := &quirev1.ConsumerGroupHeartbeatRequest{Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: g.epoch,
+		Owned: assignmentPB(g.owned)}
+	if g.epoch == 0 {
+		req.Subscription = &quirev1.GroupSubscription{Topics: g.cfg.Topics, Regex: g.cfg.Regex}
+		req.RebalanceTimeoutMs = int32(g.cfg.RebalanceTimeout.Milliseconds())
+		req.Assignor = g.cfg.Assignor
+	}
+	g.mu.Unlock()
+	var resp *quirev1.ConsumerGroupHeartbeatResponse
+	err := g.c.group(g.ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+		var err error
+		resp, err = gc.ConsumerGroupHeartbeat(ctx, req)
+		return err
+	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		switch ErrorCode(err) {
+		case quirev1.ErrorCode_FENCED_MEMBER_EPOCH, quirev1.ErrorCode_UNKNOWN_MEMBER_ID:
+			// Fenced: everything it had is someone else's now; rejoin.
+			g.reconcileLocked(nil, false)
+			g.epoch = 0
+			return true, err
+		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
+			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
+			quirev1.ErrorCode_UNSUPPORTED_VERSION:
+			if g.fatal == nil {
+				g.fatal = fmt.Errorf("client: group %q: %w", g.cfg.Group, err)
+				g.signalLocked()
+			}
+		}
+		return false, err
+	}
+	g.epoch = resp.MemberEpoch
+	if resp.HeartbeatIntervalMs > 0 {
+		g.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
+	}
+	if resp.Assignment == nil {
+		return false, nil
+	}
+	return g.reconcileLocked(assignmentFromPB(resp.Assignment), true), nil
+}
+
+// reconcileLocked moves to a new assignment: revoked partitions first
+// (callback, commit of their positions), then the new ones.
+func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bool {
+	var revoked, added []TopicPartition
+	for _, tp := range g.owned {
+		if _, ok := slices.BinarySearchFunc(target, tp, compareTP); !ok {
+			revoked = append(revoked, tp)
+		}
+	}
+	for _, tp := range target {
+		if _, ok := slices.BinarySearchFunc(g.owned, tp, compareTP); !ok {
+			added = append(added, tp)
+		}
+	}
+	if len(revoked) == 0 && len(added) == 0 {
+		return false
+	}
+	g.owned = target
+	// Poll drops what the old consumer buffered from here on.
+	g.cons.Close()
+	g.consGen++
+	g.signalLocked()
+	if len(revoked) > 0 {
+		if g.cfg.OnRevoked != nil {
+			g.cfg.OnRevoked(revoked)
+		}
+		if commit {
+			if err := g.commitLocked(g.ctx, revoked); err != nil {
+				g.c.log.Warn("group commit of revoked partitions failed", "group", g.cfg.Group, "error", err)
+			}
+		}
+		for _, tp := range revoked {
+			delete(g.pos, tp)
+			delete(g.posEpoch, tp)
+		}
+	}
+	if !g.startLocked() {
+		return false
+	}
+	if len(added) > 0 && g.cfg.OnAssigned != nil {
+		g.cfg.OnAssigned(added)
+	}
+	return true
+}
+
+// startLocked starts a partition consumer of the owned partitions, each
+// at its position, else at the group's committed offset (else Reset). It
+// fails only when the client is closed.
+func (g *GroupConsumer) startLocked() bool {
+	assign := map[string]map[int32]Offset{}
+	for _, tp := range g.owned {
+		start := AtCommitted(g.cfg.Group, g.cfg.Reset)
+		if p, ok := g.pos[tp]; ok {
+			start = At(p)
+		}
+		if assign[tp.Topic] == nil {
+			assign[tp.Topic] = map[int32]Offset{}
+		}
+		assign[tp.Topic][tp.Partition] = start
+	}
+	cons, err := g.c.NewConsumer(assign)
+	if err != nil {
+		// The client is closed: nothing more will be read.
+		g.owned = nil
+		return false
+	}
+	g.cons = cons
+	return true
+}
+
+// Seek sets an owned partition's position: the next Poll reads it from
+// offset, and a commit commits offset. Records of it already buffered are
+// dropped.
+func (g *GroupConsumer) Seek(topic string, partition int32, offset int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tp := TopicPartition{topic, partition}
+	if _, ok := slices.BinarySearchFunc(g.owned, tp, compareTP); !ok {
+		return newError(quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("seek %s/%d: the member does not own it", topic, partition))
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: seek %s/%d to %d", ErrInvalidOffset, topic, partition, offset)
+	}
+	g.pos[tp] = offset
+	delete(g.posEpoch, tp)
+	g.cons.Close()
+	g.consGen++
+	g.signalLocked()
+	if !g.startLocked() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (g *GroupConsumer) signalLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+func assignmentPB(ps []TopicPartition) *quirev1.GroupAssignment {
+	out := &quirev1.GroupAssignment{}
+	for _, tp := range ps {
+		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != tp.Topic {
+			out.Topics = append(out.Topics, &quirev1.GroupTopicPartitions{Topic: tp.Topic})
+		}
+		last := out.Topics[len(out.Topics)-1]
+		last.Partitions = append(last.Partitions, tp.Partition)
+	}
+	return out
+}
+
+func assignmentFromPB(a *quirev1.GroupAssignment) []TopicPartition {
+	out := []TopicPartition{}
+	for _, t := range a.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, TopicPartition{t.Topic, p})
+		}
+	}
+	slices.SortFunc(out, compareTP)
+	return out
+}

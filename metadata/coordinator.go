@@ -1,0 +1,257 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
+)
+
+// The consumer group coordinator runs on the controller, where the
+// committed offsets are. It owns one group.Machine, built for each
+// leadership term from the image (Replay, which gives every member one
+// session timeout to heartbeat to the new coordinator), and fed by
+// heartbeats, by a ticker (session and rebalance timeouts) and by the
+// image's topics (SetTopics). Every state change is written to the
+// metadata log as one GroupRecords command before the answer goes out; if
+// the write fails the Machine is thrown away and rebuilt from the log, so
+// what members are told is always what the log holds.
+
+// Clock tells the time; the coordinator's deadlines follow it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// GroupMember names the member an offset commit comes from: its id and
+// current epoch. The zero value is no member (manual assignment).
+type GroupMember struct {
+	ID    string
+	Epoch int32
+}
+
+type coordinator struct {
+	c     *Controller
+	cfg   group.Config
+	clock Clock
+
+	mu     sync.Mutex
+	m      *group.Machine // nil until built for term
+	term   uint64
+	topics map[string]int32 // as last given to m
+}
+
+func newCoordinator(c *Controller, cfg group.Config, clock Clock) *coordinator {
+	return &coordinator{c: c, cfg: cfg, clock: clock}
+}
+
+// tickEvery is how often the controller loop checks the groups' deadlines
+// and the topics: a tenth of the session timeout, within 50ms and 1s.
+func (co *coordinator) tickEvery() time.Duration {
+	return min(max(co.cfg.SessionTimeout/10, 50*time.Millisecond), time.Second)
+}
+
+// machine returns the Machine of the current term, building it if need
+// be. It is called with co.mu held, after c.active succeeded.
+func (co *coordinator) machine(ctx context.Context) (*group.Machine, error) {
+	co.c.mu.Lock()
+	term := co.c.term
+	co.c.mu.Unlock()
+	if co.m != nil && co.term == term {
+		return co.m, nil
+	}
+	co.m = nil
+	// Everything proposed before (by this term's writes that failed, or
+	// an earlier term's) is applied here before the image is read.
+	if err := co.c.barrier(ctx); err != nil {
+		return nil, err
+	}
+	m, err := group.New(co.cfg)
+	if err != nil {
+		return nil, err
+	}
+	img := co.c.n.Image()
+	topics := topicCounts(img)
+	recs, err := m.Replay(img.GroupRecords(), topics, co.clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: replaying the groups: %w", ErrNotCoordinator, err)
+	}
+	if err := co.write(ctx, recs); err != nil {
+		return nil, err
+	}
+	co.m, co.term, co.topics = m, term, topics
+	co.c.n.logger.Info("group coordinator loaded", "groups", len(m.Groups()), "term", term)
+	return m, nil
+}
+
+// write logs records; on failure the Machine is dropped, to be rebuilt
+// from the log.
+func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	// The Machine has applied the records already: a caller giving up
+	// must not cut the write short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), co.c.n.cfg.ApplyTimeout)
+	defer cancel()
+	_, err := co.c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: GroupRecordsToPB(recs)}})
+	if err != nil {
+		co.m = nil
+		if errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrNotController) {
+			return err
+		}
+		return fmt.Errorf("%w: writing group records: %w", ErrNotCoordinator, err)
+	}
+	return nil
+}
+
+// refreshTopics gives m the image's topics when they changed.
+func (co *coordinator) refreshTopics(ctx context.Context, m *group.Machine) error {
+	topics := topicCounts(co.c.n.Image())
+	if maps.Equal(topics, co.topics) {
+		return nil
+	}
+	co.topics = topics
+	return co.write(ctx, m.SetTopics(topics))
+}
+
+func topicCounts(img *Image) map[string]int32 {
+	out := make(map[string]int32, len(img.topics))
+	for name, t := range img.topics {
+		out[name] = int32(len(t.Partitions))
+	}
+	return out
+}
+
+// do runs fn on the current Machine, with the topics refreshed, and
+// writes the records it returns.
+func (co *coordinator) do(ctx context.Context, fn func(m *group.Machine) ([]group.Record, error)) error {
+	if err := co.c.active(ctx); err != nil {
+		return err
+	}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	m, err := co.machine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := co.refreshTopics(ctx, m); err != nil {
+		return err
+	}
+	recs, err := fn(m)
+	if err != nil {
+		return err
+	}
+	return co.write(ctx, recs)
+}
+
+// tick expires members past their deadlines and picks up topic changes.
+func (co *coordinator) tick(ctx context.Context) {
+	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		return m.Tick(co.clock.Now()), nil
+	})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrUnsupportedVersion) {
+		co.c.n.logger.Warn("group coordinator tick", "error", err)
+	}
+}
+
+// runTicks ticks until ctx ends (the controller loop's term).
+func (co *coordinator) runTicks(ctx context.Context) {
+	t := time.NewTicker(co.tickEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		co.tick(ctx)
+	}
+}
+
+// ConsumerGroupHeartbeat handles one member's heartbeat (hb.Now is set
+// here). The group's errors are group's sentinels; a coordinator that
+// could not write the change is ErrNotCoordinator (retriable).
+func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
+	var resp group.Response
+	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		hb.Now = c.coord.clock.Now()
+		r, recs, err := m.Heartbeat(hb)
+		resp = r
+		return recs, err
+	})
+	if err != nil {
+		return group.Response{}, err
+	}
+	return resp, nil
+}
+
+// DescribeGroup describes a group's membership.
+func (c *Controller) DescribeGroup(ctx context.Context, id string) (group.Description, error) {
+	var d group.Description
+	err := c.coord.do(ctx, func(m *group.Machine) (recs []group.Record, err error) {
+		d, err = m.Describe(id)
+		return nil, err
+	})
+	return d, err
+}
+
+// validateCommit fences an offset commit by the group's membership.
+func (c *Controller) validateCommit(ctx context.Context, id string, member GroupMember) error {
+	if c.n.Image().metadataVersion() < MetadataVersionProducerIDs {
+		// No membership before metadata.version 2: every commit is a
+		// manual one.
+		if member.ID != "" {
+			return fmt.Errorf("%w: a commit from a group member needs %s %d", ErrUnsupportedVersion, MetadataVersionFeature, MetadataVersionProducerIDs)
+		}
+		return nil
+	}
+	return c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		return nil, m.ValidateCommit(id, member.ID, member.Epoch)
+	})
+}
+
+// barrier waits until every entry proposed before is applied here.
+func (c *Controller) barrier(ctx context.Context) error {
+	timeout := c.n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	err := c.n.raft.Barrier(timeout).Error()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		return c.notController()
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+}
+
+// deleteGroupMembership refuses to delete a group with members
+// (group.ErrNonEmptyGroup) and removes the state of an empty one.
+func (c *Controller) deleteGroupMembership(ctx context.Context, id string) error {
+	if c.n.Image().metadataVersion() < MetadataVersionProducerIDs {
+		return nil
+	}
+	return c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		if n := m.Size(id); n > 0 {
+			return nil, fmt.Errorf("%w: group %q has %d members", group.ErrNonEmptyGroup, id, n)
+		}
+		if _, ok := c.n.Image().groupStates[id]; !ok {
+			return nil, nil
+		}
+		return m.Delete(id)
+	})
+}

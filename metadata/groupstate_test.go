@@ -1,0 +1,145 @@
+package metadata
+
+import (
+	"bytes"
+	"io"
+	"reflect"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
+)
+
+func groupRecordsCmd(recs []group.Record) *pb.Command {
+	return &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: GroupRecordsToPB(recs)}}
+}
+
+// heartbeat feeds m one heartbeat and logs its records through tf.
+func (tf *testFSM) heartbeat(m *group.Machine, hb group.Heartbeat) group.Response {
+	tf.t.Helper()
+	resp, recs, err := m.Heartbeat(hb)
+	if err != nil {
+		tf.t.Fatalf("heartbeat %+v: %v", hb, err)
+	}
+	if len(recs) > 0 {
+		tf.ok(groupRecordsCmd(recs))
+	}
+	return resp
+}
+
+func join(g, member string, now time.Time) group.Heartbeat {
+	return group.Heartbeat{Group: g, MemberID: member, MemberEpoch: group.JoinEpoch, HasOwned: true,
+		Subscription: &group.Subscription{Topics: []string{"t"}}, RebalanceTimeout: time.Minute, Now: now}
+}
+
+// Group records are folded into the image (and its store and snapshots)
+// so that a new Machine replaying them describes the groups as the one
+// that wrote them.
+func TestFSMGroupRecordsReplay(t *testing.T) {
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))
+	m, err := group.New(group.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetTopics(map[string]int32{"t": 3})
+	now := time.Unix(1000, 0)
+	_, recs, err := m.Heartbeat(join("g", "a", now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Below metadata.version 2 the command is refused.
+	tf.rejected(groupRecordsCmd(recs), ErrUnsupportedVersion)
+	tf.ok(featureLevel(MetadataVersionProducerIDs))
+	tf.ok(groupRecordsCmd(recs))
+	ra := tf.heartbeat(m, group.Heartbeat{Group: "g", MemberID: "a", MemberEpoch: 1, Now: now})
+	tf.heartbeat(m, join("g", "b", now))
+	tf.heartbeat(m, join("h", "c", now))
+	tf.heartbeat(m, group.Heartbeat{Group: "g", MemberID: "a", MemberEpoch: ra.MemberEpoch, HasOwned: true,
+		Owned: ra.Assignment, Now: now})
+
+	want, err := m.Describe("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := func(img *Image) group.Description {
+		t.Helper()
+		m2, err := group.New(group.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m2.Replay(img.GroupRecords(), map[string]int32{"t": 3}, now); err != nil {
+			t.Fatal(err)
+		}
+		d, err := m2.Describe("g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if got := replayed(tf.f.Image()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("replayed from the image:\n%+v\nwant\n%+v", got, want)
+	}
+	if got := tf.f.Image().GroupMembers("h"); len(got) != 4 { // epoch, metadata, assignment, target
+		t.Fatalf("group h: %d records %+v", len(got), got)
+	}
+	var stored *Image
+	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
+		stored, err = loadImage(tx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := replayed(stored); !reflect.DeepEqual(got, want) {
+		t.Fatalf("replayed from the store:\n%+v\nwant\n%+v", got, want)
+	}
+	snap, err := tf.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	other := newTestFSM(t)
+	if err := other.f.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := replayed(other.f.Image()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("replayed from a snapshot:\n%+v\nwant\n%+v", got, want)
+	}
+
+	// Batches that do not fit change nothing.
+	tf.rejected(groupRecordsCmd([]group.Record{group.MemberAssignment{Group: "g", MemberID: "zz", Epoch: 3}}), ErrInvalidGroupRecords)
+	tf.rejected(groupRecordsCmd([]group.Record{group.MemberRemoved{Group: "nope", MemberID: "a"}}), ErrInvalidGroupRecords)
+	tf.rejected(groupRecordsCmd([]group.Record{group.GroupDeleted{Group: "g"}}), ErrInvalidGroupRecords)
+	tf.rejected(groupRecordsCmd([]group.Record{group.GroupEpoch{Group: "bad\x00id", Epoch: 1}}), ErrInvalidGroupRecords)
+	tf.rejected(&pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: &pb.GroupRecords{Records: []*pb.GroupRecord{{}}}}}, ErrInvalidGroupRecords)
+	tf.rejected(groupRecordsCmd(nil), ErrInvalidGroupRecords)
+	// A valid record before a bad one is not applied either.
+	tf.rejected(groupRecordsCmd([]group.Record{group.MemberRemoved{Group: "h", MemberID: "c"}, group.MemberRemoved{Group: "h", MemberID: "c"}}), ErrInvalidGroupRecords)
+
+	// Leaving and deleting the group removes its state.
+	tf.heartbeat(m, group.Heartbeat{Group: "h", MemberID: "c", MemberEpoch: group.LeaveEpoch, Now: now})
+	recs, err = m.Delete("h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.ok(groupRecordsCmd(recs))
+	if got := tf.f.Image().GroupMembers("h"); got != nil {
+		t.Fatalf("deleted group h still has %+v", got)
+	}
+	if err := tf.f.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketGroupState).Get([]byte("h")) != nil {
+			t.Error("deleted group h is still stored")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
