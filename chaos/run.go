@@ -169,13 +169,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	ds, err := cl.DescribeTopics(healCtx, topic)
+	if err != nil || len(ds) != 1 || len(ds[0].Partitions) != int(cfg.Partitions) {
+		return nil, fmt.Errorf("chaos: describe %s after healing: %v (%v)", topic, err, ds)
+	}
 	c.StopAll()
 	report := Check(h.Events())
-	var dirs []string
-	for _, n := range c.nodes {
-		dirs = append(dirs, filepath.Join(n.Dir, "data"))
-	}
 	for p := range cfg.Partitions {
+		// The nodes holding a replica of p (with 5 nodes, 3 of them).
+		var dirs []string
+		for _, id := range ds[0].Partitions[p].Replicas {
+			dirs = append(dirs, filepath.Join(c.Node(int(id)).Dir, "data"))
+		}
 		diff, err := CompareReplicas(dirs, fmt.Sprintf("%s-%d", topic, p), p, ends[p])
 		if err != nil {
 			return nil, err
