@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,9 +30,6 @@ type Lifecycle struct {
 	done       chan struct{}
 	started    bool
 	stopped    bool
-	// lastAck is when the controller last answered a heartbeat (unix
-	// nanoseconds; 0: never).
-	lastAck atomic.Int64
 }
 
 // NewLifecycle returns the lifecycle of broker self (ID, Incarnation,
@@ -101,14 +97,12 @@ func (l *Lifecycle) Epoch() int64 {
 	return l.epoch
 }
 
-// LastHeartbeat is when the controller last answered a heartbeat (the
-// zero time: never).
+// LastHeartbeat is when the controller last answered this broker's
+// registration or heartbeat (the zero time: never).
 func (l *Lifecycle) LastHeartbeat() time.Time {
-	n := l.lastAck.Load()
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.answered
 }
 
 // Registered is closed after the first successful registration.
@@ -205,7 +199,6 @@ func (l *Lifecycle) beat() bool {
 	switch {
 	case err == nil:
 		l.markAnswered(index)
-		l.lastAck.Store(time.Now().UnixNano())
 		return true
 	case errors.Is(err, metadata.ErrFencedBroker), errors.Is(err, metadata.ErrUnknownBroker):
 		l.log.Warn("broker session lost, registering again", "broker", l.self.ID, "epoch", epoch, "error", err)
