@@ -55,6 +55,7 @@ fail() {
 	for f in "$dir"/*.log "$dir"/cluster/node*/quire.log; do
 		[ -f "$f" ] && { echo "---- $f (last 20 lines) ----" >&2; tail -n 20 "$f" >&2; }
 	done
+	echo "bench: FAIL (repeated after the logs): $*" >&2
 	exit 1
 }
 

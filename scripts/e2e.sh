@@ -34,6 +34,7 @@ fail() {
 		echo "---- server log (last 60 lines) ----" >&2
 		tail -n 60 "$tmp/server.log" >&2
 	fi
+	echo "e2e: FAIL (repeated after the logs): $*" >&2
 	exit 1
 }
 

@@ -29,6 +29,7 @@ step() { echo "e2e-cli: $*"; }
 fail() {
 	echo "e2e-cli: FAIL: $*" >&2
 	[ -f "$tmp/server.log" ] && tail -n 40 "$tmp/server.log" >&2
+	echo "e2e-cli: FAIL (repeated after the logs): $*" >&2
 	exit 1
 }
 

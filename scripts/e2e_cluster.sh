@@ -19,6 +19,7 @@ fail() {
 	for f in "$QUIRE_CLUSTER_DIR"/node*/quire.log; do
 		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 25 "$f" >&2; }
 	done
+	echo "e2e-cluster: FAIL (repeated after the logs): $*" >&2
 	exit 1
 }
 cleanup() {

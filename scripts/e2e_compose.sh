@@ -78,6 +78,7 @@ fail() {
 	echo "e2e-compose: FAIL: $*" >&2
 	"${compose[@]}" ps >&2 2>&1 || true
 	"${compose[@]}" logs --no-color --tail 30 >&2 2>&1 || true
+	echo "e2e-compose: FAIL (repeated after the logs): $*" >&2
 	exit 1
 }
 # cleanup removes everything this run created, and checks that it did.

@@ -35,6 +35,7 @@ fail() {
 		echo "---- $f (last 40 lines) ----" >&2
 		tail -n 40 "$f" >&2
 	done
+	echo "metrics: FAIL (repeated after the logs): $*" >&2
 	exit 1
 }
 
@@ -70,7 +71,11 @@ until get /readyz >/dev/null 2>&1; do
 done
 [ "$(get /healthz)" = ok ] || fail "/healthz did not answer ok"
 [ "$(get /readyz)" = ready ] || fail "/readyz did not answer ready"
-get /debug/pprof/ | grep -q goroutine || fail "/debug/pprof/ has no goroutine profile"
+# Answers are read whole before grep: grep -q stops at its first match, and
+# under pipefail the writer it leaves behind (SIGPIPE, curl exit 23) would
+# fail the check.
+pprof=$(get /debug/pprof/) || fail "/debug/pprof/ did not answer"
+grep -q goroutine <<<"$pprof" || fail "/debug/pprof/ has no goroutine profile"
 
 step "producing 3 records to topic metrics-e2e"
 printf 'a\nb\nc\n' | "$quire" --brokers "$addr" produce metrics-e2e >"$tmp/produce.log" 2>&1 || fail "produce failed: $(cat "$tmp/produce.log")"
@@ -138,6 +143,6 @@ until curl -fsS --max-time 5 "http://$prom/api/v1/query" --data-urlencode "query
 	[ "$SECONDS" -lt "$deadline" ] || fail "prometheus has no $query = 3 within 60s: $(cat "$tmp/query.json" 2>/dev/null || true)"
 	sleep 0.5
 done
-curl -fsS --max-time 5 "http://$prom/api/v1/query" --data-urlencode 'query=up{job="quire"}' | grep -q '"value":\[[0-9.]*,"1"\]' ||
-	fail "prometheus says the node is not up"
+up=$(curl -fsS --max-time 5 "http://$prom/api/v1/query" --data-urlencode 'query=up{job="quire"}') || fail "prometheus did not answer the up query"
+grep -q '"value":\[[0-9.]*,"1"\]' <<<"$up" || fail "prometheus says the node is not up: $up"
 step "ok: prometheus scraped the node; $query = 3 through its HTTP API"
