@@ -8,11 +8,12 @@
 GO        ?= go
 BIN       := $(CURDIR)/bin
 GRPCURL   := $(BIN)/grpcurl
+CHAOS_BIN := $(BIN)/quire-chaosfs
 PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e e2e-python compose image vet bench perf chaos fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e e2e-python compose image vet bench perf chaos chaos-bin fuzz proto verify docs tools clean
 
 all: build
 
@@ -27,13 +28,13 @@ test: verify unit e2e compose
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 
-e2e: build
+e2e: build chaos-bin
 	scripts/tools.sh grpcurl
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
-	$(GO) run ./chaos/cmd/chaos run -quire $(BIN)/quire -duration $(CHAOS_SHORT)
+	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
 
 # The Python example alone (scripts/e2e.sh also runs it): against a dev
 # server of its own; installs python3-grpcio and python3-grpc-tools with
@@ -83,8 +84,13 @@ perf: build
 CHAOS_DURATION ?= 3m
 # make test runs the same suite for this long (every fault kind can come up).
 CHAOS_SHORT    ?= 45s
-chaos: build
-	$(GO) run ./chaos/cmd/chaos run -quire $(BIN)/quire -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
+chaos: chaos-bin
+	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
+
+# The suite's servers are a test build (-tags chaosfs) that fails its
+# disk on demand (cmd/quire/diskfault_chaosfs.go); otherwise the same.
+chaos-bin:
+	$(GO) build -tags chaosfs -o $(CHAOS_BIN) ./cmd/quire
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
@@ -99,4 +105,4 @@ verify:
 	scripts/verify.sh
 
 clean:
-	rm -f $(BIN)/quire
+	rm -f $(BIN)/quire $(CHAOS_BIN)

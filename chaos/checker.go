@@ -34,7 +34,20 @@ const (
 	// A client's successive observations of a partition's high watermark
 	// going backwards.
 	HWBackwards = "hw-backwards"
+	// Two members of the group owning one partition at once, as their
+	// own assignment callbacks tell.
+	TwoOwners = "two-owners"
+	// A client's successive observations of the group's committed offset
+	// of a partition going backwards.
+	CommittedBackwards = "committed-backwards"
+	// An acknowledged write below the group's last committed offset that
+	// no member of the group read: committed without being processed.
+	GroupMissed = "group-missed"
 )
+
+// anomalyKinds are every kind, in the order the summary lists them.
+var anomalyKinds = []string{Lost, Duplicate, Inconsistent, AckMismatch, NonmonotonicSend, NonmonotonicPoll, PollSkip,
+	ReadOfFailed, ReadOfUnsent, HWBackwards, TwoOwners, CommittedBackwards, GroupMissed}
 
 // Anomaly is one finding.
 type Anomaly struct {
@@ -53,7 +66,10 @@ func (a Anomaly) String() string {
 type Report struct {
 	Sent, Acked, Failed, Unknown int
 	Reads, FinalRecords          int
-	Anomalies                    []Anomaly
+	// GroupReads are the records group members read, Handovers the
+	// partitions given to a member.
+	GroupReads, Handovers int
+	Anomalies             []Anomaly
 	// Faults counts the faults injected, by kind.
 	Faults map[string]int
 	// Unavailable is, per kind of fault, the longest time a partition went
@@ -81,8 +97,10 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "writes: %d sent, %d acknowledged, %d failed, %d unknown; %d reads, %d records in the final read\n",
 		r.Sent, r.Acked, r.Failed, r.Unknown, r.Reads, r.FinalRecords)
-	kinds := []string{Lost, Duplicate, Inconsistent, AckMismatch, NonmonotonicSend, NonmonotonicPoll, PollSkip, ReadOfFailed, ReadOfUnsent, HWBackwards}
-	for _, k := range kinds {
+	if r.GroupReads > 0 || r.Handovers > 0 {
+		fmt.Fprintf(&b, "group: %d records read by members, %d partitions handed to a member\n", r.GroupReads, r.Handovers)
+	}
+	for _, k := range anomalyKinds {
 		fmt.Fprintf(&b, "%-22s %d\n", k, r.Count(k))
 	}
 	shown := map[string]int{}
@@ -141,6 +159,12 @@ func Check(events []Event) *Report {
 		prev, next int64
 	}
 	lastHW := map[stream]int64{}
+	// The group: each partition's owners (member → since), the values
+	// members read, and the highest committed offset seen.
+	owners := map[int32]map[string]time.Time{}
+	groupRead := map[string]bool{}
+	lastCommitted := map[stream]int64{}
+	committed := map[int32]int64{}
 	acksBy := map[int32][]time.Time{}
 	for _, e := range events {
 		p := position{e.Partition, e.Offset}
@@ -192,6 +216,36 @@ func Check(events []Event) *Report {
 				readAt[e.Value] = map[position]bool{}
 			}
 			readAt[e.Value][p] = true
+		case GroupRead:
+			r.GroupReads++
+			see(p, e.Value)
+			if readAt[e.Value] == nil {
+				readAt[e.Value] = map[position]bool{}
+			}
+			readAt[e.Value][p] = true
+			groupRead[e.Value] = true
+		case Assign:
+			r.Handovers++
+			for other, since := range owners[e.Partition] {
+				if other != e.Process {
+					r.add(Anomaly{TwoOwners, e.Partition, -1, "",
+						fmt.Sprintf("%s was given it at %s while %s had owned it since %s", e.Process,
+							e.Time.Format(time.RFC3339Nano), other, since.Format(time.RFC3339Nano))})
+				}
+			}
+			if owners[e.Partition] == nil {
+				owners[e.Partition] = map[string]time.Time{}
+			}
+			owners[e.Partition][e.Process] = e.Time
+		case Revoke:
+			delete(owners[e.Partition], e.Process)
+		case Committed:
+			if prev, ok := lastCommitted[s]; ok && e.Offset < prev {
+				r.add(Anomaly{CommittedBackwards, e.Partition, e.Offset, "",
+					fmt.Sprintf("%s saw the committed offset at %d before", e.Process, prev)})
+			}
+			lastCommitted[s] = e.Offset
+			committed[e.Partition] = max(committed[e.Partition], e.Offset)
 		case ReaderReset:
 			delete(lastRead, s)
 		case HW:
@@ -255,6 +309,13 @@ func Check(events []Event) *Report {
 		} else if len(ps) == 0 && maxRead[p.partition] > p.offset {
 			r.add(Anomaly{Lost, p.partition, p.offset, v,
 				fmt.Sprintf("acknowledged, never read, while reads reached offset %d", maxRead[p.partition])})
+		}
+	}
+	for _, v := range sortedKeys(acked) {
+		p := acked[v]
+		if c, ok := committed[p.partition]; ok && p.offset < c && !groupRead[v] {
+			r.add(Anomaly{GroupMissed, p.partition, p.offset, v,
+				fmt.Sprintf("the group committed %d without a member reading it", c)})
 		}
 	}
 	r.unavailability(events, acksBy)

@@ -32,6 +32,14 @@ func (h *hist) read(proc string, p int32, o int64, v string) *hist {
 	return h.add(Event{Kind: Read, Process: proc, Partition: p, Offset: o, Value: v})
 }
 
+func (h *hist) assign(member string, p int32) *hist {
+	return h.add(Event{Kind: Assign, Process: member, Partition: p})
+}
+
+func (h *hist) revoke(member string, p int32) *hist {
+	return h.add(Event{Kind: Revoke, Process: member, Partition: p})
+}
+
 func (h *hist) final(p int32, values ...string) *hist {
 	for o, v := range values {
 		h.add(Event{Kind: Final, Partition: p, Offset: int64(o), Value: v})
@@ -51,6 +59,17 @@ func clean() *hist {
 	h.add(Event{Kind: Send, Process: "p2", Partition: 1, Value: "no"}).add(Event{Kind: Fail, Process: "p2", Partition: 1, Value: "no"})
 	h.write("p1", 0, 3, "d")
 	h.add(Event{Kind: FaultEnd, Fault: "kill", Node: "2", Process: "n1"})
+	// A group: m1 reads partition 0 and commits, hands it to m2 (given
+	// up first), which reads on; m1 reads partition 1 throughout. The
+	// committed offset of partition 0 stays below the unread "d".
+	h.assign("m1", 0).assign("m1", 1)
+	h.add(Event{Kind: GroupRead, Process: "m1", Partition: 0, Offset: 0, Value: "a"}).
+		add(Event{Kind: GroupRead, Process: "m1", Partition: 1, Offset: 0, Value: "c"}).
+		add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 1})
+	h.revoke("m1", 0).assign("m2", 0)
+	h.add(Event{Kind: GroupRead, Process: "m2", Partition: 0, Offset: 1, Value: "b"}).
+		add(Event{Kind: GroupRead, Process: "m2", Partition: 0, Offset: 2, Value: "maybe"}).
+		add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 3}).add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 3})
 	return h.final(0, "a", "b", "maybe", "d").final(1, "c")
 }
 
@@ -58,6 +77,9 @@ func TestChaosCheckerCleanHistory(t *testing.T) {
 	r := Check(clean().events)
 	if !r.OK() {
 		t.Fatalf("clean history reported anomalies:\n%s", r.Summary())
+	}
+	if r.GroupReads != 4 || r.Handovers != 3 {
+		t.Errorf("group counts: %d reads, %d handovers", r.GroupReads, r.Handovers)
 	}
 	if r.Acked != 4 || r.Sent != 6 || r.Failed != 1 || r.Unknown != 1 || r.FinalRecords != 5 || r.Faults["kill"] != 1 {
 		t.Errorf("counts: %+v", r)
@@ -109,6 +131,18 @@ func TestChaosCheckerFindsEachAnomaly(t *testing.T) {
 		}},
 		{HWBackwards, func() *hist {
 			return newHist().add(Event{Kind: HW, Process: "hw", Partition: 0, Offset: 7}).add(Event{Kind: HW, Process: "hw", Partition: 0, Offset: 6})
+		}},
+		{TwoOwners, func() *hist { // m2 given partition 0 before m1 gave it up
+			return newHist().assign("m1", 0).assign("m2", 0).revoke("m1", 0)
+		}},
+		{CommittedBackwards, func() *hist {
+			return newHist().add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 9}).
+				add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 8})
+		}},
+		{GroupMissed, func() *hist { // b committed past without a member reading it
+			return newHist().write("p", 0, 0, "a").write("p", 0, 1, "b").assign("m", 0).
+				add(Event{Kind: GroupRead, Process: "m", Partition: 0, Offset: 0, Value: "a"}).
+				add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 2})
 		}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {

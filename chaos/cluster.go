@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -57,6 +59,8 @@ var ClusterSettings = []string{
 	"QUIRE_REPLICA_FETCH_WAIT_MAX_MS=250",
 	"QUIRE_REPLICA_FETCH_BACKOFF_MS=200",
 	"QUIRE_METADATA_WRITE_TIMEOUT_MS=5000",
+	"QUIRE_GROUP_CONSUMER_SESSION_TIMEOUT_MS=4000",
+	"QUIRE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS=500",
 	"QUIRE_LOG_LEVEL=info",
 }
 
@@ -159,6 +163,8 @@ func (c *Cluster) Start(n *Node) error {
 		"QUIRE_ADVERTISED_LISTENERS="+n.Addr,
 		"QUIRE_CONTROLLER_QUORUM_VOTERS="+c.voters(),
 		"QUIRE_LOG_DIRS="+filepath.Join(n.Dir, "data"),
+		// Read only by a test build (go build -tags chaosfs).
+		"QUIRE_CHAOS_DISK_FAULT="+n.diskFaultFile(),
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -267,6 +273,29 @@ func (c *Cluster) StopAll() {
 		wg.Go(func() { _ = c.Stop(n, 20*time.Second) })
 	}
 	wg.Wait()
+}
+
+// diskFaultFile is the file whose existence fails the node's disk (in a
+// server built with -tags chaosfs).
+func (n *Node) diskFaultFile() string { return filepath.Join(n.Dir, "disk-fault") }
+
+// DiskFaults reports whether the nodes can fail their disks: their server
+// is a test build that says so when it starts (checked in node 1's log).
+func (c *Cluster) DiskFaults() bool {
+	b, err := os.ReadFile(filepath.Join(c.nodes[0].Dir, "quire.log"))
+	return err == nil && bytes.Contains(b, []byte("chaos: disk faults armed"))
+}
+
+// FailDisk makes every write and fsync of the node's partition logs fail
+// with EIO (on), or work again (off).
+func (c *Cluster) FailDisk(n *Node, on bool) error {
+	if on {
+		return os.WriteFile(n.diskFaultFile(), nil, 0o644)
+	}
+	if err := os.Remove(n.diskFaultFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // TearTail cuts up to maxBytes off the end of the active (last) segment

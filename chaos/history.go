@@ -41,6 +41,15 @@ const (
 	// The final read after healing: every record of Partition below the
 	// high watermark, in order (Value at Offset).
 	Final Kind = "final"
+	// A group member (Process) was given Partition: it reads it from now.
+	Assign Kind = "assign"
+	// A group member gave Partition up: it reads it no more.
+	Revoke Kind = "revoke"
+	// A group member read Value at Offset.
+	GroupRead Kind = "group-read"
+	// The group's committed offset of Partition was Offset, as a client
+	// saw it.
+	Committed Kind = "committed"
 	// A fault began (Fault names it, Node the node or nodes).
 	FaultStart Kind = "fault-start"
 	// A fault ended.

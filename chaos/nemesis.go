@@ -22,11 +22,12 @@ const (
 	FaultIsolate        = "isolate"         // cut a node off from the others
 	FaultCutLink        = "cut-link"        // cut the link between two nodes
 	FaultSplit          = "split"           // a majority/minority split
+	FaultDiskError      = "disk-error"      // EIO on a leader's writes and fsyncs, then a new disk (kill, restart)
 )
 
 // AllFaults is every fault the nemesis knows, network ones last.
 var AllFaults = []string{FaultKill, FaultKillController, FaultKillLeader, FaultKillTwo, FaultPause, FaultTornTail,
-	FaultIsolate, FaultCutLink, FaultSplit}
+	FaultDiskError, FaultIsolate, FaultCutLink, FaultSplit}
 
 func networkFault(f string) bool { return f == FaultIsolate || f == FaultCutLink || f == FaultSplit }
 
@@ -154,6 +155,31 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		}
 		end()
 		return nil
+	case FaultDiskError:
+		// A leader's disk, so that writes hit it at once.
+		nd := n.randomNode()
+		if id := n.leader(ctx, int32(n.rng.IntN(int(n.parts)))); id > 0 {
+			nd = n.c.Node(id)
+		}
+		end := n.begin(f, nd.ID)
+		if err := n.c.FailDisk(nd, true); err != nil {
+			return err
+		}
+		n.sleep(ctx, n.hold(2*time.Second, 5*time.Second))
+		// A new disk: the node's failed logs cannot be closed cleanly, so
+		// it is killed, and starts on a working disk.
+		if err := n.c.Kill(nd); err != nil {
+			return err
+		}
+		if err := n.c.FailDisk(nd, false); err != nil {
+			return err
+		}
+		if err := n.c.Start(nd); err != nil {
+			return err
+		}
+		err := n.c.WaitServing(heal, nd)
+		end()
+		return err
 	case FaultPause:
 		nd := n.randomNode()
 		end := n.begin(f, nd.ID)

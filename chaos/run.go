@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,11 +25,18 @@ type Config struct {
 	Faults     []string      // the mix; AllFaults when empty
 	Partitions int32
 	Producers  int
-	History    io.Writer // the history as JSON lines, or nil
-	Logf       func(format string, args ...any)
+	// IdempotentProducers write through the Go client's idempotent
+	// producer, GroupMembers read the topic as one consumer group.
+	IdempotentProducers int
+	GroupMembers        int
+	History             io.Writer // the history as JSON lines, or nil
+	Logf                func(format string, args ...any)
 }
 
-const topic = "chaos"
+const (
+	topic = "chaos"
+	group = "chaos-group"
+)
 
 // Run starts the cluster, runs the workload under the nemesis for
 // cfg.Duration, heals everything, waits for full ISRs, reads every
@@ -86,6 +94,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := c.StartAll(startCtx); err != nil {
 		return nil, err
 	}
+	if slices.Contains(faults, FaultDiskError) && !c.DiskFaults() {
+		logf("disk faults left out: %s is not a test build (go build -tags chaosfs ./cmd/quire)", cfg.Bin)
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == FaultDiskError })
+		if len(faults) == 0 {
+			return nil, errors.New("chaos: no faults to inject")
+		}
+	}
 	cl, err := client.New(startCtx, client.SeedBrokers(c.Brokers()...), client.RequestTimeout(5*time.Second),
 		client.RetryBackoff(50*time.Millisecond), client.FetchMaxWait(250*time.Millisecond))
 	if err != nil {
@@ -118,12 +133,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			producer(work, h, fmt.Sprintf("p%d", i), topic, cfg.Partitions, conns, prng, 5*time.Millisecond)
 		})
 	}
+	if cfg.IdempotentProducers > 0 {
+		icl, err := client.New(startCtx, client.SeedBrokers(c.Brokers()...), client.RequestTimeout(5*time.Second),
+			client.RetryBackoff(50*time.Millisecond), client.DeliveryTimeout(30*time.Second),
+			client.RecordPartitioner(client.ManualPartitioner()), client.Linger(2*time.Millisecond))
+		if err != nil {
+			return nil, err
+		}
+		defer icl.Close()
+		for i := range cfg.IdempotentProducers {
+			producers.Go(func() {
+				idempotentProducer(work, h, icl, fmt.Sprintf("i%d", i), topic, cfg.Partitions, 64, 2*time.Millisecond)
+			})
+		}
+	}
 	readCtx, stopReads := context.WithCancel(ctx)
 	defer stopReads()
 	for p := range cfg.Partitions {
 		readers.Go(func() { _ = reader(readCtx, h, cl, fmt.Sprintf("r%d", p), topic, p) })
 	}
 	readers.Go(func() { hwPoller(readCtx, h, cl, topic, 200*time.Millisecond) })
+	var members sync.WaitGroup
+	memberErrs := make([]error, cfg.GroupMembers)
+	for i := range cfg.GroupMembers {
+		mrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(100+i)))
+		members.Go(func() { memberErrs[i] = groupMember(readCtx, h, cl, group, fmt.Sprintf("m%d", i), topic, mrng) })
+	}
+	if cfg.GroupMembers > 0 {
+		readers.Go(func() { committedPoller(readCtx, h, cl, group, topic, cfg.Partitions, 500*time.Millisecond) })
+	}
 
 	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf}
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
@@ -163,8 +201,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := finalRead(healCtx, h, cl, topic, cfg.Partitions); err != nil {
 		return nil, err
 	}
+	if cfg.GroupMembers > 0 {
+		if err := waitGroupCaughtUp(healCtx, cl, group, topic, cfg.Partitions); err != nil {
+			logf("%v", err)
+		}
+	}
 	stopReads()
 	readers.Wait()
+	members.Wait()
+	if err := errors.Join(memberErrs...); err != nil {
+		return nil, err
+	}
+	if cfg.GroupMembers > 0 {
+		// What the members committed as they left.
+		if err := recordCommitted(healCtx, h, cl, group, topic, cfg.Partitions); err != nil {
+			return nil, fmt.Errorf("chaos: the group's committed offsets after healing: %w", err)
+		}
+	}
 	ends, err := cl.ListOffsets(healCtx, topic, client.AtEnd())
 	if err != nil {
 		return nil, err
@@ -191,6 +244,40 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return report, fmt.Errorf("chaos: writing the history: %w", err)
 	}
 	return report, nil
+}
+
+// waitGroupCaughtUp polls until the group has committed every
+// partition's high watermark, so that the group check covers the whole
+// log; a group that does not catch up within ctx is reported, not fatal
+// (what it did commit is still checked).
+func waitGroupCaughtUp(ctx context.Context, cl *client.Client, group, topic string, partitions int32) error {
+	var tps []client.TopicPartition
+	for p := range partitions {
+		tps = append(tps, client.TopicPartition{Topic: topic, Partition: p})
+	}
+	var behind string
+	for {
+		ends, err := cl.ListOffsets(ctx, topic, client.AtEnd())
+		if err == nil {
+			var offs []client.CommittedOffset
+			if offs, err = cl.FetchOffsets(ctx, group, tps...); err == nil {
+				behind = ""
+				for _, o := range offs {
+					if o.Offset < ends[o.Partition] {
+						behind += fmt.Sprintf(" %d:%d/%d", o.Partition, o.Offset, ends[o.Partition])
+					}
+				}
+				if behind == "" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: the group did not catch up (partition:committed/end%s; %v)", behind, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitFullISR polls until every partition of the topic has every replica

@@ -172,3 +172,95 @@ func TestConsumerBadGroupIDRefusedUpFront(t *testing.T) {
 		t.Fatalf("second poll: %v", err)
 	}
 }
+
+// silentCoordinator answers the first heartbeat (a join) with both
+// partitions of "rt" and a short session, then never again: every later
+// heartbeat waits until its caller gives up, as when the coordinator is
+// paused or cut off. It notes when it answered, and the rejoin.
+type silentCoordinator struct {
+	*refusingBroker
+	session  time.Duration
+	answered chan time.Time // when the join was answered
+	rejoined chan struct{}
+	joins    int
+}
+
+func (sc *silentCoordinator) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	if in.MemberEpoch == 0 {
+		if sc.joins++; sc.joins == 1 {
+			defer func() { sc.answered <- time.Now() }()
+			return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: in.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 100,
+				SessionTimeoutMs: int32(sc.session.Milliseconds()),
+				Assignment:       &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "rt", Partitions: []int32{0, 1}}}}}, nil
+		}
+		close(sc.rejoined)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds: a member whose
+// heartbeats go unanswered stops using its partitions (OnRevoked) before
+// the coordinator's session timeout, counted from when the coordinator
+// last heard it, could let another member have them; then it joins
+// again.
+func TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds(t *testing.T) {
+	rb := startRefusing(t)
+	sc := &silentCoordinator{refusingBroker: rb, session: time.Second, answered: make(chan time.Time, 1), rejoined: make(chan struct{})}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	quirev1.RegisterMetadataServer(s, rb)
+	quirev1.RegisterConsumerServer(s, rb)
+	quirev1.RegisterGroupsServer(s, sc)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	rb.addr = lis.Addr().String()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.SeedBrokers(rb.addr), client.RequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	revoked := make(chan []client.TopicPartition, 1)
+	g, err := cl.NewGroupConsumer(client.GroupConfig{Group: "g", Topics: []string{"rt"}, AutoCommitInterval: -1,
+		OnRevoked: func(tps []client.TopicPartition) { revoked <- tps }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer ccancel()
+		_ = g.Close(cctx)
+	}()
+	var answered time.Time
+	select {
+	case answered = <-sc.answered:
+	case <-ctx.Done():
+		t.Fatal("the member never joined")
+	}
+	select {
+	case tps := <-revoked:
+		at := time.Now()
+		if len(tps) != 2 {
+			t.Errorf("revoked %v, want both partitions", tps)
+		}
+		if expiry := answered.Add(sc.session); !at.Before(expiry) {
+			t.Errorf("partitions given up at %v, not before the coordinator could give them away (%v)", at, expiry)
+		}
+		if got := g.Assignment(); len(got) != 0 {
+			t.Errorf("still owns %v after giving up", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the partitions were never given up")
+	}
+	select {
+	case <-sc.rejoined:
+	case <-ctx.Done():
+		t.Fatal("the member never joined again")
+	}
+}

@@ -70,6 +70,22 @@ type GroupConsumer struct {
 	changed  chan struct{}
 	fatal    error
 	interval time.Duration
+	// session is the coordinator's session timeout (0 until it said),
+	// lastOK when the last heartbeat that got an answer was sent.
+	session time.Duration
+	lastOK  time.Time
+}
+
+// lossDeadline is when the member must stop using its partitions if no
+// heartbeat gets an answer before: a little before the coordinator,
+// which counts the session from when it received the last heartbeat (no
+// earlier than the member sent it), may give them to another member. The
+// zero time when there is nothing to lose.
+func (g *GroupConsumer) lossDeadlineLocked() time.Time {
+	if g.session <= 0 || len(g.owned) == 0 || g.lastOK.IsZero() {
+		return time.Time{}
+	}
+	return g.lastOK.Add(g.session - min(g.session/5, time.Second))
 }
 
 // NewGroupConsumer joins a consumer group. The first assignment comes
@@ -280,6 +296,13 @@ func (g *GroupConsumer) run() {
 			g.c.log.Debug("group heartbeat failed", "group", g.cfg.Group, "error", err)
 			wait = min(wait, 200*time.Millisecond)
 		}
+		g.mu.Lock()
+		if d := g.lossDeadlineLocked(); !d.IsZero() {
+			// Wake for the deadline: the heartbeat sent then fails at
+			// once, and gives the partitions up in time.
+			wait = max(0, min(wait, time.Until(d)))
+		}
+		g.mu.Unlock()
 		if g.cfg.AutoCommitInterval > 0 && time.Now().After(nextCommit) {
 			g.mu.Lock()
 			if err := g.commitLocked(g.ctx, g.owned); err != nil && g.ctx.Err() == nil {
@@ -312,9 +335,17 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 		req.RebalanceTimeoutMs = int32(g.cfg.RebalanceTimeout.Milliseconds())
 		req.Assignor = g.cfg.Assignor
 	}
+	deadline := g.lossDeadlineLocked()
 	g.mu.Unlock()
+	ctx, cancel := g.ctx, context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		// No answer by then is no answer at all: the partitions go.
+		ctx, cancel = context.WithDeadline(g.ctx, deadline)
+	}
+	defer cancel()
+	sent := time.Now()
 	var resp *quirev1.ConsumerGroupHeartbeatResponse
-	err := g.c.group(g.ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+	err := g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
 		var err error
 		resp, err = gc.ConsumerGroupHeartbeat(ctx, req)
 		return err
@@ -322,6 +353,16 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err != nil {
+		if d := g.lossDeadlineLocked(); !d.IsZero() && !time.Now().Before(d) && g.ctx.Err() == nil {
+			// The coordinator may have removed the member by now and
+			// given its partitions to others: they are lost (no commit,
+			// which would be refused), and the member joins again.
+			g.c.log.Warn("group heartbeats unanswered for nearly the session timeout; giving up partitions and rejoining",
+				"group", g.cfg.Group, "session_timeout", g.session, "partitions", len(g.owned), "error", err)
+			g.reconcileLocked(nil, false)
+			g.epoch = 0
+			return true, err
+		}
 		switch ErrorCode(err) {
 		case quirev1.ErrorCode_FENCED_MEMBER_EPOCH, quirev1.ErrorCode_UNKNOWN_MEMBER_ID:
 			// Fenced: everything it had is someone else's now; rejoin.
@@ -339,6 +380,10 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 		return false, err
 	}
 	g.epoch = resp.MemberEpoch
+	g.lastOK = sent
+	if resp.SessionTimeoutMs > 0 {
+		g.session = time.Duration(resp.SessionTimeoutMs) * time.Millisecond
+	}
 	if resp.HeartbeatIntervalMs > 0 {
 		g.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}

@@ -20,7 +20,7 @@ func (s *Service) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.Consum
 		return nil, toStatus(err)
 	}
 	out := &quirev1.ConsumerGroupHeartbeatResponse{MemberId: resp.MemberID, MemberEpoch: resp.MemberEpoch,
-		HeartbeatIntervalMs: int32(resp.HeartbeatInterval.Milliseconds())}
+		HeartbeatIntervalMs: int32(resp.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(resp.SessionTimeout.Milliseconds())}
 	if resp.HasAssignment {
 		out.Assignment = AssignmentToPB(resp.Assignment)
 	}

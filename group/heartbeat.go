@@ -50,6 +50,9 @@ type Response struct {
 	MemberID          string
 	MemberEpoch       int32 // LeaveEpoch after a leave
 	HeartbeatInterval time.Duration
+	// SessionTimeout is how long the member may go unheard before it is
+	// removed (group.consumer.session.timeout.ms).
+	SessionTimeout time.Duration
 	// Assignment, when HasAssignment, is the complete set of partitions
 	// the member may use from now on. The member first stops using (and
 	// commits) the partitions it owns that are not in it, then starts
@@ -87,7 +90,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		}
 		emit(MemberRemoved{Group: g.id, MemberID: mem.id})
 		m.bump(g, emit)
-		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval}, recs, nil
+		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
 
 	case hb.MemberEpoch == JoinEpoch:
 		if hb.Subscription == nil {
@@ -150,7 +153,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	}
 	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
 
-	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval}
+	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}
 	if changed || hb.MemberEpoch != mem.epoch || (hb.HasOwned && !slices.Equal(owned, mem.assigned)) {
 		resp.Assignment, resp.HasAssignment = slices.Clone(mem.assigned), true
 	}

@@ -18,6 +18,8 @@ fi
 
 echo "verify: go vet"
 go vet ./... || fail=1
+# The fault suite's test build of the server (-tags chaosfs).
+go vet -tags chaosfs ./cmd/quire || fail=1
 
 echo "verify: go mod tidy"
 tmp=$(mktemp -d)
@@ -40,6 +42,7 @@ go test -count=1 ./internal/lint || fail=1
 
 echo "verify: staticcheck ($(bin/staticcheck -version))"
 bin/staticcheck ./... || fail=1
+bin/staticcheck -tags chaosfs ./cmd/quire || fail=1
 
 echo "verify: breaking changes to proto/quire/v1"
 if git rev-parse --verify -q HEAD~1 >/dev/null; then

@@ -948,9 +948,16 @@ type ConsumerGroupHeartbeatResponse struct {
 	// on. It first stops using (and commits) those it owns that are not
 	// here, then starts on the new ones, and lists what it uses in its next
 	// heartbeat.
-	Assignment    *GroupAssignment `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Assignment *GroupAssignment `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	// The session timeout (group.consumer.session.timeout.ms): a member
+	// not heard from for this long is removed and its partitions given to
+	// others. A member whose heartbeats have gone unanswered for nearly
+	// this long, counted from the sending of the last answered one, stops
+	// using its partitions and joins again, so that it never uses a
+	// partition the coordinator has already given to another member.
+	SessionTimeoutMs int32 `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
@@ -1009,6 +1016,13 @@ func (x *ConsumerGroupHeartbeatResponse) GetAssignment() *GroupAssignment {
 		return x.Assignment
 	}
 	return nil
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
 }
 
 type DescribeGroupRequest struct {
@@ -1303,14 +1317,15 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xcf\x01\n" +
+	"partitions\"\xfd\x01\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x05R\x13heartbeatIntervalMs\x129\n" +
 	"\n" +
 	"assignment\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\n" +
-	"assignment\",\n" +
+	"assignment\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\xe7\x01\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +

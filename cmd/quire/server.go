@@ -96,6 +96,9 @@ func runServer(ctx context.Context, f *serverFlags) error {
 		Level:      hclog.LevelFromString(cfg.LogLevel),
 		JSONFormat: f.logJSON,
 	})
+	for _, hook := range serverHooks {
+		hook(&cfg)
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -120,6 +123,10 @@ func runServer(ctx context.Context, f *serverFlags) error {
 	defer cancel()
 	return b.Shutdown(sctx)
 }
+
+// serverHooks change a server's configuration just before it starts.
+// Only test builds have any (diskfault_chaosfs.go).
+var serverHooks []func(*broker.Config)
 
 // shutdownTimeout bounds a node's shutdown: in-flight calls past it are
 // cut off (the controlled shutdown inside it is bounded by

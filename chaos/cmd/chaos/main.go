@@ -50,7 +50,9 @@ func run(args []string) int {
 	history := fs.String("history", "", "write the history (JSON lines) to this file")
 	bin := fs.String("quire", "bin/quire", "the quire binary")
 	partitions := fs.Int("partitions", 4, "partitions of the workload's topic (RF 3, min.insync.replicas 2)")
-	producers := fs.Int("producers", 4, "concurrent producers")
+	producers := fs.Int("producers", 4, "concurrent producers of plain unary Produce calls (one write at a time, no retries)")
+	idempotent := fs.Int("idempotent-producers", 2, "producers through the Go client's idempotent producer (retries, many writes in flight)")
+	members := fs.Int("group-members", 3, "members of one consumer group reading the topic, committing after processing")
 	keep := fs.Bool("keep", false, "keep the nodes' directories")
 	_ = fs.Parse(args)
 	if *nodes < 3 {
@@ -75,6 +77,7 @@ func run(args []string) int {
 	}()
 	cfg := chaos.Config{Bin: *bin, Dir: dir, Nodes: *nodes, Duration: *duration, Seed: *seed,
 		Faults: strings.Split(*faults, ","), Partitions: int32(*partitions), Producers: *producers,
+		IdempotentProducers: *idempotent, GroupMembers: *members,
 		Logf: func(format string, a ...any) { log.Printf("chaos: "+format, a...) }}
 	if *history != "" {
 		f, err := os.Create(*history)
