@@ -31,7 +31,9 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 		client.RequestTimeout(150*time.Millisecond), client.DeliveryTimeout(100*time.Second),
 		client.MaxBufferedBytes(256<<10))
 	const topic, parts = "exactly-once", 3
-	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: parts, ReplicationFactor: 3,
+	// Created with the default request timeout: a create that outlives
+	// 150 ms would be retried and answered TOPIC_ALREADY_EXISTS.
+	if _, err := clusterClient(t, c, nil).CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: parts, ReplicationFactor: 3,
 		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
 		t.Fatal(err)
 	}
