@@ -273,3 +273,17 @@ func TestBrokerErrorTable(t *testing.T) {
 		t.Errorf("nil must map to nil")
 	}
 }
+
+// TestLeadershipCodesCoverEveryRefusal: each of replica's leadership
+// refusals has a code of its own, so a follower told one over the wire
+// recognises it as what it is.
+func TestLeadershipCodesCoverEveryRefusal(t *testing.T) {
+	if len(leadershipCodes) != len(replica.LeadershipRefusals) {
+		t.Fatalf("%d codes for %d refusals: %v", len(leadershipCodes), len(replica.LeadershipRefusals), leadershipCodes)
+	}
+	for code, e := range leadershipCodes {
+		if code == quirev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+			t.Errorf("%v has no row in the error table", e)
+		}
+	}
+}

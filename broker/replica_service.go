@@ -88,14 +88,15 @@ func fetchResponseToPB(resp *replica.FetchResponse) *pb.ReplicaFetchResponse {
 var errLeaderRefused = errors.New("broker: the leader refused the replica fetch")
 
 // leadershipCodes are the codes of a leader refusing a replica fetch for
-// leadership, with the replica sentinels they stand for.
-var leadershipCodes = map[quirev1.ErrorCode]error{
-	quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER:     replica.ErrNotLeader,
-	quirev1.ErrorCode_LEADER_NOT_AVAILABLE:       replica.ErrLeaderNotAvailable,
-	quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION: replica.ErrUnknownTopicOrPartition,
-	quirev1.ErrorCode_FENCED_LEADER_EPOCH:        replica.ErrFencedLeaderEpoch,
-	quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH:       replica.ErrUnknownLeaderEpoch,
-}
+// leadership (replica.LeadershipRefusals, through the error table), with
+// the sentinels they stand for.
+var leadershipCodes = func() map[quirev1.ErrorCode]error {
+	m := map[quirev1.ErrorCode]error{}
+	for _, e := range replica.LeadershipRefusals {
+		m[lookupError(e).code] = e
+	}
+	return m
+}()
 
 func fetchResponseFromPB(resp *pb.ReplicaFetchResponse) *replica.FetchResponse {
 	out := &replica.FetchResponse{Partitions: make([]replica.FetchResult, len(resp.GetPartitions()))}

@@ -343,10 +343,16 @@ func (f *fetcher) accepted(part *Partition, epoch int32) {
 	}
 }
 
-// leadershipRefusal reports whether a leader refused a partition's fetch
-// because the two brokers' views of its leadership differ.
+// LeadershipRefusals are the errors of a leader refusing a partition's
+// fetch because the two brokers' views of its leadership differ: a
+// follower asks again at once (with a short backoff), not after the
+// backoff of a failing leader. A transport keeps them as they are (the
+// broker maps their codes back to these).
+var LeadershipRefusals = []error{ErrNotLeader, ErrLeaderNotAvailable, ErrUnknownTopicOrPartition, ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch}
+
+// leadershipRefusal reports whether err is one of LeadershipRefusals.
 func leadershipRefusal(err error) bool {
-	for _, e := range []error{ErrNotLeader, ErrLeaderNotAvailable, ErrUnknownTopicOrPartition, ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch} {
+	for _, e := range LeadershipRefusals {
 		if errors.Is(err, e) {
 			return true
 		}
