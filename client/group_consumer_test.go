@@ -27,19 +27,26 @@ type refusingBroker struct {
 }
 
 func startRefusing(t *testing.T) *refusingBroker {
+	rb := &refusingBroker{}
+	rb.addr = serveFake(t, rb, rb, rb)
+	return rb
+}
+
+// serveFake serves the three services on a loopback port until the test
+// ends, and returns its address.
+func serveFake(t *testing.T, md quirev1.MetadataServer, cons quirev1.ConsumerServer, groups quirev1.GroupsServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb := &refusingBroker{addr: lis.Addr().String()}
 	s := grpc.NewServer()
-	quirev1.RegisterMetadataServer(s, rb)
-	quirev1.RegisterConsumerServer(s, rb)
-	quirev1.RegisterGroupsServer(s, rb)
+	quirev1.RegisterMetadataServer(s, md)
+	quirev1.RegisterConsumerServer(s, cons)
+	quirev1.RegisterGroupsServer(s, groups)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	return rb
+	return lis.Addr().String()
 }
 
 func refused(what string) error {
@@ -205,19 +212,9 @@ func (sc *silentCoordinator) ConsumerGroupHeartbeat(ctx context.Context, in *qui
 // last heard it, could let another member have them; then it joins
 // again.
 func TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds(t *testing.T) {
-	rb := startRefusing(t)
+	rb := &refusingBroker{}
 	sc := &silentCoordinator{refusingBroker: rb, session: time.Second, answered: make(chan time.Time, 1), rejoined: make(chan struct{})}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	quirev1.RegisterMetadataServer(s, rb)
-	quirev1.RegisterConsumerServer(s, rb)
-	quirev1.RegisterGroupsServer(s, sc)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	rb.addr = lis.Addr().String()
+	rb.addr = serveFake(t, rb, rb, sc)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
