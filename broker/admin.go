@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
@@ -94,7 +95,7 @@ func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopic
 		return nil, toStatus(fmt.Errorf("create topic %q: waiting for the metadata: %w", req.Name, err))
 	}
 	t, _ := img.Topic(req.Name)
-	return &quirev1.CreateTopicResponse{Topic: b.describeTopic(ctx, img, t)}, nil
+	return &quirev1.CreateTopicResponse{Topic: b.describeTopic(ctx, img, t), MetadataIndex: img.Index()}, nil
 }
 
 func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
@@ -112,10 +113,11 @@ func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopic
 		return nil, toStatus(fmt.Errorf("delete topic %q: %w", req.Name, err))
 	}
 	b.logger.Info("deleted topic", "topic", req.Name)
-	if _, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(req.Name); return !ok }); err != nil {
+	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(req.Name); return !ok })
+	if err != nil {
 		return nil, toStatus(fmt.Errorf("delete topic %q: waiting for the metadata: %w", req.Name, err))
 	}
-	return &quirev1.DeleteTopicResponse{}, nil
+	return &quirev1.DeleteTopicResponse{MetadataIndex: img.Index()}, nil
 }
 
 func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRequest) (*quirev1.ListTopicsResponse, error) {
@@ -251,7 +253,7 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.Create
 	if !ok {
 		return nil, toStatus(unknownTopic(req.Topic))
 	}
-	return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, img, t)}, nil
+	return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, img, t), MetadataIndex: img.Index()}, nil
 }
 
 // UnregisterBroker removes a broker that is gone for good (see the
@@ -284,9 +286,32 @@ type metadataService struct {
 	b *Broker
 }
 
+// maxMetadataWait bounds how long GetMetadata waits for the image to
+// reach the index a client asks for.
+const maxMetadataWait = 5 * time.Second
+
 func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
 	b := s.b
 	img := b.cluster.image()
+	if want := req.MinMetadataIndex; img.Index() < want {
+		until := time.Now().Add(maxMetadataWait)
+		if dl, ok := ctx.Deadline(); ok {
+			// Answer before the caller gives up, so it hears why.
+			if dl = dl.Add(-min(time.Until(dl)/10, 100*time.Millisecond)); dl.Before(until) {
+				until = dl
+			}
+		}
+		wctx, cancel := context.WithDeadline(ctx, until)
+		newer, err := b.cluster.waitFor(wctx, func(img *metadata.Image) bool { return img.Index() >= want })
+		cancel()
+		if newer != nil {
+			img = newer
+		}
+		if err != nil {
+			return nil, toStatus(fmt.Errorf("%w: broker %d's metadata is at index %d, the request asks for %d or newer",
+				ErrRequestTimedOut, b.cfg.NodeID, img.Index(), want))
+		}
+	}
 	resp := &quirev1.GetMetadataResponse{ClusterId: b.cluster.clusterID(), ControllerId: b.cluster.controllerID()}
 	var topics []metadata.TopicInfo
 	var missing []*quirev1.TopicMetadata

@@ -1,6 +1,9 @@
 package broker_test
 
 import (
+	"context"
+	"time"
+
 	"strings"
 	"testing"
 
@@ -283,4 +286,28 @@ func TestAdminMetadataAutoCreate(t *testing.T) {
 	if len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) != 1 {
 		t.Fatalf("auto-created: %+v", md.Topics)
 	}
+}
+
+// TestGetMetadataMinIndex: CreateTopic answers with the index of an image
+// holding the topic; GetMetadata asked for that index or older answers at
+// once, and asked for one the broker's image has not reached waits, then
+// refuses with REQUEST_TIMED_OUT (retriable: ask another broker).
+func TestGetMetadataMinIndex(t *testing.T) {
+	_, c := start(t)
+	ctx := ctxT(t)
+	created, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "ryw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.MetadataIndex == 0 {
+		t.Fatal("CreateTopic answered no metadata index")
+	}
+	md, err := c.meta.GetMetadata(ctx, &quirev1.GetMetadataRequest{Topics: []string{"ryw"}, MinMetadataIndex: created.MetadataIndex})
+	if err != nil || md.MetadataIndex < created.MetadataIndex || len(md.Topics) != 1 || md.Topics[0].Error != nil {
+		t.Fatalf("GetMetadata at the create's index: %v %v", md, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = c.meta.GetMetadata(short, &quirev1.GetMetadataRequest{MinMetadataIndex: created.MetadataIndex + 1000})
+	wantStatus(t, err, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, "asks for")
 }

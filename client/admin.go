@@ -151,6 +151,7 @@ func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescrip
 	if err != nil {
 		return nil, err
 	}
+	c.sawMetadataIndex(resp.GetMetadataIndex())
 	c.meta.triggerRefresh()
 	return topicDesc(resp.GetTopic()), nil
 }
@@ -158,7 +159,10 @@ func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescrip
 // DeleteTopic deletes a topic and its data.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {
-		_, err := a.DeleteTopic(ctx, &quirev1.DeleteTopicRequest{Name: name})
+		resp, err := a.DeleteTopic(ctx, &quirev1.DeleteTopicRequest{Name: name})
+		if err == nil {
+			c.sawMetadataIndex(resp.GetMetadataIndex())
+		}
 		return err
 	})
 	if err == nil {
@@ -262,6 +266,7 @@ func (c *Client) CreatePartitions(ctx context.Context, topic string, total int32
 	if err != nil {
 		return nil, err
 	}
+	c.sawMetadataIndex(resp.GetMetadataIndex())
 	c.meta.triggerRefresh()
 	return topicDesc(resp.GetTopic()), nil
 }

@@ -38,6 +38,10 @@ type Client struct {
 
 	meta     *metaCache
 	metaTurn atomic.Uint32 // where the next metadata refresh starts asking
+	// minMetaIndex is the newest metadata index an admin call of this
+	// client answered with: metadata refreshes ask for at least it, so
+	// the client sees its own changes whichever broker it asks.
+	minMetaIndex atomic.Uint64
 	prod     *producer
 
 	closeOnce sync.Once
@@ -359,7 +363,8 @@ func (m *metaCache) refresh(ctx context.Context, topics []string, autoCreate boo
 		names = nil
 	}
 	resp, err := m.c.newestMetadata(ctx, &quirev1.GetMetadataRequest{
-		Topics: dedup(names), AllowAutoTopicCreation: autoCreate || m.c.cfg.autoCreate})
+		Topics: dedup(names), AllowAutoTopicCreation: autoCreate || m.c.cfg.autoCreate,
+		MinMetadataIndex: m.c.minMetaIndex.Load()})
 	m.mu.Lock()
 	m.lastFetch = time.Now()
 	if err != nil {

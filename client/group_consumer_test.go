@@ -32,9 +32,10 @@ func startRefusing(t *testing.T) *refusingBroker {
 	return rb
 }
 
-// serveFake serves the three services on a loopback port until the test
-// ends, and returns its address.
-func serveFake(t *testing.T, md quirev1.MetadataServer, cons quirev1.ConsumerServer, groups quirev1.GroupsServer) string {
+// serveFake serves the services given (groups may be nil), and any that
+// more registers, on a loopback port until the test ends, and returns its
+// address.
+func serveFake(t *testing.T, md quirev1.MetadataServer, cons quirev1.ConsumerServer, groups quirev1.GroupsServer, more ...func(*grpc.Server)) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,7 +44,12 @@ func serveFake(t *testing.T, md quirev1.MetadataServer, cons quirev1.ConsumerSer
 	s := grpc.NewServer()
 	quirev1.RegisterMetadataServer(s, md)
 	quirev1.RegisterConsumerServer(s, cons)
-	quirev1.RegisterGroupsServer(s, groups)
+	if groups != nil {
+		quirev1.RegisterGroupsServer(s, groups)
+	}
+	for _, register := range more {
+		register(s)
+	}
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()

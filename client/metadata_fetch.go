@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -65,6 +66,12 @@ func (c *Client) newestMetadata(ctx context.Context, req *quirev1.GetMetadataReq
 		select {
 		case a := <-answers:
 			pending--
+			if a.err == nil && a.resp.GetMetadataIndex() < req.GetMinMetadataIndex() {
+				// A broker that does not know min_metadata_index answers
+				// from an older image anyway.
+				a = metadataAnswer{err: newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf(
+					"metadata at index %d, older than the %d this client has seen", a.resp.GetMetadataIndex(), req.GetMinMetadataIndex()))}
+			}
 			switch {
 			case a.err == nil:
 				if newer(a.resp, best) {
@@ -102,6 +109,17 @@ func (c *Client) newestMetadata(ctx context.Context, req *quirev1.GetMetadataReq
 		last = ErrNoBrokers
 	}
 	return nil, last
+}
+
+// sawMetadataIndex raises the index metadata refreshes ask for to i (an
+// admin call's answer).
+func (c *Client) sawMetadataIndex(i uint64) {
+	for {
+		cur := c.minMetaIndex.Load()
+		if i <= cur || c.minMetaIndex.CompareAndSwap(cur, i) {
+			return
+		}
+	}
 }
 
 // newer reports whether answer a is to be preferred to b (nil: none yet).

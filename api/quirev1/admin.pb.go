@@ -205,8 +205,12 @@ type CreateTopicRequest_ReplicationFactor struct {
 func (*CreateTopicRequest_ReplicationFactor) isCreateTopicRequest_OptionalReplicationFactor() {}
 
 type CreateTopicResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         *TopicDescription      `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic *TopicDescription      `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The metadata log index of an image that holds the change: a client
+	// that passes it as GetMetadataRequest.min_metadata_index reads its own
+	// write from any broker.
+	MetadataIndex uint64 `protobuf:"varint,2,opt,name=metadata_index,json=metadataIndex,proto3" json:"metadata_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +250,13 @@ func (x *CreateTopicResponse) GetTopic() *TopicDescription {
 		return x.Topic
 	}
 	return nil
+}
+
+func (x *CreateTopicResponse) GetMetadataIndex() uint64 {
+	if x != nil {
+		return x.MetadataIndex
+	}
+	return 0
 }
 
 type DeleteTopicRequest struct {
@@ -293,7 +304,11 @@ func (x *DeleteTopicRequest) GetName() string {
 }
 
 type DeleteTopicResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metadata log index of an image that holds the change: a client
+	// that passes it as GetMetadataRequest.min_metadata_index reads its own
+	// write from any broker.
+	MetadataIndex uint64 `protobuf:"varint,1,opt,name=metadata_index,json=metadataIndex,proto3" json:"metadata_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +341,13 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
 	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeleteTopicResponse) GetMetadataIndex() uint64 {
+	if x != nil {
+		return x.MetadataIndex
+	}
+	return 0
 }
 
 type ListTopicsRequest struct {
@@ -1235,8 +1257,12 @@ func (x *CreatePartitionsRequest) GetValidateOnly() bool {
 }
 
 type CreatePartitionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         *TopicDescription      `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic *TopicDescription      `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The metadata log index of an image that holds the change: a client
+	// that passes it as GetMetadataRequest.min_metadata_index reads its own
+	// write from any broker.
+	MetadataIndex uint64 `protobuf:"varint,2,opt,name=metadata_index,json=metadataIndex,proto3" json:"metadata_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1276,6 +1302,13 @@ func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
 		return x.Topic
 	}
 	return nil
+}
+
+func (x *CreatePartitionsResponse) GetMetadataIndex() uint64 {
+	if x != nil {
+		return x.MetadataIndex
+	}
+	return 0
 }
 
 type UnregisterBrokerRequest struct {
@@ -1639,12 +1672,14 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
 	"\x13optional_partitionsB\x1d\n" +
-	"\x1boptional_replication_factor\"G\n" +
+	"\x1boptional_replication_factor\"n\n" +
 	"\x13CreateTopicResponse\x120\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\"(\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\x12%\n" +
+	"\x0emetadata_index\x18\x02 \x01(\x04R\rmetadataIndex\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse\"\x13\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"<\n" +
+	"\x13DeleteTopicResponse\x12%\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex\"\x13\n" +
 	"\x11ListTopicsRequest\"D\n" +
 	"\x12ListTopicsResponse\x12.\n" +
 	"\x06topics\x18\x01 \x03(\v2\x16.quire.v1.TopicListingR\x06topics\"\x8c\x01\n" +
@@ -1714,9 +1749,10 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x05R\n" +
 	"totalCount\x12#\n" +
-	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"L\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"s\n" +
 	"\x18CreatePartitionsResponse\x120\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\"6\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1a.quire.v1.TopicDescriptionR\x05topic\x12%\n" +
+	"\x0emetadata_index\x18\x02 \x01(\x04R\rmetadataIndex\"6\n" +
 	"\x17UnregisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\"\x1a\n" +
 	"\x18UnregisterBrokerResponse\"\x19\n" +

@@ -28,8 +28,13 @@ type GetMetadataRequest struct {
 	// Create named topics that do not exist, when the broker allows it
 	// (auto.create.topics.enable).
 	AllowAutoTopicCreation bool `protobuf:"varint,2,opt,name=allow_auto_topic_creation,json=allowAutoTopicCreation,proto3" json:"allow_auto_topic_creation,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Answer from an image at least this new (a metadata_index from an
+	// earlier answer, such as CreateTopic's): a broker whose image is older
+	// waits for it, up to the call's deadline (at most 5 s), then fails
+	// with REQUEST_TIMED_OUT, so the client asks another broker. 0: any.
+	MinMetadataIndex uint64 `protobuf:"varint,3,opt,name=min_metadata_index,json=minMetadataIndex,proto3" json:"min_metadata_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetMetadataRequest) Reset() {
@@ -74,6 +79,13 @@ func (x *GetMetadataRequest) GetAllowAutoTopicCreation() bool {
 		return x.AllowAutoTopicCreation
 	}
 	return false
+}
+
+func (x *GetMetadataRequest) GetMinMetadataIndex() uint64 {
+	if x != nil {
+		return x.MinMetadataIndex
+	}
+	return 0
 }
 
 type GetMetadataResponse struct {
@@ -396,10 +408,11 @@ var File_quire_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x17quire/v1/metadata.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"g\n" +
+	"\x17quire/v1/metadata.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\x95\x01\n" +
 	"\x12GetMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x129\n" +
-	"\x19allow_auto_topic_creation\x18\x02 \x01(\bR\x16allowAutoTopicCreation\"\xf3\x01\n" +
+	"\x19allow_auto_topic_creation\x18\x02 \x01(\bR\x16allowAutoTopicCreation\x12,\n" +
+	"\x12min_metadata_index\x18\x03 \x01(\x04R\x10minMetadataIndex\"\xf3\x01\n" +
 	"\x13GetMetadataResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
