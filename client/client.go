@@ -42,7 +42,7 @@ type Client struct {
 	// client answered with: metadata refreshes ask for at least it, so
 	// the client sees its own changes whichever broker it asks.
 	minMetaIndex atomic.Uint64
-	prod     *producer
+	prod         *producer
 
 	closeOnce sync.Once
 }
