@@ -42,6 +42,10 @@ type Config struct {
 	// RefreshInterval is how often an open page refreshes its figures in
 	// place (default 5s).
 	RefreshInterval time.Duration
+	// TailStreamMax is how long one tail stream lasts (default 5m): the
+	// page reconnects at once and goes on from where it was (the event id
+	// carries its positions), so no connection is held forever.
+	TailStreamMax time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -53,6 +57,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SampleInterval == 0 {
 		c.SampleInterval = 15 * time.Second
+	}
+	if c.TailStreamMax <= 0 {
+		c.TailStreamMax = 5 * time.Minute
 	}
 	if c.RefreshInterval <= 0 {
 		c.RefreshInterval = 5 * time.Second

@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/client"
 )
 
 // page is what every template gets: the page's own data and what the
@@ -94,18 +92,9 @@ func (c *Console) render(w http.ResponseWriter, code int, name string, p page) {
 // refresh is the in-place refresh interval of pages with live figures.
 func (c *Console) refresh() int { return int(c.cfg.RefreshInterval / time.Millisecond) }
 
-// errText is err in words: the broker's code and message for a cluster
-// error.
-func errText(err error) string {
-	var ce *client.Error
-	if errors.As(err, &ce) {
-		if ce.Message == "" {
-			return ce.Code.String()
-		}
-		return ce.Code.String() + ": " + ce.Message
-	}
-	return err.Error()
-}
+// errText is err in words; a cluster's error reads "CODE: the broker's
+// message", with what the console was doing in front.
+func errText(err error) string { return err.Error() }
 
 // httpCode is the status of a page that failed with err.
 func httpCode(err error) int {

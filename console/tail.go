@@ -189,10 +189,10 @@ func (c *Console) tailStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	out := sse{w, f}
-	fmt.Fprint(w, "retry: 2000\n\n")
+	fmt.Fprint(w, "retry: 1000\n\n")
 	f.Flush()
 
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.TailStreamMax)
 	defer cancel()
 	go func() {
 		select {
@@ -201,9 +201,6 @@ func (c *Console) tailStream(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	c.log.Info("tail opened", "topic", topic, "from", at.String(), "client", r.RemoteAddr)
-	defer c.log.Info("tail closed", "topic", topic, "client", r.RemoteAddr)
-
 	pos, resumed := parsePositions(r.Header.Get("Last-Event-ID"))
 	troubled := false
 	problem := func(err error) bool {
@@ -240,6 +237,12 @@ func (c *Console) tailStream(w http.ResponseWriter, r *http.Request) {
 		}
 		break
 	}
+	if resumed {
+		c.log.Debug("tail resumed", "topic", topic, "from", pos.String(), "client", r.RemoteAddr)
+	} else {
+		c.log.Info("tail reading", "topic", topic, "from", pos.String(), "client", r.RemoteAddr)
+	}
+	defer c.log.Debug("tail stream ended", "topic", topic, "client", r.RemoteAddr)
 	if out.send("start", pos.String(), pos.String()) != nil {
 		return
 	}

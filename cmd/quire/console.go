@@ -20,6 +20,7 @@ func init() { registerCommand(newConsoleCmd) }
 
 func newConsoleCmd(g *globalFlags) *cobra.Command {
 	var listen, logLevel string
+	var tailMax time.Duration
 	cmd := &cobra.Command{
 		Use:   "console",
 		Short: "Serve the web console for the cluster at --brokers",
@@ -38,7 +39,7 @@ node will do; the cluster need not be up when it starts.`,
 				}
 			}
 			log := hclog.New(&hclog.LoggerOptions{Name: "console", Level: hclog.LevelFromString(logLevel), Output: cmd.ErrOrStderr()})
-			c, err := console.New(console.Config{Brokers: brokers, Logger: log})
+			c, err := console.New(console.Config{Brokers: brokers, Logger: log, TailStreamMax: tailMax})
 			if err != nil {
 				return err
 			}
@@ -71,6 +72,8 @@ node will do; the cluster need not be up when it starts.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve the console on (host:port)")
+	cmd.Flags().DurationVar(&tailMax, "tail-stream-max", 5*time.Minute,
+		"longest a live tail's event stream lasts before the page reconnects (and goes on where it was)")
 	level := os.Getenv("QUIRE_LOG_LEVEL")
 	if level == "" {
 		level = "info"

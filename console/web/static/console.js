@@ -61,7 +61,8 @@
   var es = new EventSource(tail.dataset.stream);
   es.addEventListener("start", function (ev) {
     status.className = "hint";
-    status.textContent = "Reading from " + JSON.parse(ev.data) + " (partition:offset); new records appear at the top.";
+    status.textContent = count > 0 ? count + " records since the page opened." :
+      "Reading from " + JSON.parse(ev.data) + " (partition:offset); new records appear at the top.";
   });
   es.addEventListener("ok", function () {
     status.className = "hint";
