@@ -266,6 +266,34 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 		mustContain(t, page, "group page after reset", `class="num lag">0<`)
 	})
 
+	t.Run("members", func(t *testing.T) {
+		g, err := cl.NewGroupConsumer(client.GroupConfig{Group: "live", Topics: []string{"events"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close(ctx)
+		eventually(t, "the member on the group page", func() string {
+			code, page := get(t, srv.URL+"/groups/live")
+			if code != http.StatusOK {
+				return fmt.Sprintf("%d", code)
+			}
+			for _, want := range []string{`<td class="mono">` + g.MemberID() + `</td>`, "<td>events [0]</td>", `id="state">stable<`} {
+				if !strings.Contains(page, want) {
+					return "no " + want
+				}
+			}
+			if strings.Contains(page, `action="/actions/reset-offsets"`) {
+				return "a reset form for a group with a member"
+			}
+			return ""
+		})
+		// Its offsets cannot be reset while it has a member.
+		resp := post(t, srv.URL+"/actions/reset-offsets", url.Values{"group": {"live"}, "topic": {"events"}, "to": {"start"}, "confirm": {"yes"}})
+		if page := body(t, resp); resp.StatusCode == http.StatusSeeOther || !strings.Contains(page, "group live has 1 members: only an empty group") {
+			t.Fatalf("reset of a group with a member: %d\n%s", resp.StatusCode, page)
+		}
+	})
+
 	t.Run("topic actions", func(t *testing.T) {
 		form := url.Values{"name": {"made-here"}, "partitions": {"2"}, "replication_factor": {"1"}, "confirm": {"yes"}}
 		resp := post(t, srv.URL+"/actions/create-topic", form)

@@ -145,9 +145,11 @@ func (s sse) send(event, id string, data any) error {
 	return nil
 }
 
-// tailStream streams a topic's records as server-sent events: "record"
-// (a tailRecord), "problem" (the cluster's error in words; the stream
-// keeps trying) and "ok" (reading again after a problem). Query: from=end
+// tailStream streams a topic's records as server-sent events: "start"
+// (the positions it reads from), "record" (a tailRecord), "problem" (the
+// cluster's error in words; the stream keeps trying), "ok" (reading again
+// after a problem) and "renew" (the stream ends after TailStreamMax; the
+// page reconnects and goes on from its last event id). Query: from=end
 // (default), start or offset (with offset=N); partition=N for one
 // partition.
 func (c *Console) tailStream(w http.ResponseWriter, r *http.Request) {
@@ -246,6 +248,13 @@ func (c *Console) tailStream(w http.ResponseWriter, r *http.Request) {
 	if out.send("start", pos.String(), pos.String()) != nil {
 		return
 	}
+	// A stream that reached TailStreamMax says so before it ends, so the
+	// page reconnects without reporting a lost connection.
+	defer func() {
+		if r.Context().Err() == nil && c.ctx.Err() == nil {
+			_ = out.send("renew", pos.String(), pos.String())
+		}
+	}()
 	for ctx.Err() == nil {
 		req := &quirev1.FetchRecordsMultiRequest{MaxWaitMs: 1000, MaxRecords: 200, Format: quirev1.RecordFormat_RECORD_FORMAT_BYTES}
 		for p, off := range pos {

@@ -60,6 +60,7 @@
 
   var es = new EventSource(tail.dataset.stream);
   es.addEventListener("start", function (ev) {
+    renewing = false;
     status.className = "hint";
     status.textContent = count > 0 ? count + " records since the page opened." :
       "Reading from " + JSON.parse(ev.data) + " (partition:offset); new records appear at the top.";
@@ -97,7 +98,10 @@
     status.className = "hint";
     status.textContent = count + " records since the page opened.";
   });
+  var renewing = false;
+  es.addEventListener("renew", function () { renewing = true; });
   es.onerror = function () {
+    if (renewing) { renewing = false; return; }
     status.className = "error";
     status.textContent = "The connection to the console was lost; retrying…";
   };
