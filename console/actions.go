@@ -79,7 +79,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, fields []string
 	for _, f := range fields {
 		cv.Fields = append(cv.Fields, field{f, a.str(f)})
 	}
-	p := page{Title: "Confirm", Data: cv}
+	p := page{Title: "Confirm", Data: cv, Refresh: -1} // a POST's answer: nothing to refresh
 	if len(a.errs) > 0 {
 		p.Errors = a.errs
 		c.render(w, http.StatusBadRequest, "confirm", p)

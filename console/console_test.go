@@ -410,6 +410,21 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 			}
 		}
 
+		// A topic that does not exist: the stream says so in words and
+		// keeps trying.
+		req, _ = http.NewRequestWithContext(tctx, http.MethodGet, srv.URL+"/api/tail/no-such-topic", nil)
+		resp3, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp3.Body.Close()
+		events = readEvents(resp3.Body)
+		for range 2 {
+			if ev := <-events; ev.name != "problem" || !strings.Contains(ev.data, "UNKNOWN_TOPIC_OR_PARTITION") {
+				t.Fatalf("tail of an unknown topic: %+v", ev)
+			}
+		}
+
 		code, page := get(t, srv.URL+"/api/tail/events?from=offset&offset=minus")
 		if code != http.StatusBadRequest || !strings.Contains(page, `offset "minus" is not a non-negative number`) {
 			t.Fatalf("bad offset: %d %s", code, page)

@@ -17,7 +17,7 @@ import (
 type page struct {
 	Title   string
 	Nav     string // overview, topics or groups
-	Refresh int    // ms between in-place refreshes; 0: none
+	Refresh int    // ms between in-place refreshes; 0: only while Errors are shown, -1: never
 	// Errors are the cluster's answers that kept figures off the page, in
 	// words.
 	Errors []string

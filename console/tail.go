@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ func (c *Console) tailPage(w http.ResponseWriter, r *http.Request) {
 		tv.From = "end"
 	}
 	tv.Offset, _ = strconv.ParseInt(q.Get("offset"), 10, 64)
-	tv.Stream = "/api/tail/" + topic + "?" + q.Encode()
+	tv.Stream = "/api/tail/" + url.PathEscape(topic) + "?" + q.Encode()
 	c.render(w, http.StatusOK, "tail", page{Title: "Tail " + topic, Nav: "topics", Data: tv})
 }
 
