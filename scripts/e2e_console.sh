@@ -88,8 +88,8 @@ chrome() {
 page() {
 	local name=$1 path=$2
 	shift 2
-	chrome "$@" --dump-dom "$console_url$path" >"$out/$name.html" || fail "chromium could not load $path"
-	chrome "$@" --screenshot="$out/$name.png" "$console_url$path" >/dev/null || fail "chromium could not screenshot $path"
+	chrome "$@" --screenshot="$out/$name.png" --dump-dom "$console_url$path" >"$out/$name.html" || fail "chromium could not load $path"
+	[ -s "$out/$name.png" ] || fail "chromium saved no screenshot of $path"
 }
 # has NAME TEXT: the page NAME holds TEXT.
 has() { grep -qF -- "$2" "$out/$1.html" || fail "page $1 lacks: $2"; }
@@ -136,15 +136,18 @@ step "console on $console_url"
 step "topic e2e-orders: 3 partitions, 10 records by key"
 q topic create e2e-orders -p 3 >/dev/null || fail "topic create failed"
 seq 1 10 | sed 's/^/k&:v/' | q produce e2e-orders --key-separator : >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
-q topic describe e2e-orders --format json >"$tmp/orders.json"
+q topic describe e2e-orders >"$tmp/orders.txt" || fail "topic describe failed"
+# The partition rows: PARTITION LEADER EPOCH REPLICAS ISR LOG-START HW LEO.
+hw_of() { awk -v p="$1" '$1 == p && NF == 8 { print $7 }' "$tmp/orders.txt"; }
 page topic /topics/e2e-orders
 for p in 0 1 2; do
-	hw=$(jq ".partitions[] | select(.partition == $p) | .high_watermark" "$tmp/orders.json")
+	hw=$(hw_of "$p")
+	[ -n "$hw" ] || fail "quire topic describe shows no partition $p: $(cat "$tmp/orders.txt")"
 	# The row of partition p, up to its end.
 	row=$(tr -d '\n' <"$out/topic.html" | grep -o "data-partition=\"$p\">[^/]*</td>.*" | sed 's|</tr>.*||')
 	grep -qF "class=\"num hw\">$hw<" <<<"$row" || fail "topic page: partition $p does not show high watermark $hw: $row"
 done
-[ "$(jq '[.partitions[].high_watermark] | add' "$tmp/orders.json")" = 10 ] || fail "the 10 records are not all below the high watermarks"
+[ $(($(hw_of 0) + $(hw_of 1) + $(hw_of 2))) = 10 ] || fail "the 10 records are not all below the high watermarks: $(cat "$tmp/orders.txt")"
 has topic 'live tail'
 step "ok: the topic page shows the high watermarks of quire topic describe"
 page topics /topics
@@ -153,8 +156,8 @@ has topics 'data-topic="e2e-orders"'
 step "group e2e-readers: 6 records, 2 consumed and committed"
 printf 'r1\nr2\nr3\nr4\nr5\nr6\n' | q produce e2e-lag >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
 q consume e2e-lag -p 0 -g e2e-readers -n 2 -o start >"$tmp/consume.log" 2>&1 || fail "consume: $(cat "$tmp/consume.log")"
-lag=$(q group describe e2e-readers --format json | jq '.[0].lag')
-committed=$(q group describe e2e-readers --format json | jq '.[0].committed_offset')
+# GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+read -r committed lag < <(q group describe e2e-readers | awk '$1 == "e2e-readers" { print $4, $6 }') || true
 [ "$lag" = 4 ] && [ "$committed" = 2 ] || fail "quire group describe: committed $committed, lag $lag; want 2 and 4"
 page group /groups/e2e-readers
 has group 'data-partition="e2e-lag/0"'
@@ -172,7 +175,7 @@ step "live tail of e2e-tail: a record produced after the page opened"
 q topic create e2e-tail -p 1 >/dev/null || fail "topic create e2e-tail failed"
 # Virtual time stands still while a stream is open; it moves on each time
 # the tail's stream ends (--tail-stream-max) and the page reconnects.
-chrome --virtual-time-budget=4000 --dump-dom "$console_url/topics/e2e-tail/tail" >"$out/tail.html" &
+chrome --virtual-time-budget=4000 --screenshot="$out/tail.png" --dump-dom "$console_url/topics/e2e-tail/tail" >"$out/tail.html" &
 chrome_pid=$!
 pids+=($chrome_pid)
 deadline=$((SECONDS + 30))
@@ -187,9 +190,9 @@ has tail 'class="value">after-open<'
 has tail 'class="key">tail-key<'
 has tail 'source=e2e'
 printf '\377\001binary' | q produce e2e-tail >/dev/null 2>&1 || fail "produce of a binary record failed"
-chrome --virtual-time-budget=2000 --screenshot="$out/tail.png" "$console_url/topics/e2e-tail/tail?from=start" >/dev/null || fail "tail screenshot"
-chrome --virtual-time-budget=2000 --dump-dom "$console_url/topics/e2e-tail/tail?from=start" >"$out/tail-start.html" || fail "tail from start"
-has tail-start 'class="value hex"'
+page tail-start '/topics/e2e-tail/tail?from=start' --virtual-time-budget=2000
+has tail-start 'class="value hex" title="binary, shown as hex">ff0162696e617279<'
+has tail-start 'class="value">after-open<'
 step "ok: the tail showed the record produced after it opened (and binary as hex)"
 
 step "create topic e2e-made through the console's form"
@@ -198,7 +201,8 @@ curl -sS -o "$out/confirm.html" -w '%{http_code}' -d name=e2e-made -d partitions
 q topic describe e2e-made >/dev/null 2>&1 && fail "e2e-made exists before the confirmation"
 code=$(curl -sS -o "$tmp/created.html" -w '%{http_code} %{redirect_url}' -d name=e2e-made -d partitions=2 -d confirm=yes "$console_url/actions/create-topic") || fail "curl"
 case $code in "303 $console_url/topics/e2e-made?done="*) ;; *) fail "confirmed create answered $code: $(cat "$tmp/created.html")" ;; esac
-[ "$(q topic describe e2e-made --format json | jq '.partitions | length')" = 2 ] || fail "e2e-made does not exist with 2 partitions"
+q topic describe e2e-made >"$tmp/made.txt" 2>&1 || fail "e2e-made does not exist: $(cat "$tmp/made.txt")"
+grep -qE '^PARTITIONS +2$' "$tmp/made.txt" || fail "e2e-made does not have 2 partitions: $(cat "$tmp/made.txt")"
 page made /topics/e2e-made
 has made 'Topic e2e-made'
 page topics /topics
@@ -231,14 +235,25 @@ step "stopping node 3"
 cluster stop-node 3 >"$tmp/cluster-stop.log" 2>&1 || fail "stop-node 3: $(cat "$tmp/cluster-stop.log")"
 deadline=$((SECONDS + 40))
 while :; do
-	c topic describe e2e-replicated --format json >"$tmp/replicated.json" 2>/dev/null &&
-		under=$(jq '[.partitions[] | select((.isr | length) < (.replicas | length))] | length' "$tmp/replicated.json") &&
-		[ "$under" = 3 ] && break
-	[ "$SECONDS" -lt "$deadline" ] || fail "node 3 did not leave the ISRs within 40s: $(cat "$tmp/replicated.json")"
+	c topic describe --under-replicated e2e-replicated >"$tmp/replicated.txt" 2>&1 &&
+		[ "$(grep -c ' UNDER-REPLICATED' "$tmp/replicated.txt")" = 3 ] && break
+	[ "$SECONDS" -lt "$deadline" ] || fail "node 3 did not leave the ISRs within 40s: $(cat "$tmp/replicated.txt")"
 	sleep 0.5
 done
 page cluster /
 has cluster 'id="n-under-replicated">3<'
+# Every broker at the address quire cluster info gives, the controller
+# it names shown as the active one.
+c cluster info >"$tmp/info.txt" || fail "quire cluster info failed"
+for id in 1 2 3; do
+	baddr=$(awk -v id="$id" '$1 == id || $1 == id "*" { print $2 }' "$tmp/info.txt")
+	[ -n "$baddr" ] || fail "quire cluster info shows no broker $id: $(cat "$tmp/info.txt")"
+	row=$(tr -d '\n' <"$out/cluster.html" | grep -o "data-broker=\"$id\">.*" | sed 's|</tr>.*||')
+	grep -qF "<td>$baddr</td>" <<<"$row" || fail "overview: broker $id does not show address $baddr: $row"
+done
+ctl=$(awk '$1 == "CONTROLLER" { print $2 }' "$tmp/info.txt")
+row=$(tr -d '\n' <"$out/cluster.html" | grep -o "data-broker=\"$ctl\">.*" | sed 's|</tr>.*||')
+grep -qF 'active controller' <<<"$row" || fail "overview: broker $ctl, the controller, is not shown as the active controller: $row"
 for p in 0 1 2; do has cluster "class=\"warn under-replicated\" data-partition=\"e2e-replicated/$p\""; done
 page replicated /topics/e2e-replicated
 has replicated 'under-replicated'
