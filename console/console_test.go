@@ -430,6 +430,22 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 			t.Fatalf("bad offset: %d %s", code, page)
 		}
 	})
+
+	t.Run("cluster lost", func(t *testing.T) {
+		c.Stop(1)
+		code, page := get(t, srv.URL+"/")
+		if code != http.StatusBadGateway {
+			t.Errorf("overview with the node stopped: %d, want 502", code)
+		}
+		mustContain(t, page, "overview with the node stopped", `role="alert"`, "brokers: ", "Trying again every", `data-refresh="5000"`)
+		c.Restart(1)
+		eventually(t, "the overview once the node is back", func() string {
+			if code, page := get(t, srv.URL+"/"); code != http.StatusOK || !strings.Contains(page, `id="n-brokers">1<`) {
+				return fmt.Sprintf("%d", code)
+			}
+			return ""
+		})
+	})
 }
 
 type event struct{ name, id, data string }

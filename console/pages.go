@@ -57,9 +57,11 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ov overview
+	code := http.StatusOK
 	cd, err := cl.DescribeCluster(ctx)
 	if err != nil {
 		p.Errors = append(p.Errors, "brokers: "+errText(err))
+		code = httpCode(err)
 	} else {
 		ov.ClusterID, ov.ControllerID = cd.ClusterID, cd.ControllerID
 		for _, b := range cd.Brokers {
@@ -95,7 +97,7 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Data = ov
-	c.render(w, http.StatusOK, "overview", p)
+	c.render(w, code, "overview", p)
 }
 
 type topicRow struct {
@@ -117,9 +119,11 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusBadGateway, "topics", p)
 		return
 	}
+	code := http.StatusOK
 	topics, err := cl.DescribeTopics(ctx)
 	if err != nil {
 		p.Errors = append(p.Errors, errText(err))
+		code = httpCode(err)
 	}
 	var rows []topicRow
 	for _, t := range topics {
@@ -142,7 +146,7 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	p.Data = rows
-	c.render(w, http.StatusOK, "topics", p)
+	c.render(w, code, "topics", p)
 }
 
 type topicView struct {
@@ -213,9 +217,11 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusBadGateway, "groups", p)
 		return
 	}
+	code := http.StatusOK
 	names, err := cl.ListGroups(ctx)
 	if err != nil {
 		p.Errors = append(p.Errors, errText(err))
+		code = httpCode(err)
 	}
 	var rows []groupRow
 	for _, g := range names {
@@ -235,7 +241,7 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, row)
 	}
 	p.Data = rows
-	c.render(w, http.StatusOK, "groups", p)
+	c.render(w, code, "groups", p)
 }
 
 type memberRow struct {
