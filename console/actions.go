@@ -202,7 +202,7 @@ func (c *Console) resetOffsets(w http.ResponseWriter, r *http.Request) {
 				return "", err
 			}
 			if n := len(d.GetMembers()); n > 0 {
-				return "", fmt.Errorf("group %s has %d members: only an empty group's offsets can be reset (stop its consumers first)", group, n)
+				return "", fmt.Errorf("group %s has members (%d): only an empty group's offsets can be reset (stop its consumers first)", group, n)
 			}
 			var at client.Offset
 			switch a.str("to") {

@@ -289,7 +289,7 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 		})
 		// Its offsets cannot be reset while it has a member.
 		resp := post(t, srv.URL+"/actions/reset-offsets", url.Values{"group": {"live"}, "topic": {"events"}, "to": {"start"}, "confirm": {"yes"}})
-		if page := body(t, resp); resp.StatusCode == http.StatusSeeOther || !strings.Contains(page, "group live has 1 members: only an empty group") {
+		if page := body(t, resp); resp.StatusCode == http.StatusSeeOther || !strings.Contains(page, "group live has members (1): only an empty group") {
 			t.Fatalf("reset of a group with a member: %d\n%s", resp.StatusCode, page)
 		}
 	})
