@@ -135,7 +135,7 @@ step "console on $console_url"
 
 step "topic e2e-orders: 3 partitions, 10 records by key"
 q topic create e2e-orders -p 3 >/dev/null || fail "topic create failed"
-seq 1 10 | sed 's/^/k&:v/' | q produce e2e-orders --key-separator : >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
+seq 1 10 | sed 's/.*/k&:v&/' | q produce e2e-orders --key-separator : >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
 q topic describe e2e-orders >"$tmp/orders.txt" || fail "topic describe failed"
 # The partition rows: PARTITION LEADER EPOCH REPLICAS ISR LOG-START HW LEO.
 hw_of() { awk -v p="$1" '$1 == p && NF == 8 { print $7 }' "$tmp/orders.txt"; }
