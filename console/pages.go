@@ -41,7 +41,7 @@ type overview struct {
 	Offline         []partitionRow
 }
 
-// ctx is a page's context: the request's, bounded by the request timeout.
+// pageCtx is a page's context: the request's, bounded by the request timeout.
 func (c *Console) pageCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
 }
