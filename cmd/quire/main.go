@@ -1,6 +1,6 @@
-// Command quire is Quire's one binary: `quire server` runs a node, and the
-// other verbs (topic, produce, consume, group, cluster, perf) are the command-line
-// client.
+// Command quire is Quire's one binary: `quire server` runs a node, `quire
+// console` serves the web console, and the other verbs (topic, produce,
+// consume, group, cluster, perf) are the command-line client.
 package main
 
 import (

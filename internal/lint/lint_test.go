@@ -81,6 +81,9 @@ var rules = []rule{
 	// ours, so both the broker and the client can use them.
 	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
+	// The web console sees the cluster only as any client does: through
+	// the public API and the Go client, never the node's own packages.
+	{pkg: "console", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "replica", "group", "cmd", "api/internalv1", "api/metapb"}},
 	// The consumer-group state machine is pure: plain types in, records
 	// out; its assignors depend on nothing at all of ours.
 	{pkg: "group", ours: []string{"group"},

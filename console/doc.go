@@ -1,0 +1,19 @@
+// Package console is Quire's web console, served by `quire console`: the
+// cluster's brokers and partitions (under-replicated and offline ones
+// highlighted), topics with each partition's leader, replicas, ISR and
+// offsets, consumer groups with their members and lag (and a lag-over-time
+// chart the console keeps in memory), a live tail of a topic (server-sent
+// events), and a few actions behind a confirmation page: create and delete
+// a topic, add partitions, reset an empty group's offsets.
+//
+// It talks to the cluster only through the public gRPC API (api/quirev1)
+// and the Go client, so it works against any node and shows nothing a
+// plain gRPC client could not get. Pages are html/template and a little
+// plain JavaScript, embedded in the binary (web/); there is no front-end
+// build step.
+//
+// Errors from the cluster are shown on the page in words (the broker's
+// message). Every page refreshes itself in place every few seconds; when
+// the console or the cluster cannot be reached, the page says so and keeps
+// trying.
+package console

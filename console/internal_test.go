@@ -1,0 +1,75 @@
+package console
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConsoleLagChart(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ch := lagChart([]lagSample{{t0, 0}, {t0.Add(5 * time.Second), 10}, {t0.Add(10 * time.Second), 5}}, t0.Add(10*time.Second))
+	if ch.Points != "0.0,120.0 300.0,0.0 600.0,60.0" || ch.Max != 10 || ch.Last != 5 || ch.Span != "10s" {
+		t.Fatalf("chart %+v", ch)
+	}
+	if ch := lagChart(nil, t0); ch.Samples != 0 || ch.Points != "" {
+		t.Fatalf("empty chart %+v", ch)
+	}
+	if ch := lagChart([]lagSample{{t0, 0}}, t0); !strings.HasSuffix(ch.Points, " 600,120.0") {
+		t.Fatalf("one sample of lag 0 is not a flat line at the bottom: %q", ch.Points)
+	}
+}
+
+func TestConsoleLagHistory(t *testing.T) {
+	h := newLagHistory(3)
+	t0 := time.Unix(1000, 0)
+	h.add("g", t0, 1)
+	h.add("g", t0.Add(100*time.Millisecond), 2) // within a second: replaces
+	for i := int64(1); i <= 4; i++ {
+		h.add("g", t0.Add(time.Duration(i)*time.Second), 10+i)
+	}
+	got := h.get("g")
+	if len(got) != 3 || got[0].Lag != 12 || got[2].Lag != 14 {
+		t.Fatalf("history %+v", got)
+	}
+	if len(h.get("other")) != 0 {
+		t.Fatal("another group has samples")
+	}
+}
+
+func TestConsoleTailPositions(t *testing.T) {
+	ps := positions{2: 7, 0: 3}
+	if ps.String() != "0:3,2:7" {
+		t.Fatalf("positions %q", ps.String())
+	}
+	back, ok := parsePositions(ps.String())
+	if !ok || len(back) != 2 || back[0] != 3 || back[2] != 7 {
+		t.Fatalf("parsed %v %v", back, ok)
+	}
+	for _, bad := range []string{"", "x", "0:-1", "-1:0", "0:1,", "0:1:2"} {
+		if _, ok := parsePositions(bad); ok {
+			t.Errorf("parsePositions(%q) accepted", bad)
+		}
+	}
+}
+
+func TestConsoleShowBytes(t *testing.T) {
+	for _, c := range []struct {
+		in   []byte
+		text string
+		hex  bool
+	}{
+		{[]byte("héllo\tworld\n"), "héllo\tworld\n", false},
+		{[]byte{0xff, 0x00}, "ff00", true},
+		{[]byte("a\x00b"), "610062", true},
+		{[]byte{}, "", false},
+	} {
+		got := show(c.in, false)
+		if got.Text != c.text || got.Hex != c.hex {
+			t.Errorf("show(%q) = %+v", c.in, got)
+		}
+	}
+	if show(nil, true) != nil {
+		t.Error("null is not nil")
+	}
+}

@@ -1,0 +1,330 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/client"
+)
+
+// partitionRow is one partition on the overview and topic pages.
+type partitionRow struct {
+	Topic string
+	client.PartitionDescription
+	UnderReplicated bool // fewer in-sync replicas than replicas
+	Offline         bool // no leader
+}
+
+func rowOf(topic string, p client.PartitionDescription) partitionRow {
+	return partitionRow{Topic: topic, PartitionDescription: p, Offline: p.Leader < 0, UnderReplicated: len(p.ISR) < len(p.Replicas)}
+}
+
+type brokerRow struct {
+	client.BrokerDescription
+	ActiveController bool // the controller the cluster answers with
+	Leaders          int  // partitions it leads
+	Replicas         int  // partitions it holds a replica of
+}
+
+type overview struct {
+	ClusterID       string
+	ControllerID    int32
+	Brokers         []brokerRow
+	Topics          int
+	Partitions      int
+	UnderReplicated []partitionRow
+	Offline         []partitionRow
+}
+
+// pageCtx is a page's context: the request's, bounded by the request timeout.
+func (c *Console) pageCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
+}
+
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.pageCtx(r)
+	defer cancel()
+	p := page{Title: "Cluster", Nav: "overview", Refresh: c.refresh()}
+	cl, err := c.client(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		c.render(w, http.StatusBadGateway, "overview", p)
+		return
+	}
+	var ov overview
+	code := http.StatusOK
+	cd, err := cl.DescribeCluster(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, "brokers: "+errText(err))
+		code = httpCode(err)
+	} else {
+		ov.ClusterID, ov.ControllerID = cd.ClusterID, cd.ControllerID
+		for _, b := range cd.Brokers {
+			ov.Brokers = append(ov.Brokers, brokerRow{BrokerDescription: b, ActiveController: b.ID == cd.ControllerID})
+		}
+	}
+	topics, err := cl.DescribeTopics(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, "topics: "+errText(err))
+	}
+	byID := map[int32]*brokerRow{}
+	for i := range ov.Brokers {
+		byID[ov.Brokers[i].ID] = &ov.Brokers[i]
+	}
+	ov.Topics = len(topics)
+	for _, t := range topics {
+		for _, pd := range t.Partitions {
+			ov.Partitions++
+			row := rowOf(t.Name, pd)
+			if row.Offline {
+				ov.Offline = append(ov.Offline, row)
+			} else if row.UnderReplicated {
+				ov.UnderReplicated = append(ov.UnderReplicated, row)
+			}
+			if b := byID[pd.Leader]; b != nil {
+				b.Leaders++
+			}
+			for _, id := range pd.Replicas {
+				if b := byID[id]; b != nil {
+					b.Replicas++
+				}
+			}
+		}
+	}
+	p.Data = ov
+	c.render(w, code, "overview", p)
+}
+
+type topicRow struct {
+	Name              string
+	Partitions        int
+	ReplicationFactor int
+	Records           int64 // high watermark minus log start, summed; -1 when a leader did not answer
+	UnderReplicated   int
+	Offline           int
+}
+
+func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.pageCtx(r)
+	defer cancel()
+	p := page{Title: "Topics", Nav: "topics", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
+	cl, err := c.client(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		c.render(w, http.StatusBadGateway, "topics", p)
+		return
+	}
+	code := http.StatusOK
+	topics, err := cl.DescribeTopics(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		code = httpCode(err)
+	}
+	var rows []topicRow
+	for _, t := range topics {
+		tr := topicRow{Name: t.Name, Partitions: len(t.Partitions)}
+		for _, pd := range t.Partitions {
+			tr.ReplicationFactor = max(tr.ReplicationFactor, len(pd.Replicas))
+			row := rowOf(t.Name, pd)
+			if row.Offline {
+				tr.Offline++
+			} else if row.UnderReplicated {
+				tr.UnderReplicated++
+			}
+			if pd.HighWatermark < 0 || tr.Records < 0 {
+				tr.Records = -1
+			} else {
+				tr.Records += pd.HighWatermark - pd.LogStartOffset
+			}
+		}
+		rows = append(rows, tr)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	p.Data = rows
+	c.render(w, code, "topics", p)
+}
+
+type topicView struct {
+	Name       string
+	ID         string
+	Partitions []partitionRow
+	Configs    []client.ConfigEntry
+}
+
+func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.pageCtx(r)
+	defer cancel()
+	name := r.PathValue("topic")
+	p := page{Title: "Topic " + name, Nav: "topics", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
+	cl, err := c.client(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		c.render(w, http.StatusBadGateway, "topic", p)
+		return
+	}
+	topics, err := cl.DescribeTopics(ctx, name)
+	if err == nil && len(topics) == 0 {
+		err = &client.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("no topic %q", name)}
+	}
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		c.render(w, httpCode(err), "topic", p)
+		return
+	}
+	t := topics[0]
+	tv := topicView{Name: t.Name, ID: t.ID}
+	for _, pd := range t.Partitions {
+		tv.Partitions = append(tv.Partitions, rowOf(t.Name, pd))
+	}
+	tv.Configs, err = cl.DescribeConfigs(ctx, name)
+	if err != nil {
+		p.Errors = append(p.Errors, "configs: "+errText(err))
+	}
+	p.Data = tv
+	c.render(w, http.StatusOK, "topic", p)
+}
+
+type groupRow struct {
+	Name    string
+	State   string
+	Members int
+	Lag     int64 // -1 when unknown
+	Err     string
+}
+
+// groupState is a group's state and members from the coordinator; a group
+// it does not have (offsets committed without members) is empty.
+func (c *Console) groupState(ctx context.Context, group string) (*quirev1.DescribeGroupResponse, error) {
+	d, err := c.describeGroup(ctx, group)
+	if errorCode(err) == quirev1.ErrorCode_GROUP_ID_NOT_FOUND {
+		return &quirev1.DescribeGroupResponse{Group: group, State: "empty"}, nil
+	}
+	return d, err
+}
+
+func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.pageCtx(r)
+	defer cancel()
+	p := page{Title: "Groups", Nav: "groups", Refresh: c.refresh()}
+	cl, err := c.client(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		c.render(w, http.StatusBadGateway, "groups", p)
+		return
+	}
+	code := http.StatusOK
+	names, err := cl.ListGroups(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		code = httpCode(err)
+	}
+	var rows []groupRow
+	for _, g := range names {
+		row := groupRow{Name: g, Lag: -1}
+		d, err := c.groupState(ctx, g)
+		if err != nil {
+			row.Err = errText(err)
+		} else {
+			row.State, row.Members = d.GetState(), len(d.GetMembers())
+		}
+		lags, err := c.groupLag(ctx, cl, g, d)
+		if err != nil {
+			row.Err = errText(err)
+		} else if total, ok := totalLag(lags); ok {
+			row.Lag = total
+		}
+		rows = append(rows, row)
+	}
+	p.Data = rows
+	c.render(w, code, "groups", p)
+}
+
+type memberRow struct {
+	ID, Address, Subscription string
+	Epoch                     int32
+	Assigned, Revoking, Next  string
+}
+
+type groupView struct {
+	Name                   string
+	State                  string
+	Epoch, AssignmentEpoch int32
+	Assignor               string
+	Members                []memberRow
+	Partitions             []PartitionLag
+	TotalLag               int64
+	Chart                  chart
+	Topics                 []string // the topics it has offsets or assignments in, for the reset form
+	Resettable             bool     // no members: offsets may be committed from outside
+}
+
+func assignmentText(a *quirev1.GroupAssignment) string {
+	var parts []string
+	for _, t := range a.GetTopics() {
+		ps := make([]string, len(t.GetPartitions()))
+		for i, p := range t.GetPartitions() {
+			ps[i] = fmt.Sprint(p)
+		}
+		parts = append(parts, t.GetTopic()+" ["+strings.Join(ps, ",")+"]")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := c.pageCtx(r)
+	defer cancel()
+	name := r.PathValue("group")
+	p := page{Title: "Group " + name, Nav: "groups", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
+	cl, err := c.client(ctx)
+	if err != nil {
+		p.Errors = append(p.Errors, errText(err))
+		c.render(w, http.StatusBadGateway, "group", p)
+		return
+	}
+	gv := groupView{Name: name, TotalLag: -1}
+	d, err := c.groupState(ctx, name)
+	if err != nil {
+		p.Errors = append(p.Errors, "membership: "+errText(err))
+	} else {
+		gv.State, gv.Epoch, gv.AssignmentEpoch, gv.Assignor = d.GetState(), d.GetGroupEpoch(), d.GetAssignmentEpoch(), d.GetAssignor()
+		gv.Resettable = len(d.GetMembers()) == 0
+		for _, m := range d.GetMembers() {
+			sub := strings.Join(m.GetTopics(), ", ")
+			if m.GetRegex() != "" {
+				sub = strings.TrimPrefix(sub+", /"+m.GetRegex()+"/", ", ")
+			}
+			gv.Members = append(gv.Members, memberRow{ID: m.GetMemberId(), Address: m.GetClientAddress(), Epoch: m.GetMemberEpoch(),
+				Subscription: sub, Assigned: assignmentText(m.GetAssigned()), Revoking: assignmentText(m.GetPendingRevocation()),
+				Next: assignmentText(m.GetPendingAssignment())})
+		}
+	}
+	gv.Partitions, err = c.groupLag(ctx, cl, name, d)
+	if err != nil {
+		p.Errors = append(p.Errors, "offsets: "+errText(err))
+	}
+	if total, ok := totalLag(gv.Partitions); ok {
+		gv.TotalLag = total
+	}
+	seen := map[string]bool{}
+	for _, pl := range gv.Partitions {
+		if !seen[pl.Topic] {
+			seen[pl.Topic] = true
+			gv.Topics = append(gv.Topics, pl.Topic)
+		}
+	}
+	if err == nil && len(gv.Partitions) == 0 && d != nil && len(d.GetMembers()) == 0 {
+		err = &client.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND, Message: fmt.Sprintf("group %q has no members and no committed offsets", name)}
+		p.Errors = append(p.Errors, errText(err))
+		p.Data = gv
+		c.render(w, http.StatusNotFound, "group", p)
+		return
+	}
+	gv.Chart = lagChart(c.hist.get(name), time.Now())
+	p.Data = gv
+	c.render(w, http.StatusOK, "group", p)
+}
