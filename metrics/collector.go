@@ -29,6 +29,8 @@ type Source interface {
 	// controller); none elsewhere.
 	GroupStats() []metadata.GroupStats
 	RequestStats() []rpcstats.Method
+	// QueueStats is how long produces and fetches waited to be handled.
+	QueueStats() rpcstats.QueueSnapshot
 	// Ready is nil when the node serves clients, else why not.
 	Ready() error
 }
@@ -40,6 +42,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	dRequests        = desc("requests_total", "gRPC calls answered, by method and status code (streams count once, when they end).", "rpc", "code")
 	dRequestDuration = desc("request_duration_seconds", "How long gRPC calls took (streams: how long they were open).", "rpc", "type")
+
+	dQueue = desc("request_queue_seconds", "How long requests waited from their receipt to the start of their work: a produce to the start of its append to each partition (after the appends ahead of it), a fetch to the read of each partition.", "request")
 
 	dRecordsIn  = desc("topic_records_in_total", "Records appended by producers to partitions led here.", "topic")
 	dBytesIn    = desc("topic_bytes_in_total", "Batch bytes appended by producers to partitions led here.", "topic")
@@ -92,7 +96,7 @@ type collector struct{ src Source }
 func NewCollector(src Source) prometheus.Collector { return collector{src} }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
+	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dQueue, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
 		dFlush, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
@@ -138,6 +142,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		histogram(ch, dRequestDuration, m.Latency, rpc, kind)
 	}
+
+	qs := c.src.QueueStats()
+	histogram(ch, dQueue, qs.Produce, "produce")
+	histogram(ch, dQueue, qs.Fetch, "fetch")
 
 	rs := c.src.ReplicaStats()
 	for _, t := range rs.Topics {

@@ -22,12 +22,13 @@ type fakeSource struct {
 	ready error
 }
 
-func (f fakeSource) ReplicaStats() replica.Stats       { return f.rs }
-func (f fakeSource) StorageStats() storage.Stats       { return storage.Stats{} }
-func (f fakeSource) MetadataStats() metadata.Stats     { return f.ms }
-func (f fakeSource) RequestStats() []rpcstats.Method   { return f.calls }
-func (f fakeSource) Ready() error                      { return f.ready }
-func (f fakeSource) GroupStats() []metadata.GroupStats { return f.gs }
+func (f fakeSource) ReplicaStats() replica.Stats        { return f.rs }
+func (f fakeSource) StorageStats() storage.Stats        { return storage.Stats{} }
+func (f fakeSource) MetadataStats() metadata.Stats      { return f.ms }
+func (f fakeSource) RequestStats() []rpcstats.Method    { return f.calls }
+func (f fakeSource) Ready() error                       { return f.ready }
+func (f fakeSource) GroupStats() []metadata.GroupStats  { return f.gs }
+func (f fakeSource) QueueStats() rpcstats.QueueSnapshot { return rpcstats.QueueSnapshot{} }
 
 func TestCollectorSeries(t *testing.T) {
 	src := fakeSource{

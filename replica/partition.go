@@ -318,6 +318,9 @@ type AppendResult struct {
 	MinInsyncReplicas int32
 	// AppendedAt is when the leader appended them.
 	AppendedAt time.Time
+	// Started is when the append began: it had the partition to itself
+	// (the appends ahead of it done).
+	Started time.Time
 }
 
 // Append appends batches as leader (RecordBatch v2 bytes, modified in
@@ -363,6 +366,7 @@ func (p *Partition) delivered(s Stage, res storage.ReadResult) {
 func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
+	started := time.Now()
 	st := p.state()
 	if !st.leader {
 		return AppendResult{}, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
@@ -388,7 +392,7 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 		p.io.RecordsIn.Add(uint64(info.NumRecords))
 		p.io.BytesIn.Add(uint64(info.Bytes))
 	}
-	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR, AppendedAt: now}, nil
+	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR, AppendedAt: now, Started: started}, nil
 }
 
 // waitHW blocks until the HW passes offset, appended at leader epoch epoch
