@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -106,7 +107,7 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 			if g.format == "json" {
 				return printJSON(out, desc)
 			}
-			fmt.Fprintf(out, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, d.Assignor, len(d.Members))
+			fmt.Fprintf(out, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, cmp.Or(d.Assignor, "-"), len(d.Members))
 			unknown := func(v int64) string {
 				if v < 0 {
 					return "-"
