@@ -113,11 +113,14 @@ func (ls *lagState) countRebalances(recs []group.Record) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for _, r := range recs {
-		if t, ok := r.(group.TargetAssignment); ok {
+		switch r := r.(type) {
+		case group.TargetAssignment:
 			if ls.rebalances == nil {
 				ls.rebalances = map[string]uint64{}
 			}
-			ls.rebalances[t.Group]++
+			ls.rebalances[r.Group]++
+		case group.GroupDeleted:
+			delete(ls.rebalances, r.Group)
 		}
 	}
 }
