@@ -45,6 +45,7 @@ type Broker struct {
 	health        *health.Server
 	dirLocks      []*dirlock.Lock // of the data and metadata directories (dirlock.go)
 	rpcStats      *rpcstats.Stats // calls answered (metrics.go)
+	queue         *rpcstats.Queue // produce and fetch queue time; nil with metrics.requests.enable off
 	metrics       *metrics.Server // metrics.listen; nil when unset
 
 	stop      chan struct{}
@@ -81,6 +82,9 @@ func New(cfg Config) (*Broker, error) {
 		rpcStats: rpcstats.New(),
 	}
 	b.dirLocks = locks
+	if cfg.MetricsRequestsEnable {
+		b.queue = &rpcstats.Queue{}
+	}
 	b.cluster = newCluster(&b.cfg, logger)
 	return b, nil
 }

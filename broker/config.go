@@ -97,6 +97,7 @@ type Config struct {
 	GroupConsumerHeartbeatIntervalMs int64  // group.consumer.heartbeat.interval.ms
 	GroupConsumerAssignors           string // group.consumer.assignors, comma-separated
 	GroupMaxSize                     int32  // group.max.size
+	GroupLagRefreshMs                int64  // group.lag.refresh.ms
 
 	// Logging.
 	LogLevel string // log.level

@@ -235,6 +235,8 @@ var configKeys = []configKey{
 		func(c *Config) *string { return &c.GroupConsumerAssignors }, checkAssignors),
 	int32Key("groups", "group.max.size", "2147483647", "The most members a consumer group may have; a join past it is GROUP_MAX_SIZE_REACHED.",
 		func(c *Config) *int32 { return &c.GroupMaxSize }, 1),
+	int64Key("groups", "group.lag.refresh.ms", "5000", "How often the group coordinator asks partition leaders for the high watermarks and record timestamps of consumer group lag (the quire_group_lag_* metrics).",
+		func(c *Config) *int64 { return &c.GroupLagRefreshMs }, 10),
 	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",
@@ -243,7 +245,7 @@ var configKeys = []configKey{
 		func(c *Config) *string { return &c.MetricsListen }, checkHostPort),
 	boolKey("monitoring", "metrics.pprof.enable", "false", "Serve Go's profiler at /debug/pprof/ on metrics.listen.",
 		func(c *Config) *bool { return &c.MetricsPprofEnable }),
-	boolKey("monitoring", "metrics.requests.enable", "true", "Count gRPC calls by method and code, with latency histograms (quire_requests_total, quire_request_duration_seconds).",
+	boolKey("monitoring", "metrics.requests.enable", "true", "Count gRPC calls by method and code, with latency histograms (quire_requests_total, quire_request_duration_seconds), and time produce and fetch queues (quire_request_queue_seconds).",
 		func(c *Config) *bool { return &c.MetricsRequestsEnable }),
 }
 

@@ -35,6 +35,25 @@ func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
 	return d
 }
 
+// recordTimestamps answers LogPartitionRef.timestamp_offsets from the
+// leader's log: -1 for an offset with no record below the high
+// watermark, or one that could not be read.
+func (b *Broker) recordTimestamps(topic string, partition int32, offsets []int64) []int64 {
+	part, ok := b.rm.Partition(topic, partition)
+	if !ok || len(offsets) == 0 {
+		return nil
+	}
+	out := make([]int64, len(offsets))
+	for i, off := range offsets {
+		ts, ok, err := part.RecordTimestamp(off)
+		if err != nil || !ok {
+			ts = -1
+		}
+		out[i] = ts
+	}
+	return out
+}
+
 // describeLogsTimeout bounds how long DescribeTopics waits for the leaders
 // it asks for their offsets; a leader that does not answer in time shows
 // -1.
@@ -107,6 +126,30 @@ func setOffsets(pd *quirev1.PartitionDescription, l *pb.LogDescription) {
 		return
 	}
 	pd.LogStartOffset, pd.HighWatermark, pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
+}
+
+// ReadPositions asks broker b for high watermarks and record timestamps
+// (metadata.LogReader, for consumer group lag) with DescribeLogs, over
+// the node-to-node connection to it (this node's own included).
+func (c *cluster) ReadPositions(ctx context.Context, b metadata.BrokerInfo, qs []metadata.PositionQuery) ([]metadata.Position, error) {
+	if b.Addr == "" {
+		return nil, fmt.Errorf("broker: broker %d has no address", b.ID)
+	}
+	refs := make([]*pb.LogPartitionRef, len(qs))
+	for i, q := range qs {
+		refs[i] = &pb.LogPartitionRef{Topic: q.Topic, Partition: q.Partition, TimestampOffsets: q.Offsets}
+	}
+	logs, err := c.describeLogs(ctx, b.Addr, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metadata.Position, len(qs))
+	for i, l := range logs {
+		if l.Hosted && l.Leader && l.Topic == qs[i].Topic && l.Partition == qs[i].Partition {
+			out[i] = metadata.Position{Leader: true, HighWatermark: l.HighWatermark, Timestamps: l.Timestamps}
+		}
+	}
+	return out, nil
 }
 
 // describeLogs asks the broker at addr for the offsets of refs, over the

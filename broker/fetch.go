@@ -53,8 +53,10 @@ type fetchResult struct {
 
 // fetch reads every partition, long-polling until minBytes are available or
 // maxWait passes. It registers with each partition before reading, so an
-// append between the read and the wait is never missed.
-func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Duration, minBytes, maxBytes int) []fetchResult {
+// append between the read and the wait is never missed. The time from
+// received (zero: not timed) to the first read of each partition is the
+// fetch queue time.
+func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int) []fetchResult {
 	if maxBytes <= 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
@@ -74,7 +76,10 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 		timer = t.C
 	}
 	for first := true; ; first = false {
-		results, total, anyErr := b.readAll(specs, maxBytes, first, &watched, wake)
+		if !first {
+			received = time.Time{}
+		}
+		results, total, anyErr := b.readAll(specs, maxBytes, received, first, &watched, wake)
 		// As Kafka: no wait, min_bytes 0, or enough data answer at once.
 		if maxWait == 0 || total >= minBytes || anyErr {
 			return results
@@ -91,13 +96,13 @@ func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, maxWait time.Dura
 }
 
 func (b *Broker) readAllNoWatch(specs []fetchSpec, maxBytes int) []fetchResult {
-	results, _, _ := b.readAll(specs, maxBytes, false, nil, nil)
+	results, _, _ := b.readAll(specs, maxBytes, time.Time{}, false, nil, nil)
 	return results
 }
 
 // readAll reads each partition once. On the first pass it registers wake
 // with every partition found.
-func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched *[]*replica.Partition, wake chan struct{}) ([]fetchResult, int, bool) {
+func (b *Broker) readAll(specs []fetchSpec, maxBytes int, received time.Time, register bool, watched *[]*replica.Partition, wake chan struct{}) ([]fetchResult, int, bool) {
 	results := make([]fetchResult, len(specs))
 	total := 0
 	anyErr := false
@@ -124,6 +129,7 @@ func (b *Broker) readAll(specs []fetchSpec, maxBytes int, register bool, watched
 		}
 		var res storage.ReadResult
 		var hw int64
+		b.queue.ObserveFetch(received)
 		if s.pooled {
 			res, hw, r.buf, err = readPooled(part, s.offset, limit)
 		} else {
@@ -144,7 +150,7 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 	if len(req.Partitions) == 0 {
 		return nil, toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
 	}
-	results := s.b.fetch(ctx, fetchSpecs(req), time.Duration(req.MaxWaitMs)*time.Millisecond, int(req.MinBytes), int(req.MaxBytes))
+	results := s.b.fetch(ctx, fetchSpecs(req), s.b.queue.Received(), time.Duration(req.MaxWaitMs)*time.Millisecond, int(req.MinBytes), int(req.MaxBytes))
 	return fetchResponse(results), nil // fetch_stream.go
 }
 
@@ -162,7 +168,7 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 		return nil, toStatus(err)
 	}
 	spec := fetchSpec{topic: req.Topic, partition: req.Partition, offset: req.Offset, maxBytes: int(req.MaxBytes)}
-	results := s.b.fetch(ctx, []fetchSpec{spec}, time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0)
+	results := s.b.fetch(ctx, []fetchSpec{spec}, s.b.queue.Received(), time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0)
 	r := results[0]
 	if r.err != nil {
 		if resp, ok, err := s.b.forwardFetchRecords(ctx, req, r.err); ok {

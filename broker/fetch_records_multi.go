@@ -154,7 +154,7 @@ func (s *consumerService) fetchLocal(ctx context.Context, req *quirev1.FetchReco
 		p := req.Partitions[i]
 		specs[j] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes)}
 	}
-	results := s.b.fetch(ctx, specs, wait, 1, maxBytes)
+	results := s.b.fetch(ctx, specs, s.b.queue.Received(), wait, 1, maxBytes)
 	found := false
 	left := maxRecords
 	for j, r := range results {

@@ -42,8 +42,12 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 	// A stream answers only when there is something new: min_bytes 0
 	// (answer at once) would spin out empty responses.
 	minBytes := max(int(req.MinBytes), 1)
+	// Only the first read answers a request received; the later ones
+	// follow on from the stream's own sends.
+	received := s.b.queue.Received()
 	for {
-		results := s.b.fetch(ctx, specs, wait, minBytes, int(req.MaxBytes))
+		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes))
+		received = time.Time{}
 		select {
 		case <-s.b.stop:
 			return toStatus(ErrShuttingDown)

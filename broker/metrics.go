@@ -32,11 +32,13 @@ type statsSource struct{ b *Broker }
 
 var _ metrics.Source = statsSource{}
 
-func (s statsSource) ReplicaStats() replica.Stats     { return s.b.rm.Stats() }
-func (s statsSource) StorageStats() storage.Stats     { return s.b.storage.Stats() }
-func (s statsSource) MetadataStats() metadata.Stats   { return s.b.cluster.node.Stats() }
-func (s statsSource) RequestStats() []rpcstats.Method { return s.b.rpcStats.Snapshot() }
-func (s statsSource) Ready() error                    { return s.b.Readiness() }
+func (s statsSource) ReplicaStats() replica.Stats        { return s.b.rm.Stats() }
+func (s statsSource) StorageStats() storage.Stats        { return s.b.storage.Stats() }
+func (s statsSource) MetadataStats() metadata.Stats      { return s.b.cluster.node.Stats() }
+func (s statsSource) GroupStats() []metadata.GroupStats  { return s.b.cluster.node.GroupStats() }
+func (s statsSource) RequestStats() []rpcstats.Method    { return s.b.rpcStats.Snapshot() }
+func (s statsSource) QueueStats() rpcstats.QueueSnapshot { return s.b.queue.Snapshot() }
+func (s statsSource) Ready() error                       { return s.b.Readiness() }
 
 // Readiness is nil when the broker serves clients: it has registered
 // with the controller under this process's incarnation, the controller

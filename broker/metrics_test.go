@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 )
@@ -120,4 +122,46 @@ func TestBrokerConfigMetricsListenChecked(t *testing.T) {
 	if err := c.Set("metrics.listen", "127.0.0.1:9404"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestBrokerMetricsQueueTime: every partition appended and every
+// partition read is counted in the produce and fetch queue-time
+// histograms; with metrics.requests.enable off, none is.
+func TestBrokerMetricsQueueTime(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		b, c := start(t, func(cfg *broker.Config) { cfg.MetricsListen, cfg.MetricsRequestsEnable = "127.0.0.1:0", on })
+		name := fmt.Sprintf("q%v", on)
+		createTopic(t, c, name, 2, nil)
+		for range 3 {
+			produce(t, c, name, 0, makeBatch(2, 10, "a"))
+		}
+		produce(t, c, name, 1, makeBatch(2, 10, "b"))
+		if _, err := c.consumer.Fetch(ctxT(t), &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{
+			{Topic: name, Partition: 0}, {Topic: name, Partition: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		_, body := metricsGet(t, b.MetricsAddr(), "/metrics")
+		wantProduce, wantFetch := 4, 2
+		if !on {
+			wantProduce, wantFetch = 0, 0
+		}
+		for _, want := range []string{
+			fmt.Sprintf("\nquire_request_queue_seconds_count{request=\"produce\"} %d\n", wantProduce),
+			fmt.Sprintf("\nquire_request_queue_seconds_count{request=\"fetch\"} %d\n", wantFetch),
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("metrics.requests.enable=%v: /metrics lacks %q: %s", on, strings.TrimSpace(want), grepLines(body, "quire_request_queue_seconds_count"))
+			}
+		}
+	}
+}
+
+func grepLines(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -57,8 +57,9 @@ func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceReque
 	}
 	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
 	defer cancel()
+	received := s.b.queue.Received()
 	var fws []forward
-	resp, pending := s.b.appendPartitions(ctx, req, acks, &fws)
+	resp, pending := s.b.appendPartitions(ctx, req, acks, received, &fws)
 	s.b.runForwards(ctx, fws, acks)
 	s.b.awaitAcks(ctx, pending)
 	if acks == 0 {
@@ -104,6 +105,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 	defer m.release()
 	for {
 		err := stream.RecvMsg(&m)
+		received := s.b.queue.Received()
 		if errors.Is(err, io.EOF) {
 			return finish(nil)
 		}
@@ -116,7 +118,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return finish(toStatus(err))
 		}
 		rctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
-		resp, pending := s.b.appendPartitions(rctx, req, acks, nil)
+		resp, pending := s.b.appendPartitions(rctx, req, acks, received, nil)
 		m.release() // the records are in the log; nothing refers to them
 		if acks == 0 {
 			resp = nil
@@ -142,7 +144,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 // response with the acks=all appends still to be confirmed. With fws, a
 // partition led by another broker is queued there to be passed on
 // (route.go) instead of answered NOT_LEADER_OR_FOLLOWER.
-func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceRequest, acks int32, fws *[]forward) (*quirev1.ProduceResponse, []pendingAck) {
+func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceRequest, acks int32, received time.Time, fws *[]forward) (*quirev1.ProduceResponse, []pendingAck) {
 	resp := &quirev1.ProduceResponse{
 		CorrelationId: req.CorrelationId,
 		Partitions:    make([]*quirev1.PartitionProduceResult, 0, len(req.Partitions)),
@@ -151,7 +153,7 @@ func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceReque
 	for _, pr := range req.Partitions {
 		res := &quirev1.PartitionProduceResult{Topic: pr.Topic, Partition: pr.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
 		resp.Partitions = append(resp.Partitions, res)
-		pa, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, res)
+		pa, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, received, res)
 		if err != nil {
 			if fws == nil || !b.maybeForward(ctx, err, pr.Records, res, fws) {
 				res.Error = toError(err)
@@ -166,8 +168,10 @@ func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceReque
 }
 
 // appendOne appends raw batches to one partition and fills res. The
-// returned pendingAck is what an acks=all caller waits on.
-func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, res *quirev1.PartitionProduceResult) (pendingAck, error) {
+// returned pendingAck is what an acks=all caller waits on. The time from
+// received (zero: not timed) to the start of the append is the produce
+// queue time.
+func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, received time.Time, res *quirev1.PartitionProduceResult) (pendingAck, error) {
 	if len(batches) == 0 {
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", ErrInvalidRequest, topic, p)
 	}
@@ -196,6 +200,7 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 	if err != nil {
 		return pendingAck{}, err
 	}
+	b.queue.ObserveProduce(received, info.Started)
 	res.BaseOffset, res.LastOffset = info.FirstOffset, info.LastOffset
 	if info.LogAppendTime > 0 {
 		res.LogAppendTimeMs = info.LogAppendTime
@@ -278,6 +283,7 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 // ProduceRecords partitions plain records on the broker, builds one batch
 // per partition and appends them.
 func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.ProduceRecordsRequest) (*quirev1.ProduceRecordsResponse, error) {
+	received := s.b.queue.Received()
 	b := s.b
 	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
 	if err != nil {
@@ -380,7 +386,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		}
 		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
 		partResults[p] = res
-		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, res)
+		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, received, res)
 		if err != nil {
 			if !b.maybeForward(ctx, err, batch, res, &fws) {
 				res.Error = toError(err)

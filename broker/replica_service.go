@@ -26,7 +26,11 @@ type replicaService struct {
 func (s *replicaService) DescribeLogs(ctx context.Context, req *pb.DescribeLogsRequest) (*pb.DescribeLogsResponse, error) {
 	resp := &pb.DescribeLogsResponse{Logs: make([]*pb.LogDescription, 0, len(req.Partitions))}
 	for _, ref := range req.Partitions {
-		resp.Logs = append(resp.Logs, s.b.describeLog(ref.GetTopic(), ref.GetPartition()))
+		d := s.b.describeLog(ref.GetTopic(), ref.GetPartition())
+		if d.Leader && len(ref.TimestampOffsets) > 0 {
+			d.Timestamps = s.b.recordTimestamps(ref.GetTopic(), ref.GetPartition(), ref.TimestampOffsets)
+		}
+		resp.Logs = append(resp.Logs, d)
 	}
 	return resp, nil
 }

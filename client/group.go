@@ -163,3 +163,81 @@ func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 	})
 	return err
 }
+
+// GroupDescription is a consumer group as its coordinator describes it.
+type GroupDescription struct {
+	Group string `json:"group"`
+	// State is empty, assigning, reconciling or stable.
+	State           string              `json:"state"`
+	GroupEpoch      int32               `json:"group_epoch"`
+	AssignmentEpoch int32               `json:"assignment_epoch"`
+	Assignor        string              `json:"assignor"`
+	Members         []GroupMember       `json:"members"`
+	Partitions      []GroupPartitionLag `json:"partitions"`
+}
+
+// GroupMember is one member of a GroupDescription.
+type GroupMember struct {
+	MemberID          string           `json:"member_id"`
+	ClientAddress     string           `json:"client_address"`
+	MemberEpoch       int32            `json:"member_epoch"`
+	Topics            []string         `json:"topics,omitempty"`
+	Regex             string           `json:"regex,omitempty"`
+	Assigned          []TopicPartition `json:"assigned"`
+	PendingRevocation []TopicPartition `json:"pending_revocation"`
+	PendingAssignment []TopicPartition `json:"pending_assignment"`
+}
+
+// GroupPartitionLag is a group's position in one partition: its committed
+// offset (-1 none), the partition's high watermark (-1 unknown), the lag
+// in records (-1 unknown) and in seconds (now minus the timestamp of the
+// first record not committed, 0 when caught up, -1 unknown), and the
+// member the partition is assigned to.
+type GroupPartitionLag struct {
+	Topic           string  `json:"topic"`
+	Partition       int32   `json:"partition"`
+	CommittedOffset int64   `json:"committed_offset"`
+	HighWatermark   int64   `json:"high_watermark"`
+	Lag             int64   `json:"lag"`
+	LagSeconds      float64 `json:"lag_seconds"`
+	MemberID        string  `json:"member_id,omitempty"`
+}
+
+// DescribeGroup describes a consumer group: its state, members and lag
+// per partition. A group with neither members nor committed offsets is
+// GROUP_ID_NOT_FOUND.
+func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescription, error) {
+	var resp *quirev1.DescribeGroupResponse
+	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) (err error) {
+		resp, err = g.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: group})
+		return err
+	})
+	if err != nil {
+		return GroupDescription{}, err
+	}
+	d := GroupDescription{Group: resp.GetGroup(), State: resp.GetState(), GroupEpoch: resp.GetGroupEpoch(),
+		AssignmentEpoch: resp.GetAssignmentEpoch(), Assignor: resp.GetAssignor(),
+		Members: []GroupMember{}, Partitions: []GroupPartitionLag{}}
+	for _, m := range resp.GetMembers() {
+		d.Members = append(d.Members, GroupMember{MemberID: m.GetMemberId(), ClientAddress: m.GetClientAddress(),
+			MemberEpoch: m.GetMemberEpoch(), Topics: m.GetTopics(), Regex: m.GetRegex(),
+			Assigned: partitionsFromPB(m.GetAssigned()), PendingRevocation: partitionsFromPB(m.GetPendingRevocation()),
+			PendingAssignment: partitionsFromPB(m.GetPendingAssignment())})
+	}
+	for _, p := range resp.GetPartitions() {
+		d.Partitions = append(d.Partitions, GroupPartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(),
+			CommittedOffset: p.GetCommittedOffset(), HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(),
+			LagSeconds: p.GetLagSeconds(), MemberID: p.GetMemberId()})
+	}
+	return d, nil
+}
+
+func partitionsFromPB(a *quirev1.GroupAssignment) []TopicPartition {
+	out := []TopicPartition{}
+	for _, t := range a.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			out = append(out, TopicPartition{Topic: t.GetTopic(), Partition: p})
+		}
+	}
+	return out
+}

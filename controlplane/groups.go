@@ -34,12 +34,22 @@ func (s *Service) DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRe
 	}
 	out := &quirev1.DescribeGroupResponse{Group: d.Group, State: d.State.String(), GroupEpoch: d.Epoch,
 		AssignmentEpoch: d.TargetEpoch, Assignor: d.Assignor}
+	var extra []group.TopicPartition
 	for _, m := range d.Members {
 		out.Members = append(out.Members, &quirev1.GroupMemberDescription{
 			MemberId: m.MemberID, ClientAddress: m.ClientAddress, MemberEpoch: m.Epoch,
 			Topics: m.Topics, Regex: m.Regex, Assigned: AssignmentToPB(m.Assigned),
 			PendingRevocation: AssignmentToPB(m.PendingRevocation), PendingAssignment: AssignmentToPB(m.PendingAssignment),
 		})
+		extra = append(append(extra, m.Assigned...), m.Target...)
+	}
+	for _, l := range s.node.Ctl().GroupLag(ctx, in.Group, extra) {
+		pl := &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.Committed,
+			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID}
+		if !l.Observed.IsZero() {
+			pl.ObservedTimeMs = l.Observed.UnixMilli()
+		}
+		out.Partitions = append(out.Partitions, pl)
 	}
 	return out, nil
 }

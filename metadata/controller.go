@@ -57,7 +57,11 @@ func newController(n *Node) *Controller {
 	if n.cfg.Clock != nil {
 		clock = n.cfg.Clock
 	}
-	c.coord = newCoordinator(c, cfg, clock)
+	refresh := n.cfg.LagRefresh
+	if refresh <= 0 {
+		refresh = DefaultLagRefresh
+	}
+	c.coord = newCoordinator(c, cfg, clock, n.cfg.Logs, refresh)
 	return c
 }
 

@@ -45,14 +45,18 @@ type coordinator struct {
 	cfg   group.Config
 	clock Clock
 
+	logs       LogReader // nil: no lag figures
+	lagRefresh time.Duration
+	lag        lagState // grouplag.go
+
 	mu     sync.Mutex
 	m      *group.Machine // nil until built for term
 	term   uint64
 	topics map[string]int32 // as last given to m
 }
 
-func newCoordinator(c *Controller, cfg group.Config, clock Clock) *coordinator {
-	return &coordinator{c: c, cfg: cfg, clock: clock}
+func newCoordinator(c *Controller, cfg group.Config, clock Clock, logs LogReader, lagRefresh time.Duration) *coordinator {
+	return &coordinator{c: c, cfg: cfg, clock: clock, logs: logs, lagRefresh: lagRefresh}
 }
 
 // tickEvery is how often the controller loop checks the groups' deadlines
@@ -112,6 +116,7 @@ func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 		}
 		return fmt.Errorf("%w: writing group records: %w", ErrNotCoordinator, err)
 	}
+	co.lag.countRebalances(recs)
 	return nil
 }
 
@@ -196,13 +201,18 @@ func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartb
 	return resp, nil
 }
 
-// DescribeGroup describes a group's membership.
+// DescribeGroup describes a group's membership. A group with committed
+// offsets and no membership state (manual assignment) is described as
+// empty.
 func (c *Controller) DescribeGroup(ctx context.Context, id string) (group.Description, error) {
 	var d group.Description
 	err := c.coord.do(ctx, func(m *group.Machine) (recs []group.Record, err error) {
 		d, err = m.Describe(id)
 		return nil, err
 	})
+	if errors.Is(err, group.ErrUnknownGroup) && len(c.n.Image().Offsets(id)) > 0 {
+		return group.Description{Group: id, State: group.GroupEmpty}, nil
+	}
 	return d, err
 }
 

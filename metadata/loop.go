@@ -50,10 +50,14 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 
 	var groupTicks sync.WaitGroup
 	defer groupTicks.Wait()
-	groupTicks.Add(1)
+	groupTicks.Add(2)
 	go func() {
 		defer groupTicks.Done()
 		c.coord.runTicks(ctx)
+	}()
+	go func() {
+		defer groupTicks.Done()
+		c.coord.runLag(ctx)
 	}()
 
 	tick := min(max(c.n.cfg.BrokerSessionTimeout/4, 10*time.Millisecond), time.Second)

@@ -90,6 +90,12 @@ type Config struct {
 	// Clock drives the group coordinator's deadlines; nil is the system
 	// clock.
 	Clock Clock
+	// Logs asks partition leaders for the high watermarks and record
+	// timestamps of consumer group lag (grouplag.go); nil: lag unknown.
+	Logs LogReader
+	// LagRefresh is how often the coordinator asks them
+	// (group.lag.refresh.ms); zero is DefaultLagRefresh.
+	LagRefresh time.Duration
 }
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,

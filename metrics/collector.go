@@ -25,7 +25,12 @@ type Source interface {
 	ReplicaStats() replica.Stats
 	StorageStats() storage.Stats
 	MetadataStats() metadata.Stats
+	// GroupStats is the consumer groups, on their coordinator (the
+	// controller); none elsewhere.
+	GroupStats() []metadata.GroupStats
 	RequestStats() []rpcstats.Method
+	// QueueStats is how long produces and fetches waited to be handled.
+	QueueStats() rpcstats.QueueSnapshot
 	// Ready is nil when the node serves clients, else why not.
 	Ready() error
 }
@@ -37,6 +42,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	dRequests        = desc("requests_total", "gRPC calls answered, by method and status code (streams count once, when they end).", "rpc", "code")
 	dRequestDuration = desc("request_duration_seconds", "How long gRPC calls took (streams: how long they were open).", "rpc", "type")
+
+	dQueue = desc("request_queue_seconds", "How long requests waited from their receipt to the start of their work: a produce to the start of its append to each partition (after the appends ahead of it), a fetch to the read of each partition.", "request")
 
 	dRecordsIn  = desc("topic_records_in_total", "Records appended by producers to partitions led here.", "topic")
 	dBytesIn    = desc("topic_bytes_in_total", "Batch bytes appended by producers to partitions led here.", "topic")
@@ -73,6 +80,10 @@ var (
 	dMetaLag          = desc("metadata_lag", "Metadata raft entries committed but not yet applied here (commit index minus applied index).")
 	dRaftTerm         = desc("raft_term", "Current raft term of the metadata quorum.")
 	dRaftState        = desc("raft_state", "1 for this node's raft state (Leader, Follower, Candidate, Shutdown).", "state")
+	dGroupLag         = desc("group_lag_records", "Records a consumer group is behind in a partition: high watermark minus committed offset (on the group coordinator, the active controller; refreshed every group.lag.refresh.ms).", "group", "topic", "partition")
+	dGroupLagSeconds  = desc("group_lag_seconds", "Seconds a consumer group is behind in a partition: now minus the timestamp of the first record not committed, 0 when caught up (on the group coordinator).", "group", "topic", "partition")
+	dGroupMembers     = desc("group_members", "Members of a consumer group (on the group coordinator).", "group")
+	dGroupRebalances  = desc("group_rebalances_total", "Target assignments the coordinator computed for a consumer group while this node was its coordinator.", "group")
 	dReady            = desc("ready", "1 when the node is registered, unfenced and its metadata caught up (/readyz answers 200).")
 )
 
@@ -85,11 +96,11 @@ type collector struct{ src Source }
 func NewCollector(src Source) prometheus.Collector { return collector{src} }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
+	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dQueue, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
 		dFlush, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
-		dRaftTerm, dRaftState, dReady} {
+		dRaftTerm, dRaftState, dGroupLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
 		ch <- d
 	}
 }
@@ -131,6 +142,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		histogram(ch, dRequestDuration, m.Latency, rpc, kind)
 	}
+
+	qs := c.src.QueueStats()
+	histogram(ch, dQueue, qs.Produce, "produce")
+	histogram(ch, dQueue, qs.Fetch, "fetch")
 
 	rs := c.src.ReplicaStats()
 	for _, t := range rs.Topics {
@@ -192,6 +207,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, dRaftTerm, float64(ms.Term))
 	for _, s := range raftStates {
 		gauge(ch, dRaftState, b2f(ms.RaftState == s), s)
+	}
+	for _, g := range c.src.GroupStats() {
+		gauge(ch, dGroupMembers, float64(g.Members), g.Group)
+		counter(ch, dGroupRebalances, g.Rebalances, g.Group)
+		for _, p := range g.Partitions {
+			part := strconv.Itoa(int(p.Partition))
+			// Unknown figures (no answer from the leader yet) are left
+			// out rather than shown as a number.
+			if p.Lag >= 0 {
+				gauge(ch, dGroupLag, float64(p.Lag), g.Group, p.Topic, part)
+			}
+			if p.LagSeconds >= 0 {
+				gauge(ch, dGroupLagSeconds, p.LagSeconds, g.Group, p.Topic, part)
+			}
+		}
 	}
 	gauge(ch, dReady, b2f(c.src.Ready() == nil))
 }

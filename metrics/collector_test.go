@@ -18,14 +18,17 @@ type fakeSource struct {
 	rs    replica.Stats
 	ms    metadata.Stats
 	calls []rpcstats.Method
+	gs    []metadata.GroupStats
 	ready error
 }
 
-func (f fakeSource) ReplicaStats() replica.Stats     { return f.rs }
-func (f fakeSource) StorageStats() storage.Stats     { return storage.Stats{} }
-func (f fakeSource) MetadataStats() metadata.Stats   { return f.ms }
-func (f fakeSource) RequestStats() []rpcstats.Method { return f.calls }
-func (f fakeSource) Ready() error                    { return f.ready }
+func (f fakeSource) ReplicaStats() replica.Stats        { return f.rs }
+func (f fakeSource) StorageStats() storage.Stats        { return storage.Stats{} }
+func (f fakeSource) MetadataStats() metadata.Stats      { return f.ms }
+func (f fakeSource) RequestStats() []rpcstats.Method    { return f.calls }
+func (f fakeSource) Ready() error                       { return f.ready }
+func (f fakeSource) GroupStats() []metadata.GroupStats  { return f.gs }
+func (f fakeSource) QueueStats() rpcstats.QueueSnapshot { return rpcstats.QueueSnapshot{} }
 
 func TestCollectorSeries(t *testing.T) {
 	src := fakeSource{
@@ -74,5 +77,35 @@ quire_raft_state{state="Shutdown"} 0
 	// Off the controller, the cluster-wide counts are absent, not 0.
 	if n, err := testutil.GatherAndCount(reg, "quire_offline_partitions", "quire_fenced_brokers"); err != nil || n != 0 {
 		t.Fatalf("%d cluster-wide series off the controller (%v)", n, err)
+	}
+}
+
+func TestCollectorGroupSeries(t *testing.T) {
+	src := fakeSource{gs: []metadata.GroupStats{{Group: "g", Members: 2, Rebalances: 3, Partitions: []metadata.GroupPartitionLag{
+		{Topic: "a", Partition: 0, Committed: 4, HighWatermark: 10, Lag: 6, LagSeconds: 1.5},
+		{Topic: "a", Partition: 1, Committed: 7, HighWatermark: 7, Lag: 0, LagSeconds: 0},
+		{Topic: "a", Partition: 2, Committed: 3, HighWatermark: -1, Lag: -1, LagSeconds: -1}, // no answer yet: absent
+	}}}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(src))
+	want := `
+# HELP quire_group_lag_records Records a consumer group is behind in a partition: high watermark minus committed offset (on the group coordinator, the active controller; refreshed every group.lag.refresh.ms).
+# TYPE quire_group_lag_records gauge
+quire_group_lag_records{group="g",partition="0",topic="a"} 6
+quire_group_lag_records{group="g",partition="1",topic="a"} 0
+# HELP quire_group_lag_seconds Seconds a consumer group is behind in a partition: now minus the timestamp of the first record not committed, 0 when caught up (on the group coordinator).
+# TYPE quire_group_lag_seconds gauge
+quire_group_lag_seconds{group="g",partition="0",topic="a"} 1.5
+quire_group_lag_seconds{group="g",partition="1",topic="a"} 0
+# HELP quire_group_members Members of a consumer group (on the group coordinator).
+# TYPE quire_group_members gauge
+quire_group_members{group="g"} 2
+# HELP quire_group_rebalances_total Target assignments the coordinator computed for a consumer group while this node was its coordinator.
+# TYPE quire_group_rebalances_total counter
+quire_group_rebalances_total{group="g"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "quire_group_lag_records", "quire_group_lag_seconds",
+		"quire_group_members", "quire_group_rebalances_total"); err != nil {
+		t.Fatal(err)
 	}
 }

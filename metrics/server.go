@@ -50,6 +50,13 @@ func Start(cfg Config) (*Server, error) {
 	if err := reg.Register(NewCollector(cfg.Source)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	raft, err := raftCollector()
+	if err != nil {
+		return nil, fmt.Errorf("metrics: raft's go-metrics: %w", err)
+	}
+	if err := reg.Register(raft); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

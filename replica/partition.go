@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -317,6 +318,9 @@ type AppendResult struct {
 	MinInsyncReplicas int32
 	// AppendedAt is when the leader appended them.
 	AppendedAt time.Time
+	// Started is when the append began: it had the partition to itself
+	// (the appends ahead of it done).
+	Started time.Time
 }
 
 // Append appends batches as leader (RecordBatch v2 bytes, modified in
@@ -362,6 +366,7 @@ func (p *Partition) delivered(s Stage, res storage.ReadResult) {
 func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR int32) (AppendResult, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
+	started := time.Now()
 	st := p.state()
 	if !st.leader {
 		return AppendResult{}, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
@@ -387,7 +392,7 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, minISR in
 		p.io.RecordsIn.Add(uint64(info.NumRecords))
 		p.io.BytesIn.Add(uint64(info.Bytes))
 	}
-	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR, AppendedAt: now}, nil
+	return AppendResult{AppendInfo: info, LeaderEpoch: st.leaderEpoch, MinInsyncReplicas: minISR, AppendedAt: now, Started: started}, nil
 }
 
 // waitHW blocks until the HW passes offset, appended at leader epoch epoch
@@ -487,4 +492,41 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bo
 		return off, found, ok, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
 	return off, found, ok, nil
+}
+
+// RecordTimestamp is the timestamp of the first record a reader from
+// offset gets (from the log start, for an offset below it), for a
+// consumer group's lag in seconds; ok is false when there is none below
+// the HW. Only the leader answers. It is not counted as a read.
+func (p *Partition) RecordTimestamp(offset int64) (ts int64, ok bool, err error) {
+	st := p.state()
+	if !st.leader {
+		return -1, false, &NotLeaderError{Topic: p.topic, Partition: p.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
+	}
+	offset = max(offset, p.log.LogStartOffset())
+	if offset >= st.hw {
+		return -1, false, nil
+	}
+	// One batch is enough: a read returns at least the one holding offset.
+	res, err := p.log.Read(offset, 1, st.hw)
+	if err != nil {
+		return -1, false, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
+	}
+	found := errors.New("found")
+	err = record.SplitBatches(res.Batches, func(batch []byte, h record.Header) error {
+		if h.LastOffset() < offset {
+			return nil
+		}
+		return record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset < offset {
+				return nil
+			}
+			ts, ok = r.Timestamp, true
+			return found
+		})
+	})
+	if err != nil && !errors.Is(err, found) {
+		return -1, false, fmt.Errorf("%s-%d: reading the record at %d: %w", p.topic, p.id, offset, err)
+	}
+	return ts, ok, nil
 }

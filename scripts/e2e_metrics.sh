@@ -56,7 +56,7 @@ prom="127.0.0.1:$((port + 2))"
 
 step "starting quire server --dev on $addr, metrics on $metrics"
 "$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set "metrics.listen=$metrics" \
-	--set metrics.pprof.enable=true >"$tmp/server.log" 2>&1 &
+	--set metrics.pprof.enable=true --set group.lag.refresh.ms=200 >"$tmp/server.log" 2>&1 &
 pids+=($!)
 server_pid=$!
 
@@ -77,7 +77,8 @@ done
 pprof=$(get /debug/pprof/) || fail "/debug/pprof/ did not answer"
 grep -q goroutine <<<"$pprof" || fail "/debug/pprof/ has no goroutine profile"
 
-step "producing 3 records to topic metrics-e2e"
+step "producing 3 records to topic metrics-e2e (one partition)"
+"$quire" --brokers "$addr" topic create metrics-e2e -p 1 >"$tmp/create.log" 2>&1 || fail "topic create failed: $(cat "$tmp/create.log")"
 printf 'a\nb\nc\n' | "$quire" --brokers "$addr" produce metrics-e2e >"$tmp/produce.log" 2>&1 || fail "produce failed: $(cat "$tmp/produce.log")"
 
 step "scraping /metrics"
@@ -91,9 +92,20 @@ for want in '^quire_active_controller 1$' '^quire_ready 1$' '^quire_fenced_broke
 	grep -q "$want" "$tmp/metrics.txt" || fail "/metrics has no line matching $want"
 done
 
+step "group metrics-g reads and commits 1 of the 3 records: lag 2 on the coordinator"
+"$quire" --brokers "$addr" consume metrics-e2e -p 0 --group metrics-g -n 1 >"$tmp/consume.log" 2>&1 || fail "consume failed: $(cat "$tmp/consume.log")"
+lag='quire_group_lag_records{group="metrics-g",partition="0",topic="metrics-e2e"}'
+deadline=$((SECONDS + 30))
+until get /metrics >"$tmp/metrics.txt" && grep -qxF "$lag 2" "$tmp/metrics.txt" && grep -q '^quire_group_lag_seconds{group="metrics-g",' "$tmp/metrics.txt"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "no $lag 2 and lag seconds in /metrics: $(grep quire_group "$tmp/metrics.txt" || true)"
+	sleep 0.2
+done
+desc=$("$quire" --brokers "$addr" group describe metrics-g --format json) || fail "group describe: $desc"
+grep -q '"lag": 2' <<<"$desc" || fail "group describe --format json shows no lag 2: $desc"
+
 # Every quire_ series the dashboard and the alert rules use is exposed
 # (follower lag needs followers: a single node has none).
-names=$(grep -ohE 'quire_[a-z_]+' deploy/grafana-dashboard.json deploy/quire-alerts.yml | sed -E 's/_(bucket|count|sum)$//' | sort -u)
+names=$(grep -ohE 'quire_[A-Za-z_]+' deploy/grafana-dashboard.json deploy/quire-alerts.yml | sed -E 's/_(bucket|count|sum)$//' | sort -u)
 for n in $names; do
 	[ "$n" = quire_partition_follower_lag_records ] && continue
 	grep -qE "^# TYPE $n " "$tmp/metrics.txt" || fail "deploy/ uses $n, which /metrics does not expose"

@@ -1,6 +1,7 @@
 package testcluster_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -25,6 +26,7 @@ type groupMember struct {
 	id    string
 	epoch int32
 	owned *quirev1.GroupAssignment
+	topic string // subscribed; "" is "seven"
 }
 
 // heartbeat sends one heartbeat; joining when the member has no epoch.
@@ -32,7 +34,7 @@ func (m *groupMember) heartbeat(ctx context.Context) error {
 	req := &quirev1.ConsumerGroupHeartbeatRequest{Group: m.group, MemberId: m.id, MemberEpoch: m.epoch,
 		Owned: m.owned}
 	if m.epoch == 0 {
-		req.Subscription = &quirev1.GroupSubscription{Topics: []string{"seven"}}
+		req.Subscription = &quirev1.GroupSubscription{Topics: []string{cmp.Or(m.topic, "seven")}}
 		req.RebalanceTimeoutMs = 5000
 		req.Assignor = "range"
 		req.Owned = &quirev1.GroupAssignment{}

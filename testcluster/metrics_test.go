@@ -114,6 +114,10 @@ func TestClusterMetricsISRShrinkAndStoppedBroker(t *testing.T) {
 	wantSeries(t, ctx, c, leader, `quire_under_replicated_partitions`, "= 0", eq(0))
 	wantSeries(t, ctx, c, ctl, `quire_active_controller`, "= 1", eq(1))
 	wantSeries(t, ctx, c, ctl, `quire_offline_partitions`, "= 0", eq(0))
+	// Raft's own go-metrics: commit and apply latency of the metadata log.
+	for _, name := range []string{"quire_raft_commitTime_count", "quire_raft_fsm_apply_count"} {
+		wantSeries(t, ctx, c, ctl, name, "> 0", func(v float64) bool { return v > 0 })
+	}
 	shrinks, err := series(ctx, c, leader, "quire_isr_shrinks_total")
 	if err != nil {
 		t.Fatal(err)

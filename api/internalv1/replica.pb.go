@@ -424,11 +424,15 @@ func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionResult {
 }
 
 type LogPartitionRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Offsets whose record timestamps are wanted (consumer group lag in
+	// seconds: the coordinator asks for the record at each group's
+	// committed offset); answered only by the leader.
+	TimestampOffsets []int64 `protobuf:"varint,3,rep,packed,name=timestamp_offsets,json=timestampOffsets,proto3" json:"timestamp_offsets,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LogPartitionRef) Reset() {
@@ -473,6 +477,13 @@ func (x *LogPartitionRef) GetPartition() int32 {
 		return x.Partition
 	}
 	return 0
+}
+
+func (x *LogPartitionRef) GetTimestampOffsets() []int64 {
+	if x != nil {
+		return x.TimestampOffsets
+	}
+	return nil
 }
 
 type DescribeLogsRequest struct {
@@ -536,8 +547,13 @@ type LogDescription struct {
 	// The replica's log directory, and why its log failed (an I/O error:
 	// the broker has taken the replica out of service); empty while it
 	// works.
-	Dir           string `protobuf:"bytes,9,opt,name=dir,proto3" json:"dir,omitempty"`
-	Failure       string `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
+	Dir     string `protobuf:"bytes,9,opt,name=dir,proto3" json:"dir,omitempty"`
+	Failure string `protobuf:"bytes,10,opt,name=failure,proto3" json:"failure,omitempty"`
+	// One per LogPartitionRef.timestamp_offsets, in order, when this broker
+	// leads the partition: the timestamp (ms since the epoch) of the first
+	// record at or after the offset below the high watermark, -1 when there
+	// is none (the offset is at or past the high watermark).
+	Timestamps    []int64 `protobuf:"varint,11,rep,packed,name=timestamps,proto3" json:"timestamps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,6 +658,13 @@ func (x *LogDescription) GetFailure() string {
 	return ""
 }
 
+func (x *LogDescription) GetTimestamps() []int64 {
+	if x != nil {
+		return x.Timestamps
+	}
+	return nil
+}
+
 type DescribeLogsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per requested partition, in request order.
@@ -729,14 +752,15 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x14ReplicaFetchResponse\x12N\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2..quire.internal.v1.ReplicaFetchPartitionResultR\n" +
-	"partitions\"E\n" +
+	"partitions\"r\n" +
 	"\x0fLogPartitionRef\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"Y\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12+\n" +
+	"\x11timestamp_offsets\x18\x03 \x03(\x03R\x10timestampOffsets\"Y\n" +
 	"\x13DescribeLogsRequest\x12B\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
-	"partitions\"\xba\x02\n" +
+	"partitions\"\xda\x02\n" +
 	"\x0eLogDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -748,7 +772,10 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12\x10\n" +
 	"\x03dir\x18\t \x01(\tR\x03dir\x12\x18\n" +
 	"\afailure\x18\n" +
-	" \x01(\tR\afailure\"M\n" +
+	" \x01(\tR\afailure\x12\x1e\n" +
+	"\n" +
+	"timestamps\x18\v \x03(\x03R\n" +
+	"timestamps\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
 	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xd2\x01\n" +
 	"\x0eReplicaService\x12_\n" +

@@ -1078,8 +1078,11 @@ type DescribeGroupResponse struct {
 	AssignmentEpoch int32                     `protobuf:"varint,4,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
 	Assignor        string                    `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
 	Members         []*GroupMemberDescription `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The group's position in every partition it reads or has committed,
+	// sorted by topic and partition.
+	Partitions    []*GroupPartitionLag `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeGroupResponse) Reset() {
@@ -1154,6 +1157,128 @@ func (x *DescribeGroupResponse) GetMembers() []*GroupMemberDescription {
 	return nil
 }
 
+func (x *DescribeGroupResponse) GetPartitions() []*GroupPartitionLag {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// GroupPartitionLag is a group's position in one partition, as its
+// coordinator last learned it from the partition's leader (the leaders
+// are asked every few seconds, group.lag.refresh.ms).
+type GroupPartitionLag struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The group's committed offset: the next offset it reads; -1 when it
+	// never committed one.
+	CommittedOffset int64 `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	// The partition's high watermark; -1 when not known yet (no answer
+	// from its leader, or it has none).
+	HighWatermark int64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// Records behind: high_watermark - committed_offset (never below 0);
+	// -1 when either is unknown.
+	Lag int64 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Seconds behind: now minus the timestamp of the record at the
+	// committed offset (the first one not committed), 0 when caught up;
+	// -1 when unknown.
+	LagSeconds float64 `protobuf:"fixed64,6,opt,name=lag_seconds,json=lagSeconds,proto3" json:"lag_seconds,omitempty"`
+	// The member the partition is assigned to; empty when none.
+	MemberId string `protobuf:"bytes,7,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// When the leader reported high_watermark and the timestamp, in ms
+	// since the epoch; 0 when never.
+	ObservedTimeMs int64 `protobuf:"varint,8,opt,name=observed_time_ms,json=observedTimeMs,proto3" json:"observed_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GroupPartitionLag) Reset() {
+	*x = GroupPartitionLag{}
+	mi := &file_quire_v1_group_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPartitionLag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPartitionLag) ProtoMessage() {}
+
+func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPartitionLag.ProtoReflect.Descriptor instead.
+func (*GroupPartitionLag) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GroupPartitionLag) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupPartitionLag) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetCommittedOffset() int64 {
+	if x != nil {
+		return x.CommittedOffset
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLagSeconds() float64 {
+	if x != nil {
+		return x.LagSeconds
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupPartitionLag) GetObservedTimeMs() int64 {
+	if x != nil {
+		return x.ObservedTimeMs
+	}
+	return 0
+}
+
 type GroupMemberDescription struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
@@ -1172,7 +1297,7 @@ type GroupMemberDescription struct {
 
 func (x *GroupMemberDescription) Reset() {
 	*x = GroupMemberDescription{}
-	mi := &file_quire_v1_group_proto_msgTypes[19]
+	mi := &file_quire_v1_group_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1309,7 @@ func (x *GroupMemberDescription) String() string {
 func (*GroupMemberDescription) ProtoMessage() {}
 
 func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[19]
+	mi := &file_quire_v1_group_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1322,7 @@ func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberDescription.ProtoReflect.Descriptor instead.
 func (*GroupMemberDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupMemberDescription) GetMemberId() string {
@@ -1327,7 +1452,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"assignment\x12,\n" +
 	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xe7\x01\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xa4\x02\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
@@ -1335,7 +1460,20 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"groupEpoch\x12)\n" +
 	"\x10assignment_epoch\x18\x04 \x01(\x05R\x0fassignmentEpoch\x12\x1a\n" +
 	"\bassignor\x18\x05 \x01(\tR\bassignor\x12:\n" +
-	"\amembers\x18\x06 \x03(\v2 .quire.v1.GroupMemberDescriptionR\amembers\"\xf8\x02\n" +
+	"\amembers\x18\x06 \x03(\v2 .quire.v1.GroupMemberDescriptionR\amembers\x12;\n" +
+	"\n" +
+	"partitions\x18\a \x03(\v2\x1b.quire.v1.GroupPartitionLagR\n" +
+	"partitions\"\x93\x02\n" +
+	"\x11GroupPartitionLag\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
+	"\x10committed_offset\x18\x03 \x01(\x03R\x0fcommittedOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12\x10\n" +
+	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12\x1f\n" +
+	"\vlag_seconds\x18\x06 \x01(\x01R\n" +
+	"lagSeconds\x12\x1b\n" +
+	"\tmember_id\x18\a \x01(\tR\bmemberId\x12(\n" +
+	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\"\xf8\x02\n" +
 	"\x16GroupMemberDescription\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +
@@ -1366,7 +1504,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -1387,7 +1525,8 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*ConsumerGroupHeartbeatResponse)(nil), // 16: quire.v1.ConsumerGroupHeartbeatResponse
 	(*DescribeGroupRequest)(nil),           // 17: quire.v1.DescribeGroupRequest
 	(*DescribeGroupResponse)(nil),          // 18: quire.v1.DescribeGroupResponse
-	(*GroupMemberDescription)(nil),         // 19: quire.v1.GroupMemberDescription
+	(*GroupPartitionLag)(nil),              // 19: quire.v1.GroupPartitionLag
+	(*GroupMemberDescription)(nil),         // 20: quire.v1.GroupMemberDescription
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -1398,27 +1537,28 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	14, // 5: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
 	15, // 6: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
 	14, // 7: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
-	19, // 8: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
-	14, // 9: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
-	14, // 10: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
-	14, // 11: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
-	0,  // 12: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 13: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 14: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 15: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 16: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	17, // 17: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	2,  // 18: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 19: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 20: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 21: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 22: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	18, // 23: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 8: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
+	19, // 9: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
+	14, // 10: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
+	14, // 11: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
+	14, // 12: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
+	0,  // 13: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 14: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 15: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 16: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 17: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	17, // 18: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	2,  // 19: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 20: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 21: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 22: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 23: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	18, // 24: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -1435,7 +1575,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

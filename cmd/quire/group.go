@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -13,10 +14,12 @@ func init() { registerCommand(newGroupCmd) }
 func newGroupCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "List, describe and delete consumer groups' committed offsets",
-		Long: `A consumer group here is a group id with committed offsets (Kafka's simple
-consumer group: no members or rebalancing yet). consume --group commits
-them; these verbs read and delete them.`,
+		Short: "List, describe and delete consumer groups",
+		Long: `A consumer group is a group id with committed offsets and, for groups
+consumed with consume -g, members the coordinator assigns partitions to.
+describe shows the members and, per partition, the committed offset, the
+high watermark and the lag in records and in seconds (now minus the
+timestamp of the first record not committed; 0 when caught up).`,
 	}
 	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g))
 	return cmd
@@ -50,24 +53,28 @@ func groupListCmd(g *globalFlags) *cobra.Command {
 	}
 }
 
-// groupPartition is one line of group describe. LogEndOffset is the
-// partition's latest offset as consumers see it (the high watermark, from
-// ListOffsets), -1 when it could not be read; Lag is then -1 too.
+// groupPartition is one line of group describe: the coordinator's
+// figures (client.GroupPartitionLag: committed offset, high watermark,
+// lag in records and in seconds, -1 where unknown) and what was
+// committed with the offset.
 type groupPartition struct {
-	Topic           string `json:"topic"`
-	Partition       int32  `json:"partition"`
-	CommittedOffset int64  `json:"committed_offset"`
-	LogEndOffset    int64  `json:"log_end_offset"`
-	Lag             int64  `json:"lag"`
-	LeaderEpoch     int32  `json:"leader_epoch"`
-	Metadata        string `json:"metadata,omitempty"`
-	CommitTimeMs    int64  `json:"commit_time_ms"`
+	client.GroupPartitionLag
+	LeaderEpoch  int32  `json:"leader_epoch"`
+	Metadata     string `json:"metadata,omitempty"`
+	CommitTimeMs int64  `json:"commit_time_ms"`
+}
+
+// groupDescription is group describe's JSON: the group's state and
+// members, and its position per partition.
+type groupDescription struct {
+	client.GroupDescription
+	Partitions []groupPartition `json:"partitions"`
 }
 
 func groupDescribeCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP",
-		Short: "Show a group's committed offset, log end offset and lag per partition",
+		Short: "Show a group's state, members, and committed offset, high watermark and lag (records and seconds) per partition",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cl, done, err := connect(g)
@@ -76,50 +83,51 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 			}
 			defer done()
 			group := args[0]
+			d, err := cl.DescribeGroup(ctx, group)
+			if err != nil {
+				return err
+			}
 			offsets, err := cl.FetchOffsets(ctx, group)
 			if err != nil {
 				return err
 			}
-			if len(offsets) == 0 {
-				return fmt.Errorf("group %s has no committed offsets", group)
-			}
-			byTopic := map[string][]int32{}
+			committed := map[client.TopicPartition]client.CommittedOffset{}
 			for _, o := range offsets {
-				byTopic[o.Topic] = append(byTopic[o.Topic], o.Partition)
+				committed[client.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o
 			}
-			ends := map[client.TopicPartition]int64{}
-			for topic, parts := range byTopic {
-				got, err := cl.ListOffsets(ctx, topic, client.AtEnd(), parts...)
-				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: log end offsets of %s: %v\n", topic, err)
-					continue
+			desc := groupDescription{GroupDescription: d, Partitions: make([]groupPartition, 0, len(d.Partitions))}
+			for _, p := range d.Partitions {
+				gp := groupPartition{GroupPartitionLag: p, LeaderEpoch: -1, CommitTimeMs: -1}
+				if o, ok := committed[client.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; ok {
+					gp.LeaderEpoch, gp.Metadata, gp.CommitTimeMs = o.LeaderEpoch, o.Metadata, o.CommitTimeMs
 				}
-				for p, off := range got {
-					ends[client.TopicPartition{Topic: topic, Partition: p}] = off
-				}
-			}
-			rows := make([]groupPartition, 0, len(offsets))
-			for _, o := range offsets {
-				gp := groupPartition{Topic: o.Topic, Partition: o.Partition, CommittedOffset: o.Offset, LogEndOffset: -1, Lag: -1,
-					LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTimeMs}
-				if end, ok := ends[client.TopicPartition{Topic: o.Topic, Partition: o.Partition}]; ok {
-					gp.LogEndOffset, gp.Lag = end, max(end-o.Offset, 0)
-				}
-				rows = append(rows, gp)
+				desc.Partitions = append(desc.Partitions, gp)
 			}
 			out := cmd.OutOrStdout()
 			if g.format == "json" {
-				return printJSON(out, rows)
+				return printJSON(out, desc)
+			}
+			fmt.Fprintf(out, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, cmp.Or(d.Assignor, "-"), len(d.Members))
+			unknown := func(v int64) string {
+				if v < 0 {
+					return "-"
+				}
+				return fmt.Sprint(v)
 			}
 			table := [][]string{}
-			for _, r := range rows {
-				end, lag := "-", "-"
-				if r.LogEndOffset >= 0 {
-					end, lag = fmt.Sprint(r.LogEndOffset), fmt.Sprint(r.Lag)
+			for _, r := range desc.Partitions {
+				secs := "-"
+				if r.LagSeconds >= 0 {
+					secs = fmt.Sprintf("%.1f", r.LagSeconds)
 				}
-				table = append(table, []string{group, r.Topic, fmt.Sprint(r.Partition), fmt.Sprint(r.CommittedOffset), end, lag})
+				member := r.MemberID
+				if member == "" {
+					member = "-"
+				}
+				table = append(table, []string{group, r.Topic, fmt.Sprint(r.Partition), unknown(r.CommittedOffset),
+					unknown(r.HighWatermark), unknown(r.Lag), secs, member})
 			}
-			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"}, table)
+			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-SECONDS", "MEMBER"}, table)
 		},
 	}
 }

@@ -106,3 +106,52 @@ func (s *Stats) Snapshot() []Method {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Queue times how long requests wait, from their receipt by the handler
+// to the start of the work they asked for: for a produce, until its
+// append to a partition begins (after those ahead of it on the same
+// partition), once per partition; for a fetch, until the read of each
+// partition begins (after the partitions before it in the request). The
+// zero value is ready; nil counts nothing.
+type Queue struct {
+	Produce, Fetch atomichist.Histogram
+}
+
+// ObserveProduce counts a produce's wait for a partition's append that
+// began at started; a nil q or a zero time counts nothing.
+func (q *Queue) ObserveProduce(received, started time.Time) {
+	if q != nil && !received.IsZero() && !started.IsZero() {
+		q.Produce.Observe(started.Sub(received))
+	}
+}
+
+// ObserveFetch counts a fetch's wait for a partition's read beginning
+// now; a nil q or a zero time counts nothing.
+func (q *Queue) ObserveFetch(received time.Time) {
+	if q != nil && !received.IsZero() {
+		q.Fetch.Observe(time.Since(received))
+	}
+}
+
+// Received is the time a request was received, for Observe*; zero
+// (nothing to time) for a nil q, so that with request metrics off no
+// clock is read.
+func (q *Queue) Received() time.Time {
+	if q == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// QueueSnapshot is a Queue's state at one moment.
+type QueueSnapshot struct {
+	Produce, Fetch atomichist.Snapshot
+}
+
+// Snapshot reads q; a nil q has no observations.
+func (q *Queue) Snapshot() QueueSnapshot {
+	if q == nil {
+		return QueueSnapshot{}
+	}
+	return QueueSnapshot{Produce: q.Produce.Snapshot(), Fetch: q.Fetch.Snapshot()}
+}

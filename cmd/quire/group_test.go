@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/client"
+)
+
+// TestCLIGroupDescribeLag: group describe shows the coordinator's
+// committed offset, high watermark and lag in records and seconds, in the
+// table and in --format json; an unknown group is an error.
+func TestCLIGroupDescribeLag(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "gd", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitGroupsVersion(t, b)
+	old := time.Now().Add(-time.Minute)
+	for i := 0; i < 3; i++ {
+		r := client.StringRecord("gd", fmt.Sprint("v", i))
+		r.Timestamp = old
+		if err := cl.ProduceSync(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.CommitOffsets(ctx, "billing", client.OffsetCommit{Topic: "gd", Offset: 1, LeaderEpoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+
+	var out bytes.Buffer
+	if err := runCLI(&out, "--brokers", b.Addr(), "group", "describe", "billing", "--format", "json"); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		State      string `json:"state"`
+		Partitions []struct {
+			Topic           string  `json:"topic"`
+			CommittedOffset int64   `json:"committed_offset"`
+			HighWatermark   int64   `json:"high_watermark"`
+			Lag             int64   `json:"lag"`
+			LagSeconds      float64 `json:"lag_seconds"`
+			CommitTimeMs    int64   `json:"commit_time_ms"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if d.State != "empty" || len(d.Partitions) != 1 {
+		t.Fatalf("describe: %s", out.String())
+	}
+	p := d.Partitions[0]
+	if p.Topic != "gd" || p.CommittedOffset != 1 || p.HighWatermark != 3 || p.Lag != 2 || p.LagSeconds < 60 || p.CommitTimeMs <= 0 {
+		t.Fatalf("want committed 1, high watermark 3, lag 2 and at least 60 s: %s", out.String())
+	}
+
+	out.Reset()
+	if err := runCLI(&out, "--brokers", b.Addr(), "group", "describe", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := strings.Fields(lines[len(lines)-1])
+	if !strings.Contains(out.String(), "LAG-SECONDS") || len(last) != 8 || last[3] != "1" || last[4] != "3" || last[5] != "2" || last[7] != "-" {
+		t.Fatalf("table: %q", out.String())
+	}
+
+	if err := runCLI(&out, "--brokers", b.Addr(), "group", "describe", "nobody"); err == nil || !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("describe of an unknown group: %v", err)
+	}
+}
