@@ -265,7 +265,7 @@ func (c *Console) sampleAll(ctx context.Context) {
 	}
 	for _, g := range groups {
 		d, _ := c.describeGroup(ctx, g)
-		if _, err := c.groupLag(ctx, cl, g, d); err != nil {
+		if _, err := c.groupLag(g, d); err != nil {
 			c.log.Debug("lag sample failed", "group", g, "error", err)
 		}
 	}

@@ -232,7 +232,7 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		} else {
 			row.State, row.Members = d.GetState(), len(d.GetMembers())
 		}
-		lags, err := c.groupLag(ctx, cl, g, d)
+		lags, err := c.groupLag(g, d)
 		if err != nil {
 			row.Err = errText(err)
 		} else if total, ok := totalLag(lags); ok {
@@ -280,8 +280,7 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	name := r.PathValue("group")
 	p := page{Title: "Group " + name, Nav: "groups", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
-	cl, err := c.client(ctx)
-	if err != nil {
+	if _, err := c.client(ctx); err != nil {
 		p.Errors = append(p.Errors, errText(err))
 		c.render(w, http.StatusBadGateway, "group", p)
 		return
@@ -303,7 +302,7 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 				Next: assignmentText(m.GetPendingAssignment())})
 		}
 	}
-	gv.Partitions, err = c.groupLag(ctx, cl, name, d)
+	gv.Partitions, err = c.groupLag(name, d)
 	if err != nil {
 		p.Errors = append(p.Errors, "offsets: "+errText(err))
 	}
