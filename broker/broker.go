@@ -47,6 +47,8 @@ type Broker struct {
 	rpcStats      *rpcstats.Stats // calls answered (metrics.go)
 	metrics       *metrics.Server // metrics.listen; nil when unset
 
+	transport *transport // the node's TLS (security.go)
+
 	stop      chan struct{}
 	bg        sync.WaitGroup
 	served    chan struct{}
@@ -62,6 +64,10 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	logger := cfg.logger()
+	tr, err := newTransport(&cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	locks, err := lockDirs(&cfg)
 	if err != nil {
 		return nil, err
@@ -81,7 +87,9 @@ func New(cfg Config) (*Broker, error) {
 		rpcStats: rpcstats.New(),
 	}
 	b.dirLocks = locks
+	b.transport = tr
 	b.cluster = newCluster(&b.cfg, logger)
+	b.cluster.creds = tr.peerCredentials()
 	return b, nil
 }
 
@@ -117,7 +125,7 @@ func (b *Broker) start() error {
 			_ = l.lis.Close()
 		}
 	}
-	b.server = grpc.NewServer(append(append(transportOptions(), b.requestInterceptors()...),
+	b.server = grpc.NewServer(append(append(append(transportOptions(), b.transport.serverOptions(&b.cfg)...), b.requestInterceptors()...),
 		grpc.MaxRecvMsgSize(maxReceiveBytes(&b.cfg)), // recvlimit.go
 		grpc.MaxSendMsgSize(maxSendBytes),
 		// Stop waits for handlers to return, so storage is never closed
@@ -197,6 +205,7 @@ func (b *Broker) start() error {
 		b.logger.Info("listening", "listener", l.name, "addr", l.lis.Addr().String(), "advertised", l.advertised,
 			"inter_broker", l.name == plan.inter)
 	}
+	b.warnIfOpen()
 	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", b.lis.Addr().String(),
 		"advertised", advertised, "data_dir", b.cfg.DataDir)
 	// Last, once every stats source runs; a failure here is cleaned up by

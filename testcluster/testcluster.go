@@ -68,6 +68,8 @@ type Option func(*options)
 type options struct {
 	voters int
 	tweak  []func(id int32, c *broker.Config)
+	// connOpts, when set, are Conn's dial options (secure.go).
+	connOpts func() []grpc.DialOption
 }
 
 // Voters makes nodes 1..k controllers (raft voters) and the rest
@@ -275,7 +277,11 @@ func (c *Cluster) Conn(id int32) *grpc.ClientConn {
 	if cc, ok := c.conns[id]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(c.addrs[id-1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.opts.connOpts != nil {
+		opts = c.opts.connOpts()
+	}
+	cc, err := grpc.NewClient(c.addrs[id-1], opts...)
 	if err != nil {
 		c.t.Fatalf("testcluster: dial node %d: %v", id, err)
 	}
