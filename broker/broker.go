@@ -48,6 +48,7 @@ type Broker struct {
 	metrics       *metrics.Server // metrics.listen; nil when unset
 
 	transport *transport // the node's TLS (security.go)
+	guard     *guard     // principals and ACLs (auth.go)
 
 	stop      chan struct{}
 	bg        sync.WaitGroup
@@ -65,6 +66,10 @@ func New(cfg Config) (*Broker, error) {
 	}
 	logger := cfg.logger()
 	tr, err := newTransport(&cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGuard(&cfg.Security)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +92,7 @@ func New(cfg Config) (*Broker, error) {
 		rpcStats: rpcstats.New(),
 	}
 	b.dirLocks = locks
-	b.transport = tr
+	b.transport, b.guard = tr, g
 	b.cluster = newCluster(&b.cfg, logger)
 	b.cluster.creds = tr.peerCredentials()
 	return b, nil
@@ -125,7 +130,7 @@ func (b *Broker) start() error {
 			_ = l.lis.Close()
 		}
 	}
-	b.server = grpc.NewServer(append(append(append(transportOptions(), b.transport.serverOptions(&b.cfg)...), b.requestInterceptors()...),
+	b.server = grpc.NewServer(append(append(append(transportOptions(), b.transport.serverOptions(&b.cfg)...), append(b.requestInterceptors(), b.authInterceptors()...)...),
 		grpc.MaxRecvMsgSize(maxReceiveBytes(&b.cfg)), // recvlimit.go
 		grpc.MaxSendMsgSize(maxSendBytes),
 		// Stop waits for handlers to return, so storage is never closed
@@ -149,6 +154,7 @@ func (b *Broker) start() error {
 	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), &consumerService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
 	internalv1.RegisterReplicaServiceServer(b.server, &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)

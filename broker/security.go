@@ -8,12 +8,14 @@ package broker
 import (
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/tlsconf"
 )
 
@@ -56,6 +58,14 @@ var securityKeys = []configKey{
 	stringKey("security", "tls.client.auth", "none", "Client certificates (mutual TLS): none, request (checked when given) or require.",
 		func(c *Config) *string { return &c.Security.TLSClientAuth },
 		func(v string) error { _, err := tlsconf.ParseClientAuth(v); return err }),
+	stringKey("security", "tls.principal.mapping.rules", "DEFAULT", "How a client certificate's subject (RFC 2253, e.g. CN=node-1,O=quire) becomes the principal User:NAME, as Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[L|U] and DEFAULT (the subject itself), comma-separated, first match wins.",
+		func(c *Config) *string { return &c.Security.PrincipalMappingRules },
+		func(v string) error { _, err := auth.ParseMappingRules(v); return err }),
+	stringKey("security", "super.users", "", "Principals every ACL check lets pass, separated by semicolons (User:CN=node-1,O=quire;User:admin). Those authenticated by certificate are the node principals: once set, only they may call the internal services (replication, raft, controller).",
+		func(c *Config) *string { return &c.Security.SuperUsers },
+		func(v string) error { _, err := auth.ParseSuperUsers(v); return err }),
+	boolKey("security", "authorizer.enable", "false", "Check every call against the ACLs in the metadata log (quire acl); a call no ACL allows is refused with PERMISSION_DENIED. Needs super.users naming the nodes.",
+		func(c *Config) *bool { return &c.Security.AuthorizerEnable }),
 }
 
 // appendSecurityKeys adds the security keys after the others.
@@ -87,6 +97,9 @@ func (c *Config) validateSecurity() []error {
 		if s.TLSClientCAFile == "" {
 			bad("tls.client.auth", "%s needs tls.client.ca.file to check client certificates against", s.TLSClientAuth)
 		}
+	}
+	if s.AuthorizerEnable && strings.TrimSpace(s.SuperUsers) == "" {
+		bad("authorizer.enable", "needs super.users naming the node principals, or nodes cannot reach each other")
 	}
 	if s.TLSClientCAFile != "" && s.TLSCertFile == "" {
 		bad("tls.client.ca.file", "set without tls.cert.file and tls.key.file: TLS is off")

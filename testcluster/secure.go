@@ -3,6 +3,7 @@ package testcluster
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -65,13 +66,20 @@ func NodePrincipal(id int32) string { return "User:CN=" + NodeName(id) + ",O=qui
 func (s *Security) CAFile() string { return filepath.Join(s.Dir, "ca.pem") }
 
 // TLS gives every node its certificate, with client certificates
-// required (mutual TLS), and makes Conn dial with node 1's certificate.
+// required (mutual TLS) and the nodes as super.users (so only they may
+// call the internal services), and makes Conn dial with node 1's
+// certificate.
 func TLS(s *Security) Option {
 	return func(o *options) {
 		o.tweak = append(o.tweak, func(id int32, c *broker.Config) {
 			f := s.Files(NodeName(id), false)
 			c.Security.TLSCertFile, c.Security.TLSKeyFile, c.Security.TLSClientCAFile = f.Cert, f.Key, f.CA
 			c.Security.TLSClientAuth = string(tlsconf.RequireClientCert)
+			var su []string
+			for i := 1; i <= o.n; i++ {
+				su = append(su, NodePrincipal(int32(i)))
+			}
+			c.Security.SuperUsers = strings.Join(su, ";")
 		})
 		o.connOpts = func() []grpc.DialOption {
 			r, err := tlsconf.NewReloader(s.Files(NodeName(1), false), nil)
@@ -81,4 +89,20 @@ func TLS(s *Security) Option {
 			return []grpc.DialOption{grpc.WithTransportCredentials(r.ClientCredentials())}
 		}
 	}
+}
+
+// Authorizer turns authorizer.enable on (use with TLS): every call a node
+// did not make needs an ACL.
+func Authorizer() Option {
+	return Config(func(_ int32, c *broker.Config) { c.Security.AuthorizerEnable = true })
+}
+
+// ClientCredentials are transport credentials presenting name's
+// certificate (issued on first use).
+func (s *Security) ClientCredentials(name string) grpc.DialOption {
+	r, err := tlsconf.NewReloader(s.Files(name, false), nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return grpc.WithTransportCredentials(r.ClientCredentials())
 }

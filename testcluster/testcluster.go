@@ -70,6 +70,7 @@ type options struct {
 	tweak  []func(id int32, c *broker.Config)
 	// connOpts, when set, are Conn's dial options (secure.go).
 	connOpts func() []grpc.DialOption
+	n        int // nodes, set by New
 }
 
 // Voters makes nodes 1..k controllers (raft voters) and the rest
@@ -107,6 +108,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	for _, fn := range opts {
 		fn(&o)
 	}
+	o.n = n
 	if n < 1 || o.voters < 1 || o.voters > n {
 		t.Fatalf("testcluster: %d nodes with %d voters", n, o.voters)
 	}
