@@ -91,7 +91,7 @@ func newClient(ctx context.Context, g *globalFlags, opts ...client.Opt) (*client
 	if err != nil {
 		return nil, err
 	}
-	base = append(base, sec...)
+	base = append(append(base, sec...), g.scram.clientOpts()...)
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cl, err := client.New(dctx, append(base, opts...)...)

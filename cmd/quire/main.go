@@ -19,6 +19,7 @@ type globalFlags struct {
 	brokers string // comma-separated host:port list
 	format  string // "table" or "json"
 	tls     tlsFlags
+	scram   scramFlags
 }
 
 // commandFactories are registered from init functions in the files that
@@ -45,6 +46,7 @@ func newRootCmd() *cobra.Command {
 		"comma-separated broker addresses (host:port); also QUIRE_BROKERS")
 	root.PersistentFlags().StringVar(&g.format, "format", "table", "output format: table or json")
 	g.tls.bind(root)
+	g.scram.bind(root)
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}
