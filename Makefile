@@ -31,6 +31,7 @@ e2e: build
 	scripts/tools.sh grpcurl
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_security.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
 	$(GO) run ./chaos/cmd/chaos run -quire $(BIN)/quire -duration $(CHAOS_SHORT)
