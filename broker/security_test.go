@@ -3,9 +3,13 @@ package broker_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
 )
 
 func TestSecurityConfigRefusesHalfSettings(t *testing.T) {
@@ -45,5 +49,49 @@ func TestSecurityMissingCertificateStopsNew(t *testing.T) {
 	c.Security.TLSCertFile, c.Security.TLSKeyFile = "/nonexistent/cert.pem", "/nonexistent/key.pem"
 	if _, err := broker.New(c); !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), "cert.pem") {
 		t.Fatalf("New = %v, want ErrInvalidConfig naming the file", err)
+	}
+}
+
+// syncBuffer collects log output written from the broker's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestSecurityWarnsOfOpenNonLoopbackListeners(t *testing.T) {
+	const warning = "without TLS or authorization"
+	cases := []struct {
+		listen string
+		warn   bool
+	}{
+		{"127.0.0.1:0", false}, // --dev: open, on loopback, quiet
+		{"0.0.0.0:0", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.listen, func(t *testing.T) {
+			var logs syncBuffer
+			cfg := brokertest.Config(t)
+			cfg.ListenAddr = tc.listen
+			cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &logs})
+			b := brokertest.StartConfig(t, cfg)
+			if err := b.WaitReady(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(logs.String(), warning); got != tc.warn {
+				t.Fatalf("listening on %s: warned %v, want %v; logs:\n%s", tc.listen, got, tc.warn, logs.String())
+			}
+		})
 	}
 }
