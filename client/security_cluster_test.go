@@ -8,6 +8,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -38,6 +39,7 @@ func TestClusterSecureReplicationFailoverAndReadOnlyGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)
 	// Node 1's certificate is a super user: it sets up users and ACLs.
 	root := secureClient(t, ctx, c, sec, testcluster.NodeName(1))
 	if _, err := root.CreateTopic(ctx, client.TopicSpec{Name: "events", Partitions: 3, ReplicationFactor: 3,

@@ -13,6 +13,7 @@ import (
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -106,6 +107,7 @@ func TestClusterSecurityACLsAndUsers(t *testing.T) {
 	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer())
 	ctx := testCtx(t)
 	admin := quirev1.NewSecurityClient(c.Conn(1)) // node 1: a super user
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)
 	createTopic(t, c, 1, "orders", 1, 1)
 	createTopic(t, c, 1, "hidden", 1, 1)
 	c.WaitLeader(ctx, "orders", 0)

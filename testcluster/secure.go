@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/tlsconf"
 )
 
@@ -105,4 +107,13 @@ func (s *Security) ClientCredentials(name string) grpc.DialOption {
 		s.t.Fatal(err)
 	}
 	return grpc.WithTransportCredentials(r.ClientCredentials())
+}
+
+// WaitMetadataVersion waits until every running node's image has
+// metadata.version at least level (users and ACLs need
+// metadata.MetadataVersionSecurity, which the controller finalizes a
+// moment after every node registered).
+func (c *Cluster) WaitMetadataVersion(ctx context.Context, level int32) {
+	c.t.Helper()
+	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= level })
 }
