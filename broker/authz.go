@@ -42,9 +42,14 @@ func clusterNeed(op auth.Operation) need {
 
 // checkRequest refuses req unless id may do everything it asks.
 func (b *Broker) checkRequest(z *auth.Authorizer, id Identity, method string, req any) error {
-	needs := b.requestNeeds(method, req)
+	needs, known := b.requestNeeds(req)
+	if !known && !openMethod(method) {
+		// A call this table does not know (a service added later)
+		// needs Alter on the cluster: nothing is left open by omission.
+		needs = []need{clusterNeed(auth.OpAlter)}
+	}
 	for _, n := range needs {
-		r := auth.Request{Principal: id.Principal, Operation: n.op, ResourceType: n.rt, ResourceName: n.name}
+		r := requestOf(id.Principal, n)
 		if z.Authorize(r) {
 			continue
 		}
@@ -54,6 +59,10 @@ func (b *Broker) checkRequest(z *auth.Authorizer, id Identity, method string, re
 		return refusal(r)
 	}
 	return nil
+}
+
+func requestOf(principal string, n need) auth.Request {
+	return auth.Request{Principal: principal, Operation: n.op, ResourceType: n.rt, ResourceName: n.name}
 }
 
 // refusal is the error for a refused request, by resource type.
@@ -93,108 +102,104 @@ func (b *Broker) withCreates(needs []need, topics []string, autoCreate bool) []n
 	return needs
 }
 
-// requestNeeds is what each public call needs. A method missing here (a
-// service added later) needs Alter on the cluster, so nothing is left
-// open by omission; health checks and reflection need nothing.
-func (b *Broker) requestNeeds(method string, req any) []need {
+// requestNeeds is what each public call needs, by its request; known is
+// false for a request type this table does not list.
+func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 	switch m := req.(type) {
 	// Admin.
 	case *quirev1.CreateTopicRequest:
-		return []need{{op: auth.OpCreate, rt: auth.ResourceTopic, name: m.Name, orCreateOnCluster: true}}
+		return []need{{op: auth.OpCreate, rt: auth.ResourceTopic, name: m.Name, orCreateOnCluster: true}}, true
 	case *quirev1.DeleteTopicRequest:
-		return []need{topicNeed(auth.OpDelete, m.Name)}
+		return []need{topicNeed(auth.OpDelete, m.Name)}, true
 	case *quirev1.ListTopicsRequest:
-		return nil // filtered
+		return nil, true // filtered
 	case *quirev1.DescribeTopicsRequest:
 		var out []need
 		for _, t := range m.Names {
 			out = append(out, topicNeed(auth.OpDescribe, t))
 		}
-		return out // all topics when none named: filtered
+		return out, true // all topics when none named: filtered
 	case *quirev1.DescribeClusterRequest, *quirev1.DescribeFeaturesRequest:
-		return []need{clusterNeed(auth.OpDescribe)}
+		return []need{clusterNeed(auth.OpDescribe)}, true
 	case *quirev1.DescribeConfigsRequest:
-		return []need{topicNeed(auth.OpDescribeConfigs, m.Topic)}
+		return []need{topicNeed(auth.OpDescribeConfigs, m.Topic)}, true
 	case *quirev1.AlterConfigsRequest:
-		return []need{topicNeed(auth.OpAlterConfigs, m.Topic)}
+		return []need{topicNeed(auth.OpAlterConfigs, m.Topic)}, true
 	case *quirev1.CreatePartitionsRequest:
-		return []need{topicNeed(auth.OpAlter, m.Topic)}
+		return []need{topicNeed(auth.OpAlter, m.Topic)}, true
 	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest:
-		return []need{clusterNeed(auth.OpAlter)}
+		return []need{clusterNeed(auth.OpAlter)}, true
 	// Producer.
 	case *quirev1.ProduceRequest:
-		return b.produceNeeds(m)
+		return b.produceNeeds(m), true
 	case *pooledProduce:
-		return b.produceNeeds(&m.req)
+		return b.produceNeeds(&m.req), true
 	case *quirev1.ProduceRecordsRequest:
-		return b.withCreates([]need{topicNeed(auth.OpWrite, m.Topic)}, []string{m.Topic}, true)
+		return b.withCreates([]need{topicNeed(auth.OpWrite, m.Topic)}, []string{m.Topic}, true), true
 	case *quirev1.InitProducerIdRequest:
-		return nil // hands out an id; writing with it needs Write
+		return nil, true // hands out an id; writing with it needs Write
 	// Consumer.
 	case *quirev1.FetchRequest:
 		var out []need
 		for _, p := range m.Partitions {
 			out = appendNeed(out, topicNeed(auth.OpRead, p.Topic))
 		}
-		return out
+		return out, true
 	case *quirev1.FetchRecordsRequest:
-		return []need{topicNeed(auth.OpRead, m.Topic)}
+		return []need{topicNeed(auth.OpRead, m.Topic)}, true
 	case *quirev1.FetchRecordsMultiRequest:
 		var out []need
 		for _, p := range m.Partitions {
 			out = appendNeed(out, topicNeed(auth.OpRead, p.Topic))
 		}
-		return out
+		return out, true
 	case *quirev1.ListOffsetsRequest:
 		var out []need
 		for _, p := range m.Partitions {
 			out = appendNeed(out, topicNeed(auth.OpDescribe, p.Topic))
 		}
-		return out
+		return out, true
 	// Groups.
 	case *quirev1.CommitOffsetsRequest:
 		out := []need{groupNeed(auth.OpRead, m.Group)}
 		for _, o := range m.Offsets {
 			out = appendNeed(out, topicNeed(auth.OpRead, o.Topic))
 		}
-		return out
+		return out, true
 	case *quirev1.FetchOffsetsRequest:
 		out := []need{groupNeed(auth.OpDescribe, m.Group)}
 		for _, p := range m.Partitions {
 			out = appendNeed(out, topicNeed(auth.OpDescribe, p.Topic))
 		}
-		return out
+		return out, true
 	case *quirev1.ListGroupsRequest:
-		return nil // filtered
+		return nil, true // filtered
 	case *quirev1.DeleteGroupRequest:
-		return []need{groupNeed(auth.OpDelete, m.Group)}
+		return []need{groupNeed(auth.OpDelete, m.Group)}, true
 	case *quirev1.ConsumerGroupHeartbeatRequest:
 		out := []need{groupNeed(auth.OpRead, m.Group)}
 		for _, t := range m.GetSubscription().GetTopics() {
 			out = appendNeed(out, topicNeed(auth.OpDescribe, t))
 		}
-		return out
+		return out, true
 	case *quirev1.DescribeGroupRequest:
-		return []need{groupNeed(auth.OpDescribe, m.Group)}
+		return []need{groupNeed(auth.OpDescribe, m.Group)}, true
 	// Metadata.
 	case *quirev1.GetMetadataRequest:
 		var out []need
 		for _, t := range m.Topics {
 			out = appendNeed(out, topicNeed(auth.OpDescribe, t))
 		}
-		return b.withCreates(out, m.Topics, m.AllowAutoTopicCreation)
+		return b.withCreates(out, m.Topics, m.AllowAutoTopicCreation), true
 	// Security.
 	case *quirev1.UpsertUserRequest, *quirev1.DeleteUserRequest, *quirev1.CreateAclsRequest, *quirev1.DeleteAclsRequest:
-		return []need{clusterNeed(auth.OpAlter)}
+		return []need{clusterNeed(auth.OpAlter)}, true
 	case *quirev1.ListUsersRequest, *quirev1.ListAclsRequest:
-		return []need{clusterNeed(auth.OpDescribe)}
+		return []need{clusterNeed(auth.OpDescribe)}, true
 	case *quirev1.WhoAmIRequest:
-		return nil
+		return nil, true
 	}
-	if openMethod(method) {
-		return nil
-	}
-	return []need{clusterNeed(auth.OpAlter)}
+	return nil, false
 }
 
 // openMethod: the services every caller may use (health, reflection).

@@ -101,6 +101,9 @@ func (c *Config) validateSecurity() []error {
 	if s.AuthorizerEnable && strings.TrimSpace(s.SuperUsers) == "" {
 		bad("authorizer.enable", "needs super.users naming the node principals, or nodes cannot reach each other")
 	}
+	if strings.TrimSpace(s.SuperUsers) != "" && (s.TLSCertFile == "" || s.TLSClientAuth == "" || s.TLSClientAuth == string(tlsconf.NoClientCert)) {
+		bad("super.users", "nodes are known by their certificates: set tls.client.auth to request or require (with TLS on), or the internal services refuse every node")
+	}
 	if s.TLSClientCAFile != "" && s.TLSCertFile == "" {
 		bad("tls.client.ca.file", "set without tls.cert.file and tls.key.file: TLS is off")
 	}

@@ -23,16 +23,23 @@ func TestSecurityConfigRefusesHalfSettings(t *testing.T) {
 		{"client auth without TLS", map[string]string{"tls.client.auth": "require", "tls.client.ca.file": "/ca.pem"}, "needs TLS"},
 		{"client auth without CA", map[string]string{"tls.cert.file": "/c", "tls.key.file": "/k", "tls.client.auth": "request"}, "needs tls.client.ca.file"},
 		{"CA without TLS", map[string]string{"tls.client.ca.file": "/ca.pem"}, "TLS is off"},
+		{"authorizer without super users", map[string]string{"authorizer.enable": "true"}, "needs super.users"},
+		{"super users without client certificates", map[string]string{"super.users": "User:CN=node-1", "tls.cert.file": "/c", "tls.key.file": "/k"}, "tls.client.auth to request or require"},
+		{"bad super users", map[string]string{"super.users": "node-1"}, "User:NAME"},
+		{"bad mapping rule", map[string]string{"tls.principal.mapping.rules": "RULE:x"}, "mapping rule"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := broker.DevConfig(t.TempDir())
+			var err error
 			for k, v := range tc.set {
-				if err := c.Set(k, v); err != nil {
-					t.Fatal(err)
+				if err == nil {
+					err = c.Set(k, v) // a bad value fails here already
 				}
 			}
-			err := c.Validate()
+			if err == nil {
+				err = c.Validate()
+			}
 			if !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want ErrInvalidConfig saying %q", err, tc.want)
 			}
