@@ -173,7 +173,8 @@ func (g *guard) isNode(id Identity) bool {
 	return id.By == "certificate" && g.superUsers[id.Principal]
 }
 
-// statusOf is the status of an authentication or authorization error.
+// authStatus is the status of an authentication or authorization error:
+// UNAUTHENTICATED or PERMISSION_DENIED, with the quire.v1.Error detail.
 func authStatus(err error) error {
 	c := codes.PermissionDenied
 	if errors.Is(err, ErrAuthenticationFailed) {
