@@ -85,15 +85,24 @@ func benchSecureProduce(b *testing.B, c *testcluster.Cluster, conn func(int32) *
 				}
 				n--
 				next.Unlock()
-				resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: -1}, TimeoutMs: 10000,
-					Partitions: []*quirev1.PartitionRecords{{Topic: "bench", Records: own}}})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if e := resp.Partitions[0].Error; e != nil {
-					b.Error(e.Message)
-					return
+				// The in-process cluster's short session timeout can
+				// lapse on a loaded machine: a retriable refusal is sent
+				// again (a few times), as a client would.
+				for attempt := 0; ; attempt++ {
+					resp, err := pr.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: -1}, TimeoutMs: 10000,
+						Partitions: []*quirev1.PartitionRecords{{Topic: "bench", Records: own}}})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					e := resp.Partitions[0].Error
+					if e == nil {
+						break
+					}
+					if !e.Retriable || attempt == 20 {
+						b.Error(e.Message)
+						return
+					}
 				}
 			}
 		})
