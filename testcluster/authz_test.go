@@ -13,6 +13,7 @@ import (
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
 )
@@ -235,4 +236,32 @@ func TestClusterSecurityACLsAndUsers(t *testing.T) {
 	refused(t, "bad principal", err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "User:NAME")
 	_, err = admin.UpsertUser(ctx, &quirev1.UpsertUserRequest{Name: "bob", Password: ""})
 	refused(t, "empty password", err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "password")
+}
+
+func TestClusterSecurityPrincipalMappingRules(t *testing.T) {
+	sec := testcluster.NewSecurity(t)
+	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer(),
+		testcluster.Config(func(_ int32, cfg *broker.Config) {
+			cfg.Security.PrincipalMappingRules = `RULE:^CN=([^,]*),O=quire$/$1/U,DEFAULT`
+			cfg.Security.SuperUsers = "User:NODE-1"
+		}))
+	ctx := testCtx(t)
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)
+	// Node 1 is User:NODE-1 now, and still a super user: it may grant.
+	who, err := quirev1.NewSecurityClient(c.Conn(1)).WhoAmI(ctx, &quirev1.WhoAmIRequest{})
+	if err != nil || who.Principal != "User:NODE-1" {
+		t.Fatalf("node 1 is %v (%v), want User:NODE-1", who, err)
+	}
+	if _, err := quirev1.NewSecurityClient(c.Conn(1)).CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{
+		acl("User:READER", "Allow", "Describe", "Cluster", "", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialAs(t, c, 1, sec.ClientCredentials("reader"))
+	who, err = quirev1.NewSecurityClient(rc).WhoAmI(ctx, &quirev1.WhoAmIRequest{})
+	if err != nil || who.Principal != "User:READER" || who.AuthenticatedBy != "certificate" {
+		t.Fatalf("reader is %v (%v), want User:READER by certificate", who, err)
+	}
+	if _, err := quirev1.NewAdminClient(rc).DescribeCluster(ctx, &quirev1.DescribeClusterRequest{}); err != nil {
+		t.Fatalf("User:READER's ACL does not apply: %v", err)
+	}
 }
