@@ -48,6 +48,9 @@ type Broker struct {
 	queue         *rpcstats.Queue // produce and fetch queue time; nil with metrics.requests.enable off
 	metrics       *metrics.Server // metrics.listen; nil when unset
 
+	transport *transport // the node's TLS (security.go)
+	guard     *guard     // principals and ACLs (auth.go)
+
 	stop      chan struct{}
 	bg        sync.WaitGroup
 	served    chan struct{}
@@ -63,6 +66,14 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	logger := cfg.logger()
+	tr, err := newTransport(&cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGuard(&cfg.Security)
+	if err != nil {
+		return nil, err
+	}
 	locks, err := lockDirs(&cfg)
 	if err != nil {
 		return nil, err
@@ -85,7 +96,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.MetricsRequestsEnable {
 		b.queue = &rpcstats.Queue{}
 	}
+	b.transport, b.guard = tr, g
 	b.cluster = newCluster(&b.cfg, logger)
+	b.cluster.creds = tr.peerCredentials()
 	return b, nil
 }
 
@@ -121,7 +134,7 @@ func (b *Broker) start() error {
 			_ = l.lis.Close()
 		}
 	}
-	b.server = grpc.NewServer(append(append(transportOptions(), b.requestInterceptors()...),
+	b.server = grpc.NewServer(append(append(append(transportOptions(), b.transport.serverOptions(&b.cfg)...), append(b.requestInterceptors(), b.authInterceptors()...)...),
 		grpc.MaxRecvMsgSize(maxReceiveBytes(&b.cfg)), // recvlimit.go
 		grpc.MaxSendMsgSize(maxSendBytes),
 		// Stop waits for handlers to return, so storage is never closed
@@ -145,6 +158,7 @@ func (b *Broker) start() error {
 	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), &consumerService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
 	internalv1.RegisterReplicaServiceServer(b.server, &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)
@@ -201,6 +215,7 @@ func (b *Broker) start() error {
 		b.logger.Info("listening", "listener", l.name, "addr", l.lis.Addr().String(), "advertised", l.advertised,
 			"inter_broker", l.name == plan.inter)
 	}
+	b.warnIfOpen()
 	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", b.lis.Addr().String(),
 		"advertised", advertised, "data_dir", b.cfg.DataDir)
 	// Last, once every stats source runs; a failure here is cleaned up by

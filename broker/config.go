@@ -102,6 +102,9 @@ type Config struct {
 	// Logging.
 	LogLevel string // log.level
 
+	// Security: TLS, principals and ACLs (security.go, auth.go).
+	Security SecurityConfig
+
 	// Monitoring (metrics.go).
 	MetricsListen         string // metrics.listen; "" = no HTTP listener
 	MetricsPprofEnable    bool   // metrics.pprof.enable
@@ -351,6 +354,7 @@ func (c *Config) Validate() error {
 		bad("group.consumer.heartbeat.interval.ms", "%d must be below group.consumer.session.timeout.ms (%d)",
 			c.GroupConsumerHeartbeatIntervalMs, c.GroupConsumerSessionTimeoutMs)
 	}
+	errs = append(errs, c.validateSecurity()...)
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		bad("log.level", "unknown level %q", c.LogLevel)
 	}

@@ -102,7 +102,7 @@ func checkListeners(v string) error {
 var maxLong = strconv.FormatInt(math.MaxInt64, 10)
 
 // configKeys lists every node key in the order the docs show them.
-var configKeys = []configKey{
+var configKeys = appendSecurityKeys([]configKey{
 	int32Key("node", "node.id", "1", "Unique id of this node in the cluster.",
 		func(c *Config) *int32 { return &c.NodeID }, 0),
 	stringKey("node", "cluster.id", "quire", "Name of the cluster; a node refuses to join metadata of another cluster.",
@@ -247,7 +247,7 @@ var configKeys = []configKey{
 		func(c *Config) *bool { return &c.MetricsPprofEnable }),
 	boolKey("monitoring", "metrics.requests.enable", "true", "Count gRPC calls by method and code, with latency histograms (quire_requests_total, quire_request_duration_seconds), and time produce and fetch queues (quire_request_queue_seconds).",
 		func(c *Config) *bool { return &c.MetricsRequestsEnable }),
-}
+})
 
 // checkHostPort accepts "" or host:port.
 func checkHostPort(v string) error {
@@ -353,4 +353,5 @@ var sectionTitles = map[string]string{
 	"groups":     "Consumer groups",
 	"logging":    "Logging",
 	"monitoring": "Monitoring",
+	"security":   "Security",
 }

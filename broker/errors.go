@@ -77,6 +77,12 @@ var brokerErrors = []errcode.Mapping{
 	// has: it must register again, so not retriable (as in Kafka).
 	{Err: ErrStaleBrokerEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_STALE_BROKER_EPOCH},
 	{Err: ErrBrokersNotReady, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
+	// Authentication and ACLs (auth.go, authz.go): the same answer every
+	// time until an ACL or the credentials change.
+	{Err: ErrAuthenticationFailed, GRPC: codes.Unauthenticated, Code: quirev1.ErrorCode_SASL_AUTHENTICATION_FAILED},
+	{Err: ErrTopicAuthorizationFailed, GRPC: codes.PermissionDenied, Code: quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED},
+	{Err: ErrGroupAuthorizationFailed, GRPC: codes.PermissionDenied, Code: quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED},
+	{Err: ErrClusterAuthorizationFailed, GRPC: codes.PermissionDenied, Code: quirev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED},
 	// The controller refused a leader's ISR change: a newer leader or
 	// partition epoch took over, so this broker's leadership is moving.
 	{Err: replica.ErrOffsetNotAvailable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_OFFSET_NOT_AVAILABLE},

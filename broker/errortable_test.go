@@ -94,6 +94,9 @@ var sentinels = map[string]error{
 	"metadata.ErrUnknownCommand":              metadata.ErrUnknownCommand,
 	"metadata.ErrInvalidGroupRecords":         metadata.ErrInvalidGroupRecords,
 	"metadata.ErrNotCoordinator":              metadata.ErrNotCoordinator,
+	"metadata.ErrUnknownUser":                 metadata.ErrUnknownUser,
+	"metadata.ErrInvalidUser":                 metadata.ErrInvalidUser,
+	"metadata.ErrInvalidACL":                  metadata.ErrInvalidACL,
 
 	"group.ErrInvalidConfig":       group.ErrInvalidConfig,
 	"group.ErrInvalidGroupID":      group.ErrInvalidGroupID,
@@ -110,6 +113,10 @@ var sentinels = map[string]error{
 
 	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
 	"broker.ErrInvalidTopic":                 ErrInvalidTopic,
+	"broker.ErrAuthenticationFailed":         ErrAuthenticationFailed,
+	"broker.ErrTopicAuthorizationFailed":     ErrTopicAuthorizationFailed,
+	"broker.ErrGroupAuthorizationFailed":     ErrGroupAuthorizationFailed,
+	"broker.ErrClusterAuthorizationFailed":   ErrClusterAuthorizationFailed,
 	"broker.ErrInvalidPartitions":            ErrInvalidPartitions,
 	"broker.ErrInvalidReplicationFactor":     ErrInvalidReplicationFactor,
 	"broker.ErrInvalidConfig":                ErrInvalidConfig,

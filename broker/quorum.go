@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/quirelog/quire/controlplane"
 	"github.com/quirelog/quire/metadata"
@@ -49,6 +50,8 @@ type cluster struct {
 	changed    chan struct{}   // closed and replaced after each reconcile
 	ready      chan struct{}   // closed once this broker is registered and unfenced
 	readyOnce  sync.Once
+
+	creds credentials.TransportCredentials // of node-to-node connections (security.go)
 
 	peersMu     sync.Mutex
 	peers       map[string]*grpc.ClientConn // node-to-node connections by address (peers.go)

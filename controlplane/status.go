@@ -54,6 +54,10 @@ var errorTable = []struct {
 	// rebuilds from the log; the member sends its heartbeat again.
 	{metadata.ErrNotCoordinator, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "NOT_COORDINATOR"},
 	{metadata.ErrInvalidGroupRecords, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "INVALID_GROUP_RECORDS"},
+	// SCRAM users and ACLs (metadata/security.go).
+	{metadata.ErrUnknownUser, codes.NotFound, quirev1.ErrorCode_RESOURCE_NOT_FOUND, "UNKNOWN_USER"},
+	{metadata.ErrInvalidUser, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_USER"},
+	{metadata.ErrInvalidACL, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_ACL"},
 	// The consumer group state machine's errors, from the coordinator.
 	{group.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, "GROUP_INVALID_GROUP_ID"},
 	{group.ErrInvalidRequest, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "GROUP_INVALID_REQUEST"},

@@ -48,6 +48,14 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyAllocateProducerIds(c.AllocateProducerIds, index)
 	case *pb.Command_GroupRecords:
 		return d.applyGroupRecords(c.GroupRecords, index)
+	case *pb.Command_UpsertUserCredential:
+		return d.applyUpsertUserCredential(c.UpsertUserCredential, index)
+	case *pb.Command_DeleteUserCredential:
+		return d.applyDeleteUserCredential(c.DeleteUserCredential, index)
+	case *pb.Command_CreateAcls:
+		return d.applyCreateAcls(c.CreateAcls, index)
+	case *pb.Command_DeleteAcls:
+		return d.applyDeleteAcls(c.DeleteAcls, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

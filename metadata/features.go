@@ -26,9 +26,13 @@ const (
 	// MetadataVersionProducerIDs adds AllocateProducerIds and GroupRecords
 	// (consumer group membership).
 	MetadataVersionProducerIDs int32 = 2
+	// MetadataVersionSecurity adds UpsertUserCredential,
+	// DeleteUserCredential, CreateAcls and DeleteAcls (SCRAM users and
+	// ACLs, security.go).
+	MetadataVersionSecurity int32 = 3
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionProducerIDs
+	LatestMetadataVersion = MetadataVersionSecurity
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -84,6 +88,9 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds, *pb.Command_GroupRecords:
 		return MetadataVersionProducerIDs
+	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential,
+		*pb.Command_CreateAcls, *pb.Command_DeleteAcls:
+		return MetadataVersionSecurity
 	}
 	return 0
 }

@@ -362,6 +362,9 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: load group state: %w", err)
 	}
+	if err := loadSecurity(tx, img); err != nil {
+		return nil, err
+	}
 	return img, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/quirelog/quire/auth"
 )
 
 // BrokerInfo is one registered broker. Epoch is the broker epoch: the raft
@@ -80,6 +82,10 @@ type Image struct {
 	// groupStates: consumer group membership (groupstate.go); nil or
 	// a map never mutated once published.
 	groupStates map[string]*groupState
+	// users and acls: SCRAM credentials and ACLs (security.go); never
+	// mutated once published.
+	users map[string]auth.Credential
+	acls  []auth.ACL
 }
 
 func emptyImage() *Image {

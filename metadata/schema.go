@@ -25,7 +25,14 @@ var (
 	// membership, folded from GroupRecords). Added like bucketOffsets.
 	bucketGroupState = []byte("group_state")
 
-	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState}
+	// bucketUsers: user name -> UserCredentialRecord (SCRAM, security.go).
+	// bucketACLs: resource type, pattern type, resource name, principal,
+	// permission and operation, NUL-separated -> AclRecord. Added like
+	// bucketOffsets.
+	bucketUsers = []byte("users")
+	bucketACLs  = []byte("acls")
+
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs}
 )
 
 var (

@@ -39,6 +39,7 @@ fi
 
 # 1. It parses.
 "${compose[@]}" -f docker-compose.yml config -q || fail "docker-compose.yml does not parse"
+"${compose[@]}" -f docker-compose.yml -f docker-compose.secure.yml config -q || fail "docker-compose.secure.yml does not parse over docker-compose.yml"
 
 # normalize: "N KEY=VALUE" lines with hosts dropped from host:port values
 # (quire1:19092, 127.0.0.1:19092, 0.0.0.0:19092 -> :19092), paths hidden,

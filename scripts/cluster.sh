@@ -19,9 +19,18 @@
 # (default 19092), QUIRE_BIN (default ./bin/quire, built when missing),
 # GRPCURL (default ./bin/grpcurl; without it health is asked through
 # `quire cluster info`), QUIRE_CLUSTER_START_TIMEOUT (s, default 60),
-# QUIRE_CLUSTER_STOP_TIMEOUT (s, default 40). Other QUIRE_* config keys in the
+# QUIRE_CLUSTER_STOP_TIMEOUT (s, default 40), QUIRE_CLUSTER_SECURE=1 (see
+# below). Other QUIRE_* config keys in the
 # environment (QUIRE_LOG_LEVEL=debug, ...) reach every node, below the
 # settings fixed here.
+#
+# Secured variant (QUIRE_CLUSTER_SECURE=1): a throwaway CA and certificates
+# are made under the cluster directory (certs/, by `quire dev certs`) for
+# node-1..3 and the clients admin and reader; every listener and
+# node-to-node connection is TLS, client certificates are checked when
+# given (tls.client.auth=request, so SCRAM users can connect without one),
+# the nodes and admin are super.users, and authorizer.enable is on. `env` then also prints the
+# QUIRE_TLS_* variables that make the CLI connect as admin.
 #
 # KEEP IN SYNC with docker-compose.yml: the same node ids, roles, voters and
 # the settings in cluster_settings below, with the same key names and values
@@ -51,6 +60,33 @@ cluster_settings=(
 	QUIRE_BROKER_HEARTBEAT_INTERVAL_MS=2000
 	QUIRE_BROKER_SESSION_TIMEOUT_MS=9000
 )
+
+secure=${QUIRE_CLUSTER_SECURE:-0}
+certs_dir=$cluster_dir/certs
+if [ "$secure" = 1 ]; then
+	cluster_settings+=(
+		QUIRE_TLS_CLIENT_AUTH=request
+		"QUIRE_TLS_CLIENT_CA_FILE=$certs_dir/ca.pem"
+		"QUIRE_SUPER_USERS=User:CN=node-1,O=quire;User:CN=node-2,O=quire;User:CN=node-3,O=quire;User:CN=admin,O=quire"
+		QUIRE_AUTHORIZER_ENABLE=true
+	)
+fi
+
+# client_tls: the CLI's and grpcurl's TLS flags (admin's certificate).
+client_tls=()
+grpcurl_tls=(-plaintext)
+if [ "$secure" = 1 ]; then
+	client_tls=(--tls-ca "$certs_dir/ca.pem" --tls-cert "$certs_dir/admin.pem" --tls-key "$certs_dir/admin-key.pem")
+	grpcurl_tls=(-cacert "$certs_dir/ca.pem" -cert "$certs_dir/admin.pem" -key "$certs_dir/admin-key.pem")
+fi
+
+# ensure_certs: the throwaway CA and certificates of the secured variant.
+ensure_certs() {
+	[ "$secure" = 1 ] || return 0
+	[ -f "$certs_dir/ca.pem" ] && return 0
+	say "making a throwaway CA and certificates in $certs_dir"
+	"$quire" dev certs --out "$certs_dir" --nodes node-1,node-2,node-3 --clients admin,reader --hosts localhost,127.0.0.1 >/dev/null
+}
 
 case $base_port in
 '' | *[!0-9]*) echo "cluster: QUIRE_CLUSTER_BASE_PORT must be a number, not '$base_port'" >&2; exit 2 ;;
@@ -97,6 +133,9 @@ node_env() {
 		"QUIRE_ADVERTISED_LISTENERS=$addr" \
 		"QUIRE_CONTROLLER_QUORUM_VOTERS=$(voters)" \
 		"QUIRE_LOG_DIRS=$(node_dir "$n")/data"
+	if [ "$secure" = 1 ]; then
+		printf '%s\n' "QUIRE_TLS_CERT_FILE=$certs_dir/node-$n.pem" "QUIRE_TLS_KEY_FILE=$certs_dir/node-$n-key.pem"
+	fi
 }
 
 # cmd_settings: every node's settings, "N KEY=VALUE" a line (read by
@@ -137,9 +176,9 @@ port_open() {
 # healthy ADDR: the node answers its gRPC health check with SERVING.
 healthy() {
 	if [ -x "$grpcurl" ]; then
-		"$grpcurl" -plaintext -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep '"SERVING"' >/dev/null
+		"$grpcurl" "${grpcurl_tls[@]}" -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep '"SERVING"' >/dev/null
 	else
-		timeout 5 "$quire" cluster info --brokers "$1" >/dev/null 2>&1
+		timeout 5 "$quire" cluster info --brokers "$1" "${client_tls[@]}" >/dev/null 2>&1
 	fi
 }
 
@@ -147,10 +186,10 @@ healthy() {
 controller_of() {
 	local out id
 	if [ -x "$grpcurl" ]; then
-		out=$("$grpcurl" -plaintext -max-time 3 -d '{}' "$1" quire.v1.Admin/DescribeCluster 2>/dev/null) || return 0
+		out=$("$grpcurl" "${grpcurl_tls[@]}" -max-time 3 -d '{}' "$1" quire.v1.Admin/DescribeCluster 2>/dev/null) || return 0
 		id=$(sed -n 's/.*"controllerId": *\(-\{0,1\}[0-9]*\).*/\1/p' <<<"$out" | head -n 1)
 	else
-		out=$(timeout 5 "$quire" cluster info --brokers "$1" --format json 2>/dev/null) || return 0
+		out=$(timeout 5 "$quire" cluster info --brokers "$1" "${client_tls[@]}" --format json 2>/dev/null) || return 0
 		id=$(sed -n 's/.*"controller_id": *\(-\{0,1\}[0-9]*\).*/\1/p' <<<"$out" | head -n 1)
 	fi
 	case $id in
@@ -246,11 +285,15 @@ wait_ready() {
 
 print_env() {
 	echo "export QUIRE_BROKERS=$(brokers)"
+	if [ "$secure" = 1 ]; then
+		echo "export QUIRE_TLS_CA=$certs_dir/ca.pem QUIRE_TLS_CERT=$certs_dir/admin.pem QUIRE_TLS_KEY=$certs_dir/admin-key.pem"
+	fi
 }
 
 cmd_start() {
 	local n
 	ensure_binary
+	ensure_certs
 	for n in "${nodes[@]}"; do start_node "$n"; done
 	wait_ready "${nodes[@]}"
 	say "brokers: $(brokers)"

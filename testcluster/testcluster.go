@@ -68,6 +68,9 @@ type Option func(*options)
 type options struct {
 	voters int
 	tweak  []func(id int32, c *broker.Config)
+	// connOpts, when set, are Conn's dial options (secure.go).
+	connOpts func() []grpc.DialOption
+	n        int // nodes, set by New
 }
 
 // Voters makes nodes 1..k controllers (raft voters) and the rest
@@ -105,6 +108,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	for _, fn := range opts {
 		fn(&o)
 	}
+	o.n = n
 	if n < 1 || o.voters < 1 || o.voters > n {
 		t.Fatalf("testcluster: %d nodes with %d voters", n, o.voters)
 	}
@@ -275,7 +279,11 @@ func (c *Cluster) Conn(id int32) *grpc.ClientConn {
 	if cc, ok := c.conns[id]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(c.addrs[id-1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.opts.connOpts != nil {
+		opts = c.opts.connOpts()
+	}
+	cc, err := grpc.NewClient(c.addrs[id-1], opts...)
 	if err != nil {
 		c.t.Fatalf("testcluster: dial node %d: %v", id, err)
 	}

@@ -1979,6 +1979,334 @@ func (x *AllocateProducerIdsResponse) GetSize() int64 {
 	return 0
 }
 
+type UpsertUserCredentialRequest struct {
+	state         protoimpl.MessageState       `protogen:"open.v1"`
+	Credential    *metapb.UserCredentialRecord `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpsertUserCredentialRequest) Reset() {
+	*x = UpsertUserCredentialRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpsertUserCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpsertUserCredentialRequest) ProtoMessage() {}
+
+func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpsertUserCredentialRequest.ProtoReflect.Descriptor instead.
+func (*UpsertUserCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UpsertUserCredentialRequest) GetCredential() *metapb.UserCredentialRecord {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type UpsertUserCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpsertUserCredentialResponse) Reset() {
+	*x = UpsertUserCredentialResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpsertUserCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpsertUserCredentialResponse) ProtoMessage() {}
+
+func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpsertUserCredentialResponse.ProtoReflect.Descriptor instead.
+func (*UpsertUserCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
+}
+
+type DeleteUserCredentialRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserCredentialRequest) Reset() {
+	*x = DeleteUserCredentialRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserCredentialRequest) ProtoMessage() {}
+
+func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserCredentialRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeleteUserCredentialRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type DeleteUserCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserCredentialResponse) Reset() {
+	*x = DeleteUserCredentialResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserCredentialResponse) ProtoMessage() {}
+
+func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserCredentialResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
+}
+
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*metapb.AclRecord    `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*metapb.AclRecord {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
+}
+
+type DeleteAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*metapb.AclRecord    `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*metapb.AclRecord {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type DeleteAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       []*metapb.AclRecord    `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*metapb.AclRecord {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
@@ -2115,7 +2443,22 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"]\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size2\xcf\r\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"f\n" +
+	"\x1bUpsertUserCredentialRequest\x12G\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2'.quire.internal.v1.UserCredentialRecordR\n" +
+	"credential\"\x1e\n" +
+	"\x1cUpsertUserCredentialResponse\"1\n" +
+	"\x1bDeleteUserCredentialRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"\x1e\n" +
+	"\x1cDeleteUserCredentialResponse\"E\n" +
+	"\x11CreateAclsRequest\x120\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\"K\n" +
+	"\x11DeleteAclsRequest\x126\n" +
+	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afilters\"L\n" +
+	"\x12DeleteAclsResponse\x126\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\xf7\x10\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2134,7 +2477,13 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12e\n" +
 	"\x0eUpdateFeatures\x12(.quire.internal.v1.UpdateFeaturesRequest\x1a).quire.internal.v1.UpdateFeaturesResponse\x12t\n" +
-	"\x13AllocateProducerIds\x12-.quire.internal.v1.AllocateProducerIdsRequest\x1a..quire.internal.v1.AllocateProducerIdsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x13AllocateProducerIds\x12-.quire.internal.v1.AllocateProducerIdsRequest\x1a..quire.internal.v1.AllocateProducerIdsResponse\x12w\n" +
+	"\x14UpsertUserCredential\x12..quire.internal.v1.UpsertUserCredentialRequest\x1a/.quire.internal.v1.UpsertUserCredentialResponse\x12w\n" +
+	"\x14DeleteUserCredential\x12..quire.internal.v1.DeleteUserCredentialRequest\x1a/.quire.internal.v1.DeleteUserCredentialResponse\x12Y\n" +
+	"\n" +
+	"CreateAcls\x12$.quire.internal.v1.CreateAclsRequest\x1a%.quire.internal.v1.CreateAclsResponse\x12Y\n" +
+	"\n" +
+	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2148,7 +2497,7 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*NotController)(nil),                          // 0: quire.internal.v1.NotController
 	(*BrokerInfo)(nil),                             // 1: quire.internal.v1.BrokerInfo
@@ -2187,67 +2536,89 @@ var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*UpdateFeaturesResponse)(nil),                 // 34: quire.internal.v1.UpdateFeaturesResponse
 	(*AllocateProducerIdsRequest)(nil),             // 35: quire.internal.v1.AllocateProducerIdsRequest
 	(*AllocateProducerIdsResponse)(nil),            // 36: quire.internal.v1.AllocateProducerIdsResponse
-	nil,                                            // 37: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                            // 38: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                            // 39: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),                        // 40: quire.internal.v1.Endpoint
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 41: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),           // 42: quire.v1.DescribeGroupRequest
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 43: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),          // 44: quire.v1.DescribeGroupResponse
+	(*UpsertUserCredentialRequest)(nil),            // 37: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),           // 38: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),            // 39: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),           // 40: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                      // 41: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                     // 42: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                      // 43: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                     // 44: quire.internal.v1.DeleteAclsResponse
+	nil,                                            // 45: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                            // 46: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                            // 47: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),                        // 48: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),            // 49: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                       // 50: quire.internal.v1.AclRecord
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 51: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),           // 52: quire.v1.DescribeGroupRequest
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 53: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),          // 54: quire.v1.DescribeGroupResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	40, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	48, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
 	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	37, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	45, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
 	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	38, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	46, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
 	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	39, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	47, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
 	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
 	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
 	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
 	23, // 11: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	5,  // 12: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	7,  // 13: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	9,  // 14: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	11, // 15: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	13, // 16: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	15, // 17: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	17, // 18: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	19, // 19: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	21, // 20: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	25, // 21: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	27, // 22: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	29, // 23: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	31, // 24: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	41, // 25: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	42, // 26: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	33, // 27: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	35, // 28: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	6,  // 29: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 30: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 31: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 32: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 33: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 34: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 35: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 36: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 37: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 38: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 39: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 40: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 41: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	43, // 42: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	44, // 43: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	34, // 44: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 45: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	29, // [29:46] is the sub-list for method output_type
-	12, // [12:29] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	49, // 12: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	50, // 13: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
+	50, // 14: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
+	50, // 15: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
+	5,  // 16: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	7,  // 17: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	9,  // 18: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	11, // 19: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	13, // 20: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	15, // 21: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	17, // 22: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	19, // 23: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	21, // 24: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	25, // 25: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	27, // 26: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	29, // 27: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	31, // 28: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	51, // 29: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	52, // 30: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	33, // 31: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	35, // 32: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	37, // 33: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
+	39, // 34: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
+	41, // 35: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
+	43, // 36: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
+	6,  // 37: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 38: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 39: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 40: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 41: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 42: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 43: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 44: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 45: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 46: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 47: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 48: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 49: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	53, // 50: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	54, // 51: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	34, // 52: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	36, // 53: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	38, // 54: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	40, // 55: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	42, // 56: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	44, // 57: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	37, // [37:58] is the sub-list for method output_type
+	16, // [16:37] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -2261,7 +2632,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

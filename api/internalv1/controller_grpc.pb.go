@@ -37,6 +37,10 @@ const (
 	ControllerService_DescribeGroup_FullMethodName          = "/quire.internal.v1.ControllerService/DescribeGroup"
 	ControllerService_UpdateFeatures_FullMethodName         = "/quire.internal.v1.ControllerService/UpdateFeatures"
 	ControllerService_AllocateProducerIds_FullMethodName    = "/quire.internal.v1.ControllerService/AllocateProducerIds"
+	ControllerService_UpsertUserCredential_FullMethodName   = "/quire.internal.v1.ControllerService/UpsertUserCredential"
+	ControllerService_DeleteUserCredential_FullMethodName   = "/quire.internal.v1.ControllerService/DeleteUserCredential"
+	ControllerService_CreateAcls_FullMethodName             = "/quire.internal.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteAcls"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -72,6 +76,11 @@ type ControllerServiceClient interface {
 	// log (AllocateProducerIds), so no id is handed out twice, even across
 	// controller failovers. Needs metadata.version 2.
 	AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error)
+	// SCRAM credentials and ACLs in the metadata log (metadata.version 3).
+	UpsertUserCredential(ctx context.Context, in *UpsertUserCredentialRequest, opts ...grpc.CallOption) (*UpsertUserCredentialResponse, error)
+	DeleteUserCredential(ctx context.Context, in *DeleteUserCredentialRequest, opts ...grpc.CallOption) (*DeleteUserCredentialResponse, error)
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -252,6 +261,46 @@ func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *A
 	return out, nil
 }
 
+func (c *controllerServiceClient) UpsertUserCredential(ctx context.Context, in *UpsertUserCredentialRequest, opts ...grpc.CallOption) (*UpsertUserCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpsertUserCredentialResponse)
+	err := c.cc.Invoke(ctx, ControllerService_UpsertUserCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DeleteUserCredential(ctx context.Context, in *DeleteUserCredentialRequest, opts ...grpc.CallOption) (*DeleteUserCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteUserCredentialResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteUserCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -285,6 +334,11 @@ type ControllerServiceServer interface {
 	// log (AllocateProducerIds), so no id is handed out twice, even across
 	// controller failovers. Needs metadata.version 2.
 	AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error)
+	// SCRAM credentials and ACLs in the metadata log (metadata.version 3).
+	UpsertUserCredential(context.Context, *UpsertUserCredentialRequest) (*UpsertUserCredentialResponse, error)
+	DeleteUserCredential(context.Context, *DeleteUserCredentialRequest) (*DeleteUserCredentialResponse, error)
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -345,6 +399,18 @@ func (UnimplementedControllerServiceServer) UpdateFeatures(context.Context, *Upd
 }
 func (UnimplementedControllerServiceServer) AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AllocateProducerIds not implemented")
+}
+func (UnimplementedControllerServiceServer) UpsertUserCredential(context.Context, *UpsertUserCredentialRequest) (*UpsertUserCredentialResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpsertUserCredential not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteUserCredential(context.Context, *DeleteUserCredentialRequest) (*DeleteUserCredentialResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteUserCredential not implemented")
+}
+func (UnimplementedControllerServiceServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteAcls not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -673,6 +739,78 @@ func _ControllerService_AllocateProducerIds_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_UpsertUserCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpsertUserCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).UpsertUserCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_UpsertUserCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).UpsertUserCredential(ctx, req.(*UpsertUserCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DeleteUserCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteUserCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteUserCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteUserCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteUserCredential(ctx, req.(*DeleteUserCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -747,6 +885,22 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AllocateProducerIds",
 			Handler:    _ControllerService_AllocateProducerIds_Handler,
+		},
+		{
+			MethodName: "UpsertUserCredential",
+			Handler:    _ControllerService_UpsertUserCredential_Handler,
+		},
+		{
+			MethodName: "DeleteUserCredential",
+			Handler:    _ControllerService_DeleteUserCredential_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _ControllerService_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _ControllerService_DeleteAcls_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -25,7 +25,7 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 16.
+// removed command `reserved`. Next free number: 16 (20-23 are taken by the security commands).
 //
 // Every command needs a metadata.version feature level (metadata/features.go
 // lists them): 1 for the commands 1-13, 2 for allocate_producer_ids and
@@ -52,6 +52,10 @@ type Command struct {
 	//	*Command_FeatureLevel
 	//	*Command_AllocateProducerIds
 	//	*Command_GroupRecords
+	//	*Command_UpsertUserCredential
+	//	*Command_DeleteUserCredential
+	//	*Command_CreateAcls
+	//	*Command_DeleteAcls
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -229,6 +233,42 @@ func (x *Command) GetGroupRecords() *GroupRecords {
 	return nil
 }
 
+func (x *Command) GetUpsertUserCredential() *UpsertUserCredential {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_UpsertUserCredential); ok {
+			return x.UpsertUserCredential
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteUserCredential() *DeleteUserCredential {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DeleteUserCredential); ok {
+			return x.DeleteUserCredential
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCreateAcls() *CreateAcls {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CreateAcls); ok {
+			return x.CreateAcls
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteAcls() *DeleteAcls {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DeleteAcls); ok {
+			return x.DeleteAcls
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -293,6 +333,23 @@ type Command_GroupRecords struct {
 	GroupRecords *GroupRecords `protobuf:"bytes,15,opt,name=group_records,json=groupRecords,proto3,oneof"`
 }
 
+type Command_UpsertUserCredential struct {
+	// Security (metadata.version 3): SCRAM credentials and ACLs.
+	UpsertUserCredential *UpsertUserCredential `protobuf:"bytes,20,opt,name=upsert_user_credential,json=upsertUserCredential,proto3,oneof"`
+}
+
+type Command_DeleteUserCredential struct {
+	DeleteUserCredential *DeleteUserCredential `protobuf:"bytes,21,opt,name=delete_user_credential,json=deleteUserCredential,proto3,oneof"`
+}
+
+type Command_CreateAcls struct {
+	CreateAcls *CreateAcls `protobuf:"bytes,22,opt,name=create_acls,json=createAcls,proto3,oneof"`
+}
+
+type Command_DeleteAcls struct {
+	DeleteAcls *DeleteAcls `protobuf:"bytes,23,opt,name=delete_acls,json=deleteAcls,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -322,6 +379,14 @@ func (*Command_FeatureLevel) isCommand_Cmd() {}
 func (*Command_AllocateProducerIds) isCommand_Cmd() {}
 
 func (*Command_GroupRecords) isCommand_Cmd() {}
+
+func (*Command_UpsertUserCredential) isCommand_Cmd() {}
+
+func (*Command_DeleteUserCredential) isCommand_Cmd() {}
+
+func (*Command_CreateAcls) isCommand_Cmd() {}
+
+func (*Command_DeleteAcls) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -2602,11 +2667,364 @@ func (x *OffsetRecord) GetCommitTimeMs() int64 {
 	return 0
 }
 
+// UserCredentialRecord is one user's SCRAM-SHA-256 credential, keyed by
+// user name: the salt, the iteration count and the keys derived from the
+// password, never the password itself.
+type UserCredentialRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Salt          []byte                 `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
+	Iterations    int32                  `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	StoredKey     []byte                 `protobuf:"bytes,5,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	ServerKey     []byte                 `protobuf:"bytes,6,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserCredentialRecord) Reset() {
+	*x = UserCredentialRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserCredentialRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserCredentialRecord) ProtoMessage() {}
+
+func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
+func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UserCredentialRecord) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *UserCredentialRecord) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *UserCredentialRecord) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *UserCredentialRecord) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *UserCredentialRecord) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *UserCredentialRecord) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
+// UpsertUserCredential creates a user or replaces its credential.
+type UpsertUserCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credential    *UserCredentialRecord  `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpsertUserCredential) Reset() {
+	*x = UpsertUserCredential{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpsertUserCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpsertUserCredential) ProtoMessage() {}
+
+func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
+func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// DeleteUserCredential removes a user; an unknown one is refused.
+type DeleteUserCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserCredential) Reset() {
+	*x = DeleteUserCredential{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserCredential) ProtoMessage() {}
+
+func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
+func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteUserCredential) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+// AclRecord is one access control entry (auth.ACL), keyed by all its
+// fields; as a filter, an empty field matches any value.
+type AclRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Permission    string                 `protobuf:"bytes,2,opt,name=permission,proto3" json:"permission,omitempty"`
+	Operation     string                 `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	ResourceType  string                 `protobuf:"bytes,4,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType   string                 `protobuf:"bytes,6,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclRecord) Reset() {
+	*x = AclRecord{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclRecord) ProtoMessage() {}
+
+func (x *AclRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
+func (*AclRecord) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AclRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclRecord) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AclRecord) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclRecord) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclRecord) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclRecord) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+// CreateAcls adds entries; one already present is kept once.
+type CreateAcls struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclRecord           `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAcls) Reset() {
+	*x = CreateAcls{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAcls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAcls) ProtoMessage() {}
+
+func (x *CreateAcls) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
+func (*CreateAcls) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CreateAcls) GetAcls() []*AclRecord {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// DeleteAcls removes every entry one of the filters matches.
+type DeleteAcls struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*AclRecord           `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAcls) Reset() {
+	*x = DeleteAcls{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAcls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAcls) ProtoMessage() {}
+
+func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
+func (*DeleteAcls) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeleteAcls) GetFilters() []*AclRecord {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
 var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x8b\t\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xd1\v\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -2623,7 +3041,13 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroup\x12F\n" +
 	"\rfeature_level\x18\r \x01(\v2\x1f.quire.internal.v1.FeatureLevelH\x00R\ffeatureLevel\x12\\\n" +
 	"\x15allocate_producer_ids\x18\x0e \x01(\v2&.quire.internal.v1.AllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
-	"\rgroup_records\x18\x0f \x01(\v2\x1f.quire.internal.v1.GroupRecordsH\x00R\fgroupRecordsB\x05\n" +
+	"\rgroup_records\x18\x0f \x01(\v2\x1f.quire.internal.v1.GroupRecordsH\x00R\fgroupRecords\x12_\n" +
+	"\x16upsert_user_credential\x18\x14 \x01(\v2'.quire.internal.v1.UpsertUserCredentialH\x00R\x14upsertUserCredential\x12_\n" +
+	"\x16delete_user_credential\x18\x15 \x01(\v2'.quire.internal.v1.DeleteUserCredentialH\x00R\x14deleteUserCredential\x12@\n" +
+	"\vcreate_acls\x18\x16 \x01(\v2\x1d.quire.internal.v1.CreateAclsH\x00R\n" +
+	"createAcls\x12@\n" +
+	"\vdelete_acls\x18\x17 \x01(\v2\x1d.quire.internal.v1.DeleteAclsH\x00R\n" +
+	"deleteAclsB\x05\n" +
 	"\x03cmd\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -2803,7 +3227,39 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\tR\bmetadata\x12$\n" +
-	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMsB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
+	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMs\"\xba\x01\n" +
+	"\x14UserCredentialRecord\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x12\n" +
+	"\x04salt\x18\x03 \x01(\fR\x04salt\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x04 \x01(\x05R\n" +
+	"iterations\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x05 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x06 \x01(\fR\tserverKey\"_\n" +
+	"\x14UpsertUserCredential\x12G\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2'.quire.internal.v1.UserCredentialRecordR\n" +
+	"credential\"*\n" +
+	"\x14DeleteUserCredential\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\"\xd4\x01\n" +
+	"\tAclRecord\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\tR\n" +
+	"permission\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\rresource_type\x18\x04 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x06 \x01(\tR\vpatternType\">\n" +
+	"\n" +
+	"CreateAcls\x120\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\x04acls\"D\n" +
+	"\n" +
+	"DeleteAcls\x126\n" +
+	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afiltersB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
 
 var (
 	file_quire_internal_v1_metadata_proto_rawDescOnce sync.Once
@@ -2817,7 +3273,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
@@ -2852,10 +3308,16 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*TopicRecord)(nil),           // 30: quire.internal.v1.TopicRecord
 	(*PartitionRecord)(nil),       // 31: quire.internal.v1.PartitionRecord
 	(*OffsetRecord)(nil),          // 32: quire.internal.v1.OffsetRecord
-	nil,                           // 33: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 34: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 35: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 36: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*UserCredentialRecord)(nil),  // 33: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 34: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 35: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 36: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 37: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 38: quire.internal.v1.DeleteAcls
+	nil,                           // 39: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 40: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 41: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 42: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -2873,35 +3335,42 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	16, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
 	17, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
 	18, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	2,  // 15: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 16: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	33, // 17: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	34, // 18: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 19: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 20: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	19, // 21: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	21, // 22: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	22, // 23: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	23, // 24: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	24, // 25: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	26, // 26: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	27, // 27: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	20, // 28: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	20, // 29: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	35, // 30: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	20, // 31: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	25, // 32: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	24, // 33: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	21, // 34: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	22, // 35: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	26, // 36: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	2,  // 37: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	36, // 38: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	34, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	35, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	37, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	38, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	2,  // 19: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 20: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	39, // 21: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	40, // 22: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 23: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 24: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	19, // 25: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	21, // 26: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	22, // 27: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	23, // 28: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	24, // 29: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	26, // 30: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	27, // 31: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	20, // 32: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	20, // 33: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	41, // 34: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	20, // 35: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	25, // 36: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	24, // 37: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	21, // 38: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	22, // 39: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	26, // 40: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	2,  // 41: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	42, // 42: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	33, // 43: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	36, // 44: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	36, // 45: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -2925,6 +3394,10 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_FeatureLevel)(nil),
 		(*Command_AllocateProducerIds)(nil),
 		(*Command_GroupRecords)(nil),
+		(*Command_UpsertUserCredential)(nil),
+		(*Command_DeleteUserCredential)(nil),
+		(*Command_CreateAcls)(nil),
+		(*Command_DeleteAcls)(nil),
 	}
 	file_quire_internal_v1_metadata_proto_msgTypes[19].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
@@ -2940,7 +3413,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

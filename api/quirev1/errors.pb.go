@@ -81,38 +81,47 @@ const (
 	ErrorCode_INVALID_SESSION_TIMEOUT          ErrorCode = 26
 	ErrorCode_REBALANCE_IN_PROGRESS            ErrorCode = 27
 	ErrorCode_INVALID_COMMIT_OFFSET_SIZE       ErrorCode = 28
-	ErrorCode_INVALID_TIMESTAMP                ErrorCode = 32
-	ErrorCode_UNSUPPORTED_VERSION              ErrorCode = 35
-	ErrorCode_TOPIC_ALREADY_EXISTS             ErrorCode = 36
-	ErrorCode_INVALID_PARTITIONS               ErrorCode = 37
-	ErrorCode_INVALID_REPLICATION_FACTOR       ErrorCode = 38
-	ErrorCode_INVALID_REPLICA_ASSIGNMENT       ErrorCode = 39
-	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
-	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
-	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
-	ErrorCode_POLICY_VIOLATION                 ErrorCode = 44
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
-	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
-	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
-	ErrorCode_NON_EMPTY_GROUP                  ErrorCode = 68
-	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
-	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
-	ErrorCode_STALE_BROKER_EPOCH               ErrorCode = 77
-	ErrorCode_OFFSET_NOT_AVAILABLE             ErrorCode = 78
-	ErrorCode_MEMBER_ID_REQUIRED               ErrorCode = 79
-	ErrorCode_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
-	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
-	ErrorCode_INVALID_RECORD                   ErrorCode = 87
-	ErrorCode_FEATURE_UPDATE_FAILED            ErrorCode = 96
-	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
-	ErrorCode_FENCED_MEMBER_EPOCH              ErrorCode = 110
-	ErrorCode_UNSUPPORTED_ASSIGNOR             ErrorCode = 112
-	ErrorCode_STALE_MEMBER_EPOCH               ErrorCode = 113
-	ErrorCode_INVALID_REGULAR_EXPRESSION       ErrorCode = 128
-	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = 1000
+	// The caller's principal lacks the ACL for the operation; the message
+	// names the principal, the operation and the resource.
+	ErrorCode_TOPIC_AUTHORIZATION_FAILED   ErrorCode = 29
+	ErrorCode_GROUP_AUTHORIZATION_FAILED   ErrorCode = 30
+	ErrorCode_CLUSTER_AUTHORIZATION_FAILED ErrorCode = 31
+	ErrorCode_INVALID_TIMESTAMP            ErrorCode = 32
+	ErrorCode_UNSUPPORTED_VERSION          ErrorCode = 35
+	ErrorCode_TOPIC_ALREADY_EXISTS         ErrorCode = 36
+	ErrorCode_INVALID_PARTITIONS           ErrorCode = 37
+	ErrorCode_INVALID_REPLICATION_FACTOR   ErrorCode = 38
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT   ErrorCode = 39
+	ErrorCode_INVALID_CONFIG               ErrorCode = 40
+	ErrorCode_NOT_CONTROLLER               ErrorCode = 41
+	ErrorCode_INVALID_REQUEST              ErrorCode = 42
+	ErrorCode_POLICY_VIOLATION             ErrorCode = 44
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER    ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH       ErrorCode = 47
+	ErrorCode_KAFKA_STORAGE_ERROR          ErrorCode = 56
+	// A wrong password, an unknown or deleted user (UNAUTHENTICATED).
+	ErrorCode_SASL_AUTHENTICATION_FAILED ErrorCode = 58
+	ErrorCode_UNKNOWN_PRODUCER_ID        ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP            ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND         ErrorCode = 69
+	ErrorCode_FENCED_LEADER_EPOCH        ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH       ErrorCode = 75
+	ErrorCode_STALE_BROKER_EPOCH         ErrorCode = 77
+	ErrorCode_OFFSET_NOT_AVAILABLE       ErrorCode = 78
+	ErrorCode_MEMBER_ID_REQUIRED         ErrorCode = 79
+	ErrorCode_GROUP_MAX_SIZE_REACHED     ErrorCode = 81
+	ErrorCode_FENCED_INSTANCE_ID         ErrorCode = 82
+	ErrorCode_INVALID_RECORD             ErrorCode = 87
+	// A user or ACL to delete that does not exist.
+	ErrorCode_RESOURCE_NOT_FOUND         ErrorCode = 91
+	ErrorCode_FEATURE_UPDATE_FAILED      ErrorCode = 96
+	ErrorCode_BROKER_ID_NOT_REGISTERED   ErrorCode = 102
+	ErrorCode_FENCED_MEMBER_EPOCH        ErrorCode = 110
+	ErrorCode_UNSUPPORTED_ASSIGNOR       ErrorCode = 112
+	ErrorCode_STALE_MEMBER_EPOCH         ErrorCode = 113
+	ErrorCode_INVALID_REGULAR_EXPRESSION ErrorCode = 128
+	ErrorCode_UNKNOWN_SERVER_ERROR       ErrorCode = 1000
 )
 
 // Enum value maps for ErrorCode.
@@ -145,6 +154,9 @@ var (
 		26:   "INVALID_SESSION_TIMEOUT",
 		27:   "REBALANCE_IN_PROGRESS",
 		28:   "INVALID_COMMIT_OFFSET_SIZE",
+		29:   "TOPIC_AUTHORIZATION_FAILED",
+		30:   "GROUP_AUTHORIZATION_FAILED",
+		31:   "CLUSTER_AUTHORIZATION_FAILED",
 		32:   "INVALID_TIMESTAMP",
 		35:   "UNSUPPORTED_VERSION",
 		36:   "TOPIC_ALREADY_EXISTS",
@@ -159,6 +171,7 @@ var (
 		46:   "DUPLICATE_SEQUENCE_NUMBER",
 		47:   "INVALID_PRODUCER_EPOCH",
 		56:   "KAFKA_STORAGE_ERROR",
+		58:   "SASL_AUTHENTICATION_FAILED",
 		59:   "UNKNOWN_PRODUCER_ID",
 		68:   "NON_EMPTY_GROUP",
 		69:   "GROUP_ID_NOT_FOUND",
@@ -170,6 +183,7 @@ var (
 		81:   "GROUP_MAX_SIZE_REACHED",
 		82:   "FENCED_INSTANCE_ID",
 		87:   "INVALID_RECORD",
+		91:   "RESOURCE_NOT_FOUND",
 		96:   "FEATURE_UPDATE_FAILED",
 		102:  "BROKER_ID_NOT_REGISTERED",
 		110:  "FENCED_MEMBER_EPOCH",
@@ -206,6 +220,9 @@ var (
 		"INVALID_SESSION_TIMEOUT":          26,
 		"REBALANCE_IN_PROGRESS":            27,
 		"INVALID_COMMIT_OFFSET_SIZE":       28,
+		"TOPIC_AUTHORIZATION_FAILED":       29,
+		"GROUP_AUTHORIZATION_FAILED":       30,
+		"CLUSTER_AUTHORIZATION_FAILED":     31,
 		"INVALID_TIMESTAMP":                32,
 		"UNSUPPORTED_VERSION":              35,
 		"TOPIC_ALREADY_EXISTS":             36,
@@ -220,6 +237,7 @@ var (
 		"DUPLICATE_SEQUENCE_NUMBER":        46,
 		"INVALID_PRODUCER_EPOCH":           47,
 		"KAFKA_STORAGE_ERROR":              56,
+		"SASL_AUTHENTICATION_FAILED":       58,
 		"UNKNOWN_PRODUCER_ID":              59,
 		"NON_EMPTY_GROUP":                  68,
 		"GROUP_ID_NOT_FOUND":               69,
@@ -231,6 +249,7 @@ var (
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
 		"INVALID_RECORD":                   87,
+		"RESOURCE_NOT_FOUND":               91,
 		"FEATURE_UPDATE_FAILED":            96,
 		"BROKER_ID_NOT_REGISTERED":         102,
 		"FENCED_MEMBER_EPOCH":              110,
@@ -437,7 +456,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x87\f\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xa1\r\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -466,7 +485,10 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
 	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x19\n" +
 	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x1e\n" +
-	"\x1aINVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12\x15\n" +
+	"\x1aINVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12\x1e\n" +
+	"\x1aTOPIC_AUTHORIZATION_FAILED\x10\x1d\x12\x1e\n" +
+	"\x1aGROUP_AUTHORIZATION_FAILED\x10\x1e\x12 \n" +
+	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
 	"\x11INVALID_TIMESTAMP\x10 \x12\x17\n" +
 	"\x13UNSUPPORTED_VERSION\x10#\x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
@@ -480,7 +502,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x1cOUT_OF_ORDER_SEQUENCE_NUMBER\x10-\x12\x1d\n" +
 	"\x19DUPLICATE_SEQUENCE_NUMBER\x10.\x12\x1a\n" +
 	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x17\n" +
-	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
+	"\x13KAFKA_STORAGE_ERROR\x108\x12\x1e\n" +
+	"\x1aSASL_AUTHENTICATION_FAILED\x10:\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x17\n" +
@@ -491,7 +514,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x12MEMBER_ID_REQUIRED\x10O\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
-	"\x0eINVALID_RECORD\x10W\x12\x19\n" +
+	"\x0eINVALID_RECORD\x10W\x12\x16\n" +
+	"\x12RESOURCE_NOT_FOUND\x10[\x12\x19\n" +
 	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x1c\n" +
 	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x18\n" +

@@ -87,6 +87,11 @@ func newClient(ctx context.Context, g *globalFlags, opts ...client.Opt) (*client
 	}
 	base := []client.Opt{client.SeedBrokers(seeds...), client.ClientID("quire-cli"),
 		client.RequestTimeout(15 * time.Second)}
+	sec, err := g.tls.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	base = append(append(base, sec...), g.scram.clientOpts()...)
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cl, err := client.New(dctx, append(base, opts...)...)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -49,7 +48,7 @@ func newHealthCmd(g *globalFlags) *cobra.Command {
 				var errs []error
 				var lines []string
 				for _, addr := range addrs {
-					st, err := checkHealth(ctx, addr, timeout)
+					st, err := checkHealth(ctx, g, addr, timeout)
 					if err != nil {
 						errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 						continue
@@ -77,8 +76,12 @@ func newHealthCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-func checkHealth(ctx context.Context, addr string, timeout time.Duration) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func checkHealth(ctx context.Context, g *globalFlags, addr string, timeout time.Duration) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	creds, err := g.tls.credentials()
+	if err != nil {
+		return 0, err
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return 0, err
 	}

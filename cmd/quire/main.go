@@ -18,6 +18,8 @@ const DefaultBrokers = "127.0.0.1:9092"
 type globalFlags struct {
 	brokers string // comma-separated host:port list
 	format  string // "table" or "json"
+	tls     tlsFlags
+	scram   scramFlags
 }
 
 // commandFactories are registered from init functions in the files that
@@ -43,6 +45,8 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.brokers, "brokers", brokers,
 		"comma-separated broker addresses (host:port); also QUIRE_BROKERS")
 	root.PersistentFlags().StringVar(&g.format, "format", "table", "output format: table or json")
+	g.tls.bind(root)
+	g.scram.bind(root)
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}

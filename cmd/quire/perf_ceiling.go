@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/nullbroker"
@@ -50,7 +49,11 @@ takes any name).`,
 				return fmt.Errorf("--acks must be -1, 0 or 1, not %d", acks)
 			}
 			addr := strings.TrimSpace(strings.Split(g.brokers, ",")[0])
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			creds, err := g.tls.credentials()
+			if err != nil {
+				return err
+			}
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 				grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(16<<20))
 			if err != nil {
