@@ -32,7 +32,7 @@ e2e: build chaos-bin
 	scripts/tools.sh grpcurl
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_security.sh
+	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_security.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_console.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh

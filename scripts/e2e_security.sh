@@ -83,6 +83,18 @@ grep -q 'lacks Delete' <<<"$out" || fail "reader delete: $out"
 if out=$(as_reader acl create --principal 'User:CN=reader,O=quire' --operation All --cluster 2>&1); then fail "the reader granted itself"; fi
 grep -q CLUSTER_AUTHORIZATION_FAILED <<<"$out" || fail "reader acl: $out"
 
+if [ -n "${GRPCURL:-}" ]; then
+	# docs/security.md's grpcurl commands, against the first node.
+	node=${QUIRE_BROKERS%%,*}
+	step "grpcurl with the admin certificate, then as alice by password"
+	out=$("$GRPCURL" -cacert "$certs/ca.pem" -cert "$certs/admin.pem" -key "$certs/admin-key.pem" "$node" quire.v1.Admin/ListTopics 2>&1) ||
+		fail "grpcurl ListTopics: $out"
+	grep -q '"name": "orders"' <<<"$out" || fail "grpcurl ListTopics does not list orders: $out"
+	out=$("$GRPCURL" -cacert "$certs/ca.pem" -H 'quire-user: alice' -H 'quire-password: alice-pw' "$node" quire.v1.Security/WhoAmI 2>&1) ||
+		fail "grpcurl WhoAmI: $out"
+	grep -q 'User:alice' <<<"$out" || fail "grpcurl WhoAmI as alice: $out"
+fi
+
 step "a deleted user is refused"
 q user delete alice >/dev/null || fail "user delete"
 if out=$(echo x | as_alice alice-pw produce orders 2>&1); then fail "a deleted user produced"; fi
