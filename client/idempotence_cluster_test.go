@@ -16,11 +16,12 @@ import (
 )
 
 // TestClientClusterIdempotentExactlyOnce: 3 nodes, replication factor 3,
-// min.insync.replicas 2, the idempotent producer (the default) sending
-// numbered records to every partition while the leader of a partition is
-// killed and restarted, three times over, with a request timeout short
-// enough that acks=all waits time out and writes that did succeed are
-// retried. Afterwards each partition holds every acknowledged record
+// min.insync.replicas 2, the idempotent producer (the default) with 5
+// requests in flight per partition sending numbered records to every
+// partition while the leader of a partition is killed and restarted, three
+// times over, with a request timeout short enough that acks=all waits time
+// out and writes that did succeed are retried, and requests behind them
+// are refused as out of order and sent again. Afterwards each partition holds every acknowledged record
 // exactly once, in the order sent, with no gap: nothing but records
 // acknowledged (or reported as of unknown outcome) is in the log.
 func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
@@ -29,7 +30,7 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 	c.WaitController(ctx)
 	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()),
 		client.RequestTimeout(150*time.Millisecond), client.DeliveryTimeout(100*time.Second),
-		client.MaxBufferedBytes(256<<10))
+		client.MaxBufferedBytes(256<<10), client.MaxInFlightPerPartition(5))
 	const topic, parts = "exactly-once", 3
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: parts, ReplicationFactor: 3,
 		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
@@ -130,6 +131,9 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 	defer mu.Unlock()
 	if len(failed) > 0 {
 		t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
+	}
+	if reqs, batches := client.PeakInFlight(cl); reqs != 5 || batches > 5 {
+		t.Fatalf("at most %d requests (%d batches) of a partition in flight, want 5 (at most 5 batches)", reqs, batches)
 	}
 	for p := range int32(parts) {
 		var last int64 = -1

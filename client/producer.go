@@ -69,8 +69,19 @@ type pbatch struct {
 	deadline time.Time
 	tries    int
 	// numbered: the batch carries its producer fields (idempotence.go),
-	// fixed when it is first sent and kept by retries.
+	// fixed when it is first sent and kept by retries; pid and epoch are
+	// the ones it carries.
 	numbered bool
+	pid      int64
+	epoch    int16
+
+	// Once sent (window.go): where it is, the request it went in first
+	// (batches sent together are written together or not at all, so they
+	// are sent again together), and its outcome.
+	state  batchState
+	group  int64
+	offset int64 // of its first record, once acknowledged (-1: unknown)
+	err    error // once failed
 
 	// The batch as sent, built once and reused by retries: its header
 	// and its records section (the builder's buffer, see BuildParts).
@@ -120,6 +131,11 @@ type producer struct {
 	clock    wallClock
 
 	idempotent bool             // idempotence on: Idempotent and acks=all
+	inFlight   int              // requests of a partition in flight at most
+
+	// The most requests, and batches, of one partition seen in flight at
+	// once (for tests: export_test.go).
+	peakRequests, peakBatches atomic.Int32
 	ident      producerIdentity // its producer id and epoch
 }
 
@@ -155,7 +171,7 @@ func (t *prodTopic) limitSource() string {
 }
 
 // prodPart is the producer's state of one partition: the open batch, the
-// sealed ones waiting, and whether one is in flight.
+// sealed ones waiting, and the window of batches sent (window.go).
 type prodPart struct {
 	topic     string
 	partition int32
@@ -165,21 +181,51 @@ type prodPart struct {
 	queuedOn     *sink // sink whose ready list holds this partition
 	cur          *pbatch
 	sealed       []*pbatch
-	inflight     bool
 	backoffUntil time.Time
 
+	// The window (window.go): the batches sent and not yet called back,
+	// in the order sent, and how many requests carry some of them now.
+	flight   []*pbatch
+	requests int
+	// retrying counts the batches of flight to send again; resending says
+	// a round of resends is under way (its groups go one after another,
+	// in order); reseq that the partition's batches wait for the
+	// producer's next epoch.
+	retrying  int
+	resending bool
+	reseq     bool
+	groups    int64 // requests that carried the partition's batches
+
 	// Idempotence: the producer id and epoch the partition numbers its
-	// batches under (-1 before the first) and its next sequence; owned by
-	// whoever holds the in-flight slot (idempotence.go).
+	// batches under (-1 before the first) and its next sequence, under mu
+	// (idempotence.go).
 	pid     int64
 	pepoch  int16
 	nextSeq int32
 }
 
+// batchState is where a batch sent is.
+type batchState uint8
+
+const (
+	batchSent   batchState = iota // in a request, not answered
+	batchResend                   // to be sent again
+	batchAcked                    // acknowledged, offset set
+	batchFailed                   // failed, err set
+)
+
 func newProducer(c *Client) *producer {
 	p := &producer{c: c, cfg: &c.cfg, topics: map[string]*prodTopic{}, sinks: map[int32]*sink{}}
 	p.idempotent = c.cfg.idempotent && c.cfg.acks == AllISRAcks
 	p.ident.id = -1
+	switch {
+	case c.cfg.maxInFlightSet:
+		p.inFlight = c.cfg.maxInFlight
+	case p.idempotent:
+		p.inFlight = maxIdempotentBatches
+	default:
+		p.inFlight = 1
+	}
 	p.free = make(chan *pbatch, 16)
 	c.meta.onChange(p.onMeta)
 	return p
@@ -446,6 +492,7 @@ func (p *producer) recycle(b *pbatch) {
 	b.b.Reset()
 	b.bytes, b.tries, b.numbered = 0, 0, false
 	b.built, b.body = false, nil
+	b.state, b.err = batchSent, nil
 	select {
 	case p.free <- b:
 	default:
@@ -491,7 +538,9 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 			pp.queuedOn = s
 			s.enqueue(pp)
 			wake = s
-		} else if sealed {
+		} else if sealed || len(b.recs) == 1 && pp.room(p) {
+			// A batch to send, or a new one with room in the window to
+			// send it now (linger permitting): the sink looks again.
 			wake = s
 		}
 	}
@@ -543,18 +592,6 @@ func (pp *prodPart) take(now time.Time, linger time.Duration, flushing bool) (*p
 	return nil, pp.cur.firstAt.Add(linger)
 }
 
-// nextNumbered reports whether the batch take would return next was
-// numbered (sent) before.
-func (pp *prodPart) nextNumbered() bool {
-	switch {
-	case len(pp.sealed) > 0:
-		return pp.sealed[0].numbered
-	case pp.cur != nil:
-		return pp.cur.numbered
-	}
-	return false
-}
-
 // nextSize is the size of the batch take would return next (the open one
 // regardless of linger), 0 with none.
 func (pp *prodPart) nextSize() int {
@@ -565,148 +602,6 @@ func (pp *prodPart) nextSize() int {
 		return pp.cur.b.EstimatedSize()
 	}
 	return 0
-}
-
-// expire fails the batches of a leaderless partition whose delivery
-// timeout passed; it reports whether the partition still holds records.
-func (pp *prodPart) expire(p *producer, now time.Time) bool {
-	pp.mu.Lock()
-	var dead []*pbatch
-	for len(pp.sealed) > 0 && !pp.inflight && now.After(pp.sealed[0].deadline) {
-		dead = append(dead, pp.sealed[0])
-		pp.sealed = pp.sealed[1:]
-	}
-	if len(pp.sealed) == 0 && pp.cur != nil && !pp.inflight && now.After(pp.cur.deadline) {
-		dead = append(dead, pp.cur)
-		pp.cur = nil
-	}
-	has := pp.cur != nil || len(pp.sealed) > 0
-	pp.mu.Unlock()
-	if len(dead) > 0 {
-		err := fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded)
-		if dead[0].numbered {
-			// Sent before: it may be in the log.
-			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-		}
-		p.fail(pp, dead, err, false)
-	}
-	return has
-}
-
-// complete runs the callbacks of acknowledged batches (sent together,
-// in order, the first record at baseOffset; -1 when unknown with acks=0),
-// then lets the partition send again.
-func (p *producer) complete(pp *prodPart, bs []*pbatch, baseOffset int64) {
-	off := baseOffset
-	for _, b := range bs {
-		for i := range b.recs {
-			pr := &b.recs[i]
-			pr.r.Offset = -1
-			if baseOffset >= 0 {
-				pr.r.Offset = off
-				off++
-			}
-			pr.cb(pr.r, nil)
-		}
-	}
-	p.done(pp, bs, true)
-}
-
-// fail runs the callbacks of failed batches with err.
-func (p *producer) fail(pp *prodPart, bs []*pbatch, err error, wasInflight bool) {
-	for _, b := range bs {
-		for i := range b.recs {
-			pr := &b.recs[i]
-			pr.r.Offset = -1
-			pr.cb(pr.r, err)
-		}
-	}
-	p.done(pp, bs, wasInflight)
-}
-
-func (p *producer) done(pp *prodPart, bs []*pbatch, wasInflight bool) {
-	var wake *sink
-	if wasInflight {
-		pp.mu.Lock()
-		pp.inflight = false
-		wake = pp.sink
-		pp.mu.Unlock()
-	}
-	var n, bytes int64
-	for _, b := range bs {
-		n += int64(len(b.recs))
-		bytes += b.bytes
-		p.recycle(b)
-	}
-	p.release(bytes, n)
-	if wake != nil {
-		wake.notify()
-	}
-}
-
-// retry puts in-flight batches back at the head of their partition after a
-// retriable error, or fails them when they cannot be retried in time.
-func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
-	if needsMetadata(err) {
-		p.c.meta.triggerRefresh()
-	}
-	now := time.Now()
-	backoff := p.cfg.retryBackoff
-	again := retriable(err)
-	if p.idempotent && resequences(err) {
-		// Not written: they go again under the next epoch.
-		p.unnumber(pp, bs)
-		again = true
-	}
-	if !again || p.c.ctx.Err() != nil {
-		if p.c.ctx.Err() != nil {
-			err = ErrClosed
-		}
-		p.fail(pp, bs, err, true)
-		return
-	}
-	// Each batch goes by its own delivery deadline: the oldest ones may be
-	// out of time while records produced since still have theirs. (A
-	// partition's batches are in order, and so are their deadlines.)
-	expired := 0
-	for expired < len(bs) && now.Add(backoff).After(bs[expired].deadline) {
-		expired++
-	}
-	if expired > 0 && p.idempotent && bs[0].numbered {
-		// Sent and unanswered: it may be in the log. It is not sent again
-		// (the later batches keep their sequences: a broker without it
-		// refuses them as out of order, and they go under a new epoch).
-		err = fmt.Errorf("%w: %s/%d: delivery timeout: %w", ErrUnknownOutcome, pp.topic, pp.partition, err)
-	}
-	if expired == len(bs) {
-		p.fail(pp, bs, err, true)
-		return
-	}
-	if expired > 0 {
-		p.fail(pp, bs[:expired], err, false)
-		bs = bs[expired:]
-	}
-	bs[0].tries++
-	p.c.log.Debug("retrying batches", "topic", pp.topic, "partition", pp.partition, "batches", len(bs),
-		"try", bs[0].tries, "error", err)
-	pp.mu.Lock()
-	if p.stopped.Load() {
-		pp.mu.Unlock()
-		p.fail(pp, bs, ErrClosed, true)
-		return
-	}
-	pp.sealed = append(append(make([]*pbatch, 0, len(bs)+len(pp.sealed)), bs...), pp.sealed...)
-	pp.inflight = false
-	pp.backoffUntil = now.Add(backoff)
-	s := pp.sink
-	if s != nil && pp.queuedOn != s {
-		pp.queuedOn = s
-		s.enqueue(pp)
-	}
-	pp.mu.Unlock()
-	if s != nil {
-		s.notify()
-	}
 }
 
 // close stops new records (reserve fails); failAll then fails whatever is
@@ -737,14 +632,26 @@ func (p *producer) failAll(err error) {
 	p.topicsMu.RUnlock()
 	for _, pp := range parts {
 		pp.mu.Lock()
-		batches := pp.sealed
+		// The window first (the oldest records), whatever their state:
+		// nothing will answer for them now.
+		batches := make([]*pbatch, 0, len(pp.flight)+len(pp.sealed)+1)
+		for _, b := range pp.flight {
+			if b.state == batchSent || b.state == batchResend {
+				b.state, b.err = batchFailed, err
+			}
+			batches = append(batches, b)
+		}
+		for _, b := range pp.sealed {
+			b.state, b.err = batchFailed, err
+			batches = append(batches, b)
+		}
 		if pp.cur != nil {
+			pp.cur.state, pp.cur.err = batchFailed, err
 			batches = append(batches, pp.cur)
 		}
-		pp.sealed, pp.cur = nil, nil
+		pp.flight, pp.sealed, pp.cur = nil, nil, nil
+		pp.retrying, pp.requests = 0, 0
 		pp.mu.Unlock()
-		if len(batches) > 0 {
-			p.fail(pp, batches, err, false)
-		}
+		p.finish(pp, batches)
 	}
 }
