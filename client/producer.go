@@ -130,13 +130,13 @@ type producer struct {
 	corr     atomic.Int64
 	clock    wallClock
 
-	idempotent bool             // idempotence on: Idempotent and acks=all
-	inFlight   int              // requests of a partition in flight at most
+	idempotent bool // idempotence on: Idempotent and acks=all
+	inFlight   int  // requests of a partition in flight at most
 
 	// The most requests, and batches, of one partition seen in flight at
 	// once (for tests: export_test.go).
 	peakRequests, peakBatches atomic.Int32
-	ident      producerIdentity // its producer id and epoch
+	ident                     producerIdentity // its producer id and epoch
 }
 
 type prodTopic struct {
