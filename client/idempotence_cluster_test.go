@@ -178,4 +178,27 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 		t.Logf("partition %d: %d records acknowledged, each once and in order in the log", p, len(acked[p]))
 	}
 	t.Logf("%d records of unknown outcome", len(unknown))
+
+	// Each partition's leader (moved by the kills) knows the producer: one
+	// id, whose latest batch ends at the partition's last offset.
+	ds, err := cl.DescribeTopics(ctx, topic)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("describe %s: %v %v", topic, ds, err)
+	}
+	lastOffsets := map[int32]int64{}
+	for _, pd := range ds[0].Partitions {
+		lastOffsets[pd.Partition] = pd.LogEndOffset - 1
+	}
+	ps, err := cl.DescribeProducers(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pp := range ps {
+		if pp.Err != nil {
+			t.Fatalf("describe producers of partition %d: %v", pp.Partition, pp.Err)
+		}
+		if len(pp.Producers) != 1 || pp.Producers[0].LastOffset != lastOffsets[pp.Partition] {
+			t.Fatalf("partition %d (leader %d): producers %+v, want one whose last batch ends at %d", pp.Partition, pp.Leader, pp.Producers, lastOffsets[pp.Partition])
+		}
+	}
 }
