@@ -50,9 +50,13 @@ func (c *Client) Flush(ctx context.Context) error { return c.prod.flush(ctx) }
 
 // BufferedRecords returns how many produced records await an answer.
 func (c *Client) BufferedRecords() int64 {
-	c.prod.mu.Lock()
-	defer c.prod.mu.Unlock()
-	return c.prod.bufRecs
+	var n int64
+	for _, pp := range c.prod.partitions() {
+		pp.mu.Lock()
+		n += pp.buffered
+		pp.mu.Unlock()
+	}
+	return n
 }
 
 type promise struct {
@@ -119,12 +123,16 @@ type producer struct {
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
 
-	mu       sync.Mutex // guards the buffer accounting and closed
-	bufBytes int64
-	bufRecs  int64
+	// The buffer: the bytes of records produced and not yet called back
+	// (every record counts at least 21), taken with one atomic add per
+	// record; mu guards only the channels of those waiting for room or
+	// for the buffer to drain, and waiters says whether there are any.
+	bufBytes atomic.Int64
+	closed   atomic.Bool
+	waiters  atomic.Int32
+	mu       sync.Mutex
 	spaceCh  chan struct{} // closed when room is freed
-	drainCh  chan struct{} // closed when bufRecs reaches 0
-	closed   bool
+	drainCh  chan struct{} // closed when bufBytes reaches 0
 
 	flushing atomic.Int32
 	corr     atomic.Int64
@@ -187,6 +195,7 @@ type prodPart struct {
 	// in the order sent, and how many requests carry some of them now.
 	flight   []*pbatch
 	requests int
+	buffered int64 // records added and not yet called back
 	// retrying counts the batches of flight to send again; resending says
 	// a round of resends is under way (its groups go one after another,
 	// in order); reseq that the partition's batches wait for the
@@ -239,13 +248,13 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	}
 	t, err := p.topic(ctx, r.Topic)
 	if err != nil {
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		cb(r, err)
 		return
 	}
 	limit := t.batchMax()
 	if size+record.HeaderSize > limit {
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		cb(r, fmt.Errorf("%w: %d bytes, batch max %d (%s)", ErrRecordTooLarge, size, limit, t.limitSource()))
 		return
 	}
@@ -253,7 +262,7 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	n := int32(len(parts))
 	pi := p.cfg.partitioner.Partition(r, n)
 	if pi < 0 || pi >= n {
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		cb(r, fmt.Errorf("%w: %s/%d of %d partitions", ErrNoSuchPartition, r.Topic, pi, n))
 		return
 	}
@@ -266,49 +275,58 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	parts[pi].add(p, r, cb, size, now, limit)
 }
 
-// reserve takes room for one record in the buffer.
+// reserve takes room for one record in the buffer: one atomic add when
+// there is room (or the buffer is empty: a record larger than the buffer
+// goes alone), else it waits for room or fails.
 func (p *producer) reserve(ctx context.Context, size int64) error {
-	p.mu.Lock()
 	for {
-		if p.closed {
-			p.mu.Unlock()
+		if p.closed.Load() {
 			return ErrClosed
 		}
-		if p.bufBytes+size <= p.cfg.maxBufBytes || p.bufRecs == 0 {
-			p.bufBytes += size
-			p.bufRecs++
-			p.mu.Unlock()
+		if n := p.bufBytes.Add(size); n <= p.cfg.maxBufBytes || n == size {
 			return nil
 		}
+		p.release(size)
 		if !p.cfg.blockOnFull {
-			p.mu.Unlock()
 			return ErrBufferFull
 		}
+		// Registered as a waiter before looking again, so a release either
+		// sees the waiter or is seen here.
+		p.mu.Lock()
+		p.waiters.Add(1)
 		if p.spaceCh == nil {
 			p.spaceCh = make(chan struct{})
 		}
 		ch := p.spaceCh
+		n := p.bufBytes.Load()
 		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.c.ctx.Done():
-			return ErrClosed
+		if n+size > p.cfg.maxBufBytes && n != 0 && !p.closed.Load() {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				p.waiters.Add(-1)
+				return ctx.Err()
+			case <-p.c.ctx.Done():
+				p.waiters.Add(-1)
+				return ErrClosed
+			}
 		}
-		p.mu.Lock()
+		p.waiters.Add(-1)
 	}
 }
 
-func (p *producer) release(bytes, recs int64) {
+// release gives back buffer room and wakes those waiting for it.
+func (p *producer) release(bytes int64) {
+	p.bufBytes.Add(-bytes)
+	if p.waiters.Load() == 0 {
+		return
+	}
 	p.mu.Lock()
-	p.bufBytes -= bytes
-	p.bufRecs -= recs
 	if p.spaceCh != nil {
 		close(p.spaceCh)
 		p.spaceCh = nil
 	}
-	if p.bufRecs == 0 && p.drainCh != nil {
+	if p.drainCh != nil && p.bufBytes.Load() == 0 {
 		close(p.drainCh)
 		p.drainCh = nil
 	}
@@ -323,16 +341,21 @@ func (p *producer) flush(ctx context.Context) error {
 		s.notify()
 	}
 	p.sinksMu.Unlock()
-	p.mu.Lock()
-	if p.bufRecs == 0 {
-		p.mu.Unlock()
+	if p.bufBytes.Load() == 0 {
 		return nil
 	}
+	p.mu.Lock()
+	p.waiters.Add(1)
+	defer p.waiters.Add(-1)
 	if p.drainCh == nil {
 		p.drainCh = make(chan struct{})
 	}
 	ch := p.drainCh
+	empty := p.bufBytes.Load() == 0
 	p.mu.Unlock()
+	if empty {
+		return nil
+	}
 	select {
 	case <-ch:
 		return nil
@@ -504,7 +527,7 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	if p.stopped.Load() {
 		// Reserved before Close, arriving after failAll: no sink runs.
 		pp.mu.Unlock()
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		r.Offset = -1
 		cb(r, ErrClosed)
 		return
@@ -532,6 +555,7 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	b.b.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, promise{r: r, cb: cb})
 	b.bytes += int64(size)
+	pp.buffered++
 	var wake *sink
 	if s := pp.sink; s != nil {
 		if pp.queuedOn != s {
@@ -609,8 +633,8 @@ func (pp *prodPart) nextSize() int {
 // Produce calls that reserved room before close and reach their partition
 // after failAll (add fails them).
 func (p *producer) close() {
+	p.closed.Store(true)
 	p.mu.Lock()
-	p.closed = true
 	if p.spaceCh != nil {
 		close(p.spaceCh)
 		p.spaceCh = nil
@@ -618,19 +642,24 @@ func (p *producer) close() {
 	p.mu.Unlock()
 }
 
-func (p *producer) failAll(err error) {
-	// Set before the walk: an add that takes pp.mu after failAll emptied pp
-	// sees it; one before left its record for failAll to find.
-	p.stopped.Store(true)
+// partitions returns every partition the producer has state for.
+func (p *producer) partitions() []*prodPart {
 	p.topicsMu.RLock()
+	defer p.topicsMu.RUnlock()
 	var parts []*prodPart
 	for _, t := range p.topics {
 		if ps := t.parts.Load(); ps != nil {
 			parts = append(parts, *ps...)
 		}
 	}
-	p.topicsMu.RUnlock()
-	for _, pp := range parts {
+	return parts
+}
+
+func (p *producer) failAll(err error) {
+	// Set before the walk: an add that takes pp.mu after failAll emptied pp
+	// sees it; one before left its record for failAll to find.
+	p.stopped.Store(true)
+	for _, pp := range p.partitions() {
 		pp.mu.Lock()
 		// The window first (the oldest records), whatever their state:
 		// nothing will answer for them now.
@@ -651,6 +680,7 @@ func (p *producer) failAll(err error) {
 		}
 		pp.flight, pp.sealed, pp.cur = nil, nil, nil
 		pp.retrying, pp.requests = 0, 0
+		pp.uncount(batches)
 		pp.mu.Unlock()
 		p.finish(pp, batches)
 	}

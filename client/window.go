@@ -205,6 +205,7 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 		p.settleError(pp, bs, err, now)
 	}
 	ready := pp.popSettled()
+	pp.uncount(ready)
 	s := pp.sink
 	wake := s != nil && pp.hasWork()
 	if wake && pp.queuedOn != s {
@@ -304,7 +305,7 @@ func (p *producer) finish(pp *prodPart, bs []*pbatch) {
 	if len(bs) == 0 {
 		return
 	}
-	var n, bytes int64
+	var bytes int64
 	for _, b := range bs {
 		for i := range b.recs {
 			pr := &b.recs[i]
@@ -318,11 +319,18 @@ func (p *producer) finish(pp *prodPart, bs []*pbatch) {
 				pr.cb(pr.r, b.err)
 			}
 		}
-		n += int64(len(b.recs))
 		bytes += b.bytes
 		p.recycle(b)
 	}
-	p.release(bytes, n)
+	p.release(bytes)
+}
+
+// uncount takes settled batches out of the partition's buffered count;
+// the caller holds pp.mu.
+func (pp *prodPart) uncount(bs []*pbatch) {
+	for _, b := range bs {
+		pp.buffered -= int64(len(b.recs))
+	}
 }
 
 // expire fails the batches of a leaderless partition whose delivery
@@ -361,6 +369,7 @@ func (pp *prodPart) expire(p *producer, now time.Time) bool {
 		}
 	}
 	has := pp.hasWork() || len(pp.flight) > 0
+	pp.uncount(ready)
 	pp.mu.Unlock()
 	p.finish(pp, ready)
 	return has
