@@ -269,7 +269,7 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	r.Partition = pi
 	var now time.Time
 	if r.Timestamp.IsZero() {
-		now = p.clock.now()
+		now = p.now()
 		r.Timestamp = now
 	}
 	parts[pi].add(p, r, cb, size, now, limit)
