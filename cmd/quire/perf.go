@@ -93,9 +93,6 @@ func (l *latencies) record(d time.Duration, size int) {
 // sizeable share of a producer that sends millions a second.
 const latencySample = 16
 
-// count counts a record without timing it.
-func (l *latencies) count(size int) { l.countN(1, size) }
-
 // countN counts n records of size bytes without timing them.
 func (l *latencies) countN(n int64, size int) {
 	l.records.Add(n)
