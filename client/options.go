@@ -135,9 +135,9 @@ func AllowAutoTopicCreation() Opt { return func(c *config) { c.autoCreate = true
 func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryTimeout = d } }
 
 // Linger is how long a partition's batch waits for more records before it
-// is sent (default 0: send when the partition has room for another request
-// in flight, see MaxInFlightPerPartition, which batches naturally under
-// load).
+// is sent (default 0: send at once when nothing of the partition is in
+// flight, else when a request is answered or the batch is full, which
+// batches naturally under load; see MaxInFlightPerPartition).
 func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
 
 // BatchMaxBytes caps one record batch. Without it a topic's batches follow

@@ -562,9 +562,12 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 			pp.queuedOn = s
 			s.enqueue(pp)
 			wake = s
-		} else if sealed || len(b.recs) == 1 && pp.room(p) {
-			// A batch to send, or a new one with room in the window to
-			// send it now (linger permitting): the sink looks again.
+		} else if sealed || len(b.recs) == 1 && pp.requests == 0 && pp.room(p) {
+			// A full batch to send, or a new one while nothing of the
+			// partition is in flight (linger permitting): the sink looks
+			// again. While requests are in flight, the next goes when one
+			// is answered, a batch fills up or its linger ends, so that
+			// the window fills with full batches under load.
 			wake = s
 		}
 	}

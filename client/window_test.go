@@ -112,8 +112,9 @@ func (wb *windowBroker) appendLocked(recs []byte, code quirev1.ErrorCode, append
 	_ = record.SplitBatches(recs, func(raw []byte, h record.Header) error {
 		b := batch{h: h}
 		_ = record.ForEachRecord(raw, func(r *record.Record) error {
-			b.values = append(b.values, string(r.Value))
-			wb.sentRecords[string(r.Value)] = true
+			v := string(r.Value[:4]) // rNNN, then padding
+			b.values = append(b.values, v)
+			wb.sentRecords[v] = true
 			return nil
 		})
 		// A batch sent again must carry what it carried the first time.
@@ -227,41 +228,54 @@ func (wb *windowBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServe
 	}
 }
 
-// produceOneByOne produces n records, each once the broker has seen the
-// one before (so that each goes in a request of its own while the window
-// has room), and returns their outcomes once all are called back.
+// produceOneByOne produces n records, one per batch, each once the
+// broker has seen the one before the one before (a record fills its batch,
+// the next one seals it and the sink sends it alone: the client lingers
+// over the open batch), and returns their outcomes once all are called
+// back.
 func produceOneByOne(t *testing.T, cl *client.Client, wb *windowBroker, n int) (offsets []int64, errs []error, order []int) {
 	t.Helper()
 	ctx := testCtx(t)
 	var mu sync.Mutex
 	offsets, errs = make([]int64, n), make([]error, n)
+	pad := make([]byte, 700) // with windowOpts, one record per batch
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range n {
 		v := fmt.Sprintf("r%03d", i)
-		cl.Produce(ctx, &client.Record{Topic: "w", Partition: 0, Value: []byte(v)}, func(r *client.Record, err error) {
+		cl.Produce(ctx, &client.Record{Topic: "w", Partition: 0, Value: append([]byte(v), pad...)}, func(r *client.Record, err error) {
 			mu.Lock()
 			offsets[i], errs[i] = r.Offset, err
 			order = append(order, i)
 			mu.Unlock()
 			wg.Done()
 		})
-		for {
+		for i > 0 {
+			prev := fmt.Sprintf("r%03d", i-1)
 			wb.mu.Lock()
-			seen := wb.sentRecords[v]
+			seen := wb.sentRecords[prev]
 			wb.mu.Unlock()
 			if seen {
 				break
 			}
 			if ctx.Err() != nil {
-				t.Fatalf("record %d never reached the broker", i)
+				t.Fatalf("record %d never reached the broker", i-1)
 			}
 			time.Sleep(time.Millisecond) // polling, with the test's deadline
 		}
 	}
 	wb.release()
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
 	return offsets, errs, order
+}
+
+// windowOpts make every record a batch of its own, sent once the next
+// record fills the next batch.
+func windowOpts() []client.Opt {
+	return []client.Opt{client.BatchMaxBytes(1024), client.Linger(time.Hour)}
 }
 
 // checkLog fails unless the broker's log holds r000..r(n-1) once each, in
@@ -311,7 +325,7 @@ func TestProducerWindowInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wb := startWindow(t, tc.want)
-			cl := newClient(t, wb.addr, tc.opts...)
+			cl := newClient(t, wb.addr, append(windowOpts(), tc.opts...)...)
 			const n = 40
 			offsets, errs, order := produceOneByOne(t, cl, wb, n)
 			checkLog(t, wb, n, offsets, errs, order)
@@ -353,7 +367,7 @@ func TestProducerWindowResendsInOrder(t *testing.T) {
 		}
 		return quirev1.ErrorCode_NONE, false
 	}
-	cl := newClient(t, wb.addr, client.RetryBackoff(time.Millisecond))
+	cl := newClient(t, wb.addr, append(windowOpts(), client.RetryBackoff(time.Millisecond))...)
 	const n = 60
 	offsets, errs, order := produceOneByOne(t, cl, wb, n)
 	checkLog(t, wb, n, offsets, errs, order)
@@ -379,7 +393,7 @@ func TestProducerWindowNewEpochAfterLostState(t *testing.T) {
 		}
 		return quirev1.ErrorCode_NONE, false
 	}
-	cl := newClient(t, wb.addr, client.RetryBackoff(time.Millisecond))
+	cl := newClient(t, wb.addr, append(windowOpts(), client.RetryBackoff(time.Millisecond))...)
 	const n = 40
 	offsets, errs, order := produceOneByOne(t, cl, wb, n)
 	checkLog(t, wb, n, offsets, errs, order)
