@@ -13,7 +13,10 @@ import (
 // producer also keeps at most maxIdempotentBatches batches of a partition
 // unresolved, the ones a broker remembers. Batches leave for the broker in
 // the order produced, numbered in that order, and the broker appends a
-// stream's requests in the order they arrive.
+// stream's requests in the order they arrive. A new batch goes at once
+// when nothing of its partition is in flight; with requests out, when one
+// is answered, a batch fills up or its linger ends (prodPart.add), so that
+// under load the window holds full batches rather than many small ones.
 //
 // Every batch sent stays in the partition's flight list, in the order sent,
 // until its callbacks have run: answers may settle a later batch before an
