@@ -127,6 +127,9 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		return []need{topicNeed(auth.OpAlterConfigs, m.Topic)}, true
 	case *quirev1.CreatePartitionsRequest:
 		return []need{topicNeed(auth.OpAlter, m.Topic)}, true
+	case *quirev1.DescribeProducersRequest:
+		// As Kafka's DescribeProducers: reading the topic.
+		return []need{topicNeed(auth.OpRead, m.Topic)}, true
 	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest:
 		return []need{clusterNeed(auth.OpAlter)}, true
 	// Producer.

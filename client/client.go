@@ -64,6 +64,14 @@ func New(ctx context.Context, opts ...Opt) (*Client, error) {
 	if cfg.idempotent && cfg.idempotentSet && cfg.acks != AllISRAcks {
 		return nil, fmt.Errorf("client: the idempotent producer needs acks=all (RequiredAcks(AllISRAcks)), not %d", cfg.acks)
 	}
+	idem := cfg.idempotent && cfg.acks == AllISRAcks
+	switch {
+	case cfg.maxInFlightSet && cfg.maxInFlight < 1:
+		return nil, fmt.Errorf("client: MaxInFlightPerPartition %d below 1", cfg.maxInFlight)
+	case idem && cfg.maxInFlight > maxIdempotentBatches:
+		return nil, fmt.Errorf("client: MaxInFlightPerPartition %d above %d, the most the idempotent producer allows (a broker remembers a producer's last %d batches of a partition); turn idempotence off (Idempotent(false)) for more",
+			cfg.maxInFlight, maxIdempotentBatches, maxIdempotentBatches)
+	}
 	if cfg.partitioner == nil {
 		cfg.partitioner = DefaultPartitioner(cfg.batchMaxBytes)
 	}

@@ -25,10 +25,12 @@
 // Producing is asynchronous: Produce buffers the record in its partition's
 // batch and calls back once the batch is acknowledged. Records with a key
 // land where Kafka's Java client would put them (murmur2 of the key);
-// keyless records stick to one partition per batch. Each partition has at
-// most one batch in flight, so records of a partition are written, and
-// called back, in the order produced. Batches of many partitions travel
-// together in one request over a pipelined ProduceStream per broker.
+// keyless records stick to one partition per batch. A partition has up to
+// MaxInFlightPerPartition requests in flight (5 with idempotence, 1
+// without), sent in order over a pipelined ProduceStream per broker, which
+// appends them in the order they arrive; records of a partition are called
+// back in the order produced. Batches of many partitions travel together
+// in one request.
 //
 //	cl.Produce(ctx, client.KeyStringRecord("orders", "customer-42", "paid"),
 //		func(r *client.Record, err error) {
@@ -45,9 +47,14 @@
 // gets a producer id from InitProducerId, numbers each partition's records,
 // and resends a retried batch byte for byte, so a retry after a timeout or
 // a leader change never writes a record twice: the broker answers it with
-// the first write's offsets. OUT_OF_ORDER_SEQUENCE_NUMBER and
-// UNKNOWN_PRODUCER_ID (batches not written) are handled by moving to the
-// producer's next epoch and numbering again from 0 (KIP-360). A batch
+// the first write's offsets. When one of a partition's requests in flight
+// fails, the ones behind it are refused as out of order (the broker misses
+// the failed batches); the producer sends them all again, in order, with
+// the same sequences, and the application sees no error. An
+// OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID with nothing
+// unsettled ahead (the broker lost the producer's state; batches not
+// written) is handled by moving to the producer's next epoch and numbering
+// again from 0 (KIP-360). A batch
 // sent but unanswered when its DeliveryTimeout passes fails with
 // ErrUnknownOutcome: it may or may not be in the log, and it is not sent
 // again. Idempotence needs acks=all; Idempotent(false) turns it off.

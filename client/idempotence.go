@@ -17,16 +17,20 @@ import (
 // answers a retry of a batch it already has with the original offsets
 // instead of writing it twice.
 //
-// The rules the producer keeps:
-//   - A partition has one request in flight, and a request carries either
-//     batches already sent (retries, with their sequences) or new ones,
-//     never both: a broker refuses an append mixing the two. It carries at
-//     most 5 batches of the partition, the ones a broker remembers.
-//   - OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID mean the batches
-//     were not written. The producer asks for the next epoch (KIP-360:
-//     InitProducerId with the id and epoch it holds) and sends them again
-//     under it, numbered from 0: safe, because nothing else of that
-//     partition is unresolved (one request in flight).
+// The rules the producer keeps (the window's mechanics are in window.go):
+//   - A partition has at most 5 batches unresolved, the ones a broker
+//     remembers, in up to MaxInFlightPerPartition requests. A request
+//     carries either batches already sent (a resent group, with their
+//     sequences) or new ones, never both: a broker refuses an append
+//     mixing the two.
+//   - OUT_OF_ORDER_SEQUENCE_NUMBER behind a batch that is not settled is
+//     that batch's consequence: resent in order, same sequences.
+//   - OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID with nothing
+//     unsettled ahead mean the broker lost the producer's state and the
+//     batches were not written. The producer asks for the next epoch
+//     (KIP-360: InitProducerId with the id and epoch it holds) and sends
+//     them, and the ones behind them, again under it, numbered from 0,
+//     once nothing of the partition is in flight.
 //   - A partition moves to a new epoch, at sequence 0, only when none of
 //     its batches is unresolved; until then its new batches go on
 //     numbering under the epoch of the ones being retried.
@@ -118,38 +122,39 @@ func resequences(err error) bool {
 // number gives the batches of pp about to be sent their producer fields:
 // a batch sent before keeps its own; the others take the partition's next
 // sequences. The partition starts again at 0 under (id, epoch) when that
-// is not what it numbers under and none of its batches is unresolved.
-// The caller owns pp's in-flight slot.
+// is not what it numbers under and none of its batches is unresolved
+// (sent, numbered and not settled). The caller holds pp.mu.
 func (pp *prodPart) number(bs []*pbatch, id int64, epoch int16) {
-	unresolved := false
 	for _, b := range bs {
 		if b.numbered {
-			unresolved = true
 			continue
 		}
-		if !unresolved && (pp.pid != id || pp.pepoch != epoch) {
+		if (pp.pid != id || pp.pepoch != epoch) && !pp.unresolved() {
 			pp.pid, pp.pepoch, pp.nextSeq = id, epoch, 0
+			pp.reseq = false
 		}
 		if b.built {
 			record.SetProducerParts(b.hdr, b.body, pp.pid, pp.pepoch, pp.nextSeq)
 		} else {
 			b.b.SetProducer(pp.pid, pp.pepoch, pp.nextSeq)
 		}
-		b.numbered = true
+		b.numbered, b.pid, b.epoch = true, pp.pid, pp.pepoch
 		pp.nextSeq = nextSequence(pp.nextSeq, len(b.recs))
 	}
+}
+
+// unresolved reports whether a numbered batch of pp's window is not
+// settled yet; the caller holds pp.mu.
+func (pp *prodPart) unresolved() bool {
+	for _, b := range pp.flight {
+		if b.numbered && (b.state == batchSent || b.state == batchResend) {
+			return true
+		}
+	}
+	return false
 }
 
 // nextSequence is seq advanced by n records, wrapping from 2^31-1 to 0.
 func nextSequence(seq int32, n int) int32 {
 	return int32((int64(seq) + int64(n)) % (math.MaxInt32 + 1))
-}
-
-// unnumber marks batches refused for their sequences as not numbered, so
-// that number gives them new ones, and asks for the next epoch.
-func (p *producer) unnumber(pp *prodPart, bs []*pbatch) {
-	p.ident.bump(pp.pid, pp.pepoch)
-	for _, b := range bs {
-		b.numbered = false
-	}
 }

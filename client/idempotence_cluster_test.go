@@ -16,11 +16,12 @@ import (
 )
 
 // TestClientClusterIdempotentExactlyOnce: 3 nodes, replication factor 3,
-// min.insync.replicas 2, the idempotent producer (the default) sending
-// numbered records to every partition while the leader of a partition is
-// killed and restarted, three times over, with a request timeout short
-// enough that acks=all waits time out and writes that did succeed are
-// retried. Afterwards each partition holds every acknowledged record
+// min.insync.replicas 2, the idempotent producer (the default) with 5
+// requests in flight per partition sending numbered records to every
+// partition while the leader of a partition is killed and restarted, three
+// times over, with a request timeout short enough that acks=all waits time
+// out and writes that did succeed are retried, and requests behind them
+// are refused as out of order and sent again. Afterwards each partition holds every acknowledged record
 // exactly once, in the order sent, with no gap: nothing but records
 // acknowledged (or reported as of unknown outcome) is in the log.
 func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
@@ -29,7 +30,10 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 	c.WaitController(ctx)
 	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()),
 		client.RequestTimeout(150*time.Millisecond), client.DeliveryTimeout(100*time.Second),
-		client.MaxBufferedBytes(256<<10))
+		client.MaxBufferedBytes(256<<10), client.MaxInFlightPerPartition(5),
+		// Small batches fill up while requests wait on a failed leader:
+		// the window fills with them.
+		client.BatchMaxBytes(1024))
 	const topic, parts = "exactly-once", 3
 	// Created with the default request timeout: a create that outlives
 	// 150 ms would be retried and answered TOPIC_ALREADY_EXISTS.
@@ -37,6 +41,10 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
 		t.Fatal(err)
 	}
+	c.Eventually(ctx, "the topic in the client's metadata", func() error {
+		_, err := cl.PartitionCount(ctx, topic)
+		return err
+	})
 
 	var (
 		mu      sync.Mutex
@@ -133,6 +141,11 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 	if len(failed) > 0 {
 		t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
 	}
+	reqs, batches := client.PeakInFlight(cl)
+	if reqs != 5 || batches > 5 {
+		t.Fatalf("at most %d requests (%d batches) of a partition in flight, want 5 (at most 5 batches)", reqs, batches)
+	}
+	t.Logf("up to %d requests, %d batches of a partition in flight", reqs, batches)
 	for p := range int32(parts) {
 		var last int64 = -1
 		for _, off := range acked[p] {
@@ -176,4 +189,27 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 		t.Logf("partition %d: %d records acknowledged, each once and in order in the log", p, len(acked[p]))
 	}
 	t.Logf("%d records of unknown outcome", len(unknown))
+
+	// Each partition's leader (moved by the kills) knows the producer: one
+	// id, whose latest batch ends at the partition's last offset.
+	ds, err := cl.DescribeTopics(ctx, topic)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("describe %s: %v %v", topic, ds, err)
+	}
+	lastOffsets := map[int32]int64{}
+	for _, pd := range ds[0].Partitions {
+		lastOffsets[pd.Partition] = pd.LogEndOffset - 1
+	}
+	ps, err := cl.DescribeProducers(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pp := range ps {
+		if pp.Err != nil {
+			t.Fatalf("describe producers of partition %d: %v", pp.Partition, pp.Err)
+		}
+		if len(pp.Producers) != 1 || pp.Producers[0].LastOffset != lastOffsets[pp.Partition] {
+			t.Fatalf("partition %d (leader %d): producers %+v, want one whose last batch ends at %d", pp.Partition, pp.Leader, pp.Producers, lastOffsets[pp.Partition])
+		}
+	}
 }

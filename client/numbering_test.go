@@ -36,14 +36,18 @@ func TestProducerNumbering(t *testing.T) {
 	if ha, hb := seqOf(t, a), seqOf(t, b); ha.ProducerID != 7 || ha.BaseSequence != 0 || hb.BaseSequence != 3 || pp.nextSeq != 5 {
 		t.Fatalf("first batches: %d, %d, next %d", ha.BaseSequence, hb.BaseSequence, pp.nextSeq)
 	}
-	// b is retried while the producer moved to epoch 1: b keeps epoch 0
-	// and its sequence, c follows it under epoch 0.
+	// b is to be resent while the producer moved to epoch 1: b keeps
+	// epoch 0 and its sequence, c follows it under epoch 0.
+	a.state, b.state = batchAcked, batchResend
+	pp.flight = []*pbatch{a, b}
 	c := numberingBatch(1)
 	pp.number([]*pbatch{b, c}, 7, 1)
 	if hb, hc := seqOf(t, b), seqOf(t, c); hb.ProducerEpoch != 0 || hb.BaseSequence != 3 || hc.ProducerEpoch != 0 || hc.BaseSequence != 5 {
 		t.Fatalf("retry under the old epoch: b %d/%d, c %d/%d", hb.ProducerEpoch, hb.BaseSequence, hc.ProducerEpoch, hc.BaseSequence)
 	}
 	// Nothing unresolved: the next batch starts epoch 1 at 0.
+	b.state, c.state = batchAcked, batchAcked
+	pp.flight = append(pp.flight, c)
 	d := numberingBatch(4)
 	pp.number([]*pbatch{d}, 7, 1)
 	if hd := seqOf(t, d); hd.ProducerEpoch != 1 || hd.BaseSequence != 0 {
@@ -52,7 +56,8 @@ func TestProducerNumbering(t *testing.T) {
 	// d refused as out of order: renumbered (already built) under epoch 2.
 	p := &producer{}
 	p.ident.id, p.ident.epoch = 7, 1
-	p.unnumber(pp, []*pbatch{d})
+	p.ident.bump(d.pid, d.epoch)
+	d.numbered = false
 	if !p.ident.stale {
 		t.Fatal("no epoch bump asked for")
 	}

@@ -59,6 +59,8 @@ type config struct {
 	codec           Codec
 	idempotent      bool
 	idempotentSet   bool // Idempotent given
+	maxInFlight     int  // MaxInFlightPerPartition
+	maxInFlightSet  bool // MaxInFlightPerPartition given
 
 	// consumer
 	fetchMaxWait       time.Duration
@@ -133,8 +135,9 @@ func AllowAutoTopicCreation() Opt { return func(c *config) { c.autoCreate = true
 func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryTimeout = d } }
 
 // Linger is how long a partition's batch waits for more records before it
-// is sent (default 0: send when the partition has no request in flight,
-// which batches naturally under load).
+// is sent (default 0: send at once when nothing of the partition is in
+// flight, else when a request is answered or the batch is full, which
+// batches naturally under load; see MaxInFlightPerPartition).
 func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
 
 // BatchMaxBytes caps one record batch. Without it a topic's batches follow
@@ -163,6 +166,18 @@ func RequiredAcks(a Acks) Opt { return func(c *config) { c.acks = a } }
 // them, New fails.
 func Idempotent(on bool) Opt {
 	return func(c *config) { c.idempotent, c.idempotentSet = on, true }
+}
+
+// MaxInFlightPerPartition is how many produce requests carrying a
+// partition's batches may be in flight at once (Kafka's
+// max.in.flight.requests.per.connection, counted per partition). The
+// default is 5 for the idempotent producer, which also keeps at most 5
+// batches of a partition unresolved (the ones a broker remembers), so more
+// is refused by New; it is 1 without idempotence, where a retry behind
+// another request in flight could land after it. Records of a partition
+// are called back in the order produced either way.
+func MaxInFlightPerPartition(n int) Opt {
+	return func(c *config) { c.maxInFlight, c.maxInFlightSet = n, true }
 }
 
 // RecordPartitioner sets how records are spread over partitions (default

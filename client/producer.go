@@ -50,9 +50,13 @@ func (c *Client) Flush(ctx context.Context) error { return c.prod.flush(ctx) }
 
 // BufferedRecords returns how many produced records await an answer.
 func (c *Client) BufferedRecords() int64 {
-	c.prod.mu.Lock()
-	defer c.prod.mu.Unlock()
-	return c.prod.bufRecs
+	var n int64
+	for _, pp := range c.prod.partitions() {
+		pp.mu.Lock()
+		n += pp.buffered
+		pp.mu.Unlock()
+	}
+	return n
 }
 
 type promise struct {
@@ -69,8 +73,19 @@ type pbatch struct {
 	deadline time.Time
 	tries    int
 	// numbered: the batch carries its producer fields (idempotence.go),
-	// fixed when it is first sent and kept by retries.
+	// fixed when it is first sent and kept by retries; pid and epoch are
+	// the ones it carries.
 	numbered bool
+	pid      int64
+	epoch    int16
+
+	// Once sent (window.go): where it is, the request it went in first
+	// (batches sent together are written together or not at all, so they
+	// are sent again together), and its outcome.
+	state  batchState
+	group  int64
+	offset int64 // of its first record, once acknowledged (-1: unknown)
+	err    error // once failed
 
 	// The batch as sent, built once and reused by retries: its header
 	// and its records section (the builder's buffer, see BuildParts).
@@ -108,19 +123,28 @@ type producer struct {
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
 
-	mu       sync.Mutex // guards the buffer accounting and closed
-	bufBytes int64
-	bufRecs  int64
+	// The buffer: the bytes of records produced and not yet called back
+	// (every record counts at least 21), taken with one atomic add per
+	// record; mu guards only the channels of those waiting for room or
+	// for the buffer to drain, and waiters says whether there are any.
+	bufBytes atomic.Int64
+	closed   atomic.Bool
+	waiters  atomic.Int32
+	mu       sync.Mutex
 	spaceCh  chan struct{} // closed when room is freed
-	drainCh  chan struct{} // closed when bufRecs reaches 0
-	closed   bool
+	drainCh  chan struct{} // closed when bufBytes reaches 0
 
 	flushing atomic.Int32
 	corr     atomic.Int64
 	clock    wallClock
 
-	idempotent bool             // idempotence on: Idempotent and acks=all
-	ident      producerIdentity // its producer id and epoch
+	idempotent bool // idempotence on: Idempotent and acks=all
+	inFlight   int  // requests of a partition in flight at most
+
+	// The most requests, and batches, of one partition seen in flight at
+	// once (for tests: export_test.go).
+	peakRequests, peakBatches atomic.Int32
+	ident                     producerIdentity // its producer id and epoch
 }
 
 type prodTopic struct {
@@ -155,7 +179,7 @@ func (t *prodTopic) limitSource() string {
 }
 
 // prodPart is the producer's state of one partition: the open batch, the
-// sealed ones waiting, and whether one is in flight.
+// sealed ones waiting, and the window of batches sent (window.go).
 type prodPart struct {
 	topic     string
 	partition int32
@@ -165,21 +189,52 @@ type prodPart struct {
 	queuedOn     *sink // sink whose ready list holds this partition
 	cur          *pbatch
 	sealed       []*pbatch
-	inflight     bool
 	backoffUntil time.Time
 
+	// The window (window.go): the batches sent and not yet called back,
+	// in the order sent, and how many requests carry some of them now.
+	flight   []*pbatch
+	requests int
+	buffered int64 // records added and not yet called back
+	// retrying counts the batches of flight to send again; resending says
+	// a round of resends is under way (its groups go one after another,
+	// in order); reseq that the partition's batches wait for the
+	// producer's next epoch.
+	retrying  int
+	resending bool
+	reseq     bool
+	groups    int64 // requests that carried the partition's batches
+
 	// Idempotence: the producer id and epoch the partition numbers its
-	// batches under (-1 before the first) and its next sequence; owned by
-	// whoever holds the in-flight slot (idempotence.go).
+	// batches under (-1 before the first) and its next sequence, under mu
+	// (idempotence.go).
 	pid     int64
 	pepoch  int16
 	nextSeq int32
 }
 
+// batchState is where a batch sent is.
+type batchState uint8
+
+const (
+	batchSent   batchState = iota // in a request, not answered
+	batchResend                   // to be sent again
+	batchAcked                    // acknowledged, offset set
+	batchFailed                   // failed, err set
+)
+
 func newProducer(c *Client) *producer {
 	p := &producer{c: c, cfg: &c.cfg, topics: map[string]*prodTopic{}, sinks: map[int32]*sink{}}
 	p.idempotent = c.cfg.idempotent && c.cfg.acks == AllISRAcks
 	p.ident.id = -1
+	switch {
+	case c.cfg.maxInFlightSet:
+		p.inFlight = c.cfg.maxInFlight
+	case p.idempotent:
+		p.inFlight = maxIdempotentBatches
+	default:
+		p.inFlight = 1
+	}
 	p.free = make(chan *pbatch, 16)
 	c.meta.onChange(p.onMeta)
 	return p
@@ -193,13 +248,13 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	}
 	t, err := p.topic(ctx, r.Topic)
 	if err != nil {
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		cb(r, err)
 		return
 	}
 	limit := t.batchMax()
 	if size+record.HeaderSize > limit {
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		cb(r, fmt.Errorf("%w: %d bytes, batch max %d (%s)", ErrRecordTooLarge, size, limit, t.limitSource()))
 		return
 	}
@@ -207,62 +262,71 @@ func (p *producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 	n := int32(len(parts))
 	pi := p.cfg.partitioner.Partition(r, n)
 	if pi < 0 || pi >= n {
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		cb(r, fmt.Errorf("%w: %s/%d of %d partitions", ErrNoSuchPartition, r.Topic, pi, n))
 		return
 	}
 	r.Partition = pi
 	var now time.Time
 	if r.Timestamp.IsZero() {
-		now = p.clock.now()
+		now = p.now()
 		r.Timestamp = now
 	}
 	parts[pi].add(p, r, cb, size, now, limit)
 }
 
-// reserve takes room for one record in the buffer.
+// reserve takes room for one record in the buffer: one atomic add when
+// there is room (or the buffer is empty: a record larger than the buffer
+// goes alone), else it waits for room or fails.
 func (p *producer) reserve(ctx context.Context, size int64) error {
-	p.mu.Lock()
 	for {
-		if p.closed {
-			p.mu.Unlock()
+		if p.closed.Load() {
 			return ErrClosed
 		}
-		if p.bufBytes+size <= p.cfg.maxBufBytes || p.bufRecs == 0 {
-			p.bufBytes += size
-			p.bufRecs++
-			p.mu.Unlock()
+		if n := p.bufBytes.Add(size); n <= p.cfg.maxBufBytes || n == size {
 			return nil
 		}
+		p.release(size)
 		if !p.cfg.blockOnFull {
-			p.mu.Unlock()
 			return ErrBufferFull
 		}
+		// Registered as a waiter before looking again, so a release either
+		// sees the waiter or is seen here.
+		p.mu.Lock()
+		p.waiters.Add(1)
 		if p.spaceCh == nil {
 			p.spaceCh = make(chan struct{})
 		}
 		ch := p.spaceCh
+		n := p.bufBytes.Load()
 		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.c.ctx.Done():
-			return ErrClosed
+		if n+size > p.cfg.maxBufBytes && n != 0 && !p.closed.Load() {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				p.waiters.Add(-1)
+				return ctx.Err()
+			case <-p.c.ctx.Done():
+				p.waiters.Add(-1)
+				return ErrClosed
+			}
 		}
-		p.mu.Lock()
+		p.waiters.Add(-1)
 	}
 }
 
-func (p *producer) release(bytes, recs int64) {
+// release gives back buffer room and wakes those waiting for it.
+func (p *producer) release(bytes int64) {
+	p.bufBytes.Add(-bytes)
+	if p.waiters.Load() == 0 {
+		return
+	}
 	p.mu.Lock()
-	p.bufBytes -= bytes
-	p.bufRecs -= recs
 	if p.spaceCh != nil {
 		close(p.spaceCh)
 		p.spaceCh = nil
 	}
-	if p.bufRecs == 0 && p.drainCh != nil {
+	if p.drainCh != nil && p.bufBytes.Load() == 0 {
 		close(p.drainCh)
 		p.drainCh = nil
 	}
@@ -277,16 +341,21 @@ func (p *producer) flush(ctx context.Context) error {
 		s.notify()
 	}
 	p.sinksMu.Unlock()
-	p.mu.Lock()
-	if p.bufRecs == 0 {
-		p.mu.Unlock()
+	if p.bufBytes.Load() == 0 {
 		return nil
 	}
+	p.mu.Lock()
+	p.waiters.Add(1)
+	defer p.waiters.Add(-1)
 	if p.drainCh == nil {
 		p.drainCh = make(chan struct{})
 	}
 	ch := p.drainCh
+	empty := p.bufBytes.Load() == 0
 	p.mu.Unlock()
+	if empty {
+		return nil
+	}
 	select {
 	case <-ch:
 		return nil
@@ -446,6 +515,7 @@ func (p *producer) recycle(b *pbatch) {
 	b.b.Reset()
 	b.bytes, b.tries, b.numbered = 0, 0, false
 	b.built, b.body = false, nil
+	b.state, b.err = batchSent, nil
 	select {
 	case p.free <- b:
 	default:
@@ -457,7 +527,7 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	if p.stopped.Load() {
 		// Reserved before Close, arriving after failAll: no sink runs.
 		pp.mu.Unlock()
-		p.release(int64(size), 1)
+		p.release(int64(size))
 		r.Offset = -1
 		cb(r, ErrClosed)
 		return
@@ -485,13 +555,19 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	b.b.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, promise{r: r, cb: cb})
 	b.bytes += int64(size)
+	pp.buffered++
 	var wake *sink
 	if s := pp.sink; s != nil {
 		if pp.queuedOn != s {
 			pp.queuedOn = s
 			s.enqueue(pp)
 			wake = s
-		} else if sealed {
+		} else if sealed || len(b.recs) == 1 && pp.requests == 0 && pp.room(p) {
+			// A full batch to send, or a new one while nothing of the
+			// partition is in flight (linger permitting): the sink looks
+			// again. While requests are in flight, the next goes when one
+			// is answered, a batch fills up or its linger ends, so that
+			// the window fills with full batches under load.
 			wake = s
 		}
 	}
@@ -543,18 +619,6 @@ func (pp *prodPart) take(now time.Time, linger time.Duration, flushing bool) (*p
 	return nil, pp.cur.firstAt.Add(linger)
 }
 
-// nextNumbered reports whether the batch take would return next was
-// numbered (sent) before.
-func (pp *prodPart) nextNumbered() bool {
-	switch {
-	case len(pp.sealed) > 0:
-		return pp.sealed[0].numbered
-	case pp.cur != nil:
-		return pp.cur.numbered
-	}
-	return false
-}
-
 // nextSize is the size of the batch take would return next (the open one
 // regardless of linger), 0 with none.
 func (pp *prodPart) nextSize() int {
@@ -567,155 +631,13 @@ func (pp *prodPart) nextSize() int {
 	return 0
 }
 
-// expire fails the batches of a leaderless partition whose delivery
-// timeout passed; it reports whether the partition still holds records.
-func (pp *prodPart) expire(p *producer, now time.Time) bool {
-	pp.mu.Lock()
-	var dead []*pbatch
-	for len(pp.sealed) > 0 && !pp.inflight && now.After(pp.sealed[0].deadline) {
-		dead = append(dead, pp.sealed[0])
-		pp.sealed = pp.sealed[1:]
-	}
-	if len(pp.sealed) == 0 && pp.cur != nil && !pp.inflight && now.After(pp.cur.deadline) {
-		dead = append(dead, pp.cur)
-		pp.cur = nil
-	}
-	has := pp.cur != nil || len(pp.sealed) > 0
-	pp.mu.Unlock()
-	if len(dead) > 0 {
-		err := fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded)
-		if dead[0].numbered {
-			// Sent before: it may be in the log.
-			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-		}
-		p.fail(pp, dead, err, false)
-	}
-	return has
-}
-
-// complete runs the callbacks of acknowledged batches (sent together,
-// in order, the first record at baseOffset; -1 when unknown with acks=0),
-// then lets the partition send again.
-func (p *producer) complete(pp *prodPart, bs []*pbatch, baseOffset int64) {
-	off := baseOffset
-	for _, b := range bs {
-		for i := range b.recs {
-			pr := &b.recs[i]
-			pr.r.Offset = -1
-			if baseOffset >= 0 {
-				pr.r.Offset = off
-				off++
-			}
-			pr.cb(pr.r, nil)
-		}
-	}
-	p.done(pp, bs, true)
-}
-
-// fail runs the callbacks of failed batches with err.
-func (p *producer) fail(pp *prodPart, bs []*pbatch, err error, wasInflight bool) {
-	for _, b := range bs {
-		for i := range b.recs {
-			pr := &b.recs[i]
-			pr.r.Offset = -1
-			pr.cb(pr.r, err)
-		}
-	}
-	p.done(pp, bs, wasInflight)
-}
-
-func (p *producer) done(pp *prodPart, bs []*pbatch, wasInflight bool) {
-	var wake *sink
-	if wasInflight {
-		pp.mu.Lock()
-		pp.inflight = false
-		wake = pp.sink
-		pp.mu.Unlock()
-	}
-	var n, bytes int64
-	for _, b := range bs {
-		n += int64(len(b.recs))
-		bytes += b.bytes
-		p.recycle(b)
-	}
-	p.release(bytes, n)
-	if wake != nil {
-		wake.notify()
-	}
-}
-
-// retry puts in-flight batches back at the head of their partition after a
-// retriable error, or fails them when they cannot be retried in time.
-func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
-	if needsMetadata(err) {
-		p.c.meta.triggerRefresh()
-	}
-	now := time.Now()
-	backoff := p.cfg.retryBackoff
-	again := retriable(err)
-	if p.idempotent && resequences(err) {
-		// Not written: they go again under the next epoch.
-		p.unnumber(pp, bs)
-		again = true
-	}
-	if !again || p.c.ctx.Err() != nil {
-		if p.c.ctx.Err() != nil {
-			err = ErrClosed
-		}
-		p.fail(pp, bs, err, true)
-		return
-	}
-	// Each batch goes by its own delivery deadline: the oldest ones may be
-	// out of time while records produced since still have theirs. (A
-	// partition's batches are in order, and so are their deadlines.)
-	expired := 0
-	for expired < len(bs) && now.Add(backoff).After(bs[expired].deadline) {
-		expired++
-	}
-	if expired > 0 && p.idempotent && bs[0].numbered {
-		// Sent and unanswered: it may be in the log. It is not sent again
-		// (the later batches keep their sequences: a broker without it
-		// refuses them as out of order, and they go under a new epoch).
-		err = fmt.Errorf("%w: %s/%d: delivery timeout: %w", ErrUnknownOutcome, pp.topic, pp.partition, err)
-	}
-	if expired == len(bs) {
-		p.fail(pp, bs, err, true)
-		return
-	}
-	if expired > 0 {
-		p.fail(pp, bs[:expired], err, false)
-		bs = bs[expired:]
-	}
-	bs[0].tries++
-	p.c.log.Debug("retrying batches", "topic", pp.topic, "partition", pp.partition, "batches", len(bs),
-		"try", bs[0].tries, "error", err)
-	pp.mu.Lock()
-	if p.stopped.Load() {
-		pp.mu.Unlock()
-		p.fail(pp, bs, ErrClosed, true)
-		return
-	}
-	pp.sealed = append(append(make([]*pbatch, 0, len(bs)+len(pp.sealed)), bs...), pp.sealed...)
-	pp.inflight = false
-	pp.backoffUntil = now.Add(backoff)
-	s := pp.sink
-	if s != nil && pp.queuedOn != s {
-		pp.queuedOn = s
-		s.enqueue(pp)
-	}
-	pp.mu.Unlock()
-	if s != nil {
-		s.notify()
-	}
-}
-
 // close stops new records (reserve fails); failAll then fails whatever is
 // left once the client's goroutines have stopped, including records of
 // Produce calls that reserved room before close and reach their partition
 // after failAll (add fails them).
 func (p *producer) close() {
+	p.closed.Store(true)
 	p.mu.Lock()
-	p.closed = true
 	if p.spaceCh != nil {
 		close(p.spaceCh)
 		p.spaceCh = nil
@@ -723,28 +645,46 @@ func (p *producer) close() {
 	p.mu.Unlock()
 }
 
-func (p *producer) failAll(err error) {
-	// Set before the walk: an add that takes pp.mu after failAll emptied pp
-	// sees it; one before left its record for failAll to find.
-	p.stopped.Store(true)
+// partitions returns every partition the producer has state for.
+func (p *producer) partitions() []*prodPart {
 	p.topicsMu.RLock()
+	defer p.topicsMu.RUnlock()
 	var parts []*prodPart
 	for _, t := range p.topics {
 		if ps := t.parts.Load(); ps != nil {
 			parts = append(parts, *ps...)
 		}
 	}
-	p.topicsMu.RUnlock()
-	for _, pp := range parts {
+	return parts
+}
+
+func (p *producer) failAll(err error) {
+	// Set before the walk: an add that takes pp.mu after failAll emptied pp
+	// sees it; one before left its record for failAll to find.
+	p.stopped.Store(true)
+	for _, pp := range p.partitions() {
 		pp.mu.Lock()
-		batches := pp.sealed
+		// The window first (the oldest records), whatever their state:
+		// nothing will answer for them now.
+		batches := make([]*pbatch, 0, len(pp.flight)+len(pp.sealed)+1)
+		for _, b := range pp.flight {
+			if b.state == batchSent || b.state == batchResend {
+				b.state, b.err = batchFailed, err
+			}
+			batches = append(batches, b)
+		}
+		for _, b := range pp.sealed {
+			b.state, b.err = batchFailed, err
+			batches = append(batches, b)
+		}
 		if pp.cur != nil {
+			pp.cur.state, pp.cur.err = batchFailed, err
 			batches = append(batches, pp.cur)
 		}
-		pp.sealed, pp.cur = nil, nil
+		pp.flight, pp.sealed, pp.cur = nil, nil, nil
+		pp.retrying, pp.requests = 0, 0
+		pp.uncount(batches)
 		pp.mu.Unlock()
-		if len(batches) > 0 {
-			p.fail(pp, batches, err, false)
-		}
+		p.finish(pp, batches)
 	}
 }

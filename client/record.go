@@ -15,7 +15,9 @@ type RecordHeader = record.RecordHeader
 // Record is one record, produced or consumed.
 //
 // To produce, set Topic, Value and optionally Key, Headers and Timestamp
-// (zero means now); Partition is only read by ManualPartitioner. When the
+// (zero means now: the producer's clock reading, refreshed every
+// millisecond while it is busy, so up to about a millisecond early);
+// Partition is only read by ManualPartitioner. When the
 // produce completes, Partition and Offset say where the record landed.
 // Consumed records have every field set; their Key and Value share memory
 // with the fetch response and stay valid as long as the record is held.

@@ -23,8 +23,9 @@ const (
 )
 
 // sink sends the batches of the partitions one broker leads, many
-// partitions per request, pipelined over one ProduceStream; each partition
-// has at most one batch in flight, so its records stay in order.
+// partitions per request, pipelined over one ProduceStream; a partition
+// has up to MaxInFlightPerPartition requests in flight, in order
+// (window.go).
 type sink struct {
 	p  *producer
 	id int32
@@ -123,18 +124,29 @@ func (s *sink) run() {
 	}
 }
 
-// drain sends one request with a batch from every partition that has one
-// ready. It returns when to look again (zero: when woken) and whether
-// ready batches were left out because the request was full.
+// drain sends one request with batches from every partition that has
+// some to send. It returns when to look again (zero: when woken) and
+// whether batches were left out because the request was full or a
+// partition may send another request at once.
 func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 	s.mu.Lock()
 	list := s.ready
 	s.ready = nil
+	addr := s.addr
 	s.mu.Unlock()
 	if len(list) == 0 {
 		return time.Time{}, false
 	}
-	cfg := s.p.cfg
+	// The producer id and epoch to number new batches with, asked for
+	// first when there is none yet or a partition asked for the next
+	// epoch; batches are numbered as they are taken, under pp.mu, so that
+	// the order of a partition's sequences is the order of its requests.
+	var id int64
+	var epoch int16
+	var identErr error
+	if s.p.idempotent {
+		id, epoch, identErr = s.p.ident.current(s.p.c.ctx, s.p.c, addr)
+	}
 	flushing := s.p.flushing.Load() > 0
 	keep := list[:0]
 	var ir *inflightReq
@@ -144,8 +156,6 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 		switch {
 		case pp.queuedOn != s:
 			// moved to another sink
-		case pp.inflight:
-			keep = append(keep, pp)
 		case reqBytes >= maxRequestBytes:
 			keep = append(keep, pp)
 			more = true
@@ -153,48 +163,27 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 			keep = append(keep, pp)
 			next = earliest(next, pp.backoffUntil)
 		default:
-			var bs []*pbatch
-			var wait time.Time
-			partBytes := 0
-			skipped := false // a batch left for a request of its own
-			for reqBytes+partBytes < maxRequestBytes && partBytes < maxPartitionRequestBytes {
-				// A topic's batches may be large (its max.message.bytes):
-				// one that would take the request past the limit waits for
-				// the next request, unless it would be alone in this one.
-				if n := pp.nextSize(); n > 0 && reqBytes+partBytes > 0 && reqBytes+partBytes+n > maxRequestBytes {
-					skipped = true
-					break
-				}
-				// Retries go alone: a broker refuses an append mixing
-				// batches it may have with new ones. And a broker
-				// recognises a retry only among a producer's latest
-				// maxIdempotentBatches batches of the partition.
-				if len(bs) > 0 && (bs[0].numbered != pp.nextNumbered() || s.p.idempotent && len(bs) >= maxIdempotentBatches) {
-					break
-				}
-				var b *pbatch
-				if b, wait = pp.take(now, cfg.linger, flushing); b == nil {
-					break
-				}
-				bs = append(bs, b)
-				partBytes += b.b.EstimatedSize() // batches are not compressed yet
-			}
+			bs, wait, skipped, again := pp.next(s.p, now, flushing, reqBytes, identErr == nil, id, epoch)
 			switch {
 			case len(bs) > 0:
-				pp.inflight = true
 				keep = append(keep, pp)
 				if ir == nil {
 					ir = &inflightReq{}
 				}
 				ir.parts = append(ir.parts, pp)
 				ir.batches = append(ir.batches, bs)
-				reqBytes += partBytes
+				for _, b := range bs {
+					reqBytes += b.b.EstimatedSize()
+				}
+				more = more || again || skipped
 			case skipped:
 				keep = append(keep, pp)
 				more = true
 			case !wait.IsZero():
 				keep = append(keep, pp)
 				next = earliest(next, wait)
+			case pp.hasWork():
+				keep = append(keep, pp) // waits for an answer
 			default:
 				pp.queuedOn = nil
 			}
@@ -205,7 +194,11 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 	s.ready = append(keep, s.ready...)
 	s.mu.Unlock()
 	if ir != nil {
-		s.send(ir)
+		if identErr != nil {
+			s.failReq(ir, identErr)
+		} else {
+			s.send(ir)
+		}
 	}
 	return next, more
 }
@@ -221,19 +214,6 @@ func earliest(a, b time.Time) time.Time {
 func (s *sink) send(ir *inflightReq) {
 	cfg := s.p.cfg
 	acks := int32(cfg.acks)
-	if s.p.idempotent {
-		s.mu.Lock()
-		addr := s.addr
-		s.mu.Unlock()
-		id, epoch, err := s.p.ident.current(s.p.c.ctx, s.p.c, addr)
-		if err != nil {
-			s.failReq(ir, err)
-			return
-		}
-		for i, pp := range ir.parts {
-			pp.number(ir.batches[i], id, epoch)
-		}
-	}
 	for _, bs := range ir.batches {
 		for _, b := range bs {
 			b.build()
@@ -267,7 +247,7 @@ func (s *sink) send(ir *inflightReq) {
 	}
 	if cfg.acks == NoAck {
 		for i, bs := range ir.batches {
-			s.p.complete(ir.parts[i], bs, -1)
+			s.p.settle(ir.parts[i], bs, -1, nil)
 		}
 	}
 }
@@ -334,19 +314,19 @@ func (s *sink) handle(ir *inflightReq, resp *quirev1.ProduceResponse) {
 		b := ir.batches[i]
 		switch {
 		case pr == nil:
-			s.p.fail(pp, b, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition), true)
+			s.p.settle(pp, b, -1, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition))
 		case pr.GetError() != nil && pr.GetError().GetCode() != quirev1.ErrorCode_NONE:
-			s.p.retry(pp, b, fromProto(pr.GetError()))
+			s.p.settle(pp, b, -1, fromProto(pr.GetError()))
 		default:
-			s.p.complete(pp, b, pr.GetBaseOffset())
+			s.p.settle(pp, b, pr.GetBaseOffset(), nil)
 		}
 	}
 }
 
-// failReq hands every batch of a request that got no answer to retry.
+// failReq settles every batch of a request that got no answer with err.
 func (s *sink) failReq(ir *inflightReq, err error) {
 	for i, pp := range ir.parts {
-		s.p.retry(pp, ir.batches[i], err)
+		s.p.settle(pp, ir.batches[i], -1, err)
 	}
 }
 

@@ -149,49 +149,62 @@ func TestProducerBatchesFailByTheirOwnDeadline(t *testing.T) {
 	a, _ := scriptedPair(t)
 	a.set(1, false, 1)
 	const delivery = 2 * time.Second
-	start := time.Now()
+	var start time.Time
 	release1 := make(chan struct{})
-	var batches2 atomic.Int32
+	var batches2, batches3 atomic.Int32
+	count := func(req *quirev1.ProduceRequest, into *atomic.Int32) {
+		_ = record.SplitBatches(req.Partitions[0].Records, func([]byte, record.Header) error { into.Add(1); return nil })
+	}
 	a.onProduce = func(n int, req *quirev1.ProduceRequest) *quirev1.Error {
 		timedOut := &quirev1.Error{Code: quirev1.ErrorCode_REQUEST_TIMED_OUT, Message: "scripted timeout", Retriable: true}
 		switch n {
-		case 1: // the first record alone, held until the second is produced
+		case 1: // a first record, held until the other two are produced
 			<-release1
-			return timedOut
-		case 2: // both, answered once the first record's delivery timeout passed
-			_ = record.SplitBatches(req.Partitions[0].Records, func([]byte, record.Header) error { batches2.Add(1); return nil })
+		case 2: // old and young, answered once old's delivery timeout passed
+			count(req, &batches2)
 			time.Sleep(time.Until(start.Add(delivery + 50*time.Millisecond)))
 			return timedOut
+		case 3:
+			count(req, &batches3)
 		}
 		return nil
 	}
+	// One record per batch, one request in flight (acks=1's default).
 	cl := newClient(t, a.addr, client.RequiredAcks(client.LeaderAck), client.DeliveryTimeout(delivery),
-		client.RetryBackoff(10*time.Millisecond))
+		client.RetryBackoff(10*time.Millisecond), client.BatchMaxBytes(1024))
 	ctx := testCtx(t)
-	errs := make(chan error, 2)
+	value := func(s string) []byte { return append([]byte(s), make([]byte, 700)...) }
+	errs := make(chan error, 3)
 	cb := func(_ *client.Record, err error) { errs <- err }
-	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: []byte("old")}, cb)
-	// The second record waits behind the first request (one in flight per
-	// partition) until that request is answered.
+	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: value("first")}, cb)
 	for a.produces.Load() < 1 {
 		if ctx.Err() != nil {
 			t.Fatal("first request never arrived")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// Produced a quarter of the delivery timeout after the first, it has
-	// that much time left when the first one's runs out.
+	// old and young wait behind the first request until it is answered;
+	// young, produced a quarter of the delivery timeout after old, has
+	// that much time left when old's runs out.
+	start = time.Now()
+	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: value("old")}, cb)
 	time.Sleep(time.Until(start.Add(delivery / 4)))
-	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: []byte("young")}, cb)
+	cl.Produce(ctx, &client.Record{Topic: "st", Partition: 0, Value: value("young")}, cb)
 	close(release1)
-	first, second := <-errs, <-errs
-	if first == nil {
+	if err := <-errs; err != nil {
+		t.Fatalf("first record: %v", err)
+	}
+	old, young := <-errs, <-errs
+	if old == nil {
 		t.Errorf("the record past its delivery timeout succeeded")
 	}
-	if second != nil {
-		t.Errorf("the young record failed with the old one: %v", second)
+	if young != nil {
+		t.Errorf("the young record failed with the old one: %v", young)
 	}
 	if got := batches2.Load(); got != 2 {
-		t.Errorf("second request held %d batches, want both records' 2", got)
+		t.Errorf("second request held %d batches, want old's and young's", got)
+	}
+	if got := batches3.Load(); got != 1 {
+		t.Errorf("third request held %d batches, want young's alone", got)
 	}
 }

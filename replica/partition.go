@@ -484,6 +484,10 @@ func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 // LogEndOffset is the next offset the replica's log will write.
 func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 
+// Producers lists the idempotent producers the replica's log holds state
+// for, by id (storage.Log.Producers).
+func (p *Partition) Producers() []storage.ProducerInfo { return p.log.Producers() }
+
 // OffsetForTimestamp is the first offset whose timestamp is at least ts
 // (see storage.Log.OffsetForTimestamp).
 func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {

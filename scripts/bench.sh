@@ -131,6 +131,14 @@ row "ceiling: bare gRPC, 1 node" "$ceil_single" "$ceil_null"
 out=$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)
 single_acks1=$(field records_per_sec "$out")
 row "produce 1 node acks=1" "$single_acks1" "$ceil_null"
+out=$(perf "$single" produce --topic bench -n "$n_produce" --acks 1 --max-in-flight 5)
+row "produce 1 node acks=1, 5 in flight" "$(field records_per_sec "$out")" "$ceil_null"
+out=$(perf "$single" produce --topic bench -n "$n_produce" --acks all)
+idem_on=$(field records_per_sec "$out")
+row "produce 1 node acks=all idempotent" "$idem_on" "$ceil_null"
+out=$(perf "$single" produce --topic bench -n "$n_produce" --acks all --idempotent=false)
+idem_off=$(field records_per_sec "$out")
+row "produce 1 node acks=all plain" "$idem_off" "$ceil_null"
 out=$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)
 rf3_all=$(field records_per_sec "$out")
 row "produce RF3 acks=all" "$rf3_all" "$ceil_null"
@@ -150,3 +158,4 @@ done
 printf '%-34s %12s %12s %6s %9s %9s %9s\n' "measure" "records/s" "ceiling" "ratio" "p50 ms" "p99 ms" "p99.9 ms"
 printf '%s\n' "${rows[@]}"
 awk -v a="$rf3_all" -v b="$single_acks1" 'BEGIN { printf "RF3 acks=all / 1 node acks=1: %.2f\n", a / b }'
+awk -v a="$idem_on" -v b="$idem_off" 'BEGIN { printf "1 node acks=all, idempotent / plain: %.2f\n", a / b }'

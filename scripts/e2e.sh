@@ -213,6 +213,17 @@ leo=$(call quire.v1.Admin/DescribeTopics '{"names": ["e2e-idem"]}' | grep -o '"l
 out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-idem", "producerId": "'"$id"'", "producerEpoch": '"$epoch"', "baseSequence": 5, "records": [{"value": "gap", "partition": 0}]}')
 expect '"code": "OUT_OF_ORDER_SEQUENCE_NUMBER"' "$out"
 
+step "topic describe --producers lists the idempotent producer: its id, epoch, last sequence and last offset"
+q() { "$quire" --brokers "$addr" "$@"; }
+desc=$(q topic describe --producers e2e-idem) || fail "topic describe --producers: $desc"
+awk -v id="$id" -v epoch="$epoch" '$1 == 0 && $3 == id { found = 1; if ($4 != epoch || $5 != 1 || $7 != 1) bad = 1 }
+     END { exit !(found && !bad) }' <<<"$desc" ||
+	fail "topic describe --producers: want producer $id at epoch $epoch, last sequence 1, last offset 1 on partition 0 in: $desc"
+if out=$(q topic describe --producers e2e-idem --partition 3 2>&1); then fail "--partition 3 of 1 succeeded: $out"; fi
+expect "no partition 3 in topic e2e-idem, which has 1" "$out"
+if out=$(q topic describe --producers e2e-nope 2>&1); then fail "an unknown topic succeeded: $out"; fi
+expect 'does not exist' "$out"
+
 # ---- the Python example (examples/python) against the same server ----
 step "running scripts/e2e_python.sh"
 QUIRE_BROKERS="$addr" scripts/e2e_python.sh || fail "scripts/e2e_python.sh failed"

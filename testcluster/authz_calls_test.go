@@ -55,6 +55,10 @@ func securedCalls() []securedCall {
 			_, err := adm(cc).CreatePartitions(ctx, &quirev1.CreatePartitionsRequest{Topic: topic, TotalCount: 2, ValidateOnly: true})
 			return err
 		}},
+		{"DescribeProducers", tf, "Read", "Topic", topic, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := adm(cc).DescribeProducers(ctx, &quirev1.DescribeProducersRequest{Topic: topic})
+			return err
+		}},
 		{"DescribeCluster", cf, "Describe", "Cluster", "", func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := adm(cc).DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
 			return err

@@ -1655,11 +1655,252 @@ func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
 	return 0
 }
 
+type DescribeProducersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty means every partition of the topic.
+	Partitions    []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest) Reset() {
+	*x = DescribeProducersRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest) ProtoMessage() {}
+
+func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DescribeProducersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DescribeProducersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order asked (by partition when none were named).
+	Partitions    []*PartitionProducers `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse) Reset() {
+	*x = DescribeProducersResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse) ProtoMessage() {}
+
+func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type PartitionProducers struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Set when this broker cannot answer for the partition (not its leader,
+	// or its log failed); producers is then empty.
+	Error *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// By producer id. A producer stays listed until producer.id.expiration.ms
+	// after its last batch.
+	Producers     []*ProducerDescription `protobuf:"bytes,3,rep,name=producers,proto3" json:"producers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionProducers) Reset() {
+	*x = PartitionProducers{}
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionProducers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionProducers) ProtoMessage() {}
+
+func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
+func (*PartitionProducers) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PartitionProducers) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionProducers) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *PartitionProducers) GetProducers() []*ProducerDescription {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
+type ProducerDescription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The last sequence of its latest batch.
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// The largest timestamp of its latest batch, in ms.
+	LastTimestampMs int64 `protobuf:"varint,4,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
+	// The offset of its latest batch's last record.
+	LastOffset    int64 `protobuf:"varint,5,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducerDescription) Reset() {
+	*x = ProducerDescription{}
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerDescription) ProtoMessage() {}
+
+func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
+func (*ProducerDescription) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ProducerDescription) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetLastTimestampMs() int64 {
+	if x != nil {
+		return x.LastTimestampMs
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
 var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/admin.proto\x12\bquire.v1\"\xd7\x02\n" +
+	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xd7\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\n" +
@@ -1770,12 +2011,33 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x15UpdateFeaturesRequest\x12)\n" +
 	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"C\n" +
 	"\x16UpdateFeaturesResponse\x12)\n" +
-	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion*{\n" +
+	"\x10metadata_version\x18\x01 \x01(\x05R\x0fmetadataVersion\"P\n" +
+	"\x18DescribeProducersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"Y\n" +
+	"\x19DescribeProducersResponse\x12<\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1c.quire.v1.PartitionProducersR\n" +
+	"partitions\"\x96\x01\n" +
+	"\x12PartitionProducers\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x02 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12;\n" +
+	"\tproducers\x18\x03 \x03(\v2\x1d.quire.v1.ProducerDescriptionR\tproducers\"\xcf\x01\n" +
+	"\x13ProducerDescription\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12*\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\x12\x1f\n" +
+	"\vlast_offset\x18\x05 \x01(\x03R\n" +
+	"lastOffset*{\n" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xa2\a\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x032\x80\b\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +
@@ -1788,7 +2050,8 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10CreatePartitions\x12!.quire.v1.CreatePartitionsRequest\x1a\".quire.v1.CreatePartitionsResponse\x12Y\n" +
 	"\x10UnregisterBroker\x12!.quire.v1.UnregisterBrokerRequest\x1a\".quire.v1.UnregisterBrokerResponse\x12Y\n" +
 	"\x10DescribeFeatures\x12!.quire.v1.DescribeFeaturesRequest\x1a\".quire.v1.DescribeFeaturesResponse\x12S\n" +
-	"\x0eUpdateFeatures\x12\x1f.quire.v1.UpdateFeaturesRequest\x1a .quire.v1.UpdateFeaturesResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\x0eUpdateFeatures\x12\x1f.quire.v1.UpdateFeaturesRequest\x1a .quire.v1.UpdateFeaturesResponse\x12\\\n" +
+	"\x11DescribeProducers\x12\".quire.v1.DescribeProducersRequest\x1a#.quire.v1.DescribeProducersResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_admin_proto_rawDescOnce sync.Once
@@ -1803,81 +2066,91 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_quire_v1_admin_proto_goTypes = []any{
-	(ConfigSource)(0),                // 0: quire.v1.ConfigSource
-	(*CreateTopicRequest)(nil),       // 1: quire.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),      // 2: quire.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),       // 3: quire.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 4: quire.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),        // 5: quire.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),       // 6: quire.v1.ListTopicsResponse
-	(*TopicListing)(nil),             // 7: quire.v1.TopicListing
-	(*DescribeTopicsRequest)(nil),    // 8: quire.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),   // 9: quire.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),         // 10: quire.v1.TopicDescription
-	(*PartitionDescription)(nil),     // 11: quire.v1.PartitionDescription
-	(*DescribeClusterRequest)(nil),   // 12: quire.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),  // 13: quire.v1.DescribeClusterResponse
-	(*BrokerDescription)(nil),        // 14: quire.v1.BrokerDescription
-	(*DescribeConfigsRequest)(nil),   // 15: quire.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),  // 16: quire.v1.DescribeConfigsResponse
-	(*ConfigEntry)(nil),              // 17: quire.v1.ConfigEntry
-	(*AlterConfigsRequest)(nil),      // 18: quire.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),     // 19: quire.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),  // 20: quire.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil), // 21: quire.v1.CreatePartitionsResponse
-	(*UnregisterBrokerRequest)(nil),  // 22: quire.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil), // 23: quire.v1.UnregisterBrokerResponse
-	(*DescribeFeaturesRequest)(nil),  // 24: quire.v1.DescribeFeaturesRequest
-	(*DescribeFeaturesResponse)(nil), // 25: quire.v1.DescribeFeaturesResponse
-	(*BrokerFeatures)(nil),           // 26: quire.v1.BrokerFeatures
-	(*UpdateFeaturesRequest)(nil),    // 27: quire.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),   // 28: quire.v1.UpdateFeaturesResponse
-	nil,                              // 29: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                              // 30: quire.v1.TopicDescription.ConfigsEntry
-	nil,                              // 31: quire.v1.AlterConfigsRequest.SetEntry
+	(ConfigSource)(0),                 // 0: quire.v1.ConfigSource
+	(*CreateTopicRequest)(nil),        // 1: quire.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 2: quire.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 3: quire.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 4: quire.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),         // 5: quire.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 6: quire.v1.ListTopicsResponse
+	(*TopicListing)(nil),              // 7: quire.v1.TopicListing
+	(*DescribeTopicsRequest)(nil),     // 8: quire.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),    // 9: quire.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),          // 10: quire.v1.TopicDescription
+	(*PartitionDescription)(nil),      // 11: quire.v1.PartitionDescription
+	(*DescribeClusterRequest)(nil),    // 12: quire.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),   // 13: quire.v1.DescribeClusterResponse
+	(*BrokerDescription)(nil),         // 14: quire.v1.BrokerDescription
+	(*DescribeConfigsRequest)(nil),    // 15: quire.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),   // 16: quire.v1.DescribeConfigsResponse
+	(*ConfigEntry)(nil),               // 17: quire.v1.ConfigEntry
+	(*AlterConfigsRequest)(nil),       // 18: quire.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),      // 19: quire.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),   // 20: quire.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 21: quire.v1.CreatePartitionsResponse
+	(*UnregisterBrokerRequest)(nil),   // 22: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),  // 23: quire.v1.UnregisterBrokerResponse
+	(*DescribeFeaturesRequest)(nil),   // 24: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil),  // 25: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),            // 26: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),     // 27: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),    // 28: quire.v1.UpdateFeaturesResponse
+	(*DescribeProducersRequest)(nil),  // 29: quire.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil), // 30: quire.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),        // 31: quire.v1.PartitionProducers
+	(*ProducerDescription)(nil),       // 32: quire.v1.ProducerDescription
+	nil,                               // 33: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 34: quire.v1.TopicDescription.ConfigsEntry
+	nil,                               // 35: quire.v1.AlterConfigsRequest.SetEntry
+	(*Error)(nil),                     // 36: quire.v1.Error
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	29, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	33, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
 	10, // 1: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
 	7,  // 2: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
 	10, // 3: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
 	11, // 4: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	30, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	34, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
 	14, // 6: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
 	17, // 7: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
 	0,  // 8: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	31, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	35, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
 	10, // 10: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
 	26, // 11: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
-	1,  // 12: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	3,  // 13: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	5,  // 14: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	8,  // 15: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	12, // 16: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	15, // 17: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	18, // 18: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	20, // 19: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	22, // 20: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	24, // 21: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
-	27, // 22: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
-	2,  // 23: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	4,  // 24: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	6,  // 25: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	9,  // 26: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	13, // 27: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	16, // 28: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	19, // 29: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	21, // 30: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	23, // 31: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	25, // 32: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
-	28, // 33: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
-	23, // [23:34] is the sub-list for method output_type
-	12, // [12:23] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	31, // 12: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
+	36, // 13: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
+	32, // 14: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
+	1,  // 15: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	3,  // 16: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	5,  // 17: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	8,  // 18: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	12, // 19: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	15, // 20: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	18, // 21: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	20, // 22: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	22, // 23: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	24, // 24: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	27, // 25: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	29, // 26: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
+	2,  // 27: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	4,  // 28: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	6,  // 29: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	9,  // 30: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	13, // 31: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	16, // 32: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	19, // 33: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	21, // 34: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	23, // 35: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	25, // 36: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	28, // 37: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	30, // 38: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
+	27, // [27:39] is the sub-list for method output_type
+	15, // [15:27] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -1885,6 +2158,7 @@ func file_quire_v1_admin_proto_init() {
 	if File_quire_v1_admin_proto != nil {
 		return
 	}
+	file_quire_v1_errors_proto_init()
 	file_quire_v1_admin_proto_msgTypes[0].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
@@ -1895,7 +2169,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,17 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_CreateTopic_FullMethodName      = "/quire.v1.Admin/CreateTopic"
-	Admin_DeleteTopic_FullMethodName      = "/quire.v1.Admin/DeleteTopic"
-	Admin_ListTopics_FullMethodName       = "/quire.v1.Admin/ListTopics"
-	Admin_DescribeTopics_FullMethodName   = "/quire.v1.Admin/DescribeTopics"
-	Admin_DescribeCluster_FullMethodName  = "/quire.v1.Admin/DescribeCluster"
-	Admin_DescribeConfigs_FullMethodName  = "/quire.v1.Admin/DescribeConfigs"
-	Admin_AlterConfigs_FullMethodName     = "/quire.v1.Admin/AlterConfigs"
-	Admin_CreatePartitions_FullMethodName = "/quire.v1.Admin/CreatePartitions"
-	Admin_UnregisterBroker_FullMethodName = "/quire.v1.Admin/UnregisterBroker"
-	Admin_DescribeFeatures_FullMethodName = "/quire.v1.Admin/DescribeFeatures"
-	Admin_UpdateFeatures_FullMethodName   = "/quire.v1.Admin/UpdateFeatures"
+	Admin_CreateTopic_FullMethodName       = "/quire.v1.Admin/CreateTopic"
+	Admin_DeleteTopic_FullMethodName       = "/quire.v1.Admin/DeleteTopic"
+	Admin_ListTopics_FullMethodName        = "/quire.v1.Admin/ListTopics"
+	Admin_DescribeTopics_FullMethodName    = "/quire.v1.Admin/DescribeTopics"
+	Admin_DescribeCluster_FullMethodName   = "/quire.v1.Admin/DescribeCluster"
+	Admin_DescribeConfigs_FullMethodName   = "/quire.v1.Admin/DescribeConfigs"
+	Admin_AlterConfigs_FullMethodName      = "/quire.v1.Admin/AlterConfigs"
+	Admin_CreatePartitions_FullMethodName  = "/quire.v1.Admin/CreatePartitions"
+	Admin_UnregisterBroker_FullMethodName  = "/quire.v1.Admin/UnregisterBroker"
+	Admin_DescribeFeatures_FullMethodName  = "/quire.v1.Admin/DescribeFeatures"
+	Admin_UpdateFeatures_FullMethodName    = "/quire.v1.Admin/UpdateFeatures"
+	Admin_DescribeProducers_FullMethodName = "/quire.v1.Admin/DescribeProducers"
 )
 
 // AdminClient is the client API for Admin service.
@@ -67,6 +68,15 @@ type AdminClient interface {
 	// below the current level, beyond what the controller supports, or when
 	// a registered broker does not support it (the message names them).
 	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
+	// The idempotent producers active on a topic's partitions (Kafka's
+	// DescribeProducers, KIP-664), from the producer state of each
+	// partition's log. Unlike the other reads here, only a partition's leader
+	// answers for it: a partition this broker does not lead has
+	// NOT_LEADER_OR_FOLLOWER in its result (with the leader, when known), so
+	// a client asks each leader for its partitions (quire topic describe
+	// --producers does). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a
+	// partition past the topic's count INVALID_REQUEST, for the whole call.
+	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
 }
 
 type adminClient struct {
@@ -187,6 +197,16 @@ func (c *adminClient) UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequ
 	return out, nil
 }
 
+func (c *adminClient) DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeProducersResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeProducers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -222,6 +242,15 @@ type AdminServer interface {
 	// below the current level, beyond what the controller supports, or when
 	// a registered broker does not support it (the message names them).
 	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
+	// The idempotent producers active on a topic's partitions (Kafka's
+	// DescribeProducers, KIP-664), from the producer state of each
+	// partition's log. Unlike the other reads here, only a partition's leader
+	// answers for it: a partition this broker does not lead has
+	// NOT_LEADER_OR_FOLLOWER in its result (with the leader, when known), so
+	// a client asks each leader for its partitions (quire topic describe
+	// --producers does). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a
+	// partition past the topic's count INVALID_REQUEST, for the whole call.
+	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -264,6 +293,9 @@ func (UnimplementedAdminServer) DescribeFeatures(context.Context, *DescribeFeatu
 }
 func (UnimplementedAdminServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateFeatures not implemented")
+}
+func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeProducers not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -484,6 +516,24 @@ func _Admin_UpdateFeatures_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeProducersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeProducers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeProducers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeProducers(ctx, req.(*DescribeProducersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -534,6 +584,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateFeatures",
 			Handler:    _Admin_UpdateFeatures_Handler,
+		},
+		{
+			MethodName: "DescribeProducers",
+			Handler:    _Admin_DescribeProducers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -93,10 +93,10 @@ func (l *latencies) record(d time.Duration, size int) {
 // sizeable share of a producer that sends millions a second.
 const latencySample = 16
 
-// count counts a record without timing it.
-func (l *latencies) count(size int) {
-	l.records.Add(1)
-	l.bytes.Add(int64(size))
+// countN counts n records of size bytes without timing them.
+func (l *latencies) countN(n int64, size int) {
+	l.records.Add(n)
+	l.bytes.Add(n * int64(size))
 }
 
 func (l *latencies) fail(err error) {
@@ -241,6 +241,7 @@ type perfProduceFlags struct {
 	sync        bool
 	interval    time.Duration
 	idempotent  bool
+	inFlight    int
 }
 
 func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
@@ -259,6 +260,7 @@ func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
 	fl.BoolVar(&f.sync, "sync", false, "send one record at a time, waiting for each (unbatched latency)")
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "progress line interval")
 	fl.BoolVar(&f.idempotent, "idempotent", true, "idempotent producer, as the client's default (only with --acks all)")
+	fl.IntVar(&f.inFlight, "max-in-flight", 0, "produce requests of a partition in flight at most (0: the client's default, 5 idempotent, else 1)")
 	_ = cmd.MarkFlagRequired("topic")
 }
 
@@ -271,8 +273,12 @@ func (f *perfProduceFlags) clientOpts() ([]client.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []client.Opt{client.RequiredAcks(acks), client.Compression(codec), client.Linger(f.linger),
-		client.BatchMaxBytes(f.batchBytes), client.MaxBufferedBytes(f.bufferBytes), client.Idempotent(f.idempotent && acks == client.AllISRAcks)}, nil
+	opts := []client.Opt{client.RequiredAcks(acks), client.Compression(codec), client.Linger(f.linger),
+		client.BatchMaxBytes(f.batchBytes), client.MaxBufferedBytes(f.bufferBytes), client.Idempotent(f.idempotent && acks == client.AllISRAcks)}
+	if f.inFlight != 0 {
+		opts = append(opts, client.MaxInFlightPerPartition(f.inFlight))
+	}
+	return opts, nil
 }
 
 // ensureTopic creates the topic when it does not exist.
@@ -343,40 +349,119 @@ func perfProduceCmd(g *globalFlags) *cobra.Command {
 
 // produceLoop produces n records from one client and waits for all.
 func produceLoop(ctx context.Context, cl *client.Client, f *perfProduceFlags, n int64, value []byte, lat *latencies) {
-	pool := sync.Pool{New: func() any { return &client.Record{Topic: f.topic, Value: value} }}
-	done := make(chan struct{}, 1)
-	var acked atomic.Uint64
-	cb := func(r *client.Record, err error) {
-		switch {
-		case err != nil:
-			lat.fail(err)
-		case f.sync || acked.Add(1)%latencySample == 0:
-			lat.record(time.Since(r.Timestamp), len(r.Value))
-		default:
-			lat.count(len(r.Value))
-		}
-		if f.sync {
-			done <- struct{}{}
-		}
-		r.Timestamp = time.Time{}
-		pool.Put(r)
-	}
+	slabs := newRecordSlabs(f, value, lat)
 	p := newPacer(f.rate / float64(f.producers))
+	var s *recordSlab
+	used := 0
 	for i := int64(0); i < n && ctx.Err() == nil; i++ {
 		p.wait(ctx)
-		// Timestamp stays zero: the client stamps it with its cheap
-		// clock (time.Now costs 0.3–1 µs on our VMs), and the callback's
-		// time.Since of it reads only the monotonic clock.
-		r := pool.Get().(*client.Record)
-		cl.Produce(ctx, r, cb)
+		if s == nil || used == len(s.recs) {
+			s, used = slabs.get(), 0
+		}
+		// Timestamp stays zero: the client stamps it from its cheap clock
+		// (a reading refreshed every millisecond), and the callback's
+		// time.Since of it reads only the monotonic clock. --sync times
+		// single records, well under a millisecond: those are stamped
+		// here, exactly.
+		r := &s.recs[used]
+		r.Timestamp = time.Time{} // reused: the client stamps it again
+		if f.sync {
+			r.Timestamp = time.Now()
+		}
+		used++
+		cl.Produce(ctx, r, s.cb)
 		if f.sync {
 			select {
-			case <-done:
+			case <-slabs.done:
 			case <-ctx.Done():
 			}
 		}
 	}
+	if s != nil {
+		s.unused = len(s.recs) - used // read by the last settle, after this one
+		s.settle(int64(s.unused))
+	}
 	_ = cl.Flush(ctx)
+}
+
+// recordSlab is a block of records produceLoop produces in turn and takes
+// again once every one of them was called back: a callback costs one
+// atomic decrement, where a sync.Pool put and get (on different
+// goroutines) cost several, a measurable share of the loop at millions of
+// records a second. Throughput is counted per slab.
+type recordSlab struct {
+	recs    []client.Record
+	pending atomic.Int64 // records not yet called back (or never produced)
+	timed   atomic.Int64 // records counted by lat.record
+	failed  atomic.Int64
+	unused  int // records left unproduced when the loop ended
+	cb      func(*client.Record, error)
+	owner   *recordSlabs
+}
+
+type recordSlabs struct {
+	f     *perfProduceFlags
+	value []byte
+	lat   *latencies
+	done  chan struct{} // --sync: a record was called back
+
+	mu   sync.Mutex
+	free []*recordSlab
+}
+
+const recordSlabSize = 1024
+
+func newRecordSlabs(f *perfProduceFlags, value []byte, lat *latencies) *recordSlabs {
+	return &recordSlabs{f: f, value: value, lat: lat, done: make(chan struct{}, 1)}
+}
+
+// get returns a slab whose records are all free.
+func (ss *recordSlabs) get() *recordSlab {
+	ss.mu.Lock()
+	if n := len(ss.free); n > 0 {
+		s := ss.free[n-1]
+		ss.free = ss.free[:n-1]
+		ss.mu.Unlock()
+		s.pending.Store(int64(len(s.recs)))
+		s.timed.Store(0)
+		s.failed.Store(0)
+		s.unused = 0
+		return s
+	}
+	ss.mu.Unlock()
+	s := &recordSlab{recs: make([]client.Record, recordSlabSize), owner: ss}
+	for i := range s.recs {
+		s.recs[i] = client.Record{Topic: ss.f.topic, Value: ss.value}
+	}
+	s.pending.Store(recordSlabSize)
+	s.cb = func(r *client.Record, err error) {
+		switch {
+		case err != nil:
+			ss.lat.fail(err)
+			s.failed.Add(1)
+		case ss.f.sync || s.pending.Load()%latencySample == 0:
+			ss.lat.record(time.Since(r.Timestamp), len(r.Value))
+			s.timed.Add(1)
+		}
+		if ss.f.sync {
+			ss.done <- struct{}{}
+		}
+		s.settle(1)
+	}
+	return s
+}
+
+// settle counts n records of s as done; the last one counts the slab's
+// untimed records and frees it.
+func (s *recordSlab) settle(n int64) {
+	if s.pending.Add(-n) != 0 {
+		return
+	}
+	ss := s.owner
+	ss.lat.countN(int64(len(s.recs)-s.unused)-s.timed.Load()-s.failed.Load(), len(ss.value))
+	ss.mu.Lock()
+	ss.free = append(ss.free, s)
+	ss.mu.Unlock()
 }
 
 func perfConsumeCmd(g *globalFlags) *cobra.Command {

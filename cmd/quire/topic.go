@@ -106,11 +106,18 @@ func topicListCmd(g *globalFlags) *cobra.Command {
 }
 
 func topicDescribeCmd(g *globalFlags) *cobra.Command {
-	var allConfigs, underReplicated bool
+	var allConfigs, underReplicated, producers bool
+	var partitions []int32
 	cmd := &cobra.Command{
-		Use:   "describe NAME | --under-replicated [NAME...]",
+		Use:   "describe NAME | --under-replicated [NAME...] | --producers NAME",
 		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
 		Long: `Describe shows a topic's partitions (leader, replicas, ISR, offsets) and configs.
+
+With --producers it lists instead the idempotent producers active on each
+partition (of those given with --partition, or all), as the partition's
+leader knows them: producer id, epoch, the last sequence, the timestamp and
+the offset of the last record of its latest batch. A producer stays listed
+until producer.id.expiration.ms after its last batch.
 
 With --under-replicated it lists instead, over the named topics or every
 topic, the partitions at risk: those with fewer in-sync replicas than
@@ -133,6 +140,12 @@ partition is fully in sync.`,
 			defer done()
 			if underReplicated {
 				return printUnderReplicated(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), g, cl, args)
+			}
+			if producers {
+				return printProducers(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), g, cl, args[0], partitions)
+			}
+			if len(partitions) > 0 {
+				return fmt.Errorf("--partition goes with --producers")
 			}
 			ds, err := cl.DescribeTopics(ctx, args[0])
 			if err != nil {
@@ -202,7 +215,63 @@ partition is fully in sync.`,
 	}
 	cmd.Flags().BoolVarP(&allConfigs, "print-configs", "a", false, "show every config with its effective value and source")
 	cmd.Flags().BoolVar(&underReplicated, "under-replicated", false, "list the partitions (of the named topics, or all) not fully in sync, or offline")
+	cmd.Flags().BoolVar(&producers, "producers", false, "list the idempotent producers active on each partition")
+	cmd.Flags().Int32SliceVar(&partitions, "partition", nil, "with --producers: only these partitions (repeat or comma-separate)")
+	cmd.MarkFlagsMutuallyExclusive("under-replicated", "producers")
 	return cmd
+}
+
+// printProducers prints the producers of the partitions of topic (all of
+// them when none are given), each as its leader knows them; partitions
+// whose leader could not answer are named on stderr and fail the command.
+func printProducers(ctx context.Context, out, errOut io.Writer, g *globalFlags, cl *client.Client, topic string, partitions []int32) error {
+	ps, err := cl.DescribeProducers(ctx, topic, partitions...)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, p := range ps {
+		if p.Err != nil {
+			failed++
+			fmt.Fprintf(errOut, "partition %d (leader %d): %v\n", p.Partition, p.Leader, p.Err)
+		}
+	}
+	if g.format == "json" {
+		type jsonPartition struct {
+			client.PartitionProducers
+			Error string `json:"error,omitempty"`
+		}
+		js := make([]jsonPartition, 0, len(ps))
+		for _, p := range ps {
+			jp := jsonPartition{PartitionProducers: p}
+			if p.Err != nil {
+				jp.Error = p.Err.Error()
+			}
+			if jp.Producers == nil {
+				jp.Producers = []client.ProducerState{}
+			}
+			js = append(js, jp)
+		}
+		if err := printJSON(out, js); err != nil {
+			return err
+		}
+	} else {
+		rows := [][]string{}
+		for _, p := range ps {
+			for _, pr := range p.Producers {
+				rows = append(rows, []string{fmt.Sprint(p.Partition), fmt.Sprint(p.Leader), fmt.Sprint(pr.ProducerID),
+					fmt.Sprint(pr.ProducerEpoch), fmt.Sprint(pr.LastSequence),
+					pr.LastTimestamp.UTC().Format("2006-01-02T15:04:05.000Z"), fmt.Sprint(pr.LastOffset)})
+			}
+		}
+		if err := printTable(out, []string{"PARTITION", "LEADER", "PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP", "LAST-OFFSET"}, rows); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d partitions of %s could not be described", failed, len(ps), topic)
+	}
+	return nil
 }
 
 // underReplicated is a partition with fewer in-sync replicas than
