@@ -257,7 +257,7 @@ step "two concurrent Subscribe streams split the topic's partitions"
 sub_start subb 7 e2e-split
 sub_start subc 8 e2e-split
 deadline=$((SECONDS + 30))
-until out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-split"}') && grep -q '"state": "stable"' <<<"$out" &&
+until out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-split"}' 2>&1) && grep -q '"state": "stable"' <<<"$out" &&
 	[ "$(grep -c '"memberId"' <<<"$out")" -eq 2 ]; do
 	[ "$SECONDS" -lt "$deadline" ] || fail "two Subscribe streams not stable in one group within 30s: $out"
 	sleep 0.2
