@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -39,6 +41,9 @@ const (
 	subscribeRetry = 200 * time.Millisecond
 	// subscribeCallTimeout bounds each heartbeat, commit and look-up.
 	subscribeCallTimeout = 10 * time.Second
+	// subscribeJoinTimeout is how long a stream tries to join while the
+	// answer is retriable (no controller) before it ends UNAVAILABLE.
+	subscribeJoinTimeout = 30 * time.Second
 )
 
 // subPart is one partition assigned to a stream.
@@ -218,7 +223,7 @@ func (s *subscription) run() error {
 	log := s.b.logger.With("group", s.start.Group, "member", s.memberID)
 	// The join, here, so that a refusal ends the stream before anything
 	// else happens.
-	resp, err := s.heartbeatCall()
+	resp, err := s.join()
 	if err != nil {
 		return toStatus(fmt.Errorf("subscribe to group %q: %w", s.start.Group, err))
 	}
@@ -351,10 +356,25 @@ func (s *subscription) heartbeatRequest() *quirev1.ConsumerGroupHeartbeatRequest
 	return req
 }
 
-func (s *subscription) heartbeatCall() (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
-	defer cancel()
-	return s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, s.heartbeatRequest())
+// join sends the first heartbeat, again while the answer is retriable (a
+// controller election) for up to subscribeJoinTimeout.
+func (s *subscription) join() (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	deadline := time.Now().Add(subscribeJoinTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
+		resp, err := s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, s.heartbeatRequest())
+		cancel()
+		if err == nil || !toError(err).Retriable || s.ctx.Err() != nil || time.Now().After(deadline) {
+			return resp, err
+		}
+		t := time.NewTimer(subscribeRetry)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
 }
 
 func (s *subscription) spawnHeartbeat() {
@@ -594,7 +614,7 @@ func (s *subscription) resolve(now time.Time) {
 		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
 		off, err := s.b.listOffsetAnywhere(ctx, k.topic, k.part, s.resetTS)
 		cancel()
-		if err != nil {
+		if err != nil || off < 0 {
 			p.retryAt = now.Add(subscribeRetry)
 			continue
 		}
@@ -696,7 +716,8 @@ func (s *subscription) onFetch(f fetchDone) error {
 }
 
 // listOffsetAnywhere is ListOffsets for one partition, asked of its
-// leader wherever that is.
+// leader wherever that is: -1 when no record has a timestamp at or after
+// ts.
 func (b *Broker) listOffsetAnywhere(ctx context.Context, topic string, part int32, ts int64) (int64, error) {
 	lp := &quirev1.ListOffsetsPartition{Topic: topic, Partition: part, TimestampMs: ts}
 	res := &quirev1.ListOffsetsResult{Offset: -1}
@@ -714,15 +735,29 @@ func (b *Broker) listOffsetAnywhere(ctx context.Context, topic string, part int3
 		}
 		res = resp.Partitions[0]
 		if res.Error != nil {
-			return -1, fmt.Errorf("broker: list offsets of %s-%d at %s: %s", topic, part, addr, res.Error.Message)
+			return -1, remoteError(res.Error)
 		}
 	} else if err := b.listOffset(ctx, lp, res); err != nil {
 		return -1, err
 	}
-	if res.Offset < 0 {
-		return -1, fmt.Errorf("broker: list offsets of %s-%d: no offset", topic, part)
-	}
 	return res.Offset, nil
+}
+
+// remoteError is a leader's inline error as a status error with the same
+// details, so that it reaches the client with its own code.
+func remoteError(e *quirev1.Error) error {
+	code := codes.Internal
+	for _, m := range errorTable {
+		if m.code == e.Code {
+			code = m.grpc
+			break
+		}
+	}
+	st := status.New(code, e.Message)
+	if d, err := st.WithDetails(e); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func partsToAssignment(ps []partKey) *quirev1.GroupAssignment {

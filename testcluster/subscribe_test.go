@@ -208,7 +208,7 @@ func subCluster(t *testing.T, sessionMs int64) (*testcluster.Cluster, context.Co
 		cfg.GroupConsumerSessionTimeoutMs = sessionMs
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
 	}))
-	ctx := testCtx(t)
+	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
 	return c, ctx, ctl
 }
@@ -223,13 +223,41 @@ func waitTopic(ctx context.Context, c *testcluster.Cluster, name string) {
 func produceN(ctx context.Context, t *testing.T, c *testcluster.Cluster, topic string, parts int32, n int, tag string) {
 	t.Helper()
 	for p := range parts {
+		req := &quirev1.ProduceRecordsRequest{Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 5000}
 		for i := range n {
-			c.Eventually(ctx, "produce", func() error {
-				_, err := produce(ctx, c, c.IDs()[int(p)%3], topic, p, fmt.Sprintf("%s-%d-%d", tag, p, i))
-				return err
-			})
+			req.Records = append(req.Records, &quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: fmt.Sprintf("%s-%d-%d", tag, p, i)},
+				OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: p}})
 		}
+		c.Eventually(ctx, "produce", func() error {
+			resp, err := quirev1.NewProducerClient(c.Conn(c.IDs()[int(p)%3])).ProduceRecords(ctx, req)
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.Results {
+				if r.Error != nil {
+					return fmt.Errorf("%s-%d: %s", topic, p, r.Error.Message)
+				}
+			}
+			return nil
+		})
 	}
+}
+
+// committedAt is a group's committed offset of one partition.
+func committedAt(ctx context.Context, c *testcluster.Cluster, via int32, group, topic string, p int32) (int64, error) {
+	resp, err := groups(c, via).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: group,
+		Partitions: []*quirev1.TopicPartition{{Topic: topic, Partition: p}}})
+	if err != nil {
+		return -1, err
+	}
+	return resp.Offsets[0].Offset, nil
+}
+
+// subCtx is a longer testCtx: these tests take several rebalances.
+func subCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // checkViews fails when two streams' timestamped views ever have one
@@ -300,8 +328,8 @@ func TestClusterSubscribeSplit(t *testing.T) {
 	}
 	c.Eventually(ctx, "A's acknowledgements committed", func() error {
 		for p := range int32(6) {
-			if got := fetchOffset(ctx, t, c, ctl, "sg", "split", p); got != 10 {
-				return fmt.Errorf("split-%d committed at %d", p, got)
+			if got, err := committedAt(ctx, c, ctl, "sg", "split", p); err != nil || got != 10 {
+				return fmt.Errorf("split-%d committed at %d (%v)", p, got, err)
 			}
 		}
 		return nil
@@ -404,15 +432,15 @@ func TestClusterSubscribeAcks(t *testing.T) {
 	}
 	// Nothing below offset 0 is unacknowledged: the commit point is 0.
 	c.Eventually(ctx, "commit 0", func() error {
-		if got := fetchOffset(ctx, t, c, ctl, "ag", "acks", 0); got != 0 {
-			return fmt.Errorf("committed %d", got)
+		if got, err := committedAt(ctx, c, ctl, "ag", "acks", 0); err != nil || got != 0 {
+			return fmt.Errorf("committed %d (%v)", got, err)
 		}
 		return nil
 	})
 	s.ack("acks", 0, 1, 0)
 	c.Eventually(ctx, "commit 3", func() error {
-		if got := fetchOffset(ctx, t, c, ctl, "ag", "acks", 0); got != 3 {
-			return fmt.Errorf("committed %d", got)
+		if got, err := committedAt(ctx, c, ctl, "ag", "acks", 0); err != nil || got != 3 {
+			return fmt.Errorf("committed %d (%v)", got, err)
 		}
 		return nil
 	})

@@ -1765,6 +1765,283 @@ func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
 	return nil
 }
 
+type ResetOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Every partition of these topics; none: every partition the group has
+	// committed offsets for.
+	Topics []string `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Types that are valid to be assigned to To:
+	//
+	//	*ResetOffsetsRequest_Earliest
+	//	*ResetOffsetsRequest_Latest
+	//	*ResetOffsetsRequest_Offset
+	//	*ResetOffsetsRequest_TimestampMs
+	//	*ResetOffsetsRequest_ShiftBy
+	To isResetOffsetsRequest_To `protobuf_oneof:"to"`
+	// Only answer what would be committed.
+	DryRun        bool `protobuf:"varint,8,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsRequest) Reset() {
+	*x = ResetOffsetsRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsRequest) ProtoMessage() {}
+
+func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ResetOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResetOffsetsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ResetOffsetsRequest) GetTo() isResetOffsetsRequest_To {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *ResetOffsetsRequest) GetEarliest() bool {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_Earliest); ok {
+			return x.Earliest
+		}
+	}
+	return false
+}
+
+func (x *ResetOffsetsRequest) GetLatest() bool {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_Latest); ok {
+			return x.Latest
+		}
+	}
+	return false
+}
+
+func (x *ResetOffsetsRequest) GetOffset() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_Offset); ok {
+			return x.Offset
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetTimestampMs() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_TimestampMs); ok {
+			return x.TimestampMs
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetShiftBy() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_ShiftBy); ok {
+			return x.ShiftBy
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type isResetOffsetsRequest_To interface {
+	isResetOffsetsRequest_To()
+}
+
+type ResetOffsetsRequest_Earliest struct {
+	// The log start offset.
+	Earliest bool `protobuf:"varint,3,opt,name=earliest,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_Latest struct {
+	// The high watermark.
+	Latest bool `protobuf:"varint,4,opt,name=latest,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_Offset struct {
+	// This offset.
+	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_TimestampMs struct {
+	// The first offset whose timestamp is at or after this (ms since the
+	// epoch); the high watermark when there is none.
+	TimestampMs int64 `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_ShiftBy struct {
+	// The committed offset plus this (negative: back).
+	ShiftBy int64 `protobuf:"varint,7,opt,name=shift_by,json=shiftBy,proto3,oneof"`
+}
+
+func (*ResetOffsetsRequest_Earliest) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_Latest) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_Offset) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_TimestampMs) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_ShiftBy) isResetOffsetsRequest_To() {}
+
+type ResetOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by topic and partition.
+	Offsets       []*ResetOffset `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsResponse) Reset() {
+	*x = ResetOffsetsResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsResponse) ProtoMessage() {}
+
+func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type ResetOffset struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1 when never committed.
+	Previous      int64 `protobuf:"varint,3,opt,name=previous,proto3" json:"previous,omitempty"`
+	Offset        int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffset) Reset() {
+	*x = ResetOffset{}
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffset) ProtoMessage() {}
+
+func (x *ResetOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
+func (*ResetOffset) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResetOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResetOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ResetOffset) GetPrevious() int64 {
+	if x != nil {
+		return x.Previous
+	}
+	return 0
+}
+
+func (x *ResetOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 var File_quire_v1_group_proto protoreflect.FileDescriptor
 
 const file_quire_v1_group_proto_rawDesc = "" +
@@ -1888,7 +2165,24 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
 	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\"F\n" +
 	"\x10SubscribeRecords\x122\n" +
-	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords2\xc7\x04\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\xf6\x01\n" +
+	"\x13ResetOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x1c\n" +
+	"\bearliest\x18\x03 \x01(\bH\x00R\bearliest\x12\x18\n" +
+	"\x06latest\x18\x04 \x01(\bH\x00R\x06latest\x12\x18\n" +
+	"\x06offset\x18\x05 \x01(\x03H\x00R\x06offset\x12#\n" +
+	"\ftimestamp_ms\x18\x06 \x01(\x03H\x00R\vtimestampMs\x12\x1b\n" +
+	"\bshift_by\x18\a \x01(\x03H\x00R\ashiftBy\x12\x17\n" +
+	"\adry_run\x18\b \x01(\bR\x06dryRunB\x04\n" +
+	"\x02to\"G\n" +
+	"\x14ResetOffsetsResponse\x12/\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x15.quire.v1.ResetOffsetR\aoffsets\"u\n" +
+	"\vResetOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\bprevious\x18\x03 \x01(\x03R\bprevious\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset2\x96\x05\n" +
 	"\x06Groups\x12P\n" +
 	"\rCommitOffsets\x12\x1e.quire.v1.CommitOffsetsRequest\x1a\x1f.quire.v1.CommitOffsetsResponse\x12M\n" +
 	"\fFetchOffsets\x12\x1d.quire.v1.FetchOffsetsRequest\x1a\x1e.quire.v1.FetchOffsetsResponse\x12G\n" +
@@ -1897,7 +2191,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vDeleteGroup\x12\x1c.quire.v1.DeleteGroupRequest\x1a\x1d.quire.v1.DeleteGroupResponse\x12k\n" +
 	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12H\n" +
-	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01B/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01\x12M\n" +
+	"\fResetOffsets\x12\x1d.quire.v1.ResetOffsetsRequest\x1a\x1e.quire.v1.ResetOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_group_proto_rawDescOnce sync.Once
@@ -1911,7 +2206,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -1940,8 +2235,11 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*SubscribeResponse)(nil),              // 24: quire.v1.SubscribeResponse
 	(*SubscribeAssignment)(nil),            // 25: quire.v1.SubscribeAssignment
 	(*SubscribeRecords)(nil),               // 26: quire.v1.SubscribeRecords
-	(RecordFormat)(0),                      // 27: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 28: quire.v1.ConsumedRecord
+	(*ResetOffsetsRequest)(nil),            // 27: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 28: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 29: quire.v1.ResetOffset
+	(RecordFormat)(0),                      // 30: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 31: quire.v1.ConsumedRecord
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -1959,33 +2257,36 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	21, // 12: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
 	22, // 13: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	13, // 14: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	27, // 15: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	30, // 15: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
 	23, // 16: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
 	25, // 17: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
 	26, // 18: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
 	14, // 19: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
 	14, // 20: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
 	14, // 21: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	28, // 22: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	0,  // 23: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 24: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 25: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 26: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 27: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	17, // 28: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	20, // 29: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	2,  // 30: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 31: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 32: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 33: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 34: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	18, // 35: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	24, // 36: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	31, // 22: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	29, // 23: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 24: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 25: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 26: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 27: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 28: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	17, // 29: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	20, // 30: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	27, // 31: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 32: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 33: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 34: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 35: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 36: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	18, // 37: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	24, // 38: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	28, // 39: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -2005,13 +2306,20 @@ func file_quire_v1_group_proto_init() {
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
 	}
+	file_quire_v1_group_proto_msgTypes[27].OneofWrappers = []any{
+		(*ResetOffsetsRequest_Earliest)(nil),
+		(*ResetOffsetsRequest_Latest)(nil),
+		(*ResetOffsetsRequest_Offset)(nil),
+		(*ResetOffsetsRequest_TimestampMs)(nil),
+		(*ResetOffsetsRequest_ShiftBy)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

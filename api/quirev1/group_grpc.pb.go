@@ -26,6 +26,7 @@ const (
 	Groups_ConsumerGroupHeartbeat_FullMethodName = "/quire.v1.Groups/ConsumerGroupHeartbeat"
 	Groups_DescribeGroup_FullMethodName          = "/quire.v1.Groups/DescribeGroup"
 	Groups_Subscribe_FullMethodName              = "/quire.v1.Groups/Subscribe"
+	Groups_ResetOffsets_FullMethodName           = "/quire.v1.Groups/ResetOffsets"
 )
 
 // GroupsClient is the client API for Groups service.
@@ -96,6 +97,18 @@ type GroupsClient interface {
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
 	// (retriable: subscribe again, to any node).
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
+	// ResetOffsets moves the committed offsets of a group with no members:
+	// to the earliest or latest offset, an exact one, the first at or after
+	// a time, or shifted by N from the committed one, each kept within the
+	// partition's log start offset and high watermark (as Kafka's
+	// --reset-offsets). Any node takes it: the offsets are asked of the
+	// partitions' leaders and committed, all at once, as a commit with no
+	// member, which the coordinator refuses once the group has a member. A
+	// group with members is NON_EMPTY_GROUP (FAILED_PRECONDITION); an
+	// unknown topic NOT_FOUND; no topics named for a group with no
+	// committed offsets, a shift of a partition never committed, a
+	// negative offset or timestamp, no target INVALID_REQUEST.
+	ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error)
 }
 
 type groupsClient struct {
@@ -179,6 +192,16 @@ func (c *groupsClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Groups_SubscribeClient = grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse]
 
+func (c *groupsClient) ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetOffsetsResponse)
+	err := c.cc.Invoke(ctx, Groups_ResetOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupsServer is the server API for Groups service.
 // All implementations must embed UnimplementedGroupsServer
 // for forward compatibility.
@@ -247,6 +270,18 @@ type GroupsServer interface {
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
 	// (retriable: subscribe again, to any node).
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
+	// ResetOffsets moves the committed offsets of a group with no members:
+	// to the earliest or latest offset, an exact one, the first at or after
+	// a time, or shifted by N from the committed one, each kept within the
+	// partition's log start offset and high watermark (as Kafka's
+	// --reset-offsets). Any node takes it: the offsets are asked of the
+	// partitions' leaders and committed, all at once, as a commit with no
+	// member, which the coordinator refuses once the group has a member. A
+	// group with members is NON_EMPTY_GROUP (FAILED_PRECONDITION); an
+	// unknown topic NOT_FOUND; no topics named for a group with no
+	// committed offsets, a shift of a partition never committed, a
+	// negative offset or timestamp, no target INVALID_REQUEST.
+	ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error)
 	mustEmbedUnimplementedGroupsServer()
 }
 
@@ -277,6 +312,9 @@ func (UnimplementedGroupsServer) DescribeGroup(context.Context, *DescribeGroupRe
 }
 func (UnimplementedGroupsServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedGroupsServer) ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResetOffsets not implemented")
 }
 func (UnimplementedGroupsServer) mustEmbedUnimplementedGroupsServer() {}
 func (UnimplementedGroupsServer) testEmbeddedByValue()                {}
@@ -414,6 +452,24 @@ func _Groups_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Groups_SubscribeServer = grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]
 
+func _Groups_ResetOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).ResetOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_ResetOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).ResetOffsets(ctx, req.(*ResetOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Groups_ServiceDesc is the grpc.ServiceDesc for Groups service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -444,6 +500,10 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeGroup",
 			Handler:    _Groups_DescribeGroup_Handler,
+		},
+		{
+			MethodName: "ResetOffsets",
+			Handler:    _Groups_ResetOffsets_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
