@@ -160,6 +160,7 @@ out=$(run_readme_block cli "$tmp/readme" 2>&1) || fail "the README's CLI block f
 grep -q "^orders  *OK" <<<"$out" || fail "README CLI block: no topic created: $out"
 grep -Eq "^[0-2]/[0-9]+ k1=hello$" <<<"$out" || fail "README CLI block: consume -f output: $out"
 grep -q "200000 records" <<<"$out" || fail "README CLI block: perf summary: $out"
+grep -Eq "^billing +orders +[0-2] +[0-9-]+ +0$" <<<"$out" || fail "README CLI block: group seek --to start: $out"
 q topic delete orders perf >/dev/null || fail "delete the README's topics"
 
 step "topic delete"
