@@ -235,6 +235,8 @@ var configKeys = []configKey{
 		func(c *Config) *string { return &c.GroupConsumerAssignors }, checkAssignors),
 	int32Key("groups", "group.max.size", "2147483647", "The most members a consumer group may have; a join past it is GROUP_MAX_SIZE_REACHED.",
 		func(c *Config) *int32 { return &c.GroupMaxSize }, 1),
+	int64Key("groups", "offsets.retention.minutes", "10080", "How long the committed offsets of a group with no members are kept after its last commit, or after its last member left, whichever is later; then they are deleted.",
+		func(c *Config) *int64 { return &c.OffsetsRetentionMinutes }, 1),
 	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",

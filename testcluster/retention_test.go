@@ -1,0 +1,125 @@
+package testcluster_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// shiftedClock is the system clock moved forward by what the test adds.
+type shiftedClock struct {
+	mu    sync.Mutex
+	ahead time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.ahead)
+}
+
+func (c *shiftedClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ahead += d
+}
+
+// TestClusterOffsetsRetention: with offsets.retention.minutes 1 and the
+// coordinator's clock moved by hand, a group that never had members keeps
+// its offsets until a minute after its last commit, then loses them; a
+// group whose member left keeps them a minute after the leave, however
+// old its commit; a group with a member keeps them however long it goes.
+func TestClusterOffsetsRetention(t *testing.T) {
+	clock := &shiftedClock{}
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.OffsetsRetentionMinutes = 1
+		cfg.GroupClock = clock
+		cfg.GroupConsumerSessionTimeoutMs = 600000 // the clock jumps: no member times out
+		cfg.GroupConsumerHeartbeatIntervalMs = 100
+	}))
+	ctx := subCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "kept", 1, 3)
+	waitTopic(ctx, c, "kept")
+	via := c.IDs()[1]
+	commitOffset(ctx, t, c, via, "standalone", "kept", 0, 1)
+	commitOffset(ctx, t, c, via, "left", "kept", 0, 1)
+	commitOffset(ctx, t, c, via, "active", "kept", 0, 1)
+
+	join := func(group string) *groupMember {
+		m := &groupMember{c: c, via: via, group: group, id: group + "-m"}
+		c.Eventually(ctx, "join "+group, func() error { return m.heartbeatTopic(ctx, "kept") })
+		return m
+	}
+	left := join("left")
+	active := join("active")
+	listed := func() []string {
+		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range resp.Groups {
+			out = append(out, g.Group)
+		}
+		return out
+	}
+	waitListed := func(want ...string) {
+		t.Helper()
+		c.Eventually(ctx, fmt.Sprintf("groups %v", want), func() error {
+			if got := listed(); !slices.Equal(got, want) {
+				return fmt.Errorf("groups %v", got)
+			}
+			return nil
+		})
+	}
+
+	// Half the retention: nothing expires.
+	clock.add(30 * time.Second)
+	if err := left.leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator looks once a (clock) second: let it see the leave
+	// before the clock moves on.
+	c.Eventually(ctx, "the leave seen", func() error {
+		clock.add(100 * time.Millisecond)
+		d, err := groups(c, via).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "left"})
+		if err != nil {
+			return err
+		}
+		if len(d.Members) != 0 {
+			return fmt.Errorf("%d members", len(d.Members))
+		}
+		return nil
+	})
+	if got := listed(); !slices.Equal(got, []string{"active", "left", "standalone"}) {
+		t.Fatalf("groups %v after half the retention", got)
+	}
+	// A retention after the commits: the standalone group's offsets go;
+	// the one whose member left half a retention ago keeps them.
+	clock.add(31 * time.Second)
+	waitListed("active", "left")
+	// A retention after the leave: its offsets go too; the active group
+	// keeps them (its commit is a minute and a half old).
+	clock.add(31 * time.Second)
+	waitListed("active")
+	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(2 * time.Minute)
+	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetchOffset(ctx, t, c, via, "active", "kept", 0); got != 1 {
+		t.Fatalf("the active group's offset is %d, want 1", got)
+	}
+}
