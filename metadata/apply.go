@@ -48,6 +48,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyAllocateProducerIds(c.AllocateProducerIds, index)
 	case *pb.Command_GroupRecords:
 		return d.applyGroupRecords(c.GroupRecords, index)
+	case *pb.Command_CommitOffsetsBatch:
+		return d.applyCommitOffsetsBatch(c.CommitOffsetsBatch, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

@@ -26,9 +26,12 @@ const (
 	// MetadataVersionProducerIDs adds AllocateProducerIds and GroupRecords
 	// (consumer group membership).
 	MetadataVersionProducerIDs int32 = 2
+	// MetadataVersionOffsetBatches adds CommitOffsetsBatch (many groups'
+	// commits in one entry).
+	MetadataVersionOffsetBatches int32 = 3
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionProducerIDs
+	LatestMetadataVersion = MetadataVersionOffsetBatches
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -84,6 +87,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds, *pb.Command_GroupRecords:
 		return MetadataVersionProducerIDs
+	case *pb.Command_CommitOffsetsBatch:
+		return MetadataVersionOffsetBatches
 	}
 	return 0
 }

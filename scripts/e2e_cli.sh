@@ -68,8 +68,8 @@ grep -q "$brokers" <<<"$out" || fail "cluster info does not list $brokers: $out"
 
 step "cluster features"
 deadline=$((SECONDS + 30))
-until out=$(q cluster features 2>&1) && grep -q "^METADATA.VERSION  2$" <<<"$out"; do
-	[ "$SECONDS" -lt "$deadline" ] || fail "cluster features: metadata.version not raised to 2: $out"
+until out=$(q cluster features 2>&1) && grep -Eq "^METADATA.VERSION  ([2-9]|[1-9][0-9])$" <<<"$out"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "cluster features: metadata.version not raised past 1: $out"
 	sleep 0.2
 done
 if out=$(q cluster features --upgrade 99 2>&1); then fail "upgrade to 99 succeeded: $out"; fi

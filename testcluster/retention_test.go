@@ -9,6 +9,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -121,5 +122,45 @@ func TestClusterOffsetsRetention(t *testing.T) {
 	}
 	if got := fetchOffset(ctx, t, c, via, "active", "kept", 0); got != 1 {
 		t.Fatalf("the active group's offset is %d, want 1", got)
+	}
+}
+
+// TestClusterCommitsBatched: commits from many groups at once are written
+// in fewer metadata-log entries than commits (at metadata.version 3), and
+// each is applied.
+func TestClusterCommitsBatched(t *testing.T) {
+	c := testcluster.New(t, 3)
+	ctx := subCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "batched", 1, 3)
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		_, ok := img.Topic("batched")
+		return ok && img.MetadataVersion() >= metadata.MetadataVersionOffsetBatches
+	})
+	entries0, commits0 := c.Node(ctl).Metadata().Ctl().CommitBatchStats()
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = groups(c, c.IDs()[i%3]).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: fmt.Sprint("batch-", i),
+				Offsets: []*quirev1.OffsetCommit{{Topic: "batched", Partition: 0, Offset: int64(i)}}})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	entries, commits := c.Node(ctl).Metadata().Ctl().CommitBatchStats()
+	if commits-commits0 != n || entries-entries0 >= n/2 {
+		t.Fatalf("%d commits in %d entries: not batched", commits-commits0, entries-entries0)
+	}
+	t.Logf("%d concurrent commits written in %d entries", commits-commits0, entries-entries0)
+	for i := range n {
+		if got := fetchOffset(ctx, t, c, ctl, fmt.Sprint("batch-", i), "batched", 0); got != int64(i) {
+			t.Fatalf("batch-%d committed %d", i, got)
+		}
 	}
 }

@@ -52,6 +52,7 @@ type Command struct {
 	//	*Command_FeatureLevel
 	//	*Command_AllocateProducerIds
 	//	*Command_GroupRecords
+	//	*Command_CommitOffsetsBatch
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -229,6 +230,15 @@ func (x *Command) GetGroupRecords() *GroupRecords {
 	return nil
 }
 
+func (x *Command) GetCommitOffsetsBatch() *CommitOffsetsBatch {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CommitOffsetsBatch); ok {
+			return x.CommitOffsetsBatch
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -293,6 +303,10 @@ type Command_GroupRecords struct {
 	GroupRecords *GroupRecords `protobuf:"bytes,15,opt,name=group_records,json=groupRecords,proto3,oneof"`
 }
 
+type Command_CommitOffsetsBatch struct {
+	CommitOffsetsBatch *CommitOffsetsBatch `protobuf:"bytes,16,opt,name=commit_offsets_batch,json=commitOffsetsBatch,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -322,6 +336,8 @@ func (*Command_FeatureLevel) isCommand_Cmd() {}
 func (*Command_AllocateProducerIds) isCommand_Cmd() {}
 
 func (*Command_GroupRecords) isCommand_Cmd() {}
+
+func (*Command_CommitOffsetsBatch) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -1297,6 +1313,53 @@ func (x *CommitOffsets) GetCommitTimeMs() int64 {
 	return 0
 }
 
+// CommitOffsetsBatch is many groups' commits in one entry (metadata.version
+// 3), each applied or refused on its own as a CommitOffsets would be; the
+// controller batches the commits that queue while one is being written.
+type CommitOffsetsBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Commits       []*CommitOffsets       `protobuf:"bytes,1,rep,name=commits,proto3" json:"commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsBatch) Reset() {
+	*x = CommitOffsetsBatch{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsBatch) ProtoMessage() {}
+
+func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
+	if x != nil {
+		return x.Commits
+	}
+	return nil
+}
+
 // DeleteGroup removes every committed offset of a group; an unknown group
 // is rejected.
 type DeleteGroup struct {
@@ -1308,7 +1371,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1383,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1396,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1358,7 +1421,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1433,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1446,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -1413,7 +1476,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1488,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1501,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -1471,7 +1534,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1546,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1559,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -1523,7 +1586,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1598,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1611,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -1663,7 +1726,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1738,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1751,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -1720,7 +1783,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1795,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1808,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -1814,7 +1877,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1889,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1902,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -1901,7 +1964,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +1976,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +1989,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -1955,7 +2018,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2030,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2043,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -2014,7 +2077,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2089,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2102,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -2067,7 +2130,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2142,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2155,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -2125,7 +2188,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2200,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2213,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -2175,7 +2238,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2250,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2263,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -2250,7 +2313,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2325,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2338,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -2360,7 +2423,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2435,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2448,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -2431,7 +2494,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2506,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2519,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -2525,7 +2588,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2600,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2613,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -2606,7 +2669,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x8b\t\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xe6\t\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -2623,7 +2686,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\fdelete_group\x18\f \x01(\v2\x1e.quire.internal.v1.DeleteGroupH\x00R\vdeleteGroup\x12F\n" +
 	"\rfeature_level\x18\r \x01(\v2\x1f.quire.internal.v1.FeatureLevelH\x00R\ffeatureLevel\x12\\\n" +
 	"\x15allocate_producer_ids\x18\x0e \x01(\v2&.quire.internal.v1.AllocateProducerIdsH\x00R\x13allocateProducerIds\x12F\n" +
-	"\rgroup_records\x18\x0f \x01(\v2\x1f.quire.internal.v1.GroupRecordsH\x00R\fgroupRecordsB\x05\n" +
+	"\rgroup_records\x18\x0f \x01(\v2\x1f.quire.internal.v1.GroupRecordsH\x00R\fgroupRecords\x12Y\n" +
+	"\x14commit_offsets_batch\x18\x10 \x01(\v2%.quire.internal.v1.CommitOffsetsBatchH\x00R\x12commitOffsetsBatchB\x05\n" +
 	"\x03cmd\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -2701,7 +2765,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x129\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
-	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"#\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"P\n" +
+	"\x12CommitOffsetsBatch\x12:\n" +
+	"\acommits\x18\x01 \x03(\v2 .quire.internal.v1.CommitOffsetsR\acommits\"#\n" +
 	"\vDeleteGroup\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"8\n" +
 	"\fFeatureLevel\x12\x12\n" +
@@ -2817,7 +2883,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
@@ -2834,28 +2900,29 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*UnregisterBroker)(nil),      // 12: quire.internal.v1.UnregisterBroker
 	(*OffsetCommit)(nil),          // 13: quire.internal.v1.OffsetCommit
 	(*CommitOffsets)(nil),         // 14: quire.internal.v1.CommitOffsets
-	(*DeleteGroup)(nil),           // 15: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 16: quire.internal.v1.FeatureLevel
-	(*AllocateProducerIds)(nil),   // 17: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 18: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 19: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 20: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 21: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 22: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 23: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 24: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 25: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 26: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 27: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 28: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 29: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 30: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 31: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 32: quire.internal.v1.OffsetRecord
-	nil,                           // 33: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 34: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 35: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 36: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*CommitOffsetsBatch)(nil),    // 15: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteGroup)(nil),           // 16: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 17: quire.internal.v1.FeatureLevel
+	(*AllocateProducerIds)(nil),   // 18: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 19: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 20: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 21: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 22: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 23: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 24: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 25: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 26: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 27: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 28: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 29: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 30: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 31: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 32: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 33: quire.internal.v1.OffsetRecord
+	nil,                           // 34: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 35: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 36: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 37: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -2869,39 +2936,41 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	11, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
 	12, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
 	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	15, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	16, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	17, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	18, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	2,  // 15: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 16: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	33, // 17: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	34, // 18: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 19: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 20: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	19, // 21: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	21, // 22: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	22, // 23: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	23, // 24: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	24, // 25: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	26, // 26: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	27, // 27: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	20, // 28: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	20, // 29: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	35, // 30: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	20, // 31: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	25, // 32: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	24, // 33: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	21, // 34: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	22, // 35: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	26, // 36: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	2,  // 37: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	36, // 38: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	16, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	17, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	18, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	19, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	15, // 15: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	2,  // 16: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 17: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	34, // 18: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	35, // 19: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 20: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 21: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	14, // 22: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	20, // 23: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	22, // 24: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	23, // 25: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	24, // 26: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	25, // 27: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	27, // 28: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	28, // 29: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	21, // 30: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	21, // 31: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	36, // 32: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	21, // 33: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	26, // 34: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	25, // 35: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	22, // 36: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	23, // 37: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	27, // 38: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	2,  // 39: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	37, // 40: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -2925,8 +2994,9 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_FeatureLevel)(nil),
 		(*Command_AllocateProducerIds)(nil),
 		(*Command_GroupRecords)(nil),
+		(*Command_CommitOffsetsBatch)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[19].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[20].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -2940,7 +3010,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestClusterFeaturesCommand(t *testing.T) {
 		if err := runCLI(&out, "--brokers", cur.Addr(), "--format", "json", "cluster", "features"); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(out.String(), `"metadata_version": 2`) {
+		if strings.Contains(out.String(), fmt.Sprintf(`"metadata_version": %d`, metadata.LatestMetadataVersion)) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -45,10 +46,11 @@ func TestClusterFeaturesCommand(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the level
 	}
 	out.Reset()
-	if err := runCLI(&out, "--brokers", cur.Addr(), "cluster", "features", "--upgrade", "2"); err != nil {
+	latest := fmt.Sprint(metadata.LatestMetadataVersion)
+	if err := runCLI(&out, "--brokers", cur.Addr(), "cluster", "features", "--upgrade", latest); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "metadata.version finalized at 2") {
+	if !strings.Contains(out.String(), "metadata.version finalized at "+latest) {
 		t.Fatalf("upgrade output:\n%s", out.String())
 	}
 }
