@@ -229,7 +229,8 @@ func produceN(ctx context.Context, t *testing.T, c *testcluster.Cluster, topic s
 				OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: p}})
 		}
 		c.Eventually(ctx, "produce", func() error {
-			resp, err := quirev1.NewProducerClient(c.Conn(c.IDs()[int(p)%3])).ProduceRecords(ctx, req)
+			running := c.Running()
+			resp, err := quirev1.NewProducerClient(c.Conn(running[int(p)%len(running)])).ProduceRecords(ctx, req)
 			if err != nil {
 				return err
 			}
