@@ -34,6 +34,10 @@ const (
 	subscribeDefaultBytes     = 1 << 20
 	subscribeDefaultCommit    = 5 * time.Second
 	subscribeDefaultRebalance = time.Minute
+	// subscribeFetchRecords and subscribeFetchBytes cap one fetch: what
+	// it read past the records it decodes is read again next time.
+	subscribeFetchRecords = 2000
+	subscribeFetchBytes   = 512 << 10
 	// subscribeFetchWait is each fetch's long poll.
 	subscribeFetchWait = 500 * time.Millisecond
 	// subscribeRetry is the wait before trying again a heartbeat, a
@@ -637,8 +641,8 @@ func (s *subscription) maybeFetch(now time.Time) {
 	}
 	keys := s.ownedKeys()
 	req := &quirev1.FetchRecordsMultiRequest{MaxWaitMs: int32(subscribeFetchWait.Milliseconds()),
-		MaxRecords: int32(min(s.maxRecords-s.outRecords, subscribeDefaultRecords)),
-		MaxBytes:   int32(min(s.maxBytes-s.outBytes, maxFetchResponseBytes)), Format: s.start.Format}
+		MaxRecords: int32(min(s.maxRecords-s.outRecords, subscribeFetchRecords)),
+		MaxBytes:   int32(min(s.maxBytes-s.outBytes, subscribeFetchBytes)), Format: s.start.Format}
 	// Round robin: FetchRecordsMulti fills partitions in request order.
 	s.rotate++
 	for i := range keys {
