@@ -299,8 +299,6 @@ func (s *subscription) run() error {
 			}
 		case f := <-s.fetchDone:
 			timer.Stop()
-			s.fetchStop()
-			s.fetchStop = nil
 			if err := s.onFetch(f); err != nil {
 				return s.finish(nil, false, log) // sending failed: the stream broke
 			}
@@ -665,6 +663,8 @@ func (s *subscription) maybeFetch(now time.Time) {
 // onFetch sends the records fetched of partitions still owned at the
 // offsets they were fetched from, within the client's credit.
 func (s *subscription) onFetch(f fetchDone) error {
+	s.fetchStop()
+	s.fetchStop = nil
 	if f.err != nil {
 		if s.ctx.Err() == nil {
 			s.b.logger.Debug("subscribe stream fetch failed", "group", s.start.Group, "error", f.err)
@@ -716,6 +716,8 @@ func (s *subscription) onFetch(f fetchDone) error {
 	if len(out) == 0 {
 		return nil
 	}
+	// The next fetch reads while these are sent.
+	s.maybeFetch(now)
 	return s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Records{Records: &quirev1.SubscribeRecords{Records: out}}})
 }
 
