@@ -146,3 +146,67 @@ func BenchmarkGroupConsume(b *testing.B) {
 		b.ReportMetric(joinMs, "join-ms")
 	})
 }
+
+// BenchmarkGroupJoinToStable measures, with the heartbeat interval of the
+// tests (100ms) and the default (5s), how long a first member takes from
+// NewGroupConsumer to owning all 6 partitions of a topic (join-ms), and
+// how long after a second member joins until the two own 3 each
+// (rebalance-ms), against an in-process broker:
+//
+//	go test ./client/ -run '^$' -bench 'BenchmarkGroupJoinToStable' -benchtime 1x
+func BenchmarkGroupJoinToStable(b *testing.B) {
+	for _, hb := range []int64{100, 5000} {
+		b.Run(fmt.Sprintf("heartbeat-%dms", hb), func(b *testing.B) {
+			br := brokertest.Start(b, func(c *broker.Config) { c.GroupConsumerHeartbeatIntervalMs = hb })
+			cl := benchClient(b, br.Addr())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
+				if time.Now().After(deadline) {
+					b.Fatal("metadata.version stays below 2")
+				}
+				time.Sleep(10 * time.Millisecond) // polling the level
+			}
+			if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "stable", Partitions: 6}); err != nil {
+				b.Fatal(err)
+			}
+			var join, rebalance time.Duration
+			for i := 0; i < b.N; i++ {
+				group := fmt.Sprint("stable-", hb, "-", i)
+				waitOwn := func(want []int, gs ...*client.GroupConsumer) {
+					for {
+						ok := true
+						for j, g := range gs {
+							ok = ok && len(g.Assignment()) == want[j]
+						}
+						if ok {
+							return
+						}
+						if ctx.Err() != nil {
+							b.Fatalf("members do not own %v", want)
+						}
+						time.Sleep(time.Millisecond) // polling the assignments
+					}
+				}
+				t0 := time.Now()
+				a, err := cl.NewGroupConsumer(client.GroupConfig{Group: group, Topics: []string{"stable"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitOwn([]int{6}, a)
+				join += time.Since(t0)
+				t1 := time.Now()
+				c, err := cl.NewGroupConsumer(client.GroupConfig{Group: group, Topics: []string{"stable"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitOwn([]int{3, 3}, a, c)
+				rebalance += time.Since(t1)
+				_ = a.Close(ctx)
+				_ = c.Close(ctx)
+			}
+			b.ReportMetric(float64(join.Milliseconds())/float64(b.N), "join-ms")
+			b.ReportMetric(float64(rebalance.Milliseconds())/float64(b.N), "rebalance-ms")
+		})
+	}
+}
