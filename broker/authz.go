@@ -8,6 +8,7 @@ package broker
 // which resource each call needs.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -18,6 +19,22 @@ import (
 // authorizer evaluates against this node's current image.
 func (b *Broker) authorizer() *auth.Authorizer {
 	return auth.NewAuthorizer(b.cluster.node.Image().ACLs(), b.guard.superUsers)
+}
+
+// authorizeTopic refuses op on topic to the caller of ctx when the
+// authorizer is on: for what a handler does on a caller's behalf beyond
+// its request (a Subscribe stream reading a topic its regular expression
+// matched, a reset of every partition a group committed).
+func (b *Broker) authorizeTopic(ctx context.Context, op auth.Operation, topic string) error {
+	if !b.guard.authorize {
+		return nil
+	}
+	id, _ := IdentityFrom(ctx)
+	r := requestOf(id.Principal, topicNeed(op, topic))
+	if b.authorizer().Authorize(r) {
+		return nil
+	}
+	return refusal(r) // toStatus makes it PERMISSION_DENIED
 }
 
 // need is one check a request makes.
@@ -187,6 +204,28 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		return out, true
 	case *quirev1.DescribeGroupRequest:
 		return []need{groupNeed(auth.OpDescribe, m.Group)}, true
+	case *quirev1.ResetOffsetsRequest:
+		// As Kafka's offset reset: committing for the group, reading the
+		// topics (the committed ones when none is named are checked as
+		// they are reset).
+		out := []need{groupNeed(auth.OpRead, m.Group)}
+		for _, t := range m.Topics {
+			out = appendNeed(out, topicNeed(auth.OpRead, t))
+		}
+		return out, true
+	case *quirev1.SubscribeRequest:
+		// The start joins the group and reads the topics named; topics a
+		// regular expression matches are checked as they are assigned
+		// (authorizeTopic). Acknowledgements need nothing more.
+		st := m.GetStart()
+		if st == nil {
+			return nil, true
+		}
+		out := []need{groupNeed(auth.OpRead, st.Group)}
+		for _, t := range st.GetSubscription().GetTopics() {
+			out = appendNeed(out, topicNeed(auth.OpRead, t))
+		}
+		return out, true
 	// Metadata.
 	case *quirev1.GetMetadataRequest:
 		var out []need

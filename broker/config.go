@@ -98,6 +98,7 @@ type Config struct {
 	GroupConsumerAssignors           string // group.consumer.assignors, comma-separated
 	GroupMaxSize                     int32  // group.max.size
 	GroupLagRefreshMs                int64  // group.lag.refresh.ms
+	OffsetsRetentionMinutes          int64  // offsets.retention.minutes
 
 	// Logging.
 	LogLevel string // log.level
@@ -140,6 +141,10 @@ type Config struct {
 	// transport, controller forwarding); nil dials TCP. The test cluster
 	// uses it to cut the network between nodes.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// GroupClock, when set, is the group coordinator's clock (session
+	// and rebalance deadlines, offsets retention), for tests; nil is the
+	// system clock.
+	GroupClock metadata.Clock
 
 	// MetadataVersions narrows the metadata.version levels this node
 	// supports; the zero value is all this build knows. Tests set an older

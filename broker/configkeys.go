@@ -237,6 +237,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.GroupMaxSize }, 1),
 	int64Key("groups", "group.lag.refresh.ms", "5000", "How often the group coordinator asks partition leaders for the high watermarks and record timestamps of consumer group lag (the quire_group_lag_* metrics).",
 		func(c *Config) *int64 { return &c.GroupLagRefreshMs }, 10),
+	int64Key("groups", "offsets.retention.minutes", "10080", "How long the committed offsets of a group with no members are kept after its last commit, or after its last member left, whichever is later; then they are deleted.",
+		func(c *Config) *int64 { return &c.OffsetsRetentionMinutes }, 1),
 	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/replica"
@@ -150,4 +152,49 @@ func (b *Broker) forwardFetchRecords(ctx context.Context, req *quirev1.FetchReco
 	}
 	resp, err = quirev1.NewConsumerClient(cc).FetchRecords(b.forwardContext(ctx), req, grpc.MaxCallRecvMsgSize(maxSendBytes))
 	return resp, true, err
+}
+
+// listOffsetAnywhere is ListOffsets for one partition, asked of its
+// leader wherever that is: -1 when no record has a timestamp at or after
+// ts.
+func (b *Broker) listOffsetAnywhere(ctx context.Context, topic string, part int32, ts int64) (int64, error) {
+	lp := &quirev1.ListOffsetsPartition{Topic: topic, Partition: part, TimestampMs: ts}
+	res := &quirev1.ListOffsetsResult{Offset: -1}
+	if addr, ok := b.routeTo(ctx, b.ledElsewhere(topic, part)); ok {
+		cc, err := b.cluster.peer(addr)
+		if err != nil {
+			return -1, err
+		}
+		resp, err := quirev1.NewConsumerClient(cc).ListOffsets(b.forwardContext(ctx), &quirev1.ListOffsetsRequest{Partitions: []*quirev1.ListOffsetsPartition{lp}})
+		if err != nil {
+			return -1, err
+		}
+		if len(resp.Partitions) != 1 {
+			return -1, fmt.Errorf("broker: the leader at %s answered %d partitions for 1", addr, len(resp.Partitions))
+		}
+		res = resp.Partitions[0]
+		if res.Error != nil {
+			return -1, remoteError(res.Error)
+		}
+	} else if err := b.listOffset(ctx, lp, res); err != nil {
+		return -1, err
+	}
+	return res.Offset, nil
+}
+
+// remoteError is a leader's inline error as a status error with the same
+// details, so that it reaches the client with its own code.
+func remoteError(e *quirev1.Error) error {
+	code := codes.Internal
+	for _, m := range errorTable {
+		if m.code == e.Code {
+			code = m.grpc
+			break
+		}
+	}
+	st := status.New(code, e.Message)
+	if d, err := st.WithDetails(e); err == nil {
+		st = d
+	}
+	return st.Err()
 }

@@ -29,6 +29,7 @@ const (
 	offsetExact
 	offsetTime
 	offsetCommitted
+	offsetNone
 )
 
 // AtStart starts at the partition's log start offset (the earliest record
@@ -49,6 +50,13 @@ func (o Offset) Exact() bool { return o.kind == offsetExact }
 // or at the end when there is none.
 func AtTimestamp(t time.Time) Offset { return Offset{kind: offsetTime, at: t.UnixMilli()} }
 
+// NoReset is a fallback of AtCommitted (and a GroupConfig.Reset) that
+// starts nowhere, Kafka's auto.offset.reset=none: a partition its group
+// never committed is not read, and Poll reports ErrNoCommittedOffset for
+// it, again after every retry backoff, until the group commits an offset
+// for it (or a group consumer Seeks it). It is no start of its own.
+func NoReset() Offset { return Offset{kind: offsetNone} }
+
 // AtCommitted starts at the offset a consumer group committed for the
 // partition (see Client.CommitOffsets), or at fallback where the group
 // committed none. A fallback that is itself AtCommitted is replaced by its
@@ -64,8 +72,11 @@ func AtCommitted(group string, fallback Offset) Offset {
 // validate checks what a consumer can check of o before using it: the
 // group id of an AtCommitted.
 func (o Offset) validate() error {
-	if o.kind == offsetCommitted {
+	switch o.kind {
+	case offsetCommitted:
 		return ValidateGroupID(o.group)
+	case offsetNone:
+		return fmt.Errorf("%w: NoReset is only a fallback of AtCommitted", ErrInvalidOffset)
 	}
 	return nil
 }
@@ -80,6 +91,8 @@ func (o Offset) String() string {
 		return fmt.Sprint(o.at)
 	case offsetCommitted:
 		return fmt.Sprintf("committed by %s, else %s", o.group, o.fallback)
+	case offsetNone:
+		return "none"
 	}
 	return fmt.Sprintf("@%d", o.at)
 }
@@ -512,6 +525,9 @@ func (k *Consumer) resolveCommitted(ps []*consPart) {
 			}
 			if o, ok := committed[p.tp]; ok && o >= 0 {
 				p.start = At(o)
+			} else if p.start.fallback.kind == offsetNone {
+				// Asked again after the backoff: the group may commit.
+				k.partFailedLocked(p, fmt.Errorf("%w: group %s, %s-%d (the reset is none)", ErrNoCommittedOffset, group, p.tp.topic, p.tp.partition), retryAt)
 			} else {
 				p.start = *p.start.fallback
 			}

@@ -84,6 +84,12 @@
 //		...
 //	}
 //
+// It commits positions on an interval, on revocation and on Close, and
+// on demand with Commit or CommitAsync; Pause and Resume stop and restart
+// partitions without giving them up; Seek moves one; Reset NoReset makes
+// a partition the group never committed an ErrNoCommittedOffset from Poll
+// (Kafka's auto.offset.reset=none).
+//
 // Without members (what Kafka calls a simple consumer group: the
 // application picks the partitions) CommitOffsets stores the next offset
 // to read per partition; AtCommitted starts a partition there, or at a
@@ -96,7 +102,8 @@
 //	err = cl.CommitOffsets(ctx, "billing", client.OffsetCommit{
 //		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset + 1, LeaderEpoch: r.LeaderEpoch})
 //
-// FetchOffsets, ListGroups and DeleteGroup read and remove them.
+// FetchOffsets, ListGroups and DeleteGroup read and remove them;
+// ResetOffsets moves those of a group with no members.
 //
 // Admin calls create, delete, list and describe topics, describe and alter
 // their configs, add partitions, and describe the cluster:

@@ -20,6 +20,10 @@ var (
 	ErrNoBrokers       = errors.New("client: no seed brokers")
 	ErrInvalidOffset   = errors.New("client: invalid start offset")
 	ErrNoSuchPartition = errors.New("client: partition out of range")
+	// ErrNoCommittedOffset: a partition whose start is AtCommitted with
+	// the NoReset fallback (a group consumer with Reset NoReset(), Kafka's
+	// auto.offset.reset=none) has no committed offset in its group.
+	ErrNoCommittedOffset = errors.New("client: no committed offset")
 	// ErrUnknownOutcome: an idempotent batch was sent but its delivery
 	// timeout passed before an answer: its records may or may not be in
 	// the log. They are not sent again.

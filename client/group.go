@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -240,4 +241,72 @@ func partitionsFromPB(a *quirev1.GroupAssignment) []TopicPartition {
 		}
 	}
 	return out
+}
+
+// ResetTarget is where ResetOffsets moves a group's committed offsets.
+type ResetTarget struct {
+	to *quirev1.ResetOffsetsRequest
+}
+
+// ResetToStart moves each partition to its log start offset.
+func ResetToStart() ResetTarget {
+	return ResetTarget{&quirev1.ResetOffsetsRequest{To: &quirev1.ResetOffsetsRequest_Earliest{Earliest: true}}}
+}
+
+// ResetToEnd moves each partition to its high watermark.
+func ResetToEnd() ResetTarget {
+	return ResetTarget{&quirev1.ResetOffsetsRequest{To: &quirev1.ResetOffsetsRequest_Latest{Latest: true}}}
+}
+
+// ResetToOffset moves each partition to offset (kept within the log).
+func ResetToOffset(offset int64) ResetTarget {
+	return ResetTarget{&quirev1.ResetOffsetsRequest{To: &quirev1.ResetOffsetsRequest_Offset{Offset: offset}}}
+}
+
+// ResetToTime moves each partition to its first record at or after t, or
+// its high watermark when there is none.
+func ResetToTime(t time.Time) ResetTarget {
+	return ResetTarget{&quirev1.ResetOffsetsRequest{To: &quirev1.ResetOffsetsRequest_TimestampMs{TimestampMs: t.UnixMilli()}}}
+}
+
+// ResetShift moves each partition's committed offset by n (back when
+// negative), kept within the log.
+func ResetShift(n int64) ResetTarget {
+	return ResetTarget{&quirev1.ResetOffsetsRequest{To: &quirev1.ResetOffsetsRequest_ShiftBy{ShiftBy: n}}}
+}
+
+// ResetOffset is one partition's committed offset before and after
+// ResetOffsets; Previous is -1 where the group had none.
+type ResetOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Previous  int64  `json:"previous"`
+	Offset    int64  `json:"offset"`
+}
+
+// ResetOffsets moves the committed offsets of a group with no members
+// (NON_EMPTY_GROUP otherwise): of every partition of topics, or of every
+// partition it committed when none is named. With dryRun it only says
+// what it would commit. Sorted by topic and partition.
+func (c *Client) ResetOffsets(ctx context.Context, group string, to ResetTarget, dryRun bool, topics ...string) ([]ResetOffset, error) {
+	if err := ValidateGroupID(group); err != nil {
+		return nil, err
+	}
+	if to.to == nil {
+		return nil, newError(quirev1.ErrorCode_INVALID_REQUEST, "reset offsets: no target")
+	}
+	req := &quirev1.ResetOffsetsRequest{Group: group, Topics: topics, To: to.to.To, DryRun: dryRun}
+	var resp *quirev1.ResetOffsetsResponse
+	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) (err error) {
+		resp, err = g.ResetOffsets(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ResetOffset, 0, len(resp.GetOffsets()))
+	for _, o := range resp.GetOffsets() {
+		out = append(out, ResetOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Previous: o.GetPrevious(), Offset: o.GetOffset()})
+	}
+	return out, nil
 }

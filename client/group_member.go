@@ -33,7 +33,9 @@ type GroupConfig struct {
 	// close). Positions are committed on revocation and Close either way.
 	AutoCommitInterval time.Duration
 	// Reset is where a partition the group never committed starts:
-	// AtStart (the zero value) or AtEnd.
+	// AtStart (the zero value) or AtEnd; or NoReset, Kafka's
+	// auto.offset.reset=none: such a partition is not read and Poll
+	// returns ErrNoCommittedOffset for it until it is Seek'd.
 	Reset Offset
 	// OnAssigned and OnRevoked are called with the partitions that join
 	// or leave the member's assignment (only those that changed), from the
@@ -70,6 +72,10 @@ type GroupConsumer struct {
 	changed  chan struct{}
 	fatal    error
 	interval time.Duration
+	paused   map[TopicPartition]bool
+	// lastAsync is closed when the latest CommitAsync is done; each
+	// waits for the one before, so they apply in order.
+	lastAsync chan struct{}
 	// session is the coordinator's session timeout (0 until it said),
 	// lastOK when the last heartbeat that got an answer was sent.
 	session time.Duration
@@ -103,8 +109,8 @@ func (c *Client) NewGroupConsumer(cfg GroupConfig) (*GroupConsumer, error) {
 	if cfg.AutoCommitInterval == 0 {
 		cfg.AutoCommitInterval = 5 * time.Second
 	}
-	if cfg.Reset.kind != offsetStart && cfg.Reset.kind != offsetEnd {
-		return nil, fmt.Errorf("%w: a group consumer's reset is AtStart or AtEnd, not %s", ErrInvalidOffset, cfg.Reset)
+	if cfg.Reset.kind != offsetStart && cfg.Reset.kind != offsetEnd && cfg.Reset.kind != offsetNone {
+		return nil, fmt.Errorf("%w: a group consumer's reset is AtStart, AtEnd or NoReset, not %s", ErrInvalidOffset, cfg.Reset)
 	}
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -115,7 +121,8 @@ func (c *Client) NewGroupConsumer(cfg GroupConfig) (*GroupConsumer, error) {
 		return nil, err
 	}
 	g := &GroupConsumer{c: c, cfg: cfg, memberID: hex.EncodeToString(id[:]), done: make(chan struct{}),
-		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, cons: cons, changed: make(chan struct{}), interval: time.Second}
+		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, cons: cons, changed: make(chan struct{}), interval: time.Second,
+		paused: map[TopicPartition]bool{}}
 	g.ctx, g.cancel = context.WithCancel(c.ctx)
 	go g.run()
 	return g, nil
@@ -162,7 +169,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 		}()
 		recs, err := cons.Poll(pctx)
 		cancel()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && len(recs) == 0 {
 			return nil, ctx.Err()
 		}
 		g.mu.Lock()
@@ -181,6 +188,14 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 			}
 		}
 		g.mu.Unlock()
+		if ctx.Err() != nil {
+			// Records taken from the consumer as ctx ended: returned,
+			// not lost (their positions moved on).
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, ctx.Err()
+		}
 		if gen != g.currentGen() || errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) {
 			if len(out) > 0 {
 				return out, nil
@@ -220,7 +235,97 @@ func (g *GroupConsumer) Commit(ctx context.Context) error {
 	return g.commitLocked(ctx, g.owned)
 }
 
+// CommitAsync commits the positions of the owned partitions as Commit
+// does, without waiting: cb (if not nil) gets the outcome, from another
+// goroutine. Commits made with CommitAsync apply in the order made; Close
+// waits for them.
+func (g *GroupConsumer) CommitAsync(cb func(error)) {
+	g.mu.Lock()
+	req := g.commitRequestLocked(g.owned)
+	prev, done := g.lastAsync, make(chan struct{})
+	g.lastAsync = done
+	g.mu.Unlock()
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		var err error
+		if req != nil {
+			err = g.c.group(g.c.ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+				_, err := gc.CommitOffsets(ctx, req)
+				return err
+			})
+		}
+		if cb != nil {
+			cb(err)
+		}
+	}()
+}
+
+// Pause stops reading the given owned partitions: Poll returns none of
+// their records (those buffered are dropped) until Resume. They stay
+// assigned to the member, and their positions are committed as usual.
+// Partitions it does not own are ignored.
+func (g *GroupConsumer) Pause(ps ...TopicPartition) {
+	g.setPaused(ps, true)
+}
+
+// Resume reads paused partitions again, from their positions.
+func (g *GroupConsumer) Resume(ps ...TopicPartition) {
+	g.setPaused(ps, false)
+}
+
+// Paused returns the paused partitions the member owns.
+func (g *GroupConsumer) Paused() []TopicPartition {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []TopicPartition
+	for _, tp := range g.owned {
+		if g.paused[tp] {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+func (g *GroupConsumer) setPaused(ps []TopicPartition, paused bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	changed := false
+	for _, tp := range ps {
+		if g.paused[tp] != paused {
+			changed = true
+			if paused {
+				g.paused[tp] = true
+			} else {
+				delete(g.paused, tp)
+			}
+		}
+	}
+	if !changed || g.ctx.Err() != nil {
+		return
+	}
+	g.cons.Close()
+	g.consGen++
+	g.signalLocked()
+	g.startLocked()
+}
+
 func (g *GroupConsumer) commitLocked(ctx context.Context, parts []TopicPartition) error {
+	req := g.commitRequestLocked(parts)
+	if req == nil {
+		return nil
+	}
+	return g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+		_, err := gc.CommitOffsets(ctx, req)
+		return err
+	})
+}
+
+// commitRequestLocked is the commit of parts' positions, nil when there
+// is nothing to commit (or no epoch to commit at).
+func (g *GroupConsumer) commitRequestLocked(parts []TopicPartition) *quirev1.CommitOffsetsRequest {
 	req := &quirev1.CommitOffsetsRequest{Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: g.epoch}
 	for _, tp := range parts {
 		if p, ok := g.pos[tp]; ok {
@@ -234,10 +339,7 @@ func (g *GroupConsumer) commitLocked(ctx context.Context, parts []TopicPartition
 	if len(req.Offsets) == 0 || g.epoch <= 0 {
 		return nil
 	}
-	return g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
-		_, err := gc.CommitOffsets(ctx, req)
-		return err
-	})
+	return req
 }
 
 // Close gives up the owned partitions (OnRevoked), commits their
@@ -257,6 +359,15 @@ func (g *GroupConsumer) Leave(ctx context.Context) error {
 func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 	g.cancel()
 	<-g.done
+	g.mu.Lock()
+	async := g.lastAsync
+	g.mu.Unlock()
+	if async != nil {
+		select {
+		case <-async:
+		case <-ctx.Done():
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.owned) > 0 && g.cfg.OnRevoked != nil {
@@ -427,6 +538,7 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 		for _, tp := range revoked {
 			delete(g.pos, tp)
 			delete(g.posEpoch, tp)
+			delete(g.paused, tp)
 		}
 	}
 	if !g.startLocked() {
@@ -444,6 +556,9 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 func (g *GroupConsumer) startLocked() bool {
 	assign := map[string]map[int32]Offset{}
 	for _, tp := range g.owned {
+		if g.paused[tp] {
+			continue
+		}
 		start := AtCommitted(g.cfg.Group, g.cfg.Reset)
 		if p, ok := g.pos[tp]; ok {
 			start = At(p)

@@ -56,6 +56,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCreateAcls(c.CreateAcls, index)
 	case *pb.Command_DeleteAcls:
 		return d.applyDeleteAcls(c.DeleteAcls, index)
+	case *pb.Command_CommitOffsetsBatch:
+		return d.applyCommitOffsetsBatch(c.CommitOffsetsBatch, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

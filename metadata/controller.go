@@ -45,6 +45,7 @@ type Controller struct {
 	changed  chan struct{} // closed and replaced when a loop starts or stops
 	lastSeen map[int32]time.Time
 	coord    *coordinator
+	commits  commitBatcher
 }
 
 func newController(n *Node) *Controller {
@@ -62,6 +63,7 @@ func newController(n *Node) *Controller {
 		refresh = DefaultLagRefresh
 	}
 	c.coord = newCoordinator(c, cfg, clock, n.cfg.Logs, refresh)
+	c.commits.c = c
 	return c
 }
 
@@ -543,8 +545,7 @@ func (c *Controller) CommitOffsets(ctx context.Context, group string, member Gro
 	for i, o := range offsets {
 		cmd.Offsets[i] = &pb.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
-	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CommitOffsets{CommitOffsets: cmd}})
-	return err
+	return c.commits.commit(ctx, cmd)
 }
 
 // readable waits until this node may answer a read from its image with

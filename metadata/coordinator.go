@@ -53,10 +53,26 @@ type coordinator struct {
 	m      *group.Machine // nil until built for term
 	term   uint64
 	topics map[string]int32 // as last given to m
+	// emptySince is when this coordinator first saw a group with
+	// membership state have no members: its offsets expire a retention
+	// after that or after their last commit, whichever is later (a group
+	// that never had members: after the last commit). When an earlier
+	// coordinator saw it empty is not in the log, so a controller change
+	// starts the count again.
+	emptySince map[string]time.Time
+	nextExpiry time.Time
 }
 
 func newCoordinator(c *Controller, cfg group.Config, clock Clock, logs LogReader, lagRefresh time.Duration) *coordinator {
-	return &coordinator{c: c, cfg: cfg, clock: clock, logs: logs, lagRefresh: lagRefresh}
+	return &coordinator{c: c, cfg: cfg, clock: clock, logs: logs, lagRefresh: lagRefresh, emptySince: map[string]time.Time{}}
+}
+
+// retention is offsets.retention.minutes.
+func (co *coordinator) retention() time.Duration {
+	if r := co.c.n.cfg.OffsetsRetention; r > 0 {
+		return r
+	}
+	return DefaultOffsetsRetention
 }
 
 // tickEvery is how often the controller loop checks the groups' deadlines
@@ -181,7 +197,70 @@ func (co *coordinator) runTicks(ctx context.Context) {
 		case <-t.C:
 		}
 		co.tick(ctx)
+		co.expire(ctx)
 	}
+}
+
+// expire deletes the committed offsets of the groups with no members
+// whose last commit, and the moment they were last seen with members,
+// are both a retention ago (KIP-211), through DeleteGroup. It looks at
+// most once a second.
+func (co *coordinator) expire(ctx context.Context) {
+	now := co.clock.Now()
+	if now.Before(co.nextExpiry) {
+		return
+	}
+	co.nextExpiry = now.Add(time.Second)
+	var expired []string
+	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		img := co.c.n.Image()
+		for _, l := range m.Groups() {
+			if l.Members > 0 {
+				delete(co.emptySince, l.Group)
+			} else if _, ok := co.emptySince[l.Group]; !ok {
+				co.emptySince[l.Group] = now
+			}
+		}
+		for id, topics := range img.groups {
+			if m.Size(id) > 0 {
+				continue
+			}
+			last := co.emptySince[id]
+			for _, parts := range topics {
+				for _, o := range parts {
+					last = maxTime(last, time.UnixMilli(o.CommitTimeMs))
+				}
+			}
+			if now.Sub(last) >= co.retention() {
+				expired = append(expired, id)
+			}
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return
+	}
+	for _, id := range expired {
+		err := co.c.DeleteGroup(ctx, id)
+		switch {
+		case err == nil:
+			co.mu.Lock()
+			delete(co.emptySince, id)
+			co.mu.Unlock()
+			co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
+		case errors.Is(err, group.ErrNonEmptyGroup), errors.Is(err, ErrUnknownGroup):
+			// A member joined, or it was deleted, meanwhile.
+		case ctx.Err() == nil:
+			co.c.n.logger.Warn("could not expire a group's offsets", "group", id, "error", err)
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // ConsumerGroupHeartbeat handles one member's heartbeat (hb.Now is set

@@ -28,8 +28,12 @@ const (
 	MetadataVersionProducerIDs int32 = 2
 	// MetadataVersionSecurity adds UpsertUserCredential,
 	// DeleteUserCredential, CreateAcls and DeleteAcls (SCRAM users and
-	// ACLs, security.go).
+	// ACLs, security.go), and CommitOffsetsBatch (many groups' commits in
+	// one entry).
 	MetadataVersionSecurity int32 = 3
+	// MetadataVersionOffsetBatches is the level of CommitOffsetsBatch: the
+	// same level 3.
+	MetadataVersionOffsetBatches = MetadataVersionSecurity
 
 	// LatestMetadataVersion is the highest level this code knows.
 	LatestMetadataVersion = MetadataVersionSecurity
@@ -91,6 +95,8 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential,
 		*pb.Command_CreateAcls, *pb.Command_DeleteAcls:
 		return MetadataVersionSecurity
+	case *pb.Command_CommitOffsetsBatch:
+		return MetadataVersionOffsetBatches
 	}
 	return 0
 }

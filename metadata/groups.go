@@ -197,6 +197,22 @@ func (d *draft) applyCommitOffsets(c *pb.CommitOffsets, _ uint64) any {
 	return nil
 }
 
+// CommitBatchResult is a CommitOffsetsBatch's answer: per commit, in
+// order, nil or why it was refused.
+type CommitBatchResult []error
+
+// applyCommitOffsetsBatch applies each commit as applyCommitOffsets does,
+// on its own: one refused leaves the others applied.
+func (d *draft) applyCommitOffsetsBatch(c *pb.CommitOffsetsBatch, index uint64) any {
+	out := make(CommitBatchResult, len(c.Commits))
+	for i, cm := range c.Commits {
+		if err, ok := d.applyCommitOffsets(cm, index).(error); ok {
+			out[i] = err
+		}
+	}
+	return out
+}
+
 // applyDeleteGroup removes every offset of a group.
 func (d *draft) applyDeleteGroup(c *pb.DeleteGroup, _ uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {

@@ -323,3 +323,43 @@ func TestFSMOpensStoreWithoutOffsetsBucket(t *testing.T) {
 		t.Fatal("commit on an old store not applied")
 	}
 }
+
+// TestFSMCommitOffsetsBatch: each commit of a batch is applied or refused
+// on its own, answered in order; before metadata.version 3 the batch is
+// refused whole.
+func TestFSMCommitOffsetsBatch(t *testing.T) {
+	batch := &pb.Command{Cmd: &pb.Command_CommitOffsetsBatch{CommitOffsetsBatch: &pb.CommitOffsetsBatch{Commits: []*pb.CommitOffsets{
+		{Group: "g1", CommitTimeMs: 1000, Offsets: []*pb.OffsetCommit{oc("a", 0, 4)}},
+		{Group: "g2", CommitTimeMs: 1000, Offsets: []*pb.OffsetCommit{oc("nope", 0, 1)}},
+		{Group: "", CommitTimeMs: 1000, Offsets: []*pb.OffsetCommit{oc("a", 0, 1)}},
+		{Group: "g3", CommitTimeMs: 1000, Offsets: []*pb.OffsetCommit{oc("b", 0, 2), oc("a", 1, 3)}},
+	}}}}
+
+	old := groupsFSM(t)
+	if err, ok := old.apply(batch).(error); !ok || !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("a batch at level 1: %v", err)
+	}
+
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(featureLevel(MetadataVersionOffsetBatches))
+	tf.ok(createTopic("a", []int32{1}, []int32{2}))
+	tf.ok(createTopic("b", []int32{3}))
+	res, ok := tf.apply(batch).(CommitBatchResult)
+	if !ok || len(res) != 4 {
+		t.Fatalf("batch answered %v", res)
+	}
+	if res[0] != nil || !errors.Is(res[1], ErrUnknownTopic) || !errors.Is(res[2], ErrInvalidGroupID) || res[3] != nil {
+		t.Fatalf("per-commit answers %v", res)
+	}
+	img := tf.f.Image()
+	if o, _ := img.Offset("g1", "a", 0); o.Offset != 4 {
+		t.Fatalf("g1 a-0: %+v", o)
+	}
+	if o, _ := img.Offset("g3", "a", 1); o.Offset != 3 {
+		t.Fatalf("g3 a-1: %+v", o)
+	}
+	if g := img.Groups(); !reflect.DeepEqual(g, []string{"g1", "g3"}) {
+		t.Fatalf("groups %v (a refused commit left none)", g)
+	}
+}

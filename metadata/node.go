@@ -96,7 +96,16 @@ type Config struct {
 	// LagRefresh is how often the coordinator asks them
 	// (group.lag.refresh.ms); zero is DefaultLagRefresh.
 	LagRefresh time.Duration
+	// OffsetsRetention is how long the committed offsets of a group with
+	// no members are kept after its last commit, or after the coordinator
+	// saw its last member go, whichever is later
+	// (offsets.retention.minutes); 0 is DefaultOffsetsRetention.
+	OffsetsRetention time.Duration
 }
+
+// DefaultOffsetsRetention is Kafka's offsets.retention.minutes default, 7
+// days.
+const DefaultOffsetsRetention = 7 * 24 * time.Hour
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,
 // session 9s) and hashicorp/raft's own timings (1s heartbeat and election

@@ -3,7 +3,9 @@
 # health, create a topic, produce JSON records, fetch them back decoded,
 # check offsets, commit a consumer group's offset; then kill -9 the server,
 # restart it and find every record and the committed offset; then consume
-# with `quire consume --group` and check `quire group describe`.
+# with `quire consume --group` and check `quire group describe`; then consume
+# a group through Groups/Subscribe streams (grpcurl -d @ reading a fifo):
+# one stream acknowledging and closing, two streams splitting a topic.
 #
 # Env: QUIRE_BIN (default: build into a temp dir), GRPCURL (default
 # ./bin/grpcurl), E2E_KEEP=1 keeps the temp dir.
@@ -18,7 +20,9 @@ root=$PWD
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/quire-e2e.XXXXXX")
 server_pid=""
+sub_pids=()
 cleanup() {
+	for p in "${sub_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
 		kill -9 "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
@@ -54,7 +58,8 @@ port=$(free_ports 1)
 addr="127.0.0.1:$port"
 
 start_server() {
-	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set metrics.listen= >>"$tmp/server.log" 2>&1 &
+	"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set metrics.listen= \
+		--set group.consumer.heartbeat.interval.ms=300 >>"$tmp/server.log" 2>&1 &
 	server_pid=$!
 	# Poll health with a deadline; no fixed sleeps.
 	local deadline=$((SECONDS + 60))
@@ -223,6 +228,64 @@ if out=$(q topic describe --producers e2e-idem --partition 3 2>&1); then fail "-
 expect "no partition 3 in topic e2e-idem, which has 1" "$out"
 if out=$(q topic describe --producers e2e-nope 2>&1); then fail "an unknown topic succeeded: $out"; fi
 expect 'does not exist' "$out"
+step "Subscribe with grpcurl: a group consumed over one stream, acknowledged, committed on close, left at once"
+call quire.v1.Admin/CreateTopic '{"name": "e2e-sub", "partitions": 4}' >/dev/null
+for p in 0 1 2 3; do
+	call quire.v1.Producer/ProduceRecords '{"topic": "e2e-sub", "records": [{"value": "s'$p'-0", "partition": '$p'}, {"value": "s'$p'-1", "partition": '$p'}]}' >/dev/null
+done
+# sub_start NAME FD GROUP: a Subscribe stream whose messages grpcurl reads
+# from the fifo $tmp/NAME.in, held open on FD; its output in $tmp/NAME.out.
+sub_start() {
+	mkfifo "$tmp/$1.in"
+	"$grpcurl" -plaintext -emit-defaults -d @ "$addr" quire.v1.Groups/Subscribe <"$tmp/$1.in" >"$tmp/$1.out" 2>&1 &
+	sub_pids+=($!)
+	eval "exec $2>\"\$tmp/\$1.in\""
+	echo '{"start": {"group": "'"$3"'", "subscription": {"topics": ["e2e-sub"]}, "commitIntervalMs": 100}}' >&"$2"
+}
+# sub_wait FILE N PATTERN: until FILE has N lines matching PATTERN.
+sub_wait() {
+	local deadline=$((SECONDS + 30))
+	until [ "$(grep -c -- "$3" "$1")" -ge "$2" ]; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "want $2 lines /$3/ in $1: $(cat "$1")"
+		sleep 0.1
+	done
+}
+sub_start suba 7 e2e-sub
+sub_wait "$tmp/suba.out" 8 '"value": "s[0-3]-[01]"'
+expect '"memberEpoch": 1' "$(cat "$tmp/suba.out")"
+acks='{"ack": {"partitions": ['
+for p in 0 1 2 3; do acks+='{"topic": "e2e-sub", "partition": '$p', "offsets": [0, 1]}'; [ $p = 3 ] || acks+=', '; done
+echo "$acks]}}" >&7
+exec 7>&- # a clean close: grpcurl half-closes the stream
+wait "${sub_pids[0]}" || fail "the Subscribe stream did not end OK: $(cat "$tmp/suba.out")"
+out=$(call quire.v1.Groups/FetchOffsets '{"group": "e2e-sub"}')
+[ "$(grep -c '"offset": "2"' <<<"$out")" -eq 4 ] || fail "want offset 2 committed on each of 4 partitions: $out"
+out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-sub"}')
+expect '"state": "empty"' "$out"
+
+step "two concurrent Subscribe streams split the topic's partitions"
+sub_start subb 7 e2e-split
+sub_start subc 8 e2e-split
+deadline=$((SECONDS + 30))
+until out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-split"}' 2>&1) && grep -q '"state": "stable"' <<<"$out" &&
+	[ "$(grep -c '"memberId"' <<<"$out")" -eq 2 ]; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "two Subscribe streams not stable in one group within 30s: $out"
+	sleep 0.2
+done
+for p in 0 1 2 3; do
+	call quire.v1.Producer/ProduceRecords '{"topic": "e2e-sub", "records": [{"value": "split-'$p'", "partition": '$p'}]}' >/dev/null
+done
+deadline=$((SECONDS + 30))
+until [ "$(cat "$tmp/subb.out" "$tmp/subc.out" | grep -c '"value": "split-')" -ge 4 ]; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "the two streams did not get the 4 new records: $(cat "$tmp/subb.out" "$tmp/subc.out")"
+	sleep 0.1
+done
+nb=$(grep -c '"value": "split-' "$tmp/subb.out")
+nc=$(grep -c '"value": "split-' "$tmp/subc.out")
+[ "$nb" -eq 2 ] && [ "$nc" -eq 2 ] || fail "want the 4 partitions' new records split 2 and 2, got $nb and $nc"
+exec 7>&- 8>&-
+wait "${sub_pids[1]}" || fail "the first split stream did not end OK: $(cat "$tmp/subb.out")"
+wait "${sub_pids[2]}" || fail "the second split stream did not end OK: $(cat "$tmp/subc.out")"
 
 # ---- the Python example (examples/python) against the same server ----
 step "running scripts/e2e_python.sh"

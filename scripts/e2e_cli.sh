@@ -68,8 +68,8 @@ grep -q "$brokers" <<<"$out" || fail "cluster info does not list $brokers: $out"
 
 step "cluster features"
 deadline=$((SECONDS + 30))
-until out=$(q cluster features 2>&1) && grep -q "^METADATA.VERSION  2$" <<<"$out"; do
-	[ "$SECONDS" -lt "$deadline" ] || fail "cluster features: metadata.version not raised to 2: $out"
+until out=$(q cluster features 2>&1) && grep -Eq "^METADATA.VERSION  ([2-9]|[1-9][0-9])$" <<<"$out"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "cluster features: metadata.version not raised past 1: $out"
 	sleep 0.2
 done
 if out=$(q cluster features --upgrade 99 2>&1); then fail "upgrade to 99 succeeded: $out"; fi
@@ -161,6 +161,7 @@ grep -q "^orders  *OK" <<<"$out" || fail "README CLI block: no topic created: $o
 grep -Eq "^[0-2]/[0-9]+ k1=hello$" <<<"$out" || fail "README CLI block: consume -f output: $out"
 grep -q "200000 records" <<<"$out" || fail "README CLI block: perf summary: $out"
 grep -Eq "^[0-2] +[0-9]+ +[0-9]+ +0 +[0-9]+ " <<<"$out" || fail "README CLI block: no producer from topic describe --producers: $out"
+grep -Eq "^billing +orders +[0-2] +[0-9-]+ +0$" <<<"$out" || fail "README CLI block: group seek --to start: $out"
 q topic delete orders perf >/dev/null || fail "delete the README's topics"
 
 step "topic delete"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the Python example (examples/python) against a broker: the one at
+# Runs the Python examples (examples/python) against a broker: the one at
 # QUIRE_BROKERS (scripts/e2e.sh passes its dev server), else a
 # `quire server --dev` started here on a free port.
 #
@@ -73,4 +73,7 @@ fi
 step "running examples/python/quire_example.py against $addr"
 PYTHONPATH="$tmp/gen:$PWD/examples/python" "$py" examples/python/quire_example.py --brokers "${addr%%,*}" ||
 	fail "examples/python/quire_example.py"
+step "running examples/python/quire_subscribe.py (a consumer group over one Subscribe stream) against $addr"
+PYTHONPATH="$tmp/gen:$PWD/examples/python" "$py" examples/python/quire_subscribe.py --brokers "${addr%%,*}" ||
+	fail "examples/python/quire_subscribe.py"
 step "PASS"

@@ -29,12 +29,17 @@ type groupMember struct {
 	topic string // subscribed; "" is "seven"
 }
 
-// heartbeat sends one heartbeat; joining when the member has no epoch.
+// heartbeat sends one heartbeat; joining (its topic, else "seven") when
+// the member has no epoch.
 func (m *groupMember) heartbeat(ctx context.Context) error {
+	return m.heartbeatTopic(ctx, cmp.Or(m.topic, "seven"))
+}
+
+func (m *groupMember) heartbeatTopic(ctx context.Context, topic string) error {
 	req := &quirev1.ConsumerGroupHeartbeatRequest{Group: m.group, MemberId: m.id, MemberEpoch: m.epoch,
 		Owned: m.owned}
 	if m.epoch == 0 {
-		req.Subscription = &quirev1.GroupSubscription{Topics: []string{cmp.Or(m.topic, "seven")}}
+		req.Subscription = &quirev1.GroupSubscription{Topics: []string{topic}}
 		req.RebalanceTimeoutMs = 5000
 		req.Assignor = "range"
 		req.Owned = &quirev1.GroupAssignment{}

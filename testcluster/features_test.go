@@ -92,7 +92,8 @@ func TestClusterMetadataVersionRollingUpgrade(t *testing.T) {
 	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.NextProducerID() == block.First+block.Size })
 
 	// Raising to the finalized level again is a no-op; lower is refused.
-	if r, err := admin(c, old).UpdateFeatures(ctx, &quirev1.UpdateFeaturesRequest{MetadataVersion: metadata.LatestMetadataVersion}); err != nil || r.MetadataVersion != metadata.LatestMetadataVersion {
+	latest := metadata.LatestMetadataVersion
+	if r, err := admin(c, old).UpdateFeatures(ctx, &quirev1.UpdateFeaturesRequest{MetadataVersion: latest}); err != nil || r.MetadataVersion != latest {
 		t.Fatalf("raise to the finalized level: %v %v", r, err)
 	}
 	if _, err := admin(c, 1).UpdateFeatures(ctx, &quirev1.UpdateFeaturesRequest{MetadataVersion: 1}); errorDetail(err).GetCode() != quirev1.ErrorCode_FEATURE_UPDATE_FAILED {

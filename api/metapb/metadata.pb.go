@@ -56,6 +56,7 @@ type Command struct {
 	//	*Command_DeleteUserCredential
 	//	*Command_CreateAcls
 	//	*Command_DeleteAcls
+	//	*Command_CommitOffsetsBatch
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -269,6 +270,15 @@ func (x *Command) GetDeleteAcls() *DeleteAcls {
 	return nil
 }
 
+func (x *Command) GetCommitOffsetsBatch() *CommitOffsetsBatch {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CommitOffsetsBatch); ok {
+			return x.CommitOffsetsBatch
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -350,6 +360,10 @@ type Command_DeleteAcls struct {
 	DeleteAcls *DeleteAcls `protobuf:"bytes,23,opt,name=delete_acls,json=deleteAcls,proto3,oneof"`
 }
 
+type Command_CommitOffsetsBatch struct {
+	CommitOffsetsBatch *CommitOffsetsBatch `protobuf:"bytes,16,opt,name=commit_offsets_batch,json=commitOffsetsBatch,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -387,6 +401,8 @@ func (*Command_DeleteUserCredential) isCommand_Cmd() {}
 func (*Command_CreateAcls) isCommand_Cmd() {}
 
 func (*Command_DeleteAcls) isCommand_Cmd() {}
+
+func (*Command_CommitOffsetsBatch) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -1362,6 +1378,53 @@ func (x *CommitOffsets) GetCommitTimeMs() int64 {
 	return 0
 }
 
+// CommitOffsetsBatch is many groups' commits in one entry (metadata.version
+// 3), each applied or refused on its own as a CommitOffsets would be; the
+// controller batches the commits that queue while one is being written.
+type CommitOffsetsBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Commits       []*CommitOffsets       `protobuf:"bytes,1,rep,name=commits,proto3" json:"commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsBatch) Reset() {
+	*x = CommitOffsetsBatch{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsBatch) ProtoMessage() {}
+
+func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
+	if x != nil {
+		return x.Commits
+	}
+	return nil
+}
+
 // DeleteGroup removes every committed offset of a group; an unknown group
 // is rejected.
 type DeleteGroup struct {
@@ -1373,7 +1436,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1448,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1461,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1423,7 +1486,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1498,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1511,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -1478,7 +1541,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1553,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1566,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -1536,7 +1599,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1611,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1624,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -1588,7 +1651,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1663,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1676,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -1728,7 +1791,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1803,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1816,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -1785,7 +1848,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1860,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1873,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -1879,7 +1942,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +1954,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +1967,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -1966,7 +2029,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2041,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2054,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -2020,7 +2083,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2095,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2108,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -2079,7 +2142,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2154,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2167,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -2132,7 +2195,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2207,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2220,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -2190,7 +2253,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2265,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2278,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -2240,7 +2303,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2315,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2328,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -2315,7 +2378,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2390,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2403,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -2425,7 +2488,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2500,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2513,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -2496,7 +2559,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2571,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2584,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -2590,7 +2653,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2665,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2678,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -2684,7 +2747,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2759,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2772,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -2764,7 +2827,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2839,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2852,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -2809,7 +2872,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +2884,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +2897,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -2860,7 +2923,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2935,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2948,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -2940,7 +3003,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3015,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3028,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -2985,7 +3048,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3060,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3073,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -3024,7 +3087,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xd1\v\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xac\f\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -3047,7 +3110,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\vcreate_acls\x18\x16 \x01(\v2\x1d.quire.internal.v1.CreateAclsH\x00R\n" +
 	"createAcls\x12@\n" +
 	"\vdelete_acls\x18\x17 \x01(\v2\x1d.quire.internal.v1.DeleteAclsH\x00R\n" +
-	"deleteAclsB\x05\n" +
+	"deleteAcls\x12Y\n" +
+	"\x14commit_offsets_batch\x18\x10 \x01(\v2%.quire.internal.v1.CommitOffsetsBatchH\x00R\x12commitOffsetsBatchB\x05\n" +
 	"\x03cmd\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -3125,7 +3189,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x129\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
-	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"#\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"P\n" +
+	"\x12CommitOffsetsBatch\x12:\n" +
+	"\acommits\x18\x01 \x03(\v2 .quire.internal.v1.CommitOffsetsR\acommits\"#\n" +
 	"\vDeleteGroup\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"8\n" +
 	"\fFeatureLevel\x12\x12\n" +
@@ -3273,7 +3339,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
@@ -3290,34 +3356,35 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*UnregisterBroker)(nil),      // 12: quire.internal.v1.UnregisterBroker
 	(*OffsetCommit)(nil),          // 13: quire.internal.v1.OffsetCommit
 	(*CommitOffsets)(nil),         // 14: quire.internal.v1.CommitOffsets
-	(*DeleteGroup)(nil),           // 15: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 16: quire.internal.v1.FeatureLevel
-	(*AllocateProducerIds)(nil),   // 17: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 18: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 19: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 20: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 21: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 22: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 23: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 24: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 25: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 26: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 27: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 28: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 29: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 30: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 31: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 32: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 33: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 34: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 35: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 36: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 37: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 38: quire.internal.v1.DeleteAcls
-	nil,                           // 39: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 40: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 41: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 42: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*CommitOffsetsBatch)(nil),    // 15: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteGroup)(nil),           // 16: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 17: quire.internal.v1.FeatureLevel
+	(*AllocateProducerIds)(nil),   // 18: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 19: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 20: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 21: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 22: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 23: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 24: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 25: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 26: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 27: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 28: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 29: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 30: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 31: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 32: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 33: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),  // 34: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 35: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 36: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 37: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 38: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 39: quire.internal.v1.DeleteAcls
+	nil,                           // 40: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 41: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 42: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 43: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -3331,46 +3398,48 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	11, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
 	12, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
 	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	15, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	16, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	17, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	18, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	34, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	35, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	37, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	38, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
-	2,  // 19: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 20: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	39, // 21: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	40, // 22: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 23: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 24: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	19, // 25: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	21, // 26: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	22, // 27: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	23, // 28: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	24, // 29: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	26, // 30: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	27, // 31: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	20, // 32: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	20, // 33: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	41, // 34: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	20, // 35: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	25, // 36: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	24, // 37: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	21, // 38: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	22, // 39: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	26, // 40: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	2,  // 41: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	42, // 42: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	33, // 43: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	36, // 44: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	36, // 45: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	16, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	17, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	18, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	19, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	35, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	36, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	38, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	39, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	15, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	2,  // 20: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 21: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	40, // 22: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	41, // 23: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 24: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 25: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	14, // 26: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	20, // 27: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	22, // 28: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	23, // 29: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	24, // 30: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	25, // 31: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	27, // 32: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	28, // 33: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	21, // 34: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	21, // 35: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	42, // 36: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	21, // 37: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	26, // 38: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	25, // 39: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	22, // 40: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	23, // 41: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	27, // 42: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	2,  // 43: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	43, // 44: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	34, // 45: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	37, // 46: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	37, // 47: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -3398,8 +3467,9 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_DeleteUserCredential)(nil),
 		(*Command_CreateAcls)(nil),
 		(*Command_DeleteAcls)(nil),
+		(*Command_CommitOffsetsBatch)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[19].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[20].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -3413,7 +3483,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

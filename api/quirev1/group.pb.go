@@ -1381,11 +1381,811 @@ func (x *GroupMemberDescription) GetPendingAssignment() *GroupAssignment {
 	return nil
 }
 
+type SubscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Request:
+	//
+	//	*SubscribeRequest_Start
+	//	*SubscribeRequest_Ack
+	Request       isSubscribeRequest_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SubscribeRequest) GetRequest() isSubscribeRequest_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetStart() *SubscribeStart {
+	if x != nil {
+		if x, ok := x.Request.(*SubscribeRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetAck() *SubscribeAck {
+	if x != nil {
+		if x, ok := x.Request.(*SubscribeRequest_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+type isSubscribeRequest_Request interface {
+	isSubscribeRequest_Request()
+}
+
+type SubscribeRequest_Start struct {
+	// The first message, and only the first.
+	Start *SubscribeStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type SubscribeRequest_Ack struct {
+	// Any later message.
+	Ack *SubscribeAck `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
+}
+
+func (*SubscribeRequest_Start) isSubscribeRequest_Request() {}
+
+func (*SubscribeRequest_Ack) isSubscribeRequest_Request() {}
+
+type SubscribeStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The topics to read: named, and matching an RE2 expression (whole
+	// topic names; topics created later are picked up). At least one.
+	Subscription *GroupSubscription `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// Records sent and not yet acknowledged, at most; 0 means 500.
+	MaxOutstandingRecords int32 `protobuf:"varint,3,opt,name=max_outstanding_records,json=maxOutstandingRecords,proto3" json:"max_outstanding_records,omitempty"`
+	// Bytes of records (their encoded ConsumedRecord size) sent and not yet
+	// acknowledged, at most; 0 means 1048576. A record is sent while the
+	// outstanding bytes are under the limit, so one larger than the limit
+	// still comes, alone.
+	MaxOutstandingBytes int64 `protobuf:"varint,4,opt,name=max_outstanding_bytes,json=maxOutstandingBytes,proto3" json:"max_outstanding_bytes,omitempty"`
+	// A server-side assignor (group.consumer.assignors); "" the default.
+	Assignor string `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	// How long the broker may take to give up a revoked partition; 0 means
+	// 60000.
+	RebalanceTimeoutMs int32 `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	// The fields keys and values come back in; see RecordFormat.
+	Format RecordFormat `protobuf:"varint,7,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
+	// Where a partition the group never committed (or whose committed
+	// offset is out of range) starts: "earliest" (or ""), or "latest".
+	AutoOffsetReset string `protobuf:"bytes,8,opt,name=auto_offset_reset,json=autoOffsetReset,proto3" json:"auto_offset_reset,omitempty"`
+	// How often acknowledged offsets are committed; 0 means 5000.
+	CommitIntervalMs int32 `protobuf:"varint,9,opt,name=commit_interval_ms,json=commitIntervalMs,proto3" json:"commit_interval_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SubscribeStart) Reset() {
+	*x = SubscribeStart{}
+	mi := &file_quire_v1_group_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeStart) ProtoMessage() {}
+
+func (x *SubscribeStart) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeStart.ProtoReflect.Descriptor instead.
+func (*SubscribeStart) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SubscribeStart) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SubscribeStart) GetSubscription() *GroupSubscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *SubscribeStart) GetMaxOutstandingRecords() int32 {
+	if x != nil {
+		return x.MaxOutstandingRecords
+	}
+	return 0
+}
+
+func (x *SubscribeStart) GetMaxOutstandingBytes() int64 {
+	if x != nil {
+		return x.MaxOutstandingBytes
+	}
+	return 0
+}
+
+func (x *SubscribeStart) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+func (x *SubscribeStart) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *SubscribeStart) GetFormat() RecordFormat {
+	if x != nil {
+		return x.Format
+	}
+	return RecordFormat_RECORD_FORMAT_AUTO
+}
+
+func (x *SubscribeStart) GetAutoOffsetReset() string {
+	if x != nil {
+		return x.AutoOffsetReset
+	}
+	return ""
+}
+
+func (x *SubscribeStart) GetCommitIntervalMs() int32 {
+	if x != nil {
+		return x.CommitIntervalMs
+	}
+	return 0
+}
+
+type SubscribeAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*AckedOffsets        `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeAck) Reset() {
+	*x = SubscribeAck{}
+	mi := &file_quire_v1_group_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeAck) ProtoMessage() {}
+
+func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeAck.ProtoReflect.Descriptor instead.
+func (*SubscribeAck) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SubscribeAck) GetPartitions() []*AckedOffsets {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type AckedOffsets struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Offsets of records received, in any order. Those of a partition no
+	// longer assigned to the stream, or acknowledged already, are ignored;
+	// one never sent on this partition is INVALID_REQUEST.
+	Offsets       []int64 `protobuf:"varint,3,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckedOffsets) Reset() {
+	*x = AckedOffsets{}
+	mi := &file_quire_v1_group_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckedOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckedOffsets) ProtoMessage() {}
+
+func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckedOffsets.ProtoReflect.Descriptor instead.
+func (*AckedOffsets) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AckedOffsets) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AckedOffsets) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AckedOffsets) GetOffsets() []int64 {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type SubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*SubscribeResponse_Assignment
+	//	*SubscribeResponse_Records
+	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetAssignment() *SubscribeAssignment {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Assignment); ok {
+			return x.Assignment
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetRecords() *SubscribeRecords {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Records); ok {
+			return x.Records
+		}
+	}
+	return nil
+}
+
+type isSubscribeResponse_Event interface {
+	isSubscribeResponse_Event()
+}
+
+type SubscribeResponse_Assignment struct {
+	// The assignment changed: sent when the member joined, on every
+	// change, and before any record of a newly assigned partition.
+	Assignment *SubscribeAssignment `protobuf:"bytes,1,opt,name=assignment,proto3,oneof"`
+}
+
+type SubscribeResponse_Records struct {
+	Records *SubscribeRecords `protobuf:"bytes,2,opt,name=records,proto3,oneof"`
+}
+
+func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
+
+type SubscribeAssignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member the broker is on the stream's behalf.
+	MemberId    string `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch int32  `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// Partitions given to the stream now.
+	Assigned *GroupAssignment `protobuf:"bytes,3,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	// Partitions taken away: no record of them follows, and their
+	// acknowledged offsets are committed.
+	Revoked *GroupAssignment `protobuf:"bytes,4,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// Every partition the stream has now.
+	Owned         *GroupAssignment `protobuf:"bytes,5,opt,name=owned,proto3" json:"owned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeAssignment) Reset() {
+	*x = SubscribeAssignment{}
+	mi := &file_quire_v1_group_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeAssignment) ProtoMessage() {}
+
+func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeAssignment.ProtoReflect.Descriptor instead.
+func (*SubscribeAssignment) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SubscribeAssignment) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SubscribeAssignment) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *SubscribeAssignment) GetAssigned() *GroupAssignment {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *SubscribeAssignment) GetRevoked() *GroupAssignment {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
+func (x *SubscribeAssignment) GetOwned() *GroupAssignment {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+type SubscribeRecords struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In offset order within each partition.
+	Records       []*ConsumedRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRecords) Reset() {
+	*x = SubscribeRecords{}
+	mi := &file_quire_v1_group_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRecords) ProtoMessage() {}
+
+func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRecords.ProtoReflect.Descriptor instead.
+func (*SubscribeRecords) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type ResetOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Every partition of these topics; none: every partition the group has
+	// committed offsets for.
+	Topics []string `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Types that are valid to be assigned to To:
+	//
+	//	*ResetOffsetsRequest_Earliest
+	//	*ResetOffsetsRequest_Latest
+	//	*ResetOffsetsRequest_Offset
+	//	*ResetOffsetsRequest_TimestampMs
+	//	*ResetOffsetsRequest_ShiftBy
+	To isResetOffsetsRequest_To `protobuf_oneof:"to"`
+	// Only answer what would be committed.
+	DryRun        bool `protobuf:"varint,8,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsRequest) Reset() {
+	*x = ResetOffsetsRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsRequest) ProtoMessage() {}
+
+func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ResetOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResetOffsetsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ResetOffsetsRequest) GetTo() isResetOffsetsRequest_To {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *ResetOffsetsRequest) GetEarliest() bool {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_Earliest); ok {
+			return x.Earliest
+		}
+	}
+	return false
+}
+
+func (x *ResetOffsetsRequest) GetLatest() bool {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_Latest); ok {
+			return x.Latest
+		}
+	}
+	return false
+}
+
+func (x *ResetOffsetsRequest) GetOffset() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_Offset); ok {
+			return x.Offset
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetTimestampMs() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_TimestampMs); ok {
+			return x.TimestampMs
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetShiftBy() int64 {
+	if x != nil {
+		if x, ok := x.To.(*ResetOffsetsRequest_ShiftBy); ok {
+			return x.ShiftBy
+		}
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type isResetOffsetsRequest_To interface {
+	isResetOffsetsRequest_To()
+}
+
+type ResetOffsetsRequest_Earliest struct {
+	// The log start offset.
+	Earliest bool `protobuf:"varint,3,opt,name=earliest,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_Latest struct {
+	// The high watermark.
+	Latest bool `protobuf:"varint,4,opt,name=latest,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_Offset struct {
+	// This offset.
+	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_TimestampMs struct {
+	// The first offset whose timestamp is at or after this (ms since the
+	// epoch); the high watermark when there is none.
+	TimestampMs int64 `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3,oneof"`
+}
+
+type ResetOffsetsRequest_ShiftBy struct {
+	// The committed offset plus this (negative: back).
+	ShiftBy int64 `protobuf:"varint,7,opt,name=shift_by,json=shiftBy,proto3,oneof"`
+}
+
+func (*ResetOffsetsRequest_Earliest) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_Latest) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_Offset) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_TimestampMs) isResetOffsetsRequest_To() {}
+
+func (*ResetOffsetsRequest_ShiftBy) isResetOffsetsRequest_To() {}
+
+type ResetOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by topic and partition.
+	Offsets       []*ResetOffset `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsResponse) Reset() {
+	*x = ResetOffsetsResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsResponse) ProtoMessage() {}
+
+func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type ResetOffset struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1 when never committed.
+	Previous      int64 `protobuf:"varint,3,opt,name=previous,proto3" json:"previous,omitempty"`
+	Offset        int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffset) Reset() {
+	*x = ResetOffset{}
+	mi := &file_quire_v1_group_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffset) ProtoMessage() {}
+
+func (x *ResetOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
+func (*ResetOffset) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ResetOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResetOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ResetOffset) GetPrevious() int64 {
+	if x != nil {
+		return x.Previous
+	}
+	return 0
+}
+
+func (x *ResetOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 var File_quire_v1_group_proto protoreflect.FileDescriptor
 
 const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/group.proto\x12\bquire.v1\"\x9e\x01\n" +
+	"\x14quire/v1/group.proto\x12\bquire.v1\x1a\x16quire/v1/consume.proto\"\x9e\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x120\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
@@ -1482,7 +2282,60 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05regex\x18\x05 \x01(\tR\x05regex\x125\n" +
 	"\bassigned\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x12H\n" +
 	"\x12pending_revocation\x18\a \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingRevocation\x12H\n" +
-	"\x12pending_assignment\x18\b \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingAssignment2\xfd\x03\n" +
+	"\x12pending_assignment\x18\b \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingAssignment\"{\n" +
+	"\x10SubscribeRequest\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
+	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
+	"\arequest\"\xab\x03\n" +
+	"\x0eSubscribeStart\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
+	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
+	"\x17max_outstanding_records\x18\x03 \x01(\x05R\x15maxOutstandingRecords\x122\n" +
+	"\x15max_outstanding_bytes\x18\x04 \x01(\x03R\x13maxOutstandingBytes\x12\x1a\n" +
+	"\bassignor\x18\x05 \x01(\tR\bassignor\x120\n" +
+	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12.\n" +
+	"\x06format\x18\a \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\x12*\n" +
+	"\x11auto_offset_reset\x18\b \x01(\tR\x0fautoOffsetReset\x12,\n" +
+	"\x12commit_interval_ms\x18\t \x01(\x05R\x10commitIntervalMs\"F\n" +
+	"\fSubscribeAck\x126\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
+	"partitions\"\\\n" +
+	"\fAckedOffsets\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
+	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\"\x95\x01\n" +
+	"\x11SubscribeResponse\x12?\n" +
+	"\n" +
+	"assignment\x18\x01 \x01(\v2\x1d.quire.v1.SubscribeAssignmentH\x00R\n" +
+	"assignment\x126\n" +
+	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecordsB\a\n" +
+	"\x05event\"\xf2\x01\n" +
+	"\x13SubscribeAssignment\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x125\n" +
+	"\bassigned\x18\x03 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x123\n" +
+	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
+	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\"F\n" +
+	"\x10SubscribeRecords\x122\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\xf6\x01\n" +
+	"\x13ResetOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x1c\n" +
+	"\bearliest\x18\x03 \x01(\bH\x00R\bearliest\x12\x18\n" +
+	"\x06latest\x18\x04 \x01(\bH\x00R\x06latest\x12\x18\n" +
+	"\x06offset\x18\x05 \x01(\x03H\x00R\x06offset\x12#\n" +
+	"\ftimestamp_ms\x18\x06 \x01(\x03H\x00R\vtimestampMs\x12\x1b\n" +
+	"\bshift_by\x18\a \x01(\x03H\x00R\ashiftBy\x12\x17\n" +
+	"\adry_run\x18\b \x01(\bR\x06dryRunB\x04\n" +
+	"\x02to\"G\n" +
+	"\x14ResetOffsetsResponse\x12/\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x15.quire.v1.ResetOffsetR\aoffsets\"u\n" +
+	"\vResetOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\bprevious\x18\x03 \x01(\x03R\bprevious\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset2\x96\x05\n" +
 	"\x06Groups\x12P\n" +
 	"\rCommitOffsets\x12\x1e.quire.v1.CommitOffsetsRequest\x1a\x1f.quire.v1.CommitOffsetsResponse\x12M\n" +
 	"\fFetchOffsets\x12\x1d.quire.v1.FetchOffsetsRequest\x1a\x1e.quire.v1.FetchOffsetsResponse\x12G\n" +
@@ -1490,7 +2343,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"ListGroups\x12\x1b.quire.v1.ListGroupsRequest\x1a\x1c.quire.v1.ListGroupsResponse\x12J\n" +
 	"\vDeleteGroup\x12\x1c.quire.v1.DeleteGroupRequest\x1a\x1d.quire.v1.DeleteGroupResponse\x12k\n" +
 	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
-	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12H\n" +
+	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01\x12M\n" +
+	"\fResetOffsets\x12\x1d.quire.v1.ResetOffsetsRequest\x1a\x1e.quire.v1.ResetOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_group_proto_rawDescOnce sync.Once
@@ -1504,7 +2359,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -1527,6 +2382,18 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*DescribeGroupResponse)(nil),          // 18: quire.v1.DescribeGroupResponse
 	(*GroupPartitionLag)(nil),              // 19: quire.v1.GroupPartitionLag
 	(*GroupMemberDescription)(nil),         // 20: quire.v1.GroupMemberDescription
+	(*SubscribeRequest)(nil),               // 21: quire.v1.SubscribeRequest
+	(*SubscribeStart)(nil),                 // 22: quire.v1.SubscribeStart
+	(*SubscribeAck)(nil),                   // 23: quire.v1.SubscribeAck
+	(*AckedOffsets)(nil),                   // 24: quire.v1.AckedOffsets
+	(*SubscribeResponse)(nil),              // 25: quire.v1.SubscribeResponse
+	(*SubscribeAssignment)(nil),            // 26: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),               // 27: quire.v1.SubscribeRecords
+	(*ResetOffsetsRequest)(nil),            // 28: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 29: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 30: quire.v1.ResetOffset
+	(RecordFormat)(0),                      // 31: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 32: quire.v1.ConsumedRecord
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -1542,23 +2409,39 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	14, // 10: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
 	14, // 11: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
 	14, // 12: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
-	0,  // 13: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 14: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 15: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 16: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 17: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	17, // 18: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	2,  // 19: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 20: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 21: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 22: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 23: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	18, // 24: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	22, // 13: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
+	23, // 14: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
+	13, // 15: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
+	31, // 16: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	24, // 17: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
+	26, // 18: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	27, // 19: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	14, // 20: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	14, // 21: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	14, // 22: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	32, // 23: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	30, // 24: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 25: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 26: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 27: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 28: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 29: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	17, // 30: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	21, // 31: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	28, // 32: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 33: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 34: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 35: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 36: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 37: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	18, // 38: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	25, // 39: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	29, // 40: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -1566,8 +2449,24 @@ func file_quire_v1_group_proto_init() {
 	if File_quire_v1_group_proto != nil {
 		return
 	}
+	file_quire_v1_consume_proto_init()
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
+	}
+	file_quire_v1_group_proto_msgTypes[21].OneofWrappers = []any{
+		(*SubscribeRequest_Start)(nil),
+		(*SubscribeRequest_Ack)(nil),
+	}
+	file_quire_v1_group_proto_msgTypes[25].OneofWrappers = []any{
+		(*SubscribeResponse_Assignment)(nil),
+		(*SubscribeResponse_Records)(nil),
+	}
+	file_quire_v1_group_proto_msgTypes[28].OneofWrappers = []any{
+		(*ResetOffsetsRequest_Earliest)(nil),
+		(*ResetOffsetsRequest_Latest)(nil),
+		(*ResetOffsetsRequest_Offset)(nil),
+		(*ResetOffsetsRequest_TimestampMs)(nil),
+		(*ResetOffsetsRequest_ShiftBy)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1575,7 +2474,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,8 @@ const (
 	Groups_DeleteGroup_FullMethodName            = "/quire.v1.Groups/DeleteGroup"
 	Groups_ConsumerGroupHeartbeat_FullMethodName = "/quire.v1.Groups/ConsumerGroupHeartbeat"
 	Groups_DescribeGroup_FullMethodName          = "/quire.v1.Groups/DescribeGroup"
+	Groups_Subscribe_FullMethodName              = "/quire.v1.Groups/Subscribe"
+	Groups_ResetOffsets_FullMethodName           = "/quire.v1.Groups/ResetOffsets"
 )
 
 // GroupsClient is the client API for Groups service.
@@ -73,6 +75,40 @@ type GroupsClient interface {
 	// DescribeGroup describes a consumer group's membership; a group the
 	// coordinator does not have is GROUP_ID_NOT_FOUND.
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
+	// Subscribe consumes a consumer group over one stream, the broker being
+	// the group member on the stream's behalf, for a client in any language
+	// (or grpcurl) on one connection to any node. The first message is a
+	// SubscribeStart; the broker joins the group, reads the partitions it is
+	// given from their leaders and sends their records, decoded, and every
+	// change of assignment. The client acknowledges records by offset; the
+	// broker commits, per partition, the offset below which every record it
+	// sent was acknowledged, every commit_interval_ms, when the partition is
+	// revoked (it sends no more of it from then on) and when the stream
+	// ends. At most max_outstanding_records records (and about
+	// max_outstanding_bytes bytes) are sent and not yet acknowledged. A
+	// stream the client closes (half-closes) leaves the group at once and
+	// ends OK; a broken stream stops heartbeating, so the member is removed
+	// after group.consumer.session.timeout.ms. Errors end the stream with a
+	// status carrying a quire.v1.Error: a first message that is not a
+	// SubscribeStart, an acknowledgement of an offset never sent, a negative
+	// credit or interval, an unknown reset are INVALID_REQUEST; the group's
+	// own refusals are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
+	// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
+	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
+	// (retriable: subscribe again, to any node).
+	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
+	// ResetOffsets moves the committed offsets of a group with no members:
+	// to the earliest or latest offset, an exact one, the first at or after
+	// a time, or shifted by N from the committed one, each kept within the
+	// partition's log start offset and high watermark (as Kafka's
+	// --reset-offsets). Any node takes it: the offsets are asked of the
+	// partitions' leaders and committed, all at once, as a commit with no
+	// member, which the coordinator refuses once the group has a member. A
+	// group with members is NON_EMPTY_GROUP (FAILED_PRECONDITION); an
+	// unknown topic NOT_FOUND; no topics named for a group with no
+	// committed offsets, a shift of a partition never committed, a
+	// negative offset or timestamp, no target INVALID_REQUEST.
+	ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error)
 }
 
 type groupsClient struct {
@@ -143,6 +179,29 @@ func (c *groupsClient) DescribeGroup(ctx context.Context, in *DescribeGroupReque
 	return out, nil
 }
 
+func (c *groupsClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Groups_ServiceDesc.Streams[0], Groups_Subscribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeRequest, SubscribeResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Groups_SubscribeClient = grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse]
+
+func (c *groupsClient) ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetOffsetsResponse)
+	err := c.cc.Invoke(ctx, Groups_ResetOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupsServer is the server API for Groups service.
 // All implementations must embed UnimplementedGroupsServer
 // for forward compatibility.
@@ -189,6 +248,40 @@ type GroupsServer interface {
 	// DescribeGroup describes a consumer group's membership; a group the
 	// coordinator does not have is GROUP_ID_NOT_FOUND.
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
+	// Subscribe consumes a consumer group over one stream, the broker being
+	// the group member on the stream's behalf, for a client in any language
+	// (or grpcurl) on one connection to any node. The first message is a
+	// SubscribeStart; the broker joins the group, reads the partitions it is
+	// given from their leaders and sends their records, decoded, and every
+	// change of assignment. The client acknowledges records by offset; the
+	// broker commits, per partition, the offset below which every record it
+	// sent was acknowledged, every commit_interval_ms, when the partition is
+	// revoked (it sends no more of it from then on) and when the stream
+	// ends. At most max_outstanding_records records (and about
+	// max_outstanding_bytes bytes) are sent and not yet acknowledged. A
+	// stream the client closes (half-closes) leaves the group at once and
+	// ends OK; a broken stream stops heartbeating, so the member is removed
+	// after group.consumer.session.timeout.ms. Errors end the stream with a
+	// status carrying a quire.v1.Error: a first message that is not a
+	// SubscribeStart, an acknowledgement of an offset never sent, a negative
+	// credit or interval, an unknown reset are INVALID_REQUEST; the group's
+	// own refusals are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
+	// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
+	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
+	// (retriable: subscribe again, to any node).
+	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
+	// ResetOffsets moves the committed offsets of a group with no members:
+	// to the earliest or latest offset, an exact one, the first at or after
+	// a time, or shifted by N from the committed one, each kept within the
+	// partition's log start offset and high watermark (as Kafka's
+	// --reset-offsets). Any node takes it: the offsets are asked of the
+	// partitions' leaders and committed, all at once, as a commit with no
+	// member, which the coordinator refuses once the group has a member. A
+	// group with members is NON_EMPTY_GROUP (FAILED_PRECONDITION); an
+	// unknown topic NOT_FOUND; no topics named for a group with no
+	// committed offsets, a shift of a partition never committed, a
+	// negative offset or timestamp, no target INVALID_REQUEST.
+	ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error)
 	mustEmbedUnimplementedGroupsServer()
 }
 
@@ -216,6 +309,12 @@ func (UnimplementedGroupsServer) ConsumerGroupHeartbeat(context.Context, *Consum
 }
 func (UnimplementedGroupsServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeGroup not implemented")
+}
+func (UnimplementedGroupsServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedGroupsServer) ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResetOffsets not implemented")
 }
 func (UnimplementedGroupsServer) mustEmbedUnimplementedGroupsServer() {}
 func (UnimplementedGroupsServer) testEmbeddedByValue()                {}
@@ -346,6 +445,31 @@ func _Groups_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Groups_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(GroupsServer).Subscribe(&grpc.GenericServerStream[SubscribeRequest, SubscribeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Groups_SubscribeServer = grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]
+
+func _Groups_ResetOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).ResetOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_ResetOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).ResetOffsets(ctx, req.(*ResetOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Groups_ServiceDesc is the grpc.ServiceDesc for Groups service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -377,7 +501,18 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "DescribeGroup",
 			Handler:    _Groups_DescribeGroup_Handler,
 		},
+		{
+			MethodName: "ResetOffsets",
+			Handler:    _Groups_ResetOffsets_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Subscribe",
+			Handler:       _Groups_Subscribe_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "quire/v1/group.proto",
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,14 +17,15 @@ func init() { registerCommand(newGroupCmd) }
 func newGroupCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "List, describe and delete consumer groups",
+		Short: "List, describe, delete and seek consumer groups",
 		Long: `A consumer group is a group id with committed offsets and, for groups
-consumed with consume -g, members the coordinator assigns partitions to.
-describe shows the members and, per partition, the committed offset, the
-high watermark and the lag in records and in seconds (now minus the
-timestamp of the first record not committed; 0 when caught up).`,
+consumed with consume -g (or a Subscribe stream), members the coordinator
+assigns partitions to. describe shows the members and, per partition, the
+committed offset, the high watermark and the lag in records and in seconds
+(now minus the timestamp of the first record not committed; 0 when caught
+up); seek moves the committed offsets of a group with no members.`,
 	}
-	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g))
+	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupSeekCmd(g))
 	return cmd
 }
 
@@ -175,4 +179,96 @@ func groupDeleteCmd(g *globalFlags) *cobra.Command {
 			return firstErr
 		},
 	}
+}
+
+func groupSeekCmd(g *globalFlags) *cobra.Command {
+	var to string
+	var topics []string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "seek GROUP --to start|end|OFFSET|@TIMESTAMP|shift:N [--topic T]...",
+		Short: "Move the committed offsets of a group with no members",
+		Long: `Move a group's committed offsets, as Kafka's --reset-offsets does, for a
+group with no members (stop its consumers first): to the log start (start),
+the high watermark (end), an exact OFFSET, the first record at or after
+@TIMESTAMP (RFC 3339, or milliseconds since the epoch), or the committed
+offset shifted by N (shift:-10 goes back ten). Each offset is kept within
+the partition's log. With --topic, every partition of those topics;
+without, every partition the group has committed. --dry-run only prints
+what it would commit.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, err := parseSeekTarget(to)
+			if err != nil {
+				return err
+			}
+			ctx, cl, done, err := connect(g)
+			if err != nil {
+				return err
+			}
+			defer done()
+			got, err := cl.ResetOffsets(ctx, args[0], target, dryRun, topics...)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if g.format == "json" {
+				return printJSON(out, got)
+			}
+			rows := [][]string{}
+			for _, r := range got {
+				prev := "-"
+				if r.Previous >= 0 {
+					prev = fmt.Sprint(r.Previous)
+				}
+				rows = append(rows, []string{args[0], r.Topic, fmt.Sprint(r.Partition), prev, fmt.Sprint(r.Offset)})
+			}
+			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "PREVIOUS-OFFSET", "NEW-OFFSET"}, rows)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "start, end, OFFSET, @TIMESTAMP or shift:N (required)")
+	cmd.Flags().StringSliceVar(&topics, "topic", nil, "reset every partition of this topic (repeatable); default: the partitions the group committed")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the new offsets without committing them")
+	_ = cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+// parseSeekTarget reads group seek's --to.
+func parseSeekTarget(s string) (client.ResetTarget, error) {
+	bad := func(why string) (client.ResetTarget, error) {
+		return client.ResetTarget{}, fmt.Errorf("--to %q: %s (want start, end, OFFSET, @TIMESTAMP or shift:N)", s, why)
+	}
+	switch {
+	case s == "start" || s == "earliest":
+		return client.ResetToStart(), nil
+	case s == "end" || s == "latest":
+		return client.ResetToEnd(), nil
+	case strings.HasPrefix(s, "shift:"):
+		n, err := strconv.ParseInt(strings.TrimPrefix(s, "shift:"), 10, 64)
+		if err != nil {
+			return bad("the shift is not a whole number")
+		}
+		return client.ResetShift(n), nil
+	case strings.HasPrefix(s, "@"):
+		v := strings.TrimPrefix(s, "@")
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if ms < 0 {
+				return bad("a negative timestamp")
+			}
+			return client.ResetToTime(time.UnixMilli(ms)), nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return bad("the timestamp is neither RFC 3339 nor milliseconds since the epoch")
+		}
+		return client.ResetToTime(t), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return bad("unknown target")
+	}
+	if n < 0 {
+		return bad("a negative offset")
+	}
+	return client.ResetToOffset(n), nil
 }

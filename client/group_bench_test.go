@@ -1,0 +1,212 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/client"
+)
+
+// BenchmarkGroupConsume reads b.N records of 100 bytes from a 3-partition
+// topic on an in-process broker, in the same run, with the partition
+// consumer (the baseline), one GroupConsumer, and one Subscribe stream
+// (the broker as the member, acknowledging each message as it comes),
+// and reports how long a lone member took from joining to owning every
+// partition (join-ms, with the 100ms heartbeat interval of the test):
+//
+//	go test ./client/ -run '^$' -bench 'BenchmarkGroupConsume' -benchtime 300000x -count 3
+func BenchmarkGroupConsume(b *testing.B) {
+	const topic = "gbench"
+	setup := func(b *testing.B) (*broker.Broker, *client.Client) {
+		br := brokertest.Start(b, func(c *broker.Config) {
+			c.GroupConsumerSessionTimeoutMs, c.GroupConsumerHeartbeatIntervalMs = 3000, 100
+		})
+		cl := benchClient(b, br.Addr())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
+			if time.Now().After(deadline) {
+				b.Fatal("metadata.version stays below 2")
+			}
+			time.Sleep(10 * time.Millisecond) // polling the level
+		}
+		if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 3}); err != nil {
+			b.Fatal(err)
+		}
+		v := benchValue()
+		for i := 0; i < b.N; i++ {
+			cl.Produce(ctx, &client.Record{Topic: topic, Value: v}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return br, cl
+	}
+	b.Run("partition-consumer", func(b *testing.B) {
+		_, cl := setup(b)
+		b.SetBytes(benchValueSize)
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: {0: client.AtStart(), 1: client.AtStart(), 2: client.AtStart()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cons.Close()
+		got := 0
+		for got < b.N {
+			n, err := cons.PollFunc(context.Background(), func(*client.Record) {})
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += n
+		}
+		b.StopTimer()
+		reportRecords(b, got, cpu0)
+	})
+	b.Run("group-consumer", func(b *testing.B) {
+		_, cl := setup(b)
+		b.SetBytes(benchValueSize)
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		joined := time.Now()
+		g, err := cl.NewGroupConsumer(client.GroupConfig{Group: fmt.Sprint("gb-", b.N), Topics: []string{topic}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer g.Close(context.Background())
+		got := 0
+		var joinMs float64
+		for got < b.N {
+			recs, err := g.Poll(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if joinMs == 0 && len(g.Assignment()) == 3 {
+				joinMs = float64(time.Since(joined).Microseconds()) / 1000
+			}
+			got += len(recs)
+		}
+		b.StopTimer()
+		reportRecords(b, got, cpu0)
+		b.ReportMetric(joinMs, "join-ms")
+	})
+	b.Run("subscribe", func(b *testing.B) {
+		br, _ := setup(b)
+		b.SetBytes(benchValueSize)
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		joined := time.Now()
+		stream, err := quirev1.NewGroupsClient(bareConn(b, br.Addr())).Subscribe(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
+			Group: fmt.Sprint("sb-", b.N), Subscription: &quirev1.GroupSubscription{Topics: []string{topic}},
+			MaxOutstandingRecords: 5000, MaxOutstandingBytes: 8 << 20, Format: quirev1.RecordFormat_RECORD_FORMAT_BYTES}}}); err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		var joinMs float64
+		for got < b.N {
+			resp, err := stream.Recv()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if a := resp.GetAssignment(); a != nil {
+				if joinMs == 0 && len(a.Owned.GetTopics()) == 1 && len(a.Owned.Topics[0].Partitions) == 3 {
+					joinMs = float64(time.Since(joined).Microseconds()) / 1000
+				}
+				continue
+			}
+			recs := resp.GetRecords().GetRecords()
+			ack := &quirev1.SubscribeAck{}
+			byPart := map[int32]*quirev1.AckedOffsets{}
+			for _, r := range recs {
+				a := byPart[r.Partition]
+				if a == nil {
+					a = &quirev1.AckedOffsets{Topic: r.Topic, Partition: r.Partition}
+					byPart[r.Partition] = a
+					ack.Partitions = append(ack.Partitions, a)
+				}
+				a.Offsets = append(a.Offsets, r.Offset)
+			}
+			got += len(recs)
+			if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: ack}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		_ = stream.CloseSend()
+		reportRecords(b, got, cpu0)
+		b.ReportMetric(joinMs, "join-ms")
+	})
+}
+
+// BenchmarkGroupJoinToStable measures, with the heartbeat interval of the
+// tests (100ms) and the default (5s), how long a first member takes from
+// NewGroupConsumer to owning all 6 partitions of a topic (join-ms), and
+// how long after a second member joins until the two own 3 each
+// (rebalance-ms), against an in-process broker:
+//
+//	go test ./client/ -run '^$' -bench 'BenchmarkGroupJoinToStable' -benchtime 1x
+func BenchmarkGroupJoinToStable(b *testing.B) {
+	for _, hb := range []int64{100, 5000} {
+		b.Run(fmt.Sprintf("heartbeat-%dms", hb), func(b *testing.B) {
+			br := brokertest.Start(b, func(c *broker.Config) { c.GroupConsumerHeartbeatIntervalMs = hb })
+			cl := benchClient(b, br.Addr())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
+				if time.Now().After(deadline) {
+					b.Fatal("metadata.version stays below 2")
+				}
+				time.Sleep(10 * time.Millisecond) // polling the level
+			}
+			if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "stable", Partitions: 6}); err != nil {
+				b.Fatal(err)
+			}
+			var join, rebalance time.Duration
+			for i := 0; i < b.N; i++ {
+				group := fmt.Sprint("stable-", hb, "-", i)
+				waitOwn := func(want []int, gs ...*client.GroupConsumer) {
+					for {
+						ok := true
+						for j, g := range gs {
+							ok = ok && len(g.Assignment()) == want[j]
+						}
+						if ok {
+							return
+						}
+						if ctx.Err() != nil {
+							b.Fatalf("members do not own %v", want)
+						}
+						time.Sleep(time.Millisecond) // polling the assignments
+					}
+				}
+				t0 := time.Now()
+				a, err := cl.NewGroupConsumer(client.GroupConfig{Group: group, Topics: []string{"stable"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitOwn([]int{6}, a)
+				join += time.Since(t0)
+				t1 := time.Now()
+				c, err := cl.NewGroupConsumer(client.GroupConfig{Group: group, Topics: []string{"stable"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitOwn([]int{3, 3}, a, c)
+				rebalance += time.Since(t1)
+				_ = a.Close(ctx)
+				_ = c.Close(ctx)
+			}
+			b.ReportMetric(float64(join.Milliseconds())/float64(b.N), "join-ms")
+			b.ReportMetric(float64(rebalance.Milliseconds())/float64(b.N), "rebalance-ms")
+		})
+	}
+}

@@ -1,0 +1,174 @@
+package testcluster_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// shiftedClock is the system clock moved forward by what the test adds.
+type shiftedClock struct {
+	mu    sync.Mutex
+	ahead time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.ahead)
+}
+
+func (c *shiftedClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ahead += d
+}
+
+// TestClusterOffsetsRetention: with offsets.retention.minutes 1 and the
+// coordinator's clock moved by hand, a group that never had members keeps
+// its offsets until a minute after its last commit, then loses them; a
+// group whose member left keeps them a minute after the leave, however
+// old its commit; a group with a member keeps them however long it goes.
+func TestClusterOffsetsRetention(t *testing.T) {
+	clock := &shiftedClock{}
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.OffsetsRetentionMinutes = 1
+		cfg.GroupClock = clock
+		cfg.GroupConsumerSessionTimeoutMs = 600000 // the clock jumps: no member times out
+		cfg.GroupConsumerHeartbeatIntervalMs = 100
+	}))
+	ctx := subCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "kept", 1, 3)
+	waitTopic(ctx, c, "kept")
+	via := c.IDs()[1]
+	commitOffset(ctx, t, c, via, "standalone", "kept", 0, 1)
+	commitOffset(ctx, t, c, via, "left", "kept", 0, 1)
+	commitOffset(ctx, t, c, via, "active", "kept", 0, 1)
+
+	join := func(group string) *groupMember {
+		m := &groupMember{c: c, via: via, group: group, id: group + "-m"}
+		c.Eventually(ctx, "join "+group, func() error { return m.heartbeatTopic(ctx, "kept") })
+		return m
+	}
+	left := join("left")
+	active := join("active")
+	listed := func() []string {
+		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range resp.Groups {
+			out = append(out, g.Group)
+		}
+		return out
+	}
+	waitListed := func(want ...string) {
+		t.Helper()
+		c.Eventually(ctx, fmt.Sprintf("groups %v", want), func() error {
+			if got := listed(); !slices.Equal(got, want) {
+				return fmt.Errorf("groups %v", got)
+			}
+			return nil
+		})
+	}
+
+	// Half the retention: nothing expires.
+	clock.add(30 * time.Second)
+	if err := left.leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator looks once a (clock) second: let it see the leave
+	// before the clock moves on.
+	c.Eventually(ctx, "the leave seen", func() error {
+		clock.add(100 * time.Millisecond)
+		d, err := groups(c, via).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "left"})
+		if err != nil {
+			return err
+		}
+		if len(d.Members) != 0 {
+			return fmt.Errorf("%d members", len(d.Members))
+		}
+		return nil
+	})
+	if got := listed(); !slices.Equal(got, []string{"active", "left", "standalone"}) {
+		t.Fatalf("groups %v after half the retention", got)
+	}
+	// A retention after the commits: the standalone group's offsets go;
+	// the one whose member left half a retention ago keeps them.
+	clock.add(31 * time.Second)
+	waitListed("active", "left")
+	// A retention after the leave: its offsets go too; the active group
+	// keeps them (its commit is a minute and a half old).
+	clock.add(31 * time.Second)
+	waitListed("active")
+	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(2 * time.Minute)
+	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetchOffset(ctx, t, c, via, "active", "kept", 0); got != 1 {
+		t.Fatalf("the active group's offset is %d, want 1", got)
+	}
+}
+
+// TestClusterCommitsBatched: commits from many groups at once are written
+// in fewer metadata-log entries than commits (at metadata.version 3), and
+// each is applied.
+func TestClusterCommitsBatched(t *testing.T) {
+	c := testcluster.New(t, 3)
+	ctx := subCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "batched", 1, 3)
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		_, ok := img.Topic("batched")
+		return ok && img.MetadataVersion() >= metadata.MetadataVersionOffsetBatches
+	})
+	// Summed over the nodes: the controller may change meanwhile.
+	stats := func() (entries, commits uint64) {
+		for _, id := range c.Running() {
+			e, n := c.Node(id).Metadata().Ctl().CommitBatchStats()
+			entries, commits = entries+e, commits+n
+		}
+		return entries, commits
+	}
+	entries0, commits0 := stats()
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = groups(c, c.IDs()[i%3]).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: fmt.Sprint("batch-", i),
+				Offsets: []*quirev1.OffsetCommit{{Topic: "batched", Partition: 0, Offset: int64(i)}}})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	entries, commits := stats()
+	if commits-commits0 < n || entries-entries0 >= n/2 {
+		t.Fatalf("%d commits in %d entries: not batched", commits-commits0, entries-entries0)
+	}
+	t.Logf("%d concurrent commits written in %d entries", commits-commits0, entries-entries0)
+	for i := range n {
+		if got := fetchOffset(ctx, t, c, ctl, fmt.Sprint("batch-", i), "batched", 0); got != int64(i) {
+			t.Fatalf("batch-%d committed %d", i, got)
+		}
+	}
+}
