@@ -212,12 +212,26 @@ func (sc *silentCoordinator) ConsumerGroupHeartbeat(ctx context.Context, in *qui
 	return nil, ctx.Err()
 }
 
+// CommitOffsets never answers either.
+func (sc *silentCoordinator) CommitOffsets(ctx context.Context, _ *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds: a member whose
 // heartbeats go unanswered stops using its partitions (OnRevoked) before
 // the coordinator's session timeout, counted from when the coordinator
 // last heard it, could let another member have them; then it joins
 // again.
 func TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds(t *testing.T) {
+	for _, commitHangs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "commit hangs"}[commitHangs], func(t *testing.T) {
+			testGivesUpPartitions(t, commitHangs)
+		})
+	}
+}
+
+func testGivesUpPartitions(t *testing.T, commitHangs bool) {
 	rb := &refusingBroker{}
 	sc := &silentCoordinator{refusingBroker: rb, session: time.Second, answered: make(chan time.Time, 1), rejoined: make(chan struct{})}
 	rb.addr = serveFake(t, rb, rb, sc)
@@ -245,6 +259,24 @@ func TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds(t *testing.T) {
 	case answered = <-sc.answered:
 	case <-ctx.Done():
 		t.Fatal("the member never joined")
+	}
+	if commitHangs {
+		// The application commits, and the commit hangs: it must not
+		// hold the member up.
+		for len(g.Assignment()) != 2 {
+			if ctx.Err() != nil {
+				t.Fatal("the assignment never applied")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := g.Seek("rt", 0, 5); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			defer ccancel()
+			_ = g.Commit(cctx)
+		}()
 	}
 	select {
 	case tps := <-revoked:

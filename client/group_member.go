@@ -230,9 +230,24 @@ func compareTP(a, b TopicPartition) int {
 // Commit commits the positions of the owned partitions (the offset after
 // the last record Poll returned), at the member's epoch.
 func (g *GroupConsumer) Commit(ctx context.Context) error {
+	return g.commitOwned(ctx)
+}
+
+// commitOwned commits the positions of the owned partitions, holding the
+// member's lock only to read them: a commit that takes long (a broker cut
+// off) must not hold up the heartbeat loop, which gives the partitions up
+// when the session is about to end.
+func (g *GroupConsumer) commitOwned(ctx context.Context) error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.commitLocked(ctx, g.owned)
+	req := g.commitRequestLocked(g.owned)
+	g.mu.Unlock()
+	if req == nil {
+		return nil
+	}
+	return g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
+		_, err := gc.CommitOffsets(ctx, req)
+		return err
+	})
 }
 
 // CommitAsync commits the positions of the owned partitions as Commit
@@ -415,11 +430,17 @@ func (g *GroupConsumer) run() {
 		}
 		g.mu.Unlock()
 		if g.cfg.AutoCommitInterval > 0 && time.Now().After(nextCommit) {
+			ctx, cancel := g.ctx, context.CancelFunc(func() {})
 			g.mu.Lock()
-			if err := g.commitLocked(g.ctx, g.owned); err != nil && g.ctx.Err() == nil {
-				g.c.log.Warn("group auto-commit failed", "group", g.cfg.Group, "error", err)
+			if d := g.lossDeadlineLocked(); !d.IsZero() {
+				// Not past the moment the partitions may have to go.
+				ctx, cancel = context.WithDeadline(g.ctx, d)
 			}
 			g.mu.Unlock()
+			if err := g.commitOwned(ctx); err != nil && g.ctx.Err() == nil {
+				g.c.log.Warn("group auto-commit failed", "group", g.cfg.Group, "error", err)
+			}
+			cancel()
 			nextCommit = time.Now().Add(g.cfg.AutoCommitInterval)
 		}
 		if g.c.sleepCtx(g.ctx, wait) != nil {
