@@ -46,11 +46,14 @@ e2e-python: build
 
 # docker-compose.yml parses and runs the same cluster as scripts/cluster.sh;
 # with a Docker engine, the compose cluster is started and put through
-# failures (scripts/e2e_compose.sh; QUIRE_REQUIRE_DOCKER=1 makes a missing
-# engine an error instead of a skip).
+# failures (scripts/e2e_compose.sh), and the secured variant
+# (docker-compose.secure.yml) is started and checked from the host
+# (scripts/e2e_compose_secure.sh); QUIRE_REQUIRE_DOCKER=1 makes a missing
+# engine an error instead of a skip.
 compose: build
 	scripts/check_compose.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_compose.sh
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_compose_secure.sh
 
 # The node image, built without pulling anything: the static binary and an
 # empty data directory are staged in bin/image, and the Dockerfile copies

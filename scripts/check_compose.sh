@@ -7,7 +7,9 @@
 # (INTERNAL, advertised inside the compose network, and EXTERNAL, published
 # on the host): their bind addresses are not compared, and of the
 # advertised ones EXTERNAL, what the host dials, is compared with the
-# script's. Run by `make test`.
+# script's. It also checks that docker-compose.secure.yml's header and
+# docs/security.md give only commands of README.md's securecompose block.
+# Run by `make test`.
 #
 # Without docker-compose: installs Debian's package when running as root,
 # else prints a skip notice and exits 0.
@@ -19,6 +21,26 @@ fail() {
 	echo "check_compose: FAIL: $*" >&2
 	exit 1
 }
+
+# 0. docker-compose.secure.yml's header and docs/security.md give the
+# secured cluster's commands as README.md's securecompose block does (which
+# scripts/e2e_compose_secure.sh runs): each of their command lines is one
+# of the block's. Needs no compose tool.
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+block=$(readme_block securecompose)
+[ -n "$block" ] || fail "README.md has no block marked <!-- e2e: securecompose -->"
+header=$(awk '/^[^#]/ { exit } /^#   / { print substr($0, 5) }' docker-compose.secure.yml)
+[ -n "$header" ] || fail "docker-compose.secure.yml's header gives no commands (lines \"#   COMMAND\")"
+doc=$(readme_block securecompose docs/security.md)
+[ -n "$doc" ] || fail "docs/security.md has no block marked <!-- e2e: securecompose -->"
+for where in "docker-compose.secure.yml's header" docs/security.md; do
+	if [ "$where" = docs/security.md ]; then lines=$doc; else lines=$header; fi
+	while IFS= read -r line; do
+		grep -Fxq -- "$line" <<<"$block" ||
+			fail "$where gives \"$line\", which README.md's securecompose block (run by scripts/e2e_compose_secure.sh) does not"
+	done <<<"$lines"
+done
 
 compose=()
 if command -v docker-compose >/dev/null 2>&1; then

@@ -17,15 +17,15 @@ free_ports() {
 	done
 }
 
-# readme_block NAME: the shell block of README.md that follows the line
-# `<!-- e2e: NAME -->`, as printed there.
+# readme_block NAME [FILE]: the shell block of README.md (or of FILE) that
+# follows the line `<!-- e2e: NAME -->`, as printed there.
 readme_block() {
 	awk -v mark="<!-- e2e: $1 -->" '
 		$0 == mark { found = 1; next }
 		found && !open && /^```/ { open = 1; next }
 		open && /^```/ { exit }
 		open { print }
-	' README.md
+	' "${2:-README.md}"
 }
 
 # run_readme_block NAME DIR [SED]: runs README block NAME exactly as

@@ -96,6 +96,11 @@ func newClient(ctx context.Context, g *globalFlags, opts ...client.Opt) (*client
 	defer cancel()
 	cl, err := client.New(dctx, append(base, opts...)...)
 	if err != nil {
+		if !g.tls.enabled() && strings.Contains(err.Error(), "server preface") {
+			// What grpc-go says when a TLS listener drops a plaintext
+			// connection.
+			return nil, fmt.Errorf("connect to %s: %w (the broker closed a plaintext connection: if it requires TLS, give --tls-ca, or QUIRE_TLS_CA)", g.brokers, err)
+		}
 		return nil, fmt.Errorf("connect to %s: %w", g.brokers, err)
 	}
 	return cl, nil
