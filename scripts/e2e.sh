@@ -268,7 +268,7 @@ sub_start subb 7 e2e-split
 sub_start subc 8 e2e-split
 deadline=$((SECONDS + 30))
 until out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-split"}' 2>&1) && grep -q '"state": "stable"' <<<"$out" &&
-	[ "$(grep -c '"memberId"' <<<"$out")" -eq 2 ]; do
+	[ "$(grep -c '"memberEpoch"' <<<"$out")" -eq 2 ]; do # members only: partitions name their owner by memberId
 	[ "$SECONDS" -lt "$deadline" ] || fail "two Subscribe streams not stable in one group within 30s: $out"
 	sleep 0.2
 done
