@@ -59,6 +59,7 @@ type config struct {
 	codec           Codec
 	idempotent      bool
 	idempotentSet   bool // Idempotent given
+	retryUnknown    bool // RetryUnknownOutcome
 
 	// consumer
 	fetchMaxWait       time.Duration
@@ -164,6 +165,17 @@ func RequiredAcks(a Acks) Opt { return func(c *config) { c.acks = a } }
 func Idempotent(on bool) Opt {
 	return func(c *config) { c.idempotent, c.idempotentSet = on, true }
 }
+
+// RetryUnknownOutcome lets a producer without idempotence (Idempotent
+// off, or acks other than all) retry a batch whose attempt ended with its
+// outcome unknown: sent with no answer before the stream broke or the
+// request timed out, or answered with Error.OutcomeUnknown (appended by
+// a leader that could not commit it). That is the behaviour of Kafka's
+// producer without idempotence: records are then written at least once,
+// and may be in the log twice. Off (the default), such a batch fails at
+// once with ErrUnknownOutcome and the application decides. An idempotent
+// producer always retries, since the broker recognises a retry.
+func RetryUnknownOutcome(on bool) Opt { return func(c *config) { c.retryUnknown = on } }
 
 // RecordPartitioner sets how records are spread over partitions (default
 // DefaultPartitioner: murmur2 of the key, sticky for keyless records).

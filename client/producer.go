@@ -71,6 +71,10 @@ type pbatch struct {
 	// numbered: the batch carries its producer fields (idempotence.go),
 	// fixed when it is first sent and kept by retries.
 	numbered bool
+	// maybeWritten: an earlier attempt of the batch may have written it
+	// (a producer without idempotence retrying an unknown outcome, see
+	// RetryUnknownOutcome).
+	maybeWritten bool
 
 	// The batch as sent, built once and reused by retries: its header
 	// and its records section (the builder's buffer, see BuildParts).
@@ -444,7 +448,7 @@ func (p *producer) recycle(b *pbatch) {
 		return
 	}
 	b.b.Reset()
-	b.bytes, b.tries, b.numbered = 0, 0, false
+	b.bytes, b.tries, b.numbered, b.maybeWritten = 0, 0, false, false
 	b.built, b.body = false, nil
 	select {
 	case p.free <- b:
@@ -584,7 +588,7 @@ func (pp *prodPart) expire(p *producer, now time.Time) bool {
 	pp.mu.Unlock()
 	if len(dead) > 0 {
 		err := fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded)
-		if dead[0].numbered {
+		if dead[0].numbered || dead[0].maybeWritten {
 			// Sent before: it may be in the log.
 			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		}
@@ -646,7 +650,9 @@ func (p *producer) done(pp *prodPart, bs []*pbatch, wasInflight bool) {
 
 // retry puts in-flight batches back at the head of their partition after a
 // retriable error, or fails them when they cannot be retried in time.
-func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
+// unanswered: the attempt was sent and got no answer (a broken or timed
+// out stream), so it may have been written.
+func (p *producer) retry(pp *prodPart, bs []*pbatch, err error, unanswered bool) {
 	if needsMetadata(err) {
 		p.c.meta.triggerRefresh()
 	}
@@ -658,9 +664,20 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 		p.unnumber(pp, bs)
 		again = true
 	}
-	if !again || p.c.ctx.Err() != nil {
-		if p.c.ctx.Err() != nil {
-			err = ErrClosed
+	ambiguous := unanswered || outcomeUnknown(err)
+	if p.c.ctx.Err() != nil {
+		p.fail(pp, bs, ErrClosed, true)
+		return
+	}
+	if !p.idempotent && ambiguous && again && !p.cfg.retryUnknown {
+		// Maybe written, and a retry would not be recognised: the
+		// application decides (RetryUnknownOutcome).
+		p.fail(pp, bs, fmt.Errorf("%w: %s/%d: %w", ErrUnknownOutcome, pp.topic, pp.partition, err), true)
+		return
+	}
+	if !again {
+		if ambiguous || bs[0].maybeWritten {
+			err = fmt.Errorf("%w: %s/%d: %w", ErrUnknownOutcome, pp.topic, pp.partition, err)
 		}
 		p.fail(pp, bs, err, true)
 		return
@@ -672,11 +689,17 @@ func (p *producer) retry(pp *prodPart, bs []*pbatch, err error) {
 	for expired < len(bs) && now.Add(backoff).After(bs[expired].deadline) {
 		expired++
 	}
-	if expired > 0 && p.idempotent && bs[0].numbered {
+	if expired > 0 && (p.idempotent && bs[0].numbered || ambiguous || bs[0].maybeWritten) {
 		// Sent and unanswered: it may be in the log. It is not sent again
-		// (the later batches keep their sequences: a broker without it
-		// refuses them as out of order, and they go under a new epoch).
+		// (the later batches of an idempotent producer keep their
+		// sequences: a broker without it refuses them as out of order,
+		// and they go under a new epoch).
 		err = fmt.Errorf("%w: %s/%d: delivery timeout: %w", ErrUnknownOutcome, pp.topic, pp.partition, err)
+	}
+	if ambiguous && !p.idempotent {
+		for _, b := range bs[expired:] {
+			b.maybeWritten = true
+		}
 	}
 	if expired == len(bs) {
 		p.fail(pp, bs, err, true)

@@ -227,7 +227,7 @@ func (s *sink) send(ir *inflightReq) {
 		s.mu.Unlock()
 		id, epoch, err := s.p.ident.current(s.p.c.ctx, s.p.c, addr)
 		if err != nil {
-			s.failReq(ir, err)
+			s.failReq(ir, err, false)
 			return
 		}
 		for i, pp := range ir.parts {
@@ -241,7 +241,7 @@ func (s *sink) send(ir *inflightReq) {
 	}
 	ps, err := s.openStream()
 	if err != nil {
-		s.failReq(ir, err)
+		s.failReq(ir, err, false)
 		return
 	}
 	corr := s.p.corr.Add(1)
@@ -250,7 +250,7 @@ func (s *sink) send(ir *inflightReq) {
 		ps.mu.Lock()
 		if ps.dead {
 			ps.mu.Unlock()
-			s.failReq(ir, newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "stream closed"))
+			s.failReq(ir, newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "stream closed"), false)
 			return
 		}
 		ps.inflight[corr] = ir
@@ -258,9 +258,15 @@ func (s *sink) send(ir *inflightReq) {
 	}
 	req := encodeProduce(&acks, int32(cfg.requestTimeout/time.Millisecond), corr, ir)
 	if err := ps.st.SendMsg(req); err != nil {
-		// Recv sees the same failure and fails what is in flight.
-		if cfg.acks == NoAck {
-			s.failReq(ir, streamErr(err))
+		// Not sent: the stream had ended. Unless Recv already took it
+		// with the rest of the stream's requests (as maybe sent), it
+		// is retried as not written.
+		ps.mu.Lock()
+		_, mine := ps.inflight[corr]
+		delete(ps.inflight, corr)
+		ps.mu.Unlock()
+		if mine || cfg.acks == NoAck {
+			s.failReq(ir, streamErr(err), false)
 		}
 		s.streamFailed(ps, streamErr(err))
 		return
@@ -336,17 +342,18 @@ func (s *sink) handle(ir *inflightReq, resp *quirev1.ProduceResponse) {
 		case pr == nil:
 			s.p.fail(pp, b, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition), true)
 		case pr.GetError() != nil && pr.GetError().GetCode() != quirev1.ErrorCode_NONE:
-			s.p.retry(pp, b, fromProto(pr.GetError()))
+			s.p.retry(pp, b, fromProto(pr.GetError()), false)
 		default:
 			s.p.complete(pp, b, pr.GetBaseOffset())
 		}
 	}
 }
 
-// failReq hands every batch of a request that got no answer to retry.
-func (s *sink) failReq(ir *inflightReq, err error) {
+// failReq hands every batch of a request that got no answer to retry;
+// sent: the request may have reached the broker.
+func (s *sink) failReq(ir *inflightReq, err error, sent bool) {
 	for i, pp := range ir.parts {
-		s.p.retry(pp, ir.batches[i], err)
+		s.p.retry(pp, ir.batches[i], err, sent)
 	}
 }
 
@@ -385,7 +392,7 @@ func (s *sink) streamFailed(ps *pstream, err error) {
 		s.p.c.log.Debug("produce stream failed", "broker", s.id, "in_flight", len(pending), "error", err)
 	}
 	for _, ir := range pending {
-		s.failReq(ir, err)
+		s.failReq(ir, err, true)
 	}
 	s.p.c.meta.triggerRefresh()
 }
