@@ -21,12 +21,16 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/chaos"
@@ -91,6 +95,9 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		}
 		defer net.Close()
 	}
+	if keep && os.Getenv("FAILOVER_DEBUG") != "" {
+		chaos.ClusterSettings = append(chaos.ClusterSettings, "QUIRE_LOG_LEVEL=debug")
+	}
 	c, err := chaos.NewCluster(bin, dir, 3, net, logf)
 	if err != nil {
 		return nil, err
@@ -113,7 +120,7 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 	if err := c.StartAll(ctx); err != nil {
 		return nil, err
 	}
-	opts := []client.Opt{client.SeedBrokers(c.Brokers()...)}
+	opts := []client.Opt{client.SeedBrokers(c.Brokers()...), client.RecordPartitioner(client.ManualPartitioner())}
 	if keep {
 		f, err := os.Create(filepath.Join(dir, "client.log"))
 		if err != nil {
@@ -121,6 +128,10 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		}
 		defer f.Close()
 		opts = append(opts, client.Logger(hclog.New(&hclog.LoggerOptions{Name: "client", Level: hclog.Debug, Output: f})))
+		opts = append(opts, client.DialOptions(grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			logf("stream %s to %s", method, cc.Target())
+			return streamer(ctx, desc, cc, method, opts...)
+		})))
 	}
 	cl, err := client.New(ctx, opts...)
 	if err != nil {
@@ -143,6 +154,7 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 	var mu sync.Mutex
 	acks := make([][]time.Time, parts)
 	failed := 0
+	var produced atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for p := int32(0); p < parts; p++ {
@@ -155,6 +167,7 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 					return
 				case <-tick.C:
 				}
+				produced.Add(1)
 				cl.Produce(ctx, &client.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)},
 					func(_ *client.Record, err error) {
 						mu.Lock()
@@ -172,6 +185,34 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		})
 	}
 	defer func() { close(stop); wg.Wait(); _ = cl.Flush(ctx) }()
+	if keep {
+		dumped := false
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+				mu.Lock()
+				var last []string
+				for p, as := range acks {
+					if n := len(as); n > 0 {
+						last = append(last, fmt.Sprintf("p%d:%d@%s", p, n, as[n-1].Format("05.000")))
+					}
+				}
+				mu.Unlock()
+				logf("buffered %d, acks %v, produced %v", cl.BufferedRecords(), last, produced.Load())
+				if os.Getenv("FAILOVER_DEBUG") != "" && cl.BufferedRecords() > 1000 && !dumped {
+					dumped = true
+					if f, err := os.Create(filepath.Join(dir, "goroutines.txt")); err == nil {
+						_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+						f.Close()
+					}
+				}
+			}
+		}()
+	}
 	acked := func(since time.Time) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -192,6 +233,19 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		return nil, fmt.Errorf("describe: %v", err)
 	}
 	p0 := ds[0].Partitions[0]
+	if keep {
+		for _, pd := range ds[0].Partitions {
+			logf("partition %d: leader %d, ISR %v", pd.Partition, pd.Leader, pd.ISR)
+		}
+		for _, n := range c.Nodes() {
+			logf("node %d at %s", n.ID, n.Addr)
+			if cc, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err == nil {
+				md, err := quirev1.NewMetadataClient(cc).GetMetadata(ctx, &quirev1.GetMetadataRequest{Topics: []string{topic}})
+				logf("node %d metadata: %v %v", n.ID, md, err)
+				cc.Close()
+			}
+		}
+	}
 	victim := c.Node(int(p0.Leader))
 	follower := 0
 	for _, r := range p0.ISR {
