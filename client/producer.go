@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
 )
 
@@ -170,6 +171,7 @@ type prodPart struct {
 	cur          *pbatch
 	sealed       []*pbatch
 	inflight     bool
+	sent         *claim // the batches of the last request sent
 	backoffUntil time.Time
 
 	// Idempotence: the producer id and epoch the partition numbers its
@@ -397,7 +399,7 @@ func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
 		if s == nil {
 			leaderless = leaderless || parts[i].expire(p, now)
 		}
-		parts[i].setSink(s)
+		parts[i].setSink(p, s)
 	}
 	if leaderless {
 		p.c.meta.triggerRefresh()
@@ -505,20 +507,32 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	}
 }
 
-// setSink moves the partition to the leader's sink.
-func (pp *prodPart) setSink(s *sink) {
+// setSink moves the partition to the leader's sink. A request still
+// waiting for the old leader's answer is given up: that leader was
+// replaced, and may never answer (paused, or cut off). Its batches are
+// retried at the new leader as unanswered (retry: safe with idempotence,
+// an unknown outcome without).
+func (pp *prodPart) setSink(p *producer, s *sink) {
 	pp.mu.Lock()
 	if pp.sink == s {
 		pp.mu.Unlock()
 		return
 	}
 	pp.sink = s
-	has := pp.cur != nil || len(pp.sealed) > 0
+	var moved *claim
+	if s != nil && pp.inflight && pp.sent != nil && pp.sent.sink != s {
+		moved = pp.sent
+	}
+	has := pp.cur != nil || len(pp.sealed) > 0 || moved != nil
 	if s != nil && has && pp.queuedOn != s {
 		pp.queuedOn = s
 		s.enqueue(pp)
 	}
 	pp.mu.Unlock()
+	if moved != nil && moved.take() {
+		p.retry(pp, moved.bs, newError(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER,
+			"the partition moved to another leader while a request to the old one waited"), true)
+	}
 	if s != nil && has {
 		s.notify()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -34,6 +35,8 @@ type sink struct {
 	ready  []*prodPart
 	stream *pstream
 	wake   chan struct{}
+
+	suspected time.Time // when checkTimeouts last asked for metadata
 }
 
 // pstream is one ProduceStream and the requests awaiting its answers.
@@ -49,8 +52,26 @@ type pstream struct {
 type inflightReq struct {
 	parts   []*prodPart
 	batches [][]*pbatch // per partition, in order
+	claims  []*claim    // per partition
 	sentAt  time.Time
 }
+
+// claim is one partition's share of a request: whoever takes it first
+// resolves its batches, the answer, the stream's failure, or the
+// partition moving to another leader while the request waits (setSink).
+type claim struct {
+	sink *sink
+	bs   []*pbatch
+	done atomic.Bool
+}
+
+func (c *claim) take() bool { return c.done.CompareAndSwap(false, true) }
+
+// suspectAfter is how long a request may wait for its answer before the
+// client looks at the metadata again: a leader that was paused or cut
+// off and replaced never answers, and the partitions it held move to
+// their new leaders (setSink) without waiting out the request timeout.
+const suspectAfter = time.Second
 
 func newSink(p *producer, id int32, addr string) *sink {
 	return &sink{p: p, id: id, addr: addr, wake: make(chan struct{}, 1)}
@@ -186,8 +207,11 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 				if ir == nil {
 					ir = &inflightReq{}
 				}
+				cl := &claim{sink: s, bs: bs}
+				pp.sent = cl
 				ir.parts = append(ir.parts, pp)
 				ir.batches = append(ir.batches, bs)
+				ir.claims = append(ir.claims, cl)
 				reqBytes += partBytes
 			case skipped:
 				keep = append(keep, pp)
@@ -273,7 +297,9 @@ func (s *sink) send(ir *inflightReq) {
 	}
 	if cfg.acks == NoAck {
 		for i, bs := range ir.batches {
-			s.p.complete(ir.parts[i], bs, -1)
+			if ir.claims[i].take() {
+				s.p.complete(ir.parts[i], bs, -1)
+			}
 		}
 	}
 }
@@ -338,6 +364,9 @@ func (s *sink) handle(ir *inflightReq, resp *quirev1.ProduceResponse) {
 			}
 		}
 		b := ir.batches[i]
+		if !ir.claims[i].take() {
+			continue // moved to another leader meanwhile
+		}
 		switch {
 		case pr == nil:
 			s.p.fail(pp, b, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition), true)
@@ -353,7 +382,9 @@ func (s *sink) handle(ir *inflightReq, resp *quirev1.ProduceResponse) {
 // sent: the request may have reached the broker.
 func (s *sink) failReq(ir *inflightReq, err error, sent bool) {
 	for i, pp := range ir.parts {
-		s.p.retry(pp, ir.batches[i], err, sent)
+		if ir.claims[i].take() {
+			s.p.retry(pp, ir.batches[i], err, sent)
+		}
 	}
 }
 
@@ -420,5 +451,15 @@ func (s *sink) checkTimeouts() time.Time {
 		s.streamFailed(ps, newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, "no produce response in time"))
 		return time.Time{}
 	}
-	return oldest.Add(limit)
+	next := oldest.Add(limit)
+	if now := time.Now(); now.Sub(oldest) >= suspectAfter {
+		if now.Sub(s.suspected) >= suspectAfter {
+			s.suspected = now
+			s.p.c.meta.triggerRefresh()
+		}
+		next = earliest(next, s.suspected.Add(suspectAfter))
+	} else {
+		next = earliest(next, oldest.Add(suspectAfter))
+	}
+	return next
 }
