@@ -3,11 +3,13 @@
 // without an acknowledged acks=all write through the Go client (default
 // client settings: idempotent, 30 s request and 2 m delivery timeouts).
 //
-//	failover [-faults kill,pause,isolate,cut-link] [-timings test|default] [-hold 20s] [-after 15s] [-quire bin/quire]
+//	failover [-faults kill,pause,isolate,cut-link] [-timings test|default] [-hold 20s] [-after 15s] [-on-controller] [-quire bin/quire]
 //
-// Each fault hits the leader of partition 0: kill -9 and a restart after
-// the hold, SIGSTOP and SIGCONT, cutting it off from the other nodes, or
-// cutting its link to one follower of partition 0. The longest gap
+// Each fault hits the leader of a partition that is not the controller
+// (-on-controller: one that is): kill -9 and a restart after the hold,
+// SIGSTOP and SIGCONT, or cutting it off from the other nodes; or cuts the
+// link between the two nodes that are not the controller, the leader and
+// a follower of a partition. The longest gap
 // between two acknowledgements of one partition that overlaps the fault
 // (from its start until -after past the heal) is that partition's
 // unavailability. Network faults need root and iptables (see
@@ -43,6 +45,7 @@ func main() {
 	hold := flag.Duration("hold", 10*time.Second, "how long each fault is held")
 	after := flag.Duration("after", 15*time.Second, "how long writes go on after the heal")
 	bin := flag.String("quire", "bin/quire", "the quire binary")
+	flag.BoolVar(&onController, "on-controller", false, "hit a leader that is also the controller (kill, pause, isolate); else one that is not")
 	flag.BoolVar(&keep, "keep", false, "keep the nodes' directories (logs in nodeN/quire.log, the client's debug log in client.log)")
 	flag.Parse()
 	if *timings != "test" && *timings != "default" {
@@ -64,7 +67,7 @@ func main() {
 	}
 }
 
-var keep bool
+var keep, onController bool
 
 type result struct {
 	longest time.Duration
@@ -232,7 +235,27 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 	if err != nil || len(ds) != 1 {
 		return nil, fmt.Errorf("describe: %v", err)
 	}
+	ctl := 0
+	if d, err := cl.DescribeCluster(ctx); err == nil {
+		ctl = int(d.ControllerID)
+	}
 	p0 := ds[0].Partitions[0]
+	// The victim leads a partition and is the controller or not, as
+	// -on-controller says. A cut link is the one between the two nodes
+	// that are not the controller: both keep their sessions, and only the
+	// ISR shrink (after replica.lag.time.max.ms) frees the partition's
+	// acks=all writes.
+	wantCtl := onController && fault != chaos.FaultCutLink
+	found := false
+	for _, pd := range ds[0].Partitions {
+		if (int(pd.Leader) == ctl) == wantCtl {
+			p0, found = pd, true
+			break
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("no partition led by %s (controller %d)", map[bool]string{true: "the controller", false: "another node"}[wantCtl], ctl)
+	}
 	if keep {
 		for _, pd := range ds[0].Partitions {
 			logf("partition %d: leader %d, ISR %v", pd.Partition, pd.Leader, pd.ISR)
@@ -249,7 +272,7 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 	victim := c.Node(int(p0.Leader))
 	follower := 0
 	for _, r := range p0.ISR {
-		if r != p0.Leader {
+		if r != p0.Leader && int(r) != ctl {
 			follower = int(r)
 			break
 		}
@@ -258,16 +281,16 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 	start := time.Now()
 	switch fault {
 	case chaos.FaultKill:
-		logf("kill -9 node %d", victim.ID)
+		logf("kill -9 node %d (controller %d)", victim.ID, ctl)
 		err = c.Kill(victim)
 	case chaos.FaultPause:
-		logf("SIGSTOP node %d", victim.ID)
+		logf("SIGSTOP node %d (controller %d)", victim.ID, ctl)
 		err = c.Pause(victim)
 	case chaos.FaultIsolate:
-		logf("isolating node %d", victim.ID)
+		logf("isolating node %d (controller %d)", victim.ID, ctl)
 		err = net.Isolate(victim.ID, ids)
 	case chaos.FaultCutLink:
-		logf("cutting the link between nodes %d and %d", victim.ID, follower)
+		logf("cutting the link between nodes %d and %d, leader and follower of partition %d (controller %d)", victim.ID, follower, p0.Partition, ctl)
 		err = net.Cut(victim.ID, follower)
 	default:
 		return nil, fmt.Errorf("unknown fault %q", fault)
