@@ -23,7 +23,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -31,8 +30,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/chaos"
@@ -46,7 +43,7 @@ func main() {
 	after := flag.Duration("after", 15*time.Second, "how long writes go on after the heal")
 	bin := flag.String("quire", "bin/quire", "the quire binary")
 	flag.BoolVar(&onController, "on-controller", false, "hit a leader that is also the controller (kill, pause, isolate); else one that is not")
-	flag.BoolVar(&keep, "keep", false, "keep the nodes' directories (logs in nodeN/quire.log, the client's debug log in client.log)")
+	flag.BoolVar(&keep, "keep", false, "keep the nodes' directories (logs in nodeN/quire.log, the client's debug log in client.log) and log progress twice a second")
 	flag.Parse()
 	if *timings != "test" && *timings != "default" {
 		log.Fatalf("failover: -timings must be test or default, not %q", *timings)
@@ -98,9 +95,6 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		}
 		defer net.Close()
 	}
-	if keep && os.Getenv("FAILOVER_DEBUG") != "" {
-		chaos.ClusterSettings = append(chaos.ClusterSettings, "QUIRE_LOG_LEVEL=debug")
-	}
 	c, err := chaos.NewCluster(bin, dir, 3, net, logf)
 	if err != nil {
 		return nil, err
@@ -131,10 +125,6 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		}
 		defer f.Close()
 		opts = append(opts, client.Logger(hclog.New(&hclog.LoggerOptions{Name: "client", Level: hclog.Debug, Output: f})))
-		opts = append(opts, client.DialOptions(grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			logf("stream %s to %s", method, cc.Target())
-			return streamer(ctx, desc, cc, method, opts...)
-		})))
 	}
 	cl, err := client.New(ctx, opts...)
 	if err != nil {
@@ -189,7 +179,6 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 	}
 	defer func() { close(stop); wg.Wait(); _ = cl.Flush(ctx) }()
 	if keep {
-		dumped := false
 		go func() {
 			for {
 				select {
@@ -206,13 +195,6 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 				}
 				mu.Unlock()
 				logf("buffered %d, acks %v, produced %v", cl.BufferedRecords(), last, produced.Load())
-				if os.Getenv("FAILOVER_DEBUG") != "" && cl.BufferedRecords() > 1000 && !dumped {
-					dumped = true
-					if f, err := os.Create(filepath.Join(dir, "goroutines.txt")); err == nil {
-						_ = pprof.Lookup("goroutine").WriteTo(f, 2)
-						f.Close()
-					}
-				}
 			}
 		}()
 	}
@@ -262,11 +244,6 @@ func measure(fault string, defaults bool, hold, after time.Duration, bin string)
 		}
 		for _, n := range c.Nodes() {
 			logf("node %d at %s", n.ID, n.Addr)
-			if cc, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err == nil {
-				md, err := quirev1.NewMetadataClient(cc).GetMetadata(ctx, &quirev1.GetMetadataRequest{Topics: []string{topic}})
-				logf("node %d metadata: %v %v", n.ID, md, err)
-				cc.Close()
-			}
 		}
 	}
 	victim := c.Node(int(p0.Leader))
