@@ -39,6 +39,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quirelog/quire/broker"
@@ -275,7 +276,15 @@ func (c *Cluster) Conn(id int32) *grpc.ClientConn {
 	if cc, ok := c.conns[id]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(c.addrs[id-1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Reconnects back off at most half a second, as the nodes' own
+	// connections do: a node restarted is reached again at once, not
+	// after gRPC's default backoff (growing past a minute), during which
+	// calls to it fail with the last dial error.
+	cc, err := grpc.NewClient(c.addrs[id-1], grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+			MinConnectTimeout: 2 * time.Second,
+		}))
 	if err != nil {
 		c.t.Fatalf("testcluster: dial node %d: %v", id, err)
 	}
