@@ -59,6 +59,17 @@
 // ErrUnknownOutcome: it may or may not be in the log, and it is not sent
 // again. Idempotence needs acks=all; Idempotent(false) turns it off.
 //
+// Without idempotence a retry of a batch the broker may have written is
+// not recognised, and could write it twice. So an attempt that ends with
+// its outcome unknown (sent, then the stream broke or the request timed
+// out before an answer; or answered with Error.OutcomeUnknown: appended
+// by a leader that could not see it committed) fails its records with
+// ErrUnknownOutcome at once, wrapping the attempt's error; errors the
+// broker gives before appending (NOT_LEADER_OR_FOLLOWER without the flag,
+// NOT_ENOUGH_REPLICAS, ...) are retried as usual. RetryUnknownOutcome(true)
+// retries those too, as Kafka's producer without idempotence does
+// (records at least once, maybe twice).
+//
 // Consuming reads chosen partitions from a start position: AtStart, AtEnd,
 // At(offset) or AtTimestamp(t). The consumer finds each partition's leader
 // and follows it when it moves; one long-poll loop per broker keeps the next
