@@ -219,7 +219,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.ReplicaFetchMaxBytes }, 1),
 	int32Key("replication", "replica.fetch.response.max.bytes", "10485760", "Bytes a follower fetches per call over all partitions (at least one batch).",
 		func(c *Config) *int32 { return &c.ReplicaFetchResponseMaxBytes }, 1),
-	int32Key("replication", "replica.fetch.backoff.ms", "1000", "How long a follower waits after a failed fetch, or a partition the leader refused, before trying again.",
+	int32Key("replication", "replica.fetch.backoff.ms", "1000", "The least time between the starts of a follower's failed fetch and its next one (a fetch that waited that long for a connection to come back goes again at once), and the longest a partition the leader refused waits before it is asked again.",
 		func(c *Config) *int32 { return &c.ReplicaFetchBackoffMs }, 1),
 	boolKey("cluster", "unclean.leader.election.enable", "false", "Elect a leader from outside the ISR when no in-sync replica is left, accepting the loss of acknowledged records.",
 		func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),

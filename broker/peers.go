@@ -29,8 +29,13 @@ func (c *cluster) ReplicaFetch(ctx context.Context, leader int32, req *replica.F
 		return nil, err
 	}
 	// A response may hold replica.fetch.response.max.bytes and more (at
-	// least one batch): far above gRPC's default 4 MiB receive limit.
-	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, fetchRequestToPB(req), grpc.MaxCallRecvMsgSize(maxSendBytes))
+	// least one batch): far above gRPC's default 4 MiB receive limit. A
+	// fetch made while the connection is down waits (within its deadline)
+	// for the reconnect instead of failing at once, so the first fetch
+	// after a network heals goes out as soon as the link is back, not a
+	// fetch backoff later.
+	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, fetchRequestToPB(req), grpc.MaxCallRecvMsgSize(maxSendBytes),
+		grpc.WaitForReady(true))
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +58,16 @@ func (c *cluster) dial(addr string) (*grpc.ClientConn, error) {
 }
 
 // dialOptions are those of every node-to-node connection: Config.Dialer
-// when set, and a reconnect backoff capped at a second (gRPC's default
-// grows to two minutes), so that a peer back after a crash or a network
-// partition is reached again within a raft election or two.
+// when set, and a reconnect backoff capped at half a second (gRPC's
+// default grows to two minutes), so that a peer back after a crash or a
+// network partition is reached again within about that: a follower's
+// fetch waits on the reconnect (ReplicaFetch), and a raft peer's within
+// an election.
 func (c *cluster) dialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(c.creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 			MinConnectTimeout: 2 * time.Second,
 		}),
 		// A peer cut off or paused is found within about two seconds,

@@ -213,11 +213,38 @@ func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches [
 // those that do not make it in time into errors.
 func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
 	for _, pa := range pending {
-		if err := pa.part.AwaitReplicated(ctx, pa.append); err != nil {
+		if err := b.awaitReplicated(ctx, pa); err != nil {
 			// Appended, then not known to be committed: the records may
 			// yet be read, or never (see Error.outcome_unknown).
 			pa.result.Error = toError(err)
 			pa.result.Error.OutcomeUnknown = true
+		}
+	}
+}
+
+// awaitReplicated waits for one acks=all append to be committed, but not
+// past the moment this broker's session with the controller runs out
+// (broker.session.timeout.ms after the last answered heartbeat): a leader
+// cut off from the controller has been, or is about to be, replaced, and
+// its followers may never fetch again. Held until the produce timeout,
+// the answer would keep the client on this broker long after the
+// partition moved; answered now (NOT_LEADER_OR_FOLLOWER, no leader hint,
+// outcome unknown) the client looks for the new leader.
+func (b *Broker) awaitReplicated(ctx context.Context, pa pendingAck) error {
+	for {
+		until, ok := b.cluster.sessionDeadline()
+		if !ok {
+			return pa.part.AwaitReplicated(ctx, pa.append)
+		}
+		wctx, cancel := context.WithDeadline(ctx, until)
+		err := pa.part.AwaitReplicated(wctx, pa.append)
+		cancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return err
+		}
+		// The session deadline passed: lost, or renewed meanwhile.
+		if b.cluster.sessionLost() {
+			return notLeader(pa.part.Topic(), pa.part.ID(), -1, -1)
 		}
 	}
 }

@@ -177,6 +177,20 @@ func (c *cluster) sessionLost() bool {
 	return c.lifecycle.SessionLost(ms(c.cfg.BrokerSessionTimeoutMs)) || c.node.Image().Index() < c.lifecycle.CatchUpIndex()
 }
 
+// sessionDeadline is when this broker's session with the controller
+// runs out unless a heartbeat is answered before: broker.session.timeout.ms
+// after the last answered one. ok is false before the first.
+func (c *cluster) sessionDeadline() (time.Time, bool) {
+	if c.lifecycle == nil {
+		return time.Time{}, false
+	}
+	last := c.lifecycle.LastHeartbeat()
+	if last.IsZero() {
+		return time.Time{}, false
+	}
+	return last.Add(ms(c.cfg.BrokerSessionTimeoutMs)), true
+}
+
 // controllerInfo returns the current controller, -1 if unknown.
 func (c *cluster) controllerID() int32 {
 	if id, _, ok := c.node.Controller(); ok {

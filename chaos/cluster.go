@@ -21,14 +21,15 @@ import (
 )
 
 // Cluster is n `quire server` processes on loopback, each a broker and a
-// metadata voter, with short session and fetch timings so that faults
-// play out in seconds.
+// metadata voter, with short session and fetch timings (TestTimings) so
+// that faults play out in seconds, or the defaults (UseDefaultTimings).
 type Cluster struct {
-	bin   string
-	dir   string
-	nodes []*Node
-	net   *Network // nil: network faults unavailable
-	logf  func(format string, args ...any)
+	bin            string
+	dir            string
+	nodes          []*Node
+	net            *Network // nil: network faults unavailable
+	logf           func(format string, args ...any)
+	defaultTimings bool
 }
 
 // Node is one process of the cluster.
@@ -53,6 +54,13 @@ var ClusterSettings = []string{
 	"QUIRE_DEFAULT_REPLICATION_FACTOR=3",
 	"QUIRE_MIN_INSYNC_REPLICAS=2",
 	"QUIRE_AUTO_CREATE_TOPICS_ENABLE=false",
+	"QUIRE_LOG_LEVEL=info",
+}
+
+// TestTimings are the session, ISR and fetch timings the nodes get after
+// ClusterSettings, unless UseDefaultTimings was called: short, so that a
+// fault plays out in seconds.
+var TestTimings = []string{
 	"QUIRE_BROKER_HEARTBEAT_INTERVAL_MS=500",
 	"QUIRE_BROKER_SESSION_TIMEOUT_MS=3000",
 	"QUIRE_REPLICA_LAG_TIME_MAX_MS=3000",
@@ -61,8 +69,12 @@ var ClusterSettings = []string{
 	"QUIRE_METADATA_WRITE_TIMEOUT_MS=5000",
 	"QUIRE_GROUP_CONSUMER_SESSION_TIMEOUT_MS=4000",
 	"QUIRE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS=500",
-	"QUIRE_LOG_LEVEL=info",
 }
+
+// UseDefaultTimings makes nodes started from now on run with the
+// defaults of every timing (broker.session.timeout.ms 9 s,
+// replica.lag.time.max.ms 30 s...) instead of TestTimings.
+func (c *Cluster) UseDefaultTimings() { c.defaultTimings = true }
 
 // NewCluster prepares n nodes under dir, on free loopback ports. With
 // net, the nodes run as groups its rules can cut off from each other.
@@ -157,6 +169,9 @@ func (c *Cluster) Start(n *Node) error {
 	}
 	cmd := exec.Command(c.bin, "server")
 	cmd.Env = append(os.Environ(), ClusterSettings...)
+	if !c.defaultTimings {
+		cmd.Env = append(cmd.Env, TestTimings...)
+	}
 	cmd.Env = append(cmd.Env,
 		"QUIRE_NODE_ID="+strconv.Itoa(n.ID),
 		"QUIRE_LISTENERS="+n.Addr,

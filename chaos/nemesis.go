@@ -43,10 +43,22 @@ type nemesis struct {
 	parts  int32
 	logf   func(string, ...any)
 	seq    int
+	// holdFor, when set, is how long every fault is held (the quiet
+	// periods between faults keep their own range).
+	holdFor time.Duration
 }
 
 func (n *nemesis) hold(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1))
+}
+
+// faultHold is how long a fault is held: holdFor, or a random time in
+// [lo, hi].
+func (n *nemesis) faultHold(lo, hi time.Duration) time.Duration {
+	if n.holdFor > 0 {
+		return n.holdFor
+	}
+	return n.hold(lo, hi)
 }
 
 func (n *nemesis) sleep(ctx context.Context, d time.Duration) {
@@ -126,7 +138,7 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 			}
 			n.logf("tore %d bytes off %s", cut, seg)
 		}
-		n.sleep(ctx, n.hold(500*time.Millisecond, 3*time.Second))
+		n.sleep(ctx, n.faultHold(500*time.Millisecond, 3*time.Second))
 		if err := n.c.Start(nd); err != nil {
 			return err
 		}
@@ -142,7 +154,7 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		end := n.begin(f, a.ID, b.ID)
 		_ = n.c.Kill(a)
 		_ = n.c.Kill(b)
-		n.sleep(ctx, n.hold(500*time.Millisecond, 3*time.Second))
+		n.sleep(ctx, n.faultHold(500*time.Millisecond, 3*time.Second))
 		for _, nd := range []*Node{a, b} {
 			if err := n.c.Start(nd); err != nil {
 				return err
@@ -186,7 +198,7 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		if err := n.c.Pause(nd); err != nil {
 			return err
 		}
-		n.sleep(ctx, n.hold(2*time.Second, 6*time.Second))
+		n.sleep(ctx, n.faultHold(2*time.Second, 6*time.Second))
 		if err := n.c.Resume(nd); err != nil {
 			return err
 		}
@@ -214,7 +226,7 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		if err != nil {
 			return err
 		}
-		n.sleep(ctx, n.hold(3*time.Second, 8*time.Second))
+		n.sleep(ctx, n.faultHold(3*time.Second, 8*time.Second))
 		if err := net.Heal(); err != nil {
 			return err
 		}

@@ -31,6 +31,12 @@ type Config struct {
 	GroupMembers        int
 	History             io.Writer // the history as JSON lines, or nil
 	Logf                func(format string, args ...any)
+	// DefaultTimings runs the nodes with the default session, ISR and
+	// fetch timings instead of TestTimings.
+	DefaultTimings bool
+	// Hold is how long each fault is held before it is healed; zero: a
+	// random time in the fault kind's own range (seconds).
+	Hold time.Duration
 }
 
 const (
@@ -82,6 +88,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer c.StopAll()
+	if cfg.DefaultTimings {
+		c.UseDefaultTimings()
+	}
 	if net != nil {
 		for _, n := range c.nodes {
 			if err := net.Register(n.ID, n.Addr); err != nil {
@@ -163,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		readers.Go(func() { committedPoller(readCtx, h, cl, group, topic, cfg.Partitions, 500*time.Millisecond) })
 	}
 
-	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf}
+	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf, holdFor: cfg.Hold}
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	nemErr := nem.run(faultCtx)
 	stopFaults()

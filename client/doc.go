@@ -59,6 +59,26 @@
 // ErrUnknownOutcome: it may or may not be in the log, and it is not sent
 // again. Idempotence needs acks=all; Idempotent(false) turns it off.
 //
+// A request unanswered for a second makes the producer look at the
+// metadata again (at most once a second per broker). A partition whose
+// leader was replaced meanwhile gives up every request still waiting on
+// the old leader (paused or cut off, it may never answer) and sends their
+// batches again to the new one, in order, with the same sequences (an
+// unknown outcome without idempotence, below); a late answer from the
+// old leader is then ignored.
+//
+// Without idempotence a retry of a batch the broker may have written is
+// not recognised, and could write it twice. So an attempt that ends with
+// its outcome unknown (sent, then the stream broke, the request timed
+// out or the partition moved to a new leader before an answer; or
+// answered with Error.OutcomeUnknown: appended by a leader that could
+// not see it committed) fails its records with
+// ErrUnknownOutcome at once, wrapping the attempt's error; errors the
+// broker gives before appending (NOT_LEADER_OR_FOLLOWER without the flag,
+// NOT_ENOUGH_REPLICAS, ...) are retried as usual. RetryUnknownOutcome(true)
+// retries those too, as Kafka's producer without idempotence does
+// (records at least once, maybe twice).
+//
 // Consuming reads chosen partitions from a start position: AtStart, AtEnd,
 // At(offset) or AtTimestamp(t). The consumer finds each partition's leader
 // and follows it when it moves; one long-poll loop per broker keeps the next

@@ -24,10 +24,16 @@ var (
 	// the NoReset fallback (a group consumer with Reset NoReset(), Kafka's
 	// auto.offset.reset=none) has no committed offset in its group.
 	ErrNoCommittedOffset = errors.New("client: no committed offset")
-	// ErrUnknownOutcome: an idempotent batch was sent but its delivery
-	// timeout passed before an answer: its records may or may not be in
-	// the log. They are not sent again.
-	ErrUnknownOutcome = errors.New("client: outcome unknown after the delivery timeout")
+	// ErrUnknownOutcome: a record was sent and may or may not be in the
+	// log; it is not sent again. An idempotent producer reports it when a
+	// batch's delivery timeout passes after it was sent with no definite
+	// answer. A producer without idempotence reports it as soon as an
+	// attempt ends that way (no answer before the stream broke or timed
+	// out, or an answer with Error.OutcomeUnknown), since a retry could
+	// write the records twice, unless RetryUnknownOutcome lets it retry.
+	// The error wraps the failure of the last attempt (match its code
+	// with errors.As or ErrorCode).
+	ErrUnknownOutcome = errors.New("client: outcome unknown")
 )
 
 // Error is a Kafka-style error returned by a broker, for a whole call or for
@@ -141,4 +147,11 @@ func needsMetadata(err error) bool {
 		return true
 	}
 	return false
+}
+
+// outcomeUnknown reports whether err is a broker's answer that the
+// records of the attempt were appended but may not be committed.
+func outcomeUnknown(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.OutcomeUnknown
 }

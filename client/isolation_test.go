@@ -7,6 +7,7 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/testcluster"
@@ -18,13 +19,21 @@ import (
 // one included. The controller fences it after the session timeout and
 // elects new leaders; the cut-off broker, not having reached the
 // controller for as long, stops taking produces and says its metadata is
-// stale, so the clients move to the new leaders: every partition takes
+// stale, and answers the produces waiting on its followers, so the
+// clients move to the new leaders: every partition takes
 // acks=all writes again within the session timeout plus 2 s of the cut,
 // and the cut-off node refuses a produce sent straight to it.
 func TestClusterIsolatedLeaderLosesItsClients(t *testing.T) {
-	c := testcluster.New(t, 3)
+	// replica.lag.time.max.ms at its default: the cut-off leader does not
+	// try to shrink its ISRs within the test's bound, so only its lost
+	// session can release the produces waiting on its followers.
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) { cfg.ReplicaLagTimeMaxMs = 30000 }))
 	ctx := clusterCtx(t, 90*time.Second)
-	cl := clusterClient(t, c, nil, client.DeliveryTimeout(60*time.Second), client.RequestTimeout(2*time.Second))
+	// The default request timeout: produces waiting on the cut-off
+	// leader's acks=all are answered when its session runs out, not when
+	// the produce timeout sent with them passes.
+	cl := clusterClient(t, c, nil, client.DeliveryTimeout(60*time.Second), client.RequestTimeout(30*time.Second),
+		client.RecordPartitioner(client.ManualPartitioner()))
 	const topic, parts = "isolated", 3
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: parts, ReplicationFactor: 3,
 		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {

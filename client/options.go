@@ -61,6 +61,7 @@ type config struct {
 	idempotentSet   bool // Idempotent given
 	maxInFlight     int  // MaxInFlightPerPartition
 	maxInFlightSet  bool // MaxInFlightPerPartition given
+	retryUnknown    bool // RetryUnknownOutcome
 
 	// consumer
 	fetchMaxWait       time.Duration
@@ -179,6 +180,17 @@ func Idempotent(on bool) Opt {
 func MaxInFlightPerPartition(n int) Opt {
 	return func(c *config) { c.maxInFlight, c.maxInFlightSet = n, true }
 }
+
+// RetryUnknownOutcome lets a producer without idempotence (Idempotent
+// off, or acks other than all) retry a batch whose attempt ended with its
+// outcome unknown: sent with no answer before the stream broke or the
+// request timed out, or answered with Error.OutcomeUnknown (appended by
+// a leader that could not commit it). That is the behaviour of Kafka's
+// producer without idempotence: records are then written at least once,
+// and may be in the log twice. Off (the default), such a batch fails at
+// once with ErrUnknownOutcome and the application decides. An idempotent
+// producer always retries, since the broker recognises a retry.
+func RetryUnknownOutcome(on bool) Opt { return func(c *config) { c.retryUnknown = on } }
 
 // RecordPartitioner sets how records are spread over partitions (default
 // DefaultPartitioner: murmur2 of the key, sticky for keyless records).

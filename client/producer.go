@@ -78,6 +78,10 @@ type pbatch struct {
 	numbered bool
 	pid      int64
 	epoch    int16
+	// maybeWritten: an earlier attempt of the batch may have written it
+	// (a producer without idempotence retrying an unknown outcome, see
+	// RetryUnknownOutcome).
+	maybeWritten bool
 
 	// Once sent (window.go): where it is, the request it went in first
 	// (batches sent together are written together or not at all, so they
@@ -190,6 +194,10 @@ type prodPart struct {
 	cur          *pbatch
 	sealed       []*pbatch
 	backoffUntil time.Time
+	// sent holds the partition's shares of the requests sent to its
+	// sinks, in the order sent; those settled are dropped as new ones
+	// come (window.go: leave).
+	sent []*claim
 
 	// The window (window.go): the batches sent and not yet called back,
 	// in the order sent, and how many requests carry some of them now.
@@ -462,7 +470,7 @@ func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
 		if s == nil {
 			leaderless = leaderless || parts[i].expire(p, now)
 		}
-		parts[i].setSink(s)
+		parts[i].setSink(p, s)
 	}
 	if leaderless {
 		p.c.meta.triggerRefresh()
@@ -513,7 +521,7 @@ func (p *producer) recycle(b *pbatch) {
 		return
 	}
 	b.b.Reset()
-	b.bytes, b.tries, b.numbered = 0, 0, false
+	b.bytes, b.tries, b.numbered, b.maybeWritten = 0, 0, false, false
 	b.built, b.body = false, nil
 	b.state, b.err = batchSent, nil
 	select {
@@ -577,20 +585,27 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	}
 }
 
-// setSink moves the partition to the leader's sink.
-func (pp *prodPart) setSink(s *sink) {
+// setSink moves the partition to the leader's sink. Requests still
+// waiting for the old leader's answers are given up (leave): that leader
+// was replaced, and may never answer (paused, or cut off).
+func (pp *prodPart) setSink(p *producer, s *sink) {
 	pp.mu.Lock()
 	if pp.sink == s {
 		pp.mu.Unlock()
 		return
 	}
 	pp.sink = s
-	has := pp.cur != nil || len(pp.sealed) > 0
+	var ready []*pbatch
+	if s != nil {
+		ready = pp.leave(p, s)
+	}
+	has := pp.hasWork()
 	if s != nil && has && pp.queuedOn != s {
 		pp.queuedOn = s
 		s.enqueue(pp)
 	}
 	pp.mu.Unlock()
+	p.finish(pp, ready)
 	if s != nil && has {
 		s.notify()
 	}
@@ -681,7 +696,7 @@ func (p *producer) failAll(err error) {
 			pp.cur.state, pp.cur.err = batchFailed, err
 			batches = append(batches, pp.cur)
 		}
-		pp.flight, pp.sealed, pp.cur = nil, nil, nil
+		pp.flight, pp.sealed, pp.cur, pp.sent = nil, nil, nil, nil
 		pp.retrying, pp.requests = 0, 0
 		pp.uncount(batches)
 		pp.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -35,6 +36,8 @@ type sink struct {
 	ready  []*prodPart
 	stream *pstream
 	wake   chan struct{}
+
+	suspected time.Time // when checkTimeouts last asked for metadata
 }
 
 // pstream is one ProduceStream and the requests awaiting its answers.
@@ -50,8 +53,27 @@ type pstream struct {
 type inflightReq struct {
 	parts   []*prodPart
 	batches [][]*pbatch // per partition, in order
+	claims  []*claim    // per partition
 	sentAt  time.Time
 }
+
+// claim is one partition's share of a request: whoever takes it first
+// settles its batches, the answer, the stream's failure, or the
+// partition moving to another leader while the request waits
+// (prodPart.leave).
+type claim struct {
+	sink *sink
+	bs   []*pbatch
+	done atomic.Bool
+}
+
+func (c *claim) take() bool { return c.done.CompareAndSwap(false, true) }
+
+// suspectAfter is how long a request may wait for its answer before the
+// client looks at the metadata again: a leader that was paused or cut
+// off and replaced never answers, and the partitions it held move to
+// their new leaders (setSink) without waiting out the request timeout.
+const suspectAfter = time.Second
 
 func newSink(p *producer, id int32, addr string) *sink {
 	return &sink{p: p, id: id, addr: addr, wake: make(chan struct{}, 1)}
@@ -170,8 +192,11 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 				if ir == nil {
 					ir = &inflightReq{}
 				}
+				cl := &claim{sink: s, bs: bs}
+				pp.noteSent(cl)
 				ir.parts = append(ir.parts, pp)
 				ir.batches = append(ir.batches, bs)
+				ir.claims = append(ir.claims, cl)
 				for _, b := range bs {
 					reqBytes += b.b.EstimatedSize()
 				}
@@ -195,7 +220,7 @@ func (s *sink) drain(now time.Time) (next time.Time, more bool) {
 	s.mu.Unlock()
 	if ir != nil {
 		if identErr != nil {
-			s.failReq(ir, identErr)
+			s.failReq(ir, identErr, false)
 		} else {
 			s.send(ir)
 		}
@@ -221,7 +246,7 @@ func (s *sink) send(ir *inflightReq) {
 	}
 	ps, err := s.openStream()
 	if err != nil {
-		s.failReq(ir, err)
+		s.failReq(ir, err, false)
 		return
 	}
 	corr := s.p.corr.Add(1)
@@ -230,7 +255,7 @@ func (s *sink) send(ir *inflightReq) {
 		ps.mu.Lock()
 		if ps.dead {
 			ps.mu.Unlock()
-			s.failReq(ir, newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "stream closed"))
+			s.failReq(ir, newError(quirev1.ErrorCode_NETWORK_EXCEPTION, "stream closed"), false)
 			return
 		}
 		ps.inflight[corr] = ir
@@ -238,16 +263,24 @@ func (s *sink) send(ir *inflightReq) {
 	}
 	req := encodeProduce(&acks, int32(cfg.requestTimeout/time.Millisecond), corr, ir)
 	if err := ps.st.SendMsg(req); err != nil {
-		// Recv sees the same failure and fails what is in flight.
-		if cfg.acks == NoAck {
-			s.failReq(ir, streamErr(err))
+		// Not sent: the stream had ended. Unless Recv already took it
+		// with the rest of the stream's requests (as maybe sent), it
+		// is retried as not written.
+		ps.mu.Lock()
+		_, mine := ps.inflight[corr]
+		delete(ps.inflight, corr)
+		ps.mu.Unlock()
+		if mine || cfg.acks == NoAck {
+			s.failReq(ir, streamErr(err), false)
 		}
 		s.streamFailed(ps, streamErr(err))
 		return
 	}
 	if cfg.acks == NoAck {
 		for i, bs := range ir.batches {
-			s.p.settle(ir.parts[i], bs, -1, nil)
+			if ir.claims[i].take() {
+				s.p.settle(ir.parts[i], bs, -1, nil, false)
+			}
 		}
 	}
 }
@@ -312,21 +345,28 @@ func (s *sink) handle(ir *inflightReq, resp *quirev1.ProduceResponse) {
 			}
 		}
 		b := ir.batches[i]
+		if !ir.claims[i].take() {
+			continue // given up meanwhile: the partition moved to another leader
+		}
 		switch {
 		case pr == nil:
-			s.p.settle(pp, b, -1, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition))
+			s.p.settle(pp, b, -1, fmt.Errorf("client: broker %d did not answer for %s/%d", s.id, pp.topic, pp.partition), false)
 		case pr.GetError() != nil && pr.GetError().GetCode() != quirev1.ErrorCode_NONE:
-			s.p.settle(pp, b, -1, fromProto(pr.GetError()))
+			s.p.settle(pp, b, -1, fromProto(pr.GetError()), false)
 		default:
-			s.p.settle(pp, b, pr.GetBaseOffset(), nil)
+			s.p.settle(pp, b, pr.GetBaseOffset(), nil, false)
 		}
 	}
 }
 
-// failReq settles every batch of a request that got no answer with err.
-func (s *sink) failReq(ir *inflightReq, err error) {
+// failReq settles every batch of a request that got no answer with err
+// (those whose claim is still there); sent: the request may have reached
+// the broker.
+func (s *sink) failReq(ir *inflightReq, err error, sent bool) {
 	for i, pp := range ir.parts {
-		s.p.settle(pp, ir.batches[i], -1, err)
+		if ir.claims[i].take() {
+			s.p.settle(pp, ir.batches[i], -1, err, sent)
+		}
 	}
 }
 
@@ -365,13 +405,14 @@ func (s *sink) streamFailed(ps *pstream, err error) {
 		s.p.c.log.Debug("produce stream failed", "broker", s.id, "in_flight", len(pending), "error", err)
 	}
 	for _, ir := range pending {
-		s.failReq(ir, err)
+		s.failReq(ir, err, true)
 	}
 	s.p.c.meta.triggerRefresh()
 }
 
 // checkTimeouts breaks the stream when a request waited past the request
-// timeout, and returns when to check again.
+// timeout, asks for the metadata again when one waited suspectAfter (at
+// most once per suspectAfter), and returns when to check again.
 func (s *sink) checkTimeouts() time.Time {
 	s.mu.Lock()
 	ps := s.stream
@@ -393,5 +434,15 @@ func (s *sink) checkTimeouts() time.Time {
 		s.streamFailed(ps, newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, "no produce response in time"))
 		return time.Time{}
 	}
-	return oldest.Add(limit)
+	next := oldest.Add(limit)
+	if now := time.Now(); now.Sub(oldest) >= suspectAfter {
+		if now.Sub(s.suspected) >= suspectAfter {
+			s.suspected = now
+			s.p.c.meta.triggerRefresh()
+		}
+		next = earliest(next, s.suspected.Add(suspectAfter))
+	} else {
+		next = earliest(next, oldest.Add(suspectAfter))
+	}
+	return next
 }

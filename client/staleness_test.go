@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
@@ -31,7 +33,10 @@ type scriptedBroker struct {
 	stale     bool
 	leader    int32
 	onProduce func(n int, req *quirev1.ProduceRequest) *quirev1.Error
-	produces  atomic.Int32
+	// hangUp, when it says so for the nth request, ends the stream
+	// without answering it.
+	hangUp   func(n int) bool
+	produces atomic.Int32
 }
 
 func startScripted(t *testing.T) *scriptedBroker {
@@ -76,6 +81,9 @@ func (sb *scriptedBroker) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return err
 		}
 		n := int(sb.produces.Add(1))
+		if sb.hangUp != nil && sb.hangUp(n) {
+			return status.Error(codes.Unavailable, "scripted hang-up")
+		}
 		var e *quirev1.Error
 		if sb.onProduce != nil {
 			e = sb.onProduce(n, req)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
 // The in-flight window of a partition. A partition may have up to
@@ -37,6 +39,18 @@ import (
 // OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID with nothing
 // unresolved ahead says the broker lost the producer's state: then the
 // batches go again under the producer's next epoch (idempotence.go).
+//
+// A request whose outcome is unknown (sent, then its stream broke or it
+// timed out before an answer; answered with Error.OutcomeUnknown; or
+// given up because its partition moved to another leader while it
+// waited) may have been written. With idempotence its batches are sent
+// again like any others: the broker recognises a duplicate. Without, a
+// retry could write them twice, so they fail at once with
+// ErrUnknownOutcome unless RetryUnknownOutcome lets them go again.
+//
+// Each request's share of a partition is a claim: the answer, the
+// stream's failure and the partition leaving the broker (leave) all take
+// it before they settle its batches, so only the first of them does.
 
 // next returns the batches of pp to put in a request now, numbered for
 // (id, epoch) when the producer is idempotent and numberOK: the next group
@@ -181,9 +195,11 @@ func (pp *prodPart) explained(b *pbatch) bool {
 
 // settle takes the answer to one request for the batches bs of pp (in
 // order): acknowledged from baseOffset (err nil; -1 when unknown, with
-// acks=0), to be sent again, or failed. The callbacks of the partition's
-// oldest settled batches then run, in order.
-func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err error) {
+// acks=0), to be sent again, or failed; unanswered: the request may have
+// reached the broker but got no answer (its stream broke or timed out),
+// so it may have been written. The caller took the request's claim. The
+// callbacks of the partition's oldest settled batches then run, in order.
+func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err error, unanswered bool) {
 	var now time.Time
 	if err != nil {
 		if needsMetadata(err) {
@@ -192,21 +208,7 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 		now = time.Now()
 	}
 	pp.mu.Lock()
-	pp.requests--
-	switch {
-	case err == nil:
-		off := baseOffset
-		for _, b := range bs {
-			b.state, b.offset = batchAcked, off
-			if off >= 0 {
-				off += int64(len(b.recs))
-			}
-		}
-	case p.c.ctx.Err() != nil || p.stopped.Load():
-		setFailed(bs, ErrClosed)
-	default:
-		p.settleError(pp, bs, err, now)
-	}
+	p.settleLocked(pp, bs, baseOffset, err, unanswered, now)
 	ready := pp.popSettled()
 	pp.uncount(ready)
 	s := pp.sink
@@ -222,9 +224,79 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 	}
 }
 
+// settleLocked is settle's part under pp.mu: the request is no longer in
+// flight, and its batches take their outcome.
+func (p *producer) settleLocked(pp *prodPart, bs []*pbatch, baseOffset int64, err error, unanswered bool, now time.Time) {
+	pp.requests--
+	switch {
+	case err == nil:
+		off := baseOffset
+		for _, b := range bs {
+			b.state, b.offset = batchAcked, off
+			if off >= 0 {
+				off += int64(len(b.recs))
+			}
+		}
+	case p.c.ctx.Err() != nil || p.stopped.Load():
+		setFailed(bs, ErrClosed)
+	default:
+		p.settleError(pp, bs, err, unanswered, now)
+	}
+}
+
+// leave gives up the requests of pp still waiting for the answer of a
+// sink other than s, the partition's new leader: the old one was
+// replaced, and may never answer (paused, or cut off). Their batches are
+// settled as unanswered, oldest first, in the same critical section as
+// the move, so that nothing new goes to s before them: sent again at s
+// with the same sequences with idempotence, an unknown outcome without
+// (unless RetryUnknownOutcome). A late answer from the old leader finds
+// the claim taken and is dropped. The caller holds pp.mu and passes the
+// batches returned to finish.
+func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
+	kept := pp.sent[:0]
+	var moved []*claim
+	for _, cl := range pp.sent {
+		switch {
+		case cl.done.Load():
+		case cl.sink == s:
+			kept = append(kept, cl)
+		case cl.take():
+			moved = append(moved, cl)
+		}
+	}
+	clear(pp.sent[len(kept):])
+	pp.sent = kept
+	if len(moved) == 0 {
+		return nil
+	}
+	err := newError(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER,
+		"the partition moved to another leader while a request to the old one waited")
+	now := time.Now()
+	for _, cl := range moved {
+		p.settleLocked(pp, cl.bs, -1, err, true, now)
+	}
+	ready := pp.popSettled()
+	pp.uncount(ready)
+	return ready
+}
+
+// noteSent keeps the claim of a request carrying batches of pp, dropping
+// those settled; the caller holds pp.mu.
+func (pp *prodPart) noteSent(cl *claim) {
+	kept := pp.sent[:0]
+	for _, c := range pp.sent {
+		if !c.done.Load() {
+			kept = append(kept, c)
+		}
+	}
+	clear(pp.sent[len(kept):])
+	pp.sent = append(kept, cl)
+}
+
 // settleError decides what becomes of batches whose request failed with
-// err; the caller holds pp.mu.
-func (p *producer) settleError(pp *prodPart, bs []*pbatch, err error, now time.Time) {
+// err (unanswered: see settle); the caller holds pp.mu.
+func (p *producer) settleError(pp *prodPart, bs []*pbatch, err error, unanswered bool, now time.Time) {
 	again := retriable(err)
 	notWritten := false
 	if p.idempotent && resequences(err) {
@@ -240,7 +312,19 @@ func (p *producer) settleError(pp *prodPart, bs []*pbatch, err error, now time.T
 			pp.reseq = true
 		}
 	}
+	// The attempt may have been written: sent with no answer, or
+	// appended by a leader that could not see it committed.
+	ambiguous := !notWritten && (unanswered || outcomeUnknown(err))
+	if !p.idempotent && ambiguous && again && !p.cfg.retryUnknown {
+		// A retry would not be recognised: the application decides
+		// (RetryUnknownOutcome).
+		setFailed(bs, fmt.Errorf("%w: %s/%d: %w", ErrUnknownOutcome, pp.topic, pp.partition, err))
+		return
+	}
 	if !again {
+		if ambiguous || bs[0].maybeWritten {
+			err = fmt.Errorf("%w: %s/%d: %w", ErrUnknownOutcome, pp.topic, pp.partition, err)
+		}
 		setFailed(bs, err)
 		return
 	}
@@ -253,7 +337,7 @@ func (p *producer) settleError(pp *prodPart, bs []*pbatch, err error, now time.T
 	}
 	if expired > 0 {
 		e := fmt.Errorf("client: %s/%d: delivery timeout: %w", pp.topic, pp.partition, err)
-		if p.idempotent && bs[0].numbered && !notWritten {
+		if p.idempotent && bs[0].numbered && !notWritten || ambiguous || bs[0].maybeWritten {
 			// Sent and unanswered: it may be in the log. It is not sent
 			// again (the batches behind it keep their sequences: a broker
 			// without it refuses them as out of order, and they go under
@@ -265,6 +349,11 @@ func (p *producer) settleError(pp *prodPart, bs []*pbatch, err error, now time.T
 	rest := bs[expired:]
 	if len(rest) == 0 {
 		return
+	}
+	if ambiguous && !p.idempotent {
+		for _, b := range rest {
+			b.maybeWritten = true // RetryUnknownOutcome
+		}
 	}
 	rest[0].tries++
 	p.c.log.Debug("retrying batches", "topic", pp.topic, "partition", pp.partition, "batches", len(rest),
@@ -349,7 +438,7 @@ func (pp *prodPart) expire(p *producer, now time.Time) bool {
 				break
 			}
 			err := base
-			if b.numbered {
+			if b.numbered || b.maybeWritten {
 				// Sent before: it may be in the log.
 				err = fmt.Errorf("%w: %w", ErrUnknownOutcome, base)
 			}

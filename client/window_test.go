@@ -27,6 +27,9 @@ import (
 // fills up and is measured.
 // fault may make the n-th request fail: refused before the append, or
 // appended and answered with an error as if the answer were lost.
+// A second node (addNode) serves the same log: the partition's leader is
+// leader, and while muted is set node 1 appends what it receives but does
+// not answer (a leader paused after its followers copied the requests).
 type windowBroker struct {
 	quirev1.UnimplementedMetadataServer
 	quirev1.UnimplementedProducerServer
@@ -37,6 +40,11 @@ type windowBroker struct {
 	released bool
 	lastRecv time.Time
 	fault    func(n int) (code quirev1.ErrorCode, appended bool)
+	brokers  []*quirev1.Broker
+	leader   int32
+	muted    bool
+	// received and answered by node 1 while muted
+	mutedOut int
 
 	log       []string
 	epoch     int32
@@ -65,16 +73,47 @@ func startWindow(t *testing.T, hold int) *windowBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb := &windowBroker{addr: lis.Addr().String(), hold: hold, firstSeen: map[[2]int32]string{}, sentRecords: map[string]bool{}}
+	wb := &windowBroker{addr: lis.Addr().String(), hold: hold, firstSeen: map[[2]int32]string{}, sentRecords: map[string]bool{},
+		brokers: []*quirev1.Broker{{Id: 1, Address: lis.Addr().String()}}, leader: 1}
 	s := grpc.NewServer()
 	quirev1.RegisterMetadataServer(s, wb)
-	quirev1.RegisterProducerServer(s, wb)
+	quirev1.RegisterProducerServer(s, windowNode{wb, 1})
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(func() {
 		wb.release()
 		s.Stop()
 	})
 	return wb
+}
+
+// windowNode is one node serving a windowBroker's log.
+type windowNode struct {
+	*windowBroker
+	id int32
+}
+
+func (n windowNode) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
+	return n.windowBroker.produceStream(stream, n.id)
+}
+
+// addNode starts node 2 on the same log.
+func (wb *windowBroker) addNode(t *testing.T) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	quirev1.RegisterMetadataServer(s, wb)
+	quirev1.RegisterProducerServer(s, windowNode{wb, 2})
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(func() {
+		wb.release()
+		s.Stop()
+	})
+	wb.mu.Lock()
+	wb.brokers = append(wb.brokers, &quirev1.Broker{Id: 2, Address: lis.Addr().String()})
+	wb.mu.Unlock()
 }
 
 // release answers everything from now on.
@@ -85,9 +124,11 @@ func (wb *windowBroker) release() {
 }
 
 func (wb *windowBroker) GetMetadata(context.Context, *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
-	return &quirev1.GetMetadataResponse{ClusterId: "window", ControllerId: 1, Brokers: []*quirev1.Broker{{Id: 1, Address: wb.addr}},
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return &quirev1.GetMetadataResponse{ClusterId: "window", ControllerId: 1, Brokers: wb.brokers, MetadataIndex: uint64(wb.leader),
 		Topics: []*quirev1.TopicMetadata{{Name: "w", TopicId: "w", Partitions: []*quirev1.PartitionMetadata{
-			{Partition: 0, Leader: 1, LeaderEpoch: 1, Replicas: []int32{1}, Isr: []int32{1}},
+			{Partition: 0, Leader: wb.leader, LeaderEpoch: wb.leader, Replicas: []int32{1}, Isr: []int32{1}},
 		}}},
 	}, nil
 }
@@ -166,10 +207,11 @@ func (wb *windowBroker) appendLocked(recs []byte, code quirev1.ErrorCode, append
 	return base, code
 }
 
-func (wb *windowBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
+func (wb *windowBroker) produceStream(stream quirev1.Producer_ProduceStreamServer, node int32) error {
 	type answer struct {
 		resp    *quirev1.ProduceResponse
 		batches int
+		muted   bool // received by node 1 while muted
 	}
 	const quiet = 100 * time.Millisecond
 	answers := make(chan answer, 64)
@@ -178,13 +220,16 @@ func (wb *windowBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServe
 		var err error
 		for a := range answers {
 			wb.mu.Lock()
-			for !wb.released && wb.outstanding < wb.hold && time.Since(wb.lastRecv) < quiet {
+			for !wb.released && (a.muted || wb.outstanding < wb.hold && time.Since(wb.lastRecv) < quiet) {
 				wb.mu.Unlock()
 				time.Sleep(time.Millisecond) // the hold, not synchronisation
 				wb.mu.Lock()
 			}
 			wb.outstanding-- // before the answer: the client may send the next at once
 			wb.outBatches -= a.batches
+			if a.muted {
+				wb.mutedOut--
+			}
 			wb.mu.Unlock()
 			if err == nil {
 				err = stream.Send(a.resp)
@@ -219,12 +264,16 @@ func (wb *windowBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServe
 		wb.maxOut = max(wb.maxOut, wb.outstanding)
 		wb.maxBatches = max(wb.maxBatches, wb.outBatches)
 		wb.lastRecv = time.Now()
+		muted := node == 1 && wb.muted
+		if muted {
+			wb.mutedOut++
+		}
 		wb.mu.Unlock()
 		res := &quirev1.PartitionProduceResult{Topic: "w", Partition: 0, BaseOffset: base, LastOffset: -1}
 		if code != quirev1.ErrorCode_NONE {
 			res.Error = &quirev1.Error{Code: code, Message: "scripted " + code.String(), Retriable: code != quirev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
 		}
-		answers <- answer{&quirev1.ProduceResponse{CorrelationId: req.CorrelationId, Partitions: []*quirev1.PartitionProduceResult{res}}, nb}
+		answers <- answer{&quirev1.ProduceResponse{CorrelationId: req.CorrelationId, Partitions: []*quirev1.PartitionProduceResult{res}}, nb, muted}
 	}
 }
 
@@ -401,5 +450,60 @@ func TestProducerWindowNewEpochAfterLostState(t *testing.T) {
 	defer wb.mu.Unlock()
 	if wb.epoch != 1 || wb.inits != 2 {
 		t.Fatalf("epoch %d after %d InitProducerId calls, want epoch 1 after 2", wb.epoch, wb.inits)
+	}
+}
+
+// TestProducerWindowLeavesAReplacedLeader: with 5 requests in flight to a
+// leader that stops answering (it appended them, as a leader paused after
+// its followers copied them), the metadata then naming another leader,
+// the producer gives the 5 requests up and sends their batches to the new
+// leader, in order, with the same sequences: the new leader recognises
+// them as duplicates and answers with their first offsets. The old
+// leader's late answers, once it resumes, are dropped. The log holds
+// every record once, in order; callbacks run in the order produced; no
+// more than 5 batches are ever unresolved.
+func TestProducerWindowLeavesAReplacedLeader(t *testing.T) {
+	wb := startWindow(t, 5)
+	wb.addNode(t)
+	const mutedAt = 10
+	wb.fault = func(n int) (quirev1.ErrorCode, bool) {
+		if n == mutedAt {
+			wb.muted = true // from this request on, node 1 does not answer
+		}
+		return quirev1.ErrorCode_NONE, false
+	}
+	ctx := testCtx(t)
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for ctx.Err() == nil {
+			wb.mu.Lock()
+			if wb.mutedOut == 5 {
+				// The window is full of requests node 1 holds: the
+				// cluster replaces it.
+				wb.leader = 2
+				wb.mu.Unlock()
+				return
+			}
+			wb.mu.Unlock()
+			time.Sleep(time.Millisecond) // polling the fake broker, with the test's deadline
+		}
+	}()
+	cl := newClient(t, wb.addr, append(windowOpts(), client.RetryBackoff(time.Millisecond),
+		client.RequestTimeout(time.Minute))...)
+	const n = 40
+	offsets, errs, order := produceOneByOne(t, cl, wb, n)
+	<-moved
+	checkLog(t, wb, n, offsets, errs, order)
+	if _, batches := client.PeakInFlight(cl); batches > 5 {
+		t.Fatalf("%d batches of the partition in flight at once", batches)
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	if wb.leader != 2 {
+		t.Fatal("the leader was never replaced: the test did not fill the window at node 1")
+	}
+	if wb.inits != 1 || wb.epoch != 0 {
+		t.Fatalf("%d InitProducerId calls, epoch %d: the move cost the producer its epoch", wb.inits, wb.epoch)
 	}
 }

@@ -47,7 +47,10 @@ type Registration struct {
 }
 
 // Peers carries a follower's fetch to the broker that leads the
-// partitions in it.
+// partitions in it. While the connection to the leader is down, a fetch
+// should wait for it to come back within ctx rather than fail at once:
+// the fetcher then sends again without a backoff, so replication resumes
+// as soon as the link does.
 type Peers interface {
 	ReplicaFetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error)
 }

@@ -177,6 +177,7 @@ func (f *fetcher) run() {
 			f.sleep(next)
 			continue
 		}
+		began := time.Now()
 		resp, err := f.call(req)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
@@ -187,7 +188,13 @@ func (f *fetcher) run() {
 					f.m.logger.Debug("replica fetch failed", "leader", f.leader, "error", err)
 				}
 				failing = true
-				f.sleep(f.m.cfg.Backoff)
+				// Failed fetches start at least the backoff apart. A call
+				// that waited that long already (on a connection being
+				// re-established, see Peers) goes again at once, so a
+				// link that comes back is used as soon as it is up.
+				if wait := f.m.cfg.Backoff - time.Since(began); wait > 0 {
+					f.sleep(wait)
+				}
 			}
 			continue
 		}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quirelog/quire/broker"
@@ -279,10 +280,18 @@ func (c *Cluster) Conn(id int32) *grpc.ClientConn {
 	if cc, ok := c.conns[id]; ok {
 		return cc
 	}
+	// Reconnects back off at most half a second, as the nodes' own
+	// connections do: a node restarted is reached again at once, not
+	// after gRPC's default backoff (growing past a minute), during which
+	// calls to it fail with the last dial error.
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if c.opts.connOpts != nil {
 		opts = c.opts.connOpts()
 	}
+	opts = append(opts, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+		MinConnectTimeout: 2 * time.Second,
+	}))
 	cc, err := grpc.NewClient(c.addrs[id-1], opts...)
 	if err != nil {
 		c.t.Fatalf("testcluster: dial node %d: %v", id, err)

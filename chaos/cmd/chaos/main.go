@@ -1,7 +1,7 @@
 // Command chaos runs Quire's fault-injection suite against real `quire
 // server` processes, or checks a history it saved.
 //
-//	chaos run [-nodes 3] [-duration 2m] [-seed N] [-faults kill,pause,...] [-history FILE] [-quire bin/quire]
+//	chaos run [-nodes 3] [-duration 2m] [-seed N] [-faults kill,pause,...] [-timings test|default] [-hold 20s] [-history FILE] [-quire bin/quire]
 //	chaos check FILE
 //
 // run prints its seed first: the same seed replays the same choices of
@@ -54,6 +54,8 @@ func run(args []string) int {
 	idempotent := fs.Int("idempotent-producers", 2, "producers through the Go client's idempotent producer (retries, many writes in flight)")
 	members := fs.Int("group-members", 3, "members of one consumer group reading the topic, committing after processing")
 	keep := fs.Bool("keep", false, "keep the nodes' directories")
+	timings := fs.String("timings", "test", "node timings: test (short sessions and fetches, chaos.TestTimings) or default (the server's defaults)")
+	hold := fs.Duration("hold", 0, "how long each fault is held (0: a random time in the fault's own range of seconds)")
 	_ = fs.Parse(args)
 	if *nodes < 3 {
 		log.Printf("chaos: -nodes must be at least 3 (topics have 3 replicas)")
@@ -64,6 +66,10 @@ func run(args []string) int {
 			log.Printf("chaos: unknown fault %q (known: %s)", f, strings.Join(chaos.AllFaults, ", "))
 			return 2
 		}
+	}
+	if *timings != "test" && *timings != "default" {
+		log.Printf("chaos: -timings must be test or default, not %q", *timings)
+		return 2
 	}
 	dir, err := chaos.TempDir()
 	if err != nil {
@@ -78,6 +84,7 @@ func run(args []string) int {
 	cfg := chaos.Config{Bin: *bin, Dir: dir, Nodes: *nodes, Duration: *duration, Seed: *seed,
 		Faults: strings.Split(*faults, ","), Partitions: int32(*partitions), Producers: *producers,
 		IdempotentProducers: *idempotent, GroupMembers: *members,
+		DefaultTimings: *timings == "default", Hold: *hold,
 		Logf: func(format string, a ...any) { log.Printf("chaos: "+format, a...) }}
 	if *history != "" {
 		f, err := os.Create(*history)
@@ -88,7 +95,7 @@ func run(args []string) int {
 		defer f.Close()
 		cfg.History = f
 	}
-	log.Printf("chaos: seed %d, %d nodes, %v of faults (%s), files in %s", *seed, *nodes, *duration, *faults, dir)
+	log.Printf("chaos: seed %d, %d nodes, %v of faults (%s), %s timings, files in %s", *seed, *nodes, *duration, *faults, *timings, dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
