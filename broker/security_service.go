@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
@@ -31,6 +33,12 @@ func (s *securityService) UpsertUser(ctx context.Context, req *quirev1.UpsertUse
 	if err := s.b.cluster.fwd.UpsertUserCredential(ctx, req.Name, cred); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.applied(ctx, func(img *metadata.Image) bool {
+		c, ok := img.UserCredential(req.Name)
+		return ok && bytes.Equal(c.Salt, cred.Salt)
+	}); err != nil {
+		return nil, err
+	}
 	return &quirev1.UpsertUserResponse{}, nil
 }
 
@@ -38,7 +46,25 @@ func (s *securityService) DeleteUser(ctx context.Context, req *quirev1.DeleteUse
 	if err := s.b.cluster.fwd.DeleteUserCredential(ctx, req.Name); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.applied(ctx, func(img *metadata.Image) bool { _, ok := img.UserCredential(req.Name); return !ok }); err != nil {
+		return nil, err
+	}
 	return &quirev1.DeleteUserResponse{}, nil
+}
+
+// applied waits until this node's image shows a change the controller
+// has committed, so that the node that took it answers by it from the
+// next call on (the others follow as they apply the log).
+func (s *securityService) applied(ctx context.Context, cond func(*metadata.Image) bool) error {
+	if _, err := s.b.cluster.waitFor(ctx, cond); err != nil {
+		return toStatus(fmt.Errorf("waiting for the metadata: %w", err))
+	}
+	return nil
+}
+
+// hasACL reports whether img holds a.
+func hasACL(img *metadata.Image, a auth.ACL) bool {
+	return slices.Contains(img.ACLs(), a)
 }
 
 func (s *securityService) ListUsers(context.Context, *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
@@ -76,6 +102,16 @@ func (s *securityService) CreateAcls(ctx context.Context, req *quirev1.CreateAcl
 	if err := s.b.cluster.fwd.CreateACLs(ctx, acls); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.applied(ctx, func(img *metadata.Image) bool {
+		for _, a := range acls {
+			if !hasACL(img, a) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
 	return &quirev1.CreateAclsResponse{}, nil
 }
 
@@ -90,6 +126,16 @@ func (s *securityService) DeleteAcls(ctx context.Context, req *quirev1.DeleteAcl
 	deleted, err := s.b.cluster.fwd.DeleteACLs(ctx, filters)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if err := s.applied(ctx, func(img *metadata.Image) bool {
+		for _, a := range deleted {
+			if hasACL(img, a) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return nil, err
 	}
 	out := &quirev1.DeleteAclsResponse{}
 	for _, a := range deleted {
