@@ -317,15 +317,24 @@ func (c *testCluster) waitBrokersLive(ids ...int32) {
 func (c *testCluster) createTopic(spec TopicSpec) TopicInfo {
 	c.t.Helper()
 	var info TopicInfo
+	retried := false
 	waitFor(c.t, "topic "+spec.Name+" created", 10*time.Second, func() bool {
 		ctl := c.waitController()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
 		info, err = ctl.Ctl().CreateTopic(ctx, spec)
+		if retried && errors.Is(err, ErrTopicExists) {
+			// An attempt that failed with the leadership lost while
+			// committing was committed after all.
+			t, ok := ctl.Image().Topic(spec.Name)
+			info = t
+			return ok
+		}
 		if err != nil && !errors.Is(err, ErrNotController) && !errors.Is(err, ErrNoQuorum) {
 			c.t.Fatalf("create topic %s: %v", spec.Name, err)
 		}
+		retried = err != nil
 		return err == nil
 	})
 	return info
