@@ -5,3 +5,17 @@ package client
 func PeakInFlight(c *Client) (requests, batches int) {
 	return int(c.prod.peakRequests.Load()), int(c.prod.peakBatches.Load())
 }
+
+// CallbacksWaiting returns how many records are settled and wait for the
+// callbacks of a partition's earlier records to return.
+func CallbacksWaiting(c *Client) int {
+	n := 0
+	for _, pp := range c.prod.partitions() {
+		pp.mu.Lock()
+		for _, b := range pp.done {
+			n += len(b.recs)
+		}
+		pp.mu.Unlock()
+	}
+	return n
+}
