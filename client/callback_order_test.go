@@ -3,12 +3,15 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/record"
 )
 
 // leaderGivenUp starts two scripted brokers, a leading "st" and holding
@@ -129,5 +132,108 @@ func TestProducerCallbackOfAGivenUpRecordMayProduceToANewTopic(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the record produced from the callback was never called back")
+	}
+}
+
+// TestProducerGivesUpARequestBeingSentWithoutTouchingItsBatches: the
+// partition moves to a new leader while the old leader's sink is still
+// encoding a request (stalled here by a hook, as by a slow stream open or
+// the compression of the request's other batches). The request is given
+// up, but its batches are not settled, freed and reused for other records
+// while the old sink still reads them: the old leader receives the
+// record the request was made of, and the record fails with
+// ErrUnknownOutcome (without idempotence) once the request is out.
+func TestProducerGivesUpARequestBeingSentWithoutTouchingItsBatches(t *testing.T) {
+	a, b := scriptedPair(t)
+	a.set(1, false, 1)
+	b.set(1, false, 1)
+	var mu sync.Mutex
+	var atA []string // the values of each request a received
+	a.onProduce = func(_ int, req *quirev1.ProduceRequest) *quirev1.Error {
+		var vs []string
+		_ = record.SplitBatches(req.Partitions[0].Records, func(raw []byte, _ record.Header) error {
+			return record.ForEachRecord(raw, func(r *record.Record) error { vs = append(vs, string(r.Value)); return nil })
+		})
+		mu.Lock()
+		atA = append(atA, strings.Join(vs, ","))
+		mu.Unlock()
+		return nil
+	}
+	cl, err := client.New(testCtx(t), client.SeedBrokers(a.addr, b.addr), client.RequiredAcks(client.LeaderAck),
+		client.RetryBackoff(10*time.Millisecond), client.MetadataMaxAge(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx := testCtx(t)
+	rec := func(v string) *client.Record { return &client.Record{Topic: "st", Partition: 0, Value: []byte(v)} }
+	if err := cl.ProduceSync(ctx, rec("r0")); err != nil {
+		t.Fatal(err)
+	}
+
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	armed.Store(true)
+	client.SetSendHook(func() {
+		if armed.CompareAndSwap(true, false) {
+			close(entered)
+			<-proceed
+		}
+	})
+	t.Cleanup(func() { client.SetSendHook(nil) })
+	done1 := make(chan error, 1)
+	cl.Produce(ctx, rec("r1"), func(_ *client.Record, err error) { done1 <- err })
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("r1's request was never sent")
+	}
+	a.set(2, false, 2)
+	b.set(2, false, 2)
+	// The next metadata refresh moves the partition to b and gives up
+	// the request being sent to a.
+	var err1 error
+	called := false
+	for !called && client.GivenUpWhileSending(cl) == 0 {
+		select {
+		case err1 = <-done1:
+			called = true
+		case <-ctx.Done():
+			t.Fatal("the request to the replaced leader was never given up")
+		case <-time.After(time.Millisecond): // polling the client, with the test's deadline
+		}
+	}
+	if called {
+		// r1's batch is free: records produced now may reuse it.
+		for _, v := range []string{"r2", "r3", "r4"} {
+			if err := cl.ProduceSync(ctx, rec(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(proceed)
+	if !called {
+		select {
+		case err1 = <-done1:
+		case <-ctx.Done():
+			t.Fatal("r1 was never called back")
+		}
+	}
+	if !errors.Is(err1, client.ErrUnknownOutcome) {
+		t.Fatalf("r1: %v, want ErrUnknownOutcome", err1)
+	}
+	if err := cl.ProduceSync(ctx, rec("r5")); err != nil {
+		t.Fatal(err)
+	}
+	for a.produces.Load() < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("r1's request never reached a")
+		}
+		time.Sleep(time.Millisecond) // polling the scripted broker, with the test's deadline
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if atA[1] != "r1" {
+		t.Fatalf("the request made of r1 reached the old leader holding %q", atA[1])
 	}
 }

@@ -19,3 +19,11 @@ func CallbacksWaiting(c *Client) int {
 	}
 	return n
 }
+
+// SetSendHook makes every produce request call f before it is encoded (nil:
+// none).
+func SetSendHook(f func()) { sendHook = f }
+
+// GivenUpWhileSending returns how many requests were given up at a
+// replaced leader while its sink was still encoding them.
+func GivenUpWhileSending(c *Client) int { return int(c.prod.givenUpSending.Load()) }

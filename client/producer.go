@@ -149,7 +149,10 @@ type producer struct {
 	// The most requests, and batches, of one partition seen in flight at
 	// once (for tests: export_test.go).
 	peakRequests, peakBatches atomic.Int32
-	ident                     producerIdentity // its producer id and epoch
+	// givenUpSending counts the claims leave gave up while their sink
+	// was encoding them (for tests).
+	givenUpSending atomic.Int32
+	ident          producerIdentity // its producer id and epoch
 }
 
 type prodTopic struct {

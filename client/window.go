@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
 // The in-flight window of a partition. A partition may have up to
@@ -257,8 +255,10 @@ func (p *producer) settleLocked(pp *prodPart, bs []*pbatch, baseOffset int64, er
 // the move, so that nothing new goes to s before them: sent again at s
 // with the same sequences with idempotence, an unknown outcome without
 // (unless RetryUnknownOutcome). A late answer from the old leader finds
-// the claim taken and is dropped. The caller holds pp.mu and passes the
-// batches returned to queueDone.
+// the claim taken and is dropped. A request the old sink is still
+// encoding is only marked given up: its send settles it once encoded
+// (sink.encoded), and no round of resends starts before. The caller
+// holds pp.mu and passes the batches returned to queueDone.
 func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
 	kept := pp.sent[:0]
 	var moved []*claim
@@ -267,6 +267,10 @@ func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
 		case cl.done.Load():
 		case cl.sink == s:
 			kept = append(kept, cl)
+		case cl.phase.CompareAndSwap(claimAssembling, claimGivenUp), cl.phase.Load() == claimGivenUp:
+			kept = append(kept, cl)
+			pp.resending = false // resends wait for it
+			p.givenUpSending.Add(1)
 		case cl.take():
 			moved = append(moved, cl)
 		}
@@ -276,8 +280,7 @@ func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
 	if len(moved) == 0 {
 		return nil
 	}
-	err := newError(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER,
-		"the partition moved to another leader while a request to the old one waited")
+	err := errMoved()
 	now := time.Now()
 	for _, cl := range moved {
 		p.settleLocked(pp, cl.bs, -1, err, true, now)
