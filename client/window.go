@@ -50,7 +50,8 @@ import (
 //
 // Each request's share of a partition is a claim: the answer, the
 // stream's failure and the partition leaving the broker (leave) all take
-// it before they settle its batches, so only the first of them does.
+// it before they settle its batches, so only the first of them does; a
+// request still being encoded is settled by its sink once encoded.
 
 // next returns the batches of pp to put in a request now, numbered for
 // (id, epoch) when the producer is idempotent and numberOK: the next group
