@@ -57,7 +57,8 @@
 // again from 0 (KIP-360). A batch
 // sent but unanswered when its DeliveryTimeout passes fails with
 // ErrUnknownOutcome: it may or may not be in the log, and it is not sent
-// again. Idempotence needs acks=all; Idempotent(false) turns it off.
+// again; so does one whose retry after an unanswered attempt is refused
+// for good. Idempotence needs acks=all; Idempotent(false) turns it off.
 //
 // A request unanswered for a second makes the producer look at the
 // metadata again (at most once a second per broker). A partition whose

@@ -27,7 +27,8 @@ var (
 	// ErrUnknownOutcome: a record was sent and may or may not be in the
 	// log; it is not sent again. An idempotent producer reports it when a
 	// batch's delivery timeout passes after it was sent with no definite
-	// answer. A producer without idempotence reports it as soon as an
+	// answer, or when a retry of an attempt with no definite answer fails
+	// for good. A producer without idempotence reports it as soon as an
 	// attempt ends that way (no answer before the stream broke or timed
 	// out, or an answer with Error.OutcomeUnknown), since a retry could
 	// write the records twice, unless RetryUnknownOutcome lets it retry.

@@ -5,3 +5,25 @@ package client
 func PeakInFlight(c *Client) (requests, batches int) {
 	return int(c.prod.peakRequests.Load()), int(c.prod.peakBatches.Load())
 }
+
+// CallbacksWaiting returns how many records are settled and wait for the
+// callbacks of a partition's earlier records to return.
+func CallbacksWaiting(c *Client) int {
+	n := 0
+	for _, pp := range c.prod.partitions() {
+		pp.mu.Lock()
+		for _, b := range pp.done {
+			n += len(b.recs)
+		}
+		pp.mu.Unlock()
+	}
+	return n
+}
+
+// SetSendHook makes every produce request call f before it is encoded (nil:
+// none).
+func SetSendHook(f func()) { sendHook = f }
+
+// GivenUpWhileSending returns how many requests were given up at a
+// replaced leader while its sink was still encoding them.
+func GivenUpWhileSending(c *Client) int { return int(c.prod.givenUpSending.Load()) }

@@ -36,7 +36,9 @@ import (
 //     numbering under the epoch of the ones being retried.
 //   - A batch whose delivery timeout passes after it was sent is failed
 //     with ErrUnknownOutcome: it may or may not be in the log, and it is
-//     never sent again under another sequence.
+//     never sent again under another sequence. So is a batch retried
+//     after an attempt with no definite answer whose retry then fails
+//     for good (pbatch.maybeWritten).
 
 // maxIdempotentBatches is the most batches of a partition an idempotent
 // request carries: a broker remembers a producer's latest 5 batches per

@@ -124,3 +124,27 @@ func TestProducerLeavesAReplacedLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestProducerIdempotentRetryAfterNoAnswerFailsAsUnknownOutcome: an
+// idempotent producer's first attempt gets no answer (its stream ends: it
+// may have been written), and the retry is refused for good
+// (TOPIC_AUTHORIZATION_FAILED). The record fails with ErrUnknownOutcome
+// wrapping the refusal, not with the refusal alone: the first attempt may
+// be in the log.
+func TestProducerIdempotentRetryAfterNoAnswerFailsAsUnknownOutcome(t *testing.T) {
+	a := startScripted(t)
+	a.peers = []*quirev1.Broker{{Id: 1, Address: a.addr}}
+	a.set(1, false, 1)
+	a.hangUp = func(n int) bool { return n == 1 }
+	a.onProduce = func(n int, _ *quirev1.ProduceRequest) *quirev1.Error {
+		return &quirev1.Error{Code: quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, Message: "scripted: refused for good"}
+	}
+	cl := newClient(t, a.addr, client.RetryBackoff(10*time.Millisecond))
+	err := cl.ProduceSync(testCtx(t), &client.Record{Topic: "st", Partition: 0, Value: []byte("v")})
+	if sent := a.produces.Load(); sent != 2 {
+		t.Fatalf("the record was sent %d times, want twice (got %v)", sent, err)
+	}
+	if !errors.Is(err, client.ErrUnknownOutcome) || client.ErrorCode(err) != quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+		t.Fatalf("got %v (code %v), want ErrUnknownOutcome wrapping TOPIC_AUTHORIZATION_FAILED", err, client.ErrorCode(err))
+	}
+}

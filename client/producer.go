@@ -14,7 +14,8 @@ import (
 // Produce hands r to the producer and returns at once; cb (which may be
 // nil) is called exactly once when the record is acknowledged, with r's
 // Partition and Offset set, or when it failed. Callbacks of one partition
-// run in offset order, on a client goroutine: keep them short.
+// run in offset order, one at a time, on a client goroutine: keep them
+// short.
 //
 // ctx bounds only the wait inside Produce itself: for the topic's metadata
 // the first time a topic is used, and for room when the buffer is full and
@@ -79,8 +80,8 @@ type pbatch struct {
 	pid      int64
 	epoch    int16
 	// maybeWritten: an earlier attempt of the batch may have written it
-	// (a producer without idempotence retrying an unknown outcome, see
-	// RetryUnknownOutcome).
+	// (sent with no definite answer, retried: a producer without
+	// idempotence only with RetryUnknownOutcome).
 	maybeWritten bool
 
 	// Once sent (window.go): where it is, the request it went in first
@@ -148,7 +149,10 @@ type producer struct {
 	// The most requests, and batches, of one partition seen in flight at
 	// once (for tests: export_test.go).
 	peakRequests, peakBatches atomic.Int32
-	ident                     producerIdentity // its producer id and epoch
+	// givenUpSending counts the claims leave gave up while their sink
+	// was encoding them (for tests).
+	givenUpSending atomic.Int32
+	ident          producerIdentity // its producer id and epoch
 }
 
 type prodTopic struct {
@@ -204,6 +208,12 @@ type prodPart struct {
 	flight   []*pbatch
 	requests int
 	buffered int64 // records added and not yet called back
+	// done holds the batches taken off the window whose callbacks have not
+	// run yet, in order, and finishing says a goroutine is running them
+	// (runCallbacks): a partition's callbacks run one at a time, in order,
+	// whichever goroutines settled its batches.
+	done      []*pbatch
+	finishing bool
 	// retrying counts the batches of flight to send again; resending says
 	// a round of resends is under way (its groups go one after another,
 	// in order); reseq that the partition's batches wait for the
@@ -587,7 +597,8 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 
 // setSink moves the partition to the leader's sink. Requests still
 // waiting for the old leader's answers are given up (leave): that leader
-// was replaced, and may never answer (paused, or cut off).
+// was replaced, and may never answer (paused, or cut off). It runs on the
+// metadata goroutine: the callbacks of what it settles run on another.
 func (pp *prodPart) setSink(p *producer, s *sink) {
 	pp.mu.Lock()
 	if pp.sink == s {
@@ -595,9 +606,9 @@ func (pp *prodPart) setSink(p *producer, s *sink) {
 		return
 	}
 	pp.sink = s
-	var ready []*pbatch
+	run := false
 	if s != nil {
-		ready = pp.leave(p, s)
+		run = pp.queueDone(pp.leave(p, s))
 	}
 	has := pp.hasWork()
 	if s != nil && has && pp.queuedOn != s {
@@ -605,7 +616,9 @@ func (pp *prodPart) setSink(p *producer, s *sink) {
 		s.enqueue(pp)
 	}
 	pp.mu.Unlock()
-	p.finish(pp, ready)
+	if run {
+		p.runCallbacksLater(pp)
+	}
 	if s != nil && has {
 		s.notify()
 	}
@@ -699,6 +712,10 @@ func (p *producer) failAll(err error) {
 		pp.flight, pp.sealed, pp.cur, pp.sent = nil, nil, nil, nil
 		pp.retrying, pp.requests = 0, 0
 		pp.uncount(batches)
+		// Batches settled before, whose callbacks were still to run,
+		// come first (taken off the count already).
+		batches = append(pp.done, batches...)
+		pp.done, pp.finishing = nil, false
 		pp.mu.Unlock()
 		p.finish(pp, batches)
 	}

@@ -61,13 +61,30 @@ type inflightReq struct {
 // settles its batches, the answer, the stream's failure, or the
 // partition moving to another leader while the request waits
 // (prodPart.leave).
+//
+// Until its request is encoded (phase claimAssembling) the sink's send
+// still reads the batches: a partition leaving then only marks the claim
+// given up (claimGivenUp), and send settles it once encoded, so that the
+// batches are not sent again, failed or freed for reuse under it.
 type claim struct {
-	sink *sink
-	bs   []*pbatch
-	done atomic.Bool
+	sink  *sink
+	bs    []*pbatch
+	done  atomic.Bool
+	phase atomic.Int32
 }
 
+// The phases of a claim.
+const (
+	claimAssembling int32 = iota // taken by drain, its request not encoded yet
+	claimEncoded                 // its request encoded: the batches are free to settle
+	claimGivenUp                 // given up by leave while assembling: send settles it
+)
+
 func (c *claim) take() bool { return c.done.CompareAndSwap(false, true) }
+
+// sendHook, when set (by tests), runs in send before a request is
+// encoded.
+var sendHook func()
 
 // suspectAfter is how long a request may wait for its answer before the
 // client looks at the metadata again: a leader that was paused or cut
@@ -249,7 +266,14 @@ func (s *sink) send(ir *inflightReq) {
 		s.failReq(ir, err, false)
 		return
 	}
+	if h := sendHook; h != nil {
+		h()
+	}
 	corr := s.p.corr.Add(1)
+	// Encoded before anything else may settle the request (registered for
+	// its answer and its stream's failure only then).
+	req := encodeProduce(&acks, int32(cfg.requestTimeout/time.Millisecond), corr, ir)
+	s.encoded(ir)
 	ir.sentAt = time.Now()
 	if cfg.acks != NoAck {
 		ps.mu.Lock()
@@ -261,7 +285,6 @@ func (s *sink) send(ir *inflightReq) {
 		ps.inflight[corr] = ir
 		ps.mu.Unlock()
 	}
-	req := encodeProduce(&acks, int32(cfg.requestTimeout/time.Millisecond), corr, ir)
 	if err := ps.st.SendMsg(req); err != nil {
 		// Not sent: the stream had ended. Unless Recv already took it
 		// with the rest of the stream's requests (as maybe sent), it
@@ -283,6 +306,24 @@ func (s *sink) send(ir *inflightReq) {
 			}
 		}
 	}
+}
+
+// encoded moves the claims of ir past claimAssembling once its request
+// is encoded, and settles those given up meanwhile (leave) as the others
+// leave settles: unanswered, since the request goes out anyway.
+func (s *sink) encoded(ir *inflightReq) {
+	for i, cl := range ir.claims {
+		if !cl.phase.CompareAndSwap(claimAssembling, claimEncoded) && cl.take() {
+			s.p.settle(ir.parts[i], ir.batches[i], -1, errMoved(), true)
+		}
+	}
+}
+
+// errMoved is the error of a request given up because its partition moved
+// to another leader (leave).
+func errMoved() error {
+	return newError(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER,
+		"the partition moved to another leader while a request to the old one waited")
 }
 
 func (s *sink) openStream() (*pstream, error) {

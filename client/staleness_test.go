@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,9 @@ type scriptedBroker struct {
 	// without answering it.
 	hangUp   func(n int) bool
 	produces atomic.Int32
+	// extra is a second topic the broker serves, led like "st", in the
+	// answers that name it (empty: none).
+	extra string
 }
 
 func startScripted(t *testing.T) *scriptedBroker {
@@ -60,15 +64,26 @@ func (sb *scriptedBroker) set(index uint64, stale bool, leader int32) {
 	sb.mu.Unlock()
 }
 
-func (sb *scriptedBroker) GetMetadata(context.Context, *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+func (sb *scriptedBroker) GetMetadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	return &quirev1.GetMetadataResponse{ClusterId: "scripted", ControllerId: 1, Brokers: sb.peers,
-		MetadataIndex: sb.index, Stale: sb.stale,
-		Topics: []*quirev1.TopicMetadata{{Name: "st", TopicId: "st", Partitions: []*quirev1.PartitionMetadata{
+	topics := []string{"st"}
+	if sb.extra != "" && slices.Contains(req.GetTopics(), sb.extra) {
+		topics = append(topics, sb.extra)
+	}
+	resp := &quirev1.GetMetadataResponse{ClusterId: "scripted", ControllerId: 1, Brokers: sb.peers,
+		MetadataIndex: sb.index, Stale: sb.stale}
+	for _, name := range topics {
+		resp.Topics = append(resp.Topics, &quirev1.TopicMetadata{Name: name, TopicId: name, Partitions: []*quirev1.PartitionMetadata{
 			{Partition: 0, Leader: sb.leader, LeaderEpoch: int32(sb.index), Replicas: []int32{1, 2}, Isr: []int32{1, 2}},
-		}}},
-	}, nil
+		}})
+	}
+	return resp, nil
+}
+
+// InitProducerId gives every idempotent producer id 7, epoch 0.
+func (sb *scriptedBroker) InitProducerId(context.Context, *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
+	return &quirev1.InitProducerIdResponse{ProducerId: 7}, nil
 }
 
 func (sb *scriptedBroker) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {

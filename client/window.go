@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
 // The in-flight window of a partition. A partition may have up to
@@ -24,7 +22,9 @@ import (
 // until its callbacks have run: answers may settle a later batch before an
 // earlier one (a retry pending), but callbacks run from the front of the
 // list only, so a partition's records are called back in the order
-// produced.
+// produced: the batches taken off the front queue up (prodPart.done) and
+// one goroutine at a time runs their callbacks (runCallbacks), never the
+// metadata goroutine, which runs while a refresh holds the metadata.
 //
 // A request that fails with a retriable error marks its batches to be sent
 // again. Those are resent only once nothing else of the partition is in
@@ -50,7 +50,8 @@ import (
 //
 // Each request's share of a partition is a claim: the answer, the
 // stream's failure and the partition leaving the broker (leave) all take
-// it before they settle its batches, so only the first of them does.
+// it before they settle its batches, so only the first of them does; a
+// request still being encoded is settled by its sink once encoded.
 
 // next returns the batches of pp to put in a request now, numbered for
 // (id, epoch) when the producer is idempotent and numberOK: the next group
@@ -198,7 +199,8 @@ func (pp *prodPart) explained(b *pbatch) bool {
 // acks=0), to be sent again, or failed; unanswered: the request may have
 // reached the broker but got no answer (its stream broke or timed out),
 // so it may have been written. The caller took the request's claim. The
-// callbacks of the partition's oldest settled batches then run, in order.
+// callbacks of the partition's oldest settled batches then run, in order
+// (runCallbacks).
 func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err error, unanswered bool) {
 	var now time.Time
 	if err != nil {
@@ -211,6 +213,7 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 	p.settleLocked(pp, bs, baseOffset, err, unanswered, now)
 	ready := pp.popSettled()
 	pp.uncount(ready)
+	run := pp.queueDone(ready)
 	s := pp.sink
 	wake := s != nil && pp.hasWork()
 	if wake && pp.queuedOn != s {
@@ -218,7 +221,9 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 		s.enqueue(pp)
 	}
 	pp.mu.Unlock()
-	p.finish(pp, ready)
+	if run {
+		p.runCallbacks(pp)
+	}
 	if wake {
 		s.notify()
 	}
@@ -251,8 +256,10 @@ func (p *producer) settleLocked(pp *prodPart, bs []*pbatch, baseOffset int64, er
 // the move, so that nothing new goes to s before them: sent again at s
 // with the same sequences with idempotence, an unknown outcome without
 // (unless RetryUnknownOutcome). A late answer from the old leader finds
-// the claim taken and is dropped. The caller holds pp.mu and passes the
-// batches returned to finish.
+// the claim taken and is dropped. A request the old sink is still
+// encoding is only marked given up: its send settles it once encoded
+// (sink.encoded), and no round of resends starts before. The caller
+// holds pp.mu and passes the batches returned to queueDone.
 func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
 	kept := pp.sent[:0]
 	var moved []*claim
@@ -261,6 +268,10 @@ func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
 		case cl.done.Load():
 		case cl.sink == s:
 			kept = append(kept, cl)
+		case cl.phase.CompareAndSwap(claimAssembling, claimGivenUp), cl.phase.Load() == claimGivenUp:
+			kept = append(kept, cl)
+			pp.resending = false // resends wait for it
+			p.givenUpSending.Add(1)
 		case cl.take():
 			moved = append(moved, cl)
 		}
@@ -270,8 +281,7 @@ func (pp *prodPart) leave(p *producer, s *sink) []*pbatch {
 	if len(moved) == 0 {
 		return nil
 	}
-	err := newError(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER,
-		"the partition moved to another leader while a request to the old one waited")
+	err := errMoved()
 	now := time.Now()
 	for _, cl := range moved {
 		p.settleLocked(pp, cl.bs, -1, err, true, now)
@@ -350,9 +360,11 @@ func (p *producer) settleError(pp *prodPart, bs []*pbatch, err error, unanswered
 	if len(rest) == 0 {
 		return
 	}
-	if ambiguous && !p.idempotent {
+	if ambiguous {
+		// With idempotence, or RetryUnknownOutcome: should a later attempt
+		// fail for good, the outcome is still unknown.
 		for _, b := range rest {
-			b.maybeWritten = true // RetryUnknownOutcome
+			b.maybeWritten = true
 		}
 	}
 	rest[0].tries++
@@ -373,7 +385,7 @@ func setFailed(bs []*pbatch, err error) {
 }
 
 // popSettled removes the settled batches at the front of the window; the
-// caller holds pp.mu and then passes them to finish.
+// caller holds pp.mu and then passes them to queueDone.
 func (pp *prodPart) popSettled() []*pbatch {
 	n := 0
 	for n < len(pp.flight) && (pp.flight[n].state == batchAcked || pp.flight[n].state == batchFailed) {
@@ -391,8 +403,54 @@ func (pp *prodPart) popSettled() []*pbatch {
 	return ready
 }
 
+// queueDone adds batches popped off the window (popSettled) to those
+// whose callbacks are to run, and reports whether the caller runs them
+// (runCallbacks, once it released pp.mu): not when a goroutine already
+// does, which then runs these too, after the earlier ones. The caller
+// holds pp.mu.
+func (pp *prodPart) queueDone(ready []*pbatch) bool {
+	if len(ready) == 0 {
+		return false
+	}
+	pp.done = append(pp.done, ready...)
+	if pp.finishing {
+		return false
+	}
+	pp.finishing = true
+	return true
+}
+
+// runCallbacks runs the callbacks queued for pp until none is left; the
+// caller got true from queueDone.
+func (p *producer) runCallbacks(pp *prodPart) {
+	for {
+		pp.mu.Lock()
+		bs := pp.done
+		pp.done = nil
+		if len(bs) == 0 {
+			pp.finishing = false
+			pp.mu.Unlock()
+			return
+		}
+		pp.mu.Unlock()
+		p.finish(pp, bs)
+	}
+}
+
+// runCallbacksLater is runCallbacks on a goroutine of its own, for the
+// metadata goroutine (setSink, expire): it runs while a refresh holds the
+// metadata, which a callback producing to a topic not used yet waits
+// for. Once the client is closing, failAll runs them.
+func (p *producer) runCallbacksLater(pp *prodPart) {
+	if !p.c.spawn(func() { p.runCallbacks(pp) }) {
+		pp.mu.Lock()
+		pp.finishing = false
+		pp.mu.Unlock()
+	}
+}
+
 // finish runs the callbacks of settled batches, in order, and frees
-// them.
+// them; only runCallbacks and failAll call it.
 func (p *producer) finish(pp *prodPart, bs []*pbatch) {
 	if len(bs) == 0 {
 		return
@@ -462,7 +520,10 @@ func (pp *prodPart) expire(p *producer, now time.Time) bool {
 	}
 	has := pp.hasWork() || len(pp.flight) > 0
 	pp.uncount(ready)
+	run := pp.queueDone(ready)
 	pp.mu.Unlock()
-	p.finish(pp, ready)
+	if run {
+		p.runCallbacksLater(pp)
+	}
 	return has
 }
