@@ -120,11 +120,6 @@ func (a *recordAlloc) copy(b []byte) []byte {
 	return a.buf[off:len(a.buf):len(a.buf)]
 }
 
-func consumedRecord(topic string, p, epoch int32, r *record.Record, format quirev1.RecordFormat) *quirev1.ConsumedRecord {
-	var a recordAlloc
-	return a.consumedRecord(topic, p, epoch, r, format)
-}
-
 func (a *recordAlloc) consumedRecord(topic string, p, epoch int32, r *record.Record, format quirev1.RecordFormat) *quirev1.ConsumedRecord {
 	out := a.record()
 	out.Topic, out.Partition, out.Offset, out.TimestampMs, out.LeaderEpoch = topic, p, r.Offset, r.Timestamp, epoch
