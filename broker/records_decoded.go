@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -69,21 +70,72 @@ func checkRecordFormat(f quirev1.RecordFormat) error {
 	return fmt.Errorf("%w: record format %d (want RECORD_FORMAT_AUTO or RECORD_FORMAT_BYTES)", ErrInvalidRequest, f)
 }
 
-func consumedRecord(topic string, p, epoch int32, r *record.Record, format quirev1.RecordFormat) *quirev1.ConsumedRecord {
-	out := &quirev1.ConsumedRecord{Topic: topic, Partition: p, Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: epoch}
+// recordAlloc hands out the messages and byte copies of decoded records
+// from slabs sized per batch, a few allocations per batch rather than
+// several per record. What it hands out never moves: a slab that is full
+// is replaced, not grown.
+type recordAlloc struct {
+	nRecs, nBytes int // the size of the next slabs
+	recs          []quirev1.ConsumedRecord
+	keys          []quirev1.ConsumedRecord_KeyBytes
+	values        []quirev1.ConsumedRecord_ValueBytes
+	buf           []byte
+}
+
+// reserve sizes the next slabs for a batch of n records in size bytes.
+func (a *recordAlloc) reserve(n, size int) { a.nRecs, a.nBytes = max(n, 1), max(size, 1) }
+
+func (a *recordAlloc) record() *quirev1.ConsumedRecord {
+	if len(a.recs) == cap(a.recs) {
+		a.recs = make([]quirev1.ConsumedRecord, 0, max(a.nRecs, 1))
+	}
+	a.recs = a.recs[:len(a.recs)+1]
+	return &a.recs[len(a.recs)-1]
+}
+
+func (a *recordAlloc) keyBytes(b []byte) *quirev1.ConsumedRecord_KeyBytes {
+	if len(a.keys) == cap(a.keys) {
+		a.keys = make([]quirev1.ConsumedRecord_KeyBytes, 0, max(a.nRecs, 1))
+	}
+	a.keys = append(a.keys, quirev1.ConsumedRecord_KeyBytes{KeyBytes: a.copy(b)})
+	return &a.keys[len(a.keys)-1]
+}
+
+func (a *recordAlloc) valueBytes(b []byte) *quirev1.ConsumedRecord_ValueBytes {
+	if len(a.values) == cap(a.values) {
+		a.values = make([]quirev1.ConsumedRecord_ValueBytes, 0, max(a.nRecs, 1))
+	}
+	a.values = append(a.values, quirev1.ConsumedRecord_ValueBytes{ValueBytes: a.copy(b)})
+	return &a.values[len(a.values)-1]
+}
+
+// copy returns a copy of b, never nil (an empty value is not a missing
+// one), capped so that appending to it cannot reach its neighbours.
+func (a *recordAlloc) copy(b []byte) []byte {
+	if a.buf == nil || cap(a.buf)-len(a.buf) < len(b) {
+		a.buf = make([]byte, 0, max(a.nBytes, len(b), 1))
+	}
+	off := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[off:len(a.buf):len(a.buf)]
+}
+
+func (a *recordAlloc) consumedRecord(topic string, p, epoch int32, r *record.Record, format quirev1.RecordFormat) *quirev1.ConsumedRecord {
+	out := a.record()
+	out.Topic, out.Partition, out.Offset, out.TimestampMs, out.LeaderEpoch = topic, p, r.Offset, r.Timestamp, epoch
 	asText := format == quirev1.RecordFormat_RECORD_FORMAT_AUTO
 	if r.Key != nil {
 		if asText && utf8.Valid(r.Key) {
 			out.KeyData = &quirev1.ConsumedRecord_Key{Key: string(r.Key)}
 		} else {
-			out.KeyData = &quirev1.ConsumedRecord_KeyBytes{KeyBytes: append([]byte{}, r.Key...)}
+			out.KeyData = a.keyBytes(r.Key)
 		}
 	}
 	if r.Value != nil {
 		if asText && utf8.Valid(r.Value) {
 			out.ValueData = &quirev1.ConsumedRecord_Value{Value: string(r.Value)}
 		} else {
-			out.ValueData = &quirev1.ConsumedRecord_ValueBytes{ValueBytes: append([]byte{}, r.Value...)}
+			out.ValueData = a.valueBytes(r.Value)
 		}
 	}
 	for _, h := range r.Headers {
@@ -105,11 +157,15 @@ func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (
 	s := r.spec
 	out := decodedPartition{next: s.offset}
 	errFull := errors.New("full")
+	var alloc recordAlloc
 	err := walkBatches(r.batches, func(batch []byte, h record.Header) error {
 		if h.Control() {
 			out.next = max(out.next, h.NextOffset())
 			return nil
 		}
+		n := min(int(h.NumRecords), maxRecords-len(out.records))
+		alloc.reserve(n, len(batch)*max(n, 1)/max(int(h.NumRecords), 1))
+		out.records = slices.Grow(out.records, max(n, 0))
 		return record.ForEachRecord(batch, func(rec *record.Record) error {
 			if rec.Offset < s.offset {
 				return nil
@@ -117,7 +173,7 @@ func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (
 			if len(out.records) >= maxRecords {
 				return errFull
 			}
-			out.records = append(out.records, consumedRecord(s.topic, s.partition, h.PartitionLeaderEpoch, rec, format))
+			out.records = append(out.records, alloc.consumedRecord(s.topic, s.partition, h.PartitionLeaderEpoch, rec, format))
 			out.next = rec.Offset + 1
 			return nil
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -205,7 +206,10 @@ func (k *Consumer) Close() {
 func (k *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	var out []*Record
 	var slab []Record
-	err := k.poll(ctx, func(n int) { slab = make([]Record, 0, n) }, func(r *Record) {
+	err := k.poll(ctx, func(n int) {
+		slab = make([]Record, 0, n)
+		out = slices.Grow(out, n)
+	}, func(r *Record) {
 		slab = append(slab, *r)
 		out = append(out, &slab[len(slab)-1])
 	})

@@ -175,17 +175,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 		g.mu.Lock()
 		var out []*Record
 		if gen == g.consGen {
-			for _, r := range recs {
-				tp := TopicPartition{r.Topic, r.Partition}
-				if _, owned := slices.BinarySearchFunc(g.owned, tp, compareTP); !owned {
-					continue
-				}
-				if p, ok := g.pos[tp]; ok && r.Offset < p {
-					continue
-				}
-				g.pos[tp], g.posEpoch[tp] = r.Offset+1, r.LeaderEpoch
-				out = append(out, r)
-			}
+			out = g.takeLocked(recs)
 		}
 		g.mu.Unlock()
 		if ctx.Err() != nil {
@@ -209,6 +199,40 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 			return out, nil
 		}
 	}
+}
+
+// takeLocked keeps, in place, the records of owned partitions at or past
+// their positions, and moves the positions past them. The consumer
+// returns each partition's records in runs in offset order, so the
+// ownership test and the position maps are visited once per run, not per
+// record.
+func (g *GroupConsumer) takeLocked(recs []*Record) []*Record {
+	out := recs[:0]
+	for i := 0; i < len(recs); {
+		tp := TopicPartition{recs[i].Topic, recs[i].Partition}
+		j := i + 1
+		for j < len(recs) && recs[j].Partition == tp.Partition && recs[j].Topic == tp.Topic {
+			j++
+		}
+		if _, owned := slices.BinarySearchFunc(g.owned, tp, compareTP); owned {
+			p, hasPos := g.pos[tp]
+			var epoch int32
+			took := false
+			for _, r := range recs[i:j] {
+				if hasPos && r.Offset < p {
+					continue
+				}
+				p, hasPos, epoch, took = r.Offset+1, true, r.LeaderEpoch, true
+				out = append(out, r)
+			}
+			if took {
+				g.pos[tp], g.posEpoch[tp] = p, epoch
+			}
+		}
+		i = j
+	}
+	clear(recs[len(out):])
+	return out
 }
 
 func (g *GroupConsumer) currentGen() uint64 {
