@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
 // hist builds histories for the checker tests: a clock that ticks a
@@ -204,5 +206,32 @@ func TestChaosHistoryRoundTrip(t *testing.T) {
 	}
 	if r := Check(got); !r.OK() {
 		t.Errorf("re-read clean history: %s", r.Summary())
+	}
+}
+
+// TestChaosProduceOutcome: a code a leader answers only before appending
+// is a definite failure, unless the answer says its outcome is unknown
+// (appended, then not known to be committed: such records may yet be
+// read, and a history calling them failed would report a false
+// read-of-failed-write).
+func TestChaosProduceOutcome(t *testing.T) {
+	answer := func(code quirev1.ErrorCode, unknown bool) *quirev1.ProduceResponse {
+		return &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{{
+			Error: &quirev1.Error{Code: code, Message: "m", OutcomeUnknown: unknown}}}}
+	}
+	for _, tc := range []struct {
+		code     quirev1.ErrorCode
+		unknown  bool
+		definite bool
+	}{
+		{quirev1.ErrorCode_LEADER_NOT_AVAILABLE, false, true},
+		{quirev1.ErrorCode_LEADER_NOT_AVAILABLE, true, false},
+		{quirev1.ErrorCode_NOT_ENOUGH_REPLICAS, true, false},
+		{quirev1.ErrorCode_REQUEST_TIMED_OUT, false, false},
+	} {
+		_, def, err := produceOutcome(answer(tc.code, tc.unknown), nil)
+		if err == nil || def != tc.definite {
+			t.Errorf("%s (outcome unknown %v): definite %v, want %v (%v)", tc.code, tc.unknown, def, tc.definite, err)
+		}
 	}
 }

@@ -36,6 +36,15 @@ var definite = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_RECORD_LIST_TOO_LARGE:      true,
 }
 
+// definiteFailure reports whether an error says the write did not
+// happen: a code a leader answers only before appending, and not marked
+// outcome_unknown (appended, then not known to be committed: a leader
+// whose ISR shrank below min.insync.replicas while it waited answers
+// NOT_ENOUGH_REPLICAS so, and the records may yet be read).
+func definiteFailure(e *quirev1.Error) bool {
+	return definite[e.GetCode()] && !e.GetOutcomeUnknown()
+}
+
 // produceOutcome classifies a produce's answer: the offset on success,
 // else whether the failure is definite.
 func produceOutcome(resp *quirev1.ProduceResponse, err error) (offset int64, definiteFail bool, failure error) {
@@ -43,7 +52,7 @@ func produceOutcome(resp *quirev1.ProduceResponse, err error) (offset int64, def
 		if st, ok := status.FromError(err); ok {
 			for _, d := range st.Details() {
 				if e, ok := d.(*quirev1.Error); ok {
-					return -1, definite[e.GetCode()], fmt.Errorf("%s: %s", e.GetCode(), e.GetMessage())
+					return -1, definiteFailure(e), fmt.Errorf("%s: %s", e.GetCode(), e.GetMessage())
 				}
 			}
 		}
@@ -54,7 +63,7 @@ func produceOutcome(resp *quirev1.ProduceResponse, err error) (offset int64, def
 	}
 	pr := resp.GetPartitions()[0]
 	if e := pr.GetError(); e != nil && e.GetCode() != quirev1.ErrorCode_NONE {
-		return -1, definite[e.GetCode()], fmt.Errorf("%s: %s", e.GetCode(), e.GetMessage())
+		return -1, definiteFailure(e), fmt.Errorf("%s: %s (outcome unknown: %v)", e.GetCode(), e.GetMessage(), e.GetOutcomeUnknown())
 	}
 	return pr.GetBaseOffset(), false, nil
 }
