@@ -60,17 +60,8 @@ export QUIRE_IMAGE=$image
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-ports=()
-for _ in 1 2 3; do
-	p=$(free_ports 1)
-	[ -n "$p" ] || { echo "e2e-compose: FAIL: no free port" >&2; exit 1; }
-	ports+=("$p")
-done
-[ "${ports[0]}" != "${ports[1]}" ] && [ "${ports[1]}" != "${ports[2]}" ] && [ "${ports[0]}" != "${ports[2]}" ] ||
-	{ echo "e2e-compose: FAIL: free_ports returned one port twice" >&2; exit 1; }
-export QUIRE1_PORT=${ports[0]} QUIRE2_PORT=${ports[1]} QUIRE3_PORT=${ports[2]}
-all_brokers="127.0.0.1:$QUIRE1_PORT,127.0.0.1:$QUIRE2_PORT,127.0.0.1:$QUIRE3_PORT"
-export QUIRE_BROKERS=$all_brokers
+compose_ports e2e-compose || exit 1
+all_brokers=$QUIRE_BROKERS
 
 failed=0
 fail() {

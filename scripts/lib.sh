@@ -17,6 +17,25 @@ free_ports() {
 	done
 }
 
+# compose_ports NAME: three distinct free loopback ports for the compose
+# nodes' host listeners, exported as QUIRE1_PORT, QUIRE2_PORT and
+# QUIRE3_PORT, with QUIRE_BROKERS naming all three; NAME prefixes the
+# message when there are none.
+compose_ports() {
+	local ports=() p
+	for _ in 1 2 3; do
+		p=$(free_ports 1)
+		[ -n "$p" ] || { echo "$1: FAIL: no free port" >&2; return 1; }
+		ports+=("$p")
+	done
+	if [ "${ports[0]}" = "${ports[1]}" ] || [ "${ports[1]}" = "${ports[2]}" ] || [ "${ports[0]}" = "${ports[2]}" ]; then
+		echo "$1: FAIL: free_ports returned one port twice" >&2
+		return 1
+	fi
+	export QUIRE1_PORT=${ports[0]} QUIRE2_PORT=${ports[1]} QUIRE3_PORT=${ports[2]}
+	export QUIRE_BROKERS="127.0.0.1:$QUIRE1_PORT,127.0.0.1:$QUIRE2_PORT,127.0.0.1:$QUIRE3_PORT"
+}
+
 # readme_block NAME [FILE]: the shell block of README.md (or of FILE) that
 # follows the line `<!-- e2e: NAME -->`, as printed there.
 readme_block() {
