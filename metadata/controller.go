@@ -567,15 +567,7 @@ func (c *Controller) readable(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
 	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
-		return c.notController()
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrShutdown
-	}
-	return fmt.Errorf("%w: %w", ErrNoQuorum, err)
+	return c.leaderErr(err, ErrNoQuorum)
 }
 
 // FetchOffsets answers a group's committed offsets from the controller's

@@ -316,7 +316,13 @@ func (c *Controller) barrier(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	err := c.n.raft.Barrier(timeout).Error()
+	return c.leaderErr(c.n.raft.Barrier(timeout).Error(), ErrNotCoordinator)
+}
+
+// leaderErr maps the error of a raft call only the leader makes: nil
+// stays nil, a lost leadership is notController, a shut-down raft
+// ErrShutdown, anything else wrapped in fallback.
+func (c *Controller) leaderErr(err, fallback error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -325,7 +331,7 @@ func (c *Controller) barrier(ctx context.Context) error {
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown
 	}
-	return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+	return fmt.Errorf("%w: %w", fallback, err)
 }
 
 // deleteGroupMembership refuses to delete a group with members
