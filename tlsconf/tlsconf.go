@@ -131,11 +131,24 @@ func (r *Reloader) reload(force bool) error {
 	if !force && now == r.stamps {
 		return nil
 	}
+	cert, pool, err := r.load()
+	if err != nil {
+		// These versions of the files are not read again: the next
+		// change to one of them is.
+		r.stamps = now
+		return err
+	}
+	r.stamps, r.cert, r.pool, r.lastErr = now, cert, pool, ""
+	return nil
+}
+
+// load reads and parses the files.
+func (r *Reloader) load() (*tls.Certificate, *x509.CertPool, error) {
 	var cert *tls.Certificate
 	if r.files.Cert != "" {
 		c, err := tls.LoadX509KeyPair(r.files.Cert, r.files.Key)
 		if err != nil {
-			return fmt.Errorf("tlsconf: load %s and %s: %w", r.files.Cert, r.files.Key, err)
+			return nil, nil, fmt.Errorf("tlsconf: load %s and %s: %w", r.files.Cert, r.files.Key, err)
 		}
 		cert = &c
 	}
@@ -143,15 +156,14 @@ func (r *Reloader) reload(force bool) error {
 	if r.files.CA != "" {
 		pem, err := os.ReadFile(r.files.CA)
 		if err != nil {
-			return fmt.Errorf("tlsconf: %w", err)
+			return nil, nil, fmt.Errorf("tlsconf: %w", err)
 		}
 		pool = x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("tlsconf: %s holds no PEM certificate", r.files.CA)
+			return nil, nil, fmt.Errorf("tlsconf: %s holds no PEM certificate", r.files.CA)
 		}
 	}
-	r.stamps, r.cert, r.pool, r.lastErr = now, cert, pool, ""
-	return nil
+	return cert, pool, nil
 }
 
 // current returns the certificates in use, after reloading changed files.
