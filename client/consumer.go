@@ -110,6 +110,10 @@ type Consumer struct {
 	wg     sync.WaitGroup
 	out    chan fetchResult
 	wakeCh chan struct{} // wakes the manager
+	// resetNone: an offset out of range is reported (and tried again
+	// after the retry backoff), not restarted at the client's
+	// ConsumeResetOffset.
+	resetNone bool
 
 	mu       sync.Mutex
 	parts    map[topicPartition]*consPart
@@ -153,6 +157,13 @@ type fetchResult struct {
 // tell is bad, an AtCommitted whose group id ValidateGroupID refuses,
 // fails it with ErrInvalidOffset (and the INVALID_GROUP_ID code).
 func (c *Client) NewConsumer(assign map[string]map[int32]Offset) (*Consumer, error) {
+	return c.newConsumer(assign, c.cfg.resetNone)
+}
+
+// newConsumer is NewConsumer with the policy for an offset out of range:
+// reported when resetNone, else restarted at the client's
+// ConsumeResetOffset.
+func (c *Client) newConsumer(assign map[string]map[int32]Offset, resetNone bool) (*Consumer, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -164,7 +175,7 @@ func (c *Client) NewConsumer(assign map[string]map[int32]Offset) (*Consumer, err
 		}
 	}
 	k := &Consumer{c: c, out: make(chan fetchResult, c.cfg.fetchBufferedPolls), wakeCh: make(chan struct{}, 1),
-		parts: map[topicPartition]*consPart{}, fetchers: map[int32]*fetcher{}}
+		resetNone: resetNone, parts: map[topicPartition]*consPart{}, fetchers: map[int32]*fetcher{}}
 	k.ctx, k.cancel = context.WithCancel(c.ctx)
 	for t, ps := range assign {
 		for p, o := range ps {
@@ -545,7 +556,7 @@ func (k *Consumer) resolveCommitted(ps []*consPart) {
 func (k *Consumer) partFailedLocked(p *consPart, err error, retryAt time.Time) {
 	p.retryAt = retryAt
 	switch {
-	case ErrorCode(err) == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE && !k.c.cfg.resetNone:
+	case ErrorCode(err) == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE && !k.resetNone:
 		k.c.log.Debug("offset out of range, resetting", "topic", p.tp.topic, "partition", p.tp.partition,
 			"offset", p.offset, "reset", k.c.cfg.resetOffset)
 		p.start, p.offset, p.state = k.c.cfg.resetOffset, -1, stateResolve

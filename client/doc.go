@@ -108,8 +108,10 @@
 // It commits positions on an interval, on revocation and on Close, and
 // on demand with Commit or CommitAsync; Pause and Resume stop and restart
 // partitions without giving them up; Seek moves one; Reset NoReset makes
-// a partition the group never committed an ErrNoCommittedOffset from Poll
-// (Kafka's auto.offset.reset=none).
+// a partition the group never committed an ErrNoCommittedOffset from Poll,
+// and a position out of range an OFFSET_OUT_OF_RANGE error naming the
+// partition, the offset and the valid range, never a silent restart
+// elsewhere (Kafka's auto.offset.reset=none).
 //
 // Without members (what Kafka calls a simple consumer group: the
 // application picks the partitions) CommitOffsets stores the next offset

@@ -36,6 +36,16 @@ type GroupConfig struct {
 	// AtStart (the zero value) or AtEnd; or NoReset, Kafka's
 	// auto.offset.reset=none: such a partition is not read and Poll
 	// returns ErrNoCommittedOffset for it until it is Seek'd.
+	//
+	// A position out of range (a committed offset whose records
+	// retention deleted, a Seek past the end) restarts at the client's
+	// ConsumeResetOffset (AtStart unless set), except with NoReset here
+	// or ConsumeResetNone on the client: then the partition is not read
+	// and Poll returns the OFFSET_OUT_OF_RANGE error, naming the
+	// partition, the offset and the valid range ("client: consume t/0:
+	// ... offset 1000, valid offsets are 0 to 2 (log end 3)"), again
+	// after every retry backoff, until the partition is Seek'd into the
+	// log.
 	Reset Offset
 	// OnAssigned and OnRevoked are called with the partitions that join
 	// or leave the member's assignment (only those that changed), from the
@@ -613,7 +623,9 @@ func (g *GroupConsumer) startLocked() bool {
 		}
 		assign[tp.Topic][tp.Partition] = start
 	}
-	cons, err := g.c.NewConsumer(assign)
+	// Reset NoReset is Kafka's auto.offset.reset=none for an offset out
+	// of range too: reported, never moved.
+	cons, err := g.c.newConsumer(assign, g.c.cfg.resetNone || g.cfg.Reset.kind == offsetNone)
 	if err != nil {
 		// The client is closed: nothing more will be read.
 		g.owned = nil

@@ -225,5 +225,7 @@ func ConsumeResetOffset(o Offset) Opt {
 // ConsumeResetNone makes a consumer report an offset out of range instead
 // of restarting elsewhere (Kafka's auto.offset.reset=none): Poll returns
 // the OFFSET_OUT_OF_RANGE error, whose message gives the valid range, and
-// the partition tries the same offset again after the retry backoff.
+// the partition tries the same offset again after the retry backoff. A
+// GroupConsumer whose GroupConfig.Reset is NoReset does so whatever the
+// client's option.
 func ConsumeResetNone() Opt { return func(c *config) { c.resetNone = true } }
