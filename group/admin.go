@@ -31,7 +31,7 @@ func (m *Machine) Tick(now time.Time) []Record {
 				emit(MemberRemoved{Group: id, MemberID: mem.id})
 			}
 		}
-		m.bump(g, emit)
+		m.bump(g, now, emit)
 	}
 	return recs
 }
@@ -75,7 +75,7 @@ func (m *Machine) SetTopics(topics map[string]int32) []Record {
 	for _, id := range slices.Sorted(maps.Keys(m.groups)) {
 		g := m.groups[id]
 		if len(g.members) > 0 && !maps.Equal(m.subscribedCounts(g), g.topics) {
-			m.bump(g, emit)
+			m.bump(g, time.Time{}, emit) // it has members: no time to stamp
 		}
 	}
 	return recs
@@ -143,6 +143,11 @@ type Listing struct {
 	Group   string
 	State   GroupState
 	Members int
+	// EmptySince is when the group was left without members (the time
+	// of the leave or expiry that removed the last one), as its records
+	// say; zero while it has members, or when the records written when
+	// it emptied carry no time (GroupEpoch.EmptySince).
+	EmptySince time.Time
 }
 
 // Groups lists every group in id order.
@@ -150,7 +155,7 @@ func (m *Machine) Groups() []Listing {
 	out := make([]Listing, 0, len(m.groups))
 	for _, id := range slices.Sorted(maps.Keys(m.groups)) {
 		g := m.groups[id]
-		out = append(out, Listing{Group: id, State: g.state(), Members: len(g.members)})
+		out = append(out, Listing{Group: id, State: g.state(), Members: len(g.members), EmptySince: g.emptySince})
 	}
 	return out
 }

@@ -89,7 +89,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
 		}
 		emit(MemberRemoved{Group: g.id, MemberID: mem.id})
-		m.bump(g, emit)
+		m.bump(g, hb.Now, emit)
 		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
 
 	case hb.MemberEpoch == JoinEpoch:
@@ -117,7 +117,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		})
 		g = m.groups[hb.Group]
 		mem = g.members[hb.MemberID]
-		m.bump(g, emit)
+		m.bump(g, hb.Now, emit)
 
 	case hb.MemberEpoch > 0:
 		if mem == nil {
@@ -183,7 +183,7 @@ func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record))
 	}
 	emit(updated)
 	if !slices.Equal(old.Topics, updated.Topics) || old.Regex != updated.Regex || old.Assignor != updated.Assignor {
-		m.bump(g, emit)
+		m.bump(g, hb.Now, emit)
 	}
 }
 
@@ -231,9 +231,17 @@ func checkEpoch(mem *member, hb Heartbeat) error {
 }
 
 // bump moves g to the next group epoch, recording the partition counts
-// of the topics its members subscribe to.
-func (m *Machine) bump(g *group, emit func(Record)) {
-	emit(GroupEpoch{Group: g.id, Epoch: g.epoch + 1, Topics: m.subscribedCounts(g)})
+// of the topics its members subscribe to and, for a group left without
+// members, since when (now, the moment of the change that emptied it).
+func (m *Machine) bump(g *group, now time.Time, emit func(Record)) {
+	var emptySince time.Time
+	if len(g.members) == 0 {
+		emptySince = g.emptySince
+		if emptySince.IsZero() {
+			emptySince = now
+		}
+	}
+	emit(GroupEpoch{Group: g.id, Epoch: g.epoch + 1, Topics: m.subscribedCounts(g), EmptySince: emptySince})
 }
 
 // computeTarget runs the group's assignor at the group epoch, starting

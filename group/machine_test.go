@@ -97,7 +97,11 @@ func (s *scriptState) do(t *testing.T, c *scriptCase) string {
 	case "groups":
 		var lines []string
 		for _, l := range s.m.Groups() {
-			lines = append(lines, fmt.Sprintf("%s %s members=%d", l.Group, l.State, l.Members))
+			line := fmt.Sprintf("%s %s members=%d", l.Group, l.State, l.Members)
+			if !l.EmptySince.IsZero() {
+				line += fmt.Sprintf(" empty-since=%v", l.EmptySince.Sub(epoch0))
+			}
+			lines = append(lines, line)
 		}
 		out = strings.Join(lines, "\n")
 	case "commit":
@@ -243,7 +247,11 @@ func formatRecord(r Record) string {
 		for _, t := range slices.Sorted(maps.Keys(r.Topics)) {
 			ts = append(ts, fmt.Sprintf("%s:%d", t, r.Topics[t]))
 		}
-		return fmt.Sprintf("+ group-epoch%s %d topics={%s}", g, r.Epoch, strings.Join(ts, " "))
+		s := fmt.Sprintf("+ group-epoch%s %d topics={%s}", g, r.Epoch, strings.Join(ts, " "))
+		if !r.EmptySince.IsZero() {
+			s += fmt.Sprintf(" empty-since=%v", r.EmptySince.Sub(epoch0))
+		}
+		return s
 	case TargetAssignment:
 		s := fmt.Sprintf("+ target%s epoch=%d", g, r.Epoch)
 		for _, id := range slices.Sorted(maps.Keys(r.Members)) {

@@ -51,10 +51,17 @@ type MemberRemoved struct {
 
 // GroupEpoch sets a group's epoch (creating the group if need be) and the
 // partition counts of the topics its members subscribed to at that epoch.
+// EmptySince is when the group was left without members, zero while it
+// has some: the bump that removes the last member stamps the time of
+// that removal (its heartbeat's or Tick's time), so that whichever
+// coordinator replays the records counts the offsets' retention from
+// the same moment. A runtime that cannot store it may drop it: the
+// group is then empty since an unknown time (zero).
 type GroupEpoch struct {
-	Group  string
-	Epoch  int32
-	Topics map[string]int32
+	Group      string
+	Epoch      int32
+	Topics     map[string]int32
+	EmptySince time.Time
 }
 
 // TargetAssignment sets the target assignment's epoch and the target
@@ -189,6 +196,7 @@ func (m *Machine) apply(r Record) {
 		delete(g.target, r.MemberID)
 	case GroupEpoch:
 		g.epoch = r.Epoch
+		g.emptySince = r.EmptySince
 		g.topics = maps.Clone(r.Topics)
 		if g.topics == nil {
 			g.topics = map[string]int32{}
@@ -220,7 +228,7 @@ func (m *Machine) Snapshot() []Record {
 	var out []Record
 	for _, id := range slices.Sorted(maps.Keys(m.groups)) {
 		g := m.groups[id]
-		out = append(out, GroupEpoch{Group: id, Epoch: g.epoch, Topics: maps.Clone(g.topics)})
+		out = append(out, GroupEpoch{Group: id, Epoch: g.epoch, Topics: maps.Clone(g.topics), EmptySince: g.emptySince})
 		members := g.sortedMembers()
 		for _, mem := range members {
 			out = append(out, mem.metadataRecord(id))

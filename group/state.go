@@ -22,6 +22,9 @@ type group struct {
 	// owners maps every partition a member holds (assigned or pending
 	// revocation) to that member: derived from the members.
 	owners map[TopicPartition]string
+	// emptySince is when the group was left without members (zero while
+	// it has some, or unknown): from its last GroupEpoch.
+	emptySince time.Time
 }
 
 func newGroup(id string) *group {

@@ -53,12 +53,15 @@ type coordinator struct {
 	m      *group.Machine // nil until built for term
 	term   uint64
 	topics map[string]int32 // as last given to m
-	// emptySince is when this coordinator first saw a group with
-	// membership state have no members: its offsets expire a retention
-	// after that or after their last commit, whichever is later (a group
-	// that never had members: after the last commit). When an earlier
-	// coordinator saw it empty is not in the log, so a controller change
-	// starts the count again.
+	// emptySince is since when a group with membership state has had no
+	// members: its offsets expire a retention after that or after their
+	// last commit, whichever is later (a group that never had members:
+	// after the last commit). It is the time the group's records stamp
+	// (group.Listing.EmptySince: the leave or expiry of the last member,
+	// in the metadata log from metadata.version 4), so every controller
+	// counts from the same moment; for a group whose records carry none
+	// (it emptied below level 4), when this coordinator first saw it
+	// empty.
 	emptySince map[string]time.Time
 	nextExpiry time.Time
 }
@@ -124,7 +127,11 @@ func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 	// must not cut the write short.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), co.c.n.cfg.ApplyTimeout)
 	defer cancel()
-	_, err := co.c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: GroupRecordsToPB(recs)}})
+	enc := GroupRecordsToPB(recs)
+	if co.c.n.Image().metadataVersion() < MetadataVersionGroupEmptySince {
+		dropEmptySince(enc)
+	}
+	_, err := co.c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: enc}})
 	if err != nil {
 		co.m = nil
 		if errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrNotController) {
@@ -202,9 +209,9 @@ func (co *coordinator) runTicks(ctx context.Context) {
 }
 
 // expire deletes the committed offsets of the groups with no members
-// whose last commit, and the moment they were last seen with members,
-// are both a retention ago (KIP-211), through DeleteGroup. It looks at
-// most once a second.
+// whose last commit, and the moment they were left without members, are
+// both a retention ago (KIP-211), through DeleteGroup. It looks at most
+// once a second.
 func (co *coordinator) expire(ctx context.Context) {
 	now := co.clock.Now()
 	if now.Before(co.nextExpiry) {
@@ -215,9 +222,12 @@ func (co *coordinator) expire(ctx context.Context) {
 	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
 		img := co.c.n.Image()
 		for _, l := range m.Groups() {
-			if l.Members > 0 {
+			switch _, seen := co.emptySince[l.Group]; {
+			case l.Members > 0:
 				delete(co.emptySince, l.Group)
-			} else if _, ok := co.emptySince[l.Group]; !ok {
+			case !l.EmptySince.IsZero():
+				co.emptySince[l.Group] = l.EmptySince
+			case !seen:
 				co.emptySince[l.Group] = now
 			}
 		}

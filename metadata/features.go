@@ -34,9 +34,18 @@ const (
 	// MetadataVersionOffsetBatches is the level of CommitOffsetsBatch: the
 	// same level 3.
 	MetadataVersionOffsetBatches = MetadataVersionSecurity
+	// MetadataVersionGroupEmptySince adds a field to an existing
+	// command: GroupRecords whose GroupEpochRecord carries empty_since_ms
+	// (when the group was left without members, so that every
+	// coordinator counts the offsets' retention from that moment). An
+	// older node would decode the command and drop the field, and its
+	// image would then differ from the others' for good; so the
+	// coordinator writes it only from this level, and a command carrying
+	// it is refused below.
+	MetadataVersionGroupEmptySince int32 = 4
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionSecurity
+	LatestMetadataVersion = MetadataVersionGroupEmptySince
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -81,16 +90,22 @@ func (r VersionRange) validate() error {
 // commandLevel is the metadata.version a command needs, 0 for a command
 // this code does not know (a oneof field it has no type for). Adding a
 // command to the Command envelope means adding it here with its level;
-// TestFSMEveryCommandHasALevel fails until it is.
+// TestFSMEveryCommandHasALevel fails until it is. A field added later to
+// a command raises the level of a command that sets it.
 func commandLevel(cmd *pb.Command) int32 {
-	switch cmd.Cmd.(type) {
+	switch c := cmd.Cmd.(type) {
+	case *pb.Command_GroupRecords:
+		if groupRecordsStampEmpty(c.GroupRecords) {
+			return MetadataVersionGroupEmptySince
+		}
+		return MetadataVersionProducerIDs
 	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
 		*pb.Command_CreateTopic, *pb.Command_DeleteTopic, *pb.Command_PartitionChange,
 		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
 		*pb.Command_UnregisterBroker, *pb.Command_CommitOffsets, *pb.Command_DeleteGroup,
 		*pb.Command_FeatureLevel:
 		return MetadataVersionBaseline
-	case *pb.Command_AllocateProducerIds, *pb.Command_GroupRecords:
+	case *pb.Command_AllocateProducerIds:
 		return MetadataVersionProducerIDs
 	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential,
 		*pb.Command_CreateAcls, *pb.Command_DeleteAcls:

@@ -265,7 +265,11 @@ func assignmentFromPB(r *pb.GroupMemberAssignment) group.MemberAssignment {
 }
 
 func epochToPB(r group.GroupEpoch) *pb.GroupEpochRecord {
-	return &pb.GroupEpochRecord{Group: r.Group, Epoch: r.Epoch, Topics: r.Topics}
+	out := &pb.GroupEpochRecord{Group: r.Group, Epoch: r.Epoch, Topics: r.Topics}
+	if !r.EmptySince.IsZero() {
+		out.EmptySinceMs = r.EmptySince.UnixMilli()
+	}
+	return out
 }
 
 func epochFromPB(r *pb.GroupEpochRecord) group.GroupEpoch {
@@ -273,7 +277,33 @@ func epochFromPB(r *pb.GroupEpochRecord) group.GroupEpoch {
 	if topics == nil {
 		topics = map[string]int32{}
 	}
-	return group.GroupEpoch{Group: r.Group, Epoch: r.Epoch, Topics: topics}
+	out := group.GroupEpoch{Group: r.Group, Epoch: r.Epoch, Topics: topics}
+	if r.EmptySinceMs != 0 {
+		out.EmptySince = time.UnixMilli(r.EmptySinceMs)
+	}
+	return out
+}
+
+// groupRecordsStampEmpty reports whether c says since when a group is
+// empty (metadata.version 4).
+func groupRecordsStampEmpty(c *pb.GroupRecords) bool {
+	for _, r := range c.GetRecords() {
+		if r.GetGroupEpoch().GetEmptySinceMs() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dropEmptySince clears the empty-since stamps of c, for a cluster below
+// metadata.version 4: the coordinator that wrote them keeps them in
+// memory, and another one counts from when it first saw the group empty.
+func dropEmptySince(c *pb.GroupRecords) {
+	for _, r := range c.GetRecords() {
+		if e := r.GetGroupEpoch(); e != nil {
+			e.EmptySinceMs = 0
+		}
+	}
 }
 
 func targetToPB(r group.TargetAssignment) *pb.GroupTargetAssignment {

@@ -124,8 +124,18 @@ func TestFSMGroupRecordsReplay(t *testing.T) {
 	// A valid record before a bad one is not applied either.
 	tf.rejected(groupRecordsCmd([]group.Record{group.MemberRemoved{Group: "h", MemberID: "c"}, group.MemberRemoved{Group: "h", MemberID: "c"}}), ErrInvalidGroupRecords)
 
-	// Leaving and deleting the group removes its state.
-	tf.heartbeat(m, group.Heartbeat{Group: "h", MemberID: "c", MemberEpoch: group.LeaveEpoch, Now: now})
+	// Leaving and deleting the group removes its state. The leave says
+	// since when the group is empty, which needs metadata.version 4: at
+	// 2 it is refused, and applied without the stamp (as the coordinator
+	// writes it there).
+	_, recs, err = m.Heartbeat(group.Heartbeat{Group: "h", MemberID: "c", MemberEpoch: group.LeaveEpoch, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped := groupRecordsCmd(recs)
+	tf.rejected(stamped, ErrUnsupportedVersion)
+	dropEmptySince(stamped.GetGroupRecords())
+	tf.ok(stamped)
 	recs, err = m.Delete("h")
 	if err != nil {
 		t.Fatal(err)
@@ -141,5 +151,110 @@ func TestFSMGroupRecordsReplay(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// listed replays img's group records into a new Machine at now and
+// returns its listing of id.
+func listed(t *testing.T, img *Image, id string, now time.Time) group.Listing {
+	t.Helper()
+	m, err := group.New(group.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Replay(img.GroupRecords(), map[string]int32{"t": 3}, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Groups() {
+		if l.Group == id {
+			return l
+		}
+	}
+	t.Fatalf("group %s not replayed", id)
+	return group.Listing{}
+}
+
+// TestFSMGroupEmptySince: the moment a group was left without members
+// is in the metadata log (metadata.version 4), in the image, its store
+// and snapshots, so that a coordinator rebuilt from any of them, however
+// much later, lists the group as empty since that moment, not since its
+// own start; a join clears it. Below level 4 a command carrying it is
+// refused and nothing changes.
+func TestFSMGroupEmptySince(t *testing.T) {
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))
+	tf.ok(featureLevel(MetadataVersionSecurity))
+	m, err := group.New(group.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetTopics(map[string]int32{"t": 3})
+	t0 := time.UnixMilli(1_700_000_000_000)
+	tf.heartbeat(m, join("g", "a", t0))
+	left := t0.Add(5 * time.Second)
+	_, recs, err := m.Heartbeat(group.Heartbeat{Group: "g", MemberID: "a", MemberEpoch: group.LeaveEpoch, Now: left})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped := groupRecordsCmd(recs)
+	if commandLevel(stamped) != MetadataVersionGroupEmptySince {
+		t.Fatalf("a stamped GroupRecords needs level %d", commandLevel(stamped))
+	}
+	// Level 3: refused, the group still has its member.
+	tf.rejected(stamped, ErrUnsupportedVersion)
+	if l := listed(t, tf.f.Image(), "g", t0); l.Members != 1 {
+		t.Fatalf("after the refused leave: %+v", l)
+	}
+	tf.ok(featureLevel(MetadataVersionGroupEmptySince))
+	tf.ok(stamped)
+
+	later := left.Add(40 * time.Second)
+	if l := listed(t, tf.f.Image(), "g", later); l.Members != 0 || !l.EmptySince.Equal(left) {
+		t.Fatalf("replayed from the image at +45s: %+v, want empty since the leave at +5s", l)
+	}
+	var stored *Image
+	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
+		stored, err = loadImage(tx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if l := listed(t, stored, "g", later); !l.EmptySince.Equal(left) {
+		t.Fatalf("replayed from the store: %+v", l)
+	}
+	snap, err := tf.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	other := newTestFSM(t)
+	if err := other.f.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if l := listed(t, other.f.Image(), "g", later); !l.EmptySince.Equal(left) {
+		t.Fatalf("replayed from a snapshot: %+v", l)
+	}
+
+	// A join clears it; the last member's expiry stamps the Tick's time.
+	m2, err := group.New(group.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m2.Replay(tf.f.Image().GroupRecords(), map[string]int32{"t": 3}, later); err != nil {
+		t.Fatal(err)
+	}
+	tf.heartbeat(m2, join("g", "b", later))
+	if l := listed(t, tf.f.Image(), "g", later); l.Members != 1 || !l.EmptySince.IsZero() {
+		t.Fatalf("after a join: %+v", l)
+	}
+	expiry := later.Add(group.DefaultConfig().SessionTimeout)
+	tf.ok(groupRecordsCmd(m2.Tick(expiry)))
+	if l := listed(t, tf.f.Image(), "g", expiry.Add(time.Hour)); l.Members != 0 || !l.EmptySince.Equal(expiry) {
+		t.Fatalf("after the last member expired: %+v, want empty since %v", l, expiry)
 	}
 }

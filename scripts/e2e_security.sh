@@ -52,10 +52,10 @@ if QUIRE_TLS_CA='' QUIRE_TLS_CERT='' QUIRE_TLS_KEY='' timeout 20 "$quire" topic 
 	fail "a plaintext client was answered"
 fi
 
-# Users and ACLs need metadata.version 3, which the controller finalizes
-# once every node has registered.
+# Users and ACLs need metadata.version 3 (or later), which the controller
+# finalizes once every node has registered.
 deadline=$((SECONDS + 30))
-until q cluster features 2>/dev/null | grep -q '^METADATA.VERSION  3'; do
+until q cluster features 2>/dev/null | grep -Eq '^METADATA.VERSION  ([3-9]|[1-9][0-9])$'; do
 	[ "$SECONDS" -lt "$deadline" ] || fail "metadata.version did not reach 3"
 	sleep 0.2
 done

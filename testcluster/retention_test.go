@@ -1,6 +1,7 @@
 package testcluster_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -171,4 +172,85 @@ func TestClusterCommitsBatched(t *testing.T) {
 			t.Fatalf("batch-%d committed %d", i, got)
 		}
 	}
+}
+
+// TestClusterOffsetsRetentionAcrossControllerChange: the time since a
+// group was left without members is counted from the leave by whichever
+// controller is the coordinator: a controller change half-way through
+// the retention does not start the count again.
+func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
+	clock := &shiftedClock{}
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.OffsetsRetentionMinutes = 1
+		cfg.GroupClock = clock
+		cfg.GroupConsumerSessionTimeoutMs = 600000 // the clock jumps: no member times out
+		cfg.GroupConsumerHeartbeatIntervalMs = 100
+	}))
+	ctx := subCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "kept", 1, 3)
+	waitTopic(ctx, c, "kept")
+	c.WaitMetadataVersion(ctx, metadata.LatestMetadataVersion)
+	via := c.IDs()[0]
+	if via == ctl {
+		via = c.IDs()[1]
+	}
+	commitOffset(ctx, t, c, via, "left", "kept", 0, 1)
+	commitOffset(ctx, t, c, via, "other", "kept", 0, 1)
+	m := &groupMember{c: c, via: via, group: "left", id: "left-m"}
+	c.Eventually(ctx, "join", func() error { return m.heartbeatTopic(ctx, "kept") })
+	listed := func() []string {
+		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range resp.Groups {
+			out = append(out, g.Group)
+		}
+		return out
+	}
+
+	// The commit is a retention old when the member leaves: from then on
+	// only the leave keeps the offsets.
+	clock.add(61 * time.Second)
+	if err := m.leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Eventually(ctx, "the other group's offsets expired", func() error {
+		clock.add(100 * time.Millisecond)
+		if got := listed(); !slices.Equal(got, []string{"left"}) {
+			return fmt.Errorf("groups %v", got)
+		}
+		return nil
+	})
+	// Past half the retention after the leave, the controller changes.
+	clock.add(35 * time.Second)
+	c.Stop(ctl)
+	next := c.WaitController(ctx)
+	if next == ctl {
+		t.Fatalf("controller %d again", next)
+	}
+	// The new coordinator is loaded (it answers for the group) and keeps
+	// the offsets: the leave is 35 s old.
+	c.Eventually(ctx, "the new coordinator", func() error {
+		_, err := groups(c, via).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "left"})
+		return err
+	})
+	if got := listed(); !slices.Equal(got, []string{"left"}) {
+		t.Fatalf("groups %v 35 s after the leave", got)
+	}
+	// A retention after the leave the offsets go, though the new
+	// controller has seen the group empty for only 26 s (and the real
+	// clock, which the test's clock follows, must not make up the
+	// difference: the count would then end anyway).
+	clock.add(26 * time.Second)
+	soon, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c.Eventually(soon, "the left group's offsets expired by the new controller", func() error {
+		if got := listed(); len(got) != 0 {
+			return fmt.Errorf("groups %v", got)
+		}
+		return nil
+	})
 }

@@ -2076,7 +2076,14 @@ type GroupEpochRecord struct {
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Epoch int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The partition counts of the subscribed topics at this epoch.
-	Topics        map[string]int32 `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Topics map[string]int32 `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// When the group was left without members, in ms since the Unix epoch,
+	// stamped by the coordinator on the epoch bump that removed its last
+	// member (its offsets' retention counts from then, whichever controller
+	// counts); 0 while it has members, or not known. Non-zero needs
+	// metadata.version 4: a GroupRecords command carrying it is refused
+	// below, and the coordinator writes 0 there.
+	EmptySinceMs  int64 `protobuf:"varint,4,opt,name=empty_since_ms,json=emptySinceMs,proto3" json:"empty_since_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2130,6 +2137,13 @@ func (x *GroupEpochRecord) GetTopics() map[string]int32 {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *GroupEpochRecord) GetEmptySinceMs() int64 {
+	if x != nil {
+		return x.EmptySinceMs
+	}
+	return 0
 }
 
 type GroupMemberTarget struct {
@@ -3234,11 +3248,12 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x12pending_revocation\x18\a \x03(\v2\".quire.internal.v1.GroupPartitionsR\x11pendingRevocation\"G\n" +
 	"\x12GroupMemberRemoved\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\xc2\x01\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\xe8\x01\n" +
 	"\x10GroupEpochRecord\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12G\n" +
-	"\x06topics\x18\x03 \x03(\v2/.quire.internal.v1.GroupEpochRecord.TopicsEntryR\x06topics\x1a9\n" +
+	"\x06topics\x18\x03 \x03(\v2/.quire.internal.v1.GroupEpochRecord.TopicsEntryR\x06topics\x12$\n" +
+	"\x0eempty_since_ms\x18\x04 \x01(\x03R\femptySinceMs\x1a9\n" +
 	"\vTopicsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"t\n" +
