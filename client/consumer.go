@@ -220,9 +220,10 @@ func (k *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	err := k.poll(ctx, func(n int) {
 		slab = make([]Record, 0, n)
 		out = slices.Grow(out, n)
-	}, func(r *Record) {
+	}, func(r *Record) bool {
 		slab = append(slab, *r)
 		out = append(out, &slab[len(slab)-1])
+		return true
 	})
 	return out, err
 }
@@ -233,16 +234,37 @@ func (k *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 // not. It suits high-rate consumers that do not keep records.
 func (k *Consumer) PollFunc(ctx context.Context, fn func(r *Record)) (int, error) {
 	n := 0
-	err := k.poll(ctx, nil, func(r *Record) {
+	err := k.poll(ctx, nil, func(r *Record) bool {
 		n++
 		fn(r)
+		return true
 	})
 	return n, err
 }
 
 // poll waits for fetched data and decodes it, calling batch (if not nil)
 // with each batch's record count before its records.
-func (k *Consumer) poll(ctx context.Context, batch func(n int), fn func(*Record)) error {
+func (k *Consumer) poll(ctx context.Context, batch func(n int), fn func(*Record) bool) error {
+	var errs []error
+	err := k.pollResults(ctx, nil, func(r fetchResult) {
+		if err := k.decode(&r, batch, fn); err != nil {
+			errs = append(errs, err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// errStopped: pollResults returned because its stop channel was closed.
+var errStopped = errors.New("client: poll stopped")
+
+// pollResults waits until fetched data is available and hands each
+// result ready to run, undecoded: one partition's records in offset order
+// (or its error). It returns ctx's error when ctx ends first, ErrClosed
+// after Close, and errStopped when stop (nil: never) is closed first.
+func (k *Consumer) pollResults(ctx context.Context, stop <-chan struct{}, run func(r fetchResult)) error {
 	var first fetchResult
 	select {
 	case first = <-k.out:
@@ -250,22 +272,18 @@ func (k *Consumer) poll(ctx context.Context, batch func(n int), fn func(*Record)
 		return ctx.Err()
 	case <-k.ctx.Done():
 		return ErrClosed
+	case <-stop:
+		return errStopped
 	}
-	var errs []error
-	if err := k.decode(&first, batch, fn); err != nil {
-		errs = append(errs, err)
-	}
-	for more := true; more; {
+	run(first)
+	for {
 		select {
 		case r := <-k.out:
-			if err := k.decode(&r, batch, fn); err != nil {
-				errs = append(errs, err)
-			}
+			run(r)
 		default:
-			more = false
+			return nil
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // HighWatermark returns the last high watermark seen for a partition, -1
@@ -279,7 +297,10 @@ func (k *Consumer) HighWatermark(topic string, partition int32) int64 {
 	return -1
 }
 
-func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record)) error {
+// decode calls fn with each record of r at or past the offset fetched
+// from, reusing one Record, until fn returns false (the rest of r is then
+// skipped). An r holding an error returns it, naming the partition.
+func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record) bool) error {
 	if r.err != nil {
 		return fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, r.err)
 	}
@@ -301,10 +322,15 @@ func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record)) e
 			if len(rec.Headers) > 0 {
 				out.Headers = append([]RecordHeader(nil), rec.Headers...)
 			}
-			fn(&out)
+			if !fn(&out) {
+				return errStopped
+			}
 			return nil
 		})
 	})
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("client: consume %s/%d: %w", r.tp.topic, r.tp.partition, err)
 	}

@@ -15,8 +15,9 @@ import (
 // BenchmarkGroupConsume reads b.N records of 100 bytes from a 3-partition
 // topic on an in-process broker, in the same run, with the partition
 // consumer (the baseline: PollFunc, and Poll, which returns records as
-// GroupConsumer.Poll does), one GroupConsumer, and one Subscribe stream
-// (the broker as the member, acknowledging each message as it comes).
+// GroupConsumer.Poll does), one GroupConsumer (PollFunc, and Poll), and
+// one Subscribe stream (the broker as the member, acknowledging each
+// message as it comes).
 // The timer and the CPU count start when the reader owns the 3
 // partitions (a group member once its assignment came), so records/s and
 // cpu-ns/record are those of reading, and join-ms is how long a lone
@@ -25,6 +26,9 @@ import (
 // with fewer than a million records a run is a handful of fetches.
 //
 //	go test ./client/ -run '^$' -bench 'BenchmarkGroupConsume' -benchtime 1000000x -count 3
+//
+// (-count repeats each variant in turn; to interleave them, as the
+// figures in docs/testing.md are, run it with -count 1 several times.)
 func BenchmarkGroupConsume(b *testing.B) {
 	const topic = "gbench"
 	setup := func(b *testing.B) (*broker.Broker, *client.Client) {
@@ -56,6 +60,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 		return func(b *testing.B) {
 			_, cl := setup(b)
 			b.SetBytes(benchValueSize)
+			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: {0: client.AtStart(), 1: client.AtStart(), 2: client.AtStart()}})
@@ -84,36 +89,48 @@ func BenchmarkGroupConsume(b *testing.B) {
 	}
 	b.Run("partition-consumer", partitionConsumer(false))
 	b.Run("partition-consumer-poll", partitionConsumer(true))
-	b.Run("group-consumer", func(b *testing.B) {
-		_, cl := setup(b)
-		b.SetBytes(benchValueSize)
-		joined := time.Now()
-		g, err := cl.NewGroupConsumer(client.GroupConfig{Group: fmt.Sprint("gb-", b.N), Topics: []string{topic}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer g.Close(context.Background())
-		for deadline := time.Now().Add(time.Minute); len(g.Assignment()) < 3; {
-			if time.Now().After(deadline) {
-				b.Fatal("the member does not own the 3 partitions")
-			}
-			time.Sleep(time.Millisecond) // polling the assignment
-		}
-		joinMs := float64(time.Since(joined).Microseconds()) / 1000
-		b.ResetTimer()
-		cpu0 := cpuTime()
-		got := 0
-		for got < b.N {
-			recs, err := g.Poll(context.Background())
+	groupConsumer := func(withPoll bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			_, cl := setup(b)
+			b.SetBytes(benchValueSize)
+			b.ReportAllocs()
+			joined := time.Now()
+			g, err := cl.NewGroupConsumer(client.GroupConfig{Group: fmt.Sprint("gb-", b.N), Topics: []string{topic}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			got += len(recs)
+			defer g.Close(context.Background())
+			for deadline := time.Now().Add(time.Minute); len(g.Assignment()) < 3; {
+				if time.Now().After(deadline) {
+					b.Fatal("the member does not own the 3 partitions")
+				}
+				time.Sleep(time.Millisecond) // polling the assignment
+			}
+			joinMs := float64(time.Since(joined).Microseconds()) / 1000
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			got := 0
+			for got < b.N {
+				var n int
+				if withPoll {
+					var recs []*client.Record
+					recs, err = g.Poll(context.Background())
+					n = len(recs)
+				} else {
+					n, err = g.PollFunc(context.Background(), func(*client.Record) {})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				got += n
+			}
+			b.StopTimer()
+			reportRecords(b, got, cpu0)
+			b.ReportMetric(joinMs, "join-ms")
 		}
-		b.StopTimer()
-		reportRecords(b, got, cpu0)
-		b.ReportMetric(joinMs, "join-ms")
-	})
+	}
+	b.Run("group-consumer-pollfunc", groupConsumer(false))
+	b.Run("group-consumer", groupConsumer(true))
 	b.Run("subscribe", func(b *testing.B) {
 		br, _ := setup(b)
 		b.SetBytes(benchValueSize)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -72,14 +73,25 @@ type GroupConsumer struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
+	// runMu is held by PollFunc while it passes one partition's records
+	// to its callback (group_pollfunc.go), without mu. Whoever takes
+	// both takes runMu first; a revocation takes it, with mu released,
+	// to wait for the callback in progress before giving partitions up.
+	runMu sync.Mutex
+
 	mu       sync.Mutex
 	epoch    int32
 	owned    []TopicPartition // sorted
 	pos      map[TopicPartition]int64
 	posEpoch map[TopicPartition]int32 // leader epoch of the record before pos
-	cons     *Consumer                // reads owned; replaced on every change
-	consGen  uint64                   // bumped with cons
-	changed  chan struct{}
+	// sought counts the Seeks of each partition, for PollFunc not to
+	// move a position past a Seek made during its callbacks.
+	sought map[TopicPartition]uint64
+	cons   *Consumer // reads owned; replaced on every change
+	// consGen is bumped (under mu) with every change of cons or of what
+	// may be delivered; PollFunc reads it between callbacks without mu.
+	consGen atomic.Uint64
+	changed chan struct{}
 	fatal    error
 	interval time.Duration
 	paused   map[TopicPartition]bool
@@ -131,8 +143,8 @@ func (c *Client) NewGroupConsumer(cfg GroupConfig) (*GroupConsumer, error) {
 		return nil, err
 	}
 	g := &GroupConsumer{c: c, cfg: cfg, memberID: hex.EncodeToString(id[:]), done: make(chan struct{}),
-		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, cons: cons, changed: make(chan struct{}), interval: time.Second,
-		paused: map[TopicPartition]bool{}}
+		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, sought: map[TopicPartition]uint64{},
+		cons: cons, changed: make(chan struct{}), interval: time.Second, paused: map[TopicPartition]bool{}}
 	g.ctx, g.cancel = context.WithCancel(c.ctx)
 	go g.run()
 	return g, nil
@@ -161,7 +173,7 @@ func (g *GroupConsumer) Epoch() int32 {
 func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	for {
 		g.mu.Lock()
-		cons, gen, changed, fatal := g.cons, g.consGen, g.changed, g.fatal
+		cons, gen, changed, fatal := g.cons, g.consGen.Load(), g.changed, g.fatal
 		g.mu.Unlock()
 		if fatal != nil {
 			return nil, fatal
@@ -184,7 +196,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		g.mu.Lock()
 		var out []*Record
-		if gen == g.consGen {
+		if gen == g.consGen.Load() {
 			out = g.takeLocked(recs)
 		}
 		g.mu.Unlock()
@@ -248,7 +260,7 @@ func (g *GroupConsumer) takeLocked(recs []*Record) []*Record {
 func (g *GroupConsumer) currentGen() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.consGen
+	return g.consGen.Load()
 }
 
 func compareTP(a, b TopicPartition) int {
@@ -356,7 +368,7 @@ func (g *GroupConsumer) setPaused(ps []TopicPartition, paused bool) {
 		return
 	}
 	g.cons.Close()
-	g.consGen++
+	g.consGen.Add(1)
 	g.signalLocked()
 	g.startLocked()
 }
@@ -419,6 +431,10 @@ func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// No PollFunc callback runs once the partitions are given up.
+	g.consGen.Add(1)
+	g.signalLocked()
+	g.waitCallbackLocked()
 	if len(g.owned) > 0 && g.cfg.OnRevoked != nil {
 		g.cfg.OnRevoked(slices.Clone(g.owned))
 	}
@@ -427,7 +443,7 @@ func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 		errCommit = g.commitLocked(ctx, g.owned)
 	}
 	g.owned = nil
-	g.consGen++
+	g.consGen.Add(1)
 	g.signalLocked()
 	var errLeave error
 	if g.epoch > 0 {
@@ -577,9 +593,18 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 		return false
 	}
 	g.owned = target
+	if len(revoked) > 0 {
+		// From here on PollFunc calls back for no revoked partition (it
+		// checks the generation before each record); the callback in
+		// progress, if any, returns and its records count in the
+		// positions before the partitions are given up below.
+		g.consGen.Add(1)
+		g.signalLocked()
+		g.waitCallbackLocked()
+	}
 	// Poll drops what the old consumer buffered from here on.
 	g.cons.Close()
-	g.consGen++
+	g.consGen.Add(1)
 	g.signalLocked()
 	if len(revoked) > 0 {
 		if g.cfg.OnRevoked != nil {
@@ -593,6 +618,7 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 		for _, tp := range revoked {
 			delete(g.pos, tp)
 			delete(g.posEpoch, tp)
+			delete(g.sought, tp)
 			delete(g.paused, tp)
 		}
 	}
@@ -650,13 +676,26 @@ func (g *GroupConsumer) Seek(topic string, partition int32, offset int64) error 
 	}
 	g.pos[tp] = offset
 	delete(g.posEpoch, tp)
+	g.sought[tp]++
 	g.cons.Close()
-	g.consGen++
+	g.consGen.Add(1)
 	g.signalLocked()
 	if !g.startLocked() {
 		return ErrClosed
 	}
 	return nil
+}
+
+// waitCallbackLocked waits, with mu released meanwhile, until no
+// PollFunc callback is running. The caller has bumped consGen under mu
+// first, so none starts again for what it took away; the callback may
+// itself take mu (Commit, Seek), hence the release.
+func (g *GroupConsumer) waitCallbackLocked() {
+	g.mu.Unlock()
+	g.runMu.Lock()
+	//lint:ignore SA2001 an empty critical section: waiting for the holder is the point
+	g.runMu.Unlock()
+	g.mu.Lock()
 }
 
 func (g *GroupConsumer) signalLocked() {
