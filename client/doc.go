@@ -94,6 +94,11 @@
 //		...
 //	}
 //
+// Poll returns a new Record per record; PollFunc instead calls a function
+// with each, reusing one Record (its Key, Value and Headers stay valid),
+// for consumers that do not keep records and want no allocation per
+// record.
+//
 // A GroupConsumer is a member of a consumer group: the cluster assigns
 // it partitions and moves them as members come and go, never giving one
 // partition to two members at once:
@@ -104,6 +109,14 @@
 //		recs, err := g.Poll(ctx)
 //		...
 //	}
+//
+// GroupConsumer.PollFunc is its allocation-free form, as for the partition
+// consumer. Its function runs without the member's lock, and a partition
+// taken from the member is given up (OnRevoked, the commit of its
+// position, the heartbeat that releases it) only once the call in
+// progress has returned; no record of it reaches the function after that:
+//
+//	n, err := g.PollFunc(ctx, func(r *client.Record) { handle(r.Key, r.Value) })
 //
 // It commits positions on an interval, on revocation and on Close, and
 // on demand with Commit or CommitAsync; Pause and Resume stop and restart
