@@ -90,8 +90,8 @@ type GroupConsumer struct {
 	cons   *Consumer // reads owned; replaced on every change
 	// consGen is bumped (under mu) with every change of cons or of what
 	// may be delivered; PollFunc reads it between callbacks without mu.
-	consGen atomic.Uint64
-	changed chan struct{}
+	consGen  atomic.Uint64
+	changed  chan struct{}
 	fatal    error
 	interval time.Duration
 	paused   map[TopicPartition]bool
