@@ -10,6 +10,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
 )
@@ -250,6 +251,57 @@ func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
 	c.Eventually(soon, "the left group's offsets expired by the new controller", func() error {
 		if got := listed(); len(got) != 0 {
 			return fmt.Errorf("groups %v", got)
+		}
+		return nil
+	})
+}
+
+// TestClusterGroupEmptySinceBelowItsLevel: on a cluster whose nodes
+// support metadata.version 3 at most, the coordinator writes a leave
+// without the time the group became empty (a command carrying it would
+// be refused), so members still leave; the offsets then expire a
+// retention after the coordinator first saw the group empty.
+func TestClusterGroupEmptySinceBelowItsLevel(t *testing.T) {
+	clock := &shiftedClock{}
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.MetadataVersions = metadata.VersionRange{Min: 1, Max: metadata.MetadataVersionSecurity}
+		cfg.OffsetsRetentionMinutes = 1
+		cfg.GroupClock = clock
+		cfg.GroupConsumerSessionTimeoutMs = 600000
+		cfg.GroupConsumerHeartbeatIntervalMs = 100
+	}))
+	ctx := subCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "kept", 1, 3)
+	waitTopic(ctx, c, "kept")
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)
+	via := c.IDs()[1]
+	commitOffset(ctx, t, c, via, "left", "kept", 0, 1)
+	m := &groupMember{c: c, via: via, group: "left", id: "left-m"}
+	c.Eventually(ctx, "join", func() error { return m.heartbeatTopic(ctx, "kept") })
+	clock.add(61 * time.Second) // the commit is a retention old
+	if err := m.leave(ctx); err != nil {
+		t.Fatalf("leave at metadata.version 3: %v", err)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		recs := img.GroupMembers("left")
+		if len(recs) == 0 {
+			return false
+		}
+		e, ok := recs[0].(group.GroupEpoch)
+		return ok && len(recs) == 2 && e.EmptySince.IsZero() // epoch and target: no members
+	})
+	if v := c.Image(via).MetadataVersion(); v != metadata.MetadataVersionSecurity {
+		t.Fatalf("the cluster is at %d", v)
+	}
+	c.Eventually(ctx, "the offsets expired", func() error {
+		clock.add(time.Second)
+		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		if err != nil {
+			return err
+		}
+		if len(resp.Groups) != 0 {
+			return fmt.Errorf("groups %v", resp.Groups)
 		}
 		return nil
 	})
