@@ -19,6 +19,7 @@ import (
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/internal/dirlock"
 	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
@@ -32,6 +33,7 @@ import (
 type Broker struct {
 	cfg    Config
 	logger hclog.Logger
+	clock  clock.Clock // cfg.Clock or the system clock
 
 	storage *storage.Manager
 	rm      *replica.Manager // from Start
@@ -78,7 +80,7 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger, FS: cfg.FS})
+	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger, FS: cfg.FS, Now: cfg.nodeClock().Now})
 	if err != nil {
 		_ = releaseDirs(locks)
 		return nil, fmt.Errorf("broker: open data dir: %w", err)
@@ -86,6 +88,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg:      cfg,
 		logger:   logger,
+		clock:    cfg.nodeClock(),
 		storage:  sm,
 		sticky:   partitioner.NewSticky(0),
 		stop:     make(chan struct{}),

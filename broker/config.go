@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/storage"
 )
@@ -141,9 +142,16 @@ type Config struct {
 	// transport, controller forwarding); nil dials TCP. The test cluster
 	// uses it to cut the network between nodes.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Clock, when set, is the node's clock: the time it stamps on the
+	// records it builds (ProduceRecords) and on offset commits, and judges
+	// retention.ms, segment.ms, flush.ms, producer expiry and the group
+	// coordinator's deadlines and offsets expiry by; nil is the system
+	// clock. The fault suite's test build steps it (clock.Jumped). It has
+	// no key.
+	Clock clock.Clock
 	// GroupClock, when set, is the group coordinator's clock (session
-	// and rebalance deadlines, offsets retention), for tests; nil is the
-	// system clock.
+	// and rebalance deadlines, offsets retention) instead of Clock, for
+	// tests.
 	GroupClock metadata.Clock
 
 	// MetadataVersions narrows the metadata.version levels this node
@@ -393,6 +401,14 @@ func (c *Config) rollMs() int64 {
 		return c.LogRollMs
 	}
 	return c.LogRollHours * int64(time.Hour/time.Millisecond)
+}
+
+// nodeClock is Clock, or the system clock.
+func (c *Config) nodeClock() clock.Clock {
+	if c.Clock != nil {
+		return c.Clock
+	}
+	return clock.System{}
 }
 
 func (c *Config) logger() hclog.Logger {

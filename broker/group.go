@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
@@ -31,7 +30,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOff
 		offsets[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: epoch, Metadata: o.Metadata}
 	}
 	// Chosen here, once, so every node applies the same time.
-	at := time.Now()
+	at := s.b.clock.Now()
 	if err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{ID: req.MemberId, Epoch: req.MemberEpoch}, offsets, at); err != nil {
 		return nil, toStatus(fmt.Errorf("commit offsets: %w", err))
 	}

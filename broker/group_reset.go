@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
@@ -132,7 +131,7 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 	if req.DryRun {
 		return resp, nil
 	}
-	if err := fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{}, commits, time.Now()); err != nil {
+	if err := fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{}, commits, b.clock.Now()); err != nil {
 		if toError(err).Code == quirev1.ErrorCode_UNKNOWN_MEMBER_ID {
 			return nil, fmt.Errorf("%w: a member joined the group meanwhile; nothing was reset: %v", group.ErrNonEmptyGroup, err)
 		}

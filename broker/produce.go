@@ -331,7 +331,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		}
 	}
 	n := int32(len(t.Partitions))
-	now := time.Now().UnixMilli()
+	now := b.clock.Now().UnixMilli()
 	idem, err := parseRecordsProducer(req, acks)
 	if err != nil {
 		return nil, toStatus(err)

@@ -125,6 +125,9 @@ func (c *cluster) open(advertised string) error {
 	mc.LagRefresh = ms(c.cfg.GroupLagRefreshMs)
 	mc.OffsetsRetention = time.Duration(c.cfg.OffsetsRetentionMinutes) * time.Minute
 	mc.Clock = c.cfg.GroupClock
+	if mc.Clock == nil {
+		mc.Clock = c.cfg.nodeClock()
+	}
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:
 		// elect itself at once instead of after a 1-2s heartbeat timeout.

@@ -125,7 +125,7 @@ func runServer(ctx context.Context, f *serverFlags) error {
 }
 
 // serverHooks change a server's configuration just before it starts.
-// Only test builds have any (diskfault_chaosfs.go).
+// Only test builds have any (diskfault_chaosfs.go, clockjump_chaosfs.go).
 var serverHooks []func(*broker.Config)
 
 // shutdownTimeout bounds a node's shutdown: in-flight calls past it are

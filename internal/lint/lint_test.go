@@ -92,6 +92,9 @@ var rules = []rule{
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},
+	// The node's wall clock: the standard library only, so that storage
+	// and metadata may take it too.
+	{pkg: "internal/clock", ours: []string{}},
 }
 
 // prometheusImporter is the one package that may import the Prometheus
