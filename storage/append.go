@@ -485,13 +485,17 @@ func (l *Log) flushLocked() error {
 		return fmt.Errorf("%w: %w", ErrLogFailed, err)
 	}
 	l.unflushed = 0
-	l.lastFlushMs.Store(l.opts.Now().UnixMilli())
+	l.lastFlush.Store(int64(l.opts.Now().Sub(l.opened)))
 	l.advanceRecoveryPoint(leo)
 	return nil
 }
 
-// flushDue reports whether flush.ms says the log should be flushed now.
-func (l *Log) flushDue(nowMs int64) bool {
+// flushDue reports whether flush.ms says the log should be flushed now:
+// that long has elapsed since its last flush.
+func (l *Log) flushDue(now time.Time) bool {
 	cfg := l.Config()
-	return cfg.flushMsOn() && l.leo.Load() > l.recoveryPoint.Load() && nowMs-l.lastFlushMs.Load() >= cfg.FlushMs
+	if !cfg.flushMsOn() || l.leo.Load() <= l.recoveryPoint.Load() {
+		return false
+	}
+	return (now.Sub(l.opened) - time.Duration(l.lastFlush.Load())).Milliseconds() >= cfg.FlushMs
 }

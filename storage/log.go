@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/quirelog/quire/record"
@@ -53,7 +54,11 @@ type Log struct {
 	readWaitHook  func()
 	logStart      atomic.Int64
 	recoveryPoint atomic.Int64
-	lastFlushMs   atomic.Int64
+	// lastFlush is when the log was last flushed, as the time elapsed
+	// from opened (both read from opts.Now): flush.ms is judged by
+	// elapsed time, which a step of the wall clock does not move.
+	lastFlush atomic.Int64
+	opened    time.Time
 	// hw is the high watermark the replica layer last set, for the
 	// replication checkpoint and retention; -1 until known. Set without
 	// any lock but its own, so an HW move takes no lock shared by all
@@ -98,7 +103,7 @@ func OpenLog(dir string, topic string, partition int32, cfg LogConfig, recoveryP
 	}
 	l.hw.Store(-1)
 	l.cfg.Store(&cfg)
-	l.lastFlushMs.Store(opts.Now().UnixMilli())
+	l.opened = opts.Now()
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create log dir: %w", err)
 	}

@@ -298,7 +298,7 @@ func (m *Manager) ExpireProducers() int {
 // FlushDirty flushes the logs whose flush.ms has elapsed since their last
 // flush; call it periodically.
 func (m *Manager) FlushDirty() error {
-	now := m.opts.Now().UnixMilli()
+	now := m.opts.Now()
 	var errs []error
 	for _, l := range m.Logs() {
 		if l.flushDue(now) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/quirelog/quire/internal/clock"
 )
 
 func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
@@ -94,6 +96,51 @@ func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
 	a, _ = m.Get("orders", 0)
 	if a.LogEndOffset() != 62 || len(m.Logs()) != 1 {
 		t.Fatalf("after crash leo %d logs %d", a.LogEndOffset(), len(m.Logs()))
+	}
+}
+
+// flush.ms is the time elapsed since the last flush: a step of the wall
+// clock neither brings the next flush forward nor holds it back (it was
+// judged by the wall clock, and a clock stepped back an hour flushed
+// nothing for an hour).
+func TestManagerFlushMsAcrossClockSteps(t *testing.T) {
+	for _, tc := range []struct {
+		step    time.Duration
+		flushMs int64
+	}{
+		{2 * time.Hour, 60_000}, // forward: a minute has not passed
+		{-2 * time.Hour, 100},   // backward: 100 ms pass all the same
+	} {
+		var clk clock.Jumped
+		cfg := smallConfig()
+		cfg.FlushMs = tc.flushMs
+		m, err := OpenManager(t.TempDir(), cfg, Options{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := m.GetOrCreate("t", 0, cfg)
+		mustAppend(t, l, makeBatch(2, 60, time.Now().UnixMilli()), 0)
+		clk.Set(tc.step)
+		if tc.step > 0 {
+			if err := m.FlushDirty(); err != nil || l.RecoveryPoint() == l.LogEndOffset() {
+				t.Errorf("step %v: flushed with flush.ms %d not elapsed (%v)", tc.step, tc.flushMs, err)
+			}
+		} else {
+			deadline := time.Now().Add(10 * time.Second)
+			for l.RecoveryPoint() != l.LogEndOffset() {
+				if time.Now().After(deadline) {
+					t.Errorf("step %v: not flushed 10s on with flush.ms %d", tc.step, tc.flushMs)
+					break
+				}
+				if err := m.FlushDirty(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
