@@ -93,7 +93,8 @@ chaos: chaos-bin
 	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 # The suite's servers are a test build (-tags chaosfs) that fails its
-# disk on demand (cmd/quire/diskfault_chaosfs.go); otherwise the same.
+# disk and steps its clock on demand (cmd/quire/diskfault_chaosfs.go,
+# clockjump_chaosfs.go); otherwise the same.
 chaos-bin:
 	$(GO) build -tags chaosfs -o $(CHAOS_BIN) ./cmd/quire
 

@@ -47,7 +47,7 @@ const (
 
 // anomalyKinds are every kind, in the order the summary lists them.
 var anomalyKinds = []string{Lost, Duplicate, Inconsistent, AckMismatch, NonmonotonicSend, NonmonotonicPoll, PollSkip,
-	ReadOfFailed, ReadOfUnsent, HWBackwards, TwoOwners, CommittedBackwards, GroupMissed}
+	ReadOfFailed, ReadOfUnsent, HWBackwards, TwoOwners, CommittedBackwards, GroupMissed, ReplicasDiffer}
 
 // Anomaly is one finding.
 type Anomaly struct {
@@ -166,6 +166,7 @@ func Check(events []Event) *Report {
 	lastCommitted := map[stream]int64{}
 	committed := map[int32]int64{}
 	acksBy := map[int32][]time.Time{}
+	logStart := map[int32]int64{}
 	for _, e := range events {
 		p := position{e.Partition, e.Offset}
 		s := stream{e.Process, e.Partition}
@@ -246,6 +247,8 @@ func Check(events []Event) *Report {
 			}
 			lastCommitted[s] = e.Offset
 			committed[e.Partition] = max(committed[e.Partition], e.Offset)
+		case LogStart:
+			logStart[e.Partition] = max(logStart[e.Partition], e.Offset)
 		case ReaderReset:
 			delete(lastRead, s)
 		case HW:
@@ -303,7 +306,13 @@ func Check(events []Event) *Report {
 					}
 				}
 			}
-			if !found {
+			switch {
+			case found:
+			case p.offset < logStart[p.partition]:
+				r.add(Anomaly{Lost, p.partition, p.offset, v, fmt.Sprintf(
+					"acknowledged, below the log start offset %d after healing: deleted (the workload's topic keeps every record)",
+					logStart[p.partition])})
+			default:
 				r.add(Anomaly{Lost, p.partition, p.offset, v, "acknowledged, missing from the final read"})
 			}
 		} else if len(ps) == 0 && maxRead[p.partition] > p.offset {

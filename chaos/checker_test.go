@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,7 @@ func clean() *hist {
 	h.add(Event{Kind: GroupRead, Process: "m2", Partition: 0, Offset: 1, Value: "b"}).
 		add(Event{Kind: GroupRead, Process: "m2", Partition: 0, Offset: 2, Value: "maybe"}).
 		add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 3}).add(Event{Kind: Committed, Process: "c", Partition: 0, Offset: 3})
+	h.add(Event{Kind: LogStart, Partition: 0, Offset: 0}).add(Event{Kind: LogStart, Partition: 1, Offset: 0})
 	return h.final(0, "a", "b", "maybe", "d").final(1, "c")
 }
 
@@ -85,6 +87,24 @@ func TestChaosCheckerCleanHistory(t *testing.T) {
 	}
 	if r.Acked != 4 || r.Sent != 6 || r.Failed != 1 || r.Unknown != 1 || r.FinalRecords != 5 || r.Faults["kill"] != 1 {
 		t.Errorf("counts: %+v", r)
+	}
+}
+
+// Acknowledged records that retention deleted (below the log start
+// offset the final read began at) are lost writes, and said to be
+// deleted; one above it that is missing is lost plainly.
+func TestChaosCheckerLostBelowLogStart(t *testing.T) {
+	h := newHist().write("p", 0, 0, "a").write("p", 0, 1, "b").write("p", 0, 2, "c").write("p", 0, 3, "d")
+	h.add(Event{Kind: LogStart, Partition: 0, Offset: 2})
+	h.add(Event{Kind: Final, Partition: 0, Offset: 2, Value: "c"})
+	r := Check(h.events)
+	if r.Count(Lost) != 3 || len(r.Anomalies) != 3 {
+		t.Fatalf("want 3 lost writes:\n%s", r.Summary())
+	}
+	for i, want := range []string{"below the log start offset 2", "below the log start offset 2", "missing from the final read"} {
+		if a := r.Anomalies[i]; !strings.Contains(a.Detail, want) {
+			t.Errorf("anomaly %d: %s, want %q", i, a, want)
+		}
 	}
 }
 

@@ -55,6 +55,10 @@ var ClusterSettings = []string{
 	"QUIRE_MIN_INSYNC_REPLICAS=2",
 	"QUIRE_AUTO_CREATE_TOPICS_ENABLE=false",
 	"QUIRE_LOG_LEVEL=info",
+	// Retention looks every second, so that a node whose clock jumps
+	// deletes at once whatever it takes to be past retention.ms (the
+	// workload's topic keeps everything: see createTopic).
+	"QUIRE_LOG_RETENTION_CHECK_INTERVAL_MS=1000",
 }
 
 // TestTimings are the session, ISR and fetch timings the nodes get after
@@ -180,6 +184,7 @@ func (c *Cluster) Start(n *Node) error {
 		"QUIRE_LOG_DIRS="+filepath.Join(n.Dir, "data"),
 		// Read only by a test build (go build -tags chaosfs).
 		"QUIRE_CHAOS_DISK_FAULT="+n.diskFaultFile(),
+		"QUIRE_CHAOS_CLOCK_OFFSET="+n.clockFile(),
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -299,6 +304,28 @@ func (n *Node) diskFaultFile() string { return filepath.Join(n.Dir, "disk-fault"
 func (c *Cluster) DiskFaults() bool {
 	b, err := os.ReadFile(filepath.Join(c.nodes[0].Dir, "quire.log"))
 	return err == nil && bytes.Contains(b, []byte("chaos: disk faults armed"))
+}
+
+// clockFile holds the node's clock offset (in a server built with -tags
+// chaosfs): a duration its wall clock is stepped by.
+func (n *Node) clockFile() string { return filepath.Join(n.Dir, "clock-offset") }
+
+// ClockJumps reports whether the nodes' clocks can be stepped: their
+// server is a test build that says so when it starts (node 1's log).
+func (c *Cluster) ClockJumps() bool {
+	b, err := os.ReadFile(filepath.Join(c.nodes[0].Dir, "quire.log"))
+	return err == nil && bytes.Contains(b, []byte("chaos: clock jumps armed"))
+}
+
+// StepClock sets the node's wall clock d away from the machine's (0: in
+// step again). The node reads it within a tenth of a second of running.
+func (c *Cluster) StepClock(n *Node, d time.Duration) error {
+	// Renamed into place, so that the node never reads half of it.
+	tmp := n.clockFile() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clockFile())
 }
 
 // FailDisk makes every write and fsync of the node's partition logs fail

@@ -1,6 +1,7 @@
 // Package chaos is Quire's fault-injection suite: it starts clusters of
 // real `quire server` processes, runs workloads against them while a
-// nemesis kills, pauses, cuts off and corrupts nodes, heals everything,
+// nemesis kills, pauses, cuts off and corrupts nodes and steps their
+// clocks, heals everything,
 // and checks the recorded history for the anomalies a replicated log must
 // never show (lost, duplicated or inconsistent records, offsets that move
 // backwards, reads of writes that failed). The history is JSON lines, so
@@ -41,6 +42,9 @@ const (
 	// The final read after healing: every record of Partition below the
 	// high watermark, in order (Value at Offset).
 	Final Kind = "final"
+	// After healing, Partition's log start offset was Offset: the final
+	// read starts there (nothing below it can be read any more).
+	LogStart Kind = "log-start"
 	// A group member (Process) was given Partition: it reads it from now.
 	Assign Kind = "assign"
 	// A group member gave Partition up: it reads it no more.

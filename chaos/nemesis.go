@@ -23,11 +23,21 @@ const (
 	FaultCutLink        = "cut-link"        // cut the link between two nodes
 	FaultSplit          = "split"           // a majority/minority split
 	FaultDiskError      = "disk-error"      // EIO on a leader's writes and fsyncs, then a new disk (kill, restart)
+	FaultClockJump      = "clock-jump"      // step a paused node's wall clock minutes or hours, resume, step it back
 )
 
 // AllFaults is every fault the nemesis knows, network ones last.
 var AllFaults = []string{FaultKill, FaultKillController, FaultKillLeader, FaultKillTwo, FaultPause, FaultTornTail,
-	FaultDiskError, FaultIsolate, FaultCutLink, FaultSplit}
+	FaultDiskError, FaultClockJump, FaultIsolate, FaultCutLink, FaultSplit}
+
+// MaxClockJump bounds the clock-jump fault's steps; the workload's topic
+// keeps records four times as long (retention.ms), so that no step is
+// cause enough to delete any.
+const MaxClockJump = 6 * time.Hour
+
+// testFault reports whether f needs a test build of the server (go
+// build -tags chaosfs).
+func testFault(f string) bool { return f == FaultDiskError || f == FaultClockJump }
 
 func networkFault(f string) bool { return f == FaultIsolate || f == FaultCutLink || f == FaultSplit }
 
@@ -192,6 +202,43 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		err := n.c.WaitServing(heal, nd)
 		end()
 		return err
+	case FaultClockJump:
+		// The controller (the group coordinator: session deadlines,
+		// offsets expiry), a partition's leader (retention, the timestamps
+		// it stamps) or any node.
+		nd := n.randomNode()
+		switch n.rng.IntN(3) {
+		case 0:
+			if id := n.controller(ctx); id > 0 {
+				nd = n.c.Node(id)
+			}
+		case 1:
+			if id := n.leader(ctx, int32(n.rng.IntN(int(n.parts)))); id > 0 {
+				nd = n.c.Node(id)
+			}
+		}
+		step := n.clockStep()
+		end := n.begin(f, nd.ID)
+		n.logf("stepping node %d's clock by %v", nd.ID, step)
+		// Stepped while the node is stopped, as a VM restored or a
+		// clock corrected while a process sleeps: it wakes to the new time.
+		if err := n.c.Pause(nd); err != nil {
+			return err
+		}
+		if err := n.c.StepClock(nd, step); err != nil {
+			return err
+		}
+		n.sleep(ctx, n.hold(200*time.Millisecond, time.Second))
+		if err := n.c.Resume(nd); err != nil {
+			return err
+		}
+		n.sleep(ctx, n.faultHold(3*time.Second, 8*time.Second))
+		if err := n.c.StepClock(nd, 0); err != nil {
+			return err
+		}
+		err := n.c.WaitServing(heal, nd)
+		end()
+		return err
 	case FaultPause:
 		nd := n.randomNode()
 		end := n.begin(f, nd.ID)
@@ -239,6 +286,22 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown fault %q", f)
+}
+
+// clockStep is a clock-jump's step: minutes or hours, forwards or
+// backwards, at most MaxClockJump.
+func (n *nemesis) clockStep() time.Duration {
+	var d time.Duration
+	if n.rng.IntN(2) == 0 {
+		d = n.hold(time.Minute, 15*time.Minute)
+	} else {
+		d = n.hold(time.Hour, MaxClockJump)
+	}
+	d = d.Round(time.Second)
+	if n.rng.IntN(2) == 0 {
+		d = -d
+	}
+	return d
 }
 
 // controller asks the cluster which node is the controller (0: unknown).

@@ -103,9 +103,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := c.StartAll(startCtx); err != nil {
 		return nil, err
 	}
-	if slices.Contains(faults, FaultDiskError) && !c.DiskFaults() {
-		logf("disk faults left out: %s is not a test build (go build -tags chaosfs ./cmd/quire)", cfg.Bin)
-		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == FaultDiskError })
+	if slices.ContainsFunc(faults, testFault) {
+		able := map[string]bool{FaultDiskError: c.DiskFaults(), FaultClockJump: c.ClockJumps()}
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool {
+			if testFault(f) && !able[f] {
+				logf("%s left out: %s is not a test build (go build -tags chaosfs ./cmd/quire)", f, cfg.Bin)
+				return true
+			}
+			return false
+		})
 		if len(faults) == 0 {
 			return nil, errors.New("chaos: no faults to inject")
 		}

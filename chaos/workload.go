@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -149,22 +150,29 @@ func hwPoller(ctx context.Context, h *History, cl *client.Client, topic string, 
 	}
 }
 
-// finalRead reads every partition from offset 0 to its high watermark.
+// finalRead reads every partition from its log start offset (0, unless
+// retention deleted records, which the checker reports) to its high
+// watermark.
 func finalRead(ctx context.Context, h *History, cl *client.Client, topic string, partitions int32) error {
+	starts, err := cl.ListOffsets(ctx, topic, client.AtStart())
+	if err != nil {
+		return fmt.Errorf("chaos: final read: %w", err)
+	}
 	ends, err := cl.ListOffsets(ctx, topic, client.AtEnd())
 	if err != nil {
 		return fmt.Errorf("chaos: final read: %w", err)
 	}
 	for p := range partitions {
-		end := ends[p]
-		if end == 0 {
+		start, end := starts[p], ends[p]
+		h.Add(Event{Kind: LogStart, Partition: p, Offset: start})
+		if end <= start {
 			continue
 		}
-		cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: {p: client.At(0)}})
+		cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: {p: client.At(start)}})
 		if err != nil {
 			return err
 		}
-		next := int64(0)
+		next := start
 		for next < end {
 			recs, err := cons.Poll(ctx)
 			if ctx.Err() != nil {
@@ -183,6 +191,9 @@ func finalRead(ctx context.Context, h *History, cl *client.Client, topic string,
 	return nil
 }
 
+// topicSegmentBytes is the workload topic's segment.bytes.
+const topicSegmentBytes = 64 << 10
+
 // dialAll opens a plain connection to each address.
 func dialAll(addrs []string) ([]*grpc.ClientConn, error) {
 	var out []*grpc.ClientConn
@@ -199,10 +210,16 @@ func dialAll(addrs []string) ([]*grpc.ClientConn, error) {
 	return out, nil
 }
 
-// createTopic creates the workload's topic (RF 3, min.insync.replicas 2).
+// createTopic creates the workload's topic (RF 3, min.insync.replicas
+// 2). Its segments are small, so that retention has segments to judge,
+// and kept for a retention.ms four times the largest clock jump: a
+// node's clock stepped forward is no reason to delete any record (the
+// final read from offset 0, and the replicas compared, show one that
+// is).
 func createTopic(ctx context.Context, cl *client.Client, topic string, partitions int32) error {
 	_, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: partitions, ReplicationFactor: 3,
-		Configs: map[string]string{"min.insync.replicas": "2"}})
+		Configs: map[string]string{"min.insync.replicas": "2", "segment.bytes": strconv.Itoa(topicSegmentBytes),
+			"retention.ms": strconv.FormatInt((4 * MaxClockJump).Milliseconds(), 10)}})
 	if client.ErrorCode(err) == quirev1.ErrorCode_TOPIC_ALREADY_EXISTS {
 		return nil
 	}
