@@ -29,9 +29,9 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOff
 		}
 		offsets[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: epoch, Metadata: o.Metadata}
 	}
-	// Chosen here, once, so every node applies the same time.
-	at := s.b.clock.Now()
-	if err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{ID: req.MemberId, Epoch: req.MemberEpoch}, offsets, at); err != nil {
+	// Stamped by the controller.
+	at, err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{ID: req.MemberId, Epoch: req.MemberEpoch}, offsets, s.b.clock.Now())
+	if err != nil {
 		return nil, toStatus(fmt.Errorf("commit offsets: %w", err))
 	}
 	return &quirev1.CommitOffsetsResponse{CommitTimeMs: at.UnixMilli()}, nil

@@ -131,7 +131,7 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 	if req.DryRun {
 		return resp, nil
 	}
-	if err := fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{}, commits, b.clock.Now()); err != nil {
+	if _, err := fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{}, commits, b.clock.Now()); err != nil {
 		if toError(err).Code == quirev1.ErrorCode_UNKNOWN_MEMBER_ID {
 			return nil, fmt.Errorf("%w: a member joined the group meanwhile; nothing was reset: %v", group.ErrNonEmptyGroup, err)
 		}

@@ -570,7 +570,7 @@ func (s *subscription) commit(parts []partKey) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
 	defer cancel()
-	err := s.b.cluster.fwd.CommitOffsets(ctx, s.start.Group, metadata.GroupMember{ID: s.memberID, Epoch: s.epoch}, offs, s.b.clock.Now())
+	_, err := s.b.cluster.fwd.CommitOffsets(ctx, s.start.Group, metadata.GroupMember{ID: s.memberID, Epoch: s.epoch}, offs, s.b.clock.Now())
 	if err != nil {
 		s.b.logger.Warn("subscribe stream commit failed", "group", s.start.Group, "member", s.memberID, "error", err)
 		return

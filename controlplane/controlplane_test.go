@@ -388,10 +388,17 @@ func TestControllerGRPCGroupOffsets(t *testing.T) {
 	if _, err := a.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
 	}
-	at := time.UnixMilli(1_700_000_000_000)
+	// The time a commit is sent with is only for controllers that record
+	// it: this one stamps its own.
+	sent := time.UnixMilli(1_700_000_000_000)
 	commit := []metadata.OffsetCommit{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m"}}
-	if err := a.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, commit, at); err != nil {
+	before := time.Now()
+	at, err := a.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, commit, sent)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if at.Before(before.Truncate(time.Millisecond)) || at.After(time.Now()) {
+		t.Fatalf("commit time %v, not the controller's clock (sent %v)", at, sent)
 	}
 	got, err := b.fwd.FetchOffsets(ctx, "g", []metadata.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}})
 	if err != nil {
@@ -407,13 +414,13 @@ func TestControllerGRPCGroupOffsets(t *testing.T) {
 	if groups, err := b.fwd.ListGroups(ctx); err != nil || !reflect.DeepEqual(groups, []string{"g"}) {
 		t.Fatalf("list groups: %v %v", groups, err)
 	}
-	if err := b.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, []metadata.OffsetCommit{{Topic: "nope", Offset: 1}}, at); !errors.Is(err, metadata.ErrUnknownTopic) {
+	if _, err := b.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, []metadata.OffsetCommit{{Topic: "nope", Offset: 1}}, sent); !errors.Is(err, metadata.ErrUnknownTopic) {
 		t.Fatalf("commit to an unknown topic: %v", err)
 	}
-	if err := b.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, []metadata.OffsetCommit{{Topic: "t", Offset: -5}}, at); !errors.Is(err, metadata.ErrInvalidOffsetCommit) {
+	if _, err := b.fwd.CommitOffsets(ctx, "g", metadata.GroupMember{}, []metadata.OffsetCommit{{Topic: "t", Offset: -5}}, sent); !errors.Is(err, metadata.ErrInvalidOffsetCommit) {
 		t.Fatalf("commit of a negative offset: %v", err)
 	}
-	if err := b.fwd.CommitOffsets(ctx, "", metadata.GroupMember{}, commit, at); !errors.Is(err, metadata.ErrInvalidGroupID) {
+	if _, err := b.fwd.CommitOffsets(ctx, "", metadata.GroupMember{}, commit, sent); !errors.Is(err, metadata.ErrInvalidGroupID) {
 		t.Fatalf("commit without a group: %v", err)
 	}
 	if err := b.fwd.DeleteGroup(ctx, "other"); !errors.Is(err, metadata.ErrUnknownGroup) {

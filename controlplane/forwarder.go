@@ -260,14 +260,23 @@ func (f *Forwarder) UnregisterBroker(ctx context.Context, brokerID int32) error 
 	return err
 }
 
-// CommitOffsets commits a consumer group's offsets on the controller at
-// commitTime. A retry after an ambiguous failure commits the same offsets
-// again, which is harmless.
-func (f *Forwarder) CommitOffsets(ctx context.Context, group string, member metadata.GroupMember, offsets []metadata.OffsetCommit, commitTime time.Time) error {
-	_, err := Call(ctx, f, (*Service).CommitOffsets, pb.ControllerServiceClient.CommitOffsets,
-		&pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: commitTime.UnixMilli(),
+// CommitOffsets commits a consumer group's offsets on the controller and
+// returns the commit time it recorded (by its clock). now is this node's
+// clock, sent for a controller of an earlier build, which records the
+// time in the request (and answers none: now is returned then). A retry
+// after an ambiguous failure commits the same offsets again, which is
+// harmless.
+func (f *Forwarder) CommitOffsets(ctx context.Context, group string, member metadata.GroupMember, offsets []metadata.OffsetCommit, now time.Time) (time.Time, error) {
+	resp, err := Call(ctx, f, (*Service).CommitOffsets, pb.ControllerServiceClient.CommitOffsets,
+		&pb.CommitOffsetsRequest{Group: group, Offsets: offsetCommitsToPB(offsets), CommitTimeMs: now.UnixMilli(),
 			MemberId: member.ID, MemberEpoch: member.Epoch})
-	return err
+	if err != nil {
+		return time.Time{}, err
+	}
+	if ms := resp.GetCommitTimeMs(); ms > 0 {
+		return time.UnixMilli(ms), nil
+	}
+	return time.UnixMilli(now.UnixMilli()), nil
 }
 
 // FetchOffsets reads a group's committed offsets from the controller's

@@ -11,7 +11,6 @@ package controlplane
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -100,11 +99,12 @@ func (s *Service) UnregisterBroker(ctx context.Context, in *pb.UnregisterBrokerR
 }
 
 func (s *Service) CommitOffsets(ctx context.Context, in *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
-	err := s.node.Ctl().CommitOffsets(ctx, in.Group, metadata.GroupMember{ID: in.MemberId, Epoch: in.MemberEpoch}, offsetCommitsFromPB(in.Offsets), time.UnixMilli(in.CommitTimeMs))
+	// in.CommitTimeMs is for controllers that record the sender's time.
+	at, err := s.node.Ctl().CommitOffsets(ctx, in.Group, metadata.GroupMember{ID: in.MemberId, Epoch: in.MemberEpoch}, offsetCommitsFromPB(in.Offsets))
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.CommitOffsetsResponse{}, nil
+	return &pb.CommitOffsetsResponse{CommitTimeMs: at.UnixMilli()}, nil
 }
 
 func (s *Service) FetchOffsets(ctx context.Context, in *pb.FetchOffsetsRequest) (*pb.FetchOffsetsResponse, error) {

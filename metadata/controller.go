@@ -525,27 +525,34 @@ func (c *Controller) UnregisterBroker(ctx context.Context, brokerID int32) error
 	return nil
 }
 
-// CommitOffsets commits a consumer group's offsets, all or none, at
-// commitTime (chosen by the caller so that every node applies the same
-// value). A commit that ValidateOffsetCommit refuses against the current
-// image is answered without writing to the log. A commit from a group
-// member (member.ID set) must be at its current epoch; one without a
-// member is only for a group with no members (group.ValidateCommit).
-func (c *Controller) CommitOffsets(ctx context.Context, group string, member GroupMember, offsets []OffsetCommit, commitTime time.Time) error {
+// CommitOffsets commits a consumer group's offsets, all or none, and
+// returns the commit time recorded with them: the coordinator's clock,
+// which also judges when they expire (so that the clock of the node that
+// took the commit does not), written into the command so that every node
+// applies the same value. A commit that ValidateOffsetCommit refuses
+// against the current image is answered without writing to the log. A
+// commit from a group member (member.ID set) must be at its current
+// epoch; one without a member is only for a group with no members
+// (group.ValidateCommit).
+func (c *Controller) CommitOffsets(ctx context.Context, group string, member GroupMember, offsets []OffsetCommit) (time.Time, error) {
 	if err := c.active(ctx); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := ValidateOffsetCommit(c.n.Image(), group, offsets); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := c.validateCommit(ctx, group, member); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	cmd := &pb.CommitOffsets{Group: group, CommitTimeMs: commitTime.UnixMilli(), Offsets: make([]*pb.OffsetCommit, len(offsets))}
+	at := c.coord.clock.Now().UnixMilli()
+	cmd := &pb.CommitOffsets{Group: group, CommitTimeMs: at, Offsets: make([]*pb.OffsetCommit, len(offsets))}
 	for i, o := range offsets {
 		cmd.Offsets[i] = &pb.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
-	return c.commits.commit(ctx, cmd)
+	if err := c.commits.commit(ctx, cmd); err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(at), nil
 }
 
 // readable waits until this node may answer a read from its image with

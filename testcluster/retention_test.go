@@ -11,6 +11,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
 )
@@ -302,6 +303,63 @@ func TestClusterGroupEmptySinceBelowItsLevel(t *testing.T) {
 		}
 		if len(resp.Groups) != 0 {
 			return fmt.Errorf("groups %v", resp.Groups)
+		}
+		return nil
+	})
+}
+
+// TestClusterCommitStampedByController: an offset commit is stamped by
+// the controller, whose clock also judges offsets.retention.minutes, not
+// by the node that took it. A node whose wall clock is two hours behind
+// stamped its commits two hours old, and the coordinator expired a
+// memberless group's offsets a second after they were committed through
+// it (offsets.retention.minutes 1 here, 7 days by default: a node
+// restored from an old snapshot does it too).
+func TestClusterCommitStampedByController(t *testing.T) {
+	clocks := map[int32]*clock.Jumped{}
+	c := testcluster.New(t, 3, testcluster.Config(func(id int32, cfg *broker.Config) {
+		clocks[id] = &clock.Jumped{}
+		cfg.Clock = clocks[id]
+		cfg.OffsetsRetentionMinutes = 1
+	}))
+	ctx := subCtx(t)
+	createTopic(t, c, c.WaitController(ctx), "stamped", 1, 3)
+	waitTopic(ctx, c, "stamped")
+	c.Eventually(ctx, "a commit through a node two hours behind stamped by the controller", func() error {
+		ctl := c.WaitController(ctx)
+		via := ctl
+		for _, id := range c.IDs() {
+			if id == ctl {
+				clocks[id].Set(0)
+			} else {
+				clocks[id].Set(-2 * time.Hour)
+				via = id
+			}
+		}
+		before := time.Now().UnixMilli()
+		resp, err := groups(c, via).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: "standalone",
+			Offsets: []*quirev1.OffsetCommit{{Topic: "stamped", Partition: 0, Offset: 7}}})
+		after := time.Now().UnixMilli()
+		if err != nil {
+			return err
+		}
+		got, err := groups(c, ctl).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "standalone"})
+		if err != nil {
+			return err
+		}
+		if len(got.Offsets) != 1 || got.Offsets[0].Offset != 7 {
+			return fmt.Errorf("committed %v, want offset 7 (expired?)", got.Offsets)
+		}
+		if now := c.WaitController(ctx); now != ctl {
+			return fmt.Errorf("the controller moved from %d to %d meanwhile", ctl, now)
+		}
+		stamp := got.Offsets[0].CommitTimeMs
+		if stamp < before || stamp > after {
+			t.Fatalf("committed through node %d (two hours behind): stamped %v, %v from the controller's clock",
+				via, time.UnixMilli(stamp), time.Duration(stamp-before)*time.Millisecond)
+		}
+		if resp.CommitTimeMs != stamp {
+			t.Fatalf("the commit answered commit_time_ms %d, the group holds %d", resp.CommitTimeMs, stamp)
 		}
 		return nil
 	})

@@ -1416,9 +1416,12 @@ func (x *GroupPartition) GetPartition() int32 {
 type CommitOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// commit_time_ms of each is ignored: the request's one applies.
-	Offsets      []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	CommitTimeMs int64          `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// commit_time_ms of each is ignored.
+	Offsets []*GroupOffset `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// The forwarding node's clock, for a controller that stamps commits
+	// with the time it is sent (earlier builds); the controller stamps them
+	// with its own clock, by which it also expires them.
+	CommitTimeMs int64 `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
 	// The committing member and its epoch; "" none (see quire.v1).
 	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	MemberEpoch   int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
@@ -1492,7 +1495,10 @@ func (x *CommitOffsetsRequest) GetMemberEpoch() int32 {
 }
 
 type CommitOffsetsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commit time recorded with every offset, in ms since the epoch;
+	// 0 from a controller that records the request's.
+	CommitTimeMs  int64 `protobuf:"varint,1,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1525,6 +1531,13 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CommitOffsetsResponse) GetCommitTimeMs() int64 {
+	if x != nil {
+		return x.CommitTimeMs
+	}
+	return 0
 }
 
 type FetchOffsetsRequest struct {
@@ -2419,8 +2432,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\aoffsets\x18\x02 \x03(\v2\x1e.quire.internal.v1.GroupOffsetR\aoffsets\x12$\n" +
 	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
 	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12!\n" +
-	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\"\x17\n" +
-	"\x15CommitOffsetsResponse\"n\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\"=\n" +
+	"\x15CommitOffsetsResponse\x12$\n" +
+	"\x0ecommit_time_ms\x18\x01 \x01(\x03R\fcommitTimeMs\"n\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
 	"\n" +

@@ -1316,8 +1316,9 @@ func (x *OffsetCommit) GetMetadata() string {
 // yet). It applies all or nothing: a group id that is empty, longer than
 // 255 bytes or holds a NUL byte, an unknown topic or partition, a negative
 // offset, metadata over 4096 bytes, a partition named twice, or no offsets
-// at all reject the whole command. commit_time_ms is chosen by the node
-// that took the request, so every node applies the same value.
+// at all reject the whole command. commit_time_ms is chosen by the
+// controller, so every node applies the same value, by the clock that
+// judges offsets.retention.minutes.
 type CommitOffsets struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
