@@ -45,7 +45,7 @@ func TestClockJumpedStepsWallClockOnly(t *testing.T) {
 		if d := after.Sub(time.UnixMilli(before.UnixMilli())); d < step || d > step+time.Second {
 			t.Errorf("step %v: %v from a timestamp taken before the step", step, d)
 		}
-		if d := time.Now().Sub(after.Round(0)); d < -step-time.Second || d > -step+time.Second {
+		if d := time.Since(after.Round(0)); d < -step-time.Second || d > -step+time.Second {
 			t.Errorf("step %v: the machine's clock is %v from the stepped wall reading", step, d)
 		}
 		j.Set(0)
