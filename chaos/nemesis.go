@@ -206,20 +206,21 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		// The controller (the group coordinator: session deadlines,
 		// offsets expiry), a partition's leader (retention, the timestamps
 		// it stamps) or any node.
-		nd := n.randomNode()
+		nd, role := n.randomNode(), "a node"
 		switch n.rng.IntN(3) {
 		case 0:
 			if id := n.controller(ctx); id > 0 {
-				nd = n.c.Node(id)
+				nd, role = n.c.Node(id), "the controller"
 			}
 		case 1:
-			if id := n.leader(ctx, int32(n.rng.IntN(int(n.parts)))); id > 0 {
-				nd = n.c.Node(id)
+			p := int32(n.rng.IntN(int(n.parts)))
+			if id := n.leader(ctx, p); id > 0 {
+				nd, role = n.c.Node(id), fmt.Sprintf("partition %d's leader", p)
 			}
 		}
 		step := n.clockStep()
 		end := n.begin(f, nd.ID)
-		n.logf("stepping node %d's clock by %v", nd.ID, step)
+		n.logf("stepping node %d's clock (%s) by %v", nd.ID, role, step)
 		// Stepped while the node is stopped, as a VM restored or a
 		// clock corrected while a process sleeps: it wakes to the new time.
 		if err := n.c.Pause(nd); err != nil {
