@@ -169,7 +169,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
 	boolKey("topics", "delete.topic.enable", "true", "Allow topics to be deleted.",
 		func(c *Config) *bool { return &c.DeleteTopicEnable }),
-	int32Key("topics", "message.max.bytes", "1048588", "Largest record batch accepted; default of the topic key max.message.bytes. It also sets the largest request (gRPC message) a broker takes: 2 x message.max.bytes + 1 MiB, at least 8 MiB; a request over it is refused with MESSAGE_TOO_LARGE naming this key, raise it too when topics set max.message.bytes well above it.",
+	int32Key("topics", "message.max.bytes", "1048588", "Largest record batch accepted; default of the topic key max.message.bytes. It also sets the largest request (gRPC message) a broker takes: 2 x message.max.bytes + 1 MiB, at least 8 MiB; a request over it is refused with MESSAGE_TOO_LARGE naming this key (one over twice that, gRPC refuses unread: RESOURCE_EXHAUSTED (received message larger than max) without a quire.v1.Error, which the Go client and the CLI report as MESSAGE_TOO_LARGE naming this key too); raise it too when topics set max.message.bytes well above it.",
 		func(c *Config) *int32 { return &c.MessageMaxBytes }, 1),
 	int32Key("topics", "min.insync.replicas", "1", "Fewest in-sync replicas for an acks=all produce to be accepted; topic key of the same name.",
 		func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1),
