@@ -314,7 +314,10 @@ A node reads its configuration, later sources winning, from:
    as underscores (` + "`QUIRE_NUM_PARTITIONS=3`" + `);
 4. ` + "`--data-dir DIR`" + ` (same as ` + "`log.dirs`" + `), then every ` + "`--set key=value`" + `.
 
-An unknown key or a bad value stops the node with an error naming the key.
+An unknown key or a bad value stops the node with an error naming the key;
+an unknown one with the key it probably meant (` + "`num.partition`" + `: did you mean
+` + "`num.partitions`" + `? A topic key such as ` + "`retention.ms`" + `: its server default,
+` + "`log.retention.ms`" + `).
 
 `)
 	section := ""
@@ -334,7 +337,9 @@ An unknown key or a bad value stops the node with an error naming the key.
 
 Set per topic with CreateTopic's ` + "`configs`" + ` or AlterConfigs; DescribeConfigs
 shows each key's value and where it comes from (topic, broker key, or Kafka's
-default). An unknown key or a bad value is rejected with INVALID_ARGUMENT.
+default). An unknown key or a bad value is rejected with INVALID_ARGUMENT
+(INVALID_CONFIG), an unknown key with the topic key it probably meant (a
+typo's closest, or ` + "`retention.ms`" + ` for the server key ` + "`log.retention.ms`" + `).
 
 | key | Kafka default | broker key | meaning |
 |---|---|---|---|
