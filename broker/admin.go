@@ -189,7 +189,7 @@ func (s *adminService) AlterConfigs(ctx context.Context, req *quirev1.AlterConfi
 	}
 	for _, k := range req.Delete {
 		if _, ok := topicKeyIndex[k]; !ok {
-			return nil, toStatus(fmt.Errorf("topic %q: %w: unknown topic config %q", req.Topic, ErrInvalidConfig, k))
+			return nil, toStatus(fmt.Errorf("topic %q: %w: unknown topic config %q%s", req.Topic, ErrInvalidConfig, k, unknownTopicKeyHint(k)))
 		}
 		if _, ok := req.Set[k]; ok {
 			return nil, toStatus(fmt.Errorf("topic %q: %w: %q is both set and deleted", req.Topic, ErrInvalidConfig, k))

@@ -311,3 +311,30 @@ func TestGetMetadataMinIndex(t *testing.T) {
 	_, err = c.meta.GetMetadata(short, &quirev1.GetMetadataRequest{MinMetadataIndex: created.MetadataIndex + 1000})
 	wantStatus(t, err, codes.DeadlineExceeded, quirev1.ErrorCode_REQUEST_TIMED_OUT, "asks for")
 }
+
+// TestAdminTopicConfigSuggestsKey: an unknown topic config names the key
+// it was probably meant to be: a typo's closest topic key, or the topic
+// key a server key (log.retention.ms) is the default of; in CreateTopic
+// and in AlterConfigs, set and deleted alike.
+func TestAdminTopicConfigSuggestsKey(t *testing.T) {
+	_, c := start(t)
+	ctx := ctxT(t)
+	createTopic(t, c, "hint", 1, nil)
+	for _, tc := range []struct{ key, want string }{
+		{"retention.m", `unknown topic config "retention.m"; did you mean retention.ms?`},
+		{"log.retention.ms", `unknown topic config "log.retention.ms"; did you mean retention.ms? (log.retention.ms is the server's default for the topic config retention.ms)`},
+		{"message.max.bytes", "did you mean max.message.bytes?"},
+	} {
+		_, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "hinted", Configs: map[string]string{tc.key: "1"}})
+		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, tc.want)
+		_, err = c.admin.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: "hint", Set: map[string]string{tc.key: "1"}})
+		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, tc.want)
+		_, err = c.admin.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: "hint", Delete: []string{tc.key}})
+		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, tc.want)
+	}
+	_, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "hinted", Configs: map[string]string{"completely.unrelated.thing": "1"}})
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, "completely.unrelated.thing")
+	if strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("far-off key: %v, want no suggestion", err)
+	}
+}

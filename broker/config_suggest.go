@@ -10,8 +10,38 @@ func unknownKeyHint(key string) string {
 	if tk, ok := topicKeyIndex[key]; ok {
 		return fmt.Sprintf("; did you mean %s? (%s is a topic config; %s is the server's default for it)", tk.brokerKey, key, tk.brokerKey)
 	}
-	best, bestDist := "", -1
+	names := make([]string, 0, len(configKeyIndex))
 	for name := range configKeyIndex {
+		names = append(names, name)
+	}
+	if best := closestKey(key, names); best != "" {
+		return fmt.Sprintf("; did you mean %s?", best)
+	}
+	return ""
+}
+
+// unknownTopicKeyHint is unknownKeyHint for a topic config: the topic key
+// a server key sets the default of (log.retention.ms given to a topic
+// means retention.ms), else the closest topic key.
+func unknownTopicKeyHint(key string) string {
+	names := make([]string, 0, len(topicKeys))
+	for _, k := range topicKeys {
+		if k.brokerKey == key && k.name != key {
+			return fmt.Sprintf("; did you mean %s? (%s is the server's default for the topic config %s)", k.name, key, k.name)
+		}
+		names = append(names, k.name)
+	}
+	if best := closestKey(key, names); best != "" {
+		return fmt.Sprintf("; did you mean %s?", best)
+	}
+	return ""
+}
+
+// closestKey is the name nearest key by edit distance (the first in
+// order of a tie), or "" when even that one is too far to be a typo.
+func closestKey(key string, names []string) string {
+	best, bestDist := "", -1
+	for _, name := range names {
 		d := editDistance(key, name)
 		if bestDist < 0 || d < bestDist || (d == bestDist && name < best) {
 			best, bestDist = name, d
@@ -21,7 +51,7 @@ func unknownKeyHint(key string) string {
 	if best == "" || bestDist > max(2, len(key)/3) {
 		return ""
 	}
-	return fmt.Sprintf("; did you mean %s?", best)
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b (bytes).

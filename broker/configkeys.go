@@ -169,7 +169,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
 	boolKey("topics", "delete.topic.enable", "true", "Allow topics to be deleted.",
 		func(c *Config) *bool { return &c.DeleteTopicEnable }),
-	int32Key("topics", "message.max.bytes", "1048588", "Largest record batch accepted; default of the topic key max.message.bytes. It also sets the largest request (gRPC message) a broker takes: 2 x message.max.bytes + 1 MiB, at least 8 MiB; a request over it is refused with MESSAGE_TOO_LARGE naming this key, raise it too when topics set max.message.bytes well above it.",
+	int32Key("topics", "message.max.bytes", "1048588", "Largest record batch accepted; default of the topic key max.message.bytes. It also sets the largest request (gRPC message) a broker takes: 2 x message.max.bytes + 1 MiB, at least 8 MiB; a request over it is refused with MESSAGE_TOO_LARGE naming this key (one over twice that, gRPC refuses unread: RESOURCE_EXHAUSTED (received message larger than max) without a quire.v1.Error, which the Go client and the CLI report as MESSAGE_TOO_LARGE naming this key too); raise it too when topics set max.message.bytes well above it.",
 		func(c *Config) *int32 { return &c.MessageMaxBytes }, 1),
 	int32Key("topics", "min.insync.replicas", "1", "Fewest in-sync replicas for an acks=all produce to be accepted; topic key of the same name.",
 		func(c *Config) *int32 { return &c.MinInsyncReplicas }, 1),
@@ -314,7 +314,10 @@ A node reads its configuration, later sources winning, from:
    as underscores (` + "`QUIRE_NUM_PARTITIONS=3`" + `);
 4. ` + "`--data-dir DIR`" + ` (same as ` + "`log.dirs`" + `), then every ` + "`--set key=value`" + `.
 
-An unknown key or a bad value stops the node with an error naming the key.
+An unknown key or a bad value stops the node with an error naming the key;
+an unknown one with the key it probably meant (` + "`num.partition`" + `: did you mean
+` + "`num.partitions`" + `? A topic key such as ` + "`retention.ms`" + `: its server default,
+` + "`log.retention.ms`" + `).
 
 `)
 	section := ""
@@ -334,7 +337,9 @@ An unknown key or a bad value stops the node with an error naming the key.
 
 Set per topic with CreateTopic's ` + "`configs`" + ` or AlterConfigs; DescribeConfigs
 shows each key's value and where it comes from (topic, broker key, or Kafka's
-default). An unknown key or a bad value is rejected with INVALID_ARGUMENT.
+default). An unknown key or a bad value is rejected with INVALID_ARGUMENT
+(INVALID_CONFIG), an unknown key with the topic key it probably meant (a
+typo's closest, or ` + "`retention.ms`" + ` for the server key ` + "`log.retention.ms`" + `).
 
 | key | Kafka default | broker key | meaning |
 |---|---|---|---|

@@ -13,9 +13,6 @@ import (
 // elsewhere, or not led by anyone, gets its error in its result; an
 // unknown topic or a partition past the topic's count fails the call.
 func (s *adminService) DescribeProducers(_ context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
-	if req.Topic == "" {
-		return nil, toStatus(fmt.Errorf("%w: no topic named", ErrInvalidRequest))
-	}
 	t, ok := s.b.cluster.image().Topic(req.Topic)
 	if !ok {
 		return nil, toStatus(unknownTopic(req.Topic))

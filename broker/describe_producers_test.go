@@ -33,7 +33,7 @@ func TestAdminDescribeProducers(t *testing.T) {
 	}
 
 	_, err = c.admin.DescribeProducers(ctxT(t), &quirev1.DescribeProducersRequest{})
-	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "no topic")
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name is empty")
 	_, err = c.admin.DescribeProducers(ctxT(t), &quirev1.DescribeProducersRequest{Topic: "nope"})
 	wantStatus(t, err, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, `"nope" does not exist`)
 	_, err = c.admin.DescribeProducers(ctxT(t), &quirev1.DescribeProducersRequest{Topic: "dp", Partitions: []int32{0, 2}})

@@ -75,6 +75,7 @@ var sentinels = map[string]error{
 	"metadata.ErrBrokerNotRemovable":          metadata.ErrBrokerNotRemovable,
 	"metadata.ErrInvalidGroupID":              metadata.ErrInvalidGroupID,
 	"metadata.ErrInvalidOffsetCommit":         metadata.ErrInvalidOffsetCommit,
+	"metadata.ErrInvalidPartition":            metadata.ErrInvalidPartition,
 	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
 	"replica.ErrUnknownTopicOrPartition":      replica.ErrUnknownTopicOrPartition,
 	"replica.ErrInvalidRequest":               replica.ErrInvalidRequest,

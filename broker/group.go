@@ -23,6 +23,11 @@ type groupService struct {
 func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
 	offsets := make([]metadata.OffsetCommit, len(req.Offsets))
 	for i, o := range req.Offsets {
+		// A name no topic can have is INVALID_TOPIC_EXCEPTION here as in
+		// every call that names a topic, not the controller's unknown topic.
+		if err := validateTopicName(o.Topic); err != nil {
+			return nil, toStatus(fmt.Errorf("commit offsets: group %q entry %d: %w", req.Group, i, err))
+		}
 		epoch := int32(-1)
 		if o.OptionalLeaderEpoch != nil {
 			epoch = o.GetLeaderEpoch()
@@ -40,6 +45,9 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOff
 func (s *groupService) FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
 	parts := make([]metadata.TopicPartition, len(req.Partitions))
 	for i, p := range req.Partitions {
+		if err := validateTopicName(p.Topic); err != nil {
+			return nil, toStatus(fmt.Errorf("fetch offsets: group %q: %w", req.Group, err))
+		}
 		parts[i] = metadata.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 	}
 	offsets, err := s.b.cluster.fwd.FetchOffsets(ctx, req.Group, parts)

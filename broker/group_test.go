@@ -106,8 +106,10 @@ func TestGroupBadInput(t *testing.T) {
 	wantStatus(t, commit("g"), codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "no offsets")
 	wantStatus(t, commit("g", ok, &quirev1.OffsetCommit{Topic: "nope", Offset: 1}), codes.NotFound,
 		quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, `entry 1: topic "nope" does not exist`)
-	wantStatus(t, commit("g", &quirev1.OffsetCommit{Topic: "orders", Partition: 2, Offset: 1}), codes.NotFound,
-		quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "no partition 2")
+	wantStatus(t, commit("g", &quirev1.OffsetCommit{Topic: "orders", Partition: 2, Offset: 1}), codes.InvalidArgument,
+		quirev1.ErrorCode_INVALID_REQUEST, "no partition 2")
+	wantStatus(t, commit("g", ok, &quirev1.OffsetCommit{Topic: "", Offset: 1}), codes.InvalidArgument,
+		quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "entry 1", "topic name is empty")
 	wantStatus(t, commit("g", &quirev1.OffsetCommit{Topic: "orders", Partition: 0, Offset: -1}), codes.InvalidArgument,
 		quirev1.ErrorCode_INVALID_REQUEST, "negative offset -1")
 	wantStatus(t, commit("g", &quirev1.OffsetCommit{Topic: "orders", Partition: 0, Offset: 1, Metadata: strings.Repeat("m", 4097)}),

@@ -31,6 +31,7 @@ func TestErrorInvalidRequestsAreNotRetriable(t *testing.T) {
 	_, c := start(t, noAutoCreate)
 	ctx := ctxT(t)
 	createTopic(t, c, "inv", 2, nil)
+	groups := quirev1.NewGroupsClient(c.conn)
 	batch := makeBatch(1, 10, "x")
 	type target struct {
 		topic     string
@@ -48,7 +49,9 @@ func TestErrorInvalidRequestsAreNotRetriable(t *testing.T) {
 	var pr []*quirev1.PartitionRecords
 	var fp []*quirev1.FetchPartition
 	var lp []*quirev1.ListOffsetsPartition
+	var mp []*quirev1.FetchRecordsPartition
 	for _, b := range bad {
+		mp = append(mp, &quirev1.FetchRecordsPartition{Topic: b.topic, Partition: b.partition})
 		pr = append(pr, &quirev1.PartitionRecords{Topic: b.topic, Partition: b.partition, Records: batch})
 		fp = append(fp, &quirev1.FetchPartition{Topic: b.topic, Partition: b.partition})
 		lp = append(lp, &quirev1.ListOffsetsPartition{Topic: b.topic, Partition: b.partition, TimestampMs: -1})
@@ -78,6 +81,25 @@ func TestErrorInvalidRequestsAreNotRetriable(t *testing.T) {
 		}
 		_, err = c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: b.topic, Records: []*quirev1.ProduceRecord{rec}})
 		wantPermanent(t, "ProduceRecords", err, b.want)
+
+		// The group offset calls, answered by the controller, say the same.
+		_, err = groups.CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: "g",
+			Offsets: []*quirev1.OffsetCommit{{Topic: b.topic, Partition: b.partition, Offset: 1}}})
+		wantPermanent(t, "CommitOffsets", err, b.want)
+		_, err = groups.FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "g",
+			Partitions: []*quirev1.TopicPartition{{Topic: b.topic, Partition: b.partition}}})
+		wantPermanent(t, "FetchOffsets", err, b.want)
+		if b.topic != "inv" {
+			_, err = c.admin.DescribeProducers(ctx, &quirev1.DescribeProducersRequest{Topic: b.topic})
+			wantPermanent(t, "DescribeProducers", err, b.want)
+		}
+	}
+	mresp, err := c.consumer.FetchRecordsMulti(ctx, &quirev1.FetchRecordsMultiRequest{Partitions: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bad {
+		wantInline(t, mresp.Partitions[i].Error, b.want, false)
 	}
 
 	md, err := c.meta.GetMetadata(ctx, &quirev1.GetMetadataRequest{Topics: []string{"", "missing"}})

@@ -148,7 +148,7 @@ func validateTopicConfigs(m map[string]string) error {
 	for _, name := range keys {
 		k, ok := topicKeyIndex[name]
 		if !ok {
-			return fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, name)
+			return fmt.Errorf("%w: unknown topic config %q%s", ErrInvalidConfig, name, unknownTopicKeyHint(name))
 		}
 		if err := k.apply(&tc, m[name]); err != nil {
 			return fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, name, m[name], err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -121,8 +122,34 @@ func fromStatus(err error) error {
 		return newError(quirev1.ErrorCode_REQUEST_TIMED_OUT, st.Message())
 	case codes.Canceled:
 		return context.Canceled
+	case codes.ResourceExhausted:
+		if e := requestRefusedUnread(st.Message()); e != nil {
+			return e
+		}
 	}
 	return fmt.Errorf("client: %s: %s", st.Code(), st.Message())
+}
+
+// requestRefusedUnread is the error for gRPC's refusal of a message over a
+// receive limit ("grpc: received message larger than max (N vs. M)") when
+// the limit is not this client's own (maxRecvMsgSize) but a broker's: a
+// request more than twice the broker's request limit (2 x
+// message.max.bytes + 1 MiB, at least 8 MiB), which its gRPC server
+// refuses unread, without the quire.v1.Error it gives a request nearer
+// the limit (broker/recvlimit.go). It is that error's MESSAGE_TOO_LARGE,
+// naming the key to raise; nil for any other message.
+func requestRefusedUnread(msg string) *Error {
+	i := strings.LastIndex(msg, "(")
+	if !strings.Contains(msg, "received message larger than max") || i < 0 {
+		return nil
+	}
+	var n, most int
+	if _, err := fmt.Sscanf(msg[i:], "(%d vs. %d)", &n, &most); err != nil || most == maxRecvMsgSize {
+		return nil
+	}
+	return newError(quirev1.ErrorCode_MESSAGE_TOO_LARGE, fmt.Sprintf(
+		"a request of %d bytes is over the broker's limit of %d bytes (2 x message.max.bytes + 1 MiB, at least 8 MiB; gRPC refused it unread at %d): raise message.max.bytes on the brokers, or send smaller requests",
+		n, most/2, most))
 }
 
 // retriable reports whether err may succeed on retry: an *Error whose code

@@ -55,7 +55,8 @@ func TestClientGroupOffsets(t *testing.T) {
 	}{
 		{cl.CommitOffsets(ctx, "", client.OffsetCommit{Topic: "gt", Offset: 1}), quirev1.ErrorCode_INVALID_GROUP_ID},
 		{cl.CommitOffsets(ctx, "g", client.OffsetCommit{Topic: "nope", Offset: 1}), quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
-		{cl.CommitOffsets(ctx, "g", client.OffsetCommit{Topic: "gt", Partition: 3, Offset: 1}), quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+		{cl.CommitOffsets(ctx, "g", client.OffsetCommit{Topic: "gt", Partition: 3, Offset: 1}), quirev1.ErrorCode_INVALID_REQUEST},
+		{cl.CommitOffsets(ctx, "g", client.OffsetCommit{Topic: "", Offset: 1}), quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION},
 		{cl.CommitOffsets(ctx, "g", client.OffsetCommit{Topic: "gt", Offset: -2}), quirev1.ErrorCode_INVALID_REQUEST},
 		{cl.CommitOffsets(ctx, "g", client.OffsetCommit{Topic: "gt", Offset: 1, LeaderEpoch: -2}), quirev1.ErrorCode_INVALID_REQUEST},
 		{cl.DeleteGroup(ctx, "g1"), quirev1.ErrorCode_GROUP_ID_NOT_FOUND},

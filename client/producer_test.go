@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/partitioner"
@@ -159,6 +160,26 @@ func TestProducerBatchFollowsTopicMaxMessageBytes(t *testing.T) {
 	err := cl.ProduceSync(ctx, &client.Record{Topic: "small", Value: make([]byte, 4096)})
 	if !errors.Is(err, client.ErrRecordTooLarge) || !strings.Contains(err.Error(), "max.message.bytes") {
 		t.Fatalf("oversized record: %v", err)
+	}
+}
+
+// TestProducerRequestFarOverBrokerLimit: a batch a topic allows but more
+// than twice the broker's request limit, which the broker's gRPC server
+// refuses unread with no quire.v1.Error, fails as MESSAGE_TOO_LARGE naming
+// the key to raise, as a request nearer the limit does.
+func TestProducerRequestFarOverBrokerLimit(t *testing.T) {
+	b := brokertest.Start(t)
+	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
+	ctx := testCtx(t)
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "huge", Partitions: 1, Configs: map[string]string{"max.message.bytes": "33554432"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{9 << 20, 20 << 20} {
+		err := cl.ProduceSync(ctx, &client.Record{Topic: "huge", Value: make([]byte, size)})
+		if client.ErrorCode(err) != quirev1.ErrorCode_MESSAGE_TOO_LARGE || !strings.Contains(err.Error(), "raise message.max.bytes") ||
+			!strings.Contains(err.Error(), "limit of 8388608 bytes") {
+			t.Errorf("a %d-byte record: %v", size, err)
+		}
 	}
 }
 

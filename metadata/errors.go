@@ -30,6 +30,12 @@ var (
 	// bytes, or a partition named twice; or a commit of nothing or of
 	// more than MaxOffsetCommitEntries entries.
 	ErrInvalidOffsetCommit = errors.New("metadata: invalid offset commit")
+	// ErrInvalidPartition: a group offset naming a partition below 0 or at
+	// or past its topic's partition count: a request that fails the same
+	// way however often it is sent (INVALID_REQUEST, as the broker answers
+	// for such a partition in produce and fetch), unlike an unknown topic,
+	// which may yet be created.
+	ErrInvalidPartition = errors.New("metadata: invalid partition")
 	// ErrUnknownGroup: a group with no committed offsets.
 	ErrUnknownGroup = errors.New("metadata: unknown group")
 	// ErrUnsupportedVersion: a command that needs a metadata.version above

@@ -98,7 +98,7 @@ func ValidateOffsetCommit(img *Image, group string, offsets []OffsetCommit) erro
 		}
 		if o.Partition < 0 || int(o.Partition) >= len(t.Partitions) {
 			return fmt.Errorf("%w: group %q entry %d: topic %q has no partition %d (it has %d)",
-				ErrUnknownTopic, group, i, o.Topic, o.Partition, len(t.Partitions))
+				ErrInvalidPartition, group, i, o.Topic, o.Partition, len(t.Partitions))
 		}
 		if o.Offset < 0 {
 			return fmt.Errorf("%w: group %q entry %d (%s-%d): negative offset %d",
@@ -154,8 +154,9 @@ func (img *Image) Offset(group, topic string, partition int32) (CommittedOffset,
 }
 
 // groupOffsets answers a fetch of a group's offsets from img: those of the
-// named partitions (offset -1 where never committed; an unknown topic or
-// partition is ErrUnknownTopic), or every committed one when none is named.
+// named partitions (offset -1 where never committed; an unknown topic is
+// ErrUnknownTopic, a partition it does not have ErrInvalidPartition), or
+// every committed one when none is named.
 func groupOffsets(img *Image, group string, partitions []TopicPartition) ([]CommittedOffset, error) {
 	if err := ValidateGroupID(group); err != nil {
 		return nil, err
@@ -170,7 +171,7 @@ func groupOffsets(img *Image, group string, partitions []TopicPartition) ([]Comm
 			return nil, fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, tp.Topic)
 		}
 		if tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
-			return nil, fmt.Errorf("%w: topic %q has no partition %d (it has %d)", ErrUnknownTopic, tp.Topic, tp.Partition, len(t.Partitions))
+			return nil, fmt.Errorf("%w: topic %q has no partition %d (it has %d)", ErrInvalidPartition, tp.Topic, tp.Partition, len(t.Partitions))
 		}
 		o, ok := img.Offset(group, tp.Topic, tp.Partition)
 		if !ok {

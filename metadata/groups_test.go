@@ -88,7 +88,7 @@ func TestFSMCommitOffsets(t *testing.T) {
 	if got[0].Offset != 1 || got[1].Offset != -1 || got[1].CommitTimeMs != -1 || got[1].LeaderEpoch != -1 {
 		t.Fatalf("fetched %+v", got)
 	}
-	if _, err := groupOffsets(img, "g0", []TopicPartition{{"a", 2}}); !errors.Is(err, ErrUnknownTopic) {
+	if _, err := groupOffsets(img, "g0", []TopicPartition{{"a", 2}}); !errors.Is(err, ErrInvalidPartition) {
 		t.Fatalf("fetch of a partition that does not exist: %v", err)
 	}
 	if _, err := groupOffsets(img, "", nil); !errors.Is(err, ErrInvalidGroupID) {
@@ -119,14 +119,14 @@ func TestFSMCommitOffsetsRejectedWhole(t *testing.T) {
 		{"NUL in group", commit("g\x00h", 1, oc("a", 0, 1)), ErrInvalidGroupID, "NUL"},
 		{"no offsets", commit("g", 1), ErrInvalidOffsetCommit, "no offsets"},
 		{"unknown topic", commit("g", 1, oc("a", 1, 1), oc("zz", 0, 1)), ErrUnknownTopic, `entry 1: topic "zz"`},
-		{"partition too high", commit("g", 1, oc("a", 1, 1), oc("a", 2, 1)), ErrUnknownTopic, "no partition 2"},
-		{"negative partition", commit("g", 1, oc("a", -1, 1)), ErrUnknownTopic, "no partition -1"},
+		{"partition too high", commit("g", 1, oc("a", 1, 1), oc("a", 2, 1)), ErrInvalidPartition, "no partition 2"},
+		{"negative partition", commit("g", 1, oc("a", -1, 1)), ErrInvalidPartition, "no partition -1"},
 		{"negative offset", commit("g", 1, oc("a", 1, 1), oc("b", 0, -1)), ErrInvalidOffsetCommit, "entry 1 (b-0): negative offset -1"},
 		{"metadata too large", commit("g", 1, oc("a", 0, 9), bigMeta), ErrInvalidOffsetCommit, "metadata is 4097 bytes"},
 		{"partition twice", commit("g", 1, oc("a", 0, 9), oc("a", 0, 10)), ErrInvalidOffsetCommit, "also entry 0"},
 		{"leader epoch below -1", commit("g", 1, oc("a", 0, 9), badEpoch), ErrInvalidOffsetCommit, "entry 1 (a-1): leader epoch -2"},
 		{"too many entries", commit("g", 1, tooMany...), ErrInvalidOffsetCommit, "10001 offsets in one commit, the limit is 10000"},
-		{"new group, bad entry", commit("h", 1, oc("a", 0, 1), oc("b", 3, 1)), ErrUnknownTopic, "no partition 3"},
+		{"new group, bad entry", commit("h", 1, oc("a", 0, 1), oc("b", 3, 1)), ErrInvalidPartition, "no partition 3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tf.t = t

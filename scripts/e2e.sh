@@ -197,6 +197,12 @@ expect '"valueBytes": "/wA="' "$out"
 [ "$(grep -c '"value": ""' <<<"$out")" -eq 1 ] || fail "want one empty value and one tombstone: $out"
 expect '"nextOffset": "2"' "$out"
 expect '"nextOffset": "1"' "$out"
+# Both fields of a pair: grpcurl does not refuse it and sends the last one
+# (docs/grpc-api.md says so).
+out=$(call quire.v1.Producer/ProduceRecords '{"topic": "e2e-plain", "records": [{"value": "as-text", "valueBytes": "YXMtYnl0ZXM=", "partition": 1}]}')
+expect '"offset": "1"' "$out"
+out=$(call quire.v1.Consumer/FetchRecords '{"topic": "e2e-plain", "partition": 1, "offset": 1}')
+expect '"value": "as-bytes"' "$out"
 out=$(call quire.v1.Consumer/FetchRecordsMulti '{"partitions": [{"topic": "e2e-plain", "partition": 9}]}')
 expect '"code": "INVALID_REQUEST"' "$out" # a partition past the count: not retriable
 

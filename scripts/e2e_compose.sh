@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of the compose cluster (docker-compose.yml) on a real
-# Docker engine: the image is built without a registry (`make image`), the
+# Docker engine: the image is built without a registry (`make image`) and
+# holds only the binary and its data directory, run as a non-root user; the
 # three containers come up healthy, a host client (bin/quire, through the
 # EXTERNAL listeners on 127.0.0.1) creates a replication factor 3 topic and
 # produces with acks=all; the leader's container is killed and every
@@ -179,6 +180,17 @@ step "building image $image (make image)"
 make -s image IMAGE="$image" >"$tmp/build.log" 2>&1 || { tail -n 30 "$tmp/build.log" >&2; fail "make image"; }
 t_build=$(since "$t")
 step "time image build: $t_build"
+
+step "the image: nothing but the static binary and its data directory (FROM scratch), run as a non-root user"
+user=$(docker image inspect -f '{{.Config.User}}' "$image") || fail "docker image inspect $image"
+case $user in '' | 0 | 0:* | root | root:*) fail "the image runs as root (User '$user')" ;; esac
+docker create --name "$client_name" "$image" >/dev/null || fail "docker create $image"
+# What the engine adds to every container (/.dockerenv, /dev, /proc, /sys,
+# /etc's hosts, hostname, resolv.conf, mtab) is not the image's.
+files=$(docker export "$client_name" | tar -t | grep -Ev '^(\.dockerenv|dev/.*|proc/|sys/|etc/|etc/(hostname|hosts|mtab|resolv\.conf))$' | sort | tr '\n' ' ')
+docker rm -f "$client_name" >/dev/null 2>&1 || true
+[ "$files" = "usr/ usr/local/ usr/local/bin/ usr/local/bin/quire var/ var/lib/ var/lib/quire/ " ] ||
+	fail "the image holds more than the binary and its data directory: $files"
 
 t=$(now)
 step "docker compose up -d (project $project, host ports $all_brokers)"

@@ -1,11 +1,19 @@
 # Helpers shared by the end-to-end scripts; source it.
 
 # free_ports N: the first of N consecutive loopback ports nothing answers
-# on, or nothing if 50 random tries found none.
+# on, or nothing if 50 random tries found none. They are taken below the
+# kernel's ephemeral range (ip_local_port_range): a port there that nothing
+# listens on may still be the local end of some connection, and binding it
+# then fails (docker's port publishing did, "address already in use").
 free_ports() {
-	local n=$1 candidate i free
+	local n=$1 candidate i free lo=32768 span
+	if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
+		read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+	fi
+	span=$((lo - 20000 - n))
+	[ "$span" -ge 1000 ] || span=40000 # an unusual range: any port from 20000
 	for _ in $(seq 1 50); do
-		candidate=$((20000 + RANDOM % 40000))
+		candidate=$((20000 + RANDOM % span))
 		free=1
 		for ((i = 0; i < n; i++)); do
 			if (exec 3<>"/dev/tcp/127.0.0.1/$((candidate + i))") 2>/dev/null; then free=0; fi

@@ -74,7 +74,8 @@ type AdminClient interface {
 	// answers for it: a partition this broker does not lead has
 	// NOT_LEADER_OR_FOLLOWER in its result (with the leader, when known), so
 	// a client asks each leader for its partitions (quire topic describe
-	// --producers does). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a
+	// --producers does). An empty or malformed topic name is
+	// INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a
 	// partition past the topic's count INVALID_REQUEST, for the whole call.
 	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
 }
@@ -248,7 +249,8 @@ type AdminServer interface {
 	// answers for it: a partition this broker does not lead has
 	// NOT_LEADER_OR_FOLLOWER in its result (with the leader, when known), so
 	// a client asks each leader for its partitions (quire topic describe
-	// --producers does). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a
+	// --producers does). An empty or malformed topic name is
+	// INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a
 	// partition past the topic's count INVALID_REQUEST, for the whole call.
 	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
 	mustEmbedUnimplementedAdminServer()

@@ -33,28 +33,32 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Groups keeps consumer groups' committed offsets. A group here is
-// what Kafka calls a simple consumer group (manual assignment): any client
-// may commit offsets for a group id and read them back; there is no
-// membership or rebalancing yet. Offsets are committed through the
-// metadata log, so they survive any node's failure, and every call is
-// answered by the controller (any broker forwards it there): a commit made
-// through one broker is read back at once through another. A failed call
-// returns a gRPC status with a quire.v1.Error in its details.
+// Groups keeps consumer groups: their committed offsets, which any client
+// may commit for a group id and read back (Kafka's simple consumer group,
+// manual assignment), and their membership, KIP-848 style
+// (ConsumerGroupHeartbeat, or Subscribe for a member on one stream).
+// Offsets are committed through the metadata log, so they survive any
+// node's failure, and every call is answered by the controller (any broker
+// forwards it there): a commit made through one broker is read back at once
+// through another. A failed call returns a gRPC status with a
+// quire.v1.Error in its details.
 type GroupsClient interface {
 	// CommitOffsets stores offsets for a group, all or nothing: an empty or
 	// too long group id (more than 255 bytes), or one holding a NUL byte, is
-	// INVALID_ARGUMENT (INVALID_GROUP_ID); an unknown topic or partition
-	// NOT_FOUND; no offsets, more than 10000, a negative offset, a leader
-	// epoch below -1, metadata over 4096 bytes or a partition named twice
-	// INVALID_ARGUMENT (INVALID_REQUEST). Without a controller it is
-	// UNAVAILABLE (retriable).
+	// INVALID_ARGUMENT (INVALID_GROUP_ID); an empty or malformed topic name
+	// INVALID_ARGUMENT (INVALID_TOPIC_EXCEPTION); an unknown topic NOT_FOUND
+	// (UNKNOWN_TOPIC_OR_PARTITION, retriable: it may yet be created); a
+	// partition the topic does not have, no offsets, more than 10000, a
+	// negative offset, a leader epoch below -1, metadata over 4096 bytes or a
+	// partition named twice INVALID_ARGUMENT (INVALID_REQUEST). Without a
+	// controller it is UNAVAILABLE (retriable).
 	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
 	// FetchOffsets reads a group's committed offsets: those of the named
 	// partitions (offset -1 for one never committed, as in Kafka), or every
 	// committed one when none is named. An unknown group has none committed;
-	// a bad group id (as for CommitOffsets) is INVALID_ARGUMENT
-	// (INVALID_GROUP_ID).
+	// a bad group id, topic name or partition is refused as by
+	// CommitOffsets (INVALID_GROUP_ID, INVALID_TOPIC_EXCEPTION,
+	// INVALID_REQUEST), an unknown topic is NOT_FOUND.
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	// ListGroups lists the groups with committed offsets.
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
@@ -206,28 +210,32 @@ func (c *groupsClient) ResetOffsets(ctx context.Context, in *ResetOffsetsRequest
 // All implementations must embed UnimplementedGroupsServer
 // for forward compatibility.
 //
-// Groups keeps consumer groups' committed offsets. A group here is
-// what Kafka calls a simple consumer group (manual assignment): any client
-// may commit offsets for a group id and read them back; there is no
-// membership or rebalancing yet. Offsets are committed through the
-// metadata log, so they survive any node's failure, and every call is
-// answered by the controller (any broker forwards it there): a commit made
-// through one broker is read back at once through another. A failed call
-// returns a gRPC status with a quire.v1.Error in its details.
+// Groups keeps consumer groups: their committed offsets, which any client
+// may commit for a group id and read back (Kafka's simple consumer group,
+// manual assignment), and their membership, KIP-848 style
+// (ConsumerGroupHeartbeat, or Subscribe for a member on one stream).
+// Offsets are committed through the metadata log, so they survive any
+// node's failure, and every call is answered by the controller (any broker
+// forwards it there): a commit made through one broker is read back at once
+// through another. A failed call returns a gRPC status with a
+// quire.v1.Error in its details.
 type GroupsServer interface {
 	// CommitOffsets stores offsets for a group, all or nothing: an empty or
 	// too long group id (more than 255 bytes), or one holding a NUL byte, is
-	// INVALID_ARGUMENT (INVALID_GROUP_ID); an unknown topic or partition
-	// NOT_FOUND; no offsets, more than 10000, a negative offset, a leader
-	// epoch below -1, metadata over 4096 bytes or a partition named twice
-	// INVALID_ARGUMENT (INVALID_REQUEST). Without a controller it is
-	// UNAVAILABLE (retriable).
+	// INVALID_ARGUMENT (INVALID_GROUP_ID); an empty or malformed topic name
+	// INVALID_ARGUMENT (INVALID_TOPIC_EXCEPTION); an unknown topic NOT_FOUND
+	// (UNKNOWN_TOPIC_OR_PARTITION, retriable: it may yet be created); a
+	// partition the topic does not have, no offsets, more than 10000, a
+	// negative offset, a leader epoch below -1, metadata over 4096 bytes or a
+	// partition named twice INVALID_ARGUMENT (INVALID_REQUEST). Without a
+	// controller it is UNAVAILABLE (retriable).
 	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
 	// FetchOffsets reads a group's committed offsets: those of the named
 	// partitions (offset -1 for one never committed, as in Kafka), or every
 	// committed one when none is named. An unknown group has none committed;
-	// a bad group id (as for CommitOffsets) is INVALID_ARGUMENT
-	// (INVALID_GROUP_ID).
+	// a bad group id, topic name or partition is refused as by
+	// CommitOffsets (INVALID_GROUP_ID, INVALID_TOPIC_EXCEPTION,
+	// INVALID_REQUEST), an unknown topic is NOT_FOUND.
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	// ListGroups lists the groups with committed offsets.
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)

@@ -464,7 +464,9 @@ func (x *PartitionProduceResult) GetLogStartOffset() int64 {
 // pair unset writes a Kafka null (length -1): a null key, or a null value,
 // which is a tombstone. Setting one to "" writes an empty key or value,
 // which is not null. In the binary encoding the last of a pair on the wire
-// wins; JSON rejects a record that sets both. (Clients generated from older
+// wins; the protobuf JSON mapping (Go's protojson, Python's json_format)
+// rejects a record that sets both, while grpcurl keeps the last of the two
+// it reads. (Clients generated from older
 // versions of this file, where value was a plain string, do not send an
 // empty value at all: it now writes a tombstone. JSON that leaves out
 // "value" writes one too.)

@@ -35,7 +35,8 @@ const (
 // Security manages SCRAM users and ACLs, both kept in the metadata log
 // (metadata.version 3). Any broker accepts these calls; writes are
 // forwarded to the controller. With authorizer.enable they need Alter
-// (writes) or Describe (reads) on the cluster resource.
+// (writes) or Describe (reads) on the cluster resource. A failed call
+// returns a gRPC status with a quire.v1.Error in its details.
 type SecurityClient interface {
 	// UpsertUser creates a user or replaces its password. The broker derives
 	// a SCRAM-SHA-256 credential (a random salt, iterations, the keys) and
@@ -139,7 +140,8 @@ func (c *securityClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...
 // Security manages SCRAM users and ACLs, both kept in the metadata log
 // (metadata.version 3). Any broker accepts these calls; writes are
 // forwarded to the controller. With authorizer.enable they need Alter
-// (writes) or Describe (reads) on the cluster resource.
+// (writes) or Describe (reads) on the cluster resource. A failed call
+// returns a gRPC status with a quire.v1.Error in its details.
 type SecurityServer interface {
 	// UpsertUser creates a user or replaces its password. The broker derives
 	// a SCRAM-SHA-256 credential (a random salt, iterations, the keys) and

@@ -252,6 +252,31 @@ func TestCLIProduceFollowsTopicMaxMessageBytes(t *testing.T) {
 	}
 }
 
+// TestCLIProduceLineTooLong: a line over --max-line-bytes stops produce
+// with an error naming the line and the flag; the lines before it are
+// produced. A line of exactly --max-line-bytes is taken.
+func TestCLIProduceLineTooLong(t *testing.T) {
+	b := brokertest.Start(t)
+	brokers := []string{"--brokers", b.Addr()}
+	if _, _, err := runCLIStdin(strings.Repeat("y", 1024)+"\n", append(brokers, "produce", "exact", "--max-line-bytes", "1024")...); err != nil {
+		t.Fatalf("a 1024-byte line with --max-line-bytes 1024: %v", err)
+	}
+	in := "a\nb\n" + strings.Repeat("x", 1025) + "\nc\n"
+	_, _, err := runCLIStdin(in, append(brokers, "produce", "long", "-p", "0", "--max-line-bytes", "1024")...)
+	if err == nil || !strings.Contains(err.Error(), "line 3 is longer than --max-line-bytes (1024 bytes)") {
+		t.Fatalf("a 2000-byte line with --max-line-bytes 1024: %v", err)
+	}
+	out, _, err := runCLIStdin("", append(brokers, "consume", "long", "-p", "0", "-o", "start", "-n", "2")...)
+	if err != nil || out != "a\nb\n" {
+		t.Fatalf("the lines before the long one: printed %q, error %v", out, err)
+	}
+	ctx, cl := testClient(t, b.Addr())
+	ds, err := cl.DescribeTopics(ctx, "long")
+	if err != nil || len(ds) != 1 || ds[0].Partitions[0].HighWatermark != 2 {
+		t.Fatalf("want exactly the 2 lines before the long one in long-0: %+v %v", ds, err)
+	}
+}
+
 // TestCLIConsumeGroupMember: consume -g without -p joins the group, reads
 // what the group has not committed, commits it and leaves on exit, so the
 // next run goes on from there.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -70,9 +71,17 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 				return err
 			}
 			p := &lineProducer{cl: cl, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), verbose: verbose, json: g.format == "json"}
+			if maxLine < 1 {
+				return fmt.Errorf("bad --max-line-bytes %d: it must be positive", maxLine)
+			}
 			sc := bufio.NewScanner(cmd.InOrStdin())
-			sc.Buffer(make([]byte, 64<<10), maxLine)
+			// The scanner holds a line and its newline in at most the
+			// larger of its limit and the buffer's capacity, so the buffer
+			// starts no larger than the limit.
+			sc.Buffer(make([]byte, min(64<<10, maxLine+1)), maxLine+1)
+			lines := 0
 			for sc.Scan() {
+				lines++
 				line := sc.Text()
 				r := &client.Record{Topic: args[0], Partition: partition, Headers: hdrs}
 				switch {
@@ -93,11 +102,18 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 					break
 				}
 			}
-			if err := sc.Err(); err != nil {
-				return fmt.Errorf("read stdin: %w", err)
+			readErr := sc.Err()
+			if errors.Is(readErr, bufio.ErrTooLong) {
+				readErr = fmt.Errorf("line %d is longer than --max-line-bytes (%d bytes); the lines before it are produced, none from it on (raise --max-line-bytes; a record must also fit the topic's max.message.bytes)",
+					lines+1, maxLine)
+			} else if readErr != nil {
+				readErr = fmt.Errorf("read stdin: %w", readErr)
 			}
 			if err := cl.Flush(ctx); err != nil {
 				return err
+			}
+			if readErr != nil {
+				return readErr
 			}
 			p.mu.Lock()
 			defer p.mu.Unlock()
@@ -120,7 +136,7 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 	f.StringVarP(&compression, "compression", "z", "none", "none, gzip, snappy, lz4 or zstd")
 	f.StringArrayVarP(&headers, "header", "H", nil, "header key=value for every record (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where each record landed")
-	f.IntVar(&maxLine, "max-line-bytes", 16<<20, "longest input line accepted")
+	f.IntVar(&maxLine, "max-line-bytes", 16<<20, "longest input line accepted (a longer one stops produce with an error)")
 	f.IntVar(&batchMax, "batch-max-bytes", 0, "largest record batch built (default: the topic's max.message.bytes)")
 	return cmd
 }

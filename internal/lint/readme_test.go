@@ -99,3 +99,50 @@ func TestReadmeExamplesRunByE2E(t *testing.T) {
 		t.Fatalf("found only %d grpcurl methods in README.md's grpcurl block", len(methods))
 	}
 }
+
+// TestReadmeSaysWhatMakeTestInstalls: the README's opening, where `make
+// test` is introduced, names every package the scripts install with
+// apt-get and every tool scripts/tools.sh puts into ./bin, so that running
+// the tests installs nothing the README does not say.
+func TestReadmeSaysWhatMakeTestInstalls(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	intro, _, _ := strings.Cut(string(data), "\n## ")
+	want := map[string]string{}
+	files, _ := filepath.Glob("../../scripts/*.sh")
+	aptInstall := regexp.MustCompile(`apt-get install((?:[ \t]+[-a-z0-9.+]+)+)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range aptInstall.FindAllStringSubmatch(string(b), -1) {
+			for _, pkg := range strings.Fields(m[1]) {
+				if !strings.HasPrefix(pkg, "-") {
+					want[pkg] = filepath.Base(f) + " (apt-get)"
+				}
+			}
+		}
+	}
+	tools, err := os.ReadFile("../../scripts/tools.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := regexp.MustCompile(`(?m)^order=\(([^)]*)\)`).FindSubmatch(tools)
+	if order == nil {
+		t.Fatal("scripts/tools.sh has no order=(...) list of its tools")
+	}
+	for _, tool := range strings.Fields(string(order[1])) {
+		want[tool] = "tools.sh"
+	}
+	if len(want) < 8 {
+		t.Fatalf("found only %d installed packages and tools: %v", len(want), want)
+	}
+	for name, from := range want {
+		if !strings.Contains(intro, "`"+name+"`") {
+			t.Errorf("README.md's opening does not say that make test installs `%s` (%s)", name, from)
+		}
+	}
+}
