@@ -30,6 +30,7 @@ unit:
 
 e2e: build chaos-bin
 	scripts/tools.sh grpcurl
+	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_make_run.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_security.sh

@@ -59,6 +59,19 @@ func TestReadmeExamplesRunByE2E(t *testing.T) {
 	if !strings.HasPrefix(first, "make run") || !strings.Contains(first, "make test") {
 		t.Errorf("README.md's first block must give make run and make test:\n%s", first)
 	}
+	// make run is checked as printed by scripts/e2e_make_run.sh, which the
+	// Makefile's e2e target (part of make test) must run; make test is
+	// what .ci/run runs.
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^e2e:(?:.*\n\t.*)*\n\t.*scripts/e2e_make_run\.sh`).Match(makefile) {
+		t.Error("the Makefile's e2e target does not run scripts/e2e_make_run.sh, so nothing checks the README's make run")
+	}
+	if ci, err := os.ReadFile("../../.ci/run"); err != nil || !regexp.MustCompile(`(?m)^[^#]*\bmake test\b`).Match(ci) {
+		t.Errorf(".ci/run does not run make test (err %v)", err)
+	}
 	var scripts strings.Builder
 	files, _ := filepath.Glob("../../scripts/*.sh")
 	for _, f := range files {
