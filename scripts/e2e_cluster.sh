@@ -153,7 +153,7 @@ ln -sfn "$root/scripts" "$tmp/readme/scripts"
 ports="s/19092/$base/g; s/19093/$((base + 1))/g; s/19094/$((base + 2))/g"
 out=$(run_readme_block cluster "$tmp/readme" "$ports" 2>&1) || fail "the README's cluster block failed: $out"
 grep -Eq '^ *1000$' <<<"$out" || fail "README cluster block: consume did not print 1000 records after the kill: $out"
-grep -Eq '^t +[0-5] .*(LEADER-UNREACHABLE|UNDER-REPLICATED)' <<<"$out" ||
+grep -Eq '^t +[0-5] .*(LEADER-UNREACHABLE|REPLICA-UNREACHABLE|UNDER-REPLICATED)' <<<"$out" ||
 	fail "README cluster block: describe --under-replicated right after the kill listed nothing: $out"
 
 step "ok"

@@ -218,13 +218,22 @@ func TestCLIUnderReplicatedRightAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	// Every partition has the dead node as its leader or as an in-sync
+	// follower (RF 3 on 3 nodes), so every one is at risk.
+	status := map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 6 && f[0] == "ur" && f[1] == "0" {
-			found = f[5] == "LEADER-UNREACHABLE" && f[2] == fmt.Sprint(dead)
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "ur" {
+			status[f[1]] = f[5]
+			want := "REPLICA-UNREACHABLE"
+			if f[2] == fmt.Sprint(dead) {
+				want = "LEADER-UNREACHABLE"
+			}
+			if f[5] != want {
+				t.Errorf("partition %s led by %s with node %d killed: %s, want %s", f[1], f[2], dead, f[5], want)
+			}
 		}
 	}
-	if !found || !strings.Contains(errOut, "broker.session.timeout.ms") {
+	if len(status) != 3 || status["0"] != "LEADER-UNREACHABLE" || !strings.Contains(errOut, "broker.session.timeout.ms") {
 		t.Fatalf("describe --under-replicated with leader %d killed:\n%s\nstderr: %s", dead, out, errOut)
 	}
 	out, _, err = runCLIStdin("", "--brokers", c.Addr(alive), "topic", "describe", "ur")

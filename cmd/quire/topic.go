@@ -121,11 +121,13 @@ until producer.id.expiration.ms after its last batch.
 
 With --under-replicated it lists instead, over the named topics or every
 topic, the partitions at risk: those with fewer in-sync replicas than
-replicas (UNDER-REPLICATED), no leader (OFFLINE), or a leader that did not
+replicas (UNDER-REPLICATED), no leader (OFFLINE), a leader that did not
 answer (LEADER-UNREACHABLE: right after a broker dies, until the controller
-fences it after broker.session.timeout.ms and elects new leaders). It is
-what to look at after a broker failure, and prints nothing when every
-partition is fully in sync.`,
+fences it after broker.session.timeout.ms and elects new leaders), or an
+in-sync follower on a broker that did not answer as the leader of another
+partition (REPLICA-UNREACHABLE: it will drop out of the ISR). It is what to
+look at after a broker failure, and prints nothing when every partition is
+fully in sync.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if underReplicated {
 				return nil
@@ -295,7 +297,8 @@ func leaderUnreachable(p client.PartitionDescription) bool {
 // unreachableNote explains LEADER-UNREACHABLE where it is shown.
 const unreachableNote = `note: an unreachable leader did not answer for its partitions' offsets. If it is down, the
 controller fences it once broker.session.timeout.ms passes without a heartbeat, and moves its
-partitions to in-sync followers; until then they cannot be written or read.`
+partitions to in-sync followers; until then they cannot be written or read. The partitions it
+follows (REPLICA-UNREACHABLE) leave it out of their ISR then.`
 
 func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalFlags, cl *client.Client, names []string) error {
 	ds, err := cl.DescribeTopics(ctx, names...)
@@ -303,7 +306,25 @@ func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalF
 		return err
 	}
 	found := []underReplicated{} // JSON: [] when all are in sync
-	unreachable := false
+	// The brokers that did not answer as a leader: until the controller
+	// fences them they are still in the ISRs of the partitions they follow,
+	// which are at risk too.
+	down := map[int32]bool{}
+	for _, d := range ds {
+		for _, p := range d.Partitions {
+			if leaderUnreachable(p) {
+				down[p.Leader] = true
+			}
+		}
+	}
+	followerDown := func(p client.PartitionDescription) bool {
+		for _, id := range p.ISR {
+			if id != p.Leader && down[id] {
+				return true
+			}
+		}
+		return false
+	}
 	for _, d := range ds {
 		for _, p := range d.Partitions {
 			status := "UNDER-REPLICATED"
@@ -312,8 +333,10 @@ func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalF
 				status = "OFFLINE"
 			case leaderUnreachable(p):
 				status = "LEADER-UNREACHABLE"
-				unreachable = true
-			case len(p.ISR) >= len(p.Replicas):
+			case len(p.ISR) < len(p.Replicas):
+			case followerDown(p):
+				status = "REPLICA-UNREACHABLE"
+			default:
 				continue
 			}
 			found = append(found, underReplicated{d.Name, p.Partition, p.Leader, p.Replicas, p.ISR, status})
@@ -332,7 +355,7 @@ func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalF
 	if err := printTable(out, []string{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "STATUS"}, rows); err != nil {
 		return err
 	}
-	if unreachable {
+	if len(down) > 0 {
 		fmt.Fprintln(errOut, unreachableNote)
 	}
 	return nil
