@@ -92,6 +92,8 @@ var rules = []rule{
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},
+	// The gRPC buffer pool of the broker and the client: nothing of ours.
+	{pkg: "internal/bufpool", ours: []string{}},
 }
 
 // prometheusImporter is the one package that may import the Prometheus
