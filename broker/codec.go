@@ -49,6 +49,8 @@ func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return wire.EncodeFetchResponse(m, wire.SliceBuffers{})
 	case *pooledFetch:
 		return wire.EncodeFetchResponse(m.resp, m) // fetch_buf.go
+	case *pooledReplicaFetch:
+		return encodeReplicaFetch(m) // replica_codec.go
 	}
 	return protoCodec.Marshal(v)
 }

@@ -36,12 +36,18 @@ func (c *cluster) ReplicaFetch(ctx context.Context, leader int32, req *replica.F
 	// for the reconnect instead of failing at once, so the first fetch
 	// after a network heals goes out as soon as the link is back, not a
 	// fetch backoff later.
-	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, fetchRequestToPB(req), grpc.MaxCallRecvMsgSize(maxSendBytes),
-		grpc.WaitForReady(true))
+	// The answer's records alias a pooled buffer (replica_codec.go) until
+	// the fetcher has appended them and calls Done.
+	ans := &pooledReplicaAnswer{}
+	err = cc.Invoke(ctx, pb.ReplicaService_ReplicaFetch_FullMethodName, fetchRequestToPB(req), ans,
+		grpc.MaxCallRecvMsgSize(maxSendBytes), grpc.WaitForReady(true), grpc.ForceCodecV2(peerCodec{}))
 	if err != nil {
+		ans.release()
 		return nil, err
 	}
-	return fetchResponseFromPB(resp), nil
+	resp := fetchResponseFromPB(&ans.msg)
+	resp.Done = ans.release
+	return resp, nil
 }
 
 // brokerAddr is where broker id listens, as registered.
