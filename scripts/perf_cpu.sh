@@ -143,12 +143,12 @@ tck=$(getconf CLK_TCK)
 recs=$(tr -d ' \n' <<<"$out" | grep -o '"records_per_sec":[0-9.e+]*' | cut -d: -f2)
 errs=$(tr -d ' \n' <<<"$out" | grep -o '"errors":[0-9]*' | cut -d: -f2)
 read -r cu cs <"$dir/client.time"
-line=$(awk -v u="$cu" -v s="$cs" -v n="$n" 'BEGIN { printf "client %.2f", (u + s) / n * 1e6 }')
+line=$(awk -v u="$cu" -v s="$cs" -v n="$n" 'BEGIN { printf "client %.3f", (u + s) / n * 1e6 }')
 total=$(awk -v u="$cu" -v s="$cs" 'BEGIN { print u + s }')
 for ((i = 0; i < count; i++)); do
 	secs=$(awk -v a="${before[$i]}" -v b="${after[$i]}" -v t="$tck" 'BEGIN { print (b - a) / t }')
-	line+=$(awk -v c="$secs" -v n="$n" -v i=$((i + 1)) 'BEGIN { printf ", node%d %.2f", i, c / n * 1e6 }')
+	line+=$(awk -v c="$secs" -v n="$n" -v i=$((i + 1)) 'BEGIN { printf ", node%d %.3f", i, c / n * 1e6 }')
 	total=$(awk -v a="$total" -v b="$secs" 'BEGIN { print a + b }')
 done
-printf '%s %s acks=%s: %.0f records/s, %s errors; CPU s per M records: %s, total %.2f\n' "$tool" "$mode" "$acks" "$recs" "${errs:-0}" \
+printf '%s %s acks=%s: %.0f records/s, %s errors; CPU s per M records: %s, total %.3f\n' "$tool" "$mode" "$acks" "$recs" "${errs:-0}" \
 	"$line" "$(awk -v t="$total" -v n="$n" 'BEGIN { print t / n * 1e6 }')"
