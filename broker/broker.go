@@ -20,6 +20,7 @@ import (
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/clock"
+	"github.com/quirelog/quire/internal/bufpool"
 	"github.com/quirelog/quire/internal/dirlock"
 	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
@@ -162,7 +163,7 @@ func (b *Broker) start() error {
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
-	internalv1.RegisterReplicaServiceServer(b.server, &replicaService{b: b})
+	b.server.RegisterService(withPooledReplicaFetch(&internalv1.ReplicaService_ServiceDesc), &replicaService{b: b}) // replica_codec.go
 
 	b.cluster.register(b.server, advertised)
 	if err := b.cluster.open(advertised); err != nil {
@@ -180,6 +181,7 @@ func (b *Broker) start() error {
 		Peers:                 b.cluster,
 		Fetch:                 b.cfg.fetchConfig(),
 		MaxFetchResponseBytes: maxFetchResponseBytes,
+		ReadBuffers:           bufpool.Shared, // sent from and given back by replica_codec.go
 		Logger:                b.logger.Named("replicas"),
 	})
 	if err != nil {

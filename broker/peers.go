@@ -11,9 +11,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/internal/bufpool"
 	"github.com/quirelog/quire/replica"
 )
 
@@ -34,12 +36,18 @@ func (c *cluster) ReplicaFetch(ctx context.Context, leader int32, req *replica.F
 	// for the reconnect instead of failing at once, so the first fetch
 	// after a network heals goes out as soon as the link is back, not a
 	// fetch backoff later.
-	resp, err := pb.NewReplicaServiceClient(cc).ReplicaFetch(ctx, fetchRequestToPB(req), grpc.MaxCallRecvMsgSize(maxSendBytes),
-		grpc.WaitForReady(true))
+	// The answer's records alias a pooled buffer (replica_codec.go) until
+	// the fetcher has appended them and calls Done.
+	ans := &pooledReplicaAnswer{}
+	err = cc.Invoke(ctx, pb.ReplicaService_ReplicaFetch_FullMethodName, fetchRequestToPB(req), ans,
+		grpc.MaxCallRecvMsgSize(maxSendBytes), grpc.WaitForReady(true), grpc.ForceCodecV2(peerCodec{}))
 	if err != nil {
+		ans.release()
 		return nil, err
 	}
-	return fetchResponseFromPB(resp), nil
+	resp := fetchResponseFromPB(&ans.msg)
+	resp.Done = ans.release
+	return resp, nil
 }
 
 // brokerAddr is where broker id listens, as registered.
@@ -75,6 +83,16 @@ func (c *cluster) dialOptions() []grpc.DialOption {
 		// on TCP retransmission after the network heals (servers accept
 		// pings once a second).
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: time.Second, PermitWithoutStream: true}),
+		// Flow-control windows, socket buffers and a buffer pool for
+		// megabyte replica fetch answers, as on the listener
+		// (transportOptions): with gRPC's 64 KiB default window the
+		// leader sends a 1 MiB answer in window-sized pieces, each
+		// waiting for the follower's window update.
+		grpc.WithInitialWindowSize(4 << 20),
+		grpc.WithInitialConnWindowSize(16 << 20),
+		grpc.WithReadBufferSize(256 << 10),
+		grpc.WithWriteBufferSize(256 << 10),
+		experimental.WithBufferPool(bufpool.Shared),
 	}
 	if d := c.cfg.Dialer; d != nil {
 		opts = append(opts, grpc.WithContextDialer(d))

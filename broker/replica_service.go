@@ -45,7 +45,15 @@ func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchR
 		}
 		return nil, toStatus(err)
 	}
-	return fetchResponseToPB(resp), nil
+	out := fetchResponseToPB(resp)
+	// The records lie in pooled read buffers: the handler around this
+	// one (withPooledReplicaFetch) has them sent from there and given
+	// back. Without it, they stay with the records, for the garbage
+	// collector.
+	if hold, ok := ctx.Value(replicaFetchHoldKey{}).(*replicaFetchHold); ok {
+		hold.take(resp)
+	}
+	return out, nil
 }
 
 func fetchRequestFromPB(req *pb.ReplicaFetchRequest) *replica.FetchRequest {

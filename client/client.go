@@ -11,9 +11,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/bufpool"
 )
 
 // maxRecvMsgSize lets fetch responses up to FetchMaxBytes through.
@@ -166,6 +168,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithInitialConnWindowSize(16 << 20),
 		grpc.WithReadBufferSize(256 << 10),
 		grpc.WithWriteBufferSize(256 << 10),
+		// Frames read into buffers that are not zeroed first (see
+		// internal/bufpool).
+		experimental.WithBufferPool(bufpool.Shared),
 		// A connection that silently stops carrying packets (a cut
 		// network, a paused or vanished host) is found within seconds
 		// and redialled, instead of waiting on TCP retransmission.

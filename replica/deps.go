@@ -33,6 +33,23 @@ type Controller interface {
 	AlterPartition(ctx context.Context, topic string, partition int32, want Assignment) (Assignment, error)
 }
 
+// Buffers lends the leader the buffers it reads follower fetches into
+// (FetchResult.Buffer). Get returns a buffer of length n (its contents
+// undefined); Put takes one back once nothing refers to it. gRPC's
+// mem.BufferPool has this shape, so a front end that sends the records
+// straight from the buffer hands it to its transport to give back.
+type Buffers interface {
+	Get(n int) *[]byte
+	Put(b *[]byte)
+}
+
+// freshBuffers is the Buffers of a Config without any: a new buffer for
+// every read, left to the garbage collector.
+type freshBuffers struct{}
+
+func (freshBuffers) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (freshBuffers) Put(*[]byte)       {}
+
 // Brokers looks up the registration of a broker as the metadata has it.
 type Brokers interface {
 	Registration(id int32) (Registration, bool)

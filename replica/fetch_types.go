@@ -32,16 +32,32 @@ type FetchPartition struct {
 // FetchResponse answers the partitions of a FetchRequest, in its order.
 type FetchResponse struct {
 	Partitions []FetchResult
+	// Done, when set, is called once the records are no longer used (a
+	// follower's fetcher calls it once it has appended them): they may
+	// lie in a buffer the transport lends.
+	Done func()
+}
+
+// done calls Done, if set.
+func (r *FetchResponse) done() {
+	if r.Done != nil {
+		r.Done()
+	}
 }
 
 // FetchResult is one partition's answer. Err is set when the leader
 // refused it (storage.ErrOffsetOutOfRange: the follower truncates or
 // restarts its log); Diverging when the follower's log has diverged.
 type FetchResult struct {
-	Topic          string
-	Partition      int32
-	Err            error
-	Records        []byte
+	Topic     string
+	Partition int32
+	Err       error
+	Records   []byte
+	// Buffer, in a leader's answer, is the buffer from Config.ReadBuffers
+	// that Records lies in (nil: none). It belongs to whoever holds the
+	// answer: give it back (Buffers.Put) once the records are sent, or
+	// call Manager.ReleaseFetch.
+	Buffer         *[]byte
 	Diverging      *EpochEndOffset
 	HighWatermark  int64
 	LogStartOffset int64

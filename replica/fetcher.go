@@ -203,6 +203,7 @@ func (f *fetcher) run() {
 			failing = false
 		}
 		f.apply(parts, resp.Partitions)
+		resp.done()
 	}
 }
 
@@ -269,6 +270,7 @@ func (f *fetcher) call(req *FetchRequest) (*FetchResponse, error) {
 		return nil, err
 	}
 	if len(resp.Partitions) != len(req.Partitions) {
+		resp.done()
 		return nil, fmt.Errorf("replica: leader %d answered %d partitions of %d", f.leader, len(resp.Partitions), len(req.Partitions))
 	}
 	return resp, nil

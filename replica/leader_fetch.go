@@ -51,10 +51,11 @@ func (p *Partition) followerFetch(replica int32, f *FetchPartition, now time.Tim
 	return nil, nil
 }
 
-// readForFollower reads from offset up to maxBytes, past the HW: a
-// follower copies everything the leader has.
-func (p *Partition) readForFollower(offset int64, maxBytes int) (storage.ReadResult, error) {
-	res, err := p.log.Read(offset, maxBytes, math.MaxInt64)
+// readForFollower reads from offset up to maxBytes into buf's spare
+// capacity (see storage.Log.ReadAppend), past the HW: a follower copies
+// everything the leader has.
+func (p *Partition) readForFollower(buf []byte, offset int64, maxBytes int) (storage.ReadResult, error) {
+	res, err := p.log.ReadAppend(buf, offset, maxBytes, math.MaxInt64)
 	if err != nil {
 		return res, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 	}
@@ -158,6 +159,7 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 		case <-wait.C:
 			stop = true
 		case <-ctx.Done():
+			rm.ReleaseFetch(resp)
 			return nil, ctx.Err()
 		case <-rm.ctx.Done():
 			stop = true
@@ -179,7 +181,7 @@ func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *
 			continue
 		}
 		f, r := &req.Partitions[i], &resp.Partitions[i]
-		r.Records = nil
+		rm.release(r)
 		limit := ReadLimit(int(f.PartitionMaxBytes), maxBytes, total)
 		if st := part.state(); !st.leader || st.leaderEpoch != f.CurrentLeaderEpoch {
 			r.Err = &NotLeaderError{Topic: part.topic, Partition: part.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
@@ -187,18 +189,44 @@ func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *
 			continue
 		}
 		if limit > 0 {
-			res, err := part.readForFollower(f.FetchOffset, limit)
+			buf := rm.readBufs.Get(limit)
+			res, err := part.readForFollower((*buf)[:0], f.FetchOffset, limit)
 			if err != nil {
+				rm.readBufs.Put(buf)
 				r.Err = err
 				parts[i] = nil
 				continue
 			}
 			r.Records = res.Batches
 			total += len(res.Batches)
+			if len(res.Batches) > 0 && cap(res.Batches) == cap(*buf) && &res.Batches[:1][0] == &(*buf)[:1][0] {
+				*buf = res.Batches
+				r.Buffer = buf
+			} else {
+				// Nothing read, or a batch larger than the buffer read
+				// into one of its own.
+				rm.readBufs.Put(buf)
+			}
 		}
 		setLogOffsets(r, part)
 	}
 	return total
+}
+
+// release gives back the read buffer of r, if any, and drops its records.
+func (rm *Manager) release(r *FetchResult) {
+	if r.Buffer != nil {
+		rm.readBufs.Put(r.Buffer)
+	}
+	r.Records, r.Buffer = nil, nil
+}
+
+// ReleaseFetch gives back the read buffers of a leader's answer that is
+// not sent (or whose records were copied): its records are then invalid.
+func (rm *Manager) ReleaseFetch(resp *FetchResponse) {
+	for i := range resp.Partitions {
+		rm.release(&resp.Partitions[i])
+	}
 }
 
 func setLogOffsets(r *FetchResult, part *Partition) {

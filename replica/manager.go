@@ -51,7 +51,10 @@ type Config struct {
 	// MaxFetchResponseBytes caps the records of one answer to a follower
 	// (the front end's message limit, with room for one more batch).
 	MaxFetchResponseBytes int
-	Logger                hclog.Logger
+	// ReadBuffers lends the buffers a leader reads follower fetches into
+	// (FetchResult.Buffer); nil: a fresh buffer for every read.
+	ReadBuffers Buffers
+	Logger      hclog.Logger
 }
 
 // Manager owns the replicas this broker hosts: one Partition per replica
@@ -67,6 +70,7 @@ type Manager struct {
 	fetchers *fetcherManager
 
 	maxResponseBytes int
+	readBufs         Buffers
 
 	// stages times the leaders' appends on their way to readers
 	// (stages.go).
@@ -110,6 +114,10 @@ func New(cfg Config) (*Manager, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	readBufs := cfg.ReadBuffers
+	if readBufs == nil {
+		readBufs = freshBuffers{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rm := &Manager{
 		nodeID:           cfg.NodeID,
@@ -118,6 +126,7 @@ func New(cfg Config) (*Manager, error) {
 		ctl:              cfg.Controller,
 		brokers:          cfg.Brokers,
 		maxResponseBytes: cfg.MaxFetchResponseBytes,
+		readBufs:         readBufs,
 		ctx:              ctx,
 		cancel:           cancel,
 		partitions:       map[topicPartition]*Partition{},

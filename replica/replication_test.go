@@ -63,7 +63,7 @@ func fetchOnce(t *testing.T, leader, follower *Partition, followerID int32) int 
 	case div != nil:
 		in.diverging = div
 	default:
-		res, err := leader.readForFollower(f.FetchOffset, 1<<20)
+		res, err := leader.readForFollower(nil, f.FetchOffset, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

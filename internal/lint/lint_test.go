@@ -95,6 +95,8 @@ var rules = []rule{
 	// The node's wall clock: the standard library only, so that storage
 	// and metadata may take it too.
 	{pkg: "internal/clock", ours: []string{}},
+	// The gRPC buffer pool of the broker and the client: nothing of ours.
+	{pkg: "internal/bufpool", ours: []string{}},
 }
 
 // prometheusImporter is the one package that may import the Prometheus

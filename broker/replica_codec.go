@@ -1,0 +1,265 @@
+package broker
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	protobuf "google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/internal/bufpool"
+	"github.com/quirelog/quire/replica"
+)
+
+// The replica fetch answer, both ends, without copying the records more
+// than the socket needs. The leader reads each partition into a buffer of
+// bufpool.Shared (replica.Config.ReadBuffers) and hands gRPC that very
+// buffer (encodeReplicaFetch), which gives it back once the records are on
+// the wire; the follower copies the answer out of gRPC's frames once, into
+// a pooled buffer its records alias until they are appended
+// (decodeReplicaFetch), where proto would copy the message to one buffer
+// and the records again to fresh memory. Every field but the records goes
+// through proto as usual, so the codec cannot drift from replica.proto.
+
+var (
+	replicaFetchPartitions = fieldNumber(&pb.ReplicaFetchResponse{}, "partitions")
+	replicaFetchRecords    = fieldNumber(&pb.ReplicaFetchPartitionResult{}, "records")
+)
+
+func fieldNumber(m protobuf.Message, name string) protowire.Number {
+	f := m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name))
+	if f == nil {
+		panic("broker: " + string(m.ProtoReflect().Descriptor().FullName()) + " has no field " + name)
+	}
+	return f.Number()
+}
+
+// inlineReplicaRecords: records sections smaller than this are copied
+// into the encoding rather than referenced.
+const inlineReplicaRecords = 4 << 10
+
+// pooledReplicaFetch is a leader's answer to a replica fetch as the
+// ReplicaFetch handler returns it to gRPC (withPooledReplicaFetch): the
+// message and, by partition, the read buffer its records lie in.
+type pooledReplicaFetch struct {
+	resp *pb.ReplicaFetchResponse
+	bufs []*[]byte
+}
+
+// replicaFetchHold carries the read buffers of an answer from the
+// service method to the handler around it (through the context).
+type replicaFetchHold struct{ bufs []*[]byte }
+
+type replicaFetchHoldKey struct{}
+
+// take moves the read buffers of resp into h.
+func (h *replicaFetchHold) take(resp *replica.FetchResponse) {
+	h.bufs = make([]*[]byte, len(resp.Partitions))
+	for i := range resp.Partitions {
+		h.bufs[i], resp.Partitions[i].Buffer = resp.Partitions[i].Buffer, nil
+	}
+}
+
+// release gives back the buffers of an answer not sent.
+func (h *replicaFetchHold) release() {
+	for i, b := range h.bufs {
+		if b != nil {
+			bufpool.Shared.Put(b)
+			h.bufs[i] = nil
+		}
+	}
+}
+
+// withPooledReplicaFetch returns sd (quire.internal.v1.ReplicaService) with
+// the ReplicaFetch handler answering a pooledReplicaFetch, which
+// serverCodec encodes referencing the read buffers.
+func withPooledReplicaFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
+	out := *sd
+	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
+	for i := range out.Methods {
+		if out.Methods[i].MethodName != "ReplicaFetch" {
+			continue
+		}
+		h := out.Methods[i].Handler
+		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			hold := &replicaFetchHold{}
+			resp, err := h(srv, context.WithValue(ctx, replicaFetchHoldKey{}, hold), dec, in)
+			m, ok := resp.(*pb.ReplicaFetchResponse)
+			if err != nil || !ok || len(hold.bufs) != len(m.Partitions) {
+				hold.release()
+				return resp, err
+			}
+			return &pooledReplicaFetch{resp: m, bufs: hold.bufs}, nil
+		}
+	}
+	return &out
+}
+
+// encodeReplicaFetch encodes m.resp as proto.Marshal would (up to field
+// order, which any parser accepts), every partition's records referenced
+// through its buffer, which gRPC then owns.
+func encodeReplicaFetch(m *pooledReplicaFetch) (mem.BufferSlice, error) {
+	var data mem.BufferSlice
+	var meta []byte
+	for i, pr := range m.resp.Partitions {
+		rec := pr.Records
+		pr.Records = nil
+		body, err := protobuf.Marshal(pr)
+		pr.Records = rec
+		if err != nil {
+			return nil, err
+		}
+		n := len(body)
+		if len(rec) > 0 {
+			n += protowire.SizeTag(replicaFetchRecords) + protowire.SizeBytes(len(rec))
+		}
+		meta = protowire.AppendTag(meta, replicaFetchPartitions, protowire.BytesType)
+		meta = protowire.AppendVarint(meta, uint64(n))
+		meta = append(meta, body...)
+		var buf *[]byte
+		if i < len(m.bufs) {
+			buf, m.bufs[i] = m.bufs[i], nil
+		}
+		if len(rec) == 0 {
+			if buf != nil {
+				bufpool.Shared.Put(buf)
+			}
+			continue
+		}
+		meta = protowire.AppendTag(meta, replicaFetchRecords, protowire.BytesType)
+		meta = protowire.AppendVarint(meta, uint64(len(rec)))
+		pooled := buf != nil && len(*buf) == len(rec) && &(*buf)[0] == &rec[0]
+		if len(rec) < inlineReplicaRecords {
+			meta = append(meta, rec...)
+			if pooled {
+				bufpool.Shared.Put(buf)
+			}
+			continue
+		}
+		data = append(data, mem.SliceBuffer(meta))
+		meta = nil
+		if pooled {
+			data = append(data, mem.NewBuffer(buf, bufpool.Shared))
+		} else {
+			// Not the buffer it was read into (nothing should make it
+			// so): sent as it is, and the buffer, which may still hold
+			// the records, left to the garbage collector.
+			data = append(data, mem.SliceBuffer(rec))
+		}
+	}
+	if len(meta) > 0 {
+		data = append(data, mem.SliceBuffer(meta))
+	}
+	return data, nil
+}
+
+// pooledReplicaAnswer is what a follower receives a replica fetch answer
+// into (peerCodec knows it): the message, its records aliasing buf.
+type pooledReplicaAnswer struct {
+	msg pb.ReplicaFetchResponse
+	buf *[]byte
+}
+
+// release gives back the buffer; the records are then invalid.
+func (a *pooledReplicaAnswer) release() {
+	if a.buf != nil {
+		bufpool.Shared.Put(a.buf)
+		a.buf = nil
+	}
+}
+
+func (a *pooledReplicaAnswer) unmarshal(data mem.BufferSlice) error {
+	a.release()
+	buf := bufpool.Shared.Get(data.Len())
+	data.CopyTo(*buf)
+	if decodeReplicaFetch(*buf, &a.msg) {
+		a.buf = buf
+		return nil
+	}
+	// proto copies what it keeps.
+	err := protobuf.Unmarshal(*buf, &a.msg)
+	bufpool.Shared.Put(buf)
+	return err
+}
+
+// decodeReplicaFetch decodes b into resp with the records aliasing b; it
+// reports false (resp then undefined) for anything proto.Unmarshal would
+// refuse or that is not a ReplicaFetchResponse's partitions field: the
+// caller then falls back to proto.
+func decodeReplicaFetch(b []byte, resp *pb.ReplicaFetchResponse) bool {
+	protobuf.Reset(resp)
+	var rest []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != replicaFetchPartitions || typ != protowire.BytesType {
+			return false
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		pr := &pb.ReplicaFetchPartitionResult{}
+		var ok bool
+		if rest, ok = decodeReplicaFetchPartition(v, pr, rest[:0]); !ok {
+			return false
+		}
+		resp.Partitions = append(resp.Partitions, pr)
+	}
+	return true
+}
+
+// decodeReplicaFetchPartition decodes b into pr: the records field
+// aliasing b, every other field (copied into scratch) by proto.
+func decodeReplicaFetchPartition(b []byte, pr *pb.ReplicaFetchPartitionResult, scratch []byte) ([]byte, bool) {
+	var records []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return scratch, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return scratch, false
+		}
+		if num == replicaFetchRecords {
+			if typ != protowire.BytesType {
+				return scratch, false
+			}
+			records, _ = protowire.ConsumeBytes(b[n:]) // the last one, as proto
+		} else {
+			scratch = append(scratch, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	if protobuf.Unmarshal(scratch, pr) != nil {
+		return scratch, false
+	}
+	if len(records) > 0 {
+		pr.Records = records[:len(records):len(records)]
+	}
+	return scratch, true
+}
+
+// peerCodec is the proto codec of a follower's replica fetch call, but for
+// the answer, decoded into a pooledReplicaAnswer.
+type peerCodec struct{}
+
+var peerProto = encoding.GetCodecV2(proto.Name)
+
+func (peerCodec) Marshal(v any) (mem.BufferSlice, error) { return peerProto.Marshal(v) }
+
+func (peerCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if a, ok := v.(*pooledReplicaAnswer); ok {
+		return a.unmarshal(data)
+	}
+	return peerProto.Unmarshal(data, v)
+}
+
+func (peerCodec) Name() string { return proto.Name }
