@@ -19,8 +19,8 @@ import (
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/internal/bufpool"
+	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/internal/dirlock"
 	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
