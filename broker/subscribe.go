@@ -60,6 +60,12 @@ type subPart struct {
 	// sent are the records sent from the first not acknowledged on
 	// (subscribe_records.go).
 	sent sentQueue
+	// held is what a fetch read past the credit, from the batch of the
+	// record at next on (nil: none), in heldBuf when that is a fetchBufs
+	// buffer; heldCost is what it counts in the stream's heldBytes.
+	held     []byte
+	heldBuf  *[]byte
+	heldCost int64
 	// ackedEpoch is the leader epoch of the last record before the
 	// commit point, -1 when unknown.
 	ackedEpoch int32
@@ -107,10 +113,10 @@ type subscription struct {
 	everSent map[partKey]int64
 	// outRecords and outBytes are what was sent and not acknowledged.
 	outRecords, outBytes int64
-	// recordsSent and bytesSent are all the stream sent, for the
-	// average record size.
-	recordsSent, bytesSent int64
-	rotate                 int // the partition fetched first, round robin
+	// heldBytes is what the partitions hold (subPart.held).
+	heldBytes  int64
+	rotate     int // the partition fetched first, round robin
+	rotateHeld int // the partition sent from first, round robin
 
 	hbInFlight bool
 	hbAt       time.Time
@@ -241,6 +247,9 @@ func (s *subscription) run() error {
 			s.spawnHeartbeat()
 		}
 		s.resolve(now)
+		if err := s.sendHeld(); err != nil {
+			return s.finish(nil, false, log) // sending failed: the stream broke
+		}
 		s.maybeFetch(now)
 		if !now.Before(s.nextCommit) {
 			s.commit(s.ownedKeys())
@@ -310,6 +319,9 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 		leave = false
 	}
 	s.commit(s.ownedKeys())
+	for _, p := range s.owned {
+		s.release(p)
+	}
 	if leave && err == nil && len(s.owned) > 0 {
 		// Closed by the client: it is told it has nothing left.
 		_ = s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
@@ -461,6 +473,7 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 				s.acked(p.sent.front()) // its credit is the client's again
 				p.sent.pop()
 			}
+			s.release(p)
 			delete(s.owned, k)
 		}
 	}

@@ -20,8 +20,19 @@ import (
 // and the stream's loop encodes the records its credit allows straight
 // from those batches into the stream's messages (wire.RecordsEncoder: no
 // message built per record), one or more per partition, then takes the
-// client's acknowledgements. Every record sent is remembered, in offset
-// order per partition, until it and all before it are acknowledged.
+// client's acknowledgements. What a fetch read past the credit is held,
+// from the batch of the first record not sent, and sent from as the
+// acknowledgements free credit, before that partition is fetched again:
+// a producer's batches hold thousands of records, more than a credit
+// (500 by default), and reading one again for each credit's worth of its
+// records would cost more than sending them. Every record sent is
+// remembered, in offset order per partition, until it and all before it
+// are acknowledged.
+
+// subscribeHeldBytes caps what a stream holds of what it read past its
+// credit (the read buffers, 1 MiB each, or the copies of leaders'
+// answers): past it, the rest of a read is dropped, to be read again.
+const subscribeHeldBytes = 4 << 20
 
 // sentRecord is a record sent on the stream.
 type sentRecord struct {
@@ -92,7 +103,7 @@ func (s *subscription) maybeFetch(now time.Time) {
 	s.rotate++
 	for i := range keys {
 		k := keys[(i+s.rotate)%len(keys)]
-		if p := s.owned[k]; p.state == partReady && !now.Before(p.retryAt) {
+		if p := s.owned[k]; p.state == partReady && p.held == nil && !now.Before(p.retryAt) {
 			specs = append(specs, fetchSpec{topic: k.topic, partition: k.part, offset: p.next})
 		}
 	}
@@ -108,21 +119,14 @@ func (s *subscription) maybeFetch(now time.Time) {
 }
 
 // fetchBytes is how much one fetch reads: what the byte credit left
-// allows, and, once records were sent, about what the record credit left
-// allows at their average size (what is read past the credit is read
-// again next time), at most subscribeFetchBytes.
+// allows, at most subscribeFetchBytes.
 func (s *subscription) fetchBytes() int {
-	n := min(s.maxBytes-s.outBytes, subscribeFetchBytes)
-	if s.recordsSent > 0 {
-		avg := max(s.bytesSent/s.recordsSent, 1)
-		left := s.maxRecords - s.outRecords
-		n = min(n, (left+left/4+1)*avg)
-	}
-	return int(max(n, 1))
+	return int(max(min(s.maxBytes-s.outBytes, subscribeFetchBytes), 1))
 }
 
 // onFetch sends the records fetched of partitions still owned at the
-// offsets they were fetched from, within the client's credit.
+// offsets they were fetched from, within the client's credit, and holds
+// the rest.
 func (s *subscription) onFetch(f fetchDone) error {
 	s.fetchStop()
 	s.fetchStop = nil
@@ -131,7 +135,7 @@ func (s *subscription) onFetch(f fetchDone) error {
 	for i := range f.results {
 		r := &f.results[i]
 		p := s.owned[partKey{r.spec.topic, r.spec.partition}]
-		if p == nil || p.state != partReady || p.next != r.spec.offset {
+		if p == nil || p.state != partReady || p.next != r.spec.offset || p.held != nil {
 			continue // revoked, or moved, meanwhile
 		}
 		if r.err != nil {
@@ -146,19 +150,25 @@ func (s *subscription) onFetch(f fetchDone) error {
 			}
 			continue
 		}
+		var rest []byte
 		var err error
-		if msgs, err = s.encodePartition(p, r.batches, msgs); err != nil {
-			// Our own log's batches do not decode: read them again later
-			// rather than send anything past them.
-			s.b.logger.Error("subscribe stream cannot decode fetched records", "group", s.start.Group,
-				"topic", r.spec.topic, "partition", r.spec.partition, "offset", p.next, "error", err)
-			p.retryAt = now.Add(subscribeRetry)
+		msgs, rest, err = s.encodePartition(p, r.batches, msgs)
+		if err != nil {
+			s.undecodable(p, err, now)
+			continue
+		}
+		if rest != nil {
+			s.hold(p, rest, r)
 		}
 	}
-	// The records are copied out: the read buffers go back to the pool
-	// before the next fetch, which reads while these are sent.
+	// The records are copied out: the read buffers not held go back to
+	// the pool before the next fetch, which reads while these are sent.
 	releaseFetchBufs(f.results)
 	s.maybeFetch(now)
+	return s.send(msgs)
+}
+
+func (s *subscription) send(msgs []mem.BufferSlice) error {
 	for _, m := range msgs {
 		if err := s.stream.SendMsg(&encodedMessage{m}); err != nil {
 			return err
@@ -167,12 +177,82 @@ func (s *subscription) onFetch(f fetchDone) error {
 	return nil
 }
 
+// undecodable: our own log's batches do not decode. They are read again
+// later rather than anything sent past them.
+func (s *subscription) undecodable(p *subPart, err error, now time.Time) {
+	s.b.logger.Error("subscribe stream cannot decode fetched records", "group", s.start.Group,
+		"topic", p.tp.topic, "partition", p.tp.part, "offset", p.next, "error", err)
+	s.release(p)
+	p.retryAt = now.Add(subscribeRetry)
+}
+
+// hold keeps rest, the part of r's batches from the first record not
+// sent, to send from later, unless the stream holds too much already.
+func (s *subscription) hold(p *subPart, rest []byte, r *fetchResult) {
+	cost := int64(len(rest))
+	if r.buf != nil {
+		cost = int64(cap(*r.buf))
+	}
+	if s.heldBytes+cost > subscribeHeldBytes {
+		return // read again next time
+	}
+	p.held, p.heldBuf, p.heldCost = rest, r.buf, cost
+	r.buf = nil // p's now
+	s.heldBytes += cost
+}
+
+// release drops what p holds.
+func (s *subscription) release(p *subPart) {
+	if p.held == nil {
+		return
+	}
+	if p.heldBuf != nil {
+		fetchBufs.Put(p.heldBuf)
+	}
+	s.heldBytes -= p.heldCost
+	p.held, p.heldBuf, p.heldCost = nil, nil, 0
+}
+
+// sendHeld sends from what the partitions hold while the credit allows,
+// starting with a different partition each time.
+func (s *subscription) sendHeld() error {
+	if s.heldBytes == 0 || s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+		return nil
+	}
+	keys := s.ownedKeys()
+	s.rotateHeld++
+	var msgs []mem.BufferSlice
+	for i := range keys {
+		p := s.owned[keys[(i+s.rotateHeld)%len(keys)]]
+		if p.held == nil {
+			continue
+		}
+		var rest []byte
+		var err error
+		msgs, rest, err = s.encodePartition(p, p.held, msgs)
+		switch {
+		case err != nil:
+			s.undecodable(p, err, time.Now())
+		case rest == nil:
+			s.release(p) // all sent: fetched next time
+		default:
+			p.held = rest
+		}
+		if s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+			break
+		}
+	}
+	return s.send(msgs)
+}
+
 var errCreditFull = errors.New("credit full")
 
 // encodePartition appends to msgs the messages of p's records in batches
 // at or after p.next, as many as the credit allows, and moves p on past
-// them. On an error p is where the last record sent left it.
-func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.BufferSlice) ([]mem.BufferSlice, error) {
+// them. rest is what is left of batches, from the batch of the first
+// record not sent; nil when everything was sent. On an error p is where
+// the last record sent left it.
+func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.BufferSlice) (_ []mem.BufferSlice, rest []byte, _ error) {
 	var enc wire.RecordsEncoder
 	var buf *[]byte
 	// A message's records go in one buffer from fetchBufs (1 MiB): a
@@ -198,12 +278,14 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 	var headers []wire.Header
 	sentAny := false
 	next := p.next // past the records sent and the control batches skipped
+	at := 0        // where in batches the batch being read starts
 	err := walkBatches(batches, func(batch []byte, h record.Header) error {
 		if h.Control() || h.NextOffset() <= next {
 			next = max(next, h.NextOffset())
+			at += len(batch)
 			return nil
 		}
-		return record.ForEachRecord(batch, func(r *record.Record) error {
+		err := record.ForEachRecord(batch, func(r *record.Record) error {
 			if r.Offset < next {
 				return nil
 			}
@@ -226,23 +308,25 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 			p.sent.push(sentRecord{offset: r.Offset, size: size, epoch: h.PartitionLeaderEpoch})
 			s.outRecords++
 			s.outBytes += size
-			s.recordsSent++
-			s.bytesSent += size
 			next = r.Offset + 1
 			p.next, p.sentNext = next, next
 			sentAny = true
 			return nil
 		})
+		if err == nil {
+			at += len(batch)
+		}
+		return err
 	})
 	flush()
 	if sentAny {
 		s.everSent[p.tp] = p.sentNext
 	}
 	if errors.Is(err, errCreditFull) {
-		return msgs, nil
+		return msgs, batches[at:], nil
 	}
 	if err != nil {
-		return msgs, err
+		return msgs, nil, err
 	}
 	// Every record read was sent: the next fetch starts past the last
 	// batch read, and what lay between (control batches, records
@@ -251,7 +335,7 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 	if p.sent.len() == 0 {
 		p.sentNext = max(p.sentNext, p.next)
 	}
-	return msgs, nil
+	return msgs, nil, nil
 }
 
 // onMessage takes a client message after the start: acknowledgements.

@@ -67,11 +67,18 @@ func decodeMsgs(t *testing.T, msgs []mem.BufferSlice) []*quirev1.SubscribeRespon
 // sendAll is encodePartition of p's position on the batches, decoded.
 func sendAll(t *testing.T, s *subscription, p *subPart, batches ...[]byte) []*quirev1.SubscribeResponse {
 	t.Helper()
-	msgs, err := s.encodePartition(p, slices.Concat(batches...), nil)
+	got, _ := sendRest(t, s, p, batches...)
+	return got
+}
+
+// sendRest is sendAll, with what is left of the batches.
+func sendRest(t *testing.T, s *subscription, p *subPart, batches ...[]byte) ([]*quirev1.SubscribeResponse, []byte) {
+	t.Helper()
+	msgs, rest, err := s.encodePartition(p, slices.Concat(batches...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decodeMsgs(t, msgs)
+	return decodeMsgs(t, msgs), rest
 }
 
 func batchOffsets(b *quirev1.SubscribeBatch) []int64 {
@@ -161,14 +168,17 @@ func TestSubscribeEncodeCredit(t *testing.T) {
 	batch := subTestBatch(0, 10, 10, 1)
 	s, p := newTestSubscription(true, 4, 1<<20)
 	p.state = partReady
-	if got := sendAll(t, s, p, batch); len(got) != 1 || !slices.Equal(batchOffsets(got[0].GetBatch()), span(0, 4)) || got[0].GetBatch().NextOffset != 4 {
+	first, second := subTestBatch(0, 2, 10, 1), subTestBatch(2, 8, 10, 1)
+	// What is left starts at the batch of the first record not sent.
+	got, rest := sendRest(t, s, p, first, second)
+	if len(got) != 1 || !slices.Equal(batchOffsets(got[0].GetBatch()), span(0, 4)) || got[0].GetBatch().NextOffset != 4 {
 		t.Fatalf("credit 4: %v", got)
 	}
-	if p.next != 4 {
-		t.Fatalf("next %d after sending 0-3, want 4", p.next)
+	if p.next != 4 || !bytes.Equal(rest, second) {
+		t.Fatalf("next %d after sending 0-3, want 4; left %d bytes, want the second batch's %d", p.next, len(rest), len(second))
 	}
-	if got := sendAll(t, s, p, batch); len(got) != 0 {
-		t.Fatalf("no credit left, yet sent %v", got)
+	if got, rest := sendRest(t, s, p, batch); len(got) != 0 || !bytes.Equal(rest, batch) {
+		t.Fatalf("no credit left, yet sent %v (left %d bytes of %d)", got, len(rest), len(batch))
 	}
 	// 1 by offset: the commit point stays at 0; then everything below 2.
 	if err := ack(s, &quirev1.AckedOffsets{Topic: "orders", Partition: 2, Offsets: []int64{1}}); err != nil {
@@ -194,8 +204,17 @@ func TestSubscribeEncodeCredit(t *testing.T) {
 	if s.outRecords != 1 || p.commitPoint() != 2 {
 		t.Fatalf("out %d, commit point %d after acking 3", s.outRecords, p.commitPoint())
 	}
-	if got := sendAll(t, s, p, batch); len(got) != 1 || !slices.Equal(batchOffsets(got[0].GetBatch()), span(4, 7)) {
+	if got, rest := sendRest(t, s, p, rest); len(got) != 1 || !slices.Equal(batchOffsets(got[0].GetBatch()), span(4, 7)) || !bytes.Equal(rest, second) {
 		t.Fatalf("3 records of credit: %v", got)
+	}
+	if got, rest := sendRest(t, s, p, second); len(got) != 0 || rest == nil {
+		t.Fatalf("no credit left, yet sent %v", got)
+	}
+	if err := ack(s, &quirev1.AckedOffsets{Topic: "orders", Partition: 2, NextOffset: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if got, rest := sendRest(t, s, p, second); len(got) != 1 || !slices.Equal(batchOffsets(got[0].GetBatch()), span(7, 10)) || rest != nil || p.next != 10 {
+		t.Fatalf("the rest: %v, left %d bytes, next %d", got, len(rest), p.next)
 	}
 
 	// Bytes: one record at a time under a 1-byte credit.
