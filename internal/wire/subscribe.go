@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -48,6 +50,31 @@ var (
 	HeaderValue = field(&quirev1.RecordHeader{}, "value")
 )
 
+// The tags of the fields Append writes for every record, each one byte
+// (field numbers below 16, or tag1 panics at start-up).
+var (
+	tagBatchRecords      = tag1(BatchRecords, protowire.BytesType)
+	tagRecordsRecords    = tag1(SubscribeRecordsRecords, protowire.BytesType)
+	tagRecordTopic       = tag1(RecordTopic, protowire.BytesType)
+	tagRecordPartition   = tag1(RecordPartition, protowire.VarintType)
+	tagRecordOffset      = tag1(RecordOffset, protowire.VarintType)
+	tagRecordTimestamp   = tag1(RecordTimestamp, protowire.VarintType)
+	tagRecordHeaders     = tag1(RecordHeaders, protowire.BytesType)
+	tagRecordLeaderEpoch = tag1(RecordLeaderEpoch, protowire.VarintType)
+	tagRecordKey         = tag1(RecordKey, protowire.BytesType)
+	tagRecordKeyBytes    = tag1(RecordKeyBytes, protowire.BytesType)
+	tagRecordValue       = tag1(RecordValue, protowire.BytesType)
+	tagRecordValueBytes  = tag1(RecordValueBytes, protowire.BytesType)
+)
+
+func tag1(num protowire.Number, typ protowire.Type) byte {
+	t := protowire.EncodeTag(num, typ)
+	if t >= 0x80 {
+		panic("wire: field " + fmt.Sprint(num) + " needs a tag of more than one byte")
+	}
+	return byte(t)
+}
+
 func init() {
 	for name, num := range map[string]protowire.Number{"offset": RecordOffset, "timestamp_ms": RecordTimestamp,
 		"key": RecordKey, "key_bytes": RecordKeyBytes, "value": RecordValue, "value_bytes": RecordValueBytes,
@@ -84,16 +111,32 @@ type RecordsEncoder struct {
 	partition int32
 	batch     bool // a SubscribeBatch, else SubscribeRecords
 	text      bool // RECORD_FORMAT_AUTO: valid UTF-8 as key and value
-	body      []byte
-	records   int
+	tag       byte // of each record in the message
+	// prefix is what every record begins with: its topic and partition
+	// in SubscribeRecords, nothing in a batch (they are the batch's).
+	prefix  []byte
+	body    []byte
+	records int
 }
 
 // Reset starts a message of topic's partition, its body in buf (from its
-// start; buf's capacity is reused), as a SubscribeBatch when batch is set, else
-// as SubscribeRecords, with keys and values that are valid UTF-8 as text
-// when text is set (RECORD_FORMAT_AUTO), else always as bytes.
+// start; buf's capacity is reused), as a SubscribeBatch when batch is set,
+// else as SubscribeRecords, with keys and values that are valid UTF-8 as
+// text when text is set (RECORD_FORMAT_AUTO), else always as bytes.
 func (e *RecordsEncoder) Reset(buf []byte, topic string, partition int32, batch, text bool) {
-	*e = RecordsEncoder{topic: topic, partition: partition, batch: batch, text: text, body: buf[:0]}
+	*e = RecordsEncoder{topic: topic, partition: partition, batch: batch, text: text, tag: tagBatchRecords, body: buf[:0]}
+	if !batch {
+		e.tag = tagRecordsRecords
+		if topic != "" {
+			e.prefix = append(e.prefix, tagRecordTopic)
+			e.prefix = appendVarint(e.prefix, uint64(len(topic)))
+			e.prefix = append(e.prefix, topic...)
+		}
+		if partition != 0 {
+			e.prefix = append(e.prefix, tagRecordPartition)
+			e.prefix = appendVarint(e.prefix, uint64(int64(partition)))
+		}
+	}
 }
 
 // Records is the number of records appended since Reset.
@@ -106,75 +149,55 @@ func (e *RecordsEncoder) Len() int { return len(e.body) }
 // BatchRecord or a ConsumedRecord, without its tag and length). It may
 // rewrite the keys of r's headers (see Header).
 func (e *RecordsEncoder) Append(r *Record) int {
-	keyNum, valueNum := RecordKeyBytes, RecordValueBytes
+	keyTag, valueTag := tagRecordKeyBytes, tagRecordValueBytes
 	if e.text {
 		if r.Key != nil && utf8.Valid(r.Key) {
-			keyNum = RecordKey
+			keyTag = tagRecordKey
 		}
 		if r.Value != nil && utf8.Valid(r.Value) {
-			valueNum = RecordValue
+			valueTag = tagRecordValue
 		}
 	}
-	n := 0
-	if !e.batch {
-		if e.topic != "" {
-			n += protowire.SizeTag(RecordTopic) + protowire.SizeBytes(len(e.topic))
-		}
-		if e.partition != 0 {
-			n += protowire.SizeTag(RecordPartition) + protowire.SizeVarint(uint64(int64(e.partition)))
-		}
-	}
+	// Every tag is one byte.
+	n := len(e.prefix)
 	if r.Offset != 0 {
-		n += protowire.SizeTag(RecordOffset) + protowire.SizeVarint(uint64(r.Offset))
+		n += 1 + protowire.SizeVarint(uint64(r.Offset))
 	}
 	if r.TimestampMs != 0 {
-		n += protowire.SizeTag(RecordTimestamp) + protowire.SizeVarint(uint64(r.TimestampMs))
+		n += 1 + protowire.SizeVarint(uint64(r.TimestampMs))
 	}
 	if r.Key != nil {
-		n += protowire.SizeTag(keyNum) + protowire.SizeBytes(len(r.Key))
+		n += 1 + protowire.SizeBytes(len(r.Key))
 	}
 	if r.Value != nil {
-		n += protowire.SizeTag(valueNum) + protowire.SizeBytes(len(r.Value))
+		n += 1 + protowire.SizeBytes(len(r.Value))
 	}
 	for i := range r.Headers {
 		if h := &r.Headers[i]; !utf8.ValidString(h.Key) {
 			h.Key = strings.ToValidUTF8(h.Key, "\uFFFD")
 		}
-		n += protowire.SizeTag(RecordHeaders) + protowire.SizeBytes(headerSize(&r.Headers[i]))
+		n += 1 + protowire.SizeBytes(headerSize(&r.Headers[i]))
 	}
 	if r.LeaderEpoch != 0 {
-		n += protowire.SizeTag(RecordLeaderEpoch) + protowire.SizeVarint(uint64(int64(r.LeaderEpoch)))
+		n += 1 + protowire.SizeVarint(uint64(int64(r.LeaderEpoch)))
 	}
 
-	b := e.body
-	if e.batch {
-		b = protowire.AppendTag(b, BatchRecords, protowire.BytesType)
-	} else {
-		b = protowire.AppendTag(b, SubscribeRecordsRecords, protowire.BytesType)
-	}
-	b = protowire.AppendVarint(b, uint64(n))
-	if !e.batch {
-		if e.topic != "" {
-			b = protowire.AppendTag(b, RecordTopic, protowire.BytesType)
-			b = protowire.AppendString(b, e.topic)
-		}
-		if e.partition != 0 {
-			b = protowire.AppendTag(b, RecordPartition, protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(int64(e.partition)))
-		}
-	}
+	b := slices.Grow(e.body, 1+maxVarint+n)
+	b = append(b, e.tag)
+	b = appendVarint(b, uint64(n))
+	b = append(b, e.prefix...)
 	if r.Offset != 0 {
-		b = protowire.AppendTag(b, RecordOffset, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(r.Offset))
+		b = append(b, tagRecordOffset)
+		b = appendVarint(b, uint64(r.Offset))
 	}
 	if r.TimestampMs != 0 {
-		b = protowire.AppendTag(b, RecordTimestamp, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(r.TimestampMs))
+		b = append(b, tagRecordTimestamp)
+		b = appendVarint(b, uint64(r.TimestampMs))
 	}
 	for i := range r.Headers {
 		h := &r.Headers[i]
-		b = protowire.AppendTag(b, RecordHeaders, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(headerSize(h)))
+		b = append(b, tagRecordHeaders)
+		b = appendVarint(b, uint64(headerSize(h)))
 		if h.Key != "" {
 			b = protowire.AppendTag(b, HeaderKey, protowire.BytesType)
 			b = protowire.AppendString(b, h.Key)
@@ -185,25 +208,31 @@ func (e *RecordsEncoder) Append(r *Record) int {
 		}
 	}
 	if r.LeaderEpoch != 0 {
-		b = protowire.AppendTag(b, RecordLeaderEpoch, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(int64(r.LeaderEpoch)))
+		b = append(b, tagRecordLeaderEpoch)
+		b = appendVarint(b, uint64(int64(r.LeaderEpoch)))
 	}
 	// The oneofs last, in declaration order, as proto.Marshal writes them.
-	b = appendBytesField(b, keyNum, r.Key)
-	b = appendBytesField(b, valueNum, r.Value)
+	if r.Key != nil {
+		b = append(b, keyTag)
+		b = appendVarint(b, uint64(len(r.Key)))
+		b = append(b, r.Key...)
+	}
+	if r.Value != nil {
+		b = append(b, valueTag)
+		b = appendVarint(b, uint64(len(r.Value)))
+		b = append(b, r.Value...)
+	}
 	e.body = b
 	e.records++
 	return n
 }
 
-// appendBytesField appends a oneof's bytes or string field, nothing for
-// nil (the oneof unset).
-func appendBytesField(b []byte, num protowire.Number, v []byte) []byte {
-	if v == nil {
-		return b
+// appendVarint is protowire.AppendVarint with its one-byte case inlined.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
+	return protowire.AppendVarint(b, v)
 }
 
 func headerSize(h *Header) int {
