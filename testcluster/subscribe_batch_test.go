@@ -19,12 +19,6 @@ import (
 // Subscribe streams in the recommended form: records in SubscribeBatch
 // events, acknowledged whole with next_offset.
 
-func (s *subStream) total() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.totalLocked()
-}
-
 // lastOffsets is, per partition read, the offset after its last record.
 func (s *subStream) lastOffsets() map[string]int64 {
 	s.mu.Lock()
