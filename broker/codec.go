@@ -40,7 +40,8 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 // is fine as they are the broker's own). Anything unusual in a
 // ProduceRequest (unknown fields, odd wire types) falls back to proto. A
 // FetchResponse is encoded by hand (wire.EncodeFetchResponse) with the
-// records referenced rather than copied into a marshalled message.
+// records referenced rather than copied into a marshalled message, and a
+// Subscribe stream's records come encoded already (encodedMessage).
 type serverCodec struct{}
 
 func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
@@ -51,6 +52,8 @@ func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return wire.EncodeFetchResponse(m.resp, m) // fetch_buf.go
 	case *pooledReplicaFetch:
 		return encodeReplicaFetch(m) // replica_codec.go
+	case *encodedMessage:
+		return m.data, nil // subscribe_records.go
 	}
 	return protoCodec.Marshal(v)
 }

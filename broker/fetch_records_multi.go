@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -35,69 +33,16 @@ func (s *consumerService) FetchRecordsMulti(ctx context.Context, req *quirev1.Fe
 	}
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
 
-	// Split the partitions into those read here and those passed on,
-	// grouped by leader address, keeping request indices.
-	var local []int
-	remote := map[string][]int{}
-	var addrs []string
-	for i, p := range req.Partitions {
-		addr, ok := b.routeTo(ctx, b.ledElsewhere(p.Topic, p.Partition))
-		if !ok {
-			local = append(local, i)
-			continue
-		}
-		if _, seen := remote[addr]; !seen {
-			addrs = append(addrs, addr)
-		}
-		remote[addr] = append(remote[addr], i)
-	}
-
-	// The response cap is shared among the brokers asked, so that their
-	// answers together still fit under the send limit.
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = defaultFetchMaxBytes
-	}
-	maxBytes = max(min(maxBytes, maxFetchResponseBytes)/(len(addrs)+min(len(local), 1)), 1)
-
+	split := b.splitByLeader(ctx, len(req.Partitions), func(i int) (string, int32) {
+		return req.Partitions[i].Topic, req.Partitions[i].Partition
+	})
+	maxBytes := split.shareBytes(int(req.MaxBytes))
 	answers := make([]*quirev1.FetchRecordsPartitionResult, len(req.Partitions))
-	// round asks every broker at once, waiting up to wait; when any has a
-	// record or an error it ends the others' waits (cancelling a passed-on
-	// call: whatever that leader had is fetched again next time). Without
-	// a wait every answer is on its way at once and none is cancelled.
-	round := func(wait time.Duration) bool {
-		waitCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		endWaits := cancel
-		if wait == 0 {
-			endWaits = func() {}
-		}
-		var wg sync.WaitGroup
-		var found atomic.Bool
-		if len(local) > 0 {
-			wg.Go(func() {
-				if s.fetchLocal(waitCtx, req, local, wait, maxRecords, maxBytes, answers) {
-					found.Store(true)
-					endWaits()
-				}
-			})
-		}
-		for _, addr := range addrs {
-			wg.Go(func() {
-				if b.forwardFetchRecordsMulti(waitCtx, addr, req, wait, maxBytes, remote[addr], answers) {
-					found.Store(true)
-					endWaits()
-				}
-			})
-		}
-		wg.Wait()
-		return found.Load()
-	}
-	// With other leaders, a first round without waiting, so that an answer
-	// ready on one broker does not end another's ready answer in flight.
-	if len(addrs) == 0 || wait == 0 || !round(0) {
-		round(wait)
-	}
+	split.poll(ctx, wait, func(ctx context.Context, idx []int, wait time.Duration) bool {
+		return s.fetchLocal(ctx, req, idx, wait, maxRecords, maxBytes, answers)
+	}, func(ctx context.Context, addr string, idx []int, wait time.Duration) bool {
+		return b.forwardFetchRecordsMulti(ctx, addr, req, wait, maxBytes, idx, answers)
+	})
 	trimRecords(answers, maxRecords)
 	return &quirev1.FetchRecordsMultiResponse{Partitions: answers}, nil
 }

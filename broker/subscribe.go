@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
@@ -27,16 +26,16 @@ import (
 // most one of each at a time, their answers coming back to the loop.
 // Commits and position look-ups run in the loop itself, so a partition
 // revoked is committed before the heartbeat that gives it up is sent.
+// subscribe_records.go has the records: fetching, sending, acks.
 
 const (
 	subscribeDefaultRecords   = 500
 	subscribeDefaultBytes     = 1 << 20
 	subscribeDefaultCommit    = 5 * time.Second
 	subscribeDefaultRebalance = time.Minute
-	// subscribeFetchRecords and subscribeFetchBytes cap one fetch: what
-	// it read past the records it decodes is read again next time.
-	subscribeFetchRecords = 2000
-	subscribeFetchBytes   = 512 << 10
+	// subscribeFetchBytes caps one fetch: what it read past the records
+	// the credit lets it send is read again next time.
+	subscribeFetchBytes = 512 << 10
 	// subscribeFetchWait is each fetch's long poll.
 	subscribeFetchWait = 500 * time.Millisecond
 	// subscribeRetry is the wait before trying again a heartbeat, a
@@ -58,9 +57,15 @@ type subPart struct {
 	// sentNext is the offset after the last record sent (the position
 	// resolved, before any): the commit point when nothing is unacked.
 	sentNext int64
-	// unacked are the records sent and not acknowledged, in offset
-	// order; acknowledged ones at the front are dropped as they are.
-	unacked []sentRecord
+	// sent are the records sent from the first not acknowledged on
+	// (subscribe_records.go).
+	sent sentQueue
+	// held is what a fetch read past the credit, from the batch of the
+	// record at next on (nil: none), in heldBuf when that is a fetchBufs
+	// buffer; heldCost is what it counts in the stream's heldBytes.
+	held     []byte
+	heldBuf  *[]byte
+	heldCost int64
 	// ackedEpoch is the leader epoch of the last record before the
 	// commit point, -1 when unknown.
 	ackedEpoch int32
@@ -77,13 +82,6 @@ const (
 	partReady                             // fetch from next
 )
 
-type sentRecord struct {
-	offset int64
-	size   int64
-	epoch  int32
-	acked  bool
-}
-
 type partKey struct {
 	topic string
 	part  int32
@@ -91,15 +89,6 @@ type partKey struct {
 
 func comparePartKey(a, b partKey) int {
 	return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part))
-}
-
-// commitPoint is the offset below which every record sent was
-// acknowledged; -1 when the position is not known yet.
-func (p *subPart) commitPoint() int64 {
-	if len(p.unacked) > 0 {
-		return p.unacked[0].offset
-	}
-	return p.sentNext
 }
 
 type subscription struct {
@@ -124,7 +113,10 @@ type subscription struct {
 	everSent map[partKey]int64
 	// outRecords and outBytes are what was sent and not acknowledged.
 	outRecords, outBytes int64
-	rotate               int // the partition fetched first, round robin
+	// heldBytes is what the partitions hold (subPart.held).
+	heldBytes  int64
+	rotate     int // the partition fetched first, round robin
+	rotateHeld int // the partition sent from first, round robin
 
 	hbInFlight bool
 	hbAt       time.Time
@@ -140,9 +132,7 @@ type hbResult struct {
 }
 
 type fetchDone struct {
-	req  *quirev1.FetchRecordsMultiRequest
-	resp *quirev1.FetchRecordsMultiResponse
-	err  error
+	results []fetchResult // of fetchBatches
 }
 
 type recvResult struct {
@@ -257,6 +247,9 @@ func (s *subscription) run() error {
 			s.spawnHeartbeat()
 		}
 		s.resolve(now)
+		if err := s.sendHeld(); err != nil {
+			return s.finish(nil, false, log) // sending failed: the stream broke
+		}
 		s.maybeFetch(now)
 		if !now.Before(s.nextCommit) {
 			s.commit(s.ownedKeys())
@@ -326,6 +319,9 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 		leave = false
 	}
 	s.commit(s.ownedKeys())
+	for _, p := range s.owned {
+		s.release(p)
+	}
 	if leave && err == nil && len(s.owned) > 0 {
 		// Closed by the client: it is told it has nothing left.
 		_ = s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
@@ -473,12 +469,11 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 		}
 		for _, k := range revoked {
 			p := s.owned[k]
-			for _, r := range p.unacked {
-				if !r.acked {
-					s.outRecords--
-					s.outBytes -= r.size
-				}
+			for p.sent.len() > 0 {
+				s.acked(p.sent.front()) // its credit is the client's again
+				p.sent.pop()
 			}
+			s.release(p)
 			delete(s.owned, k)
 		}
 	}
@@ -510,41 +505,6 @@ func (s *subscription) ownedKeys() []partKey {
 	}
 	slices.SortFunc(out, comparePartKey)
 	return out
-}
-
-// onMessage takes a client message after the start: acknowledgements.
-func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
-	ack := m.GetAck()
-	if ack == nil {
-		return fmt.Errorf("%w: only the first message of a Subscribe stream is a start; later ones are acks", ErrInvalidRequest)
-	}
-	for _, a := range ack.Partitions {
-		p := s.owned[partKey{a.Topic, a.Partition}]
-		if p == nil {
-			continue // revoked meanwhile
-		}
-		for _, off := range a.Offsets {
-			if sent, ok := s.everSent[p.tp]; !ok || off >= sent {
-				return fmt.Errorf("%w: ack of %s-%d offset %d, which this stream was not sent", ErrInvalidRequest, a.Topic, a.Partition, off)
-			}
-			i, found := slices.BinarySearchFunc(p.unacked, off, func(r sentRecord, o int64) int { return cmp.Compare(r.offset, o) })
-			if !found || p.unacked[i].acked {
-				// Acknowledged already, or sent before the partition
-				// was last assigned (its commit point moved on since).
-				continue
-			}
-			p.unacked[i].acked = true
-			s.outRecords--
-			s.outBytes -= p.unacked[i].size
-		}
-		n := 0
-		for n < len(p.unacked) && p.unacked[n].acked {
-			p.ackedEpoch = p.unacked[n].epoch
-			n++
-		}
-		p.unacked = p.unacked[n:]
-	}
-	return nil
 }
 
 // commit commits the commit points of parts that moved since the last
@@ -630,99 +590,9 @@ func (s *subscription) resolve(now time.Time) {
 
 func (p *subPart) setPosition(off int64) {
 	p.next, p.state = off, partReady
-	if len(p.unacked) == 0 {
+	if p.sent.len() == 0 {
 		p.sentNext = off
 	}
-}
-
-// maybeFetch starts a fetch of the ready partitions when none is in
-// flight and the client has credit left.
-func (s *subscription) maybeFetch(now time.Time) {
-	if s.fetchStop != nil || s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
-		return
-	}
-	keys := s.ownedKeys()
-	req := &quirev1.FetchRecordsMultiRequest{MaxWaitMs: int32(subscribeFetchWait.Milliseconds()),
-		MaxRecords: int32(min(s.maxRecords-s.outRecords, subscribeFetchRecords)),
-		MaxBytes:   int32(min(s.maxBytes-s.outBytes, subscribeFetchBytes)), Format: s.start.Format}
-	// Round robin: FetchRecordsMulti fills partitions in request order.
-	s.rotate++
-	for i := range keys {
-		k := keys[(i+s.rotate)%len(keys)]
-		if p := s.owned[k]; p.state == partReady && !now.Before(p.retryAt) {
-			req.Partitions = append(req.Partitions, &quirev1.FetchRecordsPartition{Topic: k.topic, Partition: k.part, Offset: p.next})
-		}
-	}
-	if len(req.Partitions) == 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	s.fetchStop = cancel
-	go func() {
-		resp, err := s.svc.FetchRecordsMulti(ctx, req)
-		s.fetchDone <- fetchDone{req, resp, err}
-	}()
-}
-
-// onFetch sends the records fetched of partitions still owned at the
-// offsets they were fetched from, within the client's credit.
-func (s *subscription) onFetch(f fetchDone) error {
-	s.fetchStop()
-	s.fetchStop = nil
-	if f.err != nil {
-		if s.ctx.Err() == nil {
-			s.b.logger.Debug("subscribe stream fetch failed", "group", s.start.Group, "error", f.err)
-		}
-		return nil
-	}
-	now := time.Now()
-	var out []*quirev1.ConsumedRecord
-	full := false
-	for i, res := range f.resp.Partitions {
-		p := s.owned[partKey{res.Topic, res.Partition}]
-		if p == nil || p.state != partReady || p.next != f.req.Partitions[i].Offset {
-			continue // revoked, or moved, meanwhile
-		}
-		if res.Error != nil {
-			if res.Error.Code == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE {
-				s.b.logger.Info("subscribe stream position out of range; resetting", "group", s.start.Group,
-					"topic", res.Topic, "partition", res.Partition, "offset", p.next, "reset", s.start.AutoOffsetReset)
-				p.state, p.next = partNeedReset, -1
-				continue
-			}
-			p.retryAt = now.Add(subscribeRetry)
-			continue
-		}
-		sentAll := true
-		for _, r := range res.Records {
-			if full || s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
-				full, sentAll = true, false
-				p.next = r.Offset
-				break
-			}
-			size := int64(proto.Size(r))
-			p.unacked = append(p.unacked, sentRecord{offset: r.Offset, size: size, epoch: r.LeaderEpoch})
-			s.outRecords++
-			s.outBytes += size
-			p.sentNext = r.Offset + 1
-			s.everSent[p.tp] = max(s.everSent[p.tp], p.sentNext)
-			out = append(out, r)
-		}
-		if sentAll {
-			p.next = res.NextOffset
-			if len(p.unacked) == 0 {
-				// Nothing sent: the records in between (none, or
-				// aborted or compacted away) need no acknowledgement.
-				p.sentNext = max(p.sentNext, res.NextOffset)
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	// The next fetch reads while these are sent.
-	s.maybeFetch(now)
-	return s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Records{Records: &quirev1.SubscribeRecords{Records: out}}})
 }
 
 func partsToAssignment(ps []partKey) *quirev1.GroupAssignment {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
@@ -131,58 +133,110 @@ func BenchmarkGroupConsume(b *testing.B) {
 	}
 	b.Run("group-consumer-pollfunc", groupConsumer(false))
 	b.Run("group-consumer", groupConsumer(true))
-	b.Run("subscribe", func(b *testing.B) {
-		br, _ := setup(b)
-		b.SetBytes(benchValueSize)
-		b.ResetTimer()
-		var cpu0 time.Duration
-		joined := time.Now()
-		stream, err := quirev1.NewGroupsClient(bareConn(b, br.Addr())).Subscribe(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
-			Group: fmt.Sprint("sb-", b.N), Subscription: &quirev1.GroupSubscription{Topics: []string{topic}},
-			MaxOutstandingRecords: 5000, MaxOutstandingBytes: 8 << 20, Format: quirev1.RecordFormat_RECORD_FORMAT_BYTES}}}); err != nil {
-			b.Fatal(err)
-		}
-		got := 0
-		var joinMs float64
-		for got < b.N {
-			resp, err := stream.Recv()
+	// subscribe reads through one Subscribe stream, acknowledging each
+	// message as it comes: in the recommended form (batches: each
+	// SubscribeBatch acknowledged whole with its next_offset) decoded
+	// with the generated code, or walked in place (wire,
+	// subscribe_bench_test.go), or in the form of streams that predate
+	// batches (SubscribeRecords, each record acknowledged by offset).
+	type subscribeMode int
+	const (
+		batches subscribeMode = iota
+		batchesWire
+		records
+	)
+	subscribe := func(mode subscribeMode) func(b *testing.B) {
+		return func(b *testing.B) {
+			br, _ := setup(b)
+			b.SetBytes(benchValueSize)
+			b.ResetTimer()
+			var cpu0 time.Duration
+			joined := time.Now()
+			stream, err := quirev1.NewGroupsClient(bareConn(b, br.Addr())).Subscribe(context.Background(), grpc.ForceCodecV2(rawCodec{}))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if a := resp.GetAssignment(); a != nil {
+			if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
+				Group: fmt.Sprint("sb-", b.N), Subscription: &quirev1.GroupSubscription{Topics: []string{topic}}, Batches: mode != records,
+				MaxOutstandingRecords: 5000, MaxOutstandingBytes: 8 << 20, Format: quirev1.RecordFormat_RECORD_FORMAT_BYTES}}}); err != nil {
+				b.Fatal(err)
+			}
+			got := 0
+			var joinMs float64
+			onAssignment := func(a *quirev1.SubscribeAssignment) {
 				if joinMs == 0 && len(a.Owned.GetTopics()) == 1 && len(a.Owned.Topics[0].Partitions) == 3 {
 					joinMs = float64(time.Since(joined).Microseconds()) / 1000
 					b.ResetTimer()
 					cpu0 = cpuTime()
 				}
-				continue
 			}
-			recs := resp.GetRecords().GetRecords()
-			ack := &quirev1.SubscribeAck{}
-			byPart := map[int32]*quirev1.AckedOffsets{}
-			for _, r := range recs {
-				a := byPart[r.Partition]
-				if a == nil {
-					a = &quirev1.AckedOffsets{Topic: r.Topic, Partition: r.Partition}
-					byPart[r.Partition] = a
-					ack.Partitions = append(ack.Partitions, a)
+			var ack *quirev1.SubscribeAck
+			ackBatch := func(topic string, p int32, next int64) {
+				ack = &quirev1.SubscribeAck{Partitions: []*quirev1.AckedOffsets{{Topic: topic, Partition: p, NextOffset: next}}}
+			}
+			var raw rawMessage
+			for got < b.N {
+				ack = nil
+				if mode == batchesWire {
+					if err := stream.RecvMsg(&raw); err != nil {
+						b.Fatal(err)
+					}
+					a, err := walkSubscribeResponse(raw.b, func(*wireRecord) { got++ }, ackBatch)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if a != nil {
+						onAssignment(a)
+					}
+				} else {
+					resp, err := stream.Recv()
+					if err != nil {
+						b.Fatal(err)
+					}
+					switch ev := resp.Event.(type) {
+					case *quirev1.SubscribeResponse_Assignment:
+						onAssignment(ev.Assignment)
+					case *quirev1.SubscribeResponse_Batch:
+						got += len(ev.Batch.Records)
+						ackBatch(ev.Batch.Topic, ev.Batch.Partition, ev.Batch.NextOffset)
+					case *quirev1.SubscribeResponse_Records:
+						ack = &quirev1.SubscribeAck{}
+						byPart := map[int32]*quirev1.AckedOffsets{}
+						for _, r := range ev.Records.Records {
+							a := byPart[r.Partition]
+							if a == nil {
+								a = &quirev1.AckedOffsets{Topic: r.Topic, Partition: r.Partition}
+								byPart[r.Partition] = a
+								ack.Partitions = append(ack.Partitions, a)
+							}
+							a.Offsets = append(a.Offsets, r.Offset)
+						}
+						got += len(ev.Records.Records)
+					}
 				}
-				a.Offsets = append(a.Offsets, r.Offset)
+				if ack == nil {
+					continue
+				}
+				if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: ack}}); err != nil {
+					b.Fatal(err)
+				}
 			}
-			got += len(recs)
-			if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: ack}}); err != nil {
-				b.Fatal(err)
+			b.StopTimer()
+			reportRecords(b, got, cpu0)
+			b.ReportMetric(joinMs, "join-ms")
+			// A clean close, the stream read to its end: the member
+			// commits and leaves while the broker is up.
+			_ = stream.CloseSend()
+			for {
+				if err := stream.RecvMsg(&raw); err != nil {
+					break
+				}
 			}
 		}
-		b.StopTimer()
-		_ = stream.CloseSend()
-		reportRecords(b, got, cpu0)
-		b.ReportMetric(joinMs, "join-ms")
-	})
+	}
+	b.Run("subscribe", subscribe(batches))
+	b.Run("subscribe-wire", subscribe(batchesWire))
+	b.Run("subscribe-records", subscribe(records))
 }
 
 // BenchmarkGroupJoinToStable measures, with the heartbeat interval of the

@@ -5,7 +5,8 @@
 # restart it and find every record and the committed offset; then consume
 # with `quire consume --group` and check `quire group describe`; then consume
 # a group through Groups/Subscribe streams (grpcurl -d @ reading a fifo):
-# one stream acknowledging and closing, two streams splitting a topic.
+# one stream of batches acknowledging each partition with next_offset and
+# closing, two streams of the older per-record form splitting a topic.
 #
 # Env: QUIRE_BIN (default: build into a temp dir), GRPCURL (default
 # ./bin/grpcurl), E2E_KEEP=1 keeps the temp dir.
@@ -234,19 +235,20 @@ if out=$(q topic describe --producers e2e-idem --partition 3 2>&1); then fail "-
 expect "no partition 3 in topic e2e-idem, which has 1" "$out"
 if out=$(q topic describe --producers e2e-nope 2>&1); then fail "an unknown topic succeeded: $out"; fi
 expect 'does not exist' "$out"
-step "Subscribe with grpcurl: a group consumed over one stream, acknowledged, committed on close, left at once"
+step "Subscribe with grpcurl: a group consumed over one stream of batches, acknowledged, committed on close, left at once"
 call quire.v1.Admin/CreateTopic '{"name": "e2e-sub", "partitions": 4}' >/dev/null
 for p in 0 1 2 3; do
 	call quire.v1.Producer/ProduceRecords '{"topic": "e2e-sub", "records": [{"value": "s'$p'-0", "partition": '$p'}, {"value": "s'$p'-1", "partition": '$p'}]}' >/dev/null
 done
-# sub_start NAME FD GROUP: a Subscribe stream whose messages grpcurl reads
-# from the fifo $tmp/NAME.in, held open on FD; its output in $tmp/NAME.out.
+# sub_start NAME FD GROUP [START_FIELDS]: a Subscribe stream whose messages
+# grpcurl reads from the fifo $tmp/NAME.in, held open on FD; its output in
+# $tmp/NAME.out. START_FIELDS are more fields of the start, JSON.
 sub_start() {
 	mkfifo "$tmp/$1.in"
 	"$grpcurl" -plaintext -emit-defaults -d @ "$addr" quire.v1.Groups/Subscribe <"$tmp/$1.in" >"$tmp/$1.out" 2>&1 &
 	sub_pids+=($!)
 	eval "exec $2>\"\$tmp/\$1.in\""
-	echo '{"start": {"group": "'"$3"'", "subscription": {"topics": ["e2e-sub"]}, "commitIntervalMs": 100}}' >&"$2"
+	echo '{"start": {"group": "'"$3"'", "subscription": {"topics": ["e2e-sub"]}, "commitIntervalMs": 100'"${4:+, $4}"'}}' >&"$2"
 }
 # sub_wait FILE N PATTERN: until FILE has N lines matching PATTERN.
 sub_wait() {
@@ -256,11 +258,16 @@ sub_wait() {
 		sleep 0.1
 	done
 }
-sub_start suba 7 e2e-sub
+sub_start suba 7 e2e-sub '"batches": true'
 sub_wait "$tmp/suba.out" 8 '"value": "s[0-3]-[01]"'
-expect '"memberEpoch": 1' "$(cat "$tmp/suba.out")"
+out=$(cat "$tmp/suba.out")
+expect '"memberEpoch": 1' "$out"
+expect '"batch": {' "$out"
+expect '"nextOffset": "2"' "$out"
+if grep -q '"records": {' <<<"$out"; then fail "a stream of batches got the per-record form: $out"; fi
+# Everything of each partition below offset 2 (its batch's nextOffset).
 acks='{"ack": {"partitions": ['
-for p in 0 1 2 3; do acks+='{"topic": "e2e-sub", "partition": '$p', "offsets": [0, 1]}'; [ $p = 3 ] || acks+=', '; done
+for p in 0 1 2 3; do acks+='{"topic": "e2e-sub", "partition": '$p', "nextOffset": 2}'; [ $p = 3 ] || acks+=', '; done
 echo "$acks]}}" >&7
 exec 7>&- # a clean close: grpcurl half-closes the stream
 wait "${sub_pids[0]}" || fail "the Subscribe stream did not end OK: $(cat "$tmp/suba.out")"
@@ -269,7 +276,17 @@ out=$(call quire.v1.Groups/FetchOffsets '{"group": "e2e-sub"}')
 out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-sub"}')
 expect '"state": "empty"' "$out"
 
-step "two concurrent Subscribe streams split the topic's partitions"
+step "Subscribe with grpcurl: an acknowledgement past what was sent ends the stream INVALID_REQUEST"
+sub_start subx 7 e2e-bad '"batches": true'
+sub_wait "$tmp/subx.out" 8 '"value": "s[0-3]-[01]"'
+echo '{"ack": {"partitions": [{"topic": "e2e-sub", "partition": 0, "nextOffset": 9}]}}' >&7
+exec 7>&- # (grpcurl reads its input to the end before it exits)
+if wait "${sub_pids[1]}"; then fail "an ack past what was sent ended the stream OK: $(cat "$tmp/subx.out")"; fi
+out=$(cat "$tmp/subx.out")
+expect 'InvalidArgument' "$out"
+expect 'ack of e2e-sub-0 below next_offset 9, past 2' "$out"
+
+step "two concurrent Subscribe streams (the per-record form, acknowledged by offset) split the topic's partitions"
 sub_start subb 7 e2e-split
 sub_start subc 8 e2e-split
 deadline=$((SECONDS + 30))
@@ -289,9 +306,25 @@ done
 nb=$(grep -c '"value": "split-' "$tmp/subb.out")
 nc=$(grep -c '"value": "split-' "$tmp/subc.out")
 [ "$nb" -eq 2 ] && [ "$nc" -eq 2 ] || fail "want the 4 partitions' new records split 2 and 2, got $nb and $nc"
+expect '"records": {' "$(cat "$tmp/subb.out" "$tmp/subc.out")"
+# Each acknowledges, by offset, everything of the partitions it owns now:
+# those it read split-P of (P the partition), from offset 0 (the group had
+# committed nothing) to 2.
+for s in subb:7 subc:8; do
+	name=${s%:*} fd=${s#*:}
+	acks='{"ack": {"partitions": ['
+	sep=
+	for p in $(grep -o '"value": "split-[0-3]"' "$tmp/$name.out" | sed 's/.*split-//; s/"//' | sort -u); do
+		acks+=$sep'{"topic": "e2e-sub", "partition": '$p', "offsets": [0, 1, 2]}'
+		sep=', '
+	done
+	echo "$acks]}}" >&"$fd"
+done
 exec 7>&- 8>&-
-wait "${sub_pids[1]}" || fail "the first split stream did not end OK: $(cat "$tmp/subb.out")"
-wait "${sub_pids[2]}" || fail "the second split stream did not end OK: $(cat "$tmp/subc.out")"
+wait "${sub_pids[2]}" || fail "the first split stream did not end OK: $(cat "$tmp/subb.out")"
+wait "${sub_pids[3]}" || fail "the second split stream did not end OK: $(cat "$tmp/subc.out")"
+out=$(call quire.v1.Groups/FetchOffsets '{"group": "e2e-split"}')
+[ "$(grep -c '"offset": "3"' <<<"$out")" -eq 4 ] || fail "want offset 3 committed on each of 4 partitions (the split streams' acks): $out"
 
 # ---- the Python example (examples/python) against the same server ----
 step "running scripts/e2e_python.sh"

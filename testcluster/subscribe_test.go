@@ -34,10 +34,11 @@ type subStream struct {
 	autoAck  bool
 	memberID string
 	owned    map[string]bool
-	records  map[string][]*quirev1.ConsumedRecord
-	recvAt   map[string][]time.Time // per partition, when each record was read
-	views    []ownView              // every change of owned, in order
-	err      error                  // how the stream ended (io.EOF: OK)
+	records  map[string][]*quirev1.ConsumedRecord // SubscribeBatch records too, with their batch's topic and partition
+	recvAt   map[string][]time.Time               // per partition, when each record was read
+	batches  []*quirev1.SubscribeBatch            // every SubscribeBatch, in order
+	views    []ownView                            // every change of owned, in order
+	err      error                                // how the stream ended (io.EOF: OK)
 	changed  chan struct{}
 }
 
@@ -114,6 +115,24 @@ func subscribe(t *testing.T, c *testcluster.Cluster, via int32, name string, sta
 				if s.autoAck {
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: ack}}
 				}
+			case *quirev1.SubscribeResponse_Batch:
+				b := ev.Batch
+				p := tpName(b.Topic, b.Partition)
+				if !s.owned[p] {
+					s.t.Errorf("%s: a batch of %s, a partition it does not own (owns %v)", s.name, p, s.ownedLocked())
+				}
+				if len(b.Records) == 0 || b.NextOffset != b.Records[len(b.Records)-1].Offset+1 {
+					s.t.Errorf("%s: a batch of %s with %d records and next_offset %d", s.name, p, len(b.Records), b.NextOffset)
+				}
+				s.batches = append(s.batches, b)
+				for _, r := range b.Records {
+					s.records[p] = append(s.records[p], consumedOf(b, r))
+					s.recvAt[p] = append(s.recvAt[p], now)
+				}
+				if s.autoAck {
+					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+						Partitions: []*quirev1.AckedOffsets{{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}}}}}
+				}
 			}
 			s.signalLocked()
 			s.mu.Unlock()
@@ -131,6 +150,31 @@ func subscribe(t *testing.T, c *testcluster.Cluster, via int32, name string, sta
 		<-sendDone
 	})
 	return s
+}
+
+// consumedOf is a batch's record as a ConsumedRecord.
+func consumedOf(b *quirev1.SubscribeBatch, r *quirev1.BatchRecord) *quirev1.ConsumedRecord {
+	c := &quirev1.ConsumedRecord{Topic: b.Topic, Partition: b.Partition, Offset: r.Offset, TimestampMs: r.TimestampMs,
+		LeaderEpoch: r.LeaderEpoch, Headers: r.Headers}
+	switch k := r.KeyData.(type) {
+	case *quirev1.BatchRecord_Key:
+		c.KeyData = &quirev1.ConsumedRecord_Key{Key: k.Key}
+	case *quirev1.BatchRecord_KeyBytes:
+		c.KeyData = &quirev1.ConsumedRecord_KeyBytes{KeyBytes: k.KeyBytes}
+	}
+	switch v := r.ValueData.(type) {
+	case *quirev1.BatchRecord_Value:
+		c.ValueData = &quirev1.ConsumedRecord_Value{Value: v.Value}
+	case *quirev1.BatchRecord_ValueBytes:
+		c.ValueData = &quirev1.ConsumedRecord_ValueBytes{ValueBytes: v.ValueBytes}
+	}
+	return c
+}
+
+// ackBelow acknowledges every record of topic's partition p sent below next.
+func (s *subStream) ackBelow(topic string, p int32, next int64) {
+	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+		Partitions: []*quirev1.AckedOffsets{{Topic: topic, Partition: p, NextOffset: next}}}}}
 }
 
 func (s *subStream) signalLocked() {

@@ -1473,7 +1473,8 @@ type SubscribeStart struct {
 	Subscription *GroupSubscription `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	// Records sent and not yet acknowledged, at most; 0 means 500.
 	MaxOutstandingRecords int32 `protobuf:"varint,3,opt,name=max_outstanding_records,json=maxOutstandingRecords,proto3" json:"max_outstanding_records,omitempty"`
-	// Bytes of records (their encoded ConsumedRecord size) sent and not yet
+	// Bytes of records (the encoded size of each record's message: a
+	// ConsumedRecord, or a BatchRecord with batches) sent and not yet
 	// acknowledged, at most; 0 means 1048576. A record is sent while the
 	// outstanding bytes are under the limit, so one larger than the limit
 	// still comes, alone.
@@ -1490,8 +1491,12 @@ type SubscribeStart struct {
 	AutoOffsetReset string `protobuf:"bytes,8,opt,name=auto_offset_reset,json=autoOffsetReset,proto3" json:"auto_offset_reset,omitempty"`
 	// How often acknowledged offsets are committed; 0 means 5000.
 	CommitIntervalMs int32 `protobuf:"varint,9,opt,name=commit_interval_ms,json=commitIntervalMs,proto3" json:"commit_interval_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Send records as SubscribeBatch events (one partition each, its topic
+	// and partition said once) rather than SubscribeRecords. Recommended;
+	// false (the default) keeps the form of streams that predate it.
+	Batches       bool `protobuf:"varint,10,opt,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeStart) Reset() {
@@ -1587,6 +1592,13 @@ func (x *SubscribeStart) GetCommitIntervalMs() int32 {
 	return 0
 }
 
+func (x *SubscribeStart) GetBatches() bool {
+	if x != nil {
+		return x.Batches
+	}
+	return false
+}
+
 type SubscribeAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partitions    []*AckedOffsets        `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -1638,7 +1650,15 @@ type AckedOffsets struct {
 	// Offsets of records received, in any order. Those of a partition no
 	// longer assigned to the stream, or acknowledged already, are ignored;
 	// one never sent on this partition is INVALID_REQUEST.
-	Offsets       []int64 `protobuf:"varint,3,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	Offsets []int64 `protobuf:"varint,3,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	// Acknowledges every record of the partition sent with an offset below
+	// this one: a SubscribeBatch's next_offset acknowledges the batch and
+	// everything before it, a record's offset + 1 that record and
+	// everything before it. 0 acknowledges nothing. Past the offset after
+	// the last record the stream was sent of this partition, or negative,
+	// is INVALID_REQUEST; of a partition revoked meanwhile, ignored. May be
+	// given with offsets.
+	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1694,12 +1714,20 @@ func (x *AckedOffsets) GetOffsets() []int64 {
 	return nil
 }
 
+func (x *AckedOffsets) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
 type SubscribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
 	//
 	//	*SubscribeResponse_Assignment
 	//	*SubscribeResponse_Records
+	//	*SubscribeResponse_Batch
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1760,6 +1788,15 @@ func (x *SubscribeResponse) GetRecords() *SubscribeRecords {
 	return nil
 }
 
+func (x *SubscribeResponse) GetBatch() *SubscribeBatch {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -1771,12 +1808,20 @@ type SubscribeResponse_Assignment struct {
 }
 
 type SubscribeResponse_Records struct {
+	// Records, without SubscribeStart.batches.
 	Records *SubscribeRecords `protobuf:"bytes,2,opt,name=records,proto3,oneof"`
+}
+
+type SubscribeResponse_Batch struct {
+	// Records of one partition, with SubscribeStart.batches.
+	Batch *SubscribeBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
 }
 
 func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_Batch) isSubscribeResponse_Event() {}
 
 type SubscribeAssignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1904,6 +1949,247 @@ func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
 	return nil
 }
 
+// Records of one partition, in offset order, following on from the
+// partition's previous batch (or, after the assignment that gave the
+// partition to the stream, from the group's committed offset).
+type SubscribeBatch struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Records   []*BatchRecord         `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	// The offset after the last record: acknowledging it (AckedOffsets
+	// .next_offset) acknowledges the whole batch.
+	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeBatch) Reset() {
+	*x = SubscribeBatch{}
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeBatch) ProtoMessage() {}
+
+func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeBatch.ProtoReflect.Descriptor instead.
+func (*SubscribeBatch) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SubscribeBatch) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SubscribeBatch) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *SubscribeBatch) GetRecords() []*BatchRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *SubscribeBatch) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+// A record of a SubscribeBatch: a ConsumedRecord without the topic and
+// partition, which are the batch's (its fields have ConsumedRecord's
+// numbers).
+type BatchRecord struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Offset      int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// As ConsumedRecord's: unset is a null key, "" an empty one.
+	//
+	// Types that are valid to be assigned to KeyData:
+	//
+	//	*BatchRecord_Key
+	//	*BatchRecord_KeyBytes
+	KeyData isBatchRecord_KeyData `protobuf_oneof:"key_data"`
+	// As ConsumedRecord's: unset is a null value (a tombstone).
+	//
+	// Types that are valid to be assigned to ValueData:
+	//
+	//	*BatchRecord_Value
+	//	*BatchRecord_ValueBytes
+	ValueData isBatchRecord_ValueData `protobuf_oneof:"value_data"`
+	Headers   []*RecordHeader         `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty"`
+	// The leader epoch the record was written in.
+	LeaderEpoch   int32 `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchRecord) Reset() {
+	*x = BatchRecord{}
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchRecord) ProtoMessage() {}
+
+func (x *BatchRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
+func (*BatchRecord) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *BatchRecord) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BatchRecord) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *BatchRecord) GetKeyData() isBatchRecord_KeyData {
+	if x != nil {
+		return x.KeyData
+	}
+	return nil
+}
+
+func (x *BatchRecord) GetKey() string {
+	if x != nil {
+		if x, ok := x.KeyData.(*BatchRecord_Key); ok {
+			return x.Key
+		}
+	}
+	return ""
+}
+
+func (x *BatchRecord) GetKeyBytes() []byte {
+	if x != nil {
+		if x, ok := x.KeyData.(*BatchRecord_KeyBytes); ok {
+			return x.KeyBytes
+		}
+	}
+	return nil
+}
+
+func (x *BatchRecord) GetValueData() isBatchRecord_ValueData {
+	if x != nil {
+		return x.ValueData
+	}
+	return nil
+}
+
+func (x *BatchRecord) GetValue() string {
+	if x != nil {
+		if x, ok := x.ValueData.(*BatchRecord_Value); ok {
+			return x.Value
+		}
+	}
+	return ""
+}
+
+func (x *BatchRecord) GetValueBytes() []byte {
+	if x != nil {
+		if x, ok := x.ValueData.(*BatchRecord_ValueBytes); ok {
+			return x.ValueBytes
+		}
+	}
+	return nil
+}
+
+func (x *BatchRecord) GetHeaders() []*RecordHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *BatchRecord) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+type isBatchRecord_KeyData interface {
+	isBatchRecord_KeyData()
+}
+
+type BatchRecord_Key struct {
+	Key string `protobuf:"bytes,5,opt,name=key,proto3,oneof"`
+}
+
+type BatchRecord_KeyBytes struct {
+	KeyBytes []byte `protobuf:"bytes,7,opt,name=key_bytes,json=keyBytes,proto3,oneof"`
+}
+
+func (*BatchRecord_Key) isBatchRecord_KeyData() {}
+
+func (*BatchRecord_KeyBytes) isBatchRecord_KeyData() {}
+
+type isBatchRecord_ValueData interface {
+	isBatchRecord_ValueData()
+}
+
+type BatchRecord_Value struct {
+	Value string `protobuf:"bytes,6,opt,name=value,proto3,oneof"`
+}
+
+type BatchRecord_ValueBytes struct {
+	ValueBytes []byte `protobuf:"bytes,8,opt,name=value_bytes,json=valueBytes,proto3,oneof"`
+}
+
+func (*BatchRecord_Value) isBatchRecord_ValueData() {}
+
+func (*BatchRecord_ValueBytes) isBatchRecord_ValueData() {}
+
 type ResetOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1926,7 +2212,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2224,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2237,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2077,7 +2363,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2375,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2388,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -2125,7 +2411,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2423,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2436,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -2185,7 +2471,7 @@ var File_quire_v1_group_proto protoreflect.FileDescriptor
 
 const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/group.proto\x12\bquire.v1\x1a\x16quire/v1/consume.proto\"\x9e\x01\n" +
+	"\x14quire/v1/group.proto\x12\bquire.v1\x1a\x16quire/v1/consume.proto\x1a\x15quire/v1/errors.proto\"\x9e\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x120\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
@@ -2286,7 +2572,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\xab\x03\n" +
+	"\arequest\"\xc5\x03\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -2296,20 +2582,25 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12.\n" +
 	"\x06format\x18\a \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\x12*\n" +
 	"\x11auto_offset_reset\x18\b \x01(\tR\x0fautoOffsetReset\x12,\n" +
-	"\x12commit_interval_ms\x18\t \x01(\x05R\x10commitIntervalMs\"F\n" +
+	"\x12commit_interval_ms\x18\t \x01(\x05R\x10commitIntervalMs\x12\x18\n" +
+	"\abatches\x18\n" +
+	" \x01(\bR\abatches\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
-	"partitions\"\\\n" +
+	"partitions\"}\n" +
 	"\fAckedOffsets\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\"\x95\x01\n" +
+	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\x12\x1f\n" +
+	"\vnext_offset\x18\x04 \x01(\x03R\n" +
+	"nextOffset\"\xc7\x01\n" +
 	"\x11SubscribeResponse\x12?\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.quire.v1.SubscribeAssignmentH\x00R\n" +
 	"assignment\x126\n" +
-	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecordsB\a\n" +
+	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecords\x120\n" +
+	"\x05batch\x18\x03 \x01(\v2\x18.quire.v1.SubscribeBatchH\x00R\x05batchB\a\n" +
 	"\x05event\"\xf2\x01\n" +
 	"\x13SubscribeAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
@@ -2318,7 +2609,28 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
 	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\"F\n" +
 	"\x10SubscribeRecords\x122\n" +
-	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\xf6\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\x96\x01\n" +
+	"\x0eSubscribeBatch\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12/\n" +
+	"\arecords\x18\x03 \x03(\v2\x15.quire.v1.BatchRecordR\arecords\x12\x1f\n" +
+	"\vnext_offset\x18\x04 \x01(\x03R\n" +
+	"nextOffset\"\xb1\x02\n" +
+	"\vBatchRecord\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x12\n" +
+	"\x03key\x18\x05 \x01(\tH\x00R\x03key\x12\x1d\n" +
+	"\tkey_bytes\x18\a \x01(\fH\x00R\bkeyBytes\x12\x16\n" +
+	"\x05value\x18\x06 \x01(\tH\x01R\x05value\x12!\n" +
+	"\vvalue_bytes\x18\b \x01(\fH\x01R\n" +
+	"valueBytes\x120\n" +
+	"\aheaders\x18\t \x03(\v2\x16.quire.v1.RecordHeaderR\aheaders\x12!\n" +
+	"\fleader_epoch\x18\n" +
+	" \x01(\x05R\vleaderEpochB\n" +
+	"\n" +
+	"\bkey_dataB\f\n" +
+	"\n" +
+	"value_dataJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03\"\xf6\x01\n" +
 	"\x13ResetOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x1c\n" +
@@ -2359,7 +2671,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -2389,11 +2701,14 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*SubscribeResponse)(nil),              // 25: quire.v1.SubscribeResponse
 	(*SubscribeAssignment)(nil),            // 26: quire.v1.SubscribeAssignment
 	(*SubscribeRecords)(nil),               // 27: quire.v1.SubscribeRecords
-	(*ResetOffsetsRequest)(nil),            // 28: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 29: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 30: quire.v1.ResetOffset
-	(RecordFormat)(0),                      // 31: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 32: quire.v1.ConsumedRecord
+	(*SubscribeBatch)(nil),                 // 28: quire.v1.SubscribeBatch
+	(*BatchRecord)(nil),                    // 29: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 30: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 31: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 32: quire.v1.ResetOffset
+	(RecordFormat)(0),                      // 33: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 34: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 35: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -2412,36 +2727,39 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	22, // 13: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
 	23, // 14: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	13, // 15: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	31, // 16: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	33, // 16: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
 	24, // 17: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
 	26, // 18: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
 	27, // 19: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	14, // 20: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	14, // 21: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	14, // 22: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	32, // 23: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	30, // 24: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 25: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 26: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 27: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 28: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 29: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	17, // 30: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	21, // 31: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	28, // 32: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 33: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 34: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 35: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 36: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 37: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	18, // 38: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	25, // 39: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	29, // 40: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	28, // 20: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	14, // 21: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	14, // 22: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	14, // 23: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	34, // 24: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	29, // 25: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	35, // 26: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	32, // 27: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 28: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 29: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 30: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 31: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 32: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	17, // 33: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	21, // 34: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	30, // 35: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 36: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 37: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 38: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 39: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 40: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	18, // 41: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	25, // 42: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	31, // 43: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -2450,6 +2768,7 @@ func file_quire_v1_group_proto_init() {
 		return
 	}
 	file_quire_v1_consume_proto_init()
+	file_quire_v1_errors_proto_init()
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
 	}
@@ -2460,8 +2779,15 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[25].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
+		(*SubscribeResponse_Batch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[28].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[29].OneofWrappers = []any{
+		(*BatchRecord_Key)(nil),
+		(*BatchRecord_KeyBytes)(nil),
+		(*BatchRecord_Value)(nil),
+		(*BatchRecord_ValueBytes)(nil),
+	}
+	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -2474,7 +2800,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -84,19 +84,24 @@ type GroupsClient interface {
 	// (or grpcurl) on one connection to any node. The first message is a
 	// SubscribeStart; the broker joins the group, reads the partitions it is
 	// given from their leaders and sends their records, decoded, and every
-	// change of assignment. The client acknowledges records by offset; the
-	// broker commits, per partition, the offset below which every record it
-	// sent was acknowledged, every commit_interval_ms, when the partition is
-	// revoked (it sends no more of it from then on) and when the stream
-	// ends. At most max_outstanding_records records (and about
-	// max_outstanding_bytes bytes) are sent and not yet acknowledged. A
-	// stream the client closes (half-closes) leaves the group at once and
-	// ends OK; a broken stream stops heartbeating, so the member is removed
-	// after group.consumer.session.timeout.ms. Errors end the stream with a
+	// change of assignment. With SubscribeStart.batches the records come as
+	// SubscribeBatch events, one partition's records each (the recommended
+	// form); without it, as SubscribeRecords. The client acknowledges
+	// records, by offset or everything of a partition below an offset (a
+	// batch's next_offset); the broker commits, per partition, the offset
+	// below which every record it sent was acknowledged, every
+	// commit_interval_ms, when the partition is revoked (it sends no more of
+	// it from then on) and when the stream ends. At most
+	// max_outstanding_records records (and about max_outstanding_bytes
+	// bytes) are sent and not yet acknowledged. A stream the client closes
+	// (half-closes) leaves the group at once and ends OK; a broken stream
+	// stops heartbeating, so the member is removed after
+	// group.consumer.session.timeout.ms. Errors end the stream with a
 	// status carrying a quire.v1.Error: a first message that is not a
-	// SubscribeStart, an acknowledgement of an offset never sent, a negative
-	// credit or interval, an unknown reset are INVALID_REQUEST; the group's
-	// own refusals are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
+	// SubscribeStart, an acknowledgement of an offset never sent (or of
+	// records past the last one sent), a negative credit, interval or
+	// offset, an unknown reset are INVALID_REQUEST; the group's own refusals
+	// are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
 	// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
 	// (retriable: subscribe again, to any node).
@@ -261,19 +266,24 @@ type GroupsServer interface {
 	// (or grpcurl) on one connection to any node. The first message is a
 	// SubscribeStart; the broker joins the group, reads the partitions it is
 	// given from their leaders and sends their records, decoded, and every
-	// change of assignment. The client acknowledges records by offset; the
-	// broker commits, per partition, the offset below which every record it
-	// sent was acknowledged, every commit_interval_ms, when the partition is
-	// revoked (it sends no more of it from then on) and when the stream
-	// ends. At most max_outstanding_records records (and about
-	// max_outstanding_bytes bytes) are sent and not yet acknowledged. A
-	// stream the client closes (half-closes) leaves the group at once and
-	// ends OK; a broken stream stops heartbeating, so the member is removed
-	// after group.consumer.session.timeout.ms. Errors end the stream with a
+	// change of assignment. With SubscribeStart.batches the records come as
+	// SubscribeBatch events, one partition's records each (the recommended
+	// form); without it, as SubscribeRecords. The client acknowledges
+	// records, by offset or everything of a partition below an offset (a
+	// batch's next_offset); the broker commits, per partition, the offset
+	// below which every record it sent was acknowledged, every
+	// commit_interval_ms, when the partition is revoked (it sends no more of
+	// it from then on) and when the stream ends. At most
+	// max_outstanding_records records (and about max_outstanding_bytes
+	// bytes) are sent and not yet acknowledged. A stream the client closes
+	// (half-closes) leaves the group at once and ends OK; a broken stream
+	// stops heartbeating, so the member is removed after
+	// group.consumer.session.timeout.ms. Errors end the stream with a
 	// status carrying a quire.v1.Error: a first message that is not a
-	// SubscribeStart, an acknowledgement of an offset never sent, a negative
-	// credit or interval, an unknown reset are INVALID_REQUEST; the group's
-	// own refusals are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
+	// SubscribeStart, an acknowledgement of an offset never sent (or of
+	// records past the last one sent), a negative credit, interval or
+	// offset, an unknown reset are INVALID_REQUEST; the group's own refusals
+	// are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
 	// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
 	// (retriable: subscribe again, to any node).

@@ -3,8 +3,10 @@
 
 The broker is the group member on the stream's behalf: it joins the group,
 is assigned partitions, reads them from their leaders and streams their
-records; this program acknowledges each record it has handled, and the
-broker commits what was acknowledged. Closing the request side of the
+records, a batch of one partition's records at a time; this program
+acknowledges each batch once it has handled it (everything of the
+partition below the batch's next_offset), and the broker commits what was
+acknowledged. Closing the request side of the
 stream leaves the group at once. Uses only grpcio and protobuf and stubs
 generated from proto/ (see README.md); it checks what it got and exits 1
 on the first surprise, so it doubles as a test (scripts/e2e_python.sh).
@@ -90,7 +92,7 @@ def consume(groups, args, n, deadline):
     outbox = queue.Queue()
     outbox.put(group_pb2.SubscribeRequest(start=group_pb2.SubscribeStart(
         group=args.group, subscription=group_pb2.GroupSubscription(topics=[args.topic]),
-        max_outstanding_records=5, commit_interval_ms=200)))
+        batches=True, max_outstanding_records=5, commit_interval_ms=200)))
 
     def requests():
         while True:
@@ -120,12 +122,17 @@ def handle(event, owned, got, outbox, n, closing):
         check(owned == set(parts(a.owned)), "assignment: %s" % a)
         print("member %s epoch %d owns %s" % (a.member_id[:8], a.member_epoch, sorted(owned)))
         return closing
+    batch = event.batch
+    check(kind == "batch" and (batch.topic, batch.partition) in owned, "a batch of a partition not owned: %s" % event)
+    for r in batch.records:
+        check(r.value not in got, "read twice: %s" % r)
+        got[r.value] = batch.partition
+    check(batch.next_offset == batch.records[-1].offset + 1, "next_offset %d after offset %d" % (
+        batch.next_offset, batch.records[-1].offset))
+    # Handled: acknowledge the batch, and everything before it.
     ack = group_pb2.SubscribeAck()
-    for r in event.records.records:
-        check((r.topic, r.partition) in owned, "a record of a partition not owned: %s" % r)
-        got[r.value] = r.partition
-        ack.partitions.add(topic=r.topic, partition=r.partition, offsets=[r.offset])
-    outbox.put(group_pb2.SubscribeRequest(ack=ack))  # handled: acknowledge
+    ack.partitions.add(topic=batch.topic, partition=batch.partition, next_offset=batch.next_offset)
+    outbox.put(group_pb2.SubscribeRequest(ack=ack))
     if len(got) == n and not closing:
         outbox.put(None)  # every record read: close, which commits and leaves
         return True

@@ -1,13 +1,16 @@
 // Package wire holds the hand-written protobuf codecs of the broker's and
 // the Go client's hot paths, both directions of each beside the field
 // numbers they use: the produce request (EncodeProduce in the client,
-// DecodeProduceRequest in the broker) and the fetch response
-// (EncodeFetchResponse in the broker, DecodeFetchResponse in the client).
+// DecodeProduceRequest in the broker), the fetch response
+// (EncodeFetchResponse in the broker, DecodeFetchResponse in the client)
+// and the records of a Subscribe stream (RecordsEncoder in the broker;
+// any client decodes them with its own protobuf runtime).
 // The field numbers are read from the generated descriptors, so the codecs
 // cannot drift from proto/quire/v1: a renamed or removed field panics at
 // start-up. The decoders accept only what proto.Unmarshal accepts and
 // decode it to an equal message (their callers fall back to proto for the
-// rest); the fuzz targets beside them check that against proto.
+// rest), and the encoders write what proto.Marshal writes; the fuzz
+// targets beside them check that against proto.
 //
 // It imports the generated messages, protobuf's wire helpers and gRPC's
 // mem buffers, and nothing of the broker or client: the gRPC codec glue

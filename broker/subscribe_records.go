@@ -1,0 +1,395 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/mem"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
+	"github.com/quirelog/quire/record"
+)
+
+// The records side of a Subscribe stream: one fetch in flight reads the
+// ready partitions as stored (fetchBatches: here, or from their leaders),
+// and the stream's loop encodes the records its credit allows straight
+// from those batches into the stream's messages (wire.RecordsEncoder: no
+// message built per record), one or more per partition, then takes the
+// client's acknowledgements. What a fetch read past the credit is held,
+// from the batch of the first record not sent, and sent from as the
+// acknowledgements free credit, before that partition is fetched again:
+// a producer's batches hold thousands of records, more than a credit
+// (500 by default), and reading one again for each credit's worth of its
+// records would cost more than sending them. Every record sent is
+// remembered, in offset order per partition, until it and all before it
+// are acknowledged.
+
+// subscribeHeldBytes caps what a stream holds of what it read past its
+// credit (the read buffers, 1 MiB each, or the copies of leaders'
+// answers): past it, the rest of a read is dropped, to be read again.
+const subscribeHeldBytes = 4 << 20
+
+// sentRecord is a record sent on the stream.
+type sentRecord struct {
+	offset int64
+	size   int64 // its message's encoded size, as counted in the credit
+	epoch  int32
+	acked  bool
+}
+
+// sentQueue is a partition's records sent, in offset order, from the
+// first one not acknowledged on (those after it may be acknowledged
+// already, by offset). Its array is reused once it empties.
+type sentQueue struct {
+	recs []sentRecord
+	head int
+}
+
+func (q *sentQueue) len() int { return len(q.recs) - q.head }
+
+func (q *sentQueue) front() *sentRecord { return &q.recs[q.head] }
+
+func (q *sentQueue) push(r sentRecord) { q.recs = append(q.recs, r) }
+
+// pop drops the first record.
+func (q *sentQueue) pop() {
+	q.head++
+	switch {
+	case q.head == len(q.recs):
+		q.recs, q.head = q.recs[:0], 0
+	case q.head >= 4096 && q.head > len(q.recs)/2:
+		n := copy(q.recs, q.recs[q.head:])
+		q.recs, q.head = q.recs[:n], 0
+	}
+}
+
+// find returns the record sent at off, nil when there is none.
+func (q *sentQueue) find(off int64) *sentRecord {
+	live := q.recs[q.head:]
+	i, ok := slices.BinarySearchFunc(live, off, func(r sentRecord, o int64) int { return cmp.Compare(r.offset, o) })
+	if !ok {
+		return nil
+	}
+	return &live[i]
+}
+
+// encodedMessage is a stream message already encoded; serverCodec passes
+// it to gRPC as it is, and gRPC frees its buffers once written.
+type encodedMessage struct{ data mem.BufferSlice }
+
+// commitPoint is the offset below which every record sent was
+// acknowledged; -1 when the position is not known yet.
+func (p *subPart) commitPoint() int64 {
+	if p.sent.len() > 0 {
+		return p.sent.front().offset
+	}
+	return p.sentNext
+}
+
+// maybeFetch starts a fetch of the ready partitions when none is in
+// flight and the client has credit left.
+func (s *subscription) maybeFetch(now time.Time) {
+	if s.fetchStop != nil || s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+		return
+	}
+	keys := s.ownedKeys()
+	var specs []fetchSpec
+	// Round robin: a fetch fills partitions in order up to its bytes.
+	s.rotate++
+	for i := range keys {
+		k := keys[(i+s.rotate)%len(keys)]
+		if p := s.owned[k]; p.state == partReady && p.held == nil && !now.Before(p.retryAt) {
+			specs = append(specs, fetchSpec{topic: k.topic, partition: k.part, offset: p.next})
+		}
+	}
+	if len(specs) == 0 {
+		return
+	}
+	maxBytes := s.fetchBytes()
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.fetchStop = cancel
+	go func() {
+		s.fetchDone <- fetchDone{results: s.b.fetchBatches(ctx, specs, subscribeFetchWait, maxBytes)}
+	}()
+}
+
+// fetchBytes is how much one fetch reads: what the byte credit left
+// allows, at most subscribeFetchBytes.
+func (s *subscription) fetchBytes() int {
+	return int(max(min(s.maxBytes-s.outBytes, subscribeFetchBytes), 1))
+}
+
+// onFetch sends the records fetched of partitions still owned at the
+// offsets they were fetched from, within the client's credit, and holds
+// the rest.
+func (s *subscription) onFetch(f fetchDone) error {
+	s.fetchStop()
+	s.fetchStop = nil
+	now := time.Now()
+	var msgs []mem.BufferSlice
+	for i := range f.results {
+		r := &f.results[i]
+		p := s.owned[partKey{r.spec.topic, r.spec.partition}]
+		if p == nil || p.state != partReady || p.next != r.spec.offset || p.held != nil {
+			continue // revoked, or moved, meanwhile
+		}
+		if r.err != nil {
+			if code := toError(r.err).Code; code == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE {
+				s.b.logger.Info("subscribe stream position out of range; resetting", "group", s.start.Group,
+					"topic", r.spec.topic, "partition", r.spec.partition, "offset", p.next, "reset", s.start.AutoOffsetReset)
+				p.state, p.next = partNeedReset, -1
+			} else if s.ctx.Err() == nil {
+				s.b.logger.Debug("subscribe stream fetch failed", "group", s.start.Group,
+					"topic", r.spec.topic, "partition", r.spec.partition, "error", r.err)
+				p.retryAt = now.Add(subscribeRetry)
+			}
+			continue
+		}
+		var rest []byte
+		var err error
+		msgs, rest, err = s.encodePartition(p, r.batches, msgs)
+		if err != nil {
+			s.undecodable(p, err, now)
+			continue
+		}
+		if rest != nil {
+			s.hold(p, rest, r)
+		}
+	}
+	// The records are copied out: the read buffers not held go back to
+	// the pool before the next fetch, which reads while these are sent.
+	releaseFetchBufs(f.results)
+	s.maybeFetch(now)
+	return s.send(msgs)
+}
+
+func (s *subscription) send(msgs []mem.BufferSlice) error {
+	for _, m := range msgs {
+		if err := s.stream.SendMsg(&encodedMessage{m}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// undecodable: our own log's batches do not decode. They are read again
+// later rather than anything sent past them.
+func (s *subscription) undecodable(p *subPart, err error, now time.Time) {
+	s.b.logger.Error("subscribe stream cannot decode fetched records", "group", s.start.Group,
+		"topic", p.tp.topic, "partition", p.tp.part, "offset", p.next, "error", err)
+	s.release(p)
+	p.retryAt = now.Add(subscribeRetry)
+}
+
+// hold keeps rest, the part of r's batches from the first record not
+// sent, to send from later, unless the stream holds too much already.
+func (s *subscription) hold(p *subPart, rest []byte, r *fetchResult) {
+	cost := int64(len(rest))
+	if r.buf != nil {
+		cost = int64(cap(*r.buf))
+	}
+	if s.heldBytes+cost > subscribeHeldBytes {
+		return // read again next time
+	}
+	p.held, p.heldBuf, p.heldCost = rest, r.buf, cost
+	r.buf = nil // p's now
+	s.heldBytes += cost
+}
+
+// release drops what p holds.
+func (s *subscription) release(p *subPart) {
+	if p.held == nil {
+		return
+	}
+	if p.heldBuf != nil {
+		fetchBufs.Put(p.heldBuf)
+	}
+	s.heldBytes -= p.heldCost
+	p.held, p.heldBuf, p.heldCost = nil, nil, 0
+}
+
+// sendHeld sends from what the partitions hold while the credit allows,
+// starting with a different partition each time.
+func (s *subscription) sendHeld() error {
+	if s.heldBytes == 0 || s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+		return nil
+	}
+	keys := s.ownedKeys()
+	s.rotateHeld++
+	var msgs []mem.BufferSlice
+	for i := range keys {
+		p := s.owned[keys[(i+s.rotateHeld)%len(keys)]]
+		if p.held == nil {
+			continue
+		}
+		var rest []byte
+		var err error
+		msgs, rest, err = s.encodePartition(p, p.held, msgs)
+		switch {
+		case err != nil:
+			s.undecodable(p, err, time.Now())
+		case rest == nil:
+			s.release(p) // all sent: fetched next time
+		default:
+			p.held = rest
+		}
+		if s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+			break
+		}
+	}
+	return s.send(msgs)
+}
+
+var errCreditFull = errors.New("credit full")
+
+// encodePartition appends to msgs the messages of p's records in batches
+// at or after p.next, as many as the credit allows, and moves p on past
+// them. rest is what is left of batches, from the batch of the first
+// record not sent; nil when everything was sent. On an error p is where
+// the last record sent left it.
+func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.BufferSlice) (_ []mem.BufferSlice, rest []byte, _ error) {
+	var enc wire.RecordsEncoder
+	var buf *[]byte
+	// A message's records go in one buffer from fetchBufs (1 MiB): a
+	// partition with more read is sent in several messages, each well
+	// under the 4 MiB a gRPC client takes by default (only a record
+	// larger than the buffer makes one larger).
+	start := func() {
+		buf = getFetchBuf(fetchBufSize)
+		enc.Reset(*buf, p.tp.topic, p.tp.part, s.start.Batches, s.start.Format == quirev1.RecordFormat_RECORD_FORMAT_AUTO)
+	}
+	flush := func() {
+		if enc.Records() > 0 {
+			head, body := enc.Finish(p.sentNext)
+			*buf = body
+			msgs = append(msgs, mem.BufferSlice{mem.SliceBuffer(head), mem.NewBuffer(buf, fetchBufPool{})})
+		} else {
+			fetchBufs.Put(buf)
+		}
+		buf = nil
+	}
+	start()
+	var rec wire.Record
+	var headers []wire.Header
+	sentAny := false
+	next := p.next // past the records sent and the control batches skipped
+	at := 0        // where in batches the batch being read starts
+	err := walkBatches(batches, func(batch []byte, h record.Header) error {
+		if h.Control() || h.NextOffset() <= next {
+			next = max(next, h.NextOffset())
+			at += len(batch)
+			return nil
+		}
+		err := record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset < next {
+				return nil
+			}
+			if s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+				return errCreditFull
+			}
+			need := len(r.Key) + len(r.Value) + 64
+			headers = headers[:0]
+			for _, hd := range r.Headers {
+				headers = append(headers, wire.Header{Key: hd.Key, Value: hd.Value})
+				need += len(hd.Key) + len(hd.Value) + 16
+			}
+			if enc.Records() > 0 && enc.Len()+need > cap(*buf) {
+				flush()
+				start()
+			}
+			rec = wire.Record{Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: h.PartitionLeaderEpoch,
+				Key: r.Key, Value: r.Value, Headers: headers}
+			size := int64(enc.Append(&rec))
+			p.sent.push(sentRecord{offset: r.Offset, size: size, epoch: h.PartitionLeaderEpoch})
+			s.outRecords++
+			s.outBytes += size
+			next = r.Offset + 1
+			p.next, p.sentNext = next, next
+			sentAny = true
+			return nil
+		})
+		if err == nil {
+			at += len(batch)
+		}
+		return err
+	})
+	flush()
+	if sentAny {
+		s.everSent[p.tp] = p.sentNext
+	}
+	if errors.Is(err, errCreditFull) {
+		return msgs, batches[at:], nil
+	}
+	if err != nil {
+		return msgs, nil, err
+	}
+	// Every record read was sent: the next fetch starts past the last
+	// batch read, and what lay between (control batches, records
+	// compacted away) needs no acknowledgement.
+	p.next = max(next, lastBatchNext(batches))
+	if p.sent.len() == 0 {
+		p.sentNext = max(p.sentNext, p.next)
+	}
+	return msgs, nil, nil
+}
+
+// onMessage takes a client message after the start: acknowledgements.
+func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
+	ack := m.GetAck()
+	if ack == nil {
+		return fmt.Errorf("%w: only the first message of a Subscribe stream is a start; later ones are acks", ErrInvalidRequest)
+	}
+	for _, a := range ack.Partitions {
+		k := partKey{a.Topic, a.Partition}
+		sent := s.everSent[k] // the offset after the last record ever sent, 0 for none
+		if a.NextOffset < 0 {
+			return fmt.Errorf("%w: ack of %s-%d below next_offset %d: negative", ErrInvalidRequest, a.Topic, a.Partition, a.NextOffset)
+		}
+		if a.NextOffset > sent {
+			if sent == 0 {
+				return fmt.Errorf("%w: ack of %s-%d below next_offset %d, but this stream was sent no record of it",
+					ErrInvalidRequest, a.Topic, a.Partition, a.NextOffset)
+			}
+			return fmt.Errorf("%w: ack of %s-%d below next_offset %d, past %d, the offset after the last record this stream was sent of it",
+				ErrInvalidRequest, a.Topic, a.Partition, a.NextOffset, sent)
+		}
+		for _, off := range a.Offsets {
+			if off < 0 || off >= sent {
+				return fmt.Errorf("%w: ack of %s-%d offset %d, which this stream was not sent", ErrInvalidRequest, a.Topic, a.Partition, off)
+			}
+		}
+		p := s.owned[k]
+		if p == nil {
+			continue // revoked meanwhile
+		}
+		for _, off := range a.Offsets {
+			// Not found: acknowledged already, or sent before the
+			// partition was last assigned (its commit point moved on
+			// since).
+			if r := p.sent.find(off); r != nil {
+				s.acked(r)
+			}
+		}
+		for p.sent.len() > 0 && (p.sent.front().offset < a.NextOffset || p.sent.front().acked) {
+			r := p.sent.front()
+			s.acked(r)
+			p.ackedEpoch = r.epoch
+			p.sent.pop()
+		}
+	}
+	return nil
+}
+
+// acked marks r acknowledged, freeing its credit.
+func (s *subscription) acked(r *sentRecord) {
+	if !r.acked {
+		r.acked = true
+		s.outRecords--
+		s.outBytes -= r.size
+	}
+}
