@@ -304,3 +304,60 @@ func TestManagerFirstStartLog(t *testing.T) {
 		t.Fatalf("restart after a crash logged:\n%s", buf.String())
 	}
 }
+
+// TestManagerHighWatermarkTakesNoManagerLock: a log's HW is set and read
+// while the manager's mutex (one for the whole data directory) is held,
+// as it is for as long as the checkpoint writer writes and syncs its
+// files; the next checkpoint records it.
+func TestManagerHighWatermarkTakesNoManagerLock(t *testing.T) {
+	dir := t.TempDir()
+	m, err := OpenManager(dir, smallConfig(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var logs []*Log
+	for p := range int32(3) {
+		l, err := m.GetOrCreate("t", p, smallConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			mustAppend(t, l, makeBatch(1, 50, int64(i)), 1)
+		}
+		logs = append(logs, l)
+	}
+
+	m.mu.Lock()
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for i, l := range logs {
+			l.SetHighWatermark(int64(5 + i))
+			if hw, ok := l.HighWatermark(); !ok || hw != int64(5+i) {
+				t.Errorf("partition %d: hw %d %v after setting %d", i, hw, ok, 5+i)
+			}
+		}
+	}()
+	select {
+	case <-moved:
+	case <-time.After(10 * time.Second):
+		m.mu.Unlock()
+		<-moved
+		t.Fatal("setting a log's HW waited for the manager's mutex")
+	}
+	m.mu.Unlock()
+
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readOffsetCheckpoint(m.opts.FS, filepath.Join(dir, ReplicationCheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range logs {
+		if hw := got[TopicPartition{"t", int32(i)}]; hw != int64(5+i) {
+			t.Errorf("partition %d: checkpointed hw %d, want %d", i, hw, 5+i)
+		}
+	}
+}
