@@ -170,6 +170,16 @@ func TestForbiddenImports(t *testing.T) {
 			}
 		}
 	}
+	// A rule whose package is gone (renamed, moved) would check nothing.
+	for _, r := range rules {
+		found := false
+		for _, p := range pkgs {
+			found = found || within(p.ImportPath, r.pkg)
+		}
+		if !found {
+			t.Errorf("the rule for %s matches no package of the module", r.pkg)
+		}
+	}
 	// Nothing imports the command.
 	for _, p := range pkgs {
 		for _, dep := range p.Deps {
