@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -19,16 +20,26 @@ type properties struct {
 const propertiesFile = "meta.properties"
 
 func readProperties(dir string) (properties, bool, error) {
-	f, err := os.Open(filepath.Join(dir, propertiesFile))
+	data, err := os.ReadFile(filepath.Join(dir, propertiesFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return properties{}, false, nil
 	}
 	if err != nil {
 		return properties{}, false, fmt.Errorf("metadata: %w", err)
 	}
-	defer f.Close()
+	p, err := parseProperties(data)
+	if err != nil {
+		return properties{}, false, err
+	}
+	return p, true, nil
+}
+
+// parseProperties reads meta.properties' key=value lines; blank lines,
+// comments and keys other than node.id and cluster.id are skipped. A
+// missing node.id is -1 (no node: it matches none configured).
+func parseProperties(data []byte) (properties, error) {
 	p := properties{NodeID: -1}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -40,9 +51,11 @@ func readProperties(dir string) (properties, bool, error) {
 		}
 		switch strings.TrimSpace(k) {
 		case "node.id":
-			id, err := strconv.Atoi(strings.TrimSpace(v))
+			// A node id is an int32: a larger number must not wrap
+			// round to another node's.
+			id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil {
-				return properties{}, false, fmt.Errorf("metadata: %s: bad node.id %q", propertiesFile, v)
+				return properties{}, fmt.Errorf("metadata: %s: bad node.id %q", propertiesFile, v)
 			}
 			p.NodeID = int32(id)
 		case "cluster.id":
@@ -50,20 +63,25 @@ func readProperties(dir string) (properties, bool, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return properties{}, false, fmt.Errorf("metadata: read %s: %w", propertiesFile, err)
+		return properties{}, fmt.Errorf("metadata: read %s: %w", propertiesFile, err)
 	}
-	return p, true, nil
+	return p, nil
 }
 
-// writeProperties replaces meta.properties atomically.
-func writeProperties(dir string, p properties) error {
+// formatProperties is meta.properties' content for p.
+func formatProperties(p properties) []byte {
 	body := fmt.Sprintf("# written by quire; do not edit\nversion=1\nnode.id=%d\n", p.NodeID)
 	if p.ClusterID != "" {
 		body += "cluster.id=" + p.ClusterID + "\n"
 	}
+	return []byte(body)
+}
+
+// writeProperties replaces meta.properties atomically.
+func writeProperties(dir string, p properties) error {
 	path := filepath.Join(dir, propertiesFile)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+	if err := os.WriteFile(tmp, formatProperties(p), 0o644); err != nil {
 		return fmt.Errorf("metadata: write %s: %w", propertiesFile, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

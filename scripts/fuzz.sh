@@ -3,7 +3,8 @@
 # found with go test -list: among them the differential targets of the
 # hand-written protobuf codecs against proto (internal/wire), the record
 # batch and record checks (record), segment recovery, the checkpoint files
-# and meta.properties (storage).
+# and meta.properties (storage), and the metadata directory's meta.properties
+# (metadata).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime="${FUZZTIME:-20s}"
