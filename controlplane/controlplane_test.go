@@ -440,3 +440,55 @@ func TestControllerGRPCGroupOffsets(t *testing.T) {
 		t.Fatalf("groups after delete: %v %v", groups, err)
 	}
 }
+
+// TestControllerGRPCForwardingLocalAndRemoteAlike: a controller call made
+// on the controller itself (its own handler) and on another node (over
+// gRPC) fails with the same error: the same sentinel, status and message,
+// through the one mapping both take.
+func TestControllerGRPCForwardingLocalAndRemoteAlike(t *testing.T) {
+	c := newGCluster(t, 3, nil)
+	c.waitLive(1, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctl := c.controller()
+	if _, err := ctl.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "orders", Partitions: 2, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ctl.node.Image().Partition("orders", 0)
+	calls := []struct {
+		name string
+		want error
+		call func(*Forwarder) error
+	}{
+		{"duplicate create", metadata.ErrTopicExists, func(f *Forwarder) error {
+			_, err := f.CreateTopic(ctx, metadata.TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1})
+			return err
+		}},
+		{"delete unknown", metadata.ErrUnknownTopic, func(f *Forwarder) error { return f.DeleteTopic(ctx, "nope") }},
+		{"fewer partitions", metadata.ErrInvalidPartitions, func(f *Forwarder) error { return f.CreatePartitions(ctx, "orders", 1) }},
+		{"stale alter partition", metadata.ErrStaleEpoch, func(f *Forwarder) error {
+			_, err := f.AlterPartition(ctx, "orders", 0, p.Leader, p.LeaderEpoch, p.PartitionEpoch-1, p.Replicas)
+			return err
+		}},
+		{"old-epoch heartbeat", metadata.ErrFencedBroker, func(f *Forwarder) error {
+			_, err := f.Heartbeat(ctx, 1, "inc1", 1)
+			return err
+		}},
+	}
+	for _, tc := range calls {
+		var errs [2]error
+		for i, g := range []*gnode{c.controller(), c.follower()} {
+			errs[i] = tc.call(g.fwd)
+			if !errors.Is(errs[i], tc.want) {
+				t.Errorf("%s on node %d (controller %v): %v, want %v", tc.name, g.id, g.node.IsController(), errs[i], tc.want)
+			}
+		}
+		if errs[0] == nil || errs[1] == nil {
+			continue
+		}
+		local, remote := status.Convert(toStatus(errs[0])), status.Convert(toStatus(errs[1]))
+		if local.Code() != remote.Code() || errs[0].Error() != errs[1].Error() {
+			t.Errorf("%s: on the controller %v %q, elsewhere %v %q", tc.name, local.Code(), errs[0], remote.Code(), errs[1])
+		}
+	}
+}
