@@ -97,6 +97,11 @@ var rules = []rule{
 	{pkg: "internal/clock", ours: []string{}},
 	// The gRPC buffer pool of the broker and the client: nothing of ours.
 	{pkg: "internal/bufpool", ours: []string{}},
+	// Pure helpers the node and the CLI share: principals, credentials and
+	// ACL evaluation; TLS files; directory locks.
+	{pkg: "auth", ours: []string{}},
+	{pkg: "tlsconf", ours: []string{}},
+	{pkg: "internal/dirlock", ours: []string{}},
 }
 
 // prometheusImporter is the one package that may import the Prometheus
