@@ -1,11 +1,13 @@
 package broker
 
 // Describing logs: the offsets of every partition as its leader knows
-// them, for DescribeTopics, asking the other leaders with DescribeLogs.
+// them, and the replicas whose log failed, for DescribeTopics, asking the
+// other brokers with DescribeLogs.
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,19 +56,27 @@ func (b *Broker) recordTimestamps(topic string, partition int32, offsets []int64
 	return out
 }
 
-// describeLogsTimeout bounds how long DescribeTopics waits for the leaders
-// it asks for their offsets; a leader that does not answer in time shows
-// -1.
+// describeLogsTimeout bounds how long DescribeTopics waits for the brokers
+// it asks; a leader that does not answer in time shows -1.
 const describeLogsTimeout = 2 * time.Second
 
+// logAsk is one partition DescribeTopics asks a broker about: its offsets,
+// of its leader, or whether its log failed, of a replica outside the ISR.
+type logAsk struct {
+	pd      *quirev1.PartitionDescription
+	replica int32 // the broker asked
+	leader  bool  // offsets (the leader) rather than a failure check
+}
+
 // describeTopics describes topics with the offsets of every partition as
-// its leader knows them: this broker's own replicas directly, every other
-// leader asked at once with DescribeLogs (one call per leader, within
+// its leader knows them, and the replicas outside the ISR whose log
+// failed: this broker's own replicas directly, every other broker asked
+// at once with DescribeLogs (one call per broker, within
 // describeLogsTimeout). Partitions without a leader, or whose leader could
 // not be asked or no longer leads them, show -1.
 func (b *Broker) describeTopics(ctx context.Context, img *metadata.Image, topics []metadata.TopicInfo) []*quirev1.TopicDescription {
 	out := make([]*quirev1.TopicDescription, 0, len(topics))
-	remote := map[int32][]*quirev1.PartitionDescription{}
+	asks := map[int32][]logAsk{}
 	refs := map[int32][]*pb.LogPartitionRef{}
 	self := b.cfg.NodeID
 	for _, t := range topics {
@@ -77,55 +87,82 @@ func (b *Broker) describeTopics(ctx context.Context, img *metadata.Image, topics
 				Replicas: p.Replicas, Isr: p.ISR,
 				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1,
 			}
-			switch {
-			case p.Leader < 0:
-			case p.Leader == self:
-				setOffsets(pd, b.describeLog(t.Name, p.Partition))
-			default:
-				remote[p.Leader] = append(remote[p.Leader], pd)
-				refs[p.Leader] = append(refs[p.Leader], &pb.LogPartitionRef{Topic: t.Name, Partition: p.Partition})
+			var want []logAsk
+			if p.Leader >= 0 {
+				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})
+			}
+			for _, r := range p.Replicas {
+				if r != p.Leader && !slices.Contains(p.ISR, r) {
+					want = append(want, logAsk{pd: pd, replica: r})
+				}
+			}
+			for _, a := range want {
+				if a.replica == self {
+					applyLog(a, b.describeLog(t.Name, p.Partition))
+					continue
+				}
+				asks[a.replica] = append(asks[a.replica], a)
+				refs[a.replica] = append(refs[a.replica], &pb.LogPartitionRef{Topic: t.Name, Partition: p.Partition})
 			}
 			d.Partitions = append(d.Partitions, pd)
 		}
 		out = append(out, d)
 	}
-	if len(remote) == 0 {
+	if len(asks) == 0 {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, describeLogsTimeout)
 	defer cancel()
+	// Answers for one partition may come from several brokers at once.
+	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for leader, pds := range remote {
-		br, ok := img.Broker(leader)
+	for id, as := range asks {
+		br, ok := img.Broker(id)
 		if !ok || br.Addr == "" {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			logs, err := b.cluster.describeLogs(ctx, br.Addr, refs[leader])
+			logs, err := b.cluster.describeLogs(ctx, br.Addr, refs[id])
 			if err != nil {
-				b.logger.Debug("cannot ask a partition leader for its offsets", "broker", leader, "addr", br.Addr, "error", err)
+				b.logger.Debug("cannot ask a broker for its logs", "broker", id, "addr", br.Addr, "error", err)
 				return
 			}
-			for i, pd := range pds {
+			mu.Lock()
+			defer mu.Unlock()
+			for i, a := range as {
 				if i < len(logs) {
-					setOffsets(pd, logs[i])
+					applyLog(a, logs[i])
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	for _, d := range out {
+		for _, pd := range d.Partitions {
+			slices.SortFunc(pd.OfflineReplicas, func(x, y *quirev1.OfflineReplica) int { return int(x.BrokerId) - int(y.BrokerId) })
+		}
+	}
 	return out
 }
 
-// setOffsets copies a leader's offsets into pd; a replica not hosted or
-// not led there (leadership moved since the image) leaves -1.
-func setOffsets(pd *quirev1.PartitionDescription, l *pb.LogDescription) {
-	if l == nil || !l.Hosted || !l.Leader || l.Partition != pd.Partition {
+// applyLog puts what broker a.replica said of its replica into a.pd: a
+// leader's offsets (a replica not hosted or not led there, leadership
+// having moved since the image, leaves -1), or a failed log.
+func applyLog(a logAsk, l *pb.LogDescription) {
+	if l == nil || !l.Hosted || l.Partition != a.pd.Partition {
 		return
 	}
-	pd.LogStartOffset, pd.HighWatermark, pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
+	if a.leader {
+		if l.Leader {
+			a.pd.LogStartOffset, a.pd.HighWatermark, a.pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
+		}
+		return
+	}
+	if l.Failure != "" {
+		a.pd.OfflineReplicas = append(a.pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: a.replica, Dir: l.Dir, Error: l.Failure})
+	}
 }
 
 // ReadPositions asks broker b for high watermarks and record timestamps

@@ -53,6 +53,17 @@ type PartitionDescription struct {
 	LogStartOffset int64   `json:"log_start_offset"`
 	HighWatermark  int64   `json:"high_watermark"`
 	LogEndOffset   int64   `json:"log_end_offset"`
+	// OfflineReplicas are the replicas whose log failed on their broker
+	// (an I/O error: taken out of service, out of the ISR).
+	OfflineReplicas []OfflineReplica `json:"offline_replicas,omitempty"`
+}
+
+// OfflineReplica is a replica whose log failed: its broker, the log's
+// directory and the error.
+type OfflineReplica struct {
+	Broker int32  `json:"broker"`
+	Dir    string `json:"dir"`
+	Error  string `json:"error"`
 }
 
 // ConfigEntry is one topic config with where its value comes from.
@@ -214,9 +225,13 @@ func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
 	}
 	d := &TopicDescription{Name: t.GetName(), ID: t.GetTopicId(), Configs: t.GetConfigs()}
 	for _, p := range t.GetPartitions() {
-		d.Partitions = append(d.Partitions, PartitionDescription{Partition: p.GetPartition(), Leader: p.GetLeader(),
+		pd := PartitionDescription{Partition: p.GetPartition(), Leader: p.GetLeader(),
 			LeaderEpoch: p.GetLeaderEpoch(), Replicas: p.GetReplicas(), ISR: p.GetIsr(),
-			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset()})
+			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset()}
+		for _, o := range p.GetOfflineReplicas() {
+			pd.OfflineReplicas = append(pd.OfflineReplicas, OfflineReplica{Broker: o.GetBrokerId(), Dir: o.GetDir(), Error: o.GetError()})
+		}
+		d.Partitions = append(d.Partitions, pd)
 	}
 	sort.Slice(d.Partitions, func(i, j int) bool { return d.Partitions[i].Partition < d.Partitions[j].Partition })
 	return d

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/storage"
@@ -70,6 +71,24 @@ func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
 		return nil
 	})
 
+	// Every node's DescribeTopics names the failed replica, its directory
+	// and the error (asked of the broker outside the ISR), as does the
+	// client's description.
+	for _, id := range c.IDs() {
+		c.Eventually(ctx, fmt.Sprintf("node %d describes the failed replica", id), func() error {
+			resp, err := quirev1.NewAdminClient(c.Conn(id)).DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: []string{topic}})
+			if err != nil {
+				return err
+			}
+			pd := resp.GetTopics()[0].GetPartitions()[0]
+			if off := pd.GetOfflineReplicas(); len(off) != 1 || off[0].GetBrokerId() != failed || off[0].GetDir() != logDir ||
+				!strings.Contains(off[0].GetError(), "log failed") {
+				return fmt.Errorf("offline replicas %v, want node %d at %s", off, failed, logDir)
+			}
+			return nil
+		})
+	}
+
 	// A new disk: the broker restarts (its failed log cannot be closed
 	// cleanly, so this is a kill), recovers the log and catches up.
 	c.Kill(failed)
@@ -83,5 +102,9 @@ func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
 	checkIdenticalLogs(t, c, topic)
 	if d, err := describeLog(ctx, c, failed, topic, 0); err != nil || d.Failure != "" {
 		t.Fatalf("node %d after the restart: %+v %v", failed, d, err)
+	}
+	resp, err := quirev1.NewAdminClient(c.Conn(leader)).DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: []string{topic}})
+	if err != nil || len(resp.GetTopics()[0].GetPartitions()[0].GetOfflineReplicas()) != 0 {
+		t.Fatalf("after the restart: %v %v", resp, err)
 	}
 }

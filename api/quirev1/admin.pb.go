@@ -670,8 +670,15 @@ type PartitionDescription struct {
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  int64 `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogEndOffset   int64 `protobuf:"varint,8,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The replicas whose log failed on their broker (an I/O error such as
+	// EIO: the broker took the replica out of service, and it left the ISR),
+	// with the log's directory and the error. The broker answering the call
+	// asks the brokers of the replicas outside the ISR (within the same
+	// bound as the offsets); empty while every log works, or when none of
+	// them could be asked.
+	OfflineReplicas []*OfflineReplica `protobuf:"bytes,9,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -760,6 +767,73 @@ func (x *PartitionDescription) GetLogEndOffset() int64 {
 	return 0
 }
 
+func (x *PartitionDescription) GetOfflineReplicas() []*OfflineReplica {
+	if x != nil {
+		return x.OfflineReplicas
+	}
+	return nil
+}
+
+type OfflineReplica struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Dir           string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfflineReplica) Reset() {
+	*x = OfflineReplica{}
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfflineReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfflineReplica) ProtoMessage() {}
+
+func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfflineReplica.ProtoReflect.Descriptor instead.
+func (*OfflineReplica) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *OfflineReplica) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *OfflineReplica) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *OfflineReplica) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type DescribeClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -768,7 +842,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +854,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +867,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 type DescribeClusterResponse struct {
@@ -807,7 +881,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +893,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +906,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -870,7 +944,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +956,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +969,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -942,7 +1016,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1028,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1041,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeConfigsRequest) GetTopic() string {
@@ -986,7 +1060,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1072,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1085,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() []*ConfigEntry {
@@ -1033,7 +1107,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1119,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1132,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1103,7 +1177,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1189,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1202,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1167,7 +1241,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1253,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1266,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 type CreatePartitionsRequest struct {
@@ -1207,7 +1281,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1293,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1306,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1269,7 +1343,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1355,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1368,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1320,7 +1394,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1406,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1419,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -1363,7 +1437,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1449,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1462,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type DescribeFeaturesRequest struct {
@@ -1399,7 +1473,7 @@ type DescribeFeaturesRequest struct {
 
 func (x *DescribeFeaturesRequest) Reset() {
 	*x = DescribeFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1485,7 @@ func (x *DescribeFeaturesRequest) String() string {
 func (*DescribeFeaturesRequest) ProtoMessage() {}
 
 func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1498,7 @@ func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type DescribeFeaturesResponse struct {
@@ -1441,7 +1515,7 @@ type DescribeFeaturesResponse struct {
 
 func (x *DescribeFeaturesResponse) Reset() {
 	*x = DescribeFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1527,7 @@ func (x *DescribeFeaturesResponse) String() string {
 func (*DescribeFeaturesResponse) ProtoMessage() {}
 
 func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1540,7 @@ func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeFeaturesResponse) GetMetadataVersion() int32 {
@@ -1511,7 +1585,7 @@ type BrokerFeatures struct {
 
 func (x *BrokerFeatures) Reset() {
 	*x = BrokerFeatures{}
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1597,7 @@ func (x *BrokerFeatures) String() string {
 func (*BrokerFeatures) ProtoMessage() {}
 
 func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1610,7 @@ func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerFeatures.ProtoReflect.Descriptor instead.
 func (*BrokerFeatures) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BrokerFeatures) GetBrokerId() int32 {
@@ -1576,7 +1650,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1662,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1675,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -1620,7 +1694,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1706,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1719,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -1666,7 +1740,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1752,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1765,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeProducersRequest) GetTopic() string {
@@ -1718,7 +1792,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1804,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1817,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -1768,7 +1842,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1854,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1867,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PartitionProducers) GetPartition() int32 {
@@ -1833,7 +1907,7 @@ type ProducerDescription struct {
 
 func (x *ProducerDescription) Reset() {
 	*x = ProducerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1919,7 @@ func (x *ProducerDescription) String() string {
 func (*ProducerDescription) ProtoMessage() {}
 
 func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1932,7 @@ func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
 func (*ProducerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ProducerDescription) GetProducerId() int64 {
@@ -1944,7 +2018,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2'.quire.v1.TopicDescription.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x02\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -1953,7 +2027,12 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
-	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\"\x18\n" +
+	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12C\n" +
+	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\"U\n" +
+	"\x0eOfflineReplica\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x18\n" +
 	"\x16DescribeClusterRequest\"\x94\x01\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
@@ -2066,7 +2145,7 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_quire_v1_admin_proto_goTypes = []any{
 	(ConfigSource)(0),                 // 0: quire.v1.ConfigSource
 	(*CreateTopicRequest)(nil),        // 1: quire.v1.CreateTopicRequest
@@ -2080,77 +2159,79 @@ var file_quire_v1_admin_proto_goTypes = []any{
 	(*DescribeTopicsResponse)(nil),    // 9: quire.v1.DescribeTopicsResponse
 	(*TopicDescription)(nil),          // 10: quire.v1.TopicDescription
 	(*PartitionDescription)(nil),      // 11: quire.v1.PartitionDescription
-	(*DescribeClusterRequest)(nil),    // 12: quire.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),   // 13: quire.v1.DescribeClusterResponse
-	(*BrokerDescription)(nil),         // 14: quire.v1.BrokerDescription
-	(*DescribeConfigsRequest)(nil),    // 15: quire.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),   // 16: quire.v1.DescribeConfigsResponse
-	(*ConfigEntry)(nil),               // 17: quire.v1.ConfigEntry
-	(*AlterConfigsRequest)(nil),       // 18: quire.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),      // 19: quire.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),   // 20: quire.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 21: quire.v1.CreatePartitionsResponse
-	(*UnregisterBrokerRequest)(nil),   // 22: quire.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),  // 23: quire.v1.UnregisterBrokerResponse
-	(*DescribeFeaturesRequest)(nil),   // 24: quire.v1.DescribeFeaturesRequest
-	(*DescribeFeaturesResponse)(nil),  // 25: quire.v1.DescribeFeaturesResponse
-	(*BrokerFeatures)(nil),            // 26: quire.v1.BrokerFeatures
-	(*UpdateFeaturesRequest)(nil),     // 27: quire.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),    // 28: quire.v1.UpdateFeaturesResponse
-	(*DescribeProducersRequest)(nil),  // 29: quire.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil), // 30: quire.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),        // 31: quire.v1.PartitionProducers
-	(*ProducerDescription)(nil),       // 32: quire.v1.ProducerDescription
-	nil,                               // 33: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 34: quire.v1.TopicDescription.ConfigsEntry
-	nil,                               // 35: quire.v1.AlterConfigsRequest.SetEntry
-	(*Error)(nil),                     // 36: quire.v1.Error
+	(*OfflineReplica)(nil),            // 12: quire.v1.OfflineReplica
+	(*DescribeClusterRequest)(nil),    // 13: quire.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),   // 14: quire.v1.DescribeClusterResponse
+	(*BrokerDescription)(nil),         // 15: quire.v1.BrokerDescription
+	(*DescribeConfigsRequest)(nil),    // 16: quire.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),   // 17: quire.v1.DescribeConfigsResponse
+	(*ConfigEntry)(nil),               // 18: quire.v1.ConfigEntry
+	(*AlterConfigsRequest)(nil),       // 19: quire.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),      // 20: quire.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),   // 21: quire.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 22: quire.v1.CreatePartitionsResponse
+	(*UnregisterBrokerRequest)(nil),   // 23: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),  // 24: quire.v1.UnregisterBrokerResponse
+	(*DescribeFeaturesRequest)(nil),   // 25: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil),  // 26: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),            // 27: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),     // 28: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),    // 29: quire.v1.UpdateFeaturesResponse
+	(*DescribeProducersRequest)(nil),  // 30: quire.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil), // 31: quire.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),        // 32: quire.v1.PartitionProducers
+	(*ProducerDescription)(nil),       // 33: quire.v1.ProducerDescription
+	nil,                               // 34: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 35: quire.v1.TopicDescription.ConfigsEntry
+	nil,                               // 36: quire.v1.AlterConfigsRequest.SetEntry
+	(*Error)(nil),                     // 37: quire.v1.Error
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	33, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	34, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
 	10, // 1: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
 	7,  // 2: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
 	10, // 3: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
 	11, // 4: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	34, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
-	14, // 6: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
-	17, // 7: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
-	0,  // 8: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	35, // 9: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
-	10, // 10: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
-	26, // 11: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
-	31, // 12: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
-	36, // 13: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
-	32, // 14: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
-	1,  // 15: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	3,  // 16: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	5,  // 17: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	8,  // 18: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	12, // 19: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	15, // 20: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	18, // 21: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	20, // 22: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	22, // 23: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	24, // 24: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
-	27, // 25: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
-	29, // 26: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
-	2,  // 27: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	4,  // 28: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	6,  // 29: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	9,  // 30: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	13, // 31: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	16, // 32: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	19, // 33: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	21, // 34: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	23, // 35: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	25, // 36: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
-	28, // 37: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
-	30, // 38: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
-	27, // [27:39] is the sub-list for method output_type
-	15, // [15:27] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	35, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	12, // 6: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
+	15, // 7: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
+	18, // 8: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
+	0,  // 9: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
+	36, // 10: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	10, // 11: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
+	27, // 12: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
+	32, // 13: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
+	37, // 14: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
+	33, // 15: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
+	1,  // 16: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	3,  // 17: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	5,  // 18: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	8,  // 19: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	13, // 20: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	16, // 21: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	19, // 22: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	21, // 23: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	23, // 24: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	25, // 25: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	28, // 26: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	30, // 27: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
+	2,  // 28: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	4,  // 29: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	6,  // 30: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	9,  // 31: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	14, // 32: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	17, // 33: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	20, // 34: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	22, // 35: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	24, // 36: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	26, // 37: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	29, // 38: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	31, // 39: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -2169,7 +2250,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -125,7 +125,9 @@ replicas (UNDER-REPLICATED), no leader (OFFLINE), a leader that did not
 answer (LEADER-UNREACHABLE: right after a broker dies, until the controller
 fences it after broker.session.timeout.ms and elects new leaders), or an
 in-sync follower on a broker that did not answer as the leader of another
-partition (REPLICA-UNREACHABLE: it will drop out of the ISR). It is what to
+partition (REPLICA-UNREACHABLE: it will drop out of the ISR), or a replica
+whose log failed on its broker (LOG-FAILED: an I/O error; topic describe
+NAME shows the directory and the error). It is what to
 look at after a broker failure, and prints nothing when every partition is
 fully in sync.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -192,6 +194,19 @@ fully in sync.`,
 			}
 			if unreachable {
 				fmt.Fprintln(cmd.ErrOrStderr(), unreachableNote)
+			}
+			rows = rows[:0]
+			for _, p := range d.Partitions {
+				for _, o := range p.OfflineReplicas {
+					rows = append(rows, []string{fmt.Sprint(p.Partition), fmt.Sprint(o.Broker), o.Dir, o.Error})
+				}
+			}
+			if len(rows) > 0 {
+				fmt.Fprintln(out)
+				fmt.Fprintln(out, "OFFLINE REPLICAS (their log failed; the broker took them out of service)")
+				if err := printTable(out, []string{"PARTITION", "BROKER", "DIR", "ERROR"}, rows); err != nil {
+					return err
+				}
 			}
 			rows = rows[:0]
 			if allConfigs {
@@ -333,6 +348,8 @@ func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalF
 				status = "OFFLINE"
 			case leaderUnreachable(p):
 				status = "LEADER-UNREACHABLE"
+			case len(p.OfflineReplicas) > 0:
+				status = "LOG-FAILED"
 			case len(p.ISR) < len(p.Replicas):
 			case followerDown(p):
 				status = "REPLICA-UNREACHABLE"
