@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
@@ -34,10 +35,14 @@ import (
 // answers): past it, the rest of a read is dropped, to be read again.
 const subscribeHeldBytes = 4 << 20
 
-// sentRecord is a record sent on the stream.
+// sentRecord is a record sent on the stream, or with raw_batches a
+// record batch: offset is its first record sent and not acknowledged,
+// end the offset after its last.
 type sentRecord struct {
 	offset int64
-	size   int64 // its message's encoded size, as counted in the credit
+	end    int64
+	size   int64 // its message's encoded size (a raw batch's bytes), as counted in the credit
+	n      int32 // the records it counts in the credit: 1, or a raw batch's
 	epoch  int32
 	acked  bool
 }
@@ -152,7 +157,7 @@ func (s *subscription) onFetch(f fetchDone) error {
 		}
 		var rest []byte
 		var err error
-		msgs, rest, err = s.encodePartition(p, r.batches, msgs)
+		msgs, rest, err = s.encode(p, r.batches, msgs)
 		if err != nil {
 			s.undecodable(p, err, now)
 			continue
@@ -229,7 +234,7 @@ func (s *subscription) sendHeld() error {
 		}
 		var rest []byte
 		var err error
-		msgs, rest, err = s.encodePartition(p, p.held, msgs)
+		msgs, rest, err = s.encode(p, p.held, msgs)
 		switch {
 		case err != nil:
 			s.undecodable(p, err, time.Now())
@@ -246,6 +251,99 @@ func (s *subscription) sendHeld() error {
 }
 
 var errCreditFull = errors.New("credit full")
+
+// encode is encodePartition, or encodeRaw with raw_batches.
+func (s *subscription) encode(p *subPart, batches []byte, msgs []mem.BufferSlice) ([]mem.BufferSlice, []byte, error) {
+	if s.start.RawBatches {
+		return s.encodeRaw(p, batches, msgs)
+	}
+	return s.encodePartition(p, batches, msgs)
+}
+
+// encodeRaw is encodePartition for raw_batches: it appends to msgs
+// SubscribeRawBatch messages of p's batches from the one holding p.next
+// on, whole, as many as the credit allows (a batch is sent while the
+// outstanding records and bytes are under the limits), each message at
+// most fetchBufSize of batches unless one batch is larger. A batch
+// counts its bytes and its records at or after where it is sent from,
+// from its header (no record decoded); a control batch counts none.
+func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSlice) (_ []mem.BufferSlice, rest []byte, _ error) {
+	at := 0           // where in batches the batch being read starts
+	from, to := -1, 0 // the batches of the message being built, batches[from:to]
+	var startOff int64
+	flush := func() {
+		if from >= 0 {
+			msgs = append(msgs, encodeRawBatch(p.tp, batches[from:to], startOff, p.sentNext))
+			from = -1
+		}
+	}
+	sentAny := false
+	err := walkBatches(batches, func(batch []byte, h record.Header) error {
+		next := p.next
+		if h.NextOffset() <= next {
+			at += len(batch) // wholly sent before
+			return nil
+		}
+		if s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
+			return errCreditFull
+		}
+		if from >= 0 && to-from+len(batch) > fetchBufSize {
+			flush()
+		}
+		if from < 0 {
+			from, startOff = at, next
+		}
+		var n int32
+		if !h.Control() {
+			n = h.NumRecords
+			if h.BaseOffset < next { // the records below next were sent, or precede the position
+				n = int32(min(int64(n), h.NextOffset()-next))
+			}
+		}
+		size := int64(len(batch))
+		p.sent.push(sentRecord{offset: max(next, h.BaseOffset), end: h.NextOffset(), size: size, n: n, epoch: h.PartitionLeaderEpoch})
+		s.outRecords += int64(n)
+		s.outBytes += size
+		p.next, p.sentNext = h.NextOffset(), h.NextOffset()
+		sentAny = true
+		at += len(batch)
+		to = at
+		return nil
+	})
+	flush()
+	if sentAny {
+		s.everSent[p.tp] = p.sentNext
+	}
+	if errors.Is(err, errCreditFull) {
+		return msgs, batches[at:], nil
+	}
+	return msgs, nil, err
+}
+
+// encodeRawBatch is the SubscribeResponse of a SubscribeRawBatch of
+// batches, in a buffer from fetchBufs.
+func encodeRawBatch(tp partKey, batches []byte, start, next int64) mem.BufferSlice {
+	inner := protowire.SizeTag(1) + protowire.SizeBytes(len(tp.topic)) +
+		protowire.SizeTag(2) + protowire.SizeVarint(uint64(int64(tp.part))) +
+		protowire.SizeTag(3) + protowire.SizeBytes(len(batches)) +
+		protowire.SizeTag(4) + protowire.SizeVarint(uint64(start)) +
+		protowire.SizeTag(5) + protowire.SizeVarint(uint64(next))
+	buf := getFetchBuf(protowire.SizeTag(4) + protowire.SizeBytes(inner))
+	b := protowire.AppendTag(*buf, 4, protowire.BytesType) // SubscribeResponse.raw_batch
+	b = protowire.AppendVarint(b, uint64(inner))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, tp.topic)
+	b = protowire.AppendTag(b, 2, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(int64(tp.part)))
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendBytes(b, batches)
+	b = protowire.AppendTag(b, 4, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(start))
+	b = protowire.AppendTag(b, 5, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(next))
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, fetchBufPool{})}
+}
 
 // encodePartition appends to msgs the messages of p's records in batches
 // at or after p.next, as many as the credit allows, and moves p on past
@@ -305,7 +403,7 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 			rec = wire.Record{Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: h.PartitionLeaderEpoch,
 				Key: r.Key, Value: r.Value, Headers: headers}
 			size := int64(enc.Append(&rec))
-			p.sent.push(sentRecord{offset: r.Offset, size: size, epoch: h.PartitionLeaderEpoch})
+			p.sent.push(sentRecord{offset: r.Offset, end: r.Offset + 1, size: size, n: 1, epoch: h.PartitionLeaderEpoch})
 			s.outRecords++
 			s.outBytes += size
 			next = r.Offset + 1
@@ -358,6 +456,10 @@ func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
 			return fmt.Errorf("%w: ack of %s-%d below next_offset %d, past %d, the offset after the last record this stream was sent of it",
 				ErrInvalidRequest, a.Topic, a.Partition, a.NextOffset, sent)
 		}
+		if s.start.RawBatches && len(a.Offsets) > 0 {
+			return fmt.Errorf("%w: ack of %s-%d by offsets, but a raw_batches stream is acknowledged by next_offset only",
+				ErrInvalidRequest, a.Topic, a.Partition)
+		}
 		for _, off := range a.Offsets {
 			if off < 0 || off >= sent {
 				return fmt.Errorf("%w: ack of %s-%d offset %d, which this stream was not sent", ErrInvalidRequest, a.Topic, a.Partition, off)
@@ -375,11 +477,17 @@ func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
 				s.acked(r)
 			}
 		}
-		for p.sent.len() > 0 && (p.sent.front().offset < a.NextOffset || p.sent.front().acked) {
+		for p.sent.len() > 0 && (p.sent.front().end <= a.NextOffset || p.sent.front().acked) {
 			r := p.sent.front()
 			s.acked(r)
 			p.ackedEpoch = r.epoch
 			p.sent.pop()
+		}
+		// Into a raw batch: the commit point moves to next_offset; the
+		// batch's credit is freed once it is acknowledged whole.
+		if p.sent.len() > 0 && p.sent.front().offset < a.NextOffset {
+			r := p.sent.front()
+			r.offset, p.ackedEpoch = a.NextOffset, r.epoch
 		}
 	}
 	return nil
@@ -389,7 +497,7 @@ func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
 func (s *subscription) acked(r *sentRecord) {
 	if !r.acked {
 		r.acked = true
-		s.outRecords--
+		s.outRecords -= int64(r.n)
 		s.outBytes -= r.size
 	}
 }

@@ -173,14 +173,24 @@ func span(from, to int64) []int64 {
 // there (commits on the interval are off), the other stream reads it from
 // 7, a late ack of it is ignored, and the credit its unacknowledged
 // records held is the first stream's again.
-func TestClusterSubscribeBatchRevoked(t *testing.T) {
+func TestClusterSubscribeBatchRevoked(t *testing.T) { subscribeRevoked(t, false) }
+
+// TestClusterSubscribeRawRevoked is TestClusterSubscribeBatchRevoked with
+// raw_batches: each partition's 10 records come as one stored batch, the
+// acks of 7 go into it (the commit point moves, the batch's 10 records
+// stay counted until it is acknowledged whole), so A's credit of 20 is
+// full until the revocation returns the revoked batch's 10, and the
+// kept partition's next batch (15 records) comes only then.
+func TestClusterSubscribeRawRevoked(t *testing.T) { subscribeRevoked(t, true) }
+
+func subscribeRevoked(t *testing.T, raw bool) {
 	c, ctx, ctl := subCluster(t, 5000)
 	createTopic(t, c, ctl, "rv", 2, 3)
 	waitTopic(ctx, c, "rv")
 	produceN(ctx, t, c, "rv", 2, 10, "a")
 	start := func() *quirev1.SubscribeStart {
 		return &quirev1.SubscribeStart{Group: "rvg", Subscription: &quirev1.GroupSubscription{Topics: []string{"rv"}},
-			MaxOutstandingRecords: 20, CommitIntervalMs: 600000, Assignor: "range", Batches: true}
+			MaxOutstandingRecords: 20, CommitIntervalMs: 600000, Assignor: "range", Batches: !raw, RawBatches: raw}
 	}
 	a := subscribe(t, c, c.IDs()[0], "A", start(), false)
 	a.wait(ctx, "A reads 20", func() bool { return a.totalLocked() == 20 && len(a.owned) == 2 })

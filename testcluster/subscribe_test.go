@@ -16,6 +16,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -37,6 +38,8 @@ type subStream struct {
 	records  map[string][]*quirev1.ConsumedRecord // SubscribeBatch records too, with their batch's topic and partition
 	recvAt   map[string][]time.Time               // per partition, when each record was read
 	batches  []*quirev1.SubscribeBatch            // every SubscribeBatch, in order
+	raws     []*quirev1.SubscribeRawBatch         // every SubscribeRawBatch, in order
+	rawNext  map[string]int64                     // per partition, the last SubscribeRawBatch's next_offset
 	views    []ownView                            // every change of owned, in order
 	err      error                                // how the stream ended (io.EOF: OK)
 	changed  chan struct{}
@@ -60,7 +63,7 @@ func subscribe(t *testing.T, c *testcluster.Cluster, via int32, name string, sta
 	}
 	s := &subStream{t: t, name: name, cancel: cancel, send: make(chan *quirev1.SubscribeRequest, 1024), done: make(chan struct{}),
 		autoAck: autoAck, owned: map[string]bool{}, records: map[string][]*quirev1.ConsumedRecord{},
-		recvAt: map[string][]time.Time{}, changed: make(chan struct{})}
+		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{})}
 	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
 	sendDone := make(chan struct{})
 	go func() {
@@ -133,6 +136,29 @@ func subscribe(t *testing.T, c *testcluster.Cluster, via int32, name string, sta
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
 						Partitions: []*quirev1.AckedOffsets{{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}}}}}
 				}
+			case *quirev1.SubscribeResponse_RawBatch:
+				b := ev.RawBatch
+				p := tpName(b.Topic, b.Partition)
+				if !s.owned[p] {
+					s.t.Errorf("%s: raw batches of %s, a partition it does not own (owns %v)", s.name, p, s.ownedLocked())
+				}
+				if prev, ok := s.rawNext[p]; ok && b.StartOffset < prev {
+					s.t.Errorf("%s: raw batches of %s from %d, before the previous ones' next_offset %d", s.name, p, b.StartOffset, prev)
+				}
+				s.rawNext[p] = b.NextOffset
+				s.raws = append(s.raws, b)
+				recs, last, err := decodeRaw(b)
+				if err != nil || last != b.NextOffset {
+					s.t.Errorf("%s: raw batches of %s: %v; last batch ends at %d, next_offset %d", s.name, p, err, last, b.NextOffset)
+				}
+				for _, r := range recs {
+					s.records[p] = append(s.records[p], r)
+					s.recvAt[p] = append(s.recvAt[p], now)
+				}
+				if s.autoAck {
+					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+						Partitions: []*quirev1.AckedOffsets{{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}}}}}
+				}
 			}
 			s.signalLocked()
 			s.mu.Unlock()
@@ -153,6 +179,28 @@ func subscribe(t *testing.T, c *testcluster.Cluster, via int32, name string, sta
 }
 
 // consumedOf is a batch's record as a ConsumedRecord.
+// decodeRaw decodes a SubscribeRawBatch as a Kafka client would: control
+// batches and records below start_offset skipped. last is the offset
+// after the last batch.
+func decodeRaw(b *quirev1.SubscribeRawBatch) (recs []*quirev1.ConsumedRecord, last int64, err error) {
+	last = -1
+	err = record.SplitBatches(b.Records, func(batch []byte, h record.Header) error {
+		last = h.NextOffset()
+		if h.Control() {
+			return nil
+		}
+		return record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset >= b.StartOffset {
+				recs = append(recs, &quirev1.ConsumedRecord{Topic: b.Topic, Partition: b.Partition, Offset: r.Offset,
+					TimestampMs: r.Timestamp, LeaderEpoch: h.PartitionLeaderEpoch,
+					ValueData: &quirev1.ConsumedRecord_Value{Value: string(r.Value)}})
+			}
+			return nil
+		})
+	})
+	return recs, last, err
+}
+
 func consumedOf(b *quirev1.SubscribeBatch, r *quirev1.BatchRecord) *quirev1.ConsumedRecord {
 	c := &quirev1.ConsumedRecord{Topic: b.Topic, Partition: b.Partition, Offset: r.Offset, TimestampMs: r.TimestampMs,
 		LeaderEpoch: r.LeaderEpoch, Headers: r.Headers}

@@ -1494,7 +1494,13 @@ type SubscribeStart struct {
 	// Send records as SubscribeBatch events (one partition each, its topic
 	// and partition said once) rather than SubscribeRecords. Recommended;
 	// false (the default) keeps the form of streams that predate it.
-	Batches       bool `protobuf:"varint,10,opt,name=batches,proto3" json:"batches,omitempty"`
+	Batches bool `protobuf:"varint,10,opt,name=batches,proto3" json:"batches,omitempty"`
+	// Send records as SubscribeRawBatch events: one partition's record
+	// batches as stored (Kafka RecordBatch v2, as Fetch returns them), for
+	// clients that decode those; takes precedence over batches. Such a
+	// stream is acknowledged with AckedOffsets.next_offset only, and its
+	// credit counts each batch's records (from its header) and its bytes.
+	RawBatches    bool `protobuf:"varint,11,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1595,6 +1601,13 @@ func (x *SubscribeStart) GetCommitIntervalMs() int32 {
 func (x *SubscribeStart) GetBatches() bool {
 	if x != nil {
 		return x.Batches
+	}
+	return false
+}
+
+func (x *SubscribeStart) GetRawBatches() bool {
+	if x != nil {
+		return x.RawBatches
 	}
 	return false
 }
@@ -1728,6 +1741,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Assignment
 	//	*SubscribeResponse_Records
 	//	*SubscribeResponse_Batch
+	//	*SubscribeResponse_RawBatch
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1797,6 +1811,15 @@ func (x *SubscribeResponse) GetBatch() *SubscribeBatch {
 	return nil
 }
 
+func (x *SubscribeResponse) GetRawBatch() *SubscribeRawBatch {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_RawBatch); ok {
+			return x.RawBatch
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -1817,11 +1840,18 @@ type SubscribeResponse_Batch struct {
 	Batch *SubscribeBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
 }
 
+type SubscribeResponse_RawBatch struct {
+	// Record batches of one partition, with SubscribeStart.raw_batches.
+	RawBatch *SubscribeRawBatch `protobuf:"bytes,4,opt,name=raw_batch,json=rawBatch,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Batch) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_RawBatch) isSubscribeResponse_Event() {}
 
 type SubscribeAssignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2022,6 +2052,94 @@ func (x *SubscribeBatch) GetNextOffset() int64 {
 	return 0
 }
 
+// Record batches of one partition as stored, following on from the
+// partition's previous SubscribeRawBatch (or, after the assignment that
+// gave the partition to the stream, from the group's committed offset).
+type SubscribeRawBatch struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Whole RecordBatch v2 batches, in offset order, exactly as a Fetch
+	// partition result's records: control batches (transaction markers)
+	// included, to be skipped by their attributes, and the first batch may
+	// start before start_offset. Records below start_offset were sent
+	// before or precede the stream's position: skip them.
+	Records []byte `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"`
+	// The first offset this event delivers.
+	StartOffset int64 `protobuf:"varint,4,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// The offset after the last batch (its base offset + last offset delta
+	// + 1): acknowledging it (AckedOffsets.next_offset) acknowledges every
+	// batch of the event and everything before it.
+	NextOffset    int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRawBatch) Reset() {
+	*x = SubscribeRawBatch{}
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRawBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRawBatch) ProtoMessage() {}
+
+func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRawBatch.ProtoReflect.Descriptor instead.
+func (*SubscribeRawBatch) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SubscribeRawBatch) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SubscribeRawBatch) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *SubscribeRawBatch) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *SubscribeRawBatch) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *SubscribeRawBatch) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
 // A record of a SubscribeBatch: a ConsumedRecord without the topic and
 // partition, which are the batch's (its fields have ConsumedRecord's
 // numbers).
@@ -2052,7 +2170,7 @@ type BatchRecord struct {
 
 func (x *BatchRecord) Reset() {
 	*x = BatchRecord{}
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2182,7 @@ func (x *BatchRecord) String() string {
 func (*BatchRecord) ProtoMessage() {}
 
 func (x *BatchRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2195,7 @@ func (x *BatchRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
 func (*BatchRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BatchRecord) GetOffset() int64 {
@@ -2212,7 +2330,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2342,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2355,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2363,7 +2481,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2493,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2506,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -2411,7 +2529,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2541,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2554,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -2572,7 +2690,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\xc5\x03\n" +
+	"\arequest\"\xe6\x03\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -2584,7 +2702,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x11auto_offset_reset\x18\b \x01(\tR\x0fautoOffsetReset\x12,\n" +
 	"\x12commit_interval_ms\x18\t \x01(\x05R\x10commitIntervalMs\x12\x18\n" +
 	"\abatches\x18\n" +
-	" \x01(\bR\abatches\"F\n" +
+	" \x01(\bR\abatches\x12\x1f\n" +
+	"\vraw_batches\x18\v \x01(\bR\n" +
+	"rawBatches\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
@@ -2594,13 +2714,14 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
 	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
-	"nextOffset\"\xc7\x01\n" +
+	"nextOffset\"\x83\x02\n" +
 	"\x11SubscribeResponse\x12?\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.quire.v1.SubscribeAssignmentH\x00R\n" +
 	"assignment\x126\n" +
 	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecords\x120\n" +
-	"\x05batch\x18\x03 \x01(\v2\x18.quire.v1.SubscribeBatchH\x00R\x05batchB\a\n" +
+	"\x05batch\x18\x03 \x01(\v2\x18.quire.v1.SubscribeBatchH\x00R\x05batch\x12:\n" +
+	"\traw_batch\x18\x04 \x01(\v2\x1b.quire.v1.SubscribeRawBatchH\x00R\brawBatchB\a\n" +
 	"\x05event\"\xf2\x01\n" +
 	"\x13SubscribeAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
@@ -2615,6 +2736,13 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12/\n" +
 	"\arecords\x18\x03 \x03(\v2\x15.quire.v1.BatchRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
+	"nextOffset\"\xa5\x01\n" +
+	"\x11SubscribeRawBatch\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\x12!\n" +
+	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1f\n" +
+	"\vnext_offset\x18\x05 \x01(\x03R\n" +
 	"nextOffset\"\xb1\x02\n" +
 	"\vBatchRecord\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
@@ -2671,7 +2799,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -2702,13 +2830,14 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*SubscribeAssignment)(nil),            // 26: quire.v1.SubscribeAssignment
 	(*SubscribeRecords)(nil),               // 27: quire.v1.SubscribeRecords
 	(*SubscribeBatch)(nil),                 // 28: quire.v1.SubscribeBatch
-	(*BatchRecord)(nil),                    // 29: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 30: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 31: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 32: quire.v1.ResetOffset
-	(RecordFormat)(0),                      // 33: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 34: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 35: quire.v1.RecordHeader
+	(*SubscribeRawBatch)(nil),              // 29: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                    // 30: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 31: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 32: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 33: quire.v1.ResetOffset
+	(RecordFormat)(0),                      // 34: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 35: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 36: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -2727,39 +2856,40 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	22, // 13: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
 	23, // 14: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	13, // 15: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	33, // 16: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	34, // 16: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
 	24, // 17: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
 	26, // 18: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
 	27, // 19: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
 	28, // 20: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	14, // 21: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	14, // 22: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	14, // 23: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	34, // 24: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	29, // 25: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	35, // 26: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	32, // 27: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 28: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 29: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 30: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 31: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 32: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	17, // 33: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	21, // 34: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	30, // 35: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 36: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 37: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 38: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 39: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 40: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	18, // 41: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	25, // 42: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	31, // 43: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	29, // 21: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	14, // 22: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	14, // 23: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	14, // 24: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	35, // 25: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	30, // 26: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	36, // 27: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	33, // 28: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 29: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 30: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 31: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 32: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 33: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	17, // 34: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	21, // 35: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	31, // 36: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 37: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 38: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 39: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 40: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 41: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	18, // 42: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	25, // 43: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	32, // 44: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -2780,14 +2910,15 @@ func file_quire_v1_group_proto_init() {
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Batch)(nil),
+		(*SubscribeResponse_RawBatch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[29].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
 		(*BatchRecord_Key)(nil),
 		(*BatchRecord_KeyBytes)(nil),
 		(*BatchRecord_Value)(nil),
 		(*BatchRecord_ValueBytes)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[31].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -2800,7 +2931,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
