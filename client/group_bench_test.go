@@ -12,6 +12,7 @@ import (
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/record"
 )
 
 // BenchmarkGroupConsume reads b.N records of 100 bytes from a 3-partition
@@ -138,12 +139,17 @@ func BenchmarkGroupConsume(b *testing.B) {
 	// SubscribeBatch acknowledged whole with its next_offset) decoded
 	// with the generated code, or walked in place (wire,
 	// subscribe_bench_test.go), or in the form of streams that predate
-	// batches (SubscribeRecords, each record acknowledged by offset).
+	// batches (SubscribeRecords, each record acknowledged by offset), or
+	// as stored batches (raw: SubscribeRawBatch decoded with the generated
+	// code, its RecordBatch v2 bytes then as the partition consumer's
+	// PollFunc decodes a Fetch's, record.SplitBatches and ForEachRecord,
+	// each acknowledged whole with its next_offset).
 	type subscribeMode int
 	const (
 		batches subscribeMode = iota
 		batchesWire
 		records
+		raw
 	)
 	subscribe := func(mode subscribeMode) func(b *testing.B) {
 		return func(b *testing.B) {
@@ -157,7 +163,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 				b.Fatal(err)
 			}
 			if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
-				Group: fmt.Sprint("sb-", b.N), Subscription: &quirev1.GroupSubscription{Topics: []string{topic}}, Batches: mode != records,
+				Group: fmt.Sprint("sb-", b.N), Subscription: &quirev1.GroupSubscription{Topics: []string{topic}}, Batches: mode != records, RawBatches: mode == raw,
 				MaxOutstandingRecords: 5000, MaxOutstandingBytes: 8 << 20, Format: quirev1.RecordFormat_RECORD_FORMAT_BYTES}}}); err != nil {
 				b.Fatal(err)
 			}
@@ -174,14 +180,15 @@ func BenchmarkGroupConsume(b *testing.B) {
 			ackBatch := func(topic string, p int32, next int64) {
 				ack = &quirev1.SubscribeAck{Partitions: []*quirev1.AckedOffsets{{Topic: topic, Partition: p, NextOffset: next}}}
 			}
-			var raw rawMessage
+			var rawMsg rawMessage
+			var rec client.Record
 			for got < b.N {
 				ack = nil
 				if mode == batchesWire {
-					if err := stream.RecvMsg(&raw); err != nil {
+					if err := stream.RecvMsg(&rawMsg); err != nil {
 						b.Fatal(err)
 					}
-					a, err := walkSubscribeResponse(raw.b, func(*wireRecord) { got++ }, ackBatch)
+					a, err := walkSubscribeResponse(rawMsg.b, func(*wireRecord) { got++ }, ackBatch)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -196,6 +203,30 @@ func BenchmarkGroupConsume(b *testing.B) {
 					switch ev := resp.Event.(type) {
 					case *quirev1.SubscribeResponse_Assignment:
 						onAssignment(ev.Assignment)
+					case *quirev1.SubscribeResponse_RawBatch:
+						rb := ev.RawBatch
+						rec.Topic, rec.Partition = rb.Topic, rb.Partition
+						err := record.SplitBatches(rb.Records, func(batch []byte, h record.Header) error {
+							if h.Control() || h.NextOffset() <= rb.StartOffset {
+								return nil
+							}
+							rec.LeaderEpoch = h.PartitionLeaderEpoch
+							return record.ForEachRecord(batch, func(r *record.Record) error {
+								if r.Offset < rb.StartOffset {
+									return nil
+								}
+								rec.Offset, rec.Timestamp, rec.Key, rec.Value, rec.Headers = r.Offset, time.UnixMilli(r.Timestamp), r.Key, r.Value, nil
+								if len(r.Headers) > 0 {
+									rec.Headers = append([]client.RecordHeader(nil), r.Headers...)
+								}
+								got++
+								return nil
+							})
+						})
+						if err != nil {
+							b.Fatal(err)
+						}
+						ackBatch(rb.Topic, rb.Partition, rb.NextOffset)
 					case *quirev1.SubscribeResponse_Batch:
 						got += len(ev.Batch.Records)
 						ackBatch(ev.Batch.Topic, ev.Batch.Partition, ev.Batch.NextOffset)
@@ -228,7 +259,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 			// commits and leaves while the broker is up.
 			_ = stream.CloseSend()
 			for {
-				if err := stream.RecvMsg(&raw); err != nil {
+				if err := stream.RecvMsg(&rawMsg); err != nil {
 					break
 				}
 			}
@@ -237,6 +268,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 	b.Run("subscribe", subscribe(batches))
 	b.Run("subscribe-wire", subscribe(batchesWire))
 	b.Run("subscribe-records", subscribe(records))
+	b.Run("subscribe-raw", subscribe(raw))
 }
 
 // BenchmarkGroupJoinToStable measures, with the heartbeat interval of the

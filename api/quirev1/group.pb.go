@@ -1474,8 +1474,9 @@ type SubscribeStart struct {
 	// Records sent and not yet acknowledged, at most; 0 means 500.
 	MaxOutstandingRecords int32 `protobuf:"varint,3,opt,name=max_outstanding_records,json=maxOutstandingRecords,proto3" json:"max_outstanding_records,omitempty"`
 	// Bytes of records (the encoded size of each record's message: a
-	// ConsumedRecord, or a BatchRecord with batches) sent and not yet
-	// acknowledged, at most; 0 means 1048576. A record is sent while the
+	// ConsumedRecord, or a BatchRecord with batches; with raw_batches each
+	// stored batch's size) sent and not yet acknowledged, at most; 0 means
+	// 1048576. A record (with raw_batches, a batch) is sent while the
 	// outstanding bytes are under the limit, so one larger than the limit
 	// still comes, alone.
 	MaxOutstandingBytes int64 `protobuf:"varint,4,opt,name=max_outstanding_bytes,json=maxOutstandingBytes,proto3" json:"max_outstanding_bytes,omitempty"`
@@ -1497,9 +1498,14 @@ type SubscribeStart struct {
 	Batches bool `protobuf:"varint,10,opt,name=batches,proto3" json:"batches,omitempty"`
 	// Send records as SubscribeRawBatch events: one partition's record
 	// batches as stored (Kafka RecordBatch v2, as Fetch returns them), for
-	// clients that decode those; takes precedence over batches. Such a
-	// stream is acknowledged with AckedOffsets.next_offset only, and its
-	// credit counts each batch's records (from its header) and its bytes.
+	// clients that decode those; takes precedence over batches. Batches
+	// are sent whole while the outstanding records and bytes are under the
+	// credit, each counting its bytes and its records at or past the
+	// event's start_offset (from its header; a control batch counts none).
+	// Such a stream is acknowledged with AckedOffsets.next_offset only
+	// (offsets is INVALID_REQUEST); a next_offset inside a batch moves the
+	// commit point to it, the batch's credit being freed once it is
+	// acknowledged whole.
 	RawBatches    bool `protobuf:"varint,11,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1670,7 +1676,8 @@ type AckedOffsets struct {
 	// everything before it. 0 acknowledges nothing. Past the offset after
 	// the last record the stream was sent of this partition, or negative,
 	// is INVALID_REQUEST; of a partition revoked meanwhile, ignored. May be
-	// given with offsets.
+	// given with offsets. With raw_batches, a SubscribeRawBatch's
+	// next_offset acknowledges it and everything before it.
 	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
