@@ -34,31 +34,7 @@ import (
 // figures in docs/testing.md are, run it with -count 1 several times.)
 func BenchmarkGroupConsume(b *testing.B) {
 	const topic = "gbench"
-	setup := func(b *testing.B) (*broker.Broker, *client.Client) {
-		br := brokertest.Start(b, func(c *broker.Config) {
-			c.GroupConsumerSessionTimeoutMs, c.GroupConsumerHeartbeatIntervalMs = 3000, 100
-		})
-		cl := benchClient(b, br.Addr())
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
-			if time.Now().After(deadline) {
-				b.Fatal("metadata.version stays below 2")
-			}
-			time.Sleep(10 * time.Millisecond) // polling the level
-		}
-		if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 3}); err != nil {
-			b.Fatal(err)
-		}
-		v := benchValue()
-		for i := 0; i < b.N; i++ {
-			cl.Produce(ctx, &client.Record{Topic: topic, Value: v}, nil)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return br, cl
-	}
+	setup := func(b *testing.B) (*broker.Broker, *client.Client) { return groupBenchSetup(b, topic, false) }
 	partitionConsumer := func(withPoll bool) func(b *testing.B) {
 		return func(b *testing.B) {
 			_, cl := setup(b)
@@ -205,24 +181,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 						onAssignment(ev.Assignment)
 					case *quirev1.SubscribeResponse_RawBatch:
 						rb := ev.RawBatch
-						rec.Topic, rec.Partition = rb.Topic, rb.Partition
-						err := record.SplitBatches(rb.Records, func(batch []byte, h record.Header) error {
-							if h.Control() || h.NextOffset() <= rb.StartOffset {
-								return nil
-							}
-							rec.LeaderEpoch = h.PartitionLeaderEpoch
-							return record.ForEachRecord(batch, func(r *record.Record) error {
-								if r.Offset < rb.StartOffset {
-									return nil
-								}
-								rec.Offset, rec.Timestamp, rec.Key, rec.Value, rec.Headers = r.Offset, time.UnixMilli(r.Timestamp), r.Key, r.Value, nil
-								if len(r.Headers) > 0 {
-									rec.Headers = append([]client.RecordHeader(nil), r.Headers...)
-								}
-								got++
-								return nil
-							})
-						})
+						err := decodeRawBatch(rb, &rec, func() { got++ })
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -269,6 +228,67 @@ func BenchmarkGroupConsume(b *testing.B) {
 	b.Run("subscribe-wire", subscribe(batchesWire))
 	b.Run("subscribe-records", subscribe(records))
 	b.Run("subscribe-raw", subscribe(raw))
+}
+
+// decodeRawBatch decodes a SubscribeRawBatch's batches as the partition
+// consumer's PollFunc decodes a Fetch's (record.SplitBatches and
+// ForEachRecord), filling rec and calling each for each record at or past
+// its start offset; control batches are skipped.
+func decodeRawBatch(rb *quirev1.SubscribeRawBatch, rec *client.Record, each func()) error {
+	rec.Topic, rec.Partition = rb.Topic, rb.Partition
+	return record.SplitBatches(rb.Records, func(batch []byte, h record.Header) error {
+		if h.Control() || h.NextOffset() <= rb.StartOffset {
+			return nil
+		}
+		rec.LeaderEpoch = h.PartitionLeaderEpoch
+		return record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset < rb.StartOffset {
+				return nil
+			}
+			rec.Offset, rec.Timestamp, rec.Key, rec.Value, rec.Headers = r.Offset, time.UnixMilli(r.Timestamp), r.Key, r.Value, nil
+			if len(r.Headers) > 0 {
+				rec.Headers = append([]client.RecordHeader(nil), r.Headers...)
+			}
+			each()
+			return nil
+		})
+	})
+}
+
+// groupBenchSetup starts an in-process broker (the tests' 100ms heartbeat
+// interval) and fills a 3-partition topic with b.N records of 100 bytes:
+// spread by the default partitioner (sticky for keyless records, a
+// producer batch to one partition), or, with even, a third to each
+// partition (record i to partition i%3) so that readers owning one
+// partition each have the same to read.
+func groupBenchSetup(b *testing.B, topic string, even bool) (*broker.Broker, *client.Client) {
+	br := brokertest.Start(b, func(c *broker.Config) {
+		c.GroupConsumerSessionTimeoutMs, c.GroupConsumerHeartbeatIntervalMs = 3000, 100
+	})
+	var opts []client.Opt
+	if even {
+		opts = append(opts, client.RecordPartitioner(client.ManualPartitioner()))
+	}
+	cl := benchClient(b, br.Addr(), opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
+		if time.Now().After(deadline) {
+			b.Fatal("metadata.version stays below 2")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the level
+	}
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 3}); err != nil {
+		b.Fatal(err)
+	}
+	v := benchValue()
+	for i := 0; i < b.N; i++ {
+		cl.Produce(ctx, &client.Record{Topic: topic, Partition: int32(i % 3), Value: v}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return br, cl
 }
 
 // BenchmarkGroupJoinToStable measures, with the heartbeat interval of the
