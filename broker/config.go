@@ -123,9 +123,16 @@ type Config struct {
 	MetadataWriteTimeoutMs int64
 
 	// RaftHeartbeatTimeout shortens the metadata quorum's raft timeouts
-	// (election, lease and commit follow it); zero keeps raft's defaults.
-	// Tests set it; it has no key.
+	// (the election timeout is set to it, the leader lease to half of it
+	// and the commit timeout to a tenth, at most the default); zero keeps
+	// raft's defaults. Tests set it; it has no key.
 	RaftHeartbeatTimeout time.Duration
+	// RaftLeaderLeaseTimeout, with RaftHeartbeatTimeout set, is how long
+	// the raft leader goes without hearing from a majority before it steps
+	// down (at most RaftHeartbeatTimeout); zero: half of it. Tests on a
+	// loaded machine, where a heartbeat's round trip can take a few
+	// scheduler delays, raise it; it has no key.
+	RaftLeaderLeaseTimeout time.Duration
 	// RaftSnapshotThreshold, RaftSnapshotInterval and RaftTrailingLogs tune
 	// metadata snapshots (zero: raft's defaults). Tests lower them to force
 	// catch-up by snapshot; they have no key.

@@ -139,7 +139,12 @@ func (c *cluster) open(advertised string) error {
 		mc.RaftHeartbeatTimeout = c.cfg.RaftHeartbeatTimeout
 		mc.RaftElectionTimeout = c.cfg.RaftHeartbeatTimeout
 		mc.RaftLeaderLeaseTimeout = c.cfg.RaftHeartbeatTimeout / 2
-		mc.RaftCommitTimeout = c.cfg.RaftHeartbeatTimeout / 10
+		if c.cfg.RaftLeaderLeaseTimeout > 0 {
+			mc.RaftLeaderLeaseTimeout = c.cfg.RaftLeaderLeaseTimeout
+		}
+		// Never longer than the default: it bounds how soon followers
+		// learn that an entry committed, and so apply it.
+		mc.RaftCommitTimeout = min(mc.RaftCommitTimeout, c.cfg.RaftHeartbeatTimeout/10)
 	}
 	node, err := metadata.Open(mc)
 	if err != nil {

@@ -52,7 +52,14 @@ const ClusterID = "testcluster"
 
 // Timings the harness gives every node; Config can change them.
 const (
-	RaftTimeout      = 200 * time.Millisecond
+	// RaftTimeout is the metadata quorum's raft heartbeat and election
+	// timeout, and its leader lease: a follower that has not heard from
+	// the leader for 1-2 RaftTimeout starts an election, and a leader that
+	// has not heard from a majority for RaftTimeout steps down. In-process
+	// nodes share the test's CPU (with -race, on a loaded machine), where
+	// a heartbeat's round trip can take a few hundred milliseconds: a lease
+	// shorter than that has the controller step down again and again.
+	RaftTimeout      = 500 * time.Millisecond
 	HeartbeatMs      = 100
 	SessionTimeoutMs = 1000
 	WriteTimeoutMs   = 3000
@@ -196,6 +203,7 @@ func (c *Cluster) config(id int32, lis net.Listener) broker.Config {
 	}
 	cfg.ControllerQuorumVoters = strings.Join(voters, ",")
 	cfg.RaftHeartbeatTimeout = RaftTimeout
+	cfg.RaftLeaderLeaseTimeout = RaftTimeout
 	cfg.BrokerHeartbeatIntervalMs = HeartbeatMs
 	cfg.BrokerSessionTimeoutMs = SessionTimeoutMs
 	cfg.MetadataWriteTimeoutMs = WriteTimeoutMs
