@@ -94,6 +94,35 @@ func wantSeries(t *testing.T, ctx context.Context, c *testcluster.Cluster, id in
 	})
 }
 
+// wantControllerSeries polls until the controller, as node from knows
+// it, exposes series name satisfying ok, and returns the controller's id.
+// A cluster-wide series is the controller's alone, and the controller may
+// change while the test waits (an election after a node is cut off or
+// heals): each poll asks whichever node is the controller then.
+func wantControllerSeries(t *testing.T, ctx context.Context, c *testcluster.Cluster, from int32, name string, what string, ok func(float64) bool) int32 {
+	t.Helper()
+	var ctl int32
+	c.Eventually(ctx, fmt.Sprintf("the controller's %s %s", name, what), func() error {
+		id, _, known := c.Node(from).Metadata().Controller()
+		if !known {
+			return fmt.Errorf("node %d knows no controller", from)
+		}
+		if b := c.Node(id); b == nil || !b.Metadata().IsController() {
+			return fmt.Errorf("node %d names controller %d, which is not (or no longer)", from, id)
+		}
+		v, err := series(ctx, c, id, name)
+		if err != nil {
+			return err
+		}
+		if !ok(v) {
+			return fmt.Errorf("controller %d: %s = %v, want %s", id, name, v, what)
+		}
+		ctl = id
+		return nil
+	})
+	return ctl
+}
+
 func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
 
 func TestClusterMetricsISRShrinkAndStoppedBroker(t *testing.T) {
@@ -200,16 +229,9 @@ func TestClusterMetricsReadinessWhileFenced(t *testing.T) {
 		t.Fatalf("/healthz while partitioned: %d %q %v", code, body, err)
 	}
 	// The others see it fenced: the controller among them says so.
-	c.Eventually(ctx, "a controller other than the partitioned node", func() error {
-		other := victim%3 + 1
-		id, _, ok := c.Node(other).Metadata().Controller()
-		if !ok || id == victim {
-			return fmt.Errorf("node %d knows controller %d (known %v)", other, id, ok)
-		}
-		ctl = id
-		return nil
-	})
-	wantSeries(t, ctx, c, ctl, "quire_fenced_brokers", "= 1", eq(1))
+	if ctl = wantControllerSeries(t, ctx, c, victim%3+1, "quire_fenced_brokers", "= 1", eq(1)); ctl == victim {
+		t.Fatalf("the partitioned node %d is the controller of the others", victim)
+	}
 
 	c.Heal()
 	c.Eventually(ctx, "ready again after healing", func() error {
@@ -222,6 +244,6 @@ func TestClusterMetricsReadinessWhileFenced(t *testing.T) {
 		}
 		return nil
 	})
-	wantSeries(t, ctx, c, ctl, "quire_fenced_brokers", "= 0", eq(0))
+	wantControllerSeries(t, ctx, c, victim, "quire_fenced_brokers", "= 0", eq(0))
 	wantSeries(t, ctx, c, victim, "quire_ready", "= 1", eq(1))
 }

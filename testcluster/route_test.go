@@ -1,6 +1,7 @@
 package testcluster_test
 
 import (
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -78,21 +79,46 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 // the partition, acks=0 reports no offsets; an acks=all the leader cannot
 // complete in time is REQUEST_TIMED_OUT (the record may be there), not
 // NOT_LEADER (which would invite writing it again at the leader); a fetch
-// of more than gRPC's default 4 MiB comes back whole.
+// of more than gRPC's default 4 MiB comes back whole. One voter: the
+// controller stays off the link cut below (an election cannot move it
+// there), so that the cut holds the HW back and does nothing else (with
+// the controller at one end, the other end's session would expire).
 func TestClusterPassedOnProduceOutcomes(t *testing.T) {
-	c := testcluster.New(t, 3)
-	createReplicatedTopic(t, c, "outcomes")
+	c := testcluster.New(t, 3, testcluster.Voters(1))
 	ctx := testCtx(t)
-	leader, _ := c.WaitLeader(ctx, "outcomes", 0)
-	via := leader%3 + 1
-	cut := via%3 + 1 // the third node
-	if cut == leader {
-		cut = leader%3 + 2
+	ctl := c.WaitController(ctx)
+	const topic = "outcomes"
+	if _, err := admin(c, ctl).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: topic,
+		OptionalPartitions:        &quirev1.CreateTopicRequest_Partitions{Partitions: 3},
+		OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
+		Configs:                   map[string]string{"min.insync.replicas": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A partition the controller does not lead: requests go through the
+	// controller, and the third node is the follower cut off.
+	part, leader := int32(-1), int32(-1)
+	for p := int32(0); p < 3 && part < 0; p++ {
+		if l, _ := c.WaitLeader(ctx, topic, p); l != ctl {
+			part, leader = p, l
+		}
+	}
+	if part < 0 {
+		t.Skipf("the controller %d leads every partition", ctl)
+	}
+	via, cut := ctl, int32(-1)
+	for _, id := range c.IDs() {
+		if id != ctl && id != leader {
+			cut = id
+		}
 	}
 	pr := quirev1.NewProducerClient(c.Conn(via))
+	record := func(r *quirev1.ProduceRecord) []*quirev1.ProduceRecord {
+		r.OptionalPartition = &quirev1.ProduceRecord_Partition{Partition: part}
+		return []*quirev1.ProduceRecord{r}
+	}
 
-	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: 0},
-		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "fire and forget"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}}})
+	recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: 0},
+		Records: record(&quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: "fire and forget"}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,30 +127,41 @@ func TestClusterPassedOnProduceOutcomes(t *testing.T) {
 	}
 
 	// Big records, replicated, for the fetch below (acks=all: every
-	// replica has them before the follower is cut off).
+	// replica has them before the follower is cut off). A retriable
+	// refusal is retried; one of unknown outcome may leave a record twice,
+	// so the fetch is checked against the high watermark.
 	const bigRecords = 12
-	for range bigRecords { // one per request: a batch stays under max.message.bytes
-		recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1},
-			Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: make([]byte, 512<<10)}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}}})
-		if err != nil || recs.Results[0].Error != nil {
-			t.Fatalf("big record: %v %v", err, recs.GetResults()[0].GetError())
-		}
+	for i := range bigRecords { // one per request: a batch stays under max.message.bytes
+		c.Eventually(ctx, fmt.Sprintf("big record %d acknowledged", i), func() error {
+			recs, err := pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1},
+				Records: record(&quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_ValueBytes{ValueBytes: make([]byte, 512<<10)}})})
+			if err != nil {
+				return err
+			}
+			if e := recs.Results[0].Error; e != nil {
+				if !e.Retriable {
+					t.Fatalf("big record %d: %v", i, e)
+				}
+				return fmt.Errorf("%v", e)
+			}
+			return nil
+		})
 	}
 	got, err := quirev1.NewConsumerClient(c.Conn(via)).FetchRecords(ctx, &quirev1.FetchRecordsRequest{
-		Topic: "outcomes", Offset: 1, MaxRecords: 100, MaxBytes: 16 << 20}, grpc.MaxCallRecvMsgSize(64<<20))
+		Topic: topic, Partition: part, Offset: 1, MaxRecords: 100, MaxBytes: 16 << 20}, grpc.MaxCallRecvMsgSize(64<<20))
 	if err != nil {
 		t.Fatalf("fetch of 6 MiB through node %d: %v", via, err)
 	}
-	if len(got.Records) != bigRecords {
-		t.Fatalf("fetched %d records through node %d, want %d", len(got.Records), via, bigRecords)
+	if n := int64(len(got.Records)); n < bigRecords || n != got.HighWatermark-1 {
+		t.Fatalf("fetched %d records through node %d, want the %d (at least %d) below the high watermark", n, via, got.HighWatermark-1, bigRecords)
 	}
 
 	// An in-sync follower cut off from the leader holds the HW until it
 	// leaves the ISR (after replica.lag.time.max.ms): acks=all times out.
 	c.Partition(cut, leader)
 	defer c.Heal()
-	recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "outcomes", OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 600,
-		Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: "slow"}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}}})
+	recs, err = pr.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 600,
+		Records: record(&quirev1.ProduceRecord{ValueData: &quirev1.ProduceRecord_Value{Value: "slow"}})})
 	if err != nil {
 		t.Fatal(err)
 	}
