@@ -57,6 +57,21 @@ func TestClusterSecureReplicationFailoverAndReadOnlyGroup(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
+	// Each node checks calls against its own image, which takes the user
+	// and the ACLs a moment after the node that answered (docs/security.md):
+	// the writer and the reader are other clients, to other nodes.
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		if _, ok := img.UserCredential("writer"); !ok {
+			return false
+		}
+		n := 0
+		for _, a := range img.ACLs() {
+			if a.Principal == "User:writer" || a.Principal == reader {
+				n++
+			}
+		}
+		return n == 3
+	})
 
 	// The writer authenticates by password (its certificate is that of a
 	// machine with no ACLs).
