@@ -92,7 +92,9 @@ func (b *Broker) describeTopics(ctx context.Context, img *metadata.Image, topics
 				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})
 			}
 			for _, r := range p.Replicas {
-				if r != p.Leader && !slices.Contains(p.ISR, r) {
+				// A fenced broker (down, or cut off from the controller)
+				// is not waited for.
+				if br, ok := img.Broker(r); ok && !br.Fenced && r != p.Leader && !slices.Contains(p.ISR, r) {
 					want = append(want, logAsk{pd: pd, replica: r})
 				}
 			}

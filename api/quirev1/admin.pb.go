@@ -673,9 +673,9 @@ type PartitionDescription struct {
 	// The replicas whose log failed on their broker (an I/O error such as
 	// EIO: the broker took the replica out of service, and it left the ISR),
 	// with the log's directory and the error. The broker answering the call
-	// asks the brokers of the replicas outside the ISR (within the same
-	// bound as the offsets); empty while every log works, or when none of
-	// them could be asked.
+	// asks the unfenced brokers of the replicas outside the ISR (within the
+	// same bound as the offsets); empty while every log works, or when none
+	// of them could be asked.
 	OfflineReplicas []*OfflineReplica `protobuf:"bytes,9,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
