@@ -40,13 +40,7 @@ func (c *shiftedClock) add(d time.Duration) {
 // group whose member left keeps them a minute after the leave, however
 // old its commit; a group with a member keeps them however long it goes.
 func TestClusterOffsetsRetention(t *testing.T) {
-	clock := &shiftedClock{}
-	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.OffsetsRetentionMinutes = 1
-		cfg.GroupClock = clock
-		cfg.GroupConsumerSessionTimeoutMs = 600000 // the clock jumps: no member times out
-		cfg.GroupConsumerHeartbeatIntervalMs = 100
-	}))
+	c, clock := retentionCluster(t)
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
 	createTopic(t, c, ctl, "kept", 1, 3)
@@ -181,13 +175,7 @@ func TestClusterCommitsBatched(t *testing.T) {
 // controller is the coordinator: a controller change half-way through
 // the retention does not start the count again.
 func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
-	clock := &shiftedClock{}
-	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.OffsetsRetentionMinutes = 1
-		cfg.GroupClock = clock
-		cfg.GroupConsumerSessionTimeoutMs = 600000 // the clock jumps: no member times out
-		cfg.GroupConsumerHeartbeatIntervalMs = 100
-	}))
+	c, clock := retentionCluster(t)
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
 	createTopic(t, c, ctl, "kept", 1, 3)
@@ -263,14 +251,9 @@ func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
 // be refused), so members still leave; the offsets then expire a
 // retention after the coordinator first saw the group empty.
 func TestClusterGroupEmptySinceBelowItsLevel(t *testing.T) {
-	clock := &shiftedClock{}
-	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+	c, clock := retentionCluster(t, func(cfg *broker.Config) {
 		cfg.MetadataVersions = metadata.VersionRange{Min: 1, Max: metadata.MetadataVersionSecurity}
-		cfg.OffsetsRetentionMinutes = 1
-		cfg.GroupClock = clock
-		cfg.GroupConsumerSessionTimeoutMs = 600000
-		cfg.GroupConsumerHeartbeatIntervalMs = 100
-	}))
+	})
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
 	createTopic(t, c, ctl, "kept", 1, 3)
@@ -363,4 +346,22 @@ func TestClusterCommitStampedByController(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// retentionCluster is a 3-node cluster whose group coordinators keep
+// offsets a minute (offsets.retention.minutes 1) by a clock the test moves
+// by hand; members do not time out when it jumps. tweak adjusts every
+// node's config further.
+func retentionCluster(t *testing.T, tweak ...func(*broker.Config)) (*testcluster.Cluster, *shiftedClock) {
+	clock := &shiftedClock{}
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.OffsetsRetentionMinutes = 1
+		cfg.GroupClock = clock
+		cfg.GroupConsumerSessionTimeoutMs = 600000 // the clock jumps: no member times out
+		cfg.GroupConsumerHeartbeatIntervalMs = 100
+		for _, f := range tweak {
+			f(cfg)
+		}
+	}))
+	return c, clock
 }
