@@ -71,3 +71,44 @@ type Registration struct {
 type Peers interface {
 	ReplicaFetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error)
 }
+
+// SessionPeers is Peers that can also keep a session with a leader for
+// the fetches of one fetcher (one stream, say), sparing each fetch the
+// setup of a call of its own. A fetcher whose Peers is one opens a
+// session when it starts and closes it when it stops.
+type SessionPeers interface {
+	Peers
+	OpenFetchSession(leader int32) FetchSession
+}
+
+// FetchSession carries one fetcher's fetches to its leader, one at a
+// time; it is not for concurrent use.
+type FetchSession interface {
+	// Fetch is Peers.ReplicaFetch over the session: the same answer, the
+	// same errors, and ctx bounds it the same way (ending ctx ends the
+	// call in flight; the session stays usable for the next one).
+	Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error)
+	// Close ends the session.
+	Close()
+}
+
+// unarySession is the FetchSession of a Peers without sessions: every
+// fetch a call of its own.
+type unarySession struct {
+	peers  Peers
+	leader int32
+}
+
+func (s unarySession) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	return s.peers.ReplicaFetch(ctx, s.leader, req)
+}
+
+func (unarySession) Close() {}
+
+// openFetchSession opens a session with leader over peers.
+func openFetchSession(peers Peers, leader int32) FetchSession {
+	if sp, ok := peers.(SessionPeers); ok {
+		return sp.OpenFetchSession(leader)
+	}
+	return unarySession{peers: peers, leader: leader}
+}

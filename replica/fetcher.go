@@ -49,6 +49,8 @@ type fetcher struct {
 	cancel context.CancelFunc // of the call in flight, to restart it when parts change
 	wake   chan struct{}
 	stop   chan struct{}
+
+	session FetchSession // used by run's goroutine only
 }
 
 func newFetcherManager(self int32, incarnation string, cfg FetchConfig, peers Peers, logger hclog.Logger) *fetcherManager {
@@ -165,6 +167,8 @@ type pending struct {
 
 func (f *fetcher) run() {
 	defer f.m.wg.Done()
+	f.session = openFetchSession(f.m.peers, f.leader)
+	defer f.session.Close()
 	failing := false
 	for {
 		select {
@@ -262,7 +266,7 @@ func (f *fetcher) call(req *FetchRequest) (*FetchResponse, error) {
 		return nil, context.Canceled // the partitions changed: rebuild
 	default:
 	}
-	resp, err := f.m.peers.ReplicaFetch(ctx, f.leader, req)
+	resp, err := f.session.Fetch(ctx, req)
 	if err != nil {
 		if ctx.Err() == context.Canceled {
 			return nil, context.Canceled

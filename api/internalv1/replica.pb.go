@@ -777,10 +777,11 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"timestamps\x18\v \x03(\x03R\n" +
 	"timestamps\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
-	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xd2\x01\n" +
+	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xbd\x02\n" +
 	"\x0eReplicaService\x12_\n" +
 	"\fDescribeLogs\x12&.quire.internal.v1.DescribeLogsRequest\x1a'.quire.internal.v1.DescribeLogsResponse\x12_\n" +
-	"\fReplicaFetch\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\fReplicaFetch\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse\x12i\n" +
+	"\x12ReplicaFetchStream\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse(\x010\x01B5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_replica_proto_rawDescOnce sync.Once
@@ -814,10 +815,12 @@ var file_quire_internal_v1_replica_proto_depIdxs = []int32{
 	7, // 4: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
 	6, // 5: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
 	0, // 6: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
-	8, // 7: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
-	4, // 8: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
+	0, // 7: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
+	8, // 8: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
+	4, // 9: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
+	4, // 10: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
 	5, // [5:5] is the sub-list for extension extendee
 	0, // [0:5] is the sub-list for field type_name
