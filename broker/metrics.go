@@ -40,6 +40,10 @@ func (s statsSource) RequestStats() []rpcstats.Method    { return s.b.rpcStats.S
 func (s statsSource) QueueStats() rpcstats.QueueSnapshot { return s.b.queue.Snapshot() }
 func (s statsSource) Ready() error                       { return s.b.Readiness() }
 
+func (s statsSource) StageLatencies() [replica.NumStages]replica.Histogram {
+	return s.b.StageLatencies()
+}
+
 // Readiness is nil when the broker serves clients: it has registered
 // with the controller under this process's incarnation, the controller
 // has not fenced it, its heartbeats are answered, a controller is known

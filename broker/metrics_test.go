@@ -126,7 +126,10 @@ func TestBrokerConfigMetricsListenChecked(t *testing.T) {
 
 // TestBrokerMetricsQueueTime: every partition appended and every
 // partition read is counted in the produce and fetch queue-time
-// histograms; with metrics.requests.enable off, none is.
+// histograms; with metrics.requests.enable off, none is. The replication
+// stage histograms count the appends either way: on one node, each
+// acks=all append is replicated and acked, the fetch delivers them, and
+// no follower reads any.
 func TestBrokerMetricsQueueTime(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		b, c := start(t, func(cfg *broker.Config) { cfg.MetricsListen, cfg.MetricsRequestsEnable = "127.0.0.1:0", on })
@@ -148,9 +151,13 @@ func TestBrokerMetricsQueueTime(t *testing.T) {
 		for _, want := range []string{
 			fmt.Sprintf("\nquire_request_queue_seconds_count{request=\"produce\"} %d\n", wantProduce),
 			fmt.Sprintf("\nquire_request_queue_seconds_count{request=\"fetch\"} %d\n", wantFetch),
+			"\nquire_replication_stage_seconds_count{stage=\"follower_read\"} 0\n",
+			"\nquire_replication_stage_seconds_count{stage=\"replicated\"} 4\n",
+			"\nquire_replication_stage_seconds_count{stage=\"acked\"} 4\n",
+			"\nquire_replication_stage_seconds_count{stage=\"delivered\"} 4\n",
 		} {
 			if !strings.Contains(body, want) {
-				t.Errorf("metrics.requests.enable=%v: /metrics lacks %q: %s", on, strings.TrimSpace(want), grepLines(body, "quire_request_queue_seconds_count"))
+				t.Errorf("metrics.requests.enable=%v: /metrics lacks %q: %s", on, strings.TrimSpace(want), grepLines(body, "quire_request_queue_seconds_count")+"\n"+grepLines(body, "quire_replication_stage_seconds_count"))
 			}
 		}
 	}

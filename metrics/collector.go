@@ -1,10 +1,10 @@
 // Package metrics exposes a node's statistics to Prometheus: the one
 // package that imports the Prometheus client. The domain packages keep
-// plain snapshots (replica.Manager.Stats, storage.Manager.Stats,
-// metadata.Node.Stats, rpcstats.Stats.Snapshot) updated with atomics on
-// their hot paths; the collector here reads them at scrape time and turns
-// them into series. Server serves /metrics, /healthz, /readyz and, when
-// asked, /debug/pprof/.
+// plain snapshots (replica.Manager.Stats and StageLatencies,
+// storage.Manager.Stats, metadata.Node.Stats, rpcstats.Stats.Snapshot)
+// updated with atomics on their hot paths; the collector here reads them
+// at scrape time and turns them into series. Server serves /metrics,
+// /healthz, /readyz and, when asked, /debug/pprof/.
 package metrics
 
 import (
@@ -31,6 +31,9 @@ type Source interface {
 	RequestStats() []rpcstats.Method
 	// QueueStats is how long produces and fetches waited to be handled.
 	QueueStats() rpcstats.QueueSnapshot
+	// StageLatencies is how long the appends of partitions led here took
+	// to reach each replication stage, since the node started.
+	StageLatencies() [replica.NumStages]replica.Histogram
 	// Ready is nil when the node serves clients, else why not.
 	Ready() error
 }
@@ -44,6 +47,8 @@ var (
 	dRequestDuration = desc("request_duration_seconds", "How long gRPC calls took (streams: how long they were open).", "rpc", "type")
 
 	dQueue = desc("request_queue_seconds", "How long requests waited from their receipt to the start of their work: a produce to the start of its append to each partition (after the appends ahead of it), a fetch to the read of each partition.", "request")
+
+	dStages = desc("replication_stage_seconds", "Time from a leader's append (on partitions led here) to each stage: a follower's fetch read it (follower_read), the high watermark passed it (replicated), its acks=all produce was answered (acked), a consumer's fetch read it (delivered); cumulative since the node started.", "stage")
 
 	dRecordsIn  = desc("topic_records_in_total", "Records appended by producers to partitions led here.", "topic")
 	dBytesIn    = desc("topic_bytes_in_total", "Batch bytes appended by producers to partitions led here.", "topic")
@@ -96,7 +101,7 @@ type collector struct{ src Source }
 func NewCollector(src Source) prometheus.Collector { return collector{src} }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dQueue, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
+	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dQueue, dStages, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
 		dFlush, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
@@ -123,6 +128,33 @@ func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, s atomichist.Sna
 	ch <- prometheus.MustNewConstHistogram(d, s.Count, s.Sum.Seconds(), buckets, labels...)
 }
 
+// The stage histograms' log2 buckets exported as bounds: bucket
+// stageBucketFirst (16 µs) to stageBucketLast (2^25 µs, about 33.6 s).
+// The buckets below the first are folded into it; those past the last
+// count in +Inf only.
+const (
+	stageBucketFirst = 4
+	stageBucketLast  = 25
+)
+
+// stageHistogram exports a replica.Histogram (log2 buckets of
+// microseconds, counts per bucket) as a Prometheus one (cumulative counts
+// at upper bounds in seconds). Bucket i holds durations under
+// BucketBound(i), so its upper bound is exclusive where Prometheus' le is
+// inclusive: a duration of exactly a bound counts at the next one, a
+// difference far below the buckets' factor-of-two resolution.
+func stageHistogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h replica.Histogram, labels ...string) {
+	buckets := make(map[float64]uint64, stageBucketLast-stageBucketFirst+1)
+	var cum uint64
+	for i, n := range h.Counts {
+		cum += n
+		if i >= stageBucketFirst && i <= stageBucketLast {
+			buckets[replica.BucketBound(i).Seconds()] = cum
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -146,6 +178,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	qs := c.src.QueueStats()
 	histogram(ch, dQueue, qs.Produce, "produce")
 	histogram(ch, dQueue, qs.Fetch, "fetch")
+
+	for s, h := range c.src.StageLatencies() {
+		stageHistogram(ch, dStages, h, replica.Stage(s).String())
+	}
 
 	rs := c.src.ReplicaStats()
 	for _, t := range rs.Topics {

@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -15,11 +17,12 @@ import (
 )
 
 type fakeSource struct {
-	rs    replica.Stats
-	ms    metadata.Stats
-	calls []rpcstats.Method
-	gs    []metadata.GroupStats
-	ready error
+	rs     replica.Stats
+	ms     metadata.Stats
+	calls  []rpcstats.Method
+	gs     []metadata.GroupStats
+	stages [replica.NumStages]replica.Histogram
+	ready  error
 }
 
 func (f fakeSource) ReplicaStats() replica.Stats        { return f.rs }
@@ -29,6 +32,9 @@ func (f fakeSource) RequestStats() []rpcstats.Method    { return f.calls }
 func (f fakeSource) Ready() error                       { return f.ready }
 func (f fakeSource) GroupStats() []metadata.GroupStats  { return f.gs }
 func (f fakeSource) QueueStats() rpcstats.QueueSnapshot { return rpcstats.QueueSnapshot{} }
+func (f fakeSource) StageLatencies() [replica.NumStages]replica.Histogram {
+	return f.stages
+}
 
 func TestCollectorSeries(t *testing.T) {
 	src := fakeSource{
@@ -107,5 +113,112 @@ quire_group_rebalances_total{group="g"} 3
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "quire_group_lag_records", "quire_group_lag_seconds",
 		"quire_group_members", "quire_group_rebalances_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCollectorStageHistograms: the log2 microsecond buckets of the stage
+// histograms come out as cumulative counts at bounds in seconds, the
+// buckets under 16 µs folded into the first bound and those past 2^25 µs
+// in +Inf only, one series per stage.
+func TestCollectorStageHistograms(t *testing.T) {
+	var src fakeSource
+	fr := &src.stages[replica.StageFollowerRead]
+	fr.Counts[0] = 1  // under 1 µs
+	fr.Counts[3] = 2  // [4, 8) µs
+	fr.Counts[4] = 3  // [8, 16) µs
+	fr.Counts[5] = 4  // [16, 32) µs
+	fr.Counts[10] = 5 // [512, 1024) µs
+	fr.Counts[25] = 6 // [2^24, 2^25) µs
+	fr.Counts[26] = 7 // past the last bound
+	fr.Counts[31] = 1 // the last bucket, everything longer
+	fr.Sum = 1500 * time.Millisecond
+	rep := &src.stages[replica.StageReplicated]
+	rep.Counts[12] = 1 // [2048, 4096) µs
+	rep.Sum = 3 * time.Millisecond
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(src))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hist struct {
+		count   uint64
+		sum     float64
+		buckets map[float64]uint64 // le to cumulative count
+		bounds  []float64
+	}
+	got := map[string]hist{}
+	for _, mf := range mfs {
+		if mf.GetName() != "quire_replication_stage_seconds" {
+			continue
+		}
+		if !strings.Contains(mf.GetHelp(), "cumulative since the node started") {
+			t.Errorf("help %q", mf.GetHelp())
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != 1 || m.GetLabel()[0].GetName() != "stage" {
+				t.Fatalf("labels %v", m.GetLabel())
+			}
+			h := m.GetHistogram()
+			if h == nil {
+				t.Fatalf("%s is not a histogram", mf.GetName())
+			}
+			out := hist{count: h.GetSampleCount(), sum: h.GetSampleSum(), buckets: map[float64]uint64{}}
+			for _, b := range h.GetBucket() {
+				out.buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+				out.bounds = append(out.bounds, b.GetUpperBound())
+			}
+			got[m.GetLabel()[0].GetValue()] = out
+		}
+	}
+	for _, s := range []string{"follower_read", "replicated", "acked", "delivered"} {
+		h, ok := got[s]
+		if !ok {
+			t.Fatalf("no series for stage %q (got %v)", s, got)
+		}
+		// 16 µs to 2^25 µs, doubling.
+		if len(h.bounds) != 22 || h.bounds[0] != 16e-6 || h.bounds[len(h.bounds)-1] != 33.554432 {
+			t.Errorf("%s: bounds %v", s, h.bounds)
+		}
+	}
+
+	// at is the cumulative count of stage s at bound le, which must exist.
+	at := func(s string, le float64) uint64 {
+		t.Helper()
+		n, ok := got[s].buckets[le]
+		if !ok {
+			t.Fatalf("%s: no bucket le=%v in %v", s, le, got[s].bounds)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		stage string
+		le    float64
+		want  uint64
+	}{
+		{"follower_read", 16e-6, 6}, // folded: buckets 0 to 4
+		{"follower_read", 32e-6, 10},
+		{"follower_read", 512e-6, 10},
+		{"follower_read", 1024e-6, 15},
+		{"follower_read", 16.777216, 15},
+		{"follower_read", 33.554432, 21},
+		{"replicated", 1024e-6, 0},
+		{"replicated", 2048e-6, 0},
+		{"replicated", 4096e-6, 1},
+		{"replicated", 33.554432, 1},
+		{"acked", 33.554432, 0},
+	} {
+		if n := at(c.stage, c.le); n != c.want {
+			t.Errorf("%s le=%v: %d, want %d", c.stage, c.le, n, c.want)
+		}
+	}
+	for s, want := range map[string]struct {
+		count uint64
+		sum   float64
+	}{"follower_read": {29, 1.5}, "replicated": {1, 0.003}, "acked": {0, 0}, "delivered": {0, 0}} {
+		if h := got[s]; h.count != want.count || math.Abs(h.sum-want.sum) > 1e-9 {
+			t.Errorf("%s: count %d sum %v, want %d and %v", s, h.count, h.sum, want.count, want.sum)
+		}
 	}
 }
