@@ -225,12 +225,14 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	pos := seg.size.Load()
 	maxTs, offMaxTs := seg.maxTs.Load(), seg.offMaxTs.Load()
 	l.pending = l.pending[:0]
+	l.appended = l.appended[:0]
 	at := pos
 	forEachBatch(batches, func(b []byte) {
 		h, _ := record.ParseHeader(b)
 		if e, ok := seg.trackBatch(&h, at, cfg.IndexIntervalBytes, &maxTs, &offMaxTs); ok {
 			l.pending = append(l.pending, e)
 		}
+		l.appended = append(l.appended, pendingEntry{offset: h.BaseOffset, pos: at})
 		at += int64(len(b))
 	})
 	if cfg.Preallocate {
@@ -249,13 +251,14 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	if bs.producers {
 		l.updateProducers(batches, bs.numBatches)
 	}
-	if len(l.pending) > 0 {
-		l.mu.Lock()
-		for _, e := range l.pending {
-			seg.applyEntry(e)
-		}
-		l.mu.Unlock()
+	l.mu.Lock()
+	for _, e := range l.pending {
+		seg.applyEntry(e)
 	}
+	for _, e := range l.appended[max(0, len(l.appended)-recentBatchesKept):] {
+		seg.recent.add(e.offset, e.pos)
+	}
+	l.mu.Unlock()
 	l.unflushed += int64(bs.info.NumRecords)
 	if cfg.flushMessagesOn() && l.unflushed >= cfg.FlushMessages {
 		if err := l.flushLocked(); err != nil {

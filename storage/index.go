@@ -225,3 +225,60 @@ func persistIndex(f File, buf []byte, written *int) error {
 	*written = len(buf)
 	return nil
 }
+
+// recentBatchesKept is how many of a segment's last batches recentBatches
+// remembers.
+const recentBatchesKept = 32
+
+// recentBatches remembers where the last batches appended to a segment
+// start. A read at the log's end, a caught-up follower's or consumer's
+// (the most common read), then finds its batch at once, where the sparse
+// index (an entry every index.interval.bytes) left a walk over the
+// headers since the last entry: a read call per batch, dozens per fetch
+// when batches are small, as a trickle of produces makes them. Entries
+// are in offset order, oldest first, in a ring.
+type recentBatches struct {
+	offsets [recentBatchesKept]int64
+	pos     [recentBatchesKept]int64
+	next    int // slot of the next entry
+	n       int // entries kept
+}
+
+func (r *recentBatches) add(offset, pos int64) {
+	r.offsets[r.next], r.pos[r.next] = offset, pos
+	r.next = (r.next + 1) % recentBatchesKept
+	r.n = min(r.n+1, recentBatchesKept)
+}
+
+// lookup returns the newest batch kept whose base offset is <= target, or
+// ok false when there is none.
+func (r *recentBatches) lookup(target int64) (offset, pos int64, ok bool) {
+	for k := 1; k <= r.n; k++ {
+		i := (r.next - k + recentBatchesKept) % recentBatchesKept
+		if r.offsets[i] <= target {
+			return r.offsets[i], r.pos[i], true
+		}
+	}
+	return -1, 0, false
+}
+
+// truncateToPos drops the batches at or after file position pos.
+func (r *recentBatches) truncateToPos(pos int64) {
+	for r.n > 0 {
+		i := (r.next - 1 + recentBatchesKept) % recentBatchesKept
+		if r.pos[i] < pos {
+			return
+		}
+		r.next, r.n = i, r.n-1
+	}
+}
+
+// nearest is the best place to start looking for target in a segment: the
+// later of the index entry at or below it (idxOff -1: none, scan from the
+// start) and the newest recent batch at or below it.
+func nearest(idxOff, idxPos int64, r *recentBatches, target int64) (int64, int64) {
+	if off, pos, ok := r.lookup(target); ok && off > idxOff {
+		return off, pos
+	}
+	return idxOff, idxPos
+}

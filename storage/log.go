@@ -73,6 +73,7 @@ type Log struct {
 	// guarded by appendMu
 	unflushed int64
 	pending   []pendingEntry
+	appended  []pendingEntry // where each batch of an append starts (segment.recent)
 	failed    error
 	closed    bool
 

@@ -97,6 +97,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	l.mu.Lock()
 	l.segs = l.segs[:k+1]
 	seg.idx.truncateToPos(pos)
+	seg.recent.truncateToPos(pos)
 	seg.tidx.truncateToOffset(newLeo)
 	l.mu.Unlock()
 	// Readers may go on: they now stop at the cut, and the bytes below it

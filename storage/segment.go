@@ -34,6 +34,9 @@ type segment struct {
 
 	idx  offsetIndex
 	tidx timeIndex
+	// recent is where the last batches appended start, guarded by Log.mu
+	// as idx is (see recentBatches).
+	recent recentBatches
 
 	// Appender state, guarded by Log.appendMu.
 	bytesSinceIndex int64
@@ -178,9 +181,14 @@ func (s *segment) locate(target, idxOff, idxPos, limit int64) (pos int64, h reco
 	pos = idxPos
 	if idxOff >= 0 {
 		h, err = s.readHeader(pos, limit, &hb)
-		if err != nil || h.BaseOffset != idxOff {
+		switch {
+		case err != nil || h.BaseOffset != idxOff:
 			s.indexSuspect.Store(true)
 			pos = 0
+		case h.LastOffset() >= target:
+			return pos, h, true, nil
+		default:
+			pos += int64(h.Size())
 		}
 	}
 	for pos < limit {
@@ -216,6 +224,7 @@ func (s *segment) recover(cfg LogConfig, next int64, prevEpoch, maxEpoch int32, 
 		return scanResult{next: s.base, err: err}
 	}
 	s.idx.buf, s.idx.written = s.idx.buf[:0], 0
+	s.recent = recentBatches{}
 	s.tidx.buf, s.tidx.written = s.tidx.buf[:0], 0
 	s.bytesSinceIndex, s.rollBaseTs = 0, -1
 	maxTs, offMaxTs := int64(-1), int64(-1)
