@@ -55,6 +55,7 @@ type Broker struct {
 	guard     *guard     // principals and ACLs (auth.go)
 
 	stop      chan struct{}
+	draining  chan struct{} // closed as the server's drain begins, after the replicas stopped
 	bg        sync.WaitGroup
 	served    chan struct{}
 	startOnce sync.Once
@@ -93,6 +94,7 @@ func New(cfg Config) (*Broker, error) {
 		storage:  sm,
 		sticky:   partitioner.NewSticky(0),
 		stop:     make(chan struct{}),
+		draining: make(chan struct{}),
 		served:   make(chan struct{}),
 		rpcStats: rpcstats.New(),
 	}
@@ -301,6 +303,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		// Drain: calls in flight finish. Long-lived produce streams only
 		// end when their client closes them, so after drainTimeout the
 		// rest are cut (clients retry elsewhere).
+		close(b.draining) // replica fetch streams end (replica_stream.go)
 		stopped := make(chan struct{})
 		go func() {
 			b.server.GracefulStop()

@@ -35,11 +35,16 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		if err != nil {
 			return err
 		}
-		// A stopping broker ends its streams: a follower's next fetch goes
-		// to the new leader, and the server's drain does not wait for a
-		// stream that would otherwise never end.
+		// A draining broker ends its streams at their next fetch, so the
+		// drain does not wait for them, nor answer empty fetches at once
+		// from stopped replicas until it gives up. Not earlier: through
+		// a controlled shutdown this broker still leads, and its
+		// followers' fetches move the HW of what it takes meanwhile. A
+		// follower that sends nothing (every partition held back, or the
+		// process paused) holds the drain until its bound, as a produce
+		// stream does.
 		select {
-		case <-s.b.stop:
+		case <-s.b.draining:
 			return toStatus(ErrShuttingDown)
 		default:
 		}
@@ -107,6 +112,7 @@ func (s *fetchSession) Fetch(ctx context.Context, req *replica.FetchRequest) (*r
 	}
 	addr, ok := s.addr()
 	if !ok {
+		s.drop()
 		return s.unary(ctx, s.leader, req) // says that the leader has no address
 	}
 	if s.stream != nil && addr != s.streamAddr {

@@ -5,18 +5,25 @@
 # bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
 # between runs on a shared 2-core machine; the ratios are what to compare).
 #
-#   scripts/bench.sh             the full run (about 2 minutes)
+#   scripts/bench.sh             the full run (about 3 minutes)
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
+#
+# The two ratios the table ends with (single-node produce against the
+# ceiling, RF 3 acks=all against single-node acks=1) swing 2x between runs
+# here, so after the table they are measured again in BENCH_ROUNDS rounds
+# (default 5), the three runs of a round back to back, and printed as the
+# median and range of the rounds.
 #
 # Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_DIR
 # (default a temporary directory, removed afterwards), BENCH_RATES (e2e rates,
-# default "5000 20000 50000").
+# default "5000 20000 50000"), BENCH_ROUNDS.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 quick=${BENCH_QUICK:-}
 rates=${BENCH_RATES:-5000 20000 50000}
+rounds=${BENCH_ROUNDS:-5}
 n_produce=5000000
 n_consume=5000000
 e2e_secs=10
@@ -25,6 +32,7 @@ if [ -n "$quick" ]; then
 	n_consume=200000
 	e2e_secs=2
 	rates=${BENCH_RATES:-5000}
+	rounds=${BENCH_ROUNDS:-2}
 fi
 
 quire=${QUIRE_BIN:-$root/bin/quire}
@@ -161,7 +169,31 @@ for rate in $rates; do
 	done
 done
 
+# Rounds of the two ratios: each round measures the ceiling, single-node
+# acks=1 and RF 3 acks=all back to back, so the machine is alike for the
+# three.
+ratios_single=() ratios_rf3=()
+for ((r = 1; r <= rounds; r++)); do
+	c=$(field records_per_sec "$(perf "$null" ceiling --topic ceiling -n "$n_produce")")
+	s1=$(field records_per_sec "$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)")
+	r3=$(field records_per_sec "$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)")
+	ratios_single+=("$(awk -v a="$s1" -v b="$c" 'BEGIN { printf "%.3f", a / b }')")
+	ratios_rf3+=("$(awk -v a="$r3" -v b="$s1" 'BEGIN { printf "%.3f", a / b }')")
+done
+
 printf '%-34s %12s %12s %6s %9s %9s %9s\n' "measure" "records/s" "ceiling" "ratio" "p50 ms" "p99 ms" "p99.9 ms"
 printf '%s\n' "${rows[@]}"
 awk -v a="$rf3_all" -v b="$single_acks1" 'BEGIN { printf "RF3 acks=all / 1 node acks=1: %.2f\n", a / b }'
 awk -v a="$idem_on" -v b="$idem_off" 'BEGIN { printf "1 node acks=all, idempotent / plain: %.2f\n", a / b }'
+# median NAME VALUES...: "NAME: median M (min A, max B, N rounds: V V ...)".
+median() {
+	local name=$1
+	shift
+	printf '%s\n' "$@" | sort -g | awk -v name="$name" '{ v[NR] = $1 } END {
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		printf "%s: median %.2f (min %.2f, max %.2f, %d rounds:", name, m, v[1], v[NR], NR
+		for (i = 1; i <= NR; i++) printf " %.2f", v[i]
+		print ")" }'
+}
+median "rounds, 1 node acks=1 / ceiling" "${ratios_single[@]}"
+median "rounds, RF3 acks=all / 1 node acks=1" "${ratios_rf3[@]}"

@@ -273,12 +273,3 @@ func (r *recentBatches) truncateToPos(pos int64) {
 	}
 }
 
-// nearest is the best place to start looking for target in a segment: the
-// later of the index entry at or below it (idxOff -1: none, scan from the
-// start) and the newest recent batch at or below it.
-func nearest(idxOff, idxPos int64, r *recentBatches, target int64) (int64, int64) {
-	if off, pos, ok := r.lookup(target); ok && off > idxOff {
-		return off, pos
-	}
-	return idxOff, idxPos
-}

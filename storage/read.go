@@ -96,14 +96,18 @@ func (l *Log) readOnce(dst []byte, offset int64, maxBytes int, maxOffset int64) 
 		idxOff, idxPos := int64(-1), int64(0)
 		if !seg.indexSuspect.Load() {
 			idxOff, idxPos = seg.idx.lookup(offset)
-			// A batch appended after limit was read is no place to
-			// start (nothing below the log end read lies there).
-			if off, pos := nearest(idxOff, idxPos, &seg.recent, offset); pos < limit {
-				idxOff, idxPos = off, pos
-			}
 		}
+		hintOff, hintPos, hinted := seg.recent.lookup(offset)
 		l.mu.RUnlock()
-		pos, h, found, err := seg.locate(offset, idxOff, idxPos, limit)
+		var pos int64
+		var h record.Header
+		var found bool
+		var err error
+		if hinted && hintOff > idxOff && hintPos < limit {
+			pos, h, found, err = seg.locateFromRecent(offset, hintOff, hintPos, idxOff, idxPos, limit)
+		} else {
+			pos, h, found, err = seg.locate(offset, idxOff, idxPos, limit)
+		}
 		if err != nil {
 			seg.release()
 			return res, l.readErr(seg, err)

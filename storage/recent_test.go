@@ -118,3 +118,36 @@ func TestLogTailReadUsesRecentBatches(t *testing.T) {
 		}
 	}
 }
+
+// A recent batch that no longer starts where the ring said (a truncation
+// cut it while a reader held the hint) sends the search back to the index
+// without marking the index suspect: that would make every later read of
+// the segment scan it from the start.
+func TestLocateFromStaleRecentBatch(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	for range 5 {
+		mustAppend(t, l, makeBatch(1, 10, 1), 0)
+	}
+	seg := l.activeSegment()
+	limit := seg.size.Load()
+	l.mu.RLock()
+	idxOff, idxPos := seg.idx.lookup(4)
+	_, pos3, ok := seg.recent.lookup(3)
+	l.mu.RUnlock()
+	if !ok {
+		t.Fatal("no recent batch at 3")
+	}
+	// The ring says offset 9 starts where 3 does: stale.
+	pos, h, found, err := seg.locateFromRecent(4, 9, pos3, idxOff, idxPos, limit)
+	if err != nil || !found || h.BaseOffset != 4 {
+		t.Fatalf("locate 4 from a stale hint: found %v at %d (batch %d), %v", found, pos, h.BaseOffset, err)
+	}
+	if seg.indexSuspect.Load() {
+		t.Fatal("a stale recent batch marked the index suspect")
+	}
+	// A good hint below the target walks on from it.
+	if _, h, found, err := seg.locateFromRecent(4, 3, pos3, idxOff, idxPos, limit); err != nil || !found || h.BaseOffset != 4 {
+		t.Fatalf("locate 4 from the batch at 3: found %v (batch %d), %v", found, h.BaseOffset, err)
+	}
+}

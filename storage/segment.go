@@ -204,6 +204,25 @@ func (s *segment) locate(target, idxOff, idxPos, limit int64) (pos int64, h reco
 	return pos, h, false, nil
 }
 
+// locateFromRecent is locate starting from a recent batch (recentBatches:
+// hintOff starting at hintPos) instead of the index entry. A batch that no
+// longer starts there was cut by a truncation since the ring was read
+// (the read is then done again, see untorn): that says nothing of the
+// index, so the search goes on from the index entry, not from the start
+// with the index marked suspect.
+func (s *segment) locateFromRecent(target, hintOff, hintPos, idxOff, idxPos, limit int64) (int64, record.Header, bool, error) {
+	var hb [record.HeaderSize]byte
+	h, err := s.readHeader(hintPos, limit, &hb)
+	if err != nil || h.BaseOffset != hintOff {
+		return s.locate(target, idxOff, idxPos, limit)
+	}
+	if h.LastOffset() >= target {
+		return hintPos, h, true, nil
+	}
+	// Walk on from the next batch, as locate does past a checked entry.
+	return s.locate(target, -1, hintPos+int64(h.Size()), limit)
+}
+
 // scanResult is what a scan of a segment found.
 type scanResult struct {
 	validSize int64 // bytes of whole, valid batches
