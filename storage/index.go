@@ -272,4 +272,3 @@ func (r *recentBatches) truncateToPos(pos int64) {
 		r.next, r.n = i, r.n-1
 	}
 }
-
