@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	pb "github.com/quirelog/quire/api/internalv1"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/storage"
 )
 
 // fakeLeader answers replica fetches with the fetch offset as the high
@@ -249,5 +252,62 @@ func TestFetchSessionFallsBackToUnary(t *testing.T) {
 	mustFetch(t, sess, 6)
 	if got := streamCalls.Load(); got != 2 {
 		t.Fatalf("stream calls tried after the fallback: %d, want 2", got)
+	}
+}
+
+// noRegistrations knows no broker: every fetch comes from a stale
+// incarnation.
+type noRegistrations struct{}
+
+func (noRegistrations) Registration(int32) (replica.Registration, bool) { return replica.Registration{}, false }
+
+type noLogs struct{}
+
+func (noLogs) GetOrCreate(string, int32, storage.LogConfig) (*storage.Log, error) {
+	return nil, errors.New("no logs")
+}
+func (noLogs) Delete(string, int32) error { return nil }
+func (noLogs) Logs() []*storage.Log       { return nil }
+
+type noController struct{}
+
+func (noController) AlterPartition(context.Context, string, int32, replica.Assignment) (replica.Assignment, error) {
+	return replica.Assignment{}, errors.New("no controller")
+}
+
+type noPeers struct{}
+
+func (noPeers) ReplicaFetch(context.Context, int32, *replica.FetchRequest) (*replica.FetchResponse, error) {
+	return nil, errors.New("no peers")
+}
+
+// A leader's stream keeps answering fetches from the start of its
+// shutdown (the controlled shutdown, while it still leads and its
+// followers' fetches move the HW) until its server drains; only then does
+// it end each stream at its next fetch.
+func TestReplicaFetchStreamServesUntilTheDrain(t *testing.T) {
+	rm, err := replica.New(replica.Config{NodeID: 1, Logs: noLogs{}, Controller: noController{}, Brokers: noRegistrations{},
+		Peers: noPeers{}, Fetch: replica.FetchConfig{MaxWait: time.Second, Backoff: time.Second}, MaxFetchResponseBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Stop()
+	b := &Broker{rm: rm, stop: make(chan struct{}), draining: make(chan struct{})}
+	sess, _ := startFakeLeader(t, &replicaService{b: b})
+	fetch := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := sess.Fetch(ctx, fetchAt(0))
+		return err
+	}
+	// Broker 2 is not registered here: the leader answers that, which
+	// shows that the fetch reached HandleFetch.
+	close(b.stop)
+	if err := fetch(); err == nil || status.Code(err) == codes.Unavailable || !strings.Contains(err.Error(), "registered incarnation") {
+		t.Fatalf("fetch once shutdown began: %v, want HandleFetch's answer (not from its registered incarnation)", err)
+	}
+	close(b.draining)
+	if err := fetch(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), ErrShuttingDown.Error()) {
+		t.Fatalf("fetch once the server drains: %v, want Unavailable: %v", err, ErrShuttingDown)
 	}
 }
