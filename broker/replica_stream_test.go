@@ -259,7 +259,9 @@ func TestFetchSessionFallsBackToUnary(t *testing.T) {
 // incarnation.
 type noRegistrations struct{}
 
-func (noRegistrations) Registration(int32) (replica.Registration, bool) { return replica.Registration{}, false }
+func (noRegistrations) Registration(int32) (replica.Registration, bool) {
+	return replica.Registration{}, false
+}
 
 type noLogs struct{}
 
