@@ -11,7 +11,7 @@
 // small interfaces (deps.go): the partition logs (Logs, the storage
 // manager), the controller's AlterPartition (Controller), the brokers'
 // registrations (Brokers) and a follower fetch to a leader by broker id
-// (Peers); requests and answers are plain types (FetchRequest,
+// (Peers, or a session per fetcher with SessionPeers); requests and answers are plain types (FetchRequest,
 // AppendResult), so any front end can drive it: the broker's gRPC
 // services today. It imports storage and record of this module and no
 // gRPC, raft or metadata package (internal/lint says so).
