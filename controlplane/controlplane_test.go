@@ -50,6 +50,13 @@ type gcluster struct {
 
 func newGCluster(t *testing.T, n int, mod func(*metadata.Config)) *gcluster {
 	t.Helper()
+	return newGClusterServing(t, n, mod)
+}
+
+// newGClusterServing is newGCluster with opts on every node's gRPC
+// server.
+func newGClusterServing(t *testing.T, n int, mod func(*metadata.Config), opts ...grpc.ServerOption) *gcluster {
+	t.Helper()
 	var lis []net.Listener
 	var voters []metadata.Voter
 	for i := 0; i < n; i++ {
@@ -79,7 +86,7 @@ func newGCluster(t *testing.T, n int, mod func(*metadata.Config)) *gcluster {
 		if mod != nil {
 			mod(&cfg)
 		}
-		gs := grpc.NewServer()
+		gs := grpc.NewServer(opts...)
 		tr.Register(gs)
 		node, err := metadata.Open(cfg)
 		if err != nil {

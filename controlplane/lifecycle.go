@@ -160,11 +160,21 @@ func (l *Lifecycle) run() {
 	}
 }
 
+// beatTimeout is how long a registration or heartbeat waits for the
+// controller's answer: the interval, or half the session timeout when
+// that is longer. A controller that answers slower than the interval (a
+// loaded machine, a slow raft commit) still keeps the session; giving up
+// after the interval, the broker would count none of its answers and
+// think its session lost while the controller kept it.
+func (l *Lifecycle) beatTimeout() time.Duration {
+	return max(l.interval, l.session/2)
+}
+
 // beat registers when not registered, else heartbeats; a fenced or
 // unknown answer makes the next beat register again. It reports whether
 // the broker is registered and its heartbeat was answered.
 func (l *Lifecycle) beat() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), l.interval)
+	ctx, cancel := context.WithTimeout(context.Background(), l.beatTimeout())
 	defer cancel()
 	go func() {
 		select {
