@@ -48,18 +48,14 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 			return toStatus(ErrShuttingDown)
 		default:
 		}
-		resp, err := s.b.rm.HandleFetch(ctx, fetchRequestFromPB(req))
-		if err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			return toStatus(err)
-		}
-		out := fetchResponseToPB(resp)
+		// Answered as the unary call is, its read buffers held aside for
+		// serverCodec to send the records from and give back
+		// (replica_codec.go).
 		hold := &replicaFetchHold{}
-		hold.take(resp)
-		// serverCodec sends the records from the read buffers and gives
-		// them back (replica_codec.go).
+		out, err := s.ReplicaFetch(context.WithValue(ctx, replicaFetchHoldKey{}, hold), req)
+		if err != nil {
+			return err
+		}
 		if err := stream.SendMsg(&pooledReplicaFetch{resp: out, bufs: hold.bufs}); err != nil {
 			return err
 		}

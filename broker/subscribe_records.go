@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
@@ -323,25 +322,9 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 // encodeRawBatch is the SubscribeResponse of a SubscribeRawBatch of
 // batches, in a buffer from fetchBufs.
 func encodeRawBatch(tp partKey, batches []byte, start, next int64) mem.BufferSlice {
-	inner := protowire.SizeTag(1) + protowire.SizeBytes(len(tp.topic)) +
-		protowire.SizeTag(2) + protowire.SizeVarint(uint64(int64(tp.part))) +
-		protowire.SizeTag(3) + protowire.SizeBytes(len(batches)) +
-		protowire.SizeTag(4) + protowire.SizeVarint(uint64(start)) +
-		protowire.SizeTag(5) + protowire.SizeVarint(uint64(next))
-	buf := getFetchBuf(protowire.SizeTag(4) + protowire.SizeBytes(inner))
-	b := protowire.AppendTag(*buf, 4, protowire.BytesType) // SubscribeResponse.raw_batch
-	b = protowire.AppendVarint(b, uint64(inner))
-	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendString(b, tp.topic)
-	b = protowire.AppendTag(b, 2, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(int64(tp.part)))
-	b = protowire.AppendTag(b, 3, protowire.BytesType)
-	b = protowire.AppendBytes(b, batches)
-	b = protowire.AppendTag(b, 4, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(start))
-	b = protowire.AppendTag(b, 5, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(next))
-	*buf = b
+	r := wire.RawBatch{Topic: tp.topic, Partition: tp.part, Records: batches, StartOffset: start, NextOffset: next}
+	buf := getFetchBuf(r.Size())
+	*buf = r.Append(*buf)
 	return mem.BufferSlice{mem.NewBuffer(buf, fetchBufPool{})}
 }
 

@@ -171,3 +171,22 @@ func FuzzEncodeSubscribe(f *testing.F) {
 		checkSubscribeEncoding(t, topic, partition, flags&1 == 0, recs)
 	})
 }
+
+// A raw batch is written as proto.Marshal writes the same message, a
+// negative partition and offsets included.
+func TestRawBatchIsProtoEncoding(t *testing.T) {
+	for _, r := range []RawBatch{
+		{Topic: "orders", Partition: 2, Records: []byte("batches"), StartOffset: 13, NextOffset: 31},
+		{Topic: "t", Partition: -1, Records: bytes.Repeat([]byte{1}, 300), StartOffset: 1 << 40, NextOffset: 1<<40 + 9},
+	} {
+		got := r.Append(nil)
+		want, err := proto.Marshal(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_RawBatch{RawBatch: &quirev1.SubscribeRawBatch{
+			Topic: r.Topic, Partition: r.Partition, Records: r.Records, StartOffset: r.StartOffset, NextOffset: r.NextOffset}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) || r.Size() != len(want) {
+			t.Fatalf("%+v: wrote %x (size %d), proto writes %x", r, got, r.Size(), want)
+		}
+	}
+}
