@@ -52,7 +52,13 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		// serverCodec to send the records from and give back
 		// (replica_codec.go).
 		hold := &replicaFetchHold{}
+		start := time.Now()
 		out, err := s.ReplicaFetch(context.WithValue(ctx, replicaFetchHoldKey{}, hold), req)
+		if s.b.cfg.MetricsRequestsEnable {
+			// Counted as a ReplicaFetch call, as over the unary call;
+			// the stream itself counts once, when it ends.
+			s.b.rpcStats.Observe(pb.ReplicaService_ReplicaFetch_FullMethodName, start, err)
+		}
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
@@ -311,5 +312,46 @@ func TestReplicaFetchStreamServesUntilTheDrain(t *testing.T) {
 	close(b.draining)
 	if err := fetch(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), ErrShuttingDown.Error()) {
 		t.Fatalf("fetch once the server drains: %v, want Unavailable: %v", err, ErrShuttingDown)
+	}
+}
+
+// Each fetch over the stream counts as a ReplicaFetch call in the
+// request metrics, with its own code, as over the unary call.
+func TestReplicaFetchStreamCountsEachFetch(t *testing.T) {
+	rm, err := replica.New(replica.Config{NodeID: 1, Logs: noLogs{}, Controller: noController{}, Brokers: noRegistrations{},
+		Peers: noPeers{}, Fetch: replica.FetchConfig{MaxWait: time.Second, Backoff: time.Second}, MaxFetchResponseBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Stop()
+	b := &Broker{rm: rm, stop: make(chan struct{}), draining: make(chan struct{}), rpcStats: rpcstats.New(),
+		cfg: Config{MetricsRequestsEnable: true}}
+	sess, _ := startFakeLeader(t, &replicaService{b: b})
+	var codesSeen []codes.Code
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := sess.Fetch(ctx, fetchAt(0))
+		cancel()
+		codesSeen = append(codesSeen, status.Code(err))
+	}
+	var fetch *rpcstats.Method
+	for _, m := range b.rpcStats.Snapshot() {
+		if m.Name == pb.ReplicaService_ReplicaFetch_FullMethodName {
+			fetch = &m
+		}
+	}
+	if fetch == nil || fetch.Stream {
+		t.Fatalf("no unary ReplicaFetch in the request stats after 3 fetches over the stream: %+v", b.rpcStats.Snapshot())
+	}
+	// Broker 2 is not registered: each fetch is answered with an error.
+	want := codesSeen[0]
+	if want == codes.OK || codesSeen[1] != want || codesSeen[2] != want {
+		t.Fatalf("fetches answered %v, want one error code three times", codesSeen)
+	}
+	if got := fetch.ByCode[want]; got != 3 || len(fetch.ByCode) != 1 {
+		t.Fatalf("ReplicaFetch counted %v, want 3 × %v", fetch.ByCode, want)
+	}
+	if fetch.Latency.Count != 3 {
+		t.Fatalf("ReplicaFetch latency counted %d fetches, want 3", fetch.Latency.Count)
 	}
 }

@@ -81,6 +81,14 @@ func (s *Stats) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	return err
 }
 
+// Observe counts one call of the unary method fullMethod answered some
+// other way, as a message of a stream that carries its calls one at a
+// time (the replica fetch stream), so the method's figures keep counting
+// calls.
+func (s *Stats) Observe(fullMethod string, start time.Time, err error) {
+	s.method(fullMethod, false).done(start, err)
+}
+
 // Method is one method's counts.
 type Method struct {
 	Name    string // full method name
