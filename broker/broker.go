@@ -23,6 +23,7 @@ import (
 	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/internal/dirlock"
 	"github.com/quirelog/quire/internal/rpcstats"
+	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/metrics"
 	"github.com/quirelog/quire/partitioner"
@@ -45,6 +46,7 @@ type Broker struct {
 	interListener string          // the name of the one other nodes dial
 	lis           net.Listener    // the inter-broker listener
 	server        *grpc.Server
+	kafka         *kafka.Server // the Kafka listeners' (kafka.go); nil without
 	health        *health.Server
 	dirLocks      []*dirlock.Lock // of the data and metadata directories (dirlock.go)
 	rpcStats      *rpcstats.Stats // calls answered (metrics.go)
@@ -159,9 +161,10 @@ func (b *Broker) start() error {
 	// The public services refuse requests over maxRequestBytes with a
 	// quire.v1.Error (recvlimit.go).
 	limit := maxRequestBytes(&b.cfg)
+	producer, consumer := &producerService{b: b, pids: newProducerIDs(b.cluster)}, &consumerService{b: b}
 	b.server.RegisterService(withRequestLimit(&quirev1.Admin_ServiceDesc, limit), &adminService{b: b})
-	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), &producerService{b: b, pids: newProducerIDs(b.cluster)})
-	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), &consumerService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), producer)
+	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), consumer)
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
@@ -194,10 +197,19 @@ func (b *Broker) start() error {
 	b.rm = rm
 
 	var serving sync.WaitGroup
+	if len(plan.kafka) > 0 {
+		b.kafka = b.newKafkaServer(producer, consumer) // kafka.go
+	}
 	for _, l := range lns {
 		serving.Add(1)
 		go func() {
 			defer serving.Done()
+			if plan.kafka[l.name] {
+				if err := b.serveKafka(l); err != nil {
+					b.logger.Error("kafka listener stopped", "listener", l.name, "error", err)
+				}
+				return
+			}
 			if err := b.server.Serve(l.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				b.logger.Error("grpc server stopped", "listener", l.name, "error", err)
 			}
@@ -219,8 +231,12 @@ func (b *Broker) start() error {
 		}
 	}()
 	for _, l := range lns {
+		protocol := "grpc"
+		if plan.kafka[l.name] {
+			protocol = "kafka"
+		}
 		b.logger.Info("listening", "listener", l.name, "addr", l.lis.Addr().String(), "advertised", l.advertised,
-			"inter_broker", l.name == plan.inter)
+			"protocol", protocol, "inter_broker", l.name == plan.inter)
 	}
 	b.warnIfOpen()
 	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", b.lis.Addr().String(),
@@ -304,6 +320,11 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		// end when their client closes them, so after drainTimeout the
 		// rest are cut (clients retry elsewhere).
 		close(b.draining) // replica fetch streams end (replica_stream.go)
+		if b.kafka != nil {
+			// Kafka clients have no drain: their connections close once
+			// the requests being answered return (long polls end now).
+			b.kafka.Close()
+		}
 		stopped := make(chan struct{})
 		go func() {
 			b.server.GracefulStop()

@@ -42,6 +42,10 @@ type Config struct {
 	// InterBrokerListenerName is inter.broker.listener.name: the listener
 	// other nodes dial; "" = the first of listeners.
 	InterBrokerListenerName string
+	// KafkaListenerNames is kafka.listener.names: the listeners that
+	// speak Kafka's wire protocol instead of gRPC (kafka.go), comma-
+	// separated; "" = none.
+	KafkaListenerNames string
 	// ControllerQuorumVoters is controller.quorum.voters, "id@host:port,...";
 	// empty on a single node means this node alone.
 	ControllerQuorumVoters string

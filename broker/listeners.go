@@ -90,6 +90,7 @@ type listenerPlan struct {
 	listeners  []listenerSpec
 	advertised map[string]string
 	inter      string
+	kafka      map[string]bool // listeners that speak Kafka's protocol (kafka.go)
 }
 
 // listenerPlan checks listeners, advertised.listeners and
@@ -141,6 +142,9 @@ func (c *Config) listenerPlan() (listenerPlan, error) {
 	} else if len(ls) > 0 && !names[plan.inter] {
 		bad("inter.broker.listener.name", "%s is not one of the listeners (%s)", plan.inter, listenerNames(ls))
 	}
+	var kerrs []error
+	plan.kafka, kerrs = c.kafkaListenerNames(ls, plan.inter)
+	errs = append(errs, kerrs...)
 	return plan, errors.Join(errs...)
 }
 

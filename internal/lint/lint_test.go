@@ -81,6 +81,9 @@ var rules = []rule{
 	// ours, so both the broker and the client can use them.
 	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
+	// Kafka's wire protocol is a translation over the public API (its
+	// Backend takes quire.v1 messages), never into the node's internals.
+	{pkg: "kafka", ours: []string{"api/quirev1"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
 	{pkg: "console", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "replica", "group", "cmd", "api/internalv1", "api/metapb"}},

@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"google.golang.org/grpc/peer"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/kafka"
+)
+
+// Listeners named in kafka.listener.names speak Kafka's wire protocol
+// instead of gRPC (package kafka), for Kafka's own clients. They are
+// registered and advertised like any listener, so a Kafka client's
+// Metadata gives every broker's address on the listener it connected to;
+// requests are answered by the same handlers as the gRPC services.
+
+// kafkaListenerNames parses kafka.listener.names against the listeners:
+// each must be one of them and none the inter-broker one (other nodes
+// speak gRPC to it). Kafka's protocol is served without TLS or SASL, so
+// not beside security settings that would leave it the one open door.
+func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string]bool, []error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: kafka.listener.names: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
+	}
+	out := map[string]bool{}
+	if strings.TrimSpace(c.KafkaListenerNames) == "" {
+		return out, nil
+	}
+	names := map[string]bool{}
+	for _, l := range ls {
+		names[l.name] = true
+	}
+	for _, n := range strings.Split(c.KafkaListenerNames, ",") {
+		n = strings.ToUpper(strings.TrimSpace(n))
+		switch {
+		case n == "":
+			bad("empty entry in %q", c.KafkaListenerNames)
+		case len(ls) > 0 && !names[n]:
+			bad("%s is not one of the listeners (%s)", n, listenerNames(ls))
+		case n == inter:
+			bad("%s is the inter-broker listener, which other nodes reach over gRPC; name another listener for Kafka clients", n)
+		default:
+			out[n] = true
+		}
+	}
+	if len(out) > 0 && (c.Security.TLSCertFile != "" || c.Security.AuthorizerEnable) {
+		bad("Kafka's protocol is served without TLS or SASL, so it cannot be used with tls.cert.file or authorizer.enable set")
+	}
+	return out, errs
+}
+
+// serveKafka serves the Kafka listeners until stopKafka.
+func (b *Broker) serveKafka(l boundListener) error {
+	err := b.kafka.Serve(l.lis)
+	if errors.Is(err, kafka.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// newKafkaServer is the server of the Kafka listeners, answering through
+// the gRPC services' handlers.
+func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
+	return kafka.NewServer(kafka.Config{
+		Backend:         kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}},
+		MaxRequestBytes: maxRequestBytes(&b.cfg),
+		// Tagged with the listener, as a gRPC call is, so Metadata gives
+		// the addresses of this listener.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return peer.NewContext(ctx, &peer.Peer{Addr: c.RemoteAddr(), LocalAddr: c.LocalAddr()})
+		},
+		Logger: b.logger.Named("kafka"),
+	})
+}
+
+// kafkaBackend is kafka.Backend over the gRPC services' handlers.
+type kafkaBackend struct {
+	b        *Broker
+	producer *producerService
+	consumer *consumerService
+	meta     *metadataService
+}
+
+var _ kafka.Backend = kafkaBackend{}
+
+// Metadata leaves out the brokers with no address on the client's
+// listener (GetMetadata would give their inter-broker one, which speaks
+// gRPC).
+func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	resp, err := k.meta.GetMetadata(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	listener := k.b.clientListener(ctx)
+	img := k.b.cluster.image()
+	kept := resp.Brokers[:0]
+	for _, br := range resp.Brokers {
+		info, ok := img.Broker(br.Id)
+		if !ok || br.Fenced {
+			continue
+		}
+		for _, e := range info.Endpoints {
+			if e.Listener == listener {
+				kept = append(kept, br)
+				break
+			}
+		}
+	}
+	resp.Brokers = kept
+	return resp, nil
+}
+
+func (k kafkaBackend) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
+	return k.producer.Produce(ctx, req)
+}
+
+func (k kafkaBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	return k.consumer.Fetch(ctx, req)
+}
+
+func (k kafkaBackend) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
+	return k.consumer.ListOffsets(ctx, req)
+}
+
+func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
+	return k.producer.InitProducerId(ctx, req)
+}

@@ -1,0 +1,159 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+)
+
+// startKafkaBroker starts a dev broker with a gRPC listener and a Kafka
+// one, and returns the Kafka one's address.
+func startKafkaBroker(t *testing.T) (*broker.Broker, string) {
+	t.Helper()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	return b, addr
+}
+
+func kafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.MetadataMinAge(100 * time.Millisecond), kgo.AllowAutoTopicCreation()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// franz-go's client, with its defaults (an idempotent producer, acks=all),
+// produces to an auto-created topic over the Kafka listener and reads
+// every record back in order, keys, values and headers intact.
+func TestBrokerKafkaProduceConsume(t *testing.T) {
+	_, addr := startKafkaBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("kt"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const n = 500
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Partition: 0, Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i)),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(fmt.Sprint(i))}}})
+	}
+	results := prod.ProduceSync(ctx, recs...)
+	if err := results.FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	for i, r := range results {
+		if r.Record.Offset != int64(i) {
+			t.Fatalf("record %d got offset %d", i, r.Record.Offset)
+		}
+	}
+
+	cons := kafkaClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"kt": {0: kgo.NewOffset().AtStart()}}))
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records: %v", len(got), n, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		got = append(got, fs.Records()...)
+	}
+	if len(got) != n {
+		t.Fatalf("consumed %d records, want %d", len(got), n)
+	}
+	for i, r := range got {
+		if r.Offset != int64(i) || string(r.Key) != fmt.Sprintf("k%d", i) || string(r.Value) != fmt.Sprintf("v%d", i) ||
+			len(r.Headers) != 1 || string(r.Headers[0].Value) != fmt.Sprint(i) {
+			t.Fatalf("record %d: offset %d key %q value %q headers %v", i, r.Offset, r.Key, r.Value, r.Headers)
+		}
+	}
+}
+
+// Errors come back as Kafka's codes: a fetch past the end is
+// OFFSET_OUT_OF_RANGE, a produce with acks=1 to a topic that cannot be
+// created fails with the broker's reason.
+func TestBrokerKafkaErrors(t *testing.T) {
+	_, addr := startKafkaBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod := kafkaClient(t, addr, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0),
+		kgo.RecordDeliveryTimeout(5*time.Second))
+	err := prod.ProduceSync(ctx, &kgo.Record{Topic: "bad topic!", Value: []byte("x")}).FirstErr()
+	if err == nil {
+		t.Fatal("produce to an invalid topic name succeeded")
+	}
+	if !errors.Is(err, kerr.InvalidTopicException) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("produce to an invalid topic name: %v, want INVALID_TOPIC_EXCEPTION or UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "ke", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons := kafkaClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ke": {0: kgo.NewOffset().At(100)}}),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	for {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no OFFSET_OUT_OF_RANGE for a fetch at 100 of a 1-record log")
+		}
+		var fetchErr error
+		fs.EachError(func(_ string, _ int32, err error) { fetchErr = err })
+		if fetchErr != nil {
+			if !errors.Is(fetchErr, kerr.OffsetOutOfRange) && !strings.Contains(fetchErr.Error(), "OFFSET_OUT_OF_RANGE") {
+				t.Fatalf("fetch at 100: %v, want OFFSET_OUT_OF_RANGE", fetchErr)
+			}
+			return
+		}
+	}
+}
+
+// kafka.listener.names names listeners other than the inter-broker one,
+// and not beside TLS or the authorizer.
+func TestBrokerConfigKafkaListenerNames(t *testing.T) {
+	for _, tc := range []struct {
+		listeners, kafka string
+		tls, authz       bool
+		wantErr          string // "" = valid
+	}{
+		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA", false, false, ""},
+		{"PLAINTEXT://:9092,KAFKA://:9093", " kafka ", false, false, ""},
+		{"PLAINTEXT://:9092", "", false, false, ""},
+		{"PLAINTEXT://:9092,KAFKA://:9093", "OTHER", false, false, "OTHER is not one of the listeners (PLAINTEXT, KAFKA)"},
+		{"PLAINTEXT://:9092,KAFKA://:9093", "PLAINTEXT", false, false, "PLAINTEXT is the inter-broker listener"},
+		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA,", false, false, "empty entry"},
+		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA", false, true, "cannot be used with tls.cert.file or authorizer.enable"},
+		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA", true, false, "cannot be used with tls.cert.file or authorizer.enable"},
+	} {
+		c := broker.DefaultConfig()
+		c.ListenAddr, c.KafkaListenerNames = tc.listeners, tc.kafka
+		c.Security.AuthorizerEnable = tc.authz
+		if tc.tls {
+			c.Security.TLSCertFile, c.Security.TLSKeyFile = "cert.pem", "key.pem"
+		}
+		err := c.Validate()
+		if tc.tls && err != nil && !strings.Contains(err.Error(), "kafka.listener.names") {
+			err = nil // the files do not exist: only the kafka error matters here
+		}
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%q / %q: %v", tc.listeners, tc.kafka, err)
+		case tc.wantErr != "" && (!errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), "kafka.listener.names: "+tc.wantErr) && !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q / %q: got %v, want an invalid config error with %q", tc.listeners, tc.kafka, err, tc.wantErr)
+		}
+	}
+}

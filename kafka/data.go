@@ -1,0 +1,235 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// partKey names a partition, to match answers to requests.
+type partKey struct {
+	topic string
+	part  int32
+}
+
+// produce appends each partition's record batches, passed on untouched;
+// nil (no answer) for acks=0.
+func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) kmsg.Response {
+	resp := kmsg.NewPtrProduceResponse()
+	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: int32(req.Acks)}, TimeoutMs: req.TimeoutMillis}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			in.Partitions = append(in.Partitions, &quirev1.PartitionRecords{Topic: t.Topic, Partition: p.Partition, Records: p.Records})
+		}
+	}
+	var results map[partKey]*quirev1.PartitionProduceResult
+	code, msg := int16(0), ""
+	switch {
+	case req.TransactionID != nil:
+		code, msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
+	case len(in.Partitions) == 0:
+	default:
+		out, err := b.Produce(ctx, in)
+		if err != nil {
+			code, msg = callError(err)
+			break
+		}
+		results = make(map[partKey]*quirev1.PartitionProduceResult, len(out.Partitions))
+		for _, r := range out.Partitions {
+			results[partKey{r.Topic, r.Partition}] = r
+		}
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			pcode, pmsg := code, msg
+			if code == 0 {
+				r := results[partKey{t.Topic, p.Partition}]
+				switch {
+				case r == nil:
+					pcode, pmsg = kerr.UnknownServerError.Code, "no answer for this partition"
+				case r.Error != nil:
+					pcode, pmsg = codeOf(r.Error), r.Error.Message
+				default:
+					rp.BaseOffset, rp.LogStartOffset = r.BaseOffset, r.LogStartOffset
+					if r.LogAppendTimeMs > 0 {
+						rp.LogAppendTime = r.LogAppendTimeMs
+					}
+				}
+			}
+			rp.ErrorCode = pcode
+			if pcode != 0 && pmsg != "" {
+				rp.ErrorMessage = kmsg.StringPtr(pmsg)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// fetch reads each partition from its offset, long-polled as asked. Fetch
+// sessions are declined: session id 0, every answer in full.
+func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	if req.Version >= 7 {
+		switch {
+		case req.SessionID != 0:
+			resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+			return resp
+		case req.SessionEpoch > 0:
+			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+			return resp
+		}
+	}
+	in := &quirev1.FetchRequest{MaxWaitMs: req.MaxWaitMillis, MinBytes: req.MinBytes, MaxBytes: req.MaxBytes}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			fp := &quirev1.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: p.PartitionMaxBytes}
+			if req.Version >= 9 && p.CurrentLeaderEpoch >= 0 {
+				fp.OptionalCurrentLeaderEpoch = &quirev1.FetchPartition_CurrentLeaderEpoch{CurrentLeaderEpoch: p.CurrentLeaderEpoch}
+			}
+			in.Partitions = append(in.Partitions, fp)
+		}
+	}
+	if len(in.Partitions) == 0 {
+		// Nothing to read: wait as asked, so a client polling with no
+		// partitions does not spin.
+		t := time.NewTimer(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return resp
+	}
+	var results map[partKey]*quirev1.FetchPartitionResult
+	out, err := b.Fetch(ctx, in)
+	code := int16(0)
+	if err != nil {
+		code, _ = callError(err)
+	} else {
+		results = make(map[partKey]*quirev1.FetchPartitionResult, len(out.Partitions))
+		for _, r := range out.Partitions {
+			results[partKey{r.Topic, r.Partition}] = r
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = []byte{} // empty, not null: clients read a size
+			pcode := code
+			if code == 0 {
+				r := results[partKey{t.Topic, p.Partition}]
+				switch {
+				case r == nil:
+					pcode = kerr.UnknownServerError.Code
+				case r.Error != nil:
+					pcode = codeOf(r.Error)
+				default:
+					// No transactions: the last stable offset is the
+					// high watermark, under either isolation level.
+					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+					if len(r.Records) > 0 {
+						rp.RecordBatches = r.Records
+					}
+				}
+			}
+			rp.ErrorCode = pcode
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// listOffsets finds, per partition, the offset for a timestamp (-1 the
+// end, -2 the start).
+func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	resp := kmsg.NewPtrListOffsetsResponse()
+	in := &quirev1.ListOffsetsRequest{}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			in.Partitions = append(in.Partitions, &quirev1.ListOffsetsPartition{Topic: t.Topic, Partition: p.Partition, TimestampMs: p.Timestamp})
+		}
+	}
+	var results map[partKey]*quirev1.ListOffsetsResult
+	code := int16(0)
+	if len(in.Partitions) > 0 {
+		out, err := b.ListOffsets(ctx, in)
+		if err != nil {
+			code, _ = callError(err)
+		} else {
+			results = make(map[partKey]*quirev1.ListOffsetsResult, len(out.Partitions))
+			for _, r := range out.Partitions {
+				results[partKey{r.Topic, r.Partition}] = r
+			}
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			pcode := code
+			if code == 0 {
+				r := results[partKey{t.Topic, p.Partition}]
+				switch {
+				case r == nil:
+					pcode = kerr.UnknownServerError.Code
+				case r.Error != nil:
+					pcode = codeOf(r.Error)
+				default:
+					rp.Offset, rp.LeaderEpoch = r.Offset, r.LeaderEpoch
+					if p.Timestamp >= 0 {
+						rp.Timestamp = r.TimestampMs
+					}
+				}
+			}
+			rp.ErrorCode = pcode
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// initProducerID gives an idempotent producer its id and epoch, or bumps
+// the epoch of the id it names (KIP-360). Transactional ids are refused.
+func initProducerID(ctx context.Context, b Backend, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp
+	}
+	in := &quirev1.InitProducerIdRequest{}
+	if req.Version >= 3 && req.ProducerID >= 0 {
+		in.OptionalProducerId = &quirev1.InitProducerIdRequest_ProducerId{ProducerId: req.ProducerID}
+		in.ProducerEpoch = int32(req.ProducerEpoch)
+	}
+	out, err := b.InitProducerID(ctx, in)
+	if err != nil {
+		resp.ErrorCode, _ = callError(err)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = out.ProducerId, int16(out.ProducerEpoch)
+	return resp
+}

@@ -1,0 +1,30 @@
+// Package kafka serves Kafka's wire protocol on a listener, so that Kafka
+// clients (librdkafka and kcat, franz-go, the Java client) can produce to
+// and consume from a node without a gRPC library.
+//
+// It is a translation layer over the node's public gRPC API (Backend:
+// the quire.v1 request and response messages), not a second broker: the
+// record batches pass through untouched in both directions (the log keeps
+// Kafka's RecordBatch v2 bytes), the error codes are the same numbers
+// (quire.v1.ErrorCode is Kafka's numbering), and everything a gRPC client
+// gets (routing, acks, idempotence, auto-created topics) a Kafka client
+// gets too.
+//
+// The protocol: each request is a 4-byte big-endian size, a request header
+// (api key, version, correlation id, client id, and tagged fields from the
+// flexible versions on) and the body; each response is the size, the
+// correlation id (and tagged fields, except for ApiVersions) and the body.
+// A connection's requests are answered one at a time, in order, as Kafka
+// does; an acks=0 produce gets no answer.
+//
+// Served, with the versions ApiVersions advertises (versions), are
+// ApiVersions, Metadata, Produce, Fetch, ListOffsets and InitProducerId
+// (idempotent producers, not transactional ones). Consumer groups,
+// transactions, admin requests and SASL are not: a client asking for them
+// finds them missing from ApiVersions. A request for an API or version not
+// served closes the connection (it cannot be parsed), as Kafka does;
+// ApiVersions of a newer version is answered in version 0 with
+// UNSUPPORTED_VERSION, so the client can downgrade. Fetch sessions
+// (KIP-227) are declined: every fetch is answered in full with session id
+// 0, which clients take as sessionless.
+package kafka

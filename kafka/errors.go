@@ -1,0 +1,49 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+var (
+	unsupportedVersion = kerr.UnsupportedVersion.Code
+	invalidRequest     = kerr.InvalidRequest.Code
+)
+
+// codeOf is the Kafka error code of a quire.v1.Error: the same number,
+// but for UNKNOWN_SERVER_ERROR (Kafka's -1) and codes Kafka does not
+// have.
+func codeOf(e *quirev1.Error) int16 {
+	if e == nil || e.Code == quirev1.ErrorCode_NONE {
+		return 0
+	}
+	c := int32(e.Code)
+	if e.Code == quirev1.ErrorCode_UNKNOWN_SERVER_ERROR || kerr.ErrorForCode(int16(c)) == kerr.UnknownServerError || c > 32767 {
+		return kerr.UnknownServerError.Code
+	}
+	return int16(c)
+}
+
+// callError is the Kafka error code and message of a whole call's error:
+// the quire.v1.Error in its status, else one for its gRPC code.
+func callError(err error) (int16, string) {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if e, ok := d.(*quirev1.Error); ok {
+			return codeOf(e), e.Message
+		}
+	}
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		return kerr.RequestTimedOut.Code, st.Message()
+	case codes.Unavailable:
+		// A node stopping or a leader moving: the client looks again.
+		return kerr.NotLeaderForPartition.Code, st.Message()
+	case codes.InvalidArgument:
+		return invalidRequest, st.Message()
+	}
+	return kerr.UnknownServerError.Code, st.Message()
+}

@@ -1,0 +1,108 @@
+package kafka
+
+import (
+	"context"
+	"encoding/base64"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// metadata answers which brokers there are (on this listener) and who
+// leads each partition. All topics when the request names none: a null
+// list, or in version 0 an empty one.
+func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
+	in := &quirev1.GetMetadataRequest{AllowAutoTopicCreation: req.AllowAutoTopicCreation || req.Version < 4}
+	var byID []kmsg.MetadataResponseTopic // named by id only: not served
+	if !all {
+		for _, t := range req.Topics {
+			if t.Topic == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID, mt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+				byID = append(byID, mt)
+				continue
+			}
+			in.Topics = append(in.Topics, *t.Topic)
+		}
+	}
+	// Asked for no topic by name (an empty list, or ids only): the backend
+	// is asked for all, for the brokers, and its topics are left out.
+	wantTopics := all || len(in.Topics) > 0
+	out, err := b.Metadata(ctx, in)
+	if err != nil {
+		code, _ := callError(err)
+		for _, name := range in.Topics {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), code
+			resp.Topics = append(resp.Topics, mt)
+		}
+		resp.Topics = append(resp.Topics, byID...)
+		return resp
+	}
+	resp.ClusterID = kmsg.StringPtr(out.ClusterId)
+	resp.ControllerID = out.ControllerId
+	for _, br := range out.Brokers {
+		host, port, err := net.SplitHostPort(br.Address)
+		if err != nil {
+			continue
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.Id, host, int32(p)
+		if br.Rack != "" {
+			mb.Rack = kmsg.StringPtr(br.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	for _, t := range out.Topics {
+		if !wantTopics {
+			break
+		}
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = kmsg.StringPtr(t.Name)
+		mt.TopicID = topicID(t.TopicId)
+		if t.Error != nil {
+			mt.ErrorCode = codeOf(t.Error)
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		for _, p := range t.Partitions {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader, mp.LeaderEpoch = p.Partition, p.Leader, p.LeaderEpoch
+			mp.Replicas, mp.ISR = p.Replicas, p.Isr
+			if mp.Replicas == nil {
+				mp.Replicas = []int32{}
+			}
+			if mp.ISR == nil {
+				mp.ISR = []int32{}
+			}
+			mp.OfflineReplicas = []int32{}
+			if p.Leader < 0 {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	resp.Topics = append(resp.Topics, byID...)
+	return resp
+}
+
+// topicID is a topic id in its 16 bytes (the metadata keeps Kafka's
+// base64url form); zero when it is not one.
+func topicID(s string) [16]byte {
+	var id [16]byte
+	if b, err := base64.RawURLEncoding.DecodeString(s); err == nil && len(b) == 16 {
+		copy(id[:], b)
+	}
+	return id
+}

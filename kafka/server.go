@@ -1,0 +1,351 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Errors of this package.
+var (
+	// ErrServerClosed is returned by Serve once Close was called.
+	ErrServerClosed = errors.New("kafka: server closed")
+	// errUnsupported is a request for an API or version not served.
+	errUnsupported = errors.New("kafka: api or version not served")
+	// errMalformed is a request that cannot be parsed.
+	errMalformed = errors.New("kafka: malformed request")
+)
+
+// Backend is what the server translates Kafka's requests into: the node's
+// public API, in-process. Errors of a whole call are gRPC status errors
+// carrying a quire.v1.Error, as the gRPC services return them.
+type Backend interface {
+	// Metadata answers with the addresses of the brokers on the listener
+	// the connection came in on; a broker without one is left out.
+	Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error)
+	Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error)
+	Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error)
+	ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error)
+	InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Backend Backend
+	// MaxRequestBytes bounds a request's size (Kafka's
+	// socket.request.max.bytes); a larger one closes the connection.
+	MaxRequestBytes int
+	// IdleTimeout closes a connection that sends no request for this long
+	// (Kafka's connections.max.idle.ms); 0 is 10 minutes.
+	IdleTimeout time.Duration
+	// ConnContext returns the context the requests of a new connection run
+	// under, derived from ctx (the broker tags it with the listener, so
+	// Metadata gives that listener's addresses); nil keeps ctx.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
+	Logger      hclog.Logger
+}
+
+// Server serves Kafka's protocol on listeners until Close.
+type Server struct {
+	cfg    Config
+	ctx    context.Context // cancelled by Close: ends long polls
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup // connection goroutines
+}
+
+// NewServer returns a server that serves nothing until Serve.
+func NewServer(cfg Config) *Server {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, ctx: ctx, cancel: cancel,
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on lis until Close, then returns
+// ErrServerClosed; another accept error is returned as it is.
+func (s *Server) Serve(lis net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = lis.Close()
+		return ErrServerClosed
+	}
+	s.listeners[lis] = struct{}{}
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of descriptors and the like: wait and go on, as
+				// net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.cfg.Logger.Warn("accept failed; retrying", "error", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-s.ctx.Done():
+				}
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.track(c) {
+			_ = c.Close()
+			return ErrServerClosed
+		}
+		go s.serveConn(c)
+	}
+}
+
+// track registers a connection; false once the server is closed.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// Close stops accepting, ends the long polls, closes every connection and
+// waits for the requests being answered to return.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return
+	}
+	s.closed = true
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// serveConn answers one connection's requests in order until it closes.
+func (s *Server) serveConn(c net.Conn) {
+	defer func() {
+		_ = c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	ctx := s.ctx
+	if s.cfg.ConnContext != nil {
+		ctx = s.cfg.ConnContext(ctx, c)
+	}
+	log := s.cfg.Logger.With("client", c.RemoteAddr().String())
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	var sizeBuf [4]byte
+	var out []byte
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				log.Debug("connection ended", "error", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || int(size) > s.cfg.MaxRequestBytes {
+			log.Warn("closing connection: request size out of bounds", "size", size, "max", s.cfg.MaxRequestBytes)
+			return
+		}
+		// A request's bytes are read in full before it is handled (no
+		// read deadline while it arrives beyond the idle one).
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			log.Debug("connection ended mid-request", "error", err)
+			return
+		}
+		var err error
+		out, err = s.handle(ctx, buf, out[:0])
+		if err != nil {
+			log.Warn("closing connection", "error", err)
+			return
+		}
+		if len(out) == 0 {
+			continue // acks=0: no answer
+		}
+		if _, err := w.Write(out); err != nil {
+			return
+		}
+		// Flushed now unless another request is already waiting: then its
+		// answer goes out with this one.
+		if r.Buffered() == 0 {
+			if err := w.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// header is a request header.
+type header struct {
+	key, version int16
+	correlation  int32
+	clientID     string
+}
+
+// parseHeader reads a request header off buf and returns the body. The
+// header is version 1 (key, version, correlation id, nullable client id)
+// and, for the flexible versions of the API, version 2: tagged fields
+// after the client id.
+func parseHeader(buf []byte) (header, kmsg.Request, []byte, error) {
+	var h header
+	if len(buf) < 10 {
+		return h, nil, nil, fmt.Errorf("%w: %d bytes, shorter than a request header", errMalformed, len(buf))
+	}
+	h.key = int16(binary.BigEndian.Uint16(buf))
+	h.version = int16(binary.BigEndian.Uint16(buf[2:]))
+	h.correlation = int32(binary.BigEndian.Uint32(buf[4:]))
+	n := int16(binary.BigEndian.Uint16(buf[8:]))
+	rest := buf[10:]
+	if n >= 0 {
+		if int(n) > len(rest) {
+			return h, nil, nil, fmt.Errorf("%w: client id of %d bytes, %d left", errMalformed, n, len(rest))
+		}
+		h.clientID, rest = string(rest[:n]), rest[n:]
+	} else if n != -1 {
+		return h, nil, nil, fmt.Errorf("%w: client id length %d", errMalformed, n)
+	}
+	req := kmsg.RequestForKey(h.key)
+	if req == nil {
+		return h, nil, nil, fmt.Errorf("%w: api key %d", errUnsupported, h.key)
+	}
+	req.SetVersion(h.version)
+	if h.version >= 0 && h.version <= req.MaxVersion() && req.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return h, nil, nil, err
+		}
+	}
+	return h, req, rest, nil
+}
+
+// skipTags skips a tagged-field section: a count, then each field's tag,
+// size and bytes, all unsigned varints but the bytes.
+func skipTags(b []byte) ([]byte, error) {
+	count, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: tagged fields", errMalformed)
+	}
+	b = b[n:]
+	for range count {
+		if _, n = binary.Uvarint(b); n <= 0 {
+			return nil, fmt.Errorf("%w: tagged field tag", errMalformed)
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return nil, fmt.Errorf("%w: tagged field size", errMalformed)
+		}
+		b = b[n+int(size):]
+	}
+	return b, nil
+}
+
+// handle answers one request, appending the framed answer to out; an
+// empty answer is none (acks=0), an error closes the connection.
+func (s *Server) handle(ctx context.Context, buf, out []byte) ([]byte, error) {
+	h, req, body, err := parseHeader(buf)
+	if err != nil {
+		return out, err
+	}
+	if h.key == apiVersionsKey && !served(h.key, h.version) {
+		// A client newer than this server: answer in version 0 what is
+		// served, so it picks a version both know (KIP-511).
+		resp := apiVersions(0)
+		resp.ErrorCode = unsupportedVersion
+		return frame(out, h, resp, false), nil
+	}
+	if !served(h.key, h.version) {
+		return out, fmt.Errorf("%w: %s (key %d) version %d from client %q", errUnsupported,
+			kmsg.NameForKey(h.key), h.key, h.version, h.clientID)
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return out, fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	resp, err := s.dispatch(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	if resp == nil {
+		return out, nil
+	}
+	resp.SetVersion(h.version)
+	return frame(out, h, resp, req.IsFlexible() && h.key != apiVersionsKey), nil
+}
+
+// frame appends a response: size, correlation id, the header's (empty)
+// tagged fields when flexible, the body.
+func frame(out []byte, h header, resp kmsg.Response, flexibleHeader bool) []byte {
+	start := len(out)
+	out = append(out, 0, 0, 0, 0)
+	out = binary.BigEndian.AppendUint32(out, uint32(h.correlation))
+	if flexibleHeader {
+		out = append(out, 0) // no tagged fields
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out[start:], uint32(len(out)-start-4))
+	return out
+}
+
+// dispatch answers a parsed request; nil for none.
+func (s *Server) dispatch(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	b := s.cfg.Backend
+	switch req := req.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return apiVersions(req.Version), nil
+	case *kmsg.MetadataRequest:
+		return metadata(ctx, b, req), nil
+	case *kmsg.ProduceRequest:
+		return produce(ctx, b, req), nil
+	case *kmsg.FetchRequest:
+		return fetch(ctx, b, req), nil
+	case *kmsg.ListOffsetsRequest:
+		return listOffsets(ctx, b, req), nil
+	case *kmsg.InitProducerIDRequest:
+		return initProducerID(ctx, b, req), nil
+	}
+	return nil, fmt.Errorf("%w: %s", errUnsupported, kmsg.NameForKey(req.Key()))
+}

@@ -1,0 +1,500 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// fakeBackend answers from its fields and records what it was asked.
+type fakeBackend struct {
+	mu       sync.Mutex
+	produced []*quirev1.ProduceRequest
+	fetched  []*quirev1.FetchRequest
+	metaReqs []*quirev1.GetMetadataRequest
+
+	produceResp *quirev1.ProduceResponse
+	produceErr  error
+	fetchResp   *quirev1.FetchResponse
+	fetchBlocks bool // Fetch waits for its context
+	meta        *quirev1.GetMetadataResponse
+}
+
+func (f *fakeBackend) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.metaReqs = append(f.metaReqs, req)
+	return f.meta, nil
+}
+
+func (f *fakeBackend) Produce(_ context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.produced = append(f.produced, req)
+	return f.produceResp, f.produceErr
+}
+
+func (f *fakeBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	f.mu.Lock()
+	f.fetched = append(f.fetched, req)
+	blocks, resp := f.fetchBlocks, f.fetchResp
+	f.mu.Unlock()
+	if blocks {
+		<-ctx.Done()
+		return nil, status.Error(codes.Canceled, "stopped")
+	}
+	return resp, nil
+}
+
+func (f *fakeBackend) ListOffsets(context.Context, *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
+	return &quirev1.ListOffsetsResponse{}, nil
+}
+
+func (f *fakeBackend) InitProducerID(context.Context, *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
+	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 2}, nil
+}
+
+// startServer serves backend on a loopback port and returns a connection
+// to it.
+func startServer(t *testing.T, backend Backend) (*Server, *kconn) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(Config{Backend: backend, MaxRequestBytes: 1 << 20})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return s, &kconn{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+// kconn is a client connection that writes and reads Kafka frames.
+type kconn struct {
+	t    *testing.T
+	c    net.Conn
+	r    *bufio.Reader
+	corr int32
+}
+
+// request encodes req at its version, as a client does.
+func (k *kconn) request(req kmsg.Request) int32 {
+	k.corr++
+	body := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+	body = binary.BigEndian.AppendUint16(body, uint16(req.GetVersion()))
+	body = binary.BigEndian.AppendUint32(body, uint32(k.corr))
+	body = binary.BigEndian.AppendUint16(body, 4)
+	body = append(body, "test"...)
+	if req.IsFlexible() {
+		body = append(body, 0)
+	}
+	body = req.AppendTo(body)
+	k.raw(body)
+	return k.corr
+}
+
+// raw sends body as one frame.
+func (k *kconn) raw(body []byte) {
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	if _, err := k.c.Write(append(frame, body...)); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// response reads the next answer into resp (at its version) and returns
+// its correlation id; flexibleHeader says whether its header has tags.
+func (k *kconn) response(resp kmsg.Response, flexibleHeader bool) int32 {
+	k.t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(k.r, size[:]); err != nil {
+		k.t.Fatalf("read answer: %v", err)
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(k.r, buf); err != nil {
+		k.t.Fatalf("read answer: %v", err)
+	}
+	corr := int32(binary.BigEndian.Uint32(buf))
+	body := buf[4:]
+	if flexibleHeader {
+		if len(body) == 0 || body[0] != 0 {
+			k.t.Fatalf("flexible answer header without an empty tag section: % x", buf[:min(len(buf), 8)])
+		}
+		body = body[1:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		k.t.Fatalf("decode %T v%d: %v", resp, resp.GetVersion(), err)
+	}
+	return corr
+}
+
+// closed reports whether the server closed the connection.
+func (k *kconn) closed() bool {
+	_, err := k.r.ReadByte()
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)
+}
+
+func TestKafkaApiVersions(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
+	corr := k.request(req)
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 3
+	// ApiVersions answers have a version 0 header, even when flexible.
+	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
+	}
+	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 7}, 3: {0, 12}, 18: {0, 3}, 22: {0, 4}}
+	if len(resp.ApiKeys) != len(want) {
+		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
+	}
+	for _, k := range resp.ApiKeys {
+		if w, ok := want[k.ApiKey]; !ok || w != [2]int16{k.MinVersion, k.MaxVersion} {
+			t.Errorf("ApiVersions: key %d versions %d-%d, want %v", k.ApiKey, k.MinVersion, k.MaxVersion, w)
+		}
+	}
+
+	// A newer client's ApiVersions: answered in version 0 with
+	// UNSUPPORTED_VERSION and the versions served.
+	req = kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	k.corr++
+	body := binary.BigEndian.AppendUint16(nil, 18)
+	body = binary.BigEndian.AppendUint16(body, 99)
+	body = binary.BigEndian.AppendUint32(body, uint32(k.corr))
+	body = binary.BigEndian.AppendUint16(body, 0xffff) // null client id
+	k.raw(append(body, 0, 0, 0, 0, 0, 0, 0))
+	resp = kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	if got := k.response(resp, false); got != k.corr || resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != len(want) {
+		t.Fatalf("ApiVersions v99: correlation %d, error %d, %d APIs; want %d, UNSUPPORTED_VERSION, %d", got, resp.ErrorCode, len(resp.ApiKeys), k.corr, len(want))
+	}
+}
+
+// An API not served (consumer groups here) cannot be parsed: the
+// connection is closed, as Kafka does.
+func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.Version = 2
+	req.CoordinatorKey = "g"
+	k.request(req)
+	if !k.closed() {
+		t.Fatal("connection still open after FindCoordinator")
+	}
+}
+
+func TestKafkaUnservedVersionClosesTheConnection(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 2 // message sets v0/v1, not RecordBatch v2
+	k.request(req)
+	if !k.closed() {
+		t.Fatal("connection still open after Produce v2")
+	}
+}
+
+func TestKafkaOversizeRequestClosesTheConnection(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	if _, err := k.c.Write(binary.BigEndian.AppendUint32(nil, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if !k.closed() {
+		t.Fatal("connection still open after announcing a 2 MiB request over a 1 MiB limit")
+	}
+}
+
+// Requests are answered in order; an acks=0 produce gets no answer (the
+// next answer read is the next request's) but is appended.
+func TestKafkaAnswersInOrderAcksZeroNone(t *testing.T) {
+	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}}
+	_, k := startServer(t, backend)
+	prod := kmsg.NewPtrProduceRequest()
+	prod.Version, prod.Acks, prod.TimeoutMillis = 7, 0, 1000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "t"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = []byte("batch")
+	pt.Partitions = append(pt.Partitions, pp)
+	prod.Topics = append(prod.Topics, pt)
+	k.request(prod)
+	var corrs []int32
+	for range 3 {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 2
+		corrs = append(corrs, k.request(req))
+	}
+	for _, want := range corrs {
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.Version = 2
+		if got := k.response(resp, false); got != want {
+			t.Fatalf("answer for correlation %d, want %d (in order, none for acks=0)", got, want)
+		}
+	}
+	backend.mu.Lock()
+	defer backend.mu.Unlock()
+	if len(backend.produced) != 1 || backend.produced[0].GetAcks() != 0 || string(backend.produced[0].Partitions[0].Records) != "batch" {
+		t.Fatalf("backend produced %+v, want the acks=0 batch once", backend.produced)
+	}
+}
+
+func produceReq(version int16, parts ...int32) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = version, -1, 1000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "t"
+	for _, p := range parts {
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Partition, pp.Records = p, []byte("batch")
+		pt.Partitions = append(pt.Partitions, pp)
+	}
+	req.Topics = append(req.Topics, pt)
+	return req
+}
+
+// A partition's quire.v1.Error is its Kafka code (the same number; -1 for
+// UNKNOWN_SERVER_ERROR) with its message; a partition the backend did not
+// answer fails; a whole-call error fails every partition with its code.
+func TestKafkaProduceErrors(t *testing.T) {
+	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{
+		{Topic: "t", Partition: 0, BaseOffset: 41, LogStartOffset: 3, LogAppendTimeMs: -1},
+		{Topic: "t", Partition: 1, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "broker 2 leads t/1"}},
+		{Topic: "t", Partition: 2, Error: &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_SERVER_ERROR, Message: "boom"}},
+	}}}
+	_, k := startServer(t, backend)
+	req := produceReq(9, 0, 1, 2, 3)
+	corr := k.request(req)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	if got := k.response(resp, true); got != corr {
+		t.Fatalf("correlation %d, want %d", got, corr)
+	}
+	ps := resp.Topics[0].Partitions
+	type want struct {
+		code int16
+		msg  string
+		base int64
+	}
+	for i, w := range []want{{0, "", 41}, {6, "broker 2 leads t/1", -1}, {-1, "boom", -1}, {-1, "no answer for this partition", -1}} {
+		p := ps[i]
+		msg := ""
+		if p.ErrorMessage != nil {
+			msg = *p.ErrorMessage
+		}
+		if p.Partition != int32(i) || p.ErrorCode != w.code || msg != w.msg || p.BaseOffset != w.base {
+			t.Errorf("partition %d: code %d msg %q base %d, want %+v", p.Partition, p.ErrorCode, msg, p.BaseOffset, w)
+		}
+	}
+	if ps[0].LogStartOffset != 3 || ps[0].LogAppendTime != -1 {
+		t.Errorf("partition 0: log start %d, append time %d; want 3, -1 (create time)", ps[0].LogStartOffset, ps[0].LogAppendTime)
+	}
+
+	st, _ := status.New(codes.InvalidArgument, "acks 5").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_INVALID_REQUIRED_ACKS, Message: "acks 5"})
+	backend.mu.Lock()
+	backend.produceErr = st.Err()
+	backend.mu.Unlock()
+	corr = k.request(produceReq(9, 0, 1))
+	resp = kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	k.response(resp, true)
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.InvalidRequiredAcks.Code || p.ErrorMessage == nil || *p.ErrorMessage != "acks 5" {
+			t.Errorf("whole-call error: partition %d code %d, want INVALID_REQUIRED_ACKS with its message", p.Partition, p.ErrorCode)
+		}
+	}
+}
+
+func fetchReq(version int16, sessionID, epoch int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = version, -1, 500, 1, 1<<20
+	req.SessionID, req.SessionEpoch = sessionID, epoch
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "t"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 5, 1<<20, 3
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	return req
+}
+
+// Fetch sessions are declined: a session id or an incremental epoch is
+// refused with Kafka's code; a full fetch is answered with session id 0,
+// the records passed through and the last stable offset at the high
+// watermark.
+func TestKafkaFetch(t *testing.T) {
+	backend := &fakeBackend{fetchResp: &quirev1.FetchResponse{Partitions: []*quirev1.FetchPartitionResult{
+		{Topic: "t", Partition: 0, HighWatermark: 9, LogEndOffset: 10, LogStartOffset: 1, Records: []byte("batches")}}}}
+	_, k := startServer(t, backend)
+	for _, tc := range []struct {
+		id, epoch int32
+		code      int16
+	}{{7, 1, kerr.FetchSessionIDNotFound.Code}, {0, 1, kerr.InvalidFetchSessionEpoch.Code}, {0, 0, 0}, {0, -1, 0}} {
+		k.request(fetchReq(12, tc.id, tc.epoch))
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = 12
+		k.response(resp, true)
+		if resp.ErrorCode != tc.code || resp.SessionID != 0 {
+			t.Fatalf("session %d epoch %d: error %d session %d, want %d, 0", tc.id, tc.epoch, resp.ErrorCode, resp.SessionID, tc.code)
+		}
+		if tc.code != 0 {
+			continue
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.HighWatermark != 9 || p.LastStableOffset != 9 || p.LogStartOffset != 1 || string(p.RecordBatches) != "batches" ||
+			p.DivergingEpoch.Epoch != -1 || p.PreferredReadReplica != -1 {
+			t.Fatalf("fetch answer %+v", p)
+		}
+	}
+	backend.mu.Lock()
+	got := backend.fetched[0]
+	backend.mu.Unlock()
+	if len(got.Partitions) != 1 || got.Partitions[0].Offset != 5 || got.Partitions[0].GetCurrentLeaderEpoch() != 3 || got.MaxWaitMs != 500 {
+		t.Fatalf("backend asked %+v", got)
+	}
+
+	// An empty partition answer is zero bytes of records, not null:
+	// librdkafka refuses a null record set.
+	backend.mu.Lock()
+	backend.fetchResp = &quirev1.FetchResponse{Partitions: []*quirev1.FetchPartitionResult{{Topic: "t", Partition: 0, HighWatermark: 9}}}
+	backend.mu.Unlock()
+	k.request(fetchReq(11, 0, -1))
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 11
+	k.response(resp, false)
+	if rb := resp.Topics[0].Partitions[0].RecordBatches; rb == nil {
+		t.Fatal("empty fetch answered with null records")
+	}
+}
+
+// Close ends a long poll in progress and waits for it.
+func TestKafkaCloseEndsLongPolls(t *testing.T) {
+	backend := &fakeBackend{fetchBlocks: true}
+	s, k := startServer(t, backend)
+	k.request(fetchReq(11, 0, -1))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		backend.mu.Lock()
+		n := len(backend.fetched)
+		backend.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fetch never reached the backend")
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return while a fetch long-polled")
+	}
+	if !k.closed() {
+		t.Fatal("connection open after Close")
+	}
+}
+
+// Metadata: all topics for a null list (or an empty one in version 0),
+// none for an empty one; brokers as the backend gives them; a leaderless
+// partition is LEADER_NOT_AVAILABLE.
+func TestKafkaMetadata(t *testing.T) {
+	backend := &fakeBackend{meta: &quirev1.GetMetadataResponse{ClusterId: "c", ControllerId: 1,
+		Brokers: []*quirev1.Broker{{Id: 1, Address: "127.0.0.1:9093", Rack: "r1"}},
+		Topics: []*quirev1.TopicMetadata{{Name: "t", TopicId: "AAECAwQFBgcICQoLDA0ODw", Partitions: []*quirev1.PartitionMetadata{
+			{Partition: 0, Leader: 1, LeaderEpoch: 4, Replicas: []int32{1}, Isr: []int32{1}},
+			{Partition: 1, Leader: -1, Replicas: []int32{1}}}}}}}
+	_, k := startServer(t, backend)
+	ask := func(version int16, topics []string, null bool) *kmsg.MetadataResponse {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = version
+		if !null {
+			req.Topics = []kmsg.MetadataRequestTopic{}
+		}
+		for _, n := range topics {
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, mt)
+		}
+		k.request(req)
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = version
+		k.response(resp, req.IsFlexible())
+		return resp
+	}
+	resp := ask(12, nil, true)
+	if len(resp.Brokers) != 1 || resp.Brokers[0].Host != "127.0.0.1" || resp.Brokers[0].Port != 9093 || *resp.Brokers[0].Rack != "r1" ||
+		*resp.ClusterID != "c" || resp.ControllerID != 1 {
+		t.Fatalf("brokers %+v cluster %v controller %d", resp.Brokers, resp.ClusterID, resp.ControllerID)
+	}
+	if len(resp.Topics) != 1 || *resp.Topics[0].Topic != "t" || resp.Topics[0].TopicID != [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} {
+		t.Fatalf("topics %+v", resp.Topics)
+	}
+	ps := resp.Topics[0].Partitions
+	if ps[0].ErrorCode != 0 || ps[0].Leader != 1 || ps[0].LeaderEpoch != 4 || ps[1].ErrorCode != kerr.LeaderNotAvailable.Code {
+		t.Fatalf("partitions %+v", ps)
+	}
+	if resp := ask(12, nil, false); len(resp.Topics) != 0 || len(resp.Brokers) != 1 {
+		t.Fatalf("an empty topic list answered %d topics, %d brokers; want 0, 1", len(resp.Topics), len(resp.Brokers))
+	}
+	if resp := ask(0, nil, false); len(resp.Topics) != 1 {
+		t.Fatalf("version 0, an empty list (all topics): %d topics", len(resp.Topics))
+	}
+	ask(12, []string{"t"}, false)
+	backend.mu.Lock()
+	last := backend.metaReqs[len(backend.metaReqs)-1]
+	backend.mu.Unlock()
+	if len(last.Topics) != 1 || last.Topics[0] != "t" || last.AllowAutoTopicCreation {
+		t.Fatalf("backend asked %+v, want t without auto-creation (v12 defaults it off here)", last)
+	}
+}
+
+// Whatever bytes a request holds, the server answers or refuses it
+// without panicking.
+func FuzzKafkaRequest(f *testing.F) {
+	for _, req := range []kmsg.Request{produceReq(9, 0), fetchReq(12, 0, -1), kmsg.NewPtrMetadataRequest(), kmsg.NewPtrApiVersionsRequest()} {
+		k := &kconn{}
+		body := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+		body = binary.BigEndian.AppendUint16(body, uint16(req.GetVersion()))
+		body = binary.BigEndian.AppendUint32(body, uint32(k.corr))
+		body = binary.BigEndian.AppendUint16(body, 0xffff)
+		if req.IsFlexible() {
+			body = append(body, 0)
+		}
+		f.Add(req.AppendTo(body))
+	}
+	s := NewServer(Config{Backend: &fakeBackend{produceResp: &quirev1.ProduceResponse{}, fetchResp: &quirev1.FetchResponse{},
+		meta: &quirev1.GetMetadataResponse{}}, MaxRequestBytes: 1 << 20})
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // long polls end at once
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		_, _ = s.handle(ctx, buf, nil)
+	})
+}

@@ -1,0 +1,41 @@
+package kafka
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// apiVersionsKey is ApiVersions' key: its answer header is never flexible.
+const apiVersionsKey = 18
+
+// versions are the APIs served and their versions. The lowest are the
+// first that carry what is answered from (Produce 3 and Fetch 4 carry
+// RecordBatch v2, the log's format; ListOffsets 1 one offset per
+// partition); the highest the last before an API names topics by id
+// only (Fetch 13) or needs what is not served.
+var versions = []kmsg.ApiVersionsResponseApiKey{
+	{ApiKey: 0, MinVersion: 3, MaxVersion: 9},  // Produce
+	{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
+	{ApiKey: 2, MinVersion: 1, MaxVersion: 7},  // ListOffsets
+	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
+	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
+	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
+}
+
+// served reports whether version of key is answered.
+func served(key, version int16) bool {
+	for _, v := range versions {
+		if v.ApiKey == key {
+			return version >= v.MinVersion && version <= v.MaxVersion
+		}
+	}
+	return false
+}
+
+func apiVersions(version int16) *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = version
+	for _, v := range versions {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = v.ApiKey, v.MinVersion, v.MaxVersion
+		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+	return resp
+}
