@@ -1,0 +1,115 @@
+package testcluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// kafkaCluster starts n nodes, each with its inter-broker listener and a
+// KAFKA one that speaks Kafka's protocol, and returns the KAFKA addresses.
+func kafkaCluster(t *testing.T, n int) (*testcluster.Cluster, map[int32]string) {
+	t.Helper()
+	c := testcluster.New(t, n, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.ListenAddr = "INTERNAL://" + cfg.ListenAddr + ",KAFKA://127.0.0.1:0"
+		cfg.AdvertisedAddr = "INTERNAL://" + cfg.AdvertisedAddr
+		cfg.InterBrokerListenerName = "INTERNAL"
+		cfg.KafkaListenerNames = "KAFKA"
+	}))
+	addrs := map[int32]string{}
+	for _, id := range c.IDs() {
+		addr, ok := c.Node(id).ListenerAddr("KAFKA")
+		if !ok {
+			t.Fatalf("node %d has no KAFKA listener", id)
+		}
+		addrs[id] = addr
+	}
+	return c, addrs
+}
+
+// TestClusterKafkaClientFollowsLeaders: franz-go, given one node's Kafka
+// address, learns the others' from Metadata, produces with its defaults
+// (idempotent, acks=all) to partitions led by every node, goes on through
+// the kill of a leader, and reads back every acknowledged record exactly
+// once, in order per partition.
+func TestClusterKafkaClientFollowsLeaders(t *testing.T) {
+	c, addrs := kafkaCluster(t, 3)
+	createTopic(t, c, 1, "kt", 3, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for p := range int32(3) {
+		c.WaitLeader(ctx, "kt", p)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs[1]), kgo.DefaultProduceTopic("kt"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	sent := map[int32][]string{}
+	send := func(round string) {
+		t.Helper()
+		var recs []*kgo.Record
+		for p := range int32(3) {
+			for i := range 100 {
+				v := fmt.Sprintf("%s-%d-%d", round, p, i)
+				recs = append(recs, &kgo.Record{Partition: p, Value: []byte(v)})
+				sent[p] = append(sent[p], v)
+			}
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", round, err)
+		}
+	}
+	send("before")
+	leaders := map[int32]bool{}
+	for p := range int32(3) {
+		l, _ := c.WaitLeader(ctx, "kt", p)
+		leaders[l] = true
+	}
+	victim, _ := c.WaitLeader(ctx, "kt", 0)
+	c.Kill(victim)
+	send("after")
+
+	// Read from a live node's Kafka address.
+	var seed string
+	for id, a := range addrs {
+		if id != victim {
+			seed = a
+			break
+		}
+	}
+	offsets := map[string]map[int32]kgo.Offset{"kt": {}}
+	for p := range int32(3) {
+		offsets["kt"][p] = kgo.NewOffset().AtStart()
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.ConsumePartitions(offsets), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := map[int32][]string{}
+	total := 0
+	for total < 600 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 600 acknowledged records: %v", total, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			total++
+		})
+	}
+	for p := range int32(3) {
+		if fmt.Sprint(got[p]) != fmt.Sprint(sent[p]) {
+			t.Errorf("partition %d: read %d records, sent %d; first differences: read %v", p, len(got[p]), len(sent[p]), got[p][:min(5, len(got[p]))])
+		}
+	}
+	t.Logf("partitions led by %d nodes before the kill of node %d", len(leaders), victim)
+}
