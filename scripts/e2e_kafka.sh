@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# End-to-end check of the Kafka protocol listener with kcat (librdkafka),
+# Debian's kcat, installed with apt-get when missing and running as root:
+# the README's dev node with a gRPC listener and a KAFKA one
+# (kafka.listener.names), run as printed there (ports swapped for free
+# ones)
+#
+#   1. lists its metadata through kcat -L: the one broker at the KAFKA
+#      address (not the gRPC one);
+#   2. takes records from kcat (plain, keyed, with headers, gzip- and
+#      zstd-compressed, and from an idempotent producer) that quire consume
+#      reads back over gRPC;
+#   3. serves records produced with quire produce to kcat -C, by offset
+#      from the start and the end;
+#   4. answers a fetch past the end of the log with OFFSET_OUT_OF_RANGE
+#      (kcat -o 100 with no reset);
+#   5. runs the README's kcat block as printed.
+#
+# Without kcat (not installable) the script is skipped with a message;
+# QUIRE_REQUIRE_KCAT=1 makes that an error.
+#
+# Env: QUIRE_BIN (default: build into a temp dir), E2E_KEEP=1 keeps the
+# temp dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/quire-kafka.XXXXXX")
+pid=
+cleanup() {
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	if [ "${E2E_KEEP:-0}" = 1 ]; then echo "kafka: kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+step() { echo "kafka: $*"; }
+fail() {
+	echo "kafka: FAIL: $*" >&2
+	for f in "$tmp"/*.log; do
+		[ -f "$f" ] || continue
+		echo "---- $f (last 30 lines) ----" >&2
+		tail -n 30 "$f" >&2
+	done
+	echo "kafka: FAIL (repeated after the logs): $*" >&2
+	exit 1
+}
+
+if ! command -v kcat >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		step "installing Debian's kcat with apt-get"
+		(apt-get install -y kcat || (apt-get update && apt-get install -y kcat)) >"$tmp/apt.log" 2>&1 || true
+	fi
+fi
+if ! command -v kcat >/dev/null; then
+	[ "${QUIRE_REQUIRE_KCAT:-0}" = 1 ] && fail "kcat is not installed (apt-get install kcat)"
+	step "SKIP: kcat is not installed (apt-get install kcat); the Kafka listener was not checked with librdkafka"
+	exit 0
+fi
+
+quire="${QUIRE_BIN:-}"
+if [ -z "$quire" ]; then
+	step "building quire"
+	go build -o "$tmp/quire" ./cmd/quire
+	quire="$tmp/quire"
+fi
+
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+base=$(free_ports 2)
+[ -n "$base" ] || fail "no two free ports"
+grpc="127.0.0.1:$base"
+kafka="127.0.0.1:$((base + 1))"
+ports="s/127\.0\.0\.1:9092/$grpc/g; s/127\.0\.0\.1:9093/$kafka/g"
+# The README's blocks, exactly as printed but for the ports, from a
+# directory whose bin/quire is this run's binary.
+mkdir -p "$tmp/readme/bin"
+ln -sf "$(cd "$(dirname "$quire")" && pwd)/$(basename "$quire")" "$tmp/readme/bin/quire"
+step "the README's dev node: gRPC on $grpc, Kafka's protocol on $kafka"
+run_readme_block kafkaserver "$tmp/readme" "$ports" >"$tmp/node.log" 2>&1 &
+pid=$!
+deadline=$((SECONDS + 60))
+until "$quire" --brokers "$grpc" cluster info >/dev/null 2>&1; do
+	kill -0 "$pid" 2>/dev/null || fail "the node exited"
+	[ "$SECONDS" -lt "$deadline" ] || fail "the node did not serve within 60s"
+	sleep 0.2
+done
+# The server runs under the block's shell: stop it by its data directory.
+stop_node() { pkill -f -- "--data-dir ./quire-kafka-data" 2>/dev/null || true; }
+trap 'stop_node; cleanup' EXIT
+
+# kc ARGS...: kcat against the Kafka listener, bounded in time.
+kc() { timeout 60 kcat -b "$kafka" "$@" 2>>"$tmp/kcat.log"; }
+
+step "kcat -L lists the broker at its Kafka address"
+kc -L >"$tmp/meta.txt" || fail "kcat -L failed"
+grep -q "broker 1 at $kafka" "$tmp/meta.txt" || fail "kcat -L: no broker 1 at $kafka: $(cat "$tmp/meta.txt")"
+
+step "kcat produces (plain, keyed with headers, gzip, zstd, idempotent); quire consume reads it over gRPC"
+"$quire" --brokers "$grpc" topic create kt -p 1 >/dev/null || fail "create topic kt"
+seq 1 100 | kc -P -t kt -p 0 || fail "kcat -P plain"
+printf 'k1:v1\nk2:v2\n' | kc -P -t kt -p 0 -K: -H h1=x -H h2=y || fail "kcat -P keyed"
+seq 101 200 | kc -P -t kt -p 0 -z gzip || fail "kcat -P gzip"
+seq 201 300 | kc -P -t kt -p 0 -z zstd || fail "kcat -P zstd"
+seq 301 400 | kc -P -t kt -p 0 -X enable.idempotence=true || fail "kcat -P idempotent"
+"$quire" --brokers "$grpc" consume kt -o start -n 402 -f '%o %k %v %h\n' >"$tmp/consumed.txt" || fail "quire consume kt"
+want=$( (seq 1 100 | awk '{print NR-1, "", $1, ""}'
+	echo "100 k1 v1 h1=x,h2=y"
+	echo "101 k2 v2 h1=x,h2=y"
+	seq 101 400 | awk '{print NR+101, "", $1, ""}') | sed 's/  */ /g')
+got=$(sed 's/  */ /g' "$tmp/consumed.txt")
+[ "$got" = "$want" ] || fail "quire consume read back: $(diff <(echo "$want") <(echo "$got") | head -20)"
+
+step "quire produce; kcat -C reads it from the start and from the end"
+"$quire" --brokers "$grpc" topic create kq -p 1 >/dev/null || fail "create topic kq"
+printf 'a\nb\nc\n' | "$quire" --brokers "$grpc" produce kq -p 0 -k key >/dev/null || fail "quire produce"
+got=$(kc -C -t kq -p 0 -o beginning -e -f '%o %k %s\n') || fail "kcat -C kq"
+[ "$got" = "$(printf '0 key a\n1 key b\n2 key c')" ] || fail "kcat -C read: $got"
+got=$(kc -C -t kq -p 0 -o -1 -e -f '%o %s\n') || fail "kcat -C -o -1 kq"
+[ "$got" = "2 c" ] || fail "kcat -C -o -1 read: $got"
+
+step "a fetch past the log's end is OFFSET_OUT_OF_RANGE"
+set +e
+kc -C -t kq -p 0 -o 100 -e -X auto.offset.reset=error -f '%s\n' >"$tmp/oor.txt"
+set -e
+grep -qi "out of range\|OFFSET_OUT_OF_RANGE" "$tmp/kcat.log" || fail "kcat -o 100: no offset out of range error: $(tail -5 "$tmp/kcat.log")"
+[ ! -s "$tmp/oor.txt" ] || fail "kcat -o 100 printed records: $(cat "$tmp/oor.txt")"
+
+step "the README's kcat block, exactly as printed"
+out=$(QUIRE_BROKERS=$grpc run_readme_block kafka "$tmp/readme" "$ports" 2>&1) || fail "the README's kcat block failed: $out"
+grep -q "^0/0 k1=hello$" <<<"$out" || fail "README kcat block: kcat -C output: $out"
+grep -q "^k2=world$" <<<"$out" || fail "README kcat block: quire consume output: $out"
+grep -q "broker 1 at $kafka" <<<"$out" || fail "README kcat block: kcat -L output: $out"
+
+grep -q 'protocol=kafka' "$tmp/node.log" || fail "the node's log does not say which listener speaks Kafka's protocol"
+step "ok"
