@@ -47,7 +47,8 @@ type Config struct {
 	// socket.request.max.bytes); a larger one closes the connection.
 	MaxRequestBytes int
 	// IdleTimeout closes a connection that sends no request for this long
-	// (Kafka's connections.max.idle.ms); 0 is 10 minutes.
+	// (Kafka's connections.max.idle.ms), or does not take an answer for
+	// this long; 0 is 10 minutes.
 	IdleTimeout time.Duration
 	// ConnContext returns the context the requests of a new connection run
 	// under, derived from ctx (the broker tags it with the listener, so
@@ -206,6 +207,9 @@ func (s *Server) serveConn(c net.Conn) {
 		if len(out) == 0 {
 			continue // acks=0: no answer
 		}
+		// A client that stops reading its answers is dropped after the
+		// idle timeout, rather than holding the connection's goroutine.
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
 		if _, err := w.Write(out); err != nil {
 			return
 		}

@@ -321,7 +321,9 @@ func TestKafkaProduceErrors(t *testing.T) {
 	corr = k.request(produceReq(9, 0, 1))
 	resp = kmsg.NewPtrProduceResponse()
 	resp.Version = 9
-	k.response(resp, true)
+	if got := k.response(resp, true); got != corr {
+		t.Fatalf("correlation %d, want %d", got, corr)
+	}
 	for _, p := range resp.Topics[0].Partitions {
 		if p.ErrorCode != kerr.InvalidRequiredAcks.Code || p.ErrorMessage == nil || *p.ErrorMessage != "acks 5" {
 			t.Errorf("whole-call error: partition %d code %d, want INVALID_REQUIRED_ACKS with its message", p.Partition, p.ErrorCode)
