@@ -17,7 +17,7 @@ import (
 
 // startKafkaBroker starts a dev broker with a gRPC listener and a Kafka
 // one, and returns the Kafka one's address.
-func startKafkaBroker(t *testing.T) (*broker.Broker, string) {
+func startKafkaBroker(t testing.TB) (*broker.Broker, string) {
 	t.Helper()
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
