@@ -64,12 +64,18 @@ func (b *Broker) serveKafka(l boundListener) error {
 	return err
 }
 
+// kafkaMaxRequestBytes is Kafka's socket.request.max.bytes default. A
+// Kafka producer fills a request with batches for many partitions up to
+// its own limit (franz-go's is this one too), each batch still held to
+// message.max.bytes by the produce path.
+const kafkaMaxRequestBytes = 100 << 20
+
 // newKafkaServer is the server of the Kafka listeners, answering through
 // the gRPC services' handlers.
 func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
 	return kafka.NewServer(kafka.Config{
 		Backend:         kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}},
-		MaxRequestBytes: maxRequestBytes(&b.cfg),
+		MaxRequestBytes: max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
 		// Tagged with the listener, as a gRPC call is, so Metadata gives
 		// the addresses of this listener.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

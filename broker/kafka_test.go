@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 )
@@ -154,6 +156,36 @@ func TestBrokerConfigKafkaListenerNames(t *testing.T) {
 			t.Errorf("%q / %q: %v", tc.listeners, tc.kafka, err)
 		case tc.wantErr != "" && (!errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), "kafka.listener.names: "+tc.wantErr) && !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%q / %q: got %v, want an invalid config error with %q", tc.listeners, tc.kafka, err, tc.wantErr)
+		}
+	}
+}
+
+// A Kafka producer fills one request with a batch for each of many
+// partitions (here 16 of 900 KiB, 14 MB): the Kafka listener takes
+// requests up to Kafka's socket.request.max.bytes (100 MiB), each batch
+// still held to message.max.bytes.
+func TestBrokerKafkaLargeMultiPartitionRequest(t *testing.T) {
+	b, addr := startKafkaBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := dial(t, b).admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "kbig",
+		OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 16}}); err != nil {
+		t.Fatal(err)
+	}
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("kbig"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(time.Second), kgo.MaxBufferedBytes(64<<20))
+	var recs []*kgo.Record
+	for p := range int32(16) {
+		v := make([]byte, 900<<10) // random: the client compresses
+		_, _ = rand.Read(v)
+		recs = append(recs, &kgo.Record{Partition: p, Value: v})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("16 × 900 KiB in one produce: %v", err)
+	}
+	for _, r := range recs {
+		if r.Offset != 0 {
+			t.Fatalf("partition %d: offset %d, want 0", r.Partition, r.Offset)
 		}
 	}
 }

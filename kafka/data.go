@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,12 +18,21 @@ type partKey struct {
 }
 
 // produce appends each partition's record batches, passed on untouched;
-// nil (no answer) for acks=0.
-func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) kmsg.Response {
+// nil (no answer) for acks=0. An acks=0 produce that failed anywhere
+// closes the connection (the error), as Kafka does, so the client learns
+// of it and looks up the leaders again.
+func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrProduceResponse()
 	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: int32(req.Acks)}, TimeoutMs: req.TimeoutMillis}
+	seen := map[partKey]bool{}
+	dup := ""
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
+			k := partKey{t.Topic, p.Partition}
+			if seen[k] && dup == "" {
+				dup = fmt.Sprintf("partition %s/%d named twice in one request", t.Topic, p.Partition)
+			}
+			seen[k] = true
 			in.Partitions = append(in.Partitions, &quirev1.PartitionRecords{Topic: t.Topic, Partition: p.Partition, Records: p.Records})
 		}
 	}
@@ -31,6 +41,8 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) kmsg.Resp
 	switch {
 	case req.TransactionID != nil:
 		code, msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
+	case dup != "":
+		code, msg = invalidRequest, dup
 	case len(in.Partitions) == 0:
 	default:
 		out, err := b.Produce(ctx, in)
@@ -44,7 +56,15 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) kmsg.Resp
 		}
 	}
 	if req.Acks == 0 {
-		return nil
+		if code != 0 {
+			return nil, fmt.Errorf("acks=0 produce failed: error %d: %s", code, msg)
+		}
+		for _, r := range results {
+			if r.Error != nil {
+				return nil, fmt.Errorf("acks=0 produce to %s/%d failed: %s", r.Topic, r.Partition, r.Error.Message)
+			}
+		}
+		return nil, nil
 	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -76,7 +96,7 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) kmsg.Resp
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp
+	return resp, nil
 }
 
 // fetch reads each partition from its offset, long-polled as asked. Fetch

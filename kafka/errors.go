@@ -39,8 +39,9 @@ func callError(err error) (int16, string) {
 	switch st.Code() {
 	case codes.DeadlineExceeded:
 		return kerr.RequestTimedOut.Code, st.Message()
-	case codes.Unavailable:
-		// A node stopping or a leader moving: the client looks again.
+	case codes.Unavailable, codes.Canceled:
+		// A node stopping (a long poll it ended) or a leader moving: the
+		// client looks again.
 		return kerr.NotLeaderForPartition.Code, st.Message()
 	case codes.InvalidArgument:
 		return invalidRequest, st.Message()

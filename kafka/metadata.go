@@ -63,6 +63,10 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 		}
 		resp.Brokers = append(resp.Brokers, mb)
 	}
+	listed := map[int32]bool{}
+	for _, br := range resp.Brokers {
+		listed[br.NodeID] = true
+	}
 	for _, t := range out.Topics {
 		if !wantTopics {
 			break
@@ -86,8 +90,13 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 				mp.ISR = []int32{}
 			}
 			mp.OfflineReplicas = []int32{}
-			if p.Leader < 0 {
+			switch {
+			case p.Leader < 0:
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			case !listed[p.Leader]:
+				// Its leader has no address on this listener (or is
+				// fenced): Kafka's answer, retriable.
+				mp.ErrorCode = kerr.ListenerNotFound.Code
 			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}

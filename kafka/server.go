@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -104,10 +105,10 @@ func (s *Server) Serve(lis net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
 				// Out of descriptors and the like: wait and go on, as
-				// net/http does.
+				// net/http and gRPC do.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.cfg.Logger.Warn("accept failed; retrying", "error", err, "in", backoff)
 				select {
@@ -139,8 +140,13 @@ func (s *Server) track(c net.Conn) bool {
 	return true
 }
 
-// Close stops accepting, ends the long polls, closes every connection and
-// waits for the requests being answered to return.
+// closeGrace bounds how long Close waits for an answer being written to
+// a client that does not read it.
+const closeGrace = 5 * time.Second
+
+// Close stops accepting and ends the long polls; each connection answers
+// the request it is handling, if any, and closes, and Close waits for
+// them.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -152,15 +158,47 @@ func (s *Server) Close() {
 	for l := range s.listeners {
 		_ = l.Close()
 	}
+	now := time.Now()
 	for c := range s.conns {
-		_ = c.Close()
+		// Under mu, as serveConn arms its deadlines: an idle connection's
+		// read ends now, a busy one stops at its next read.
+		_ = c.SetReadDeadline(now)
+		_ = c.SetWriteDeadline(now.Add(closeGrace))
 	}
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 }
 
+// armRead sets c's read deadline for the next request; false once the
+// server is closing.
+func (s *Server) armRead(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	return true
+}
+
+// armWrite sets c's write deadline for an answer: a client that stops
+// reading is dropped after the idle timeout, or closeGrace once the
+// server is closing.
+func (s *Server) armWrite(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.cfg.IdleTimeout
+	if s.closed {
+		d = closeGrace
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(d))
+}
+
 // serveConn answers one connection's requests in order until it closes.
+// Each answer is written as soon as it is made, before the next request
+// is read: the next may be a long poll, or an acks=0 produce that gets
+// no answer to carry this one out.
 func (s *Server) serveConn(c net.Conn) {
 	defer func() {
 		_ = c.Close()
@@ -175,13 +213,11 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	log := s.cfg.Logger.With("client", c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
 	var sizeBuf [4]byte
 	var out []byte
-	for {
-		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	for s.armRead(c) {
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				log.Debug("connection ended", "error", err)
 			}
 			return
@@ -191,8 +227,7 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Warn("closing connection: request size out of bounds", "size", size, "max", s.cfg.MaxRequestBytes)
 			return
 		}
-		// A request's bytes are read in full before it is handled (no
-		// read deadline while it arrives beyond the idle one).
+		// A request's bytes are read in full before it is handled.
 		buf := make([]byte, size)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			log.Debug("connection ended mid-request", "error", err)
@@ -207,18 +242,10 @@ func (s *Server) serveConn(c net.Conn) {
 		if len(out) == 0 {
 			continue // acks=0: no answer
 		}
-		// A client that stops reading its answers is dropped after the
-		// idle timeout, rather than holding the connection's goroutine.
-		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		if _, err := w.Write(out); err != nil {
+		s.armWrite(c)
+		if _, err := c.Write(out); err != nil {
+			log.Debug("connection ended while answering", "error", err)
 			return
-		}
-		// Flushed now unless another request is already waiting: then its
-		// answer goes out with this one.
-		if r.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return
-			}
 		}
 	}
 }
@@ -343,7 +370,7 @@ func (s *Server) dispatch(ctx context.Context, req kmsg.Request) (kmsg.Response,
 	case *kmsg.MetadataRequest:
 		return metadata(ctx, b, req), nil
 	case *kmsg.ProduceRequest:
-		return produce(ctx, b, req), nil
+		return produce(ctx, b, req)
 	case *kmsg.FetchRequest:
 		return fetch(ctx, b, req), nil
 	case *kmsg.ListOffsetsRequest:

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,7 +171,7 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 7}, 3: {0, 12}, 18: {0, 3}, 22: {0, 4}}
+	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 18: {0, 3}, 22: {0, 4}}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
 	}
@@ -418,6 +420,14 @@ func TestKafkaCloseEndsLongPolls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return while a fetch long-polled")
 	}
+	// The fetch is answered (retriable: the client looks for the
+	// partition's leader again), then the connection closes.
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 11
+	k.response(resp, false)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch ended by Close answered %d, want NOT_LEADER_OR_FOLLOWER", code)
+	}
 	if !k.closed() {
 		t.Fatal("connection open after Close")
 	}
@@ -499,4 +509,254 @@ func FuzzKafkaRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		_, _ = s.handle(ctx, buf, nil)
 	})
+}
+
+// An answer goes out before the next request is handled: one that is
+// followed by an acks=0 produce (no answer to carry it), or by a long
+// poll, is not held back.
+func TestKafkaAnswerNotHeldByTheNextRequest(t *testing.T) {
+	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}, fetchBlocks: true}
+	_, k := startServer(t, backend)
+	// ApiVersions, then an acks=0 produce, in one write.
+	var frames []byte
+	capture := &kconn{t: t, c: captureConn{&frames}}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 2
+	capture.corr = k.corr
+	want := capture.request(av)
+	prod := produceReq(7, 0)
+	prod.Acks = 0
+	capture.request(prod)
+	// And a fetch that long-polls until the server closes, then another
+	// ApiVersions behind it.
+	capture.request(fetchReq(11, 0, -1))
+	k.corr = capture.corr
+	if _, err := k.c.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	_ = k.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 2
+	if got := k.response(resp, false); got != want {
+		t.Fatalf("answer for %d, want %d", got, want)
+	}
+}
+
+// captureConn is a net.Conn whose writes are kept, to send several frames
+// in one write.
+type captureConn struct{ buf *[]byte }
+
+func (c captureConn) Write(p []byte) (int, error) { *c.buf = append(*c.buf, p...); return len(p), nil }
+func (captureConn) Read([]byte) (int, error)      { return 0, io.EOF }
+func (captureConn) Close() error                  { return nil }
+func (captureConn) LocalAddr() net.Addr           { return nil }
+func (captureConn) RemoteAddr() net.Addr          { return nil }
+func (captureConn) SetDeadline(time.Time) error   { return nil }
+func (captureConn) SetReadDeadline(time.Time) error {
+	return nil
+}
+func (captureConn) SetWriteDeadline(time.Time) error { return nil }
+
+// slowBackend's Produce succeeds once release is closed, whatever its
+// context says (an append under way).
+type slowBackend struct {
+	fakeBackend
+	started, release chan struct{}
+}
+
+func (s *slowBackend) Produce(_ context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
+	close(s.started)
+	<-s.release
+	return &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{{Topic: "t", Partition: 0, BaseOffset: 12}}}, nil
+}
+
+// A request being answered when Close comes is answered before its
+// connection closes: a produce that succeeded is not retried (and for a
+// producer that is not idempotent, duplicated).
+func TestKafkaCloseAnswersTheRequestInHand(t *testing.T) {
+	backend := &slowBackend{started: make(chan struct{}), release: make(chan struct{})}
+	s, k := startServer(t, backend)
+	corr := k.request(produceReq(9, 0))
+	<-backend.started
+	go s.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		closing := s.closed
+		s.mu.Unlock()
+		if closing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close never began")
+		}
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	close(backend.release) // the append ends after Close began
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	if got := k.response(resp, true); got != corr || resp.Topics[0].Partitions[0].ErrorCode != 0 || resp.Topics[0].Partitions[0].BaseOffset != 12 {
+		t.Fatalf("answer %d: %+v, want the produce's success at offset 12", got, resp.Topics[0].Partitions[0])
+	}
+	if !k.closed() {
+		t.Fatal("connection open after Close")
+	}
+}
+
+// A failed acks=0 produce closes the connection, as Kafka does, so the
+// client learns of it; a successful one does not.
+func TestKafkaAcksZeroFailureClosesTheConnection(t *testing.T) {
+	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{
+		{Topic: "t", Partition: 0, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "moved"}}}}}
+	_, k := startServer(t, backend)
+	prod := produceReq(7, 0)
+	prod.Acks = 0
+	k.request(prod)
+	if !k.closed() {
+		t.Fatal("connection open after a failed acks=0 produce")
+	}
+}
+
+// A partition named twice in one produce is INVALID_REQUEST for all, and
+// nothing is appended.
+func TestKafkaProduceDuplicatePartition(t *testing.T) {
+	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}}
+	_, k := startServer(t, backend)
+	k.request(produceReq(9, 0, 0))
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	k.response(resp, true)
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.InvalidRequest.Code {
+			t.Fatalf("duplicate partition answered %d, want INVALID_REQUEST", p.ErrorCode)
+		}
+	}
+	backend.mu.Lock()
+	defer backend.mu.Unlock()
+	if len(backend.produced) != 0 {
+		t.Fatalf("backend appended %d requests", len(backend.produced))
+	}
+}
+
+// offsetsBackend answers ListOffsets and InitProducerId from the request,
+// to check the translation both ways.
+type offsetsBackend struct {
+	fakeBackend
+	lastInit *quirev1.InitProducerIdRequest
+}
+
+func (o *offsetsBackend) ListOffsets(_ context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
+	out := &quirev1.ListOffsetsResponse{}
+	for _, p := range req.Partitions {
+		r := &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: 100 + int64(p.Partition), TimestampMs: 5000, LeaderEpoch: 2}
+		if p.Partition == 2 {
+			r = &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Error: &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}}
+		}
+		out.Partitions = append(out.Partitions, r)
+	}
+	return out, nil
+}
+
+func (o *offsetsBackend) InitProducerID(_ context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
+	o.mu.Lock()
+	o.lastInit = req
+	o.mu.Unlock()
+	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: req.ProducerEpoch + 1}, nil
+}
+
+func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
+	backend := &offsetsBackend{}
+	_, k := startServer(t, backend)
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version, req.ReplicaID = 6, -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "t"
+	for p, ts := range []int64{-1, 4000, -2} {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = int32(p), ts
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	req.Topics = append(req.Topics, lt)
+	k.request(req)
+	resp := kmsg.NewPtrListOffsetsResponse()
+	resp.Version = 6
+	k.response(resp, true)
+	ps := resp.Topics[0].Partitions
+	// The end: its offset, timestamp -1; by time: offset and the record's
+	// timestamp; an error: its code, offset -1.
+	if ps[0].Offset != 100 || ps[0].Timestamp != -1 || ps[0].LeaderEpoch != 2 ||
+		ps[1].Offset != 101 || ps[1].Timestamp != 5000 ||
+		ps[2].ErrorCode != kerr.UnknownTopicOrPartition.Code || ps[2].Offset != -1 {
+		t.Fatalf("ListOffsets answered %+v", ps)
+	}
+
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version, init.ProducerID, init.ProducerEpoch = 4, 7, 3
+	k.request(init)
+	iresp := kmsg.NewPtrInitProducerIDResponse()
+	iresp.Version = 4
+	k.response(iresp, true)
+	backend.mu.Lock()
+	last := backend.lastInit
+	backend.mu.Unlock()
+	if iresp.ErrorCode != 0 || iresp.ProducerID != 7 || iresp.ProducerEpoch != 4 || last.GetProducerId() != 7 || last.ProducerEpoch != 3 {
+		t.Fatalf("InitProducerId (bump of 7/3): answered %+v, backend asked %+v", iresp, last)
+	}
+	txn := kmsg.NewPtrInitProducerIDRequest()
+	txn.Version, txn.TransactionalID = 4, kmsg.StringPtr("tx")
+	k.request(txn)
+	iresp = kmsg.NewPtrInitProducerIDResponse()
+	iresp.Version = 4
+	k.response(iresp, true)
+	if iresp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("a transactional id answered %d", iresp.ErrorCode)
+	}
+}
+
+// flakyListener fails its first Accept as a process out of descriptors
+// does, then accepts.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of descriptors is waited out, not the end of the listener.
+func TestKafkaAcceptRetriesTemporaryErrors(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(Config{Backend: &fakeBackend{}, MaxRequestBytes: 1 << 20})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(&flakyListener{Listener: lis}) }()
+	defer func() {
+		s.Close()
+		<-done
+	}()
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	k := &kconn{t: t, c: c, r: bufio.NewReader(c)}
+	req := kmsg.NewPtrApiVersionsRequest()
+	corr := k.request(req)
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if got := k.response(resp, false); got != corr {
+		t.Fatalf("answer %d, want %d", got, corr)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned %v after a temporary accept error", err)
+	default:
+	}
 }

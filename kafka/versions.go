@@ -13,7 +13,7 @@ const apiVersionsKey = 18
 var versions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 0, MinVersion: 3, MaxVersion: 9},  // Produce
 	{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
-	{ApiKey: 2, MinVersion: 1, MaxVersion: 7},  // ListOffsets
+	{ApiKey: 2, MinVersion: 1, MaxVersion: 6},  // ListOffsets (7 promises -3, the max timestamp: not served)
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
