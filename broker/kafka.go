@@ -7,7 +7,9 @@ import (
 	"net"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/kafka"
@@ -74,7 +76,7 @@ const kafkaMaxRequestBytes = 100 << 20
 // the gRPC services' handlers.
 func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
 	return kafka.NewServer(kafka.Config{
-		Backend:         kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}},
+		Backend:         kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b}},
 		MaxRequestBytes: max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
 		// Tagged with the listener, as a gRPC call is, so Metadata gives
 		// the addresses of this listener.
@@ -91,6 +93,7 @@ type kafkaBackend struct {
 	producer *producerService
 	consumer *consumerService
 	meta     *metadataService
+	groups   *groupService
 }
 
 var _ kafka.Backend = kafkaBackend{}
@@ -132,6 +135,38 @@ func (k kafkaBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*qu
 
 func (k kafkaBackend) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
 	return k.consumer.ListOffsets(ctx, req)
+}
+
+// Coordinator is this broker on the client's listener: a group's calls
+// go to the coordinator from any node.
+func (k kafkaBackend) Coordinator(ctx context.Context) (*quirev1.Broker, error) {
+	listener := k.b.clientListener(ctx)
+	if info, ok := k.b.cluster.image().Broker(k.b.cfg.NodeID); ok {
+		for _, e := range info.Endpoints {
+			if e.Listener == listener {
+				return &quirev1.Broker{Id: info.ID, Address: e.Addr, Rack: info.Rack}, nil
+			}
+		}
+	}
+	msg := fmt.Sprintf("broker %d is not registered with a %s listener yet", k.b.cfg.NodeID, listener)
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, Message: msg, Retriable: true,
+		LeaderId: -1, LeaderEpoch: -1}); err == nil {
+		st = d
+	}
+	return nil, st.Err()
+}
+
+func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	return k.groups.ConsumerGroupHeartbeat(ctx, req)
+}
+
+func (k kafkaBackend) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+	return k.groups.CommitOffsets(ctx, req)
+}
+
+func (k kafkaBackend) FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+	return k.groups.FetchOffsets(ctx, req)
 }
 
 func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {

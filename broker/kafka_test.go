@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,6 +187,126 @@ func TestBrokerKafkaLargeMultiPartitionRequest(t *testing.T) {
 	for _, r := range recs {
 		if r.Offset != 0 {
 			t.Fatalf("partition %d: offset %d, want 0", r.Partition, r.Offset)
+		}
+	}
+}
+
+// franz-go's group consumer in KIP-848's protocol (ServerSideBalancer):
+// two members of one group share a topic's partitions, the coordinator
+// assigning them, read every record once between them and commit; a
+// member of the same group started afterwards begins at the committed
+// offsets, reading only what was produced since.
+func TestBrokerKafkaConsumerGroup(t *testing.T) {
+	b, addr := startKafkaBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := dial(t, b).admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "kg",
+		OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("kg"))
+	produce := func(from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 400)
+	member := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("kgroup"), kgo.ConsumeTopics("kg"),
+			kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	m1, m2 := member(), member()
+	seen := map[string]int{}
+	var mu sync.Mutex
+	consume := func(cl *kgo.Client, stop <-chan struct{}, done chan<- error) {
+		for {
+			select {
+			case <-stop:
+				done <- cl.CommitUncommittedOffsets(ctx)
+				return
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+			mu.Unlock()
+			if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+				done <- fmt.Errorf("commit: %w", err)
+				return
+			}
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 2)
+	go consume(m1, stop, done)
+	go consume(m2, stop, done)
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n == 400 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the two members read %d of 400 records", n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	close(stop)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	m1.Close()
+	m2.Close()
+	mu.Lock()
+	for v, n := range seen {
+		if n != 1 {
+			t.Errorf("record %s read %d times by the group's two members", v, n)
+		}
+	}
+	mu.Unlock()
+
+	// The group's committed offsets, asked over gRPC, cover all 400.
+	offs, err := quirev1.NewGroupsClient(dial(t, b).conn).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "kgroup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed int64
+	for _, o := range offs.Offsets {
+		committed += o.Offset
+	}
+	if committed != 400 {
+		t.Fatalf("committed offsets sum to %d, want 400: %v", committed, offs.Offsets)
+	}
+
+	produce(400, 410)
+	m3 := member()
+	defer m3.Close()
+	var later []string
+	for len(later) < 10 {
+		fs := m3.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the third member read %v, want the 10 records produced after the commit", later)
+		}
+		fs.EachRecord(func(r *kgo.Record) { later = append(later, string(r.Value)) })
+	}
+	for _, v := range later {
+		if seen[v] != 0 {
+			t.Fatalf("the third member read %s again: it did not start at the committed offsets (read %v)", v, later)
 		}
 	}
 }

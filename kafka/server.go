@@ -39,6 +39,12 @@ type Backend interface {
 	Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error)
 	ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error)
 	InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error)
+	// Coordinator is this node, with its address on the connection's
+	// listener: any node takes a group's requests.
+	Coordinator(ctx context.Context) (*quirev1.Broker, error)
+	ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error)
+	FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error)
 }
 
 // Config configures a Server.
@@ -377,6 +383,14 @@ func (s *Server) dispatch(ctx context.Context, req kmsg.Request) (kmsg.Response,
 		return listOffsets(ctx, b, req), nil
 	case *kmsg.InitProducerIDRequest:
 		return initProducerID(ctx, b, req), nil
+	case *kmsg.FindCoordinatorRequest:
+		return findCoordinator(ctx, b, req), nil
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return consumerGroupHeartbeat(ctx, b, req), nil
+	case *kmsg.OffsetCommitRequest:
+		return offsetCommit(ctx, b, req), nil
+	case *kmsg.OffsetFetchRequest:
+		return offsetFetch(ctx, b, req), nil
 	}
 	return nil, fmt.Errorf("%w: %s", errUnsupported, kmsg.NameForKey(req.Key()))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -67,6 +68,22 @@ func (f *fakeBackend) ListOffsets(context.Context, *quirev1.ListOffsetsRequest) 
 
 func (f *fakeBackend) InitProducerID(context.Context, *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
 	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 2}, nil
+}
+
+func (f *fakeBackend) Coordinator(context.Context) (*quirev1.Broker, error) {
+	return &quirev1.Broker{Id: 1, Address: "127.0.0.1:9093"}, nil
+}
+
+func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "no groups here")
+}
+
+func (f *fakeBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+	return &quirev1.CommitOffsetsResponse{}, nil
+}
+
+func (f *fakeBackend) FetchOffsets(context.Context, *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+	return &quirev1.FetchOffsetsResponse{}, nil
 }
 
 // startServer serves backend on a loopback port and returns a connection
@@ -171,7 +188,7 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 18: {0, 3}, 22: {0, 4}}
+	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {1, 9}, 10: {0, 4}, 18: {0, 3}, 22: {0, 4}, 68: {0, 1}}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
 	}
@@ -198,16 +215,16 @@ func TestKafkaApiVersions(t *testing.T) {
 	}
 }
 
-// An API not served (consumer groups here) cannot be parsed: the
-// connection is closed, as Kafka does.
+// An API not served (the classic group protocol here) cannot be parsed:
+// the connection is closed, as Kafka does.
 func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
 	_, k := startServer(t, &fakeBackend{})
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.Version = 2
-	req.CoordinatorKey = "g"
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 5
+	req.Group = "g"
 	k.request(req)
 	if !k.closed() {
-		t.Fatal("connection still open after FindCoordinator")
+		t.Fatal("connection still open after JoinGroup")
 	}
 }
 
@@ -758,5 +775,168 @@ func TestKafkaAcceptRetriesTemporaryErrors(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("Serve returned %v after a temporary accept error", err)
 	default:
+	}
+}
+
+// groupsBackend records the group calls and answers FetchOffsets with
+// one committed offset.
+type groupsBackend struct {
+	fakeBackend
+	commits []*quirev1.CommitOffsetsRequest
+	fetches []*quirev1.FetchOffsetsRequest
+	hb      *quirev1.ConsumerGroupHeartbeatRequest
+}
+
+func (g *groupsBackend) CommitOffsets(_ context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.commits = append(g.commits, req)
+	if req.MemberEpoch == 99 {
+		st, _ := status.New(codes.FailedPrecondition, "stale").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_STALE_MEMBER_EPOCH})
+		return nil, st.Err()
+	}
+	return &quirev1.CommitOffsetsResponse{}, nil
+}
+
+func (g *groupsBackend) FetchOffsets(_ context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fetches = append(g.fetches, req)
+	return &quirev1.FetchOffsetsResponse{Offsets: []*quirev1.CommittedOffset{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m"}}}, nil
+}
+
+func (g *groupsBackend) ConsumerGroupHeartbeat(_ context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	g.mu.Lock()
+	g.hb = req
+	g.mu.Unlock()
+	return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: 5, HeartbeatIntervalMs: 3000,
+		Assignment: &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}}, nil
+}
+
+func TestKafkaGroups(t *testing.T) {
+	id := [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	backend := &groupsBackend{fakeBackend: fakeBackend{meta: &quirev1.GetMetadataResponse{
+		Topics: []*quirev1.TopicMetadata{{Name: "t", TopicId: "AAECAwQFBgcICQoLDA0ODw"}}}}}
+	_, k := startServer(t, backend)
+
+	// FindCoordinator: this node, one key (v3) or each of several (v4);
+	// a transaction coordinator is refused.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKey = 3, "g"
+	k.request(fc)
+	fr := kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 3
+	k.response(fr, true)
+	if fr.ErrorCode != 0 || fr.NodeID != 1 || fr.Host != "127.0.0.1" || fr.Port != 9093 {
+		t.Fatalf("FindCoordinator v3: %+v", fr)
+	}
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKeys = 4, []string{"a", "b"}
+	k.request(fc)
+	fr = kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 4
+	k.response(fr, true)
+	if len(fr.Coordinators) != 2 || fr.Coordinators[1].Key != "b" || fr.Coordinators[1].NodeID != 1 || fr.Coordinators[1].Port != 9093 {
+		t.Fatalf("FindCoordinator v4: %+v", fr.Coordinators)
+	}
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKeys, fc.CoordinatorType = 4, []string{"tx"}, 1
+	k.request(fc)
+	fr = kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 4
+	k.response(fr, true)
+	if fr.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("a transaction coordinator: %+v", fr.Coordinators[0])
+	}
+
+	// The heartbeat names topics by id; the node by name.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = 1, "g", "m1", 0, 30000
+	hb.SubscribedTopicNames, hb.ServerAssignor = []string{"t"}, kmsg.StringPtr("uniform")
+	hbt := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+	hbt.TopicID, hbt.Partitions = id, []int32{}
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{hbt}
+	k.request(hb)
+	hr := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	hr.Version = 1
+	k.response(hr, true)
+	backend.mu.Lock()
+	got := backend.hb
+	backend.mu.Unlock()
+	if got.Group != "g" || got.MemberId != "m1" || got.Subscription.GetTopics()[0] != "t" || got.Assignor != "uniform" ||
+		got.RebalanceTimeoutMs != 30000 || len(got.Owned.GetTopics()) != 1 || got.Owned.Topics[0].Topic != "t" {
+		t.Fatalf("backend heartbeat %+v", got)
+	}
+	if hr.ErrorCode != 0 || *hr.MemberID != "m1" || hr.MemberEpoch != 5 || hr.HeartbeatIntervalMillis != 3000 || hr.Assignment == nil ||
+		hr.Assignment.Topics[0].TopicID != id || fmt.Sprint(hr.Assignment.Topics[0].Partitions) != "[0 1]" {
+		t.Fatalf("heartbeat answer %+v", hr)
+	}
+
+	// OffsetCommit: a member's id and epoch pass on; the call's error is
+	// every partition's.
+	for _, epoch := range []int32{5, 99} {
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Version, oc.Group, oc.MemberID, oc.Generation = 9, "g", "m1", epoch
+		ot := kmsg.NewOffsetCommitRequestTopic()
+		ot.Topic = "t"
+		for p := range int32(2) {
+			op := kmsg.NewOffsetCommitRequestTopicPartition()
+			op.Partition, op.Offset, op.LeaderEpoch = p, 10+int64(p), 3
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		oc.Topics = append(oc.Topics, ot)
+		k.request(oc)
+		or := kmsg.NewPtrOffsetCommitResponse()
+		or.Version = 9
+		k.response(or, true)
+		want := int16(0)
+		if epoch == 99 {
+			want = kerr.StaleMemberEpoch.Code
+		}
+		for _, p := range or.Topics[0].Partitions {
+			if p.ErrorCode != want {
+				t.Fatalf("commit at epoch %d: partition %d answered %d, want %d", epoch, p.Partition, p.ErrorCode, want)
+			}
+		}
+	}
+	backend.mu.Lock()
+	c := backend.commits[0]
+	backend.mu.Unlock()
+	if c.MemberId != "m1" || c.MemberEpoch != 5 || len(c.Offsets) != 2 || c.Offsets[1].Offset != 11 || c.Offsets[1].GetLeaderEpoch() != 3 {
+		t.Fatalf("backend commit %+v", c)
+	}
+
+	// OffsetFetch: the partitions named, -1 for one never committed (v8,
+	// by group); every committed one for no topic list (v7).
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	og := kmsg.NewOffsetFetchRequestGroup()
+	og.Group = "g"
+	ogt := kmsg.NewOffsetFetchRequestGroupTopic()
+	ogt.Topic, ogt.Partitions = "t", []int32{0, 1}
+	og.Topics = []kmsg.OffsetFetchRequestGroupTopic{ogt}
+	of.Groups = []kmsg.OffsetFetchRequestGroup{og}
+	k.request(of)
+	ofr := kmsg.NewPtrOffsetFetchResponse()
+	ofr.Version = 8
+	k.response(ofr, true)
+	ps := ofr.Groups[0].Topics[0].Partitions
+	if ps[0].Offset != -1 || ps[1].Offset != 42 || ps[1].LeaderEpoch != 3 || *ps[1].Metadata != "m" {
+		t.Fatalf("OffsetFetch v8: %+v", ps)
+	}
+	of = kmsg.NewPtrOffsetFetchRequest()
+	of.Version, of.Group = 7, "g"
+	k.request(of)
+	ofr = kmsg.NewPtrOffsetFetchResponse()
+	ofr.Version = 7
+	k.response(ofr, true)
+	if len(ofr.Topics) != 1 || len(ofr.Topics[0].Partitions) != 1 || ofr.Topics[0].Partitions[0].Offset != 42 {
+		t.Fatalf("OffsetFetch v7, all: %+v", ofr.Topics)
+	}
+	backend.mu.Lock()
+	all := backend.fetches[1]
+	backend.mu.Unlock()
+	if len(all.Partitions) != 0 {
+		t.Fatalf("no topic list asked the backend for %v, want every committed offset", all.Partitions)
 	}
 }

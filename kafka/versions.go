@@ -17,6 +17,12 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
+	// Consumer groups, KIP-848's protocol only (no JoinGroup), and their
+	// offsets; the highest versions before topics named by id only.
+	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit
+	{ApiKey: 9, MinVersion: 1, MaxVersion: 9},  // OffsetFetch
+	{ApiKey: 10, MinVersion: 0, MaxVersion: 4}, // FindCoordinator
+	{ApiKey: 68, MinVersion: 0, MaxVersion: 1}, // ConsumerGroupHeartbeat
 }
 
 // served reports whether version of key is answered.

@@ -1,0 +1,290 @@
+package kafka
+
+import (
+	"context"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Consumer groups in KIP-848's protocol (ConsumerGroupHeartbeat: the
+// coordinator assigns, the members reconcile), which is the node's own,
+// and committed offsets. Any node takes a group's requests and passes
+// them to the coordinator, so FindCoordinator names the node asked.
+
+// findCoordinator answers this node for every group key; transaction
+// coordinators are not served.
+func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	self, err := b.Coordinator(ctx)
+	var host string
+	var port int64
+	code, msg := int16(0), ""
+	switch {
+	case req.CoordinatorType != 0:
+		code, msg = invalidRequest, "only group coordinators are served (no transactions)"
+	case err != nil:
+		code, msg = callError(err)
+	default:
+		var p string
+		if host, p, err = net.SplitHostPort(self.Address); err == nil {
+			port, err = strconv.ParseInt(p, 10, 32)
+		}
+		if err != nil {
+			code, msg = kerr.CoordinatorNotAvailable.Code, "no address on this listener"
+		}
+	}
+	for _, k := range keys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Port = k, -1, -1
+		if code == 0 {
+			c.NodeID, c.Host, c.Port = self.Id, host, int32(port)
+		} else {
+			c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr(msg)
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	if req.Version < 4 && len(resp.Coordinators) == 1 {
+		c := resp.Coordinators[0]
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage
+		resp.Coordinators = nil
+	}
+	return resp
+}
+
+// topicIDs maps topic ids to names and back, from the metadata: the
+// group heartbeat names topics by id.
+type topicIDs struct {
+	names map[[16]byte]string
+	ids   map[string][16]byte
+}
+
+func loadTopicIDs(ctx context.Context, b Backend) (topicIDs, error) {
+	md, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{})
+	if err != nil {
+		return topicIDs{}, err
+	}
+	t := topicIDs{names: map[[16]byte]string{}, ids: map[string][16]byte{}}
+	for _, tm := range md.Topics {
+		if id := topicID(tm.TopicId); id != ([16]byte{}) {
+			t.names[id], t.ids[tm.Name] = tm.Name, id
+		}
+	}
+	return t, nil
+}
+
+// consumerGroupHeartbeat joins, stays in or leaves a group.
+func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	fail := func(err error) *kmsg.ConsumerGroupHeartbeatResponse {
+		code, msg := callError(err)
+		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+		return resp
+	}
+	ids, err := loadTopicIDs(ctx, b)
+	if err != nil {
+		return fail(err)
+	}
+	in := &quirev1.ConsumerGroupHeartbeatRequest{Group: req.Group, MemberId: req.MemberID, MemberEpoch: req.MemberEpoch}
+	if req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil {
+		in.Subscription = &quirev1.GroupSubscription{Topics: req.SubscribedTopicNames}
+		if req.SubscribedTopicRegex != nil {
+			in.Subscription.Regex = *req.SubscribedTopicRegex
+		}
+	}
+	if req.Topics != nil {
+		in.Owned = &quirev1.GroupAssignment{}
+		for _, t := range req.Topics {
+			if name, ok := ids.names[t.TopicID]; ok {
+				in.Owned.Topics = append(in.Owned.Topics, &quirev1.GroupTopicPartitions{Topic: name, Partitions: t.Partitions})
+			}
+		}
+	}
+	if req.RebalanceTimeoutMillis > 0 {
+		in.RebalanceTimeoutMs = req.RebalanceTimeoutMillis
+	}
+	if req.ServerAssignor != nil {
+		in.Assignor = *req.ServerAssignor
+	}
+	out, err := b.ConsumerGroupHeartbeat(ctx, in)
+	if err != nil {
+		return fail(err)
+	}
+	resp.MemberID, resp.MemberEpoch, resp.HeartbeatIntervalMillis = kmsg.StringPtr(out.MemberId), out.MemberEpoch, out.HeartbeatIntervalMs
+	if out.Assignment != nil {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, t := range out.Assignment.Topics {
+			id, ok := ids.ids[t.Topic]
+			if !ok {
+				// Assigned a topic made since the ids were read.
+				if ids, err = loadTopicIDs(ctx, b); err != nil {
+					return fail(err)
+				}
+				if id, ok = ids.ids[t.Topic]; !ok {
+					continue
+				}
+			}
+			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			at.TopicID, at.Partitions = id, t.Partitions
+			if at.Partitions == nil {
+				at.Partitions = []int32{}
+			}
+			a.Topics = append(a.Topics, at)
+		}
+		resp.Assignment = &a
+	}
+	return resp
+}
+
+// offsetCommit commits a group's offsets, all or none: every partition
+// gets the call's code. A member commits under its id and epoch (the
+// generation field, in KIP-848's versions); a client with no member id
+// commits as no member.
+func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	in := &quirev1.CommitOffsetsRequest{Group: req.Group}
+	if req.MemberID != "" {
+		in.MemberId, in.MemberEpoch = req.MemberID, req.Generation
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			oc := &quirev1.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset}
+			if req.Version >= 6 && p.LeaderEpoch >= 0 {
+				oc.OptionalLeaderEpoch = &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: p.LeaderEpoch}
+			}
+			if p.Metadata != nil {
+				oc.Metadata = *p.Metadata
+			}
+			in.Offsets = append(in.Offsets, oc)
+		}
+	}
+	code := int16(0)
+	if len(in.Offsets) > 0 {
+		if _, err := b.CommitOffsets(ctx, in); err != nil {
+			code, _ = callError(err)
+		}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// offsetFetch reads groups' committed offsets: of the partitions named,
+// -1 for one never committed, or every committed one for no topic list.
+func offsetFetch(ctx context.Context, b Backend, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	if req.Version < 8 {
+		g := fetchGroup(ctx, b, req.Group, req.Topics != nil, groupTopics(req.Topics))
+		resp.ErrorCode = g.ErrorCode
+		for _, t := range g.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	for _, rg := range req.Groups {
+		named := map[string][]int32{}
+		var order []string
+		for _, t := range rg.Topics {
+			if _, ok := named[t.Topic]; !ok {
+				order = append(order, t.Topic)
+			}
+			named[t.Topic] = append(named[t.Topic], t.Partitions...)
+		}
+		resp.Groups = append(resp.Groups, fetchGroup(ctx, b, rg.Group, rg.Topics != nil, topicList{order, named}))
+	}
+	return resp
+}
+
+// topicList is the partitions asked for, topics in request order.
+type topicList struct {
+	order []string
+	parts map[string][]int32
+}
+
+func groupTopics(ts []kmsg.OffsetFetchRequestTopic) topicList {
+	l := topicList{parts: map[string][]int32{}}
+	for _, t := range ts {
+		if _, ok := l.parts[t.Topic]; !ok {
+			l.order = append(l.order, t.Topic)
+		}
+		l.parts[t.Topic] = append(l.parts[t.Topic], t.Partitions...)
+	}
+	return l
+}
+
+// fetchGroup is one group's answer; named false asks for every committed
+// offset.
+func fetchGroup(ctx context.Context, b Backend, group string, named bool, want topicList) kmsg.OffsetFetchResponseGroup {
+	g := kmsg.NewOffsetFetchResponseGroup()
+	g.Group = group
+	in := &quirev1.FetchOffsetsRequest{Group: group}
+	if named {
+		for _, t := range want.order {
+			for _, p := range want.parts[t] {
+				in.Partitions = append(in.Partitions, &quirev1.TopicPartition{Topic: t, Partition: p})
+			}
+		}
+		if len(in.Partitions) == 0 {
+			return g
+		}
+	}
+	out, err := b.FetchOffsets(ctx, in)
+	if err != nil {
+		g.ErrorCode, _ = callError(err)
+		return g
+	}
+	type key = partKey
+	got := map[key]*quirev1.CommittedOffset{}
+	byTopic := map[string][]int32{}
+	var order []string
+	for _, o := range out.Offsets {
+		got[key{o.Topic, o.Partition}] = o
+		if _, ok := byTopic[o.Topic]; !ok {
+			order = append(order, o.Topic)
+		}
+		byTopic[o.Topic] = append(byTopic[o.Topic], o.Partition)
+	}
+	if named {
+		order, byTopic = want.order, want.parts
+	}
+	for _, t := range order {
+		gt := kmsg.NewOffsetFetchResponseGroupTopic()
+		gt.Topic = t
+		for _, p := range byTopic[t] {
+			gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			gp.Partition, gp.Offset, gp.LeaderEpoch = p, -1, -1
+			if o := got[key{t, p}]; o != nil {
+				gp.Offset, gp.LeaderEpoch, gp.Metadata = o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
+				if o.Offset < 0 {
+					gp.LeaderEpoch = -1
+				}
+			}
+			gt.Partitions = append(gt.Partitions, gp)
+		}
+		g.Topics = append(g.Topics, gt)
+	}
+	return g
+}
