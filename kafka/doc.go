@@ -18,10 +18,12 @@
 // does; an acks=0 produce gets no answer.
 //
 // Served, with the versions ApiVersions advertises (versions), are
-// ApiVersions, Metadata, Produce, Fetch, ListOffsets and InitProducerId
-// (idempotent producers, not transactional ones). Consumer groups,
-// transactions, admin requests and SASL are not: a client asking for them
-// finds them missing from ApiVersions. A request for an API or version not
+// ApiVersions, Metadata, Produce, Fetch, ListOffsets, InitProducerId
+// (idempotent producers, not transactional ones), and consumer groups in
+// KIP-848's protocol, the node's own: ConsumerGroupHeartbeat,
+// FindCoordinator, OffsetCommit and OffsetFetch. The classic group
+// protocol (JoinGroup, SyncGroup), transactions, admin requests and SASL
+// are not: a client asking for them finds them missing from ApiVersions. A request for an API or version not
 // served closes the connection (it cannot be parsed), as Kafka does;
 // ApiVersions of a newer version is answered in version 0 with
 // UNSUPPORTED_VERSION, so the client can downgrade. Fetch sessions
