@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/testcluster"
 )
@@ -112,4 +113,71 @@ func TestClusterKafkaClientFollowsLeaders(t *testing.T) {
 		}
 	}
 	t.Logf("partitions led by %d nodes before the kill of node %d", len(leaders), victim)
+}
+
+// TestClusterKafkaConsumerGroupThroughAnyNode: a franz-go group consumer
+// (KIP-848) that knows only a node that is not the controller finds its
+// coordinator there (the node passes the group's calls on), reads every
+// record of a replicated topic and commits; the commits are read back
+// over gRPC through a third node.
+func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
+	c, addrs := kafkaCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	controller := c.WaitController(ctx)
+	var via, other int32
+	for _, id := range c.IDs() {
+		switch {
+		case id == controller:
+		case via == 0:
+			via = id
+		default:
+			other = id
+		}
+	}
+	createTopic(t, c, via, "kgt", 3, 3)
+	for p := range int32(3) {
+		c.WaitLeader(ctx, "kgt", p)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs[via]), kgo.DefaultProduceTopic("kgt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var recs []*kgo.Record
+	for i := range 300 {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs[via]), kgo.ConsumerGroup("kgt-group"), kgo.ConsumeTopics("kgt"),
+		kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	for len(seen) < 300 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the group member read %d of 300 records", len(seen))
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit through node %d (controller %d): %v", via, controller, err)
+	}
+	offs, err := quirev1.NewGroupsClient(c.Conn(other)).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "kgt-group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, o := range offs.Offsets {
+		sum += o.Offset
+	}
+	if sum != 300 {
+		t.Fatalf("the group's commits, read through node %d, sum to %d, want 300: %v", other, sum, offs.Offsets)
+	}
 }
