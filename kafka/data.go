@@ -17,6 +17,53 @@ type partKey struct {
 	part  int32
 }
 
+// partResult is a partition's answer from the backend.
+type partResult interface {
+	comparable
+	GetTopic() string
+	GetPartition() int32
+	GetError() *quirev1.Error
+}
+
+// partResults are the backend's answers by partition, or the code (and
+// message) of its whole call's failure.
+type partResults[R partResult] struct {
+	byPart map[partKey]R
+	code   int16
+	msg    string
+}
+
+// collect indexes a call's answers, or keeps its error.
+func collect[R partResult](rs []R, err error) partResults[R] {
+	if err != nil {
+		code, msg := callError(err)
+		return partResults[R]{code: code, msg: msg}
+	}
+	m := make(map[partKey]R, len(rs))
+	for _, r := range rs {
+		m[partKey{r.GetTopic(), r.GetPartition()}] = r
+	}
+	return partResults[R]{byPart: m}
+}
+
+// of is topic-partition's answer and code: the whole call's error, its
+// own, or UNKNOWN_SERVER_ERROR for a partition left unanswered; code 0
+// when it succeeded.
+func (p partResults[R]) of(topic string, part int32) (R, int16, string) {
+	var zero R
+	if p.code != 0 {
+		return zero, p.code, p.msg
+	}
+	r, ok := p.byPart[partKey{topic, part}]
+	switch {
+	case !ok || r == zero:
+		return zero, kerr.UnknownServerError.Code, "no answer for this partition"
+	case r.GetError() != nil:
+		return zero, codeOf(r.GetError()), r.GetError().Message
+	}
+	return r, 0, ""
+}
+
 // produce appends each partition's record batches, passed on untouched;
 // nil (no answer) for acks=0. An acks=0 produce that failed anywhere
 // closes the connection (the error), as Kafka does, so the client learns
@@ -36,30 +83,22 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 			in.Partitions = append(in.Partitions, &quirev1.PartitionRecords{Topic: t.Topic, Partition: p.Partition, Records: p.Records})
 		}
 	}
-	var results map[partKey]*quirev1.PartitionProduceResult
-	code, msg := int16(0), ""
+	var results partResults[*quirev1.PartitionProduceResult]
 	switch {
 	case req.TransactionID != nil:
-		code, msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
+		results.code, results.msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
 	case dup != "":
-		code, msg = invalidRequest, dup
+		results.code, results.msg = invalidRequest, dup
 	case len(in.Partitions) == 0:
 	default:
 		out, err := b.Produce(ctx, in)
-		if err != nil {
-			code, msg = callError(err)
-			break
-		}
-		results = make(map[partKey]*quirev1.PartitionProduceResult, len(out.Partitions))
-		for _, r := range out.Partitions {
-			results[partKey{r.Topic, r.Partition}] = r
-		}
+		results = collect(out.GetPartitions(), err)
 	}
 	if req.Acks == 0 {
-		if code != 0 {
-			return nil, fmt.Errorf("acks=0 produce failed: error %d: %s", code, msg)
+		if results.code != 0 {
+			return nil, fmt.Errorf("acks=0 produce failed: error %d: %s", results.code, results.msg)
 		}
-		for _, r := range results {
+		for _, r := range results.byPart {
 			if r.Error != nil {
 				return nil, fmt.Errorf("acks=0 produce to %s/%d failed: %s", r.Topic, r.Partition, r.Error.Message)
 			}
@@ -73,24 +112,16 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
-			pcode, pmsg := code, msg
+			r, code, msg := results.of(t.Topic, p.Partition)
 			if code == 0 {
-				r := results[partKey{t.Topic, p.Partition}]
-				switch {
-				case r == nil:
-					pcode, pmsg = kerr.UnknownServerError.Code, "no answer for this partition"
-				case r.Error != nil:
-					pcode, pmsg = codeOf(r.Error), r.Error.Message
-				default:
-					rp.BaseOffset, rp.LogStartOffset = r.BaseOffset, r.LogStartOffset
-					if r.LogAppendTimeMs > 0 {
-						rp.LogAppendTime = r.LogAppendTimeMs
-					}
+				rp.BaseOffset, rp.LogStartOffset = r.BaseOffset, r.LogStartOffset
+				if r.LogAppendTimeMs > 0 {
+					rp.LogAppendTime = r.LogAppendTimeMs
 				}
 			}
-			rp.ErrorCode = pcode
-			if pcode != 0 && pmsg != "" {
-				rp.ErrorMessage = kmsg.StringPtr(pmsg)
+			rp.ErrorCode = code
+			if code != 0 && msg != "" {
+				rp.ErrorMessage = kmsg.StringPtr(msg)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -134,17 +165,8 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 		}
 		return resp
 	}
-	var results map[partKey]*quirev1.FetchPartitionResult
 	out, err := b.Fetch(ctx, in)
-	code := int16(0)
-	if err != nil {
-		code, _ = callError(err)
-	} else {
-		results = make(map[partKey]*quirev1.FetchPartitionResult, len(out.Partitions))
-		for _, r := range out.Partitions {
-			results[partKey{r.Topic, r.Partition}] = r
-		}
-	}
+	results := collect(out.GetPartitions(), err)
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
@@ -153,24 +175,16 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 			rp.Partition = p.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.RecordBatches = []byte{} // empty, not null: clients read a size
-			pcode := code
+			r, code, _ := results.of(t.Topic, p.Partition)
 			if code == 0 {
-				r := results[partKey{t.Topic, p.Partition}]
-				switch {
-				case r == nil:
-					pcode = kerr.UnknownServerError.Code
-				case r.Error != nil:
-					pcode = codeOf(r.Error)
-				default:
-					// No transactions: the last stable offset is the
-					// high watermark, under either isolation level.
-					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
-					if len(r.Records) > 0 {
-						rp.RecordBatches = r.Records
-					}
+				// No transactions: the last stable offset is the high
+				// watermark, under either isolation level.
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+				if len(r.Records) > 0 {
+					rp.RecordBatches = r.Records
 				}
 			}
-			rp.ErrorCode = pcode
+			rp.ErrorCode = code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -188,18 +202,10 @@ func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *
 			in.Partitions = append(in.Partitions, &quirev1.ListOffsetsPartition{Topic: t.Topic, Partition: p.Partition, TimestampMs: p.Timestamp})
 		}
 	}
-	var results map[partKey]*quirev1.ListOffsetsResult
-	code := int16(0)
+	var results partResults[*quirev1.ListOffsetsResult]
 	if len(in.Partitions) > 0 {
 		out, err := b.ListOffsets(ctx, in)
-		if err != nil {
-			code, _ = callError(err)
-		} else {
-			results = make(map[partKey]*quirev1.ListOffsetsResult, len(out.Partitions))
-			for _, r := range out.Partitions {
-				results[partKey{r.Topic, r.Partition}] = r
-			}
-		}
+		results = collect(out.GetPartitions(), err)
 	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
@@ -208,22 +214,14 @@ func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
-			pcode := code
+			r, code, _ := results.of(t.Topic, p.Partition)
 			if code == 0 {
-				r := results[partKey{t.Topic, p.Partition}]
-				switch {
-				case r == nil:
-					pcode = kerr.UnknownServerError.Code
-				case r.Error != nil:
-					pcode = codeOf(r.Error)
-				default:
-					rp.Offset, rp.LeaderEpoch = r.Offset, r.LeaderEpoch
-					if p.Timestamp >= 0 {
-						rp.Timestamp = r.TimestampMs
-					}
+				rp.Offset, rp.LeaderEpoch = r.Offset, r.LeaderEpoch
+				if p.Timestamp >= 0 {
+					rp.Timestamp = r.TimestampMs
 				}
 			}
-			rp.ErrorCode = pcode
+			rp.ErrorCode = code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
