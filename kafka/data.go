@@ -58,7 +58,7 @@ func (p partResults[R]) of(topic string, part int32) (R, int16, string) {
 	switch {
 	case !ok || r == zero:
 		return zero, kerr.UnknownServerError.Code, "no answer for this partition"
-	case r.GetError() != nil:
+	case codeOf(r.GetError()) != 0:
 		return zero, codeOf(r.GetError()), r.GetError().Message
 	}
 	return r, 0, ""

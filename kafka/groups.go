@@ -100,12 +100,20 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 			in.Subscription.Regex = *req.SubscribedTopicRegex
 		}
 	}
+	if in.MemberEpoch == -2 {
+		in.MemberEpoch = -1 // a static member's leave: static membership is not served
+	}
 	if req.Topics != nil {
 		in.Owned = &quirev1.GroupAssignment{}
 		for _, t := range req.Topics {
-			if name, ok := ids.names[t.TopicID]; ok {
-				in.Owned.Topics = append(in.Owned.Topics, &quirev1.GroupTopicPartitions{Topic: name, Partitions: t.Partitions})
+			name, ok := ids.names[t.TopicID]
+			if !ok {
+				// Owned partitions left out would be taken as released
+				// and given to others: unknown ids say "unchanged".
+				in.Owned = nil
+				break
 			}
+			in.Owned.Topics = append(in.Owned.Topics, &quirev1.GroupTopicPartitions{Topic: name, Partitions: t.Partitions})
 		}
 	}
 	if req.RebalanceTimeoutMillis > 0 {

@@ -20,9 +20,9 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// Consumer groups, KIP-848's protocol only (no JoinGroup), and their
 	// offsets; the highest versions before topics named by id only.
 	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit
-	{ApiKey: 9, MinVersion: 1, MaxVersion: 9},  // OffsetFetch
+	{ApiKey: 9, MinVersion: 2, MaxVersion: 9},  // OffsetFetch (from 2: a group-level error)
 	{ApiKey: 10, MinVersion: 0, MaxVersion: 4}, // FindCoordinator
-	{ApiKey: 68, MinVersion: 0, MaxVersion: 1}, // ConsumerGroupHeartbeat
+	{ApiKey: 68, MinVersion: 1, MaxVersion: 1}, // ConsumerGroupHeartbeat (client-made member ids)
 }
 
 // served reports whether version of key is answered.
