@@ -213,15 +213,11 @@ func offsetFetch(ctx context.Context, b Backend, req *kmsg.OffsetFetchRequest) *
 		return resp
 	}
 	for _, rg := range req.Groups {
-		named := map[string][]int32{}
-		var order []string
+		l := topicList{parts: map[string][]int32{}}
 		for _, t := range rg.Topics {
-			if _, ok := named[t.Topic]; !ok {
-				order = append(order, t.Topic)
-			}
-			named[t.Topic] = append(named[t.Topic], t.Partitions...)
+			l.add(t.Topic, t.Partitions)
 		}
-		resp.Groups = append(resp.Groups, fetchGroup(ctx, b, rg.Group, rg.Topics != nil, topicList{order, named}))
+		resp.Groups = append(resp.Groups, fetchGroup(ctx, b, rg.Group, rg.Topics != nil, l))
 	}
 	return resp
 }
@@ -232,13 +228,18 @@ type topicList struct {
 	parts map[string][]int32
 }
 
+// add asks for partitions of topic, keeping the topics' first order.
+func (l *topicList) add(topic string, parts []int32) {
+	if _, ok := l.parts[topic]; !ok {
+		l.order = append(l.order, topic)
+	}
+	l.parts[topic] = append(l.parts[topic], parts...)
+}
+
 func groupTopics(ts []kmsg.OffsetFetchRequestTopic) topicList {
 	l := topicList{parts: map[string][]int32{}}
 	for _, t := range ts {
-		if _, ok := l.parts[t.Topic]; !ok {
-			l.order = append(l.order, t.Topic)
-		}
-		l.parts[t.Topic] = append(l.parts[t.Topic], t.Partitions...)
+		l.add(t.Topic, t.Partitions)
 	}
 	return l
 }
