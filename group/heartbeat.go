@@ -53,7 +53,9 @@ type Response struct {
 	// SessionTimeout is how long the member may go unheard before it is
 	// removed (group.consumer.session.timeout.ms).
 	SessionTimeout time.Duration
-	// Assignment, when HasAssignment, is the complete set of partitions
+	// Assignment, when HasAssignment (after a change, a new epoch, owned
+	// partitions that differ from it, or a full heartbeat: subscription,
+	// owned and rebalance timeout), is the complete set of partitions
 	// the member may use from now on. The member first stops using (and
 	// commits) the partitions it owns that are not in it, then starts
 	// on the new ones, and lists exactly what it uses in its next
@@ -154,7 +156,11 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
 
 	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}
-	if changed || hb.MemberEpoch != mem.epoch || (hb.HasOwned && !slices.Equal(owned, mem.assigned)) {
+	// A full heartbeat (subscription, owned partitions and rebalance
+	// timeout all sent, as a client does after a lost answer or a new
+	// coordinator) is answered the whole assignment, as Kafka does.
+	full := hb.Subscription != nil && hb.HasOwned && hb.RebalanceTimeout > 0
+	if changed || full || hb.MemberEpoch != mem.epoch || (hb.HasOwned && !slices.Equal(owned, mem.assigned)) {
 		resp.Assignment, resp.HasAssignment = slices.Clone(mem.assigned), true
 	}
 	return resp, recs, nil

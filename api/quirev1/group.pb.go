@@ -944,8 +944,9 @@ type ConsumerGroupHeartbeatResponse struct {
 	MemberEpoch int32 `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	// How often to heartbeat (group.consumer.heartbeat.interval.ms).
 	HeartbeatIntervalMs int32 `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	// Present when it changed: every partition the member may use from now
-	// on. It first stops using (and commits) those it owns that are not
+	// Present when it changed, and in the answer to a full heartbeat
+	// (subscription, owned and rebalance timeout all set): every partition
+	// the member may use from now on. It first stops using (and commits) those it owns that are not
 	// here, then starts on the new ones, and lists what it uses in its next
 	// heartbeat.
 	Assignment *GroupAssignment `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
