@@ -137,7 +137,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		"The listener other nodes dial (raft, replication, calls passed on to leaders and the controller); a voter's address in controller.quorum.voters is its advertised address. Empty means the first of listeners.",
 		func(c *Config) *string { return &c.InterBrokerListenerName }, nil),
 	stringKey("network", "kafka.listener.names", "",
-		"Listeners (names from listeners) that speak Kafka's wire protocol instead of gRPC, for Kafka's clients (kcat, librdkafka, franz-go, Java): produce, fetch, list offsets, metadata, idempotent producers, and consumer groups in KIP-848's protocol (not the classic JoinGroup one); no transactions, TLS or SASL. Not the inter-broker listener. Empty means none.",
+		"Listeners (names from listeners) that speak Kafka's wire protocol instead of gRPC, for Kafka's clients (kcat, librdkafka, franz-go, Java): produce, fetch, list offsets, metadata, idempotent producers, and consumer groups in both the classic and KIP-848's protocols; no transactions, TLS or SASL. Not the inter-broker listener. Empty means none.",
 		func(c *Config) *string { return &c.KafkaListenerNames }, nil),
 	stringKey("network", "controller.quorum.voters", "", "Metadata quorum as id@host:port,...; empty on a single node means this node alone.",
 		func(c *Config) *string { return &c.ControllerQuorumVoters },

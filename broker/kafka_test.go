@@ -196,7 +196,24 @@ func TestBrokerKafkaLargeMultiPartitionRequest(t *testing.T) {
 // assigning them, read every record once between them and commit; a
 // member of the same group started afterwards begins at the committed
 // offsets, reading only what was produced since.
+// TestBrokerKafkaConsumerGroup runs a group of franz-go consumers in each
+// of the protocols: KIP-848's, and the classic one with the cooperative
+// and an eager balancer.
 func TestBrokerKafkaConsumerGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		classic bool
+		opt     kgo.Opt
+	}{
+		{"kip848", false, kgo.ServerSideBalancer()},
+		{"classic-cooperative", true, kgo.Balancers(kgo.CooperativeStickyBalancer())},
+		{"classic-eager", true, kgo.Balancers(kgo.RangeBalancer())},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testKafkaConsumerGroup(t, tc.classic, tc.opt) })
+	}
+}
+
+func testKafkaConsumerGroup(t *testing.T, classic bool, protocol kgo.Opt) {
 	b, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -217,8 +234,11 @@ func TestBrokerKafkaConsumerGroup(t *testing.T) {
 	}
 	produce(0, 400)
 	member := func() *kgo.Client {
+		// Rebalances wait while a member holds records it has not
+		// committed (BlockRebalanceOnPoll until AllowRebalance), so no
+		// record is read twice.
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("kgroup"), kgo.ConsumeTopics("kg"),
-			kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			protocol, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
 			kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -246,6 +266,7 @@ func TestBrokerKafkaConsumerGroup(t *testing.T) {
 				done <- fmt.Errorf("commit: %w", err)
 				return
 			}
+			cl.AllowRebalance()
 		}
 	}
 	stop := make(chan struct{})
@@ -261,6 +282,34 @@ func TestBrokerKafkaConsumerGroup(t *testing.T) {
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("the two members read %d of 400 records", n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	// The coordinator shares the four partitions between the two, both
+	// classic members (ids the listener made: the client id, a UUID) or
+	// both KIP-848 ones.
+	groups := quirev1.NewGroupsClient(dial(t, b).conn)
+	for {
+		d, err := groups.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "kgroup"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := d.State == "stable" && len(d.Members) == 2
+		for _, m := range d.Members {
+			if got := strings.HasPrefix(m.MemberId, "kgo-") && len(m.MemberId) == len("kgo-")+36; got != classic {
+				t.Fatalf("member %q: classic %v, want %v", m.MemberId, got, classic)
+			}
+			n := 0
+			for _, at := range m.GetAssigned().GetTopics() {
+				n += len(at.Partitions)
+			}
+			shared = shared && n == 2
+		}
+		if shared {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the group did not settle with two partitions a member: %v", d)
 		}
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
@@ -281,7 +330,7 @@ func TestBrokerKafkaConsumerGroup(t *testing.T) {
 	mu.Unlock()
 
 	// The group's committed offsets, asked over gRPC, cover all 400.
-	offs, err := quirev1.NewGroupsClient(dial(t, b).conn).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "kgroup"})
+	offs, err := groups.FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "kgroup"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +344,10 @@ func TestBrokerKafkaConsumerGroup(t *testing.T) {
 
 	produce(400, 410)
 	m3 := member()
-	defer m3.Close()
+	defer func() {
+		m3.AllowRebalance() // its leave waits for it
+		m3.Close()
+	}()
 	var later []string
 	for len(later) < 10 {
 		fs := m3.PollFetches(ctx)

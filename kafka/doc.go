@@ -20,11 +20,13 @@
 // Served, with the versions ApiVersions advertises (versions), are
 // ApiVersions, Metadata, Produce, Fetch, ListOffsets, InitProducerId
 // (idempotent producers, not transactional ones), and consumer groups in
-// KIP-848's protocol, the node's own: ConsumerGroupHeartbeat,
-// FindCoordinator, OffsetCommit and OffsetFetch. The classic group
-// protocol (JoinGroup, SyncGroup), transactions, admin requests and SASL
-// are not: a client asking for them finds them missing from ApiVersions. A request for an API or version not
-// served closes the connection (it cannot be parsed), as Kafka does;
+// both protocols over the one coordinator: KIP-848's, the node's own
+// (ConsumerGroupHeartbeat), and the classic one (JoinGroup, SyncGroup,
+// Heartbeat, LeaveGroup; classic.go), with FindCoordinator, OffsetCommit
+// and OffsetFetch. Transactions, admin requests and SASL are not: a
+// client asking for them finds them missing from ApiVersions. A request
+// for an API or version not served closes the connection (it cannot be
+// parsed), as Kafka does;
 // ApiVersions of a newer version is answered in version 0 with
 // UNSUPPORTED_VERSION, so the client can downgrade. Fetch sessions
 // (KIP-227) are declined: every fetch is answered in full with session id

@@ -48,3 +48,19 @@ func callError(err error) (int16, string) {
 	}
 	return kerr.UnknownServerError.Code, st.Message()
 }
+
+// groupError is callError for a group call: the coordinator out of reach
+// for a moment (no controller, an election, a node stopping) is
+// COORDINATOR_NOT_AVAILABLE, which group members retry, looking for the
+// coordinator again; Kafka's clients take the partition-level codes as
+// fatal to a member, which would give up its partitions and rejoin on
+// every controller election.
+func groupError(err error) (int16, string) {
+	code, msg := callError(err)
+	switch code {
+	case kerr.NotController.Code, kerr.BrokerNotAvailable.Code, kerr.RequestTimedOut.Code,
+		kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code:
+		return kerr.CoordinatorNotAvailable.Code, msg
+	}
+	return code, msg
+}

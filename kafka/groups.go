@@ -85,7 +85,7 @@ func loadTopicIDs(ctx context.Context, b Backend) (topicIDs, error) {
 func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	fail := func(err error) *kmsg.ConsumerGroupHeartbeatResponse {
-		code, msg := callError(err)
+		code, msg := groupError(err)
 		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
 		return resp
 	}
@@ -154,9 +154,11 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 
 // offsetCommit commits a group's offsets, all or none: every partition
 // gets the call's code. A member commits under its id and epoch (the
-// generation field, in KIP-848's versions); a client with no member id
-// commits as no member.
-func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+// generation field, in KIP-848's versions, the generation a classic
+// member was given, which is its epoch); a client with no member id
+// commits as no member. classic is a connection that speaks the classic
+// group protocol, whose members rejoin on a commit at an epoch passed.
+func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest, classic bool) *kmsg.OffsetCommitResponse {
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	in := &quirev1.CommitOffsetsRequest{Group: req.Group}
 	if req.MemberID != "" {
@@ -177,7 +179,10 @@ func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest)
 	code := int16(0)
 	if len(in.Offsets) > 0 {
 		if _, err := b.CommitOffsets(ctx, in); err != nil {
-			code, _ = callError(err)
+			code, _ = groupError(err)
+			if classic {
+				code = classicError(err)
+			}
 		}
 	}
 	for _, t := range req.Topics {
@@ -262,7 +267,7 @@ func fetchGroup(ctx context.Context, b Backend, group string, named bool, want t
 	}
 	out, err := b.FetchOffsets(ctx, in)
 	if err != nil {
-		g.ErrorCode, _ = callError(err)
+		g.ErrorCode, _ = groupError(err)
 		return g
 	}
 	type key = partKey

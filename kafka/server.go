@@ -43,6 +43,7 @@ type Backend interface {
 	// listener: any node takes a group's requests.
 	Coordinator(ctx context.Context) (*quirev1.Broker, error)
 	ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
 	CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error)
 	FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error)
 }
@@ -218,6 +219,7 @@ func (s *Server) serveConn(c net.Conn) {
 		ctx = s.cfg.ConnContext(ctx, c)
 	}
 	log := s.cfg.Logger.With("client", c.RemoteAddr().String())
+	var cs connState
 	r := bufio.NewReaderSize(c, 64<<10)
 	var sizeBuf [4]byte
 	var out []byte
@@ -240,7 +242,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		var err error
-		out, err = s.handle(ctx, buf, out[:0])
+		out, err = s.handle(ctx, &cs, buf, out[:0])
 		if err != nil {
 			log.Warn("closing connection", "error", err)
 			return
@@ -321,9 +323,17 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
+// connState is what a connection's requests tell of it, kept by its
+// goroutine.
+type connState struct {
+	// classic is set once the client speaks the classic group protocol
+	// (JoinGroup and the rest) on the connection.
+	classic bool
+}
+
 // handle answers one request, appending the framed answer to out; an
 // empty answer is none (acks=0), an error closes the connection.
-func (s *Server) handle(ctx context.Context, buf, out []byte) ([]byte, error) {
+func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) ([]byte, error) {
 	h, req, body, err := parseHeader(buf)
 	if err != nil {
 		return out, err
@@ -342,7 +352,7 @@ func (s *Server) handle(ctx context.Context, buf, out []byte) ([]byte, error) {
 	if err := req.ReadFrom(body); err != nil {
 		return out, fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
-	resp, err := s.dispatch(ctx, req)
+	resp, err := s.dispatch(ctx, cs, h.clientID, req)
 	if err != nil {
 		return out, err
 	}
@@ -368,7 +378,7 @@ func frame(out []byte, h header, resp kmsg.Response, flexibleHeader bool) []byte
 }
 
 // dispatch answers a parsed request; nil for none.
-func (s *Server) dispatch(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, req kmsg.Request) (kmsg.Response, error) {
 	b := s.cfg.Backend
 	switch req := req.(type) {
 	case *kmsg.ApiVersionsRequest:
@@ -388,7 +398,19 @@ func (s *Server) dispatch(ctx context.Context, req kmsg.Request) (kmsg.Response,
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		return consumerGroupHeartbeat(ctx, b, req), nil
 	case *kmsg.OffsetCommitRequest:
-		return offsetCommit(ctx, b, req), nil
+		return offsetCommit(ctx, b, req, cs.classic), nil
+	case *kmsg.JoinGroupRequest:
+		cs.classic = true
+		return joinGroup(ctx, b, clientID, req), nil
+	case *kmsg.SyncGroupRequest:
+		cs.classic = true
+		return syncGroup(ctx, b, req), nil
+	case *kmsg.HeartbeatRequest:
+		cs.classic = true
+		return heartbeat(ctx, b, req), nil
+	case *kmsg.LeaveGroupRequest:
+		cs.classic = true
+		return leaveGroup(ctx, b, req), nil
 	case *kmsg.OffsetFetchRequest:
 		return offsetFetch(ctx, b, req), nil
 	}

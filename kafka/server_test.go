@@ -78,6 +78,10 @@ func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerG
 	return nil, status.Error(codes.Unimplemented, "no groups here")
 }
 
+func (f *fakeBackend) DescribeGroup(context.Context, *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "no groups here")
+}
+
 func (f *fakeBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
 	return &quirev1.CommitOffsetsResponse{}, nil
 }
@@ -188,7 +192,8 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 22: {0, 4}, 68: {1, 1}}
+	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 22: {0, 4}, 68: {1, 1},
+		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
 	}
@@ -219,12 +224,12 @@ func TestKafkaApiVersions(t *testing.T) {
 // the connection is closed, as Kafka does.
 func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
 	_, k := startServer(t, &fakeBackend{})
-	req := kmsg.NewPtrJoinGroupRequest()
+	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Version = 5
-	req.Group = "g"
+	req.Groups = []string{"g"}
 	k.request(req)
 	if !k.closed() {
-		t.Fatal("connection still open after JoinGroup")
+		t.Fatal("connection still open after DescribeGroups")
 	}
 }
 
@@ -524,7 +529,7 @@ func FuzzKafkaRequest(f *testing.F) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // long polls end at once
 	f.Fuzz(func(t *testing.T, buf []byte) {
-		_, _ = s.handle(ctx, buf, nil)
+		_, _ = s.handle(ctx, &connState{}, buf, nil)
 	})
 }
 

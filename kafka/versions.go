@@ -17,12 +17,17 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
-	// Consumer groups, KIP-848's protocol only (no JoinGroup), and their
-	// offsets; the highest versions before topics named by id only.
+	// Consumer groups in KIP-848's protocol and their offsets; the
+	// highest versions before topics named by id only.
 	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit
 	{ApiKey: 9, MinVersion: 2, MaxVersion: 9},  // OffsetFetch (from 2: a group-level error)
 	{ApiKey: 10, MinVersion: 0, MaxVersion: 4}, // FindCoordinator
 	{ApiKey: 68, MinVersion: 1, MaxVersion: 1}, // ConsumerGroupHeartbeat (client-made member ids)
+	// The classic group protocol, over the same coordinator (classic.go).
+	{ApiKey: 11, MinVersion: 0, MaxVersion: 9}, // JoinGroup
+	{ApiKey: 12, MinVersion: 0, MaxVersion: 4}, // Heartbeat
+	{ApiKey: 13, MinVersion: 0, MaxVersion: 5}, // LeaveGroup
+	{ApiKey: 14, MinVersion: 0, MaxVersion: 5}, // SyncGroup
 }
 
 // served reports whether version of key is answered.

@@ -14,7 +14,10 @@
 #      from the start and the end;
 #   4. answers a fetch past the end of the log with OFFSET_OUT_OF_RANGE
 #      (kcat -o 100 with no reset);
-#   5. runs the README's kcat block as printed.
+#   5. shares a topic between two kcat -G members (the classic group
+#      protocol): each record read once, both members reading, the
+#      offsets committed, and a later member starting at them;
+#   6. runs the README's kcat block as printed.
 #
 # Without kcat (not installable) the script is skipped with a message;
 # QUIRE_REQUIRE_KCAT=1 makes that an error.
@@ -128,11 +131,57 @@ set -e
 grep -qi "out of range" "$tmp/oor.log" || fail "kcat -o 100: no offset out of range error: $(tail -5 "$tmp/oor.log")"
 [ ! -s "$tmp/oor.txt" ] || fail "kcat -o 100 printed records: $(cat "$tmp/oor.txt")"
 
+step "two kcat -G members (the classic group protocol) share a topic: every record read once, offsets committed"
+"$quire" --brokers "$grpc" topic create kg -p 4 >/dev/null || fail "create topic kg"
+for p in 0 1 2 3; do
+	seq 1 25 | sed "s/^/p$p-/" | "$quire" --brokers "$grpc" produce kg -p "$p" >/dev/null || fail "quire produce kg -p $p"
+done
+# kcat's -o would restart every partition it is given at that offset;
+# auto.offset.reset starts only those never committed. exec: a member's
+# pid is its timeout, which passes a TERM on.
+member() { exec timeout 120 kcat -b "$kafka" -G kgroup -X auto.offset.reset=earliest -f '%p %s\n' "$@" kg 2>>"$tmp/kcat.log"; }
+member >"$tmp/m1.txt" &
+m1=$!
+member >"$tmp/m2.txt" &
+m2=$!
+# describe GROUP: the group's first line once it matches $2, within 60s.
+settled() {
+	local deadline=$((SECONDS + 60)) line
+	while :; do
+		line=$("$quire" --brokers "$grpc" group describe kgroup 2>/dev/null | sed -n 1p)
+		grep -q "$1" <<<"$line" && return 0
+		[ "$SECONDS" -lt "$deadline" ] || fail "group kgroup: '$line', waited 60s for /$1/"
+		sleep 0.2
+	done
+}
+settled "stable.* 2 members"
+for p in 0 1 2 3; do
+	seq 26 50 | sed "s/^/p$p-/" | "$quire" --brokers "$grpc" produce kg -p "$p" >/dev/null || fail "quire produce kg -p $p"
+done
+# Every partition committed at its end (auto-commit, every 5s), then
+# both leave.
+deadline=$((SECONDS + 60))
+until [ "$("$quire" --brokers "$grpc" group describe kgroup | awk '$2 == "kg" && $4 == 50' | wc -l)" = 4 ]; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "kgroup did not commit offset 50 on all 4 partitions: $("$quire" --brokers "$grpc" group describe kgroup)"
+	sleep 0.2
+done
+kill -TERM "$m1" "$m2"
+wait "$m1" "$m2" || true
+settled "empty, .* 0 members"
+want=$(for p in 0 1 2 3; do seq 1 50 | sed "s/^/$p p$p-/"; done | sort)
+got=$(cat "$tmp/m1.txt" "$tmp/m2.txt" | sort)
+[ "$got" = "$want" ] || fail "the two members read (diff want got): $(diff <(echo "$want") <(echo "$got") | head -20)"
+[ -s "$tmp/m1.txt" ] && [ -s "$tmp/m2.txt" ] || fail "one member read nothing: $(wc -l "$tmp/m1.txt" "$tmp/m2.txt")"
+seq 51 60 | "$quire" --brokers "$grpc" produce kg -p 1 >/dev/null || fail "quire produce kg -p 1"
+got=$(member -e) || fail "a third kcat -G member failed"
+[ "$(sort <<<"$got")" = "$(seq 51 60 | sed 's/^/1 /' | sort)" ] || fail "a new member did not start at the committed offsets: $got"
+
 step "the README's kcat block, exactly as printed"
 out=$(QUIRE_BROKERS=$grpc run_readme_block kafka "$tmp/readme" "$ports" 2>&1) || fail "the README's kcat block failed: $out"
 grep -q "^0/0 k1=hello$" <<<"$out" || fail "README kcat block: kcat -C output: $out"
 grep -q "^k2=world$" <<<"$out" || fail "README kcat block: quire consume output: $out"
 grep -q "broker 1 at $kafka" <<<"$out" || fail "README kcat block: kcat -L output: $out"
+grep -q "^readers *greetings *0 *2 *2 *0 " <<<"$out" || fail "README kcat block: the group's committed offset: $out"
 
 grep -q 'protocol=kafka' "$tmp/node.log" || fail "the node's log does not say which listener speaks Kafka's protocol"
 step "ok"

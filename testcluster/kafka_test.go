@@ -15,13 +15,16 @@ import (
 
 // kafkaCluster starts n nodes, each with its inter-broker listener and a
 // KAFKA one that speaks Kafka's protocol, and returns the KAFKA addresses.
-func kafkaCluster(t *testing.T, n int) (*testcluster.Cluster, map[int32]string) {
+func kafkaCluster(t *testing.T, n int, tweaks ...func(*broker.Config)) (*testcluster.Cluster, map[int32]string) {
 	t.Helper()
 	c := testcluster.New(t, n, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.ListenAddr = "INTERNAL://" + cfg.ListenAddr + ",KAFKA://127.0.0.1:0"
 		cfg.AdvertisedAddr = "INTERNAL://" + cfg.AdvertisedAddr
 		cfg.InterBrokerListenerName = "INTERNAL"
 		cfg.KafkaListenerNames = "KAFKA"
+		for _, tweak := range tweaks {
+			tweak(cfg)
+		}
 	}))
 	addrs := map[int32]string{}
 	for _, id := range c.IDs() {
@@ -179,5 +182,121 @@ func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
 	}
 	if sum != 300 {
 		t.Fatalf("the group's commits, read through node %d, sum to %d, want 300: %v", other, sum, offs.Offsets)
+	}
+}
+
+// TestClusterKafkaGroupMemberThroughControllerFailover: a Kafka group
+// member (KIP-848's protocol, and the classic one) that knows only a
+// node other than the controller keeps its membership while the
+// controller, which runs the group coordinator, is killed: the node
+// holds its group calls until a new controller answers them (and one
+// that cannot be passed on is COORDINATOR_NOT_AVAILABLE, which the
+// client retries: kafka/classic_test.go), so it neither drops its
+// partitions nor rejoins. Afterwards it reads and commits new records at
+// the same member id and epoch, as the new coordinator tells.
+func TestClusterKafkaGroupMemberThroughControllerFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  kgo.Opt
+	}{
+		{"kip848", kgo.ServerSideBalancer()},
+		{"classic", kgo.Balancers(kgo.CooperativeStickyBalancer())},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testKafkaGroupFailover(t, tc.opt) })
+	}
+}
+
+func testKafkaGroupFailover(t *testing.T, protocol kgo.Opt) {
+	c, addrs := kafkaCluster(t, 3, func(cfg *broker.Config) {
+		// Heartbeats every 200 ms: many fall in the election.
+		cfg.GroupConsumerHeartbeatIntervalMs = 200
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	controller := c.WaitController(ctx)
+	var via, other int32
+	for _, id := range c.IDs() {
+		switch {
+		case id == controller:
+		case via == 0:
+			via = id
+		default:
+			other = id
+		}
+	}
+	addr := addrs[via]
+	createTopic(t, c, via, "kf", 2, 3)
+	for p := range int32(2) {
+		c.WaitLeader(ctx, "kf", p)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("kf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(from, to int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprint(i))})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("kf-group"), kgo.ConsumeTopics("kf"),
+		protocol, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.HeartbeatInterval(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	consume := func(want int) {
+		t.Helper()
+		for len(seen) < want {
+			fs := cons.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("the member read %d of %d records", len(seen), want)
+			}
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		}
+		if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+	}
+	produce(0, 100)
+	consume(100)
+	member := func(through int32) *quirev1.GroupMemberDescription {
+		t.Helper()
+		var m *quirev1.GroupMemberDescription
+		c.Eventually(ctx, "describe the group", func() error {
+			d, err := quirev1.NewGroupsClient(c.Conn(through)).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "kf-group"})
+			if err != nil {
+				return err
+			}
+			if len(d.Members) != 1 || d.State != "stable" {
+				return fmt.Errorf("group %s with %d members", d.State, len(d.Members))
+			}
+			m = d.Members[0]
+			return nil
+		})
+		return m
+	}
+	before := member(via)
+
+	c.Kill(controller)
+	next := c.WaitController(ctx)
+	if next == controller {
+		t.Fatalf("node %d still controller after its kill", next)
+	}
+	// Heartbeats reach the new coordinator (members have a session
+	// timeout to come back) before the member reads on.
+	produce(100, 200)
+	consume(200)
+	after := member(other)
+	if after.MemberId != before.MemberId || after.MemberEpoch != before.MemberEpoch {
+		t.Fatalf("the member was %s at epoch %d before node %d (the controller) was killed, %s at epoch %d after: it rejoined",
+			before.MemberId, before.MemberEpoch, controller, after.MemberId, after.MemberEpoch)
 	}
 }

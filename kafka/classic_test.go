@@ -1,0 +1,308 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// classicBackend records the heartbeats the classic protocol makes and
+// answers them, and DescribeGroup, from its fields.
+type classicBackend struct {
+	fakeBackend
+	mu      sync.Mutex
+	hbs     []*quirev1.ConsumerGroupHeartbeatRequest
+	hbResp  *quirev1.ConsumerGroupHeartbeatResponse
+	hbErr   error
+	members []*quirev1.GroupMemberDescription // nil: no such group
+	commits int
+}
+
+func (c *classicBackend) ConsumerGroupHeartbeat(_ context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hbs = append(c.hbs, req)
+	return c.hbResp, c.hbErr
+}
+
+func (c *classicBackend) DescribeGroup(_ context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.members == nil {
+		return nil, quireError(codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND)
+	}
+	return &quirev1.DescribeGroupResponse{Group: req.Group, Members: c.members}, nil
+}
+
+func (c *classicBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.commits++
+	return nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_STALE_MEMBER_EPOCH)
+}
+
+func (c *classicBackend) set(resp *quirev1.ConsumerGroupHeartbeatResponse, err error, members ...*quirev1.GroupMemberDescription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hbResp, c.hbErr, c.members = resp, err, members
+}
+
+func (c *classicBackend) lastHeartbeat() *quirev1.ConsumerGroupHeartbeatRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.hbs) == 0 {
+		return nil
+	}
+	return c.hbs[len(c.hbs)-1]
+}
+
+func quireError(c codes.Code, code quirev1.ErrorCode) error {
+	st, _ := status.New(c, code.String()).WithDetails(&quirev1.Error{Code: code, Message: code.String()})
+	return st.Err()
+}
+
+// joinReq is a JoinGroup offering protocols, each with a subscription to
+// topic t owning owned.
+func joinReq(version int16, member string, owned []int32, protocols ...string) *kmsg.JoinGroupRequest {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version, req.Group, req.MemberID, req.ProtocolType = version, "g", member, "consumer"
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 45000, 60000
+	for _, name := range protocols {
+		meta := kmsg.NewConsumerMemberMetadata()
+		meta.Version, meta.Topics = 1, []string{"t"}
+		if owned != nil {
+			op := kmsg.NewConsumerMemberMetadataOwnedPartition()
+			op.Topic, op.Partitions = "t", owned
+			meta.OwnedPartitions = append(meta.OwnedPartitions, op)
+		}
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = name, meta.AppendTo(nil)
+		req.Protocols = append(req.Protocols, p)
+	}
+	return req
+}
+
+func join(t *testing.T, k *kconn, req *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
+	t.Helper()
+	k.request(req)
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.Version = req.Version
+	k.response(resp, req.Version >= 6)
+	return resp
+}
+
+func TestKafkaClassicJoin(t *testing.T) {
+	backend := &classicBackend{}
+	_, k := startServer(t, backend)
+
+	// A member without an id learns one first (v4+: MEMBER_ID_REQUIRED),
+	// the client id and a UUID; nothing is asked of the coordinator.
+	r := join(t, k, joinReq(9, "", nil, "range"))
+	if r.ErrorCode != kerr.MemberIDRequired.Code || !regexp.MustCompile(`^test-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(r.MemberID) {
+		t.Fatalf("join without a member id: code %d, id %q", r.ErrorCode, r.MemberID)
+	}
+	if hb := backend.lastHeartbeat(); hb != nil {
+		t.Fatalf("a join without a member id heartbeat %+v", hb)
+	}
+
+	// With it, a new member joins (epoch 0) with its subscription,
+	// owning nothing; the generation is its epoch; no member is leader.
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 3}, nil)
+	r = join(t, k, joinReq(9, "m", nil, "range", "roundrobin"))
+	hb := backend.lastHeartbeat()
+	if r.ErrorCode != 0 || r.Generation != 3 || r.LeaderID != "" || len(r.Members) != 0 || *r.Protocol != "range" || *r.ProtocolType != "consumer" {
+		t.Fatalf("join: %+v", r)
+	}
+	if hb.MemberEpoch != 0 || hb.Owned != nil || fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || hb.RebalanceTimeoutMs != 60000 {
+		t.Fatalf("join heartbeat %+v", hb)
+	}
+
+	// A rejoin heartbeats at the member's epoch: eager, owning nothing;
+	// cooperative (chosen whenever offered), owning what it lists.
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 4}, nil, &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 3})
+	r = join(t, k, joinReq(5, "m", []int32{1}, "range"))
+	if hb = backend.lastHeartbeat(); r.Generation != 4 || hb.MemberEpoch != 3 || hb.Owned == nil || len(hb.Owned.Topics) != 0 {
+		t.Fatalf("eager rejoin: generation %d, heartbeat %+v", r.Generation, hb)
+	}
+	r = join(t, k, joinReq(9, "m", []int32{1, 2}, "range", "cooperative-sticky"))
+	if hb = backend.lastHeartbeat(); *r.Protocol != "cooperative-sticky" || fmt.Sprint(hb.Owned.GetTopics()[0].Partitions) != "[1 2]" {
+		t.Fatalf("cooperative rejoin: protocol %s, heartbeat %+v", *r.Protocol, hb)
+	}
+
+	// A member the group no longer has, still owning partitions, drops
+	// them and joins again as a new member.
+	backend.set(nil, nil, &quirev1.GroupMemberDescription{MemberId: "other", MemberEpoch: 1})
+	if r = join(t, k, joinReq(9, "m", []int32{1}, "cooperative-sticky")); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("a removed cooperative member: code %d", r.ErrorCode)
+	}
+
+	// Refused: another protocol type, no protocols, a subscription that
+	// does not parse or names no topic.
+	bad := joinReq(9, "m", nil, "range")
+	bad.ProtocolType = "connect"
+	none := joinReq(9, "m", nil)
+	garbled := joinReq(9, "m", nil, "range")
+	garbled.Protocols[0].Metadata = []byte{0, 1, 0xff}
+	for name, req := range map[string]*kmsg.JoinGroupRequest{"connect": bad, "no protocols": none, "garbled": garbled} {
+		if r = join(t, k, req); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+			t.Errorf("%s: code %d, want INCONSISTENT_GROUP_PROTOCOL", name, r.ErrorCode)
+		}
+	}
+
+	// The coordinator out of reach for a moment: COORDINATOR_NOT_AVAILABLE.
+	backend.set(nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER), &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 3})
+	if r = join(t, k, joinReq(9, "m", nil, "range")); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("no controller: code %d", r.ErrorCode)
+	}
+}
+
+func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
+	backend := &classicBackend{}
+	_, k := startServer(t, backend)
+	assigned := &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}
+	backend.set(nil, nil, &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 4, Assigned: assigned})
+
+	sync := func(gen int32) *kmsg.SyncGroupResponse {
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = 5, "g", "m", gen
+		req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+		k.request(req)
+		resp := kmsg.NewPtrSyncGroupResponse()
+		resp.Version = 5
+		k.response(resp, true)
+		return resp
+	}
+	// The member's assignment at its generation; another generation
+	// rejoins.
+	s := sync(4)
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(s.MemberAssignment); err != nil || s.ErrorCode != 0 || *s.Protocol != "range" ||
+		len(a.Topics) != 1 || a.Topics[0].Topic != "t" || fmt.Sprint(a.Topics[0].Partitions) != "[0 2]" {
+		t.Fatalf("sync: %+v, assignment %+v (%v)", s, a, err)
+	}
+	if s = sync(3); s.ErrorCode != kerr.RebalanceInProgress.Code {
+		t.Fatalf("sync at another generation: code %d", s.ErrorCode)
+	}
+
+	beat := func(gen int32) int16 {
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.Generation = 4, "g", "m", gen
+		k.request(req)
+		resp := kmsg.NewPtrHeartbeatResponse()
+		resp.Version = 4
+		k.response(resp, true)
+		return resp.ErrorCode
+	}
+	for _, tc := range []struct {
+		name string
+		resp *quirev1.ConsumerGroupHeartbeatResponse
+		err  error
+		want int16
+	}{
+		{"unchanged", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4}, nil, 0},
+		{"a new assignment", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned}, nil, kerr.RebalanceInProgress.Code},
+		{"a new epoch", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 5}, nil, kerr.RebalanceInProgress.Code},
+		{"fenced", nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH), kerr.RebalanceInProgress.Code},
+		{"unknown member", nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID), kerr.UnknownMemberID.Code},
+		{"no controller", nil, status.Error(codes.Unavailable, "no leader"), kerr.CoordinatorNotAvailable.Code},
+	} {
+		backend.set(tc.resp, tc.err, &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 4})
+		if got := beat(4); got != tc.want {
+			t.Errorf("heartbeat, %s: code %d, want %d", tc.name, got, tc.want)
+		}
+		if hb := backend.lastHeartbeat(); hb.MemberEpoch != 4 || hb.Owned != nil || hb.Subscription != nil {
+			t.Errorf("heartbeat, %s: sent %+v, want the epoch alone", tc.name, hb)
+		}
+	}
+	n := len(backend.hbs)
+	if got := beat(0); got != kerr.IllegalGeneration.Code || len(backend.hbs) != n {
+		t.Fatalf("heartbeat at generation 0: code %d, %d heartbeats made", got, len(backend.hbs)-n)
+	}
+
+	// A classic member's commit at an epoch passed rejoins: the
+	// connection spoke the classic protocol. KIP-848's members get
+	// STALE_MEMBER_EPOCH.
+	commit := func(k *kconn) int16 {
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Version, oc.Group, oc.MemberID, oc.Generation = 8, "g", "m", 4
+		ot := kmsg.NewOffsetCommitRequestTopic()
+		ot.Topic = "t"
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Offset = 1
+		ot.Partitions = append(ot.Partitions, op)
+		oc.Topics = append(oc.Topics, ot)
+		k.request(oc)
+		resp := kmsg.NewPtrOffsetCommitResponse()
+		resp.Version = 8
+		k.response(resp, true)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if got := commit(k); got != kerr.RebalanceInProgress.Code {
+		t.Fatalf("a classic member's stale commit: code %d", got)
+	}
+	_, k2 := startServer(t, backend)
+	if got := commit(k2); got != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("a KIP-848 member's stale commit: code %d", got)
+	}
+
+	// LeaveGroup: one member (v2), or each of several with its own code.
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: -1}, nil)
+	lv := kmsg.NewPtrLeaveGroupRequest()
+	lv.Version, lv.Group, lv.MemberID = 2, "g", "m"
+	k.request(lv)
+	lr := kmsg.NewPtrLeaveGroupResponse()
+	lr.Version = 2
+	k.response(lr, false)
+	if hb := backend.lastHeartbeat(); lr.ErrorCode != 0 || hb.MemberId != "m" || hb.MemberEpoch != -1 {
+		t.Fatalf("leave v2: code %d, heartbeat %+v", lr.ErrorCode, hb)
+	}
+	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
+	lv = kmsg.NewPtrLeaveGroupRequest()
+	lv.Version, lv.Group = 5, "g"
+	for _, id := range []string{"a", "b"} {
+		m := kmsg.NewLeaveGroupRequestMember()
+		m.MemberID = id
+		lv.Members = append(lv.Members, m)
+	}
+	k.request(lv)
+	lr = kmsg.NewPtrLeaveGroupResponse()
+	lr.Version = 5
+	k.response(lr, true)
+	if len(lr.Members) != 2 || lr.Members[1].MemberID != "b" || lr.Members[1].ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("leave v5: %+v", lr.Members)
+	}
+}
+
+// TestKafkaGroupCallsCoordinatorNotAvailable: a KIP-848 heartbeat and an
+// offset commit that meet no controller are COORDINATOR_NOT_AVAILABLE,
+// which members retry, not NOT_CONTROLLER or a partition's code, which
+// Kafka's clients take as fatal to the member.
+func TestKafkaGroupCallsCoordinatorNotAvailable(t *testing.T) {
+	backend := &classicBackend{fakeBackend: fakeBackend{meta: &quirev1.GetMetadataResponse{}}}
+	_, k := startServer(t, backend)
+	for _, err := range []error{
+		quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER),
+		status.Error(codes.Unavailable, "connection refused"),
+		quireError(codes.Unavailable, quirev1.ErrorCode_LEADER_NOT_AVAILABLE),
+	} {
+		backend.set(nil, err)
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Version, hb.Group, hb.MemberID, hb.MemberEpoch = 1, "g", "m", 3
+		k.request(hb)
+		hr := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+		hr.Version = 1
+		k.response(hr, true)
+		if hr.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			t.Errorf("heartbeat, backend %v: code %d, want COORDINATOR_NOT_AVAILABLE", err, hr.ErrorCode)
+		}
+	}
+}
