@@ -196,24 +196,34 @@ func TestBrokerKafkaLargeMultiPartitionRequest(t *testing.T) {
 // assigning them, read every record once between them and commit; a
 // member of the same group started afterwards begins at the committed
 // offsets, reading only what was produced since.
-// TestBrokerKafkaConsumerGroup runs a group of franz-go consumers in each
-// of the protocols: KIP-848's, and the classic one with the cooperative
-// and an eager balancer.
+// TestBrokerKafkaConsumerGroup runs a group of two franz-go consumers in
+// each of the protocols: KIP-848's, the classic one with the cooperative
+// and an eager balancer, and one member of each kind.
 func TestBrokerKafkaConsumerGroup(t *testing.T) {
+	kip848 := groupProtocol{kgo.ServerSideBalancer(), false}
+	cooperative := groupProtocol{kgo.Balancers(kgo.CooperativeStickyBalancer()), true}
+	eager := groupProtocol{kgo.Balancers(kgo.RangeBalancer()), true}
 	for _, tc := range []struct {
-		name    string
-		classic bool
-		opt     kgo.Opt
+		name string
+		opts [2]groupProtocol // the first member's (and the third's), the second's
 	}{
-		{"kip848", false, kgo.ServerSideBalancer()},
-		{"classic-cooperative", true, kgo.Balancers(kgo.CooperativeStickyBalancer())},
-		{"classic-eager", true, kgo.Balancers(kgo.RangeBalancer())},
+		{"kip848", [2]groupProtocol{kip848, kip848}},
+		{"classic-cooperative", [2]groupProtocol{cooperative, cooperative}},
+		{"classic-eager", [2]groupProtocol{eager, eager}},
+		{"mixed", [2]groupProtocol{eager, kip848}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testKafkaConsumerGroup(t, tc.classic, tc.opt) })
+		t.Run(tc.name, func(t *testing.T) { testKafkaConsumerGroup(t, tc.opts[0], tc.opts[1]) })
 	}
 }
 
-func testKafkaConsumerGroup(t *testing.T, classic bool, protocol kgo.Opt) {
+// groupProtocol is how a franz-go member joins: its option, and whether
+// that is the classic protocol.
+type groupProtocol struct {
+	opt     kgo.Opt
+	classic bool
+}
+
+func testKafkaConsumerGroup(t *testing.T, protocols ...groupProtocol) {
 	b, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -233,19 +243,19 @@ func testKafkaConsumerGroup(t *testing.T, classic bool, protocol kgo.Opt) {
 		}
 	}
 	produce(0, 400)
-	member := func() *kgo.Client {
+	member := func(protocol groupProtocol) *kgo.Client {
 		// Rebalances wait while a member holds records it has not
 		// committed (BlockRebalanceOnPoll until AllowRebalance), so no
 		// record is read twice.
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("kgroup"), kgo.ConsumeTopics("kg"),
-			protocol, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
+			protocol.opt, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
 			kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cl
 	}
-	m1, m2 := member(), member()
+	m1, m2 := member(protocols[0]), member(protocols[1])
 	seen := map[string]int{}
 	var mu sync.Mutex
 	consume := func(cl *kgo.Client, stop <-chan struct{}, done chan<- error) {
@@ -285,19 +295,28 @@ func testKafkaConsumerGroup(t *testing.T, classic bool, protocol kgo.Opt) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
-	// The coordinator shares the four partitions between the two, both
-	// classic members (ids the listener made: the client id, a UUID) or
-	// both KIP-848 ones.
+	// The coordinator shares the four partitions between the two, each
+	// a classic member (with an id the listener made: the client id, a
+	// UUID) or a KIP-848 one as it joined.
 	groups := quirev1.NewGroupsClient(dial(t, b).conn)
 	for {
+		classic := map[string]bool{}
+		for i, m := range []*kgo.Client{m1, m2} {
+			id, _ := m.GroupMetadata()
+			classic[id] = protocols[i].classic
+		}
 		d, err := groups.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "kgroup"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		shared := d.State == "stable" && len(d.Members) == 2
 		for _, m := range d.Members {
-			if got := strings.HasPrefix(m.MemberId, "kgo-") && len(m.MemberId) == len("kgo-")+36; got != classic {
-				t.Fatalf("member %q: classic %v, want %v", m.MemberId, got, classic)
+			if _, known := classic[m.MemberId]; !known {
+				shared = false // a member id its client has not taken yet
+				continue
+			}
+			if got, want := strings.HasPrefix(m.MemberId, "kgo-") && len(m.MemberId) == len("kgo-")+36, classic[m.MemberId]; got != want {
+				t.Fatalf("member %q: classic %v, want %v (members %v)", m.MemberId, got, want, classic)
 			}
 			n := 0
 			for _, at := range m.GetAssigned().GetTopics() {
@@ -343,7 +362,7 @@ func testKafkaConsumerGroup(t *testing.T, classic bool, protocol kgo.Opt) {
 	}
 
 	produce(400, 410)
-	m3 := member()
+	m3 := member(protocols[0])
 	defer func() {
 		m3.AllowRebalance() // its leave waits for it
 		m3.Close()

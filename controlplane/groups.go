@@ -20,7 +20,8 @@ func (s *Service) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.Consum
 		return nil, toStatus(err)
 	}
 	out := &quirev1.ConsumerGroupHeartbeatResponse{MemberId: resp.MemberID, MemberEpoch: resp.MemberEpoch,
-		HeartbeatIntervalMs: int32(resp.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(resp.SessionTimeout.Milliseconds())}
+		HeartbeatIntervalMs: int32(resp.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: int32(resp.SessionTimeout.Milliseconds()),
+		Rejoin: resp.Rejoin}
 	if resp.HasAssignment {
 		out.Assignment = AssignmentToPB(resp.Assignment)
 	}
@@ -69,7 +70,7 @@ func (f *Forwarder) DescribeGroup(ctx context.Context, req *quirev1.DescribeGrou
 // input (its Now is set by the coordinator).
 func HeartbeatFromPB(in *quirev1.ConsumerGroupHeartbeatRequest) group.Heartbeat {
 	hb := group.Heartbeat{Group: in.Group, MemberID: in.MemberId, MemberEpoch: in.MemberEpoch,
-		RebalanceTimeout: time.Duration(in.RebalanceTimeoutMs) * time.Millisecond, Assignor: in.Assignor}
+		RebalanceTimeout: time.Duration(in.RebalanceTimeoutMs) * time.Millisecond, Assignor: in.Assignor, Classic: in.Classic}
 	if in.Subscription != nil {
 		hb.Subscription = &group.Subscription{Topics: slices.Clone(in.Subscription.Topics), Regex: in.Subscription.Regex}
 	}

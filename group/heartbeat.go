@@ -34,7 +34,16 @@ type Heartbeat struct {
 	// Assignor is the server-side assignor the member asks for; ""
 	// unchanged (on a join: no preference, the configured default).
 	Assignor string
-	Now      time.Time
+	// Classic is a member of Kafka's classic protocol, which learns of
+	// its assignment only when it rejoins (JoinGroup) and revokes by
+	// rejoining: a join (JoinEpoch) of a member the group has is a rejoin
+	// at its epoch with Owned, and a heartbeat at its epoch without
+	// HasOwned (its Heartbeat, SyncGroup) only keeps its session, is
+	// answered its assignment and tells whether a rejoin would change it
+	// (Response.Rejoin): its epoch and assignment move only in its joins,
+	// so its commits at the generation it was given hold until then.
+	Classic bool
+	Now     time.Time
 }
 
 // Subscription is what a member reads: the topics named, and those whose
@@ -62,6 +71,10 @@ type Response struct {
 	// heartbeat.
 	Assignment    []TopicPartition
 	HasAssignment bool
+	// Rejoin, for a classic member's heartbeat, says that the coordinator
+	// moved on (a new target, partitions to give up, or partitions now
+	// free to take): the member rejoins to learn its assignment.
+	Rejoin bool
 }
 
 // Heartbeat handles one heartbeat at hb.Now. It returns the answer and the
@@ -83,6 +96,17 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	var mem *member
 	if g != nil {
 		mem = g.members[hb.MemberID]
+	}
+	if hb.Classic && hb.MemberEpoch == JoinEpoch {
+		switch {
+		case mem != nil:
+			hb.MemberEpoch = mem.epoch // a rejoin keeps what it still owns
+		case hb.HasOwned && len(hb.Owned) > 0:
+			// Removed (its session ran out) while it still uses
+			// partitions that may have gone to others: it drops them
+			// and joins again.
+			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q and owns %d partitions", ErrUnknownMemberID, hb.MemberID, hb.Group, len(hb.Owned))
+		}
 	}
 
 	switch {
@@ -129,6 +153,9 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 			return Response{}, nil, err
 		}
 		m.update(g, mem, hb, emit)
+		if hb.Classic && !hb.HasOwned {
+			return m.classicHeartbeat(g, mem, hb, emit), recs, nil
+		}
 
 	default:
 		return Response{}, nil, fmt.Errorf("%w: member epoch %d (0 joins, -1 leaves)", ErrInvalidRequest, hb.MemberEpoch)
@@ -160,10 +187,25 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	// timeout all sent, as a client does after a lost answer or a new
 	// coordinator) is answered the whole assignment, as Kafka does.
 	full := hb.Subscription != nil && hb.HasOwned && hb.RebalanceTimeout > 0
-	if changed || full || hb.MemberEpoch != mem.epoch || (hb.HasOwned && !slices.Equal(owned, mem.assigned)) {
+	if changed || full || hb.Classic || hb.MemberEpoch != mem.epoch || (hb.HasOwned && !slices.Equal(owned, mem.assigned)) {
 		resp.Assignment, resp.HasAssignment = slices.Clone(mem.assigned), true
 	}
 	return resp, recs, nil
+}
+
+// classicHeartbeat keeps a classic member's session and answers its
+// assignment, and whether its next join would change it: reconciling as
+// its rejoin would, without the change.
+func (m *Machine) classicHeartbeat(g *group, mem *member, hb Heartbeat, emit func(Record)) Response {
+	if g.epoch > g.targetEpoch {
+		m.computeTarget(g, emit)
+	}
+	cur := mem.assignmentRecord(g.id)
+	next := m.reconcile(g, mem, nil, false)
+	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
+	return Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout,
+		Assignment: slices.Clone(mem.assigned), HasAssignment: true,
+		Rejoin: mem.state == MemberUnrevokedPartitions || !equalAssignment(cur, next)}
 }
 
 // update records what a heartbeat changes of a member's metadata, and

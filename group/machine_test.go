@@ -167,7 +167,7 @@ func (s *scriptState) group(c *scriptCase) string {
 }
 
 func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
-	c.known(t, "group", "member", "epoch", "topics", "regex", "owned", "timeout", "assignor", "address", "at")
+	c.known(t, "group", "member", "epoch", "topics", "regex", "owned", "timeout", "assignor", "address", "at", "classic")
 	hb := Heartbeat{Group: s.group(c), Now: s.now}
 	hb.MemberID, _ = c.arg("member")
 	if v, ok := c.arg("epoch"); ok {
@@ -186,6 +186,7 @@ func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
 	} else if hb.MemberEpoch == JoinEpoch {
 		hb.RebalanceTimeout = time.Minute
 	}
+	_, hb.Classic = c.arg("classic")
 	hb.Assignor, _ = c.arg("assignor")
 	hb.ClientAddress, _ = c.arg("address")
 	resp, recs, err := s.m.Heartbeat(hb)
@@ -198,6 +199,9 @@ func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
 	out := fmt.Sprintf("epoch=%d interval=%v", resp.MemberEpoch, resp.HeartbeatInterval)
 	if resp.HasAssignment {
 		out += " assignment=" + formatPartitions(resp.Assignment)
+	}
+	if resp.Rejoin {
+		out += " rejoin"
 	}
 	if r := s.record(recs); r != "" {
 		out += "\n" + r

@@ -14,37 +14,45 @@ import (
 // The classic group protocol (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup), which consumers that predate KIP-848 speak: librdkafka
 // before 2.4, the Java client by default, franz-go without its
-// server-side balancer. It is mapped onto the same coordinator: the
-// listener heartbeats for a classic member in KIP-848's protocol, so
+// server-side balancer. It is mapped onto the same coordinator, as
+// classic members (quire.v1's ConsumerGroupHeartbeatRequest.classic), so
 // classic and KIP-848 members may share a group, the group's assignor
 // assigns for both, and a partition is never given to one member before
 // the other gave it up.
 //
-//   - JoinGroup is a KIP-848 join for a new member, and for one the group
-//     has a heartbeat at its epoch that carries its subscription and the
-//     partitions it still uses: those it lists as owned with the
-//     cooperative protocol, none with an eager one (whose members give
-//     up everything before they rejoin). The generation answered is the
-//     member's epoch. No member is made leader: the coordinator assigns,
-//     so every member's SyncGroup names no assignments.
-//   - SyncGroup answers the member's current assignment.
-//   - Heartbeat is a KIP-848 heartbeat that still uses all it was given.
-//     Once the coordinator moves the member on (a new epoch, partitions
-//     to give up or to take), the answer is REBALANCE_IN_PROGRESS, and the
-//     member rejoins to learn its assignment. A cooperative member given
+//   - JoinGroup is a KIP-848 join for a new member and, for one the group
+//     has, a rejoin at its epoch that carries its subscription and the
+//     partitions it still owns (those its subscription lists: none with
+//     an eager protocol, whose members give up everything before they
+//     rejoin). Only a join moves the member's epoch and assignment; the
+//     generation answered is its epoch. No member is made leader: the
+//     coordinator assigns, so every member's SyncGroup names no
+//     assignments.
+//   - SyncGroup answers the member's assignment at its generation.
+//   - Heartbeat keeps the member's session, and is answered
+//     REBALANCE_IN_PROGRESS for as long as a rejoin would change its
+//     assignment (a new target, partitions to give up, partitions now
+//     free to take): level-triggered, so an answer lost or ignored in
+//     the middle of a join is given again. A cooperative member given
 //     less than it owns gives the rest up and rejoins at once, as the
 //     protocol has it.
 //   - LeaveGroup leaves.
 //
-// Nothing is kept on the listener: a rejoin asks the coordinator for the
-// member's epoch (DescribeGroup), so a member may move to another node.
+// Nothing is kept on the listener, so a member may move to another node.
 // The coordinator's session timeout (group.consumer.session.timeout.ms)
 // applies, not the one a member asks for; group.instance.id is accepted
 // and its members are dynamic ones.
 
-// cooperative is the one protocol whose members keep their partitions
-// through a rejoin (KIP-429): chosen whenever a member offers it.
+// cooperative is the cooperative rebalance protocol's assignor (KIP-429):
+// chosen whenever a member offers it, so that its members keep their
+// partitions through a rejoin. Any protocol name is served the same
+// way, the coordinator assigning; a member's owned partitions say what
+// it kept.
 const cooperative = "cooperative-sticky"
+
+// streams is Kafka Streams' protocol, whose leader assigns tasks with
+// data of its own: not served, as the coordinator cannot make it.
+const streams = "stream"
 
 // classicType is the only protocol type served: consumers'.
 const classicType = "consumer"
@@ -70,7 +78,7 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 		}
 	}
 	var meta kmsg.ConsumerMemberMetadata
-	if err := meta.ReadFrom(proto.Metadata); err != nil || len(meta.Topics) == 0 {
+	if err := meta.ReadFrom(proto.Metadata); err != nil || proto.Name == streams {
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 	if req.MemberID == "" {
@@ -81,33 +89,16 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 			return fail(kerr.MemberIDRequired.Code)
 		}
 	}
-	var owned *quirev1.GroupAssignment
-	if proto.Name == cooperative {
-		owned = &quirev1.GroupAssignment{}
-		for _, o := range meta.OwnedPartitions {
-			owned.Topics = append(owned.Topics, &quirev1.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
-		}
-	}
-	epoch, err := memberEpoch(ctx, b, req.Group, resp.MemberID)
-	switch {
-	case err != nil:
-		return fail(classicError(err))
-	case epoch < 0 && owned != nil && len(owned.Topics) > 0:
-		// Removed from the group (its session ran out) while it still
-		// uses partitions that may have gone to others: it drops them
-		// and joins again, as a new member.
-		return fail(kerr.UnknownMemberID.Code)
-	case epoch < 0:
-		epoch, owned = 0, nil // a join owns nothing
-	case owned == nil:
-		owned = &quirev1.GroupAssignment{} // eager: it gave up everything
+	owned := &quirev1.GroupAssignment{}
+	for _, o := range meta.OwnedPartitions {
+		owned.Topics = append(owned.Topics, &quirev1.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
 	}
 	rebalance := req.RebalanceTimeoutMillis
 	if req.Version == 0 || rebalance <= 0 {
 		rebalance = req.SessionTimeoutMillis
 	}
 	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-		Group: req.Group, MemberId: resp.MemberID, MemberEpoch: epoch,
+		Group: req.Group, MemberId: resp.MemberID, MemberEpoch: 0, Classic: true,
 		Subscription: &quirev1.GroupSubscription{Topics: meta.Topics},
 		Owned:        owned, RebalanceTimeoutMs: rebalance,
 	})
@@ -119,27 +110,37 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 	return resp
 }
 
+// classicBeat is a classic member's heartbeat at its generation, which
+// changes nothing but its session.
+func classicBeat(ctx context.Context, b Backend, group, member string, generation int32) (*quirev1.ConsumerGroupHeartbeatResponse, int16) {
+	if member == "" {
+		return nil, kerr.UnknownMemberID.Code
+	}
+	if generation <= 0 {
+		// 0 would join and -1 leave, in KIP-848's heartbeat.
+		return nil, kerr.IllegalGeneration.Code
+	}
+	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
+		Group: group, MemberId: member, MemberEpoch: generation, Classic: true,
+	})
+	if err != nil {
+		return nil, classicError(err)
+	}
+	return out, 0
+}
+
 // syncGroup answers a classic member's assignment at its generation;
 // assignments a member sends are ignored (no member is leader).
 func syncGroup(ctx context.Context, b Backend, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.ProtocolType, resp.Protocol = req.ProtocolType, req.Protocol
-	d, err := b.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: req.Group})
-	if err != nil {
-		resp.ErrorCode = classicError(err)
-		return resp
-	}
-	mem := findMember(d, req.MemberID)
-	switch {
-	case mem == nil:
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return resp
-	case mem.MemberEpoch != req.Generation:
-		resp.ErrorCode = kerr.RebalanceInProgress.Code
+	out, code := classicBeat(ctx, b, req.Group, req.MemberID, req.Generation)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp
 	}
 	a := kmsg.NewConsumerMemberAssignment()
-	for _, t := range mem.GetAssigned().GetTopics() {
+	for _, t := range out.GetAssignment().GetTopics() {
 		at := kmsg.NewConsumerMemberAssignmentTopic()
 		at.Topic, at.Partitions = t.Topic, t.Partitions
 		a.Topics = append(a.Topics, at)
@@ -149,23 +150,14 @@ func syncGroup(ctx context.Context, b Backend, req *kmsg.SyncGroupRequest) *kmsg
 }
 
 // heartbeat keeps a classic member in its group, and tells it to rejoin
-// once the coordinator moved it on.
+// while the coordinator has moved on.
 func heartbeat(ctx context.Context, b Backend, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := kmsg.NewPtrHeartbeatResponse()
-	if req.Generation <= 0 {
-		// 0 would join and -1 leave, in KIP-848's heartbeat.
-		resp.ErrorCode = kerr.IllegalGeneration.Code
-		return resp
+	out, code := classicBeat(ctx, b, req.Group, req.MemberID, req.Generation)
+	if code == 0 && out.Rejoin {
+		code = kerr.RebalanceInProgress.Code
 	}
-	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-		Group: req.Group, MemberId: req.MemberID, MemberEpoch: req.Generation,
-	})
-	switch {
-	case err != nil:
-		resp.ErrorCode = classicError(err)
-	case out.MemberEpoch != req.Generation || out.Assignment != nil:
-		resp.ErrorCode = kerr.RebalanceInProgress.Code
-	}
+	resp.ErrorCode = code
 	return resp
 }
 
@@ -173,6 +165,11 @@ func heartbeat(ctx context.Context, b Backend, req *kmsg.HeartbeatRequest) *kmsg
 func leaveGroup(ctx context.Context, b Backend, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
 	resp := kmsg.NewPtrLeaveGroupResponse()
 	leave := func(id string) int16 {
+		if id == "" {
+			// Named by its group.instance.id alone: static members are
+			// not kept apart, so there is no such member.
+			return kerr.UnknownMemberID.Code
+		}
 		if _, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
 			Group: req.Group, MemberId: id, MemberEpoch: -1,
 		}); err != nil {
@@ -190,30 +187,6 @@ func leaveGroup(ctx context.Context, b Backend, req *kmsg.LeaveGroupRequest) *km
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp
-}
-
-// memberEpoch is a member's epoch in its group, -1 for a member (or
-// group) the coordinator does not have.
-func memberEpoch(ctx context.Context, b Backend, group, id string) (int32, error) {
-	d, err := b.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: group})
-	if code, _ := callError(err); code == kerr.GroupIDNotFound.Code {
-		return -1, nil
-	} else if err != nil {
-		return 0, err
-	}
-	if mem := findMember(d, id); mem != nil {
-		return mem.MemberEpoch, nil
-	}
-	return -1, nil
-}
-
-func findMember(d *quirev1.DescribeGroupResponse, id string) *quirev1.GroupMemberDescription {
-	for _, m := range d.Members {
-		if m.MemberId == id {
-			return m
-		}
-	}
-	return nil
 }
 
 // classicError is a group call's error code for a classic member: a

@@ -16,14 +16,14 @@ import (
 )
 
 // classicBackend records the heartbeats the classic protocol makes and
-// answers them, and DescribeGroup, from its fields.
+// answers them from its fields; the coordinator's own handling of
+// classic members is group's (testdata/classic.txt).
 type classicBackend struct {
 	fakeBackend
 	mu      sync.Mutex
 	hbs     []*quirev1.ConsumerGroupHeartbeatRequest
 	hbResp  *quirev1.ConsumerGroupHeartbeatResponse
 	hbErr   error
-	members []*quirev1.GroupMemberDescription // nil: no such group
 	commits int
 }
 
@@ -34,15 +34,6 @@ func (c *classicBackend) ConsumerGroupHeartbeat(_ context.Context, req *quirev1.
 	return c.hbResp, c.hbErr
 }
 
-func (c *classicBackend) DescribeGroup(_ context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.members == nil {
-		return nil, quireError(codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND)
-	}
-	return &quirev1.DescribeGroupResponse{Group: req.Group, Members: c.members}, nil
-}
-
 func (c *classicBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -50,10 +41,10 @@ func (c *classicBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRe
 	return nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_STALE_MEMBER_EPOCH)
 }
 
-func (c *classicBackend) set(resp *quirev1.ConsumerGroupHeartbeatResponse, err error, members ...*quirev1.GroupMemberDescription) {
+func (c *classicBackend) set(resp *quirev1.ConsumerGroupHeartbeatResponse, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.hbResp, c.hbErr, c.members = resp, err, members
+	c.hbResp, c.hbErr = resp, err
 }
 
 func (c *classicBackend) lastHeartbeat() *quirev1.ConsumerGroupHeartbeatRequest {
@@ -63,6 +54,12 @@ func (c *classicBackend) lastHeartbeat() *quirev1.ConsumerGroupHeartbeatRequest 
 		return nil
 	}
 	return c.hbs[len(c.hbs)-1]
+}
+
+func (c *classicBackend) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.hbs)
 }
 
 func quireError(c codes.Code, code quirev1.ErrorCode) error {
@@ -114,52 +111,61 @@ func TestKafkaClassicJoin(t *testing.T) {
 		t.Fatalf("a join without a member id heartbeat %+v", hb)
 	}
 
-	// With it, a new member joins (epoch 0) with its subscription,
-	// owning nothing; the generation is its epoch; no member is leader.
+	// With it, the member joins: a classic heartbeat at epoch 0 (a
+	// rejoin, for a member the coordinator has) with its subscription
+	// and what it owns; the generation is its epoch; no member is leader.
 	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 3}, nil)
 	r = join(t, k, joinReq(9, "m", nil, "range", "roundrobin"))
 	hb := backend.lastHeartbeat()
 	if r.ErrorCode != 0 || r.Generation != 3 || r.LeaderID != "" || len(r.Members) != 0 || *r.Protocol != "range" || *r.ProtocolType != "consumer" {
 		t.Fatalf("join: %+v", r)
 	}
-	if hb.MemberEpoch != 0 || hb.Owned != nil || fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || hb.RebalanceTimeoutMs != 60000 {
+	if !hb.Classic || hb.MemberEpoch != 0 || hb.Owned == nil || len(hb.Owned.Topics) != 0 ||
+		fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || hb.RebalanceTimeoutMs != 60000 {
 		t.Fatalf("join heartbeat %+v", hb)
 	}
-
-	// A rejoin heartbeats at the member's epoch: eager, owning nothing;
-	// cooperative (chosen whenever offered), owning what it lists.
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 4}, nil, &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 3})
-	r = join(t, k, joinReq(5, "m", []int32{1}, "range"))
-	if hb = backend.lastHeartbeat(); r.Generation != 4 || hb.MemberEpoch != 3 || hb.Owned == nil || len(hb.Owned.Topics) != 0 {
-		t.Fatalf("eager rejoin: generation %d, heartbeat %+v", r.Generation, hb)
-	}
+	// cooperative-sticky is chosen whenever offered; the owned partitions
+	// pass on whatever the protocol (an eager member lists none).
 	r = join(t, k, joinReq(9, "m", []int32{1, 2}, "range", "cooperative-sticky"))
 	if hb = backend.lastHeartbeat(); *r.Protocol != "cooperative-sticky" || fmt.Sprint(hb.Owned.GetTopics()[0].Partitions) != "[1 2]" {
 		t.Fatalf("cooperative rejoin: protocol %s, heartbeat %+v", *r.Protocol, hb)
 	}
+	r = join(t, k, joinReq(5, "m", []int32{4}, "mine"))
+	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || *r.Protocol != "mine" || fmt.Sprint(hb.Owned.GetTopics()[0].Partitions) != "[4]" {
+		t.Fatalf("a rejoin with another assignor: protocol %s, heartbeat %+v", *r.Protocol, hb)
+	}
+	// A subscription naming no topic yet (a pattern that matches none)
+	// joins.
+	empty := joinReq(9, "m", nil, "range")
+	meta := kmsg.NewConsumerMemberMetadata()
+	empty.Protocols[0].Metadata = meta.AppendTo(nil)
+	if r = join(t, k, empty); r.ErrorCode != 0 || len(backend.lastHeartbeat().Subscription.GetTopics()) != 0 {
+		t.Fatalf("an empty subscription: code %d, heartbeat %+v", r.ErrorCode, backend.lastHeartbeat())
+	}
 
-	// A member the group no longer has, still owning partitions, drops
-	// them and joins again as a new member.
-	backend.set(nil, nil, &quirev1.GroupMemberDescription{MemberId: "other", MemberEpoch: 1})
+	// The coordinator's refusal of a removed member that still owns
+	// partitions passes on.
+	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
 	if r = join(t, k, joinReq(9, "m", []int32{1}, "cooperative-sticky")); r.ErrorCode != kerr.UnknownMemberID.Code {
 		t.Fatalf("a removed cooperative member: code %d", r.ErrorCode)
 	}
 
 	// Refused: another protocol type, no protocols, a subscription that
-	// does not parse or names no topic.
+	// does not parse, Kafka Streams' protocol (its leader assigns tasks).
 	bad := joinReq(9, "m", nil, "range")
 	bad.ProtocolType = "connect"
 	none := joinReq(9, "m", nil)
 	garbled := joinReq(9, "m", nil, "range")
 	garbled.Protocols[0].Metadata = []byte{0, 1, 0xff}
-	for name, req := range map[string]*kmsg.JoinGroupRequest{"connect": bad, "no protocols": none, "garbled": garbled} {
+	streams := joinReq(9, "m", nil, "stream")
+	for name, req := range map[string]*kmsg.JoinGroupRequest{"connect": bad, "no protocols": none, "garbled": garbled, "streams": streams} {
 		if r = join(t, k, req); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
 			t.Errorf("%s: code %d, want INCONSISTENT_GROUP_PROTOCOL", name, r.ErrorCode)
 		}
 	}
 
 	// The coordinator out of reach for a moment: COORDINATOR_NOT_AVAILABLE.
-	backend.set(nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER), &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 3})
+	backend.set(nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER))
 	if r = join(t, k, joinReq(9, "m", nil, "range")); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("no controller: code %d", r.ErrorCode)
 	}
@@ -169,7 +175,6 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	backend := &classicBackend{}
 	_, k := startServer(t, backend)
 	assigned := &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}
-	backend.set(nil, nil, &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 4, Assigned: assigned})
 
 	sync := func(gen int32) *kmsg.SyncGroupResponse {
 		req := kmsg.NewPtrSyncGroupRequest()
@@ -181,14 +186,19 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 		k.response(resp, true)
 		return resp
 	}
-	// The member's assignment at its generation; another generation
-	// rejoins.
+	// The member's assignment at its generation, from a classic
+	// heartbeat; a generation passed (fenced) rejoins.
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil)
 	s := sync(4)
 	var a kmsg.ConsumerMemberAssignment
 	if err := a.ReadFrom(s.MemberAssignment); err != nil || s.ErrorCode != 0 || *s.Protocol != "range" ||
 		len(a.Topics) != 1 || a.Topics[0].Topic != "t" || fmt.Sprint(a.Topics[0].Partitions) != "[0 2]" {
 		t.Fatalf("sync: %+v, assignment %+v (%v)", s, a, err)
 	}
+	if hb := backend.lastHeartbeat(); !hb.Classic || hb.MemberEpoch != 4 || hb.Owned != nil || hb.Subscription != nil {
+		t.Fatalf("sync heartbeat %+v", hb)
+	}
+	backend.set(nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH))
 	if s = sync(3); s.ErrorCode != kerr.RebalanceInProgress.Code {
 		t.Fatalf("sync at another generation: code %d", s.ErrorCode)
 	}
@@ -208,24 +218,23 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 		err  error
 		want int16
 	}{
-		{"unchanged", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4}, nil, 0},
-		{"a new assignment", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned}, nil, kerr.RebalanceInProgress.Code},
-		{"a new epoch", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 5}, nil, kerr.RebalanceInProgress.Code},
+		{"unchanged", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned}, nil, 0},
+		{"to rejoin", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil, kerr.RebalanceInProgress.Code},
 		{"fenced", nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH), kerr.RebalanceInProgress.Code},
 		{"unknown member", nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID), kerr.UnknownMemberID.Code},
 		{"no controller", nil, status.Error(codes.Unavailable, "no leader"), kerr.CoordinatorNotAvailable.Code},
 	} {
-		backend.set(tc.resp, tc.err, &quirev1.GroupMemberDescription{MemberId: "m", MemberEpoch: 4})
+		backend.set(tc.resp, tc.err)
 		if got := beat(4); got != tc.want {
 			t.Errorf("heartbeat, %s: code %d, want %d", tc.name, got, tc.want)
 		}
-		if hb := backend.lastHeartbeat(); hb.MemberEpoch != 4 || hb.Owned != nil || hb.Subscription != nil {
+		if hb := backend.lastHeartbeat(); !hb.Classic || hb.MemberEpoch != 4 || hb.Owned != nil || hb.Subscription != nil {
 			t.Errorf("heartbeat, %s: sent %+v, want the epoch alone", tc.name, hb)
 		}
 	}
-	n := len(backend.hbs)
-	if got := beat(0); got != kerr.IllegalGeneration.Code || len(backend.hbs) != n {
-		t.Fatalf("heartbeat at generation 0: code %d, %d heartbeats made", got, len(backend.hbs)-n)
+	n := backend.count()
+	if got := beat(0); got != kerr.IllegalGeneration.Code || backend.count() != n {
+		t.Fatalf("heartbeat at generation 0: code %d, %d heartbeats made", got, backend.count()-n)
 	}
 
 	// A classic member's commit at an epoch passed rejoins: the
@@ -268,17 +277,22 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
 	lv = kmsg.NewPtrLeaveGroupRequest()
 	lv.Version, lv.Group = 5, "g"
-	for _, id := range []string{"a", "b"} {
+	for _, id := range []string{"a", "b", ""} {
 		m := kmsg.NewLeaveGroupRequestMember()
 		m.MemberID = id
+		if id == "" {
+			m.InstanceID = kmsg.StringPtr("static-1") // static membership is not kept
+		}
 		lv.Members = append(lv.Members, m)
 	}
+	n = backend.count()
 	k.request(lv)
 	lr = kmsg.NewPtrLeaveGroupResponse()
 	lr.Version = 5
 	k.response(lr, true)
-	if len(lr.Members) != 2 || lr.Members[1].MemberID != "b" || lr.Members[1].ErrorCode != kerr.UnknownMemberID.Code {
-		t.Fatalf("leave v5: %+v", lr.Members)
+	if len(lr.Members) != 3 || lr.Members[1].MemberID != "b" || lr.Members[1].ErrorCode != kerr.UnknownMemberID.Code ||
+		lr.Members[2].ErrorCode != kerr.UnknownMemberID.Code || *lr.Members[2].InstanceID != "static-1" || backend.count() != n+2 {
+		t.Fatalf("leave v5: %+v, %d heartbeats for 3 members", lr.Members, backend.count()-n)
 	}
 }
 

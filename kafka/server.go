@@ -43,7 +43,6 @@ type Backend interface {
 	// listener: any node takes a group's requests.
 	Coordinator(ctx context.Context) (*quirev1.Broker, error)
 	ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
-	DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
 	CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error)
 	FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error)
 }

@@ -78,10 +78,6 @@ func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerG
 	return nil, status.Error(codes.Unimplemented, "no groups here")
 }
 
-func (f *fakeBackend) DescribeGroup(context.Context, *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "no groups here")
-}
-
 func (f *fakeBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
 	return &quirev1.CommitOffsetsResponse{}, nil
 }

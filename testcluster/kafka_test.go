@@ -118,17 +118,9 @@ func TestClusterKafkaClientFollowsLeaders(t *testing.T) {
 	t.Logf("partitions led by %d nodes before the kill of node %d", len(leaders), victim)
 }
 
-// TestClusterKafkaConsumerGroupThroughAnyNode: a franz-go group consumer
-// (KIP-848) that knows only a node that is not the controller finds its
-// coordinator there (the node passes the group's calls on), reads every
-// record of a replicated topic and commits; the commits are read back
-// over gRPC through a third node.
-func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
-	c, addrs := kafkaCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	controller := c.WaitController(ctx)
-	var via, other int32
+// roles names the controller of a 3-node cluster and the two others.
+func roles(ctx context.Context, c *testcluster.Cluster) (controller, via, other int32) {
+	controller = c.WaitController(ctx)
 	for _, id := range c.IDs() {
 		switch {
 		case id == controller:
@@ -138,6 +130,19 @@ func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
 			other = id
 		}
 	}
+	return controller, via, other
+}
+
+// TestClusterKafkaConsumerGroupThroughAnyNode: a franz-go group consumer
+// (KIP-848) that knows only a node that is not the controller finds its
+// coordinator there (the node passes the group's calls on), reads every
+// record of a replicated topic and commits; the commits are read back
+// over gRPC through a third node.
+func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
+	c, addrs := kafkaCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	controller, via, other := roles(ctx, c)
 	createTopic(t, c, via, "kgt", 3, 3)
 	for p := range int32(3) {
 		c.WaitLeader(ctx, "kgt", p)
@@ -213,17 +218,7 @@ func testKafkaGroupFailover(t *testing.T, protocol kgo.Opt) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	controller := c.WaitController(ctx)
-	var via, other int32
-	for _, id := range c.IDs() {
-		switch {
-		case id == controller:
-		case via == 0:
-			via = id
-		default:
-			other = id
-		}
-	}
+	controller, via, other := roles(ctx, c)
 	addr := addrs[via]
 	createTopic(t, c, via, "kf", 2, 3)
 	for p := range int32(2) {

@@ -704,7 +704,16 @@ type ConsumerGroupHeartbeatRequest struct {
 	RebalanceTimeoutMs int32 `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
 	// A server-side assignor (group.consumer.assignors); "" the default or
 	// unchanged.
-	Assignor      string `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Assignor string `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	// A member of Kafka's classic group protocol (JoinGroup, Heartbeat),
+	// which learns of a new assignment only by rejoining; the Kafka
+	// listener sets it. Then member_epoch 0 with a member the group has is
+	// a rejoin at its epoch, keeping the partitions listed in owned (a join
+	// owning partitions, of a member the group does not have, is
+	// UNKNOWN_MEMBER_ID); and a heartbeat at the member's epoch without
+	// owned changes nothing but its session: it is answered its current
+	// assignment, always, and rejoin when a rejoin would change it.
+	Classic       bool `protobuf:"varint,8,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -786,6 +795,13 @@ func (x *ConsumerGroupHeartbeatRequest) GetAssignor() string {
 		return x.Assignor
 	}
 	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetClassic() bool {
+	if x != nil {
+		return x.Classic
+	}
+	return false
 }
 
 type GroupSubscription struct {
@@ -945,10 +961,10 @@ type ConsumerGroupHeartbeatResponse struct {
 	// How often to heartbeat (group.consumer.heartbeat.interval.ms).
 	HeartbeatIntervalMs int32 `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// Present when it changed, and in the answer to a full heartbeat
-	// (subscription, owned and rebalance timeout all set): every partition
-	// the member may use from now on. It first stops using (and commits) those it owns that are not
-	// here, then starts on the new ones, and lists what it uses in its next
-	// heartbeat.
+	// (subscription, owned and rebalance timeout all set) or a classic one:
+	// every partition the member may use from now on. It first stops using
+	// (and commits) those it owns that are not here, then starts on the new
+	// ones, and lists what it uses in its next heartbeat.
 	Assignment *GroupAssignment `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
 	// The session timeout (group.consumer.session.timeout.ms): a member
 	// not heard from for this long is removed and its partitions given to
@@ -957,8 +973,11 @@ type ConsumerGroupHeartbeatResponse struct {
 	// using its partitions and joins again, so that it never uses a
 	// partition the coordinator has already given to another member.
 	SessionTimeoutMs int32 `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// For a classic heartbeat: the coordinator has moved on (a new target,
+	// partitions to give up or now free to take), so the member rejoins.
+	Rejoin        bool `protobuf:"varint,6,opt,name=rejoin,proto3" json:"rejoin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
@@ -1024,6 +1043,13 @@ func (x *ConsumerGroupHeartbeatResponse) GetSessionTimeoutMs() int32 {
 		return x.SessionTimeoutMs
 	}
 	return 0
+}
+
+func (x *ConsumerGroupHeartbeatResponse) GetRejoin() bool {
+	if x != nil {
+		return x.Rejoin
+	}
+	return false
 }
 
 type DescribeGroupRequest struct {
@@ -2636,7 +2662,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\xb5\x02\n" +
+	"\x13DeleteGroupResponse\"\xcf\x02\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2644,7 +2670,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\fsubscription\x18\x04 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x12/\n" +
 	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\x120\n" +
 	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12\x1a\n" +
-	"\bassignor\x18\a \x01(\tR\bassignor\"A\n" +
+	"\bassignor\x18\a \x01(\tR\bassignor\x12\x18\n" +
+	"\aclassic\x18\b \x01(\bR\aclassic\"A\n" +
 	"\x11GroupSubscription\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
 	"\x05regex\x18\x02 \x01(\tR\x05regex\"I\n" +
@@ -2654,7 +2681,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xfd\x01\n" +
+	"partitions\"\x95\x02\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x122\n" +
@@ -2662,7 +2689,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\n" +
 	"assignment\x12,\n" +
-	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\",\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x12\x16\n" +
+	"\x06rejoin\x18\x06 \x01(\bR\x06rejoin\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\xa4\x02\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
