@@ -250,7 +250,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *string { return &c.MetricsListen }, checkHostPort),
 	boolKey("monitoring", "metrics.pprof.enable", "false", "Serve Go's profiler at /debug/pprof/ on metrics.listen.",
 		func(c *Config) *bool { return &c.MetricsPprofEnable }),
-	boolKey("monitoring", "metrics.requests.enable", "true", "Count gRPC calls by method and code, with latency histograms (quire_requests_total, quire_request_duration_seconds), and time produce and fetch queues (quire_request_queue_seconds).",
+	boolKey("monitoring", "metrics.requests.enable", "true", "Count gRPC calls by method and code (and Kafka requests by API), with latency histograms (quire_requests_total, quire_request_duration_seconds), and time produce and fetch queues (quire_request_queue_seconds).",
 		func(c *Config) *bool { return &c.MetricsRequestsEnable }),
 })
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -83,8 +84,18 @@ func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerSer
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return peer.NewContext(ctx, &peer.Peer{Addr: c.RemoteAddr(), LocalAddr: c.LocalAddr()})
 		},
-		Logger: b.logger.Named("kafka"),
+		Observe: b.observeKafka,
+		Logger:  b.logger.Named("kafka"),
 	})
+}
+
+// observeKafka counts a Kafka request with the gRPC calls, by API
+// (quire_requests_total{rpc="kafka/Produce"}), unless
+// metrics.requests.enable is off.
+func (b *Broker) observeKafka(api string, start time.Time, err error) {
+	if b.cfg.MetricsRequestsEnable {
+		b.rpcStats.Observe(api, start, err)
+	}
 }
 
 // kafkaBackend is kafka.Backend over the gRPC services' handlers.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
@@ -61,7 +63,13 @@ type Config struct {
 	// under, derived from ctx (the broker tags it with the listener, so
 	// Metadata gives that listener's addresses); nil keeps ctx.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
-	Logger      hclog.Logger
+	// Observe, when set, is told of every request handled: its API
+	// ("kafka/Produce"), when its handling began, and nil, or a gRPC
+	// status error for one that closed the connection (Unimplemented: an
+	// API or version not served; InvalidArgument: one that does not
+	// parse). The broker counts them with its gRPC calls.
+	Observe func(api string, start time.Time, err error)
+	Logger  hclog.Logger
 }
 
 // Server serves Kafka's protocol on listeners until Close.
@@ -332,10 +340,14 @@ type connState struct {
 
 // handle answers one request, appending the framed answer to out; an
 // empty answer is none (acks=0), an error closes the connection.
-func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) ([]byte, error) {
+func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ []byte, err error) {
+	start := time.Now()
 	h, req, body, err := parseHeader(buf)
 	if err != nil {
 		return out, err
+	}
+	if s.cfg.Observe != nil {
+		defer func() { s.cfg.Observe("kafka/"+kmsg.NameForKey(h.key), start, statusOf(err)) }()
 	}
 	if h.key == apiVersionsKey && !served(h.key, h.version) {
 		// A client newer than this server: answer in version 0 what is
@@ -360,6 +372,19 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) ([]
 	}
 	resp.SetVersion(h.version)
 	return frame(out, h, resp, req.IsFlexible() && h.key != apiVersionsKey), nil
+}
+
+// statusOf is a request's outcome as a gRPC status error, for Observe.
+func statusOf(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errUnsupported):
+		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, errMalformed):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Unknown, err.Error())
 }
 
 // frame appends a response: size, correlation id, the header's (empty)

@@ -90,11 +90,16 @@ func (f *fakeBackend) FetchOffsets(context.Context, *quirev1.FetchOffsetsRequest
 // to it.
 func startServer(t *testing.T, backend Backend) (*Server, *kconn) {
 	t.Helper()
+	return startServerConfig(t, Config{Backend: backend, MaxRequestBytes: 1 << 20})
+}
+
+func startServerConfig(t *testing.T, cfg Config) (*Server, *kconn) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Config{Backend: backend, MaxRequestBytes: 1 << 20})
+	s := NewServer(cfg)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
 	t.Cleanup(func() {
@@ -939,5 +944,39 @@ func TestKafkaGroups(t *testing.T) {
 	backend.mu.Unlock()
 	if len(all.Partitions) != 0 {
 		t.Fatalf("no topic list asked the backend for %v, want every committed offset", all.Partitions)
+	}
+}
+
+// TestKafkaObserve: every request handled is told to Observe by API, with
+// nil for one answered and Unimplemented for one not served (which closes
+// the connection).
+func TestKafkaObserve(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	_, k := startServerConfig(t, Config{Backend: &fakeBackend{}, MaxRequestBytes: 1 << 20,
+		Observe: func(api string, start time.Time, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if start.IsZero() || time.Since(start) < 0 {
+				t.Errorf("%s observed with start %v", api, start)
+			}
+			seen = append(seen, fmt.Sprintf("%s %v", api, status.Code(err)))
+		}})
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 3
+	k.request(av)
+	avr := kmsg.NewPtrApiVersionsResponse()
+	avr.Version = 3
+	k.response(avr, false)
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version = 5
+	k.request(dg)
+	if !k.closed() {
+		t.Fatal("connection still open after DescribeGroups")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/DescribeGroups Unimplemented]" {
+		t.Fatalf("observed %s", got)
 	}
 }

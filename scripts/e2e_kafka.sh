@@ -17,7 +17,8 @@
 #   5. shares a topic between two kcat -G members (the classic group
 #      protocol): each record read once, both members reading, the
 #      offsets committed, and a later member starting at them;
-#   6. runs the README's kcat block as printed.
+#   6. runs the README's kcat block as printed;
+#   7. finds the Kafka requests in quire_requests_total.
 #
 # Without kcat (not installable) the script is skipped with a message;
 # QUIRE_REQUIRE_KCAT=1 makes that an error.
@@ -184,4 +185,11 @@ grep -q "broker 1 at $kafka" <<<"$out" || fail "README kcat block: kcat -L outpu
 grep -q "^readers *greetings *0 *2 *2 *0 " <<<"$out" || fail "README kcat block: the group's committed offset: $out"
 
 grep -q 'protocol=kafka' "$tmp/node.log" || fail "the node's log does not say which listener speaks Kafka's protocol"
+
+step "Kafka requests are counted with the gRPC calls (quire_requests_total, --dev's /metrics)"
+metrics=$(curl -fsS --max-time 5 http://127.0.0.1:9404/metrics) || fail "no /metrics on the dev node's 127.0.0.1:9404"
+for api in Produce Fetch JoinGroup SyncGroup Heartbeat OffsetCommit; do
+	grep -Eq "^quire_requests_total\{code=\"OK\",rpc=\"kafka/$api\"\} [1-9]" <<<"$metrics" ||
+		fail "no kafka/$api in quire_requests_total: $(grep 'rpc="kafka/' <<<"$metrics" | head -20)"
+done
 step "ok"
