@@ -97,7 +97,8 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	if g != nil {
 		mem = g.members[hb.MemberID]
 	}
-	if hb.Classic && hb.MemberEpoch == JoinEpoch {
+	classicJoin := hb.Classic && hb.MemberEpoch == JoinEpoch
+	if classicJoin {
 		switch {
 		case mem != nil:
 			hb.MemberEpoch = mem.epoch // a rejoin keeps what it still owns
@@ -153,7 +154,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 			return Response{}, nil, err
 		}
 		m.update(g, mem, hb, emit)
-		if hb.Classic && !hb.HasOwned {
+		if hb.Classic && !classicJoin && !hb.HasOwned {
 			return m.classicHeartbeat(g, mem, hb, emit), recs, nil
 		}
 
