@@ -172,6 +172,14 @@ func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.C
 	return k.groups.ConsumerGroupHeartbeat(ctx, req)
 }
 
+func (k kafkaBackend) DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
+	return k.groups.DescribeGroup(ctx, req)
+}
+
+func (k kafkaBackend) ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
+	return k.groups.ListGroups(ctx, req)
+}
+
 func (k kafkaBackend) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
 	return k.groups.CommitOffsets(ctx, req)
 }

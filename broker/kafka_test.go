@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
@@ -331,6 +332,22 @@ func testKafkaConsumerGroup(t *testing.T, protocols ...groupProtocol) {
 			t.Fatalf("the group did not settle with two partitions a member: %v", d)
 		}
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	// Kafka's admin requests see the same group.
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"kgroup"}
+	dr, err := dg.RequestWith(ctx, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := dr.Groups[0]; g.ErrorCode != 0 || g.State != "Stable" || g.ProtocolType != "consumer" || len(g.Members) != 2 {
+		t.Fatalf("DescribeGroups over Kafka's protocol: %+v", g)
+	}
+	for _, m := range dr.Groups[0].Members {
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(m.MemberAssignment); err != nil || len(a.Topics) != 1 || len(a.Topics[0].Partitions) != 2 {
+			t.Fatalf("DescribeGroups: member %s assigned %+v (%v)", m.MemberID, a, err)
+		}
 	}
 	close(stop)
 	for range 2 {

@@ -23,7 +23,8 @@
 // both protocols over the one coordinator: KIP-848's, the node's own
 // (ConsumerGroupHeartbeat), and the classic one (JoinGroup, SyncGroup,
 // Heartbeat, LeaveGroup; classic.go), with FindCoordinator, OffsetCommit
-// and OffsetFetch. Transactions, admin requests and SASL are not: a
+// and OffsetFetch, and the admin tools' DescribeGroups and ListGroups
+// (describe.go). Transactions, other admin requests and SASL are not: a
 // client asking for them finds them missing from ApiVersions. A request
 // for an API or version not served closes the connection (it cannot be
 // parsed), as Kafka does;

@@ -45,6 +45,8 @@ type Backend interface {
 	// listener: any node takes a group's requests.
 	Coordinator(ctx context.Context) (*quirev1.Broker, error)
 	ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
+	ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error)
 	CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error)
 	FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error)
 }
@@ -432,6 +434,10 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 	case *kmsg.HeartbeatRequest:
 		cs.classic = true
 		return heartbeat(ctx, b, req), nil
+	case *kmsg.DescribeGroupsRequest:
+		return describeGroups(ctx, b, req), nil
+	case *kmsg.ListGroupsRequest:
+		return listGroups(ctx, b), nil
 	case *kmsg.LeaveGroupRequest:
 		cs.classic = true
 		return leaveGroup(ctx, b, req), nil

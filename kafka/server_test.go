@@ -78,6 +78,20 @@ func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerG
 	return nil, status.Error(codes.Unimplemented, "no groups here")
 }
 
+func (f *fakeBackend) DescribeGroup(_ context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
+	if req.Group == "gone" {
+		st, _ := status.New(codes.NotFound, "no group").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND})
+		return nil, st.Err()
+	}
+	return &quirev1.DescribeGroupResponse{Group: req.Group, State: "reconciling", Assignor: "uniform",
+		Members: []*quirev1.GroupMemberDescription{{MemberId: "m1", ClientAddress: "10.0.0.1:5", Topics: []string{"t"},
+			Assigned: &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}}}}, nil
+}
+
+func (f *fakeBackend) ListGroups(context.Context, *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
+	return &quirev1.ListGroupsResponse{Groups: []*quirev1.GroupListing{{Group: "a"}, {Group: "b"}}}, nil
+}
+
 func (f *fakeBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
 	return &quirev1.CommitOffsetsResponse{}, nil
 }
@@ -194,7 +208,7 @@ func TestKafkaApiVersions(t *testing.T) {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
 	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 22: {0, 4}, 68: {1, 1},
-		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}}
+		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 3}}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
 	}
@@ -225,12 +239,11 @@ func TestKafkaApiVersions(t *testing.T) {
 // the connection is closed, as Kafka does.
 func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
 	_, k := startServer(t, &fakeBackend{})
-	req := kmsg.NewPtrDescribeGroupsRequest()
+	req := kmsg.NewPtrCreateTopicsRequest()
 	req.Version = 5
-	req.Groups = []string{"g"}
 	k.request(req)
 	if !k.closed() {
-		t.Fatal("connection still open after DescribeGroups")
+		t.Fatal("connection still open after CreateTopics")
 	}
 }
 
@@ -968,15 +981,58 @@ func TestKafkaObserve(t *testing.T) {
 	avr := kmsg.NewPtrApiVersionsResponse()
 	avr.Version = 3
 	k.response(avr, false)
-	dg := kmsg.NewPtrDescribeGroupsRequest()
-	dg.Version = 5
-	k.request(dg)
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.Version = 5
+	k.request(ct)
 	if !k.closed() {
-		t.Fatal("connection still open after DescribeGroups")
+		t.Fatal("connection still open after CreateTopics")
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/DescribeGroups Unimplemented]" {
+	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/CreateTopics Unimplemented]" {
 		t.Fatalf("observed %s", got)
+	}
+}
+
+// TestKafkaDescribeAndListGroups: DescribeGroups gives the coordinator's
+// description in the classic form (a state, members with their
+// subscription and assignment encoded as consumers encode them), an
+// unknown group as Dead; ListGroups lists the groups.
+func TestKafkaDescribeAndListGroups(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups = 5, []string{"g", "gone"}
+	k.request(dg)
+	dr := kmsg.NewPtrDescribeGroupsResponse()
+	dr.Version = 5
+	k.response(dr, true)
+	if len(dr.Groups) != 2 || dr.Groups[1].State != "Dead" || dr.Groups[1].ErrorCode != 0 {
+		t.Fatalf("DescribeGroups: %+v", dr.Groups)
+	}
+	g := dr.Groups[0]
+	if g.ErrorCode != 0 || g.State != "CompletingRebalance" || g.ProtocolType != "consumer" || g.Protocol != "uniform" || len(g.Members) != 1 {
+		t.Fatalf("DescribeGroups g: %+v", g)
+	}
+	m := g.Members[0]
+	var meta kmsg.ConsumerMemberMetadata
+	var a kmsg.ConsumerMemberAssignment
+	if err := meta.ReadFrom(m.ProtocolMetadata); err != nil || fmt.Sprint(meta.Topics) != "[t]" {
+		t.Fatalf("member metadata %+v (%v)", meta, err)
+	}
+	if err := a.ReadFrom(m.MemberAssignment); err != nil || len(a.Topics) != 1 || fmt.Sprint(a.Topics[0].Partitions) != "[0 1]" {
+		t.Fatalf("member assignment %+v (%v)", a, err)
+	}
+	if m.MemberID != "m1" || m.ClientHost != "10.0.0.1:5" {
+		t.Fatalf("member %+v", m)
+	}
+
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.Version = 3
+	k.request(lg)
+	lr := kmsg.NewPtrListGroupsResponse()
+	lr.Version = 3
+	k.response(lr, true)
+	if lr.ErrorCode != 0 || len(lr.Groups) != 2 || lr.Groups[1].Group != "b" || lr.Groups[1].ProtocolType != "consumer" {
+		t.Fatalf("ListGroups: %+v", lr)
 	}
 }

@@ -1,0 +1,76 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Kafka's admin tools list and describe groups with the classic
+// protocol's ListGroups and DescribeGroups (kafka-consumer-groups.sh,
+// franz-go's kadm): answered for every group, whatever protocol its
+// members speak, from the coordinator's description.
+
+// groupStates are the classic states of the coordinator's group states.
+var groupStates = map[string]string{
+	"empty":       "Empty",
+	"assigning":   "PreparingRebalance",
+	"reconciling": "CompletingRebalance",
+	"stable":      "Stable",
+}
+
+// describeGroups describes each group asked for; one the coordinator
+// does not have is Dead, as Kafka answers it.
+func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	resp := kmsg.NewPtrDescribeGroupsResponse()
+	for _, id := range req.Groups {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group, g.AuthorizedOperations = id, -2147483648 // not asked for, or not served
+		d, err := b.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: id})
+		switch code, msg := groupError(err); {
+		case code == kerr.GroupIDNotFound.Code:
+			g.State = "Dead"
+		case err != nil:
+			g.ErrorCode, g.ErrorMessage = code, kmsg.StringPtr(msg)
+		default:
+			g.State, g.ProtocolType, g.Protocol = groupStates[d.State], classicType, d.Assignor
+			for _, m := range d.Members {
+				gm := kmsg.NewDescribeGroupsResponseGroupMember()
+				gm.MemberID, gm.ClientHost = m.MemberId, m.ClientAddress
+				meta := kmsg.NewConsumerMemberMetadata()
+				meta.Topics = m.Topics
+				gm.ProtocolMetadata = meta.AppendTo(nil)
+				a := kmsg.NewConsumerMemberAssignment()
+				for _, t := range m.GetAssigned().GetTopics() {
+					at := kmsg.NewConsumerMemberAssignmentTopic()
+					at.Topic, at.Partitions = t.Topic, t.Partitions
+					a.Topics = append(a.Topics, at)
+				}
+				gm.MemberAssignment = a.AppendTo(nil)
+				g.Members = append(g.Members, gm)
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// listGroups lists the groups with committed offsets, all of consumers'
+// protocol type.
+func listGroups(ctx context.Context, b Backend) *kmsg.ListGroupsResponse {
+	resp := kmsg.NewPtrListGroupsResponse()
+	out, err := b.ListGroups(ctx, &quirev1.ListGroupsRequest{})
+	if err != nil {
+		resp.ErrorCode, _ = groupError(err)
+		return resp
+	}
+	for _, l := range out.Groups {
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType = l.Group, classicType
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
