@@ -15,8 +15,9 @@
 #   4. answers a fetch past the end of the log with OFFSET_OUT_OF_RANGE
 #      (kcat -o 100 with no reset);
 #   5. shares a topic between two kcat -G members (the classic group
-#      protocol): each record read once, both members reading, the
-#      offsets committed, and a later member starting at them;
+#      protocol, eager and cooperative): each record read once, both
+#      members reading, the offsets committed, and a later member
+#      starting at them;
 #   6. runs the README's kcat block as printed;
 #   7. finds the Kafka requests in quire_requests_total.
 #
@@ -92,7 +93,15 @@ until "$quire" --brokers "$grpc" cluster info >/dev/null 2>&1; do
 	sleep 0.2
 done
 # The server runs under the block's shell: stop it by its data directory.
-stop_node() { pkill -f -- "--data-dir ./quire-kafka-data" 2>/dev/null || true; }
+# It is waited for (10s at most), so the data directory is not being
+# written as the temp dir is removed.
+stop_node() {
+	pkill -f -- "--data-dir ./quire-kafka-data" 2>/dev/null || return 0
+	local deadline=$((SECONDS + 10))
+	while pgrep -f -- "--data-dir ./quire-kafka-data" >/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+		sleep 0.1
+	done
+}
 trap 'stop_node; cleanup' EXIT
 
 # kc ARGS...: kcat against the Kafka listener, bounded in time.
@@ -132,50 +141,71 @@ set -e
 grep -qi "out of range" "$tmp/oor.log" || fail "kcat -o 100: no offset out of range error: $(tail -5 "$tmp/oor.log")"
 [ ! -s "$tmp/oor.txt" ] || fail "kcat -o 100 printed records: $(cat "$tmp/oor.txt")"
 
-step "two kcat -G members (the classic group protocol) share a topic: every record read once, offsets committed"
-"$quire" --brokers "$grpc" topic create kg -p 4 >/dev/null || fail "create topic kg"
-for p in 0 1 2 3; do
-	seq 1 25 | sed "s/^/p$p-/" | "$quire" --brokers "$grpc" produce kg -p "$p" >/dev/null || fail "quire produce kg -p $p"
-done
 # kcat's -o would restart every partition it is given at that offset;
 # auto.offset.reset starts only those never committed. exec: a member's
 # pid is its timeout, which passes a TERM on.
-member() { exec timeout 120 kcat -b "$kafka" -G kgroup -X auto.offset.reset=earliest -f '%p %s\n' "$@" kg 2>>"$tmp/kcat.log"; }
-member >"$tmp/m1.txt" &
-m1=$!
-member >"$tmp/m2.txt" &
-m2=$!
-# describe GROUP: the group's first line once it matches $2, within 60s.
+# member TOPIC STRATEGY [ARGS...]: a kcat -G member reading TOPIC, in the
+# group named after it.
+member() {
+	local topic=$1 strategy=$2
+	shift 2
+	exec timeout 120 kcat -b "$kafka" -G "$topic-group" -X auto.offset.reset=earliest \
+		-X partition.assignment.strategy="$strategy" -f '%p %s\n' "$@" "$topic" 2>>"$tmp/kcat.log"
+}
+# settled GROUP PATTERN: waits (60s at most) for the first line of
+# quire group describe GROUP to match PATTERN.
 settled() {
 	local deadline=$((SECONDS + 60)) line
 	while :; do
-		line=$("$quire" --brokers "$grpc" group describe kgroup 2>/dev/null | sed -n 1p)
-		grep -q "$1" <<<"$line" && return 0
-		[ "$SECONDS" -lt "$deadline" ] || fail "group kgroup: '$line', waited 60s for /$1/"
+		line=$("$quire" --brokers "$grpc" group describe "$1" 2>/dev/null | sed -n 1p)
+		grep -q "$2" <<<"$line" && return 0
+		[ "$SECONDS" -lt "$deadline" ] || fail "group $1: '$line', waited 60s for /$2/"
 		sleep 0.2
 	done
 }
-settled "stable.* 2 members"
-for p in 0 1 2 3; do
-	seq 26 50 | sed "s/^/p$p-/" | "$quire" --brokers "$grpc" produce kg -p "$p" >/dev/null || fail "quire produce kg -p $p"
-done
-# Every partition committed at its end (auto-commit, every 5s), then
-# both leave.
-deadline=$((SECONDS + 60))
-until [ "$("$quire" --brokers "$grpc" group describe kgroup | awk '$2 == "kg" && $4 == 50' | wc -l)" = 4 ]; do
-	[ "$SECONDS" -lt "$deadline" ] || fail "kgroup did not commit offset 50 on all 4 partitions: $("$quire" --brokers "$grpc" group describe kgroup)"
-	sleep 0.2
-done
-kill -TERM "$m1" "$m2"
-wait "$m1" "$m2" || true
-settled "empty, .* 0 members"
-want=$(for p in 0 1 2 3; do seq 1 50 | sed "s/^/$p p$p-/"; done | sort)
-got=$(cat "$tmp/m1.txt" "$tmp/m2.txt" | sort)
-[ "$got" = "$want" ] || fail "the two members read (diff want got): $(diff <(echo "$want") <(echo "$got") | head -20)"
-[ -s "$tmp/m1.txt" ] && [ -s "$tmp/m2.txt" ] || fail "one member read nothing: $(wc -l "$tmp/m1.txt" "$tmp/m2.txt")"
-seq 51 60 | "$quire" --brokers "$grpc" produce kg -p 1 >/dev/null || fail "quire produce kg -p 1"
-got=$(member -e) || fail "a third kcat -G member failed"
-[ "$(sort <<<"$got")" = "$(seq 51 60 | sed 's/^/1 /' | sort)" ] || fail "a new member did not start at the committed offsets: $got"
+# produce_kg TOPIC FROM TO: records pP-FROM..pP-TO to each partition P of
+# TOPIC's four.
+produce_kg() {
+	for p in 0 1 2 3; do
+		seq "$2" "$3" | sed "s/^/p$p-/" | "$quire" --brokers "$grpc" produce "$1" -p "$p" >/dev/null || fail "quire produce $1 -p $p"
+	done
+}
+# share TOPIC STRATEGY: two kcat -G members with STRATEGY share TOPIC (4
+# partitions): its 200 records (half produced once they share it) read
+# once each, all committed as they leave; a third member starts at the
+# commits.
+share() {
+	local topic=$1 strategy=$2 group=$1-group m1 m2 deadline want got
+	"$quire" --brokers "$grpc" topic create "$topic" -p 4 >/dev/null || fail "create topic $topic"
+	produce_kg "$topic" 1 25
+	member "$topic" "$strategy" >"$tmp/$topic-1.txt" &
+	m1=$!
+	member "$topic" "$strategy" >"$tmp/$topic-2.txt" &
+	m2=$!
+	settled "$group" "stable.* 2 members"
+	produce_kg "$topic" 26 50
+	# Every partition committed at its end (auto-commit, every 5s), then
+	# both leave.
+	deadline=$((SECONDS + 60))
+	until [ "$("$quire" --brokers "$grpc" group describe "$group" | awk -v t="$topic" '$2 == t && $4 == 50' | wc -l)" = 4 ]; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "$group did not commit offset 50 on all 4 partitions: $("$quire" --brokers "$grpc" group describe "$group")"
+		sleep 0.2
+	done
+	kill -TERM "$m1" "$m2"
+	wait "$m1" "$m2" || true
+	settled "$group" "empty, .* 0 members"
+	want=$(for p in 0 1 2 3; do seq 1 50 | sed "s/^/$p p$p-/"; done | sort)
+	got=$(cat "$tmp/$topic-1.txt" "$tmp/$topic-2.txt" | sort)
+	[ "$got" = "$want" ] || fail "$strategy: the two members read (diff want got): $(diff <(echo "$want") <(echo "$got") | head -20)"
+	[ -s "$tmp/$topic-1.txt" ] && [ -s "$tmp/$topic-2.txt" ] || fail "$strategy: one member read nothing: $(wc -l "$tmp/$topic-"*.txt)"
+	seq 51 60 | "$quire" --brokers "$grpc" produce "$topic" -p 1 >/dev/null || fail "quire produce $topic -p 1"
+	got=$(member "$topic" "$strategy" -e) || fail "$strategy: a third kcat -G member failed"
+	[ "$(sort <<<"$got")" = "$(seq 51 60 | sed 's/^/1 /' | sort)" ] || fail "$strategy: a new member did not start at the committed offsets: $got"
+}
+step "two kcat -G members (the classic group protocol, eager: range) share a topic: every record read once, offsets committed"
+share kg-range range
+step "the same with the cooperative protocol (cooperative-sticky, incremental rebalances)"
+share kg-coop cooperative-sticky
 
 step "the README's kcat block, exactly as printed"
 out=$(QUIRE_BROKERS=$grpc run_readme_block kafka "$tmp/readme" "$ports" 2>&1) || fail "the README's kcat block failed: $out"
