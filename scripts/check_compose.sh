@@ -75,6 +75,7 @@ normalize() {
 		k == "QUIRE_INTER_BROKER_LISTENER_NAME" { next } # compose only
 		k == "QUIRE_LISTENERS" { next }            # bind addresses, per side
 		k == "QUIRE_METRICS_LISTEN" { next }       # compose only (one port per container)
+		k == "QUIRE_KAFKA_LISTENER_NAMES" { next } # compose only (a listener of its own)
 		k == "QUIRE_LOG_DIRS" { v = "<path>" }     # a path on each side
 		k == "QUIRE_ADVERTISED_LISTENERS" && v ~ /:\/\// {
 			ext = ""

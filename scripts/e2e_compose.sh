@@ -11,7 +11,8 @@
 # then every container is recreated in turn, as an upgrade does, with every
 # record still there.
 # A client in another container on the compose network sees the INTERNAL
-# addresses. Timings are printed as "e2e-compose: time ...".
+# addresses; kcat on the host sees the KAFKA ones and produces through
+# them. Timings are printed as "e2e-compose: time ...".
 #
 # It runs under its own compose project name, image tag and free host
 # ports, and removes its containers, network, volumes and image on every
@@ -212,6 +213,25 @@ out=$(docker run --rm --name "$client_name" --network "$network" --entrypoint qu
 for n in 1 2 3; do
 	grep -Eq "^$n\*? +quire$n:$((19091 + n)) " <<<"$out" || fail "node $n is not at quire$n:$((19091 + n)) inside the network: $out"
 done
+
+if ! command -v kcat >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	(apt-get install -y kcat || (apt-get update && apt-get install -y kcat)) >/dev/null 2>&1 || true
+fi
+if command -v kcat >/dev/null; then
+	step "kcat on the host: every node at its KAFKA address; records in through Kafka's protocol (acks=all), out through gRPC"
+	out=$(timeout 60 kcat -b "127.0.0.1:$QUIRE1_KAFKA_PORT" -L 2>&1) || fail "kcat -L: $out"
+	for n in 1 2 3; do
+		port_var=QUIRE${n}_KAFKA_PORT
+		grep -q "broker $n at 127.0.0.1:${!port_var}" <<<"$out" || fail "kcat -L: no broker $n at 127.0.0.1:${!port_var}: $out"
+	done
+	q topic create from-kafka -p 1 -r 3 >/dev/null || fail "topic create from-kafka"
+	seq 1 100 | timeout 60 kcat -b "127.0.0.1:$QUIRE2_KAFKA_PORT" -P -t from-kafka -p 0 -X acks=all 2>&1 || fail "kcat -P to the compose cluster"
+	got=$(q consume from-kafka -o start -n 100 -f '%v\n') || fail "quire consume from-kafka: $got"
+	[ "$got" = "$(seq 1 100)" ] || fail "quire consume read back what kcat produced: $(head -5 <<<"$got")"
+else
+	[ "${QUIRE_REQUIRE_KCAT:-0}" = 1 ] && fail "kcat is not installed (apt-get install kcat)"
+	step "SKIP: kcat is not installed; the compose cluster's KAFKA listeners were not checked"
+fi
 
 topic=failover
 partitions=3
