@@ -37,12 +37,13 @@ func (m *Machine) Tick(now time.Time) []Record {
 }
 
 // due tells whether the member is to be removed at now: silent past its
-// session, or still listing partitions to revoke past its rebalance
-// timeout.
+// session, or still listing partitions to revoke (or, classic, not
+// rejoined when told to) past its rebalance timeout.
 func (mem *member) due(now time.Time) bool {
 	expired := !now.Before(mem.sessionDeadline)
 	slow := mem.state == MemberUnrevokedPartitions && !mem.revokeDeadline.IsZero() && !now.Before(mem.revokeDeadline)
-	return expired || slow
+	late := !mem.rejoinDeadline.IsZero() && !now.Before(mem.rejoinDeadline)
+	return expired || slow || late
 }
 
 // NextDeadline is the earliest time at which Tick would remove a member,
@@ -52,7 +53,7 @@ func (m *Machine) NextDeadline() (time.Time, bool) {
 	found := false
 	for _, g := range m.groups {
 		for _, mem := range g.members {
-			for _, d := range []time.Time{mem.sessionDeadline, mem.revokeDeadline} {
+			for _, d := range []time.Time{mem.sessionDeadline, mem.revokeDeadline, mem.rejoinDeadline} {
 				if !d.IsZero() && (!found || d.Before(next)) {
 					next, found = d, true
 				}

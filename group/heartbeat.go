@@ -41,7 +41,9 @@ type Heartbeat struct {
 	// HasOwned (its Heartbeat, SyncGroup) only keeps its session, is
 	// answered its assignment and tells whether a rejoin would change it
 	// (Response.Rejoin): its epoch and assignment move only in its joins,
-	// so its commits at the generation it was given hold until then.
+	// so its commits at the generation it was given hold until then. One
+	// told to rejoin that has not within its rebalance timeout is removed
+	// by Tick.
 	Classic bool
 	Now     time.Time
 }
@@ -182,6 +184,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		mem.revokeDeadline = hb.Now.Add(mem.rebalanceTimeout)
 	}
 	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
+	mem.rejoinDeadline = time.Time{} // joined, or not classic
 
 	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}
 	// A full heartbeat (subscription, owned partitions and rebalance
@@ -203,10 +206,18 @@ func (m *Machine) classicHeartbeat(g *group, mem *member, hb Heartbeat, emit fun
 	}
 	cur := mem.assignmentRecord(g.id)
 	next := m.reconcile(g, mem, nil, false)
+	rejoin := mem.state == MemberUnrevokedPartitions || !equalAssignment(cur, next)
 	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
+	switch {
+	case !rejoin:
+		mem.rejoinDeadline = time.Time{}
+	case mem.rejoinDeadline.IsZero():
+		// Its rebalance timeout runs from the first answer that tells
+		// it to rejoin (as the revocation's does for KIP-848's members).
+		mem.rejoinDeadline = hb.Now.Add(mem.rebalanceTimeout)
+	}
 	return Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout,
-		Assignment: slices.Clone(mem.assigned), HasAssignment: true,
-		Rejoin: mem.state == MemberUnrevokedPartitions || !equalAssignment(cur, next)}
+		Assignment: slices.Clone(mem.assigned), HasAssignment: true, Rejoin: rejoin}
 }
 
 // update records what a heartbeat changes of a member's metadata, and

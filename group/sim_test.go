@@ -531,6 +531,13 @@ func (s *sim) classicBeat(c *simClient) {
 	}
 	if resp.Rejoin {
 		s.stats["classic told to rejoin"]++
+		if c.revokeBy.IsZero() {
+			// The coordinator removes it a rebalance timeout after the
+			// first answer that said rejoin, unless it has rejoined by
+			// then; it drops everything then too (as Kafka's clients do
+			// past max.poll.interval.ms).
+			c.revokeBy = hb.Now.Add(simRebalanceTimeout)
+		}
 		if !c.laggy || !s.faults || s.rng.Intn(3) > 0 {
 			c.rejoin = true
 			c.nextAt = s.now

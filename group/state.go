@@ -55,6 +55,11 @@ type member struct {
 	// In memory only.
 	sessionDeadline time.Time
 	revokeDeadline  time.Time // while in MemberUnrevokedPartitions
+	// rejoinDeadline, for a classic member told to rejoin, is when its
+	// rebalance timeout from the first such answer runs out: a member
+	// that heartbeats but never rejoins is removed then, not left
+	// holding partitions others wait for.
+	rejoinDeadline time.Time
 }
 
 func (g *group) sortedMembers() []*member {

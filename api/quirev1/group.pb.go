@@ -712,7 +712,9 @@ type ConsumerGroupHeartbeatRequest struct {
 	// owning partitions, of a member the group does not have, is
 	// UNKNOWN_MEMBER_ID); and a heartbeat at the member's epoch without
 	// owned changes nothing but its session: it is answered its current
-	// assignment, always, and rejoin when a rejoin would change it.
+	// assignment, always, and rejoin when a rejoin would change it (one
+	// that has not rejoined a rebalance timeout after it was first told to
+	// is removed).
 	Classic       bool `protobuf:"varint,8,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
