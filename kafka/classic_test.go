@@ -238,11 +238,11 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	}
 
 	// A classic member's commit at an epoch passed rejoins: the
-	// connection spoke the classic protocol. KIP-848's members get
-	// STALE_MEMBER_EPOCH.
-	commit := func(k *kconn) int16 {
+	// connection spoke the classic protocol, or the version is before
+	// KIP-848's (9). KIP-848's members get STALE_MEMBER_EPOCH.
+	commit := func(k *kconn, version int16) int16 {
 		oc := kmsg.NewPtrOffsetCommitRequest()
-		oc.Version, oc.Group, oc.MemberID, oc.Generation = 8, "g", "m", 4
+		oc.Version, oc.Group, oc.MemberID, oc.Generation = version, "g", "m", 4
 		ot := kmsg.NewOffsetCommitRequestTopic()
 		ot.Topic = "t"
 		op := kmsg.NewOffsetCommitRequestTopicPartition()
@@ -251,16 +251,19 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 		oc.Topics = append(oc.Topics, ot)
 		k.request(oc)
 		resp := kmsg.NewPtrOffsetCommitResponse()
-		resp.Version = 8
-		k.response(resp, true)
+		resp.Version = version
+		k.response(resp, version >= 8)
 		return resp.Topics[0].Partitions[0].ErrorCode
 	}
-	if got := commit(k); got != kerr.RebalanceInProgress.Code {
+	if got := commit(k, 9); got != kerr.RebalanceInProgress.Code {
 		t.Fatalf("a classic member's stale commit: code %d", got)
 	}
 	_, k2 := startServer(t, backend)
-	if got := commit(k2); got != kerr.StaleMemberEpoch.Code {
+	if got := commit(k2, 9); got != kerr.StaleMemberEpoch.Code {
 		t.Fatalf("a KIP-848 member's stale commit: code %d", got)
+	}
+	if got := commit(k2, 7); got != kerr.RebalanceInProgress.Code {
+		t.Fatalf("a stale commit v7, on a connection that spoke no group protocol: code %d", got)
 	}
 
 	// LeaveGroup: one member (v2), or each of several with its own code.

@@ -157,7 +157,9 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 // generation field, in KIP-848's versions, the generation a classic
 // member was given, which is its epoch); a client with no member id
 // commits as no member. classic is a connection that speaks the classic
-// group protocol, whose members rejoin on a commit at an epoch passed.
+// group protocol, whose members rejoin on a commit at an epoch passed
+// (REBALANCE_IN_PROGRESS, not KIP-848's STALE_MEMBER_EPOCH), as do those
+// of any commit before v9.
 func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest, classic bool) *kmsg.OffsetCommitResponse {
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	in := &quirev1.CommitOffsetsRequest{Group: req.Group}
@@ -180,7 +182,9 @@ func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest,
 	if len(in.Offsets) > 0 {
 		if _, err := b.CommitOffsets(ctx, in); err != nil {
 			code, _ = groupError(err)
-			if classic {
+			if classic || req.Version < 9 {
+				// Before v9 only the classic protocol commits as a
+				// member; from v9 either may.
 				code = classicError(err)
 			}
 		}
