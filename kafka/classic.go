@@ -139,14 +139,20 @@ func syncGroup(ctx context.Context, b Backend, req *kmsg.SyncGroupRequest) *kmsg
 		resp.ErrorCode = code
 		return resp
 	}
+	resp.MemberAssignment = encodeAssignment(out.GetAssignment())
+	return resp
+}
+
+// encodeAssignment is a set of partitions as consumers encode their
+// assignment (ConsumerProtocolAssignment v0).
+func encodeAssignment(in *quirev1.GroupAssignment) []byte {
 	a := kmsg.NewConsumerMemberAssignment()
-	for _, t := range out.GetAssignment().GetTopics() {
+	for _, t := range in.GetTopics() {
 		at := kmsg.NewConsumerMemberAssignmentTopic()
 		at.Topic, at.Partitions = t.Topic, t.Partitions
 		a.Topics = append(a.Topics, at)
 	}
-	resp.MemberAssignment = a.AppendTo(nil)
-	return resp
+	return a.AppendTo(nil)
 }
 
 // heartbeat keeps a classic member in its group, and tells it to rejoin

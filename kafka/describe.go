@@ -43,13 +43,7 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 				meta := kmsg.NewConsumerMemberMetadata()
 				meta.Topics = m.Topics
 				gm.ProtocolMetadata = meta.AppendTo(nil)
-				a := kmsg.NewConsumerMemberAssignment()
-				for _, t := range m.GetAssigned().GetTopics() {
-					at := kmsg.NewConsumerMemberAssignmentTopic()
-					at.Topic, at.Partitions = t.Topic, t.Partitions
-					a.Topics = append(a.Topics, at)
-				}
-				gm.MemberAssignment = a.AppendTo(nil)
+				gm.MemberAssignment = encodeAssignment(m.Assigned)
 				g.Members = append(g.Members, gm)
 			}
 		}
