@@ -33,9 +33,10 @@ import (
 //     REBALANCE_IN_PROGRESS for as long as a rejoin would change its
 //     assignment (a new target, partitions to give up, partitions now
 //     free to take): level-triggered, so an answer lost or ignored in
-//     the middle of a join is given again. A cooperative member given
-//     less than it owns gives the rest up and rejoins at once, as the
-//     protocol has it.
+//     the middle of a join is given again; one that has not rejoined
+//     within its rebalance timeout is removed. A cooperative member
+//     given less than it owns gives the rest up and rejoins at once, as
+//     the protocol has it.
 //   - LeaveGroup leaves.
 //
 // Nothing is kept on the listener, so a member may move to another node.
