@@ -95,7 +95,7 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 		owned.Topics = append(owned.Topics, &quirev1.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
 	}
 	rebalance := req.RebalanceTimeoutMillis
-	if req.Version == 0 || rebalance <= 0 {
+	if rebalance <= 0 { // v0 has none
 		rebalance = req.SessionTimeoutMillis
 	}
 	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{

@@ -181,11 +181,12 @@ func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest,
 	code := int16(0)
 	if len(in.Offsets) > 0 {
 		if _, err := b.CommitOffsets(ctx, in); err != nil {
-			code, _ = groupError(err)
 			if classic || req.Version < 9 {
 				// Before v9 only the classic protocol commits as a
 				// member; from v9 either may.
 				code = classicError(err)
+			} else {
+				code, _ = groupError(err)
 			}
 		}
 	}

@@ -343,7 +343,10 @@ type connState struct {
 // handle answers one request, appending the framed answer to out; an
 // empty answer is none (acks=0), an error closes the connection.
 func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ []byte, err error) {
-	start := time.Now()
+	var start time.Time
+	if s.cfg.Observe != nil {
+		start = time.Now()
+	}
 	h, req, body, err := parseHeader(buf)
 	if err != nil {
 		return out, err

@@ -214,10 +214,7 @@ for n in 1 2 3; do
 	grep -Eq "^$n\*? +quire$n:$((19091 + n)) " <<<"$out" || fail "node $n is not at quire$n:$((19091 + n)) inside the network: $out"
 done
 
-if ! command -v kcat >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-	(apt-get install -y kcat || (apt-get update && apt-get install -y kcat)) >/dev/null 2>&1 || true
-fi
-if command -v kcat >/dev/null; then
+if have_kcat /dev/null; then
 	step "kcat on the host: every node at its KAFKA address; records in through Kafka's protocol (acks=all), out through gRPC"
 	out=$(timeout 60 kcat -b "127.0.0.1:$QUIRE1_KAFKA_PORT" -L 2>&1) || fail "kcat -L: $out"
 	for n in 1 2 3; do

@@ -52,13 +52,11 @@ fail() {
 	exit 1
 }
 
-if ! command -v kcat >/dev/null; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		step "installing Debian's kcat with apt-get"
-		(apt-get install -y kcat || (apt-get update && apt-get install -y kcat)) >"$tmp/apt.log" 2>&1 || true
-	fi
-fi
-if ! command -v kcat >/dev/null; then
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+command -v kcat >/dev/null || step "installing Debian's kcat with apt-get"
+if ! have_kcat "$tmp/apt.log"; then
 	[ "${QUIRE_REQUIRE_KCAT:-0}" = 1 ] && fail "kcat is not installed (apt-get install kcat)"
 	step "SKIP: kcat is not installed (apt-get install kcat); the Kafka listener was not checked with librdkafka"
 	exit 0
@@ -70,9 +68,6 @@ if [ -z "$quire" ]; then
 	go build -o "$tmp/quire" ./cmd/quire
 	quire="$tmp/quire"
 fi
-
-# shellcheck source=scripts/lib.sh
-. scripts/lib.sh
 
 base=$(free_ports 2)
 [ -n "$base" ] || fail "no two free ports"

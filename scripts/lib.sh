@@ -69,3 +69,13 @@ run_readme_block() {
 	if [ -n "$expr" ]; then script=$(sed "$expr" <<<"$script"); fi
 	(cd "$dir" && bash -euo pipefail -c "$script")
 }
+
+# have_kcat LOG: true once kcat is on PATH, installing Debian's package
+# with apt-get first (as root) when it is missing; apt's output goes to
+# LOG.
+have_kcat() {
+	if ! command -v kcat >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		(apt-get install -y kcat || (apt-get update && apt-get install -y kcat)) >"$1" 2>&1 || true
+	fi
+	command -v kcat >/dev/null
+}
