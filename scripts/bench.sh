@@ -14,6 +14,18 @@
 # (default 5), the three runs of a round back to back, and printed as the
 # median and range of the rounds.
 #
+# Page-cache pages: on a VM whose free memory the host takes back (as this
+# one's), a write into pages the guest has not used lately faults on the
+# host at every page and runs 5-10x slower than one into pages the kernel
+# has just freed, which is what a node whose page cache is full (any node
+# that has run a while) writes into. The null broker writes nothing, so it
+# never pays this; a node pays it for every byte, RF 3 three times. So the
+# run measures both: the page cache's write speed into fresh pages and into
+# just-freed ones (dd, in the data's filesystem), and the produce rows and
+# rounds once as they come ("fresh pages") and once right after a scratch
+# file as large as the run's log was written and deleted there ("reused
+# pages").
+#
 # Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_DIR
 # (default a temporary directory, removed afterwards), BENCH_RATES (e2e rates,
 # default "5000 20000 50000"), BENCH_ROUNDS.
@@ -125,6 +137,26 @@ until "$quire" --brokers "$cluster" topic create bench3 -p 1 -r 3 -c min.insync.
 	sleep 0.2
 done
 
+# scratch BYTES: write a file of BYTES in the data's filesystem and delete
+# it, so that the kernel hands the next run's appends pages it has just
+# freed (resident) rather than pages the host took back.
+scratch() {
+	dd if=/dev/zero of="$dir/scratch" bs=1M count=$(($1 / 1048576 + 1)) status=none || fail "scratch file"
+	rm -f "$dir/scratch"
+}
+# log_bytes N REPLICAS: a little over what N records of the run's size
+# write to disk over REPLICAS replicas (record framing and indexes
+# included), for scratch.
+log_bytes() { echo $(($1 * 128 * $2 * 5 / 4)); }
+# dd_rate: GB/s of dd's 1 GiB write into a new file in the data's
+# filesystem, from dd's own summary line.
+dd_rate() {
+	local t
+	t=$(dd if=/dev/zero of="$dir/ddtest" bs=1M count=1024 2>&1 >/dev/null | awk '/copied/ { print $(NF-3) }')
+	rm -f "$dir/ddtest"
+	awk -v t="$t" 'BEGIN { if (t > 0) printf "%.2f", 1.073741824 / t; else print "-" }'
+}
+
 rows=()
 # row NAME RECORDS/S CEILING [P50 P99 P99.9]; CEILING - for none
 row() {
@@ -133,18 +165,30 @@ row() {
 		ratio=$(awk -v a="$2" -v b="$3" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
 		ceiling=$(printf '%.0f' "$3")
 	fi
-	rows+=("$(printf '%-34s %12.0f %12s %6s %9s %9s %9s' "$1" "$2" "$ceiling" "$ratio" "${4:--}" "${5:--}" "${6:--}")")
+	rows+=("$(printf '%-42s %12.0f %12s %6s %9s %9s %9s' "$1" "$2" "$ceiling" "$ratio" "${4:--}" "${5:--}" "${6:--}")")
 }
 
 echo "bench: measuring (results in one table at the end)" >&2
+# The page cache's write speed into pages the guest has not used lately,
+# then (the first file just deleted) into pages the kernel has just freed.
+pc_fresh=$(dd_rate)
+pc_reused=$(dd_rate)
 ceil_null=$(field records_per_sec "$(perf "$null" ceiling --topic ceiling -n "$n_produce")")
 ceil_single=$(field records_per_sec "$(perf "$single" ceiling --topic bench -n "$n_produce")")
 row "ceiling: bare gRPC, null broker" "$ceil_null" "$ceil_null"
 row "ceiling: bare gRPC, 1 node" "$ceil_single" "$ceil_null"
 
+scratch "$(log_bytes "$n_produce" 1)"
+row "ceiling: bare gRPC, 1 node, reused pages" \
+	"$(field records_per_sec "$(perf "$single" ceiling --topic bench -n "$n_produce")")" "$ceil_null"
+
 out=$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)
 single_acks1=$(field records_per_sec "$out")
 row "produce 1 node acks=1" "$single_acks1" "$ceil_null"
+scratch "$(log_bytes "$n_produce" 1)"
+out=$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)
+single_acks1_reused=$(field records_per_sec "$out")
+row "produce 1 node acks=1, reused pages" "$single_acks1_reused" "$ceil_null"
 out=$(perf "$single" produce --topic bench -n "$n_produce" --acks 1 --max-in-flight 5)
 row "produce 1 node acks=1, 5 in flight" "$(field records_per_sec "$out")" "$ceil_null"
 out=$(perf "$single" produce --topic bench -n "$n_produce" --acks all)
@@ -156,6 +200,10 @@ row "produce 1 node acks=all plain" "$idem_off" "$ceil_null"
 out=$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)
 rf3_all=$(field records_per_sec "$out")
 row "produce RF3 acks=all" "$rf3_all" "$ceil_null"
+scratch "$(log_bytes "$n_produce" 3)"
+out=$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)
+rf3_all_reused=$(field records_per_sec "$out")
+row "produce RF3 acks=all, reused pages" "$rf3_all_reused" "$ceil_null"
 out=$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks 1)
 row "produce RF3 acks=1" "$(field records_per_sec "$out")" "$ceil_null"
 out=$(perf "$single" consume --topic bench -n "$n_consume" -o start)
@@ -169,21 +217,30 @@ for rate in $rates; do
 	done
 done
 
-# Rounds of the two ratios: each round measures the ceiling, single-node
-# acks=1 and RF 3 acks=all back to back, so the machine is alike for the
-# three.
-ratios_single=() ratios_rf3=()
+# Rounds of the two ratios: each round measures the ceiling, then
+# single-node acks=1 and RF 3 acks=all into fresh pages, then the same two
+# into reused pages, back to back, so the machine is alike for all five.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+ratios_single=() ratios_rf3=() ratios_single_reused=() ratios_rf3_reused=()
 for ((r = 1; r <= rounds; r++)); do
 	c=$(field records_per_sec "$(perf "$null" ceiling --topic ceiling -n "$n_produce")")
 	s1=$(field records_per_sec "$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)")
 	r3=$(field records_per_sec "$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)")
-	ratios_single+=("$(awk -v a="$s1" -v b="$c" 'BEGIN { printf "%.3f", a / b }')")
-	ratios_rf3+=("$(awk -v a="$r3" -v b="$s1" 'BEGIN { printf "%.3f", a / b }')")
+	scratch "$(log_bytes "$n_produce" 1)"
+	s1w=$(field records_per_sec "$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)")
+	scratch "$(log_bytes "$n_produce" 3)"
+	r3w=$(field records_per_sec "$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)")
+	ratios_single+=("$(ratio "$s1" "$c")")
+	ratios_rf3+=("$(ratio "$r3" "$s1")")
+	ratios_single_reused+=("$(ratio "$s1w" "$c")")
+	ratios_rf3_reused+=("$(ratio "$r3w" "$s1w")")
 done
 
-printf '%-34s %12s %12s %6s %9s %9s %9s\n' "measure" "records/s" "ceiling" "ratio" "p50 ms" "p99 ms" "p99.9 ms"
+printf '%-42s %12s %12s %6s %9s %9s %9s\n' "measure" "records/s" "ceiling" "ratio" "p50 ms" "p99 ms" "p99.9 ms"
 printf '%s\n' "${rows[@]}"
 awk -v a="$rf3_all" -v b="$single_acks1" 'BEGIN { printf "RF3 acks=all / 1 node acks=1: %.2f\n", a / b }'
+awk -v a="$rf3_all_reused" -v b="$single_acks1_reused" 'BEGIN { printf "RF3 acks=all / 1 node acks=1, reused pages: %.2f\n", a / b }'
+echo "page cache, 1 GiB in 1 MiB writes (dd): fresh pages $pc_fresh GB/s, just-freed pages $pc_reused GB/s"
 awk -v a="$idem_on" -v b="$idem_off" 'BEGIN { printf "1 node acks=all, idempotent / plain: %.2f\n", a / b }'
 # median NAME VALUES...: "NAME: median M (min A, max B, N rounds: V V ...)".
 median() {
@@ -197,3 +254,5 @@ median() {
 }
 median "rounds, 1 node acks=1 / ceiling" "${ratios_single[@]}"
 median "rounds, RF3 acks=all / 1 node acks=1" "${ratios_rf3[@]}"
+median "rounds, reused pages, 1 node acks=1 / ceiling" "${ratios_single_reused[@]}"
+median "rounds, reused pages, RF3 acks=all / 1 node acks=1" "${ratios_rf3_reused[@]}"
