@@ -17,8 +17,14 @@
 # PERF_TOOL=ceiling runs `quire perf ceiling` (pre-built requests over one
 # bare gRPC stream, no client library) instead of `perf produce`.
 #
+# PERF_PAGES=reused writes and deletes a scratch file as large as the run's
+# log just before it, so that the nodes append into pages the kernel has
+# just freed, as a node whose page cache is full does, rather than into
+# pages a VM's host took back (scripts/bench.sh, "Page-cache pages").
+#
 # Env: QUIRE_BIN (default ./bin/quire, built when missing), PERF_N (records,
-# default 5000000), PERF_PROFILE_DIR, PERF_EXTRA (more `perf produce` flags).
+# default 5000000), PERF_PROFILE_DIR, PERF_EXTRA (more `perf produce` flags),
+# PERF_PAGES (fresh, the default, or reused).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -105,6 +111,15 @@ produce() {
 # Warm up: connections, the partition's leader known everywhere, segment
 # files and the page cache.
 produce -n $((n / 10)) >/dev/null 2>>"$dir/perf.log" || fail "warm-up"
+
+case ${PERF_PAGES:-fresh} in
+fresh) ;;
+reused)
+	dd if=/dev/zero of="$dir/scratch" bs=1M count=$((n * 160 * count / 1048576 + 1)) status=none || fail "scratch file"
+	rm -f "$dir/scratch"
+	;;
+*) fail "PERF_PAGES is fresh or reused, not $PERF_PAGES" ;;
+esac
 
 # ticks PID: utime+stime of PID in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
