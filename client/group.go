@@ -137,7 +137,7 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, partitions ...T
 	return out, nil
 }
 
-// ListGroups lists the groups with committed offsets, sorted.
+// ListGroups lists the groups with committed offsets or members, sorted.
 func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 	var resp *quirev1.ListGroupsResponse
 	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) (err error) {
@@ -155,8 +155,9 @@ func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// DeleteGroup removes every committed offset of a group. A group that has
-// none fails with GROUP_ID_NOT_FOUND.
+// DeleteGroup removes a group with no members: its committed offsets and
+// its state. A group with members fails with NON_EMPTY_GROUP, one with
+// neither members' state nor offsets with GROUP_ID_NOT_FOUND.
 func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) error {
 		_, err := g.DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: group})

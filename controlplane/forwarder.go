@@ -298,14 +298,15 @@ func (f *Forwarder) FetchOffsets(ctx context.Context, group string, partitions [
 	return out, nil
 }
 
-// ListGroups lists the groups with committed offsets, from the
-// controller's image.
+// ListGroups lists the groups with committed offsets or members, from
+// the controller's image.
 func (f *Forwarder) ListGroups(ctx context.Context) ([]string, error) {
 	resp, err := Call(ctx, f, (*Service).ListGroups, pb.ControllerServiceClient.ListGroups, &pb.ListGroupsRequest{})
 	return resp.GetGroups(), err
 }
 
-// DeleteGroup removes a group's committed offsets on the controller.
+// DeleteGroup removes an empty group (its state and committed offsets)
+// on the controller.
 func (f *Forwarder) DeleteGroup(ctx context.Context, group string) error {
 	_, err := Call(ctx, f, (*Service).DeleteGroup, pb.ControllerServiceClient.DeleteGroup, &pb.DeleteGroupRequest{Group: group})
 	return err

@@ -52,8 +52,8 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 	return resp
 }
 
-// listGroups lists the groups with committed offsets, all of consumers'
-// protocol type.
+// listGroups lists the groups with committed offsets or members, all of
+// consumers' protocol type.
 func listGroups(ctx context.Context, b Backend) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	out, err := b.ListGroups(ctx, &quirev1.ListGroupsRequest{})

@@ -588,17 +588,19 @@ func (c *Controller) FetchOffsets(ctx context.Context, group string, partitions 
 	return groupOffsets(c.n.Image(), group, partitions)
 }
 
-// ListGroups lists the groups with committed offsets, from the
-// controller's image for the same reason as FetchOffsets.
+// ListGroups lists the groups with committed offsets or members
+// (Image.ListedGroups), from the controller's image for the same reason
+// as FetchOffsets.
 func (c *Controller) ListGroups(ctx context.Context) ([]string, error) {
 	if err := c.readable(ctx); err != nil {
 		return nil, err
 	}
-	return c.n.Image().Groups(), nil
+	return c.n.Image().ListedGroups(), nil
 }
 
-// DeleteGroup removes every committed offset of a group; an unknown group
-// is ErrUnknownGroup.
+// DeleteGroup removes an empty group: its membership state and every
+// committed offset. A group with members is group.ErrNonEmptyGroup; one
+// with neither state nor offsets is ErrUnknownGroup.
 func (c *Controller) DeleteGroup(ctx context.Context, group string) error {
 	if err := c.active(ctx); err != nil {
 		return err
@@ -606,11 +608,15 @@ func (c *Controller) DeleteGroup(ctx context.Context, group string) error {
 	if err := ValidateGroupID(group); err != nil {
 		return err
 	}
+	_, hadState := c.n.Image().groupStates[group]
 	if err := c.deleteGroupMembership(ctx, group); err != nil {
 		return err
 	}
 	if _, ok := c.n.Image().groups[group]; !ok {
-		return fmt.Errorf("%w: %q has no committed offsets", ErrUnknownGroup, group)
+		if hadState {
+			return nil
+		}
+		return fmt.Errorf("%w: %q has neither members nor committed offsets", ErrUnknownGroup, group)
 	}
 	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: &pb.DeleteGroup{Group: group}}})
 	return err

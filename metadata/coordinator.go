@@ -210,7 +210,9 @@ func (co *coordinator) runTicks(ctx context.Context) {
 
 // expire deletes the committed offsets of the groups with no members
 // whose last commit, and the moment they were left without members, are
-// both a retention ago (KIP-211), through DeleteGroup. It looks at most
+// both a retention ago (KIP-211), through DeleteGroup; and, as Kafka's
+// cleanup does, a group left without members that has no committed
+// offsets at once, so that listings do not keep it. It looks at most
 // once a second.
 func (co *coordinator) expire(ctx context.Context) {
 	now := co.clock.Now()
@@ -229,6 +231,10 @@ func (co *coordinator) expire(ctx context.Context) {
 				co.emptySince[l.Group] = l.EmptySince
 			case !seen:
 				co.emptySince[l.Group] = now
+			}
+			_, committed := img.groups[l.Group]
+			if _, stored := img.groupStates[l.Group]; l.Members == 0 && stored && !committed {
+				expired = append(expired, l.Group)
 			}
 		}
 		for id, topics := range img.groups {
@@ -257,7 +263,7 @@ func (co *coordinator) expire(ctx context.Context) {
 			co.mu.Lock()
 			delete(co.emptySince, id)
 			co.mu.Unlock()
-			co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
+			co.c.n.logger.Info("removed an empty group", "group", id, "retention", co.retention())
 		case errors.Is(err, group.ErrNonEmptyGroup), errors.Is(err, ErrUnknownGroup):
 			// A member joined, or it was deleted, meanwhile.
 		case ctx.Err() == nil:

@@ -132,6 +132,21 @@ func (img *Image) Groups() []string {
 	return out
 }
 
+// ListedGroups returns the ids of the groups a listing shows, sorted:
+// those with committed offsets and those with membership state (members,
+// or an empty group's epoch before the coordinator removes it), as
+// Kafka's ListGroups shows a group from its first join.
+func (img *Image) ListedGroups() []string {
+	out := img.Groups()
+	for id := range img.groupStates {
+		if _, ok := img.groups[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Offsets returns a group's committed offsets sorted by topic and
 // partition; none for an unknown group.
 func (img *Image) Offsets(group string) []CommittedOffset {

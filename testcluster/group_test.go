@@ -2,6 +2,8 @@ package testcluster_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -99,5 +101,94 @@ func TestClusterGroupOffsets(t *testing.T) {
 	}
 	if e := errorDetail(err); e == nil || !e.Retriable {
 		t.Fatalf("error detail %v: want retriable", e)
+	}
+}
+
+// TestClusterGroupListedFromFirstJoin: a group is listed from its first
+// member's join, before any commit (as Kafka's ListGroups shows it); it
+// cannot be deleted while it has members; left empty with no committed
+// offsets, the coordinator removes it, and it is no longer listed; one
+// emptied with offsets stays listed, and deleting it removes both.
+func TestClusterGroupListedFromFirstJoin(t *testing.T) {
+	c := testcluster.New(t, 3)
+	ctx := testCtx(t)
+	ctl := c.WaitController(ctx)
+	createTopic(t, c, ctl, "joined", 2, 3)
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		_, ok := img.Topic("joined")
+		return ok && img.MetadataVersion() >= metadata.MetadataVersionProducerIDs
+	})
+	via := c.IDs()[0]
+	if via == ctl {
+		via = c.IDs()[1]
+	}
+	listed := func() []string {
+		t.Helper()
+		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range resp.Groups {
+			out = append(out, g.Group)
+		}
+		return out
+	}
+	waitListed := func(want ...string) {
+		t.Helper()
+		c.Eventually(ctx, fmt.Sprintf("groups %v", want), func() error {
+			if got := listed(); !slices.Equal(got, want) {
+				return fmt.Errorf("groups %v", got)
+			}
+			return nil
+		})
+	}
+
+	fresh := &groupMember{c: c, via: via, group: "fresh", id: "fresh-m", topic: "joined"}
+	kept := &groupMember{c: c, via: via, group: "kept", id: "kept-m", topic: "joined"}
+	for _, m := range []*groupMember{fresh, kept} {
+		c.Eventually(ctx, "join "+m.group, func() error { return m.heartbeat(ctx) })
+	}
+	waitListed("fresh", "kept")
+	_, err := groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "fresh"})
+	if status.Code(err) != codes.FailedPrecondition || errorDetail(err).GetCode() != quirev1.ErrorCode_NON_EMPTY_GROUP {
+		t.Fatalf("delete a group with a member: %v; want NON_EMPTY_GROUP", err)
+	}
+	if _, err := groups(c, via).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: "kept", MemberId: kept.id,
+		MemberEpoch: kept.epoch, Offsets: []*quirev1.OffsetCommit{{Topic: "joined", Partition: 0, Offset: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, m := range []*groupMember{fresh, kept} {
+		if err := m.leave(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Empty and never committed: removed; empty with an offset: kept (for
+	// offsets.retention.minutes).
+	waitListed("kept")
+	if got := fetchOffset(ctx, t, c, via, "kept", "joined", 0); got != 3 {
+		t.Fatalf("kept's offset %d, want 3", got)
+	}
+	if _, err := groups(c, via).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "fresh"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("describe the removed group: %v; want NOT_FOUND", err)
+	}
+	// A group that joins again after its removal starts over.
+	again := &groupMember{c: c, via: via, group: "fresh", id: "fresh-m2", topic: "joined"}
+	c.Eventually(ctx, "join fresh again", func() error { return again.heartbeat(ctx) })
+	if len(ownedSet(again.owned)) != 2 {
+		t.Fatalf("the new member of fresh owns %v, want both partitions", ownedSet(again.owned))
+	}
+	waitListed("fresh", "kept")
+	if err := again.leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	waitListed()
+	_, err = groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "kept"})
+	if status.Code(err) != codes.NotFound || errorDetail(err).GetCode() != quirev1.ErrorCode_GROUP_ID_NOT_FOUND {
+		t.Fatalf("delete a deleted group: %v; want GROUP_ID_NOT_FOUND", err)
 	}
 }

@@ -60,10 +60,11 @@ type GroupsClient interface {
 	// CommitOffsets (INVALID_GROUP_ID, INVALID_TOPIC_EXCEPTION,
 	// INVALID_REQUEST), an unknown topic is NOT_FOUND.
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
-	// ListGroups lists the groups with committed offsets.
+	// ListGroups lists the groups with committed offsets or members.
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
-	// DeleteGroup removes every committed offset of a group; an unknown group
-	// is NOT_FOUND (GROUP_ID_NOT_FOUND).
+	// DeleteGroup removes a group with no members: its committed offsets and
+	// its state. A group with members is FAILED_PRECONDITION
+	// (NON_EMPTY_GROUP); an unknown group is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// ConsumerGroupHeartbeat joins (member_epoch 0), stays in (the member's
 	// epoch) or leaves (member_epoch -1) a consumer group, KIP-848 style:
@@ -242,10 +243,11 @@ type GroupsServer interface {
 	// CommitOffsets (INVALID_GROUP_ID, INVALID_TOPIC_EXCEPTION,
 	// INVALID_REQUEST), an unknown topic is NOT_FOUND.
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
-	// ListGroups lists the groups with committed offsets.
+	// ListGroups lists the groups with committed offsets or members.
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
-	// DeleteGroup removes every committed offset of a group; an unknown group
-	// is NOT_FOUND (GROUP_ID_NOT_FOUND).
+	// DeleteGroup removes a group with no members: its committed offsets and
+	// its state. A group with members is FAILED_PRECONDITION
+	// (NON_EMPTY_GROUP); an unknown group is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// ConsumerGroupHeartbeat joins (member_epoch 0), stays in (the member's
 	// epoch) or leaves (member_epoch -1) a consumer group, KIP-848 style:

@@ -33,7 +33,7 @@ func groupListCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the groups with committed offsets",
+		Short:   "List the groups with committed offsets or members",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cl, done, err := connect(g)
@@ -139,7 +139,7 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 func groupDeleteCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete GROUP...",
-		Short: "Delete groups' committed offsets",
+		Short: "Delete empty groups and their committed offsets",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cl, done, err := connect(g)
