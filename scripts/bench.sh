@@ -148,13 +148,15 @@ scratch() {
 # write to disk over REPLICAS replicas (record framing and indexes
 # included), for scratch.
 log_bytes() { echo $(($1 * 128 * $2 * 5 / 4)); }
-# dd_rate: GB/s of dd's 1 GiB write into a new file in the data's
-# filesystem, from dd's own summary line.
+# dd_rate: GB/s of dd's write of dd_mib MiB in 1 MiB writes into a new
+# file in the data's filesystem, from dd's own summary line.
+dd_mib=1024
+[ -z "$quick" ] || dd_mib=256
 dd_rate() {
 	local t
-	t=$(dd if=/dev/zero of="$dir/ddtest" bs=1M count=1024 2>&1 >/dev/null | awk '/copied/ { print $(NF-3) }')
+	t=$(dd if=/dev/zero of="$dir/ddtest" bs=1M count=$dd_mib 2>&1 >/dev/null | awk '/copied/ { print $(NF-3) }')
 	rm -f "$dir/ddtest"
-	awk -v t="$t" 'BEGIN { if (t > 0) printf "%.2f", 1.073741824 / t; else print "-" }'
+	awk -v t="$t" -v m="$dd_mib" 'BEGIN { if (t > 0) printf "%.2f", m * 1048576 / 1e9 / t; else print "-" }'
 }
 
 rows=()
@@ -221,15 +223,26 @@ done
 # single-node acks=1 and RF 3 acks=all into fresh pages, then the same two
 # into reused pages, back to back, so the machine is alike for all five.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+# Each round writes to topics of its own and deletes the ones before: the
+# logs of every run kept would fill the memory with page cache in a few
+# rounds, and from then on each write reclaims first, which swings the
+# figures more than anything measured.
 ratios_single=() ratios_rf3=() ratios_single_reused=() ratios_rf3_reused=()
+prev_single=bench prev_rf3=bench3
 for ((r = 1; r <= rounds; r++)); do
+	"$quire" --brokers "$single" topic delete "$prev_single" >/dev/null || fail "delete topic $prev_single"
+	"$quire" --brokers "$cluster" topic delete "$prev_rf3" >/dev/null || fail "delete topic $prev_rf3"
+	prev_single=round-$r prev_rf3=round3-$r
+	"$quire" --brokers "$single" topic create "$prev_single" -p 1 >/dev/null || fail "create topic $prev_single"
+	"$quire" --brokers "$cluster" topic create "$prev_rf3" -p 1 -r 3 -c min.insync.replicas=2 >/dev/null ||
+		fail "create topic $prev_rf3"
 	c=$(field records_per_sec "$(perf "$null" ceiling --topic ceiling -n "$n_produce")")
-	s1=$(field records_per_sec "$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)")
-	r3=$(field records_per_sec "$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)")
+	s1=$(field records_per_sec "$(perf "$single" produce --topic "$prev_single" -n "$n_produce" --acks 1)")
+	r3=$(field records_per_sec "$(perf "$cluster" produce --topic "$prev_rf3" -n "$n_produce" --acks all)")
 	scratch "$(log_bytes "$n_produce" 1)"
-	s1w=$(field records_per_sec "$(perf "$single" produce --topic bench -n "$n_produce" --acks 1)")
+	s1w=$(field records_per_sec "$(perf "$single" produce --topic "$prev_single" -n "$n_produce" --acks 1)")
 	scratch "$(log_bytes "$n_produce" 3)"
-	r3w=$(field records_per_sec "$(perf "$cluster" produce --topic bench3 -n "$n_produce" --acks all)")
+	r3w=$(field records_per_sec "$(perf "$cluster" produce --topic "$prev_rf3" -n "$n_produce" --acks all)")
 	ratios_single+=("$(ratio "$s1" "$c")")
 	ratios_rf3+=("$(ratio "$r3" "$s1")")
 	ratios_single_reused+=("$(ratio "$s1w" "$c")")
@@ -240,7 +253,7 @@ printf '%-42s %12s %12s %6s %9s %9s %9s\n' "measure" "records/s" "ceiling" "rati
 printf '%s\n' "${rows[@]}"
 awk -v a="$rf3_all" -v b="$single_acks1" 'BEGIN { printf "RF3 acks=all / 1 node acks=1: %.2f\n", a / b }'
 awk -v a="$rf3_all_reused" -v b="$single_acks1_reused" 'BEGIN { printf "RF3 acks=all / 1 node acks=1, reused pages: %.2f\n", a / b }'
-echo "page cache, 1 GiB in 1 MiB writes (dd): fresh pages $pc_fresh GB/s, just-freed pages $pc_reused GB/s"
+echo "page cache, $dd_mib MiB in 1 MiB writes (dd): fresh pages $pc_fresh GB/s, just-freed pages $pc_reused GB/s"
 awk -v a="$idem_on" -v b="$idem_off" 'BEGIN { printf "1 node acks=all, idempotent / plain: %.2f\n", a / b }'
 # median NAME VALUES...: "NAME: median M (min A, max B, N rounds: V V ...)".
 median() {
