@@ -328,3 +328,30 @@ func TestCLIConsumeGroupMember(t *testing.T) {
 		t.Fatalf("-o 5 as a member: %v", err)
 	}
 }
+
+// TestCLIPerfE2EWarmup: perf e2e measures -n records after its warm-up,
+// whose records reach the log but not the figures; a warm-up without a
+// rate is refused.
+func TestCLIPerfE2EWarmup(t *testing.T) {
+	b := brokertest.Start(t)
+	out, _, err := runCLIStdin("", "--brokers", b.Addr(), "--format", "json", "perf", "e2e", "--topic", "warm",
+		"--partitions", "1", "--rate", "2000", "-n", "150", "--warmup", "100ms", "--interval", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"records": 150,`) || !strings.Contains(out, `"errors": 0,`) {
+		t.Fatalf("perf e2e summary: %s", out)
+	}
+	ctx, cl := testClient(t, b.Addr())
+	ends, err := cl.ListOffsets(ctx, "warm", client.AtEnd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends[0] != 350 { // 200 warm-up records (100ms at 2000/s), then 150
+		t.Fatalf("the log ends at %d, want 350", ends[0])
+	}
+	_, _, err = runCLIStdin("", "--brokers", b.Addr(), "perf", "e2e", "--topic", "warm", "--rate", "0", "--warmup", "1s")
+	if err == nil || !strings.Contains(err.Error(), "--warmup needs a --rate") {
+		t.Fatalf("warm-up without a rate: %v", err)
+	}
+}

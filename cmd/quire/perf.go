@@ -570,16 +570,29 @@ func perfConsumeCmd(g *globalFlags) *cobra.Command {
 
 func perfE2ECmd(g *globalFlags) *cobra.Command {
 	f := &perfProduceFlags{}
+	var warmup time.Duration
 	cmd := &cobra.Command{
 		Use:   "e2e",
 		Short: "Measure produce-to-consume latency at a given rate",
 		Long: `e2e produces records at --rate with a send timestamp in each value and
 consumes them from the same topic; the latency of a record is the time from
-its Produce call to its arrival in the consumer's Poll.`,
+its Produce call to its arrival in the consumer's Poll. The first --warmup
+of records (at the rate) go the same way but are not counted: they carry
+what a new topic, connection or process pays once (leaders settling, the
+producer's first metadata, the consumer's first positions), which is not
+the path's latency. -n records are measured after them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.size < 8 {
-				f.size = 8
+			if warmup < 0 {
+				return fmt.Errorf("--warmup %v is negative", warmup)
+			}
+			if warmup > 0 && f.rate <= 0 {
+				return fmt.Errorf("--warmup needs a --rate")
+			}
+			// A value holds its send time (8 bytes) and whether it is a
+			// warm-up record (1 byte).
+			if f.size < 9 {
+				f.size = 9
 			}
 			opts, err := f.clientOpts()
 			if err != nil {
@@ -611,18 +624,28 @@ its Produce call to its arrival in the consumer's Poll.`,
 			lat := newLatencies()
 			stop := make(chan struct{})
 			go progress(cmd.ErrOrStderr(), f.interval, "received", lat, true, stop)
-			start := time.Now()
+			var measureStart atomic.Int64 // UnixNano of the first measured record's send
 			prodErrs := newLatencies()
+			warmN := int64(f.rate * warmup.Seconds())
 			go func() {
 				p := newPacer(f.rate)
-				for i := int64(0); i < f.n && ctx.Err() == nil; i++ {
+				for i := int64(0); i < warmN+f.n && ctx.Err() == nil; i++ {
 					p.wait(ctx)
 					v := make([]byte, f.size)
-					binary.BigEndian.PutUint64(v, uint64(time.Now().UnixNano()))
+					now := time.Now().UnixNano()
+					binary.BigEndian.PutUint64(v, uint64(now))
+					warm := i < warmN
+					if warm {
+						v[8] = 1
+					} else if i == warmN {
+						measureStart.Store(now)
+					}
 					cl.Produce(ctx, &client.Record{Topic: f.topic, Value: v}, func(_ *client.Record, err error) {
 						if err != nil {
-							prodErrs.fail(err)
 							lat.fail(err)
+							if !warm {
+								prodErrs.fail(err)
+							}
 						}
 					})
 				}
@@ -639,12 +662,16 @@ its Produce call to its arrival in the consumer's Poll.`,
 				}
 				now := time.Now().UnixNano()
 				for _, r := range recs {
-					if len(r.Value) >= 8 {
+					if len(r.Value) >= 9 && r.Value[8] == 0 {
 						lat.record(time.Duration(now-int64(binary.BigEndian.Uint64(r.Value))), len(r.Value))
 					}
 				}
 			}
-			elapsed := time.Since(start)
+			from := measureStart.Load()
+			if from == 0 { // stopped before the first measured record
+				from = time.Now().UnixNano()
+			}
+			elapsed := time.Since(time.Unix(0, from))
 			close(stop)
 			return printSummary(cmd.OutOrStdout(), g, lat.summary(elapsed, true), true)
 		},
@@ -652,5 +679,6 @@ its Produce call to its arrival in the consumer's Poll.`,
 	f.bind(cmd, 10_000)
 	_ = cmd.Flags().Set("rate", "1000")
 	cmd.Flags().Lookup("rate").DefValue = "1000"
+	cmd.Flags().DurationVar(&warmup, "warmup", time.Second, "produce and consume at the rate this long before measuring (0: measure from the first record)")
 	return cmd
 }
