@@ -39,6 +39,35 @@ func fetchOffset(ctx context.Context, t *testing.T, c *testcluster.Cluster, via 
 	return resp.Offsets[0].Offset
 }
 
+// listedGroups lists the groups through node via.
+func listedGroups(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32) []string {
+	t.Helper()
+	resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range resp.Groups {
+		out = append(out, g.Group)
+	}
+	return out
+}
+
+// waitListed waits until node via lists exactly the groups want, calling
+// tick (if any) before each look.
+func waitListed(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32, tick func(), want ...string) {
+	t.Helper()
+	c.Eventually(ctx, fmt.Sprintf("groups %v", want), func() error {
+		if tick != nil {
+			tick()
+		}
+		if got := listedGroups(ctx, t, c, via); !slices.Equal(got, want) {
+			return fmt.Errorf("groups %v", got)
+		}
+		return nil
+	})
+}
+
 // TestClusterGroupOffsets: an offset committed through one node is read
 // back at once through another (no waiting for that node's image); every
 // node's image gets it; it survives the controller's death and a commit
@@ -122,34 +151,12 @@ func TestClusterGroupListedFromFirstJoin(t *testing.T) {
 	if via == ctl {
 		via = c.IDs()[1]
 	}
-	listed := func() []string {
-		t.Helper()
-		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, g := range resp.Groups {
-			out = append(out, g.Group)
-		}
-		return out
-	}
-	waitListed := func(want ...string) {
-		t.Helper()
-		c.Eventually(ctx, fmt.Sprintf("groups %v", want), func() error {
-			if got := listed(); !slices.Equal(got, want) {
-				return fmt.Errorf("groups %v", got)
-			}
-			return nil
-		})
-	}
-
 	fresh := &groupMember{c: c, via: via, group: "fresh", id: "fresh-m", topic: "joined"}
 	kept := &groupMember{c: c, via: via, group: "kept", id: "kept-m", topic: "joined"}
 	for _, m := range []*groupMember{fresh, kept} {
 		c.Eventually(ctx, "join "+m.group, func() error { return m.heartbeat(ctx) })
 	}
-	waitListed("fresh", "kept")
+	waitListed(ctx, t, c, via, nil, "fresh", "kept")
 	_, err := groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "fresh"})
 	if status.Code(err) != codes.FailedPrecondition || errorDetail(err).GetCode() != quirev1.ErrorCode_NON_EMPTY_GROUP {
 		t.Fatalf("delete a group with a member: %v; want NON_EMPTY_GROUP", err)
@@ -166,7 +173,7 @@ func TestClusterGroupListedFromFirstJoin(t *testing.T) {
 	}
 	// Empty and never committed: removed; empty with an offset: kept (for
 	// offsets.retention.minutes).
-	waitListed("kept")
+	waitListed(ctx, t, c, via, nil, "kept")
 	if got := fetchOffset(ctx, t, c, via, "kept", "joined", 0); got != 3 {
 		t.Fatalf("kept's offset %d, want 3", got)
 	}
@@ -179,14 +186,14 @@ func TestClusterGroupListedFromFirstJoin(t *testing.T) {
 	if len(ownedSet(again.owned)) != 2 {
 		t.Fatalf("the new member of fresh owns %v, want both partitions", ownedSet(again.owned))
 	}
-	waitListed("fresh", "kept")
+	waitListed(ctx, t, c, via, nil, "fresh", "kept")
 	if err := again.leave(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "kept"}); err != nil {
 		t.Fatal(err)
 	}
-	waitListed()
+	waitListed(ctx, t, c, via, nil)
 	_, err = groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "kept"})
 	if status.Code(err) != codes.NotFound || errorDetail(err).GetCode() != quirev1.ErrorCode_GROUP_ID_NOT_FOUND {
 		t.Fatalf("delete a deleted group: %v; want GROUP_ID_NOT_FOUND", err)

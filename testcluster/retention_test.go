@@ -57,26 +57,7 @@ func TestClusterOffsetsRetention(t *testing.T) {
 	}
 	left := join("left")
 	active := join("active")
-	listed := func() []string {
-		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, g := range resp.Groups {
-			out = append(out, g.Group)
-		}
-		return out
-	}
-	waitListed := func(want ...string) {
-		t.Helper()
-		c.Eventually(ctx, fmt.Sprintf("groups %v", want), func() error {
-			if got := listed(); !slices.Equal(got, want) {
-				return fmt.Errorf("groups %v", got)
-			}
-			return nil
-		})
-	}
+	listed := func() []string { return listedGroups(ctx, t, c, via) }
 
 	// Half the retention: nothing expires.
 	clock.add(30 * time.Second)
@@ -105,11 +86,11 @@ func TestClusterOffsetsRetention(t *testing.T) {
 	// A retention after the commits: the standalone group's offsets go;
 	// the one whose member left half a retention ago keeps them.
 	clock.add(31 * time.Second)
-	waitListed("active", "left")
+	waitListed(ctx, t, c, via, nil, "active", "left")
 	// A retention after the leave: its offsets go too; the active group
 	// keeps them (its commit is a minute and a half old).
 	clock.add(31 * time.Second)
-	waitListed("active")
+	waitListed(ctx, t, c, via, nil, "active")
 	if err := active.heartbeatTopic(ctx, "kept"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,17 +170,7 @@ func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
 	commitOffset(ctx, t, c, via, "other", "kept", 0, 1)
 	m := &groupMember{c: c, via: via, group: "left", id: "left-m"}
 	c.Eventually(ctx, "join", func() error { return m.heartbeatTopic(ctx, "kept") })
-	listed := func() []string {
-		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, g := range resp.Groups {
-			out = append(out, g.Group)
-		}
-		return out
-	}
+	listed := func() []string { return listedGroups(ctx, t, c, via) }
 
 	// The commit is a retention old when the member leaves: from then on
 	// only the leave keeps the offsets.
@@ -207,13 +178,7 @@ func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
 	if err := m.leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.Eventually(ctx, "the other group's offsets expired", func() error {
-		clock.add(100 * time.Millisecond)
-		if got := listed(); !slices.Equal(got, []string{"left"}) {
-			return fmt.Errorf("groups %v", got)
-		}
-		return nil
-	})
+	waitListed(ctx, t, c, via, func() { clock.add(100 * time.Millisecond) }, "left")
 	// Past half the retention after the leave, the controller changes.
 	clock.add(35 * time.Second)
 	c.Stop(ctl)
