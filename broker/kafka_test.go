@@ -344,6 +344,9 @@ func testKafkaConsumerGroup(t *testing.T, protocols ...groupProtocol) {
 		t.Fatalf("DescribeGroups over Kafka's protocol: %+v", g)
 	}
 	for _, m := range dr.Groups[0].Members {
+		if m.ClientHost != "127.0.0.1" {
+			t.Fatalf("DescribeGroups: member %s at host %q, want 127.0.0.1", m.MemberID, m.ClientHost)
+		}
 		var a kmsg.ConsumerMemberAssignment
 		if err := a.ReadFrom(m.MemberAssignment); err != nil || len(a.Topics) != 1 || len(a.Topics[0].Partitions) != 2 {
 			t.Fatalf("DescribeGroups: member %s assigned %+v (%v)", m.MemberID, a, err)

@@ -341,7 +341,7 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 
 func (s *subscription) heartbeatRequest() *quirev1.ConsumerGroupHeartbeatRequest {
 	req := &quirev1.ConsumerGroupHeartbeatRequest{Group: s.start.Group, MemberId: s.memberID, MemberEpoch: s.epoch,
-		Owned: partsToAssignment(s.ownedKeys())}
+		Owned: partsToAssignment(s.ownedKeys()), ClientAddress: clientHost(s.ctx)}
 	if s.epoch == 0 {
 		req.Subscription = s.start.Subscription
 		req.RebalanceTimeoutMs = s.start.RebalanceTimeoutMs

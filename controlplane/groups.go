@@ -70,7 +70,8 @@ func (f *Forwarder) DescribeGroup(ctx context.Context, req *quirev1.DescribeGrou
 // input (its Now is set by the coordinator).
 func HeartbeatFromPB(in *quirev1.ConsumerGroupHeartbeatRequest) group.Heartbeat {
 	hb := group.Heartbeat{Group: in.Group, MemberID: in.MemberId, MemberEpoch: in.MemberEpoch,
-		RebalanceTimeout: time.Duration(in.RebalanceTimeoutMs) * time.Millisecond, Assignor: in.Assignor, Classic: in.Classic}
+		RebalanceTimeout: time.Duration(in.RebalanceTimeoutMs) * time.Millisecond, Assignor: in.Assignor, Classic: in.Classic,
+		ClientAddress: in.ClientAddress}
 	if in.Subscription != nil {
 		hb.Subscription = &group.Subscription{Topics: slices.Clone(in.Subscription.Topics), Regex: in.Subscription.Regex}
 	}

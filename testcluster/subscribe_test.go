@@ -558,6 +558,11 @@ func TestClusterSubscribeAcks(t *testing.T) {
 	if got := s2.offsets(p0)[0]; got != 5 {
 		t.Fatalf("second stream starts at %d, want 5", got)
 	}
+	// The member the broker is for the stream shows the stream's host.
+	if d, err := groups(c, ctl).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "ag"}); err != nil ||
+		len(d.Members) != 1 || d.Members[0].ClientAddress != "127.0.0.1" {
+		t.Fatalf("describe with the second stream in: %v, %v; want one member at 127.0.0.1", d, err)
+	}
 	s2.ack("acks", 0, 9)
 	<-s2.done
 	if errCode(s2.err) != quirev1.ErrorCode_INVALID_REQUEST || status.Code(s2.err) != codes.InvalidArgument {

@@ -715,7 +715,11 @@ type ConsumerGroupHeartbeatRequest struct {
 	// assignment, always, and rejoin when a rejoin would change it (one
 	// that has not rejoined a rebalance timeout after it was first told to
 	// is removed).
-	Classic       bool `protobuf:"varint,8,opt,name=classic,proto3" json:"classic,omitempty"`
+	Classic bool `protobuf:"varint,8,opt,name=classic,proto3" json:"classic,omitempty"`
+	// The member's host as the broker that took the call saw it (the
+	// connection's IP address, shown by DescribeGroup); set by that
+	// broker, whatever a client sends.
+	ClientAddress string `protobuf:"bytes,9,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -804,6 +808,13 @@ func (x *ConsumerGroupHeartbeatRequest) GetClassic() bool {
 		return x.Classic
 	}
 	return false
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
 }
 
 type GroupSubscription struct {
@@ -1309,13 +1320,15 @@ func (x *GroupPartitionLag) GetObservedTimeMs() int64 {
 }
 
 type GroupMemberDescription struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	ClientAddress string                 `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
-	MemberEpoch   int32                  `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	Topics        []string               `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
-	Regex         string                 `protobuf:"bytes,5,opt,name=regex,proto3" json:"regex,omitempty"`
-	Assigned      *GroupAssignment       `protobuf:"bytes,6,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The host (IP address) the member's last heartbeat came from, as the
+	// broker that took it saw it; for a Subscribe stream, the stream's.
+	ClientAddress string           `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	MemberEpoch   int32            `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Topics        []string         `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Regex         string           `protobuf:"bytes,5,opt,name=regex,proto3" json:"regex,omitempty"`
+	Assigned      *GroupAssignment `protobuf:"bytes,6,opt,name=assigned,proto3" json:"assigned,omitempty"`
 	// Partitions it must give up before it moves on.
 	PendingRevocation *GroupAssignment `protobuf:"bytes,7,opt,name=pending_revocation,json=pendingRevocation,proto3" json:"pending_revocation,omitempty"`
 	// Target partitions it does not have yet.
@@ -2664,7 +2677,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\xcf\x02\n" +
+	"\x13DeleteGroupResponse\"\xf6\x02\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2673,7 +2686,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\x120\n" +
 	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12\x1a\n" +
 	"\bassignor\x18\a \x01(\tR\bassignor\x12\x18\n" +
-	"\aclassic\x18\b \x01(\bR\aclassic\"A\n" +
+	"\aclassic\x18\b \x01(\bR\aclassic\x12%\n" +
+	"\x0eclient_address\x18\t \x01(\tR\rclientAddress\"A\n" +
 	"\x11GroupSubscription\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
 	"\x05regex\x18\x02 \x01(\tR\x05regex\"I\n" +
