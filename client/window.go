@@ -221,11 +221,13 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 		s.enqueue(pp)
 	}
 	pp.mu.Unlock()
-	if run {
-		p.runCallbacks(pp)
-	}
+	// The sink first: what waited for this answer (the next request
+	// with one in flight) goes out while the callbacks run.
 	if wake {
 		s.notify()
+	}
+	if run {
+		p.runCallbacks(pp)
 	}
 }
 
