@@ -5,13 +5,13 @@
 # bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
 # between runs on a shared 2-core machine; the ratios are what to compare).
 #
-#   scripts/bench.sh             the full run (about 3 minutes)
+#   scripts/bench.sh             the full run (about 5 minutes)
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
 #
 # The two ratios the table ends with (single-node produce against the
 # ceiling, RF 3 acks=all against single-node acks=1) swing 2x between runs
 # here, so after the table they are measured again in BENCH_ROUNDS rounds
-# (default 5), the three runs of a round back to back, and printed as the
+# (default 5), the five runs of a round back to back, and printed as the
 # median and range of the rounds.
 #
 # Page-cache pages: on a VM whose free memory the host takes back (as this
@@ -24,7 +24,10 @@
 # just-freed ones (dd, in the data's filesystem), and the produce rows and
 # rounds once as they come ("fresh pages") and once right after a scratch
 # file as large as the run's log was written and deleted there ("reused
-# pages").
+# pages"). The host takes freed memory back a few seconds after the
+# guest frees it (free page reporting), so a reused-pages run is only
+# partly into resident pages, more or less from one run to the next: it
+# shows the direction, not a fixed state.
 #
 # Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_DIR
 # (default a temporary directory, removed afterwards), BENCH_RATES (e2e rates,
