@@ -2,8 +2,6 @@ package kafka
 
 import (
 	"context"
-	"slices"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -55,12 +53,8 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 }
 
 // listGroups lists the groups with committed offsets or members, all of
-// consumers' protocol type. From v4 each group carries its classic state
-// and the request may name the states to list (KIP-518, compared without
-// regard to case, as Kafka parses them): the states come from each
-// group's description, so a v4 listing asks the coordinator once per
-// group, and a group removed meanwhile is left out.
-func listGroups(ctx context.Context, b Backend, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+// consumers' protocol type.
+func listGroups(ctx context.Context, b Backend) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	out, err := b.ListGroups(ctx, &quirev1.ListGroupsRequest{})
 	if err != nil {
@@ -70,23 +64,6 @@ func listGroups(ctx context.Context, b Backend, req *kmsg.ListGroupsRequest) *km
 	for _, l := range out.Groups {
 		g := kmsg.NewListGroupsResponseGroup()
 		g.Group, g.ProtocolType = l.Group, classicType
-		if req.Version >= 4 {
-			d, err := b.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: l.Group})
-			code, _ := groupError(err)
-			switch {
-			case code == kerr.GroupIDNotFound.Code:
-				continue
-			case err != nil:
-				resp.Groups, resp.ErrorCode = nil, code
-				return resp
-			}
-			g.GroupState = groupStates[d.State]
-			if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool {
-				return strings.EqualFold(s, g.GroupState)
-			}) {
-				continue
-			}
-		}
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp
