@@ -210,17 +210,18 @@ func (co *coordinator) runTicks(ctx context.Context) {
 
 // expire deletes the committed offsets of the groups with no members
 // whose last commit, and the moment they were left without members, are
-// both a retention ago (KIP-211), through DeleteGroup; and, as Kafka's
-// cleanup does, a group left without members that has no committed
-// offsets at once, so that listings do not keep it. It looks at most
-// once a second.
+// both a retention ago (KIP-211), through DeleteGroup. It also removes,
+// as Kafka's cleanup does, the state of a group left without members
+// that has no committed offsets, once it has been empty for a session
+// timeout (removeEmpty), so that listings do not keep it forever. It
+// looks at most once a second.
 func (co *coordinator) expire(ctx context.Context) {
 	now := co.clock.Now()
 	if now.Before(co.nextExpiry) {
 		return
 	}
 	co.nextExpiry = now.Add(time.Second)
-	var expired []string
+	var expired, empties []string
 	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
 		img := co.c.n.Image()
 		for _, l := range m.Groups() {
@@ -233,8 +234,9 @@ func (co *coordinator) expire(ctx context.Context) {
 				co.emptySince[l.Group] = now
 			}
 			_, committed := img.groups[l.Group]
-			if _, stored := img.groupStates[l.Group]; l.Members == 0 && stored && !committed {
-				expired = append(expired, l.Group)
+			_, stored := img.groupStates[l.Group]
+			if l.Members == 0 && stored && !committed && now.Sub(co.emptySince[l.Group]) >= co.cfg.SessionTimeout {
+				empties = append(empties, l.Group)
 			}
 		}
 		for id, topics := range img.groups {
@@ -263,12 +265,44 @@ func (co *coordinator) expire(ctx context.Context) {
 			co.mu.Lock()
 			delete(co.emptySince, id)
 			co.mu.Unlock()
-			co.c.n.logger.Info("removed an empty group", "group", id, "retention", co.retention())
+			co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
 		case errors.Is(err, group.ErrNonEmptyGroup), errors.Is(err, ErrUnknownGroup):
 			// A member joined, or it was deleted, meanwhile.
 		case ctx.Err() == nil:
 			co.c.n.logger.Warn("could not expire a group's offsets", "group", id, "error", err)
 		}
+	}
+	for _, id := range empties {
+		co.removeEmpty(ctx, id)
+	}
+}
+
+// removeEmpty removes the state of group id if it still has no members,
+// has state and has no committed offsets, all judged in one turn of the
+// machine: it writes only the group's GroupDeleted record, never an
+// offsets deletion, so a commit that lands meanwhile (a reset of an
+// empty group's offsets, say) is kept, and the group is listed by it.
+func (co *coordinator) removeEmpty(ctx context.Context, id string) {
+	removed := false
+	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		img := co.c.n.Image()
+		_, stored := img.groupStates[id]
+		_, committed := img.groups[id]
+		if m.Size(id) > 0 || !stored || committed {
+			return nil, nil // joined, committed or removed meanwhile
+		}
+		recs, err := m.Delete(id)
+		removed = err == nil
+		return recs, err
+	})
+	switch {
+	case err == nil && removed:
+		co.mu.Lock()
+		delete(co.emptySince, id)
+		co.mu.Unlock()
+		co.c.n.logger.Info("removed an empty group without committed offsets", "group", id)
+	case err != nil && ctx.Err() == nil:
+		co.c.n.logger.Warn("could not remove an empty group", "group", id, "error", err)
 	}
 }
 

@@ -330,8 +330,8 @@ func TestCLIConsumeGroupMember(t *testing.T) {
 }
 
 // TestCLIPerfE2EWarmup: perf e2e measures -n records after its warm-up,
-// whose records reach the log but not the figures; a warm-up without a
-// rate is refused.
+// whose records reach the log but not the figures; a warm-up asked for
+// without a rate is refused, and the default one is none at --rate 0.
 func TestCLIPerfE2EWarmup(t *testing.T) {
 	b := brokertest.Start(t)
 	out, _, err := runCLIStdin("", "--brokers", b.Addr(), "--format", "json", "perf", "e2e", "--topic", "warm",
@@ -353,5 +353,14 @@ func TestCLIPerfE2EWarmup(t *testing.T) {
 	_, _, err = runCLIStdin("", "--brokers", b.Addr(), "perf", "e2e", "--topic", "warm", "--rate", "0", "--warmup", "1s")
 	if err == nil || !strings.Contains(err.Error(), "--warmup needs a --rate") {
 		t.Fatalf("warm-up without a rate: %v", err)
+	}
+	// As fast as possible, the default warm-up is none.
+	out, _, err = runCLIStdin("", "--brokers", b.Addr(), "--format", "json", "perf", "e2e", "--topic", "warm",
+		"--rate", "0", "-n", "50", "--interval", "1h")
+	if err != nil || !strings.Contains(out, `"records": 50,`) {
+		t.Fatalf("perf e2e --rate 0: %v: %s", err, out)
+	}
+	if ends, err = cl.ListOffsets(ctx, "warm", client.AtEnd()); err != nil || ends[0] != 400 {
+		t.Fatalf("the log ends at %v (%v), want 400", ends, err)
 	}
 }

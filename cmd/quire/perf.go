@@ -586,8 +586,12 @@ the path's latency. -n records are measured after them.`,
 			if warmup < 0 {
 				return fmt.Errorf("--warmup %v is negative", warmup)
 			}
-			if warmup > 0 && f.rate <= 0 {
-				return fmt.Errorf("--warmup needs a --rate")
+			if f.rate <= 0 {
+				// As fast as possible: no rate to warm up at.
+				if cmd.Flags().Changed("warmup") && warmup > 0 {
+					return fmt.Errorf("--warmup needs a --rate")
+				}
+				warmup = 0
 			}
 			// A value holds its send time (8 bytes) and whether it is a
 			// warm-up record (1 byte).
@@ -625,6 +629,7 @@ the path's latency. -n records are measured after them.`,
 			stop := make(chan struct{})
 			go progress(cmd.ErrOrStderr(), f.interval, "received", lat, true, stop)
 			var measureStart atomic.Int64 // UnixNano of the first measured record's send
+			var warmErrs atomic.Int64
 			prodErrs := newLatencies()
 			warmN := int64(f.rate * warmup.Seconds())
 			go func() {
@@ -641,11 +646,13 @@ the path's latency. -n records are measured after them.`,
 						measureStart.Store(now)
 					}
 					cl.Produce(ctx, &client.Record{Topic: f.topic, Value: v}, func(_ *client.Record, err error) {
-						if err != nil {
+						switch {
+						case err == nil:
+						case warm:
+							warmErrs.Add(1)
+						default:
+							prodErrs.fail(err)
 							lat.fail(err)
-							if !warm {
-								prodErrs.fail(err)
-							}
 						}
 					})
 				}
@@ -672,6 +679,9 @@ the path's latency. -n records are measured after them.`,
 				from = time.Now().UnixNano()
 			}
 			elapsed := time.Since(time.Unix(0, from))
+			if n := warmErrs.Load(); n > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warm-up: %d records failed (not counted)\n", n)
+			}
 			close(stop)
 			return printSummary(cmd.OutOrStdout(), g, lat.summary(elapsed, true), true)
 		},
