@@ -72,7 +72,7 @@ func (s *groupService) ListGroups(ctx context.Context, req *quirev1.ListGroupsRe
 	}
 	resp := &quirev1.ListGroupsResponse{Groups: make([]*quirev1.GroupListing, len(groups))}
 	for i, g := range groups {
-		resp.Groups[i] = &quirev1.GroupListing{Group: g}
+		resp.Groups[i] = &quirev1.GroupListing{Group: g.Group, State: g.State}
 	}
 	return resp, nil
 }

@@ -352,6 +352,26 @@ func testKafkaConsumerGroup(t *testing.T, protocols ...groupProtocol) {
 			t.Fatalf("DescribeGroups: member %s assigned %+v (%v)", m.MemberID, a, err)
 		}
 	}
+	// ListGroups (v4, the highest both ends speak) with its state, and
+	// filtered by states.
+	for _, tc := range []struct {
+		states []string
+		want   string
+	}{{nil, "[kgroup=Stable]"}, {[]string{"Stable"}, "[kgroup=Stable]"}, {[]string{"Empty", "Dead"}, "[]"}} {
+		lg := kmsg.NewPtrListGroupsRequest()
+		lg.StatesFilter = tc.states
+		lr, err := lg.RequestWith(ctx, prod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range lr.Groups {
+			got = append(got, g.Group+"="+g.GroupState)
+		}
+		if lr.ErrorCode != 0 || lr.Version != 4 || fmt.Sprint(got) != tc.want {
+			t.Fatalf("ListGroups v%d states %v: %v (code %d), want %s", lr.Version, tc.states, got, lr.ErrorCode, tc.want)
+		}
+	}
 	close(stop)
 	for range 2 {
 		if err := <-done; err != nil {

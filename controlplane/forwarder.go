@@ -300,9 +300,19 @@ func (f *Forwarder) FetchOffsets(ctx context.Context, group string, partitions [
 
 // ListGroups lists the groups with committed offsets or members, from
 // the controller's image.
-func (f *Forwarder) ListGroups(ctx context.Context) ([]string, error) {
+func (f *Forwarder) ListGroups(ctx context.Context) ([]metadata.GroupListing, error) {
 	resp, err := Call(ctx, f, (*Service).ListGroups, pb.ControllerServiceClient.ListGroups, &pb.ListGroupsRequest{})
-	return resp.GetGroups(), err
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metadata.GroupListing, len(resp.GetGroups()))
+	for i, g := range resp.GetGroups() {
+		out[i].Group = g
+		if i < len(resp.GetStates()) {
+			out[i].State = resp.GetStates()[i]
+		}
+	}
+	return out, nil
 }
 
 // DeleteGroup removes an empty group (its state and committed offsets)

@@ -129,7 +129,11 @@ func (s *Service) ListGroups(ctx context.Context, in *pb.ListGroupsRequest) (*pb
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.ListGroupsResponse{Groups: groups}, nil
+	out := &pb.ListGroupsResponse{Groups: make([]string, len(groups)), States: make([]string, len(groups))}
+	for i, g := range groups {
+		out.Groups[i], out.States[i] = g.Group, g.State
+	}
+	return out, nil
 }
 
 func (s *Service) DeleteGroup(ctx context.Context, in *pb.DeleteGroupRequest) (*pb.DeleteGroupResponse, error) {

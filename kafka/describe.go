@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,8 +55,10 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 }
 
 // listGroups lists the groups with committed offsets or members, all of
-// consumers' protocol type.
-func listGroups(ctx context.Context, b Backend) *kmsg.ListGroupsResponse {
+// consumers' protocol type. From v4 each group carries its classic state,
+// from the listing itself, and the request may name the states to list
+// (KIP-518, compared without regard to case, as Kafka parses them).
+func listGroups(ctx context.Context, b Backend, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	out, err := b.ListGroups(ctx, &quirev1.ListGroupsRequest{})
 	if err != nil {
@@ -63,7 +67,12 @@ func listGroups(ctx context.Context, b Backend) *kmsg.ListGroupsResponse {
 	}
 	for _, l := range out.Groups {
 		g := kmsg.NewListGroupsResponseGroup()
-		g.Group, g.ProtocolType = l.Group, classicType
+		g.Group, g.ProtocolType, g.GroupState = l.Group, classicType, groupStates[l.State]
+		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool {
+			return strings.EqualFold(s, g.GroupState)
+		}) {
+			continue
+		}
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp

@@ -440,7 +440,7 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 	case *kmsg.DescribeGroupsRequest:
 		return describeGroups(ctx, b, req), nil
 	case *kmsg.ListGroupsRequest:
-		return listGroups(ctx, b), nil
+		return listGroups(ctx, b, req), nil
 	case *kmsg.LeaveGroupRequest:
 		cs.classic = true
 		return leaveGroup(ctx, b, req), nil

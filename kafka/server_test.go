@@ -89,7 +89,7 @@ func (f *fakeBackend) DescribeGroup(_ context.Context, req *quirev1.DescribeGrou
 }
 
 func (f *fakeBackend) ListGroups(context.Context, *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
-	return &quirev1.ListGroupsResponse{Groups: []*quirev1.GroupListing{{Group: "a"}, {Group: "b"}}}, nil
+	return &quirev1.ListGroupsResponse{Groups: []*quirev1.GroupListing{{Group: "a", State: "reconciling"}, {Group: "b", State: "stable"}}}, nil
 }
 
 func (f *fakeBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
@@ -208,7 +208,7 @@ func TestKafkaApiVersions(t *testing.T) {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
 	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 22: {0, 4}, 68: {1, 1},
-		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 3}}
+		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 4}}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
 	}
@@ -1034,5 +1034,31 @@ func TestKafkaDescribeAndListGroups(t *testing.T) {
 	k.response(lr, true)
 	if lr.ErrorCode != 0 || len(lr.Groups) != 2 || lr.Groups[1].Group != "b" || lr.Groups[1].ProtocolType != "consumer" {
 		t.Fatalf("ListGroups: %+v", lr)
+	}
+
+	// v4: each group's classic state; a states filter is matched without
+	// regard to case.
+	listV4 := func(states ...string) []string {
+		t.Helper()
+		lg := kmsg.NewPtrListGroupsRequest()
+		lg.Version, lg.StatesFilter = 4, states
+		k.request(lg)
+		lr := kmsg.NewPtrListGroupsResponse()
+		lr.Version = 4
+		k.response(lr, true)
+		if lr.ErrorCode != 0 {
+			t.Fatalf("ListGroups v4 %v: %+v", states, lr)
+		}
+		var out []string
+		for _, g := range lr.Groups {
+			out = append(out, g.Group+"="+g.GroupState)
+		}
+		return out
+	}
+	if got := fmt.Sprint(listV4()); got != "[a=CompletingRebalance b=Stable]" {
+		t.Fatalf("ListGroups v4: %s", got)
+	}
+	if got := fmt.Sprint(listV4("stable", "Empty")); got != "[b=Stable]" {
+		t.Fatalf("ListGroups v4 filtered on stable and Empty: %s", got)
 	}
 }

@@ -30,7 +30,7 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 14, MinVersion: 0, MaxVersion: 5}, // SyncGroup
 	// Admin tools' view of the groups, either protocol (describe.go).
 	{ApiKey: 15, MinVersion: 0, MaxVersion: 5}, // DescribeGroups
-	{ApiKey: 16, MinVersion: 0, MaxVersion: 3}, // ListGroups (4 filters by state)
+	{ApiKey: 16, MinVersion: 0, MaxVersion: 4}, // ListGroups (4: states; 5 filters by type, KIP-848's)
 }
 
 // served reports whether version of key is answered.

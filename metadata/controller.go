@@ -588,14 +588,37 @@ func (c *Controller) FetchOffsets(ctx context.Context, group string, partitions 
 	return groupOffsets(c.n.Image(), group, partitions)
 }
 
+// GroupListing is one group of ListGroups: its id and the coordinator's
+// state of it (group.GroupState's names; "empty" for a group with
+// committed offsets only).
+type GroupListing struct {
+	Group string
+	State string
+}
+
 // ListGroups lists the groups with committed offsets or members
 // (Image.ListedGroups), from the controller's image for the same reason
-// as FetchOffsets.
-func (c *Controller) ListGroups(ctx context.Context) ([]string, error) {
+// as FetchOffsets, each with its state from the coordinator.
+func (c *Controller) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	if err := c.readable(ctx); err != nil {
 		return nil, err
 	}
-	return c.n.Image().ListedGroups(), nil
+	states := map[string]group.GroupState{}
+	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		for _, l := range m.Groups() {
+			states[l.Group] = l.State
+		}
+		return nil, nil
+	})
+	if err != nil && !errors.Is(err, ErrUnsupportedVersion) { // none has members below metadata.version 2
+		return nil, err
+	}
+	ids := c.n.Image().ListedGroups()
+	out := make([]GroupListing, len(ids))
+	for i, id := range ids {
+		out[i] = GroupListing{Group: id, State: states[id].String()} // GroupEmpty when the machine has none
+	}
+	return out, nil
 }
 
 // DeleteGroup removes an empty group: its membership state and every

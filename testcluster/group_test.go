@@ -162,6 +162,25 @@ func TestClusterGroupListedFromFirstJoin(t *testing.T) {
 		c.Eventually(ctx, "join "+m.group, func() error { return m.heartbeat(ctx) })
 	}
 	waitListed(ctx, t, c, via, nil, "fresh", "kept")
+	// Each with the coordinator's state: one member, two partitions, no
+	// one else to wait for.
+	c.Eventually(ctx, "both groups stable", func() error {
+		for _, m := range []*groupMember{fresh, kept} {
+			if err := m.heartbeat(ctx); err != nil {
+				return err
+			}
+		}
+		resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
+		if err != nil {
+			return err
+		}
+		for _, g := range resp.Groups {
+			if g.State != "stable" {
+				return fmt.Errorf("group %s is %q", g.Group, g.State)
+			}
+		}
+		return nil
+	})
 	_, err := groups(c, via).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: "fresh"})
 	if status.Code(err) != codes.FailedPrecondition || errorDetail(err).GetCode() != quirev1.ErrorCode_NON_EMPTY_GROUP {
 		t.Fatalf("delete a group with a member: %v; want NON_EMPTY_GROUP", err)
@@ -181,6 +200,10 @@ func TestClusterGroupListedFromFirstJoin(t *testing.T) {
 	waitListed(ctx, t, c, via, nil, "kept")
 	if got := fetchOffset(ctx, t, c, via, "kept", "joined", 0); got != 3 {
 		t.Fatalf("kept's offset %d, want 3", got)
+	}
+	if resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{}); err != nil || len(resp.Groups) != 1 ||
+		resp.Groups[0].State != "empty" {
+		t.Fatalf("listing with kept empty: %v %v", resp, err)
 	}
 	if _, err := groups(c, via).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "fresh"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("describe the removed group: %v; want NOT_FOUND", err)

@@ -1674,8 +1674,12 @@ func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListGroupsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Groups        []string               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Groups []string               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The coordinator's state of each group, in the order of groups
+	// (empty, assigning, reconciling, stable); none from a controller that
+	// predates it.
+	States        []string `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1713,6 +1717,13 @@ func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
 func (x *ListGroupsResponse) GetGroups() []string {
 	if x != nil {
 		return x.Groups
+	}
+	return nil
+}
+
+func (x *ListGroupsResponse) GetStates() []string {
+	if x != nil {
+		return x.States
 	}
 	return nil
 }
@@ -2442,9 +2453,10 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"partitions\"P\n" +
 	"\x14FetchOffsetsResponse\x128\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x1e.quire.internal.v1.GroupOffsetR\aoffsets\"\x13\n" +
-	"\x11ListGroupsRequest\",\n" +
+	"\x11ListGroupsRequest\"D\n" +
 	"\x12ListGroupsResponse\x12\x16\n" +
-	"\x06groups\x18\x01 \x03(\tR\x06groups\"*\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\x12\x16\n" +
+	"\x06states\x18\x02 \x03(\tR\x06states\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
 	"\x13DeleteGroupResponse\"B\n" +

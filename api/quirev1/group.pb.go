@@ -562,8 +562,13 @@ func (x *ListGroupsResponse) GetGroups() []*GroupListing {
 }
 
 type GroupListing struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The coordinator's state of the group: empty, assigning (a new group
+	// epoch, before its target assignment), reconciling (members moving to
+	// the target) or stable, as DescribeGroup's; "" when the controller
+	// did not say.
+	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +606,13 @@ func (*GroupListing) Descriptor() ([]byte, []int) {
 func (x *GroupListing) GetGroup() string {
 	if x != nil {
 		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupListing) GetState() string {
+	if x != nil {
+		return x.State
 	}
 	return ""
 }
@@ -2672,9 +2684,10 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\"\x13\n" +
 	"\x11ListGroupsRequest\"D\n" +
 	"\x12ListGroupsResponse\x12.\n" +
-	"\x06groups\x18\x01 \x03(\v2\x16.quire.v1.GroupListingR\x06groups\"$\n" +
+	"\x06groups\x18\x01 \x03(\v2\x16.quire.v1.GroupListingR\x06groups\":\n" +
 	"\fGroupListing\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"*\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
 	"\x13DeleteGroupResponse\"\xf6\x02\n" +
