@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,17 +37,32 @@ func admin(c *testcluster.Cluster, id int32) quirev1.AdminClient {
 	return quirev1.NewAdminClient(c.Conn(id))
 }
 
+// createTopic creates a topic through node via.
+//
+// A broker whose heartbeat came late on a loaded machine is fenced until
+// its next one, and a replication factor above the live brokers is
+// refused meanwhile (INVALID_REPLICATION_FACTOR, nothing created): that
+// answer is asked again until the deadline; any other fails the test.
 func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, partitions, rf int32) *quirev1.TopicDescription {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := admin(c, via).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: rf},
-	})
-	if err != nil {
+	var topic *quirev1.TopicDescription
+	c.Eventually(ctx, "create topic "+name, func() error {
+		resp, err := admin(c, via).CreateTopic(ctx, &quirev1.CreateTopicRequest{
+			Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: rf},
+		})
+		switch {
+		case err == nil:
+			topic = resp.Topic
+			return nil
+		case errorDetail(err).GetCode() == quirev1.ErrorCode_INVALID_REPLICATION_FACTOR && strings.Contains(err.Error(), "live broker"):
+			return err
+		}
 		t.Fatalf("create topic %q through node %d: %v", name, via, err)
-	}
-	return resp.Topic
+		return nil
+	})
+	return topic
 }
 
 // produce sends one record to topic-partition through node via (acks=1).
