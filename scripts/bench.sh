@@ -140,13 +140,8 @@ until "$quire" --brokers "$cluster" topic create bench3 -p 1 -r 3 -c min.insync.
 	sleep 0.2
 done
 
-# scratch BYTES: write a file of BYTES in the data's filesystem and delete
-# it, so that the kernel hands the next run's appends pages it has just
-# freed (resident) rather than pages the host took back.
-scratch() {
-	dd if=/dev/zero of="$dir/scratch" bs=1M count=$(($1 / 1048576 + 1)) status=none || fail "scratch file"
-	rm -f "$dir/scratch"
-}
+# scratch BYTES: scratch_pages in the data's filesystem, before a reused-pages run.
+scratch() { scratch_pages "$dir/scratch" "$1" || fail "scratch file"; }
 # log_bytes N REPLICAS: a little over what N records of the run's size
 # write to disk over REPLICAS replicas (record framing and indexes
 # included), for scratch.

@@ -79,3 +79,11 @@ have_kcat() {
 	fi
 	command -v kcat >/dev/null
 }
+
+# scratch_pages FILE BYTES: write FILE of a little over BYTES and delete it,
+# so that the next writes in its filesystem get pages the kernel has just
+# freed rather than pages a VM's host took back (scripts/bench.sh,
+# "Page-cache pages").
+scratch_pages() {
+	dd if=/dev/zero of="$1" bs=1M count=$(($2 / 1048576 + 1)) status=none && rm -f "$1"
+}

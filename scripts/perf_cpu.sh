@@ -115,8 +115,7 @@ produce -n $((n / 10)) >/dev/null 2>>"$dir/perf.log" || fail "warm-up"
 case ${PERF_PAGES:-fresh} in
 fresh) ;;
 reused)
-	dd if=/dev/zero of="$dir/scratch" bs=1M count=$((n * 160 * count / 1048576 + 1)) status=none || fail "scratch file"
-	rm -f "$dir/scratch"
+	scratch_pages "$dir/scratch" $((n * 160 * count)) || fail "scratch file"
 	;;
 *) fail "PERF_PAGES is fresh or reused, not $PERF_PAGES" ;;
 esac
