@@ -238,7 +238,13 @@ type fakeBroker struct {
 }
 
 func (c *testCluster) startBroker(id int32) *fakeBroker {
-	b := &fakeBroker{c: c, info: BrokerInfo{ID: id, Incarnation: fmt.Sprintf("inc-%d", id), Addr: fmt.Sprintf("node%d", id)},
+	return c.startBrokerAt(id, VersionRange{})
+}
+
+// startBrokerAt starts a fake broker registering the metadata.version
+// range r (the zero range: 1 to 1).
+func (c *testCluster) startBrokerAt(id int32, r VersionRange) *fakeBroker {
+	b := &fakeBroker{c: c, info: BrokerInfo{ID: id, Incarnation: fmt.Sprintf("inc-%d", id), Addr: fmt.Sprintf("node%d", id), MetadataVersions: r},
 		stopCh: make(chan struct{}), done: make(chan struct{})}
 	go b.run()
 	c.t.Cleanup(b.stop)

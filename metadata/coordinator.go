@@ -225,14 +225,7 @@ func (co *coordinator) expire(ctx context.Context) {
 	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
 		img := co.c.n.Image()
 		for _, l := range m.Groups() {
-			switch _, seen := co.emptySince[l.Group]; {
-			case l.Members > 0:
-				delete(co.emptySince, l.Group)
-			case !l.EmptySince.IsZero():
-				co.emptySince[l.Group] = l.EmptySince
-			case !seen:
-				co.emptySince[l.Group] = now
-			}
+			co.noteEmpty(l, now)
 			_, committed := img.groups[l.Group]
 			_, stored := img.groupStates[l.Group]
 			if l.Members == 0 && stored && !committed && now.Sub(co.emptySince[l.Group]) >= co.cfg.SessionTimeout {
@@ -259,21 +252,76 @@ func (co *coordinator) expire(ctx context.Context) {
 		return
 	}
 	for _, id := range expired {
-		err := co.c.DeleteGroup(ctx, id)
-		switch {
-		case err == nil:
-			co.mu.Lock()
-			delete(co.emptySince, id)
-			co.mu.Unlock()
-			co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
-		case errors.Is(err, group.ErrNonEmptyGroup), errors.Is(err, ErrUnknownGroup):
-			// A member joined, or it was deleted, meanwhile.
-		case ctx.Err() == nil:
-			co.c.n.logger.Warn("could not expire a group's offsets", "group", id, "error", err)
-		}
+		co.expireGroup(ctx, id, now.Add(-co.retention()))
 	}
 	for _, id := range empties {
 		co.removeEmpty(ctx, id)
+	}
+}
+
+// noteEmpty keeps emptySince up to date with one group's listing. It is
+// called in a turn of the machine (co.mu held).
+func (co *coordinator) noteEmpty(l group.Listing, now time.Time) {
+	switch _, seen := co.emptySince[l.Group]; {
+	case l.Members > 0:
+		delete(co.emptySince, l.Group)
+	case !l.EmptySince.IsZero():
+		co.emptySince[l.Group] = l.EmptySince
+	case !seen:
+		co.emptySince[l.Group] = now
+	}
+}
+
+// expireGroup deletes the offsets, then the membership state, of group
+// id, whose retention ran out at cutoff (now minus the retention), if it
+// is still expired, all judged in one turn of the machine: it still has
+// no members, was left without them at or before cutoff (a member that
+// joined and left since keeps it), and none of its offsets was committed
+// after cutoff. That last check is the FSM's (DeleteGroup's
+// committed_before_ms, from metadata.version 5), so a commit the
+// controller applies between this look and the deletion, which does not
+// wait for the machine, keeps the group's offsets instead of being
+// deleted after it was acknowledged. Below level 5 the deletion is
+// unguarded.
+func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.Time) {
+	deleted := false
+	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		if m.Size(id) > 0 {
+			return nil, nil
+		}
+		for _, l := range m.Groups() {
+			if l.Group == id {
+				co.noteEmpty(l, co.clock.Now())
+			}
+		}
+		if since, ok := co.emptySince[id]; ok && since.After(cutoff) {
+			return nil, nil
+		}
+		cmd := &pb.DeleteGroup{Group: id}
+		if co.c.n.Image().metadataVersion() >= MetadataVersionGuardedGroupDelete {
+			cmd.CommittedBeforeMs = cutoff.UnixMilli()
+		}
+		if _, err := co.c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: cmd}}); err != nil {
+			return nil, err
+		}
+		deleted = true
+		delete(co.emptySince, id)
+		if _, stored := co.c.n.Image().groupStates[id]; !stored {
+			return nil, nil
+		}
+		return m.Delete(id)
+	})
+	switch {
+	case deleted:
+		co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
+		if err != nil && ctx.Err() == nil {
+			co.c.n.logger.Warn("expired a group's offsets but not its membership state (removed once it has been empty a session timeout)", "group", id, "error", err)
+		}
+	case errors.Is(err, errCommittedSince), errors.Is(err, ErrUnknownGroup):
+		// Committed to, or deleted, meanwhile.
+		co.c.n.logger.Debug("kept a group's offsets", "group", id, "reason", err)
+	case err != nil && ctx.Err() == nil:
+		co.c.n.logger.Warn("could not expire a group's offsets", "group", id, "error", err)
 	}
 }
 

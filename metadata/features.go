@@ -43,9 +43,15 @@ const (
 	// coordinator writes it only from this level, and a command carrying
 	// it is refused below.
 	MetadataVersionGroupEmptySince int32 = 4
+	// MetadataVersionGuardedGroupDelete adds a field to an existing
+	// command: DeleteGroup's committed_before_ms, with which offsets
+	// retention deletes a group's offsets only if none was committed
+	// after the moment its decision counted back to. An older node would
+	// drop the field and delete where the others refuse.
+	MetadataVersionGuardedGroupDelete int32 = 5
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionGroupEmptySince
+	LatestMetadataVersion = MetadataVersionGuardedGroupDelete
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -99,11 +105,15 @@ func commandLevel(cmd *pb.Command) int32 {
 			return MetadataVersionGroupEmptySince
 		}
 		return MetadataVersionProducerIDs
+	case *pb.Command_DeleteGroup:
+		if c.DeleteGroup.CommittedBeforeMs != 0 {
+			return MetadataVersionGuardedGroupDelete
+		}
+		return MetadataVersionBaseline
 	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
 		*pb.Command_CreateTopic, *pb.Command_DeleteTopic, *pb.Command_PartitionChange,
 		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
-		*pb.Command_UnregisterBroker, *pb.Command_CommitOffsets, *pb.Command_DeleteGroup,
-		*pb.Command_FeatureLevel:
+		*pb.Command_UnregisterBroker, *pb.Command_CommitOffsets, *pb.Command_FeatureLevel:
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds:
 		return MetadataVersionProducerIDs

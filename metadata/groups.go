@@ -229,7 +229,8 @@ func (d *draft) applyCommitOffsetsBatch(c *pb.CommitOffsetsBatch, index uint64) 
 	return out
 }
 
-// applyDeleteGroup removes every offset of a group.
+// applyDeleteGroup removes every offset of a group; with
+// committed_before_ms, only if none was committed after it.
 func (d *draft) applyDeleteGroup(c *pb.DeleteGroup, _ uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
 		return err
@@ -237,6 +238,15 @@ func (d *draft) applyDeleteGroup(c *pb.DeleteGroup, _ uint64) any {
 	g, ok := d.img.groups[c.Group]
 	if !ok {
 		return fmt.Errorf("%w: %q has no committed offsets", ErrUnknownGroup, c.Group)
+	}
+	if before := c.CommittedBeforeMs; before != 0 {
+		for topic, parts := range g {
+			for p, o := range parts {
+				if o.CommitTimeMs > before {
+					return fmt.Errorf("%w: group %q: %s-%d committed at %d, after %d", errCommittedSince, c.Group, topic, p, o.CommitTimeMs, before)
+				}
+			}
+		}
 	}
 	for topic := range g {
 		d.deleteGroupTopic(c.Group, topic)

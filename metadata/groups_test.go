@@ -363,3 +363,37 @@ func TestFSMCommitOffsetsBatch(t *testing.T) {
 		t.Fatalf("groups %v (a refused commit left none)", g)
 	}
 }
+
+// TestFSMDeleteGroupCommittedBefore: a DeleteGroup carrying
+// committed_before_ms (offsets retention's) deletes nothing while one of
+// the group's offsets was committed after it, and needs metadata.version
+// 5 on every node.
+func TestFSMDeleteGroupCommittedBefore(t *testing.T) {
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("a", []int32{1}, []int32{2}))
+	tf.ok(createTopic("b", []int32{3}))
+	tf.ok(commit("g", 1000, oc("a", 0, 1), oc("b", 0, 3)))
+	tf.ok(commit("g", 2000, oc("a", 1, 5)))
+	guarded := func(before int64) *pb.Command {
+		cmd := deleteGroup("g")
+		cmd.GetDeleteGroup().CommittedBeforeMs = before
+		return cmd
+	}
+	if commandLevel(guarded(1)) != MetadataVersionGuardedGroupDelete || commandLevel(deleteGroup("g")) != MetadataVersionBaseline {
+		t.Fatalf("levels: guarded %d, plain %d", commandLevel(guarded(1)), commandLevel(deleteGroup("g")))
+	}
+	tf.rejected(guarded(2000), ErrUnsupportedVersion)
+	tf.ok(featureLevel(MetadataVersionGuardedGroupDelete))
+	want := allOffsets(tf.f.Image())
+	// a-1 was committed at 2000, after 1999.
+	tf.rejected(guarded(1999), errCommittedSince)
+	if got := allOffsets(tf.f.Image()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("offsets after a refused delete: %+v, want %+v", got, want)
+	}
+	tf.ok(guarded(2000))
+	if g := tf.f.Image().Groups(); len(g) != 0 {
+		t.Fatalf("groups after the delete: %v", g)
+	}
+	tf.rejected(guarded(2000), ErrUnknownGroup)
+}

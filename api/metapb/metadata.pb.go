@@ -1429,10 +1429,17 @@ func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
 // DeleteGroup removes every committed offset of a group; an unknown group
 // is rejected.
 type DeleteGroup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Above 0: delete only if every offset of the group was committed at
+	// or before this time (ms since the epoch, the controller's clock),
+	// else refuse and delete nothing. Offsets retention sets it to the
+	// moment its decision counted back to (now minus the retention), so a
+	// commit applied between that decision and this command keeps the
+	// group's offsets. Needs metadata.version 5.
+	CommittedBeforeMs int64 `protobuf:"varint,2,opt,name=committed_before_ms,json=committedBeforeMs,proto3" json:"committed_before_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DeleteGroup) Reset() {
@@ -1470,6 +1477,13 @@ func (x *DeleteGroup) GetGroup() string {
 		return x.Group
 	}
 	return ""
+}
+
+func (x *DeleteGroup) GetCommittedBeforeMs() int64 {
+	if x != nil {
+		return x.CommittedBeforeMs
+	}
+	return 0
 }
 
 // FeatureLevel finalizes a feature's level (KRaft's FeatureLevelRecord).
@@ -3206,9 +3220,10 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
 	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"P\n" +
 	"\x12CommitOffsetsBatch\x12:\n" +
-	"\acommits\x18\x01 \x03(\v2 .quire.internal.v1.CommitOffsetsR\acommits\"#\n" +
+	"\acommits\x18\x01 \x03(\v2 .quire.internal.v1.CommitOffsetsR\acommits\"S\n" +
 	"\vDeleteGroup\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"8\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12.\n" +
+	"\x13committed_before_ms\x18\x02 \x01(\x03R\x11committedBeforeMs\"8\n" +
 	"\fFeatureLevel\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05level\x18\x02 \x01(\x05R\x05level\"U\n" +

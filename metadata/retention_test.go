@@ -1,0 +1,64 @@
+package metadata
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/internal/clock"
+)
+
+// TestCoordinatorExpireKeepsLateCommit: offsets retention's deletion is
+// judged again where it is applied. A group whose retention ran out at a
+// cutoff, but that was committed to after it (between the coordinator's
+// look and its DeleteGroup, which does not wait for the commits),
+// keeps its offsets and its membership state; once the cutoff is at or
+// past every commit, both go.
+func TestCoordinatorExpireKeepsLateCommit(t *testing.T) {
+	clk := &clock.Jumped{}
+	c := newTestCluster(t, 1, 0, func(cfg *Config) { cfg.Clock = clk })
+	c.startBrokerAt(1, SupportedMetadataVersions())
+	c.waitBrokersLive(1)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1})
+	n := c.waitController()
+	waitFor(t, "metadata.version finalized at the latest", 10*time.Second, func() bool {
+		return n.Image().metadataVersion() == LatestMetadataVersion
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctl := n.Ctl()
+	// A member joins and leaves, so the group has membership state.
+	if _, err := ctl.ConsumerGroupHeartbeat(ctx, join("g", "m", time.Time{})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.ConsumerGroupHeartbeat(ctx, group.Heartbeat{Group: "g", MemberID: "m", MemberEpoch: group.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	// The commit is 10 s after the leave, so a cutoff between them is past
+	// the moment the group was left without members: only the commit's
+	// time keeps it.
+	clk.Set(10 * time.Second)
+	at, err := ctl.CommitOffsets(ctx, "g", GroupMember{}, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := func() (offsets int, state bool) {
+		img := n.Image()
+		_, state = img.groupStates["g"]
+		return len(img.Offsets("g")), state
+	}
+	if o, s := kept(); o != 1 || !s {
+		t.Fatalf("before expiry: %d offsets, state %v", o, s)
+	}
+
+	// Expired a millisecond before the commit: the FSM refuses.
+	ctl.coord.expireGroup(ctx, "g", at.Add(-time.Millisecond))
+	if o, s := kept(); o != 1 || !s {
+		t.Fatalf("expired before its last commit: %d offsets left, state %v; want both kept", o, s)
+	}
+	ctl.coord.expireGroup(ctx, "g", at)
+	if o, s := kept(); o != 0 || s {
+		t.Fatalf("expired at its last commit: %d offsets left, state %v; want both gone", o, s)
+	}
+}
