@@ -174,6 +174,7 @@ type Description struct {
 // MemberDescription is one member of a Description.
 type MemberDescription struct {
 	MemberID          string
+	InstanceID        string // "" a dynamic member
 	ClientAddress     string
 	Epoch             int32
 	State             MemberState
@@ -204,7 +205,7 @@ func (m *Machine) Describe(id string) (Description, error) {
 			target = []TopicPartition{}
 		}
 		d.Members = append(d.Members, MemberDescription{
-			MemberID: mem.id, ClientAddress: mem.clientAddress, Epoch: mem.epoch, State: mem.state,
+			MemberID: mem.id, InstanceID: mem.instanceID, ClientAddress: mem.clientAddress, Epoch: mem.epoch, State: mem.state,
 			Topics: slices.Clone(mem.topics), Regex: mem.regex, Assignor: mem.assignor,
 			Assigned: slices.Clone(mem.assigned), PendingRevocation: slices.Clone(mem.pendingRevocation),
 			PendingAssignment: minus(target, mem.assigned), Target: target,

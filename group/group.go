@@ -7,7 +7,8 @@
 // The package is pure: no network, no raft, no goroutines, no clock. A
 // runtime (the coordinator) feeds it inputs and does the I/O:
 //
-//   - Heartbeat: a member joining (epoch 0), staying, or leaving (epoch -1).
+//   - Heartbeat: a member joining (epoch 0), staying, or leaving (epoch -1;
+//     -2 for a static member that will be back).
 //   - Tick: the time passing; members silent past the session timeout,
 //     and members that did not revoke within their rebalance timeout, are
 //     removed.
@@ -36,8 +37,22 @@
 // ErrInvalidRegex INVALID_REGULAR_EXPRESSION, ErrGroupMaxSizeReached
 // GROUP_MAX_SIZE_REACHED, ErrInvalidGroupID INVALID_GROUP_ID,
 // ErrInvalidRequest INVALID_REQUEST, ErrUnknownGroup GROUP_ID_NOT_FOUND,
-// ErrNonEmptyGroup NON_EMPTY_GROUP. None is retriable; a fenced or unknown
-// member drops its partitions and joins again with epoch 0.
+// ErrNonEmptyGroup NON_EMPTY_GROUP, ErrFencedInstanceID
+// FENCED_INSTANCE_ID. None is retriable; a fenced or unknown member drops
+// its partitions and joins again with epoch 0, except one fenced by its
+// instance id, which another process now is (it stops).
+//
+// Static membership (KIP-345, KIP-848): a member that names an instance
+// id (group.instance.id) is that instance's. A member joining with the
+// instance id of another member takes its place: its epoch, assignment
+// and target, with no new group epoch (no rebalance) unless it
+// subscribes to something else, and the member it replaced is fenced
+// (ErrFencedInstanceID). A static member leaving with epoch -2 keeps its
+// place until its session times out, so that a restart within the
+// session timeout moves nothing. Kafka refuses such a join while the
+// instance's member has not left with -2 (UNRELEASED_INSTANCE_ID); here
+// it replaces it, as the classic protocol does, so that an instance
+// restarted after a crash does not wait out its old session.
 package group
 
 import (
@@ -66,6 +81,7 @@ var (
 	ErrUnknownGroup        = errors.New("group: unknown group")
 	ErrNonEmptyGroup       = errors.New("group: group is not empty")
 	ErrInvalidRecord       = errors.New("group: invalid record")
+	ErrFencedInstanceID    = errors.New("group: fenced instance id")
 )
 
 // TopicPartition names one partition of a topic.
@@ -73,14 +89,18 @@ type TopicPartition = assignor.TopicPartition
 
 // Limits on identifiers.
 const (
-	MaxGroupIDLen  = 255
-	MaxMemberIDLen = 255
+	MaxGroupIDLen    = 255
+	MaxMemberIDLen   = 255
+	MaxInstanceIDLen = 255
 )
 
 // Epochs a heartbeat may carry besides a member's own.
 const (
 	JoinEpoch  int32 = 0
 	LeaveEpoch int32 = -1
+	// StaticLeaveEpoch leaves a static member's place to its instance's
+	// next join until its session times out.
+	StaticLeaveEpoch int32 = -2
 )
 
 // Config holds the coordinator settings the state machine uses, under
@@ -244,6 +264,18 @@ func validateMemberID(id string) error {
 		return fmt.Errorf("%w: the member id is %d bytes, the limit is %d", ErrInvalidRequest, len(id), MaxMemberIDLen)
 	case strings.IndexByte(id, 0) >= 0:
 		return fmt.Errorf("%w: the member id %q holds a NUL byte", ErrInvalidRequest, id)
+	}
+	return nil
+}
+
+// validateInstanceID checks an instance id: "" (a dynamic member), or
+// 1 to MaxInstanceIDLen bytes without NUL.
+func validateInstanceID(id string) error {
+	switch {
+	case len(id) > MaxInstanceIDLen:
+		return fmt.Errorf("%w: the instance id is %d bytes, the limit is %d", ErrInvalidRequest, len(id), MaxInstanceIDLen)
+	case strings.IndexByte(id, 0) >= 0:
+		return fmt.Errorf("%w: the instance id %q holds a NUL byte", ErrInvalidRequest, id)
 	}
 	return nil
 }

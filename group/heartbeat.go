@@ -16,8 +16,14 @@ import (
 type Heartbeat struct {
 	Group    string
 	MemberID string // chosen by the client, kept across rejoins
+	// InstanceID makes the member static (group.instance.id): "" a
+	// dynamic member. A leave (LeaveEpoch) may name the member by its
+	// InstanceID alone, MemberID "" (Kafka's LeaveGroup by instance).
+	InstanceID string
 	// MemberEpoch is JoinEpoch to join (or rejoin after being fenced,
-	// owning nothing), LeaveEpoch to leave, else the member's epoch.
+	// owning nothing), LeaveEpoch to leave, StaticLeaveEpoch for a static
+	// member to leave its place to its next join, else the member's
+	// epoch.
 	MemberEpoch int32
 	// ClientAddress is shown by Describe; "" unchanged.
 	ClientAddress string
@@ -86,6 +92,17 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	if err := ValidateGroupID(hb.Group); err != nil {
 		return Response{}, nil, err
 	}
+	if err := validateInstanceID(hb.InstanceID); err != nil {
+		return Response{}, nil, err
+	}
+	g := m.groups[hb.Group]
+	if hb.MemberID == "" && hb.InstanceID != "" && hb.MemberEpoch == LeaveEpoch {
+		id, ok := g.staticMember(hb.InstanceID)
+		if !ok {
+			return Response{}, nil, fmt.Errorf("%w: no member of group %q is instance %q", ErrUnknownMemberID, hb.Group, hb.InstanceID)
+		}
+		hb.MemberID = id
+	}
 	if err := validateMemberID(hb.MemberID); err != nil {
 		return Response{}, nil, err
 	}
@@ -94,10 +111,12 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	}
 	var recs []Record
 	emit := func(r Record) { m.apply(r); recs = append(recs, r) }
-	g := m.groups[hb.Group]
 	var mem *member
 	if g != nil {
 		mem = g.members[hb.MemberID]
+	}
+	if holder, ok := g.staticMember(hb.InstanceID); ok && holder != hb.MemberID && hb.MemberEpoch != JoinEpoch {
+		return Response{}, nil, fmt.Errorf("%w: instance %q of group %q is member %q now, not %q", ErrFencedInstanceID, hb.InstanceID, hb.Group, holder, hb.MemberID)
 	}
 	classicJoin := hb.Classic && hb.MemberEpoch == JoinEpoch
 	if classicJoin {
@@ -121,6 +140,20 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		m.bump(g, hb.Now, emit)
 		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
 
+	case hb.MemberEpoch == StaticLeaveEpoch:
+		if mem == nil {
+			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
+		}
+		switch {
+		case hb.InstanceID == "":
+			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 without an instance id (-2 leaves a static member's place to its instance's next join, -1 leaves)", ErrInvalidRequest, hb.MemberID, hb.Group)
+		case hb.InstanceID != mem.instanceID:
+			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 as instance %q, and it is not that instance", ErrInvalidRequest, hb.MemberID, hb.Group, hb.InstanceID)
+		}
+		// Nothing changes: its partitions stay its own until its session
+		// (not renewed) times out or its instance joins again.
+		return Response{MemberID: hb.MemberID, MemberEpoch: StaticLeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, nil, nil
+
 	case hb.MemberEpoch == JoinEpoch:
 		if hb.Subscription == nil {
 			return Response{}, nil, fmt.Errorf("%w: member %q joins group %q without a subscription", ErrInvalidRequest, hb.MemberID, hb.Group)
@@ -131,6 +164,15 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		if hb.HasOwned && len(hb.Owned) > 0 {
 			return Response{}, nil, fmt.Errorf("%w: member %q joins group %q owning %d partitions; a member joins owning none", ErrInvalidRequest, hb.MemberID, hb.Group, len(hb.Owned))
 		}
+		joined := MemberMetadata{
+			Group: hb.Group, MemberID: hb.MemberID, InstanceID: hb.InstanceID, ClientAddress: hb.ClientAddress,
+			Topics: normalizeTopics(hb.Subscription.Topics), Regex: hb.Subscription.Regex,
+			RebalanceTimeout: hb.RebalanceTimeout, Assignor: hb.Assignor,
+		}
+		if holder, ok := g.staticMember(hb.InstanceID); ok && holder != hb.MemberID {
+			mem = m.replaceStatic(g, g.members[holder], joined, hb.Now, emit)
+			break
+		}
 		if mem == nil && g != nil && len(g.members) >= m.cfg.MaxSize {
 			return Response{}, nil, fmt.Errorf("%w: group %q has %d members, group.max.size is %d", ErrGroupMaxSizeReached, hb.Group, len(g.members), m.cfg.MaxSize)
 		}
@@ -139,11 +181,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 			// or restarted; its old incarnation goes.
 			emit(MemberRemoved{Group: g.id, MemberID: mem.id})
 		}
-		emit(MemberMetadata{
-			Group: hb.Group, MemberID: hb.MemberID, ClientAddress: hb.ClientAddress,
-			Topics: normalizeTopics(hb.Subscription.Topics), Regex: hb.Subscription.Regex,
-			RebalanceTimeout: hb.RebalanceTimeout, Assignor: hb.Assignor,
-		})
+		emit(joined)
 		g = m.groups[hb.Group]
 		mem = g.members[hb.MemberID]
 		m.bump(g, hb.Now, emit)
@@ -161,7 +199,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		}
 
 	default:
-		return Response{}, nil, fmt.Errorf("%w: member epoch %d (0 joins, -1 leaves)", ErrInvalidRequest, hb.MemberEpoch)
+		return Response{}, nil, fmt.Errorf("%w: member epoch %d (0 joins, -1 leaves, -2 leaves a static member's place)", ErrInvalidRequest, hb.MemberEpoch)
 	}
 
 	if g.epoch > g.targetEpoch {
@@ -197,6 +235,28 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	return resp, recs, nil
 }
 
+// replaceStatic gives old's place (its epoch, assignment and target) to
+// the member joining with its instance id, described by joined: old is
+// removed, and nothing moves unless joined subscribes to something else
+// or asks for another assignor (a new group epoch, as any such change).
+func (m *Machine) replaceStatic(g *group, old *member, joined MemberMetadata, now time.Time, emit func(Record)) *member {
+	was := old.metadataRecord(g.id)
+	assignment := old.assignmentRecord(g.id)
+	target, targeted := g.target[old.id]
+	target = slices.Clone(target)
+	emit(MemberRemoved{Group: g.id, MemberID: old.id})
+	emit(joined)
+	assignment.MemberID = joined.MemberID
+	emit(assignment)
+	if targeted {
+		emit(TargetAssignment{Group: g.id, Epoch: g.targetEpoch, Members: map[string][]TopicPartition{joined.MemberID: target}})
+	}
+	if !slices.Equal(was.Topics, joined.Topics) || was.Regex != joined.Regex || was.Assignor != joined.Assignor {
+		m.bump(g, now, emit)
+	}
+	return g.members[joined.MemberID]
+}
+
 // classicHeartbeat keeps a classic member's session and answers its
 // assignment, and whether its next join would change it: reconciling as
 // its rejoin would, without the change.
@@ -228,6 +288,9 @@ func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record))
 	updated.Topics = slices.Clone(old.Topics)
 	if hb.ClientAddress != "" {
 		updated.ClientAddress = hb.ClientAddress
+	}
+	if hb.InstanceID != "" {
+		updated.InstanceID = hb.InstanceID
 	}
 	if hb.Subscription != nil {
 		updated.Topics, updated.Regex = normalizeTopics(hb.Subscription.Topics), hb.Subscription.Regex
@@ -381,7 +444,7 @@ func normalizeTopics(ts []string) []string {
 }
 
 func equalMetadata(a, b MemberMetadata) bool {
-	return a.ClientAddress == b.ClientAddress && slices.Equal(a.Topics, b.Topics) && a.Regex == b.Regex &&
+	return a.InstanceID == b.InstanceID && a.ClientAddress == b.ClientAddress && slices.Equal(a.Topics, b.Topics) && a.Regex == b.Regex &&
 		a.RebalanceTimeout == b.RebalanceTimeout && a.Assignor == b.Assignor
 }
 

@@ -167,7 +167,7 @@ func (s *scriptState) group(c *scriptCase) string {
 }
 
 func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
-	c.known(t, "group", "member", "epoch", "topics", "regex", "owned", "timeout", "assignor", "address", "at", "classic")
+	c.known(t, "group", "member", "instance", "epoch", "topics", "regex", "owned", "timeout", "assignor", "address", "at", "classic")
 	hb := Heartbeat{Group: s.group(c), Now: s.now}
 	hb.MemberID, _ = c.arg("member")
 	if v, ok := c.arg("epoch"); ok {
@@ -189,6 +189,7 @@ func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
 	_, hb.Classic = c.arg("classic")
 	hb.Assignor, _ = c.arg("assignor")
 	hb.ClientAddress, _ = c.arg("address")
+	hb.InstanceID, _ = c.arg("instance")
 	resp, recs, err := s.m.Heartbeat(hb)
 	if err != nil {
 		if len(recs) > 0 {
@@ -227,6 +228,9 @@ func formatRecord(r Record) string {
 	switch r := r.(type) {
 	case MemberMetadata:
 		s := fmt.Sprintf("+ member %s%s topics=[%s]", r.MemberID, g, strings.Join(r.Topics, " "))
+		if r.InstanceID != "" {
+			s += " instance=" + r.InstanceID
+		}
 		if r.Regex != "" {
 			s += " regex=" + r.Regex
 		}
@@ -272,6 +276,9 @@ func formatDescription(d Description) string {
 	lines := []string{fmt.Sprintf("%s state=%s epoch=%d target-epoch=%d assignor=%s", d.Group, d.State, d.Epoch, d.TargetEpoch, d.Assignor)}
 	for _, m := range d.Members {
 		s := fmt.Sprintf("  %s epoch=%d %s assigned=%s", m.MemberID, m.Epoch, m.State, formatPartitions(m.Assigned))
+		if m.InstanceID != "" {
+			s += " instance=" + m.InstanceID
+		}
 		if len(m.PendingRevocation) > 0 {
 			s += " revoking=" + formatPartitions(m.PendingRevocation)
 		}
@@ -349,6 +356,19 @@ func checkInvariants(t testing.TB, m *Machine) {
 			if mem.epoch > g.epoch || mem.epoch > g.targetEpoch && g.targetEpoch > 0 {
 				t.Fatalf("group %s member %s at epoch %d; group %d, target %d", id, mem.id, mem.epoch, g.epoch, g.targetEpoch)
 			}
+		}
+		static := map[string]string{}
+		for _, mem := range g.members {
+			if mem.instanceID == "" {
+				continue
+			}
+			if other, dup := static[mem.instanceID]; dup {
+				t.Fatalf("group %s: instance %s is members %s and %s", id, mem.instanceID, other, mem.id)
+			}
+			static[mem.instanceID] = mem.id
+		}
+		if !maps.Equal(static, g.static) {
+			t.Fatalf("group %s: instance index %v, the members are %v", id, g.static, static)
 		}
 		if !maps.Equal(held, g.owners) {
 			t.Fatalf("group %s: owner index %v, the members hold %v", id, g.owners, held)

@@ -23,6 +23,7 @@ type Record interface {
 type MemberMetadata struct {
 	Group            string
 	MemberID         string
+	InstanceID       string // "" a dynamic member
 	ClientAddress    string
 	Topics           []string // sorted
 	Regex            string   // RE2, matched against whole topic names; "" none
@@ -131,6 +132,12 @@ func (m *Machine) check(r Record) error {
 		if err := validateMemberID(r.MemberID); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 		}
+		if err := validateInstanceID(r.InstanceID); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+		}
+		if holder, ok := g.staticMember(r.InstanceID); ok && holder != r.MemberID {
+			return fmt.Errorf("%w: group %q: instance %q given to member %q is member %q", ErrInvalidRecord, r.Group, r.InstanceID, r.MemberID, holder)
+		}
 	case MemberAssignment:
 		if g == nil || g.members[r.MemberID] == nil {
 			return fmt.Errorf("%w: assignment of member %q, unknown in group %q", ErrInvalidRecord, r.MemberID, r.Group)
@@ -176,6 +183,13 @@ func (m *Machine) apply(r Record) {
 			mem = &member{id: r.MemberID, assigned: []TopicPartition{}, pendingRevocation: []TopicPartition{}}
 			g.members[r.MemberID] = mem
 		}
+		if g.static[mem.instanceID] == mem.id {
+			delete(g.static, mem.instanceID)
+		}
+		mem.instanceID = r.InstanceID
+		if mem.instanceID != "" {
+			g.static[mem.instanceID] = mem.id
+		}
 		mem.clientAddress = r.ClientAddress
 		mem.topics = slices.Compact(slices.Sorted(slices.Values(r.Topics)))
 		mem.regex = r.Regex
@@ -191,7 +205,11 @@ func (m *Machine) apply(r Record) {
 			g.owners[tp] = mem.id
 		}
 	case MemberRemoved:
-		g.release(g.members[r.MemberID])
+		mem := g.members[r.MemberID]
+		g.release(mem)
+		if g.static[mem.instanceID] == mem.id {
+			delete(g.static, mem.instanceID)
+		}
 		delete(g.members, r.MemberID)
 		delete(g.target, r.MemberID)
 	case GroupEpoch:
@@ -247,7 +265,7 @@ func (m *Machine) Snapshot() []Record {
 
 func (mem *member) metadataRecord(group string) MemberMetadata {
 	return MemberMetadata{
-		Group: group, MemberID: mem.id, ClientAddress: mem.clientAddress,
+		Group: group, MemberID: mem.id, InstanceID: mem.instanceID, ClientAddress: mem.clientAddress,
 		Topics: slices.Clone(mem.topics), Regex: mem.regex,
 		RebalanceTimeout: mem.rebalanceTimeout, Assignor: mem.assignor,
 	}

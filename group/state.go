@@ -25,6 +25,9 @@ type group struct {
 	// emptySince is when the group was left without members (zero while
 	// it has some, or unknown): from its last GroupEpoch.
 	emptySince time.Time
+	// static maps the instance id of each static member to its member id:
+	// derived from the members.
+	static map[string]string
 }
 
 func newGroup(id string) *group {
@@ -34,12 +37,14 @@ func newGroup(id string) *group {
 		target:  map[string][]TopicPartition{},
 		members: map[string]*member{},
 		owners:  map[TopicPartition]string{},
+		static:  map[string]string{},
 	}
 }
 
 // member is one member of a group.
 type member struct {
 	id               string
+	instanceID       string // "" dynamic
 	clientAddress    string
 	topics           []string // sorted, no duplicates
 	regex            string
@@ -205,4 +210,14 @@ func overlaps(a, b []TopicPartition) bool {
 		}
 	}
 	return false
+}
+
+// staticMember is the member id of the static member with instance id
+// instance, if g has one.
+func (g *group) staticMember(instance string) (string, bool) {
+	if g == nil || instance == "" {
+		return "", false
+	}
+	id, ok := g.static[instance]
+	return id, ok
 }
