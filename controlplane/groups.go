@@ -38,7 +38,7 @@ func (s *Service) DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRe
 	var extra []group.TopicPartition
 	for _, m := range d.Members {
 		out.Members = append(out.Members, &quirev1.GroupMemberDescription{
-			MemberId: m.MemberID, ClientAddress: m.ClientAddress, MemberEpoch: m.Epoch,
+			MemberId: m.MemberID, InstanceId: m.InstanceID, ClientAddress: m.ClientAddress, MemberEpoch: m.Epoch,
 			Topics: m.Topics, Regex: m.Regex, Assigned: AssignmentToPB(m.Assigned),
 			PendingRevocation: AssignmentToPB(m.PendingRevocation), PendingAssignment: AssignmentToPB(m.PendingAssignment),
 		})
@@ -71,7 +71,7 @@ func (f *Forwarder) DescribeGroup(ctx context.Context, req *quirev1.DescribeGrou
 func HeartbeatFromPB(in *quirev1.ConsumerGroupHeartbeatRequest) group.Heartbeat {
 	hb := group.Heartbeat{Group: in.Group, MemberID: in.MemberId, MemberEpoch: in.MemberEpoch,
 		RebalanceTimeout: time.Duration(in.RebalanceTimeoutMs) * time.Millisecond, Assignor: in.Assignor, Classic: in.Classic,
-		ClientAddress: in.ClientAddress}
+		ClientAddress: in.ClientAddress, InstanceID: in.InstanceId}
 	if in.Subscription != nil {
 		hb.Subscription = &group.Subscription{Topics: slices.Clone(in.Subscription.Topics), Regex: in.Subscription.Regex}
 	}

@@ -363,10 +363,18 @@ func maxTime(a, b time.Time) time.Time {
 
 // ConsumerGroupHeartbeat handles one member's heartbeat (hb.Now is set
 // here). The group's errors are group's sentinels; a coordinator that
-// could not write the change is ErrNotCoordinator (retriable).
+// could not write the change is ErrNotCoordinator (retriable). Below
+// metadata.version 6, which keeps instance ids, members are dynamic: the
+// instance id is dropped, and a static member's leave (-2) is a leave.
 func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
 	var resp group.Response
 	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+		if hb.InstanceID != "" && c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
+			hb.InstanceID = ""
+			if hb.MemberEpoch == group.StaticLeaveEpoch {
+				hb.MemberEpoch = group.LeaveEpoch
+			}
+		}
 		hb.Now = c.coord.clock.Now()
 		r, recs, err := m.Heartbeat(hb)
 		resp = r

@@ -49,9 +49,14 @@ const (
 	// after the moment its decision counted back to. An older node would
 	// drop the field and delete where the others refuse.
 	MetadataVersionGuardedGroupDelete int32 = 5
+	// MetadataVersionStaticMembers adds a field to an existing command:
+	// GroupRecords whose GroupMemberMetadata carries instance_id (static
+	// membership, group.instance.id). Below it the controller hands the
+	// group state machine no instance id, so members are dynamic.
+	MetadataVersionStaticMembers int32 = 6
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionGuardedGroupDelete
+	LatestMetadataVersion = MetadataVersionStaticMembers
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -101,7 +106,10 @@ func (r VersionRange) validate() error {
 func commandLevel(cmd *pb.Command) int32 {
 	switch c := cmd.Cmd.(type) {
 	case *pb.Command_GroupRecords:
-		if groupRecordsStampEmpty(c.GroupRecords) {
+		switch {
+		case groupRecordsStatic(c.GroupRecords):
+			return MetadataVersionStaticMembers
+		case groupRecordsStampEmpty(c.GroupRecords):
 			return MetadataVersionGroupEmptySince
 		}
 		return MetadataVersionProducerIDs

@@ -258,3 +258,67 @@ func TestFSMGroupEmptySince(t *testing.T) {
 		t.Fatalf("after the last member expired: %+v, want empty since %v", l, expiry)
 	}
 }
+
+// TestFSMGroupStaticMembers: a static member's instance id is in the
+// metadata log from metadata.version 6 (refused below, nothing changed),
+// and a coordinator rebuilt from the image, or from the store, knows the
+// instance: its next process takes the member's place without a new
+// group epoch.
+func TestFSMGroupStaticMembers(t *testing.T) {
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))
+	tf.ok(featureLevel(MetadataVersionGuardedGroupDelete))
+	m, err := group.New(group.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetTopics(map[string]int32{"t": 3})
+	t0 := time.UnixMilli(1_700_000_000_000)
+	hb := join("g", "a1", t0)
+	hb.InstanceID = "host-a"
+	_, recs, err := m.Heartbeat(hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := groupRecordsCmd(recs)
+	if commandLevel(static) != MetadataVersionStaticMembers {
+		t.Fatalf("a GroupRecords with an instance id needs level %d", commandLevel(static))
+	}
+	tf.rejected(static, ErrUnsupportedVersion)
+	if len(tf.f.Image().GroupRecords()) != 0 {
+		t.Fatal("a refused GroupRecords left records in the image")
+	}
+	tf.ok(featureLevel(MetadataVersionStaticMembers))
+	tf.ok(static)
+
+	var stored *Image
+	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
+		stored, err = loadImage(tx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, img := range map[string]*Image{"image": tf.f.Image(), "store": stored} {
+		m2, err := group.New(group.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m2.Replay(img.GroupRecords(), map[string]int32{"t": 3}, t0); err != nil {
+			t.Fatal(err)
+		}
+		next := join("g", "a2", t0.Add(time.Second))
+		next.InstanceID = "host-a"
+		resp, _, err := m2.Heartbeat(next)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d, err := m2.Describe("g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.MemberEpoch != 1 || d.Epoch != 1 || len(d.Members) != 1 || d.Members[0].MemberID != "a2" || d.Members[0].InstanceID != "host-a" || len(resp.Assignment) != 3 {
+			t.Fatalf("%s: the instance's next process: %+v, group %+v; want a2 in a1's place at epoch 1 with its 3 partitions", name, resp, d)
+		}
+	}
+}

@@ -1857,8 +1857,11 @@ type GroupMemberMetadata struct {
 	Regex              string                 `protobuf:"bytes,5,opt,name=regex,proto3" json:"regex,omitempty"`
 	RebalanceTimeoutMs int64                  `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
 	Assignor           string                 `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A static member's instance id (group.instance.id); needs
+	// metadata.version 6.
+	InstanceId    string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupMemberMetadata) Reset() {
@@ -1936,6 +1939,13 @@ func (x *GroupMemberMetadata) GetRebalanceTimeoutMs() int64 {
 func (x *GroupMemberMetadata) GetAssignor() string {
 	if x != nil {
 		return x.Assignor
+	}
+	return ""
+}
+
+func (x *GroupMemberMetadata) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -3245,7 +3255,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xeb\x01\n" +
+	"partitions\"\x8c\x02\n" +
 	"\x13GroupMemberMetadata\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12%\n" +
@@ -3253,7 +3263,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x14\n" +
 	"\x05regex\x18\x05 \x01(\tR\x05regex\x120\n" +
 	"\x14rebalance_timeout_ms\x18\x06 \x01(\x03R\x12rebalanceTimeoutMs\x12\x1a\n" +
-	"\bassignor\x18\a \x01(\tR\bassignor\"\xb0\x02\n" +
+	"\bassignor\x18\a \x01(\tR\bassignor\x12\x1f\n" +
+	"\vinstance_id\x18\b \x01(\tR\n" +
+	"instanceId\"\xb0\x02\n" +
 	"\x15GroupMemberAssignment\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +

@@ -702,7 +702,9 @@ type ConsumerGroupHeartbeatRequest struct {
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// Chosen by the client (a UUID, say) and kept across rejoins.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	// 0 to join (owning nothing), -1 to leave, else the member's epoch.
+	// 0 to join (owning nothing), -1 to leave, -2 for a static member
+	// (instance_id) to leave its place to its instance's next join, else
+	// the member's epoch.
 	MemberEpoch int32 `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	// The topics to read: named, and matching an RE2 expression (whole
 	// topic names; topics created later are picked up). Needed to join;
@@ -732,6 +734,15 @@ type ConsumerGroupHeartbeatRequest struct {
 	// connection's IP address, shown by DescribeGroup); set by that
 	// broker, whatever a client sends.
 	ClientAddress string `protobuf:"bytes,9,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	// Makes the member static (Kafka's group.instance.id): a process that
+	// joins with the instance id of a member takes that member's place,
+	// epoch and partitions with no rebalance, and the member it replaced is
+	// fenced (FENCED_INSTANCE_ID). A static member that stops leaves with
+	// member_epoch -2, keeping its place for a session timeout, so that a
+	// restart moves nothing. With member_epoch -1 it may name the member
+	// alone, member_id empty. Kept from metadata.version 6; below it
+	// members are dynamic, and -2 leaves.
+	InstanceId    string `protobuf:"bytes,10,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,6 +836,13 @@ func (x *ConsumerGroupHeartbeatRequest) GetClassic() bool {
 func (x *ConsumerGroupHeartbeatRequest) GetClientAddress() string {
 	if x != nil {
 		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -1334,6 +1352,8 @@ func (x *GroupPartitionLag) GetObservedTimeMs() int64 {
 type GroupMemberDescription struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	MemberId string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The member's instance id (group.instance.id); "" a dynamic member.
+	InstanceId string `protobuf:"bytes,9,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// The host (IP address) the member's last heartbeat came from, as the
 	// broker that took it saw it; for a Subscribe stream, the stream's.
 	ClientAddress string           `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
@@ -1382,6 +1402,13 @@ func (*GroupMemberDescription) Descriptor() ([]byte, []int) {
 func (x *GroupMemberDescription) GetMemberId() string {
 	if x != nil {
 		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMemberDescription) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
 	}
 	return ""
 }
@@ -2690,7 +2717,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\xf6\x02\n" +
+	"\x13DeleteGroupResponse\"\x97\x03\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2700,7 +2727,10 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12\x1a\n" +
 	"\bassignor\x18\a \x01(\tR\bassignor\x12\x18\n" +
 	"\aclassic\x18\b \x01(\bR\aclassic\x12%\n" +
-	"\x0eclient_address\x18\t \x01(\tR\rclientAddress\"A\n" +
+	"\x0eclient_address\x18\t \x01(\tR\rclientAddress\x12\x1f\n" +
+	"\vinstance_id\x18\n" +
+	" \x01(\tR\n" +
+	"instanceId\"A\n" +
 	"\x11GroupSubscription\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
 	"\x05regex\x18\x02 \x01(\tR\x05regex\"I\n" +
@@ -2742,9 +2772,11 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vlag_seconds\x18\x06 \x01(\x01R\n" +
 	"lagSeconds\x12\x1b\n" +
 	"\tmember_id\x18\a \x01(\tR\bmemberId\x12(\n" +
-	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\"\xf8\x02\n" +
+	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\"\x99\x03\n" +
 	"\x16GroupMemberDescription\x12\x1b\n" +
-	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12%\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\t \x01(\tR\n" +
+	"instanceId\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +
 	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12\x16\n" +
 	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x14\n" +

@@ -73,7 +73,8 @@ type GroupsClient interface {
 	// others. Any node takes it and passes it to the coordinator (on the
 	// controller). Failures are whole-call statuses with a quire.v1.Error:
 	// FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (drop every partition and
-	// join again with epoch 0), UNSUPPORTED_ASSIGNOR,
+	// join again with epoch 0), FENCED_INSTANCE_ID (another process joined
+	// as this member's instance_id: stop), UNSUPPORTED_ASSIGNOR,
 	// INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED, INVALID_GROUP_ID,
 	// INVALID_REQUEST, and NOT_COORDINATOR (retriable: send it again).
 	ConsumerGroupHeartbeat(ctx context.Context, in *ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*ConsumerGroupHeartbeatResponse, error)
@@ -256,7 +257,8 @@ type GroupsServer interface {
 	// others. Any node takes it and passes it to the coordinator (on the
 	// controller). Failures are whole-call statuses with a quire.v1.Error:
 	// FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (drop every partition and
-	// join again with epoch 0), UNSUPPORTED_ASSIGNOR,
+	// join again with epoch 0), FENCED_INSTANCE_ID (another process joined
+	// as this member's instance_id: stop), UNSUPPORTED_ASSIGNOR,
 	// INVALID_REGULAR_EXPRESSION, GROUP_MAX_SIZE_REACHED, INVALID_GROUP_ID,
 	// INVALID_REQUEST, and NOT_COORDINATOR (retriable: send it again).
 	ConsumerGroupHeartbeat(context.Context, *ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error)
