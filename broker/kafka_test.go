@@ -13,10 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/metadata"
 )
 
 // startKafkaBroker starts a dev broker with a gRPC listener and a Kafka
@@ -419,5 +422,119 @@ func testKafkaConsumerGroup(t *testing.T, protocols ...groupProtocol) {
 		if seen[v] != 0 {
 			t.Fatalf("the third member read %s again: it did not start at the committed offsets (read %v)", v, later)
 		}
+	}
+}
+
+// TestBrokerKafkaStaticMember: a franz-go member with an instance id
+// (group.instance.id) that closes and starts again, as a KIP-848 member
+// (which leaves with epoch -2) or a classic one (which sends no
+// LeaveGroup), is back in its place with no rebalance: the new process,
+// under a new member id, has the old one's partitions at once, the group
+// epoch has not moved, and the other member kept its own. Kafka's
+// DescribeGroups shows the instance id.
+func TestBrokerKafkaStaticMember(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		protocol groupProtocol
+	}{
+		{"kip848", groupProtocol{kgo.ServerSideBalancer(), false}},
+		{"classic", groupProtocol{kgo.Balancers(kgo.CooperativeStickyBalancer()), true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testKafkaStaticMember(t, tc.protocol) })
+	}
+}
+
+func testKafkaStaticMember(t *testing.T, protocol groupProtocol) {
+	b, addr := startKafkaBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := dial(t, b).admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "ks",
+		OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	// A member joining before the new node has raised metadata.version
+	// to the level that keeps instance ids would be dynamic (and, below
+	// the groups' level, franz-go falls back to the classic protocol).
+	for b.Metadata().Image().MetadataVersion() != metadata.LatestMetadataVersion {
+		if ctx.Err() != nil {
+			t.Fatalf("metadata.version stayed at %d", b.Metadata().Image().MetadataVersion())
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+	member := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("kstatic"), kgo.ConsumeTopics("ks"),
+			protocol.opt, kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	groups := quirev1.NewGroupsClient(dial(t, b).conn)
+	type placed struct {
+		id       string
+		assigned string
+	}
+	// settled waits for the group to be stable with two members, two
+	// partitions each, and for ok; it returns the group epoch and the
+	// static and the dynamic member.
+	settled := func(ok func(static, dynamic placed) bool) (int32, placed, placed) {
+		t.Helper()
+		for {
+			d, err := groups.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "kstatic"})
+			if err != nil && status.Code(err) != codes.NotFound {
+				t.Fatal(err)
+			}
+			var static, dynamic placed
+			n := 0
+			for _, m := range d.GetMembers() {
+				p := placed{m.MemberId, fmt.Sprint(m.GetAssigned().GetTopics())}
+				for _, at := range m.GetAssigned().GetTopics() {
+					n += len(at.Partitions)
+				}
+				if m.InstanceId == "host-1" {
+					static = p
+				} else {
+					dynamic = p
+				}
+			}
+			if d.GetState() == "stable" && len(d.Members) == 2 && n == 4 && static.id != "" && dynamic.id != "" && ok(static, dynamic) {
+				return d.GroupEpoch, static, dynamic
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the group did not settle: %v", d)
+			}
+			time.Sleep(20 * time.Millisecond) // polling with a deadline
+		}
+	}
+	first := member(kgo.InstanceID("host-1"))
+	member()
+	epoch, static, dynamic := settled(func(placed, placed) bool { return true })
+
+	first.Close()
+	second := member(kgo.InstanceID("host-1"))
+	epoch2, static2, dynamic2 := settled(func(s, _ placed) bool { return s.id != static.id })
+	if epoch2 != epoch || static2.assigned != static.assigned || dynamic2 != dynamic {
+		t.Fatalf("after the static member's restart: epoch %d, static %+v, other %+v; before: epoch %d, static %+v, other %+v",
+			epoch2, static2, dynamic2, epoch, static, dynamic)
+	}
+	if id, _ := second.GroupMetadata(); id != static2.id {
+		t.Fatalf("the restarted member is %q, the group's static member %q", id, static2.id)
+	}
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"kstatic"}
+	dr, err := dg.RequestWith(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instances := map[string]string{}
+	for _, m := range dr.Groups[0].Members {
+		if m.InstanceID != nil {
+			instances[m.MemberID] = *m.InstanceID
+		}
+	}
+	if len(instances) != 1 || instances[static2.id] != "host-1" {
+		t.Fatalf("DescribeGroups: instance ids %v, want %s: host-1", instances, static2.id)
 	}
 }

@@ -47,7 +47,9 @@
 // instance id of another member takes its place: its epoch, assignment
 // and target, with no new group epoch (no rebalance) unless it
 // subscribes to something else, and the member it replaced is fenced
-// (ErrFencedInstanceID). A static member leaving with epoch -2 keeps its
+// (ErrFencedInstanceID), whether it comes back with its instance id or
+// without (this last known to the Machine that replaced it, not
+// replayed). A static member leaving with epoch -2 keeps its
 // place until its session times out, so that a restart within the
 // session timeout moves nothing. Kafka refuses such a join while the
 // instance's member has not left with -2 (UNRELEASED_INSTANCE_ID); here

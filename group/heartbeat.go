@@ -16,9 +16,10 @@ import (
 type Heartbeat struct {
 	Group    string
 	MemberID string // chosen by the client, kept across rejoins
-	// InstanceID makes the member static (group.instance.id): "" a
-	// dynamic member. A leave (LeaveEpoch) may name the member by its
-	// InstanceID alone, MemberID "" (Kafka's LeaveGroup by instance).
+	// InstanceID makes the member static (group.instance.id), given when
+	// it joins; "" afterwards: unchanged (a dynamic member stays one). A
+	// leave (LeaveEpoch) may name the member by its InstanceID alone,
+	// MemberID "" (Kafka's LeaveGroup by instance).
 	InstanceID string
 	// MemberEpoch is JoinEpoch to join (or rejoin after being fenced,
 	// owning nothing), LeaveEpoch to leave, StaticLeaveEpoch for a static
@@ -118,6 +119,11 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	if holder, ok := g.staticMember(hb.InstanceID); ok && holder != hb.MemberID && hb.MemberEpoch != JoinEpoch {
 		return Response{}, nil, fmt.Errorf("%w: instance %q of group %q is member %q now, not %q", ErrFencedInstanceID, hb.InstanceID, hb.Group, holder, hb.MemberID)
 	}
+	if instance, ok := g.replacedBy(hb.MemberID); ok && mem == nil {
+		// The instance's old process: taking the place back would fence
+		// the new one, and the two would take turns.
+		return Response{}, nil, fmt.Errorf("%w: member %q of group %q was replaced by another process of instance %q", ErrFencedInstanceID, hb.MemberID, hb.Group, instance)
+	}
 	classicJoin := hb.Classic && hb.MemberEpoch == JoinEpoch
 	if classicJoin {
 		switch {
@@ -145,10 +151,10 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
 		}
 		switch {
-		case hb.InstanceID == "":
-			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 without an instance id (-2 leaves a static member's place to its instance's next join, -1 leaves)", ErrInvalidRequest, hb.MemberID, hb.Group)
-		case hb.InstanceID != mem.instanceID:
-			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 as instance %q, and it is not that instance", ErrInvalidRequest, hb.MemberID, hb.Group, hb.InstanceID)
+		case mem.instanceID == "":
+			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 and has no instance id (-2 leaves a static member's place to its instance's next join, -1 leaves)", ErrInvalidRequest, hb.MemberID, hb.Group)
+		case hb.InstanceID != "" && hb.InstanceID != mem.instanceID:
+			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 as instance %q, and it is instance %q", ErrInvalidRequest, hb.MemberID, hb.Group, hb.InstanceID, mem.instanceID)
 		}
 		// Nothing changes: its partitions stay its own until its session
 		// (not renewed) times out or its instance joins again.
@@ -244,6 +250,7 @@ func (m *Machine) replaceStatic(g *group, old *member, joined MemberMetadata, no
 	assignment := old.assignmentRecord(g.id)
 	target, targeted := g.target[old.id]
 	target = slices.Clone(target)
+	g.replaced[joined.InstanceID] = old.id
 	emit(MemberRemoved{Group: g.id, MemberID: old.id})
 	emit(joined)
 	assignment.MemberID = joined.MemberID

@@ -28,6 +28,11 @@ type group struct {
 	// static maps the instance id of each static member to its member id:
 	// derived from the members.
 	static map[string]string
+	// replaced maps an instance id to the member id its last join
+	// replaced, so that the old process is fenced however it comes back
+	// (a heartbeat without its instance id, a join): in memory only, one
+	// per instance.
+	replaced map[string]string
 }
 
 func newGroup(id string) *group {
@@ -38,6 +43,8 @@ func newGroup(id string) *group {
 		members: map[string]*member{},
 		owners:  map[TopicPartition]string{},
 		static:  map[string]string{},
+
+		replaced: map[string]string{},
 	}
 }
 
@@ -220,4 +227,18 @@ func (g *group) staticMember(instance string) (string, bool) {
 	}
 	id, ok := g.static[instance]
 	return id, ok
+}
+
+// replacedBy is the instance whose join replaced member id, if one did
+// (since this Machine was built).
+func (g *group) replacedBy(id string) (string, bool) {
+	if g == nil {
+		return "", false
+	}
+	for instance, old := range g.replaced {
+		if old == id {
+			return instance, true
+		}
+	}
+	return "", false
 }

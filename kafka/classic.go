@@ -41,8 +41,13 @@ import (
 //
 // Nothing is kept on the listener, so a member may move to another node.
 // The coordinator's session timeout (group.consumer.session.timeout.ms)
-// applies, not the one a member asks for; group.instance.id is accepted
-// and its members are dynamic ones.
+// applies, not the one a member asks for. A member with a
+// group.instance.id is static: its JoinGroup without a member id is given
+// one at once (no MEMBER_ID_REQUIRED round, as Kafka does for static
+// members) and takes the place of the instance's member, its partitions
+// and generation, with no rebalance; the member it replaced is answered
+// FENCED_INSTANCE_ID from then on. LeaveGroup may name members by
+// instance id alone.
 
 // cooperative is the cooperative rebalance protocol's assignor (KIP-429):
 // chosen whenever a member offers it, so that its members keep their
@@ -84,7 +89,7 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 	}
 	if req.MemberID == "" {
 		resp.MemberID = newMemberID(clientID)
-		if req.Version >= 4 {
+		if req.Version >= 4 && req.InstanceID == nil {
 			// KIP-394: the member learns its id first and joins with it,
 			// so a join whose answer is lost leaves no unknown member.
 			return fail(kerr.MemberIDRequired.Code)
@@ -101,7 +106,7 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
 		Group: req.Group, MemberId: resp.MemberID, MemberEpoch: 0, Classic: true,
 		Subscription: &quirev1.GroupSubscription{Topics: meta.Topics},
-		Owned:        owned, RebalanceTimeoutMs: rebalance,
+		Owned:        owned, RebalanceTimeoutMs: rebalance, InstanceId: deref(req.InstanceID),
 	})
 	if err != nil {
 		return fail(classicError(err))
@@ -113,7 +118,7 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 
 // classicBeat is a classic member's heartbeat at its generation, which
 // changes nothing but its session.
-func classicBeat(ctx context.Context, b Backend, group, member string, generation int32) (*quirev1.ConsumerGroupHeartbeatResponse, int16) {
+func classicBeat(ctx context.Context, b Backend, group, member string, instance *string, generation int32) (*quirev1.ConsumerGroupHeartbeatResponse, int16) {
 	if member == "" {
 		return nil, kerr.UnknownMemberID.Code
 	}
@@ -122,7 +127,7 @@ func classicBeat(ctx context.Context, b Backend, group, member string, generatio
 		return nil, kerr.IllegalGeneration.Code
 	}
 	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-		Group: group, MemberId: member, MemberEpoch: generation, Classic: true,
+		Group: group, MemberId: member, MemberEpoch: generation, Classic: true, InstanceId: deref(instance),
 	})
 	if err != nil {
 		return nil, classicError(err)
@@ -135,7 +140,7 @@ func classicBeat(ctx context.Context, b Backend, group, member string, generatio
 func syncGroup(ctx context.Context, b Backend, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.ProtocolType, resp.Protocol = req.ProtocolType, req.Protocol
-	out, code := classicBeat(ctx, b, req.Group, req.MemberID, req.Generation)
+	out, code := classicBeat(ctx, b, req.Group, req.MemberID, req.InstanceID, req.Generation)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
@@ -160,7 +165,7 @@ func encodeAssignment(in *quirev1.GroupAssignment) []byte {
 // while the coordinator has moved on.
 func heartbeat(ctx context.Context, b Backend, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := kmsg.NewPtrHeartbeatResponse()
-	out, code := classicBeat(ctx, b, req.Group, req.MemberID, req.Generation)
+	out, code := classicBeat(ctx, b, req.Group, req.MemberID, req.InstanceID, req.Generation)
 	if code == 0 && out.Rejoin {
 		code = kerr.RebalanceInProgress.Code
 	}
@@ -171,26 +176,26 @@ func heartbeat(ctx context.Context, b Backend, req *kmsg.HeartbeatRequest) *kmsg
 // leaveGroup removes classic members, one (v0-2) or many.
 func leaveGroup(ctx context.Context, b Backend, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
 	resp := kmsg.NewPtrLeaveGroupResponse()
-	leave := func(id string) int16 {
-		if id == "" {
-			// Named by its group.instance.id alone: static members are
-			// not kept apart, so there is no such member.
+	leave := func(id string, instance *string) int16 {
+		if id == "" && instance == nil {
 			return kerr.UnknownMemberID.Code
 		}
+		// A member named by its instance id alone (an admin removing it)
+		// is the instance's member, whatever its id.
 		if _, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-			Group: req.Group, MemberId: id, MemberEpoch: -1,
+			Group: req.Group, MemberId: id, MemberEpoch: -1, InstanceId: deref(instance),
 		}); err != nil {
 			return classicError(err)
 		}
 		return 0
 	}
 	if req.Version < 3 {
-		resp.ErrorCode = leave(req.MemberID)
+		resp.ErrorCode = leave(req.MemberID, nil)
 		return resp
 	}
 	for _, m := range req.Members {
 		rm := kmsg.NewLeaveGroupResponseMember()
-		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, leave(m.MemberID)
+		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, leave(m.MemberID, m.InstanceID)
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp
@@ -221,4 +226,11 @@ func newMemberID(clientID string) string {
 	_, _ = rand.Read(u[:]) // never fails (crypto/rand)
 	u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", clientID, u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -141,6 +142,22 @@ func TestKafkaClassicJoin(t *testing.T) {
 	empty.Protocols[0].Metadata = meta.AppendTo(nil)
 	if r = join(t, k, empty); r.ErrorCode != 0 || len(backend.lastHeartbeat().Subscription.GetTopics()) != 0 {
 		t.Fatalf("an empty subscription: code %d, heartbeat %+v", r.ErrorCode, backend.lastHeartbeat())
+	}
+
+	// A static member (group.instance.id) without an id is given one and
+	// joins at once, its instance id passed on; the coordinator fencing
+	// an instance's old member is FENCED_INSTANCE_ID.
+	static := joinReq(9, "", nil, "range")
+	static.InstanceID = kmsg.StringPtr("host-1")
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 3}, nil)
+	r = join(t, k, static)
+	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || r.Generation != 3 || !strings.HasPrefix(r.MemberID, "test-") || hb.MemberId != r.MemberID || hb.InstanceId != "host-1" {
+		t.Fatalf("a static join without a member id: %+v, heartbeat %+v", r, hb)
+	}
+	backend.set(nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_INSTANCE_ID))
+	static.MemberID = "old"
+	if r = join(t, k, static); r.ErrorCode != kerr.FencedInstanceID.Code {
+		t.Fatalf("a fenced instance: code %d", r.ErrorCode)
 	}
 
 	// The coordinator's refusal of a removed member that still owns
@@ -284,7 +301,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 		m := kmsg.NewLeaveGroupRequestMember()
 		m.MemberID = id
 		if id == "" {
-			m.InstanceID = kmsg.StringPtr("static-1") // static membership is not kept
+			m.InstanceID = kmsg.StringPtr("static-1") // the instance's member, whatever its id
 		}
 		lv.Members = append(lv.Members, m)
 	}
@@ -294,8 +311,11 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	lr.Version = 5
 	k.response(lr, true)
 	if len(lr.Members) != 3 || lr.Members[1].MemberID != "b" || lr.Members[1].ErrorCode != kerr.UnknownMemberID.Code ||
-		lr.Members[2].ErrorCode != kerr.UnknownMemberID.Code || *lr.Members[2].InstanceID != "static-1" || backend.count() != n+2 {
+		lr.Members[2].ErrorCode != kerr.UnknownMemberID.Code || *lr.Members[2].InstanceID != "static-1" || backend.count() != n+3 {
 		t.Fatalf("leave v5: %+v, %d heartbeats for 3 members", lr.Members, backend.count()-n)
+	}
+	if hb := backend.lastHeartbeat(); hb.MemberId != "" || hb.InstanceId != "static-1" || hb.MemberEpoch != -1 {
+		t.Fatalf("leave by instance id: heartbeat %+v", hb)
 	}
 }
 

@@ -42,6 +42,9 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 			for _, m := range d.Members {
 				gm := kmsg.NewDescribeGroupsResponseGroupMember()
 				gm.MemberID, gm.ClientHost = m.MemberId, m.ClientAddress
+				if m.InstanceId != "" {
+					gm.InstanceID = kmsg.StringPtr(m.InstanceId)
+				}
 				meta := kmsg.NewConsumerMemberMetadata()
 				meta.Topics = m.Topics
 				gm.ProtocolMetadata = meta.AppendTo(nil)

@@ -94,14 +94,14 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 		return fail(err)
 	}
 	in := &quirev1.ConsumerGroupHeartbeatRequest{Group: req.Group, MemberId: req.MemberID, MemberEpoch: req.MemberEpoch}
+	if req.InstanceID != nil {
+		in.InstanceId = *req.InstanceID
+	}
 	if req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil {
 		in.Subscription = &quirev1.GroupSubscription{Topics: req.SubscribedTopicNames}
 		if req.SubscribedTopicRegex != nil {
 			in.Subscription.Regex = *req.SubscribedTopicRegex
 		}
-	}
-	if in.MemberEpoch == -2 {
-		in.MemberEpoch = -1 // a static member's leave: static membership is not served
 	}
 	if req.Topics != nil {
 		in.Owned = &quirev1.GroupAssignment{}
