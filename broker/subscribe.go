@@ -330,8 +330,12 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 	if leave && s.epoch > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
 		defer cancel()
+		epoch := int32(-1)
+		if s.start.InstanceId != "" {
+			epoch = -2 // the place stays the instance's next stream's
+		}
 		if _, lerr := s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-			Group: s.start.Group, MemberId: s.memberID, MemberEpoch: -1}); lerr != nil {
+			Group: s.start.Group, MemberId: s.memberID, MemberEpoch: epoch}); lerr != nil {
 			s.b.logger.Warn("subscribe stream could not leave its group", "group", s.start.Group, "member", s.memberID, "error", lerr)
 		}
 	}
@@ -349,6 +353,7 @@ func (s *subscription) heartbeatRequest() *quirev1.ConsumerGroupHeartbeatRequest
 			req.RebalanceTimeoutMs = int32(subscribeDefaultRebalance.Milliseconds())
 		}
 		req.Assignor = s.start.Assignor
+		req.InstanceId = s.start.InstanceId
 	}
 	return req
 }
@@ -404,7 +409,7 @@ func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse,
 			return nil
 		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
 			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
-			quirev1.ErrorCode_UNSUPPORTED_VERSION:
+			quirev1.ErrorCode_UNSUPPORTED_VERSION, quirev1.ErrorCode_FENCED_INSTANCE_ID:
 			return errSubscribeFatal{err}
 		}
 		if s.ctx.Err() == nil {

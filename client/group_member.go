@@ -29,6 +29,16 @@ type GroupConfig struct {
 	// RebalanceTimeout is how long the member may take to give up a
 	// revoked partition (default 60s).
 	RebalanceTimeout time.Duration
+	// InstanceID makes the member static (Kafka's group.instance.id):
+	// one id per process that keeps its partitions across restarts, a
+	// pod's name, say. Close leaves the member's place to the instance's
+	// next process for the session timeout, and that process takes the
+	// member's partitions with no rebalance. A process replaced by
+	// another of its instance stops: Poll returns FENCED_INSTANCE_ID; if
+	// it was still running, it owned its partitions until that heartbeat,
+	// beside the new one, so give each process its own instance id.
+	// "" a dynamic member.
+	InstanceID string
 	// AutoCommitInterval is how often the positions of owned partitions
 	// are committed (default 5s; negative: never, only on revoke and
 	// close). Positions are committed on revocation and Close either way.
@@ -169,7 +179,8 @@ func (g *GroupConsumer) Epoch() int32 {
 
 // Poll waits for records of owned partitions and returns them. It fails
 // for good when the group refused the member (an unknown assignor, a bad
-// regular expression, a full group), and with ErrClosed after Close.
+// regular expression, a full group) or another process of its instance
+// replaced it, and with ErrClosed after Close.
 func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	for {
 		g.mu.Lock()
@@ -447,9 +458,15 @@ func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 	g.signalLocked()
 	var errLeave error
 	if g.epoch > 0 {
+		// A static member leaves its place to its instance's next
+		// process (-2); a dynamic one leaves (-1).
+		leave := int32(-1)
+		if g.cfg.InstanceID != "" {
+			leave = -2
+		}
 		errLeave = g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
 			_, err := gc.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-				Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: -1})
+				Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: leave})
 			return err
 		})
 	}
@@ -464,6 +481,9 @@ func (g *GroupConsumer) run() {
 	nextCommit := time.Now().Add(g.cfg.AutoCommitInterval)
 	for {
 		again, err := g.heartbeat()
+		if ErrorCode(err) == quirev1.ErrorCode_FENCED_INSTANCE_ID {
+			return // another process is this instance now
+		}
 		wait := g.intervalNow()
 		switch {
 		case err == nil && again:
@@ -516,6 +536,7 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 		req.Subscription = &quirev1.GroupSubscription{Topics: g.cfg.Topics, Regex: g.cfg.Regex}
 		req.RebalanceTimeoutMs = int32(g.cfg.RebalanceTimeout.Milliseconds())
 		req.Assignor = g.cfg.Assignor
+		req.InstanceId = g.cfg.InstanceID
 	}
 	deadline := g.lossDeadlineLocked()
 	g.mu.Unlock()
@@ -551,6 +572,15 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 			g.reconcileLocked(nil, false)
 			g.epoch = 0
 			return true, err
+		case quirev1.ErrorCode_FENCED_INSTANCE_ID:
+			// Another process joined as this instance and took the
+			// member's place and partitions: this one stops.
+			g.reconcileLocked(nil, false)
+			g.epoch = 0
+			if g.fatal == nil {
+				g.fatal = fmt.Errorf("client: group %q: another process joined as instance %q: %w", g.cfg.Group, g.cfg.InstanceID, err)
+				g.signalLocked()
+			}
 		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
 			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
 			quirev1.ErrorCode_UNSUPPORTED_VERSION:

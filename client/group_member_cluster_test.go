@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
@@ -65,14 +66,22 @@ type testMember struct {
 	g    *client.GroupConsumer
 	mu   sync.Mutex
 	seen map[string]bool // values polled
+	err  error           // Poll's last error
 	done chan struct{}
 }
 
 func startMember(t *testing.T, c *testcluster.Cluster, own *ownership, name string) *testMember {
 	t.Helper()
+	return startMemberOf(t, c, own, name, "seven", "")
+}
+
+// startMemberOf starts member name of group g reading topic, static when
+// instance is not "".
+func startMemberOf(t *testing.T, c *testcluster.Cluster, own *ownership, name, topic, instance string) *testMember {
+	t.Helper()
 	m := &testMember{name: name, cl: clusterClient(t, c, nil), seen: map[string]bool{}, done: make(chan struct{})}
-	g, err := m.cl.NewGroupConsumer(client.GroupConfig{Group: "g", Topics: []string{"seven"}, Assignor: "range",
-		Reset: client.AtStart(), AutoCommitInterval: 200 * time.Millisecond,
+	g, err := m.cl.NewGroupConsumer(client.GroupConfig{Group: "g", Topics: []string{topic}, Assignor: "range",
+		Reset: client.AtStart(), AutoCommitInterval: 200 * time.Millisecond, InstanceID: instance,
 		OnAssigned: func(ps []client.TopicPartition) { own.assigned(name, ps) },
 		OnRevoked:  func(ps []client.TopicPartition) { own.revoked(name, ps) }})
 	if err != nil {
@@ -83,8 +92,11 @@ func startMember(t *testing.T, c *testcluster.Cluster, own *ownership, name stri
 		defer close(m.done)
 		for {
 			recs, err := g.Poll(context.Background())
-			if errors.Is(err, client.ErrClosed) {
-				return
+			m.mu.Lock()
+			m.err = err
+			m.mu.Unlock()
+			if errors.Is(err, client.ErrClosed) || client.ErrorCode(err) == quirev1.ErrorCode_FENCED_INSTANCE_ID {
+				return // for good
 			}
 			if err != nil {
 				t.Logf("member %s poll: %v", name, err)
@@ -220,5 +232,79 @@ func TestClusterGroupConsumerSplits(t *testing.T) {
 	}
 	if own.events < 6 {
 		t.Fatalf("%d assignment changes seen", own.events)
+	}
+}
+
+// TestClusterGroupConsumerStatic: a static member (GroupConfig.InstanceID)
+// that closes and whose instance starts again within the session timeout
+// is back in its place with no rebalance: the new process owns the old
+// one's partitions, under a new member id, and the other member's epoch
+// and partitions have not moved. A third process of the instance
+// replaces the second while it runs: the second gives its partitions up
+// and its Poll fails with FENCED_INSTANCE_ID.
+func TestClusterGroupConsumerStatic(t *testing.T) {
+	c := testcluster.New(t, 1, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.GroupConsumerSessionTimeoutMs = 3000
+		cfg.GroupConsumerHeartbeatIntervalMs = 100
+	}))
+	ctx := clusterCtx(t, 60*time.Second)
+	c.WaitController(ctx)
+	admin := clusterClient(t, c, nil)
+	if _, err := admin.CreateTopic(ctx, client.TopicSpec{Name: "four", Partitions: 4, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		_, ok := img.Topic("four")
+		return ok && img.MetadataVersion() >= metadata.MetadataVersionStaticMembers
+	})
+	own := &ownership{t: t, owners: map[client.TopicPartition]string{}}
+	a1 := startMemberOf(t, c, own, "a1", "four", "pod-a")
+	b := startMemberOf(t, c, own, "b", "four", "")
+	waitSplit(ctx, t, c, []int{2, 2}, a1, b)
+	placeA, placeB, epochB := a1.g.Assignment(), b.g.Assignment(), b.g.Epoch()
+
+	if err := a1.g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	own.gone("a1")
+	a2 := startMemberOf(t, c, own, "a2", "four", "pod-a")
+	c.Eventually(ctx, "a2 in a1's place", func() error {
+		if got := a2.g.Assignment(); !slices.Equal(got, placeA) {
+			return fmt.Errorf("a2 owns %v, a1 owned %v", got, placeA)
+		}
+		return nil
+	})
+	if a2.g.MemberID() == a1.g.MemberID() {
+		t.Fatalf("a2 joined as a1's member id %s", a1.g.MemberID())
+	}
+	if got, epoch := b.g.Assignment(), b.g.Epoch(); !slices.Equal(got, placeB) || epoch != epochB {
+		t.Fatalf("b after a's restart: %v at epoch %d; before: %v at epoch %d", got, epoch, placeB, epochB)
+	}
+
+	// a2 still owns its partitions when a3 takes them, until its next
+	// heartbeat: two live processes of one instance overlap, so a3 is
+	// not checked against the others' ownership.
+	a3 := startMemberOf(t, c, &ownership{t: t, owners: map[client.TopicPartition]string{}}, "a3", "four", "pod-a")
+	c.Eventually(ctx, "a2 fenced by a3", func() error {
+		a2.mu.Lock()
+		err := a2.err
+		a2.mu.Unlock()
+		if client.ErrorCode(err) != quirev1.ErrorCode_FENCED_INSTANCE_ID || len(a2.g.Assignment()) != 0 {
+			return fmt.Errorf("a2: poll error %v, owns %v", err, a2.g.Assignment())
+		}
+		if got := a3.g.Assignment(); !slices.Equal(got, placeA) {
+			return fmt.Errorf("a3 owns %v", got)
+		}
+		return nil
+	})
+	if got, epoch := b.g.Assignment(), b.g.Epoch(); !slices.Equal(got, placeB) || epoch != epochB {
+		t.Fatalf("b after a3 replaced a2: %v at epoch %d; before: %v at epoch %d", got, epoch, placeB, epochB)
+	}
+	<-a2.done
+	for _, m := range []*testMember{a3, b} {
+		if err := m.g.Close(ctx); err != nil {
+			t.Fatalf("close %s: %v", m.name, err)
+		}
+		<-m.done
 	}
 }

@@ -631,3 +631,64 @@ func TestClusterSubscribeBadInput(t *testing.T) {
 		t.Fatalf("describe after refused streams: %v, want GROUP_ID_NOT_FOUND", err)
 	}
 }
+
+// TestClusterSubscribeStatic: a Subscribe stream with an instance id
+// (SubscribeStart.instance_id) closed by its client leaves its place to
+// the instance's next stream, opened through another node, which takes
+// its partitions with no rebalance: the group epoch stays and the other
+// stream keeps its own. A third stream of the instance replaces the
+// second, which ends with FENCED_INSTANCE_ID.
+func TestClusterSubscribeStatic(t *testing.T) {
+	c, ctx, ctl := subCluster(t, 20000)
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionStaticMembers)
+	createTopic(t, c, ctl, "st", 4, 3)
+	waitTopic(ctx, c, "st")
+	start := func(instance string) *quirev1.SubscribeStart {
+		return &quirev1.SubscribeStart{Group: "static", Subscription: &quirev1.GroupSubscription{Topics: []string{"st"}},
+			Assignor: "range", InstanceId: instance}
+	}
+	epoch := func() int32 {
+		d, err := groups(c, ctl).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "static"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GroupEpoch
+	}
+	ids := c.IDs()
+	a := subscribe(t, c, ids[0], "A", start("pod-a"), true)
+	b := subscribe(t, c, ids[1], "B", start(""), true)
+	a.wait(ctx, "A owns 2", func() bool { return len(a.owned) == 2 })
+	b.wait(ctx, "B owns 2", func() bool { return len(b.owned) == 2 })
+	placeA, placeB, before := a.ownedNow(), b.ownedNow(), epoch()
+
+	if err := a.closeSend(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("A's close: %v", err)
+	}
+	a2 := subscribe(t, c, ids[2], "A2", start("pod-a"), true)
+	a2.wait(ctx, "A2 owns A's partitions", func() bool { return slices.Equal(a2.ownedLocked(), placeA) })
+	a2.mu.Lock()
+	a2ID := a2.memberID
+	a2.mu.Unlock()
+	if got, now := b.ownedNow(), epoch(); !slices.Equal(got, placeB) || now != before {
+		t.Fatalf("after A's restart: B owns %v at group epoch %d; before: %v at %d", got, now, placeB, before)
+	}
+
+	a3 := subscribe(t, c, ids[0], "A3", start("pod-a"), true)
+	a3.wait(ctx, "A3 owns A's partitions", func() bool { return slices.Equal(a3.ownedLocked(), placeA) })
+	select {
+	case <-a2.done:
+	case <-ctx.Done():
+		t.Fatalf("A2's stream (member %s) did not end once A3 replaced it", a2ID)
+	}
+	if code := errCode(a2.err); code != quirev1.ErrorCode_FENCED_INSTANCE_ID {
+		t.Fatalf("A2's stream ended with %v (%v), want FENCED_INSTANCE_ID", a2.err, code)
+	}
+	if got, now := b.ownedNow(), epoch(); !slices.Equal(got, placeB) || now != before {
+		t.Fatalf("after A3 replaced A2: B owns %v at group epoch %d; before: %v at %d", got, now, placeB, before)
+	}
+	for _, s := range []*subStream{a3, b} {
+		if err := s.closeSend(ctx); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s's close: %v", s.name, err)
+		}
+	}
+}

@@ -1587,7 +1587,14 @@ type SubscribeStart struct {
 	// (offsets is INVALID_REQUEST); a next_offset inside a batch moves the
 	// commit point to it, the batch's credit being freed once it is
 	// acknowledged whole.
-	RawBatches    bool `protobuf:"varint,11,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
+	RawBatches bool `protobuf:"varint,11,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
+	// Makes the stream's member static (Kafka's group.instance.id; see
+	// ConsumerGroupHeartbeatRequest.instance_id): a stream closed by the
+	// client leaves the member's place to the instance's next stream for a
+	// session timeout, and that stream takes its partitions with no
+	// rebalance. A stream replaced by another of its instance ends with
+	// FENCED_INSTANCE_ID.
+	InstanceId    string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1697,6 +1704,13 @@ func (x *SubscribeStart) GetRawBatches() bool {
 		return x.RawBatches
 	}
 	return false
+}
+
+func (x *SubscribeStart) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type SubscribeAck struct {
@@ -2787,7 +2801,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\xe6\x03\n" +
+	"\arequest\"\x87\x04\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -2801,7 +2815,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\abatches\x18\n" +
 	" \x01(\bR\abatches\x12\x1f\n" +
 	"\vraw_batches\x18\v \x01(\bR\n" +
-	"rawBatches\"F\n" +
+	"rawBatches\x12\x1f\n" +
+	"\vinstance_id\x18\f \x01(\tR\n" +
+	"instanceId\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
