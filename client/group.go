@@ -181,6 +181,7 @@ type GroupDescription struct {
 // GroupMember is one member of a GroupDescription.
 type GroupMember struct {
 	MemberID          string           `json:"member_id"`
+	InstanceID        string           `json:"instance_id,omitempty"` // a static member's
 	ClientAddress     string           `json:"client_address"`
 	MemberEpoch       int32            `json:"member_epoch"`
 	Topics            []string         `json:"topics,omitempty"`
@@ -221,7 +222,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		AssignmentEpoch: resp.GetAssignmentEpoch(), Assignor: resp.GetAssignor(),
 		Members: []GroupMember{}, Partitions: []GroupPartitionLag{}}
 	for _, m := range resp.GetMembers() {
-		d.Members = append(d.Members, GroupMember{MemberID: m.GetMemberId(), ClientAddress: m.GetClientAddress(),
+		d.Members = append(d.Members, GroupMember{MemberID: m.GetMemberId(), InstanceID: m.GetInstanceId(), ClientAddress: m.GetClientAddress(),
 			MemberEpoch: m.GetMemberEpoch(), Topics: m.GetTopics(), Regex: m.GetRegex(),
 			Assigned: partitionsFromPB(m.GetAssigned()), PendingRevocation: partitionsFromPB(m.GetPendingRevocation()),
 			PendingAssignment: partitionsFromPB(m.GetPendingAssignment())})

@@ -245,9 +245,10 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 }
 
 type memberRow struct {
-	ID, Address, Subscription string
-	Epoch                     int32
-	Assigned, Revoking, Next  string
+	ID, Instance, Address    string
+	Subscription             string
+	Epoch                    int32
+	Assigned, Revoking, Next string
 }
 
 type groupView struct {
@@ -297,7 +298,7 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 			if m.GetRegex() != "" {
 				sub = strings.TrimPrefix(sub+", /"+m.GetRegex()+"/", ", ")
 			}
-			gv.Members = append(gv.Members, memberRow{ID: m.GetMemberId(), Address: m.GetClientAddress(), Epoch: m.GetMemberEpoch(),
+			gv.Members = append(gv.Members, memberRow{ID: m.GetMemberId(), Instance: m.GetInstanceId(), Address: m.GetClientAddress(), Epoch: m.GetMemberEpoch(),
 				Subscription: sub, Assigned: assignmentText(m.GetAssigned()), Revoking: assignmentText(m.GetPendingRevocation()),
 				Next: assignmentText(m.GetPendingAssignment())})
 		}

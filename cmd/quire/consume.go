@@ -28,6 +28,7 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 		count      int
 		format     string
 		group      string
+		instance   string
 		interval   time.Duration
 		reset      string
 	)
@@ -69,7 +70,10 @@ assigns it some of the topic's partitions and moves them as members come
 and go (Ctrl-C leaves the group at once). Each partition starts at G's
 committed offset, else at -o (start or end). Positions are committed every
 --commit-interval, when a partition is taken away and on exit; a run cut
-short by a crash prints again what it printed after its last commit.`,
+short by a crash prints again what it printed after its last commit.
+With --instance-id ID the member is static (group.instance.id): on exit
+it keeps its place for the group's session timeout, and the next run with
+the same ID takes its partitions back with no rebalance.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, err := parseOffset(offset)
@@ -82,6 +86,9 @@ short by a crash prints again what it printed after its last commit.`,
 			}
 			if interval < 0 {
 				return fmt.Errorf("bad --commit-interval %v: must be >= 0", interval)
+			}
+			if instance != "" && (group == "" || len(partitions) > 0) {
+				return fmt.Errorf("--instance-id makes a group member static: it needs --group and no -p")
 			}
 			pf, err := compileFormat(format)
 			if err != nil {
@@ -100,7 +107,7 @@ short by a crash prints again what it printed after its last commit.`,
 				return err
 			}
 			if group != "" && len(partitions) == 0 {
-				return consumeAsMember(ctx, cmd, cl, g, memberRun{topic: topic, group: group, offset: offset,
+				return consumeAsMember(ctx, cmd, cl, g, memberRun{topic: topic, group: group, instance: instance, offset: offset,
 					count: count, interval: interval, pf: pf})
 			}
 			assign := map[int32]client.Offset{}
@@ -196,6 +203,7 @@ short by a crash prints again what it printed after its last commit.`,
 	f.StringVarP(&group, "group", "g", "", "consumer group: join it (without -p), start at its committed offsets (else -o) and commit what is printed")
 	// Kafka's auto.commit.interval.ms default: each commit is a metadata
 	// log entry, so not one per poll.
+	f.StringVar(&instance, "instance-id", "", "with --group and no -p, a static member's instance id (group.instance.id): a restart with it within the session timeout takes the same partitions back")
 	f.DurationVar(&interval, "commit-interval", 5*time.Second, "with --group, commit at most this often (0: after every batch), and on exit")
 	return cmd
 }

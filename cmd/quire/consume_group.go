@@ -16,6 +16,7 @@ import (
 type memberRun struct {
 	topic    string
 	group    string
+	instance string // "" a dynamic member
 	offset   string
 	count    int
 	interval time.Duration
@@ -38,9 +39,9 @@ func consumeAsMember(ctx context.Context, cmd *cobra.Command, cl *client.Client,
 	}
 	errOut := cmd.ErrOrStderr()
 	gc, err := cl.NewGroupConsumer(client.GroupConfig{Group: r.group, Topics: []string{r.topic}, Reset: reset,
-		AutoCommitInterval: interval,
-		OnAssigned:         func(ps []client.TopicPartition) { fmt.Fprintf(errOut, "group %s: assigned %v\n", r.group, ps) },
-		OnRevoked:          func(ps []client.TopicPartition) { fmt.Fprintf(errOut, "group %s: revoked %v\n", r.group, ps) },
+		AutoCommitInterval: interval, InstanceID: r.instance,
+		OnAssigned: func(ps []client.TopicPartition) { fmt.Fprintf(errOut, "group %s: assigned %v\n", r.group, ps) },
+		OnRevoked:  func(ps []client.TopicPartition) { fmt.Fprintf(errOut, "group %s: revoked %v\n", r.group, ps) },
 	})
 	if err != nil {
 		return err

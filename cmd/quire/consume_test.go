@@ -327,9 +327,16 @@ func TestConsumeGroupCommitsWhileWaiting(t *testing.T) {
 // raises itself.
 func waitGroupsVersion(t *testing.T, b *broker.Broker) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < 2; {
+	waitMetadataVersion(t, b, 2)
+}
+
+// waitMetadataVersion waits for b's node to finalize metadata.version
+// level or above.
+func waitMetadataVersion(t *testing.T, b *broker.Broker, level int32) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < level; {
 		if time.Now().After(deadline) {
-			t.Fatal("metadata.version stays below 2")
+			t.Fatalf("metadata.version stays below %d", level)
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
 	}

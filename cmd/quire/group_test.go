@@ -11,6 +11,7 @@ import (
 
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/metadata"
 )
 
 // TestCLIGroupDescribeLag: group describe shows the coordinator's
@@ -79,5 +80,77 @@ func TestCLIGroupDescribeLag(t *testing.T) {
 
 	if err := runCLI(&out, "--brokers", b.Addr(), "group", "describe", "nobody"); err == nil || !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
 		t.Fatalf("describe of an unknown group: %v", err)
+	}
+}
+
+// TestCLIConsumeStaticMember: `consume --group G --instance-id ID` is a
+// static member: on exit it keeps its place (group describe still shows
+// it, with its instance id), and the next run with the same ID takes the
+// partition back with no rebalance (the group epoch stays) and continues
+// from the group's commit. --instance-id without --group is refused.
+func TestCLIConsumeStaticMember(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "sm", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitMetadataVersion(t, b, metadata.MetadataVersionStaticMembers)
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, client.StringRecord("sm", fmt.Sprint("v", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type member struct {
+		MemberID    string `json:"member_id"`
+		InstanceID  string `json:"instance_id"`
+		MemberEpoch int32  `json:"member_epoch"`
+	}
+	describe := func() (epoch int32, members []member) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runCLI(&out, "--brokers", b.Addr(), "group", "describe", "g", "--format", "json"); err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			GroupEpoch int32    `json:"group_epoch"`
+			Members    []member `json:"members"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return d.GroupEpoch, d.Members
+	}
+	consume := func(n int) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runCLI(&out, "--brokers", b.Addr(), "consume", "sm", "--group", "g", "--instance-id", "pod-1", "-n", fmt.Sprint(n)); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if got := consume(3); got != "v0\nv1\nv2\n" {
+		t.Fatalf("first run printed %q", got)
+	}
+	epoch, first := describe()
+	if len(first) != 1 || first[0].InstanceID != "pod-1" {
+		t.Fatalf("after the first run exited: members %+v, want pod-1 still in its place", first)
+	}
+	if got := consume(2); got != "v3\nv4\n" {
+		t.Fatalf("second run printed %q", got)
+	}
+	epoch2, second := describe()
+	if epoch2 != epoch || len(second) != 1 || second[0].InstanceID != "pod-1" || second[0].MemberID == first[0].MemberID {
+		t.Fatalf("after the second run: epoch %d, members %+v; after the first: epoch %d, members %+v", epoch2, second, epoch, first)
+	}
+
+	var out bytes.Buffer
+	if err := runCLI(&out, "--brokers", b.Addr(), "consume", "sm", "--instance-id", "pod-1", "-n", "1"); err == nil || !strings.Contains(err.Error(), "--instance-id") {
+		t.Fatalf("--instance-id without --group: %v", err)
 	}
 }
