@@ -131,9 +131,17 @@ func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 	if co.c.n.Image().metadataVersion() < MetadataVersionGroupEmptySince {
 		dropEmptySince(enc)
 	}
-	_, err := co.c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: enc}})
+	cmd := &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: enc}}
+	_, err := co.c.raftApply(ctx, cmd)
 	if err != nil {
 		co.m = nil
+		if errors.Is(err, ErrUnsupportedVersion) && co.c.levelRising(commandLevel(cmd)) {
+			// A new cluster before its controller raised the level: a
+			// member that gave up here for good (a KIP-848 client falls
+			// back to the classic protocol) would not be served as it
+			// asked moments later.
+			return fmt.Errorf("%w: the cluster's metadata.version is below %d, which the controller raises once every voter has registered; retry", ErrNotCoordinator, commandLevel(cmd))
+		}
 		if errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrNotController) {
 			return err
 		}

@@ -71,6 +71,16 @@ func (c *Controller) raiseMetadataVersion(ctx context.Context) {
 	}
 }
 
+// levelRising reports whether metadata.version is below level and the
+// controller will raise it there on its own (raiseMetadataVersion): it is
+// not kept by hand, this node supports level, and no registered broker
+// lacks it (the controller waits for the voters still to register).
+func (c *Controller) levelRising(level int32) bool {
+	img := c.n.Image()
+	return !c.n.cfg.ManualMetadataVersion && img.MetadataVersion() < level &&
+		level <= c.n.cfg.MetadataVersions.Max && len(lackingBrokers(img, level)) == 0
+}
+
 // AllocateProducerIDs hands a broker, at its current broker epoch, the
 // next block of ProducerIDBlockSize producer ids. It needs metadata.version
 // 2 (ErrUnsupportedVersion before).

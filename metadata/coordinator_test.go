@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -60,5 +61,29 @@ func TestCoordinatorExpireKeepsLateCommit(t *testing.T) {
 	ctl.coord.expireGroup(ctx, "g", at)
 	if o, s := kept(); o != 0 || s {
 		t.Fatalf("expired at its last commit: %d offsets left, state %v; want both gone", o, s)
+	}
+}
+
+// TestCoordinatorJoinBeforeTheLevelRises: a heartbeat that needs a
+// metadata.version the controller has not raised yet, but will on its own
+// (a new cluster whose voter has not registered), is ErrNotCoordinator,
+// which members retry, not ErrUnsupportedVersion, which a KIP-848 client
+// takes as the protocol not served (franz-go falls back to the classic
+// protocol for good). With the level kept by hand it is
+// ErrUnsupportedVersion.
+func TestCoordinatorJoinBeforeTheLevelRises(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		c := newTestCluster(t, 1, 0, func(cfg *Config) { cfg.ManualMetadataVersion = manual })
+		n := c.waitController()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := n.Ctl().ConsumerGroupHeartbeat(ctx, join("g", "m", time.Time{}))
+		cancel()
+		want, not := ErrNotCoordinator, ErrUnsupportedVersion
+		if manual {
+			want, not = ErrUnsupportedVersion, ErrNotCoordinator
+		}
+		if !errors.Is(err, want) || errors.Is(err, not) {
+			t.Fatalf("manual %v: a join at level %d: %v, want %v", manual, n.Image().MetadataVersion(), err, want)
+		}
 	}
 }
