@@ -335,7 +335,7 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 			epoch = -2 // the place stays the instance's next stream's
 		}
 		if _, lerr := s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-			Group: s.start.Group, MemberId: s.memberID, MemberEpoch: epoch}); lerr != nil {
+			Group: s.start.Group, MemberId: s.memberID, MemberEpoch: epoch, InstanceId: s.start.InstanceId}); lerr != nil {
 			s.b.logger.Warn("subscribe stream could not leave its group", "group", s.start.Group, "member", s.memberID, "error", lerr)
 		}
 	}
@@ -409,7 +409,12 @@ func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse,
 			return nil
 		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
 			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
-			quirev1.ErrorCode_UNSUPPORTED_VERSION, quirev1.ErrorCode_FENCED_INSTANCE_ID:
+			quirev1.ErrorCode_UNSUPPORTED_VERSION:
+			return errSubscribeFatal{err}
+		case quirev1.ErrorCode_FENCED_INSTANCE_ID:
+			// Replaced by another stream of its instance: its partitions
+			// are that one's, with nothing to commit or leave.
+			s.epoch = 0
 			return errSubscribeFatal{err}
 		}
 		if s.ctx.Err() == nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 )
 
@@ -64,10 +65,11 @@ func idempotentProducer(ctx context.Context, h *History, cl *client.Client, name
 // records what it read (GroupRead) and what it owns (Assign, Revoke, each
 // stamped when the client tells it), and commits after processing.
 // Now and then it leaves and joins again, so that partitions move even
-// without faults.
-func groupMember(ctx context.Context, h *History, cl *client.Client, group, name, topic string, rng *rand.Rand) error {
+// without faults; a static member (instance not "") comes back in its
+// place instead.
+func groupMember(ctx context.Context, h *History, cl *client.Client, group, name, instance, topic string, rng *rand.Rand) error {
 	for ctx.Err() == nil {
-		if err := memberTerm(ctx, h, cl, group, name, topic, 10*time.Second+time.Duration(rng.Int64N(int64(20*time.Second)))); err != nil {
+		if err := memberTerm(ctx, h, cl, group, name, instance, topic, 10*time.Second+time.Duration(rng.Int64N(int64(20*time.Second)))); err != nil {
 			return err
 		}
 	}
@@ -75,7 +77,7 @@ func groupMember(ctx context.Context, h *History, cl *client.Client, group, name
 }
 
 // memberTerm is one membership of name: join, consume for about d, leave.
-func memberTerm(ctx context.Context, h *History, cl *client.Client, group, name, topic string, d time.Duration) error {
+func memberTerm(ctx context.Context, h *History, cl *client.Client, group, name, instance, topic string, d time.Duration) error {
 	var mu sync.Mutex
 	owned := map[int32]bool{}
 	record := func(kind Kind, tps []client.TopicPartition) {
@@ -87,7 +89,7 @@ func memberTerm(ctx context.Context, h *History, cl *client.Client, group, name,
 		}
 	}
 	g, err := cl.NewGroupConsumer(client.GroupConfig{Group: group, Topics: []string{topic},
-		AutoCommitInterval: -1, RebalanceTimeout: 10 * time.Second,
+		AutoCommitInterval: -1, RebalanceTimeout: 10 * time.Second, InstanceID: instance,
 		OnAssigned: func(tps []client.TopicPartition) { record(Assign, tps) },
 		OnRevoked:  func(tps []client.TopicPartition) { record(Revoke, tps) }})
 	if err != nil {
@@ -100,8 +102,8 @@ func memberTerm(ctx context.Context, h *History, cl *client.Client, group, name,
 		if err != nil && term.Err() == nil && len(recs) == 0 {
 			// Retriable failures are retried by the consumer; a lasting
 			// one (the group refused the member) ends the term.
-			if errors.Is(err, client.ErrClosed) {
-				break
+			if errors.Is(err, client.ErrClosed) || client.ErrorCode(err) == quirev1.ErrorCode_FENCED_INSTANCE_ID {
+				break // for good: closed, or replaced by another process of its instance
 			}
 			continue
 		}

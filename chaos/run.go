@@ -172,7 +172,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	memberErrs := make([]error, cfg.GroupMembers)
 	for i := range cfg.GroupMembers {
 		mrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(100+i)))
-		members.Go(func() { memberErrs[i] = groupMember(readCtx, h, cl, group, fmt.Sprintf("m%d", i), topic, mrng) })
+		name, instance := fmt.Sprintf("m%d", i), ""
+		if i%2 == 1 {
+			// Every other member is static: each of its terms takes the
+			// place its previous one left (epoch -2), or replaces it when
+			// that leave did not get through.
+			instance = name
+		}
+		members.Go(func() { memberErrs[i] = groupMember(readCtx, h, cl, group, name, instance, topic, mrng) })
 	}
 	if cfg.GroupMembers > 0 {
 		readers.Go(func() { committedPoller(readCtx, h, cl, group, topic, cfg.Partitions, 500*time.Millisecond) })

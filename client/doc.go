@@ -124,7 +124,10 @@
 // a partition the group never committed an ErrNoCommittedOffset from Poll,
 // and a position out of range an OFFSET_OUT_OF_RANGE error naming the
 // partition, the offset and the valid range, never a silent restart
-// elsewhere (Kafka's auto.offset.reset=none).
+// elsewhere (Kafka's auto.offset.reset=none). GroupConfig.InstanceID makes
+// the member static (Kafka's group.instance.id): a process restarted
+// within the session timeout takes its partitions back without moving
+// anyone else's.
 //
 // Without members (what Kafka calls a simple consumer group: the
 // application picks the partitions) CommitOffsets stores the next offset

@@ -466,7 +466,7 @@ func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 		}
 		errLeave = g.c.group(ctx, func(ctx context.Context, gc quirev1.GroupsClient) error {
 			_, err := gc.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-				Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: leave})
+				Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: leave, InstanceId: g.cfg.InstanceID})
 			return err
 		})
 	}
@@ -555,6 +555,18 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 	})
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err != nil && ErrorCode(err) == quirev1.ErrorCode_FENCED_INSTANCE_ID {
+		// Another process joined as this instance and took the member's
+		// place and partitions: this one stops (before the loss
+		// deadline's rejoin, which would take the place back).
+		g.reconcileLocked(nil, false)
+		g.epoch = 0
+		if g.fatal == nil {
+			g.fatal = fmt.Errorf("client: group %q: another process joined as instance %q: %w", g.cfg.Group, g.cfg.InstanceID, err)
+			g.signalLocked()
+		}
+		return false, err
+	}
 	if err != nil {
 		if d := g.lossDeadlineLocked(); !d.IsZero() && !time.Now().Before(d) && g.ctx.Err() == nil {
 			// The coordinator may have removed the member by now and
@@ -572,15 +584,6 @@ func (g *GroupConsumer) heartbeat() (bool, error) {
 			g.reconcileLocked(nil, false)
 			g.epoch = 0
 			return true, err
-		case quirev1.ErrorCode_FENCED_INSTANCE_ID:
-			// Another process joined as this instance and took the
-			// member's place and partitions: this one stops.
-			g.reconcileLocked(nil, false)
-			g.epoch = 0
-			if g.fatal == nil {
-				g.fatal = fmt.Errorf("client: group %q: another process joined as instance %q: %w", g.cfg.Group, g.cfg.InstanceID, err)
-				g.signalLocked()
-			}
 		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
 			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
 			quirev1.ErrorCode_UNSUPPORTED_VERSION:

@@ -104,7 +104,8 @@ func (m *Machine) Delete(id string) ([]Record, error) {
 // a group with no members (manual assignment). A member behind or ahead
 // of its epoch is ErrStaleMemberEpoch; a member the group does not have,
 // or a commit without a member to a group that has some, is
-// ErrUnknownMemberID.
+// ErrUnknownMemberID; one its instance's next process replaced is
+// ErrFencedInstanceID.
 func (m *Machine) ValidateCommit(id, memberID string, memberEpoch int32) error {
 	if err := ValidateGroupID(id); err != nil {
 		return err
@@ -119,6 +120,9 @@ func (m *Machine) ValidateCommit(id, memberID string, memberEpoch int32) error {
 	var mem *member
 	if g != nil {
 		mem = g.members[memberID]
+	}
+	if instance, ok := g.replacedBy(memberID); ok && mem == nil {
+		return fmt.Errorf("%w: member %q of group %q was replaced by another process of instance %q", ErrFencedInstanceID, memberID, id, instance)
 	}
 	if mem == nil {
 		return fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, memberID, id)

@@ -93,7 +93,7 @@ type TopicPartition = assignor.TopicPartition
 const (
 	MaxGroupIDLen    = 255
 	MaxMemberIDLen   = 255
-	MaxInstanceIDLen = 255
+	MaxInstanceIDLen = 249 // Kafka's
 )
 
 // Epochs a heartbeat may carry besides a member's own.
@@ -270,14 +270,20 @@ func validateMemberID(id string) error {
 	return nil
 }
 
-// validateInstanceID checks an instance id: "" (a dynamic member), or
-// 1 to MaxInstanceIDLen bytes without NUL.
+// validateInstanceID checks an instance id as Kafka checks
+// group.instance.id: "" (a dynamic member), or 1 to MaxInstanceIDLen of
+// ASCII letters, digits, '.', '_' and '-', neither "." nor "..".
 func validateInstanceID(id string) error {
 	switch {
 	case len(id) > MaxInstanceIDLen:
 		return fmt.Errorf("%w: the instance id is %d bytes, the limit is %d", ErrInvalidRequest, len(id), MaxInstanceIDLen)
-	case strings.IndexByte(id, 0) >= 0:
-		return fmt.Errorf("%w: the instance id %q holds a NUL byte", ErrInvalidRequest, id)
+	case id == "." || id == "..":
+		return fmt.Errorf("%w: the instance id cannot be %q", ErrInvalidRequest, id)
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: the instance id %q holds %q: it may hold ASCII letters, digits, '.', '_' and '-'", ErrInvalidRequest, id, c)
+		}
 	}
 	return nil
 }

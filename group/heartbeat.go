@@ -116,13 +116,19 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	if g != nil {
 		mem = g.members[hb.MemberID]
 	}
-	if holder, ok := g.staticMember(hb.InstanceID); ok && holder != hb.MemberID && hb.MemberEpoch != JoinEpoch {
+	// Only a new member's join takes an instance's place: a member the
+	// group has (a heartbeat, a rejoin) naming another's instance is an
+	// old process of that instance, or a misconfigured one.
+	if holder, ok := g.staticMember(hb.InstanceID); ok && holder != hb.MemberID && (hb.MemberEpoch != JoinEpoch || mem != nil) {
 		return Response{}, nil, fmt.Errorf("%w: instance %q of group %q is member %q now, not %q", ErrFencedInstanceID, hb.InstanceID, hb.Group, holder, hb.MemberID)
 	}
 	if instance, ok := g.replacedBy(hb.MemberID); ok && mem == nil {
 		// The instance's old process: taking the place back would fence
 		// the new one, and the two would take turns.
 		return Response{}, nil, fmt.Errorf("%w: member %q of group %q was replaced by another process of instance %q", ErrFencedInstanceID, hb.MemberID, hb.Group, instance)
+	}
+	if mem != nil && mem.instanceID != "" && hb.InstanceID != "" && hb.InstanceID != mem.instanceID {
+		return Response{}, nil, fmt.Errorf("%w: member %q of group %q is instance %q, not %q: an instance id is the member's for good", ErrInvalidRequest, hb.MemberID, hb.Group, mem.instanceID, hb.InstanceID)
 	}
 	classicJoin := hb.Classic && hb.MemberEpoch == JoinEpoch
 	if classicJoin {
@@ -146,15 +152,16 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		m.bump(g, hb.Now, emit)
 		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
 
+	case hb.MemberEpoch == StaticLeaveEpoch && mem != nil && mem.instanceID == "":
+		// A dynamic member has no place to keep (it joined without an
+		// instance id, or below the level that keeps them): it leaves.
+		emit(MemberRemoved{Group: g.id, MemberID: mem.id})
+		m.bump(g, hb.Now, emit)
+		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
+
 	case hb.MemberEpoch == StaticLeaveEpoch:
 		if mem == nil {
 			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, hb.MemberID, hb.Group)
-		}
-		switch {
-		case mem.instanceID == "":
-			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 and has no instance id (-2 leaves a static member's place to its instance's next join, -1 leaves)", ErrInvalidRequest, hb.MemberID, hb.Group)
-		case hb.InstanceID != "" && hb.InstanceID != mem.instanceID:
-			return Response{}, nil, fmt.Errorf("%w: member %q of group %q sent epoch -2 as instance %q, and it is instance %q", ErrInvalidRequest, hb.MemberID, hb.Group, hb.InstanceID, mem.instanceID)
 		}
 		// Nothing changes: its partitions stay its own until its session
 		// (not renewed) times out or its instance joins again.
@@ -250,7 +257,7 @@ func (m *Machine) replaceStatic(g *group, old *member, joined MemberMetadata, no
 	assignment := old.assignmentRecord(g.id)
 	target, targeted := g.target[old.id]
 	target = slices.Clone(target)
-	g.replaced[joined.InstanceID] = old.id
+	g.noteReplaced(joined.InstanceID, old.id)
 	emit(MemberRemoved{Group: g.id, MemberID: old.id})
 	emit(joined)
 	assignment.MemberID = joined.MemberID
@@ -258,10 +265,14 @@ func (m *Machine) replaceStatic(g *group, old *member, joined MemberMetadata, no
 	if targeted {
 		emit(TargetAssignment{Group: g.id, Epoch: g.targetEpoch, Members: map[string][]TopicPartition{joined.MemberID: target}})
 	}
+	mem := g.members[joined.MemberID]
+	// Its place's deadlines too: partitions still to give up are given
+	// up within the old member's rebalance timeout, not never.
+	mem.revokeDeadline, mem.rejoinDeadline = old.revokeDeadline, old.rejoinDeadline
 	if !slices.Equal(was.Topics, joined.Topics) || was.Regex != joined.Regex || was.Assignor != joined.Assignor {
 		m.bump(g, now, emit)
 	}
-	return g.members[joined.MemberID]
+	return mem
 }
 
 // classicHeartbeat keeps a classic member's session and answers its

@@ -23,7 +23,8 @@ import (
 // commit at the generation it holds; at the end, with the faults
 // stopped, that the group becomes stable with the assignor's target
 // within a bounded number of rounds. Some members are classic (Kafka's
-// JoinGroup protocol, eager or cooperative), mixed with KIP-848 ones.
+// JoinGroup protocol, eager or cooperative), mixed with KIP-848 ones, and
+// some are static.
 
 // simClient is a member as a well-behaved client runs it. It only uses
 // partitions the coordinator gave it, gives up revoked ones before it
@@ -43,6 +44,10 @@ type simClient struct {
 	id    string
 	sub   Subscription
 	alive bool
+	// instance makes it static: it restarts as a new process (a new
+	// member id) of its instance, taking the old one's place, and leaves
+	// its place (-2) as often as it leaves.
+	instance string
 
 	joined bool
 	epoch  int32
@@ -120,7 +125,8 @@ func TestGroupSimulation(t *testing.T) {
 	// The runs must have gone through every path of reconciliation.
 	for _, k := range []string{"unrevoked_partitions", "unreleased_partitions", "answer lost, previous epoch accepted", "rejoin", "removed by tick", "rebalance timeout", "failover",
 		"classic eager join", "classic cooperative join owning", "classic join: unrevoked_partitions", "classic join: unreleased_partitions",
-		"classic told to rejoin", "classic revoked at sync", "classic fenced", "classic commit", "waits for a member of the other protocol"} {
+		"classic told to rejoin", "classic revoked at sync", "classic fenced", "classic commit", "waits for a member of the other protocol",
+		"static replaced", "static left its place"} {
 		if total[k] == 0 {
 			t.Errorf("no run saw %q: %v", k, total)
 		}
@@ -175,6 +181,9 @@ func (s *sim) addClient() {
 	if s.rng.Intn(3) == 0 {
 		c.classic, c.eager = true, s.rng.Intn(2) == 0
 	}
+	if s.rng.Intn(3) == 0 {
+		c.instance = "i" + c.id
+	}
 	if s.rng.Intn(4) == 0 {
 		c.slow = true
 		// An eager member, which gives up everything before it joins,
@@ -214,10 +223,15 @@ func (s *sim) chaos() {
 			c.alive = false
 			c.owned, c.deferred = nil, nil
 		}
-	case r < 18: // a restart under the same member id
+	case r < 18: // a restart under the same member id, or a static one's
 		for _, c := range s.clients {
 			if !c.alive {
-				*c = simClient{id: c.id, sub: c.sub, classic: c.classic, eager: c.eager, alive: true, nextAt: s.now}
+				id := c.id
+				if c.instance != "" {
+					s.nextID++
+					id = fmt.Sprintf("m%02d", s.nextID)
+				}
+				*c = simClient{id: id, instance: c.instance, sub: c.sub, classic: c.classic, eager: c.eager, alive: true, nextAt: s.now}
 				break
 			}
 		}
@@ -303,6 +317,7 @@ func (s *sim) heartbeat(c *simClient, subChanged, leave bool) {
 		hb.MemberEpoch = JoinEpoch
 		hb.Owned, hb.HasOwned = nil, true
 		hb.RebalanceTimeout, hb.Assignor = simRebalanceTimeout, s.asg
+		hb.InstanceID = c.instance // KIP-848 sends it when joining only
 		subChanged = true
 	}
 	if subChanged {
@@ -312,6 +327,10 @@ func (s *sim) heartbeat(c *simClient, subChanged, leave bool) {
 	if leave {
 		c.owned, c.deferred = nil, nil
 		hb.MemberEpoch, hb.Owned = LeaveEpoch, nil
+		if c.instance != "" && c.joined {
+			hb.MemberEpoch = StaticLeaveEpoch
+			s.stats["static left its place"]++
+		}
 		c.alive = false
 	}
 	if c.revokeFrom.IsZero() {
@@ -334,8 +353,12 @@ func (s *sim) heartbeat(c *simClient, subChanged, leave bool) {
 		}
 	}
 	for _, r := range recs {
-		if _, ok := r.(MemberRemoved); ok && hb.MemberEpoch == JoinEpoch {
-			s.stats["rejoin"]++
+		if rm, ok := r.(MemberRemoved); ok && hb.MemberEpoch == JoinEpoch {
+			if rm.MemberID == c.id {
+				s.stats["rejoin"]++
+			} else {
+				s.stats["static replaced"]++
+			}
 		}
 	}
 	s.record(recs)
@@ -431,7 +454,7 @@ func (s *sim) classicJoin(c *simClient) {
 		s.stats["classic cooperative join owning"]++
 	}
 	sub := c.sub
-	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: JoinEpoch, Classic: true, Now: s.now,
+	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: JoinEpoch, Classic: true, Now: s.now, InstanceID: c.instance,
 		Subscription: &sub, Owned: slices.Clone(c.owned), HasOwned: true, RebalanceTimeout: simRebalanceTimeout, Assignor: s.asg}
 	c.rejoin, c.joining, c.syncing = true, true, false
 	c.joinOwned = normalize(c.owned)
@@ -469,7 +492,7 @@ func (s *sim) classicJoin(c *simClient) {
 // less than it owns gives the rest up and joins again at once (a slow
 // one later).
 func (s *sim) classicSync(c *simClient) {
-	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: c.epoch, Classic: true, Now: s.now}
+	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: c.epoch, Classic: true, Now: s.now, InstanceID: c.instance}
 	resp, answered, err := s.classicCall(c, hb, "sync")
 	c.nextAt = s.now.Add(s.cfg.HeartbeatInterval)
 	if !answered {
@@ -507,7 +530,7 @@ func (s *sim) classicSync(c *simClient) {
 // nothing and answer the assignment of its last SyncGroup; a laggy
 // client heeds a rejoin late.
 func (s *sim) classicBeat(c *simClient) {
-	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: c.epoch, Classic: true, Now: s.now}
+	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: c.epoch, Classic: true, Now: s.now, InstanceID: c.instance}
 	n := len(s.log)
 	resp, answered, err := s.classicCall(c, hb, "heartbeat")
 	c.nextAt = s.now.Add(s.cfg.HeartbeatInterval)

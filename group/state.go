@@ -28,12 +28,17 @@ type group struct {
 	// static maps the instance id of each static member to its member id:
 	// derived from the members.
 	static map[string]string
-	// replaced maps an instance id to the member id its last join
-	// replaced, so that the old process is fenced however it comes back
-	// (a heartbeat without its instance id, a join): in memory only, one
-	// per instance.
-	replaced map[string]string
+	// replaced maps the member ids that joins of their instance replaced
+	// to that instance, so that an old process is fenced however it comes
+	// back (a heartbeat without its instance id, a join): in memory only,
+	// the last maxReplaced of each instance (replacedOrder, oldest first).
+	replaced      map[string]string
+	replacedOrder map[string][]string
 }
+
+// maxReplaced is how many replaced member ids of one instance a group
+// remembers.
+const maxReplaced = 8
 
 func newGroup(id string) *group {
 	return &group{
@@ -44,7 +49,8 @@ func newGroup(id string) *group {
 		owners:  map[TopicPartition]string{},
 		static:  map[string]string{},
 
-		replaced: map[string]string{},
+		replaced:      map[string]string{},
+		replacedOrder: map[string][]string{},
 	}
 }
 
@@ -230,15 +236,22 @@ func (g *group) staticMember(instance string) (string, bool) {
 }
 
 // replacedBy is the instance whose join replaced member id, if one did
-// (since this Machine was built).
+// (since this Machine was built, among the last maxReplaced).
 func (g *group) replacedBy(id string) (string, bool) {
 	if g == nil {
 		return "", false
 	}
-	for instance, old := range g.replaced {
-		if old == id {
-			return instance, true
-		}
+	instance, ok := g.replaced[id]
+	return instance, ok
+}
+
+// noteReplaced remembers that a join of instance replaced member id.
+func (g *group) noteReplaced(instance, id string) {
+	order := append(g.replacedOrder[instance], id)
+	if len(order) > maxReplaced {
+		delete(g.replaced, order[0])
+		order = order[1:]
 	}
-	return "", false
+	g.replacedOrder[instance] = order
+	g.replaced[id] = instance
 }

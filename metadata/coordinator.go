@@ -377,7 +377,7 @@ func maxTime(a, b time.Time) time.Time {
 func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
 	var resp group.Response
 	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		if hb.InstanceID != "" && c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
+		if c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
 			hb.InstanceID = ""
 			if hb.MemberEpoch == group.StaticLeaveEpoch {
 				hb.MemberEpoch = group.LeaveEpoch

@@ -87,3 +87,37 @@ func TestCoordinatorJoinBeforeTheLevelRises(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinatorStaticBelowItsLevel: below metadata.version 6, which
+// keeps instance ids, a member joining with one is dynamic (no instance
+// id in its records, which would be refused) and its -2 is a leave, so
+// a static client closing does not hold its partitions for a session
+// timeout.
+func TestCoordinatorStaticBelowItsLevel(t *testing.T) {
+	c := newTestCluster(t, 1, 0, nil)
+	c.startBrokerAt(1, VersionRange{Min: 1, Max: MetadataVersionGuardedGroupDelete})
+	c.waitBrokersLive(1)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1})
+	n := c.waitController()
+	waitFor(t, "metadata.version 5", 10*time.Second, func() bool {
+		return n.Image().metadataVersion() == MetadataVersionGuardedGroupDelete
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hb := join("g", "m", time.Time{})
+	hb.InstanceID = "pod-1"
+	if _, err := n.Ctl().ConsumerGroupHeartbeat(ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n.Ctl().DescribeGroup(ctx, "g")
+	if err != nil || len(d.Members) != 1 || d.Members[0].InstanceID != "" {
+		t.Fatalf("a static join at level 5: %+v (%v), want one dynamic member", d, err)
+	}
+	resp, err := n.Ctl().ConsumerGroupHeartbeat(ctx, group.Heartbeat{Group: "g", MemberID: "m", MemberEpoch: group.StaticLeaveEpoch})
+	if err != nil || resp.MemberEpoch != group.LeaveEpoch {
+		t.Fatalf("-2 at level 5: %+v (%v), want a leave", resp, err)
+	}
+	if d, err := n.Ctl().DescribeGroup(ctx, "g"); err != nil || len(d.Members) != 0 {
+		t.Fatalf("after -2 at level 5: %+v (%v), want no member", d, err)
+	}
+}
