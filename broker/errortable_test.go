@@ -110,6 +110,7 @@ var sentinels = map[string]error{
 	"group.ErrGroupMaxSizeReached": group.ErrGroupMaxSizeReached,
 	"group.ErrUnknownGroup":        group.ErrUnknownGroup,
 	"group.ErrNonEmptyGroup":       group.ErrNonEmptyGroup,
+	"group.ErrFencedInstanceID":    group.ErrFencedInstanceID,
 	"group.ErrInvalidRecord":       group.ErrInvalidRecord,
 
 	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
