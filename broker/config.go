@@ -102,6 +102,8 @@ type Config struct {
 	GroupConsumerHeartbeatIntervalMs int64  // group.consumer.heartbeat.interval.ms
 	GroupConsumerAssignors           string // group.consumer.assignors, comma-separated
 	GroupMaxSize                     int32  // group.max.size
+	GroupMinSessionTimeoutMs         int64  // group.min.session.timeout.ms
+	GroupMaxSessionTimeoutMs         int64  // group.max.session.timeout.ms
 	GroupLagRefreshMs                int64  // group.lag.refresh.ms
 	OffsetsRetentionMinutes          int64  // offsets.retention.minutes
 
@@ -374,6 +376,9 @@ func (c *Config) Validate() error {
 	if c.BrokerSessionTimeoutMs <= c.BrokerHeartbeatIntervalMs {
 		bad("broker.session.timeout.ms", "must exceed broker.heartbeat.interval.ms")
 	}
+	if c.GroupMinSessionTimeoutMs > c.GroupMaxSessionTimeoutMs {
+		bad("group.min.session.timeout.ms", "%d must not be above group.max.session.timeout.ms (%d)", c.GroupMinSessionTimeoutMs, c.GroupMaxSessionTimeoutMs)
+	}
 	if c.GroupConsumerHeartbeatIntervalMs >= c.GroupConsumerSessionTimeoutMs {
 		bad("group.consumer.heartbeat.interval.ms", "%d must be below group.consumer.session.timeout.ms (%d)",
 			c.GroupConsumerHeartbeatIntervalMs, c.GroupConsumerSessionTimeoutMs)
@@ -446,6 +451,8 @@ func (c *Config) groupConfig() group.Config {
 		SessionTimeout:    ms(c.GroupConsumerSessionTimeoutMs),
 		HeartbeatInterval: ms(c.GroupConsumerHeartbeatIntervalMs),
 		MaxSize:           int(c.GroupMaxSize),
+		MinSessionTimeout: ms(c.GroupMinSessionTimeoutMs),
+		MaxSessionTimeout: ms(c.GroupMaxSessionTimeoutMs),
 		Assignors:         splitAssignors(c.GroupConsumerAssignors),
 	}
 }

@@ -455,12 +455,7 @@ func testKafkaStaticMember(t *testing.T, protocol groupProtocol) {
 	// A member joining before the new node has raised metadata.version
 	// to the level that keeps instance ids would be dynamic (and, below
 	// the groups' level, franz-go falls back to the classic protocol).
-	for b.Metadata().Image().MetadataVersion() != metadata.LatestMetadataVersion {
-		if ctx.Err() != nil {
-			t.Fatalf("metadata.version stayed at %d", b.Metadata().Image().MetadataVersion())
-		}
-		time.Sleep(10 * time.Millisecond) // polling with a deadline
-	}
+	brokertest.WaitMetadataVersion(t, b, metadata.LatestMetadataVersion)
 	member := func(opts ...kgo.Opt) *kgo.Client {
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup("kstatic"), kgo.ConsumeTopics("ks"),
 			protocol.opt, kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
@@ -507,12 +502,18 @@ func testKafkaStaticMember(t *testing.T, protocol groupProtocol) {
 			time.Sleep(20 * time.Millisecond) // polling with a deadline
 		}
 	}
-	first := member(kgo.InstanceID("host-1"))
+	// A classic member's own session timeout (6 s, the least allowed)
+	// applies, not the coordinator's 45 s.
+	staticOpts := []kgo.Opt{kgo.InstanceID("host-1")}
+	if protocol.classic {
+		staticOpts = append(staticOpts, kgo.SessionTimeout(6*time.Second))
+	}
+	first := member(staticOpts...)
 	member()
 	epoch, static, dynamic := settled(func(placed, placed) bool { return true })
 
 	first.Close()
-	second := member(kgo.InstanceID("host-1"))
+	second := member(staticOpts...)
 	epoch2, static2, dynamic2 := settled(func(s, _ placed) bool { return s.id != static.id })
 	if epoch2 != epoch || static2.assigned != static.assigned || dynamic2 != dynamic {
 		t.Fatalf("after the static member's restart: epoch %d, static %+v, other %+v; before: epoch %d, static %+v, other %+v",
@@ -536,5 +537,24 @@ func testKafkaStaticMember(t *testing.T, protocol groupProtocol) {
 	}
 	if len(instances) != 1 || instances[static2.id] != "host-1" {
 		t.Fatalf("DescribeGroups: instance ids %v, want %s: host-1", instances, static2.id)
+	}
+	if !protocol.classic {
+		return
+	}
+	// A static classic member that closes sends no LeaveGroup: it is
+	// removed when its own 6 s session runs out, well before the
+	// coordinator's 45 s.
+	second.Close()
+	gone, cancelGone := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelGone()
+	for {
+		d, err := groups.DescribeGroup(gone, &quirev1.DescribeGroupRequest{Group: "kstatic"})
+		if err == nil && len(d.Members) == 1 && d.Members[0].InstanceId == "" {
+			break
+		}
+		if gone.Err() != nil {
+			t.Fatalf("30 s after the static member closed, with a 6 s session timeout: %v (%v)", d, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
 	}
 }

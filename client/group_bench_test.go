@@ -272,12 +272,7 @@ func groupBenchSetup(b *testing.B, topic string, even bool) (*broker.Broker, *cl
 	cl := benchClient(b, br.Addr(), opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
-		if time.Now().After(deadline) {
-			b.Fatal("metadata.version stays below 2")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the level
-	}
+	brokertest.WaitMetadataVersion(b, br, 2)
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 3}); err != nil {
 		b.Fatal(err)
 	}
@@ -305,12 +300,7 @@ func BenchmarkGroupJoinToStable(b *testing.B) {
 			cl := benchClient(b, br.Addr())
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
-				if time.Now().After(deadline) {
-					b.Fatal("metadata.version stays below 2")
-				}
-				time.Sleep(10 * time.Millisecond) // polling the level
-			}
+			brokertest.WaitMetadataVersion(b, br, 2)
 			if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "stable", Partitions: 6}); err != nil {
 				b.Fatal(err)
 			}

@@ -20,12 +20,7 @@ func startGroupBroker(t *testing.T) *broker.Broker {
 	br := brokertest.Start(t, func(c *broker.Config) {
 		c.GroupConsumerSessionTimeoutMs, c.GroupConsumerHeartbeatIntervalMs = 3000, 100
 	})
-	for deadline := time.Now().Add(30 * time.Second); br.Metadata().Image().MetadataVersion() < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("metadata.version stays below 2")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the level
-	}
+	brokertest.WaitMetadataVersion(t, br, 2)
 	return br
 }
 

@@ -71,7 +71,7 @@ func (f *Forwarder) DescribeGroup(ctx context.Context, req *quirev1.DescribeGrou
 func HeartbeatFromPB(in *quirev1.ConsumerGroupHeartbeatRequest) group.Heartbeat {
 	hb := group.Heartbeat{Group: in.Group, MemberID: in.MemberId, MemberEpoch: in.MemberEpoch,
 		RebalanceTimeout: time.Duration(in.RebalanceTimeoutMs) * time.Millisecond, Assignor: in.Assignor, Classic: in.Classic,
-		ClientAddress: in.ClientAddress, InstanceID: in.InstanceId}
+		ClientAddress: in.ClientAddress, InstanceID: in.InstanceId, SessionTimeout: time.Duration(in.SessionTimeoutMs) * time.Millisecond}
 	if in.Subscription != nil {
 		hb.Subscription = &group.Subscription{Topics: slices.Clone(in.Subscription.Topics), Regex: in.Subscription.Regex}
 	}

@@ -38,7 +38,7 @@
 // GROUP_MAX_SIZE_REACHED, ErrInvalidGroupID INVALID_GROUP_ID,
 // ErrInvalidRequest INVALID_REQUEST, ErrUnknownGroup GROUP_ID_NOT_FOUND,
 // ErrNonEmptyGroup NON_EMPTY_GROUP, ErrFencedInstanceID
-// FENCED_INSTANCE_ID. None is retriable; a fenced or unknown member drops
+// FENCED_INSTANCE_ID, ErrInvalidSessionTimeout INVALID_SESSION_TIMEOUT. None is retriable; a fenced or unknown member drops
 // its partitions and joins again with epoch 0, except one fenced by its
 // instance id, which another process now is (it stops).
 //
@@ -71,19 +71,20 @@ import (
 
 // Errors of the state machine.
 var (
-	ErrInvalidConfig       = errors.New("group: invalid config")
-	ErrInvalidGroupID      = errors.New("group: invalid group id")
-	ErrInvalidRequest      = errors.New("group: invalid request")
-	ErrUnknownMemberID     = errors.New("group: unknown member id")
-	ErrFencedMemberEpoch   = errors.New("group: fenced member epoch")
-	ErrStaleMemberEpoch    = errors.New("group: stale member epoch")
-	ErrUnsupportedAssignor = errors.New("group: unsupported assignor")
-	ErrInvalidRegex        = errors.New("group: invalid regular expression")
-	ErrGroupMaxSizeReached = errors.New("group: group max size reached")
-	ErrUnknownGroup        = errors.New("group: unknown group")
-	ErrNonEmptyGroup       = errors.New("group: group is not empty")
-	ErrInvalidRecord       = errors.New("group: invalid record")
-	ErrFencedInstanceID    = errors.New("group: fenced instance id")
+	ErrInvalidConfig         = errors.New("group: invalid config")
+	ErrInvalidGroupID        = errors.New("group: invalid group id")
+	ErrInvalidRequest        = errors.New("group: invalid request")
+	ErrUnknownMemberID       = errors.New("group: unknown member id")
+	ErrFencedMemberEpoch     = errors.New("group: fenced member epoch")
+	ErrStaleMemberEpoch      = errors.New("group: stale member epoch")
+	ErrUnsupportedAssignor   = errors.New("group: unsupported assignor")
+	ErrInvalidRegex          = errors.New("group: invalid regular expression")
+	ErrGroupMaxSizeReached   = errors.New("group: group max size reached")
+	ErrUnknownGroup          = errors.New("group: unknown group")
+	ErrNonEmptyGroup         = errors.New("group: group is not empty")
+	ErrInvalidRecord         = errors.New("group: invalid record")
+	ErrFencedInstanceID      = errors.New("group: fenced instance id")
+	ErrInvalidSessionTimeout = errors.New("group: invalid session timeout")
 )
 
 // TopicPartition names one partition of a topic.
@@ -111,6 +112,11 @@ type Config struct {
 	// SessionTimeout is group.consumer.session.timeout.ms: a member not
 	// heard from for this long is removed. Default 45 s, at least 1 s.
 	SessionTimeout time.Duration
+	// MinSessionTimeout and MaxSessionTimeout are
+	// group.min.session.timeout.ms and group.max.session.timeout.ms, the
+	// range of the session timeout a classic member asks for in its join
+	// (Heartbeat.SessionTimeout). Default 6 s and 30 min, as Kafka's.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
 	// HeartbeatInterval is group.consumer.heartbeat.interval.ms, sent to
 	// members in every answer. Default 5 s; positive, below the session
 	// timeout.
@@ -127,6 +133,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		SessionTimeout:    45 * time.Second,
+		MinSessionTimeout: 6 * time.Second,
+		MaxSessionTimeout: 30 * time.Minute,
 		HeartbeatInterval: 5 * time.Second,
 		MaxSize:           math.MaxInt32,
 		Assignors:         assignor.Names(),
@@ -138,6 +146,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.SessionTimeout < time.Second:
 		return fmt.Errorf("%w: group.consumer.session.timeout.ms is %v, the least is 1s", ErrInvalidConfig, c.SessionTimeout)
+	case c.MinSessionTimeout <= 0 || c.MaxSessionTimeout < c.MinSessionTimeout:
+		return fmt.Errorf("%w: group.min.session.timeout.ms %v and group.max.session.timeout.ms %v: the least must be positive and not above the most", ErrInvalidConfig, c.MinSessionTimeout, c.MaxSessionTimeout)
 	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout:
 		return fmt.Errorf("%w: group.consumer.heartbeat.interval.ms is %v, it must be positive and below the session timeout %v", ErrInvalidConfig, c.HeartbeatInterval, c.SessionTimeout)
 	case c.MaxSize < 1:

@@ -38,6 +38,10 @@ type Heartbeat struct {
 	// RebalanceTimeout is how long the member may take to give up
 	// revoked partitions before it is removed; 0 unchanged.
 	RebalanceTimeout time.Duration
+	// SessionTimeout is a classic member's own, from its join (Kafka's
+	// session.timeout.ms, within MinSessionTimeout and
+	// MaxSessionTimeout); 0 unchanged, or the coordinator's.
+	SessionTimeout time.Duration
 	// Assignor is the server-side assignor the member asks for; ""
 	// unchanged (on a join: no preference, the configured default).
 	Assignor string
@@ -150,14 +154,14 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		}
 		emit(MemberRemoved{Group: g.id, MemberID: mem.id})
 		m.bump(g, hb.Now, emit)
-		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
+		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.sessionTimeout(mem)}, recs, nil
 
 	case hb.MemberEpoch == StaticLeaveEpoch && mem != nil && mem.instanceID == "":
 		// A dynamic member has no place to keep (it joined without an
 		// instance id, or below the level that keeps them): it leaves.
 		emit(MemberRemoved{Group: g.id, MemberID: mem.id})
 		m.bump(g, hb.Now, emit)
-		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, recs, nil
+		return Response{MemberID: hb.MemberID, MemberEpoch: LeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.sessionTimeout(mem)}, recs, nil
 
 	case hb.MemberEpoch == StaticLeaveEpoch:
 		if mem == nil {
@@ -165,7 +169,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		}
 		// Nothing changes: its partitions stay its own until its session
 		// (not renewed) times out or its instance joins again.
-		return Response{MemberID: hb.MemberID, MemberEpoch: StaticLeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}, nil, nil
+		return Response{MemberID: hb.MemberID, MemberEpoch: StaticLeaveEpoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.sessionTimeout(mem)}, nil, nil
 
 	case hb.MemberEpoch == JoinEpoch:
 		if hb.Subscription == nil {
@@ -180,7 +184,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		joined := MemberMetadata{
 			Group: hb.Group, MemberID: hb.MemberID, InstanceID: hb.InstanceID, ClientAddress: hb.ClientAddress,
 			Topics: normalizeTopics(hb.Subscription.Topics), Regex: hb.Subscription.Regex,
-			RebalanceTimeout: hb.RebalanceTimeout, Assignor: hb.Assignor,
+			RebalanceTimeout: hb.RebalanceTimeout, SessionTimeout: hb.SessionTimeout, Assignor: hb.Assignor,
 		}
 		if holder, ok := g.staticMember(hb.InstanceID); ok && holder != hb.MemberID {
 			mem = m.replaceStatic(g, g.members[holder], joined, hb.Now, emit)
@@ -234,10 +238,10 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	case before.State != MemberUnrevokedPartitions || !slices.Equal(before.PendingRevocation, mem.pendingRevocation):
 		mem.revokeDeadline = hb.Now.Add(mem.rebalanceTimeout)
 	}
-	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
+	mem.sessionDeadline = hb.Now.Add(m.sessionTimeout(mem))
 	mem.rejoinDeadline = time.Time{} // joined, or not classic
 
-	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout}
+	resp := Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.sessionTimeout(mem)}
 	// A full heartbeat (subscription, owned partitions and rebalance
 	// timeout all sent, as a client does after a lost answer or a new
 	// coordinator) is answered the whole assignment, as Kafka does.
@@ -285,7 +289,7 @@ func (m *Machine) classicHeartbeat(g *group, mem *member, hb Heartbeat, emit fun
 	cur := mem.assignmentRecord(g.id)
 	next := m.reconcile(g, mem, nil, false)
 	rejoin := mem.state == MemberUnrevokedPartitions || !equalAssignment(cur, next)
-	mem.sessionDeadline = hb.Now.Add(m.cfg.SessionTimeout)
+	mem.sessionDeadline = hb.Now.Add(m.sessionTimeout(mem))
 	switch {
 	case !rejoin:
 		mem.rejoinDeadline = time.Time{}
@@ -294,7 +298,7 @@ func (m *Machine) classicHeartbeat(g *group, mem *member, hb Heartbeat, emit fun
 		// it to rejoin (as the revocation's does for KIP-848's members).
 		mem.rejoinDeadline = hb.Now.Add(mem.rebalanceTimeout)
 	}
-	return Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.cfg.SessionTimeout,
+	return Response{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: m.cfg.HeartbeatInterval, SessionTimeout: m.sessionTimeout(mem),
 		Assignment: slices.Clone(mem.assigned), HasAssignment: true, Rejoin: rejoin}
 }
 
@@ -315,6 +319,9 @@ func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record))
 	}
 	if hb.RebalanceTimeout > 0 {
 		updated.RebalanceTimeout = hb.RebalanceTimeout
+	}
+	if hb.SessionTimeout > 0 {
+		updated.SessionTimeout = hb.SessionTimeout
 	}
 	if hb.Assignor != "" {
 		updated.Assignor = hb.Assignor
@@ -349,6 +356,13 @@ func (m *Machine) validateFields(hb Heartbeat) error {
 	}
 	if hb.RebalanceTimeout < 0 {
 		return fmt.Errorf("%w: rebalance timeout %v is negative", ErrInvalidRequest, hb.RebalanceTimeout)
+	}
+	if hb.SessionTimeout != 0 && !hb.Classic {
+		return fmt.Errorf("%w: member %q asks for a session timeout of %v: a KIP-848 member has the group's (group.consumer.session.timeout.ms), only a classic one its own", ErrInvalidRequest, hb.MemberID, hb.SessionTimeout)
+	}
+	if t := hb.SessionTimeout; t != 0 && (t < m.cfg.MinSessionTimeout || t > m.cfg.MaxSessionTimeout) {
+		return fmt.Errorf("%w: member %q asks for a session timeout of %v; group.min.session.timeout.ms and group.max.session.timeout.ms allow %v to %v",
+			ErrInvalidSessionTimeout, hb.MemberID, t, m.cfg.MinSessionTimeout, m.cfg.MaxSessionTimeout)
 	}
 	for _, tp := range hb.Owned {
 		if tp.Topic == "" || tp.Partition < 0 {
@@ -462,11 +476,20 @@ func normalizeTopics(ts []string) []string {
 }
 
 func equalMetadata(a, b MemberMetadata) bool {
-	return a.InstanceID == b.InstanceID && a.ClientAddress == b.ClientAddress && slices.Equal(a.Topics, b.Topics) && a.Regex == b.Regex &&
+	return a.InstanceID == b.InstanceID && a.SessionTimeout == b.SessionTimeout && a.ClientAddress == b.ClientAddress && slices.Equal(a.Topics, b.Topics) && a.Regex == b.Regex &&
 		a.RebalanceTimeout == b.RebalanceTimeout && a.Assignor == b.Assignor
 }
 
 func equalAssignment(a, b MemberAssignment) bool {
 	return a.Epoch == b.Epoch && a.PreviousEpoch == b.PreviousEpoch && a.State == b.State &&
 		slices.Equal(a.Assigned, b.Assigned) && slices.Equal(a.PendingRevocation, b.PendingRevocation)
+}
+
+// sessionTimeout is how long mem may go unheard: its own (a classic
+// member's), else the group's.
+func (m *Machine) sessionTimeout(mem *member) time.Duration {
+	if mem != nil && mem.sessionTimeout > 0 {
+		return mem.sessionTimeout
+	}
+	return m.cfg.SessionTimeout
 }

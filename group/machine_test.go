@@ -167,7 +167,7 @@ func (s *scriptState) group(c *scriptCase) string {
 }
 
 func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
-	c.known(t, "group", "member", "instance", "epoch", "topics", "regex", "owned", "timeout", "assignor", "address", "at", "classic")
+	c.known(t, "group", "member", "instance", "epoch", "topics", "regex", "owned", "timeout", "session", "assignor", "address", "at", "classic")
 	hb := Heartbeat{Group: s.group(c), Now: s.now}
 	hb.MemberID, _ = c.arg("member")
 	if v, ok := c.arg("epoch"); ok {
@@ -190,6 +190,9 @@ func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
 	hb.Assignor, _ = c.arg("assignor")
 	hb.ClientAddress, _ = c.arg("address")
 	hb.InstanceID, _ = c.arg("instance")
+	if v, ok := c.arg("session"); ok {
+		hb.SessionTimeout = parseDuration(t, c, v)
+	}
 	resp, recs, err := s.m.Heartbeat(hb)
 	if err != nil {
 		if len(recs) > 0 {
@@ -198,6 +201,9 @@ func (s *scriptState) heartbeat(t *testing.T, c *scriptCase) string {
 		return "error: " + err.Error()
 	}
 	out := fmt.Sprintf("epoch=%d interval=%v", resp.MemberEpoch, resp.HeartbeatInterval)
+	if resp.SessionTimeout != s.cfg.SessionTimeout {
+		out += fmt.Sprintf(" session=%v", resp.SessionTimeout)
+	}
 	if resp.HasAssignment {
 		out += " assignment=" + formatPartitions(resp.Assignment)
 	}
@@ -235,6 +241,9 @@ func formatRecord(r Record) string {
 			s += " regex=" + r.Regex
 		}
 		s += fmt.Sprintf(" timeout=%v", r.RebalanceTimeout)
+		if r.SessionTimeout != 0 {
+			s += fmt.Sprintf(" session=%v", r.SessionTimeout)
+		}
 		if r.Assignor != "" {
 			s += " assignor=" + r.Assignor
 		}

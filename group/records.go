@@ -28,7 +28,10 @@ type MemberMetadata struct {
 	Topics           []string // sorted
 	Regex            string   // RE2, matched against whole topic names; "" none
 	RebalanceTimeout time.Duration
-	Assignor         string // "" no preference
+	// SessionTimeout is a classic member's own (its join's); 0 the
+	// coordinator's group.consumer.session.timeout.ms.
+	SessionTimeout time.Duration
+	Assignor       string // "" no preference
 }
 
 // MemberAssignment is a member's current assignment: its epoch, the epoch
@@ -112,7 +115,7 @@ func (m *Machine) Replay(records []Record, topics map[string]int32, now time.Tim
 	}
 	for _, g := range m.groups {
 		for _, mem := range g.members {
-			mem.sessionDeadline = now.Add(m.cfg.SessionTimeout)
+			mem.sessionDeadline = now.Add(m.sessionTimeout(mem))
 			if mem.state == MemberUnrevokedPartitions {
 				mem.revokeDeadline = now.Add(mem.rebalanceTimeout)
 			}
@@ -194,6 +197,7 @@ func (m *Machine) apply(r Record) {
 		mem.topics = slices.Compact(slices.Sorted(slices.Values(r.Topics)))
 		mem.regex = r.Regex
 		mem.rebalanceTimeout = r.RebalanceTimeout
+		mem.sessionTimeout = r.SessionTimeout
 		mem.assignor = r.Assignor
 	case MemberAssignment:
 		mem := g.members[r.MemberID]
@@ -267,7 +271,7 @@ func (mem *member) metadataRecord(group string) MemberMetadata {
 	return MemberMetadata{
 		Group: group, MemberID: mem.id, InstanceID: mem.instanceID, ClientAddress: mem.clientAddress,
 		Topics: slices.Clone(mem.topics), Regex: mem.regex,
-		RebalanceTimeout: mem.rebalanceTimeout, Assignor: mem.assignor,
+		RebalanceTimeout: mem.rebalanceTimeout, SessionTimeout: mem.sessionTimeout, Assignor: mem.assignor,
 	}
 }
 

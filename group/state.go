@@ -62,6 +62,7 @@ type member struct {
 	topics           []string // sorted, no duplicates
 	regex            string
 	rebalanceTimeout time.Duration
+	sessionTimeout   time.Duration // a classic member's own; 0 the group's
 	assignor         string
 
 	epoch             int32

@@ -40,8 +40,10 @@ import (
 //   - LeaveGroup leaves.
 //
 // Nothing is kept on the listener, so a member may move to another node.
-// The coordinator's session timeout (group.consumer.session.timeout.ms)
-// applies, not the one a member asks for. A member with a
+// A member's session timeout is the one its join asks for, within
+// group.min.session.timeout.ms and group.max.session.timeout.ms (else
+// INVALID_SESSION_TIMEOUT), as Kafka's classic groups have it; from
+// metadata.version 6 (below it, the coordinator's). A member with a
 // group.instance.id is static: its JoinGroup without a member id is given
 // one at once (no MEMBER_ID_REQUIRED round, as Kafka does for static
 // members) and takes the place of the instance's member, its partitions
@@ -107,6 +109,7 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 		Group: req.Group, MemberId: resp.MemberID, MemberEpoch: 0, Classic: true,
 		Subscription: &quirev1.GroupSubscription{Topics: meta.Topics},
 		Owned:        owned, RebalanceTimeoutMs: rebalance, InstanceId: deref(req.InstanceID),
+		SessionTimeoutMs: req.SessionTimeoutMillis,
 	})
 	if err != nil {
 		return fail(classicError(err))

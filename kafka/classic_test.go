@@ -122,7 +122,7 @@ func TestKafkaClassicJoin(t *testing.T) {
 		t.Fatalf("join: %+v", r)
 	}
 	if !hb.Classic || hb.MemberEpoch != 0 || hb.Owned == nil || len(hb.Owned.Topics) != 0 ||
-		fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || hb.RebalanceTimeoutMs != 60000 {
+		fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || hb.RebalanceTimeoutMs != 60000 || hb.SessionTimeoutMs != 45000 {
 		t.Fatalf("join heartbeat %+v", hb)
 	}
 	// cooperative-sticky is chosen whenever offered; the owned partitions

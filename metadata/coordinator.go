@@ -372,13 +372,15 @@ func maxTime(a, b time.Time) time.Time {
 // ConsumerGroupHeartbeat handles one member's heartbeat (hb.Now is set
 // here). The group's errors are group's sentinels; a coordinator that
 // could not write the change is ErrNotCoordinator (retriable). Below
-// metadata.version 6, which keeps instance ids, members are dynamic: the
-// instance id is dropped, and a static member's leave (-2) is a leave.
+// metadata.version 6, which keeps instance ids and classic members'
+// session timeouts, members are dynamic, with the coordinator's session
+// timeout: those are dropped, and a static member's leave (-2) is a
+// leave.
 func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
 	var resp group.Response
 	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
 		if c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
-			hb.InstanceID = ""
+			hb.InstanceID, hb.SessionTimeout = "", 0
 			if hb.MemberEpoch == group.StaticLeaveEpoch {
 				hb.MemberEpoch = group.LeaveEpoch
 			}

@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	pb "github.com/quirelog/quire/api/metapb"
 )
 
@@ -30,13 +28,7 @@ func TestFSMBrokerEndpoints(t *testing.T) {
 	if b.AddrFor("EXTERNAL") != "10.0.0.1:2" || b.AddrFor("INTERNAL") != "127.0.0.1:1" || b.AddrFor("OTHER") != b.Addr {
 		t.Fatalf("AddrFor: %q %q %q (Addr %q)", b.AddrFor("EXTERNAL"), b.AddrFor("INTERNAL"), b.AddrFor("OTHER"), b.Addr)
 	}
-	var stored *Image
-	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
-		stored, err = loadImage(tx)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	stored := tf.storedImage()
 	if sb, _ := stored.Broker(1); !reflect.DeepEqual(sb.Endpoints, want) {
 		t.Fatalf("stored endpoints %+v, want %+v", sb.Endpoints, want)
 	}

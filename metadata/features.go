@@ -49,10 +49,12 @@ const (
 	// after the moment its decision counted back to. An older node would
 	// drop the field and delete where the others refuse.
 	MetadataVersionGuardedGroupDelete int32 = 5
-	// MetadataVersionStaticMembers adds a field to an existing command:
+	// MetadataVersionStaticMembers adds fields to an existing command:
 	// GroupRecords whose GroupMemberMetadata carries instance_id (static
-	// membership, group.instance.id). Below it the controller hands the
-	// group state machine no instance id, so members are dynamic.
+	// membership, group.instance.id) or session_timeout_ms (a classic
+	// member's own). Below it the controller hands the group state
+	// machine neither, so members are dynamic, with the group's session
+	// timeout.
 	MetadataVersionStaticMembers int32 = 6
 
 	// LatestMetadataVersion is the highest level this code knows.

@@ -53,6 +53,19 @@ func (tf *testFSM) apply(cmd *pb.Command) any {
 	return tf.f.Apply(&raft.Log{Index: tf.index, Type: raft.LogCommand, Data: data})
 }
 
+// storedImage loads the image from tf's store, as a restart would.
+func (tf *testFSM) storedImage() *Image {
+	tf.t.Helper()
+	var stored *Image
+	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
+		stored, err = loadImage(tx)
+		return err
+	}); err != nil {
+		tf.t.Fatal(err)
+	}
+	return stored
+}
+
 func (tf *testFSM) ok(cmd *pb.Command) any {
 	tf.t.Helper()
 	resp := tf.apply(cmd)
@@ -77,13 +90,7 @@ func (tf *testFSM) rejected(cmd *pb.Command, want error) {
 	// The store too: a command that wrote to the transaction before it
 	// failed would leave the change in bolt (the transaction commits
 	// either way) and bring it back on the next load.
-	var stored *Image
-	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
-		stored, err = loadImage(tx)
-		return err
-	}); err != nil {
-		tf.t.Fatal(err)
-	}
+	stored := tf.storedImage()
 	if !sameImage(before, stored) {
 		tf.t.Fatalf("rejected command changed the store:\n%+v\n%+v\nwant\n%+v\n%+v",
 			stored.Topics(), allOffsets(stored), before.Topics(), allOffsets(before))

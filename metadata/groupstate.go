@@ -245,12 +245,12 @@ func groupRecordsFromPB(c *pb.GroupRecords) ([]group.Record, error) {
 }
 
 func metadataToPB(r group.MemberMetadata) *pb.GroupMemberMetadata {
-	return &pb.GroupMemberMetadata{Group: r.Group, MemberId: r.MemberID, InstanceId: r.InstanceID, ClientAddress: r.ClientAddress,
+	return &pb.GroupMemberMetadata{Group: r.Group, MemberId: r.MemberID, InstanceId: r.InstanceID, SessionTimeoutMs: r.SessionTimeout.Milliseconds(), ClientAddress: r.ClientAddress,
 		Topics: r.Topics, Regex: r.Regex, RebalanceTimeoutMs: r.RebalanceTimeout.Milliseconds(), Assignor: r.Assignor}
 }
 
 func metadataFromPB(r *pb.GroupMemberMetadata) group.MemberMetadata {
-	return group.MemberMetadata{Group: r.Group, MemberID: r.MemberId, InstanceID: r.InstanceId, ClientAddress: r.ClientAddress,
+	return group.MemberMetadata{Group: r.Group, MemberID: r.MemberId, InstanceID: r.InstanceId, SessionTimeout: time.Duration(r.SessionTimeoutMs) * time.Millisecond, ClientAddress: r.ClientAddress,
 		Topics: r.Topics, Regex: r.Regex, RebalanceTimeout: time.Duration(r.RebalanceTimeoutMs) * time.Millisecond, Assignor: r.Assignor}
 }
 
@@ -296,10 +296,10 @@ func groupRecordsStampEmpty(c *pb.GroupRecords) bool {
 }
 
 // groupRecordsStatic reports whether c names a static member's instance
-// id (metadata.version 6).
+// id or a classic member's session timeout (metadata.version 6).
 func groupRecordsStatic(c *pb.GroupRecords) bool {
 	for _, r := range c.GetRecords() {
-		if r.GetMemberMetadata().GetInstanceId() != "" {
+		if md := r.GetMemberMetadata(); md.GetInstanceId() != "" || md.GetSessionTimeoutMs() != 0 {
 			return true
 		}
 	}

@@ -87,13 +87,7 @@ func TestFSMGroupRecordsReplay(t *testing.T) {
 	if got := tf.f.Image().GroupMembers("h"); len(got) != 4 { // epoch, metadata, assignment, target
 		t.Fatalf("group h: %d records %+v", len(got), got)
 	}
-	var stored *Image
-	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
-		stored, err = loadImage(tx)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	stored := tf.storedImage()
 	if got := replayed(stored); !reflect.DeepEqual(got, want) {
 		t.Fatalf("replayed from the store:\n%+v\nwant\n%+v", got, want)
 	}
@@ -213,13 +207,7 @@ func TestFSMGroupEmptySince(t *testing.T) {
 	if l := listed(t, tf.f.Image(), "g", later); l.Members != 0 || !l.EmptySince.Equal(left) {
 		t.Fatalf("replayed from the image at +45s: %+v, want empty since the leave at +5s", l)
 	}
-	var stored *Image
-	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
-		stored, err = loadImage(tx)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	stored := tf.storedImage()
 	if l := listed(t, stored, "g", later); !l.EmptySince.Equal(left) {
 		t.Fatalf("replayed from the store: %+v", l)
 	}
@@ -285,6 +273,10 @@ func TestFSMGroupStaticMembers(t *testing.T) {
 	if commandLevel(static) != MetadataVersionStaticMembers {
 		t.Fatalf("a GroupRecords with an instance id needs level %d", commandLevel(static))
 	}
+	classic := groupRecordsCmd([]group.Record{group.MemberMetadata{Group: "g", MemberID: "c", SessionTimeout: time.Minute}})
+	if commandLevel(classic) != MetadataVersionStaticMembers {
+		t.Fatalf("a GroupRecords with a classic member's session timeout needs level %d", commandLevel(classic))
+	}
 	tf.rejected(static, ErrUnsupportedVersion)
 	if len(tf.f.Image().GroupRecords()) != 0 {
 		t.Fatal("a refused GroupRecords left records in the image")
@@ -292,13 +284,7 @@ func TestFSMGroupStaticMembers(t *testing.T) {
 	tf.ok(featureLevel(MetadataVersionStaticMembers))
 	tf.ok(static)
 
-	var stored *Image
-	if err := tf.f.db.View(func(tx *bolt.Tx) (err error) {
-		stored, err = loadImage(tx)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	stored := tf.storedImage()
 	for name, img := range map[string]*Image{"image": tf.f.Image(), "store": stored} {
 		m2, err := group.New(group.DefaultConfig())
 		if err != nil {

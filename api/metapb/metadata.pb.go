@@ -1859,9 +1859,12 @@ type GroupMemberMetadata struct {
 	Assignor           string                 `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
 	// A static member's instance id (group.instance.id); needs
 	// metadata.version 6.
-	InstanceId    string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InstanceId string `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// A classic member's own session timeout (its JoinGroup's); 0 the
+	// coordinator's. Needs metadata.version 6.
+	SessionTimeoutMs int64 `protobuf:"varint,9,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GroupMemberMetadata) Reset() {
@@ -1948,6 +1951,13 @@ func (x *GroupMemberMetadata) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *GroupMemberMetadata) GetSessionTimeoutMs() int64 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
 }
 
 type GroupMemberAssignment struct {
@@ -3255,7 +3265,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\x8c\x02\n" +
+	"partitions\"\xba\x02\n" +
 	"\x13GroupMemberMetadata\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12%\n" +
@@ -3265,7 +3275,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x14rebalance_timeout_ms\x18\x06 \x01(\x03R\x12rebalanceTimeoutMs\x12\x1a\n" +
 	"\bassignor\x18\a \x01(\tR\bassignor\x12\x1f\n" +
 	"\vinstance_id\x18\b \x01(\tR\n" +
-	"instanceId\"\xb0\x02\n" +
+	"instanceId\x12,\n" +
+	"\x12session_timeout_ms\x18\t \x01(\x03R\x10sessionTimeoutMs\"\xb0\x02\n" +
 	"\x15GroupMemberAssignment\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +

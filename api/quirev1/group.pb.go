@@ -742,9 +742,15 @@ type ConsumerGroupHeartbeatRequest struct {
 	// restart moves nothing. With member_epoch -1 it may name the member
 	// alone, member_id empty. Kept from metadata.version 6; below it
 	// members are dynamic, and -2 leaves.
-	InstanceId    string `protobuf:"bytes,10,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InstanceId string `protobuf:"bytes,10,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// A classic member's own session timeout (JoinGroup's
+	// session.timeout.ms; the Kafka listener sets it), within
+	// group.min.session.timeout.ms and group.max.session.timeout.ms (else
+	// INVALID_SESSION_TIMEOUT); 0 the coordinator's. A KIP-848 member has
+	// the coordinator's (INVALID_REQUEST). From metadata.version 6.
+	SessionTimeoutMs int32 `protobuf:"varint,11,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
@@ -845,6 +851,13 @@ func (x *ConsumerGroupHeartbeatRequest) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
 }
 
 type GroupSubscription struct {
@@ -2731,7 +2744,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\x97\x03\n" +
+	"\x13DeleteGroupResponse\"\xc5\x03\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2744,7 +2757,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x0eclient_address\x18\t \x01(\tR\rclientAddress\x12\x1f\n" +
 	"\vinstance_id\x18\n" +
 	" \x01(\tR\n" +
-	"instanceId\"A\n" +
+	"instanceId\x12,\n" +
+	"\x12session_timeout_ms\x18\v \x01(\x05R\x10sessionTimeoutMs\"A\n" +
 	"\x11GroupSubscription\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
 	"\x05regex\x18\x02 \x01(\tR\x05regex\"I\n" +

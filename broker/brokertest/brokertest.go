@@ -86,3 +86,16 @@ func (w *testWriter) close() {
 	w.done = true
 	w.mu.Unlock()
 }
+
+// WaitMetadataVersion waits, up to 30 s, for b's node to have finalized
+// metadata.version level or above (a new node raises it on its own soon
+// after it starts).
+func WaitMetadataVersion(t testing.TB, b *broker.Broker, level int32) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < level; {
+		if time.Now().After(deadline) {
+			t.Fatalf("brokertest: metadata.version stays at %d, below %d", b.Metadata().Image().MetadataVersion(), level)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the level
+	}
+}

@@ -293,12 +293,7 @@ func TestCLIConsumeGroupMember(t *testing.T) {
 	b := brokertest.Start(t)
 	brokers := []string{"--brokers", b.Addr()}
 	// Groups need metadata.version 2, which a new cluster raises itself.
-	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("metadata.version stays below 2")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	brokertest.WaitMetadataVersion(t, b, 2)
 	if _, _, err := runCLIStdin("a\nb\nc\n", append(brokers, "produce", "m", "-p", "0")...); err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/metadata"
 )
 
 // commitLog records the commits a groupCommitter sends, failing them with
@@ -206,7 +206,7 @@ func TestConsumeGroupCommitsWhatWasPrinted(t *testing.T) {
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cg", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitGroupsVersion(t, b)
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionProducerIDs)
 	for i := 0; i < 5; i++ {
 		if err := cl.ProduceSync(ctx, client.StringRecord("cg", fmt.Sprint("v", i))); err != nil {
 			t.Fatal(err)
@@ -271,7 +271,7 @@ func TestConsumeGroupCommitsWhileWaiting(t *testing.T) {
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cw", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitGroupsVersion(t, b)
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionProducerIDs)
 	for i := 0; i < 3; i++ {
 		if err := cl.ProduceSync(ctx, client.StringRecord("cw", fmt.Sprint("v", i))); err != nil {
 			t.Fatal(err)
@@ -319,25 +319,5 @@ func TestConsumeGroupCommitsWhileWaiting(t *testing.T) {
 	if err := runCLI(io.Discard, "--brokers", b.Addr(), "consume", "cw", "--group", "waiters", "--commit-interval=-1s"); err == nil ||
 		!strings.Contains(err.Error(), "must be >= 0") {
 		t.Fatalf("negative --commit-interval: %v", err)
-	}
-}
-
-// waitGroupsVersion waits until the broker's cluster is at
-// metadata.version 2 (consumer group membership), which a new cluster
-// raises itself.
-func waitGroupsVersion(t *testing.T, b *broker.Broker) {
-	t.Helper()
-	waitMetadataVersion(t, b, 2)
-}
-
-// waitMetadataVersion waits for b's node to finalize metadata.version
-// level or above.
-func waitMetadataVersion(t *testing.T, b *broker.Broker, level int32) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < level; {
-		if time.Now().After(deadline) {
-			t.Fatalf("metadata.version stays below %d", level)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
 	}
 }

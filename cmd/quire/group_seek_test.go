@@ -19,12 +19,7 @@ import (
 // nothing changed.
 func TestCLIGroupSeek(t *testing.T) {
 	b := brokertest.Start(t)
-	for deadline := time.Now().Add(30 * time.Second); b.Metadata().Image().MetadataVersion() < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("metadata.version stays below 2")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	brokertest.WaitMetadataVersion(t, b, 2)
 	ctx, cl := testClient(t, b.Addr())
 	pcl, err := client.New(ctx, client.SeedBrokers(b.Addr()), client.RecordPartitioner(client.ManualPartitioner()))
 	if err != nil {

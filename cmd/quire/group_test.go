@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -19,17 +18,11 @@ import (
 // table and in --format json; an unknown group is an error.
 func TestCLIGroupDescribeLag(t *testing.T) {
 	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, client.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := testClient(t, b.Addr())
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "gd", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitGroupsVersion(t, b)
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionProducerIDs)
 	old := time.Now().Add(-time.Minute)
 	for i := 0; i < 3; i++ {
 		r := client.StringRecord("gd", fmt.Sprint("v", i))
@@ -90,17 +83,11 @@ func TestCLIGroupDescribeLag(t *testing.T) {
 // from the group's commit. --instance-id without --group is refused.
 func TestCLIConsumeStaticMember(t *testing.T) {
 	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, client.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := testClient(t, b.Addr())
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "sm", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitMetadataVersion(t, b, metadata.MetadataVersionStaticMembers)
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionStaticMembers)
 	for i := range 5 {
 		if err := cl.ProduceSync(ctx, client.StringRecord("sm", fmt.Sprint("v", i))); err != nil {
 			t.Fatal(err)
