@@ -139,6 +139,27 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, partitions ...T
 
 // ListGroups lists the groups with committed offsets or members, sorted.
 func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
+	listed, err := c.ListGroupStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(listed))
+	for i, l := range listed {
+		out[i] = l.Group
+	}
+	return out, nil
+}
+
+// GroupListing is a group and its state: empty, assigning, reconciling
+// or stable ("" from a controller too old to say).
+type GroupListing struct {
+	Group string `json:"group"`
+	State string `json:"state"`
+}
+
+// ListGroupStates lists the groups with committed offsets or members,
+// each with its state, sorted by group.
+func (c *Client) ListGroupStates(ctx context.Context) ([]GroupListing, error) {
 	var resp *quirev1.ListGroupsResponse
 	err := c.group(ctx, func(ctx context.Context, g quirev1.GroupsClient) (err error) {
 		resp, err = g.ListGroups(ctx, &quirev1.ListGroupsRequest{})
@@ -147,11 +168,11 @@ func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(resp.GetGroups()))
+	out := make([]GroupListing, 0, len(resp.GetGroups()))
 	for _, g := range resp.GetGroups() {
-		out = append(out, g.GetGroup())
+		out = append(out, GroupListing{Group: g.GetGroup(), State: g.GetState()})
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
 }
 

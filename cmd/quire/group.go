@@ -30,10 +30,11 @@ up); seek moves the committed offsets of a group with no members.`,
 }
 
 func groupListCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var state bool
+	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the groups with committed offsets or members",
+		Short:   "List the groups with committed offsets or members (--state: with their states)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cl, done, err := connect(g)
@@ -41,20 +42,34 @@ func groupListCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer done()
-			groups, err := cl.ListGroups(ctx)
+			listed, err := cl.ListGroupStates(ctx)
 			if err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
+			if !state {
+				names := make([]string, len(listed))
+				rows := make([][]string, len(listed))
+				for i, l := range listed {
+					names[i], rows[i] = l.Group, []string{l.Group}
+				}
+				if g.format == "json" {
+					return printJSON(out, names)
+				}
+				return printTable(out, []string{"GROUP"}, rows)
+			}
 			if g.format == "json" {
-				return printJSON(cmd.OutOrStdout(), groups)
+				return printJSON(out, listed)
 			}
-			rows := [][]string{}
-			for _, name := range groups {
-				rows = append(rows, []string{name})
+			rows := make([][]string, len(listed))
+			for i, l := range listed {
+				rows[i] = []string{l.Group, cmp.Or(l.State, "-")}
 			}
-			return printTable(cmd.OutOrStdout(), []string{"GROUP"}, rows)
+			return printTable(out, []string{"GROUP", "STATE"}, rows)
 		},
 	}
+	cmd.Flags().BoolVar(&state, "state", false, "show each group's state: empty, assigning, reconciling or stable")
+	return cmd
 }
 
 // groupPartition is one line of group describe: the coordinator's
@@ -76,9 +91,10 @@ type groupDescription struct {
 }
 
 func groupDescribeCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var members bool
+	cmd := &cobra.Command{
 		Use:   "describe GROUP",
-		Short: "Show a group's state, members, and committed offset, high watermark and lag (records and seconds) per partition",
+		Short: "Show a group's state, members, and committed offset, high watermark and lag (records and seconds) per partition (--members: a line per member)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cl, done, err := connect(g)
@@ -112,6 +128,18 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 				return printJSON(out, desc)
 			}
 			fmt.Fprintf(out, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, cmp.Or(d.Assignor, "-"), len(d.Members))
+			if members {
+				rows := [][]string{}
+				for _, m := range d.Members {
+					assigned := make([]string, len(m.Assigned))
+					for i, tp := range m.Assigned {
+						assigned[i] = fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)
+					}
+					rows = append(rows, []string{group, m.MemberID, cmp.Or(m.InstanceID, "-"), cmp.Or(m.ClientAddress, "-"),
+						fmt.Sprint(m.MemberEpoch), fmt.Sprint(len(m.Assigned)), cmp.Or(strings.Join(assigned, ","), "-")})
+				}
+				return printTable(out, []string{"GROUP", "MEMBER", "INSTANCE", "HOST", "EPOCH", "#PARTITIONS", "ASSIGNED"}, rows)
+			}
 			unknown := func(v int64) string {
 				if v < 0 {
 					return "-"
@@ -134,6 +162,8 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-SECONDS", "MEMBER"}, table)
 		},
 	}
+	cmd.Flags().BoolVar(&members, "members", false, "a line per member (id, instance id, host, epoch, assigned partitions) instead of per partition")
+	return cmd
 }
 
 func groupDeleteCmd(g *globalFlags) *cobra.Command {

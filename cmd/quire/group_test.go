@@ -137,6 +137,21 @@ func TestCLIConsumeStaticMember(t *testing.T) {
 	}
 
 	var out bytes.Buffer
+	if err := runCLI(&out, "--brokers", b.Addr(), "group", "describe", "g", "--members"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if row := strings.Fields(lines[len(lines)-1]); len(row) != 7 || row[1] != second[0].MemberID || row[2] != "pod-1" || row[3] != "127.0.0.1" || row[5] != "1" || row[6] != "sm-0" {
+		t.Fatalf("describe --members: %q", out.String())
+	}
+	out.Reset()
+	if err := runCLI(&out, "--brokers", b.Addr(), "group", "list", "--state"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out.String()); strings.Join(got, " ") != "GROUP STATE g stable" {
+		t.Fatalf("group list --state: %q", out.String())
+	}
+	out.Reset()
 	if err := runCLI(&out, "--brokers", b.Addr(), "consume", "sm", "--instance-id", "pod-1", "-n", "1"); err == nil || !strings.Contains(err.Error(), "--instance-id") {
 		t.Fatalf("--instance-id without --group: %v", err)
 	}
