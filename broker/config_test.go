@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/group"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md")
@@ -101,6 +102,16 @@ func TestBrokerConfigRejectsBadInput(t *testing.T) {
 	c.BrokerSessionTimeoutMs = 10
 	if err := c.Validate(); err == nil {
 		t.Errorf("session timeout below heartbeat accepted")
+	}
+	c = broker.DefaultConfig()
+	c.GroupMinSessionTimeoutMs, c.GroupMaxSessionTimeoutMs = 60000, 30000
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "group.min.session.timeout.ms") {
+		t.Errorf("group.min.session.timeout.ms above the max: %v", err)
+	}
+	// The classic members' bounds are the group state machine's defaults.
+	gd := group.DefaultConfig()
+	if d := broker.DefaultConfig(); d.GroupMinSessionTimeoutMs != gd.MinSessionTimeout.Milliseconds() || d.GroupMaxSessionTimeoutMs != gd.MaxSessionTimeout.Milliseconds() {
+		t.Errorf("session timeout bounds %d-%d ms, the group's defaults %v-%v", d.GroupMinSessionTimeoutMs, d.GroupMaxSessionTimeoutMs, gd.MinSessionTimeout, gd.MaxSessionTimeout)
 	}
 }
 

@@ -237,7 +237,7 @@ var configKeys = appendSecurityKeys([]configKey{
 	stringKey("groups", "group.consumer.assignors", "uniform,range", "Server-side assignors members may ask for, comma-separated; the first is the default.",
 		func(c *Config) *string { return &c.GroupConsumerAssignors }, checkAssignors),
 	int64Key("groups", "group.min.session.timeout.ms", "6000", "The shortest session timeout a classic (JoinGroup) consumer group member may ask for; a join asking for less is INVALID_SESSION_TIMEOUT.",
-		func(c *Config) *int64 { return &c.GroupMinSessionTimeoutMs }, 1),
+		func(c *Config) *int64 { return &c.GroupMinSessionTimeoutMs }, 1000),
 	int64Key("groups", "group.max.session.timeout.ms", "1800000", "The longest session timeout a classic (JoinGroup) consumer group member may ask for (a static member restarting slowly asks for more than group.consumer.session.timeout.ms); a join asking for more is INVALID_SESSION_TIMEOUT.",
 		func(c *Config) *int64 { return &c.GroupMaxSessionTimeoutMs }, 1),
 	int32Key("groups", "group.max.size", "2147483647", "The most members a consumer group may have; a join past it is GROUP_MAX_SIZE_REACHED.",

@@ -33,6 +33,18 @@ func (m *Machine) Tick(now time.Time) []Record {
 		}
 		m.bump(g, now, emit)
 	}
+	// The replaced processes of an instance no member holds any more
+	// need no fencing: the instance is free to join again.
+	for _, g := range m.groups {
+		for instance, ids := range g.replacedOrder {
+			if _, held := g.static[instance]; !held {
+				for _, id := range ids {
+					delete(g.replaced, id)
+				}
+				delete(g.replacedOrder, instance)
+			}
+		}
+	}
 	return recs
 }
 

@@ -73,7 +73,8 @@ type Response struct {
 	MemberEpoch       int32 // LeaveEpoch after a leave
 	HeartbeatInterval time.Duration
 	// SessionTimeout is how long the member may go unheard before it is
-	// removed (group.consumer.session.timeout.ms).
+	// removed: its own (a classic member's join's), else the group's
+	// (group.consumer.session.timeout.ms).
 	SessionTimeout time.Duration
 	// Assignment, when HasAssignment (after a change, a new epoch, owned
 	// partitions that differ from it, or a full heartbeat: subscription,
@@ -133,6 +134,9 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	}
 	if mem != nil && mem.instanceID != "" && hb.InstanceID != "" && hb.InstanceID != mem.instanceID {
 		return Response{}, nil, fmt.Errorf("%w: member %q of group %q is instance %q, not %q: an instance id is the member's for good", ErrInvalidRequest, hb.MemberID, hb.Group, mem.instanceID, hb.InstanceID)
+	}
+	if mem != nil && mem.instanceID == "" && hb.InstanceID != "" && hb.MemberEpoch > 0 && !hb.Classic {
+		return Response{}, nil, fmt.Errorf("%w: member %q of group %q joined without an instance id: a member is static from its join", ErrInvalidRequest, hb.MemberID, hb.Group)
 	}
 	classicJoin := hb.Classic && hb.MemberEpoch == JoinEpoch
 	if classicJoin {
@@ -195,8 +199,14 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		}
 		if mem != nil {
 			// A rejoin: the member gave up all it had when it was fenced
-			// or restarted; its old incarnation goes.
+			// or restarted; its old incarnation goes. It stays its
+			// instance's (KIP-848 clients send the instance id with
+			// their joins, but a rejoin without it does not make the
+			// member dynamic).
 			emit(MemberRemoved{Group: g.id, MemberID: mem.id})
+			if joined.InstanceID == "" {
+				joined.InstanceID = mem.instanceID
+			}
 		}
 		emit(joined)
 		g = m.groups[hb.Group]
@@ -210,7 +220,7 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		if err := checkEpoch(mem, hb); err != nil {
 			return Response{}, nil, err
 		}
-		m.update(g, mem, hb, emit)
+		m.update(g, mem, hb, classicJoin, emit)
 		if hb.Classic && !classicJoin && !hb.HasOwned {
 			return m.classicHeartbeat(g, mem, hb, emit), recs, nil
 		}
@@ -304,14 +314,18 @@ func (m *Machine) classicHeartbeat(g *group, mem *member, hb Heartbeat, emit fun
 
 // update records what a heartbeat changes of a member's metadata, and
 // bumps the group epoch when its subscription or assignor changed.
-func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record)) {
+func (m *Machine) update(g *group, mem *member, hb Heartbeat, joining bool, emit func(Record)) {
 	old := mem.metadataRecord(g.id)
 	updated := old
 	updated.Topics = slices.Clone(old.Topics)
 	if hb.ClientAddress != "" {
 		updated.ClientAddress = hb.ClientAddress
 	}
-	if hb.InstanceID != "" {
+	// An instance id and a classic member's session timeout are a
+	// join's: a classic member that joined dynamic (below the level that
+	// keeps them) becomes static by its next join, and its Heartbeats,
+	// which carry them too, change neither.
+	if joining && hb.InstanceID != "" {
 		updated.InstanceID = hb.InstanceID
 	}
 	if hb.Subscription != nil {
@@ -320,7 +334,7 @@ func (m *Machine) update(g *group, mem *member, hb Heartbeat, emit func(Record))
 	if hb.RebalanceTimeout > 0 {
 		updated.RebalanceTimeout = hb.RebalanceTimeout
 	}
-	if hb.SessionTimeout > 0 {
+	if joining && hb.SessionTimeout > 0 {
 		updated.SessionTimeout = hb.SessionTimeout
 	}
 	if hb.Assignor != "" {

@@ -48,6 +48,8 @@ type simClient struct {
 	// member id) of its instance, taking the old one's place, and leaves
 	// its place (-2) as often as it leaves.
 	instance string
+	// session is a classic client's own session timeout (0: the group's).
+	session time.Duration
 
 	joined bool
 	epoch  int32
@@ -138,6 +140,7 @@ func runSim(t *testing.T, seed int64, steps int) map[string]int {
 	rng := rand.New(rand.NewSource(seed))
 	cfg := DefaultConfig()
 	cfg.SessionTimeout, cfg.HeartbeatInterval = 3*time.Second, 500*time.Millisecond
+	cfg.MinSessionTimeout = time.Second // classic clients ask for their own
 	s := &sim{t: t, rng: rng, cfg: cfg, now: epoch0, group: "g", faults: true, stats: map[string]int{},
 		topics: map[string]int32{"t0": int32(1 + rng.Intn(8)), "t1": int32(1 + rng.Intn(4)), "x": 2}}
 	s.asg = []string{assignor.UniformName, assignor.RangeName}[rng.Intn(2)]
@@ -184,6 +187,9 @@ func (s *sim) addClient() {
 	if s.rng.Intn(3) == 0 {
 		c.instance = "i" + c.id
 	}
+	if c.classic {
+		c.session = []time.Duration{0, 1500 * time.Millisecond, 6 * time.Second}[s.rng.Intn(3)]
+	}
 	if s.rng.Intn(4) == 0 {
 		c.slow = true
 		// An eager member, which gives up everything before it joins,
@@ -226,12 +232,14 @@ func (s *sim) chaos() {
 	case r < 18: // a restart under the same member id, or a static one's
 		for _, c := range s.clients {
 			if !c.alive {
-				id := c.id
-				if c.instance != "" {
-					s.nextID++
-					id = fmt.Sprintf("m%02d", s.nextID)
-				}
-				*c = simClient{id: id, instance: c.instance, sub: c.sub, classic: c.classic, eager: c.eager, alive: true, nextAt: s.now}
+				s.restart(c)
+				break
+			}
+		}
+	case r < 21: // a static client's next process, soon after the last stopped
+		for _, c := range s.clients {
+			if !c.alive && c.instance != "" {
+				s.restart(c)
 				break
 			}
 		}
@@ -297,9 +305,28 @@ func (s *sim) stepClients() {
 	}
 }
 
+// restart starts c's process again: under the same member id, or a new
+// one for a static client (its instance's next process).
+func (s *sim) restart(c *simClient) {
+	id := c.id
+	if c.instance != "" {
+		s.nextID++
+		id = fmt.Sprintf("m%02d", s.nextID)
+	}
+	*c = simClient{id: id, instance: c.instance, session: c.session, sub: c.sub, classic: c.classic, eager: c.eager, alive: true, nextAt: s.now}
+}
+
+// sessionOf is c's session timeout: its own, else the group's.
+func (s *sim) sessionOf(c *simClient) time.Duration {
+	if c.session > 0 {
+		return c.session
+	}
+	return s.cfg.SessionTimeout
+}
+
 // selfFence drops everything when the coordinator may have removed c.
 func (s *sim) selfFence(c *simClient) {
-	expired := c.joined && !s.now.Before(c.lastAnswered.Add(s.cfg.SessionTimeout))
+	expired := c.joined && !s.now.Before(c.lastAnswered.Add(s.sessionOf(c)))
 	late := !c.revokeBy.IsZero() && !s.now.Before(c.revokeBy)
 	if expired || late {
 		c.drop()
@@ -353,14 +380,11 @@ func (s *sim) heartbeat(c *simClient, subChanged, leave bool) {
 		}
 	}
 	for _, r := range recs {
-		if rm, ok := r.(MemberRemoved); ok && hb.MemberEpoch == JoinEpoch {
-			if rm.MemberID == c.id {
-				s.stats["rejoin"]++
-			} else {
-				s.stats["static replaced"]++
-			}
+		if rm, ok := r.(MemberRemoved); ok && hb.MemberEpoch == JoinEpoch && rm.MemberID == c.id {
+			s.stats["rejoin"]++
 		}
 	}
+	s.countReplaced(hb, recs)
 	s.record(recs)
 	s.check(fmt.Sprintf("heartbeat of %s at epoch %d", c.id, hb.MemberEpoch))
 	if leave {
@@ -373,7 +397,7 @@ func (s *sim) heartbeat(c *simClient, subChanged, leave bool) {
 	c.lastAnswered, c.unansweredSince = s.now, time.Time{}
 	c.nextAt = s.now.Add(s.cfg.HeartbeatInterval)
 	if c.laggy && s.faults && s.rng.Intn(10) == 0 {
-		c.nextAt = c.nextAt.Add(time.Duration(s.rng.Int63n(int64(2 * s.cfg.SessionTimeout))))
+		c.nextAt = c.nextAt.Add(time.Duration(s.rng.Int63n(int64(2 * s.sessionOf(c)))))
 	}
 	if err != nil {
 		c.drop()
@@ -454,7 +478,7 @@ func (s *sim) classicJoin(c *simClient) {
 		s.stats["classic cooperative join owning"]++
 	}
 	sub := c.sub
-	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: JoinEpoch, Classic: true, Now: s.now, InstanceID: c.instance,
+	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: JoinEpoch, Classic: true, Now: s.now, InstanceID: c.instance, SessionTimeout: c.session,
 		Subscription: &sub, Owned: slices.Clone(c.owned), HasOwned: true, RebalanceTimeout: simRebalanceTimeout, Assignor: s.asg}
 	c.rejoin, c.joining, c.syncing = true, true, false
 	c.joinOwned = normalize(c.owned)
@@ -535,7 +559,7 @@ func (s *sim) classicBeat(c *simClient) {
 	resp, answered, err := s.classicCall(c, hb, "heartbeat")
 	c.nextAt = s.now.Add(s.cfg.HeartbeatInterval)
 	if c.laggy && s.faults && s.rng.Intn(10) == 0 {
-		c.nextAt = c.nextAt.Add(time.Duration(s.rng.Int63n(int64(2 * s.cfg.SessionTimeout))))
+		c.nextAt = c.nextAt.Add(time.Duration(s.rng.Int63n(int64(2 * s.sessionOf(c)))))
 	}
 	for _, r := range s.log[n:] {
 		if _, ok := r.(TargetAssignment); !ok {
@@ -597,6 +621,7 @@ func (s *sim) classicCall(c *simClient, hb Heartbeat, what string) (resp Respons
 		return Response{}, false, nil // the request never arrived
 	}
 	resp, recs, err := s.m.Heartbeat(hb)
+	s.countReplaced(hb, recs)
 	s.record(recs)
 	s.check(fmt.Sprintf("classic %s of %s at epoch %d", what, c.id, hb.MemberEpoch))
 	if lost {
@@ -609,6 +634,15 @@ func (s *sim) classicCall(c *simClient, hb Heartbeat, what string) (resp Respons
 }
 
 func (s *sim) record(recs []Record) { s.log = append(s.log, recs...) }
+
+// countReplaced counts a join that took a static member's place.
+func (s *sim) countReplaced(hb Heartbeat, recs []Record) {
+	for _, r := range recs {
+		if rm, ok := r.(MemberRemoved); ok && hb.MemberEpoch == JoinEpoch && rm.MemberID != hb.MemberID {
+			s.stats["static replaced"]++
+		}
+	}
+}
 
 // check asserts, after one input, that no two clients use one partition,
 // that each uses only what the coordinator holds for it, and that a

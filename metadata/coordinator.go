@@ -79,9 +79,11 @@ func (co *coordinator) retention() time.Duration {
 }
 
 // tickEvery is how often the controller loop checks the groups' deadlines
-// and the topics: a tenth of the session timeout, within 50ms and 1s.
+// and the topics: a tenth of the shortest session timeout a member may
+// have (the group's, or the least a classic member may ask for), within
+// 50ms and 1s.
 func (co *coordinator) tickEvery() time.Duration {
-	return min(max(co.cfg.SessionTimeout/10, 50*time.Millisecond), time.Second)
+	return min(max(min(co.cfg.SessionTimeout, co.cfg.MinSessionTimeout)/10, 50*time.Millisecond), time.Second)
 }
 
 // machine returns the Machine of the current term, building it if need
