@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,14 +19,7 @@ import (
 // past every commit, both go.
 func TestCoordinatorExpireKeepsLateCommit(t *testing.T) {
 	clk := &clock.Jumped{}
-	c := newTestCluster(t, 1, 0, func(cfg *Config) { cfg.Clock = clk })
-	c.startBrokerAt(1, SupportedMetadataVersions())
-	c.waitBrokersLive(1)
-	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1})
-	n := c.waitController()
-	waitFor(t, "metadata.version finalized at the latest", 10*time.Second, func() bool {
-		return n.Image().metadataVersion() == LatestMetadataVersion
-	})
+	n := groupNode(t, LatestMetadataVersion, func(cfg *Config) { cfg.Clock = clk })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ctl := n.Ctl()
@@ -94,14 +88,7 @@ func TestCoordinatorJoinBeforeTheLevelRises(t *testing.T) {
 // a static client closing does not hold its partitions for a session
 // timeout.
 func TestCoordinatorStaticBelowItsLevel(t *testing.T) {
-	c := newTestCluster(t, 1, 0, nil)
-	c.startBrokerAt(1, VersionRange{Min: 1, Max: MetadataVersionGuardedGroupDelete})
-	c.waitBrokersLive(1)
-	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1})
-	n := c.waitController()
-	waitFor(t, "metadata.version 5", 10*time.Second, func() bool {
-		return n.Image().metadataVersion() == MetadataVersionGuardedGroupDelete
-	})
+	n := groupNode(t, MetadataVersionGuardedGroupDelete, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	hb := join("g", "m", time.Time{})
@@ -120,4 +107,20 @@ func TestCoordinatorStaticBelowItsLevel(t *testing.T) {
 	if d, err := n.Ctl().DescribeGroup(ctx, "g"); err != nil || len(d.Members) != 0 {
 		t.Fatalf("after -2 at level 5: %+v (%v), want no member", d, err)
 	}
+}
+
+// groupNode starts a one-node cluster whose broker supports metadata
+// .version up to level, with topic t (one partition), and returns its
+// controller once the level is finalized.
+func groupNode(t *testing.T, level int32, mod func(*Config)) *Node {
+	t.Helper()
+	c := newTestCluster(t, 1, 0, mod)
+	c.startBrokerAt(1, VersionRange{Min: 1, Max: level})
+	c.waitBrokersLive(1)
+	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1})
+	n := c.waitController()
+	waitFor(t, fmt.Sprintf("metadata.version %d", level), 10*time.Second, func() bool {
+		return n.Image().metadataVersion() == level
+	})
+	return n
 }
