@@ -135,9 +135,6 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 	if mem != nil && mem.instanceID != "" && hb.InstanceID != "" && hb.InstanceID != mem.instanceID {
 		return Response{}, nil, fmt.Errorf("%w: member %q of group %q is instance %q, not %q: an instance id is the member's for good", ErrInvalidRequest, hb.MemberID, hb.Group, mem.instanceID, hb.InstanceID)
 	}
-	if mem != nil && mem.instanceID == "" && hb.InstanceID != "" && hb.MemberEpoch > 0 && !hb.Classic {
-		return Response{}, nil, fmt.Errorf("%w: member %q of group %q joined without an instance id: a member is static from its join", ErrInvalidRequest, hb.MemberID, hb.Group)
-	}
 	classicJoin := hb.Classic && hb.MemberEpoch == JoinEpoch
 	if classicJoin {
 		switch {
@@ -200,8 +197,8 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		if mem != nil {
 			// A rejoin: the member gave up all it had when it was fenced
 			// or restarted; its old incarnation goes. It stays its
-			// instance's (KIP-848 clients send the instance id with
-			// their joins, but a rejoin without it does not make the
+			// instance's (a KIP-848 heartbeat need not repeat the
+			// instance id, and a rejoin without it does not make the
 			// member dynamic).
 			emit(MemberRemoved{Group: g.id, MemberID: mem.id})
 			if joined.InstanceID == "" {
@@ -322,9 +319,11 @@ func (m *Machine) update(g *group, mem *member, hb Heartbeat, joining bool, emit
 		updated.ClientAddress = hb.ClientAddress
 	}
 	// An instance id and a classic member's session timeout are a
-	// join's: a classic member that joined dynamic (below the level that
-	// keeps them) becomes static by its next join, and its Heartbeats,
-	// which carry them too, change neither.
+	// join's: a member that joined dynamic (below the level that keeps
+	// them) becomes static by its next join, and its heartbeats, which
+	// may carry them too (Kafka's Java consumer sends the instance id
+	// with every KIP-848 heartbeat, and classic ones send both), change
+	// neither.
 	if joining && hb.InstanceID != "" {
 		updated.InstanceID = hb.InstanceID
 	}
@@ -420,7 +419,7 @@ func (m *Machine) computeTarget(g *group, emit func(Record)) {
 	members := g.sortedMembers()
 	in := make([]assignor.Member, len(members))
 	for i, mem := range members {
-		in[i] = assignor.Member{ID: mem.id, Topics: m.subscribedTopics(mem), Current: g.target[mem.id]}
+		in[i] = assignor.Member{ID: mem.id, InstanceID: mem.instanceID, Topics: m.subscribedTopics(mem), Current: g.target[mem.id]}
 	}
 	got := m.assignors[m.chosenAssignor(g)].Assign(in, g.topics)
 	rec := TargetAssignment{Group: g.id, Epoch: g.epoch, Members: map[string][]TopicPartition{}}

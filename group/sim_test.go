@@ -50,6 +50,9 @@ type simClient struct {
 	instance string
 	// session is a classic client's own session timeout (0: the group's).
 	session time.Duration
+	// everyBeat: a KIP-848 client that sends its instance id with every
+	// heartbeat, not only with its joins.
+	everyBeat bool
 
 	joined bool
 	epoch  int32
@@ -185,7 +188,7 @@ func (s *sim) addClient() {
 		c.classic, c.eager = true, s.rng.Intn(2) == 0
 	}
 	if s.rng.Intn(3) == 0 {
-		c.instance = "i" + c.id
+		c.instance, c.everyBeat = "i"+c.id, s.rng.Intn(2) == 0
 	}
 	if c.classic {
 		c.session = []time.Duration{0, 1500 * time.Millisecond, 6 * time.Second}[s.rng.Intn(3)]
@@ -313,7 +316,7 @@ func (s *sim) restart(c *simClient) {
 		s.nextID++
 		id = fmt.Sprintf("m%02d", s.nextID)
 	}
-	*c = simClient{id: id, instance: c.instance, session: c.session, sub: c.sub, classic: c.classic, eager: c.eager, alive: true, nextAt: s.now}
+	*c = simClient{id: id, instance: c.instance, everyBeat: c.everyBeat, session: c.session, sub: c.sub, classic: c.classic, eager: c.eager, alive: true, nextAt: s.now}
 }
 
 // sessionOf is c's session timeout: its own, else the group's.
@@ -344,8 +347,12 @@ func (s *sim) heartbeat(c *simClient, subChanged, leave bool) {
 		hb.MemberEpoch = JoinEpoch
 		hb.Owned, hb.HasOwned = nil, true
 		hb.RebalanceTimeout, hb.Assignor = simRebalanceTimeout, s.asg
-		hb.InstanceID = c.instance // KIP-848 sends it when joining only
 		subChanged = true
+	}
+	if !c.joined || c.everyBeat {
+		// franz-go sends it with joins only, Kafka's Java consumer with
+		// every heartbeat.
+		hb.InstanceID = c.instance
 	}
 	if subChanged {
 		sub := c.sub
@@ -556,6 +563,12 @@ func (s *sim) classicSync(c *simClient) {
 func (s *sim) classicBeat(c *simClient) {
 	hb := Heartbeat{Group: s.group, MemberID: c.id, MemberEpoch: c.epoch, Classic: true, Now: s.now, InstanceID: c.instance}
 	n := len(s.log)
+	// The coordinator may have said rejoin in an answer that was lost:
+	// its rebalance timeout runs from the oldest unanswered heartbeat.
+	from := c.unansweredSince
+	if from.IsZero() {
+		from = hb.Now
+	}
 	resp, answered, err := s.classicCall(c, hb, "heartbeat")
 	c.nextAt = s.now.Add(s.cfg.HeartbeatInterval)
 	if c.laggy && s.faults && s.rng.Intn(10) == 0 {
@@ -567,8 +580,12 @@ func (s *sim) classicBeat(c *simClient) {
 		}
 	}
 	if !answered {
+		if c.unansweredSince.IsZero() {
+			c.unansweredSince = hb.Now
+		}
 		return
 	}
+	c.unansweredSince = time.Time{}
 	if err != nil {
 		s.classicError(c, err, "heartbeat")
 		return
@@ -583,7 +600,7 @@ func (s *sim) classicBeat(c *simClient) {
 			// first answer that said rejoin, unless it has rejoined by
 			// then; it drops everything then too (as Kafka's clients do
 			// past max.poll.interval.ms).
-			c.revokeBy = hb.Now.Add(simRebalanceTimeout)
+			c.revokeBy = from.Add(simRebalanceTimeout)
 		}
 		if !c.laggy || !s.faults || s.rng.Intn(3) > 0 {
 			c.rejoin = true
@@ -757,7 +774,7 @@ func (s *sim) converge() {
 	g := s.m.groups[s.group]
 	var in []assignor.Member
 	for _, mem := range g.sortedMembers() {
-		in = append(in, assignor.Member{ID: mem.id, Topics: s.m.subscribedTopics(mem), Current: g.target[mem.id]})
+		in = append(in, assignor.Member{ID: mem.id, InstanceID: mem.instanceID, Topics: s.m.subscribedTopics(mem), Current: g.target[mem.id]})
 	}
 	a, _ := assignor.Lookup(s.m.chosenAssignor(g))
 	want := a.Assign(in, s.topics)

@@ -34,6 +34,9 @@ type group struct {
 	// the last maxReplaced of each instance (replacedOrder, oldest first).
 	replaced      map[string]string
 	replacedOrder map[string][]string
+	// unheldSince is since when an instance with replaced ids has had no
+	// member: its ids are forgotten MaxSessionTimeout after that.
+	unheldSince map[string]time.Time
 }
 
 // maxReplaced is how many replaced member ids of one instance a group
@@ -51,6 +54,7 @@ func newGroup(id string) *group {
 
 		replaced:      map[string]string{},
 		replacedOrder: map[string][]string{},
+		unheldSince:   map[string]time.Time{},
 	}
 }
 

@@ -162,7 +162,7 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-SECONDS", "MEMBER"}, table)
 		},
 	}
-	cmd.Flags().BoolVar(&members, "members", false, "a line per member (id, instance id, host, epoch, assigned partitions) instead of per partition")
+	cmd.Flags().BoolVar(&members, "members", false, "a line per member (id, instance id, host, epoch, assigned partitions) instead of per partition; --format json has both always")
 	return cmd
 }
 

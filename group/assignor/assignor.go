@@ -9,7 +9,8 @@
 //     subscribed to each topic, and sticky: a partition stays with its current
 //     owner unless balance needs it elsewhere, so a member joining or leaving
 //     moves as few partitions as possible.
-//   - range: per topic, the subscribers sorted by id take contiguous ranges,
+//   - range: per topic, the subscribers sorted by instance id (static
+//     members) or member id take contiguous ranges,
 //     the first (partitions mod subscribers) one partition more than the
 //     others, as Kafka's range assignor does. Not sticky.
 //
@@ -56,6 +57,11 @@ func Compare(a, b TopicPartition) int {
 // Member is one group member as an assignor sees it.
 type Member struct {
 	ID string
+	// InstanceID is a static member's instance id, "" a dynamic one's.
+	// Members are ordered by it where set (else by ID), as Kafka's
+	// assignors order them, so that an instance's next process, a new
+	// member id, keeps its place in the order (its range).
+	InstanceID string
 	// Topics are the names of the topics the member subscribes to
 	// (regular expressions already resolved). A topic absent from the
 	// partition counts given to Assign is ignored.
@@ -113,9 +119,11 @@ func sortedMembers(members []Member, partitions map[string]int32) []Member {
 			}
 		}
 		slices.Sort(topics)
-		out[i] = Member{ID: m.ID, Topics: slices.Compact(topics), Current: m.Current}
+		out[i] = Member{ID: m.ID, InstanceID: m.InstanceID, Topics: slices.Compact(topics), Current: m.Current}
 	}
-	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Member) int {
+		return cmp.Or(strings.Compare(cmp.Or(a.InstanceID, a.ID), cmp.Or(b.InstanceID, b.ID)), strings.Compare(a.ID, b.ID))
+	})
 	return out
 }
 

@@ -62,6 +62,20 @@ func TestAssignorRangePerTopic(t *testing.T) {
 	}
 }
 
+// Static members are ordered by instance id, so an instance's next
+// process (another member id) takes the same range: a restart of
+// instance "a" as member "z" keeps partitions 0 and 1.
+func TestAssignorRangeOrdersStaticByInstance(t *testing.T) {
+	parts := map[string]int32{"t": 4}
+	for _, id := range []string{"m1", "z"} {
+		ms := []Member{{ID: id, InstanceID: "a", Topics: []string{"t"}}, {ID: "m2", Topics: []string{"t"}}}
+		want := map[string][]TopicPartition{id: tps("t", 0, 1), "m2": tps("t", 2, 3)}
+		if got := Range.Assign(ms, parts); !equalAssignment(got, want) {
+			t.Errorf("instance a as member %s: got %v, want %v", id, got, want)
+		}
+	}
+}
+
 // A topic of 4 partitions read by a group of 4 members and one of 2: each
 // member of the first owns one partition, each of the second two.
 func TestAssignorTwoGroupsOneTopic(t *testing.T) {
