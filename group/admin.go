@@ -33,25 +33,8 @@ func (m *Machine) Tick(now time.Time) []Record {
 		}
 		m.bump(g, now, emit)
 	}
-	// The replaced processes of an instance no member has held for the
-	// longest session a member may have are gone for good: their ids
-	// are forgotten. Sooner, a process cut off while replaced could come
-	// back and push out the instance's next one.
 	for _, g := range m.groups {
-		for instance, ids := range g.replacedOrder {
-			switch since, noted := g.unheldSince[instance]; {
-			case g.static[instance] != "":
-				delete(g.unheldSince, instance)
-			case !noted:
-				g.unheldSince[instance] = now
-			case now.Sub(since) >= m.cfg.MaxSessionTimeout:
-				for _, id := range ids {
-					delete(g.replaced, id)
-				}
-				delete(g.replacedOrder, instance)
-				delete(g.unheldSince, instance)
-			}
-		}
+		g.forgetReplaced(now, m.cfg.MaxSessionTimeout)
 	}
 	return recs
 }

@@ -30,13 +30,19 @@ type group struct {
 	static map[string]string
 	// replaced maps the member ids that joins of their instance replaced
 	// to that instance, so that an old process is fenced however it comes
-	// back (a heartbeat without its instance id, a join): in memory only,
-	// the last maxReplaced of each instance (replacedOrder, oldest first).
-	replaced      map[string]string
-	replacedOrder map[string][]string
-	// unheldSince is since when an instance with replaced ids has had no
-	// member: its ids are forgotten MaxSessionTimeout after that.
-	unheldSince map[string]time.Time
+	// back (a heartbeat without its instance id, a join); history holds
+	// them per instance. In memory only.
+	replaced map[string]string
+	history  map[string]*instanceHistory
+}
+
+// instanceHistory is what a group remembers of an instance whose joins
+// replaced members.
+type instanceHistory struct {
+	replaced []string // the last maxReplaced member ids, oldest first
+	// unheldSince is since when no member has held the instance (zero
+	// while one does): its ids are forgotten MaxSessionTimeout after.
+	unheldSince time.Time
 }
 
 // maxReplaced is how many replaced member ids of one instance a group
@@ -52,9 +58,8 @@ func newGroup(id string) *group {
 		owners:  map[TopicPartition]string{},
 		static:  map[string]string{},
 
-		replaced:      map[string]string{},
-		replacedOrder: map[string][]string{},
-		unheldSince:   map[string]time.Time{},
+		replaced: map[string]string{},
+		history:  map[string]*instanceHistory{},
 	}
 }
 
@@ -252,11 +257,35 @@ func (g *group) replacedBy(id string) (string, bool) {
 
 // noteReplaced remembers that a join of instance replaced member id.
 func (g *group) noteReplaced(instance, id string) {
-	order := append(g.replacedOrder[instance], id)
-	if len(order) > maxReplaced {
-		delete(g.replaced, order[0])
-		order = order[1:]
+	h := g.history[instance]
+	if h == nil {
+		h = &instanceHistory{}
+		g.history[instance] = h
 	}
-	g.replacedOrder[instance] = order
+	h.replaced = append(h.replaced, id)
+	if len(h.replaced) > maxReplaced {
+		delete(g.replaced, h.replaced[0])
+		h.replaced = h.replaced[1:]
+	}
 	g.replaced[id] = instance
+}
+
+// forgetReplaced forgets, at now, the replaced ids of the instances no
+// member has held for longest: their processes are gone for good.
+// Sooner, a process cut off while replaced could come back and push out
+// the instance's next one.
+func (g *group) forgetReplaced(now time.Time, longest time.Duration) {
+	for instance, h := range g.history {
+		switch {
+		case g.static[instance] != "":
+			h.unheldSince = time.Time{}
+		case h.unheldSince.IsZero():
+			h.unheldSince = now
+		case now.Sub(h.unheldSince) >= longest:
+			for _, id := range h.replaced {
+				delete(g.replaced, id)
+			}
+			delete(g.history, instance)
+		}
+	}
 }

@@ -93,10 +93,8 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 	if err != nil {
 		return fail(err)
 	}
-	in := &quirev1.ConsumerGroupHeartbeatRequest{Group: req.Group, MemberId: req.MemberID, MemberEpoch: req.MemberEpoch}
-	if req.InstanceID != nil {
-		in.InstanceId = *req.InstanceID
-	}
+	in := &quirev1.ConsumerGroupHeartbeatRequest{Group: req.Group, MemberId: req.MemberID, MemberEpoch: req.MemberEpoch,
+		InstanceId: deref(req.InstanceID)}
 	if req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil {
 		in.Subscription = &quirev1.GroupSubscription{Topics: req.SubscribedTopicNames}
 		if req.SubscribedTopicRegex != nil {
