@@ -199,6 +199,13 @@ controller_of() {
 	esac
 }
 
+# live_brokers ADDR: the ids of the brokers that node reports registered
+# and not fenced, one a line.
+live_brokers() {
+	timeout 5 "$quire" cluster info --brokers "$1" "${client_tls[@]}" --format json 2>/dev/null |
+		awk '/"id":/ { id = $2; gsub(/[^0-9]/, "", id) } /"fenced": false/ { print id }'
+}
+
 ensure_binary() {
 	if [ -z "${QUIRE_BIN:-}" ] && [ ! -x "$quire" ]; then
 		say "building $quire"
@@ -266,10 +273,11 @@ start_node() {
 	say "node $n started (pid $pid, $addr, log $(log_file "$n"))"
 }
 
-# wait_ready N...: nodes N... answer SERVING and a controller is elected;
+# wait_ready N...: nodes N... answer SERVING, a controller is elected and
+# the first of them reports every one of them registered and unfenced;
 # fails when one of them exits or the deadline passes.
 wait_ready() {
-	local deadline=$((SECONDS + start_timeout)) n pid ctl waiting
+	local deadline=$((SECONDS + start_timeout)) n pid ctl waiting live
 	while :; do
 		waiting=""
 		for n in "$@"; do
@@ -285,6 +293,15 @@ wait_ready() {
 		if [ -z "$waiting" ]; then
 			ctl=$(controller_of "$(addr_of "$1")")
 			[ -n "$ctl" ] || waiting=" (controller)"
+		fi
+		if [ -z "$waiting" ]; then
+			# Serving is not yet registered: until the controller has
+			# unfenced a node, a topic of replication factor 3 is refused
+			# (INVALID_REPLICATION_FACTOR) and nothing is placed on it.
+			live=" $(live_brokers "$(addr_of "$1")" | paste -sd ' ') "
+			for n in "$@"; do
+				[[ $live == *" $n "* ]] || waiting+=" $n (unfenced)"
+			done
 		fi
 		if [ -z "$waiting" ]; then
 			say "ready: node(s) $* serving, controller is node $ctl"
