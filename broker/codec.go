@@ -41,7 +41,7 @@ var protoCodec = encoding.GetCodecV2(proto.Name)
 // ProduceRequest (unknown fields, odd wire types) falls back to proto. A
 // FetchResponse is encoded by hand (wire.EncodeFetchResponse) with the
 // records referenced rather than copied into a marshalled message, and a
-// Subscribe stream's records come encoded already (encodedMessage).
+// Subscribe stream's records come encoded already (wire.Encoded).
 type serverCodec struct{}
 
 func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
@@ -52,8 +52,8 @@ func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return wire.EncodeFetchResponse(m.resp, m) // fetch_buf.go
 	case *pooledReplicaFetch:
 		return encodeReplicaFetch(m) // replica_codec.go
-	case *encodedMessage:
-		return m.data, nil // subscribe_records.go
+	case *wire.Encoded:
+		return m.Data, nil // a Subscribe stream's records (subscribe/records.go)
 	}
 	return protoCodec.Marshal(v)
 }

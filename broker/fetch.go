@@ -6,7 +6,6 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
@@ -37,7 +36,7 @@ type fetchSpec struct {
 	offset       int64
 	maxBytes     int
 	currentEpoch *int32
-	pooled       bool // read into a buffer from fetchBufs (fetch_buf.go)
+	pooled       bool // read into a buffer from internal/fetchbuf
 }
 
 // fetchResult is one partition's answer.
@@ -48,7 +47,7 @@ type fetchResult struct {
 	leo     int64
 	start   int64
 	err     error
-	buf     *[]byte // the fetchBufs buffer holding batches, if any
+	buf     *[]byte // the fetchbuf buffer holding batches, if any
 }
 
 // fetch reads every partition, long-polling until minBytes are available or
@@ -181,35 +180,6 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 		return nil, toStatus(err)
 	}
 	return &quirev1.FetchRecordsResponse{Records: d.records, NextOffset: d.next, HighWatermark: r.hw, LogStartOffset: r.start}, nil
-}
-
-// walkBatches calls fn for each whole batch in buf, which came from our own
-// log (its CRCs were checked on the way in).
-func walkBatches(buf []byte, fn func(batch []byte, h record.Header) error) error {
-	for len(buf) >= record.HeaderSize {
-		h, err := record.ParseHeader(buf)
-		if err != nil {
-			return err
-		}
-		if h.Size() > len(buf) {
-			break
-		}
-		if err := fn(buf[:h.Size()], h); err != nil {
-			return err
-		}
-		buf = buf[h.Size():]
-	}
-	return nil
-}
-
-// lastBatchNext returns the offset after the last whole batch in buf.
-func lastBatchNext(buf []byte) int64 {
-	next := int64(-1)
-	_ = walkBatches(buf, func(_ []byte, h record.Header) error {
-		next = h.NextOffset()
-		return nil
-	})
-	return next
 }
 
 func (s *consumerService) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/record"
 )
 
 // defaultStreamWait is a FetchStream's long-poll when the request has
@@ -57,14 +58,14 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 			return nil // the client is gone
 		}
 		// The next offsets first: once sent, the buffers go back to the
-		// pool (fetch_buf.go) and may be reused by any read.
+		// pool (internal/fetchbuf) and may be reused by any read.
 		failed := false
 		msg := &pooledFetch{resp: fetchResponse(results), bufs: make([]*[]byte, len(results))}
 		for i := range results {
 			r := &results[i]
 			failed = failed || r.err != nil
 			if len(r.batches) > 0 {
-				specs[i].offset = max(specs[i].offset, lastBatchNext(r.batches))
+				specs[i].offset = max(specs[i].offset, record.NextAfterRead(r.batches))
 			}
 			msg.bufs[i] = r.buf
 		}

@@ -9,6 +9,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/group/assignor"
 	"github.com/quirelog/quire/metadata"
 )
 
@@ -54,19 +55,19 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 	if err != nil {
 		return nil, err
 	}
-	prev := map[partKey]int64{}
+	prev := map[group.TopicPartition]int64{}
 	for _, o := range committed {
 		if o.Offset >= 0 {
-			prev[partKey{o.Topic, o.Partition}] = o.Offset
+			prev[group.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
 		}
 	}
-	var parts []partKey
+	var parts []group.TopicPartition
 	if len(req.Topics) == 0 {
 		if len(prev) == 0 {
 			return nil, fmt.Errorf("%w: the group has no committed offsets; name the topics to reset", ErrInvalidRequest)
 		}
 		for k := range prev {
-			if err := b.authorizeTopic(ctx, auth.OpRead, k.topic); err != nil {
+			if err := b.authorizeTopic(ctx, auth.OpRead, k.Topic); err != nil {
 				return nil, err
 			}
 			parts = append(parts, k)
@@ -79,11 +80,11 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 				return nil, unknownTopic(name)
 			}
 			for p := range t.Partitions {
-				parts = append(parts, partKey{name, int32(p)})
+				parts = append(parts, group.TopicPartition{Topic: name, Partition: int32(p)})
 			}
 		}
 	}
-	slices.SortFunc(parts, comparePartKey)
+	slices.SortFunc(parts, assignor.Compare)
 
 	resp := &quirev1.ResetOffsetsResponse{}
 	var commits []metadata.OffsetCommit
@@ -92,11 +93,11 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 		if !had {
 			before = -1
 		}
-		start, err := b.listOffsetAnywhere(ctx, k.topic, k.part, -2)
+		start, err := b.listOffsetAnywhere(ctx, k.Topic, k.Partition, -2)
 		if err != nil {
 			return nil, err
 		}
-		end, err := b.listOffsetAnywhere(ctx, k.topic, k.part, -1)
+		end, err := b.listOffsetAnywhere(ctx, k.Topic, k.Partition, -1)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +110,7 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 		case *quirev1.ResetOffsetsRequest_Offset:
 			at = to.Offset
 		case *quirev1.ResetOffsetsRequest_TimestampMs:
-			if at, err = b.listOffsetAnywhere(ctx, k.topic, k.part, to.TimestampMs); err != nil {
+			if at, err = b.listOffsetAnywhere(ctx, k.Topic, k.Partition, to.TimestampMs); err != nil {
 				return nil, err
 			}
 			if at < 0 {
@@ -117,13 +118,13 @@ func (b *Broker) resetOffsets(ctx context.Context, req *quirev1.ResetOffsetsRequ
 			}
 		case *quirev1.ResetOffsetsRequest_ShiftBy:
 			if !had {
-				return nil, fmt.Errorf("%w: %s-%d has no committed offset to shift", ErrInvalidRequest, k.topic, k.part)
+				return nil, fmt.Errorf("%w: %s-%d has no committed offset to shift", ErrInvalidRequest, k.Topic, k.Partition)
 			}
 			at = before + to.ShiftBy
 		}
 		at = min(max(at, start), end)
-		resp.Offsets = append(resp.Offsets, &quirev1.ResetOffset{Topic: k.topic, Partition: k.part, Previous: before, Offset: at})
-		commits = append(commits, metadata.OffsetCommit{Topic: k.topic, Partition: k.part, Offset: at, LeaderEpoch: -1})
+		resp.Offsets = append(resp.Offsets, &quirev1.ResetOffset{Topic: k.Topic, Partition: k.Partition, Previous: before, Offset: at})
+		commits = append(commits, metadata.OffsetCommit{Topic: k.Topic, Partition: k.Partition, Offset: at, LeaderEpoch: -1})
 	}
 	slices.SortFunc(resp.Offsets, func(a, b *quirev1.ResetOffset) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))

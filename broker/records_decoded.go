@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/record"
 )
 
@@ -63,11 +64,10 @@ func recordHeaders(hs []*quirev1.RecordHeader) []record.RecordHeader {
 // checkRecordFormat rejects a RecordFormat this broker does not know, so a
 // client asking for one gets an error rather than a form it did not ask for.
 func checkRecordFormat(f quirev1.RecordFormat) error {
-	switch f {
-	case quirev1.RecordFormat_RECORD_FORMAT_AUTO, quirev1.RecordFormat_RECORD_FORMAT_BYTES:
-		return nil
+	if err := wire.CheckFormat(f); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	return fmt.Errorf("%w: record format %d (want RECORD_FORMAT_AUTO or RECORD_FORMAT_BYTES)", ErrInvalidRequest, f)
+	return nil
 }
 
 // recordAlloc hands out the messages and byte copies of decoded records
@@ -158,7 +158,7 @@ func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (
 	out := decodedPartition{next: s.offset}
 	errFull := errors.New("full")
 	var alloc recordAlloc
-	err := walkBatches(r.batches, func(batch []byte, h record.Header) error {
+	err := record.WalkRead(r.batches, func(batch []byte, h record.Header) error {
 		if h.Control() {
 			out.next = max(out.next, h.NextOffset())
 			return nil
@@ -182,7 +182,7 @@ func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (
 		return decodedPartition{}, fmt.Errorf("%s-%d: %w", s.topic, s.partition, err)
 	}
 	if !errors.Is(err, errFull) && len(r.batches) > 0 {
-		out.next = max(out.next, lastBatchNext(r.batches))
+		out.next = max(out.next, record.NextAfterRead(r.batches))
 	}
 	return out, nil
 }

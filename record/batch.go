@@ -585,6 +585,38 @@ func readVarint(b []byte, q int) (int64, int, bool) {
 	return 0, q, false
 }
 
+// WalkRead calls fn for each whole batch in buf, as read from a log
+// (whose batches were validated on the way in, so they are not again); a
+// batch cut short at the end of buf, where a read stopped at its limit,
+// is left out.
+func WalkRead(buf []byte, fn func(batch []byte, h Header) error) error {
+	for len(buf) >= HeaderSize {
+		h, err := ParseHeader(buf)
+		if err != nil {
+			return err
+		}
+		if h.Size() > len(buf) {
+			break
+		}
+		if err := fn(buf[:h.Size()], h); err != nil {
+			return err
+		}
+		buf = buf[h.Size():]
+	}
+	return nil
+}
+
+// NextAfterRead returns the offset after the last whole batch in buf, a
+// read from a log (see WalkRead); -1 when there is none.
+func NextAfterRead(buf []byte) int64 {
+	next := int64(-1)
+	_ = WalkRead(buf, func(_ []byte, h Header) error {
+		next = h.NextOffset()
+		return nil
+	})
+	return next
+}
+
 // SplitBatches walks buf, a sequence of whole batches, validates each (see
 // Validate) and calls fn with it. It stops at the first error.
 func SplitBatches(buf []byte, fn func(batch []byte, h Header) error) error {

@@ -81,6 +81,11 @@ var rules = []rule{
 	// ours, so both the broker and the client can use them.
 	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
+	// A Subscribe stream's group member reaches the broker only through
+	// its Broker interface (subscribe/broker.go).
+	{pkg: "subscribe", forbiddenDeps: []string{"broker", "controlplane", "client", "raftgrpc", "cmd", "api/internalv1"}},
+	// The fetches' read buffers: the standard library only.
+	{pkg: "internal/fetchbuf", ours: []string{}},
 	// Kafka's wire protocol is a translation over the public API (its
 	// Backend takes quire.v1 messages), never into the node's internals.
 	{pkg: "kafka", ours: []string{"api/quirev1"}},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -334,4 +335,20 @@ func (r *RawBatch) Append(b []byte) []byte {
 	b = protowire.AppendVarint(b, uint64(r.StartOffset))
 	b = protowire.AppendTag(b, RawBatchNextOffset, protowire.VarintType)
 	return protowire.AppendVarint(b, uint64(r.NextOffset))
+}
+
+// Encoded is a stream message encoded already (RecordsEncoder): the
+// server's gRPC codec passes Data on as it is, and gRPC frees its buffers
+// once written.
+type Encoded struct{ Data mem.BufferSlice }
+
+// CheckFormat refuses a RecordFormat the records form does not know, so a
+// client asking for a newer one learns at once instead of getting bytes
+// it would misread.
+func CheckFormat(f quirev1.RecordFormat) error {
+	switch f {
+	case quirev1.RecordFormat_RECORD_FORMAT_AUTO, quirev1.RecordFormat_RECORD_FORMAT_BYTES:
+		return nil
+	}
+	return fmt.Errorf("record format %d (want RECORD_FORMAT_AUTO or RECORD_FORMAT_BYTES)", f)
 }

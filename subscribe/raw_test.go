@@ -1,7 +1,8 @@
-package broker
+package subscribe
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestSubscribeEncodeRaw(t *testing.T) {
 // TestSubscribeEncodeRawCredit: a batch is sent whole while the credit
 // is not used up (10 records against a credit of 4), then nothing until
 // an ack; what is left starts at the first batch not sent; a message
-// holds at most fetchBufSize of batches.
+// holds at most fetchbuf.Size of batches.
 func TestSubscribeEncodeRawCredit(t *testing.T) {
 	s, p := newRawSubscription(4, 1<<30)
 	p.next, p.sentNext, p.state = 0, 0, partReady
@@ -139,7 +140,7 @@ func TestSubscribeRawAckRefused(t *testing.T) {
 		{&quirev1.AckedOffsets{Topic: "orders", Partition: 2, NextOffset: 6}, "ack of orders-2 below next_offset 6, past 5"},
 	} {
 		err := ack(s, c.a)
-		if toError(err).Code != quirev1.ErrorCode_INVALID_REQUEST || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ack %v: %v, want INVALID_REQUEST %q", c.a, err, c.want)
 		}
 	}

@@ -1,8 +1,9 @@
-package broker
+package subscribe
 
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -273,7 +274,7 @@ func TestSubscribeAckRefused(t *testing.T) {
 		{&quirev1.AckedOffsets{Topic: "orders", Partition: 2, Offsets: []int64{-1}}, "offset -1, which this stream was not sent"},
 	} {
 		err := ack(s, tc.a)
-		if e := toError(err); err == nil || e.Code != quirev1.ErrorCode_INVALID_REQUEST || !strings.Contains(e.Message, tc.want) {
+		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ack %v: %v, want INVALID_REQUEST saying %q", tc.a, err, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package broker
+package subscribe
 
 import (
 	"cmp"
@@ -11,12 +11,13 @@ import (
 	"google.golang.org/grpc/mem"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/fetchbuf"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/record"
 )
 
 // The records side of a Subscribe stream: one fetch in flight reads the
-// ready partitions as stored (fetchBatches: here, or from their leaders),
+// ready partitions as stored (Broker.Fetch: here, or from their leaders),
 // and the stream's loop encodes the records its credit allows straight
 // from those batches into the stream's messages (wire.RecordsEncoder: no
 // message built per record), one or more per partition, then takes the
@@ -82,10 +83,6 @@ func (q *sentQueue) find(off int64) *sentRecord {
 	return &live[i]
 }
 
-// encodedMessage is a stream message already encoded; serverCodec passes
-// it to gRPC as it is, and gRPC frees its buffers once written.
-type encodedMessage struct{ data mem.BufferSlice }
-
 // commitPoint is the offset below which every record sent was
 // acknowledged; -1 when the position is not known yet.
 func (p *subPart) commitPoint() int64 {
@@ -102,13 +99,13 @@ func (s *subscription) maybeFetch(now time.Time) {
 		return
 	}
 	keys := s.ownedKeys()
-	var specs []fetchSpec
+	var specs []Spec
 	// Round robin: a fetch fills partitions in order up to its bytes.
 	s.rotate++
 	for i := range keys {
 		k := keys[(i+s.rotate)%len(keys)]
 		if p := s.owned[k]; p.state == partReady && p.held == nil && !now.Before(p.retryAt) {
-			specs = append(specs, fetchSpec{topic: k.topic, partition: k.part, offset: p.next})
+			specs = append(specs, Spec{Topic: k.topic, Partition: k.part, Offset: p.next})
 		}
 	}
 	if len(specs) == 0 {
@@ -118,7 +115,7 @@ func (s *subscription) maybeFetch(now time.Time) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.fetchStop = cancel
 	go func() {
-		s.fetchDone <- fetchDone{results: s.b.fetchBatches(ctx, specs, subscribeFetchWait, maxBytes)}
+		s.fetchDone <- fetchDone{results: s.b.Fetch(ctx, specs, subscribeFetchWait, maxBytes)}
 	}()
 }
 
@@ -138,25 +135,25 @@ func (s *subscription) onFetch(f fetchDone) error {
 	var msgs []mem.BufferSlice
 	for i := range f.results {
 		r := &f.results[i]
-		p := s.owned[partKey{r.spec.topic, r.spec.partition}]
-		if p == nil || p.state != partReady || p.next != r.spec.offset || p.held != nil {
+		p := s.owned[partKey{r.Topic, r.Partition}]
+		if p == nil || p.state != partReady || p.next != r.Offset || p.held != nil {
 			continue // revoked, or moved, meanwhile
 		}
-		if r.err != nil {
-			if code := toError(r.err).Code; code == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE {
-				s.b.logger.Info("subscribe stream position out of range; resetting", "group", s.start.Group,
-					"topic", r.spec.topic, "partition", r.spec.partition, "offset", p.next, "reset", s.start.AutoOffsetReset)
+		if r.Err != nil {
+			if code := s.b.Error(r.Err).Code; code == quirev1.ErrorCode_OFFSET_OUT_OF_RANGE {
+				s.b.Logger().Info("subscribe stream position out of range; resetting", "group", s.start.Group,
+					"topic", r.Topic, "partition", r.Partition, "offset", p.next, "reset", s.start.AutoOffsetReset)
 				p.state, p.next = partNeedReset, -1
 			} else if s.ctx.Err() == nil {
-				s.b.logger.Debug("subscribe stream fetch failed", "group", s.start.Group,
-					"topic", r.spec.topic, "partition", r.spec.partition, "error", r.err)
+				s.b.Logger().Debug("subscribe stream fetch failed", "group", s.start.Group,
+					"topic", r.Topic, "partition", r.Partition, "error", r.Err)
 				p.retryAt = now.Add(subscribeRetry)
 			}
 			continue
 		}
 		var rest []byte
 		var err error
-		msgs, rest, err = s.encode(p, r.batches, msgs)
+		msgs, rest, err = s.encode(p, r.Batches, msgs)
 		if err != nil {
 			s.undecodable(p, err, now)
 			continue
@@ -167,14 +164,14 @@ func (s *subscription) onFetch(f fetchDone) error {
 	}
 	// The records are copied out: the read buffers not held go back to
 	// the pool before the next fetch, which reads while these are sent.
-	releaseFetchBufs(f.results)
+	release(f.results)
 	s.maybeFetch(now)
 	return s.send(msgs)
 }
 
 func (s *subscription) send(msgs []mem.BufferSlice) error {
 	for _, m := range msgs {
-		if err := s.stream.SendMsg(&encodedMessage{m}); err != nil {
+		if err := s.stream.SendMsg(&wire.Encoded{Data: m}); err != nil {
 			return err
 		}
 	}
@@ -184,7 +181,7 @@ func (s *subscription) send(msgs []mem.BufferSlice) error {
 // undecodable: our own log's batches do not decode. They are read again
 // later rather than anything sent past them.
 func (s *subscription) undecodable(p *subPart, err error, now time.Time) {
-	s.b.logger.Error("subscribe stream cannot decode fetched records", "group", s.start.Group,
+	s.b.Logger().Error("subscribe stream cannot decode fetched records", "group", s.start.Group,
 		"topic", p.tp.topic, "partition", p.tp.part, "offset", p.next, "error", err)
 	s.release(p)
 	p.retryAt = now.Add(subscribeRetry)
@@ -192,16 +189,16 @@ func (s *subscription) undecodable(p *subPart, err error, now time.Time) {
 
 // hold keeps rest, the part of r's batches from the first record not
 // sent, to send from later, unless the stream holds too much already.
-func (s *subscription) hold(p *subPart, rest []byte, r *fetchResult) {
+func (s *subscription) hold(p *subPart, rest []byte, r *Result) {
 	cost := int64(len(rest))
-	if r.buf != nil {
-		cost = int64(cap(*r.buf))
+	if r.Buf != nil {
+		cost = int64(cap(*r.Buf))
 	}
 	if s.heldBytes+cost > subscribeHeldBytes {
 		return // read again next time
 	}
-	p.held, p.heldBuf, p.heldCost = rest, r.buf, cost
-	r.buf = nil // p's now
+	p.held, p.heldBuf, p.heldCost = rest, r.Buf, cost
+	r.Buf = nil // p's now
 	s.heldBytes += cost
 }
 
@@ -211,7 +208,7 @@ func (s *subscription) release(p *subPart) {
 		return
 	}
 	if p.heldBuf != nil {
-		fetchBufs.Put(p.heldBuf)
+		fetchbuf.Put(p.heldBuf)
 	}
 	s.heldBytes -= p.heldCost
 	p.held, p.heldBuf, p.heldCost = nil, nil, 0
@@ -263,7 +260,7 @@ func (s *subscription) encode(p *subPart, batches []byte, msgs []mem.BufferSlice
 // SubscribeRawBatch messages of p's batches from the one holding p.next
 // on, whole, as many as the credit allows (a batch is sent while the
 // outstanding records and bytes are under the limits), each message at
-// most fetchBufSize of batches unless one batch is larger. A batch
+// most fetchbuf.Size of batches unless one batch is larger. A batch
 // counts its bytes and its records at or after where it is sent from,
 // from its header (no record decoded); a control batch counts none.
 func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSlice) (_ []mem.BufferSlice, rest []byte, _ error) {
@@ -277,7 +274,7 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 		}
 	}
 	sentAny := false
-	err := walkBatches(batches, func(batch []byte, h record.Header) error {
+	err := record.WalkRead(batches, func(batch []byte, h record.Header) error {
 		next := p.next
 		if h.NextOffset() <= next {
 			at += len(batch) // wholly sent before
@@ -286,7 +283,7 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 		if s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
 			return errCreditFull
 		}
-		if from >= 0 && to-from+len(batch) > fetchBufSize {
+		if from >= 0 && to-from+len(batch) > fetchbuf.Size {
 			flush()
 		}
 		if from < 0 {
@@ -320,12 +317,12 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 }
 
 // encodeRawBatch is the SubscribeResponse of a SubscribeRawBatch of
-// batches, in a buffer from fetchBufs.
+// batches, in a buffer from internal/fetchbuf.
 func encodeRawBatch(tp partKey, batches []byte, start, next int64) mem.BufferSlice {
 	r := wire.RawBatch{Topic: tp.topic, Partition: tp.part, Records: batches, StartOffset: start, NextOffset: next}
-	buf := getFetchBuf(r.Size())
+	buf := fetchbuf.Get(r.Size())
 	*buf = r.Append(*buf)
-	return mem.BufferSlice{mem.NewBuffer(buf, fetchBufPool{})}
+	return mem.BufferSlice{mem.NewBuffer(buf, fetchbuf.Pool{})}
 }
 
 // encodePartition appends to msgs the messages of p's records in batches
@@ -336,21 +333,21 @@ func encodeRawBatch(tp partKey, batches []byte, start, next int64) mem.BufferSli
 func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.BufferSlice) (_ []mem.BufferSlice, rest []byte, _ error) {
 	var enc wire.RecordsEncoder
 	var buf *[]byte
-	// A message's records go in one buffer from fetchBufs (1 MiB): a
+	// A message's records go in one buffer from internal/fetchbuf (1 MiB): a
 	// partition with more read is sent in several messages, each well
 	// under the 4 MiB a gRPC client takes by default (only a record
 	// larger than the buffer makes one larger).
 	start := func() {
-		buf = getFetchBuf(fetchBufSize)
+		buf = fetchbuf.Get(fetchbuf.Size)
 		enc.Reset(*buf, p.tp.topic, p.tp.part, s.start.Batches, s.start.Format == quirev1.RecordFormat_RECORD_FORMAT_AUTO)
 	}
 	flush := func() {
 		if enc.Records() > 0 {
 			head, body := enc.Finish(p.sentNext)
 			*buf = body
-			msgs = append(msgs, mem.BufferSlice{mem.SliceBuffer(head), mem.NewBuffer(buf, fetchBufPool{})})
+			msgs = append(msgs, mem.BufferSlice{mem.SliceBuffer(head), mem.NewBuffer(buf, fetchbuf.Pool{})})
 		} else {
-			fetchBufs.Put(buf)
+			fetchbuf.Put(buf)
 		}
 		buf = nil
 	}
@@ -360,7 +357,7 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 	sentAny := false
 	next := p.next // past the records sent and the control batches skipped
 	at := 0        // where in batches the batch being read starts
-	err := walkBatches(batches, func(batch []byte, h record.Header) error {
+	err := record.WalkRead(batches, func(batch []byte, h record.Header) error {
 		if h.Control() || h.NextOffset() <= next {
 			next = max(next, h.NextOffset())
 			at += len(batch)
@@ -412,7 +409,7 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 	// Every record read was sent: the next fetch starts past the last
 	// batch read, and what lay between (control batches, records
 	// compacted away) needs no acknowledgement.
-	p.next = max(next, lastBatchNext(batches))
+	p.next = max(next, record.NextAfterRead(batches))
 	if p.sent.len() == 0 {
 		p.sentNext = max(p.sentNext, p.next)
 	}

@@ -1,0 +1,643 @@
+package subscribe
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
+	"github.com/quirelog/quire/metadata"
+)
+
+// Subscribe: the broker is a consumer group member on a stream's behalf.
+// One goroutine (the stream's loop) owns the member's state: its epoch,
+// its partitions with their fetch positions and the records sent and not
+// yet acknowledged. Around it, one goroutine reads the client's messages,
+// and each heartbeat and each fetch runs in a goroutine of its own, at
+// most one of each at a time, their answers coming back to the loop.
+// Commits and position look-ups run in the loop itself, so a partition
+// revoked is committed before the heartbeat that gives it up is sent.
+// records.go has the records: fetching, sending, acks.
+
+const (
+	subscribeDefaultRecords   = 500
+	subscribeDefaultBytes     = 1 << 20
+	subscribeDefaultCommit    = 5 * time.Second
+	subscribeDefaultRebalance = time.Minute
+	// subscribeFetchBytes caps one fetch: what it read past the records
+	// the credit lets it send is read again next time.
+	subscribeFetchBytes = 512 << 10
+	// subscribeFetchWait is each fetch's long poll.
+	subscribeFetchWait = 500 * time.Millisecond
+	// subscribeRetry is the wait before trying again a heartbeat, a
+	// position look-up or a partition's fetch that failed.
+	subscribeRetry = 200 * time.Millisecond
+	// subscribeCallTimeout bounds each heartbeat, commit and look-up.
+	subscribeCallTimeout = 10 * time.Second
+	// subscribeJoinTimeout is how long a stream tries to join while the
+	// answer is retriable (no controller) before it ends UNAVAILABLE.
+	subscribeJoinTimeout = 30 * time.Second
+)
+
+// subPart is one partition assigned to a stream.
+type subPart struct {
+	tp partKey
+	// next is the offset to fetch next; -1 while unknown (see state).
+	next  int64
+	state subPartState
+	// sentNext is the offset after the last record sent (the position
+	// resolved, before any): the commit point when nothing is unacked.
+	sentNext int64
+	// sent are the records sent from the first not acknowledged on
+	// (records.go).
+	sent sentQueue
+	// held is what a fetch read past the credit, from the batch of the
+	// record at next on (nil: none), in heldBuf when that is an internal/fetchbuf
+	// buffer; heldCost is what it counts in the stream's heldBytes.
+	held     []byte
+	heldBuf  *[]byte
+	heldCost int64
+	// ackedEpoch is the leader epoch of the last record before the
+	// commit point, -1 when unknown.
+	ackedEpoch int32
+	// committed is the group's committed offset as last known.
+	committed int64
+	retryAt   time.Time
+}
+
+type subPartState int8
+
+const (
+	partNeedCommitted subPartState = iota // ask the group's committed offset
+	partNeedReset                         // ask the leader per auto_offset_reset
+	partReady                             // fetch from next
+)
+
+type partKey struct {
+	topic string
+	part  int32
+}
+
+func comparePartKey(a, b partKey) int {
+	return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part))
+}
+
+type subscription struct {
+	b      Broker
+	stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]
+	start  *quirev1.SubscribeStart
+	ctx    context.Context // the stream's, ended by Broker.Shutdown too
+
+	memberID   string
+	epoch      int32
+	interval   time.Duration
+	maxRecords int64
+	maxBytes   int64
+	commitIntv time.Duration
+	resetTS    int64 // ListOffsets timestamp: -2 earliest, -1 latest
+
+	owned map[partKey]*subPart
+	// everSent is, per partition, the offset after the highest record
+	// ever sent on the stream: an ack at or past it is the client's
+	// mistake.
+	everSent map[partKey]int64
+	// outRecords and outBytes are what was sent and not acknowledged.
+	outRecords, outBytes int64
+	// heldBytes is what the partitions hold (subPart.held).
+	heldBytes  int64
+	rotate     int // the partition fetched first, round robin
+	rotateHeld int // the partition sent from first, round robin
+
+	hbInFlight bool
+	hbAt       time.Time
+	hbDone     chan hbResult
+	fetchStop  context.CancelFunc // the fetch in flight, nil when none
+	fetchDone  chan fetchDone
+	nextCommit time.Time
+}
+
+type hbResult struct {
+	resp *quirev1.ConsumerGroupHeartbeatResponse
+	err  error
+}
+
+type fetchDone struct {
+	results []Result // of Broker.Fetch
+}
+
+type recvResult struct {
+	msg *quirev1.SubscribeRequest
+	err error
+}
+
+// Serve runs one stream's group member until the stream, the member or
+// the broker ends; see the proto for what the client sees.
+func Serve(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return nil // the client left before it said anything
+	}
+	start := first.GetStart()
+	if start == nil {
+		return b.Status(fmt.Errorf("%w: the first message of a Subscribe stream must be a start", ErrInvalidRequest))
+	}
+	sub, err := newSubscription(b, stream, start)
+	if err != nil {
+		return b.Status(err)
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-b.Closing():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	sub.ctx = ctx
+	return sub.run()
+}
+
+func newSubscription(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse], st *quirev1.SubscribeStart) (*subscription, error) {
+	if st.Subscription == nil || (len(st.Subscription.Topics) == 0 && st.Subscription.Regex == "") {
+		return nil, fmt.Errorf("%w: a Subscribe start needs subscription.topics or subscription.regex", ErrInvalidRequest)
+	}
+	if st.MaxOutstandingRecords < 0 || st.MaxOutstandingBytes < 0 || st.RebalanceTimeoutMs < 0 || st.CommitIntervalMs < 0 {
+		return nil, fmt.Errorf("%w: negative max_outstanding_records, max_outstanding_bytes, rebalance_timeout_ms or commit_interval_ms", ErrInvalidRequest)
+	}
+	if err := wire.CheckFormat(st.Format); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	sub := &subscription{b: b, stream: stream, start: st, interval: time.Second,
+		maxRecords: subscribeDefaultRecords, maxBytes: subscribeDefaultBytes, commitIntv: subscribeDefaultCommit,
+		owned: map[partKey]*subPart{}, everSent: map[partKey]int64{}, hbDone: make(chan hbResult, 1), fetchDone: make(chan fetchDone, 1)}
+	switch st.AutoOffsetReset {
+	case "", "earliest":
+		sub.resetTS = -2
+	case "latest":
+		sub.resetTS = -1
+	default:
+		return nil, fmt.Errorf("%w: auto_offset_reset %q (want earliest or latest)", ErrInvalidRequest, st.AutoOffsetReset)
+	}
+	if st.MaxOutstandingRecords > 0 {
+		sub.maxRecords = int64(st.MaxOutstandingRecords)
+	}
+	if st.MaxOutstandingBytes > 0 {
+		sub.maxBytes = st.MaxOutstandingBytes
+	}
+	if st.CommitIntervalMs > 0 {
+		sub.commitIntv = time.Duration(st.CommitIntervalMs) * time.Millisecond
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("subscribe: member id: %w", err)
+	}
+	sub.memberID = hex.EncodeToString(id[:])
+	return sub, nil
+}
+
+// errSubscribeFatal marks a heartbeat error that ends the stream.
+type errSubscribeFatal struct{ err error }
+
+func (e errSubscribeFatal) Error() string { return e.err.Error() }
+func (e errSubscribeFatal) Unwrap() error { return e.err }
+
+func (s *subscription) run() error {
+	log := s.b.Logger().With("group", s.start.Group, "member", s.memberID)
+	// The join, here, so that a refusal ends the stream before anything
+	// else happens.
+	resp, err := s.join()
+	if err != nil {
+		return s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, err))
+	}
+	log.Debug("subscribe stream joined", "epoch", resp.MemberEpoch)
+	s.nextCommit = time.Now().Add(s.commitIntv)
+	if err := s.onHeartbeat(resp, nil, true); err != nil {
+		return s.finish(err, false, log)
+	}
+
+	recv := make(chan recvResult)
+	go func() {
+		for {
+			m, err := s.stream.Recv()
+			select {
+			case recv <- recvResult{m, err}:
+			case <-s.ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	for {
+		now := time.Now()
+		if !s.hbInFlight && !now.Before(s.hbAt) {
+			s.spawnHeartbeat()
+		}
+		s.resolve(now)
+		if err := s.sendHeld(); err != nil {
+			return s.finish(nil, false, log) // sending failed: the stream broke
+		}
+		s.maybeFetch(now)
+		if !now.Before(s.nextCommit) {
+			s.commit(s.ownedKeys())
+			s.nextCommit = now.Add(s.commitIntv)
+		}
+		wake := s.nextCommit
+		if !s.hbInFlight {
+			wake = minTime(wake, s.hbAt)
+		}
+		for _, p := range s.owned {
+			if p.retryAt.After(now) {
+				wake = minTime(wake, p.retryAt)
+			}
+		}
+		timer := time.NewTimer(max(time.Until(wake), time.Millisecond))
+		select {
+		case <-s.ctx.Done():
+			timer.Stop()
+			if s.stopping() {
+				return s.finish(s.b.Status(s.b.ShuttingDown()), true, log)
+			}
+			return s.finish(nil, false, log) // the stream broke
+		case r := <-recv:
+			timer.Stop()
+			if errors.Is(r.err, io.EOF) {
+				return s.finish(nil, true, log) // closed cleanly
+			}
+			if r.err != nil {
+				return s.finish(nil, false, log)
+			}
+			if err := s.onMessage(r.msg); err != nil {
+				return s.finish(s.b.Status(err), true, log)
+			}
+		case h := <-s.hbDone:
+			timer.Stop()
+			s.hbInFlight = false
+			if err := s.onHeartbeat(h.resp, h.err, false); err != nil {
+				return s.finish(err, false, log)
+			}
+		case f := <-s.fetchDone:
+			timer.Stop()
+			if err := s.onFetch(f); err != nil {
+				return s.finish(nil, false, log) // sending failed: the stream broke
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// finish commits what was acknowledged and, when leave is set, leaves the
+// group at once (a broken stream does not: its member is removed after
+// the session timeout). It returns err, the stream's status.
+func (s *subscription) finish(err error, leave bool, log interface{ Debug(string, ...any) }) error {
+	if s.fetchStop != nil {
+		s.fetchStop()
+	}
+	if s.hbInFlight {
+		// A join still in flight must not land after the leave.
+		h := <-s.hbDone
+		if h.err == nil && h.resp.MemberEpoch > 0 {
+			s.epoch = h.resp.MemberEpoch
+		}
+	}
+	var fatal errSubscribeFatal
+	if errors.As(err, &fatal) {
+		err = s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, fatal.err))
+		leave = false
+	}
+	s.commit(s.ownedKeys())
+	for _, p := range s.owned {
+		s.release(p)
+	}
+	if leave && err == nil && len(s.owned) > 0 {
+		// Closed by the client: it is told it has nothing left.
+		_ = s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
+			MemberId: s.memberID, MemberEpoch: -1, Revoked: partsToAssignment(s.ownedKeys()), Owned: &quirev1.GroupAssignment{}}}})
+	}
+	if leave && s.epoch > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
+		defer cancel()
+		epoch := int32(-1)
+		if s.start.InstanceId != "" {
+			epoch = -2 // the place stays the instance's next stream's
+		}
+		if _, lerr := s.b.Heartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
+			Group: s.start.Group, MemberId: s.memberID, MemberEpoch: epoch, InstanceId: s.start.InstanceId}); lerr != nil {
+			s.b.Logger().Warn("subscribe stream could not leave its group", "group", s.start.Group, "member", s.memberID, "error", lerr)
+		}
+	}
+	log.Debug("subscribe stream ended", "left", leave, "error", err)
+	return err
+}
+
+func (s *subscription) heartbeatRequest() *quirev1.ConsumerGroupHeartbeatRequest {
+	req := &quirev1.ConsumerGroupHeartbeatRequest{Group: s.start.Group, MemberId: s.memberID, MemberEpoch: s.epoch,
+		Owned: partsToAssignment(s.ownedKeys()), ClientAddress: s.b.ClientHost(s.ctx)}
+	if s.epoch == 0 {
+		req.Subscription = s.start.Subscription
+		req.RebalanceTimeoutMs = s.start.RebalanceTimeoutMs
+		if req.RebalanceTimeoutMs == 0 {
+			req.RebalanceTimeoutMs = int32(subscribeDefaultRebalance.Milliseconds())
+		}
+		req.Assignor = s.start.Assignor
+		req.InstanceId = s.start.InstanceId
+	}
+	return req
+}
+
+// join sends the first heartbeat, again while the answer is retriable (a
+// controller election) for up to subscribeJoinTimeout.
+func (s *subscription) join() (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	deadline := time.Now().Add(subscribeJoinTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
+		resp, err := s.b.Heartbeat(ctx, s.heartbeatRequest())
+		cancel()
+		if err == nil || !s.b.Error(err).Retriable || s.ctx.Err() != nil || time.Now().After(deadline) {
+			return resp, err
+		}
+		t := time.NewTimer(subscribeRetry)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+func (s *subscription) spawnHeartbeat() {
+	req := s.heartbeatRequest()
+	s.hbInFlight = true
+	// Not ended with the stream: finish waits for it, so that a join
+	// in flight is not answered after the leave.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
+	go func() {
+		defer cancel()
+		resp, err := s.b.Heartbeat(ctx, req)
+		s.hbDone <- hbResult{resp, err}
+	}()
+}
+
+// onHeartbeat reconciles with a heartbeat's answer; the error it returns
+// (an errSubscribeFatal) ends the stream.
+func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse, err error, joined bool) error {
+	now := time.Now()
+	if err != nil {
+		switch code := s.b.Error(err).Code; code {
+		case quirev1.ErrorCode_FENCED_MEMBER_EPOCH, quirev1.ErrorCode_UNKNOWN_MEMBER_ID:
+			// Everything it had is someone else's now: drop it, rejoin.
+			s.b.Logger().Info("subscribe stream fenced; joining again", "group", s.start.Group, "member", s.memberID, "error", err)
+			s.epoch = 0
+			if err := s.reconcile(nil, false); err != nil {
+				return err
+			}
+			s.hbAt = now
+			return nil
+		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
+			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
+			quirev1.ErrorCode_UNSUPPORTED_VERSION:
+			return errSubscribeFatal{err}
+		case quirev1.ErrorCode_FENCED_INSTANCE_ID:
+			// Replaced by another stream of its instance: its partitions
+			// are that one's, with nothing to commit or leave.
+			s.epoch = 0
+			return errSubscribeFatal{err}
+		}
+		if s.ctx.Err() == nil {
+			s.b.Logger().Debug("subscribe stream heartbeat failed", "group", s.start.Group, "member", s.memberID, "error", err)
+		}
+		s.hbAt = now.Add(min(s.interval, subscribeRetry))
+		return nil
+	}
+	s.epoch = resp.MemberEpoch
+	if resp.HeartbeatIntervalMs > 0 {
+		s.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
+	}
+	s.hbAt = now.Add(s.interval)
+	var target []partKey
+	if resp.Assignment != nil {
+		target = assignmentToParts(resp.Assignment)
+	} else if !joined {
+		return nil
+	} else {
+		target = s.ownedKeys()
+	}
+	changed, err := s.reconcileChanged(target, joined)
+	if err != nil {
+		return err
+	}
+	if changed {
+		s.hbAt = now // acknowledge it at once
+	}
+	return nil
+}
+
+func (s *subscription) reconcile(target []partKey, always bool) error {
+	_, err := s.reconcileChanged(target, always)
+	return err
+}
+
+// reconcileChanged moves to a new assignment: revoked partitions are
+// dropped (no record of them is sent from here on) and their
+// acknowledged offsets committed, then the client is told. It reports
+// whether anything changed; always sends the assignment regardless.
+func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, error) {
+	var revoked, added []partKey
+	for _, k := range s.ownedKeys() {
+		if _, ok := slices.BinarySearchFunc(target, k, comparePartKey); !ok {
+			revoked = append(revoked, k)
+		}
+	}
+	for _, k := range target {
+		if s.owned[k] == nil {
+			added = append(added, k)
+		}
+	}
+	if len(revoked) == 0 && len(added) == 0 && !always {
+		return false, nil
+	}
+	if len(revoked) > 0 {
+		if s.fetchStop != nil {
+			s.fetchStop() // its answer is dropped for partitions gone
+		}
+		if s.epoch > 0 {
+			s.commit(revoked)
+		}
+		for _, k := range revoked {
+			p := s.owned[k]
+			for p.sent.len() > 0 {
+				s.acked(p.sent.front()) // its credit is the client's again
+				p.sent.pop()
+			}
+			s.release(p)
+			delete(s.owned, k)
+		}
+	}
+	for _, k := range added {
+		if err := s.b.AuthorizeRead(s.ctx, k.topic); err != nil {
+			return true, err
+		}
+	}
+	for _, k := range added {
+		s.owned[k] = &subPart{tp: k, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
+	}
+	err := s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
+		MemberId: s.memberID, MemberEpoch: s.epoch, Assigned: partsToAssignment(added),
+		Revoked: partsToAssignment(revoked), Owned: partsToAssignment(s.ownedKeys())}}})
+	if err != nil {
+		return true, err
+	}
+	if len(revoked)+len(added) > 0 {
+		s.b.Logger().Debug("subscribe stream assignment changed", "group", s.start.Group, "member", s.memberID,
+			"epoch", s.epoch, "assigned", len(added), "revoked", len(revoked), "owned", len(s.owned))
+	}
+	return len(revoked)+len(added) > 0, nil
+}
+
+func (s *subscription) ownedKeys() []partKey {
+	out := make([]partKey, 0, len(s.owned))
+	for k := range s.owned {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, comparePartKey)
+	return out
+}
+
+// commit commits the commit points of parts that moved since the last
+// commit.
+func (s *subscription) commit(parts []partKey) {
+	if s.epoch <= 0 {
+		return
+	}
+	var offs []metadata.OffsetCommit
+	var moved []*subPart
+	for _, k := range parts {
+		p := s.owned[k]
+		if p == nil {
+			continue
+		}
+		if at := p.commitPoint(); at >= 0 && at != p.committed {
+			offs = append(offs, metadata.OffsetCommit{Topic: k.topic, Partition: k.part, Offset: at, LeaderEpoch: p.ackedEpoch})
+			moved = append(moved, p)
+		}
+	}
+	if len(offs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
+	defer cancel()
+	if err := s.b.CommitOffsets(ctx, s.start.Group, metadata.GroupMember{ID: s.memberID, Epoch: s.epoch}, offs); err != nil {
+		s.b.Logger().Warn("subscribe stream commit failed", "group", s.start.Group, "member", s.memberID, "error", err)
+		return
+	}
+	for i, p := range moved {
+		p.committed = offs[i].Offset
+	}
+}
+
+// resolve finds the positions of partitions not ready: the group's
+// committed offset, else (or when out of range) the auto_offset_reset.
+func (s *subscription) resolve(now time.Time) {
+	var need []metadata.TopicPartition
+	for _, k := range s.ownedKeys() {
+		if p := s.owned[k]; p.state == partNeedCommitted && !now.Before(p.retryAt) {
+			need = append(need, metadata.TopicPartition{Topic: k.topic, Partition: k.part})
+		}
+	}
+	if len(need) > 0 {
+		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
+		got, err := s.b.FetchOffsets(ctx, s.start.Group, need)
+		cancel()
+		if err != nil {
+			for _, tp := range need {
+				s.owned[partKey{tp.Topic, tp.Partition}].retryAt = now.Add(subscribeRetry)
+			}
+		} else {
+			for _, o := range got {
+				p := s.owned[partKey{o.Topic, o.Partition}]
+				if p == nil || p.state != partNeedCommitted {
+					continue
+				}
+				if o.Offset < 0 {
+					p.state = partNeedReset
+					continue
+				}
+				p.committed, p.ackedEpoch = o.Offset, o.LeaderEpoch
+				p.setPosition(o.Offset)
+			}
+		}
+	}
+	for _, k := range s.ownedKeys() {
+		p := s.owned[k]
+		if p.state != partNeedReset || now.Before(p.retryAt) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
+		off, err := s.b.ListOffset(ctx, k.topic, k.part, s.resetTS)
+		cancel()
+		if err != nil || off < 0 {
+			p.retryAt = now.Add(subscribeRetry)
+			continue
+		}
+		p.setPosition(off)
+	}
+}
+
+func (p *subPart) setPosition(off int64) {
+	p.next, p.state = off, partReady
+	if p.sent.len() == 0 {
+		p.sentNext = off
+	}
+}
+
+func partsToAssignment(ps []partKey) *quirev1.GroupAssignment {
+	out := &quirev1.GroupAssignment{}
+	for _, k := range ps {
+		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != k.topic {
+			out.Topics = append(out.Topics, &quirev1.GroupTopicPartitions{Topic: k.topic})
+		}
+		last := out.Topics[len(out.Topics)-1]
+		last.Partitions = append(last.Partitions, k.part)
+	}
+	return out
+}
+
+func assignmentToParts(a *quirev1.GroupAssignment) []partKey {
+	out := []partKey{}
+	for _, t := range a.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, partKey{t.Topic, p})
+		}
+	}
+	slices.SortFunc(out, comparePartKey)
+	return slices.Compact(out)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (s *subscription) stopping() bool {
+	select {
+	case <-s.b.Closing():
+		return true
+	default:
+		return false
+	}
+}
