@@ -1,0 +1,409 @@
+package subscribe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	grpcmd "google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/wire"
+	"github.com/quirelog/quire/metadata"
+)
+
+// A stream's member run against a fake broker and a fake stream: what it
+// asks of the broker, in what order, and what the client sees.
+
+// errFenced stands for the coordinator's FENCED_MEMBER_EPOCH.
+var errFenced = errors.New("fake: fenced member epoch")
+
+// fakeBroker answers a member's calls from the test's script and keeps
+// them in order in events.
+type fakeBroker struct {
+	mu     sync.Mutex
+	events []string
+	// answer answers a heartbeat; nil answers epoch 1, nothing changed.
+	answer  func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	batches map[int32][]byte // orders-N's log, read once from offset 0
+	read    map[int32]bool
+	closing chan struct{}
+}
+
+func newFakeBroker() *fakeBroker {
+	return &fakeBroker{batches: map[int32][]byte{}, read: map[int32]bool{}, closing: make(chan struct{})}
+}
+
+func (f *fakeBroker) note(format string, args ...any) {
+	f.mu.Lock()
+	f.events = append(f.events, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+}
+
+func (f *fakeBroker) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
+}
+
+func (f *fakeBroker) Heartbeat(_ context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	var owned []string
+	for _, t := range req.GetOwned().GetTopics() {
+		for _, p := range t.Partitions {
+			owned = append(owned, fmt.Sprintf("%s-%d", t.Topic, p))
+		}
+	}
+	f.note("heartbeat epoch %d owned %v", req.MemberEpoch, owned)
+	f.mu.Lock()
+	answer := f.answer
+	f.mu.Unlock()
+	if answer != nil {
+		return answer(req)
+	}
+	return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 10}, nil
+}
+
+func (f *fakeBroker) CommitOffsets(_ context.Context, group string, member metadata.GroupMember, offs []metadata.OffsetCommit) error {
+	for _, o := range offs {
+		f.note("commit %s-%d at %d by epoch %d", o.Topic, o.Partition, o.Offset, member.Epoch)
+	}
+	return nil
+}
+
+func (f *fakeBroker) FetchOffsets(_ context.Context, _ string, tps []metadata.TopicPartition) ([]metadata.CommittedOffset, error) {
+	out := make([]metadata.CommittedOffset, len(tps))
+	for i, tp := range tps {
+		out[i] = metadata.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1}
+	}
+	return out, nil
+}
+
+func (f *fakeBroker) ListOffset(context.Context, string, int32, int64) (int64, error) { return 0, nil }
+
+func (f *fakeBroker) Fetch(ctx context.Context, specs []Spec, _ time.Duration, _ int) []Result {
+	out := make([]Result, len(specs))
+	any := false
+	f.mu.Lock()
+	for i, sp := range specs {
+		f.events = append(f.events, fmt.Sprintf("fetch %s-%d from %d", sp.Topic, sp.Partition, sp.Offset))
+		out[i].Spec = sp
+		if b := f.batches[sp.Partition]; b != nil && sp.Offset == 0 && !f.read[sp.Partition] {
+			f.read[sp.Partition] = true
+			out[i].Batches = b
+			any = true
+		}
+	}
+	f.mu.Unlock()
+	if !any {
+		<-ctx.Done() // a long poll with nothing to read
+	}
+	return out
+}
+
+func (f *fakeBroker) AuthorizeRead(context.Context, string) error { return nil }
+func (f *fakeBroker) ClientHost(context.Context) string           { return "127.0.0.1" }
+func (f *fakeBroker) Status(err error) error                      { return err }
+func (f *fakeBroker) Error(err error) *quirev1.Error {
+	if errors.Is(err, errFenced) {
+		return &quirev1.Error{Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH, Message: err.Error()}
+	}
+	return &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_SERVER_ERROR, Message: err.Error()}
+}
+func (f *fakeBroker) Closing() <-chan struct{} { return f.closing }
+func (f *fakeBroker) ShuttingDown() error      { return errors.New("fake: shutting down") }
+func (f *fakeBroker) Logger() hclog.Logger     { return hclog.NewNullLogger() }
+
+// fakeStream is the client's end: in carries its messages (closed: the
+// client closed its side), out what the member sent it.
+type fakeStream struct {
+	ctx context.Context
+	in  chan *quirev1.SubscribeRequest
+	out chan *quirev1.SubscribeResponse
+}
+
+func newFakeStream(ctx context.Context) *fakeStream {
+	return &fakeStream{ctx: ctx, in: make(chan *quirev1.SubscribeRequest, 16), out: make(chan *quirev1.SubscribeResponse, 64)}
+}
+
+func (s *fakeStream) Recv() (*quirev1.SubscribeRequest, error) {
+	select {
+	case m, ok := <-s.in:
+		if !ok {
+			return nil, io.EOF
+		}
+		return m, nil
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *fakeStream) Send(m *quirev1.SubscribeResponse) error {
+	select {
+	case s.out <- m:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
+// SendMsg takes the pre-encoded records messages as gRPC's codec would.
+func (s *fakeStream) SendMsg(m any) error {
+	switch m := m.(type) {
+	case *wire.Encoded:
+		var r quirev1.SubscribeResponse
+		err := proto.Unmarshal(m.Data.Materialize(), &r)
+		m.Data.Free()
+		if err != nil {
+			return err
+		}
+		return s.Send(&r)
+	case *quirev1.SubscribeResponse:
+		return s.Send(m)
+	}
+	return fmt.Errorf("fake stream: cannot send %T", m)
+}
+
+func (s *fakeStream) RecvMsg(any) error          { return errors.New("fake stream: RecvMsg") }
+func (s *fakeStream) SetHeader(grpcmd.MD) error  { return nil }
+func (s *fakeStream) SendHeader(grpcmd.MD) error { return nil }
+func (s *fakeStream) SetTrailer(grpcmd.MD)       {}
+func (s *fakeStream) Context() context.Context   { return s.ctx }
+
+// next returns the next message the member sent, failing after a while.
+func (s *fakeStream) next(t *testing.T) *quirev1.SubscribeResponse {
+	t.Helper()
+	select {
+	case m := <-s.out:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message from the stream within 10s")
+		return nil
+	}
+}
+
+// serve runs Serve in the background; wait returns its result.
+func serve(b Broker, st *fakeStream, start *quirev1.SubscribeStart) (wait func(t *testing.T) error) {
+	done := make(chan error, 1)
+	st.in <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
+	go func() { done <- Serve(b, st) }()
+	return func(t *testing.T) error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return within 10s")
+			return nil
+		}
+	}
+}
+
+func assignment(ps ...int32) *quirev1.GroupAssignment {
+	keys := make([]partKey, len(ps))
+	for i, p := range ps {
+		keys[i] = partKey{"orders", p}
+	}
+	return partsToAssignment(keys)
+}
+
+// indexOf is the index of the first event with prefix, -1 for none.
+func indexOf(events []string, prefix string) int {
+	return slices.IndexFunc(events, func(e string) bool { return strings.HasPrefix(e, prefix) })
+}
+
+// waitEvent polls b's events until one starts with prefix.
+func waitEvent(t *testing.T, b *fakeBroker, prefix string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for indexOf(b.log(), prefix) < 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within 10s; events: %q", prefix, b.log())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func parts(a *quirev1.GroupAssignment) []string {
+	var out []string
+	for _, t := range a.GetTopics() {
+		for _, p := range t.Partitions {
+			out = append(out, fmt.Sprintf("%s-%d", t.Topic, p))
+		}
+	}
+	return out
+}
+
+var ordersStart = &quirev1.SubscribeStart{Group: "g", Subscription: &quirev1.GroupSubscription{Topics: []string{"orders"}},
+	Batches: true, MaxOutstandingRecords: 3, CommitIntervalMs: 3_600_000}
+
+// TestServeCommitsRevokedFirst: a partition taken away is committed at
+// what the client acknowledged (under the epoch the revoking answer
+// gave, the member's epoch at the coordinator from then on) before the
+// heartbeat that gives it up is sent, so its next owner starts after the records this client has; the
+// client is told of the revocation; closing the stream leaves the group
+// (epoch -1).
+func TestServeCommitsRevokedFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	b.batches[0] = subTestBatch(0, 3, 10, 1)
+	var mu sync.Mutex
+	revoke := false
+	b.answer = func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+		resp := &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case req.MemberEpoch == 0:
+			resp.MemberEpoch, resp.Assignment = 1, assignment(0)
+		case revoke && req.MemberEpoch == 1:
+			resp.MemberEpoch, resp.Assignment = 2, assignment()
+		}
+		return resp, nil
+	}
+	st := newFakeStream(ctx)
+	wait := serve(b, st, ordersStart)
+
+	if a := st.next(t).GetAssignment(); !slices.Equal(parts(a.GetAssigned()), []string{"orders-0"}) {
+		t.Fatalf("first message: assignment %v, want orders-0 assigned", a)
+	}
+	batch := st.next(t).GetBatch()
+	if got := batchOffsets(batch); !slices.Equal(got, span(0, 3)) {
+		t.Fatalf("records %v, want 0..2", got)
+	}
+	st.in <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+		Partitions: []*quirev1.AckedOffsets{{Topic: "orders", Partition: 0, Offsets: span(0, 3)}}}}}
+	// The credit (3 records) was full until the ack: the fetch from 3
+	// says the member has taken it.
+	waitEvent(t, b, "fetch orders-0 from 3")
+	mu.Lock()
+	revoke = true
+	mu.Unlock()
+
+	a := st.next(t).GetAssignment()
+	if !slices.Equal(parts(a.GetRevoked()), []string{"orders-0"}) || len(parts(a.GetOwned())) != 0 || a.GetMemberEpoch() != 2 {
+		t.Fatalf("after the revocation: %v, want orders-0 revoked at epoch 2, nothing owned", a)
+	}
+	waitEvent(t, b, "heartbeat epoch 2 owned []")
+	events := b.log()
+	commit, giveUp := indexOf(events, "commit orders-0 at 3 by epoch 2"), indexOf(events, "heartbeat epoch 2 owned []")
+	if commit < 0 || commit > giveUp {
+		t.Fatalf("commit of orders-0 at 3 (event %d) not before the heartbeat giving it up (event %d): %q", commit, giveUp, events)
+	}
+
+	close(st.in)
+	if err := wait(t); err != nil {
+		t.Fatalf("Serve after the client closed: %v, want nil", err)
+	}
+	if last := b.log()[len(b.log())-1]; !strings.HasPrefix(last, "heartbeat epoch -1") {
+		t.Fatalf("last call %q, want the leave (heartbeat epoch -1)", last)
+	}
+}
+
+// TestServeFencedRejoins: a member fenced by the coordinator drops its
+// partitions (telling the client, committing nothing under the old
+// epoch) and joins again.
+func TestServeFencedRejoins(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	var mu sync.Mutex
+	joins, fenced := 0, false
+	b.answer = func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.MemberEpoch == 0 {
+			joins++
+			if req.GetSubscription() == nil {
+				return nil, fmt.Errorf("fake: join %d without its subscription", joins)
+			}
+			return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: int32(joins * 10),
+				HeartbeatIntervalMs: 10, Assignment: assignment(0)}, nil
+		}
+		if !fenced {
+			fenced = true
+			return nil, errFenced
+		}
+		return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}, nil
+	}
+	st := newFakeStream(ctx)
+	wait := serve(b, st, ordersStart)
+
+	for i, want := range []struct {
+		assigned, revoked []string
+		epoch             int32
+	}{
+		{[]string{"orders-0"}, nil, 10},
+		{nil, []string{"orders-0"}, 0},
+		{[]string{"orders-0"}, nil, 20},
+	} {
+		var a *quirev1.SubscribeAssignment
+		for a == nil {
+			a = st.next(t).GetAssignment() // records between are not what this test is about
+		}
+		if !slices.Equal(parts(a.GetAssigned()), want.assigned) || !slices.Equal(parts(a.GetRevoked()), want.revoked) || a.GetMemberEpoch() != want.epoch {
+			t.Fatalf("assignment %d: %v, want assigned %v revoked %v at epoch %d", i, a, want.assigned, want.revoked, want.epoch)
+		}
+	}
+	if i := indexOf(b.log(), "commit"); i >= 0 {
+		t.Fatalf("a commit (%q) by a member with nothing acknowledged", b.log()[i])
+	}
+	close(st.in)
+	if err := wait(t); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestServeEndsAtShutdown: the broker shutting down ends the stream with
+// its status, and the member leaves its group first.
+func TestServeEndsAtShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	st := newFakeStream(ctx)
+	wait := serve(b, st, ordersStart)
+	waitEvent(t, b, "heartbeat epoch 1")
+	close(b.closing)
+	if err := wait(t); err == nil || err.Error() != "fake: shutting down" {
+		t.Fatalf("Serve at shutdown: %v, want the broker's shutting-down status", err)
+	}
+	if last := b.log()[len(b.log())-1]; !strings.HasPrefix(last, "heartbeat epoch -1") {
+		t.Fatalf("last call %q, want the leave (heartbeat epoch -1)", last)
+	}
+}
+
+// TestServeRefusesBadStart: a stream whose first message is no start, or
+// a start that asks for what a member cannot do, ends with
+// INVALID_REQUEST before it joins anything.
+func TestServeRefusesBadStart(t *testing.T) {
+	for _, tc := range []struct {
+		first *quirev1.SubscribeRequest
+		want  string
+	}{
+		{&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{}}}, "must be a start"},
+		{&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{Group: "g"}}}, "needs subscription"},
+		{&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{Group: "g",
+			Subscription: ordersStart.Subscription, AutoOffsetReset: "soonest"}}}, "auto_offset_reset"},
+		{&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{Group: "g",
+			Subscription: ordersStart.Subscription, Format: quirev1.RecordFormat(99)}}}, "record format 99"},
+	} {
+		b := newFakeBroker()
+		st := newFakeStream(context.Background())
+		st.in <- tc.first
+		err := Serve(b, st)
+		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("first message %v: %v, want INVALID_REQUEST saying %q", tc.first, err, tc.want)
+		}
+		if len(b.log()) > 0 {
+			t.Errorf("first message %v: the member called %q", tc.first, b.log())
+		}
+	}
+}
