@@ -22,12 +22,13 @@ import (
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
+	"github.com/quirelog/quire/subscribe"
 )
 
 // sentinelDirs are the packages (directories, relative to this one) whose
 // exported Err… sentinels can reach a client and so must each have a row
 // in the error table. A new package of such errors joins with one line.
-var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "."}
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "."}
 
 // sentinels holds the values of those sentinels by package-qualified name.
 // Go cannot look a variable up by name, so they are listed; the test parses
@@ -79,6 +80,7 @@ var sentinels = map[string]error{
 	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
 	"replica.ErrUnknownTopicOrPartition":      replica.ErrUnknownTopicOrPartition,
 	"replica.ErrInvalidRequest":               replica.ErrInvalidRequest,
+	"subscribe.ErrInvalidRequest":             subscribe.ErrInvalidRequest,
 	"replica.ErrNotLeader":                    replica.ErrNotLeader,
 	"replica.ErrLeaderNotAvailable":           replica.ErrLeaderNotAvailable,
 	"replica.ErrNotEnoughReplicas":            replica.ErrNotEnoughReplicas,

@@ -16,8 +16,9 @@ import (
 
 // fetchBatches reads partitions wherever they are led, as stored (the
 // batches, not decoded), in one long poll as FetchRecordsMulti does:
-// those led here from the log, into buffers from internal/fetchbuf (the caller
-// releases them, releaseFetchBufs), the others with a Fetch passed on to
+// those led here from the log, into buffers from internal/fetchbuf (the
+// caller gives them back: releaseFetchBufs, or the Subscribe stream's
+// own release), the others with a Fetch passed on to
 // their leaders. A partition whose leader cannot be asked is answered
 // NOT_LEADER_OR_FOLLOWER; one whose call was ended because another leader
 // answered first has no batches, to be read again from the same offset.

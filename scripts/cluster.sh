@@ -177,9 +177,9 @@ port_open() {
 # healthy ADDR: the node answers its gRPC health check with SERVING.
 healthy() {
 	if [ -x "$grpcurl" ]; then
-		"$grpcurl" "${grpcurl_tls[@]}" -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep '"SERVING"' >/dev/null
+		"$grpcurl" ${grpcurl_tls[@]+"${grpcurl_tls[@]}"} -max-time 2 "$1" grpc.health.v1.Health/Check 2>/dev/null | grep '"SERVING"' >/dev/null
 	else
-		timeout 5 "$quire" cluster info --brokers "$1" "${client_tls[@]}" >/dev/null 2>&1
+		timeout 5 "$quire" cluster info --brokers "$1" ${client_tls[@]+"${client_tls[@]}"} >/dev/null 2>&1
 	fi
 }
 
@@ -187,10 +187,10 @@ healthy() {
 controller_of() {
 	local out id
 	if [ -x "$grpcurl" ]; then
-		out=$("$grpcurl" "${grpcurl_tls[@]}" -max-time 3 -d '{}' "$1" quire.v1.Admin/DescribeCluster 2>/dev/null) || return 0
+		out=$("$grpcurl" ${grpcurl_tls[@]+"${grpcurl_tls[@]}"} -max-time 3 -d '{}' "$1" quire.v1.Admin/DescribeCluster 2>/dev/null) || return 0
 		id=$(sed -n 's/.*"controllerId": *\(-\{0,1\}[0-9]*\).*/\1/p' <<<"$out" | head -n 1)
 	else
-		out=$(timeout 5 "$quire" cluster info --brokers "$1" "${client_tls[@]}" --format json 2>/dev/null) || return 0
+		out=$(timeout 5 "$quire" cluster info --brokers "$1" ${client_tls[@]+"${client_tls[@]}"} --format json 2>/dev/null) || return 0
 		id=$(sed -n 's/.*"controller_id": *\(-\{0,1\}[0-9]*\).*/\1/p' <<<"$out" | head -n 1)
 	fi
 	case $id in
@@ -200,10 +200,12 @@ controller_of() {
 }
 
 # live_brokers ADDR: the ids of the brokers that node reports registered
-# and not fenced, one a line.
+# and not fenced, one a line; nothing when it does not answer (asked
+# again at the next poll).
 live_brokers() {
-	timeout 5 "$quire" cluster info --brokers "$1" "${client_tls[@]}" --format json 2>/dev/null |
-		awk '/"id":/ { id = $2; gsub(/[^0-9]/, "", id) } /"fenced": false/ { print id }'
+	local out
+	out=$(timeout 5 "$quire" cluster info --brokers "$1" ${client_tls[@]+"${client_tls[@]}"} --format json 2>/dev/null) || return 0
+	awk '/"id":/ { id = $2; gsub(/[^0-9]/, "", id) } /"fenced": false/ { print id }' <<<"$out"
 }
 
 ensure_binary() {
@@ -237,8 +239,14 @@ node_procs() {
 		echo "$GOMAXPROCS"
 		return
 	fi
-	local cores
-	cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+	local cores quota period
+	cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+	# A cgroup CPU quota (cgroup v2's cpu.max, "max" for none) caps the
+	# cores as Go's own default does.
+	if read -r quota period 2>/dev/null </sys/fs/cgroup/cpu.max && [ "$quota" != max ] && [ "${period:-0}" -gt 0 ]; then
+		quota=$(((quota + period - 1) / period))
+		[ "$quota" -ge "$cores" ] || cores=$quota
+	fi
 	echo $((cores / ${#nodes[@]} > 0 ? cores / ${#nodes[@]} : 1))
 }
 

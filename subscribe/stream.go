@@ -205,11 +205,20 @@ func newSubscription(b Broker, stream grpc.BidiStreamingServer[quirev1.Subscribe
 	return sub, nil
 }
 
-// errSubscribeFatal marks a heartbeat error that ends the stream.
+// errSubscribeFatal marks a heartbeat error that ends the stream; the
+// member is gone or was never let in, so it does not leave.
 type errSubscribeFatal struct{ err error }
 
 func (e errSubscribeFatal) Error() string { return e.err.Error() }
 func (e errSubscribeFatal) Unwrap() error { return e.err }
+
+// errSubscribeRefused marks an error of the stream's own that ends it (a
+// partition assigned of a topic the caller may not read): the member
+// leaves its group, so the partitions go to others at once.
+type errSubscribeRefused struct{ err error }
+
+func (e errSubscribeRefused) Error() string { return e.err.Error() }
+func (e errSubscribeRefused) Unwrap() error { return e.err }
 
 func (s *subscription) run() error {
 	log := s.b.Logger().With("group", s.start.Group, "member", s.memberID)
@@ -313,9 +322,14 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 		}
 	}
 	var fatal errSubscribeFatal
-	if errors.As(err, &fatal) {
+	var refused errSubscribeRefused
+	switch {
+	case errors.As(err, &fatal):
 		err = s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, fatal.err))
 		leave = false
+	case errors.As(err, &refused):
+		err = s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, refused.err))
+		leave = true
 	}
 	s.commit(s.ownedKeys())
 	for _, p := range s.owned {
@@ -392,7 +406,7 @@ func (s *subscription) spawnHeartbeat() {
 }
 
 // onHeartbeat reconciles with a heartbeat's answer; the error it returns
-// (an errSubscribeFatal) ends the stream.
+// (an errSubscribeFatal or errSubscribeRefused) ends the stream.
 func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse, err error, joined bool) error {
 	now := time.Now()
 	if err != nil {
@@ -488,7 +502,7 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 	}
 	for _, k := range added {
 		if err := s.b.AuthorizeRead(s.ctx, k.topic); err != nil {
-			return true, err
+			return true, errSubscribeRefused{err}
 		}
 	}
 	for _, k := range added {

@@ -36,6 +36,7 @@ type fakeBroker struct {
 	batches map[int32][]byte // orders-N's log, read once from offset 0
 	read    map[int32]bool
 	closing chan struct{}
+	denied  string // a topic the caller may not read
 }
 
 func newFakeBroker() *fakeBroker {
@@ -108,9 +109,14 @@ func (f *fakeBroker) Fetch(ctx context.Context, specs []Spec, _ time.Duration, _
 	return out
 }
 
-func (f *fakeBroker) AuthorizeRead(context.Context, string) error { return nil }
-func (f *fakeBroker) ClientHost(context.Context) string           { return "127.0.0.1" }
-func (f *fakeBroker) Status(err error) error                      { return err }
+func (f *fakeBroker) AuthorizeRead(_ context.Context, topic string) error {
+	if topic == f.denied {
+		return fmt.Errorf("fake: not allowed to read %q", topic)
+	}
+	return nil
+}
+func (f *fakeBroker) ClientHost(context.Context) string { return "127.0.0.1" }
+func (f *fakeBroker) Status(err error) error            { return err }
 func (f *fakeBroker) Error(err error) *quirev1.Error {
 	if errors.Is(err, errFenced) {
 		return &quirev1.Error{Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH, Message: err.Error()}
@@ -405,5 +411,31 @@ func TestServeRefusesBadStart(t *testing.T) {
 		if len(b.log()) > 0 {
 			t.Errorf("first message %v: the member called %q", tc.first, b.log())
 		}
+	}
+}
+
+// TestServeLeavesWhenAssignedADeniedTopic: a partition of a topic the
+// caller may not read (a regex subscription can match one) ends the
+// stream with the broker's status, and the member leaves its group so
+// that its partitions go to others at once, not after its session.
+func TestServeLeavesWhenAssignedADeniedTopic(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	b.denied = "secret"
+	b.answer = func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+		resp := &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 10}
+		if req.MemberEpoch == 0 {
+			resp.Assignment = partsToAssignment([]partKey{{"orders", 0}, {"secret", 0}})
+		}
+		return resp, nil
+	}
+	st := newFakeStream(ctx)
+	wait := serve(b, st, ordersStart)
+	if err := wait(t); err == nil || !strings.Contains(err.Error(), `not allowed to read "secret"`) {
+		t.Fatalf("Serve: %v, want the refusal of secret", err)
+	}
+	if last := b.log()[len(b.log())-1]; !strings.HasPrefix(last, "heartbeat epoch -1") {
+		t.Fatalf("last call %q, want the leave (heartbeat epoch -1)", last)
 	}
 }
