@@ -38,9 +38,10 @@
 // GROUP_MAX_SIZE_REACHED, ErrInvalidGroupID INVALID_GROUP_ID,
 // ErrInvalidRequest INVALID_REQUEST, ErrUnknownGroup GROUP_ID_NOT_FOUND,
 // ErrNonEmptyGroup NON_EMPTY_GROUP, ErrFencedInstanceID
-// FENCED_INSTANCE_ID, ErrInvalidSessionTimeout INVALID_SESSION_TIMEOUT. None is retriable; a fenced or unknown member drops
-// its partitions and joins again with epoch 0, except one fenced by its
-// instance id, which another process now is (it stops).
+// FENCED_INSTANCE_ID, ErrInvalidSessionTimeout INVALID_SESSION_TIMEOUT.
+// None is retriable; a fenced or unknown member drops its partitions and
+// joins again with epoch 0, except one fenced by its instance id, which
+// another process now is (it stops).
 //
 // Static membership (KIP-345, KIP-848): a member that names an instance
 // id (group.instance.id) is that instance's. A member joining with the

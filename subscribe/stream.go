@@ -205,20 +205,18 @@ func newSubscription(b Broker, stream grpc.BidiStreamingServer[quirev1.Subscribe
 	return sub, nil
 }
 
-// errSubscribeFatal marks a heartbeat error that ends the stream; the
-// member is gone or was never let in, so it does not leave.
-type errSubscribeFatal struct{ err error }
+// errSubscribeEnd marks an error that ends the stream with err's status.
+// leave says whether the member leaves its group first: not after a
+// heartbeat's refusal (the member is gone, or was never let in), but
+// after an error of the stream's own (a partition assigned of a topic the
+// caller may not read), so that its partitions go to others at once.
+type errSubscribeEnd struct {
+	err   error
+	leave bool
+}
 
-func (e errSubscribeFatal) Error() string { return e.err.Error() }
-func (e errSubscribeFatal) Unwrap() error { return e.err }
-
-// errSubscribeRefused marks an error of the stream's own that ends it (a
-// partition assigned of a topic the caller may not read): the member
-// leaves its group, so the partitions go to others at once.
-type errSubscribeRefused struct{ err error }
-
-func (e errSubscribeRefused) Error() string { return e.err.Error() }
-func (e errSubscribeRefused) Unwrap() error { return e.err }
+func (e errSubscribeEnd) Error() string { return e.err.Error() }
+func (e errSubscribeEnd) Unwrap() error { return e.err }
 
 func (s *subscription) run() error {
 	log := s.b.Logger().With("group", s.start.Group, "member", s.memberID)
@@ -321,15 +319,10 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 			s.epoch = h.resp.MemberEpoch
 		}
 	}
-	var fatal errSubscribeFatal
-	var refused errSubscribeRefused
-	switch {
-	case errors.As(err, &fatal):
-		err = s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, fatal.err))
-		leave = false
-	case errors.As(err, &refused):
-		err = s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, refused.err))
-		leave = true
+	var end errSubscribeEnd
+	if errors.As(err, &end) {
+		err = s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, end.err))
+		leave = end.leave
 	}
 	s.commit(s.ownedKeys())
 	for _, p := range s.owned {
@@ -406,7 +399,7 @@ func (s *subscription) spawnHeartbeat() {
 }
 
 // onHeartbeat reconciles with a heartbeat's answer; the error it returns
-// (an errSubscribeFatal or errSubscribeRefused) ends the stream.
+// (an errSubscribeEnd) ends the stream.
 func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse, err error, joined bool) error {
 	now := time.Now()
 	if err != nil {
@@ -423,12 +416,12 @@ func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse,
 		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
 			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
 			quirev1.ErrorCode_UNSUPPORTED_VERSION:
-			return errSubscribeFatal{err}
+			return errSubscribeEnd{err: err}
 		case quirev1.ErrorCode_FENCED_INSTANCE_ID:
 			// Replaced by another stream of its instance: its partitions
 			// are that one's, with nothing to commit or leave.
 			s.epoch = 0
-			return errSubscribeFatal{err}
+			return errSubscribeEnd{err: err}
 		}
 		if s.ctx.Err() == nil {
 			s.b.Logger().Debug("subscribe stream heartbeat failed", "group", s.start.Group, "member", s.memberID, "error", err)
@@ -502,7 +495,7 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 	}
 	for _, k := range added {
 		if err := s.b.AuthorizeRead(s.ctx, k.topic); err != nil {
-			return true, errSubscribeRefused{err}
+			return true, errSubscribeEnd{err: err, leave: true}
 		}
 	}
 	for _, k := range added {
