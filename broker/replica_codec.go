@@ -28,6 +28,7 @@ import (
 
 var (
 	replicaFetchPartitions = fieldNumber(&pb.ReplicaFetchResponse{}, "partitions")
+	replicaFetchSession    = fieldNumber(&pb.ReplicaFetchResponse{}, "session")
 	replicaFetchRecords    = fieldNumber(&pb.ReplicaFetchPartitionResult{}, "records")
 )
 
@@ -152,6 +153,10 @@ func encodeReplicaFetch(m *pooledReplicaFetch) (mem.BufferSlice, error) {
 			data = append(data, mem.SliceBuffer(rec))
 		}
 	}
+	if m.resp.Session {
+		meta = protowire.AppendTag(meta, replicaFetchSession, protowire.VarintType)
+		meta = protowire.AppendVarint(meta, 1)
+	}
 	if len(meta) > 0 {
 		data = append(data, mem.SliceBuffer(meta))
 	}
@@ -189,14 +194,26 @@ func (a *pooledReplicaAnswer) unmarshal(data mem.BufferSlice) error {
 
 // decodeReplicaFetch decodes b into resp with the records aliasing b; it
 // reports false (resp then undefined) for anything proto.Unmarshal would
-// refuse or that is not a ReplicaFetchResponse's partitions field: the
+// refuse or that is not a ReplicaFetchResponse's partitions or session field: the
 // caller then falls back to proto.
 func decodeReplicaFetch(b []byte, resp *pb.ReplicaFetchResponse) bool {
 	protobuf.Reset(resp)
 	var rest []byte
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || num != replicaFetchPartitions || typ != protowire.BytesType {
+		if n < 0 {
+			return false
+		}
+		if num == replicaFetchSession && typ == protowire.VarintType {
+			v, m := protowire.ConsumeVarint(b[n:])
+			if m < 0 {
+				return false
+			}
+			resp.Session = v != 0
+			b = b[n+m:]
+			continue
+		}
+		if num != replicaFetchPartitions || typ != protowire.BytesType {
 			return false
 		}
 		b = b[n:]

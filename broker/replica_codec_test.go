@@ -19,7 +19,9 @@ func replicaAnswers() []*pb.ReplicaFetchResponse {
 	big := bytes.Repeat([]byte{7}, 100<<10)
 	return []*pb.ReplicaFetchResponse{
 		{},
+		{Session: true},
 		{Partitions: []*pb.ReplicaFetchPartitionResult{{Topic: "t", HighWatermark: 5, LogEndOffset: 9}}},
+		{Partitions: []*pb.ReplicaFetchPartitionResult{{Topic: "t", HighWatermark: 5, LogEndOffset: 9, Records: []byte("r")}}, Session: true},
 		{Partitions: []*pb.ReplicaFetchPartitionResult{
 			{Topic: "a", Partition: 3, HighWatermark: 100, LogStartOffset: 2, LogEndOffset: 120, Records: []byte("small")},
 			{Topic: "b", Partition: 1, ErrorCode: 6, ErrorMessage: "not the leader"},

@@ -38,6 +38,14 @@ func (s *replicaService) DescribeLogs(ctx context.Context, req *pb.DescribeLogsR
 // ReplicaFetch is a follower's pull (see replica.proto), answered by the
 // replica manager (replica.Manager.HandleFetch).
 func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
+	if req.GetIncremental() || len(req.GetForgotten()) > 0 {
+		return nil, toStatus(fmt.Errorf("%w: an incremental replica fetch needs the session of a ReplicaFetchStream", ErrInvalidRequest))
+	}
+	return s.fetch(ctx, req)
+}
+
+// fetch answers a whole replica fetch.
+func (s *replicaService) fetch(ctx context.Context, req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
 	resp, err := s.b.rm.HandleFetch(ctx, fetchRequestFromPB(req))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -71,11 +79,15 @@ func fetchRequestToPB(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
 	out := &pb.ReplicaFetchRequest{ReplicaId: req.ReplicaID, Incarnation: req.Incarnation, MaxWaitMs: req.MaxWaitMs,
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Partitions: make([]*pb.ReplicaFetchPartition, len(req.Partitions))}
 	for i, f := range req.Partitions {
-		out.Partitions[i] = &pb.ReplicaFetchPartition{Topic: f.Topic, Partition: f.Partition, CurrentLeaderEpoch: f.CurrentLeaderEpoch,
-			FetchOffset: f.FetchOffset, LastFetchedEpoch: f.LastFetchedEpoch, PartitionMaxBytes: f.PartitionMaxBytes,
-			LogFailed: f.LogFailed}
+		out.Partitions[i] = fetchPartitionToPB(f)
 	}
 	return out
+}
+
+func fetchPartitionToPB(f replica.FetchPartition) *pb.ReplicaFetchPartition {
+	return &pb.ReplicaFetchPartition{Topic: f.Topic, Partition: f.Partition, CurrentLeaderEpoch: f.CurrentLeaderEpoch,
+		FetchOffset: f.FetchOffset, LastFetchedEpoch: f.LastFetchedEpoch, PartitionMaxBytes: f.PartitionMaxBytes,
+		LogFailed: f.LogFailed}
 }
 
 func fetchResponseToPB(resp *replica.FetchResponse) *pb.ReplicaFetchResponse {

@@ -27,6 +27,7 @@ import (
 // ReplicaFetch does (replica.Manager.HandleFetch).
 func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetchStreamServer) error {
 	ctx := stream.Context()
+	session := newLeaderSession()
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -53,7 +54,13 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		// (replica_codec.go).
 		hold := &replicaFetchHold{}
 		start := time.Now()
-		out, err := s.ReplicaFetch(context.WithValue(ctx, replicaFetchHoldKey{}, hold), req)
+		whole, err := session.request(req)
+		var out *pb.ReplicaFetchResponse
+		if err == nil {
+			out, err = s.fetch(context.WithValue(ctx, replicaFetchHoldKey{}, hold), whole)
+		} else {
+			err = toStatus(err)
+		}
 		if s.b.cfg.MetricsRequestsEnable {
 			// Counted as a ReplicaFetch call, as over the unary call;
 			// the stream itself counts once, when it ends.
@@ -62,6 +69,7 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		if err != nil {
 			return err
 		}
+		out, hold.bufs = session.answer(req, out, hold.bufs)
 		if err := stream.SendMsg(&pooledReplicaFetch{resp: out, bufs: hold.bufs}); err != nil {
 			return err
 		}
@@ -102,8 +110,9 @@ type fetchSession struct {
 	stream     grpc.ClientStream // nil until opened, and after it failed
 	streamAddr string            // the address stream is to
 	cancel     context.CancelFunc
-	answered   bool      // stream has answered a fetch (see Fetch)
-	unaryUntil time.Time // the leader lacks the stream until then
+	session    followerSession // of stream
+	answered   bool            // stream has answered a fetch (see Fetch)
+	unaryUntil time.Time       // the leader lacks the stream until then
 }
 
 // Fetch sends req over the stream and waits for its answer, as
@@ -161,7 +170,8 @@ func (s *fetchSession) fetchOnce(ctx context.Context, addr string, req *replica.
 	// The call's end (its deadline, or the fetcher interrupting a long
 	// poll because its partitions changed) cancels the stream.
 	stop := context.AfterFunc(ctx, s.cancel)
-	if err := s.stream.SendMsg(fetchRequestToPB(req)); err != nil {
+	msg := s.session.message(req)
+	if err := s.stream.SendMsg(msg); err != nil {
 		err = sendError(s.stream, err)
 		stop()
 		s.drop()
@@ -184,7 +194,12 @@ func (s *fetchSession) fetchOnce(ctx context.Context, addr string, req *replica.
 	} else {
 		s.answered = true
 	}
-	resp := fetchResponseFromPB(&ans.msg)
+	resp, err := s.session.response(req, msg, &ans.msg)
+	if err != nil {
+		ans.release()
+		s.drop()
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	resp.Done = ans.release
 	return resp, nil
 }
@@ -210,6 +225,7 @@ func (s *fetchSession) drop() {
 		s.cancel()
 	}
 	s.stream, s.cancel, s.answered = nil, nil, false
+	s.session.reset()
 }
 
 // Close ends the session and its stream.

@@ -37,7 +37,12 @@ type ReplicaFetchRequest struct {
 	// refuses a fetch from any other (STALE_BROKER_EPOCH): only the
 	// registered process of replica_id moves that replica's log end offset,
 	// never a stale process or a client.
-	Incarnation   string `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Incarnation string `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// Over ReplicaFetchStream only, after an answer with session = true:
+	// partitions holds only the partitions new or changed since the
+	// previous request on the stream, forgotten those no longer fetched.
+	Incremental   bool                     `protobuf:"varint,7,opt,name=incremental,proto3" json:"incremental,omitempty"`
+	Forgotten     []*ReplicaFetchForgotten `protobuf:"bytes,8,rep,name=forgotten,proto3" json:"forgotten,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +119,72 @@ func (x *ReplicaFetchRequest) GetIncarnation() string {
 	return ""
 }
 
+func (x *ReplicaFetchRequest) GetIncremental() bool {
+	if x != nil {
+		return x.Incremental
+	}
+	return false
+}
+
+func (x *ReplicaFetchRequest) GetForgotten() []*ReplicaFetchForgotten {
+	if x != nil {
+		return x.Forgotten
+	}
+	return nil
+}
+
+type ReplicaFetchForgotten struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchForgotten) Reset() {
+	*x = ReplicaFetchForgotten{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchForgotten) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchForgotten) ProtoMessage() {}
+
+func (x *ReplicaFetchForgotten) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchForgotten.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchForgotten) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReplicaFetchForgotten) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaFetchForgotten) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
 type ReplicaFetchPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -136,7 +207,7 @@ type ReplicaFetchPartition struct {
 
 func (x *ReplicaFetchPartition) Reset() {
 	*x = ReplicaFetchPartition{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -148,7 +219,7 @@ func (x *ReplicaFetchPartition) String() string {
 func (*ReplicaFetchPartition) ProtoMessage() {}
 
 func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -161,7 +232,7 @@ func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartition.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReplicaFetchPartition) GetTopic() string {
@@ -223,7 +294,7 @@ type EpochEndOffset struct {
 
 func (x *EpochEndOffset) Reset() {
 	*x = EpochEndOffset{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +306,7 @@ func (x *EpochEndOffset) String() string {
 func (*EpochEndOffset) ProtoMessage() {}
 
 func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +319,7 @@ func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochEndOffset.ProtoReflect.Descriptor instead.
 func (*EpochEndOffset) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EpochEndOffset) GetEpoch() int32 {
@@ -287,7 +358,7 @@ type ReplicaFetchPartitionResult struct {
 
 func (x *ReplicaFetchPartitionResult) Reset() {
 	*x = ReplicaFetchPartitionResult{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +370,7 @@ func (x *ReplicaFetchPartitionResult) String() string {
 func (*ReplicaFetchPartitionResult) ProtoMessage() {}
 
 func (x *ReplicaFetchPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +383,7 @@ func (x *ReplicaFetchPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartitionResult.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartitionResult) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReplicaFetchPartitionResult) GetTopic() string {
@@ -380,15 +451,20 @@ func (x *ReplicaFetchPartitionResult) GetRecords() []byte {
 
 type ReplicaFetchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per requested partition, in request order.
-	Partitions    []*ReplicaFetchPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// One per requested partition, in request order; in the answer to an
+	// incremental request, only those with something new (see
+	// ReplicaFetchStream), in any order.
+	Partitions []*ReplicaFetchPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The leader keeps this stream's fetch session: the next request on it
+	// may be incremental.
+	Session       bool `protobuf:"varint,2,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaFetchResponse) Reset() {
 	*x = ReplicaFetchResponse{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +476,7 @@ func (x *ReplicaFetchResponse) String() string {
 func (*ReplicaFetchResponse) ProtoMessage() {}
 
 func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +489,7 @@ func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionResult {
@@ -421,6 +497,13 @@ func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionResult {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ReplicaFetchResponse) GetSession() bool {
+	if x != nil {
+		return x.Session
+	}
+	return false
 }
 
 type LogPartitionRef struct {
@@ -437,7 +520,7 @@ type LogPartitionRef struct {
 
 func (x *LogPartitionRef) Reset() {
 	*x = LogPartitionRef{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +532,7 @@ func (x *LogPartitionRef) String() string {
 func (*LogPartitionRef) ProtoMessage() {}
 
 func (x *LogPartitionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +545,7 @@ func (x *LogPartitionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPartitionRef.ProtoReflect.Descriptor instead.
 func (*LogPartitionRef) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LogPartitionRef) GetTopic() string {
@@ -495,7 +578,7 @@ type DescribeLogsRequest struct {
 
 func (x *DescribeLogsRequest) Reset() {
 	*x = DescribeLogsRequest{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +590,7 @@ func (x *DescribeLogsRequest) String() string {
 func (*DescribeLogsRequest) ProtoMessage() {}
 
 func (x *DescribeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +603,7 @@ func (x *DescribeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DescribeLogsRequest) GetPartitions() []*LogPartitionRef {
@@ -560,7 +643,7 @@ type LogDescription struct {
 
 func (x *LogDescription) Reset() {
 	*x = LogDescription{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +655,7 @@ func (x *LogDescription) String() string {
 func (*LogDescription) ProtoMessage() {}
 
 func (x *LogDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +668,7 @@ func (x *LogDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogDescription.ProtoReflect.Descriptor instead.
 func (*LogDescription) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LogDescription) GetTopic() string {
@@ -675,7 +758,7 @@ type DescribeLogsResponse struct {
 
 func (x *DescribeLogsResponse) Reset() {
 	*x = DescribeLogsResponse{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +770,7 @@ func (x *DescribeLogsResponse) String() string {
 func (*DescribeLogsResponse) ProtoMessage() {}
 
 func (x *DescribeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +783,7 @@ func (x *DescribeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DescribeLogsResponse) GetLogs() []*LogDescription {
@@ -714,7 +797,7 @@ var File_quire_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"\xfa\x01\n" +
+	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"\xe4\x02\n" +
 	"\x13ReplicaFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x1e\n" +
@@ -724,7 +807,12 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2(.quire.internal.v1.ReplicaFetchPartitionR\n" +
 	"partitions\x12 \n" +
-	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"\x9d\x02\n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\x12 \n" +
+	"\vincremental\x18\a \x01(\bR\vincremental\x12F\n" +
+	"\tforgotten\x18\b \x03(\v2(.quire.internal.v1.ReplicaFetchForgottenR\tforgotten\"K\n" +
+	"\x15ReplicaFetchForgotten\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x9d\x02\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
@@ -748,11 +836,12 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12$\n" +
 	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12J\n" +
 	"\x0fdiverging_epoch\x18\b \x01(\v2!.quire.internal.v1.EpochEndOffsetR\x0edivergingEpoch\x12\x18\n" +
-	"\arecords\x18\t \x01(\fR\arecords\"f\n" +
+	"\arecords\x18\t \x01(\fR\arecords\"\x80\x01\n" +
 	"\x14ReplicaFetchResponse\x12N\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2..quire.internal.v1.ReplicaFetchPartitionResultR\n" +
-	"partitions\"r\n" +
+	"partitions\x12\x18\n" +
+	"\asession\x18\x02 \x01(\bR\asession\"r\n" +
 	"\x0fLogPartitionRef\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12+\n" +
@@ -795,35 +884,37 @@ func file_quire_internal_v1_replica_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_replica_proto_rawDescData
 }
 
-var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_quire_internal_v1_replica_proto_goTypes = []any{
 	(*ReplicaFetchRequest)(nil),         // 0: quire.internal.v1.ReplicaFetchRequest
-	(*ReplicaFetchPartition)(nil),       // 1: quire.internal.v1.ReplicaFetchPartition
-	(*EpochEndOffset)(nil),              // 2: quire.internal.v1.EpochEndOffset
-	(*ReplicaFetchPartitionResult)(nil), // 3: quire.internal.v1.ReplicaFetchPartitionResult
-	(*ReplicaFetchResponse)(nil),        // 4: quire.internal.v1.ReplicaFetchResponse
-	(*LogPartitionRef)(nil),             // 5: quire.internal.v1.LogPartitionRef
-	(*DescribeLogsRequest)(nil),         // 6: quire.internal.v1.DescribeLogsRequest
-	(*LogDescription)(nil),              // 7: quire.internal.v1.LogDescription
-	(*DescribeLogsResponse)(nil),        // 8: quire.internal.v1.DescribeLogsResponse
+	(*ReplicaFetchForgotten)(nil),       // 1: quire.internal.v1.ReplicaFetchForgotten
+	(*ReplicaFetchPartition)(nil),       // 2: quire.internal.v1.ReplicaFetchPartition
+	(*EpochEndOffset)(nil),              // 3: quire.internal.v1.EpochEndOffset
+	(*ReplicaFetchPartitionResult)(nil), // 4: quire.internal.v1.ReplicaFetchPartitionResult
+	(*ReplicaFetchResponse)(nil),        // 5: quire.internal.v1.ReplicaFetchResponse
+	(*LogPartitionRef)(nil),             // 6: quire.internal.v1.LogPartitionRef
+	(*DescribeLogsRequest)(nil),         // 7: quire.internal.v1.DescribeLogsRequest
+	(*LogDescription)(nil),              // 8: quire.internal.v1.LogDescription
+	(*DescribeLogsResponse)(nil),        // 9: quire.internal.v1.DescribeLogsResponse
 }
 var file_quire_internal_v1_replica_proto_depIdxs = []int32{
-	1, // 0: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
-	2, // 1: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
-	3, // 2: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
-	5, // 3: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
-	7, // 4: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
-	6, // 5: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
-	0, // 6: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
-	0, // 7: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
-	8, // 8: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
-	4, // 9: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
-	4, // 10: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 0: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
+	1, // 1: quire.internal.v1.ReplicaFetchRequest.forgotten:type_name -> quire.internal.v1.ReplicaFetchForgotten
+	3, // 2: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
+	4, // 3: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
+	6, // 4: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
+	8, // 5: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
+	7, // 6: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
+	0, // 7: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
+	0, // 8: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
+	9, // 9: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
+	5, // 10: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
+	5, // 11: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
+	9, // [9:12] is the sub-list for method output_type
+	6, // [6:9] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_replica_proto_init() }
@@ -837,7 +928,7 @@ func file_quire_internal_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_replica_proto_rawDesc), len(file_quire_internal_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

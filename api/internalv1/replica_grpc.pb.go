@@ -56,6 +56,18 @@ type ReplicaServiceClient interface {
 	// of the whole request ends the stream with its status, and the
 	// follower opens a new one for its next fetch. A follower whose leader
 	// answers UNIMPLEMENTED (an older version) uses ReplicaFetch.
+	//
+	// The stream is also a fetch session (Kafka's KIP-227, scoped to the
+	// stream): once the leader has answered with session = true, the
+	// follower may send incremental requests that name only the partitions
+	// new or changed since its previous request (and those it stops
+	// fetching, in forgotten); every other partition of the session is
+	// fetched as last named. The answer to an incremental request names only
+	// the partitions with records, an error, a divergence, or offsets that
+	// differ from the last ones answered for them on the stream; the others
+	// have nothing new. A follower of many idle partitions so sends and
+	// receives a few bytes a fetch, not every partition's every time. The
+	// session ends with the stream.
 	ReplicaFetchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse], error)
 }
 
@@ -132,6 +144,18 @@ type ReplicaServiceServer interface {
 	// of the whole request ends the stream with its status, and the
 	// follower opens a new one for its next fetch. A follower whose leader
 	// answers UNIMPLEMENTED (an older version) uses ReplicaFetch.
+	//
+	// The stream is also a fetch session (Kafka's KIP-227, scoped to the
+	// stream): once the leader has answered with session = true, the
+	// follower may send incremental requests that name only the partitions
+	// new or changed since its previous request (and those it stops
+	// fetching, in forgotten); every other partition of the session is
+	// fetched as last named. The answer to an incremental request names only
+	// the partitions with records, an error, a divergence, or offsets that
+	// differ from the last ones answered for them on the stream; the others
+	// have nothing new. A follower of many idle partitions so sends and
+	// receives a few bytes a fetch, not every partition's every time. The
+	// session ends with the stream.
 	ReplicaFetchStream(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error
 	mustEmbedUnimplementedReplicaServiceServer()
 }

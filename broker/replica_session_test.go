@@ -1,0 +1,237 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/replica"
+)
+
+// sessionLeader serves ReplicaFetchStream with a fetch session, as the
+// broker does, from a map of log end offsets by partition: a partition's
+// answer has HW = LEO = its entry, and one record when the fetch is below
+// it. It keeps the last request and answer it saw on the wire.
+type sessionLeader struct {
+	pb.UnimplementedReplicaServiceServer
+	mu       sync.Mutex
+	leo      map[partitionKey]int64
+	lastReq  *pb.ReplicaFetchRequest
+	lastResp *pb.ReplicaFetchResponse
+}
+
+func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetchStreamServer) error {
+	session := newLeaderSession()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		whole, err := session.request(req)
+		if err != nil {
+			return toStatus(err)
+		}
+		l.mu.Lock()
+		out := &pb.ReplicaFetchResponse{}
+		for _, p := range whole.GetPartitions() {
+			leo := l.leo[partitionKey{p.GetTopic(), p.GetPartition()}]
+			r := &pb.ReplicaFetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: leo, LogEndOffset: leo}
+			if p.GetFetchOffset() < leo {
+				r.Records = []byte("r")
+			}
+			out.Partitions = append(out.Partitions, r)
+		}
+		out, _ = session.answer(req, out, nil)
+		l.lastReq, l.lastResp = req, out
+		l.mu.Unlock()
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *sessionLeader) set(topic string, partition int32, leo int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leo[partitionKey{topic, partition}] = leo
+}
+
+// wire is what the last fetch sent and got back: whether it was
+// incremental, the partitions it named and forgot, and those answered.
+func (l *sessionLeader) wire() (incremental bool, named, forgotten, answered []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.lastReq.GetPartitions() {
+		named = append(named, fmt.Sprintf("%s-%d", p.GetTopic(), p.GetPartition()))
+	}
+	for _, p := range l.lastReq.GetForgotten() {
+		forgotten = append(forgotten, fmt.Sprintf("%s-%d", p.GetTopic(), p.GetPartition()))
+	}
+	for _, r := range l.lastResp.GetPartitions() {
+		answered = append(answered, fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition()))
+	}
+	return l.lastReq.GetIncremental(), named, forgotten, answered
+}
+
+// offsets is a fetch of partitions t-0 .. t-(n-1) at the given offsets
+// (a missing one at 0), leaving out those in skip.
+func offsetsFetch(n int32, at map[int32]int64, skip ...int32) *replica.FetchRequest {
+	req := &replica.FetchRequest{ReplicaID: 2, MaxWaitMs: 500, MinBytes: 1}
+next:
+	for p := range n {
+		for _, s := range skip {
+			if s == p {
+				continue next
+			}
+		}
+		req.Partitions = append(req.Partitions, replica.FetchPartition{Topic: "t", Partition: p, FetchOffset: at[p], LastFetchedEpoch: -1})
+	}
+	return req
+}
+
+// A session's fetches name only the partitions that changed, and the
+// answers only those with something new; the follower still gets a
+// result for every partition, in its order, with the offsets last
+// answered.
+func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
+	l := &sessionLeader{leo: map[partitionKey]int64{}}
+	sess, _ := startFakeLeader(t, l)
+	const n = 20
+	at := map[int32]int64{}
+	fetch := func(req *replica.FetchRequest) *replica.FetchResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := sess.Fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(resp.Done)
+		if len(resp.Partitions) != len(req.Partitions) {
+			t.Fatalf("%d results for %d partitions", len(resp.Partitions), len(req.Partitions))
+		}
+		for i, r := range resp.Partitions {
+			p := req.Partitions[i]
+			if r.Topic != p.Topic || r.Partition != p.Partition {
+				t.Fatalf("result %d is for %s-%d, fetched %s-%d", i, r.Topic, r.Partition, p.Topic, p.Partition)
+			}
+			leo := l.leo[partitionKey{p.Topic, p.Partition}]
+			if r.HighWatermark != leo || r.LogEndOffset != leo || (len(r.Records) > 0) != (p.FetchOffset < leo) {
+				t.Fatalf("%s-%d fetched at %d: HW %d, LEO %d, %d record bytes; the leader is at %d",
+					p.Topic, p.Partition, p.FetchOffset, r.HighWatermark, r.LogEndOffset, len(r.Records), leo)
+			}
+		}
+		return resp
+	}
+	check := func(step string, wantIncr bool, wantNamed, wantForgotten, wantAnswered string) {
+		t.Helper()
+		incr, named, forgotten, answered := l.wire()
+		got := fmt.Sprintf("incremental=%v named=[%s] forgotten=[%s] answered=[%s]", incr, strings.Join(named, " "),
+			strings.Join(forgotten, " "), strings.Join(answered, " "))
+		want := fmt.Sprintf("incremental=%v named=[%s] forgotten=[%s] answered=[%s]", wantIncr, wantNamed, wantForgotten, wantAnswered)
+		if got != want {
+			t.Fatalf("%s:\n got  %s\n want %s", step, got, want)
+		}
+	}
+	all := make([]string, n)
+	for p := range n {
+		all[p] = fmt.Sprintf("t-%d", p)
+	}
+	every := strings.Join(all, " ")
+
+	fetch(offsetsFetch(n, at))
+	check("first fetch", false, every, "", every)
+	fetch(offsetsFetch(n, at))
+	check("nothing changed", true, "", "", "")
+	l.set("t", 3, 5)
+	fetch(offsetsFetch(n, at))
+	check("the leader appended to t-3", true, "", "", "t-3")
+	at[3] = 5
+	fetch(offsetsFetch(n, at))
+	check("the follower took t-3's records", true, "t-3", "", "")
+	fetch(offsetsFetch(n, at, 7))
+	check("t-7 no longer fetched", true, "", "t-7", "")
+	fetch(offsetsFetch(n, at))
+	check("t-7 fetched again", true, "t-7", "", "t-7")
+
+	// A new stream is a new session: its first fetch is whole.
+	sess.drop()
+	fetch(offsetsFetch(n, at))
+	check("after the stream ended", false, every, "", every)
+	fetch(offsetsFetch(n, at))
+	check("the new session", true, "", "", "")
+}
+
+// A leader refuses an incremental fetch it has no session for, and one
+// that forgets or names partitions the session cannot hold.
+func TestLeaderSessionRefusesWhatItCannotApply(t *testing.T) {
+	part := func(p int32) *pb.ReplicaFetchPartition { return &pb.ReplicaFetchPartition{Topic: "t", Partition: p} }
+	whole := &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0), part(1)}}
+	for _, tc := range []struct {
+		name  string
+		first *pb.ReplicaFetchRequest // nil: none before
+		req   *pb.ReplicaFetchRequest
+		want  string
+	}{
+		{"incremental first", nil, &pb.ReplicaFetchRequest{Incremental: true, Partitions: []*pb.ReplicaFetchPartition{part(0)}}, "no session"},
+		{"whole with forgotten", nil, &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0)},
+			Forgotten: []*pb.ReplicaFetchForgotten{{Topic: "t", Partition: 0}}}, "forgets no partitions"},
+		{"whole naming one twice", nil, &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0), part(0)}}, "names t-0 twice"},
+		{"forgets one not held", whole, &pb.ReplicaFetchRequest{Incremental: true,
+			Forgotten: []*pb.ReplicaFetchForgotten{{Topic: "t", Partition: 9}}}, "does not hold"},
+		{"incremental naming one twice", whole, &pb.ReplicaFetchRequest{Incremental: true,
+			Partitions: []*pb.ReplicaFetchPartition{part(4), part(4)}}, "names t-4 twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newLeaderSession()
+			if tc.first != nil {
+				if _, err := s.request(tc.first); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := s.request(tc.req)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || lookupError(err).code != lookupError(ErrInvalidRequest).code {
+				t.Fatalf("got %v, want INVALID_REQUEST saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The session's whole fetch keeps the follower's partitions in place as
+// they change, and drops the forgotten ones.
+func TestLeaderSessionAppliesChanges(t *testing.T) {
+	s := newLeaderSession()
+	p := func(n int32, off int64) *pb.ReplicaFetchPartition {
+		return &pb.ReplicaFetchPartition{Topic: "t", Partition: n, FetchOffset: off}
+	}
+	names := func(req *pb.ReplicaFetchRequest) string {
+		var out []string
+		for _, f := range req.GetPartitions() {
+			out = append(out, fmt.Sprintf("%d@%d", f.GetPartition(), f.GetFetchOffset()))
+		}
+		return strings.Join(out, " ")
+	}
+	steps := []struct {
+		req  *pb.ReplicaFetchRequest
+		want string
+	}{
+		{&pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{p(0, 0), p(1, 0), p(2, 0)}}, "0@0 1@0 2@0"},
+		{&pb.ReplicaFetchRequest{Incremental: true, Partitions: []*pb.ReplicaFetchPartition{p(1, 7)}}, "0@0 1@7 2@0"},
+		{&pb.ReplicaFetchRequest{Incremental: true, Forgotten: []*pb.ReplicaFetchForgotten{{Topic: "t", Partition: 0}}}, "1@7 2@0"},
+		{&pb.ReplicaFetchRequest{Incremental: true, Partitions: []*pb.ReplicaFetchPartition{p(0, 3), p(2, 1)}}, "1@7 2@1 0@3"},
+		{&pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{p(5, 0)}}, "5@0"},
+	}
+	for i, st := range steps {
+		whole, err := s.request(st.req)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := names(whole); got != st.want {
+			t.Fatalf("step %d: the session fetches %q, want %q", i, got, st.want)
+		}
+	}
+}
