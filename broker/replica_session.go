@@ -192,15 +192,22 @@ func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchReq
 	}
 	out := &pb.ReplicaFetchRequest{ReplicaId: req.ReplicaID, Incarnation: req.Incarnation, MaxWaitMs: req.MaxWaitMs,
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Incremental: true}
-	named := make(map[partitionKey]bool, len(req.Partitions))
 	for _, p := range req.Partitions {
 		k := partitionKey{p.Topic, p.Partition}
-		named[k] = true
 		if before, ok := s.sent[k]; ok && before == p {
 			continue
 		}
 		s.sent[k] = p
 		out.Partitions = append(out.Partitions, fetchPartitionToPB(p))
+	}
+	if len(s.sent) == len(req.Partitions) {
+		// Every partition sent before is named again (a fetch names
+		// each once): none is forgotten.
+		return out
+	}
+	named := make(map[partitionKey]bool, len(req.Partitions))
+	for _, p := range req.Partitions {
+		named[partitionKey{p.Topic, p.Partition}] = true
 	}
 	for k := range s.sent {
 		if !named[k] {
