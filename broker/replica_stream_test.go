@@ -89,7 +89,7 @@ func (l *unaryOnlyLeader) ReplicaFetch(_ context.Context, req *pb.ReplicaFetchRe
 // startFakeLeader serves srv on a loopback port and returns a session to
 // it, with the count of the stream calls the server saw (answered or
 // not).
-func startFakeLeader(t *testing.T, srv pb.ReplicaServiceServer) (*fetchSession, *atomic.Int32) {
+func startFakeLeader(t testing.TB, srv pb.ReplicaServiceServer) (*fetchSession, *atomic.Int32) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
