@@ -88,13 +88,18 @@ func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchRe
 		s.parts = kept
 	}
 	var added []*pb.ReplicaFetchPartition
-	seen := make(map[partitionKey]bool, len(req.GetPartitions()))
+	var seen map[partitionKey]bool // most incremental fetches name one partition or none
+	if len(req.GetPartitions()) > 1 {
+		seen = make(map[partitionKey]bool, len(req.GetPartitions()))
+	}
 	for _, p := range req.GetPartitions() {
 		k := partitionKey{p.GetTopic(), p.GetPartition()}
 		if seen[k] {
 			return nil, fmt.Errorf("%w: replica fetch names %s-%d twice", ErrInvalidRequest, k.topic, k.partition)
 		}
-		seen[k] = true
+		if seen != nil {
+			seen[k] = true
+		}
 		if i, ok := s.index[k]; ok {
 			s.parts[i] = p
 		} else {
@@ -233,7 +238,10 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 		s.ok = msg.GetSession()
 		return got, nil
 	}
-	byKey := make(map[partitionKey]int, len(got.Partitions))
+	var byKey map[partitionKey]int // nil when nothing is new, as most often
+	if len(got.Partitions) > 0 {
+		byKey = make(map[partitionKey]int, len(got.Partitions))
+	}
 	for i, r := range got.Partitions {
 		byKey[partitionKey{r.Topic, r.Partition}] = i
 	}
