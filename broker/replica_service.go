@@ -41,11 +41,12 @@ func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchR
 	if req.GetIncremental() || len(req.GetForgotten()) > 0 {
 		return nil, toStatus(fmt.Errorf("%w: an incremental replica fetch needs the session of a ReplicaFetchStream", ErrInvalidRequest))
 	}
-	return s.fetch(ctx, req)
+	return s.fetch(ctx, req, nil, false)
 }
 
-// fetch answers a whole replica fetch.
-func (s *replicaService) fetch(ctx context.Context, req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
+// fetch answers a whole replica fetch; in a stream's session, cut to
+// what the session sends (leaderSession.answer).
+func (s *replicaService) fetch(ctx context.Context, req *pb.ReplicaFetchRequest, session *leaderSession, incremental bool) (*pb.ReplicaFetchResponse, error) {
 	resp, err := s.b.rm.HandleFetch(ctx, fetchRequestFromPB(req))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -53,7 +54,11 @@ func (s *replicaService) fetch(ctx context.Context, req *pb.ReplicaFetchRequest)
 		}
 		return nil, toStatus(err)
 	}
+	if session != nil {
+		session.answer(incremental, resp)
+	}
 	out := fetchResponseToPB(resp)
+	out.Session = session != nil
 	// The records lie in pooled read buffers: the handler around this
 	// one (withPooledReplicaFetch) has them sent from there and given
 	// back. Without it, they stay with the records, for the garbage

@@ -126,42 +126,27 @@ func (s *leaderSession) add(parts []*pb.ReplicaFetchPartition) error {
 	return nil
 }
 
-// answer is the leader's answer to req (whose whole fetch out answers,
-// bufs by partition) as sent on the stream: to an incremental request,
-// only the partitions with something new since what was last answered
-// for them. It records what it answers.
-func (s *leaderSession) answer(req *pb.ReplicaFetchRequest, out *pb.ReplicaFetchResponse, bufs []*[]byte) (*pb.ReplicaFetchResponse, []*[]byte) {
-	out.Session = true
-	incremental := req.GetIncremental()
+// answer cuts resp, the whole fetch's answer, to what is sent on the
+// stream: to an incremental request, only the partitions with something
+// new since what was last answered for them. It records what it answers.
+func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 	kept := 0
-	for i, r := range out.Partitions {
-		k := partitionKey{r.GetTopic(), r.GetPartition()}
-		now := fetchedOffsets{r.GetHighWatermark(), r.GetLogStartOffset(), r.GetLogEndOffset()}
+	for _, r := range resp.Partitions {
+		k := partitionKey{r.Topic, r.Partition}
+		now := fetchedOffsets{r.HighWatermark, r.LogStartOffset, r.LogEndOffset}
 		before, known := s.answered[k]
 		s.answered[k] = now
-		var buf *[]byte
-		if i < len(bufs) {
-			buf = bufs[i]
-		}
-		if incremental && known && before == now && len(r.GetRecords()) == 0 && r.GetErrorCode() == 0 && r.GetDivergingEpoch() == nil {
-			if buf != nil {
-				bufpool.Shared.Put(buf)
+		if incremental && known && before == now && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
+			if r.Buffer != nil {
+				bufpool.Shared.Put(r.Buffer)
 			}
 			continue
 		}
-		out.Partitions[kept] = r
-		if kept < len(bufs) {
-			bufs[kept] = buf
-		}
+		resp.Partitions[kept] = r
 		kept++
 	}
-	clear(out.Partitions[kept:])
-	out.Partitions = out.Partitions[:kept]
-	if len(bufs) > kept {
-		clear(bufs[kept:])
-		bufs = bufs[:kept]
-	}
-	return out, bufs
+	clear(resp.Partitions[kept:])
+	resp.Partitions = resp.Partitions[:kept]
 }
 
 // followerSession is the follower's side of a stream's session: what it

@@ -39,18 +39,20 @@ func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetch
 			return toStatus(err)
 		}
 		l.mu.Lock()
-		out := &pb.ReplicaFetchResponse{}
+		resp := &replica.FetchResponse{}
 		for _, p := range whole.GetPartitions() {
 			leo := l.leo[partitionKey{p.GetTopic(), p.GetPartition()}]
-			r := &pb.ReplicaFetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: leo, LogEndOffset: leo}
+			r := replica.FetchResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: leo, LogEndOffset: leo}
 			if p.GetFetchOffset() < leo {
 				r.Records = []byte("r")
 			}
-			out.Partitions = append(out.Partitions, r)
+			resp.Partitions = append(resp.Partitions, r)
 		}
 		if !l.whole {
-			out, _ = session.answer(req, out, nil)
+			session.answer(req.GetIncremental(), resp)
 		}
+		out := fetchResponseToPB(resp)
+		out.Session = !l.whole
 		l.lastReq, l.lastResp = req, out
 		l.mu.Unlock()
 		if err := stream.Send(out); err != nil {

@@ -57,7 +57,7 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		whole, err := session.request(req)
 		var out *pb.ReplicaFetchResponse
 		if err == nil {
-			out, err = s.fetch(context.WithValue(ctx, replicaFetchHoldKey{}, hold), whole)
+			out, err = s.fetch(context.WithValue(ctx, replicaFetchHoldKey{}, hold), whole, session, req.GetIncremental())
 		} else {
 			err = toStatus(err)
 		}
@@ -69,7 +69,6 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		if err != nil {
 			return err
 		}
-		out, hold.bufs = session.answer(req, out, hold.bufs)
 		if err := stream.SendMsg(&pooledReplicaFetch{resp: out, bufs: hold.bufs}); err != nil {
 			return err
 		}
