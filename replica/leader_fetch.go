@@ -188,7 +188,9 @@ func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *
 			parts[i] = nil
 			continue
 		}
-		if limit > 0 {
+		// A follower at the log end has nothing to read (an idle
+		// partition, most of a follower's as a rule): no buffer, no read.
+		if limit > 0 && f.FetchOffset < part.log.LogEndOffset() {
 			buf := rm.readBufs.Get(limit)
 			res, err := part.readForFollower((*buf)[:0], f.FetchOffset, limit)
 			if err != nil {
