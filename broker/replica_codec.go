@@ -194,8 +194,8 @@ func (a *pooledReplicaAnswer) unmarshal(data mem.BufferSlice) error {
 
 // decodeReplicaFetch decodes b into resp with the records aliasing b; it
 // reports false (resp then undefined) for anything proto.Unmarshal would
-// refuse or that is not a ReplicaFetchResponse's partitions or session field: the
-// caller then falls back to proto.
+// refuse or that is not a ReplicaFetchResponse's partitions or session
+// field: the caller then falls back to proto.
 func decodeReplicaFetch(b []byte, resp *pb.ReplicaFetchResponse) bool {
 	protobuf.Reset(resp)
 	var rest []byte

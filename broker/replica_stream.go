@@ -186,14 +186,15 @@ func (s *fetchSession) fetchOnce(ctx context.Context, addr string, req *replica.
 		}
 		return nil, callError(ctx, err)
 	}
+	// Read through the session before anything may drop it.
+	resp, err := s.session.response(req, msg, &ans.msg)
 	if !stop() {
 		// ctx ended as the answer came: the stream is cancelled, the
 		// answer good.
 		s.drop()
-	} else {
+	} else if err == nil {
 		s.answered = true
 	}
-	resp, err := s.session.response(req, msg, &ans.msg)
 	if err != nil {
 		ans.release()
 		s.drop()
