@@ -41,13 +41,13 @@ func (s *replicaService) ReplicaFetch(ctx context.Context, req *pb.ReplicaFetchR
 	if req.GetIncremental() || len(req.GetForgotten()) > 0 {
 		return nil, toStatus(fmt.Errorf("%w: an incremental replica fetch needs the session of a ReplicaFetchStream", ErrInvalidRequest))
 	}
-	return s.fetch(ctx, req, nil, false)
+	return s.fetch(ctx, fetchRequestFromPB(req), nil, false)
 }
 
 // fetch answers a whole replica fetch; in a stream's session, cut to
 // what the session sends (leaderSession.answer).
-func (s *replicaService) fetch(ctx context.Context, req *pb.ReplicaFetchRequest, session *leaderSession, incremental bool) (*pb.ReplicaFetchResponse, error) {
-	resp, err := s.b.rm.HandleFetch(ctx, fetchRequestFromPB(req))
+func (s *replicaService) fetch(ctx context.Context, req *replica.FetchRequest, session *leaderSession, incremental bool) (*pb.ReplicaFetchResponse, error) {
+	resp, err := s.b.rm.HandleFetch(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -73,11 +73,15 @@ func fetchRequestFromPB(req *pb.ReplicaFetchRequest) *replica.FetchRequest {
 	out := &replica.FetchRequest{ReplicaID: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
 		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Partitions: make([]replica.FetchPartition, len(req.GetPartitions()))}
 	for i, f := range req.GetPartitions() {
-		out.Partitions[i] = replica.FetchPartition{Topic: f.GetTopic(), Partition: f.GetPartition(), CurrentLeaderEpoch: f.GetCurrentLeaderEpoch(),
-			FetchOffset: f.GetFetchOffset(), LastFetchedEpoch: f.GetLastFetchedEpoch(), PartitionMaxBytes: f.GetPartitionMaxBytes(),
-			LogFailed: f.GetLogFailed()}
+		out.Partitions[i] = fetchPartitionFromPB(f)
 	}
 	return out
+}
+
+func fetchPartitionFromPB(f *pb.ReplicaFetchPartition) replica.FetchPartition {
+	return replica.FetchPartition{Topic: f.GetTopic(), Partition: f.GetPartition(), CurrentLeaderEpoch: f.GetCurrentLeaderEpoch(),
+		FetchOffset: f.GetFetchOffset(), LastFetchedEpoch: f.GetLastFetchedEpoch(), PartitionMaxBytes: f.GetPartitionMaxBytes(),
+		LogFailed: f.GetLogFailed()}
 }
 
 func fetchRequestToPB(req *replica.FetchRequest) *pb.ReplicaFetchRequest {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/internal/bufpool"
 	"github.com/quirelog/quire/replica"
 )
@@ -20,33 +21,36 @@ import (
 // the ISR, are refreshed by every fetch as before): the session changes the
 // wire, not what a fetch means.
 
-// partitionKey names a partition within a session.
-type partitionKey struct {
-	topic     string
-	partition int32
-}
-
 // fetchedOffsets are the offsets of a partition's answer.
 type fetchedOffsets struct{ hw, logStart, logEnd int64 }
 
+func offsetsOf(r replica.FetchResult) fetchedOffsets {
+	return fetchedOffsets{r.HighWatermark, r.LogStartOffset, r.LogEndOffset}
+}
+
+func keyOf(p replica.FetchPartition) group.TopicPartition {
+	return group.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+}
+
 // leaderSession is the leader's side of a stream's session: the
-// partitions the follower fetches, in its order, and what was last
-// answered for each.
+// partitions the follower fetches, in its order, as the replica manager
+// takes them (converted once, when named), and what was last answered for
+// each. It has none before the stream's first (whole) fetch.
 type leaderSession struct {
-	started  bool // a whole request began the session
-	parts    []*pb.ReplicaFetchPartition
-	index    map[partitionKey]int // into parts
-	answered map[partitionKey]fetchedOffsets
+	parts    []replica.FetchPartition
+	index    map[group.TopicPartition]int // into parts
+	answered map[group.TopicPartition]fetchedOffsets
 }
 
 func newLeaderSession() *leaderSession {
-	return &leaderSession{index: map[partitionKey]int{}, answered: map[partitionKey]fetchedOffsets{}}
+	return &leaderSession{index: map[group.TopicPartition]int{}, answered: map[group.TopicPartition]fetchedOffsets{}}
 }
 
 // request applies req to the session and returns the whole fetch it
-// stands for: req itself when it is not incremental (it then replaces the
-// session), else the session's partitions with req's changes.
-func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchRequest, error) {
+// stands for: req's partitions when it is not incremental (they then
+// replace the session's), else the session's partitions with req's
+// changes.
+func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*replica.FetchRequest, error) {
 	if !req.GetIncremental() {
 		if len(req.GetForgotten()) > 0 {
 			return nil, fmt.Errorf("%w: a replica fetch that is not incremental forgets no partitions", ErrInvalidRequest)
@@ -55,47 +59,37 @@ func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchRe
 		clear(s.answered)
 		clear(s.parts)
 		s.parts = s.parts[:0]
-		if err := s.add(req.GetPartitions()); err != nil {
-			return nil, err
-		}
-		s.started = true
-		return req, nil
-	}
-	if !s.started {
+	} else if len(s.parts) == 0 {
 		return nil, fmt.Errorf("%w: an incremental replica fetch with no session on the stream", ErrInvalidRequest)
 	}
-	gone := false
-	for _, f := range req.GetForgotten() {
-		k := partitionKey{f.GetTopic(), f.GetPartition()}
-		i, ok := s.index[k]
-		if !ok {
-			return nil, fmt.Errorf("%w: replica fetch forgets %s-%d, which its session does not hold", ErrInvalidRequest, k.topic, k.partition)
+	if len(req.GetForgotten()) > 0 {
+		for _, f := range req.GetForgotten() {
+			k := group.TopicPartition{Topic: f.GetTopic(), Partition: f.GetPartition()}
+			if _, ok := s.index[k]; !ok {
+				return nil, fmt.Errorf("%w: replica fetch forgets %s, which its session does not hold", ErrInvalidRequest, k)
+			}
+			delete(s.index, k)
+			delete(s.answered, k)
 		}
-		s.parts[i] = nil
-		delete(s.index, k)
-		delete(s.answered, k)
-		gone = true
-	}
-	if gone {
 		kept := s.parts[:0]
 		for _, p := range s.parts {
-			if p != nil {
-				s.index[partitionKey{p.GetTopic(), p.GetPartition()}] = len(kept)
+			if _, ok := s.index[keyOf(p)]; ok {
+				s.index[keyOf(p)] = len(kept)
 				kept = append(kept, p)
 			}
 		}
 		clear(s.parts[len(kept):])
 		s.parts = kept
 	}
-	var added []*pb.ReplicaFetchPartition
-	var seen map[partitionKey]bool // most incremental fetches name one partition or none
+	var seen map[group.TopicPartition]bool // most incremental fetches name one partition or none
 	if len(req.GetPartitions()) > 1 {
-		seen = make(map[partitionKey]bool, len(req.GetPartitions()))
+		seen = make(map[group.TopicPartition]bool, len(req.GetPartitions()))
 	}
-	for _, p := range req.GetPartitions() {
-		k := partitionKey{p.GetTopic(), p.GetPartition()}
+	for _, f := range req.GetPartitions() {
+		p := fetchPartitionFromPB(f)
+		k := keyOf(p)
 		if seen[k] {
-			return nil, fmt.Errorf("%w: replica fetch names %s-%d twice", ErrInvalidRequest, k.topic, k.partition)
+			return nil, fmt.Errorf("%w: replica fetch names %s twice", ErrInvalidRequest, k)
 		}
 		if seen != nil {
 			seen[k] = true
@@ -103,27 +97,12 @@ func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*pb.ReplicaFetchRe
 		if i, ok := s.index[k]; ok {
 			s.parts[i] = p
 		} else {
-			added = append(added, p)
+			s.index[k] = len(s.parts)
+			s.parts = append(s.parts, p)
 		}
 	}
-	if err := s.add(added); err != nil {
-		return nil, err
-	}
-	return &pb.ReplicaFetchRequest{ReplicaId: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
+	return &replica.FetchRequest{ReplicaID: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
 		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Partitions: s.parts}, nil
-}
-
-// add appends partitions new to the session.
-func (s *leaderSession) add(parts []*pb.ReplicaFetchPartition) error {
-	for _, p := range parts {
-		k := partitionKey{p.GetTopic(), p.GetPartition()}
-		if _, ok := s.index[k]; ok {
-			return fmt.Errorf("%w: replica fetch names %s-%d twice", ErrInvalidRequest, k.topic, k.partition)
-		}
-		s.index[k] = len(s.parts)
-		s.parts = append(s.parts, p)
-	}
-	return nil
 }
 
 // answer cuts resp, the whole fetch's answer, to what is sent on the
@@ -132,11 +111,10 @@ func (s *leaderSession) add(parts []*pb.ReplicaFetchPartition) error {
 func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 	kept := 0
 	for _, r := range resp.Partitions {
-		k := partitionKey{r.Topic, r.Partition}
-		now := fetchedOffsets{r.HighWatermark, r.LogStartOffset, r.LogEndOffset}
+		k := group.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		before, known := s.answered[k]
-		s.answered[k] = now
-		if incremental && known && before == now && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
+		s.answered[k] = offsetsOf(r)
+		if incremental && known && before == offsetsOf(r) && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
 			if r.Buffer != nil {
 				bufpool.Shared.Put(r.Buffer)
 			}
@@ -154,8 +132,8 @@ func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 // ok says the leader keeps a session (its last answer said so).
 type followerSession struct {
 	ok       bool
-	sent     map[partitionKey]replica.FetchPartition
-	answered map[partitionKey]fetchedOffsets
+	sent     map[group.TopicPartition]replica.FetchPartition
+	answered map[group.TopicPartition]fetchedOffsets
 }
 
 // reset forgets the session (the stream ended).
@@ -169,21 +147,21 @@ func (s *followerSession) reset() {
 // leader keeps a session. It records what it names.
 func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
 	if s.sent == nil {
-		s.sent = map[partitionKey]replica.FetchPartition{}
-		s.answered = map[partitionKey]fetchedOffsets{}
+		s.sent = map[group.TopicPartition]replica.FetchPartition{}
+		s.answered = map[group.TopicPartition]fetchedOffsets{}
 	}
 	if !s.ok {
 		clear(s.sent)
 		clear(s.answered)
 		for _, p := range req.Partitions {
-			s.sent[partitionKey{p.Topic, p.Partition}] = p
+			s.sent[keyOf(p)] = p
 		}
 		return fetchRequestToPB(req)
 	}
 	out := &pb.ReplicaFetchRequest{ReplicaId: req.ReplicaID, Incarnation: req.Incarnation, MaxWaitMs: req.MaxWaitMs,
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Incremental: true}
 	for _, p := range req.Partitions {
-		k := partitionKey{p.Topic, p.Partition}
+		k := keyOf(p)
 		if before, ok := s.sent[k]; ok && before == p {
 			continue
 		}
@@ -195,15 +173,15 @@ func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchReq
 		// each once): none is forgotten.
 		return out
 	}
-	named := make(map[partitionKey]bool, len(req.Partitions))
+	named := make(map[group.TopicPartition]bool, len(req.Partitions))
 	for _, p := range req.Partitions {
-		named[partitionKey{p.Topic, p.Partition}] = true
+		named[keyOf(p)] = true
 	}
 	for k := range s.sent {
 		if !named[k] {
 			delete(s.sent, k)
 			delete(s.answered, k)
-			out.Forgotten = append(out.Forgotten, &pb.ReplicaFetchForgotten{Topic: k.topic, Partition: k.partition})
+			out.Forgotten = append(out.Forgotten, &pb.ReplicaFetchForgotten{Topic: k.Topic, Partition: k.Partition})
 		}
 	}
 	return out
@@ -218,33 +196,33 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 			return nil, fmt.Errorf("replica: the leader answered %d partitions of %d", len(got.Partitions), len(req.Partitions))
 		}
 		for _, r := range got.Partitions {
-			s.answered[partitionKey{r.Topic, r.Partition}] = fetchedOffsets{r.HighWatermark, r.LogStartOffset, r.LogEndOffset}
+			s.answered[group.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = offsetsOf(r)
 		}
 		s.ok = msg.GetSession()
 		return got, nil
 	}
-	var byKey map[partitionKey]int // nil when nothing is new, as most often
+	var byKey map[group.TopicPartition]int // nil when nothing is new, as most often
 	if len(got.Partitions) > 0 {
-		byKey = make(map[partitionKey]int, len(got.Partitions))
+		byKey = make(map[group.TopicPartition]int, len(got.Partitions))
 	}
 	for i, r := range got.Partitions {
-		byKey[partitionKey{r.Topic, r.Partition}] = i
+		byKey[group.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = i
 	}
 	out := &replica.FetchResponse{Partitions: make([]replica.FetchResult, len(req.Partitions))}
 	for i, p := range req.Partitions {
-		k := partitionKey{p.Topic, p.Partition}
+		k := keyOf(p)
 		if j, ok := byKey[k]; ok {
 			r := got.Partitions[j]
 			out.Partitions[i] = r
-			s.answered[k] = fetchedOffsets{r.HighWatermark, r.LogStartOffset, r.LogEndOffset}
+			s.answered[k] = offsetsOf(r)
 			delete(byKey, k)
 			continue
 		}
 		o, ok := s.answered[k]
 		if !ok {
-			return nil, fmt.Errorf("replica: the leader's incremental answer leaves out %s-%d, which it has not answered before", k.topic, k.partition)
+			return nil, fmt.Errorf("replica: the leader's incremental answer leaves out %s, which it has not answered before", k)
 		}
-		out.Partitions[i] = replica.FetchResult{Topic: k.topic, Partition: k.partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd}
+		out.Partitions[i] = replica.FetchResult{Topic: k.Topic, Partition: k.Partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd}
 	}
 	if len(byKey) > 0 {
 		return nil, fmt.Errorf("replica: the leader answered %d partitions not fetched", len(byKey))

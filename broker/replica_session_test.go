@@ -11,6 +11,7 @@ import (
 	protobuf "google.golang.org/protobuf/proto"
 
 	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/replica"
 )
 
@@ -22,7 +23,7 @@ type sessionLeader struct {
 	pb.UnimplementedReplicaServiceServer
 	whole    bool // answer whole, never offering a session (an older leader)
 	mu       sync.Mutex
-	leo      map[partitionKey]int64
+	leo      map[group.TopicPartition]int64
 	lastReq  *pb.ReplicaFetchRequest
 	lastResp *pb.ReplicaFetchResponse
 }
@@ -40,10 +41,10 @@ func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetch
 		}
 		l.mu.Lock()
 		resp := &replica.FetchResponse{}
-		for _, p := range whole.GetPartitions() {
-			leo := l.leo[partitionKey{p.GetTopic(), p.GetPartition()}]
-			r := replica.FetchResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: leo, LogEndOffset: leo}
-			if p.GetFetchOffset() < leo {
+		for _, p := range whole.Partitions {
+			leo := l.leo[keyOf(p)]
+			r := replica.FetchResult{Topic: p.Topic, Partition: p.Partition, HighWatermark: leo, LogEndOffset: leo}
+			if p.FetchOffset < leo {
 				r.Records = []byte("r")
 			}
 			resp.Partitions = append(resp.Partitions, r)
@@ -64,7 +65,7 @@ func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetch
 func (l *sessionLeader) set(topic string, partition int32, leo int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.leo[partitionKey{topic, partition}] = leo
+	l.leo[group.TopicPartition{Topic: topic, Partition: partition}] = leo
 }
 
 // wire is what the last fetch sent and got back: whether it was
@@ -105,7 +106,7 @@ next:
 // result for every partition, in its order, with the offsets last
 // answered.
 func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
-	l := &sessionLeader{leo: map[partitionKey]int64{}}
+	l := &sessionLeader{leo: map[group.TopicPartition]int64{}}
 	sess, _ := startFakeLeader(t, l)
 	const n = 20
 	at := map[int32]int64{}
@@ -126,7 +127,7 @@ func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
 			if r.Topic != p.Topic || r.Partition != p.Partition {
 				t.Fatalf("result %d is for %s-%d, fetched %s-%d", i, r.Topic, r.Partition, p.Topic, p.Partition)
 			}
-			leo := l.leo[partitionKey{p.Topic, p.Partition}]
+			leo := l.leo[keyOf(p)]
 			if r.HighWatermark != leo || r.LogEndOffset != leo || (len(r.Records) > 0) != (p.FetchOffset < leo) {
 				t.Fatalf("%s-%d fetched at %d: HW %d, LEO %d, %d record bytes; the leader is at %d",
 					p.Topic, p.Partition, p.FetchOffset, r.HighWatermark, r.LogEndOffset, len(r.Records), leo)
@@ -185,7 +186,7 @@ func BenchmarkReplicaFetchIdle(b *testing.B) {
 			name = "whole"
 		}
 		b.Run(name, func(b *testing.B) {
-			l := &sessionLeader{whole: whole, leo: map[partitionKey]int64{}}
+			l := &sessionLeader{whole: whole, leo: map[group.TopicPartition]int64{}}
 			sess, _ := startFakeLeader(b, l)
 			at := map[int32]int64{}
 			ctx := context.Background()
@@ -253,10 +254,10 @@ func TestLeaderSessionAppliesChanges(t *testing.T) {
 	p := func(n int32, off int64) *pb.ReplicaFetchPartition {
 		return &pb.ReplicaFetchPartition{Topic: "t", Partition: n, FetchOffset: off}
 	}
-	names := func(req *pb.ReplicaFetchRequest) string {
+	names := func(req *replica.FetchRequest) string {
 		var out []string
-		for _, f := range req.GetPartitions() {
-			out = append(out, fmt.Sprintf("%d@%d", f.GetPartition(), f.GetFetchOffset()))
+		for _, f := range req.Partitions {
+			out = append(out, fmt.Sprintf("%d@%d", f.Partition, f.FetchOffset))
 		}
 		return strings.Join(out, " ")
 	}
