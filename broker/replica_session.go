@@ -35,16 +35,29 @@ func keyOf(p replica.FetchPartition) group.TopicPartition {
 // leaderSession is the leader's side of a stream's session: the
 // partitions the follower fetches, in its order, as the replica manager
 // takes them (converted once, when named), and what was last answered for
-// each. It has none before the stream's first (whole) fetch.
+// each (answered[i] for parts[i]). It has none before the stream's first
+// (whole) fetch. The replica manager keeps its own side of the session
+// (rs), and notes in parts what it checked of each, so that a partition
+// the follower does not name again is only refreshed.
 type leaderSession struct {
 	parts    []replica.FetchPartition
+	answered []answeredOffsets
 	index    map[group.TopicPartition]int // into parts
-	answered map[group.TopicPartition]fetchedOffsets
+	rs       *replica.LeaderSession
+}
+
+// answeredOffsets are the offsets last answered for a partition, if any.
+type answeredOffsets struct {
+	fetchedOffsets
+	ok bool
 }
 
 func newLeaderSession() *leaderSession {
-	return &leaderSession{index: map[group.TopicPartition]int{}, answered: map[group.TopicPartition]fetchedOffsets{}}
+	return &leaderSession{index: map[group.TopicPartition]int{}, rs: replica.NewLeaderSession()}
 }
+
+// close ends the session (the stream ended).
+func (s *leaderSession) close() { s.rs.Close() }
 
 // request applies req to the session and returns the whole fetch it
 // stands for: req's partitions when it is not incremental (they then
@@ -56,9 +69,8 @@ func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*replica.FetchRequ
 			return nil, fmt.Errorf("%w: a replica fetch that is not incremental forgets no partitions", ErrInvalidRequest)
 		}
 		clear(s.index)
-		clear(s.answered)
 		clear(s.parts)
-		s.parts = s.parts[:0]
+		s.parts, s.answered = s.parts[:0], s.answered[:0]
 	} else if len(s.parts) == 0 {
 		return nil, fmt.Errorf("%w: an incremental replica fetch with no session on the stream", ErrInvalidRequest)
 	}
@@ -69,17 +81,17 @@ func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*replica.FetchRequ
 				return nil, fmt.Errorf("%w: replica fetch forgets %s, which its session does not hold", ErrInvalidRequest, k)
 			}
 			delete(s.index, k)
-			delete(s.answered, k)
 		}
-		kept := s.parts[:0]
-		for _, p := range s.parts {
+		kept := 0
+		for i, p := range s.parts {
 			if _, ok := s.index[keyOf(p)]; ok {
-				s.index[keyOf(p)] = len(kept)
-				kept = append(kept, p)
+				s.index[keyOf(p)] = kept
+				s.parts[kept], s.answered[kept] = p, s.answered[i]
+				kept++
 			}
 		}
-		clear(s.parts[len(kept):])
-		s.parts = kept
+		clear(s.parts[kept:])
+		s.parts, s.answered = s.parts[:kept], s.answered[:kept]
 	}
 	var seen map[group.TopicPartition]bool // most incremental fetches name one partition or none
 	if len(req.GetPartitions()) > 1 {
@@ -99,22 +111,23 @@ func (s *leaderSession) request(req *pb.ReplicaFetchRequest) (*replica.FetchRequ
 		} else {
 			s.index[k] = len(s.parts)
 			s.parts = append(s.parts, p)
+			s.answered = append(s.answered, answeredOffsets{})
 		}
 	}
 	return &replica.FetchRequest{ReplicaID: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
-		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Partitions: s.parts}, nil
+		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Partitions: s.parts, Session: s.rs}, nil
 }
 
-// answer cuts resp, the whole fetch's answer, to what is sent on the
-// stream: to an incremental request, only the partitions with something
-// new since what was last answered for them. It records what it answers.
+// answer cuts resp, the whole fetch's answer (a result for each of the
+// session's partitions, in its order), to what is sent on the stream: to
+// an incremental request, only the partitions with something new since
+// what was last answered for them. It records what it answers.
 func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 	kept := 0
-	for _, r := range resp.Partitions {
-		k := group.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-		before, known := s.answered[k]
-		s.answered[k] = offsetsOf(r)
-		if incremental && known && before == offsetsOf(r) && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
+	for i, r := range resp.Partitions {
+		before := s.answered[i]
+		s.answered[i] = answeredOffsets{offsetsOf(r), true}
+		if incremental && before.ok && before.fetchedOffsets == offsetsOf(r) && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
 			if r.Buffer != nil {
 				bufpool.Shared.Put(r.Buffer)
 			}
@@ -222,7 +235,8 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 		if !ok {
 			return nil, fmt.Errorf("replica: the leader's incremental answer leaves out %s, which it has not answered before", k)
 		}
-		out.Partitions[i] = replica.FetchResult{Topic: k.Topic, Partition: k.Partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd}
+		out.Partitions[i] = replica.FetchResult{Topic: k.Topic, Partition: k.Partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd,
+			Unchanged: true}
 	}
 	if len(byKey) > 0 {
 		return nil, fmt.Errorf("replica: the leader answered %d partitions not fetched", len(byKey))

@@ -28,6 +28,7 @@ import (
 func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetchStreamServer) error {
 	ctx := stream.Context()
 	session := newLeaderSession()
+	defer session.close()
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {

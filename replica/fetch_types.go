@@ -12,6 +12,13 @@ type FetchRequest struct {
 	MinBytes    int32
 	MaxBytes    int32
 	Partitions  []FetchPartition
+	// Session, on a leader, is the fetch session of the follower's stream
+	// (nil: a fetch on its own). In one, the partitions are the session's
+	// own, kept from one fetch to the next: HandleFetch notes in them what
+	// it checked, and a partition the follower did not change since is
+	// only refreshed. The answer is then valid until the session's next
+	// fetch.
+	Session *LeaderSession
 }
 
 // FetchPartition is one partition of a FetchRequest.
@@ -27,6 +34,11 @@ type FetchPartition struct {
 	// LogFailed says the follower's log has failed: it takes no records,
 	// and the leader drops it from the ISR and does not add it back.
 	LogFailed bool
+
+	// checked is the partition a leader checked this fetch against in
+	// full, and found nothing to refuse, within a fetch session; a
+	// changed fetch is a new FetchPartition, without it.
+	checked *Partition
 }
 
 // FetchResponse answers the partitions of a FetchRequest, in its order.
@@ -62,6 +74,10 @@ type FetchResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
+	// Unchanged, in a follower's answer, says the leader's fetch session
+	// left the partition out: nothing new since the answer before, whose
+	// offsets these are, and which the follower has applied.
+	Unchanged bool
 }
 
 // EpochEndOffset is the largest epoch <= the follower's last fetched one

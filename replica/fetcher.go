@@ -284,7 +284,7 @@ func (f *fetcher) call(req *FetchRequest) (*FetchResponse, error) {
 func (f *fetcher) apply(parts []pending, results []FetchResult) {
 	for i, r := range results {
 		pp := parts[i]
-		if pp.failed {
+		if pp.failed || r.Unchanged {
 			continue
 		}
 		in := fromLeader{leaderEpoch: pp.epoch, fetchOffset: pp.offset, records: r.Records, diverging: r.Diverging,

@@ -23,10 +23,32 @@ func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Ti
 	if !p.leader || p.leaderEpoch != epoch {
 		return
 	}
-	f, ok := p.followers[replica]
-	if !ok {
-		return
+	if f, ok := p.followers[replica]; ok {
+		p.recordFollowerFetchLocked(f, replica, offset, now)
 	}
+}
+
+// refreshFollowerFetch is recordFollowerFetch for a fetch checked in full
+// before (followerFetch) and unchanged since: the same offset, at the same
+// epochs. It stands only while this replica still leads at epoch, the
+// follower is still one of its followers and offset is still in the log;
+// otherwise it records nothing and reports false, and the fetch is to be
+// checked in full again.
+func (p *Partition) refreshFollowerFetch(replica int32, offset int64, now time.Time, epoch int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leader || p.leaderEpoch != epoch || offset < p.log.LogStartOffset() || offset > p.log.LogEndOffset() {
+		return false
+	}
+	f, ok := p.followers[replica]
+	if !ok || f.logFailed {
+		return false
+	}
+	p.recordFollowerFetchLocked(f, replica, offset, now)
+	return true
+}
+
+func (p *Partition) recordFollowerFetchLocked(f *followerState, replica int32, offset int64, now time.Time) {
 	f.logFailed = false // a fetch into a working log: reopened since
 	leo := p.log.LogEndOffset()
 	switch {

@@ -111,13 +111,27 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 		return nil, fmt.Errorf("%w: negative max_bytes, min_bytes or max_wait_ms", ErrInvalidRequest)
 	}
 	now := time.Now()
-	resp := &FetchResponse{Partitions: make([]FetchResult, len(req.Partitions))}
-	parts := make([]*Partition, len(req.Partitions))
+	resp := &FetchResponse{}
+	var parts []*Partition
+	if s := req.Session; s != nil {
+		resp.Partitions, parts = s.buffers(len(req.Partitions))
+	} else {
+		resp.Partitions, parts = make([]FetchResult, len(req.Partitions)), make([]*Partition, len(req.Partitions))
+	}
 	stop := false // an error or a divergence answers at once
 	for i := range req.Partitions {
 		f := &req.Partitions[i]
 		r := &resp.Partitions[i]
 		*r = FetchResult{Topic: f.Topic, Partition: f.Partition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
+		// In a session, most partitions of most fetches are the same as
+		// in the one before (idle, the follower at their log end): what
+		// was checked then holds, and the fetch only refreshes the
+		// follower's state.
+		if part := f.checked; part != nil && part.refreshFollowerFetch(req.ReplicaID, f.FetchOffset, now, f.CurrentLeaderEpoch) {
+			parts[i] = part
+			continue
+		}
+		f.checked = nil
 		part, ok := rm.Partition(f.Topic, f.Partition)
 		if !ok {
 			r.Err = unknownPartition(f.Topic, f.Partition)
@@ -125,26 +139,36 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 			continue
 		}
 		div, err := part.followerFetch(req.ReplicaID, f, now)
-		setLogOffsets(r, part)
 		switch {
 		case err == nil && f.LogFailed:
 			// Nothing to read into a failed log, and no reason to answer
 			// at once.
+			setLogOffsets(r, part, part.HighWatermark())
 		case err != nil:
 			r.Err = err
+			setLogOffsets(r, part, part.HighWatermark())
 			stop = true
 		case div != nil:
 			r.Diverging = div
+			setLogOffsets(r, part, part.HighWatermark())
 			stop = true
 		default:
 			parts[i] = part
+			if req.Session != nil {
+				f.checked = part
+			}
 		}
 	}
-	wake := make(chan struct{}, 1)
-	for _, part := range parts {
-		if part != nil {
-			part.watchLEO(wake)
-			defer part.unwatchLEO(wake)
+	var wake chan struct{}
+	if s := req.Session; s != nil {
+		wake = s.watch(parts)
+	} else {
+		wake = make(chan struct{}, 1)
+		for _, part := range parts {
+			if part != nil {
+				part.watchLEO(wake)
+				defer part.unwatchLEO(wake)
+			}
 		}
 	}
 	wait := time.NewTimer(min(time.Duration(req.MaxWaitMs)*time.Millisecond, maxReplicaFetchWait))
@@ -167,6 +191,76 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 	}
 }
 
+// LeaderSession is what a leader keeps of one follower's fetch stream from
+// one fetch to the next (the broker's ReplicaFetchStream session), beside
+// the session's partitions (FetchRequest.Session): the stream's wake
+// channel stays registered with every partition it fetches, instead of
+// being registered and dropped on each at every fetch. One fetch at a
+// time, and its answer is the session's until the next one; Close it when
+// the stream ends.
+type LeaderSession struct {
+	wake    chan struct{}
+	fetches uint64
+	watched map[*Partition]uint64 // the fetch that last named each
+	results []FetchResult         // the answer's, reused
+	parts   []*Partition
+}
+
+// buffers returns the answer and the partitions to read of a fetch of n
+// partitions, in place of the previous fetch's.
+func (s *LeaderSession) buffers(n int) ([]FetchResult, []*Partition) {
+	if cap(s.results) < n {
+		s.results, s.parts = make([]FetchResult, n), make([]*Partition, n)
+	}
+	s.results, s.parts = s.results[:n], s.parts[:n]
+	clear(s.parts)
+	return s.results, s.parts
+}
+
+// NewLeaderSession starts a leader's side of a fetch session.
+func NewLeaderSession() *LeaderSession {
+	return &LeaderSession{wake: make(chan struct{}, 1), watched: map[*Partition]uint64{}}
+}
+
+// watch registers the session's channel with parts (nil entries are
+// none), drops it from partitions the session no longer fetches, and
+// returns it emptied: the read that follows sees every append before.
+func (s *LeaderSession) watch(parts []*Partition) chan struct{} {
+	s.fetches++
+	named := 0
+	for _, part := range parts {
+		if part == nil {
+			continue
+		}
+		if _, ok := s.watched[part]; !ok {
+			part.watchLEO(s.wake)
+		}
+		s.watched[part] = s.fetches
+		named++
+	}
+	if named < len(s.watched) {
+		for part, at := range s.watched {
+			if at != s.fetches {
+				part.unwatchLEO(s.wake)
+				delete(s.watched, part)
+			}
+		}
+	}
+	select {
+	case <-s.wake:
+	default:
+	}
+	return s.wake
+}
+
+// Close drops the session's channel from every partition.
+func (s *LeaderSession) Close() {
+	for part := range s.watched {
+		part.unwatchLEO(s.wake)
+	}
+	clear(s.watched)
+}
+
 // readForFollower fills in the records of every partition being read and
 // returns the bytes read; a partition no longer led here gets its error.
 func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *FetchResponse) int {
@@ -183,9 +277,12 @@ func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *
 		f, r := &req.Partitions[i], &resp.Partitions[i]
 		rm.release(r)
 		limit := ReadLimit(int(f.PartitionMaxBytes), maxBytes, total)
-		if st := part.state(); !st.leader || st.leaderEpoch != f.CurrentLeaderEpoch {
+		st := part.state()
+		if !st.leader || st.leaderEpoch != f.CurrentLeaderEpoch {
 			r.Err = &NotLeaderError{Topic: part.topic, Partition: part.id, Leader: st.leaderID, Epoch: st.leaderEpoch}
+			setLogOffsets(r, part, st.hw)
 			parts[i] = nil
+			f.checked = nil
 			continue
 		}
 		// A follower at the log end has nothing to read (an idle
@@ -196,7 +293,9 @@ func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *
 			if err != nil {
 				rm.readBufs.Put(buf)
 				r.Err = err
+				setLogOffsets(r, part, st.hw)
 				parts[i] = nil
+				f.checked = nil
 				continue
 			}
 			r.Records = res.Batches
@@ -210,7 +309,7 @@ func (rm *Manager) readForFollower(req *FetchRequest, parts []*Partition, resp *
 				rm.readBufs.Put(buf)
 			}
 		}
-		setLogOffsets(r, part)
+		setLogOffsets(r, part, st.hw)
 	}
 	return total
 }
@@ -231,6 +330,6 @@ func (rm *Manager) ReleaseFetch(resp *FetchResponse) {
 	}
 }
 
-func setLogOffsets(r *FetchResult, part *Partition) {
-	r.HighWatermark, r.LogStartOffset, r.LogEndOffset = part.HighWatermark(), part.log.LogStartOffset(), part.log.LogEndOffset()
+func setLogOffsets(r *FetchResult, part *Partition, hw int64) {
+	r.HighWatermark, r.LogStartOffset, r.LogEndOffset = hw, part.log.LogStartOffset(), part.log.LogEndOffset()
 }
