@@ -144,30 +144,43 @@ func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 // last named of each partition, and the offsets last answered for it.
 // ok says the leader keeps a session (its last answer said so).
 type followerSession struct {
-	ok       bool
-	sent     map[group.TopicPartition]replica.FetchPartition
-	answered map[group.TopicPartition]fetchedOffsets
+	ok    bool
+	parts map[group.TopicPartition]*followerPart
+	// order is the entry of each partition of the fetch in flight, in its
+	// order, and out the answer handed to the fetcher, reused from one
+	// fetch to the next (the fetcher is done with an answer before it
+	// builds the next fetch).
+	order []*followerPart
+	out   []replica.FetchResult
+}
+
+// followerPart is one partition of a follower's session.
+type followerPart struct {
+	sent     replica.FetchPartition
+	answered answeredOffsets
+	named    bool // in the fetch in flight
 }
 
 // reset forgets the session (the stream ended).
 func (s *followerSession) reset() {
 	s.ok = false
-	clear(s.sent)
-	clear(s.answered)
+	clear(s.parts)
 }
 
 // message is req as sent on the stream: whole, or incremental once the
 // leader keeps a session. It records what it names.
 func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
-	if s.sent == nil {
-		s.sent = map[group.TopicPartition]replica.FetchPartition{}
-		s.answered = map[group.TopicPartition]fetchedOffsets{}
+	if s.parts == nil {
+		s.parts = map[group.TopicPartition]*followerPart{}
 	}
+	clear(s.order)
+	s.order = s.order[:0]
 	if !s.ok {
-		clear(s.sent)
-		clear(s.answered)
+		clear(s.parts)
 		for _, p := range req.Partitions {
-			s.sent[keyOf(p)] = p
+			e := &followerPart{sent: p}
+			s.parts[keyOf(p)] = e
+			s.order = append(s.order, e)
 		}
 		return fetchRequestToPB(req)
 	}
@@ -175,41 +188,52 @@ func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchReq
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Incremental: true}
 	for _, p := range req.Partitions {
 		k := keyOf(p)
-		if before, ok := s.sent[k]; ok && before == p {
+		e, ok := s.parts[k]
+		switch {
+		case !ok:
+			e = &followerPart{sent: p}
+			s.parts[k] = e
+		case e.sent == p:
+			e.named = true
+			s.order = append(s.order, e)
 			continue
+		default:
+			e.sent = p
 		}
-		s.sent[k] = p
+		e.named = true
+		s.order = append(s.order, e)
 		out.Partitions = append(out.Partitions, fetchPartitionToPB(p))
 	}
-	if len(s.sent) == len(req.Partitions) {
-		// Every partition sent before is named again (a fetch names
-		// each once): none is forgotten.
-		return out
-	}
-	named := make(map[group.TopicPartition]bool, len(req.Partitions))
-	for _, p := range req.Partitions {
-		named[keyOf(p)] = true
-	}
-	for k := range s.sent {
-		if !named[k] {
-			delete(s.sent, k)
-			delete(s.answered, k)
-			out.Forgotten = append(out.Forgotten, &pb.ReplicaFetchForgotten{Topic: k.Topic, Partition: k.Partition})
+	if len(s.parts) > len(req.Partitions) {
+		// Some partition sent before is not named again (a fetch names
+		// each once): it is forgotten.
+		for k, e := range s.parts {
+			if !e.named {
+				delete(s.parts, k)
+				out.Forgotten = append(out.Forgotten, &pb.ReplicaFetchForgotten{Topic: k.Topic, Partition: k.Partition})
+			}
 		}
+	}
+	for _, e := range s.order {
+		e.named = false
 	}
 	return out
 }
 
 // response is the leader's answer msg to req, sent as sent (see message),
 // as the whole answer: a result for every partition of req, in its order.
+// It is the session's until its next fetch.
 func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFetchRequest, msg *pb.ReplicaFetchResponse) (*replica.FetchResponse, error) {
 	got := fetchResponseFromPB(msg)
 	if !sent.GetIncremental() {
 		if len(got.Partitions) != len(req.Partitions) {
 			return nil, fmt.Errorf("replica: the leader answered %d partitions of %d", len(got.Partitions), len(req.Partitions))
 		}
-		for _, r := range got.Partitions {
-			s.answered[group.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = offsetsOf(r)
+		for i, r := range got.Partitions {
+			if r.Topic != req.Partitions[i].Topic || r.Partition != req.Partitions[i].Partition {
+				return nil, fmt.Errorf("replica: the leader answered %s-%d for %s", r.Topic, r.Partition, keyOf(req.Partitions[i]))
+			}
+			s.order[i].answered = answeredOffsets{offsetsOf(r), true}
 		}
 		s.ok = msg.GetSession()
 		return got, nil
@@ -221,21 +245,27 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 	for i, r := range got.Partitions {
 		byKey[group.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = i
 	}
-	out := &replica.FetchResponse{Partitions: make([]replica.FetchResult, len(req.Partitions))}
+	if cap(s.out) < len(req.Partitions) {
+		s.out = make([]replica.FetchResult, len(req.Partitions))
+	}
+	out := &replica.FetchResponse{Partitions: s.out[:len(req.Partitions)]}
 	for i, p := range req.Partitions {
-		k := keyOf(p)
-		if j, ok := byKey[k]; ok {
-			r := got.Partitions[j]
-			out.Partitions[i] = r
-			s.answered[k] = offsetsOf(r)
-			delete(byKey, k)
-			continue
+		e := s.order[i]
+		if byKey != nil {
+			k := keyOf(p)
+			if j, ok := byKey[k]; ok {
+				r := got.Partitions[j]
+				out.Partitions[i] = r
+				e.answered = answeredOffsets{offsetsOf(r), true}
+				delete(byKey, k)
+				continue
+			}
 		}
-		o, ok := s.answered[k]
-		if !ok {
-			return nil, fmt.Errorf("replica: the leader's incremental answer leaves out %s, which it has not answered before", k)
+		o := e.answered
+		if !o.ok {
+			return nil, fmt.Errorf("replica: the leader's incremental answer leaves out %s, which it has not answered before", keyOf(p))
 		}
-		out.Partitions[i] = replica.FetchResult{Topic: k.Topic, Partition: k.Partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd,
+		out.Partitions[i] = replica.FetchResult{Topic: p.Topic, Partition: p.Partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd,
 			Unchanged: true}
 	}
 	if len(byKey) > 0 {

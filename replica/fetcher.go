@@ -51,6 +51,10 @@ type fetcher struct {
 	stop   chan struct{}
 
 	session FetchSession // used by run's goroutine only
+	// The last fetch's partitions, reused by the next (run's goroutine
+	// only: a fetch is over, answer applied, before the next is built).
+	reqParts []FetchPartition
+	pending  []pending
 }
 
 func newFetcherManager(self int32, incarnation string, cfg FetchConfig, peers Peers, logger hclog.Logger) *fetcherManager {
@@ -219,7 +223,10 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 	cfg := f.m.cfg
 	req := &FetchRequest{ReplicaID: f.m.self, Incarnation: f.m.incarnation, MaxWaitMs: int32(cfg.MaxWait.Milliseconds()),
 		MinBytes: cfg.MinBytes, MaxBytes: cfg.ResponseMax}
-	var parts []pending
+	clear(f.pending) // no partition kept past its fetch
+	parts := f.pending[:0]
+	req.Partitions = f.reqParts[:0]
+	defer func() { f.pending, f.reqParts = parts, req.Partitions }()
 	next := cfg.Backoff
 	paused := false
 	for part, st := range f.parts {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // epochEntry says leader epoch Epoch began at StartOffset.
@@ -23,10 +24,24 @@ type epochCache struct {
 
 	mu      sync.RWMutex
 	entries []epochEntry
+	// last is the latest entry's epoch, -1 with none, set as entries
+	// changes (setLastLocked): a follower's every fetch asks it of every
+	// partition it fetches.
+	last atomic.Int32
+}
+
+func (c *epochCache) setLastLocked() {
+	if n := len(c.entries); n > 0 {
+		c.last.Store(c.entries[n-1].Epoch)
+	} else {
+		c.last.Store(-1)
+	}
 }
 
 func loadEpochCache(fsys FS, path string) (*epochCache, error) {
 	c := &epochCache{fsys: fsys, path: path}
+	c.last.Store(-1)
+	defer c.setLastLocked() // no one else has c yet
 	data, err := readWholeFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
@@ -62,12 +77,8 @@ func (c *epochCache) persistLocked() error {
 }
 
 func (c *epochCache) latest() (int32, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if len(c.entries) == 0 {
-		return -1, false
-	}
-	return c.entries[len(c.entries)-1].Epoch, true
+	e := c.last.Load()
+	return e, e >= 0
 }
 
 // assign records that epoch starts at offset, if epoch is newer than the
@@ -86,6 +97,7 @@ func (c *epochCache) assign(epoch int32, offset int64, persist bool) (bool, erro
 		c.entries = c.entries[:len(c.entries)-1]
 	}
 	c.entries = append(c.entries, epochEntry{epoch, offset})
+	c.setLastLocked()
 	if !persist {
 		return true, nil
 	}
@@ -104,6 +116,7 @@ func (c *epochCache) truncateFromEnd(end int64) error {
 		return nil
 	}
 	c.entries = c.entries[:n]
+	c.setLastLocked()
 	return c.persistLocked()
 }
 
@@ -123,6 +136,7 @@ func (c *epochCache) truncateFromStart(start int64) error {
 	if c.entries[0].StartOffset < start {
 		c.entries[0].StartOffset = start
 	}
+	c.setLastLocked()
 	return c.persistLocked()
 }
 
@@ -130,6 +144,7 @@ func (c *epochCache) clear() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.entries = nil
+	c.setLastLocked()
 	return c.persistLocked()
 }
 

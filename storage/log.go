@@ -164,6 +164,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	if eerr != nil {
 		l.logger.Warn("leader epoch checkpoint unreadable, rebuilding from the log", "error", eerr)
 		epochs.entries = nil
+		epochs.setLastLocked()
 		recoveryPoint = 0
 	}
 
