@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,10 +123,15 @@ func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
 		if len(resp.Partitions) != len(req.Partitions) {
 			t.Fatalf("%d results for %d partitions", len(resp.Partitions), len(req.Partitions))
 		}
+		_, _, _, answered := l.wire()
 		for i, r := range resp.Partitions {
 			p := req.Partitions[i]
 			if r.Topic != p.Topic || r.Partition != p.Partition {
 				t.Fatalf("result %d is for %s-%d, fetched %s-%d", i, r.Topic, r.Partition, p.Topic, p.Partition)
+			}
+			// What the leader left out is filled in, and said to be.
+			if r.Unchanged == slices.Contains(answered, fmt.Sprintf("%s-%d", p.Topic, p.Partition)) {
+				t.Fatalf("%s-%d: unchanged %v, answered on the wire: %v", p.Topic, p.Partition, r.Unchanged, answered)
 			}
 			leo := l.leo[keyOf(p)]
 			if r.HighWatermark != leo || r.LogEndOffset != leo || (len(r.Records) > 0) != (p.FetchOffset < leo) {
