@@ -147,11 +147,13 @@ type followerSession struct {
 	ok    bool
 	parts map[group.TopicPartition]*followerPart
 	// order is the entry of each partition of the fetch in flight, in its
-	// order, and out the answer handed to the fetcher, reused from one
-	// fetch to the next (the fetcher is done with an answer before it
-	// builds the next fetch).
-	order []*followerPart
-	out   []replica.FetchResult
+	// order, prev the last fetch's (a fetcher names its partitions in the
+	// same order each time, so most are found there, not looked up), and
+	// out the answer handed to the fetcher, reused from one fetch to the
+	// next (the fetcher is done with an answer before it builds the next
+	// fetch).
+	order, prev []*followerPart
+	out         []replica.FetchResult
 }
 
 // followerPart is one partition of a follower's session.
@@ -165,6 +167,21 @@ type followerPart struct {
 func (s *followerSession) reset() {
 	s.ok = false
 	clear(s.parts)
+	clear(s.order)
+	clear(s.prev)
+	s.order, s.prev = s.order[:0], s.prev[:0]
+}
+
+// entry is the session's entry for partition k, the i-th of the fetch
+// being built, if it has one.
+func (s *followerSession) entry(i int, k group.TopicPartition) (*followerPart, bool) {
+	if i < len(s.prev) {
+		if e := s.prev[i]; e.sent.Topic == k.Topic && e.sent.Partition == k.Partition {
+			return e, true
+		}
+	}
+	e, ok := s.parts[k]
+	return e, ok
 }
 
 // message is req as sent on the stream: whole, or incremental once the
@@ -173,6 +190,7 @@ func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchReq
 	if s.parts == nil {
 		s.parts = map[group.TopicPartition]*followerPart{}
 	}
+	s.prev, s.order = s.order, s.prev
 	clear(s.order)
 	s.order = s.order[:0]
 	if !s.ok {
@@ -186,9 +204,9 @@ func (s *followerSession) message(req *replica.FetchRequest) *pb.ReplicaFetchReq
 	}
 	out := &pb.ReplicaFetchRequest{ReplicaId: req.ReplicaID, Incarnation: req.Incarnation, MaxWaitMs: req.MaxWaitMs,
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, Incremental: true}
-	for _, p := range req.Partitions {
+	for i, p := range req.Partitions {
 		k := keyOf(p)
-		e, ok := s.parts[k]
+		e, ok := s.entry(i, k)
 		switch {
 		case !ok:
 			e = &followerPart{sent: p}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ type fetcherManager struct {
 
 // followed is a partition a fetcher pulls, at the leader epoch it follows.
 type followed struct {
+	part        *Partition
 	epoch       int32
 	pausedUntil time.Time // after an error the leader answered for it
 	refusals    int       // leadership refusals in a row (see pause)
@@ -46,6 +48,7 @@ type fetcher struct {
 
 	mu     sync.Mutex
 	parts  map[*Partition]*followed
+	order  []*followed        // parts, in the order they came: each fetch names them so
 	cancel context.CancelFunc // of the call in flight, to restart it when parts change
 	wake   chan struct{}
 	stop   chan struct{}
@@ -129,21 +132,30 @@ func (m *fetcherManager) stopAll() {
 
 func (f *fetcher) set(part *Partition, epoch int32) {
 	f.mu.Lock()
-	if cur, ok := f.parts[part]; ok && cur.epoch == epoch {
+	cur, ok := f.parts[part]
+	switch {
+	case ok && cur.epoch == epoch:
 		f.mu.Unlock()
 		return
+	case ok:
+		*cur = followed{part: part, epoch: epoch}
+	default:
+		cur = &followed{part: part, epoch: epoch}
+		f.parts[part] = cur
+		f.order = append(f.order, cur)
 	}
-	f.parts[part] = &followed{epoch: epoch}
 	f.mu.Unlock()
 	f.interrupt()
 }
 
 func (f *fetcher) remove(part *Partition) int {
 	f.mu.Lock()
-	delete(f.parts, part)
-	n := len(f.parts)
-	f.mu.Unlock()
-	return n
+	defer f.mu.Unlock()
+	if st, ok := f.parts[part]; ok {
+		delete(f.parts, part)
+		f.order = slices.DeleteFunc(f.order, func(o *followed) bool { return o == st })
+	}
+	return len(f.parts)
 }
 
 // interrupt ends the call in flight (a long poll) so that the next one
@@ -229,7 +241,8 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 	defer func() { f.pending, f.reqParts = parts, req.Partitions }()
 	next := cfg.Backoff
 	paused := false
-	for part, st := range f.parts {
+	for _, st := range f.order {
+		part := st.part
 		if wait := st.pausedUntil.Sub(now); wait > 0 {
 			next = min(next, wait)
 			paused = true
