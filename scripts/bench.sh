@@ -31,7 +31,9 @@
 #
 # Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_DIR
 # (default a temporary directory, removed afterwards), BENCH_RATES (e2e rates,
-# default "5000 20000 50000"), BENCH_ROUNDS.
+# default "5000 20000 50000"; the e2e rows beside idle partitions run at
+# the first), BENCH_IDLE_TOPICS (idle 3-partition topics for those,
+# default 200), BENCH_ROUNDS.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -42,10 +44,12 @@ rounds=${BENCH_ROUNDS:-5}
 n_produce=5000000
 n_consume=5000000
 e2e_secs=10
+idle_topics=${BENCH_IDLE_TOPICS:-200}
 if [ -n "$quick" ]; then
 	n_produce=200000
 	n_consume=200000
 	e2e_secs=2
+	idle_topics=${BENCH_IDLE_TOPICS:-5}
 	rates=${BENCH_RATES:-5000}
 	rounds=${BENCH_ROUNDS:-2}
 fi
@@ -215,6 +219,19 @@ for rate in $rates; do
 		row "e2e RF3 acks=$acks at $rate/s" "$(field records_per_sec "$out")" - \
 			"$(field latency_p50_ms "$out")" "$(field latency_p99_ms "$out")" "$(field latency_p999_ms "$out")"
 	done
+done
+
+# The same beside many idle partitions, as most of a real cluster's are:
+# every append still ends the followers' long polls, whose fetches name
+# every partition they follow from that leader.
+for ((i = 1; i <= idle_topics; i++)); do
+	"$quire" --brokers "$cluster" topic create "idle-$i" -p 3 -r 3 >/dev/null || fail "create topic idle-$i"
+done
+rate=${rates%% *}
+for acks in 1 all; do
+	out=$(perf "$cluster" e2e --topic "e2e-idle-$acks" --partitions 3 --acks "$acks" --rate "$rate" -n $((rate * e2e_secs)))
+	row "e2e RF3 acks=$acks at $rate/s, $((3 * idle_topics)) idle" "$(field records_per_sec "$out")" - \
+		"$(field latency_p50_ms "$out")" "$(field latency_p99_ms "$out")" "$(field latency_p999_ms "$out")"
 done
 
 # Rounds of the two ratios: each round measures the ceiling, then
