@@ -46,10 +46,17 @@ type leaderSession struct {
 	rs       *replica.LeaderSession
 }
 
-// answeredOffsets are the offsets last answered for a partition, if any.
+// answeredOffsets are the offsets last answered for a partition, if any,
+// and whether that answer was clean (no refusal, no divergence): only
+// then does the follower apply it, so only then may the next answer that
+// moves no offset be left out.
 type answeredOffsets struct {
 	fetchedOffsets
-	ok bool
+	ok, clean bool
+}
+
+func answeredOf(r replica.FetchResult) answeredOffsets {
+	return answeredOffsets{offsetsOf(r), true, r.Err == nil && r.Diverging == nil}
 }
 
 func newLeaderSession() *leaderSession {
@@ -126,8 +133,8 @@ func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 	kept := 0
 	for i, r := range resp.Partitions {
 		before := s.answered[i]
-		s.answered[i] = answeredOffsets{offsetsOf(r), true}
-		if incremental && before.ok && before.fetchedOffsets == offsetsOf(r) && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
+		s.answered[i] = answeredOf(r)
+		if incremental && before.clean && before.fetchedOffsets == offsetsOf(r) && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
 			if r.Buffer != nil {
 				bufpool.Shared.Put(r.Buffer)
 			}
@@ -251,7 +258,7 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 			if r.Topic != req.Partitions[i].Topic || r.Partition != req.Partitions[i].Partition {
 				return nil, fmt.Errorf("replica: the leader answered %s-%d for %s", r.Topic, r.Partition, keyOf(req.Partitions[i]))
 			}
-			s.order[i].answered = answeredOffsets{offsetsOf(r), true}
+			s.order[i].answered = answeredOf(r)
 		}
 		s.ok = msg.GetSession()
 		return got, nil
@@ -274,7 +281,7 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 			if j, ok := byKey[k]; ok {
 				r := got.Partitions[j]
 				out.Partitions[i] = r
-				e.answered = answeredOffsets{offsetsOf(r), true}
+				e.answered = answeredOf(r)
 				delete(byKey, k)
 				continue
 			}
@@ -283,8 +290,11 @@ func (s *followerSession) response(req *replica.FetchRequest, sent *pb.ReplicaFe
 		if !o.ok {
 			return nil, fmt.Errorf("replica: the leader's incremental answer leaves out %s, which it has not answered before", keyOf(p))
 		}
+		// Unchanged only after a clean answer, which the fetcher
+		// applied: a leader that leaves out the first clean answer after
+		// a refusal (this one does not) still has it applied.
 		out.Partitions[i] = replica.FetchResult{Topic: p.Topic, Partition: p.Partition, HighWatermark: o.hw, LogStartOffset: o.logStart, LogEndOffset: o.logEnd,
-			Unchanged: true}
+			Unchanged: o.clean}
 	}
 	if len(byKey) > 0 {
 		return nil, fmt.Errorf("replica: the leader answered %d partitions not fetched", len(byKey))

@@ -287,3 +287,63 @@ func TestLeaderSessionAppliesChanges(t *testing.T) {
 		}
 	}
 }
+
+// After a refusal, the next clean answer goes on the wire even if no
+// offset moved (the follower applied nothing of the refusal: that answer
+// is the one it applies), and the follower takes a partition left out
+// as unchanged only after a clean answer.
+func TestFetchSessionAnswersAgainAfterARefusal(t *testing.T) {
+	leader := newLeaderSession()
+	defer leader.close()
+	var follower followerSession
+	req := &replica.FetchRequest{ReplicaID: 2, Partitions: []replica.FetchPartition{{Topic: "t", CurrentLeaderEpoch: 6, FetchOffset: 10, LastFetchedEpoch: 5}}}
+	refused := &replica.NotLeaderError{Topic: "t", Leader: 1, Epoch: 5}
+	// round is one fetch through both sessions; the leader's answer for
+	// t-0 has HW and LEO 10 and err. It returns whether t-0 was on the
+	// wire and what the fetcher got.
+	round := func(err error) (sent bool, got replica.FetchResult) {
+		t.Helper()
+		msg := follower.message(req)
+		if _, e := leader.request(msg); e != nil {
+			t.Fatal(e)
+		}
+		resp := &replica.FetchResponse{Partitions: []replica.FetchResult{{Topic: "t", HighWatermark: 10, LogEndOffset: 10, Err: err}}}
+		leader.answer(msg.GetIncremental(), resp)
+		out := fetchResponseToPB(resp)
+		out.Session = true
+		ans, e := follower.response(req, msg, out)
+		if e != nil {
+			t.Fatal(e)
+		}
+		return len(out.Partitions) == 1, ans.Partitions[0]
+	}
+	for _, step := range []struct {
+		name            string
+		err             error
+		sent, unchanged bool
+	}{
+		{"first fetch", nil, true, false},
+		{"nothing new", nil, false, true},
+		{"refused", refused, true, false},
+		{"clean again, no offset moved", nil, true, false},
+		{"nothing new again", nil, false, true},
+	} {
+		sent, got := round(step.err)
+		if sent != step.sent || got.Unchanged != step.unchanged || (got.Err != nil) != (step.err != nil) {
+			t.Fatalf("%s: on the wire %v, unchanged %v, error %v; want %v, %v, %v", step.name, sent, got.Unchanged, got.Err,
+				step.sent, step.unchanged, step.err)
+		}
+	}
+
+	// A leader that leaves out the first clean answer after a refusal
+	// still has its offsets applied.
+	round(refused)
+	msg := follower.message(req)
+	ans, err := follower.response(req, msg, &pb.ReplicaFetchResponse{Session: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ans.Partitions[0]; r.Unchanged || r.HighWatermark != 10 {
+		t.Fatalf("left out after a refusal: unchanged %v, HW %d; want applied, HW 10", r.Unchanged, r.HighWatermark)
+	}
+}

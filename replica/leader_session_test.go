@@ -238,3 +238,42 @@ func benchHandleFetchIdle(b *testing.B, session bool) {
 		rm.ReleaseFetch(resp)
 	}
 }
+
+// A follower out of the ISR whose addition was refused is asked in
+// again by the refreshes of its unchanged fetches, once the retry is due,
+// as by full checks: an idle partition does not stay under-replicated.
+func TestLeaderSessionRefreshAsksForTheISRAgain(t *testing.T) {
+	rec := &scriptedRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 8)}, answers: []error{ErrISRRefused}}
+	rm := newTestManager(t, 1, rec, nil)
+	if err := rm.apply("t", 0, Assignment{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rm.Partition("t", 0)
+	if _, err := p.appendAsLeader(testBatch(1), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	req := &FetchRequest{ReplicaID: 2, MinBytes: 1, MaxBytes: 1 << 20, Session: NewLeaderSession(),
+		Partitions: []FetchPartition{{Topic: "t", CurrentLeaderEpoch: 1, FetchOffset: 1, LastFetchedEpoch: 1, PartitionMaxBytes: 1 << 20}}}
+	defer req.Session.Close()
+	idleFetch(t, rm, req) // checked in full: asks, refused
+	<-rec.done
+	if req.Partitions[0].checked != p {
+		t.Fatal("the clean fetch was not noted as checked")
+	}
+	asks := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.asks)
+	}
+	waitUntil(t, "the refused addition asked again", func() bool {
+		idleFetch(t, rm, req) // unchanged: refreshed
+		return asks() == 2
+	})
+	waitUntil(t, "follower 2 in the ISR", func() bool {
+		st := p.state()
+		return len(st.isr) == 2
+	})
+	if req.Partitions[0].checked != p {
+		t.Fatal("the partition was checked in full again")
+	}
+}
