@@ -134,7 +134,7 @@ func (s *leaderSession) answer(incremental bool, resp *replica.FetchResponse) {
 	for i, r := range resp.Partitions {
 		before := s.answered[i]
 		s.answered[i] = answeredOf(r)
-		if incremental && before.clean && before.fetchedOffsets == offsetsOf(r) && len(r.Records) == 0 && r.Err == nil && r.Diverging == nil {
+		if incremental && before.clean && s.answered[i] == before && len(r.Records) == 0 {
 			if r.Buffer != nil {
 				bufpool.Shared.Put(r.Buffer)
 			}

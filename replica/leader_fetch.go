@@ -139,25 +139,18 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 			continue
 		}
 		div, err := part.followerFetch(req.ReplicaID, f, now)
-		switch {
-		case err == nil && f.LogFailed:
-			// Nothing to read into a failed log, and no reason to answer
-			// at once.
-			setLogOffsets(r, part, part.HighWatermark())
-		case err != nil:
-			r.Err = err
-			setLogOffsets(r, part, part.HighWatermark())
-			stop = true
-		case div != nil:
-			r.Diverging = div
-			setLogOffsets(r, part, part.HighWatermark())
-			stop = true
-		default:
-			parts[i] = part
+		if err == nil && div == nil && !f.LogFailed {
+			parts[i] = part // its offsets come with the read
 			if req.Session != nil {
 				f.checked = part
 			}
+			continue
 		}
+		// Nothing to read: into a failed log (and no reason to answer at
+		// once), or for a refusal or a divergence (answered at once).
+		setLogOffsets(r, part, part.HighWatermark())
+		r.Err, r.Diverging = err, div
+		stop = stop || err != nil || div != nil
 	}
 	var wake chan struct{}
 	if s := req.Session; s != nil {
