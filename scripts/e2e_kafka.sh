@@ -152,7 +152,9 @@ member() {
 settled() {
 	local deadline=$((SECONDS + 60)) line
 	while :; do
-		line=$("$quire" --brokers "$grpc" group describe "$1" 2>/dev/null | sed -n 1p)
+		# A describe that fails (the group not there yet) is polled
+		# again: under pipefail it would end the script without a word.
+		line=$("$quire" --brokers "$grpc" group describe "$1" 2>/dev/null | sed -n 1p) || line=
 		grep -q "$2" <<<"$line" && return 0
 		[ "$SECONDS" -lt "$deadline" ] || fail "group $1: '$line', waited 60s for /$2/"
 		sleep 0.2
