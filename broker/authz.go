@@ -147,6 +147,13 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 	case *quirev1.DescribeProducersRequest:
 		// As Kafka's DescribeProducers: reading the topic.
 		return []need{topicNeed(auth.OpRead, m.Topic)}, true
+	case *quirev1.DeleteRecordsRequest:
+		// As Kafka's DeleteRecords: deleting from each topic named.
+		var out []need
+		for _, p := range m.Partitions {
+			out = appendNeed(out, topicNeed(auth.OpDelete, p.Topic))
+		}
+		return out, true
 	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest:
 		return []need{clusterNeed(auth.OpAlter)}, true
 	// Producer.

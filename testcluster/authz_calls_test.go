@@ -59,6 +59,10 @@ func securedCalls() []securedCall {
 			_, err := adm(cc).DescribeProducers(ctx, &quirev1.DescribeProducersRequest{Topic: topic})
 			return err
 		}},
+		{"DeleteRecords", tf, "Delete", "Topic", topic, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := adm(cc).DeleteRecords(ctx, &quirev1.DeleteRecordsRequest{Partitions: []*quirev1.DeleteRecordsPartition{{Topic: topic}}})
+			return err
+		}},
 		{"DescribeCluster", cf, "Describe", "Cluster", "", func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := adm(cc).DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
 			return err

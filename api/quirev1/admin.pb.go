@@ -76,6 +76,228 @@ func (ConfigSource) EnumDescriptor() ([]byte, []int) {
 	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type DeleteRecordsRequest struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteRecordsPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Records below this offset are deleted; -1 is the high watermark
+	// (everything consumers can read now).
+	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsPartition) Reset() {
+	*x = DeleteRecordsPartition{}
+	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsPartition) ProtoMessage() {}
+
+func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeleteRecordsPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type DeleteRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order asked.
+	Partitions    []*DeleteRecordsResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteRecordsResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The leader's log start offset after the deletion (Kafka's low
+	// watermark as the leader has it); -1 with an error.
+	LowWatermark int64 `protobuf:"varint,3,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
+	// Set when the partition's records were not deleted.
+	Error         *Error `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResult) Reset() {
+	*x = DeleteRecordsResult{}
+	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResult) ProtoMessage() {}
+
+func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeleteRecordsResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResult) GetLowWatermark() int64 {
+	if x != nil {
+		return x.LowWatermark
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// [a-zA-Z0-9._-], at most 249 characters, not "." or "..".
@@ -103,7 +325,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	mi := &file_quire_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +337,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	mi := &file_quire_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +350,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -217,7 +439,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	mi := &file_quire_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -229,7 +451,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	mi := &file_quire_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -242,7 +464,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -268,7 +490,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	mi := &file_quire_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +502,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	mi := &file_quire_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +515,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -315,7 +537,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	mi := &file_quire_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +549,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	mi := &file_quire_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +562,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteTopicResponse) GetMetadataIndex() uint64 {
@@ -358,7 +580,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +592,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +605,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type ListTopicsResponse struct {
@@ -395,7 +617,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +629,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +642,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicListing {
@@ -442,7 +664,7 @@ type TopicListing struct {
 
 func (x *TopicListing) Reset() {
 	*x = TopicListing{}
-	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +676,7 @@ func (x *TopicListing) String() string {
 func (*TopicListing) ProtoMessage() {}
 
 func (x *TopicListing) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +689,7 @@ func (x *TopicListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicListing.ProtoReflect.Descriptor instead.
 func (*TopicListing) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicListing) GetName() string {
@@ -508,7 +730,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +742,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +755,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -552,7 +774,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +786,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +799,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -600,7 +822,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +834,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +847,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -683,7 +905,7 @@ type PartitionDescription struct {
 
 func (x *PartitionDescription) Reset() {
 	*x = PartitionDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +917,7 @@ func (x *PartitionDescription) String() string {
 func (*PartitionDescription) ProtoMessage() {}
 
 func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +930,7 @@ func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDescription.ProtoReflect.Descriptor instead.
 func (*PartitionDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionDescription) GetPartition() int32 {
@@ -785,7 +1007,7 @@ type OfflineReplica struct {
 
 func (x *OfflineReplica) Reset() {
 	*x = OfflineReplica{}
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1019,7 @@ func (x *OfflineReplica) String() string {
 func (*OfflineReplica) ProtoMessage() {}
 
 func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1032,7 @@ func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineReplica.ProtoReflect.Descriptor instead.
 func (*OfflineReplica) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OfflineReplica) GetBrokerId() int32 {
@@ -842,7 +1064,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1076,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1089,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type DescribeClusterResponse struct {
@@ -881,7 +1103,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1115,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1128,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -944,7 +1166,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1178,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1191,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1016,7 +1238,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1250,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1263,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeConfigsRequest) GetTopic() string {
@@ -1060,7 +1282,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1294,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1307,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() []*ConfigEntry {
@@ -1107,7 +1329,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1341,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1354,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1177,7 +1399,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1411,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1424,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1241,7 +1463,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1475,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1488,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type CreatePartitionsRequest struct {
@@ -1281,7 +1503,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1515,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1528,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1343,7 +1565,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1577,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1590,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1394,7 +1616,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1628,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1641,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -1437,7 +1659,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1671,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1684,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type DescribeFeaturesRequest struct {
@@ -1473,7 +1695,7 @@ type DescribeFeaturesRequest struct {
 
 func (x *DescribeFeaturesRequest) Reset() {
 	*x = DescribeFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1707,7 @@ func (x *DescribeFeaturesRequest) String() string {
 func (*DescribeFeaturesRequest) ProtoMessage() {}
 
 func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1720,7 @@ func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 type DescribeFeaturesResponse struct {
@@ -1515,7 +1737,7 @@ type DescribeFeaturesResponse struct {
 
 func (x *DescribeFeaturesResponse) Reset() {
 	*x = DescribeFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1749,7 @@ func (x *DescribeFeaturesResponse) String() string {
 func (*DescribeFeaturesResponse) ProtoMessage() {}
 
 func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1762,7 @@ func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeFeaturesResponse) GetMetadataVersion() int32 {
@@ -1585,7 +1807,7 @@ type BrokerFeatures struct {
 
 func (x *BrokerFeatures) Reset() {
 	*x = BrokerFeatures{}
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1819,7 @@ func (x *BrokerFeatures) String() string {
 func (*BrokerFeatures) ProtoMessage() {}
 
 func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1832,7 @@ func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerFeatures.ProtoReflect.Descriptor instead.
 func (*BrokerFeatures) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BrokerFeatures) GetBrokerId() int32 {
@@ -1650,7 +1872,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1884,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1897,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -1694,7 +1916,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1928,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1941,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -1740,7 +1962,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1974,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1987,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeProducersRequest) GetTopic() string {
@@ -1792,7 +2014,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +2026,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +2039,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -1842,7 +2064,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2076,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2089,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionProducers) GetPartition() int32 {
@@ -1907,7 +2129,7 @@ type ProducerDescription struct {
 
 func (x *ProducerDescription) Reset() {
 	*x = ProducerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2141,7 @@ func (x *ProducerDescription) String() string {
 func (*ProducerDescription) ProtoMessage() {}
 
 func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2154,7 @@ func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
 func (*ProducerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ProducerDescription) GetProducerId() int64 {
@@ -1974,7 +2196,24 @@ var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xd7\x02\n" +
+	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"X\n" +
+	"\x14DeleteRecordsRequest\x12@\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2 .quire.v1.DeleteRecordsPartitionR\n" +
+	"partitions\"d\n" +
+	"\x16DeleteRecordsPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"V\n" +
+	"\x15DeleteRecordsResponse\x12=\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1d.quire.v1.DeleteRecordsResultR\n" +
+	"partitions\"\x95\x01\n" +
+	"\x13DeleteRecordsResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\rlow_watermark\x18\x03 \x01(\x03R\flowWatermark\x12%\n" +
+	"\x05error\x18\x04 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"\xd7\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\n" +
@@ -2116,7 +2355,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\x80\b\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xd2\b\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +
@@ -2130,7 +2369,8 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10UnregisterBroker\x12!.quire.v1.UnregisterBrokerRequest\x1a\".quire.v1.UnregisterBrokerResponse\x12Y\n" +
 	"\x10DescribeFeatures\x12!.quire.v1.DescribeFeaturesRequest\x1a\".quire.v1.DescribeFeaturesResponse\x12S\n" +
 	"\x0eUpdateFeatures\x12\x1f.quire.v1.UpdateFeaturesRequest\x1a .quire.v1.UpdateFeaturesResponse\x12\\\n" +
-	"\x11DescribeProducers\x12\".quire.v1.DescribeProducersRequest\x1a#.quire.v1.DescribeProducersResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\x11DescribeProducers\x12\".quire.v1.DescribeProducersRequest\x1a#.quire.v1.DescribeProducersResponse\x12P\n" +
+	"\rDeleteRecords\x12\x1e.quire.v1.DeleteRecordsRequest\x1a\x1f.quire.v1.DeleteRecordsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_admin_proto_rawDescOnce sync.Once
@@ -2145,93 +2385,102 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_quire_v1_admin_proto_goTypes = []any{
 	(ConfigSource)(0),                 // 0: quire.v1.ConfigSource
-	(*CreateTopicRequest)(nil),        // 1: quire.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 2: quire.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 3: quire.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 4: quire.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),         // 5: quire.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 6: quire.v1.ListTopicsResponse
-	(*TopicListing)(nil),              // 7: quire.v1.TopicListing
-	(*DescribeTopicsRequest)(nil),     // 8: quire.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),    // 9: quire.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),          // 10: quire.v1.TopicDescription
-	(*PartitionDescription)(nil),      // 11: quire.v1.PartitionDescription
-	(*OfflineReplica)(nil),            // 12: quire.v1.OfflineReplica
-	(*DescribeClusterRequest)(nil),    // 13: quire.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),   // 14: quire.v1.DescribeClusterResponse
-	(*BrokerDescription)(nil),         // 15: quire.v1.BrokerDescription
-	(*DescribeConfigsRequest)(nil),    // 16: quire.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),   // 17: quire.v1.DescribeConfigsResponse
-	(*ConfigEntry)(nil),               // 18: quire.v1.ConfigEntry
-	(*AlterConfigsRequest)(nil),       // 19: quire.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),      // 20: quire.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),   // 21: quire.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 22: quire.v1.CreatePartitionsResponse
-	(*UnregisterBrokerRequest)(nil),   // 23: quire.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),  // 24: quire.v1.UnregisterBrokerResponse
-	(*DescribeFeaturesRequest)(nil),   // 25: quire.v1.DescribeFeaturesRequest
-	(*DescribeFeaturesResponse)(nil),  // 26: quire.v1.DescribeFeaturesResponse
-	(*BrokerFeatures)(nil),            // 27: quire.v1.BrokerFeatures
-	(*UpdateFeaturesRequest)(nil),     // 28: quire.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),    // 29: quire.v1.UpdateFeaturesResponse
-	(*DescribeProducersRequest)(nil),  // 30: quire.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil), // 31: quire.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),        // 32: quire.v1.PartitionProducers
-	(*ProducerDescription)(nil),       // 33: quire.v1.ProducerDescription
-	nil,                               // 34: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 35: quire.v1.TopicDescription.ConfigsEntry
-	nil,                               // 36: quire.v1.AlterConfigsRequest.SetEntry
-	(*Error)(nil),                     // 37: quire.v1.Error
+	(*DeleteRecordsRequest)(nil),      // 1: quire.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),    // 2: quire.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),     // 3: quire.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),       // 4: quire.v1.DeleteRecordsResult
+	(*CreateTopicRequest)(nil),        // 5: quire.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 6: quire.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 7: quire.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 8: quire.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),         // 9: quire.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 10: quire.v1.ListTopicsResponse
+	(*TopicListing)(nil),              // 11: quire.v1.TopicListing
+	(*DescribeTopicsRequest)(nil),     // 12: quire.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),    // 13: quire.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),          // 14: quire.v1.TopicDescription
+	(*PartitionDescription)(nil),      // 15: quire.v1.PartitionDescription
+	(*OfflineReplica)(nil),            // 16: quire.v1.OfflineReplica
+	(*DescribeClusterRequest)(nil),    // 17: quire.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),   // 18: quire.v1.DescribeClusterResponse
+	(*BrokerDescription)(nil),         // 19: quire.v1.BrokerDescription
+	(*DescribeConfigsRequest)(nil),    // 20: quire.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),   // 21: quire.v1.DescribeConfigsResponse
+	(*ConfigEntry)(nil),               // 22: quire.v1.ConfigEntry
+	(*AlterConfigsRequest)(nil),       // 23: quire.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),      // 24: quire.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),   // 25: quire.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 26: quire.v1.CreatePartitionsResponse
+	(*UnregisterBrokerRequest)(nil),   // 27: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),  // 28: quire.v1.UnregisterBrokerResponse
+	(*DescribeFeaturesRequest)(nil),   // 29: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil),  // 30: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),            // 31: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),     // 32: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),    // 33: quire.v1.UpdateFeaturesResponse
+	(*DescribeProducersRequest)(nil),  // 34: quire.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil), // 35: quire.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),        // 36: quire.v1.PartitionProducers
+	(*ProducerDescription)(nil),       // 37: quire.v1.ProducerDescription
+	nil,                               // 38: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 39: quire.v1.TopicDescription.ConfigsEntry
+	nil,                               // 40: quire.v1.AlterConfigsRequest.SetEntry
+	(*Error)(nil),                     // 41: quire.v1.Error
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	34, // 0: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
-	10, // 1: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
-	7,  // 2: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
-	10, // 3: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
-	11, // 4: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	35, // 5: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
-	12, // 6: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
-	15, // 7: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
-	18, // 8: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
-	0,  // 9: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	36, // 10: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
-	10, // 11: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
-	27, // 12: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
-	32, // 13: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
-	37, // 14: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
-	33, // 15: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
-	1,  // 16: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	3,  // 17: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	5,  // 18: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	8,  // 19: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	13, // 20: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	16, // 21: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	19, // 22: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	21, // 23: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	23, // 24: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	25, // 25: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
-	28, // 26: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
-	30, // 27: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
-	2,  // 28: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	4,  // 29: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	6,  // 30: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	9,  // 31: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	14, // 32: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	17, // 33: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	20, // 34: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	22, // 35: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	24, // 36: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	26, // 37: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
-	29, // 38: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
-	31, // 39: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	2,  // 0: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
+	4,  // 1: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
+	41, // 2: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
+	38, // 3: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	14, // 4: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
+	11, // 5: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
+	14, // 6: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
+	15, // 7: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
+	39, // 8: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	16, // 9: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
+	19, // 10: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
+	22, // 11: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
+	0,  // 12: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
+	40, // 13: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	14, // 14: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
+	31, // 15: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
+	36, // 16: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
+	41, // 17: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
+	37, // 18: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
+	5,  // 19: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	7,  // 20: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	9,  // 21: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	12, // 22: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	17, // 23: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	20, // 24: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	23, // 25: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	25, // 26: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	27, // 27: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	29, // 28: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	32, // 29: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	34, // 30: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
+	1,  // 31: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
+	6,  // 32: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	8,  // 33: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	10, // 34: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	13, // 35: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	18, // 36: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	21, // 37: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	24, // 38: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	26, // 39: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	28, // 40: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	30, // 41: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	33, // 42: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	35, // 43: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
+	3,  // 44: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -2240,7 +2489,7 @@ func file_quire_v1_admin_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_admin_proto_msgTypes[0].OneofWrappers = []any{
+	file_quire_v1_admin_proto_msgTypes[4].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
 	}
@@ -2250,7 +2499,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Admin_DescribeFeatures_FullMethodName  = "/quire.v1.Admin/DescribeFeatures"
 	Admin_UpdateFeatures_FullMethodName    = "/quire.v1.Admin/UpdateFeatures"
 	Admin_DescribeProducers_FullMethodName = "/quire.v1.Admin/DescribeProducers"
+	Admin_DeleteRecords_FullMethodName     = "/quire.v1.Admin/DeleteRecords"
 )
 
 // AdminClient is the client API for Admin service.
@@ -78,6 +79,19 @@ type AdminClient interface {
 	// INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a
 	// partition past the topic's count INVALID_REQUEST, for the whole call.
 	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
+	// Deletes the records of partitions below an offset (Kafka's
+	// DeleteRecords, `kafka-delete-records.sh`): the partition's log start
+	// offset moves up to it, reads below it get OFFSET_OUT_OF_RANGE (a
+	// consumer resets by its policy) and the segments wholly below it are
+	// removed from disk. The partition's leader does it, wherever the call
+	// lands (passed on to the leader); followers move their log start up to
+	// the leader's at their next fetch. Each partition is answered on its
+	// own: an offset above the high watermark is OFFSET_OUT_OF_RANGE, an
+	// unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION, a partition
+	// without a reachable leader a leadership error (retriable). An empty
+	// list, a partition named twice or an offset below -1 is INVALID_REQUEST
+	// for the whole call. Authorized as DELETE on the topic.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
 type adminClient struct {
@@ -208,6 +222,16 @@ func (c *adminClient) DescribeProducers(ctx context.Context, in *DescribeProduce
 	return out, nil
 }
 
+func (c *adminClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -253,6 +277,19 @@ type AdminServer interface {
 	// INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a
 	// partition past the topic's count INVALID_REQUEST, for the whole call.
 	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
+	// Deletes the records of partitions below an offset (Kafka's
+	// DeleteRecords, `kafka-delete-records.sh`): the partition's log start
+	// offset moves up to it, reads below it get OFFSET_OUT_OF_RANGE (a
+	// consumer resets by its policy) and the segments wholly below it are
+	// removed from disk. The partition's leader does it, wherever the call
+	// lands (passed on to the leader); followers move their log start up to
+	// the leader's at their next fetch. Each partition is answered on its
+	// own: an offset above the high watermark is OFFSET_OUT_OF_RANGE, an
+	// unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION, a partition
+	// without a reachable leader a leadership error (retriable). An empty
+	// list, a partition named twice or an offset below -1 is INVALID_REQUEST
+	// for the whole call. Authorized as DELETE on the topic.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -298,6 +335,9 @@ func (UnimplementedAdminServer) UpdateFeatures(context.Context, *UpdateFeaturesR
 }
 func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeProducers not implemented")
+}
+func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -536,6 +576,24 @@ func _Admin_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -590,6 +648,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeProducers",
 			Handler:    _Admin_DescribeProducers_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _Admin_DeleteRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
