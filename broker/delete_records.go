@@ -86,5 +86,16 @@ func (b *Broker) deleteRecordsHere(_ context.Context, dp *quirev1.DeleteRecordsP
 	if !ok {
 		return -1, fmt.Errorf("%w: %s-%d has no leader", ErrLeaderNotAvailable, dp.Topic, dp.Partition)
 	}
-	return part.DeleteRecordsBefore(dp.Offset)
+	start, err := part.DeleteRecordsBefore(dp.Offset)
+	if err != nil {
+		return -1, err
+	}
+	// On disk before the answer, rather than at the next periodic
+	// checkpoint: a leader that crashes in between would come back with
+	// the deleted records readable again (its followers learn the new
+	// start at their next fetch and checkpoint it on their own period).
+	if err := b.storage.Checkpoint(); err != nil {
+		return -1, fmt.Errorf("%s-%d: records deleted below %d, but not yet durably: %w", dp.Topic, dp.Partition, start, err)
+	}
+	return start, nil
 }

@@ -1,11 +1,15 @@
 package broker_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/storage"
 )
 
 // DeleteRecords moves each partition's log start up to the offset asked
@@ -13,7 +17,7 @@ import (
 // earliest offset is the new start. Partition problems come back per
 // partition, the others still done; a malformed request fails whole.
 func TestAdminDeleteRecords(t *testing.T) {
-	_, c := start(t)
+	b, c := start(t)
 	createTopic(t, c, "dr", 2, nil)
 	createTopic(t, c, "dr2", 1, nil)
 	produce(t, c, "dr", 0, makeBatch(10, 10, "a"))
@@ -60,6 +64,12 @@ func TestAdminDeleteRecords(t *testing.T) {
 	lo, err := c.consumer.ListOffsets(ctxT(t), &quirev1.ListOffsetsRequest{Partitions: []*quirev1.ListOffsetsPartition{{Topic: "dr", Partition: 0, TimestampMs: -2}}})
 	if err != nil || lo.GetPartitions()[0].GetOffset() != 6 {
 		t.Fatalf("earliest offset after the deletion: %v, %v", lo, err)
+	}
+
+	// The new start is in the log-start checkpoint when the call answers.
+	ckpt, err := os.ReadFile(filepath.Join(b.Config().DataDir, storage.LogStartCheckpointFile))
+	if err != nil || !strings.Contains(string(ckpt), "\ndr 0 6\n") || !strings.Contains(string(ckpt), "\ndr 1 4\n") {
+		t.Fatalf("log-start checkpoint after DeleteRecords: %q, %v", ckpt, err)
 	}
 
 	del := func(ps ...*quirev1.DeleteRecordsPartition) error {

@@ -77,7 +77,8 @@ const kafkaMaxRequestBytes = 100 << 20
 // the gRPC services' handlers.
 func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
 	return kafka.NewServer(kafka.Config{
-		Backend:         kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b}},
+		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b},
+			admin: &adminService{b: b}},
 		MaxRequestBytes: max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
 		// Tagged with the listener, as a gRPC call is, so Metadata gives
 		// the addresses of this listener.
@@ -106,6 +107,7 @@ type kafkaBackend struct {
 	consumer *consumerService
 	meta     *metadataService
 	groups   *groupService
+	admin    *adminService
 }
 
 var _ kafka.Backend = kafkaBackend{}
@@ -147,6 +149,10 @@ func (k kafkaBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*qu
 
 func (k kafkaBackend) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
 	return k.consumer.ListOffsets(ctx, req)
+}
+
+func (k kafkaBackend) DeleteRecords(ctx context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error) {
+	return k.admin.DeleteRecords(ctx, req)
 }
 
 // Coordinator is this broker on the client's listener: a group's calls

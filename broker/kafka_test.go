@@ -129,6 +129,42 @@ func TestBrokerKafkaErrors(t *testing.T) {
 	}
 }
 
+// DeleteRecords over Kafka's protocol (as kafka-delete-records.sh or an
+// admin client sends it) moves the log start: the answer's low watermark,
+// and a consumer from the start begins there.
+func TestBrokerKafkaDeleteRecords(t *testing.T) {
+	_, addr := startKafkaBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr, kgo.DefaultProduceTopic("kdr"))
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.Version, req.TimeoutMillis = 2, 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = "kdr"
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 4
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LowWatermark != 4 {
+		t.Fatalf("DeleteRecords before 4: %+v", p)
+	}
+	cons := kafkaClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"kdr": {0: kgo.NewOffset().AtStart()}}))
+	fs := cons.PollFetches(ctx)
+	fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+	if recs := fs.Records(); len(recs) == 0 || recs[0].Offset != 4 || string(recs[0].Value) != "4" {
+		t.Fatalf("consumed from the start after the deletion: %v", recs)
+	}
+}
+
 // kafka.listener.names names listeners other than the inter-broker one,
 // and not beside TLS or the authorizer.
 func TestBrokerConfigKafkaListenerNames(t *testing.T) {

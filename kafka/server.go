@@ -40,6 +40,7 @@ type Backend interface {
 	Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error)
 	Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error)
 	ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error)
+	DeleteRecords(ctx context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error)
 	InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error)
 	// Coordinator is this node, with its address on the connection's
 	// listener: any node takes a group's requests.
@@ -420,6 +421,8 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return fetch(ctx, b, req), nil
 	case *kmsg.ListOffsetsRequest:
 		return listOffsets(ctx, b, req), nil
+	case *kmsg.DeleteRecordsRequest:
+		return deleteRecords(ctx, b, req), nil
 	case *kmsg.InitProducerIDRequest:
 		return initProducerID(ctx, b, req), nil
 	case *kmsg.FindCoordinatorRequest:

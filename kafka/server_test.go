@@ -66,6 +66,23 @@ func (f *fakeBackend) ListOffsets(context.Context, *quirev1.ListOffsetsRequest) 
 	return &quirev1.ListOffsetsResponse{}, nil
 }
 
+// DeleteRecords deletes up to the offset asked (30, the HW, for -1); topic
+// "nope" does not exist.
+func (f *fakeBackend) DeleteRecords(_ context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error) {
+	out := &quirev1.DeleteRecordsResponse{}
+	for _, p := range req.Partitions {
+		r := &quirev1.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.Offset}
+		switch {
+		case p.Topic == "nope":
+			r.LowWatermark, r.Error = -1, &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+		case p.Offset == -1:
+			r.LowWatermark = 30
+		}
+		out.Partitions = append(out.Partitions, r)
+	}
+	return out, nil
+}
+
 func (f *fakeBackend) InitProducerID(context.Context, *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
 	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 2}, nil
 }
@@ -207,7 +224,7 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 22: {0, 4}, 68: {1, 1},
+	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
 		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 4}}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
@@ -746,6 +763,38 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 	k.response(iresp, true)
 	if iresp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
 		t.Fatalf("a transactional id answered %d", iresp.ErrorCode)
+	}
+}
+
+// TestKafkaDeleteRecords: each partition's offset goes to the backend and
+// its low watermark or error code comes back, in the flexible version too.
+func TestKafkaDeleteRecords(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	for _, version := range []int16{0, 2} {
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.Version = version
+		for _, topic := range []string{"t", "nope"} {
+			rt := kmsg.NewDeleteRecordsRequestTopic()
+			rt.Topic = topic
+			for p, off := range []int64{12, -1} {
+				rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+				rp.Partition, rp.Offset = int32(p), off
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		k.request(req)
+		resp := kmsg.NewPtrDeleteRecordsResponse()
+		resp.Version = version
+		k.response(resp, version >= 2)
+		if len(resp.Topics) != 2 || len(resp.Topics[0].Partitions) != 2 || len(resp.Topics[1].Partitions) != 2 {
+			t.Fatalf("v%d: answered %+v", version, resp.Topics)
+		}
+		ok, nope := resp.Topics[0].Partitions, resp.Topics[1].Partitions
+		if ok[0].ErrorCode != 0 || ok[0].LowWatermark != 12 || ok[1].ErrorCode != 0 || ok[1].LowWatermark != 30 ||
+			nope[0].ErrorCode != kerr.UnknownTopicOrPartition.Code || nope[0].LowWatermark != -1 {
+			t.Fatalf("v%d: answered %+v and %+v", version, ok, nope)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 2, MinVersion: 1, MaxVersion: 6},  // ListOffsets (7 promises -3, the max timestamp: not served)
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
+	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
 	// Consumer groups in KIP-848's protocol and their offsets; the
 	// highest versions before topics named by id only.

@@ -67,9 +67,16 @@ func produceAll(t *testing.T, c *testcluster.Cluster, topic string, values []str
 	return offsets
 }
 
-// consumeAll reads partition 0 of topic from offset 0 to the HW through
-// its leader.
+// consumeAll reads partition 0 of topic from its start to the HW at its
+// leader.
 func consumeAll(t *testing.T, c *testcluster.Cluster, topic string) []string {
+	t.Helper()
+	return consumeFrom(t, c, topic, 0)
+}
+
+// consumeFrom reads partition 0 of topic from offset to the HW at its
+// leader.
+func consumeFrom(t *testing.T, c *testcluster.Cluster, topic string, from int64) []string {
 	t.Helper()
 	ctx := testCtx(t)
 	var values []string
@@ -77,7 +84,7 @@ func consumeAll(t *testing.T, c *testcluster.Cluster, topic string) []string {
 		values = values[:0]
 		leader, _ := c.WaitLeader(ctx, topic, 0)
 		cons := quirev1.NewConsumerClient(c.Conn(leader))
-		for off := int64(0); ; {
+		for off := from; ; {
 			resp, err := cons.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: topic, Offset: off, MaxRecords: 1000})
 			if err != nil {
 				return err
