@@ -31,9 +31,8 @@ func (s *adminService) DeleteRecords(ctx context.Context, req *quirev1.DeleteRec
 	}
 	resp := &quirev1.DeleteRecordsResponse{Partitions: make([]*quirev1.DeleteRecordsResult, len(req.Partitions))}
 	for i, dp := range req.Partitions {
-		res := &quirev1.DeleteRecordsResult{Topic: dp.Topic, Partition: dp.Partition, LowWatermark: -1}
-		res.LowWatermark, res.Error = s.b.deleteRecords(ctx, dp)
-		resp.Partitions[i] = res
+		low, e := s.b.deleteRecords(ctx, dp)
+		resp.Partitions[i] = &quirev1.DeleteRecordsResult{Topic: dp.Topic, Partition: dp.Partition, LowWatermark: low, Error: e}
 	}
 	return resp, nil
 }

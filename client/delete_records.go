@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -29,10 +30,10 @@ type DeletedRecords struct {
 // and its segments wholly below it leave the disk. An offset of
 // DeleteBelowHighWatermark deletes all the partition holds up to its high
 // watermark; one above the high watermark is refused. The results come in
-// partition order; a partition whose leader moved meanwhile is asked
-// again until ctx (or the client's request timeout) ends; an unknown topic
-// is not. An empty before
-// or a negative offset other than -1 fails the call.
+// partition order. A partition whose leader moved meanwhile is asked
+// again until ctx (or the client's request timeout) ends; an unknown
+// topic is not. An empty before, or a negative offset other than -1,
+// fails the call.
 func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int32]int64) ([]DeletedRecords, error) {
 	if len(before) == 0 {
 		return nil, fmt.Errorf("client: DeleteRecords of %s names no partitions", topic)
@@ -46,7 +47,7 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 	for p := range before {
 		out = append(out, DeletedRecords{Partition: p, LowWatermark: -1})
 	}
-	slices.SortFunc(out, func(a, b DeletedRecords) int { return int(a.Partition) - int(b.Partition) })
+	slices.SortFunc(out, func(a, b DeletedRecords) int { return cmp.Compare(a.Partition, b.Partition) })
 	todo := make([]int, len(out)) // indexes into out still to ask
 	for i := range out {
 		todo[i] = i
