@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -165,6 +166,58 @@ func (c *Console) addPartitions(w http.ResponseWriter, r *http.Request) {
 				return "", err
 			}
 			return done("/topics/"+url.PathEscape(name), fmt.Sprintf("Topic %s has %d partitions.", name, len(d.Partitions))), nil
+		})
+}
+
+// deleteRecords deletes the records of every partition of a topic below
+// an offset, or below each partition's high watermark when none is given
+// (Kafka's DeleteRecords).
+func (c *Console) deleteRecords(w http.ResponseWriter, r *http.Request) {
+	c.action(w, r, []string{"name", "before"},
+		func(a *actionInput) (string, bool, string) {
+			name := a.required("name", "a topic name")
+			where := "its high watermark (everything consumers can read now)"
+			if v := a.str("before"); v != "" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					a.errs = append(a.errs, fmt.Sprintf("the offset must be a non-negative number, not %q", v))
+				}
+				where = fmt.Sprintf("offset %d", n)
+			}
+			return fmt.Sprintf("Delete the records of every partition of topic %q below %s. Consumers positioned below the new log start reset by their policy. This cannot be undone.", name, where),
+				true, "/topics/" + url.PathEscape(name)
+		},
+		func(ctx context.Context, cl *client.Client, a *actionInput) (string, error) {
+			name := a.str("name")
+			before := client.DeleteBelowHighWatermark
+			if v := a.str("before"); v != "" {
+				before, _ = strconv.ParseInt(v, 10, 64)
+			}
+			n, err := cl.PartitionCount(ctx, name)
+			if err != nil {
+				return "", err
+			}
+			want := make(map[int32]int64, n)
+			for p := range n {
+				want[p] = before
+			}
+			res, err := cl.DeleteRecords(ctx, name, want)
+			if err != nil {
+				return "", err
+			}
+			var errs []error
+			starts := make([]string, 0, len(res))
+			for _, d := range res {
+				if d.Err != nil {
+					errs = append(errs, fmt.Errorf("partition %d: %w", d.Partition, d.Err))
+					continue
+				}
+				starts = append(starts, fmt.Sprintf("%d from %d", d.Partition, d.LowWatermark))
+			}
+			if len(errs) > 0 {
+				return "", errors.Join(errs...)
+			}
+			return done("/topics/"+url.PathEscape(name), fmt.Sprintf("Deleted records of %s: partitions start at %s.", name, strings.Join(starts, ", "))), nil
 		})
 }
 

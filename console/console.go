@@ -148,6 +148,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /actions/create-topic", c.createTopic)
 	mux.HandleFunc("POST /actions/delete-topic", c.deleteTopic)
 	mux.HandleFunc("POST /actions/add-partitions", c.addPartitions)
+	mux.HandleFunc("POST /actions/delete-records", c.deleteRecords)
 	mux.HandleFunc("POST /actions/reset-offsets", c.resetOffsets)
 	return mux
 }

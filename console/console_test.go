@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -325,10 +326,43 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 			return ""
 		})
 
+		// Delete records: below each partition's HW, then refusals.
+		var recs []*client.Record
+		for i := range 8 {
+			recs = append(recs, &client.Record{Topic: "made-here", Value: []byte(fmt.Sprint(i))})
+		}
+		if err := cl.ProduceSync(ctx, recs...); err != nil {
+			t.Fatal(err)
+		}
+		resp = post(t, srv.URL+"/actions/delete-records", url.Values{"name": {"made-here"}, "before": {""}, "confirm": {"yes"}})
+		if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "?done=") {
+			t.Fatalf("delete records: %d\n%s", resp.StatusCode, body(t, resp))
+		}
+		resp.Body.Close()
+		starts, err := cl.ListOffsets(ctx, "made-here", client.AtStart())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends, err := cl.ListOffsets(ctx, "made-here", client.AtEnd())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(starts) != 4 || !maps.Equal(starts, ends) || sumOffsets(ends) != 8 {
+			t.Fatalf("after deleting below the HW: starts %v, ends %v", starts, ends)
+		}
+		resp = post(t, srv.URL+"/actions/delete-records", url.Values{"name": {"made-here"}, "before": {"999"}, "confirm": {"yes"}})
+		if page := body(t, resp); resp.StatusCode == http.StatusSeeOther || !strings.Contains(page, "OFFSET_OUT_OF_RANGE") {
+			t.Fatalf("delete records above the HW: %d\n%s", resp.StatusCode, page)
+		}
+		resp = post(t, srv.URL+"/actions/delete-records", url.Values{"name": {"made-here"}, "before": {"-5"}, "confirm": {"yes"}})
+		if page := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, `the offset must be a non-negative number, not &#34;-5&#34;`) {
+			t.Fatalf("delete records below -5: %d\n%s", resp.StatusCode, page)
+		}
+
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/actions/delete-topic", strings.NewReader("name=made-here&confirm=yes"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", "http://elsewhere.example")
-		resp, err := noRedirect.Do(req)
+		resp, err = noRedirect.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,4 +529,12 @@ func TestConsoleClusterUnreachable(t *testing.T) {
 		}
 		mustContain(t, page, path, "cannot reach the cluster at "+addr, `role="alert"`, `data-refresh="5000"`, "Trying again every")
 	}
+}
+
+func sumOffsets(m map[int32]int64) int64 {
+	var n int64
+	for _, o := range m {
+		n += o
+	}
+	return n
 }
