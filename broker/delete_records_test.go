@@ -81,4 +81,6 @@ func TestAdminDeleteRecords(t *testing.T) {
 		codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "dr-0 is named twice")
 	wantStatus(t, del(&quirev1.DeleteRecordsPartition{Topic: "dr", Partition: 1, Offset: -2}),
 		codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "offset -2")
+	_, err = c.admin.DeleteRecords(ctxT(t), &quirev1.DeleteRecordsRequest{Partitions: []*quirev1.DeleteRecordsPartition{{Topic: "dr"}}, TimeoutMs: -1})
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "timeout_ms -1 is negative")
 }

@@ -79,9 +79,13 @@ func fetchRequestFromPB(req *pb.ReplicaFetchRequest) *replica.FetchRequest {
 }
 
 func fetchPartitionFromPB(f *pb.ReplicaFetchPartition) replica.FetchPartition {
-	return replica.FetchPartition{Topic: f.GetTopic(), Partition: f.GetPartition(), CurrentLeaderEpoch: f.GetCurrentLeaderEpoch(),
+	out := replica.FetchPartition{Topic: f.GetTopic(), Partition: f.GetPartition(), CurrentLeaderEpoch: f.GetCurrentLeaderEpoch(),
 		FetchOffset: f.GetFetchOffset(), LastFetchedEpoch: f.GetLastFetchedEpoch(), PartitionMaxBytes: f.GetPartitionMaxBytes(),
-		LogFailed: f.GetLogFailed()}
+		LogFailed: f.GetLogFailed(), LogStartOffset: -1}
+	if f.GetOptionalLogStartOffset() != nil {
+		out.LogStartOffset = f.GetLogStartOffset()
+	}
+	return out
 }
 
 func fetchRequestToPB(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
@@ -94,9 +98,13 @@ func fetchRequestToPB(req *replica.FetchRequest) *pb.ReplicaFetchRequest {
 }
 
 func fetchPartitionToPB(f replica.FetchPartition) *pb.ReplicaFetchPartition {
-	return &pb.ReplicaFetchPartition{Topic: f.Topic, Partition: f.Partition, CurrentLeaderEpoch: f.CurrentLeaderEpoch,
+	out := &pb.ReplicaFetchPartition{Topic: f.Topic, Partition: f.Partition, CurrentLeaderEpoch: f.CurrentLeaderEpoch,
 		FetchOffset: f.FetchOffset, LastFetchedEpoch: f.LastFetchedEpoch, PartitionMaxBytes: f.PartitionMaxBytes,
 		LogFailed: f.LogFailed}
+	if f.LogStartOffset >= 0 {
+		out.OptionalLogStartOffset = &pb.ReplicaFetchPartition_LogStartOffset{LogStartOffset: f.LogStartOffset}
+	}
+	return out
 }
 
 func fetchResponseToPB(resp *replica.FetchResponse) *pb.ReplicaFetchResponse {

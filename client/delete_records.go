@@ -17,8 +17,8 @@ const DeleteBelowHighWatermark int64 = -1
 // DeletedRecords is one partition's outcome of DeleteRecords.
 type DeletedRecords struct {
 	Partition int32 `json:"partition"`
-	// LowWatermark is the partition's log start offset after the
-	// deletion, as its leader has it; -1 with Err.
+	// LowWatermark is the lowest log start offset over the partition's
+	// in-sync replicas after the deletion; -1 with Err.
 	LowWatermark int64 `json:"low_watermark"`
 	// Err is why the partition's records were not deleted.
 	Err error `json:"-"`
@@ -26,8 +26,9 @@ type DeletedRecords struct {
 
 // DeleteRecords deletes a topic's records below an offset in each
 // partition of before (Kafka's DeleteRecords): the partition's log start
-// moves up to the offset, reads below it fail with OFFSET_OUT_OF_RANGE
-// and its segments wholly below it leave the disk. An offset of
+// moves up to the offset on every in-sync replica before the answer, reads
+// below it fail with OFFSET_OUT_OF_RANGE and its segments wholly below it
+// leave the disk. An offset of
 // DeleteBelowHighWatermark deletes all the partition holds up to its high
 // watermark; one above the high watermark is refused. The results come in
 // partition order. A partition whose leader moved meanwhile is asked
@@ -54,7 +55,12 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 	}
 	backoff := c.cfg.retryBackoff
 	for {
+		// The leaders' wait for the in-sync replicas ends before the
+		// call's deadline, so that it is answered per partition.
 		req := &quirev1.DeleteRecordsRequest{}
+		if d, ok := ctx.Deadline(); ok {
+			req.TimeoutMs = int32(max(time.Until(d).Milliseconds()*9/10, 1))
+		}
 		for _, i := range todo {
 			req.Partitions = append(req.Partitions, &quirev1.DeleteRecordsPartition{Topic: topic, Partition: out[i].Partition, Offset: before[out[i].Partition]})
 		}
@@ -63,11 +69,18 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 			resp, err = a.DeleteRecords(ctx, req)
 			return err
 		})
-		if err != nil {
-			return nil, err
+		if err == nil && len(resp.GetPartitions()) != len(todo) {
+			err = fmt.Errorf("client: DeleteRecords answered %d partitions for %d", len(resp.GetPartitions()), len(todo))
 		}
-		if len(resp.GetPartitions()) != len(todo) {
-			return nil, fmt.Errorf("client: DeleteRecords answered %d partitions for %d", len(resp.GetPartitions()), len(todo))
+		if err != nil {
+			if len(todo) == len(out) && out[todo[0]].Err == nil {
+				return nil, err // the first call: nothing done yet
+			}
+			// A later call: the partitions done before stand.
+			for _, i := range todo {
+				out[i].Err = err
+			}
+			return out, nil
 		}
 		var again []int
 		for k, r := range resp.GetPartitions() {

@@ -767,7 +767,9 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 }
 
 // TestKafkaDeleteRecords: each partition's offset goes to the backend and
-// its low watermark or error code comes back, in the flexible version too.
+// its low watermark or error code comes back, in the flexible version too;
+// an offset below -1 is OFFSET_OUT_OF_RANGE for its partition alone, as
+// Kafka answers it.
 func TestKafkaDeleteRecords(t *testing.T) {
 	_, k := startServer(t, &fakeBackend{})
 	for _, version := range []int16{0, 2} {
@@ -776,7 +778,7 @@ func TestKafkaDeleteRecords(t *testing.T) {
 		for _, topic := range []string{"t", "nope"} {
 			rt := kmsg.NewDeleteRecordsRequestTopic()
 			rt.Topic = topic
-			for p, off := range []int64{12, -1} {
+			for p, off := range []int64{12, -1, -5} {
 				rp := kmsg.NewDeleteRecordsRequestTopicPartition()
 				rp.Partition, rp.Offset = int32(p), off
 				rt.Partitions = append(rt.Partitions, rp)
@@ -787,12 +789,13 @@ func TestKafkaDeleteRecords(t *testing.T) {
 		resp := kmsg.NewPtrDeleteRecordsResponse()
 		resp.Version = version
 		k.response(resp, version >= 2)
-		if len(resp.Topics) != 2 || len(resp.Topics[0].Partitions) != 2 || len(resp.Topics[1].Partitions) != 2 {
+		if len(resp.Topics) != 2 || len(resp.Topics[0].Partitions) != 3 || len(resp.Topics[1].Partitions) != 3 {
 			t.Fatalf("v%d: answered %+v", version, resp.Topics)
 		}
 		ok, nope := resp.Topics[0].Partitions, resp.Topics[1].Partitions
 		if ok[0].ErrorCode != 0 || ok[0].LowWatermark != 12 || ok[1].ErrorCode != 0 || ok[1].LowWatermark != 30 ||
-			nope[0].ErrorCode != kerr.UnknownTopicOrPartition.Code || nope[0].LowWatermark != -1 {
+			nope[0].ErrorCode != kerr.UnknownTopicOrPartition.Code || nope[0].LowWatermark != -1 ||
+			ok[2].ErrorCode != kerr.OffsetOutOfRange.Code || ok[2].LowWatermark != -1 {
 			t.Fatalf("v%d: answered %+v and %+v", version, ok, nope)
 		}
 	}

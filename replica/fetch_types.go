@@ -34,6 +34,10 @@ type FetchPartition struct {
 	// LogFailed says the follower's log has failed: it takes no records,
 	// and the leader drops it from the ISR and does not add it back.
 	LogFailed bool
+	// LogStartOffset is the follower's log start, or -1 when it did not
+	// say (a follower that predates it): what the leader's DeleteRecords
+	// waits for on every in-sync follower.
+	LogStartOffset int64
 
 	// checked is the partition a leader checked this fetch against in
 	// full, and found nothing to refuse, within a fetch session; a

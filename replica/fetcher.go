@@ -253,7 +253,8 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 		pp.failed = failed != nil
 		parts = append(parts, pp)
 		fp := FetchPartition{Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
-			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax, LogFailed: pp.failed}
+			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax, LogFailed: pp.failed,
+			LogStartOffset: part.log.LogStartOffset()}
 		if pp.failed {
 			fp.PartitionMaxBytes = 0
 		}

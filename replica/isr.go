@@ -17,14 +17,14 @@ import (
 // with the start of this leader's epoch), and whose broker the controller
 // has not fenced, is added back. A fetch checked against another leader
 // epoch than the current one is ignored.
-func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Time, epoch int32) {
+func (p *Partition) recordFollowerFetch(replica int32, offset, logStart int64, now time.Time, epoch int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.leader || p.leaderEpoch != epoch {
 		return
 	}
 	if f, ok := p.followers[replica]; ok {
-		p.recordFollowerFetchLocked(f, replica, offset, now)
+		p.recordFollowerFetchLocked(f, replica, offset, logStart, now)
 	}
 }
 
@@ -34,7 +34,7 @@ func (p *Partition) recordFollowerFetch(replica int32, offset int64, now time.Ti
 // follower is still one of its followers and offset is still in the log;
 // otherwise it records nothing and reports false, and the fetch is to be
 // checked in full again.
-func (p *Partition) refreshFollowerFetch(replica int32, offset int64, now time.Time, epoch int32) bool {
+func (p *Partition) refreshFollowerFetch(replica int32, offset, logStart int64, now time.Time, epoch int32) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.leader || p.leaderEpoch != epoch || offset < p.log.LogStartOffset() || offset > p.log.LogEndOffset() {
@@ -44,12 +44,16 @@ func (p *Partition) refreshFollowerFetch(replica int32, offset int64, now time.T
 	if !ok || f.logFailed {
 		return false
 	}
-	p.recordFollowerFetchLocked(f, replica, offset, now)
+	p.recordFollowerFetchLocked(f, replica, offset, logStart, now)
 	return true
 }
 
-func (p *Partition) recordFollowerFetchLocked(f *followerState, replica int32, offset int64, now time.Time) {
+func (p *Partition) recordFollowerFetchLocked(f *followerState, replica int32, offset, logStart int64, now time.Time) {
 	f.logFailed = false // a fetch into a working log: reopened since
+	if logStart != f.logStart {
+		f.logStart = logStart
+		p.waiters.signal() // a DeleteRecords waiting for it (DeleteRecordsBefore)
+	}
 	leo := p.log.LogEndOffset()
 	switch {
 	case offset >= leo:
@@ -140,6 +144,7 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 			if got.PartitionEpoch > p.partitionEpoch {
 				p.rm.countISRChange(p.isr, got.ISR)
 				p.partitionEpoch, p.isr = got.PartitionEpoch, append([]int32(nil), got.ISR...)
+				p.waiters.signal() // a DeleteRecords waits on the ISR's members
 			}
 		}
 		p.maybeAdvanceHWLocked()

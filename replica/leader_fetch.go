@@ -47,7 +47,7 @@ func (p *Partition) followerFetch(replica int32, f *FetchPartition, now time.Tim
 		return nil, fmt.Errorf("%w: %s-%d: follower %d fetches at %d, log is [%d, %d]",
 			storage.ErrOffsetOutOfRange, p.topic, p.id, replica, offset, start, leo)
 	}
-	p.recordFollowerFetch(replica, offset, now, st.leaderEpoch)
+	p.recordFollowerFetch(replica, offset, f.LogStartOffset, now, st.leaderEpoch)
 	return nil, nil
 }
 
@@ -127,7 +127,7 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 		// in the one before (idle, the follower at their log end): what
 		// was checked then holds, and the fetch only refreshes the
 		// follower's state.
-		if part := f.checked; part != nil && part.refreshFollowerFetch(req.ReplicaID, f.FetchOffset, now, f.CurrentLeaderEpoch) {
+		if part := f.checked; part != nil && part.refreshFollowerFetch(req.ReplicaID, f.FetchOffset, f.LogStartOffset, now, f.CurrentLeaderEpoch) {
 			parts[i] = part
 			continue
 		}
@@ -168,7 +168,7 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 	defer wait.Stop()
 	for {
 		n := rm.readForFollower(req, parts, resp)
-		if stop || n >= int(req.MinBytes) || req.MaxWaitMs == 0 {
+		if stop || n >= int(req.MinBytes) || req.MaxWaitMs == 0 || startsAhead(req, parts) {
 			return resp, nil
 		}
 		select {
@@ -182,6 +182,25 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 			stop = true
 		}
 	}
+}
+
+// startsAhead reports whether this log's start is past the one a follower
+// said it has (a DeleteRecords moved it) while its fetch offset is at or
+// past it: the answer, which carries the start, goes at once rather than
+// at the end of the long poll, since a DeleteRecords waits for every
+// in-sync follower to have it. A follower that did not say (-1) learns it
+// at the end of the long poll.
+func startsAhead(req *FetchRequest, parts []*Partition) bool {
+	for i, part := range parts {
+		if part == nil {
+			continue
+		}
+		f := &req.Partitions[i]
+		if start := part.log.LogStartOffset(); f.LogStartOffset >= 0 && f.LogStartOffset < start && f.FetchOffset >= start {
+			return true
+		}
+	}
+	return false
 }
 
 // LeaderSession is what a leader keeps of one follower's fetch stream from

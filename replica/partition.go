@@ -61,7 +61,8 @@ type followerState struct {
 	lastCaughtUp       time.Time
 	lastFetch          time.Time
 	lastFetchLeaderLEO int64
-	logFailed          bool // its log failed: out of the ISR for this epoch
+	logFailed          bool  // its log failed: out of the ISR for this epoch
+	logStart           int64 // its log start as its last fetch said; -1 unknown
 }
 
 func newPartition(rm *Manager, topic string, id int32, l *storage.Log) *Partition {
@@ -193,7 +194,7 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	}
 	for _, id := range p.replicas {
 		if _, ok := p.followers[id]; !ok && id != a.Leader {
-			p.followers[id] = &followerState{leo: -1, lastCaughtUp: now, lastFetch: now, lastFetchLeaderLEO: -1}
+			p.followers[id] = &followerState{leo: -1, lastCaughtUp: now, lastFetch: now, lastFetchLeaderLEO: -1, logStart: -1}
 		}
 	}
 	for id := range p.followers {
@@ -203,6 +204,7 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	}
 	p.maybeAdvanceHWLocked()
 	p.leoWaiters.signal()
+	p.waiters.signal() // a DeleteRecords waits on the ISR's members
 	p.mu.Unlock()
 }
 

@@ -29,7 +29,7 @@ func (rm *Manager) makeFollower(topic string, p, leader, epoch int32, isr []int3
 // updateFollowerLEO records a follower's LEO (its fetch offset) as a fetch
 // at the current epoch would.
 func (p *Partition) updateFollowerLEO(follower int32, leo int64) {
-	p.recordFollowerFetch(follower, leo, time.Now(), p.state().leaderEpoch)
+	p.recordFollowerFetch(follower, leo, -1, time.Now(), p.state().leaderEpoch)
 }
 
 func testBatch(n int) []byte {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -14,10 +15,12 @@ import (
 )
 
 // TestReplicationDeleteRecords: DeleteRecords sent to a follower is done
-// by the leader; every replica's log start follows it, so the leader
-// elected after the old one is killed keeps the records deleted, and the
-// old leader comes back with the same start. Reads below it are
-// OFFSET_OUT_OF_RANGE everywhere.
+// by the leader, which answers once every in-sync replica's log start is
+// there too (REQUEST_TIMED_OUT while one is cut off from it); so when the
+// leader is cut off right after the answer, the
+// leader elected from the ISR has deleted the same records, and reads
+// below them are OFFSET_OUT_OF_RANGE there. Once healed, every replica
+// has the same start.
 func TestReplicationDeleteRecords(t *testing.T) {
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "delrec")
@@ -31,50 +34,75 @@ func TestReplicationDeleteRecords(t *testing.T) {
 	if via == leader {
 		via = c.IDs()[1]
 	}
-	resp, err := admin(c, via).DeleteRecords(ctx, &quirev1.DeleteRecordsRequest{Partitions: []*quirev1.DeleteRecordsPartition{{Topic: "delrec", Offset: 12}}})
+	var cut int32 // the third node, an in-sync follower
+	for _, id := range c.IDs() {
+		if id != leader && id != via {
+			cut = id
+		}
+	}
+	// With an in-sync follower cut off from the leader, the deletion is
+	// not acknowledged: that follower could be elected with the records.
+	c.Partition(cut, leader)
+	del := &quirev1.DeleteRecordsRequest{Partitions: []*quirev1.DeleteRecordsPartition{{Topic: "delrec", Offset: 12}}, TimeoutMs: 300}
+	resp, err := admin(c, via).DeleteRecords(ctx, del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetPartitions()[0]; r.GetError().GetCode() != quirev1.ErrorCode_REQUEST_TIMED_OUT || !r.GetError().GetRetriable() ||
+		!strings.Contains(r.GetError().GetMessage(), fmt.Sprintf("not yet on in-sync replicas [%d]", cut)) {
+		t.Fatalf("DeleteRecords with in-sync follower %d cut off: %v, want REQUEST_TIMED_OUT naming it", cut, r)
+	}
+	c.Heal()
+	del.TimeoutMs = 0
+	resp, err = admin(c, via).DeleteRecords(ctx, del)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := resp.GetPartitions()[0]; r.GetError() != nil || r.GetLowWatermark() != 12 {
 		t.Fatalf("DeleteRecords through node %d (leader %d): %v", via, leader, r)
 	}
-	waitLogStart := func(want int64) {
-		t.Helper()
-		c.Eventually(ctx, fmt.Sprintf("every replica's log start at %d", want), func() error {
-			for _, id := range c.Running() {
-				d, err := describeLog(ctx, c, id, "delrec", 0)
-				if err != nil {
-					return err
-				}
-				if d.GetLogStartOffset() != want {
-					return fmt.Errorf("node %d: log start %d", id, d.GetLogStartOffset())
-				}
-			}
-			return nil
-		})
-	}
-	waitLogStart(12)
-
-	c.Kill(leader)
-	c.Eventually(ctx, "a new leader", func() error {
-		if l, _ := c.WaitLeader(ctx, "delrec", 0); l == leader {
-			return errors.New("the killed node still leads")
+	// Answered: every in-sync replica has it now, not eventually.
+	for _, id := range c.Running() {
+		d, err := describeLog(ctx, c, id, "delrec", 0)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if d.GetLogStartOffset() != 12 {
+			t.Fatalf("node %d's log start is %d once DeleteRecords answered, want 12", id, d.GetLogStartOffset())
+		}
+	}
+
+	c.Partition(leader)
+	var newLeader int32
+	c.Eventually(ctx, "a new leader", func() error {
+		p, ok := c.Image(via).Partition("delrec", 0)
+		if !ok || p.Leader == leader || p.Leader < 0 {
+			return errors.New("the cut-off node still leads")
+		}
+		newLeader = p.Leader
 		return nil
 	})
-	after := values("after", 5)
-	produceAll(t, c, "delrec", after)
-	newLeader, _ := c.WaitLeader(ctx, "delrec", 0)
-	cons := quirev1.NewConsumerClient(c.Conn(newLeader))
-	_, err = cons.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "delrec", Offset: 11})
+	_, err = quirev1.NewConsumerClient(c.Conn(newLeader)).FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "delrec", Offset: 11})
 	if status.Code(err) != codes.OutOfRange {
 		t.Fatalf("the new leader %d read below the deleted offset: %v", newLeader, err)
 	}
+	c.Heal()
+	after := values("after", 5)
+	produceAll(t, c, "delrec", after)
 	if got, want := consumeFrom(t, c, "delrec", 12), append(slices.Clone(vals[12:]), after...); !slices.Equal(got, want) {
 		t.Fatalf("from 12 on the new leader: %v, want %v", got, want)
 	}
-
-	c.Restart(leader)
 	waitInSync(t, c, "delrec")
-	waitLogStart(12)
+	c.Eventually(ctx, "every replica's log start at 12", func() error {
+		for _, id := range c.Running() {
+			d, err := describeLog(ctx, c, id, "delrec", 0)
+			if err != nil {
+				return err
+			}
+			if d.GetLogStartOffset() != 12 {
+				return fmt.Errorf("node %d: log start %d", id, d.GetLogStartOffset())
+			}
+		}
+		return nil
+	})
 }

@@ -200,9 +200,19 @@ type ReplicaFetchPartition struct {
 	PartitionMaxBytes int32 `protobuf:"varint,6,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
 	// The follower's log has failed (an I/O error): it takes no records,
 	// and the leader drops it from the ISR and does not add it back.
-	LogFailed     bool `protobuf:"varint,7,opt,name=log_failed,json=logFailed,proto3" json:"log_failed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogFailed bool `protobuf:"varint,7,opt,name=log_failed,json=logFailed,proto3" json:"log_failed,omitempty"`
+	// The follower's log start offset (as Kafka's fetch carries it): a
+	// leader's DeleteRecords is answered once every in-sync follower's is
+	// past the offset, and a long poll ends at once when the leader's moves
+	// above it. Unset from a follower that predates it: such a follower's
+	// start counts as unknown.
+	//
+	// Types that are valid to be assigned to OptionalLogStartOffset:
+	//
+	//	*ReplicaFetchPartition_LogStartOffset
+	OptionalLogStartOffset isReplicaFetchPartition_OptionalLogStartOffset `protobuf_oneof:"optional_log_start_offset"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ReplicaFetchPartition) Reset() {
@@ -283,6 +293,32 @@ func (x *ReplicaFetchPartition) GetLogFailed() bool {
 	}
 	return false
 }
+
+func (x *ReplicaFetchPartition) GetOptionalLogStartOffset() isReplicaFetchPartition_OptionalLogStartOffset {
+	if x != nil {
+		return x.OptionalLogStartOffset
+	}
+	return nil
+}
+
+func (x *ReplicaFetchPartition) GetLogStartOffset() int64 {
+	if x != nil {
+		if x, ok := x.OptionalLogStartOffset.(*ReplicaFetchPartition_LogStartOffset); ok {
+			return x.LogStartOffset
+		}
+	}
+	return 0
+}
+
+type isReplicaFetchPartition_OptionalLogStartOffset interface {
+	isReplicaFetchPartition_OptionalLogStartOffset()
+}
+
+type ReplicaFetchPartition_LogStartOffset struct {
+	LogStartOffset int64 `protobuf:"varint,8,opt,name=log_start_offset,json=logStartOffset,proto3,oneof"`
+}
+
+func (*ReplicaFetchPartition_LogStartOffset) isReplicaFetchPartition_OptionalLogStartOffset() {}
 
 type EpochEndOffset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -812,7 +848,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\tforgotten\x18\b \x03(\v2(.quire.internal.v1.ReplicaFetchForgottenR\tforgotten\"K\n" +
 	"\x15ReplicaFetchForgotten\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x9d\x02\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xe6\x02\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
@@ -821,7 +857,9 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12.\n" +
 	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\x12\x1d\n" +
 	"\n" +
-	"log_failed\x18\a \x01(\bR\tlogFailed\"E\n" +
+	"log_failed\x18\a \x01(\bR\tlogFailed\x12*\n" +
+	"\x10log_start_offset\x18\b \x01(\x03H\x00R\x0elogStartOffsetB\x1b\n" +
+	"\x19optional_log_start_offset\"E\n" +
 	"\x0eEpochEndOffset\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
@@ -921,6 +959,9 @@ func init() { file_quire_internal_v1_replica_proto_init() }
 func file_quire_internal_v1_replica_proto_init() {
 	if File_quire_internal_v1_replica_proto != nil {
 		return
+	}
+	file_quire_internal_v1_replica_proto_msgTypes[2].OneofWrappers = []any{
+		(*ReplicaFetchPartition_LogStartOffset)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

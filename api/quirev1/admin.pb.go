@@ -77,8 +77,13 @@ func (ConfigSource) EnumDescriptor() ([]byte, []int) {
 }
 
 type DeleteRecordsRequest struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	Partitions    []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState    `protogen:"open.v1"`
+	Partitions []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// How long the leaders wait for every in-sync replica's log start to
+	// reach the offset before answering REQUEST_TIMED_OUT for the partition
+	// (the leader has deleted the records then; asking again is safe); 0 is
+	// 30000.
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -118,6 +123,13 @@ func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 type DeleteRecordsPartition struct {
@@ -231,8 +243,8 @@ type DeleteRecordsResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	// The leader's log start offset after the deletion (Kafka's low
-	// watermark as the leader has it); -1 with an error.
+	// The lowest log start offset over the partition's in-sync replicas
+	// after the deletion (Kafka's low watermark); -1 with an error.
 	LowWatermark int64 `protobuf:"varint,3,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
 	// Set when the partition's records were not deleted.
 	Error         *Error `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
@@ -2196,11 +2208,13 @@ var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"X\n" +
+	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"w\n" +
 	"\x14DeleteRecordsRequest\x12@\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2 .quire.v1.DeleteRecordsPartitionR\n" +
-	"partitions\"d\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"d\n" +
 	"\x16DeleteRecordsPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

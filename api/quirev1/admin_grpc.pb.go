@@ -84,13 +84,16 @@ type AdminClient interface {
 	// offset moves up to it, reads below it get OFFSET_OUT_OF_RANGE (a
 	// consumer resets by its policy) and the segments wholly below it are
 	// removed from disk. The partition's leader does it, wherever the call
-	// lands (passed on to the leader); followers move their log start up to
-	// the leader's at their next fetch. Each partition is answered on its
-	// own: an offset above the high watermark is OFFSET_OUT_OF_RANGE, an
-	// unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION, a partition
-	// without a reachable leader a leadership error (retriable). An empty
-	// list, a partition named twice or an offset below -1 is INVALID_REQUEST
-	// for the whole call. Authorized as DELETE on the topic.
+	// lands (passed on to the leader), and answers once every in-sync
+	// replica's log start is there too (so a new leader has deleted the same
+	// records), within timeout_ms. Each partition is answered on its own: an
+	// offset above the high watermark is OFFSET_OUT_OF_RANGE, an unknown
+	// topic UNKNOWN_TOPIC_OR_PARTITION, a partition number the topic lacks
+	// INVALID_REQUEST, a partition without a reachable leader a leadership
+	// error and one whose in-sync replicas did not all follow in time
+	// REQUEST_TIMED_OUT (both retriable). An empty list, a partition named
+	// twice or an offset below -1 is INVALID_REQUEST for the whole call.
+	// Authorized as DELETE on the topic.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
@@ -282,13 +285,16 @@ type AdminServer interface {
 	// offset moves up to it, reads below it get OFFSET_OUT_OF_RANGE (a
 	// consumer resets by its policy) and the segments wholly below it are
 	// removed from disk. The partition's leader does it, wherever the call
-	// lands (passed on to the leader); followers move their log start up to
-	// the leader's at their next fetch. Each partition is answered on its
-	// own: an offset above the high watermark is OFFSET_OUT_OF_RANGE, an
-	// unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION, a partition
-	// without a reachable leader a leadership error (retriable). An empty
-	// list, a partition named twice or an offset below -1 is INVALID_REQUEST
-	// for the whole call. Authorized as DELETE on the topic.
+	// lands (passed on to the leader), and answers once every in-sync
+	// replica's log start is there too (so a new leader has deleted the same
+	// records), within timeout_ms. Each partition is answered on its own: an
+	// offset above the high watermark is OFFSET_OUT_OF_RANGE, an unknown
+	// topic UNKNOWN_TOPIC_OR_PARTITION, a partition number the topic lacks
+	// INVALID_REQUEST, a partition without a reachable leader a leadership
+	// error and one whose in-sync replicas did not all follow in time
+	// REQUEST_TIMED_OUT (both retriable). An empty list, a partition named
+	// twice or an offset below -1 is INVALID_REQUEST for the whole call.
+	// Authorized as DELETE on the topic.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }

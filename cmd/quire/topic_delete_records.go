@@ -20,8 +20,8 @@ or those given with --partition) below --before, an offset or "hw" for
 the high watermark (everything consumers can read now). As Kafka's
 kafka-delete-records.sh: each partition's log start offset moves up to
 it, consumers positioned below it reset by their policy, and its segments
-wholly below it leave the disk at once, on the leader and, at their next
-fetch, on the followers. Records above the high watermark cannot be
+wholly below it leave the disk; the leader answers once every in-sync
+replica has the new start. Records above the high watermark cannot be
 deleted. It prints each partition's new log start (its low watermark) and
 fails if any partition was not done.`,
 		Args: cobra.ExactArgs(1),
