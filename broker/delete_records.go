@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -49,17 +50,14 @@ func (s *adminService) DeleteRecords(ctx context.Context, req *quirev1.DeleteRec
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp := &quirev1.DeleteRecordsResponse{Partitions: make([]*quirev1.DeleteRecordsResult, len(req.Partitions))}
-	var mu sync.Mutex
-	deletedHere := false
+	var deletedHere atomic.Bool
 	var wg sync.WaitGroup
 	for i, dp := range req.Partitions {
 		wg.Go(func() {
 			low, here, e := s.b.deleteRecords(wctx, dp)
 			resp.Partitions[i] = &quirev1.DeleteRecordsResult{Topic: dp.Topic, Partition: dp.Partition, LowWatermark: low, Error: e}
 			if here {
-				mu.Lock()
-				deletedHere = true
-				mu.Unlock()
+				deletedHere.Store(true)
 			}
 		})
 	}
@@ -67,7 +65,7 @@ func (s *adminService) DeleteRecords(ctx context.Context, req *quirev1.DeleteRec
 	// The new log starts on disk before the answer, rather than at the
 	// next periodic checkpoint: a leader that crashed in between would
 	// come back with the deleted records readable again.
-	if deletedHere {
+	if deletedHere.Load() {
 		if err := s.b.storage.Checkpoint(); err != nil {
 			return nil, toStatus(fmt.Errorf("broker: records deleted, but their new log starts not yet durably: %w", err))
 		}

@@ -54,7 +54,7 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 		todo[i] = i
 	}
 	backoff := c.cfg.retryBackoff
-	for {
+	for first := true; ; first = false {
 		// The leaders' wait for the in-sync replicas ends before the
 		// call's deadline, so that it is answered per partition.
 		req := &quirev1.DeleteRecordsRequest{}
@@ -73,8 +73,8 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 			err = fmt.Errorf("client: DeleteRecords answered %d partitions for %d", len(resp.GetPartitions()), len(todo))
 		}
 		if err != nil {
-			if len(todo) == len(out) && out[todo[0]].Err == nil {
-				return nil, err // the first call: nothing done yet
+			if first {
+				return nil, err // nothing done yet
 			}
 			// A later call: the partitions done before stand.
 			for _, i := range todo {
