@@ -72,8 +72,10 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# grpcurl, staticcheck, buf and the protoc plugins at their pinned versions
+# grpcurl, staticcheck and the protoc plugins at their pinned versions
 # (scripts/tools.sh), each reinstalled when ./bin holds another version.
+# No protobuf compiler: internal/protogen compiles proto/ (make proto, and
+# verify's breaking-change check) with protocompile from go.mod.
 tools:
 	scripts/tools.sh
 
@@ -103,6 +105,8 @@ chaos-bin:
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
+# api/ from proto/: internal/protogen compiles the protos and runs the
+# pinned protoc-gen-go and protoc-gen-go-grpc from ./bin.
 proto:
 	scripts/genproto.sh
 

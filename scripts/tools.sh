@@ -2,12 +2,13 @@
 # Installs the build's tools into ./bin at pinned versions, each only when
 # ./bin lacks it or holds another version (go version -m tells which module
 # version a binary was built from). With no arguments it installs them all;
-# otherwise only those named (grpcurl staticcheck buf protoc-gen-go
+# otherwise only those named (grpcurl staticcheck protoc-gen-go
 # protoc-gen-go-grpc).
 #
-# buf is the protobuf compiler as well as the breaking-change checker: it
-# compiles proto/ itself, so api/ depends on no protoc from the machine, only
-# on these versions.
+# The protobuf compiler is not among them: internal/protogen compiles
+# proto/ (for the plugins, and to check breaking changes) with protocompile,
+# a module dependency pinned by go.mod, so api/ depends on no protoc from the
+# machine, only on these versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$PWD/bin"
@@ -16,7 +17,6 @@ mkdir -p "$bin"
 declare -A pkg=(
 	[grpcurl]=github.com/fullstorydev/grpcurl/cmd/grpcurl
 	[staticcheck]=honnef.co/go/tools/cmd/staticcheck
-	[buf]=github.com/bufbuild/buf/cmd/buf
 	[protoc-gen-go]=google.golang.org/protobuf/cmd/protoc-gen-go
 	[protoc-gen-go-grpc]=google.golang.org/grpc/cmd/protoc-gen-go-grpc
 )
@@ -24,7 +24,6 @@ declare -A pkg=(
 declare -A version=(
 	[grpcurl]=v1.9.3
 	[staticcheck]=v0.8.2
-	[buf]=v1.75.0
 	[protoc-gen-go]=v1.36.12
 	[protoc-gen-go-grpc]=v1.5.1
 )
@@ -32,11 +31,10 @@ declare -A version=(
 declare -A module=(
 	[grpcurl]=github.com/fullstorydev/grpcurl
 	[staticcheck]=honnef.co/go/tools
-	[buf]=github.com/bufbuild/buf
 	[protoc-gen-go]=google.golang.org/protobuf
 	[protoc-gen-go-grpc]=google.golang.org/grpc/cmd/protoc-gen-go-grpc
 )
-order=(grpcurl staticcheck buf protoc-gen-go protoc-gen-go-grpc)
+order=(grpcurl staticcheck protoc-gen-go protoc-gen-go-grpc)
 
 install() {
 	local name=$1 p=${pkg[$1]:-} v=${version[$1]:-}
