@@ -24,7 +24,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -33,13 +35,14 @@ var ErrUsage = errors.New("protogen: usage")
 
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, err)
 	if errors.Is(err, errBreaking) {
 		os.Exit(1)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	os.Exit(2)
 }
 
 // pluginFlags collects repeated -plugin flags.
@@ -123,9 +126,15 @@ func runBreaking(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", *root, *against, err)
 	}
-	newNames, err := protoFiles(*root, *dir)
-	if err != nil {
-		return err
+	// The directory may be gone from the working tree: all of it removed.
+	var newNames []string
+	switch _, err := os.Stat(filepath.Join(*root, *dir)); {
+	case err == nil:
+		if newNames, err = protoFiles(*root, *dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("protogen: %w", err)
 	}
 	var after *compiled
 	if len(newNames) > 0 {
