@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"io/fs"
 	"strings"
 	"testing"
 )
@@ -45,6 +47,17 @@ service S {
 
 service Other { rpc Ping(Req) returns (Resp); }
 `
+
+// mapOpener reads sources from memory.
+func mapOpener(files map[string]string) opener {
+	return func(path string) (io.ReadCloser, error) {
+		src, ok := files[path]
+		if !ok {
+			return nil, fs.ErrNotExist
+		}
+		return io.NopCloser(strings.NewReader(src)), nil
+	}
+}
 
 // compileTree compiles inline sources and returns those under t/v1.
 func compileTree(t *testing.T, files map[string]string) []fileDesc {

@@ -32,17 +32,6 @@ func dirOpener(root string) opener {
 	}
 }
 
-// mapOpener reads sources from memory (tests, and a tree read out of git).
-func mapOpener(files map[string]string) opener {
-	return func(path string) (io.ReadCloser, error) {
-		src, ok := files[path]
-		if !ok {
-			return nil, fs.ErrNotExist
-		}
-		return io.NopCloser(strings.NewReader(src)), nil
-	}
-}
-
 // compiled is the result of one compilation: the descriptors of every file
 // asked for and of all they import, dependencies before their dependents
 // (the order a CodeGeneratorRequest's proto_file needs).
