@@ -74,6 +74,7 @@ type Config struct {
 	LogFlushIntervalMs          int64 // log.flush.interval.ms
 	LogCleanupPolicy            string
 	LogPreallocate              bool  // log.preallocate
+	LogOpenFilesMax             int32 // log.open.files.max; 0 = half the open-file limit
 	LogRetentionCheckIntervalMs int64 // log.retention.check.interval.ms
 
 	// Background work.

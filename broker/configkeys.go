@@ -155,6 +155,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		get: func(c *Config) string { return c.DataDir }},
 	stringKey("storage", "metadata.log.dir", "", "Directory for the raft log and metadata image; empty means <log.dirs>/__quire_metadata.",
 		func(c *Config) *string { return &c.MetadataLogDir }, nil),
+	int32Key("storage", "log.open.files.max", "0", "Most segment files (.log, .index, .timeindex) the node keeps open at once, whatever the number of partitions it hosts: files are opened when used and the least recently used closed when room is needed (at least 16). 0 means half the open-file soft limit (RLIMIT_NOFILE) when the node starts.",
+		func(c *Config) *int32 { return &c.LogOpenFilesMax }, 0),
 	int32Key("topics", "num.partitions", "1", "Partitions of a topic created without a count (and of auto-created topics).",
 		func(c *Config) *int32 { return &c.NumPartitions }, 1),
 	{name: "default.replication.factor", def: "1", section: "topics",

@@ -75,6 +75,11 @@ var (
 
 	dFlush = desc("log_flush_duration_seconds", "How long log flushes (fsync) took.")
 
+	dOpenFiles     = desc("log_open_files", "Segment files (.log, .index, .timeindex) open now.")
+	dOpenFilesMax  = desc("log_open_files_max", "Most segment files kept open (log.open.files.max, or half the open-file limit).")
+	dFileOpens     = desc("log_file_opens_total", "Segment files opened (created, or reopened after being closed to make room).")
+	dFileEvictions = desc("log_file_evictions_total", "Segment files closed to make room for others (the least recently used).")
+
 	dActiveController = desc("active_controller", "1 on the active controller (the metadata raft leader), else 0.")
 	dFencedBrokers    = desc("fenced_brokers", "Registered brokers the controller has fenced (on the active controller only).")
 	dBrokers          = desc("registered_brokers", "Registered brokers (on the active controller only).")
@@ -104,7 +109,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dQueue, dStages, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
-		dFlush, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
+		dFlush, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
 		dRaftTerm, dRaftState, dGroupLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
 		ch <- d
 	}
@@ -226,7 +231,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, dISRShrinks, rs.ISRShrinks)
 	counter(ch, dISRExpands, rs.ISRExpands)
 
-	histogram(ch, dFlush, c.src.StorageStats().FlushLatency)
+	ss := c.src.StorageStats()
+	histogram(ch, dFlush, ss.FlushLatency)
+	gauge(ch, dOpenFiles, float64(ss.Files.Open))
+	gauge(ch, dOpenFilesMax, float64(ss.Files.Capacity))
+	counter(ch, dFileOpens, uint64(ss.Files.Opens))
+	counter(ch, dFileEvictions, uint64(ss.Files.Evicted))
 
 	ms := c.src.MetadataStats()
 	gauge(ch, dActiveController, b2f(ms.IsController))

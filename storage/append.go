@@ -359,7 +359,7 @@ func (l *Log) rollLocked() error {
 	if err := old.finish(); err != nil {
 		return err
 	}
-	s, err := createSegment(l.fs, l.dir, leo, l.Config(), l.opts.Now())
+	s, err := createSegment(l.fs, l.opts.Files, l.dir, leo, l.Config(), l.opts.Now())
 	if err != nil {
 		return err
 	}

@@ -113,6 +113,10 @@ type Options struct {
 	// Now is the clock for retention, rolling and flush.ms; nil means
 	// time.Now.
 	Now func() time.Time
+	// Files bounds the segment files the logs hold open; nil means a
+	// cache of DefaultFileCacheCapacity for each Manager (its logs share
+	// it) or for each log opened alone.
+	Files *FileCache
 
 	// flushLatency times the fsyncs of Log.Flush; shared by the logs of one
 	// Manager (Manager.Stats).
@@ -128,6 +132,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Files == nil {
+		o.Files = NewFileCache(0)
 	}
 	if o.flushLatency == nil {
 		o.flushLatency = &atomichist.Histogram{}

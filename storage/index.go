@@ -29,7 +29,7 @@ type offsetIndex struct {
 	base    int64
 	buf     []byte
 	written int // bytes of buf already in the file
-	file    File
+	file    *lazyFile
 }
 
 func (x *offsetIndex) entries() int { return len(x.buf) / offsetIndexEntrySize }
@@ -99,7 +99,7 @@ type timeIndex struct {
 	base    int64
 	buf     []byte
 	written int
-	file    File
+	file    *lazyFile
 }
 
 func (x *timeIndex) entries() int { return len(x.buf) / timeIndexEntrySize }

@@ -170,7 +170,7 @@ func (l *Log) load(recoveryPoint int64) error {
 
 	cfg := l.Config()
 	if len(bases) == 0 {
-		s, err := createSegment(l.fs, l.dir, 0, cfg, l.opts.Now())
+		s, err := createSegment(l.fs, l.opts.Files, l.dir, 0, cfg, l.opts.Now())
 		if err != nil {
 			return fmt.Errorf("storage: create segment: %w", err)
 		}
@@ -179,18 +179,13 @@ func (l *Log) load(recoveryPoint int64) error {
 		l.recoveryPoint.Store(0)
 		return nil
 	}
+	// The files are opened as they are read, through the file cache,
+	// which closes the least recently used when it needs room: a node
+	// opening more segments than it may hold open does not run out.
 	for _, base := range bases {
-		s := newSegmentStruct(l.dir, base)
+		s := newSegmentStruct(l.fs, l.opts.Files, l.dir, base)
 		s.created = l.opts.Now()
 		l.segs = append(l.segs, s)
-		if s.log, err = l.fs.OpenReadWrite(s.stem + logSuffix); err == nil {
-			if s.idx.file, err = l.fs.OpenReadWrite(s.stem + indexSuffix); err == nil {
-				s.tidx.file, err = l.fs.OpenReadWrite(s.stem + timeIndexSuffix)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("storage: open segment: %w", err)
-		}
 	}
 
 	// The first segment to recover is the one holding the recovery point.

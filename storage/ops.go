@@ -187,7 +187,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		errs = append(errs, s.removeFiles(l.fs))
 		s.release()
 	}
-	s, err := createSegment(l.fs, l.dir, offset, l.Config(), l.opts.Now())
+	s, err := createSegment(l.fs, l.opts.Files, l.dir, offset, l.Config(), l.opts.Now())
 	if err != nil {
 		errs = append(errs, err)
 	} else {

@@ -29,7 +29,7 @@ func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 type segment struct {
 	base int64
 	stem string // path without suffix
-	log  File
+	log  *lazyFile
 	size atomic.Int64
 
 	idx  offsetIndex
@@ -59,7 +59,18 @@ type segment struct {
 	removed      atomic.Bool
 }
 
-func newSegmentStruct(dir string, base int64) *segment {
+// newSegmentStruct returns the segment at base in dir, its files to be
+// opened through files when first used.
+func newSegmentStruct(fsys FS, files *FileCache, dir string, base int64) *segment {
+	s := emptySegment(dir, base)
+	s.log = files.lazy(fsys, s.stem+logSuffix, false)
+	s.idx.file = files.lazy(fsys, s.stem+indexSuffix, true)
+	s.tidx.file = files.lazy(fsys, s.stem+timeIndexSuffix, true)
+	return s
+}
+
+// emptySegment is a segment without files yet.
+func emptySegment(dir string, base int64) *segment {
 	s := &segment{base: base, stem: join(dir, segmentName(base)), rollBaseTs: -1}
 	s.idx.base, s.tidx.base = base, base
 	s.maxTs.Store(-1)
@@ -69,18 +80,18 @@ func newSegmentStruct(dir string, base int64) *segment {
 }
 
 // createSegment creates empty files for a new active segment.
-func createSegment(fsys FS, dir string, base int64, cfg LogConfig, now time.Time) (*segment, error) {
-	s := newSegmentStruct(dir, base)
+func createSegment(fsys FS, files *FileCache, dir string, base int64, cfg LogConfig, now time.Time) (*segment, error) {
+	s := emptySegment(dir, base)
 	s.created = now
 	var err error
-	if s.log, err = fsys.Create(s.stem + logSuffix); err != nil {
+	if s.log, err = files.create(fsys, s.stem+logSuffix); err != nil {
 		return nil, err
 	}
-	if s.idx.file, err = fsys.Create(s.stem + indexSuffix); err != nil {
+	if s.idx.file, err = files.create(fsys, s.stem+indexSuffix); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
-	if s.tidx.file, err = fsys.Create(s.stem + timeIndexSuffix); err != nil {
+	if s.tidx.file, err = files.create(fsys, s.stem+timeIndexSuffix); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -401,7 +412,7 @@ func (s *segment) reserve(end int64, cfg LogConfig) {
 	from := s.size.Load()
 	ahead := min(max(from/8, minReserve), maxReserve)
 	to := max(end, min(end+ahead, cfg.SegmentBytes))
-	if err := reserveSpace(s.log, from, to-from); err != nil {
+	if err := s.log.withFile(func(f File) error { return reserveSpace(f, from, to-from) }); err != nil {
 		s.reserved = math.MaxInt64
 		return
 	}
@@ -448,7 +459,7 @@ func (s *segment) syncFiles() error {
 
 func (s *segment) closeFiles() error {
 	var errs []error
-	for _, f := range []File{s.log, s.idx.file, s.tidx.file} {
+	for _, f := range []*lazyFile{s.log, s.idx.file, s.tidx.file} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -482,9 +493,20 @@ func (s *segment) release() {
 }
 
 // removeFiles deletes the segment's files; open readers keep reading
-// through their descriptors.
+// through their descriptors. Callers have taken the segment out of the
+// log's list, so no reader takes a new reference; the .log of one that
+// still holds one is kept open (out of the file cache's reach) until the
+// last reference goes.
 func (s *segment) removeFiles(fsys FS) error {
 	s.removed.Store(true)
+	if s.refs.Load() > 1 {
+		// Should it fail (no descriptor left), those readers get
+		// errFileGone: they were reading records being deleted.
+		_ = s.log.keepOpen()
+	}
+	for _, f := range []*lazyFile{s.log, s.idx.file, s.tidx.file} {
+		f.markRemoved()
+	}
 	return errors.Join(
 		removeIfExists(fsys, s.stem+logSuffix),
 		removeIfExists(fsys, s.stem+indexSuffix),

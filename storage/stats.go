@@ -16,13 +16,15 @@ type Stats struct {
 	// FlushLatency times every Log.Flush (the fsync of the active
 	// segment and the wait for rolled ones) since the manager opened.
 	FlushLatency atomichist.Snapshot
+	// Files is the segment file cache the logs share.
+	Files FileCacheStats
 }
 
-// Stats returns the size and segment count of every open log and the
-// flush latencies.
+// Stats returns the size and segment count of every open log, the flush
+// latencies and the file cache's counters.
 func (m *Manager) Stats() Stats {
 	logs := m.Logs()
-	st := Stats{Logs: make([]LogStats, len(logs)), FlushLatency: m.opts.flushLatency.Snapshot()}
+	st := Stats{Logs: make([]LogStats, len(logs)), FlushLatency: m.opts.flushLatency.Snapshot(), Files: m.opts.Files.Stats()}
 	for i, l := range logs {
 		st.Logs[i] = LogStats{Topic: l.topic, Partition: l.partition, SizeBytes: l.Size(), Segments: l.NumSegments()}
 	}
