@@ -98,6 +98,10 @@ type Server struct {
 	conns     map[net.Conn]connInfo
 	perIP     map[string]int // open connections by client address
 	wg        sync.WaitGroup // connection goroutines
+	// refusals logged: the last log line, and those refused since
+	// without one (a flood gets a line a second).
+	refusedLogged time.Time
+	refusedQuiet  int
 }
 
 // connInfo is what a tracked connection is counted under.
@@ -191,15 +195,28 @@ func (s *Server) track(lis net.Listener, c net.Conn) string {
 		s.wg.Add(1)
 	}
 	open, fromIP := s.listeners[lis], s.perIP[ip]
-	s.mu.Unlock()
+	logIt, quiet := false, 0
 	if refused != "" {
-		_ = c.Close()
+		if now := time.Now(); now.Sub(s.refusedLogged) >= time.Second {
+			logIt, quiet = true, s.refusedQuiet
+			s.refusedLogged, s.refusedQuiet = now, 0
+		} else {
+			s.refusedQuiet++
+		}
+	}
+	s.mu.Unlock()
+	if refused == "" {
+		return ""
+	}
+	_ = c.Close()
+	if logIt {
 		s.cfg.Logger.Warn("connection refused: too many connections", "client", c.RemoteAddr().String(),
 			"limit", refused, "listener_connections", open, "client_connections", fromIP,
-			"max_connections", s.cfg.MaxConnections, "max_connections_per_ip", s.cfg.MaxConnectionsPerIP)
-		if s.cfg.Refused != nil {
-			s.cfg.Refused(refused)
-		}
+			"max_connections", s.cfg.MaxConnections, "max_connections_per_ip", s.cfg.MaxConnectionsPerIP,
+			"refused_unlogged", quiet)
+	}
+	if s.cfg.Refused != nil {
+		s.cfg.Refused(refused)
 	}
 	return refused
 }
@@ -361,9 +378,10 @@ const firstBodyRead = 64 << 10
 
 // readBody reads a request body of size bytes from r. Its buffer grows
 // with the bytes that actually arrive (firstBodyRead, then doubling), so
-// a client claiming a large size and sending less costs about twice what
-// it sent, not what it claimed; a whole body costs at most twice its size
-// in allocations, of which its own size is kept.
+// a client claiming a large size and sending less costs at most four
+// times what it sent (plus twice firstBodyRead), not what it claimed; a
+// whole body costs at most about three times its size in allocations, of
+// which its own size is kept.
 func readBody(r io.Reader, size int) ([]byte, error) {
 	buf := make([]byte, min(size, firstBodyRead))
 	got := 0
