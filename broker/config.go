@@ -46,6 +46,12 @@ type Config struct {
 	// speak Kafka's wire protocol instead of gRPC (kafka.go), comma-
 	// separated; "" = none.
 	KafkaListenerNames string
+	// KafkaMaxConnections is max.connections: connections open at once
+	// on each Kafka listener; 0 = no cap.
+	KafkaMaxConnections int32
+	// KafkaMaxConnectionsPerIP is max.connections.per.ip: connections
+	// open at once from one client address over the Kafka listeners.
+	KafkaMaxConnectionsPerIP int32
 	// ControllerQuorumVoters is controller.quorum.voters, "id@host:port,...";
 	// empty on a single node means this node alone.
 	ControllerQuorumVoters string

@@ -79,7 +79,10 @@ func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerSer
 	return kafka.NewServer(kafka.Config{
 		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b},
 			admin: &adminService{b: b}},
-		MaxRequestBytes: max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
+		MaxRequestBytes:     max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
+		MaxConnections:      int(b.cfg.KafkaMaxConnections),
+		MaxConnectionsPerIP: int(b.cfg.KafkaMaxConnectionsPerIP),
+		Refused:             b.kafkaRefused(),
 		// Tagged with the listener, as a gRPC call is, so Metadata gives
 		// the addresses of this listener.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -98,6 +101,18 @@ func (b *Broker) observeKafka() func(api string, start time.Time, err error) {
 		return nil
 	}
 	return b.rpcStats.Observe
+}
+
+// kafkaRefused counts each connection a Kafka listener closed at accept
+// for a cap with the requests (quire_requests_total{rpc="kafka/Connection",
+// code="ResourceExhausted"}); nil with metrics.requests.enable off.
+func (b *Broker) kafkaRefused() func(reason string) {
+	if !b.cfg.MetricsRequestsEnable {
+		return nil
+	}
+	return func(reason string) {
+		b.rpcStats.Observe("kafka/Connection", time.Now(), status.Errorf(codes.ResourceExhausted, "over %s", reason))
+	}
 }
 
 // kafkaBackend is kafka.Backend over the gRPC services' handlers.

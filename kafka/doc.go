@@ -32,4 +32,16 @@
 // UNSUPPORTED_VERSION, so the client can downgrade. Fetch sessions
 // (KIP-227) are declined: every fetch is answered in full with session id
 // 0, which clients take as sessionless.
+//
+// Untrusted bytes do not size memory. A request's size is checked against
+// Config.MaxRequestBytes before its body is read, and the body is read
+// into a buffer that grows as its bytes arrive. Before kmsg decodes it,
+// the body is walked with its API's layout (bound.go, schemas.go): every
+// string, bytes and array length is bounded by the bytes left, the arrays
+// of a request by maxRequestElements elements in all, and what decoding
+// will allocate by decodeFactor (k = 8) bytes per byte of the request plus
+// decodeSlack; a request past any of them closes the connection.
+// Connections are capped per listener (Config.MaxConnections) and per
+// client address (Config.MaxConnectionsPerIP), and a connection keeps an
+// answer buffer for its next answer only up to keptAnswerBytes.
 package kafka

@@ -56,8 +56,19 @@ type Backend interface {
 type Config struct {
 	Backend Backend
 	// MaxRequestBytes bounds a request's size (Kafka's
-	// socket.request.max.bytes); a larger one closes the connection.
+	// socket.request.max.bytes); a larger one closes the connection. The
+	// body is read in steps as its bytes arrive, so a size claimed but
+	// not sent costs nothing.
 	MaxRequestBytes int
+	// MaxConnections caps the connections open at once on each listener
+	// (Kafka's max.connections); MaxConnectionsPerIP caps those from one
+	// client address over all the listeners (max.connections.per.ip). A
+	// connection past either is closed as it is accepted. 0 is no cap.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// Refused, when set, is told of each connection closed at accept by
+	// a cap: reason is "max.connections" or "max.connections.per.ip".
+	Refused func(reason string)
 	// IdleTimeout closes a connection that sends no request for this long
 	// (Kafka's connections.max.idle.ms), or does not take an answer for
 	// this long; 0 is 10 minutes.
@@ -83,9 +94,20 @@ type Server struct {
 
 	mu        sync.Mutex
 	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
+	listeners map[net.Listener]int // open connections of each
+	conns     map[net.Conn]connInfo
+	perIP     map[string]int // open connections by client address
 	wg        sync.WaitGroup // connection goroutines
+	// refusals logged: the last log line, and those refused since
+	// without one (a flood gets a line a second).
+	refusedLogged time.Time
+	refusedQuiet  int
+}
+
+// connInfo is what a tracked connection is counted under.
+type connInfo struct {
+	lis net.Listener
+	ip  string
 }
 
 // NewServer returns a server that serves nothing until Serve.
@@ -98,7 +120,7 @@ func NewServer(cfg Config) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, ctx: ctx, cancel: cancel,
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+		listeners: map[net.Listener]int{}, conns: map[net.Conn]connInfo{}, perIP: map[string]int{}}
 }
 
 // Serve accepts connections on lis until Close, then returns
@@ -110,7 +132,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		_ = lis.Close()
 		return ErrServerClosed
 	}
-	s.listeners[lis] = struct{}{}
+	s.listeners[lis] = 0
 	s.mu.Unlock()
 	var backoff time.Duration
 	for {
@@ -137,24 +159,99 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if !s.track(c) {
+		switch s.track(lis, c) {
+		case errServerClosing:
 			_ = c.Close()
 			return ErrServerClosed
+		case "":
+			go s.serveConn(c)
 		}
-		go s.serveConn(c)
 	}
 }
 
-// track registers a connection; false once the server is closed.
-func (s *Server) track(c net.Conn) bool {
+// errServerClosing is track's answer once the server is closed.
+const errServerClosing = "closed"
+
+// track registers a connection accepted on lis and returns ""; or, for
+// one past a cap, closes it and returns the cap's name; or
+// errServerClosing.
+func (s *Server) track(lis net.Listener, c net.Conn) string {
+	ip := clientIP(c.RemoteAddr())
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errServerClosing
+	}
+	refused := ""
+	switch {
+	case s.cfg.MaxConnections > 0 && s.listeners[lis] >= s.cfg.MaxConnections:
+		refused = "max.connections"
+	case s.cfg.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.cfg.MaxConnectionsPerIP:
+		refused = "max.connections.per.ip"
+	default:
+		s.listeners[lis]++
+		s.perIP[ip]++
+		s.conns[c] = connInfo{lis: lis, ip: ip}
+		s.wg.Add(1)
+	}
+	open, fromIP := s.listeners[lis], s.perIP[ip]
+	logIt, quiet := false, 0
+	if refused != "" {
+		if now := time.Now(); now.Sub(s.refusedLogged) >= time.Second {
+			logIt, quiet = true, s.refusedQuiet
+			s.refusedLogged, s.refusedQuiet = now, 0
+		} else {
+			s.refusedQuiet++
+		}
+	}
+	s.mu.Unlock()
+	if refused == "" {
+		return ""
+	}
+	_ = c.Close()
+	if logIt {
+		s.cfg.Logger.Warn("connection refused: too many connections", "client", c.RemoteAddr().String(),
+			"limit", refused, "listener_connections", open, "client_connections", fromIP,
+			"max_connections", s.cfg.MaxConnections, "max_connections_per_ip", s.cfg.MaxConnectionsPerIP,
+			"refused_unlogged", quiet)
+	}
+	if s.cfg.Refused != nil {
+		s.cfg.Refused(refused)
+	}
+	return refused
+}
+
+// untrack forgets a connection that ended.
+func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return false
+	info, ok := s.conns[c]
+	if !ok {
+		return
 	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
+	delete(s.conns, c)
+	if _, ok := s.listeners[info.lis]; ok {
+		s.listeners[info.lis]--
+	}
+	if s.perIP[info.ip]--; s.perIP[info.ip] <= 0 {
+		delete(s.perIP, info.ip)
+	}
+}
+
+// clientIP is the host of a client's address, the key of
+// max.connections.per.ip.
+func clientIP(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // closeGrace bounds how long Close waits for an answer being written to
@@ -219,9 +316,7 @@ func (s *Server) armWrite(c net.Conn) {
 func (s *Server) serveConn(c net.Conn) {
 	defer func() {
 		_ = c.Close()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
+		s.untrack(c)
 		s.wg.Done()
 	}()
 	ctx := s.ctx
@@ -245,13 +340,13 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Warn("closing connection: request size out of bounds", "size", size, "max", s.cfg.MaxRequestBytes)
 			return
 		}
-		// A request's bytes are read in full before it is handled.
-		buf := make([]byte, size)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			log.Debug("connection ended mid-request", "error", err)
+		// A request's bytes are read in full before it is handled, into
+		// a buffer of its own (a produce's records alias it).
+		buf, err := readBody(r, int(size))
+		if err != nil {
+			log.Debug("connection ended mid-request", "error", err, "size", size)
 			return
 		}
-		var err error
 		out, err = s.handle(ctx, &cs, buf, out[:0])
 		if err != nil {
 			log.Warn("closing connection", "error", err)
@@ -261,10 +356,47 @@ func (s *Server) serveConn(c net.Conn) {
 			continue // acks=0: no answer
 		}
 		s.armWrite(c)
-		if _, err := c.Write(out); err != nil {
+		_, err = c.Write(out)
+		if cap(out) > keptAnswerBytes {
+			out = nil // a large answer's buffer is not held while idle
+		}
+		if err != nil {
 			log.Debug("connection ended while answering", "error", err)
 			return
 		}
+	}
+}
+
+// keptAnswerBytes is the largest answer buffer a connection keeps for
+// its next answer; a larger one (a big fetch) is dropped once written.
+const keptAnswerBytes = 64 << 10
+
+// firstBodyRead is how much of a request body is allocated before any of
+// it arrives; the buffer then doubles as the bytes come, up to the size
+// the request claims.
+const firstBodyRead = 64 << 10
+
+// readBody reads a request body of size bytes from r. Its buffer grows
+// with the bytes that actually arrive (firstBodyRead, then doubling), so
+// a client claiming a large size and sending less costs at most four
+// times what it sent (plus twice firstBodyRead), not what it claimed; a
+// whole body costs at most about three times its size in allocations, of
+// which its own size is kept.
+func readBody(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, min(size, firstBodyRead))
+	got := 0
+	for {
+		n, err := io.ReadFull(r, buf[got:])
+		got += n
+		if err != nil {
+			return nil, fmt.Errorf("read %d of %d bytes: %w", got, size, err)
+		}
+		if got == size {
+			return buf, nil
+		}
+		next := make([]byte, min(size, 2*len(buf)))
+		copy(next, buf)
+		buf = next
 	}
 }
 
@@ -309,6 +441,18 @@ func parseHeader(buf []byte) (header, kmsg.Request, []byte, error) {
 		}
 	}
 	return h, req, rest, nil
+}
+
+// decodeBody decodes a request's body into req, once scanBody has found
+// that doing so costs no more than the bound the package doc gives.
+func decodeBody(h header, req kmsg.Request, body []byte) error {
+	if _, err := scanBody(h.key, h.version, body); err != nil {
+		return fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	return nil
 }
 
 // skipTags skips a tagged-field section: a count, then each field's tag,
@@ -366,8 +510,8 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 		return out, fmt.Errorf("%w: %s (key %d) version %d from client %q", errUnsupported,
 			kmsg.NameForKey(h.key), h.key, h.version, h.clientID)
 	}
-	if err := req.ReadFrom(body); err != nil {
-		return out, fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	if err := decodeBody(h, req, body); err != nil {
+		return out, err
 	}
 	resp, err := s.dispatch(ctx, cs, h.clientID, req)
 	if err != nil {

@@ -3,8 +3,11 @@
 # found with go test -list: among them the differential targets of the
 # hand-written protobuf codecs against proto (internal/wire), the record
 # batch and record checks (record), segment recovery, the checkpoint files
-# and meta.properties (storage), and the metadata directory's meta.properties
-# (metadata).
+# and meta.properties (storage), the metadata directory's meta.properties
+# (metadata), the Kafka listener's request decoding and its allocation bound
+# (kafka: FuzzKafkaDecodeAlloc, FuzzKafkaRequest), and the auth parsers:
+# principals, principal mapping rules, ACL patterns and SCRAM credentials
+# (auth).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime="${FUZZTIME:-20s}"
