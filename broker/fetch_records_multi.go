@@ -71,7 +71,7 @@ func checkFetchRecordsMulti(req *quirev1.FetchRecordsMultiRequest) error {
 		}
 		seen[k] = true
 		if p.MaxBytes < 0 {
-			return fmt.Errorf("%w: %s-%d: max_bytes is %d; it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+			return fmt.Errorf("%w: %s-%d: max_bytes is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
 		}
 	}
 	return nil

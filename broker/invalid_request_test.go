@@ -136,6 +136,7 @@ func TestErrorInvalidFieldsRefused(t *testing.T) {
 	ctx := ctxT(t)
 	createTopic(t, c, "inv", 1, nil)
 	groups := quirev1.NewGroupsClient(c.conn)
+	sec := quirev1.NewSecurityClient(c.conn)
 	fp := func(maxBytes int32) []*quirev1.FetchPartition {
 		return []*quirev1.FetchPartition{{Topic: "inv", MaxBytes: maxBytes}}
 	}
@@ -244,6 +245,14 @@ func TestErrorInvalidFieldsRefused(t *testing.T) {
 				RebalanceTimeoutMs: 1000, Subscription: &quirev1.GroupSubscription{Topics: []string{"a/b"}}})
 			return err
 		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"DeleteAcls filter resource type", func() error {
+			_, err := sec.DeleteAcls(ctx, &quirev1.DeleteAclsRequest{Filters: []*quirev1.Acl{{ResourceType: "Galaxy"}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "Galaxy"},
+		{"ListAcls filter operation", func() error {
+			_, err := sec.ListAcls(ctx, &quirev1.ListAclsRequest{Filter: &quirev1.Acl{Operation: "Frob"}})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "Frob"},
 		{"CreateTopic a/b", func() error {
 			_, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "a/b"})
 			return err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 )
 
 // The checks every RPC taking the same field makes of it, so that a field
@@ -23,7 +25,7 @@ type field struct {
 func notNegative(fs ...field) error {
 	for _, f := range fs {
 		if f.v < 0 {
-			return fmt.Errorf("%w: %s is %d; it must be 0 (the default) or more", ErrInvalidRequest, f.name, f.v)
+			return fmt.Errorf("%w: %s is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, f.name, f.v)
 		}
 	}
 	return nil
@@ -41,7 +43,7 @@ func checkFetchRequest(req *quirev1.FetchRequest) error {
 	}
 	for _, p := range req.Partitions {
 		if p.MaxBytes < 0 {
-			return fmt.Errorf("%w: %s-%d: max_bytes is %d; it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+			return fmt.Errorf("%w: %s-%d: max_bytes is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
 		}
 	}
 	return nil
@@ -80,6 +82,40 @@ func checkSubscription(sub *quirev1.GroupSubscription) error {
 	for _, t := range sub.GetTopics() {
 		if err := validateTopicName(t); err != nil {
 			return fmt.Errorf("subscription: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkACLFilter refuses a filter naming a permission, operation,
+// resource type, pattern type or principal no ACL can have (INVALID_REQUEST,
+// as CreateAcls refuses it): such a filter would match nothing, silently.
+// An empty field matches any value.
+func checkACLFilter(f *quirev1.Acl) error {
+	var errs []error
+	if f.GetPrincipal() != "" {
+		_, err := auth.ParsePrincipal(f.GetPrincipal())
+		errs = append(errs, err)
+	}
+	if f.GetPermission() != "" {
+		_, err := auth.ParsePermission(f.GetPermission())
+		errs = append(errs, err)
+	}
+	if f.GetOperation() != "" {
+		_, err := auth.ParseOperation(f.GetOperation())
+		errs = append(errs, err)
+	}
+	if f.GetResourceType() != "" {
+		_, err := auth.ParseResourceType(f.GetResourceType())
+		errs = append(errs, err)
+	}
+	if f.GetPatternType() != "" {
+		_, err := auth.ParsePatternType(f.GetPatternType())
+		errs = append(errs, err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: filter: %v", metadata.ErrInvalidACL, err)
 		}
 	}
 	return nil
