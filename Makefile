@@ -37,6 +37,7 @@ e2e: build chaos-bin
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_console.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_kafka.sh
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_hostile.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
 	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
 

@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
 )
 
@@ -180,11 +180,7 @@ func authStatus(err error) error {
 	if errors.Is(err, ErrAuthenticationFailed) {
 		c = codes.Unauthenticated
 	}
-	st := status.New(c, err.Error())
-	if d, derr := st.WithDetails(toError(err)); derr == nil {
-		st = d
-	}
-	return st.Err()
+	return errcode.Status(c, toError(err))
 }
 
 // admit authenticates a call and refuses a non-node on an internal

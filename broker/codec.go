@@ -22,6 +22,9 @@ import (
 func transportOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(serverCodec{}),
+		// First in the chain, so that its stream sits nearest gRPC's
+		// (decode.go).
+		grpc.ChainStreamInterceptor(decodeStreamInterceptor),
 		experimental.BufferPool(bufpool.Shared),
 		grpc.InitialWindowSize(4 << 20),
 		grpc.InitialConnWindowSize(16 << 20),
@@ -58,7 +61,17 @@ func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return protoCodec.Marshal(v)
 }
 
-func (serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+// Unmarshal decodes data into v, or into the message of a decodeProbe
+// (decode.go), leaving any error in the probe for its holder to answer.
+func (c serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if p, ok := v.(*decodeProbe); ok {
+		p.err = c.unmarshal(data, p.m)
+		return nil
+	}
+	return c.unmarshal(data, v)
+}
+
+func (serverCodec) unmarshal(data mem.BufferSlice, v any) error {
 	if m, ok := v.(*pooledProduce); ok {
 		return m.unmarshal(data) // produce_buf.go
 	}

@@ -159,7 +159,7 @@ func toError(err error) *quirev1.Error {
 		return nil
 	}
 	m := lookupError(err)
-	e := &quirev1.Error{Code: m.code, Message: err.Error(), Retriable: m.retriable, LeaderId: -1, LeaderEpoch: -1}
+	e := &quirev1.Error{Code: m.code, Message: errcode.Message(err.Error()), Retriable: m.retriable, LeaderId: -1, LeaderEpoch: -1}
 	var nle *replica.NotLeaderError
 	if errors.As(err, &nle) {
 		e.LeaderId, e.LeaderEpoch = nle.Leader, nle.Epoch
@@ -183,12 +183,7 @@ func toStatus(err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	m := lookupError(err)
-	st := status.New(m.grpc, err.Error())
-	if d, derr := st.WithDetails(toError(err)); derr == nil {
-		st = d
-	}
-	return st.Err()
+	return errcode.Status(lookupError(err).grpc, toError(err))
 }
 
 // notLeader says which broker leads topic-p, when this one does not (see

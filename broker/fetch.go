@@ -146,8 +146,8 @@ func (b *Broker) readAll(specs []fetchSpec, maxBytes int, received time.Time, re
 }
 
 func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
-	if len(req.Partitions) == 0 {
-		return nil, toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
+	if err := checkFetchRequest(req); err != nil { // validate.go
+		return nil, toStatus(err)
 	}
 	results := s.b.fetch(ctx, fetchSpecs(req), s.b.queue.Received(), time.Duration(req.MaxWaitMs)*time.Millisecond, int(req.MinBytes), int(req.MaxBytes))
 	return fetchResponse(results), nil // fetch_stream.go
@@ -156,15 +156,12 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 // FetchRecords is Fetch for one partition, decoded. Errors are whole-call
 // statuses. With max_wait_ms it waits for at least one record.
 func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRecordsRequest) (*quirev1.FetchRecordsResponse, error) {
-	if err := validateTopicName(req.Topic); err != nil {
-		return nil, toStatus(err) // INVALID_TOPIC_EXCEPTION, as Produce and CreateTopic say
+	if err := checkFetchRecords(req); err != nil { // validate.go
+		return nil, toStatus(err)
 	}
 	maxRecords := int(req.MaxRecords)
-	if maxRecords <= 0 {
+	if maxRecords == 0 {
 		maxRecords = defaultMaxRecords
-	}
-	if err := checkRecordFormat(req.Format); err != nil {
-		return nil, toStatus(err)
 	}
 	spec := fetchSpec{topic: req.Topic, partition: req.Partition, offset: req.Offset, maxBytes: int(req.MaxBytes)}
 	results := s.b.fetch(ctx, []fetchSpec{spec}, s.b.queue.Received(), time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0)

@@ -55,8 +55,9 @@ func checkFetchRecordsMulti(req *quirev1.FetchRecordsMultiRequest) error {
 	if err := checkRecordFormat(req.Format); err != nil {
 		return err
 	}
-	if req.MaxWaitMs < 0 || req.MaxRecords < 0 || req.MaxBytes < 0 {
-		return fmt.Errorf("%w: negative max_wait_ms, max_records or max_bytes", ErrInvalidRequest)
+	if err := notNegative(field{"max_wait_ms", int64(req.MaxWaitMs)}, field{"max_records", int64(req.MaxRecords)},
+		field{"max_bytes", int64(req.MaxBytes)}); err != nil { // validate.go
+		return err
 	}
 	type key struct {
 		topic string
@@ -70,7 +71,7 @@ func checkFetchRecordsMulti(req *quirev1.FetchRecordsMultiRequest) error {
 		}
 		seen[k] = true
 		if p.MaxBytes < 0 {
-			return fmt.Errorf("%w: %s-%d: negative max_bytes %d", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+			return fmt.Errorf("%w: %s-%d: max_bytes is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
 		}
 	}
 	return nil

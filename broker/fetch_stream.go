@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -18,8 +17,8 @@ const defaultStreamWait = 500 * time.Millisecond
 // away or a partition fails. Send blocks once the client's flow-control
 // window is full, which bounds how far ahead the broker reads.
 func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.Consumer_FetchStreamServer) error {
-	if len(req.Partitions) == 0 {
-		return toStatus(fmt.Errorf("%w: no partitions", ErrInvalidRequest))
+	if err := checkFetchRequest(req); err != nil { // validate.go
+		return toStatus(err)
 	}
 	specs := fetchSpecs(req)
 	for i := range specs {

@@ -88,6 +88,9 @@ func (s *groupService) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroup
 // ConsumerGroupHeartbeat passes a member's heartbeat to the group
 // coordinator on the controller.
 func (s *groupService) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	if err := checkSubscription(req.Subscription); err != nil { // validate.go
+		return nil, toStatus(fmt.Errorf("group %q member %q heartbeat: %w", req.Group, req.MemberId, err))
+	}
 	req.ClientAddress = clientHost(ctx)
 	resp, err := s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, req)
 	if err != nil {

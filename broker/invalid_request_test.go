@@ -1,10 +1,17 @@
 package broker_test
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
@@ -116,5 +123,255 @@ func TestErrorInvalidRequestsAreNotRetriable(t *testing.T) {
 	// Nothing of the refused requests was written.
 	if n := leo(t, c, "inv", 0) + leo(t, c, "inv", 1); n != 0 {
 		t.Fatalf("refused requests appended %d records", n)
+	}
+}
+
+// TestErrorInvalidFieldsRefused sends, to every RPC that takes it, each
+// field value the proto comments call invalid (a negative size, count or
+// wait; no partitions; a topic name no topic can have, in a subscription
+// too): each is refused at once, INVALID_ARGUMENT with a quire.v1.Error
+// that names what was wrong, and nothing is appended.
+func TestErrorInvalidFieldsRefused(t *testing.T) {
+	_, c := start(t, noAutoCreate)
+	ctx := ctxT(t)
+	createTopic(t, c, "inv", 1, nil)
+	groups := quirev1.NewGroupsClient(c.conn)
+	sec := quirev1.NewSecurityClient(c.conn)
+	fp := func(maxBytes int32) []*quirev1.FetchPartition {
+		return []*quirev1.FetchPartition{{Topic: "inv", MaxBytes: maxBytes}}
+	}
+	stream := func(req *quirev1.FetchRequest) error {
+		s, err := c.consumer.FetchStream(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	subscribe := func(topics ...string) error {
+		s, err := groups.Subscribe(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
+			Group: "g", Subscription: &quirev1.GroupSubscription{Topics: topics}}}}); err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	produceStream := func(req *quirev1.ProduceRequest) error {
+		s, err := c.producer.ProduceStream(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(req); err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	batch := makeBatch(1, 10, "x")
+	cases := []struct {
+		name    string
+		call    func() error
+		code    quirev1.ErrorCode
+		mention string
+	}{
+		// The long polls would wait a minute if they took the request.
+		{"FetchRecords max_bytes", func() error {
+			_, err := c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "inv", MaxBytes: -1, MaxWaitMs: 60000})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_bytes"},
+		{"FetchRecords max_records", func() error {
+			_, err := c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "inv", MaxRecords: -5, MaxWaitMs: 60000})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_records"},
+		{"FetchRecords max_wait_ms", func() error {
+			_, err := c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "inv", MaxWaitMs: -1})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_wait_ms"},
+		{"Fetch max_bytes", func() error {
+			_, err := c.consumer.Fetch(ctx, &quirev1.FetchRequest{MaxBytes: -1, MinBytes: 1, MaxWaitMs: 60000, Partitions: fp(0)})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_bytes"},
+		{"Fetch min_bytes", func() error {
+			_, err := c.consumer.Fetch(ctx, &quirev1.FetchRequest{MinBytes: -1, Partitions: fp(0)})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "min_bytes"},
+		{"Fetch partition max_bytes", func() error {
+			_, err := c.consumer.Fetch(ctx, &quirev1.FetchRequest{MinBytes: 1, MaxWaitMs: 60000, Partitions: fp(-1)})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_bytes"},
+		{"Fetch no partitions", func() error {
+			_, err := c.consumer.Fetch(ctx, &quirev1.FetchRequest{})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "no partitions"},
+		{"FetchStream max_wait_ms", func() error {
+			return stream(&quirev1.FetchRequest{MaxWaitMs: -1, Partitions: fp(0)})
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_wait_ms"},
+		{"FetchStream partition max_bytes", func() error {
+			return stream(&quirev1.FetchRequest{Partitions: fp(-7)})
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_bytes"},
+		{"FetchRecordsMulti max_bytes", func() error {
+			_, err := c.consumer.FetchRecordsMulti(ctx, &quirev1.FetchRecordsMultiRequest{MaxBytes: -1, MaxWaitMs: 60000,
+				Partitions: []*quirev1.FetchRecordsPartition{{Topic: "inv"}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "max_bytes"},
+		{"Produce no partitions", func() error {
+			_, err := c.producer.Produce(ctx, &quirev1.ProduceRequest{})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "no partitions"},
+		{"Produce acks", func() error {
+			_, err := c.producer.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: 2},
+				Partitions: []*quirev1.PartitionRecords{{Topic: "inv", Records: batch}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUIRED_ACKS, "acks"},
+		{"ProduceStream no partitions", func() error {
+			return produceStream(&quirev1.ProduceRequest{CorrelationId: 1})
+		}, quirev1.ErrorCode_INVALID_REQUEST, "no partitions"},
+		{"ProduceRecords no records", func() error {
+			_, err := c.producer.ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{Topic: "inv"})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "no records"},
+		{"Subscribe topic a/b", func() error {
+			return subscribe("inv", "a/b")
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"Subscribe empty topic", func() error {
+			return subscribe("")
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "empty"},
+		{"ConsumerGroupHeartbeat topic a/b", func() error {
+			_, err := groups.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{Group: "g", MemberId: "m",
+				RebalanceTimeoutMs: 1000, Subscription: &quirev1.GroupSubscription{Topics: []string{"a/b"}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"DeleteAcls filter resource type", func() error {
+			_, err := sec.DeleteAcls(ctx, &quirev1.DeleteAclsRequest{Filters: []*quirev1.Acl{{ResourceType: "Galaxy"}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "Galaxy"},
+		{"ListAcls filter operation", func() error {
+			_, err := sec.ListAcls(ctx, &quirev1.ListAclsRequest{Filter: &quirev1.Acl{Operation: "Frob"}})
+			return err
+		}, quirev1.ErrorCode_INVALID_REQUEST, "Frob"},
+		{"CreateTopic a/b", func() error {
+			_, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "a/b"})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			wantStatus(t, err, codes.InvalidArgument, tc.code, tc.mention)
+		})
+	}
+	if n := leo(t, c, "inv", 0); n != 0 {
+		t.Fatalf("refused requests appended %d records", n)
+	}
+}
+
+// rawCodec sends and receives bytes as they are, to put on the wire what
+// no generated client would.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+var _ encoding.Codec = rawCodec{}
+
+// TestErrorMalformedRequestIsInvalidArgument sends bytes that do not parse
+// as the request (broken wire format, a string field that is not UTF-8)
+// to unary calls and to streams, the produce paths' own decoders
+// included: each is INVALID_ARGUMENT with a quire.v1.Error
+// (INVALID_REQUEST) naming the message, not INTERNAL.
+func TestErrorMalformedRequestIsInvalidArgument(t *testing.T) {
+	_, c := start(t, noAutoCreate)
+	ctx := ctxT(t)
+	createTopic(t, c, "mal", 1, nil)
+	// A SubscribeRequest whose start's group id is the byte 0xff.
+	var start, badGroup []byte
+	start = protowire.AppendTag(start, 1, protowire.BytesType)
+	start = protowire.AppendString(start, "\xff")
+	badGroup = protowire.AppendTag(badGroup, 1, protowire.BytesType)
+	badGroup = protowire.AppendBytes(badGroup, start)
+	truncated := []byte{0x1a, 0x40, 0x0a, 0x03, 'm', 'a', 'l'} // partitions: 64 bytes claimed, 5 sent
+	garbage := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	badTopic := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "\xc3\x28")
+
+	// Field 1 of each is a string (or, for Produce and Fetch, an integer:
+	// they get only the broken wire formats).
+	unary := []struct {
+		method, want string
+		utf8         bool
+	}{
+		{"/quire.v1.Producer/Produce", "quire.v1.ProduceRequest", false},
+		{"/quire.v1.Consumer/Fetch", "quire.v1.FetchRequest", false},
+		{"/quire.v1.Producer/ProduceRecords", "quire.v1.ProduceRecordsRequest", true},
+		{"/quire.v1.Consumer/FetchRecords", "quire.v1.FetchRecordsRequest", true},
+		{"/quire.v1.Admin/CreateTopic", "quire.v1.CreateTopicRequest", true},
+		{"/quire.v1.Groups/CommitOffsets", "quire.v1.CommitOffsetsRequest", true},
+		{"/quire.v1.Metadata/GetMetadata", "quire.v1.GetMetadataRequest", true},
+	}
+	for _, u := range unary {
+		bodies := [][]byte{truncated, garbage}
+		if u.utf8 {
+			bodies = append(bodies, badTopic)
+		}
+		for _, body := range bodies {
+			in, out := body, []byte(nil)
+			err := c.conn.Invoke(ctx, u.method, &in, &out, grpc.ForceCodec(rawCodec{}))
+			wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "malformed", u.want)
+		}
+	}
+
+	streams := []struct {
+		method string
+		body   []byte
+		want   string
+	}{
+		{"/quire.v1.Groups/Subscribe", badGroup, "quire.v1.SubscribeRequest"},
+		{"/quire.v1.Groups/Subscribe", garbage, "quire.v1.SubscribeRequest"},
+		{"/quire.v1.Producer/ProduceStream", truncated, "quire.v1.ProduceRequest"},
+		{"/quire.v1.Producer/ProduceStream", garbage, "quire.v1.ProduceRequest"},
+	}
+	for _, s := range streams {
+		desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+		cs, err := c.conn.NewStream(ctx, desc, s.method, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := s.body
+		if err := cs.SendMsg(&in); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		err = cs.RecvMsg(&out)
+		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "malformed", s.want)
+	}
+	if n := leo(t, c, "mal", 0); n != 0 {
+		t.Fatalf("malformed requests appended %d records", n)
+	}
+}
+
+// TestErrorStatusFitsClientHeaderLimit: a refusal echoing a 2 KiB config
+// value reaches a client whose header limit is gRPC's default for C-core
+// clients (8 KiB: Python, Ruby, C++) as the refusal itself, not as a reset
+// stream, with the value cut short in its message.
+func TestErrorStatusFitsClientHeaderLimit(t *testing.T) {
+	b, _ := start(t, noAutoCreate)
+	cc, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithMaxHeaderListSize(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	admin := quirev1.NewAdminClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range []string{strings.Repeat("x", 2048), strings.Repeat("é\x01", 2048), strings.Repeat("z", 64<<10)} {
+		_, err = admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "big", Configs: map[string]string{"cleanup.policy": v, "retention.ms": v}})
+		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, "bytes)")
 	}
 }

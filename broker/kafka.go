@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
 )
 
@@ -182,12 +182,8 @@ func (k kafkaBackend) Coordinator(ctx context.Context) (*quirev1.Broker, error) 
 		}
 	}
 	msg := fmt.Sprintf("broker %d is not registered with a %s listener yet", k.b.cfg.NodeID, listener)
-	st := status.New(codes.Unavailable, msg)
-	if d, err := st.WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, Message: msg, Retriable: true,
-		LeaderId: -1, LeaderEpoch: -1}); err == nil {
-		st = d
-	}
-	return nil, st.Err()
+	return nil, errcode.Status(codes.Unavailable, &quirev1.Error{Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, Message: msg,
+		Retriable: true, LeaderId: -1, LeaderEpoch: -1})
 }
 
 func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {

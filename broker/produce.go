@@ -51,7 +51,7 @@ func produceTimeout(ms int32) time.Duration {
 }
 
 func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
+	acks, err := checkProduceRequest(req) // validate.go
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -113,7 +113,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return finish(err)
 		}
 		req := &m.req
-		acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
+		acks, err := checkProduceRequest(req) // validate.go
 		if err != nil {
 			return finish(toStatus(err))
 		}

@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -41,7 +41,7 @@ func withRequestLimit(sd *grpc.ServiceDesc, limit int) *grpc.ServiceDesc {
 		h := out.Methods[i].Handler
 		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
 			return h(srv, ctx, func(m any) error {
-				if err := dec(m); err != nil {
+				if err := decodeInto(dec, m); err != nil { // decode.go
 					return err
 				}
 				return checkRequestSize(m, limit)
@@ -86,9 +86,5 @@ func checkRequestSize(m any, limit int) error {
 	}
 	err := fmt.Errorf("%w: a request of %d bytes is over this broker's limit of %d bytes (2 x message.max.bytes + 1 MiB, at least 8 MiB): raise message.max.bytes on the brokers, or send smaller requests",
 		ErrRequestTooLarge, n, limit)
-	st := status.New(codes.ResourceExhausted, err.Error())
-	if d, derr := st.WithDetails(toError(err)); derr == nil {
-		st = d
-	}
-	return st.Err()
+	return errcode.Status(codes.ResourceExhausted, toError(err))
 }

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/replica"
 )
 
@@ -192,9 +192,5 @@ func remoteError(e *quirev1.Error) error {
 			break
 		}
 	}
-	st := status.New(code, e.Message)
-	if d, err := st.WithDetails(e); err == nil {
-		st = d
-	}
-	return st.Err()
+	return errcode.Status(code, e)
 }

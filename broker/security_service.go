@@ -121,6 +121,9 @@ func (s *securityService) DeleteAcls(ctx context.Context, req *quirev1.DeleteAcl
 	}
 	filters := make([]auth.ACL, len(req.Filters))
 	for i, f := range req.Filters {
+		if err := checkACLFilter(f); err != nil { // validate.go
+			return nil, toStatus(err)
+		}
 		filters[i] = aclFromPB(f)
 	}
 	deleted, err := s.b.cluster.fwd.DeleteACLs(ctx, filters)
@@ -145,6 +148,9 @@ func (s *securityService) DeleteAcls(ctx context.Context, req *quirev1.DeleteAcl
 }
 
 func (s *securityService) ListAcls(_ context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
+	if err := checkACLFilter(req.GetFilter()); err != nil { // validate.go
+		return nil, toStatus(err)
+	}
 	f := aclFromPB(req.GetFilter())
 	out := &quirev1.ListAclsResponse{}
 	for _, a := range s.b.cluster.node.Image().ACLs() {

@@ -59,6 +59,9 @@ func (sb subscribeBroker) AuthorizeRead(ctx context.Context, topic string) error
 	return sb.b.authorizeTopic(ctx, auth.OpRead, topic)
 }
 
+func (subscribeBroker) CheckSubscription(sub *quirev1.GroupSubscription) error {
+	return checkSubscription(sub)
+}
 func (subscribeBroker) ClientHost(ctx context.Context) string { return clientHost(ctx) }
 func (subscribeBroker) Status(err error) error                { return toStatus(err) }
 func (subscribeBroker) Error(err error) *quirev1.Error        { return toError(err) }

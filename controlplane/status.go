@@ -93,16 +93,16 @@ func toStatus(err error) error {
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, metadata.ErrNoQuorum) {
-		return status.Error(codes.DeadlineExceeded, err.Error())
+		return status.Error(codes.DeadlineExceeded, errcode.Message(err.Error()))
 	}
 	if errors.Is(err, context.Canceled) && !errors.Is(err, metadata.ErrNoQuorum) {
-		return status.Error(codes.Canceled, err.Error())
+		return status.Error(codes.Canceled, errcode.Message(err.Error()))
 	}
 	for _, e := range errorTable {
 		if !errors.Is(err, e.err) {
 			continue
 		}
-		st := status.New(e.code, err.Error())
+		st := status.New(e.code, errcode.Message(err.Error()))
 		info := &errdetails.ErrorInfo{Reason: e.reason, Domain: errorDomain}
 		var withD *status.Status
 		var derr error
@@ -117,7 +117,7 @@ func toStatus(err error) error {
 		}
 		return st.Err()
 	}
-	return status.Error(codes.Internal, err.Error())
+	return status.Error(codes.Internal, errcode.Message(err.Error()))
 }
 
 // remoteError is a metadata error that came back over gRPC: it reads as

@@ -35,6 +35,10 @@ type Broker interface {
 	Fetch(ctx context.Context, specs []Spec, wait time.Duration, maxBytes int) []Result
 	// AuthorizeRead refuses a topic the stream's caller may not read.
 	AuthorizeRead(ctx context.Context, topic string) error
+	// CheckSubscription refuses a subscription that no heartbeat would
+	// take (a topic name no topic can have), as ConsumerGroupHeartbeat
+	// does.
+	CheckSubscription(sub *quirev1.GroupSubscription) error
 	// ClientHost is the stream's client address, as group members list
 	// it.
 	ClientHost(ctx context.Context) string

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
@@ -139,10 +141,20 @@ type recvResult struct {
 	err error
 }
 
+// malformed reports whether err is the refusal of a message that did not
+// parse (INVALID_ARGUMENT, made by the broker's decoder): the stream ends
+// with it, where any other receive error means the client went away.
+func malformed(err error) bool {
+	return status.Code(err) == codes.InvalidArgument
+}
+
 // Serve runs one stream's group member until the stream, the member or
 // the broker ends; see the proto for what the client sees.
 func Serve(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
 	first, err := stream.Recv()
+	if malformed(err) {
+		return err
+	}
 	if err != nil {
 		return nil // the client left before it said anything
 	}
@@ -170,6 +182,9 @@ func Serve(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, q
 func newSubscription(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse], st *quirev1.SubscribeStart) (*subscription, error) {
 	if st.Subscription == nil || (len(st.Subscription.Topics) == 0 && st.Subscription.Regex == "") {
 		return nil, fmt.Errorf("%w: a Subscribe start needs subscription.topics or subscription.regex", ErrInvalidRequest)
+	}
+	if err := b.CheckSubscription(st.Subscription); err != nil {
+		return nil, err
 	}
 	if st.MaxOutstandingRecords < 0 || st.MaxOutstandingBytes < 0 || st.RebalanceTimeoutMs < 0 || st.CommitIntervalMs < 0 {
 		return nil, fmt.Errorf("%w: negative max_outstanding_records, max_outstanding_bytes, rebalance_timeout_ms or commit_interval_ms", ErrInvalidRequest)
@@ -282,6 +297,9 @@ func (s *subscription) run() error {
 			timer.Stop()
 			if errors.Is(r.err, io.EOF) {
 				return s.finish(nil, true, log) // closed cleanly
+			}
+			if malformed(r.err) {
+				return s.finish(r.err, true, log)
 			}
 			if r.err != nil {
 				return s.finish(nil, false, log)

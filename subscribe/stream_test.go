@@ -115,8 +115,9 @@ func (f *fakeBroker) AuthorizeRead(_ context.Context, topic string) error {
 	}
 	return nil
 }
-func (f *fakeBroker) ClientHost(context.Context) string { return "127.0.0.1" }
-func (f *fakeBroker) Status(err error) error            { return err }
+func (f *fakeBroker) ClientHost(context.Context) string                  { return "127.0.0.1" }
+func (f *fakeBroker) Status(err error) error                             { return err }
+func (f *fakeBroker) CheckSubscription(*quirev1.GroupSubscription) error { return nil }
 func (f *fakeBroker) Error(err error) *quirev1.Error {
 	if errors.Is(err, errFenced) {
 		return &quirev1.Error{Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH, Message: err.Error()}

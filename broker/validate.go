@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"fmt"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
+)
+
+// The checks every RPC taking the same field makes of it, so that a field
+// the proto calls invalid is refused the same way wherever it is sent:
+// topic names (validateTopicName, admin.go), sizes, counts and waits
+// (notNegative), a subscription's topics (checkSubscription) and the
+// shape of a produce request (checkProduceRequest).
+
+// field is a request field's proto name and value, for notNegative.
+type field struct {
+	name string
+	v    int64
+}
+
+// notNegative refuses the first field below 0 (INVALID_REQUEST): a size,
+// count or wait a client chooses, where 0 means the default.
+func notNegative(fs ...field) error {
+	for _, f := range fs {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// checkFetchRequest refuses what is wrong with a Fetch or FetchStream as
+// a whole: no partitions, a negative wait or size.
+func checkFetchRequest(req *quirev1.FetchRequest) error {
+	if len(req.Partitions) == 0 {
+		return fmt.Errorf("%w: no partitions", ErrInvalidRequest)
+	}
+	if err := notNegative(field{"max_wait_ms", int64(req.MaxWaitMs)}, field{"min_bytes", int64(req.MinBytes)},
+		field{"max_bytes", int64(req.MaxBytes)}); err != nil {
+		return err
+	}
+	for _, p := range req.Partitions {
+		if p.MaxBytes < 0 {
+			return fmt.Errorf("%w: %s-%d: max_bytes is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+		}
+	}
+	return nil
+}
+
+// checkFetchRecords refuses what is wrong with a FetchRecords request.
+func checkFetchRecords(req *quirev1.FetchRecordsRequest) error {
+	if err := validateTopicName(req.Topic); err != nil {
+		return err // INVALID_TOPIC_EXCEPTION, as Produce and CreateTopic say
+	}
+	if err := checkRecordFormat(req.Format); err != nil {
+		return err
+	}
+	return notNegative(field{"max_records", int64(req.MaxRecords)}, field{"max_wait_ms", int64(req.MaxWaitMs)},
+		field{"max_bytes", int64(req.MaxBytes)})
+}
+
+// checkProduceRequest refuses what is wrong with a Produce or
+// ProduceStream request as a whole (produce.proto): bad acks, no
+// partitions. It returns the acks to use.
+func checkProduceRequest(req *quirev1.ProduceRequest) (int32, error) {
+	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
+	if err != nil {
+		return 0, err
+	}
+	if len(req.Partitions) == 0 {
+		return 0, fmt.Errorf("%w: no partitions", ErrInvalidRequest)
+	}
+	return acks, nil
+}
+
+// checkSubscription refuses a group subscription naming a topic no topic
+// can be called (INVALID_TOPIC_EXCEPTION), as any call naming a topic
+// does: ConsumerGroupHeartbeat and Subscribe.
+func checkSubscription(sub *quirev1.GroupSubscription) error {
+	for _, t := range sub.GetTopics() {
+		if err := validateTopicName(t); err != nil {
+			return fmt.Errorf("subscription: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkACLFilter refuses a filter naming a permission, operation,
+// resource type, pattern type or principal no ACL can have (INVALID_REQUEST,
+// as CreateAcls refuses it): such a filter would match nothing, silently.
+// An empty field matches any value.
+func checkACLFilter(f *quirev1.Acl) error {
+	var errs []error
+	if f.GetPrincipal() != "" {
+		_, err := auth.ParsePrincipal(f.GetPrincipal())
+		errs = append(errs, err)
+	}
+	if f.GetPermission() != "" {
+		_, err := auth.ParsePermission(f.GetPermission())
+		errs = append(errs, err)
+	}
+	if f.GetOperation() != "" {
+		_, err := auth.ParseOperation(f.GetOperation())
+		errs = append(errs, err)
+	}
+	if f.GetResourceType() != "" {
+		_, err := auth.ParseResourceType(f.GetResourceType())
+		errs = append(errs, err)
+	}
+	if f.GetPatternType() != "" {
+		_, err := auth.ParsePatternType(f.GetPatternType())
+		errs = append(errs, err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: filter: %v", metadata.ErrInvalidACL, err)
+		}
+	}
+	return nil
+}
