@@ -24,10 +24,13 @@ const (
 	OpDescribeConfigs Operation = "DescribeConfigs"
 	OpAlterConfigs    Operation = "AlterConfigs"
 	OpClusterAction   Operation = "ClusterAction"
+	// OpIdempotentWrite on the cluster lets a producer get a producer id
+	// (InitProducerId), as in Kafka.
+	OpIdempotentWrite Operation = "IdempotentWrite"
 )
 
 // Operations lists every operation an ACL may name.
-var Operations = []Operation{OpAll, OpRead, OpWrite, OpCreate, OpDelete, OpAlter, OpDescribe, OpDescribeConfigs, OpAlterConfigs, OpClusterAction}
+var Operations = []Operation{OpAll, OpRead, OpWrite, OpCreate, OpDelete, OpAlter, OpDescribe, OpDescribeConfigs, OpAlterConfigs, OpClusterAction, OpIdempotentWrite}
 
 // ResourceType is the kind of resource an ACL covers.
 type ResourceType string
@@ -184,6 +187,51 @@ func (z *Authorizer) Authorize(r Request) bool {
 		}
 	}
 	return allowed
+}
+
+// AuthorizeAny reports whether principal may do op on at least one
+// resource of type rt, named or not yet created (Kafka's check by resource
+// type, with which Write on any topic lets a producer be idempotent): super
+// users may; otherwise some Allow of the principal (or User:*) for op must
+// cover names that no Deny of op (or All) covers whole. A Deny on some of
+// the names an Allow covers leaves the others allowed.
+func (z *Authorizer) AuthorizeAny(principal string, op Operation, rt ResourceType) bool {
+	if z.superUsers[principal] {
+		return true
+	}
+	mine := func(a ACL) bool {
+		return a.ResourceType == rt && (a.Principal == principal || a.Principal == Wildcard)
+	}
+	for _, allow := range z.acls {
+		if !mine(allow) || allow.Permission != Allow || !implies(allow.Operation, op) {
+			continue
+		}
+		denied := false
+		for _, deny := range z.acls {
+			if mine(deny) && deny.Permission == Deny && (deny.Operation == OpAll || deny.Operation == op) && deny.covers(allow) {
+				denied = true
+				break
+			}
+		}
+		if !denied {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether every name a matches is a name d matches.
+func (d ACL) covers(a ACL) bool {
+	switch {
+	case d.PatternType == Literal && d.ResourceName == "*":
+		return true
+	case a.PatternType == Literal && a.ResourceName == "*":
+		return false
+	case d.PatternType == Prefixed:
+		return strings.HasPrefix(a.ResourceName, d.ResourceName)
+	default: // d a literal name: it covers only that literal name
+		return a.PatternType == Literal && a.ResourceName == d.ResourceName
+	}
 }
 
 func (a ACL) matchesResource(r Request) bool {

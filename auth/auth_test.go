@@ -157,3 +157,66 @@ func TestAuthACLValidation(t *testing.T) {
 		t.Fatal("filter matching")
 	}
 }
+
+// TestAuthAuthorizeAny: an Allow of Write on some topics is Write on "any
+// topic" unless Denies cover every name it allows; All implies it; the
+// principal must match; super users pass.
+func TestAuthAuthorizeAny(t *testing.T) {
+	acl := func(p string, perm Permission, op Operation, rt ResourceType, name string, pt PatternType) ACL {
+		a, err := ACL{Principal: p, Permission: perm, Operation: op, ResourceType: rt, ResourceName: name, PatternType: pt}.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	cases := []struct {
+		name string
+		acls []ACL
+		want bool
+	}{
+		{"none", nil, false},
+		{"literal", []ACL{acl("User:a", Allow, OpWrite, ResourceTopic, "orders", Literal)}, true},
+		{"all", []ACL{acl("User:a", Allow, OpAll, ResourceTopic, "orders", Literal)}, true},
+		{"wildcard principal", []ACL{acl("User:*", Allow, OpWrite, ResourceTopic, "x-", Prefixed)}, true},
+		{"other principal", []ACL{acl("User:b", Allow, OpWrite, ResourceTopic, "orders", Literal)}, false},
+		{"read only", []ACL{acl("User:a", Allow, OpRead, ResourceTopic, "*", Literal)}, false},
+		{"write on a group", []ACL{acl("User:a", Allow, OpWrite, ResourceGroup, "*", Literal)}, false},
+		{"denied same literal", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "orders", Literal),
+			acl("User:a", Deny, OpWrite, ResourceTopic, "orders", Literal)}, false},
+		{"denied other literal", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "orders", Literal),
+			acl("User:a", Deny, OpWrite, ResourceTopic, "audit", Literal)}, true},
+		{"denied everything", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "o", Prefixed),
+			acl("User:*", Deny, OpAll, ResourceTopic, "*", Literal)}, false},
+		{"denied a shorter prefix", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "orders-", Prefixed),
+			acl("User:a", Deny, OpWrite, ResourceTopic, "ord", Prefixed)}, false},
+		{"denied a longer prefix", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "ord", Prefixed),
+			acl("User:a", Deny, OpWrite, ResourceTopic, "orders-", Prefixed)}, true},
+		{"wildcard allow, some denied", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "*", Literal),
+			acl("User:a", Deny, OpWrite, ResourceTopic, "a", Prefixed)}, true},
+		{"deny of another op", []ACL{
+			acl("User:a", Allow, OpWrite, ResourceTopic, "orders", Literal),
+			acl("User:a", Deny, OpRead, ResourceTopic, "*", Literal)}, true},
+	}
+	for _, tc := range cases {
+		z := NewAuthorizer(tc.acls, map[string]bool{"User:root": true})
+		if got := z.AuthorizeAny("User:a", OpWrite, ResourceTopic); got != tc.want {
+			t.Errorf("%s: AuthorizeAny = %v, want %v", tc.name, got, tc.want)
+		}
+		if !z.AuthorizeAny("User:root", OpWrite, ResourceTopic) {
+			t.Errorf("%s: a super user refused", tc.name)
+		}
+	}
+	z := NewAuthorizer([]ACL{acl("User:a", Allow, OpIdempotentWrite, ResourceCluster, "", Literal)}, nil)
+	if !z.Authorize(Request{Principal: "User:a", Operation: OpIdempotentWrite, ResourceType: ResourceCluster, ResourceName: ClusterName}) {
+		t.Error("IdempotentWrite on the cluster refused with its ACL")
+	}
+	if op, err := ParseOperation("idempotentwrite"); err != nil || op != OpIdempotentWrite {
+		t.Errorf("ParseOperation(idempotentwrite) = %q, %v", op, err)
+	}
+}

@@ -45,6 +45,9 @@ type need struct {
 	// orCreateOnCluster: Create on the cluster is enough too (Kafka's
 	// rule for creating topics).
 	orCreateOnCluster bool
+	// orWriteOnAnyTopic: Write on some topic is enough too (Kafka's rule
+	// for an idempotent producer's InitProducerId, KIP-679).
+	orWriteOnAnyTopic bool
 }
 
 func topicNeed(op auth.Operation, name string) need {
@@ -72,6 +75,12 @@ func (b *Broker) checkRequest(z *auth.Authorizer, id Identity, method string, re
 		}
 		if n.orCreateOnCluster && z.Authorize(auth.Request{Principal: id.Principal, Operation: auth.OpCreate, ResourceType: auth.ResourceCluster, ResourceName: auth.ClusterName}) {
 			continue
+		}
+		if n.orWriteOnAnyTopic {
+			if z.AuthorizeAny(id.Principal, auth.OpWrite, auth.ResourceTopic) {
+				continue
+			}
+			return fmt.Errorf("%w (nor Write on any topic)", refusal(r))
 		}
 		return refusal(r)
 	}
@@ -164,7 +173,10 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 	case *quirev1.ProduceRecordsRequest:
 		return b.withCreates([]need{topicNeed(auth.OpWrite, m.Topic)}, []string{m.Topic}, true), true
 	case *quirev1.InitProducerIdRequest:
-		return nil, true // hands out an id; writing with it needs Write
+		// As Kafka's for an idempotent producer: it writes the metadata
+		// log (a block of ids) and bumps a producer's epoch, so only a
+		// principal that may write somewhere may ask.
+		return []need{{op: auth.OpIdempotentWrite, rt: auth.ResourceCluster, name: auth.ClusterName, orWriteOnAnyTopic: true}}, true
 	// Consumer.
 	case *quirev1.FetchRequest:
 		var out []need

@@ -11,7 +11,7 @@ import (
 // ACL is one access control entry (quire.v1.Acl): Principal "User:NAME"
 // (or "User:*"), Permission Allow or Deny, Operation (Read, Write,
 // Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs,
-// ClusterAction, All), ResourceType Topic, Group or Cluster, ResourceName
+// ClusterAction, IdempotentWrite, All), ResourceType Topic, Group or Cluster, ResourceName
 // ("*" for all with Literal), PatternType Literal (default) or Prefixed.
 // As a filter, empty fields match anything.
 type ACL struct {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -140,15 +141,16 @@ func (l *Lifecycle) Stop(ctx context.Context) error {
 func (l *Lifecycle) run() {
 	defer close(l.done)
 	// Until registered, retry quickly (the quorum may still be electing
-	// its first controller); then beat every interval.
-	retry := 50 * time.Millisecond
+	// its first controller), backing off to the interval; then beat every
+	// interval.
+	failures := 0
 	for {
 		wait := l.interval
 		if !l.beat() {
-			wait = min(retry, l.interval)
-			retry *= 2
+			failures++
+			wait = registerBackoff(failures, l.interval, rand.Float64)
 		} else {
-			retry = 50 * time.Millisecond
+			failures = 0
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -220,6 +222,27 @@ func (l *Lifecycle) beat() bool {
 		l.log.Debug("heartbeat failed", "broker", l.self.ID, "error", err)
 		return true // registered; the next beat tries again on time
 	}
+}
+
+// registerBackoffBase is the wait after a first failed registration.
+const registerBackoffBase = 50 * time.Millisecond
+
+// registerBackoff is the wait before the next registration after failures
+// (1 or more) failed in a row: registerBackoffBase doubled per failure up
+// to limit (the heartbeat interval), then up to a fifth less at random
+// (jitter, rnd in [0, 1)), so that brokers refused together do not retry
+// in step. It never exceeds limit, never overflows however many failures
+// there were, and is never below 0.8 × min(registerBackoffBase, limit).
+func registerBackoff(failures int, limit time.Duration, rnd func() float64) time.Duration {
+	if limit <= 0 {
+		limit = registerBackoffBase
+	}
+	d := min(registerBackoffBase, limit)
+	// Doubling stops at the limit, so d never overflows.
+	for i := 1; i < failures && d < limit; i++ {
+		d = min(2*d, limit)
+	}
+	return d - time.Duration(rnd()*float64(d)/5)
 }
 
 func isClosed(ch chan struct{}) bool {

@@ -75,3 +75,55 @@ func TestLifecycleSlowControllerKeepsSessions(t *testing.T) {
 		t.Fatalf("broker %d: no heartbeat answered in %v", g.id, session+time.Second)
 	}
 }
+
+// TestRegisterBackoffCapped: the wait between failed registrations
+// doubles from 50 ms, reaches the limit and stays there, and is never
+// above the limit nor negative, with any jitter and however many failures
+// (doubling without a cap overflowed to a negative wait after about 38,
+// and a fast refusal then spun a core).
+func TestRegisterBackoffCapped(t *testing.T) {
+	limits := []time.Duration{2 * time.Second, 30 * time.Millisecond, time.Hour, 0}
+	jitters := map[string]func() float64{
+		"none": func() float64 { return 0 },
+		"most": func() float64 { return 0.999999 },
+		"half": func() float64 { return 0.5 },
+	}
+	for _, limit := range limits {
+		for name, rnd := range jitters {
+			prev := time.Duration(0)
+			for n := 1; n <= 1000; n++ {
+				d := registerBackoff(n, limit, rnd)
+				if d <= 0 {
+					t.Fatalf("limit %v, jitter %s: wait %v after %d failures", limit, name, d, n)
+				}
+				capped := limit
+				if capped <= 0 {
+					capped = registerBackoffBase // no limit given: the first wait
+				}
+				if d > capped {
+					t.Fatalf("limit %v, jitter %s: wait %v after %d failures, above the limit", limit, name, d, n)
+				}
+				if name == "none" && d < prev {
+					t.Fatalf("limit %v: wait %v after %d failures shorter than %v after one fewer", limit, d, n, prev)
+				}
+				prev = d
+			}
+			if limit == 0 {
+				continue
+			}
+			// After 100 failures (and 64, where an int64 shift wraps) the
+			// wait is the limit, less at most a fifth.
+			for _, n := range []int{64, 100} {
+				if d := registerBackoff(n, limit, rnd); d < limit*4/5 || d > limit {
+					t.Fatalf("limit %v, jitter %s: wait %v after %d failures, want within [%v, %v]", limit, name, d, n, limit*4/5, limit)
+				}
+			}
+		}
+	}
+	if d := registerBackoff(1, 2*time.Second, func() float64 { return 0 }); d != registerBackoffBase {
+		t.Fatalf("first retry waits %v, want %v", d, registerBackoffBase)
+	}
+	if d := registerBackoff(3, 2*time.Second, func() float64 { return 0 }); d != 4*registerBackoffBase {
+		t.Fatalf("third retry waits %v, want %v", d, 4*registerBackoffBase)
+	}
+}

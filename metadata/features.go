@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/auth"
 )
 
 // MetadataVersionFeature is the one finalized feature: the level of the
@@ -56,9 +57,14 @@ const (
 	// machine neither, so members are dynamic, with the group's session
 	// timeout.
 	MetadataVersionStaticMembers int32 = 6
+	// MetadataVersionIdempotentWrite adds a value to an existing command:
+	// CreateAcls naming the operation IdempotentWrite (which lets a
+	// principal call InitProducerId). An older node refuses the ACL where
+	// the others store it.
+	MetadataVersionIdempotentWrite int32 = 7
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionStaticMembers
+	LatestMetadataVersion = MetadataVersionIdempotentWrite
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -127,8 +133,14 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds:
 		return MetadataVersionProducerIDs
-	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential,
-		*pb.Command_CreateAcls, *pb.Command_DeleteAcls:
+	case *pb.Command_CreateAcls:
+		for _, a := range c.CreateAcls.Acls {
+			if strings.EqualFold(a.Operation, string(auth.OpIdempotentWrite)) {
+				return MetadataVersionIdempotentWrite
+			}
+		}
+		return MetadataVersionSecurity
+	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential, *pb.Command_DeleteAcls:
 		return MetadataVersionSecurity
 	case *pb.Command_CommitOffsetsBatch:
 		return MetadataVersionOffsetBatches

@@ -94,3 +94,36 @@ func TestFSMSecurityUsersAndACLs(t *testing.T) {
 		t.Fatal("a NUL in a user name accepted")
 	}
 }
+
+// TestFSMSecurityIdempotentWriteNeedsItsLevel: an ACL of the operation
+// IdempotentWrite is stored only from metadata.version 7 (a node below
+// would refuse it where the others store it); below, the command is
+// refused and nothing stored, and other ACLs are stored as before.
+func TestFSMSecurityIdempotentWriteNeedsItsLevel(t *testing.T) {
+	f, err := OpenFSM(filepath.Join(t.TempDir(), "metadata.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := &testFSM{t: t, f: f}
+	tf.ok(featureLevel(MetadataVersionStaticMembers))
+	idem := aclCmd(&pb.AclRecord{Principal: "User:p", Permission: "Allow", Operation: "idempotentWRITE", ResourceType: "Cluster", PatternType: "Literal"})
+	if got := commandLevel(idem); got != MetadataVersionIdempotentWrite {
+		t.Fatalf("CreateAcls with IdempotentWrite needs level %d, want %d", got, MetadataVersionIdempotentWrite)
+	}
+	tf.rejected(idem, ErrUnsupportedVersion)
+	if acls := f.Image().ACLs(); len(acls) != 0 {
+		t.Fatalf("a refused CreateAcls stored %v", acls)
+	}
+	tf.ok(aclCmd(&pb.AclRecord{Principal: "User:p", Permission: "Allow", Operation: "Write", ResourceType: "Topic", ResourceName: "t", PatternType: "Literal"}))
+	tf.ok(featureLevel(MetadataVersionIdempotentWrite))
+	tf.ok(idem)
+	for name, img := range map[string]*Image{"image": f.Image(), "store": tf.storedImage()} {
+		var ops []auth.Operation
+		for _, a := range img.ACLs() {
+			ops = append(ops, a.Operation)
+		}
+		if !reflect.DeepEqual(ops, []auth.Operation{auth.OpWrite, auth.OpIdempotentWrite}) && !reflect.DeepEqual(ops, []auth.Operation{auth.OpIdempotentWrite, auth.OpWrite}) {
+			t.Fatalf("%s: ACL operations %v", name, ops)
+		}
+	}
+}

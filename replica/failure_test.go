@@ -147,3 +147,84 @@ func TestReplicaFollowerLogFailureLeavesISR(t *testing.T) {
 		t.Fatalf("ISR changes asked %v, want %v", rec.asks, want)
 	}
 }
+
+// TestReplicaStorageFailureOffTheAppendPath: a storage failure found
+// outside an append takes the replica out of service as a failed append
+// does: the leader asks the controller for the ISR without itself and
+// reports the failure, though nothing is appended after it. Three places:
+// a flush (the periodic one: flush.ms), the data directory's checkpoints
+// (the directory is offline, so every log in it fails), and the leader
+// epoch checkpoint a new leader writes.
+func TestReplicaStorageFailureOffTheAppendPath(t *testing.T) {
+	cases := []struct {
+		name   string
+		inject func(op storage.Op, path string) error
+		fail   func(t *testing.T, sm *storage.Manager, rm *Manager, p *Partition)
+	}{
+		{"flush", func(op storage.Op, path string) error {
+			if op == storage.OpSync && strings.Contains(path, "t-0") {
+				return syscall.EIO
+			}
+			return nil
+		}, func(t *testing.T, sm *storage.Manager, rm *Manager, p *Partition) {
+			if err := p.log.Flush(); !errors.Is(err, storage.ErrLogFailed) {
+				t.Fatalf("flush on a failing disk: %v", err)
+			}
+		}},
+		{"checkpoint", func(op storage.Op, path string) error {
+			if (op == storage.OpWrite || op == storage.OpCreate) && strings.Contains(filepath.Base(path), "checkpoint") &&
+				!strings.Contains(path, "t-0") {
+				return syscall.EIO
+			}
+			return nil
+		}, func(t *testing.T, sm *storage.Manager, rm *Manager, p *Partition) {
+			if err := sm.Checkpoint(); err == nil {
+				t.Fatal("checkpoint on a failing disk succeeded")
+			}
+		}},
+		{"leader epoch", func(op storage.Op, path string) error {
+			if (op == storage.OpWrite || op == storage.OpCreate) && strings.Contains(path, "t-0") && strings.Contains(path, "leader-epoch") {
+				return syscall.EIO
+			}
+			return nil
+		}, func(t *testing.T, sm *storage.Manager, rm *Manager, p *Partition) {
+			// A new epoch: the leader records where it starts.
+			if err := rm.apply("t", 0, Assignment{Leader: 1, LeaderEpoch: 6, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			efs := storage.NewErrorFS(storage.OSFS{})
+			sm, err := storage.OpenManager(t.TempDir(), storage.DefaultLogConfig(), storage.Options{FS: efs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sm.Close() })
+			rec := &isrRecorder{done: make(chan struct{}, 4)}
+			rm := newManagerOn(t, 1, sm, rec, nil)
+			p := lead(t, rm, 5, []int32{1, 2, 3}, 5, 3)
+			efs.SetInjector(tc.inject)
+			tc.fail(t, sm, rm, p)
+			select {
+			case <-rec.done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the leader never asked to leave the ISR")
+			}
+			rm.bg.Wait()
+			rec.mu.Lock()
+			asks := slices.Clone(rec.asks)
+			rec.mu.Unlock()
+			if len(asks) == 0 || !slices.Equal(asks[0], []int32{2, 3}) {
+				t.Fatalf("asked for ISRs %v, want [2 3] first", asks)
+			}
+			if _, ferr := p.LogFailure(); !errors.Is(ferr, storage.ErrLogFailed) {
+				t.Fatalf("log failure: %v", ferr)
+			}
+			if _, err := p.appendAsLeader(testBatch(1), 1, 1); err == nil {
+				t.Fatal("a failed log took an append")
+			}
+		})
+	}
+}

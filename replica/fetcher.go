@@ -228,10 +228,11 @@ func (f *fetcher) run() {
 }
 
 // request builds the next fetch from the partitions not paused; next is
-// how long until a paused one is due, when every one is.
+// how long until a paused one is due, when every one is. It picks the
+// partitions under fetcher.mu and reads their state (which takes
+// Partition.mu, above fetcher.mu in docs/locking.md's order) after
+// releasing it.
 func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	cfg := f.m.cfg
 	req := &FetchRequest{ReplicaID: f.m.self, Incarnation: f.m.incarnation, MaxWaitMs: int32(cfg.MaxWait.Milliseconds()),
 		MinBytes: cfg.MinBytes, MaxBytes: cfg.ResponseMax}
@@ -241,18 +242,23 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 	defer func() { f.pending, f.reqParts = parts, req.Partitions }()
 	next := cfg.Backoff
 	paused := false
+	f.mu.Lock()
 	for _, st := range f.order {
-		part := st.part
 		if wait := st.pausedUntil.Sub(now); wait > 0 {
 			next = min(next, wait)
 			paused = true
 			continue
 		}
-		pp := pending{part: part, epoch: st.epoch, offset: part.log.LogEndOffset(), lastEpoch: part.lastFetchedEpoch()}
+		parts = append(parts, pending{part: st.part, epoch: st.epoch})
+	}
+	f.mu.Unlock()
+	for i := range parts {
+		pp := &parts[i]
+		part := pp.part
+		pp.offset, pp.lastEpoch = part.log.LogEndOffset(), part.lastFetchedEpoch()
 		_, failed := part.LogFailure()
 		pp.failed = failed != nil
-		parts = append(parts, pp)
-		fp := FetchPartition{Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: st.epoch,
+		fp := FetchPartition{Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: pp.epoch,
 			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax, LogFailed: pp.failed,
 			LogStartOffset: part.log.LogStartOffset()}
 		if pp.failed {

@@ -199,6 +199,21 @@ func (p *Partition) logFailed(err error) {
 	p.giveUpLocked()
 }
 
+// storageFailed is logFailed for a failure the log reported itself
+// (storage.Log.OnFailure), from wherever it was found; one already
+// recorded (an append that failed) is not asked about again.
+func (p *Partition) storageFailed(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil {
+		return
+	}
+	p.failed = err
+	p.rm.logger.Error("replica log failed: giving up leadership and the ISR", "topic", p.topic, "partition", p.id,
+		"dir", p.log.Dir(), "leader", p.leader, "error", err)
+	p.giveUpLocked()
+}
+
 // giveUpLocked asks, as leader of a failed replica, for the ISR without
 // this broker, unless a change is already on its way (the ISR check asks
 // again once it is settled).

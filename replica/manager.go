@@ -223,6 +223,10 @@ func (rm *Manager) host(topic string, p int32) (*Partition, bool, error) {
 	}
 	rm.partitions[key] = part
 	rm.mu.Unlock()
+	// A storage failure found anywhere (a background flush, a checkpoint,
+	// recording a leader epoch), not only by an append, takes the replica
+	// out of service.
+	l.OnFailure(func(err error) { rm.goBackground(func() { part.storageFailed(err) }) })
 	return part, true, nil
 }
 

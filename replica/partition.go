@@ -158,6 +158,7 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
 	newEpoch := !p.leader || p.leaderEpoch != a.LeaderEpoch
+	var epochErr error
 	if !newEpoch && a.PartitionEpoch < p.partitionEpoch {
 		// An image older than an ISR change this leader already applied
 		// from the controller's answer: keep the newer state.
@@ -171,8 +172,9 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 		// syncs the checkpoint, so not under mu (readers of the state wait
 		// on it); appendMu keeps every append and leadership change out.
 		p.mu.Unlock()
-		if err := p.log.AssignEpochStart(a.LeaderEpoch); err != nil {
-			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.LeaderEpoch, "error", err)
+		epochErr = p.log.AssignEpochStart(a.LeaderEpoch)
+		if epochErr != nil {
+			p.rm.logger.Error("cannot record the leader epoch", "topic", p.topic, "partition", p.id, "epoch", a.LeaderEpoch, "error", epochErr)
 		}
 		p.mu.Lock()
 	}
@@ -205,6 +207,14 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	p.maybeAdvanceHWLocked()
 	p.leoWaiters.signal()
 	p.waiters.signal() // a DeleteRecords waits on the ISR's members
+	if errors.Is(epochErr, storage.ErrLogFailed) && p.failed == nil {
+		// The epoch could not be recorded: the log is out of service.
+		p.failed = epochErr
+	}
+	if p.failed != nil {
+		// Elected with a failed log, or failing now: give it up again.
+		p.giveUpLocked()
+	}
 	p.mu.Unlock()
 }
 

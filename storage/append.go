@@ -288,12 +288,55 @@ func (l *Log) checkEpochs(batches []byte) error {
 }
 
 // fail marks the log failed: no more appends until it is reopened.
+// Callers hold appendMu.
 func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = err
 		l.logger.Error("log failed, refusing appends until reopened", "error", err)
 	}
+	l.tellFailure(err)
 	return fmt.Errorf("%w: %w", ErrLogFailed, err)
+}
+
+// Fail marks the log failed with err (an I/O error found outside the log,
+// such as one writing its data directory's checkpoints): as after a
+// failed write, it refuses appends until reopened and tells OnFailure.
+func (l *Log) Fail(err error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	_ = l.fail(err)
+}
+
+// OnFailure sets fn to be told, once, the error the log fails with,
+// wherever the failure is found: an append, a flush (the periodic one and
+// the background fsync of a rolled segment alike), a leader epoch or
+// log start checkpoint, a truncation, Fail. fn runs on a goroutine of its
+// own, so it may take any lock and call the log. Set after the log has
+// failed, fn is told at once. The owner of the log (the replica) takes
+// the partition out of service then, whether or not anything is appended
+// again.
+func (l *Log) OnFailure(fn func(error)) {
+	l.failMu.Lock()
+	defer l.failMu.Unlock()
+	l.onFailure = fn
+	if l.failure != nil && !l.told && fn != nil {
+		l.told = true
+		go fn(l.failure)
+	}
+}
+
+// tellFailure tells the failure hook of err, once; the first failure is
+// kept for a hook set later.
+func (l *Log) tellFailure(err error) {
+	l.failMu.Lock()
+	defer l.failMu.Unlock()
+	if l.failure == nil {
+		l.failure = fmt.Errorf("%w: %w", ErrLogFailed, err)
+	}
+	if l.onFailure != nil && !l.told {
+		l.told = true
+		go l.onFailure(l.failure)
+	}
 }
 
 func (l *Log) activeSegment() *segment {
@@ -420,11 +463,19 @@ func (l *Log) runFlushes() {
 		}
 		job.seg.release()
 		l.flushMu.Lock()
-		if err != nil && l.flushErr == nil {
+		first := err != nil && l.flushErr == nil
+		if first {
 			l.flushErr = fmt.Errorf("storage: fsync rolled segment %d: %w", job.seg.base, err)
 		}
 		ok := l.flushErr == nil
+		flushErr := l.flushErr
 		l.flushMu.Unlock()
+		if first {
+			// The log adopts the error at its next append or flush; its
+			// owner hears of it now (a leader with nothing more to append
+			// must not go on serving).
+			l.tellFailure(flushErr)
+		}
 		if ok {
 			l.advanceRecoveryPoint(job.upTo)
 		}

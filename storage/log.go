@@ -85,6 +85,12 @@ type Log struct {
 	flushRunning bool       // guarded by flushMu
 	flushErr     error      // first background fsync error; guarded by flushMu
 	flushWG      sync.WaitGroup
+
+	// The failure hook (see OnFailure); failMu is a leaf.
+	failMu    sync.Mutex
+	onFailure func(error)
+	failure   error // the first failure, told to onFailure once it is set
+	told      bool
 }
 
 // OpenLog opens (creating if needed) the log in dir. Segments holding

@@ -234,11 +234,20 @@ func (m *Manager) HighWatermark(topic string, partition int32) (int64, bool) {
 	return l.HighWatermark()
 }
 
-// Checkpoint writes the three checkpoint files atomically.
+// Checkpoint writes the three checkpoint files atomically. Failing to,
+// the data directory is offline: every log in it fails (Log.Fail), so
+// that their replicas go out of service as after a failed write, rather
+// than go on with checkpoints that no longer move.
 func (m *Manager) Checkpoint() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.checkpointLocked()
+	err := m.checkpointLocked()
+	if err != nil && !m.closed {
+		for _, l := range m.logs {
+			l.Fail(err)
+		}
+	}
+	return err
 }
 
 func (m *Manager) checkpointLocked() error {

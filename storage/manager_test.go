@@ -249,15 +249,22 @@ func TestManagerCorruptCheckpointRecovers(t *testing.T) {
 	}
 }
 
+// TestManagerIOErrorOnCheckpoint: a data directory whose checkpoints cannot
+// be written is offline: every log in it fails (refuses appends, tells
+// its OnFailure hook), Close says so and leaves no clean-shutdown marker,
+// and the next open recovers the logs with every record.
 func TestManagerIOErrorOnCheckpoint(t *testing.T) {
 	efs := NewErrorFS(OSFS{})
 	cfg := smallConfig()
-	m, err := OpenManager(t.TempDir(), cfg, Options{FS: efs})
+	dir := t.TempDir()
+	m, err := OpenManager(dir, cfg, Options{FS: efs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l, _ := m.GetOrCreate("t", 0, cfg)
 	mustAppend(t, l, makeBatch(1, 1, 1), 0)
+	told := make(chan error, 1)
+	l.OnFailure(func(err error) { told <- err })
 	efs.SetInjector(func(op Op, path string) error {
 		if op == OpRename {
 			return ErrInjected
@@ -267,11 +274,32 @@ func TestManagerIOErrorOnCheckpoint(t *testing.T) {
 	if err := m.Checkpoint(); !errors.Is(err, ErrInjected) {
 		t.Fatalf("checkpoint: %v", err)
 	}
+	select {
+	case err := <-told:
+		if !errors.Is(err, ErrLogFailed) || !errors.Is(err, ErrInjected) {
+			t.Fatalf("failure told: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the log's failure hook was never told")
+	}
+	if _, err := l.AppendAsLeader(makeBatch(1, 1, 1), 0); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append after the checkpoint failed: %v", err)
+	}
 	efs.SetInjector(nil)
-	if err := m.Close(); err != nil {
+	if err := m.Close(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("close after the directory failed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); !os.IsNotExist(err) {
+		t.Fatalf("clean shutdown marker after a failure: %v", err)
+	}
+	m2, err := OpenManager(dir, cfg, Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	_ = math.MaxInt64
+	defer m2.Close()
+	if l2, ok := m2.Get("t", 0); !ok || l2.LogEndOffset() != 1 {
+		t.Fatal("the record before the failure is lost")
+	}
 }
 
 // TestManagerFirstStartLog: a brand-new data directory says it is being
@@ -359,5 +387,46 @@ func TestManagerHighWatermarkTakesNoManagerLock(t *testing.T) {
 		if hw := got[TopicPartition{"t", int32(i)}]; hw != int64(5+i) {
 			t.Errorf("partition %d: checkpointed hw %d, want %d", i, hw, 5+i)
 		}
+	}
+}
+
+// TestLogBackgroundFlushFailureTold: the background fsync of a rolled
+// segment failing tells the log's failure hook at once, before anything
+// else is appended or flushed, and the log refuses the next append.
+func TestLogBackgroundFlushFailureTold(t *testing.T) {
+	efs := NewErrorFS(OSFS{})
+	cfg := smallConfig()
+	m, err := OpenManager(t.TempDir(), cfg, Options{FS: efs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	l, _ := m.GetOrCreate("t", 0, cfg)
+	told := make(chan error, 1)
+	l.OnFailure(func(err error) { told <- err })
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpSync && strings.HasSuffix(path, ".log") {
+			return ErrInjected
+		}
+		return nil
+	})
+	// Appends past SegmentBytes roll the segment, whose fsync goes to the
+	// background.
+	for i := 0; l.NumSegments() < 2; i++ {
+		if i > 100 {
+			t.Fatal("the log never rolled")
+		}
+		mustAppend(t, l, makeBatch(4, 200, 1), 0)
+	}
+	select {
+	case err := <-told:
+		if !errors.Is(err, ErrLogFailed) || !errors.Is(err, ErrInjected) {
+			t.Fatalf("failure told: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a failed background fsync was never told")
+	}
+	if _, err := l.AppendAsLeader(makeBatch(1, 1, 1), 0); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append after a failed background fsync: %v", err)
 	}
 }

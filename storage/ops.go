@@ -244,7 +244,9 @@ func (l *Log) maybeIncrementLogStart(offset int64) {
 	defer l.appendMu.Unlock()
 	if offset > l.logStart.Load() && offset <= l.leo.Load() {
 		l.logStart.Store(offset)
-		_ = l.epochs.truncateFromStart(offset)
+		if err := l.epochs.truncateFromStart(offset); err != nil {
+			_ = l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+		}
 	}
 }
 

@@ -98,6 +98,10 @@ func securedCalls() []securedCall {
 			_, err = s.Recv()
 			return err
 		}},
+		{"InitProducerId", cf, "IdempotentWrite", "Cluster", "", func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := quirev1.NewProducerClient(cc).InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
+			return err
+		}},
 		{"Fetch", tf, "Read", "Topic", topic, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := cons(cc).Fetch(ctx, &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{{Topic: topic}}})
 			return err
@@ -181,7 +185,7 @@ func TestClusterSecurityEveryCallNeedsItsACL(t *testing.T) {
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer())
 	ctx := testCtx(t)
-	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionIdempotentWrite)
 	createTopic(t, c, 1, "orders", 1, 1)
 	admin := quirev1.NewSecurityClient(c.Conn(1))
 	const who = "User:CN=nobody,O=quire"
@@ -213,4 +217,46 @@ func TestClusterSecurityEveryCallNeedsItsACL(t *testing.T) {
 			refused(t, sc.name+" with a deny over the allow", sc.call(ctx, cc), codes.PermissionDenied, sc.code, who, sc.op)
 		})
 	}
+}
+
+// TestClusterSecurityInitProducerIdByTopicWrite: as Kafka's idempotent
+// producers (KIP-679), Write on some topic is enough for InitProducerId
+// without IdempotentWrite on the cluster; a Deny over that Write refuses
+// it again with CLUSTER_AUTHORIZATION_FAILED, and a principal with
+// neither can bump no producer's epoch.
+func TestClusterSecurityInitProducerIdByTopicWrite(t *testing.T) {
+	sec := testcluster.NewSecurity(t)
+	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer())
+	ctx := testCtx(t)
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)
+	createTopic(t, c, 1, "orders", 1, 1)
+	admin := quirev1.NewSecurityClient(c.Conn(1))
+	const who = "User:CN=writer,O=quire"
+	cc := dialAs(t, c, 1, sec.ClientCredentials("writer"))
+	pc := quirev1.NewProducerClient(cc)
+	// The node itself (a super user) gets an id, which the writer then
+	// tries to bump.
+	own, err := quirev1.NewProducerClient(c.Conn(1)).InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bump := &quirev1.InitProducerIdRequest{OptionalProducerId: &quirev1.InitProducerIdRequest_ProducerId{ProducerId: own.ProducerId}, ProducerEpoch: own.ProducerEpoch}
+	_, err = pc.InitProducerId(ctx, bump)
+	refused(t, "InitProducerId bump without ACLs", err, codes.PermissionDenied, quirev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, who, "IdempotentWrite", "Write on any topic")
+	_, err = pc.InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
+	refused(t, "InitProducerId without ACLs", err, codes.PermissionDenied, quirev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, who, "IdempotentWrite")
+
+	if _, err := admin.CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{acl(who, "Allow", "Write", "Topic", "ord", "Prefixed")}}); err != nil {
+		t.Fatal(err)
+	}
+	// One node: the ACL is in its image once CreateAcls answered.
+	got, err := pc.InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
+	if err != nil || got.ProducerId < 0 || got.ProducerId == own.ProducerId {
+		t.Fatalf("InitProducerId with Write on topics ord*: %v, %v", got, err)
+	}
+	if _, err := admin.CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{acl(who, "Deny", "Write", "Topic", "*", "Literal")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pc.InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
+	refused(t, "InitProducerId with Write denied on every topic", err, codes.PermissionDenied, quirev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, who)
 }

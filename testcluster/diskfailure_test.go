@@ -108,3 +108,84 @@ func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
 		t.Fatalf("after the restart: %v %v", resp, err)
 	}
 }
+
+// TestReplicationLeaderStorageFailureOffTheAppendPath: the leader's
+// storage fails where no append looks: its fsyncs (the periodic flush,
+// flush.ms) or the data directory's checkpoints. Appends still succeed
+// there, so before, the leader kept leading and serving on a disk it could
+// no longer sync. Now the failure takes its replica out of service as a
+// failed append does: another in-sync replica becomes leader, the failed
+// one leaves the ISR and reports its failed log, and no acknowledged
+// record is lost.
+func TestReplicationLeaderStorageFailureOffTheAppendPath(t *testing.T) {
+	cases := []struct {
+		name   string
+		inject func(dataDir, logDir string) storage.Injector
+	}{
+		{"flush", func(_, logDir string) storage.Injector {
+			return func(op storage.Op, path string) error {
+				if op == storage.OpSync && strings.HasPrefix(path, logDir+string(filepath.Separator)) {
+					return syscall.EIO
+				}
+				return nil
+			}
+		}},
+		{"checkpoint", func(dataDir, _ string) storage.Injector {
+			return func(op storage.Op, path string) error {
+				if op == storage.OpRename && filepath.Dir(path) == dataDir && strings.HasSuffix(path, "-checkpoint") {
+					return syscall.EIO
+				}
+				return nil
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			disks := map[int32]*storage.ErrorFS{}
+			for id := int32(1); id <= 3; id++ {
+				disks[id] = storage.NewErrorFS(storage.OSFS{})
+			}
+			c := testcluster.New(t, 3, testcluster.Config(func(id int32, cfg *broker.Config) {
+				cfg.FS = disks[id]
+				cfg.LogFlushIntervalMs = 100
+				cfg.LogFlushSchedulerIntervalMs = 50
+				cfg.LogFlushOffsetCheckpointIntervalMs = 100
+			}))
+			const topic = "offpath"
+			createReplicatedTopic(t, c, topic)
+			acked := produceAll(t, c, topic, values("before", 10))
+			waitInSync(t, c, topic)
+			ctx := testCtx(t)
+			failed, epoch := c.WaitLeader(ctx, topic, 0)
+			logDir := filepath.Join(c.Dir(failed), topic+"-0")
+			disks[failed].SetInjector(tc.inject(c.Dir(failed), logDir))
+
+			// Records go on being produced, to whichever node leads.
+			acked = append(acked, produceAll(t, c, topic, values("after", 10))...)
+			c.WaitImage(ctx, func(img *metadata.Image) bool {
+				p, ok := img.Partition(topic, 0)
+				return ok && p.Leader != failed && p.Leader >= 0 && p.LeaderEpoch > epoch && !slices.Contains(p.ISR, failed)
+			})
+			c.Eventually(ctx, "the failed log reported", func() error {
+				d, err := describeLog(ctx, c, failed, topic, 0)
+				if err != nil {
+					return err
+				}
+				if d.Leader || !strings.Contains(d.Failure, "log failed") {
+					return fmt.Errorf("node %d describes its log as leader=%v failure=%q", failed, d.Leader, d.Failure)
+				}
+				return nil
+			})
+			got := consumeAll(t, c, topic)
+			for i, v := range append(values("before", 10), values("after", 10)...) {
+				if acked[i] >= int64(len(got)) || got[acked[i]] != v {
+					t.Fatalf("acknowledged record %q at offset %d lost: log has %d records", v, acked[i], len(got))
+				}
+			}
+			// The failed node's log cannot close cleanly: stop it as a
+			// crash, with its disk working again, for the cleanup.
+			c.Kill(failed)
+			disks[failed].SetInjector(nil)
+		})
+	}
+}

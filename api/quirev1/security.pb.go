@@ -340,8 +340,8 @@ func (x *ListUsersResponse) GetUsers() []*UserDescription {
 
 // Acl is one access control entry. Names are Kafka's, case-insensitive:
 // permission Allow or Deny; operation All, Read, Write, Create, Delete,
-// Alter, Describe, DescribeConfigs, AlterConfigs or ClusterAction;
-// resource_type Topic, Group or Cluster (named kafka-cluster); pattern_type
+// Alter, Describe, DescribeConfigs, AlterConfigs, ClusterAction or
+// IdempotentWrite (on the cluster: InitProducerId); resource_type Topic, Group or Cluster (named kafka-cluster); pattern_type
 // Literal (the name, or "*" for all) or Prefixed. In a filter an empty
 // field matches any value.
 type Acl struct {

@@ -134,7 +134,7 @@ func (f *aclFlags) bind(cmd *cobra.Command, filter bool) {
 		def = ""
 	}
 	cmd.Flags().StringVar(&f.permission, "permission", def, "Allow or Deny")
-	cmd.Flags().StringVar(&f.operation, "operation", "", "Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs, ClusterAction or All")
+	cmd.Flags().StringVar(&f.operation, "operation", "", "Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs, ClusterAction, IdempotentWrite or All")
 	cmd.Flags().StringVar(&f.topic, "topic", "", "a topic resource (\"*\" for all with the literal pattern)")
 	cmd.Flags().StringVar(&f.group, "group", "", "a consumer group resource")
 	cmd.Flags().BoolVar(&f.cluster, "cluster", false, "the cluster resource")
