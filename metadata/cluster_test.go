@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/quirelog/quire/internal/poll"
 )
 
 // testCluster runs metadata Nodes in-process over raft's InmemTransport
@@ -169,23 +171,11 @@ func (c *testCluster) live() []*Node {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitController returns the node whose controller loop is active.
 func (c *testCluster) waitController() *Node {
 	c.t.Helper()
 	var ctl *Node
-	waitFor(c.t, "a controller", 10*time.Second, func() bool {
+	poll.True(c.t, "a controller", func() bool {
 		for _, n := range c.live() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			err := n.Ctl().active(ctx)
@@ -204,7 +194,7 @@ func (c *testCluster) waitController() *Node {
 // controller's at its current index.
 func (c *testCluster) waitConverged() {
 	c.t.Helper()
-	waitFor(c.t, "identical images", 10*time.Second, func() bool {
+	poll.True(c.t, "identical images", func() bool {
 		nodes := c.live()
 		var ref *Image
 		for _, n := range nodes {
@@ -301,7 +291,7 @@ func (b *fakeBroker) stop() {
 
 func (c *testCluster) waitBrokersLive(ids ...int32) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("brokers %v unfenced", ids), 10*time.Second, func() bool {
+	poll.True(c.t, fmt.Sprintf("brokers %v unfenced", ids), func() bool {
 		for _, n := range c.live() {
 			if !n.IsController() {
 				continue
@@ -324,7 +314,7 @@ func (c *testCluster) createTopic(spec TopicSpec) TopicInfo {
 	c.t.Helper()
 	var info TopicInfo
 	retried := false
-	waitFor(c.t, "topic "+spec.Name+" created", 10*time.Second, func() bool {
+	poll.True(c.t, "topic "+spec.Name+" created", func() bool {
 		ctl := c.waitController()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -435,7 +425,7 @@ func TestControllerFencesSilentBroker(t *testing.T) {
 		before[p.Partition] = p
 	}
 	bs[victim-1].stop()
-	waitFor(t, fmt.Sprintf("broker %d fenced", victim), 10*time.Second, func() bool {
+	poll.True(t, fmt.Sprintf("broker %d fenced", victim), func() bool {
 		b, _ := c.waitController().Image().Broker(victim)
 		return b.Fenced
 	})
@@ -515,7 +505,7 @@ func TestControllerAlterPartitionAndShutdown(t *testing.T) {
 	// Its next heartbeat unfences it; once the leaders take it back into
 	// their ISRs (as they would when it caught up), preferred leaders return.
 	c.waitBrokersLive(leader)
-	waitFor(t, "full ISRs", 10*time.Second, func() bool {
+	poll.True(t, "full ISRs", func() bool {
 		ctl := c.waitController()
 		ti, _ := ctl.Image().Topic("t")
 		full := true
@@ -528,7 +518,7 @@ func TestControllerAlterPartitionAndShutdown(t *testing.T) {
 		}
 		return full
 	})
-	waitFor(t, "preferred leaders restored", 10*time.Second, func() bool {
+	poll.True(t, "preferred leaders restored", func() bool {
 		img := c.waitController().Image()
 		ti, _ := img.Topic("t")
 		for _, p := range ti.Partitions {
@@ -557,7 +547,7 @@ func TestControllerRestartCatchesUpThroughSnapshot(t *testing.T) {
 		c.createTopic(TopicSpec{Name: fmt.Sprintf("t%02d", i), Partitions: 2, ReplicationFactor: 2})
 	}
 	ctl = c.waitController()
-	waitFor(t, "a snapshot on the controller", 10*time.Second, func() bool {
+	poll.True(t, "a snapshot on the controller", func() bool {
 		snaps, err := raft.NewFileSnapshotStore(c.cfgs[ctl.ID()-1].Dir, 2, io.Discard)
 		if err != nil {
 			return false
@@ -578,7 +568,7 @@ func TestControllerVotersAndBrokerOnlyNodes(t *testing.T) {
 		c.startBroker(i)
 	}
 	c.waitBrokersLive(1, 2, 3, 4, 5)
-	waitFor(t, "broker-only nodes in the quorum as non-voters", 10*time.Second, func() bool {
+	poll.True(t, "broker-only nodes in the quorum as non-voters", func() bool {
 		f := c.waitController().Raft().GetConfiguration()
 		if f.Error() != nil {
 			return false
@@ -644,7 +634,7 @@ func TestQuorumClusterIDMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "cluster id in the image", 10*time.Second, func() bool { return n.Image().ClusterID() == "test-cluster" })
+	poll.True(t, "cluster id in the image", func() bool { return n.Image().ClusterID() == "test-cluster" })
 	if err := n.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -31,18 +32,6 @@ func openStorage(t *testing.T) *storage.Manager {
 	}
 	t.Cleanup(func() { _ = sm.Close() })
 	return sm
-}
-
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestReplicaFetcherFollowsLeader: a follower's fetcher pulls the leader's
@@ -93,7 +82,7 @@ func TestReplicaFetcherFollowsLeader(t *testing.T) {
 			t.Fatalf("append %d acknowledged after %v: the parked fetch was not woken", i, took)
 		}
 	}
-	waitUntil(t, "the follower's HW reaches the leader's", func() bool { return f.HighWatermark() == l.HighWatermark() })
+	poll.True(t, "the follower's HW reaches the leader's", func() bool { return f.HighWatermark() == l.HighWatermark() })
 	if !bytes.Equal(logContents(t, l), logContents(t, f)) {
 		t.Fatal("follower log differs from the leader's")
 	}

@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/storage"
 )
@@ -66,8 +67,9 @@ const (
 	// ReplicaLagMs is replica.lag.time.max.ms: a follower silent this long
 	// leaves the ISR.
 	ReplicaLagMs = 2000
-	// WaitTimeout bounds every Wait… that gets a context without deadline.
-	WaitTimeout = 20 * time.Second
+	// WaitTimeout bounds every Wait… that gets a context without deadline:
+	// it only stops a hang.
+	WaitTimeout = poll.Timeout
 )
 
 // Option configures New.
