@@ -78,11 +78,13 @@ func newGClusterServing(t *testing.T, n int, mod func(*metadata.Config), opts ..
 		cfg.Voter, cfg.Voters, cfg.AdvertisedAddr = true, voters, addr
 		cfg.Transport = tr
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("node%d", id), Level: hclog.Warn, Output: io.Discard})
-		cfg.BrokerHeartbeatInterval = 50 * time.Millisecond
-		cfg.BrokerSessionTimeout = 800 * time.Millisecond
-		cfg.RaftHeartbeatTimeout = 200 * time.Millisecond
-		cfg.RaftElectionTimeout = 200 * time.Millisecond
-		cfg.RaftLeaderLeaseTimeout = 100 * time.Millisecond
+		// See metadata's fastConfig: failovers the tests cause take a
+		// second or two, the machine's load alone causes none.
+		cfg.BrokerHeartbeatInterval = 200 * time.Millisecond
+		cfg.BrokerSessionTimeout = 3 * time.Second
+		cfg.RaftHeartbeatTimeout = time.Second
+		cfg.RaftElectionTimeout = time.Second
+		cfg.RaftLeaderLeaseTimeout = 500 * time.Millisecond
 		cfg.RaftCommitTimeout = 5 * time.Millisecond
 		if mod != nil {
 			mod(&cfg)

@@ -55,11 +55,14 @@ func fastConfig(t *testing.T, id int32) Config {
 	cfg.Dir = t.TempDir()
 	cfg.AdvertisedAddr = fmt.Sprintf("node%d", id)
 	cfg.Logger = testLogger(t, fmt.Sprintf("node%d", id))
-	cfg.BrokerHeartbeatInterval = 50 * time.Millisecond
-	cfg.BrokerSessionTimeout = 600 * time.Millisecond
-	cfg.RaftHeartbeatTimeout = 150 * time.Millisecond
-	cfg.RaftElectionTimeout = 150 * time.Millisecond
-	cfg.RaftLeaderLeaseTimeout = 100 * time.Millisecond
+	// Short enough that failovers the tests cause (stopping a node) take
+	// a second or two, long enough that a loaded machine running tests in
+	// parallel does not cause them by itself.
+	cfg.BrokerHeartbeatInterval = 200 * time.Millisecond
+	cfg.BrokerSessionTimeout = 3 * time.Second
+	cfg.RaftHeartbeatTimeout = time.Second
+	cfg.RaftElectionTimeout = time.Second
+	cfg.RaftLeaderLeaseTimeout = 500 * time.Millisecond
 	cfg.RaftCommitTimeout = 5 * time.Millisecond
 	cfg.ApplyTimeout = 3 * time.Second
 	return cfg
