@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -110,6 +111,8 @@ func TestFetchErrors(t *testing.T) {
 func TestFetchLongPollReturnsWhenDataArrives(t *testing.T) {
 	_, c := start(t)
 	createTopic(t, c, "lp", 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	type result struct {
 		resp *quirev1.FetchResponse
 		err  error
@@ -118,7 +121,7 @@ func TestFetchLongPollReturnsWhenDataArrives(t *testing.T) {
 	done := make(chan result, 1)
 	begin := time.Now()
 	go func() {
-		resp, err := c.consumer.Fetch(ctxT(t), &quirev1.FetchRequest{MaxWaitMs: 20000, MinBytes: 1,
+		resp, err := c.consumer.Fetch(ctx, &quirev1.FetchRequest{MaxWaitMs: 120000, MinBytes: 1,
 			Partitions: []*quirev1.FetchPartition{{Topic: "lp", Partition: 0}, {Topic: "lp", Partition: 1}}})
 		done <- result{resp, err, time.Since(begin)}
 	}()
@@ -129,8 +132,8 @@ func TestFetchLongPollReturnsWhenDataArrives(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if r.took > 10*time.Second {
-		t.Fatalf("long poll took %v after data arrived", r.took)
+	if r.took > 60*time.Second {
+		t.Fatalf("long poll took %v after data arrived: it waited out its max wait", r.took)
 	}
 	if n, _, _ := countRecords(t, r.resp.Partitions[1].Records); n != 4 {
 		t.Fatalf("got %d records", n)
@@ -150,8 +153,8 @@ func TestFetchLongPollWaitsForMinBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took < 250*time.Millisecond || took > 10*time.Second {
-		t.Fatalf("empty long poll took %v, want about 300ms", took)
+	if took < 250*time.Millisecond {
+		t.Fatalf("empty long poll took %v, want at least its 300ms max wait", took)
 	}
 	if len(resp.Partitions[0].Records) != 0 {
 		t.Fatalf("records past the end: %d bytes", len(resp.Partitions[0].Records))
@@ -178,8 +181,8 @@ func TestFetchLongPollWaitsForMinBytes(t *testing.T) {
 		Partitions: []*quirev1.FetchPartition{{Topic: "mb", Offset: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(begin); took > 5*time.Second {
-		t.Fatalf("max_wait 0 took %v", took)
+	if took := time.Since(begin); took > 30*time.Second {
+		t.Fatalf("max_wait 0 took %v: it waited for min_bytes", took)
 	}
 }
 
@@ -242,14 +245,14 @@ func TestFetchRecordsDecoded(t *testing.T) {
 	// At the end with a wait: returns once a record arrives.
 	done := make(chan *quirev1.FetchRecordsResponse, 1)
 	go func() {
-		fr, _ := c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "d", Offset: 10, MaxWaitMs: 20000})
+		fr, _ := c.consumer.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: "d", Offset: 10, MaxWaitMs: 120000})
 		done <- fr
 	}()
 	begin := time.Now()
 	produce(t, c, "d", 0, makeBatch(1, 8, "late"))
 	fr = <-done
-	if fr == nil || len(fr.Records) != 1 || fr.Records[0].Offset != 10 || time.Since(begin) > 10*time.Second {
-		t.Fatalf("waiting fetch: %v", fr)
+	if fr == nil || len(fr.Records) != 1 || fr.Records[0].Offset != 10 || time.Since(begin) > 60*time.Second {
+		t.Fatalf("waiting fetch: %v after %v (a wait of 120 s)", fr, time.Since(begin))
 	}
 }
 

@@ -38,7 +38,7 @@ import (
 )
 
 // clusterCtx bounds one cluster test.
-func clusterCtx(t *testing.T, d time.Duration) context.Context {
+func clusterCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
@@ -46,7 +46,7 @@ func clusterCtx(t *testing.T, d time.Duration) context.Context {
 
 // clusterClient returns a client seeded with the given nodes' addresses
 // (every node when none is named), closed in Cleanup.
-func clusterClient(t *testing.T, c *testcluster.Cluster, seeds []int32, opts ...client.Opt) *client.Client {
+func clusterClient(t testing.TB, c *testcluster.Cluster, seeds []int32, opts ...client.Opt) *client.Client {
 	t.Helper()
 	if len(seeds) == 0 {
 		seeds = c.IDs()

@@ -31,7 +31,7 @@ import (
 // acknowledged (or reported as of unknown outcome) is in the log.
 func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 	c := testcluster.New(t, 3)
-	ctx := clusterCtx(t, 150*time.Second)
+	ctx := clusterCtx(t, 5*time.Minute)
 	c.WaitController(ctx)
 	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()),
 		client.RequestTimeout(150*time.Millisecond), client.DeliveryTimeout(100*time.Second),
@@ -138,9 +138,15 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 		t.Logf("round %d: node %d (leader of partition %d) killed and back in every ISR", round, victim, p)
 	}
 	stopProducing()
+	// What follows has deadlines of its own, whatever the rounds above
+	// took on a loaded machine, and reads through a client with the
+	// ordinary request timeout: the producer's 150 ms one would time out
+	// fetches again and again.
+	ctx = clusterCtx(t, 3*time.Minute)
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	reader := clusterClient(t, c, nil)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -160,7 +166,7 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 		for _, off := range acked[p] {
 			last = max(last, off)
 		}
-		log := readPartition(t, ctx, cl, topic, p, last)
+		log := readPartition(t, ctx, reader, topic, p, last)
 		offs := make([]int64, 0, len(log))
 		for o := range log {
 			offs = append(offs, o)
@@ -201,7 +207,7 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 
 	// Each partition's leader (moved by the kills) knows the producer: one
 	// id, whose latest batch ends at the partition's last offset.
-	ds, err := cl.DescribeTopics(ctx, topic)
+	ds, err := reader.DescribeTopics(ctx, topic)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("describe %s: %v %v", topic, ds, err)
 	}
@@ -209,7 +215,7 @@ func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
 	for _, pd := range ds[0].Partitions {
 		lastOffsets[pd.Partition] = pd.LogEndOffset - 1
 	}
-	ps, err := cl.DescribeProducers(ctx, topic)
+	ps, err := reader.DescribeProducers(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,8 +99,8 @@ func TestProducerLeavesAReplacedLeader(t *testing.T) {
 			start := time.Now()
 			cl.Produce(testCtx(t), &client.Record{Topic: "st", Partition: 0, Value: []byte("v")}, func(_ *client.Record, err error) { done <- err })
 			for a.produces.Load() < 1 {
-				if time.Since(start) > 10*time.Second {
-					t.Fatal("the request never reached the first leader")
+				if time.Since(start) > 30*time.Second {
+					t.Fatal("the request never reached the first leader (waited 30 s)")
 				}
 				time.Sleep(time.Millisecond) // polling the scripted broker, not synchronising
 			}

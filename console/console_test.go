@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/console"
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/testcluster"
 )
 
@@ -98,22 +100,6 @@ func body(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// eventually polls cond until it returns "" or the deadline passes.
-func eventually(t *testing.T, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func mustContain(t *testing.T, page, what string, wants ...string) {
 	t.Helper()
 	for _, w := range wants {
@@ -168,23 +154,23 @@ func TestConsoleClusterPages(t *testing.T) {
 	if total != 7 {
 		t.Fatalf("high watermarks sum to %d, want 7", total)
 	}
-	eventually(t, "topic page", func() string {
+	poll.Until(t, "topic page", func() error {
 		_, page := get(t, srv.URL+"/topics/orders")
 		for _, pd := range td[0].Partitions {
 			row := fmt.Sprintf(`data-partition="%d">`, pd.Partition)
 			i := strings.Index(page, row)
 			if i < 0 {
-				return "no row for partition " + row
+				return errors.New("no row for partition " + row)
 			}
 			rest := page[i:]
 			if want := fmt.Sprintf(`class="num hw">%d<`, pd.HighWatermark); !strings.Contains(rest[:strings.Index(rest, "</tr>")], want) {
-				return fmt.Sprintf("partition %d row lacks %s: %s", pd.Partition, want, rest[:strings.Index(rest, "</tr>")])
+				return fmt.Errorf("partition %d row lacks %s: %s", pd.Partition, want, rest[:strings.Index(rest, "</tr>")])
 			}
 		}
 		if !strings.Contains(page, "<td>1, 2, 3</td>") && !strings.Contains(page, "<td>2, 3, 1</td>") && !strings.Contains(page, "<td>3, 1, 2</td>") {
-			return "no replica list of all three nodes"
+			return errors.New("no replica list of all three nodes")
 		}
-		return ""
+		return nil
 	})
 	_, page = get(t, srv.URL+"/topics")
 	mustContain(t, page, "topics", `data-topic="orders"`, `<td>2</td><td>3</td>`, `<td>7</td>`)
@@ -196,12 +182,12 @@ func TestConsoleClusterPages(t *testing.T) {
 		stop++
 	}
 	c.Stop(stop)
-	eventually(t, "under-replicated partitions", func() string {
+	poll.Until(t, "under-replicated partitions", func() error {
 		_, page := get(t, srv.URL+"/")
 		if !strings.Contains(page, `id="n-under-replicated">2<`) || !strings.Contains(page, `class="warn under-replicated" data-partition="orders/0"`) {
-			return "overview does not show orders/0 and orders/1 under-replicated"
+			return errors.New("overview does not show orders/0 and orders/1 under-replicated")
 		}
-		return ""
+		return nil
 	})
 	_, page = get(t, srv.URL+"/topics/orders")
 	mustContain(t, page, "topic page", `class="partition warn"`, "under-replicated")
@@ -273,20 +259,20 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer g.Close(ctx)
-		eventually(t, "the member on the group page", func() string {
+		poll.Until(t, "the member on the group page", func() error {
 			code, page := get(t, srv.URL+"/groups/live")
 			if code != http.StatusOK {
-				return fmt.Sprintf("%d", code)
+				return fmt.Errorf("%d", code)
 			}
 			for _, want := range []string{`<td class="mono">` + g.MemberID() + `</td>`, "<td>events [0]</td>", `id="state">stable<`} {
 				if !strings.Contains(page, want) {
-					return "no " + want
+					return errors.New("no " + want)
 				}
 			}
 			if strings.Contains(page, `action="/actions/reset-offsets"`) {
-				return "a reset form for a group with a member"
+				return errors.New("a reset form for a group with a member")
 			}
-			return ""
+			return nil
 		})
 		// Its offsets cannot be reset while it has a member.
 		resp := post(t, srv.URL+"/actions/reset-offsets", url.Values{"group": {"live"}, "topic": {"events"}, "to": {"start"}, "confirm": {"yes"}})
@@ -319,11 +305,11 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("add partitions: %d\n%s", resp.StatusCode, body(t, resp))
 		}
-		eventually(t, "4 partitions", func() string {
+		poll.Until(t, "4 partitions", func() error {
 			if td, err := cl.DescribeTopics(ctx, "made-here"); err != nil || len(td) != 1 || len(td[0].Partitions) != 4 {
-				return fmt.Sprintf("%+v %v", td, err)
+				return fmt.Errorf("%+v %v", td, err)
 			}
-			return ""
+			return nil
 		})
 
 		// Delete records: below each partition's HW, then refusals.
@@ -473,11 +459,11 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 		}
 		mustContain(t, page, "overview with the node stopped", `role="alert"`, "brokers: ", "Trying again every", `data-refresh="5000"`)
 		c.Restart(1)
-		eventually(t, "the overview once the node is back", func() string {
+		poll.Until(t, "the overview once the node is back", func() error {
 			if code, page := get(t, srv.URL+"/"); code != http.StatusOK || !strings.Contains(page, `id="n-brokers">1<`) {
-				return fmt.Sprintf("%d", code)
+				return fmt.Errorf("%d", code)
 			}
-			return ""
+			return nil
 		})
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/raftgrpc"
 )
@@ -77,11 +78,13 @@ func newGClusterServing(t *testing.T, n int, mod func(*metadata.Config), opts ..
 		cfg.Voter, cfg.Voters, cfg.AdvertisedAddr = true, voters, addr
 		cfg.Transport = tr
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("node%d", id), Level: hclog.Warn, Output: io.Discard})
-		cfg.BrokerHeartbeatInterval = 50 * time.Millisecond
-		cfg.BrokerSessionTimeout = 800 * time.Millisecond
-		cfg.RaftHeartbeatTimeout = 200 * time.Millisecond
-		cfg.RaftElectionTimeout = 200 * time.Millisecond
-		cfg.RaftLeaderLeaseTimeout = 100 * time.Millisecond
+		// See metadata's fastConfig: failovers the tests cause take a
+		// second or two, the machine's load alone causes none.
+		cfg.BrokerHeartbeatInterval = 200 * time.Millisecond
+		cfg.BrokerSessionTimeout = 3 * time.Second
+		cfg.RaftHeartbeatTimeout = time.Second
+		cfg.RaftElectionTimeout = time.Second
+		cfg.RaftLeaderLeaseTimeout = 500 * time.Millisecond
 		cfg.RaftCommitTimeout = 5 * time.Millisecond
 		if mod != nil {
 			mod(&cfg)
@@ -141,7 +144,7 @@ func (c *gcluster) live() []*gnode {
 func (c *gcluster) controller() *gnode {
 	c.t.Helper()
 	var ctl *gnode
-	waitFor(c.t, "a controller", 10*time.Second, func() bool {
+	poll.True(c.t, "a controller", func() bool {
 		for _, g := range c.live() {
 			if g.node.IsController() && g.node.Image().ControllerID() == g.id {
 				ctl = g
@@ -153,20 +156,9 @@ func (c *gcluster) controller() *gnode {
 	return ctl
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (c *gcluster) waitLive(ids ...int32) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("brokers %v unfenced", ids), 10*time.Second, func() bool {
+	poll.True(c.t, fmt.Sprintf("brokers %v unfenced", ids), func() bool {
 		img := c.controller().node.Image()
 		for _, id := range ids {
 			if b, ok := img.Broker(id); !ok || b.Fenced {
@@ -201,7 +193,7 @@ func TestControllerGRPCForwarding(t *testing.T) {
 	if len(info.Partitions) != 6 || info.Configs["retention.ms"] != "60000" {
 		t.Fatalf("created %+v", info)
 	}
-	waitFor(t, "topic on every node", 10*time.Second, func() bool {
+	poll.True(t, "topic on every node", func() bool {
 		for _, g := range c.live() {
 			got, ok := g.node.Image().Topic("orders")
 			if !ok || !reflect.DeepEqual(got, info) {
@@ -224,7 +216,7 @@ func TestControllerGRPCForwarding(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := f.node.Image().Partition("orders", 0)
-	waitFor(t, "partition 7 locally", 5*time.Second, func() bool {
+	poll.True(t, "partition 7 locally", func() bool {
 		_, ok := f.node.Image().Partition("orders", 7)
 		return ok
 	})
@@ -281,7 +273,7 @@ func testFailover(t *testing.T, c *gcluster) {
 	t.Logf("controller failover (kill to created topic): %v", time.Since(start))
 	// The killed broker is fenced after its session expires and its
 	// partitions get new leaders.
-	waitFor(t, "killed broker fenced with its partitions moved", 10*time.Second, func() bool {
+	poll.True(t, "killed broker fenced with its partitions moved", func() bool {
 		img := c.controller().node.Image()
 		if b, _ := img.Broker(old.id); !b.Fenced {
 			return false
@@ -360,13 +352,13 @@ func TestControllerGRPCScale(t *testing.T) {
 		}
 	}
 	created := time.Since(start)
-	waitFor(t, "10,000 partitions on every node", 30*time.Second, func() bool {
-		for _, g := range c.live() {
-			if g.node.Image().PartitionCount() != 10000 {
-				return false
+	poll.Until(t, "10,000 partitions on every node", func() error {
+		for i, g := range c.live() {
+			if n := g.node.Image().PartitionCount(); n != 10000 {
+				return fmt.Errorf("live node %d has %d", i, n)
 			}
 		}
-		return true
+		return nil
 	})
 	t.Logf("10,000 partitions: created in %v, on every image in %v", created, time.Since(start))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/internal/clock"
+	"github.com/quirelog/quire/internal/poll"
 )
 
 // TestCoordinatorExpireKeepsLateCommit: offsets retention's deletion is
@@ -119,7 +120,7 @@ func groupNode(t *testing.T, level int32, mod func(*Config)) *Node {
 	c.waitBrokersLive(1)
 	c.createTopic(TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1})
 	n := c.waitController()
-	waitFor(t, fmt.Sprintf("metadata.version %d", level), 10*time.Second, func() bool {
+	poll.True(t, fmt.Sprintf("metadata.version %d", level), func() bool {
 		return n.Image().metadataVersion() == level
 	})
 	return n

@@ -3,9 +3,10 @@ package metadata
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/quirelog/quire/internal/poll"
 )
 
 // leaderGate stands between raft's leader channel and a node. While held
@@ -92,7 +93,7 @@ func TestControllerRestartsLoopOnNewTerm(t *testing.T) {
 	gates[ai].hold()
 	// A transfer can time out on a loaded machine (raft gives it an
 	// election timeout): try again until it is done.
-	waitFor(t, "leadership to move away from node a", 10*time.Second, func() bool {
+	poll.True(t, "leadership to move away from node a", func() bool {
 		if a.raft.State() == raft.Leader {
 			_ = a.raft.LeadershipTransfer().Error()
 		}
@@ -102,8 +103,8 @@ func TestControllerRestartsLoopOnNewTerm(t *testing.T) {
 	if b == a {
 		t.Fatal("leadership did not move")
 	}
-	waitFor(t, "the image to name the new controller", 10*time.Second, func() bool { return a.Image().ControllerID() == b.ID() })
-	waitFor(t, "node a to lead again", 10*time.Second, func() bool {
+	poll.True(t, "the image to name the new controller", func() bool { return a.Image().ControllerID() == b.ID() })
+	poll.True(t, "node a to lead again", func() bool {
 		for _, n := range c.live() {
 			if n != a && n.raft.State() == raft.Leader {
 				_ = n.raft.LeadershipTransferToServer(serverID(a.ID()), raft.ServerAddress(a.cfg.AdvertisedAddr)).Error()
@@ -118,11 +119,11 @@ func TestControllerRestartsLoopOnNewTerm(t *testing.T) {
 	gates[ai].release()
 
 	// A new loop for the new term, which commits its own ControllerChange.
-	waitFor(t, "a controller loop of the new term", 10*time.Second, func() bool {
+	poll.True(t, "a controller loop of the new term", func() bool {
 		lt, running := a.ctl.loopTerm()
 		return running && lt == newTerm
 	})
-	waitFor(t, "node a's ControllerChange of the new term", 10*time.Second, func() bool {
+	poll.True(t, "node a's ControllerChange of the new term", func() bool {
 		return a.Image().ControllerID() == a.ID()
 	})
 	if c.waitController() != a {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -100,7 +101,7 @@ func TestReplicaLongPollEndsAtANewLogStart(t *testing.T) {
 		}
 		answered <- resp
 	}()
-	waitUntil(t, "the long poll to start", func() bool {
+	poll.True(t, "the long poll to start", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.leoWaiters) > 0

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quirelog/quire/internal/bufpool"
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -66,7 +67,7 @@ func TestLeaderSessionRefreshesUnchangedPartitions(t *testing.T) {
 		return p.followers[2].lastCaughtUp
 	}
 	before := caughtUp(parts[1])
-	waitUntil(t, "the clock to move", func() bool { return time.Now().After(before) })
+	poll.True(t, "the clock to move", func() bool { return time.Now().After(before) })
 	resp := idleFetch(t, rm, req)
 	if got := caughtUp(parts[1]); !got.After(before) {
 		t.Fatalf("an unchanged fetch left the follower caught up at %v (before: %v)", got, before)
@@ -143,7 +144,7 @@ func TestLeaderSessionWatchesItsPartitions(t *testing.T) {
 			}
 			done <- resp
 		}()
-		waitUntil(t, "the fetch to wait", func() bool { return waiters(parts[2]) == 1 && len(done) == 0 })
+		poll.True(t, "the fetch to wait", func() bool { return waiters(parts[2]) == 1 && len(done) == 0 })
 		if _, err := parts[2].appendAsLeader(testBatch(1), 1, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -265,11 +266,11 @@ func TestLeaderSessionRefreshAsksForTheISRAgain(t *testing.T) {
 		defer rec.mu.Unlock()
 		return len(rec.asks)
 	}
-	waitUntil(t, "the refused addition asked again", func() bool {
+	poll.True(t, "the refused addition asked again", func() bool {
 		idleFetch(t, rm, req) // unchanged: refreshed
 		return asks() == 2
 	})
-	waitUntil(t, "follower 2 in the ISR", func() bool {
+	poll.True(t, "follower 2 in the ISR", func() bool {
 		st := p.state()
 		return len(st.isr) == 2
 	})

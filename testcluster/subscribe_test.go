@@ -397,7 +397,8 @@ func checkViews(t *testing.T, streams ...*subStream) {
 // partition; closing the first gives everything to the second at once,
 // well within the session timeout.
 func TestClusterSubscribeSplit(t *testing.T) {
-	c, ctx, ctl := subCluster(t, 20000)
+	// A session timeout far above the deadline on the hand-over below.
+	c, ctx, ctl := subCluster(t, 300000)
 	createTopic(t, c, ctl, "split", 6, 3)
 	waitTopic(ctx, c, "split")
 	produceN(ctx, t, c, "split", 6, 10, "a")
@@ -480,8 +481,8 @@ func TestClusterSubscribeSplit(t *testing.T) {
 		t.Fatalf("A's stream ended with %v, want OK", err)
 	}
 	b.wait(ctx, "B owns 6", func() bool { return len(b.owned) == 6 })
-	if took := time.Since(closed); took > 10*time.Second {
-		t.Fatalf("B got A's partitions %v after A closed: not at once (the session timeout is 20s)", took)
+	if took := time.Since(closed); took > time.Minute {
+		t.Fatalf("B got A's partitions %v after A closed: not at once (the session timeout is 5 min)", took)
 	}
 	checkViews(t, a, b)
 	if err := b.closeSend(ctx); !errors.Is(err, io.EOF) {

@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/storage"
 )
@@ -56,18 +57,25 @@ const (
 	// timeout, and its leader lease: a follower that has not heard from
 	// the leader for 1-2 RaftTimeout starts an election, and a leader that
 	// has not heard from a majority for RaftTimeout steps down. In-process
-	// nodes share the test's CPU (with -race, on a loaded machine), where
-	// a heartbeat's round trip can take a few hundred milliseconds: a lease
-	// shorter than that has the controller step down again and again.
-	RaftTimeout      = 500 * time.Millisecond
-	HeartbeatMs      = 100
-	SessionTimeoutMs = 1000
+	// nodes share the test's CPU (with -race, with other tests running in
+	// parallel, on a loaded machine), where a heartbeat's round trip can
+	// take several hundred milliseconds: a lease shorter than that has the
+	// controller step down again and again. Tests that need a new
+	// controller stop or kill the old one.
+	RaftTimeout = time.Second
+	HeartbeatMs = 200
+	// SessionTimeoutMs is broker.session.timeout.ms: long enough that a
+	// node held up by the machine's load is not fenced by accident, short
+	// enough that a test that kills a node sees it fenced in seconds.
+	// SessionTimeout changes it for one cluster.
+	SessionTimeoutMs = 4000
 	WriteTimeoutMs   = 3000
 	// ReplicaLagMs is replica.lag.time.max.ms: a follower silent this long
 	// leaves the ISR.
-	ReplicaLagMs = 2000
-	// WaitTimeout bounds every Wait… that gets a context without deadline.
-	WaitTimeout = 20 * time.Second
+	ReplicaLagMs = 5000
+	// WaitTimeout bounds every Wait… that gets a context without deadline:
+	// it only stops a hang.
+	WaitTimeout = poll.Timeout
 )
 
 // Option configures New.
@@ -85,6 +93,17 @@ type options struct {
 // broker-only (non-voters that replicate the metadata log). The default
 // is every node.
 func Voters(k int) Option { return func(o *options) { o.voters = k } }
+
+// SessionTimeout sets broker.session.timeout.ms (and the heartbeat
+// interval to a tenth of it) on every node, for a test that waits for a
+// killed node to be fenced and wants it sooner, or one that must not see
+// a node fenced.
+func SessionTimeout(ms int64) Option {
+	return Config(func(_ int32, c *broker.Config) {
+		c.BrokerSessionTimeoutMs = ms
+		c.BrokerHeartbeatIntervalMs = max(ms/10, 10)
+	})
+}
 
 // Config adjusts each node's config before it first starts (and on every
 // restart).

@@ -3,41 +3,23 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/metadata"
 )
 
-// pollEvery is how often the waits look again.
-const pollEvery = 10 * time.Millisecond
-
 // Eventually polls cond until it returns nil or ctx (bounded by
-// WaitTimeout) ends, then fails the test with cond's last error.
+// WaitTimeout when it has no deadline) ends, then fails the test with
+// what it waited for and cond's last error.
 func (c *Cluster) Eventually(ctx context.Context, what string, cond func() error) {
 	c.t.Helper()
-	if err := poll(ctx, cond); err != nil {
-		c.t.Fatalf("testcluster: %s: %v", what, err)
-	}
-}
-
-func poll(ctx context.Context, cond func() error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, WaitTimeout)
 		defer cancel()
 	}
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
+	if err := poll.Wait(ctx, cond); err != nil {
+		c.t.Fatalf("testcluster: %s: %v", what, err)
 	}
 }
 
