@@ -225,10 +225,7 @@ func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record) bo
 			return nil
 		}
 		if batch != nil {
-			// Room for the records the batch claims, but no more than
-			// its bytes could hold uncompressed: a claim is not trusted
-			// to size memory (the slice grows past it if need be).
-			batch(max(min(int(h.NumRecords), len(b)), 0))
+			batch(int(h.NumRecords))
 		}
 		out.LeaderEpoch = h.PartitionLeaderEpoch
 		return record.ForEachRecord(b, func(rec *record.Record) error {

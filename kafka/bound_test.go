@@ -162,7 +162,14 @@ func TestKafkaDecodeRefusesCostlyShapes(t *testing.T) {
 	if got > decodeBound(len(buf)) {
 		t.Fatalf("refusing it allocated %d bytes, more than %d", got, decodeBound(len(buf)))
 	}
-	t.Logf("produce claiming %d topics in %d bytes: %v; %d bytes allocated", n/2, len(buf), err, got)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	unbounded := kmsg.NewPtrProduceRequest()
+	unbounded.Version = 8
+	kmsgErr := unbounded.ReadFrom(hostile)
+	runtime.ReadMemStats(&after)
+	t.Logf("produce claiming %d topics in %d bytes: %v; %d bytes allocated (kmsg alone: %d, %v)",
+		n/2, len(buf), err, got, after.TotalAlloc-before.TotalAlloc, kmsgErr)
 
 	// DescribeGroups v5 of 200,000 empty names (one byte each): under the
 	// element cap, but 16 bytes of string header each.

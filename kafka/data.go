@@ -71,7 +71,15 @@ func (p partResults[R]) of(topic string, part int32) (R, int16, string) {
 func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrProduceResponse()
 	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: int32(req.Acks)}, TimeoutMs: req.TimeoutMillis}
-	seen := map[partKey]bool{}
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	// Sized once: a request may name many partitions (up to the element
+	// cap, bound.go), and growing by doubling would allocate twice over.
+	in.Partitions = make([]*quirev1.PartitionRecords, 0, n)
+	recs := make([]quirev1.PartitionRecords, n)
+	seen := make(map[partKey]bool, n)
 	dup := ""
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -80,7 +88,9 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 				dup = fmt.Sprintf("partition %s/%d named twice in one request", t.Topic, p.Partition)
 			}
 			seen[k] = true
-			in.Partitions = append(in.Partitions, &quirev1.PartitionRecords{Topic: t.Topic, Partition: p.Partition, Records: p.Records})
+			r := &recs[len(in.Partitions)]
+			r.Topic, r.Partition, r.Records = t.Topic, p.Partition, p.Records
+			in.Partitions = append(in.Partitions, r)
 		}
 	}
 	var results partResults[*quirev1.PartitionProduceResult]
@@ -105,9 +115,11 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 		}
 		return nil, nil
 	}
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(t.Partitions))
 		for _, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
@@ -167,9 +179,11 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 	}
 	out, err := b.Fetch(ctx, in)
 	results := collect(out.GetPartitions(), err)
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(t.Partitions))
 		for _, p := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition

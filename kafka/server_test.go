@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -541,7 +542,8 @@ func TestKafkaMetadata(t *testing.T) {
 }
 
 // Whatever bytes a request holds, the server answers or refuses it
-// without panicking.
+// without panicking. Seeded with a request of every API and version
+// served.
 func FuzzKafkaRequest(f *testing.F) {
 	for _, req := range []kmsg.Request{produceReq(9, 0), fetchReq(12, 0, -1), kmsg.NewPtrMetadataRequest(), kmsg.NewPtrApiVersionsRequest()} {
 		k := &kconn{}
@@ -554,6 +556,11 @@ func FuzzKafkaRequest(f *testing.F) {
 		}
 		f.Add(req.AppendTo(body))
 	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	servedVersions(func(key, version int16) {
+		_, body := randomRequest(rng, key, version)
+		f.Add(requestFrame(key, version, body))
+	})
 	s := NewServer(Config{Backend: &fakeBackend{produceResp: &quirev1.ProduceResponse{}, fetchResp: &quirev1.FetchResponse{},
 		meta: &quirev1.GetMetadataResponse{}}, MaxRequestBytes: 1 << 20})
 	defer s.Close()
