@@ -338,3 +338,39 @@ func TestEvictionCloseErrorFailsTheLog(t *testing.T) {
 		t.Fatalf("append to a failed log: %v", err)
 	}
 }
+
+// TestOpenManagerFailureClosesEveryLog: a log that cannot be opened fails
+// OpenManager, naming it, and the logs opened beside it (on the other
+// recovery threads) are closed again, leaving no file open.
+func TestOpenManagerFailureClosesEveryLog(t *testing.T) {
+	dir := t.TempDir()
+	m, err := OpenManager(dir, smallConfig(), Options{FS: noSyncFS{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 20; p++ {
+		l, err := m.GetOrCreate("t", p, smallConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, makeBatch(5, 100, 1), 1)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	efs := NewErrorFS(noSyncFS{})
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpList && strings.HasSuffix(path, "t-13") {
+			return ErrInjected
+		}
+		return nil
+	})
+	files := NewFileCache(MinFileCacheCapacity)
+	if _, err := OpenManager(dir, smallConfig(), Options{FS: efs, Files: files, RecoveryThreads: 4}); !errors.Is(err, ErrInjected) ||
+		!strings.Contains(err.Error(), "t-13") {
+		t.Fatalf("open with an unreadable log: %v, want the injected error naming t-13", err)
+	}
+	if st := files.Stats(); st.Open != 0 {
+		t.Fatalf("%d files left open after a failed open", st.Open)
+	}
+}
