@@ -228,7 +228,8 @@ func TestFileCacheConcurrentReadsAndAppends(t *testing.T) {
 }
 
 // TestLogCountsNoOpenFilesWhenIdle: once the cache needs the room, an idle
-// log holds no descriptor, and it serves reads and appends again after.
+// log holds no descriptor, and it serves reads and appends again after,
+// opening only the files they touch.
 func TestLogCountsNoOpenFilesWhenIdle(t *testing.T) {
 	files := NewFileCache(MinFileCacheCapacity)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: noSyncFS{}, Files: files})
@@ -243,6 +244,24 @@ func TestLogCountsNoOpenFilesWhenIdle(t *testing.T) {
 	evictAll(files)
 	if st := files.Stats(); st.Open != 0 {
 		t.Fatalf("%d files open for an idle log", st.Open)
+	}
+	// What a partition in use costs: an append opens the active
+	// segment's .log alone (its indexes are written at flush, roll and
+	// close); a read of an older segment its .log.
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	l.flushWG.Wait()
+	evictAll(files)
+	mustAppend(t, l, makeBatch(5, 100, time.Now().UnixMilli()), 1)
+	if st := files.Stats(); st.Open != 1 {
+		t.Fatalf("%d files open after an append, want 1 (the .log)", st.Open)
+	}
+	if _, err := l.Read(0, 1, math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	if st := files.Stats(); st.Open != 2 {
+		t.Fatalf("%d files open after a read of the first segment, want 2", st.Open)
 	}
 	before := readAll(t, l)
 	mustAppend(t, l, makeBatch(5, 100, time.Now().UnixMilli()), 1)
