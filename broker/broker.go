@@ -87,7 +87,8 @@ func New(cfg Config) (*Broker, error) {
 	files := storage.NewFileCache(int(cfg.LogOpenFilesMax))
 	logger.Info("segment file cache", "open_files_max", files.Capacity())
 	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(),
-		storage.Options{Logger: logger, FS: cfg.FS, Now: cfg.nodeClock().Now, Files: files})
+		storage.Options{Logger: logger, FS: cfg.FS, Now: cfg.nodeClock().Now, Files: files,
+			RecoveryThreads: int(cfg.RecoveryThreadsPerDataDir)})
 	if err != nil {
 		_ = releaseDirs(locks)
 		return nil, fmt.Errorf("broker: open data dir: %w", err)

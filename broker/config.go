@@ -81,6 +81,7 @@ type Config struct {
 	LogCleanupPolicy            string
 	LogPreallocate              bool  // log.preallocate
 	LogOpenFilesMax             int32 // log.open.files.max; 0 = half the open-file limit
+	RecoveryThreadsPerDataDir   int32 // num.recovery.threads.per.data.dir
 	LogRetentionCheckIntervalMs int64 // log.retention.check.interval.ms
 
 	// Background work.

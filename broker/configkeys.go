@@ -163,6 +163,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *string { return &c.MetadataLogDir }, nil),
 	int32Key("storage", "log.open.files.max", "0", "Most segment files (.log, .index, .timeindex) the node keeps open at once, whatever the number of partitions it hosts: files are opened when used and the least recently used closed when room is needed (at least 16). 0 means half the open-file soft limit (RLIMIT_NOFILE) when the node starts.",
 		func(c *Config) *int32 { return &c.LogOpenFilesMax }, 0),
+	int32Key("storage", "num.recovery.threads.per.data.dir", "2", "Partition logs opened (recovered after an unclean stop) at once when the node starts, and closed (flushed) at once when it stops.",
+		func(c *Config) *int32 { return &c.RecoveryThreadsPerDataDir }, 1),
 	int32Key("topics", "num.partitions", "1", "Partitions of a topic created without a count (and of auto-created topics).",
 		func(c *Config) *int32 { return &c.NumPartitions }, 1),
 	{name: "default.replication.factor", def: "1", section: "topics",

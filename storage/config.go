@@ -117,10 +117,21 @@ type Options struct {
 	// cache of DefaultFileCacheCapacity for each Manager (its logs share
 	// it) or for each log opened alone.
 	Files *FileCache
+	// RecoveryThreads (num.recovery.threads.per.data.dir) is how many logs
+	// OpenManager opens (recovers) at once and Manager.Close closes
+	// (flushes) at once; 0 means 2, Kafka's default.
+	RecoveryThreads int
 
 	// flushLatency times the fsyncs of Log.Flush; shared by the logs of one
 	// Manager (Manager.Stats).
 	flushLatency *atomichist.Histogram
+}
+
+func (o Options) recoveryThreads() int {
+	if o.RecoveryThreads <= 0 {
+		return 2
+	}
+	return o.RecoveryThreads
 }
 
 func (o Options) withDefaults() Options {

@@ -101,14 +101,17 @@ type lazyFile struct {
 	// segment.
 	mayCreate bool
 
-	state  atomic.Int64
-	used   atomic.Bool // the CLOCK reference bit, set by pins
-	closed atomic.Bool // Close was called: the last unpin closes the file
+	state   atomic.Int64
+	used    atomic.Bool // the CLOCK reference bit, set by pins
+	closed  atomic.Bool // Close was called: the last unpin closes the file
+	removed atomic.Bool // the file was deleted: it cannot be reopened
+	// hasCloseErr says closeErr is set, so that Sync takes the cache's
+	// mutex only then.
+	hasCloseErr atomic.Bool
 
 	// Guarded by c.mu.
 	f        File
 	slot     int   // index in c.ring while open
-	removed  bool  // the file was deleted: it cannot be reopened
 	kept     bool  // a pin held from keepOpen until Close
 	closeErr error // an eviction's close error, told by the next Sync or Close
 }
@@ -174,6 +177,7 @@ func (c *FileCache) evictOneLocked() bool {
 		if lf.state.CompareAndSwap(fileOpen, 0) {
 			if err := c.closeLocked(lf); err != nil && lf.closeErr == nil {
 				lf.closeErr = err
+				lf.hasCloseErr.Store(true)
 			}
 			c.evictions.Add(1)
 			return true // the hand now points at the file moved into the slot
@@ -239,7 +243,7 @@ func (lf *lazyFile) pinSlow() (File, error) {
 		return f, nil
 	}
 	switch {
-	case lf.removed:
+	case lf.removed.Load():
 		return nil, fmt.Errorf("%w: %s", errFileGone, lf.name)
 	case lf.closed.Load():
 		return nil, fmt.Errorf("%w: %s", ErrClosed, lf.name)
@@ -277,8 +281,13 @@ func (lf *lazyFile) closeIdle() error {
 	if lf.state.CompareAndSwap(fileOpen, 0) {
 		err = c.closeLocked(lf)
 	}
-	err = errors.Join(err, lf.closeErr)
+	return errors.Join(err, lf.takeCloseErrLocked())
+}
+
+func (lf *lazyFile) takeCloseErrLocked() error {
+	err := lf.closeErr
 	lf.closeErr = nil
+	lf.hasCloseErr.Store(false)
 	return err
 }
 
@@ -320,11 +329,7 @@ func (lf *lazyFile) keepOpen() error {
 }
 
 // markRemoved records that the file was deleted: it is not reopened.
-func (lf *lazyFile) markRemoved() {
-	lf.c.mu.Lock()
-	lf.removed = true
-	lf.c.mu.Unlock()
-}
+func (lf *lazyFile) markRemoved() { lf.removed.Store(true) }
 
 // isOpen reports whether the file holds a descriptor now (tests).
 func (lf *lazyFile) isOpen() bool { return lf.state.Load()&fileOpen != 0 }
@@ -355,18 +360,17 @@ func (lf *lazyFile) WriteAt(p []byte, off int64) (int, error) {
 // later). An error closing an evicted descriptor is reported here too. A
 // deleted file that is not open has nothing left worth syncing.
 func (lf *lazyFile) Sync() error {
-	c := lf.c
-	c.mu.Lock()
-	cerr := lf.closeErr
-	lf.closeErr = nil
-	removed := lf.removed
-	c.mu.Unlock()
-	if cerr != nil {
-		return cerr
+	if lf.hasCloseErr.Load() {
+		lf.c.mu.Lock()
+		err := lf.takeCloseErrLocked()
+		lf.c.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	f, ok := lf.tryPin()
 	if !ok {
-		if removed {
+		if lf.removed.Load() {
 			return nil
 		}
 		var err error

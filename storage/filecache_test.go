@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,7 +228,8 @@ func TestFileCacheConcurrentReadsAndAppends(t *testing.T) {
 }
 
 // TestLogCountsNoOpenFilesWhenIdle: once the cache needs the room, an idle
-// log holds no descriptor, and it serves reads and appends again after.
+// log holds no descriptor, and it serves reads and appends again after,
+// opening only the files they touch.
 func TestLogCountsNoOpenFilesWhenIdle(t *testing.T) {
 	files := NewFileCache(MinFileCacheCapacity)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: noSyncFS{}, Files: files})
@@ -243,9 +245,151 @@ func TestLogCountsNoOpenFilesWhenIdle(t *testing.T) {
 	if st := files.Stats(); st.Open != 0 {
 		t.Fatalf("%d files open for an idle log", st.Open)
 	}
+	// What a partition in use costs: an append opens the active
+	// segment's .log alone (its indexes are written at flush, roll and
+	// close); a read of an older segment its .log.
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	l.flushWG.Wait()
+	evictAll(files)
+	mustAppend(t, l, makeBatch(5, 100, time.Now().UnixMilli()), 1)
+	if st := files.Stats(); st.Open != 1 {
+		t.Fatalf("%d files open after an append, want 1 (the .log)", st.Open)
+	}
+	if _, err := l.Read(0, 1, math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	if st := files.Stats(); st.Open != 2 {
+		t.Fatalf("%d files open after a read of the first segment, want 2", st.Open)
+	}
 	before := readAll(t, l)
 	mustAppend(t, l, makeBatch(5, 100, time.Now().UnixMilli()), 1)
 	if after := readAll(t, l); len(after) != len(before)+1 {
 		t.Fatalf("%d batches after an append to %d", len(after), len(before))
+	}
+}
+
+// BenchmarkLazyFileReadAt times a 1-byte read through the file cache (an
+// open file: the pin is a compare-and-swap) against the same read on the
+// descriptor itself, alternating the two.
+func BenchmarkLazyFileReadAt(b *testing.B) {
+	c := NewFileCache(0)
+	lf, err := c.create(OSFS{}, join(b.TempDir(), segmentName(0)+logSuffix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lf.Close()
+	if _, err := lf.WriteAt([]byte{1}, 0); err != nil {
+		b.Fatal(err)
+	}
+	raw := lf.f
+	buf := make([]byte, 1)
+	var lazyNs, rawNs time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := lf.ReadAt(buf, 0); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := raw.ReadAt(buf, 0); err != nil {
+			b.Fatal(err)
+		}
+		lazyNs += t1.Sub(t0)
+		rawNs += time.Since(t1)
+	}
+	b.ReportMetric(float64(lazyNs.Nanoseconds())/float64(b.N), "cached-ns/read")
+	b.ReportMetric(float64(rawNs.Nanoseconds())/float64(b.N), "raw-ns/read")
+}
+
+// BenchmarkLazyFilePin times pinning and unpinning an open file from
+// parallel goroutines, each on its own file (the cost a read or append
+// adds; the goroutines share no lock).
+func BenchmarkLazyFilePin(b *testing.B) {
+	c := NewFileCache(0)
+	dir := b.TempDir()
+	var mu sync.Mutex
+	next := 0
+	b.RunParallel(func(pb *testing.PB) {
+		mu.Lock()
+		next++
+		lf, err := c.create(OSFS{}, join(dir, segmentName(int64(next))+logSuffix))
+		mu.Unlock()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer lf.Close()
+		for pb.Next() {
+			if _, err := lf.pin(); err != nil {
+				b.Error(err)
+				return
+			}
+			lf.unpin()
+		}
+	})
+}
+
+// TestEvictionCloseErrorFailsTheLog: an error closing an evicted segment
+// file (where a network filesystem reports a failed write-back) is not
+// dropped: the next fsync of the file returns it, and the log fails.
+func TestEvictionCloseErrorFailsTheLog(t *testing.T) {
+	efs := NewErrorFS(noSyncFS{})
+	files := NewFileCache(MinFileCacheCapacity)
+	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: efs, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	mustAppend(t, l, makeBatch(5, 100, 1), 1)
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpClose && strings.HasSuffix(path, logSuffix) {
+			return ErrInjected
+		}
+		return nil
+	})
+	evictAll(files)
+	efs.SetInjector(nil)
+	if err := l.Flush(); !errors.Is(err, ErrLogFailed) || !errors.Is(err, ErrInjected) {
+		t.Fatalf("flush after a failed close: %v, want ErrLogFailed with the close error", err)
+	}
+	if _, err := l.AppendAsLeader(makeBatch(1, 10, 1), 1); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append to a failed log: %v", err)
+	}
+}
+
+// TestOpenManagerFailureClosesEveryLog: a log that cannot be opened fails
+// OpenManager, naming it, and the logs opened beside it (on the other
+// recovery threads) are closed again, leaving no file open.
+func TestOpenManagerFailureClosesEveryLog(t *testing.T) {
+	dir := t.TempDir()
+	m, err := OpenManager(dir, smallConfig(), Options{FS: noSyncFS{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 20; p++ {
+		l, err := m.GetOrCreate("t", p, smallConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, makeBatch(5, 100, 1), 1)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	efs := NewErrorFS(noSyncFS{})
+	efs.SetInjector(func(op Op, path string) error {
+		if op == OpList && strings.HasSuffix(path, "t-13") {
+			return ErrInjected
+		}
+		return nil
+	})
+	files := NewFileCache(MinFileCacheCapacity)
+	if _, err := OpenManager(dir, smallConfig(), Options{FS: efs, Files: files, RecoveryThreads: 4}); !errors.Is(err, ErrInjected) ||
+		!strings.Contains(err.Error(), "t-13") {
+		t.Fatalf("open with an unreadable log: %v, want the injected error naming t-13", err)
+	}
+	if st := files.Stats(); st.Open != 0 {
+		t.Fatalf("%d files left open after a failed open", st.Open)
 	}
 }

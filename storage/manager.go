@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -30,8 +31,9 @@ type Manager struct {
 }
 
 // OpenManager opens the data directory, reading the checkpoints and
-// opening every log in it. Without the clean-shutdown marker each log is
-// recovered from its checkpointed recovery point.
+// opening every log in it, Options.RecoveryThreads at a time. Without the
+// clean-shutdown marker each log is recovered from its checkpointed
+// recovery point.
 func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, error) {
 	if err := defaults.Validate(); err != nil {
 		return nil, err
@@ -77,13 +79,20 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 	if !clean && !fresh {
 		m.logger.Info("no clean shutdown marker, recovering logs")
 	}
+	// Logs open (and recover) on RecoveryThreads goroutines: recovery
+	// waits mostly on fsyncs, which a disk serves side by side.
+	var dirs []string
 	for _, name := range names {
-		tp, ok := parseLogDirName(name)
-		if !ok {
-			continue
+		if _, ok := parseLogDirName(name); ok {
+			dirs = append(dirs, name)
 		}
+	}
+	opened := make([]*Log, len(dirs))
+	err = forEachParallel(opts.recoveryThreads(), len(dirs), func(i int) error {
+		name := dirs[i]
+		tp, _ := parseLogDirName(name)
 		if st, err := fsys.Stat(join(dataDir, name)); err != nil || !st.IsDir() {
-			continue
+			return nil
 		}
 		rp := int64(math.MaxInt64)
 		if !clean {
@@ -91,8 +100,7 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 		}
 		l, err := OpenLog(join(dataDir, name), tp.Topic, tp.Partition, defaults, rp, opts)
 		if err != nil {
-			m.closeLogs()
-			return nil, fmt.Errorf("storage: open %s: %w", name, err)
+			return fmt.Errorf("storage: open %s: %w", name, err)
 		}
 		if s, ok := starts[tp]; ok {
 			l.maybeIncrementLogStart(s)
@@ -100,7 +108,17 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 		if hw, ok := hws[tp]; ok {
 			l.SetHighWatermark(hw)
 		}
-		m.logs[tp] = l
+		opened[i] = l
+		return nil
+	})
+	for _, l := range opened {
+		if l != nil {
+			m.logs[TopicPartition{l.topic, l.partition}] = l
+		}
+	}
+	if err != nil {
+		m.closeLogs()
+		return nil, err
 	}
 	// From now on a crash must be noticed: drop the marker first.
 	if clean {
@@ -319,16 +337,48 @@ func (m *Manager) FlushDirty() error {
 	return errors.Join(errs...)
 }
 
+// closeLogs closes (flushing) every log, RecoveryThreads at a time.
 func (m *Manager) closeLogs() []error {
-	var errs []error
+	logs := make([]*Log, 0, len(m.logs))
 	for _, l := range m.logs {
-		errs = append(errs, l.Close())
+		logs = append(logs, l)
 	}
+	errs := make([]error, len(logs))
+	_ = forEachParallel(m.opts.recoveryThreads(), len(logs), func(i int) error {
+		errs[i] = logs[i].Close()
+		return nil
+	})
 	return errs
 }
 
-// Close flushes and closes every log, writes the checkpoints and, if all
-// went well, the clean-shutdown marker.
+// forEachParallel runs fn(0) to fn(n-1) on up to workers goroutines and
+// returns the errors; after the first error no new call starts.
+func forEachParallel(workers, n int, fn func(i int) error) error {
+	var next atomic.Int64
+	var failed atomic.Bool
+	errs := make([]error, max(min(workers, n), 1))
+	var wg sync.WaitGroup
+	for w := range min(workers, n) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					errs[w] = err
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close flushes and closes every log (Options.RecoveryThreads at a time),
+// writes the checkpoints and, if all went well, the clean-shutdown marker.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

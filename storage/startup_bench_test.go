@@ -15,7 +15,8 @@ import (
 // few batches, after a clean shutdown and after an unclean one (every log
 // then recovers from its checkpointed recovery point), and reports the
 // heap the open manager holds, the process's resident memory and the
-// files it holds open. Run it once:
+// files it holds open. QUIRE_BENCH_RECOVERY_THREADS sets
+// Options.RecoveryThreads (default 2). Run it once:
 //
 //	go test ./storage -run XXX -bench OpenManager -benchtime 1x
 func BenchmarkOpenManager(b *testing.B) {
@@ -23,6 +24,13 @@ func BenchmarkOpenManager(b *testing.B) {
 	if s := os.Getenv("QUIRE_BENCH_PARTITIONS"); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	threads := 0
+	if s := os.Getenv("QUIRE_BENCH_RECOVERY_THREADS"); s != "" {
+		var err error
+		if threads, err = strconv.Atoi(s); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -70,7 +78,7 @@ func BenchmarkOpenManager(b *testing.B) {
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
 				b.StartTimer()
-				m, err := OpenManager(dir, cfg, Options{})
+				m, err := OpenManager(dir, cfg, Options{RecoveryThreads: threads})
 				if err != nil {
 					b.Fatal(err)
 				}
