@@ -1,8 +1,11 @@
 // Package storage keeps the log of each partition replica on disk:
 // segments of RecordBatch v2 batches with their offset and time indexes,
 // checkpoints, recovery, retention, and the state of idempotent producers.
-// The segment, index and checkpoint formats are drawn in docs/storage.md;
-// it imports nothing of the network.
+// Segment files are opened on use and closed when idle through a FileCache
+// the logs of a Manager share, so the partitions a node holds are not
+// bounded by its open-file limit. The segment, index and checkpoint
+// formats are drawn in docs/storage.md; it imports nothing of the
+// network.
 //
 // # Producer state snapshots
 //

@@ -123,7 +123,7 @@ func fdLimitChild(t *testing.T, dir string) {
 		}
 		st := m.opts.Files.Stats()
 		t.Logf("fdlimit: %s restart of %d partitions (%d segment files) under RLIMIT_NOFILE %d: "+
-			"file cache capacity %d, %d opens, %d evictions, peak %d descriptors",
+			"file cache capacity %d, %d opens, %d evictions, at most %d descriptors open when sampled",
 			name, childPartitions, 9*childPartitions, childFileLimit, st.Capacity, st.Opens, st.Evicted, peak)
 		if err := m.Close(); err != nil {
 			t.Fatal(err)

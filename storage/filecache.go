@@ -121,9 +121,10 @@ func (c *FileCache) lazy(fsys FS, name string, mayCreate bool) *lazyFile {
 	return &lazyFile{c: c, fs: fsys, name: name, mayCreate: mayCreate, slot: -1}
 }
 
-// create creates (or truncates) the file name and returns it open.
-func (c *FileCache) create(fsys FS, name string) (*lazyFile, error) {
-	lf := c.lazy(fsys, name, true)
+// create creates (or truncates) the file name and returns it open;
+// mayCreate is for its reopening (see lazyFile).
+func (c *FileCache) create(fsys FS, name string, mayCreate bool) (*lazyFile, error) {
+	lf := c.lazy(fsys, name, mayCreate)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f, err := c.openLocked(func() (File, error) { return fsys.Create(name) })

@@ -28,7 +28,7 @@ func TestFileCacheNeverEvictsAPinnedFile(t *testing.T) {
 	c := NewFileCache(MinFileCacheCapacity)
 	var files []*lazyFile
 	for i := 0; i < 3*MinFileCacheCapacity; i++ {
-		lf, err := c.create(OSFS{}, join(dir, segmentName(int64(i))+logSuffix))
+		lf, err := c.create(OSFS{}, join(dir, segmentName(int64(i))+logSuffix), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,7 @@ func TestLogCountsNoOpenFilesWhenIdle(t *testing.T) {
 // descriptor itself, alternating the two.
 func BenchmarkLazyFileReadAt(b *testing.B) {
 	c := NewFileCache(0)
-	lf, err := c.create(OSFS{}, join(b.TempDir(), segmentName(0)+logSuffix))
+	lf, err := c.create(OSFS{}, join(b.TempDir(), segmentName(0)+logSuffix), false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func BenchmarkLazyFilePin(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		mu.Lock()
 		next++
-		lf, err := c.create(OSFS{}, join(dir, segmentName(int64(next))+logSuffix))
+		lf, err := c.create(OSFS{}, join(dir, segmentName(int64(next))+logSuffix), false)
 		mu.Unlock()
 		if err != nil {
 			b.Error(err)

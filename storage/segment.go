@@ -84,14 +84,14 @@ func createSegment(fsys FS, files *FileCache, dir string, base int64, cfg LogCon
 	s := emptySegment(dir, base)
 	s.created = now
 	var err error
-	if s.log, err = files.create(fsys, s.stem+logSuffix); err != nil {
+	if s.log, err = files.create(fsys, s.stem+logSuffix, false); err != nil {
 		return nil, err
 	}
-	if s.idx.file, err = files.create(fsys, s.stem+indexSuffix); err != nil {
+	if s.idx.file, err = files.create(fsys, s.stem+indexSuffix, true); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
-	if s.tidx.file, err = files.create(fsys, s.stem+timeIndexSuffix); err != nil {
+	if s.tidx.file, err = files.create(fsys, s.stem+timeIndexSuffix, true); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
