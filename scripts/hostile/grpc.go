@@ -231,6 +231,15 @@ func (s *sweep) grpcMalformed(ctx context.Context) {
 				b    []byte
 			}{"non-UTF-8 " + string(f.Name()), protowire.AppendString(b, "ok\xff\xfe")})
 		}
+		if name == "/quire.v1.Groups/Subscribe" {
+			// SubscribeRequest.start.group, not UTF-8.
+			start := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "g\xff")
+			b := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), start)
+			bodies = append(bodies, struct {
+				what string
+				b    []byte
+			}{"non-UTF-8 start.group", b})
+		}
 		for _, body := range bodies {
 			err := s.sendRaw(ctx, md, name, body.b)
 			o, d := refusal(err, codes.InvalidArgument)
