@@ -54,7 +54,7 @@ kafka="127.0.0.1:$((base + 1))"
 metrics="127.0.0.1:$((base + 2))"
 step "dev node: gRPC on $grpc, Kafka's protocol on $kafka, metrics on $metrics"
 "$quire" server --dev --data-dir "$tmp/data" --set "listeners=PLAINTEXT://$grpc,KAFKA://$kafka" \
-	--set kafka.listener.names=KAFKA --set "metrics.listen=$metrics" >"$tmp/node.log" 2>&1 &
+	--set kafka.listener.names=KAFKA --set "metrics.listen=$metrics" --set metrics.pprof.enable=true >"$tmp/node.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + 60))
 until "$quire" --brokers "$grpc" cluster info >/dev/null 2>&1; do
