@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
@@ -411,6 +412,30 @@ func TestErrorMalformedRequestIsInvalidArgument(t *testing.T) {
 		err = cs.RecvMsg(&out)
 		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "malformed", s.want)
 	}
+	// A Subscribe stream whose later message does not parse ends with
+	// the same refusal (after whatever events came before it).
+	startMsg, err := protobuf.Marshal(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
+		Group: "mal-g", Subscription: &quirev1.GroupSubscription{Topics: []string{"mal"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/quire.v1.Groups/Subscribe", grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range [][]byte{startMsg, garbage} {
+		if err := cs.SendMsg(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		var out []byte
+		if err = cs.RecvMsg(&out); err != nil {
+			break
+		}
+	}
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "malformed", "quire.v1.SubscribeRequest")
+
 	if n := leo(t, c, "mal", 0); n != 0 {
 		t.Fatalf("malformed requests appended %d records", n)
 	}
