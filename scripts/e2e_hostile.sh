@@ -65,6 +65,6 @@ done
 
 # shellcheck disable=SC2086 # HOSTILE_FLAGS is a list of flags
 "$tmp/hostile" -grpc "$grpc" -kafka "$kafka" -metrics "$metrics" ${HOSTILE_FLAGS:-} | tee "$tmp/sweep.txt" ||
-	fail "the sweep found unclear answers: $(grep -c '^FAIL' "$tmp/sweep.txt") (lines starting FAIL above)"
+	fail "the sweep failed: $(grep -c '^FAIL' "$tmp/sweep.txt") unclear answers (lines starting FAIL above), or see its last line"
 kill -0 "$pid" 2>/dev/null || fail "the node is no longer running"
 step "ok: $(tail -n 1 "$tmp/sweep.txt")"
