@@ -70,8 +70,8 @@ func checkFetchRecordsMulti(req *quirev1.FetchRecordsMultiRequest) error {
 			return fmt.Errorf("%w: partition %s-%d named twice", ErrInvalidRequest, p.Topic, p.Partition)
 		}
 		seen[k] = true
-		if p.MaxBytes < 0 {
-			return fmt.Errorf("%w: %s-%d: max_bytes is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+		if err := partitionMaxBytes(p.Topic, p.Partition, p.MaxBytes); err != nil { // validate.go
+			return err
 		}
 	}
 	return nil

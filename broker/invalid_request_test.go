@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	protobuf "google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
@@ -253,6 +254,66 @@ func TestErrorInvalidFieldsRefused(t *testing.T) {
 			_, err := sec.ListAcls(ctx, &quirev1.ListAclsRequest{Filter: &quirev1.Acl{Operation: "Frob"}})
 			return err
 		}, quirev1.ErrorCode_INVALID_REQUEST, "Frob"},
+		// A group id no group can have, on every call that takes one.
+		{"CommitOffsets empty group", func() error {
+			_, err := groups.CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Offsets: []*quirev1.OffsetCommit{{Topic: "inv", Offset: 1}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "empty"},
+		{"FetchOffsets empty group", func() error {
+			_, err := groups.FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{})
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "empty"},
+		{"DeleteGroup empty group", func() error {
+			_, err := groups.DeleteGroup(ctx, &quirev1.DeleteGroupRequest{})
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "empty"},
+		{"DescribeGroup group with NUL", func() error {
+			_, err := groups.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "g\x00"})
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "NUL"},
+		{"ResetOffsets empty group", func() error {
+			_, err := groups.ResetOffsets(ctx, &quirev1.ResetOffsetsRequest{To: &quirev1.ResetOffsetsRequest_Earliest{Earliest: true}, DryRun: true})
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "empty"},
+		{"ConsumerGroupHeartbeat empty group", func() error {
+			_, err := groups.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{MemberId: "m", RebalanceTimeoutMs: 1000,
+				Subscription: &quirev1.GroupSubscription{Topics: []string{"inv"}}})
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "empty"},
+		{"Subscribe group of 300 bytes", func() error {
+			s, err := groups.Subscribe(ctx)
+			if err != nil {
+				return err
+			}
+			if err := s.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
+				Group: strings.Repeat("g", 300), Subscription: &quirev1.GroupSubscription{Topics: []string{"inv"}}}}}); err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, quirev1.ErrorCode_INVALID_GROUP_ID, "255"},
+		// A topic name no topic can have, on the calls not covered above.
+		{"ResetOffsets topic a/b", func() error {
+			_, err := groups.ResetOffsets(ctx, &quirev1.ResetOffsetsRequest{Group: "g", Topics: []string{"a/b"},
+				To: &quirev1.ResetOffsetsRequest_Earliest{Earliest: true}, DryRun: true})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"AlterConfigs topic a/b", func() error {
+			_, err := c.admin.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: "a/b", Set: map[string]string{"retention.ms": "1"}})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"DescribeConfigs topic a/b", func() error {
+			_, err := c.admin.DescribeConfigs(ctx, &quirev1.DescribeConfigsRequest{Topic: "a/b"})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"CreatePartitions topic a/b", func() error {
+			_, err := c.admin.CreatePartitions(ctx, &quirev1.CreatePartitionsRequest{Topic: "a/b", TotalCount: 3})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
+		{"DeleteTopic a/b", func() error {
+			_, err := c.admin.DeleteTopic(ctx, &quirev1.DeleteTopicRequest{Name: "a/b"})
+			return err
+		}, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "a/b"},
 		{"CreateTopic a/b", func() error {
 			_, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "a/b"})
 			return err
@@ -351,6 +412,30 @@ func TestErrorMalformedRequestIsInvalidArgument(t *testing.T) {
 		err = cs.RecvMsg(&out)
 		wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "malformed", s.want)
 	}
+	// A Subscribe stream whose later message does not parse ends with
+	// the same refusal (after whatever events came before it).
+	startMsg, err := protobuf.Marshal(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{
+		Group: "mal-g", Subscription: &quirev1.GroupSubscription{Topics: []string{"mal"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := c.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/quire.v1.Groups/Subscribe", grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range [][]byte{startMsg, garbage} {
+		if err := cs.SendMsg(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		var out []byte
+		if err = cs.RecvMsg(&out); err != nil {
+			break
+		}
+	}
+	wantStatus(t, err, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "malformed", "quire.v1.SubscribeRequest")
+
 	if n := leo(t, c, "mal", 0); n != 0 {
 		t.Fatalf("malformed requests appended %d records", n)
 	}

@@ -42,9 +42,17 @@ func checkFetchRequest(req *quirev1.FetchRequest) error {
 		return err
 	}
 	for _, p := range req.Partitions {
-		if p.MaxBytes < 0 {
-			return fmt.Errorf("%w: %s-%d: max_bytes is negative (%d); it must be 0 (the default) or more", ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+		if err := partitionMaxBytes(p.Topic, p.Partition, p.MaxBytes); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// partitionMaxBytes refuses a negative max_bytes of one partition.
+func partitionMaxBytes(topic string, p, maxBytes int32) error {
+	if err := notNegative(field{"max_bytes", int64(maxBytes)}); err != nil {
+		return fmt.Errorf("%s-%d: %w", topic, p, err)
 	}
 	return nil
 }

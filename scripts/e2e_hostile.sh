@@ -54,7 +54,7 @@ kafka="127.0.0.1:$((base + 1))"
 metrics="127.0.0.1:$((base + 2))"
 step "dev node: gRPC on $grpc, Kafka's protocol on $kafka, metrics on $metrics"
 "$quire" server --dev --data-dir "$tmp/data" --set "listeners=PLAINTEXT://$grpc,KAFKA://$kafka" \
-	--set kafka.listener.names=KAFKA --set "metrics.listen=$metrics" >"$tmp/node.log" 2>&1 &
+	--set kafka.listener.names=KAFKA --set "metrics.listen=$metrics" --set metrics.pprof.enable=true >"$tmp/node.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + 60))
 until "$quire" --brokers "$grpc" cluster info >/dev/null 2>&1; do
@@ -65,6 +65,6 @@ done
 
 # shellcheck disable=SC2086 # HOSTILE_FLAGS is a list of flags
 "$tmp/hostile" -grpc "$grpc" -kafka "$kafka" -metrics "$metrics" ${HOSTILE_FLAGS:-} | tee "$tmp/sweep.txt" ||
-	fail "the sweep found unclear answers: $(grep -c '^FAIL' "$tmp/sweep.txt") (lines starting FAIL above)"
+	fail "the sweep failed: $(grep -c '^FAIL' "$tmp/sweep.txt") unclear answers (lines starting FAIL above), or see its last line"
 kill -0 "$pid" 2>/dev/null || fail "the node is no longer running"
 step "ok: $(tail -n 1 "$tmp/sweep.txt")"

@@ -9,6 +9,10 @@
 // client's retry decisions (client/errors.go). The tables say which code an
 // error is; they never say again whether that code is retriable.
 //
+// Status (message.go) builds the gRPC status of every refusal a client
+// receives, with the quire.v1.Error in its details and its message cut
+// short enough for any client's header limit.
+//
 // The package imports nothing of this module but the generated API, so
 // the client may use it too.
 package errcode

@@ -29,7 +29,8 @@ const (
 // string field, as quire.v1.Error's message is, cannot hold anything
 // else), every quoted value longer than MaxQuoted bytes cut to that many
 // and followed by "…(N bytes)" with its length, and the whole cut the same
-// way at MaxMessage. A short message comes back unchanged.
+// way to MaxMessage bytes. A short message comes back unchanged, and so
+// does one Message made (a peer's refusal passed on is not cut twice).
 func Message(msg string) string {
 	if len(msg) <= MaxQuoted && utf8.ValidString(msg) {
 		return msg
@@ -37,7 +38,8 @@ func Message(msg string) string {
 	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	msg = shortenQuoted(msg)
 	if len(msg) > MaxMessage {
-		msg = cut(msg, MaxMessage) + "…(" + strconv.Itoa(len(msg)) + " bytes)"
+		suffix := "…(" + strconv.Itoa(len(msg)) + " bytes)"
+		msg = cut(msg, MaxMessage-len(suffix)) + suffix
 	}
 	return msg
 }

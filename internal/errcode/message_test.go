@@ -44,8 +44,24 @@ func TestMessageCutsWholeAndMendsUTF8(t *testing.T) {
 	if !utf8.ValidString(got) {
 		t.Fatalf("not valid UTF-8: %q", got)
 	}
-	if len(got) > MaxMessage+32 || !strings.HasSuffix(got, " bytes)") {
-		t.Fatalf("got %d bytes (%q...)", len(got), got[:40])
+	if len(got) > MaxMessage || !strings.HasSuffix(got, "…(5010 bytes)") {
+		t.Fatalf("got %d bytes (%q...%q)", len(got), got[:40], got[len(got)-20:])
+	}
+}
+
+// TestMessageIdempotent: a message made by Message and passed on (a
+// peer's or the controller's refusal, wrapped again) is not cut again.
+func TestMessageIdempotent(t *testing.T) {
+	for _, m := range []string{
+		fmt.Sprintf("a %q b", strings.Repeat("q", 500)),
+		strings.Repeat("long ", 1000),
+		strings.Repeat(fmt.Sprintf("%q ", strings.Repeat("y", 500)), 40),
+		"x \"" + strings.Repeat("z", 3000),
+	} {
+		once := Message(m)
+		if twice := Message(once); twice != once {
+			t.Errorf("Message changed its own output:\n%.80q...\n%.80q...", once, twice)
+		}
 	}
 }
 

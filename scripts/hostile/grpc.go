@@ -109,13 +109,24 @@ func batch(n int, prefix string) []byte {
 	return b.Build()
 }
 
-// writeKept writes records to two partitions and returns what a fetch
-// from offset 0 reads of each.
+// writeKept waits for the node's metadata.version to be finalized at the
+// level it supports (a new node gets there a moment after it starts, and
+// some calls answer UNSUPPORTED_VERSION before), then writes records to
+// two partitions and returns what a fetch from offset 0 reads of each.
 func (s *sweep) writeKept(ctx context.Context) ([][]byte, error) {
-	admin := quirev1.NewAdminClient(s.conn)
-	_, err := admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: keptTopic,
-		OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 2}})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		f, err := quirev1.NewAdminClient(s.conn).DescribeFeatures(ctx, &quirev1.DescribeFeaturesRequest{})
+		if err == nil && f.MetadataVersion >= f.MaxMetadataVersion {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("metadata.version not finalized within 60s: %v %v", f, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the node is starting
+	}
+	if err := s.createTopic(ctx, &quirev1.CreateTopicRequest{Name: keptTopic,
+		OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 2}}); err != nil {
 		return nil, err
 	}
 	prod := quirev1.NewProducerClient(s.conn)
@@ -127,6 +138,23 @@ func (s *sweep) writeKept(ctx context.Context) ([][]byte, error) {
 		}
 	}
 	return s.readKept(ctx)
+}
+
+// createTopic creates a topic (or finds it there), asking again while the
+// answer is retriable: a node that has just started may not have
+// registered its broker yet.
+func (s *sweep) createTopic(ctx context.Context, req *quirev1.CreateTopicRequest) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := quirev1.NewAdminClient(s.conn).CreateTopic(ctx, req)
+		if err == nil || status.Code(err) == codes.AlreadyExists {
+			return nil
+		}
+		if e := detail(err); e == nil || !e.Retriable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // the node is starting
+	}
 }
 
 func produceOne(ctx context.Context, prod quirev1.ProducerClient, topic string, p int32, records []byte) error {
@@ -183,7 +211,7 @@ func (s *sweep) alive(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	topic := fmt.Sprintf("hostile-alive-%d", time.Now().UnixNano())
-	if _, err := quirev1.NewAdminClient(s.conn).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: topic}); err != nil {
+	if err := s.createTopic(ctx, &quirev1.CreateTopicRequest{Name: topic}); err != nil {
 		return err
 	}
 	if err := produceOne(ctx, quirev1.NewProducerClient(s.conn), topic, 0, batch(1, "alive")); err != nil {
@@ -230,6 +258,15 @@ func (s *sweep) grpcMalformed(ctx context.Context) {
 				what string
 				b    []byte
 			}{"non-UTF-8 " + string(f.Name()), protowire.AppendString(b, "ok\xff\xfe")})
+		}
+		if name == "/quire.v1.Groups/Subscribe" {
+			// SubscribeRequest.start.group, not UTF-8.
+			start := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "g\xff")
+			b := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), start)
+			bodies = append(bodies, struct {
+				what string
+				b    []byte
+			}{"non-UTF-8 start.group", b})
 		}
 		for _, body := range bodies {
 			err := s.sendRaw(ctx, md, name, body.b)

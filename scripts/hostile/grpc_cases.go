@@ -355,7 +355,8 @@ func (s *sweep) grpcHostile(ctx context.Context) {
 			return err
 		}, []codes.Code{inv}, false},
 		{"ConsumerGroupHeartbeat topic a/b", func() error {
-			_, err := groups.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{Group: "hg", MemberId: "m", Subscription: &quirev1.GroupSubscription{Topics: []string{"a/b"}}})
+			_, err := groups.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{Group: "hg", MemberId: "m", RebalanceTimeoutMs: 1000,
+				Subscription: &quirev1.GroupSubscription{Topics: []string{"a/b"}}})
 			return err
 		}, []codes.Code{inv}, false},
 		{"ConsumerGroupHeartbeat regex (", func() error {
