@@ -329,8 +329,17 @@ func (lf *lazyFile) keepOpen() error {
 	return nil
 }
 
-// markRemoved records that the file was deleted: it is not reopened.
-func (lf *lazyFile) markRemoved() { lf.removed.Store(true) }
+// markRemoved records that the file is being deleted: it is not reopened.
+// Call it before the unlink. It takes the cache's mutex, under which a
+// reopen checks the mark and opens the file, so a reopen already past the
+// check finishes first (the unlink then takes the file it opened) and none
+// after it can recreate the file, or open another made since at the same
+// name.
+func (lf *lazyFile) markRemoved() {
+	lf.c.mu.Lock()
+	lf.removed.Store(true)
+	lf.c.mu.Unlock()
+}
 
 // isOpen reports whether the file holds a descriptor now (tests).
 func (lf *lazyFile) isOpen() bool { return lf.state.Load()&fileOpen != 0 }
