@@ -108,12 +108,18 @@ type lazyFile struct {
 	// hasCloseErr says closeErr is set, so that Sync takes the cache's
 	// mutex only then.
 	hasCloseErr atomic.Bool
+	// dirty: written since its last fsync. An evicted file is fsynced
+	// before its descriptor closes: once no descriptor is open the
+	// kernel may forget a write-back error, which the next fsync (on a
+	// new descriptor) would then not report. A truncation, reported
+	// when made, leaves no pages to write back.
+	dirty atomic.Bool
 
 	// Guarded by c.mu.
 	f        File
 	slot     int   // index in c.ring while open
 	kept     bool  // a pin held from keepOpen until Close
-	closeErr error // an eviction's close error, told by the next Sync or Close
+	closeErr error // an eviction's fsync or close error, told by the next Sync or Close
 }
 
 // lazy returns the file name, to be opened when first used.
@@ -176,7 +182,13 @@ func (c *FileCache) evictOneLocked() bool {
 			continue
 		}
 		if lf.state.CompareAndSwap(fileOpen, 0) {
-			if err := c.closeLocked(lf); err != nil && lf.closeErr == nil {
+			var err error
+			if lf.dirty.Load() && !lf.removed.Load() {
+				if err = lf.f.Sync(); err == nil {
+					lf.dirty.Store(false)
+				}
+			}
+			if err := errors.Join(err, c.closeLocked(lf)); err != nil && lf.closeErr == nil {
 				lf.closeErr = err
 				lf.hasCloseErr.Store(true)
 			}
@@ -329,8 +341,17 @@ func (lf *lazyFile) keepOpen() error {
 	return nil
 }
 
-// markRemoved records that the file was deleted: it is not reopened.
-func (lf *lazyFile) markRemoved() { lf.removed.Store(true) }
+// markRemoved records that the file is being deleted: it is not reopened.
+// Call it before the unlink. It takes the cache's mutex, under which a
+// reopen checks the mark and opens the file, so a reopen already past the
+// check finishes first (the unlink then takes the file it opened) and none
+// after it can recreate the file, or open another made since at the same
+// name.
+func (lf *lazyFile) markRemoved() {
+	lf.c.mu.Lock()
+	lf.removed.Store(true)
+	lf.c.mu.Unlock()
+}
 
 // isOpen reports whether the file holds a descriptor now (tests).
 func (lf *lazyFile) isOpen() bool { return lf.state.Load()&fileOpen != 0 }
@@ -351,14 +372,15 @@ func (lf *lazyFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := f.WriteAt(p, off)
+	lf.dirty.Store(true)
 	lf.unpin()
 	return n, err
 }
 
 // Sync fsyncs the file, reopening it if needed: dirty pages written
-// through a descriptor since closed are the file's, and a write-back
-// error nobody has seen is reported on the new descriptor (Linux 4.16 and
-// later). An error closing an evicted descriptor is reported here too. A
+// through a descriptor since closed are the file's (and the cache fsynced
+// them before closing it). An error fsyncing or closing an evicted
+// descriptor is reported here too. A
 // deleted file that is not open has nothing left worth syncing.
 func (lf *lazyFile) Sync() error {
 	if lf.hasCloseErr.Load() {
@@ -379,7 +401,12 @@ func (lf *lazyFile) Sync() error {
 			return err
 		}
 	}
+	// Cleared first: a write racing the fsync marks the file again.
+	lf.dirty.Store(false)
 	err := f.Sync()
+	if err != nil {
+		lf.dirty.Store(true)
+	}
 	lf.unpin()
 	return err
 }

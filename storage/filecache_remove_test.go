@@ -1,0 +1,100 @@
+package storage
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hookFS runs onOpen before opening name for reading and writing.
+type hookFS struct {
+	OSFS
+	name   string
+	onOpen func()
+}
+
+func (h *hookFS) OpenReadWrite(name string) (File, error) {
+	if name == h.name && h.onOpen != nil {
+		fn := h.onOpen
+		h.onOpen = nil
+		fn()
+	}
+	return h.OSFS.OpenReadWrite(name)
+}
+
+// waitDoneOrBlocked waits until done is closed or a goroutine is parked
+// on a mutex inside a function named fn.
+func waitDoneOrBlocked(t *testing.T, done <-chan struct{}, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "sync.(*Mutex).Lock") {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("%s neither finished nor blocked", fn)
+}
+
+// TestRemovedSegmentFileIsNotRecreatedByAReopen: a segment deleted while
+// one of its evicted files is being reopened (the background flush of a
+// rolled segment syncing it) must not leave that file recreated, empty,
+// after the deletion: the reopen happens wholly before the file is marked
+// removed (and the unlink then takes it) or not at all.
+func TestRemovedSegmentFileIsNotRecreatedByAReopen(t *testing.T) {
+	for _, suffix := range []string{logSuffix, indexSuffix} {
+		t.Run(suffix, func(t *testing.T) {
+			dir := t.TempDir()
+			files := NewFileCache(MinFileCacheCapacity)
+			h := &hookFS{name: join(dir, segmentName(0)+suffix)}
+			s, err := createSegment(h, files, dir, 0, smallConfig(), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.log.WriteAt([]byte("data"), 0); err != nil {
+				t.Fatal(err)
+			}
+			evictAll(files)
+			removed := make(chan struct{})
+			var removeErr error
+			// The deletion runs while the reopen is between its check of
+			// the removed mark and the open itself.
+			h.onOpen = func() {
+				go func() {
+					defer close(removed)
+					removeErr = s.removeFiles(h)
+				}()
+				waitDoneOrBlocked(t, removed, "removeFiles")
+			}
+			f := s.log
+			if suffix == indexSuffix {
+				f = s.idx.file
+			}
+			if err := f.Sync(); err != nil && !errors.Is(err, errFileGone) {
+				t.Fatalf("sync: %v", err)
+			}
+			<-removed
+			if removeErr != nil {
+				t.Fatal(removeErr)
+			}
+			s.release()
+			for _, sfx := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				if _, err := os.Stat(s.stem + sfx); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s of the deleted segment: %v, want it gone", sfx, err)
+				}
+			}
+		})
+	}
+}
