@@ -194,9 +194,15 @@ func topicCounts(img *Image) map[string]int32 {
 // do runs fn on the current Machine, with the topics refreshed, and
 // writes the records it returns (see doWrite).
 func (co *coordinator) do(ctx context.Context, fn func(m *group.Machine) ([]group.Record, error)) error {
+	return co.doGroup(ctx, "", fn)
+}
+
+// doGroup is do for a call on group id: it answers once id's earlier
+// changes are in the log (groupWrite.group).
+func (co *coordinator) doGroup(ctx context.Context, id string, fn func(m *group.Machine) ([]group.Record, error)) error {
 	return co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
 		recs, err := fn(m)
-		return groupWrite{recs: recs}, err
+		return groupWrite{group: id, recs: recs}, err
 	})
 }
 
@@ -389,7 +395,7 @@ func maxTime(a, b time.Time) time.Time {
 // leave.
 func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
 	var resp group.Response
-	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	err := c.coord.doGroup(ctx, hb.Group, func(m *group.Machine) ([]group.Record, error) {
 		if c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
 			hb.InstanceID, hb.SessionTimeout = "", 0
 			if hb.MemberEpoch == group.StaticLeaveEpoch {
@@ -412,7 +418,7 @@ func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartb
 // empty.
 func (c *Controller) DescribeGroup(ctx context.Context, id string) (group.Description, error) {
 	var d group.Description
-	err := c.coord.do(ctx, func(m *group.Machine) (recs []group.Record, err error) {
+	err := c.coord.doGroup(ctx, id, func(m *group.Machine) (recs []group.Record, err error) {
 		d, err = m.Describe(id)
 		return nil, err
 	})
@@ -432,7 +438,7 @@ func (c *Controller) validateCommit(ctx context.Context, id string, member Group
 		}
 		return nil
 	}
-	return c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	return c.coord.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
 		return nil, m.ValidateCommit(id, member.ID, member.Epoch)
 	})
 }
@@ -467,7 +473,7 @@ func (c *Controller) deleteGroupMembership(ctx context.Context, id string) error
 	if c.n.Image().metadataVersion() < MetadataVersionProducerIDs {
 		return nil
 	}
-	return c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	return c.coord.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
 		if n := m.Size(id); n > 0 {
 			return nil, fmt.Errorf("%w: group %q has %d members", group.ErrNonEmptyGroup, id, n)
 		}

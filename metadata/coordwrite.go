@@ -102,10 +102,13 @@ func (t *groupTurns) waitIdle() {
 }
 
 // groupWrite is what a turn of the Machine writes: an optional command
-// of its own (before), then the records. before concerns one group, the
-// first of recs' (or the only group fn touched: set group).
+// of its own (before, which concerns group), then the records. A call on
+// one group names it (group), so that its answer waits for the group's
+// earlier changes to be written, and fails if they failed, even when the
+// call changes nothing: a member is never told of state the log may not
+// get.
 type groupWrite struct {
-	group  string // the group before concerns, when recs have none of it
+	group  string
 	before *pb.Command
 	recs   []group.Record
 }
@@ -153,11 +156,10 @@ func (co *coordinator) doWrite(ctx context.Context, fn func(m *group.Machine) (g
 		w = groupWrite{}
 	}
 	parts := splitByGroup(append(recs, w.recs...))
-	if w.before != nil {
-		id := w.group
-		if i := slices.IndexFunc(parts, func(p groupPart) bool { return p.group == id }); i < 0 {
-			parts = append(parts, groupPart{group: id})
-		}
+	if id := w.group; id != "" && !slices.ContainsFunc(parts, func(p groupPart) bool { return p.group == id }) {
+		// A call on one group answers only once that group's earlier
+		// changes are in the log, even when it changes nothing.
+		parts = append(parts, groupPart{group: id})
 	}
 	if len(parts) == 0 {
 		co.mu.Unlock()

@@ -83,6 +83,14 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 		second <- answer{r, err}
 	}()
 
+	// A call that changes nothing answers only once its group's earlier
+	// changes are in the log.
+	described := make(chan error, 1)
+	go func() {
+		_, err := ctl.DescribeGroup(ctx, "slow")
+		described <- err
+	}()
+
 	const groups = 20
 	errs := make(chan error, groups)
 	for i := range groups {
@@ -110,6 +118,8 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 		t.Fatalf("the stuck change was answered before its write: %+v", a)
 	case a := <-second:
 		t.Fatalf("the stuck group's next change was answered before the first was written: %+v", a)
+	case err := <-described:
+		t.Fatalf("the stuck group was described before its change was written (%v)", err)
 	default:
 	}
 
@@ -118,6 +128,9 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 	a1, a2 := <-first, <-second
 	if a1.err != nil || a2.err != nil {
 		t.Fatalf("after the release: %v, %v", a1.err, a2.err)
+	}
+	if err := <-described; err != nil {
+		t.Fatalf("describe after the release: %v", err)
 	}
 	// In the log in the Machine's order: the second join's group epoch
 	// last, with both members.
