@@ -549,6 +549,10 @@ func (c *Controller) CommitOffsets(ctx context.Context, group string, member Gro
 	for i, o := range offsets {
 		cmd.Offsets[i] = &pb.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
+	if c.n.Image().metadataVersion() >= MetadataVersionFencedCommits {
+		// The FSM fences it again as it applies (fenceCommit).
+		cmd.MemberId, cmd.MemberEpoch = member.ID, member.Epoch
+	}
 	if err := c.commits.commit(ctx, cmd); err != nil {
 		return time.Time{}, err
 	}

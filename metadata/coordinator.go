@@ -20,9 +20,11 @@ import (
 // session timeout to heartbeat to the new coordinator), and fed by
 // heartbeats, by a ticker (session and rebalance timeouts) and by the
 // image's topics (SetTopics). Every state change is written to the
-// metadata log as one GroupRecords command before the answer goes out; if
-// the write fails the Machine is thrown away and rebuilt from the log, so
-// what members are told is always what the log holds.
+// metadata log, one GroupRecords command per group changed, before the
+// answer goes out, with no lock held across the write and each group's
+// changes in order (coordwrite.go); if a write fails the Machine is thrown
+// away and rebuilt from the log, so what members are told is always what
+// the log holds.
 
 // Clock tells the time; the coordinator's deadlines follow it.
 type Clock interface {
@@ -49,10 +51,17 @@ type coordinator struct {
 	lagRefresh time.Duration
 	lag        lagState // grouplag.go
 
+	log logWriter // the metadata log: the controller's raftApply (tests wrap it)
+
+	// mu guards the Machine and the fields below; it is held while the
+	// Machine computes, never across a metadata write (but while the
+	// Machine is built: see machine). turns orders each group's writes.
 	mu     sync.Mutex
 	m      *group.Machine // nil until built for term
 	term   uint64
+	mgen   uint64           // turns.gen when m was built: m is stale once it moves
 	topics map[string]int32 // as last given to m
+	turns  groupTurns
 	// emptySince is since when a group with membership state has had no
 	// members: its offsets expire a retention after that or after their
 	// last commit, whichever is later (a group that never had members:
@@ -67,7 +76,9 @@ type coordinator struct {
 }
 
 func newCoordinator(c *Controller, cfg group.Config, clock Clock, logs LogReader, lagRefresh time.Duration) *coordinator {
-	return &coordinator{c: c, cfg: cfg, clock: clock, logs: logs, lagRefresh: lagRefresh, emptySince: map[string]time.Time{}}
+	co := &coordinator{c: c, log: c, cfg: cfg, clock: clock, logs: logs, lagRefresh: lagRefresh, emptySince: map[string]time.Time{}}
+	co.turns.init()
+	return co
 }
 
 // retention is offsets.retention.minutes.
@@ -87,15 +98,22 @@ func (co *coordinator) tickEvery() time.Duration {
 }
 
 // machine returns the Machine of the current term, building it if need
-// be. It is called with co.mu held, after c.active succeeded.
+// be. It is called with co.mu held, after c.active succeeded. Building
+// is the one time co.mu is held across metadata writes (a barrier and
+// the replayed records): nothing can be served before the Machine exists.
+// It first drops every change computed on the Machine before (turns.gen)
+// and waits for the writes under way, so that the image it replays holds
+// all they wrote.
 func (co *coordinator) machine(ctx context.Context) (*group.Machine, error) {
 	co.c.mu.Lock()
 	term := co.c.term
 	co.c.mu.Unlock()
-	if co.m != nil && co.term == term {
+	if co.m != nil && co.term == term && co.mgen == co.turns.gen.Load() {
 		return co.m, nil
 	}
 	co.m = nil
+	gen := co.turns.gen.Add(1)
+	co.turns.waitIdle()
 	// Everything proposed before (by this term's writes that failed, or
 	// an earlier term's) is applied here before the image is read.
 	if err := co.c.barrier(ctx); err != nil {
@@ -111,16 +129,18 @@ func (co *coordinator) machine(ctx context.Context) (*group.Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: replaying the groups: %w", ErrNotCoordinator, err)
 	}
-	if err := co.write(ctx, recs); err != nil {
-		return nil, err
+	for _, part := range splitByGroup(recs) {
+		if err := co.write(ctx, part.recs); err != nil {
+			return nil, err
+		}
 	}
-	co.m, co.term, co.topics = m, term, topics
+	co.m, co.term, co.topics, co.mgen = m, term, topics, gen
 	co.c.n.logger.Info("group coordinator loaded", "groups", len(m.Groups()), "term", term)
 	return m, nil
 }
 
-// write logs records; on failure the Machine is dropped, to be rebuilt
-// from the log.
+// write logs records (of one group, or the replay of all); it holds no
+// lock. Its caller drops the Machine on failure.
 func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -134,9 +154,8 @@ func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 		dropEmptySince(enc)
 	}
 	cmd := &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: enc}}
-	_, err := co.c.raftApply(ctx, cmd)
+	_, err := co.log.raftApply(ctx, cmd)
 	if err != nil {
-		co.m = nil
 		if errors.Is(err, ErrUnsupportedVersion) && co.c.levelRising(commandLevel(cmd)) {
 			// A new cluster before its controller raised the level: a
 			// member that gave up here for good (a KIP-848 client falls
@@ -153,14 +172,15 @@ func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 	return nil
 }
 
-// refreshTopics gives m the image's topics when they changed.
-func (co *coordinator) refreshTopics(ctx context.Context, m *group.Machine) error {
+// refreshTopics gives m the image's topics when they changed, and
+// returns the records that follow.
+func (co *coordinator) refreshTopics(m *group.Machine) []group.Record {
 	topics := topicCounts(co.c.n.Image())
 	if maps.Equal(topics, co.topics) {
 		return nil
 	}
 	co.topics = topics
-	return co.write(ctx, m.SetTopics(topics))
+	return m.SetTopics(topics)
 }
 
 func topicCounts(img *Image) map[string]int32 {
@@ -172,25 +192,18 @@ func topicCounts(img *Image) map[string]int32 {
 }
 
 // do runs fn on the current Machine, with the topics refreshed, and
-// writes the records it returns.
+// writes the records it returns (see doWrite).
 func (co *coordinator) do(ctx context.Context, fn func(m *group.Machine) ([]group.Record, error)) error {
-	if err := co.c.active(ctx); err != nil {
-		return err
-	}
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	m, err := co.machine(ctx)
-	if err != nil {
-		return err
-	}
-	if err := co.refreshTopics(ctx, m); err != nil {
-		return err
-	}
-	recs, err := fn(m)
-	if err != nil {
-		return err
-	}
-	return co.write(ctx, recs)
+	return co.doGroup(ctx, "", fn)
+}
+
+// doGroup is do for a call on group id: it answers once id's earlier
+// changes are in the log (groupWrite.group).
+func (co *coordinator) doGroup(ctx context.Context, id string, fn func(m *group.Machine) ([]group.Record, error)) error {
+	return co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
+		recs, err := fn(m)
+		return groupWrite{group: id, recs: recs}, err
+	})
 }
 
 // tick expires members past their deadlines and picks up topic changes.
@@ -294,10 +307,10 @@ func (co *coordinator) noteEmpty(l group.Listing, now time.Time) {
 // deleted after it was acknowledged. Below level 5 the deletion is
 // unguarded.
 func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.Time) {
-	deleted := false
-	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	expired := false
+	err := co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
 		if m.Size(id) > 0 {
-			return nil, nil
+			return groupWrite{}, nil
 		}
 		for _, l := range m.Groups() {
 			if l.Group == id {
@@ -305,28 +318,30 @@ func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 			}
 		}
 		if since, ok := co.emptySince[id]; ok && since.After(cutoff) {
-			return nil, nil
+			return groupWrite{}, nil
 		}
 		cmd := &pb.DeleteGroup{Group: id}
 		if co.c.n.Image().metadataVersion() >= MetadataVersionGuardedGroupDelete {
 			cmd.CommittedBeforeMs = cutoff.UnixMilli()
 		}
-		if _, err := co.c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: cmd}}); err != nil {
-			return nil, err
-		}
-		deleted = true
-		delete(co.emptySince, id)
+		// The DeleteGroup is written in the group's turn, before the
+		// membership's removal; refused (a commit since), the Machine,
+		// which removed the group already, is rebuilt from the log.
+		w := groupWrite{group: id, before: &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: cmd}}}
+		expired = true
 		if _, stored := co.c.n.Image().groupStates[id]; !stored {
-			return nil, nil
+			return w, nil
 		}
-		return m.Delete(id)
+		var err error
+		w.recs, err = m.Delete(id)
+		return w, err
 	})
 	switch {
-	case deleted:
+	case expired && err == nil:
+		co.mu.Lock()
+		delete(co.emptySince, id)
+		co.mu.Unlock()
 		co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
-		if err != nil && ctx.Err() == nil {
-			co.c.n.logger.Warn("expired a group's offsets but not its membership state (removed once it has been empty a session timeout)", "group", id, "error", err)
-		}
 	case errors.Is(err, errCommittedSince), errors.Is(err, ErrUnknownGroup):
 		// Committed to, or deleted, meanwhile.
 		co.c.n.logger.Debug("kept a group's offsets", "group", id, "reason", err)
@@ -380,7 +395,7 @@ func maxTime(a, b time.Time) time.Time {
 // leave.
 func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
 	var resp group.Response
-	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	err := c.coord.doGroup(ctx, hb.Group, func(m *group.Machine) ([]group.Record, error) {
 		if c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
 			hb.InstanceID, hb.SessionTimeout = "", 0
 			if hb.MemberEpoch == group.StaticLeaveEpoch {
@@ -403,7 +418,7 @@ func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartb
 // empty.
 func (c *Controller) DescribeGroup(ctx context.Context, id string) (group.Description, error) {
 	var d group.Description
-	err := c.coord.do(ctx, func(m *group.Machine) (recs []group.Record, err error) {
+	err := c.coord.doGroup(ctx, id, func(m *group.Machine) (recs []group.Record, err error) {
 		d, err = m.Describe(id)
 		return nil, err
 	})
@@ -423,7 +438,7 @@ func (c *Controller) validateCommit(ctx context.Context, id string, member Group
 		}
 		return nil
 	}
-	return c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	return c.coord.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
 		return nil, m.ValidateCommit(id, member.ID, member.Epoch)
 	})
 }
@@ -458,7 +473,7 @@ func (c *Controller) deleteGroupMembership(ctx context.Context, id string) error
 	if c.n.Image().metadataVersion() < MetadataVersionProducerIDs {
 		return nil
 	}
-	return c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	return c.coord.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
 		if n := m.Size(id); n > 0 {
 			return nil, fmt.Errorf("%w: group %q has %d members", group.ErrNonEmptyGroup, id, n)
 		}

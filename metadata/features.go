@@ -62,9 +62,16 @@ const (
 	// principal call InitProducerId). An older node refuses the ACL where
 	// the others store it.
 	MetadataVersionIdempotentWrite int32 = 7
+	// MetadataVersionFencedCommits adds fields to an existing command:
+	// CommitOffsets' member_id and member_epoch, with which the FSM fences
+	// a member's commit again as it applies it (applyCommitOffsets). An
+	// older node would drop them and store a commit the others refuse;
+	// below this level the controller leaves them out and only the
+	// coordinator fences.
+	MetadataVersionFencedCommits int32 = 8
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionIdempotentWrite
+	LatestMetadataVersion = MetadataVersionFencedCommits
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -129,7 +136,12 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
 		*pb.Command_CreateTopic, *pb.Command_DeleteTopic, *pb.Command_PartitionChange,
 		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
-		*pb.Command_UnregisterBroker, *pb.Command_CommitOffsets, *pb.Command_FeatureLevel:
+		*pb.Command_UnregisterBroker, *pb.Command_FeatureLevel:
+		return MetadataVersionBaseline
+	case *pb.Command_CommitOffsets:
+		if c.CommitOffsets.MemberId != "" {
+			return MetadataVersionFencedCommits
+		}
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds:
 		return MetadataVersionProducerIDs
@@ -143,6 +155,11 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential, *pb.Command_DeleteAcls:
 		return MetadataVersionSecurity
 	case *pb.Command_CommitOffsetsBatch:
+		for _, cm := range c.CommitOffsetsBatch.Commits {
+			if cm.MemberId != "" {
+				return MetadataVersionFencedCommits
+			}
+		}
 		return MetadataVersionOffsetBatches
 	}
 	return 0

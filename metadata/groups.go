@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
 )
 
 // Consumer group offsets. A group here is what Kafka calls a simple
@@ -197,7 +198,9 @@ func groupOffsets(img *Image, group string, partitions []TopicPartition) ([]Comm
 	return out, nil
 }
 
-// applyCommitOffsets stores a group's offsets, all or none.
+// applyCommitOffsets stores a group's offsets, all or none. A commit
+// naming a member (metadata.version 8) is fenced again here, against the
+// membership the log holds when it applies (fenceCommit).
 func (d *draft) applyCommitOffsets(c *pb.CommitOffsets, _ uint64) any {
 	offsets := make([]OffsetCommit, len(c.Offsets))
 	for i, o := range c.Offsets {
@@ -206,9 +209,40 @@ func (d *draft) applyCommitOffsets(c *pb.CommitOffsets, _ uint64) any {
 	if err := ValidateOffsetCommit(d.img, c.Group, offsets); err != nil {
 		return err
 	}
+	if err := fenceCommit(d.img, c); err != nil {
+		return err
+	}
 	for _, o := range offsets {
 		d.putOffset(c.Group, CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
 			LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: c.CommitTimeMs})
+	}
+	return nil
+}
+
+// fenceCommit refuses a member's commit unless the member is in the
+// group at the epoch the commit carries, in img: the coordinator checked
+// it against its Machine before proposing the commit, but the member may
+// have been fenced, or moved to a new epoch, by a GroupRecords entry
+// applied since (its partitions perhaps committed by their new owner
+// already), which Kafka's OffsetCommit refuses as STALE_MEMBER_EPOCH or
+// UNKNOWN_MEMBER_ID. A commit naming no member is not checked here (the
+// coordinator refuses one to a group with members): a command written
+// before metadata.version 8 names none, so a log written before this check
+// applies the same way on replay.
+func fenceCommit(img *Image, c *pb.CommitOffsets) error {
+	if c.MemberId == "" {
+		return nil
+	}
+	st := img.groupStates[c.Group]
+	if st == nil {
+		return fmt.Errorf("%w: member %q is not in group %q (it has no members) when its commit applies", group.ErrUnknownMemberID, c.MemberId, c.Group)
+	}
+	if _, ok := st.members[c.MemberId]; !ok {
+		return fmt.Errorf("%w: member %q is no longer in group %q when its commit applies", group.ErrUnknownMemberID, c.MemberId, c.Group)
+	}
+	if epoch := st.assignments[c.MemberId].Epoch; epoch != c.MemberEpoch {
+		return fmt.Errorf("%w: member %q of group %q committed at epoch %d, its epoch is %d when the commit applies",
+			group.ErrStaleMemberEpoch, c.MemberId, c.Group, c.MemberEpoch, epoch)
 	}
 	return nil
 }

@@ -1320,10 +1320,20 @@ func (x *OffsetCommit) GetMetadata() string {
 // controller, so every node applies the same value, by the clock that
 // judges offsets.retention.minutes.
 type CommitOffsets struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Offsets       []*OffsetCommit        `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	CommitTimeMs  int64                  `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Group        string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets      []*OffsetCommit        `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	CommitTimeMs int64                  `protobuf:"varint,3,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// The group member the commit comes from and its epoch, as the
+	// coordinator validated them; empty: a commit naming no member (manual
+	// assignment). From metadata.version 8 the state machine fences the
+	// commit again when it applies it, against the membership the log holds
+	// by then (a member fenced or moved to another epoch between the
+	// coordinator's check and this entry: STALE_MEMBER_EPOCH or
+	// UNKNOWN_MEMBER_ID, and nothing is stored); a command setting member_id
+	// needs that level.
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1375,6 +1385,20 @@ func (x *CommitOffsets) GetOffsets() []*OffsetCommit {
 func (x *CommitOffsets) GetCommitTimeMs() int64 {
 	if x != nil {
 		return x.CommitTimeMs
+	}
+	return 0
+}
+
+func (x *CommitOffsets) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *CommitOffsets) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
 	}
 	return 0
 }
@@ -3234,11 +3258,13 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
-	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\x86\x01\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\xc6\x01\n" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x129\n" +
 	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12$\n" +
-	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\"P\n" +
+	"\x0ecommit_time_ms\x18\x03 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\"P\n" +
 	"\x12CommitOffsetsBatch\x12:\n" +
 	"\acommits\x18\x01 \x03(\v2 .quire.internal.v1.CommitOffsetsR\acommits\"S\n" +
 	"\vDeleteGroup\x12\x14\n" +

@@ -1,0 +1,199 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
+)
+
+// blockingWriter is the metadata log as the coordinator writes to it,
+// holding every GroupRecords command of one group until released.
+type blockingWriter struct {
+	inner   logWriter
+	group   string
+	once    sync.Once
+	blocked chan struct{} // closed when the first write of group waits
+	release chan struct{}
+	fail    error // if set, the first write of group fails with it
+}
+
+func (w *blockingWriter) raftApply(ctx context.Context, cmd *pb.Command) (any, error) {
+	if gr := cmd.GetGroupRecords(); gr != nil {
+		recs, err := groupRecordsFromPB(gr)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.GroupID() == w.group {
+				first := false
+				w.once.Do(func() { close(w.blocked); first = true })
+				<-w.release
+				if first && w.fail != nil {
+					return nil, w.fail
+				}
+				break
+			}
+		}
+	}
+	return w.inner.raftApply(ctx, cmd)
+}
+
+// TestCoordinatorGroupsProgressWhileOneWriteIsStuck: the coordinator holds
+// no lock shared by all groups across a metadata write. While one group's
+// write is stuck, members of twenty other groups join and are answered;
+// the stuck group's next change waits for its turn (it is not answered
+// before the first is written), and once the write goes through both
+// reach the log in the order the Machine made them.
+func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
+	n := groupNode(t, LatestMetadataVersion, nil)
+	ctl := n.Ctl()
+	w := &blockingWriter{inner: ctl, group: "slow", blocked: make(chan struct{}), release: make(chan struct{})}
+	ctl.coord.log = w
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	released := false
+	defer func() {
+		if !released {
+			close(w.release)
+		}
+	}()
+
+	type answer struct {
+		resp group.Response
+		err  error
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		r, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m1", time.Time{}))
+		first <- answer{r, err}
+	}()
+	select {
+	case <-w.blocked:
+	case <-ctx.Done():
+		t.Fatal("the slow group's write never started")
+	}
+	go func() {
+		r, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m2", time.Time{}))
+		second <- answer{r, err}
+	}()
+
+	// A call that changes nothing answers only once its group's earlier
+	// changes are in the log.
+	described := make(chan error, 1)
+	go func() {
+		_, err := ctl.DescribeGroup(ctx, "slow")
+		described <- err
+	}()
+
+	const groups = 20
+	errs := make(chan error, groups)
+	for i := range groups {
+		go func() {
+			id := fmt.Sprintf("g%d", i)
+			r, err := ctl.ConsumerGroupHeartbeat(ctx, join(id, "m", time.Time{}))
+			if err == nil && r.MemberEpoch <= 0 {
+				err = fmt.Errorf("group %s: joined at epoch %d", id, r.MemberEpoch)
+			}
+			errs <- err
+		}()
+	}
+	for range groups {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("a join while another group's write is stuck: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("joins of other groups wait for the stuck group's write")
+		}
+	}
+	select {
+	case a := <-first:
+		t.Fatalf("the stuck change was answered before its write: %+v", a)
+	case a := <-second:
+		t.Fatalf("the stuck group's next change was answered before the first was written: %+v", a)
+	case err := <-described:
+		t.Fatalf("the stuck group was described before its change was written (%v)", err)
+	default:
+	}
+
+	close(w.release)
+	released = true
+	a1, a2 := <-first, <-second
+	if a1.err != nil || a2.err != nil {
+		t.Fatalf("after the release: %v, %v", a1.err, a2.err)
+	}
+	if err := <-described; err != nil {
+		t.Fatalf("describe after the release: %v", err)
+	}
+	// In the log in the Machine's order: the second join's group epoch
+	// last, with both members.
+	st := n.Image().groupStates["slow"]
+	if st == nil || st.epoch.Epoch != 2 || len(st.members) != 2 {
+		t.Fatalf("the slow group in the image: %+v", st)
+	}
+	d, err := ctl.DescribeGroup(ctx, "slow")
+	if err != nil || d.Epoch != st.epoch.Epoch {
+		t.Fatalf("described at epoch %d (%v), the log has %d", d.Epoch, err, st.epoch.Epoch)
+	}
+}
+
+// TestCoordinatorFailedWriteDropsTheChangesAfterIt: when a group's write
+// fails, the change of the same group computed after it on the Machine
+// (which assumed the first) is not written either, both are answered
+// ErrNotCoordinator, and the Machine is rebuilt from the log: the next
+// join finds the group as the log has it.
+func TestCoordinatorFailedWriteDropsTheChangesAfterIt(t *testing.T) {
+	n := groupNode(t, LatestMetadataVersion, nil)
+	ctl := n.Ctl()
+	w := &blockingWriter{inner: ctl, group: "slow", blocked: make(chan struct{}), release: make(chan struct{}),
+		fail: fmt.Errorf("%w: injected", ErrNoQuorum)}
+	ctl.coord.log = w
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m1", time.Time{}))
+		first <- err
+	}()
+	select {
+	case <-w.blocked:
+	case <-ctx.Done():
+		close(w.release)
+		t.Fatal("the slow group's write never started")
+	}
+	// The second join is computed on the Machine that has the first.
+	go func() {
+		_, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m2", time.Time{}))
+		second <- err
+	}()
+	waitFor(t, "the second join to wait for its turn", 30*time.Second, func() bool {
+		ctl.coord.turns.mu.Lock()
+		defer ctl.coord.turns.mu.Unlock()
+		return ctl.coord.turns.next["slow"] == 2
+	})
+	close(w.release)
+	if err := <-first; !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("the failed write answered %v", err)
+	}
+	if err := <-second; !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("the change after the failed write answered %v", err)
+	}
+	if st := n.Image().groupStates["slow"]; st != nil {
+		t.Fatalf("the log has the group after both writes were dropped: %+v", st)
+	}
+	r, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m3", time.Time{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := n.Image().groupStates["slow"]
+	if st == nil || len(st.members) != 1 || st.epoch.Epoch != 1 || r.MemberEpoch != 1 {
+		t.Fatalf("after the rebuild: member epoch %d, image %+v", r.MemberEpoch, st)
+	}
+}
