@@ -84,6 +84,8 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before the logs open: each hosted partition keeps files open.
+	budget := partitionBudget(&cfg, logger)
 	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(), storage.Options{Logger: logger, FS: cfg.FS, Now: cfg.nodeClock().Now})
 	if err != nil {
 		_ = releaseDirs(locks)
@@ -106,6 +108,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.transport, b.guard = tr, g
 	b.cluster = newCluster(&b.cfg, logger)
+	b.cluster.maxPartitions = budget
 	b.cluster.creds = tr.peerCredentials()
 	return b, nil
 }

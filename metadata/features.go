@@ -56,9 +56,14 @@ const (
 	// machine neither, so members are dynamic, with the group's session
 	// timeout.
 	MetadataVersionStaticMembers int32 = 6
+	// MetadataVersionBrokerBudget adds BrokerBudget: each broker's
+	// partition budget (max.partitions.per.broker) in the image, which
+	// the controller checks topic creates and partition increases
+	// against. Below it no budget is known and none is enforced.
+	MetadataVersionBrokerBudget int32 = 7
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionStaticMembers
+	LatestMetadataVersion = MetadataVersionBrokerBudget
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -132,6 +137,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionSecurity
 	case *pb.Command_CommitOffsetsBatch:
 		return MetadataVersionOffsetBatches
+	case *pb.Command_BrokerBudget:
+		return MetadataVersionBrokerBudget
 	}
 	return 0
 }
