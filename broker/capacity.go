@@ -15,13 +15,14 @@ import (
 //     files (.log, .index, .timeindex); the handles of older segments
 //     are opened on demand and closed when idle. A quarter of the limit,
 //     at least reservedFiles, is left for connections, the raft log,
-//     the metadata store, snapshots and the older segments' handles.
+//     the metadata store, snapshots and the older segments' handles
+//     (so a limit of 1024 gives 256 partitions, 20000 gives 5000).
 //   - memory: partitionMemory per hosted partition (its replica state,
 //     the active segment's in-memory indexes, producer state and fetch
 //     buffers), within half the memory.
 const (
 	filesPerPartition = 3
-	reservedFiles     = 1024
+	reservedFiles     = 64
 	partitionMemory   = 1 << 20
 )
 

@@ -16,15 +16,17 @@ func TestBrokerDerivePartitionBudget(t *testing.T) {
 	}{
 		// (20000 - 5000 reserved) / 3 files; 24 GiB allows 12288.
 		{"files bound", capacity{OpenFiles: 20000, Memory: 24 * gib}, 5000},
-		// 1024 reserved below 4096 files.
-		{"small limit", capacity{OpenFiles: 1024 + 3*100}, 100},
+		// A quarter of 1024 reserved.
+		{"small limit", capacity{OpenFiles: 1024}, 256},
+		// At least 64 reserved.
+		{"tiny limit", capacity{OpenFiles: 64 + 3*10}, 10},
 		// 1M files allow 262144; 8 GiB allows 4096.
 		{"memory bound", capacity{OpenFiles: 1 << 20, Memory: 8 * gib}, 4096},
 		{"files unknown", capacity{Memory: 2 * gib}, 1024},
 		{"memory unknown", capacity{OpenFiles: 4096}, 1024},
 		{"nothing known", capacity{}, math.MaxInt32},
 		// Never 0, which would read as "no limit".
-		{"limit below the reserve", capacity{OpenFiles: 256, Memory: gib}, 1},
+		{"limit below the reserve", capacity{OpenFiles: 60, Memory: gib}, 1},
 		{"huge", capacity{OpenFiles: math.MaxUint64, Memory: math.MaxUint64}, math.MaxInt32},
 	}
 	for _, tc := range cases {
