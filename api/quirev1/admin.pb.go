@@ -314,7 +314,10 @@ type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// [a-zA-Z0-9._-], at most 249 characters, not "." or "..".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Unset takes the broker's num.partitions; set, it must be positive.
+	// Unset takes the broker's num.partitions; set, it must be positive and
+	// at most 10000 (INVALID_PARTITIONS). No broker chosen for a replica may
+	// end up hosting more partition replicas than its
+	// max.partitions.per.broker (POLICY_VIOLATION).
 	//
 	// Types that are valid to be assigned to OptionalPartitions:
 	//
@@ -329,7 +332,8 @@ type CreateTopicRequest struct {
 	OptionalReplicationFactor isCreateTopicRequest_OptionalReplicationFactor `protobuf_oneof:"optional_replication_factor"`
 	// Topic configs such as retention.ms; unknown keys are rejected.
 	Configs map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Check the request without creating anything.
+	// Check the request without creating anything: answered as the request
+	// would be.
 	ValidateOnly  bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1506,9 +1510,14 @@ func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
 type CreatePartitionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// The new total number of partitions; must exceed the current count.
-	TotalCount    int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
-	ValidateOnly  bool  `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// The new total number of partitions; must exceed the current count by
+	// at most 10000 (INVALID_PARTITIONS), and place no more partition
+	// replicas on a broker than its max.partitions.per.broker
+	// (POLICY_VIOLATION).
+	TotalCount int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	// Check the request without changing anything: answered as the request
+	// would be.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
