@@ -165,9 +165,12 @@ func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.Describ
 	c := s.b.cluster
 	resp := &quirev1.DescribeClusterResponse{ClusterId: c.clusterID(), ControllerId: c.controllerID()}
 	listener := s.b.clientListener(ctx)
-	for _, br := range c.image().Brokers() {
+	img := c.image()
+	hosted := img.HostedReplicas()
+	for _, br := range img.Brokers() {
 		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
 			Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced, Controller: c.isVoter(br.ID),
+			Partitions: int32(hosted[br.ID]), MaxPartitions: br.MaxPartitions,
 		})
 	}
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })

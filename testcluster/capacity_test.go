@@ -80,6 +80,20 @@ func TestClusterPartitionBudget(t *testing.T) {
 	if got := img.HostedReplicas()[2]; got > 6 {
 		t.Fatalf("broker 2 hosts %d replicas, over its budget of 6", got)
 	}
+	// DescribeCluster shows each broker's replicas and budget.
+	dc, err := admin(c, 3).DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range dc.Brokers {
+		want := int32(100)
+		if b.Id == 2 {
+			want = 6
+		}
+		if b.MaxPartitions != want || int(b.Partitions) != img.HostedReplicas()[b.Id] || b.Partitions < 4 {
+			t.Fatalf("broker %d described with %d of %d partitions; the image has %d", b.Id, b.Partitions, b.MaxPartitions, img.HostedReplicas()[b.Id])
+		}
+	}
 	for _, id := range c.IDs() {
 		if _, err := admin(c, id).ListTopics(ctx, &quirev1.ListTopicsRequest{}); err != nil {
 			t.Fatalf("node %d after the refusals: %v", id, err)

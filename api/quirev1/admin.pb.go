@@ -1175,7 +1175,12 @@ type BrokerDescription struct {
 	Rack    string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	Fenced  bool                   `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// Whether this broker is a metadata quorum voter.
-	Controller    bool `protobuf:"varint,5,opt,name=controller,proto3" json:"controller,omitempty"`
+	Controller bool `protobuf:"varint,5,opt,name=controller,proto3" json:"controller,omitempty"`
+	// The partition replicas (leaders and followers) assigned to it.
+	Partitions int32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// How many it may host (its max.partitions.per.broker, as recorded by
+	// the controller); 0: unknown, no limit.
+	MaxPartitions int32 `protobuf:"varint,7,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1243,6 +1248,20 @@ func (x *BrokerDescription) GetController() bool {
 		return x.Controller
 	}
 	return false
+}
+
+func (x *BrokerDescription) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *BrokerDescription) GetMaxPartitions() int32 {
+	if x != nil {
+		return x.MaxPartitions
+	}
+	return 0
 }
 
 type DescribeConfigsRequest struct {
@@ -2300,7 +2319,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x125\n" +
-	"\abrokers\x18\x03 \x03(\v2\x1b.quire.v1.BrokerDescriptionR\abrokers\"\x89\x01\n" +
+	"\abrokers\x18\x03 \x03(\v2\x1b.quire.v1.BrokerDescriptionR\abrokers\"\xd0\x01\n" +
 	"\x11BrokerDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -2308,7 +2327,11 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x05 \x01(\bR\n" +
-	"controller\".\n" +
+	"controller\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x06 \x01(\x05R\n" +
+	"partitions\x12%\n" +
+	"\x0emax_partitions\x18\a \x01(\x05R\rmaxPartitions\".\n" +
 	"\x16DescribeConfigsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"J\n" +
 	"\x17DescribeConfigsResponse\x12/\n" +
