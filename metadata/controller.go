@@ -412,6 +412,10 @@ func (c *Controller) recordBudget(ctx context.Context, b BrokerInfo, maxPartitio
 		return err
 	}
 	c.n.logger.Info("recorded broker partition budget", "broker", b.ID, "max_partitions", maxPartitions, "was", b.MaxPartitions)
+	if hosted := c.n.Image().HostedReplicas()[b.ID]; maxPartitions > 0 && hosted > int(maxPartitions) {
+		c.n.logger.Warn("broker hosts more partition replicas than its budget: no new ones are placed on it",
+			"broker", b.ID, "hosted", hosted, "max_partitions", maxPartitions)
+	}
 	return nil
 }
 
