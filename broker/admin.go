@@ -77,12 +77,18 @@ func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopic
 	if _, ok := img.Topic(req.Name); ok {
 		return nil, toStatus(fmt.Errorf("%w: topic %q", metadata.ErrTopicExists, req.Name))
 	}
+	spec := metadata.TopicSpec{Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs}
+	// The controller's own checks (the per-request cap, each chosen
+	// broker's budget) on this broker's image: a validate-only request
+	// gets the answer the real one would, and the real one is refused
+	// here without a round trip. The controller checks again.
+	if _, err := metadata.PlanTopic(img, spec); err != nil {
+		return nil, toStatus(err)
+	}
 	if req.ValidateOnly {
 		return &quirev1.CreateTopicResponse{Topic: &quirev1.TopicDescription{Name: req.Name, Configs: req.Configs}}, nil
 	}
-	info, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
-		Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs,
-	})
+	info, err := b.cluster.fwd.CreateTopic(ctx, spec)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("create topic %q: %w", req.Name, err))
 	}
@@ -159,9 +165,12 @@ func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.Describ
 	c := s.b.cluster
 	resp := &quirev1.DescribeClusterResponse{ClusterId: c.clusterID(), ControllerId: c.controllerID()}
 	listener := s.b.clientListener(ctx)
-	for _, br := range c.image().Brokers() {
+	img := c.image()
+	hosted := img.HostedReplicas()
+	for _, br := range img.Brokers() {
 		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
 			Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced, Controller: c.isVoter(br.ID),
+			Partitions: int32(hosted[br.ID]), MaxPartitions: br.MaxPartitions,
 		})
 	}
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
@@ -227,7 +236,8 @@ func (s *adminService) AlterConfigs(ctx context.Context, req *quirev1.AlterConfi
 
 func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
 	b := s.b
-	t, ok := b.cluster.image().Topic(req.Topic)
+	img := b.cluster.image()
+	t, ok := img.Topic(req.Topic)
 	if !ok {
 		return nil, toStatus(unknownTopic(req.Topic))
 	}
@@ -235,8 +245,13 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.Create
 		return nil, toStatus(fmt.Errorf("%w: topic %q has %d partitions; the new total %d must be larger",
 			ErrInvalidPartitions, req.Topic, len(t.Partitions), req.TotalCount))
 	}
+	// As in CreateTopic: the controller's checks, so that validate_only
+	// answers what the real request would.
+	if _, _, err := metadata.PlanPartitions(img, req.Topic, req.TotalCount); err != nil {
+		return nil, toStatus(err)
+	}
 	if req.ValidateOnly {
-		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, b.cluster.image(), t)}, nil
+		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, img, t)}, nil
 	}
 	if err := b.cluster.fwd.CreatePartitions(ctx, req.Topic, req.TotalCount); err != nil {
 		return nil, toStatus(fmt.Errorf("create partitions of topic %q: %w", req.Topic, err))

@@ -84,6 +84,9 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before the logs open: raising the open-file limit (partitionBudget)
+	// also sizes the segment file cache, whose default follows it.
+	budget := partitionBudget(&cfg, logger)
 	files := storage.NewFileCache(int(cfg.LogOpenFilesMax))
 	logger.Info("segment file cache", "open_files_max", files.Capacity())
 	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(),
@@ -110,6 +113,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.transport, b.guard = tr, g
 	b.cluster = newCluster(&b.cfg, logger)
+	b.cluster.maxPartitions = budget
 	b.cluster.creds = tr.peerCredentials()
 	return b, nil
 }

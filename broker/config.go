@@ -65,6 +65,7 @@ type Config struct {
 	DefaultReplicationFactor    int16 // default.replication.factor
 	AutoCreateTopicsEnable      bool  // auto.create.topics.enable
 	DeleteTopicEnable           bool  // delete.topic.enable
+	MaxPartitionsPerBroker      int32 // max.partitions.per.broker; 0 = derived at start (capacity.go)
 	MessageMaxBytes             int32 // message.max.bytes
 	MinInsyncReplicas           int32 // min.insync.replicas
 	LogRetentionHours           int64 // log.retention.hours

@@ -182,6 +182,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *bool { return &c.AutoCreateTopicsEnable }),
 	boolKey("topics", "delete.topic.enable", "true", "Allow topics to be deleted.",
 		func(c *Config) *bool { return &c.DeleteTopicEnable }),
+	int32Key("topics", "max.partitions.per.broker", "0", "Partition replicas (leaders and followers) this node can host; the controller refuses a topic create or partition increase that would place more on it (POLICY_VIOLATION, naming the broker and the numbers). 0 derives it at start from the open-file limit (raised to the hard limit) and memory: (limit - max(limit/4, 64)) / 3 files per partition, at most half the memory at 1 MiB per partition; the log says what it came to (docs/operations.md). Enforced from metadata.version 7.",
+		func(c *Config) *int32 { return &c.MaxPartitionsPerBroker }, 0),
 	int32Key("topics", "message.max.bytes", "1048588", "Largest record batch accepted; default of the topic key max.message.bytes. It also sets the largest request (gRPC message) a broker takes: 2 x message.max.bytes + 1 MiB, at least 8 MiB; a request over it is refused with MESSAGE_TOO_LARGE naming this key (one over twice that, gRPC refuses unread: RESOURCE_EXHAUSTED (received message larger than max) without a quire.v1.Error, which the Go client and the CLI report as MESSAGE_TOO_LARGE naming this key too); raise it too when topics set max.message.bytes well above it.",
 		func(c *Config) *int32 { return &c.MessageMaxBytes }, 1),
 	int32Key("topics", "min.insync.replicas", "1", "Fewest in-sync replicas for an acks=all produce to be accepted; topic key of the same name.",

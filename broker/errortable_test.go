@@ -66,6 +66,7 @@ var sentinels = map[string]error{
 	"metadata.ErrTopicExists":                 metadata.ErrTopicExists,
 	"metadata.ErrUnknownTopic":                metadata.ErrUnknownTopic,
 	"metadata.ErrInvalidPartitions":           metadata.ErrInvalidPartitions,
+	"metadata.ErrPartitionBudget":             metadata.ErrPartitionBudget,
 	"metadata.ErrInvalidReplicationFactor":    metadata.ErrInvalidReplicationFactor,
 	"metadata.ErrUnknownBroker":               metadata.ErrUnknownBroker,
 	"metadata.ErrFencedBroker":                metadata.ErrFencedBroker,

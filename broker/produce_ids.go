@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -30,6 +31,10 @@ type producerIDs struct {
 
 	mu        sync.Mutex
 	next, end int64 // the current block's unused ids: next to end-1
+	// blockEnd is end, readable without mu (which an allocation holds):
+	// every id below it was handed out, even before this broker's image
+	// shows the block.
+	blockEnd atomic.Int64
 }
 
 func newProducerIDs(src producerIDBlocks) *producerIDs {
@@ -47,6 +52,7 @@ func (p *producerIDs) newID(ctx context.Context) (int64, error) {
 			return -1, fmt.Errorf("allocate producer ids: %w", err)
 		}
 		p.next, p.end = block.First, block.First+block.Size
+		p.blockEnd.Store(p.end)
 	}
 	id := p.next
 	p.next++
@@ -75,7 +81,9 @@ func (p *producerIDs) initProducerID(ctx context.Context, req *quirev1.InitProdu
 		if epoch < 0 || epoch > math.MaxInt16 {
 			return nil, fmt.Errorf("%w: producer epoch %d of producer %d: 0 to %d", ErrInvalidRequest, epoch, id, math.MaxInt16)
 		}
-		if id < p.src.image().NextProducerID() && epoch < math.MaxInt16 {
+		// The image this broker serves from may not show its own latest
+		// block yet: an id below that block's end was handed out too.
+		if handed := max(p.src.image().NextProducerID(), p.blockEnd.Load()); id < handed && epoch < math.MaxInt16 {
 			return &quirev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: epoch + 1}, nil
 		}
 	}

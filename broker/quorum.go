@@ -36,6 +36,9 @@ type cluster struct {
 	rm          *replica.Manager // reconciled by the watcher; given by start
 	defaults    topicDefaults
 	incarnation string
+	// maxPartitions is this node's partition budget, reported in its
+	// heartbeats (max.partitions.per.broker, or derived: capacity.go).
+	maxPartitions int32
 
 	transport *raftgrpc.Transport
 	node      *metadata.Node
@@ -162,7 +165,7 @@ func (c *cluster) start(advertised, directoryID string, endpoints []metadata.End
 	// The log directory id tells the controller whether this broker still
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
-		DirectoryID: directoryID, Endpoints: endpoints, MetadataVersions: c.node.MetadataVersions()}
+		DirectoryID: directoryID, Endpoints: endpoints, MetadataVersions: c.node.MetadataVersions(), MaxPartitions: c.maxPartitions}
 	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), ms(c.cfg.BrokerSessionTimeoutMs), c.logger.Named("lifecycle"))
 	c.lifecycle.Start()
 	go c.watch()

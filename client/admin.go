@@ -88,6 +88,10 @@ type BrokerDescription struct {
 	Rack       string `json:"rack,omitempty"`
 	Fenced     bool   `json:"fenced"`
 	Controller bool   `json:"controller"`
+	// Partitions is the partition replicas assigned to it; MaxPartitions
+	// how many it may host (max.partitions.per.broker), 0 when unknown.
+	Partitions    int32 `json:"partitions"`
+	MaxPartitions int32 `json:"max_partitions"`
 }
 
 // admin runs an admin call on any broker (every node serves them and
@@ -299,7 +303,7 @@ func (c *Client) DescribeCluster(ctx context.Context) (*ClusterDescription, erro
 	d := &ClusterDescription{ClusterID: resp.GetClusterId(), ControllerID: resp.GetControllerId()}
 	for _, b := range resp.GetBrokers() {
 		d.Brokers = append(d.Brokers, BrokerDescription{ID: b.GetId(), Address: b.GetAddress(), Rack: b.GetRack(),
-			Fenced: b.GetFenced(), Controller: b.GetController()})
+			Fenced: b.GetFenced(), Controller: b.GetController(), Partitions: b.GetPartitions(), MaxPartitions: b.GetMaxPartitions()})
 	}
 	sort.Slice(d.Brokers, func(i, j int) bool { return d.Brokers[i].ID < d.Brokers[j].ID })
 	return d, nil

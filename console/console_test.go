@@ -136,7 +136,7 @@ func TestConsoleClusterPages(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("overview: %d\n%s", code, page)
 	}
-	mustContain(t, page, "overview", `id="n-brokers">3<`, `id="n-topics">1<`, `id="n-partitions">2<`, `id="n-under-replicated">0<`)
+	mustContain(t, page, "overview", `id="n-brokers">3<`, `id="n-topics">1<`, `id="n-partitions">2<`, `id="n-under-replicated">0<`, "<th>Budget</th>")
 	for _, id := range c.IDs() {
 		mustContain(t, page, "overview", fmt.Sprintf(`data-broker="%d"`, id), "<td>"+c.Addr(id)+"</td>")
 	}

@@ -227,7 +227,7 @@ func TestControllerGRPCForwarding(t *testing.T) {
 	if _, err := f.fwd.AlterPartition(ctx, "orders", 0, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.Replicas); !errors.Is(err, metadata.ErrStaleEpoch) {
 		t.Fatalf("stale alter partition: %v", err)
 	}
-	if _, err := f.fwd.Heartbeat(ctx, 1, "inc1", 1); !errors.Is(err, metadata.ErrFencedBroker) {
+	if _, err := f.fwd.Heartbeat(ctx, 1, "inc1", 1, 0); !errors.Is(err, metadata.ErrFencedBroker) {
 		t.Fatalf("old-epoch heartbeat: %v", err)
 	}
 }
@@ -471,7 +471,7 @@ func TestControllerGRPCForwardingLocalAndRemoteAlike(t *testing.T) {
 			return err
 		}},
 		{"old-epoch heartbeat", metadata.ErrFencedBroker, func(f *Forwarder) error {
-			_, err := f.Heartbeat(ctx, 1, "inc1", 1)
+			_, err := f.Heartbeat(ctx, 1, "inc1", 1, 0)
 			return err
 		}},
 	}

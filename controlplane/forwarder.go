@@ -224,10 +224,11 @@ func (f *Forwarder) RegisterBroker(ctx context.Context, b metadata.BrokerInfo) (
 	return resp.GetBrokerEpoch(), err
 }
 
-// Heartbeat sends a broker heartbeat to the controller.
-func (f *Forwarder) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64) (uint64, error) {
+// Heartbeat sends a broker heartbeat to the controller, with the broker's
+// partition budget (0: unknown).
+func (f *Forwarder) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64, maxPartitions int32) (uint64, error) {
 	resp, err := Call(ctx, f, (*Service).BrokerHeartbeat, pb.ControllerServiceClient.BrokerHeartbeat,
-		&pb.BrokerHeartbeatRequest{BrokerId: brokerID, Incarnation: incarnation, BrokerEpoch: brokerEpoch})
+		&pb.BrokerHeartbeatRequest{BrokerId: brokerID, Incarnation: incarnation, BrokerEpoch: brokerEpoch, MaxPartitions: maxPartitions})
 	if err != nil {
 		return 0, err
 	}

@@ -207,7 +207,7 @@ func (l *Lifecycle) beat() bool {
 		l.log.Info("registered broker", "broker", l.self.ID, "epoch", e)
 		epoch = e
 	}
-	index, err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch)
+	index, err := l.f.Heartbeat(ctx, l.self.ID, l.self.Incarnation, epoch, l.self.MaxPartitions)
 	switch {
 	case err == nil:
 		l.markAnswered(index)

@@ -41,7 +41,7 @@ func (s *Service) RegisterBroker(ctx context.Context, in *pb.RegisterBrokerReque
 }
 
 func (s *Service) BrokerHeartbeat(ctx context.Context, in *pb.BrokerHeartbeatRequest) (*pb.BrokerHeartbeatResponse, error) {
-	if err := s.node.Ctl().Heartbeat(ctx, in.BrokerId, in.Incarnation, in.BrokerEpoch); err != nil {
+	if err := s.node.Ctl().Heartbeat(ctx, in.BrokerId, in.Incarnation, in.BrokerEpoch, in.MaxPartitions); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.BrokerHeartbeatResponse{MetadataIndex: s.node.Image().Index()}, nil

@@ -34,6 +34,9 @@ var errorTable = []struct {
 	{metadata.ErrUnknownTopic, codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "UNKNOWN_TOPIC_OR_PARTITION"},
 	{metadata.ErrInvalidPartitions, codes.InvalidArgument, quirev1.ErrorCode_INVALID_PARTITIONS, "INVALID_PARTITIONS"},
 	{metadata.ErrInvalidReplicationFactor, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REPLICATION_FACTOR, "INVALID_REPLICATION_FACTOR"},
+	// A broker pushed past its max.partitions.per.broker: the cluster's
+	// policy, not a malformed request, and not retriable as it stands.
+	{metadata.ErrPartitionBudget, codes.FailedPrecondition, quirev1.ErrorCode_POLICY_VIOLATION, "POLICY_VIOLATION"},
 	// An id no broker registered (an assignment naming it, unregistering
 	// it): the same answer every time, so not BROKER_NOT_AVAILABLE.
 	{metadata.ErrUnknownBroker, codes.NotFound, quirev1.ErrorCode_BROKER_ID_NOT_REGISTERED, "UNKNOWN_BROKER"},

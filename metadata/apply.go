@@ -58,6 +58,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyDeleteAcls(c.DeleteAcls, index)
 	case *pb.Command_CommitOffsetsBatch:
 		return d.applyCommitOffsetsBatch(c.CommitOffsetsBatch, index)
+	case *pb.Command_BrokerBudget:
+		return d.applyBrokerBudget(c.BrokerBudget, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)
@@ -96,7 +98,9 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 		}
 	}
 	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID,
-		Endpoints: EndpointsFromPB(c.Endpoints), MetadataVersions: versions}
+		Endpoints: EndpointsFromPB(c.Endpoints), MetadataVersions: versions,
+		// Kept until the new run's heartbeats report its own (BrokerBudget).
+		MaxPartitions: old.MaxPartitions}
 	d.putBroker(b)
 	if exists {
 		d.moveAwayFrom(c.BrokerId, false, lostData(old, c.DirectoryId))
@@ -262,6 +266,11 @@ func (d *draft) applyCreateTopic(c *pb.CreateTopic, _ uint64) any {
 	if err != nil {
 		return err
 	}
+	if err := checkBudgets(d.img, c.Name, replicasOf(parts)); err != nil {
+		// The controller checked it too, but two requests planned on
+		// the same image may each fit where both do not.
+		return err
+	}
 	t := &TopicInfo{Name: c.Name, ID: c.TopicId, Partitions: parts, Configs: maps.Clone(c.Configs)}
 	if t.Configs == nil {
 		t.Configs = map[string]string{}
@@ -386,6 +395,9 @@ func (d *draft) applyCreatePartitions(c *pb.CreatePartitions, _ uint64) any {
 	}
 	parts, err := partitionsFrom(c.Topic, int32(len(t0.Partitions)), c.Partitions)
 	if err != nil {
+		return err
+	}
+	if err := checkBudgets(d.img, c.Topic, replicasOf(parts)); err != nil {
 		return err
 	}
 	t, _ := d.topic(c.Topic)

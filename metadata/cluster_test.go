@@ -270,14 +270,14 @@ func (b *fakeBroker) beat() {
 		b.mu.Unlock()
 		err := errors.New("unregistered")
 		if epoch != 0 {
-			err = n.Ctl().Heartbeat(ctx, b.info.ID, b.info.Incarnation, epoch)
+			err = n.Ctl().Heartbeat(ctx, b.info.ID, b.info.Incarnation, epoch, b.info.MaxPartitions)
 		}
 		if err != nil && !errors.Is(err, ErrNotController) && !errors.Is(err, ErrNoQuorum) && !errors.Is(err, ErrShutdown) {
 			if e, rerr := n.Ctl().RegisterBroker(ctx, b.info); rerr == nil {
 				b.mu.Lock()
 				b.epoch = e
 				b.mu.Unlock()
-				_ = n.Ctl().Heartbeat(ctx, b.info.ID, b.info.Incarnation, e)
+				_ = n.Ctl().Heartbeat(ctx, b.info.ID, b.info.Incarnation, e, b.info.MaxPartitions)
 			}
 		}
 	}
@@ -461,13 +461,13 @@ func TestControllerFencesSilentBroker(t *testing.T) {
 	if err != nil || epoch <= b.Epoch {
 		t.Fatalf("re-register: epoch %d (was %d), %v", epoch, b.Epoch, err)
 	}
-	if err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, b.Epoch); !errors.Is(err, ErrFencedBroker) {
+	if err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, b.Epoch, 0); !errors.Is(err, ErrFencedBroker) {
 		t.Fatalf("heartbeat of an old epoch: %v", err)
 	}
-	if err := ctl.Ctl().Heartbeat(context.Background(), 42, "x", 1); !errors.Is(err, ErrUnknownBroker) {
+	if err := ctl.Ctl().Heartbeat(context.Background(), 42, "x", 1, 0); !errors.Is(err, ErrUnknownBroker) {
 		t.Fatalf("heartbeat of an unknown broker: %v", err)
 	}
-	if err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, epoch); err != nil {
+	if err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, epoch, 0); err != nil {
 		t.Fatalf("heartbeat after re-registration: %v", err)
 	}
 	if nb, _ := ctl.Image().Broker(victim); nb.Fenced {

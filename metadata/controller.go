@@ -221,7 +221,8 @@ func (c *Controller) propose(ctx context.Context, cmd *pb.Command) (any, error) 
 }
 
 // CreateTopic places the partitions over the live, unfenced brokers (or
-// uses spec.Assignment) and creates the topic.
+// uses spec.Assignment) and creates the topic; PlanTopic says what it
+// refuses.
 func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo, error) {
 	if err := c.active(ctx); err != nil {
 		return TopicInfo{}, err
@@ -233,25 +234,12 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 		}
 		return TopicInfo{}, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
 	}
-	if spec.Name == "" {
-		return TopicInfo{}, fmt.Errorf("%w: empty topic name", ErrInvalidPartitions)
-	}
-	assign := spec.Assignment
-	if assign == nil {
-		if spec.Partitions < 1 {
-			return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, spec.Partitions)
-		}
-		var err error
-		assign, err = placeReplicas(img.liveBrokers(), 0, spec.Partitions, int(spec.ReplicationFactor), img.PartitionCount())
-		if err != nil {
-			return TopicInfo{}, err
-		}
-	} else if err := checkExplicit(img, assign, spec.Partitions); err != nil {
+	assign, err := PlanTopic(img, spec)
+	if err != nil {
 		return TopicInfo{}, err
 	}
 	id := spec.ID
 	if id == "" {
-		var err error
 		if id, err = NewTopicID(); err != nil {
 			return TopicInfo{}, err
 		}
@@ -278,22 +266,13 @@ func (c *Controller) AlterConfigs(ctx context.Context, topic string, set map[str
 	return err
 }
 
-// CreatePartitions grows a topic to total partitions.
+// CreatePartitions grows a topic to total partitions (see PlanPartitions).
 func (c *Controller) CreatePartitions(ctx context.Context, topic string, total int32) error {
 	if err := c.active(ctx); err != nil {
 		return err
 	}
 	img := c.n.Image()
-	t, ok := img.topics[topic]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
-	}
-	have := int32(len(t.Partitions))
-	if total <= have {
-		return fmt.Errorf("%w: topic %q has %d partitions, asked for %d", ErrInvalidPartitions, topic, have, total)
-	}
-	rf := len(t.Partitions[0].Replicas)
-	assign, err := placeReplicas(img.liveBrokers(), have, total-have, rf, img.PartitionCount())
+	have, assign, err := PlanPartitions(img, topic, total)
 	if err != nil {
 		return err
 	}
@@ -379,7 +358,11 @@ func (c *Controller) logUncleanElections(img *Image, id int32) {
 // registration unfences it. Heartbeats of an old run fail with
 // ErrFencedBroker, of an unknown broker with ErrUnknownBroker: the broker
 // registers again.
-func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64) error {
+//
+// maxPartitions is the broker's partition budget (0: unknown); one that
+// differs from the image's is recorded (BrokerBudget) once metadata.version
+// allows it.
+func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation string, brokerEpoch int64, maxPartitions int32) error {
 	if err := c.active(ctx); err != nil {
 		return err
 	}
@@ -395,6 +378,10 @@ func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation 
 		c.lastSeen[brokerID] = time.Now()
 	}
 	c.mu.Unlock()
+	if err := c.recordBudget(ctx, b, maxPartitions); err != nil {
+		// The session is kept; the next heartbeat tries again.
+		c.n.logger.Warn("cannot record broker partition budget", "broker", brokerID, "max_partitions", maxPartitions, "error", err)
+	}
 	if !b.Fenced {
 		return nil
 	}
@@ -409,6 +396,27 @@ func (c *Controller) Heartbeat(ctx context.Context, brokerID int32, incarnation 
 		}
 	}
 	return err
+}
+
+// recordBudget writes a broker's reported partition budget into the image
+// when it differs from the recorded one and metadata.version has
+// BrokerBudget; below that level no budget is recorded (none is enforced).
+func (c *Controller) recordBudget(ctx context.Context, b BrokerInfo, maxPartitions int32) error {
+	if maxPartitions < 0 || maxPartitions == b.MaxPartitions || c.n.Image().MetadataVersion() < MetadataVersionBrokerBudget {
+		return nil
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_BrokerBudget{BrokerBudget: &pb.BrokerBudget{
+		BrokerId: b.ID, BrokerEpoch: b.Epoch, MaxPartitions: maxPartitions,
+	}}})
+	if err != nil {
+		return err
+	}
+	c.n.logger.Info("recorded broker partition budget", "broker", b.ID, "max_partitions", maxPartitions, "was", b.MaxPartitions)
+	if hosted := c.n.Image().HostedReplicas()[b.ID]; maxPartitions > 0 && hosted > int(maxPartitions) {
+		c.n.logger.Warn("broker hosts more partition replicas than its budget: no new ones are placed on it",
+			"broker", b.ID, "hosted", hosted, "max_partitions", maxPartitions)
+	}
+	return nil
 }
 
 // AlterPartition is a partition leader's ISR change, applied only if its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quirelog/quire/internal/poll"
 	"sync"
 	"testing"
 	"time"
@@ -173,7 +174,7 @@ func TestCoordinatorFailedWriteDropsTheChangesAfterIt(t *testing.T) {
 		_, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m2", time.Time{}))
 		second <- err
 	}()
-	waitFor(t, "the second join to wait for its turn", 30*time.Second, func() bool {
+	poll.True(t, "the second join to wait for its turn", func() bool {
 		ctl.coord.turns.mu.Lock()
 		defer ctl.coord.turns.mu.Unlock()
 		return ctl.coord.turns.next["slow"] == 2

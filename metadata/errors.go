@@ -60,6 +60,10 @@ var (
 	// (or read the groups back); it rebuilds from the log, and the
 	// request may be sent again.
 	ErrNotCoordinator = errors.New("metadata: not the group coordinator")
+	// ErrPartitionBudget: a topic create or partition increase that would
+	// make a broker host more partition replicas than its
+	// max.partitions.per.broker (named in the message with the numbers).
+	ErrPartitionBudget = errors.New("metadata: partition budget exceeded")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

@@ -69,9 +69,14 @@ const (
 	// below this level the controller leaves them out and only the
 	// coordinator fences.
 	MetadataVersionFencedCommits int32 = 8
+	// MetadataVersionBrokerBudget adds BrokerBudget: each broker's
+	// partition budget (max.partitions.per.broker) in the image, which
+	// the controller checks topic creates and partition increases
+	// against. Below it no budget is known and none is enforced.
+	MetadataVersionBrokerBudget int32 = 9
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionFencedCommits
+	LatestMetadataVersion = MetadataVersionBrokerBudget
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -161,6 +166,8 @@ func commandLevel(cmd *pb.Command) int32 {
 			}
 		}
 		return MetadataVersionOffsetBatches
+	case *pb.Command_BrokerBudget:
+		return MetadataVersionBrokerBudget
 	}
 	return 0
 }

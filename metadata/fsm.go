@@ -371,7 +371,8 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
 	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId,
 		Endpoints:        EndpointsFromPB(r.Endpoints),
-		MetadataVersions: VersionRange{Min: r.MinMetadataVersion, Max: r.MaxMetadataVersion}.orBaseline()}
+		MetadataVersions: VersionRange{Min: r.MinMetadataVersion, Max: r.MaxMetadataVersion}.orBaseline(),
+		MaxPartitions:    r.MaxPartitions}
 }
 
 // EndpointsFromPB converts endpoints from their protobuf form (nil for none).
@@ -401,7 +402,8 @@ func EndpointsToPB(in []Endpoint) []*pb.Endpoint {
 func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
 	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID,
 		Endpoints:          EndpointsToPB(b.Endpoints),
-		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max}
+		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max,
+		MaxPartitions: b.MaxPartitions}
 }
 
 func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {

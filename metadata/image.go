@@ -26,6 +26,10 @@ type BrokerInfo struct {
 	// broker's code supports (the zero value: 1 to 1).
 	MetadataVersions VersionRange
 	Endpoints        []Endpoint
+	// MaxPartitions is how many partition replicas (leaders and
+	// followers) the broker can host, as its heartbeats last reported it
+	// (max.partitions.per.broker); 0: unknown, no limit.
+	MaxPartitions int32
 }
 
 // Endpoint is one named listener of a broker and the address it advertises.

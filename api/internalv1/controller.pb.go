@@ -488,10 +488,14 @@ func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
 }
 
 type BrokerHeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	BrokerEpoch   int64                  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Incarnation string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// How many partition replicas the broker can host
+	// (max.partitions.per.broker); 0: unknown. The controller records a
+	// changed value in the metadata image (BrokerBudget).
+	MaxPartitions int32 `protobuf:"varint,4,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -543,6 +547,13 @@ func (x *BrokerHeartbeatRequest) GetIncarnation() string {
 func (x *BrokerHeartbeatRequest) GetBrokerEpoch() int64 {
 	if x != nil {
 		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *BrokerHeartbeatRequest) GetMaxPartitions() int32 {
+	if x != nil {
+		return x.MaxPartitions
 	}
 	return 0
 }
@@ -2375,11 +2386,12 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x15RegisterBrokerRequest\x125\n" +
 	"\x06broker\x18\x01 \x01(\v2\x1d.quire.internal.v1.BrokerInfoR\x06broker\";\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
-	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\"z\n" +
+	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\"\xa1\x01\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12!\n" +
-	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\"@\n" +
+	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12%\n" +
+	"\x0emax_partitions\x18\x04 \x01(\x05R\rmaxPartitions\"@\n" +
 	"\x17BrokerHeartbeatResponse\x12%\n" +
 	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex\"\xdc\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +

@@ -25,7 +25,7 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 16 (20-23 are taken by the security commands).
+// removed command `reserved`. Next free number: 18 (20-23 are taken by the security commands).
 //
 // Every command needs a metadata.version feature level (metadata/features.go
 // lists them): 1 for the commands 1-13, 2 for allocate_producer_ids and
@@ -57,6 +57,7 @@ type Command struct {
 	//	*Command_CreateAcls
 	//	*Command_DeleteAcls
 	//	*Command_CommitOffsetsBatch
+	//	*Command_BrokerBudget
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -279,6 +280,15 @@ func (x *Command) GetCommitOffsetsBatch() *CommitOffsetsBatch {
 	return nil
 }
 
+func (x *Command) GetBrokerBudget() *BrokerBudget {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_BrokerBudget); ok {
+			return x.BrokerBudget
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -364,6 +374,11 @@ type Command_CommitOffsetsBatch struct {
 	CommitOffsetsBatch *CommitOffsetsBatch `protobuf:"bytes,16,opt,name=commit_offsets_batch,json=commitOffsetsBatch,proto3,oneof"`
 }
 
+type Command_BrokerBudget struct {
+	// metadata.version 7: a broker's partition budget.
+	BrokerBudget *BrokerBudget `protobuf:"bytes,17,opt,name=broker_budget,json=brokerBudget,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -403,6 +418,8 @@ func (*Command_CreateAcls) isCommand_Cmd() {}
 func (*Command_DeleteAcls) isCommand_Cmd() {}
 
 func (*Command_CommitOffsetsBatch) isCommand_Cmd() {}
+
+func (*Command_BrokerBudget) isCommand_Cmd() {}
 
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
@@ -1567,6 +1584,71 @@ func (x *FeatureLevel) GetLevel() int32 {
 	return 0
 }
 
+// BrokerBudget records how many partition replicas (leaders and followers)
+// a broker can host (its max.partitions.per.broker), as its heartbeats
+// report it. The controller refuses a topic create or partition increase
+// that would place more on it. 0: unknown, no limit. It needs
+// metadata.version 7; a stale broker epoch is refused.
+type BrokerBudget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	MaxPartitions int32                  `protobuf:"varint,3,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerBudget) Reset() {
+	*x = BrokerBudget{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerBudget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerBudget) ProtoMessage() {}
+
+func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerBudget.ProtoReflect.Descriptor instead.
+func (*BrokerBudget) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BrokerBudget) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *BrokerBudget) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *BrokerBudget) GetMaxPartitions() int32 {
+	if x != nil {
+		return x.MaxPartitions
+	}
+	return 0
+}
+
 // AllocateProducerIds hands a broker the next block of producer ids
 // (KRaft's ProducerIdsRecord), for idempotent producers. It needs
 // metadata.version 2. broker_epoch must be the broker's current one.
@@ -1580,7 +1662,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1674,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1687,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -1638,7 +1720,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1732,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1745,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -1690,7 +1772,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1784,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1797,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -1830,7 +1912,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1924,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1937,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -1893,7 +1975,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1987,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2000,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -2001,7 +2083,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2095,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2108,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -2088,7 +2170,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2182,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2195,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -2149,7 +2231,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2243,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2256,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -2215,7 +2297,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2309,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2322,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -2268,7 +2350,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2362,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2375,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -2326,7 +2408,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2420,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2433,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -2376,7 +2458,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2470,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2483,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -2445,13 +2527,15 @@ type BrokerRecord struct {
 	// The metadata.version range it registered with (see RegisterBroker).
 	MinMetadataVersion int32 `protobuf:"varint,9,opt,name=min_metadata_version,json=minMetadataVersion,proto3" json:"min_metadata_version,omitempty"`
 	MaxMetadataVersion int32 `protobuf:"varint,10,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Its partition budget (BrokerBudget); 0: unknown, no limit.
+	MaxPartitions int32 `protobuf:"varint,11,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2547,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2560,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -2549,6 +2633,13 @@ func (x *BrokerRecord) GetMaxMetadataVersion() int32 {
 	return 0
 }
 
+func (x *BrokerRecord) GetMaxPartitions() int32 {
+	if x != nil {
+		return x.MaxPartitions
+	}
+	return 0
+}
+
 type TopicRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2561,7 +2652,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2664,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2677,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -2632,7 +2723,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2735,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2748,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -2726,7 +2817,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +2829,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +2842,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -2820,7 +2911,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +2923,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +2936,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -2900,7 +2991,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3003,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3016,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -2945,7 +3036,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3048,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3061,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -2996,7 +3087,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3099,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3112,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -3076,7 +3167,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3179,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3192,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -3121,7 +3212,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3224,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3237,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -3160,7 +3251,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xac\f\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xf4\f\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -3184,7 +3275,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"createAcls\x12@\n" +
 	"\vdelete_acls\x18\x17 \x01(\v2\x1d.quire.internal.v1.DeleteAclsH\x00R\n" +
 	"deleteAcls\x12Y\n" +
-	"\x14commit_offsets_batch\x18\x10 \x01(\v2%.quire.internal.v1.CommitOffsetsBatchH\x00R\x12commitOffsetsBatchB\x05\n" +
+	"\x14commit_offsets_batch\x18\x10 \x01(\v2%.quire.internal.v1.CommitOffsetsBatchH\x00R\x12commitOffsetsBatch\x12F\n" +
+	"\rbroker_budget\x18\x11 \x01(\v2\x1f.quire.internal.v1.BrokerBudgetH\x00R\fbrokerBudgetB\x05\n" +
 	"\x03cmd\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
@@ -3272,7 +3364,11 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x13committed_before_ms\x18\x02 \x01(\x03R\x11committedBeforeMs\"8\n" +
 	"\fFeatureLevel\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05level\x18\x02 \x01(\x05R\x05level\"U\n" +
+	"\x05level\x18\x02 \x01(\x05R\x05level\"u\n" +
+	"\fBrokerBudget\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12%\n" +
+	"\x0emax_partitions\x18\x03 \x01(\x05R\rmaxPartitions\"U\n" +
 	"\x13AllocateProducerIds\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"H\n" +
@@ -3337,7 +3433,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\v2#.quire.internal.v1.GroupEpochRecordR\x05epoch\x12@\n" +
 	"\amembers\x18\x02 \x03(\v2&.quire.internal.v1.GroupMemberMetadataR\amembers\x12J\n" +
 	"\vassignments\x18\x03 \x03(\v2(.quire.internal.v1.GroupMemberAssignmentR\vassignments\x12@\n" +
-	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\x87\x03\n" +
+	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xae\x03\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3349,7 +3445,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\tendpoints\x18\b \x03(\v2\x1b.quire.internal.v1.EndpointR\tendpoints\x120\n" +
 	"\x14min_metadata_version\x18\t \x01(\x05R\x12minMetadataVersion\x120\n" +
 	"\x14max_metadata_version\x18\n" +
-	" \x01(\x05R\x12maxMetadataVersion\"\xe8\x01\n" +
+	" \x01(\x05R\x12maxMetadataVersion\x12%\n" +
+	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
@@ -3419,7 +3516,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
 	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
@@ -3439,32 +3536,33 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*CommitOffsetsBatch)(nil),    // 15: quire.internal.v1.CommitOffsetsBatch
 	(*DeleteGroup)(nil),           // 16: quire.internal.v1.DeleteGroup
 	(*FeatureLevel)(nil),          // 17: quire.internal.v1.FeatureLevel
-	(*AllocateProducerIds)(nil),   // 18: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 19: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 20: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 21: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 22: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 23: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 24: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 25: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 26: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 27: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 28: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 29: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 30: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 31: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 32: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 33: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 34: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 35: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 36: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 37: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 38: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 39: quire.internal.v1.DeleteAcls
-	nil,                           // 40: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 41: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 42: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 43: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*BrokerBudget)(nil),          // 18: quire.internal.v1.BrokerBudget
+	(*AllocateProducerIds)(nil),   // 19: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 20: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 21: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 22: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 23: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 24: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 25: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 26: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 27: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 28: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 29: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 30: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 31: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 32: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 33: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 34: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),  // 35: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 36: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 37: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 38: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 39: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 40: quire.internal.v1.DeleteAcls
+	nil,                           // 41: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 42: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 43: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 44: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -3480,46 +3578,47 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
 	16, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
 	17, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	18, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	19, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	35, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	36, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	38, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	39, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	19, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	20, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	36, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	37, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	39, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	40, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
 	15, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
-	2,  // 20: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 21: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	40, // 22: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	41, // 23: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 24: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 25: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	14, // 26: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	20, // 27: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	22, // 28: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	23, // 29: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	24, // 30: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	25, // 31: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	27, // 32: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	28, // 33: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	21, // 34: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	21, // 35: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	42, // 36: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	21, // 37: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	26, // 38: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	25, // 39: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	22, // 40: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	23, // 41: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	27, // 42: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	2,  // 43: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	43, // 44: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	34, // 45: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	37, // 46: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	37, // 47: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	18, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
+	2,  // 21: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	5,  // 22: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	41, // 23: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	42, // 24: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	5,  // 25: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	13, // 26: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	14, // 27: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	21, // 28: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	23, // 29: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	24, // 30: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	25, // 31: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	26, // 32: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	28, // 33: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	29, // 34: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	22, // 35: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	22, // 36: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	43, // 37: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	22, // 38: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	27, // 39: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	26, // 40: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	23, // 41: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	24, // 42: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	28, // 43: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	2,  // 44: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	44, // 45: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	35, // 46: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	38, // 47: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	38, // 48: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -3548,8 +3647,9 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_CreateAcls)(nil),
 		(*Command_DeleteAcls)(nil),
 		(*Command_CommitOffsetsBatch)(nil),
+		(*Command_BrokerBudget)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[20].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[21].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -3563,7 +3663,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -314,7 +314,10 @@ type CreateTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// [a-zA-Z0-9._-], at most 249 characters, not "." or "..".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Unset takes the broker's num.partitions; set, it must be positive.
+	// Unset takes the broker's num.partitions; set, it must be positive and
+	// at most 10000 (INVALID_PARTITIONS). No broker chosen for a replica may
+	// end up hosting more partition replicas than its
+	// max.partitions.per.broker (POLICY_VIOLATION).
 	//
 	// Types that are valid to be assigned to OptionalPartitions:
 	//
@@ -329,7 +332,8 @@ type CreateTopicRequest struct {
 	OptionalReplicationFactor isCreateTopicRequest_OptionalReplicationFactor `protobuf_oneof:"optional_replication_factor"`
 	// Topic configs such as retention.ms; unknown keys are rejected.
 	Configs map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Check the request without creating anything.
+	// Check the request without creating anything: answered as the request
+	// would be.
 	ValidateOnly  bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1171,7 +1175,12 @@ type BrokerDescription struct {
 	Rack    string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	Fenced  bool                   `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// Whether this broker is a metadata quorum voter.
-	Controller    bool `protobuf:"varint,5,opt,name=controller,proto3" json:"controller,omitempty"`
+	Controller bool `protobuf:"varint,5,opt,name=controller,proto3" json:"controller,omitempty"`
+	// The partition replicas (leaders and followers) assigned to it.
+	Partitions int32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// How many it may host (its max.partitions.per.broker, as recorded by
+	// the controller); 0: unknown, no limit.
+	MaxPartitions int32 `protobuf:"varint,7,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1248,20 @@ func (x *BrokerDescription) GetController() bool {
 		return x.Controller
 	}
 	return false
+}
+
+func (x *BrokerDescription) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *BrokerDescription) GetMaxPartitions() int32 {
+	if x != nil {
+		return x.MaxPartitions
+	}
+	return 0
 }
 
 type DescribeConfigsRequest struct {
@@ -1506,9 +1529,14 @@ func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
 type CreatePartitionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// The new total number of partitions; must exceed the current count.
-	TotalCount    int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
-	ValidateOnly  bool  `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// The new total number of partitions; must exceed the current count by
+	// at most 10000 (INVALID_PARTITIONS), and place no more partition
+	// replicas on a broker than its max.partitions.per.broker
+	// (POLICY_VIOLATION).
+	TotalCount int32 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	// Check the request without changing anything: answered as the request
+	// would be.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2291,7 +2319,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x125\n" +
-	"\abrokers\x18\x03 \x03(\v2\x1b.quire.v1.BrokerDescriptionR\abrokers\"\x89\x01\n" +
+	"\abrokers\x18\x03 \x03(\v2\x1b.quire.v1.BrokerDescriptionR\abrokers\"\xd0\x01\n" +
 	"\x11BrokerDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -2299,7 +2327,11 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x05 \x01(\bR\n" +
-	"controller\".\n" +
+	"controller\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x06 \x01(\x05R\n" +
+	"partitions\x12%\n" +
+	"\x0emax_partitions\x18\a \x01(\x05R\rmaxPartitions\".\n" +
 	"\x16DescribeConfigsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"J\n" +
 	"\x17DescribeConfigsResponse\x12/\n" +

@@ -23,7 +23,7 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "info",
-		Short: "Show the brokers and the controller",
+		Short: "Show the brokers, the controller, and each broker's partition replicas and budget",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cl, done, err := connect(g)
@@ -46,9 +46,13 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 				if b.ID == d.ControllerID {
 					id += "*"
 				}
-				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), yesNo(b.Fenced)})
+				budget := "-" // unknown: not enforced
+				if b.MaxPartitions > 0 {
+					budget = fmt.Sprint(b.MaxPartitions)
+				}
+				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), yesNo(b.Fenced), fmt.Sprint(b.Partitions), budget})
 			}
-			return printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED"}, rows)
+			return printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX"}, rows)
 		},
 	})
 	cmd.AddCommand(newFeaturesCmd(g))
