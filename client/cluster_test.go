@@ -201,6 +201,7 @@ type produced struct {
 // and no acknowledged record is lost: every one, before the failure or
 // after, is in the partition's log at its acknowledged offset.
 func TestClientClusterProducerFollowsLeaderChange(t *testing.T) {
+	t.Parallel()
 	t.Run("kill", func(t *testing.T) { testProducerFollowsLeaderChange(t, false) })
 	// A controlled shutdown moves the leaderships first, while the node
 	// still answers: produce requests in flight get NOT_LEADER_OR_FOLLOWER.
@@ -399,6 +400,7 @@ func testProducerFollowsLeaderChange(t *testing.T, controlled bool) {
 // within a deadline, once each: no TOPIC_ALREADY_EXISTS, and the topic the
 // cluster has is the one the client was answered with (same id).
 func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 30*time.Second)
 	ctl := c.WaitController(ctx)
@@ -470,6 +472,7 @@ func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
 // retries (on any node) until its deadline, and the create succeeds once a
 // quorum is back, once.
 func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.MetadataWriteTimeoutMs = 500
 	}))
@@ -524,6 +527,7 @@ func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 // a client seeded with only that node sends every partition's records to
 // its leader.
 func TestClientClusterNotLeaderRouting(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 30*time.Second)
 	c.WaitController(ctx)
@@ -606,6 +610,7 @@ func TestClientClusterNotLeaderRouting(t *testing.T) {
 // kill): records
 // produced to the new leader reach it.
 func TestClientClusterConsumerFollowsLeaderChange(t *testing.T) {
+	t.Parallel()
 	t.Run("stop", func(t *testing.T) { testConsumerFollowsLeaderChange(t, true) })
 	t.Run("kill", func(t *testing.T) { testConsumerFollowsLeaderChange(t, false) })
 }

@@ -17,6 +17,7 @@ import (
 // still buffered, are all delivered by the new leader, none failed, and
 // each is in the log once at the offset it was acknowledged with.
 func TestClientClusterRecordsBeforeLeaderKillAreDelivered(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 60*time.Second)
 	ctl := c.WaitController(ctx)

@@ -87,6 +87,7 @@ func (rb *refusingBroker) ListOffsets(context.Context, *quirev1.ListOffsetsReque
 // same broker, each partition's error is reported once, not the
 // AtCommitted partition's twice.
 func TestConsumerCommittedFailureReportedOnce(t *testing.T) {
+	t.Parallel()
 	rb := startRefusing(t)
 	// No retry within the test: each partition fails once.
 	cl := newClient(t, rb.addr, client.RetryBackoff(time.Hour))
@@ -153,6 +154,7 @@ func unjoin(err error) []error {
 // id fails NewConsumer, with the code a broker would give; Assign reports
 // it once from Poll and assigns nothing.
 func TestConsumerBadGroupIDRefusedUpFront(t *testing.T) {
+	t.Parallel()
 	rb := startRefusing(t)
 	cl := newClient(t, rb.addr)
 	for _, group := range []string{"", strings.Repeat("g", client.MaxGroupIDLen+1), "a\x00b"} {
@@ -224,6 +226,7 @@ func (sc *silentCoordinator) CommitOffsets(ctx context.Context, _ *quirev1.Commi
 // last heard it, could let another member have them; then it joins
 // again.
 func TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds(t *testing.T) {
+	t.Parallel()
 	for _, commitHangs := range []bool{false, true} {
 		t.Run(map[bool]string{false: "idle", true: "commit hangs"}[commitHangs], func(t *testing.T) {
 			testGivesUpPartitions(t, commitHangs)

@@ -51,6 +51,7 @@ func valuesOf(recs []*client.Record, p int32) []string {
 // position; CommitAsync commits in order and reports to its callback,
 // and Close waits for it.
 func TestClusterGroupConsumerControls(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.GroupConsumerSessionTimeoutMs = 3000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100

@@ -135,6 +135,7 @@ func waitSplit(ctx context.Context, t *testing.T, c *testcluster.Cluster, want [
 // the members' own views; every record produced is polled by some
 // member; committed offsets reach the end of every partition.
 func TestClusterGroupConsumerSplits(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.GroupConsumerSessionTimeoutMs = 1000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
@@ -243,6 +244,7 @@ func TestClusterGroupConsumerSplits(t *testing.T) {
 // replaces the second while it runs: the second gives its partitions up
 // and its Poll fails with FENCED_INSTANCE_ID.
 func TestClusterGroupConsumerStatic(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 1, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.GroupConsumerSessionTimeoutMs = 3000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100

@@ -17,6 +17,7 @@ import (
 // started once Close has waited (a sink for a broker a late metadata
 // refresh names, the metadata load of a topic not produced to before).
 func TestProducerCloseRacingProduceAfterFailAll(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -34,6 +34,7 @@ func secureClient(t *testing.T, ctx context.Context, c *testcluster.Cluster, sec
 }
 
 func TestClusterSecureReplicationFailoverAndReadOnlyGroup(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 3, testcluster.TLS(sec), testcluster.Authorizer())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
