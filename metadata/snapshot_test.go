@@ -196,7 +196,7 @@ func TestFSMSnapshotDoesNotStallApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(2 * time.Minute): // a stalled Apply waits for the sink forever
 		close(sink.open)
 		<-persisted
 		snap.Release()
