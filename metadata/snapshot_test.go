@@ -18,6 +18,7 @@ import (
 )
 
 func TestFSMRestoreCorruptSnapshotKeepsStore(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {
@@ -122,6 +123,7 @@ func fileSize(t *testing.T, path string) int64 {
 // the store grows past its mmap meanwhile (bbolt's remap waits for every
 // open read transaction).
 func TestFSMSnapshotDoesNotStallApply(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {
