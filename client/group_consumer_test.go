@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,19 +197,26 @@ type silentCoordinator struct {
 	*refusingBroker
 	session  time.Duration
 	answered chan time.Time // when the join was answered
-	rejoined chan struct{}
-	joins    int
+	rejoined chan struct{}  // closed at the second join
+	mu       sync.Mutex
+	joins    int // a member whose session ran out again joins a third time
 }
 
 func (sc *silentCoordinator) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	if in.MemberEpoch == 0 {
-		if sc.joins++; sc.joins == 1 {
+		sc.mu.Lock()
+		sc.joins++
+		joins := sc.joins
+		sc.mu.Unlock()
+		if joins == 1 {
 			defer func() { sc.answered <- time.Now() }()
 			return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: in.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 100,
 				SessionTimeoutMs: int32(sc.session.Milliseconds()),
 				Assignment:       &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "rt", Partitions: []int32{0, 1}}}}}, nil
 		}
-		close(sc.rejoined)
+		if joins == 2 {
+			close(sc.rejoined)
+		}
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()

@@ -219,8 +219,11 @@ func (s *swallowingStream) RecvMsg(any) error {
 func TestProducerIdempotentUnknownOutcome(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
-	cl := newClient(t, b.Addr(), swallowResponses{}.opt(), client.DeliveryTimeout(time.Second), client.RequestTimeout(100*time.Millisecond))
-	createTopic(t, cl, "unknown", 1)
+	// Timeouts a loaded machine does not run out on the calls that are
+	// answered (the client's first metadata, the create): only the
+	// swallowed produce runs them out.
+	cl := newClient(t, b.Addr(), swallowResponses{}.opt(), client.DeliveryTimeout(5*time.Second), client.RequestTimeout(2*time.Second))
+	createTopic(t, newClient(t, b.Addr()), "unknown", 1)
 	err := cl.ProduceSync(testCtx(t), &client.Record{Topic: "unknown", Partition: 0, Value: []byte("v")})
 	if !errors.Is(err, client.ErrUnknownOutcome) {
 		t.Fatalf("got %v, want ErrUnknownOutcome", err)
