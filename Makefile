@@ -13,7 +13,7 @@ PKGS      := ./...
 TEST_TIMEOUT ?= 12m
 FUZZTIME  ?= 20s
 
-.PHONY: all build run test unit e2e e2e-python compose image vet bench perf chaos chaos-bin fuzz proto verify docs tools clean
+.PHONY: all build run test unit e2e e2e-python compose image vet bench perf chaos chaos-bin fuzz stress proto verify docs tools clean
 
 all: build
 
@@ -105,6 +105,15 @@ chaos-bin:
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+# A package's tests COUNT times with -race under a busy loop on every
+# core, printing the tests that failed (docs/testing.md):
+# make stress PKG=./testcluster COUNT=5 [RUN=regexp].
+PKG   ?= ./testcluster
+COUNT ?= 5
+RUN   ?=
+stress:
+	PKG="$(PKG)" COUNT="$(COUNT)" RUN="$(RUN)" GO="$(GO)" scripts/stress.sh
 
 # api/ from proto/: internal/protogen compiles the protos and runs the
 # pinned protoc-gen-go and protoc-gen-go-grpc from ./bin.

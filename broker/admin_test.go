@@ -16,6 +16,7 @@ import (
 )
 
 func TestBrokerHealthAndReflection(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	hr, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
@@ -46,6 +47,7 @@ func TestBrokerHealthAndReflection(t *testing.T) {
 }
 
 func TestAdminCreateDescribeListTopics(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	td := createTopic(t, c, "orders", 3, map[string]string{"retention.ms": "60000"})
@@ -105,6 +107,7 @@ func TestAdminCreateDescribeListTopics(t *testing.T) {
 }
 
 func TestAdminCreateTopicBadInput(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	long := strings.Repeat("a", 250)
@@ -145,6 +148,7 @@ func TestAdminCreateTopicBadInput(t *testing.T) {
 }
 
 func TestAdminDeleteTopic(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, noAutoCreate)
 	ctx := ctxT(t)
 	createTopic(t, c, "gone", 2, nil)
@@ -168,6 +172,7 @@ func TestAdminDeleteTopic(t *testing.T) {
 }
 
 func TestAdminConfigs(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, func(cfg *broker.Config) { cfg.LogRetentionBytes = 1 << 30 })
 	ctx := ctxT(t)
 	createTopic(t, c, "cfg", 1, map[string]string{"segment.bytes": "1048576"})
@@ -229,6 +234,7 @@ func TestAdminConfigs(t *testing.T) {
 }
 
 func TestAdminCreatePartitions(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "grow", 1, nil)
@@ -249,6 +255,7 @@ func TestAdminCreatePartitions(t *testing.T) {
 }
 
 func TestAdminDescribeClusterAndMetadata(t *testing.T) {
+	t.Parallel()
 	b, c := start(t, noAutoCreate)
 	ctx := ctxT(t)
 	dc, err := c.admin.DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
@@ -278,6 +285,7 @@ func TestAdminDescribeClusterAndMetadata(t *testing.T) {
 }
 
 func TestAdminMetadataAutoCreate(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	md, err := c.meta.GetMetadata(ctxT(t), &quirev1.GetMetadataRequest{Topics: []string{"fresh"}, AllowAutoTopicCreation: true})
 	if err != nil {
@@ -293,6 +301,7 @@ func TestAdminMetadataAutoCreate(t *testing.T) {
 // once, and asked for one the broker's image has not reached waits, then
 // refuses with REQUEST_TIMED_OUT (retriable: ask another broker).
 func TestGetMetadataMinIndex(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	created, err := c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "ryw"})
@@ -317,6 +326,7 @@ func TestGetMetadataMinIndex(t *testing.T) {
 // key a server key (log.retention.ms) is the default of; in CreateTopic
 // and in AlterConfigs, set and deleted alike.
 func TestAdminTopicConfigSuggestsKey(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "hint", 1, nil)

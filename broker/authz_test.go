@@ -14,6 +14,7 @@ import (
 // in requestNeeds: it would need Alter on the cluster (safe, but surely
 // not what was meant), so whoever adds an RPC decides what it needs.
 func TestAuthzEveryPublicCallIsListed(t *testing.T) {
+	t.Parallel()
 	_ = quirev1.File_quire_v1_security_proto // the package's files are registered
 	b := &Broker{}
 	n := 0
@@ -47,6 +48,7 @@ func TestAuthzEveryPublicCallIsListed(t *testing.T) {
 }
 
 func TestAuthzRefusalNamesPrincipalOperationAndResource(t *testing.T) {
+	t.Parallel()
 	b := &Broker{}
 	needs, _ := b.requestNeeds(&quirev1.DeleteGroupRequest{Group: "g1"})
 	if len(needs) != 1 {

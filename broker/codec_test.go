@@ -16,6 +16,7 @@ import (
 // proto, aliases one copy of the message for the records, and falls back
 // to proto for what it does not know.
 func TestServerCodecProduceRequest(t *testing.T) {
+	t.Parallel()
 	acks := int32(-1)
 	reqs := []*quirev1.ProduceRequest{
 		{},

@@ -15,6 +15,7 @@ import (
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md")
 
 func TestBrokerConfigDefaults(t *testing.T) {
+	t.Parallel()
 	c := broker.DefaultConfig()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
@@ -43,6 +44,7 @@ func TestBrokerConfigDefaults(t *testing.T) {
 }
 
 func TestBrokerConfigSources(t *testing.T) {
+	t.Parallel()
 	c := broker.DefaultConfig()
 	file := filepath.Join(t.TempDir(), "quire.yaml")
 	if err := os.WriteFile(file, []byte("num.partitions: 3\nlog.dirs: /data/q\nauto.create.topics.enable: false\nlisteners: PLAINTEXT://127.0.0.1:9999\n"), 0o644); err != nil {
@@ -71,6 +73,7 @@ func TestBrokerConfigSources(t *testing.T) {
 }
 
 func TestBrokerConfigRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	for _, kv := range [][2]string{
 		{"no.such.key", "1"},
 		{"num.partitions", "many"},
@@ -118,6 +121,7 @@ func TestBrokerConfigRejectsBadInput(t *testing.T) {
 // TestBrokerConfigDocs keeps docs/configuration.md equal to the key table;
 // `make docs` rewrites it.
 func TestBrokerConfigDocs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("..", "docs", "configuration.md")
 	want := broker.ConfigMarkdown()
 	if *updateDocs {
@@ -143,6 +147,7 @@ func TestBrokerConfigDocs(t *testing.T) {
 // TestBrokerConfigSuggestsKey: an unknown key names the key it was
 // probably meant to be, a typo's closest key or a topic key's broker key.
 func TestBrokerConfigSuggestsKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ key, want string }{
 		{"num.partition", `unknown key "num.partition"; did you mean num.partitions?`},
 		{"retention.ms", `unknown key "retention.ms"; did you mean log.retention.ms? (retention.ms is a topic config; log.retention.ms is the server's default for it)`},

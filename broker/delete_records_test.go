@@ -17,6 +17,7 @@ import (
 // earliest offset is the new start. Partition problems come back per
 // partition, the others still done; a malformed request fails whole.
 func TestAdminDeleteRecords(t *testing.T) {
+	t.Parallel()
 	b, c := start(t)
 	createTopic(t, c, "dr", 2, nil)
 	createTopic(t, c, "dr2", 1, nil)

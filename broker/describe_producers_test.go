@@ -12,6 +12,7 @@ import (
 // producer's epoch, last sequence, timestamp and last offset, on the
 // partition it wrote only; bad input fails the call with what was wrong.
 func TestAdminDescribeProducers(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "dp", 2, nil)
 	pid := initProducer(t, c, -1, 0).ProducerId

@@ -16,6 +16,7 @@ import (
 )
 
 func TestBrokerDataDirLocked(t *testing.T) {
+	t.Parallel()
 	cfg := brokertest.Config(t)
 	b := brokertest.StartConfig(t, cfg)
 

@@ -17,6 +17,7 @@ import (
 // answers LEADER_NOT_AVAILABLE, retriable, not NOT_LEADER_OR_FOLLOWER
 // naming broker -1; with a leader it names it.
 func TestNoLeaderIsLeaderNotAvailable(t *testing.T) {
+	t.Parallel()
 	none := notLeader("t", 0, -1, 3)
 	if !errors.Is(none, ErrLeaderNotAvailable) || errors.Is(none, ErrNotLeader) {
 		t.Fatalf("no leader: %v", none)
@@ -38,6 +39,7 @@ func TestNoLeaderIsLeaderNotAvailable(t *testing.T) {
 // from storage, wrapped with detail, reach clients as Kafka's codes, not
 // retriable.
 func TestErrorTableProducerSequenceCodes(t *testing.T) {
+	t.Parallel()
 	for err, want := range map[error]quirev1.ErrorCode{
 		storage.ErrOutOfOrderSequence:   quirev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER,
 		storage.ErrInvalidProducerEpoch: quirev1.ErrorCode_INVALID_PRODUCER_EPOCH,

@@ -188,6 +188,7 @@ func exportedSentinels(t *testing.T, dir string) map[string]string {
 // packages in sentinelDirs has no row in the error table: it would reach
 // clients as UNKNOWN_SERVER_ERROR, not retriable, whatever it means.
 func TestErrorTableCoversEverySentinel(t *testing.T) {
+	t.Parallel()
 	parsed := map[string]string{}
 	for _, dir := range sentinelDirs {
 		for name, pos := range exportedSentinels(t, dir) {
@@ -224,6 +225,7 @@ func TestErrorTableCoversEverySentinel(t *testing.T) {
 // about retriability; it is the declaration of its code, in the inline
 // error and in the status detail alike.
 func TestErrorTableRetriabilityIsTheCodes(t *testing.T) {
+	t.Parallel()
 	for _, m := range errorTable {
 		if m.retriable != errcode.Retriable(m.code) {
 			t.Errorf("%v: row retriable=%v, its code %v is declared %v", m.err, m.retriable, m.code, errcode.Retriable(m.code))
@@ -246,6 +248,7 @@ func TestErrorTableRetriabilityIsTheCodes(t *testing.T) {
 // client that this broker no longer leads: NOT_LEADER_OR_FOLLOWER,
 // retriable after a metadata refresh, not UNKNOWN_SERVER_ERROR.
 func TestErrorStaleLogEpochIsNotLeader(t *testing.T) {
+	t.Parallel()
 	log, err := storage.OpenLog(t.TempDir(), "t", 0, storage.DefaultLogConfig(), 0, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +276,7 @@ func TestErrorStaleLogEpochIsNotLeader(t *testing.T) {
 }
 
 func TestBrokerErrorTable(t *testing.T) {
+	t.Parallel()
 	for _, m := range errorTable {
 		e := toError(m.err)
 		if e.Code != m.code || e.Retriable != m.retriable {
@@ -291,6 +295,7 @@ func TestBrokerErrorTable(t *testing.T) {
 // refusals has a code of its own, so a follower told one over the wire
 // recognises it as what it is.
 func TestLeadershipCodesCoverEveryRefusal(t *testing.T) {
+	t.Parallel()
 	if len(leadershipCodes) != len(replica.LeadershipRefusals) {
 		t.Fatalf("%d codes for %d refusals: %v", len(leadershipCodes), len(replica.LeadershipRefusals), leadershipCodes)
 	}

@@ -16,6 +16,7 @@ import (
 // 256 MiB: FetchMaxBytes) gets RESOURCE_EXHAUSTED every time once that
 // much data is there, and never makes progress.
 func TestFetchLargerThanSendLimitIsCapped(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("produces 72 MiB")
 	}
@@ -51,6 +52,7 @@ func TestFetchLargerThanSendLimitIsCapped(t *testing.T) {
 // acknowledged; FetchRecords on that offset then fails on every call, so
 // the partition is stuck for every consumer that decodes on the broker.
 func TestProduceRejectsUnparsableRecords(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "poison", 1, nil)
 	bld := record.NewBuilder(record.None)

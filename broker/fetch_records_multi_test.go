@@ -38,6 +38,7 @@ func multiValues(a *quirev1.FetchRecordsPartitionResult) []string {
 // Several partitions of two topics in one call, each answered in request
 // order with its own records, offsets and errors.
 func TestFetchRecordsMultiPartitions(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, noAutoCreate)
 	ctx := ctxT(t)
 	createTopic(t, c, "ma", 2, nil)
@@ -129,6 +130,7 @@ func equalStrings(a, b []string) bool {
 // appended to any of them, well before max_wait_ms; with nothing appended
 // it answers empty at max_wait_ms, offsets unchanged.
 func TestFetchRecordsMultiLongPollWakesOnAppend(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "lp", 3, nil)
 	produceValues(t, c, "lp", 0, "old")
@@ -170,6 +172,7 @@ func TestFetchRecordsMultiLongPollWakesOnAppend(t *testing.T) {
 }
 
 func TestFetchRecordsMultiBadRequests(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "mbad", 1, nil)

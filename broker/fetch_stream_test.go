@@ -15,6 +15,7 @@ import (
 // batches it sent, answers new records as they arrive, and ends after a
 // partition error.
 func TestFetchStream(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
@@ -76,6 +77,7 @@ func TestFetchStream(t *testing.T) {
 // TestFetchStreamShutdown checks that a waiting stream ends when the
 // broker shuts down rather than holding up its graceful stop.
 func TestFetchStreamShutdown(t *testing.T) {
+	t.Parallel()
 	b, c := start(t)
 	createTopic(t, c, "s", 1, nil)
 	st, err := c.consumer.FetchStream(ctxT(t), &quirev1.FetchRequest{MaxWaitMs: 60000, Partitions: []*quirev1.FetchPartition{{Topic: "s"}}})

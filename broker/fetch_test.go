@@ -33,6 +33,7 @@ func countRecords(t testing.TB, buf []byte) (n int, first, last int64) {
 }
 
 func TestFetchManyPartitions(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "f", 3, nil)
@@ -65,6 +66,7 @@ func TestFetchManyPartitions(t *testing.T) {
 }
 
 func TestFetchErrors(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, noAutoCreate)
 	ctx := ctxT(t)
 	createTopic(t, c, "e", 1, nil)
@@ -109,6 +111,7 @@ func TestFetchErrors(t *testing.T) {
 }
 
 func TestFetchLongPollReturnsWhenDataArrives(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "lp", 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -141,6 +144,7 @@ func TestFetchLongPollReturnsWhenDataArrives(t *testing.T) {
 }
 
 func TestFetchLongPollWaitsForMinBytes(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "mb", 1, nil)
 	produce(t, c, "mb", 0, makeBatch(1, 10, "x"))
@@ -187,6 +191,7 @@ func TestFetchLongPollWaitsForMinBytes(t *testing.T) {
 }
 
 func TestFetchMaxBytes(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "mx", 2, nil)
 	for i := 0; i < 5; i++ {
@@ -223,6 +228,7 @@ func TestFetchMaxBytes(t *testing.T) {
 }
 
 func TestFetchRecordsDecoded(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "d", 1, nil)
@@ -257,6 +263,7 @@ func TestFetchRecordsDecoded(t *testing.T) {
 }
 
 func TestFetchListOffsets(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "lo", 1, nil)
@@ -299,6 +306,7 @@ func TestFetchListOffsets(t *testing.T) {
 }
 
 func TestBrokerRestartKeepsRecords(t *testing.T) {
+	t.Parallel()
 	cfg := brokerConfig(t)
 	b := startConfig(t, cfg)
 	c := dial(t, b)
@@ -328,6 +336,7 @@ func TestBrokerRestartKeepsRecords(t *testing.T) {
 }
 
 func TestBrokerRetentionLoop(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, func(cfg *broker.Config) { cfg.LogRetentionCheckIntervalMs = 20 })
 	createTopic(t, c, "ret", 1, map[string]string{"segment.bytes": "1024", "retention.ms": "1"})
 	for i := 0; i < 5; i++ {

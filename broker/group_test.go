@@ -11,6 +11,7 @@ import (
 )
 
 func TestGroupCommitFetchListDelete(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	g := quirev1.NewGroupsClient(c.conn)
@@ -92,6 +93,7 @@ func equalOffsets(a, b []*quirev1.CommittedOffset) bool {
 }
 
 func TestGroupBadInput(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	g := quirev1.NewGroupsClient(c.conn)

@@ -16,10 +16,12 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/internal/testparallel"
 	"github.com/quirelog/quire/record"
 )
 
 func TestMain(m *testing.M) {
+	testparallel.Raise()
 	goleak.VerifyTestMain(m,
 		// grpc's and glog's package-level goroutines.
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),

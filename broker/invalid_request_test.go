@@ -36,6 +36,7 @@ func wantPermanent(t *testing.T, what string, err error, ec quirev1.ErrorCode) {
 // what is retriable stops at once. An unknown but well-formed topic is the
 // one that stays retriable: it may yet be created.
 func TestErrorInvalidRequestsAreNotRetriable(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, noAutoCreate)
 	ctx := ctxT(t)
 	createTopic(t, c, "inv", 2, nil)

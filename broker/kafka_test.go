@@ -51,6 +51,7 @@ func kafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 // produces to an auto-created topic over the Kafka listener and reads
 // every record back in order, keys, values and headers intact.
 func TestBrokerKafkaProduceConsume(t *testing.T) {
+	t.Parallel()
 	_, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -96,6 +97,7 @@ func TestBrokerKafkaProduceConsume(t *testing.T) {
 // OFFSET_OUT_OF_RANGE, a produce with acks=1 to a topic that cannot be
 // created fails with the broker's reason.
 func TestBrokerKafkaErrors(t *testing.T) {
+	t.Parallel()
 	_, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -133,6 +135,7 @@ func TestBrokerKafkaErrors(t *testing.T) {
 // admin client sends it) moves the log start: the answer's low watermark,
 // and a consumer from the start begins there.
 func TestBrokerKafkaDeleteRecords(t *testing.T) {
+	t.Parallel()
 	_, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -168,6 +171,7 @@ func TestBrokerKafkaDeleteRecords(t *testing.T) {
 // kafka.listener.names names listeners other than the inter-broker one,
 // and not beside TLS or the authorizer.
 func TestBrokerConfigKafkaListenerNames(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		listeners, kafka string
 		tls, authz       bool
@@ -206,6 +210,7 @@ func TestBrokerConfigKafkaListenerNames(t *testing.T) {
 // requests up to Kafka's socket.request.max.bytes (100 MiB), each batch
 // still held to message.max.bytes.
 func TestBrokerKafkaLargeMultiPartitionRequest(t *testing.T) {
+	t.Parallel()
 	b, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -240,6 +245,7 @@ func TestBrokerKafkaLargeMultiPartitionRequest(t *testing.T) {
 // each of the protocols: KIP-848's, the classic one with the cooperative
 // and an eager balancer, and one member of each kind.
 func TestBrokerKafkaConsumerGroup(t *testing.T) {
+	t.Parallel()
 	kip848 := groupProtocol{kgo.ServerSideBalancer(), false}
 	cooperative := groupProtocol{kgo.Balancers(kgo.CooperativeStickyBalancer()), true}
 	eager := groupProtocol{kgo.Balancers(kgo.RangeBalancer()), true}
@@ -469,6 +475,7 @@ func testKafkaConsumerGroup(t *testing.T, protocols ...groupProtocol) {
 // epoch has not moved, and the other member kept its own. Kafka's
 // DescribeGroups shows the instance id.
 func TestBrokerKafkaStaticMember(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		protocol groupProtocol

@@ -12,6 +12,7 @@ import (
 // inter.broker.listener.name accept Kafka's forms and reject the rest with
 // an error naming the key and the problem.
 func TestBrokerConfigListeners(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		listeners, advertised, inter string
 		wantErr                      string // "" = valid

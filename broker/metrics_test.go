@@ -30,6 +30,7 @@ func metricsGet(t *testing.T, addr, path string) (int, string) {
 }
 
 func TestBrokerMetricsListenerServesAndStops(t *testing.T) {
+	t.Parallel()
 	cfg := brokertest.Config(t)
 	cfg.MetricsListen = "127.0.0.1:0"
 	b, err := broker.New(cfg)
@@ -82,6 +83,7 @@ func TestBrokerMetricsListenerServesAndStops(t *testing.T) {
 }
 
 func TestBrokerMetricsPprof(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, func(c *broker.Config) { c.MetricsListen, c.MetricsPprofEnable = "127.0.0.1:0", true })
 	if code, body := metricsGet(t, b.MetricsAddr(), "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Fatalf("/debug/pprof/: %d", code)
@@ -89,6 +91,7 @@ func TestBrokerMetricsPprof(t *testing.T) {
 }
 
 func TestBrokerMetricsListenInUse(t *testing.T) {
+	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +115,7 @@ func TestBrokerMetricsListenInUse(t *testing.T) {
 }
 
 func TestBrokerConfigMetricsListenChecked(t *testing.T) {
+	t.Parallel()
 	c := broker.DefaultConfig()
 	if c.MetricsListen != "" {
 		t.Fatalf("metrics.listen defaults to %q, want off", c.MetricsListen)
@@ -131,6 +135,7 @@ func TestBrokerConfigMetricsListenChecked(t *testing.T) {
 // acks=all append is replicated and acked, the fetch delivers them, and
 // no follower reads any.
 func TestBrokerMetricsQueueTime(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{true, false} {
 		b, c := start(t, func(cfg *broker.Config) { cfg.MetricsListen, cfg.MetricsRequestsEnable = "127.0.0.1:0", on })
 		name := fmt.Sprintf("q%v", on)

@@ -38,6 +38,7 @@ func idemBatch(n int, id int64, epoch int16, seq int32, prefix string) []byte {
 // the epoch of an id it handed out, and gives a new id for one it never
 // did or whose epoch cannot grow.
 func TestProduceInitProducerID(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	a := initProducer(t, c, -1, -1)
 	b := initProducer(t, c, -2, 0)
@@ -72,6 +73,7 @@ func TestProduceInitProducerID(t *testing.T) {
 // Producer ids come from blocks committed in the metadata log: a broker
 // restarted on the same data never hands out an id it handed out before.
 func TestProduceProducerIDsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	cfg := brokerConfig(t)
 	b := startConfig(t, cfg)
 	first := initProducer(t, dial(t, b), -1, -1)
@@ -84,6 +86,7 @@ func TestProduceProducerIDsSurviveRestart(t *testing.T) {
 }
 
 func TestProduceIdempotentNeedsAcksAll(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "idem", 1, nil)
 	pid := initProducer(t, c, -1, -1)
@@ -105,6 +108,7 @@ func TestProduceIdempotentNeedsAcksAll(t *testing.T) {
 // A retried batch gets its original offsets, and the log holds it once;
 // the sequence errors reach the client with their Kafka codes.
 func TestProduceIdempotentSequenceRules(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "idem", 1, nil)
 	pid := initProducer(t, c, -1, -1)
@@ -152,6 +156,7 @@ func recordsRequest(topic string, p int32, id int64, epoch, seq int32, values ..
 // ProduceRecords with a producer id: the same request twice is written
 // once and both answers carry the same offsets.
 func TestProduceRecordsIdempotentRetry(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "plain", 2, nil)
 	pid := initProducer(t, c, -1, -1)
@@ -206,6 +211,7 @@ func TestProduceRecordsIdempotentRetry(t *testing.T) {
 // batches a partition remembers of a producer, so that a retry of it is
 // always recognised.
 func TestProduceRecordsIdempotentBatchLimit(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "small", 1, map[string]string{"max.message.bytes": "2000"})
 	pid := initProducer(t, c, -1, -1)

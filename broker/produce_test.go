@@ -22,6 +22,7 @@ func leo(t testing.TB, c *clients, topic string, p int32) int64 {
 }
 
 func TestProduceAssignsOffsets(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "t", 2, nil)
 	two := append(makeBatch(3, 10, "a"), makeBatch(2, 10, "b")...)
@@ -40,6 +41,7 @@ func TestProduceAssignsOffsets(t *testing.T) {
 }
 
 func TestProduceAcks(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "acks", 1, nil)
@@ -64,6 +66,7 @@ func TestProduceAcks(t *testing.T) {
 }
 
 func TestProduceNotEnoughReplicas(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "isr", 1, map[string]string{"min.insync.replicas": "2"})
 	res := produce(t, c, "isr", 0, makeBatch(2, 10, "x"))
@@ -80,6 +83,7 @@ func TestProduceNotEnoughReplicas(t *testing.T) {
 }
 
 func TestProduceBadBatches(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "bad", 1, map[string]string{"max.message.bytes": "2000"})
 
@@ -119,6 +123,7 @@ func TestProduceBadBatches(t *testing.T) {
 }
 
 func TestProduceUnknownTopicOrPartition(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, noAutoCreate)
 	createTopic(t, c, "known", 1, nil)
 	resp, err := c.producer.Produce(ctxT(t), &quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{
@@ -139,6 +144,7 @@ func TestProduceUnknownTopicOrPartition(t *testing.T) {
 }
 
 func TestProduceAutoCreatesTopic(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	res := produce(t, c, "auto", 0, makeBatch(2, 10, "x"))
 	if res.Error != nil || res.LastOffset != 1 {
@@ -149,6 +155,7 @@ func TestProduceAutoCreatesTopic(t *testing.T) {
 }
 
 func TestProduceStream(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "s", 2, nil)
 	stream, err := c.producer.ProduceStream(ctxT(t))
@@ -205,6 +212,7 @@ func TestProduceStream(t *testing.T) {
 }
 
 func TestProduceRecordsPartitioning(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "pr", 4, nil)
@@ -279,6 +287,7 @@ func TestProduceRecordsPartitioning(t *testing.T) {
 }
 
 func TestProduceRecordsTooLarge(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "small", 1, map[string]string{"max.message.bytes": "200"})
 	resp, err := c.producer.ProduceRecords(ctxT(t), &quirev1.ProduceRecordsRequest{Topic: "small",
@@ -293,6 +302,7 @@ func TestProduceRecordsTooLarge(t *testing.T) {
 }
 
 func TestProduceConcurrentOffsetsAreContiguous(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "conc", 1, nil)
 	const writers, each, per = 4, 25, 3
@@ -340,6 +350,7 @@ func TestProduceConcurrentOffsetsAreContiguous(t *testing.T) {
 // topic's max.message.bytes go in as several batches, all acknowledged
 // with contiguous offsets; a record too large for any batch fails alone.
 func TestProduceRecordsSplitsBatches(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "split", 1, map[string]string{"max.message.bytes": "4096"})

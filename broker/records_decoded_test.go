@@ -83,6 +83,7 @@ func nonNil(b []byte) []byte {
 func sameNullable(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
 func TestRecordsPlainRoundTrip(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "plain", 1, nil)
@@ -160,6 +161,7 @@ func TestRecordsPlainRoundTrip(t *testing.T) {
 // In JSON (grpcurl), a tombstone leaves "value" out while an empty value
 // shows "value": "", also with grpcurl's -emit-defaults.
 func TestRecordsPlainJSON(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	ctx := ctxT(t)
 	createTopic(t, c, "plainjson", 1, nil)
@@ -202,6 +204,7 @@ func TestRecordsPlainJSON(t *testing.T) {
 }
 
 func TestRecordsPlainUnknownFormat(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "plainfmt", 1, nil)
 	_, err := c.consumer.FetchRecords(ctxT(t), &quirev1.FetchRecordsRequest{Topic: "plainfmt", Format: 7})

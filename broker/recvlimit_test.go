@@ -14,6 +14,7 @@ import (
 // quire.v1.Error whose message names the key to raise, for unary and
 // streaming calls alike.
 func TestProduceRequestOverReceiveLimit(t *testing.T) {
+	t.Parallel()
 	_, c := start(t)
 	createTopic(t, c, "huge", 1, nil)
 	value := strings.Repeat("x", 9<<20)

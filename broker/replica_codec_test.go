@@ -35,6 +35,7 @@ func replicaAnswers() []*pb.ReplicaFetchResponse {
 // follower's decoding of proto's encoding is the answer, its records
 // aliasing what was received.
 func TestReplicaCodecRoundTrip(t *testing.T) {
+	t.Parallel()
 	for i, want := range replicaAnswers() {
 		// Records in pooled buffers, as HandleFetch reads them.
 		m := &pooledReplicaFetch{resp: protobuf.Clone(want).(*pb.ReplicaFetchResponse)}

@@ -107,6 +107,7 @@ next:
 // result for every partition, in its order, with the offsets last
 // answered.
 func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
 	l := &sessionLeader{leo: map[group.TopicPartition]int64{}}
 	sess, _ := startFakeLeader(t, l)
 	const n = 20
@@ -221,6 +222,7 @@ func BenchmarkReplicaFetchIdle(b *testing.B) {
 // A leader refuses an incremental fetch it has no session for, and one
 // that forgets or names partitions the session cannot hold.
 func TestLeaderSessionRefusesWhatItCannotApply(t *testing.T) {
+	t.Parallel()
 	part := func(p int32) *pb.ReplicaFetchPartition { return &pb.ReplicaFetchPartition{Topic: "t", Partition: p} }
 	whole := &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0), part(1)}}
 	for _, tc := range []struct {
@@ -256,6 +258,7 @@ func TestLeaderSessionRefusesWhatItCannotApply(t *testing.T) {
 // The session's whole fetch keeps the follower's partitions in place as
 // they change, and drops the forgotten ones.
 func TestLeaderSessionAppliesChanges(t *testing.T) {
+	t.Parallel()
 	s := newLeaderSession()
 	p := func(n int32, off int64) *pb.ReplicaFetchPartition {
 		return &pb.ReplicaFetchPartition{Topic: "t", Partition: n, FetchOffset: off}
@@ -293,6 +296,7 @@ func TestLeaderSessionAppliesChanges(t *testing.T) {
 // is the one it applies), and the follower takes a partition left out
 // as unchanged only after a clean answer.
 func TestFetchSessionAnswersAgainAfterARefusal(t *testing.T) {
+	t.Parallel()
 	leader := newLeaderSession()
 	defer leader.close()
 	var follower followerSession

@@ -146,6 +146,7 @@ func mustFetch(t *testing.T, sess *fetchSession, offset int64) {
 
 // A session sends every fetch over one stream, each answered in turn.
 func TestFetchSessionOneStreamForManyFetches(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{}
 	sess, _ := startFakeLeader(t, l)
 	for off := int64(1); off <= 50; off++ {
@@ -163,6 +164,7 @@ func TestFetchSessionOneStreamForManyFetches(t *testing.T) {
 // that fetch with Canceled and the stream at the leader; the next fetch
 // goes out on a new stream.
 func TestFetchSessionCancelEndsTheFetchNotTheSession(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{blockAt: 7, blocked: make(chan struct{}), streamEnded: make(chan struct{})}
 	sess, _ := startFakeLeader(t, l)
 	mustFetch(t, sess, 6)
@@ -177,7 +179,7 @@ func TestFetchSessionCancelEndsTheFetchNotTheSession(t *testing.T) {
 	}
 	select {
 	case <-l.streamEnded:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the leader's stream did not end when the fetch was cancelled")
 	}
 	mustFetch(t, sess, 8)
@@ -188,6 +190,7 @@ func TestFetchSessionCancelEndsTheFetchNotTheSession(t *testing.T) {
 
 // A deadline bounds a fetch over the stream as it does a call.
 func TestFetchSessionDeadline(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{blockAt: 3, blocked: make(chan struct{}), streamEnded: make(chan struct{})}
 	sess, _ := startFakeLeader(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -202,6 +205,7 @@ func TestFetchSessionDeadline(t *testing.T) {
 // connection replaced) does not fail the next fetch: it goes again on a
 // new stream.
 func TestFetchSessionReusedStreamEndedIsRetried(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{endAfter: 1}
 	sess, _ := startFakeLeader(t, l)
 	for off := int64(1); off <= 3; off++ {
@@ -218,6 +222,7 @@ func TestFetchSessionReusedStreamEndedIsRetried(t *testing.T) {
 // fetch returns as the unary call would; the next fetch opens a new
 // stream.
 func TestFetchSessionRequestErrorIsReturned(t *testing.T) {
+	t.Parallel()
 	l := &fakeLeader{failAt: 2}
 	sess, _ := startFakeLeader(t, l)
 	mustFetch(t, sess, 1)
@@ -237,6 +242,7 @@ func TestFetchSessionRequestErrorIsReturned(t *testing.T) {
 // A leader without ReplicaFetchStream (an older version) is fetched from
 // with unary calls, without asking for the stream on every fetch.
 func TestFetchSessionFallsBackToUnary(t *testing.T) {
+	t.Parallel()
 	l := &unaryOnlyLeader{}
 	sess, streamCalls := startFakeLeader(t, l)
 	for off := int64(1); off <= 5; off++ {
@@ -289,6 +295,7 @@ func (noPeers) ReplicaFetch(context.Context, int32, *replica.FetchRequest) (*rep
 // followers' fetches move the HW) until its server drains; only then does
 // it end each stream at its next fetch.
 func TestReplicaFetchStreamServesUntilTheDrain(t *testing.T) {
+	t.Parallel()
 	rm, err := replica.New(replica.Config{NodeID: 1, Logs: noLogs{}, Controller: noController{}, Brokers: noRegistrations{},
 		Peers: noPeers{}, Fetch: replica.FetchConfig{MaxWait: time.Second, Backoff: time.Second}, MaxFetchResponseBytes: 1 << 20})
 	if err != nil {
@@ -318,6 +325,7 @@ func TestReplicaFetchStreamServesUntilTheDrain(t *testing.T) {
 // Each fetch over the stream counts as a ReplicaFetch call in the
 // request metrics, with its own code, as over the unary call.
 func TestReplicaFetchStreamCountsEachFetch(t *testing.T) {
+	t.Parallel()
 	rm, err := replica.New(replica.Config{NodeID: 1, Logs: noLogs{}, Controller: noController{}, Brokers: noRegistrations{},
 		Peers: noPeers{}, Fetch: replica.FetchConfig{MaxWait: time.Second, Backoff: time.Second}, MaxFetchResponseBytes: 1 << 20})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestSecurityConfigRefusesHalfSettings(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		set  map[string]string
@@ -52,6 +53,7 @@ func TestSecurityConfigRefusesHalfSettings(t *testing.T) {
 }
 
 func TestSecurityMissingCertificateStopsNew(t *testing.T) {
+	t.Parallel()
 	c := broker.DevConfig(t.TempDir())
 	c.Security.TLSCertFile, c.Security.TLSKeyFile = "/nonexistent/cert.pem", "/nonexistent/key.pem"
 	if _, err := broker.New(c); !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), "cert.pem") {
@@ -78,6 +80,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestSecurityWarnsOfOpenNonLoopbackListeners(t *testing.T) {
+	t.Parallel()
 	const warning = "without TLS or authorization"
 	cases := []struct {
 		listen string

@@ -7,6 +7,7 @@ import (
 )
 
 func TestBrokerConfigRetentionPrecedence(t *testing.T) {
+	t.Parallel()
 	c := DefaultConfig()
 	if got := c.retentionMs(); got != 168*3600*1000 {
 		t.Fatalf("hours: %d", got)

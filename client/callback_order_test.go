@@ -56,6 +56,7 @@ func leaderGivenUp(t *testing.T, produce func(cl *client.Client)) (*client.Clien
 // is acknowledged by the new leader. Its callback waits for the first one
 // to return: callbacks of a partition run in order, never two at once.
 func TestProducerCallbacksOfAPartitionRunOneAtATime(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var inFirst, secondStarted, overlap atomic.Bool
 	firstCalled := make(chan error, 1)
@@ -111,6 +112,7 @@ func TestProducerCallbacksOfAPartitionRunOneAtATime(t *testing.T) {
 // does), which needs a metadata refresh. It is delivered: the callback
 // does not run where it would hold the metadata refresh up.
 func TestProducerCallbackOfAGivenUpRecordMayProduceToANewTopic(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	rerouted := make(chan error, 1)
 	leaderGivenUp(t, func(cl *client.Client) {
@@ -144,6 +146,7 @@ func TestProducerCallbackOfAGivenUpRecordMayProduceToANewTopic(t *testing.T) {
 // record the request was made of, and the record fails with
 // ErrUnknownOutcome (without idempotence) once the request is out.
 func TestProducerGivesUpARequestBeingSentWithoutTouchingItsBatches(t *testing.T) {
+	t.Parallel()
 	a, b := scriptedPair(t)
 	a.set(1, false, 1)
 	b.set(1, false, 1)

@@ -18,6 +18,7 @@ import (
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/internal/testparallel"
 	"github.com/quirelog/quire/record"
 )
 
@@ -26,6 +27,7 @@ import (
 var exampleAddr string
 
 func TestMain(m *testing.M) {
+	testparallel.Raise()
 	dir, err := os.MkdirTemp("", "quire-client-example")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -64,8 +66,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testCtx bounds a whole test: only to stop a hang, far above what the
+// slowest takes on a loaded machine with other tests running beside it.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -142,12 +146,14 @@ func rawBatches(t *testing.T, addr, topic string, p int32) []record.Header {
 }
 
 func TestClientNeedsSeeds(t *testing.T) {
+	t.Parallel()
 	if _, err := client.New(context.Background()); !errors.Is(err, client.ErrNoBrokers) {
 		t.Fatalf("New without seeds: %v, want ErrNoBrokers", err)
 	}
 }
 
 func TestClientUnreachableSeedFails(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if _, err := client.New(ctx, client.SeedBrokers("127.0.0.1:1")); err == nil {
@@ -156,6 +162,7 @@ func TestClientUnreachableSeedFails(t *testing.T) {
 }
 
 func TestClientAdminTopicLifecycle(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr())
 	ctx := testCtx(t)
@@ -247,6 +254,7 @@ func TestClientAdminTopicLifecycle(t *testing.T) {
 // rather than retrying until the delivery timeout; EnsureTopic likewise,
 // and creates the topic on a broker that allows it.
 func TestClientUnknownTopicDefinitive(t *testing.T) {
+	t.Parallel()
 	off := brokertest.Start(t, func(c *broker.Config) { c.AutoCreateTopicsEnable = false })
 	cl := newClient(t, off.Addr(), client.AllowAutoTopicCreation(), client.DeliveryTimeout(50*time.Second))
 	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)

@@ -30,7 +30,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
@@ -201,6 +200,7 @@ type produced struct {
 // and no acknowledged record is lost: every one, before the failure or
 // after, is in the partition's log at its acknowledged offset.
 func TestClientClusterProducerFollowsLeaderChange(t *testing.T) {
+	t.Parallel()
 	t.Run("kill", func(t *testing.T) { testProducerFollowsLeaderChange(t, false) })
 	// A controlled shutdown moves the leaderships first, while the node
 	// still answers: produce requests in flight get NOT_LEADER_OR_FOLLOWER.
@@ -209,7 +209,7 @@ func TestClientClusterProducerFollowsLeaderChange(t *testing.T) {
 
 func testProducerFollowsLeaderChange(t *testing.T, controlled bool) {
 	c := testcluster.New(t, 3)
-	ctx := clusterCtx(t, 40*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
 	cl := clusterClient(t, c, nil, client.RequiredAcks(client.AllISRAcks),
 		client.RecordPartitioner(client.ManualPartitioner()), client.MaxBufferedBytes(64<<10))
@@ -399,8 +399,9 @@ func testProducerFollowsLeaderChange(t *testing.T, controlled bool) {
 // within a deadline, once each: no TOPIC_ALREADY_EXISTS, and the topic the
 // cluster has is the one the client was answered with (same id).
 func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
-	ctx := clusterCtx(t, 30*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
 	var calls callLog
 	cl := clusterClient(t, c, nil, calls.opt())
@@ -470,10 +471,13 @@ func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
 // retries (on any node) until its deadline, and the create succeeds once a
 // quorum is back, once.
 func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
-	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.MetadataWriteTimeoutMs = 500
-	}))
-	ctx := clusterCtx(t, 30*time.Second)
+	t.Parallel()
+	// The harness's write timeout (3 s), not a shorter one: a write that
+	// times out may still commit, and one that took longer than that once
+	// the quorum is back (a loaded machine) is retried and answered
+	// TOPIC_ALREADY_EXISTS.
+	c := testcluster.New(t, 3)
+	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
 	var calls callLog
 	cl := clusterClient(t, c, nil, calls.opt())
@@ -484,7 +488,7 @@ func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 	var d *client.TopicDescription
 	created := make(chan error, 1)
 	go func() {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		var err error
 		d, err = cl.CreateTopic(cctx, client.TopicSpec{Name: "after-quorum", Partitions: 1, ReplicationFactor: 1})
@@ -524,8 +528,9 @@ func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 // a client seeded with only that node sends every partition's records to
 // its leader.
 func TestClientClusterNotLeaderRouting(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
-	ctx := clusterCtx(t, 30*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	c.WaitController(ctx)
 	const topic, parts = "routing", 3
 	setup := clusterClient(t, c, nil)
@@ -606,13 +611,14 @@ func TestClientClusterNotLeaderRouting(t *testing.T) {
 // kill): records
 // produced to the new leader reach it.
 func TestClientClusterConsumerFollowsLeaderChange(t *testing.T) {
+	t.Parallel()
 	t.Run("stop", func(t *testing.T) { testConsumerFollowsLeaderChange(t, true) })
 	t.Run("kill", func(t *testing.T) { testConsumerFollowsLeaderChange(t, false) })
 }
 
 func testConsumerFollowsLeaderChange(t *testing.T, controlled bool) {
 	c := testcluster.New(t, 3)
-	ctx := clusterCtx(t, 30*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
 	var calls callLog
 	cl := clusterClient(t, c, nil, calls.opt(), client.RequiredAcks(client.LeaderAck),

@@ -15,6 +15,7 @@ import (
 // (copied) and large (referenced) record sections, and that the record
 // buffers count as held until gRPC frees them.
 func TestEncodeProduceIsProto(t *testing.T) {
+	t.Parallel()
 	mk := func(n, size int) *pbatch {
 		b := &pbatch{b: record.NewBuilder(record.None)}
 		for i := 0; i < n; i++ {

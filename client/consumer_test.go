@@ -29,6 +29,7 @@ func produceTimed(t *testing.T, cl *client.Client, topic string, n int, base tim
 }
 
 func TestConsumerStartPositions(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.FetchMaxWait(50*time.Millisecond))
 	createTopic(t, cl, "pos", 1)
@@ -75,6 +76,7 @@ func TestConsumerStartPositions(t *testing.T) {
 }
 
 func TestConsumerOutOfRangeResetsToStart(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
 	createTopic(t, cl, "oor", 1)
@@ -88,6 +90,7 @@ func TestConsumerOutOfRangeResetsToStart(t *testing.T) {
 // TestConsumerOutOfRangeResetNone: with ConsumeResetNone an offset past
 // the end is reported with the valid range, not silently moved.
 func TestConsumerOutOfRangeResetNone(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.ConsumeResetNone())
 	createTopic(t, cl, "oornone", 1)
@@ -107,6 +110,7 @@ func TestConsumerOutOfRangeResetNone(t *testing.T) {
 // TestConsumerOutOfRangeResetLatest: ConsumeResetOffset(AtEnd) restarts
 // past every record kept.
 func TestConsumerOutOfRangeResetLatest(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.ConsumeResetOffset(client.AtEnd()))
 	createTopic(t, cl, "oorlatest", 1)
@@ -132,6 +136,7 @@ func TestConsumerOutOfRangeResetLatest(t *testing.T) {
 }
 
 func TestConsumerFollowsAndPipelines(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RequiredAcks(client.LeaderAck), client.BatchMaxBytes(16<<10),
 		client.FetchMaxPartitionBytes(32<<10))
@@ -170,6 +175,7 @@ func TestConsumerFollowsAndPipelines(t *testing.T) {
 }
 
 func TestConsumerUnknownPartitionReported(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr())
 	if _, err := cl.ListOffsets(testCtx(t), "nope", client.AtEnd()); err == nil {

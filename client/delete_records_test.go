@@ -14,6 +14,7 @@ import (
 // start, or why not; an unknown topic is answered at once, not retried
 // until the deadline; nothing to delete is refused by the client.
 func TestClientDeleteRecords(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
 	ctx := testCtx(t)

@@ -15,6 +15,7 @@ import (
 // the code's declared retriability, whatever flag came with it; only a code
 // this client does not know falls back on the flag.
 func TestClientRetriesWhatTheCodeDeclares(t *testing.T) {
+	t.Parallel()
 	for v, name := range quirev1.ErrorCode_name {
 		c := quirev1.ErrorCode(v)
 		if c == quirev1.ErrorCode_NONE {

@@ -17,8 +17,9 @@ import (
 // still buffered, are all delivered by the new leader, none failed, and
 // each is in the log once at the offset it was acknowledged with.
 func TestClientClusterRecordsBeforeLeaderKillAreDelivered(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
-	ctx := clusterCtx(t, 60*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
 	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()),
 		client.DeliveryTimeout(30*time.Second), client.RequestTimeout(2*time.Second))

@@ -13,6 +13,7 @@ import (
 // TestFetchCodec checks that the hand decoder agrees with proto, and falls
 // back to proto for what it does not know.
 func TestFetchCodec(t *testing.T) {
+	t.Parallel()
 	resps := []*quirev1.FetchResponse{
 		{},
 		{Partitions: []*quirev1.FetchPartitionResult{{}}},

@@ -14,6 +14,7 @@ import (
 // client's hand decoder) while records are still being produced, and
 // checks every record in order, values kept across polls.
 func TestConsumerStreamsManyResponses(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()),
 		client.FetchMaxWait(20*time.Millisecond), client.FetchMaxPartitionBytes(8<<10), client.Linger(time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +88,7 @@ func (rb *refusingBroker) ListOffsets(context.Context, *quirev1.ListOffsetsReque
 // same broker, each partition's error is reported once, not the
 // AtCommitted partition's twice.
 func TestConsumerCommittedFailureReportedOnce(t *testing.T) {
+	t.Parallel()
 	rb := startRefusing(t)
 	// No retry within the test: each partition fails once.
 	cl := newClient(t, rb.addr, client.RetryBackoff(time.Hour))
@@ -153,6 +155,7 @@ func unjoin(err error) []error {
 // id fails NewConsumer, with the code a broker would give; Assign reports
 // it once from Poll and assigns nothing.
 func TestConsumerBadGroupIDRefusedUpFront(t *testing.T) {
+	t.Parallel()
 	rb := startRefusing(t)
 	cl := newClient(t, rb.addr)
 	for _, group := range []string{"", strings.Repeat("g", client.MaxGroupIDLen+1), "a\x00b"} {
@@ -194,19 +197,26 @@ type silentCoordinator struct {
 	*refusingBroker
 	session  time.Duration
 	answered chan time.Time // when the join was answered
-	rejoined chan struct{}
-	joins    int
+	rejoined chan struct{}  // closed at the second join
+	mu       sync.Mutex
+	joins    int // a member whose session ran out again joins a third time
 }
 
 func (sc *silentCoordinator) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	if in.MemberEpoch == 0 {
-		if sc.joins++; sc.joins == 1 {
+		sc.mu.Lock()
+		sc.joins++
+		joins := sc.joins
+		sc.mu.Unlock()
+		if joins == 1 {
 			defer func() { sc.answered <- time.Now() }()
 			return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: in.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 100,
 				SessionTimeoutMs: int32(sc.session.Milliseconds()),
 				Assignment:       &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "rt", Partitions: []int32{0, 1}}}}}, nil
 		}
-		close(sc.rejoined)
+		if joins == 2 {
+			close(sc.rejoined)
+		}
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -224,6 +234,7 @@ func (sc *silentCoordinator) CommitOffsets(ctx context.Context, _ *quirev1.Commi
 // last heard it, could let another member have them; then it joins
 // again.
 func TestGroupConsumerGivesUpPartitionsBeforeTheSessionEnds(t *testing.T) {
+	t.Parallel()
 	for _, commitHangs := range []bool{false, true} {
 		t.Run(map[bool]string{false: "idle", true: "commit hangs"}[commitHangs], func(t *testing.T) {
 			testGivesUpPartitions(t, commitHangs)

@@ -51,11 +51,15 @@ func valuesOf(recs []*client.Record, p int32) []string {
 // position; CommitAsync commits in order and reports to its callback,
 // and Close waits for it.
 func TestClusterGroupConsumerControls(t *testing.T) {
+	t.Parallel()
+	// No member's session may run out here (a rebalance would read
+	// partitions again from their commits): 30 s, which a loaded machine
+	// does not reach between heartbeats.
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.GroupConsumerSessionTimeoutMs = 3000
+		cfg.GroupConsumerSessionTimeoutMs = 30000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
 	}))
-	ctx := clusterCtx(t, 40*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	c.WaitController(ctx)
 	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()))
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "ctl", Partitions: 2, ReplicationFactor: 3}); err != nil {

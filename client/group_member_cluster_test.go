@@ -135,11 +135,12 @@ func waitSplit(ctx context.Context, t *testing.T, c *testcluster.Cluster, want [
 // the members' own views; every record produced is polled by some
 // member; committed offsets reach the end of every partition.
 func TestClusterGroupConsumerSplits(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.GroupConsumerSessionTimeoutMs = 1000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
 	}))
-	ctx := clusterCtx(t, 90*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	c.WaitController(ctx)
 	producer := clusterClient(t, c, nil)
 	if _, err := producer.CreateTopic(ctx, client.TopicSpec{Name: "seven", Partitions: 7, ReplicationFactor: 3}); err != nil {
@@ -243,11 +244,14 @@ func TestClusterGroupConsumerSplits(t *testing.T) {
 // replaces the second while it runs: the second gives its partitions up
 // and its Poll fails with FENCED_INSTANCE_ID.
 func TestClusterGroupConsumerStatic(t *testing.T) {
+	t.Parallel()
+	// The instance comes back well within a 30 s session even on a
+	// loaded machine; the test never waits for a session to run out.
 	c := testcluster.New(t, 1, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.GroupConsumerSessionTimeoutMs = 3000
+		cfg.GroupConsumerSessionTimeoutMs = 30000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
 	}))
-	ctx := clusterCtx(t, 60*time.Second)
+	ctx := clusterCtx(t, 3*time.Minute)
 	c.WaitController(ctx)
 	admin := clusterClient(t, c, nil)
 	if _, err := admin.CreateTopic(ctx, client.TopicSpec{Name: "four", Partitions: 4, ReplicationFactor: 1}); err != nil {

@@ -136,6 +136,7 @@ func (b *pfBroker) CommitOffsets(_ context.Context, in *quirev1.CommitOffsetsReq
 // and no later record of the partition reaches the callback, while the
 // partition kept goes on being read to its end.
 func TestGroupConsumerPollFuncRevocationWaitsForTheCallback(t *testing.T) {
+	t.Parallel()
 	fb := &pfBroker{revoke: -1}
 	fb.addr = serveFake(t, fb, fb, fb)
 	ctx := testCtx(t)
@@ -265,6 +266,7 @@ func TestGroupConsumerPollFuncRevocationWaitsForTheCallback(t *testing.T) {
 // offset sought; Close commits the positions after the last records
 // passed.
 func TestGroupConsumerPollFunc(t *testing.T) {
+	t.Parallel()
 	br := startGroupBroker(t)
 	cl := newClient(t, br.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
 	ctx := testCtx(t)

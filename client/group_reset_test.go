@@ -50,6 +50,7 @@ func pollGroupErr(ctx context.Context, t *testing.T, g *client.GroupConsumer) ([
 // application Seeks; a Seek past the end is reported the same way. With
 // the default Reset the same commit restarts at the log start.
 func TestGroupConsumerOutOfRangeResetNone(t *testing.T) {
+	t.Parallel()
 	br := startGroupBroker(t)
 	cl := newClient(t, br.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
 	ctx := testCtx(t)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestClientGroupOffsets(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr())
 	ctx := testCtx(t)
@@ -71,6 +72,7 @@ func TestClientGroupOffsets(t *testing.T) {
 // the others at the fallback; a consumer that commits what it read and
 // starts again continues after it.
 func TestConsumerAtCommitted(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.FetchMaxWait(50*time.Millisecond))
 	ctx := testCtx(t)

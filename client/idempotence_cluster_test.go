@@ -30,6 +30,7 @@ import (
 // exactly once, in the order sent, with no gap: nothing but records
 // acknowledged (or reported as of unknown outcome) is in the log.
 func TestClientClusterIdempotentExactlyOnce(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 5*time.Minute)
 	c.WaitController(ctx)

@@ -55,6 +55,7 @@ func batchHeaders(t *testing.T, addr, topic string, p int32, end int64) []record
 // By default every batch carries the producer's id and epoch and the
 // partition's sequences, consecutive from 0; Idempotent(false) sends none.
 func TestProducerIdempotentByDefault(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	for _, on := range []bool{true, false} {
 		opts := []client.Opt{client.BatchMaxBytes(2048)}
@@ -92,6 +93,7 @@ func TestProducerIdempotentByDefault(t *testing.T) {
 }
 
 func TestProducerIdempotentNeedsAcksAll(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	_, err := client.New(testCtx(t), client.SeedBrokers(b.Addr()), client.Idempotent(true), client.RequiredAcks(client.LeaderAck))
 	if err == nil {
@@ -140,6 +142,7 @@ func (s *droppingStream) RecvMsg(m any) error {
 // Retries of batches the broker wrote, after lost responses, are answered
 // with the original offsets: the log holds each record once, in order.
 func TestProducerIdempotentRetryWritesOnce(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	var drop dropResponses
 	drop.left.Store(5)
@@ -214,9 +217,13 @@ func (s *swallowingStream) RecvMsg(any) error {
 // A batch sent and never answered within the delivery timeout is reported
 // as of unknown outcome, not retried under a new sequence.
 func TestProducerIdempotentUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
-	cl := newClient(t, b.Addr(), swallowResponses{}.opt(), client.DeliveryTimeout(time.Second), client.RequestTimeout(100*time.Millisecond))
-	createTopic(t, cl, "unknown", 1)
+	// Timeouts a loaded machine does not run out on the calls that are
+	// answered (the client's first metadata, the create): only the
+	// swallowed produce runs them out.
+	cl := newClient(t, b.Addr(), swallowResponses{}.opt(), client.DeliveryTimeout(5*time.Second), client.RequestTimeout(2*time.Second))
+	createTopic(t, newClient(t, b.Addr()), "unknown", 1)
 	err := cl.ProduceSync(testCtx(t), &client.Record{Topic: "unknown", Partition: 0, Value: []byte("v")})
 	if !errors.Is(err, client.ErrUnknownOutcome) {
 		t.Fatalf("got %v, want ErrUnknownOutcome", err)

@@ -13,6 +13,7 @@ import (
 // the topic does not have (below 0, past its count) reports a permanent
 // INVALID_REQUEST from Poll instead of retrying it in silence forever.
 func TestClientConsumerInvalidPartitionFails(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr())
 	createTopic(t, cl, "inv", 2)

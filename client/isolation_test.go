@@ -26,6 +26,7 @@ import (
 // would also free them, are minutes), and the cut-off node refuses a
 // produce sent straight to it.
 func TestClusterIsolatedLeaderLosesItsClients(t *testing.T) {
+	t.Parallel()
 	// replica.lag.time.max.ms far above the test's bound: the cut-off
 	// leader does not try to shrink its ISRs within it, so only its lost
 	// session can release the produces waiting on its followers.

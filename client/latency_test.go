@@ -137,6 +137,7 @@ func sumStages(c *testcluster.Cluster) [replica.NumStages]replica.Histogram {
 // is BenchmarkClusterEndToEndLatency's figure, not asserted here: a busy
 // machine stretches it without anything being wrong.
 func TestClusterEndToEndDelivery(t *testing.T) {
+	t.Parallel()
 	const n, rate = 150, 200 // records, records/s
 	lat, stages := endToEnd(t, n, rate)
 	t.Logf("end-to-end over %d records at %d/s, RF 3, acks=all: p50 %v, p99 %v, max %v",

@@ -30,6 +30,7 @@ func seqOf(t *testing.T, b *pbatch) record.Header {
 // sent before keeps its own; a new epoch restarts at 0 only when nothing
 // of the partition is unresolved; refused batches renumber under it.
 func TestProducerNumbering(t *testing.T) {
+	t.Parallel()
 	pp := &prodPart{pid: -1}
 	a, b := numberingBatch(3), numberingBatch(2)
 	pp.number([]*pbatch{a, b}, 7, 0)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestProducerOrderingPerPartition(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RequiredAcks(client.LeaderAck), client.BatchMaxBytes(4096))
 	createTopic(t, cl, "order", 3)
@@ -66,6 +67,7 @@ func TestProducerOrderingPerPartition(t *testing.T) {
 }
 
 func TestProducerLingerBatchesRecords(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.Linger(time.Hour), client.RecordPartitioner(client.ManualPartitioner()))
 	createTopic(t, cl, "linger", 1)
@@ -95,6 +97,7 @@ func TestProducerLingerBatchesRecords(t *testing.T) {
 }
 
 func TestProducerBatchMaxBytesSplitsBatches(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.Linger(time.Hour), client.BatchMaxBytes(2048),
 		client.RecordPartitioner(client.ManualPartitioner()))
@@ -130,6 +133,7 @@ func TestProducerBatchMaxBytesSplitsBatches(t *testing.T) {
 // a 3 MiB record goes to a topic that takes 4 MiB batches, and a topic
 // limited to 2048 bytes gets batches that fit.
 func TestProducerBatchFollowsTopicMaxMessageBytes(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
 	ctx := testCtx(t)
@@ -168,6 +172,7 @@ func TestProducerBatchFollowsTopicMaxMessageBytes(t *testing.T) {
 // refuses unread with no quire.v1.Error, fails as MESSAGE_TOO_LARGE naming
 // the key to raise, as a request nearer the limit does.
 func TestProducerRequestFarOverBrokerLimit(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()))
 	ctx := testCtx(t)
@@ -184,6 +189,7 @@ func TestProducerRequestFarOverBrokerLimit(t *testing.T) {
 }
 
 func TestPartitionerPlacement(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr())
 	createTopic(t, cl, "place", 7)
@@ -252,6 +258,7 @@ func TestPartitionerPlacement(t *testing.T) {
 }
 
 func TestProducerFlushAndClose(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl, err := client.New(testCtx(t), client.SeedBrokers(b.Addr()), client.Linger(time.Hour))
 	if err != nil {
@@ -301,6 +308,7 @@ func TestProducerFlushAndClose(t *testing.T) {
 }
 
 func TestProducerBufferFull(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx := testCtx(t)
 	// Errors when full.
@@ -371,6 +379,7 @@ func TestProducerBufferFull(t *testing.T) {
 }
 
 func TestProducerRetriesAcrossBrokerRestart(t *testing.T) {
+	t.Parallel()
 	cfg := brokertest.Config(t)
 	b1 := brokertest.StartConfig(t, cfg)
 	addr := b1.Addr()
@@ -419,6 +428,7 @@ func TestProducerRetriesAcrossBrokerRestart(t *testing.T) {
 // record reaching its partition after Close failed the partitions, is
 // replayed step by step by TestProducerCloseRacingProduceAfterFailAll.
 func TestProducerCloseRacingProduce(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	const topic = "close-race"
 	createTopic(t, newClient(t, b.Addr()), topic, 4)
@@ -497,7 +507,7 @@ func TestProducerCloseRacingProduce(t *testing.T) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatalf("iteration %d: of %d records produced around Close, some never got a callback (%d still buffered)",
 				iter, issued.Load(), cl.BufferedRecords())
 		}
@@ -529,6 +539,7 @@ func tryProduce(ctx context.Context, cl *client.Client, r *client.Record) (error
 // a large max.message.bytes, ready on two partitions at once, go in
 // separate requests rather than one over the broker's 8 MiB limit.
 func TestProducerLargeBatchesKeepRequestsUnderLimit(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	cl := newClient(t, b.Addr(), client.RecordPartitioner(client.ManualPartitioner()), client.Linger(time.Hour))
 	ctx := testCtx(t)

@@ -47,6 +47,7 @@ func (lb *laggingBroker) CreateTopic(_ context.Context, req *quirev1.CreateTopic
 // is there even when the brokers it asks first have not applied it (two
 // of three here, and a refresh asks two).
 func TestClientReadsItsOwnTopicCreation(t *testing.T) {
+	t.Parallel()
 	bs := []*laggingBroker{{index: 5}, {index: 5}, {index: 10}}
 	var peers []*quirev1.Broker
 	for i, b := range bs {

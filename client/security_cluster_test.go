@@ -34,9 +34,10 @@ func secureClient(t *testing.T, ctx context.Context, c *testcluster.Cluster, sec
 }
 
 func TestClusterSecureReplicationFailoverAndReadOnlyGroup(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 3, testcluster.TLS(sec), testcluster.Authorizer())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	c.WaitMetadataVersion(ctx, metadata.MetadataVersionSecurity)

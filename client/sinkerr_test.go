@@ -13,6 +13,7 @@ import (
 // stopped hard) is a retriable network failure: its batches are retried,
 // not failed with a bare EOF.
 func TestClientStreamEOFIsRetriable(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{io.EOF, fmt.Errorf("send: %w", io.EOF)} {
 		got := streamErr(err)
 		if !retriable(got) || ErrorCode(got) != quirev1.ErrorCode_NETWORK_EXCEPTION || !needsMetadata(got) {

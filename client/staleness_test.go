@@ -127,6 +127,7 @@ func scriptedPair(t *testing.T) (*scriptedBroker, *scriptedBroker) {
 // client routes to the newer image's leader whichever broker it asks first,
 // and prefers an answer not marked stale to one that is.
 func TestClientMetadataNewestImageWins(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name             string
 		aIndex, bIndex   uint64
@@ -169,6 +170,7 @@ func TestClientMetadataNewestImageWins(t *testing.T) {
 // retriable error. The old batch fails; the young one is sent again and
 // delivered, rather than failing with the oldest batch of its request.
 func TestProducerBatchesFailByTheirOwnDeadline(t *testing.T) {
+	t.Parallel()
 	a, _ := scriptedPair(t)
 	a.set(1, false, 1)
 	const delivery = 2 * time.Second

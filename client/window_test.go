@@ -362,6 +362,7 @@ func checkLog(t *testing.T, wb *windowBroker, n int, offsets []int64, errs []err
 // idempotence (and at most 5 batches), 1 without; more than 5 with
 // idempotence is refused by New.
 func TestProducerWindowInFlight(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []client.Opt
@@ -406,6 +407,7 @@ func TestProducerWindowInFlight(t *testing.T) {
 // in order with the same sequences, under the same epoch: the
 // application sees no error, the log holds every record once, in order.
 func TestProducerWindowResendsInOrder(t *testing.T) {
+	t.Parallel()
 	wb := startWindow(t, 5)
 	wb.fault = func(n int) (quirev1.ErrorCode, bool) {
 		switch n {
@@ -435,6 +437,7 @@ func TestProducerWindowResendsInOrder(t *testing.T) {
 // with nothing unsettled ahead of it, moves the producer to its next epoch
 // and everything behind goes again under it, from sequence 0, in order.
 func TestProducerWindowNewEpochAfterLostState(t *testing.T) {
+	t.Parallel()
 	wb := startWindow(t, 5)
 	wb.fault = func(n int) (quirev1.ErrorCode, bool) {
 		if n == 12 {
@@ -463,6 +466,7 @@ func TestProducerWindowNewEpochAfterLostState(t *testing.T) {
 // every record once, in order; callbacks run in the order produced; no
 // more than 5 batches are ever unresolved.
 func TestProducerWindowLeavesAReplacedLeader(t *testing.T) {
+	t.Parallel()
 	wb := startWindow(t, 5)
 	wb.addNode(t)
 	const mutedAt = 10

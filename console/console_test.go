@@ -21,18 +21,21 @@ import (
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/console"
 	"github.com/quirelog/quire/internal/poll"
+	"github.com/quirelog/quire/internal/testparallel"
 	"github.com/quirelog/quire/testcluster"
 )
 
 func TestMain(m *testing.M) {
+	testparallel.Raise()
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"),
 	)
 }
 
+// testCtx bounds a whole test: only to stop a hang.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -113,6 +116,7 @@ func mustContain(t *testing.T, page, what string, wants ...string) {
 // controller; the topic page shows each partition's replicas, ISR and
 // high watermark; stopping a node shows its partitions under-replicated.
 func TestConsoleClusterPages(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -196,6 +200,7 @@ func TestConsoleClusterPages(t *testing.T) {
 // TestConsoleGroupsActionsTail runs against one node: a group's lag, the
 // actions with and without confirmation, and the tail stream.
 func TestConsoleGroupsActionsTail(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 1)
 	ctx := testCtx(t)
 	c.WaitController(ctx)
@@ -501,6 +506,7 @@ func readEvents(r io.Reader) <-chan event {
 // TestConsoleClusterUnreachable: with no cluster to talk to, every page
 // says so in words and refreshes itself to try again.
 func TestConsoleClusterUnreachable(t *testing.T) {
+	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

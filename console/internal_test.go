@@ -7,6 +7,7 @@ import (
 )
 
 func TestConsoleLagChart(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	ch := lagChart([]lagSample{{t0, 0}, {t0.Add(5 * time.Second), 10}, {t0.Add(10 * time.Second), 5}}, t0.Add(10*time.Second))
 	if ch.Points != "0.0,120.0 300.0,0.0 600.0,60.0" || ch.Max != 10 || ch.Last != 5 || ch.Span != "10s" {
@@ -21,6 +22,7 @@ func TestConsoleLagChart(t *testing.T) {
 }
 
 func TestConsoleLagHistory(t *testing.T) {
+	t.Parallel()
 	h := newLagHistory(3)
 	t0 := time.Unix(1000, 0)
 	h.add("g", t0, 1)
@@ -38,6 +40,7 @@ func TestConsoleLagHistory(t *testing.T) {
 }
 
 func TestConsoleTailPositions(t *testing.T) {
+	t.Parallel()
 	ps := positions{2: 7, 0: 3}
 	if ps.String() != "0:3,2:7" {
 		t.Fatalf("positions %q", ps.String())
@@ -54,6 +57,7 @@ func TestConsoleTailPositions(t *testing.T) {
 }
 
 func TestConsoleShowBytes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   []byte
 		text string

@@ -18,11 +18,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quirelog/quire/internal/poll"
+	"github.com/quirelog/quire/internal/testparallel"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/raftgrpc"
 )
 
 func TestMain(m *testing.M) {
+	testparallel.Raise()
 	goleak.VerifyTestMain(m,
 		// hashicorp/raft drops the batches still queued for the FSM when
 		// it shuts down, so the waiter of a command committed just before
@@ -181,6 +183,7 @@ func (c *gcluster) follower() *gnode {
 }
 
 func TestControllerGRPCForwarding(t *testing.T) {
+	t.Parallel()
 	c := newGCluster(t, 3, nil)
 	c.waitLive(1, 2, 3)
 	f := c.follower()
@@ -233,12 +236,14 @@ func TestControllerGRPCForwarding(t *testing.T) {
 }
 
 func TestControllerGRPCFailover(t *testing.T) {
+	t.Parallel()
 	testFailover(t, newGCluster(t, 3, nil))
 }
 
 // TestControllerGRPCFailoverDefaults measures failover with the default
 // raft timings (the session timeout is kept short).
 func TestControllerGRPCFailoverDefaults(t *testing.T) {
+	t.Parallel()
 	def := metadata.DefaultConfig()
 	testFailover(t, newGCluster(t, 3, func(cfg *metadata.Config) {
 		cfg.RaftHeartbeatTimeout = def.RaftHeartbeatTimeout
@@ -290,6 +295,7 @@ func testFailover(t *testing.T, c *gcluster) {
 }
 
 func TestControllerGRPCLifecycleControlledShutdown(t *testing.T) {
+	t.Parallel()
 	c := newGCluster(t, 3, nil)
 	c.waitLive(1, 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -314,6 +320,7 @@ func TestControllerGRPCLifecycleControlledShutdown(t *testing.T) {
 }
 
 func TestControllerGRPCStatusMapping(t *testing.T) {
+	t.Parallel()
 	for _, e := range errorTable {
 		err := toStatus(fmt.Errorf("%w: detail", e.err))
 		if status.Code(err) != e.code {
@@ -337,6 +344,7 @@ func TestControllerGRPCStatusMapping(t *testing.T) {
 // TestControllerGRPCScale creates 10,000 partitions (10 topics of 1,000,
 // RF 3) on 3 nodes and reports when every image shows them.
 func TestControllerGRPCScale(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("scale test")
 	}
@@ -368,6 +376,7 @@ func TestControllerGRPCScale(t *testing.T) {
 // sentinels survive the trip, and a new controller serves them after the
 // old one dies.
 func TestControllerGRPCGroupOffsets(t *testing.T) {
+	t.Parallel()
 	c := newGCluster(t, 3, nil)
 	c.waitLive(1, 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -446,6 +455,7 @@ func TestControllerGRPCGroupOffsets(t *testing.T) {
 // gRPC) fails with the same error: the same sentinel, status and message,
 // through the one mapping both take.
 func TestControllerGRPCForwardingLocalAndRemoteAlike(t *testing.T) {
+	t.Parallel()
 	c := newGCluster(t, 3, nil)
 	c.waitLive(1, 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -16,6 +16,7 @@ import (
 // (the broker was cut off) records the controller's index then, which the
 // broker's image must reach before it acts on its leaderships again.
 func TestLifecycleCatchUpAfterLostSession(t *testing.T) {
+	t.Parallel()
 	l := &Lifecycle{session: time.Second}
 	l.markAnswered(5)
 	l.markAnswered(6)
@@ -43,6 +44,7 @@ func TestLifecycleCatchUpAfterLostSession(t *testing.T) {
 // counted none of the answers, and the broker thought its session lost
 // after the session timeout while the controller kept it.
 func TestLifecycleSlowControllerKeepsSessions(t *testing.T) {
+	t.Parallel()
 	const interval, session, delay = 50 * time.Millisecond, 2 * time.Second, 100 * time.Millisecond
 	slow := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if info.FullMethod == pb.ControllerService_BrokerHeartbeat_FullMethodName {

@@ -11,6 +11,7 @@ import (
 // of what errcode declares retriable, so the two cannot disagree on an
 // error the forwarder rides out.
 func TestControllerFailoverIsRetriable(t *testing.T) {
+	t.Parallel()
 	for _, e := range errorTable {
 		for _, err := range []error{fmt.Errorf("%w: detail", e.err), fromStatus(toStatus(fmt.Errorf("%w: detail", e.err)))} {
 			if retriable(err) && !errcode.Retriable(e.errCode) {

@@ -340,6 +340,7 @@ func (c *testCluster) createTopic(spec TopicSpec) TopicInfo {
 }
 
 func TestControllerClusterForms(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, nil)
 	ctl := c.waitController()
 	for i := int32(1); i <= 3; i++ {
@@ -390,6 +391,7 @@ func TestControllerClusterForms(t *testing.T) {
 }
 
 func TestControllerFailover(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, nil)
 	for i := int32(1); i <= 3; i++ {
 		c.startBroker(i)
@@ -418,6 +420,7 @@ func TestControllerFailover(t *testing.T) {
 }
 
 func TestControllerFencesSilentBroker(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, nil)
 	bs := []*fakeBroker{c.startBroker(1), c.startBroker(2), c.startBroker(3)}
 	c.waitBrokersLive(1, 2, 3)
@@ -476,6 +479,7 @@ func TestControllerFencesSilentBroker(t *testing.T) {
 }
 
 func TestControllerAlterPartitionAndShutdown(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, func(cfg *Config) {
 		cfg.AutoLeaderRebalance = true
 		cfg.LeaderRebalanceEvery = 100 * time.Millisecond
@@ -534,6 +538,7 @@ func TestControllerAlterPartitionAndShutdown(t *testing.T) {
 }
 
 func TestControllerRestartCatchesUpThroughSnapshot(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, func(cfg *Config) {
 		cfg.SnapshotThreshold = 8
 		cfg.SnapshotInterval = 50 * time.Millisecond
@@ -566,6 +571,7 @@ func TestControllerRestartCatchesUpThroughSnapshot(t *testing.T) {
 }
 
 func TestControllerVotersAndBrokerOnlyNodes(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 2, nil)
 	for i := int32(1); i <= 5; i++ {
 		c.startBroker(i)
@@ -604,6 +610,7 @@ func TestControllerVotersAndBrokerOnlyNodes(t *testing.T) {
 }
 
 func TestQuorumLossFailsFast(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, nil)
 	c.startBroker(1)
 	c.waitBrokersLive(1)
@@ -629,6 +636,7 @@ func TestQuorumLossFailsFast(t *testing.T) {
 }
 
 func TestQuorumClusterIDMismatch(t *testing.T) {
+	t.Parallel()
 	cfg := fastConfig(t, 1)
 	cfg.Voters = []Voter{{ID: 1, Addr: "node1"}}
 	_, tr := raft.NewInmemTransport("node1")

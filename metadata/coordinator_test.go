@@ -19,6 +19,7 @@ import (
 // keeps its offsets and its membership state; once the cutoff is at or
 // past every commit, both go.
 func TestCoordinatorExpireKeepsLateCommit(t *testing.T) {
+	t.Parallel()
 	clk := &clock.Jumped{}
 	n := groupNode(t, LatestMetadataVersion, func(cfg *Config) { cfg.Clock = clk })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -67,6 +68,7 @@ func TestCoordinatorExpireKeepsLateCommit(t *testing.T) {
 // protocol for good). With the level kept by hand it is
 // ErrUnsupportedVersion.
 func TestCoordinatorJoinBeforeTheLevelRises(t *testing.T) {
+	t.Parallel()
 	for _, manual := range []bool{false, true} {
 		c := newTestCluster(t, 1, 0, func(cfg *Config) { cfg.ManualMetadataVersion = manual })
 		n := c.waitController()
@@ -89,6 +91,7 @@ func TestCoordinatorJoinBeforeTheLevelRises(t *testing.T) {
 // a static client closing does not hold its partitions for a session
 // timeout.
 func TestCoordinatorStaticBelowItsLevel(t *testing.T) {
+	t.Parallel()
 	n := groupNode(t, MetadataVersionGuardedGroupDelete, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -66,6 +66,7 @@ func (tf *testFSM) wantPart(p int32, leader, leaderEpoch int32, isr ...int32) {
 // and its leaderships move, but where it is the only in-sync replica it
 // stays in the ISR and is elected again when unfenced, its data intact.
 func TestFSMReRegisterSameDirectoryKeepsTrust(t *testing.T) {
+	t.Parallel()
 	tf, _ := dirFixture(t)
 	e := tf.ok(registerDir(1, "restart", "d1")).(int64)
 	if b, _ := tf.f.Image().Broker(1); b.DirectoryID != "d1" || !b.Fenced || b.Epoch != e {
@@ -96,6 +97,7 @@ func TestFSMReRegisterSameDirectoryKeepsTrust(t *testing.T) {
 // empty ISR) and unfencing does not elect it; the rest move as for any
 // restart. The new id is recorded and survives a reopen of the store.
 func TestFSMReRegisterNewDirectoryDropsData(t *testing.T) {
+	t.Parallel()
 	tf, epochs := dirFixture(t)
 	e := tf.ok(registerDir(1, "wiped", "d1-new")).(int64)
 	if b, _ := tf.f.Image().Broker(1); b.DirectoryID != "d1-new" || !b.Fenced || b.Epoch != e {
@@ -147,6 +149,7 @@ func TestFSMReRegisterNewDirectoryDropsData(t *testing.T) {
 // partition) when it comes back wiped: the ISR empties and the leader
 // epoch is bumped although the leader stays -1.
 func TestFSMNewDirectoryAfterFence(t *testing.T) {
+	t.Parallel()
 	tf, epochs := dirFixture(t)
 	tf.ok(fence(1, epochs[1]))
 	tf.wantPart(1, -1, 1, 1)
@@ -161,6 +164,7 @@ func TestFSMNewDirectoryAfterFence(t *testing.T) {
 // wiped broker is elected where it is the only live replica (its ISR is
 // then just itself), and not elected where a live in-sync replica exists.
 func TestFSMNewDirectoryUncleanElection(t *testing.T) {
+	t.Parallel()
 	tf, _ := dirFixture(t)
 	e := tf.ok(registerDir(1, "wiped", "d1-new")).(int64)
 	cmd := unfence(1, e)

@@ -18,6 +18,7 @@ func registerWith(id int32, inc string, eps ...*pb.Endpoint) *pb.Command {
 // Addr; the next registration replaces them; an endpoint without a name or
 // an address is refused.
 func TestFSMBrokerEndpoints(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.ok(registerWith(1, "a", &pb.Endpoint{Listener: "INTERNAL", Addr: "127.0.0.1:1"}, &pb.Endpoint{Listener: "EXTERNAL", Addr: "10.0.0.1:2"}))
 	want := []Endpoint{{"INTERNAL", "127.0.0.1:1"}, {"EXTERNAL", "10.0.0.1:2"}}

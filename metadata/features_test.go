@@ -33,6 +33,7 @@ func allocate(id int32, epoch int64) *pb.Command {
 // Every command of the envelope has a level this code supports and an
 // apply function: a command added to the proto without them fails here.
 func TestFSMEveryCommandHasALevel(t *testing.T) {
+	t.Parallel()
 	oneof := (&pb.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("cmd")
 	fields := oneof.Fields()
 	if fields.Len() < 14 {
@@ -73,6 +74,7 @@ func (tf *testFSM) threeBrokersAt(r VersionRange) map[int32]int64 {
 // is answered ErrUnknownCommand on every node, without a panic, and
 // changes nothing but the applied index.
 func TestFSMUnknownCommandNotApplied(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokers()
 	tf.ok(createTopic("a", []int32{1, 2}))
@@ -95,6 +97,7 @@ func TestFSMUnknownCommandNotApplied(t *testing.T) {
 }
 
 func TestFSMFeatureLevelGatesCommands(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	full := SupportedMetadataVersions()
 	epochs := map[int32]int64{
@@ -146,6 +149,7 @@ func TestFSMFeatureLevelGatesCommands(t *testing.T) {
 }
 
 func TestFSMSnapshotCarriesFeatureLevel(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {
@@ -197,6 +201,7 @@ func TestFSMSnapshotCarriesFeatureLevel(t *testing.T) {
 // which refuses a level beyond the controller's range or one a registered
 // broker lacks.
 func TestControllerUpdateMetadataVersion(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 1, 0, func(cfg *Config) { cfg.ManualMetadataVersion = true })
 	n := c.waitController()
 	ctx := context.Background()

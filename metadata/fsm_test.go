@@ -15,9 +15,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/internal/testparallel"
 )
 
 func TestMain(m *testing.M) {
+	testparallel.Raise()
 	goleak.VerifyTestMain(m,
 		// hashicorp/raft drops the batches still queued for the FSM when
 		// it shuts down, so the waiter of a command committed just before
@@ -137,6 +139,7 @@ func (tf *testFSM) threeBrokers() map[int32]int64 {
 }
 
 func TestFSMRegisterAndUnfence(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	epoch := tf.ok(register(1, "a")).(int64)
 	if epoch != 1 {
@@ -158,6 +161,7 @@ func TestFSMRegisterAndUnfence(t *testing.T) {
 }
 
 func TestFSMCreateTopicAndDelete(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokers()
 	info := tf.ok(createTopic("orders", []int32{1, 2, 3}, []int32{2, 3, 1})).(TopicInfo)
@@ -187,6 +191,7 @@ func TestFSMCreateTopicAndDelete(t *testing.T) {
 }
 
 func TestFSMFenceMovesLeadershipFromISR(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokers()
 	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{1}, []int32{2, 1}))
@@ -216,6 +221,7 @@ func TestFSMFenceMovesLeadershipFromISR(t *testing.T) {
 }
 
 func TestFSMUncleanElection(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokers()
 	c := createTopic("t", []int32{1, 2})
@@ -231,6 +237,7 @@ func TestFSMUncleanElection(t *testing.T) {
 }
 
 func TestFSMPartitionChangeChecksEpochs(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokers()
 	tf.ok(createTopic("t", []int32{1, 2, 3}))
@@ -252,6 +259,7 @@ func TestFSMPartitionChangeChecksEpochs(t *testing.T) {
 }
 
 func TestFSMConfigsAndPartitions(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokers()
 	tf.ok(createTopic("t", []int32{1, 2}))
@@ -274,6 +282,7 @@ func TestFSMConfigsAndPartitions(t *testing.T) {
 }
 
 func TestFSMReRegisterNewIncarnationMovesAway(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokers()
 	tf.ok(createTopic("t", []int32{1, 2, 3}))
@@ -289,6 +298,7 @@ func TestFSMReRegisterNewIncarnationMovesAway(t *testing.T) {
 }
 
 func TestFSMControllerChangeSetsClusterIDOnce(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	cc := func(id int32, cluster string) *pb.Command {
 		return &pb.Command{Cmd: &pb.Command_ControllerChange{ControllerChange: &pb.ControllerChange{ControllerId: id, ClusterId: cluster}}}
@@ -303,6 +313,7 @@ func TestFSMControllerChangeSetsClusterIDOnce(t *testing.T) {
 }
 
 func TestFSMMalformedCommandPanics(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	defer func() {
 		if recover() == nil {
@@ -313,6 +324,7 @@ func TestFSMMalformedCommandPanics(t *testing.T) {
 }
 
 func TestFSMReplayedIndexSkipped(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokers()
 	data, _ := proto.Marshal(createTopic("t", []int32{1}))
@@ -330,6 +342,7 @@ func (s *sink) Cancel() error { return nil }
 func (s *sink) Close() error  { return nil }
 
 func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokers()
 	tf.ok(createTopic("a", []int32{1, 2, 3}, []int32{2, 3, 1}))
@@ -379,6 +392,7 @@ func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
 }
 
 func TestFSMReopenKeepsImage(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {

@@ -43,6 +43,7 @@ func giveUp(t *testing.T, c *testCluster, topic string) (before, after Partition
 // that ISR at a new leader epoch; the only in-sync replica giving up
 // leaves the partition offline with itself as the ISR.
 func TestControllerAlterPartitionLeaderGivesUp(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t, 3, 0, nil)
 	for i := int32(1); i <= 3; i++ {
 		c.startBroker(i)

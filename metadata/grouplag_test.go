@@ -12,6 +12,7 @@ import (
 // at the committed offset (growing with the clock while nothing is
 // committed), 0 once caught up, and -1 wherever a figure is unknown.
 func TestGroupLagFigures(t *testing.T) {
+	t.Parallel()
 	tp := group.TopicPartition{Topic: "t", Partition: 3}
 	at := time.UnixMilli(1_000_000)
 	sample := lagSample{hw: 10, ts: map[int64]int64{4: at.UnixMilli() - 1500, 6: -1}, at: at}
@@ -49,6 +50,7 @@ func TestGroupLagFigures(t *testing.T) {
 // TestGroupLagRebalancesCounted: each target assignment written counts
 // one rebalance of its group; a deleted group starts again from 0.
 func TestGroupLagRebalancesCounted(t *testing.T) {
+	t.Parallel()
 	var ls lagState
 	ls.countRebalances([]group.Record{group.GroupEpoch{Group: "a"}, group.TargetAssignment{Group: "a"}, group.TargetAssignment{Group: "b"}})
 	ls.countRebalances([]group.Record{group.TargetAssignment{Group: "a"}})

@@ -44,6 +44,7 @@ func groupsFSM(t *testing.T) *testFSM {
 }
 
 func TestFSMCommitOffsets(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	withMeta := oc("a", 1, 7)
 	withMeta.LeaderEpoch, withMeta.Metadata = 3, "host-1"
@@ -97,6 +98,7 @@ func TestFSMCommitOffsets(t *testing.T) {
 }
 
 func TestFSMCommitOffsetsRejectedWhole(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	tf.ok(commit("g", 1, oc("a", 0, 5)))
 	long := strings.Repeat("g", MaxGroupIDLen+1)
@@ -147,6 +149,7 @@ func TestFSMCommitOffsetsRejectedWhole(t *testing.T) {
 // entries, and a commit of exactly the limit gets past it (to fail here on
 // its repeated partition, not on its size).
 func TestValidateOffsetCommitLimit(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	offsets := make([]OffsetCommit, MaxOffsetCommitEntries)
 	for i := range offsets {
@@ -168,6 +171,7 @@ func TestValidateOffsetCommitLimit(t *testing.T) {
 // committing again build new maps; an image published before each keeps
 // the offsets it had (readers hold images without locks).
 func TestFSMPublishedImagesUnchanged(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	tf.ok(commit("g1", 1, oc("a", 0, 1), oc("a", 1, 2), oc("b", 0, 3)))
 	tf.ok(commit("g2", 1, oc("a", 1, 4), oc("b", 0, 5)))
@@ -201,6 +205,7 @@ func TestFSMPublishedImagesUnchanged(t *testing.T) {
 }
 
 func TestFSMDeleteTopicDropsItsOffsets(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	tf.ok(commit("g1", 1, oc("a", 0, 1), oc("a", 1, 2), oc("b", 0, 3)))
 	tf.ok(commit("g2", 1, oc("a", 1, 4)))
@@ -223,6 +228,7 @@ func TestFSMDeleteTopicDropsItsOffsets(t *testing.T) {
 }
 
 func TestFSMDeleteGroup(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	tf.ok(commit("g1", 1, oc("a", 0, 1), oc("b", 0, 3)))
 	tf.ok(commit("g2", 1, oc("a", 0, 4)))
@@ -263,6 +269,7 @@ func reopen(t *testing.T, tf *testFSM) *FSM {
 }
 
 func TestFSMOffsetsSurviveSnapshotRestoreAndReopen(t *testing.T) {
+	t.Parallel()
 	tf := groupsFSM(t)
 	tf.ok(commit("g1", 10, oc("a", 0, 1), oc("a", 1, 2)))
 	tf.ok(commit("g2", 11, &pb.OffsetCommit{Topic: "b", Partition: 0, Offset: 3, LeaderEpoch: 2, Metadata: "m"}))
@@ -302,6 +309,7 @@ func TestFSMOffsetsSurviveSnapshotRestoreAndReopen(t *testing.T) {
 // An image store written before committed offsets existed has no offsets
 // bucket; it opens, and takes commits.
 func TestFSMOpensStoreWithoutOffsetsBucket(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokers()
 	tf.ok(createTopic("a", []int32{1}))
@@ -328,6 +336,7 @@ func TestFSMOpensStoreWithoutOffsetsBucket(t *testing.T) {
 // on its own, answered in order; before metadata.version 3 the batch is
 // refused whole.
 func TestFSMCommitOffsetsBatch(t *testing.T) {
+	t.Parallel()
 	batch := &pb.Command{Cmd: &pb.Command_CommitOffsetsBatch{CommitOffsetsBatch: &pb.CommitOffsetsBatch{Commits: []*pb.CommitOffsets{
 		{Group: "g1", CommitTimeMs: 1000, Offsets: []*pb.OffsetCommit{oc("a", 0, 4)}},
 		{Group: "g2", CommitTimeMs: 1000, Offsets: []*pb.OffsetCommit{oc("nope", 0, 1)}},
@@ -369,6 +378,7 @@ func TestFSMCommitOffsetsBatch(t *testing.T) {
 // the group's offsets was committed after it, and needs metadata.version
 // 5 on every node.
 func TestFSMDeleteGroupCommittedBefore(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokersAt(SupportedMetadataVersions())
 	tf.ok(createTopic("a", []int32{1}, []int32{2}))

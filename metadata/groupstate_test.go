@@ -39,6 +39,7 @@ func join(g, member string, now time.Time) group.Heartbeat {
 // so that a new Machine replaying them describes the groups as the one
 // that wrote them.
 func TestFSMGroupRecordsReplay(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokersAt(SupportedMetadataVersions())
 	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))
@@ -175,6 +176,7 @@ func listed(t *testing.T, img *Image, id string, now time.Time) group.Listing {
 // own start; a join clears it. Below level 4 a command carrying it is
 // refused and nothing changes.
 func TestFSMGroupEmptySince(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokersAt(SupportedMetadataVersions())
 	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))
@@ -253,6 +255,7 @@ func TestFSMGroupEmptySince(t *testing.T) {
 // instance: its next process takes the member's place without a new
 // group epoch.
 func TestFSMGroupStaticMembers(t *testing.T) {
+	t.Parallel()
 	tf := newTestFSM(t)
 	tf.threeBrokersAt(SupportedMetadataVersions())
 	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))

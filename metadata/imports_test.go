@@ -16,6 +16,7 @@ import (
 // api/metapb, apart from the gRPC stubs of api/internalv1; internal/lint
 // checks the transitive imports too.
 func TestFSMForbiddenImports(t *testing.T) {
+	t.Parallel()
 	forbidden := []string{"google.golang.org/grpc", "net", "net/http", "github.com/quirelog/quire/raftgrpc", "github.com/quirelog/quire/controlplane"}
 	files, err := filepath.Glob("*.go")
 	if err != nil {

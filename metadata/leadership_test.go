@@ -79,6 +79,7 @@ func (c *Controller) loopTerm() (uint64, bool) {
 }
 
 func TestControllerRestartsLoopOnNewTerm(t *testing.T) {
+	t.Parallel()
 	gates := []*leaderGate{newLeaderGate(t), newLeaderGate(t), newLeaderGate(t)}
 	c := newTestClusterWith(t, &testCluster{leadership: func(i int) func(*raft.Raft) <-chan bool { return gates[i].source }}, 3, 0, nil)
 	a := c.waitController()

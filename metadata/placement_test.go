@@ -14,6 +14,7 @@ func brokers(racks ...string) []BrokerInfo {
 }
 
 func TestControllerPlacementSpreadsEvenly(t *testing.T) {
+	t.Parallel()
 	live := brokers("", "", "")
 	assign, err := placeReplicas(live, 0, 6, 3, 0)
 	if err != nil {
@@ -43,6 +44,7 @@ func TestControllerPlacementSpreadsEvenly(t *testing.T) {
 }
 
 func TestControllerPlacementRackAware(t *testing.T) {
+	t.Parallel()
 	live := brokers("a", "a", "b", "b", "c", "c")
 	assign, err := placeReplicas(live, 0, 12, 3, 5)
 	if err != nil {

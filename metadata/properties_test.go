@@ -14,6 +14,7 @@ import (
 // or cluster is refused, and a node.id that does not fit an int32 is an
 // error rather than the id it would wrap round to.
 func TestMetaPropertiesRefuseAnotherNode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := checkProperties(dir, 1, "c1"); err != nil {
 		t.Fatalf("no file yet: %v", err)

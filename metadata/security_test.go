@@ -24,6 +24,7 @@ func aclCmd(acls ...*pb.AclRecord) *pb.Command {
 }
 
 func TestFSMSecurityUsersAndACLs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 )
 
 func TestFSMRestoreCorruptSnapshotKeepsStore(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {
@@ -122,6 +123,7 @@ func fileSize(t *testing.T, path string) int64 {
 // the store grows past its mmap meanwhile (bbolt's remap waits for every
 // open read transaction).
 func TestFSMSnapshotDoesNotStallApply(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	f, err := OpenFSM(path, nil)
 	if err != nil {
@@ -196,7 +198,7 @@ func TestFSMSnapshotDoesNotStallApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(2 * time.Minute): // a stalled Apply waits for the sink forever
 		close(sink.open)
 		<-persisted
 		snap.Release()

@@ -18,6 +18,7 @@ func unregister(id int32, epoch int64) *pb.Command {
 // leader epoch) but stays in every replica list; the store keeps the
 // removal across a reopen, and a later registration is a new broker.
 func TestFSMUnregisterBroker(t *testing.T) {
+	t.Parallel()
 	tf, epochs := dirFixture(t)
 	tf.rejected(unregister(1, epochs[1]), ErrBrokerNotRemovable) // unfenced
 	tf.rejected(unregister(9, 0), ErrUnknownBroker)

@@ -53,7 +53,7 @@ func serveOne(t *testing.T, tr *Transport, want any, resp any) <-chan struct{} {
 				t.Errorf("command = %#v, want %#v", rpc.Command, want)
 			}
 			rpc.Respond(resp, nil)
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("no rpc received")
 		}
 	}()
@@ -102,7 +102,7 @@ func TestTransportAppendEntriesPipeline(t *testing.T) {
 			case rpc := <-t2.Consumer():
 				req := rpc.Command.(*raft.AppendEntriesRequest)
 				rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + 1, Success: true}, nil)
-			case <-time.After(5 * time.Second):
+			case <-time.After(time.Minute):
 				t.Error("pipeline rpc not received")
 				return
 			}
@@ -132,7 +132,7 @@ func TestTransportAppendEntriesPipeline(t *testing.T) {
 			if f.Request().PrevLogEntry != uint64(i) {
 				t.Fatalf("answer %d paired with request %d", i, f.Request().PrevLogEntry)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("pipeline answer timed out")
 		}
 	}
@@ -144,7 +144,7 @@ func TestTransportPipelineRemoteError(t *testing.T) {
 		select {
 		case rpc := <-t2.Consumer():
 			rpc.Respond(nil, io.ErrUnexpectedEOF)
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 		}
 	}()
 	p, err := t1.AppendEntriesPipeline("id2", t2.LocalAddr())
@@ -160,7 +160,7 @@ func TestTransportPipelineRemoteError(t *testing.T) {
 		if f.Error() == nil || f.Response().Success {
 			t.Fatalf("want failed future, got err=%v success=%v", f.Error(), f.Response().Success)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no answer")
 	}
 }
@@ -234,7 +234,7 @@ func TestTransportInstallSnapshot(t *testing.T) {
 			}
 			got <- b
 			rpc.Respond(&raft.InstallSnapshotResponse{Term: 10, Success: true}, nil)
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("no snapshot rpc")
 			got <- nil
 		}

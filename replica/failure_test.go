@@ -67,8 +67,13 @@ func TestReplicaLogFailureGivesUpLeadership(t *testing.T) {
 		t.Fatal("no fetcher for the new leader")
 	}
 	req, _, _ := f.request(time.Now())
-	if len(req.Partitions) != 1 || !req.Partitions[0].LogFailed || req.Partitions[0].PartitionMaxBytes != 0 {
-		t.Fatalf("fetch from the failed replica: %+v", req.Partitions)
+	// The request's partitions are the fetcher's buffer, which its own
+	// goroutine fills again under f.mu at its next request: read under it.
+	f.mu.Lock()
+	reqParts := slices.Clone(req.Partitions)
+	f.mu.Unlock()
+	if len(reqParts) != 1 || !reqParts[0].LogFailed || reqParts[0].PartitionMaxBytes != 0 {
+		t.Fatalf("fetch from the failed replica: %+v", reqParts)
 	}
 	if _, err := l.Append(testBatch(1), -1); !errors.As(err, new(*NotLeaderError)) {
 		t.Fatalf("append after giving up: %v", err)

@@ -93,7 +93,7 @@ func TestReplicaHWMovesWithoutTheStorageManager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the acks=all append was not released")
 	}
 	lw.armed.Store(false)

@@ -129,6 +129,9 @@ func TestLeaderSessionChecksAgainWhatChanged(t *testing.T) {
 // partition the follower stops fetching, and every one when it closes.
 func TestLeaderSessionWatchesItsPartitions(t *testing.T) {
 	rm, parts, req := sessionLeader(t, 3)
+	// A max wait far above the deadline below, which only tells a woken
+	// long poll from one that waited its max wait out.
+	req.MaxWaitMs = 300000
 	idleFetch(t, rm, req)
 	waiters := func(p *Partition) int {
 		p.mu.Lock()
@@ -153,8 +156,8 @@ func TestLeaderSessionWatchesItsPartitions(t *testing.T) {
 			if r := resp.Partitions[2]; len(r.Records) == 0 || r.LogEndOffset != int64(2+round) {
 				t.Fatalf("round %d: t-2 answered %d record bytes, LEO %d", round, len(r.Records), r.LogEndOffset)
 			}
-		case <-time.After(4 * time.Second):
-			t.Fatalf("round %d: an append did not end the session's long poll", round)
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: an append did not end the session's long poll (max wait 5 min)", round)
 		}
 		req.Partitions[2] = FetchPartition{Topic: "t", Partition: 2, CurrentLeaderEpoch: 1, FetchOffset: int64(2 + round), LastFetchedEpoch: 1,
 			PartitionMaxBytes: 1 << 20}

@@ -552,7 +552,7 @@ func TestRollFsyncsInBackground(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("roll waits for the fsync of the old segment")
 	}
 	mustAppend(t, l, makeBatch(2, 10, 1), 0)

@@ -369,7 +369,7 @@ func TestManagerHighWatermarkTakesNoManagerLock(t *testing.T) {
 	}()
 	select {
 	case <-moved:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		m.mu.Unlock()
 		<-moved
 		t.Fatal("setting a log's HW waited for the manager's mutex")

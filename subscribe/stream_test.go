@@ -190,8 +190,8 @@ func (s *fakeStream) next(t *testing.T) *quirev1.SubscribeResponse {
 	select {
 	case m := <-s.out:
 		return m
-	case <-time.After(10 * time.Second):
-		t.Fatal("no message from the stream within 10s")
+	case <-time.After(time.Minute):
+		t.Fatal("no message from the stream within a minute")
 		return nil
 	}
 }
@@ -206,8 +206,8 @@ func serve(b Broker, st *fakeStream, start *quirev1.SubscribeStart) (wait func(t
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(10 * time.Second):
-			t.Fatal("Serve did not return within 10s")
+		case <-time.After(time.Minute):
+			t.Fatal("Serve did not return within a minute")
 			return nil
 		}
 	}

@@ -182,6 +182,7 @@ func securedCalls() []securedCall {
 // message naming principal, operation and resource; then grants each its
 // one ACL and finds it let through, and a deny ACL over it refusing again.
 func TestClusterSecurityEveryCallNeedsItsACL(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer())
 	ctx := testCtx(t)

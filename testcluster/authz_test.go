@@ -55,6 +55,7 @@ func refused(t *testing.T, what string, err error, gc codes.Code, qc quirev1.Err
 }
 
 func TestClusterSecurityInternalServicesAnswerOnlyNodes(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 3, testcluster.TLS(sec))
 	createReplicatedTopic(t, c, "t")
@@ -104,6 +105,7 @@ func acl(principal, perm, op, rt, name, pattern string) *quirev1.Acl {
 }
 
 func TestClusterSecurityACLsAndUsers(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer())
 	ctx := testCtx(t)
@@ -239,6 +241,7 @@ func TestClusterSecurityACLsAndUsers(t *testing.T) {
 }
 
 func TestClusterSecurityPrincipalMappingRules(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer(),
 		testcluster.Config(func(_ int32, cfg *broker.Config) {

@@ -25,6 +25,7 @@ import (
 // answers from any node; produce and fetch on a non-leader get
 // NOT_LEADER_OR_FOLLOWER with the leader and its epoch.
 func TestClusterFormsAndServesFromAnyNode(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -117,6 +118,7 @@ func TestClusterFormsAndServesFromAnyNode(t *testing.T) {
 // topic creation keeps working through any node; the old controller comes
 // back as a follower and catches up.
 func TestClusterControllerFailover(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	old := c.WaitController(ctx)
@@ -158,6 +160,7 @@ func TestClusterControllerFailover(t *testing.T) {
 // partitions get leaders from their ISR with higher epochs, and produce
 // works on the new leaders.
 func TestClusterBrokerFencedAfterSessionTimeout(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -201,6 +204,7 @@ func TestClusterBrokerFencedAfterSessionTimeout(t *testing.T) {
 // TestClusterRestartCatchesUpBySnapshot: a node stopped while the log moved
 // on past the leader's compaction point catches up through a snapshot.
 func TestClusterRestartCatchesUpBySnapshot(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.RaftSnapshotThreshold = 8
 		cfg.RaftSnapshotInterval = 50 * time.Millisecond
@@ -246,6 +250,7 @@ func TestClusterRestartCatchesUpBySnapshot(t *testing.T) {
 // the broker-only nodes are raft non-voters, apply the log and host
 // replicas.
 func TestClusterVotersAndBrokerOnlyNodes(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 5, testcluster.Voters(3))
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -299,6 +304,7 @@ func TestClusterVotersAndBrokerOnlyNodes(t *testing.T) {
 // with UNAVAILABLE within metadata.write.timeout.ms, and metadata reads
 // still answer from the local image.
 func TestClusterMajorityLost(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -365,6 +371,7 @@ func TestClusterMajorityLost(t *testing.T) {
 // accepting writes and fences the cut-off broker; after Heal the old
 // controller rejoins, is unfenced, and every image is the same.
 func TestClusterPartitionedController(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	old := c.WaitController(ctx)
@@ -413,6 +420,7 @@ func TestClusterPartitionedController(t *testing.T) {
 // and is out of the ISR of every partition it shares, so it cannot lead
 // them with its empty logs.
 func TestClusterWipedNodeRejoins(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)

@@ -125,8 +125,11 @@ func errCode(err error) quirev1.ErrorCode {
 // partitions at their epochs with the new coordinator (rebuilt from the
 // metadata log).
 func TestClusterConsumerGroupRange(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.GroupConsumerSessionTimeoutMs = 1000
+		// Long enough that members heartbeating on a loaded machine keep
+		// their sessions; the test's expiry waits take this long.
+		cfg.GroupConsumerSessionTimeoutMs = 5000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
 	}))
 	ctx := testCtx(t)

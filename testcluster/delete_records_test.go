@@ -22,6 +22,7 @@ import (
 // below them are OFFSET_OUT_OF_RANGE there. Once healed, every replica
 // has the same start.
 func TestReplicationDeleteRecords(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "delrec")
 	vals := values("v", 20)

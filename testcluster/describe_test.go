@@ -14,6 +14,7 @@ import (
 // ReplicaService); a leader this node cannot reach shows -1 rather than
 // holding up the answer.
 func TestClusterDescribeTopicsOffsetsFromEveryLeader(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	c.WaitController(ctx)

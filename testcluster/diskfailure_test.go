@@ -23,6 +23,7 @@ import (
 // broker's DescribeLogs names the failed log and its directory. Restarted
 // on a working disk, it recovers the log, catches up and rejoins the ISR.
 func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
+	t.Parallel()
 	disks := map[int32]*storage.ErrorFS{}
 	for id := int32(1); id <= 3; id++ {
 		disks[id] = storage.NewErrorFS(storage.OSFS{})

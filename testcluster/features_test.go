@@ -27,6 +27,7 @@ func namesOldNode(msg string) bool {
 }
 
 func TestClusterMetadataVersionRollingUpgrade(t *testing.T) {
+	t.Parallel()
 	const old = int32(3)
 	c := testcluster.New(t, 3, testcluster.Config(func(id int32, cfg *broker.Config) {
 		if id == old {

@@ -16,6 +16,7 @@ import (
 // partition led by another broker; a call already passed on answers
 // NOT_LEADER_OR_FOLLOWER with the leader's id instead.
 func TestClusterFetchRecordsMultiRoutes(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	const parts = 6
 	createTopic(t, c, 1, "multi", parts, 1)
@@ -108,6 +109,7 @@ func TestClusterFetchRecordsMultiRoutes(t *testing.T) {
 // NOT_LEADER_OR_FOLLOWER naming the leader and the others come back as
 // usual, without waiting for the unreachable one.
 func TestClusterFetchRecordsMultiUnreachableLeader(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	const parts = 9
 	createTopic(t, c, 1, "cut", parts, 1)

@@ -74,6 +74,7 @@ func waitListed(ctx context.Context, t *testing.T, c *testcluster.Cluster, via i
 // node's image gets it; it survives the controller's death and a commit
 // after the election counts; without a quorum commits fail UNAVAILABLE.
 func TestClusterGroupOffsets(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -141,8 +142,11 @@ func TestClusterGroupOffsets(t *testing.T) {
 // no longer listed; one emptied with offsets stays listed, and deleting
 // it removes both.
 func TestClusterGroupListedFromFirstJoin(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
-		cfg.GroupConsumerSessionTimeoutMs = 1000
+		// Long enough that members heartbeating on a loaded machine keep
+		// their sessions; the test's expiry waits take this long.
+		cfg.GroupConsumerSessionTimeoutMs = 5000
 		cfg.GroupConsumerHeartbeatIntervalMs = 100
 	}))
 	ctx := testCtx(t)

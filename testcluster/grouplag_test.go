@@ -47,6 +47,7 @@ func partitionLag(d *quirev1.DescribeGroupResponse, topic string, p int32) (*qui
 // and is 0 once it catches up. Members and rebalances are counted per
 // group.
 func TestClusterGroupLag(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, withMetrics(), testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.GroupLagRefreshMs = 100
 		cfg.GroupConsumerSessionTimeoutMs = 5000

@@ -12,10 +12,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/testparallel"
 	"github.com/quirelog/quire/testcluster"
 )
 
 func TestMain(m *testing.M) {
+	testparallel.Raise()
 	goleak.VerifyTestMain(m,
 		// grpc's package-level goroutines.
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
@@ -27,8 +29,10 @@ func TestMain(m *testing.M) {
 	)
 }
 
+// testCtx bounds a whole test: only to stop a hang, far above what the
+// slowest test takes on a loaded machine with others running beside it.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -20,6 +20,7 @@ import (
 // of writes that did succeed. Afterwards the partition holds every record
 // exactly once, in order, with no gap.
 func TestClusterIdempotentPlainGRPCRetryLoop(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

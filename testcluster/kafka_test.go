@@ -43,6 +43,7 @@ func kafkaCluster(t *testing.T, n int, tweaks ...func(*broker.Config)) (*testclu
 // the kill of a leader, and reads back every acknowledged record exactly
 // once, in order per partition.
 func TestClusterKafkaClientFollowsLeaders(t *testing.T) {
+	t.Parallel()
 	c, addrs := kafkaCluster(t, 3)
 	createTopic(t, c, 1, "kt", 3, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -139,6 +140,7 @@ func roles(ctx context.Context, c *testcluster.Cluster) (controller, via, other 
 // record of a replicated topic and commits; the commits are read back
 // over gRPC through a third node.
 func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
+	t.Parallel()
 	c, addrs := kafkaCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -200,6 +202,7 @@ func TestClusterKafkaConsumerGroupThroughAnyNode(t *testing.T) {
 // partitions nor rejoins. Afterwards it reads and commits new records at
 // the same member id and epoch, as the new coordinator tells.
 func TestClusterKafkaGroupMemberThroughControllerFailover(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opt  kgo.Opt

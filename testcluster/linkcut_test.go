@@ -27,6 +27,7 @@ import (
 // (an election on a loaded machine), which would fence one of its ends
 // instead.
 func TestClusterLinkCutHealsAtOnce(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Voters(1), testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.ReplicaFetchWaitMaxMs = 500
 		cfg.ReplicaFetchBackoffMs = 1000

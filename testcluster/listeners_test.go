@@ -54,6 +54,7 @@ func dialT(t *testing.T, addr string) *grpc.ClientConn {
 // address in GetMetadata and DescribeCluster; one on INTERNAL gets the
 // INTERNAL ones, which are also the registered inter-broker addresses.
 func TestClusterListenersHandOutTheConnectedListenersAddresses(t *testing.T) {
+	t.Parallel()
 	c, ext := twoListenerCluster(t, 3)
 	ctx := testCtx(t)
 	for _, via := range c.IDs() {
@@ -103,6 +104,7 @@ func TestClusterListenersHandOutTheConnectedListenersAddresses(t *testing.T) {
 // node's EXTERNAL address produces with acks=all to every partition
 // leader it sends to, dialing EXTERNAL addresses only.
 func TestClusterListenersClientOnExternalListener(t *testing.T) {
+	t.Parallel()
 	c, ext := twoListenerCluster(t, 3)
 	ctx := testCtx(t)
 	c.WaitController(ctx)

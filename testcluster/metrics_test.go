@@ -126,6 +126,7 @@ func wantControllerSeries(t *testing.T, ctx context.Context, c *testcluster.Clus
 func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
 
 func TestClusterMetricsISRShrinkAndStoppedBroker(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, withMetrics())
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -196,6 +197,7 @@ func TestClusterMetricsISRShrinkAndStoppedBroker(t *testing.T) {
 }
 
 func TestClusterMetricsReadinessWhileFenced(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, withMetrics())
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)

@@ -15,6 +15,7 @@ import (
 // records may be read later. A produce refused before the append (an acks
 // value Kafka does not have) has it unset.
 func TestClusterAmbiguousProduceIsMarked(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "amb",

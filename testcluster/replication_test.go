@@ -199,6 +199,7 @@ func values(prefix string, n int) []string {
 // once every in-sync replica has the record, and the followers' logs end
 // up byte for byte the leader's.
 func TestReplicationAcksAllCopiesToEveryReplica(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "rep")
 	vals := values("v", 50)
@@ -222,6 +223,7 @@ func TestReplicationAcksAllCopiesToEveryReplica(t *testing.T) {
 // with acks=all, takes new ones, and the old leader rejoins as a follower,
 // catches up and is added back to the ISR.
 func TestReplicationLeaderKillKeepsAcknowledgedRecords(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "kill")
 	before := values("before", 30)
@@ -263,6 +265,7 @@ func TestReplicationLeaderKillKeepsAcknowledgedRecords(t *testing.T) {
 // diverged at its last epoch, truncates the records only it had, and ends
 // up with the new leader's log.
 func TestReplicationDivergedLeaderTruncates(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "div")
 	common := values("common", 10)
@@ -337,6 +340,7 @@ func TestReplicationDivergedLeaderTruncates(t *testing.T) {
 // controller cannot move to the leader (an election on a loaded machine),
 // which would cut the follower off from the controller too and fence it.
 func TestReplicationISRShrinksAndExpands(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Voters(1))
 	ctx := testCtx(t)
 	controller := c.WaitController(ctx)
@@ -430,6 +434,7 @@ type acked struct {
 // over; then every acknowledged record must be in the final log at the
 // offset it was acknowledged with, and every replica's log the same.
 func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // not testCtx's 30 s: six failovers
 	defer cancel()
@@ -578,6 +583,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 // as clients, so the leader takes a fetch only from the registered process
 // of the replica it names; anything else could move the HW without a copy.
 func TestReplicaFetchRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "guard")
 	ctx := testCtx(t)
@@ -611,6 +617,7 @@ func TestReplicaFetchRefusesStrangers(t *testing.T) {
 // here replica.fetch.max.bytes is raised to 8 MiB so that one partition
 // alone fills a response past it).
 func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.ReplicaFetchMaxBytes = 8 << 20
 	}))

@@ -40,6 +40,7 @@ func (c *shiftedClock) add(d time.Duration) {
 // group whose member left keeps them a minute after the leave, however
 // old its commit; a group with a member keeps them however long it goes.
 func TestClusterOffsetsRetention(t *testing.T) {
+	t.Parallel()
 	c, clock := retentionCluster(t)
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
@@ -107,6 +108,7 @@ func TestClusterOffsetsRetention(t *testing.T) {
 // in fewer metadata-log entries than commits (at metadata.version 3), and
 // each is applied.
 func TestClusterCommitsBatched(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
@@ -156,6 +158,7 @@ func TestClusterCommitsBatched(t *testing.T) {
 // controller is the coordinator: a controller change half-way through
 // the retention does not start the count again.
 func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
+	t.Parallel()
 	c, clock := retentionCluster(t)
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
@@ -216,6 +219,7 @@ func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
 // be refused), so members still leave; the offsets then expire a
 // retention after the coordinator first saw the group empty.
 func TestClusterGroupEmptySinceBelowItsLevel(t *testing.T) {
+	t.Parallel()
 	c, clock := retentionCluster(t, func(cfg *broker.Config) {
 		cfg.MetadataVersions = metadata.VersionRange{Min: 1, Max: metadata.MetadataVersionSecurity}
 	})
@@ -264,6 +268,7 @@ func TestClusterGroupEmptySinceBelowItsLevel(t *testing.T) {
 // it (offsets.retention.minutes 1 here, 7 days by default: a node
 // restored from an old snapshot does it too).
 func TestClusterCommitStampedByController(t *testing.T) {
+	t.Parallel()
 	clocks := map[int32]*clock.Jumped{}
 	c := testcluster.New(t, 3, testcluster.Config(func(id int32, cfg *broker.Config) {
 		clocks[id] = &clock.Jumped{}

@@ -16,6 +16,7 @@ import (
 // does not lead the partition; that broker passes it on to the leader
 // once. A request already passed on is not passed on again.
 func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	createReplicatedTopic(t, c, "routed")
 	ctx := testCtx(t)
@@ -84,6 +85,7 @@ func TestClusterAnyBrokerTakesPlainProducesAndFetches(t *testing.T) {
 // there), so that the cut holds the HW back and does nothing else (with
 // the controller at one end, the other end's session would expire).
 func TestClusterPassedOnProduceOutcomes(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Voters(1))
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)

@@ -35,6 +35,7 @@ func healthOver(t *testing.T, addr string, creds credentials.TransportCredential
 }
 
 func TestClusterTLSReplicatesAndRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 3, testcluster.TLS(sec))
 	createReplicatedTopic(t, c, "secure")
@@ -101,6 +102,7 @@ func serverSerial(t *testing.T, addr string, pool *x509.CertPool, client tlsconf
 }
 
 func TestClusterTLSRotatesCertificatesWithoutRestart(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec))
 	pool := x509.NewCertPool()

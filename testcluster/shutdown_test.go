@@ -15,6 +15,7 @@ import (
 // its controlled shutdown after broker.session.timeout.ms, returns no
 // error and leaves the clean-shutdown marker.
 func TestClusterStopWithoutQuorumIsBoundedAndClean(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)

@@ -40,6 +40,7 @@ func (s *subStream) lastOffsets() map[string]int64 {
 // once and committed, and a clean close leaves the group. Acknowledging
 // past what was sent ends a stream INVALID_REQUEST, saying so.
 func TestClusterSubscribeBatches(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 3000)
 	createTopic(t, c, ctl, "bt", 3, 3)
 	waitTopic(ctx, c, "bt")

@@ -21,6 +21,7 @@ func (s *subStream) viewCount() int {
 // mid-consumption: both keep their partitions (no assignment change) and
 // go on reading and committing through the new coordinator.
 func TestClusterSubscribeControllerKill(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 5000)
 	createTopic(t, c, ctl, "ck", 4, 3)
 	waitTopic(ctx, c, "ck")
@@ -75,6 +76,7 @@ func (s *subStream) totalLocked() int {
 // TestClusterSubscribeNewPartitions: partitions added to a subscribed
 // topic are assigned (split between the two streams) and read.
 func TestClusterSubscribeNewPartitions(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 5000)
 	createTopic(t, c, ctl, "grow", 2, 3)
 	waitTopic(ctx, c, "grow")
@@ -101,6 +103,7 @@ func TestClusterSubscribeNewPartitions(t *testing.T) {
 // TestClusterGroupOffsetsWholeClusterRestart: offsets committed by a group
 // member are there after every node stops and starts again.
 func TestClusterGroupOffsetsWholeClusterRestart(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 5000)
 	createTopic(t, c, ctl, "rs", 2, 3)
 	waitTopic(ctx, c, "rs")

@@ -33,6 +33,7 @@ func (s *subStream) rawEvents() []*quirev1.SubscribeRawBatch {
 // Acknowledging by offsets, or past what was sent, ends a stream
 // INVALID_REQUEST, saying so, and commits nothing.
 func TestClusterSubscribeRaw(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 3000)
 	createTopic(t, c, ctl, "raw", 1, 3)
 	waitTopic(ctx, c, "raw")

@@ -397,6 +397,7 @@ func checkViews(t *testing.T, streams ...*subStream) {
 // partition; closing the first gives everything to the second at once,
 // well within the session timeout.
 func TestClusterSubscribeSplit(t *testing.T) {
+	t.Parallel()
 	// A session timeout far above the deadline on the hand-over below.
 	c, ctx, ctl := subCluster(t, 300000)
 	createTopic(t, c, ctl, "split", 6, 3)
@@ -502,6 +503,7 @@ func TestClusterSubscribeSplit(t *testing.T) {
 // INVALID_REQUEST; a broken stream stays in the group until the session
 // timeout.
 func TestClusterSubscribeAcks(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 3000)
 	createTopic(t, c, ctl, "acks", 1, 3)
 	waitTopic(ctx, c, "acks")
@@ -597,6 +599,7 @@ func TestClusterSubscribeAcks(t *testing.T) {
 // TestClusterSubscribeBadInput: what is wrong with a stream's first
 // message ends it with a clear status, before it joins anything.
 func TestClusterSubscribeBadInput(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 3000)
 	createTopic(t, c, ctl, "bad", 1, 3)
 	waitTopic(ctx, c, "bad")
@@ -640,6 +643,7 @@ func TestClusterSubscribeBadInput(t *testing.T) {
 // stream keeps its own. A third stream of the instance replaces the
 // second, which ends with FENCED_INSTANCE_ID.
 func TestClusterSubscribeStatic(t *testing.T) {
+	t.Parallel()
 	c, ctx, ctl := subCluster(t, 20000)
 	c.WaitMetadataVersion(ctx, metadata.MetadataVersionStaticMembers)
 	createTopic(t, c, ctl, "st", 4, 3)

@@ -20,6 +20,7 @@ import (
 // log sent to it), the broker list and every ISR, and stays in its
 // partitions' replica lists.
 func TestClusterUnregisterBroker(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 4, testcluster.Voters(3))
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)

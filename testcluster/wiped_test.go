@@ -20,6 +20,7 @@ import (
 // produce and fetch answer LEADER_NOT_AVAILABLE (retriable) instead of
 // w serving the partition again from offset 0.
 func TestClusterWipedSoleReplicaGoesOffline(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)
@@ -133,6 +134,7 @@ func TestClusterWipedSoleReplicaGoesOffline(t *testing.T) {
 // ISR member; until follower replication exists, that member's log may
 // be behind, which this test does not judge.)
 func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
 	ctl := c.WaitController(ctx)

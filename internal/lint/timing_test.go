@@ -76,7 +76,7 @@ func TestNoTimingThresholdsSamples(t *testing.T) {
 		want []int // lines
 	}{
 		{"latency.go.txt", []int{24, 28}},
-		{"thresholds.go.txt", []int{12, 20, 26, 36, 43}},
+		{"thresholds.go.txt", []int{12, 20, 26, 36, 43, 52}},
 		{"allowed.go.txt", nil},
 	} {
 		found, err := timingThresholds(filepath.Join("testdata", "timing", tc.file))
@@ -126,6 +126,16 @@ func timingThresholds(path string) ([]threshold, error) {
 		}
 		s := newScope(fn.Body)
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			// A select case on time.After that fails the test: a
+			// threshold too, the elapsed time implied.
+			if cc, ok := n.(*ast.CommClause); ok && failsTest(&ast.BlockStmt{List: cc.Body}) {
+				if d := timerOf(cc.Comm); d != nil && time.Duration(s.atLeast(d)) < minDeadline {
+					if pos := fset.Position(cc.Pos()); !allowed[pos.Line] {
+						found = append(found, threshold{pos: pos, what: "a select on time.After", bound: expr(fset, d)})
+					}
+				}
+				return true
+			}
 			is, ok := n.(*ast.IfStmt)
 			if !ok || !failsTest(is.Body) {
 				return true
@@ -151,6 +161,32 @@ func timingThresholds(path string) ([]threshold, error) {
 		})
 	}
 	return found, nil
+}
+
+// timerOf is d in a select case "<-time.After(d)" (received or assigned),
+// else nil.
+func timerOf(comm ast.Stmt) ast.Expr {
+	var e ast.Expr
+	switch c := comm.(type) {
+	case *ast.ExprStmt:
+		e = c.X
+	case *ast.AssignStmt:
+		if len(c.Rhs) == 1 {
+			e = c.Rhs[0]
+		}
+	}
+	u, ok := e.(*ast.UnaryExpr)
+	if !ok || u.Op != token.ARROW {
+		return nil
+	}
+	call, ok := u.X.(*ast.CallExpr)
+	if !ok || len(call.Args) != 1 {
+		return nil
+	}
+	if sel, ok := call.Fun.(*ast.SelectorExpr); ok && isPkg(sel.X, "time") && sel.Sel.Name == "After" {
+		return call.Args[0]
+	}
+	return nil
 }
 
 func expr(fset *token.FileSet, e ast.Expr) string {
