@@ -45,6 +45,14 @@ func TestClusterPartitionBudget(t *testing.T) {
 	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "a", OptionalPartitions: parts(4), OptionalReplicationFactor: rf(3)}); err != nil {
 		t.Fatal(err)
 	}
+	// Each node checks on the image it serves from: wait until every one
+	// holds topic a.
+	for _, id := range c.IDs() {
+		c.Eventually(ctx, "topic a on every node", func() error {
+			_, err := admin(c, id).DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: []string{"a"}})
+			return err
+		})
+	}
 	for _, id := range c.IDs() {
 		for _, dry := range []bool{true, false} {
 			_, err := admin(c, id).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "b", OptionalPartitions: parts(3),
