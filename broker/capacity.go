@@ -11,12 +11,17 @@ import (
 // derived at start from the open-file limit (raised to the hard limit
 // first) and the memory, whichever allows fewer:
 //
-//   - files: a hosted partition keeps its active segment open, three
-//     files (.log, .index, .timeindex); the handles of older segments
-//     are opened on demand and closed when idle. A quarter of the limit,
-//     at least reservedFiles, is left for connections, the raft log,
-//     the metadata store, snapshots and the older segments' handles
-//     (so a limit of 1024 gives 256 partitions, 20000 gives 5000).
+//   - files: a partition in use holds up to three files of its active
+//     segment (.log while written, .index and .timeindex at a flush or
+//     roll). Every segment file goes through the node's file cache
+//     (log.open.files.max, half the limit by default), which closes idle
+//     ones, so the limit does not bound what a node holds on disk or
+//     restarts with; the budget keeps every hosted partition's active
+//     files within the limit, so that all of them in use at once do not
+//     churn the cache. A quarter of the limit, at least reservedFiles, is
+//     left for connections, the raft log, the metadata store and
+//     snapshots (so a limit of 1024 gives 256 partitions, 20000 gives
+//     5000).
 //   - memory: partitionMemory per hosted partition (its replica state,
 //     the active segment's in-memory indexes, producer state and fetch
 //     buffers), within half the memory.

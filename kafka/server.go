@@ -208,15 +208,17 @@ func (s *Server) track(lis net.Listener, c net.Conn) string {
 	if refused == "" {
 		return ""
 	}
+	// Counted before the close, so whoever sees the connection end sees
+	// the refusal counted.
+	if s.cfg.Refused != nil {
+		s.cfg.Refused(refused)
+	}
 	_ = c.Close()
 	if logIt {
 		s.cfg.Logger.Warn("connection refused: too many connections", "client", c.RemoteAddr().String(),
 			"limit", refused, "listener_connections", open, "client_connections", fromIP,
 			"max_connections", s.cfg.MaxConnections, "max_connections_per_ip", s.cfg.MaxConnectionsPerIP,
 			"refused_unlogged", quiet)
-	}
-	if s.cfg.Refused != nil {
-		s.cfg.Refused(refused)
 	}
 	return refused
 }

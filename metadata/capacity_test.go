@@ -51,7 +51,7 @@ func TestControllerPlanRefusesAbsurdCounts(t *testing.T) {
 func TestFSMBrokerBudget(t *testing.T) {
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokersAt(SupportedMetadataVersions())
-	// Below metadata.version 7 no budget can be recorded.
+	// Below metadata.version 9 (MetadataVersionBrokerBudget) no budget can be recorded.
 	tf.rejected(budget(1, epochs[1], 2), ErrUnsupportedVersion)
 	tf.ok(featureLevel(MetadataVersionBrokerBudget))
 	tf.rejected(budget(1, epochs[1]-1, 2), ErrStaleEpoch)
