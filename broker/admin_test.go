@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-
 	"strings"
 	"testing"
 
