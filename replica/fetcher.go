@@ -54,8 +54,9 @@ type fetcher struct {
 	stop   chan struct{}
 
 	session FetchSession // used by run's goroutine only
-	// The last fetch's partitions, reused by the next (run's goroutine
-	// only: a fetch is over, answer applied, before the next is built).
+	// The last fetch's partitions, reused by the next (a fetch is over,
+	// answer applied, before run's goroutine builds the next); handed
+	// over under mu.
 	reqParts []FetchPartition
 	pending  []pending
 }
@@ -236,13 +237,20 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 	cfg := f.m.cfg
 	req := &FetchRequest{ReplicaID: f.m.self, Incarnation: f.m.incarnation, MaxWaitMs: int32(cfg.MaxWait.Milliseconds()),
 		MinBytes: cfg.MinBytes, MaxBytes: cfg.ResponseMax}
-	clear(f.pending) // no partition kept past its fetch
-	parts := f.pending[:0]
-	req.Partitions = f.reqParts[:0]
-	defer func() { f.pending, f.reqParts = parts, req.Partitions }()
 	next := cfg.Backoff
 	paused := false
 	f.mu.Lock()
+	// The last fetch's buffers are taken under mu (and given back under
+	// it), so that two callers never share them.
+	clear(f.pending) // no partition kept past its fetch
+	parts := f.pending[:0]
+	req.Partitions = f.reqParts[:0]
+	f.pending, f.reqParts = nil, nil
+	defer func() {
+		f.mu.Lock()
+		f.pending, f.reqParts = parts, req.Partitions
+		f.mu.Unlock()
+	}()
 	for _, st := range f.order {
 		if wait := st.pausedUntil.Sub(now); wait > 0 {
 			next = min(next, wait)
