@@ -21,7 +21,8 @@ import (
 // length of the call, and a pinned file is never closed under its user.
 // Pinning an open file is two atomic operations, with no lock shared by
 // the logs; the cache's mutex is taken only to open a file (a miss), to
-// close one, and to evict.
+// close one, to evict (fsyncing first a file written since its last
+// fsync) and to mark a deleted file.
 type FileCache struct {
 	capacity int
 
@@ -380,8 +381,8 @@ func (lf *lazyFile) WriteAt(p []byte, off int64) (int, error) {
 // Sync fsyncs the file, reopening it if needed: dirty pages written
 // through a descriptor since closed are the file's (and the cache fsynced
 // them before closing it). An error fsyncing or closing an evicted
-// descriptor is reported here too. A
-// deleted file that is not open has nothing left worth syncing.
+// descriptor is reported here too. A deleted file that is not open has
+// nothing left worth syncing.
 func (lf *lazyFile) Sync() error {
 	if lf.hasCloseErr.Load() {
 		lf.c.mu.Lock()
