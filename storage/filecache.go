@@ -328,15 +328,20 @@ func (lf *lazyFile) Close() error {
 // the cache's reach: a segment being deleted while readers still hold it
 // keeps its .log readable through the descriptor, as it was before the
 // file was unlinked.
+//
+// A Close (the last reference going) may race it: the pin is kept only if
+// Close, which drops it, has not run yet.
 func (lf *lazyFile) keepOpen() error {
 	if _, err := lf.pin(); err != nil {
 		return err
 	}
 	lf.c.mu.Lock()
-	dup := lf.kept
-	lf.kept = true
+	drop := lf.kept || lf.closed.Load()
+	if !drop {
+		lf.kept = true
+	}
 	lf.c.mu.Unlock()
-	if dup {
+	if drop {
 		lf.unpin()
 	}
 	return nil
