@@ -404,6 +404,9 @@ func (lf *lazyFile) Sync() error {
 		}
 		var err error
 		if f, err = lf.pin(); err != nil {
+			if errors.Is(err, errFileGone) && lf.removed.Load() {
+				return nil // deleted since the check above
+			}
 			return err
 		}
 	}

@@ -140,3 +140,36 @@ func TestDeletedLogStaysReadableForItsReaders(t *testing.T) {
 		t.Fatalf("%d files open after the log was deleted and its reader done", st.Open)
 	}
 }
+
+// TestSyncOfFileRemovedMeanwhileIsNoError: a segment deleted while the
+// background fsync of its evicted files is deciding to reopen one has
+// nothing left to sync; the fsync must not fail (and fail the log) with
+// errFileGone.
+func TestSyncOfFileRemovedMeanwhileIsNoError(t *testing.T) {
+	dir := t.TempDir()
+	c := NewFileCache(MinFileCacheCapacity)
+	lf, err := c.create(OSFS{}, join(dir, segmentName(0)+timeIndexSuffix), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictAll(c)
+	c.mu.Lock()
+	done := make(chan struct{})
+	var syncErr error
+	go func() {
+		defer close(done)
+		syncErr = lf.Sync()
+	}()
+	// Sync has seen the file neither open nor removed and waits for the
+	// mutex to reopen it; the deletion marks it meanwhile.
+	waitDoneOrBlocked(t, done, "(*lazyFile).Sync")
+	lf.removed.Store(true) // markRemoved, whose mutex this test holds
+	c.mu.Unlock()
+	<-done
+	if syncErr != nil {
+		t.Fatalf("sync of a file deleted meanwhile: %v", syncErr)
+	}
+	if _, err := os.Stat(join(dir, segmentName(0)+timeIndexSuffix)); err != nil {
+		t.Fatalf("the file itself: %v", err) // not unlinked here; only marked
+	}
+}
