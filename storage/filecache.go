@@ -21,7 +21,8 @@ import (
 // length of the call, and a pinned file is never closed under its user.
 // Pinning an open file is two atomic operations, with no lock shared by
 // the logs; the cache's mutex is taken only to open a file (a miss), to
-// close one, and to evict.
+// close one, to evict (fsyncing first a file written since its last
+// fsync) and to mark a deleted file.
 type FileCache struct {
 	capacity int
 
@@ -327,15 +328,20 @@ func (lf *lazyFile) Close() error {
 // the cache's reach: a segment being deleted while readers still hold it
 // keeps its .log readable through the descriptor, as it was before the
 // file was unlinked.
+//
+// A Close (the last reference going) may race it: the pin is kept only if
+// Close, which drops it, has not run yet.
 func (lf *lazyFile) keepOpen() error {
 	if _, err := lf.pin(); err != nil {
 		return err
 	}
 	lf.c.mu.Lock()
-	dup := lf.kept
-	lf.kept = true
+	drop := lf.kept || lf.closed.Load()
+	if !drop {
+		lf.kept = true
+	}
 	lf.c.mu.Unlock()
-	if dup {
+	if drop {
 		lf.unpin()
 	}
 	return nil
@@ -380,8 +386,8 @@ func (lf *lazyFile) WriteAt(p []byte, off int64) (int, error) {
 // Sync fsyncs the file, reopening it if needed: dirty pages written
 // through a descriptor since closed are the file's (and the cache fsynced
 // them before closing it). An error fsyncing or closing an evicted
-// descriptor is reported here too. A
-// deleted file that is not open has nothing left worth syncing.
+// descriptor is reported here too. A deleted file that is not open has
+// nothing left worth syncing.
 func (lf *lazyFile) Sync() error {
 	if lf.hasCloseErr.Load() {
 		lf.c.mu.Lock()
@@ -398,6 +404,9 @@ func (lf *lazyFile) Sync() error {
 		}
 		var err error
 		if f, err = lf.pin(); err != nil {
+			if errors.Is(err, errFileGone) && lf.removed.Load() {
+				return nil // deleted since the check above
+			}
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quirelog/quire/record"
 )
 
 // hookFS runs onOpen before opening name for reading and writing.
@@ -96,5 +99,77 @@ func TestRemovedSegmentFileIsNotRecreatedByAReopen(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeletedLogStaysReadableForItsReaders: a reader still on a segment of
+// a log being deleted (its partition removed) reads on through a
+// descriptor kept from before the unlink, even if the cache had closed the
+// file, as it did when every segment held its descriptors; the descriptor
+// goes with the reader's reference.
+func TestDeletedLogStaysReadableForItsReaders(t *testing.T) {
+	files := NewFileCache(MinFileCacheCapacity)
+	dir := join(t.TempDir(), "t-0")
+	l, err := OpenLog(dir, "t", 0, smallConfig(), 0, Options{FS: noSyncFS{}, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, makeBatch(5, 100, 1), 1)
+	seg := l.segmentFor(0)
+	want := make([]byte, record.HeaderSize)
+	if _, err := seg.log.ReadAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	evictAll(files)
+	if err := l.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("deleted log's directory: %v", err)
+	}
+	evictAll(files)
+	got := make([]byte, record.HeaderSize)
+	if _, err := seg.log.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read of the deleted log by its reader: %v", err)
+	}
+	seg.release()
+	if seg.log.isOpen() {
+		t.Fatal("the kept descriptor outlived the last reference")
+	}
+	if st := files.Stats(); st.Open != 0 {
+		t.Fatalf("%d files open after the log was deleted and its reader done", st.Open)
+	}
+}
+
+// TestSyncOfFileRemovedMeanwhileIsNoError: a segment deleted while the
+// background fsync of its evicted files is deciding to reopen one has
+// nothing left to sync; the fsync must not fail (and fail the log) with
+// errFileGone.
+func TestSyncOfFileRemovedMeanwhileIsNoError(t *testing.T) {
+	dir := t.TempDir()
+	c := NewFileCache(MinFileCacheCapacity)
+	lf, err := c.create(OSFS{}, join(dir, segmentName(0)+timeIndexSuffix), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictAll(c)
+	c.mu.Lock()
+	done := make(chan struct{})
+	var syncErr error
+	go func() {
+		defer close(done)
+		syncErr = lf.Sync()
+	}()
+	// Sync has seen the file neither open nor removed and waits for the
+	// mutex to reopen it; the deletion marks it meanwhile.
+	waitDoneOrBlocked(t, done, "(*lazyFile).Sync")
+	lf.removed.Store(true) // markRemoved, whose mutex this test holds
+	c.mu.Unlock()
+	<-done
+	if syncErr != nil {
+		t.Fatalf("sync of a file deleted meanwhile: %v", syncErr)
+	}
+	if _, err := os.Stat(join(dir, segmentName(0)+timeIndexSuffix)); err != nil {
+		t.Fatalf("the file itself: %v", err) // not unlinked here; only marked
 	}
 }

@@ -384,9 +384,16 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// Delete closes the log and removes its directory.
+// Delete closes the log and removes its directory. Readers still on a
+// segment read on through its .log kept open.
 func (l *Log) Delete() error {
 	cerr := l.Close()
+	l.mu.RLock()
+	segs := l.segs
+	l.mu.RUnlock()
+	for _, s := range segs {
+		s.markRemoved(0) // Close released the log's own references
+	}
 	if err := l.fs.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("storage: delete %s: %w", l, err)
 	}

@@ -498,8 +498,20 @@ func (s *segment) release() {
 // still holds one is kept open (out of the file cache's reach) until the
 // last reference goes.
 func (s *segment) removeFiles(fsys FS) error {
+	s.markRemoved(1)
+	return errors.Join(
+		removeIfExists(fsys, s.stem+logSuffix),
+		removeIfExists(fsys, s.stem+indexSuffix),
+		removeIfExists(fsys, s.stem+timeIndexSuffix))
+}
+
+// markRemoved marks the segment's files as being deleted, so that none is
+// reopened (or recreated) once unlinked; if readers beyond the own
+// references the caller holds are still on the segment, its .log is kept
+// open for them first.
+func (s *segment) markRemoved(own int32) {
 	s.removed.Store(true)
-	if s.refs.Load() > 1 {
+	if s.refs.Load() > own {
 		// Should it fail (no descriptor left), those readers get
 		// errFileGone: they were reading records being deleted.
 		_ = s.log.keepOpen()
@@ -507,10 +519,6 @@ func (s *segment) removeFiles(fsys FS) error {
 	for _, f := range []*lazyFile{s.log, s.idx.file, s.tidx.file} {
 		f.markRemoved()
 	}
-	return errors.Join(
-		removeIfExists(fsys, s.stem+logSuffix),
-		removeIfExists(fsys, s.stem+indexSuffix),
-		removeIfExists(fsys, s.stem+timeIndexSuffix))
 }
 
 // largestTimestamp is the segment's newest record time for retention,
