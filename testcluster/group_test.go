@@ -19,25 +19,40 @@ func groups(c *testcluster.Cluster, id int32) quirev1.GroupsClient {
 	return quirev1.NewGroupsClient(c.Conn(id))
 }
 
+// A call through a node rides out a controller election on its own, within
+// the node's bound (metadata.write.timeout.ms); on a loaded machine the
+// election can outlast it, and the answer is then retriable: commitOffset
+// and fetchOffset ask again, as a client does, and fail on anything else.
+
 func commitOffset(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32, group, topic string, p int32, offset int64) {
 	t.Helper()
-	_, err := groups(c, via).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: group,
-		Offsets: []*quirev1.OffsetCommit{{Topic: topic, Partition: p, Offset: offset}}})
-	if err != nil {
-		t.Fatalf("commit %s %s-%d=%d through node %d: %v", group, topic, p, offset, via, err)
-	}
+	c.Eventually(ctx, fmt.Sprintf("commit %s %s-%d=%d through node %d", group, topic, p, offset, via), func() error {
+		_, err := groups(c, via).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: group,
+			Offsets: []*quirev1.OffsetCommit{{Topic: topic, Partition: p, Offset: offset}}})
+		if err != nil && !errorDetail(err).GetRetriable() {
+			t.Fatalf("commit %s %s-%d=%d through node %d: %v", group, topic, p, offset, via, err)
+		}
+		return err
+	})
 }
 
-// fetchOffset reads one committed offset through node via; the call itself
-// rides out a controller election.
+// fetchOffset reads one committed offset through node via.
 func fetchOffset(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32, group, topic string, p int32) int64 {
 	t.Helper()
-	resp, err := groups(c, via).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: group,
-		Partitions: []*quirev1.TopicPartition{{Topic: topic, Partition: p}}})
-	if err != nil {
-		t.Fatalf("fetch %s %s-%d through node %d: %v", group, topic, p, via, err)
-	}
-	return resp.Offsets[0].Offset
+	var off int64
+	c.Eventually(ctx, fmt.Sprintf("fetch %s %s-%d through node %d", group, topic, p, via), func() error {
+		resp, err := groups(c, via).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: group,
+			Partitions: []*quirev1.TopicPartition{{Topic: topic, Partition: p}}})
+		if err != nil {
+			if !errorDetail(err).GetRetriable() {
+				t.Fatalf("fetch %s %s-%d through node %d: %v", group, topic, p, via, err)
+			}
+			return err
+		}
+		off = resp.Offsets[0].Offset
+		return nil
+	})
+	return off
 }
 
 // listedGroups lists the groups through node via.

@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -46,12 +47,15 @@ func admin(c *testcluster.Cluster, id int32) quirev1.AdminClient {
 // A broker whose heartbeat came late on a loaded machine is fenced until
 // its next one, and a replication factor above the live brokers is
 // refused meanwhile (INVALID_REPLICATION_FACTOR, nothing created): that
-// answer is asked again until the deadline; any other fails the test.
+// answer, and a retriable one, is asked again until the deadline (after a
+// retriable one, TOPIC_ALREADY_EXISTS is the earlier attempt's topic); any
+// other fails the test.
 func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, partitions, rf int32) *quirev1.TopicDescription {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var topic *quirev1.TopicDescription
+	retried := false
 	c.Eventually(ctx, "create topic "+name, func() error {
 		resp, err := admin(c, via).CreateTopic(ctx, &quirev1.CreateTopicRequest{
 			Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: rf},
@@ -62,6 +66,19 @@ func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, p
 			return nil
 		case errorDetail(err).GetCode() == quirev1.ErrorCode_INVALID_REPLICATION_FACTOR && strings.Contains(err.Error(), "live broker"):
 			return err
+		case errorDetail(err).GetRetriable():
+			// No controller answered within the node's bound (an
+			// election outlasting it on a loaded machine): asked again,
+			// as a client does. The write may have committed meanwhile.
+			retried = true
+			return err
+		case retried && errorDetail(err).GetCode() == quirev1.ErrorCode_TOPIC_ALREADY_EXISTS:
+			d, derr := admin(c, via).DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: []string{name}})
+			if derr != nil || len(d.Topics) != 1 {
+				return fmt.Errorf("describe %s after a retried create: %v", name, derr)
+			}
+			topic = d.Topics[0]
+			return nil
 		}
 		t.Fatalf("create topic %q through node %d: %v", name, via, err)
 		return nil
