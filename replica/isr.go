@@ -184,25 +184,15 @@ func (p *Partition) followerLogFailed(replica int32, epoch int32) {
 
 // logFailed takes the replica out of service once its log has failed
 // (storage.ErrLogFailed: an I/O error on write or sync; the log refuses
-// appends until reopened). As leader it asks the controller for the ISR
-// without itself, which hands leadership to an in-sync follower (retried
-// by the ISR check until answered); as follower its fetches take no more
-// records and tell the leader, which drops it from the ISR.
+// appends until reopened), whether an append found it or the log reported
+// it itself (storage.Log.OnFailure: a flush, a checkpoint, recording a
+// leader epoch). As leader it asks the controller for the ISR without
+// itself, which hands leadership to an in-sync follower; as follower its
+// fetches take no more records and tell the leader, which drops it from
+// the ISR. Only the first failure asks: an ask that goes unanswered is
+// asked again by the ISR check, not by every later report of the same
+// failure (which may come from the append and the log's report alike).
 func (p *Partition) logFailed(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failed == nil {
-		p.failed = err
-		p.rm.logger.Error("replica log failed: giving up leadership and the ISR", "topic", p.topic, "partition", p.id,
-			"dir", p.log.Dir(), "leader", p.leader, "error", err)
-	}
-	p.giveUpLocked()
-}
-
-// storageFailed is logFailed for a failure the log reported itself
-// (storage.Log.OnFailure), from wherever it was found; one already
-// recorded (an append that failed) is not asked about again.
-func (p *Partition) storageFailed(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed != nil {

@@ -226,7 +226,7 @@ func (rm *Manager) host(topic string, p int32) (*Partition, bool, error) {
 	// A storage failure found anywhere (a background flush, a checkpoint,
 	// recording a leader epoch), not only by an append, takes the replica
 	// out of service.
-	l.OnFailure(func(err error) { rm.goBackground(func() { part.storageFailed(err) }) })
+	l.OnFailure(func(err error) { rm.goBackground(func() { part.logFailed(err) }) })
 	return part, true, nil
 }
 
