@@ -310,18 +310,24 @@ func (l *Log) Fail(err error) {
 // OnFailure sets fn to be told, once, the error the log fails with,
 // wherever the failure is found: an append, a flush (the periodic one and
 // the background fsync of a rolled segment alike), a leader epoch or
-// log start checkpoint, a truncation, Fail. fn runs on a goroutine of its
-// own, so it may take any lock and call the log. Set after the log has
-// failed, fn is told at once. The owner of the log (the replica) takes
-// the partition out of service then, whether or not anything is appended
-// again.
+// log start checkpoint, a truncation, Fail. fn is called by whoever found
+// the failure, which may hold the log's own locks: it must not block nor
+// call the log, only hand the failure on (the replica starts a goroutine
+// it tracks, so nothing outlives the replica manager's Stop). Set after
+// the log has failed, fn is told at once. The owner of the log (the
+// replica) takes the partition out of service then, whether or not
+// anything is appended again.
 func (l *Log) OnFailure(fn func(error)) {
 	l.failMu.Lock()
-	defer l.failMu.Unlock()
 	l.onFailure = fn
-	if l.failure != nil && !l.told && fn != nil {
+	tell := l.failure != nil && !l.told && fn != nil
+	if tell {
 		l.told = true
-		go fn(l.failure)
+	}
+	failure := l.failure
+	l.failMu.Unlock()
+	if tell {
+		fn(failure)
 	}
 }
 
@@ -329,13 +335,17 @@ func (l *Log) OnFailure(fn func(error)) {
 // kept for a hook set later.
 func (l *Log) tellFailure(err error) {
 	l.failMu.Lock()
-	defer l.failMu.Unlock()
 	if l.failure == nil {
 		l.failure = fmt.Errorf("%w: %w", ErrLogFailed, err)
 	}
-	if l.onFailure != nil && !l.told {
+	fn, failure := l.onFailure, l.failure
+	tell := fn != nil && !l.told
+	if tell {
 		l.told = true
-		go l.onFailure(l.failure)
+	}
+	l.failMu.Unlock()
+	if tell {
+		fn(failure)
 	}
 }
 

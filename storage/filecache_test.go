@@ -109,6 +109,9 @@ func TestDeletedSegmentStaysReadableForItsReaders(t *testing.T) {
 	for l.NumSegments() < 3 {
 		mustAppend(t, l, makeBatch(5, 100, 1), 1)
 	}
+	// The rolled segments' background fsync pins their files too: done
+	// first, so the reader's reference is the last one.
+	l.flushWG.Wait()
 	seg := l.segmentFor(0)
 	want := make([]byte, record.HeaderSize)
 	if _, err := seg.log.ReadAt(want, 0); err != nil {
