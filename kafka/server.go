@@ -50,6 +50,9 @@ type Backend interface {
 	ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error)
 	CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error)
 	FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error)
+
+	// The admin APIs (admin.go).
+	AdminBackend
 }
 
 // Config configures a Server.
@@ -595,6 +598,9 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return leaveGroup(ctx, b, req), nil
 	case *kmsg.OffsetFetchRequest:
 		return offsetFetch(ctx, b, req), nil
+	}
+	if resp, ok := adminDispatch(ctx, b, req); ok {
+		return resp, nil
 	}
 	return nil, fmt.Errorf("%w: %s", errUnsupported, kmsg.NameForKey(req.Key()))
 }

@@ -176,7 +176,7 @@ func (s *sweep) kafkaHostile(ctx context.Context) {
 		{name: "header of 4 bytes", frame: append(i32(4), 0, 18, 0, 0)},
 		{name: "unknown API key 9999", frame: raw(9999, 0, -1, i32(0))},
 		{name: "API key -1", frame: raw(-1, 0, -1)},
-		{name: "API key 19 (CreateTopics, not served): 2^31-1 partitions", frame: raw(19, 4, -1,
+		{name: "CreateTopics v4, validate only: 2^31-1 partitions", frame: raw(19, 4, -1,
 			i32(1), str("kbig"), i32(math.MaxInt32), i16(1), i32(0), i32(0), i32(5000), i8(1))},
 		{name: "API key 17 (SaslHandshake, not served)", frame: raw(17, 1, -1, str("PLAIN"))},
 		{name: "ApiVersions v99", frame: raw(18, 99, -1), req: kmsg.NewPtrApiVersionsRequest(), check: apiVersionsError},

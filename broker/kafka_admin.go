@@ -1,0 +1,315 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/kafka"
+	"github.com/quirelog/quire/metadata"
+)
+
+// kafka.AdminBackend over the Admin, Groups and Security services'
+// handlers: Kafka's admin API on the Kafka listeners answers what the
+// gRPC calls answer, and each call is authorized as its gRPC call is.
+
+// The gRPC methods the Kafka admin calls are authorized as.
+const (
+	methodCreateTopic       = "/quire.v1.Admin/CreateTopic"
+	methodDeleteTopic       = "/quire.v1.Admin/DeleteTopic"
+	methodCreatePartitions  = "/quire.v1.Admin/CreatePartitions"
+	methodDescribeCluster   = "/quire.v1.Admin/DescribeCluster"
+	methodDescribeConfigs   = "/quire.v1.Admin/DescribeConfigs"
+	methodAlterConfigs      = "/quire.v1.Admin/AlterConfigs"
+	methodDescribeProducers = "/quire.v1.Admin/DescribeProducers"
+	methodDeleteGroup       = "/quire.v1.Groups/DeleteGroup"
+	methodCreateAcls        = "/quire.v1.Security/CreateAcls"
+	methodListAcls          = "/quire.v1.Security/ListAcls"
+	methodDeleteAcls        = "/quire.v1.Security/DeleteAcls"
+	methodListUsers         = "/quire.v1.Security/ListUsers"
+	methodDeleteUser        = "/quire.v1.Security/DeleteUser"
+	methodUpsertUser        = "/quire.v1.Security/UpsertUser"
+)
+
+// authorizeKafka applies to a Kafka admin request, with the authorizer
+// on, the check the gRPC interceptor applies to the gRPC call method
+// with req (authz.go's table): every admin path, gRPC or Kafka, needs
+// the same ACLs. A connection not authenticated is ANONYMOUS.
+func (b *Broker) authorizeKafka(ctx context.Context, method string, req any) error {
+	if !b.guard.authorize {
+		return nil
+	}
+	id, ok := IdentityFrom(ctx)
+	if !ok || id.Principal == "" {
+		id = Identity{Principal: auth.Anonymous, By: "none"}
+	}
+	if err := b.checkRequest(b.authorizer(), id, method, req); err != nil {
+		return authStatus(err)
+	}
+	return nil
+}
+
+// authorizeKafkaNeed is authorizeKafka for a Kafka call no gRPC call
+// matches (a broker's configuration): the need it names.
+func (b *Broker) authorizeKafkaNeed(ctx context.Context, n need) error {
+	if !b.guard.authorize {
+		return nil
+	}
+	id, ok := IdentityFrom(ctx)
+	if !ok || id.Principal == "" {
+		id = Identity{Principal: auth.Anonymous, By: "none"}
+	}
+	if r := requestOf(id.Principal, n); !b.authorizer().Authorize(r) {
+		return authStatus(refusal(r))
+	}
+	return nil
+}
+
+func (k kafkaBackend) security() *securityService { return &securityService{b: k.b} }
+
+func (k kafkaBackend) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodCreateTopic, req); err != nil {
+		return nil, err
+	}
+	return k.admin.CreateTopic(ctx, req)
+}
+
+func (k kafkaBackend) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodDeleteTopic, req); err != nil {
+		return nil, err
+	}
+	return k.admin.DeleteTopic(ctx, req)
+}
+
+func (k kafkaBackend) CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodCreatePartitions, req); err != nil {
+		return nil, err
+	}
+	return k.admin.CreatePartitions(ctx, req)
+}
+
+// DescribeCluster gives each broker's address on the client's listener,
+// leaving out those without one (their inter-broker address speaks
+// gRPC), as Metadata does.
+func (k kafkaBackend) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodDescribeCluster, req); err != nil {
+		return nil, err
+	}
+	resp, err := k.admin.DescribeCluster(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	listener := k.b.clientListener(ctx)
+	img := k.b.cluster.image()
+	kept := resp.Brokers[:0]
+	for _, br := range resp.Brokers {
+		info, ok := img.Broker(br.Id)
+		if !ok {
+			continue
+		}
+		for _, e := range info.Endpoints {
+			if e.Listener == listener {
+				br.Address = e.Addr
+				kept = append(kept, br)
+				break
+			}
+		}
+	}
+	resp.Brokers = kept
+	return resp, nil
+}
+
+// configSources are Kafka's config sources of the Admin service's.
+var configSources = map[quirev1.ConfigSource]int8{
+	quirev1.ConfigSource_CONFIG_SOURCE_TOPIC:   kafka.SourceDynamicTopic,
+	quirev1.ConfigSource_CONFIG_SOURCE_BROKER:  kafka.SourceStaticBroker,
+	quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT: kafka.SourceDefault,
+}
+
+// topicConfigTypes are Kafka's types of the topic keys that are not
+// longs.
+var topicConfigTypes = map[string]int8{
+	"cleanup.policy":      7, // list
+	"preallocate":         1, // boolean
+	"max.message.bytes":   3, // int
+	"min.insync.replicas": 3,
+}
+
+// TopicConfigs is DescribeConfigs with each key's synonyms: the topic's
+// own value, the broker key it defaults to when the node's
+// configuration sets it, and the default.
+func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.ConfigEntry, error) {
+	req := &quirev1.DescribeConfigsRequest{Topic: topic}
+	if err := k.b.authorizeKafka(ctx, methodDescribeConfigs, req); err != nil {
+		return nil, err
+	}
+	if err := validateTopicName(topic); err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := k.admin.DescribeConfigs(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kafka.ConfigEntry, 0, len(resp.Configs))
+	for _, c := range resp.Configs {
+		e := kafka.ConfigEntry{Name: c.Name, Value: c.Value, Source: configSources[c.Source], Doc: c.Documentation, Type: 5}
+		if t, ok := topicConfigTypes[c.Name]; ok {
+			e.Type = t
+		}
+		if c.Source == quirev1.ConfigSource_CONFIG_SOURCE_TOPIC {
+			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: c.Name, Value: c.Value, Source: kafka.SourceDynamicTopic})
+		}
+		if key, ok := topicKeyIndex[c.Name]; ok {
+			if v := k.b.cluster.defaults[c.Name]; v != key.def {
+				e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.brokerKey, Value: v, Source: kafka.SourceStaticBroker})
+			}
+			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.brokerKey, Value: key.def, Source: kafka.SourceDefault})
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// BrokerConfigs is this node's configuration, every key read-only (read
+// from its file when it starts: static, in Kafka's terms). Needs
+// DescribeConfigs on the cluster, as Kafka's does.
+func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka.ConfigEntry, error) {
+	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpDescribeConfigs)); err != nil {
+		return nil, err
+	}
+	if broker == "" {
+		return nil, nil // no cluster-wide dynamic defaults: every key is static
+	}
+	id, err := strconv.ParseInt(broker, 10, 32)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: broker resource %q: want a broker id", ErrInvalidRequest, broker))
+	}
+	if int32(id) != k.b.cfg.NodeID {
+		return nil, toStatus(fmt.Errorf("%w: broker resource %d: this is broker %d; ask broker %d for its configuration",
+			ErrInvalidRequest, id, k.b.cfg.NodeID, id))
+	}
+	out := make([]kafka.ConfigEntry, 0, len(configKeys))
+	for _, key := range configKeys {
+		v := key.get(&k.b.cfg)
+		e := kafka.ConfigEntry{Name: key.name, Value: v, Source: kafka.SourceDefault, ReadOnly: true, Doc: key.doc, Type: configType(key.def)}
+		if v != key.def {
+			e.Source = kafka.SourceStaticBroker
+			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.name, Value: v, Source: kafka.SourceStaticBroker})
+		}
+		e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.name, Value: key.def, Source: kafka.SourceDefault})
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// configType is Kafka's type of a node key, by its default's form.
+func configType(def string) int8 {
+	if _, err := strconv.ParseBool(def); err == nil {
+		return 1 // boolean
+	}
+	if _, err := strconv.ParseInt(def, 10, 64); err == nil {
+		return 5 // long
+	}
+	return 2 // string
+}
+
+func (k kafkaBackend) AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodAlterConfigs, req); err != nil {
+		return nil, err
+	}
+	return k.admin.AlterConfigs(ctx, req)
+}
+
+func (k kafkaBackend) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodDeleteGroup, req); err != nil {
+		return nil, err
+	}
+	return k.groups.DeleteGroup(ctx, req)
+}
+
+func (k kafkaBackend) CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodCreateAcls, req); err != nil {
+		return nil, err
+	}
+	return k.security().CreateAcls(ctx, req)
+}
+
+func (k kafkaBackend) ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodListAcls, req); err != nil {
+		return nil, err
+	}
+	return k.security().ListAcls(ctx, req)
+}
+
+func (k kafkaBackend) DeleteAcls(ctx context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodDeleteAcls, req); err != nil {
+		return nil, err
+	}
+	return k.security().DeleteAcls(ctx, req)
+}
+
+func (k kafkaBackend) ListUsers(ctx context.Context, req *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodListUsers, req); err != nil {
+		return nil, err
+	}
+	return k.security().ListUsers(ctx, req)
+}
+
+func (k kafkaBackend) DeleteUser(ctx context.Context, req *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodDeleteUser, req); err != nil {
+		return nil, err
+	}
+	return k.security().DeleteUser(ctx, req)
+}
+
+// UpsertScramCredential stores the credential of a salted password, as
+// UpsertUser stores that of a password (and needs what it needs).
+func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, salted []byte) error {
+	if err := k.b.authorizeKafka(ctx, methodUpsertUser, &quirev1.UpsertUserRequest{Name: user}); err != nil {
+		return err
+	}
+	if err := metadata.ValidateUserName(user); err != nil {
+		return toStatus(err)
+	}
+	cred, err := auth.CredentialFromSalted(salt, salted, int(iterations))
+	if err != nil {
+		return toStatus(fmt.Errorf("%w: user %q: %v", metadata.ErrInvalidUser, user, err))
+	}
+	if err := k.b.cluster.fwd.UpsertUserCredential(ctx, user, cred); err != nil {
+		return toStatus(err)
+	}
+	return k.security().applied(ctx, func(img *metadata.Image) bool {
+		c, ok := img.UserCredential(user)
+		return ok && string(c.StoredKey) == string(cred.StoredKey)
+	})
+}
+
+func (k kafkaBackend) DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
+	if err := k.b.authorizeKafka(ctx, methodDescribeProducers, req); err != nil {
+		return nil, err
+	}
+	return k.admin.DescribeProducers(ctx, req)
+}
+
+// LogDirs is this broker's one log directory (log.dirs) and the replicas
+// in it, with their sizes on disk; a replica's offset lag is how far its
+// log end is behind the high watermark it knows. Needs Describe on the
+// cluster, as Kafka's DescribeLogDirs does.
+func (k kafkaBackend) LogDirs(ctx context.Context) ([]kafka.LogDir, error) {
+	if err := k.b.authorizeKafka(ctx, methodDescribeCluster, &quirev1.DescribeClusterRequest{}); err != nil {
+		return nil, err
+	}
+	// The disk's size and free space are not measured: -1, Kafka's
+	// "unknown".
+	dir := kafka.LogDir{Path: k.b.cfg.DataDir, TotalBytes: -1, UsableBytes: -1}
+	for _, p := range k.b.rm.Stats().Partitions {
+		if p.LogFailed {
+			continue // out of service: not in the directory's count
+		}
+		dir.Partitions = append(dir.Partitions, kafka.LogDirPartition{Topic: p.Topic, Partition: p.Partition, Size: p.SizeBytes,
+			OffsetLag: max(0, p.HighWatermark-p.LogEndOffset)})
+	}
+	return []kafka.LogDir{dir}, nil
+}

@@ -1,0 +1,162 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Kafka's admin API (kafka-topics.sh, kafka-configs.sh, kafka-acls.sh,
+// franz-go's kadm, librdkafka's AdminClient): answered through the
+// node's admin, group and security calls, in-process. Each answer follows
+// Kafka's conventions: an error per topic, resource, group or ACL filter,
+// with a message where the version carries one; a valid request never
+// closes the connection.
+
+// AdminBackend is what the admin APIs are answered from: the gRPC Admin,
+// Groups and Security handlers, each applying the checks (and, with the
+// authorizer on, the ACLs) its gRPC call applies. Errors of a whole call
+// are gRPC status errors carrying a quire.v1.Error.
+type AdminBackend interface {
+	CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error)
+	DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error)
+	CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error)
+	// DescribeCluster lists the brokers with an address on the
+	// connection's listener (fenced ones flagged).
+	DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error)
+	// TopicConfigs is every key of a topic, with its source and synonyms.
+	TopicConfigs(ctx context.Context, topic string) ([]ConfigEntry, error)
+	// BrokerConfigs is every key of the broker named by its id ("" for
+	// the cluster-wide defaults); a broker other than this one is an
+	// error: a client asks each broker for its own.
+	BrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error)
+	AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error)
+	DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error)
+	CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error)
+	ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error)
+	DeleteAcls(ctx context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error)
+	ListUsers(ctx context.Context, req *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error)
+	DeleteUser(ctx context.Context, req *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error)
+	// UpsertScramCredential stores a SCRAM-SHA-256 credential a client
+	// derived (Kafka's AlterUserScramCredentials sends the salted
+	// password, never the password).
+	UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, saltedPassword []byte) error
+	DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error)
+	// LogDirs describes this broker's log directories and the partition
+	// replicas in them.
+	LogDirs(ctx context.Context) ([]LogDir, error)
+}
+
+// Kafka's config sources (DescribeConfigs v1 and later).
+const (
+	SourceDynamicTopic  int8 = 1
+	SourceStaticBroker  int8 = 4
+	SourceDefault       int8 = 5
+	sourceUnknown       int8 = -1
+	configTypeBoolean   int8 = 1
+	configTypeString    int8 = 2
+	configTypeInt       int8 = 3
+	configTypeLong      int8 = 5
+	configTypeList      int8 = 7
+	authorizedOpsAbsent      = -2147483648 // not asked for, or not served
+)
+
+// ConfigEntry is one config key as DescribeConfigs answers it.
+type ConfigEntry struct {
+	Name, Value string
+	// Source is Kafka's: SourceDynamicTopic, SourceStaticBroker or
+	// SourceDefault.
+	Source   int8
+	ReadOnly bool
+	// Type is Kafka's config type (1 boolean, 2 string, 3 int, 5 long,
+	// 7 list).
+	Type int8
+	Doc  string
+	// Synonyms are where the value could come from, the one in effect
+	// first (KIP-226).
+	Synonyms []ConfigSynonym
+}
+
+// ConfigSynonym is one source of a key's value.
+type ConfigSynonym struct {
+	Name, Value string
+	Source      int8
+}
+
+// LogDir is one log directory of a broker.
+type LogDir struct {
+	Path string
+	// Error is the directory's failure, if it failed.
+	Error       error
+	TotalBytes  int64
+	UsableBytes int64
+	Partitions  []LogDirPartition
+}
+
+// LogDirPartition is one partition replica in a log directory.
+type LogDirPartition struct {
+	Topic     string
+	Partition int32
+	Size      int64
+	// OffsetLag is how far the replica is behind its leader's log end.
+	OffsetLag int64
+}
+
+// adminTimeout is how long an admin call that waits for the metadata
+// (a topic created, deleted, grown) may take when its request gives no
+// timeout.
+const adminTimeout = 30 * time.Second
+
+// withTimeout bounds ctx by a request's timeout in milliseconds, or
+// adminTimeout for none.
+func withTimeout(ctx context.Context, ms int32) (context.Context, context.CancelFunc) {
+	d := adminTimeout
+	if ms > 0 {
+		d = time.Duration(ms) * time.Millisecond
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// adminDispatch answers the admin APIs; ok is false for another API.
+func adminDispatch(ctx context.Context, b Backend, req kmsg.Request) (kmsg.Response, bool) {
+	switch req := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		return createTopics(ctx, b, req), true
+	case *kmsg.DeleteTopicsRequest:
+		return deleteTopics(ctx, b, req), true
+	case *kmsg.CreatePartitionsRequest:
+		return createPartitions(ctx, b, req), true
+	case *kmsg.DescribeClusterRequest:
+		return describeCluster(ctx, b, req), true
+	case *kmsg.DescribeConfigsRequest:
+		return describeConfigs(ctx, b, req), true
+	case *kmsg.AlterConfigsRequest:
+		return alterConfigs(ctx, b, req), true
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return incrementalAlterConfigs(ctx, b, req), true
+	case *kmsg.DeleteGroupsRequest:
+		return deleteGroups(ctx, b, req), true
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return consumerGroupDescribe(ctx, b, req), true
+	case *kmsg.CreateACLsRequest:
+		return createACLs(ctx, b, req), true
+	case *kmsg.DescribeACLsRequest:
+		return describeACLs(ctx, b, req), true
+	case *kmsg.DeleteACLsRequest:
+		return deleteACLs(ctx, b, req), true
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return describeSCRAM(ctx, b, req), true
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return alterSCRAM(ctx, b, req), true
+	case *kmsg.DescribeProducersRequest:
+		return describeProducers(ctx, b, req), true
+	case *kmsg.DescribeLogDirsRequest:
+		return describeLogDirs(ctx, b, req), true
+	case *kmsg.ElectLeadersRequest:
+		return electLeaders(ctx, b, req), true
+	}
+	return nil, false
+}

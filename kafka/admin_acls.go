@@ -1,0 +1,398 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// ACLs and SCRAM users, as the Security service keeps them. Kafka's ACLs
+// carry a host; the cluster's do not (every ACL holds for any host,
+// Kafka's "*"), so an ACL for one host is refused and a filter for one
+// matches nothing.
+
+// Kafka's ACL enums, by number, and the names the Security service
+// gives them; a number missing here has no counterpart.
+var (
+	aclResourceTypes = map[kmsg.ACLResourceType]string{
+		kmsg.ACLResourceTypeTopic: "Topic", kmsg.ACLResourceTypeGroup: "Group", kmsg.ACLResourceTypeCluster: "Cluster",
+	}
+	aclPatterns = map[kmsg.ACLResourcePatternType]string{
+		kmsg.ACLResourcePatternTypeLiteral: "Literal", kmsg.ACLResourcePatternTypePrefixed: "Prefixed",
+	}
+	aclOperations = map[kmsg.ACLOperation]string{
+		kmsg.ACLOperationAll: "All", kmsg.ACLOperationRead: "Read", kmsg.ACLOperationWrite: "Write",
+		kmsg.ACLOperationCreate: "Create", kmsg.ACLOperationDelete: "Delete", kmsg.ACLOperationAlter: "Alter",
+		kmsg.ACLOperationDescribe: "Describe", kmsg.ACLOperationClusterAction: "ClusterAction",
+		kmsg.ACLOperationDescribeConfigs: "DescribeConfigs", kmsg.ACLOperationAlterConfigs: "AlterConfigs",
+		kmsg.ACLOperationIdempotentWrite: "IdempotentWrite",
+	}
+	aclPermissions = map[kmsg.ACLPermissionType]string{
+		kmsg.ACLPermissionTypeDeny: "Deny", kmsg.ACLPermissionTypeAllow: "Allow",
+	}
+)
+
+// enumOf is the Kafka number of a name the Security service gives (its
+// names compare without regard to case).
+func enumOf[K comparable](m map[K]string, name string) K {
+	for k, v := range m {
+		if strings.EqualFold(v, name) {
+			return k
+		}
+	}
+	var zero K
+	return zero
+}
+
+// aclOfCreation is the ACL a CreateAcls entry asks for, or why it cannot
+// be made.
+func aclOfCreation(c kmsg.CreateACLsRequestCreation, version int16) (*quirev1.Acl, string) {
+	pattern := c.ResourcePatternType
+	if version == 0 {
+		pattern = kmsg.ACLResourcePatternTypeLiteral
+	}
+	a := &quirev1.Acl{Principal: c.Principal, ResourceName: c.ResourceName}
+	var ok bool
+	switch {
+	case c.Host != "*":
+		return nil, fmt.Sprintf("host %q: ACLs hold for every host here; give host \"*\"", c.Host)
+	}
+	if a.ResourceType, ok = aclResourceTypes[c.ResourceType]; !ok {
+		return nil, fmt.Sprintf("resource type %s: only TOPIC, GROUP and CLUSTER are served", c.ResourceType)
+	}
+	if a.PatternType, ok = aclPatterns[pattern]; !ok {
+		return nil, fmt.Sprintf("pattern type %s: an ACL is LITERAL or PREFIXED", pattern)
+	}
+	if a.Operation, ok = aclOperations[c.Operation]; !ok {
+		return nil, fmt.Sprintf("operation %s is not one an ACL may grant here", c.Operation)
+	}
+	if a.Permission, ok = aclPermissions[c.PermissionType]; !ok {
+		return nil, fmt.Sprintf("permission %s: an ACL is ALLOW or DENY", c.PermissionType)
+	}
+	return a, ""
+}
+
+// createACLs creates each ACL on its own.
+func createACLs(ctx context.Context, b Backend, req *kmsg.CreateACLsRequest) *kmsg.CreateACLsResponse {
+	resp := kmsg.NewPtrCreateACLsResponse()
+	for _, c := range req.Creations {
+		r := kmsg.NewCreateACLsResponseResult()
+		a, msg := aclOfCreation(c, req.Version)
+		if a == nil {
+			r.ErrorCode, r.ErrorMessage = invalidRequest, msgPtr(msg)
+		} else if _, err := b.CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{a}}); err != nil {
+			code, msg := callError(err)
+			r.ErrorCode, r.ErrorMessage = code, msgPtr(msg)
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
+}
+
+// aclFilter is a Kafka ACL filter in the Security service's terms: a
+// filter for the service (empty fields match anything), and for a MATCH
+// pattern the name the ACLs it selects must cover, which the service's
+// filters cannot say. none is a filter that matches nothing here (a
+// resource type or host no ACL has).
+type aclFilter struct {
+	pb    *quirev1.Acl
+	match *string
+	none  bool
+}
+
+func filterOf(rt kmsg.ACLResourceType, name *string, pattern kmsg.ACLResourcePatternType, principal, host *string,
+	op kmsg.ACLOperation, perm kmsg.ACLPermissionType, version int16) (aclFilter, string) {
+	f := aclFilter{pb: &quirev1.Acl{}}
+	if version == 0 {
+		pattern = kmsg.ACLResourcePatternTypeLiteral
+	}
+	var ok bool
+	switch rt {
+	case kmsg.ACLResourceTypeAny:
+	case kmsg.ACLResourceTypeUnknown:
+		return f, "resource type UNKNOWN is not a filter"
+	default:
+		if f.pb.ResourceType, ok = aclResourceTypes[rt]; !ok {
+			f.none = true
+		}
+	}
+	switch pattern {
+	case kmsg.ACLResourcePatternTypeAny:
+	case kmsg.ACLResourcePatternTypeMatch:
+		f.match = name
+		name = nil
+	default:
+		if f.pb.PatternType, ok = aclPatterns[pattern]; !ok {
+			return f, fmt.Sprintf("pattern type %s is not a filter", pattern)
+		}
+	}
+	switch op {
+	case kmsg.ACLOperationAny:
+	default:
+		if f.pb.Operation, ok = aclOperations[op]; !ok {
+			f.none = true
+		}
+	}
+	switch perm {
+	case kmsg.ACLPermissionTypeAny:
+	default:
+		if f.pb.Permission, ok = aclPermissions[perm]; !ok {
+			return f, fmt.Sprintf("permission %s is not a filter", perm)
+		}
+	}
+	if name != nil {
+		if *name == "" {
+			f.none = true // no ACL has an empty name
+		}
+		f.pb.ResourceName = *name
+	}
+	if principal != nil {
+		if *principal == "" {
+			f.none = true
+		}
+		f.pb.Principal = *principal
+	}
+	if host != nil && *host != "*" {
+		f.none = true
+	}
+	return f, ""
+}
+
+// covers reports whether an ACL holds for the resource name of a MATCH
+// filter: the name itself, the wildcard, or a prefix of it.
+func (f aclFilter) covers(a *quirev1.Acl) bool {
+	if f.match == nil {
+		return true
+	}
+	n := *f.match
+	switch {
+	case strings.EqualFold(a.PatternType, "Prefixed"):
+		return strings.HasPrefix(n, a.ResourceName)
+	default:
+		return a.ResourceName == n || a.ResourceName == "*"
+	}
+}
+
+// list is the ACLs the filter selects.
+func (f aclFilter) list(ctx context.Context, b Backend) ([]*quirev1.Acl, error) {
+	if f.none {
+		return nil, nil
+	}
+	out, err := b.ListAcls(ctx, &quirev1.ListAclsRequest{Filter: f.pb})
+	if err != nil {
+		return nil, err
+	}
+	var acls []*quirev1.Acl
+	for _, a := range out.Acls {
+		if f.covers(a) {
+			acls = append(acls, a)
+		}
+	}
+	return acls, nil
+}
+
+func describeACLs(ctx context.Context, b Backend, req *kmsg.DescribeACLsRequest) *kmsg.DescribeACLsResponse {
+	resp := kmsg.NewPtrDescribeACLsResponse()
+	f, msg := filterOf(req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType, req.Version)
+	if msg != "" {
+		resp.ErrorCode, resp.ErrorMessage = invalidRequest, msgPtr(msg)
+		return resp
+	}
+	acls, err := f.list(ctx, b)
+	if err != nil {
+		code, msg := callError(err)
+		resp.ErrorCode, resp.ErrorMessage = code, msgPtr(msg)
+		return resp
+	}
+	type resource struct{ rt, name, pattern string }
+	index := map[resource]int{}
+	for _, a := range acls {
+		k := resource{strings.ToLower(a.ResourceType), a.ResourceName, strings.ToLower(a.PatternType)}
+		i, ok := index[k]
+		if !ok {
+			r := kmsg.NewDescribeACLsResponseResource()
+			r.ResourceType, r.ResourceName = enumOf(aclResourceTypes, a.ResourceType), a.ResourceName
+			r.ResourcePatternType = enumOf(aclPatterns, a.PatternType)
+			i = len(resp.Resources)
+			index[k] = i
+			resp.Resources = append(resp.Resources, r)
+		}
+		ra := kmsg.NewDescribeACLsResponseResourceACL()
+		ra.Principal, ra.Host = a.Principal, "*"
+		ra.Operation, ra.PermissionType = enumOf(aclOperations, a.Operation), enumOf(aclPermissions, a.Permission)
+		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, ra)
+	}
+	return resp
+}
+
+// deleteACLs deletes, for each filter on its own, the ACLs it selects.
+func deleteACLs(ctx context.Context, b Backend, req *kmsg.DeleteACLsRequest) *kmsg.DeleteACLsResponse {
+	resp := kmsg.NewPtrDeleteACLsResponse()
+	for _, in := range req.Filters {
+		r := kmsg.NewDeleteACLsResponseResult()
+		f, msg := filterOf(in.ResourceType, in.ResourceName, in.ResourcePatternType, in.Principal, in.Host, in.Operation, in.PermissionType, req.Version)
+		deleted, err := func() ([]*quirev1.Acl, error) {
+			if msg != "" || f.none {
+				return nil, nil
+			}
+			filters := []*quirev1.Acl{f.pb}
+			if f.match != nil {
+				// The service's filters cannot say MATCH: the ACLs it
+				// selects are deleted each by its exact self.
+				acls, err := f.list(ctx, b)
+				if err != nil || len(acls) == 0 {
+					return nil, err
+				}
+				filters = acls
+			}
+			out, err := b.DeleteAcls(ctx, &quirev1.DeleteAclsRequest{Filters: filters})
+			if err != nil {
+				return nil, err
+			}
+			return out.Deleted, nil
+		}()
+		switch {
+		case msg != "":
+			r.ErrorCode, r.ErrorMessage = invalidRequest, msgPtr(msg)
+		case err != nil:
+			code, msg := callError(err)
+			r.ErrorCode, r.ErrorMessage = code, msgPtr(msg)
+		}
+		for _, a := range deleted {
+			m := kmsg.NewDeleteACLsResponseResultMatchingACL()
+			m.ResourceType, m.ResourceName = enumOf(aclResourceTypes, a.ResourceType), a.ResourceName
+			m.ResourcePatternType = enumOf(aclPatterns, a.PatternType)
+			m.Principal, m.Host = a.Principal, "*"
+			m.Operation, m.PermissionType = enumOf(aclOperations, a.Operation), enumOf(aclPermissions, a.Permission)
+			r.MatchingACLs = append(r.MatchingACLs, m)
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
+}
+
+// scramSHA256 is Kafka's number for SCRAM-SHA-256, the one mechanism the
+// cluster stores credentials for.
+const scramSHA256 = 1
+
+// describeSCRAM lists the users named (every user for none), each with
+// its one credential.
+func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
+	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
+	out, err := b.ListUsers(ctx, &quirev1.ListUsersRequest{})
+	if err != nil {
+		code, msg := callError(err)
+		resp.ErrorCode, resp.ErrorMessage = code, msgPtr(msg)
+		return resp
+	}
+	users := map[string]*quirev1.UserDescription{}
+	for _, u := range out.Users {
+		users[u.Name] = u
+	}
+	result := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
+		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		r.User = name
+		u, ok := users[name]
+		if !ok {
+			r.ErrorCode, r.ErrorMessage = kerr.ResourceNotFound.Code, msgPtr(fmt.Sprintf("user %q has no SCRAM credential", name))
+			return r
+		}
+		ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+		ci.Mechanism, ci.Iterations = scramSHA256, u.Iterations
+		r.CredentialInfos = append(r.CredentialInfos, ci)
+		return r
+	}
+	if req.Users == nil {
+		for _, u := range out.Users {
+			resp.Results = append(resp.Results, result(u.Name))
+		}
+		return resp
+	}
+	names := make([]string, len(req.Users))
+	for i, u := range req.Users {
+		names[i] = u.Name
+	}
+	dup := duplicates(names)
+	done := map[string]bool{}
+	for _, name := range names {
+		switch {
+		case done[name]:
+		case dup[name]:
+			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			r.User, r.ErrorCode, r.ErrorMessage = name, kerr.DuplicateResource.Code, msgPtr(fmt.Sprintf("user %q is named more than once", name))
+			resp.Results = append(resp.Results, r)
+		default:
+			resp.Results = append(resp.Results, result(name))
+		}
+		done[name] = true
+	}
+	return resp
+}
+
+// alterSCRAM deletes and upserts credentials, one result per user; a
+// user named more than once is refused, as Kafka does.
+func alterSCRAM(ctx context.Context, b Backend, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse {
+	resp := kmsg.NewPtrAlterUserSCRAMCredentialsResponse()
+	var names []string
+	for _, d := range req.Deletions {
+		names = append(names, d.Name)
+	}
+	for _, u := range req.Upsertions {
+		names = append(names, u.Name)
+	}
+	dup := duplicates(names)
+	answered := map[string]bool{}
+	answer := func(name string, code int16, msg string) {
+		if answered[name] {
+			return
+		}
+		answered[name] = true
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User, r.ErrorCode, r.ErrorMessage = name, code, msgPtr(msg)
+		resp.Results = append(resp.Results, r)
+	}
+	check := func(name string, mechanism int8) bool {
+		switch {
+		case dup[name]:
+			answer(name, kerr.DuplicateResource.Code, fmt.Sprintf("user %q is named more than once in the request", name))
+		case name == "":
+			answer(name, kerr.UnacceptableCredential.Code, "the user name is empty")
+		case mechanism != scramSHA256:
+			answer(name, kerr.UnsupportedSaslMechanism.Code, fmt.Sprintf("mechanism %d: only SCRAM-SHA-256 (1) credentials are stored", mechanism))
+		default:
+			return true
+		}
+		return false
+	}
+	for _, d := range req.Deletions {
+		if !check(d.Name, d.Mechanism) {
+			continue
+		}
+		if _, err := b.DeleteUser(ctx, &quirev1.DeleteUserRequest{Name: d.Name}); err != nil {
+			code, msg := callError(err)
+			answer(d.Name, code, msg)
+			continue
+		}
+		answer(d.Name, 0, "")
+	}
+	for _, u := range req.Upsertions {
+		if !check(u.Name, u.Mechanism) {
+			continue
+		}
+		if err := b.UpsertScramCredential(ctx, u.Name, u.Iterations, u.Salt, u.SaltedPassword); err != nil {
+			code, msg := callError(err)
+			if code == invalidRequest || code == kerr.UnknownServerError.Code {
+				code = kerr.UnacceptableCredential.Code
+			}
+			answer(u.Name, code, msg)
+			continue
+		}
+		answer(u.Name, 0, "")
+	}
+	return resp
+}

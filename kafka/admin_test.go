@@ -1,0 +1,780 @@
+package kafka
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// wantAdminVersions are the admin APIs' versions ApiVersions must
+// advertise (TestKafkaApiVersions checks them with the others).
+var wantAdminVersions = map[int16][2]int16{
+	19: {0, 7}, 20: {0, 6}, 37: {0, 3}, 32: {0, 4}, 33: {0, 2}, 44: {0, 1}, 60: {0, 2}, 42: {0, 2}, 69: {0, 1},
+	29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0}, 61: {0, 0}, 35: {0, 4}, 43: {0, 2},
+}
+
+// errUnimplemented is fakeBackend's answer to the admin calls: the
+// tests of the other APIs do not reach them.
+func errUnimplemented() error { return status.Error(codes.Unimplemented, "no admin here") }
+
+func (f *fakeBackend) CreateTopic(context.Context, *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) DeleteTopic(context.Context, *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) CreatePartitions(context.Context, *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) DescribeCluster(context.Context, *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) TopicConfigs(context.Context, string) ([]ConfigEntry, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) BrokerConfigs(context.Context, string) ([]ConfigEntry, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) AlterConfigs(context.Context, *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) DeleteGroup(context.Context, *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) CreateAcls(context.Context, *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) ListAcls(context.Context, *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) DeleteAcls(context.Context, *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) ListUsers(context.Context, *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) DeleteUser(context.Context, *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) UpsertScramCredential(context.Context, string, int32, []byte, []byte) error {
+	return errUnimplemented()
+}
+func (f *fakeBackend) DescribeProducers(context.Context, *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) LogDirs(context.Context) ([]LogDir, error) { return nil, errUnimplemented() }
+
+// quireErr is a call's error as the gRPC handlers return it.
+func quireErr(c codes.Code, code quirev1.ErrorCode, msg string) error {
+	st, _ := status.New(c, msg).WithDetails(&quirev1.Error{Code: code, Message: msg})
+	return st.Err()
+}
+
+// adminBackend keeps topics, configs, ACLs and users in memory, as the
+// admin handlers would, and records the calls.
+type adminBackend struct {
+	fakeBackend
+	mu      sync.Mutex
+	topics  map[string]*quirev1.TopicDescription
+	acls    []*quirev1.Acl
+	users   map[string]int32 // iterations
+	calls   []string
+	created []*quirev1.CreateTopicRequest
+}
+
+func newAdminBackend() *adminBackend {
+	a := &adminBackend{topics: map[string]*quirev1.TopicDescription{}, users: map[string]int32{"alice": 8192}}
+	a.topics["existing"] = a.describe("existing", 2, 1, map[string]string{"retention.ms": "1000"})
+	return a
+}
+
+func (a *adminBackend) describe(name string, parts, rf int, configs map[string]string) *quirev1.TopicDescription {
+	id := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%016s", name))[:16])
+	d := &quirev1.TopicDescription{Name: name, TopicId: id, Configs: configs}
+	for p := range parts {
+		pd := &quirev1.PartitionDescription{Partition: int32(p), Leader: 1}
+		for r := range rf {
+			pd.Replicas = append(pd.Replicas, int32(r+1))
+		}
+		d.Partitions = append(d.Partitions, pd)
+	}
+	return d
+}
+
+func (a *adminBackend) record(format string, args ...any) {
+	a.calls = append(a.calls, fmt.Sprintf(format, args...))
+}
+
+func (a *adminBackend) CreateTopic(_ context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.created = append(a.created, req)
+	if _, ok := a.topics[req.Name]; ok {
+		return nil, quireErr(codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, fmt.Sprintf("topic %q exists", req.Name))
+	}
+	for k := range req.Configs {
+		if !strings.Contains(k, ".") {
+			return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, fmt.Sprintf("unknown topic config %q", k))
+		}
+	}
+	parts, rf := 4, 3 // the broker's defaults
+	if req.OptionalPartitions != nil {
+		parts = int(req.GetPartitions())
+	}
+	if req.OptionalReplicationFactor != nil {
+		rf = int(req.GetReplicationFactor())
+	}
+	d := a.describe(req.Name, parts, rf, req.Configs)
+	if req.ValidateOnly {
+		return &quirev1.CreateTopicResponse{Topic: &quirev1.TopicDescription{Name: req.Name}}, nil
+	}
+	a.topics[req.Name] = d
+	return &quirev1.CreateTopicResponse{Topic: d}, nil
+}
+
+func (a *adminBackend) DeleteTopic(_ context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.record("delete %s", req.Name)
+	if _, ok := a.topics[req.Name]; !ok {
+		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("unknown topic %q", req.Name))
+	}
+	delete(a.topics, req.Name)
+	return &quirev1.DeleteTopicResponse{}, nil
+}
+
+func (a *adminBackend) CreatePartitions(_ context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.record("partitions %s %d %v", req.Topic, req.TotalCount, req.ValidateOnly)
+	t, ok := a.topics[req.Topic]
+	switch {
+	case !ok:
+		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+	case int(req.TotalCount) <= len(t.Partitions):
+		return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_PARTITIONS, "must be larger")
+	}
+	return &quirev1.CreatePartitionsResponse{}, nil
+}
+
+func (a *adminBackend) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := &quirev1.GetMetadataResponse{}
+	for _, t := range a.topics {
+		if len(req.Topics) > 0 && !slices.Contains(req.Topics, t.Name) {
+			continue
+		}
+		tm := &quirev1.TopicMetadata{Name: t.Name, TopicId: t.TopicId}
+		for _, p := range t.Partitions {
+			tm.Partitions = append(tm.Partitions, &quirev1.PartitionMetadata{Partition: p.Partition, Leader: p.Leader, Replicas: p.Replicas})
+		}
+		out.Topics = append(out.Topics, tm)
+	}
+	return out, nil
+}
+
+func (a *adminBackend) DescribeCluster(context.Context, *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
+	return &quirev1.DescribeClusterResponse{ClusterId: "qc", ControllerId: 2, Brokers: []*quirev1.BrokerDescription{
+		{Id: 1, Address: "10.0.0.1:9093", Rack: "r1"}, {Id: 2, Address: "10.0.0.2:9093", Fenced: true}}}, nil
+}
+
+// TopicConfigs: retention.ms (a long, the broker's default changed) and
+// cleanup.policy (a list), with the topic's overrides.
+func (a *adminBackend) TopicConfigs(_ context.Context, topic string) ([]ConfigEntry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.topics[topic]
+	if !ok {
+		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("unknown topic %q", topic))
+	}
+	ret := ConfigEntry{Name: "retention.ms", Value: "5000", Source: SourceStaticBroker, Type: configTypeLong, Doc: "how long",
+		Synonyms: []ConfigSynonym{{Name: "log.retention.ms", Value: "5000", Source: SourceStaticBroker}, {Name: "log.retention.ms", Value: "604800000", Source: SourceDefault}}}
+	if v, ok := t.Configs["retention.ms"]; ok {
+		ret.Value, ret.Source = v, SourceDynamicTopic
+		ret.Synonyms = append([]ConfigSynonym{{Name: "retention.ms", Value: v, Source: SourceDynamicTopic}}, ret.Synonyms...)
+	}
+	cp := ConfigEntry{Name: "cleanup.policy", Value: "delete", Source: SourceDefault, Type: configTypeList, Doc: "what to do"}
+	if v, ok := t.Configs["cleanup.policy"]; ok {
+		cp.Value, cp.Source = v, SourceDynamicTopic
+	}
+	return []ConfigEntry{ret, cp}, nil
+}
+
+func (a *adminBackend) BrokerConfigs(_ context.Context, broker string) ([]ConfigEntry, error) {
+	if broker != "1" {
+		return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "this is broker 1")
+	}
+	return []ConfigEntry{{Name: "num.partitions", Value: "4", Source: SourceStaticBroker, ReadOnly: true, Type: configTypeLong}}, nil
+}
+
+func (a *adminBackend) AlterConfigs(_ context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	set := make([]string, 0, len(req.Set))
+	for k, v := range req.Set {
+		set = append(set, k+"="+v)
+	}
+	sort.Strings(set)
+	del := slices.Clone(req.Delete)
+	sort.Strings(del)
+	a.record("alter %s set %v delete %v validate %v", req.Topic, set, del, req.ValidateOnly)
+	if v, ok := req.Set["cleanup.policy"]; ok && v != "delete" {
+		return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, fmt.Sprintf("cleanup.policy=%q: only delete", v))
+	}
+	return &quirev1.AlterConfigsResponse{}, nil
+}
+
+func (a *adminBackend) DeleteGroup(_ context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
+	switch req.Group {
+	case "busy":
+		return nil, quireErr(codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "group busy has members")
+	case "gone":
+		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "no group gone")
+	}
+	return &quirev1.DeleteGroupResponse{}, nil
+}
+
+func (a *adminBackend) CreateAcls(_ context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, acl := range req.Acls {
+		if !strings.HasPrefix(acl.Principal, "User:") {
+			return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("principal %q", acl.Principal))
+		}
+	}
+	a.acls = append(a.acls, req.Acls...)
+	return &quirev1.CreateAclsResponse{}, nil
+}
+
+// matches is the Security service's filter: empty fields match anything.
+func matches(f, a *quirev1.Acl) bool {
+	eq := func(x, y string) bool { return x == "" || strings.EqualFold(x, y) }
+	return eq(f.Principal, a.Principal) && eq(f.Permission, a.Permission) && eq(f.Operation, a.Operation) &&
+		eq(f.ResourceType, a.ResourceType) && (f.ResourceName == "" || f.ResourceName == a.ResourceName) && eq(f.PatternType, a.PatternType)
+}
+
+func (a *adminBackend) ListAcls(_ context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := &quirev1.ListAclsResponse{}
+	for _, acl := range a.acls {
+		if matches(req.Filter, acl) {
+			out.Acls = append(out.Acls, acl)
+		}
+	}
+	return out, nil
+}
+
+func (a *adminBackend) DeleteAcls(_ context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := &quirev1.DeleteAclsResponse{}
+	a.acls = slices.DeleteFunc(a.acls, func(acl *quirev1.Acl) bool {
+		for _, f := range req.Filters {
+			if matches(f, acl) {
+				out.Deleted = append(out.Deleted, acl)
+				return true
+			}
+		}
+		return false
+	})
+	return out, nil
+}
+
+func (a *adminBackend) ListUsers(context.Context, *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := &quirev1.ListUsersResponse{}
+	for u, it := range a.users {
+		out.Users = append(out.Users, &quirev1.UserDescription{Name: u, Mechanism: "SCRAM-SHA-256", Iterations: it})
+	}
+	sort.Slice(out.Users, func(i, j int) bool { return out.Users[i].Name < out.Users[j].Name })
+	return out, nil
+}
+
+func (a *adminBackend) DeleteUser(_ context.Context, req *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.users[req.Name]; !ok {
+		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_RESOURCE_NOT_FOUND, fmt.Sprintf("unknown user %q", req.Name))
+	}
+	delete(a.users, req.Name)
+	return &quirev1.DeleteUserResponse{}, nil
+}
+
+func (a *adminBackend) UpsertScramCredential(_ context.Context, user string, iterations int32, salt, salted []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(salted) != 32 || len(salt) == 0 {
+		return quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "salted password of 32 bytes")
+	}
+	a.users[user] = iterations
+	return nil
+}
+
+func (a *adminBackend) DescribeProducers(_ context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
+	if req.Topic != "existing" {
+		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+	}
+	return &quirev1.DescribeProducersResponse{Partitions: []*quirev1.PartitionProducers{
+		{Partition: 0, Producers: []*quirev1.ProducerDescription{{ProducerId: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestampMs: 77}}},
+		{Partition: 1, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "led by 2"}},
+	}}, nil
+}
+
+func (a *adminBackend) LogDirs(context.Context) ([]LogDir, error) {
+	return []LogDir{{Path: "/data", TotalBytes: -1, UsableBytes: -1, Partitions: []LogDirPartition{
+		{Topic: "existing", Partition: 0, Size: 100}, {Topic: "existing", Partition: 1, Size: 50, OffsetLag: 2}, {Topic: "other", Partition: 0, Size: 7}}}}, nil
+}
+
+// roundTrip sends req and reads its answer.
+func roundTrip[R kmsg.Response](k *kconn, req kmsg.Request) R {
+	k.t.Helper()
+	k.request(req)
+	resp := req.ResponseKind().(R)
+	resp.SetVersion(req.GetVersion())
+	k.response(resp, req.IsFlexible())
+	return resp
+}
+
+func errName(code int16) string {
+	if code == 0 {
+		return "OK"
+	}
+	return kerr.ErrorForCode(code).(*kerr.Error).Message
+}
+
+func TestKafkaCreateTopics(t *testing.T) {
+	backend := newAdminBackend()
+	_, k := startServer(t, backend)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	topic := func(name string, parts int32, rf int16, configs ...string) kmsg.CreateTopicsRequestTopic {
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = name, parts, rf
+		for i := 0; i+1 < len(configs); i += 2 {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = configs[i], kmsg.StringPtr(configs[i+1])
+			t.Configs = append(t.Configs, c)
+		}
+		return t
+	}
+	assigned := topic("assigned", -1, -1)
+	assigned.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{{Partition: 0, Replicas: []int32{1}}}
+	nullCfg := topic("nullcfg", 1, 1)
+	nullCfg.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms"}}
+	req.Topics = []kmsg.CreateTopicsRequestTopic{
+		topic("defaults", -1, -1), topic("explicit", 2, 1, "retention.ms", "1000"), topic("dup", 1, 1), topic("dup", 1, 1),
+		assigned, nullCfg, topic("existing", 1, 1), topic("badcfg", 1, 1, "nope", "1"),
+	}
+	resp := roundTrip[*kmsg.CreateTopicsResponse](k, req)
+	want := map[string]int16{"defaults": 0, "explicit": 0, "dup": kerr.InvalidRequest.Code, "assigned": kerr.InvalidRequest.Code,
+		"nullcfg": kerr.InvalidConfig.Code, "existing": kerr.TopicAlreadyExists.Code, "badcfg": kerr.InvalidConfig.Code}
+	if len(resp.Topics) != len(req.Topics) {
+		t.Fatalf("%d topics answered, want %d", len(resp.Topics), len(req.Topics))
+	}
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode != want[rt.Topic] {
+			t.Errorf("topic %s: %s (%v), want %s", rt.Topic, errName(rt.ErrorCode), rt.ErrorMessage, errName(want[rt.Topic]))
+		}
+		if rt.ErrorCode != 0 && (rt.ErrorMessage == nil || *rt.ErrorMessage == "") {
+			t.Errorf("topic %s: error %s without a message", rt.Topic, errName(rt.ErrorCode))
+		}
+	}
+	// -1 is the broker's defaults: neither count is passed on; the
+	// answer (v5+) carries what was created, its id (v7) and configs.
+	def := resp.Topics[0]
+	if def.NumPartitions != 4 || def.ReplicationFactor != 3 || def.TopicID == [16]byte{} || len(def.Configs) != 2 {
+		t.Errorf("defaults topic answered %d partitions, rf %d, id %x, %d configs; want 4, 3, an id, 2", def.NumPartitions, def.ReplicationFactor, def.TopicID, len(def.Configs))
+	}
+	if c := backend.created[0]; c.OptionalPartitions != nil || c.OptionalReplicationFactor != nil {
+		t.Errorf("-1 passed on as %v/%v, want unset", c.OptionalPartitions, c.OptionalReplicationFactor)
+	}
+	if c := backend.created[1]; c.GetPartitions() != 2 || c.GetReplicationFactor() != 1 || c.Configs["retention.ms"] != "1000" {
+		t.Errorf("explicit topic passed on as %v", c)
+	}
+	if _, ok := backend.topics["dup"]; ok {
+		t.Error("a topic named twice was created")
+	}
+
+	// validate_only creates nothing; v0 answers without messages.
+	req = kmsg.NewPtrCreateTopicsRequest()
+	req.Version, req.ValidateOnly = 4, true
+	req.Topics = []kmsg.CreateTopicsRequestTopic{topic("dry", 1, 1)}
+	if resp := roundTrip[*kmsg.CreateTopicsResponse](k, req); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("validate-only: %s", errName(resp.Topics[0].ErrorCode))
+	}
+	if _, ok := backend.topics["dry"]; ok || !backend.created[len(backend.created)-1].ValidateOnly {
+		t.Error("a validate-only create made the topic, or was not passed on as one")
+	}
+	req.Version = 0
+	req.Topics = []kmsg.CreateTopicsRequestTopic{topic("existing", 1, 1)}
+	if resp := roundTrip[*kmsg.CreateTopicsResponse](k, req); resp.Topics[0].ErrorCode != kerr.TopicAlreadyExists.Code {
+		t.Fatalf("v0 existing: %s", errName(resp.Topics[0].ErrorCode))
+	}
+}
+
+func TestKafkaDeleteTopicsAndCreatePartitions(t *testing.T) {
+	backend := newAdminBackend()
+	backend.topics["byid"] = backend.describe("byid", 1, 1, nil)
+	backend.topics["byname"] = backend.describe("byname", 1, 1, nil)
+	_, k := startServer(t, backend)
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = 6
+	id := topicID(backend.topics["byid"].TopicId)
+	req.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("byname")}, {TopicID: id}, {TopicID: [16]byte{9}}, {Topic: kmsg.StringPtr("nope")}}
+	resp := roundTrip[*kmsg.DeleteTopicsResponse](k, req)
+	got := []string{}
+	for _, rt := range resp.Topics {
+		name := "<nil>"
+		if rt.Topic != nil {
+			name = *rt.Topic
+		}
+		got = append(got, name+":"+errName(rt.ErrorCode))
+	}
+	want := []string{"byname:OK", "byid:OK", "<nil>:" + errName(kerr.UnknownTopicID.Code), "nope:" + errName(kerr.UnknownTopicOrPartition.Code)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("DeleteTopics v6: %v, want %v", got, want)
+	}
+	if resp.Topics[1].TopicID != id {
+		t.Errorf("a topic deleted by id answered with id %x, want %x", resp.Topics[1].TopicID, id)
+	}
+	if _, ok := backend.topics["byid"]; ok {
+		t.Error("topic deleted by id still there")
+	}
+	req = kmsg.NewPtrDeleteTopicsRequest()
+	req.Version, req.TopicNames = 1, []string{"existing", "existing"}
+	if resp := roundTrip[*kmsg.DeleteTopicsResponse](k, req); len(resp.Topics) != 2 || resp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("DeleteTopics v1 of a topic named twice: %+v", resp.Topics)
+	}
+	if _, ok := backend.topics["existing"]; !ok {
+		t.Fatal("a topic named twice was deleted")
+	}
+
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.Version, cp.ValidateOnly = 3, true
+	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "existing", Count: 5}, {Topic: "existing2", Count: 5},
+		{Topic: "assigned", Count: 3, Assignment: []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{1}}}}}
+	cpr := roundTrip[*kmsg.CreatePartitionsResponse](k, cp)
+	codes := []int16{cpr.Topics[0].ErrorCode, cpr.Topics[1].ErrorCode, cpr.Topics[2].ErrorCode}
+	if !slices.Equal(codes, []int16{0, kerr.UnknownTopicOrPartition.Code, kerr.InvalidReplicaAssignment.Code}) {
+		t.Fatalf("CreatePartitions: codes %v", codes)
+	}
+	if !slices.Contains(backend.calls, "partitions existing 5 true") {
+		t.Fatalf("CreatePartitions not passed on as validate-only: %v", backend.calls)
+	}
+}
+
+func TestKafkaDescribeCluster(t *testing.T) {
+	_, k := startServer(t, newAdminBackend())
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.Version, req.EndpointType = 1, 1
+	resp := roundTrip[*kmsg.DescribeClusterResponse](k, req)
+	if resp.ErrorCode != 0 || resp.ClusterID != "qc" || resp.ControllerID != 2 || len(resp.Brokers) != 1 ||
+		resp.Brokers[0].Host != "10.0.0.1" || resp.Brokers[0].Port != 9093 || *resp.Brokers[0].Rack != "r1" {
+		t.Fatalf("DescribeCluster v1: %+v", resp)
+	}
+	req.Version, req.IncludeFencedBrokers = 2, true
+	if resp := roundTrip[*kmsg.DescribeClusterResponse](k, req); len(resp.Brokers) != 2 || !resp.Brokers[1].IsFenced {
+		t.Fatalf("DescribeCluster v2 with the fenced: %+v", resp.Brokers)
+	}
+	req.EndpointType = 2
+	if resp := roundTrip[*kmsg.DescribeClusterResponse](k, req); resp.ErrorCode != kerr.UnsupportedEndpointType.Code || resp.ErrorMessage == nil {
+		t.Fatalf("DescribeCluster of the controllers: %s", errName(resp.ErrorCode))
+	}
+}
+
+func TestKafkaDescribeConfigs(t *testing.T) {
+	_, k := startServer(t, newAdminBackend())
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms, req.IncludeDocumentation = 4, true, true
+	res := func(typ kmsg.ConfigResourceType, name string, keys ...string) kmsg.DescribeConfigsRequestResource {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = typ, name, keys
+		return r
+	}
+	req.Resources = []kmsg.DescribeConfigsRequestResource{res(2, "existing"), res(2, "existing2", "retention.ms"),
+		res(4, "1"), res(4, "2"), res(8, "1"), res(3, "x")}
+	resp := roundTrip[*kmsg.DescribeConfigsResponse](k, req)
+	var codes []int16
+	for _, r := range resp.Resources {
+		codes = append(codes, r.ErrorCode)
+		if r.ErrorCode != 0 && r.ErrorMessage == nil {
+			t.Errorf("%s %s: error without a message", r.ResourceType, r.ResourceName)
+		}
+	}
+	if want := []int16{0, kerr.UnknownTopicOrPartition.Code, 0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code}; !slices.Equal(codes, want) {
+		t.Fatalf("codes %v, want %v", codes, want)
+	}
+	topic := resp.Resources[0].Configs
+	if len(topic) != 2 {
+		t.Fatalf("topic configs: %+v", topic)
+	}
+	ret := topic[0]
+	if ret.Name != "retention.ms" || *ret.Value != "1000" || ret.Source != kmsg.ConfigSourceDynamicTopicConfig ||
+		ret.ConfigType != kmsg.ConfigTypeLong || ret.Documentation == nil || *ret.Documentation != "how long" || len(ret.ConfigSynonyms) != 3 ||
+		ret.ConfigSynonyms[1].Name != "log.retention.ms" || ret.ConfigSynonyms[1].Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Errorf("retention.ms: %+v", ret)
+	}
+	if b := resp.Resources[2].Configs; len(b) != 1 || !b[0].ReadOnly || *b[0].Value != "4" {
+		t.Errorf("broker configs: %+v", b)
+	}
+
+	// Without synonyms and documentation asked for, and in v0 (is_default).
+	req.IncludeSynonyms, req.IncludeDocumentation = false, false
+	req.Resources = []kmsg.DescribeConfigsRequestResource{res(2, "existing", "cleanup.policy")}
+	resp = roundTrip[*kmsg.DescribeConfigsResponse](k, req)
+	if c := resp.Resources[0].Configs; len(c) != 1 || c[0].Name != "cleanup.policy" || c[0].ConfigSynonyms != nil || c[0].Documentation != nil {
+		t.Errorf("cleanup.policy without synonyms: %+v", c)
+	}
+	req.Version = 0
+	resp = roundTrip[*kmsg.DescribeConfigsResponse](k, req)
+	if c := resp.Resources[0].Configs; len(c) != 1 || !c[0].IsDefault {
+		t.Errorf("v0 cleanup.policy is not default: %+v", c)
+	}
+}
+
+func TestKafkaAlterConfigs(t *testing.T) {
+	backend := newAdminBackend()
+	_, k := startServer(t, backend)
+	inc := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	inc.Version = 1
+	cfg := func(name string, op kmsg.IncrementalAlterConfigOp, v *string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = name, op, v
+		return c
+	}
+	res := func(typ kmsg.ConfigResourceType, name string, cs ...kmsg.IncrementalAlterConfigsRequestResourceConfig) kmsg.IncrementalAlterConfigsRequestResource {
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.Configs = typ, name, cs
+		return r
+	}
+	inc.Resources = []kmsg.IncrementalAlterConfigsRequestResource{
+		res(2, "existing", cfg("retention.ms", 0, kmsg.StringPtr("2000")), cfg("cleanup.policy", 2, kmsg.StringPtr("delete"))),
+		res(2, "existing", cfg("retention.ms", 1, nil)), // named twice
+	}
+	resp := roundTrip[*kmsg.IncrementalAlterConfigsResponse](k, inc)
+	if resp.Resources[0].ErrorCode != kerr.InvalidRequest.Code || resp.Resources[1].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("a resource named twice: %s, %s", errName(resp.Resources[0].ErrorCode), errName(resp.Resources[1].ErrorCode))
+	}
+	backend.topics["other"] = backend.describe("other", 1, 1, map[string]string{"cleanup.policy": "delete"})
+	inc.Resources = []kmsg.IncrementalAlterConfigsRequestResource{
+		res(2, "existing", cfg("retention.ms", 0, kmsg.StringPtr("2000")), cfg("cleanup.policy", 2, kmsg.StringPtr("delete,compact"))),
+		res(2, "existing2", cfg("retention.ms", 1, nil)),
+		res(2, "other", cfg("retention.ms", 2, kmsg.StringPtr("1"))),
+		res(4, "1", cfg("num.partitions", 0, kmsg.StringPtr("8"))),
+	}
+	resp = roundTrip[*kmsg.IncrementalAlterConfigsResponse](k, inc)
+	var codes []int16
+	for _, r := range resp.Resources {
+		codes = append(codes, r.ErrorCode)
+		if r.ErrorCode != 0 && (r.ErrorMessage == nil || *r.ErrorMessage == "") {
+			t.Errorf("%s: error without a message", r.ResourceName)
+		}
+	}
+	// APPEND to a list gives its union, refused by the (fake) broker's
+	// check; APPEND to a long is refused here; a broker key is static.
+	want := []int16{kerr.InvalidConfig.Code, kerr.UnknownTopicOrPartition.Code, kerr.InvalidConfig.Code, kerr.InvalidRequest.Code}
+	if !slices.Equal(codes, want) {
+		t.Fatalf("IncrementalAlterConfigs codes %v, want %v", codes, want)
+	}
+	if !slices.Contains(backend.calls, "alter existing set [cleanup.policy=delete,compact retention.ms=2000] delete [] validate false") {
+		t.Fatalf("calls %v", backend.calls)
+	}
+	// SUBTRACT then SET: a list's element removed; DELETE passed on.
+	inc.Resources = []kmsg.IncrementalAlterConfigsRequestResource{
+		res(2, "other", cfg("cleanup.policy", 3, kmsg.StringPtr("compact")), cfg("retention.ms", 1, nil)),
+	}
+	inc.ValidateOnly = true
+	if resp := roundTrip[*kmsg.IncrementalAlterConfigsResponse](k, inc); resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("SUBTRACT: %s %v", errName(resp.Resources[0].ErrorCode), resp.Resources[0].ErrorMessage)
+	}
+	if last := backend.calls[len(backend.calls)-1]; last != "alter other set [cleanup.policy=delete] delete [retention.ms] validate true" {
+		t.Fatalf("SUBTRACT passed on as %q", last)
+	}
+
+	// AlterConfigs replaces: keys not given return to their defaults.
+	alt := kmsg.NewPtrAlterConfigsRequest()
+	alt.Version = 2
+	r := kmsg.NewAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = 2, "existing"
+	r.Configs = []kmsg.AlterConfigsRequestResourceConfig{{Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}
+	alt.Resources = []kmsg.AlterConfigsRequestResource{r}
+	if resp := roundTrip[*kmsg.AlterConfigsResponse](k, alt); resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("AlterConfigs: %s", errName(resp.Resources[0].ErrorCode))
+	}
+	if last := backend.calls[len(backend.calls)-1]; last != "alter existing set [cleanup.policy=delete] delete [retention.ms] validate false" {
+		t.Fatalf("AlterConfigs passed on as %q", last)
+	}
+}
+
+func TestKafkaACLs(t *testing.T) {
+	backend := newAdminBackend()
+	_, k := startServer(t, backend)
+	cr := kmsg.NewPtrCreateACLsRequest()
+	cr.Version = 3
+	creation := func(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType, principal, host string, op kmsg.ACLOperation) kmsg.CreateACLsRequestCreation {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType, c.Principal, c.Host = rt, name, pt, principal, host
+		c.Operation, c.PermissionType = op, kmsg.ACLPermissionTypeAllow
+		return c
+	}
+	cr.Creations = []kmsg.CreateACLsRequestCreation{
+		creation(kmsg.ACLResourceTypeTopic, "orders", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
+		creation(kmsg.ACLResourceTypeTopic, "ord", kmsg.ACLResourcePatternTypePrefixed, "User:bob", "*", kmsg.ACLOperationWrite),
+		creation(kmsg.ACLResourceTypeGroup, "g", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
+		creation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "10.0.0.1", kmsg.ACLOperationRead),
+		creation(kmsg.ACLResourceTypeTransactionalId, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
+		creation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "alice", "*", kmsg.ACLOperationRead),
+	}
+	crr := roundTrip[*kmsg.CreateACLsResponse](k, cr)
+	var codes []int16
+	for _, r := range crr.Results {
+		codes = append(codes, r.ErrorCode)
+	}
+	if want := []int16{0, 0, 0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code}; !slices.Equal(codes, want) {
+		t.Fatalf("CreateAcls codes %v, want %v", codes, want)
+	}
+	if len(backend.acls) != 3 || backend.acls[1].PatternType != "Prefixed" || backend.acls[1].Operation != "Write" {
+		t.Fatalf("ACLs stored: %v", backend.acls)
+	}
+
+	// MATCH on topic "orders": the literal and the prefixed one.
+	dr := kmsg.NewPtrDescribeACLsRequest()
+	dr.Version = 3
+	dr.ResourceType, dr.ResourceName, dr.ResourcePatternType = kmsg.ACLResourceTypeTopic, kmsg.StringPtr("orders"), kmsg.ACLResourcePatternTypeMatch
+	dr.Operation, dr.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	drr := roundTrip[*kmsg.DescribeACLsResponse](k, dr)
+	if drr.ErrorCode != 0 || len(drr.Resources) != 2 || drr.Resources[1].ResourcePatternType != kmsg.ACLResourcePatternTypePrefixed ||
+		drr.Resources[0].ACLs[0].Principal != "User:alice" || drr.Resources[0].ACLs[0].Host != "*" || drr.Resources[0].ACLs[0].Operation != kmsg.ACLOperationRead {
+		t.Fatalf("DescribeAcls MATCH orders: %+v", drr)
+	}
+	// A host filter other than "*" matches nothing.
+	dr.Host = kmsg.StringPtr("10.0.0.1")
+	if drr := roundTrip[*kmsg.DescribeACLsResponse](k, dr); drr.ErrorCode != 0 || len(drr.Resources) != 0 {
+		t.Fatalf("DescribeAcls for one host: %+v", drr)
+	}
+
+	del := kmsg.NewPtrDeleteACLsRequest()
+	del.Version = 3
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType, f.Principal = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.StringPtr("User:alice")
+	f.Operation, f.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	del.Filters = []kmsg.DeleteACLsRequestFilter{f}
+	delr := roundTrip[*kmsg.DeleteACLsResponse](k, del)
+	if len(delr.Results) != 1 || delr.Results[0].ErrorCode != 0 || len(delr.Results[0].MatchingACLs) != 2 || len(backend.acls) != 1 {
+		t.Fatalf("DeleteAcls of alice's: %+v; left %v", delr, backend.acls)
+	}
+}
+
+func TestKafkaSCRAMCredentials(t *testing.T) {
+	backend := newAdminBackend()
+	_, k := startServer(t, backend)
+	al := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := func(name string, mech int8, salted int) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = name, mech, 4096, []byte("salt"), make([]byte, salted)
+		return u
+	}
+	al.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{up("bob", 1, 32), up("carol", 2, 64), up("dave", 1, 5), up("eve", 1, 32)}
+	al.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "alice", Mechanism: 1}, {Name: "nobody", Mechanism: 1}, {Name: "eve", Mechanism: 1}}
+	resp := roundTrip[*kmsg.AlterUserSCRAMCredentialsResponse](k, al)
+	got := map[string]int16{}
+	for _, r := range resp.Results {
+		got[r.User] = r.ErrorCode
+	}
+	want := map[string]int16{"alice": 0, "nobody": kerr.ResourceNotFound.Code, "eve": kerr.DuplicateResource.Code, "bob": 0,
+		"carol": kerr.UnsupportedSaslMechanism.Code, "dave": kerr.UnacceptableCredential.Code}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("AlterUserScramCredentials: %v, want %v", got, want)
+	}
+	ds := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	dr := roundTrip[*kmsg.DescribeUserSCRAMCredentialsResponse](k, ds)
+	if len(dr.Results) != 1 || dr.Results[0].User != "bob" || dr.Results[0].CredentialInfos[0].Iterations != 4096 || dr.Results[0].CredentialInfos[0].Mechanism != 1 {
+		t.Fatalf("DescribeUserScramCredentials of all: %+v", dr.Results)
+	}
+	ds.Users = []kmsg.DescribeUserSCRAMCredentialsRequestUser{{Name: "alice"}, {Name: "bob"}}
+	dr = roundTrip[*kmsg.DescribeUserSCRAMCredentialsResponse](k, ds)
+	if len(dr.Results) != 2 || dr.Results[0].ErrorCode != kerr.ResourceNotFound.Code || dr.Results[1].ErrorCode != 0 {
+		t.Fatalf("DescribeUserScramCredentials of alice (deleted) and bob: %+v", dr.Results)
+	}
+}
+
+func TestKafkaAdminGroupsProducersLogDirsElections(t *testing.T) {
+	backend := newAdminBackend()
+	_, k := startServer(t, backend)
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Version, dg.Groups = 2, []string{"idle", "busy", "gone"}
+	dgr := roundTrip[*kmsg.DeleteGroupsResponse](k, dg)
+	if codes := []int16{dgr.Groups[0].ErrorCode, dgr.Groups[1].ErrorCode, dgr.Groups[2].ErrorCode}; !slices.Equal(codes,
+		[]int16{0, kerr.NonEmptyGroup.Code, kerr.GroupIDNotFound.Code}) {
+		t.Fatalf("DeleteGroups: %v", codes)
+	}
+
+	cg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cg.Version, cg.Groups = 1, []string{"g", "gone"}
+	cgr := roundTrip[*kmsg.ConsumerGroupDescribeResponse](k, cg)
+	g := cgr.Groups[0]
+	if g.ErrorCode != 0 || g.State != "Reconciling" || g.AssignorName != "uniform" || len(g.Members) != 1 {
+		t.Fatalf("ConsumerGroupDescribe g: %+v", g)
+	}
+	m := g.Members[0]
+	if m.MemberID != "m1" || m.ClientHost != "10.0.0.1:5" || len(m.Assignment.TopicPartitions) != 1 ||
+		!slices.Equal(m.Assignment.TopicPartitions[0].Partitions, []int32{0, 1}) || m.Assignment.TopicPartitions[0].Topic != "t" {
+		t.Fatalf("ConsumerGroupDescribe member: %+v", m)
+	}
+	if cgr.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ConsumerGroupDescribe gone: %s", errName(cgr.Groups[1].ErrorCode))
+	}
+
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "existing", Partitions: []int32{0, 1}}, {Topic: "nope", Partitions: []int32{0}}}
+	dpr := roundTrip[*kmsg.DescribeProducersResponse](k, dp)
+	if p := dpr.Topics[0].Partitions; len(p) != 2 || len(p[0].ActiveProducers) != 1 || p[0].ActiveProducers[0].ProducerID != 9 ||
+		p[0].ActiveProducers[0].CoordinatorEpoch != -1 || p[1].ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("DescribeProducers existing: %+v", p)
+	}
+	if p := dpr.Topics[1].Partitions; len(p) != 1 || p[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("DescribeProducers nope: %+v", p)
+	}
+
+	ld := kmsg.NewPtrDescribeLogDirsRequest()
+	ld.Version = 4
+	ld.Topics = []kmsg.DescribeLogDirsRequestTopic{{Topic: "existing", Partitions: []int32{1}}}
+	ldr := roundTrip[*kmsg.DescribeLogDirsResponse](k, ld)
+	if len(ldr.Dirs) != 1 || ldr.Dirs[0].Dir != "/data" || len(ldr.Dirs[0].Topics) != 1 || len(ldr.Dirs[0].Topics[0].Partitions) != 1 ||
+		ldr.Dirs[0].Topics[0].Partitions[0].Size != 50 || ldr.Dirs[0].Topics[0].Partitions[0].OffsetLag != 2 {
+		t.Fatalf("DescribeLogDirs of existing-1: %+v", ldr.Dirs)
+	}
+	ld.Topics = nil
+	if ldr := roundTrip[*kmsg.DescribeLogDirsResponse](k, ld); len(ldr.Dirs[0].Topics) != 2 {
+		t.Fatalf("DescribeLogDirs of all: %+v", ldr.Dirs)
+	}
+
+	el := kmsg.NewPtrElectLeadersRequest()
+	el.Version = 2
+	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "existing", Partitions: []int32{0, 5}}, {Topic: "nope", Partitions: []int32{0}}}
+	elr := roundTrip[*kmsg.ElectLeadersResponse](k, el)
+	if p := elr.Topics[0].Partitions; p[0].ErrorCode != kerr.ElectionNotNeeded.Code || p[1].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
+		elr.Topics[1].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("ElectLeaders: %+v", elr.Topics)
+	}
+	el.ElectionType = 1
+	if elr := roundTrip[*kmsg.ElectLeadersResponse](k, el); elr.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequest.Code ||
+		elr.Topics[0].Partitions[0].ErrorMessage == nil {
+		t.Fatalf("unclean ElectLeaders: %+v", elr.Topics)
+	}
+}
