@@ -220,3 +220,29 @@ for api in Produce Fetch JoinGroup SyncGroup Heartbeat OffsetCommit; do
 		fail "no kafka/$api in quire_requests_total: $(grep 'rpc="kafka/' <<<"$metrics" | head -20)"
 done
 step "ok"
+
+# ---- Kafka's admin API: librdkafka's AdminClient (python3-confluent-kafka)
+# scripts/kafka_admin.py runs create/describe/alter/delete of topics,
+# partitions, configs, groups and ACLs (those its binding has) against the
+# node's Kafka listener. Debian's python3-confluent-kafka is installed with
+# apt-get when missing and running as root; without it this part is
+# skipped with a message, an error with QUIRE_REQUIRE_KCAT=1.
+have_confluent_kafka() {
+	/usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null && return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		step "installing Debian's python3-confluent-kafka with apt-get"
+		(apt-get install -y python3-confluent-kafka || (apt-get update && apt-get install -y python3-confluent-kafka)) >"$tmp/apt-confluent.log" 2>&1 || true
+	fi
+	/usr/bin/python3 -c 'import confluent_kafka' 2>/dev/null
+}
+if have_confluent_kafka; then
+	step "librdkafka's admin API (scripts/kafka_admin.py): topics, partitions, configs, groups, ACLs"
+	timeout 120 /usr/bin/python3 scripts/kafka_admin.py "$kafka" >"$tmp/admin.log" 2>&1 || fail "scripts/kafka_admin.py: $(tail -5 "$tmp/admin.log")"
+	grep '^kafka admin: (' "$tmp/admin.log" || true
+	step "ok (admin)"
+elif [ "${QUIRE_REQUIRE_KCAT:-0}" = 1 ]; then
+	fail "python3-confluent-kafka is not installed (apt-get install python3-confluent-kafka)"
+else
+	step "SKIP: python3-confluent-kafka is not installed (apt-get install python3-confluent-kafka); Kafka's admin API was not checked with librdkafka"
+fi
+# ---- end of Kafka's admin API
