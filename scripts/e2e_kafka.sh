@@ -239,6 +239,11 @@ if have_confluent_kafka; then
 	step "librdkafka's admin API (scripts/kafka_admin.py): topics, partitions, configs, groups, ACLs"
 	timeout 120 /usr/bin/python3 scripts/kafka_admin.py "$kafka" >"$tmp/admin.log" 2>&1 || fail "scripts/kafka_admin.py: $(tail -5 "$tmp/admin.log")"
 	grep '^kafka admin: (' "$tmp/admin.log" || true
+	metrics=$(curl -fsS --max-time 5 http://127.0.0.1:9404/metrics) || fail "no /metrics on the dev node's 127.0.0.1:9404"
+	for api in CreateTopics DeleteTopics CreatePartitions DescribeConfigs AlterConfigs; do
+		grep -Eq "^quire_requests_total\{code=\"OK\",rpc=\"kafka/$api\"\} [1-9]" <<<"$metrics" ||
+			fail "no kafka/$api in quire_requests_total: $(grep 'rpc="kafka/' <<<"$metrics" | head -30)"
+	done
 	step "ok (admin)"
 elif [ "${QUIRE_REQUIRE_KCAT:-0}" = 1 ]; then
 	fail "python3-confluent-kafka is not installed (apt-get install python3-confluent-kafka)"
