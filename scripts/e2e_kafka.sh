@@ -223,8 +223,8 @@ step "ok"
 
 # ---- Kafka's admin API: librdkafka's AdminClient (python3-confluent-kafka)
 # scripts/kafka_admin.py runs create/describe/alter/delete of topics,
-# partitions, configs, groups and ACLs (those its binding has) against the
-# node's Kafka listener. Debian's python3-confluent-kafka is installed with
+# partitions, configs, groups and ACLs against the node's Kafka listener
+# (through librdkafka's C API where the binding lacks a call). Debian's python3-confluent-kafka is installed with
 # apt-get when missing and running as root; without it this part is
 # skipped with a message, an error with QUIRE_REQUIRE_KCAT=1.
 have_confluent_kafka() {

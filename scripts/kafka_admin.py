@@ -3,15 +3,17 @@
 Kafka listener: topics created (explicit counts and configs, the broker's
 defaults, a dry run) and refused when they exist, partitions added,
 configs described (topic and broker) and altered (a bad value and a
-broker's static key refused), a group committed to, listed and, where the
-binding has the call, deleted, ACLs created, described and deleted where
-the binding has those calls, and the topics deleted. Each step checks the
-answer; the first that does not hold exits 1 with what was seen.
+broker's static key refused), a group committed to, listed and deleted,
+ACLs created, described and deleted, and the topics deleted. The calls an
+older binding does not wrap (ACLs and group deletion in Debian 12's 1.7)
+go through librdkafka's C API with ctypes. Each step checks the answer;
+the first that does not hold exits 1 with what was seen.
 
 Usage: kafka_admin.py HOST:PORT
 """
 
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -55,6 +57,155 @@ def want_error(what, future, code):
         fail("%s: got %s, want %s" % (what, err, KafkaError(code)))
     if not err.str():
         fail("%s: error %s without a message" % (what, err))
+
+
+class Rdkafka:
+    """librdkafka's C admin API through ctypes, for the calls an older
+    binding (Debian 12's confluent-kafka 1.7) does not wrap: ACLs and
+    group deletion. The same library the binding uses sends the
+    requests."""
+
+    PRODUCER = 0
+    # Kafka's enums, as librdkafka numbers them.
+    TOPIC, MATCH, LITERAL, ANY = 2, 2, 3, 1
+    READ, ALLOW = 3, 3
+
+    def __init__(self, bootstrap):
+        import ctypes
+        self.c = ctypes
+        lib = ctypes.CDLL("librdkafka.so.1")
+        P, S, I = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+        for name, res, args in [
+            ("rd_kafka_conf_new", P, []),
+            ("rd_kafka_conf_set", I, [P, S, S, S, ctypes.c_size_t]),
+            ("rd_kafka_new", P, [I, P, S, ctypes.c_size_t]),
+            ("rd_kafka_destroy", None, [P]),
+            ("rd_kafka_queue_new", P, [P]),
+            ("rd_kafka_queue_destroy", None, [P]),
+            ("rd_kafka_queue_poll", P, [P, I]),
+            ("rd_kafka_event_destroy", None, [P]),
+            ("rd_kafka_event_error", I, [P]),
+            ("rd_kafka_event_error_string", S, [P]),
+            ("rd_kafka_error_code", I, [P]),
+            ("rd_kafka_error_string", S, [P]),
+            ("rd_kafka_AclBinding_new", P, [I, S, I, S, S, I, I, S, ctypes.c_size_t]),
+            ("rd_kafka_AclBindingFilter_new", P, [I, S, I, S, S, I, I, S, ctypes.c_size_t]),
+            ("rd_kafka_AclBinding_destroy", None, [P]),
+            ("rd_kafka_AclBinding_operation", I, [P]),
+            ("rd_kafka_CreateAcls", None, [P, P, ctypes.c_size_t, P, P]),
+            ("rd_kafka_event_CreateAcls_result", P, [P]),
+            ("rd_kafka_CreateAcls_result_acls", P, [P, P]),
+            ("rd_kafka_acl_result_error", P, [P]),
+            ("rd_kafka_DescribeAcls", None, [P, P, P, P]),
+            ("rd_kafka_event_DescribeAcls_result", P, [P]),
+            ("rd_kafka_DescribeAcls_result_acls", P, [P, P]),
+            ("rd_kafka_DeleteAcls", None, [P, P, ctypes.c_size_t, P, P]),
+            ("rd_kafka_event_DeleteAcls_result", P, [P]),
+            ("rd_kafka_DeleteAcls_result_responses", P, [P, P]),
+            ("rd_kafka_DeleteAcls_result_response_error", P, [P]),
+            ("rd_kafka_DeleteAcls_result_response_matching_acls", P, [P, P]),
+            ("rd_kafka_DeleteGroup_new", P, [S]),
+            ("rd_kafka_DeleteGroup_destroy", None, [P]),
+            ("rd_kafka_DeleteGroups", None, [P, P, ctypes.c_size_t, P, P]),
+            ("rd_kafka_event_DeleteGroups_result", P, [P]),
+            ("rd_kafka_DeleteGroups_result_groups", P, [P, P]),
+            ("rd_kafka_group_result_error", P, [P]),
+        ]:
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+        self.lib = lib
+        errstr = ctypes.create_string_buffer(512)
+        conf = lib.rd_kafka_conf_new()
+        if lib.rd_kafka_conf_set(conf, b"bootstrap.servers", bootstrap.encode(), errstr, 512) != 0:
+            fail("rd_kafka_conf_set: " + errstr.value.decode())
+        self.rk = lib.rd_kafka_new(self.PRODUCER, conf, errstr, 512)
+        if not self.rk:
+            fail("rd_kafka_new: " + errstr.value.decode())
+        self.q = lib.rd_kafka_queue_new(self.rk)
+
+    def close(self):
+        self.lib.rd_kafka_queue_destroy(self.q)
+        self.lib.rd_kafka_destroy(self.rk)
+
+    def event(self, what):
+        """The admin call's result event; fails on a call-level error."""
+        ev = self.lib.rd_kafka_queue_poll(self.q, int(TIMEOUT * 1000))
+        if not ev:
+            fail("%s: no answer within %ss" % (what, TIMEOUT))
+        if self.lib.rd_kafka_event_error(ev) != 0:
+            fail("%s: %s" % (what, self.lib.rd_kafka_event_error_string(ev)))
+        return ev
+
+    def items(self, fn, obj):
+        """The array a result accessor returns, as a list of pointers."""
+        n = self.c.c_size_t(0)
+        arr = fn(obj, self.c.byref(n))
+        if not n.value:
+            return []
+        return list(self.c.cast(arr, self.c.POINTER(self.c.c_void_p))[:n.value])
+
+    def error(self, err):
+        """An rd_kafka_error_t as (code, message); (0, "") for none."""
+        if not err:
+            return 0, ""
+        return self.lib.rd_kafka_error_code(err), (self.lib.rd_kafka_error_string(err) or b"").decode()
+
+    def binding(self, new, name, pattern, principal, host, op, perm):
+        errstr = self.c.create_string_buffer(512)
+        b = new(self.TOPIC, name.encode(), pattern, principal.encode() if principal else None,
+                host.encode() if host else None, op, perm, errstr, 512)
+        if not b:
+            fail("ACL binding: " + errstr.value.decode())
+        return b
+
+    def create_acl(self, topic, principal, host):
+        """Creates one ACL (READ allowed); its error code and message."""
+        lib = self.lib
+        acl = self.binding(lib.rd_kafka_AclBinding_new, topic, self.LITERAL, principal, host, self.READ, self.ALLOW)
+        lib.rd_kafka_CreateAcls(self.rk, (self.c.c_void_p * 1)(acl), 1, None, self.q)
+        ev = self.event("CreateAcls")
+        res = self.items(lib.rd_kafka_CreateAcls_result_acls, lib.rd_kafka_event_CreateAcls_result(ev))
+        out = self.error(lib.rd_kafka_acl_result_error(res[0]))
+        lib.rd_kafka_event_destroy(ev)
+        lib.rd_kafka_AclBinding_destroy(acl)
+        return out
+
+    def describe_acls(self, topic, principal):
+        """The operations of the ACLs a MATCH filter on topic selects."""
+        lib = self.lib
+        f = self.binding(lib.rd_kafka_AclBindingFilter_new, topic, self.MATCH, principal, None, self.ANY, self.ANY)
+        lib.rd_kafka_DescribeAcls(self.rk, f, None, self.q)
+        ev = self.event("DescribeAcls")
+        acls = self.items(lib.rd_kafka_DescribeAcls_result_acls, lib.rd_kafka_event_DescribeAcls_result(ev))
+        ops = [lib.rd_kafka_AclBinding_operation(a) for a in acls]
+        lib.rd_kafka_event_destroy(ev)
+        lib.rd_kafka_AclBinding_destroy(f)
+        return ops
+
+    def delete_acls(self, topic, principal):
+        """Deletes the ACLs a MATCH filter selects: (code, message, count)."""
+        lib = self.lib
+        f = self.binding(lib.rd_kafka_AclBindingFilter_new, topic, self.MATCH, principal, None, self.ANY, self.ANY)
+        lib.rd_kafka_DeleteAcls(self.rk, (self.c.c_void_p * 1)(f), 1, None, self.q)
+        ev = self.event("DeleteAcls")
+        resps = self.items(lib.rd_kafka_DeleteAcls_result_responses, lib.rd_kafka_event_DeleteAcls_result(ev))
+        code, msg = self.error(lib.rd_kafka_DeleteAcls_result_response_error(resps[0]))
+        n = len(self.items(lib.rd_kafka_DeleteAcls_result_response_matching_acls, resps[0]))
+        lib.rd_kafka_event_destroy(ev)
+        lib.rd_kafka_AclBinding_destroy(f)
+        return code, msg, n
+
+    def delete_group(self, group):
+        """Deletes a group: its error code and message."""
+        lib = self.lib
+        g = lib.rd_kafka_DeleteGroup_new(group.encode())
+        lib.rd_kafka_DeleteGroups(self.rk, (self.c.c_void_p * 1)(g), 1, None, self.q)
+        ev = self.event("DeleteGroups")
+        res = self.items(lib.rd_kafka_DeleteGroups_result_groups, lib.rd_kafka_event_DeleteGroups_result(ev))
+        out = self.error(lib.rd_kafka_group_result_error(res[0]))
+        lib.rd_kafka_event_destroy(ev)
+        lib.rd_kafka_DeleteGroup_destroy(g)
+        return out
 
 
 def main():
@@ -121,7 +272,7 @@ def main():
     else:
         step("(this binding has no incremental_alter_configs: not checked)")
 
-    step("a group commits, is listed, and is deleted")
+    step("a group commits, is listed, and is deleted; deleting it again is refused")
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "pgroup", "enable.auto.commit": False})
     try:
         c.commit(offsets=[TopicPartition("pa", 0, 0)], asynchronous=False)
@@ -132,10 +283,17 @@ def main():
         fail("list groups: %s" % [g.id for g in groups])
     if hasattr(admin, "delete_consumer_groups"):
         want_ok("delete group", admin.delete_consumer_groups(["pgroup"], request_timeout=TIMEOUT))
-        if [g.id for g in admin.list_groups(timeout=TIMEOUT) if g.id == "pgroup"]:
-            fail("pgroup still listed after deleting it")
     else:
-        step("(this binding has no delete_consumer_groups: not checked)")
+        rdk = Rdkafka(bootstrap)
+        code, msg = rdk.delete_group("pgroup")
+        if code != 0:
+            fail("delete group (librdkafka's C API): %d %s" % (code, msg))
+        code, msg = rdk.delete_group("pgroup")
+        if code != KafkaError.GROUP_ID_NOT_FOUND or not msg:
+            fail("delete a deleted group: %d %s, want GROUP_ID_NOT_FOUND" % (code, msg))
+        rdk.close()
+    if [g.id for g in admin.list_groups(timeout=TIMEOUT) if g.id == "pgroup"]:
+        fail("pgroup still listed after deleting it")
 
     if hasattr(admin, "create_acls"):
         step("ACLs created, described, deleted")
@@ -153,7 +311,30 @@ def main():
         if err is not None or len(deleted) != 1:
             fail("delete ACLs: %s %s" % (err, deleted))
     else:
-        step("(this binding has no ACL calls: not checked)")
+        step("ACLs created, described, deleted (librdkafka's C API: this binding does not wrap them)")
+        rdk = Rdkafka(bootstrap)
+        # A node just started raises the cluster's metadata.version,
+        # which ACLs need, within seconds: UNSUPPORTED_VERSION until then.
+        deadline = time.monotonic() + 30
+        while True:
+            code, msg = rdk.create_acl("pa", "User:alice", "*")
+            if code != KafkaError.UNSUPPORTED_VERSION or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if code != 0:
+            fail("create ACL: %d %s" % (code, msg))
+        code, msg = rdk.create_acl("pa", "User:alice", "10.0.0.1")
+        if code != KafkaError.INVALID_REQUEST or not msg:
+            fail("create an ACL for one host: %d %s, want INVALID_REQUEST" % (code, msg))
+        ops = rdk.describe_acls("pa", "User:alice")
+        if ops != [Rdkafka.READ]:
+            fail("describe ACLs: operations %s, want [READ]" % ops)
+        code, msg, n = rdk.delete_acls("pa", "User:alice")
+        if code != 0 or n != 1:
+            fail("delete ACLs: %d %s, %d deleted" % (code, msg, n))
+        if rdk.describe_acls("pa", "User:alice"):
+            fail("ACLs left after deleting them")
+        rdk.close()
 
     step("delete topics; deleting one again is refused")
     want_ok("delete", admin.delete_topics(["pa", "pb", "pdef"], request_timeout=TIMEOUT))
