@@ -50,12 +50,13 @@ func newRootCmd() *cobra.Command {
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}
+	requireSubcommands(root)
 	return root
 }
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
