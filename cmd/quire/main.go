@@ -43,7 +43,7 @@ func newRootCmd() *cobra.Command {
 		brokers = DefaultBrokers
 	}
 	root.PersistentFlags().StringVar(&g.brokers, "brokers", brokers,
-		"comma-separated broker addresses (host:port); also QUIRE_BROKERS")
+		"comma-separated broker addresses (host:port; a host alone means port "+DefaultPort+"); also QUIRE_BROKERS")
 	root.PersistentFlags().StringVar(&g.format, "format", "table", "output format: table or json")
 	g.tls.bind(root)
 	g.scram.bind(root)
