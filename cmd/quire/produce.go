@@ -181,7 +181,7 @@ func (p *lineProducer) done(r *client.Record, err error) {
 		// once, so a topic that refuses everything does not print a line
 		// per input line.
 		if p.verbose {
-			fmt.Fprintf(p.errOut, "error: %s: %v\n", r.Value, err)
+			fmt.Fprintf(p.errOut, "error: %s: %v\n", echoValue(r.Value), err)
 			p.printed = true
 			return
 		}
