@@ -36,10 +36,20 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			// Without an active controller the node answers from the
+			// metadata it last applied: who is fenced cannot be told.
+			unconfirmed := d.ControllerID < 0
 			if g.format == "json" {
-				return printJSON(out, d)
+				if err := printJSON(out, clusterJSON(d)); err != nil {
+					return err
+				}
+				return noControllerErr(unconfirmed)
 			}
-			fmt.Fprintf(out, "CLUSTER     %s\nCONTROLLER  %d\n\n", d.ClusterID, d.ControllerID)
+			controller := fmt.Sprint(d.ControllerID)
+			if unconfirmed {
+				controller = "none (no quorum)"
+			}
+			fmt.Fprintf(out, "CLUSTER     %s\nCONTROLLER  %s\n\n", d.ClusterID, controller)
 			rows := [][]string{}
 			for _, b := range d.Brokers {
 				id := fmt.Sprint(b.ID)
@@ -50,9 +60,16 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 				if b.MaxPartitions > 0 {
 					budget = fmt.Sprint(b.MaxPartitions)
 				}
-				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), yesNo(b.Fenced), fmt.Sprint(b.Partitions), budget})
+				fenced := yesNo(b.Fenced)
+				if unconfirmed {
+					fenced = "unknown"
+				}
+				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), fenced, fmt.Sprint(b.Partitions), budget})
 			}
-			return printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX"}, rows)
+			if err := printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX"}, rows); err != nil {
+				return err
+			}
+			return noControllerErr(unconfirmed)
 		},
 	})
 	cmd.AddCommand(newFeaturesCmd(g))
