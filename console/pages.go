@@ -37,6 +37,7 @@ type overview struct {
 	// the page makes no claim from them.
 	BrokersKnown    bool
 	TopicsKnown     bool
+	NoController    bool // no active controller: broker states cannot be confirmed
 	ClusterID       string
 	ControllerID    int32
 	Brokers         []brokerRow
@@ -73,6 +74,12 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ov.BrokersKnown = true
 		ov.ClusterID, ov.ControllerID = cd.ClusterID, cd.ControllerID
+		if cd.ControllerID < 0 {
+			// The node knows no active controller: what it answers is its
+			// last applied metadata, which nothing can confirm.
+			ov.NoController = true
+			p.Errors = append(p.Errors, "no active controller: the metadata quorum has no leader (a majority of the controllers may be down), so which brokers are fenced, and the partitions' leaders and in-sync replicas, are the last view of the node asked and may be stale")
+		}
 		for _, b := range cd.Brokers {
 			ov.Brokers = append(ov.Brokers, brokerRow{BrokerDescription: b, ActiveController: b.ID == cd.ControllerID})
 		}
@@ -113,7 +120,7 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Data = ov
-	if ov.BrokersKnown && ov.TopicsKnown {
+	if ov.BrokersKnown && ov.TopicsKnown && !ov.NoController {
 		c.remember(r.URL.Path, ov)
 	}
 	c.render(w, code, "overview", p)

@@ -69,3 +69,28 @@ func TestConsoleClusterGoneStale(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(page, healthy) && !strings.Contains(page, `class="stale"`)
 	})
 }
+
+// TestConsoleNoController: with one of two controllers stopped the node
+// asked knows no active controller; the overview says so, shows the
+// brokers' states as unknown and makes no health claim.
+func TestConsoleNoController(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, 2)
+	c.WaitController(testCtx(t))
+	srv := serve(t, c.Addr(1))
+	if code, page := get(t, srv.URL+"/"); code != http.StatusOK || strings.Contains(page, "no active controller") {
+		t.Fatalf("overview with the quorum whole: %d\n%s", code, page)
+	}
+	c.Stop(2)
+	var page string
+	poll.True(t, "the overview to see no controller", func() bool {
+		_, page = get(t, srv.URL+"/")
+		return strings.Contains(page, "no active controller")
+	})
+	mustContain(t, page, "overview without a controller", `role="alert"`, "unknown (no controller)")
+	for _, claim := range []string{"Every partition has its full set of in-sync replicas", "<td>serving</td>", "<td>fenced</td>"} {
+		if strings.Contains(page, claim) {
+			t.Errorf("overview without a controller claims %q", claim)
+		}
+	}
+}
