@@ -44,7 +44,9 @@ An exact -o OFFSET outside a partition's log fails with the valid range
 ("valid offsets are 0 to 2 (log end 3)"); --reset earliest or latest
 restarts there instead (Kafka's auto.offset.reset). Other starts, and
 offsets that fall out of range while following, restart at the earliest
-offset unless --reset says otherwise.
+offset unless --reset says otherwise. Without --group, -o end, -o
+@TIMESTAMP and an -o OFFSET moved by --reset say on standard error at
+which offset each partition starts ("starting T at 0:5, 1:3").
 
 A topic that does not exist is created with the broker's defaults when the
 broker allows it (auto.create.topics.enable, on with --dev), saying so on
@@ -133,6 +135,8 @@ the same ID takes its partitions back with no rebalance.`,
 				for p := range assign {
 					assign[p] = client.AtCommitted(group, start)
 				}
+			} else if err := resolveStarts(ctx, cl, topic, assign, start, offset, resetPolicy(reset, start), cmd.ErrOrStderr()); err != nil {
+				return err
 			}
 			cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: assign})
 			if err != nil {
