@@ -53,6 +53,8 @@ func (c *Console) cannotReach(err error) string {
 	if strings.HasPrefix(msg, "cannot reach the cluster at ") {
 		return msg
 	}
+	// statusError's words for an unavailable broker, said once.
+	msg = strings.TrimPrefix(msg, "cannot reach the cluster: ")
 	return "cannot reach the cluster at " + strings.Join(c.cfg.Brokers, ", ") + ": " + msg
 }
 
