@@ -78,3 +78,22 @@ func unknownSubcommand(c *cobra.Command, word string) error {
 	}
 	return fmt.Errorf("%s (the commands of %s are: %s; run '%s --help')", msg, c.CommandPath(), strings.Join(names, ", "), c.CommandPath())
 }
+
+// helpCommand is `quire help [command]`: cobra's own prints the root's
+// help and exits 0 for a command that does not exist.
+func helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil {
+				return err
+			}
+			if len(rest) > 0 && cmd.HasSubCommands() {
+				return unknownSubcommand(cmd, rest[0])
+			}
+			return cmd.Help()
+		},
+	}
+}

@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}
+	root.SetHelpCommand(helpCommand())
 	requireSubcommands(root)
 	return root
 }

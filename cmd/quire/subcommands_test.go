@@ -19,6 +19,8 @@ func TestCLIUnknownSubcommand(t *testing.T) {
 		{[]string{"cluster", "typo"}, []string{`unknown command "typo" for "quire cluster"`, "features, info"}},
 		{[]string{"typo"}, []string{`unknown command "typo" for "quire"`}},
 		{[]string{"cluster"}, []string{`"quire cluster" needs a subcommand`}},
+		{[]string{"help", "topc"}, []string{`unknown command "topc" for "quire"`, "did you mean topic?"}},
+		{[]string{"help", "topic", "lst"}, []string{`unknown command "lst" for "quire topic"`}},
 	} {
 		out, errOut, err := runCLIStdin("", tc.args...)
 		if err == nil {
@@ -40,8 +42,10 @@ func TestCLIUnknownSubcommand(t *testing.T) {
 			t.Errorf("quire cluster: no help on standard error: %q", errOut)
 		}
 	}
-	out, _, err := runCLIStdin("", "topic", "--help")
-	if err != nil || !strings.Contains(out, "delete-records") {
-		t.Fatalf("topic --help: %v, printed %q", err, out)
+	for _, args := range [][]string{{"topic", "--help"}, {"help", "topic"}} {
+		out, _, err := runCLIStdin("", args...)
+		if err != nil || !strings.Contains(out, "delete-records") {
+			t.Fatalf("%v: %v, printed %q", args, err, out)
+		}
 	}
 }
