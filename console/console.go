@@ -78,6 +78,9 @@ type Console struct {
 	cl  *client.Client // nil until the cluster has answered once
 	ccs []*grpc.ClientConn
 
+	viewsMu sync.Mutex
+	views   map[string]lastView // by page path: shown, marked stale, while the cluster cannot be reached
+
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -167,7 +170,7 @@ func (c *Console) client(ctx context.Context) (*client.Client, error) {
 	cl, err := client.New(ctx, client.SeedBrokers(c.cfg.Brokers...), client.ClientID("quire-console"),
 		client.RequestTimeout(c.cfg.RequestTimeout), client.Logger(c.log), client.Idempotent(false))
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(c.cfg.Brokers, ", "), err)
+		return nil, fmt.Errorf("%w at %s: %w", errCannotReach, strings.Join(c.cfg.Brokers, ", "), err)
 	}
 	c.cl = cl
 	return cl, nil

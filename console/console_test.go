@@ -462,7 +462,10 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 		if code != http.StatusBadGateway {
 			t.Errorf("overview with the node stopped: %d, want 502", code)
 		}
-		mustContain(t, page, "overview with the node stopped", `role="alert"`, "brokers: ", "Trying again every", `data-refresh="5000"`)
+		mustContain(t, page, "overview with the node stopped", `role="alert"`, "cannot reach the cluster at ", "Trying again every", `data-refresh="5000"`, `class="stale"`)
+		if strings.Contains(page, "Every partition has its full set of in-sync replicas") {
+			t.Errorf("overview with the node stopped claims the partitions are healthy:\n%s", page)
+		}
 		c.Restart(1)
 		poll.Until(t, "the overview once the node is back", func() error {
 			if code, page := get(t, srv.URL+"/"); code != http.StatusOK || !strings.Contains(page, `id="n-brokers">1<`) {

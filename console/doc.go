@@ -4,7 +4,8 @@
 // offsets, consumer groups with their members and lag (and a lag-over-time
 // chart the console keeps in memory), a live tail of a topic (server-sent
 // events), and a few actions behind a confirmation page: create and delete
-// a topic, add partitions, reset an empty group's offsets.
+// a topic, add partitions, delete a topic's records below an offset,
+// reset an empty group's offsets.
 //
 // It talks to the cluster only through the public gRPC API (api/quirev1)
 // and the Go client, so it works against any node and shows nothing a

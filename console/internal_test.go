@@ -1,9 +1,17 @@
 package console
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/client"
 )
 
 func TestConsoleLagChart(t *testing.T) {
@@ -75,5 +83,28 @@ func TestConsoleShowBytes(t *testing.T) {
 	}
 	if show(nil, true) != nil {
 		t.Error("null is not nil")
+	}
+}
+
+// TestConsoleCannotReachSaysItOnce: the line of an unreachable cluster
+// names the brokers once, whatever error it comes from.
+func TestConsoleCannotReachSaysItOnce(t *testing.T) {
+	t.Parallel()
+	c := &Console{cfg: Config{Brokers: []string{"a:1", "b:2"}}}
+	for _, err := range []error{
+		statusError(status.Error(codes.Unavailable, "connection refused")),
+		fmt.Errorf("%w at a:1, b:2: dial failed", errCannotReach),
+		context.DeadlineExceeded,
+	} {
+		if !unreachable(err) {
+			t.Errorf("%v: not taken for an unreachable cluster", err)
+		}
+		msg := c.cannotReach(err)
+		if !strings.HasPrefix(msg, "cannot reach the cluster at a:1, b:2") || strings.Count(msg, "cannot reach") != 1 {
+			t.Errorf("%v: %q", err, msg)
+		}
+	}
+	if unreachable(&client.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no topic"}) {
+		t.Error("a broker's answer taken for an unreachable cluster")
 	}
 }

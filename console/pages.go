@@ -32,6 +32,12 @@ type brokerRow struct {
 }
 
 type overview struct {
+	// BrokersKnown and TopicsKnown say which of the cluster's answers the
+	// figures come from: without one, its figures are unknown, not 0, and
+	// the page makes no claim from them.
+	BrokersKnown    bool
+	TopicsKnown     bool
+	NoController    bool // no active controller: broker states cannot be confirmed
 	ClusterID       string
 	ControllerID    int32
 	Brokers         []brokerRow
@@ -52,25 +58,42 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 	p := page{Title: "Cluster", Nav: "overview", Refresh: c.refresh()}
 	cl, err := c.client(ctx)
 	if err != nil {
-		p.Errors = append(p.Errors, errText(err))
-		c.render(w, http.StatusBadGateway, "overview", p)
+		c.renderUnreachable(w, r, "overview", p, err)
 		return
 	}
 	var ov overview
 	code := http.StatusOK
 	cd, err := cl.DescribeCluster(ctx)
+	if unreachable(err) {
+		c.renderUnreachable(w, r, "overview", p, err)
+		return
+	}
 	if err != nil {
 		p.Errors = append(p.Errors, "brokers: "+errText(err))
 		code = httpCode(err)
 	} else {
+		ov.BrokersKnown = true
 		ov.ClusterID, ov.ControllerID = cd.ClusterID, cd.ControllerID
+		if cd.ControllerID < 0 {
+			// The node knows no active controller: what it answers is its
+			// last applied metadata, which nothing can confirm.
+			ov.NoController = true
+			p.Errors = append(p.Errors, "no active controller: the metadata quorum has no leader (a majority of the controllers may be down), so which brokers are fenced, and the partitions' leaders and in-sync replicas, are the last view of the node asked and may be stale")
+		}
 		for _, b := range cd.Brokers {
 			ov.Brokers = append(ov.Brokers, brokerRow{BrokerDescription: b, ActiveController: b.ID == cd.ControllerID})
 		}
 	}
 	topics, err := cl.DescribeTopics(ctx)
+	if unreachable(err) {
+		c.renderUnreachable(w, r, "overview", p, err)
+		return
+	}
 	if err != nil {
 		p.Errors = append(p.Errors, "topics: "+errText(err))
+		code = httpCode(err)
+	} else {
+		ov.TopicsKnown = true
 	}
 	byID := map[int32]*brokerRow{}
 	for i := range ov.Brokers {
@@ -97,6 +120,9 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Data = ov
+	if ov.BrokersKnown && ov.TopicsKnown && !ov.NoController {
+		c.remember(r.URL.Path, ov)
+	}
 	c.render(w, code, "overview", p)
 }
 
@@ -115,12 +141,15 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 	p := page{Title: "Topics", Nav: "topics", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
 	cl, err := c.client(ctx)
 	if err != nil {
-		p.Errors = append(p.Errors, errText(err))
-		c.render(w, http.StatusBadGateway, "topics", p)
+		c.renderUnreachable(w, r, "topics", p, err)
 		return
 	}
 	code := http.StatusOK
 	topics, err := cl.DescribeTopics(ctx)
+	if unreachable(err) {
+		c.renderUnreachable(w, r, "topics", p, err)
+		return
+	}
 	if err != nil {
 		p.Errors = append(p.Errors, errText(err))
 		code = httpCode(err)
@@ -146,6 +175,9 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	p.Data = rows
+	if code == http.StatusOK {
+		c.remember(r.URL.Path, rows)
+	}
 	c.render(w, code, "topics", p)
 }
 
@@ -163,11 +195,14 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	p := page{Title: "Topic " + name, Nav: "topics", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
 	cl, err := c.client(ctx)
 	if err != nil {
-		p.Errors = append(p.Errors, errText(err))
-		c.render(w, http.StatusBadGateway, "topic", p)
+		c.renderUnreachable(w, r, "topic", p, err)
 		return
 	}
 	topics, err := cl.DescribeTopics(ctx, name)
+	if unreachable(err) {
+		c.renderUnreachable(w, r, "topic", p, err)
+		return
+	}
 	if err == nil && len(topics) == 0 {
 		err = &client.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("no topic %q", name)}
 	}
@@ -184,6 +219,8 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	tv.Configs, err = cl.DescribeConfigs(ctx, name)
 	if err != nil {
 		p.Errors = append(p.Errors, "configs: "+errText(err))
+	} else {
+		c.remember(r.URL.Path, tv)
 	}
 	p.Data = tv
 	c.render(w, http.StatusOK, "topic", p)
@@ -213,12 +250,15 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 	p := page{Title: "Groups", Nav: "groups", Refresh: c.refresh()}
 	cl, err := c.client(ctx)
 	if err != nil {
-		p.Errors = append(p.Errors, errText(err))
-		c.render(w, http.StatusBadGateway, "groups", p)
+		c.renderUnreachable(w, r, "groups", p, err)
 		return
 	}
 	code := http.StatusOK
 	names, err := cl.ListGroups(ctx)
+	if unreachable(err) {
+		c.renderUnreachable(w, r, "groups", p, err)
+		return
+	}
 	if err != nil {
 		p.Errors = append(p.Errors, errText(err))
 		code = httpCode(err)
@@ -241,6 +281,9 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, row)
 	}
 	p.Data = rows
+	if code == http.StatusOK {
+		c.remember(r.URL.Path, rows)
+	}
 	c.render(w, code, "groups", p)
 }
 
@@ -282,12 +325,15 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
 	p := page{Title: "Group " + name, Nav: "groups", Refresh: c.refresh(), Notice: r.URL.Query().Get("done")}
 	if _, err := c.client(ctx); err != nil {
-		p.Errors = append(p.Errors, errText(err))
-		c.render(w, http.StatusBadGateway, "group", p)
+		c.renderUnreachable(w, r, "group", p, err)
 		return
 	}
 	gv := groupView{Name: name, TotalLag: -1}
 	d, err := c.groupState(ctx, name)
+	if unreachable(err) {
+		c.renderUnreachable(w, r, "group", p, err)
+		return
+	}
 	if err != nil {
 		p.Errors = append(p.Errors, "membership: "+errText(err))
 	} else {
@@ -326,5 +372,8 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 	}
 	gv.Chart = lagChart(c.hist.get(name), time.Now())
 	p.Data = gv
+	if len(p.Errors) == 0 {
+		c.remember(r.URL.Path, gv)
+	}
 	c.render(w, http.StatusOK, "group", p)
 }

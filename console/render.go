@@ -21,6 +21,11 @@ type page struct {
 	// Errors are the cluster's answers that kept figures off the page, in
 	// words.
 	Errors []string
+	// Unreachable is set when the cluster could not be reached: Errors
+	// says where and why, and Data is the page's last good view (from
+	// StaleAt, StaleAge ago), or nil.
+	Unreachable       bool
+	StaleAt, StaleAge string
 	// Notice is the outcome of an action, shown once.
 	Notice string
 	Data   any

@@ -36,10 +36,20 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			// Without an active controller the node answers from the
+			// metadata it last applied: who is fenced cannot be told.
+			unconfirmed := d.ControllerID < 0
 			if g.format == "json" {
-				return printJSON(out, d)
+				if err := printJSON(out, clusterJSON(d)); err != nil {
+					return err
+				}
+				return noControllerErr(unconfirmed)
 			}
-			fmt.Fprintf(out, "CLUSTER     %s\nCONTROLLER  %d\n\n", d.ClusterID, d.ControllerID)
+			controller := fmt.Sprint(d.ControllerID)
+			if unconfirmed {
+				controller = "none (no quorum)"
+			}
+			fmt.Fprintf(out, "CLUSTER     %s\nCONTROLLER  %s\n\n", d.ClusterID, controller)
 			rows := [][]string{}
 			for _, b := range d.Brokers {
 				id := fmt.Sprint(b.ID)
@@ -50,9 +60,16 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 				if b.MaxPartitions > 0 {
 					budget = fmt.Sprint(b.MaxPartitions)
 				}
-				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), yesNo(b.Fenced), fmt.Sprint(b.Partitions), budget})
+				fenced := yesNo(b.Fenced)
+				if unconfirmed {
+					fenced = "unknown"
+				}
+				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), fenced, fmt.Sprint(b.Partitions), budget})
 			}
-			return printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX"}, rows)
+			if err := printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX"}, rows); err != nil {
+				return err
+			}
+			return noControllerErr(unconfirmed)
 		},
 	})
 	cmd.AddCommand(newFeaturesCmd(g))
@@ -83,11 +100,14 @@ func newClient(ctx context.Context, g *globalFlags, opts ...client.Opt) (*client
 	if g.format != "table" && g.format != "json" {
 		return nil, fmt.Errorf("unknown --format %q (table or json)", g.format)
 	}
-	var seeds []string
-	for _, s := range strings.Split(g.brokers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
+	seeds, err := brokerAddrs(g.brokers)
+	if err != nil {
+		return nil, err
+	}
+	if g.scram.user != "" && !g.tls.enabled() {
+		// grpc-go refuses per-call credentials on a plaintext connection
+		// with a hint for Go programmers; the CLI's user needs the flag.
+		return nil, fmt.Errorf("--user %s: SCRAM credentials are sent only over TLS: give --tls-ca with the CA of the brokers' certificates (or QUIRE_TLS_CA), and the brokers a TLS listener", g.scram.user)
 	}
 	base := []client.Opt{client.SeedBrokers(seeds...), client.ClientID("quire-cli"),
 		client.RequestTimeout(15 * time.Second)}
@@ -100,12 +120,17 @@ func newClient(ctx context.Context, g *globalFlags, opts ...client.Opt) (*client
 	defer cancel()
 	cl, err := client.New(dctx, append(base, opts...)...)
 	if err != nil {
+		for _, a := range seeds {
+			if ctx.Err() == nil && speaksKafka(ctx, a) {
+				return nil, fmt.Errorf("connect to %s: %s speaks Kafka's protocol, not Quire's gRPC API: point --brokers at a gRPC listener (the node's listeners setting; Kafka clients use the Kafka listener) (%w)", strings.Join(seeds, ","), a, err)
+			}
+		}
 		if !g.tls.enabled() && strings.Contains(err.Error(), "server preface") {
 			// What grpc-go says when a TLS listener drops a plaintext
 			// connection.
-			return nil, fmt.Errorf("connect to %s: %w (the broker closed a plaintext connection: if it requires TLS, give --tls-ca, or QUIRE_TLS_CA)", g.brokers, err)
+			return nil, fmt.Errorf("connect to %s: %w (the broker closed a plaintext connection: if it requires TLS, give --tls-ca, or QUIRE_TLS_CA)", strings.Join(seeds, ","), err)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", g.brokers, err)
+		return nil, fmt.Errorf("connect to %s: %w", strings.Join(seeds, ","), err)
 	}
 	return cl, nil
 }

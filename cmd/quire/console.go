@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,15 +27,16 @@ func newConsoleCmd(g *globalFlags) *cobra.Command {
 offline ones highlighted), topics with each partition's leader, replicas,
 ISR and offsets, consumer groups with their lag, a live tail of a topic, and
 actions behind a confirmation (create and delete a topic, add partitions,
-reset an empty group's offsets). It uses only the public gRPC API, so any
-node will do; the cluster need not be up when it starts.`,
+delete a topic's records below an offset or its high watermark, reset an
+empty group's offsets). It uses only the public gRPC API, so any node will
+do; the cluster need not be up when it starts: while it cannot be reached
+every page says "cannot reach the cluster at ..." and shows the last view
+it had, marked stale, with no health claims.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var brokers []string
-			for _, s := range strings.Split(g.brokers, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					brokers = append(brokers, s)
-				}
+			brokers, err := brokerAddrs(g.brokers)
+			if err != nil {
+				return err
 			}
 			log := hclog.New(&hclog.LoggerOptions{Name: "console", Level: hclog.LevelFromString(logLevel), Output: cmd.ErrOrStderr()})
 			c, err := console.New(console.Config{Brokers: brokers, Logger: log, TailStreamMax: tailMax})

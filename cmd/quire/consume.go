@@ -37,14 +37,16 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 		Short: "Print records of a topic",
 		Long: `Consume prints the records of a topic's partitions (all, or those given with
 -p) from a start position: start, end, an exact offset, or @TIMESTAMP (ms
-since the epoch, or RFC 3339). Without -n it follows the topic until
-interrupted.
+since the epoch, or RFC 3339). With -n N it stops after N records (N must
+be positive); without -n it follows the topic until interrupted.
 
 An exact -o OFFSET outside a partition's log fails with the valid range
 ("valid offsets are 0 to 2 (log end 3)"); --reset earliest or latest
 restarts there instead (Kafka's auto.offset.reset). Other starts, and
 offsets that fall out of range while following, restart at the earliest
-offset unless --reset says otherwise.
+offset unless --reset says otherwise. Without --group, -o end, -o
+@TIMESTAMP and an -o OFFSET moved by --reset say on standard error at
+which offset each partition starts ("starting T at 0:5, 1:3").
 
 A topic that does not exist is created with the broker's defaults when the
 broker allows it (auto.create.topics.enable, on with --dev), saying so on
@@ -83,6 +85,13 @@ the same ID takes its partitions back with no rebalance.`,
 			resetOpt, err := parseReset(reset, cmd.Flags().Changed("reset"), start)
 			if err != nil {
 				return err
+			}
+			// Left out, -n follows the topic; given, it is a count, and 0
+			// or a negative number is a mistake rather than another way
+			// to say "follow" (Kafka's console consumer would wait forever
+			// on --max-messages 0 without a word).
+			if cmd.Flags().Changed("num") && count <= 0 {
+				return fmt.Errorf("bad -n %d: the number of records to print must be positive (leave -n out to follow the topic until interrupted)", count)
 			}
 			if interval < 0 {
 				return fmt.Errorf("bad --commit-interval %v: must be >= 0", interval)
@@ -126,6 +135,8 @@ the same ID takes its partitions back with no rebalance.`,
 				for p := range assign {
 					assign[p] = client.AtCommitted(group, start)
 				}
+			} else if err := resolveStarts(ctx, cl, topic, assign, start, offset, resetPolicy(reset, start), cmd.ErrOrStderr()); err != nil {
+				return err
 			}
 			cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: assign})
 			if err != nil {
@@ -198,7 +209,7 @@ the same ID takes its partitions back with no rebalance.`,
 	f.Int32SliceVarP(&partitions, "partitions", "p", nil, "partitions to read (default all), comma-separated")
 	f.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
 	f.StringVar(&reset, "reset", "", "where an offset out of range restarts: earliest, latest or none (fail with the valid range); default none for -o OFFSET, else earliest")
-	f.IntVarP(&count, "num", "n", 0, "stop after this many records (default: follow)")
+	f.IntVarP(&count, "num", "n", 0, "stop after this many records, a positive number (default: follow until interrupted)")
 	f.StringVarP(&format, "print-format", "f", `%v\n`, "format of each record (see above)")
 	f.StringVarP(&group, "group", "g", "", "consumer group: join it (without -p), start at its committed offsets (else -o) and commit what is printed")
 	// Kafka's auto.commit.interval.ms default: each commit is a metadata

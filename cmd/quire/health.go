@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,14 +28,9 @@ func newHealthCmd(g *globalFlags) *cobra.Command {
 			if timeout <= 0 {
 				return fmt.Errorf("--timeout must be positive, not %v", timeout)
 			}
-			var addrs []string
-			for _, s := range strings.Split(g.brokers, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					addrs = append(addrs, s)
-				}
-			}
-			if len(addrs) == 0 {
-				return errors.New("no broker address in --brokers")
+			addrs, err := brokerAddrs(g.brokers)
+			if err != nil {
+				return err
 			}
 			if wait < 0 {
 				return fmt.Errorf("--wait must not be negative, not %v", wait)

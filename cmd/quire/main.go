@@ -43,19 +43,27 @@ func newRootCmd() *cobra.Command {
 		brokers = DefaultBrokers
 	}
 	root.PersistentFlags().StringVar(&g.brokers, "brokers", brokers,
-		"comma-separated broker addresses (host:port); also QUIRE_BROKERS")
+		"comma-separated broker addresses (host:port; a host alone means port "+DefaultPort+"); also QUIRE_BROKERS")
 	root.PersistentFlags().StringVar(&g.format, "format", "table", "output format: table or json")
 	g.tls.bind(root)
 	g.scram.bind(root)
 	for _, f := range commandFactories {
 		root.AddCommand(f(g))
 	}
+	root.SetHelpCommand(helpCommand())
+	requireSubcommands(root)
 	return root
 }
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		code := exitCode(err)
+		if code == exitInterrupted {
+			// An interrupt is no error: what it stopped says where.
+			fmt.Fprintln(os.Stderr, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(code)
 	}
 }

@@ -37,7 +37,14 @@ With -v each record's partition and offset is printed once acknowledged.
 
 A topic that does not exist is created with the broker's defaults when the
 broker allows it (auto.create.topics.enable, on with --dev), saying so on
-standard error, exactly as quire consume does; otherwise both fail at once.`,
+standard error, exactly as quire consume does; otherwise both fail at once.
+
+Ctrl-C (SIGINT) or SIGTERM stops reading at once, also while produce waits
+for a line: the records already sent are waited for (30 s at most, or
+until a second Ctrl-C), a line on standard error says how many were
+acknowledged, and produce exits 130, as shells expect of a command a
+Ctrl-C stopped; if any sent record failed or went unanswered it exits 1
+saying how many.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := parseAcks(acks)
@@ -74,15 +81,26 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 			if maxLine < 1 {
 				return fmt.Errorf("bad --max-line-bytes %d: it must be positive", maxLine)
 			}
-			sc := bufio.NewScanner(cmd.InOrStdin())
-			// The scanner holds a line and its newline in at most the
-			// larger of its limit and the buffer's capacity, so the buffer
-			// starts no larger than the limit.
-			sc.Buffer(make([]byte, min(64<<10, maxLine+1)), maxLine+1)
-			lines := 0
-			for sc.Scan() {
-				lines++
-				line := sc.Text()
+			lines := readLines(cmd.InOrStdin(), maxLine)
+			n := 0
+			interrupted := false
+		read:
+			for {
+				// Standard input is read on its own goroutine so that an
+				// interrupt ends produce at once, not when the next line
+				// (or the end of input) comes.
+				var line string
+				var ok bool
+				select {
+				case line, ok = <-lines.c:
+				case <-ctx.Done():
+					interrupted = true
+					break read
+				}
+				if !ok {
+					break
+				}
+				n++
 				r := &client.Record{Topic: args[0], Partition: partition, Headers: hdrs}
 				switch {
 				case keySep != "":
@@ -99,17 +117,24 @@ standard error, exactly as quire consume does; otherwise both fail at once.`,
 				}
 				cl.Produce(ctx, r, p.done)
 				if ctx.Err() != nil {
+					interrupted = true
 					break
 				}
 			}
-			readErr := sc.Err()
+			if interrupted {
+				return p.interrupted(cl, n)
+			}
+			readErr := lines.err
 			if errors.Is(readErr, bufio.ErrTooLong) {
 				readErr = fmt.Errorf("line %d is longer than --max-line-bytes (%d bytes); the lines before it are produced, none from it on (raise --max-line-bytes; a record must also fit the topic's max.message.bytes)",
-					lines+1, maxLine)
+					n+1, maxLine)
 			} else if readErr != nil {
 				readErr = fmt.Errorf("read stdin: %w", readErr)
 			}
 			if err := cl.Flush(ctx); err != nil {
+				if ctx.Err() != nil {
+					return p.interrupted(cl, n)
+				}
 				return err
 			}
 			if readErr != nil {
@@ -181,7 +206,7 @@ func (p *lineProducer) done(r *client.Record, err error) {
 		// once, so a topic that refuses everything does not print a line
 		// per input line.
 		if p.verbose {
-			fmt.Fprintf(p.errOut, "error: %s: %v\n", r.Value, err)
+			fmt.Fprintf(p.errOut, "error: %s: %v\n", echoValue(r.Value), err)
 			p.printed = true
 			return
 		}
