@@ -254,15 +254,11 @@ func (s *FollowerSession) Message(req *FetchRequest) *FetchRequest {
 // It is the session's until its next fetch.
 func (s *FollowerSession) Response(req, sent *FetchRequest, got *FetchResponse) (*FetchResponse, error) {
 	if !sent.Incremental {
-		if len(got.Partitions) != len(req.Partitions) {
-			return nil, fmt.Errorf("replica: the leader answered %d partitions of %d", len(got.Partitions), len(req.Partitions))
+		if err := answersAll(req, got); err != nil {
+			return nil, err
 		}
 		for i := range got.Partitions {
-			r := &got.Partitions[i]
-			if r.Topic != req.Partitions[i].Topic || r.Partition != req.Partitions[i].Partition {
-				return nil, fmt.Errorf("replica: the leader answered %s-%d for %s", r.Topic, r.Partition, keyOf(&req.Partitions[i]))
-			}
-			s.order[i].answered = answeredOf(r)
+			s.order[i].answered = answeredOf(&got.Partitions[i])
 		}
 		s.ok = got.Session
 		return got, nil
@@ -306,4 +302,20 @@ func (s *FollowerSession) Response(req, sent *FetchRequest, got *FetchResponse) 
 	}
 	s.ok = got.Session
 	return out, nil
+}
+
+// answersAll checks that resp answers every partition of req, in its
+// order, as a whole answer must (a fetcher applies each result to the
+// partition at its place).
+func answersAll(req *FetchRequest, resp *FetchResponse) error {
+	if len(resp.Partitions) != len(req.Partitions) {
+		return fmt.Errorf("replica: the leader answered %d partitions of %d", len(resp.Partitions), len(req.Partitions))
+	}
+	for i := range resp.Partitions {
+		r := &resp.Partitions[i]
+		if r.Topic != req.Partitions[i].Topic || r.Partition != req.Partitions[i].Partition {
+			return fmt.Errorf("replica: the leader answered %s-%d for %s", r.Topic, r.Partition, keyOf(&req.Partitions[i]))
+		}
+	}
+	return nil
 }

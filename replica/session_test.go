@@ -1,13 +1,17 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -341,5 +345,110 @@ func TestHandleSessionFetch(t *testing.T) {
 	rm.ReleaseFetch(resp)
 	if _, err := rm.HandleFetch(ctx, idle); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("incremental fetch outside a session: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// inProcessSessions is inProcess with fetch sessions: a fetcher's fetches
+// go through a FollowerSession and the leader's HandleSessionFetch, as
+// over a stream, with nothing between. An error ends the session at both
+// ends, as it ends a stream.
+type inProcessSessions struct {
+	inProcess
+	incremental *atomic.Int64 // incremental fetches sent
+}
+
+func (p inProcessSessions) OpenFetchSession(leader int32) FetchSession {
+	return &inProcessSession{peers: p, id: leader, leader: NewLeaderSession()}
+}
+
+type inProcessSession struct {
+	peers    inProcessSessions
+	id       int32
+	leader   *LeaderSession
+	follower FollowerSession
+}
+
+func (s *inProcessSession) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	rm, ok := s.peers.inProcess[s.id]
+	if !ok {
+		return nil, fmt.Errorf("no broker %d", s.id)
+	}
+	sent := s.follower.Message(req)
+	if sent.Incremental {
+		s.peers.incremental.Add(1)
+	}
+	wire, err := rm.HandleSessionFetch(ctx, s.leader, sent)
+	if err == nil {
+		var resp *FetchResponse
+		if resp, err = s.follower.Response(req, sent, wire); err == nil {
+			resp.Done = func() { rm.ReleaseFetch(wire) }
+			return resp, nil
+		}
+		rm.ReleaseFetch(wire)
+	}
+	s.leader.Close()
+	s.leader = NewLeaderSession()
+	s.follower.Reset()
+	return nil, err
+}
+
+func (s *inProcessSession) Close() { s.leader.Close() }
+
+// A follower's fetchers replicate through fetch sessions: incremental
+// fetches once the first is answered, every partition's log the
+// leader's, the follower's HW the leader's, and appends to a few of many
+// partitions reach the follower as they are made.
+func TestReplicaFetcherInSession(t *testing.T) {
+	t.Parallel()
+	peers := inProcessSessions{inProcess: inProcess{}, incremental: &atomic.Int64{}}
+	fc := FetchConfig{MaxWait: 5 * time.Minute, Backoff: 10 * time.Millisecond, CallTimeoutSlop: 5 * time.Second}
+	rm1 := newManagerPeers(t, 1, openStorage(t), nil, nil, peers, fc)
+	peers.inProcess[1] = rm1
+	rm2 := newManagerPeers(t, 2, openStorage(t), nil, nil, peers, fc)
+	const n = 8
+	a := Assignment{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	var leaders, followers []*Partition
+	for p := range int32(n) {
+		a.Partition = p
+		if err := rm1.apply("t", p, a); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := rm1.Partition("t", p)
+		if _, err := l.Append(testBatch(int(p)+1), -1); err != nil {
+			t.Fatal(err)
+		}
+		leaders = append(leaders, l)
+	}
+	for p := range int32(n) {
+		a.Partition = p
+		if err := rm2.apply("t", p, a); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := rm2.Partition("t", p)
+		followers = append(followers, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// Appends to two partitions of eight, each acknowledged by the
+	// follower (acks=all): the others stay idle in the session.
+	for i := range 10 {
+		l := leaders[[]int{2, 5}[i%2]]
+		res, err := l.Append(testBatch(1), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AwaitReplicated(ctx, res); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	for p := range n {
+		l, f := leaders[p], followers[p]
+		poll.True(t, fmt.Sprintf("t-%d's follower HW reaches the leader's", p), func() bool { return f.HighWatermark() == l.HighWatermark() })
+		if !bytes.Equal(logContents(t, l), logContents(t, f)) {
+			t.Fatalf("t-%d: the follower's log differs from the leader's", p)
+		}
+	}
+	if peers.incremental.Load() == 0 {
+		t.Fatal("no incremental fetch: the fetcher did not fetch in a session")
 	}
 }
