@@ -67,6 +67,7 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 	ctx := stream.Context()
 	session := replica.NewLeaderSession()
 	defer session.Close()
+	var fetch replica.FetchRequest // each fetch's, in turn
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -89,7 +90,8 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		default:
 		}
 		start := time.Now()
-		resp, err := s.b.rm.HandleSessionFetch(ctx, session, replicagrpc.RequestFromPB(req))
+		replicagrpc.RequestInto(&fetch, req)
+		resp, err := s.b.rm.HandleSessionFetch(ctx, session, &fetch)
 		if err != nil {
 			err = replicaFetchError(ctx, err)
 		}

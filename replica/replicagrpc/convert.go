@@ -40,19 +40,25 @@ func NewCodec(errorCode func(error) (quirev1.ErrorCode, string), maxAnswerBytes 
 
 // RequestFromPB is the fetch req stands for (incremental or not).
 func RequestFromPB(req *pb.ReplicaFetchRequest) *replica.FetchRequest {
-	out := &replica.FetchRequest{ReplicaID: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
-		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Incremental: req.GetIncremental(),
-		Partitions: make([]replica.FetchPartition, len(req.GetPartitions()))}
-	for i, f := range req.GetPartitions() {
-		out.Partitions[i] = partitionFromPB(f)
-	}
-	if len(req.GetForgotten()) > 0 {
-		out.Forgotten = make([]storage.TopicPartition, len(req.GetForgotten()))
-		for i, f := range req.GetForgotten() {
-			out.Forgotten[i] = storage.TopicPartition{Topic: f.GetTopic(), Partition: f.GetPartition()}
-		}
-	}
+	out := &replica.FetchRequest{}
+	RequestInto(out, req)
 	return out
+}
+
+// RequestInto sets *out to the fetch req stands for, reusing out's
+// slices: a stream's fetches go through one FetchRequest, which a
+// LeaderSession does not keep past its Request.
+func RequestInto(out *replica.FetchRequest, req *pb.ReplicaFetchRequest) {
+	parts, forgotten := out.Partitions[:0], out.Forgotten[:0]
+	*out = replica.FetchRequest{ReplicaID: req.GetReplicaId(), Incarnation: req.GetIncarnation(), MaxWaitMs: req.GetMaxWaitMs(),
+		MinBytes: req.GetMinBytes(), MaxBytes: req.GetMaxBytes(), Incremental: req.GetIncremental()}
+	for _, f := range req.GetPartitions() {
+		parts = append(parts, partitionFromPB(f))
+	}
+	for _, f := range req.GetForgotten() {
+		forgotten = append(forgotten, storage.TopicPartition{Topic: f.GetTopic(), Partition: f.GetPartition()})
+	}
+	out.Partitions, out.Forgotten = parts, forgotten
 }
 
 func partitionFromPB(f *pb.ReplicaFetchPartition) replica.FetchPartition {

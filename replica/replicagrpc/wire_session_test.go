@@ -37,12 +37,13 @@ type sessionLeader struct {
 func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetchStreamServer) error {
 	session := replica.NewLeaderSession()
 	defer session.Close()
+	fetch := &replica.FetchRequest{}
 	for {
 		req, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		fetch := RequestFromPB(req)
+		RequestInto(fetch, req)
 		whole, err := session.Request(fetch)
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
