@@ -15,13 +15,14 @@ import (
 )
 
 // A follower's fetches over one stream per fetcher (ReplicaFetchStream in
-// replica.proto), in a fetch session (replica.FollowerSession). A unary ReplicaFetch costs each fetch a call
-// of its own: HEADERS both ways with their HPACK work, a new handler
-// goroutine on the leader (whose stack then grows), the interceptor
-// chain and a deadline. At a few thousand fetches a second, as a
-// partition with a steady trickle of produces makes (every append wakes
-// the followers' long polls), that was a quarter of a follower's CPU and
-// a fifth of the leader's. Over a stream a fetch is one message each way.
+// replica.proto), in a fetch session (replica.FollowerSession). A unary
+// ReplicaFetch costs each fetch a call of its own: HEADERS both ways with
+// their HPACK work, a new handler goroutine on the leader (whose stack
+// then grows), the interceptor chain and a deadline. At a few thousand
+// fetches a second, as a partition with a steady trickle of produces
+// makes (every append wakes the followers' long polls), that was a
+// quarter of a follower's CPU and a fifth of the leader's. Over a stream
+// a fetch is one message each way.
 
 // unaryFallback is how long a follower uses ReplicaFetch with a leader
 // that answered ReplicaFetchStream with UNIMPLEMENTED (an older version)
