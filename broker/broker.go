@@ -28,6 +28,7 @@ import (
 	"github.com/quirelog/quire/metrics"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/replica/replicagrpc"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -176,7 +177,7 @@ func (b *Broker) start() error {
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
-	b.server.RegisterService(withPooledReplicaFetch(&internalv1.ReplicaService_ServiceDesc), &replicaService{b: b}) // replica_codec.go
+	b.server.RegisterService(replicagrpc.WithPooledFetch(&internalv1.ReplicaService_ServiceDesc), &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)
 	if err := b.cluster.open(advertised); err != nil {
@@ -194,7 +195,7 @@ func (b *Broker) start() error {
 		Peers:                 b.cluster,
 		Fetch:                 b.cfg.fetchConfig(),
 		MaxFetchResponseBytes: maxFetchResponseBytes,
-		ReadBuffers:           bufpool.Shared, // sent from and given back by replica_codec.go
+		ReadBuffers:           bufpool.Shared, // sent from and given back by replicagrpc's codec
 		Logger:                b.logger.Named("replicas"),
 	})
 	if err != nil {
@@ -327,7 +328,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		// Drain: calls in flight finish. Long-lived produce streams only
 		// end when their client closes them, so after drainTimeout the
 		// rest are cut (clients retry elsewhere).
-		close(b.draining) // replica fetch streams end (replica_stream.go)
+		close(b.draining) // replica fetch streams end (replica_service.go)
 		if b.kafka != nil {
 			// Kafka clients have no drain: their connections close once
 			// the requests being answered return (long polls end now).

@@ -11,6 +11,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/bufpool"
 	"github.com/quirelog/quire/internal/wire"
+	"github.com/quirelog/quire/replica/replicagrpc"
 )
 
 // transportOptions are the gRPC server options of the hot paths: the
@@ -53,8 +54,8 @@ func (serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return wire.EncodeFetchResponse(m, wire.SliceBuffers{})
 	case *pooledFetch:
 		return wire.EncodeFetchResponse(m.resp, m) // fetch_buf.go
-	case *pooledReplicaFetch:
-		return encodeReplicaFetch(m) // replica_codec.go
+	case *replicagrpc.Answer:
+		return m.Encode() // a replica fetch's records, from the leader's read buffers
 	case *wire.Encoded:
 		return m.Data, nil // a Subscribe stream's records (subscribe/records.go)
 	}

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
-	pb "github.com/quirelog/quire/api/internalv1"
 	"github.com/quirelog/quire/internal/bufpool"
 	"github.com/quirelog/quire/replica"
 )
@@ -31,23 +30,16 @@ func (c *cluster) ReplicaFetch(ctx context.Context, leader int32, req *replica.F
 		return nil, err
 	}
 	// A response may hold replica.fetch.response.max.bytes and more (at
-	// least one batch): far above gRPC's default 4 MiB receive limit. A
-	// fetch made while the connection is down waits (within its deadline)
-	// for the reconnect instead of failing at once, so the first fetch
-	// after a network heals goes out as soon as the link is back, not a
-	// fetch backoff later.
-	// The answer's records alias a pooled buffer (replica_codec.go) until
-	// the fetcher has appended them and calls Done.
-	ans := &pooledReplicaAnswer{}
-	err = cc.Invoke(ctx, pb.ReplicaService_ReplicaFetch_FullMethodName, fetchRequestToPB(req), ans,
-		grpc.MaxCallRecvMsgSize(maxSendBytes), grpc.WaitForReady(true), grpc.ForceCodecV2(peerCodec{}))
-	if err != nil {
-		ans.release()
-		return nil, err
-	}
-	resp := fetchResponseFromPB(&ans.msg)
-	resp.Done = ans.release
-	return resp, nil
+	// least one batch): far above gRPC's default 4 MiB receive limit
+	// (replicaWire takes up to maxSendBytes).
+	return replicaWire.Fetch(ctx, cc, req)
+}
+
+// OpenFetchSession opens a follower's session with a leader broker
+// (replica.SessionPeers): one ReplicaFetchStream, opened by the first
+// fetch, and unary fetches while the leader lacks the stream.
+func (c *cluster) OpenFetchSession(leader int32) replica.FetchSession {
+	return replicaWire.OpenSession(leader, func() (string, bool) { return c.brokerAddr(leader) }, c.peer, c.ReplicaFetch)
 }
 
 // brokerAddr is where broker id listens, as registered.

@@ -4,6 +4,8 @@ package replica
 // leader's answer alike; a front end (the broker's gRPC ReplicaService)
 // turns them into its wire messages and back.
 
+import "github.com/quirelog/quire/storage"
+
 // FetchRequest is one follower's pull of many partitions from one leader.
 type FetchRequest struct {
 	ReplicaID   int32
@@ -19,6 +21,14 @@ type FetchRequest struct {
 	// only refreshed. The answer is then valid until the session's next
 	// fetch.
 	Session *LeaderSession
+	// Incremental says the request is a fetch session's after its first:
+	// Partitions holds only those changed since the session's last fetch
+	// (new ones, or a changed fetch offset, epoch or limit), and
+	// Forgotten those it no longer fetches; every other partition of the
+	// session is fetched as last named. Only a LeaderSession takes one
+	// (Manager.HandleSessionFetch).
+	Incremental bool
+	Forgotten   []storage.TopicPartition
 }
 
 // FetchPartition is one partition of a FetchRequest.
@@ -52,6 +62,9 @@ type FetchResponse struct {
 	// follower's fetcher calls it once it has appended them): they may
 	// lie in a buffer the transport lends.
 	Done func()
+	// Session says the leader keeps the fetch session the request came
+	// in: the follower's next fetch may be incremental.
+	Session bool
 }
 
 // done calls Done, if set.

@@ -308,9 +308,11 @@ func (f *fetcher) call(req *FetchRequest) (*FetchResponse, error) {
 		}
 		return nil, err
 	}
-	if len(resp.Partitions) != len(req.Partitions) {
+	// Checked here for any Peers: a session checks its whole answers
+	// too, and fills in an incremental one to a whole.
+	if err := answersAll(req, resp); err != nil {
 		resp.done()
-		return nil, fmt.Errorf("replica: leader %d answered %d partitions of %d", f.leader, len(resp.Partitions), len(req.Partitions))
+		return nil, fmt.Errorf("leader %d: %w", f.leader, err)
 	}
 	return resp, nil
 }

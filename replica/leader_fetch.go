@@ -97,6 +97,9 @@ func ReadLimit(partitionMax, responseMax, total int) int {
 // for a request that is invalid or not from the follower's registered
 // process.
 func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
+	if req.Incremental || len(req.Forgotten) > 0 {
+		return nil, fmt.Errorf("%w: an incremental replica fetch needs the fetch session of a stream", ErrInvalidRequest)
+	}
 	if len(req.Partitions) == 0 {
 		return nil, fmt.Errorf("%w: replica fetch names no partitions", ErrInvalidRequest)
 	}
@@ -216,6 +219,15 @@ type LeaderSession struct {
 	watched map[*Partition]uint64 // the fetch that last named each
 	results []FetchResult         // the answer's, reused
 	parts   []*Partition
+
+	// The session's partitions as the follower named them (session.go):
+	// the whole fetch, in its order, what was last answered for each
+	// (answered[i] for fetch[i]), and where each is in fetch. bufs takes
+	// back the read buffers of results left out of an answer.
+	fetch    []FetchPartition
+	answered []answeredOffsets
+	index    map[storage.TopicPartition]int
+	bufs     Buffers
 }
 
 // buffers returns the answer and the partitions to read of a fetch of n
@@ -231,7 +243,8 @@ func (s *LeaderSession) buffers(n int) ([]FetchResult, []*Partition) {
 
 // NewLeaderSession starts a leader's side of a fetch session.
 func NewLeaderSession() *LeaderSession {
-	return &LeaderSession{wake: make(chan struct{}, 1), watched: map[*Partition]uint64{}}
+	return &LeaderSession{wake: make(chan struct{}, 1), watched: map[*Partition]uint64{},
+		index: map[storage.TopicPartition]int{}, bufs: freshBuffers{}}
 }
 
 // watch registers the session's channel with parts (nil entries are

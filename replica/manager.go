@@ -13,12 +13,6 @@ import (
 	"github.com/quirelog/quire/storage"
 )
 
-// topicPartition names one partition.
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
 // TopicConfig is what the replicas of a topic need of its configuration.
 type TopicConfig struct {
 	Log               storage.LogConfig
@@ -82,7 +76,7 @@ type Manager struct {
 	cancel context.CancelFunc
 
 	mu         sync.RWMutex
-	partitions map[topicPartition]*Partition
+	partitions map[storage.TopicPartition]*Partition
 	configs    map[string]TopicConfig // effective config per hosted topic
 
 	reconcileMu sync.Mutex        // one Reconcile at a time
@@ -129,7 +123,7 @@ func New(cfg Config) (*Manager, error) {
 		readBufs:         readBufs,
 		ctx:              ctx,
 		cancel:           cancel,
-		partitions:       map[topicPartition]*Partition{},
+		partitions:       map[storage.TopicPartition]*Partition{},
 		configs:          map[string]TopicConfig{},
 		topicIDs:         map[string]string{},
 	}
@@ -167,7 +161,7 @@ func (rm *Manager) Stop() {
 func (rm *Manager) Partition(topic string, p int32) (*Partition, bool) {
 	rm.mu.RLock()
 	defer rm.mu.RUnlock()
-	part, ok := rm.partitions[topicPartition{topic, p}]
+	part, ok := rm.partitions[storage.TopicPartition{Topic: topic, Partition: p}]
 	return part, ok
 }
 
@@ -187,7 +181,7 @@ func (rm *Manager) setTopicConfig(topic string, tc TopicConfig) {
 	var parts []*Partition
 	if !had || old != tc {
 		for k, p := range rm.partitions {
-			if k.topic == topic {
+			if k.Topic == topic {
 				parts = append(parts, p)
 			}
 		}
@@ -200,7 +194,7 @@ func (rm *Manager) setTopicConfig(topic string, tc TopicConfig) {
 
 // host opens (or creates) the replica's log and returns it.
 func (rm *Manager) host(topic string, p int32) (*Partition, bool, error) {
-	key := topicPartition{topic, p}
+	key := storage.TopicPartition{Topic: topic, Partition: p}
 	rm.mu.RLock()
 	part, ok := rm.partitions[key]
 	tc, hasCfg := rm.configs[topic]
@@ -285,7 +279,7 @@ func (rm *Manager) all() []*Partition {
 
 // remove stops hosting a replica and deletes its log.
 func (rm *Manager) remove(topic string, p int32) error {
-	key := topicPartition{topic, p}
+	key := storage.TopicPartition{Topic: topic, Partition: p}
 	rm.mu.Lock()
 	part, ok := rm.partitions[key]
 	delete(rm.partitions, key)
@@ -320,10 +314,10 @@ func (rm *Manager) configured() []string {
 }
 
 // hosted lists every hosted replica.
-func (rm *Manager) hosted() []topicPartition {
+func (rm *Manager) hosted() []storage.TopicPartition {
 	rm.mu.RLock()
 	defer rm.mu.RUnlock()
-	out := make([]topicPartition, 0, len(rm.partitions))
+	out := make([]storage.TopicPartition, 0, len(rm.partitions))
 	for k := range rm.partitions {
 		out = append(out, k)
 	}

@@ -1,5 +1,7 @@
 package replica
 
+import "github.com/quirelog/quire/storage"
+
 // View is what the replicas follow of the metadata image: every topic with
 // its effective config and the assignment of each partition. The broker's
 // image watcher builds one from each new image and hands it to Reconcile.
@@ -35,16 +37,16 @@ func (rm *Manager) Reconcile(v View) {
 	rm.reconcileMu.Lock()
 	defer rm.reconcileMu.Unlock()
 	self := rm.nodeID
-	want := map[topicPartition]bool{}
+	want := map[storage.TopicPartition]bool{}
 	topics := map[string]bool{}
 	for _, t := range v.Topics {
 		topics[t.Name] = true
 		if old, ok := rm.topicIDs[t.Name]; ok && old != t.ID {
 			// Deleted and created again between two views: start afresh.
 			for _, key := range rm.hosted() {
-				if key.topic == t.Name {
-					if err := rm.remove(key.topic, key.partition); err != nil {
-						rm.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
+				if key.Topic == t.Name {
+					if err := rm.remove(key.Topic, key.Partition); err != nil {
+						rm.logger.Error("cannot delete replica", "topic", key.Topic, "partition", key.Partition, "error", err)
 					}
 				}
 			}
@@ -55,7 +57,7 @@ func (rm *Manager) Reconcile(v View) {
 			if !contains(a.Replicas, self) {
 				continue
 			}
-			key := topicPartition{t.Name, a.Partition}
+			key := storage.TopicPartition{Topic: t.Name, Partition: a.Partition}
 			want[key] = true
 			if a.Leader == self && !v.Registered {
 				// Leadership given to this broker before this process
@@ -75,19 +77,19 @@ func (rm *Manager) Reconcile(v View) {
 	}
 	for _, key := range rm.hosted() {
 		if !want[key] {
-			if err := rm.remove(key.topic, key.partition); err != nil {
-				rm.logger.Error("cannot delete replica", "topic", key.topic, "partition", key.partition, "error", err)
+			if err := rm.remove(key.Topic, key.Partition); err != nil {
+				rm.logger.Error("cannot delete replica", "topic", key.Topic, "partition", key.Partition, "error", err)
 			}
 		}
 	}
 	if v.Registered && !rm.cleaned {
 		rm.cleaned = true
 		for _, l := range rm.logs.Logs() {
-			key := topicPartition{l.Topic(), l.Partition()}
+			key := storage.TopicPartition{Topic: l.Topic(), Partition: l.Partition()}
 			if !want[key] {
-				rm.logger.Info("deleting stray log", "topic", key.topic, "partition", key.partition)
-				if err := rm.logs.Delete(key.topic, key.partition); err != nil {
-					rm.logger.Error("cannot delete stray log", "topic", key.topic, "partition", key.partition, "error", err)
+				rm.logger.Info("deleting stray log", "topic", key.Topic, "partition", key.Partition)
+				if err := rm.logs.Delete(key.Topic, key.Partition); err != nil {
+					rm.logger.Error("cannot delete stray log", "topic", key.Topic, "partition", key.Partition, "error", err)
 				}
 			}
 		}

@@ -23,7 +23,9 @@ const (
 	checkpointVersion = 0
 )
 
-// TopicPartition names a partition.
+// TopicPartition names a partition. It is the one key of a partition on
+// the replication path too (the replicas hosted, the partitions of a fetch
+// session), which imports storage in any case.
 type TopicPartition struct {
 	Topic     string
 	Partition int32

@@ -1,10 +1,8 @@
-package broker
+package replicagrpc
 
 import (
 	"context"
-	"errors"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
-	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/replica"
-	"github.com/quirelog/quire/storage"
 )
 
 // fakeLeader answers replica fetches with the fetch offset as the high
@@ -89,7 +85,7 @@ func (l *unaryOnlyLeader) ReplicaFetch(_ context.Context, req *pb.ReplicaFetchRe
 // startFakeLeader serves srv on a loopback port and returns a session to
 // it, with the count of the stream calls the server saw (answered or
 // not).
-func startFakeLeader(t testing.TB, srv pb.ReplicaServiceServer) (*fetchSession, *atomic.Int32) {
+func startFakeLeader(t testing.TB, srv pb.ReplicaServiceServer) (*Session, *atomic.Int32) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,18 +104,10 @@ func startFakeLeader(t testing.TB, srv pb.ReplicaServiceServer) (*fetchSession, 
 	}
 	t.Cleanup(func() { _ = cc.Close(); s.Stop() })
 	unary := func(ctx context.Context, _ int32, req *replica.FetchRequest) (*replica.FetchResponse, error) {
-		ans := &pooledReplicaAnswer{}
-		if err := cc.Invoke(ctx, pb.ReplicaService_ReplicaFetch_FullMethodName, fetchRequestToPB(req), ans, grpc.ForceCodecV2(peerCodec{})); err != nil {
-			return nil, err
-		}
-		resp := fetchResponseFromPB(&ans.msg)
-		resp.Done = ans.release
-		return resp, nil
+		return testCodec.Fetch(ctx, cc, req)
 	}
-	sess := &fetchSession{leader: 1,
-		addr:  func() (string, bool) { return lis.Addr().String(), true },
-		peer:  func(string) (*grpc.ClientConn, error) { return cc, nil },
-		unary: unary}
+	sess := testCodec.OpenSession(1, func() (string, bool) { return lis.Addr().String(), true },
+		func(string) (*grpc.ClientConn, error) { return cc, nil }, unary)
 	t.Cleanup(sess.Close)
 	return sess, &streamCalls
 }
@@ -130,7 +118,7 @@ func fetchAt(offset int64) *replica.FetchRequest {
 }
 
 // mustFetch fetches at offset and checks that the answer is for it.
-func mustFetch(t *testing.T, sess *fetchSession, offset int64) {
+func mustFetch(t *testing.T, sess *Session, offset int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -259,107 +247,5 @@ func TestFetchSessionFallsBackToUnary(t *testing.T) {
 	mustFetch(t, sess, 6)
 	if got := streamCalls.Load(); got != 2 {
 		t.Fatalf("stream calls tried after the fallback: %d, want 2", got)
-	}
-}
-
-// noRegistrations knows no broker: every fetch comes from a stale
-// incarnation.
-type noRegistrations struct{}
-
-func (noRegistrations) Registration(int32) (replica.Registration, bool) {
-	return replica.Registration{}, false
-}
-
-type noLogs struct{}
-
-func (noLogs) GetOrCreate(string, int32, storage.LogConfig) (*storage.Log, error) {
-	return nil, errors.New("no logs")
-}
-func (noLogs) Delete(string, int32) error { return nil }
-func (noLogs) Logs() []*storage.Log       { return nil }
-
-type noController struct{}
-
-func (noController) AlterPartition(context.Context, string, int32, replica.Assignment) (replica.Assignment, error) {
-	return replica.Assignment{}, errors.New("no controller")
-}
-
-type noPeers struct{}
-
-func (noPeers) ReplicaFetch(context.Context, int32, *replica.FetchRequest) (*replica.FetchResponse, error) {
-	return nil, errors.New("no peers")
-}
-
-// A leader's stream keeps answering fetches from the start of its
-// shutdown (the controlled shutdown, while it still leads and its
-// followers' fetches move the HW) until its server drains; only then does
-// it end each stream at its next fetch.
-func TestReplicaFetchStreamServesUntilTheDrain(t *testing.T) {
-	t.Parallel()
-	rm, err := replica.New(replica.Config{NodeID: 1, Logs: noLogs{}, Controller: noController{}, Brokers: noRegistrations{},
-		Peers: noPeers{}, Fetch: replica.FetchConfig{MaxWait: time.Second, Backoff: time.Second}, MaxFetchResponseBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rm.Stop()
-	b := &Broker{rm: rm, stop: make(chan struct{}), draining: make(chan struct{})}
-	sess, _ := startFakeLeader(t, &replicaService{b: b})
-	fetch := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := sess.Fetch(ctx, fetchAt(0))
-		return err
-	}
-	// Broker 2 is not registered here: the leader answers that, which
-	// shows that the fetch reached HandleFetch.
-	close(b.stop)
-	if err := fetch(); err == nil || status.Code(err) == codes.Unavailable || !strings.Contains(err.Error(), "registered incarnation") {
-		t.Fatalf("fetch once shutdown began: %v, want HandleFetch's answer (not from its registered incarnation)", err)
-	}
-	close(b.draining)
-	if err := fetch(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), ErrShuttingDown.Error()) {
-		t.Fatalf("fetch once the server drains: %v, want Unavailable: %v", err, ErrShuttingDown)
-	}
-}
-
-// Each fetch over the stream counts as a ReplicaFetch call in the
-// request metrics, with its own code, as over the unary call.
-func TestReplicaFetchStreamCountsEachFetch(t *testing.T) {
-	t.Parallel()
-	rm, err := replica.New(replica.Config{NodeID: 1, Logs: noLogs{}, Controller: noController{}, Brokers: noRegistrations{},
-		Peers: noPeers{}, Fetch: replica.FetchConfig{MaxWait: time.Second, Backoff: time.Second}, MaxFetchResponseBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rm.Stop()
-	b := &Broker{rm: rm, stop: make(chan struct{}), draining: make(chan struct{}), rpcStats: rpcstats.New(),
-		cfg: Config{MetricsRequestsEnable: true}}
-	sess, _ := startFakeLeader(t, &replicaService{b: b})
-	var codesSeen []codes.Code
-	for range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := sess.Fetch(ctx, fetchAt(0))
-		cancel()
-		codesSeen = append(codesSeen, status.Code(err))
-	}
-	var fetch *rpcstats.Method
-	for _, m := range b.rpcStats.Snapshot() {
-		if m.Name == pb.ReplicaService_ReplicaFetch_FullMethodName {
-			fetch = &m
-		}
-	}
-	if fetch == nil || fetch.Stream {
-		t.Fatalf("no unary ReplicaFetch in the request stats after 3 fetches over the stream: %+v", b.rpcStats.Snapshot())
-	}
-	// Broker 2 is not registered: each fetch is answered with an error.
-	want := codesSeen[0]
-	if want == codes.OK || codesSeen[1] != want || codesSeen[2] != want {
-		t.Fatalf("fetches answered %v, want one error code three times", codesSeen)
-	}
-	if got := fetch.ByCode[want]; got != 3 || len(fetch.ByCode) != 1 {
-		t.Fatalf("ReplicaFetch counted %v, want 3 × %v", fetch.ByCode, want)
-	}
-	if fetch.Latency.Count != 3 {
-		t.Fatalf("ReplicaFetch latency counted %d fetches, want 3", fetch.Latency.Count)
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package replicagrpc
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 
 // The replica fetch answer, both ends, without copying the records more
 // than the socket needs. The leader reads each partition into a buffer of
-// bufpool.Shared (replica.Config.ReadBuffers) and hands gRPC that very
-// buffer (encodeReplicaFetch), which gives it back once the records are on
-// the wire; the follower copies the answer out of gRPC's frames once, into
-// a pooled buffer its records alias until they are appended
+// bufpool.Shared (the replica manager's Config.ReadBuffers) and hands gRPC
+// that very buffer (Answer.encode), which gives it back once the records
+// are on the wire; the follower copies the answer out of gRPC's frames
+// once, into a pooled buffer its records alias until they are appended
 // (decodeReplicaFetch), where proto would copy the message to one buffer
 // and the records again to fresh memory. Every field but the records goes
 // through proto as usual, so the codec cannot drift from replica.proto.
@@ -35,7 +35,7 @@ var (
 func fieldNumber(m protobuf.Message, name string) protowire.Number {
 	f := m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name))
 	if f == nil {
-		panic("broker: " + string(m.ProtoReflect().Descriptor().FullName()) + " has no field " + name)
+		panic("replicagrpc: " + string(m.ProtoReflect().Descriptor().FullName()) + " has no field " + name)
 	}
 	return f.Number()
 }
@@ -44,42 +44,62 @@ func fieldNumber(m protobuf.Message, name string) protowire.Number {
 // into the encoding rather than referenced.
 const inlineReplicaRecords = 4 << 10
 
-// pooledReplicaFetch is a leader's answer to a replica fetch as the
-// ReplicaFetch handler returns it to gRPC (withPooledReplicaFetch): the
-// message and, by partition, the read buffer its records lie in.
-type pooledReplicaFetch struct {
-	resp *pb.ReplicaFetchResponse
+// Answer is a leader's answer to a replica fetch as sent: the message and,
+// by partition, the read buffer its records lie in, which Encode hands to
+// gRPC. The broker's server codec encodes it with Encode; the unary
+// handler returns it through WithPooledFetch.
+type Answer struct {
+	msg  *pb.ReplicaFetchResponse
 	bufs []*[]byte
 }
 
-// replicaFetchHold carries the read buffers of an answer from the
-// service method to the handler around it (through the context).
-type replicaFetchHold struct{ bufs []*[]byte }
-
-type replicaFetchHoldKey struct{}
-
-// take moves the read buffers of resp into h.
-func (h *replicaFetchHold) take(resp *replica.FetchResponse) {
-	h.bufs = make([]*[]byte, len(resp.Partitions))
+// Answer converts resp into the answer sent, taking its read buffers
+// (resp's records then belong to the answer).
+func (c *Codec) Answer(resp *replica.FetchResponse) *Answer {
+	a := &Answer{msg: c.ResponseToPB(resp), bufs: make([]*[]byte, len(resp.Partitions))}
 	for i := range resp.Partitions {
-		h.bufs[i], resp.Partitions[i].Buffer = resp.Partitions[i].Buffer, nil
+		a.bufs[i], resp.Partitions[i].Buffer = resp.Partitions[i].Buffer, nil
 	}
+	return a
 }
 
-// release gives back the buffers of an answer not sent.
-func (h *replicaFetchHold) release() {
-	for i, b := range h.bufs {
+// Msg is the answer's message; its records lie in the answer's buffers.
+func (a *Answer) Msg() *pb.ReplicaFetchResponse { return a.msg }
+
+// Release gives back the buffers of an answer not sent.
+func (a *Answer) Release() {
+	for i, b := range a.bufs {
 		if b != nil {
 			bufpool.Shared.Put(b)
-			h.bufs[i] = nil
+			a.bufs[i] = nil
 		}
 	}
 }
 
-// withPooledReplicaFetch returns sd (quire.internal.v1.ReplicaService) with
-// the ReplicaFetch handler answering a pooledReplicaFetch, which
-// serverCodec encodes referencing the read buffers.
-func withPooledReplicaFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
+// unaryHold carries an answer from the ReplicaFetch service method to the
+// handler around it (WithPooledFetch), through the context.
+type unaryHold struct{ answer *Answer }
+
+type unaryHoldKey struct{}
+
+// Unary returns a's message for a ReplicaFetch service method to return.
+// Under WithPooledFetch's handler, a itself is sent in its place, the
+// records from the read buffers; without it, the buffers stay with the
+// records, for the garbage collector.
+func Unary(ctx context.Context, a *Answer) *pb.ReplicaFetchResponse {
+	if hold, ok := ctx.Value(unaryHoldKey{}).(*unaryHold); ok {
+		if hold.answer != nil {
+			hold.answer.Release()
+		}
+		hold.answer = a
+	}
+	return a.msg
+}
+
+// WithPooledFetch returns sd (quire.internal.v1.ReplicaService) with the
+// ReplicaFetch handler answering the Answer its method gave Unary, which
+// the server's codec encodes with Encode, referencing the read buffers.
+func WithPooledFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 	out := *sd
 	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
 	for i := range out.Methods {
@@ -88,26 +108,29 @@ func withPooledReplicaFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 		}
 		h := out.Methods[i].Handler
 		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-			hold := &replicaFetchHold{}
-			resp, err := h(srv, context.WithValue(ctx, replicaFetchHoldKey{}, hold), dec, in)
-			m, ok := resp.(*pb.ReplicaFetchResponse)
-			if err != nil || !ok || len(hold.bufs) != len(m.Partitions) {
-				hold.release()
+			hold := &unaryHold{}
+			resp, err := h(srv, context.WithValue(ctx, unaryHoldKey{}, hold), dec, in)
+			a := hold.answer
+			if a == nil {
 				return resp, err
 			}
-			return &pooledReplicaFetch{resp: m, bufs: hold.bufs}, nil
+			if m, ok := resp.(*pb.ReplicaFetchResponse); err != nil || !ok || m != a.msg {
+				a.Release()
+				return resp, err
+			}
+			return a, nil
 		}
 	}
 	return &out
 }
 
-// encodeReplicaFetch encodes m.resp as proto.Marshal would (up to field
-// order, which any parser accepts), every partition's records referenced
-// through its buffer, which gRPC then owns.
-func encodeReplicaFetch(m *pooledReplicaFetch) (mem.BufferSlice, error) {
+// Encode encodes the answer as proto.Marshal would its message (up to
+// field order, which any parser accepts), every partition's records
+// referenced through its buffer, which gRPC then owns.
+func (m *Answer) Encode() (mem.BufferSlice, error) {
 	var data mem.BufferSlice
 	var meta []byte
-	for i, pr := range m.resp.Partitions {
+	for i, pr := range m.msg.Partitions {
 		rec := pr.Records
 		pr.Records = nil
 		body, err := protobuf.Marshal(pr)
@@ -153,7 +176,7 @@ func encodeReplicaFetch(m *pooledReplicaFetch) (mem.BufferSlice, error) {
 			data = append(data, mem.SliceBuffer(rec))
 		}
 	}
-	if m.resp.Session {
+	if m.msg.Session {
 		meta = protowire.AppendTag(meta, replicaFetchSession, protowire.VarintType)
 		meta = protowire.AppendVarint(meta, 1)
 	}
@@ -163,22 +186,22 @@ func encodeReplicaFetch(m *pooledReplicaFetch) (mem.BufferSlice, error) {
 	return data, nil
 }
 
-// pooledReplicaAnswer is what a follower receives a replica fetch answer
-// into (peerCodec knows it): the message, its records aliasing buf.
-type pooledReplicaAnswer struct {
+// pooledAnswer is what a follower receives a replica fetch answer into
+// (peerCodec knows it): the message, its records aliasing buf.
+type pooledAnswer struct {
 	msg pb.ReplicaFetchResponse
 	buf *[]byte
 }
 
 // release gives back the buffer; the records are then invalid.
-func (a *pooledReplicaAnswer) release() {
+func (a *pooledAnswer) release() {
 	if a.buf != nil {
 		bufpool.Shared.Put(a.buf)
 		a.buf = nil
 	}
 }
 
-func (a *pooledReplicaAnswer) unmarshal(data mem.BufferSlice) error {
+func (a *pooledAnswer) unmarshal(data mem.BufferSlice) error {
 	a.release()
 	buf := bufpool.Shared.Get(data.Len())
 	data.CopyTo(*buf)
@@ -265,7 +288,7 @@ func decodeReplicaFetchPartition(b []byte, pr *pb.ReplicaFetchPartitionResult, s
 }
 
 // peerCodec is the proto codec of a follower's replica fetch call, but for
-// the answer, decoded into a pooledReplicaAnswer.
+// the answer, decoded into a pooledAnswer.
 type peerCodec struct{}
 
 var peerProto = encoding.GetCodecV2(proto.Name)
@@ -273,10 +296,29 @@ var peerProto = encoding.GetCodecV2(proto.Name)
 func (peerCodec) Marshal(v any) (mem.BufferSlice, error) { return peerProto.Marshal(v) }
 
 func (peerCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if a, ok := v.(*pooledReplicaAnswer); ok {
+	if a, ok := v.(*pooledAnswer); ok {
 		return a.unmarshal(data)
 	}
 	return peerProto.Unmarshal(data, v)
 }
 
 func (peerCodec) Name() string { return proto.Name }
+
+// Fetch sends a follower's fetch to its leader over cc, in a call of its
+// own (ReplicaFetch). A fetch made while the connection is down waits
+// (within ctx) for the reconnect instead of failing at once, so the first
+// fetch after a network heals goes out as soon as the link is back, not
+// a fetch backoff later. The answer's records alias a pooled buffer until
+// the fetcher has appended them and calls Done.
+func (c *Codec) Fetch(ctx context.Context, cc grpc.ClientConnInterface, req *replica.FetchRequest) (*replica.FetchResponse, error) {
+	ans := &pooledAnswer{}
+	err := cc.Invoke(ctx, pb.ReplicaService_ReplicaFetch_FullMethodName, RequestToPB(req), ans,
+		grpc.MaxCallRecvMsgSize(c.maxAnswer), grpc.WaitForReady(true), grpc.ForceCodecV2(peerCodec{}))
+	if err != nil {
+		ans.release()
+		return nil, err
+	}
+	resp := c.ResponseFromPB(&ans.msg)
+	resp.Done = ans.release
+	return resp, nil
+}

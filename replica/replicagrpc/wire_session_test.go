@@ -1,4 +1,4 @@
-package broker
+package replicagrpc
 
 import (
 	"context"
@@ -9,41 +9,49 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	protobuf "google.golang.org/protobuf/proto"
 
 	pb "github.com/quirelog/quire/api/internalv1"
-	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/storage"
 )
 
-// sessionLeader serves ReplicaFetchStream with a fetch session, as the
-// broker does, from a map of log end offsets by partition: a partition's
+// The fetch session end to end: a follower's Session, the messages on
+// the wire, and a leader's replica.LeaderSession.
+
+// sessionLeader serves ReplicaFetchStream with a fetch session, as a leader
+// does (replica.Manager.HandleSessionFetch), from a map of log end offsets by partition: a partition's
 // answer has HW = LEO = its entry, and one record when the fetch is below
 // it. It keeps the last request and answer it saw on the wire.
 type sessionLeader struct {
 	pb.UnimplementedReplicaServiceServer
 	whole    bool // answer whole, never offering a session (an older leader)
 	mu       sync.Mutex
-	leo      map[group.TopicPartition]int64
+	leo      map[storage.TopicPartition]int64
 	lastReq  *pb.ReplicaFetchRequest
 	lastResp *pb.ReplicaFetchResponse
 }
 
 func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetchStreamServer) error {
-	session := newLeaderSession()
+	session := replica.NewLeaderSession()
+	defer session.Close()
+	fetch := &replica.FetchRequest{}
 	for {
 		req, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		whole, err := session.request(req)
+		RequestInto(fetch, req)
+		whole, err := session.Request(fetch)
 		if err != nil {
-			return toStatus(err)
+			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		l.mu.Lock()
 		resp := &replica.FetchResponse{}
 		for _, p := range whole.Partitions {
-			leo := l.leo[keyOf(p)]
+			leo := l.leo[storage.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
 			r := replica.FetchResult{Topic: p.Topic, Partition: p.Partition, HighWatermark: leo, LogEndOffset: leo}
 			if p.FetchOffset < leo {
 				r.Records = []byte("r")
@@ -51,10 +59,9 @@ func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetch
 			resp.Partitions = append(resp.Partitions, r)
 		}
 		if !l.whole {
-			session.answer(req.GetIncremental(), resp)
+			session.Answer(fetch.Incremental, resp)
 		}
-		out := fetchResponseToPB(resp)
-		out.Session = !l.whole
+		out := testCodec.ResponseToPB(resp)
 		l.lastReq, l.lastResp = req, out
 		l.mu.Unlock()
 		if err := stream.Send(out); err != nil {
@@ -66,7 +73,7 @@ func (l *sessionLeader) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetch
 func (l *sessionLeader) set(topic string, partition int32, leo int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.leo[group.TopicPartition{Topic: topic, Partition: partition}] = leo
+	l.leo[storage.TopicPartition{Topic: topic, Partition: partition}] = leo
 }
 
 // wire is what the last fetch sent and got back: whether it was
@@ -108,7 +115,7 @@ next:
 // answered.
 func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
-	l := &sessionLeader{leo: map[group.TopicPartition]int64{}}
+	l := &sessionLeader{leo: map[storage.TopicPartition]int64{}}
 	sess, _ := startFakeLeader(t, l)
 	const n = 20
 	at := map[int32]int64{}
@@ -134,7 +141,7 @@ func TestFetchSessionSendsOnlyWhatChanged(t *testing.T) {
 			if r.Unchanged == slices.Contains(answered, fmt.Sprintf("%s-%d", p.Topic, p.Partition)) {
 				t.Fatalf("%s-%d: unchanged %v, answered on the wire: %v", p.Topic, p.Partition, r.Unchanged, answered)
 			}
-			leo := l.leo[keyOf(p)]
+			leo := l.leo[storage.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
 			if r.HighWatermark != leo || r.LogEndOffset != leo || (len(r.Records) > 0) != (p.FetchOffset < leo) {
 				t.Fatalf("%s-%d fetched at %d: HW %d, LEO %d, %d record bytes; the leader is at %d",
 					p.Topic, p.Partition, p.FetchOffset, r.HighWatermark, r.LogEndOffset, len(r.Records), leo)
@@ -193,7 +200,7 @@ func BenchmarkReplicaFetchIdle(b *testing.B) {
 			name = "whole"
 		}
 		b.Run(name, func(b *testing.B) {
-			l := &sessionLeader{whole: whole, leo: map[group.TopicPartition]int64{}}
+			l := &sessionLeader{whole: whole, leo: map[storage.TopicPartition]int64{}}
 			sess, _ := startFakeLeader(b, l)
 			at := map[int32]int64{}
 			ctx := context.Background()
@@ -216,138 +223,5 @@ func BenchmarkReplicaFetchIdle(b *testing.B) {
 			}
 			b.ReportMetric(float64(wire)/float64(b.N), "wire-B/op")
 		})
-	}
-}
-
-// A leader refuses an incremental fetch it has no session for, and one
-// that forgets or names partitions the session cannot hold.
-func TestLeaderSessionRefusesWhatItCannotApply(t *testing.T) {
-	t.Parallel()
-	part := func(p int32) *pb.ReplicaFetchPartition { return &pb.ReplicaFetchPartition{Topic: "t", Partition: p} }
-	whole := &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0), part(1)}}
-	for _, tc := range []struct {
-		name  string
-		first *pb.ReplicaFetchRequest // nil: none before
-		req   *pb.ReplicaFetchRequest
-		want  string
-	}{
-		{"incremental first", nil, &pb.ReplicaFetchRequest{Incremental: true, Partitions: []*pb.ReplicaFetchPartition{part(0)}}, "no session"},
-		{"whole with forgotten", nil, &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0)},
-			Forgotten: []*pb.ReplicaFetchForgotten{{Topic: "t", Partition: 0}}}, "forgets no partitions"},
-		{"whole naming one twice", nil, &pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{part(0), part(0)}}, "names t-0 twice"},
-		{"forgets one not held", whole, &pb.ReplicaFetchRequest{Incremental: true,
-			Forgotten: []*pb.ReplicaFetchForgotten{{Topic: "t", Partition: 9}}}, "does not hold"},
-		{"incremental naming one twice", whole, &pb.ReplicaFetchRequest{Incremental: true,
-			Partitions: []*pb.ReplicaFetchPartition{part(4), part(4)}}, "names t-4 twice"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newLeaderSession()
-			if tc.first != nil {
-				if _, err := s.request(tc.first); err != nil {
-					t.Fatal(err)
-				}
-			}
-			_, err := s.request(tc.req)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || lookupError(err).code != lookupError(ErrInvalidRequest).code {
-				t.Fatalf("got %v, want INVALID_REQUEST saying %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// The session's whole fetch keeps the follower's partitions in place as
-// they change, and drops the forgotten ones.
-func TestLeaderSessionAppliesChanges(t *testing.T) {
-	t.Parallel()
-	s := newLeaderSession()
-	p := func(n int32, off int64) *pb.ReplicaFetchPartition {
-		return &pb.ReplicaFetchPartition{Topic: "t", Partition: n, FetchOffset: off}
-	}
-	names := func(req *replica.FetchRequest) string {
-		var out []string
-		for _, f := range req.Partitions {
-			out = append(out, fmt.Sprintf("%d@%d", f.Partition, f.FetchOffset))
-		}
-		return strings.Join(out, " ")
-	}
-	steps := []struct {
-		req  *pb.ReplicaFetchRequest
-		want string
-	}{
-		{&pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{p(0, 0), p(1, 0), p(2, 0)}}, "0@0 1@0 2@0"},
-		{&pb.ReplicaFetchRequest{Incremental: true, Partitions: []*pb.ReplicaFetchPartition{p(1, 7)}}, "0@0 1@7 2@0"},
-		{&pb.ReplicaFetchRequest{Incremental: true, Forgotten: []*pb.ReplicaFetchForgotten{{Topic: "t", Partition: 0}}}, "1@7 2@0"},
-		{&pb.ReplicaFetchRequest{Incremental: true, Partitions: []*pb.ReplicaFetchPartition{p(0, 3), p(2, 1)}}, "1@7 2@1 0@3"},
-		{&pb.ReplicaFetchRequest{Partitions: []*pb.ReplicaFetchPartition{p(5, 0)}}, "5@0"},
-	}
-	for i, st := range steps {
-		whole, err := s.request(st.req)
-		if err != nil {
-			t.Fatalf("step %d: %v", i, err)
-		}
-		if got := names(whole); got != st.want {
-			t.Fatalf("step %d: the session fetches %q, want %q", i, got, st.want)
-		}
-	}
-}
-
-// After a refusal, the next clean answer goes on the wire even if no
-// offset moved (the follower applied nothing of the refusal: that answer
-// is the one it applies), and the follower takes a partition left out
-// as unchanged only after a clean answer.
-func TestFetchSessionAnswersAgainAfterARefusal(t *testing.T) {
-	t.Parallel()
-	leader := newLeaderSession()
-	defer leader.close()
-	var follower followerSession
-	req := &replica.FetchRequest{ReplicaID: 2, Partitions: []replica.FetchPartition{{Topic: "t", CurrentLeaderEpoch: 6, FetchOffset: 10, LastFetchedEpoch: 5}}}
-	refused := &replica.NotLeaderError{Topic: "t", Leader: 1, Epoch: 5}
-	// round is one fetch through both sessions; the leader's answer for
-	// t-0 has HW and LEO 10 and err. It returns whether t-0 was on the
-	// wire and what the fetcher got.
-	round := func(err error) (sent bool, got replica.FetchResult) {
-		t.Helper()
-		msg := follower.message(req)
-		if _, e := leader.request(msg); e != nil {
-			t.Fatal(e)
-		}
-		resp := &replica.FetchResponse{Partitions: []replica.FetchResult{{Topic: "t", HighWatermark: 10, LogEndOffset: 10, Err: err}}}
-		leader.answer(msg.GetIncremental(), resp)
-		out := fetchResponseToPB(resp)
-		out.Session = true
-		ans, e := follower.response(req, msg, out)
-		if e != nil {
-			t.Fatal(e)
-		}
-		return len(out.Partitions) == 1, ans.Partitions[0]
-	}
-	for _, step := range []struct {
-		name            string
-		err             error
-		sent, unchanged bool
-	}{
-		{"first fetch", nil, true, false},
-		{"nothing new", nil, false, true},
-		{"refused", refused, true, false},
-		{"clean again, no offset moved", nil, true, false},
-		{"nothing new again", nil, false, true},
-	} {
-		sent, got := round(step.err)
-		if sent != step.sent || got.Unchanged != step.unchanged || (got.Err != nil) != (step.err != nil) {
-			t.Fatalf("%s: on the wire %v, unchanged %v, error %v; want %v, %v, %v", step.name, sent, got.Unchanged, got.Err,
-				step.sent, step.unchanged, step.err)
-		}
-	}
-
-	// A leader that leaves out the first clean answer after a refusal
-	// still has its offsets applied.
-	round(refused)
-	msg := follower.message(req)
-	ans, err := follower.response(req, msg, &pb.ReplicaFetchResponse{Session: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := ans.Partitions[0]; r.Unchanged || r.HighWatermark != 10 {
-		t.Fatalf("left out after a refusal: unchanged %v, HW %d; want applied, HW 10", r.Unchanged, r.HighWatermark)
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package replicagrpc
 
 import (
 	"bytes"
@@ -38,8 +38,8 @@ func TestReplicaCodecRoundTrip(t *testing.T) {
 	t.Parallel()
 	for i, want := range replicaAnswers() {
 		// Records in pooled buffers, as HandleFetch reads them.
-		m := &pooledReplicaFetch{resp: protobuf.Clone(want).(*pb.ReplicaFetchResponse)}
-		for _, pr := range m.resp.Partitions {
+		m := &Answer{msg: protobuf.Clone(want).(*pb.ReplicaFetchResponse)}
+		for _, pr := range m.msg.Partitions {
 			var buf *[]byte
 			if len(pr.Records) > 0 {
 				buf = bufpool.Shared.Get(len(pr.Records))
@@ -48,7 +48,7 @@ func TestReplicaCodecRoundTrip(t *testing.T) {
 			}
 			m.bufs = append(m.bufs, buf)
 		}
-		data, err := encodeReplicaFetch(m)
+		data, err := m.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestReplicaCodecRoundTrip(t *testing.T) {
 			frames = append(frames, mem.SliceBuffer(rest[:n]))
 			rest = rest[n:]
 		}
-		ans := &pooledReplicaAnswer{}
+		ans := &pooledAnswer{}
 		if err := (peerCodec{}).Unmarshal(frames, ans); err != nil {
 			t.Fatal(err)
 		}
