@@ -3,7 +3,9 @@ package kafka
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -85,8 +87,8 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 			proto = p
 		}
 	}
-	var meta kmsg.ConsumerMemberMetadata
-	if err := meta.ReadFrom(proto.Metadata); err != nil || proto.Name == streams {
+	meta, err := readSubscription(proto.Metadata)
+	if err != nil || proto.Name == streams {
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 	if req.MemberID == "" {
@@ -117,6 +119,31 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 	resp.Generation = out.MemberEpoch
 	resp.ProtocolType, resp.Protocol = kmsg.StringPtr(classicType), kmsg.StringPtr(proto.Name)
 	return resp
+}
+
+// readSubscription reads a consumer's subscription (its protocol's
+// metadata, ConsumerProtocolSubscription) leniently. Kafka's coordinator
+// never reads these bytes (the leader's assignor does), so clients label
+// them loosely: segmentio/kafka-go sends version 1 without version 1's
+// owned partitions. A subscription whose fields end early is read at
+// the highest version its bytes hold in full; the fields after the
+// topics are optional to the coordinator, the topics are not.
+func readSubscription(b []byte) (kmsg.ConsumerMemberMetadata, error) {
+	var meta kmsg.ConsumerMemberMetadata
+	err := meta.ReadFrom(b)
+	if err == nil || len(b) < 2 {
+		return meta, err
+	}
+	declared := int16(binary.BigEndian.Uint16(b))
+	lower := slices.Clone(b)
+	for v := min(declared, 3) - 1; v >= 0; v-- {
+		binary.BigEndian.PutUint16(lower, uint16(v))
+		if meta.ReadFrom(lower) == nil {
+			meta.Version = declared
+			return meta, nil
+		}
+	}
+	return meta, err
 }
 
 // classicBeat is a classic member's heartbeat at its generation, which

@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+)
+
+// Requests as named clients send them, byte for byte where the bytes
+// are the point: each is a place where the listener once answered
+// otherwise than Kafka does.
+
+// kafkaGoSubscription is segmentio/kafka-go's (v0.4) protocol metadata
+// for a subscription to topic "t": version 1, the topics, and its
+// balancer's user data (empty, not null), without version 1's owned
+// partitions.
+var kafkaGoSubscription = []byte{
+	0x00, 0x01, // version 1
+	0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 't', // topics: ["t"]
+	0x00, 0x00, 0x00, 0x00, // user data: 0 bytes
+}
+
+// TestKafkaGoSubscriptionJoins: kafka-go's JoinGroup (v1, its range and
+// round-robin balancers) joins, as on Kafka, whose coordinator checks the
+// protocol type and names only, not the subscription's bytes.
+func TestKafkaGoSubscriptionJoins(t *testing.T) {
+	backend := &classicBackend{}
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 1}, nil)
+	_, k := startServer(t, backend)
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version, req.Group, req.ProtocolType = 1, "g", "consumer"
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 30000, 30000
+	for _, name := range []string{"range", "roundrobin"} {
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = name, kafkaGoSubscription
+		req.Protocols = append(req.Protocols, p)
+	}
+	r := join(t, k, req)
+	hb := backend.lastHeartbeat()
+	if r.ErrorCode != 0 || r.MemberID == "" || r.Generation != 1 || hb == nil {
+		t.Fatalf("kafka-go's join: %+v", r)
+	}
+	if fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || len(hb.Owned.GetTopics()) != 0 {
+		t.Fatalf("kafka-go's join heartbeat: %+v", hb)
+	}
+}
+
+// TestReadSubscriptionLenient: a subscription is read at the highest
+// version its bytes hold in full, whatever version it claims; only bytes
+// that hold no topic list are refused.
+func TestReadSubscriptionLenient(t *testing.T) {
+	full := kmsg.NewConsumerMemberMetadata()
+	full.Version, full.Topics, full.Generation = 3, []string{"a", "b"}, 7
+	op := kmsg.NewConsumerMemberMetadataOwnedPartition()
+	op.Topic, op.Partitions = "a", []int32{2}
+	full.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{op}
+	fullBytes := full.AppendTo(nil)
+
+	v0 := kmsg.NewConsumerMemberMetadata()
+	v0.Topics = []string{"a"}
+	v0Bytes := v0.AppendTo(nil)
+	claims3 := append([]byte{0, 3}, v0Bytes[2:]...) // v0's fields, labelled 3
+	future := append([]byte{0, 9}, append(fullBytes[2:], 1, 2, 3)...)
+
+	for _, tc := range []struct {
+		name   string
+		in     []byte
+		topics string
+		owned  int
+		ok     bool
+	}{
+		{"full v3", fullBytes, "[a b]", 1, true},
+		{"kafka-go's v1 without owned partitions", kafkaGoSubscription, "[t]", 0, true},
+		{"v0 fields labelled v3", claims3, "[a]", 0, true},
+		{"a version from the future with more fields", future, "[a b]", 1, true},
+		{"empty", nil, "", 0, false},
+		{"a version and no topics", []byte{0, 1}, "", 0, false},
+		{"a topic list cut short", []byte{0, 0, 0, 0, 0, 2, 0, 1, 'a'}, "", 0, false},
+	} {
+		m, err := readSubscription(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: error %v, want ok %v", tc.name, err, tc.ok)
+			continue
+		}
+		if tc.ok && (fmt.Sprint(m.Topics) != tc.topics || len(m.OwnedPartitions) != tc.owned) {
+			t.Errorf("%s: topics %v, owned %v; want %s, %d owned", tc.name, m.Topics, m.OwnedPartitions, tc.topics, tc.owned)
+		}
+	}
+}
