@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -87,6 +88,53 @@ func TestReadSubscriptionLenient(t *testing.T) {
 		}
 		if tc.ok && (fmt.Sprint(m.Topics) != tc.topics || len(m.OwnedPartitions) != tc.owned) {
 			t.Errorf("%s: topics %v, owned %v; want %s, %d owned", tc.name, m.Topics, m.OwnedPartitions, tc.topics, tc.owned)
+		}
+	}
+}
+
+// TestKafkaGoFetchIsSessionless: kafka-go's Client.Fetch asks for no
+// session (session id -1, epoch -1) and Kafka answers it in full, as it
+// does any fetch at epoch -1 (the final epoch) or 0 (a new session,
+// declined here), whatever session it names; a fetch continuing a
+// session gets the session's error.
+func TestKafkaGoFetchIsSessionless(t *testing.T) {
+	backend := &fakeBackend{fetchResp: &quirev1.FetchResponse{Partitions: []*quirev1.FetchPartitionResult{
+		{Topic: "t", Partition: 0, HighWatermark: 9, LogStartOffset: 1, Records: []byte("batches")}}}}
+	_, k := startServer(t, backend)
+	kafkaGo := func(id, epoch int32) *kmsg.FetchRequest {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 11, -1, 100, 1, 1<<20
+		req.SessionID, req.SessionEpoch = id, epoch
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.CurrentLeaderEpoch, fp.FetchOffset, fp.LogStartOffset, fp.PartitionMaxBytes = -1, 3, -1, 1<<20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		return req
+	}
+	for _, tc := range []struct {
+		id, epoch int32
+		code      int16
+	}{
+		{-1, -1, 0}, // kafka-go's
+		{0, -1, 0},
+		{7, -1, 0},
+		{7, 0, 0}, // a full fetch closes the session it names
+		{7, 1, kerr.FetchSessionIDNotFound.Code},
+		{-1, 3, kerr.FetchSessionIDNotFound.Code},
+		{0, 1, kerr.InvalidFetchSessionEpoch.Code},
+	} {
+		k.request(kafkaGo(tc.id, tc.epoch))
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = 11
+		k.response(resp, false)
+		if resp.ErrorCode != tc.code || resp.SessionID != 0 {
+			t.Errorf("session %d epoch %d: code %d session %d, want code %d session 0", tc.id, tc.epoch, resp.ErrorCode, resp.SessionID, tc.code)
+			continue
+		}
+		if tc.code == 0 && (len(resp.Topics) != 1 || string(resp.Topics[0].Partitions[0].RecordBatches) != "batches") {
+			t.Errorf("session %d epoch %d: answer %+v, want the records", tc.id, tc.epoch, resp.Topics)
 		}
 	}
 }

@@ -147,12 +147,8 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	resp := kmsg.NewPtrFetchResponse()
 	if req.Version >= 7 {
-		switch {
-		case req.SessionID != 0:
-			resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-			return resp
-		case req.SessionEpoch > 0:
-			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+		if code := fetchSessionError(req.SessionID, req.SessionEpoch); code != 0 {
+			resp.ErrorCode = code
 			return resp
 		}
 	}
@@ -204,6 +200,21 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// fetchSessionError is the code of a fetch whose session (KIP-227) is
+// not served, 0 for one answered in full. As Kafka has it, epoch 0 (a
+// new session) and -1 (the final epoch: no session) ask for a full
+// fetch whatever the session id, which closes any session named;
+// another epoch continues a session, and none is ever kept.
+func fetchSessionError(id, epoch int32) int16 {
+	switch {
+	case epoch == 0 || epoch == -1:
+		return 0
+	case id == 0:
+		return kerr.InvalidFetchSessionEpoch.Code
+	}
+	return kerr.FetchSessionIDNotFound.Code
 }
 
 // listOffsets finds, per partition, the offset for a timestamp (-1 the
