@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
@@ -136,5 +138,62 @@ func TestKafkaGoFetchIsSessionless(t *testing.T) {
 		if tc.code == 0 && (len(resp.Topics) != 1 || string(resp.Topics[0].Partitions[0].RecordBatches) != "batches") {
 			t.Errorf("session %d epoch %d: answer %+v, want the records", tc.id, tc.epoch, resp.Topics)
 		}
+	}
+}
+
+// assignorBackend refuses the assignors it does not allow, as the
+// coordinator does those group.consumer.assignors leaves out.
+type assignorBackend struct {
+	classicBackend
+	allowed map[string]bool
+}
+
+func (a *assignorBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	resp, err := a.classicBackend.ConsumerGroupHeartbeat(ctx, req)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if req.Assignor != "" && !a.allowed[req.Assignor] {
+		return nil, quireError(codes.InvalidArgument, quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR)
+	}
+	return resp, err
+}
+
+// TestKafkaClassicProtocolIsTheAssignor: a classic member's protocol
+// names the coordinator's assignor, which assigns as the client's
+// assignor of that name would (kafka-go's range and round-robin, the
+// Java client's sticky ones); an assignor the coordinator does not allow
+// falls to the member's next protocol, and a member with none allowed is
+// refused rather than given another split under the name it asked for.
+func TestKafkaClassicProtocolIsTheAssignor(t *testing.T) {
+	backend := &assignorBackend{allowed: map[string]bool{"uniform": true, "range": true, "roundrobin": true}}
+	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 1}, nil)
+	_, k := startServer(t, backend)
+	for _, tc := range []struct {
+		protocols []string
+		protocol  string // answered
+		assignor  string // asked of the coordinator
+	}{
+		{[]string{"roundrobin", "range"}, "roundrobin", "roundrobin"},
+		{[]string{"range", "roundrobin"}, "range", "range"}, // kafka-go's default order
+		{[]string{"range", "cooperative-sticky"}, "cooperative-sticky", "uniform"},
+		{[]string{"sticky"}, "sticky", "uniform"},
+		{[]string{"mine"}, "mine", ""},
+	} {
+		r := join(t, k, joinReq(9, "m", nil, tc.protocols...))
+		hb := backend.lastHeartbeat()
+		if r.ErrorCode != 0 || *r.Protocol != tc.protocol || hb.Assignor != tc.assignor {
+			t.Errorf("protocols %v: code %d protocol %v, assignor %q; want %s, %q", tc.protocols, r.ErrorCode, r.Protocol, hb.Assignor, tc.protocol, tc.assignor)
+		}
+	}
+
+	backend.mu.Lock()
+	backend.allowed = map[string]bool{"uniform": true, "range": true}
+	backend.mu.Unlock()
+	r := join(t, k, joinReq(9, "m", nil, "roundrobin", "range"))
+	if hb := backend.lastHeartbeat(); r.ErrorCode != 0 || *r.Protocol != "range" || hb.Assignor != "range" {
+		t.Fatalf("roundrobin not allowed, then range: code %d protocol %v, assignor %q", r.ErrorCode, r.Protocol, hb.Assignor)
+	}
+	if r = join(t, k, joinReq(9, "m", nil, "roundrobin")); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("roundrobin alone, not allowed: code %d, want INCONSISTENT_GROUP_PROTOCOL", r.ErrorCode)
 	}
 }
