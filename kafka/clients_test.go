@@ -197,3 +197,62 @@ func TestKafkaClassicProtocolIsTheAssignor(t *testing.T) {
 		t.Fatalf("roundrobin alone, not allowed: code %d, want INCONSISTENT_GROUP_PROTOCOL", r.ErrorCode)
 	}
 }
+
+// kafkaPythonOffsetFetch is kafka-python's OffsetFetch v1 (its consumer
+// on brokers from 0.8.2, whatever their version) for group "g", topic
+// "t", partitions 0 and 1: header v1, then the group and the topics.
+var kafkaPythonOffsetFetch = []byte{
+	0x00, 0x09, 0x00, 0x01, 0x00, 0x00, 0x00, 0x07, // OffsetFetch v1, correlation 7
+	0x00, 0x0c, 'k', 'a', 'f', 'k', 'a', '-', 'p', 'y', 't', 'h', 'o', 'n', // client id
+	0x00, 0x01, 'g', // group
+	0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 't', // one topic, "t"
+	0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, // partitions 0, 1
+}
+
+// failingOffsets fails every offset fetch as the coordinator out of reach.
+type failingOffsets struct{ fakeBackend }
+
+func (*failingOffsets) FetchOffsets(context.Context, *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+	return nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER)
+}
+
+// TestKafkaPythonOffsetFetchV1: OffsetFetch v1, which Kafka 4 still
+// serves and kafka-python sends (it looped forever on a connection
+// closed for an unserved version), is answered; a group's error, which
+// v1 has no field for, goes to each partition, as Kafka does.
+func TestKafkaPythonOffsetFetchV1(t *testing.T) {
+	_, k := startServer(t, &groupsBackend{})
+	k.raw(kafkaPythonOffsetFetch)
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = 1
+	if corr := k.response(resp, false); corr != 7 {
+		t.Fatalf("correlation %d", corr)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("OffsetFetch v1: %+v", resp.Topics)
+	}
+	ps := resp.Topics[0].Partitions
+	if ps[0].Offset != -1 || ps[0].ErrorCode != 0 || ps[1].Offset != 42 || *ps[1].Metadata != "m" || ps[1].ErrorCode != 0 {
+		t.Fatalf("OffsetFetch v1 partitions: %+v", ps)
+	}
+
+	_, k = startServer(t, &failingOffsets{})
+	k.raw(kafkaPythonOffsetFetch)
+	resp = kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = 1
+	k.response(resp, false)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("OffsetFetch v1 failed: %+v", resp.Topics)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.CoordinatorNotAvailable.Code || p.Offset != -1 {
+			t.Errorf("OffsetFetch v1 failed: partition %+v, want offset -1 and COORDINATOR_NOT_AVAILABLE", p)
+		}
+	}
+
+	// Version 0 read ZooKeeper's offsets, which no client commits to
+	// here: not served, as on Kafka 4.
+	if served(9, 0) || !served(9, 1) {
+		t.Fatal("OffsetFetch v0 served, or v1 not")
+	}
+}

@@ -21,7 +21,7 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// Consumer groups in KIP-848's protocol and their offsets; the
 	// highest versions before topics named by id only.
 	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit
-	{ApiKey: 9, MinVersion: 2, MaxVersion: 9},  // OffsetFetch (from 2: a group-level error)
+	{ApiKey: 9, MinVersion: 1, MaxVersion: 9},  // OffsetFetch (1, as Kafka 4; 0 read ZooKeeper's offsets)
 	{ApiKey: 10, MinVersion: 0, MaxVersion: 4}, // FindCoordinator
 	{ApiKey: 68, MinVersion: 1, MaxVersion: 1}, // ConsumerGroupHeartbeat (client-made member ids)
 	// The classic group protocol, over the same coordinator (classic.go).
