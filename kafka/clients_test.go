@@ -256,3 +256,82 @@ func TestKafkaPythonOffsetFetchV1(t *testing.T) {
 		t.Fatal("OffsetFetch v0 served, or v1 not")
 	}
 }
+
+// autoCreating answers metadata for the topics it has, creating those
+// asked for when the request allows it.
+type autoCreating struct {
+	fakeBackend
+	topics  map[string]bool
+	created []string
+}
+
+func (a *autoCreating) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := &quirev1.GetMetadataResponse{ClusterId: "c", Brokers: []*quirev1.Broker{{Id: 1, Address: "127.0.0.1:9092"}}}
+	for _, name := range req.Topics {
+		if !a.topics[name] && req.AllowAutoTopicCreation {
+			a.topics[name] = true
+			a.created = append(a.created, name)
+		}
+		tm := &quirev1.TopicMetadata{Name: name}
+		if a.topics[name] {
+			tm.Partitions = []*quirev1.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}}}
+		} else {
+			tm.Error = &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+		}
+		out.Topics = append(out.Topics, tm)
+	}
+	return out, nil
+}
+
+// TestKafkaMetadataInternalTopicsNotCreated: a metadata request naming
+// Kafka's internal topics, which clients and tools probe, with
+// auto-creation allowed (always, before v4, as kafka-python's v1) does
+// not create them as ordinary empty topics: groups' offsets live in the
+// metadata log here, and there are no transactions. They are answered
+// UNKNOWN_TOPIC_OR_PARTITION, as a Kafka cluster whose internal topics
+// do not exist yet answers; the other topics named are created as asked,
+// and an internal name made by hand is shown as any topic.
+func TestKafkaMetadataInternalTopicsNotCreated(t *testing.T) {
+	backend := &autoCreating{topics: map[string]bool{}}
+	_, k := startServer(t, backend)
+	ask := func(version int16, names ...string) map[string]int16 {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.AllowAutoTopicCreation = version, true
+		for _, n := range names {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, rt)
+		}
+		k.request(req)
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.Version = version
+		k.response(resp, version >= 9)
+		got := map[string]int16{}
+		for _, t := range resp.Topics {
+			got[*t.Topic] = t.ErrorCode
+		}
+		return got
+	}
+	for _, version := range []int16{1, 12} {
+		got := ask(version, "__consumer_offsets", "t", "__transaction_state")
+		want := map[string]int16{"__consumer_offsets": kerr.UnknownTopicOrPartition.Code, "t": 0, "__transaction_state": kerr.UnknownTopicOrPartition.Code}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("metadata v%d: %v, want %v", version, got, want)
+		}
+	}
+	if got := ask(12, "__consumer_offsets"); len(got) != 1 || got["__consumer_offsets"] != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("metadata v12 for __consumer_offsets alone: %v", got)
+	}
+	backend.mu.Lock()
+	created := fmt.Sprint(backend.created)
+	backend.topics["__consumer_offsets"] = true // made by hand
+	backend.mu.Unlock()
+	if created != "[t]" {
+		t.Fatalf("created %s, want [t]", created)
+	}
+	if got := ask(12, "__consumer_offsets"); got["__consumer_offsets"] != 0 {
+		t.Errorf("an internal name made by hand: %v", got)
+	}
+}
