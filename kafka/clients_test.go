@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -333,5 +334,61 @@ func TestKafkaMetadataInternalTopicsNotCreated(t *testing.T) {
 	}
 	if got := ask(12, "__consumer_offsets"); got["__consumer_offsets"] != 0 {
 		t.Errorf("an internal name made by hand: %v", got)
+	}
+}
+
+// TestKafkaTransactionsRefusedClearly: a transactional producer's first
+// requests, as franz-go sends them (FindCoordinator v4 for its
+// transactional id, then InitProducerId v4 naming it), are refused with
+// UNSUPPORTED_VERSION, which franz-go and the Java client take as final,
+// and where the version has a message field a message that says why;
+// not INVALID_REQUEST, which says the client sent a malformed request,
+// nor TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which points at ACLs.
+func TestKafkaTransactionsRefusedClearly(t *testing.T) {
+	_, k := startServer(t, &fakeBackend{})
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"my-txn"}
+	k.request(fc)
+	fr := kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 4
+	k.response(fr, true)
+	if len(fr.Coordinators) != 1 {
+		t.Fatalf("FindCoordinator v4: %+v", fr)
+	}
+	c := fr.Coordinators[0]
+	if c.Key != "my-txn" || c.ErrorCode != kerr.UnsupportedVersion.Code || c.ErrorMessage == nil || !strings.Contains(*c.ErrorMessage, "transactions are not supported") {
+		t.Fatalf("FindCoordinator for a transactional id: %+v", c)
+	}
+
+	// librdkafka's and the Java client's FindCoordinator v1-3: one key.
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKey = 2, 1, "my-txn"
+	k.request(fc)
+	fr = kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 2
+	k.response(fr, false)
+	if fr.ErrorCode != kerr.UnsupportedVersion.Code || fr.ErrorMessage == nil || !strings.Contains(*fr.ErrorMessage, "transactions are not supported") {
+		t.Fatalf("FindCoordinator v2 for a transactional id: code %d message %v", fr.ErrorCode, fr.ErrorMessage)
+	}
+
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.Version, ip.TransactionalID, ip.TransactionTimeoutMillis, ip.ProducerID, ip.ProducerEpoch = 4, kmsg.StringPtr("my-txn"), 40000, -1, -1
+	k.request(ip)
+	ir := kmsg.NewPtrInitProducerIDResponse()
+	ir.Version = 4
+	k.response(ir, true)
+	if ir.ErrorCode != kerr.UnsupportedVersion.Code || ir.ProducerID != -1 || ir.ProducerEpoch != -1 {
+		t.Fatalf("InitProducerId with a transactional id: %+v", ir)
+	}
+
+	// A coordinator type Kafka does not have is the request's fault.
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 7, []string{"k"}
+	k.request(fc)
+	fr = kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 4
+	k.response(fr, true)
+	if fr.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("coordinator type 7: %+v", fr.Coordinators[0])
 	}
 }

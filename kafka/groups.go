@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 
@@ -17,7 +18,7 @@ import (
 // them to the coordinator, so FindCoordinator names the node asked.
 
 // findCoordinator answers this node for every group key; transaction
-// coordinators are not served.
+// coordinators are not served (noTransactions).
 func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	keys := req.CoordinatorKeys
@@ -29,8 +30,10 @@ func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRe
 	var port int64
 	code, msg := int16(0), ""
 	switch {
+	case req.CoordinatorType == 1:
+		code, msg = unsupportedVersion, noTransactions
 	case req.CoordinatorType != 0:
-		code, msg = invalidRequest, "only group coordinators are served (no transactions)"
+		code, msg = invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has; only group coordinators are served", req.CoordinatorType)
 	case err != nil:
 		code, msg = callError(err)
 	default:

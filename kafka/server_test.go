@@ -768,7 +768,7 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 	iresp = kmsg.NewPtrInitProducerIDResponse()
 	iresp.Version = 4
 	k.response(iresp, true)
-	if iresp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+	if iresp.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a transactional id answered %d", iresp.ErrorCode)
 	}
 }
@@ -923,7 +923,7 @@ func TestKafkaGroups(t *testing.T) {
 	fr = kmsg.NewPtrFindCoordinatorResponse()
 	fr.Version = 4
 	k.response(fr, true)
-	if fr.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code {
+	if fr.Coordinators[0].ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a transaction coordinator: %+v", fr.Coordinators[0])
 	}
 
