@@ -32,6 +32,9 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// Admin tools' view of the groups, either protocol (describe.go).
 	{ApiKey: 15, MinVersion: 0, MaxVersion: 5}, // DescribeGroups
 	{ApiKey: 16, MinVersion: 0, MaxVersion: 4}, // ListGroups (4: states; 5 filters by type, KIP-848's)
+
+	// Clients' truncation detection after a leader change (epochs.go).
+	{ApiKey: offsetForLeaderEpochKey, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
 }
 
 // served reports whether version of key is answered.
