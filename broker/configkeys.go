@@ -246,7 +246,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int64 { return &c.GroupConsumerSessionTimeoutMs }, 1000),
 	int64Key("groups", "group.consumer.heartbeat.interval.ms", "5000", "How often consumer group members heartbeat; sent to them in every heartbeat answer.",
 		func(c *Config) *int64 { return &c.GroupConsumerHeartbeatIntervalMs }, 1),
-	stringKey("groups", "group.consumer.assignors", "uniform,range", "Server-side assignors members may ask for, comma-separated; the first is the default.",
+	stringKey("groups", "group.consumer.assignors", "uniform,range,roundrobin", "Server-side assignors members may ask for, comma-separated; the first is the default.",
 		func(c *Config) *string { return &c.GroupConsumerAssignors }, checkAssignors),
 	int64Key("groups", "group.min.session.timeout.ms", "6000", "The shortest session timeout a classic (JoinGroup) consumer group member may ask for; a join asking for less is INVALID_SESSION_TIMEOUT.",
 		func(c *Config) *int64 { return &c.GroupMinSessionTimeoutMs }, 1000),

@@ -210,3 +210,23 @@ func (k kafkaBackend) FetchOffsets(ctx context.Context, req *quirev1.FetchOffset
 func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
 	return k.producer.InitProducerId(ctx, req)
 }
+
+// OffsetForLeaderEpoch: clients' truncation detection after a leader
+// change (KIP-320), answered by the partition's leader from its log's
+// leader-epoch cache.
+
+func (k kafkaBackend) OffsetForLeaderEpoch(ctx context.Context, topic string, partition, currentLeaderEpoch, epoch int32) (int32, int64, error) {
+	part, err := k.b.leaderPartition(ctx, topic, partition, false)
+	if err != nil {
+		return -1, -1, toStatus(err)
+	}
+	var current *int32
+	if currentLeaderEpoch >= 0 {
+		current = &currentLeaderEpoch
+	}
+	e, end, err := part.EndOffsetForEpoch(current, epoch)
+	if err != nil {
+		return -1, -1, toStatus(err)
+	}
+	return e, end, nil
+}

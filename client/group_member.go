@@ -23,8 +23,8 @@ type GroupConfig struct {
 	// created later included). At least one is needed.
 	Topics []string
 	Regex  string
-	// Assignor asks for a server-side assignor ("uniform", "range"); ""
-	// the brokers' default.
+	// Assignor asks for a server-side assignor ("uniform", "range",
+	// "roundrobin"); "" the brokers' default.
 	Assignor string
 	// RebalanceTimeout is how long the member may take to give up a
 	// revoked partition (default 60s).

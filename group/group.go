@@ -126,7 +126,7 @@ type Config struct {
 	// Default (as Kafka's) 2147483647.
 	MaxSize int
 	// Assignors is group.consumer.assignors, the assignors members may
-	// ask for; the first is the default. Default uniform, range.
+	// ask for; the first is the default. Default uniform, range, roundrobin.
 	Assignors []string
 }
 

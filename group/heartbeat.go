@@ -140,11 +140,16 @@ func (m *Machine) Heartbeat(hb Heartbeat) (Response, []Record, error) {
 		switch {
 		case mem != nil:
 			hb.MemberEpoch = mem.epoch // a rejoin keeps what it still owns
-		case hb.HasOwned && len(hb.Owned) > 0:
-			// Removed (its session ran out) while it still uses
-			// partitions that may have gone to others: it drops them
-			// and joins again.
-			return Response{}, nil, fmt.Errorf("%w: member %q is not in group %q and owns %d partitions", ErrUnknownMemberID, hb.MemberID, hb.Group, len(hb.Owned))
+		default:
+			// A member the group does not have joins as a new one,
+			// whatever its subscription lists, as on Kafka, whose
+			// coordinator never reads it: refusing it would loop, the
+			// client listing the same partitions at its next join. It
+			// owns nothing in the group's view, as what it lists may
+			// have gone to others; it gives those up when it learns
+			// its assignment, and its own are given to it as others
+			// release them.
+			hb.Owned = nil
 		}
 	}
 

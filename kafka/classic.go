@@ -3,7 +3,9 @@ package kafka
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,10 +55,37 @@ import (
 
 // cooperative is the cooperative rebalance protocol's assignor (KIP-429):
 // chosen whenever a member offers it, so that its members keep their
-// partitions through a rejoin. Any protocol name is served the same
-// way, the coordinator assigning; a member's owned partitions say what
-// it kept.
+// partitions through a rejoin. The coordinator assigns, with the
+// server-side assignor of the protocol's name (serverAssignor); a
+// member's owned partitions say what it kept.
 const cooperative = "cooperative-sticky"
+
+// serverAssignor is the coordinator's assignor for a classic protocol
+// (a client-side assignor's name), which assigns as that one does:
+// range and roundrobin as Kafka's, the sticky ones as uniform (balanced,
+// and a partition stays with its owner unless balance needs it
+// elsewhere, which is what sticky assignors do). Another name (a client's
+// own assignor) is "": the group's assignor, the configured default
+// unless its members ask for another.
+func serverAssignor(protocol string) string {
+	switch protocol {
+	case "range", "roundrobin":
+		return protocol
+	case "sticky", cooperative:
+		return "uniform"
+	}
+	return ""
+}
+
+// unsupportedAssignor is the coordinator refusing an assignor it does not
+// allow.
+func unsupportedAssignor(err error) bool {
+	if err == nil {
+		return false
+	}
+	code, _ := callError(err)
+	return code == int16(quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR)
+}
 
 // streams is Kafka Streams' protocol, whose leader assigns tasks with
 // data of its own: not served, as the coordinator cannot make it.
@@ -85,8 +114,8 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 			proto = p
 		}
 	}
-	var meta kmsg.ConsumerMemberMetadata
-	if err := meta.ReadFrom(proto.Metadata); err != nil || proto.Name == streams {
+	meta, err := readSubscription(proto.Metadata)
+	if err != nil || proto.Name == streams {
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 	if req.MemberID == "" {
@@ -105,18 +134,62 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 	if rebalance <= 0 { // v0 has none
 		rebalance = req.SessionTimeoutMillis
 	}
-	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-		Group: req.Group, MemberId: resp.MemberID, MemberEpoch: 0, Classic: true,
-		Subscription: &quirev1.GroupSubscription{Topics: meta.Topics},
-		Owned:        owned, RebalanceTimeoutMs: rebalance, InstanceId: deref(req.InstanceID),
-		SessionTimeoutMs: req.SessionTimeoutMillis,
-	})
+	hb := func(proto string) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+		return b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
+			Group: req.Group, MemberId: resp.MemberID, MemberEpoch: 0, Classic: true,
+			Subscription: &quirev1.GroupSubscription{Topics: meta.Topics},
+			Owned:        owned, RebalanceTimeoutMs: rebalance, InstanceId: deref(req.InstanceID),
+			SessionTimeoutMs: req.SessionTimeoutMillis, Assignor: serverAssignor(proto),
+		})
+	}
+	out, err := hb(proto.Name)
+	// An assignor the coordinator does not allow (group.consumer.assignors)
+	// is not applied under another's name: the member's other protocols
+	// are tried in its order, and one with none allowed is refused, as
+	// Kafka refuses a member with no protocol the group can use.
+	for _, p := range req.Protocols {
+		if !unsupportedAssignor(err) {
+			break
+		}
+		if serverAssignor(p.Name) != serverAssignor(proto.Name) && p.Name != streams {
+			proto = p
+			out, err = hb(p.Name)
+		}
+	}
+	if unsupportedAssignor(err) {
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
 	if err != nil {
 		return fail(classicError(err))
 	}
 	resp.Generation = out.MemberEpoch
 	resp.ProtocolType, resp.Protocol = kmsg.StringPtr(classicType), kmsg.StringPtr(proto.Name)
 	return resp
+}
+
+// readSubscription reads a consumer's subscription (its protocol's
+// metadata, ConsumerProtocolSubscription) leniently. Kafka's coordinator
+// never reads these bytes (the leader's assignor does), so clients label
+// them loosely: segmentio/kafka-go sends version 1 without version 1's
+// owned partitions. A subscription whose fields end early is read at
+// the highest version its bytes hold in full; the fields after the
+// topics are optional to the coordinator, the topics are not.
+func readSubscription(b []byte) (kmsg.ConsumerMemberMetadata, error) {
+	var meta kmsg.ConsumerMemberMetadata
+	err := meta.ReadFrom(b)
+	if err == nil || len(b) < 2 {
+		return meta, err
+	}
+	declared := int16(binary.BigEndian.Uint16(b))
+	lower := slices.Clone(b)
+	for v := min(declared, 3) - 1; v >= 0; v-- {
+		binary.BigEndian.PutUint16(lower, uint16(v))
+		if meta.ReadFrom(lower) == nil {
+			meta.Version = declared
+			return meta, nil
+		}
+	}
+	return meta, err
 }
 
 // classicBeat is a classic member's heartbeat at its generation, which

@@ -160,8 +160,7 @@ func TestKafkaClassicJoin(t *testing.T) {
 		t.Fatalf("a fenced instance: code %d", r.ErrorCode)
 	}
 
-	// The coordinator's refusal of a removed member that still owns
-	// partitions passes on.
+	// The coordinator's UNKNOWN_MEMBER_ID passes on.
 	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
 	if r = join(t, k, joinReq(9, "m", []int32{1}, "cooperative-sticky")); r.ErrorCode != kerr.UnknownMemberID.Code {
 		t.Fatalf("a removed cooperative member: code %d", r.ErrorCode)

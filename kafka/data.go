@@ -147,12 +147,8 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	resp := kmsg.NewPtrFetchResponse()
 	if req.Version >= 7 {
-		switch {
-		case req.SessionID != 0:
-			resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-			return resp
-		case req.SessionEpoch > 0:
-			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+		if code := fetchSessionError(req.SessionID, req.SessionEpoch); code != 0 {
+			resp.ErrorCode = code
 			return resp
 		}
 	}
@@ -206,6 +202,21 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 	return resp
 }
 
+// fetchSessionError is the code of a fetch whose session (KIP-227) is
+// not served, 0 for one answered in full. As Kafka has it, epoch 0 (a
+// new session) and -1 (the final epoch: no session) ask for a full
+// fetch whatever the session id, which closes any session named;
+// another epoch continues a session, and none is ever kept.
+func fetchSessionError(id, epoch int32) int16 {
+	switch {
+	case epoch == 0 || epoch == -1:
+		return 0
+	case id == 0:
+		return kerr.InvalidFetchSessionEpoch.Code
+	}
+	return kerr.FetchSessionIDNotFound.Code
+}
+
 // listOffsets finds, per partition, the offset for a timestamp (-1 the
 // end, -2 the start).
 func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
@@ -243,13 +254,22 @@ func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *
 	return resp
 }
 
+// noTransactions is the message of a transactional request's refusal.
+const noTransactions = "transactions are not supported by this cluster (no transaction coordinator); idempotent producers are"
+
 // initProducerID gives an idempotent producer its id and epoch, or bumps
-// the epoch of the id it names (KIP-360). Transactional ids are refused.
+// the epoch of the id it names (KIP-360). A transactional id is refused
+// UNSUPPORTED_VERSION, as its FindCoordinator is (noTransactions): a code
+// that tells no lie about permissions (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// would send the user to ACLs) or the request's form (INVALID_REQUEST),
+// and that clients take as final, not to be retried: franz-go fails the
+// producer with it, the Java client with the message FindCoordinator
+// carries.
 func initProducerID(ctx context.Context, b Backend, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		resp.ErrorCode = unsupportedVersion
 		return resp
 	}
 	in := &quirev1.InitProducerIdRequest{}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 
@@ -17,7 +18,7 @@ import (
 // them to the coordinator, so FindCoordinator names the node asked.
 
 // findCoordinator answers this node for every group key; transaction
-// coordinators are not served.
+// coordinators are not served (noTransactions).
 func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	keys := req.CoordinatorKeys
@@ -29,8 +30,10 @@ func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRe
 	var port int64
 	code, msg := int16(0), ""
 	switch {
+	case req.CoordinatorType == 1:
+		code, msg = unsupportedVersion, noTransactions
 	case req.CoordinatorType != 0:
-		code, msg = invalidRequest, "only group coordinators are served (no transactions)"
+		code, msg = invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has; only group coordinators are served", req.CoordinatorType)
 	case err != nil:
 		code, msg = callError(err)
 	default:
@@ -208,6 +211,11 @@ func offsetFetch(ctx context.Context, b Backend, req *kmsg.OffsetFetchRequest) *
 	if req.Version < 8 {
 		g := fetchGroup(ctx, b, req.Group, req.Topics != nil, groupTopics(req.Topics))
 		resp.ErrorCode = g.ErrorCode
+		if req.Version < 2 && g.ErrorCode != 0 {
+			// No group-level error before v2: Kafka gives it to every
+			// partition asked for (v0 and v1 always name them).
+			return offsetFetchFailed(req, g.ErrorCode)
+		}
 		for _, t := range g.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
 			rt.Topic = t.Topic
@@ -226,6 +234,23 @@ func offsetFetch(ctx context.Context, b Backend, req *kmsg.OffsetFetchRequest) *
 			l.add(t.Topic, t.Partitions)
 		}
 		resp.Groups = append(resp.Groups, fetchGroup(ctx, b, rg.Group, rg.Topics != nil, l))
+	}
+	return resp
+}
+
+// offsetFetchFailed is the answer before v2 to a fetch the group failed:
+// each partition asked for with offset -1 and the group's error.
+func offsetFetchFailed(req *kmsg.OffsetFetchRequest, code int16) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
 }

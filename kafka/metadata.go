@@ -20,6 +20,7 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 	in := &quirev1.GetMetadataRequest{AllowAutoTopicCreation: req.AllowAutoTopicCreation || req.Version < 4}
 	var byID []kmsg.MetadataResponseTopic // named by id only: not served
+	var internal []string                 // Kafka's internal topics, never auto-created
 	if !all {
 		for _, t := range req.Topics {
 			if t.Topic == nil {
@@ -28,8 +29,25 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 				byID = append(byID, mt)
 				continue
 			}
+			if internalTopic(*t.Topic) && in.AllowAutoTopicCreation {
+				internal = append(internal, *t.Topic)
+				continue
+			}
 			in.Topics = append(in.Topics, *t.Topic)
 		}
+	}
+	if len(internal) > 0 {
+		// Looked up first without auto-creation: one that exists (made
+		// by hand) is asked for and answered as any other.
+		var missing []string
+		in.Topics, missing = existingTopics(ctx, b, in.Topics, internal)
+		defer func() {
+			for _, name := range missing {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), kerr.UnknownTopicOrPartition.Code
+				resp.Topics = append(resp.Topics, mt)
+			}
+		}()
 	}
 	// Asked for no topic by name (an empty list, or ids only): the backend
 	// is asked for all, for the brokers, and its topics are left out.
@@ -104,6 +122,41 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 	}
 	resp.Topics = append(resp.Topics, byID...)
 	return resp
+}
+
+// internalTopic reports whether name is one of Kafka's internal topics,
+// which clients and tools name in metadata requests (to find the
+// coordinators' partitions, or to list them apart). Quire keeps groups'
+// offsets in its metadata log and has no transactions, so none exists;
+// auto-creating one as an ordinary, empty topic would mislead whoever
+// asked: such a name is answered UNKNOWN_TOPIC_OR_PARTITION, as a
+// Kafka cluster whose internal topics do not exist yet answers it.
+func internalTopic(name string) bool {
+	switch name {
+	case "__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata":
+		return true
+	}
+	return false
+}
+
+// existingTopics appends to topics those of names that exist, asked for
+// without auto-creation, and returns the others as missing.
+func existingTopics(ctx context.Context, b Backend, topics, names []string) (_, missing []string) {
+	out, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{Topics: names})
+	exists := map[string]bool{}
+	if err == nil {
+		for _, t := range out.Topics {
+			exists[t.Name] = t.Error == nil
+		}
+	}
+	for _, name := range names {
+		if exists[name] {
+			topics = append(topics, name)
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	return topics, missing
 }
 
 // topicID is a topic id in its 16 bytes (the metadata keeps Kafka's

@@ -53,6 +53,16 @@ type Backend interface {
 
 	// The admin APIs (admin.go).
 	AdminBackend
+	// OffsetForLeaderEpoch is, at the partition's leader, the largest
+	// leader epoch at or below epoch that its log has and the offset
+	// where that epoch ends (the next one's start, or the log end
+	// offset for the latest); -1, -1 for an epoch the log does not know.
+	// currentLeaderEpoch, when not -1, is the client's view of the
+	// partition's leader epoch, checked first (FENCED_LEADER_EPOCH,
+	// UNKNOWN_LEADER_EPOCH). Errors are as the other calls': a gRPC
+	// status with a quire.v1.Error (NOT_LEADER_OR_FOLLOWER,
+	// UNKNOWN_TOPIC_OR_PARTITION, ...).
+	OffsetForLeaderEpoch(ctx context.Context, topic string, partition, currentLeaderEpoch, epoch int32) (leaderEpoch int32, endOffset int64, err error)
 }
 
 // Config configures a Server.
@@ -598,6 +608,8 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return leaveGroup(ctx, b, req), nil
 	case *kmsg.OffsetFetchRequest:
 		return offsetFetch(ctx, b, req), nil
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return offsetForLeaderEpoch(ctx, b, req), nil
 	}
 	if resp, ok := adminDispatch(ctx, b, req); ok {
 		return resp, nil

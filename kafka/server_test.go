@@ -225,8 +225,8 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {2, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
-		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 4}}
+	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {1, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
+		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 4}, 23: {0, 4}}
 	for key, v := range wantAdminVersions { // admin_test.go
 		want[key] = v
 	}
@@ -771,7 +771,7 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 	iresp = kmsg.NewPtrInitProducerIDResponse()
 	iresp.Version = 4
 	k.response(iresp, true)
-	if iresp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+	if iresp.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a transactional id answered %d", iresp.ErrorCode)
 	}
 }
@@ -926,7 +926,7 @@ func TestKafkaGroups(t *testing.T) {
 	fr = kmsg.NewPtrFindCoordinatorResponse()
 	fr.Version = 4
 	k.response(fr, true)
-	if fr.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code {
+	if fr.Coordinators[0].ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a transaction coordinator: %+v", fr.Coordinators[0])
 	}
 

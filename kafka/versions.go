@@ -21,7 +21,7 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// Consumer groups in KIP-848's protocol and their offsets; the
 	// highest versions before topics named by id only.
 	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit
-	{ApiKey: 9, MinVersion: 2, MaxVersion: 9},  // OffsetFetch (from 2: a group-level error)
+	{ApiKey: 9, MinVersion: 1, MaxVersion: 9},  // OffsetFetch (1, as Kafka 4; 0 read ZooKeeper's offsets)
 	{ApiKey: 10, MinVersion: 0, MaxVersion: 4}, // FindCoordinator
 	{ApiKey: 68, MinVersion: 1, MaxVersion: 1}, // ConsumerGroupHeartbeat (client-made member ids)
 	// The classic group protocol, over the same coordinator (classic.go).
@@ -32,6 +32,9 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// Admin tools' view of the groups, either protocol (describe.go).
 	{ApiKey: 15, MinVersion: 0, MaxVersion: 5}, // DescribeGroups
 	{ApiKey: 16, MinVersion: 0, MaxVersion: 4}, // ListGroups (4: states; 5 filters by type, KIP-848's)
+
+	// Clients' truncation detection after a leader change (epochs.go).
+	{ApiKey: offsetForLeaderEpochKey, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
 }
 
 // served reports whether version of key is answered.

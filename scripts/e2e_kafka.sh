@@ -251,3 +251,19 @@ else
 	step "SKIP: python3-confluent-kafka is not installed (apt-get install python3-confluent-kafka); Kafka's admin API was not checked with librdkafka"
 fi
 # ---- end of Kafka's admin API
+# ---- segmentio/kafka-go's group consumer ------------------------------
+# Two kafka-go group readers (internal/kafkaclients/kafkagoe2e: JoinGroup
+# v1 with kafka-go's subscription, OffsetFetch v1, OffsetCommit v2) join
+# one group on a four-partition topic; once it is stable they read the
+# 200 records a kafka-go writer then writes, each once, committing as
+# they read. quire sees every partition committed at its end.
+step "two segmentio/kafka-go group readers share a topic: every record read once, offsets committed"
+"$quire" --brokers "$grpc" topic create kgo -p 4 >/dev/null || fail "create topic kgo"
+QUIRE_KAFKAGO_ADDR=$kafka QUIRE_KAFKAGO_TOPIC=kgo QUIRE_KAFKAGO_GROUP=kgo-group \
+	QUIRE_KAFKAGO_PARTITIONS=4 QUIRE_KAFKAGO_PER_PARTITION=50 \
+	timeout 300 go test -count=1 -v -run '^TestKafkaGoGroupE2E$' ./internal/kafkaclients/kafkagoe2e/ >"$tmp/kafkago.log" 2>&1 ||
+	fail "kafka-go group readers: $(tail -30 "$tmp/kafkago.log")"
+grep -q "^kafka-go: 200 records read once by two readers" "$tmp/kafkago.log" || fail "kafka-go: no summary: $(tail -30 "$tmp/kafkago.log")"
+committed=$("$quire" --brokers "$grpc" group describe kgo-group | awk '$2 == "kgo" && $4 == 50' | wc -l)
+[ "$committed" = 4 ] || fail "kgo-group did not commit offset 50 on all 4 partitions: $("$quire" --brokers "$grpc" group describe kgo-group)"
+step "kafka-go: ok"

@@ -3,7 +3,7 @@
 // and current partitions) and the partition counts of the topics they
 // subscribe to, to a target assignment, member -> partitions.
 //
-// Two are built in, under Kafka's names:
+// Three are built in, under Kafka's names:
 //
 //   - uniform (the default): balanced within one partition among the members
 //     subscribed to each topic, and sticky: a partition stays with its current
@@ -13,6 +13,10 @@
 //     members) or member id take contiguous ranges,
 //     the first (partitions mod subscribers) one partition more than the
 //     others, as Kafka's range assignor does. Not sticky.
+//   - roundrobin: the partitions of all the topics subscribed to, in
+//     order, dealt to the members in turn (skipping a member not
+//     subscribed to a partition's topic), as Kafka's round-robin assignor
+//     does. Not sticky.
 //
 // An assignor never sees time, the network or anything but its arguments,
 // and the same arguments always give the same assignment.
@@ -31,8 +35,9 @@ var ErrUnsupportedAssignor = errors.New("assignor: unsupported assignor")
 
 // Names of the built-in assignors.
 const (
-	UniformName = "uniform"
-	RangeName   = "range"
+	UniformName    = "uniform"
+	RangeName      = "range"
+	RoundRobinName = "roundrobin"
 	// DefaultName is the assignor used when a group asks for none.
 	DefaultName = UniformName
 )
@@ -93,8 +98,11 @@ var Uniform Assignor = uniform{}
 // Range is the range assignor.
 var Range Assignor = rangeAssignor{}
 
+// RoundRobin is the round-robin assignor.
+var RoundRobin Assignor = roundRobin{}
+
 // Names lists the built-in assignors, the default first.
-func Names() []string { return []string{UniformName, RangeName} }
+func Names() []string { return []string{UniformName, RangeName, RoundRobinName} }
 
 // Lookup returns the assignor of that name.
 func Lookup(name string) (Assignor, error) {
@@ -103,6 +111,8 @@ func Lookup(name string) (Assignor, error) {
 		return Uniform, nil
 	case RangeName:
 		return Range, nil
+	case RoundRobinName:
+		return RoundRobin, nil
 	}
 	return nil, fmt.Errorf("%w: %q (known: %s)", ErrUnsupportedAssignor, name, strings.Join(Names(), ", "))
 }

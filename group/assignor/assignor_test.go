@@ -141,8 +141,8 @@ func TestAssignorLookup(t *testing.T) {
 			t.Errorf("Lookup(%q) = %v, %v", name, a, err)
 		}
 	}
-	if _, err := Lookup("roundrobin"); !errors.Is(err, ErrUnsupportedAssignor) {
-		t.Errorf("Lookup(roundrobin) error = %v, want ErrUnsupportedAssignor", err)
+	if _, err := Lookup("sticky"); !errors.Is(err, ErrUnsupportedAssignor) {
+		t.Errorf("Lookup(sticky) error = %v, want ErrUnsupportedAssignor", err)
 	}
 	if DefaultName != Names()[0] {
 		t.Errorf("the default %q is not listed first in %v", DefaultName, Names())
@@ -150,7 +150,7 @@ func TestAssignorLookup(t *testing.T) {
 }
 
 func TestAssignorEmpty(t *testing.T) {
-	for _, a := range []Assignor{Uniform, Range} {
+	for _, a := range []Assignor{Uniform, Range, RoundRobin} {
 		if got := a.Assign(nil, map[string]int32{"t": 3}); len(got) != 0 {
 			t.Errorf("%s with no members: %v", a.Name(), got)
 		}

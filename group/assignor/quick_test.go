@@ -168,7 +168,7 @@ func TestAssignorQuickOwnership(t *testing.T) {
 		if it%2 == 1 {
 			randomCurrent(rng, s)
 		}
-		for _, a := range []Assignor{Uniform, Range} {
+		for _, a := range []Assignor{Uniform, Range, RoundRobin} {
 			got := a.Assign(s.members, s.parts)
 			checkOwnedOnce(t, s.members, s.parts, got)
 			if again := a.Assign(s.members, s.parts); !equalAssignment(again, got) {

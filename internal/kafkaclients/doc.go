@@ -1,0 +1,6 @@
+// Package kafkaclients runs Kafka clients other than franz-go (the one
+// the node's own tests speak with) against a node's Kafka listener, each
+// with its own idea of the protocol: segmentio/kafka-go's group consumer,
+// and requests as other clients send them. It has tests only; its
+// clients are dependencies of the tests alone.
+package kafkaclients
