@@ -1,4 +1,4 @@
-package metadata
+package coordinator
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/quirelog/quire/api/metapb"
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/metadata"
 )
 
 // How the coordinator writes group state changes without one lock over
@@ -23,15 +24,10 @@ import (
 // under coordinator.mu, and writes once the group's earlier tickets are
 // done (groupTurns). A change whose write fails, or that waited on one
 // that failed, drops the Machine (turns.gen moves on): the changes
-// computed on it after are not written (ErrNotCoordinator, which members
+// computed on it after are not written (metadata.ErrNotCoordinator, which members
 // retry), and the next turn rebuilds it from the log once the writes under
 // way have ended. A member is answered only after its change is in the
 // log, so it never acts on state the log lacks.
-
-// logWriter is where the coordinator writes: the controller's raftApply.
-type logWriter interface {
-	raftApply(ctx context.Context, cmd *pb.Command) (any, error)
-}
 
 // groupTurns orders each group's writes and counts those under way.
 type groupTurns struct {
@@ -140,8 +136,8 @@ func splitByGroup(recs []group.Record) []groupPart {
 // that group's turn, with no lock held; it returns once every part is
 // written. fn's error is returned after the records of the topics' refresh
 // are written.
-func (co *coordinator) doWrite(ctx context.Context, fn func(m *group.Machine) (groupWrite, error)) error {
-	if err := co.c.active(ctx); err != nil {
+func (co *Coordinator) doWrite(ctx context.Context, fn func(m *group.Machine) (groupWrite, error)) error {
+	if err := co.log.Active(ctx); err != nil {
 		return err
 	}
 	co.mu.Lock()
@@ -180,7 +176,7 @@ func (co *coordinator) doWrite(ctx context.Context, fn func(m *group.Machine) (g
 		co.turns.wait(p.group, tickets[p.group])
 		defer co.turns.end(p.group)
 		if co.turns.gen.Load() != gen {
-			errs[i] = fmt.Errorf("%w: the group coordinator dropped its state while this change of group %q waited; retry", ErrNotCoordinator, p.group)
+			errs[i] = fmt.Errorf("%w: the group coordinator dropped its state while this change of group %q waited; retry", metadata.ErrNotCoordinator, p.group)
 			return
 		}
 		var err error
@@ -212,9 +208,9 @@ func (co *coordinator) doWrite(ctx context.Context, fn func(m *group.Machine) (g
 }
 
 // writeBefore writes a turn's own command (a DeleteGroup).
-func (co *coordinator) writeBefore(ctx context.Context, cmd *pb.Command) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), co.c.n.cfg.ApplyTimeout)
+func (co *Coordinator) writeBefore(ctx context.Context, cmd *pb.Command) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), co.writeTimeout)
 	defer cancel()
-	_, err := co.log.raftApply(ctx, cmd)
+	_, err := co.log.Apply(ctx, cmd)
 	return err
 }

@@ -1,4 +1,4 @@
-package metadata
+package coordinator
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/hashicorp/go-hclog"
 
 	pb "github.com/quirelog/quire/api/metapb"
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/internal/clock"
+	"github.com/quirelog/quire/metadata"
 )
 
 // The consumer group coordinator runs on the controller, where the
@@ -26,32 +28,68 @@ import (
 // away and rebuilt from the log, so what members are told is always what
 // the log holds.
 
-// Clock tells the time; the coordinator's deadlines follow it.
-type Clock interface {
-	Now() time.Time
+// Log is the metadata log as the coordinator reads and writes it: the
+// controller's (metadata.GroupLog). It is the coordinator's one way to the
+// rest of the cluster, but for the partition leaders it asks about lag
+// (Config.Logs).
+type Log interface {
+	// Active waits until this node is the active controller.
+	Active(ctx context.Context) error
+	// Term is the leadership term of the running controller.
+	Term() uint64
+	// Barrier waits until every entry proposed before is applied here.
+	Barrier(ctx context.Context) error
+	// Image is this node's metadata image.
+	Image() *metadata.Image
+	// Apply writes cmd to the log and returns the FSM's answer.
+	Apply(ctx context.Context, cmd *pb.Command) (any, error)
+	// LevelRising tells which metadata.version cmd needs, and whether the
+	// controller will raise the cluster to it on its own.
+	LevelRising(cmd *pb.Command) (int32, bool)
 }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-// GroupMember names the member an offset commit comes from: its id and
-// current epoch. The zero value is no member (manual assignment).
-type GroupMember struct {
-	ID    string
-	Epoch int32
+// Config configures a Coordinator.
+type Config struct {
+	// Groups configures the groups (group.consumer.session.timeout.ms
+	// and the rest); the zero value is group.DefaultConfig.
+	Groups group.Config
+	// Clock drives the deadlines; nil is the system clock.
+	Clock clock.Clock
+	// Logs asks partition leaders for the high watermarks and record
+	// timestamps of consumer group lag (lag.go); nil: lag unknown.
+	Logs metadata.LogReader
+	// LagRefresh is how often the coordinator asks them
+	// (group.lag.refresh.ms); zero is DefaultLagRefresh.
+	LagRefresh time.Duration
+	// OffsetsRetention is how long the committed offsets of a group with
+	// no members are kept after its last commit, or after the coordinator
+	// saw its last member go, whichever is later
+	// (offsets.retention.minutes); 0 is DefaultOffsetsRetention.
+	OffsetsRetention time.Duration
+	// WriteTimeout bounds a write to the log (0: 10s).
+	WriteTimeout time.Duration
+	// Logger logs the coordinator's events; nil discards them.
+	Logger hclog.Logger
 }
 
-type coordinator struct {
-	c     *Controller
-	cfg   group.Config
-	clock Clock
+// DefaultOffsetsRetention is Kafka's offsets.retention.minutes default, 7
+// days.
+const DefaultOffsetsRetention = 7 * 24 * time.Hour
 
-	logs       LogReader // nil: no lag figures
-	lagRefresh time.Duration
-	lag        lagState // grouplag.go
+// Coordinator is the consumer group coordinator of one node
+// (metadata.GroupCoordinator): it serves while the node is the
+// controller.
+type Coordinator struct {
+	log    Log
+	cfg    group.Config
+	clock  clock.Clock
+	logger hclog.Logger
 
-	log logWriter // the metadata log: the controller's raftApply (tests wrap it)
+	logs         metadata.LogReader // nil: no lag figures
+	lagRefresh   time.Duration
+	lag          lagState // lag.go
+	retention    time.Duration
+	writeTimeout time.Duration
 
 	// mu guards the Machine and the fields below; it is held while the
 	// Machine computes, never across a metadata write (but while the
@@ -75,25 +113,51 @@ type coordinator struct {
 	nextExpiry time.Time
 }
 
-func newCoordinator(c *Controller, cfg group.Config, clock Clock, logs LogReader, lagRefresh time.Duration) *coordinator {
-	co := &coordinator{c: c, log: c, cfg: cfg, clock: clock, logs: logs, lagRefresh: lagRefresh, emptySince: map[string]time.Time{}}
+// New returns a coordinator writing through log.
+func New(log Log, cfg Config) (*Coordinator, error) {
+	gc := cfg.Groups
+	if gc.Assignors == nil && gc.SessionTimeout == 0 {
+		gc = group.DefaultConfig()
+	}
+	if err := gc.Validate(); err != nil {
+		return nil, err
+	}
+	co := &Coordinator{log: log, cfg: gc, clock: cfg.Clock, logger: cfg.Logger, logs: cfg.Logs,
+		lagRefresh: cfg.LagRefresh, retention: cfg.OffsetsRetention, writeTimeout: cfg.WriteTimeout,
+		emptySince: map[string]time.Time{}}
+	if co.clock == nil {
+		co.clock = clock.System{}
+	}
+	if co.logger == nil {
+		co.logger = hclog.NewNullLogger()
+	}
+	if co.lagRefresh <= 0 {
+		co.lagRefresh = DefaultLagRefresh
+	}
+	if co.retention <= 0 {
+		co.retention = DefaultOffsetsRetention
+	}
+	if co.writeTimeout <= 0 {
+		co.writeTimeout = 10 * time.Second
+	}
 	co.turns.init()
-	return co
+	return co, nil
 }
 
-// retention is offsets.retention.minutes.
-func (co *coordinator) retention() time.Duration {
-	if r := co.c.n.cfg.OffsetsRetention; r > 0 {
-		return r
-	}
-	return DefaultOffsetsRetention
+// RunTerm runs the coordinator's timers for one leadership term, until
+// ctx ends: the groups' deadlines and topics, and the lag figures.
+func (co *Coordinator) RunTerm(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { co.runTicks(ctx) })
+	wg.Go(func() { co.runLag(ctx) })
+	wg.Wait()
 }
 
 // tickEvery is how often the controller loop checks the groups' deadlines
 // and the topics: a tenth of the shortest session timeout a member may
 // have (the group's, or the least a classic member may ask for), within
 // 50ms and 1s.
-func (co *coordinator) tickEvery() time.Duration {
+func (co *Coordinator) tickEvery() time.Duration {
 	return min(max(min(co.cfg.SessionTimeout, co.cfg.MinSessionTimeout)/10, 50*time.Millisecond), time.Second)
 }
 
@@ -104,10 +168,8 @@ func (co *coordinator) tickEvery() time.Duration {
 // It first drops every change computed on the Machine before (turns.gen)
 // and waits for the writes under way, so that the image it replays holds
 // all they wrote.
-func (co *coordinator) machine(ctx context.Context) (*group.Machine, error) {
-	co.c.mu.Lock()
-	term := co.c.term
-	co.c.mu.Unlock()
+func (co *Coordinator) machine(ctx context.Context) (*group.Machine, error) {
+	term := co.log.Term()
 	if co.m != nil && co.term == term && co.mgen == co.turns.gen.Load() {
 		return co.m, nil
 	}
@@ -116,18 +178,18 @@ func (co *coordinator) machine(ctx context.Context) (*group.Machine, error) {
 	co.turns.waitIdle()
 	// Everything proposed before (by this term's writes that failed, or
 	// an earlier term's) is applied here before the image is read.
-	if err := co.c.barrier(ctx); err != nil {
+	if err := co.log.Barrier(ctx); err != nil {
 		return nil, err
 	}
 	m, err := group.New(co.cfg)
 	if err != nil {
 		return nil, err
 	}
-	img := co.c.n.Image()
-	topics := topicCounts(img)
+	img := co.log.Image()
+	topics := img.PartitionCounts()
 	recs, err := m.Replay(img.GroupRecords(), topics, co.clock.Now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: replaying the groups: %w", ErrNotCoordinator, err)
+		return nil, fmt.Errorf("%w: replaying the groups: %w", metadata.ErrNotCoordinator, err)
 	}
 	for _, part := range splitByGroup(recs) {
 		if err := co.write(ctx, part.recs); err != nil {
@@ -135,38 +197,34 @@ func (co *coordinator) machine(ctx context.Context) (*group.Machine, error) {
 		}
 	}
 	co.m, co.term, co.topics, co.mgen = m, term, topics, gen
-	co.c.n.logger.Info("group coordinator loaded", "groups", len(m.Groups()), "term", term)
+	co.logger.Info("group coordinator loaded", "groups", len(m.Groups()), "term", term)
 	return m, nil
 }
 
 // write logs records (of one group, or the replay of all); it holds no
 // lock. Its caller drops the Machine on failure.
-func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
+func (co *Coordinator) write(ctx context.Context, recs []group.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	// The Machine has applied the records already: a caller giving up
 	// must not cut the write short.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), co.c.n.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), co.writeTimeout)
 	defer cancel()
-	enc := GroupRecordsToPB(recs)
-	if co.c.n.Image().metadataVersion() < MetadataVersionGroupEmptySince {
-		dropEmptySince(enc)
-	}
-	cmd := &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: enc}}
-	_, err := co.log.raftApply(ctx, cmd)
+	cmd := metadata.GroupRecordsCommand(recs, co.log.Image().MetadataVersion())
+	_, err := co.log.Apply(ctx, cmd)
 	if err != nil {
-		if errors.Is(err, ErrUnsupportedVersion) && co.c.levelRising(commandLevel(cmd)) {
+		if level, rising := co.log.LevelRising(cmd); errors.Is(err, metadata.ErrUnsupportedVersion) && rising {
 			// A new cluster before its controller raised the level: a
 			// member that gave up here for good (a KIP-848 client falls
 			// back to the classic protocol) would not be served as it
 			// asked moments later.
-			return fmt.Errorf("%w: the cluster's metadata.version is below %d, which the controller raises once every voter has registered; retry", ErrNotCoordinator, commandLevel(cmd))
+			return fmt.Errorf("%w: the cluster's metadata.version is below %d, which the controller raises once every voter has registered; retry", metadata.ErrNotCoordinator, level)
 		}
-		if errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrNotController) {
+		if errors.Is(err, metadata.ErrUnsupportedVersion) || errors.Is(err, metadata.ErrNotController) {
 			return err
 		}
-		return fmt.Errorf("%w: writing group records: %w", ErrNotCoordinator, err)
+		return fmt.Errorf("%w: writing group records: %w", metadata.ErrNotCoordinator, err)
 	}
 	co.lag.countRebalances(recs)
 	return nil
@@ -174,8 +232,8 @@ func (co *coordinator) write(ctx context.Context, recs []group.Record) error {
 
 // refreshTopics gives m the image's topics when they changed, and
 // returns the records that follow.
-func (co *coordinator) refreshTopics(m *group.Machine) []group.Record {
-	topics := topicCounts(co.c.n.Image())
+func (co *Coordinator) refreshTopics(m *group.Machine) []group.Record {
+	topics := co.log.Image().PartitionCounts()
 	if maps.Equal(topics, co.topics) {
 		return nil
 	}
@@ -183,23 +241,15 @@ func (co *coordinator) refreshTopics(m *group.Machine) []group.Record {
 	return m.SetTopics(topics)
 }
 
-func topicCounts(img *Image) map[string]int32 {
-	out := make(map[string]int32, len(img.topics))
-	for name, t := range img.topics {
-		out[name] = int32(len(t.Partitions))
-	}
-	return out
-}
-
 // do runs fn on the current Machine, with the topics refreshed, and
 // writes the records it returns (see doWrite).
-func (co *coordinator) do(ctx context.Context, fn func(m *group.Machine) ([]group.Record, error)) error {
+func (co *Coordinator) do(ctx context.Context, fn func(m *group.Machine) ([]group.Record, error)) error {
 	return co.doGroup(ctx, "", fn)
 }
 
 // doGroup is do for a call on group id: it answers once id's earlier
 // changes are in the log (groupWrite.group).
-func (co *coordinator) doGroup(ctx context.Context, id string, fn func(m *group.Machine) ([]group.Record, error)) error {
+func (co *Coordinator) doGroup(ctx context.Context, id string, fn func(m *group.Machine) ([]group.Record, error)) error {
 	return co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
 		recs, err := fn(m)
 		return groupWrite{group: id, recs: recs}, err
@@ -207,17 +257,17 @@ func (co *coordinator) doGroup(ctx context.Context, id string, fn func(m *group.
 }
 
 // tick expires members past their deadlines and picks up topic changes.
-func (co *coordinator) tick(ctx context.Context) {
+func (co *Coordinator) tick(ctx context.Context) {
 	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
 		return m.Tick(co.clock.Now()), nil
 	})
-	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrUnsupportedVersion) {
-		co.c.n.logger.Warn("group coordinator tick", "error", err)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, metadata.ErrUnsupportedVersion) {
+		co.logger.Warn("group coordinator tick", "error", err)
 	}
 }
 
 // runTicks ticks until ctx ends (the controller loop's term).
-func (co *coordinator) runTicks(ctx context.Context) {
+func (co *Coordinator) runTicks(ctx context.Context) {
 	t := time.NewTicker(co.tickEvery())
 	defer t.Stop()
 	for {
@@ -238,7 +288,7 @@ func (co *coordinator) runTicks(ctx context.Context) {
 // that has no committed offsets, once it has been empty for a session
 // timeout (removeEmpty), so that listings do not keep it forever. It
 // looks at most once a second.
-func (co *coordinator) expire(ctx context.Context) {
+func (co *Coordinator) expire(ctx context.Context) {
 	now := co.clock.Now()
 	if now.Before(co.nextExpiry) {
 		return
@@ -246,26 +296,24 @@ func (co *coordinator) expire(ctx context.Context) {
 	co.nextExpiry = now.Add(time.Second)
 	var expired, empties []string
 	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		img := co.c.n.Image()
+		img := co.log.Image()
 		for _, l := range m.Groups() {
 			co.noteEmpty(l, now)
-			_, committed := img.groups[l.Group]
-			_, stored := img.groupStates[l.Group]
+			committed := img.HasOffsets(l.Group)
+			stored := img.HasGroupState(l.Group)
 			if l.Members == 0 && stored && !committed && now.Sub(co.emptySince[l.Group]) >= co.cfg.SessionTimeout {
 				empties = append(empties, l.Group)
 			}
 		}
-		for id, topics := range img.groups {
+		for _, id := range img.Groups() {
 			if m.Size(id) > 0 {
 				continue
 			}
 			last := co.emptySince[id]
-			for _, parts := range topics {
-				for _, o := range parts {
-					last = maxTime(last, time.UnixMilli(o.CommitTimeMs))
-				}
+			for _, o := range img.Offsets(id) {
+				last = maxTime(last, time.UnixMilli(o.CommitTimeMs))
 			}
-			if now.Sub(last) >= co.retention() {
+			if now.Sub(last) >= co.retention {
 				expired = append(expired, id)
 			}
 		}
@@ -275,7 +323,7 @@ func (co *coordinator) expire(ctx context.Context) {
 		return
 	}
 	for _, id := range expired {
-		co.expireGroup(ctx, id, now.Add(-co.retention()))
+		co.expireGroup(ctx, id, now.Add(-co.retention))
 	}
 	for _, id := range empties {
 		co.removeEmpty(ctx, id)
@@ -284,7 +332,7 @@ func (co *coordinator) expire(ctx context.Context) {
 
 // noteEmpty keeps emptySince up to date with one group's listing. It is
 // called in a turn of the machine (co.mu held).
-func (co *coordinator) noteEmpty(l group.Listing, now time.Time) {
+func (co *Coordinator) noteEmpty(l group.Listing, now time.Time) {
 	switch _, seen := co.emptySince[l.Group]; {
 	case l.Members > 0:
 		delete(co.emptySince, l.Group)
@@ -306,7 +354,7 @@ func (co *coordinator) noteEmpty(l group.Listing, now time.Time) {
 // wait for the machine, keeps the group's offsets instead of being
 // deleted after it was acknowledged. Below level 5 the deletion is
 // unguarded.
-func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.Time) {
+func (co *Coordinator) expireGroup(ctx context.Context, id string, cutoff time.Time) {
 	expired := false
 	err := co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
 		if m.Size(id) > 0 {
@@ -321,7 +369,7 @@ func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 			return groupWrite{}, nil
 		}
 		cmd := &pb.DeleteGroup{Group: id}
-		if co.c.n.Image().metadataVersion() >= MetadataVersionGuardedGroupDelete {
+		if co.log.Image().MetadataVersion() >= metadata.MetadataVersionGuardedGroupDelete {
 			cmd.CommittedBeforeMs = cutoff.UnixMilli()
 		}
 		// The DeleteGroup is written in the group's turn, before the
@@ -329,7 +377,7 @@ func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 		// which removed the group already, is rebuilt from the log.
 		w := groupWrite{group: id, before: &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: cmd}}}
 		expired = true
-		if _, stored := co.c.n.Image().groupStates[id]; !stored {
+		if !co.log.Image().HasGroupState(id) {
 			return w, nil
 		}
 		var err error
@@ -341,12 +389,12 @@ func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 		co.mu.Lock()
 		delete(co.emptySince, id)
 		co.mu.Unlock()
-		co.c.n.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention())
-	case errors.Is(err, errCommittedSince), errors.Is(err, ErrUnknownGroup):
+		co.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention)
+	case errors.Is(err, metadata.ErrCommittedSince), errors.Is(err, metadata.ErrUnknownGroup):
 		// Committed to, or deleted, meanwhile.
-		co.c.n.logger.Debug("kept a group's offsets", "group", id, "reason", err)
+		co.logger.Debug("kept a group's offsets", "group", id, "reason", err)
 	case err != nil && ctx.Err() == nil:
-		co.c.n.logger.Warn("could not expire a group's offsets", "group", id, "error", err)
+		co.logger.Warn("could not expire a group's offsets", "group", id, "error", err)
 	}
 }
 
@@ -355,12 +403,12 @@ func (co *coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 // machine: it writes only the group's GroupDeleted record, never an
 // offsets deletion, so a commit that lands meanwhile (a reset of an
 // empty group's offsets, say) is kept, and the group is listed by it.
-func (co *coordinator) removeEmpty(ctx context.Context, id string) {
+func (co *Coordinator) removeEmpty(ctx context.Context, id string) {
 	removed := false
 	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		img := co.c.n.Image()
-		_, stored := img.groupStates[id]
-		_, committed := img.groups[id]
+		img := co.log.Image()
+		stored := img.HasGroupState(id)
+		committed := img.HasOffsets(id)
 		if m.Size(id) > 0 || !stored || committed {
 			return nil, nil // joined, committed or removed meanwhile
 		}
@@ -373,9 +421,9 @@ func (co *coordinator) removeEmpty(ctx context.Context, id string) {
 		co.mu.Lock()
 		delete(co.emptySince, id)
 		co.mu.Unlock()
-		co.c.n.logger.Info("removed an empty group without committed offsets", "group", id)
+		co.logger.Info("removed an empty group without committed offsets", "group", id)
 	case err != nil && ctx.Err() == nil:
-		co.c.n.logger.Warn("could not remove an empty group", "group", id, "error", err)
+		co.logger.Warn("could not remove an empty group", "group", id, "error", err)
 	}
 }
 
@@ -384,102 +432,4 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// ConsumerGroupHeartbeat handles one member's heartbeat (hb.Now is set
-// here). The group's errors are group's sentinels; a coordinator that
-// could not write the change is ErrNotCoordinator (retriable). Below
-// metadata.version 6, which keeps instance ids and classic members'
-// session timeouts, members are dynamic, with the coordinator's session
-// timeout: those are dropped, and a static member's leave (-2) is a
-// leave.
-func (c *Controller) ConsumerGroupHeartbeat(ctx context.Context, hb group.Heartbeat) (group.Response, error) {
-	var resp group.Response
-	err := c.coord.doGroup(ctx, hb.Group, func(m *group.Machine) ([]group.Record, error) {
-		if c.n.Image().metadataVersion() < MetadataVersionStaticMembers {
-			hb.InstanceID, hb.SessionTimeout = "", 0
-			if hb.MemberEpoch == group.StaticLeaveEpoch {
-				hb.MemberEpoch = group.LeaveEpoch
-			}
-		}
-		hb.Now = c.coord.clock.Now()
-		r, recs, err := m.Heartbeat(hb)
-		resp = r
-		return recs, err
-	})
-	if err != nil {
-		return group.Response{}, err
-	}
-	return resp, nil
-}
-
-// DescribeGroup describes a group's membership. A group with committed
-// offsets and no membership state (manual assignment) is described as
-// empty.
-func (c *Controller) DescribeGroup(ctx context.Context, id string) (group.Description, error) {
-	var d group.Description
-	err := c.coord.doGroup(ctx, id, func(m *group.Machine) (recs []group.Record, err error) {
-		d, err = m.Describe(id)
-		return nil, err
-	})
-	if errors.Is(err, group.ErrUnknownGroup) && len(c.n.Image().Offsets(id)) > 0 {
-		return group.Description{Group: id, State: group.GroupEmpty}, nil
-	}
-	return d, err
-}
-
-// validateCommit fences an offset commit by the group's membership.
-func (c *Controller) validateCommit(ctx context.Context, id string, member GroupMember) error {
-	if c.n.Image().metadataVersion() < MetadataVersionProducerIDs {
-		// No membership before metadata.version 2: every commit is a
-		// manual one.
-		if member.ID != "" {
-			return fmt.Errorf("%w: a commit from a group member needs %s %d", ErrUnsupportedVersion, MetadataVersionFeature, MetadataVersionProducerIDs)
-		}
-		return nil
-	}
-	return c.coord.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
-		return nil, m.ValidateCommit(id, member.ID, member.Epoch)
-	})
-}
-
-// barrier waits until every entry proposed before is applied here.
-func (c *Controller) barrier(ctx context.Context) error {
-	timeout := c.n.cfg.ApplyTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	return c.leaderErr(c.n.raft.Barrier(timeout).Error(), ErrNotCoordinator)
-}
-
-// leaderErr maps the error of a raft call only the leader makes: nil
-// stays nil, a lost leadership is notController, a shut-down raft
-// ErrShutdown, anything else wrapped in fallback.
-func (c *Controller) leaderErr(err, fallback error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
-		return c.notController()
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrShutdown
-	}
-	return fmt.Errorf("%w: %w", fallback, err)
-}
-
-// deleteGroupMembership refuses to delete a group with members
-// (group.ErrNonEmptyGroup) and removes the state of an empty one.
-func (c *Controller) deleteGroupMembership(ctx context.Context, id string) error {
-	if c.n.Image().metadataVersion() < MetadataVersionProducerIDs {
-		return nil
-	}
-	return c.coord.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
-		if n := m.Size(id); n > 0 {
-			return nil, fmt.Errorf("%w: group %q has %d members", group.ErrNonEmptyGroup, id, n)
-		}
-		if _, ok := c.n.Image().groupStates[id]; !ok {
-			return nil, nil
-		}
-		return m.Delete(id)
-	})
 }
