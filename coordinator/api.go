@@ -87,14 +87,22 @@ func (co *Coordinator) DeleteMembership(ctx context.Context, id string) error {
 
 // States returns the state of every group the coordinator has.
 func (co *Coordinator) States(ctx context.Context) (map[string]group.GroupState, error) {
+	term, err := co.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	states := map[string]group.GroupState{}
-	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		for _, l := range m.Groups() {
-			states[l.Group] = l.State
+	for _, id := range co.ids() {
+		err := co.look(ctx, id, term, func(g *groupRun) {
+			for _, l := range g.m.Groups() {
+				states[l.Group] = l.State
+			}
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil, nil
-	})
-	return states, err
+	}
+	return states, nil
 }
 
 // The controller runs the coordinator, which writes through its log.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,16 +19,19 @@ import (
 )
 
 // The consumer group coordinator runs on the controller, where the
-// committed offsets are. It owns one group.Machine, built for each
-// leadership term from the image (Replay, which gives every member one
-// session timeout to heartbeat to the new coordinator), and fed by
-// heartbeats, by a ticker (session and rebalance timeouts) and by the
-// image's topics (SetTopics). Every state change is written to the
-// metadata log, one GroupRecords command per group changed, before the
-// answer goes out, with no lock held across the write and each group's
-// changes in order (coordwrite.go); if a write fails the Machine is thrown
-// away and rebuilt from the log, so what members are told is always what
-// the log holds.
+// committed offsets are. It runs one group.Machine per group, each under
+// its own lock, built for each leadership term from the image (Replay of
+// the group's records, which gives every member one session timeout to
+// heartbeat to the new coordinator), and fed by heartbeats, by a ticker
+// (session and rebalance timeouts) and by the image's topics (SetTopics).
+// Every state change is written to the metadata log, one GroupRecords
+// command per change, before the answer goes out, with no lock held
+// across the write and each group's changes in order (write.go); if a
+// write fails the group's Machine is thrown away and rebuilt from the
+// log, so what members are told is always what the log holds. A slow
+// group (a stuck write, a long rebuild) holds up no other group's
+// heartbeats: the groups share only a map, under a lock held for a
+// lookup (docs/locking.md).
 
 // Log is the metadata log as the coordinator reads and writes it: the
 // controller's (metadata.GroupLog). It is the coordinator's one way to the
@@ -91,26 +96,55 @@ type Coordinator struct {
 	retention    time.Duration
 	writeTimeout time.Duration
 
-	// mu guards the Machine and the fields below; it is held while the
-	// Machine computes, never across a metadata write (but while the
-	// Machine is built: see machine). turns orders each group's writes.
-	mu     sync.Mutex
-	m      *group.Machine // nil until built for term
-	term   uint64
-	mgen   uint64           // turns.gen when m was built: m is stale once it moves
-	topics map[string]int32 // as last given to m
-	turns  groupTurns
-	// emptySince is since when a group with membership state has had no
-	// members: its offsets expire a retention after that or after their
-	// last commit, whichever is later (a group that never had members:
-	// after the last commit). It is the time the group's records stamp
+	// loadMu serialises the loads of a term's groups (load): it is held
+	// across a barrier, never with a group's lock.
+	loadMu sync.Mutex
+	// mu guards the map of groups and the term it was loaded for; it is
+	// held only to look up, add or remove a group (a leaf).
+	mu     sync.RWMutex
+	term   uint64 // the term whose groups are loaded; 0 none
+	groups map[string]*groupRun
+
+	// topics caches the partition counts of one image, shared (read
+	// only) by every group's Machine.
+	topics atomic.Pointer[imageTopics]
+
+	nextExpiry time.Time // the ticker's own
+}
+
+// groupRun is one group on the coordinator: its Machine and what orders
+// its writes.
+type groupRun struct {
+	id string
+
+	// mu guards the fields below: it is held while the Machine computes,
+	// never across a metadata write but while the Machine is built (its
+	// barrier and replayed records: nothing of the group can be served
+	// before).
+	mu      sync.Mutex
+	m       *group.Machine // nil until built for term
+	term    uint64
+	mgen    uint64           // turns.gen when m was built: m is stale once it moves
+	topics  map[string]int32 // as last given to m
+	removed bool             // taken out of the map: look the group up again
+	// emptySince is since when the group has had no members (seenEmpty):
+	// its offsets expire a retention after that or after their last
+	// commit, whichever is later (a group that never had members: after
+	// the last commit). It is the time the group's records stamp
 	// (group.Listing.EmptySince: the leave or expiry of the last member,
 	// in the metadata log from metadata.version 4), so every controller
 	// counts from the same moment; for a group whose records carry none
 	// (it emptied below level 4), when this coordinator first saw it
 	// empty.
-	emptySince map[string]time.Time
-	nextExpiry time.Time
+	emptySince time.Time
+	seenEmpty  bool
+
+	turns groupTurns // write.go
+}
+
+type imageTopics struct {
+	img    *metadata.Image
+	counts map[string]int32
 }
 
 // New returns a coordinator writing through log.
@@ -124,7 +158,7 @@ func New(log Log, cfg Config) (*Coordinator, error) {
 	}
 	co := &Coordinator{log: log, cfg: gc, clock: cfg.Clock, logger: cfg.Logger, logs: cfg.Logs,
 		lagRefresh: cfg.LagRefresh, retention: cfg.OffsetsRetention, writeTimeout: cfg.WriteTimeout,
-		emptySince: map[string]time.Time{}}
+		groups: map[string]*groupRun{}}
 	if co.clock == nil {
 		co.clock = clock.System{}
 	}
@@ -140,7 +174,6 @@ func New(log Log, cfg Config) (*Coordinator, error) {
 	if co.writeTimeout <= 0 {
 		co.writeTimeout = 10 * time.Second
 	}
-	co.turns.init()
 	return co, nil
 }
 
@@ -161,48 +194,136 @@ func (co *Coordinator) tickEvery() time.Duration {
 	return min(max(min(co.cfg.SessionTimeout, co.cfg.MinSessionTimeout)/10, 50*time.Millisecond), time.Second)
 }
 
-// machine returns the Machine of the current term, building it if need
-// be. It is called with co.mu held, after c.active succeeded. Building
-// is the one time co.mu is held across metadata writes (a barrier and
-// the replayed records): nothing can be served before the Machine exists.
-// It first drops every change computed on the Machine before (turns.gen)
-// and waits for the writes under way, so that the image it replays holds
-// all they wrote.
-func (co *Coordinator) machine(ctx context.Context) (*group.Machine, error) {
-	term := co.log.Term()
-	if co.m != nil && co.term == term && co.mgen == co.turns.gen.Load() {
-		return co.m, nil
+// load makes the groups of term known, once per term: after a barrier
+// (every entry an earlier controller wrote is applied here), every group
+// with state in the image gets its place in the map, so that the ticker
+// builds its Machine and its members' sessions run. Each group's Machine
+// is rebuilt from the image on its next use in the new term.
+func (co *Coordinator) load(ctx context.Context, term uint64) error {
+	co.mu.RLock()
+	loaded := co.term == term
+	co.mu.RUnlock()
+	if loaded {
+		return nil
 	}
-	co.m = nil
-	gen := co.turns.gen.Add(1)
-	co.turns.waitIdle()
-	// Everything proposed before (by this term's writes that failed, or
-	// an earlier term's) is applied here before the image is read.
+	co.loadMu.Lock()
+	defer co.loadMu.Unlock()
+	co.mu.RLock()
+	loaded = co.term == term
+	co.mu.RUnlock()
+	if loaded {
+		return nil
+	}
 	if err := co.log.Barrier(ctx); err != nil {
-		return nil, err
+		return err
+	}
+	ids := co.log.Image().GroupStateIDs()
+	co.mu.Lock()
+	for _, id := range ids {
+		if co.groups[id] == nil {
+			co.groups[id] = newGroupRun(id)
+		}
+	}
+	co.term = term
+	co.mu.Unlock()
+	co.logger.Info("group coordinator loaded", "groups", len(ids), "term", term)
+	return nil
+}
+
+func newGroupRun(id string) *groupRun {
+	g := &groupRun{id: id}
+	g.turns.init()
+	return g
+}
+
+// lock returns group id locked, adding it to the map if need be.
+func (co *Coordinator) lock(id string) *groupRun {
+	for {
+		co.mu.RLock()
+		g := co.groups[id]
+		co.mu.RUnlock()
+		if g == nil {
+			co.mu.Lock()
+			if g = co.groups[id]; g == nil {
+				g = newGroupRun(id)
+				co.groups[id] = g
+			}
+			co.mu.Unlock()
+		}
+		g.mu.Lock()
+		if !g.removed {
+			return g
+		}
+		g.mu.Unlock()
+	}
+}
+
+// ids returns the groups in the map, sorted.
+func (co *Coordinator) ids() []string {
+	co.mu.RLock()
+	defer co.mu.RUnlock()
+	return slices.Sorted(maps.Keys(co.groups))
+}
+
+// prune takes g (locked) out of the map if its Machine, current, has no
+// group and no change of it is under way: an unknown group looked at, or
+// a group deleted. A group whose write failed stays until rebuilt, so
+// that its rebuild waits for a barrier.
+func (co *Coordinator) prune(g *groupRun) {
+	if g.m == nil || g.mgen != g.turns.gen.Load() || g.turns.failed.Load() || len(g.m.Groups()) > 0 || !g.turns.idle() {
+		return
+	}
+	g.removed = true
+	co.mu.Lock()
+	if co.groups[g.id] == g {
+		delete(co.groups, g.id)
+	}
+	co.mu.Unlock()
+}
+
+// machine returns g's Machine for term, building it if need be. It is
+// called with g.mu held. Building is the one time a group's lock is held
+// across metadata writes (a barrier after a failed write, and the
+// replayed records): nothing of the group can be served before its
+// Machine exists. It first drops every change computed on the Machine
+// before (turns.gen) and waits for the group's writes under way, so that
+// the image it replays holds all they wrote.
+func (co *Coordinator) machine(ctx context.Context, g *groupRun, term uint64) (*group.Machine, error) {
+	if g.m != nil && g.term == term && g.mgen == g.turns.gen.Load() {
+		return g.m, nil
+	}
+	g.m = nil
+	gen := g.turns.gen.Add(1)
+	g.turns.waitIdle()
+	if g.turns.failed.Load() {
+		// A write of the group failed, and may still be applied: the
+		// image is read once everything proposed before is. (The term's
+		// load did so for the writes before it.)
+		if err := co.log.Barrier(ctx); err != nil {
+			return nil, err
+		}
+		g.turns.failed.Store(false)
 	}
 	m, err := group.New(co.cfg)
 	if err != nil {
 		return nil, err
 	}
 	img := co.log.Image()
-	topics := img.PartitionCounts()
-	recs, err := m.Replay(img.GroupRecords(), topics, co.clock.Now())
+	topics := co.topicCounts(img)
+	recs, err := m.Replay(img.GroupMembers(g.id), topics, co.clock.Now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: replaying the groups: %w", metadata.ErrNotCoordinator, err)
+		return nil, fmt.Errorf("%w: replaying group %q: %w", metadata.ErrNotCoordinator, g.id, err)
 	}
-	for _, part := range splitByGroup(recs) {
-		if err := co.write(ctx, part.recs); err != nil {
-			return nil, err
-		}
+	if err := co.write(ctx, recs); err != nil {
+		g.turns.failed.Store(true)
+		return nil, err
 	}
-	co.m, co.term, co.topics, co.mgen = m, term, topics, gen
-	co.logger.Info("group coordinator loaded", "groups", len(m.Groups()), "term", term)
+	g.m, g.term, g.topics, g.mgen = m, term, topics, gen
 	return m, nil
 }
 
-// write logs records (of one group, or the replay of all); it holds no
-// lock. Its caller drops the Machine on failure.
+// write logs records of one group; it holds no lock but while a Machine
+// is built. Its caller drops the Machine on failure.
 func (co *Coordinator) write(ctx context.Context, recs []group.Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -230,40 +351,72 @@ func (co *Coordinator) write(ctx context.Context, recs []group.Record) error {
 	return nil
 }
 
-// refreshTopics gives m the image's topics when they changed, and
-// returns the records that follow.
-func (co *Coordinator) refreshTopics(m *group.Machine) []group.Record {
-	topics := co.log.Image().PartitionCounts()
-	if maps.Equal(topics, co.topics) {
+// topicCounts returns img's partition counts, computed once per image.
+func (co *Coordinator) topicCounts(img *metadata.Image) map[string]int32 {
+	if t := co.topics.Load(); t != nil && t.img == img {
+		return t.counts
+	}
+	counts := img.PartitionCounts()
+	co.topics.Store(&imageTopics{img: img, counts: counts})
+	return counts
+}
+
+// refreshTopics gives g's Machine the image's topics when they changed,
+// and returns the records that follow.
+func (co *Coordinator) refreshTopics(g *groupRun) []group.Record {
+	topics := co.topicCounts(co.log.Image())
+	if maps.Equal(topics, g.topics) {
 		return nil
 	}
-	co.topics = topics
-	return m.SetTopics(topics)
+	g.topics = topics
+	return g.m.SetTopics(topics)
 }
 
-// do runs fn on the current Machine, with the topics refreshed, and
-// writes the records it returns (see doWrite).
-func (co *Coordinator) do(ctx context.Context, fn func(m *group.Machine) ([]group.Record, error)) error {
-	return co.doGroup(ctx, "", fn)
-}
-
-// doGroup is do for a call on group id: it answers once id's earlier
-// changes are in the log (groupWrite.group).
+// doGroup runs fn on group id's Machine, with the topics refreshed, and
+// writes the records it returns; it answers once id's earlier changes
+// are in the log.
 func (co *Coordinator) doGroup(ctx context.Context, id string, fn func(m *group.Machine) ([]group.Record, error)) error {
-	return co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
-		recs, err := fn(m)
-		return groupWrite{group: id, recs: recs}, err
+	return co.doWrite(ctx, id, func(g *groupRun) (groupWrite, error) {
+		recs, err := fn(g.m)
+		return groupWrite{recs: recs}, err
 	})
 }
 
-// tick expires members past their deadlines and picks up topic changes.
+// tick expires members past their deadlines and picks up topic changes,
+// group by group; the changes are written at once, each in its group's
+// turn.
 func (co *Coordinator) tick(ctx context.Context) {
-	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		return m.Tick(co.clock.Now()), nil
-	})
-	if err != nil && ctx.Err() == nil && !errors.Is(err, metadata.ErrUnsupportedVersion) {
-		co.logger.Warn("group coordinator tick", "error", err)
+	term, err := co.begin(ctx)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, metadata.ErrUnsupportedVersion) {
+			co.logger.Warn("group coordinator tick", "error", err)
+		}
+		return
 	}
+	now := co.clock.Now()
+	var writes []*pendingWrite
+	for _, id := range co.ids() {
+		p, _, err := co.compute(ctx, id, term, false, func(g *groupRun) (groupWrite, error) {
+			recs := g.m.Tick(now)
+			co.prune(g)
+			return groupWrite{recs: recs}, nil
+		})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			co.logger.Warn("group coordinator tick", "group", id, "error", err)
+		case p != nil:
+			writes = append(writes, p)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range writes {
+		wg.Go(func() {
+			if err := co.finish(ctx, p); err != nil && ctx.Err() == nil && !errors.Is(err, metadata.ErrUnsupportedVersion) {
+				co.logger.Warn("group coordinator tick", "group", p.g.id, "error", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // runTicks ticks until ctx ends (the controller loop's term).
@@ -294,33 +447,44 @@ func (co *Coordinator) expire(ctx context.Context) {
 		return
 	}
 	co.nextExpiry = now.Add(time.Second)
-	var expired, empties []string
-	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		img := co.log.Image()
-		for _, l := range m.Groups() {
-			co.noteEmpty(l, now)
-			committed := img.HasOffsets(l.Group)
-			stored := img.HasGroupState(l.Group)
-			if l.Members == 0 && stored && !committed && now.Sub(co.emptySince[l.Group]) >= co.cfg.SessionTimeout {
-				empties = append(empties, l.Group)
-			}
-		}
-		for _, id := range img.Groups() {
-			if m.Size(id) > 0 {
-				continue
-			}
-			last := co.emptySince[id]
-			for _, o := range img.Offsets(id) {
-				last = maxTime(last, time.UnixMilli(o.CommitTimeMs))
-			}
-			if now.Sub(last) >= co.retention {
-				expired = append(expired, id)
-			}
-		}
-		return nil, nil
-	})
+	term, err := co.begin(ctx)
 	if err != nil {
 		return
+	}
+	type look struct {
+		members    int
+		emptySince time.Time
+	}
+	seen := map[string]look{}
+	var expired, empties []string
+	for _, id := range co.ids() {
+		err := co.look(ctx, id, term, func(g *groupRun) {
+			img := co.log.Image()
+			for _, l := range g.m.Groups() {
+				co.noteEmpty(g, l, now)
+				if l.Members == 0 && img.HasGroupState(l.Group) && !img.HasOffsets(l.Group) && now.Sub(g.emptySince) >= co.cfg.SessionTimeout {
+					empties = append(empties, l.Group)
+				}
+			}
+			seen[id] = look{members: g.m.Size(id), emptySince: g.emptySince}
+		})
+		if err != nil {
+			return
+		}
+	}
+	img := co.log.Image()
+	for _, id := range img.Groups() {
+		l := seen[id]
+		if l.members > 0 {
+			continue
+		}
+		last := l.emptySince
+		for _, o := range img.Offsets(id) {
+			last = maxTime(last, time.UnixMilli(o.CommitTimeMs))
+		}
+		if now.Sub(last) >= co.retention {
+			expired = append(expired, id)
+		}
 	}
 	for _, id := range expired {
 		co.expireGroup(ctx, id, now.Add(-co.retention))
@@ -330,25 +494,53 @@ func (co *Coordinator) expire(ctx context.Context) {
 	}
 }
 
-// noteEmpty keeps emptySince up to date with one group's listing. It is
-// called in a turn of the machine (co.mu held).
-func (co *Coordinator) noteEmpty(l group.Listing, now time.Time) {
-	switch _, seen := co.emptySince[l.Group]; {
-	case l.Members > 0:
-		delete(co.emptySince, l.Group)
-	case !l.EmptySince.IsZero():
-		co.emptySince[l.Group] = l.EmptySince
-	case !seen:
-		co.emptySince[l.Group] = now
+// look runs fn on group id's Machine for term, under the group's lock,
+// and writes the records of the topics' refresh that come first, if any,
+// in the group's turn: a look at a group that need not wait for the
+// group's earlier changes.
+func (co *Coordinator) look(ctx context.Context, id string, term uint64, fn func(g *groupRun)) error {
+	p, _, err := co.compute(ctx, id, term, false, func(g *groupRun) (groupWrite, error) {
+		fn(g)
+		return groupWrite{}, nil
+	})
+	if err != nil || p == nil {
+		return err
 	}
+	return co.finish(ctx, p)
+}
+
+// noteEmpty keeps g's emptySince up to date with its listing l. It is
+// called with g.mu held.
+func (co *Coordinator) noteEmpty(g *groupRun, l group.Listing, now time.Time) {
+	switch {
+	case l.Members > 0:
+		g.emptySince, g.seenEmpty = time.Time{}, false
+	case !l.EmptySince.IsZero():
+		g.emptySince, g.seenEmpty = l.EmptySince, true
+	case !g.seenEmpty:
+		g.emptySince, g.seenEmpty = now, true
+	}
+}
+
+// forgetEmpty forgets since when group id has been empty: it was removed.
+func (co *Coordinator) forgetEmpty(id string) {
+	co.mu.RLock()
+	g := co.groups[id]
+	co.mu.RUnlock()
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.emptySince, g.seenEmpty = time.Time{}, false
+	g.mu.Unlock()
 }
 
 // expireGroup deletes the offsets, then the membership state, of group
 // id, whose retention ran out at cutoff (now minus the retention), if it
-// is still expired, all judged in one turn of the machine: it still has
-// no members, was left without them at or before cutoff (a member that
-// joined and left since keeps it), and none of its offsets was committed
-// after cutoff. That last check is the FSM's (DeleteGroup's
+// is still expired, all judged in one turn of the group's Machine: it
+// still has no members, was left without them at or before cutoff (a
+// member that joined and left since keeps it), and none of its offsets
+// was committed after cutoff. That last check is the FSM's (DeleteGroup's
 // committed_before_ms, from metadata.version 5), so a commit the
 // controller applies between this look and the deletion, which does not
 // wait for the machine, keeps the group's offsets instead of being
@@ -356,16 +548,15 @@ func (co *Coordinator) noteEmpty(l group.Listing, now time.Time) {
 // unguarded.
 func (co *Coordinator) expireGroup(ctx context.Context, id string, cutoff time.Time) {
 	expired := false
-	err := co.doWrite(ctx, func(m *group.Machine) (groupWrite, error) {
+	err := co.doWrite(ctx, id, func(g *groupRun) (groupWrite, error) {
+		m := g.m
 		if m.Size(id) > 0 {
 			return groupWrite{}, nil
 		}
 		for _, l := range m.Groups() {
-			if l.Group == id {
-				co.noteEmpty(l, co.clock.Now())
-			}
+			co.noteEmpty(g, l, co.clock.Now())
 		}
-		if since, ok := co.emptySince[id]; ok && since.After(cutoff) {
+		if g.seenEmpty && g.emptySince.After(cutoff) {
 			return groupWrite{}, nil
 		}
 		cmd := &pb.DeleteGroup{Group: id}
@@ -375,7 +566,7 @@ func (co *Coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 		// The DeleteGroup is written in the group's turn, before the
 		// membership's removal; refused (a commit since), the Machine,
 		// which removed the group already, is rebuilt from the log.
-		w := groupWrite{group: id, before: &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: cmd}}}
+		w := groupWrite{before: &pb.Command{Cmd: &pb.Command_DeleteGroup{DeleteGroup: cmd}}}
 		expired = true
 		if !co.log.Image().HasGroupState(id) {
 			return w, nil
@@ -386,9 +577,7 @@ func (co *Coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 	})
 	switch {
 	case expired && err == nil:
-		co.mu.Lock()
-		delete(co.emptySince, id)
-		co.mu.Unlock()
+		co.forgetEmpty(id)
 		co.logger.Info("expired the offsets of an empty group", "group", id, "retention", co.retention)
 	case errors.Is(err, metadata.ErrCommittedSince), errors.Is(err, metadata.ErrUnknownGroup):
 		// Committed to, or deleted, meanwhile.
@@ -399,17 +588,15 @@ func (co *Coordinator) expireGroup(ctx context.Context, id string, cutoff time.T
 }
 
 // removeEmpty removes the state of group id if it still has no members,
-// has state and has no committed offsets, all judged in one turn of the
-// machine: it writes only the group's GroupDeleted record, never an
+// has state and has no committed offsets, all judged in one turn of its
+// Machine: it writes only the group's GroupDeleted record, never an
 // offsets deletion, so a commit that lands meanwhile (a reset of an
 // empty group's offsets, say) is kept, and the group is listed by it.
 func (co *Coordinator) removeEmpty(ctx context.Context, id string) {
 	removed := false
-	err := co.do(ctx, func(m *group.Machine) ([]group.Record, error) {
+	err := co.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
 		img := co.log.Image()
-		stored := img.HasGroupState(id)
-		committed := img.HasOffsets(id)
-		if m.Size(id) > 0 || !stored || committed {
+		if m.Size(id) > 0 || !img.HasGroupState(id) || img.HasOffsets(id) {
 			return nil, nil // joined, committed or removed meanwhile
 		}
 		recs, err := m.Delete(id)
@@ -418,9 +605,7 @@ func (co *Coordinator) removeEmpty(ctx context.Context, id string) {
 	})
 	switch {
 	case err == nil && removed:
-		co.mu.Lock()
-		delete(co.emptySince, id)
-		co.mu.Unlock()
+		co.forgetEmpty(id)
 		co.logger.Info("removed an empty group without committed offsets", "group", id)
 	case err != nil && ctx.Err() == nil:
 		co.logger.Warn("could not remove an empty group", "group", id, "error", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,13 @@ type fsmLog struct {
 	mu    sync.Mutex
 	fsm   *metadata.FSM
 	index uint64
+	// term is what Term answers (from 1): a test moves it on to start a
+	// new leadership term.
+	term atomic.Uint64
 	// rising is what LevelRising answers.
 	rising bool
+	// barrier, if set, is called by Barrier, and its error returned.
+	barrier func(ctx context.Context) error
 	// hook, if set, is called with each command before it is applied;
 	// an error it returns is the write's.
 	hook func(ctx context.Context, cmd *pb.Command) error
@@ -38,6 +44,7 @@ func newFSMLog(t *testing.T, level int32) *fsmLog {
 	}
 	t.Cleanup(func() { f.Close() })
 	l := &fsmLog{t: t, fsm: f}
+	l.term.Store(1)
 	ctx := context.Background()
 	if level > 1 { // a new image is at level 1
 		if _, err := l.Apply(ctx, &pb.Command{Cmd: &pb.Command_FeatureLevel{FeatureLevel: &pb.FeatureLevel{Name: metadata.MetadataVersionFeature, Level: level}}}); err != nil {
@@ -54,12 +61,18 @@ func newFSMLog(t *testing.T, level int32) *fsmLog {
 	return l
 }
 
-func (l *fsmLog) Active(context.Context) error  { return nil }
-func (l *fsmLog) Term() uint64                  { return 1 }
-func (l *fsmLog) Barrier(context.Context) error { return nil }
-func (l *fsmLog) Image() *metadata.Image        { return l.fsm.Image() }
+func (l *fsmLog) Active(context.Context) error { return nil }
+func (l *fsmLog) Term() uint64                 { return l.term.Load() }
+func (l *fsmLog) Image() *metadata.Image       { return l.fsm.Image() }
 func (l *fsmLog) LevelRising(*pb.Command) (int32, bool) {
 	return metadata.LatestMetadataVersion, l.rising
+}
+
+func (l *fsmLog) Barrier(ctx context.Context) error {
+	if l.barrier != nil {
+		return l.barrier(ctx)
+	}
+	return nil
 }
 
 func (l *fsmLog) Apply(ctx context.Context, cmd *pb.Command) (any, error) {

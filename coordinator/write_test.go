@@ -185,9 +185,12 @@ func TestCoordinatorFailedWriteDropsTheChangesAfterIt(t *testing.T) {
 		second <- err
 	}()
 	poll.True(t, "the second join to wait for its turn", func() bool {
-		co.turns.mu.Lock()
-		defer co.turns.mu.Unlock()
-		return co.turns.next["slow"] == 2
+		co.mu.RLock()
+		g := co.groups["slow"]
+		co.mu.RUnlock()
+		g.turns.mu.Lock()
+		defer g.turns.mu.Unlock()
+		return g.turns.next == 2
 	})
 	close(w.release)
 	if err := <-first; !errors.Is(err, metadata.ErrNotCoordinator) {
