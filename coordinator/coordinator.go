@@ -105,8 +105,8 @@ type Coordinator struct {
 	term   uint64 // the term whose groups are loaded; 0 none
 	groups map[string]*groupRun
 
-	// topics caches the partition counts of one image, shared (read
-	// only) by every group's Machine.
+	// topics caches the partition counts of one image, which every
+	// group's refresh compares its own with (read only).
 	topics atomic.Pointer[imageTopics]
 
 	nextExpiry time.Time // the ticker's own
