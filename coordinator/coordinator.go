@@ -53,6 +53,16 @@ type Log interface {
 	LevelRising(cmd *pb.Command) (int32, bool)
 }
 
+// LogReader asks a partition leader about its logs, for consumer group
+// lag: the coordinator's one way to the brokers (the broker implements it
+// with DescribeLogs).
+type LogReader interface {
+	// ReadPositions asks broker b for the high watermark of each
+	// partition it leads among qs and the timestamps of the records at
+	// the offsets asked; one Position per query, in order.
+	ReadPositions(ctx context.Context, b metadata.BrokerInfo, qs []metadata.PositionQuery) ([]metadata.Position, error)
+}
+
 // Config configures a Coordinator.
 type Config struct {
 	// Groups configures the groups (group.consumer.session.timeout.ms
@@ -62,7 +72,7 @@ type Config struct {
 	Clock clock.Clock
 	// Logs asks partition leaders for the high watermarks and record
 	// timestamps of consumer group lag (lag.go); nil: lag unknown.
-	Logs metadata.LogReader
+	Logs LogReader
 	// LagRefresh is how often the coordinator asks them
 	// (group.lag.refresh.ms); zero is DefaultLagRefresh.
 	LagRefresh time.Duration
@@ -90,7 +100,7 @@ type Coordinator struct {
 	clock  clock.Clock
 	logger hclog.Logger
 
-	logs         metadata.LogReader // nil: no lag figures
+	logs         LogReader // nil: no lag figures
 	lagRefresh   time.Duration
 	lag          lagState // lag.go
 	retention    time.Duration

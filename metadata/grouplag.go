@@ -1,24 +1,12 @@
 package metadata
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // The figures of consumer group lag, which the group coordinator
 // (package coordinator) computes from the committed offsets here and
-// what partition leaders answer through LogReader.
+// what partition leaders answer (coordinator.LogReader).
 
-// LogReader asks a partition leader about its logs, for consumer group
-// lag.
-type LogReader interface {
-	// ReadPositions asks broker b for the high watermark of each
-	// partition it leads among qs and the timestamps of the records at
-	// the offsets asked; one Position per query, in order.
-	ReadPositions(ctx context.Context, b BrokerInfo, qs []PositionQuery) ([]Position, error)
-}
-
-// PositionQuery names one partition for LogReader.ReadPositions, and the
+// PositionQuery names one partition for a leader to answer about, and the
 // offsets whose record timestamps are wanted.
 type PositionQuery struct {
 	Topic     string

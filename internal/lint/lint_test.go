@@ -66,7 +66,7 @@ var rules = []rule{
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// The consumer group coordinator runs group/ on the controller and
 	// reaches the cluster only through interfaces of its own (its Log,
-	// which metadata.GroupLog implements, and metadata.LogReader): it
+	// which metadata.GroupLog implements, and its LogReader): it
 	// imports the metadata image and the raft commands' types, never
 	// raft, gRPC or the network.
 	{pkg: "coordinator", ours: []string{"coordinator", "metadata", "group", "api/metapb", "internal/clock", "auth"},
