@@ -224,3 +224,74 @@ func TestCoordinatorForgetsGroupsItHasNot(t *testing.T) {
 		t.Fatal("the log does not have the groups as the coordinator does")
 	}
 }
+
+// TestCoordinatorGroupsConcurrently: members of many groups join,
+// heartbeat and commit-check at once while the ticker's passes (Tick,
+// expiry) run beside them; every call is answered, and each group ends
+// as the log has it. Run with -race, it checks the per-group locking.
+func TestCoordinatorGroupsConcurrently(t *testing.T) {
+	t.Parallel()
+	l := newFSMLog(t, metadata.LatestMetadataVersion)
+	co := newTestCoordinator(t, l, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const groups, members, rounds = 8, 3, 5
+	stop := make(chan struct{})
+	ticker := make(chan struct{})
+	go func() {
+		defer close(ticker)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			co.tick(ctx)
+			co.nextExpiry = time.Time{}
+			co.expire(ctx)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, groups*members)
+	for g := range groups {
+		for m := range members {
+			wg.Go(func() {
+				id, mid := fmt.Sprintf("g%d", g), fmt.Sprintf("m%d", m)
+				r, err := co.Heartbeat(ctx, join(id, mid))
+				for i := 0; err == nil && i < rounds; i++ {
+					r, err = co.Heartbeat(ctx, group.Heartbeat{Group: id, MemberID: mid, MemberEpoch: r.MemberEpoch,
+						HasOwned: true, Owned: r.Assignment})
+					if err == nil {
+						err = co.ValidateCommit(ctx, id, metadata.GroupMember{ID: mid, Epoch: r.MemberEpoch})
+					}
+					if errors.Is(err, group.ErrStaleMemberEpoch) || errors.Is(err, group.ErrFencedMemberEpoch) {
+						// The group moved on meanwhile (another member
+						// joined): heartbeat again.
+						err = nil
+					}
+				}
+				if err != nil {
+					err = fmt.Errorf("group %s member %s: %w", id, mid, err)
+				}
+				errs <- err
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	<-ticker
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for g := range groups {
+		id := fmt.Sprintf("g%d", g)
+		d, err := co.Describe(ctx, id)
+		epoch, n := groupOf(l, id)
+		if err != nil || len(d.Members) != members || n != members || d.Epoch != epoch {
+			t.Errorf("group %s: described %d members at epoch %d (%v); the log has %d at epoch %d", id, len(d.Members), d.Epoch, err, n, epoch)
+		}
+	}
+}
