@@ -168,7 +168,7 @@ func applyLog(a logAsk, l *pb.LogDescription) {
 }
 
 // ReadPositions asks broker b for high watermarks and record timestamps
-// (metadata.LogReader, for consumer group lag) with DescribeLogs, over
+// (coordinator.LogReader, for consumer group lag) with DescribeLogs, over
 // the node-to-node connection to it (this node's own included).
 func (c *cluster) ReadPositions(ctx context.Context, b metadata.BrokerInfo, qs []metadata.PositionQuery) ([]metadata.Position, error) {
 	if b.Addr == "" {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/quirelog/quire/controlplane"
+	"github.com/quirelog/quire/coordinator"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/raftgrpc"
 	"github.com/quirelog/quire/replica"
@@ -123,13 +124,21 @@ func (c *cluster) open(advertised string) error {
 	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
 	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
 	mc.MetadataVersions = c.cfg.MetadataVersions
-	mc.Groups = c.cfg.groupConfig()
-	mc.Logs = c
-	mc.LagRefresh = ms(c.cfg.GroupLagRefreshMs)
-	mc.OffsetsRetention = time.Duration(c.cfg.OffsetsRetentionMinutes) * time.Minute
 	mc.Clock = c.cfg.GroupClock
 	if mc.Clock == nil {
 		mc.Clock = c.cfg.nodeClock()
+	}
+	cc := coordinator.Config{
+		Groups:           c.cfg.groupConfig(),
+		Clock:            mc.Clock,
+		Logs:             c,
+		LagRefresh:       ms(c.cfg.GroupLagRefreshMs),
+		OffsetsRetention: time.Duration(c.cfg.OffsetsRetentionMinutes) * time.Minute,
+		WriteTimeout:     mc.ApplyTimeout,
+		Logger:           c.logger.Named("coordinator"),
+	}
+	mc.Coordinator = func(l *metadata.GroupLog) (metadata.GroupCoordinator, error) {
+		return coordinator.New(l, cc)
 	}
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/quirelog/quire/api/metapb"
-	"github.com/quirelog/quire/group"
 )
 
 // TopicSpec asks for a new topic. Assignment, when given, fixes the
@@ -44,27 +43,25 @@ type Controller struct {
 	term     uint64        // the raft term the running loop was started for
 	changed  chan struct{} // closed and replaced when a loop starts or stops
 	lastSeen map[int32]time.Time
-	coord    *coordinator
+	groups   GroupCoordinator // nil: Config.Coordinator unset
+	clock    Clock            // the commits' times
 	commits  commitBatcher
 }
 
-func newController(n *Node) *Controller {
-	c := &Controller{n: n, changed: make(chan struct{})}
-	cfg := n.cfg.Groups
-	if cfg.Assignors == nil && cfg.SessionTimeout == 0 {
-		cfg = group.DefaultConfig()
-	}
-	var clock Clock = systemClock{}
+func newController(n *Node) (*Controller, error) {
+	c := &Controller{n: n, changed: make(chan struct{}), clock: systemClock{}}
 	if n.cfg.Clock != nil {
-		clock = n.cfg.Clock
+		c.clock = n.cfg.Clock
 	}
-	refresh := n.cfg.LagRefresh
-	if refresh <= 0 {
-		refresh = DefaultLagRefresh
+	if n.cfg.Coordinator != nil {
+		g, err := n.cfg.Coordinator(&GroupLog{c: c})
+		if err != nil {
+			return nil, err
+		}
+		c.groups = g
 	}
-	c.coord = newCoordinator(c, cfg, clock, n.cfg.Logs, refresh)
 	c.commits.c = c
-	return c
+	return c, nil
 }
 
 // start runs the loop for leadership term. A loop still running for an
@@ -552,7 +549,7 @@ func (c *Controller) CommitOffsets(ctx context.Context, group string, member Gro
 	if err := c.validateCommit(ctx, group, member); err != nil {
 		return time.Time{}, err
 	}
-	at := c.coord.clock.Now().UnixMilli()
+	at := c.clock.Now().UnixMilli()
 	cmd := &pb.CommitOffsets{Group: group, CommitTimeMs: at, Offsets: make([]*pb.OffsetCommit, len(offsets))}
 	for i, o := range offsets {
 		cmd.Offsets[i] = &pb.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
@@ -615,13 +612,7 @@ func (c *Controller) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	if err := c.readable(ctx); err != nil {
 		return nil, err
 	}
-	states := map[string]group.GroupState{}
-	err := c.coord.do(ctx, func(m *group.Machine) ([]group.Record, error) {
-		for _, l := range m.Groups() {
-			states[l.Group] = l.State
-		}
-		return nil, nil
-	})
+	states, err := c.groupStates(ctx)
 	if err != nil && !errors.Is(err, ErrUnsupportedVersion) { // none has members below metadata.version 2
 		return nil, err
 	}

@@ -38,9 +38,9 @@ var (
 	ErrInvalidPartition = errors.New("metadata: invalid partition")
 	// ErrUnknownGroup: a group with no committed offsets.
 	ErrUnknownGroup = errors.New("metadata: unknown group")
-	// errCommittedSince: a DeleteGroup of expired offsets refused because
+	// ErrCommittedSince: a DeleteGroup of expired offsets refused because
 	// one of them was committed after the retention decision.
-	errCommittedSince = errors.New("metadata: offsets committed since")
+	ErrCommittedSince = errors.New("metadata: offsets committed since")
 	// ErrUnsupportedVersion: a command that needs a metadata.version above
 	// the finalized one, or a broker registering with a range that does
 	// not hold the finalized level. The message names the level and the

@@ -277,7 +277,7 @@ func (d *draft) applyDeleteGroup(c *pb.DeleteGroup, _ uint64) any {
 		for topic, parts := range g {
 			for p, o := range parts {
 				if o.CommitTimeMs > before {
-					return fmt.Errorf("%w: group %q: %s-%d committed at %d, after %d", errCommittedSince, c.Group, topic, p, o.CommitTimeMs, before)
+					return fmt.Errorf("%w: group %q: %s-%d committed at %d, after %d", ErrCommittedSince, c.Group, topic, p, o.CommitTimeMs, before)
 				}
 			}
 		}

@@ -397,7 +397,7 @@ func TestFSMDeleteGroupCommittedBefore(t *testing.T) {
 	tf.ok(featureLevel(MetadataVersionGuardedGroupDelete))
 	want := allOffsets(tf.f.Image())
 	// a-1 was committed at 2000, after 1999.
-	tf.rejected(guarded(1999), errCommittedSince)
+	tf.rejected(guarded(1999), ErrCommittedSince)
 	if got := allOffsets(tf.f.Image()); !reflect.DeepEqual(got, want) {
 		t.Fatalf("offsets after a refused delete: %+v, want %+v", got, want)
 	}

@@ -48,17 +48,11 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 	close(ready)
 	log.Info("became controller", "index", c.n.AppliedIndex())
 
-	var groupTicks sync.WaitGroup
-	defer groupTicks.Wait()
-	groupTicks.Add(2)
-	go func() {
-		defer groupTicks.Done()
-		c.coord.runTicks(ctx)
-	}()
-	go func() {
-		defer groupTicks.Done()
-		c.coord.runLag(ctx)
-	}()
+	if c.groups != nil {
+		var groupTicks sync.WaitGroup
+		defer groupTicks.Wait()
+		groupTicks.Go(func() { c.groups.RunTerm(ctx) })
+	}
 
 	tick := min(max(c.n.cfg.BrokerSessionTimeout/4, 10*time.Millisecond), time.Second)
 	ticker := time.NewTicker(tick)

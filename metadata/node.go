@@ -29,8 +29,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-
-	"github.com/quirelog/quire/group"
 )
 
 // Voter is one member of controller.quorum.voters: a node id and its gRPC
@@ -83,29 +81,16 @@ type Config struct {
 	// broker supports a higher level.
 	ManualMetadataVersion bool
 
-	// Groups configures the consumer group coordinator
-	// (group.consumer.session.timeout.ms and the rest); the zero value
-	// is group.DefaultConfig.
-	Groups group.Config
-	// Clock drives the group coordinator's deadlines; nil is the system
+	// Clock stamps the offset commits' times (which the group
+	// coordinator's offsets retention counts from); nil is the system
 	// clock.
 	Clock Clock
-	// Logs asks partition leaders for the high watermarks and record
-	// timestamps of consumer group lag (grouplag.go); nil: lag unknown.
-	Logs LogReader
-	// LagRefresh is how often the coordinator asks them
-	// (group.lag.refresh.ms); zero is DefaultLagRefresh.
-	LagRefresh time.Duration
-	// OffsetsRetention is how long the committed offsets of a group with
-	// no members are kept after its last commit, or after the coordinator
-	// saw its last member go, whichever is later
-	// (offsets.retention.minutes); 0 is DefaultOffsetsRetention.
-	OffsetsRetention time.Duration
+	// Coordinator makes the consumer group coordinator this node runs
+	// while it is the controller (package coordinator), given the
+	// metadata log it writes through; nil: none, and the controller
+	// answers group heartbeats ErrNotCoordinator.
+	Coordinator func(*GroupLog) (GroupCoordinator, error)
 }
-
-// DefaultOffsetsRetention is Kafka's offsets.retention.minutes default, 7
-// days.
-const DefaultOffsetsRetention = 7 * 24 * time.Hour
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,
 // session 9s) and hashicorp/raft's own timings (1s heartbeat and election
@@ -137,11 +122,6 @@ func (c *Config) Validate() error {
 		return errors.New("metadata: transport is required")
 	case c.Voter && len(c.Voters) == 0:
 		return errors.New("metadata: a controller needs controller.quorum.voters")
-	}
-	if c.Groups.Assignors != nil || c.Groups.SessionTimeout != 0 {
-		if err := c.Groups.Validate(); err != nil {
-			return err
-		}
 	}
 	if c.MetadataVersions != (VersionRange{}) {
 		if err := c.MetadataVersions.validate(); err != nil {
@@ -238,11 +218,14 @@ func openNode(cfg Config, leadership func(*raft.Raft) <-chan bool) (*Node, error
 	}
 	n := &Node{cfg: cfg, logger: logger, fsm: fsm, subs: map[int]chan struct{}{}, stopCh: make(chan struct{})}
 	fsm.onChange = n.notify
+	if n.ctl, err = newController(n); err != nil {
+		fsm.Close()
+		return nil, err
+	}
 	if err := n.startRaft(); err != nil {
 		fsm.Close()
 		return nil, err
 	}
-	n.ctl = newController(n)
 	n.wg.Add(1)
 	go n.watchLeadership(leadership(n.raft))
 	return n, nil

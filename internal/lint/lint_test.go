@@ -65,7 +65,15 @@ var rules = []rule{
 	// The raft commands are generated into api/metapb, apart from the gRPC
 	// stubs in api/internalv1, so metadata needs no gRPC even indirectly.
 	{pkg: "metadata", forbiddenDirect: []string{"google.golang.org/grpc"},
-		forbiddenDeps:       []string{"broker", "storage", "client", "controlplane", "raftgrpc", "cmd", "api/internalv1"},
+		forbiddenDeps:       []string{"broker", "storage", "client", "controlplane", "raftgrpc", "cmd", "api/internalv1", "coordinator"},
+		forbiddenTransitive: []string{"google.golang.org/grpc"}},
+	// The consumer group coordinator runs group/ on the controller and
+	// reaches the cluster only through interfaces of its own (its Log,
+	// which metadata.GroupLog implements, and its LogReader): it
+	// imports the metadata image and the raft commands' types, never
+	// raft, gRPC or the network.
+	{pkg: "coordinator", ours: []string{"coordinator", "metadata", "group", "api/metapb", "internal/clock", "auth"},
+		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// The replicas speak to the controller, other brokers and the disk
 	// through interfaces of their own (replica/deps.go) and plain types,

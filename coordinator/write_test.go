@@ -1,22 +1,23 @@
-package metadata
+package coordinator
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quirelog/quire/internal/poll"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	pb "github.com/quirelog/quire/api/metapb"
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/internal/poll"
+	"github.com/quirelog/quire/metadata"
 )
 
-// blockingWriter is the metadata log as the coordinator writes to it,
-// holding every GroupRecords command of one group until released.
+// blockingWriter holds every GroupRecords command of one group written
+// through a log until released.
 type blockingWriter struct {
-	inner   logWriter
 	group   string
 	once    sync.Once
 	blocked chan struct{} // closed when the first write of group waits
@@ -24,25 +25,32 @@ type blockingWriter struct {
 	fail    error // if set, the first write of group fails with it
 }
 
-func (w *blockingWriter) raftApply(ctx context.Context, cmd *pb.Command) (any, error) {
-	if gr := cmd.GetGroupRecords(); gr != nil {
-		recs, err := groupRecordsFromPB(gr)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			if r.GroupID() == w.group {
-				first := false
-				w.once.Do(func() { close(w.blocked); first = true })
-				<-w.release
-				if first && w.fail != nil {
-					return nil, w.fail
-				}
-				break
+// hook is an fsmLog hook.
+func (w *blockingWriter) hook(_ context.Context, cmd *pb.Command) error {
+	if !slices.Contains(cmdGroups(cmd), w.group) {
+		return nil
+	}
+	first := false
+	w.once.Do(func() { close(w.blocked); first = true })
+	<-w.release
+	if first && w.fail != nil {
+		return w.fail
+	}
+	return nil
+}
+
+// cmdGroups names the groups a GroupRecords command writes.
+func cmdGroups(cmd *pb.Command) []string {
+	var out []string
+	for _, r := range cmd.GetGroupRecords().GetRecords() {
+		for _, m := range []interface{ GetGroup() string }{r.GetMemberMetadata(), r.GetMemberAssignment(), r.GetMemberRemoved(),
+			r.GetGroupEpoch(), r.GetTargetAssignment(), r.GetGroupDeleted()} {
+			if g := m.GetGroup(); g != "" && !slices.Contains(out, g) {
+				out = append(out, g)
 			}
 		}
 	}
-	return w.inner.raftApply(ctx, cmd)
+	return out
 }
 
 // TestCoordinatorGroupsProgressWhileOneWriteIsStuck: the coordinator holds
@@ -52,10 +60,11 @@ func (w *blockingWriter) raftApply(ctx context.Context, cmd *pb.Command) (any, e
 // before the first is written), and once the write goes through both
 // reach the log in the order the Machine made them.
 func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
-	n := groupNode(t, LatestMetadataVersion, nil)
-	ctl := n.Ctl()
-	w := &blockingWriter{inner: ctl, group: "slow", blocked: make(chan struct{}), release: make(chan struct{})}
-	ctl.coord.log = w
+	t.Parallel()
+	l := newFSMLog(t, metadata.LatestMetadataVersion)
+	w := &blockingWriter{group: "slow", blocked: make(chan struct{}), release: make(chan struct{})}
+	l.hook = w.hook
+	co := newTestCoordinator(t, l, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	released := false
@@ -71,7 +80,7 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 	}
 	first, second := make(chan answer, 1), make(chan answer, 1)
 	go func() {
-		r, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m1", time.Time{}))
+		r, err := co.Heartbeat(ctx, join("slow", "m1"))
 		first <- answer{r, err}
 	}()
 	select {
@@ -80,7 +89,7 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 		t.Fatal("the slow group's write never started")
 	}
 	go func() {
-		r, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m2", time.Time{}))
+		r, err := co.Heartbeat(ctx, join("slow", "m2"))
 		second <- answer{r, err}
 	}()
 
@@ -88,7 +97,7 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 	// changes are in the log.
 	described := make(chan error, 1)
 	go func() {
-		_, err := ctl.DescribeGroup(ctx, "slow")
+		_, err := co.Describe(ctx, "slow")
 		described <- err
 	}()
 
@@ -97,7 +106,7 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 	for i := range groups {
 		go func() {
 			id := fmt.Sprintf("g%d", i)
-			r, err := ctl.ConsumerGroupHeartbeat(ctx, join(id, "m", time.Time{}))
+			r, err := co.Heartbeat(ctx, join(id, "m"))
 			if err == nil && r.MemberEpoch <= 0 {
 				err = fmt.Errorf("group %s: joined at epoch %d", id, r.MemberEpoch)
 			}
@@ -135,13 +144,13 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 	}
 	// In the log in the Machine's order: the second join's group epoch
 	// last, with both members.
-	st := n.Image().groupStates["slow"]
-	if st == nil || st.epoch.Epoch != 2 || len(st.members) != 2 {
-		t.Fatalf("the slow group in the image: %+v", st)
+	epoch, members := groupOf(l, "slow")
+	if epoch != 2 || members != 2 {
+		t.Fatalf("the slow group in the image: epoch %d, %d members", epoch, members)
 	}
-	d, err := ctl.DescribeGroup(ctx, "slow")
-	if err != nil || d.Epoch != st.epoch.Epoch {
-		t.Fatalf("described at epoch %d (%v), the log has %d", d.Epoch, err, st.epoch.Epoch)
+	d, err := co.Describe(ctx, "slow")
+	if err != nil || d.Epoch != epoch {
+		t.Fatalf("described at epoch %d (%v), the log has %d", d.Epoch, err, epoch)
 	}
 }
 
@@ -151,16 +160,17 @@ func TestCoordinatorGroupsProgressWhileOneWriteIsStuck(t *testing.T) {
 // ErrNotCoordinator, and the Machine is rebuilt from the log: the next
 // join finds the group as the log has it.
 func TestCoordinatorFailedWriteDropsTheChangesAfterIt(t *testing.T) {
-	n := groupNode(t, LatestMetadataVersion, nil)
-	ctl := n.Ctl()
-	w := &blockingWriter{inner: ctl, group: "slow", blocked: make(chan struct{}), release: make(chan struct{}),
-		fail: fmt.Errorf("%w: injected", ErrNoQuorum)}
-	ctl.coord.log = w
+	t.Parallel()
+	l := newFSMLog(t, metadata.LatestMetadataVersion)
+	w := &blockingWriter{group: "slow", blocked: make(chan struct{}), release: make(chan struct{}),
+		fail: fmt.Errorf("%w: injected", metadata.ErrNoQuorum)}
+	l.hook = w.hook
+	co := newTestCoordinator(t, l, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	first, second := make(chan error, 1), make(chan error, 1)
 	go func() {
-		_, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m1", time.Time{}))
+		_, err := co.Heartbeat(ctx, join("slow", "m1"))
 		first <- err
 	}()
 	select {
@@ -171,30 +181,32 @@ func TestCoordinatorFailedWriteDropsTheChangesAfterIt(t *testing.T) {
 	}
 	// The second join is computed on the Machine that has the first.
 	go func() {
-		_, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m2", time.Time{}))
+		_, err := co.Heartbeat(ctx, join("slow", "m2"))
 		second <- err
 	}()
 	poll.True(t, "the second join to wait for its turn", func() bool {
-		ctl.coord.turns.mu.Lock()
-		defer ctl.coord.turns.mu.Unlock()
-		return ctl.coord.turns.next["slow"] == 2
+		co.mu.RLock()
+		g := co.groups["slow"]
+		co.mu.RUnlock()
+		g.turns.mu.Lock()
+		defer g.turns.mu.Unlock()
+		return g.turns.next == 2
 	})
 	close(w.release)
-	if err := <-first; !errors.Is(err, ErrNotCoordinator) {
+	if err := <-first; !errors.Is(err, metadata.ErrNotCoordinator) {
 		t.Fatalf("the failed write answered %v", err)
 	}
-	if err := <-second; !errors.Is(err, ErrNotCoordinator) {
+	if err := <-second; !errors.Is(err, metadata.ErrNotCoordinator) {
 		t.Fatalf("the change after the failed write answered %v", err)
 	}
-	if st := n.Image().groupStates["slow"]; st != nil {
-		t.Fatalf("the log has the group after both writes were dropped: %+v", st)
+	if l.Image().HasGroupState("slow") {
+		t.Fatal("the log has the group after both writes were dropped")
 	}
-	r, err := ctl.ConsumerGroupHeartbeat(ctx, join("slow", "m3", time.Time{}))
+	r, err := co.Heartbeat(ctx, join("slow", "m3"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := n.Image().groupStates["slow"]
-	if st == nil || len(st.members) != 1 || st.epoch.Epoch != 1 || r.MemberEpoch != 1 {
-		t.Fatalf("after the rebuild: member epoch %d, image %+v", r.MemberEpoch, st)
+	if epoch, members := groupOf(l, "slow"); members != 1 || epoch != 1 || r.MemberEpoch != 1 {
+		t.Fatalf("after the rebuild: member epoch %d, image at epoch %d with %d members", r.MemberEpoch, epoch, members)
 	}
 }

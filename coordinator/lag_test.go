@@ -1,4 +1,4 @@
-package metadata
+package coordinator
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // committed offset, lag in seconds now minus the timestamp of the record
 // at the committed offset (growing with the clock while nothing is
 // committed), 0 once caught up, and -1 wherever a figure is unknown.
-func TestGroupLagFigures(t *testing.T) {
+func TestCoordinatorLagFigures(t *testing.T) {
 	t.Parallel()
 	tp := group.TopicPartition{Topic: "t", Partition: 3}
 	at := time.UnixMilli(1_000_000)
@@ -49,7 +49,7 @@ func TestGroupLagFigures(t *testing.T) {
 
 // TestGroupLagRebalancesCounted: each target assignment written counts
 // one rebalance of its group; a deleted group starts again from 0.
-func TestGroupLagRebalancesCounted(t *testing.T) {
+func TestCoordinatorLagRebalancesCounted(t *testing.T) {
 	t.Parallel()
 	var ls lagState
 	ls.countRebalances([]group.Record{group.GroupEpoch{Group: "a"}, group.TargetAssignment{Group: "a"}, group.TargetAssignment{Group: "b"}})

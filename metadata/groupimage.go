@@ -1,0 +1,74 @@
+package metadata
+
+import (
+	"maps"
+	"slices"
+
+	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
+)
+
+// What the group coordinator (package coordinator) reads of the image and
+// how it encodes what it writes: the image's group state stays private to
+// this package, and the raft command's format is defined here alone.
+
+// HasGroupState tells whether group id has membership state in the image
+// (members, or an empty group's epoch).
+func (img *Image) HasGroupState(id string) bool {
+	_, ok := img.groupStates[id]
+	return ok
+}
+
+// HasOffsets tells whether group id has committed offsets.
+func (img *Image) HasOffsets(id string) bool {
+	_, ok := img.groups[id]
+	return ok
+}
+
+// GroupStateIDs returns the ids of the groups with membership state,
+// sorted.
+func (img *Image) GroupStateIDs() []string {
+	return slices.Sorted(maps.Keys(img.groupStates))
+}
+
+// GroupStateMembers returns how many members group id has in the image.
+func (img *Image) GroupStateMembers(id string) int {
+	if s, ok := img.groupStates[id]; ok {
+		return len(s.members)
+	}
+	return 0
+}
+
+// GroupOwners maps each partition assigned in group id to its member.
+func (img *Image) GroupOwners(id string) map[group.TopicPartition]string {
+	out := map[group.TopicPartition]string{}
+	if s, ok := img.groupStates[id]; ok {
+		for mid, a := range s.assignments {
+			for _, tp := range a.Assigned {
+				out[tp] = mid
+			}
+		}
+	}
+	return out
+}
+
+// PartitionCounts maps every topic to its number of partitions.
+func (img *Image) PartitionCounts() map[string]int32 {
+	out := make(map[string]int32, len(img.topics))
+	for name, t := range img.topics {
+		out[name] = int32(len(t.Partitions))
+	}
+	return out
+}
+
+// GroupRecordsCommand is the command that writes recs (of one group, or a
+// replay of several) to the metadata log, for a cluster at level: below
+// metadata.version 4 without the empty-since stamps, which such a cluster
+// does not keep.
+func GroupRecordsCommand(recs []group.Record, level int32) *pb.Command {
+	enc := GroupRecordsToPB(recs)
+	if level < MetadataVersionGroupEmptySince {
+		dropEmptySince(enc)
+	}
+	return &pb.Command{Cmd: &pb.Command_GroupRecords{GroupRecords: enc}}
+}
