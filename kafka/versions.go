@@ -32,6 +32,11 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// Admin tools' view of the groups, either protocol (describe.go).
 	{ApiKey: 15, MinVersion: 0, MaxVersion: 5}, // DescribeGroups
 	{ApiKey: 16, MinVersion: 0, MaxVersion: 4}, // ListGroups (4: states; 5 filters by type, KIP-848's)
+
+	// SASL authentication (sasl.go): answered on every listener, as
+	// Kafka does; ILLEGAL_SASL_STATE where none is required.
+	{ApiKey: saslHandshakeKey, MinVersion: 0, MaxVersion: 1},
+	{ApiKey: saslAuthenticateKey, MinVersion: 0, MaxVersion: 2},
 }
 
 // served reports whether version of key is answered.
