@@ -55,6 +55,7 @@ type ScramServer struct {
 	state       scramState
 	user        string
 	gs2Header   string
+	clientNonce string
 	nonceAll    string
 	authMessage string
 	storedKey   []byte
@@ -171,6 +172,7 @@ func (s *ScramServer) first(msg string) ([]byte, error) {
 		salt, iters = fakeSalt(user), DefaultIterations
 		s.storedKey, s.serverKey = nil, nil
 	}
+	s.clientNonce = clientNonce
 	s.nonceAll = clientNonce + s.nonce()
 	serverFirst := "r=" + s.nonceAll + ",s=" + base64.StdEncoding.EncodeToString(salt) + ",i=" + strconv.Itoa(iters)
 	s.authMessage = bare + "," + serverFirst
@@ -196,7 +198,11 @@ func (s *ScramServer) final(msg string) ([]byte, error) {
 	if attrs[0].value != base64.StdEncoding.EncodeToString([]byte(s.gs2Header)) {
 		return nil, fmt.Errorf("%w: the channel binding does not repeat the GS2 header", ErrSCRAM)
 	}
-	if attrs[1].value != s.nonceAll {
+	// librdkafka (kcat, confluent-kafka) repeats its own part of the
+	// nonce before the whole: Kafka's brokers accept a nonce that ends
+	// with theirs, and so does this one, as long as what comes before is
+	// the client's part.
+	if n := attrs[1].value; n != s.nonceAll && n != s.clientNonce+s.nonceAll {
 		return nil, fmt.Errorf("%w: the nonce is not the one the server sent", ErrSCRAM)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)

@@ -174,6 +174,8 @@ func TestAuthScramServerMalformed(t *testing.T) {
 		{"n,,n=u,r=x", "c=biws,r=x", "no proof"},
 		{"n,,n=u,r=x", "c=eSws,r=xS,p=AAAA", "does not repeat the GS2 header"},
 		{"n,,n=u,r=x", "c=biws,r=other,p=AAAA", "not the one the server sent"},
+		{"n,,n=u,r=x", "c=biws,r=yxS,p=AAAA", "not the one the server sent"},
+		{"n,,n=u,r=x", "c=biws,r=xxS,p=AAAA", "not 32 bytes"}, // librdkafka's nonce is accepted
 		{"n,,n=u,r=x", "c=biws,r=xS,p=AAAA", "not 32 bytes"},
 	} {
 		s, _ := NewScramServer(MechanismSHA256, lookup)
