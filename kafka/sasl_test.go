@@ -262,3 +262,17 @@ func TestKafkaSASLOnPlainListener(t *testing.T) {
 		t.Fatalf("authenticate: %+v", a)
 	}
 }
+
+// After a version 0 handshake a failed exchange can only close the
+// connection: the bare framing has no error code.
+func TestKafkaSASLHandshakeV0FailureCloses(t *testing.T) {
+	t.Parallel()
+	k := startSASLServer(t, &userBackend{users: make(chan string, 1)})()
+	if hs := handshake(k, 0, "TEST"); hs.ErrorCode != 0 {
+		t.Fatalf("handshake v0: %+v", hs)
+	}
+	k.raw([]byte("wrong"))
+	if !k.closed() {
+		t.Fatal("a failed bare-frame exchange left the connection open")
+	}
+}
