@@ -5,9 +5,11 @@ import (
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"hash"
 )
 
 // SCRAM-SHA-256 credentials (RFC 5802, RFC 7677), as Kafka stores them:
@@ -36,6 +38,12 @@ type Credential struct {
 	Iterations int
 	StoredKey  []byte
 	ServerKey  []byte
+	// StoredKey512 and ServerKey512 are the SCRAM-SHA-512 keys of the
+	// same password, salt and iteration count, for Kafka clients that
+	// authenticate with that mechanism (ScramServer); empty in a
+	// credential stored before they were derived.
+	StoredKey512 []byte
+	ServerKey512 []byte
 }
 
 // NewCredential derives a credential for password with a fresh random salt.
@@ -55,19 +63,38 @@ func DeriveCredential(password string, salt []byte, iterations int) (Credential,
 	if iterations < MinIterations || iterations > MaxIterations {
 		return Credential{}, fmt.Errorf("%w: iterations %d outside %d..%d", ErrInvalidCredential, iterations, MinIterations, MaxIterations)
 	}
-	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	stored, server, err := scramKeys(sha256.New, password, salt, iterations)
 	if err != nil {
-		return Credential{}, fmt.Errorf("%w: %v", ErrInvalidCredential, err)
+		return Credential{}, err
 	}
-	clientKey := mac(salted, "Client Key")
-	stored := sha256.Sum256(clientKey)
-	return Credential{Salt: append([]byte(nil), salt...), Iterations: iterations, StoredKey: stored[:], ServerKey: mac(salted, "Server Key")}, nil
+	stored512, server512, err := scramKeys(sha512.New, password, salt, iterations)
+	if err != nil {
+		return Credential{}, err
+	}
+	return Credential{Salt: append([]byte(nil), salt...), Iterations: iterations, StoredKey: stored, ServerKey: server,
+		StoredKey512: stored512, ServerKey512: server512}, nil
 }
 
-func mac(key []byte, msg string) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(msg))
-	return h.Sum(nil)
+// scramKeys derives StoredKey and ServerKey of a password with the hash
+// h (RFC 5802 section 3).
+func scramKeys(h func() hash.Hash, password string, salt []byte, iterations int) (stored, server []byte, err error) {
+	salted, err := pbkdf2.Key(h, password, salt, iterations, h().Size())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidCredential, err)
+	}
+	return hashOf(h, hmacOf(h, salted, []byte("Client Key"))), hmacOf(h, salted, []byte("Server Key")), nil
+}
+
+func hmacOf(h func() hash.Hash, key, msg []byte) []byte {
+	m := hmac.New(h, key)
+	m.Write(msg)
+	return m.Sum(nil)
+}
+
+func hashOf(h func() hash.Hash, b []byte) []byte {
+	d := h()
+	d.Write(b)
+	return d.Sum(nil)
 }
 
 // Validate checks a stored credential's shape.
@@ -86,9 +113,12 @@ func (c Credential) Validate() error {
 // Verify reports whether password is the one the credential was derived
 // from, comparing in constant time.
 func (c Credential) Verify(password string) bool {
-	d, err := DeriveCredential(password, c.Salt, c.Iterations)
+	if password == "" || c.Iterations < MinIterations || c.Iterations > MaxIterations {
+		return false
+	}
+	stored, _, err := scramKeys(sha256.New, password, c.Salt, c.Iterations)
 	if err != nil {
 		return false
 	}
-	return subtle.ConstantTimeCompare(d.StoredKey, c.StoredKey) == 1
+	return subtle.ConstantTimeCompare(stored, c.StoredKey) == 1
 }

@@ -13,9 +13,9 @@ func CredentialFromSalted(salt, salted []byte, iterations int) (Credential, erro
 	if len(salted) != sha256.Size {
 		return Credential{}, fmt.Errorf("%w: a SCRAM-SHA-256 salted password is %d bytes, got %d", ErrInvalidCredential, sha256.Size, len(salted))
 	}
-	clientKey := mac(salted, "Client Key")
+	clientKey := hmacOf(sha256.New, salted, []byte("Client Key"))
 	stored := sha256.Sum256(clientKey)
-	c := Credential{Salt: append([]byte(nil), salt...), Iterations: iterations, StoredKey: stored[:], ServerKey: mac(salted, "Server Key")}
+	c := Credential{Salt: append([]byte(nil), salt...), Iterations: iterations, StoredKey: stored[:], ServerKey: hmacOf(sha256.New, salted, []byte("Server Key"))}
 	if err := c.Validate(); err != nil {
 		return Credential{}, err
 	}

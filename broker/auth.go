@@ -53,7 +53,8 @@ const internalPrefix = "/quire.internal.v1."
 // Identity is who a call was made as.
 type Identity struct {
 	Principal string
-	// By is "certificate", "scram" or "none".
+	// By is "certificate", "scram", "plain" (SASL/PLAIN on a Kafka
+	// listener) or "none".
 	By string
 }
 

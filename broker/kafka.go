@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -25,8 +23,7 @@ import (
 
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
-// speak gRPC to it). Kafka's protocol is served without TLS or SASL, so
-// not beside security settings that would leave it the one open door.
+// speak gRPC to it). Their security is kafka_security.go's.
 func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string]bool, []error) {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -53,15 +50,23 @@ func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string
 			out[n] = true
 		}
 	}
-	if len(out) > 0 && (c.Security.TLSCertFile != "" || c.Security.AuthorizerEnable) {
-		bad("Kafka's protocol is served without TLS or SASL, so it cannot be used with tls.cert.file or authorizer.enable set")
-	}
 	return out, errs
 }
 
-// serveKafka serves the Kafka listeners until stopKafka.
+// serveKafka serves the Kafka listeners until stopKafka, each with its
+// security protocol (kafka_security.go).
 func (b *Broker) serveKafka(l boundListener) error {
-	err := b.kafka.Serve(l.lis)
+	lis, sasl, protocol := b.kafkaListener(l)
+	if protocol == protoPlaintext && b.guard.authorize {
+		b.logger.Warn("Kafka listener without TLS or SASL: its clients are User:ANONYMOUS, allowed what the ACLs allow that principal",
+			"listener", l.name, "addr", l.lis.Addr().String())
+	}
+	var err error
+	if sasl != nil {
+		err = b.kafka.ServeSASL(lis, sasl)
+	} else {
+		err = b.kafka.Serve(lis)
+	}
 	if errors.Is(err, kafka.ErrServerClosed) {
 		return nil
 	}
@@ -85,12 +90,11 @@ func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerSer
 		MaxConnectionsPerIP: int(b.cfg.KafkaMaxConnectionsPerIP),
 		Refused:             b.kafkaRefused(),
 		// Tagged with the listener, as a gRPC call is, so Metadata gives
-		// the addresses of this listener.
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return peer.NewContext(ctx, &peer.Peer{Addr: c.RemoteAddr(), LocalAddr: c.LocalAddr()})
-		},
-		Observe: b.observeKafka(),
-		Logger:  b.logger.Named("kafka"),
+		// the addresses of this listener, and with the identity a TLS
+		// client certificate gives (kafka_security.go).
+		ConnContext: b.kafkaConnContext,
+		Observe:     b.observeKafka(),
+		Logger:      b.logger.Named("kafka"),
 	})
 }
 
@@ -128,10 +132,18 @@ type kafkaBackend struct {
 
 var _ kafka.Backend = kafkaBackend{}
 
-// Metadata leaves out the brokers with no address on the client's
+// Each call below is made under the ACLs when the authorizer is on
+// (kafka_authz.go: kafkaAuthorized, or per topic for the calls that name
+// partitions).
+
+func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	return k.authorizedMetadata(ctx, req)
+}
+
+// metadata leaves out the brokers with no address on the client's
 // listener (GetMetadata would give their inter-broker one, which speaks
 // gRPC).
-func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+func (k kafkaBackend) metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
 	resp, err := k.meta.GetMetadata(ctx, req)
 	if err != nil {
 		return nil, err
@@ -156,19 +168,19 @@ func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequ
 }
 
 func (k kafkaBackend) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	return k.producer.Produce(ctx, req)
+	return k.authorizedProduce(ctx, req)
 }
 
 func (k kafkaBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
-	return k.consumer.Fetch(ctx, req)
+	return k.authorizedFetch(ctx, req)
 }
 
 func (k kafkaBackend) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	return k.consumer.ListOffsets(ctx, req)
+	return k.authorizedListOffsets(ctx, req)
 }
 
 func (k kafkaBackend) DeleteRecords(ctx context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error) {
-	return k.admin.DeleteRecords(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Admin_DeleteRecords_FullMethodName, req, k.admin.DeleteRecords)
 }
 
 // Coordinator is this broker on the client's listener: a group's calls
@@ -188,27 +200,27 @@ func (k kafkaBackend) Coordinator(ctx context.Context) (*quirev1.Broker, error) 
 }
 
 func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-	return k.groups.ConsumerGroupHeartbeat(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Groups_ConsumerGroupHeartbeat_FullMethodName, req, k.groups.ConsumerGroupHeartbeat)
 }
 
 func (k kafkaBackend) DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
-	return k.groups.DescribeGroup(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Groups_DescribeGroup_FullMethodName, req, k.groups.DescribeGroup)
 }
 
 func (k kafkaBackend) ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
-	return k.groups.ListGroups(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Groups_ListGroups_FullMethodName, req, k.groups.ListGroups)
 }
 
 func (k kafkaBackend) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
-	return k.groups.CommitOffsets(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Groups_CommitOffsets_FullMethodName, req, k.groups.CommitOffsets)
 }
 
 func (k kafkaBackend) FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
-	return k.groups.FetchOffsets(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Groups_FetchOffsets_FullMethodName, req, k.groups.FetchOffsets)
 }
 
 func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	return k.producer.InitProducerId(ctx, req)
+	return kafkaAuthorized(ctx, k, quirev1.Producer_InitProducerId_FullMethodName, req, k.producer.InitProducerId)
 }
 
 // OffsetForLeaderEpoch: clients' truncation detection after a leader

@@ -168,8 +168,8 @@ func TestBrokerKafkaDeleteRecords(t *testing.T) {
 	}
 }
 
-// kafka.listener.names names listeners other than the inter-broker one,
-// and not beside TLS or the authorizer.
+// kafka.listener.names names listeners other than the inter-broker one
+// (their security: kafka_security_test.go).
 func TestBrokerConfigKafkaListenerNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -183,8 +183,7 @@ func TestBrokerConfigKafkaListenerNames(t *testing.T) {
 		{"PLAINTEXT://:9092,KAFKA://:9093", "OTHER", false, false, "OTHER is not one of the listeners (PLAINTEXT, KAFKA)"},
 		{"PLAINTEXT://:9092,KAFKA://:9093", "PLAINTEXT", false, false, "PLAINTEXT is the inter-broker listener"},
 		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA,", false, false, "empty entry"},
-		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA", false, true, "cannot be used with tls.cert.file or authorizer.enable"},
-		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA", true, false, "cannot be used with tls.cert.file or authorizer.enable"},
+		{"PLAINTEXT://:9092,KAFKA://:9093", "KAFKA", true, false, ""}, // SSL by default beside TLS
 	} {
 		c := broker.DefaultConfig()
 		c.ListenAddr, c.KafkaListenerNames = tc.listeners, tc.kafka

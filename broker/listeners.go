@@ -145,6 +145,7 @@ func (c *Config) listenerPlan() (listenerPlan, error) {
 	var kerrs []error
 	plan.kafka, kerrs = c.kafkaListenerNames(ls, plan.inter)
 	errs = append(errs, kerrs...)
+	errs = append(errs, c.kafkaSecurityErrors(plan.kafka)...) // kafka_security.go
 	return plan, errors.Join(errs...)
 }
 

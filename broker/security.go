@@ -46,6 +46,11 @@ type SecurityConfig struct {
 	// AuthorizerEnable is authorizer.enable: check every call against the
 	// ACLs in the metadata log.
 	AuthorizerEnable bool
+	// KafkaSecurityProtocolMap is kafka.listener.security.protocol.map
+	// and SASLEnabledMechanisms sasl.enabled.mechanisms: the security of
+	// the Kafka listeners (kafka_security.go).
+	KafkaSecurityProtocolMap string
+	SASLEnabledMechanisms    string
 }
 
 var securityKeys = []configKey{
@@ -69,7 +74,9 @@ var securityKeys = []configKey{
 }
 
 // appendSecurityKeys adds the security keys after the others.
-func appendSecurityKeys(keys []configKey) []configKey { return append(keys, securityKeys...) }
+func appendSecurityKeys(keys []configKey) []configKey {
+	return append(append(keys, securityKeys...), kafkaSecurityKeys...)
+}
 
 // tlsFiles are the node's TLS files; Enabled is false with TLS off.
 func (c *Config) tlsFiles() tlsconf.Files {

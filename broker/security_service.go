@@ -72,7 +72,14 @@ func (s *securityService) ListUsers(context.Context, *quirev1.ListUsersRequest) 
 	out := &quirev1.ListUsersResponse{}
 	for _, u := range img.Users() {
 		c, _ := img.UserCredential(u)
-		out.Users = append(out.Users, &quirev1.UserDescription{Name: u, Mechanism: auth.Mechanism, Iterations: int32(c.Iterations)})
+		mech := auth.MechanismSHA256
+		if len(c.StoredKey512) > 0 {
+			// Derived with the password since Kafka's listener serves
+			// SCRAM-SHA-512; a user stored before has the one mechanism
+			// until its password is set again.
+			mech += "," + auth.MechanismSHA512
+		}
+		out.Users = append(out.Users, &quirev1.UserDescription{Name: u, Mechanism: mech, Iterations: int32(c.Iterations)})
 	}
 	return out, nil
 }

@@ -17,7 +17,8 @@ func (s *Service) UpsertUserCredential(ctx context.Context, in *pb.UpsertUserCre
 	if r == nil {
 		r = &metapb.UserCredentialRecord{}
 	}
-	cred := auth.Credential{Salt: r.Salt, Iterations: int(r.Iterations), StoredKey: r.StoredKey, ServerKey: r.ServerKey}
+	cred := auth.Credential{Salt: r.Salt, Iterations: int(r.Iterations), StoredKey: r.StoredKey, ServerKey: r.ServerKey,
+		StoredKey512: r.StoredKeySha512, ServerKey512: r.ServerKeySha512}
 	if err := s.node.Ctl().UpsertUserCredential(ctx, r.User, cred); err != nil {
 		return nil, toStatus(err)
 	}

@@ -115,6 +115,8 @@ type Server struct {
 	// without one (a flood gets a line a second).
 	refusedLogged time.Time
 	refusedQuiet  int
+	// saslOf holds the listeners served with ServeSASL (sasl.go).
+	saslOf map[net.Listener]*SASL
 }
 
 // connInfo is what a tracked connection is counted under.
@@ -339,7 +341,7 @@ func (s *Server) serveConn(c net.Conn) {
 		ctx = s.cfg.ConnContext(ctx, c)
 	}
 	log := s.cfg.Logger.With("client", c.RemoteAddr().String())
-	var cs connState
+	cs := connState{sasl: s.newSASLConn(c)}
 	r := bufio.NewReaderSize(c, 64<<10)
 	var sizeBuf [4]byte
 	var out []byte
@@ -351,8 +353,8 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || int(size) > s.cfg.MaxRequestBytes {
-			log.Warn("closing connection: request size out of bounds", "size", size, "max", s.cfg.MaxRequestBytes)
+		if limit := s.maxRequestBytes(&cs); size < cs.minRequestBytes() || int(size) > limit {
+			log.Warn("closing connection: request size out of bounds", "size", size, "max", limit)
 			return
 		}
 		// A request's bytes are read in full before it is handled, into
@@ -362,7 +364,7 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Debug("connection ended mid-request", "error", err, "size", size)
 			return
 		}
-		out, err = s.handle(ctx, &cs, buf, out[:0])
+		out, err = s.handle(cs.connContext(ctx), &cs, buf, out[:0])
 		if err != nil {
 			log.Warn("closing connection", "error", err)
 			return
@@ -377,6 +379,10 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		if err != nil {
 			log.Debug("connection ended while answering", "error", err)
+			return
+		}
+		if cs.closeAfterAnswer() {
+			log.Debug("closing connection after a failed SASL authentication")
 			return
 		}
 	}
@@ -498,11 +504,17 @@ type connState struct {
 	// classic is set once the client speaks the classic group protocol
 	// (JoinGroup and the rest) on the connection.
 	classic bool
+	// sasl is the connection's authentication (sasl.go); nil on a
+	// listener that requires none.
+	sasl *saslConn
 }
 
 // handle answers one request, appending the framed answer to out; an
 // empty answer is none (acks=0), an error closes the connection.
 func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ []byte, err error) {
+	if cs.sasl != nil && cs.sasl.raw {
+		return s.rawToken(cs, buf, out)
+	}
 	var start time.Time
 	if s.cfg.Observe != nil {
 		start = time.Now()
@@ -568,8 +580,15 @@ func frame(out []byte, h header, resp kmsg.Response, flexibleHeader bool) []byte
 
 // dispatch answers a parsed request; nil for none.
 func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, req kmsg.Request) (kmsg.Response, error) {
+	if cs.sasl != nil {
+		if resp, handled, err := s.saslGate(ctx, cs, req); handled {
+			return resp, err
+		}
+	}
 	b := s.cfg.Backend
 	switch req := req.(type) {
+	case *kmsg.SASLHandshakeRequest, *kmsg.SASLAuthenticateRequest:
+		return saslOutside(req), nil
 	case *kmsg.ApiVersionsRequest:
 		return apiVersions(req.Version), nil
 	case *kmsg.MetadataRequest:

@@ -35,6 +35,10 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 
 	// Clients' truncation detection after a leader change (epochs.go).
 	{ApiKey: offsetForLeaderEpochKey, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
+	// SASL authentication (sasl.go): answered on every listener, as
+	// Kafka does; ILLEGAL_SASL_STATE where none is required.
+	{ApiKey: saslHandshakeKey, MinVersion: 0, MaxVersion: 1},
+	{ApiKey: saslAuthenticateKey, MinVersion: 0, MaxVersion: 2},
 }
 
 // served reports whether version of key is answered.

@@ -69,12 +69,14 @@ func (img *Image) UserCredential(name string) (auth.Credential, bool) {
 func (img *Image) ACLs() []auth.ACL { return img.acls }
 
 func credentialFromRecord(r *pb.UserCredentialRecord) auth.Credential {
-	return auth.Credential{Salt: r.Salt, Iterations: int(r.Iterations), StoredKey: r.StoredKey, ServerKey: r.ServerKey}
+	return auth.Credential{Salt: r.Salt, Iterations: int(r.Iterations), StoredKey: r.StoredKey, ServerKey: r.ServerKey,
+		StoredKey512: r.StoredKeySha512, ServerKey512: r.ServerKeySha512}
 }
 
 // CredentialRecord is the stored form of a user's credential.
 func CredentialRecord(user string, c auth.Credential) *pb.UserCredentialRecord {
-	return &pb.UserCredentialRecord{User: user, Mechanism: auth.Mechanism, Salt: c.Salt, Iterations: int32(c.Iterations), StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+	return &pb.UserCredentialRecord{User: user, Mechanism: auth.Mechanism, Salt: c.Salt, Iterations: int32(c.Iterations), StoredKey: c.StoredKey, ServerKey: c.ServerKey,
+		StoredKeySha512: c.StoredKey512, ServerKeySha512: c.ServerKey512}
 }
 
 // ACLFromRecord and ACLRecord convert between the stored and the

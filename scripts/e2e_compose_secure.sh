@@ -8,8 +8,9 @@
 # addresses; a plaintext client is refused on every listener, a TLS client
 # without a certificate and the reader certificate are refused by the
 # authorizer; admin creates a replication factor 3 topic, produces with
-# acks=all and reads the records back; the CLI inside a container connects
-# to quireN (the node certificates' host names). A second `up -d` runs the
+# acks=all and reads the records back; kcat on the host, as a SCRAM user,
+# produces and consumes over TLS on the KAFKA listeners; the CLI inside a
+# container connects to quireN (the node certificates' host names). A second `up -d` runs the
 # certs service again and keeps the CA. Then README.md's securecompose
 # block runs as printed. Timings are printed as "e2e-compose-secure: time ...".
 #
@@ -205,6 +206,43 @@ for p in 0 1 2; do
 		consume "$topic" -p "$p" -o start -n 100 2>&1) || fail "consume $topic-$p: $out"
 	diff <(seq 1 100 | sed "s/^/p$p-/") <(echo "$out") >/dev/null || fail "$topic-$p does not hold exactly its 100 records: $out"
 done
+
+# Kafka's protocol on the KAFKA listeners, with TLS and SCRAM (SASL_SSL):
+# admin makes the SCRAM user alice and lets her write and read a topic;
+# kcat on the host, as alice, lists the three brokers at their published
+# KAFKA addresses, produces with SCRAM-SHA-256 and reads back with
+# SCRAM-SHA-512; a wrong password is refused.
+if have_kcat "$tmp/apt.log"; then
+	step "kcat from the host over TLS and SCRAM (SASL_SSL) on the KAFKA listeners"
+	deadline=$((SECONDS + 30))
+	until q cluster features 2>/dev/null | grep -Eq '^METADATA.VERSION  ([3-9]|[1-9][0-9])$'; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "metadata.version did not reach 3 (users and ACLs)"
+		sleep 0.5
+	done
+	q user create alice --new-password-stdin <<<"alice-pw" >/dev/null || fail "user create alice"
+	q topic create kafka-secured -p 1 -r 3 >/dev/null || fail "topic create kafka-secured"
+	for op in Write Read; do
+		q acl create --principal User:alice --operation "$op" --topic kafka-secured >/dev/null || fail "acl $op for alice"
+	done
+	kc() {
+		local mech=$1 pw=$2
+		shift 2
+		timeout 60 kcat -b "127.0.0.1:$QUIRE1_KAFKA_PORT" -X security.protocol=SASL_SSL -X ssl.ca.location="$certs/ca.pem" \
+			-X sasl.mechanisms="$mech" -X sasl.username=alice -X sasl.password="$pw" "$@"
+	}
+	out=$(kc SCRAM-SHA-256 alice-pw -L 2>&1) || fail "kcat -L as alice: $out"
+	for n in 1 2 3; do
+		port_var=QUIRE${n}_KAFKA_PORT
+		grep -q "broker $n at 127.0.0.1:${!port_var}" <<<"$out" || fail "kcat -L: no broker $n at 127.0.0.1:${!port_var}: $out"
+	done
+	seq 1 100 | kc SCRAM-SHA-256 alice-pw -P -t kafka-secured -p 0 -X acks=all 2>"$tmp/kcat.err" || fail "kcat -P as alice: $(tail -3 "$tmp/kcat.err")"
+	out=$(kc SCRAM-SHA-512 alice-pw -C -t kafka-secured -p 0 -o beginning -e -f '%s\n' 2>"$tmp/kcat.err") || fail "kcat -C as alice: $(tail -3 "$tmp/kcat.err")"
+	[ "$out" = "$(seq 1 100)" ] || fail "kcat -C as alice read: $out"
+	if kc SCRAM-SHA-256 wrong -L -m 10 >/dev/null 2>"$tmp/kcat.err"; then fail "kcat with a wrong password was answered"; fi
+	grep -q 'invalid credentials for user "alice"' "$tmp/kcat.err" || fail "kcat with a wrong password: $(tail -3 "$tmp/kcat.err")"
+else
+	step "SKIP: kcat is not installed (apt-get install kcat); the KAFKA listeners' TLS and SCRAM were not checked"
+fi
 
 step "the CLI inside a container connects as admin to quireN (the node certificates' host names)"
 out=$("${compose[@]}" exec -T quire1 quire cluster info 2>&1) || fail "cluster info inside quire1: $out"

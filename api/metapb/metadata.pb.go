@@ -2898,15 +2898,20 @@ func (x *OffsetRecord) GetCommitTimeMs() int64 {
 // user name: the salt, the iteration count and the keys derived from the
 // password, never the password itself.
 type UserCredentialRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
-	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
-	Salt          []byte                 `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
-	Iterations    int32                  `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	StoredKey     []byte                 `protobuf:"bytes,5,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
-	ServerKey     []byte                 `protobuf:"bytes,6,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	User       string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Mechanism  string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Salt       []byte                 `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
+	Iterations int32                  `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	StoredKey  []byte                 `protobuf:"bytes,5,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	ServerKey  []byte                 `protobuf:"bytes,6,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	// The SCRAM-SHA-512 keys of the same password, salt and iterations,
+	// for Kafka clients that use that mechanism; empty in a record written
+	// before they were derived (that user has SCRAM-SHA-256 only).
+	StoredKeySha512 []byte `protobuf:"bytes,7,opt,name=stored_key_sha512,json=storedKeySha512,proto3" json:"stored_key_sha512,omitempty"`
+	ServerKeySha512 []byte `protobuf:"bytes,8,opt,name=server_key_sha512,json=serverKeySha512,proto3" json:"server_key_sha512,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UserCredentialRecord) Reset() {
@@ -2977,6 +2982,20 @@ func (x *UserCredentialRecord) GetStoredKey() []byte {
 func (x *UserCredentialRecord) GetServerKey() []byte {
 	if x != nil {
 		return x.ServerKey
+	}
+	return nil
+}
+
+func (x *UserCredentialRecord) GetStoredKeySha512() []byte {
+	if x != nil {
+		return x.StoredKeySha512
+	}
+	return nil
+}
+
+func (x *UserCredentialRecord) GetServerKeySha512() []byte {
+	if x != nil {
+		return x.ServerKeySha512
 	}
 	return nil
 }
@@ -3470,7 +3489,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\tR\bmetadata\x12$\n" +
-	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMs\"\xba\x01\n" +
+	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMs\"\x92\x02\n" +
 	"\x14UserCredentialRecord\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
 	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x12\n" +
@@ -3481,7 +3500,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
 	"stored_key\x18\x05 \x01(\fR\tstoredKey\x12\x1d\n" +
 	"\n" +
-	"server_key\x18\x06 \x01(\fR\tserverKey\"_\n" +
+	"server_key\x18\x06 \x01(\fR\tserverKey\x12*\n" +
+	"\x11stored_key_sha512\x18\a \x01(\fR\x0fstoredKeySha512\x12*\n" +
+	"\x11server_key_sha512\x18\b \x01(\fR\x0fserverKeySha512\"_\n" +
 	"\x14UpsertUserCredential\x12G\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\v2'.quire.internal.v1.UserCredentialRecordR\n" +

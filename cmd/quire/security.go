@@ -17,16 +17,18 @@ func init() {
 }
 
 func newUserCmd(g *globalFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "user", Short: "Create, delete and list SCRAM-SHA-256 users (stored salted in the metadata log)"}
+	cmd := &cobra.Command{Use: "user", Short: "Create, delete and list SCRAM users (stored salted in the metadata log)"}
 	var password string
 	var passwordStdin bool
 	var iterations int32
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a user or replace its password",
-		Long: `Creates a SCRAM-SHA-256 user, or gives an existing one a new password.
-The broker derives the salted credential; the password itself is never
-stored. Clients then authenticate with --user NAME --password ... (over TLS).`,
+		Long: `Creates a SCRAM user, or gives an existing one a new password.
+The broker derives the salted SCRAM-SHA-256 and SCRAM-SHA-512 credentials;
+the password itself is never stored. Clients then authenticate with
+--user NAME --password ... (over TLS), and Kafka's clients with SASL/SCRAM
+on a SASL_SSL or SASL_PLAINTEXT Kafka listener.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if passwordStdin {
@@ -47,7 +49,7 @@ stored. Clients then authenticate with --user NAME --password ... (over TLS).`,
 			if err := cl.UpsertUser(ctx, args[0], password, iterations); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "user %s: SCRAM-SHA-256 credential stored (principal User:%s)\n", args[0], args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "user %s: SCRAM credentials stored (principal User:%s)\n", args[0], args[0])
 			return nil
 		},
 	}

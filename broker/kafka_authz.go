@@ -1,0 +1,213 @@
+package broker
+
+// Authorization on the Kafka listeners: with authorizer.enable, every
+// call kafkaBackend makes is checked, before it is made, by the table the
+// gRPC interceptor uses (checkRequest, under the gRPC method the call
+// stands for) with the principal the connection established
+// (kafka_security.go), and listings are filtered as the interceptor
+// filters them (filterResponse). Requests that name many partitions
+// (Produce, Fetch, ListOffsets, Metadata) are checked topic by topic, as
+// Kafka does: a topic refused gets TOPIC_AUTHORIZATION_FAILED on its own
+// partitions while the others are served. Every other call is refused
+// whole, with the authorization error the gRPC door gives (Kafka's
+// codes at the Kafka edge: TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED).
+
+import (
+	"context"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
+)
+
+// kafkaAuthorized makes call under the ACLs when the authorizer is on:
+// the request checked whole before, the answer filtered after.
+func kafkaAuthorized[Req, Resp any](ctx context.Context, k kafkaBackend, method string, req Req, call func(context.Context, Req) (Resp, error)) (Resp, error) {
+	if !k.b.guard.authorize {
+		return call(ctx, req)
+	}
+	z, id := k.authz(ctx)
+	if err := k.b.checkRequest(z, id, method, req); err != nil {
+		var zero Resp
+		return zero, authStatus(err)
+	}
+	resp, err := call(ctx, req)
+	if err == nil {
+		filterResponse(z, id, resp)
+	}
+	return resp, err
+}
+
+// authz is the authorizer of now and the caller of ctx; a context
+// without an identity is User:ANONYMOUS.
+func (k kafkaBackend) authz(ctx context.Context) (*auth.Authorizer, Identity) {
+	id, ok := IdentityFrom(ctx)
+	if !ok {
+		id = Identity{Principal: auth.Anonymous, By: "none"}
+	}
+	return k.b.authorizer(), id
+}
+
+// deniedTopics checks each topic of a request alone (one builds a
+// request naming that topic only) and returns the refusal of each topic
+// refused; nil with the authorizer off or nothing refused.
+func (k kafkaBackend) deniedTopics(ctx context.Context, method string, topics []string, one func(topic string) any) (map[string]*quirev1.Error, *auth.Authorizer, Identity) {
+	if !k.b.guard.authorize {
+		return nil, nil, Identity{}
+	}
+	z, id := k.authz(ctx)
+	var denied map[string]*quirev1.Error
+	for _, t := range topics {
+		if _, done := denied[t]; done {
+			continue
+		}
+		if err := k.b.checkRequest(z, id, method, one(t)); err != nil {
+			if denied == nil {
+				denied = map[string]*quirev1.Error{}
+			}
+			denied[t] = toError(err)
+		}
+	}
+	return denied, z, id
+}
+
+func (k kafkaBackend) authorizedProduce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
+	const method = quirev1.Producer_Produce_FullMethodName
+	topics := make([]string, len(req.Partitions))
+	for i, p := range req.Partitions {
+		topics[i] = p.Topic
+	}
+	denied, _, _ := k.deniedTopics(ctx, method, topics, func(t string) any {
+		return &quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{{Topic: t}}}
+	})
+	if denied == nil {
+		return k.producer.Produce(ctx, req)
+	}
+	var refused []*quirev1.PartitionProduceResult
+	kept := req.Partitions[:0:0]
+	for _, p := range req.Partitions {
+		if e, ok := denied[p.Topic]; ok {
+			refused = append(refused, &quirev1.PartitionProduceResult{Topic: p.Topic, Partition: p.Partition, Error: e, BaseOffset: -1, LastOffset: -1})
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	resp := &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}
+	if len(kept) > 0 {
+		req.Partitions = kept
+		var err error
+		if resp, err = k.producer.Produce(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	resp.Partitions = append(resp.Partitions, refused...)
+	return resp, nil
+}
+
+func (k kafkaBackend) authorizedFetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	const method = quirev1.Consumer_Fetch_FullMethodName
+	topics := make([]string, len(req.Partitions))
+	for i, p := range req.Partitions {
+		topics[i] = p.Topic
+	}
+	denied, _, _ := k.deniedTopics(ctx, method, topics, func(t string) any {
+		return &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{{Topic: t}}}
+	})
+	if denied == nil {
+		return k.consumer.Fetch(ctx, req)
+	}
+	var refused []*quirev1.FetchPartitionResult
+	kept := req.Partitions[:0:0]
+	for _, p := range req.Partitions {
+		if e, ok := denied[p.Topic]; ok {
+			refused = append(refused, &quirev1.FetchPartitionResult{Topic: p.Topic, Partition: p.Partition, Error: e,
+				HighWatermark: -1, LogEndOffset: -1, LogStartOffset: -1})
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	resp := &quirev1.FetchResponse{}
+	if len(kept) > 0 {
+		req.Partitions = kept
+		var err error
+		if resp, err = k.consumer.Fetch(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	resp.Partitions = append(resp.Partitions, refused...)
+	return resp, nil
+}
+
+func (k kafkaBackend) authorizedListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
+	const method = quirev1.Consumer_ListOffsets_FullMethodName
+	topics := make([]string, len(req.Partitions))
+	for i, p := range req.Partitions {
+		topics[i] = p.Topic
+	}
+	denied, _, _ := k.deniedTopics(ctx, method, topics, func(t string) any {
+		return &quirev1.ListOffsetsRequest{Partitions: []*quirev1.ListOffsetsPartition{{Topic: t}}}
+	})
+	if denied == nil {
+		return k.consumer.ListOffsets(ctx, req)
+	}
+	var refused []*quirev1.ListOffsetsResult
+	kept := req.Partitions[:0:0]
+	for _, p := range req.Partitions {
+		if e, ok := denied[p.Topic]; ok {
+			refused = append(refused, &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Error: e, Offset: -1, TimestampMs: -1, LeaderEpoch: -1})
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	resp := &quirev1.ListOffsetsResponse{}
+	if len(kept) > 0 {
+		req.Partitions = kept
+		var err error
+		if resp, err = k.consumer.ListOffsets(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	resp.Partitions = append(resp.Partitions, refused...)
+	return resp, nil
+}
+
+// authorizedMetadata answers the topics named that the caller may
+// describe (and create, where the request would create them), each
+// refused one with TOPIC_AUTHORIZATION_FAILED, and of all topics only
+// those it may describe. The brokers are answered in every case: a
+// client refused every topic still learns where the brokers are.
+func (k kafkaBackend) authorizedMetadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+	const method = quirev1.Metadata_GetMetadata_FullMethodName
+	denied, z, id := k.deniedTopics(ctx, method, req.Topics, func(t string) any {
+		return &quirev1.GetMetadataRequest{Topics: []string{t}, AllowAutoTopicCreation: req.AllowAutoTopicCreation}
+	})
+	if !k.b.guard.authorize {
+		return k.metadata(ctx, req)
+	}
+	asked := req.Topics
+	if denied != nil {
+		kept := req.Topics[:0:0]
+		for _, t := range req.Topics {
+			if _, ok := denied[t]; !ok {
+				kept = append(kept, t)
+			}
+		}
+		req.Topics = kept
+	}
+	resp, err := k.metadata(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(asked) > 0 && len(req.Topics) == 0 {
+		// Every topic named was refused: asked for none, the backend
+		// answered all, of which none was asked for.
+		resp.Topics = nil
+	}
+	filterResponse(z, id, resp)
+	for _, t := range asked {
+		if e, ok := denied[t]; ok {
+			resp.Topics = append(resp.Topics, &quirev1.TopicMetadata{Name: t, Error: e})
+			delete(denied, t) // a topic named twice is answered once
+		}
+	}
+	return resp, nil
+}

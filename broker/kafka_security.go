@@ -1,0 +1,299 @@
+package broker
+
+// Security on the Kafka listeners, in Kafka's terms: each listener has a
+// security protocol (kafka.listener.security.protocol.map, as Kafka's
+// listener.security.protocol.map): PLAINTEXT, SSL (TLS, with client
+// certificates as tls.client.auth says), SASL_PLAINTEXT or SASL_SSL (a
+// SASL exchange with one of sasl.enabled.mechanisms before anything but
+// ApiVersions is answered). The certificates, the client CA and the
+// mapping of a certificate's subject to a principal are the gRPC
+// listeners'; SASL/SCRAM checks the users the metadata log stores, as the
+// gRPC services do. The principal a connection establishes goes into its
+// requests' context as the gRPC interceptors put it there (IdentityFrom),
+// and with authorizer.enable every request is checked against the same
+// ACLs (kafka_authz.go).
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/kafka"
+	"github.com/quirelog/quire/tlsconf"
+)
+
+// Kafka's security protocols.
+const (
+	protoPlaintext     = "PLAINTEXT"
+	protoSSL           = "SSL"
+	protoSASLPlaintext = "SASL_PLAINTEXT"
+	protoSASLSSL       = "SASL_SSL"
+)
+
+// saslPlain is SASL/PLAIN: the password itself, so only over TLS.
+const saslPlain = "PLAIN"
+
+// saslMechanisms are the mechanisms served, in the order offered.
+var saslMechanisms = []string{auth.MechanismSHA256, auth.MechanismSHA512, saslPlain}
+
+var kafkaSecurityKeys = []configKey{
+	stringKey("security", "kafka.listener.security.protocol.map", "",
+		"Security protocol of each Kafka listener (kafka.listener.names), as Kafka's listener.security.protocol.map: NAME:PROTOCOL,... with PLAINTEXT, SSL (TLS; client certificates as tls.client.auth says, mapped to principals as on gRPC), SASL_PLAINTEXT or SASL_SSL (SASL with sasl.enabled.mechanisms; SASL_SSL asks for no client certificate). A Kafka listener not named takes the protocol its name is, if it is one; else SSL when tls.cert.file is set, PLAINTEXT when not.",
+		func(c *Config) *string { return &c.Security.KafkaSecurityProtocolMap },
+		func(v string) error { _, err := parseProtocolMap(v); return err }),
+	stringKey("security", "sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512",
+		"SASL mechanisms the SASL_PLAINTEXT and SASL_SSL Kafka listeners offer: SCRAM-SHA-256 and SCRAM-SHA-512 (the users of quire user create; users stored before SCRAM-SHA-512 was served need their password set again for it) and PLAIN (the password itself: offered only on SASL_SSL listeners, refused on SASL_PLAINTEXT ones).",
+		func(c *Config) *string { return &c.Security.SASLEnabledMechanisms },
+		func(v string) error { _, err := parseSASLMechanisms(v); return err }),
+}
+
+// parseProtocolMap parses NAME:PROTOCOL,... (names upper-cased).
+func parseProtocolMap(v string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(v) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		name, proto, ok := strings.Cut(strings.TrimSpace(part), ":")
+		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("entry %q: want NAME:PROTOCOL", part)
+		}
+		switch proto {
+		case protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL:
+		default:
+			return nil, fmt.Errorf("%s: protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", name, proto)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("listener %s given twice", name)
+		}
+		out[name] = proto
+	}
+	return out, nil
+}
+
+// parseSASLMechanisms parses sasl.enabled.mechanisms.
+func parseSASLMechanisms(v string) ([]string, error) {
+	var out []string
+	for _, m := range strings.Split(v, ",") {
+		m = strings.ToUpper(strings.TrimSpace(m))
+		switch {
+		case m == "":
+			continue
+		case !slices.Contains(saslMechanisms, m):
+			return nil, fmt.Errorf("mechanism %q is not served (want %s)", m, strings.Join(saslMechanisms, ", "))
+		case !slices.Contains(out, m):
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// kafkaProtocol is a Kafka listener's security protocol.
+func (c *Config) kafkaProtocol(name string) string {
+	m, _ := parseProtocolMap(c.Security.KafkaSecurityProtocolMap)
+	if p, ok := m[name]; ok {
+		return p
+	}
+	switch name {
+	case protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL:
+		// Kafka's default map: a listener named for a protocol has it.
+		return name
+	}
+	if c.Security.TLSCertFile != "" {
+		return protoSSL
+	}
+	return protoPlaintext
+}
+
+// kafkaSecurityErrors checks the Kafka listeners' security against the
+// rest of the configuration.
+func (c *Config) kafkaSecurityErrors(kafkaNames map[string]bool) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
+	}
+	const mapKey = "kafka.listener.security.protocol.map"
+	m, err := parseProtocolMap(c.Security.KafkaSecurityProtocolMap)
+	if err != nil {
+		bad(mapKey, "%v", err)
+	}
+	for name := range m {
+		if !kafkaNames[name] {
+			bad(mapKey, "%s is not a Kafka listener (kafka.listener.names); gRPC listeners are secured by tls.cert.file and the gRPC credentials", name)
+		}
+	}
+	mechs, err := parseSASLMechanisms(c.Security.SASLEnabledMechanisms)
+	if err != nil {
+		bad("sasl.enabled.mechanisms", "%v", err)
+	}
+	s := &c.Security
+	names := make([]string, 0, len(kafkaNames))
+	for n := range kafkaNames {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := c.kafkaProtocol(name)
+		switch {
+		case (p == protoSSL || p == protoSASLSSL) && s.TLSCertFile == "":
+			bad(mapKey, "Kafka listener %s is %s, which needs TLS: set tls.cert.file and tls.key.file", name, p)
+		case (p == protoSASLPlaintext || p == protoSASLSSL) && len(mechs) == 0 && err == nil:
+			bad("sasl.enabled.mechanisms", "Kafka listener %s is %s but no mechanism is enabled", name, p)
+		case p == protoSASLPlaintext && len(mechs) == 1 && mechs[0] == saslPlain:
+			bad("sasl.enabled.mechanisms", "Kafka listener %s is SASL_PLAINTEXT, where PLAIN (the password in the clear) is refused, and PLAIN is the only mechanism enabled: enable SCRAM-SHA-256 or SCRAM-SHA-512, or make it SASL_SSL", name)
+		case p == protoPlaintext && s.TLSCertFile != "" && !s.AuthorizerEnable:
+			// TLS on the gRPC listeners and no ACLs: this listener
+			// would be the one door where anyone who can connect may
+			// read, write and delete every topic, in the clear.
+			bad(mapKey, "Kafka listener %s is PLAINTEXT beside TLS listeners with authorizer.enable off: anyone could read and write every topic through it unauthenticated and in the clear; make it SSL, SASL_SSL or SASL_PLAINTEXT, or turn authorizer.enable on to judge its User:ANONYMOUS clients by the ACLs", name)
+		}
+	}
+	return errs
+}
+
+// kafkaListener is a Kafka listener's net.Listener with its security:
+// TLS-wrapped for SSL and SASL_SSL, and the SASL it requires (nil for
+// none).
+func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, string) {
+	p := b.cfg.kafkaProtocol(l.name)
+	lis := l.lis
+	if (p == protoSSL || p == protoSASLSSL) && b.transport.tls != nil {
+		clientAuth := tlsconf.NoClientCert
+		if p == protoSSL {
+			clientAuth, _ = tlsconf.ParseClientAuth(b.cfg.Security.TLSClientAuth)
+			if clientAuth == "" {
+				clientAuth = tlsconf.NoClientCert
+			}
+		}
+		lis = tls.NewListener(lis, kafkaTLSConfig(b.transport.tls.ServerConfig(clientAuth)))
+	}
+	if p != protoSASLPlaintext && p != protoSASLSSL {
+		return lis, nil, p
+	}
+	mechs, _ := parseSASLMechanisms(b.cfg.Security.SASLEnabledMechanisms)
+	sasl := &kafka.SASL{Refused: map[string]string{}, Start: b.startSASL}
+	for _, m := range mechs {
+		if m == saslPlain && p != protoSASLSSL {
+			sasl.Refused[m] = "PLAIN sends the password in the clear: it is served only over TLS, on SASL_SSL listeners (listener " + l.name + " is SASL_PLAINTEXT)"
+			continue
+		}
+		sasl.Mechanisms = append(sasl.Mechanisms, m)
+	}
+	for _, m := range saslMechanisms {
+		if !slices.Contains(mechs, m) {
+			sasl.Refused[m] = "not in sasl.enabled.mechanisms"
+		}
+	}
+	return lis, sasl, p
+}
+
+// kafkaTLSConfig is the gRPC listeners' TLS configuration without their
+// ALPN protocol (h2): Kafka's clients name none, and one that did would
+// be refused for not naming h2.
+func kafkaTLSConfig(base *tls.Config) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := base.GetConfigForClient(hello)
+			if err != nil || c == nil {
+				return c, err
+			}
+			c = c.Clone()
+			c.NextProtos = nil
+			return c, nil
+		},
+	}
+}
+
+// kafkaHandshakeTimeout bounds a Kafka client's TLS handshake.
+const kafkaHandshakeTimeout = 10 * time.Second
+
+// kafkaConnContext is the context of a Kafka connection's requests:
+// tagged with the listener (so Metadata gives that listener's addresses)
+// and, for a TLS connection, with the handshake's state, from which the
+// identity is found as for a gRPC call (a verified client certificate's
+// subject mapped by tls.principal.mapping.rules, else User:ANONYMOUS). A
+// SASL exchange replaces that identity once it succeeds. A connection
+// whose handshake fails or whose certificate maps to no principal is
+// closed; its first read then ends it.
+func (b *Broker) kafkaConnContext(ctx context.Context, c net.Conn) context.Context {
+	p := &peer.Peer{Addr: c.RemoteAddr(), LocalAddr: c.LocalAddr()}
+	if tc, ok := c.(*tls.Conn); ok {
+		hctx, cancel := context.WithTimeout(ctx, kafkaHandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			b.logger.Debug("kafka: TLS handshake failed", "client", c.RemoteAddr().String(), "error", err)
+			_ = c.Close()
+			return ctx
+		}
+		p.AuthInfo = credentials.TLSInfo{State: tc.ConnectionState()}
+	}
+	ctx = peer.NewContext(ctx, p)
+	id, err := b.guard.authenticate(ctx, b.cluster.node.Image())
+	if err != nil {
+		b.logger.Warn("kafka: client refused", "client", c.RemoteAddr().String(), "error", err)
+		_ = c.Close()
+		return ctx
+	}
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// startSASL begins an exchange of mechanism for a Kafka connection.
+func (b *Broker) startSASL(ctx context.Context, mechanism string) (kafka.SASLExchange, error) {
+	if mechanism == saslPlain {
+		return &plainExchange{b: b, ctx: ctx}, nil
+	}
+	lookup := func(user string) (auth.Credential, bool) { return b.cluster.node.Image().UserCredential(user) }
+	s, err := auth.NewScramServer(mechanism, lookup)
+	if err != nil {
+		return nil, err
+	}
+	return &scramExchange{ctx: ctx, s: s}, nil
+}
+
+// scramExchange is a SCRAM exchange on a Kafka connection.
+type scramExchange struct {
+	ctx context.Context
+	s   *auth.ScramServer
+}
+
+func (e *scramExchange) Step(msg []byte) ([]byte, context.Context, error) {
+	answer, done, err := e.s.Step(msg)
+	if err != nil || !done {
+		return answer, nil, err
+	}
+	return answer, context.WithValue(e.ctx, identityKey{}, Identity{Principal: auth.UserPrincipal(e.s.User()), By: "scram"}), nil
+}
+
+// plainExchange is SASL/PLAIN (RFC 4616): one message,
+// authzid NUL user NUL password, checked as a gRPC call's password is.
+type plainExchange struct {
+	b   *Broker
+	ctx context.Context
+}
+
+func (e *plainExchange) Step(msg []byte) ([]byte, context.Context, error) {
+	parts := strings.Split(string(msg), "\x00")
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return nil, nil, errors.New("a PLAIN message is [authzid] NUL user NUL password")
+	}
+	authzid, user, password := parts[0], parts[1], parts[2]
+	if authzid != "" && authzid != user {
+		return nil, nil, fmt.Errorf("authorization identity %q is not the user %q", authzid, user)
+	}
+	if !e.b.guard.verify(e.b.cluster.node.Image(), user, password) {
+		return nil, nil, fmt.Errorf("invalid credentials for user %q", user)
+	}
+	return nil, context.WithValue(e.ctx, identityKey{}, Identity{Principal: auth.UserPrincipal(user), By: "plain"}), nil
+}
