@@ -37,7 +37,8 @@ e2e: build chaos-bin
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_console.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_kafka.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_hostile.sh
+	$(GO) build -o $(BIN)/hostile ./scripts/hostile
+	QUIRE_BIN=$(BIN)/quire HOSTILE_BIN=$(BIN)/hostile scripts/e2e_hostile.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
 	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
 
@@ -127,4 +128,4 @@ verify:
 	scripts/verify.sh
 
 clean:
-	rm -f $(BIN)/quire $(CHAOS_BIN)
+	rm -f $(BIN)/quire $(CHAOS_BIN) $(BIN)/hostile
