@@ -119,6 +119,7 @@ func TestReplicationLeaderDiskFailureMovesLeadership(t *testing.T) {
 // one leaves the ISR and reports its failed log, and no acknowledged
 // record is lost.
 func TestReplicationLeaderStorageFailureOffTheAppendPath(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		inject func(dataDir, logDir string) storage.Injector
