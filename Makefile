@@ -17,8 +17,12 @@ FUZZTIME  ?= 20s
 
 all: build
 
+# -trimpath: the binary names its sources by module path, not by where the
+# tree is, so a build in another copy of the tree (scripts/e2e_make_run.sh
+# runs `make run` in a new temporary one each time) comes from the build
+# cache; without it go keys each package's compile on its directory.
 build:
-	$(GO) build -o $(BIN)/quire ./cmd/quire
+	$(GO) build -trimpath -o $(BIN)/quire ./cmd/quire
 
 run: build
 	$(BIN)/quire server --dev
