@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
@@ -472,15 +473,21 @@ func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
 // quorum is back, once.
 func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 	t.Parallel()
-	// The harness's write timeout (3 s), not a shorter one: a write that
-	// times out may still commit, and one that took longer than that once
-	// the quorum is back (a loaded machine) is retried and answered
-	// TOPIC_ALREADY_EXISTS.
-	c := testcluster.New(t, 3)
+	// A write that times out may still commit: one proposed before its
+	// deadline and committed after it is retried and answered
+	// TOPIC_ALREADY_EXISTS. The quorum is restarted right after a refusal,
+	// so the attempt then under way has the whole write timeout for the
+	// restart, the election and the commit; with the harness's 3 s a
+	// loaded machine took longer, so the nodes wait 20 s (the first
+	// refusal comes that late) and the client's requests 40 s.
+	const writeTimeoutMs = 20000
+	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.MetadataWriteTimeoutMs = writeTimeoutMs
+	}))
 	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
 	var calls callLog
-	cl := clusterClient(t, c, nil, calls.opt())
+	cl := clusterClient(t, c, nil, calls.opt(), client.RequestTimeout(2*writeTimeoutMs*time.Millisecond))
 	down := []int32{ctl, ctl%3 + 1}
 	for _, id := range down {
 		c.Kill(id)

@@ -78,6 +78,7 @@ func servedVersions(fn func(key, version int16)) {
 // version served, to its last byte, and what it says decoding costs is
 // at least what kmsg's decoding of it allocates.
 func TestKafkaSchemasMatchKmsg(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	servedVersions(func(key, version int16) {
 		a, ok := schemas[key]

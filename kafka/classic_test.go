@@ -99,6 +99,7 @@ func join(t *testing.T, k *kconn, req *kmsg.JoinGroupRequest) *kmsg.JoinGroupRes
 }
 
 func TestKafkaClassicJoin(t *testing.T) {
+	t.Parallel()
 	backend := &classicBackend{}
 	_, k := startServer(t, backend)
 
@@ -188,6 +189,7 @@ func TestKafkaClassicJoin(t *testing.T) {
 }
 
 func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
+	t.Parallel()
 	backend := &classicBackend{}
 	_, k := startServer(t, backend)
 	assigned := &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}
@@ -323,6 +325,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 // which members retry, not NOT_CONTROLLER or a partition's code, which
 // Kafka's clients take as fatal to the member.
 func TestKafkaGroupCallsCoordinatorNotAvailable(t *testing.T) {
+	t.Parallel()
 	backend := &classicBackend{fakeBackend: fakeBackend{meta: &quirev1.GetMetadataResponse{}}}
 	_, k := startServer(t, backend)
 	for _, err := range []error{

@@ -96,6 +96,7 @@ func dialFrom(t *testing.T, addr, ip string) (net.Conn, bool) {
 // a client address's; one past either is closed at once and reported,
 // and a connection that ends makes room for another.
 func TestKafkaConnectionCaps(t *testing.T) {
+	t.Parallel()
 	var refused atomic.Int32
 	var reasons atomic.Value
 	s, first := startServerConfig(t, Config{Backend: &fakeBackend{}, MaxRequestBytes: 1 << 20,

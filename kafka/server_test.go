@@ -214,6 +214,7 @@ func (k *kconn) closed() bool {
 }
 
 func TestKafkaApiVersions(t *testing.T) {
+	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3
@@ -260,6 +261,7 @@ func TestKafkaApiVersions(t *testing.T) {
 // An API not served (transactions here) cannot be parsed: the
 // connection is closed, as Kafka does.
 func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 3
@@ -270,6 +272,7 @@ func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
 }
 
 func TestKafkaUnservedVersionClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 2 // message sets v0/v1, not RecordBatch v2
@@ -280,6 +283,7 @@ func TestKafkaUnservedVersionClosesTheConnection(t *testing.T) {
 }
 
 func TestKafkaOversizeRequestClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
 	if _, err := k.c.Write(binary.BigEndian.AppendUint32(nil, 2<<20)); err != nil {
 		t.Fatal(err)
@@ -292,6 +296,7 @@ func TestKafkaOversizeRequestClosesTheConnection(t *testing.T) {
 // Requests are answered in order; an acks=0 produce gets no answer (the
 // next answer read is the next request's) but is appended.
 func TestKafkaAnswersInOrderAcksZeroNone(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}}
 	_, k := startServer(t, backend)
 	prod := kmsg.NewPtrProduceRequest()
@@ -341,6 +346,7 @@ func produceReq(version int16, parts ...int32) *kmsg.ProduceRequest {
 // UNKNOWN_SERVER_ERROR) with its message; a partition the backend did not
 // answer fails; a whole-call error fails every partition with its code.
 func TestKafkaProduceErrors(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{
 		{Topic: "t", Partition: 0, BaseOffset: 41, LogStartOffset: 3, LogAppendTimeMs: -1},
 		{Topic: "t", Partition: 1, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "broker 2 leads t/1"}},
@@ -409,6 +415,7 @@ func fetchReq(version int16, sessionID, epoch int32) *kmsg.FetchRequest {
 // the records passed through and the last stable offset at the high
 // watermark.
 func TestKafkaFetch(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{fetchResp: &quirev1.FetchResponse{Partitions: []*quirev1.FetchPartitionResult{
 		{Topic: "t", Partition: 0, HighWatermark: 9, LogEndOffset: 10, LogStartOffset: 1, Records: []byte("batches")}}}}
 	_, k := startServer(t, backend)
@@ -455,6 +462,7 @@ func TestKafkaFetch(t *testing.T) {
 
 // Close ends a long poll in progress and waits for it.
 func TestKafkaCloseEndsLongPolls(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{fetchBlocks: true}
 	s, k := startServer(t, backend)
 	k.request(fetchReq(11, 0, -1))
@@ -495,6 +503,7 @@ func TestKafkaCloseEndsLongPolls(t *testing.T) {
 // none for an empty one; brokers as the backend gives them; a leaderless
 // partition is LEADER_NOT_AVAILABLE.
 func TestKafkaMetadata(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{meta: &quirev1.GetMetadataResponse{ClusterId: "c", ControllerId: 1,
 		Brokers: []*quirev1.Broker{{Id: 1, Address: "127.0.0.1:9093", Rack: "r1"}},
 		Topics: []*quirev1.TopicMetadata{{Name: "t", TopicId: "AAECAwQFBgcICQoLDA0ODw", Partitions: []*quirev1.PartitionMetadata{
@@ -579,6 +588,7 @@ func FuzzKafkaRequest(f *testing.F) {
 // followed by an acks=0 produce (no answer to carry it), or by a long
 // poll, is not held back.
 func TestKafkaAnswerNotHeldByTheNextRequest(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}, fetchBlocks: true}
 	_, k := startServer(t, backend)
 	// ApiVersions, then an acks=0 produce, in one write.
@@ -638,6 +648,7 @@ func (s *slowBackend) Produce(_ context.Context, req *quirev1.ProduceRequest) (*
 // connection closes: a produce that succeeded is not retried (and for a
 // producer that is not idempotent, duplicated).
 func TestKafkaCloseAnswersTheRequestInHand(t *testing.T) {
+	t.Parallel()
 	backend := &slowBackend{started: make(chan struct{}), release: make(chan struct{})}
 	s, k := startServer(t, backend)
 	corr := k.request(produceReq(9, 0))
@@ -670,6 +681,7 @@ func TestKafkaCloseAnswersTheRequestInHand(t *testing.T) {
 // A failed acks=0 produce closes the connection, as Kafka does, so the
 // client learns of it; a successful one does not.
 func TestKafkaAcksZeroFailureClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{
 		{Topic: "t", Partition: 0, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "moved"}}}}}
 	_, k := startServer(t, backend)
@@ -684,6 +696,7 @@ func TestKafkaAcksZeroFailureClosesTheConnection(t *testing.T) {
 // A partition named twice in one produce is INVALID_REQUEST for all, and
 // nothing is appended.
 func TestKafkaProduceDuplicatePartition(t *testing.T) {
+	t.Parallel()
 	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}}
 	_, k := startServer(t, backend)
 	k.request(produceReq(9, 0, 0))
@@ -729,6 +742,7 @@ func (o *offsetsBackend) InitProducerID(_ context.Context, req *quirev1.InitProd
 }
 
 func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
+	t.Parallel()
 	backend := &offsetsBackend{}
 	_, k := startServer(t, backend)
 	req := kmsg.NewPtrListOffsetsRequest()
@@ -782,6 +796,7 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 // an offset below -1 is OFFSET_OUT_OF_RANGE for its partition alone, as
 // Kafka answers it.
 func TestKafkaDeleteRecords(t *testing.T) {
+	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
 	for _, version := range []int16{0, 2} {
 		req := kmsg.NewPtrDeleteRecordsRequest()
@@ -829,6 +844,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 
 // Running out of descriptors is waited out, not the end of the listener.
 func TestKafkaAcceptRetriesTemporaryErrors(t *testing.T) {
+	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -896,6 +912,7 @@ func (g *groupsBackend) ConsumerGroupHeartbeat(_ context.Context, req *quirev1.C
 }
 
 func TestKafkaGroups(t *testing.T) {
+	t.Parallel()
 	id := [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 	backend := &groupsBackend{fakeBackend: fakeBackend{meta: &quirev1.GetMetadataResponse{
 		Topics: []*quirev1.TopicMetadata{{Name: "t", TopicId: "AAECAwQFBgcICQoLDA0ODw"}}}}}
@@ -1027,6 +1044,7 @@ func TestKafkaGroups(t *testing.T) {
 // nil for one answered and Unimplemented for one not served (which closes
 // the connection).
 func TestKafkaObserve(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var seen []string
 	_, k := startServerConfig(t, Config{Backend: &fakeBackend{}, MaxRequestBytes: 1 << 20,
@@ -1062,6 +1080,7 @@ func TestKafkaObserve(t *testing.T) {
 // subscription and assignment encoded as consumers encode them), an
 // unknown group as Dead; ListGroups lists the groups.
 func TestKafkaDescribeAndListGroups(t *testing.T) {
+	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Version, dg.Groups = 5, []string{"g", "gone"}

@@ -32,6 +32,10 @@ import (
 type FSM struct {
 	path   string
 	logger hclog.Logger
+	// initialMmap is the store's initial memory mapping in bytes
+	// (defaultInitialMmap): bbolt remaps, waiting for every open read
+	// transaction, each time the store outgrows it.
+	initialMmap int
 
 	mu  sync.Mutex // guards db against Restore
 	db  *bolt.DB
@@ -45,10 +49,21 @@ type FSM struct {
 // without fsync: it is rebuilt from the raft snapshot and log on restart,
 // and already applied indexes are skipped.
 func OpenFSM(path string, logger hclog.Logger) (*FSM, error) {
+	return openFSM(path, logger, defaultInitialMmap)
+}
+
+// defaultInitialMmap is the image store's initial memory mapping: a store
+// of up to 64 MiB is never remapped.
+const defaultInitialMmap = 64 << 20
+
+// openFSM is OpenFSM with the store's initial memory mapping given; tests
+// that need the store to outgrow its mapping ask for a small one rather
+// than write 100 MiB.
+func openFSM(path string, logger hclog.Logger, initialMmap int) (*FSM, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	f := &FSM{path: path, logger: logger}
+	f := &FSM{path: path, logger: logger, initialMmap: initialMmap}
 	if err := f.open(); err != nil {
 		return nil, err
 	}
@@ -56,7 +71,7 @@ func OpenFSM(path string, logger hclog.Logger) (*FSM, error) {
 }
 
 func (f *FSM) open() error {
-	db, img, err := openStore(f.path)
+	db, img, err := openStore(f.path, f.initialMmap)
 	if err != nil {
 		return err
 	}
@@ -67,8 +82,8 @@ func (f *FSM) open() error {
 
 // openStore opens the image store at path, creating what is missing, and
 // loads its image.
-func openStore(path string) (*bolt.DB, *Image, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: 64 << 20, NoSync: true})
+func openStore(path string, initialMmap int) (*bolt.DB, *Image, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: initialMmap, NoSync: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata: open image store %s: %w", path, err)
 	}
@@ -240,7 +255,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		os.Remove(tmp)
 		return fmt.Errorf("metadata: restore: %w", err)
 	}
-	db, img, err := openStore(tmp)
+	db, img, err := openStore(tmp, f.initialMmap)
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("metadata: restore: snapshot unusable, current image kept: %w", err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/quirelog/quire/internal/poll"
 )
 
 // counterFSM sums the uint64 commands it applies.
@@ -105,9 +107,13 @@ func newRaftNode(t *testing.T, id string, tr *Transport, bootstrap []raft.Server
 	t.Helper()
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(id)
-	conf.HeartbeatTimeout = 200 * time.Millisecond
-	conf.ElectionTimeout = 200 * time.Millisecond
-	conf.LeaderLeaseTimeout = 100 * time.Millisecond
+	// The timeouts the metadata quorum's tests use: with 200 ms a node
+	// held up by a loaded machine lost the leadership in the middle of the
+	// test (docs/testing.md). Leadership is moved by the test itself
+	// (LeadershipTransfer, which does not wait for a timeout).
+	conf.HeartbeatTimeout = time.Second
+	conf.ElectionTimeout = time.Second
+	conf.LeaderLeaseTimeout = 500 * time.Millisecond
 	conf.CommitTimeout = 5 * time.Millisecond
 	conf.SnapshotThreshold = 50
 	conf.TrailingLogs = 10
@@ -131,39 +137,47 @@ func newRaftNode(t *testing.T, id string, tr *Transport, bootstrap []raft.Server
 
 func waitLeader(t *testing.T, nodes []*raftNode) *raftNode {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *raftNode
+	poll.True(t, "a leader", func() bool {
 		for _, n := range nodes {
 			if n.r.State() == raft.Leader {
-				return n
+				leader = n
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no leader elected")
-	return nil
+		return false
+	})
+	return leader
 }
 
 func waitApplied(t *testing.T, nodes []*raftNode, sum uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		ok := true
-		for _, n := range nodes {
-			if s, _ := n.fsm.state(); s != sum {
-				ok = false
+	poll.Until(t, fmt.Sprintf("every node at sum %d", sum), func() error {
+		for i, n := range nodes {
+			if s, c := n.fsm.state(); s != sum {
+				return fmt.Errorf("node %d: sum %d after %d commands", i, s, c)
 			}
 		}
-		if ok {
-			return
+		return nil
+	})
+}
+
+// onLeader runs op on whichever node leads, again on the new leader when
+// the one it ran on lost the leadership meanwhile (an election on a
+// loaded machine).
+func onLeader(t *testing.T, nodes []*raftNode, what string, op func(*raftNode) error) *raftNode {
+	t.Helper()
+	var leader *raftNode
+	poll.Until(t, what, func() error {
+		leader = waitLeader(t, nodes)
+		err := op(leader)
+		if err != nil && !errors.Is(err, raft.ErrLeadershipLost) && !errors.Is(err, raft.ErrNotLeader) &&
+			!errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			t.Fatalf("%s: %v", what, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for i, n := range nodes {
-		s, c := n.fsm.state()
-		t.Logf("node %d: sum %d after %d commands", i, s, c)
-	}
-	t.Fatalf("nodes did not all reach sum %d", sum)
+		return err
+	})
+	return leader
 }
 
 // apply commits value v through whichever node leads: a leadership lost
@@ -192,6 +206,7 @@ func apply(t *testing.T, nodes []*raftNode, v uint64) {
 // the gRPC transport: election, replication through pipelines, leadership
 // transfer (TimeoutNow), and a snapshot installed on a late joiner.
 func TestTransportRaftCluster(t *testing.T) {
+	t.Parallel()
 	trs := []*Transport{startTransport(t), startTransport(t), startTransport(t)}
 	var servers []raft.Server
 	for i, tr := range trs {
@@ -201,7 +216,7 @@ func TestTransportRaftCluster(t *testing.T) {
 	for i, tr := range trs {
 		nodes = append(nodes, newRaftNode(t, fmt.Sprint(i), tr, servers))
 	}
-	leader := waitLeader(t, nodes)
+	waitLeader(t, nodes)
 	var sum uint64
 	for i := uint64(1); i <= 100; i++ {
 		apply(t, nodes, i)
@@ -209,16 +224,14 @@ func TestTransportRaftCluster(t *testing.T) {
 	}
 	waitApplied(t, nodes, sum)
 
-	if err := leader.r.LeadershipTransfer().Error(); err != nil {
-		t.Fatalf("leadership transfer: %v", err)
-	}
+	from := onLeader(t, nodes, "a leadership transfer", func(n *raftNode) error { return n.r.LeadershipTransfer().Error() })
 	var others []*raftNode
 	for _, n := range nodes {
-		if n != leader {
+		if n != from {
 			others = append(others, n)
 		}
 	}
-	leader = waitLeader(t, others)
+	waitLeader(t, others)
 	for i := uint64(101); i <= 200; i++ {
 		apply(t, nodes, i)
 		sum += i
@@ -226,14 +239,12 @@ func TestTransportRaftCluster(t *testing.T) {
 	waitApplied(t, nodes, sum)
 
 	// A fourth node joins after the log was compacted: it needs a snapshot.
-	if err := leader.r.Snapshot().Error(); err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
+	onLeader(t, nodes, "a snapshot on the leader", func(n *raftNode) error { return n.r.Snapshot().Error() })
 	tr4 := startTransport(t)
 	n4 := newRaftNode(t, "3", tr4, nil)
-	if err := leader.r.AddNonvoter("3", tr4.LocalAddr(), 0, 5*time.Second).Error(); err != nil {
-		t.Fatalf("add nonvoter: %v", err)
-	}
+	onLeader(t, nodes, "node 3 added as a nonvoter", func(n *raftNode) error {
+		return n.r.AddNonvoter("3", tr4.LocalAddr(), 0, 5*time.Second).Error()
+	})
 	apply(t, nodes, 1000)
 	sum += 1000
 	waitApplied(t, append(nodes, n4), sum)

@@ -79,6 +79,7 @@ func sampleAppend(tr *Transport) *raft.AppendEntriesRequest {
 }
 
 func TestTransportAppendEntries(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	args := sampleAppend(t1)
 	want := raft.AppendEntriesResponse{RPCHeader: header(t2), Term: 4, LastLog: 90, Success: true, NoRetryBackoff: true}
@@ -94,6 +95,7 @@ func TestTransportAppendEntries(t *testing.T) {
 }
 
 func TestTransportAppendEntriesPipeline(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	const n = 50
 	go func() {
@@ -139,6 +141,7 @@ func TestTransportAppendEntriesPipeline(t *testing.T) {
 }
 
 func TestTransportPipelineRemoteError(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	go func() {
 		select {
@@ -166,6 +169,7 @@ func TestTransportPipelineRemoteError(t *testing.T) {
 }
 
 func TestTransportRequestVote(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	args := &raft.RequestVoteRequest{RPCHeader: header(t1), Term: 20, LastLogIndex: 100, LastLogTerm: 19, LeadershipTransfer: true}
 	want := raft.RequestVoteResponse{RPCHeader: header(t2), Term: 100, Granted: true}
@@ -181,6 +185,7 @@ func TestTransportRequestVote(t *testing.T) {
 }
 
 func TestTransportRequestPreVote(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	args := &raft.RequestPreVoteRequest{RPCHeader: header(t1), Term: 20, LastLogIndex: 100, LastLogTerm: 19}
 	want := raft.RequestPreVoteResponse{RPCHeader: header(t2), Term: 20, Granted: true}
@@ -196,6 +201,7 @@ func TestTransportRequestPreVote(t *testing.T) {
 }
 
 func TestTransportTimeoutNow(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	args := &raft.TimeoutNowRequest{RPCHeader: header(t1)}
 	want := raft.TimeoutNowResponse{RPCHeader: header(t2)}
@@ -211,6 +217,7 @@ func TestTransportTimeoutNow(t *testing.T) {
 }
 
 func TestTransportInstallSnapshot(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	data := make([]byte, 5<<20+123)
 	if _, err := rand.Read(data); err != nil {
@@ -252,6 +259,7 @@ func TestTransportInstallSnapshot(t *testing.T) {
 }
 
 func TestTransportHeartbeatFastPath(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	called := make(chan struct{}, 1)
 	t2.SetHeartbeatHandler(func(rpc raft.RPC) {
@@ -274,6 +282,7 @@ func TestTransportHeartbeatFastPath(t *testing.T) {
 }
 
 func TestTransportClosedFails(t *testing.T) {
+	t.Parallel()
 	t1, t2 := startTransport(t), startTransport(t)
 	if err := t1.Close(); err != nil {
 		t.Fatal(err)
@@ -285,6 +294,7 @@ func TestTransportClosedFails(t *testing.T) {
 }
 
 func TestTransportUnreachablePeerFailsFast(t *testing.T) {
+	t.Parallel()
 	// An RPC timeout far above the deadline below: a vote that waited for
 	// the peer would run it out.
 	t1 := startTransport(t, WithTimeout(5*time.Minute))

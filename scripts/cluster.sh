@@ -23,7 +23,10 @@
 # below), GOMAXPROCS (each node's; default the cores divided by the
 # nodes, at least 1). Other QUIRE_* config keys in the
 # environment (QUIRE_LOG_LEVEL=debug, ...) reach every node, below the
-# settings fixed here.
+# settings fixed here; QUIRE_CLUSTER_EXTRA_SETTINGS ("KEY=VALUE ...",
+# QUIRE_* variables separated by spaces) are given to every node after
+# them, and win (the end-to-end scripts shorten the broker session with
+# it, scripts/lib.sh).
 #
 # Secured variant (QUIRE_CLUSTER_SECURE=1): a throwaway CA and certificates
 # are made under the cluster directory (certs/, by `quire dev certs`) for
@@ -61,6 +64,10 @@ cluster_settings=(
 	QUIRE_BROKER_HEARTBEAT_INTERVAL_MS=2000
 	QUIRE_BROKER_SESSION_TIMEOUT_MS=9000
 )
+
+# extra_settings: QUIRE_CLUSTER_EXTRA_SETTINGS, word by word.
+extra_settings=()
+read -r -a extra_settings <<<"${QUIRE_CLUSTER_EXTRA_SETTINGS:-}"
 
 secure=${QUIRE_CLUSTER_SECURE:-0}
 certs_dir=$cluster_dir/certs
@@ -128,7 +135,7 @@ check_node() {
 node_env() {
 	local n=$1 addr
 	addr=$(addr_of "$n")
-	printf '%s\n' "${cluster_settings[@]}" \
+	printf '%s\n' "${cluster_settings[@]}" ${extra_settings[@]+"${extra_settings[@]}"} \
 		"QUIRE_NODE_ID=$n" \
 		"QUIRE_LISTENERS=$addr" \
 		"QUIRE_ADVERTISED_LISTENERS=$addr" \

@@ -41,6 +41,7 @@ export QUIRE_BIN=$quire
 base=$(free_ports 3)
 [ -n "$base" ] || fail "no three free ports"
 export QUIRE_CLUSTER_BASE_PORT=$base
+e2e_cluster_timings
 export QUIRE_BROKERS="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 q() { "$quire" "$@"; }
 

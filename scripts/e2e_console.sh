@@ -214,6 +214,9 @@ step "ok: e2e-made exists after the confirmed form"
 # --- 2. a 3-node cluster with a node stopped -----------------------------------
 base=$(free_ports 3)
 [ -n "$base" ] || fail "no free ports for the cluster"
+# The short broker session of the end-to-end clusters: the stop at the end,
+# with node 3 gone, waited out the 9 s one.
+e2e_cluster_timings
 cluster() { QUIRE_BIN="$quire" QUIRE_CLUSTER_DIR="$tmp/cluster" QUIRE_CLUSTER_BASE_PORT="$base" GRPCURL=/nonexistent scripts/cluster.sh "$@"; }
 step "starting a 3-node cluster on 127.0.0.1:$base-$((base + 2))"
 cluster_up=1

@@ -40,6 +40,9 @@ export QUIRE_BIN=$quire
 base=$(free_ports 3)
 [ -n "$base" ] || fail "no three free ports"
 export QUIRE_CLUSTER_BASE_PORT=$base
+# The short broker session of the end-to-end clusters: the stop at the end
+# waited out most of the 9 s one.
+e2e_cluster_timings
 scripts/cluster.sh start >/dev/null || fail "the secured cluster did not start"
 eval "$(scripts/cluster.sh env)" # QUIRE_BROKERS and admin's QUIRE_TLS_*
 certs=$QUIRE_CLUSTER_DIR/certs

@@ -120,6 +120,7 @@ func FuzzMetaProperties(f *testing.F) {
 // lines may follow, however far down the junk is, and a line too long to
 // scan is refused rather than read as the end of the file.
 func TestCheckpointRefusesTrailingJunk(t *testing.T) {
+	t.Parallel()
 	long := make([]byte, 70<<10)
 	for i := range long {
 		long[i] = 'x'

@@ -9,6 +9,7 @@ import (
 // without the lock): it follows every change to them, and a cache loaded
 // from its checkpoint.
 func TestEpochCacheLatestFollowsEntries(t *testing.T) {
+	t.Parallel()
 	fsys := newMemFS()
 	if err := fsys.MkdirAll("/log", 0o755); err != nil {
 		t.Fatal(err)

@@ -58,6 +58,7 @@ func (f *syncTrackFile) Close() error {
 // with the descriptor (the kernel may forget it once no descriptor is
 // open); a file fsynced since its last write is closed without one.
 func TestEvictedFileIsSyncedFirst(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tfs := &syncTrackFS{}
 	c := NewFileCache(MinFileCacheCapacity)
@@ -100,6 +101,7 @@ func TestEvictedFileIsSyncedFirst(t *testing.T) {
 // TestEvictionSyncErrorFailsTheLog: an fsync failing when the cache closes
 // a written file is reported by the log's next flush, which fails the log.
 func TestEvictionSyncErrorFailsTheLog(t *testing.T) {
+	t.Parallel()
 	efs := NewErrorFS(OSFS{})
 	files := NewFileCache(MinFileCacheCapacity)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: efs, Files: files})

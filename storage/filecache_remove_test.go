@@ -57,6 +57,7 @@ func waitDoneOrBlocked(t *testing.T, done <-chan struct{}, fn string) {
 // after the deletion: the reopen happens wholly before the file is marked
 // removed (and the unlink then takes it) or not at all.
 func TestRemovedSegmentFileIsNotRecreatedByAReopen(t *testing.T) {
+	t.Parallel()
 	for _, suffix := range []string{logSuffix, indexSuffix} {
 		t.Run(suffix, func(t *testing.T) {
 			dir := t.TempDir()
@@ -108,6 +109,7 @@ func TestRemovedSegmentFileIsNotRecreatedByAReopen(t *testing.T) {
 // file, as it did when every segment held its descriptors; the descriptor
 // goes with the reader's reference.
 func TestDeletedLogStaysReadableForItsReaders(t *testing.T) {
+	t.Parallel()
 	files := NewFileCache(MinFileCacheCapacity)
 	dir := join(t.TempDir(), "t-0")
 	l, err := OpenLog(dir, "t", 0, smallConfig(), 0, Options{FS: noSyncFS{}, Files: files})
@@ -146,6 +148,7 @@ func TestDeletedLogStaysReadableForItsReaders(t *testing.T) {
 // nothing left to sync; the fsync must not fail (and fail the log) with
 // errFileGone.
 func TestSyncOfFileRemovedMeanwhileIsNoError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := NewFileCache(MinFileCacheCapacity)
 	lf, err := c.create(OSFS{}, join(dir, segmentName(0)+timeIndexSuffix), true)

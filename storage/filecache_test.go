@@ -24,6 +24,7 @@ func evictAll(c *FileCache) {
 }
 
 func TestFileCacheNeverEvictsAPinnedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := NewFileCache(MinFileCacheCapacity)
 	var files []*lazyFile
@@ -77,6 +78,7 @@ func TestFileCacheNeverEvictsAPinnedFile(t *testing.T) {
 }
 
 func TestLazyFileIsNotRecreatedOnceGone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := NewFileCache(0)
 	name := join(dir, segmentName(0)+logSuffix)
@@ -100,6 +102,7 @@ func TestLazyFileIsNotRecreatedOnceGone(t *testing.T) {
 // cache, is still read through a descriptor kept from before the unlink,
 // and that descriptor goes with the reader's reference.
 func TestDeletedSegmentStaysReadableForItsReaders(t *testing.T) {
+	t.Parallel()
 	files := NewFileCache(MinFileCacheCapacity)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: noSyncFS{}, Files: files})
 	if err != nil {
@@ -149,6 +152,7 @@ func TestDeletedSegmentStaysReadableForItsReaders(t *testing.T) {
 // files are evicted and reopened under readers and writers throughout
 // (go test -race), and then checks every record.
 func TestFileCacheConcurrentReadsAndAppends(t *testing.T) {
+	t.Parallel()
 	files := NewFileCache(MinFileCacheCapacity)
 	m, err := OpenManager(t.TempDir(), smallConfig(), Options{FS: noSyncFS{}, Files: files})
 	if err != nil {
@@ -234,6 +238,7 @@ func TestFileCacheConcurrentReadsAndAppends(t *testing.T) {
 // log holds no descriptor, and it serves reads and appends again after,
 // opening only the files they touch.
 func TestLogCountsNoOpenFilesWhenIdle(t *testing.T) {
+	t.Parallel()
 	files := NewFileCache(MinFileCacheCapacity)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: noSyncFS{}, Files: files})
 	if err != nil {
@@ -337,6 +342,7 @@ func BenchmarkLazyFilePin(b *testing.B) {
 // file (where a network filesystem reports a failed write-back) is not
 // dropped: the next fsync of the file returns it, and the log fails.
 func TestEvictionCloseErrorFailsTheLog(t *testing.T) {
+	t.Parallel()
 	efs := NewErrorFS(noSyncFS{})
 	files := NewFileCache(MinFileCacheCapacity)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: efs, Files: files})
@@ -365,6 +371,7 @@ func TestEvictionCloseErrorFailsTheLog(t *testing.T) {
 // OpenManager, naming it, and the logs opened beside it (on the other
 // recovery threads) are closed again, leaving no file open.
 func TestOpenManagerFailureClosesEveryLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m, err := OpenManager(dir, smallConfig(), Options{FS: noSyncFS{}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLogAppendRead(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	var want [][]byte
@@ -57,6 +58,7 @@ func TestLogAppendRead(t *testing.T) {
 }
 
 func TestLogReadBounds(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	for i := 0; i < 4; i++ {
@@ -90,6 +92,7 @@ func TestLogReadBounds(t *testing.T) {
 }
 
 func TestLogAppendRejectsBadBatches(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	cfg.MaxMessageBytes = 500
 	l := openTest(t, t.TempDir(), cfg, 0)
@@ -118,6 +121,7 @@ func TestLogAppendRejectsBadBatches(t *testing.T) {
 }
 
 func TestLogAppendAsFollower(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	b := makeBatch(3, 10, 1)
@@ -142,6 +146,7 @@ func TestLogAppendAsFollower(t *testing.T) {
 }
 
 func TestLogReopenClean(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	l := openTest(t, dir, cfg, 0)
@@ -180,6 +185,7 @@ func TestLogReopenClean(t *testing.T) {
 }
 
 func TestLogTruncate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTest(t, dir, smallConfig(), 0)
 	defer l.Close()
@@ -226,6 +232,7 @@ func TestLogTruncate(t *testing.T) {
 }
 
 func TestLogEndOffsetForEpoch(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	if e, o := l.EndOffsetForEpoch(0); e != -1 || o != -1 {
@@ -248,6 +255,7 @@ func TestLogEndOffsetForEpoch(t *testing.T) {
 }
 
 func TestLogDeleteRecordsAndRetention(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
 	cfg := smallConfig()
 	l, err := OpenLog(t.TempDir(), "t", 0, cfg, 0, Options{Now: clock.Now})
@@ -301,6 +309,7 @@ func TestLogDeleteRecordsAndRetention(t *testing.T) {
 }
 
 func TestLogOffsetForTimestamp(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	for i := 0; i < 100; i++ {
@@ -325,6 +334,7 @@ func TestLogOffsetForTimestamp(t *testing.T) {
 }
 
 func TestLogFlushAdvancesRecoveryPoint(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	cfg.SegmentBytes = 1 << 20
 	cfg.FlushMessages = 10
@@ -362,6 +372,7 @@ func waitRecoveryPoint(t *testing.T, l *Log, want int64) {
 }
 
 func TestLogIOErrorFailsLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	efs := NewErrorFS(OSFS{})
 	efs.Torn = true
@@ -398,6 +409,7 @@ func TestLogIOErrorFailsLog(t *testing.T) {
 }
 
 func TestLogConcurrentReaders(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	cfg.SegmentBytes = 64 << 10
 	l := openTest(t, t.TempDir(), cfg, 0)
@@ -456,6 +468,7 @@ func TestLogConcurrentReaders(t *testing.T) {
 }
 
 func TestIndexCorruptionNeverCrashesStartup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	l := openTest(t, dir, cfg, 0)
@@ -497,6 +510,7 @@ func TestIndexCorruptionNeverCrashesStartup(t *testing.T) {
 }
 
 func TestSegmentNames(t *testing.T) {
+	t.Parallel()
 	if segmentName(42) != "00000000000000000042" {
 		t.Fatal(segmentName(42))
 	}
@@ -509,6 +523,7 @@ func TestSegmentNames(t *testing.T) {
 }
 
 func TestLogStaleEpochRejected(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	mustAppend(t, l, makeBatch(1, 1, 1), 5)
@@ -539,6 +554,7 @@ func blockSyncOf(base int64, release <-chan struct{}, err error) *ErrorFS {
 // fsync; appends go on meanwhile, the recovery point moves only once the
 // fsync is done, and Close waits for it.
 func TestRollFsyncsInBackground(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: blockSyncOf(0, release, nil)})
 	if err != nil {
@@ -577,6 +593,7 @@ func TestRollFsyncsInBackground(t *testing.T) {
 // TestRollFsyncErrorFailsLog: a failed background fsync fails the log and
 // leaves the recovery point where it was.
 func TestRollFsyncErrorFailsLog(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	close(release)
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: blockSyncOf(0, release, ErrInjected)})
@@ -603,6 +620,7 @@ func TestRollFsyncErrorFailsLog(t *testing.T) {
 // truncation must not move the recovery point past the new log end (over
 // offsets appended later and never fsynced).
 func TestTruncateWaitsForRollFsync(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	l, err := OpenLog(t.TempDir(), "t", 0, smallConfig(), 0, Options{FS: blockSyncOf(0, release, nil)})
 	if err != nil {
@@ -631,6 +649,7 @@ func TestTruncateWaitsForRollFsync(t *testing.T) {
 // appends after it) must not come back empty below the log end, nor with
 // bytes from before the cut: it reads again.
 func TestReadRetriesAfterTruncation(t *testing.T) {
+	t.Parallel()
 	for _, newBatch := range [][]byte{makeBatch(1, 10, 7), makeBatch(3, 200, 7)} {
 		efs := NewErrorFS(newMemFS())
 		l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
@@ -682,6 +701,7 @@ func TestReadRetriesAfterTruncation(t *testing.T) {
 // Close released the segments gets ErrClosed, not a read from a closed
 // file (and does not close the files a second time).
 func TestReadRacingClose(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	mustAppend(t, l, makeBatch(3, 10, 1), 0)
 	if err := l.Close(); err != nil {
@@ -719,6 +739,7 @@ func twoRecordBatch(t *testing.T) (batch []byte, second int) {
 // one with offsets outside the batch's range, is refused as corrupt
 // rather than stored as a poison pill.
 func TestLogAppendRejectsMalformedRecords(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		mut  func(b []byte, r int)
@@ -766,6 +787,7 @@ func TestLogAppendRejectsMalformedRecords(t *testing.T) {
 // starts while a truncation is under way, before it has published the new
 // log end, waits for it and returns nothing of what it cuts.
 func TestLogReadWaitsForTruncation(t *testing.T) {
+	t.Parallel()
 	efs := NewErrorFS(newMemFS())
 	l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
 	if err != nil {
@@ -847,6 +869,7 @@ func TestLogReadWaitsForTruncation(t *testing.T) {
 // TestLogReadAfterFailedTruncation: a truncation that fails before it
 // publishes the new log end does not leave reads waiting for it.
 func TestLogReadAfterFailedTruncation(t *testing.T) {
+	t.Parallel()
 	efs := NewErrorFS(newMemFS())
 	l, err := OpenLog("/d/t-0", "t", 0, smallConfig(), 0, Options{FS: efs})
 	if err != nil {
@@ -878,6 +901,7 @@ func TestLogReadAfterFailedTruncation(t *testing.T) {
 // reopen, and a truncation at the log end drops it again (a replica that
 // led without appending, then follows).
 func TestLogAssignEpochStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openTest(t, dir, smallConfig(), 0)
 	mustAppend(t, l, makeBatch(5, 1, 1), 2) // 0-4 epoch 2

@@ -16,6 +16,7 @@ import (
 )
 
 func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	m, err := OpenManager(dir, cfg, Options{})
@@ -104,6 +105,7 @@ func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
 // judged by the wall clock, and a clock stepped back an hour flushed
 // nothing for an hour).
 func TestManagerFlushMsAcrossClockSteps(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		step    time.Duration
 		flushMs int64
@@ -145,6 +147,7 @@ func TestManagerFlushMsAcrossClockSteps(t *testing.T) {
 }
 
 func TestManagerFlushDirtyAndRetention(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
 	cfg := smallConfig()
 	cfg.FlushMs = 1000
@@ -190,6 +193,7 @@ func TestManagerFlushDirtyAndRetention(t *testing.T) {
 // retention.bytes deletes a segment holding offsets at or above the high
 // watermark passed to ApplyRetentionBelow.
 func TestRetentionNeverPassesHighWatermark(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
 	for _, byBytes := range []bool{false, true} {
 		cfg := smallConfig()
@@ -227,6 +231,7 @@ func TestRetentionNeverPassesHighWatermark(t *testing.T) {
 }
 
 func TestManagerCorruptCheckpointRecovers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	m, _ := OpenManager(dir, cfg, Options{})
@@ -254,6 +259,7 @@ func TestManagerCorruptCheckpointRecovers(t *testing.T) {
 // its OnFailure hook), Close says so and leaves no clean-shutdown marker,
 // and the next open recovers the logs with every record.
 func TestManagerIOErrorOnCheckpoint(t *testing.T) {
+	t.Parallel()
 	efs := NewErrorFS(OSFS{})
 	cfg := smallConfig()
 	dir := t.TempDir()
@@ -305,6 +311,7 @@ func TestManagerIOErrorOnCheckpoint(t *testing.T) {
 // TestManagerFirstStartLog: a brand-new data directory says it is being
 // created, not recovered; a crashed one says it is recovering.
 func TestManagerFirstStartLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var buf bytes.Buffer
 	logger := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
@@ -338,6 +345,7 @@ func TestManagerFirstStartLog(t *testing.T) {
 // as it is for as long as the checkpoint writer writes and syncs its
 // files; the next checkpoint records it.
 func TestManagerHighWatermarkTakesNoManagerLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m, err := OpenManager(dir, smallConfig(), Options{})
 	if err != nil {
@@ -394,6 +402,7 @@ func TestManagerHighWatermarkTakesNoManagerLock(t *testing.T) {
 // segment failing tells the log's failure hook at once, before anything
 // else is appended or flushed, and the log refuses the next append.
 func TestLogBackgroundFlushFailureTold(t *testing.T) {
+	t.Parallel()
 	efs := NewErrorFS(OSFS{})
 	cfg := smallConfig()
 	m, err := OpenManager(t.TempDir(), cfg, Options{FS: efs})

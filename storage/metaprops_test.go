@@ -12,6 +12,7 @@ import (
 // Kafka-style meta.properties; it survives reopening; a wiped dir gets
 // another; an unreadable file refuses to open.
 func TestManagerDirectoryID(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	open := func() *Manager {
@@ -84,6 +85,7 @@ func TestManagerDirectoryID(t *testing.T) {
 }
 
 func TestParseProperties(t *testing.T) {
+	t.Parallel()
 	props, err := parseProperties([]byte("#c\n! also\n\n version = 1 \ndirectory.id=a=b\n"))
 	if err != nil || props["version"] != "1" || props["directory.id"] != "a=b" || len(props) != 2 {
 		t.Fatalf("parsed %v, %v", props, err)

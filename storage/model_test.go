@@ -36,6 +36,7 @@ func (m *logModel) visible() [][]byte {
 // TestLogRandomOpsAgainstModel runs random appends, reads, truncations,
 // rolls, reopens and retention against the model.
 func TestLogRandomOpsAgainstModel(t *testing.T) {
+	t.Parallel()
 	seeds := 6
 	if testing.Short() {
 		seeds = 2

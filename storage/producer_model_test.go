@@ -72,6 +72,7 @@ func (m *producerModel) truncate(offset int64) {
 // appends, truncations, rolls and restarts, and checks every answer and
 // the producer list against the naive model.
 func TestProducerModel(t *testing.T) {
+	t.Parallel()
 	seen := map[string]int{}
 	for seed := int64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewSource(seed))

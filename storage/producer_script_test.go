@@ -158,6 +158,7 @@ func (s *producerScript) run(pos, cmd string, args map[string]string) string {
 
 // TestProducerScripts runs testdata/producer/*.txt.
 func TestProducerScripts(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/producer/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)

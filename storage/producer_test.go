@@ -72,6 +72,7 @@ func mustRefuse(t testing.TB, l *Log, batch []byte, want error) {
 // latest five batches gets its original offsets; an older one is out of
 // order (no duplicate explanation is left).
 func TestProducerDuplicateOfEachOfLastFive(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	mustAppend(t, l, makeBatch(2, 10, 1), 0) // a plain batch first: offsets differ from sequences
@@ -94,6 +95,7 @@ func TestProducerDuplicateOfEachOfLastFive(t *testing.T) {
 }
 
 func TestProducerSequenceRules(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	mustAppend(t, l, producerBatch(1, 3, 0, 2, 10), 0)
@@ -129,6 +131,7 @@ func TestProducerSequenceRules(t *testing.T) {
 // TestProducerNonIdempotentBypass: batches without a producer id are
 // never checked, repeated or not.
 func TestProducerNonIdempotentBypass(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	b := producerBatch(-1, -1, -1, 3, 5)
@@ -144,6 +147,7 @@ func TestProducerNonIdempotentBypass(t *testing.T) {
 }
 
 func TestProducerSequenceWrapAround(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	// A follower takes any sequence: this producer is far along.
@@ -172,6 +176,7 @@ func TestProducerSequenceWrapAround(t *testing.T) {
 // order against each other; an append mixing retried and new batches is
 // refused whole.
 func TestProducerMultiBatchAppend(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	cat := func(bs ...[]byte) []byte {
@@ -194,6 +199,7 @@ func TestProducerMultiBatchAppend(t *testing.T) {
 }
 
 func TestProducerExpiry(t *testing.T) {
+	t.Parallel()
 	clk := &fakeClock{t: time.UnixMilli(1_000_000)}
 	cfg := smallConfig()
 	cfg.ProducerIDExpirationMs = 60_000
@@ -241,6 +247,7 @@ func TestProducerExpiry(t *testing.T) {
 
 // TestProducerStateCheckTable runs the rules on the state machine alone.
 func TestProducerStateCheckTable(t *testing.T) {
+	t.Parallel()
 	ps := newProducerState(0)
 	var off int64
 	apply := func(pid int64, epoch int16, seq int32, n int) {

@@ -89,6 +89,7 @@ func reopen(t *testing.T, l *Log, cfg LogConfig, opts Options) *Log {
 }
 
 func TestProducerSnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
 	ps := newProducerState(0)
 	off := int64(0)
 	for i := 0; i < 40; i++ {
@@ -139,6 +140,7 @@ func TestProducerSnapshotRoundTrip(t *testing.T) {
 // TestProducerRestart: a clean close and reopen leaves the producer state
 // as it was, and the snapshots sit at the segment bases and the log end.
 func TestProducerRestart(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	l := openTest(t, t.TempDir(), cfg, 0)
 	h := appendProducers(t, l, 120, 3)
@@ -169,6 +171,7 @@ func TestProducerRestart(t *testing.T) {
 // TestProducerCrashRestart: without the close snapshot (a crash) the state
 // is rebuilt from the last roll's snapshot plus the log after it.
 func TestProducerCrashRestart(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	dir := t.TempDir()
 	l := openTest(t, dir, cfg, 0)
@@ -198,6 +201,7 @@ func TestProducerCrashRestart(t *testing.T) {
 // logged); the state comes out the same from an older one, or from the
 // log when every snapshot is damaged.
 func TestProducerCorruptSnapshot(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	var logs bytes.Buffer
 	opts := Options{FS: noSyncFS{}, Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})}
@@ -255,6 +259,7 @@ func TestProducerCorruptSnapshot(t *testing.T) {
 // takes its state back to what it was at the cut, whatever segment the cut
 // is in, and deletes the snapshots past it.
 func TestProducerTruncation(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	l := openTest(t, t.TempDir(), cfg, 0)
 	defer l.Close()
@@ -297,6 +302,7 @@ func TestProducerTruncation(t *testing.T) {
 // state, so a follower that becomes leader answers retries of batches it
 // only replicated as duplicates, at the offsets the old leader gave.
 func TestProducerFollowerBecomesLeader(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	leader := openTest(t, t.TempDir(), cfg, 0)
 	defer leader.Close()
@@ -328,6 +334,7 @@ func TestProducerFollowerBecomesLeader(t *testing.T) {
 // are all gone) survives a restart through the first remaining segment's
 // snapshot.
 func TestProducerRetentionDeletesSnapshots(t *testing.T) {
+	t.Parallel()
 	cfg := smallConfig()
 	l := openTest(t, t.TempDir(), cfg, 0)
 	mustAppend(t, l, producerBatch(99, 2, 0, 3, time.Now().UnixMilli()), 0)
@@ -386,6 +393,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 // TestProducerManagerExpiry: Manager.ExpireProducers expires in every log
 // by the manager's clock, and a clean restart keeps the unexpired state.
 func TestProducerManagerExpiry(t *testing.T) {
+	t.Parallel()
 	clk := &fakeClock{t: time.UnixMilli(5_000_000)}
 	cfg := smallConfig()
 	cfg.ProducerIDExpirationMs = 1000

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRecentBatchesRing(t *testing.T) {
+	t.Parallel()
 	var r recentBatches
 	if _, _, ok := r.lookup(5); ok {
 		t.Fatal("empty ring found a batch")
@@ -55,6 +56,7 @@ func TestRecentBatchesRing(t *testing.T) {
 // batch since the last index entry. Reads everywhere stay right, also after
 // a truncation rewrote the tail.
 func TestLogTailReadUsesRecentBatches(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	efs := NewErrorFS(noSyncFS{})
 	cfg := smallConfig()
@@ -124,6 +126,7 @@ func TestLogTailReadUsesRecentBatches(t *testing.T) {
 // without marking the index suspect: that would make every later read of
 // the segment scan it from the start.
 func TestLocateFromStaleRecentBatch(t *testing.T) {
+	t.Parallel()
 	l := openTest(t, t.TempDir(), smallConfig(), 0)
 	defer l.Close()
 	for range 5 {

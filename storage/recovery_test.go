@@ -67,6 +67,7 @@ func checkPrefix(t testing.TB, dir string, cfg LogConfig, rp int64, written [][]
 // a clean prefix of what was written. Damage to an index alone must lose
 // nothing.
 func TestRecoveryCrashDamage(t *testing.T) {
+	t.Parallel()
 	iters := 120
 	if testing.Short() {
 		iters = 30
@@ -113,6 +114,7 @@ func TestRecoveryCrashDamage(t *testing.T) {
 // TestRecoveryTornTail cuts the active segment mid-batch and opens the log
 // as after a clean shutdown: the tail check must still catch it.
 func TestRecoveryTornTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	written := writeRandomLog(t, rand.New(rand.NewSource(7)), dir, cfg, 30)
@@ -129,6 +131,7 @@ func TestRecoveryTornTail(t *testing.T) {
 
 // TestRecoveryEpochCheckpointDamaged rebuilds the epoch cache from the log.
 func TestRecoveryEpochCheckpointDamaged(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := smallConfig()
 	written := writeRandomLog(t, rand.New(rand.NewSource(3)), dir, cfg, 35)

@@ -18,6 +18,7 @@ func allocated(t *testing.T, name string) (size, disk int64) {
 }
 
 func TestLogPreallocateReservesAheadAndGivesBack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := DefaultLogConfig()
 	cfg.SegmentBytes = 64 << 20
@@ -74,6 +75,7 @@ func TestLogPreallocateReservesAheadAndGivesBack(t *testing.T) {
 }
 
 func TestLogWithoutPreallocateReservesNothing(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultLogConfig()
 	cfg.Preallocate = false
 	l := openTest(t, t.TempDir(), cfg, 0)

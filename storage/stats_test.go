@@ -3,6 +3,7 @@ package storage
 import "testing"
 
 func TestManagerStatsSizesAndFlushes(t *testing.T) {
+	t.Parallel()
 	m, err := OpenManager(t.TempDir(), DefaultLogConfig(), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func sendRaw(t *testing.T, s *subscription, p *subPart, batches ...[]byte) ([]*q
 // same event; the credit counts each batch's bytes and its records at or
 // past the position (none for the control batch).
 func TestSubscribeEncodeRaw(t *testing.T) {
+	t.Parallel()
 	s, p := newRawSubscription(100, 1<<20)
 	p.next, p.sentNext, p.state = 13, 13, partReady
 	below, b1, ctl, b2 := subTestBatch(0, 10, 10, 3), subTestBatch(10, 10, 10, 4), subTestControl(20), subTestBatch(21, 10, 10, 5)
@@ -94,6 +95,7 @@ func TestSubscribeEncodeRaw(t *testing.T) {
 // an ack; what is left starts at the first batch not sent; a message
 // holds at most fetchbuf.Size of batches.
 func TestSubscribeEncodeRawCredit(t *testing.T) {
+	t.Parallel()
 	s, p := newRawSubscription(4, 1<<30)
 	p.next, p.sentNext, p.state = 0, 0, partReady
 	b0, b1 := subTestBatch(0, 10, 10, 1), subTestBatch(10, 10, 10, 1)
@@ -129,6 +131,7 @@ func TestSubscribeEncodeRawCredit(t *testing.T) {
 // TestSubscribeRawAckRefused: a raw stream takes next_offset only, and
 // not past what was sent.
 func TestSubscribeRawAckRefused(t *testing.T) {
+	t.Parallel()
 	s, p := newRawSubscription(100, 1<<20)
 	p.next, p.sentNext, p.state = 0, 0, partReady
 	sendRaw(t, s, p, subTestBatch(0, 5, 10, 1))

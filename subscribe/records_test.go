@@ -107,6 +107,7 @@ func ack(s *subscription, a ...*quirev1.AckedOffsets) error {
 // next_offset the offset after its last record; the credit counts each
 // record's encoded size; the position moves past everything read.
 func TestSubscribeEncodeBatch(t *testing.T) {
+	t.Parallel()
 	s, p := newTestSubscription(true, 100, 1<<20)
 	p.next, p.sentNext, p.state = 3, 3, partReady
 	got := sendAll(t, s, p, subTestBatch(0, 10, 10, 4), subTestControl(10), subTestBatch(11, 10, 10, 5))
@@ -150,6 +151,7 @@ func TestSubscribeEncodeBatch(t *testing.T) {
 // TestSubscribeEncodeRecordsForm: without batches, the same records come
 // as SubscribeRecords, each naming its topic and partition.
 func TestSubscribeEncodeRecordsForm(t *testing.T) {
+	t.Parallel()
 	s, p := newTestSubscription(false, 100, 1<<20)
 	p.state = partReady
 	got := sendAll(t, s, p, subTestBatch(0, 3, 5, 1))
@@ -166,6 +168,7 @@ func TestSubscribeEncodeRecordsForm(t *testing.T) {
 // TestSubscribeEncodeCredit: a record is sent while fewer records and
 // fewer bytes than the credit are outstanding; acks free it.
 func TestSubscribeEncodeCredit(t *testing.T) {
+	t.Parallel()
 	batch := subTestBatch(0, 10, 10, 1)
 	s, p := newTestSubscription(true, 4, 1<<20)
 	p.state = partReady
@@ -235,6 +238,7 @@ func TestSubscribeEncodeCredit(t *testing.T) {
 // TestSubscribeEncodeSplits: a partition's records past what one message
 // holds (1 MiB) come in several batches, one after the other.
 func TestSubscribeEncodeSplits(t *testing.T) {
+	t.Parallel()
 	s, p := newTestSubscription(true, 1000, 64<<20)
 	p.state = partReady
 	got := sendAll(t, s, p, subTestBatch(0, 5, 300<<10, 1), subTestBatch(5, 5, 300<<10, 1))
@@ -260,6 +264,7 @@ func TestSubscribeEncodeSplits(t *testing.T) {
 // TestSubscribeAckRefused: acknowledging what the stream was not sent is
 // the client's mistake, said plainly.
 func TestSubscribeAckRefused(t *testing.T) {
+	t.Parallel()
 	s, p := newTestSubscription(true, 100, 1<<20)
 	p.state = partReady
 	sendAll(t, s, p, subTestBatch(0, 5, 1, 1))
@@ -292,6 +297,7 @@ func TestSubscribeAckRefused(t *testing.T) {
 // TestSubscribeSentQueue: the queue of records sent reuses its array and
 // finds records by offset after its front moved.
 func TestSubscribeSentQueue(t *testing.T) {
+	t.Parallel()
 	var q sentQueue
 	for round := range 3 {
 		for i := range int64(10000) {

@@ -258,6 +258,7 @@ var ordersStart = &quirev1.SubscribeStart{Group: "g", Subscription: &quirev1.Gro
 // client is told of the revocation; closing the stream leaves the group
 // (epoch -1).
 func TestServeCommitsRevokedFirst(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := newFakeBroker()
@@ -319,6 +320,7 @@ func TestServeCommitsRevokedFirst(t *testing.T) {
 // partitions (telling the client, committing nothing under the old
 // epoch) and joins again.
 func TestServeFencedRejoins(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := newFakeBroker()
@@ -372,6 +374,7 @@ func TestServeFencedRejoins(t *testing.T) {
 // TestServeEndsAtShutdown: the broker shutting down ends the stream with
 // its status, and the member leaves its group first.
 func TestServeEndsAtShutdown(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := newFakeBroker()
@@ -391,6 +394,7 @@ func TestServeEndsAtShutdown(t *testing.T) {
 // a start that asks for what a member cannot do, ends with
 // INVALID_REQUEST before it joins anything.
 func TestServeRefusesBadStart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		first *quirev1.SubscribeRequest
 		want  string
@@ -420,6 +424,7 @@ func TestServeRefusesBadStart(t *testing.T) {
 // stream with the broker's status, and the member leaves its group so
 // that its partitions go to others at once, not after its session.
 func TestServeLeavesWhenAssignedADeniedTopic(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b := newFakeBroker()

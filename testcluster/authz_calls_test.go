@@ -226,6 +226,7 @@ func TestClusterSecurityEveryCallNeedsItsACL(t *testing.T) {
 // it again with CLUSTER_AUTHORIZATION_FAILED, and a principal with
 // neither can bump no producer's epoch.
 func TestClusterSecurityInitProducerIdByTopicWrite(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec), testcluster.Authorizer())
 	ctx := testCtx(t)

@@ -15,6 +15,7 @@ import (
 // info` shows each broker's partition replicas and budget; a topic past
 // the budget is refused naming it.
 func TestCLITopicCreateBeyondCapacity(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, func(c *broker.Config) { c.MaxPartitionsPerBroker = 4 })
 	brokers := []string{"--brokers", b.Addr()}
 	out, _, err := runCLIStdin("", append(brokers, "topic", "create", "huge", "-p", "2147483647")...)

@@ -66,6 +66,7 @@ func testClient(t *testing.T, addr string) (context.Context, *client.Client) {
 // TestCLITopicCreateBadCounts: -p and -r are sent as typed, and the
 // broker's refusal is shown once (in the table) with a non-zero exit.
 func TestCLITopicCreateBadCounts(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	for _, tc := range []struct {
 		args []string
@@ -97,6 +98,7 @@ func TestCLITopicCreateBadCounts(t *testing.T) {
 // TestCLIConsumeReset: an explicit offset past the end fails with the
 // valid range unless --reset says where to go instead.
 func TestCLIConsumeReset(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	brokers := []string{"--brokers", b.Addr()}
 	if _, _, err := runCLIStdin("a\nb\nc\n", append(brokers, "produce", "r", "-p", "0")...); err != nil {
@@ -121,6 +123,7 @@ func TestCLIConsumeReset(t *testing.T) {
 // on a broker that creates none fail at once with the broker's answer,
 // and produce prints it once.
 func TestCLIUnknownTopicAutoCreateOff(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t, func(c *broker.Config) { c.AutoCreateTopicsEnable = false })
 	done := make(chan struct{})
 	var out, errOut string
@@ -149,6 +152,7 @@ func TestCLIUnknownTopicAutoCreateOff(t *testing.T) {
 // TestCLIAutoCreateConsistent: where the broker creates topics on first
 // use, produce and consume both create a missing topic and say so.
 func TestCLIAutoCreateConsistent(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	_, errOut, err := runCLIStdin("x\n", "--brokers", b.Addr(), "produce", "typo1")
 	if err != nil || !strings.Contains(errOut, "created topic typo1") {
@@ -187,6 +191,7 @@ func TestCLIAutoCreateConsistent(t *testing.T) {
 // the controller fences it, describe --under-replicated lists its
 // partitions as LEADER-UNREACHABLE and says what happens next.
 func TestCLIUnderReplicatedRightAfterKill(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.BrokerSessionTimeoutMs = 120000 // no fencing within the test
 	}))
@@ -246,6 +251,7 @@ func TestCLIUnderReplicatedRightAfterKill(t *testing.T) {
 // goes to a topic whose max.message.bytes takes it; --batch-max-bytes
 // overrides the topic's limit.
 func TestCLIProduceFollowsTopicMaxMessageBytes(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	brokers := []string{"--brokers", b.Addr()}
 	if _, _, err := runCLIStdin("", append(brokers, "topic", "create", "wide", "-p", "1", "-c", "max.message.bytes=4194304")...); err != nil {
@@ -265,6 +271,7 @@ func TestCLIProduceFollowsTopicMaxMessageBytes(t *testing.T) {
 // with an error naming the line and the flag; the lines before it are
 // produced. A line of exactly --max-line-bytes is taken.
 func TestCLIProduceLineTooLong(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	brokers := []string{"--brokers", b.Addr()}
 	if _, _, err := runCLIStdin(strings.Repeat("y", 1024)+"\n", append(brokers, "produce", "exact", "--max-line-bytes", "1024")...); err != nil {
@@ -290,6 +297,7 @@ func TestCLIProduceLineTooLong(t *testing.T) {
 // what the group has not committed, commits it and leaves on exit, so the
 // next run goes on from there.
 func TestCLIConsumeGroupMember(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	brokers := []string{"--brokers", b.Addr()}
 	// Groups need metadata.version 2, which a new cluster raises itself.
@@ -328,6 +336,7 @@ func TestCLIConsumeGroupMember(t *testing.T) {
 // whose records reach the log but not the figures; a warm-up asked for
 // without a rate is refused, and the default one is none at --rate 0.
 func TestCLIPerfE2EWarmup(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	out, _, err := runCLIStdin("", "--brokers", b.Addr(), "--format", "json", "perf", "e2e", "--topic", "warm",
 		"--partitions", "1", "--rate", "2000", "-n", "150", "--warmup", "100ms", "--interval", "1h")

@@ -44,6 +44,7 @@ func oc(p int32, offset int64, epoch int32) client.OffsetCommit {
 // dropped from what the final commit sends; the batches printed before it
 // are committed.
 func TestGroupCommitterFailedFlushNotCommitted(t *testing.T) {
+	t.Parallel()
 	var l commitLog
 	gc := newGroupCommitter("g", time.Hour, l.commit)
 	gc.stage(rec(0, 4, 2))
@@ -68,6 +69,7 @@ func TestGroupCommitterFailedFlushNotCommitted(t *testing.T) {
 // TestGroupCommitterNothingPrinted: a first batch that fails to flush
 // leaves nothing to commit.
 func TestGroupCommitterNothingPrinted(t *testing.T) {
+	t.Parallel()
 	var l commitLog
 	gc := newGroupCommitter("g", 0, l.commit)
 	gc.stage(rec(0, 0, 1))
@@ -80,6 +82,7 @@ func TestGroupCommitterNothingPrinted(t *testing.T) {
 // TestGroupCommitterInterval: printed offsets are committed at most once
 // per interval, and what is left by the final commit.
 func TestGroupCommitterInterval(t *testing.T) {
+	t.Parallel()
 	var l commitLog
 	gc := newGroupCommitter("g", 5*time.Second, l.commit)
 	t0 := gc.last
@@ -134,6 +137,7 @@ func TestGroupCommitterInterval(t *testing.T) {
 // TestGroupCommitterEpoch: the epoch committed is the batch's, or -1 (not
 // 0) for a batch that carries none.
 func TestGroupCommitterEpoch(t *testing.T) {
+	t.Parallel()
 	var l commitLog
 	gc := newGroupCommitter("g", 0, l.commit)
 	gc.stage(rec(0, 0, 7))
@@ -152,6 +156,7 @@ func TestGroupCommitterEpoch(t *testing.T) {
 // TestGroupCommitterFinalAfterFailure: after a commit failed, the final
 // commit tries again (the offsets are still owed) but only briefly.
 func TestGroupCommitterFinalAfterFailure(t *testing.T) {
+	t.Parallel()
 	l := commitLog{err: errors.New("no controller")}
 	gc := newGroupCommitter("g", 0, l.commit)
 	gc.stage(rec(0, 0, 1))
@@ -195,6 +200,7 @@ func runCLI(out io.Writer, args ...string) error {
 // broker: a run whose output cannot be written commits nothing, the next
 // run prints everything and commits it, and a third finds nothing left.
 func TestConsumeGroupCommitsWhatWasPrinted(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -260,6 +266,7 @@ func TestConsumeGroupCommitsWhatWasPrinted(t *testing.T) {
 // records commits what it printed once the interval has passed, without
 // waiting for the next record or its exit.
 func TestConsumeGroupCommitsWhileWaiting(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 // with the partition's reason in its row; bad flags are refused before
 // anything is asked.
 func TestCLITopicDeleteRecords(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cl := testClient(t, b.Addr())
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "dr", Partitions: 2}); err != nil {

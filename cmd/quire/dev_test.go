@@ -11,6 +11,7 @@ import (
 // untouched (the CA nodes trust stays), a partial one is refused naming
 // what is missing, and without --keep the CA is replaced.
 func TestDevCertsKeep(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	args := []string{"dev", "certs", "--out", dir, "--nodes", "n1,n2", "--clients", "admin", "--keep"}
 	if _, _, err := runCLIStdin("", args...); err != nil {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quirelog/quire/internal/testparallel"
 )
 
 // runMainEnv makes the test binary run quire's main instead of the tests,
@@ -23,6 +25,8 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	// Most tests start a broker or a cluster and wait on it.
+	testparallel.Raise()
 	os.Exit(m.Run())
 }
 
@@ -35,6 +39,7 @@ func quireProcess(args ...string) *exec.Cmd {
 // A second `quire server` on a data directory in use exits at once,
 // naming the running process.
 func TestServerSecondProcessOnDataDir(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	args := []string{"server", "--dev", "--data-dir", dir, "--set", "listeners=127.0.0.1:0", "--set", "metrics.listen=", "--set", "log.level=warn"}
 	first := quireProcess(args...)

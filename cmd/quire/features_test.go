@@ -17,6 +17,7 @@ import (
 // range, and --upgrade 2 fails naming the range; then against a current
 // node, which raises the level by itself.
 func TestClusterFeaturesCommand(t *testing.T) {
+	t.Parallel()
 	old := brokertest.Start(t, func(c *broker.Config) { c.MetadataVersions = metadata.VersionRange{Min: 1, Max: 1} })
 	var out bytes.Buffer
 	if err := runCLI(&out, "--brokers", old.Addr(), "cluster", "features"); err != nil {

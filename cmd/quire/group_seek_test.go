@@ -18,6 +18,7 @@ import (
 // partition never committed and a group with a member are refused with
 // nothing changed.
 func TestCLIGroupSeek(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	brokertest.WaitMetadataVersion(t, b, 2)
 	ctx, cl := testClient(t, b.Addr())

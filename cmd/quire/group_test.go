@@ -17,6 +17,7 @@ import (
 // committed offset, high watermark and lag in records and seconds, in the
 // table and in --format json; an unknown group is an error.
 func TestCLIGroupDescribeLag(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cl := testClient(t, b.Addr())
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "gd", Partitions: 1}); err != nil {
@@ -82,6 +83,7 @@ func TestCLIGroupDescribeLag(t *testing.T) {
 // partition back with no rebalance (the group epoch stays) and continues
 // from the group's commit. --instance-id without --group is refused.
 func TestCLIConsumeStaticMember(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cl := testClient(t, b.Addr())
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "sm", Partitions: 1}); err != nil {

@@ -13,6 +13,7 @@ import (
 // TestHealthServingThenStopped: `quire health` succeeds and prints SERVING
 // for a ready node, and fails once the node has stopped.
 func TestHealthServingThenStopped(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	var out bytes.Buffer
 	if err := runCLI(&out, "health", "--brokers", b.Addr()); err != nil {

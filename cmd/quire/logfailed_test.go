@@ -20,6 +20,7 @@ import (
 // directory and error, and --under-replicated shows the partition as
 // LOG-FAILED.
 func TestCLITopicDescribeLogFailed(t *testing.T) {
+	t.Parallel()
 	disks := map[int32]*storage.ErrorFS{}
 	for id := int32(1); id <= 3; id++ {
 		disks[id] = storage.NewErrorFS(storage.OSFS{})

@@ -14,6 +14,7 @@ import (
 // describe --producers lists the producer on the partition it wrote, with
 // the last sequence and offset of its batch; bad input gets clear errors.
 func TestCLITopicDescribeProducers(t *testing.T) {
+	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cl := testClient(t, b.Addr())
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "prods", Partitions: 2}); err != nil {

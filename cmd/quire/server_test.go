@@ -8,6 +8,7 @@ import (
 )
 
 func TestServerConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "quire.yaml")
 	if err := os.WriteFile(file, []byte("num.partitions: 2\nlog.retention.hours: 10\nmessage.max.bytes: 5000\n"), 0o644); err != nil {
@@ -26,6 +27,7 @@ func TestServerConfigPrecedence(t *testing.T) {
 }
 
 func TestServerConfigDevDefaults(t *testing.T) {
+	t.Parallel()
 	cfg, err := serverConfig(&serverFlags{dev: true}, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +39,7 @@ func TestServerConfigDevDefaults(t *testing.T) {
 }
 
 func TestServerConfigErrors(t *testing.T) {
+	t.Parallel()
 	none := func(string) (string, bool) { return "", false }
 	for _, sets := range [][]string{{"nokey=1"}, {"num.partitions"}, {"num.partitions=x"}} {
 		if _, err := serverConfig(&serverFlags{dev: true, sets: sets}, none); err == nil {

@@ -11,6 +11,7 @@ import (
 // refused with a hint to give --tls-ca; with the CA and a certificate it
 // connects.
 func TestCLIPlaintextAgainstTLSHints(t *testing.T) {
+	t.Parallel()
 	sec := testcluster.NewSecurity(t)
 	c := testcluster.New(t, 1, testcluster.TLS(sec))
 	addr := c.Addr(1)
