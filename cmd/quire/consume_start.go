@@ -26,7 +26,7 @@ func resolveStarts(ctx context.Context, cl *client.Client, topic string, assign 
 	}
 	slices.Sort(parts)
 	var why string
-	at := map[int32]int64{}
+	var at map[int32]int64
 	switch s := start.String(); {
 	case s == "end":
 		ends, err := cl.ListOffsets(ctx, topic, start, parts...)
