@@ -9,6 +9,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
 // adminService implements quire.v1.Admin. Writes are checked here, then
@@ -19,27 +20,8 @@ type adminService struct {
 	b *Broker
 }
 
-// maxTopicNameLen is Kafka's limit.
-const maxTopicNameLen = 249
-
-// validateTopicName applies Kafka's rule: [a-zA-Z0-9._-], 1 to 249
-// characters, not "." or "..".
-func validateTopicName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: topic name is empty", ErrInvalidTopic)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w: topic name cannot be %q", ErrInvalidTopic, name)
-	case len(name) > maxTopicNameLen:
-		return fmt.Errorf("%w: topic name is %d characters, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
-	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: topic name %q has %q; only ASCII letters, digits, '.', '_' and '-' are allowed", ErrInvalidTopic, name, c)
-		}
-	}
-	return nil
-}
+// validateTopicName applies Kafka's rule (request.ValidateTopicName).
+func validateTopicName(name string) error { return request.ValidateTopicName(name) }
 
 func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
 	b := s.b

@@ -28,6 +28,7 @@ import (
 	"github.com/quirelog/quire/metrics"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -40,6 +41,7 @@ type Broker struct {
 	storage *storage.Manager
 	rm      *replica.Manager // from Start
 	cluster *cluster
+	core    *request.Core // the data path of every door, from Start
 	sticky  *partitioner.Sticky
 
 	listeners     []boundListener // listeners.go; the inter-broker one included
@@ -203,6 +205,11 @@ func (b *Broker) start() error {
 		return err
 	}
 	b.rm = rm
+	if b.core, err = b.newCore(); err != nil { // core.go
+		closeAll()
+		b.server = nil
+		return err
+	}
 
 	var serving sync.WaitGroup
 	if len(plan.kafka) > 0 {

@@ -23,19 +23,18 @@ import (
 // NOT_LEADER_OR_FOLLOWER; one whose call was ended because another leader
 // answered first has no batches, to be read again from the same offset.
 func (b *Broker) fetchBatches(ctx context.Context, specs []fetchSpec, wait time.Duration, maxBytes int) []fetchResult {
-	split := b.splitByLeader(ctx, len(specs), func(i int) (string, int32) { return specs[i].topic, specs[i].partition })
+	split := b.splitByLeader(ctx, len(specs), func(i int) (string, int32) { return specs[i].Topic, specs[i].Partition })
 	maxBytes = split.shareBytes(maxBytes)
 	results := make([]fetchResult, len(specs))
 	split.poll(ctx, wait, func(ctx context.Context, idx []int, wait time.Duration) bool {
 		local := make([]fetchSpec, len(idx))
 		for j, i := range idx {
 			local[j] = specs[i]
-			local[j].pooled = true
 		}
 		found := false
-		for j, r := range b.fetch(ctx, local, time.Time{}, wait, 1, maxBytes) {
+		for j, r := range b.fetch(ctx, local, time.Time{}, wait, 1, maxBytes, true) {
 			results[idx[j]] = r
-			found = found || r.err != nil || len(r.batches) > 0
+			found = found || r.Err != nil || len(r.Records) > 0
 		}
 		return found
 	}, func(ctx context.Context, addr string, idx []int, wait time.Duration) bool {
@@ -51,16 +50,16 @@ func (b *Broker) forwardFetch(ctx context.Context, addr string, specs []fetchSpe
 	req := &quirev1.FetchRequest{MaxWaitMs: int32(wait.Milliseconds()), MinBytes: 1, MaxBytes: int32(maxBytes)}
 	for _, i := range idx {
 		s := specs[i]
-		req.Partitions = append(req.Partitions, &quirev1.FetchPartition{Topic: s.topic, Partition: s.partition, Offset: s.offset, MaxBytes: int32(s.maxBytes)})
+		req.Partitions = append(req.Partitions, &quirev1.FetchPartition{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, MaxBytes: int32(s.MaxBytes)})
 	}
 	answerAll := func(errFor func(s fetchSpec) error) {
 		for _, i := range idx {
-			results[i] = fetchResult{spec: specs[i], hw: -1, leo: -1, start: -1, err: errFor(specs[i])}
+			results[i] = fetchResult{FetchPartition: specs[i], HighWatermark: -1, LogEndOffset: -1, LogStartOffset: -1, Err: errFor(specs[i])}
 		}
 	}
 	unreached := func(what string, err error) func(s fetchSpec) error {
 		return func(s fetchSpec) error {
-			return b.unreachedLeader(&quirev1.FetchRecordsPartition{Topic: s.topic, Partition: s.partition}, addr, what, err)
+			return b.unreachedLeader(&quirev1.FetchRecordsPartition{Topic: s.Topic, Partition: s.Partition}, addr, what, err)
 		}
 	}
 	cc, err := b.cluster.peer(addr)
@@ -87,12 +86,10 @@ func (b *Broker) forwardFetch(ctx context.Context, addr string, specs []fetchSpe
 	found := false
 	for j, i := range idx {
 		p := resp.Partitions[j]
-		r := fetchResult{spec: specs[i], batches: p.Records, hw: p.HighWatermark, leo: p.LogEndOffset, start: p.LogStartOffset}
-		if p.Error != nil {
-			r.err = remoteError(p.Error)
-		}
+		r := fetchResult{FetchPartition: specs[i], Records: p.Records, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, LogStartOffset: p.LogStartOffset,
+			Err: fromWire(p.Error)}
 		results[i] = r
-		found = found || r.err != nil || len(r.batches) > 0
+		found = found || r.Err != nil || len(r.Records) > 0
 	}
 	return found
 }

@@ -98,16 +98,16 @@ func (s *consumerService) fetchLocal(ctx context.Context, req *quirev1.FetchReco
 	specs := make([]fetchSpec, len(idx))
 	for j, i := range idx {
 		p := req.Partitions[i]
-		specs[j] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes)}
+		specs[j] = fetchSpec{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int(p.MaxBytes)}
 	}
-	results := s.b.fetch(ctx, specs, s.b.queue.Received(), wait, 1, maxBytes)
+	results := s.b.fetch(ctx, specs, s.b.queue.Received(), wait, 1, maxBytes, false)
 	found := false
 	left := maxRecords
 	for j, r := range results {
-		a := &quirev1.FetchRecordsPartitionResult{Topic: r.spec.topic, Partition: r.spec.partition,
-			NextOffset: r.spec.offset, HighWatermark: r.hw, LogStartOffset: r.start}
+		a := &quirev1.FetchRecordsPartitionResult{Topic: r.Topic, Partition: r.Partition,
+			NextOffset: r.Offset, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}
 		answers[idx[j]] = a
-		err := r.err
+		err := r.Err
 		if err == nil {
 			var d decodedPartition
 			if d, err = decodeFetched(r, max(left, 0), req.Format); err == nil {

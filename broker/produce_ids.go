@@ -128,29 +128,6 @@ func (c *cluster) allocateProducerIDs(ctx context.Context) (metadata.ProducerIDB
 // are asked for.
 const levelWait = 5 * time.Second
 
-// checkIdempotentAcks refuses batches of an idempotent producer (producer
-// id >= 0) sent with acks other than -1: their duplicates are recognised
-// only among batches every in-sync replica has, so a retry of an acks=1
-// write lost with its leader could not be told from a new one.
-func checkIdempotentAcks(topic string, p int32, batches []byte, acks int32) error {
-	for len(batches) >= record.HeaderSize {
-		h, err := record.ParseHeader(batches)
-		if err != nil {
-			return nil // the append reports the damage
-		}
-		if h.ProducerID >= 0 {
-			return fmt.Errorf("%w: %s-%d: a batch of idempotent producer %d needs acks=-1 (all), not acks=%d",
-				ErrInvalidRequest, topic, p, h.ProducerID, acks)
-		}
-		n := h.Size()
-		if n <= 0 || n > len(batches) {
-			return nil
-		}
-		batches = batches[n:]
-	}
-	return nil
-}
-
 // recordsProducer is the idempotent producer of a ProduceRecords request:
 // its batches carry the producer id and epoch, and sequences from
 // base_sequence on, one per record in request order.
