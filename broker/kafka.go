@@ -15,13 +15,15 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
+	"github.com/quirelog/quire/request"
 )
 
 // Listeners named in kafka.listener.names speak Kafka's wire protocol
 // instead of gRPC (package kafka), for Kafka's own clients. They are
 // registered and advertised like any listener, so a Kafka client's
 // Metadata gives every broker's address on the listener it connected to;
-// requests are answered by the same handlers as the gRPC services.
+// requests are answered by the request core for the data path, as the
+// gRPC services' are, and by the gRPC services' handlers for the rest.
 
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
@@ -75,7 +77,7 @@ func (b *Broker) serveKafka(l boundListener) error {
 const kafkaMaxRequestBytes = 100 << 20
 
 // newKafkaServer is the server of the Kafka listeners, answering through
-// the gRPC services' handlers.
+// the request core and the gRPC services' handlers.
 func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
 	return kafka.NewServer(kafka.Config{
 		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b},
@@ -116,7 +118,8 @@ func (b *Broker) kafkaRefused() func(reason string) {
 	}
 }
 
-// kafkaBackend is kafka.Backend over the gRPC services' handlers.
+// kafkaBackend is kafka.Backend over the request core (data path) and
+// the gRPC services' handlers (the rest).
 type kafkaBackend struct {
 	b        *Broker
 	producer *producerService
@@ -155,20 +158,27 @@ func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequ
 	return resp, nil
 }
 
-func (k kafkaBackend) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	return k.producer.Produce(ctx, req)
+// Produce, Fetch, ListOffsets and DeleteRecords go straight to the
+// request core, as the gRPC services' do: the same checks, ACLs and
+// errors, and a fetch's batches from the log into the Kafka response
+// with nothing in between. A Kafka client's own request is routed to
+// the leaders, as a plain gRPC client's is.
+func (k kafkaBackend) Produce(ctx context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {
+	req.Received = k.b.queue.Received()
+	return k.b.core.Produce(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
-	return k.consumer.Fetch(ctx, req)
+func (k kafkaBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error) {
+	req.Received = k.b.queue.Received()
+	return k.b.core.Fetch(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	return k.consumer.ListOffsets(ctx, req)
+func (k kafkaBackend) ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
+	return k.b.core.ListOffsets(coreContext(ctx), parts)
 }
 
-func (k kafkaBackend) DeleteRecords(ctx context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error) {
-	return k.admin.DeleteRecords(ctx, req)
+func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error) {
+	return k.b.core.DeleteRecords(coreContext(ctx), req)
 }
 
 // Coordinator is this broker on the client's listener: a group's calls
