@@ -1,0 +1,368 @@
+package request_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/storage"
+)
+
+// The core is tested over a real replica manager and log in a temporary
+// directory, on node 1, with topic "t": partition 0 led here, partition 1
+// and 2 led by node 2, partition 3 by node 3. Its metadata, other brokers
+// and ACLs are fakes.
+
+const self = 1
+
+type noController struct{}
+
+func (noController) AlterPartition(_ context.Context, _ string, _ int32, a replica.Assignment) (replica.Assignment, error) {
+	return a, replica.ErrISRRefused
+}
+
+type allRegistered struct{}
+
+func (allRegistered) Registration(int32) (replica.Registration, bool) { return replica.Registration{}, true }
+
+type noPeers struct{}
+
+func (noPeers) ReplicaFetch(context.Context, int32, *replica.FetchRequest) (*replica.FetchResponse, error) {
+	return nil, errors.New("no network in this test")
+}
+
+// cluster is the metadata: topic "t" and its leaders.
+type cluster struct{ lost bool }
+
+func (c cluster) Topic(name string) (metadata.TopicInfo, bool) {
+	if name != "t" {
+		return metadata.TopicInfo{}, false
+	}
+	return metadata.TopicInfo{Name: "t", Partitions: []metadata.PartitionInfo{
+		{Topic: "t", Partition: 0, Leader: self, LeaderEpoch: 1, Replicas: []int32{self}, ISR: []int32{self}},
+		{Topic: "t", Partition: 1, Leader: 2, LeaderEpoch: 5, Replicas: []int32{2}, ISR: []int32{2}},
+		{Topic: "t", Partition: 2, Leader: 2, LeaderEpoch: 5, Replicas: []int32{2}, ISR: []int32{2}},
+		{Topic: "t", Partition: 3, Leader: 3, LeaderEpoch: 7, Replicas: []int32{3}, ISR: []int32{3}},
+	}}, true
+}
+func (c cluster) SessionLost() bool                  { return c.lost }
+func (c cluster) SessionDeadline() (time.Time, bool) { return time.Time{}, false }
+
+// forwarder records the calls passed on; leader 3 cannot be reached.
+type forwarder struct {
+	mu       sync.Mutex
+	produces map[int32][]*request.ProduceRequest
+	deletes  map[int32][][]request.DeleteRecordsPartition
+}
+
+func (f *forwarder) Produce(_ context.Context, leader int32, req *request.ProduceRequest) ([]request.ProduceResult, error) {
+	if leader == 3 {
+		return nil, request.ErrLeaderUnreachable
+	}
+	f.mu.Lock()
+	f.produces[leader] = append(f.produces[leader], req)
+	f.mu.Unlock()
+	out := make([]request.ProduceResult, len(req.Partitions))
+	for i, p := range req.Partitions {
+		out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: 100 * int64(p.Partition), LastOffset: 100*int64(p.Partition) + 1,
+			LogAppendTime: -1, LogStartOffset: 0}
+	}
+	return out, nil
+}
+
+func (f *forwarder) DeleteRecords(_ context.Context, leader int32, _ time.Duration, parts []request.DeleteRecordsPartition) ([]request.DeleteRecordsResult, error) {
+	f.mu.Lock()
+	f.deletes[leader] = append(f.deletes[leader], parts)
+	f.mu.Unlock()
+	out := make([]request.DeleteRecordsResult, len(parts))
+	for i, p := range parts {
+		out[i] = request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.Offset}
+	}
+	return out, nil
+}
+
+// acls allows User:alice what it lists, by operation and topic, and
+// nobody anything else.
+type acls map[auth.Operation]map[string]bool
+
+func (a acls) Authorize(r auth.Request) bool {
+	return r.Principal == "User:alice" && a[r.Operation][r.ResourceName]
+}
+
+// codes is a small table of codes: the quire.v1 numbers of the errors
+// these tests meet.
+func codes(err error) int32 {
+	switch {
+	case errors.Is(err, replica.ErrNotLeader):
+		return 6
+	case errors.Is(err, replica.ErrUnknownTopicOrPartition):
+		return 3
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return 1
+	case errors.Is(err, request.ErrInvalidRequiredAcks):
+		return 21
+	case errors.Is(err, request.ErrTopicAuthorizationFailed):
+		return 29
+	case errors.Is(err, replica.ErrInvalidRequest):
+		return 42
+	case errors.Is(err, replica.ErrLeaderNotAvailable):
+		return 5
+	}
+	return -1
+}
+
+type fixture struct {
+	core *request.Core
+	fwd  *forwarder
+}
+
+func newCore(t *testing.T, mod func(*request.Config)) fixture {
+	t.Helper()
+	sm, err := storage.OpenManager(t.TempDir(), storage.DefaultLogConfig(), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sm.Close() })
+	rm, err := replica.New(replica.Config{NodeID: self, Logs: sm, Controller: noController{}, Brokers: allRegistered{}, Peers: noPeers{},
+		Fetch: replica.FetchConfig{MaxWait: 500 * time.Millisecond, Backoff: time.Hour}, MaxFetchResponseBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rm.Stop)
+	rm.Reconcile(replica.View{Registered: true, Topics: []replica.TopicView{{Name: "t", ID: "id-t",
+		Config: replica.TopicConfig{Log: storage.DefaultLogConfig(), MinInsyncReplicas: 1},
+		Partitions: []replica.Assignment{{Partition: 0, Leader: self, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{self}, ISR: []int32{self}}}}}})
+	fwd := &forwarder{produces: map[int32][]*request.ProduceRequest{}, deletes: map[int32][][]request.DeleteRecordsPartition{}}
+	cfg := request.Config{NodeID: self, Replicas: rm, Cluster: cluster{}, Forwarder: fwd, Codes: codes, Checkpoint: sm.Checkpoint}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := request.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{core: c, fwd: fwd}
+}
+
+func batch(n int) []byte {
+	b := record.NewBuilder(record.None)
+	for i := range n {
+		b.Append(1000, nil, []byte{byte(i)}, nil)
+	}
+	return b.Build()
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// code is err's code, checking that it is an *request.Error.
+func code(t *testing.T, err error) int32 {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var e *request.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%v (%T) is not a *request.Error", err, err)
+	}
+	return e.Code
+}
+
+// A produce is appended, read back byte for byte by a fetch, and seen
+// by ListOffsets; DeleteRecords moves the log start.
+func TestCoreProduceFetchOffsetsDelete(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, nil)
+	ctx := ctxT(t)
+	b1, b2 := batch(3), batch(2)
+	for i, b := range [][]byte{b1, b2} {
+		out, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: -1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: b}}})
+		if err != nil || len(out) != 1 || out[0].Err != nil {
+			t.Fatalf("produce %d: %v %+v", i, err, out)
+		}
+		if want := []int64{0, 3}[i]; out[0].BaseOffset != want {
+			t.Fatalf("produce %d at %d, want %d", i, out[0].BaseOffset, want)
+		}
+	}
+	res, err := f.core.Fetch(ctx, &request.FetchRequest{Partitions: []request.FetchPartition{{Topic: "t", Partition: 0, Offset: 0}}})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("fetch: %v %+v", err, res)
+	}
+	if res[0].HighWatermark != 5 || res[0].LogEndOffset != 5 || res[0].LogStartOffset != 0 {
+		t.Fatalf("fetch: hw %d leo %d start %d, want 5 5 0", res[0].HighWatermark, res[0].LogEndOffset, res[0].LogStartOffset)
+	}
+	// The batches as appended, with the offsets and epoch the leader wrote.
+	var got [][]byte
+	if err := record.SplitBatches(res[0].Records, func(b []byte, h record.Header) error { got = append(got, b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(got[0]) != len(b1) || len(got[1]) != len(b2) || !bytes.Equal(got[0][record.HeaderSize:], b1[record.HeaderSize:]) {
+		t.Fatalf("fetched %d batches, want the 2 appended", len(got))
+	}
+
+	offs, err := f.core.ListOffsets(ctx, []request.ListOffsetsPartition{{Topic: "t", Partition: 0, Timestamp: request.LatestTimestamp},
+		{Topic: "t", Partition: 0, Timestamp: request.EarliestTimestamp}, {Topic: "t", Partition: 0, Timestamp: 1000}, {Topic: "t", Partition: 9, Timestamp: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offs[0].Offset != 5 || offs[1].Offset != 0 || offs[2].Offset != 0 || offs[2].Timestamp != 1000 || offs[0].LeaderEpoch != 1 {
+		t.Fatalf("list offsets: %+v", offs)
+	}
+	if c := code(t, offs[3].Err); c != 42 || offs[3].Offset != -1 {
+		t.Fatalf("list offsets of partition 9: code %d offset %d, want INVALID_REQUEST, -1", c, offs[3].Offset)
+	}
+
+	dr, err := f.core.DeleteRecords(ctx, &request.DeleteRecordsRequest{Partitions: []request.DeleteRecordsPartition{{Topic: "t", Partition: 0, Offset: 3}}})
+	if err != nil || dr[0].Err != nil || dr[0].LowWatermark != 3 {
+		t.Fatalf("delete records: %v %+v", err, dr)
+	}
+	res, _ = f.core.Fetch(ctx, &request.FetchRequest{Partitions: []request.FetchPartition{{Topic: "t", Partition: 0, Offset: 0}}})
+	if c := code(t, res[0].Err); c != 1 || res[0].LogStartOffset != 3 {
+		t.Fatalf("fetch below the log start: code %d start %d, want OFFSET_OUT_OF_RANGE, 3", c, res[0].LogStartOffset)
+	}
+}
+
+// A long poll answers once a produce arrives, with its records.
+func TestCoreFetchLongPoll(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, nil)
+	ctx := ctxT(t)
+	done := make(chan []request.FetchResult, 1)
+	go func() {
+		res, _ := f.core.Fetch(ctx, &request.FetchRequest{MaxWait: time.Minute, MinBytes: 1,
+			Partitions: []request.FetchPartition{{Topic: "t", Partition: 0, Offset: 0}}})
+		done <- res
+	}()
+	if _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: batch(4)}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if len(res) != 1 || res[0].Err != nil || len(res[0].Records) == 0 {
+			t.Fatalf("long poll answered %+v, want the records", res)
+		}
+	case <-ctx.Done():
+		t.Fatal("the long poll never answered")
+	}
+}
+
+// Partitions led elsewhere go to their leaders with Route, one call per
+// leader holding all of its partitions in request order; an unreachable
+// leader leaves NOT_LEADER_OR_FOLLOWER with its id; without Route every
+// such partition is NOT_LEADER_OR_FOLLOWER.
+func TestCoreProduceForwardsBatchedPerLeader(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, nil)
+	ctx := ctxT(t)
+	parts := []request.ProducePartition{{Topic: "t", Partition: 2, Records: batch(1)}, {Topic: "t", Partition: 0, Records: batch(1)},
+		{Topic: "t", Partition: 1, Records: batch(2)}, {Topic: "t", Partition: 3, Records: batch(1)}}
+	out, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: -1, Route: true, Partitions: parts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.fwd.produces[2]) != 1 || len(f.fwd.produces[2][0].Partitions) != 2 ||
+		f.fwd.produces[2][0].Partitions[0].Partition != 2 || f.fwd.produces[2][0].Partitions[1].Partition != 1 {
+		t.Fatalf("calls to leader 2: %+v, want one with partitions 2 then 1", f.fwd.produces[2])
+	}
+	if out[0].BaseOffset != 200 || out[2].BaseOffset != 100 || out[1].BaseOffset != 0 || out[0].Err != nil || out[1].Err != nil || out[2].Err != nil {
+		t.Fatalf("answers %+v", out)
+	}
+	var e *request.Error
+	if !errors.As(out[3].Err, &e) || e.Code != 6 || e.LeaderID != 3 || e.LeaderEpoch != 7 {
+		t.Fatalf("partition of the unreachable leader: %v, want NOT_LEADER_OR_FOLLOWER naming leader 3 at epoch 7", out[3].Err)
+	}
+
+	out, err = f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: parts[2:3]})
+	if err != nil || code(t, out[0].Err) != 6 || len(f.fwd.produces[2]) != 1 {
+		t.Fatalf("without Route: %v %+v (calls %d)", err, out, len(f.fwd.produces[2]))
+	}
+}
+
+// DeleteRecords passes partitions led elsewhere on, one call per leader.
+func TestCoreDeleteRecordsForwards(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, nil)
+	ctx := ctxT(t)
+	out, err := f.core.DeleteRecords(ctx, &request.DeleteRecordsRequest{Route: true, Partitions: []request.DeleteRecordsPartition{
+		{Topic: "t", Partition: 1, Offset: 4}, {Topic: "t", Partition: 0, Offset: -1}, {Topic: "t", Partition: 2, Offset: 6}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.fwd.deletes[2]) != 1 || len(f.fwd.deletes[2][0]) != 2 {
+		t.Fatalf("calls to leader 2: %+v, want one with both partitions", f.fwd.deletes[2])
+	}
+	if out[0].LowWatermark != 4 || out[1].LowWatermark != 0 || out[2].LowWatermark != 6 {
+		t.Fatalf("answers %+v", out)
+	}
+	_, err = f.core.DeleteRecords(ctx, &request.DeleteRecordsRequest{Partitions: []request.DeleteRecordsPartition{{Topic: "t", Offset: 1}, {Topic: "t", Offset: 2}}})
+	if code(t, err) != 42 {
+		t.Fatalf("a partition named twice: %v, want INVALID_REQUEST", err)
+	}
+}
+
+// Bad requests and refusals are whole-request errors with their codes.
+func TestCoreRefusals(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, func(c *request.Config) {
+		c.Authorizer = acls{auth.OpWrite: {"t": true}, auth.OpRead: {"t": true}}
+	})
+	ctx := request.WithPrincipal(ctxT(t), "User:alice")
+	p0 := []request.ProducePartition{{Topic: "t", Partition: 0, Records: batch(1)}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int32
+	}{
+		{"acks 2", func() error { _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 2, Partitions: p0}); return err }(), 21},
+		{"no partitions", func() error { _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1}); return err }(), 42},
+		{"write to u", func() error {
+			_, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "u", Records: batch(1)}}})
+			return err
+		}(), 29},
+		{"describe t", func() error {
+			_, err := f.core.ListOffsets(ctx, []request.ListOffsetsPartition{{Topic: "t", Timestamp: -1}})
+			return err
+		}(), 29},
+		{"delete t", func() error {
+			_, err := f.core.DeleteRecords(ctx, &request.DeleteRecordsRequest{Partitions: []request.DeleteRecordsPartition{{Topic: "t", Offset: 1}}})
+			return err
+		}(), 29},
+	} {
+		if got := code(t, tc.err); got != tc.want {
+			t.Errorf("%s: %v (code %d), want code %d", tc.name, tc.err, got, tc.want)
+		}
+	}
+	var e *request.Error
+	_, err := f.core.ListOffsets(ctx, []request.ListOffsetsPartition{{Topic: "t", Timestamp: -1}})
+	if !errors.As(err, &e) || !errors.Is(err, request.ErrTopicAuthorizationFailed) {
+		t.Fatalf("refusal %v is not the topic authorization sentinel", err)
+	}
+	// What the ACLs allow goes through, as the principal of the context.
+	if out, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: p0}); err != nil || out[0].Err != nil {
+		t.Fatalf("allowed produce: %v %+v", err, out)
+	}
+	if _, err := f.core.Fetch(request.WithPrincipal(ctxT(t), "User:bob"), &request.FetchRequest{Partitions: []request.FetchPartition{{Topic: "t"}}}); code(t, err) != 29 {
+		t.Fatalf("fetch as another principal: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// A leader cut off from the controller refuses appends.
+func TestCoreSessionLost(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, func(c *request.Config) { c.Cluster = cluster{lost: true} })
+	out, err := f.core.Produce(ctxT(t), &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: batch(1)}}})
+	if err != nil || code(t, out[0].Err) != 5 {
+		t.Fatalf("produce cut off from the controller: %v %+v, want LEADER_NOT_AVAILABLE", err, out)
+	}
+}
