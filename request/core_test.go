@@ -31,7 +31,9 @@ func (noController) AlterPartition(_ context.Context, _ string, _ int32, a repli
 
 type allRegistered struct{}
 
-func (allRegistered) Registration(int32) (replica.Registration, bool) { return replica.Registration{}, true }
+func (allRegistered) Registration(int32) (replica.Registration, bool) {
+	return replica.Registration{}, true
+}
 
 type noPeers struct{}
 
@@ -138,7 +140,7 @@ func newCore(t *testing.T, mod func(*request.Config)) fixture {
 	}
 	t.Cleanup(rm.Stop)
 	rm.Reconcile(replica.View{Registered: true, Topics: []replica.TopicView{{Name: "t", ID: "id-t",
-		Config: replica.TopicConfig{Log: storage.DefaultLogConfig(), MinInsyncReplicas: 1},
+		Config:     replica.TopicConfig{Log: storage.DefaultLogConfig(), MinInsyncReplicas: 1},
 		Partitions: []replica.Assignment{{Partition: 0, Leader: self, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{self}, ISR: []int32{self}}}}}})
 	fwd := &forwarder{produces: map[int32][]*request.ProduceRequest{}, deletes: map[int32][][]request.DeleteRecordsPartition{}}
 	cfg := request.Config{NodeID: self, Replicas: rm, Cluster: cluster{}, Forwarder: fwd, Codes: codes, Checkpoint: sm.Checkpoint}
@@ -324,7 +326,10 @@ func TestCoreRefusals(t *testing.T) {
 		err  error
 		want int32
 	}{
-		{"acks 2", func() error { _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 2, Partitions: p0}); return err }(), 21},
+		{"acks 2", func() error {
+			_, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 2, Partitions: p0})
+			return err
+		}(), 21},
 		{"no partitions", func() error { _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1}); return err }(), 42},
 		{"write to u", func() error {
 			_, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "u", Records: batch(1)}}})
