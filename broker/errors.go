@@ -78,6 +78,9 @@ var brokerErrors = []errcode.Mapping{
 	// has: it must register again, so not retriable (as in Kafka).
 	{Err: ErrStaleBrokerEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_STALE_BROKER_EPOCH},
 	{Err: ErrBrokersNotReady, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
+	// A partition's leader that the request core could not reach to pass
+	// a request on: the client looks for the leader again.
+	{Err: request.ErrLeaderUnreachable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	// Authentication and ACLs (auth.go, authz.go): the same answer every
 	// time until an ACL or the credentials change.
 	{Err: ErrAuthenticationFailed, GRPC: codes.Unauthenticated, Code: quirev1.ErrorCode_SASL_AUTHENTICATION_FAILED},
