@@ -122,25 +122,20 @@ func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRe
 	return resp, nil
 }
 
+// DescribeTopics is the request core's, which authorizes it (Describe
+// on each topic named; a listing leaves out what the caller may not
+// describe).
 func (s *adminService) DescribeTopics(ctx context.Context, req *quirev1.DescribeTopicsRequest) (*quirev1.DescribeTopicsResponse, error) {
-	img := s.b.cluster.image()
-	var topics []metadata.TopicInfo
-	if len(req.Names) == 0 {
-		topics = img.Topics()
+	ds, err := s.b.core.DescribeTopics(coreContext(ctx), req.Names)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	for _, name := range req.Names {
-		t, ok := img.Topic(name)
-		if !ok {
-			return nil, toStatus(unknownTopic(name))
-		}
-		topics = append(topics, t)
-	}
-	return &quirev1.DescribeTopicsResponse{Topics: s.b.describeTopics(ctx, img, topics)}, nil
+	return &quirev1.DescribeTopicsResponse{Topics: topicDescriptions(ds)}, nil
 }
 
 // describeTopic is describeTopics for one topic.
-func (b *Broker) describeTopic(ctx context.Context, img *metadata.Image, t metadata.TopicInfo) *quirev1.TopicDescription {
-	return b.describeTopics(ctx, img, []metadata.TopicInfo{t})[0]
+func (b *Broker) describeTopic(ctx context.Context, _ *metadata.Image, t metadata.TopicInfo) *quirev1.TopicDescription {
+	return b.describeTopics(ctx, []metadata.TopicInfo{t})[0]
 }
 
 func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {

@@ -71,6 +71,7 @@ var coreAuthorized = map[string]bool{
 	quirev1.Consumer_Fetch_FullMethodName:         true,
 	quirev1.Consumer_ListOffsets_FullMethodName:   true,
 	quirev1.Admin_DeleteRecords_FullMethodName:    true,
+	quirev1.Admin_DescribeTopics_FullMethodName:   true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

@@ -10,6 +10,7 @@ import (
 	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	pb "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
@@ -29,6 +30,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 		Replicas:   b.rm,
 		Cluster:    coreCluster{b},
 		Forwarder:  coreForwarder{b},
+		Logs:       coreForwarder{b},
 		Codes:      func(err error) int32 { return int32(lookupError(err).code) },
 		Checkpoint: b.storage.Checkpoint,
 		Observer:   b.queue,
@@ -48,6 +50,10 @@ type coreCluster struct{ b *Broker }
 
 func (c coreCluster) Topic(name string) (metadata.TopicInfo, bool) {
 	return c.b.cluster.image().Topic(name)
+}
+func (c coreCluster) Topics() []metadata.TopicInfo { return c.b.cluster.image().Topics() }
+func (c coreCluster) Broker(id int32) (metadata.BrokerInfo, bool) {
+	return c.b.cluster.image().Broker(id)
 }
 func (c coreCluster) SessionLost() bool                  { return c.b.cluster.sessionLost() }
 func (c coreCluster) SessionDeadline() (time.Time, bool) { return c.b.cluster.sessionDeadline() }
@@ -123,6 +129,25 @@ func (f coreForwarder) Produce(ctx context.Context, leader int32, req *request.P
 	for i, p := range resp.Partitions {
 		out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: p.BaseOffset, LastOffset: p.LastOffset,
 			LogAppendTime: p.LogAppendTimeMs, LogStartOffset: p.LogStartOffset, Err: fromWire(p.Error)}
+	}
+	return out, nil
+}
+
+// DescribeLogs asks broker br for its logs with DescribeLogs.
+func (f coreForwarder) DescribeLogs(ctx context.Context, br metadata.BrokerInfo, refs []request.LogRef) ([]request.LogDescription, error) {
+	in := make([]*pb.LogPartitionRef, len(refs))
+	for i, r := range refs {
+		in[i] = &pb.LogPartitionRef{Topic: r.Topic, Partition: r.Partition}
+	}
+	logs, err := f.b.cluster.describeLogs(ctx, br.Addr, in)
+	if err != nil {
+		f.b.logger.Debug("cannot ask a broker for its logs", "broker", br.ID, "addr", br.Addr, "error", err)
+		return nil, err
+	}
+	out := make([]request.LogDescription, len(logs))
+	for i, l := range logs {
+		out[i] = request.LogDescription{Topic: l.Topic, Partition: l.Partition, Hosted: l.Hosted, Leader: l.Leader, LeaderEpoch: l.LeaderEpoch,
+			LogStartOffset: l.LogStartOffset, HighWatermark: l.HighWatermark, LogEndOffset: l.LogEndOffset, Dir: l.Dir, Failure: l.Failure}
 	}
 	return out, nil
 }

@@ -17,8 +17,11 @@ type Replicas interface {
 // Cluster is what the core needs of the cluster beyond the replicas: the
 // metadata image's topics and this broker's session with the controller.
 type Cluster interface {
-	// Topic is a topic as this broker's metadata image has it.
+	// Topic is a topic as this broker's metadata image has it, Topics
+	// every topic, Broker a broker's registration.
 	Topic(name string) (metadata.TopicInfo, bool)
+	Topics() []metadata.TopicInfo
+	Broker(id int32) (metadata.BrokerInfo, bool)
 	// SessionLost reports whether this broker has not reached the
 	// controller for broker.session.timeout.ms: another broker leads its
 	// partitions by now, or is about to.
@@ -61,6 +64,9 @@ type Config struct {
 	// Forwarder passes on what other brokers lead; nil: such partitions
 	// are answered NOT_LEADER_OR_FOLLOWER.
 	Forwarder Forwarder
+	// Logs asks other brokers to describe their logs (DescribeTopics);
+	// nil: their partitions show -1.
+	Logs LogDescriber
 	// Authorizer decides every operation; nil: authorization off.
 	Authorizer Authorizer
 	// Codes is the one table of error codes.

@@ -55,6 +55,15 @@ func (c cluster) Topic(name string) (metadata.TopicInfo, bool) {
 		{Topic: "t", Partition: 3, Leader: 3, LeaderEpoch: 7, Replicas: []int32{3}, ISR: []int32{3}},
 	}}, true
 }
+func (c cluster) Topics() []metadata.TopicInfo {
+	t, _ := c.Topic("t")
+	return []metadata.TopicInfo{t}
+}
+
+func (c cluster) Broker(id int32) (metadata.BrokerInfo, bool) {
+	return metadata.BrokerInfo{ID: id, Addr: "broker-" + string(rune('0'+id))}, id >= 1 && id <= 3
+}
+
 func (c cluster) SessionLost() bool                  { return c.lost }
 func (c cluster) SessionDeadline() (time.Time, bool) { return time.Time{}, false }
 
@@ -369,5 +378,57 @@ func TestCoreSessionLost(t *testing.T) {
 	out, err := f.core.Produce(ctxT(t), &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: batch(1)}}})
 	if err != nil || code(t, out[0].Err) != 5 {
 		t.Fatalf("produce cut off from the controller: %v %+v, want LEADER_NOT_AVAILABLE", err, out)
+	}
+}
+
+// logs answers for broker 2 as the leader of its partitions; broker 3
+// does not answer.
+type logs struct{}
+
+func (logs) DescribeLogs(_ context.Context, br metadata.BrokerInfo, refs []request.LogRef) ([]request.LogDescription, error) {
+	if br.ID != 2 {
+		return nil, errors.New("unreachable")
+	}
+	out := make([]request.LogDescription, len(refs))
+	for i, r := range refs {
+		out[i] = request.LogDescription{Topic: r.Topic, Partition: r.Partition, Hosted: true, Leader: true, LeaderEpoch: 5,
+			LogStartOffset: 10, HighWatermark: 20 + int64(r.Partition), LogEndOffset: 30}
+	}
+	return out, nil
+}
+
+// DescribeTopics gives this broker's own offsets, those a leader answered
+// and -1 for a leader that did not; the topics the caller may not
+// describe are left out of a listing and refuse a request naming them.
+func TestCoreDescribeTopics(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, func(c *request.Config) { c.Logs = logs{} })
+	ctx := ctxT(t)
+	if _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: batch(3)}}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.core.DescribeTopics(ctx, []string{"t"})
+	if err != nil || len(ds) != 1 || len(ds[0].Partitions) != 4 {
+		t.Fatalf("describe: %v %+v", err, ds)
+	}
+	want := [][3]int64{{0, 3, 3}, {10, 21, 30}, {10, 22, 30}, {-1, -1, -1}}
+	for i, p := range ds[0].Partitions {
+		if got := [3]int64{p.LogStartOffset, p.HighWatermark, p.LogEndOffset}; got != want[i] {
+			t.Errorf("partition %d: offsets %v, want %v", i, got, want[i])
+		}
+	}
+	if _, err := f.core.DescribeTopics(ctx, []string{"nope"}); code(t, err) != 3 {
+		t.Fatalf("describe an unknown topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+
+	z := newCore(t, func(c *request.Config) { c.Logs = logs{}; c.Authorizer = acls{auth.OpDescribe: {"t": true}} })
+	if ds, err := z.core.DescribeTopics(request.WithPrincipal(ctx, "User:bob"), nil); err != nil || len(ds) != 0 {
+		t.Fatalf("listing as a principal with no ACL: %v %+v, want nothing", err, ds)
+	}
+	if ds, err := z.core.DescribeTopics(request.WithPrincipal(ctx, "User:alice"), nil); err != nil || len(ds) != 1 {
+		t.Fatalf("listing as alice: %v %+v, want topic t", err, ds)
+	}
+	if _, err := z.core.DescribeTopics(request.WithPrincipal(ctx, "User:bob"), []string{"t"}); code(t, err) != 29 {
+		t.Fatalf("describing t as bob: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 }

@@ -14,5 +14,5 @@
 //
 // Today the core serves the data path: Produce (with acks, idempotence
 // and forwarding batched per leader), Fetch (long-polled), ListOffsets and
-// DeleteRecords.
+// DeleteRecords; and DescribeTopics, with its fan-out to the leaders.
 package request
