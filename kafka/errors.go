@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/request"
 )
 
@@ -43,7 +44,9 @@ func coreError(err error) (int16, string) {
 	}
 	var e *request.Error
 	if errors.As(err, &e) {
-		return kafkaCode(e.Code), e.Error()
+		// Cut as the gRPC door cuts it (a quoted value of a client's, a
+		// topic name say, is kept short).
+		return kafkaCode(e.Code), errcode.Message(e.Error())
 	}
 	return callError(err)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
@@ -22,6 +24,8 @@ import (
 // and ACLs are fakes.
 
 const self = 1
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type noController struct{}
 

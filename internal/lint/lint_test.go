@@ -102,7 +102,7 @@ var rules = []rule{
 	// core's types (its Backend takes them, and quire.v1 messages for the
 	// calls the core does not serve yet), never into the node's
 	// internals themselves.
-	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request"},
+	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode"},
 		forbiddenDeps: []string{"broker", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
