@@ -66,12 +66,13 @@ func clusterNeed(op auth.Operation) need {
 // interceptor leaves them to it rather than check them twice. Their rows
 // below say what the core checks.
 var coreAuthorized = map[string]bool{
-	quirev1.Producer_Produce_FullMethodName:       true,
-	quirev1.Producer_ProduceStream_FullMethodName: true,
-	quirev1.Consumer_Fetch_FullMethodName:         true,
-	quirev1.Consumer_ListOffsets_FullMethodName:   true,
-	quirev1.Admin_DeleteRecords_FullMethodName:    true,
-	quirev1.Admin_DescribeTopics_FullMethodName:   true,
+	quirev1.Producer_Produce_FullMethodName:        true,
+	quirev1.Producer_ProduceStream_FullMethodName:  true,
+	quirev1.Consumer_Fetch_FullMethodName:          true,
+	quirev1.Consumer_ListOffsets_FullMethodName:    true,
+	quirev1.Admin_DeleteRecords_FullMethodName:     true,
+	quirev1.Admin_DescribeTopics_FullMethodName:    true,
+	quirev1.Producer_InitProducerId_FullMethodName: true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

@@ -171,7 +171,7 @@ func (b *Broker) start() error {
 	// The public services refuse requests over maxRequestBytes with a
 	// quire.v1.Error (recvlimit.go).
 	limit := maxRequestBytes(&b.cfg)
-	producer, consumer := &producerService{b: b, pids: newProducerIDs(b.cluster)}, &consumerService{b: b}
+	producer, consumer := &producerService{b: b}, &consumerService{b: b}
 	b.server.RegisterService(withRequestLimit(&quirev1.Admin_ServiceDesc, limit), &adminService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), producer)
 	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), consumer)

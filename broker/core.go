@@ -26,14 +26,15 @@ import (
 // newCore is the request core over this broker's replicas (b.rm).
 func (b *Broker) newCore() (*request.Core, error) {
 	cfg := request.Config{
-		NodeID:     b.cfg.NodeID,
-		Replicas:   b.rm,
-		Cluster:    coreCluster{b},
-		Forwarder:  coreForwarder{b},
-		Logs:       coreForwarder{b},
-		Codes:      func(err error) int32 { return int32(lookupError(err).code) },
-		Checkpoint: b.storage.Checkpoint,
-		Observer:   b.queue,
+		NodeID:      b.cfg.NodeID,
+		Replicas:    b.rm,
+		Cluster:     coreCluster{b},
+		Forwarder:   coreForwarder{b},
+		Logs:        coreForwarder{b},
+		ProducerIDs: coreCluster{b},
+		Codes:       func(err error) int32 { return int32(lookupError(err).code) },
+		Checkpoint:  b.storage.Checkpoint,
+		Observer:    b.queue,
 	}
 	if b.cfg.AutoCreateTopicsEnable {
 		cfg.Creator = coreCluster{b}
@@ -57,6 +58,10 @@ func (c coreCluster) Broker(id int32) (metadata.BrokerInfo, bool) {
 }
 func (c coreCluster) SessionLost() bool                  { return c.b.cluster.sessionLost() }
 func (c coreCluster) SessionDeadline() (time.Time, bool) { return c.b.cluster.sessionDeadline() }
+func (c coreCluster) AllocateProducerIDs(ctx context.Context) (metadata.ProducerIDBlock, error) {
+	return c.b.cluster.allocateProducerIDs(ctx)
+}
+func (c coreCluster) NextProducerID() int64 { return c.b.cluster.image().NextProducerID() }
 func (c coreCluster) AutoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
 	return c.b.autoCreateTopic(ctx, topic)
 }
@@ -65,6 +70,9 @@ func (c coreCluster) AutoCreateTopic(ctx context.Context, topic string) (metadat
 type coreAuthorizer struct{ b *Broker }
 
 func (z coreAuthorizer) Authorize(r auth.Request) bool { return z.b.authorizer().Authorize(r) }
+func (z coreAuthorizer) AuthorizeAny(principal string, op auth.Operation, rt auth.ResourceType) bool {
+	return z.b.authorizer().AuthorizeAny(principal, op, rt)
+}
 
 // coreContext is ctx as the core takes it: carrying the principal the
 // auth interceptor found.

@@ -217,6 +217,6 @@ func (k kafkaBackend) FetchOffsets(ctx context.Context, req *quirev1.FetchOffset
 	return k.groups.FetchOffsets(ctx, req)
 }
 
-func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	return k.producer.InitProducerId(ctx, req)
+func (k kafkaBackend) InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
+	return k.b.core.InitProducerID(coreContext(ctx), req)
 }

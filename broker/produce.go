@@ -21,8 +21,7 @@ const defaultProduceTimeout = request.DefaultProduceTimeout
 // quire.v1 to and from the request core's Produce.
 type producerService struct {
 	quirev1.UnimplementedProducerServer
-	b    *Broker
-	pids *producerIDs // produce_ids.go
+	b *Broker
 }
 
 func parseAcks(set bool, acks int32) (int32, error) {

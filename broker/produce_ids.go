@@ -4,104 +4,27 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
-// producerIDBlocks is where a broker gets blocks of producer ids: the
-// controller, through the metadata log (cluster.allocateProducerIDs).
-type producerIDBlocks interface {
-	allocateProducerIDs(ctx context.Context) (metadata.ProducerIDBlock, error)
-	image() *metadata.Image
-}
-
-// producerIDs hands out this broker's producer ids, one block from the
-// controller at a time. A block is committed in the metadata log before
-// the broker gets it, so no id is handed out twice, by this broker or any
-// other, across restarts and controller failovers; the ids of a block
-// left unused when the broker stops are never used.
-type producerIDs struct {
-	src producerIDBlocks
-
-	mu        sync.Mutex
-	next, end int64 // the current block's unused ids: next to end-1
-	// blockEnd is end, readable without mu (which an allocation holds):
-	// every id below it was handed out, even before this broker's image
-	// shows the block.
-	blockEnd atomic.Int64
-}
-
-func newProducerIDs(src producerIDBlocks) *producerIDs {
-	return &producerIDs{src: src}
-}
-
-// newID hands out a producer id no producer had before.
-func (p *producerIDs) newID(ctx context.Context) (int64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.next >= p.end {
-		// Under the lock: callers wait for the one allocation.
-		block, err := p.src.allocateProducerIDs(ctx)
-		if err != nil {
-			return -1, fmt.Errorf("allocate producer ids: %w", err)
-		}
-		p.next, p.end = block.First, block.First+block.Size
-		p.blockEnd.Store(p.end)
-	}
-	id := p.next
-	p.next++
-	return id, nil
-}
-
-// initProducerID answers InitProducerId. A new producer (no id, or -1)
-// gets a new id at epoch 0. A producer that holds an id and epoch (KIP-360:
-// its state on some partition is unknown or out of order) gets the same id
-// at the next epoch: the epoch is the producer's own counter, carried by
-// its batches, which every partition checks (an older epoch than the one a
-// partition saw is INVALID_PRODUCER_EPOCH there, a newer one starts again
-// at sequence 0), so the bump needs no state on the broker, as Kafka's
-// idempotent producers bump theirs on the client. An id no broker was
-// handed (at or past the metadata image's next producer id) or an epoch
-// that cannot grow gets a new id instead.
-func (p *producerIDs) initProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	id, epoch := int64(-1), req.ProducerEpoch
-	if req.OptionalProducerId != nil {
-		id = req.GetProducerId()
-	}
-	if id < -1 {
-		return nil, fmt.Errorf("%w: producer id %d: -1 or unset for a new producer", ErrInvalidRequest, id)
-	}
-	if id >= 0 {
-		if epoch < 0 || epoch > math.MaxInt16 {
-			return nil, fmt.Errorf("%w: producer epoch %d of producer %d: 0 to %d", ErrInvalidRequest, epoch, id, math.MaxInt16)
-		}
-		// The image this broker serves from may not show its own latest
-		// block yet: an id below that block's end was handed out too.
-		if handed := max(p.src.image().NextProducerID(), p.blockEnd.Load()); id < handed && epoch < math.MaxInt16 {
-			return &quirev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: epoch + 1}, nil
-		}
-	}
-	id, err := p.newID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &quirev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}, nil
-}
-
-// InitProducerId gives an idempotent producer its id and epoch (see
-// producerIDs.initProducerID).
+// InitProducerId gives an idempotent producer its id and epoch (the
+// request core's InitProducerID, which authorizes it).
 func (s *producerService) InitProducerId(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	resp, err := s.pids.initProducerID(ctx, req)
+	in := request.InitProducerIDRequest{ProducerID: -1, ProducerEpoch: req.ProducerEpoch}
+	if req.OptionalProducerId != nil {
+		in.ProducerID = req.GetProducerId()
+	}
+	out, err := s.b.core.InitProducerID(coreContext(ctx), in)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return resp, nil
+	return &quirev1.InitProducerIdResponse{ProducerId: out.ProducerID, ProducerEpoch: int32(out.ProducerEpoch)}, nil
 }
 
 // allocateProducerIDs asks the controller for a block of producer ids at

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -240,16 +239,15 @@ func initProducerID(ctx context.Context, b Backend, req *kmsg.InitProducerIDRequ
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp
 	}
-	in := &quirev1.InitProducerIdRequest{}
+	in := request.InitProducerIDRequest{ProducerID: -1}
 	if req.Version >= 3 && req.ProducerID >= 0 {
-		in.OptionalProducerId = &quirev1.InitProducerIdRequest_ProducerId{ProducerId: req.ProducerID}
-		in.ProducerEpoch = int32(req.ProducerEpoch)
+		in.ProducerID, in.ProducerEpoch = req.ProducerID, int32(req.ProducerEpoch)
 	}
 	out, err := b.InitProducerID(ctx, in)
 	if err != nil {
-		resp.ErrorCode, _ = callError(err)
+		resp.ErrorCode, _ = coreError(err)
 		return resp
 	}
-	resp.ProducerID, resp.ProducerEpoch = out.ProducerId, int16(out.ProducerEpoch)
+	resp.ProducerID, resp.ProducerEpoch = out.ProducerID, out.ProducerEpoch
 	return resp
 }

@@ -33,7 +33,7 @@ var (
 
 // Backend is what the server translates Kafka's requests into, in
 // process: the request core's operations for the data path (Produce,
-// Fetch, ListOffsets, DeleteRecords: plain Go types, errors that are
+// Fetch, ListOffsets, DeleteRecords, InitProducerID: plain Go types, errors that are
 // *request.Error), and the node's public API for the rest, whose errors
 // of a whole call are gRPC status errors carrying a quire.v1.Error, as
 // the gRPC services return them.
@@ -45,7 +45,7 @@ type Backend interface {
 	Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error)
 	ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error)
 	DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error)
-	InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error)
+	InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error)
 	// Coordinator is this node, with its address on the connection's
 	// listener: any node takes a group's requests.
 	Coordinator(ctx context.Context) (*quirev1.Broker, error)

@@ -146,8 +146,8 @@ func (f *fakeBackend) DeleteRecords(_ context.Context, req *request.DeleteRecord
 	return out, nil
 }
 
-func (f *fakeBackend) InitProducerID(context.Context, *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 2}, nil
+func (f *fakeBackend) InitProducerID(context.Context, request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
+	return request.InitProducerIDResult{ProducerID: 7, ProducerEpoch: 2}, nil
 }
 
 func (f *fakeBackend) Coordinator(context.Context) (*quirev1.Broker, error) {
@@ -764,7 +764,7 @@ func TestKafkaProduceDuplicatePartition(t *testing.T) {
 // to check the translation both ways.
 type offsetsBackend struct {
 	fakeBackend
-	lastInit *quirev1.InitProducerIdRequest
+	lastInit request.InitProducerIDRequest
 }
 
 func (o *offsetsBackend) ListOffsets(_ context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
@@ -780,11 +780,11 @@ func (o *offsetsBackend) ListOffsets(_ context.Context, parts []request.ListOffs
 	return out, nil
 }
 
-func (o *offsetsBackend) InitProducerID(_ context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
+func (o *offsetsBackend) InitProducerID(_ context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
 	o.mu.Lock()
 	o.lastInit = req
 	o.mu.Unlock()
-	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: req.ProducerEpoch + 1}, nil
+	return request.InitProducerIDResult{ProducerID: 7, ProducerEpoch: int16(req.ProducerEpoch + 1)}, nil
 }
 
 func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
@@ -822,7 +822,7 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 	backend.mu.Lock()
 	last := backend.lastInit
 	backend.mu.Unlock()
-	if iresp.ErrorCode != 0 || iresp.ProducerID != 7 || iresp.ProducerEpoch != 4 || last.GetProducerId() != 7 || last.ProducerEpoch != 3 {
+	if iresp.ErrorCode != 0 || iresp.ProducerID != 7 || iresp.ProducerEpoch != 4 || last.ProducerID != 7 || last.ProducerEpoch != 3 {
 		t.Fatalf("InitProducerId (bump of 7/3): answered %+v, backend asked %+v", iresp, last)
 	}
 	txn := kmsg.NewPtrInitProducerIDRequest()

@@ -12,6 +12,9 @@ import (
 // asked (the broker evaluates against its current metadata image).
 type Authorizer interface {
 	Authorize(r auth.Request) bool
+	// AuthorizeAny reports whether principal may do op on some resource
+	// of type rt.
+	AuthorizeAny(principal string, op auth.Operation, rt auth.ResourceType) bool
 }
 
 type principalKey struct{}

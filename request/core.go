@@ -64,6 +64,9 @@ type Config struct {
 	// Forwarder passes on what other brokers lead; nil: such partitions
 	// are answered NOT_LEADER_OR_FOLLOWER.
 	Forwarder Forwarder
+	// ProducerIDs hands out blocks of producer ids (InitProducerID);
+	// nil: none are handed out.
+	ProducerIDs ProducerIDBlocks
 	// Logs asks other brokers to describe their logs (DescribeTopics);
 	// nil: their partitions show -1.
 	Logs LogDescriber
@@ -81,6 +84,7 @@ type Config struct {
 type Core struct {
 	cfg   Config
 	codes Codes
+	pids  producerIDs // producer_ids.go
 }
 
 // New returns a core over cfg.

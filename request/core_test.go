@@ -112,6 +112,10 @@ func (a acls) Authorize(r auth.Request) bool {
 	return r.Principal == "User:alice" && a[r.Operation][r.ResourceName]
 }
 
+func (a acls) AuthorizeAny(principal string, op auth.Operation, _ auth.ResourceType) bool {
+	return principal == "User:alice" && len(a[op]) > 0
+}
+
 // codes is a small table of codes: the quire.v1 numbers of the errors
 // these tests meet.
 func codes(err error) int32 {
@@ -434,5 +438,59 @@ func TestCoreDescribeTopics(t *testing.T) {
 	}
 	if _, err := z.core.DescribeTopics(request.WithPrincipal(ctx, "User:bob"), []string{"t"}); code(t, err) != 29 {
 		t.Fatalf("describing t as bob: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// blocks hands out blocks of two ids from 100 on.
+type blocks struct {
+	mu    sync.Mutex
+	next  int64
+	calls int
+}
+
+func (b *blocks) AllocateProducerIDs(context.Context) (metadata.ProducerIDBlock, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	blk := metadata.ProducerIDBlock{First: 100 + b.next, Size: 2}
+	b.next += 2
+	return blk, nil
+}
+
+func (b *blocks) NextProducerID() int64 { return 100 }
+
+// InitProducerID hands out ids from blocks, bumps the epoch of an id
+// handed out, and refuses a caller that may write nowhere.
+func TestCoreInitProducerID(t *testing.T) {
+	t.Parallel()
+	src := &blocks{}
+	f := newCore(t, func(c *request.Config) {
+		c.ProducerIDs = src
+		c.Authorizer = acls{auth.OpWrite: {"t": true}}
+	})
+	ctx := request.WithPrincipal(ctxT(t), "User:alice")
+	var ids []int64
+	for range 3 {
+		r, err := f.core.InitProducerID(ctx, request.InitProducerIDRequest{ProducerID: -1})
+		if err != nil || r.ProducerEpoch != 0 {
+			t.Fatalf("new producer: %v %+v", err, r)
+		}
+		ids = append(ids, r.ProducerID)
+	}
+	if ids[0] != 100 || ids[1] != 101 || ids[2] != 102 || src.calls != 2 {
+		t.Fatalf("ids %v from %d blocks, want 100, 101, 102 from 2", ids, src.calls)
+	}
+	// 102's block ends at 104, which the image does not show yet.
+	if r, err := f.core.InitProducerID(ctx, request.InitProducerIDRequest{ProducerID: 102, ProducerEpoch: 4}); err != nil || r.ProducerID != 102 || r.ProducerEpoch != 5 {
+		t.Fatalf("bump of 102/4: %v %+v, want 102/5", err, r)
+	}
+	if r, err := f.core.InitProducerID(ctx, request.InitProducerIDRequest{ProducerID: 500, ProducerEpoch: 1}); err != nil || r.ProducerID != 103 || r.ProducerEpoch != 0 {
+		t.Fatalf("an id never handed out: %v %+v, want a new one (103/0)", err, r)
+	}
+	if _, err := f.core.InitProducerID(ctx, request.InitProducerIDRequest{ProducerID: -2}); code(t, err) != 42 {
+		t.Fatalf("producer id -2: %v, want INVALID_REQUEST", err)
+	}
+	if _, err := f.core.InitProducerID(request.WithPrincipal(ctxT(t), "User:bob"), request.InitProducerIDRequest{ProducerID: -1}); !errors.Is(err, request.ErrClusterAuthorizationFailed) {
+		t.Fatalf("a caller that may write nowhere: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
 }

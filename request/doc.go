@@ -13,6 +13,6 @@
 // broker implements over its node-to-node connections.
 //
 // Today the core serves the data path: Produce (with acks, idempotence
-// and forwarding batched per leader), Fetch (long-polled), ListOffsets and
+// and forwarding batched per leader), InitProducerID, Fetch (long-polled), ListOffsets and
 // DeleteRecords; and DescribeTopics, with its fan-out to the leaders.
 package request
