@@ -44,6 +44,9 @@ type TopicCreator interface {
 // core would (its errors as *Error with the leader's code).
 type Forwarder interface {
 	Produce(ctx context.Context, leader int32, req *ProduceRequest) ([]ProduceResult, error)
+	// Fetch has the leader read the partitions of req (not passed on
+	// again), long-polled as req says.
+	Fetch(ctx context.Context, leader int32, req *FetchRequest) ([]FetchResult, error)
 	DeleteRecords(ctx context.Context, leader int32, timeout time.Duration, parts []DeleteRecordsPartition) ([]DeleteRecordsResult, error)
 }
 

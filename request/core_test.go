@@ -75,6 +75,7 @@ func (c cluster) SessionDeadline() (time.Time, bool) { return time.Time{}, false
 type forwarder struct {
 	mu       sync.Mutex
 	produces map[int32][]*request.ProduceRequest
+	fetches  map[int32][]*request.FetchRequest
 	deletes  map[int32][][]request.DeleteRecordsPartition
 }
 
@@ -89,6 +90,22 @@ func (f *forwarder) Produce(_ context.Context, leader int32, req *request.Produc
 	for i, p := range req.Partitions {
 		out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: 100 * int64(p.Partition), LastOffset: 100*int64(p.Partition) + 1,
 			LogAppendTime: -1, LogStartOffset: 0}
+	}
+	return out, nil
+}
+
+// Fetch answers leader 2's partitions with a batch of one record at the
+// offset asked.
+func (f *forwarder) Fetch(_ context.Context, leader int32, req *request.FetchRequest) ([]request.FetchResult, error) {
+	if leader == 3 {
+		return nil, request.ErrLeaderUnreachable
+	}
+	f.mu.Lock()
+	f.fetches[leader] = append(f.fetches[leader], req)
+	f.mu.Unlock()
+	out := make([]request.FetchResult, len(req.Partitions))
+	for i, p := range req.Partitions {
+		out[i] = request.FetchResult{FetchPartition: p, Records: batch(1), HighWatermark: p.Offset + 1, LogEndOffset: p.Offset + 1}
 	}
 	return out, nil
 }
@@ -159,7 +176,7 @@ func newCore(t *testing.T, mod func(*request.Config)) fixture {
 	rm.Reconcile(replica.View{Registered: true, Topics: []replica.TopicView{{Name: "t", ID: "id-t",
 		Config:     replica.TopicConfig{Log: storage.DefaultLogConfig(), MinInsyncReplicas: 1},
 		Partitions: []replica.Assignment{{Partition: 0, Leader: self, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{self}, ISR: []int32{self}}}}}})
-	fwd := &forwarder{produces: map[int32][]*request.ProduceRequest{}, deletes: map[int32][][]request.DeleteRecordsPartition{}}
+	fwd := &forwarder{produces: map[int32][]*request.ProduceRequest{}, fetches: map[int32][]*request.FetchRequest{}, deletes: map[int32][][]request.DeleteRecordsPartition{}}
 	cfg := request.Config{NodeID: self, Replicas: rm, Cluster: cluster{}, Forwarder: fwd, Codes: codes, Checkpoint: sm.Checkpoint}
 	if mod != nil {
 		mod(&cfg)
@@ -493,4 +510,32 @@ func TestCoreInitProducerID(t *testing.T) {
 	if _, err := f.core.InitProducerID(request.WithPrincipal(ctxT(t), "User:bob"), request.InitProducerIDRequest{ProducerID: -1}); !errors.Is(err, request.ErrClusterAuthorizationFailed) {
 		t.Fatalf("a caller that may write nowhere: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
+}
+
+// PollAnywhere reads the partitions led here from the log and has each
+// other leader read its own, one call per leader; a leader that cannot
+// be reached is NOT_LEADER_OR_FOLLOWER naming it.
+func TestCorePollAnywhere(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, nil)
+	ctx := ctxT(t)
+	if _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: batch(3)}}}); err != nil {
+		t.Fatal(err)
+	}
+	res := f.core.PollAnywhere(ctx, &request.FetchRequest{Route: true, MaxWait: time.Minute, Partitions: []request.FetchPartition{
+		{Topic: "t", Partition: 1, Offset: 7}, {Topic: "t", Partition: 0}, {Topic: "t", Partition: 2, Offset: 9}, {Topic: "t", Partition: 3}}})
+	if len(f.fwd.fetches[2]) != 1 || len(f.fwd.fetches[2][0].Partitions) != 2 {
+		t.Fatalf("calls to leader 2: %+v, want one with partitions 1 and 2", f.fwd.fetches[2])
+	}
+	if res[0].Err != nil || res[0].HighWatermark != 8 || res[2].Err != nil || res[2].HighWatermark != 10 || len(res[0].Records) == 0 {
+		t.Fatalf("the leader's partitions: %+v, %+v", res[0], res[2])
+	}
+	if res[1].Err != nil || res[1].HighWatermark != 3 || len(res[1].Records) == 0 {
+		t.Fatalf("the local partition: %+v", res[1])
+	}
+	var e *request.Error
+	if !errors.As(res[3].Err, &e) || e.Code != 6 || e.LeaderID != 3 {
+		t.Fatalf("the unreachable leader's partition: %v, want NOT_LEADER_OR_FOLLOWER naming 3", res[3].Err)
+	}
+	request.Release(res)
 }

@@ -41,6 +41,9 @@ type FetchRequest struct {
 	// Received is when the door received the request (the zero time:
 	// not timed).
 	Received time.Time
+	// Route has PollAnywhere pass the partitions another broker leads on
+	// to it.
+	Route bool
 }
 
 // FetchPartition is one partition of a fetch.
