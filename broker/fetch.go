@@ -62,13 +62,12 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 	if maxRecords == 0 {
 		maxRecords = defaultMaxRecords
 	}
+	// Read by the leader, wherever it is (passed on once), and decoded
+	// here.
 	spec := fetchSpec{Topic: req.Topic, Partition: req.Partition, Offset: req.Offset, MaxBytes: int(req.MaxBytes)}
-	results := s.b.fetch(ctx, []fetchSpec{spec}, s.b.queue.Received(), time.Duration(req.MaxWaitMs)*time.Millisecond, 1, 0, false)
-	r := results[0]
+	r := s.b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond, Partitions: []fetchSpec{spec},
+		Route: !forwarded(ctx), Received: s.b.queue.Received()})[0]
 	if r.Err != nil {
-		if resp, ok, err := s.b.forwardFetchRecords(ctx, req, r.Err); ok {
-			return resp, err
-		}
 		return nil, toStatus(r.Err)
 	}
 	d, err := decodeFetched(r, maxRecords, req.Format)

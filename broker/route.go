@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -15,13 +14,15 @@ import (
 )
 
 // Routing: a plain gRPC client (grpcurl, a script) may send a unary
-// Produce, ProduceRecords or FetchRecords to any broker of a cluster. A
-// partition led elsewhere is passed on to its leader over the node-to-node
-// connection, once: a request that was already passed on is answered
-// NOT_LEADER_OR_FOLLOWER (with the leader's id) rather than passed on
-// again, so two brokers with different views cannot bounce it. The
-// pipelined APIs (ProduceStream, Fetch, FetchStream) are for clients that
-// route themselves, and answer NOT_LEADER_OR_FOLLOWER.
+// Produce, ProduceRecords, FetchRecords, FetchRecordsMulti or
+// DeleteRecords to any broker of a cluster. A partition led elsewhere is
+// passed on to its leader over the node-to-node connection, once (the
+// request core decides, with Route; its Forwarder is broker/core.go's): a
+// request that was already passed on is answered NOT_LEADER_OR_FOLLOWER
+// (with the leader's id) rather than passed on again, so two brokers with
+// different views cannot bounce it. The pipelined APIs (ProduceStream,
+// Fetch, FetchStream) are for clients that route themselves, and answer
+// NOT_LEADER_OR_FOLLOWER.
 
 // forwardedHeader marks a request a broker passed on; its value is that
 // broker's id.
@@ -35,7 +36,7 @@ func (b *Broker) routeTo(ctx context.Context, err error) (string, bool) {
 	if !errors.As(err, &nle) || nle.Leader < 0 || nle.Leader == b.cfg.NodeID {
 		return "", false
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedHeader)) > 0 {
+	if forwarded(ctx) {
 		return "", false
 	}
 	return b.cluster.brokerAddr(nle.Leader)
@@ -43,22 +44,6 @@ func (b *Broker) routeTo(ctx context.Context, err error) (string, bool) {
 
 func (b *Broker) forwardContext(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
-}
-
-// forwardFetchRecords passes a FetchRecords for a partition led elsewhere
-// on to its leader and returns the leader's answer; forwarded is false
-// when it is not to be passed on (or the leader cannot be dialled).
-func (b *Broker) forwardFetchRecords(ctx context.Context, req *quirev1.FetchRecordsRequest, notHere error) (resp *quirev1.FetchRecordsResponse, forwarded bool, err error) {
-	addr, ok := b.routeTo(ctx, notHere)
-	if !ok {
-		return nil, false, nil
-	}
-	cc, err := b.cluster.peer(addr)
-	if err != nil {
-		return nil, false, nil
-	}
-	resp, err = quirev1.NewConsumerClient(cc).FetchRecords(b.forwardContext(ctx), req, grpc.MaxCallRecvMsgSize(maxSendBytes))
-	return resp, true, err
 }
 
 // listOffsetAnywhere is ListOffsets for one partition, asked of its
