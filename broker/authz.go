@@ -73,6 +73,7 @@ var coreAuthorized = map[string]bool{
 	quirev1.Admin_DeleteRecords_FullMethodName:     true,
 	quirev1.Admin_DescribeTopics_FullMethodName:    true,
 	quirev1.Producer_InitProducerId_FullMethodName: true,
+	quirev1.Producer_ProduceRecords_FullMethodName: true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

@@ -26,15 +26,18 @@ import (
 // newCore is the request core over this broker's replicas (b.rm).
 func (b *Broker) newCore() (*request.Core, error) {
 	cfg := request.Config{
-		NodeID:      b.cfg.NodeID,
-		Replicas:    b.rm,
-		Cluster:     coreCluster{b},
-		Forwarder:   coreForwarder{b},
-		Logs:        coreForwarder{b},
-		ProducerIDs: coreCluster{b},
-		Codes:       func(err error) int32 { return int32(lookupError(err).code) },
-		Checkpoint:  b.storage.Checkpoint,
-		Observer:    b.queue,
+		NodeID:          b.cfg.NodeID,
+		Replicas:        b.rm,
+		Cluster:         coreCluster{b},
+		Forwarder:       coreForwarder{b},
+		Logs:            coreForwarder{b},
+		ProducerIDs:     coreCluster{b},
+		Codes:           func(err error) int32 { return int32(lookupError(err).code) },
+		Checkpoint:      b.storage.Checkpoint,
+		Observer:        b.queue,
+		Partitioner:     b.sticky,
+		MaxMessageBytes: b.topicMaxMessageBytes,
+		Now:             b.clock.Now,
 	}
 	if b.cfg.AutoCreateTopicsEnable {
 		cfg.Creator = coreCluster{b}

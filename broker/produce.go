@@ -9,10 +9,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
-	"github.com/quirelog/quire/partitioner"
-	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/request"
-	"github.com/quirelog/quire/storage"
 )
 
 const defaultProduceTimeout = request.DefaultProduceTimeout
@@ -176,154 +173,29 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 }
 
 // ProduceRecords partitions plain records on the broker, builds one batch
-// per partition and appends them.
+// per partition and appends them: the request core's ProduceRecords.
 func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.ProduceRecordsRequest) (*quirev1.ProduceRecordsResponse, error) {
-	received := s.b.queue.Received()
-	b := s.b
-	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
-	if err != nil {
-		return nil, toStatus(err)
+	in := &request.ProduceRecordsRequest{Topic: req.Topic, Acks: -1, Timeout: produceTimeout(req.TimeoutMs), ProducerID: -1,
+		Route: !forwarded(ctx), Received: s.b.queue.Received(), Records: make([]request.Record, len(req.Records))}
+	if req.OptionalAcks != nil {
+		in.Acks = req.GetAcks()
 	}
-	if len(req.Records) == 0 {
-		return nil, toStatus(fmt.Errorf("%w: no records", ErrInvalidRequest))
+	if req.OptionalProducerId != nil {
+		in.ProducerID, in.ProducerEpoch, in.BaseSequence = req.GetProducerId(), req.ProducerEpoch, req.BaseSequence
 	}
-	cctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
-	defer cancel()
-	t, ok := b.cluster.image().Topic(req.Topic)
-	if !ok {
-		if !b.cfg.AutoCreateTopicsEnable {
-			return nil, toStatus(unknownTopic(req.Topic))
-		}
-		if t, err = b.autoCreateTopic(cctx, req.Topic); err != nil {
-			return nil, toStatus(err)
-		}
-	}
-	n := int32(len(t.Partitions))
-	now := b.clock.Now().UnixMilli()
-	idem, err := parseRecordsProducer(req, acks)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-
-	// Choose partitions, keeping request order within each.
-	parts := make([]int32, len(req.Records))
-	var order []int32
-	byPart := map[int32][]int{}
 	for i, r := range req.Records {
-		var p int32
-		key := recordKey(r)
-		switch {
-		case r.OptionalPartition != nil:
-			p = r.GetPartition()
-			if p < 0 || p >= n {
-				return nil, toStatus(invalidPartition(req.Topic, p, int(n)))
-			}
-		case key != nil:
-			p = partitioner.KeyPartition(key, n)
-		default:
-			p = b.sticky.Partition(req.Topic, n, len(recordValue(r))+len(key))
-		}
-		parts[i] = p
-		if _, seen := byPart[p]; !seen {
-			order = append(order, p)
-		}
-		byPart[p] = append(byPart[p], i)
+		in.Records[i] = request.Record{Key: recordKey(r), Value: recordValue(r), Headers: recordHeaders(r.Headers), Timestamp: r.TimestampMs,
+			Partition: r.GetPartition(), HasPartition: r.OptionalPartition != nil}
 	}
-
-	results := make([]*quirev1.RecordResult, len(req.Records))
-	bld := record.NewBuilder(record.None)
-	in := &request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: !forwarded(ctx), Received: received}
-	limit := b.topicMaxMessageBytes(t)
-	for _, p := range order {
-		// A record that cannot fit any batch fails alone; the others of
-		// the partition go in as many batches as max.message.bytes needs,
-		// appended together (contiguous offsets, all or nothing).
-		kept := byPart[p][:0:0]
-		for _, i := range byPart[p] {
-			r := req.Records[i]
-			if size := record.HeaderSize + recordSizeBound(r); size > limit {
-				if idem.on {
-					// Sequences count every record of the request: refuse
-					// it whole rather than leave a record out.
-					return nil, toStatus(fmt.Errorf("%w: record %d of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
-						storage.ErrRecordTooLarge, i, size, limit, req.Topic))
-				}
-				results[i] = &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: r.TimestampMs, Error: toError(
-					fmt.Errorf("%w: a record of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
-						storage.ErrRecordTooLarge, size, limit, req.Topic))}
-				continue
-			}
-			kept = append(kept, i)
-		}
-		byPart[p] = kept
-		if len(kept) == 0 {
-			continue
-		}
-		var batch []byte
-		bld.Reset()
-		for _, i := range kept {
-			r := req.Records[i]
-			if bld.Len() > 0 && bld.EstimatedSize()+recordSizeBound(r) > limit {
-				batch = append(batch, idem.build(bld)...)
-				bld.Reset()
-			}
-			ts := r.TimestampMs
-			if ts == 0 {
-				ts = now
-			}
-			bld.Append(ts, recordKey(r), recordValue(r), recordHeaders(r.Headers))
-		}
-		batch = append(batch, idem.build(bld)...)
-		if err := idem.checkBatches(req.Topic, limit); err != nil {
-			return nil, toStatus(err)
-		}
-		in.Partitions = append(in.Partitions, request.ProducePartition{Topic: req.Topic, Partition: p, Records: batch})
+	out, err := s.b.core.ProduceRecords(coreContext(ctx), in)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	partResults := map[int32]*request.ProduceResult{}
-	if len(in.Partitions) > 0 {
-		// The core appends each partition (or has its leader append it)
-		// and waits for acks, as for a Produce.
-		out, err := b.core.Produce(coreContext(ctx), in)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		for i := range out {
-			partResults[out[i].Partition] = &out[i]
-		}
-	}
-	for p, idx := range byPart {
-		res := partResults[p]
-		if res == nil {
-			continue // every record of p failed on its own above
-		}
-		perr := toError(res.Err)
-		for j, i := range idx {
-			rr := &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: req.Records[i].TimestampMs, Error: perr}
-			if rr.TimestampMs == 0 {
-				rr.TimestampMs = now
-			}
-			if res.LogAppendTime > 0 {
-				rr.TimestampMs = res.LogAppendTime
-			}
-			if res.Err == nil && res.BaseOffset >= 0 {
-				rr.Offset = res.BaseOffset + int64(j)
-			}
-			results[i] = rr
-		}
+	results := make([]*quirev1.RecordResult, len(out))
+	for i, r := range out {
+		results[i] = &quirev1.RecordResult{Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp, Error: toError(r.Err)}
 	}
 	return &quirev1.ProduceRecordsResponse{Results: results}, nil
-}
-
-// recordSizeBound is the most bytes r takes in an uncompressed batch:
-// its key, value and headers plus every varint at its longest.
-func recordSizeBound(r *quirev1.ProduceRecord) int {
-	// length, attributes, timestamp delta, offset delta, key and value
-	// lengths, header count.
-	n := 5 + 1 + 10 + 5 + 5 + 5 + 5 + len(recordKey(r)) + len(recordValue(r))
-	for _, h := range r.Headers {
-		n += 10 + len(h.Key) + len(h.Value)
-	}
-	return n
 }
 
 // topicMaxMessageBytes is the largest batch topic t accepts: its

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/replica"
 )
 
@@ -73,6 +74,15 @@ type Config struct {
 	// Logs asks other brokers to describe their logs (DescribeTopics);
 	// nil: their partitions show -1.
 	Logs LogDescriber
+	// Partitioner places ProduceRecords' records that name neither a
+	// partition nor a key; nil: a sticky partitioner of the core's own.
+	Partitioner Partitioner
+	// MaxMessageBytes is the largest batch a topic takes (its
+	// max.message.bytes); nil: Kafka's default for every topic.
+	MaxMessageBytes func(t metadata.TopicInfo) int
+	// Now is the broker's clock (record timestamps left 0); nil: the
+	// wall clock.
+	Now func() time.Time
 	// Authorizer decides every operation; nil: authorization off.
 	Authorizer Authorizer
 	// Codes is the one table of error codes.
@@ -97,6 +107,15 @@ func New(cfg Config) (*Core, error) {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
+	}
+	if cfg.Partitioner == nil {
+		cfg.Partitioner = partitioner.NewSticky(0)
+	}
+	if cfg.MaxMessageBytes == nil {
+		cfg.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Core{cfg: cfg, codes: cfg.Codes}, nil
 }

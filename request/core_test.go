@@ -539,3 +539,35 @@ func TestCorePollAnywhere(t *testing.T) {
 	}
 	request.Release(res)
 }
+
+// ProduceRecords builds the batches on the broker: a record too large for
+// any batch fails alone, the others of its partition are appended with
+// contiguous offsets; an idempotent request names one partition.
+func TestCoreProduceRecords(t *testing.T) {
+	t.Parallel()
+	f := newCore(t, func(c *request.Config) {
+		c.MaxMessageBytes = func(metadata.TopicInfo) int { return 200 }
+		c.Now = func() time.Time { return time.UnixMilli(5000) }
+	})
+	ctx := ctxT(t)
+	out, err := f.core.ProduceRecords(ctx, &request.ProduceRecordsRequest{Topic: "t", Acks: -1, ProducerID: -1, Records: []request.Record{
+		{Value: []byte("a"), HasPartition: true}, {Value: make([]byte, 300), HasPartition: true}, {Value: []byte("b"), HasPartition: true, Timestamp: 7},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Offset != 0 || out[0].Timestamp != 5000 || out[2].Offset != 1 || out[2].Timestamp != 7 || out[0].Err != nil || out[2].Err != nil {
+		t.Fatalf("answers %+v", out)
+	}
+	if c := code(t, out[1].Err); c != -1 || out[1].Offset != -1 || !errors.Is(out[1].Err, storage.ErrRecordTooLarge) {
+		t.Fatalf("the record too large: %+v, want it refused alone as too large", out[1])
+	}
+	_, err = f.core.ProduceRecords(ctx, &request.ProduceRecordsRequest{Topic: "t", Acks: -1, ProducerID: 100, Records: []request.Record{
+		{Value: []byte("a"), HasPartition: true}, {Value: []byte("b")}}})
+	if code(t, err) != 42 {
+		t.Fatalf("an idempotent request with a record naming no partition: %v, want INVALID_REQUEST", err)
+	}
+	if _, err := f.core.ProduceRecords(ctx, &request.ProduceRecordsRequest{Topic: "nope", Acks: 1, ProducerID: -1, Records: []request.Record{{Value: []byte("a")}}}); code(t, err) != 3 {
+		t.Fatalf("an unknown topic without auto-creation: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+}

@@ -125,6 +125,11 @@ func (c *Core) Append(ctx context.Context, req *ProduceRequest) (*Produced, erro
 	if err := c.checkProduce(ctx, req); err != nil {
 		return nil, err
 	}
+	return c.append(ctx, req)
+}
+
+// append is Append of a request checked and authorized.
+func (c *Core) append(ctx context.Context, req *ProduceRequest) (*Produced, error) {
 	p := &Produced{c: c, results: make([]ProduceResult, len(req.Partitions))}
 	var fws []forward
 	for i, pp := range req.Partitions {
