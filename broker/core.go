@@ -78,9 +78,10 @@ func (z coreAuthorizer) AuthorizeAny(principal string, op auth.Operation, rt aut
 }
 
 // coreContext is ctx as the core takes it: carrying the principal the
-// auth interceptor found.
+// auth interceptor found (an anonymous caller's is the core's default,
+// which spares every call of the common case a context of its own).
 func coreContext(ctx context.Context) context.Context {
-	if id, ok := IdentityFrom(ctx); ok {
+	if id, ok := IdentityFrom(ctx); ok && id.Principal != request.Anonymous {
 		return request.WithPrincipal(ctx, id.Principal)
 	}
 	return ctx

@@ -127,8 +127,7 @@ func (c *Core) checkDeleteRecords(ctx context.Context, req *DeleteRecordsRequest
 		}
 		seen[k] = true
 	}
-	topics := distinct(len(req.Partitions), func(i int) string { return req.Partitions[i].Topic })
-	return c.authorizeTopics(ctx, auth.OpDelete, topics, nil)
+	return c.authorizeEach(ctx, auth.OpDelete, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, nil)
 }
 
 // forwardDeletes passes the partitions at idx on to leader and fills in

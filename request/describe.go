@@ -95,7 +95,7 @@ func (c *Core) DescribeTopics(ctx context.Context, names []string) ([]TopicDescr
 		}
 		return c.Describe(ctx, topics), nil
 	}
-	if err := c.authorizeTopics(ctx, auth.OpDescribe, distinct(len(names), func(i int) string { return names[i] }), nil); err != nil {
+	if err := c.authorizeEach(ctx, auth.OpDescribe, len(names), func(i int) string { return names[i] }, nil); err != nil {
 		return nil, err
 	}
 	for _, name := range names {

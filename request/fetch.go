@@ -85,8 +85,7 @@ func (c *Core) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, err
 	if len(req.Partitions) == 0 {
 		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
 	}
-	topics := distinct(len(req.Partitions), func(i int) string { return req.Partitions[i].Topic })
-	if err := c.authorizeTopics(ctx, auth.OpRead, topics, nil); err != nil {
+	if err := c.authorizeEach(ctx, auth.OpRead, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, nil); err != nil {
 		return nil, err
 	}
 	return c.Poll(ctx, req), nil

@@ -41,8 +41,7 @@ func (c *Core) ListOffsets(ctx context.Context, parts []ListOffsetsPartition) ([
 	if len(parts) == 0 {
 		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
 	}
-	topics := distinct(len(parts), func(i int) string { return parts[i].Topic })
-	if err := c.authorizeTopics(ctx, auth.OpDescribe, topics, nil); err != nil {
+	if err := c.authorizeEach(ctx, auth.OpDescribe, len(parts), func(i int) string { return parts[i].Topic }, nil); err != nil {
 		return nil, err
 	}
 	out := make([]ListOffsetsResult, len(parts))

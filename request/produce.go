@@ -164,8 +164,7 @@ func (c *Core) checkProduce(ctx context.Context, req *ProduceRequest) error {
 	if len(req.Partitions) == 0 {
 		return c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
 	}
-	topics := distinct(len(req.Partitions), func(i int) string { return req.Partitions[i].Topic })
-	return c.authorizeTopics(ctx, auth.OpWrite, topics, func(t string) bool {
+	return c.authorizeEach(ctx, auth.OpWrite, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, func(t string) bool {
 		if c.cfg.Creator == nil {
 			return false
 		}
