@@ -9,6 +9,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
 // adminService implements quire.v1.Admin. Writes are checked here, then
@@ -19,27 +20,8 @@ type adminService struct {
 	b *Broker
 }
 
-// maxTopicNameLen is Kafka's limit.
-const maxTopicNameLen = 249
-
-// validateTopicName applies Kafka's rule: [a-zA-Z0-9._-], 1 to 249
-// characters, not "." or "..".
-func validateTopicName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: topic name is empty", ErrInvalidTopic)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w: topic name cannot be %q", ErrInvalidTopic, name)
-	case len(name) > maxTopicNameLen:
-		return fmt.Errorf("%w: topic name is %d characters, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
-	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: topic name %q has %q; only ASCII letters, digits, '.', '_' and '-' are allowed", ErrInvalidTopic, name, c)
-		}
-	}
-	return nil
-}
+// validateTopicName applies Kafka's rule (request.ValidateTopicName).
+func validateTopicName(name string) error { return request.ValidateTopicName(name) }
 
 func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
 	b := s.b
@@ -140,25 +122,20 @@ func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRe
 	return resp, nil
 }
 
+// DescribeTopics is the request core's, which authorizes it (Describe
+// on each topic named; a listing leaves out what the caller may not
+// describe).
 func (s *adminService) DescribeTopics(ctx context.Context, req *quirev1.DescribeTopicsRequest) (*quirev1.DescribeTopicsResponse, error) {
-	img := s.b.cluster.image()
-	var topics []metadata.TopicInfo
-	if len(req.Names) == 0 {
-		topics = img.Topics()
+	ds, err := s.b.core.DescribeTopics(coreContext(ctx), req.Names)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	for _, name := range req.Names {
-		t, ok := img.Topic(name)
-		if !ok {
-			return nil, toStatus(unknownTopic(name))
-		}
-		topics = append(topics, t)
-	}
-	return &quirev1.DescribeTopicsResponse{Topics: s.b.describeTopics(ctx, img, topics)}, nil
+	return &quirev1.DescribeTopicsResponse{Topics: topicDescriptions(ds)}, nil
 }
 
 // describeTopic is describeTopics for one topic.
-func (b *Broker) describeTopic(ctx context.Context, img *metadata.Image, t metadata.TopicInfo) *quirev1.TopicDescription {
-	return b.describeTopics(ctx, img, []metadata.TopicInfo{t})[0]
+func (b *Broker) describeTopic(ctx context.Context, _ *metadata.Image, t metadata.TopicInfo) *quirev1.TopicDescription {
+	return b.describeTopics(ctx, []metadata.TopicInfo{t})[0]
 }
 
 func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {

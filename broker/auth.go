@@ -26,6 +26,7 @@ import (
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
 // The gRPC metadata keys of SCRAM authentication.
@@ -42,9 +43,9 @@ var (
 	// ErrTopicAuthorizationFailed, ErrGroupAuthorizationFailed and
 	// ErrClusterAuthorizationFailed: the principal lacks the ACL; the
 	// message names principal, operation and resource.
-	ErrTopicAuthorizationFailed   = errors.New("broker: topic authorization failed")
-	ErrGroupAuthorizationFailed   = errors.New("broker: group authorization failed")
-	ErrClusterAuthorizationFailed = errors.New("broker: cluster authorization failed")
+	ErrTopicAuthorizationFailed   = request.ErrTopicAuthorizationFailed
+	ErrGroupAuthorizationFailed   = request.ErrGroupAuthorizationFailed
+	ErrClusterAuthorizationFailed = request.ErrClusterAuthorizationFailed
 )
 
 // internalPrefix names the services only nodes may call.

@@ -29,6 +29,7 @@ import (
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/replica/replicagrpc"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -41,6 +42,7 @@ type Broker struct {
 	storage *storage.Manager
 	rm      *replica.Manager // from Start
 	cluster *cluster
+	core    *request.Core // the data path of every door, from Start
 	sticky  *partitioner.Sticky
 
 	listeners     []boundListener // listeners.go; the inter-broker one included
@@ -170,7 +172,7 @@ func (b *Broker) start() error {
 	// The public services refuse requests over maxRequestBytes with a
 	// quire.v1.Error (recvlimit.go).
 	limit := maxRequestBytes(&b.cfg)
-	producer, consumer := &producerService{b: b, pids: newProducerIDs(b.cluster)}, &consumerService{b: b}
+	producer, consumer := &producerService{b: b}, &consumerService{b: b}
 	b.server.RegisterService(withRequestLimit(&quirev1.Admin_ServiceDesc, limit), &adminService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), producer)
 	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), consumer)
@@ -204,6 +206,11 @@ func (b *Broker) start() error {
 		return err
 	}
 	b.rm = rm
+	if b.core, err = b.newCore(); err != nil { // core.go
+		closeAll()
+		b.server = nil
+		return err
+	}
 
 	var serving sync.WaitGroup
 	if len(plan.kafka) > 0 {

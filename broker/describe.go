@@ -7,34 +7,19 @@ package broker
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
-	"time"
 
 	pb "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
-// describeLog is this broker's view of one replica's offsets.
+// describeLog is this broker's view of one replica's offsets, as the
+// request core sees it.
 func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
-	d := &pb.LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1}
-	part, ok := b.rm.Partition(topic, partition)
-	if !ok {
-		return d
-	}
-	st := part.State()
-	d.Hosted = true
-	d.Leader = st.Leader
-	d.LeaderEpoch = st.LeaderEpoch
-	d.LogStartOffset = part.LogStartOffset()
-	d.HighWatermark = part.HighWatermark()
-	d.LogEndOffset = part.LogEndOffset()
-	var failure error
-	if d.Dir, failure = part.LogFailure(); failure != nil {
-		d.Failure = failure.Error()
-	}
-	return d
+	d := b.core.DescribeLog(topic, partition)
+	return &pb.LogDescription{Topic: d.Topic, Partition: d.Partition, Hosted: d.Hosted, Leader: d.Leader, LeaderEpoch: d.LeaderEpoch,
+		LogStartOffset: d.LogStartOffset, HighWatermark: d.HighWatermark, LogEndOffset: d.LogEndOffset, Dir: d.Dir, Failure: d.Failure}
 }
 
 // recordTimestamps answers LogPartitionRef.timestamp_offsets from the
@@ -56,115 +41,28 @@ func (b *Broker) recordTimestamps(topic string, partition int32, offsets []int64
 	return out
 }
 
-// describeLogsTimeout bounds how long DescribeTopics waits for the brokers
-// it asks; a leader that does not answer in time shows -1.
-const describeLogsTimeout = 2 * time.Second
-
-// logAsk is one partition DescribeTopics asks a broker about: its offsets,
-// of its leader, or whether its log failed, of a replica outside the ISR.
-type logAsk struct {
-	pd      *quirev1.PartitionDescription
-	replica int32 // the broker asked
-	leader  bool  // offsets (the leader) rather than a failure check
+// describeTopics describes topics through the request core (its
+// Describe: every leader asked at once), as quire.v1 has them.
+func (b *Broker) describeTopics(ctx context.Context, topics []metadata.TopicInfo) []*quirev1.TopicDescription {
+	return topicDescriptions(b.core.Describe(ctx, topics))
 }
 
-// describeTopics describes topics with the offsets of every partition as
-// its leader knows them, and the replicas outside the ISR whose log
-// failed: this broker's own replicas directly, every other broker asked
-// at once with DescribeLogs (one call per broker, within
-// describeLogsTimeout). Partitions without a leader, or whose leader could
-// not be asked or no longer leads them, show -1.
-func (b *Broker) describeTopics(ctx context.Context, img *metadata.Image, topics []metadata.TopicInfo) []*quirev1.TopicDescription {
-	out := make([]*quirev1.TopicDescription, 0, len(topics))
-	asks := map[int32][]logAsk{}
-	refs := map[int32][]*pb.LogPartitionRef{}
-	self := b.cfg.NodeID
-	for _, t := range topics {
-		d := &quirev1.TopicDescription{Name: t.Name, TopicId: t.ID, Configs: t.Configs}
-		for _, p := range t.Partitions {
-			pd := &quirev1.PartitionDescription{
-				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				Replicas: p.Replicas, Isr: p.ISR,
-				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1,
+// topicDescriptions is the core's descriptions as quire.v1's.
+func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescription {
+	out := make([]*quirev1.TopicDescription, len(ds))
+	for i, d := range ds {
+		td := &quirev1.TopicDescription{Name: d.Name, TopicId: d.ID, Configs: d.Configs, Partitions: make([]*quirev1.PartitionDescription, len(d.Partitions))}
+		for j, p := range d.Partitions {
+			pd := &quirev1.PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
+				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset}
+			for _, o := range p.OfflineReplicas {
+				pd.OfflineReplicas = append(pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: o.BrokerID, Dir: o.Dir, Error: o.Error})
 			}
-			var want []logAsk
-			if p.Leader >= 0 {
-				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})
-			}
-			for _, r := range p.Replicas {
-				// A fenced broker (down, or cut off from the controller)
-				// is not waited for.
-				if br, ok := img.Broker(r); ok && !br.Fenced && r != p.Leader && !slices.Contains(p.ISR, r) {
-					want = append(want, logAsk{pd: pd, replica: r})
-				}
-			}
-			for _, a := range want {
-				if a.replica == self {
-					applyLog(a, b.describeLog(t.Name, p.Partition))
-					continue
-				}
-				asks[a.replica] = append(asks[a.replica], a)
-				refs[a.replica] = append(refs[a.replica], &pb.LogPartitionRef{Topic: t.Name, Partition: p.Partition})
-			}
-			d.Partitions = append(d.Partitions, pd)
+			td.Partitions[j] = pd
 		}
-		out = append(out, d)
-	}
-	if len(asks) == 0 {
-		return out
-	}
-	ctx, cancel := context.WithTimeout(ctx, describeLogsTimeout)
-	defer cancel()
-	// Answers for one partition may come from several brokers at once.
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for id, as := range asks {
-		br, ok := img.Broker(id)
-		if !ok || br.Addr == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			logs, err := b.cluster.describeLogs(ctx, br.Addr, refs[id])
-			if err != nil {
-				b.logger.Debug("cannot ask a broker for its logs", "broker", id, "addr", br.Addr, "error", err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, a := range as {
-				if i < len(logs) {
-					applyLog(a, logs[i])
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, d := range out {
-		for _, pd := range d.Partitions {
-			slices.SortFunc(pd.OfflineReplicas, func(x, y *quirev1.OfflineReplica) int { return int(x.BrokerId) - int(y.BrokerId) })
-		}
+		out[i] = td
 	}
 	return out
-}
-
-// applyLog puts what broker a.replica said of its replica into a.pd: a
-// leader's offsets (a replica not hosted or not led there, leadership
-// having moved since the image, leaves -1), or a failed log.
-func applyLog(a logAsk, l *pb.LogDescription) {
-	if l == nil || !l.Hosted || l.Partition != a.pd.Partition {
-		return
-	}
-	if a.leader {
-		if l.Leader {
-			a.pd.LogStartOffset, a.pd.HighWatermark, a.pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
-		}
-		return
-	}
-	if l.Failure != "" {
-		a.pd.OfflineReplicas = append(a.pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: a.replica, Dir: l.Dir, Error: l.Failure})
-	}
 }
 
 // ReadPositions asks broker b for high watermarks and record timestamps

@@ -14,6 +14,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -23,12 +24,12 @@ import (
 // Those the replicas raise too are the replica package's own.
 var (
 	ErrUnknownTopicOrPartition      = replica.ErrUnknownTopicOrPartition
-	ErrInvalidTopic                 = errors.New("broker: invalid topic")
+	ErrInvalidTopic                 = request.ErrInvalidTopic
 	ErrInvalidPartitions            = errors.New("broker: invalid partitions")
 	ErrInvalidReplicationFactor     = errors.New("broker: invalid replication factor")
 	ErrInvalidConfig                = errors.New("broker: invalid config")
 	ErrInvalidRequest               = replica.ErrInvalidRequest
-	ErrInvalidRequiredAcks          = errors.New("broker: invalid required acks")
+	ErrInvalidRequiredAcks          = request.ErrInvalidRequiredAcks
 	ErrNotLeader                    = replica.ErrNotLeader
 	ErrLeaderNotAvailable           = replica.ErrLeaderNotAvailable
 	ErrNotEnoughReplicas            = replica.ErrNotEnoughReplicas
@@ -77,6 +78,9 @@ var brokerErrors = []errcode.Mapping{
 	// has: it must register again, so not retriable (as in Kafka).
 	{Err: ErrStaleBrokerEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_STALE_BROKER_EPOCH},
 	{Err: ErrBrokersNotReady, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_BROKER_NOT_AVAILABLE},
+	// A partition's leader that the request core could not reach to pass
+	// a request on: the client looks for the leader again.
+	{Err: request.ErrLeaderUnreachable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	// Authentication and ACLs (auth.go, authz.go): the same answer every
 	// time until an ACL or the credentials change.
 	{Err: ErrAuthenticationFailed, GRPC: codes.Unauthenticated, Code: quirev1.ErrorCode_SASL_AUTHENTICATION_FAILED},
@@ -158,8 +162,18 @@ func toError(err error) *quirev1.Error {
 	if err == nil {
 		return nil
 	}
+	var re *request.Error
+	if errors.As(err, &re) && re.Err == nil {
+		// A leader's answer passed on: its code as it gave it.
+		code := quirev1.ErrorCode(re.Code)
+		return &quirev1.Error{Code: code, Message: errcode.Message(re.Message), Retriable: errcode.Retriable(code),
+			LeaderId: re.LeaderID, LeaderEpoch: re.LeaderEpoch, OutcomeUnknown: re.OutcomeUnknown}
+	}
 	m := lookupError(err)
 	e := &quirev1.Error{Code: m.code, Message: errcode.Message(err.Error()), Retriable: m.retriable, LeaderId: -1, LeaderEpoch: -1}
+	if re != nil {
+		e.OutcomeUnknown = re.OutcomeUnknown
+	}
 	var nle *replica.NotLeaderError
 	if errors.As(err, &nle) {
 		e.LeaderId, e.LeaderEpoch = nle.Leader, nle.Epoch
@@ -183,7 +197,22 @@ func toStatus(err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	return errcode.Status(lookupError(err).grpc, toError(err))
+	return errcode.Status(grpcCode(err), toError(err))
+}
+
+// grpcCode is the status code of a whole call failed with err: the
+// table's, or for a leader's answer passed on, the table's for its code.
+func grpcCode(err error) codes.Code {
+	var re *request.Error
+	if errors.As(err, &re) && re.Err == nil {
+		for _, m := range errorTable {
+			if int32(m.code) == re.Code {
+				return m.grpc
+			}
+		}
+		return codes.Internal
+	}
+	return lookupError(err).grpc
 }
 
 // notLeader says which broker leads topic-p, when this one does not (see

@@ -21,6 +21,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 	"github.com/quirelog/quire/subscribe"
 )
@@ -28,7 +29,7 @@ import (
 // sentinelDirs are the packages (directories, relative to this one) whose
 // exported Err… sentinels can reach a client and so must each have a row
 // in the error table. A new package of such errors joins with one line.
-var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "."}
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "../request", "."}
 
 // sentinels holds the values of those sentinels by package-qualified name.
 // Go cannot look a variable up by name, so they are listed; the test parses
@@ -119,6 +120,12 @@ var sentinels = map[string]error{
 
 	"broker.ErrUnknownTopicOrPartition":      ErrUnknownTopicOrPartition,
 	"broker.ErrInvalidTopic":                 ErrInvalidTopic,
+	"request.ErrInvalidTopic":                request.ErrInvalidTopic,
+	"request.ErrInvalidRequiredAcks":         request.ErrInvalidRequiredAcks,
+	"request.ErrTopicAuthorizationFailed":    request.ErrTopicAuthorizationFailed,
+	"request.ErrGroupAuthorizationFailed":    request.ErrGroupAuthorizationFailed,
+	"request.ErrClusterAuthorizationFailed":  request.ErrClusterAuthorizationFailed,
+	"request.ErrLeaderUnreachable":           request.ErrLeaderUnreachable,
 	"broker.ErrAuthenticationFailed":         ErrAuthenticationFailed,
 	"broker.ErrTopicAuthorizationFailed":     ErrTopicAuthorizationFailed,
 	"broker.ErrGroupAuthorizationFailed":     ErrGroupAuthorizationFailed,

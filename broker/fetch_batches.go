@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,89 +11,44 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
+	"github.com/quirelog/quire/request"
 )
 
 // fetchBatches reads partitions wherever they are led, as stored (the
-// batches, not decoded), in one long poll as FetchRecordsMulti does:
-// those led here from the log, into buffers from internal/fetchbuf (the
-// caller gives them back: releaseFetchBufs, or the Subscribe stream's
-// own release), the others with a Fetch passed on to
-// their leaders. A partition whose leader cannot be asked is answered
-// NOT_LEADER_OR_FOLLOWER; one whose call was ended because another leader
-// answered first has no batches, to be read again from the same offset.
+// batches, not decoded), in one long poll (the request core's
+// PollAnywhere): those led here from the log, into buffers from
+// internal/fetchbuf (the caller gives them back: releaseFetchBufs, or the
+// Subscribe stream's own release), the others passed on to their
+// leaders.
 func (b *Broker) fetchBatches(ctx context.Context, specs []fetchSpec, wait time.Duration, maxBytes int) []fetchResult {
-	split := b.splitByLeader(ctx, len(specs), func(i int) (string, int32) { return specs[i].topic, specs[i].partition })
-	maxBytes = split.shareBytes(maxBytes)
-	results := make([]fetchResult, len(specs))
-	split.poll(ctx, wait, func(ctx context.Context, idx []int, wait time.Duration) bool {
-		local := make([]fetchSpec, len(idx))
-		for j, i := range idx {
-			local[j] = specs[i]
-			local[j].pooled = true
-		}
-		found := false
-		for j, r := range b.fetch(ctx, local, time.Time{}, wait, 1, maxBytes) {
-			results[idx[j]] = r
-			found = found || r.err != nil || len(r.batches) > 0
-		}
-		return found
-	}, func(ctx context.Context, addr string, idx []int, wait time.Duration) bool {
-		return b.forwardFetch(ctx, addr, specs, idx, wait, maxBytes, results)
-	})
-	return results
+	return b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: wait, MaxBytes: maxBytes, Partitions: specs, Pooled: true, Route: !forwarded(ctx)})
 }
 
-// forwardFetch asks the leader at addr for the partitions at idx of
-// specs with a Fetch and fills in their results; it reports whether any
-// has batches or an error.
-func (b *Broker) forwardFetch(ctx context.Context, addr string, specs []fetchSpec, idx []int, wait time.Duration, maxBytes int, results []fetchResult) bool {
-	req := &quirev1.FetchRequest{MaxWaitMs: int32(wait.Milliseconds()), MinBytes: 1, MaxBytes: int32(maxBytes)}
-	for _, i := range idx {
-		s := specs[i]
-		req.Partitions = append(req.Partitions, &quirev1.FetchPartition{Topic: s.topic, Partition: s.partition, Offset: s.offset, MaxBytes: int32(s.maxBytes)})
-	}
-	answerAll := func(errFor func(s fetchSpec) error) {
-		for _, i := range idx {
-			results[i] = fetchResult{spec: specs[i], hw: -1, leo: -1, start: -1, err: errFor(specs[i])}
-		}
-	}
-	unreached := func(what string, err error) func(s fetchSpec) error {
-		return func(s fetchSpec) error {
-			return b.unreachedLeader(&quirev1.FetchRecordsPartition{Topic: s.topic, Partition: s.partition}, addr, what, err)
-		}
-	}
-	cc, err := b.cluster.peer(addr)
+// Fetch has the leader read partitions with a Fetch over the node-to-node
+// connection (request.Forwarder).
+func (f coreForwarder) Fetch(ctx context.Context, leader int32, req *request.FetchRequest) ([]request.FetchResult, error) {
+	cc, addr, err := f.conn(leader)
 	if err != nil {
-		answerAll(unreached("cannot be reached", err))
-		return true
+		return nil, err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, wait+forwardFetchMargin)
-	defer cancel()
-	resp, err := quirev1.NewConsumerClient(cc).Fetch(b.forwardContext(callCtx), req,
+	in := &quirev1.FetchRequest{MaxWaitMs: int32(req.MaxWait.Milliseconds()), MinBytes: int32(req.MinBytes), MaxBytes: int32(req.MaxBytes)}
+	for _, p := range req.Partitions {
+		in.Partitions = append(in.Partitions, &quirev1.FetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int32(p.MaxBytes)})
+	}
+	resp, err := quirev1.NewConsumerClient(cc).Fetch(f.b.forwardContext(ctx), in,
 		grpc.MaxCallRecvMsgSize(maxSendBytes), grpc.ForceCodecV2(peerFetchCodec{}))
-	if err == nil && len(resp.Partitions) != len(idx) {
-		err = fmt.Errorf("broker: the leader at %s answered %d partitions for %d", addr, len(resp.Partitions), len(idx))
-	}
 	if err != nil {
-		if ctx.Err() != nil { // another leader answered first, or the caller left
-			answerAll(func(fetchSpec) error { return nil })
-			return false
+		if ctx.Err() == nil {
+			f.b.logger.Debug("a fetch passed on to the leader got no answer", "leader", addr, "error", err)
 		}
-		b.logger.Debug("a fetch passed on to the leader got no answer", "leader", addr, "error", err)
-		answerAll(unreached("did not answer", err))
-		return true
+		return nil, err
 	}
-	found := false
-	for j, i := range idx {
-		p := resp.Partitions[j]
-		r := fetchResult{spec: specs[i], batches: p.Records, hw: p.HighWatermark, leo: p.LogEndOffset, start: p.LogStartOffset}
-		if p.Error != nil {
-			r.err = remoteError(p.Error)
-		}
-		results[i] = r
-		found = found || r.err != nil || len(r.batches) > 0
+	out := make([]request.FetchResult, len(resp.Partitions))
+	for i, p := range resp.Partitions {
+		out[i] = request.FetchResult{Records: p.Records, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, LogStartOffset: p.LogStartOffset,
+			Err: fromWire(p.Error)}
 	}
-	return found
+	return out, nil
 }
 
 // peerFetchCodec decodes a FetchResponse from another broker by hand

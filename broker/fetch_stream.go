@@ -21,9 +21,6 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 		return toStatus(err)
 	}
 	specs := fetchSpecs(req)
-	for i := range specs {
-		specs[i].pooled = true
-	}
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
 	if wait <= 0 {
 		wait = defaultStreamWait
@@ -46,7 +43,7 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 	// follow on from the stream's own sends.
 	received := s.b.queue.Received()
 	for {
-		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes))
+		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes), true)
 		received = time.Time{}
 		select {
 		case <-s.b.stop:
@@ -62,11 +59,11 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 		msg := &pooledFetch{resp: fetchResponse(results), bufs: make([]*[]byte, len(results))}
 		for i := range results {
 			r := &results[i]
-			failed = failed || r.err != nil
-			if len(r.batches) > 0 {
-				specs[i].offset = max(specs[i].offset, record.NextAfterRead(r.batches))
+			failed = failed || r.Err != nil
+			if len(r.Records) > 0 {
+				specs[i].Offset = max(specs[i].Offset, record.NextAfterRead(r.Records))
 			}
-			msg.bufs[i] = r.buf
+			msg.bufs[i] = r.Buf
 		}
 		if err := stream.SendMsg(msg); err != nil {
 			return err
@@ -80,7 +77,7 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 func fetchSpecs(req *quirev1.FetchRequest) []fetchSpec {
 	specs := make([]fetchSpec, len(req.Partitions))
 	for i, p := range req.Partitions {
-		specs[i] = fetchSpec{topic: p.Topic, partition: p.Partition, offset: p.Offset, maxBytes: int(p.MaxBytes), currentEpoch: currentLeaderEpoch(p)}
+		specs[i] = fetchSpec{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int(p.MaxBytes), CurrentLeaderEpoch: currentLeaderEpoch(p)}
 	}
 	return specs
 }
@@ -89,13 +86,13 @@ func fetchResponse(results []fetchResult) *quirev1.FetchResponse {
 	resp := &quirev1.FetchResponse{Partitions: make([]*quirev1.FetchPartitionResult, len(results))}
 	for i, r := range results {
 		resp.Partitions[i] = &quirev1.FetchPartitionResult{
-			Topic:          r.spec.topic,
-			Partition:      r.spec.partition,
-			Error:          toError(r.err),
-			HighWatermark:  r.hw,
-			LogEndOffset:   r.leo,
-			LogStartOffset: r.start,
-			Records:        r.batches,
+			Topic:          r.Topic,
+			Partition:      r.Partition,
+			Error:          toError(r.Err),
+			HighWatermark:  r.HighWatermark,
+			LogEndOffset:   r.LogEndOffset,
+			LogStartOffset: r.LogStartOffset,
+			Records:        r.Records,
 		}
 	}
 	return resp

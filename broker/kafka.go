@@ -13,13 +13,15 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
+	"github.com/quirelog/quire/request"
 )
 
 // Listeners named in kafka.listener.names speak Kafka's wire protocol
 // instead of gRPC (package kafka), for Kafka's own clients. They are
 // registered and advertised like any listener, so a Kafka client's
 // Metadata gives every broker's address on the listener it connected to;
-// requests are answered by the same handlers as the gRPC services.
+// requests are answered by the request core for the data path, as the
+// gRPC services' are, and by the gRPC services' handlers for the rest.
 
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
@@ -80,7 +82,7 @@ func (b *Broker) serveKafka(l boundListener) error {
 const kafkaMaxRequestBytes = 100 << 20
 
 // newKafkaServer is the server of the Kafka listeners, answering through
-// the gRPC services' handlers.
+// the request core and the gRPC services' handlers.
 func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
 	return kafka.NewServer(kafka.Config{
 		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b},
@@ -120,7 +122,8 @@ func (b *Broker) kafkaRefused() func(reason string) {
 	}
 }
 
-// kafkaBackend is kafka.Backend over the gRPC services' handlers.
+// kafkaBackend is kafka.Backend over the request core (data path) and
+// the gRPC services' handlers (the rest).
 type kafkaBackend struct {
 	b        *Broker
 	producer *producerService
@@ -167,20 +170,27 @@ func (k kafkaBackend) metadata(ctx context.Context, req *quirev1.GetMetadataRequ
 	return resp, nil
 }
 
-func (k kafkaBackend) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	return k.authorizedProduce(ctx, req)
+// Produce, Fetch, ListOffsets and DeleteRecords go straight to the
+// request core, as the gRPC services' do: the same checks, ACLs and
+// errors, and a fetch's batches from the log into the Kafka response
+// with nothing in between. A Kafka client's own request is routed to
+// the leaders, as a plain gRPC client's is.
+func (k kafkaBackend) Produce(ctx context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {
+	req.Received = k.b.queue.Received()
+	return k.b.core.Produce(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
-	return k.authorizedFetch(ctx, req)
+func (k kafkaBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error) {
+	req.Received = k.b.queue.Received()
+	return k.b.core.Fetch(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	return k.authorizedListOffsets(ctx, req)
+func (k kafkaBackend) ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
+	return k.b.core.ListOffsets(coreContext(ctx), parts)
 }
 
-func (k kafkaBackend) DeleteRecords(ctx context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Admin_DeleteRecords_FullMethodName, req, k.admin.DeleteRecords)
+func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error) {
+	return k.b.core.DeleteRecords(coreContext(ctx), req)
 }
 
 // Coordinator is this broker on the client's listener: a group's calls
@@ -219,8 +229,8 @@ func (k kafkaBackend) FetchOffsets(ctx context.Context, req *quirev1.FetchOffset
 	return kafkaAuthorized(ctx, k, quirev1.Groups_FetchOffsets_FullMethodName, req, k.groups.FetchOffsets)
 }
 
-func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Producer_InitProducerId_FullMethodName, req, k.producer.InitProducerId)
+func (k kafkaBackend) InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
+	return k.b.core.InitProducerID(coreContext(ctx), req)
 }
 
 // OffsetForLeaderEpoch: clients' truncation detection after a leader
@@ -228,17 +238,5 @@ func (k kafkaBackend) InitProducerID(ctx context.Context, req *quirev1.InitProdu
 // leader-epoch cache.
 
 func (k kafkaBackend) OffsetForLeaderEpoch(ctx context.Context, topic string, partition, currentLeaderEpoch, epoch int32) (int32, int64, error) {
-	part, err := k.b.leaderPartition(ctx, topic, partition, false)
-	if err != nil {
-		return -1, -1, toStatus(err)
-	}
-	var current *int32
-	if currentLeaderEpoch >= 0 {
-		current = &currentLeaderEpoch
-	}
-	e, end, err := part.EndOffsetForEpoch(current, epoch)
-	if err != nil {
-		return -1, -1, toStatus(err)
-	}
-	return e, end, nil
+	return k.b.core.OffsetForLeaderEpoch(coreContext(ctx), topic, partition, currentLeaderEpoch, epoch)
 }

@@ -1,16 +1,18 @@
 package broker
 
-// Authorization on the Kafka listeners: with authorizer.enable, every
-// call kafkaBackend makes is checked, before it is made, by the table the
-// gRPC interceptor uses (checkRequest, under the gRPC method the call
-// stands for) with the principal the connection established
-// (kafka_security.go), and listings are filtered as the interceptor
-// filters them (filterResponse). Requests that name many partitions
-// (Produce, Fetch, ListOffsets, Metadata) are checked topic by topic, as
-// Kafka does: a topic refused gets TOPIC_AUTHORIZATION_FAILED on its own
-// partitions while the others are served. Every other call is refused
-// whole, with the authorization error the gRPC door gives (Kafka's
-// codes at the Kafka edge: TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED).
+// Authorization on the Kafka listeners: with authorizer.enable, the calls
+// the request core serves (Produce, Fetch, ListOffsets, DeleteRecords,
+// InitProducerId) are authorized by the core itself, as for the gRPC
+// door, with the principal the connection established
+// (kafka_security.go). Every other call kafkaBackend makes is checked,
+// before it is made, by the table the gRPC interceptor uses (checkRequest,
+// under the gRPC method the call stands for), and listings are filtered as
+// the interceptor filters them (filterResponse). Metadata is checked
+// topic by topic, as Kafka does: a topic refused gets
+// TOPIC_AUTHORIZATION_FAILED while the others are answered. Every other
+// call is refused whole, with the authorization error the gRPC door gives
+// (Kafka's codes at the Kafka edge: TOPIC_, GROUP_ or
+// CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"context"
@@ -68,106 +70,6 @@ func (k kafkaBackend) deniedTopics(ctx context.Context, method string, topics []
 		}
 	}
 	return denied, z, id
-}
-
-func (k kafkaBackend) authorizedProduce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	const method = quirev1.Producer_Produce_FullMethodName
-	topics := make([]string, len(req.Partitions))
-	for i, p := range req.Partitions {
-		topics[i] = p.Topic
-	}
-	denied, _, _ := k.deniedTopics(ctx, method, topics, func(t string) any {
-		return &quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{{Topic: t}}}
-	})
-	if denied == nil {
-		return k.producer.Produce(ctx, req)
-	}
-	var refused []*quirev1.PartitionProduceResult
-	kept := req.Partitions[:0:0]
-	for _, p := range req.Partitions {
-		if e, ok := denied[p.Topic]; ok {
-			refused = append(refused, &quirev1.PartitionProduceResult{Topic: p.Topic, Partition: p.Partition, Error: e, BaseOffset: -1, LastOffset: -1})
-		} else {
-			kept = append(kept, p)
-		}
-	}
-	resp := &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}
-	if len(kept) > 0 {
-		req.Partitions = kept
-		var err error
-		if resp, err = k.producer.Produce(ctx, req); err != nil {
-			return nil, err
-		}
-	}
-	resp.Partitions = append(resp.Partitions, refused...)
-	return resp, nil
-}
-
-func (k kafkaBackend) authorizedFetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
-	const method = quirev1.Consumer_Fetch_FullMethodName
-	topics := make([]string, len(req.Partitions))
-	for i, p := range req.Partitions {
-		topics[i] = p.Topic
-	}
-	denied, _, _ := k.deniedTopics(ctx, method, topics, func(t string) any {
-		return &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{{Topic: t}}}
-	})
-	if denied == nil {
-		return k.consumer.Fetch(ctx, req)
-	}
-	var refused []*quirev1.FetchPartitionResult
-	kept := req.Partitions[:0:0]
-	for _, p := range req.Partitions {
-		if e, ok := denied[p.Topic]; ok {
-			refused = append(refused, &quirev1.FetchPartitionResult{Topic: p.Topic, Partition: p.Partition, Error: e,
-				HighWatermark: -1, LogEndOffset: -1, LogStartOffset: -1})
-		} else {
-			kept = append(kept, p)
-		}
-	}
-	resp := &quirev1.FetchResponse{}
-	if len(kept) > 0 {
-		req.Partitions = kept
-		var err error
-		if resp, err = k.consumer.Fetch(ctx, req); err != nil {
-			return nil, err
-		}
-	}
-	resp.Partitions = append(resp.Partitions, refused...)
-	return resp, nil
-}
-
-func (k kafkaBackend) authorizedListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	const method = quirev1.Consumer_ListOffsets_FullMethodName
-	topics := make([]string, len(req.Partitions))
-	for i, p := range req.Partitions {
-		topics[i] = p.Topic
-	}
-	denied, _, _ := k.deniedTopics(ctx, method, topics, func(t string) any {
-		return &quirev1.ListOffsetsRequest{Partitions: []*quirev1.ListOffsetsPartition{{Topic: t}}}
-	})
-	if denied == nil {
-		return k.consumer.ListOffsets(ctx, req)
-	}
-	var refused []*quirev1.ListOffsetsResult
-	kept := req.Partitions[:0:0]
-	for _, p := range req.Partitions {
-		if e, ok := denied[p.Topic]; ok {
-			refused = append(refused, &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Error: e, Offset: -1, TimestampMs: -1, LeaderEpoch: -1})
-		} else {
-			kept = append(kept, p)
-		}
-	}
-	resp := &quirev1.ListOffsetsResponse{}
-	if len(kept) > 0 {
-		req.Partitions = kept
-		var err error
-		if resp, err = k.consumer.ListOffsets(ctx, req); err != nil {
-			return nil, err
-		}
-	}
-	resp.Partitions = append(resp.Partitions, refused...)
-	return resp, nil
 }
 
 // authorizedMetadata answers the topics named that the caller may

@@ -9,38 +9,16 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
-	"github.com/quirelog/quire/partitioner"
-	"github.com/quirelog/quire/record"
-	"github.com/quirelog/quire/replica"
-	"github.com/quirelog/quire/storage"
+	"github.com/quirelog/quire/request"
 )
 
-const defaultProduceTimeout = 30 * time.Second
+const defaultProduceTimeout = request.DefaultProduceTimeout
 
-// producerService implements quire.v1.Producer.
+// producerService implements quire.v1.Producer: a translation of
+// quire.v1 to and from the request core's Produce.
 type producerService struct {
 	quirev1.UnimplementedProducerServer
-	b    *Broker
-	pids *producerIDs // produce_ids.go
-}
-
-// pendingAck is an acks=all append waiting to be on every in-sync
-// replica.
-type pendingAck struct {
-	part   *replica.Partition
-	append replica.AppendResult
-	result *quirev1.PartitionProduceResult
-}
-
-func parseAcks(set bool, acks int32) (int32, error) {
-	if !set {
-		return -1, nil
-	}
-	switch acks {
-	case -1, 0, 1:
-		return acks, nil
-	}
-	return 0, fmt.Errorf("%w: acks must be -1 (all), 0 or 1, not %d", ErrInvalidRequiredAcks, acks)
+	b *Broker
 }
 
 func produceTimeout(ms int32) time.Duration {
@@ -50,22 +28,43 @@ func produceTimeout(ms int32) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// produceRequest is req as the core takes it: acks -1 when unset, and
+// routed to the leaders when a client sent it (route).
+func produceRequest(req *quirev1.ProduceRequest, route bool, received time.Time) *request.ProduceRequest {
+	acks := int32(-1)
+	if req.OptionalAcks != nil {
+		acks = req.GetAcks()
+	}
+	out := &request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: route, Received: received,
+		Partitions: make([]request.ProducePartition, len(req.Partitions))}
+	for i, p := range req.Partitions {
+		out.Partitions[i] = request.ProducePartition{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
+	}
+	return out
+}
+
+// produceResponse is the core's answer as quire.v1's.
+func produceResponse(correlationID int64, results []request.ProduceResult) *quirev1.ProduceResponse {
+	resp := &quirev1.ProduceResponse{CorrelationId: correlationID, Partitions: make([]*quirev1.PartitionProduceResult, len(results))}
+	for i, r := range results {
+		resp.Partitions[i] = &quirev1.PartitionProduceResult{Topic: r.Topic, Partition: r.Partition, BaseOffset: r.BaseOffset, LastOffset: r.LastOffset,
+			LogAppendTimeMs: r.LogAppendTime, LogStartOffset: r.LogStartOffset, Error: toError(r.Err)}
+	}
+	return resp
+}
+
+// Produce appends through the core, passing partitions led elsewhere on
+// to their leaders unless another broker passed the request on itself.
 func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	acks, err := checkProduceRequest(req) // validate.go
+	in := produceRequest(req, !forwarded(ctx), s.b.queue.Received())
+	results, err := s.b.core.Produce(coreContext(ctx), in)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
-	defer cancel()
-	received := s.b.queue.Received()
-	var fws []forward
-	resp, pending := s.b.appendPartitions(ctx, req, acks, received, &fws)
-	s.b.runForwards(ctx, fws, acks)
-	s.b.awaitAcks(ctx, pending)
-	if acks == 0 {
+	if in.Acks == 0 {
 		return &quirev1.ProduceResponse{CorrelationId: req.CorrelationId}, nil
 	}
-	return resp, nil
+	return produceResponse(req.CorrelationId, results), nil
 }
 
 // ProduceStream pipelines produce requests: appends happen in arrival
@@ -73,7 +72,7 @@ func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceReque
 // appends of the requests behind it. Responses go out in request order
 // (so in order within each partition); acks=0 requests get none.
 func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
-	ctx := stream.Context()
+	ctx := coreContext(stream.Context())
 	// slots carries each request's response, in request order, to the
 	// sender; done is closed once resp is final.
 	type slot struct {
@@ -113,175 +112,30 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return finish(err)
 		}
 		req := &m.req
-		acks, err := checkProduceRequest(req) // validate.go
+		in := produceRequest(req, false, received)
+		rctx, cancel := context.WithTimeout(ctx, in.Timeout)
+		appended, err := s.b.core.Append(rctx, in)
+		m.release() // the records are in the log; nothing refers to them
 		if err != nil {
+			cancel()
 			return finish(toStatus(err))
 		}
-		rctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
-		resp, pending := s.b.appendPartitions(rctx, req, acks, received, nil)
-		m.release() // the records are in the log; nothing refers to them
-		if acks == 0 {
-			resp = nil
-		}
-		if len(pending) == 0 {
+		correlationID := req.CorrelationId
+		if !appended.Pending() {
 			cancel()
-			if resp != nil {
-				slots <- &slot{resp: resp, done: closed}
+			if in.Acks != 0 {
+				slots <- &slot{resp: produceResponse(correlationID, appended.Wait(rctx)), done: closed}
 			}
 			continue
 		}
-		sl := &slot{resp: resp, done: make(chan struct{})}
+		sl := &slot{done: make(chan struct{})}
 		slots <- sl
 		go func() {
 			defer close(sl.done)
 			defer cancel()
-			s.b.awaitAcks(rctx, pending)
+			sl.resp = produceResponse(correlationID, appended.Wait(rctx))
 		}()
 	}
-}
-
-// appendPartitions appends every partition of req and returns the
-// response with the acks=all appends still to be confirmed. With fws, a
-// partition led by another broker is queued there to be passed on
-// (route.go) instead of answered NOT_LEADER_OR_FOLLOWER.
-func (b *Broker) appendPartitions(ctx context.Context, req *quirev1.ProduceRequest, acks int32, received time.Time, fws *[]forward) (*quirev1.ProduceResponse, []pendingAck) {
-	resp := &quirev1.ProduceResponse{
-		CorrelationId: req.CorrelationId,
-		Partitions:    make([]*quirev1.PartitionProduceResult, 0, len(req.Partitions)),
-	}
-	var pending []pendingAck
-	for _, pr := range req.Partitions {
-		res := &quirev1.PartitionProduceResult{Topic: pr.Topic, Partition: pr.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
-		resp.Partitions = append(resp.Partitions, res)
-		pa, err := b.appendOne(ctx, pr.Topic, pr.Partition, pr.Records, acks, received, res)
-		if err != nil {
-			if fws == nil || !b.maybeForward(ctx, err, pr.Records, res, fws) {
-				res.Error = toError(err)
-			}
-			continue
-		}
-		if acks == -1 {
-			pending = append(pending, pa)
-		}
-	}
-	return resp, pending
-}
-
-// appendOne appends raw batches to one partition and fills res. The
-// returned pendingAck is what an acks=all caller waits on. The time from
-// received (zero: not timed) to the start of the append is the produce
-// queue time.
-func (b *Broker) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, received time.Time, res *quirev1.PartitionProduceResult) (pendingAck, error) {
-	if len(batches) == 0 {
-		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", ErrInvalidRequest, topic, p)
-	}
-	if acks != -1 {
-		if err := checkIdempotentAcks(topic, p, batches, acks); err != nil {
-			return pendingAck{}, err
-		}
-	}
-	part, err := b.leaderPartition(ctx, topic, p, true)
-	if err != nil {
-		return pendingAck{}, err
-	}
-	if b.cluster.sessionLost() {
-		// Cut off from the controller past the session timeout: another
-		// broker leads this partition by now, or is about to.
-		return pendingAck{}, fmt.Errorf("%w: %s-%d: this broker has not reached the controller for broker.session.timeout.ms and may have been replaced as leader",
-			ErrLeaderNotAvailable, topic, p)
-	}
-	// A retry of batches already written (info.Duplicate) comes back with
-	// the original offsets; the caller's AwaitReplicated then waits for the
-	// HW to pass the original's last offset at this leader epoch, so a
-	// retry of a batch still in flight gets its outcome, and one whose
-	// original is lost with a leadership change gets NOT_LEADER, never a
-	// success for records that may not survive.
-	info, err := part.Append(batches, acks)
-	if err != nil {
-		return pendingAck{}, err
-	}
-	b.queue.ObserveProduce(received, info.Started)
-	res.BaseOffset, res.LastOffset = info.FirstOffset, info.LastOffset
-	if info.LogAppendTime > 0 {
-		res.LogAppendTimeMs = info.LogAppendTime
-	}
-	res.LogStartOffset = info.LogStartOffset
-	return pendingAck{part: part, append: info, result: res}, nil
-}
-
-// awaitAcks waits until each acks=all append is below the HW, turning
-// those that do not make it in time into errors.
-func (b *Broker) awaitAcks(ctx context.Context, pending []pendingAck) {
-	for _, pa := range pending {
-		if err := b.awaitReplicated(ctx, pa); err != nil {
-			// Appended, then not known to be committed: the records may
-			// yet be read, or never (see Error.outcome_unknown).
-			pa.result.Error = toError(err)
-			pa.result.Error.OutcomeUnknown = true
-		}
-	}
-}
-
-// awaitReplicated waits for one acks=all append to be committed, but not
-// past the moment this broker's session with the controller runs out
-// (broker.session.timeout.ms after the last answered heartbeat): a leader
-// cut off from the controller has been, or is about to be, replaced, and
-// its followers may never fetch again. Held until the produce timeout,
-// the answer would keep the client on this broker long after the
-// partition moved; answered now (NOT_LEADER_OR_FOLLOWER, no leader hint,
-// outcome unknown) the client looks for the new leader.
-func (b *Broker) awaitReplicated(ctx context.Context, pa pendingAck) error {
-	for {
-		until, ok := b.cluster.sessionDeadline()
-		if !ok {
-			return pa.part.AwaitReplicated(ctx, pa.append)
-		}
-		wctx, cancel := context.WithDeadline(ctx, until)
-		err := pa.part.AwaitReplicated(wctx, pa.append)
-		cancel()
-		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
-			return err
-		}
-		// The session deadline passed: lost, or renewed meanwhile.
-		if b.cluster.sessionLost() {
-			return notLeader(pa.part.Topic(), pa.part.ID(), -1, -1)
-		}
-	}
-}
-
-// leaderPartition finds the replica this broker leads for topic-p. With
-// autoCreate and auto.create.topics.enable, an unknown topic is created
-// with the broker's defaults first.
-func (b *Broker) leaderPartition(ctx context.Context, topic string, p int32, autoCreate bool) (*replica.Partition, error) {
-	if part, ok := b.rm.Partition(topic, p); ok {
-		return part, nil
-	}
-	img := b.cluster.image()
-	t, ok := img.Topic(topic)
-	if !ok {
-		if !autoCreate || !b.cfg.AutoCreateTopicsEnable {
-			return nil, unknownTopic(topic)
-		}
-		var err error
-		if t, err = b.autoCreateTopic(ctx, topic); err != nil {
-			return nil, err
-		}
-		if part, ok := b.rm.Partition(topic, p); ok {
-			return part, nil
-		}
-	}
-	if p < 0 || int(p) >= len(t.Partitions) {
-		return nil, invalidPartition(topic, p, len(t.Partitions))
-	}
-	pi := t.Partitions[p]
-	if pi.Leader < 0 {
-		return nil, fmt.Errorf("%w: %s-%d has no leader", ErrLeaderNotAvailable, topic, p)
-	}
-	if pi.Leader != b.cfg.NodeID {
-		return nil, notLeader(topic, p, pi.Leader, pi.LeaderEpoch)
-	}
-	// Led here by the image, but the replica is not open yet.
-	return nil, fmt.Errorf("%w: %s-%d is still being opened", ErrLeaderNotAvailable, topic, p)
 }
 
 // autoCreateTopic creates topic with the broker's defaults (or finds it
@@ -308,156 +162,29 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 }
 
 // ProduceRecords partitions plain records on the broker, builds one batch
-// per partition and appends them.
+// per partition and appends them: the request core's ProduceRecords.
 func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.ProduceRecordsRequest) (*quirev1.ProduceRecordsResponse, error) {
-	received := s.b.queue.Received()
-	b := s.b
-	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
-	if err != nil {
-		return nil, toStatus(err)
+	in := &request.ProduceRecordsRequest{Topic: req.Topic, Acks: -1, Timeout: produceTimeout(req.TimeoutMs), ProducerID: -1,
+		Route: !forwarded(ctx), Received: s.b.queue.Received(), Records: make([]request.Record, len(req.Records))}
+	if req.OptionalAcks != nil {
+		in.Acks = req.GetAcks()
 	}
-	if len(req.Records) == 0 {
-		return nil, toStatus(fmt.Errorf("%w: no records", ErrInvalidRequest))
+	if req.OptionalProducerId != nil {
+		in.ProducerID, in.ProducerEpoch, in.BaseSequence = req.GetProducerId(), req.ProducerEpoch, req.BaseSequence
 	}
-	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.TimeoutMs))
-	defer cancel()
-	t, ok := b.cluster.image().Topic(req.Topic)
-	if !ok {
-		if !b.cfg.AutoCreateTopicsEnable {
-			return nil, toStatus(unknownTopic(req.Topic))
-		}
-		if t, err = b.autoCreateTopic(ctx, req.Topic); err != nil {
-			return nil, toStatus(err)
-		}
-	}
-	n := int32(len(t.Partitions))
-	now := b.clock.Now().UnixMilli()
-	idem, err := parseRecordsProducer(req, acks)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-
-	// Choose partitions, keeping request order within each.
-	parts := make([]int32, len(req.Records))
-	var order []int32
-	byPart := map[int32][]int{}
 	for i, r := range req.Records {
-		var p int32
-		key := recordKey(r)
-		switch {
-		case r.OptionalPartition != nil:
-			p = r.GetPartition()
-			if p < 0 || p >= n {
-				return nil, toStatus(invalidPartition(req.Topic, p, int(n)))
-			}
-		case key != nil:
-			p = partitioner.KeyPartition(key, n)
-		default:
-			p = b.sticky.Partition(req.Topic, n, len(recordValue(r))+len(key))
-		}
-		parts[i] = p
-		if _, seen := byPart[p]; !seen {
-			order = append(order, p)
-		}
-		byPart[p] = append(byPart[p], i)
+		in.Records[i] = request.Record{Key: recordKey(r), Value: recordValue(r), Headers: recordHeaders(r.Headers), Timestamp: r.TimestampMs,
+			Partition: r.GetPartition(), HasPartition: r.OptionalPartition != nil}
 	}
-
-	results := make([]*quirev1.RecordResult, len(req.Records))
-	bld := record.NewBuilder(record.None)
-	var pending []pendingAck
-	var fws []forward
-	partResults := map[int32]*quirev1.PartitionProduceResult{}
-	limit := b.topicMaxMessageBytes(t)
-	for _, p := range order {
-		// A record that cannot fit any batch fails alone; the others of
-		// the partition go in as many batches as max.message.bytes needs,
-		// appended together (contiguous offsets, all or nothing).
-		kept := byPart[p][:0:0]
-		for _, i := range byPart[p] {
-			r := req.Records[i]
-			if size := record.HeaderSize + recordSizeBound(r); size > limit {
-				if idem.on {
-					// Sequences count every record of the request: refuse
-					// it whole rather than leave a record out.
-					return nil, toStatus(fmt.Errorf("%w: record %d of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
-						storage.ErrRecordTooLarge, i, size, limit, req.Topic))
-				}
-				results[i] = &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: r.TimestampMs, Error: toError(
-					fmt.Errorf("%w: a record of about %d bytes does not fit a batch of max.message.bytes %d of topic %q",
-						storage.ErrRecordTooLarge, size, limit, req.Topic))}
-				continue
-			}
-			kept = append(kept, i)
-		}
-		byPart[p] = kept
-		if len(kept) == 0 {
-			continue
-		}
-		var batch []byte
-		bld.Reset()
-		for _, i := range kept {
-			r := req.Records[i]
-			if bld.Len() > 0 && bld.EstimatedSize()+recordSizeBound(r) > limit {
-				batch = append(batch, idem.build(bld)...)
-				bld.Reset()
-			}
-			ts := r.TimestampMs
-			if ts == 0 {
-				ts = now
-			}
-			bld.Append(ts, recordKey(r), recordValue(r), recordHeaders(r.Headers))
-		}
-		batch = append(batch, idem.build(bld)...)
-		if err := idem.checkBatches(req.Topic, limit); err != nil {
-			return nil, toStatus(err)
-		}
-		res := &quirev1.PartitionProduceResult{Topic: req.Topic, Partition: p}
-		partResults[p] = res
-		pa, err := b.appendOne(ctx, req.Topic, p, batch, acks, received, res)
-		if err != nil {
-			if !b.maybeForward(ctx, err, batch, res, &fws) {
-				res.Error = toError(err)
-			}
-			continue
-		}
-		if acks == -1 {
-			pending = append(pending, pa)
-		}
+	out, err := s.b.core.ProduceRecords(coreContext(ctx), in)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	b.runForwards(ctx, fws, acks)
-	b.awaitAcks(ctx, pending)
-	for p, idx := range byPart {
-		res := partResults[p]
-		if res == nil {
-			continue // every record of p failed on its own above
-		}
-		for j, i := range idx {
-			rr := &quirev1.RecordResult{Partition: p, Offset: -1, TimestampMs: req.Records[i].TimestampMs, Error: res.Error}
-			if rr.TimestampMs == 0 {
-				rr.TimestampMs = now
-			}
-			if res.LogAppendTimeMs > 0 {
-				rr.TimestampMs = res.LogAppendTimeMs
-			}
-			if res.Error == nil && res.BaseOffset >= 0 {
-				rr.Offset = res.BaseOffset + int64(j)
-			}
-			results[i] = rr
-		}
+	results := make([]*quirev1.RecordResult, len(out))
+	for i, r := range out {
+		results[i] = &quirev1.RecordResult{Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp, Error: toError(r.Err)}
 	}
 	return &quirev1.ProduceRecordsResponse{Results: results}, nil
-}
-
-// recordSizeBound is the most bytes r takes in an uncompressed batch:
-// its key, value and headers plus every varint at its longest.
-func recordSizeBound(r *quirev1.ProduceRecord) int {
-	// length, attributes, timestamp delta, offset delta, key and value
-	// lengths, header count.
-	n := 5 + 1 + 10 + 5 + 5 + 5 + 5 + len(recordKey(r)) + len(recordValue(r))
-	for _, h := range r.Headers {
-		n += 10 + len(h.Key) + len(h.Value)
-	}
-	return n
 }
 
 // topicMaxMessageBytes is the largest batch topic t accepts: its

@@ -15,7 +15,7 @@ import (
 // zeroing and page faults on every request, several times the copy
 // itself. The records alias the buffer (wire.DecodeProduceRequest) until they
 // are appended; the log writes them out and keeps no reference, so the
-// handler hands the buffer back right after appendPartitions.
+// handler hands the buffer back right after the core's Append.
 
 // pooledProduce is what ProduceStream receives into (serverCodec knows
 // it): the request and the buffer its records alias.

@@ -150,15 +150,14 @@ type decodedPartition struct {
 	next    int64 // the offset to fetch next
 }
 
-// decodeFetched decodes the records at or after r.spec.offset in r's
+// decodeFetched decodes the records at or after r.Offset in r's
 // batches, at most maxRecords of them. next passes control batches and,
 // when every record read was returned or skipped, the last batch read.
 func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (decodedPartition, error) {
-	s := r.spec
-	out := decodedPartition{next: s.offset}
+	out := decodedPartition{next: r.Offset}
 	errFull := errors.New("full")
 	var alloc recordAlloc
-	err := record.WalkRead(r.batches, func(batch []byte, h record.Header) error {
+	err := record.WalkRead(r.Records, func(batch []byte, h record.Header) error {
 		if h.Control() {
 			out.next = max(out.next, h.NextOffset())
 			return nil
@@ -167,22 +166,22 @@ func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (
 		alloc.reserve(n, len(batch)*max(n, 1)/max(int(h.NumRecords), 1))
 		out.records = slices.Grow(out.records, max(n, 0))
 		return record.ForEachRecord(batch, func(rec *record.Record) error {
-			if rec.Offset < s.offset {
+			if rec.Offset < r.Offset {
 				return nil
 			}
 			if len(out.records) >= maxRecords {
 				return errFull
 			}
-			out.records = append(out.records, alloc.consumedRecord(s.topic, s.partition, h.PartitionLeaderEpoch, rec, format))
+			out.records = append(out.records, alloc.consumedRecord(r.Topic, r.Partition, h.PartitionLeaderEpoch, rec, format))
 			out.next = rec.Offset + 1
 			return nil
 		})
 	})
 	if err != nil && !errors.Is(err, errFull) {
-		return decodedPartition{}, fmt.Errorf("%s-%d: %w", s.topic, s.partition, err)
+		return decodedPartition{}, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, err)
 	}
-	if !errors.Is(err, errFull) && len(r.batches) > 0 {
-		out.next = max(out.next, record.NextAfterRead(r.batches))
+	if !errors.Is(err, errFull) && len(r.Records) > 0 {
+		out.next = max(out.next, record.NextAfterRead(r.Records))
 	}
 	return out, nil
 }

@@ -44,13 +44,13 @@ func (sb subscribeBroker) ListOffset(ctx context.Context, topic string, partitio
 func (sb subscribeBroker) Fetch(ctx context.Context, specs []subscribe.Spec, wait time.Duration, maxBytes int) []subscribe.Result {
 	in := make([]fetchSpec, len(specs))
 	for i, sp := range specs {
-		in[i] = fetchSpec{topic: sp.Topic, partition: sp.Partition, offset: sp.Offset}
+		in[i] = fetchSpec{Topic: sp.Topic, Partition: sp.Partition, Offset: sp.Offset}
 	}
 	got := sb.b.fetchBatches(ctx, in, wait, maxBytes)
 	out := make([]subscribe.Result, len(got))
 	for i, r := range got {
-		out[i] = subscribe.Result{Spec: subscribe.Spec{Topic: r.spec.topic, Partition: r.spec.partition, Offset: r.spec.offset},
-			Batches: r.batches, Err: r.err, Buf: r.buf}
+		out[i] = subscribe.Result{Spec: subscribe.Spec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
+			Batches: r.Records, Err: r.Err, Buf: r.Buf}
 	}
 	return out
 }

@@ -11,8 +11,8 @@ import (
 // The checks every RPC taking the same field makes of it, so that a field
 // the proto calls invalid is refused the same way wherever it is sent:
 // topic names (validateTopicName, admin.go), sizes, counts and waits
-// (notNegative), a subscription's topics (checkSubscription) and the
-// shape of a produce request (checkProduceRequest).
+// (notNegative) and a subscription's topics (checkSubscription); the
+// request core checks the shape of a produce request.
 
 // field is a request field's proto name and value, for notNegative.
 type field struct {
@@ -67,20 +67,6 @@ func checkFetchRecords(req *quirev1.FetchRecordsRequest) error {
 	}
 	return notNegative(field{"max_records", int64(req.MaxRecords)}, field{"max_wait_ms", int64(req.MaxWaitMs)},
 		field{"max_bytes", int64(req.MaxBytes)})
-}
-
-// checkProduceRequest refuses what is wrong with a Produce or
-// ProduceStream request as a whole (produce.proto): bad acks, no
-// partitions. It returns the acks to use.
-func checkProduceRequest(req *quirev1.ProduceRequest) (int32, error) {
-	acks, err := parseAcks(req.OptionalAcks != nil, req.GetAcks())
-	if err != nil {
-		return 0, err
-	}
-	if len(req.Partitions) == 0 {
-		return 0, fmt.Errorf("%w: no partitions", ErrInvalidRequest)
-	}
-	return acks, nil
 }
 
 // checkSubscription refuses a group subscription naming a topic no topic

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // partKey names a partition, to match answers to requests.
@@ -17,68 +17,20 @@ type partKey struct {
 	part  int32
 }
 
-// partResult is a partition's answer from the backend.
-type partResult interface {
-	comparable
-	GetTopic() string
-	GetPartition() int32
-	GetError() *quirev1.Error
-}
-
-// partResults are the backend's answers by partition, or the code (and
-// message) of its whole call's failure.
-type partResults[R partResult] struct {
-	byPart map[partKey]R
-	code   int16
-	msg    string
-}
-
-// collect indexes a call's answers, or keeps its error.
-func collect[R partResult](rs []R, err error) partResults[R] {
-	if err != nil {
-		code, msg := callError(err)
-		return partResults[R]{code: code, msg: msg}
-	}
-	m := make(map[partKey]R, len(rs))
-	for _, r := range rs {
-		m[partKey{r.GetTopic(), r.GetPartition()}] = r
-	}
-	return partResults[R]{byPart: m}
-}
-
-// of is topic-partition's answer and code: the whole call's error, its
-// own, or UNKNOWN_SERVER_ERROR for a partition left unanswered; code 0
-// when it succeeded.
-func (p partResults[R]) of(topic string, part int32) (R, int16, string) {
-	var zero R
-	if p.code != 0 {
-		return zero, p.code, p.msg
-	}
-	r, ok := p.byPart[partKey{topic, part}]
-	switch {
-	case !ok || r == zero:
-		return zero, kerr.UnknownServerError.Code, "no answer for this partition"
-	case codeOf(r.GetError()) != 0:
-		return zero, codeOf(r.GetError()), r.GetError().Message
-	}
-	return r, 0, ""
-}
-
-// produce appends each partition's record batches, passed on untouched;
-// nil (no answer) for acks=0. An acks=0 produce that failed anywhere
-// closes the connection (the error), as Kafka does, so the client learns
-// of it and looks up the leaders again.
+// produce appends each partition's record batches through the request
+// core, passed on untouched; nil (no answer) for acks=0. An acks=0
+// produce that failed anywhere closes the connection (the error), as
+// Kafka does, so the client learns of it and looks up the leaders again.
 func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrProduceResponse()
-	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: int32(req.Acks)}, TimeoutMs: req.TimeoutMillis}
 	n := 0
 	for _, t := range req.Topics {
 		n += len(t.Partitions)
 	}
 	// Sized once: a request may name many partitions (up to the element
 	// cap, bound.go), and growing by doubling would allocate twice over.
-	in.Partitions = make([]*quirev1.PartitionRecords, 0, n)
-	recs := make([]quirev1.PartitionRecords, n)
+	in := &request.ProduceRequest{Acks: int32(req.Acks), Timeout: time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond, Route: true,
+		Partitions: make([]request.ProducePartition, 0, n)}
 	seen := make(map[partKey]bool, n)
 	dup := ""
 	for _, t := range req.Topics {
@@ -88,34 +40,43 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 				dup = fmt.Sprintf("partition %s/%d named twice in one request", t.Topic, p.Partition)
 			}
 			seen[k] = true
-			r := &recs[len(in.Partitions)]
-			r.Topic, r.Partition, r.Records = t.Topic, p.Partition, p.Records
-			in.Partitions = append(in.Partitions, r)
+			in.Partitions = append(in.Partitions, request.ProducePartition{Topic: t.Topic, Partition: p.Partition, Records: p.Records})
 		}
 	}
-	var results partResults[*quirev1.PartitionProduceResult]
+	var (
+		results  []request.ProduceResult
+		code     int16
+		msg      string
+		answered bool
+	)
 	switch {
 	case req.TransactionID != nil:
-		results.code, results.msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
+		code, msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
 	case dup != "":
-		results.code, results.msg = invalidRequest, dup
+		code, msg = invalidRequest, dup
 	case len(in.Partitions) == 0:
 	default:
-		out, err := b.Produce(ctx, in)
-		results = collect(out.GetPartitions(), err)
+		var err error
+		results, err = b.Produce(ctx, in)
+		code, msg = coreError(err)
+		answered = err == nil
 	}
 	if req.Acks == 0 {
-		if results.code != 0 {
-			return nil, fmt.Errorf("acks=0 produce failed: error %d: %s", results.code, results.msg)
+		if code != 0 {
+			return nil, fmt.Errorf("acks=0 produce failed: error %d: %s", code, msg)
 		}
-		for _, r := range results.byPart {
-			if r.Error != nil {
-				return nil, fmt.Errorf("acks=0 produce to %s/%d failed: %s", r.Topic, r.Partition, r.Error.Message)
+		for _, r := range results {
+			if r.Err != nil {
+				return nil, fmt.Errorf("acks=0 produce to %s/%d failed: %v", r.Topic, r.Partition, r.Err)
 			}
 		}
 		return nil, nil
 	}
+	if answered && len(results) != len(in.Partitions) {
+		code, msg = kerr.UnknownServerError.Code, fmt.Sprintf("%d answers for %d partitions", len(results), len(in.Partitions))
+	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
+	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
@@ -124,16 +85,20 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
-			r, code, msg := results.of(t.Topic, p.Partition)
-			if code == 0 {
-				rp.BaseOffset, rp.LogStartOffset = r.BaseOffset, r.LogStartOffset
-				if r.LogAppendTimeMs > 0 {
-					rp.LogAppendTime = r.LogAppendTimeMs
+			pcode, pmsg := code, msg
+			if pcode == 0 && i < len(results) {
+				r := results[i]
+				if pcode, pmsg = coreError(r.Err); pcode == 0 {
+					rp.BaseOffset, rp.LogStartOffset = r.BaseOffset, r.LogStartOffset
+					if r.LogAppendTime > 0 {
+						rp.LogAppendTime = r.LogAppendTime
+					}
 				}
 			}
-			rp.ErrorCode = code
-			if code != 0 && msg != "" {
-				rp.ErrorMessage = kmsg.StringPtr(msg)
+			i++
+			rp.ErrorCode = pcode
+			if pcode != 0 && pmsg != "" {
+				rp.ErrorMessage = kmsg.StringPtr(pmsg)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -142,8 +107,10 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 	return resp, nil
 }
 
-// fetch reads each partition from its offset, long-polled as asked. Fetch
-// sessions are declined: session id 0, every answer in full.
+// fetch reads each partition from its offset through the request core,
+// long-polled as asked: the log's batches go into the response as the
+// core read them. Fetch sessions are declined: session id 0, every answer
+// in full.
 func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	resp := kmsg.NewPtrFetchResponse()
 	if req.Version >= 7 {
@@ -152,12 +119,14 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 			return resp
 		}
 	}
-	in := &quirev1.FetchRequest{MaxWaitMs: req.MaxWaitMillis, MinBytes: req.MinBytes, MaxBytes: req.MaxBytes}
+	in := &request.FetchRequest{MaxWait: time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond, MinBytes: int(max(req.MinBytes, 0)),
+		MaxBytes: int(max(req.MaxBytes, 0))}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			fp := &quirev1.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: p.PartitionMaxBytes}
+			fp := request.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int(max(p.PartitionMaxBytes, 0))}
 			if req.Version >= 9 && p.CurrentLeaderEpoch >= 0 {
-				fp.OptionalCurrentLeaderEpoch = &quirev1.FetchPartition_CurrentLeaderEpoch{CurrentLeaderEpoch: p.CurrentLeaderEpoch}
+				epoch := p.CurrentLeaderEpoch
+				fp.CurrentLeaderEpoch = &epoch
 			}
 			in.Partitions = append(in.Partitions, fp)
 		}
@@ -165,7 +134,7 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 	if len(in.Partitions) == 0 {
 		// Nothing to read: wait as asked, so a client polling with no
 		// partitions does not spin.
-		t := time.NewTimer(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+		t := time.NewTimer(in.MaxWait)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -173,9 +142,13 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 		}
 		return resp
 	}
-	out, err := b.Fetch(ctx, in)
-	results := collect(out.GetPartitions(), err)
+	results, err := b.Fetch(ctx, in)
+	code, _ := coreError(err)
+	if err == nil && len(results) != len(in.Partitions) {
+		code = kerr.UnknownServerError.Code
+	}
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
+	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
@@ -185,16 +158,20 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 			rp.Partition = p.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.RecordBatches = []byte{} // empty, not null: clients read a size
-			r, code, _ := results.of(t.Topic, p.Partition)
-			if code == 0 {
-				// No transactions: the last stable offset is the high
-				// watermark, under either isolation level.
-				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
-				if len(r.Records) > 0 {
-					rp.RecordBatches = r.Records
+			pcode := code
+			if pcode == 0 {
+				r := &results[i]
+				if pcode, _ = coreError(r.Err); pcode == 0 {
+					// No transactions: the last stable offset is the high
+					// watermark, under either isolation level.
+					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+					if len(r.Records) > 0 {
+						rp.RecordBatches = r.Records
+					}
 				}
 			}
-			rp.ErrorCode = code
+			i++
+			rp.ErrorCode = pcode
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -218,20 +195,26 @@ func fetchSessionError(id, epoch int32) int16 {
 }
 
 // listOffsets finds, per partition, the offset for a timestamp (-1 the
-// end, -2 the start).
+// end, -2 the start) through the request core.
 func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := kmsg.NewPtrListOffsetsResponse()
-	in := &quirev1.ListOffsetsRequest{}
+	var in []request.ListOffsetsPartition
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			in.Partitions = append(in.Partitions, &quirev1.ListOffsetsPartition{Topic: t.Topic, Partition: p.Partition, TimestampMs: p.Timestamp})
+			in = append(in, request.ListOffsetsPartition{Topic: t.Topic, Partition: p.Partition, Timestamp: p.Timestamp})
 		}
 	}
-	var results partResults[*quirev1.ListOffsetsResult]
-	if len(in.Partitions) > 0 {
-		out, err := b.ListOffsets(ctx, in)
-		results = collect(out.GetPartitions(), err)
+	var results []request.ListOffsetsResult
+	var code int16
+	if len(in) > 0 {
+		var err error
+		results, err = b.ListOffsets(ctx, in)
+		code, _ = coreError(err)
+		if err == nil && len(results) != len(in) {
+			code = kerr.UnknownServerError.Code
+		}
 	}
+	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -239,14 +222,18 @@ func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
-			r, code, _ := results.of(t.Topic, p.Partition)
-			if code == 0 {
-				rp.Offset, rp.LeaderEpoch = r.Offset, r.LeaderEpoch
-				if p.Timestamp >= 0 {
-					rp.Timestamp = r.TimestampMs
+			pcode := code
+			if pcode == 0 {
+				r := results[i]
+				if pcode, _ = coreError(r.Err); pcode == 0 {
+					rp.Offset, rp.LeaderEpoch = r.Offset, r.LeaderEpoch
+					if p.Timestamp >= 0 {
+						rp.Timestamp = r.Timestamp
+					}
 				}
 			}
-			rp.ErrorCode = code
+			i++
+			rp.ErrorCode = pcode
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -272,16 +259,15 @@ func initProducerID(ctx context.Context, b Backend, req *kmsg.InitProducerIDRequ
 		resp.ErrorCode = unsupportedVersion
 		return resp
 	}
-	in := &quirev1.InitProducerIdRequest{}
+	in := request.InitProducerIDRequest{ProducerID: -1}
 	if req.Version >= 3 && req.ProducerID >= 0 {
-		in.OptionalProducerId = &quirev1.InitProducerIdRequest_ProducerId{ProducerId: req.ProducerID}
-		in.ProducerEpoch = int32(req.ProducerEpoch)
+		in.ProducerID, in.ProducerEpoch = req.ProducerID, int32(req.ProducerEpoch)
 	}
 	out, err := b.InitProducerID(ctx, in)
 	if err != nil {
-		resp.ErrorCode, _ = callError(err)
+		resp.ErrorCode, _ = coreError(err)
 		return resp
 	}
-	resp.ProducerID, resp.ProducerEpoch = out.ProducerId, int16(out.ProducerEpoch)
+	resp.ProducerID, resp.ProducerEpoch = out.ProducerID, out.ProducerEpoch
 	return resp
 }

@@ -2,11 +2,12 @@ package kafka
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // deleteRecords deletes, per partition, the records below an offset (-1:
@@ -17,22 +18,27 @@ import (
 // alone; a partition named again is answered as the first time.
 func deleteRecords(ctx context.Context, b Backend, req *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
 	resp := kmsg.NewPtrDeleteRecordsResponse()
-	in := &quirev1.DeleteRecordsRequest{TimeoutMs: max(req.TimeoutMillis, 0)}
-	sent := map[partKey]bool{}
+	in := &request.DeleteRecordsRequest{Timeout: time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond, Route: true}
+	sent := map[partKey]int{} // index in in.Partitions
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			k := partKey{t.Topic, p.Partition}
-			if p.Offset < -1 || sent[k] {
+			if _, dup := sent[k]; p.Offset < -1 || dup {
 				continue
 			}
-			sent[k] = true
-			in.Partitions = append(in.Partitions, &quirev1.DeleteRecordsPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset})
+			sent[k] = len(in.Partitions)
+			in.Partitions = append(in.Partitions, request.DeleteRecordsPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset})
 		}
 	}
-	var results partResults[*quirev1.DeleteRecordsResult]
+	var results []request.DeleteRecordsResult
+	var code int16
 	if len(in.Partitions) > 0 {
-		out, err := b.DeleteRecords(ctx, in)
-		results = collect(out.GetPartitions(), err)
+		var err error
+		results, err = b.DeleteRecords(ctx, in)
+		code, _ = coreError(err)
+		if err == nil && len(results) != len(in.Partitions) {
+			code = kerr.UnknownServerError.Code
+		}
 	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
@@ -45,11 +51,14 @@ func deleteRecords(ctx context.Context, b Backend, req *kmsg.DeleteRecordsReques
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			r, code, _ := results.of(t.Topic, p.Partition)
-			if code == 0 {
-				rp.LowWatermark = r.LowWatermark
+			pcode := code
+			if pcode == 0 {
+				r := results[sent[partKey{t.Topic, p.Partition}]]
+				if pcode, _ = coreError(r.Err); pcode == 0 {
+					rp.LowWatermark = r.LowWatermark
+				}
 			}
-			rp.ErrorCode = code
+			rp.ErrorCode = pcode
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

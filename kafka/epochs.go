@@ -53,7 +53,7 @@ func offsetForLeaderEpoch(ctx context.Context, b Backend, req *kmsg.OffsetForLea
 			}
 			epoch, end, err := b.OffsetForLeaderEpoch(ctx, t.Topic, p.Partition, current, p.LeaderEpoch)
 			if err != nil {
-				rp.ErrorCode, _ = callError(err)
+				rp.ErrorCode, _ = coreError(err)
 			} else {
 				rp.LeaderEpoch, rp.EndOffset = epoch, end
 			}

@@ -1,11 +1,15 @@
 package kafka
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/errcode"
+	"github.com/quirelog/quire/request"
 )
 
 var (
@@ -25,6 +29,26 @@ func codeOf(e *quirev1.Error) int16 {
 		return kerr.UnknownServerError.Code
 	}
 	return int16(c)
+}
+
+// kafkaCode is the Kafka error code of a quire.v1 ErrorCode number.
+func kafkaCode(code int32) int16 {
+	return codeOf(&quirev1.Error{Code: quirev1.ErrorCode(code)})
+}
+
+// coreError is the Kafka error code and message of an error of the
+// request core, read off its *request.Error; 0 for nil.
+func coreError(err error) (int16, string) {
+	if err == nil {
+		return 0, ""
+	}
+	var e *request.Error
+	if errors.As(err, &e) {
+		// Cut as the gRPC door cuts it (a quoted value of a client's, a
+		// topic name say, is kept short).
+		return kafkaCode(e.Code), errcode.Message(e.Error())
+	}
+	return callError(err)
 }
 
 // callError is the Kafka error code and message of a whole call's error:

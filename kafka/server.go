@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // Errors of this package.
@@ -30,18 +31,21 @@ var (
 	errMalformed = errors.New("kafka: malformed request")
 )
 
-// Backend is what the server translates Kafka's requests into: the node's
-// public API, in-process. Errors of a whole call are gRPC status errors
-// carrying a quire.v1.Error, as the gRPC services return them.
+// Backend is what the server translates Kafka's requests into, in
+// process: the request core's operations for the data path (Produce,
+// Fetch, ListOffsets, DeleteRecords, InitProducerID: plain Go types, errors that are
+// *request.Error), and the node's public API for the rest, whose errors
+// of a whole call are gRPC status errors carrying a quire.v1.Error, as
+// the gRPC services return them.
 type Backend interface {
 	// Metadata answers with the addresses of the brokers on the listener
 	// the connection came in on; a broker without one is left out.
 	Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error)
-	Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error)
-	Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error)
-	ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error)
-	DeleteRecords(ctx context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error)
-	InitProducerID(ctx context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error)
+	Produce(ctx context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error)
+	Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error)
+	ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error)
+	DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error)
+	InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error)
 	// Coordinator is this node, with its address on the connection's
 	// listener: any node takes a group's requests.
 	Coordinator(ctx context.Context) (*quirev1.Broker, error)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // fakeBackend answers from its fields and records what it was asked.
@@ -44,48 +45,109 @@ func (f *fakeBackend) Metadata(_ context.Context, req *quirev1.GetMetadataReques
 	return f.meta, nil
 }
 
-func (f *fakeBackend) Produce(_ context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.produced = append(f.produced, req)
-	return f.produceResp, f.produceErr
+// The fake keeps its answers and records its requests as quire.v1
+// messages, converted from and to the request core's types.
+
+// coreErr is e as the core's error; nil for nil.
+func coreErr(e *quirev1.Error) error {
+	if e == nil {
+		return nil
+	}
+	return &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: -1, LeaderEpoch: -1}
 }
 
-func (f *fakeBackend) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+// statusErr is a whole call's gRPC status error as the core's, its
+// quire.v1.Error kept; other errors pass as they are.
+func statusErr(err error) error {
+	if st, ok := status.FromError(err); ok && err != nil {
+		for _, d := range st.Details() {
+			if e, ok := d.(*quirev1.Error); ok {
+				return coreErr(e)
+			}
+		}
+	}
+	return err
+}
+
+func (f *fakeBackend) Produce(_ context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {
 	f.mu.Lock()
-	f.fetched = append(f.fetched, req)
+	defer f.mu.Unlock()
+	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: req.Acks}, TimeoutMs: int32(req.Timeout.Milliseconds())}
+	for _, p := range req.Partitions {
+		in.Partitions = append(in.Partitions, &quirev1.PartitionRecords{Topic: p.Topic, Partition: p.Partition, Records: p.Records})
+	}
+	f.produced = append(f.produced, in)
+	if f.produceErr != nil {
+		return nil, statusErr(f.produceErr)
+	}
+	out := make([]request.ProduceResult, len(req.Partitions))
+	for i, p := range req.Partitions {
+		out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, LogStartOffset: -1,
+			Err: &request.Error{Code: int32(quirev1.ErrorCode_UNKNOWN_SERVER_ERROR), Message: "no answer for this partition"}}
+		for _, r := range f.produceResp.GetPartitions() {
+			if r.Topic == p.Topic && r.Partition == p.Partition {
+				out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: r.BaseOffset, LastOffset: r.LastOffset,
+					LogAppendTime: r.LogAppendTimeMs, LogStartOffset: r.LogStartOffset, Err: coreErr(r.Error)}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error) {
+	in := &quirev1.FetchRequest{MaxWaitMs: int32(req.MaxWait.Milliseconds()), MinBytes: int32(req.MinBytes), MaxBytes: int32(req.MaxBytes)}
+	for _, p := range req.Partitions {
+		fp := &quirev1.FetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int32(p.MaxBytes)}
+		if p.CurrentLeaderEpoch != nil {
+			fp.OptionalCurrentLeaderEpoch = &quirev1.FetchPartition_CurrentLeaderEpoch{CurrentLeaderEpoch: *p.CurrentLeaderEpoch}
+		}
+		in.Partitions = append(in.Partitions, fp)
+	}
+	f.mu.Lock()
+	f.fetched = append(f.fetched, in)
 	blocks, resp := f.fetchBlocks, f.fetchResp
 	f.mu.Unlock()
 	if blocks {
 		<-ctx.Done()
 		return nil, status.Error(codes.Canceled, "stopped")
 	}
-	return resp, nil
-}
-
-func (f *fakeBackend) ListOffsets(context.Context, *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	return &quirev1.ListOffsetsResponse{}, nil
-}
-
-// DeleteRecords deletes up to the offset asked (30, the HW, for -1); topic
-// "nope" does not exist.
-func (f *fakeBackend) DeleteRecords(_ context.Context, req *quirev1.DeleteRecordsRequest) (*quirev1.DeleteRecordsResponse, error) {
-	out := &quirev1.DeleteRecordsResponse{}
-	for _, p := range req.Partitions {
-		r := &quirev1.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.Offset}
-		switch {
-		case p.Topic == "nope":
-			r.LowWatermark, r.Error = -1, &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
-		case p.Offset == -1:
-			r.LowWatermark = 30
+	out := make([]request.FetchResult, len(req.Partitions))
+	for i, p := range req.Partitions {
+		out[i] = request.FetchResult{FetchPartition: p, HighWatermark: -1, LogEndOffset: -1, LogStartOffset: -1,
+			Err: &request.Error{Code: int32(quirev1.ErrorCode_UNKNOWN_SERVER_ERROR), Message: "no answer for this partition"}}
+		for _, r := range resp.GetPartitions() {
+			if r.Topic == p.Topic && r.Partition == p.Partition {
+				out[i] = request.FetchResult{FetchPartition: p, Records: r.Records, HighWatermark: r.HighWatermark, LogEndOffset: r.LogEndOffset,
+					LogStartOffset: r.LogStartOffset, Err: coreErr(r.Error)}
+			}
 		}
-		out.Partitions = append(out.Partitions, r)
 	}
 	return out, nil
 }
 
-func (f *fakeBackend) InitProducerID(context.Context, *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
-	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 2}, nil
+func (f *fakeBackend) ListOffsets(context.Context, []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
+	return nil, nil
+}
+
+// DeleteRecords deletes up to the offset asked (30, the HW, for -1); topic
+// "nope" does not exist.
+func (f *fakeBackend) DeleteRecords(_ context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error) {
+	var out []request.DeleteRecordsResult
+	for _, p := range req.Partitions {
+		r := request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.Offset}
+		switch {
+		case p.Topic == "nope":
+			r.LowWatermark, r.Err = -1, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION})
+		case p.Offset == -1:
+			r.LowWatermark = 30
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) InitProducerID(context.Context, request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
+	return request.InitProducerIDResult{ProducerID: 7, ProducerEpoch: 2}, nil
 }
 
 func (f *fakeBackend) Coordinator(context.Context) (*quirev1.Broker, error) {
@@ -297,7 +359,7 @@ func TestKafkaOversizeRequestClosesTheConnection(t *testing.T) {
 // next answer read is the next request's) but is appended.
 func TestKafkaAnswersInOrderAcksZeroNone(t *testing.T) {
 	t.Parallel()
-	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{}}
+	backend := &fakeBackend{produceResp: &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{{Topic: "t", Partition: 0}}}}
 	_, k := startServer(t, backend)
 	prod := kmsg.NewPtrProduceRequest()
 	prod.Version, prod.Acks, prod.TimeoutMillis = 7, 0, 1000
@@ -638,10 +700,10 @@ type slowBackend struct {
 	started, release chan struct{}
 }
 
-func (s *slowBackend) Produce(_ context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
+func (s *slowBackend) Produce(_ context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {
 	close(s.started)
 	<-s.release
-	return &quirev1.ProduceResponse{Partitions: []*quirev1.PartitionProduceResult{{Topic: "t", Partition: 0, BaseOffset: 12}}}, nil
+	return []request.ProduceResult{{Topic: "t", Partition: 0, BaseOffset: 12, LastOffset: 12, LogAppendTime: -1, LogStartOffset: 0}}, nil
 }
 
 // A request being answered when Close comes is answered before its
@@ -719,26 +781,27 @@ func TestKafkaProduceDuplicatePartition(t *testing.T) {
 // to check the translation both ways.
 type offsetsBackend struct {
 	fakeBackend
-	lastInit *quirev1.InitProducerIdRequest
+	lastInit request.InitProducerIDRequest
 }
 
-func (o *offsetsBackend) ListOffsets(_ context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {
-	out := &quirev1.ListOffsetsResponse{}
-	for _, p := range req.Partitions {
-		r := &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: 100 + int64(p.Partition), TimestampMs: 5000, LeaderEpoch: 2}
+func (o *offsetsBackend) ListOffsets(_ context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
+	var out []request.ListOffsetsResult
+	for _, p := range parts {
+		r := request.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: 100 + int64(p.Partition), Timestamp: 5000, LeaderEpoch: 2}
 		if p.Partition == 2 {
-			r = &quirev1.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Error: &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}}
+			r = request.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1,
+				Err: coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION})}
 		}
-		out.Partitions = append(out.Partitions, r)
+		out = append(out, r)
 	}
 	return out, nil
 }
 
-func (o *offsetsBackend) InitProducerID(_ context.Context, req *quirev1.InitProducerIdRequest) (*quirev1.InitProducerIdResponse, error) {
+func (o *offsetsBackend) InitProducerID(_ context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
 	o.mu.Lock()
 	o.lastInit = req
 	o.mu.Unlock()
-	return &quirev1.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: req.ProducerEpoch + 1}, nil
+	return request.InitProducerIDResult{ProducerID: 7, ProducerEpoch: int16(req.ProducerEpoch + 1)}, nil
 }
 
 func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
@@ -777,7 +840,7 @@ func TestKafkaListOffsetsAndInitProducerID(t *testing.T) {
 	backend.mu.Lock()
 	last := backend.lastInit
 	backend.mu.Unlock()
-	if iresp.ErrorCode != 0 || iresp.ProducerID != 7 || iresp.ProducerEpoch != 4 || last.GetProducerId() != 7 || last.ProducerEpoch != 3 {
+	if iresp.ErrorCode != 0 || iresp.ProducerID != 7 || iresp.ProducerEpoch != 4 || last.ProducerID != 7 || last.ProducerEpoch != 3 {
 		t.Fatalf("InitProducerId (bump of 7/3): answered %+v, backend asked %+v", iresp, last)
 	}
 	txn := kmsg.NewPtrInitProducerIDRequest()

@@ -55,6 +55,9 @@ type rule struct {
 	forbiddenTransitive []string
 	// except are subpackages the rule leaves to rules of their own.
 	except []string
+	// oursDirect, when set, lists the only packages of this module it
+	// may import itself (what it reaches through them is theirs to say).
+	oursDirect []string
 }
 
 var rules = []rule{
@@ -103,9 +106,21 @@ var rules = []rule{
 	{pkg: "subscribe", forbiddenDeps: []string{"broker", "controlplane", "client", "raftgrpc", "cmd", "api/internalv1"}},
 	// The fetches' read buffers: the standard library only.
 	{pkg: "internal/fetchbuf", ours: []string{}},
-	// Kafka's wire protocol is a translation over the public API (its
-	// Backend takes quire.v1 messages), never into the node's internals.
-	{pkg: "kafka", ours: []string{"api/quirev1"}},
+	// The request core: every client operation once, in plain Go types.
+	// The doors depend on it, never it on them: no gRPC, no quire.v1 or
+	// internal API, no Kafka codec, even indirectly; it reaches the
+	// replicas, the metadata, the logs and the ACLs, and nothing else of
+	// ours.
+	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf"},
+		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
+		forbiddenDeps:       []string{"broker", "kafka", "subscribe", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
+	// Kafka's wire protocol is a door: a translation into the request
+	// core's types (its Backend takes them, and quire.v1 messages for the
+	// calls the core does not serve yet), never into the node's
+	// internals themselves.
+	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode"},
+		forbiddenDeps: []string{"broker", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
 	{pkg: "console", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "replica", "group", "cmd", "api/internalv1", "api/metapb"}},
@@ -173,6 +188,15 @@ func TestForbiddenImports(t *testing.T) {
 				continue
 			}
 			for _, imp := range p.Imports {
+				if r.oursDirect != nil && strings.HasPrefix(imp, module+"/") && !within(imp, r.pkg) {
+					ok := false
+					for _, a := range r.oursDirect {
+						ok = ok || within(imp, a)
+					}
+					if !ok {
+						t.Errorf("%s imports %s; it may import only %v of this module", p.ImportPath, imp, r.oursDirect)
+					}
+				}
 				for _, f := range r.forbiddenDirect {
 					if imp == f || strings.HasPrefix(imp, f+"/") {
 						t.Errorf("%s imports %s", p.ImportPath, imp)

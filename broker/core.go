@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	grpcmd "google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
+)
+
+// The request core (package request) serves the data path for both
+// doors; the broker gives it the replicas, its view of the cluster, the
+// error table, the ACLs and a Forwarder over the node-to-node
+// connections, and its gRPC services translate quire.v1 to and from the
+// core's types (produce.go, fetch.go, delete_records.go).
+
+// newCore is the request core over this broker's replicas (b.rm).
+func (b *Broker) newCore() (*request.Core, error) {
+	cfg := request.Config{
+		NodeID:          b.cfg.NodeID,
+		Replicas:        b.rm,
+		Cluster:         coreCluster{b},
+		Forwarder:       coreForwarder{b},
+		Logs:            coreForwarder{b},
+		ProducerIDs:     coreCluster{b},
+		Codes:           func(err error) int32 { return int32(lookupError(err).code) },
+		Checkpoint:      b.storage.Checkpoint,
+		Observer:        b.queue,
+		Partitioner:     b.sticky,
+		MaxMessageBytes: b.topicMaxMessageBytes,
+		Now:             b.clock.Now,
+	}
+	if b.cfg.AutoCreateTopicsEnable {
+		cfg.Creator = coreCluster{b}
+	}
+	if b.guard.authorize {
+		cfg.Authorizer = coreAuthorizer{b}
+	}
+	return request.New(cfg)
+}
+
+// coreCluster is request.Cluster and request.TopicCreator over the
+// broker's metadata image and controller session.
+type coreCluster struct{ b *Broker }
+
+func (c coreCluster) Topic(name string) (metadata.TopicInfo, bool) {
+	return c.b.cluster.image().Topic(name)
+}
+func (c coreCluster) Topics() []metadata.TopicInfo { return c.b.cluster.image().Topics() }
+func (c coreCluster) Broker(id int32) (metadata.BrokerInfo, bool) {
+	return c.b.cluster.image().Broker(id)
+}
+func (c coreCluster) SessionLost() bool                  { return c.b.cluster.sessionLost() }
+func (c coreCluster) SessionDeadline() (time.Time, bool) { return c.b.cluster.sessionDeadline() }
+func (c coreCluster) AllocateProducerIDs(ctx context.Context) (metadata.ProducerIDBlock, error) {
+	return c.b.cluster.allocateProducerIDs(ctx)
+}
+func (c coreCluster) NextProducerID() int64 { return c.b.cluster.image().NextProducerID() }
+func (c coreCluster) AutoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
+	return c.b.autoCreateTopic(ctx, topic)
+}
+
+// coreAuthorizer evaluates against the node's current ACLs.
+type coreAuthorizer struct{ b *Broker }
+
+func (z coreAuthorizer) Authorize(r auth.Request) bool { return z.b.authorizer().Authorize(r) }
+func (z coreAuthorizer) AuthorizeAny(principal string, op auth.Operation, rt auth.ResourceType) bool {
+	return z.b.authorizer().AuthorizeAny(principal, op, rt)
+}
+
+// coreContext is ctx as the core takes it: carrying the principal the
+// auth interceptor found (an anonymous caller's is the core's default,
+// which spares every call of the common case a context of its own).
+func coreContext(ctx context.Context) context.Context {
+	if id, ok := IdentityFrom(ctx); ok && id.Principal != request.Anonymous {
+		return request.WithPrincipal(ctx, id.Principal)
+	}
+	return ctx
+}
+
+// forwarded reports whether ctx is a request another broker passed on:
+// the core passes on only a client's own.
+func forwarded(ctx context.Context) bool {
+	md, ok := grpcmd.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedHeader)) > 0
+}
+
+// fromWire is a leader's inline error as the core's: its code and leader
+// hint kept as they came.
+func fromWire(e *quirev1.Error) error {
+	if e == nil {
+		return nil
+	}
+	return &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: e.LeaderId, LeaderEpoch: e.LeaderEpoch, OutcomeUnknown: e.OutcomeUnknown}
+}
+
+// coreForwarder is request.Forwarder over the node-to-node connections:
+// one gRPC call per leader, marked as passed on (route.go).
+type coreForwarder struct{ b *Broker }
+
+func (f coreForwarder) conn(leader int32) (*grpc.ClientConn, string, error) {
+	addr, ok := f.b.cluster.brokerAddr(leader)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: broker %d has no address", request.ErrLeaderUnreachable, leader)
+	}
+	cc, err := f.b.cluster.peer(addr)
+	if err != nil {
+		return nil, addr, fmt.Errorf("%w: %s: %v", request.ErrLeaderUnreachable, addr, err)
+	}
+	return cc, addr, nil
+}
+
+func (f coreForwarder) Produce(ctx context.Context, leader int32, req *request.ProduceRequest) ([]request.ProduceResult, error) {
+	cc, addr, err := f.conn(leader)
+	if err != nil {
+		return nil, err
+	}
+	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: req.Acks}, TimeoutMs: int32(req.Timeout.Milliseconds()),
+		Partitions: make([]*quirev1.PartitionRecords, len(req.Partitions))}
+	for i, p := range req.Partitions {
+		in.Partitions[i] = &quirev1.PartitionRecords{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
+	}
+	resp, err := quirev1.NewProducerClient(cc).Produce(f.b.forwardContext(ctx), in, grpc.MaxCallRecvMsgSize(maxSendBytes))
+	if err != nil {
+		f.b.logger.Debug("a produce passed on to the leader got no answer", "leader", addr, "error", err)
+		return nil, err
+	}
+	if req.Acks == 0 {
+		return make([]request.ProduceResult, len(req.Partitions)), nil
+	}
+	out := make([]request.ProduceResult, len(resp.Partitions))
+	for i, p := range resp.Partitions {
+		out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: p.BaseOffset, LastOffset: p.LastOffset,
+			LogAppendTime: p.LogAppendTimeMs, LogStartOffset: p.LogStartOffset, Err: fromWire(p.Error)}
+	}
+	return out, nil
+}
+
+// DescribeLogs asks broker br for its logs with DescribeLogs.
+func (f coreForwarder) DescribeLogs(ctx context.Context, br metadata.BrokerInfo, refs []request.LogRef) ([]request.LogDescription, error) {
+	in := make([]*pb.LogPartitionRef, len(refs))
+	for i, r := range refs {
+		in[i] = &pb.LogPartitionRef{Topic: r.Topic, Partition: r.Partition}
+	}
+	logs, err := f.b.cluster.describeLogs(ctx, br.Addr, in)
+	if err != nil {
+		f.b.logger.Debug("cannot ask a broker for its logs", "broker", br.ID, "addr", br.Addr, "error", err)
+		return nil, err
+	}
+	out := make([]request.LogDescription, len(logs))
+	for i, l := range logs {
+		out[i] = request.LogDescription{Topic: l.Topic, Partition: l.Partition, Hosted: l.Hosted, Leader: l.Leader, LeaderEpoch: l.LeaderEpoch,
+			LogStartOffset: l.LogStartOffset, HighWatermark: l.HighWatermark, LogEndOffset: l.LogEndOffset, Dir: l.Dir, Failure: l.Failure}
+	}
+	return out, nil
+}
+
+func (f coreForwarder) DeleteRecords(ctx context.Context, leader int32, timeout time.Duration, parts []request.DeleteRecordsPartition) ([]request.DeleteRecordsResult, error) {
+	cc, _, err := f.conn(leader)
+	if err != nil {
+		return nil, err
+	}
+	in := &quirev1.DeleteRecordsRequest{TimeoutMs: int32(max(timeout.Milliseconds(), 1))}
+	for _, p := range parts {
+		in.Partitions = append(in.Partitions, &quirev1.DeleteRecordsPartition{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset})
+	}
+	resp, err := quirev1.NewAdminClient(cc).DeleteRecords(f.b.forwardContext(ctx), in)
+	if status.Code(err) == codes.DeadlineExceeded {
+		return nil, fmt.Errorf("%w: %v", ErrRequestTimedOut, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]request.DeleteRecordsResult, len(resp.Partitions))
+	for i, p := range resp.Partitions {
+		out[i] = request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.LowWatermark, Err: fromWire(p.Error)}
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package request
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/internal/fetchbuf"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/storage"
+)
+
+const (
+	// DefaultFetchMaxBytes is fetch.max.bytes.
+	DefaultFetchMaxBytes = 52428800
+	// MaxSendBytes is the most a door sends in one answer (the gRPC
+	// server's grpc.MaxSendMsgSize).
+	MaxSendBytes = 64 << 20
+	// MaxFetchResponseBytes caps a fetch's max bytes: a response may pass
+	// its cap by one batch (at least one batch is always returned), and
+	// must still fit under MaxSendBytes, or the client would retry the
+	// same too-large fetch for ever.
+	MaxFetchResponseBytes = MaxSendBytes / 2
+	maxFetchWait          = 5 * time.Minute
+)
+
+// FetchRequest reads partitions from offsets, long-polled: it answers
+// once MinBytes are there to read, or MaxWait has passed.
+type FetchRequest struct {
+	MaxWait  time.Duration
+	MinBytes int
+	// MaxBytes caps the records of the answer (0: DefaultFetchMaxBytes;
+	// never more than MaxFetchResponseBytes); the first batch is returned
+	// whatever its size.
+	MaxBytes   int
+	Partitions []FetchPartition
+	// Pooled reads into buffers from internal/fetchbuf (FetchResult.Buf),
+	// which the door gives back once the answer is sent (Release).
+	Pooled bool
+	// Received is when the door received the request (the zero time:
+	// not timed).
+	Received time.Time
+	// Route has PollAnywhere pass the partitions another broker leads on
+	// to it.
+	Route bool
+}
+
+// FetchPartition is one partition of a fetch.
+type FetchPartition struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	MaxBytes  int
+	// CurrentLeaderEpoch, when set, fences a client with an older or
+	// newer view of the leadership.
+	CurrentLeaderEpoch *int32
+}
+
+// FetchResult is one partition's answer, in request order: the log's
+// batches as stored, never decoded, for the door to pass on as they are.
+type FetchResult struct {
+	FetchPartition
+	Records                                     []byte
+	HighWatermark, LogEndOffset, LogStartOffset int64
+	// Err is an *Error, or nil.
+	Err error
+	// Buf is the internal/fetchbuf buffer holding Records, if any.
+	Buf *[]byte
+}
+
+// Release gives back the buffers of results that will not be sent.
+func Release(results []FetchResult) {
+	for i := range results {
+		if results[i].Buf != nil {
+			fetchbuf.Put(results[i].Buf)
+			results[i].Buf, results[i].Records = nil, nil
+		}
+	}
+}
+
+// Fetch checks and authorizes a fetch (Read on each topic), then reads
+// it (Poll).
+func (c *Core) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, error) {
+	if len(req.Partitions) == 0 {
+		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
+	}
+	if err := c.authorizeEach(ctx, auth.OpRead, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, nil); err != nil {
+		return nil, err
+	}
+	return c.Poll(ctx, req), nil
+}
+
+// Poll reads every partition, long-polling until MinBytes are available
+// or MaxWait passes, for a caller that has authorized the reads (a
+// stream reading on from its first request). It registers with each
+// partition before reading, so an append between the read and the wait
+// is never missed. The time from Received to the first read of each
+// partition is the fetch queue time.
+func (c *Core) Poll(ctx context.Context, req *FetchRequest) []FetchResult {
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultFetchMaxBytes
+	}
+	maxBytes = min(maxBytes, MaxFetchResponseBytes)
+	maxWait := min(max(req.MaxWait, 0), maxFetchWait)
+	received := req.Received
+	wake := make(chan struct{}, 1)
+	var watched []*replica.Partition
+	defer func() {
+		for _, p := range watched {
+			p.Unwatch(wake)
+		}
+	}()
+	var timer <-chan time.Time
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for first := true; ; first = false {
+		if !first {
+			received = time.Time{}
+		}
+		results, total, anyErr := c.readAll(req, maxBytes, received, first, &watched, wake)
+		// As Kafka: no wait, min bytes 0, or enough data answer at once.
+		if maxWait == 0 || total >= req.MinBytes || anyErr {
+			return results
+		}
+		Release(results)
+		select {
+		case <-wake:
+		case <-timer:
+			results, _, _ := c.readAll(req, maxBytes, time.Time{}, false, nil, nil)
+			return results
+		case <-ctx.Done():
+			return results
+		}
+	}
+}
+
+// readAll reads each partition once. On the first pass it registers wake
+// with every partition found.
+func (c *Core) readAll(req *FetchRequest, maxBytes int, received time.Time, register bool, watched *[]*replica.Partition, wake chan struct{}) ([]FetchResult, int, bool) {
+	results := make([]FetchResult, len(req.Partitions))
+	total := 0
+	anyErr := false
+	for i, s := range req.Partitions {
+		r := &results[i]
+		r.FetchPartition, r.HighWatermark, r.LogEndOffset, r.LogStartOffset = s, -1, -1, -1
+		part, err := c.leaderPartition(context.Background(), s.Topic, s.Partition, false)
+		if err != nil {
+			r.Err, anyErr = c.fail(err), true
+			continue
+		}
+		if register && watched != nil {
+			part.Watch(wake)
+			*watched = append(*watched, part)
+		}
+		if err := part.CheckLeaderEpoch(s.CurrentLeaderEpoch); err != nil {
+			r.Err, anyErr = c.fail(err), true
+			continue
+		}
+		limit := replica.ReadLimit(s.MaxBytes, maxBytes, total)
+		if limit <= 0 {
+			r.HighWatermark, r.LogEndOffset, r.LogStartOffset = part.HighWatermark(), part.LogEndOffset(), part.LogStartOffset()
+			continue
+		}
+		var res storage.ReadResult
+		var hw int64
+		c.cfg.Observer.ObserveFetch(received)
+		if req.Pooled {
+			res, hw, r.Buf, err = readPooled(part, s.Offset, limit)
+		} else {
+			res, hw, err = part.Read(s.Offset, limit)
+		}
+		r.HighWatermark, r.LogEndOffset, r.LogStartOffset = hw, part.LogEndOffset(), part.LogStartOffset()
+		if err != nil {
+			r.Err, anyErr = c.fail(err), true
+			continue
+		}
+		r.Records = res.Batches
+		total += len(res.Batches)
+	}
+	return results, total, anyErr
+}
+
+// readPooled is Partition.Read into a buffer from internal/fetchbuf. buf
+// is nil when the batches are not in it (nothing read, or a batch too big
+// for it: then they are in a buffer of their own).
+func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.ReadResult, hw int64, buf *[]byte, err error) {
+	buf = fetchbuf.Get(maxBytes)
+	res, hw, err = p.ReadAppend(*buf, offset, maxBytes)
+	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
+		fetchbuf.Put(buf)
+		buf = nil
+	}
+	if err != nil {
+		return res, hw, nil, err
+	}
+	if buf != nil {
+		*buf = res.Batches
+	}
+	return res, hw, buf, nil
+}
