@@ -50,9 +50,6 @@ var errorTable = []struct {
 	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_OFFSET_COMMIT"},
 	{metadata.ErrInvalidPartition, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_PARTITION"},
 	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"},
-	// Only the retention expiry of a group's offsets meets this one (the
-	// coordinator keeps the offsets); mapped so that no path leaves it unnamed.
-	{metadata.ErrCommittedSince, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "NON_EMPTY_GROUP"},
 	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION"},
 	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
 	// A command this node's code does not know: a version mismatch, not a crash.
@@ -78,6 +75,10 @@ var errorTable = []struct {
 	{group.ErrFencedInstanceID, codes.FailedPrecondition, quirev1.ErrorCode_FENCED_INSTANCE_ID, "FENCED_INSTANCE_ID"},
 	{group.ErrInvalidSessionTimeout, codes.InvalidArgument, quirev1.ErrorCode_INVALID_SESSION_TIMEOUT, "INVALID_SESSION_TIMEOUT"},
 	{group.ErrNonEmptyGroup, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "NON_EMPTY_GROUP"},
+	// Only the retention expiry of a group's offsets meets this one (the
+	// coordinator keeps the offsets); named so that no path leaves it
+	// unnamed.
+	{metadata.ErrCommittedSince, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "OFFSETS_COMMITTED_SINCE"},
 	{group.ErrInvalidConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, "GROUP_INVALID_CONFIG"},
 	{group.ErrInvalidRecord, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "GROUP_INVALID_RECORD"},
 }
