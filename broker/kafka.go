@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
@@ -172,25 +173,56 @@ func (k kafkaBackend) metadata(ctx context.Context, req *quirev1.GetMetadataRequ
 
 // Produce, Fetch, ListOffsets and DeleteRecords go straight to the
 // request core, as the gRPC services' do: the same checks, ACLs and
-// errors, and a fetch's batches from the log into the Kafka response
+// errors (but for a topic the ACLs refuse, answered on its own as Kafka
+// does: byTopic), and a fetch's batches from the log into the Kafka response
 // with nothing in between. A Kafka client's own request is routed to
 // the leaders, as a plain gRPC client's is.
 func (k kafkaBackend) Produce(ctx context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {
 	req.Received = k.b.queue.Received()
-	return k.b.core.Produce(coreContext(ctx), req)
+	return byTopic(ctx, k, auth.OpWrite, req.Partitions, func(p request.ProducePartition) string { return p.Topic },
+		func(p request.ProducePartition, err error) request.ProduceResult {
+			return request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1, Err: err}
+		},
+		func(parts []request.ProducePartition) ([]request.ProduceResult, error) {
+			r := *req
+			r.Partitions = parts
+			return k.b.core.Produce(coreContext(ctx), &r)
+		})
 }
 
 func (k kafkaBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error) {
 	req.Received = k.b.queue.Received()
-	return k.b.core.Fetch(coreContext(ctx), req)
+	return byTopic(ctx, k, auth.OpRead, req.Partitions, func(p request.FetchPartition) string { return p.Topic },
+		func(p request.FetchPartition, err error) request.FetchResult {
+			return request.FetchResult{FetchPartition: p, HighWatermark: -1, LogEndOffset: -1, LogStartOffset: -1, Err: err}
+		},
+		func(parts []request.FetchPartition) ([]request.FetchResult, error) {
+			r := *req
+			r.Partitions = parts
+			return k.b.core.Fetch(coreContext(ctx), &r)
+		})
 }
 
 func (k kafkaBackend) ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
-	return k.b.core.ListOffsets(coreContext(ctx), parts)
+	return byTopic(ctx, k, auth.OpDescribe, parts, func(p request.ListOffsetsPartition) string { return p.Topic },
+		func(p request.ListOffsetsPartition, err error) request.ListOffsetsResult {
+			return request.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1, Err: err}
+		},
+		func(parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
+			return k.b.core.ListOffsets(coreContext(ctx), parts)
+		})
 }
 
 func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error) {
-	return k.b.core.DeleteRecords(coreContext(ctx), req)
+	return byTopic(ctx, k, auth.OpDelete, req.Partitions, func(p request.DeleteRecordsPartition) string { return p.Topic },
+		func(p request.DeleteRecordsPartition, err error) request.DeleteRecordsResult {
+			return request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: -1, Err: err}
+		},
+		func(parts []request.DeleteRecordsPartition) ([]request.DeleteRecordsResult, error) {
+			r := *req
+			r.Partitions = parts
+			return k.b.core.DeleteRecords(coreContext(ctx), &r)
+		})
 }
 
 // Coordinator is this broker on the client's listener: a group's calls

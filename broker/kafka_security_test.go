@@ -270,6 +270,34 @@ func TestBrokerKafkaSecurity(t *testing.T) {
 		if err := produceOne(ctx, cl, "secret", "x"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("alice's produce to secret: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 		}
+		// One request naming both: the refused topic is answered on its
+		// own, the other served (Write implies Describe, as in Kafka).
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.Version = 1
+		for _, name := range []string{"secret", "orders"} {
+			lt := kmsg.NewListOffsetsRequestTopic()
+			lt.Topic = name
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Timestamp = -1
+			lt.Partitions = append(lt.Partitions, lp)
+			lo.Topics = append(lo.Topics, lt)
+		}
+		// Straight to the node: the client's own sharding would look the
+		// topics up first and stop at the refused one.
+		raw, err := cl.SeedBrokers()[0].Request(ctx, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lor := raw.(*kmsg.ListOffsetsResponse)
+		loCodes := map[string]int16{}
+		for _, tp := range lor.Topics {
+			for _, p := range tp.Partitions {
+				loCodes[tp.Topic] = p.ErrorCode
+			}
+		}
+		if loCodes["secret"] != kerr.TopicAuthorizationFailed.Code || loCodes["orders"] != 0 || len(loCodes) != 2 {
+			t.Fatalf("ListOffsets of secret and orders: codes %v, want secret refused and orders served", loCodes)
+		}
 		// No ACL on any group.
 		of := kmsg.NewPtrOffsetFetchRequest()
 		of.Group = "alice-group"

@@ -97,3 +97,29 @@ func Refusal(r auth.Request) error {
 	}
 	return fmt.Errorf("%w: %s lacks %s on %s %q", sentinel, r.Principal, r.Operation, kind, r.ResourceName)
 }
+
+// DeniedTopics is, for a door whose protocol answers each topic on its
+// own (Kafka's), the topics among names that the principal of ctx may not
+// do op on, each with the error the core would refuse the whole
+// operation with; nil with authorization off or every topic allowed. The
+// door leaves those topics out of the operation and answers them with
+// that error, as Kafka answers TOPIC_AUTHORIZATION_FAILED beside the
+// topics it serves.
+func (c *Core) DeniedTopics(ctx context.Context, op auth.Operation, names []string) map[string]error {
+	if c.cfg.Authorizer == nil {
+		return nil
+	}
+	var denied map[string]error
+	for _, t := range names {
+		if _, seen := denied[t]; seen {
+			continue
+		}
+		if err := c.authorizeTopics(ctx, op, []string{t}, nil); err != nil {
+			if denied == nil {
+				denied = map[string]error{}
+			}
+			denied[t] = err
+		}
+	}
+	return denied
+}
