@@ -59,12 +59,14 @@ func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string
 // serveKafka serves the Kafka listeners until stopKafka, each with its
 // security protocol (kafka_security.go).
 func (b *Broker) serveKafka(l boundListener) error {
-	lis, sasl, protocol := b.kafkaListener(l)
+	lis, sasl, protocol, err := b.kafkaListener(l)
+	if err != nil {
+		return err
+	}
 	if protocol == protoPlaintext && b.guard.authorize {
 		b.logger.Warn("Kafka listener without TLS or SASL: its clients are User:ANONYMOUS, allowed what the ACLs allow that principal",
 			"listener", l.name, "addr", l.lis.Addr().String())
 	}
-	var err error
 	if sasl != nil {
 		err = b.kafka.ServeSASL(lis, sasl)
 	} else {

@@ -163,11 +163,15 @@ func (c *Config) kafkaSecurityErrors(kafkaNames map[string]bool) []error {
 
 // kafkaListener is a Kafka listener's net.Listener with its security:
 // TLS-wrapped for SSL and SASL_SSL, and the SASL it requires (nil for
-// none).
-func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, string) {
+// none). An SSL or SASL_SSL listener without the node's TLS is an error,
+// never served in the clear (the configuration's checks refuse it first).
+func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, string, error) {
 	p := b.cfg.kafkaProtocol(l.name)
 	lis := l.lis
-	if (p == protoSSL || p == protoSASLSSL) && b.transport.tls != nil {
+	if (p == protoSSL || p == protoSASLSSL) && b.transport.tls == nil {
+		return nil, nil, p, fmt.Errorf("%w: Kafka listener %s is %s but the node has no TLS certificate (tls.cert.file)", ErrInvalidConfig, l.name, p)
+	}
+	if p == protoSSL || p == protoSASLSSL {
 		clientAuth := tlsconf.NoClientCert
 		if p == protoSSL {
 			clientAuth, _ = tlsconf.ParseClientAuth(b.cfg.Security.TLSClientAuth)
@@ -178,7 +182,7 @@ func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, stri
 		lis = tls.NewListener(lis, kafkaTLSConfig(b.transport.tls.ServerConfig(clientAuth)))
 	}
 	if p != protoSASLPlaintext && p != protoSASLSSL {
-		return lis, nil, p
+		return lis, nil, p, nil
 	}
 	mechs, _ := parseSASLMechanisms(b.cfg.Security.SASLEnabledMechanisms)
 	sasl := &kafka.SASL{Refused: map[string]string{}, Start: b.startSASL}
@@ -194,7 +198,7 @@ func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, stri
 			sasl.Refused[m] = "not in sasl.enabled.mechanisms"
 		}
 	}
-	return lis, sasl, p
+	return lis, sasl, p, nil
 }
 
 // kafkaTLSConfig is the gRPC listeners' TLS configuration without their
