@@ -17,7 +17,7 @@ import (
 // fetchBatches reads partitions wherever they are led, as stored (the
 // batches, not decoded), in one long poll (the request core's
 // PollAnywhere): those led here from the log, into buffers from
-// internal/fetchbuf (the caller gives them back: releaseFetchBufs, or the
+// internal/fetchbuf (the caller gives them back: request.Release, or the
 // Subscribe stream's own release), the others passed on to their
 // leaders.
 func (b *Broker) fetchBatches(ctx context.Context, specs []fetchSpec, wait time.Duration, maxBytes int) []fetchResult {

@@ -63,9 +63,9 @@ type Backend interface {
 	// offset for the latest); -1, -1 for an epoch the log does not know.
 	// currentLeaderEpoch, when not -1, is the client's view of the
 	// partition's leader epoch, checked first (FENCED_LEADER_EPOCH,
-	// UNKNOWN_LEADER_EPOCH). Errors are as the other calls': a gRPC
-	// status with a quire.v1.Error (NOT_LEADER_OR_FOLLOWER,
-	// UNKNOWN_TOPIC_OR_PARTITION, ...).
+	// UNKNOWN_LEADER_EPOCH). Errors are the request core's
+	// *request.Error (NOT_LEADER_OR_FOLLOWER,
+	// UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, ...).
 	OffsetForLeaderEpoch(ctx context.Context, topic string, partition, currentLeaderEpoch, epoch int32) (leaderEpoch int32, endOffset int64, err error)
 }
 

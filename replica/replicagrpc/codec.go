@@ -127,10 +127,10 @@ func WithPooledFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 // Encode encodes the answer as proto.Marshal would its message (up to
 // field order, which any parser accepts), every partition's records
 // referenced through its buffer, which gRPC then owns.
-func (m *Answer) Encode() (mem.BufferSlice, error) {
+func (a *Answer) Encode() (mem.BufferSlice, error) {
 	var data mem.BufferSlice
 	var meta []byte
-	for i, pr := range m.msg.Partitions {
+	for i, pr := range a.msg.Partitions {
 		rec := pr.Records
 		pr.Records = nil
 		body, err := protobuf.Marshal(pr)
@@ -146,8 +146,8 @@ func (m *Answer) Encode() (mem.BufferSlice, error) {
 		meta = protowire.AppendVarint(meta, uint64(n))
 		meta = append(meta, body...)
 		var buf *[]byte
-		if i < len(m.bufs) {
-			buf, m.bufs[i] = m.bufs[i], nil
+		if i < len(a.bufs) {
+			buf, a.bufs[i] = a.bufs[i], nil
 		}
 		if len(rec) == 0 {
 			if buf != nil {
@@ -176,7 +176,7 @@ func (m *Answer) Encode() (mem.BufferSlice, error) {
 			data = append(data, mem.SliceBuffer(rec))
 		}
 	}
-	if m.msg.Session {
+	if a.msg.Session {
 		meta = protowire.AppendTag(meta, replicaFetchSession, protowire.VarintType)
 		meta = protowire.AppendVarint(meta, 1)
 	}
