@@ -20,8 +20,9 @@ import (
 // instead of gRPC (package kafka), for Kafka's own clients. They are
 // registered and advertised like any listener, so a Kafka client's
 // Metadata gives every broker's address on the listener it connected to;
-// requests are answered by the request core for the data path, as the
-// gRPC services' are, and by the gRPC services' handlers for the rest.
+// requests are answered by the request core for the data path, the
+// groups and the security administration, as the gRPC services' are, and
+// by the gRPC services' handlers for the rest.
 
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
@@ -122,8 +123,9 @@ func (b *Broker) kafkaRefused() func(reason string) {
 	}
 }
 
-// kafkaBackend is kafka.Backend over the request core (data path) and
-// the gRPC services' handlers (the rest).
+// kafkaBackend is kafka.Backend over the request core (data path,
+// groups, security administration) and the gRPC services' handlers (the
+// rest).
 type kafkaBackend struct {
 	b        *Broker
 	producer *producerService

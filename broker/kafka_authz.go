@@ -2,7 +2,8 @@ package broker
 
 // Authorization on the Kafka listeners: with authorizer.enable, the calls
 // the request core serves (Produce, Fetch, ListOffsets, DeleteRecords,
-// InitProducerId) are authorized by the core itself, as for the gRPC
+// InitProducerId, FindCoordinator, the group calls, the ACL and SCRAM
+// administration) are authorized by the core itself, as for the gRPC
 // door, with the principal the connection established
 // (kafka_security.go). Every other call kafkaBackend makes is checked,
 // before it is made, by the table the gRPC interceptor uses (checkRequest,

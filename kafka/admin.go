@@ -17,10 +17,12 @@ import (
 // with a message where the version carries one; a valid request never
 // closes the connection.
 
-// AdminBackend is what the admin APIs are answered from: the gRPC Admin,
-// Groups and Security handlers, each applying the checks (and, with the
-// authorizer on, the ACLs) its gRPC call applies. Errors of a whole call
-// are gRPC status errors carrying a quire.v1.Error.
+// AdminBackend is what the admin APIs are answered from: the request
+// core for DeleteGroup and the security calls (errors that are
+// *request.Error), the gRPC Admin handlers for the rest (errors of a
+// whole call that are gRPC status errors carrying a quire.v1.Error),
+// each applying the checks (and, with the authorizer on, the ACLs) its
+// gRPC call applies.
 type AdminBackend interface {
 	CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error)
 	DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error)
