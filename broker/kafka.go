@@ -136,9 +136,8 @@ type kafkaBackend struct {
 
 var _ kafka.Backend = kafkaBackend{}
 
-// Each call below is made under the ACLs when the authorizer is on
-// (kafka_authz.go: kafkaAuthorized, or per topic for the calls that name
-// partitions).
+// Each call below is made under the ACLs when the authorizer is on: by
+// the request core, or (Metadata) per topic (kafka_authz.go).
 
 func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
 	return k.authorizedMetadata(ctx, req)

@@ -22,24 +22,6 @@ import (
 	"github.com/quirelog/quire/auth"
 )
 
-// kafkaAuthorized makes call under the ACLs when the authorizer is on:
-// the request checked whole before, the answer filtered after.
-func kafkaAuthorized[Req, Resp any](ctx context.Context, k kafkaBackend, method string, req Req, call func(context.Context, Req) (Resp, error)) (Resp, error) {
-	if !k.b.guard.authorize {
-		return call(ctx, req)
-	}
-	z, id := k.authz(ctx)
-	if err := k.b.checkRequest(z, id, method, req); err != nil {
-		var zero Resp
-		return zero, authStatus(err)
-	}
-	resp, err := call(ctx, req)
-	if err == nil {
-		filterResponse(z, id, resp)
-	}
-	return resp, err
-}
-
 // authz is the authorizer of now and the caller of ctx; a context
 // without an identity is User:ANONYMOUS.
 func (k kafkaBackend) authz(ctx context.Context) (*auth.Authorizer, Identity) {
