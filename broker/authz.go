@@ -74,6 +74,22 @@ var coreAuthorized = map[string]bool{
 	quirev1.Admin_DescribeTopics_FullMethodName:    true,
 	quirev1.Producer_InitProducerId_FullMethodName: true,
 	quirev1.Producer_ProduceRecords_FullMethodName: true,
+
+	// Groups and security administration (request/groups.go,
+	// request/group_reset.go, request/security.go).
+	quirev1.Groups_ConsumerGroupHeartbeat_FullMethodName: true,
+	quirev1.Groups_DescribeGroup_FullMethodName:          true,
+	quirev1.Groups_ListGroups_FullMethodName:             true,
+	quirev1.Groups_CommitOffsets_FullMethodName:          true,
+	quirev1.Groups_FetchOffsets_FullMethodName:           true,
+	quirev1.Groups_DeleteGroup_FullMethodName:            true,
+	quirev1.Groups_ResetOffsets_FullMethodName:           true,
+	quirev1.Security_UpsertUser_FullMethodName:           true,
+	quirev1.Security_DeleteUser_FullMethodName:           true,
+	quirev1.Security_ListUsers_FullMethodName:            true,
+	quirev1.Security_CreateAcls_FullMethodName:           true,
+	quirev1.Security_DeleteAcls_FullMethodName:           true,
+	quirev1.Security_ListAcls_FullMethodName:             true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

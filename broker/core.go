@@ -45,6 +45,12 @@ func (b *Broker) newCore() (*request.Core, error) {
 	if b.guard.authorize {
 		cfg.Authorizer = coreAuthorizer{b}
 	}
+
+	// Groups and security administration (core_groups.go).
+	cfg.Groups = coreGroups{b}
+	cfg.OffsetLister = coreForwarder{b}
+	cfg.Security = coreSecurity{b}
+
 	return request.New(cfg)
 }
 

@@ -15,16 +15,39 @@ import (
 )
 
 // The two doors are adapters over one request core: the same produce,
-// fetch, list-offsets and delete-records cases, run through gRPC and
-// through Kafka's protocol each on a topic of its own, answer the same
-// offsets, the same records byte for byte and the same error codes (a
-// quire.v1 ErrorCode is Kafka's number for the codes these meet).
+// fetch, list-offsets, delete-records, group offset and ACL cases, run
+// through gRPC and through Kafka's protocol each on a topic (and group,
+// and ACLs) of its own, answer the same offsets, the same records byte
+// for byte and the same error codes (a quire.v1 ErrorCode is Kafka's
+// number for the codes these meet).
 
 // doorOp is one step of a case.
 type doorOp struct {
-	op        string // produce, fetch, list, delete
+	// produce, fetch, list, delete; commit, committed (fetch the
+	// committed offset), describe (a group); acl-create, acl-list,
+	// acl-delete (of ACLs on the topic).
+	op        string
 	partition int32
-	arg       int64 // fetch: offset; list: timestamp; delete: offset; produce: records (0: a corrupt batch)
+	// fetch: offset; list: timestamp; delete: offset; produce: records (0:
+	// a corrupt batch); commit: offset; acl-create and acl-delete: which
+	// ACL (doorACL).
+	arg int64
+}
+
+// doorGroup is the group a door's steps on topic commit for.
+func doorGroup(topic string) string { return "group-" + topic }
+
+// doorACL is the arg-th ACL of the cases on topic: 0 lets User:door
+// read it, 1 write it; 2 names a principal no ACL can have.
+func doorACL(topic string, arg int64) *quirev1.Acl {
+	a := &quirev1.Acl{Principal: "User:door", Permission: "Allow", Operation: "Read", ResourceType: "Topic", ResourceName: topic, PatternType: "Literal"}
+	switch arg {
+	case 1:
+		a.Operation = "Write"
+	case 2:
+		a.Principal = "door"
+	}
+	return a
 }
 
 // doorAnswer is what a door answered a step. On an error only the code
@@ -110,6 +133,46 @@ func (g grpcDoor) run(t *testing.T, ctx context.Context, topic string, s doorOp)
 		}
 		p := resp.Partitions[0]
 		return doorAnswer{code: grpcCode(t, nil, p.Error), offset: p.LowWatermark}
+	case "commit":
+		_, err := quirev1.NewGroupsClient(g.c.conn).CommitOffsets(ctx, &quirev1.CommitOffsetsRequest{Group: doorGroup(topic),
+			Offsets: []*quirev1.OffsetCommit{{Topic: topic, Partition: s.partition, Offset: s.arg}}})
+		return doorAnswer{code: grpcCode(t, err, nil), offset: s.arg}
+	case "committed":
+		resp, err := quirev1.NewGroupsClient(g.c.conn).FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: doorGroup(topic),
+			Partitions: []*quirev1.TopicPartition{{Topic: topic, Partition: s.partition}}})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}
+		}
+		a := doorAnswer{offset: -1}
+		for _, o := range resp.Offsets {
+			if o.Topic == topic && o.Partition == s.partition {
+				a.offset = o.Offset
+			}
+		}
+		return a
+	case "describe":
+		resp, err := quirev1.NewGroupsClient(g.c.conn).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: doorGroup(topic)})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}
+		}
+		return doorAnswer{offset: int64(len(resp.Members))}
+	case "acl-create":
+		_, err := quirev1.NewSecurityClient(g.c.conn).CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{doorACL(topic, s.arg)}})
+		return doorAnswer{code: grpcCode(t, err, nil)}
+	case "acl-list":
+		resp, err := quirev1.NewSecurityClient(g.c.conn).ListAcls(ctx, &quirev1.ListAclsRequest{Filter: &quirev1.Acl{ResourceType: "Topic", ResourceName: topic}})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}
+		}
+		return doorAnswer{offset: int64(len(resp.Acls))}
+	case "acl-delete":
+		f := doorACL(topic, s.arg)
+		f.Principal = ""
+		resp, err := quirev1.NewSecurityClient(g.c.conn).DeleteAcls(ctx, &quirev1.DeleteAclsRequest{Filters: []*quirev1.Acl{f}})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}
+		}
+		return doorAnswer{offset: int64(len(resp.Deleted))}
 	}
 	t.Fatalf("unknown step %q", s.op)
 	return doorAnswer{}
@@ -175,9 +238,91 @@ func (k kafkaDoor) run(t *testing.T, ctx context.Context, topic string, s doorOp
 		req.Topics = append(req.Topics, rt)
 		p := k.send(t, ctx, req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
 		return doorAnswer{code: int32(p.ErrorCode), offset: p.LowWatermark}
+	case "commit":
+		// As an admin commits: no member (generation -1).
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, doorGroup(topic), -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = s.partition, s.arg, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		p := k.send(t, ctx, req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0]
+		return doorAnswer{code: int32(p.ErrorCode), offset: s.arg}
+	case "committed":
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 8
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = doorGroup(topic)
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.Topic, rt.Partitions = topic, []int32{s.partition}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		g := k.send(t, ctx, req).(*kmsg.OffsetFetchResponse).Groups[0]
+		if g.ErrorCode != 0 {
+			return doorAnswer{code: int32(g.ErrorCode), offset: -1}
+		}
+		p := g.Topics[0].Partitions[0]
+		return doorAnswer{code: int32(p.ErrorCode), offset: p.Offset}
+	case "describe":
+		// KIP-848's describe, whose group not found is an error as the
+		// gRPC call's is (the classic DescribeGroups answers it Dead).
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{doorGroup(topic)}
+		g := k.send(t, ctx, req).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+		if g.ErrorCode != 0 {
+			return doorAnswer{code: int32(g.ErrorCode), offset: -1}
+		}
+		return doorAnswer{offset: int64(len(g.Members))}
+	case "acl-create":
+		a := doorACL(topic, s.arg)
+		req := kmsg.NewPtrCreateACLsRequest()
+		req.Version = 1
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, topic, kmsg.ACLResourcePatternTypeLiteral
+		c.Principal, c.Host, c.Operation, c.PermissionType = a.Principal, "*", kafkaOp(a.Operation), kmsg.ACLPermissionTypeAllow
+		req.Creations = append(req.Creations, c)
+		r := k.send(t, ctx, req).(*kmsg.CreateACLsResponse).Results[0]
+		return doorAnswer{code: int32(r.ErrorCode)}
+	case "acl-list":
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.Version = 1
+		req.ResourceType, req.ResourceName, req.ResourcePatternType = kmsg.ACLResourceTypeTopic, kmsg.StringPtr(topic), kmsg.ACLResourcePatternTypeAny
+		req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		resp := k.send(t, ctx, req).(*kmsg.DescribeACLsResponse)
+		if resp.ErrorCode != 0 {
+			return doorAnswer{code: int32(resp.ErrorCode), offset: -1}
+		}
+		n := 0
+		for _, r := range resp.Resources {
+			n += len(r.ACLs)
+		}
+		return doorAnswer{offset: int64(n)}
+	case "acl-delete":
+		a := doorACL(topic, s.arg)
+		req := kmsg.NewPtrDeleteACLsRequest()
+		req.Version = 1
+		f := kmsg.NewDeleteACLsRequestFilter()
+		f.ResourceType, f.ResourceName, f.ResourcePatternType = kmsg.ACLResourceTypeTopic, kmsg.StringPtr(topic), kmsg.ACLResourcePatternTypeLiteral
+		f.Operation, f.PermissionType = kafkaOp(a.Operation), kmsg.ACLPermissionTypeAllow
+		req.Filters = append(req.Filters, f)
+		r := k.send(t, ctx, req).(*kmsg.DeleteACLsResponse).Results[0]
+		if r.ErrorCode != 0 {
+			return doorAnswer{code: int32(r.ErrorCode), offset: -1}
+		}
+		return doorAnswer{offset: int64(len(r.MatchingACLs))}
 	}
 	t.Fatalf("unknown step %q", s.op)
 	return doorAnswer{}
+}
+
+// kafkaOp is Kafka's number of the operations doorACL grants.
+func kafkaOp(op string) kmsg.ACLOperation {
+	if op == "Write" {
+		return kmsg.ACLOperationWrite
+	}
+	return kmsg.ACLOperationRead
 }
 
 func TestDoorsAnswerAlike(t *testing.T) {
@@ -198,6 +343,7 @@ func TestDoorsAnswerAlike(t *testing.T) {
 		invalidReq    = int32(quirev1.ErrorCode_INVALID_REQUEST)
 		latest        = -1
 		earliest      = -2
+		groupNotFound = int32(quirev1.ErrorCode_GROUP_ID_NOT_FOUND)
 		noSuchTopicOp = -100 // a partition of a topic that does not exist
 	)
 	type step struct {
@@ -235,6 +381,30 @@ func TestDoorsAnswerAlike(t *testing.T) {
 			{doorOp{"fetch", noSuchTopicOp, 0}, unknownTopic, -1},
 			{doorOp{"list", noSuchTopicOp, latest}, unknownTopic, -1},
 			{doorOp{"delete", noSuchTopicOp, 0}, unknownTopic, -1},
+		}},
+		{"group offsets", []step{
+			{doorOp{"describe", 0, 0}, groupNotFound, -1},
+			{doorOp{"committed", 0, 0}, none, -1},
+			{doorOp{"commit", 0, 7}, none, 7},
+			{doorOp{"commit", 1, 3}, none, 3},
+			{doorOp{"committed", 0, 0}, none, 7},
+			{doorOp{"committed", 1, 0}, none, 3},
+			{doorOp{"commit", 0, 9}, none, 9},
+			{doorOp{"committed", 0, 0}, none, 9},
+			{doorOp{"describe", 0, 0}, none, 0},
+			{doorOp{"commit", noSuchTopicOp, 1}, unknownTopic, 1},
+		}},
+		{"ACLs", []step{
+			{doorOp{"acl-list", 0, 0}, none, 0},
+			{doorOp{"acl-create", 0, 0}, none, 0},
+			{doorOp{"acl-create", 0, 1}, none, 0},
+			{doorOp{"acl-create", 0, 2}, invalidReq, 0},
+			{doorOp{"acl-list", 0, 0}, none, 2},
+			{doorOp{"acl-delete", 0, 1}, none, 1},
+			{doorOp{"acl-list", 0, 0}, none, 1},
+			{doorOp{"acl-delete", 0, 1}, none, 0},
+			{doorOp{"acl-delete", 0, 0}, none, 1},
+			{doorOp{"acl-list", 0, 0}, none, 0},
 		}},
 	}
 	ctx := ctxT(t)

@@ -1,62 +1,47 @@
 package broker
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"slices"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
-// groupService implements quire.v1.Groups: consumer groups' committed
-// offsets, kept in the metadata log. Every call goes to the controller,
-// which checks it against its image (metadata.ValidateOffsetCommit): this
-// broker's own image may not have a topic created a moment ago through
-// another node, and the controller's is the one the commit applies to.
+// groupService implements quire.v1.Groups over the request core, which
+// authorizes each call and passes it to the group coordinator on the
+// controller (request/groups.go); this is quire.v1 to and from the
+// core's types.
 type groupService struct {
 	quirev1.UnimplementedGroupsServer
 	b *Broker
 }
 
 func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
-	offsets := make([]metadata.OffsetCommit, len(req.Offsets))
+	in := &request.CommitOffsetsRequest{Group: req.Group, MemberID: req.MemberId, MemberEpoch: req.MemberEpoch,
+		Offsets: make([]request.OffsetCommit, len(req.Offsets))}
 	for i, o := range req.Offsets {
-		// A name no topic can have is INVALID_TOPIC_EXCEPTION here as in
-		// every call that names a topic, not the controller's unknown topic.
-		if err := validateTopicName(o.Topic); err != nil {
-			return nil, toStatus(fmt.Errorf("commit offsets: group %q entry %d: %w", req.Group, i, err))
-		}
 		epoch := int32(-1)
 		if o.OptionalLeaderEpoch != nil {
 			epoch = o.GetLeaderEpoch()
 		}
-		offsets[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: epoch, Metadata: o.Metadata}
+		in.Offsets[i] = request.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: epoch, Metadata: o.Metadata}
 	}
-	// Stamped by the controller.
-	at, err := s.b.cluster.fwd.CommitOffsets(ctx, req.Group, metadata.GroupMember{ID: req.MemberId, Epoch: req.MemberEpoch}, offsets, s.b.clock.Now())
+	at, err := s.b.core.CommitOffsets(coreContext(ctx), in)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("commit offsets: %w", err))
+		return nil, toStatus(err)
 	}
 	return &quirev1.CommitOffsetsResponse{CommitTimeMs: at.UnixMilli()}, nil
 }
 
 func (s *groupService) FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
-	parts := make([]metadata.TopicPartition, len(req.Partitions))
+	parts := make([]request.GroupPartition, len(req.Partitions))
 	for i, p := range req.Partitions {
-		if err := validateTopicName(p.Topic); err != nil {
-			return nil, toStatus(fmt.Errorf("fetch offsets: group %q: %w", req.Group, err))
-		}
-		parts[i] = metadata.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		parts[i] = request.GroupPartition{Topic: p.Topic, Partition: p.Partition}
 	}
-	offsets, err := s.b.cluster.fwd.FetchOffsets(ctx, req.Group, parts)
+	offsets, err := s.b.core.FetchOffsets(coreContext(ctx), req.Group, parts)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("fetch offsets: %w", err))
+		return nil, toStatus(err)
 	}
-	slices.SortStableFunc(offsets, func(a, b metadata.CommittedOffset) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
 	resp := &quirev1.FetchOffsetsResponse{Offsets: make([]*quirev1.CommittedOffset, len(offsets))}
 	for i, o := range offsets {
 		resp.Offsets[i] = &quirev1.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
@@ -65,10 +50,10 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *quirev1.FetchOffse
 	return resp, nil
 }
 
-func (s *groupService) ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
-	groups, err := s.b.cluster.fwd.ListGroups(ctx)
+func (s *groupService) ListGroups(ctx context.Context, _ *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
+	groups, err := s.b.core.ListGroups(coreContext(ctx))
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("list groups: %w", err))
+		return nil, toStatus(err)
 	}
 	resp := &quirev1.ListGroupsResponse{Groups: make([]*quirev1.GroupListing, len(groups))}
 	for i, g := range groups {
@@ -78,32 +63,101 @@ func (s *groupService) ListGroups(ctx context.Context, req *quirev1.ListGroupsRe
 }
 
 func (s *groupService) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
-	if err := s.b.cluster.fwd.DeleteGroup(ctx, req.Group); err != nil {
-		return nil, toStatus(fmt.Errorf("delete group: %w", err))
+	if err := s.b.core.DeleteGroup(coreContext(ctx), req.Group); err != nil {
+		return nil, toStatus(err)
 	}
-	s.b.logger.Info("deleted group", "group", req.Group)
 	return &quirev1.DeleteGroupResponse{}, nil
 }
 
-// ConsumerGroupHeartbeat passes a member's heartbeat to the group
-// coordinator on the controller.
+// ConsumerGroupHeartbeat passes a member's heartbeat, with the address
+// it came from, to the group coordinator.
 func (s *groupService) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-	if err := checkSubscription(req.Subscription); err != nil { // validate.go
-		return nil, toStatus(fmt.Errorf("group %q member %q heartbeat: %w", req.Group, req.MemberId, err))
-	}
-	req.ClientAddress = clientHost(ctx)
-	resp, err := s.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, req)
+	hb := heartbeatFromPB(req)
+	hb.ClientAddress = clientHost(ctx)
+	out, err := s.b.core.ConsumerGroupHeartbeat(coreContext(ctx), hb)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("group %q member %q heartbeat: %w", req.Group, req.MemberId, err))
+		return nil, toStatus(err)
 	}
-	return resp, nil
+	return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: out.MemberID, MemberEpoch: out.MemberEpoch, HeartbeatIntervalMs: out.HeartbeatIntervalMs,
+		SessionTimeoutMs: out.SessionTimeoutMs, Rejoin: out.Rejoin, Assignment: assignmentToPB(out.Assignment)}, nil
 }
 
 // DescribeGroup describes a group's membership from the coordinator.
 func (s *groupService) DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
-	resp, err := s.b.cluster.fwd.DescribeGroup(ctx, req)
+	d, err := s.b.core.DescribeGroup(coreContext(ctx), req.Group)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("describe group %q: %w", req.Group, err))
+		return nil, toStatus(err)
 	}
-	return resp, nil
+	out := &quirev1.DescribeGroupResponse{Group: d.Group, State: d.State, GroupEpoch: d.GroupEpoch, AssignmentEpoch: d.AssignmentEpoch,
+		Assignor: d.Assignor}
+	for _, m := range d.Members {
+		out.Members = append(out.Members, &quirev1.GroupMemberDescription{MemberId: m.MemberID, InstanceId: m.InstanceID,
+			ClientAddress: m.ClientAddress, MemberEpoch: m.MemberEpoch, Topics: m.Topics, Regex: m.Regex, Assigned: assignmentToPB(m.Assigned),
+			PendingRevocation: assignmentToPB(m.PendingRevocation), PendingAssignment: assignmentToPB(m.PendingAssignment)})
+	}
+	for _, l := range d.Partitions {
+		out.Partitions = append(out.Partitions, &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
+			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID, ObservedTimeMs: l.ObservedTimeMs})
+	}
+	return out, nil
+}
+
+// heartbeatFromPB and the functions below turn the group calls' quire.v1
+// messages into the core's types and back (the controller is reached
+// with the quire.v1 messages too, core_groups.go).
+func heartbeatFromPB(in *quirev1.ConsumerGroupHeartbeatRequest) *request.GroupHeartbeat {
+	hb := &request.GroupHeartbeat{Group: in.Group, MemberID: in.MemberId, MemberEpoch: in.MemberEpoch, InstanceID: in.InstanceId,
+		RebalanceTimeoutMs: in.RebalanceTimeoutMs, SessionTimeoutMs: in.SessionTimeoutMs, Assignor: in.Assignor, Classic: in.Classic,
+		ClientAddress: in.ClientAddress, Owned: assignmentFromPB(in.Owned)}
+	if in.Subscription != nil {
+		hb.Subscription = &request.GroupSubscription{Topics: in.Subscription.Topics, Regex: in.Subscription.Regex}
+	}
+	return hb
+}
+
+func heartbeatToPB(hb *request.GroupHeartbeat) *quirev1.ConsumerGroupHeartbeatRequest {
+	out := &quirev1.ConsumerGroupHeartbeatRequest{Group: hb.Group, MemberId: hb.MemberID, MemberEpoch: hb.MemberEpoch, InstanceId: hb.InstanceID,
+		RebalanceTimeoutMs: hb.RebalanceTimeoutMs, SessionTimeoutMs: hb.SessionTimeoutMs, Assignor: hb.Assignor, Classic: hb.Classic,
+		ClientAddress: hb.ClientAddress, Owned: assignmentToPB(hb.Owned)}
+	if hb.Subscription != nil {
+		out.Subscription = &quirev1.GroupSubscription{Topics: hb.Subscription.Topics, Regex: hb.Subscription.Regex}
+	}
+	return out
+}
+
+// assignmentFromPB keeps nil as nil: an assignment not given.
+func assignmentFromPB(in *quirev1.GroupAssignment) *request.GroupAssignment {
+	if in == nil {
+		return nil
+	}
+	out := &request.GroupAssignment{Topics: make([]request.GroupTopicPartitions, len(in.Topics))}
+	for i, t := range in.Topics {
+		out.Topics[i] = request.GroupTopicPartitions{Topic: t.Topic, Partitions: t.Partitions}
+	}
+	return out
+}
+
+func assignmentToPB(in *request.GroupAssignment) *quirev1.GroupAssignment {
+	if in == nil {
+		return nil
+	}
+	out := &quirev1.GroupAssignment{Topics: make([]*quirev1.GroupTopicPartitions, len(in.Topics))}
+	for i, t := range in.Topics {
+		out.Topics[i] = &quirev1.GroupTopicPartitions{Topic: t.Topic, Partitions: t.Partitions}
+	}
+	return out
+}
+
+func groupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDescription {
+	out := &request.GroupDescription{Group: d.Group, State: d.State, GroupEpoch: d.GroupEpoch, AssignmentEpoch: d.AssignmentEpoch, Assignor: d.Assignor}
+	for _, m := range d.Members {
+		out.Members = append(out.Members, request.GroupMemberDescription{MemberID: m.MemberId, InstanceID: m.InstanceId,
+			ClientAddress: m.ClientAddress, MemberEpoch: m.MemberEpoch, Topics: m.Topics, Regex: m.Regex, Assigned: assignmentFromPB(m.Assigned),
+			PendingRevocation: assignmentFromPB(m.PendingRevocation), PendingAssignment: assignmentFromPB(m.PendingAssignment)})
+	}
+	for _, l := range d.Partitions {
+		out.Partitions = append(out.Partitions, request.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
+			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberID: l.MemberId, ObservedTimeMs: l.ObservedTimeMs})
+	}
+	return out
 }

@@ -21,8 +21,9 @@ import (
 // instead of gRPC (package kafka), for Kafka's own clients. They are
 // registered and advertised like any listener, so a Kafka client's
 // Metadata gives every broker's address on the listener it connected to;
-// requests are answered by the request core for the data path, as the
-// gRPC services' are, and by the gRPC services' handlers for the rest.
+// requests are answered by the request core for the data path, the
+// groups and the security administration, as the gRPC services' are, and
+// by the gRPC services' handlers for the rest.
 
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
@@ -88,7 +89,7 @@ const kafkaMaxRequestBytes = 100 << 20
 // the request core and the gRPC services' handlers.
 func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
 	return kafka.NewServer(kafka.Config{
-		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b}, groups: &groupService{b: b},
+		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b},
 			admin: &adminService{b: b}},
 		MaxRequestBytes:     max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
 		MaxConnections:      int(b.cfg.KafkaMaxConnections),
@@ -125,22 +126,21 @@ func (b *Broker) kafkaRefused() func(reason string) {
 	}
 }
 
-// kafkaBackend is kafka.Backend over the request core (data path) and
-// the gRPC services' handlers (the rest).
+// kafkaBackend is kafka.Backend over the request core (data path,
+// groups, security administration) and the gRPC services' handlers (the
+// rest).
 type kafkaBackend struct {
 	b        *Broker
 	producer *producerService
 	consumer *consumerService
 	meta     *metadataService
-	groups   *groupService
 	admin    *adminService
 }
 
 var _ kafka.Backend = kafkaBackend{}
 
-// Each call below is made under the ACLs when the authorizer is on
-// (kafka_authz.go: kafkaAuthorized, or per topic for the calls that name
-// partitions).
+// Each call below is made under the ACLs when the authorizer is on: by
+// the request core, or (Metadata) per topic (kafka_authz.go).
 
 func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
 	return k.authorizedMetadata(ctx, req)
@@ -228,8 +228,12 @@ func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteReco
 }
 
 // Coordinator is this broker on the client's listener: a group's calls
-// go to the coordinator from any node.
-func (k kafkaBackend) Coordinator(ctx context.Context) (*quirev1.Broker, error) {
+// go to the coordinator from any node. The core refuses it for a group
+// the caller may not describe.
+func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.Broker, error) {
+	if err := k.b.core.AuthorizeFindCoordinator(coreContext(ctx), group); err != nil {
+		return nil, err
+	}
 	listener := k.b.clientListener(ctx)
 	if info, ok := k.b.cluster.image().Broker(k.b.cfg.NodeID); ok {
 		for _, e := range info.Endpoints {
@@ -243,24 +247,28 @@ func (k kafkaBackend) Coordinator(ctx context.Context) (*quirev1.Broker, error) 
 		Retriable: true, LeaderId: -1, LeaderEpoch: -1})
 }
 
-func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Groups_ConsumerGroupHeartbeat_FullMethodName, req, k.groups.ConsumerGroupHeartbeat)
+// The group calls go straight to the request core, as the gRPC
+// service's do (request/groups.go).
+
+func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
+	hb.ClientAddress = clientHost(ctx)
+	return k.b.core.ConsumerGroupHeartbeat(coreContext(ctx), hb)
 }
 
-func (k kafkaBackend) DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Groups_DescribeGroup_FullMethodName, req, k.groups.DescribeGroup)
+func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error) {
+	return k.b.core.DescribeGroup(coreContext(ctx), group)
 }
 
-func (k kafkaBackend) ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Groups_ListGroups_FullMethodName, req, k.groups.ListGroups)
+func (k kafkaBackend) ListGroups(ctx context.Context) ([]request.GroupListing, error) {
+	return k.b.core.ListGroups(coreContext(ctx))
 }
 
-func (k kafkaBackend) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Groups_CommitOffsets_FullMethodName, req, k.groups.CommitOffsets)
+func (k kafkaBackend) CommitOffsets(ctx context.Context, req *request.CommitOffsetsRequest) (time.Time, error) {
+	return k.b.core.CommitOffsets(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
-	return kafkaAuthorized(ctx, k, quirev1.Groups_FetchOffsets_FullMethodName, req, k.groups.FetchOffsets)
+func (k kafkaBackend) FetchOffsets(ctx context.Context, group string, parts []request.GroupPartition) ([]request.CommittedOffset, error) {
+	return k.b.core.FetchOffsets(coreContext(ctx), group, parts)
 }
 
 func (k kafkaBackend) InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error) {

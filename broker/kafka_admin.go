@@ -8,7 +8,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/kafka"
-	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
 // kafka.AdminBackend over the Admin, Groups and Security services'
@@ -24,13 +24,6 @@ const (
 	methodDescribeConfigs   = "/quire.v1.Admin/DescribeConfigs"
 	methodAlterConfigs      = "/quire.v1.Admin/AlterConfigs"
 	methodDescribeProducers = "/quire.v1.Admin/DescribeProducers"
-	methodDeleteGroup       = "/quire.v1.Groups/DeleteGroup"
-	methodCreateAcls        = "/quire.v1.Security/CreateAcls"
-	methodListAcls          = "/quire.v1.Security/ListAcls"
-	methodDeleteAcls        = "/quire.v1.Security/DeleteAcls"
-	methodListUsers         = "/quire.v1.Security/ListUsers"
-	methodDeleteUser        = "/quire.v1.Security/DeleteUser"
-	methodUpsertUser        = "/quire.v1.Security/UpsertUser"
 )
 
 // authorizeKafka applies to a Kafka admin request, with the authorizer
@@ -66,8 +59,6 @@ func (b *Broker) authorizeKafkaNeed(ctx context.Context, n need) error {
 	}
 	return nil
 }
-
-func (k kafkaBackend) security() *securityService { return &securityService{b: k.b} }
 
 func (k kafkaBackend) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
 	if err := k.b.authorizeKafka(ctx, methodCreateTopic, req); err != nil {
@@ -222,68 +213,35 @@ func (k kafkaBackend) AlterConfigs(ctx context.Context, req *quirev1.AlterConfig
 	return k.admin.AlterConfigs(ctx, req)
 }
 
-func (k kafkaBackend) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDeleteGroup, req); err != nil {
-		return nil, err
-	}
-	return k.groups.DeleteGroup(ctx, req)
+// DeleteGroup and the security calls go straight to the request core,
+// as the gRPC services' do (request/groups.go, request/security.go).
+
+func (k kafkaBackend) DeleteGroup(ctx context.Context, group string) error {
+	return k.b.core.DeleteGroup(coreContext(ctx), group)
 }
 
-func (k kafkaBackend) CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodCreateAcls, req); err != nil {
-		return nil, err
-	}
-	return k.security().CreateAcls(ctx, req)
+func (k kafkaBackend) CreateAcls(ctx context.Context, acls []request.ACL) error {
+	return k.b.core.CreateACLs(coreContext(ctx), acls)
 }
 
-func (k kafkaBackend) ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodListAcls, req); err != nil {
-		return nil, err
-	}
-	return k.security().ListAcls(ctx, req)
+func (k kafkaBackend) ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error) {
+	return k.b.core.ListACLs(coreContext(ctx), filter)
 }
 
-func (k kafkaBackend) DeleteAcls(ctx context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDeleteAcls, req); err != nil {
-		return nil, err
-	}
-	return k.security().DeleteAcls(ctx, req)
+func (k kafkaBackend) DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error) {
+	return k.b.core.DeleteACLs(coreContext(ctx), filters)
 }
 
-func (k kafkaBackend) ListUsers(ctx context.Context, req *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodListUsers, req); err != nil {
-		return nil, err
-	}
-	return k.security().ListUsers(ctx, req)
+func (k kafkaBackend) ListUsers(ctx context.Context) ([]request.UserDescription, error) {
+	return k.b.core.ListUsers(coreContext(ctx))
 }
 
-func (k kafkaBackend) DeleteUser(ctx context.Context, req *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDeleteUser, req); err != nil {
-		return nil, err
-	}
-	return k.security().DeleteUser(ctx, req)
+func (k kafkaBackend) DeleteUser(ctx context.Context, name string) error {
+	return k.b.core.DeleteUser(coreContext(ctx), name)
 }
 
-// UpsertScramCredential stores the credential of a salted password, as
-// UpsertUser stores that of a password (and needs what it needs).
 func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, salted []byte) error {
-	if err := k.b.authorizeKafka(ctx, methodUpsertUser, &quirev1.UpsertUserRequest{Name: user}); err != nil {
-		return err
-	}
-	if err := metadata.ValidateUserName(user); err != nil {
-		return toStatus(err)
-	}
-	cred, err := auth.CredentialFromSalted(salt, salted, int(iterations))
-	if err != nil {
-		return toStatus(fmt.Errorf("%w: user %q: %v", metadata.ErrInvalidUser, user, err))
-	}
-	if err := k.b.cluster.fwd.UpsertUserCredential(ctx, user, cred); err != nil {
-		return toStatus(err)
-	}
-	return k.security().applied(ctx, func(img *metadata.Image) bool {
-		c, ok := img.UserCredential(user)
-		return ok && string(c.StoredKey) == string(cred.StoredKey)
-	})
+	return k.b.core.UpsertScramCredential(coreContext(ctx), user, iterations, salt, salted)
 }
 
 func (k kafkaBackend) DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {

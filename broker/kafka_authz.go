@@ -2,7 +2,8 @@ package broker
 
 // Authorization on the Kafka listeners: with authorizer.enable, the calls
 // the request core serves (Produce, Fetch, ListOffsets, DeleteRecords,
-// InitProducerId) are authorized by the core itself, as for the gRPC
+// InitProducerId, FindCoordinator, the group calls, the ACL and SCRAM
+// administration) are authorized by the core itself, as for the gRPC
 // door, with the principal the connection established
 // (kafka_security.go). Every other call kafkaBackend makes is checked,
 // before it is made, by the table the gRPC interceptor uses (checkRequest,
@@ -20,24 +21,6 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 )
-
-// kafkaAuthorized makes call under the ACLs when the authorizer is on:
-// the request checked whole before, the answer filtered after.
-func kafkaAuthorized[Req, Resp any](ctx context.Context, k kafkaBackend, method string, req Req, call func(context.Context, Req) (Resp, error)) (Resp, error) {
-	if !k.b.guard.authorize {
-		return call(ctx, req)
-	}
-	z, id := k.authz(ctx)
-	if err := k.b.checkRequest(z, id, method, req); err != nil {
-		var zero Resp
-		return zero, authStatus(err)
-	}
-	resp, err := call(ctx, req)
-	if err == nil {
-		filterResponse(z, id, resp)
-	}
-	return resp, err
-}
 
 // authz is the authorizer of now and the caller of ctx; a context
 // without an identity is User:ANONYMOUS.

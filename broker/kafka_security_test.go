@@ -298,15 +298,24 @@ func TestBrokerKafkaSecurity(t *testing.T) {
 		if loCodes["secret"] != kerr.TopicAuthorizationFailed.Code || loCodes["orders"] != 0 || len(loCodes) != 2 {
 			t.Fatalf("ListOffsets of secret and orders: codes %v, want secret refused and orders served", loCodes)
 		}
-		// No ACL on any group.
+		// No ACL on any group: the client's FindCoordinator is refused
+		// (Describe on the group, as Kafka's), and so is the OffsetFetch
+		// sent to the broker all the same.
 		of := kmsg.NewPtrOffsetFetchRequest()
 		of.Group = "alice-group"
-		ofr, err := of.RequestWith(ctx, cl)
+		if _, err := of.RequestWith(ctx, cl); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+			t.Fatalf("alice's OffsetFetch through the coordinator: %v, want GROUP_AUTHORIZATION_FAILED", err)
+		}
+		og := kmsg.NewOffsetFetchRequestGroup()
+		og.Group = of.Group
+		of.Groups = append(of.Groups, og) // the form of v8 and later
+		r, err := cl.SeedBrokers()[0].Request(ctx, of)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ofr.ErrorCode != kerr.GroupAuthorizationFailed.Code {
-			t.Fatalf("alice's OffsetFetch: error %d, want GROUP_AUTHORIZATION_FAILED", ofr.ErrorCode)
+		ofr := r.(*kmsg.OffsetFetchResponse)
+		if len(ofr.Groups) != 1 || ofr.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+			t.Fatalf("alice's OffsetFetch: %+v, want GROUP_AUTHORIZATION_FAILED", ofr)
 		}
 	})
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/auth"
-	"github.com/quirelog/quire/metadata"
 )
 
 // The checks every RPC taking the same field makes of it, so that a field
@@ -76,40 +74,6 @@ func checkSubscription(sub *quirev1.GroupSubscription) error {
 	for _, t := range sub.GetTopics() {
 		if err := validateTopicName(t); err != nil {
 			return fmt.Errorf("subscription: %w", err)
-		}
-	}
-	return nil
-}
-
-// checkACLFilter refuses a filter naming a permission, operation,
-// resource type, pattern type or principal no ACL can have (INVALID_REQUEST,
-// as CreateAcls refuses it): such a filter would match nothing, silently.
-// An empty field matches any value.
-func checkACLFilter(f *quirev1.Acl) error {
-	var errs []error
-	if f.GetPrincipal() != "" {
-		_, err := auth.ParsePrincipal(f.GetPrincipal())
-		errs = append(errs, err)
-	}
-	if f.GetPermission() != "" {
-		_, err := auth.ParsePermission(f.GetPermission())
-		errs = append(errs, err)
-	}
-	if f.GetOperation() != "" {
-		_, err := auth.ParseOperation(f.GetOperation())
-		errs = append(errs, err)
-	}
-	if f.GetResourceType() != "" {
-		_, err := auth.ParseResourceType(f.GetResourceType())
-		errs = append(errs, err)
-	}
-	if f.GetPatternType() != "" {
-		_, err := auth.ParsePatternType(f.GetPatternType())
-		errs = append(errs, err)
-	}
-	for _, err := range errs {
-		if err != nil {
-			return fmt.Errorf("%w: filter: %v", metadata.ErrInvalidACL, err)
 		}
 	}
 	return nil

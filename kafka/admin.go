@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // Kafka's admin API (kafka-topics.sh, kafka-configs.sh, kafka-acls.sh,
@@ -16,10 +17,12 @@ import (
 // with a message where the version carries one; a valid request never
 // closes the connection.
 
-// AdminBackend is what the admin APIs are answered from: the gRPC Admin,
-// Groups and Security handlers, each applying the checks (and, with the
-// authorizer on, the ACLs) its gRPC call applies. Errors of a whole call
-// are gRPC status errors carrying a quire.v1.Error.
+// AdminBackend is what the admin APIs are answered from: the request
+// core for DeleteGroup and the security calls (errors that are
+// *request.Error), the gRPC Admin handlers for the rest (errors of a
+// whole call that are gRPC status errors carrying a quire.v1.Error),
+// each applying the checks (and, with the authorizer on, the ACLs) its
+// gRPC call applies.
 type AdminBackend interface {
 	CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error)
 	DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error)
@@ -34,12 +37,14 @@ type AdminBackend interface {
 	// error: a client asks each broker for its own.
 	BrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error)
 	AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error)
-	DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error)
-	CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error)
-	ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error)
-	DeleteAcls(ctx context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error)
-	ListUsers(ctx context.Context, req *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error)
-	DeleteUser(ctx context.Context, req *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error)
+	// DeleteGroup and the security calls are the request core's
+	// (request/groups.go, request/security.go).
+	DeleteGroup(ctx context.Context, group string) error
+	CreateAcls(ctx context.Context, acls []request.ACL) error
+	ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error)
+	DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error)
+	ListUsers(ctx context.Context) ([]request.UserDescription, error)
+	DeleteUser(ctx context.Context, name string) error
 	// UpsertScramCredential stores a SCRAM-SHA-256 credential a client
 	// derived (Kafka's AlterUserScramCredentials sends the salted
 	// password, never the password).

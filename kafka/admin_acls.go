@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // ACLs and SCRAM users, as the Security service keeps them. Kafka's ACLs
@@ -51,12 +51,12 @@ func enumOf[K comparable](m map[K]string, name string) K {
 
 // aclOfCreation is the ACL a CreateAcls entry asks for, or why it cannot
 // be made.
-func aclOfCreation(c kmsg.CreateACLsRequestCreation, version int16) (*quirev1.Acl, string) {
+func aclOfCreation(c kmsg.CreateACLsRequestCreation, version int16) (*request.ACL, string) {
 	pattern := c.ResourcePatternType
 	if version == 0 {
 		pattern = kmsg.ACLResourcePatternTypeLiteral
 	}
-	a := &quirev1.Acl{Principal: c.Principal, ResourceName: c.ResourceName}
+	a := &request.ACL{Principal: c.Principal, ResourceName: c.ResourceName}
 	var ok bool
 	switch {
 	case c.Host != "*":
@@ -85,8 +85,8 @@ func createACLs(ctx context.Context, b Backend, req *kmsg.CreateACLsRequest) *km
 		a, msg := aclOfCreation(c, req.Version)
 		if a == nil {
 			r.ErrorCode, r.ErrorMessage = invalidRequest, msgPtr(msg)
-		} else if _, err := b.CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{a}}); err != nil {
-			code, msg := callError(err)
+		} else if err := b.CreateAcls(ctx, []request.ACL{*a}); err != nil {
+			code, msg := coreError(err)
 			r.ErrorCode, r.ErrorMessage = code, msgPtr(msg)
 		}
 		resp.Results = append(resp.Results, r)
@@ -100,14 +100,14 @@ func createACLs(ctx context.Context, b Backend, req *kmsg.CreateACLsRequest) *km
 // filters cannot say. none is a filter that matches nothing here (a
 // resource type or host no ACL has).
 type aclFilter struct {
-	pb    *quirev1.Acl
+	pb    *request.ACL
 	match *string
 	none  bool
 }
 
 func filterOf(rt kmsg.ACLResourceType, name *string, pattern kmsg.ACLResourcePatternType, principal, host *string,
 	op kmsg.ACLOperation, perm kmsg.ACLPermissionType, version int16) (aclFilter, string) {
-	f := aclFilter{pb: &quirev1.Acl{}}
+	f := aclFilter{pb: &request.ACL{}}
 	if version == 0 {
 		pattern = kmsg.ACLResourcePatternTypeLiteral
 	}
@@ -165,7 +165,7 @@ func filterOf(rt kmsg.ACLResourceType, name *string, pattern kmsg.ACLResourcePat
 
 // covers reports whether an ACL holds for the resource name of a MATCH
 // filter: the name itself, the wildcard, or a prefix of it.
-func (f aclFilter) covers(a *quirev1.Acl) bool {
+func (f aclFilter) covers(a *request.ACL) bool {
 	if f.match == nil {
 		return true
 	}
@@ -179,17 +179,17 @@ func (f aclFilter) covers(a *quirev1.Acl) bool {
 }
 
 // list is the ACLs the filter selects.
-func (f aclFilter) list(ctx context.Context, b Backend) ([]*quirev1.Acl, error) {
+func (f aclFilter) list(ctx context.Context, b Backend) ([]*request.ACL, error) {
 	if f.none {
 		return nil, nil
 	}
-	out, err := b.ListAcls(ctx, &quirev1.ListAclsRequest{Filter: f.pb})
+	out, err := b.ListAcls(ctx, *f.pb)
 	if err != nil {
 		return nil, err
 	}
-	var acls []*quirev1.Acl
-	for _, a := range out.Acls {
-		if f.covers(a) {
+	var acls []*request.ACL
+	for i := range out {
+		if a := &out[i]; f.covers(a) {
 			acls = append(acls, a)
 		}
 	}
@@ -205,7 +205,7 @@ func describeACLs(ctx context.Context, b Backend, req *kmsg.DescribeACLsRequest)
 	}
 	acls, err := f.list(ctx, b)
 	if err != nil {
-		code, msg := callError(err)
+		code, msg := coreError(err)
 		resp.ErrorCode, resp.ErrorMessage = code, msgPtr(msg)
 		return resp
 	}
@@ -236,11 +236,11 @@ func deleteACLs(ctx context.Context, b Backend, req *kmsg.DeleteACLsRequest) *km
 	for _, in := range req.Filters {
 		r := kmsg.NewDeleteACLsResponseResult()
 		f, msg := filterOf(in.ResourceType, in.ResourceName, in.ResourcePatternType, in.Principal, in.Host, in.Operation, in.PermissionType, req.Version)
-		deleted, err := func() ([]*quirev1.Acl, error) {
+		deleted, err := func() ([]request.ACL, error) {
 			if msg != "" || f.none {
 				return nil, nil
 			}
-			filters := []*quirev1.Acl{f.pb}
+			filters := []request.ACL{*f.pb}
 			if f.match != nil {
 				// The service's filters cannot say MATCH: the ACLs it
 				// selects are deleted each by its exact self.
@@ -248,19 +248,18 @@ func deleteACLs(ctx context.Context, b Backend, req *kmsg.DeleteACLsRequest) *km
 				if err != nil || len(acls) == 0 {
 					return nil, err
 				}
-				filters = acls
+				filters = filters[:0]
+				for _, a := range acls {
+					filters = append(filters, *a)
+				}
 			}
-			out, err := b.DeleteAcls(ctx, &quirev1.DeleteAclsRequest{Filters: filters})
-			if err != nil {
-				return nil, err
-			}
-			return out.Deleted, nil
+			return b.DeleteAcls(ctx, filters)
 		}()
 		switch {
 		case msg != "":
 			r.ErrorCode, r.ErrorMessage = invalidRequest, msgPtr(msg)
 		case err != nil:
-			code, msg := callError(err)
+			code, msg := coreError(err)
 			r.ErrorCode, r.ErrorMessage = code, msgPtr(msg)
 		}
 		for _, a := range deleted {
@@ -284,14 +283,14 @@ const scramSHA256 = 1
 // its one credential.
 func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
-	out, err := b.ListUsers(ctx, &quirev1.ListUsersRequest{})
+	out, err := b.ListUsers(ctx)
 	if err != nil {
-		code, msg := callError(err)
+		code, msg := coreError(err)
 		resp.ErrorCode, resp.ErrorMessage = code, msgPtr(msg)
 		return resp
 	}
-	users := map[string]*quirev1.UserDescription{}
-	for _, u := range out.Users {
+	users := map[string]request.UserDescription{}
+	for _, u := range out {
 		users[u.Name] = u
 	}
 	result := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
@@ -308,7 +307,7 @@ func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCr
 		return r
 	}
 	if req.Users == nil {
-		for _, u := range out.Users {
+		for _, u := range out {
 			resp.Results = append(resp.Results, result(u.Name))
 		}
 		return resp
@@ -373,8 +372,8 @@ func alterSCRAM(ctx context.Context, b Backend, req *kmsg.AlterUserSCRAMCredenti
 		if !check(d.Name, d.Mechanism) {
 			continue
 		}
-		if _, err := b.DeleteUser(ctx, &quirev1.DeleteUserRequest{Name: d.Name}); err != nil {
-			code, msg := callError(err)
+		if err := b.DeleteUser(ctx, d.Name); err != nil {
+			code, msg := coreError(err)
 			answer(d.Name, code, msg)
 			continue
 		}
@@ -385,7 +384,7 @@ func alterSCRAM(ctx context.Context, b Backend, req *kmsg.AlterUserSCRAMCredenti
 			continue
 		}
 		if err := b.UpsertScramCredential(ctx, u.Name, u.Iterations, u.Salt, u.SaltedPassword); err != nil {
-			code, msg := callError(err)
+			code, msg := coreError(err)
 			if code == invalidRequest || code == kerr.UnknownServerError.Code {
 				code = kerr.UnacceptableCredential.Code
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // deleteGroups deletes each group on its own: its committed offsets and
@@ -18,7 +19,7 @@ func deleteGroups(ctx context.Context, b Backend, req *kmsg.DeleteGroupsRequest)
 	for _, g := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = g
-		if _, err := b.DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: g}); err != nil {
+		if err := b.DeleteGroup(ctx, g); err != nil {
 			code, msg := groupError(err)
 			rg.ErrorCode, rg.ErrorMessage = code, msgPtr(msg)
 		}
@@ -74,7 +75,7 @@ func consumerGroupDescribe(ctx context.Context, b Backend, req *kmsg.ConsumerGro
 	for _, id := range req.Groups {
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group, g.AuthorizedOperations = id, authorizedOpsAbsent
-		d, err := b.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: id})
+		d, err := b.DescribeGroup(ctx, id)
 		if err != nil {
 			code, msg := groupError(err)
 			g.ErrorCode, g.ErrorMessage = code, msgPtr(msg)
@@ -90,12 +91,12 @@ func consumerGroupDescribe(ctx context.Context, b Backend, req *kmsg.ConsumerGro
 		}
 		for _, m := range d.Members {
 			gm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
-			gm.MemberID, gm.MemberEpoch, gm.ClientHost, gm.SubscribedTopics = m.MemberId, m.MemberEpoch, m.ClientAddress, m.Topics
+			gm.MemberID, gm.MemberEpoch, gm.ClientHost, gm.SubscribedTopics = m.MemberID, m.MemberEpoch, m.ClientAddress, m.Topics
 			if gm.SubscribedTopics == nil {
 				gm.SubscribedTopics = []string{}
 			}
-			if m.InstanceId != "" {
-				gm.InstanceID = kmsg.StringPtr(m.InstanceId)
+			if m.InstanceID != "" {
+				gm.InstanceID = kmsg.StringPtr(m.InstanceID)
 			}
 			if m.Regex != "" {
 				gm.SubscribedTopicRegex = kmsg.StringPtr(m.Regex)
@@ -122,9 +123,12 @@ func consumerGroupDescribe(ctx context.Context, b Backend, req *kmsg.ConsumerGro
 }
 
 // partitionsOf is an assignment by topic, its partition lists copied.
-func partitionsOf(a *quirev1.GroupAssignment) map[string][]int32 {
+func partitionsOf(a *request.GroupAssignment) map[string][]int32 {
 	out := map[string][]int32{}
-	for _, t := range a.GetTopics() {
+	if a == nil {
+		return out
+	}
+	for _, t := range a.Topics {
 		out[t.Topic] = append(out[t.Topic], t.Partitions...)
 	}
 	return out

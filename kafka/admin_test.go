@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // wantAdminVersions are the admin APIs' versions ApiVersions must
@@ -50,23 +51,23 @@ func (f *fakeBackend) BrokerConfigs(context.Context, string) ([]ConfigEntry, err
 func (f *fakeBackend) AlterConfigs(context.Context, *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DeleteGroup(context.Context, *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
+func (f *fakeBackend) DeleteGroup(context.Context, string) error {
+	return errUnimplemented()
+}
+func (f *fakeBackend) CreateAcls(context.Context, []request.ACL) error {
+	return errUnimplemented()
+}
+func (f *fakeBackend) ListAcls(context.Context, request.ACL) ([]request.ACL, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) CreateAcls(context.Context, *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error) {
+func (f *fakeBackend) DeleteAcls(context.Context, []request.ACL) ([]request.ACL, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) ListAcls(context.Context, *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
+func (f *fakeBackend) ListUsers(context.Context) ([]request.UserDescription, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DeleteAcls(context.Context, *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error) {
-	return nil, errUnimplemented()
-}
-func (f *fakeBackend) ListUsers(context.Context, *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
-	return nil, errUnimplemented()
-}
-func (f *fakeBackend) DeleteUser(context.Context, *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error) {
-	return nil, errUnimplemented()
+func (f *fakeBackend) DeleteUser(context.Context, string) error {
+	return errUnimplemented()
 }
 func (f *fakeBackend) UpsertScramCredential(context.Context, string, int32, []byte, []byte) error {
 	return errUnimplemented()
@@ -88,7 +89,7 @@ type adminBackend struct {
 	fakeBackend
 	mu      sync.Mutex
 	topics  map[string]*quirev1.TopicDescription
-	acls    []*quirev1.Acl
+	acls    []request.ACL
 	users   map[string]int32 // iterations
 	calls   []string
 	created []*quirev1.CreateTopicRequest
@@ -237,55 +238,60 @@ func (a *adminBackend) AlterConfigs(_ context.Context, req *quirev1.AlterConfigs
 	return &quirev1.AlterConfigsResponse{}, nil
 }
 
-func (a *adminBackend) DeleteGroup(_ context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {
-	switch req.Group {
-	case "busy":
-		return nil, quireErr(codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "group busy has members")
-	case "gone":
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "no group gone")
-	}
-	return &quirev1.DeleteGroupResponse{}, nil
+// refusal is an error of the request core with a quire.v1 code.
+func refusal(code quirev1.ErrorCode, msg string) error {
+	return &request.Error{Code: int32(code), Message: msg}
 }
 
-func (a *adminBackend) CreateAcls(_ context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error) {
+func (a *adminBackend) DeleteGroup(_ context.Context, group string) error {
+	switch group {
+	case "busy":
+		return refusal(quirev1.ErrorCode_NON_EMPTY_GROUP, "group busy has members")
+	case "gone":
+		return refusal(quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "no group gone")
+	}
+	return nil
+}
+
+func (a *adminBackend) CreateAcls(_ context.Context, acls []request.ACL) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, acl := range req.Acls {
+	for _, acl := range acls {
 		if !strings.HasPrefix(acl.Principal, "User:") {
-			return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("principal %q", acl.Principal))
+			return refusal(quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("principal %q", acl.Principal))
 		}
 	}
-	a.acls = append(a.acls, req.Acls...)
-	return &quirev1.CreateAclsResponse{}, nil
+	a.acls = append(a.acls, acls...)
+	return nil
 }
 
 // matches is the Security service's filter: empty fields match anything.
-func matches(f, a *quirev1.Acl) bool {
+func matches(f, a request.ACL) bool {
 	eq := func(x, y string) bool { return x == "" || strings.EqualFold(x, y) }
 	return eq(f.Principal, a.Principal) && eq(f.Permission, a.Permission) && eq(f.Operation, a.Operation) &&
 		eq(f.ResourceType, a.ResourceType) && (f.ResourceName == "" || f.ResourceName == a.ResourceName) && eq(f.PatternType, a.PatternType)
 }
 
-func (a *adminBackend) ListAcls(_ context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error) {
+func (a *adminBackend) ListAcls(_ context.Context, filter request.ACL) ([]request.ACL, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := &quirev1.ListAclsResponse{}
+	var out []request.ACL
 	for _, acl := range a.acls {
-		if matches(req.Filter, acl) {
-			out.Acls = append(out.Acls, acl)
+		if matches(filter, acl) {
+			out = append(out, acl)
 		}
 	}
 	return out, nil
 }
 
-func (a *adminBackend) DeleteAcls(_ context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error) {
+func (a *adminBackend) DeleteAcls(_ context.Context, filters []request.ACL) ([]request.ACL, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := &quirev1.DeleteAclsResponse{}
-	a.acls = slices.DeleteFunc(a.acls, func(acl *quirev1.Acl) bool {
-		for _, f := range req.Filters {
+	var out []request.ACL
+	a.acls = slices.DeleteFunc(a.acls, func(acl request.ACL) bool {
+		for _, f := range filters {
 			if matches(f, acl) {
-				out.Deleted = append(out.Deleted, acl)
+				out = append(out, acl)
 				return true
 			}
 		}
@@ -294,32 +300,32 @@ func (a *adminBackend) DeleteAcls(_ context.Context, req *quirev1.DeleteAclsRequ
 	return out, nil
 }
 
-func (a *adminBackend) ListUsers(context.Context, *quirev1.ListUsersRequest) (*quirev1.ListUsersResponse, error) {
+func (a *adminBackend) ListUsers(context.Context) ([]request.UserDescription, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := &quirev1.ListUsersResponse{}
+	var out []request.UserDescription
 	for u, it := range a.users {
-		out.Users = append(out.Users, &quirev1.UserDescription{Name: u, Mechanism: "SCRAM-SHA-256", Iterations: it})
+		out = append(out, request.UserDescription{Name: u, Mechanism: "SCRAM-SHA-256", Iterations: it})
 	}
-	sort.Slice(out.Users, func(i, j int) bool { return out.Users[i].Name < out.Users[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-func (a *adminBackend) DeleteUser(_ context.Context, req *quirev1.DeleteUserRequest) (*quirev1.DeleteUserResponse, error) {
+func (a *adminBackend) DeleteUser(_ context.Context, name string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.users[req.Name]; !ok {
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_RESOURCE_NOT_FOUND, fmt.Sprintf("unknown user %q", req.Name))
+	if _, ok := a.users[name]; !ok {
+		return refusal(quirev1.ErrorCode_RESOURCE_NOT_FOUND, fmt.Sprintf("unknown user %q", name))
 	}
-	delete(a.users, req.Name)
-	return &quirev1.DeleteUserResponse{}, nil
+	delete(a.users, name)
+	return nil
 }
 
 func (a *adminBackend) UpsertScramCredential(_ context.Context, user string, iterations int32, salt, salted []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(salted) != 32 || len(salt) == 0 {
-		return quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "salted password of 32 bytes")
+		return refusal(quirev1.ErrorCode_INVALID_REQUEST, "salted password of 32 bytes")
 	}
 	a.users[user] = iterations
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // The classic group protocol (JoinGroup, SyncGroup, Heartbeat,
@@ -126,19 +127,19 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 			return fail(kerr.MemberIDRequired.Code)
 		}
 	}
-	owned := &quirev1.GroupAssignment{}
+	owned := &request.GroupAssignment{}
 	for _, o := range meta.OwnedPartitions {
-		owned.Topics = append(owned.Topics, &quirev1.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
+		owned.Topics = append(owned.Topics, request.GroupTopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
 	}
 	rebalance := req.RebalanceTimeoutMillis
 	if rebalance <= 0 { // v0 has none
 		rebalance = req.SessionTimeoutMillis
 	}
-	hb := func(proto string) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-		return b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-			Group: req.Group, MemberId: resp.MemberID, MemberEpoch: 0, Classic: true,
-			Subscription: &quirev1.GroupSubscription{Topics: meta.Topics},
-			Owned:        owned, RebalanceTimeoutMs: rebalance, InstanceId: deref(req.InstanceID),
+	hb := func(proto string) (*request.GroupHeartbeatResult, error) {
+		return b.ConsumerGroupHeartbeat(ctx, &request.GroupHeartbeat{
+			Group: req.Group, MemberID: resp.MemberID, MemberEpoch: 0, Classic: true,
+			Subscription: &request.GroupSubscription{Topics: meta.Topics},
+			Owned:        owned, RebalanceTimeoutMs: rebalance, InstanceID: deref(req.InstanceID),
 			SessionTimeoutMs: req.SessionTimeoutMillis, Assignor: serverAssignor(proto),
 		})
 	}
@@ -194,7 +195,7 @@ func readSubscription(b []byte) (kmsg.ConsumerMemberMetadata, error) {
 
 // classicBeat is a classic member's heartbeat at its generation, which
 // changes nothing but its session.
-func classicBeat(ctx context.Context, b Backend, group, member string, instance *string, generation int32) (*quirev1.ConsumerGroupHeartbeatResponse, int16) {
+func classicBeat(ctx context.Context, b Backend, group, member string, instance *string, generation int32) (*request.GroupHeartbeatResult, int16) {
 	if member == "" {
 		return nil, kerr.UnknownMemberID.Code
 	}
@@ -202,8 +203,8 @@ func classicBeat(ctx context.Context, b Backend, group, member string, instance 
 		// 0 would join and -1 leave, in KIP-848's heartbeat.
 		return nil, kerr.IllegalGeneration.Code
 	}
-	out, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-		Group: group, MemberId: member, MemberEpoch: generation, Classic: true, InstanceId: deref(instance),
+	out, err := b.ConsumerGroupHeartbeat(ctx, &request.GroupHeartbeat{
+		Group: group, MemberID: member, MemberEpoch: generation, Classic: true, InstanceID: deref(instance),
 	})
 	if err != nil {
 		return nil, classicError(err)
@@ -221,15 +222,18 @@ func syncGroup(ctx context.Context, b Backend, req *kmsg.SyncGroupRequest) *kmsg
 		resp.ErrorCode = code
 		return resp
 	}
-	resp.MemberAssignment = encodeAssignment(out.GetAssignment())
+	resp.MemberAssignment = encodeAssignment(out.Assignment)
 	return resp
 }
 
 // encodeAssignment is a set of partitions as consumers encode their
 // assignment (ConsumerProtocolAssignment v0).
-func encodeAssignment(in *quirev1.GroupAssignment) []byte {
+func encodeAssignment(in *request.GroupAssignment) []byte {
 	a := kmsg.NewConsumerMemberAssignment()
-	for _, t := range in.GetTopics() {
+	if in == nil {
+		return a.AppendTo(nil)
+	}
+	for _, t := range in.Topics {
 		at := kmsg.NewConsumerMemberAssignmentTopic()
 		at.Topic, at.Partitions = t.Topic, t.Partitions
 		a.Topics = append(a.Topics, at)
@@ -258,8 +262,8 @@ func leaveGroup(ctx context.Context, b Backend, req *kmsg.LeaveGroupRequest) *km
 		}
 		// A member named by its instance id alone (an admin removing it)
 		// is the instance's member, whatever its id.
-		if _, err := b.ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-			Group: req.Group, MemberId: id, MemberEpoch: -1, InstanceId: deref(instance),
+		if _, err := b.ConsumerGroupHeartbeat(ctx, &request.GroupHeartbeat{
+			Group: req.Group, MemberID: id, MemberEpoch: -1, InstanceID: deref(instance),
 		}); err != nil {
 			return classicError(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // classicBackend records the heartbeats the classic protocol makes and
@@ -22,33 +24,33 @@ import (
 type classicBackend struct {
 	fakeBackend
 	mu      sync.Mutex
-	hbs     []*quirev1.ConsumerGroupHeartbeatRequest
-	hbResp  *quirev1.ConsumerGroupHeartbeatResponse
+	hbs     []*request.GroupHeartbeat
+	hbResp  *request.GroupHeartbeatResult
 	hbErr   error
 	commits int
 }
 
-func (c *classicBackend) ConsumerGroupHeartbeat(_ context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+func (c *classicBackend) ConsumerGroupHeartbeat(_ context.Context, req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hbs = append(c.hbs, req)
 	return c.hbResp, c.hbErr
 }
 
-func (c *classicBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+func (c *classicBackend) CommitOffsets(context.Context, *request.CommitOffsetsRequest) (time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.commits++
-	return nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_STALE_MEMBER_EPOCH)
+	return time.Time{}, quireError(codes.FailedPrecondition, quirev1.ErrorCode_STALE_MEMBER_EPOCH)
 }
 
-func (c *classicBackend) set(resp *quirev1.ConsumerGroupHeartbeatResponse, err error) {
+func (c *classicBackend) set(resp *request.GroupHeartbeatResult, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hbResp, c.hbErr = resp, err
 }
 
-func (c *classicBackend) lastHeartbeat() *quirev1.ConsumerGroupHeartbeatRequest {
+func (c *classicBackend) lastHeartbeat() *request.GroupHeartbeat {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.hbs) == 0 {
@@ -116,24 +118,24 @@ func TestKafkaClassicJoin(t *testing.T) {
 	// With it, the member joins: a classic heartbeat at epoch 0 (a
 	// rejoin, for a member the coordinator has) with its subscription
 	// and what it owns; the generation is its epoch; no member is leader.
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 3}, nil)
+	backend.set(&request.GroupHeartbeatResult{MemberID: "m", MemberEpoch: 3}, nil)
 	r = join(t, k, joinReq(9, "m", nil, "range", "roundrobin"))
 	hb := backend.lastHeartbeat()
 	if r.ErrorCode != 0 || r.Generation != 3 || r.LeaderID != "" || len(r.Members) != 0 || *r.Protocol != "range" || *r.ProtocolType != "consumer" {
 		t.Fatalf("join: %+v", r)
 	}
 	if !hb.Classic || hb.MemberEpoch != 0 || hb.Owned == nil || len(hb.Owned.Topics) != 0 ||
-		fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || hb.RebalanceTimeoutMs != 60000 || hb.SessionTimeoutMs != 45000 {
+		fmt.Sprint(hb.Subscription.Topics) != "[t]" || hb.RebalanceTimeoutMs != 60000 || hb.SessionTimeoutMs != 45000 {
 		t.Fatalf("join heartbeat %+v", hb)
 	}
 	// cooperative-sticky is chosen whenever offered; the owned partitions
 	// pass on whatever the protocol (an eager member lists none).
 	r = join(t, k, joinReq(9, "m", []int32{1, 2}, "range", "cooperative-sticky"))
-	if hb = backend.lastHeartbeat(); *r.Protocol != "cooperative-sticky" || fmt.Sprint(hb.Owned.GetTopics()[0].Partitions) != "[1 2]" {
+	if hb = backend.lastHeartbeat(); *r.Protocol != "cooperative-sticky" || fmt.Sprint(hb.Owned.Topics[0].Partitions) != "[1 2]" {
 		t.Fatalf("cooperative rejoin: protocol %s, heartbeat %+v", *r.Protocol, hb)
 	}
 	r = join(t, k, joinReq(5, "m", []int32{4}, "mine"))
-	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || *r.Protocol != "mine" || fmt.Sprint(hb.Owned.GetTopics()[0].Partitions) != "[4]" {
+	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || *r.Protocol != "mine" || fmt.Sprint(hb.Owned.Topics[0].Partitions) != "[4]" {
 		t.Fatalf("a rejoin with another assignor: protocol %s, heartbeat %+v", *r.Protocol, hb)
 	}
 	// A subscription naming no topic yet (a pattern that matches none)
@@ -141,7 +143,7 @@ func TestKafkaClassicJoin(t *testing.T) {
 	empty := joinReq(9, "m", nil, "range")
 	meta := kmsg.NewConsumerMemberMetadata()
 	empty.Protocols[0].Metadata = meta.AppendTo(nil)
-	if r = join(t, k, empty); r.ErrorCode != 0 || len(backend.lastHeartbeat().Subscription.GetTopics()) != 0 {
+	if r = join(t, k, empty); r.ErrorCode != 0 || len(backend.lastHeartbeat().Subscription.Topics) != 0 {
 		t.Fatalf("an empty subscription: code %d, heartbeat %+v", r.ErrorCode, backend.lastHeartbeat())
 	}
 
@@ -150,9 +152,9 @@ func TestKafkaClassicJoin(t *testing.T) {
 	// an instance's old member is FENCED_INSTANCE_ID.
 	static := joinReq(9, "", nil, "range")
 	static.InstanceID = kmsg.StringPtr("host-1")
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 3}, nil)
+	backend.set(&request.GroupHeartbeatResult{MemberEpoch: 3}, nil)
 	r = join(t, k, static)
-	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || r.Generation != 3 || !strings.HasPrefix(r.MemberID, "test-") || hb.MemberId != r.MemberID || hb.InstanceId != "host-1" {
+	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || r.Generation != 3 || !strings.HasPrefix(r.MemberID, "test-") || hb.MemberID != r.MemberID || hb.InstanceID != "host-1" {
 		t.Fatalf("a static join without a member id: %+v, heartbeat %+v", r, hb)
 	}
 	backend.set(nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_INSTANCE_ID))
@@ -192,7 +194,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	t.Parallel()
 	backend := &classicBackend{}
 	_, k := startServer(t, backend)
-	assigned := &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}
+	assigned := &request.GroupAssignment{Topics: []request.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}
 
 	sync := func(gen int32) *kmsg.SyncGroupResponse {
 		req := kmsg.NewPtrSyncGroupRequest()
@@ -206,7 +208,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	}
 	// The member's assignment at its generation, from a classic
 	// heartbeat; a generation passed (fenced) rejoins.
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil)
+	backend.set(&request.GroupHeartbeatResult{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil)
 	s := sync(4)
 	var a kmsg.ConsumerMemberAssignment
 	if err := a.ReadFrom(s.MemberAssignment); err != nil || s.ErrorCode != 0 || *s.Protocol != "range" ||
@@ -232,12 +234,12 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		resp *quirev1.ConsumerGroupHeartbeatResponse
+		resp *request.GroupHeartbeatResult
 		err  error
 		want int16
 	}{
-		{"unchanged", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned}, nil, 0},
-		{"to rejoin", &quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil, kerr.RebalanceInProgress.Code},
+		{"unchanged", &request.GroupHeartbeatResult{MemberEpoch: 4, Assignment: assigned}, nil, 0},
+		{"to rejoin", &request.GroupHeartbeatResult{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil, kerr.RebalanceInProgress.Code},
 		{"fenced", nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH), kerr.RebalanceInProgress.Code},
 		{"unknown member", nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID), kerr.UnknownMemberID.Code},
 		{"no controller", nil, status.Error(codes.Unavailable, "no leader"), kerr.CoordinatorNotAvailable.Code},
@@ -285,14 +287,14 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	}
 
 	// LeaveGroup: one member (v2), or each of several with its own code.
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberEpoch: -1}, nil)
+	backend.set(&request.GroupHeartbeatResult{MemberEpoch: -1}, nil)
 	lv := kmsg.NewPtrLeaveGroupRequest()
 	lv.Version, lv.Group, lv.MemberID = 2, "g", "m"
 	k.request(lv)
 	lr := kmsg.NewPtrLeaveGroupResponse()
 	lr.Version = 2
 	k.response(lr, false)
-	if hb := backend.lastHeartbeat(); lr.ErrorCode != 0 || hb.MemberId != "m" || hb.MemberEpoch != -1 {
+	if hb := backend.lastHeartbeat(); lr.ErrorCode != 0 || hb.MemberID != "m" || hb.MemberEpoch != -1 {
 		t.Fatalf("leave v2: code %d, heartbeat %+v", lr.ErrorCode, hb)
 	}
 	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
@@ -315,7 +317,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 		lr.Members[2].ErrorCode != kerr.UnknownMemberID.Code || *lr.Members[2].InstanceID != "static-1" || backend.count() != n+3 {
 		t.Fatalf("leave v5: %+v, %d heartbeats for 3 members", lr.Members, backend.count()-n)
 	}
-	if hb := backend.lastHeartbeat(); hb.MemberId != "" || hb.InstanceId != "static-1" || hb.MemberEpoch != -1 {
+	if hb := backend.lastHeartbeat(); hb.MemberID != "" || hb.InstanceID != "static-1" || hb.MemberEpoch != -1 {
 		t.Fatalf("leave by instance id: heartbeat %+v", hb)
 	}
 }

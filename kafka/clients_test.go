@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // Requests as named clients send them, byte for byte where the bytes
@@ -32,7 +33,7 @@ var kafkaGoSubscription = []byte{
 // protocol type and names only, not the subscription's bytes.
 func TestKafkaGoSubscriptionJoins(t *testing.T) {
 	backend := &classicBackend{}
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 1}, nil)
+	backend.set(&request.GroupHeartbeatResult{MemberID: "m", MemberEpoch: 1}, nil)
 	_, k := startServer(t, backend)
 	req := kmsg.NewPtrJoinGroupRequest()
 	req.Version, req.Group, req.ProtocolType = 1, "g", "consumer"
@@ -47,7 +48,7 @@ func TestKafkaGoSubscriptionJoins(t *testing.T) {
 	if r.ErrorCode != 0 || r.MemberID == "" || r.Generation != 1 || hb == nil {
 		t.Fatalf("kafka-go's join: %+v", r)
 	}
-	if fmt.Sprint(hb.Subscription.GetTopics()) != "[t]" || len(hb.Owned.GetTopics()) != 0 {
+	if fmt.Sprint(hb.Subscription.Topics) != "[t]" || hb.Owned != nil && len(hb.Owned.Topics) != 0 {
 		t.Fatalf("kafka-go's join heartbeat: %+v", hb)
 	}
 }
@@ -149,7 +150,7 @@ type assignorBackend struct {
 	allowed map[string]bool
 }
 
-func (a *assignorBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+func (a *assignorBackend) ConsumerGroupHeartbeat(ctx context.Context, req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 	resp, err := a.classicBackend.ConsumerGroupHeartbeat(ctx, req)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -167,7 +168,7 @@ func (a *assignorBackend) ConsumerGroupHeartbeat(ctx context.Context, req *quire
 // refused rather than given another split under the name it asked for.
 func TestKafkaClassicProtocolIsTheAssignor(t *testing.T) {
 	backend := &assignorBackend{allowed: map[string]bool{"uniform": true, "range": true, "roundrobin": true}}
-	backend.set(&quirev1.ConsumerGroupHeartbeatResponse{MemberId: "m", MemberEpoch: 1}, nil)
+	backend.set(&request.GroupHeartbeatResult{MemberID: "m", MemberEpoch: 1}, nil)
 	_, k := startServer(t, backend)
 	for _, tc := range []struct {
 		protocols []string
@@ -213,7 +214,7 @@ var kafkaPythonOffsetFetch = []byte{
 // failingOffsets fails every offset fetch as the coordinator out of reach.
 type failingOffsets struct{ fakeBackend }
 
-func (*failingOffsets) FetchOffsets(context.Context, *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+func (*failingOffsets) FetchOffsets(context.Context, string, []request.GroupPartition) ([]request.CommittedOffset, error) {
 	return nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER)
 }
 

@@ -7,8 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
 // Kafka's admin tools list and describe groups with the classic
@@ -31,7 +29,7 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 	for _, id := range req.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group, g.AuthorizedOperations = id, -2147483648 // not asked for, or not served
-		d, err := b.DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: id})
+		d, err := b.DescribeGroup(ctx, id)
 		switch code, msg := groupError(err); {
 		case code == kerr.GroupIDNotFound.Code:
 			g.State = "Dead"
@@ -41,9 +39,9 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 			g.State, g.ProtocolType, g.Protocol = groupStates[d.State], classicType, d.Assignor
 			for _, m := range d.Members {
 				gm := kmsg.NewDescribeGroupsResponseGroupMember()
-				gm.MemberID, gm.ClientHost = m.MemberId, m.ClientAddress
-				if m.InstanceId != "" {
-					gm.InstanceID = kmsg.StringPtr(m.InstanceId)
+				gm.MemberID, gm.ClientHost = m.MemberID, m.ClientAddress
+				if m.InstanceID != "" {
+					gm.InstanceID = kmsg.StringPtr(m.InstanceID)
 				}
 				meta := kmsg.NewConsumerMemberMetadata()
 				meta.Topics = m.Topics
@@ -63,12 +61,12 @@ func describeGroups(ctx context.Context, b Backend, req *kmsg.DescribeGroupsRequ
 // (KIP-518, compared without regard to case, as Kafka parses them).
 func listGroups(ctx context.Context, b Backend, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
-	out, err := b.ListGroups(ctx, &quirev1.ListGroupsRequest{})
+	out, err := b.ListGroups(ctx)
 	if err != nil {
 		resp.ErrorCode, _ = groupError(err)
 		return resp
 	}
-	for _, l := range out.Groups {
+	for _, l := range out {
 		g := kmsg.NewListGroupsResponseGroup()
 		g.Group, g.ProtocolType, g.GroupState = l.Group, classicType, groupStates[l.State]
 		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool {

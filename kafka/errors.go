@@ -80,7 +80,7 @@ func callError(err error) (int16, string) {
 // fatal to a member, which would give up its partitions and rejoin on
 // every controller election.
 func groupError(err error) (int16, string) {
-	code, msg := callError(err)
+	code, msg := coreError(err)
 	switch code {
 	case kerr.NotController.Code, kerr.BrokerNotAvailable.Code, kerr.RequestTimedOut.Code,
 		kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code:

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // Consumer groups in KIP-848's protocol (ConsumerGroupHeartbeat: the
@@ -17,39 +18,21 @@ import (
 // and committed offsets. Any node takes a group's requests and passes
 // them to the coordinator, so FindCoordinator names the node asked.
 
-// findCoordinator answers this node for every group key; transaction
-// coordinators are not served (noTransactions).
+// findCoordinator answers this node for every group key the caller may
+// describe (GROUP_AUTHORIZATION_FAILED for another, as Kafka answers);
+// transaction coordinators are not served (noTransactions).
 func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
 		keys = []string{req.CoordinatorKey}
 	}
-	self, err := b.Coordinator(ctx)
-	var host string
-	var port int64
-	code, msg := int16(0), ""
-	switch {
-	case req.CoordinatorType == 1:
-		code, msg = unsupportedVersion, noTransactions
-	case req.CoordinatorType != 0:
-		code, msg = invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has; only group coordinators are served", req.CoordinatorType)
-	case err != nil:
-		code, msg = callError(err)
-	default:
-		var p string
-		if host, p, err = net.SplitHostPort(self.Address); err == nil {
-			port, err = strconv.ParseInt(p, 10, 32)
-		}
-		if err != nil {
-			code, msg = kerr.CoordinatorNotAvailable.Code, "no address on this listener"
-		}
-	}
 	for _, k := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.NodeID, c.Port = k, -1, -1
+		nodeID, host, port, code, msg := coordinatorOf(ctx, b, req.CoordinatorType, k)
 		if code == 0 {
-			c.NodeID, c.Host, c.Port = self.Id, host, int32(port)
+			c.NodeID, c.Host, c.Port = nodeID, host, port
 		} else {
 			c.ErrorCode, c.ErrorMessage = code, kmsg.StringPtr(msg)
 		}
@@ -61,6 +44,31 @@ func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRe
 		resp.Coordinators = nil
 	}
 	return resp
+}
+
+// coordinatorOf is the coordinator of one key, or the error code and
+// message to answer for it.
+func coordinatorOf(ctx context.Context, b Backend, coordinatorType int8, key string) (int32, string, int32, int16, string) {
+	switch {
+	case coordinatorType == 1:
+		return -1, "", -1, unsupportedVersion, noTransactions
+	case coordinatorType != 0:
+		return -1, "", -1, invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has; only group coordinators are served", coordinatorType)
+	}
+	self, err := b.Coordinator(ctx, key)
+	if err != nil {
+		code, msg := coreError(err)
+		return -1, "", -1, code, msg
+	}
+	host, p, err := net.SplitHostPort(self.Address)
+	var port int64
+	if err == nil {
+		port, err = strconv.ParseInt(p, 10, 32)
+	}
+	if err != nil {
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, "no address on this listener"
+	}
+	return self.Id, host, int32(port), 0, ""
 }
 
 // topicIDs maps topic ids to names and back, from the metadata: the
@@ -96,16 +104,16 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 	if err != nil {
 		return fail(err)
 	}
-	in := &quirev1.ConsumerGroupHeartbeatRequest{Group: req.Group, MemberId: req.MemberID, MemberEpoch: req.MemberEpoch,
-		InstanceId: deref(req.InstanceID)}
+	in := &request.GroupHeartbeat{Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+		InstanceID: deref(req.InstanceID)}
 	if req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil {
-		in.Subscription = &quirev1.GroupSubscription{Topics: req.SubscribedTopicNames}
+		in.Subscription = &request.GroupSubscription{Topics: req.SubscribedTopicNames}
 		if req.SubscribedTopicRegex != nil {
 			in.Subscription.Regex = *req.SubscribedTopicRegex
 		}
 	}
 	if req.Topics != nil {
-		in.Owned = &quirev1.GroupAssignment{}
+		in.Owned = &request.GroupAssignment{}
 		for _, t := range req.Topics {
 			name, ok := ids.names[t.TopicID]
 			if !ok {
@@ -114,7 +122,7 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 				in.Owned = nil
 				break
 			}
-			in.Owned.Topics = append(in.Owned.Topics, &quirev1.GroupTopicPartitions{Topic: name, Partitions: t.Partitions})
+			in.Owned.Topics = append(in.Owned.Topics, request.GroupTopicPartitions{Topic: name, Partitions: t.Partitions})
 		}
 	}
 	if req.RebalanceTimeoutMillis > 0 {
@@ -127,7 +135,7 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 	if err != nil {
 		return fail(err)
 	}
-	resp.MemberID, resp.MemberEpoch, resp.HeartbeatIntervalMillis = kmsg.StringPtr(out.MemberId), out.MemberEpoch, out.HeartbeatIntervalMs
+	resp.MemberID, resp.MemberEpoch, resp.HeartbeatIntervalMillis = kmsg.StringPtr(out.MemberID), out.MemberEpoch, out.HeartbeatIntervalMs
 	if out.Assignment != nil {
 		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
 		for _, t := range out.Assignment.Topics {
@@ -163,15 +171,15 @@ func consumerGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ConsumerGr
 // of any commit before v9.
 func offsetCommit(ctx context.Context, b Backend, req *kmsg.OffsetCommitRequest, classic bool) *kmsg.OffsetCommitResponse {
 	resp := kmsg.NewPtrOffsetCommitResponse()
-	in := &quirev1.CommitOffsetsRequest{Group: req.Group}
+	in := &request.CommitOffsetsRequest{Group: req.Group}
 	if req.MemberID != "" {
-		in.MemberId, in.MemberEpoch = req.MemberID, req.Generation
+		in.MemberID, in.MemberEpoch = req.MemberID, req.Generation
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			oc := &quirev1.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset}
+			oc := request.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}
 			if req.Version >= 6 && p.LeaderEpoch >= 0 {
-				oc.OptionalLeaderEpoch = &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: p.LeaderEpoch}
+				oc.LeaderEpoch = p.LeaderEpoch
 			}
 			if p.Metadata != nil {
 				oc.Metadata = *p.Metadata
@@ -282,28 +290,28 @@ func groupTopics(ts []kmsg.OffsetFetchRequestTopic) topicList {
 func fetchGroup(ctx context.Context, b Backend, group string, named bool, want topicList) kmsg.OffsetFetchResponseGroup {
 	g := kmsg.NewOffsetFetchResponseGroup()
 	g.Group = group
-	in := &quirev1.FetchOffsetsRequest{Group: group}
+	var parts []request.GroupPartition
 	if named {
 		for _, t := range want.order {
 			for _, p := range want.parts[t] {
-				in.Partitions = append(in.Partitions, &quirev1.TopicPartition{Topic: t, Partition: p})
+				parts = append(parts, request.GroupPartition{Topic: t, Partition: p})
 			}
 		}
-		if len(in.Partitions) == 0 {
+		if len(parts) == 0 {
 			return g
 		}
 	}
-	out, err := b.FetchOffsets(ctx, in)
+	out, err := b.FetchOffsets(ctx, group, parts)
 	if err != nil {
 		g.ErrorCode, _ = groupError(err)
 		return g
 	}
 	type key = partKey
-	got := map[key]*quirev1.CommittedOffset{}
+	got := map[key]*request.CommittedOffset{}
 	byTopic := map[string][]int32{}
 	var order []string
-	for _, o := range out.Offsets {
-		got[key{o.Topic, o.Partition}] = o
+	for i, o := range out {
+		got[key{o.Topic, o.Partition}] = &out[i]
 		if _, ok := byTopic[o.Topic]; !ok {
 			order = append(order, o.Topic)
 		}

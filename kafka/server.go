@@ -33,7 +33,8 @@ var (
 
 // Backend is what the server translates Kafka's requests into, in
 // process: the request core's operations for the data path (Produce,
-// Fetch, ListOffsets, DeleteRecords, InitProducerID: plain Go types, errors that are
+// Fetch, ListOffsets, DeleteRecords, InitProducerID), the groups and
+// security administration (plain Go types, errors that are
 // *request.Error), and the node's public API for the rest, whose errors
 // of a whole call are gRPC status errors carrying a quire.v1.Error, as
 // the gRPC services return them.
@@ -47,13 +48,15 @@ type Backend interface {
 	DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error)
 	InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error)
 	// Coordinator is this node, with its address on the connection's
-	// listener: any node takes a group's requests.
-	Coordinator(ctx context.Context) (*quirev1.Broker, error)
-	ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
-	DescribeGroup(ctx context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
-	ListGroups(ctx context.Context, req *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error)
-	CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error)
-	FetchOffsets(ctx context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error)
+	// listener: any node takes a group's requests. The core refuses it
+	// for a group the caller may not describe.
+	Coordinator(ctx context.Context, group string) (*quirev1.Broker, error)
+	// The group calls are the request core's (request/groups.go).
+	ConsumerGroupHeartbeat(ctx context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error)
+	DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error)
+	ListGroups(ctx context.Context) ([]request.GroupListing, error)
+	CommitOffsets(ctx context.Context, req *request.CommitOffsetsRequest) (time.Time, error)
+	FetchOffsets(ctx context.Context, group string, parts []request.GroupPartition) ([]request.CommittedOffset, error)
 
 	// The admin APIs (admin.go).
 	AdminBackend

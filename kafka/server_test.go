@@ -150,34 +150,37 @@ func (f *fakeBackend) InitProducerID(context.Context, request.InitProducerIDRequ
 	return request.InitProducerIDResult{ProducerID: 7, ProducerEpoch: 2}, nil
 }
 
-func (f *fakeBackend) Coordinator(context.Context) (*quirev1.Broker, error) {
+func (f *fakeBackend) Coordinator(_ context.Context, group string) (*quirev1.Broker, error) {
+	if group == "secret" {
+		return nil, &request.Error{Code: int32(quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED), Message: "User:ANONYMOUS lacks DESCRIBE on group \"secret\""}
+	}
 	return &quirev1.Broker{Id: 1, Address: "127.0.0.1:9093"}, nil
 }
 
-func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 	return nil, status.Error(codes.Unimplemented, "no groups here")
 }
 
-func (f *fakeBackend) DescribeGroup(_ context.Context, req *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error) {
-	if req.Group == "gone" {
+func (f *fakeBackend) DescribeGroup(_ context.Context, group string) (*request.GroupDescription, error) {
+	if group == "gone" {
 		st, _ := status.New(codes.NotFound, "no group").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND})
 		return nil, st.Err()
 	}
-	return &quirev1.DescribeGroupResponse{Group: req.Group, State: "reconciling", Assignor: "uniform",
-		Members: []*quirev1.GroupMemberDescription{{MemberId: "m1", ClientAddress: "10.0.0.1:5", Topics: []string{"t"},
-			Assigned: &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}}}}, nil
+	return &request.GroupDescription{Group: group, State: "reconciling", Assignor: "uniform",
+		Members: []request.GroupMemberDescription{{MemberID: "m1", ClientAddress: "10.0.0.1:5", Topics: []string{"t"},
+			Assigned: &request.GroupAssignment{Topics: []request.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}}}}, nil
 }
 
-func (f *fakeBackend) ListGroups(context.Context, *quirev1.ListGroupsRequest) (*quirev1.ListGroupsResponse, error) {
-	return &quirev1.ListGroupsResponse{Groups: []*quirev1.GroupListing{{Group: "a", State: "reconciling"}, {Group: "b", State: "stable"}}}, nil
+func (f *fakeBackend) ListGroups(context.Context) ([]request.GroupListing, error) {
+	return []request.GroupListing{{Group: "a", State: "reconciling"}, {Group: "b", State: "stable"}}, nil
 }
 
-func (f *fakeBackend) CommitOffsets(context.Context, *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
-	return &quirev1.CommitOffsetsResponse{}, nil
+func (f *fakeBackend) CommitOffsets(context.Context, *request.CommitOffsetsRequest) (time.Time, error) {
+	return time.Time{}, nil
 }
 
-func (f *fakeBackend) FetchOffsets(context.Context, *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
-	return &quirev1.FetchOffsetsResponse{}, nil
+func (f *fakeBackend) FetchOffsets(context.Context, string, []request.GroupPartition) ([]request.CommittedOffset, error) {
+	return nil, nil
 }
 
 // startServer serves backend on a loopback port and returns a connection
@@ -943,35 +946,40 @@ func TestKafkaAcceptRetriesTemporaryErrors(t *testing.T) {
 // one committed offset.
 type groupsBackend struct {
 	fakeBackend
-	commits []*quirev1.CommitOffsetsRequest
-	fetches []*quirev1.FetchOffsetsRequest
-	hb      *quirev1.ConsumerGroupHeartbeatRequest
+	commits []*request.CommitOffsetsRequest
+	fetches []fetchOffsets
+	hb      *request.GroupHeartbeat
 }
 
-func (g *groupsBackend) CommitOffsets(_ context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
+// fetchOffsets is one FetchOffsets call.
+type fetchOffsets struct {
+	group string
+	parts []request.GroupPartition
+}
+
+func (g *groupsBackend) CommitOffsets(_ context.Context, req *request.CommitOffsetsRequest) (time.Time, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.commits = append(g.commits, req)
 	if req.MemberEpoch == 99 {
-		st, _ := status.New(codes.FailedPrecondition, "stale").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_STALE_MEMBER_EPOCH})
-		return nil, st.Err()
+		return time.Time{}, &request.Error{Code: int32(quirev1.ErrorCode_STALE_MEMBER_EPOCH), Message: "stale"}
 	}
-	return &quirev1.CommitOffsetsResponse{}, nil
+	return time.Time{}, nil
 }
 
-func (g *groupsBackend) FetchOffsets(_ context.Context, req *quirev1.FetchOffsetsRequest) (*quirev1.FetchOffsetsResponse, error) {
+func (g *groupsBackend) FetchOffsets(_ context.Context, group string, parts []request.GroupPartition) ([]request.CommittedOffset, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.fetches = append(g.fetches, req)
-	return &quirev1.FetchOffsetsResponse{Offsets: []*quirev1.CommittedOffset{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m"}}}, nil
+	g.fetches = append(g.fetches, fetchOffsets{group: group, parts: parts})
+	return []request.CommittedOffset{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: 3, Metadata: "m"}}, nil
 }
 
-func (g *groupsBackend) ConsumerGroupHeartbeat(_ context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+func (g *groupsBackend) ConsumerGroupHeartbeat(_ context.Context, req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 	g.mu.Lock()
 	g.hb = req
 	g.mu.Unlock()
-	return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: 5, HeartbeatIntervalMs: 3000,
-		Assignment: &quirev1.GroupAssignment{Topics: []*quirev1.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}}, nil
+	return &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: 5, HeartbeatIntervalMs: 3000,
+		Assignment: &request.GroupAssignment{Topics: []request.GroupTopicPartitions{{Topic: "t", Partitions: []int32{0, 1}}}}}, nil
 }
 
 func TestKafkaGroups(t *testing.T) {
@@ -1010,6 +1018,17 @@ func TestKafkaGroups(t *testing.T) {
 	if fr.Coordinators[0].ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("a transaction coordinator: %+v", fr.Coordinators[0])
 	}
+	// A group the caller may not describe is refused, the others named
+	// with it answered.
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKeys = 4, []string{"secret", "a"}
+	k.request(fc)
+	fr = kmsg.NewPtrFindCoordinatorResponse()
+	fr.Version = 4
+	k.response(fr, true)
+	if c := fr.Coordinators; len(c) != 2 || c[0].ErrorCode != kerr.GroupAuthorizationFailed.Code || c[0].NodeID != -1 || c[1].ErrorCode != 0 || c[1].NodeID != 1 {
+		t.Fatalf("FindCoordinator of a group refused and one not: %+v", fr.Coordinators)
+	}
 
 	// The heartbeat names topics by id; the node by name.
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
@@ -1025,8 +1044,8 @@ func TestKafkaGroups(t *testing.T) {
 	backend.mu.Lock()
 	got := backend.hb
 	backend.mu.Unlock()
-	if got.Group != "g" || got.MemberId != "m1" || got.Subscription.GetTopics()[0] != "t" || got.Assignor != "uniform" ||
-		got.RebalanceTimeoutMs != 30000 || len(got.Owned.GetTopics()) != 1 || got.Owned.Topics[0].Topic != "t" {
+	if got.Group != "g" || got.MemberID != "m1" || got.Subscription.Topics[0] != "t" || got.Assignor != "uniform" ||
+		got.RebalanceTimeoutMs != 30000 || len(got.Owned.Topics) != 1 || got.Owned.Topics[0].Topic != "t" {
 		t.Fatalf("backend heartbeat %+v", got)
 	}
 	if hr.ErrorCode != 0 || *hr.MemberID != "m1" || hr.MemberEpoch != 5 || hr.HeartbeatIntervalMillis != 3000 || hr.Assignment == nil ||
@@ -1064,7 +1083,7 @@ func TestKafkaGroups(t *testing.T) {
 	backend.mu.Lock()
 	c := backend.commits[0]
 	backend.mu.Unlock()
-	if c.MemberId != "m1" || c.MemberEpoch != 5 || len(c.Offsets) != 2 || c.Offsets[1].Offset != 11 || c.Offsets[1].GetLeaderEpoch() != 3 {
+	if c.MemberID != "m1" || c.MemberEpoch != 5 || len(c.Offsets) != 2 || c.Offsets[1].Offset != 11 || c.Offsets[1].LeaderEpoch != 3 {
 		t.Fatalf("backend commit %+v", c)
 	}
 
@@ -1098,8 +1117,8 @@ func TestKafkaGroups(t *testing.T) {
 	backend.mu.Lock()
 	all := backend.fetches[1]
 	backend.mu.Unlock()
-	if len(all.Partitions) != 0 {
-		t.Fatalf("no topic list asked the backend for %v, want every committed offset", all.Partitions)
+	if all.group != "g" || len(all.parts) != 0 {
+		t.Fatalf("no topic list asked the backend for %v of %q, want every committed offset of g", all.parts, all.group)
 	}
 }
 

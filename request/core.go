@@ -91,6 +91,18 @@ type Config struct {
 	// DeleteRecords); nil: nothing to do.
 	Checkpoint func() error
 	Observer   Observer
+
+	// Groups and security administration (groups.go, group_reset.go,
+	// security.go).
+
+	// Groups is the group coordinator; nil: the group calls are refused.
+	Groups GroupCoordinator
+	// OffsetLister asks a partition's leader elsewhere for an offset (an
+	// offset reset's targets); nil: only partitions led here are reset.
+	OffsetLister OffsetLister
+	// Security stores users and ACLs; nil: security administration is
+	// refused.
+	Security SecurityStore
 }
 
 // Core serves the operations; it is safe for concurrent use.

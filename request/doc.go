@@ -15,4 +15,8 @@
 // Today the core serves the data path: Produce (with acks, idempotence
 // and forwarding batched per leader), InitProducerID, Fetch (long-polled), ListOffsets and
 // DeleteRecords; and DescribeTopics, with its fan-out to the leaders.
+//
+// It serves the consumer groups' calls too (groups.go, group_reset.go),
+// passed to the group coordinator through GroupCoordinator, and the
+// administration of users and ACLs (security.go) through SecurityStore.
 package request

@@ -111,7 +111,7 @@ var rules = []rule{
 	// internal API, no Kafka codec, even indirectly; it reaches the
 	// replicas, the metadata, the logs and the ACLs, and nothing else of
 	// ours.
-	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf"},
+	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group"},
 		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
 		forbiddenDeps:       []string{"broker", "kafka", "subscribe", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
