@@ -124,6 +124,11 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*broker.Broker // nil while stopped
 	conns map[int32]*grpc.ClientConn
+	// held are the addresses of stopped nodes, listened on again by the
+	// cluster as soon as the node let go, so that no other test's node
+	// (clusters start in parallel, each port from the kernel) takes the
+	// address before the restart; handed to the node when it restarts.
+	held map[int32]net.Listener
 }
 
 // New starts n nodes with ids 1..n and waits until every one is
@@ -142,7 +147,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	c := &Cluster{
 		t: t, n: n, opts: o, net: newNetwork(),
 		addrs: make([]string, n), dirs: make([]string, n),
-		nodes: make([]*broker.Broker, n), conns: map[int32]*grpc.ClientConn{},
+		nodes: make([]*broker.Broker, n), conns: map[int32]*grpc.ClientConn{}, held: map[int32]net.Listener{},
 		logs: newLogSink(t),
 	}
 	t.Cleanup(c.logs.close) // registered first: runs after the nodes stopped
@@ -337,6 +342,7 @@ func (c *Cluster) Stop(id int32) {
 	if err := b.Shutdown(ctx); err != nil {
 		c.t.Errorf("testcluster: stop node %d: %v", id, err)
 	}
+	c.hold(id)
 }
 
 // Kill stops node id abruptly, as kill -9 would as far as its peers can
@@ -350,9 +356,23 @@ func (c *Cluster) Kill(id int32) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // a done context skips controlled shutdown and graceful stop
 	_ = b.Shutdown(ctx)
+	c.hold(id)
 	if err := os.Remove(filepath.Join(c.dirs[id-1], storage.CleanShutdownFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.t.Errorf("testcluster: kill node %d: %v", id, err)
 	}
+}
+
+// hold listens on a stopped node's address until it restarts (held).
+// Failing that, the restart binds it again itself.
+func (c *Cluster) hold(id int32) {
+	l, err := c.rebind(id)
+	if err != nil {
+		c.t.Logf("testcluster: hold node %d's address: %v", id, err)
+		return
+	}
+	c.mu.Lock()
+	c.held[id] = l
+	c.mu.Unlock()
 }
 
 func (c *Cluster) take(id int32) *broker.Broker {
@@ -406,9 +426,15 @@ func (c *Cluster) TryRestart(id int32, tweak ...func(*broker.Config)) error {
 	if c.Node(id) != nil {
 		return fmt.Errorf("testcluster: node %d is running", id)
 	}
-	lis, err := c.rebind(id)
-	if err != nil {
-		return err
+	c.mu.Lock()
+	lis, ok := c.held[id]
+	delete(c.held, id)
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if lis, err = c.rebind(id); err != nil {
+			return err
+		}
 	}
 	cfg := c.config(id, lis)
 	for _, fn := range tweak {
@@ -416,6 +442,7 @@ func (c *Cluster) TryRestart(id int32, tweak ...func(*broker.Config)) error {
 	}
 	b, err := c.startConfig(cfg)
 	if err != nil {
+		c.hold(id) // the failed start let go of it
 		return err
 	}
 	c.set(id, b)
@@ -456,7 +483,12 @@ func (c *Cluster) close() {
 	c.mu.Lock()
 	conns := c.conns
 	c.conns = map[int32]*grpc.ClientConn{}
+	held := c.held
+	c.held = map[int32]net.Listener{}
 	c.mu.Unlock()
+	for _, l := range held {
+		_ = l.Close()
+	}
 	for _, cc := range conns {
 		_ = cc.Close()
 	}
