@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 )
 
@@ -328,6 +330,9 @@ func kafkaOp(op string) kmsg.ACLOperation {
 func TestDoorsAnswerAlike(t *testing.T) {
 	t.Parallel()
 	b, addr := startKafkaBroker(t)
+	// ACLs and every other command at the latest level are refused
+	// (UNSUPPORTED_VERSION) until the new cluster finalized it.
+	brokertest.WaitMetadataVersion(t, b, metadata.LatestMetadataVersion)
 	c := dial(t, b)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
