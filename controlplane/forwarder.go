@@ -130,6 +130,12 @@ func Call[Req, Resp any](ctx context.Context, f *Forwarder,
 			// context does, not as an opaque status.
 			return fmt.Errorf("controlplane: %w (last: %v)", ctx.Err(), err)
 		}
+		if status.Code(err) == codes.DeadlineExceeded {
+			// The controller's side of the call ran out of the deadline
+			// it was sent a moment before this side's did: the same
+			// timeout, which unavailable turns into ErrNoQuorum.
+			return fmt.Errorf("controlplane: %w (last: %v)", context.DeadlineExceeded, err)
+		}
 		return fromStatus(err)
 	})
 	return out, unavailable(parent, err)
