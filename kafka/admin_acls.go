@@ -275,9 +275,15 @@ func deleteACLs(ctx context.Context, b Backend, req *kmsg.DeleteACLsRequest) *km
 	return resp
 }
 
-// scramSHA256 is Kafka's number for SCRAM-SHA-256, the one mechanism the
-// cluster stores credentials for.
-const scramSHA256 = 1
+// Kafka's numbers for the SCRAM mechanisms. A user's credential holds
+// the keys of SCRAM-SHA-256, and of SCRAM-SHA-512 too when it was derived
+// from a password (gRPC's UpsertUser, `quire user set`); a salted password
+// sent through AlterUserScramCredentials sets SCRAM-SHA-256 only, the one
+// mechanism a salted password of its length can give.
+const (
+	scramSHA256 = 1
+	scramSHA512 = 2
+)
 
 // describeSCRAM lists the users named (every user for none), each with
 // its one credential.
@@ -301,9 +307,19 @@ func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCr
 			r.ErrorCode, r.ErrorMessage = kerr.ResourceNotFound.Code, msgPtr(fmt.Sprintf("user %q has no SCRAM credential", name))
 			return r
 		}
-		ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
-		ci.Mechanism, ci.Iterations = scramSHA256, u.Iterations
-		r.CredentialInfos = append(r.CredentialInfos, ci)
+		for _, m := range strings.Split(u.Mechanism, ",") {
+			ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
+			switch m {
+			case "SCRAM-SHA-256":
+				ci.Mechanism = scramSHA256
+			case "SCRAM-SHA-512":
+				ci.Mechanism = scramSHA512
+			default:
+				continue
+			}
+			ci.Iterations = u.Iterations
+			r.CredentialInfos = append(r.CredentialInfos, ci)
+		}
 		return r
 	}
 	if req.Users == nil {
@@ -362,7 +378,7 @@ func alterSCRAM(ctx context.Context, b Backend, req *kmsg.AlterUserSCRAMCredenti
 		case name == "":
 			answer(name, kerr.UnacceptableCredential.Code, "the user name is empty")
 		case mechanism != scramSHA256:
-			answer(name, kerr.UnsupportedSaslMechanism.Code, fmt.Sprintf("mechanism %d: only SCRAM-SHA-256 (1) credentials are stored", mechanism))
+			answer(name, kerr.UnsupportedSaslMechanism.Code, fmt.Sprintf("mechanism %d: only SCRAM-SHA-256 (1) credentials are set or deleted here; a password set over gRPC (quire user set) gives SCRAM-SHA-512 too", mechanism))
 		default:
 			return true
 		}

@@ -87,12 +87,15 @@ func quireErr(c codes.Code, code quirev1.ErrorCode, msg string) error {
 // admin handlers would, and records the calls.
 type adminBackend struct {
 	fakeBackend
-	mu      sync.Mutex
-	topics  map[string]*quirev1.TopicDescription
-	acls    []request.ACL
-	users   map[string]int32 // iterations
-	calls   []string
-	created []*quirev1.CreateTopicRequest
+	mu     sync.Mutex
+	topics map[string]*quirev1.TopicDescription
+	acls   []request.ACL
+	users  map[string]int32 // iterations
+	// passwordUsers are the users whose credential came from a
+	// password (both mechanisms' keys), not a salted one.
+	passwordUsers map[string]bool
+	calls         []string
+	created       []*quirev1.CreateTopicRequest
 }
 
 func newAdminBackend() *adminBackend {
@@ -305,7 +308,11 @@ func (a *adminBackend) ListUsers(context.Context) ([]request.UserDescription, er
 	defer a.mu.Unlock()
 	var out []request.UserDescription
 	for u, it := range a.users {
-		out = append(out, request.UserDescription{Name: u, Mechanism: "SCRAM-SHA-256", Iterations: it})
+		mech := "SCRAM-SHA-256"
+		if a.passwordUsers[u] { // set from a password over gRPC: both keys
+			mech += ",SCRAM-SHA-512"
+		}
+		out = append(out, request.UserDescription{Name: u, Mechanism: mech, Iterations: it})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -716,6 +723,16 @@ func TestKafkaSCRAMCredentials(t *testing.T) {
 	dr = roundTrip[*kmsg.DescribeUserSCRAMCredentialsResponse](k, ds)
 	if len(dr.Results) != 2 || dr.Results[0].ErrorCode != kerr.ResourceNotFound.Code || dr.Results[1].ErrorCode != 0 {
 		t.Fatalf("DescribeUserScramCredentials of alice (deleted) and bob: %+v", dr.Results)
+	}
+	// A user whose password was set over gRPC has both mechanisms' keys.
+	backend.mu.Lock()
+	backend.users["frank"], backend.passwordUsers = 8192, map[string]bool{"frank": true}
+	backend.mu.Unlock()
+	ds.Users = []kmsg.DescribeUserSCRAMCredentialsRequestUser{{Name: "frank"}}
+	dr = roundTrip[*kmsg.DescribeUserSCRAMCredentialsResponse](k, ds)
+	if len(dr.Results) != 1 || len(dr.Results[0].CredentialInfos) != 2 || dr.Results[0].CredentialInfos[0].Mechanism != 1 ||
+		dr.Results[0].CredentialInfos[1].Mechanism != 2 || dr.Results[0].CredentialInfos[1].Iterations != 8192 {
+		t.Fatalf("DescribeUserScramCredentials of frank (both mechanisms): %+v", dr.Results)
 	}
 }
 
