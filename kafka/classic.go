@@ -148,11 +148,13 @@ func joinGroup(ctx context.Context, b Backend, clientID string, req *kmsg.JoinGr
 	// is not applied under another's name: the member's other protocols
 	// are tried in its order, and one with none allowed is refused, as
 	// Kafka refuses a member with no protocol the group can use.
+	tried := map[string]bool{serverAssignor(proto.Name): true}
 	for _, p := range req.Protocols {
 		if !unsupportedAssignor(err) {
 			break
 		}
-		if serverAssignor(p.Name) != serverAssignor(proto.Name) && p.Name != streams {
+		if a := serverAssignor(p.Name); !tried[a] && p.Name != streams {
+			tried[a] = true
 			proto = p
 			out, err = hb(p.Name)
 		}
