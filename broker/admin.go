@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -23,89 +22,33 @@ type adminService struct {
 // validateTopicName applies Kafka's rule (request.ValidateTopicName).
 func validateTopicName(name string) error { return request.ValidateTopicName(name) }
 
+// CreateTopic, DeleteTopic, CreatePartitions, DescribeConfigs and
+// AlterConfigs are the request core's (request/topics.go, configs.go),
+// which authorizes them; these translate quire.v1 to and from its types.
+
 func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
-	b := s.b
-	if err := validateTopicName(req.Name); err != nil {
-		return nil, toStatus(err)
-	}
-	partitions := b.cfg.NumPartitions
+	in := &request.CreateTopicRequest{Name: req.Name, Configs: req.Configs, ValidateOnly: req.ValidateOnly}
 	if req.OptionalPartitions != nil {
-		if req.GetPartitions() <= 0 {
-			return nil, toStatus(fmt.Errorf("%w: topic %q: partitions must be positive, got %d", ErrInvalidPartitions, req.Name, req.GetPartitions()))
-		}
-		partitions = req.GetPartitions()
+		n := req.GetPartitions()
+		in.Partitions = &n
 	}
-	rf := int32(b.cfg.DefaultReplicationFactor)
 	if req.OptionalReplicationFactor != nil {
-		if n := req.GetReplicationFactor(); n <= 0 || n > math.MaxInt16 {
-			return nil, toStatus(fmt.Errorf("%w: topic %q: replication factor must be between 1 and %d, got %d",
-				ErrInvalidReplicationFactor, req.Name, math.MaxInt16, n))
-		}
-		rf = req.GetReplicationFactor()
+		n := req.GetReplicationFactor()
+		in.ReplicationFactor = &n
 	}
-	img := b.cluster.image()
-	if live := liveBrokers(img); live == 0 {
-		// A cluster still starting (no broker registered and unfenced
-		// yet): retriable, unlike a replication factor too large.
-		return nil, toStatus(fmt.Errorf("%w: topic %q: no live brokers yet; the cluster is starting",
-			ErrBrokersNotReady, req.Name))
-	} else if int(rf) > live {
-		return nil, toStatus(fmt.Errorf("%w: topic %q: replication factor %d is larger than the %d live broker(s)",
-			ErrInvalidReplicationFactor, req.Name, rf, live))
-	}
-	if err := validateTopicConfigs(req.Configs); err != nil {
-		return nil, toStatus(fmt.Errorf("topic %q: %w", req.Name, err))
-	}
-	if _, ok := img.Topic(req.Name); ok {
-		return nil, toStatus(fmt.Errorf("%w: topic %q", metadata.ErrTopicExists, req.Name))
-	}
-	spec := metadata.TopicSpec{Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs}
-	// The controller's own checks (the per-request cap, each chosen
-	// broker's budget) on this broker's image: a validate-only request
-	// gets the answer the real one would, and the real one is refused
-	// here without a round trip. The controller checks again.
-	if _, err := metadata.PlanTopic(img, spec); err != nil {
+	out, err := s.b.core.CreateTopic(coreContext(ctx), in)
+	if err != nil {
 		return nil, toStatus(err)
 	}
-	if req.ValidateOnly {
-		return &quirev1.CreateTopicResponse{Topic: &quirev1.TopicDescription{Name: req.Name, Configs: req.Configs}}, nil
-	}
-	info, err := b.cluster.fwd.CreateTopic(ctx, spec)
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("create topic %q: %w", req.Name, err))
-	}
-	b.logger.Info("created topic", "topic", req.Name, "partitions", partitions, "replication_factor", rf)
-	img, err = b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
-		t, ok := img.Topic(req.Name)
-		return ok && t.ID == info.ID
-	})
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("create topic %q: waiting for the metadata: %w", req.Name, err))
-	}
-	t, _ := img.Topic(req.Name)
-	return &quirev1.CreateTopicResponse{Topic: b.describeTopic(ctx, img, t), MetadataIndex: img.Index()}, nil
+	return &quirev1.CreateTopicResponse{Topic: topicDescriptions([]request.TopicDescription{out.Topic})[0], MetadataIndex: out.MetadataIndex}, nil
 }
 
 func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
-	b := s.b
-	if err := validateTopicName(req.Name); err != nil {
+	index, err := s.b.core.DeleteTopic(coreContext(ctx), req.Name)
+	if err != nil {
 		return nil, toStatus(err)
 	}
-	if !b.cfg.DeleteTopicEnable {
-		return nil, toStatus(fmt.Errorf("%w: topic deletion is disabled (delete.topic.enable=false)", ErrPolicyViolation))
-	}
-	if _, ok := b.cluster.image().Topic(req.Name); !ok {
-		return nil, toStatus(unknownTopic(req.Name))
-	}
-	if err := b.cluster.fwd.DeleteTopic(ctx, req.Name); err != nil {
-		return nil, toStatus(fmt.Errorf("delete topic %q: %w", req.Name, err))
-	}
-	b.logger.Info("deleted topic", "topic", req.Name)
-	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(req.Name); return !ok })
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("delete topic %q: waiting for the metadata: %w", req.Name, err))
-	}
-	return &quirev1.DeleteTopicResponse{MetadataIndex: img.Index()}, nil
+	return &quirev1.DeleteTopicResponse{MetadataIndex: index}, nil
 }
 
 func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRequest) (*quirev1.ListTopicsResponse, error) {
@@ -133,11 +76,6 @@ func (s *adminService) DescribeTopics(ctx context.Context, req *quirev1.Describe
 	return &quirev1.DescribeTopicsResponse{Topics: topicDescriptions(ds)}, nil
 }
 
-// describeTopic is describeTopics for one topic.
-func (b *Broker) describeTopic(ctx context.Context, _ *metadata.Image, t metadata.TopicInfo) *quirev1.TopicDescription {
-	return b.describeTopics(ctx, []metadata.TopicInfo{t})[0]
-}
-
 func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
 	c := s.b.cluster
 	resp := &quirev1.DescribeClusterResponse{ClusterId: c.clusterID(), ControllerId: c.controllerID()}
@@ -155,97 +93,31 @@ func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.Describ
 }
 
 func (s *adminService) DescribeConfigs(ctx context.Context, req *quirev1.DescribeConfigsRequest) (*quirev1.DescribeConfigsResponse, error) {
-	t, ok := s.b.cluster.image().Topic(req.Topic)
-	if !ok {
-		return nil, toStatus(unknownTopic(req.Topic))
+	entries, err := s.b.core.DescribeConfigs(coreContext(ctx), req.Topic)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	return &quirev1.DescribeConfigsResponse{Configs: s.b.cluster.defaults.describe(t.Configs)}, nil
+	out := make([]*quirev1.ConfigEntry, len(entries))
+	for i, e := range entries {
+		out[i] = &quirev1.ConfigEntry{Name: e.Name, Value: e.Value, Source: configSourcesV1[e.Source], Documentation: e.Documentation}
+	}
+	return &quirev1.DescribeConfigsResponse{Configs: out}, nil
 }
 
 func (s *adminService) AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
-	b := s.b
-	if _, ok := b.cluster.image().Topic(req.Topic); !ok {
-		return nil, toStatus(unknownTopic(req.Topic))
-	}
-	if len(req.Set) == 0 && len(req.Delete) == 0 {
-		return nil, toStatus(fmt.Errorf("%w: nothing to set or delete", ErrInvalidRequest))
-	}
-	if err := validateTopicConfigs(req.Set); err != nil {
-		return nil, toStatus(fmt.Errorf("topic %q: %w", req.Topic, err))
-	}
-	for _, k := range req.Delete {
-		if _, ok := topicKeyIndex[k]; !ok {
-			return nil, toStatus(fmt.Errorf("topic %q: %w: unknown topic config %q%s", req.Topic, ErrInvalidConfig, k, unknownTopicKeyHint(k)))
-		}
-		if _, ok := req.Set[k]; ok {
-			return nil, toStatus(fmt.Errorf("topic %q: %w: %q is both set and deleted", req.Topic, ErrInvalidConfig, k))
-		}
-	}
-	if req.ValidateOnly {
-		return &quirev1.AlterConfigsResponse{}, nil
-	}
-	if err := b.cluster.fwd.AlterConfigs(ctx, req.Topic, req.Set, req.Delete); err != nil {
-		return nil, toStatus(fmt.Errorf("alter configs of topic %q: %w", req.Topic, err))
-	}
-	b.logger.Info("altered topic configs", "topic", req.Topic, "set", req.Set, "delete", req.Delete)
-	_, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
-		t, ok := img.Topic(req.Topic)
-		if !ok {
-			return true
-		}
-		for k, v := range req.Set {
-			if t.Configs[k] != v {
-				return false
-			}
-		}
-		for _, k := range req.Delete {
-			if _, ok := t.Configs[k]; ok {
-				return false
-			}
-		}
-		return true
-	})
+	err := s.b.core.AlterConfigs(coreContext(ctx), &request.AlterConfigsRequest{Topic: req.Topic, Set: req.Set, Delete: req.Delete, ValidateOnly: req.ValidateOnly})
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("alter configs of topic %q: waiting for the metadata: %w", req.Topic, err))
+		return nil, toStatus(err)
 	}
 	return &quirev1.AlterConfigsResponse{}, nil
 }
 
 func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
-	b := s.b
-	img := b.cluster.image()
-	t, ok := img.Topic(req.Topic)
-	if !ok {
-		return nil, toStatus(unknownTopic(req.Topic))
-	}
-	if int(req.TotalCount) <= len(t.Partitions) {
-		return nil, toStatus(fmt.Errorf("%w: topic %q has %d partitions; the new total %d must be larger",
-			ErrInvalidPartitions, req.Topic, len(t.Partitions), req.TotalCount))
-	}
-	// As in CreateTopic: the controller's checks, so that validate_only
-	// answers what the real request would.
-	if _, _, err := metadata.PlanPartitions(img, req.Topic, req.TotalCount); err != nil {
+	out, err := s.b.core.CreatePartitions(coreContext(ctx), &request.CreatePartitionsRequest{Topic: req.Topic, TotalCount: req.TotalCount, ValidateOnly: req.ValidateOnly})
+	if err != nil {
 		return nil, toStatus(err)
 	}
-	if req.ValidateOnly {
-		return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, img, t)}, nil
-	}
-	if err := b.cluster.fwd.CreatePartitions(ctx, req.Topic, req.TotalCount); err != nil {
-		return nil, toStatus(fmt.Errorf("create partitions of topic %q: %w", req.Topic, err))
-	}
-	b.logger.Info("created partitions", "topic", req.Topic, "total", req.TotalCount)
-	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
-		t, ok := img.Topic(req.Topic)
-		return !ok || len(t.Partitions) >= int(req.TotalCount)
-	})
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("create partitions of topic %q: waiting for the metadata: %w", req.Topic, err))
-	}
-	t, ok = img.Topic(req.Topic)
-	if !ok {
-		return nil, toStatus(unknownTopic(req.Topic))
-	}
-	return &quirev1.CreatePartitionsResponse{Topic: b.describeTopic(ctx, img, t), MetadataIndex: img.Index()}, nil
+	return &quirev1.CreatePartitionsResponse{Topic: topicDescriptions([]request.TopicDescription{out.Topic})[0], MetadataIndex: out.MetadataIndex}, nil
 }
 
 // UnregisterBroker removes a broker that is gone for good (see the

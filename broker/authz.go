@@ -74,6 +74,13 @@ var coreAuthorized = map[string]bool{
 	quirev1.Admin_DescribeTopics_FullMethodName:    true,
 	quirev1.Producer_InitProducerId_FullMethodName: true,
 	quirev1.Producer_ProduceRecords_FullMethodName: true,
+
+	// Topic and config administration (request/topics.go, configs.go).
+	quirev1.Admin_CreateTopic_FullMethodName:      true,
+	quirev1.Admin_DeleteTopic_FullMethodName:      true,
+	quirev1.Admin_CreatePartitions_FullMethodName: true,
+	quirev1.Admin_DescribeConfigs_FullMethodName:  true,
+	quirev1.Admin_AlterConfigs_FullMethodName:     true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

@@ -45,6 +45,10 @@ func (b *Broker) newCore() (*request.Core, error) {
 	if b.guard.authorize {
 		cfg.Authorizer = coreAuthorizer{b}
 	}
+
+	// Topic and config administration (core_admin.go).
+	cfg.Admin = b.adminConfig()
+
 	return request.New(cfg)
 }
 

@@ -9,20 +9,17 @@ import (
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
 // kafka.AdminBackend over the Admin, Groups and Security services'
 // handlers: Kafka's admin API on the Kafka listeners answers what the
 // gRPC calls answer, and each call is authorized as its gRPC call is.
 
-// The gRPC methods the Kafka admin calls are authorized as.
+// The gRPC methods the Kafka admin calls are authorized as, but for
+// those the request core authorizes itself.
 const (
-	methodCreateTopic       = "/quire.v1.Admin/CreateTopic"
-	methodDeleteTopic       = "/quire.v1.Admin/DeleteTopic"
-	methodCreatePartitions  = "/quire.v1.Admin/CreatePartitions"
 	methodDescribeCluster   = "/quire.v1.Admin/DescribeCluster"
-	methodDescribeConfigs   = "/quire.v1.Admin/DescribeConfigs"
-	methodAlterConfigs      = "/quire.v1.Admin/AlterConfigs"
 	methodDescribeProducers = "/quire.v1.Admin/DescribeProducers"
 	methodDeleteGroup       = "/quire.v1.Groups/DeleteGroup"
 	methodCreateAcls        = "/quire.v1.Security/CreateAcls"
@@ -69,25 +66,25 @@ func (b *Broker) authorizeKafkaNeed(ctx context.Context, n need) error {
 
 func (k kafkaBackend) security() *securityService { return &securityService{b: k.b} }
 
-func (k kafkaBackend) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodCreateTopic, req); err != nil {
-		return nil, err
-	}
-	return k.admin.CreateTopic(ctx, req)
+// CreateTopic, DeleteTopic, CreatePartitions, AlterConfigs and the
+// topic side of TopicConfigs are the request core's, which authorizes
+// them as it does the gRPC calls.
+
+func (k kafkaBackend) CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
+	return k.b.core.CreateTopic(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDeleteTopic, req); err != nil {
-		return nil, err
-	}
-	return k.admin.DeleteTopic(ctx, req)
+func (k kafkaBackend) DeleteTopic(ctx context.Context, name string) error {
+	_, err := k.b.core.DeleteTopic(coreContext(ctx), name)
+	return err
 }
 
-func (k kafkaBackend) CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodCreatePartitions, req); err != nil {
-		return nil, err
-	}
-	return k.admin.CreatePartitions(ctx, req)
+func (k kafkaBackend) CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
+	return k.b.core.CreatePartitions(coreContext(ctx), req)
+}
+
+func (k kafkaBackend) AlterConfigs(ctx context.Context, req *request.AlterConfigsRequest) error {
+	return k.b.core.AlterConfigs(coreContext(ctx), req)
 }
 
 // DescribeCluster gives each broker's address on the client's listener,
@@ -121,11 +118,11 @@ func (k kafkaBackend) DescribeCluster(ctx context.Context, req *quirev1.Describe
 	return resp, nil
 }
 
-// configSources are Kafka's config sources of the Admin service's.
-var configSources = map[quirev1.ConfigSource]int8{
-	quirev1.ConfigSource_CONFIG_SOURCE_TOPIC:   kafka.SourceDynamicTopic,
-	quirev1.ConfigSource_CONFIG_SOURCE_BROKER:  kafka.SourceStaticBroker,
-	quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT: kafka.SourceDefault,
+// configSources are Kafka's config sources of the core's.
+var configSources = map[request.ConfigSource]int8{
+	request.SourceTopic:   kafka.SourceDynamicTopic,
+	request.SourceBroker:  kafka.SourceStaticBroker,
+	request.SourceDefault: kafka.SourceDefault,
 }
 
 // topicConfigTypes are Kafka's types of the topic keys that are not
@@ -141,24 +138,17 @@ var topicConfigTypes = map[string]int8{
 // own value, the broker key it defaults to when the node's
 // configuration sets it, and the default.
 func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.ConfigEntry, error) {
-	req := &quirev1.DescribeConfigsRequest{Topic: topic}
-	if err := k.b.authorizeKafka(ctx, methodDescribeConfigs, req); err != nil {
-		return nil, err
-	}
-	if err := validateTopicName(topic); err != nil {
-		return nil, toStatus(err)
-	}
-	resp, err := k.admin.DescribeConfigs(ctx, req)
+	entries, err := k.b.core.DescribeConfigs(coreContext(ctx), topic)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]kafka.ConfigEntry, 0, len(resp.Configs))
-	for _, c := range resp.Configs {
+	out := make([]kafka.ConfigEntry, 0, len(entries))
+	for _, c := range entries {
 		e := kafka.ConfigEntry{Name: c.Name, Value: c.Value, Source: configSources[c.Source], Doc: c.Documentation, Type: 5}
 		if t, ok := topicConfigTypes[c.Name]; ok {
 			e.Type = t
 		}
-		if c.Source == quirev1.ConfigSource_CONFIG_SOURCE_TOPIC {
+		if c.Source == request.SourceTopic {
 			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: c.Name, Value: c.Value, Source: kafka.SourceDynamicTopic})
 		}
 		if key, ok := topicKeyIndex[c.Name]; ok {
@@ -213,13 +203,6 @@ func configType(def string) int8 {
 		return 5 // long
 	}
 	return 2 // string
-}
-
-func (k kafkaBackend) AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodAlterConfigs, req); err != nil {
-		return nil, err
-	}
-	return k.admin.AlterConfigs(ctx, req)
 }
 
 func (k kafkaBackend) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error) {

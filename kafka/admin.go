@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // Kafka's admin API (kafka-topics.sh, kafka-configs.sh, kafka-acls.sh,
@@ -16,14 +17,16 @@ import (
 // with a message where the version carries one; a valid request never
 // closes the connection.
 
-// AdminBackend is what the admin APIs are answered from: the gRPC Admin,
-// Groups and Security handlers, each applying the checks (and, with the
-// authorizer on, the ACLs) its gRPC call applies. Errors of a whole call
-// are gRPC status errors carrying a quire.v1.Error.
+// AdminBackend is what the admin APIs are answered from: the request
+// core for topic and config administration (its errors are
+// *request.Error), the gRPC Admin, Groups and Security handlers for the
+// rest, each applying the checks (and, with the authorizer on, the ACLs)
+// its gRPC call applies (their errors are gRPC status errors carrying a
+// quire.v1.Error).
 type AdminBackend interface {
-	CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error)
-	DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error)
-	CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error)
+	CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error)
+	DeleteTopic(ctx context.Context, name string) error
+	CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error)
 	// DescribeCluster lists the brokers with an address on the
 	// connection's listener (fenced ones flagged).
 	DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error)
@@ -33,7 +36,7 @@ type AdminBackend interface {
 	// the cluster-wide defaults); a broker other than this one is an
 	// error: a client asks each broker for its own.
 	BrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error)
-	AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error)
+	AlterConfigs(ctx context.Context, req *request.AlterConfigsRequest) error
 	DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error)
 	CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error)
 	ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error)

@@ -91,6 +91,9 @@ type Config struct {
 	// DeleteRecords); nil: nothing to do.
 	Checkpoint func() error
 	Observer   Observer
+
+	// Topic and config administration (topics.go, configs.go).
+	Admin AdminConfig
 }
 
 // Core serves the operations; it is safe for concurrent use.
