@@ -51,16 +51,13 @@ func (s *adminService) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopic
 	return &quirev1.DeleteTopicResponse{MetadataIndex: index}, nil
 }
 
+// ListTopics, DescribeCluster, DescribeProducers and UnregisterBroker
+// are the request core's too (request/cluster.go).
+
 func (s *adminService) ListTopics(ctx context.Context, req *quirev1.ListTopicsRequest) (*quirev1.ListTopicsResponse, error) {
 	resp := &quirev1.ListTopicsResponse{}
-	for _, t := range s.b.cluster.image().Topics() {
-		rf := 0
-		if len(t.Partitions) > 0 {
-			rf = len(t.Partitions[0].Replicas)
-		}
-		resp.Topics = append(resp.Topics, &quirev1.TopicListing{
-			Name: t.Name, TopicId: t.ID, Partitions: int32(len(t.Partitions)), ReplicationFactor: int32(rf),
-		})
+	for _, t := range s.b.core.ListTopics(coreContext(ctx)) {
+		resp.Topics = append(resp.Topics, &quirev1.TopicListing{Name: t.Name, TopicId: t.ID, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor})
 	}
 	return resp, nil
 }
@@ -76,19 +73,21 @@ func (s *adminService) DescribeTopics(ctx context.Context, req *quirev1.Describe
 	return &quirev1.DescribeTopicsResponse{Topics: topicDescriptions(ds)}, nil
 }
 
+// DescribeCluster gives each broker's address on the listener the call
+// came in on.
 func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
-	c := s.b.cluster
-	resp := &quirev1.DescribeClusterResponse{ClusterId: c.clusterID(), ControllerId: c.controllerID()}
+	d, err := s.b.core.DescribeCluster(coreContext(ctx))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &quirev1.DescribeClusterResponse{ClusterId: d.ClusterID, ControllerId: d.ControllerID}
 	listener := s.b.clientListener(ctx)
-	img := c.image()
-	hosted := img.HostedReplicas()
-	for _, br := range img.Brokers() {
+	for _, br := range d.Brokers {
 		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
-			Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced, Controller: c.isVoter(br.ID),
-			Partitions: int32(hosted[br.ID]), MaxPartitions: br.MaxPartitions,
+			Id: br.Info.ID, Address: br.Info.AddrFor(listener), Rack: br.Info.Rack, Fenced: br.Info.Fenced, Controller: br.Controller,
+			Partitions: br.Partitions, MaxPartitions: br.Info.MaxPartitions,
 		})
 	}
-	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
 	return resp, nil
 }
 
@@ -120,26 +119,9 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *quirev1.Create
 	return &quirev1.CreatePartitionsResponse{Topic: topicDescriptions([]request.TopicDescription{out.Topic})[0], MetadataIndex: out.MetadataIndex}, nil
 }
 
-// UnregisterBroker removes a broker that is gone for good (see the
-// controller's checks: not a voter, fenced and silent past the session
-// timeout). Its partitions keep it as a replica; it leaves every ISR.
 func (s *adminService) UnregisterBroker(ctx context.Context, req *quirev1.UnregisterBrokerRequest) (*quirev1.UnregisterBrokerResponse, error) {
-	b := s.b
-	if req.BrokerId < 0 {
-		return nil, toStatus(fmt.Errorf("%w: broker id %d", ErrInvalidRequest, req.BrokerId))
-	}
-	if req.BrokerId == b.cfg.NodeID {
-		return nil, toStatus(fmt.Errorf("%w: broker %d cannot unregister itself", metadata.ErrBrokerNotRemovable, req.BrokerId))
-	}
-	if _, ok := b.cluster.image().Broker(req.BrokerId); !ok {
-		return nil, toStatus(fmt.Errorf("%w: %d", metadata.ErrUnknownBroker, req.BrokerId))
-	}
-	if err := b.cluster.fwd.UnregisterBroker(ctx, req.BrokerId); err != nil {
-		return nil, toStatus(fmt.Errorf("unregister broker %d: %w", req.BrokerId, err))
-	}
-	b.logger.Info("unregistered broker", "broker", req.BrokerId)
-	if _, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Broker(req.BrokerId); return !ok }); err != nil {
-		return nil, toStatus(fmt.Errorf("unregister broker %d: waiting for the metadata: %w", req.BrokerId, err))
+	if err := s.b.core.UnregisterBroker(coreContext(ctx), req.BrokerId); err != nil {
+		return nil, toStatus(err)
 	}
 	return &quirev1.UnregisterBrokerResponse{}, nil
 }

@@ -76,11 +76,15 @@ var coreAuthorized = map[string]bool{
 	quirev1.Producer_ProduceRecords_FullMethodName: true,
 
 	// Topic and config administration (request/topics.go, configs.go).
-	quirev1.Admin_CreateTopic_FullMethodName:      true,
-	quirev1.Admin_DeleteTopic_FullMethodName:      true,
-	quirev1.Admin_CreatePartitions_FullMethodName: true,
-	quirev1.Admin_DescribeConfigs_FullMethodName:  true,
-	quirev1.Admin_AlterConfigs_FullMethodName:     true,
+	quirev1.Admin_CreateTopic_FullMethodName:       true,
+	quirev1.Admin_DeleteTopic_FullMethodName:       true,
+	quirev1.Admin_CreatePartitions_FullMethodName:  true,
+	quirev1.Admin_DescribeConfigs_FullMethodName:   true,
+	quirev1.Admin_AlterConfigs_FullMethodName:      true,
+	quirev1.Admin_ListTopics_FullMethodName:        true,
+	quirev1.Admin_DescribeCluster_FullMethodName:   true,
+	quirev1.Admin_DescribeProducers_FullMethodName: true,
+	quirev1.Admin_UnregisterBroker_FullMethodName:  true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

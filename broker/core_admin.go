@@ -17,6 +17,7 @@ import (
 func (b *Broker) adminConfig() request.AdminConfig {
 	return request.AdminConfig{
 		Controller:        coreController{b},
+		Describer:         coreController{b},
 		NumPartitions:     b.cfg.NumPartitions,
 		ReplicationFactor: int16(b.cfg.DefaultReplicationFactor),
 		DeleteTopicEnable: b.cfg.DeleteTopicEnable,
@@ -134,3 +135,24 @@ var configSourcesV1 = map[request.ConfigSource]quirev1.ConfigSource{
 	request.SourceBroker:  quirev1.ConfigSource_CONFIG_SOURCE_BROKER,
 	request.SourceDefault: quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT,
 }
+
+func (c coreController) UnregisterBroker(ctx context.Context, id int32) error {
+	b := c.b
+	if err := b.cluster.fwd.UnregisterBroker(ctx, id); err != nil {
+		return err
+	}
+	b.logger.Info("unregistered broker", "broker", id)
+	if _, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Broker(id); return !ok }); err != nil {
+		return fmt.Errorf("waiting for the metadata: %w", err)
+	}
+	return nil
+}
+
+// coreController is request.ClusterDescriber too, over the node's view
+// of the quorum and its metadata image.
+
+func (c coreController) ClusterID() string              { return c.b.cluster.clusterID() }
+func (c coreController) ControllerID() int32            { return c.b.cluster.controllerID() }
+func (c coreController) IsController(id int32) bool     { return c.b.cluster.isVoter(id) }
+func (c coreController) Brokers() []metadata.BrokerInfo { return c.b.cluster.image().Brokers() }
+func (c coreController) HostedReplicas() map[int32]int  { return c.b.cluster.image().HostedReplicas() }

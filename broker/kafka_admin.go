@@ -19,15 +19,13 @@ import (
 // The gRPC methods the Kafka admin calls are authorized as, but for
 // those the request core authorizes itself.
 const (
-	methodDescribeCluster   = "/quire.v1.Admin/DescribeCluster"
-	methodDescribeProducers = "/quire.v1.Admin/DescribeProducers"
-	methodDeleteGroup       = "/quire.v1.Groups/DeleteGroup"
-	methodCreateAcls        = "/quire.v1.Security/CreateAcls"
-	methodListAcls          = "/quire.v1.Security/ListAcls"
-	methodDeleteAcls        = "/quire.v1.Security/DeleteAcls"
-	methodListUsers         = "/quire.v1.Security/ListUsers"
-	methodDeleteUser        = "/quire.v1.Security/DeleteUser"
-	methodUpsertUser        = "/quire.v1.Security/UpsertUser"
+	methodDeleteGroup = "/quire.v1.Groups/DeleteGroup"
+	methodCreateAcls  = "/quire.v1.Security/CreateAcls"
+	methodListAcls    = "/quire.v1.Security/ListAcls"
+	methodDeleteAcls  = "/quire.v1.Security/DeleteAcls"
+	methodListUsers   = "/quire.v1.Security/ListUsers"
+	methodDeleteUser  = "/quire.v1.Security/DeleteUser"
+	methodUpsertUser  = "/quire.v1.Security/UpsertUser"
 )
 
 // authorizeKafka applies to a Kafka admin request, with the authorizer
@@ -90,32 +88,24 @@ func (k kafkaBackend) AlterConfigs(ctx context.Context, req *request.AlterConfig
 // DescribeCluster gives each broker's address on the client's listener,
 // leaving out those without one (their inter-broker address speaks
 // gRPC), as Metadata does.
-func (k kafkaBackend) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDescribeCluster, req); err != nil {
-		return nil, err
-	}
-	resp, err := k.admin.DescribeCluster(ctx, req)
+func (k kafkaBackend) DescribeCluster(ctx context.Context) (*request.ClusterDescription, error) {
+	d, err := k.b.core.DescribeCluster(coreContext(ctx))
 	if err != nil {
 		return nil, err
 	}
 	listener := k.b.clientListener(ctx)
-	img := k.b.cluster.image()
-	kept := resp.Brokers[:0]
-	for _, br := range resp.Brokers {
-		info, ok := img.Broker(br.Id)
-		if !ok {
-			continue
-		}
-		for _, e := range info.Endpoints {
+	kept := d.Brokers[:0]
+	for _, br := range d.Brokers {
+		for _, e := range br.Info.Endpoints {
 			if e.Listener == listener {
-				br.Address = e.Addr
+				br.Info.Addr = e.Addr
 				kept = append(kept, br)
 				break
 			}
 		}
 	}
-	resp.Brokers = kept
-	return resp, nil
+	d.Brokers = kept
+	return d, nil
 }
 
 // configSources are Kafka's config sources of the core's.
@@ -269,11 +259,8 @@ func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, it
 	})
 }
 
-func (k kafkaBackend) DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDescribeProducers, req); err != nil {
-		return nil, err
-	}
-	return k.admin.DescribeProducers(ctx, req)
+func (k kafkaBackend) DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error) {
+	return k.b.core.DescribeProducers(coreContext(ctx), topic, partitions)
 }
 
 // LogDirs is this broker's one log directory (log.dirs) and the replicas
@@ -281,7 +268,7 @@ func (k kafkaBackend) DescribeProducers(ctx context.Context, req *quirev1.Descri
 // log end is behind the high watermark it knows. Needs Describe on the
 // cluster, as Kafka's DescribeLogDirs does.
 func (k kafkaBackend) LogDirs(ctx context.Context) ([]kafka.LogDir, error) {
-	if err := k.b.authorizeKafka(ctx, methodDescribeCluster, &quirev1.DescribeClusterRequest{}); err != nil {
+	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpDescribe)); err != nil {
 		return nil, err
 	}
 	// The disk's size and free space are not measured: -1, Kafka's

@@ -27,8 +27,6 @@ func TestKafkaAdminAuthorizedAsTheirGRPCCalls(t *testing.T) {
 		grant  auth.ACL // what lets User:alice make it
 		refuse error
 	}{
-		{methodDescribeProducers, &quirev1.DescribeProducersRequest{Topic: "t"}, topicACL(auth.OpRead), ErrTopicAuthorizationFailed},
-		{methodDescribeCluster, &quirev1.DescribeClusterRequest{}, clusterACL(auth.OpDescribe), ErrClusterAuthorizationFailed},
 		{methodDeleteGroup, &quirev1.DeleteGroupRequest{Group: "g"}, auth.ACL{Principal: "User:alice", Permission: auth.Allow,
 			Operation: auth.OpDelete, ResourceType: auth.ResourceGroup, ResourceName: "g", PatternType: auth.Literal}, ErrGroupAuthorizationFailed},
 		{methodCreateAcls, &quirev1.CreateAclsRequest{}, clusterACL(auth.OpAlter), ErrClusterAuthorizationFailed},

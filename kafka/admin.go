@@ -28,8 +28,9 @@ type AdminBackend interface {
 	DeleteTopic(ctx context.Context, name string) error
 	CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error)
 	// DescribeCluster lists the brokers with an address on the
-	// connection's listener (fenced ones flagged).
-	DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error)
+	// connection's listener (fenced ones flagged), each broker's Info.Addr
+	// that address.
+	DescribeCluster(ctx context.Context) (*request.ClusterDescription, error)
 	// TopicConfigs is every key of a topic, with its source and synonyms.
 	TopicConfigs(ctx context.Context, topic string) ([]ConfigEntry, error)
 	// BrokerConfigs is every key of the broker named by its id ("" for
@@ -47,7 +48,7 @@ type AdminBackend interface {
 	// derived (Kafka's AlterUserScramCredentials sends the salted
 	// password, never the password).
 	UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, saltedPassword []byte) error
-	DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error)
+	DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error)
 	// LogDirs describes this broker's log directories and the partition
 	// replicas in them.
 	LogDirs(ctx context.Context) ([]LogDir, error)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	qmetadata "github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
@@ -39,7 +40,7 @@ func (f *fakeBackend) DeleteTopic(context.Context, string) error {
 func (f *fakeBackend) CreatePartitions(context.Context, *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DescribeCluster(context.Context, *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
+func (f *fakeBackend) DescribeCluster(context.Context) (*request.ClusterDescription, error) {
 	return nil, errUnimplemented()
 }
 func (f *fakeBackend) TopicConfigs(context.Context, string) ([]ConfigEntry, error) {
@@ -72,7 +73,7 @@ func (f *fakeBackend) DeleteUser(context.Context, *quirev1.DeleteUserRequest) (*
 func (f *fakeBackend) UpsertScramCredential(context.Context, string, int32, []byte, []byte) error {
 	return errUnimplemented()
 }
-func (f *fakeBackend) DescribeProducers(context.Context, *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
+func (f *fakeBackend) DescribeProducers(context.Context, string, []int32) ([]request.PartitionProducers, error) {
 	return nil, errUnimplemented()
 }
 func (f *fakeBackend) LogDirs(context.Context) ([]LogDir, error) { return nil, errUnimplemented() }
@@ -191,9 +192,9 @@ func (a *adminBackend) Metadata(_ context.Context, req *quirev1.GetMetadataReque
 	return out, nil
 }
 
-func (a *adminBackend) DescribeCluster(context.Context, *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
-	return &quirev1.DescribeClusterResponse{ClusterId: "qc", ControllerId: 2, Brokers: []*quirev1.BrokerDescription{
-		{Id: 1, Address: "10.0.0.1:9093", Rack: "r1"}, {Id: 2, Address: "10.0.0.2:9093", Fenced: true}}}, nil
+func (a *adminBackend) DescribeCluster(context.Context) (*request.ClusterDescription, error) {
+	return &request.ClusterDescription{ClusterID: "qc", ControllerID: 2, Brokers: []request.BrokerDescription{
+		{Info: qmetadata.BrokerInfo{ID: 1, Addr: "10.0.0.1:9093", Rack: "r1"}}, {Info: qmetadata.BrokerInfo{ID: 2, Addr: "10.0.0.2:9093", Fenced: true}}}}, nil
 }
 
 // TopicConfigs: retention.ms (a long, the broker's default changed) and
@@ -330,14 +331,14 @@ func (a *adminBackend) UpsertScramCredential(_ context.Context, user string, ite
 	return nil
 }
 
-func (a *adminBackend) DescribeProducers(_ context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
-	if req.Topic != "existing" {
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+func (a *adminBackend) DescribeProducers(_ context.Context, topic string, _ []int32) ([]request.PartitionProducers, error) {
+	if topic != "existing" {
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic"})
 	}
-	return &quirev1.DescribeProducersResponse{Partitions: []*quirev1.PartitionProducers{
-		{Partition: 0, Producers: []*quirev1.ProducerDescription{{ProducerId: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestampMs: 77}}},
-		{Partition: 1, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "led by 2"}},
-	}}, nil
+	return []request.PartitionProducers{
+		{Partition: 0, Producers: []request.ProducerDescription{{ProducerID: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestamp: 77}}},
+		{Partition: 1, Err: &request.Error{Code: int32(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER), Message: "led by 2", LeaderID: 2, LeaderEpoch: -1}},
+	}, nil
 }
 
 func (a *adminBackend) LogDirs(context.Context) ([]LogDir, error) {

@@ -227,18 +227,19 @@ func describeCluster(ctx context.Context, b Backend, req *kmsg.DescribeClusterRe
 		resp.ErrorMessage = msgPtr(fmt.Sprintf("endpoint type %d: only brokers (1) are described; the controllers are not reached over Kafka's protocol", req.EndpointType))
 		return resp
 	}
-	out, err := b.DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
+	out, err := b.DescribeCluster(ctx)
 	if err != nil {
-		code, msg := callError(err)
+		code, msg := coreError(err)
 		resp.ErrorCode, resp.ErrorMessage = code, msgPtr(msg)
 		return resp
 	}
-	resp.ClusterID, resp.ControllerID = out.ClusterId, out.ControllerId
-	for _, br := range out.Brokers {
+	resp.ClusterID, resp.ControllerID = out.ClusterID, out.ControllerID
+	for _, d := range out.Brokers {
+		br := d.Info
 		if br.Fenced && !req.IncludeFencedBrokers {
 			continue
 		}
-		host, port, err := net.SplitHostPort(br.Address)
+		host, port, err := net.SplitHostPort(br.Addr)
 		if err != nil {
 			continue
 		}
@@ -247,7 +248,7 @@ func describeCluster(ctx context.Context, b Backend, req *kmsg.DescribeClusterRe
 			continue
 		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port, rb.IsFenced = br.Id, host, int32(p), br.Fenced
+		rb.NodeID, rb.Host, rb.Port, rb.IsFenced = br.ID, host, int32(p), br.Fenced
 		if br.Rack != "" {
 			rb.Rack = kmsg.StringPtr(br.Rack)
 		}

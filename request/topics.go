@@ -38,6 +38,9 @@ type Controller interface {
 	// CreatePartitions returns the topic with its new partitions.
 	CreatePartitions(ctx context.Context, topic string, total int32) (metadata.TopicInfo, uint64, error)
 	AlterConfigs(ctx context.Context, topic string, set map[string]string, del []string) error
+	// UnregisterBroker returns once this broker's image no longer has
+	// the broker.
+	UnregisterBroker(ctx context.Context, id int32) error
 	// LiveBrokers counts the registered brokers not fenced.
 	LiveBrokers() int
 	// PlanTopic and PlanPartitions make the controller's own checks (the
@@ -65,6 +68,8 @@ type AdminConfig struct {
 	// TopicConfigs is every topic key of a topic with those overrides:
 	// value, source and documentation.
 	TopicConfigs func(overrides map[string]string) []ConfigEntry
+	// Describer answers DescribeCluster; nil: it is refused.
+	Describer ClusterDescriber
 }
 
 // CreateTopicRequest creates one topic.

@@ -68,6 +68,11 @@ func (c *controller) AlterConfigs(_ context.Context, topic string, set map[strin
 	return nil
 }
 
+func (c *controller) UnregisterBroker(_ context.Context, id int32) error {
+	c.record("unregister %d", id)
+	return nil
+}
+
 func (c *controller) LiveBrokers() int                   { return c.live }
 func (c *controller) PlanTopic(metadata.TopicSpec) error { return c.planErr }
 func (c *controller) PlanPartitions(string, int32) error { return c.planErr }

@@ -1,0 +1,113 @@
+package request_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
+)
+
+// describer is the quorum as DescribeCluster sees it: brokers 3, 1 and
+// 2 (listed out of order), 1 the controller.
+type describer struct{}
+
+func (describer) ClusterID() string             { return "qc" }
+func (describer) ControllerID() int32           { return 1 }
+func (describer) IsController(id int32) bool    { return id == 1 }
+func (describer) HostedReplicas() map[int32]int { return map[int32]int{1: 4, 2: 2} }
+func (describer) Brokers() []metadata.BrokerInfo {
+	return []metadata.BrokerInfo{{ID: 3, Fenced: true}, {ID: 1, Rack: "r1"}, {ID: 2}}
+}
+
+func TestCoreDescribeCluster(t *testing.T) {
+	ctx := ctxT(t)
+	c, _ := adminCore(t, func(cfg *request.Config) { cfg.Admin.Describer = describer{} })
+	d, err := c.DescribeCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ClusterID != "qc" || d.ControllerID != 1 || len(d.Brokers) != 3 {
+		t.Fatalf("described %+v", d)
+	}
+	for i, want := range []request.BrokerDescription{
+		{Info: metadata.BrokerInfo{ID: 1, Rack: "r1"}, Controller: true, Partitions: 4},
+		{Info: metadata.BrokerInfo{ID: 2}, Partitions: 2},
+		{Info: metadata.BrokerInfo{ID: 3, Fenced: true}},
+	} {
+		got := d.Brokers[i]
+		if got.Info.ID != want.Info.ID || got.Info.Rack != want.Info.Rack || got.Info.Fenced != want.Info.Fenced ||
+			got.Controller != want.Controller || got.Partitions != want.Partitions {
+			t.Errorf("broker %d: %+v, want %+v", i, got, want)
+		}
+	}
+	z, _ := adminCore(t, func(cfg *request.Config) { cfg.Admin.Describer = describer{}; cfg.Authorizer = acls{} })
+	_, err = z.DescribeCluster(request.WithPrincipal(ctx, "User:alice"))
+	isErr(t, "describe cluster without Describe on it", err, request.ErrClusterAuthorizationFailed)
+	z, _ = adminCore(t, func(cfg *request.Config) {
+		cfg.Admin.Describer = describer{}
+		cfg.Authorizer = acls{auth.OpDescribe: {auth.ClusterName: true}}
+	})
+	if _, err := z.DescribeCluster(request.WithPrincipal(ctx, "User:alice")); err != nil {
+		t.Errorf("with Describe on the cluster: %v", err)
+	}
+}
+
+// ListTopics leaves out what the caller may not describe.
+func TestCoreListTopics(t *testing.T) {
+	ctx := ctxT(t)
+	c, _ := adminCore(t, nil)
+	ls := c.ListTopics(ctx)
+	if len(ls) != 1 || ls[0].Name != "t" || ls[0].Partitions != 4 || ls[0].ReplicationFactor != 1 {
+		t.Errorf("listed %+v", ls)
+	}
+	z, _ := adminCore(t, func(cfg *request.Config) { cfg.Authorizer = acls{} })
+	if ls := z.ListTopics(request.WithPrincipal(ctx, "User:alice")); len(ls) != 0 {
+		t.Errorf("listed %+v to a principal that may describe nothing", ls)
+	}
+}
+
+func TestCoreUnregisterBroker(t *testing.T) {
+	ctx := ctxT(t)
+	c, ctl := adminCore(t, nil)
+	isErr(t, "a negative id", c.UnregisterBroker(ctx, -1), replica.ErrInvalidRequest)
+	isErr(t, "itself", c.UnregisterBroker(ctx, self), metadata.ErrBrokerNotRemovable)
+	isErr(t, "unknown", c.UnregisterBroker(ctx, 9), metadata.ErrUnknownBroker)
+	if err := c.UnregisterBroker(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctl.written(); got != "unregister 3" {
+		t.Errorf("controller asked %q", got)
+	}
+	z, _ := adminCore(t, func(cfg *request.Config) { cfg.Authorizer = acls{} })
+	isErr(t, "without Alter on the cluster", z.UnregisterBroker(request.WithPrincipal(ctx, "User:alice"), 3), request.ErrClusterAuthorizationFailed)
+}
+
+// DescribeProducers answers the partitions led here from their logs, and
+// NOT_LEADER_OR_FOLLOWER with the leader for the others.
+func TestCoreDescribeProducers(t *testing.T) {
+	ctx := ctxT(t)
+	c, _ := adminCore(t, nil)
+	ps, err := c.DescribeProducers(ctx, "t", []int32{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Err != nil || ps[1].Err == nil || ps[1].Err.LeaderID != 2 {
+		t.Fatalf("described %+v", ps)
+	}
+	if !errors.Is(ps[1].Err, replica.ErrNotLeader) {
+		t.Errorf("partition 1: %v, want not leader", ps[1].Err)
+	}
+	if ps, err := c.DescribeProducers(ctx, "t", nil); err != nil || len(ps) != 4 {
+		t.Errorf("every partition: %d, %v", len(ps), err)
+	}
+	_, err = c.DescribeProducers(ctx, "t", []int32{9})
+	isErr(t, "partition 9", err, replica.ErrInvalidRequest)
+	_, err = c.DescribeProducers(ctx, "missing", nil)
+	isErr(t, "missing topic", err, replica.ErrUnknownTopicOrPartition)
+	z, _ := adminCore(t, func(cfg *request.Config) { cfg.Authorizer = acls{auth.OpDescribe: {"t": true}} })
+	_, err = z.DescribeProducers(request.WithPrincipal(ctx, "User:alice"), "t", nil)
+	isErr(t, "without Read", err, request.ErrTopicAuthorizationFailed)
+}
