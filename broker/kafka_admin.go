@@ -124,65 +124,51 @@ var topicConfigTypes = map[string]int8{
 	"min.insync.replicas": 3,
 }
 
-// TopicConfigs is DescribeConfigs with each key's synonyms: the topic's
-// own value, the broker key it defaults to when the node's
-// configuration sets it, and the default.
+// kafkaConfigs is the core's config entries as Kafka's, typed by typ.
+func kafkaConfigs(entries []request.ConfigEntry, typ func(request.ConfigEntry) int8) []kafka.ConfigEntry {
+	out := make([]kafka.ConfigEntry, len(entries))
+	for i, c := range entries {
+		e := kafka.ConfigEntry{Name: c.Name, Value: c.Value, Source: configSources[c.Source], ReadOnly: c.ReadOnly, Doc: c.Documentation, Type: typ(c)}
+		for _, s := range c.Synonyms {
+			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: s.Name, Value: s.Value, Source: configSources[s.Source]})
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// TopicConfigs is the core's DescribeConfigs, each key with its type.
 func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.ConfigEntry, error) {
 	entries, err := k.b.core.DescribeConfigs(coreContext(ctx), topic)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]kafka.ConfigEntry, 0, len(entries))
-	for _, c := range entries {
-		e := kafka.ConfigEntry{Name: c.Name, Value: c.Value, Source: configSources[c.Source], Doc: c.Documentation, Type: 5}
-		if t, ok := topicConfigTypes[c.Name]; ok {
-			e.Type = t
+	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
+		if t, ok := topicConfigTypes[e.Name]; ok {
+			return t
 		}
-		if c.Source == request.SourceTopic {
-			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: c.Name, Value: c.Value, Source: kafka.SourceDynamicTopic})
-		}
-		if key, ok := topicKeyIndex[c.Name]; ok {
-			if v := k.b.cluster.defaults[c.Name]; v != key.def {
-				e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.brokerKey, Value: v, Source: kafka.SourceStaticBroker})
-			}
-			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.brokerKey, Value: key.def, Source: kafka.SourceDefault})
-		}
-		out = append(out, e)
-	}
-	return out, nil
+		return configTypeLong
+	}), nil
 }
 
-// BrokerConfigs is this node's configuration, every key read-only (read
-// from its file when it starts: static, in Kafka's terms). Needs
-// DescribeConfigs on the cluster, as Kafka's does.
+// BrokerConfigs is the core's DescribeBrokerConfigs, each key typed by
+// its default's form.
 func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka.ConfigEntry, error) {
-	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpDescribeConfigs)); err != nil {
+	entries, err := k.b.core.DescribeBrokerConfigs(coreContext(ctx), broker)
+	if err != nil {
 		return nil, err
 	}
-	if broker == "" {
-		return nil, nil // no cluster-wide dynamic defaults: every key is static
-	}
-	id, err := strconv.ParseInt(broker, 10, 32)
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("%w: broker resource %q: want a broker id", ErrInvalidRequest, broker))
-	}
-	if int32(id) != k.b.cfg.NodeID {
-		return nil, toStatus(fmt.Errorf("%w: broker resource %d: this is broker %d; ask broker %d for its configuration",
-			ErrInvalidRequest, id, k.b.cfg.NodeID, id))
-	}
-	out := make([]kafka.ConfigEntry, 0, len(configKeys))
-	for _, key := range configKeys {
-		v := key.get(&k.b.cfg)
-		e := kafka.ConfigEntry{Name: key.name, Value: v, Source: kafka.SourceDefault, ReadOnly: true, Doc: key.doc, Type: configType(key.def)}
-		if v != key.def {
-			e.Source = kafka.SourceStaticBroker
-			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.name, Value: v, Source: kafka.SourceStaticBroker})
+	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
+		if key, ok := configKeyIndex[e.Name]; ok {
+			return configType(key.def)
 		}
-		e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.name, Value: key.def, Source: kafka.SourceDefault})
-		out = append(out, e)
-	}
-	return out, nil
+		return configType(e.Value)
+	}), nil
 }
+
+// configTypeLong is Kafka's type of the topic keys not in
+// topicConfigTypes.
+const configTypeLong = 5
 
 // configType is Kafka's type of a node key, by its default's form.
 func configType(def string) int8 {

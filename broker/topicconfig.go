@@ -172,7 +172,7 @@ func (d topicDefaults) resolve(overrides map[string]string) (topicConfig, error)
 	return tc, nil
 }
 
-// describe lists every topic key with its value and source.
+// describe lists every topic key with its value, source and synonyms.
 func (d topicDefaults) describe(overrides map[string]string) []request.ConfigEntry {
 	out := make([]request.ConfigEntry, 0, len(topicKeys))
 	for _, k := range topicKeys {
@@ -185,6 +185,16 @@ func (d topicDefaults) describe(overrides map[string]string) []request.ConfigEnt
 		default:
 			e.Value, e.Source = k.def, request.SourceDefault
 		}
+		// The synonyms: the topic's own value, the broker key it
+		// defaults to when the node's configuration sets it, and the
+		// default.
+		if e.Source == request.SourceTopic {
+			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.name, Value: e.Value, Source: request.SourceTopic})
+		}
+		if v := d[k.name]; v != k.def {
+			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.brokerKey, Value: v, Source: request.SourceBroker})
+		}
+		e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.brokerKey, Value: k.def, Source: request.SourceDefault})
 		out = append(out, e)
 	}
 	return out

@@ -111,3 +111,24 @@ func TestCoreDescribeProducers(t *testing.T) {
 	_, err = z.DescribeProducers(request.WithPrincipal(ctx, "User:alice"), "t", nil)
 	isErr(t, "without Read", err, request.ErrTopicAuthorizationFailed)
 }
+
+// A broker's configuration is this node's own, asked by its id; it
+// needs DescribeConfigs on the cluster.
+func TestCoreDescribeBrokerConfigs(t *testing.T) {
+	ctx := ctxT(t)
+	keys := []request.ConfigEntry{{Name: "num.partitions", Value: "3", Source: request.SourceBroker, ReadOnly: true}}
+	c, _ := adminCore(t, func(cfg *request.Config) { cfg.Admin.BrokerConfigs = func() []request.ConfigEntry { return keys } })
+	if es, err := c.DescribeBrokerConfigs(ctx, "1"); err != nil || len(es) != 1 || es[0].Name != "num.partitions" {
+		t.Errorf("broker 1: %+v, %v", es, err)
+	}
+	if es, err := c.DescribeBrokerConfigs(ctx, ""); err != nil || len(es) != 0 {
+		t.Errorf("cluster defaults: %+v, %v", es, err)
+	}
+	_, err := c.DescribeBrokerConfigs(ctx, "2")
+	isErr(t, "another broker", err, replica.ErrInvalidRequest)
+	_, err = c.DescribeBrokerConfigs(ctx, "one")
+	isErr(t, "not an id", err, replica.ErrInvalidRequest)
+	z, _ := adminCore(t, func(cfg *request.Config) { cfg.Authorizer = acls{auth.OpDescribeConfigs: {"t": true}} })
+	_, err = z.DescribeBrokerConfigs(request.WithPrincipal(ctx, "User:alice"), "1")
+	isErr(t, "without DescribeConfigs on the cluster", err, request.ErrClusterAuthorizationFailed)
+}

@@ -3,6 +3,7 @@ package request
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
@@ -21,11 +22,49 @@ const (
 	SourceTopic
 )
 
-// ConfigEntry is one key of a topic's configuration.
+// ConfigEntry is one key of a topic's or a broker's configuration.
 type ConfigEntry struct {
 	Name, Value   string
 	Source        ConfigSource
 	Documentation string
+	// ReadOnly: the key cannot be changed while the node runs (every
+	// broker key: read from the node's file when it starts).
+	ReadOnly bool
+	// Synonyms are where the value could come from, the one in effect
+	// first (Kafka's KIP-226).
+	Synonyms []ConfigSynonym
+}
+
+// ConfigSynonym is one source of a key's value.
+type ConfigSynonym struct {
+	Name, Value string
+	Source      ConfigSource
+}
+
+// DescribeBrokerConfigs is the configuration of the broker named by its
+// id, "" for the cluster-wide defaults (there are none that are not a
+// node's own: every key is static); a broker other than this one is
+// refused, as a client asks each broker for its own. It needs
+// DescribeConfigs on the cluster, as Kafka's does.
+func (c *Core) DescribeBrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error) {
+	if err := c.authorize(ctx, auth.OpDescribeConfigs, auth.ResourceCluster, auth.ClusterName, false); err != nil {
+		return nil, err
+	}
+	if broker == "" {
+		return nil, nil
+	}
+	id, err := strconv.ParseInt(broker, 10, 32)
+	if err != nil {
+		return nil, c.fail(fmt.Errorf("%w: broker resource %q: want a broker id", replica.ErrInvalidRequest, broker))
+	}
+	if int32(id) != c.cfg.NodeID {
+		return nil, c.fail(fmt.Errorf("%w: broker resource %d: this is broker %d; ask broker %d for its configuration",
+			replica.ErrInvalidRequest, id, c.cfg.NodeID, id))
+	}
+	if c.cfg.Admin.BrokerConfigs == nil {
+		return nil, nil
+	}
+	return c.cfg.Admin.BrokerConfigs(), nil
 }
 
 // DescribeConfigs is every key of a topic with its value and source; it

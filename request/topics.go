@@ -66,8 +66,10 @@ type AdminConfig struct {
 	// ValidateConfigKey checks that a key to delete is a topic key.
 	ValidateConfigKey func(key string) error
 	// TopicConfigs is every topic key of a topic with those overrides:
-	// value, source and documentation.
+	// value, source, synonyms and documentation.
 	TopicConfigs func(overrides map[string]string) []ConfigEntry
+	// BrokerConfigs is every key of this node's configuration.
+	BrokerConfigs func() []ConfigEntry
 	// Describer answers DescribeCluster; nil: it is refused.
 	Describer ClusterDescriber
 }
