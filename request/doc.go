@@ -15,4 +15,7 @@
 // Today the core serves the data path: Produce (with acks, idempotence
 // and forwarding batched per leader), InitProducerID, Fetch (long-polled), ListOffsets and
 // DeleteRecords; and DescribeTopics, with its fan-out to the leaders.
+// It serves topic, config and cluster administration too (topics.go,
+// configs.go, cluster.go), writing through the Controller the broker
+// implements over the cluster's controller.
 package request
