@@ -2,18 +2,14 @@ package broker
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
-// adminService implements quire.v1.Admin. Writes are checked here, then
-// forwarded to the controller; the call returns once this broker's view
-// of the metadata includes the change.
+// adminService implements quire.v1.Admin over the request core: writes
+// are checked there, then forwarded to the controller; the call returns
+// once this broker's view of the metadata includes the change.
 type adminService struct {
 	quirev1.UnimplementedAdminServer
 	b *Broker
@@ -132,74 +128,38 @@ type metadataService struct {
 	b *Broker
 }
 
-// maxMetadataWait bounds how long GetMetadata waits for the image to
-// reach the index a client asks for.
-const maxMetadataWait = 5 * time.Second
-
+// GetMetadata is the request core's (request/metadata.go), which
+// authorizes it: a topic named that the caller may not describe refuses
+// the whole call. Each broker's address is the one on the listener the
+// call came in on.
 func (s *metadataService) GetMetadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
-	b := s.b
-	img := b.cluster.image()
-	if want := req.MinMetadataIndex; img.Index() < want {
-		until := time.Now().Add(maxMetadataWait)
-		if dl, ok := ctx.Deadline(); ok {
-			// Answer before the caller gives up, so it hears why.
-			if dl = dl.Add(-min(time.Until(dl)/10, 100*time.Millisecond)); dl.Before(until) {
-				until = dl
-			}
-		}
-		wctx, cancel := context.WithDeadline(ctx, until)
-		newer, err := b.cluster.waitFor(wctx, func(img *metadata.Image) bool { return img.Index() >= want })
-		cancel()
-		if newer != nil {
-			img = newer
-		}
-		if err != nil {
-			return nil, toStatus(fmt.Errorf("%w: broker %d's metadata is at index %d, the request asks for %d or newer",
-				ErrRequestTimedOut, b.cfg.NodeID, img.Index(), want))
-		}
+	md, err := s.b.core.Metadata(coreContext(ctx), &request.MetadataRequest{Topics: req.Topics, AllowAutoTopicCreation: req.AllowAutoTopicCreation,
+		MinIndex: req.MinMetadataIndex, AllOrNothing: true})
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	resp := &quirev1.GetMetadataResponse{ClusterId: b.cluster.clusterID(), ControllerId: b.cluster.controllerID()}
-	var topics []metadata.TopicInfo
-	var missing []*quirev1.TopicMetadata
-	if len(req.Topics) == 0 {
-		topics = img.Topics()
-	}
-	for _, name := range req.Topics {
-		t, ok := img.Topic(name)
-		if !ok && req.AllowAutoTopicCreation && b.cfg.AutoCreateTopicsEnable {
-			var err error
-			if t, err = b.autoCreateTopic(ctx, name); err != nil {
-				missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(err)})
-				continue
-			}
-			img = b.cluster.image()
-			ok = true
-		}
-		if !ok {
-			err := unknownTopic(name)
-			if req.AllowAutoTopicCreation {
-				err = fmt.Errorf("%w, and auto.create.topics.enable is false on broker %d", err, b.cfg.NodeID)
-			}
-			missing = append(missing, &quirev1.TopicMetadata{Name: name, Error: toError(err)})
-			continue
-		}
-		topics = append(topics, t)
-	}
-	resp.MetadataIndex, resp.Stale = img.Index(), b.cluster.sessionLost()
-	listener := b.clientListener(ctx)
-	for _, br := range img.Brokers() {
+	return metadataResponse(md, s.b.clientListener(ctx)), nil
+}
+
+// metadataResponse is the core's answer as quire.v1's, with each
+// broker's address on listener.
+func metadataResponse(md *request.MetadataResult, listener string) *quirev1.GetMetadataResponse {
+	resp := &quirev1.GetMetadataResponse{ClusterId: md.ClusterID, ControllerId: md.ControllerID, MetadataIndex: md.Index, Stale: md.Stale}
+	for _, br := range md.Brokers {
 		resp.Brokers = append(resp.Brokers, &quirev1.Broker{Id: br.ID, Address: br.AddrFor(listener), Rack: br.Rack, Fenced: br.Fenced})
 	}
-	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].Id < resp.Brokers[j].Id })
-	for _, t := range topics {
-		tm := &quirev1.TopicMetadata{Name: t.Name, TopicId: t.ID, MaxMessageBytes: int32(b.topicMaxMessageBytes(t))}
-		for _, p := range t.Partitions {
+	for _, t := range md.Topics {
+		if t.Err != nil {
+			resp.Topics = append(resp.Topics, &quirev1.TopicMetadata{Name: t.Info.Name, Error: toError(t.Err)})
+			continue
+		}
+		tm := &quirev1.TopicMetadata{Name: t.Info.Name, TopicId: t.Info.ID, MaxMessageBytes: int32(t.MaxMessageBytes)}
+		for _, p := range t.Info.Partitions {
 			tm.Partitions = append(tm.Partitions, &quirev1.PartitionMetadata{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
 			})
 		}
 		resp.Topics = append(resp.Topics, tm)
 	}
-	resp.Topics = append(resp.Topics, missing...)
-	return resp, nil
+	return resp
 }

@@ -85,6 +85,7 @@ var coreAuthorized = map[string]bool{
 	quirev1.Admin_DescribeCluster_FullMethodName:   true,
 	quirev1.Admin_DescribeProducers_FullMethodName: true,
 	quirev1.Admin_UnregisterBroker_FullMethodName:  true,
+	quirev1.Metadata_GetMetadata_FullMethodName:    true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

@@ -174,3 +174,8 @@ func (c coreController) ControllerID() int32            { return c.b.cluster.con
 func (c coreController) IsController(id int32) bool     { return c.b.cluster.isVoter(id) }
 func (c coreController) Brokers() []metadata.BrokerInfo { return c.b.cluster.image().Brokers() }
 func (c coreController) HostedReplicas() map[int32]int  { return c.b.cluster.image().HostedReplicas() }
+func (c coreController) MetadataIndex() uint64          { return c.b.cluster.image().Index() }
+func (c coreController) WaitForIndex(ctx context.Context, want uint64) error {
+	_, err := c.b.cluster.waitFor(ctx, func(img *metadata.Image) bool { return img.Index() >= want })
+	return err
+}

@@ -11,7 +11,7 @@ import (
 	"github.com/quirelog/quire/storage"
 )
 
-// ClusterDescriber is what DescribeCluster reads of the cluster beyond
+// ClusterDescriber is what DescribeCluster and Metadata read of the cluster beyond
 // the metadata image's topics: the node's view of the quorum and of the
 // registered brokers.
 type ClusterDescriber interface {
@@ -23,6 +23,10 @@ type ClusterDescriber interface {
 	Brokers() []metadata.BrokerInfo
 	// HostedReplicas counts the partition replicas each broker hosts.
 	HostedReplicas() map[int32]int
+	// MetadataIndex is the index of this broker's metadata image;
+	// WaitForIndex returns once it is want or newer, or ctx's error.
+	MetadataIndex() uint64
+	WaitForIndex(ctx context.Context, want uint64) error
 }
 
 // TopicListing is one topic of ListTopics.

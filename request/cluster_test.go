@@ -1,8 +1,11 @@
 package request_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
@@ -18,6 +21,17 @@ func (describer) ClusterID() string             { return "qc" }
 func (describer) ControllerID() int32           { return 1 }
 func (describer) IsController(id int32) bool    { return id == 1 }
 func (describer) HostedReplicas() map[int32]int { return map[int32]int{1: 4, 2: 2} }
+func (describer) MetadataIndex() uint64         { return 5 }
+
+// WaitForIndex: the image never gets past 5.
+func (describer) WaitForIndex(ctx context.Context, want uint64) error {
+	if want <= 5 {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 func (describer) Brokers() []metadata.BrokerInfo {
 	return []metadata.BrokerInfo{{ID: 3, Fenced: true}, {ID: 1, Rack: "r1"}, {ID: 2}}
 }
@@ -131,4 +145,68 @@ func TestCoreDescribeBrokerConfigs(t *testing.T) {
 	z, _ := adminCore(t, func(cfg *request.Config) { cfg.Authorizer = acls{auth.OpDescribeConfigs: {"t": true}} })
 	_, err = z.DescribeBrokerConfigs(request.WithPrincipal(ctx, "User:alice"), "1")
 	isErr(t, "without DescribeConfigs on the cluster", err, request.ErrClusterAuthorizationFailed)
+}
+
+// Metadata answers the topics named that the caller may describe, each
+// other with its refusal (or the whole request refused, AllOrNothing);
+// a listing leaves out what the caller may not describe; a topic named
+// that does not exist is created when the node auto-creates topics and
+// the caller may create it.
+func TestCoreMetadata(t *testing.T) {
+	ctx := ctxT(t)
+	alice := request.WithPrincipal(ctx, "User:alice")
+	creator := &autoCreator{}
+	c, _ := adminCore(t, func(cfg *request.Config) {
+		cfg.Admin.Describer = describer{}
+		cfg.Creator = creator
+		cfg.Authorizer = acls{auth.OpDescribe: {"t": true, "new": true, "denied-create": true}, auth.OpCreate: {"new": true}}
+	})
+	md, err := c.Metadata(alice, &request.MetadataRequest{})
+	if err != nil || len(md.Topics) != 1 || md.Topics[0].Info.Name != "t" || md.Index != 5 || len(md.Brokers) != 3 || md.Brokers[0].ID != 1 {
+		t.Fatalf("listing: %+v, %v", md, err)
+	}
+	md, err = c.Metadata(alice, &request.MetadataRequest{Topics: []string{"secret", "t", "new", "denied-create"}, AllowAutoTopicCreation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]error{}
+	for _, tm := range md.Topics {
+		if tm.Err != nil {
+			got[tm.Info.Name] = tm.Err
+		} else {
+			got[tm.Info.Name] = nil
+		}
+	}
+	if len(got) != 4 || got["t"] != nil || got["new"] != nil {
+		t.Errorf("answered %v", got)
+	}
+	isErr(t, "a topic alice may not describe", got["secret"], request.ErrTopicAuthorizationFailed)
+	isErr(t, "a topic alice may not create", got["denied-create"], request.ErrTopicAuthorizationFailed)
+	if fmt.Sprint(creator.created) != "[new]" {
+		t.Errorf("created %v, want [new]", creator.created)
+	}
+	_, err = c.Metadata(alice, &request.MetadataRequest{Topics: []string{"t", "secret", "other"}, AllowAutoTopicCreation: true, AllOrNothing: true})
+	isErr(t, "all or nothing", err, request.ErrTopicAuthorizationFailed)
+	if fmt.Sprint(creator.created) != "[new]" {
+		t.Errorf("a refused request created %v", creator.created)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Metadata(short, &request.MetadataRequest{MinIndex: 6})
+	isErr(t, "an index the image does not reach", err, replica.ErrRequestTimedOut)
+
+	off, _ := adminCore(t, func(cfg *request.Config) { cfg.Admin.Describer = describer{} })
+	md, err = off.Metadata(ctx, &request.MetadataRequest{Topics: []string{"missing"}, AllowAutoTopicCreation: true})
+	if err != nil || len(md.Topics) != 1 {
+		t.Fatalf("%+v, %v", md, err)
+	}
+	isErr(t, "auto-creation off", md.Topics[0].Err, replica.ErrUnknownTopicOrPartition)
+}
+
+// autoCreator records the topics it creates, one partition led by 2.
+type autoCreator struct{ created []string }
+
+func (a *autoCreator) AutoCreateTopic(_ context.Context, topic string) (metadata.TopicInfo, error) {
+	a.created = append(a.created, topic)
+	return topicOf(topic, 1, 1, nil), nil
 }
