@@ -13,8 +13,9 @@ import (
 // Topic and config administration through both doors, for
 // TestDoorsAnswerAlike's table: steps create (arg: partitions),
 // deletetopic, partitions (arg: the new total), alter (arg: retention.ms
-// to set; -1 sets a key no topic has) and configs (answers retention.ms
-// as its offset).
+// to set; -1 sets a key no topic has), configs (answers retention.ms
+// as its offset) and meta (the topic's metadata; answers its partition
+// count).
 
 // unknownRetentionKey is a key no topic has: the broker key, which the
 // topic key retention.ms defaults to.
@@ -56,6 +57,15 @@ func (g grpcDoor) runAdmin(t *testing.T, ctx context.Context, topic string, s do
 		k, v := alterSet(s.arg)
 		_, err := g.c.admin.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: topic, Set: map[string]string{k: v}})
 		return doorAnswer{code: grpcCode(t, err, nil)}, true
+	case "meta":
+		resp, err := g.c.meta.GetMetadata(ctx, &quirev1.GetMetadataRequest{Topics: []string{topic}})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}, true
+		}
+		if tm := resp.Topics[0]; tm.Error != nil {
+			return doorAnswer{code: grpcCode(t, nil, tm.Error), offset: -1}, true
+		}
+		return doorAnswer{offset: int64(len(resp.Topics[0].Partitions))}, true
 	case "configs":
 		resp, err := g.c.admin.DescribeConfigs(ctx, &quirev1.DescribeConfigsRequest{Topic: topic})
 		if err != nil {
@@ -115,6 +125,17 @@ func (k kafkaDoor) runAdmin(t *testing.T, ctx context.Context, topic string, s d
 		req.Resources = append(req.Resources, rr)
 		r := k.send(t, ctx, req).(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
 		return doorAnswer{code: int32(r.ErrorCode)}, true
+	case "meta":
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		r := k.send(t, ctx, req).(*kmsg.MetadataResponse).Topics[0]
+		if r.ErrorCode != 0 {
+			return doorAnswer{code: int32(r.ErrorCode), offset: -1}, true
+		}
+		return doorAnswer{offset: int64(len(r.Partitions))}, true
 	case "configs":
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		req.Version = 1
