@@ -12,9 +12,11 @@ import (
 	"github.com/quirelog/quire/request"
 )
 
-// kafka.AdminBackend over the Admin, Groups and Security services'
-// handlers: Kafka's admin API on the Kafka listeners answers what the
-// gRPC calls answer, and each call is authorized as its gRPC call is.
+// kafka.AdminBackend over the request core (topic, config and cluster
+// administration, which it authorizes) and the Groups and Security
+// services' handlers: Kafka's admin API on the Kafka listeners answers
+// what the gRPC calls answer, and each call is authorized as its gRPC
+// call is.
 
 // The gRPC methods the Kafka admin calls are authorized as, but for
 // those the request core authorizes itself.
