@@ -312,7 +312,7 @@ func TestGetMetadataMinIndex(t *testing.T) {
 	if err != nil || md.MetadataIndex < created.MetadataIndex || len(md.Topics) != 1 || md.Topics[0].Error != nil {
 		t.Fatalf("GetMetadata at the create's index: %v %v", md, err)
 	}
-	// The server's own bound on the wait (maxMetadataWait, 5 s) ends it,
+	// The server's own bound on the wait (request.MaxMetadataWait, 5 s) ends it,
 	// far inside ctx's 30 s: a short client deadline would race the
 	// server's answer against the client giving up on a loaded machine.
 	_, err = c.meta.GetMetadata(ctx, &quirev1.GetMetadataRequest{MinMetadataIndex: created.MetadataIndex + 1000})

@@ -90,6 +90,17 @@ var coreAuthorized = map[string]bool{
 	quirev1.Security_CreateAcls_FullMethodName:           true,
 	quirev1.Security_DeleteAcls_FullMethodName:           true,
 	quirev1.Security_ListAcls_FullMethodName:             true,
+	// Topic and config administration (request/topics.go, configs.go).
+	quirev1.Admin_CreateTopic_FullMethodName:       true,
+	quirev1.Admin_DeleteTopic_FullMethodName:       true,
+	quirev1.Admin_CreatePartitions_FullMethodName:  true,
+	quirev1.Admin_DescribeConfigs_FullMethodName:   true,
+	quirev1.Admin_AlterConfigs_FullMethodName:      true,
+	quirev1.Admin_ListTopics_FullMethodName:        true,
+	quirev1.Admin_DescribeCluster_FullMethodName:   true,
+	quirev1.Admin_DescribeProducers_FullMethodName: true,
+	quirev1.Admin_UnregisterBroker_FullMethodName:  true,
+	quirev1.Metadata_GetMetadata_FullMethodName:    true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.

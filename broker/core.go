@@ -50,6 +50,8 @@ func (b *Broker) newCore() (*request.Core, error) {
 	cfg.Groups = coreGroups{b}
 	cfg.OffsetLister = coreForwarder{b}
 	cfg.Security = coreSecurity{b}
+	// Topic and config administration (core_admin.go).
+	cfg.Admin = b.adminConfig()
 
 	return request.New(cfg)
 }

@@ -27,7 +27,7 @@ import (
 type doorOp struct {
 	// produce, fetch, list, delete; commit, committed (fetch the
 	// committed offset), describe (a group); acl-create, acl-list,
-	// acl-delete (of ACLs on the topic).
+	// acl-delete (of ACLs on the topic); and doors_admin_test.go's.
 	op        string
 	partition int32
 	// fetch: offset; list: timestamp; delete: offset; produce: records (0:
@@ -105,6 +105,9 @@ func grpcCode(t *testing.T, err error, inline *quirev1.Error) int32 {
 }
 
 func (g grpcDoor) run(t *testing.T, ctx context.Context, topic string, s doorOp) doorAnswer {
+	if a, ok := g.runAdmin(t, ctx, topic, s); ok {
+		return a
+	}
 	switch s.op {
 	case "produce":
 		resp, err := g.c.producer.Produce(ctx, &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: -1},
@@ -195,6 +198,9 @@ func (k kafkaDoor) send(t *testing.T, ctx context.Context, req kmsg.Request) kms
 }
 
 func (k kafkaDoor) run(t *testing.T, ctx context.Context, topic string, s doorOp) doorAnswer {
+	if a, ok := k.runAdmin(t, ctx, topic, s); ok {
+		return a
+	}
 	switch s.op {
 	case "produce":
 		req := kmsg.NewPtrProduceRequest()
@@ -346,6 +352,9 @@ func TestDoorsAnswerAlike(t *testing.T) {
 		corrupt       = int32(quirev1.ErrorCode_CORRUPT_MESSAGE)
 		unknownTopic  = int32(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION)
 		invalidReq    = int32(quirev1.ErrorCode_INVALID_REQUEST)
+		exists        = int32(quirev1.ErrorCode_TOPIC_ALREADY_EXISTS)
+		invalidParts  = int32(quirev1.ErrorCode_INVALID_PARTITIONS)
+		invalidConfig = int32(quirev1.ErrorCode_INVALID_CONFIG)
 		latest        = -1
 		earliest      = -2
 		groupNotFound = int32(quirev1.ErrorCode_GROUP_ID_NOT_FOUND)
@@ -410,6 +419,27 @@ func TestDoorsAnswerAlike(t *testing.T) {
 			{doorOp{"acl-delete", 0, 1}, none, 0},
 			{doorOp{"acl-delete", 0, 0}, none, 1},
 			{doorOp{"acl-list", 0, 0}, none, 0},
+		}},
+		{"topic and config administration", []step{
+			{doorOp{"create", 0, 3}, exists, -1},
+			{doorOp{"partitions", 0, 2}, invalidParts, 0},
+			{doorOp{"partitions", 0, 3}, none, 0},
+			{doorOp{"meta", 0, 0}, none, 3},
+			{doorOp{"produce", 2, 2}, none, 0},
+			{doorOp{"alter", 0, 5000}, none, 0},
+			{doorOp{"configs", 0, 0}, none, 5000},
+			{doorOp{"alter", 0, -1}, invalidConfig, 0},
+			{doorOp{"configs", 0, 0}, none, 5000},
+			{doorOp{"deletetopic", 0, 0}, none, 0},
+			{doorOp{"configs", 0, 0}, unknownTopic, -1},
+			{doorOp{"meta", 0, 0}, unknownTopic, -1},
+			{doorOp{"deletetopic", 0, 0}, unknownTopic, 0},
+			{doorOp{"create", 0, -5}, invalidParts, -1},
+			{doorOp{"create", 0, 4}, none, 4},
+			{doorOp{"partitions", noSuchTopicOp, 5}, unknownTopic, 0},
+			{doorOp{"alter", noSuchTopicOp, 1}, unknownTopic, 0},
+			{doorOp{"create", noSuchTopicOp, 1}, none, 1},
+			{doorOp{"create", noSuchTopicOp, 1}, exists, -1},
 		}},
 	}
 	ctx := ctxT(t)

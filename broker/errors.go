@@ -25,20 +25,20 @@ import (
 var (
 	ErrUnknownTopicOrPartition      = replica.ErrUnknownTopicOrPartition
 	ErrInvalidTopic                 = request.ErrInvalidTopic
-	ErrInvalidPartitions            = errors.New("broker: invalid partitions")
-	ErrInvalidReplicationFactor     = errors.New("broker: invalid replication factor")
-	ErrInvalidConfig                = errors.New("broker: invalid config")
+	ErrInvalidPartitions            = request.ErrInvalidPartitions
+	ErrInvalidReplicationFactor     = request.ErrInvalidReplicationFactor
+	ErrInvalidConfig                = request.ErrInvalidConfig
 	ErrInvalidRequest               = replica.ErrInvalidRequest
 	ErrInvalidRequiredAcks          = request.ErrInvalidRequiredAcks
 	ErrNotLeader                    = replica.ErrNotLeader
 	ErrLeaderNotAvailable           = replica.ErrLeaderNotAvailable
 	ErrNotEnoughReplicas            = replica.ErrNotEnoughReplicas
 	ErrNotEnoughReplicasAfterAppend = replica.ErrNotEnoughReplicasAfterAppend
-	ErrBrokersNotReady              = errors.New("broker: no live brokers")
+	ErrBrokersNotReady              = request.ErrBrokersNotReady
 	ErrRequestTimedOut              = replica.ErrRequestTimedOut
 	ErrFencedLeaderEpoch            = replica.ErrFencedLeaderEpoch
 	ErrUnknownLeaderEpoch           = replica.ErrUnknownLeaderEpoch
-	ErrPolicyViolation              = errors.New("broker: policy violation")
+	ErrPolicyViolation              = request.ErrPolicyViolation
 	ErrShuttingDown                 = errors.New("broker: shutting down")
 	ErrStaleBrokerEpoch             = replica.ErrStaleBrokerEpoch
 )

@@ -142,35 +142,31 @@ var _ kafka.Backend = kafkaBackend{}
 // Each call below is made under the ACLs when the authorizer is on: by
 // the request core, or (Metadata) per topic (kafka_authz.go).
 
+// Metadata is the request core's, each topic refused answered alone
+// (TOPIC_AUTHORIZATION_FAILED) while the others are answered, as Kafka
+// does; it leaves out the brokers with no address on the client's
+// listener (their inter-broker address speaks gRPC) and fenced ones.
 func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
-	return k.authorizedMetadata(ctx, req)
-}
-
-// metadata leaves out the brokers with no address on the client's
-// listener (GetMetadata would give their inter-broker one, which speaks
-// gRPC).
-func (k kafkaBackend) metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
-	resp, err := k.meta.GetMetadata(ctx, req)
+	md, err := k.b.core.Metadata(coreContext(ctx), &request.MetadataRequest{Topics: req.Topics, AllowAutoTopicCreation: req.AllowAutoTopicCreation,
+		MinIndex: req.MinMetadataIndex})
 	if err != nil {
-		return nil, err
+		return nil, toStatus(err)
 	}
 	listener := k.b.clientListener(ctx)
-	img := k.b.cluster.image()
-	kept := resp.Brokers[:0]
-	for _, br := range resp.Brokers {
-		info, ok := img.Broker(br.Id)
-		if !ok || br.Fenced {
+	kept := md.Brokers[:0]
+	for _, br := range md.Brokers {
+		if br.Fenced {
 			continue
 		}
-		for _, e := range info.Endpoints {
+		for _, e := range br.Endpoints {
 			if e.Listener == listener {
 				kept = append(kept, br)
 				break
 			}
 		}
 	}
-	resp.Brokers = kept
-	return resp, nil
+	md.Brokers = kept
+	return metadataResponse(md, listener), nil
 }
 
 // Produce, Fetch, ListOffsets and DeleteRecords go straight to the

@@ -2,121 +2,68 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
 )
 
-// kafka.AdminBackend over the Admin, Groups and Security services'
-// handlers: Kafka's admin API on the Kafka listeners answers what the
-// gRPC calls answer, and each call is authorized as its gRPC call is.
+// kafka.AdminBackend over the request core (topic, config and cluster
+// administration, which it authorizes) and the Groups and Security
+// services' handlers: Kafka's admin API on the Kafka listeners answers
+// what the gRPC calls answer, and each call is authorized as its gRPC
+// call is.
 
-// The gRPC methods the Kafka admin calls are authorized as.
-const (
-	methodCreateTopic       = "/quire.v1.Admin/CreateTopic"
-	methodDeleteTopic       = "/quire.v1.Admin/DeleteTopic"
-	methodCreatePartitions  = "/quire.v1.Admin/CreatePartitions"
-	methodDescribeCluster   = "/quire.v1.Admin/DescribeCluster"
-	methodDescribeConfigs   = "/quire.v1.Admin/DescribeConfigs"
-	methodAlterConfigs      = "/quire.v1.Admin/AlterConfigs"
-	methodDescribeProducers = "/quire.v1.Admin/DescribeProducers"
-)
+// CreateTopic, DeleteTopic, CreatePartitions, AlterConfigs and the
+// topic side of TopicConfigs are the request core's, which authorizes
+// them as it does the gRPC calls.
 
-// authorizeKafka applies to a Kafka admin request, with the authorizer
-// on, the check the gRPC interceptor applies to the gRPC call method
-// with req (authz.go's table): every admin path, gRPC or Kafka, needs
-// the same ACLs. A connection not authenticated is ANONYMOUS.
-func (b *Broker) authorizeKafka(ctx context.Context, method string, req any) error {
-	if !b.guard.authorize {
-		return nil
-	}
-	id, ok := IdentityFrom(ctx)
-	if !ok || id.Principal == "" {
-		id = Identity{Principal: auth.Anonymous, By: "none"}
-	}
-	if err := b.checkRequest(b.authorizer(), id, method, req); err != nil {
-		return authStatus(err)
-	}
-	return nil
+func (k kafkaBackend) CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
+	return k.b.core.CreateTopic(coreContext(ctx), req)
 }
 
-// authorizeKafkaNeed is authorizeKafka for a Kafka call no gRPC call
-// matches (a broker's configuration): the need it names.
-func (b *Broker) authorizeKafkaNeed(ctx context.Context, n need) error {
-	if !b.guard.authorize {
-		return nil
-	}
-	id, ok := IdentityFrom(ctx)
-	if !ok || id.Principal == "" {
-		id = Identity{Principal: auth.Anonymous, By: "none"}
-	}
-	if r := requestOf(id.Principal, n); !b.authorizer().Authorize(r) {
-		return authStatus(refusal(r))
-	}
-	return nil
+func (k kafkaBackend) DeleteTopic(ctx context.Context, name string) error {
+	_, err := k.b.core.DeleteTopic(coreContext(ctx), name)
+	return err
 }
 
-func (k kafkaBackend) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodCreateTopic, req); err != nil {
-		return nil, err
-	}
-	return k.admin.CreateTopic(ctx, req)
+func (k kafkaBackend) CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
+	return k.b.core.CreatePartitions(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDeleteTopic, req); err != nil {
-		return nil, err
-	}
-	return k.admin.DeleteTopic(ctx, req)
-}
-
-func (k kafkaBackend) CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodCreatePartitions, req); err != nil {
-		return nil, err
-	}
-	return k.admin.CreatePartitions(ctx, req)
+func (k kafkaBackend) AlterConfigs(ctx context.Context, req *request.AlterConfigsRequest) error {
+	return k.b.core.AlterConfigs(coreContext(ctx), req)
 }
 
 // DescribeCluster gives each broker's address on the client's listener,
 // leaving out those without one (their inter-broker address speaks
 // gRPC), as Metadata does.
-func (k kafkaBackend) DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDescribeCluster, req); err != nil {
-		return nil, err
-	}
-	resp, err := k.admin.DescribeCluster(ctx, req)
+func (k kafkaBackend) DescribeCluster(ctx context.Context) (*request.ClusterDescription, error) {
+	d, err := k.b.core.DescribeCluster(coreContext(ctx))
 	if err != nil {
 		return nil, err
 	}
 	listener := k.b.clientListener(ctx)
-	img := k.b.cluster.image()
-	kept := resp.Brokers[:0]
-	for _, br := range resp.Brokers {
-		info, ok := img.Broker(br.Id)
-		if !ok {
-			continue
-		}
-		for _, e := range info.Endpoints {
+	kept := d.Brokers[:0]
+	for _, br := range d.Brokers {
+		for _, e := range br.Info.Endpoints {
 			if e.Listener == listener {
-				br.Address = e.Addr
+				br.Info.Addr = e.Addr
 				kept = append(kept, br)
 				break
 			}
 		}
 	}
-	resp.Brokers = kept
-	return resp, nil
+	d.Brokers = kept
+	return d, nil
 }
 
-// configSources are Kafka's config sources of the Admin service's.
-var configSources = map[quirev1.ConfigSource]int8{
-	quirev1.ConfigSource_CONFIG_SOURCE_TOPIC:   kafka.SourceDynamicTopic,
-	quirev1.ConfigSource_CONFIG_SOURCE_BROKER:  kafka.SourceStaticBroker,
-	quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT: kafka.SourceDefault,
+// configSources are Kafka's config sources of the core's.
+var configSources = map[request.ConfigSource]int8{
+	request.SourceTopic:   kafka.SourceDynamicTopic,
+	request.SourceBroker:  kafka.SourceStaticBroker,
+	request.SourceDefault: kafka.SourceDefault,
 }
 
 // topicConfigTypes are Kafka's types of the topic keys that are not
@@ -128,72 +75,51 @@ var topicConfigTypes = map[string]int8{
 	"min.insync.replicas": 3,
 }
 
-// TopicConfigs is DescribeConfigs with each key's synonyms: the topic's
-// own value, the broker key it defaults to when the node's
-// configuration sets it, and the default.
-func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.ConfigEntry, error) {
-	req := &quirev1.DescribeConfigsRequest{Topic: topic}
-	if err := k.b.authorizeKafka(ctx, methodDescribeConfigs, req); err != nil {
-		return nil, err
-	}
-	if err := validateTopicName(topic); err != nil {
-		return nil, toStatus(err)
-	}
-	resp, err := k.admin.DescribeConfigs(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]kafka.ConfigEntry, 0, len(resp.Configs))
-	for _, c := range resp.Configs {
-		e := kafka.ConfigEntry{Name: c.Name, Value: c.Value, Source: configSources[c.Source], Doc: c.Documentation, Type: 5}
-		if t, ok := topicConfigTypes[c.Name]; ok {
-			e.Type = t
+// kafkaConfigs is the core's config entries as Kafka's, typed by typ.
+func kafkaConfigs(entries []request.ConfigEntry, typ func(request.ConfigEntry) int8) []kafka.ConfigEntry {
+	out := make([]kafka.ConfigEntry, len(entries))
+	for i, c := range entries {
+		e := kafka.ConfigEntry{Name: c.Name, Value: c.Value, Source: configSources[c.Source], ReadOnly: c.ReadOnly, Doc: c.Documentation, Type: typ(c)}
+		for _, s := range c.Synonyms {
+			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: s.Name, Value: s.Value, Source: configSources[s.Source]})
 		}
-		if c.Source == quirev1.ConfigSource_CONFIG_SOURCE_TOPIC {
-			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: c.Name, Value: c.Value, Source: kafka.SourceDynamicTopic})
-		}
-		if key, ok := topicKeyIndex[c.Name]; ok {
-			if v := k.b.cluster.defaults[c.Name]; v != key.def {
-				e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.brokerKey, Value: v, Source: kafka.SourceStaticBroker})
-			}
-			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.brokerKey, Value: key.def, Source: kafka.SourceDefault})
-		}
-		out = append(out, e)
+		out[i] = e
 	}
-	return out, nil
+	return out
 }
 
-// BrokerConfigs is this node's configuration, every key read-only (read
-// from its file when it starts: static, in Kafka's terms). Needs
-// DescribeConfigs on the cluster, as Kafka's does.
-func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka.ConfigEntry, error) {
-	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpDescribeConfigs)); err != nil {
+// TopicConfigs is the core's DescribeConfigs, each key with its type.
+func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.ConfigEntry, error) {
+	entries, err := k.b.core.DescribeConfigs(coreContext(ctx), topic)
+	if err != nil {
 		return nil, err
 	}
-	if broker == "" {
-		return nil, nil // no cluster-wide dynamic defaults: every key is static
-	}
-	id, err := strconv.ParseInt(broker, 10, 32)
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("%w: broker resource %q: want a broker id", ErrInvalidRequest, broker))
-	}
-	if int32(id) != k.b.cfg.NodeID {
-		return nil, toStatus(fmt.Errorf("%w: broker resource %d: this is broker %d; ask broker %d for its configuration",
-			ErrInvalidRequest, id, k.b.cfg.NodeID, id))
-	}
-	out := make([]kafka.ConfigEntry, 0, len(configKeys))
-	for _, key := range configKeys {
-		v := key.get(&k.b.cfg)
-		e := kafka.ConfigEntry{Name: key.name, Value: v, Source: kafka.SourceDefault, ReadOnly: true, Doc: key.doc, Type: configType(key.def)}
-		if v != key.def {
-			e.Source = kafka.SourceStaticBroker
-			e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.name, Value: v, Source: kafka.SourceStaticBroker})
+	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
+		if t, ok := topicConfigTypes[e.Name]; ok {
+			return t
 		}
-		e.Synonyms = append(e.Synonyms, kafka.ConfigSynonym{Name: key.name, Value: key.def, Source: kafka.SourceDefault})
-		out = append(out, e)
-	}
-	return out, nil
+		return configTypeLong
+	}), nil
 }
+
+// BrokerConfigs is the core's DescribeBrokerConfigs, each key typed by
+// its default's form.
+func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka.ConfigEntry, error) {
+	entries, err := k.b.core.DescribeBrokerConfigs(coreContext(ctx), broker)
+	if err != nil {
+		return nil, err
+	}
+	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
+		if key, ok := configKeyIndex[e.Name]; ok {
+			return configType(key.def)
+		}
+		return configType(e.Value)
+	}), nil
+}
+
+// configTypeLong is Kafka's type of the topic keys not in
+// topicConfigTypes.
+const configTypeLong = 5
 
 // configType is Kafka's type of a node key, by its default's form.
 func configType(def string) int8 {
@@ -204,13 +130,6 @@ func configType(def string) int8 {
 		return 5 // long
 	}
 	return 2 // string
-}
-
-func (k kafkaBackend) AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodAlterConfigs, req); err != nil {
-		return nil, err
-	}
-	return k.admin.AlterConfigs(ctx, req)
 }
 
 // DeleteGroup and the security calls go straight to the request core,
@@ -244,11 +163,8 @@ func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, it
 	return k.b.core.UpsertScramCredential(coreContext(ctx), user, iterations, salt, salted)
 }
 
-func (k kafkaBackend) DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
-	if err := k.b.authorizeKafka(ctx, methodDescribeProducers, req); err != nil {
-		return nil, err
-	}
-	return k.admin.DescribeProducers(ctx, req)
+func (k kafkaBackend) DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error) {
+	return k.b.core.DescribeProducers(coreContext(ctx), topic, partitions)
 }
 
 // LogDirs is this broker's one log directory (log.dirs) and the replicas
@@ -256,7 +172,7 @@ func (k kafkaBackend) DescribeProducers(ctx context.Context, req *quirev1.Descri
 // log end is behind the high watermark it knows. Needs Describe on the
 // cluster, as Kafka's DescribeLogDirs does.
 func (k kafkaBackend) LogDirs(ctx context.Context) ([]kafka.LogDir, error) {
-	if err := k.b.authorizeKafka(ctx, methodDescribeCluster, &quirev1.DescribeClusterRequest{}); err != nil {
+	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpDescribe)); err != nil {
 		return nil, err
 	}
 	// The disk's size and free space are not measured: -1, Kafka's

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strconv"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -172,19 +172,29 @@ func (d topicDefaults) resolve(overrides map[string]string) (topicConfig, error)
 	return tc, nil
 }
 
-// describe lists every topic key with its value and source.
-func (d topicDefaults) describe(overrides map[string]string) []*quirev1.ConfigEntry {
-	out := make([]*quirev1.ConfigEntry, 0, len(topicKeys))
+// describe lists every topic key with its value, source and synonyms.
+func (d topicDefaults) describe(overrides map[string]string) []request.ConfigEntry {
+	out := make([]request.ConfigEntry, 0, len(topicKeys))
 	for _, k := range topicKeys {
-		e := &quirev1.ConfigEntry{Name: k.name, Documentation: k.doc}
+		e := request.ConfigEntry{Name: k.name, Documentation: k.doc}
 		switch v, ok := overrides[k.name]; {
 		case ok:
-			e.Value, e.Source = v, quirev1.ConfigSource_CONFIG_SOURCE_TOPIC
+			e.Value, e.Source = v, request.SourceTopic
 		case d[k.name] != k.def:
-			e.Value, e.Source = d[k.name], quirev1.ConfigSource_CONFIG_SOURCE_BROKER
+			e.Value, e.Source = d[k.name], request.SourceBroker
 		default:
-			e.Value, e.Source = k.def, quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT
+			e.Value, e.Source = k.def, request.SourceDefault
 		}
+		// The synonyms: the topic's own value, the broker key it
+		// defaults to when the node's configuration sets it, and the
+		// default.
+		if e.Source == request.SourceTopic {
+			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.name, Value: e.Value, Source: request.SourceTopic})
+		}
+		if v := d[k.name]; v != k.def {
+			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.brokerKey, Value: v, Source: request.SourceBroker})
+		}
+		e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.brokerKey, Value: k.def, Source: request.SourceDefault})
 		out = append(out, e)
 	}
 	return out

@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -18,25 +17,26 @@ import (
 // closes the connection.
 
 // AdminBackend is what the admin APIs are answered from: the request
-// core for DeleteGroup and the security calls (errors that are
-// *request.Error), the gRPC Admin handlers for the rest (errors of a
-// whole call that are gRPC status errors carrying a quire.v1.Error),
-// each applying the checks (and, with the authorizer on, the ACLs) its
-// gRPC call applies.
+// core for topic and config administration, DeleteGroup and the security
+// calls (errors that are *request.Error), the gRPC Admin handlers for the
+// rest (errors of a whole call that are gRPC status errors carrying a
+// quire.v1.Error), each applying the checks (and, with the authorizer on,
+// the ACLs) its gRPC call applies.
 type AdminBackend interface {
-	CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error)
-	DeleteTopic(ctx context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error)
-	CreatePartitions(ctx context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error)
+	CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error)
+	DeleteTopic(ctx context.Context, name string) error
+	CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error)
 	// DescribeCluster lists the brokers with an address on the
-	// connection's listener (fenced ones flagged).
-	DescribeCluster(ctx context.Context, req *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error)
+	// connection's listener (fenced ones flagged), each broker's Info.Addr
+	// that address.
+	DescribeCluster(ctx context.Context) (*request.ClusterDescription, error)
 	// TopicConfigs is every key of a topic, with its source and synonyms.
 	TopicConfigs(ctx context.Context, topic string) ([]ConfigEntry, error)
 	// BrokerConfigs is every key of the broker named by its id ("" for
 	// the cluster-wide defaults); a broker other than this one is an
 	// error: a client asks each broker for its own.
 	BrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error)
-	AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error)
+	AlterConfigs(ctx context.Context, req *request.AlterConfigsRequest) error
 	// DeleteGroup and the security calls are the request core's
 	// (request/groups.go, request/security.go).
 	DeleteGroup(ctx context.Context, group string) error
@@ -49,7 +49,7 @@ type AdminBackend interface {
 	// derived (Kafka's AlterUserScramCredentials sends the salted
 	// password, never the password).
 	UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, saltedPassword []byte) error
-	DescribeProducers(ctx context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error)
+	DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error)
 	// LogDirs describes this broker's log directories and the partition
 	// replicas in them.
 	LogDirs(ctx context.Context) ([]LogDir, error)

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // Kafka's config resource types.
@@ -52,7 +52,7 @@ func configsOf(ctx context.Context, b Backend, typ int8, name string) ([]ConfigE
 		return nil, invalidRequest, fmt.Sprintf("config resource type %d is not served: topics (2) and brokers (4) are", typ)
 	}
 	if err != nil {
-		code, msg := callError(err)
+		code, msg := coreError(err)
 		return nil, code, msg
 	}
 	return entries, 0, ""
@@ -130,9 +130,9 @@ func applyChange(ctx context.Context, b Backend, c configChange, validateOnly bo
 	if len(c.set) == 0 && len(c.delete) == 0 {
 		return 0, "" // nothing asked, nothing to do
 	}
-	_, err := b.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: c.name, Set: c.set, Delete: c.delete, ValidateOnly: validateOnly})
+	err := b.AlterConfigs(ctx, &request.AlterConfigsRequest{Topic: c.name, Set: c.set, Delete: c.delete, ValidateOnly: validateOnly})
 	if err != nil {
-		return callError(err)
+		return coreError(err)
 	}
 	return 0, ""
 }

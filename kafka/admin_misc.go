@@ -19,9 +19,9 @@ func describeProducers(ctx context.Context, b Backend, req *kmsg.DescribeProduce
 	for _, t := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
-		out, err := b.DescribeProducers(ctx, &quirev1.DescribeProducersRequest{Topic: t.Topic, Partitions: t.Partitions})
+		out, err := b.DescribeProducers(ctx, t.Topic, t.Partitions)
 		if err != nil {
-			code, msg := callError(err)
+			code, msg := coreError(err)
 			for _, p := range t.Partitions {
 				rp := kmsg.NewDescribeProducersResponseTopicPartition()
 				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, msgPtr(msg)
@@ -30,15 +30,16 @@ func describeProducers(ctx context.Context, b Backend, req *kmsg.DescribeProduce
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		for _, pp := range out.Partitions {
+		for _, pp := range out {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = pp.Partition
-			if pp.Error != nil {
-				rp.ErrorCode, rp.ErrorMessage = codeOf(pp.Error), msgPtr(pp.Error.Message)
+			if pp.Err != nil {
+				code, msg := coreError(pp.Err)
+				rp.ErrorCode, rp.ErrorMessage = code, msgPtr(msg)
 			}
 			for _, pr := range pp.Producers {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = pr.ProducerId, pr.ProducerEpoch, pr.LastSequence, pr.LastTimestampMs
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = pr.ProducerID, int32(pr.ProducerEpoch), pr.LastSequence, pr.LastTimestamp
 				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1 // no transactions
 				rp.ActiveProducers = append(rp.ActiveProducers, ap)
 			}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	qmetadata "github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
@@ -30,16 +31,16 @@ var wantAdminVersions = map[int16][2]int16{
 // tests of the other APIs do not reach them.
 func errUnimplemented() error { return status.Error(codes.Unimplemented, "no admin here") }
 
-func (f *fakeBackend) CreateTopic(context.Context, *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
+func (f *fakeBackend) CreateTopic(context.Context, *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DeleteTopic(context.Context, *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
+func (f *fakeBackend) DeleteTopic(context.Context, string) error {
+	return errUnimplemented()
+}
+func (f *fakeBackend) CreatePartitions(context.Context, *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) CreatePartitions(context.Context, *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
-	return nil, errUnimplemented()
-}
-func (f *fakeBackend) DescribeCluster(context.Context, *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
+func (f *fakeBackend) DescribeCluster(context.Context) (*request.ClusterDescription, error) {
 	return nil, errUnimplemented()
 }
 func (f *fakeBackend) TopicConfigs(context.Context, string) ([]ConfigEntry, error) {
@@ -48,8 +49,8 @@ func (f *fakeBackend) TopicConfigs(context.Context, string) ([]ConfigEntry, erro
 func (f *fakeBackend) BrokerConfigs(context.Context, string) ([]ConfigEntry, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) AlterConfigs(context.Context, *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
-	return nil, errUnimplemented()
+func (f *fakeBackend) AlterConfigs(context.Context, *request.AlterConfigsRequest) error {
+	return errUnimplemented()
 }
 func (f *fakeBackend) DeleteGroup(context.Context, string) error {
 	return errUnimplemented()
@@ -72,7 +73,7 @@ func (f *fakeBackend) DeleteUser(context.Context, string) error {
 func (f *fakeBackend) UpsertScramCredential(context.Context, string, int32, []byte, []byte) error {
 	return errUnimplemented()
 }
-func (f *fakeBackend) DescribeProducers(context.Context, *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
+func (f *fakeBackend) DescribeProducers(context.Context, string, []int32) ([]request.PartitionProducers, error) {
 	return nil, errUnimplemented()
 }
 func (f *fakeBackend) LogDirs(context.Context) ([]LogDir, error) { return nil, errUnimplemented() }
@@ -95,7 +96,7 @@ type adminBackend struct {
 	// password (both mechanisms' keys), not a salted one.
 	passwordUsers map[string]bool
 	calls         []string
-	created       []*quirev1.CreateTopicRequest
+	created       []*request.CreateTopicRequest
 }
 
 func newAdminBackend() *adminBackend {
@@ -121,56 +122,60 @@ func (a *adminBackend) record(format string, args ...any) {
 	a.calls = append(a.calls, fmt.Sprintf(format, args...))
 }
 
-func (a *adminBackend) CreateTopic(_ context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
+func (a *adminBackend) CreateTopic(_ context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.created = append(a.created, req)
 	if _, ok := a.topics[req.Name]; ok {
-		return nil, quireErr(codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, fmt.Sprintf("topic %q exists", req.Name))
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, Message: fmt.Sprintf("topic %q exists", req.Name)})
 	}
 	for k := range req.Configs {
 		if !strings.Contains(k, ".") {
-			return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, fmt.Sprintf("unknown topic config %q", k))
+			return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_INVALID_CONFIG, Message: fmt.Sprintf("unknown topic config %q", k)})
 		}
 	}
 	parts, rf := 4, 3 // the broker's defaults
-	if req.OptionalPartitions != nil {
-		parts = int(req.GetPartitions())
+	if req.Partitions != nil {
+		parts = int(*req.Partitions)
 	}
-	if req.OptionalReplicationFactor != nil {
-		rf = int(req.GetReplicationFactor())
+	if req.ReplicationFactor != nil {
+		rf = int(*req.ReplicationFactor)
 	}
 	d := a.describe(req.Name, parts, rf, req.Configs)
 	if req.ValidateOnly {
-		return &quirev1.CreateTopicResponse{Topic: &quirev1.TopicDescription{Name: req.Name}}, nil
+		return &request.CreateTopicResult{Topic: request.TopicDescription{Name: req.Name}}, nil
 	}
 	a.topics[req.Name] = d
-	return &quirev1.CreateTopicResponse{Topic: d}, nil
+	out := request.TopicDescription{Name: d.Name, ID: d.TopicId, Configs: d.Configs}
+	for _, p := range d.Partitions {
+		out.Partitions = append(out.Partitions, request.PartitionDescription{Partition: p.Partition, Leader: p.Leader, Replicas: p.Replicas})
+	}
+	return &request.CreateTopicResult{Topic: out}, nil
 }
 
-func (a *adminBackend) DeleteTopic(_ context.Context, req *quirev1.DeleteTopicRequest) (*quirev1.DeleteTopicResponse, error) {
+func (a *adminBackend) DeleteTopic(_ context.Context, name string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.record("delete %s", req.Name)
-	if _, ok := a.topics[req.Name]; !ok {
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("unknown topic %q", req.Name))
+	a.record("delete %s", name)
+	if _, ok := a.topics[name]; !ok {
+		return coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("unknown topic %q", name)})
 	}
-	delete(a.topics, req.Name)
-	return &quirev1.DeleteTopicResponse{}, nil
+	delete(a.topics, name)
+	return nil
 }
 
-func (a *adminBackend) CreatePartitions(_ context.Context, req *quirev1.CreatePartitionsRequest) (*quirev1.CreatePartitionsResponse, error) {
+func (a *adminBackend) CreatePartitions(_ context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.record("partitions %s %d %v", req.Topic, req.TotalCount, req.ValidateOnly)
 	t, ok := a.topics[req.Topic]
 	switch {
 	case !ok:
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic"})
 	case int(req.TotalCount) <= len(t.Partitions):
-		return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_PARTITIONS, "must be larger")
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_INVALID_PARTITIONS, Message: "must be larger"})
 	}
-	return &quirev1.CreatePartitionsResponse{}, nil
+	return &request.CreatePartitionsResult{}, nil
 }
 
 func (a *adminBackend) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
@@ -190,9 +195,9 @@ func (a *adminBackend) Metadata(_ context.Context, req *quirev1.GetMetadataReque
 	return out, nil
 }
 
-func (a *adminBackend) DescribeCluster(context.Context, *quirev1.DescribeClusterRequest) (*quirev1.DescribeClusterResponse, error) {
-	return &quirev1.DescribeClusterResponse{ClusterId: "qc", ControllerId: 2, Brokers: []*quirev1.BrokerDescription{
-		{Id: 1, Address: "10.0.0.1:9093", Rack: "r1"}, {Id: 2, Address: "10.0.0.2:9093", Fenced: true}}}, nil
+func (a *adminBackend) DescribeCluster(context.Context) (*request.ClusterDescription, error) {
+	return &request.ClusterDescription{ClusterID: "qc", ControllerID: 2, Brokers: []request.BrokerDescription{
+		{Info: qmetadata.BrokerInfo{ID: 1, Addr: "10.0.0.1:9093", Rack: "r1"}}, {Info: qmetadata.BrokerInfo{ID: 2, Addr: "10.0.0.2:9093", Fenced: true}}}}, nil
 }
 
 // TopicConfigs: retention.ms (a long, the broker's default changed) and
@@ -224,7 +229,7 @@ func (a *adminBackend) BrokerConfigs(_ context.Context, broker string) ([]Config
 	return []ConfigEntry{{Name: "num.partitions", Value: "4", Source: SourceStaticBroker, ReadOnly: true, Type: configTypeLong}}, nil
 }
 
-func (a *adminBackend) AlterConfigs(_ context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
+func (a *adminBackend) AlterConfigs(_ context.Context, req *request.AlterConfigsRequest) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	set := make([]string, 0, len(req.Set))
@@ -236,9 +241,9 @@ func (a *adminBackend) AlterConfigs(_ context.Context, req *quirev1.AlterConfigs
 	sort.Strings(del)
 	a.record("alter %s set %v delete %v validate %v", req.Topic, set, del, req.ValidateOnly)
 	if v, ok := req.Set["cleanup.policy"]; ok && v != "delete" {
-		return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, fmt.Sprintf("cleanup.policy=%q: only delete", v))
+		return coreErr(&quirev1.Error{Code: quirev1.ErrorCode_INVALID_CONFIG, Message: fmt.Sprintf("cleanup.policy=%q: only delete", v)})
 	}
-	return &quirev1.AlterConfigsResponse{}, nil
+	return nil
 }
 
 // refusal is an error of the request core with a quire.v1 code.
@@ -338,14 +343,14 @@ func (a *adminBackend) UpsertScramCredential(_ context.Context, user string, ite
 	return nil
 }
 
-func (a *adminBackend) DescribeProducers(_ context.Context, req *quirev1.DescribeProducersRequest) (*quirev1.DescribeProducersResponse, error) {
-	if req.Topic != "existing" {
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
+func (a *adminBackend) DescribeProducers(_ context.Context, topic string, _ []int32) ([]request.PartitionProducers, error) {
+	if topic != "existing" {
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic"})
 	}
-	return &quirev1.DescribeProducersResponse{Partitions: []*quirev1.PartitionProducers{
-		{Partition: 0, Producers: []*quirev1.ProducerDescription{{ProducerId: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestampMs: 77}}},
-		{Partition: 1, Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "led by 2"}},
-	}}, nil
+	return []request.PartitionProducers{
+		{Partition: 0, Producers: []request.ProducerDescription{{ProducerID: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestamp: 77}}},
+		{Partition: 1, Err: &request.Error{Code: int32(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER), Message: "led by 2", LeaderID: 2, LeaderEpoch: -1}},
+	}, nil
 }
 
 func (a *adminBackend) LogDirs(context.Context) ([]LogDir, error) {
@@ -413,10 +418,10 @@ func TestKafkaCreateTopics(t *testing.T) {
 	if def.NumPartitions != 4 || def.ReplicationFactor != 3 || def.TopicID == [16]byte{} || len(def.Configs) != 2 {
 		t.Errorf("defaults topic answered %d partitions, rf %d, id %x, %d configs; want 4, 3, an id, 2", def.NumPartitions, def.ReplicationFactor, def.TopicID, len(def.Configs))
 	}
-	if c := backend.created[0]; c.OptionalPartitions != nil || c.OptionalReplicationFactor != nil {
-		t.Errorf("-1 passed on as %v/%v, want unset", c.OptionalPartitions, c.OptionalReplicationFactor)
+	if c := backend.created[0]; c.Partitions != nil || c.ReplicationFactor != nil {
+		t.Errorf("-1 passed on as %v/%v, want unset", c.Partitions, c.ReplicationFactor)
 	}
-	if c := backend.created[1]; c.GetPartitions() != 2 || c.GetReplicationFactor() != 1 || c.Configs["retention.ms"] != "1000" {
+	if c := backend.created[1]; c.Partitions == nil || *c.Partitions != 2 || c.ReplicationFactor == nil || *c.ReplicationFactor != 1 || c.Configs["retention.ms"] != "1000" {
 		t.Errorf("explicit topic passed on as %v", c)
 	}
 	if _, ok := backend.topics["dup"]; ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // msgPtr is an error message for a nullable field: null for none.
@@ -62,12 +63,12 @@ func createTopics(ctx context.Context, b Backend, req *kmsg.CreateTopicsRequest)
 		default:
 			out, err := b.CreateTopic(ctx, in)
 			if err != nil {
-				fail(callError(err))
+				fail(coreError(err))
 				break
 			}
 			rt.NumPartitions, rt.ReplicationFactor = t.NumPartitions, t.ReplicationFactor
-			if d := out.GetTopic(); len(d.GetPartitions()) > 0 {
-				rt.TopicID = topicID(d.TopicId)
+			if d := out.Topic; len(d.Partitions) > 0 {
+				rt.TopicID = topicID(d.ID)
 				rt.NumPartitions = int32(len(d.Partitions))
 				rt.ReplicationFactor = int16(len(d.Partitions[0].Replicas))
 			}
@@ -76,7 +77,7 @@ func createTopics(ctx context.Context, b Backend, req *kmsg.CreateTopicsRequest)
 				// read them is the tagged config error, not the topic's.
 				entries, err := b.TopicConfigs(ctx, t.Topic)
 				if err != nil {
-					rt.ConfigErrorCode, _ = callError(err)
+					rt.ConfigErrorCode, _ = coreError(err)
 				}
 				for _, e := range entries {
 					c := kmsg.NewCreateTopicsResponseTopicConfig()
@@ -92,17 +93,18 @@ func createTopics(ctx context.Context, b Backend, req *kmsg.CreateTopicsRequest)
 
 // createTopicRequest is the admin call for one topic of a CreateTopics,
 // or the error code and message of one that cannot be made.
-func createTopicRequest(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (*quirev1.CreateTopicRequest, int16, string) {
+func createTopicRequest(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (*request.CreateTopicRequest, int16, string) {
 	if len(t.ReplicaAssignment) > 0 {
 		return nil, invalidRequest, fmt.Sprintf("topic %q: explicit replica assignments are not supported: "+
 			"give the number of partitions and the replication factor, and the controller places the replicas", t.Topic)
 	}
-	in := &quirev1.CreateTopicRequest{Name: t.Topic, ValidateOnly: validateOnly, Configs: map[string]string{}}
+	in := &request.CreateTopicRequest{Name: t.Topic, ValidateOnly: validateOnly, Configs: map[string]string{}}
 	if t.NumPartitions != -1 {
-		in.OptionalPartitions = &quirev1.CreateTopicRequest_Partitions{Partitions: t.NumPartitions}
+		in.Partitions = &t.NumPartitions
 	}
 	if t.ReplicationFactor != -1 {
-		in.OptionalReplicationFactor = &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: int32(t.ReplicationFactor)}
+		rf := int32(t.ReplicationFactor)
+		in.ReplicationFactor = &rf
 	}
 	for _, c := range t.Configs {
 		if c.Value == nil {
@@ -167,8 +169,8 @@ func deleteTopics(ctx context.Context, b Backend, req *kmsg.DeleteTopicsRequest)
 		case dup[e.name]:
 			rt.ErrorCode, rt.ErrorMessage = invalidRequest, msgPtr(fmt.Sprintf("topic %q is named more than once in the request", e.name))
 		default:
-			if _, err := b.DeleteTopic(ctx, &quirev1.DeleteTopicRequest{Name: e.name}); err != nil {
-				code, msg := callError(err)
+			if err := b.DeleteTopic(ctx, e.name); err != nil {
+				code, msg := coreError(err)
 				rt.ErrorCode, rt.ErrorMessage = code, msgPtr(msg)
 			}
 		}
@@ -199,9 +201,9 @@ func createPartitions(ctx context.Context, b Backend, req *kmsg.CreatePartitions
 			rt.ErrorCode, rt.ErrorMessage = kerr.InvalidReplicaAssignment.Code, msgPtr(fmt.Sprintf("topic %q: explicit replica assignments "+
 				"are not supported: give the new count, and the controller places the new partitions' replicas", t.Topic))
 		default:
-			_, err := b.CreatePartitions(ctx, &quirev1.CreatePartitionsRequest{Topic: t.Topic, TotalCount: t.Count, ValidateOnly: req.ValidateOnly})
+			_, err := b.CreatePartitions(ctx, &request.CreatePartitionsRequest{Topic: t.Topic, TotalCount: t.Count, ValidateOnly: req.ValidateOnly})
 			if err != nil {
-				code, msg := callError(err)
+				code, msg := coreError(err)
 				rt.ErrorCode, rt.ErrorMessage = code, msgPtr(msg)
 			}
 		}
@@ -225,18 +227,19 @@ func describeCluster(ctx context.Context, b Backend, req *kmsg.DescribeClusterRe
 		resp.ErrorMessage = msgPtr(fmt.Sprintf("endpoint type %d: only brokers (1) are described; the controllers are not reached over Kafka's protocol", req.EndpointType))
 		return resp
 	}
-	out, err := b.DescribeCluster(ctx, &quirev1.DescribeClusterRequest{})
+	out, err := b.DescribeCluster(ctx)
 	if err != nil {
-		code, msg := callError(err)
+		code, msg := coreError(err)
 		resp.ErrorCode, resp.ErrorMessage = code, msgPtr(msg)
 		return resp
 	}
-	resp.ClusterID, resp.ControllerID = out.ClusterId, out.ControllerId
-	for _, br := range out.Brokers {
+	resp.ClusterID, resp.ControllerID = out.ClusterID, out.ControllerID
+	for _, d := range out.Brokers {
+		br := d.Info
 		if br.Fenced && !req.IncludeFencedBrokers {
 			continue
 		}
-		host, port, err := net.SplitHostPort(br.Address)
+		host, port, err := net.SplitHostPort(br.Addr)
 		if err != nil {
 			continue
 		}
@@ -245,7 +248,7 @@ func describeCluster(ctx context.Context, b Backend, req *kmsg.DescribeClusterRe
 			continue
 		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port, rb.IsFenced = br.Id, host, int32(p), br.Fenced
+		rb.NodeID, rb.Host, rb.Port, rb.IsFenced = br.ID, host, int32(p), br.Fenced
 		if br.Rack != "" {
 			rb.Rack = kmsg.StringPtr(br.Rack)
 		}

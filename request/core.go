@@ -103,6 +103,8 @@ type Config struct {
 	// Security stores users and ACLs; nil: security administration is
 	// refused.
 	Security SecurityStore
+	// Topic and config administration (topics.go, configs.go).
+	Admin AdminConfig
 }
 
 // Core serves the operations; it is safe for concurrent use.

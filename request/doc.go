@@ -17,6 +17,9 @@
 // DeleteRecords; and DescribeTopics, with its fan-out to the leaders.
 //
 // It serves the consumer groups' calls too (groups.go, group_reset.go),
-// passed to the group coordinator through GroupCoordinator, and the
-// administration of users and ACLs (security.go) through SecurityStore.
+// passed to the group coordinator through GroupCoordinator, the
+// administration of users and ACLs (security.go) through SecurityStore,
+// and topic, config and cluster administration (topics.go, configs.go,
+// cluster.go), writing through the Controller the broker implements over
+// the cluster's controller.
 package request
