@@ -41,12 +41,6 @@ func (b *Broker) recordTimestamps(topic string, partition int32, offsets []int64
 	return out
 }
 
-// describeTopics describes topics through the request core (its
-// Describe: every leader asked at once), as quire.v1 has them.
-func (b *Broker) describeTopics(ctx context.Context, topics []metadata.TopicInfo) []*quirev1.TopicDescription {
-	return topicDescriptions(b.core.Describe(ctx, topics))
-}
-
 // topicDescriptions is the core's descriptions as quire.v1's.
 func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescription {
 	out := make([]*quirev1.TopicDescription, len(ds))

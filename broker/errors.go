@@ -231,11 +231,3 @@ func unknownTopic(topic string) error {
 	}
 	return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopicOrPartition, topic)
 }
-
-// invalidPartition is the error for a partition number outside [0, n) of
-// a topic with n partitions in this broker's metadata: a request that
-// fails the same way however often it is sent, so INVALID_REQUEST, not
-// the retriable UNKNOWN_TOPIC_OR_PARTITION (see errors.proto).
-func invalidPartition(topic string, p int32, n int) error {
-	return fmt.Errorf("%w: partition %d of topic %q (it has %d)", ErrInvalidRequest, p, topic, n)
-}
