@@ -119,11 +119,12 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 			return resp
 		}
 	}
-	in := &request.FetchRequest{MaxWait: time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond, MinBytes: int(max(req.MinBytes, 0)),
-		MaxBytes: int(max(req.MaxBytes, 0))}
+	// Negative sizes and waits are the core's to refuse (INVALID_REQUEST).
+	in := &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMillis) * time.Millisecond, MinBytes: int(req.MinBytes),
+		MaxBytes: int(req.MaxBytes)}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			fp := request.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int(max(p.PartitionMaxBytes, 0))}
+			fp := request.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int(p.PartitionMaxBytes)}
 			if req.Version >= 9 && p.CurrentLeaderEpoch >= 0 {
 				epoch := p.CurrentLeaderEpoch
 				fp.CurrentLeaderEpoch = &epoch

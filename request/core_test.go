@@ -377,6 +377,20 @@ func TestCoreRefusals(t *testing.T) {
 			_, err := f.core.DeleteRecords(ctx, &request.DeleteRecordsRequest{Partitions: []request.DeleteRecordsPartition{{Topic: "t", Offset: 1}}})
 			return err
 		}(), 29},
+		// A negative wait or size is refused, not read as zero (a
+		// minute's wait with min bytes -1 would be answered at once).
+		{"fetch min bytes -1", func() error {
+			_, err := f.core.Fetch(ctx, &request.FetchRequest{MaxWait: time.Minute, MinBytes: -1, Partitions: []request.FetchPartition{{Topic: "t"}}})
+			return err
+		}(), 42},
+		{"fetch max wait -1ms", func() error {
+			_, err := f.core.Fetch(ctx, &request.FetchRequest{MaxWait: -time.Millisecond, Partitions: []request.FetchPartition{{Topic: "t"}}})
+			return err
+		}(), 42},
+		{"fetch partition max bytes -1", func() error {
+			_, err := f.core.Fetch(ctx, &request.FetchRequest{Partitions: []request.FetchPartition{{Topic: "t", MaxBytes: -1}}})
+			return err
+		}(), 42},
 	} {
 		if got := code(t, tc.err); got != tc.want {
 			t.Errorf("%s: %v (code %d), want code %d", tc.name, tc.err, got, tc.want)

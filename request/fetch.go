@@ -85,6 +85,9 @@ func (c *Core) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, err
 	if len(req.Partitions) == 0 {
 		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
 	}
+	if err := checkFetchSizes(req); err != nil {
+		return nil, c.fail(err)
+	}
 	if err := c.authorizeEach(ctx, auth.OpRead, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, nil); err != nil {
 		return nil, err
 	}
@@ -202,4 +205,24 @@ func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.R
 		*buf = res.Batches
 	}
 	return res, hw, buf, nil
+}
+
+// checkFetchSizes refuses a negative wait or size, which no client means:
+// read as zero, a wait of a minute asked with min bytes -1 would be
+// answered at once, and one taken as given would never end.
+func checkFetchSizes(req *FetchRequest) error {
+	switch {
+	case req.MaxWait < 0:
+		return fmt.Errorf("%w: max wait %v is negative", replica.ErrInvalidRequest, req.MaxWait)
+	case req.MinBytes < 0:
+		return fmt.Errorf("%w: min bytes %d is negative", replica.ErrInvalidRequest, req.MinBytes)
+	case req.MaxBytes < 0:
+		return fmt.Errorf("%w: max bytes %d is negative", replica.ErrInvalidRequest, req.MaxBytes)
+	}
+	for _, p := range req.Partitions {
+		if p.MaxBytes < 0 {
+			return fmt.Errorf("%w: %s-%d: max bytes %d is negative", replica.ErrInvalidRequest, p.Topic, p.Partition, p.MaxBytes)
+		}
+	}
+	return nil
 }
