@@ -449,11 +449,14 @@ func TestKafkaDeleteTopicsAndCreatePartitions(t *testing.T) {
 	backend := newAdminBackend()
 	backend.topics["byid"] = backend.describe("byid", 1, 1, nil)
 	backend.topics["byname"] = backend.describe("byname", 1, 1, nil)
+	// A topic from before topics had ids: the zero id must not name it.
+	backend.topics["noid"] = backend.describe("noid", 1, 1, nil)
+	backend.topics["noid"].TopicId = ""
 	_, k := startServer(t, backend)
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.Version = 6
 	id := topicID(backend.topics["byid"].TopicId)
-	req.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("byname")}, {TopicID: id}, {TopicID: [16]byte{9}}, {Topic: kmsg.StringPtr("nope")}}
+	req.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("byname")}, {TopicID: id}, {TopicID: [16]byte{9}}, {Topic: kmsg.StringPtr("nope")}, {}}
 	resp := roundTrip[*kmsg.DeleteTopicsResponse](k, req)
 	got := []string{}
 	for _, rt := range resp.Topics {
@@ -463,9 +466,13 @@ func TestKafkaDeleteTopicsAndCreatePartitions(t *testing.T) {
 		}
 		got = append(got, name+":"+errName(rt.ErrorCode))
 	}
-	want := []string{"byname:OK", "byid:OK", "<nil>:" + errName(kerr.UnknownTopicID.Code), "nope:" + errName(kerr.UnknownTopicOrPartition.Code)}
+	want := []string{"byname:OK", "byid:OK", "<nil>:" + errName(kerr.UnknownTopicID.Code), "nope:" + errName(kerr.UnknownTopicOrPartition.Code),
+		"<nil>:" + errName(kerr.UnknownTopicID.Code)}
 	if !slices.Equal(got, want) {
 		t.Fatalf("DeleteTopics v6: %v, want %v", got, want)
+	}
+	if _, ok := backend.topics["noid"]; !ok {
+		t.Error("the zero topic id deleted a topic without an id")
 	}
 	if resp.Topics[1].TopicID != id {
 		t.Errorf("a topic deleted by id answered with id %x, want %x", resp.Topics[1].TopicID, id)

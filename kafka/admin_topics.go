@@ -142,7 +142,11 @@ func deleteTopics(ctx context.Context, b Backend, req *kmsg.DeleteTopicsRequest)
 			byID = map[[16]byte]string{}
 			if md, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{}); err == nil {
 				for _, mt := range md.Topics {
-					byID[topicID(mt.TopicId)] = mt.Name
+					// A topic made before topics had ids has none (the
+					// zero id): it can be deleted by name only.
+					if id := topicID(mt.TopicId); id != ([16]byte{}) {
+						byID[id] = mt.Name
+					}
 				}
 			}
 		}
@@ -164,6 +168,8 @@ func deleteTopics(ctx context.Context, b Backend, req *kmsg.DeleteTopicsRequest)
 			rt.Topic = kmsg.StringPtr(e.name)
 		}
 		switch {
+		case e.byID && e.id == ([16]byte{}):
+			rt.ErrorCode, rt.ErrorMessage = kerr.UnknownTopicID.Code, msgPtr("the zero topic id names no topic: give the topic's id or its name")
 		case e.byID && e.name == "":
 			rt.ErrorCode, rt.ErrorMessage = kerr.UnknownTopicID.Code, msgPtr("no topic has this id")
 		case dup[e.name]:
