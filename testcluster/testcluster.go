@@ -124,11 +124,10 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*broker.Broker // nil while stopped
 	conns map[int32]*grpc.ClientConn
-	// held are the addresses of stopped nodes, listened on again by the
-	// cluster as soon as the node let go, so that no other test's node
-	// (clusters start in parallel, each port from the kernel) takes the
-	// address before the restart; handed to the node when it restarts.
-	held map[int32]net.Listener
+	// held are the addresses of stopped nodes, reserved by the cluster as
+	// soon as the node let go (reserve), so that no other test's node
+	// takes the address before the restart.
+	held map[int32]*reservation
 }
 
 // New starts n nodes with ids 1..n and waits until every one is
@@ -147,7 +146,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	c := &Cluster{
 		t: t, n: n, opts: o, net: newNetwork(),
 		addrs: make([]string, n), dirs: make([]string, n),
-		nodes: make([]*broker.Broker, n), conns: map[int32]*grpc.ClientConn{}, held: map[int32]net.Listener{},
+		nodes: make([]*broker.Broker, n), conns: map[int32]*grpc.ClientConn{}, held: map[int32]*reservation{},
 		logs: newLogSink(t),
 	}
 	t.Cleanup(c.logs.close) // registered first: runs after the nodes stopped
@@ -362,16 +361,16 @@ func (c *Cluster) Kill(id int32) {
 	}
 }
 
-// hold listens on a stopped node's address until it restarts (held).
-// Failing that, the restart binds it again itself.
+// hold reserves a stopped node's address until it restarts (held).
+// Failing that, the restart binds it again as it finds it.
 func (c *Cluster) hold(id int32) {
-	l, err := c.rebind(id)
+	r, err := reserve(c.addrs[id-1])
 	if err != nil {
 		c.t.Logf("testcluster: hold node %d's address: %v", id, err)
 		return
 	}
 	c.mu.Lock()
-	c.held[id] = l
+	c.held[id] = r
 	c.mu.Unlock()
 }
 
@@ -427,14 +426,14 @@ func (c *Cluster) TryRestart(id int32, tweak ...func(*broker.Config)) error {
 		return fmt.Errorf("testcluster: node %d is running", id)
 	}
 	c.mu.Lock()
-	lis, ok := c.held[id]
-	delete(c.held, id)
+	if r, ok := c.held[id]; ok {
+		r.release()
+		delete(c.held, id)
+	}
 	c.mu.Unlock()
-	if !ok {
-		var err error
-		if lis, err = c.rebind(id); err != nil {
-			return err
-		}
+	lis, err := c.rebind(id)
+	if err != nil {
+		return err
 	}
 	cfg := c.config(id, lis)
 	for _, fn := range tweak {
@@ -484,10 +483,10 @@ func (c *Cluster) close() {
 	conns := c.conns
 	c.conns = map[int32]*grpc.ClientConn{}
 	held := c.held
-	c.held = map[int32]net.Listener{}
+	c.held = map[int32]*reservation{}
 	c.mu.Unlock()
-	for _, l := range held {
-		_ = l.Close()
+	for _, r := range held {
+		r.release()
 	}
 	for _, cc := range conns {
 		_ = cc.Close()
