@@ -127,6 +127,7 @@ var sentinels = map[string]error{
 	"request.ErrGroupAuthorizationFailed":    request.ErrGroupAuthorizationFailed,
 	"request.ErrClusterAuthorizationFailed":  request.ErrClusterAuthorizationFailed,
 	"request.ErrLeaderUnreachable":           request.ErrLeaderUnreachable,
+	"request.ErrTransactionsUnsupported":     request.ErrTransactionsUnsupported,
 	"broker.ErrAuthenticationFailed":         ErrAuthenticationFailed,
 	"broker.ErrTopicAuthorizationFailed":     ErrTopicAuthorizationFailed,
 	"broker.ErrGroupAuthorizationFailed":     ErrGroupAuthorizationFailed,
