@@ -80,6 +80,7 @@ var sentinels = map[string]error{
 	"metadata.ErrInvalidOffsetCommit":         metadata.ErrInvalidOffsetCommit,
 	"metadata.ErrInvalidPartition":            metadata.ErrInvalidPartition,
 	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
+	"metadata.ErrGroupSubscribedToTopic":      metadata.ErrGroupSubscribedToTopic,
 	"metadata.ErrCommittedSince":              metadata.ErrCommittedSince,
 	"replica.ErrUnknownTopicOrPartition":      replica.ErrUnknownTopicOrPartition,
 	"replica.ErrInvalidRequest":               replica.ErrInvalidRequest,

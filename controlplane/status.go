@@ -50,6 +50,7 @@ var errorTable = []struct {
 	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_OFFSET_COMMIT"},
 	{metadata.ErrInvalidPartition, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_PARTITION"},
 	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"},
+	{metadata.ErrGroupSubscribedToTopic, codes.FailedPrecondition, quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC, "GROUP_SUBSCRIBED_TO_TOPIC"},
 	// Only the retention expiry of a group's offsets meets this one (the
 	// coordinator keeps the offsets); mapped so that no path leaves it unnamed.
 	{metadata.ErrCommittedSince, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "NON_EMPTY_GROUP"},

@@ -35,6 +35,9 @@ type AdminBackend interface {
 	BrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error)
 	AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error)
 	DeleteGroup(ctx context.Context, req *quirev1.DeleteGroupRequest) (*quirev1.DeleteGroupResponse, error)
+	// DeleteOffsets removes some of a group's committed offsets, with
+	// each partition's refusal in the answer (OffsetDelete).
+	DeleteOffsets(ctx context.Context, req *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error)
 	CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error)
 	ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error)
 	DeleteAcls(ctx context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error)
@@ -139,6 +142,8 @@ func adminDispatch(ctx context.Context, b Backend, req kmsg.Request) (kmsg.Respo
 		return incrementalAlterConfigs(ctx, b, req), true
 	case *kmsg.DeleteGroupsRequest:
 		return deleteGroups(ctx, b, req), true
+	case *kmsg.OffsetDeleteRequest:
+		return offsetDelete(ctx, b, req), true
 	case *kmsg.ConsumerGroupDescribeRequest:
 		return consumerGroupDescribe(ctx, b, req), true
 	case *kmsg.CreateACLsRequest:

@@ -22,7 +22,7 @@ import (
 // advertise (TestKafkaApiVersions checks them with the others).
 var wantAdminVersions = map[int16][2]int16{
 	19: {0, 7}, 20: {0, 6}, 37: {0, 3}, 32: {0, 4}, 33: {0, 2}, 44: {0, 1}, 60: {0, 2}, 42: {0, 2}, 69: {0, 1},
-	29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0}, 61: {0, 0}, 35: {0, 4}, 43: {0, 2},
+	29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0}, 61: {0, 0}, 35: {0, 4}, 43: {0, 2}, 47: {0, 0},
 }
 
 // errUnimplemented is fakeBackend's answer to the admin calls: the

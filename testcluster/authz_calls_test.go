@@ -142,6 +142,10 @@ func securedCalls() []securedCall {
 			_, err := grp(cc).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: group})
 			return err
 		}},
+		{"DeleteOffsets", gf, "Delete", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := grp(cc).DeleteOffsets(ctx, &quirev1.DeleteOffsetsRequest{Group: group})
+			return err
+		}},
 		{"ConsumerGroupHeartbeat", gf, "Read", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := grp(cc).ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{Group: group})
 			return err
