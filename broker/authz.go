@@ -163,7 +163,7 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 			out = appendNeed(out, topicNeed(auth.OpDelete, p.Topic))
 		}
 		return out, true
-	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest:
+	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest, *quirev1.ElectLeadersRequest:
 		return []need{clusterNeed(auth.OpAlter)}, true
 	// Producer.
 	case *quirev1.ProduceRequest:

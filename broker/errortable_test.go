@@ -81,6 +81,8 @@ var sentinels = map[string]error{
 	"metadata.ErrInvalidPartition":            metadata.ErrInvalidPartition,
 	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
 	"metadata.ErrGroupSubscribedToTopic":      metadata.ErrGroupSubscribedToTopic,
+	"metadata.ErrElectionNotNeeded":           metadata.ErrElectionNotNeeded,
+	"metadata.ErrPreferredLeaderNotAvailable": metadata.ErrPreferredLeaderNotAvailable,
 	"metadata.ErrCommittedSince":              metadata.ErrCommittedSince,
 	"replica.ErrUnknownTopicOrPartition":      replica.ErrUnknownTopicOrPartition,
 	"replica.ErrInvalidRequest":               replica.ErrInvalidRequest,

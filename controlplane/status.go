@@ -51,9 +51,11 @@ var errorTable = []struct {
 	{metadata.ErrInvalidPartition, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_PARTITION"},
 	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"},
 	{metadata.ErrGroupSubscribedToTopic, codes.FailedPrecondition, quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC, "GROUP_SUBSCRIBED_TO_TOPIC"},
+	{metadata.ErrElectionNotNeeded, codes.FailedPrecondition, quirev1.ErrorCode_ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"},
+	{metadata.ErrPreferredLeaderNotAvailable, codes.Unavailable, quirev1.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, "PREFERRED_LEADER_NOT_AVAILABLE"},
 	// Only the retention expiry of a group's offsets meets this one (the
 	// coordinator keeps the offsets); mapped so that no path leaves it unnamed.
-	{metadata.ErrCommittedSince, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "NON_EMPTY_GROUP"},
+	{metadata.ErrCommittedSince, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "COMMITTED_SINCE"},
 	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION"},
 	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
 	// A command this node's code does not know: a version mismatch, not a crash.

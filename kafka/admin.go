@@ -38,6 +38,9 @@ type AdminBackend interface {
 	// DeleteOffsets removes some of a group's committed offsets, with
 	// each partition's refusal in the answer (OffsetDelete).
 	DeleteOffsets(ctx context.Context, req *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error)
+	// ElectLeaders moves leadership to the preferred replicas now, with
+	// each partition's refusal in the answer.
+	ElectLeaders(ctx context.Context, req *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error)
 	CreateAcls(ctx context.Context, req *quirev1.CreateAclsRequest) (*quirev1.CreateAclsResponse, error)
 	ListAcls(ctx context.Context, req *quirev1.ListAclsRequest) (*quirev1.ListAclsResponse, error)
 	DeleteAcls(ctx context.Context, req *quirev1.DeleteAclsRequest) (*quirev1.DeleteAclsResponse, error)

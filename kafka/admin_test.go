@@ -766,9 +766,10 @@ func TestKafkaAdminGroupsProducersLogDirsElections(t *testing.T) {
 
 	el := kmsg.NewPtrElectLeadersRequest()
 	el.Version = 2
-	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "existing", Partitions: []int32{0, 5}}, {Topic: "nope", Partitions: []int32{0}}}
+	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "existing", Partitions: []int32{0, 1, 5}}, {Topic: "nope", Partitions: []int32{0}}}
 	elr := roundTrip[*kmsg.ElectLeadersResponse](k, el)
-	if p := elr.Topics[0].Partitions; p[0].ErrorCode != kerr.ElectionNotNeeded.Code || p[1].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
+	if p := elr.Topics[0].Partitions; len(p) != 3 || p[0].ErrorCode != kerr.ElectionNotNeeded.Code || p[1].ErrorCode != kerr.PreferredLeaderNotAvailable.Code ||
+		p[1].ErrorMessage == nil || p[2].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
 		elr.Topics[1].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("ElectLeaders: %+v", elr.Topics)
 	}

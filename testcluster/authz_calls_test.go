@@ -79,6 +79,10 @@ func securedCalls() []securedCall {
 			_, err := adm(cc).UpdateFeatures(ctx, &quirev1.UpdateFeaturesRequest{MetadataVersion: 1})
 			return err
 		}},
+		{"ElectLeaders", cf, "Alter", "Cluster", "", func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := adm(cc).ElectLeaders(ctx, &quirev1.ElectLeadersRequest{Topics: []*quirev1.ElectLeadersTopic{{Topic: topic}}})
+			return err
+		}},
 		{"Produce", tf, "Write", "Topic", topic, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := quirev1.NewProducerClient(cc).Produce(ctx, &quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{{Topic: topic, Records: []byte("not a batch")}}})
 			return err

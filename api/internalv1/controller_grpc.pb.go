@@ -34,6 +34,7 @@ const (
 	ControllerService_ListGroups_FullMethodName             = "/quire.internal.v1.ControllerService/ListGroups"
 	ControllerService_DeleteGroup_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteGroup"
 	ControllerService_DeleteOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/DeleteOffsets"
+	ControllerService_ElectLeaders_FullMethodName           = "/quire.internal.v1.ControllerService/ElectLeaders"
 	ControllerService_ConsumerGroupHeartbeat_FullMethodName = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
 	ControllerService_DescribeGroup_FullMethodName          = "/quire.internal.v1.ControllerService/DescribeGroup"
 	ControllerService_UpdateFeatures_FullMethodName         = "/quire.internal.v1.ControllerService/UpdateFeatures"
@@ -70,6 +71,8 @@ type ControllerServiceClient interface {
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// Deletes some of a group's committed offsets (metadata.version 10).
 	DeleteOffsets(ctx context.Context, in *quirev1.DeleteOffsetsRequest, opts ...grpc.CallOption) (*quirev1.DeleteOffsetsResponse, error)
+	// Moves leadership to the preferred replicas now (preferred ElectLeaders).
+	ElectLeaders(ctx context.Context, in *quirev1.ElectLeadersRequest, opts ...grpc.CallOption) (*quirev1.ElectLeadersResponse, error)
 	// The consumer group coordinator, which runs on the controller.
 	ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*quirev1.ConsumerGroupHeartbeatResponse, error)
 	DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRequest, opts ...grpc.CallOption) (*quirev1.DescribeGroupResponse, error)
@@ -234,6 +237,16 @@ func (c *controllerServiceClient) DeleteOffsets(ctx context.Context, in *quirev1
 	return out, nil
 }
 
+func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *quirev1.ElectLeadersRequest, opts ...grpc.CallOption) (*quirev1.ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(quirev1.ConsumerGroupHeartbeatResponse)
@@ -340,6 +353,8 @@ type ControllerServiceServer interface {
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// Deletes some of a group's committed offsets (metadata.version 10).
 	DeleteOffsets(context.Context, *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error)
+	// Moves leadership to the preferred replicas now (preferred ElectLeaders).
+	ElectLeaders(context.Context, *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error)
 	// The consumer group coordinator, which runs on the controller.
 	ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
 	DescribeGroup(context.Context, *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
@@ -405,6 +420,9 @@ func (UnimplementedControllerServiceServer) DeleteGroup(context.Context, *Delete
 }
 func (UnimplementedControllerServiceServer) DeleteOffsets(context.Context, *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteOffsets not implemented")
+}
+func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServiceServer) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ConsumerGroupHeartbeat not implemented")
@@ -703,6 +721,24 @@ func _ControllerService_DeleteOffsets_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, req.(*quirev1.ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_ConsumerGroupHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(quirev1.ConsumerGroupHeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -909,6 +945,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteOffsets",
 			Handler:    _ControllerService_DeleteOffsets_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _ControllerService_ElectLeaders_Handler,
 		},
 		{
 			MethodName: "ConsumerGroupHeartbeat",
