@@ -42,6 +42,7 @@ func TestKafkaAdminAuthorizedAsTheirGRPCCalls(t *testing.T) {
 		{methodListUsers, &quirev1.ListUsersRequest{}, clusterACL(auth.OpDescribe), ErrClusterAuthorizationFailed},
 		{methodDeleteUser, &quirev1.DeleteUserRequest{}, clusterACL(auth.OpAlter), ErrClusterAuthorizationFailed},
 		{methodUpsertUser, &quirev1.UpsertUserRequest{}, clusterACL(auth.OpAlter), ErrClusterAuthorizationFailed},
+		{methodElectLeaders, &quirev1.ElectLeadersRequest{}, clusterACL(auth.OpAlter), ErrClusterAuthorizationFailed},
 	}
 	b := &Broker{}
 	alice := Identity{Principal: "User:alice", By: "scram"}
