@@ -22,6 +22,9 @@ func offsetDelete(ctx context.Context, b Backend, req *kmsg.OffsetDeleteRequest)
 	resp := kmsg.NewPtrOffsetDeleteResponse()
 	in := &quirev1.DeleteOffsetsRequest{Group: req.Group}
 	for _, t := range req.Topics {
+		if len(t.Partitions) == 0 {
+			continue // asks for none (to the backend, none named is all)
+		}
 		dt := &quirev1.DeleteOffsetsTopic{Topic: t.Topic, Partitions: make([]int32, len(t.Partitions))}
 		for i, p := range t.Partitions {
 			dt.Partitions[i] = p.Partition
