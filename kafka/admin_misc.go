@@ -148,7 +148,20 @@ func electLeaders(ctx context.Context, b Backend, req *kmsg.ElectLeadersRequest)
 	defer cancel()
 	out, err := b.ElectLeaders(ctx, in)
 	if err != nil {
-		resp.ErrorCode, _ = callError(err)
+		// At the top (v1 on) and on each partition asked, as v0 has no
+		// top-level code.
+		code, msg := callError(err)
+		resp.ErrorCode = code
+		for _, t := range in.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, msgPtr(msg)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
 		return resp
 	}
 	byTopic := map[string]int{}
