@@ -190,7 +190,7 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 			out = appendNeed(out, topicNeed(auth.OpDelete, p.Topic))
 		}
 		return out, true
-	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest:
+	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest, *quirev1.ElectLeadersRequest:
 		return []need{clusterNeed(auth.OpAlter)}, true
 	// Producer.
 	case *quirev1.ProduceRequest:
@@ -242,6 +242,14 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		return nil, true // filtered
 	case *quirev1.DeleteGroupRequest:
 		return []need{groupNeed(auth.OpDelete, m.Group)}, true
+	case *quirev1.DeleteOffsetsRequest:
+		// As Kafka's OffsetDelete: deleting the group's offsets, reading
+		// the topics.
+		out := []need{groupNeed(auth.OpDelete, m.Group)}
+		for _, t := range m.Topics {
+			out = appendNeed(out, topicNeed(auth.OpRead, t.Topic))
+		}
+		return out, true
 	case *quirev1.ConsumerGroupHeartbeatRequest:
 		out := []need{groupNeed(auth.OpRead, m.Group)}
 		for _, t := range m.GetSubscription().GetTopics() {

@@ -81,6 +81,9 @@ var brokerErrors = []errcode.Mapping{
 	// A partition's leader that the request core could not reach to pass
 	// a request on: the client looks for the leader again.
 	{Err: request.ErrLeaderUnreachable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
+	// A transactional batch: there is no transaction coordinator, and a
+	// retry would be refused the same way.
+	{Err: request.ErrTransactionsUnsupported, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
 	// Authentication and ACLs (auth.go, authz.go): the same answer every
 	// time until an ACL or the credentials change.
 	{Err: ErrAuthenticationFailed, GRPC: codes.Unauthenticated, Code: quirev1.ErrorCode_SASL_AUTHENTICATION_FAILED},

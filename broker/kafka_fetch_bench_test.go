@@ -32,6 +32,7 @@ func BenchmarkBrokerKafkaFetch(b *testing.B) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPU()
 	for i := range b.N {
 		off := int64(i%batches) * benchRecords
 		req := kmsg.NewPtrFetchRequest()
@@ -52,4 +53,5 @@ func BenchmarkBrokerKafkaFetch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*benchRecords)/b.Elapsed().Seconds(), "records/s")
+	reportCPUPerRecord(b, cpu, b.N*benchRecords)
 }

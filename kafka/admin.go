@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -40,6 +41,12 @@ type AdminBackend interface {
 	// DeleteGroup and the security calls are the request core's
 	// (request/groups.go, request/security.go).
 	DeleteGroup(ctx context.Context, group string) error
+	// DeleteOffsets removes some of a group's committed offsets, with
+	// each partition's refusal in the answer (OffsetDelete).
+	DeleteOffsets(ctx context.Context, req *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error)
+	// ElectLeaders moves leadership to the preferred replicas now, with
+	// each partition's refusal in the answer.
+	ElectLeaders(ctx context.Context, req *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error)
 	CreateAcls(ctx context.Context, acls []request.ACL) error
 	ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error)
 	DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error)
@@ -144,6 +151,8 @@ func adminDispatch(ctx context.Context, b Backend, req kmsg.Request) (kmsg.Respo
 		return incrementalAlterConfigs(ctx, b, req), true
 	case *kmsg.DeleteGroupsRequest:
 		return deleteGroups(ctx, b, req), true
+	case *kmsg.OffsetDeleteRequest:
+		return offsetDelete(ctx, b, req), true
 	case *kmsg.ConsumerGroupDescribeRequest:
 		return consumerGroupDescribe(ctx, b, req), true
 	case *kmsg.CreateACLsRequest:

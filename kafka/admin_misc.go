@@ -105,75 +105,82 @@ const (
 	electUnclean   = 1
 )
 
-// electLeaders answers from the metadata: a partition its preferred
-// replica leads needs no election (ELECTION_NOT_NEEDED). The controller
-// moves leadership back to the preferred replica on its own
-// (auto.leader.rebalance.enable, every
-// leader.imbalance.check.interval.seconds) once that replica is live and
-// in sync; an election on demand is not served, and the answer says so
-// for each partition that would need one. A null topic list is every
-// partition.
+// electLeaders has the controller move each partition's leadership to
+// its preferred (first) replica now (Backend.ElectLeaders): a partition it
+// leads already is ELECTION_NOT_NEEDED, one whose preferred replica is not
+// alive or not in sync PREFERRED_LEADER_NOT_AVAILABLE. A null topic list
+// is every partition. Unclean elections on demand are not served: the
+// controller elects a live out-of-sync replica on its own where
+// unclean.leader.election.enable allows, so they are INVALID_REQUEST.
 func electLeaders(ctx context.Context, b Backend, req *kmsg.ElectLeadersRequest) *kmsg.ElectLeadersResponse {
 	resp := kmsg.NewPtrElectLeadersResponse()
-	in := &quirev1.GetMetadataRequest{}
-	for _, t := range req.Topics {
-		in.Topics = append(in.Topics, t.Topic)
-	}
-	md, err := b.Metadata(ctx, in)
-	if err != nil {
-		resp.ErrorCode, _ = callError(err)
+	if req.ElectionType != electPreferred {
+		msg := fmt.Sprintf("election type %d: preferred (0) and unclean (1) are the types", req.ElectionType)
+		if req.ElectionType == electUnclean {
+			msg = "unclean elections on demand are not served; set unclean.leader.election.enable " +
+				"on the topic, and the controller elects a live out-of-sync replica when no in-sync one is left"
+		}
+		for _, t := range req.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, invalidRequest, msgPtr(fmt.Sprintf("%s-%d: %s", t.Topic, p, msg))
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if req.Topics == nil {
+			resp.ErrorCode = invalidRequest
+		}
 		return resp
 	}
-	topics := map[string]*quirev1.TopicMetadata{}
-	for _, t := range md.Topics {
-		topics[t.Name] = t
+	in := &quirev1.ElectLeadersRequest{}
+	for _, t := range req.Topics {
+		if len(t.Partitions) == 0 {
+			continue // a topic naming no partition asks for none
+		}
+		in.Topics = append(in.Topics, &quirev1.ElectLeadersTopic{Topic: t.Topic, Partitions: t.Partitions})
 	}
-	asked := req.Topics
-	if asked == nil {
-		for _, t := range md.Topics {
-			et := kmsg.NewElectLeadersRequestTopic()
-			et.Topic = t.Name
+	if req.Topics != nil && len(in.Topics) == 0 {
+		return resp
+	}
+	ctx, cancel := withTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
+	out, err := b.ElectLeaders(ctx, in)
+	if err != nil {
+		// At the top (v1 on) and on each partition asked, as v0 has no
+		// top-level code.
+		code, msg := callError(err)
+		resp.ErrorCode = code
+		for _, t := range in.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
-				et.Partitions = append(et.Partitions, p.Partition)
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, code, msgPtr(msg)
+				rt.Partitions = append(rt.Partitions, rp)
 			}
-			asked = append(asked, et)
+			resp.Topics = append(resp.Topics, rt)
 		}
+		return resp
 	}
-	for _, t := range asked {
-		rt := kmsg.NewElectLeadersResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewElectLeadersResponseTopicPartition()
-			rp.Partition = p
-			code, msg := electionOf(topics[t.Topic], t.Topic, p, req.ElectionType)
-			rp.ErrorCode, rp.ErrorMessage = code, msgPtr(msg)
-			rt.Partitions = append(rt.Partitions, rp)
+	byTopic := map[string]int{}
+	for _, r := range out.Partitions {
+		i, ok := byTopic[r.Topic]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[r.Topic] = i
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = r.Topic
+			resp.Topics = append(resp.Topics, rt)
 		}
-		resp.Topics = append(resp.Topics, rt)
+		rp := kmsg.NewElectLeadersResponseTopicPartition()
+		rp.Partition = r.Partition
+		if r.Error != nil {
+			rp.ErrorCode, rp.ErrorMessage = codeOf(r.Error), msgPtr(r.Error.Message)
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}
 	return resp
-}
-
-// electionOf is the answer for one partition of an ElectLeaders.
-func electionOf(t *quirev1.TopicMetadata, topic string, p int32, typ int8) (int16, string) {
-	switch {
-	case t == nil:
-		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("unknown topic %q", topic)
-	case t.Error != nil:
-		return codeOf(t.Error), t.Error.Message
-	case p < 0 || int(p) >= len(t.Partitions):
-		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %q has no partition %d (it has %d)", topic, p, len(t.Partitions))
-	case typ == electUnclean:
-		return invalidRequest, fmt.Sprintf("%s-%d: unclean elections on demand are not served; set unclean.leader.election.enable "+
-			"on the topic, and the controller elects a live out-of-sync replica when no in-sync one is left", topic, p)
-	case typ != electPreferred:
-		return invalidRequest, fmt.Sprintf("election type %d: preferred (0) and unclean (1) are the types", typ)
-	}
-	pm := t.Partitions[p]
-	if len(pm.Replicas) > 0 && pm.Leader == pm.Replicas[0] {
-		return kerr.ElectionNotNeeded.Code, fmt.Sprintf("%s-%d: its preferred replica %d leads it", topic, p, pm.Leader)
-	}
-	return kerr.PreferredLeaderNotAvailable.Code, fmt.Sprintf("%s-%d: an election on demand is not served; the controller moves "+
-		"leadership back to the preferred replica on its own (auto.leader.rebalance.enable, every "+
-		"leader.imbalance.check.interval.seconds) once that replica is live and in sync", topic, p)
 }

@@ -24,7 +24,7 @@ import (
 // advertise (TestKafkaApiVersions checks them with the others).
 var wantAdminVersions = map[int16][2]int16{
 	19: {0, 7}, 20: {0, 6}, 37: {0, 3}, 32: {0, 4}, 33: {0, 2}, 44: {0, 1}, 60: {0, 2}, 42: {0, 2}, 69: {0, 1},
-	29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0}, 61: {0, 0}, 35: {0, 4}, 43: {0, 2},
+	29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0}, 61: {0, 0}, 35: {0, 4}, 43: {0, 2}, 47: {0, 0},
 }
 
 // errUnimplemented is fakeBackend's answer to the admin calls: the
@@ -801,9 +801,10 @@ func TestKafkaAdminGroupsProducersLogDirsElections(t *testing.T) {
 
 	el := kmsg.NewPtrElectLeadersRequest()
 	el.Version = 2
-	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "existing", Partitions: []int32{0, 5}}, {Topic: "nope", Partitions: []int32{0}}}
+	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "existing", Partitions: []int32{0, 1, 5}}, {Topic: "nope", Partitions: []int32{0}}}
 	elr := roundTrip[*kmsg.ElectLeadersResponse](k, el)
-	if p := elr.Topics[0].Partitions; p[0].ErrorCode != kerr.ElectionNotNeeded.Code || p[1].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
+	if p := elr.Topics[0].Partitions; len(p) != 3 || p[0].ErrorCode != kerr.ElectionNotNeeded.Code || p[1].ErrorCode != kerr.PreferredLeaderNotAvailable.Code ||
+		p[1].ErrorMessage == nil || p[2].ErrorCode != kerr.UnknownTopicOrPartition.Code ||
 		elr.Topics[1].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("ElectLeaders: %+v", elr.Topics)
 	}

@@ -25,6 +25,7 @@ var adminVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 61, MinVersion: 0, MaxVersion: 0}, // DescribeProducers
 	{ApiKey: 35, MinVersion: 0, MaxVersion: 4}, // DescribeLogDirs (4: the directories' sizes)
 	{ApiKey: 43, MinVersion: 0, MaxVersion: 2}, // ElectLeaders
+	{ApiKey: 47, MinVersion: 0, MaxVersion: 0}, // OffsetDelete
 }
 
 // adminSchemas are the request layouts of the admin APIs, as schemas
@@ -180,6 +181,7 @@ var adminSchemas = map[int16]apiSchema{
 		)),
 		fld(kInt32), // timeout
 	)},
+	47: offsetDeleteSchema, // OffsetDelete (offset_delete.go)
 }
 
 func init() {

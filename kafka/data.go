@@ -51,7 +51,9 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 	)
 	switch {
 	case req.TransactionID != nil:
-		code, msg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported"
+		// As a transactional InitProducerId is (noTransactions); the core
+		// refuses a transactional batch sent without the id the same way.
+		code, msg = unsupportedVersion, noTransactions
 	case dup != "":
 		code, msg = invalidRequest, dup
 	case len(in.Partitions) == 0:

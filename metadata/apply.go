@@ -42,6 +42,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCommitOffsets(c.CommitOffsets, index)
 	case *pb.Command_DeleteGroup:
 		return d.applyDeleteGroup(c.DeleteGroup, index)
+	case *pb.Command_DeleteOffsets:
+		return d.applyDeleteOffsets(c.DeleteOffsets, index)
 	case *pb.Command_FeatureLevel:
 		return d.applyFeatureLevel(c.FeatureLevel, index)
 	case *pb.Command_AllocateProducerIds:

@@ -64,6 +64,16 @@ var (
 	// make a broker host more partition replicas than its
 	// max.partitions.per.broker (named in the message with the numbers).
 	ErrPartitionBudget = errors.New("metadata: partition budget exceeded")
+	// ErrGroupSubscribedToTopic: an offset deletion of a partition of a
+	// topic some member of the group is subscribed to (Kafka's
+	// GROUP_SUBSCRIBED_TO_TOPIC): the member would commit it again.
+	ErrGroupSubscribedToTopic = errors.New("metadata: group subscribed to topic")
+	// ErrElectionNotNeeded: a preferred leader election of a partition
+	// its preferred replica leads already.
+	ErrElectionNotNeeded = errors.New("metadata: election not needed")
+	// ErrPreferredLeaderNotAvailable: a preferred leader election of a
+	// partition whose preferred replica is not alive or not in the ISR.
+	ErrPreferredLeaderNotAvailable = errors.New("metadata: preferred leader not available")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

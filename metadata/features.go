@@ -74,9 +74,13 @@ const (
 	// the controller checks topic creates and partition increases
 	// against. Below it no budget is known and none is enforced.
 	MetadataVersionBrokerBudget int32 = 9
+	// MetadataVersionDeleteOffsets adds DeleteOffsets: the removal of a
+	// group's committed offsets of some partitions (Kafka's
+	// OffsetDelete).
+	MetadataVersionDeleteOffsets int32 = 10
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionBrokerBudget
+	LatestMetadataVersion = MetadataVersionDeleteOffsets
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -168,6 +172,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionOffsetBatches
 	case *pb.Command_BrokerBudget:
 		return MetadataVersionBrokerBudget
+	case *pb.Command_DeleteOffsets:
+		return MetadataVersionDeleteOffsets
 	}
 	return 0
 }

@@ -36,6 +36,11 @@ type GroupCoordinator interface {
 	// DeleteMembership refuses to delete a group with members
 	// (group.ErrNonEmptyGroup) and removes the state of an empty one.
 	DeleteMembership(ctx context.Context, id string) error
+	// DeleteOffsets writes, in the group's turn, the deletion of its
+	// offsets of the partitions of topics no member subscribes to, and
+	// returns the topics some member does subscribe to, whose offsets it
+	// kept.
+	DeleteOffsets(ctx context.Context, id string, partitions []TopicPartition) (subscribed map[string]bool, err error)
 	// States returns the state of every group with membership state.
 	States(ctx context.Context) (map[string]group.GroupState, error)
 	// Lag is group id's lag in every partition it committed in or has

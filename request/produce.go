@@ -181,6 +181,9 @@ func (c *Core) appendOne(ctx context.Context, topic string, p int32, batches []b
 	if len(batches) == 0 {
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", replica.ErrInvalidRequest, topic, p)
 	}
+	if err := checkNotTransactional(topic, p, batches); err != nil {
+		return pendingAck{}, err
+	}
 	if acks != -1 {
 		if err := checkIdempotentAcks(topic, p, batches, acks); err != nil {
 			return pendingAck{}, err

@@ -79,6 +79,10 @@ func securedCalls() []securedCall {
 			_, err := adm(cc).UpdateFeatures(ctx, &quirev1.UpdateFeaturesRequest{MetadataVersion: 1})
 			return err
 		}},
+		{"ElectLeaders", cf, "Alter", "Cluster", "", func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := adm(cc).ElectLeaders(ctx, &quirev1.ElectLeadersRequest{Topics: []*quirev1.ElectLeadersTopic{{Topic: topic}}})
+			return err
+		}},
 		{"Produce", tf, "Write", "Topic", topic, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := quirev1.NewProducerClient(cc).Produce(ctx, &quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{{Topic: topic, Records: []byte("not a batch")}}})
 			return err
@@ -140,6 +144,10 @@ func securedCalls() []securedCall {
 		}},
 		{"DeleteGroup", gf, "Delete", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := grp(cc).DeleteGroup(ctx, &quirev1.DeleteGroupRequest{Group: group})
+			return err
+		}},
+		{"DeleteOffsets", gf, "Delete", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := grp(cc).DeleteOffsets(ctx, &quirev1.DeleteOffsetsRequest{Group: group})
 			return err
 		}},
 		{"ConsumerGroupHeartbeat", gf, "Read", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {

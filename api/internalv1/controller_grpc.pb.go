@@ -33,6 +33,8 @@ const (
 	ControllerService_FetchOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/FetchOffsets"
 	ControllerService_ListGroups_FullMethodName             = "/quire.internal.v1.ControllerService/ListGroups"
 	ControllerService_DeleteGroup_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_DeleteOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/DeleteOffsets"
+	ControllerService_ElectLeaders_FullMethodName           = "/quire.internal.v1.ControllerService/ElectLeaders"
 	ControllerService_ConsumerGroupHeartbeat_FullMethodName = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
 	ControllerService_DescribeGroup_FullMethodName          = "/quire.internal.v1.ControllerService/DescribeGroup"
 	ControllerService_UpdateFeatures_FullMethodName         = "/quire.internal.v1.ControllerService/UpdateFeatures"
@@ -67,6 +69,10 @@ type ControllerServiceClient interface {
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// Deletes some of a group's committed offsets (metadata.version 10).
+	DeleteOffsets(ctx context.Context, in *quirev1.DeleteOffsetsRequest, opts ...grpc.CallOption) (*quirev1.DeleteOffsetsResponse, error)
+	// Moves leadership to the preferred replicas now (preferred ElectLeaders).
+	ElectLeaders(ctx context.Context, in *quirev1.ElectLeadersRequest, opts ...grpc.CallOption) (*quirev1.ElectLeadersResponse, error)
 	// The consumer group coordinator, which runs on the controller.
 	ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*quirev1.ConsumerGroupHeartbeatResponse, error)
 	DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRequest, opts ...grpc.CallOption) (*quirev1.DescribeGroupResponse, error)
@@ -221,6 +227,26 @@ func (c *controllerServiceClient) DeleteGroup(ctx context.Context, in *DeleteGro
 	return out, nil
 }
 
+func (c *controllerServiceClient) DeleteOffsets(ctx context.Context, in *quirev1.DeleteOffsetsRequest, opts ...grpc.CallOption) (*quirev1.DeleteOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.DeleteOffsetsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *quirev1.ElectLeadersRequest, opts ...grpc.CallOption) (*quirev1.ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) ConsumerGroupHeartbeat(ctx context.Context, in *quirev1.ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(quirev1.ConsumerGroupHeartbeatResponse)
@@ -325,6 +351,10 @@ type ControllerServiceServer interface {
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// Deletes some of a group's committed offsets (metadata.version 10).
+	DeleteOffsets(context.Context, *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error)
+	// Moves leadership to the preferred replicas now (preferred ElectLeaders).
+	ElectLeaders(context.Context, *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error)
 	// The consumer group coordinator, which runs on the controller.
 	ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
 	DescribeGroup(context.Context, *quirev1.DescribeGroupRequest) (*quirev1.DescribeGroupResponse, error)
@@ -387,6 +417,12 @@ func (UnimplementedControllerServiceServer) ListGroups(context.Context, *ListGro
 }
 func (UnimplementedControllerServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteOffsets(context.Context, *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteOffsets not implemented")
+}
+func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServiceServer) ConsumerGroupHeartbeat(context.Context, *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ConsumerGroupHeartbeat not implemented")
@@ -667,6 +703,42 @@ func _ControllerService_DeleteGroup_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_DeleteOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.DeleteOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteOffsets(ctx, req.(*quirev1.DeleteOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, req.(*quirev1.ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_ConsumerGroupHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(quirev1.ConsumerGroupHeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -869,6 +941,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _ControllerService_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "DeleteOffsets",
+			Handler:    _ControllerService_DeleteOffsets_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _ControllerService_ElectLeaders_Handler,
 		},
 		{
 			MethodName: "ConsumerGroupHeartbeat",

@@ -76,6 +76,209 @@ func (ConfigSource) EnumDescriptor() ([]byte, []int) {
 	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type ElectLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []*ElectLeadersTopic   `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ElectLeadersRequest) GetTopics() []*ElectLeadersTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// ElectLeadersTopic names partitions of one topic; none named means every
+// partition the topic has.
+type ElectLeadersTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersTopic) Reset() {
+	*x = ElectLeadersTopic{}
+	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersTopic) ProtoMessage() {}
+
+func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersTopic.ProtoReflect.Descriptor instead.
+func (*ElectLeadersTopic) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ElectLeadersTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ElectLeadersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*ElectLeadersResult  `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ElectLeadersResponse) GetPartitions() []*ElectLeadersResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ElectLeadersResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset when the preferred replica leads now.
+	Error         *Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResult) Reset() {
+	*x = ElectLeadersResult{}
+	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResult) ProtoMessage() {}
+
+func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ElectLeadersResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectLeadersResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type DeleteRecordsRequest struct {
 	state      protoimpl.MessageState    `protogen:"open.v1"`
 	Partitions []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -90,7 +293,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	mi := &file_quire_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +305,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	mi := &file_quire_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +318,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
@@ -145,7 +348,7 @@ type DeleteRecordsPartition struct {
 
 func (x *DeleteRecordsPartition) Reset() {
 	*x = DeleteRecordsPartition{}
-	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	mi := &file_quire_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +360,7 @@ func (x *DeleteRecordsPartition) String() string {
 func (*DeleteRecordsPartition) ProtoMessage() {}
 
 func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	mi := &file_quire_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +373,7 @@ func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteRecordsPartition) GetTopic() string {
@@ -204,7 +407,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	mi := &file_quire_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +419,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	mi := &file_quire_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +432,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
@@ -254,7 +457,7 @@ type DeleteRecordsResult struct {
 
 func (x *DeleteRecordsResult) Reset() {
 	*x = DeleteRecordsResult{}
-	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	mi := &file_quire_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +469,7 @@ func (x *DeleteRecordsResult) String() string {
 func (*DeleteRecordsResult) ProtoMessage() {}
 
 func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	mi := &file_quire_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +482,7 @@ func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteRecordsResult) GetTopic() string {
@@ -341,7 +544,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +556,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +569,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -455,7 +658,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +670,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +683,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -506,7 +709,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +721,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +734,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -553,7 +756,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +768,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +781,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteTopicResponse) GetMetadataIndex() uint64 {
@@ -596,7 +799,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +811,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +824,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 type ListTopicsResponse struct {
@@ -633,7 +836,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +848,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +861,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicListing {
@@ -680,7 +883,7 @@ type TopicListing struct {
 
 func (x *TopicListing) Reset() {
 	*x = TopicListing{}
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +895,7 @@ func (x *TopicListing) String() string {
 func (*TopicListing) ProtoMessage() {}
 
 func (x *TopicListing) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +908,7 @@ func (x *TopicListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicListing.ProtoReflect.Descriptor instead.
 func (*TopicListing) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopicListing) GetName() string {
@@ -746,7 +949,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +961,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +974,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -790,7 +993,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1005,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1018,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -838,7 +1041,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1053,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1066,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -921,7 +1124,7 @@ type PartitionDescription struct {
 
 func (x *PartitionDescription) Reset() {
 	*x = PartitionDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1136,7 @@ func (x *PartitionDescription) String() string {
 func (*PartitionDescription) ProtoMessage() {}
 
 func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1149,7 @@ func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDescription.ProtoReflect.Descriptor instead.
 func (*PartitionDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionDescription) GetPartition() int32 {
@@ -1023,7 +1226,7 @@ type OfflineReplica struct {
 
 func (x *OfflineReplica) Reset() {
 	*x = OfflineReplica{}
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1238,7 @@ func (x *OfflineReplica) String() string {
 func (*OfflineReplica) ProtoMessage() {}
 
 func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1251,7 @@ func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineReplica.ProtoReflect.Descriptor instead.
 func (*OfflineReplica) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OfflineReplica) GetBrokerId() int32 {
@@ -1080,7 +1283,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1295,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1308,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type DescribeClusterResponse struct {
@@ -1119,7 +1322,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1334,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1347,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -1187,7 +1390,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1402,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1415,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1273,7 +1476,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1488,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1501,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeConfigsRequest) GetTopic() string {
@@ -1317,7 +1520,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1532,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1545,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() []*ConfigEntry {
@@ -1364,7 +1567,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1579,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1592,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1434,7 +1637,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1649,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1662,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1498,7 +1701,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1713,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1726,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type CreatePartitionsRequest struct {
@@ -1543,7 +1746,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1758,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1771,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1605,7 +1808,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1820,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1833,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1656,7 +1859,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1871,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1884,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -1699,7 +1902,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1914,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1927,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type DescribeFeaturesRequest struct {
@@ -1735,7 +1938,7 @@ type DescribeFeaturesRequest struct {
 
 func (x *DescribeFeaturesRequest) Reset() {
 	*x = DescribeFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1950,7 @@ func (x *DescribeFeaturesRequest) String() string {
 func (*DescribeFeaturesRequest) ProtoMessage() {}
 
 func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1963,7 @@ func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type DescribeFeaturesResponse struct {
@@ -1777,7 +1980,7 @@ type DescribeFeaturesResponse struct {
 
 func (x *DescribeFeaturesResponse) Reset() {
 	*x = DescribeFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1992,7 @@ func (x *DescribeFeaturesResponse) String() string {
 func (*DescribeFeaturesResponse) ProtoMessage() {}
 
 func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +2005,7 @@ func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeFeaturesResponse) GetMetadataVersion() int32 {
@@ -1847,7 +2050,7 @@ type BrokerFeatures struct {
 
 func (x *BrokerFeatures) Reset() {
 	*x = BrokerFeatures{}
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2062,7 @@ func (x *BrokerFeatures) String() string {
 func (*BrokerFeatures) ProtoMessage() {}
 
 func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2075,7 @@ func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerFeatures.ProtoReflect.Descriptor instead.
 func (*BrokerFeatures) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BrokerFeatures) GetBrokerId() int32 {
@@ -1912,7 +2115,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2127,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2140,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -1956,7 +2159,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2171,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2184,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -2002,7 +2205,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[33]
+	mi := &file_quire_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2217,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[33]
+	mi := &file_quire_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2230,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DescribeProducersRequest) GetTopic() string {
@@ -2054,7 +2257,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[34]
+	mi := &file_quire_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2269,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[34]
+	mi := &file_quire_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2282,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -2104,7 +2307,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_quire_v1_admin_proto_msgTypes[35]
+	mi := &file_quire_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2319,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[35]
+	mi := &file_quire_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2332,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PartitionProducers) GetPartition() int32 {
@@ -2169,7 +2372,7 @@ type ProducerDescription struct {
 
 func (x *ProducerDescription) Reset() {
 	*x = ProducerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[36]
+	mi := &file_quire_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2384,7 @@ func (x *ProducerDescription) String() string {
 func (*ProducerDescription) ProtoMessage() {}
 
 func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[36]
+	mi := &file_quire_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2397,7 @@ func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
 func (*ProducerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ProducerDescription) GetProducerId() int64 {
@@ -2236,7 +2439,22 @@ var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"w\n" +
+	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"J\n" +
+	"\x13ElectLeadersRequest\x123\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1b.quire.v1.ElectLeadersTopicR\x06topics\"I\n" +
+	"\x11ElectLeadersTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"T\n" +
+	"\x14ElectLeadersResponse\x12<\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1c.quire.v1.ElectLeadersResultR\n" +
+	"partitions\"o\n" +
+	"\x12ElectLeadersResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"w\n" +
 	"\x14DeleteRecordsRequest\x12@\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2 .quire.v1.DeleteRecordsPartitionR\n" +
@@ -2401,7 +2619,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xd2\b\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xa1\t\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +
@@ -2416,7 +2634,8 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10DescribeFeatures\x12!.quire.v1.DescribeFeaturesRequest\x1a\".quire.v1.DescribeFeaturesResponse\x12S\n" +
 	"\x0eUpdateFeatures\x12\x1f.quire.v1.UpdateFeaturesRequest\x1a .quire.v1.UpdateFeaturesResponse\x12\\\n" +
 	"\x11DescribeProducers\x12\".quire.v1.DescribeProducersRequest\x1a#.quire.v1.DescribeProducersResponse\x12P\n" +
-	"\rDeleteRecords\x12\x1e.quire.v1.DeleteRecordsRequest\x1a\x1f.quire.v1.DeleteRecordsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\rDeleteRecords\x12\x1e.quire.v1.DeleteRecordsRequest\x1a\x1f.quire.v1.DeleteRecordsResponse\x12M\n" +
+	"\fElectLeaders\x12\x1d.quire.v1.ElectLeadersRequest\x1a\x1e.quire.v1.ElectLeadersResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_admin_proto_rawDescOnce sync.Once
@@ -2431,102 +2650,111 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_quire_v1_admin_proto_goTypes = []any{
 	(ConfigSource)(0),                 // 0: quire.v1.ConfigSource
-	(*DeleteRecordsRequest)(nil),      // 1: quire.v1.DeleteRecordsRequest
-	(*DeleteRecordsPartition)(nil),    // 2: quire.v1.DeleteRecordsPartition
-	(*DeleteRecordsResponse)(nil),     // 3: quire.v1.DeleteRecordsResponse
-	(*DeleteRecordsResult)(nil),       // 4: quire.v1.DeleteRecordsResult
-	(*CreateTopicRequest)(nil),        // 5: quire.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 6: quire.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 7: quire.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 8: quire.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),         // 9: quire.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 10: quire.v1.ListTopicsResponse
-	(*TopicListing)(nil),              // 11: quire.v1.TopicListing
-	(*DescribeTopicsRequest)(nil),     // 12: quire.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),    // 13: quire.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),          // 14: quire.v1.TopicDescription
-	(*PartitionDescription)(nil),      // 15: quire.v1.PartitionDescription
-	(*OfflineReplica)(nil),            // 16: quire.v1.OfflineReplica
-	(*DescribeClusterRequest)(nil),    // 17: quire.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),   // 18: quire.v1.DescribeClusterResponse
-	(*BrokerDescription)(nil),         // 19: quire.v1.BrokerDescription
-	(*DescribeConfigsRequest)(nil),    // 20: quire.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),   // 21: quire.v1.DescribeConfigsResponse
-	(*ConfigEntry)(nil),               // 22: quire.v1.ConfigEntry
-	(*AlterConfigsRequest)(nil),       // 23: quire.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),      // 24: quire.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),   // 25: quire.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 26: quire.v1.CreatePartitionsResponse
-	(*UnregisterBrokerRequest)(nil),   // 27: quire.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),  // 28: quire.v1.UnregisterBrokerResponse
-	(*DescribeFeaturesRequest)(nil),   // 29: quire.v1.DescribeFeaturesRequest
-	(*DescribeFeaturesResponse)(nil),  // 30: quire.v1.DescribeFeaturesResponse
-	(*BrokerFeatures)(nil),            // 31: quire.v1.BrokerFeatures
-	(*UpdateFeaturesRequest)(nil),     // 32: quire.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),    // 33: quire.v1.UpdateFeaturesResponse
-	(*DescribeProducersRequest)(nil),  // 34: quire.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil), // 35: quire.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),        // 36: quire.v1.PartitionProducers
-	(*ProducerDescription)(nil),       // 37: quire.v1.ProducerDescription
-	nil,                               // 38: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 39: quire.v1.TopicDescription.ConfigsEntry
-	nil,                               // 40: quire.v1.AlterConfigsRequest.SetEntry
-	(*Error)(nil),                     // 41: quire.v1.Error
+	(*ElectLeadersRequest)(nil),       // 1: quire.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),         // 2: quire.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),      // 3: quire.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),        // 4: quire.v1.ElectLeadersResult
+	(*DeleteRecordsRequest)(nil),      // 5: quire.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),    // 6: quire.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),     // 7: quire.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),       // 8: quire.v1.DeleteRecordsResult
+	(*CreateTopicRequest)(nil),        // 9: quire.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 10: quire.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 11: quire.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 12: quire.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),         // 13: quire.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 14: quire.v1.ListTopicsResponse
+	(*TopicListing)(nil),              // 15: quire.v1.TopicListing
+	(*DescribeTopicsRequest)(nil),     // 16: quire.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),    // 17: quire.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),          // 18: quire.v1.TopicDescription
+	(*PartitionDescription)(nil),      // 19: quire.v1.PartitionDescription
+	(*OfflineReplica)(nil),            // 20: quire.v1.OfflineReplica
+	(*DescribeClusterRequest)(nil),    // 21: quire.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),   // 22: quire.v1.DescribeClusterResponse
+	(*BrokerDescription)(nil),         // 23: quire.v1.BrokerDescription
+	(*DescribeConfigsRequest)(nil),    // 24: quire.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),   // 25: quire.v1.DescribeConfigsResponse
+	(*ConfigEntry)(nil),               // 26: quire.v1.ConfigEntry
+	(*AlterConfigsRequest)(nil),       // 27: quire.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),      // 28: quire.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),   // 29: quire.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 30: quire.v1.CreatePartitionsResponse
+	(*UnregisterBrokerRequest)(nil),   // 31: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),  // 32: quire.v1.UnregisterBrokerResponse
+	(*DescribeFeaturesRequest)(nil),   // 33: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil),  // 34: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),            // 35: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),     // 36: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),    // 37: quire.v1.UpdateFeaturesResponse
+	(*DescribeProducersRequest)(nil),  // 38: quire.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil), // 39: quire.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),        // 40: quire.v1.PartitionProducers
+	(*ProducerDescription)(nil),       // 41: quire.v1.ProducerDescription
+	nil,                               // 42: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 43: quire.v1.TopicDescription.ConfigsEntry
+	nil,                               // 44: quire.v1.AlterConfigsRequest.SetEntry
+	(*Error)(nil),                     // 45: quire.v1.Error
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
-	4,  // 1: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
-	41, // 2: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
-	38, // 3: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
-	14, // 4: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
-	11, // 5: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
-	14, // 6: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
-	15, // 7: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	39, // 8: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
-	16, // 9: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
-	19, // 10: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
-	22, // 11: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
-	0,  // 12: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	40, // 13: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
-	14, // 14: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
-	31, // 15: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
-	36, // 16: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
-	41, // 17: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
-	37, // 18: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
-	5,  // 19: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	7,  // 20: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	9,  // 21: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	12, // 22: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	17, // 23: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	20, // 24: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	23, // 25: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	25, // 26: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	27, // 27: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	29, // 28: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
-	32, // 29: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
-	34, // 30: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
-	1,  // 31: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
-	6,  // 32: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	8,  // 33: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	10, // 34: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	13, // 35: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	18, // 36: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	21, // 37: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	24, // 38: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	26, // 39: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	28, // 40: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	30, // 41: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
-	33, // 42: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
-	35, // 43: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
-	3,  // 44: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
-	32, // [32:45] is the sub-list for method output_type
-	19, // [19:32] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 0: quire.v1.ElectLeadersRequest.topics:type_name -> quire.v1.ElectLeadersTopic
+	4,  // 1: quire.v1.ElectLeadersResponse.partitions:type_name -> quire.v1.ElectLeadersResult
+	45, // 2: quire.v1.ElectLeadersResult.error:type_name -> quire.v1.Error
+	6,  // 3: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
+	8,  // 4: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
+	45, // 5: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
+	42, // 6: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	18, // 7: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
+	15, // 8: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
+	18, // 9: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
+	19, // 10: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
+	43, // 11: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	20, // 12: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
+	23, // 13: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
+	26, // 14: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
+	0,  // 15: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
+	44, // 16: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	18, // 17: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
+	35, // 18: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
+	40, // 19: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
+	45, // 20: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
+	41, // 21: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
+	9,  // 22: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	11, // 23: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	13, // 24: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	16, // 25: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	21, // 26: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	24, // 27: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	27, // 28: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	29, // 29: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	31, // 30: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	33, // 31: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	36, // 32: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	38, // 33: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
+	5,  // 34: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
+	1,  // 35: quire.v1.Admin.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	10, // 36: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	12, // 37: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	14, // 38: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	17, // 39: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	22, // 40: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	25, // 41: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	28, // 42: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	30, // 43: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	32, // 44: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	34, // 45: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	37, // 46: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	39, // 47: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
+	7,  // 48: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
+	3,  // 49: quire.v1.Admin.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -2535,7 +2763,7 @@ func file_quire_v1_admin_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_admin_proto_msgTypes[4].OneofWrappers = []any{
+	file_quire_v1_admin_proto_msgTypes[8].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
 	}
@@ -2545,7 +2773,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

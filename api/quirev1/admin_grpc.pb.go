@@ -32,6 +32,7 @@ const (
 	Admin_UpdateFeatures_FullMethodName    = "/quire.v1.Admin/UpdateFeatures"
 	Admin_DescribeProducers_FullMethodName = "/quire.v1.Admin/DescribeProducers"
 	Admin_DeleteRecords_FullMethodName     = "/quire.v1.Admin/DeleteRecords"
+	Admin_ElectLeaders_FullMethodName      = "/quire.v1.Admin/ElectLeaders"
 )
 
 // AdminClient is the client API for Admin service.
@@ -95,6 +96,16 @@ type AdminClient interface {
 	// twice or an offset below -1 is INVALID_REQUEST for the whole call.
 	// Authorized as DELETE on the topic.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
+	// Moves each partition's leadership to its preferred (first assigned)
+	// replica now (Kafka's preferred ElectLeaders), as the controller does
+	// on its own with auto.leader.rebalance.enable: a new leader epoch, so
+	// clients and followers move to it. Each partition is answered on its
+	// own: ELECTION_NOT_NEEDED when the preferred replica leads already,
+	// PREFERRED_LEADER_NOT_AVAILABLE when it is not alive or not in the
+	// ISR, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
+	// No topics named means every partition of the cluster. Authorized as
+	// ALTER on the cluster.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 }
 
 type adminClient struct {
@@ -235,6 +246,16 @@ func (c *adminClient) DeleteRecords(ctx context.Context, in *DeleteRecordsReques
 	return out, nil
 }
 
+func (c *adminClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Admin_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -296,6 +317,16 @@ type AdminServer interface {
 	// twice or an offset below -1 is INVALID_REQUEST for the whole call.
 	// Authorized as DELETE on the topic.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
+	// Moves each partition's leadership to its preferred (first assigned)
+	// replica now (Kafka's preferred ElectLeaders), as the controller does
+	// on its own with auto.leader.rebalance.enable: a new leader epoch, so
+	// clients and followers move to it. Each partition is answered on its
+	// own: ELECTION_NOT_NEEDED when the preferred replica leads already,
+	// PREFERRED_LEADER_NOT_AVAILABLE when it is not alive or not in the
+	// ISR, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
+	// No topics named means every partition of the cluster. Authorized as
+	// ALTER on the cluster.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -344,6 +375,9 @@ func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProd
 }
 func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteRecords not implemented")
+}
+func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -600,6 +634,24 @@ func _Admin_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -658,6 +710,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRecords",
 			Handler:    _Admin_DeleteRecords_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Admin_ElectLeaders_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

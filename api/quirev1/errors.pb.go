@@ -110,9 +110,15 @@ const (
 	ErrorCode_STALE_BROKER_EPOCH         ErrorCode = 77
 	ErrorCode_OFFSET_NOT_AVAILABLE       ErrorCode = 78
 	ErrorCode_MEMBER_ID_REQUIRED         ErrorCode = 79
-	ErrorCode_GROUP_MAX_SIZE_REACHED     ErrorCode = 81
-	ErrorCode_FENCED_INSTANCE_ID         ErrorCode = 82
-	ErrorCode_INVALID_RECORD             ErrorCode = 87
+	// ElectLeaders: the preferred replica is not alive or not in the ISR.
+	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
+	ErrorCode_GROUP_MAX_SIZE_REACHED         ErrorCode = 81
+	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
+	// ElectLeaders: the preferred replica leads already.
+	ErrorCode_ELECTION_NOT_NEEDED ErrorCode = 84
+	// DeleteOffsets: a member of the group is subscribed to the topic.
+	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
+	ErrorCode_INVALID_RECORD            ErrorCode = 87
 	// A user or ACL to delete that does not exist.
 	ErrorCode_RESOURCE_NOT_FOUND         ErrorCode = 91
 	ErrorCode_FEATURE_UPDATE_FAILED      ErrorCode = 96
@@ -180,8 +186,11 @@ var (
 		77:   "STALE_BROKER_EPOCH",
 		78:   "OFFSET_NOT_AVAILABLE",
 		79:   "MEMBER_ID_REQUIRED",
+		80:   "PREFERRED_LEADER_NOT_AVAILABLE",
 		81:   "GROUP_MAX_SIZE_REACHED",
 		82:   "FENCED_INSTANCE_ID",
+		84:   "ELECTION_NOT_NEEDED",
+		86:   "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:   "INVALID_RECORD",
 		91:   "RESOURCE_NOT_FOUND",
 		96:   "FEATURE_UPDATE_FAILED",
@@ -246,8 +255,11 @@ var (
 		"STALE_BROKER_EPOCH":               77,
 		"OFFSET_NOT_AVAILABLE":             78,
 		"MEMBER_ID_REQUIRED":               79,
+		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
+		"ELECTION_NOT_NEEDED":              84,
+		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"INVALID_RECORD":                   87,
 		"RESOURCE_NOT_FOUND":               91,
 		"FEATURE_UPDATE_FAILED":            96,
@@ -456,7 +468,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xa1\r\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xfd\r\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -511,9 +523,12 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
 	"\x12STALE_BROKER_EPOCH\x10M\x12\x18\n" +
 	"\x14OFFSET_NOT_AVAILABLE\x10N\x12\x16\n" +
-	"\x12MEMBER_ID_REQUIRED\x10O\x12\x1a\n" +
+	"\x12MEMBER_ID_REQUIRED\x10O\x12\"\n" +
+	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x17\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1d\n" +
+	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x16\n" +
 	"\x12RESOURCE_NOT_FOUND\x10[\x12\x19\n" +
 	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x1c\n" +

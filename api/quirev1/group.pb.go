@@ -697,6 +697,218 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_quire_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
+type DeleteOffsetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topics        []*DeleteOffsetsTopic  `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsRequest) Reset() {
+	*x = DeleteOffsetsRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsRequest) ProtoMessage() {}
+
+func (x *DeleteOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsRequest) GetTopics() []*DeleteOffsetsTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// DeleteOffsetsTopic names partitions of one topic; none named means every
+// partition the topic has.
+type DeleteOffsetsTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsTopic) Reset() {
+	*x = DeleteOffsetsTopic{}
+	mi := &file_quire_v1_group_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsTopic) ProtoMessage() {}
+
+func (x *DeleteOffsetsTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsTopic.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsTopic) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteOffsetsTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per partition, in the order named.
+	Partitions    []*DeleteOffsetsResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsResponse) Reset() {
+	*x = DeleteOffsetsResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsResponse) ProtoMessage() {}
+
+func (x *DeleteOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeleteOffsetsResponse) GetPartitions() []*DeleteOffsetsResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteOffsetsResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset when the partition's offset is gone (or there was none).
+	Error         *Error `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsResult) Reset() {
+	*x = DeleteOffsetsResult{}
+	mi := &file_quire_v1_group_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsResult) ProtoMessage() {}
+
+func (x *DeleteOffsetsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsResult.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsResult) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeleteOffsetsResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteOffsetsResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type ConsumerGroupHeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -755,7 +967,7 @@ type ConsumerGroupHeartbeatRequest struct {
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
 	*x = ConsumerGroupHeartbeatRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[12]
+	mi := &file_quire_v1_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +979,7 @@ func (x *ConsumerGroupHeartbeatRequest) String() string {
 func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[12]
+	mi := &file_quire_v1_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +992,7 @@ func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConsumerGroupHeartbeatRequest) GetGroup() string {
@@ -870,7 +1082,7 @@ type GroupSubscription struct {
 
 func (x *GroupSubscription) Reset() {
 	*x = GroupSubscription{}
-	mi := &file_quire_v1_group_proto_msgTypes[13]
+	mi := &file_quire_v1_group_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1094,7 @@ func (x *GroupSubscription) String() string {
 func (*GroupSubscription) ProtoMessage() {}
 
 func (x *GroupSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[13]
+	mi := &file_quire_v1_group_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1107,7 @@ func (x *GroupSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSubscription.ProtoReflect.Descriptor instead.
 func (*GroupSubscription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupSubscription) GetTopics() []string {
@@ -922,7 +1134,7 @@ type GroupAssignment struct {
 
 func (x *GroupAssignment) Reset() {
 	*x = GroupAssignment{}
-	mi := &file_quire_v1_group_proto_msgTypes[14]
+	mi := &file_quire_v1_group_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1146,7 @@ func (x *GroupAssignment) String() string {
 func (*GroupAssignment) ProtoMessage() {}
 
 func (x *GroupAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[14]
+	mi := &file_quire_v1_group_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1159,7 @@ func (x *GroupAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupAssignment.ProtoReflect.Descriptor instead.
 func (*GroupAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupAssignment) GetTopics() []*GroupTopicPartitions {
@@ -967,7 +1179,7 @@ type GroupTopicPartitions struct {
 
 func (x *GroupTopicPartitions) Reset() {
 	*x = GroupTopicPartitions{}
-	mi := &file_quire_v1_group_proto_msgTypes[15]
+	mi := &file_quire_v1_group_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1191,7 @@ func (x *GroupTopicPartitions) String() string {
 func (*GroupTopicPartitions) ProtoMessage() {}
 
 func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[15]
+	mi := &file_quire_v1_group_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1204,7 @@ func (x *GroupTopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTopicPartitions.ProtoReflect.Descriptor instead.
 func (*GroupTopicPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{15}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupTopicPartitions) GetTopic() string {
@@ -1038,7 +1250,7 @@ type ConsumerGroupHeartbeatResponse struct {
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[16]
+	mi := &file_quire_v1_group_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1262,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[16]
+	mi := &file_quire_v1_group_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1275,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{16}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -1117,7 +1329,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[17]
+	mi := &file_quire_v1_group_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1341,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[17]
+	mi := &file_quire_v1_group_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1354,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{17}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -1170,7 +1382,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[18]
+	mi := &file_quire_v1_group_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1394,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[18]
+	mi := &file_quire_v1_group_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1407,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{18}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -1278,7 +1490,7 @@ type GroupPartitionLag struct {
 
 func (x *GroupPartitionLag) Reset() {
 	*x = GroupPartitionLag{}
-	mi := &file_quire_v1_group_proto_msgTypes[19]
+	mi := &file_quire_v1_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1502,7 @@ func (x *GroupPartitionLag) String() string {
 func (*GroupPartitionLag) ProtoMessage() {}
 
 func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[19]
+	mi := &file_quire_v1_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1515,7 @@ func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitionLag.ProtoReflect.Descriptor instead.
 func (*GroupPartitionLag) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupPartitionLag) GetTopic() string {
@@ -1384,7 +1596,7 @@ type GroupMemberDescription struct {
 
 func (x *GroupMemberDescription) Reset() {
 	*x = GroupMemberDescription{}
-	mi := &file_quire_v1_group_proto_msgTypes[20]
+	mi := &file_quire_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1608,7 @@ func (x *GroupMemberDescription) String() string {
 func (*GroupMemberDescription) ProtoMessage() {}
 
 func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[20]
+	mi := &file_quire_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1621,7 @@ func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberDescription.ProtoReflect.Descriptor instead.
 func (*GroupMemberDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{20}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupMemberDescription) GetMemberId() string {
@@ -1488,7 +1700,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[21]
+	mi := &file_quire_v1_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1712,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[21]
+	mi := &file_quire_v1_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1725,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{21}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscribeRequest) GetRequest() isSubscribeRequest_Request {
@@ -1614,7 +1826,7 @@ type SubscribeStart struct {
 
 func (x *SubscribeStart) Reset() {
 	*x = SubscribeStart{}
-	mi := &file_quire_v1_group_proto_msgTypes[22]
+	mi := &file_quire_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1838,7 @@ func (x *SubscribeStart) String() string {
 func (*SubscribeStart) ProtoMessage() {}
 
 func (x *SubscribeStart) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[22]
+	mi := &file_quire_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1851,7 @@ func (x *SubscribeStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeStart.ProtoReflect.Descriptor instead.
 func (*SubscribeStart) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{22}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubscribeStart) GetGroup() string {
@@ -1735,7 +1947,7 @@ type SubscribeAck struct {
 
 func (x *SubscribeAck) Reset() {
 	*x = SubscribeAck{}
-	mi := &file_quire_v1_group_proto_msgTypes[23]
+	mi := &file_quire_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1959,7 @@ func (x *SubscribeAck) String() string {
 func (*SubscribeAck) ProtoMessage() {}
 
 func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[23]
+	mi := &file_quire_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1972,7 @@ func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAck.ProtoReflect.Descriptor instead.
 func (*SubscribeAck) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscribeAck) GetPartitions() []*AckedOffsets {
@@ -1793,7 +2005,7 @@ type AckedOffsets struct {
 
 func (x *AckedOffsets) Reset() {
 	*x = AckedOffsets{}
-	mi := &file_quire_v1_group_proto_msgTypes[24]
+	mi := &file_quire_v1_group_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2017,7 @@ func (x *AckedOffsets) String() string {
 func (*AckedOffsets) ProtoMessage() {}
 
 func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[24]
+	mi := &file_quire_v1_group_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2030,7 @@ func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckedOffsets.ProtoReflect.Descriptor instead.
 func (*AckedOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckedOffsets) GetTopic() string {
@@ -1864,7 +2076,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[25]
+	mi := &file_quire_v1_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2088,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[25]
+	mi := &file_quire_v1_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2101,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1986,7 +2198,7 @@ type SubscribeAssignment struct {
 
 func (x *SubscribeAssignment) Reset() {
 	*x = SubscribeAssignment{}
-	mi := &file_quire_v1_group_proto_msgTypes[26]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2210,7 @@ func (x *SubscribeAssignment) String() string {
 func (*SubscribeAssignment) ProtoMessage() {}
 
 func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[26]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2223,7 @@ func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAssignment.ProtoReflect.Descriptor instead.
 func (*SubscribeAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubscribeAssignment) GetMemberId() string {
@@ -2059,7 +2271,7 @@ type SubscribeRecords struct {
 
 func (x *SubscribeRecords) Reset() {
 	*x = SubscribeRecords{}
-	mi := &file_quire_v1_group_proto_msgTypes[27]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2283,7 @@ func (x *SubscribeRecords) String() string {
 func (*SubscribeRecords) ProtoMessage() {}
 
 func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[27]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2296,7 @@ func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRecords.ProtoReflect.Descriptor instead.
 func (*SubscribeRecords) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
@@ -2111,7 +2323,7 @@ type SubscribeBatch struct {
 
 func (x *SubscribeBatch) Reset() {
 	*x = SubscribeBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2335,7 @@ func (x *SubscribeBatch) String() string {
 func (*SubscribeBatch) ProtoMessage() {}
 
 func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2348,7 @@ func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubscribeBatch) GetTopic() string {
@@ -2192,7 +2404,7 @@ type SubscribeRawBatch struct {
 
 func (x *SubscribeRawBatch) Reset() {
 	*x = SubscribeRawBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2416,7 @@ func (x *SubscribeRawBatch) String() string {
 func (*SubscribeRawBatch) ProtoMessage() {}
 
 func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2429,7 @@ func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRawBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeRawBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubscribeRawBatch) GetTopic() string {
@@ -2285,7 +2497,7 @@ type BatchRecord struct {
 
 func (x *BatchRecord) Reset() {
 	*x = BatchRecord{}
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2509,7 @@ func (x *BatchRecord) String() string {
 func (*BatchRecord) ProtoMessage() {}
 
 func (x *BatchRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2522,7 @@ func (x *BatchRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
 func (*BatchRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BatchRecord) GetOffset() int64 {
@@ -2445,7 +2657,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2669,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2682,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2596,7 +2808,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2820,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2833,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -2644,7 +2856,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2868,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2881,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -2744,7 +2956,23 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\xc5\x03\n" +
+	"\x13DeleteGroupResponse\"b\n" +
+	"\x14DeleteOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x124\n" +
+	"\x06topics\x18\x02 \x03(\v2\x1c.quire.v1.DeleteOffsetsTopicR\x06topics\"J\n" +
+	"\x12DeleteOffsetsTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"V\n" +
+	"\x15DeleteOffsetsResponse\x12=\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1d.quire.v1.DeleteOffsetsResultR\n" +
+	"partitions\"p\n" +
+	"\x13DeleteOffsetsResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"\xc5\x03\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2902,13 +3130,14 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
 	"\bprevious\x18\x03 \x01(\x03R\bprevious\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x03R\x06offset2\x96\x05\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset2\xe8\x05\n" +
 	"\x06Groups\x12P\n" +
 	"\rCommitOffsets\x12\x1e.quire.v1.CommitOffsetsRequest\x1a\x1f.quire.v1.CommitOffsetsResponse\x12M\n" +
 	"\fFetchOffsets\x12\x1d.quire.v1.FetchOffsetsRequest\x1a\x1e.quire.v1.FetchOffsetsResponse\x12G\n" +
 	"\n" +
 	"ListGroups\x12\x1b.quire.v1.ListGroupsRequest\x1a\x1c.quire.v1.ListGroupsResponse\x12J\n" +
-	"\vDeleteGroup\x12\x1c.quire.v1.DeleteGroupRequest\x1a\x1d.quire.v1.DeleteGroupResponse\x12k\n" +
+	"\vDeleteGroup\x12\x1c.quire.v1.DeleteGroupRequest\x1a\x1d.quire.v1.DeleteGroupResponse\x12P\n" +
+	"\rDeleteOffsets\x12\x1e.quire.v1.DeleteOffsetsRequest\x1a\x1f.quire.v1.DeleteOffsetsResponse\x12k\n" +
 	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12H\n" +
 	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01\x12M\n" +
@@ -2926,7 +3155,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -2940,83 +3169,93 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*GroupListing)(nil),                   // 9: quire.v1.GroupListing
 	(*DeleteGroupRequest)(nil),             // 10: quire.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),            // 11: quire.v1.DeleteGroupResponse
-	(*ConsumerGroupHeartbeatRequest)(nil),  // 12: quire.v1.ConsumerGroupHeartbeatRequest
-	(*GroupSubscription)(nil),              // 13: quire.v1.GroupSubscription
-	(*GroupAssignment)(nil),                // 14: quire.v1.GroupAssignment
-	(*GroupTopicPartitions)(nil),           // 15: quire.v1.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatResponse)(nil), // 16: quire.v1.ConsumerGroupHeartbeatResponse
-	(*DescribeGroupRequest)(nil),           // 17: quire.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),          // 18: quire.v1.DescribeGroupResponse
-	(*GroupPartitionLag)(nil),              // 19: quire.v1.GroupPartitionLag
-	(*GroupMemberDescription)(nil),         // 20: quire.v1.GroupMemberDescription
-	(*SubscribeRequest)(nil),               // 21: quire.v1.SubscribeRequest
-	(*SubscribeStart)(nil),                 // 22: quire.v1.SubscribeStart
-	(*SubscribeAck)(nil),                   // 23: quire.v1.SubscribeAck
-	(*AckedOffsets)(nil),                   // 24: quire.v1.AckedOffsets
-	(*SubscribeResponse)(nil),              // 25: quire.v1.SubscribeResponse
-	(*SubscribeAssignment)(nil),            // 26: quire.v1.SubscribeAssignment
-	(*SubscribeRecords)(nil),               // 27: quire.v1.SubscribeRecords
-	(*SubscribeBatch)(nil),                 // 28: quire.v1.SubscribeBatch
-	(*SubscribeRawBatch)(nil),              // 29: quire.v1.SubscribeRawBatch
-	(*BatchRecord)(nil),                    // 30: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 31: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 32: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 33: quire.v1.ResetOffset
-	(RecordFormat)(0),                      // 34: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 35: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 36: quire.v1.RecordHeader
+	(*DeleteOffsetsRequest)(nil),           // 12: quire.v1.DeleteOffsetsRequest
+	(*DeleteOffsetsTopic)(nil),             // 13: quire.v1.DeleteOffsetsTopic
+	(*DeleteOffsetsResponse)(nil),          // 14: quire.v1.DeleteOffsetsResponse
+	(*DeleteOffsetsResult)(nil),            // 15: quire.v1.DeleteOffsetsResult
+	(*ConsumerGroupHeartbeatRequest)(nil),  // 16: quire.v1.ConsumerGroupHeartbeatRequest
+	(*GroupSubscription)(nil),              // 17: quire.v1.GroupSubscription
+	(*GroupAssignment)(nil),                // 18: quire.v1.GroupAssignment
+	(*GroupTopicPartitions)(nil),           // 19: quire.v1.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatResponse)(nil), // 20: quire.v1.ConsumerGroupHeartbeatResponse
+	(*DescribeGroupRequest)(nil),           // 21: quire.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),          // 22: quire.v1.DescribeGroupResponse
+	(*GroupPartitionLag)(nil),              // 23: quire.v1.GroupPartitionLag
+	(*GroupMemberDescription)(nil),         // 24: quire.v1.GroupMemberDescription
+	(*SubscribeRequest)(nil),               // 25: quire.v1.SubscribeRequest
+	(*SubscribeStart)(nil),                 // 26: quire.v1.SubscribeStart
+	(*SubscribeAck)(nil),                   // 27: quire.v1.SubscribeAck
+	(*AckedOffsets)(nil),                   // 28: quire.v1.AckedOffsets
+	(*SubscribeResponse)(nil),              // 29: quire.v1.SubscribeResponse
+	(*SubscribeAssignment)(nil),            // 30: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),               // 31: quire.v1.SubscribeRecords
+	(*SubscribeBatch)(nil),                 // 32: quire.v1.SubscribeBatch
+	(*SubscribeRawBatch)(nil),              // 33: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                    // 34: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 35: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 36: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 37: quire.v1.ResetOffset
+	(*Error)(nil),                          // 38: quire.v1.Error
+	(RecordFormat)(0),                      // 39: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 40: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 41: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
 	4,  // 1: quire.v1.FetchOffsetsRequest.partitions:type_name -> quire.v1.TopicPartition
 	6,  // 2: quire.v1.FetchOffsetsResponse.offsets:type_name -> quire.v1.CommittedOffset
 	9,  // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
-	13, // 4: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
-	14, // 5: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
-	15, // 6: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
-	14, // 7: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
-	20, // 8: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
-	19, // 9: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
-	14, // 10: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
-	14, // 11: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
-	14, // 12: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
-	22, // 13: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
-	23, // 14: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
-	13, // 15: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	34, // 16: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	24, // 17: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	26, // 18: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	27, // 19: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	28, // 20: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	29, // 21: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
-	14, // 22: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	14, // 23: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	14, // 24: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	35, // 25: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	30, // 26: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	36, // 27: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	33, // 28: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 29: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 30: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 31: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 32: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 33: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	17, // 34: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	21, // 35: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	31, // 36: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 37: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 38: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 39: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 40: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 41: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	18, // 42: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	25, // 43: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	32, // 44: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	13, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
+	15, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
+	38, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
+	17, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
+	18, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
+	19, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
+	18, // 10: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
+	24, // 11: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
+	23, // 12: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
+	18, // 13: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 14: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
+	18, // 15: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
+	26, // 16: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
+	27, // 17: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
+	17, // 18: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
+	39, // 19: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	28, // 20: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
+	30, // 21: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	31, // 22: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	32, // 23: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	33, // 24: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	18, // 25: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 26: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	18, // 27: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	40, // 28: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	34, // 29: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	41, // 30: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	37, // 31: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 32: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 33: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 34: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 35: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 36: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	16, // 37: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	21, // 38: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	25, // 39: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	35, // 40: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 41: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 42: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 43: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 44: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	14, // 45: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	20, // 46: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	22, // 47: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	29, // 48: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	36, // 49: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	41, // [41:50] is the sub-list for method output_type
+	32, // [32:41] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -3029,23 +3268,23 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[21].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[25].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[25].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[29].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_RawBatch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[34].OneofWrappers = []any{
 		(*BatchRecord_Key)(nil),
 		(*BatchRecord_KeyBytes)(nil),
 		(*BatchRecord_Value)(nil),
 		(*BatchRecord_ValueBytes)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[31].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[35].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -3058,7 +3297,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	Groups_FetchOffsets_FullMethodName           = "/quire.v1.Groups/FetchOffsets"
 	Groups_ListGroups_FullMethodName             = "/quire.v1.Groups/ListGroups"
 	Groups_DeleteGroup_FullMethodName            = "/quire.v1.Groups/DeleteGroup"
+	Groups_DeleteOffsets_FullMethodName          = "/quire.v1.Groups/DeleteOffsets"
 	Groups_ConsumerGroupHeartbeat_FullMethodName = "/quire.v1.Groups/ConsumerGroupHeartbeat"
 	Groups_DescribeGroup_FullMethodName          = "/quire.v1.Groups/DescribeGroup"
 	Groups_Subscribe_FullMethodName              = "/quire.v1.Groups/Subscribe"
@@ -66,6 +67,16 @@ type GroupsClient interface {
 	// its state. A group with members is FAILED_PRECONDITION
 	// (NON_EMPTY_GROUP); an unknown group is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// DeleteOffsets removes a group's committed offsets of the named
+	// partitions (Kafka's OffsetDelete), each on its own: a partition of a
+	// topic a member of the group is subscribed to is refused
+	// GROUP_SUBSCRIBED_TO_TOPIC, one of an unknown topic or partition
+	// UNKNOWN_TOPIC_OR_PARTITION, and one the group never committed in
+	// succeeds with nothing to remove. A group with neither members nor
+	// offsets is NOT_FOUND (GROUP_ID_NOT_FOUND); a bad group id
+	// INVALID_ARGUMENT (INVALID_GROUP_ID). Needs Delete on the group and
+	// Read on each topic, and metadata.version 10.
+	DeleteOffsets(ctx context.Context, in *DeleteOffsetsRequest, opts ...grpc.CallOption) (*DeleteOffsetsResponse, error)
 	// ConsumerGroupHeartbeat joins (member_epoch 0), stays in (the member's
 	// epoch) or leaves (member_epoch -1) a consumer group, KIP-848 style:
 	// the coordinator assigns partitions and the member reconciles toward
@@ -170,6 +181,16 @@ func (c *groupsClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, 
 	return out, nil
 }
 
+func (c *groupsClient) DeleteOffsets(ctx context.Context, in *DeleteOffsetsRequest, opts ...grpc.CallOption) (*DeleteOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteOffsetsResponse)
+	err := c.cc.Invoke(ctx, Groups_DeleteOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupsClient) ConsumerGroupHeartbeat(ctx context.Context, in *ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*ConsumerGroupHeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ConsumerGroupHeartbeatResponse)
@@ -250,6 +271,16 @@ type GroupsServer interface {
 	// its state. A group with members is FAILED_PRECONDITION
 	// (NON_EMPTY_GROUP); an unknown group is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// DeleteOffsets removes a group's committed offsets of the named
+	// partitions (Kafka's OffsetDelete), each on its own: a partition of a
+	// topic a member of the group is subscribed to is refused
+	// GROUP_SUBSCRIBED_TO_TOPIC, one of an unknown topic or partition
+	// UNKNOWN_TOPIC_OR_PARTITION, and one the group never committed in
+	// succeeds with nothing to remove. A group with neither members nor
+	// offsets is NOT_FOUND (GROUP_ID_NOT_FOUND); a bad group id
+	// INVALID_ARGUMENT (INVALID_GROUP_ID). Needs Delete on the group and
+	// Read on each topic, and metadata.version 10.
+	DeleteOffsets(context.Context, *DeleteOffsetsRequest) (*DeleteOffsetsResponse, error)
 	// ConsumerGroupHeartbeat joins (member_epoch 0), stays in (the member's
 	// epoch) or leaves (member_epoch -1) a consumer group, KIP-848 style:
 	// the coordinator assigns partitions and the member reconciles toward
@@ -325,6 +356,9 @@ func (UnimplementedGroupsServer) ListGroups(context.Context, *ListGroupsRequest)
 }
 func (UnimplementedGroupsServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedGroupsServer) DeleteOffsets(context.Context, *DeleteOffsetsRequest) (*DeleteOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteOffsets not implemented")
 }
 func (UnimplementedGroupsServer) ConsumerGroupHeartbeat(context.Context, *ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ConsumerGroupHeartbeat not implemented")
@@ -431,6 +465,24 @@ func _Groups_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Groups_DeleteOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).DeleteOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_DeleteOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).DeleteOffsets(ctx, req.(*DeleteOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Groups_ConsumerGroupHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ConsumerGroupHeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -514,6 +566,10 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _Groups_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "DeleteOffsets",
+			Handler:    _Groups_DeleteOffsets_Handler,
 		},
 		{
 			MethodName: "ConsumerGroupHeartbeat",

@@ -25,7 +25,7 @@ committed offset, the high watermark and the lag in records and in seconds
 (now minus the timestamp of the first record not committed; 0 when caught
 up); seek moves the committed offsets of a group with no members.`,
 	}
-	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupSeekCmd(g))
+	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupDeleteOffsetsCmd(g), groupSeekCmd(g))
 	return cmd
 }
 

@@ -17,7 +17,7 @@ func init() { registerCommand(newTopicCmd) }
 func newTopicCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
 	cmd.AddCommand(topicCreateCmd(g), topicListCmd(g), topicDescribeCmd(g), topicDeleteCmd(g),
-		topicAlterConfigCmd(g), topicAddPartitionsCmd(g), topicDeleteRecordsCmd(g))
+		topicAlterConfigCmd(g), topicAddPartitionsCmd(g), topicDeleteRecordsCmd(g), topicElectLeadersCmd(g))
 	return cmd
 }
 
