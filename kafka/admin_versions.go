@@ -112,37 +112,9 @@ var adminSchemas = map[int16]apiSchema{
 		fld(kStrings), // groups
 		fld(kInt8),    // include authorized operations
 	)},
-	29: {2, strct[kmsg.DescribeACLsRequest]( // DescribeAcls
-		fld(kInt8),          // resource type
-		fld(kNullString),    // resource name
-		fld(kInt8).since(1), // pattern type
-		fld(kNullString),    // principal
-		fld(kNullString),    // host
-		fld(kInt8),          // operation
-		fld(kInt8),          // permission
-	)},
-	30: {2, strct[kmsg.CreateACLsRequest]( // CreateAcls
-		arr(strct[kmsg.CreateACLsRequestCreation](
-			fld(kInt8),          // resource type
-			fld(kString),        // resource name
-			fld(kInt8).since(1), // pattern type
-			fld(kString),        // principal
-			fld(kString),        // host
-			fld(kInt8),          // operation
-			fld(kInt8),          // permission
-		)),
-	)},
-	31: {2, strct[kmsg.DeleteACLsRequest]( // DeleteAcls
-		arr(strct[kmsg.DeleteACLsRequestFilter](
-			fld(kInt8),          // resource type
-			fld(kNullString),    // resource name
-			fld(kInt8).since(1), // pattern type
-			fld(kNullString),    // principal
-			fld(kNullString),    // host
-			fld(kInt8),          // operation
-			fld(kInt8),          // permission
-		)),
-	)},
+	29: {2, strct[kmsg.DescribeACLsRequest](aclLayout(kNullString)...)},                                         // DescribeAcls
+	30: {2, strct[kmsg.CreateACLsRequest](arr(strct[kmsg.CreateACLsRequestCreation](aclLayout(kString)...)))},   // CreateAcls
+	31: {2, strct[kmsg.DeleteACLsRequest](arr(strct[kmsg.DeleteACLsRequestFilter](aclLayout(kNullString)...)))}, // DeleteAcls
 	50: {0, strct[kmsg.DescribeUserSCRAMCredentialsRequest]( // DescribeUserScramCredentials
 		arr(strct[kmsg.DescribeUserSCRAMCredentialsRequestUser](
 			fld(kString), // name
@@ -188,5 +160,20 @@ func init() {
 	versions = append(versions, adminVersions...)
 	for k, s := range adminSchemas {
 		schemas[k] = s
+	}
+}
+
+// aclLayout is the fields of an ACL binding as Create, Describe and
+// DeleteAcls send it: its names are strings in a creation and nullable
+// strings in a filter.
+func aclLayout(name kind) []field {
+	return []field{
+		fld(kInt8),          // resource type
+		fld(name),           // resource name
+		fld(kInt8).since(1), // pattern type
+		fld(name),           // principal
+		fld(name),           // host
+		fld(kInt8),          // operation
+		fld(kInt8),          // permission
 	}
 }
