@@ -122,6 +122,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer cl.Close()
+	if err := waitBrokersLive(startCtx, cl, cfg.Nodes); err != nil {
+		return nil, err
+	}
 	if err := createTopic(startCtx, cl, topic, cfg.Partitions); err != nil {
 		return nil, fmt.Errorf("chaos: create topic: %w", err)
 	}
@@ -298,6 +301,36 @@ func waitGroupCaughtUp(ctx context.Context, cl *client.Client, group, topic stri
 		case <-ctx.Done():
 			return fmt.Errorf("chaos: the group did not catch up (partition:committed/end%s; %v)", behind, err)
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitBrokersLive polls until the controller counts n unfenced brokers: a
+// node serves its health check once it is up, which can be before the
+// controller has seen its first heartbeat, and a replication factor of n
+// is refused until it has.
+func waitBrokersLive(ctx context.Context, cl *client.Client, n int) error {
+	var last string
+	for {
+		d, err := cl.DescribeCluster(ctx)
+		if err == nil {
+			live := 0
+			for _, b := range d.Brokers {
+				if !b.Fenced {
+					live++
+				}
+			}
+			if live >= n {
+				return nil
+			}
+			last = fmt.Sprintf("%d of %d brokers live", live, n)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: brokers never all live (%s): %w", last, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
