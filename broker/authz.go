@@ -84,6 +84,7 @@ var coreAuthorized = map[string]bool{
 	quirev1.Groups_FetchOffsets_FullMethodName:           true,
 	quirev1.Groups_DeleteGroup_FullMethodName:            true,
 	quirev1.Groups_ResetOffsets_FullMethodName:           true,
+	quirev1.Groups_DeleteOffsets_FullMethodName:          true,
 	quirev1.Security_UpsertUser_FullMethodName:           true,
 	quirev1.Security_DeleteUser_FullMethodName:           true,
 	quirev1.Security_ListUsers_FullMethodName:            true,
@@ -100,6 +101,7 @@ var coreAuthorized = map[string]bool{
 	quirev1.Admin_DescribeCluster_FullMethodName:   true,
 	quirev1.Admin_DescribeProducers_FullMethodName: true,
 	quirev1.Admin_UnregisterBroker_FullMethodName:  true,
+	quirev1.Admin_ElectLeaders_FullMethodName:      true,
 	quirev1.Metadata_GetMetadata_FullMethodName:    true,
 }
 

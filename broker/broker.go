@@ -214,7 +214,7 @@ func (b *Broker) start() error {
 
 	var serving sync.WaitGroup
 	if len(plan.kafka) > 0 {
-		b.kafka = b.newKafkaServer(producer, consumer) // kafka.go
+		b.kafka = b.newKafkaServer() // kafka.go
 	}
 	for _, l := range lns {
 		serving.Add(1)

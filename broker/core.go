@@ -38,6 +38,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 		Partitioner:     b.sticky,
 		MaxMessageBytes: b.topicMaxMessageBytes,
 		Now:             b.clock.Now,
+		LogDir:          b.cfg.DataDir,
 	}
 	if b.cfg.AutoCreateTopicsEnable {
 		cfg.Creator = coreCluster{b}

@@ -55,6 +55,23 @@ func (b *Broker) brokerConfigs() []request.ConfigEntry {
 // coreController is request.Controller over the controller forwarder.
 type coreController struct{ b *Broker }
 
+// ElectLeaders asks the controller to elect the preferred replicas.
+func (c coreController) ElectLeaders(ctx context.Context, topics []request.TopicPartitions) ([]request.PartitionResult, error) {
+	in := &quirev1.ElectLeadersRequest{Topics: make([]*quirev1.ElectLeadersTopic, len(topics))}
+	for i, t := range topics {
+		in.Topics[i] = &quirev1.ElectLeadersTopic{Topic: t.Topic, Partitions: t.Partitions}
+	}
+	resp, err := c.b.cluster.fwd.ElectLeaders(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]request.PartitionResult, len(resp.Partitions))
+	for i, r := range resp.Partitions {
+		out[i] = request.PartitionResult{Topic: r.Topic, Partition: r.Partition, Err: wireError(r.Error)}
+	}
+	return out, nil
+}
+
 func (c coreController) LiveBrokers() int { return liveBrokers(c.b.cluster.image()) }
 
 func (c coreController) PlanTopic(spec metadata.TopicSpec) error {

@@ -55,6 +55,29 @@ func (g coreGroups) DeleteGroup(ctx context.Context, group string) error {
 	return nil
 }
 
+// DeleteOffsets asks the coordinator to remove some of a group's
+// committed offsets.
+func (g coreGroups) DeleteOffsets(ctx context.Context, group string, topics []request.TopicPartitions) ([]request.PartitionResult, error) {
+	in := &quirev1.DeleteOffsetsRequest{Group: group, Topics: make([]*quirev1.DeleteOffsetsTopic, len(topics))}
+	for i, t := range topics {
+		in.Topics[i] = &quirev1.DeleteOffsetsTopic{Topic: t.Topic, Partitions: t.Partitions}
+	}
+	resp, err := g.b.cluster.fwd.DeleteOffsets(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]request.PartitionResult, len(resp.Partitions))
+	n := 0
+	for i, r := range resp.Partitions {
+		out[i] = request.PartitionResult{Topic: r.Topic, Partition: r.Partition, Err: wireError(r.Error)}
+		if r.Error == nil {
+			n++
+		}
+	}
+	g.b.logger.Info("deleted group offsets", "group", group, "partitions", n, "refused", len(out)-n)
+	return out, nil
+}
+
 // ListOffset asks leader for one partition's offset (an offset reset's
 // target), as a request passed on.
 func (f coreForwarder) ListOffset(ctx context.Context, leader int32, p request.ListOffsetsPartition) (request.ListOffsetsResult, error) {

@@ -14,8 +14,8 @@ import (
 // TestDoorsAnswerAlike's table: steps create (arg: partitions),
 // deletetopic, partitions (arg: the new total), alter (arg: retention.ms
 // to set; -1 sets a key no topic has), configs (answers retention.ms
-// as its offset) and meta (the topic's metadata; answers its partition
-// count).
+// as its offset), meta (the topic's metadata; answers its partition
+// count) and elect (the preferred replica of the partition).
 
 // unknownRetentionKey is a key no topic has: the broker key, which the
 // topic key retention.ms defaults to.
@@ -66,6 +66,12 @@ func (g grpcDoor) runAdmin(t *testing.T, ctx context.Context, topic string, s do
 			return doorAnswer{code: grpcCode(t, nil, tm.Error), offset: -1}, true
 		}
 		return doorAnswer{offset: int64(len(resp.Topics[0].Partitions))}, true
+	case "elect":
+		resp, err := g.c.admin.ElectLeaders(ctx, &quirev1.ElectLeadersRequest{Topics: []*quirev1.ElectLeadersTopic{{Topic: topic, Partitions: []int32{s.partition}}}})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}, true
+		}
+		return doorAnswer{code: grpcCode(t, nil, resp.Partitions[0].Error)}, true
 	case "configs":
 		resp, err := g.c.admin.DescribeConfigs(ctx, &quirev1.DescribeConfigsRequest{Topic: topic})
 		if err != nil {
@@ -136,6 +142,17 @@ func (k kafkaDoor) runAdmin(t *testing.T, ctx context.Context, topic string, s d
 			return doorAnswer{code: int32(r.ErrorCode), offset: -1}, true
 		}
 		return doorAnswer{offset: int64(len(r.Partitions))}, true
+	case "elect":
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.Version, req.TimeoutMillis = 2, 30000
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{s.partition}
+		req.Topics = append(req.Topics, rt)
+		resp := k.send(t, ctx, req).(*kmsg.ElectLeadersResponse)
+		if resp.ErrorCode != 0 {
+			return doorAnswer{code: int32(resp.ErrorCode), offset: -1}, true
+		}
+		return doorAnswer{code: int32(resp.Topics[0].Partitions[0].ErrorCode)}, true
 	case "configs":
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		req.Version = 1

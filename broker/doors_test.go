@@ -26,8 +26,9 @@ import (
 // doorOp is one step of a case.
 type doorOp struct {
 	// produce, fetch, list, delete; commit, committed (fetch the
-	// committed offset), describe (a group); acl-create, acl-list,
-	// acl-delete (of ACLs on the topic); and doors_admin_test.go's.
+	// committed offset), describe (a group), offsetdelete (delete the
+	// committed offset); acl-create, acl-list, acl-delete (of ACLs on the
+	// topic); and doors_admin_test.go's.
 	op        string
 	partition int32
 	// fetch: offset; list: timestamp; delete: offset; produce: records (0:
@@ -161,6 +162,13 @@ func (g grpcDoor) run(t *testing.T, ctx context.Context, topic string, s doorOp)
 			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}
 		}
 		return doorAnswer{offset: int64(len(resp.Members))}
+	case "offsetdelete":
+		resp, err := quirev1.NewGroupsClient(g.c.conn).DeleteOffsets(ctx, &quirev1.DeleteOffsetsRequest{Group: doorGroup(topic),
+			Topics: []*quirev1.DeleteOffsetsTopic{{Topic: topic, Partitions: []int32{s.partition}}}})
+		if err != nil {
+			return doorAnswer{code: grpcCode(t, err, nil), offset: -1}
+		}
+		return doorAnswer{code: grpcCode(t, nil, resp.Partitions[0].Error)}
 	case "acl-create":
 		_, err := quirev1.NewSecurityClient(g.c.conn).CreateAcls(ctx, &quirev1.CreateAclsRequest{Acls: []*quirev1.Acl{doorACL(topic, s.arg)}})
 		return doorAnswer{code: grpcCode(t, err, nil)}
@@ -283,6 +291,20 @@ func (k kafkaDoor) run(t *testing.T, ctx context.Context, topic string, s doorOp
 			return doorAnswer{code: int32(g.ErrorCode), offset: -1}
 		}
 		return doorAnswer{offset: int64(len(g.Members))}
+	case "offsetdelete":
+		req := kmsg.NewPtrOffsetDeleteRequest()
+		req.Group = doorGroup(topic)
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+		rp.Partition = s.partition
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := k.send(t, ctx, req).(*kmsg.OffsetDeleteResponse)
+		if resp.ErrorCode != 0 {
+			return doorAnswer{code: int32(resp.ErrorCode), offset: -1}
+		}
+		return doorAnswer{code: int32(resp.Topics[0].Partitions[0].ErrorCode)}
 	case "acl-create":
 		a := doorACL(topic, s.arg)
 		req := kmsg.NewPtrCreateACLsRequest()
@@ -358,6 +380,8 @@ func TestDoorsAnswerAlike(t *testing.T) {
 		latest        = -1
 		earliest      = -2
 		groupNotFound = int32(quirev1.ErrorCode_GROUP_ID_NOT_FOUND)
+		// notNeeded: the preferred replica leads already.
+		notNeeded     = int32(quirev1.ErrorCode_ELECTION_NOT_NEEDED)
 		noSuchTopicOp = -100 // a partition of a topic that does not exist
 	)
 	type step struct {
@@ -407,6 +431,11 @@ func TestDoorsAnswerAlike(t *testing.T) {
 			{doorOp{"committed", 0, 0}, none, 9},
 			{doorOp{"describe", 0, 0}, none, 0},
 			{doorOp{"commit", noSuchTopicOp, 1}, unknownTopic, 1},
+			{doorOp{"offsetdelete", 1, 0}, none, 0},
+			{doorOp{"committed", 1, 0}, none, -1},
+			{doorOp{"committed", 0, 0}, none, 9},
+			{doorOp{"offsetdelete", 1, 0}, none, 0},
+			{doorOp{"offsetdelete", noSuchTopicOp, 0}, groupNotFound, -1},
 		}},
 		{"ACLs", []step{
 			{doorOp{"acl-list", 0, 0}, none, 0},
@@ -419,6 +448,12 @@ func TestDoorsAnswerAlike(t *testing.T) {
 			{doorOp{"acl-delete", 0, 1}, none, 0},
 			{doorOp{"acl-delete", 0, 0}, none, 1},
 			{doorOp{"acl-list", 0, 0}, none, 0},
+		}},
+		{"preferred leaders", []step{
+			{doorOp{"elect", 0, 0}, notNeeded, 0},
+			{doorOp{"elect", 1, 0}, notNeeded, 0},
+			{doorOp{"elect", 7, 0}, unknownTopic, 0},
+			{doorOp{"elect", noSuchTopicOp, 0}, unknownTopic, 0},
 		}},
 		{"topic and config administration", []step{
 			{doorOp{"create", 0, 3}, exists, -1},

@@ -2,27 +2,44 @@ package broker
 
 import (
 	"context"
-	"fmt"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/request"
 )
 
-// ElectLeaders moves leadership to the preferred replicas on the
-// controller: each partition's refusal (election not needed, preferred
-// replica not available, unknown) is in the answer.
+// ElectLeaders is the request core's (request/elect.go): each
+// partition's refusal (election not needed, preferred replica not
+// available, unknown) is in the answer.
 func (s *adminService) ElectLeaders(ctx context.Context, req *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error) {
-	resp, err := s.b.cluster.fwd.ElectLeaders(ctx, req)
+	topics := make([]request.TopicPartitions, len(req.Topics))
+	for i, t := range req.Topics {
+		topics[i] = request.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions}
+	}
+	res, err := s.b.core.ElectLeaders(coreContext(ctx), topics)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("elect leaders: %w", err))
+		return nil, toStatus(err)
+	}
+	resp := &quirev1.ElectLeadersResponse{Partitions: make([]*quirev1.ElectLeadersResult, len(res))}
+	for i, r := range res {
+		resp.Partitions[i] = &quirev1.ElectLeadersResult{Topic: r.Topic, Partition: r.Partition, Error: partitionError(r.Err)}
 	}
 	return resp, nil
 }
 
-func (k kafkaBackend) ElectLeaders(ctx context.Context, req *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error) {
-	// Alter on the cluster, as the gRPC call and Kafka need.
-	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpAlter)); err != nil {
-		return nil, err
+// partitionError is a partition's refusal in the core's answer as
+// quire.v1's; nil for none.
+func partitionError(e *request.Error) *quirev1.Error {
+	if e == nil {
+		return nil
 	}
-	return k.admin.ElectLeaders(ctx, req)
+	return toError(e)
+}
+
+// wireError is a partition's refusal in a controller's answer as the
+// core's, its code as it came; nil for none.
+func wireError(e *quirev1.Error) *request.Error {
+	if e == nil {
+		return nil
+	}
+	return fromWire(e).(*request.Error)
 }

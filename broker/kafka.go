@@ -21,9 +21,7 @@ import (
 // instead of gRPC (package kafka), for Kafka's own clients. They are
 // registered and advertised like any listener, so a Kafka client's
 // Metadata gives every broker's address on the listener it connected to;
-// requests are answered by the request core for the data path, the
-// groups and the security administration, as the gRPC services' are, and
-// by the gRPC services' handlers for the rest.
+// requests are answered by the request core, as the gRPC services' are.
 
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
@@ -86,11 +84,10 @@ func (b *Broker) serveKafka(l boundListener) error {
 const kafkaMaxRequestBytes = 100 << 20
 
 // newKafkaServer is the server of the Kafka listeners, answering through
-// the request core and the gRPC services' handlers.
-func (b *Broker) newKafkaServer(producer *producerService, consumer *consumerService) *kafka.Server {
+// the request core.
+func (b *Broker) newKafkaServer() *kafka.Server {
 	return kafka.NewServer(kafka.Config{
-		Backend: kafkaBackend{b: b, producer: producer, consumer: consumer, meta: &metadataService{b: b},
-			admin: &adminService{b: b}},
+		Backend:             kafkaBackend{b: b},
 		MaxRequestBytes:     max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
 		MaxConnections:      int(b.cfg.KafkaMaxConnections),
 		MaxConnectionsPerIP: int(b.cfg.KafkaMaxConnectionsPerIP),
@@ -126,31 +123,25 @@ func (b *Broker) kafkaRefused() func(reason string) {
 	}
 }
 
-// kafkaBackend is kafka.Backend over the request core (data path,
-// groups, security administration) and the gRPC services' handlers (the
-// rest).
+// kafkaBackend is kafka.Backend over the request core.
 type kafkaBackend struct {
-	b        *Broker
-	producer *producerService
-	consumer *consumerService
-	meta     *metadataService
-	admin    *adminService
+	b *Broker
 }
 
 var _ kafka.Backend = kafkaBackend{}
 
-// Each call below is made under the ACLs when the authorizer is on: by
-// the request core, or (Metadata) per topic (kafka_authz.go).
+// Each call below is made under the ACLs when the authorizer is on, by
+// the request core; a call naming partitions answers a topic refused on
+// its own (kafka_bytopic.go).
 
 // Metadata is the request core's, each topic refused answered alone
 // (TOPIC_AUTHORIZATION_FAILED) while the others are answered, as Kafka
 // does; it leaves out the brokers with no address on the client's
 // listener (their inter-broker address speaks gRPC) and fenced ones.
-func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
-	md, err := k.b.core.Metadata(coreContext(ctx), &request.MetadataRequest{Topics: req.Topics, AllowAutoTopicCreation: req.AllowAutoTopicCreation,
-		MinIndex: req.MinMetadataIndex})
+func (k kafkaBackend) Metadata(ctx context.Context, req *request.MetadataRequest) (*request.MetadataResult, error) {
+	md, err := k.b.core.Metadata(coreContext(ctx), req)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	listener := k.b.clientListener(ctx)
 	kept := md.Brokers[:0]
@@ -160,13 +151,14 @@ func (k kafkaBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequ
 		}
 		for _, e := range br.Endpoints {
 			if e.Listener == listener {
+				br.Addr = e.Addr
 				kept = append(kept, br)
 				break
 			}
 		}
 	}
 	md.Brokers = kept
-	return metadataResponse(md, listener), nil
+	return md, nil
 }
 
 // Produce, Fetch, ListOffsets and DeleteRecords go straight to the

@@ -4,16 +4,13 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
 )
 
-// kafka.AdminBackend over the request core (topic, config and cluster
-// administration, which it authorizes) and the Groups and Security
-// services' handlers: Kafka's admin API on the Kafka listeners answers
-// what the gRPC calls answer, and each call is authorized as its gRPC
-// call is.
+// kafka.AdminBackend over the request core, which authorizes every call:
+// Kafka's admin API on the Kafka listeners answers what the gRPC calls
+// answer, and each call is authorized as its gRPC call is.
 
 // CreateTopic, DeleteTopic, CreatePartitions, AlterConfigs and the
 // topic side of TopicConfigs are the request core's, which authorizes
@@ -167,23 +164,19 @@ func (k kafkaBackend) DescribeProducers(ctx context.Context, topic string, parti
 	return k.b.core.DescribeProducers(coreContext(ctx), topic, partitions)
 }
 
-// LogDirs is this broker's one log directory (log.dirs) and the replicas
-// in it, with their sizes on disk; a replica's offset lag is how far its
-// log end is behind the high watermark it knows. Needs Describe on the
-// cluster, as Kafka's DescribeLogDirs does.
-func (k kafkaBackend) LogDirs(ctx context.Context) ([]kafka.LogDir, error) {
-	if err := k.b.authorizeKafkaNeed(ctx, clusterNeed(auth.OpDescribe)); err != nil {
-		return nil, err
-	}
-	// The disk's size and free space are not measured: -1, Kafka's
-	// "unknown".
-	dir := kafka.LogDir{Path: k.b.cfg.DataDir, TotalBytes: -1, UsableBytes: -1}
-	for _, p := range k.b.rm.Stats().Partitions {
-		if p.LogFailed {
-			continue // out of service: not in the directory's count
-		}
-		dir.Partitions = append(dir.Partitions, kafka.LogDirPartition{Topic: p.Topic, Partition: p.Partition, Size: p.SizeBytes,
-			OffsetLag: max(0, p.HighWatermark-p.LogEndOffset)})
-	}
-	return []kafka.LogDir{dir}, nil
+// LogDirs is the request core's DescribeLogDirs (request/log_dirs.go).
+func (k kafkaBackend) LogDirs(ctx context.Context) ([]request.LogDir, error) {
+	return k.b.core.DescribeLogDirs(coreContext(ctx))
+}
+
+// DeleteOffsets is the request core's, each topic the caller may not
+// read refused on its own (TOPIC_AUTHORIZATION_FAILED), as Kafka's
+// OffsetDelete does.
+func (k kafkaBackend) DeleteOffsets(ctx context.Context, req *request.DeleteOffsetsRequest) ([]request.PartitionResult, error) {
+	return k.b.core.DeleteOffsets(coreContext(ctx), req)
+}
+
+// ElectLeaders is the request core's (request/elect.go).
+func (k kafkaBackend) ElectLeaders(ctx context.Context, topics []request.TopicPartitions) ([]request.PartitionResult, error) {
+	return k.b.core.ElectLeaders(coreContext(ctx), topics)
 }

@@ -1,5 +1,13 @@
 package broker
 
+// Authorization on the Kafka listeners: with authorizer.enable, the
+// request core authorizes every call it serves, as for the gRPC door,
+// with the principal the connection established (kafka_security.go) put
+// into the context (coreContext). A request that names partitions is
+// answered topic by topic, as Kafka does: a topic refused gets
+// TOPIC_AUTHORIZATION_FAILED while the others are served (byTopic below;
+// Metadata and OffsetDelete in the core).
+
 import (
 	"context"
 

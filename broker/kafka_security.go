@@ -11,7 +11,7 @@ package broker
 // gRPC services do. The principal a connection establishes goes into its
 // requests' context as the gRPC interceptors put it there (IdentityFrom),
 // and with authorizer.enable every request is checked against the same
-// ACLs (kafka_authz.go).
+// ACLs, by the request core (kafka_bytopic.go).
 
 import (
 	"context"

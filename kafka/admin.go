@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -18,11 +17,8 @@ import (
 // closes the connection.
 
 // AdminBackend is what the admin APIs are answered from: the request
-// core for topic and config administration, DeleteGroup and the security
-// calls (errors that are *request.Error), the gRPC Admin handlers for the
-// rest (errors of a whole call that are gRPC status errors carrying a
-// quire.v1.Error), each applying the checks (and, with the authorizer on,
-// the ACLs) its gRPC call applies.
+// core (errors that are *request.Error), each call applying the checks
+// (and, with the authorizer on, the ACLs) its gRPC call applies.
 type AdminBackend interface {
 	CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error)
 	DeleteTopic(ctx context.Context, name string) error
@@ -43,10 +39,10 @@ type AdminBackend interface {
 	DeleteGroup(ctx context.Context, group string) error
 	// DeleteOffsets removes some of a group's committed offsets, with
 	// each partition's refusal in the answer (OffsetDelete).
-	DeleteOffsets(ctx context.Context, req *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error)
+	DeleteOffsets(ctx context.Context, req *request.DeleteOffsetsRequest) ([]request.PartitionResult, error)
 	// ElectLeaders moves leadership to the preferred replicas now, with
 	// each partition's refusal in the answer.
-	ElectLeaders(ctx context.Context, req *quirev1.ElectLeadersRequest) (*quirev1.ElectLeadersResponse, error)
+	ElectLeaders(ctx context.Context, topics []request.TopicPartitions) ([]request.PartitionResult, error)
 	CreateAcls(ctx context.Context, acls []request.ACL) error
 	ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error)
 	DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error)
@@ -59,7 +55,7 @@ type AdminBackend interface {
 	DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error)
 	// LogDirs describes this broker's log directories and the partition
 	// replicas in them.
-	LogDirs(ctx context.Context) ([]LogDir, error)
+	LogDirs(ctx context.Context) ([]request.LogDir, error)
 }
 
 // Kafka's config sources (DescribeConfigs v1 and later).
@@ -96,25 +92,6 @@ type ConfigEntry struct {
 type ConfigSynonym struct {
 	Name, Value string
 	Source      int8
-}
-
-// LogDir is one log directory of a broker.
-type LogDir struct {
-	Path string
-	// Error is the directory's failure, if it failed.
-	Error       error
-	TotalBytes  int64
-	UsableBytes int64
-	Partitions  []LogDirPartition
-}
-
-// LogDirPartition is one partition replica in a log directory.
-type LogDirPartition struct {
-	Topic     string
-	Partition int32
-	Size      int64
-	// OffsetLag is how far the replica is behind its leader's log end.
-	OffsetLag int64
 }
 
 // adminTimeout is how long an admin call that waits for the metadata

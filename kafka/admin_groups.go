@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -47,9 +46,9 @@ func consumerGroupDescribe(ctx context.Context, b Backend, req *kmsg.ConsumerGro
 	idOf := func(topic string) [16]byte {
 		if ids == nil {
 			ids = map[string][16]byte{}
-			if md, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{}); err == nil {
+			if md, err := b.Metadata(ctx, &request.MetadataRequest{}); err == nil {
 				for _, t := range md.Topics {
-					ids[t.Name] = topicID(t.TopicId)
+					ids[t.Info.Name] = topicID(t.Info.ID)
 				}
 			}
 		}

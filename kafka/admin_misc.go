@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // describeProducers lists the idempotent producers of each partition
@@ -56,7 +55,7 @@ func describeLogDirs(ctx context.Context, b Backend, req *kmsg.DescribeLogDirsRe
 	resp := kmsg.NewPtrDescribeLogDirsResponse()
 	dirs, err := b.LogDirs(ctx)
 	if err != nil {
-		resp.ErrorCode, _ = callError(err)
+		resp.ErrorCode, _ = coreError(err)
 		return resp
 	}
 	var want map[string]map[int32]bool
@@ -74,9 +73,6 @@ func describeLogDirs(ctx context.Context, b Backend, req *kmsg.DescribeLogDirsRe
 	for _, d := range dirs {
 		rd := kmsg.NewDescribeLogDirsResponseDir()
 		rd.Dir, rd.TotalBytes, rd.UsableBytes = d.Path, d.TotalBytes, d.UsableBytes
-		if d.Error != nil {
-			rd.ErrorCode = kerr.KafkaStorageError.Code
-		}
 		index := map[string]int{}
 		for _, p := range d.Partitions {
 			if want != nil && !want[p.Topic][p.Partition] {
@@ -135,14 +131,14 @@ func electLeaders(ctx context.Context, b Backend, req *kmsg.ElectLeadersRequest)
 		}
 		return resp
 	}
-	in := &quirev1.ElectLeadersRequest{}
+	var in []request.TopicPartitions
 	for _, t := range req.Topics {
 		if len(t.Partitions) == 0 {
 			continue // a topic naming no partition asks for none
 		}
-		in.Topics = append(in.Topics, &quirev1.ElectLeadersTopic{Topic: t.Topic, Partitions: t.Partitions})
+		in = append(in, request.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 	}
-	if req.Topics != nil && len(in.Topics) == 0 {
+	if req.Topics != nil && len(in) == 0 {
 		return resp
 	}
 	ctx, cancel := withTimeout(ctx, req.TimeoutMillis)
@@ -151,9 +147,9 @@ func electLeaders(ctx context.Context, b Backend, req *kmsg.ElectLeadersRequest)
 	if err != nil {
 		// At the top (v1 on) and on each partition asked, as v0 has no
 		// top-level code.
-		code, msg := callError(err)
+		code, msg := coreError(err)
 		resp.ErrorCode = code
-		for _, t := range in.Topics {
+		for _, t := range in {
 			rt := kmsg.NewElectLeadersResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -166,7 +162,7 @@ func electLeaders(ctx context.Context, b Backend, req *kmsg.ElectLeadersRequest)
 		return resp
 	}
 	byTopic := map[string]int{}
-	for _, r := range out.Partitions {
+	for _, r := range out {
 		i, ok := byTopic[r.Topic]
 		if !ok {
 			i = len(resp.Topics)
@@ -177,8 +173,9 @@ func electLeaders(ctx context.Context, b Backend, req *kmsg.ElectLeadersRequest)
 		}
 		rp := kmsg.NewElectLeadersResponseTopicPartition()
 		rp.Partition = r.Partition
-		if r.Error != nil {
-			rp.ErrorCode, rp.ErrorMessage = codeOf(r.Error), msgPtr(r.Error.Message)
+		if r.Err != nil {
+			code, msg := coreError(r.Err)
+			rp.ErrorCode, rp.ErrorMessage = code, msgPtr(msg)
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}

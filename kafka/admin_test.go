@@ -76,7 +76,9 @@ func (f *fakeBackend) UpsertScramCredential(context.Context, string, int32, []by
 func (f *fakeBackend) DescribeProducers(context.Context, string, []int32) ([]request.PartitionProducers, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) LogDirs(context.Context) ([]LogDir, error) { return nil, errUnimplemented() }
+func (f *fakeBackend) LogDirs(context.Context) ([]request.LogDir, error) {
+	return nil, errUnimplemented()
+}
 
 // quireErr is a call's error as the gRPC handlers return it.
 func quireErr(c codes.Code, code quirev1.ErrorCode, msg string) error {
@@ -178,7 +180,8 @@ func (a *adminBackend) CreatePartitions(_ context.Context, req *request.CreatePa
 	return &request.CreatePartitionsResult{}, nil
 }
 
-func (a *adminBackend) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+func (a *adminBackend) Metadata(_ context.Context, in *request.MetadataRequest) (*request.MetadataResult, error) {
+	req := metadataRequest(in)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := &quirev1.GetMetadataResponse{}
@@ -192,7 +195,7 @@ func (a *adminBackend) Metadata(_ context.Context, req *quirev1.GetMetadataReque
 		}
 		out.Topics = append(out.Topics, tm)
 	}
-	return out, nil
+	return coreMetadata(out), nil
 }
 
 func (a *adminBackend) DescribeCluster(context.Context) (*request.ClusterDescription, error) {
@@ -353,8 +356,8 @@ func (a *adminBackend) DescribeProducers(_ context.Context, topic string, _ []in
 	}, nil
 }
 
-func (a *adminBackend) LogDirs(context.Context) ([]LogDir, error) {
-	return []LogDir{{Path: "/data", TotalBytes: -1, UsableBytes: -1, Partitions: []LogDirPartition{
+func (a *adminBackend) LogDirs(context.Context) ([]request.LogDir, error) {
+	return []request.LogDir{{Path: "/data", TotalBytes: -1, UsableBytes: -1, Partitions: []request.LogDirPartition{
 		{Topic: "existing", Partition: 0, Size: 100}, {Topic: "existing", Partition: 1, Size: 50, OffsetLag: 2}, {Topic: "other", Partition: 0, Size: 7}}}}, nil
 }
 

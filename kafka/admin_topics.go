@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -140,12 +139,12 @@ func deleteTopics(ctx context.Context, b Backend, req *kmsg.DeleteTopicsRequest)
 		}
 		if byID == nil {
 			byID = map[[16]byte]string{}
-			if md, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{}); err == nil {
+			if md, err := b.Metadata(ctx, &request.MetadataRequest{}); err == nil {
 				for _, mt := range md.Topics {
 					// A topic made before topics had ids has none (the
 					// zero id): it can be deleted by name only.
-					if id := topicID(mt.TopicId); id != ([16]byte{}) {
-						byID[id] = mt.Name
+					if id := topicID(mt.Info.ID); id != ([16]byte{}) {
+						byID[id] = mt.Info.Name
 					}
 				}
 			}

@@ -267,7 +267,8 @@ type autoCreating struct {
 	created []string
 }
 
-func (a *autoCreating) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+func (a *autoCreating) Metadata(_ context.Context, in *request.MetadataRequest) (*request.MetadataResult, error) {
+	req := metadataRequest(in)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := &quirev1.GetMetadataResponse{ClusterId: "c", Brokers: []*quirev1.Broker{{Id: 1, Address: "127.0.0.1:9092"}}}
@@ -284,7 +285,7 @@ func (a *autoCreating) Metadata(_ context.Context, req *quirev1.GetMetadataReque
 		}
 		out.Topics = append(out.Topics, tm)
 	}
-	return out, nil
+	return coreMetadata(out), nil
 }
 
 // TestKafkaMetadataInternalTopicsNotCreated: a metadata request naming

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -79,14 +78,14 @@ type topicIDs struct {
 }
 
 func loadTopicIDs(ctx context.Context, b Backend) (topicIDs, error) {
-	md, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{})
+	md, err := b.Metadata(ctx, &request.MetadataRequest{})
 	if err != nil {
 		return topicIDs{}, err
 	}
 	t := topicIDs{names: map[[16]byte]string{}, ids: map[string][16]byte{}}
 	for _, tm := range md.Topics {
-		if id := topicID(tm.TopicId); id != ([16]byte{}) {
-			t.names[id], t.ids[tm.Name] = tm.Name, id
+		if id := topicID(tm.Info.ID); id != ([16]byte{}) {
+			t.names[id], t.ids[tm.Info.Name] = tm.Info.Name, id
 		}
 	}
 	return t, nil

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // metadata answers which brokers there are (on this listener) and who
@@ -18,7 +18,7 @@ import (
 func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := kmsg.NewPtrMetadataResponse()
 	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
-	in := &quirev1.GetMetadataRequest{AllowAutoTopicCreation: req.AllowAutoTopicCreation || req.Version < 4}
+	in := &request.MetadataRequest{AllowAutoTopicCreation: req.AllowAutoTopicCreation || req.Version < 4}
 	var byID []kmsg.MetadataResponseTopic // named by id only: not served
 	var internal []string                 // Kafka's internal topics, never auto-created
 	if !all {
@@ -54,7 +54,7 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 	wantTopics := all || len(in.Topics) > 0
 	out, err := b.Metadata(ctx, in)
 	if err != nil {
-		code, _ := callError(err)
+		code, _ := coreError(err)
 		for _, name := range in.Topics {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic, mt.ErrorCode = kmsg.StringPtr(name), code
@@ -63,10 +63,10 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 		resp.Topics = append(resp.Topics, byID...)
 		return resp
 	}
-	resp.ClusterID = kmsg.StringPtr(out.ClusterId)
-	resp.ControllerID = out.ControllerId
+	resp.ClusterID = kmsg.StringPtr(out.ClusterID)
+	resp.ControllerID = out.ControllerID
 	for _, br := range out.Brokers {
-		host, port, err := net.SplitHostPort(br.Address)
+		host, port, err := net.SplitHostPort(br.Addr)
 		if err != nil {
 			continue
 		}
@@ -75,7 +75,7 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = br.Id, host, int32(p)
+		mb.NodeID, mb.Host, mb.Port = br.ID, host, int32(p)
 		if br.Rack != "" {
 			mb.Rack = kmsg.StringPtr(br.Rack)
 		}
@@ -90,17 +90,17 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 			break
 		}
 		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = kmsg.StringPtr(t.Name)
-		mt.TopicID = topicID(t.TopicId)
-		if t.Error != nil {
-			mt.ErrorCode = codeOf(t.Error)
+		mt.Topic = kmsg.StringPtr(t.Info.Name)
+		if t.Err != nil {
+			mt.ErrorCode, _ = coreError(t.Err)
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		for _, p := range t.Partitions {
+		mt.TopicID = topicID(t.Info.ID)
+		for _, p := range t.Info.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader, mp.LeaderEpoch = p.Partition, p.Leader, p.LeaderEpoch
-			mp.Replicas, mp.ISR = p.Replicas, p.Isr
+			mp.Replicas, mp.ISR = p.Replicas, p.ISR
 			if mp.Replicas == nil {
 				mp.Replicas = []int32{}
 			}
@@ -142,11 +142,11 @@ func internalTopic(name string) bool {
 // existingTopics appends to topics those of names that exist, asked for
 // without auto-creation, and returns the others as missing.
 func existingTopics(ctx context.Context, b Backend, topics, names []string) (_, missing []string) {
-	out, err := b.Metadata(ctx, &quirev1.GetMetadataRequest{Topics: names})
+	out, err := b.Metadata(ctx, &request.MetadataRequest{Topics: names})
 	exists := map[string]bool{}
 	if err == nil {
 		for _, t := range out.Topics {
-			exists[t.Name] = t.Error == nil
+			exists[t.Info.Name] = t.Err == nil
 		}
 	}
 	for _, name := range names {

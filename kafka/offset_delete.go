@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // neverFlexible is the flexibleFrom of an API with no flexible version.
@@ -20,12 +20,12 @@ const neverFlexible int16 = 1<<15 - 1
 // Kafka answers it.
 func offsetDelete(ctx context.Context, b Backend, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
 	resp := kmsg.NewPtrOffsetDeleteResponse()
-	in := &quirev1.DeleteOffsetsRequest{Group: req.Group}
+	in := &request.DeleteOffsetsRequest{Group: req.Group}
 	for _, t := range req.Topics {
 		if len(t.Partitions) == 0 {
 			continue // asks for none (to the backend, none named is all)
 		}
-		dt := &quirev1.DeleteOffsetsTopic{Topic: t.Topic, Partitions: make([]int32, len(t.Partitions))}
+		dt := request.TopicPartitions{Topic: t.Topic, Partitions: make([]int32, len(t.Partitions))}
 		for i, p := range t.Partitions {
 			dt.Partitions[i] = p.Partition
 		}
@@ -40,7 +40,7 @@ func offsetDelete(ctx context.Context, b Backend, req *kmsg.OffsetDeleteRequest)
 		return resp
 	}
 	byTopic := map[string]int{}
-	for _, r := range out.Partitions {
+	for _, r := range out {
 		i, ok := byTopic[r.Topic]
 		if !ok {
 			i = len(resp.Topics)
@@ -50,7 +50,10 @@ func offsetDelete(ctx context.Context, b Backend, req *kmsg.OffsetDeleteRequest)
 			resp.Topics = append(resp.Topics, rt)
 		}
 		rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-		rp.Partition, rp.ErrorCode = r.Partition, codeOf(r.Error)
+		rp.Partition = r.Partition
+		if r.Err != nil {
+			rp.ErrorCode, _ = coreError(r.Err)
+		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}
 	return resp

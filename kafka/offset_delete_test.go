@@ -6,12 +6,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
-func (f *fakeBackend) DeleteOffsets(context.Context, *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error) {
+func (f *fakeBackend) DeleteOffsets(context.Context, *request.DeleteOffsetsRequest) ([]request.PartitionResult, error) {
 	return nil, errUnimplemented()
 }
 
@@ -19,22 +19,22 @@ func (f *fakeBackend) DeleteOffsets(context.Context, *quirev1.DeleteOffsetsReque
 // otherwise topic "busy" is subscribed to, and the others deleted.
 type offsetDeleteBackend struct {
 	fakeBackend
-	got *quirev1.DeleteOffsetsRequest
+	got *request.DeleteOffsetsRequest
 }
 
-func (o *offsetDeleteBackend) DeleteOffsets(_ context.Context, req *quirev1.DeleteOffsetsRequest) (*quirev1.DeleteOffsetsResponse, error) {
+func (o *offsetDeleteBackend) DeleteOffsets(_ context.Context, req *request.DeleteOffsetsRequest) ([]request.PartitionResult, error) {
 	o.got = req
 	if req.Group == "gone" {
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "no group gone")
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND, Message: "no group gone"})
 	}
-	resp := &quirev1.DeleteOffsetsResponse{}
+	var resp []request.PartitionResult
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			r := &quirev1.DeleteOffsetsResult{Topic: t.Topic, Partition: p}
+			r := request.PartitionResult{Topic: t.Topic, Partition: p}
 			if t.Topic == "busy" {
-				r.Error = &quirev1.Error{Code: quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC, Message: "subscribed"}
+				r.Err = &request.Error{Code: int32(quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC), Message: "subscribed"}
 			}
-			resp.Partitions = append(resp.Partitions, r)
+			resp = append(resp, r)
 		}
 	}
 	return resp, nil

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // testExchange is a mechanism for the tests: "hello" is answered
@@ -45,10 +45,10 @@ type userBackend struct {
 	users chan string
 }
 
-func (b *userBackend) Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+func (b *userBackend) Metadata(ctx context.Context, _ *request.MetadataRequest) (*request.MetadataResult, error) {
 	u, _ := ctx.Value(userKey{}).(string)
 	b.users <- u
-	return &quirev1.GetMetadataResponse{}, nil
+	return &request.MetadataResult{}, nil
 }
 
 // startSASLServer serves a listener that requires SASL with the TEST

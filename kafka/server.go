@@ -39,9 +39,10 @@ var (
 // of a whole call are gRPC status errors carrying a quire.v1.Error, as
 // the gRPC services return them.
 type Backend interface {
-	// Metadata answers with the addresses of the brokers on the listener
-	// the connection came in on; a broker without one is left out.
-	Metadata(ctx context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error)
+	// Metadata is the request core's: the brokers with an address on the
+	// listener the connection came in on (fenced ones left out), each
+	// broker's Addr that address; a topic refused is answered alone.
+	Metadata(ctx context.Context, req *request.MetadataRequest) (*request.MetadataResult, error)
 	Produce(ctx context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error)
 	Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error)
 	ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error)

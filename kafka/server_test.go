@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	qmetadata "github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
@@ -38,11 +39,39 @@ type fakeBackend struct {
 	meta        *quirev1.GetMetadataResponse
 }
 
-func (f *fakeBackend) Metadata(_ context.Context, req *quirev1.GetMetadataRequest) (*quirev1.GetMetadataResponse, error) {
+func (f *fakeBackend) Metadata(_ context.Context, req *request.MetadataRequest) (*request.MetadataResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.metaReqs = append(f.metaReqs, req)
-	return f.meta, nil
+	f.metaReqs = append(f.metaReqs, metadataRequest(req))
+	return coreMetadata(f.meta), nil
+}
+
+// metadataRequest is the core's metadata request as quire.v1's.
+func metadataRequest(r *request.MetadataRequest) *quirev1.GetMetadataRequest {
+	return &quirev1.GetMetadataRequest{Topics: r.Topics, AllowAutoTopicCreation: r.AllowAutoTopicCreation, MinMetadataIndex: r.MinIndex}
+}
+
+// coreMetadata is a quire.v1 metadata answer as the core's.
+func coreMetadata(m *quirev1.GetMetadataResponse) *request.MetadataResult {
+	if m == nil {
+		return &request.MetadataResult{}
+	}
+	out := &request.MetadataResult{ClusterID: m.ClusterId, ControllerID: m.ControllerId, Index: m.MetadataIndex}
+	for _, b := range m.Brokers {
+		out.Brokers = append(out.Brokers, qmetadata.BrokerInfo{ID: b.Id, Addr: b.Address, Rack: b.Rack, Fenced: b.Fenced})
+	}
+	for _, t := range m.Topics {
+		tm := request.TopicMetadata{Info: qmetadata.TopicInfo{Name: t.Name, ID: t.TopicId}}
+		if t.Error != nil {
+			tm.Err = &request.Error{Code: int32(t.Error.Code), Message: t.Error.Message, LeaderID: -1, LeaderEpoch: -1}
+		}
+		for _, p := range t.Partitions {
+			tm.Info.Partitions = append(tm.Info.Partitions, qmetadata.PartitionInfo{Topic: t.Name, Partition: p.Partition, Leader: p.Leader,
+				LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.Isr})
+		}
+		out.Topics = append(out.Topics, tm)
+	}
+	return out
 }
 
 // The fake keeps its answers and records its requests as quire.v1

@@ -13,6 +13,8 @@ import (
 // Replicas is the replica manager's side: the replicas this broker hosts.
 type Replicas interface {
 	Partition(topic string, p int32) (*replica.Partition, bool)
+	// Stats is a snapshot of every hosted replica (DescribeLogDirs).
+	Stats() replica.Stats
 }
 
 // Cluster is what the core needs of the cluster beyond the replicas: the
@@ -91,6 +93,9 @@ type Config struct {
 	// DeleteRecords); nil: nothing to do.
 	Checkpoint func() error
 	Observer   Observer
+	// LogDir is this node's log directory (log.dirs), which
+	// DescribeLogDirs describes; "": it is refused.
+	LogDir string
 
 	// Groups and security administration (groups.go, group_reset.go,
 	// security.go).

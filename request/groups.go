@@ -52,6 +52,9 @@ type GroupCoordinator interface {
 	// for none.
 	FetchOffsets(ctx context.Context, group string, parts []GroupPartition) ([]CommittedOffset, error)
 	DeleteGroup(ctx context.Context, group string) error
+	// DeleteOffsets removes the group's committed offsets of the
+	// partitions named, each partition's refusal in its result.
+	DeleteOffsets(ctx context.Context, group string, topics []TopicPartitions) ([]PartitionResult, error)
 }
 
 // GroupAssignment is a set of partitions, by topic.

@@ -29,6 +29,8 @@ type coordinator struct {
 	commits []commitCall
 	hbs     []*request.GroupHeartbeat
 	deleted []string
+	// offsetDeletes are the DeleteOffsets calls, as "group topic".
+	offsetDeletes []string
 	// joinOnCommit: a member joins as an empty group's commit is made,
 	// which the coordinator refuses as it refuses a stale member.
 	joinOnCommit bool
@@ -119,6 +121,28 @@ func (c *coordinator) DeleteGroup(_ context.Context, g string) error {
 	}
 	c.deleted = append(c.deleted, g)
 	return nil
+}
+
+// DeleteOffsets refuses a group with no offsets, and topic "busy"'s
+// partitions as subscribed to (code 86), and deletes the others.
+func (c *coordinator) DeleteOffsets(_ context.Context, g string, topics []request.TopicPartitions) ([]request.PartitionResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.offsets[g] == nil {
+		return nil, fmt.Errorf("%w: %q", errNoGroup, g)
+	}
+	var out []request.PartitionResult
+	for _, t := range topics {
+		c.offsetDeletes = append(c.offsetDeletes, g+" "+t.Topic)
+		for _, p := range t.Partitions {
+			r := request.PartitionResult{Topic: t.Topic, Partition: p}
+			if t.Topic == "busy" {
+				r.Err = &request.Error{Code: 86, Message: "subscribed"}
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // grants allows User:alice what it lists, as "OPERATION TYPE name".

@@ -48,6 +48,10 @@ type Controller interface {
 	// image; the controller checks again when it writes.
 	PlanTopic(spec metadata.TopicSpec) error
 	PlanPartitions(topic string, total int32) error
+	// ElectLeaders has the controller move the leadership of the
+	// partitions named to their preferred replicas, each partition's
+	// refusal in its result (ElectLeaders).
+	ElectLeaders(ctx context.Context, topics []TopicPartitions) ([]PartitionResult, error)
 }
 
 // AdminConfig is what topic and config administration needs; a Core

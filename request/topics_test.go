@@ -77,6 +77,23 @@ func (c *controller) LiveBrokers() int                   { return c.live }
 func (c *controller) PlanTopic(metadata.TopicSpec) error { return c.planErr }
 func (c *controller) PlanPartitions(string, int32) error { return c.planErr }
 
+// ElectLeaders answers partition 0 elected and any other
+// ELECTION_NOT_NEEDED (84).
+func (c *controller) ElectLeaders(_ context.Context, topics []request.TopicPartitions) ([]request.PartitionResult, error) {
+	var out []request.PartitionResult
+	for _, t := range topics {
+		c.record("elect %s %v", t.Topic, t.Partitions)
+		for _, p := range t.Partitions {
+			r := request.PartitionResult{Topic: t.Topic, Partition: p}
+			if p != 0 {
+				r.Err = &request.Error{Code: 84, Message: "not needed"}
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 var errBadConfig = errors.New("bad config")
 
 // adminCore is a core with topic administration: 3 partitions and a
