@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -194,4 +195,69 @@ func (f coreForwarder) DeleteRecords(ctx context.Context, leader int32, timeout 
 		out[i] = request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.LowWatermark, Err: fromWire(p.Error)}
 	}
 	return out, nil
+}
+
+// autoCreateTopic creates topic with the broker's defaults (or finds it
+// created by someone else) and waits until this broker's view has it.
+func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
+	if err := validateTopicName(topic); err != nil {
+		return metadata.TopicInfo{}, err
+	}
+	_, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
+		Name:              topic,
+		Partitions:        b.cfg.NumPartitions,
+		ReplicationFactor: b.cfg.DefaultReplicationFactor,
+	})
+	if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
+		return metadata.TopicInfo{}, fmt.Errorf("auto-create topic %q: %w", topic, err)
+	}
+	b.logger.Info("auto-created topic", "topic", topic, "partitions", b.cfg.NumPartitions)
+	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(topic); return ok })
+	if err != nil {
+		return metadata.TopicInfo{}, fmt.Errorf("%w: topic %q is being created", ErrLeaderNotAvailable, topic)
+	}
+	t, _ := img.Topic(topic)
+	return t, nil
+}
+
+// topicMaxMessageBytes is the largest batch topic t accepts: its
+// max.message.bytes, else the broker's message.max.bytes.
+func (b *Broker) topicMaxMessageBytes(t metadata.TopicInfo) int {
+	if tc, err := b.cfg.topicDefaults().resolve(t.Configs); err == nil {
+		return int(tc.MaxMessageBytes)
+	}
+	return int(b.cfg.MessageMaxBytes)
+}
+
+// allocateProducerIDs asks the controller for a block of producer ids at
+// this broker's current registration.
+func (c *cluster) allocateProducerIDs(ctx context.Context) (metadata.ProducerIDBlock, error) {
+	epoch := c.lifecycle.Epoch()
+	if epoch == 0 {
+		return metadata.ProducerIDBlock{}, fmt.Errorf("%w: broker %d is not registered yet", ErrBrokersNotReady, c.cfg.NodeID)
+	}
+	if c.image().MetadataVersion() < metadata.MetadataVersionProducerIDs {
+		// The controller raises the level by itself once every broker
+		// supports it, shortly after they register: give it that long
+		// before the call fails naming the brokers that hold it back.
+		wctx, cancel := context.WithTimeout(ctx, levelWait)
+		_, _ = c.waitFor(wctx, func(img *metadata.Image) bool {
+			return img.MetadataVersion() >= metadata.MetadataVersionProducerIDs
+		})
+		cancel()
+	}
+	return c.fwd.AllocateProducerIDs(ctx, c.cfg.NodeID, epoch)
+}
+
+// levelWait bounds the wait for metadata.version 2 before producer ids
+// are asked for.
+const levelWait = 5 * time.Second
+
+// wireError is a partition's refusal in a controller's answer as the
+// core's, its code as it came; nil for none.
+func wireError(e *quirev1.Error) *request.Error {
+	if e == nil {
+		return nil
+	}
+	return fromWire(e).(*request.Error)
 }

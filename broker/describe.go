@@ -9,9 +9,7 @@ import (
 	"fmt"
 
 	pb "github.com/quirelog/quire/api/internalv1"
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
-	"github.com/quirelog/quire/request"
 )
 
 // describeLog is this broker's view of one replica's offsets, as the
@@ -37,24 +35,6 @@ func (b *Broker) recordTimestamps(topic string, partition int32, offsets []int64
 			ts = -1
 		}
 		out[i] = ts
-	}
-	return out
-}
-
-// topicDescriptions is the core's descriptions as quire.v1's.
-func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescription {
-	out := make([]*quirev1.TopicDescription, len(ds))
-	for i, d := range ds {
-		td := &quirev1.TopicDescription{Name: d.Name, TopicId: d.ID, Configs: d.Configs, Partitions: make([]*quirev1.PartitionDescription, len(d.Partitions))}
-		for j, p := range d.Partitions {
-			pd := &quirev1.PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
-				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset}
-			for _, o := range p.OfflineReplicas {
-				pd.OfflineReplicas = append(pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: o.BrokerID, Dir: o.Dir, Error: o.Error})
-			}
-			td.Partitions[j] = pd
-		}
-		out[i] = td
 	}
 	return out
 }

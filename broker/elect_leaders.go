@@ -34,12 +34,3 @@ func partitionError(e *request.Error) *quirev1.Error {
 	}
 	return toError(e)
 }
-
-// wireError is a partition's refusal in a controller's answer as the
-// core's, its code as it came; nil for none.
-func wireError(e *quirev1.Error) *request.Error {
-	if e == nil {
-		return nil
-	}
-	return fromWire(e).(*request.Error)
-}

@@ -3,8 +3,11 @@ package broker
 import (
 	"context"
 
+	"google.golang.org/grpc"
+
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/subscribe"
 )
 
 // groupService implements quire.v1.Groups over the request core, which
@@ -160,4 +163,10 @@ func groupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDesc
 			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberID: l.MemberId, ObservedTimeMs: l.ObservedTimeMs})
 	}
 	return out
+}
+
+// Subscribe runs one stream's group member (package subscribe) on this
+// broker.
+func (s *groupService) Subscribe(stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
+	return subscribe.Serve(subscribeBroker{s.b}, stream)
 }

@@ -3,12 +3,10 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
@@ -138,29 +136,6 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 	}
 }
 
-// autoCreateTopic creates topic with the broker's defaults (or finds it
-// created by someone else) and waits until this broker's view has it.
-func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
-	if err := validateTopicName(topic); err != nil {
-		return metadata.TopicInfo{}, err
-	}
-	_, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
-		Name:              topic,
-		Partitions:        b.cfg.NumPartitions,
-		ReplicationFactor: b.cfg.DefaultReplicationFactor,
-	})
-	if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
-		return metadata.TopicInfo{}, fmt.Errorf("auto-create topic %q: %w", topic, err)
-	}
-	b.logger.Info("auto-created topic", "topic", topic, "partitions", b.cfg.NumPartitions)
-	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(topic); return ok })
-	if err != nil {
-		return metadata.TopicInfo{}, fmt.Errorf("%w: topic %q is being created", ErrLeaderNotAvailable, topic)
-	}
-	t, _ := img.Topic(topic)
-	return t, nil
-}
-
 // ProduceRecords partitions plain records on the broker, builds one batch
 // per partition and appends them: the request core's ProduceRecords.
 func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.ProduceRecordsRequest) (*quirev1.ProduceRecordsResponse, error) {
@@ -185,13 +160,4 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 		results[i] = &quirev1.RecordResult{Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp, Error: toError(r.Err)}
 	}
 	return &quirev1.ProduceRecordsResponse{Results: results}, nil
-}
-
-// topicMaxMessageBytes is the largest batch topic t accepts: its
-// max.message.bytes, else the broker's message.max.bytes.
-func (b *Broker) topicMaxMessageBytes(t metadata.TopicInfo) int {
-	if tc, err := b.cfg.topicDefaults().resolve(t.Configs); err == nil {
-		return int(tc.MaxMessageBytes)
-	}
-	return int(b.cfg.MessageMaxBytes)
 }

@@ -74,3 +74,18 @@ func (b *Broker) listOffsetAnywhere(ctx context.Context, topic string, part int3
 	}
 	return res.Offset, nil
 }
+
+// ledElsewhere returns the NOT_LEADER error for a partition the metadata
+// image says another broker leads, else nil: the partition is read here,
+// and reading it says what is wrong with it, if anything.
+func (b *Broker) ledElsewhere(topic string, p int32) error {
+	t, ok := b.cluster.image().Topic(topic)
+	if !ok || p < 0 || int(p) >= len(t.Partitions) {
+		return nil
+	}
+	pi := t.Partitions[p]
+	if pi.Leader < 0 || pi.Leader == b.cfg.NodeID {
+		return nil
+	}
+	return &replica.NotLeaderError{Topic: topic, Partition: p, Leader: pi.Leader, Epoch: pi.LeaderEpoch}
+}

@@ -5,19 +5,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/subscribe"
 )
-
-// Subscribe runs one stream's group member (package subscribe) on this
-// broker.
-func (s *groupService) Subscribe(stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
-	return subscribe.Serve(subscribeBroker{s.b}, stream)
-}
 
 // subscribeBroker is what a Subscribe stream's member uses of the broker.
 type subscribeBroker struct{ b *Broker }
