@@ -26,7 +26,7 @@ import (
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
-	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // The gRPC metadata keys of SCRAM authentication.
@@ -35,38 +35,23 @@ const (
 	PasswordMetadataKey = "quire-password"
 )
 
-// Authentication and authorization errors.
+// Authentication and authorization errors (service/errors.go).
 var (
-	// ErrAuthenticationFailed: a wrong password, or an unknown or deleted
-	// user (the answer does not say which).
-	ErrAuthenticationFailed = errors.New("broker: authentication failed")
-	// ErrTopicAuthorizationFailed, ErrGroupAuthorizationFailed and
-	// ErrClusterAuthorizationFailed: the principal lacks the ACL; the
-	// message names principal, operation and resource.
-	ErrTopicAuthorizationFailed   = request.ErrTopicAuthorizationFailed
-	ErrGroupAuthorizationFailed   = request.ErrGroupAuthorizationFailed
-	ErrClusterAuthorizationFailed = request.ErrClusterAuthorizationFailed
+	ErrAuthenticationFailed       = service.ErrAuthenticationFailed
+	ErrTopicAuthorizationFailed   = service.ErrTopicAuthorizationFailed
+	ErrGroupAuthorizationFailed   = service.ErrGroupAuthorizationFailed
+	ErrClusterAuthorizationFailed = service.ErrClusterAuthorizationFailed
 )
 
 // internalPrefix names the services only nodes may call.
 const internalPrefix = "/quire.internal.v1."
 
-// Identity is who a call was made as.
-type Identity struct {
-	Principal string
-	// By is "certificate", "scram", "plain" (SASL/PLAIN on a Kafka
-	// listener) or "none".
-	By string
-}
-
-type identityKey struct{}
+// Identity is who a call was made as (service.Identity).
+type Identity = service.Identity
 
 // IdentityFrom returns the identity of a call, as the auth interceptors
 // found it.
-func IdentityFrom(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
-}
+func IdentityFrom(ctx context.Context) (Identity, bool) { return service.IdentityFrom(ctx) }
 
 // guard holds what authentication needs that does not change while a
 // node runs, and a cache of verified passwords.
@@ -182,7 +167,7 @@ func authStatus(err error) error {
 	if errors.Is(err, ErrAuthenticationFailed) {
 		c = codes.Unauthenticated
 	}
-	return errcode.Status(c, toError(err))
+	return errcode.Status(c, service.ErrorOf(err))
 }
 
 // admit authenticates a call and refuses a non-node on an internal
@@ -196,7 +181,7 @@ func (b *Broker) admit(ctx context.Context, method string) (context.Context, Ide
 		return nil, Identity{}, authStatus(fmt.Errorf("%w: %s may not call %s: only nodes (certificate principals in super.users) may",
 			ErrClusterAuthorizationFailed, id.Principal, method))
 	}
-	return context.WithValue(ctx, identityKey{}, id), id, nil
+	return service.WithIdentity(ctx, id), id, nil
 }
 
 // authInterceptors authenticate every call and authorize it (authz.go).

@@ -15,6 +15,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // authorizer evaluates against this node's current image.
@@ -197,8 +198,6 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 	// Producer.
 	case *quirev1.ProduceRequest:
 		return b.produceNeeds(m), true
-	case *pooledProduce:
-		return b.produceNeeds(&m.req), true
 	case *quirev1.ProduceRecordsRequest:
 		return b.withCreates([]need{topicNeed(auth.OpWrite, m.Topic)}, []string{m.Topic}, true), true
 	case *quirev1.InitProducerIdRequest:
@@ -296,6 +295,9 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		return []need{clusterNeed(auth.OpDescribe)}, true
 	case *quirev1.WhoAmIRequest:
 		return nil, true
+	}
+	if m, ok := service.ProduceRequestOf(req); ok { // ProduceStream's messages
+		return b.produceNeeds(m), true
 	}
 	return nil, false
 }

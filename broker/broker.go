@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/bufpool"
 	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/internal/dirlock"
@@ -30,6 +29,7 @@ import (
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/replica/replicagrpc"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -153,9 +153,9 @@ func (b *Broker) start() error {
 			_ = l.lis.Close()
 		}
 	}
-	b.server = grpc.NewServer(append(append(append(transportOptions(), b.transport.serverOptions(&b.cfg)...), append(b.requestInterceptors(), b.authInterceptors()...)...),
-		grpc.MaxRecvMsgSize(maxReceiveBytes(&b.cfg)), // recvlimit.go
-		grpc.MaxSendMsgSize(maxSendBytes),
+	b.server = grpc.NewServer(append(append(append(service.TransportOptions(), b.transport.serverOptions(&b.cfg)...), append(b.requestInterceptors(), b.authInterceptors()...)...),
+		grpc.MaxRecvMsgSize(service.MaxReceiveBytes(b.cfg.MessageMaxBytes)), // recvlimit.go
+		grpc.MaxSendMsgSize(request.MaxSendBytes),
 		// Stop waits for handlers to return, so storage is never closed
 		// under an append still running.
 		grpc.WaitForHandlers(true),
@@ -169,16 +169,6 @@ func (b *Broker) start() error {
 	b.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(b.server, b.health)
 	reflection.Register(b.server)
-	// The public services refuse requests over maxRequestBytes with a
-	// quire.v1.Error (recvlimit.go).
-	limit := maxRequestBytes(&b.cfg)
-	producer, consumer := &producerService{b: b}, &consumerService{b: b}
-	b.server.RegisterService(withRequestLimit(&quirev1.Admin_ServiceDesc, limit), &adminService{b: b})
-	b.server.RegisterService(withRequestLimit(&quirev1.Producer_ServiceDesc, limit), producer)
-	b.server.RegisterService(withRequestLimit(&quirev1.Consumer_ServiceDesc, limit), consumer)
-	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
-	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
-	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
 	b.server.RegisterService(replicagrpc.WithPooledFetch(&internalv1.ReplicaService_ServiceDesc), &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)
@@ -196,7 +186,7 @@ func (b *Broker) start() error {
 		Brokers:               b.cluster,
 		Peers:                 b.cluster,
 		Fetch:                 b.cfg.fetchConfig(),
-		MaxFetchResponseBytes: maxFetchResponseBytes,
+		MaxFetchResponseBytes: request.MaxFetchResponseBytes,
 		ReadBuffers:           bufpool.Shared, // sent from and given back by replicagrpc's codec
 		Logger:                b.logger.Named("replicas"),
 	})
@@ -207,6 +197,11 @@ func (b *Broker) start() error {
 	}
 	b.rm = rm
 	if b.core, err = b.newCore(); err != nil { // core.go
+		closeAll()
+		b.server = nil
+		return err
+	}
+	if err := b.registerServices(); err != nil { // core.go
 		closeAll()
 		b.server = nil
 		return err

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
@@ -16,6 +15,7 @@ import (
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // The request core (package request) serves the data path for both
@@ -33,7 +33,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 		Forwarder:       coreForwarder{b},
 		Logs:            coreForwarder{b},
 		ProducerIDs:     coreCluster{b},
-		Codes:           func(err error) int32 { return int32(lookupError(err).code) },
+		Codes:           func(err error) int32 { return int32(service.Code(err)) },
 		Checkpoint:      b.storage.Checkpoint,
 		Observer:        b.queue,
 		Partitioner:     b.sticky,
@@ -87,23 +87,6 @@ func (z coreAuthorizer) AuthorizeAny(principal string, op auth.Operation, rt aut
 	return z.b.authorizer().AuthorizeAny(principal, op, rt)
 }
 
-// coreContext is ctx as the core takes it: carrying the principal the
-// auth interceptor found (an anonymous caller's is the core's default,
-// which spares every call of the common case a context of its own).
-func coreContext(ctx context.Context) context.Context {
-	if id, ok := IdentityFrom(ctx); ok && id.Principal != request.Anonymous {
-		return request.WithPrincipal(ctx, id.Principal)
-	}
-	return ctx
-}
-
-// forwarded reports whether ctx is a request another broker passed on:
-// the core passes on only a client's own.
-func forwarded(ctx context.Context) bool {
-	md, ok := grpcmd.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedHeader)) > 0
-}
-
 // fromWire is a leader's inline error as the core's: its code and leader
 // hint kept as they came.
 func fromWire(e *quirev1.Error) error {
@@ -139,7 +122,7 @@ func (f coreForwarder) Produce(ctx context.Context, leader int32, req *request.P
 	for i, p := range req.Partitions {
 		in.Partitions[i] = &quirev1.PartitionRecords{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
 	}
-	resp, err := quirev1.NewProducerClient(cc).Produce(f.b.forwardContext(ctx), in, grpc.MaxCallRecvMsgSize(maxSendBytes))
+	resp, err := quirev1.NewProducerClient(cc).Produce(f.b.forwardContext(ctx), in, grpc.MaxCallRecvMsgSize(request.MaxSendBytes))
 	if err != nil {
 		f.b.logger.Debug("a produce passed on to the leader got no answer", "leader", addr, "error", err)
 		return nil, err
@@ -200,7 +183,7 @@ func (f coreForwarder) DeleteRecords(ctx context.Context, leader int32, timeout 
 // autoCreateTopic creates topic with the broker's defaults (or finds it
 // created by someone else) and waits until this broker's view has it.
 func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
-	if err := validateTopicName(topic); err != nil {
+	if err := request.ValidateTopicName(topic); err != nil {
 		return metadata.TopicInfo{}, err
 	}
 	_, err := b.cluster.fwd.CreateTopic(ctx, metadata.TopicSpec{
@@ -260,4 +243,39 @@ func wireError(e *quirev1.Error) *request.Error {
 		return nil
 	}
 	return fromWire(e).(*request.Error)
+}
+
+// registerServices registers the quire.v1 services (package service)
+// over the request core; each refuses a request over the node's limit
+// with a quire.v1.Error (service.WithRequestLimit).
+func (b *Broker) registerServices() error {
+	svcs, err := service.New(service.Config{NodeID: b.cfg.NodeID, Core: b.core, Node: serviceNode{b}, Subscriber: subscribeBroker{b},
+		Queue: b.queue, Logger: b.logger, Stop: b.stop})
+	if err != nil {
+		return err
+	}
+	limit := service.MaxRequestBytes(b.cfg.MessageMaxBytes)
+	svcs.Register(b.server, func(sd *grpc.ServiceDesc) *grpc.ServiceDesc { return service.WithRequestLimit(sd, limit) })
+	return nil
+}
+
+// serviceNode is what the services need of the broker beyond the core.
+type serviceNode struct{ b *Broker }
+
+func (n serviceNode) ClientListener(ctx context.Context) string { return n.b.clientListener(ctx) }
+
+func (n serviceNode) Features() (int32, metadata.VersionRange, []metadata.BrokerInfo) {
+	img := n.b.cluster.image()
+	return img.MetadataVersion(), n.b.cluster.node.MetadataVersions(), img.Brokers()
+}
+
+func (n serviceNode) UpdateFeatures(ctx context.Context, level int32) (int32, error) {
+	got, err := n.b.cluster.fwd.UpdateMetadataVersion(ctx, level)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := n.b.cluster.waitFor(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= got }); err != nil {
+		return 0, fmt.Errorf("waiting for the metadata: %w", err)
+	}
+	return got, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
 )
 
@@ -164,13 +165,6 @@ func (c coreController) AlterConfigs(ctx context.Context, topic string, set map[
 	return nil
 }
 
-// configSourcesV1 are the core's config sources as quire.v1's.
-var configSourcesV1 = map[request.ConfigSource]quirev1.ConfigSource{
-	request.SourceTopic:   quirev1.ConfigSource_CONFIG_SOURCE_TOPIC,
-	request.SourceBroker:  quirev1.ConfigSource_CONFIG_SOURCE_BROKER,
-	request.SourceDefault: quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT,
-}
-
 func (c coreController) UnregisterBroker(ctx context.Context, id int32) error {
 	b := c.b
 	if err := b.cluster.fwd.UnregisterBroker(ctx, id); err != nil {
@@ -195,4 +189,15 @@ func (c coreController) MetadataIndex() uint64          { return c.b.cluster.ima
 func (c coreController) WaitForIndex(ctx context.Context, want uint64) error {
 	_, err := c.b.cluster.waitFor(ctx, func(img *metadata.Image) bool { return img.Index() >= want })
 	return err
+}
+
+// unknownTopic is the error for a topic the metadata does not have:
+// UNKNOWN_TOPIC_OR_PARTITION, retriable (it may be being created), unless
+// the name is one no topic can have, which is INVALID_TOPIC_EXCEPTION and
+// not retriable.
+func unknownTopic(topic string) error {
+	if err := request.ValidateTopicName(topic); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: topic %q does not exist", replica.ErrUnknownTopicOrPartition, topic)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // The request core's way to the group coordinator and to the users and
@@ -19,12 +20,12 @@ import (
 type coreGroups struct{ b *Broker }
 
 func (g coreGroups) ConsumerGroupHeartbeat(ctx context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
-	resp, err := g.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, heartbeatToPB(hb))
+	resp, err := g.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, service.HeartbeatToPB(hb))
 	if err != nil {
 		return nil, err
 	}
 	return &request.GroupHeartbeatResult{MemberID: resp.MemberId, MemberEpoch: resp.MemberEpoch, HeartbeatIntervalMs: resp.HeartbeatIntervalMs,
-		SessionTimeoutMs: resp.SessionTimeoutMs, Rejoin: resp.Rejoin, Assignment: assignmentFromPB(resp.Assignment)}, nil
+		SessionTimeoutMs: resp.SessionTimeoutMs, Rejoin: resp.Rejoin, Assignment: service.AssignmentFromPB(resp.Assignment)}, nil
 }
 
 func (g coreGroups) DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error) {
@@ -32,7 +33,7 @@ func (g coreGroups) DescribeGroup(ctx context.Context, group string) (*request.G
 	if err != nil {
 		return nil, err
 	}
-	return groupDescriptionFromPB(d), nil
+	return service.GroupDescriptionFromPB(d), nil
 }
 
 func (g coreGroups) ListGroups(ctx context.Context) ([]request.GroupListing, error) {

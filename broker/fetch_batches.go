@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	protobuf "google.golang.org/protobuf/proto"
@@ -12,6 +13,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // fetchBatches reads partitions wherever they are led, as stored (the
@@ -20,8 +22,8 @@ import (
 // internal/fetchbuf (the caller gives them back: request.Release, or the
 // Subscribe stream's own release), the others passed on to their
 // leaders.
-func (b *Broker) fetchBatches(ctx context.Context, specs []fetchSpec, wait time.Duration, maxBytes int) []fetchResult {
-	return b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: wait, MaxBytes: maxBytes, Partitions: specs, Pooled: true, Route: !forwarded(ctx)})
+func (b *Broker) fetchBatches(ctx context.Context, specs []request.FetchPartition, wait time.Duration, maxBytes int) []request.FetchResult {
+	return b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: wait, MaxBytes: maxBytes, Partitions: specs, Pooled: true, Route: !service.Forwarded(ctx)})
 }
 
 // Fetch has the leader read partitions with a Fetch over the node-to-node
@@ -36,7 +38,7 @@ func (f coreForwarder) Fetch(ctx context.Context, leader int32, req *request.Fet
 		in.Partitions = append(in.Partitions, &quirev1.FetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int32(p.MaxBytes)})
 	}
 	resp, err := quirev1.NewConsumerClient(cc).Fetch(f.b.forwardContext(ctx), in,
-		grpc.MaxCallRecvMsgSize(maxSendBytes), grpc.ForceCodecV2(peerFetchCodec{}))
+		grpc.MaxCallRecvMsgSize(request.MaxSendBytes), grpc.ForceCodecV2(peerFetchCodec{}))
 	if err != nil {
 		if ctx.Err() == nil {
 			f.b.logger.Debug("a fetch passed on to the leader got no answer", "leader", addr, "error", err)
@@ -56,6 +58,8 @@ func (f coreForwarder) Fetch(ctx context.Context, leader int32, req *request.Fet
 // of the message rather than copied out of it again; anything else goes
 // through proto.
 type peerFetchCodec struct{}
+
+var protoCodec = encoding.GetCodecV2(proto.Name)
 
 func (peerFetchCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // Listeners named in kafka.listener.names speak Kafka's wire protocol
@@ -88,7 +89,7 @@ const kafkaMaxRequestBytes = 100 << 20
 func (b *Broker) newKafkaServer() *kafka.Server {
 	return kafka.NewServer(kafka.Config{
 		Backend:             kafkaBackend{b: b},
-		MaxRequestBytes:     max(kafkaMaxRequestBytes, maxRequestBytes(&b.cfg)),
+		MaxRequestBytes:     max(kafkaMaxRequestBytes, service.MaxRequestBytes(b.cfg.MessageMaxBytes)),
 		MaxConnections:      int(b.cfg.KafkaMaxConnections),
 		MaxConnectionsPerIP: int(b.cfg.KafkaMaxConnectionsPerIP),
 		Refused:             b.kafkaRefused(),
@@ -139,7 +140,7 @@ var _ kafka.Backend = kafkaBackend{}
 // does; it leaves out the brokers with no address on the client's
 // listener (their inter-broker address speaks gRPC) and fenced ones.
 func (k kafkaBackend) Metadata(ctx context.Context, req *request.MetadataRequest) (*request.MetadataResult, error) {
-	md, err := k.b.core.Metadata(coreContext(ctx), req)
+	md, err := k.b.core.Metadata(service.CoreContext(ctx), req)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (k kafkaBackend) Produce(ctx context.Context, req *request.ProduceRequest) 
 		func(parts []request.ProducePartition) ([]request.ProduceResult, error) {
 			r := *req
 			r.Partitions = parts
-			return k.b.core.Produce(coreContext(ctx), &r)
+			return k.b.core.Produce(service.CoreContext(ctx), &r)
 		})
 }
 
@@ -189,7 +190,7 @@ func (k kafkaBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]r
 		func(parts []request.FetchPartition) ([]request.FetchResult, error) {
 			r := *req
 			r.Partitions = parts
-			return k.b.core.Fetch(coreContext(ctx), &r)
+			return k.b.core.Fetch(service.CoreContext(ctx), &r)
 		})
 }
 
@@ -199,7 +200,7 @@ func (k kafkaBackend) ListOffsets(ctx context.Context, parts []request.ListOffse
 			return request.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1, Err: err}
 		},
 		func(parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
-			return k.b.core.ListOffsets(coreContext(ctx), parts)
+			return k.b.core.ListOffsets(service.CoreContext(ctx), parts)
 		})
 }
 
@@ -211,7 +212,7 @@ func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteReco
 		func(parts []request.DeleteRecordsPartition) ([]request.DeleteRecordsResult, error) {
 			r := *req
 			r.Partitions = parts
-			return k.b.core.DeleteRecords(coreContext(ctx), &r)
+			return k.b.core.DeleteRecords(service.CoreContext(ctx), &r)
 		})
 }
 
@@ -219,7 +220,7 @@ func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteReco
 // go to the coordinator from any node. The core refuses it for a group
 // the caller may not describe.
 func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.Broker, error) {
-	if err := k.b.core.AuthorizeFindCoordinator(coreContext(ctx), group); err != nil {
+	if err := k.b.core.AuthorizeFindCoordinator(service.CoreContext(ctx), group); err != nil {
 		return nil, err
 	}
 	listener := k.b.clientListener(ctx)
@@ -239,28 +240,28 @@ func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.B
 // service's do (request/groups.go).
 
 func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
-	hb.ClientAddress = clientHost(ctx)
-	return k.b.core.ConsumerGroupHeartbeat(coreContext(ctx), hb)
+	hb.ClientAddress = service.ClientHost(ctx)
+	return k.b.core.ConsumerGroupHeartbeat(service.CoreContext(ctx), hb)
 }
 
 func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error) {
-	return k.b.core.DescribeGroup(coreContext(ctx), group)
+	return k.b.core.DescribeGroup(service.CoreContext(ctx), group)
 }
 
 func (k kafkaBackend) ListGroups(ctx context.Context) ([]request.GroupListing, error) {
-	return k.b.core.ListGroups(coreContext(ctx))
+	return k.b.core.ListGroups(service.CoreContext(ctx))
 }
 
 func (k kafkaBackend) CommitOffsets(ctx context.Context, req *request.CommitOffsetsRequest) (time.Time, error) {
-	return k.b.core.CommitOffsets(coreContext(ctx), req)
+	return k.b.core.CommitOffsets(service.CoreContext(ctx), req)
 }
 
 func (k kafkaBackend) FetchOffsets(ctx context.Context, group string, parts []request.GroupPartition) ([]request.CommittedOffset, error) {
-	return k.b.core.FetchOffsets(coreContext(ctx), group, parts)
+	return k.b.core.FetchOffsets(service.CoreContext(ctx), group, parts)
 }
 
 func (k kafkaBackend) InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error) {
-	return k.b.core.InitProducerID(coreContext(ctx), req)
+	return k.b.core.InitProducerID(service.CoreContext(ctx), req)
 }
 
 // OffsetForLeaderEpoch: clients' truncation detection after a leader
@@ -268,5 +269,5 @@ func (k kafkaBackend) InitProducerID(ctx context.Context, req request.InitProduc
 // leader-epoch cache.
 
 func (k kafkaBackend) OffsetForLeaderEpoch(ctx context.Context, topic string, partition, currentLeaderEpoch, epoch int32) (int32, int64, error) {
-	return k.b.core.OffsetForLeaderEpoch(coreContext(ctx), topic, partition, currentLeaderEpoch, epoch)
+	return k.b.core.OffsetForLeaderEpoch(service.CoreContext(ctx), topic, partition, currentLeaderEpoch, epoch)
 }

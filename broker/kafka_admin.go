@@ -6,6 +6,7 @@ import (
 
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // kafka.AdminBackend over the request core, which authorizes every call:
@@ -17,27 +18,27 @@ import (
 // them as it does the gRPC calls.
 
 func (k kafkaBackend) CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
-	return k.b.core.CreateTopic(coreContext(ctx), req)
+	return k.b.core.CreateTopic(service.CoreContext(ctx), req)
 }
 
 func (k kafkaBackend) DeleteTopic(ctx context.Context, name string) error {
-	_, err := k.b.core.DeleteTopic(coreContext(ctx), name)
+	_, err := k.b.core.DeleteTopic(service.CoreContext(ctx), name)
 	return err
 }
 
 func (k kafkaBackend) CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
-	return k.b.core.CreatePartitions(coreContext(ctx), req)
+	return k.b.core.CreatePartitions(service.CoreContext(ctx), req)
 }
 
 func (k kafkaBackend) AlterConfigs(ctx context.Context, req *request.AlterConfigsRequest) error {
-	return k.b.core.AlterConfigs(coreContext(ctx), req)
+	return k.b.core.AlterConfigs(service.CoreContext(ctx), req)
 }
 
 // DescribeCluster gives each broker's address on the client's listener,
 // leaving out those without one (their inter-broker address speaks
 // gRPC), as Metadata does.
 func (k kafkaBackend) DescribeCluster(ctx context.Context) (*request.ClusterDescription, error) {
-	d, err := k.b.core.DescribeCluster(coreContext(ctx))
+	d, err := k.b.core.DescribeCluster(service.CoreContext(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func kafkaConfigs(entries []request.ConfigEntry, typ func(request.ConfigEntry) i
 
 // TopicConfigs is the core's DescribeConfigs, each key with its type.
 func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.ConfigEntry, error) {
-	entries, err := k.b.core.DescribeConfigs(coreContext(ctx), topic)
+	entries, err := k.b.core.DescribeConfigs(service.CoreContext(ctx), topic)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (k kafkaBackend) TopicConfigs(ctx context.Context, topic string) ([]kafka.C
 // BrokerConfigs is the core's DescribeBrokerConfigs, each key typed by
 // its default's form.
 func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka.ConfigEntry, error) {
-	entries, err := k.b.core.DescribeBrokerConfigs(coreContext(ctx), broker)
+	entries, err := k.b.core.DescribeBrokerConfigs(service.CoreContext(ctx), broker)
 	if err != nil {
 		return nil, err
 	}
@@ -133,50 +134,50 @@ func configType(def string) int8 {
 // as the gRPC services' do (request/groups.go, request/security.go).
 
 func (k kafkaBackend) DeleteGroup(ctx context.Context, group string) error {
-	return k.b.core.DeleteGroup(coreContext(ctx), group)
+	return k.b.core.DeleteGroup(service.CoreContext(ctx), group)
 }
 
 func (k kafkaBackend) CreateAcls(ctx context.Context, acls []request.ACL) error {
-	return k.b.core.CreateACLs(coreContext(ctx), acls)
+	return k.b.core.CreateACLs(service.CoreContext(ctx), acls)
 }
 
 func (k kafkaBackend) ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error) {
-	return k.b.core.ListACLs(coreContext(ctx), filter)
+	return k.b.core.ListACLs(service.CoreContext(ctx), filter)
 }
 
 func (k kafkaBackend) DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error) {
-	return k.b.core.DeleteACLs(coreContext(ctx), filters)
+	return k.b.core.DeleteACLs(service.CoreContext(ctx), filters)
 }
 
 func (k kafkaBackend) ListUsers(ctx context.Context) ([]request.UserDescription, error) {
-	return k.b.core.ListUsers(coreContext(ctx))
+	return k.b.core.ListUsers(service.CoreContext(ctx))
 }
 
 func (k kafkaBackend) DeleteUser(ctx context.Context, name string) error {
-	return k.b.core.DeleteUser(coreContext(ctx), name)
+	return k.b.core.DeleteUser(service.CoreContext(ctx), name)
 }
 
 func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, salted []byte) error {
-	return k.b.core.UpsertScramCredential(coreContext(ctx), user, iterations, salt, salted)
+	return k.b.core.UpsertScramCredential(service.CoreContext(ctx), user, iterations, salt, salted)
 }
 
 func (k kafkaBackend) DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error) {
-	return k.b.core.DescribeProducers(coreContext(ctx), topic, partitions)
+	return k.b.core.DescribeProducers(service.CoreContext(ctx), topic, partitions)
 }
 
 // LogDirs is the request core's DescribeLogDirs (request/log_dirs.go).
 func (k kafkaBackend) LogDirs(ctx context.Context) ([]request.LogDir, error) {
-	return k.b.core.DescribeLogDirs(coreContext(ctx))
+	return k.b.core.DescribeLogDirs(service.CoreContext(ctx))
 }
 
 // DeleteOffsets is the request core's, each topic the caller may not
 // read refused on its own (TOPIC_AUTHORIZATION_FAILED), as Kafka's
 // OffsetDelete does.
 func (k kafkaBackend) DeleteOffsets(ctx context.Context, req *request.DeleteOffsetsRequest) ([]request.PartitionResult, error) {
-	return k.b.core.DeleteOffsets(coreContext(ctx), req)
+	return k.b.core.DeleteOffsets(service.CoreContext(ctx), req)
 }
 
 // ElectLeaders is the request core's (request/elect.go).
 func (k kafkaBackend) ElectLeaders(ctx context.Context, topics []request.TopicPartitions) ([]request.PartitionResult, error) {
-	return k.b.core.ElectLeaders(coreContext(ctx), topics)
+	return k.b.core.ElectLeaders(service.CoreContext(ctx), topics)
 }

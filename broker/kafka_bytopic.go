@@ -12,6 +12,7 @@ import (
 	"context"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/service"
 )
 
 // byTopic makes a request core call that names partitions the way
@@ -30,7 +31,7 @@ func byTopic[P, R any](ctx context.Context, k kafkaBackend, op auth.Operation, p
 	for i, p := range parts {
 		names[i] = topic(p)
 	}
-	denied := k.b.core.DeniedTopics(coreContext(ctx), op, names)
+	denied := k.b.core.DeniedTopics(service.CoreContext(ctx), op, names)
 	if len(denied) == 0 {
 		return call(parts)
 	}

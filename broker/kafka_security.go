@@ -28,6 +28,7 @@ import (
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/kafka"
+	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/tlsconf"
 )
 
@@ -250,7 +251,7 @@ func (b *Broker) kafkaConnContext(ctx context.Context, c net.Conn) context.Conte
 		_ = c.Close()
 		return ctx
 	}
-	return context.WithValue(ctx, identityKey{}, id)
+	return service.WithIdentity(ctx, id)
 }
 
 // startSASL begins an exchange of mechanism for a Kafka connection.
@@ -277,7 +278,7 @@ func (e *scramExchange) Step(msg []byte) ([]byte, context.Context, error) {
 	if err != nil || !done {
 		return answer, nil, err
 	}
-	return answer, context.WithValue(e.ctx, identityKey{}, Identity{Principal: auth.UserPrincipal(e.s.User()), By: "scram"}), nil
+	return answer, service.WithIdentity(e.ctx, Identity{Principal: auth.UserPrincipal(e.s.User()), By: "scram"}), nil
 }
 
 // plainExchange is SASL/PLAIN (RFC 4616): one message,
@@ -299,5 +300,5 @@ func (e *plainExchange) Step(msg []byte) ([]byte, context.Context, error) {
 	if !e.b.guard.verify(e.b.cluster.node.Image(), user, password) {
 		return nil, nil, fmt.Errorf("invalid credentials for user %q", user)
 	}
-	return nil, context.WithValue(e.ctx, identityKey{}, Identity{Principal: auth.UserPrincipal(user), By: "plain"}), nil
+	return nil, service.WithIdentity(e.ctx, Identity{Principal: auth.UserPrincipal(user), By: "plain"}), nil
 }

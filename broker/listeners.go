@@ -256,20 +256,6 @@ func (b *Broker) clientListener(ctx context.Context) string {
 	return b.interListener
 }
 
-// clientHost is the IP address of the calling client (of a gRPC call or
-// a Kafka listener's request), without its port, which changes with each
-// connection; "" when unknown.
-func clientHost(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return ""
-	}
-	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
-		return host
-	}
-	return p.Addr.String()
-}
-
 // ListenerAddr returns the address the named listener is bound to, after
 // Start.
 func (b *Broker) ListenerAddr(name string) (string, bool) {

@@ -31,7 +31,7 @@ func (c *cluster) ReplicaFetch(ctx context.Context, leader int32, req *replica.F
 	}
 	// A response may hold replica.fetch.response.max.bytes and more (at
 	// least one batch): far above gRPC's default 4 MiB receive limit
-	// (replicaWire takes up to maxSendBytes).
+	// (replicaWire takes up to request.MaxSendBytes).
 	return replicaWire.Fetch(ctx, cc, req)
 }
 

@@ -12,6 +12,8 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/replica/replicagrpc"
+	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // replicaService implements quire.internal.v1.ReplicaService: node-to-node
@@ -40,9 +42,9 @@ func (s *replicaService) DescribeLogs(ctx context.Context, req *pb.DescribeLogsR
 // replicaWire turns replica fetches into the service's messages and back,
 // a partition's refusal coded by the error table.
 var replicaWire = replicagrpc.NewCodec(func(err error) (quirev1.ErrorCode, string) {
-	e := toError(err)
+	e := service.ErrorOf(err)
 	return e.Code, e.Message
-}, maxSendBytes)
+}, request.MaxSendBytes)
 
 // ReplicaFetch is a follower's pull (see replica.proto), answered by the
 // replica manager (replica.Manager.HandleFetch). Its records are sent
@@ -86,7 +88,7 @@ func (s *replicaService) ReplicaFetchStream(stream pb.ReplicaService_ReplicaFetc
 		// stream does.
 		select {
 		case <-s.b.draining:
-			return toStatus(ErrShuttingDown)
+			return service.Status(ErrShuttingDown)
 		default:
 		}
 		start := time.Now()
@@ -116,5 +118,5 @@ func replicaFetchError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return toStatus(err)
+	return service.Status(err)
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -14,14 +15,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quirelog/quire/api/internalv1"
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/replica/replicagrpc"
+	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/storage"
 )
 
 // serveReplicas serves b's ReplicaService on a loopback port, as the
-// broker does (the pooled ReplicaFetch, serverCodec), and returns a
+// broker does (the pooled ReplicaFetch, the services' codec), and returns a
 // follower's fetch session with it.
 func serveReplicas(t *testing.T, b *Broker) replica.FetchSession {
 	t.Helper()
@@ -29,7 +32,7 @@ func serveReplicas(t *testing.T, b *Broker) replica.FetchSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(grpc.ForceServerCodecV2(serverCodec{}))
+	s := grpc.NewServer(service.TransportOptions()...)
 	s.RegisterService(replicagrpc.WithPooledFetch(&pb.ReplicaService_ServiceDesc), &replicaService{b: b})
 	go func() { _ = s.Serve(lis) }()
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -151,5 +154,25 @@ func TestReplicaFetchStreamCountsEachFetch(t *testing.T) {
 	}
 	if fetch.Latency.Count != 3 {
 		t.Fatalf("ReplicaFetch latency counted %d fetches, want 3", fetch.Latency.Count)
+	}
+}
+
+// TestLeadershipCodesCoverEveryRefusal: each of replica's leadership
+// refusals has a code of its own, so a follower told one over the wire
+// (through the error table and replicaWire) recognises it as what it is.
+func TestLeadershipCodesCoverEveryRefusal(t *testing.T) {
+	t.Parallel()
+	for _, want := range replica.LeadershipRefusals {
+		resp := &replica.FetchResponse{Partitions: []replica.FetchResult{{Topic: "t", Err: fmt.Errorf("%w: t-0", want)}}}
+		msg := replicaWire.ResponseToPB(resp)
+		if code := quirev1.ErrorCode(msg.Partitions[0].ErrorCode); code == quirev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+			t.Errorf("%v has no row in the error table", want)
+		}
+		got := replicaWire.ResponseFromPB(msg).Partitions[0].Err
+		for _, other := range replica.LeadershipRefusals {
+			if errors.Is(got, other) != (other == want) {
+				t.Errorf("%v reaches the follower as %v: errors.Is(%v) is %v", want, got, other, errors.Is(got, other))
+			}
+		}
 	}
 }

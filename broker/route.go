@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-
-	"google.golang.org/grpc/metadata"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 )
 
 // Routing: a plain gRPC client (grpcurl, a script) may send a unary
@@ -24,10 +22,6 @@ import (
 // Fetch, FetchStream) are for clients that route themselves, and answer
 // NOT_LEADER_OR_FOLLOWER.
 
-// forwardedHeader marks a request a broker passed on; its value is that
-// broker's id.
-const forwardedHeader = "quire-forwarded-by"
-
 // routeTo returns the address of the leader to pass a request on to when
 // err says this broker does not lead the partition and ctx is a client's
 // own request.
@@ -36,14 +30,14 @@ func (b *Broker) routeTo(ctx context.Context, err error) (string, bool) {
 	if !errors.As(err, &nle) || nle.Leader < 0 || nle.Leader == b.cfg.NodeID {
 		return "", false
 	}
-	if forwarded(ctx) {
+	if service.Forwarded(ctx) {
 		return "", false
 	}
 	return b.cluster.brokerAddr(nle.Leader)
 }
 
 func (b *Broker) forwardContext(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
+	return service.ForwardContext(ctx, b.cfg.NodeID)
 }
 
 // listOffsetAnywhere is ListOffsets for one partition, asked of its

@@ -9,6 +9,8 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/subscribe"
 )
 
@@ -35,9 +37,9 @@ func (sb subscribeBroker) ListOffset(ctx context.Context, topic string, partitio
 }
 
 func (sb subscribeBroker) Fetch(ctx context.Context, specs []subscribe.Spec, wait time.Duration, maxBytes int) []subscribe.Result {
-	in := make([]fetchSpec, len(specs))
+	in := make([]request.FetchPartition, len(specs))
 	for i, sp := range specs {
-		in[i] = fetchSpec{Topic: sp.Topic, Partition: sp.Partition, Offset: sp.Offset}
+		in[i] = request.FetchPartition{Topic: sp.Topic, Partition: sp.Partition, Offset: sp.Offset}
 	}
 	got := sb.b.fetchBatches(ctx, in, wait, maxBytes)
 	out := make([]subscribe.Result, len(got))
@@ -53,11 +55,11 @@ func (sb subscribeBroker) AuthorizeRead(ctx context.Context, topic string) error
 }
 
 func (subscribeBroker) CheckSubscription(sub *quirev1.GroupSubscription) error {
-	return checkSubscription(sub)
+	return service.CheckSubscription(sub)
 }
-func (subscribeBroker) ClientHost(ctx context.Context) string { return clientHost(ctx) }
-func (subscribeBroker) Status(err error) error                { return toStatus(err) }
-func (subscribeBroker) Error(err error) *quirev1.Error        { return toError(err) }
+func (subscribeBroker) ClientHost(ctx context.Context) string { return service.ClientHost(ctx) }
+func (subscribeBroker) Status(err error) error                { return service.Status(err) }
+func (subscribeBroker) Error(err error) *quirev1.Error        { return service.ErrorOf(err) }
 func (sb subscribeBroker) Closing() <-chan struct{}           { return sb.b.stop }
 func (subscribeBroker) ShuttingDown() error                   { return ErrShuttingDown }
 func (sb subscribeBroker) Logger() hclog.Logger               { return sb.b.logger }

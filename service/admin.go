@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // once this broker's view of the metadata includes the change.
 type adminService struct {
 	quirev1.UnimplementedAdminServer
-	b *Broker
+	b *node
 }
 
 // validateTopicName applies Kafka's rule (request.ValidateTopicName).
@@ -125,7 +125,7 @@ func (s *adminService) UnregisterBroker(ctx context.Context, req *quirev1.Unregi
 // metadataService implements quire.v1.Metadata.
 type metadataService struct {
 	quirev1.UnimplementedMetadataServer
-	b *Broker
+	b *node
 }
 
 // GetMetadata is the request core's (request/metadata.go), which
@@ -180,4 +180,11 @@ func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescriptio
 		out[i] = td
 	}
 	return out
+}
+
+// configSourcesV1 are the core's config sources as quire.v1's.
+var configSourcesV1 = map[request.ConfigSource]quirev1.ConfigSource{
+	request.SourceTopic:   quirev1.ConfigSource_CONFIG_SOURCE_TOPIC,
+	request.SourceBroker:  quirev1.ConfigSource_CONFIG_SOURCE_BROKER,
+	request.SourceDefault: quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT,
 }

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"google.golang.org/grpc"
@@ -14,13 +14,13 @@ import (
 	"github.com/quirelog/quire/replica/replicagrpc"
 )
 
-// transportOptions are the gRPC server options of the hot paths: the
+// TransportOptions are the gRPC server options of the hot paths: the
 // produce-request codec below, flow-control windows and socket buffers
 // sized for megabyte messages (gRPC's 64 KiB default window, even with its
 // BDP estimator, stalls 1–4 MiB produce requests on loopback and on fast
 // LANs), and a buffer pool that does not zero the frames it reads into
 // (internal/bufpool).
-func transportOptions() []grpc.ServerOption {
+func TransportOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(serverCodec{}),
 		// First in the chain, so that its stream sits nearest gRPC's

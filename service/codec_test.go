@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"bytes"
@@ -72,5 +72,19 @@ func TestServerCodecProduceRequest(t *testing.T) {
 	raw = protowire.AppendBytes(raw, pw)
 	if err := (serverCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, &got); err == nil {
 		t.Fatal("invalid UTF-8 topic accepted")
+	}
+}
+
+// TestServerCodecProduceStreamMessage: the message ProduceStream receives
+// into opens as its request, so the node's ACL check (broker/authz.go)
+// sees what a ProduceRequest shows.
+func TestServerCodecProduceStreamMessage(t *testing.T) {
+	t.Parallel()
+	m := &pooledProduce{req: quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{{Topic: "t"}}}}
+	if req, ok := ProduceRequestOf(m); !ok || req != &m.req {
+		t.Fatalf("ProduceRequestOf(pooledProduce) = %v, %v", req, ok)
+	}
+	if _, ok := ProduceRequestOf(&quirev1.FetchRequest{}); ok {
+		t.Fatal("a FetchRequest opened as a produce request")
 	}
 }

@@ -1,9 +1,8 @@
-package broker
+package service
 
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,6 +40,19 @@ var (
 	ErrPolicyViolation              = request.ErrPolicyViolation
 	ErrShuttingDown                 = errors.New("broker: shutting down")
 	ErrStaleBrokerEpoch             = replica.ErrStaleBrokerEpoch
+)
+
+// Authentication and authorization errors.
+var (
+	// ErrAuthenticationFailed: a wrong password, or an unknown or deleted
+	// user (the answer does not say which).
+	ErrAuthenticationFailed = errors.New("broker: authentication failed")
+	// ErrTopicAuthorizationFailed, ErrGroupAuthorizationFailed and
+	// ErrClusterAuthorizationFailed: the principal lacks the ACL; the
+	// message names principal, operation and resource.
+	ErrTopicAuthorizationFailed   = request.ErrTopicAuthorizationFailed
+	ErrGroupAuthorizationFailed   = request.ErrGroupAuthorizationFailed
+	ErrClusterAuthorizationFailed = request.ErrClusterAuthorizationFailed
 )
 
 // errorMapping is one row of the error table; retriable is always the
@@ -224,13 +236,14 @@ func notLeader(topic string, p, leader, epoch int32) error {
 	return &replica.NotLeaderError{Topic: topic, Partition: p, Leader: leader, Epoch: epoch}
 }
 
-// unknownTopic is the error for a topic the metadata does not have:
-// UNKNOWN_TOPIC_OR_PARTITION, retriable (it may be being created), unless
-// the name is one no topic can have, which is INVALID_TOPIC_EXCEPTION and
-// not retriable.
-func unknownTopic(topic string) error {
-	if err := validateTopicName(topic); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopicOrPartition, topic)
-}
+// Status is err as a whole call's gRPC status, with its quire.v1.Error
+// in the details (a status error passes through).
+func Status(err error) error { return toStatus(err) }
+
+// ErrorOf is err as an inline quire.v1.Error, its code from the error
+// table; nil for nil.
+func ErrorOf(err error) *quirev1.Error { return toError(err) }
+
+// Code is the code err reaches clients as (its row of the error table;
+// UNKNOWN_SERVER_ERROR for none).
+func Code(err error) quirev1.ErrorCode { return lookupError(err).code }

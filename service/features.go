@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -11,11 +11,10 @@ import (
 // DescribeFeatures answers the finalized metadata.version and each
 // registered broker's supported range from this broker's image.
 func (s *adminService) DescribeFeatures(_ context.Context, _ *quirev1.DescribeFeaturesRequest) (*quirev1.DescribeFeaturesResponse, error) {
-	img := s.b.cluster.image()
-	own := s.b.cluster.node.MetadataVersions()
-	out := &quirev1.DescribeFeaturesResponse{MetadataVersion: img.MetadataVersion(),
+	finalized, own, brokers := s.b.n.Features()
+	out := &quirev1.DescribeFeaturesResponse{MetadataVersion: finalized,
 		MinMetadataVersion: own.Min, MaxMetadataVersion: own.Max}
-	for _, b := range img.Brokers() {
+	for _, b := range brokers {
 		out.Brokers = append(out.Brokers, &quirev1.BrokerFeatures{BrokerId: b.ID,
 			MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max, Fenced: b.Fenced})
 	}
@@ -29,12 +28,9 @@ func (s *adminService) UpdateFeatures(ctx context.Context, req *quirev1.UpdateFe
 	if req.MetadataVersion < metadata.MetadataVersionBaseline {
 		return nil, toStatus(fmt.Errorf("%w: metadata_version %d: levels start at %d", ErrInvalidRequest, req.MetadataVersion, metadata.MetadataVersionBaseline))
 	}
-	level, err := b.cluster.fwd.UpdateMetadataVersion(ctx, req.MetadataVersion)
+	level, err := b.n.UpdateFeatures(ctx, req.MetadataVersion)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("update %s to %d: %w", metadata.MetadataVersionFeature, req.MetadataVersion, err))
-	}
-	if _, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= level }); err != nil {
-		return nil, toStatus(fmt.Errorf("update %s to %d: waiting for the metadata: %w", metadata.MetadataVersionFeature, level, err))
 	}
 	b.logger.Info("finalized feature level", "feature", metadata.MetadataVersionFeature, "level", level)
 	return &quirev1.UpdateFeaturesResponse{MetadataVersion: level}, nil

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const (
 // consumerService implements quire.v1.Consumer.
 type consumerService struct {
 	quirev1.UnimplementedConsumerServer
-	b *Broker
+	b *node
 }
 
 // fetchSpec is one partition of a fetch, and fetchResult its answer, as
@@ -32,7 +32,7 @@ type (
 // minBytes are available or maxWait passes, for a caller the gRPC
 // interceptor (or the Subscribe stream's own check) authorized; pooled
 // reads into buffers from internal/fetchbuf.
-func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int, pooled bool) []fetchResult {
+func (b *node) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int, pooled bool) []fetchResult {
 	return b.core.Poll(ctx, &request.FetchRequest{MaxWait: maxWait, MinBytes: minBytes, MaxBytes: maxBytes, Partitions: specs, Pooled: pooled, Received: received})
 }
 

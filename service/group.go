@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // core's types.
 type groupService struct {
 	quirev1.UnimplementedGroupsServer
-	b *Broker
+	b *node
 }
 
 func (s *groupService) CommitOffsets(ctx context.Context, req *quirev1.CommitOffsetsRequest) (*quirev1.CommitOffsetsResponse, error) {
@@ -76,7 +76,7 @@ func (s *groupService) DeleteGroup(ctx context.Context, req *quirev1.DeleteGroup
 // it came from, to the group coordinator.
 func (s *groupService) ConsumerGroupHeartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
 	hb := heartbeatFromPB(req)
-	hb.ClientAddress = clientHost(ctx)
+	hb.ClientAddress = ClientHost(ctx)
 	out, err := s.b.core.ConsumerGroupHeartbeat(coreContext(ctx), hb)
 	if err != nil {
 		return nil, toStatus(err)
@@ -111,14 +111,16 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *quirev1.DescribeG
 func heartbeatFromPB(in *quirev1.ConsumerGroupHeartbeatRequest) *request.GroupHeartbeat {
 	hb := &request.GroupHeartbeat{Group: in.Group, MemberID: in.MemberId, MemberEpoch: in.MemberEpoch, InstanceID: in.InstanceId,
 		RebalanceTimeoutMs: in.RebalanceTimeoutMs, SessionTimeoutMs: in.SessionTimeoutMs, Assignor: in.Assignor, Classic: in.Classic,
-		ClientAddress: in.ClientAddress, Owned: assignmentFromPB(in.Owned)}
+		ClientAddress: in.ClientAddress, Owned: AssignmentFromPB(in.Owned)}
 	if in.Subscription != nil {
 		hb.Subscription = &request.GroupSubscription{Topics: in.Subscription.Topics, Regex: in.Subscription.Regex}
 	}
 	return hb
 }
 
-func heartbeatToPB(hb *request.GroupHeartbeat) *quirev1.ConsumerGroupHeartbeatRequest {
+// HeartbeatToPB is a heartbeat as the coordinator's quire.v1 call takes
+// it.
+func HeartbeatToPB(hb *request.GroupHeartbeat) *quirev1.ConsumerGroupHeartbeatRequest {
 	out := &quirev1.ConsumerGroupHeartbeatRequest{Group: hb.Group, MemberId: hb.MemberID, MemberEpoch: hb.MemberEpoch, InstanceId: hb.InstanceID,
 		RebalanceTimeoutMs: hb.RebalanceTimeoutMs, SessionTimeoutMs: hb.SessionTimeoutMs, Assignor: hb.Assignor, Classic: hb.Classic,
 		ClientAddress: hb.ClientAddress, Owned: assignmentToPB(hb.Owned)}
@@ -128,8 +130,8 @@ func heartbeatToPB(hb *request.GroupHeartbeat) *quirev1.ConsumerGroupHeartbeatRe
 	return out
 }
 
-// assignmentFromPB keeps nil as nil: an assignment not given.
-func assignmentFromPB(in *quirev1.GroupAssignment) *request.GroupAssignment {
+// AssignmentFromPB keeps nil as nil: an assignment not given.
+func AssignmentFromPB(in *quirev1.GroupAssignment) *request.GroupAssignment {
 	if in == nil {
 		return nil
 	}
@@ -151,12 +153,13 @@ func assignmentToPB(in *request.GroupAssignment) *quirev1.GroupAssignment {
 	return out
 }
 
-func groupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDescription {
+// GroupDescriptionFromPB is the coordinator's description as the core's.
+func GroupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDescription {
 	out := &request.GroupDescription{Group: d.Group, State: d.State, GroupEpoch: d.GroupEpoch, AssignmentEpoch: d.AssignmentEpoch, Assignor: d.Assignor}
 	for _, m := range d.Members {
 		out.Members = append(out.Members, request.GroupMemberDescription{MemberID: m.MemberId, InstanceID: m.InstanceId,
-			ClientAddress: m.ClientAddress, MemberEpoch: m.MemberEpoch, Topics: m.Topics, Regex: m.Regex, Assigned: assignmentFromPB(m.Assigned),
-			PendingRevocation: assignmentFromPB(m.PendingRevocation), PendingAssignment: assignmentFromPB(m.PendingAssignment)})
+			ClientAddress: m.ClientAddress, MemberEpoch: m.MemberEpoch, Topics: m.Topics, Regex: m.Regex, Assigned: AssignmentFromPB(m.Assigned),
+			PendingRevocation: AssignmentFromPB(m.PendingRevocation), PendingAssignment: AssignmentFromPB(m.PendingAssignment)})
 	}
 	for _, l := range d.Partitions {
 		out.Partitions = append(out.Partitions, request.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
@@ -168,5 +171,5 @@ func groupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDesc
 // Subscribe runs one stream's group member (package subscribe) on this
 // broker.
 func (s *groupService) Subscribe(stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
-	return subscribe.Serve(subscribeBroker{s.b}, stream)
+	return subscribe.Serve(s.b.subscriber, stream)
 }

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const defaultProduceTimeout = request.DefaultProduceTimeout
 // quire.v1 to and from the request core's Produce.
 type producerService struct {
 	quirev1.UnimplementedProducerServer
-	b *Broker
+	b *node
 }
 
 func produceTimeout(ms int32) time.Duration {

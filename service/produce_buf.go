@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"sync"
@@ -56,4 +56,16 @@ func (m *pooledProduce) unmarshal(data mem.BufferSlice) error {
 	err := protobuf.Unmarshal(*buf, &m.req)
 	produceBufs.Put(buf)
 	return err
+}
+
+// ProduceRequestOf is the produce request m holds: a ProduceStream
+// message as the server codec received it, or a ProduceRequest.
+func ProduceRequestOf(m any) (*quirev1.ProduceRequest, bool) {
+	switch m := m.(type) {
+	case *pooledProduce:
+		return &m.req, true
+	case *quirev1.ProduceRequest:
+		return m, true
+	}
+	return nil, false
 }

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -13,28 +13,28 @@ import (
 )
 
 // ErrRequestTooLarge: a request is over the broker's receive limit
-// (maxRequestBytes). Clients see MESSAGE_TOO_LARGE.
+// (MaxRequestBytes). Clients see MESSAGE_TOO_LARGE.
 var ErrRequestTooLarge = fmt.Errorf("%w: request over the broker's receive limit", storage.ErrRecordTooLarge)
 
-// maxRequestBytes is the largest request a broker takes: room for a
+// MaxRequestBytes is the largest request a broker takes: room for a
 // request carrying the largest batch (message.max.bytes) twice over plus
 // 1 MiB of framing, and never under 8 MiB (so 8 MiB with Kafka's default
 // message.max.bytes). Raising message.max.bytes raises it.
-func maxRequestBytes(c *Config) int {
-	n := int(c.MessageMaxBytes) * 2
+func MaxRequestBytes(messageMaxBytes int32) int {
+	n := int(messageMaxBytes) * 2
 	return max(n+1<<20, 8<<20)
 }
 
-// maxReceiveBytes is the gRPC server's own receive limit: twice
-// maxRequestBytes, so that a request somewhat over the limit is read and
+// MaxReceiveBytes is the gRPC server's own receive limit: twice
+// MaxRequestBytes, so that a request somewhat over the limit is read and
 // answered with a quire.v1.Error naming the key to raise, while gRPC drops
 // anything larger unread (RESOURCE_EXHAUSTED, with no details).
-func maxReceiveBytes(c *Config) int { return 2 * maxRequestBytes(c) }
+func MaxReceiveBytes(messageMaxBytes int32) int { return 2 * MaxRequestBytes(messageMaxBytes) }
 
-// withRequestLimit returns sd with every handler refusing a request over
+// WithRequestLimit returns sd with every handler refusing a request over
 // limit with ErrRequestTooLarge, a status whose quire.v1.Error says which
 // key to raise.
-func withRequestLimit(sd *grpc.ServiceDesc, limit int) *grpc.ServiceDesc {
+func WithRequestLimit(sd *grpc.ServiceDesc, limit int) *grpc.ServiceDesc {
 	out := *sd
 	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
 	for i := range out.Methods {

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // (request/security.go); this is quire.v1 to and from the core's types.
 type securityService struct {
 	quirev1.UnimplementedSecurityServer
-	b *Broker
+	b *node
 }
 
 func (s *securityService) UpsertUser(ctx context.Context, req *quirev1.UpsertUserRequest) (*quirev1.UpsertUserResponse, error) {

@@ -1,4 +1,4 @@
-package broker
+package service
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // The checks every RPC taking the same field makes of it, so that a field
 // the proto calls invalid is refused the same way wherever it is sent:
 // topic names (validateTopicName, admin.go), sizes, counts and waits
-// (notNegative) and a subscription's topics (checkSubscription); the
+// (notNegative) and a subscription's topics (CheckSubscription); the
 // request core checks the shape of a produce request.
 
 // field is a request field's proto name and value, for notNegative.
@@ -67,10 +67,10 @@ func checkFetchRecords(req *quirev1.FetchRecordsRequest) error {
 		field{"max_bytes", int64(req.MaxBytes)})
 }
 
-// checkSubscription refuses a group subscription naming a topic no topic
+// CheckSubscription refuses a group subscription naming a topic no topic
 // can be called (INVALID_TOPIC_EXCEPTION), as any call naming a topic
 // does: ConsumerGroupHeartbeat and Subscribe.
-func checkSubscription(sub *quirev1.GroupSubscription) error {
+func CheckSubscription(sub *quirev1.GroupSubscription) error {
 	for _, t := range sub.GetTopics() {
 		if err := validateTopicName(t); err != nil {
 			return fmt.Errorf("subscription: %w", err)
