@@ -18,6 +18,7 @@ import (
 	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -482,4 +483,19 @@ func checkAssignors(v string) error {
 	cfg := group.DefaultConfig()
 	cfg.Assignors = splitAssignors(v)
 	return cfg.Validate()
+}
+
+// fetchConfig is the follower fetch tuning from the replica.fetch.* keys.
+func (c *Config) fetchConfig() replica.FetchConfig {
+	return replica.FetchConfig{
+		MaxWait:      ms(int64(c.ReplicaFetchWaitMaxMs)),
+		MinBytes:     c.ReplicaFetchMinBytes,
+		PartitionMax: c.ReplicaFetchMaxBytes,
+		ResponseMax:  c.ReplicaFetchResponseMaxBytes,
+		Backoff:      ms(int64(c.ReplicaFetchBackoffMs)),
+		// Past the long poll, a fetch gets two seconds: a connection
+		// that silently stopped carrying packets is found by the
+		// keepalive pings (peers.go) within about that, and replaced.
+		CallTimeoutSlop: min(ms(c.BrokerSessionTimeoutMs), 2*time.Second),
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -23,38 +22,6 @@ import (
 // registered and advertised like any listener, so a Kafka client's
 // Metadata gives every broker's address on the listener it connected to;
 // requests are answered by the request core, as the gRPC services' are.
-
-// kafkaListenerNames parses kafka.listener.names against the listeners:
-// each must be one of them and none the inter-broker one (other nodes
-// speak gRPC to it). Their security is kafka_security.go's.
-func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string]bool, []error) {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: kafka.listener.names: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
-	}
-	out := map[string]bool{}
-	if strings.TrimSpace(c.KafkaListenerNames) == "" {
-		return out, nil
-	}
-	names := map[string]bool{}
-	for _, l := range ls {
-		names[l.name] = true
-	}
-	for _, n := range strings.Split(c.KafkaListenerNames, ",") {
-		n = strings.ToUpper(strings.TrimSpace(n))
-		switch {
-		case n == "":
-			bad("empty entry in %q", c.KafkaListenerNames)
-		case len(ls) > 0 && !names[n]:
-			bad("%s is not one of the listeners (%s)", n, listenerNames(ls))
-		case n == inter:
-			bad("%s is the inter-broker listener, which other nodes reach over gRPC; name another listener for Kafka clients", n)
-		default:
-			out[n] = true
-		}
-	}
-	return out, errs
-}
 
 // serveKafka serves the Kafka listeners until stopKafka, each with its
 // security protocol (kafka_security.go).

@@ -8,26 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
 )
-
-// fetchConfig is the follower fetch tuning from the replica.fetch.* keys.
-func (c *Config) fetchConfig() replica.FetchConfig {
-	return replica.FetchConfig{
-		MaxWait:      ms(int64(c.ReplicaFetchWaitMaxMs)),
-		MinBytes:     c.ReplicaFetchMinBytes,
-		PartitionMax: c.ReplicaFetchMaxBytes,
-		ResponseMax:  c.ReplicaFetchResponseMaxBytes,
-		Backoff:      ms(int64(c.ReplicaFetchBackoffMs)),
-		// Past the long poll, a fetch gets two seconds: a connection
-		// that silently stopped carrying packets is found by the
-		// keepalive pings (peers.go) within about that, and replaced.
-		CallTimeoutSlop: min(ms(c.BrokerSessionTimeoutMs), 2*time.Second),
-	}
-}
 
 // AlterPartition asks the controller for a led partition's new ISR
 // (replica.Controller).
