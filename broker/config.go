@@ -19,6 +19,7 @@ import (
 	"github.com/quirelog/quire/internal/clock"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -498,4 +499,21 @@ func (c *Config) fetchConfig() replica.FetchConfig {
 		// keepalive pings (peers.go) within about that, and replaced.
 		CallTimeoutSlop: min(ms(c.BrokerSessionTimeoutMs), 2*time.Second),
 	}
+}
+
+// brokerConfigs is every node key, read-only (read from the node's file
+// when it starts: static, in Kafka's terms), with its synonyms.
+func (c *Config) brokerConfigs() []request.ConfigEntry {
+	out := make([]request.ConfigEntry, 0, len(configKeys))
+	for _, key := range configKeys {
+		v := key.get(c)
+		e := request.ConfigEntry{Name: key.name, Value: v, Source: request.SourceDefault, ReadOnly: true, Documentation: key.doc}
+		if v != key.def {
+			e.Source = request.SourceBroker
+			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: key.name, Value: v, Source: request.SourceBroker})
+		}
+		e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: key.name, Value: key.def, Source: request.SourceDefault})
+		out = append(out, e)
+	}
+	return out
 }

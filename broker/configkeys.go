@@ -381,3 +381,10 @@ var sectionTitles = map[string]string{
 	"monitoring": "Monitoring",
 	"security":   "Security",
 }
+
+// keyDefault is a node key's default value; false for a name that is not
+// a node key.
+func keyDefault(name string) (string, bool) {
+	k, ok := configKeyIndex[name]
+	return k.def, ok
+}

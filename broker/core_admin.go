@@ -23,34 +23,12 @@ func (b *Broker) adminConfig() request.AdminConfig {
 		ReplicationFactor: int16(b.cfg.DefaultReplicationFactor),
 		DeleteTopicEnable: b.cfg.DeleteTopicEnable,
 		ValidateConfigs:   validateTopicConfigs,
-		ValidateConfigKey: func(k string) error {
-			if _, ok := topicKeyIndex[k]; !ok {
-				return fmt.Errorf("%w: unknown topic config %q%s", ErrInvalidConfig, k, unknownTopicKeyHint(k))
-			}
-			return nil
-		},
+		ValidateConfigKey: validateTopicKey,
 		TopicConfigs: func(overrides map[string]string) []request.ConfigEntry {
 			return b.cluster.defaults.describe(overrides)
 		},
-		BrokerConfigs: b.brokerConfigs,
+		BrokerConfigs: b.cfg.brokerConfigs,
 	}
-}
-
-// brokerConfigs is every node key, read-only (read from the node's file
-// when it starts: static, in Kafka's terms), with its synonyms.
-func (b *Broker) brokerConfigs() []request.ConfigEntry {
-	out := make([]request.ConfigEntry, 0, len(configKeys))
-	for _, key := range configKeys {
-		v := key.get(&b.cfg)
-		e := request.ConfigEntry{Name: key.name, Value: v, Source: request.SourceDefault, ReadOnly: true, Documentation: key.doc}
-		if v != key.def {
-			e.Source = request.SourceBroker
-			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: key.name, Value: v, Source: request.SourceBroker})
-		}
-		e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: key.name, Value: key.def, Source: request.SourceDefault})
-		out = append(out, e)
-	}
-	return out
 }
 
 // coreController is request.Controller over the controller forwarder.

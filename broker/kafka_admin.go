@@ -108,8 +108,8 @@ func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka
 		return nil, err
 	}
 	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
-		if key, ok := configKeyIndex[e.Name]; ok {
-			return configType(key.def)
+		if def, ok := keyDefault(e.Name); ok {
+			return configType(def)
 		}
 		return configType(e.Value)
 	}), nil

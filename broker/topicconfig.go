@@ -217,3 +217,11 @@ func (tc topicConfig) logConfig(base storage.LogConfig) storage.LogConfig {
 	base.Preallocate = tc.Preallocate
 	return base
 }
+
+// validateTopicKey refuses a key that is not a topic key.
+func validateTopicKey(k string) error {
+	if _, ok := topicKeyIndex[k]; !ok {
+		return fmt.Errorf("%w: unknown topic config %q%s", ErrInvalidConfig, k, unknownTopicKeyHint(k))
+	}
+	return nil
+}
