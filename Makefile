@@ -136,7 +136,7 @@ proto:
 	scripts/genproto.sh
 
 docs:
-	$(GO) test ./broker -run TestBrokerConfigDocs -update-docs
+	$(GO) test ./config -run TestBrokerConfigDocs -update-docs
 
 verify:
 	scripts/verify.sh

@@ -74,7 +74,7 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := cfg.logger()
+	logger := cfg.NodeLogger()
 	tr, err := newTransport(&cfg, logger)
 	if err != nil {
 		return nil, err
@@ -92,8 +92,8 @@ func New(cfg Config) (*Broker, error) {
 	budget := partitionBudget(&cfg, logger)
 	files := storage.NewFileCache(int(cfg.LogOpenFilesMax))
 	logger.Info("segment file cache", "open_files_max", files.Capacity())
-	sm, err := storage.OpenManager(cfg.DataDir, cfg.baseLogConfig(),
-		storage.Options{Logger: logger, FS: cfg.FS, Now: cfg.nodeClock().Now, Files: files,
+	sm, err := storage.OpenManager(cfg.DataDir, cfg.BaseLogConfig(),
+		storage.Options{Logger: logger, FS: cfg.FS, Now: cfg.NodeClock().Now, Files: files,
 			RecoveryThreads: int(cfg.RecoveryThreadsPerDataDir)})
 	if err != nil {
 		_ = releaseDirs(locks)
@@ -102,7 +102,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg:      cfg,
 		logger:   logger,
-		clock:    cfg.nodeClock(),
+		clock:    cfg.NodeClock(),
 		storage:  sm,
 		sticky:   partitioner.NewSticky(0),
 		stop:     make(chan struct{}),
@@ -131,7 +131,7 @@ func (b *Broker) Start() error {
 }
 
 func (b *Broker) start() error {
-	plan, err := b.cfg.listenerPlan()
+	plan, err := b.cfg.ListenerPlan()
 	if err != nil {
 		return err
 	}
@@ -140,10 +140,10 @@ func (b *Broker) start() error {
 	if err != nil {
 		return err
 	}
-	b.listeners, b.interListener = lns, plan.inter
+	b.listeners, b.interListener = lns, plan.Inter
 	var advertised string
 	for _, l := range lns {
-		if l.name == plan.inter {
+		if l.name == plan.Inter {
 			b.lis, advertised = l.lis, l.advertised
 		}
 	}
@@ -185,7 +185,7 @@ func (b *Broker) start() error {
 		Controller:            b.cluster,
 		Brokers:               b.cluster,
 		Peers:                 b.cluster,
-		Fetch:                 b.cfg.fetchConfig(),
+		Fetch:                 b.cfg.FetchConfig(),
 		MaxFetchResponseBytes: request.MaxFetchResponseBytes,
 		ReadBuffers:           bufpool.Shared, // sent from and given back by replicagrpc's codec
 		Logger:                b.logger.Named("replicas"),
@@ -208,14 +208,14 @@ func (b *Broker) start() error {
 	}
 
 	var serving sync.WaitGroup
-	if len(plan.kafka) > 0 {
+	if len(plan.Kafka) > 0 {
 		b.kafka = b.newKafkaServer() // kafka.go
 	}
 	for _, l := range lns {
 		serving.Add(1)
 		go func() {
 			defer serving.Done()
-			if plan.kafka[l.name] {
+			if plan.Kafka[l.name] {
 				if err := b.serveKafka(l); err != nil {
 					b.logger.Error("kafka listener stopped", "listener", l.name, "error", err)
 				}
@@ -243,11 +243,11 @@ func (b *Broker) start() error {
 	}()
 	for _, l := range lns {
 		protocol := "grpc"
-		if plan.kafka[l.name] {
+		if plan.Kafka[l.name] {
 			protocol = "kafka"
 		}
 		b.logger.Info("listening", "listener", l.name, "addr", l.lis.Addr().String(), "advertised", l.advertised,
-			"protocol", protocol, "inter_broker", l.name == plan.inter)
+			"protocol", protocol, "inter_broker", l.name == plan.Inter)
 	}
 	b.warnIfOpen()
 	b.logger.Info("broker started", "node_id", b.cfg.NodeID, "listen", b.lis.Addr().String(),

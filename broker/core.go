@@ -206,7 +206,7 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 // topicMaxMessageBytes is the largest batch topic t accepts: its
 // max.message.bytes, else the broker's message.max.bytes.
 func (b *Broker) topicMaxMessageBytes(t metadata.TopicInfo) int {
-	if tc, err := b.cfg.topicDefaults().resolve(t.Configs); err == nil {
+	if tc, err := b.cfg.TopicDefaults().Resolve(t.Configs); err == nil {
 		return int(tc.MaxMessageBytes)
 	}
 	return int(b.cfg.MessageMaxBytes)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
@@ -22,12 +23,12 @@ func (b *Broker) adminConfig() request.AdminConfig {
 		NumPartitions:     b.cfg.NumPartitions,
 		ReplicationFactor: int16(b.cfg.DefaultReplicationFactor),
 		DeleteTopicEnable: b.cfg.DeleteTopicEnable,
-		ValidateConfigs:   validateTopicConfigs,
-		ValidateConfigKey: validateTopicKey,
+		ValidateConfigs:   config.ValidateTopicConfigs,
+		ValidateConfigKey: config.ValidateTopicKey,
 		TopicConfigs: func(overrides map[string]string) []request.ConfigEntry {
-			return b.cluster.defaults.describe(overrides)
+			return b.cluster.defaults.Describe(overrides)
 		},
-		BrokerConfigs: b.cfg.brokerConfigs,
+		BrokerConfigs: b.cfg.BrokerConfigs,
 	}
 }
 

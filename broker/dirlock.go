@@ -13,7 +13,7 @@ import (
 // a second process on the same directories fails at once, naming the pid
 // of the one running, instead of recovering the running broker's logs.
 func lockDirs(cfg *Config) ([]*dirlock.Lock, error) {
-	dirs := []struct{ kind, dir string }{{"data", cfg.DataDir}, {"metadata", cfg.metadataDir()}}
+	dirs := []struct{ kind, dir string }{{"data", cfg.DataDir}, {"metadata", cfg.MetadataDir()}}
 	var locks []*dirlock.Lock
 	for _, d := range dirs {
 		if len(locks) > 0 && filepath.Clean(d.dir) == filepath.Clean(dirs[0].dir) {

@@ -11,6 +11,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
@@ -30,7 +31,7 @@ func (b *Broker) serveKafka(l boundListener) error {
 	if err != nil {
 		return err
 	}
-	if protocol == protoPlaintext && b.guard.authorize {
+	if protocol == config.ProtocolPlaintext && b.guard.authorize {
 		b.logger.Warn("Kafka listener without TLS or SASL: its clients are User:ANONYMOUS, allowed what the ACLs allow that principal",
 			"listener", l.name, "addr", l.lis.Addr().String())
 	}

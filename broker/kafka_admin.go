@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
@@ -108,7 +109,7 @@ func (k kafkaBackend) BrokerConfigs(ctx context.Context, broker string) ([]kafka
 		return nil, err
 	}
 	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
-		if def, ok := keyDefault(e.Name); ok {
+		if def, ok := config.KeyDefault(e.Name); ok {
 			return configType(def)
 		}
 		return configType(e.Value)

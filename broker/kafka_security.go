@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/tlsconf"
@@ -37,14 +38,14 @@ import (
 // none). An SSL or SASL_SSL listener without the node's TLS is an error,
 // never served in the clear (the configuration's checks refuse it first).
 func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, string, error) {
-	p := b.cfg.kafkaProtocol(l.name)
+	p := b.cfg.KafkaProtocol(l.name)
 	lis := l.lis
-	if (p == protoSSL || p == protoSASLSSL) && b.transport.tls == nil {
+	if (p == config.ProtocolSSL || p == config.ProtocolSASLSSL) && b.transport.tls == nil {
 		return nil, nil, p, fmt.Errorf("%w: Kafka listener %s is %s but the node has no TLS certificate (tls.cert.file)", ErrInvalidConfig, l.name, p)
 	}
-	if p == protoSSL || p == protoSASLSSL {
+	if p == config.ProtocolSSL || p == config.ProtocolSASLSSL {
 		clientAuth := tlsconf.NoClientCert
-		if p == protoSSL {
+		if p == config.ProtocolSSL {
 			clientAuth, _ = tlsconf.ParseClientAuth(b.cfg.Security.TLSClientAuth)
 			if clientAuth == "" {
 				clientAuth = tlsconf.NoClientCert
@@ -52,19 +53,19 @@ func (b *Broker) kafkaListener(l boundListener) (net.Listener, *kafka.SASL, stri
 		}
 		lis = tls.NewListener(lis, kafkaTLSConfig(b.transport.tls.ServerConfig(clientAuth)))
 	}
-	if p != protoSASLPlaintext && p != protoSASLSSL {
+	if p != config.ProtocolSASLPlaintext && p != config.ProtocolSASLSSL {
 		return lis, nil, p, nil
 	}
-	mechs, _ := parseSASLMechanisms(b.cfg.Security.SASLEnabledMechanisms)
+	mechs, _ := config.ParseSASLMechanisms(b.cfg.Security.SASLEnabledMechanisms)
 	sasl := &kafka.SASL{Refused: map[string]string{}, Start: b.startSASL}
 	for _, m := range mechs {
-		if m == saslPlain && p != protoSASLSSL {
+		if m == config.SASLPlain && p != config.ProtocolSASLSSL {
 			sasl.Refused[m] = "PLAIN sends the password in the clear: it is served only over TLS, on SASL_SSL listeners (listener " + l.name + " is SASL_PLAINTEXT)"
 			continue
 		}
 		sasl.Mechanisms = append(sasl.Mechanisms, m)
 	}
-	for _, m := range saslMechanisms {
+	for _, m := range config.SASLMechanisms {
 		if !slices.Contains(mechs, m) {
 			sasl.Refused[m] = "not in sasl.enabled.mechanisms"
 		}
@@ -126,7 +127,7 @@ func (b *Broker) kafkaConnContext(ctx context.Context, c net.Conn) context.Conte
 
 // startSASL begins an exchange of mechanism for a Kafka connection.
 func (b *Broker) startSASL(ctx context.Context, mechanism string) (kafka.SASLExchange, error) {
-	if mechanism == saslPlain {
+	if mechanism == config.SASLPlain {
 		return &plainExchange{b: b, ctx: ctx}, nil
 	}
 	lookup := func(user string) (auth.Credential, bool) { return b.cluster.node.Image().UserCredential(user) }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/peer"
 
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/metadata"
 )
 
@@ -30,27 +31,27 @@ type boundListener struct {
 // bindListeners binds every listener of the plan; pre, when set, is the
 // inter-broker listener already bound (Config.Listener). On error nothing
 // stays bound.
-func bindListeners(plan listenerPlan, pre net.Listener) ([]boundListener, error) {
+func bindListeners(plan config.ListenerPlan, pre net.Listener) ([]boundListener, error) {
 	var out []boundListener
-	for _, l := range plan.listeners {
+	for _, l := range plan.Listeners {
 		lis := pre
-		if l.name != plan.inter || pre == nil {
+		if l.Name != plan.Inter || pre == nil {
 			var err error
-			if lis, err = net.Listen("tcp", l.addr); err != nil {
+			if lis, err = net.Listen("tcp", l.Addr); err != nil {
 				for _, b := range out {
 					_ = b.lis.Close()
 				}
 				if pre != nil {
 					_ = pre.Close()
 				}
-				return nil, fmt.Errorf("broker: listen on %s (%s): %w", l.addr, l.name, err)
+				return nil, fmt.Errorf("broker: listen on %s (%s): %w", l.Addr, l.Name, err)
 			}
 		}
-		adv := plan.advertised[l.name]
+		adv := plan.Advertised[l.Name]
 		if adv == "" {
 			adv = advertisedFor(lis.Addr().(*net.TCPAddr))
 		}
-		out = append(out, boundListener{name: l.name, lis: taggedListener{Listener: lis, name: l.name}, advertised: adv})
+		out = append(out, boundListener{name: l.Name, lis: taggedListener{Listener: lis, name: l.Name}, advertised: adv})
 	}
 	return out, nil
 }
@@ -68,7 +69,7 @@ func endpoints(ls []boundListener) []metadata.Endpoint {
 // advertised.listeners syntax: a bare host:port for a lone PLAINTEXT
 // listener, as before listeners had names.
 func advertisedString(ls []boundListener) string {
-	if len(ls) == 1 && ls[0].name == defaultListenerName {
+	if len(ls) == 1 && ls[0].name == config.DefaultListenerName {
 		return ls[0].advertised
 	}
 	parts := make([]string, len(ls))

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/controlplane"
 	"github.com/quirelog/quire/coordinator"
 	"github.com/quirelog/quire/metadata"
@@ -35,7 +36,7 @@ type cluster struct {
 	cfg         *Config
 	logger      hclog.Logger
 	rm          *replica.Manager // reconciled by the watcher; given by start
-	defaults    topicDefaults
+	defaults    config.TopicDefaults
 	incarnation string
 	// maxPartitions is this node's partition budget, reported in its
 	// heartbeats (max.partitions.per.broker, or derived: capacity.go).
@@ -68,7 +69,7 @@ func newCluster(cfg *Config, logger hclog.Logger) *cluster {
 	return &cluster{
 		cfg:         cfg,
 		logger:      logger,
-		defaults:    cfg.topicDefaults(),
+		defaults:    cfg.TopicDefaults(),
 		incarnation: hex.EncodeToString(b[:]),
 		stop:        make(chan struct{}),
 		stopped:     make(chan struct{}),
@@ -94,17 +95,17 @@ func (c *cluster) registerControllerService(gs *grpc.Server) {
 // open starts the raft node. It must run before gs serves (the controller
 // service needs the node) but raft only talks to peers once gs serves.
 func (c *cluster) open(advertised string) error {
-	voters, err := parseVoters(c.cfg.ControllerQuorumVoters)
+	voters, err := config.ParseVoters(c.cfg.ControllerQuorumVoters)
 	if err != nil {
 		return err
 	}
 	if len(voters) == 0 {
-		voters = []voter{{ID: c.cfg.NodeID, Addr: advertised}}
+		voters = []config.Voter{{ID: c.cfg.NodeID, Addr: advertised}}
 	}
 	mc := metadata.DefaultConfig()
 	mc.NodeID = c.cfg.NodeID
 	mc.ClusterID = c.cfg.ClusterID
-	mc.Dir = c.cfg.metadataDir()
+	mc.Dir = c.cfg.MetadataDir()
 	mc.Voter = c.cfg.IsController()
 	mc.Voters = mc.Voters[:0]
 	for _, v := range voters {
@@ -126,10 +127,10 @@ func (c *cluster) open(advertised string) error {
 	mc.MetadataVersions = c.cfg.MetadataVersions
 	mc.Clock = c.cfg.GroupClock
 	if mc.Clock == nil {
-		mc.Clock = c.cfg.nodeClock()
+		mc.Clock = c.cfg.NodeClock()
 	}
 	cc := coordinator.Config{
-		Groups:           c.cfg.groupConfig(),
+		Groups:           c.cfg.GroupConfig(),
 		Clock:            mc.Clock,
 		Logs:             c,
 		LagRefresh:       ms(c.cfg.GroupLagRefreshMs),
@@ -222,7 +223,7 @@ func (c *cluster) controllerID() int32 {
 func (c *cluster) clusterID() string { return c.cfg.ClusterID }
 
 func (c *cluster) isVoter(id int32) bool {
-	voters, _ := parseVoters(c.cfg.ControllerQuorumVoters)
+	voters, _ := config.ParseVoters(c.cfg.ControllerQuorumVoters)
 	if len(voters) == 0 {
 		return id == c.cfg.NodeID && c.cfg.IsController()
 	}

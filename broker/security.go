@@ -24,7 +24,7 @@ type transport struct {
 
 // newTransport reads the TLS files once (a bad file stops New).
 func newTransport(cfg *Config, logger hclog.Logger) (*transport, error) {
-	f := cfg.tlsFiles()
+	f := cfg.TLSFiles()
 	if !f.Enabled() {
 		return &transport{}, nil
 	}

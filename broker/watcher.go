@@ -53,14 +53,14 @@ func (c *cluster) replicaView(img *metadata.Image, registered bool) replica.View
 	topics := img.Topics()
 	v := replica.View{Topics: make([]replica.TopicView, 0, len(topics)), Registered: registered}
 	for _, t := range topics {
-		tc, err := c.defaults.resolve(t.Configs)
+		tc, err := c.defaults.Resolve(t.Configs)
 		if err != nil {
 			// Configs are validated before they reach the controller; an
 			// invalid one here came from a newer node or a bug.
 			c.logger.Error("invalid topic config in metadata", "topic", t.Name, "error", err)
-			tc, _ = c.defaults.resolve(nil)
+			tc, _ = c.defaults.Resolve(nil)
 		}
-		tv := replica.TopicView{Name: t.Name, ID: t.ID, Config: tc.replicaConfig(c.cfg.baseLogConfig()),
+		tv := replica.TopicView{Name: t.Name, ID: t.ID, Config: tc.ReplicaConfig(c.cfg.BaseLogConfig()),
 			Partitions: make([]replica.Assignment, len(t.Partitions))}
 		for i, p := range t.Partitions {
 			tv.Partitions[i] = replica.Assignment{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,

@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"context"
@@ -303,14 +303,14 @@ func hasRole(roles []string, r string) bool {
 	return false
 }
 
-// voter is one entry of controller.quorum.voters.
-type voter struct {
+// Voter is one entry of controller.quorum.voters.
+type Voter struct {
 	ID   int32
 	Addr string
 }
 
-func parseVoters(s string) ([]voter, error) {
-	var out []voter
+func ParseVoters(s string) ([]Voter, error) {
+	var out []Voter
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
@@ -327,7 +327,7 @@ func parseVoters(s string) ([]voter, error) {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, fmt.Errorf("voter %q: %v", part, err)
 		}
-		out = append(out, voter{ID: int32(n), Addr: addr})
+		out = append(out, Voter{ID: int32(n), Addr: addr})
 	}
 	return out, nil
 }
@@ -350,7 +350,7 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		bad("log.dirs", "must be set")
 	}
-	if _, err := c.listenerPlan(); err != nil {
+	if _, err := c.ListenerPlan(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.ProcessRoles) == 0 {
@@ -364,7 +364,7 @@ func (c *Config) Validate() error {
 	if !hasRole(c.ProcessRoles, "broker") {
 		bad("process.roles", "a node without the broker role is not supported yet")
 	}
-	voters, err := parseVoters(c.ControllerQuorumVoters)
+	voters, err := ParseVoters(c.ControllerQuorumVoters)
 	if err != nil {
 		bad("controller.quorum.voters", "%v", err)
 	}
@@ -399,14 +399,14 @@ func (c *Config) Validate() error {
 		bad("log.level", "unknown level %q", c.LogLevel)
 	}
 	// The broker-level topic defaults must be valid topic configs.
-	if _, err := c.topicDefaults().resolve(nil); err != nil {
+	if _, err := c.TopicDefaults().Resolve(nil); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// metadataDir is where raft and the metadata image live.
-func (c *Config) metadataDir() string {
+// MetadataDir is where raft and the metadata image live.
+func (c *Config) MetadataDir() string {
 	if c.MetadataLogDir != "" {
 		return c.MetadataLogDir
 	}
@@ -430,15 +430,16 @@ func (c *Config) rollMs() int64 {
 	return c.LogRollHours * int64(time.Hour/time.Millisecond)
 }
 
-// nodeClock is Clock, or the system clock.
-func (c *Config) nodeClock() clock.Clock {
+// NodeClock is Clock, or the system clock.
+func (c *Config) NodeClock() clock.Clock {
 	if c.Clock != nil {
 		return c.Clock
 	}
 	return clock.System{}
 }
 
-func (c *Config) logger() hclog.Logger {
+// NodeLogger is Logger, or a logger at log.level.
+func (c *Config) NodeLogger() hclog.Logger {
 	if c.Logger != nil {
 		return c.Logger
 	}
@@ -447,17 +448,17 @@ func (c *Config) logger() hclog.Logger {
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
-// baseLogConfig is the storage configuration every log starts from before
+// BaseLogConfig is the storage configuration every log starts from before
 // topic overrides.
-func (c *Config) baseLogConfig() storage.LogConfig {
+func (c *Config) BaseLogConfig() storage.LogConfig {
 	lc := storage.DefaultLogConfig()
 	lc.IndexIntervalBytes = c.LogIndexIntervalBytes
 	lc.SegmentIndexBytes = c.LogIndexSizeMaxBytes
 	return lc
 }
 
-// groupConfig is the consumer group coordinator's settings.
-func (c *Config) groupConfig() group.Config {
+// GroupConfig is the consumer group coordinator's settings.
+func (c *Config) GroupConfig() group.Config {
 	return group.Config{
 		SessionTimeout:    ms(c.GroupConsumerSessionTimeoutMs),
 		HeartbeatInterval: ms(c.GroupConsumerHeartbeatIntervalMs),
@@ -486,8 +487,8 @@ func checkAssignors(v string) error {
 	return cfg.Validate()
 }
 
-// fetchConfig is the follower fetch tuning from the replica.fetch.* keys.
-func (c *Config) fetchConfig() replica.FetchConfig {
+// FetchConfig is the follower fetch tuning from the replica.fetch.* keys.
+func (c *Config) FetchConfig() replica.FetchConfig {
 	return replica.FetchConfig{
 		MaxWait:      ms(int64(c.ReplicaFetchWaitMaxMs)),
 		MinBytes:     c.ReplicaFetchMinBytes,
@@ -501,9 +502,9 @@ func (c *Config) fetchConfig() replica.FetchConfig {
 	}
 }
 
-// brokerConfigs is every node key, read-only (read from the node's file
+// BrokerConfigs is every node key, read-only (read from the node's file
 // when it starts: static, in Kafka's terms), with its synonyms.
-func (c *Config) brokerConfigs() []request.ConfigEntry {
+func (c *Config) BrokerConfigs() []request.ConfigEntry {
 	out := make([]request.ConfigEntry, 0, len(configKeys))
 	for _, key := range configKeys {
 		v := key.get(c)
@@ -517,3 +518,7 @@ func (c *Config) brokerConfigs() []request.ConfigEntry {
 	}
 	return out
 }
+
+// ErrInvalidConfig: a key's value is refused, or keys that disagree
+// (request.ErrInvalidConfig: INVALID_CONFIG).
+var ErrInvalidConfig = request.ErrInvalidConfig

@@ -1,4 +1,4 @@
-package broker_test
+package config_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/config"
 	"github.com/quirelog/quire/group"
 )
 
@@ -16,7 +16,7 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md"
 
 func TestBrokerConfigDefaults(t *testing.T) {
 	t.Parallel()
-	c := broker.DefaultConfig()
+	c := config.DefaultConfig()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
@@ -37,7 +37,7 @@ func TestBrokerConfigDefaults(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
-	d := broker.DevConfig("/tmp/x")
+	d := config.DevConfig("/tmp/x")
 	if d.ListenAddr != "127.0.0.1:9092" || !d.AutoCreateTopicsEnable || d.DataDir != "/tmp/x" || d.MetricsListen != "127.0.0.1:9404" {
 		t.Fatalf("dev config: %+v", d)
 	}
@@ -45,7 +45,7 @@ func TestBrokerConfigDefaults(t *testing.T) {
 
 func TestBrokerConfigSources(t *testing.T) {
 	t.Parallel()
-	c := broker.DefaultConfig()
+	c := config.DefaultConfig()
 	file := filepath.Join(t.TempDir(), "quire.yaml")
 	if err := os.WriteFile(file, []byte("num.partitions: 3\nlog.dirs: /data/q\nauto.create.topics.enable: false\nlisteners: PLAINTEXT://127.0.0.1:9999\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestBrokerConfigSources(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := broker.EnvName("log.retention.check.interval.ms"); got != "QUIRE_LOG_RETENTION_CHECK_INTERVAL_MS" {
+	if got := config.EnvName("log.retention.check.interval.ms"); got != "QUIRE_LOG_RETENTION_CHECK_INTERVAL_MS" {
 		t.Fatalf("env name %s", got)
 	}
 }
@@ -84,36 +84,36 @@ func TestBrokerConfigRejectsBadInput(t *testing.T) {
 		{"log.cleanup.policy", "compact"},
 		{"default.replication.factor", "0"},
 	} {
-		c := broker.DefaultConfig()
+		c := config.DefaultConfig()
 		err := c.Set(kv[0], kv[1])
-		if !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), kv[0]) {
+		if !errors.Is(err, config.ErrInvalidConfig) || !strings.Contains(err.Error(), kv[0]) {
 			t.Errorf("%s=%s: %v", kv[0], kv[1], err)
 		}
 	}
 	file := filepath.Join(t.TempDir(), "bad.yaml")
 	_ = os.WriteFile(file, []byte("nope: 1\n"), 0o644)
-	c := broker.DefaultConfig()
-	if err := c.LoadFile(file); !errors.Is(err, broker.ErrInvalidConfig) {
+	c := config.DefaultConfig()
+	if err := c.LoadFile(file); !errors.Is(err, config.ErrInvalidConfig) {
 		t.Errorf("unknown key in file: %v", err)
 	}
-	c = broker.DefaultConfig()
+	c = config.DefaultConfig()
 	c.ProcessRoles = []string{"broker"}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "controller.quorum.voters") {
 		t.Errorf("broker-only without voters: %v", err)
 	}
-	c = broker.DefaultConfig()
+	c = config.DefaultConfig()
 	c.BrokerSessionTimeoutMs = 10
 	if err := c.Validate(); err == nil {
 		t.Errorf("session timeout below heartbeat accepted")
 	}
-	c = broker.DefaultConfig()
+	c = config.DefaultConfig()
 	c.GroupMinSessionTimeoutMs, c.GroupMaxSessionTimeoutMs = 60000, 30000
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "group.min.session.timeout.ms") {
 		t.Errorf("group.min.session.timeout.ms above the max: %v", err)
 	}
 	// The classic members' bounds are the group state machine's defaults.
 	gd := group.DefaultConfig()
-	if d := broker.DefaultConfig(); d.GroupMinSessionTimeoutMs != gd.MinSessionTimeout.Milliseconds() || d.GroupMaxSessionTimeoutMs != gd.MaxSessionTimeout.Milliseconds() {
+	if d := config.DefaultConfig(); d.GroupMinSessionTimeoutMs != gd.MinSessionTimeout.Milliseconds() || d.GroupMaxSessionTimeoutMs != gd.MaxSessionTimeout.Milliseconds() {
 		t.Errorf("session timeout bounds %d-%d ms, the group's defaults %v-%v", d.GroupMinSessionTimeoutMs, d.GroupMaxSessionTimeoutMs, gd.MinSessionTimeout, gd.MaxSessionTimeout)
 	}
 }
@@ -123,7 +123,7 @@ func TestBrokerConfigRejectsBadInput(t *testing.T) {
 func TestBrokerConfigDocs(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join("..", "docs", "configuration.md")
-	want := broker.ConfigMarkdown()
+	want := config.ConfigMarkdown()
 	if *updateDocs {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -136,7 +136,7 @@ func TestBrokerConfigDocs(t *testing.T) {
 	if string(got) != want {
 		t.Fatalf("docs/configuration.md is out of date; run make docs")
 	}
-	help := broker.ConfigHelp()
+	help := config.ConfigHelp()
 	for _, k := range []string{"num.partitions", "log.dirs", "retention.ms", "max.message.bytes"} {
 		if !strings.Contains(help, k) {
 			t.Errorf("help lacks %s", k)
@@ -154,13 +154,13 @@ func TestBrokerConfigSuggestsKey(t *testing.T) {
 		{"max.message.bytes", "did you mean message.max.bytes?"},
 		{"log.retention.hour", "did you mean log.retention.hours?"},
 	} {
-		c := broker.DefaultConfig()
+		c := config.DefaultConfig()
 		err := c.Set(tc.key, "1")
-		if !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, config.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want it to contain %q", tc.key, err, tc.want)
 		}
 	}
-	c := broker.DefaultConfig()
+	c := config.DefaultConfig()
 	if err := c.Set("completely.unrelated.thing", "1"); err == nil || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("far-off key: %v, want no suggestion", err)
 	}

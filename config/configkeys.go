@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"fmt"
@@ -147,7 +147,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.KafkaMaxConnectionsPerIP }, 0),
 	stringKey("network", "controller.quorum.voters", "", "Metadata quorum as id@host:port,...; empty on a single node means this node alone.",
 		func(c *Config) *string { return &c.ControllerQuorumVoters },
-		func(v string) error { _, err := parseVoters(v); return err }),
+		func(v string) error { _, err := ParseVoters(v); return err }),
 	{name: "log.dirs", def: "/var/lib/quire", section: "storage",
 		doc: "Directory holding partition logs and checkpoints (one directory; the first of a list is used).",
 		set: func(c *Config, v string) error {
@@ -315,7 +315,7 @@ func ConfigMarkdown() string {
 	var b strings.Builder
 	b.WriteString(`# Configuration
 
-<!-- Generated from broker/configkeys.go and broker/topicconfig.go by
+<!-- Generated from config/configkeys.go and config/topicconfig.go by
      "make docs"; a test fails when this file is out of date. -->
 
 A node reads its configuration, later sources winning, from:
@@ -382,9 +382,9 @@ var sectionTitles = map[string]string{
 	"security":   "Security",
 }
 
-// keyDefault is a node key's default value; false for a name that is not
+// KeyDefault is a node key's default value; false for a name that is not
 // a node key.
-func keyDefault(name string) (string, bool) {
+func KeyDefault(name string) (string, bool) {
 	k, ok := configKeyIndex[name]
 	return k.def, ok
 }

@@ -1,4 +1,4 @@
-package broker
+package config
 
 // The Kafka listeners' security in the configuration: each listener's
 // protocol (kafka.listener.security.protocol.map), the SASL mechanisms,
@@ -15,17 +15,17 @@ import (
 
 // Kafka's security protocols.
 const (
-	protoPlaintext     = "PLAINTEXT"
-	protoSSL           = "SSL"
-	protoSASLPlaintext = "SASL_PLAINTEXT"
-	protoSASLSSL       = "SASL_SSL"
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
 )
 
-// saslPlain is SASL/PLAIN: the password itself, so only over TLS.
-const saslPlain = "PLAIN"
+// SASLPlain is SASL/PLAIN: the password itself, so only over TLS.
+const SASLPlain = "PLAIN"
 
-// saslMechanisms are the mechanisms served, in the order offered.
-var saslMechanisms = []string{auth.MechanismSHA256, auth.MechanismSHA512, saslPlain}
+// SASLMechanisms are the mechanisms served, in the order offered.
+var SASLMechanisms = []string{auth.MechanismSHA256, auth.MechanismSHA512, SASLPlain}
 
 var kafkaSecurityKeys = []configKey{
 	stringKey("security", "kafka.listener.security.protocol.map", "",
@@ -35,7 +35,7 @@ var kafkaSecurityKeys = []configKey{
 	stringKey("security", "sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512",
 		"SASL mechanisms the SASL_PLAINTEXT and SASL_SSL Kafka listeners offer: SCRAM-SHA-256 and SCRAM-SHA-512 (the users of quire user create; users stored before SCRAM-SHA-512 was served need their password set again for it) and PLAIN (the password itself: offered only on SASL_SSL listeners, refused on SASL_PLAINTEXT ones).",
 		func(c *Config) *string { return &c.Security.SASLEnabledMechanisms },
-		func(v string) error { _, err := parseSASLMechanisms(v); return err }),
+		func(v string) error { _, err := ParseSASLMechanisms(v); return err }),
 }
 
 // parseProtocolMap parses NAME:PROTOCOL,... (names upper-cased).
@@ -51,7 +51,7 @@ func parseProtocolMap(v string) (map[string]string, error) {
 			return nil, fmt.Errorf("entry %q: want NAME:PROTOCOL", part)
 		}
 		switch proto {
-		case protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL:
+		case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
 		default:
 			return nil, fmt.Errorf("%s: protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", name, proto)
 		}
@@ -63,16 +63,16 @@ func parseProtocolMap(v string) (map[string]string, error) {
 	return out, nil
 }
 
-// parseSASLMechanisms parses sasl.enabled.mechanisms.
-func parseSASLMechanisms(v string) ([]string, error) {
+// ParseSASLMechanisms parses sasl.enabled.mechanisms.
+func ParseSASLMechanisms(v string) ([]string, error) {
 	var out []string
 	for _, m := range strings.Split(v, ",") {
 		m = strings.ToUpper(strings.TrimSpace(m))
 		switch {
 		case m == "":
 			continue
-		case !slices.Contains(saslMechanisms, m):
-			return nil, fmt.Errorf("mechanism %q is not served (want %s)", m, strings.Join(saslMechanisms, ", "))
+		case !slices.Contains(SASLMechanisms, m):
+			return nil, fmt.Errorf("mechanism %q is not served (want %s)", m, strings.Join(SASLMechanisms, ", "))
 		case !slices.Contains(out, m):
 			out = append(out, m)
 		}
@@ -80,21 +80,21 @@ func parseSASLMechanisms(v string) ([]string, error) {
 	return out, nil
 }
 
-// kafkaProtocol is a Kafka listener's security protocol.
-func (c *Config) kafkaProtocol(name string) string {
+// KafkaProtocol is a Kafka listener's security protocol.
+func (c *Config) KafkaProtocol(name string) string {
 	m, _ := parseProtocolMap(c.Security.KafkaSecurityProtocolMap)
 	if p, ok := m[name]; ok {
 		return p
 	}
 	switch name {
-	case protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL:
+	case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
 		// Kafka's default map: a listener named for a protocol has it.
 		return name
 	}
 	if c.Security.TLSCertFile != "" {
-		return protoSSL
+		return ProtocolSSL
 	}
-	return protoPlaintext
+	return ProtocolPlaintext
 }
 
 // kafkaSecurityErrors checks the Kafka listeners' security against the
@@ -114,7 +114,7 @@ func (c *Config) kafkaSecurityErrors(kafkaNames map[string]bool) []error {
 			bad(mapKey, "%s is not a Kafka listener (kafka.listener.names); gRPC listeners are secured by tls.cert.file and the gRPC credentials", name)
 		}
 	}
-	mechs, err := parseSASLMechanisms(c.Security.SASLEnabledMechanisms)
+	mechs, err := ParseSASLMechanisms(c.Security.SASLEnabledMechanisms)
 	if err != nil {
 		bad("sasl.enabled.mechanisms", "%v", err)
 	}
@@ -125,15 +125,15 @@ func (c *Config) kafkaSecurityErrors(kafkaNames map[string]bool) []error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		p := c.kafkaProtocol(name)
+		p := c.KafkaProtocol(name)
 		switch {
-		case (p == protoSSL || p == protoSASLSSL) && s.TLSCertFile == "":
+		case (p == ProtocolSSL || p == ProtocolSASLSSL) && s.TLSCertFile == "":
 			bad(mapKey, "Kafka listener %s is %s, which needs TLS: set tls.cert.file and tls.key.file", name, p)
-		case (p == protoSASLPlaintext || p == protoSASLSSL) && len(mechs) == 0 && err == nil:
+		case (p == ProtocolSASLPlaintext || p == ProtocolSASLSSL) && len(mechs) == 0 && err == nil:
 			bad("sasl.enabled.mechanisms", "Kafka listener %s is %s but no mechanism is enabled", name, p)
-		case p == protoSASLPlaintext && len(mechs) == 1 && mechs[0] == saslPlain:
+		case p == ProtocolSASLPlaintext && len(mechs) == 1 && mechs[0] == SASLPlain:
 			bad("sasl.enabled.mechanisms", "Kafka listener %s is SASL_PLAINTEXT, where PLAIN (the password in the clear) is refused, and PLAIN is the only mechanism enabled: enable SCRAM-SHA-256 or SCRAM-SHA-512, or make it SASL_SSL", name)
-		case p == protoPlaintext && s.TLSCertFile != "" && !s.AuthorizerEnable:
+		case p == ProtocolPlaintext && s.TLSCertFile != "" && !s.AuthorizerEnable:
 			// TLS on the gRPC listeners and no ACLs: this listener
 			// would be the one door where anyone who can connect may
 			// read, write and delete every topic, in the clear.
@@ -146,7 +146,7 @@ func (c *Config) kafkaSecurityErrors(kafkaNames map[string]bool) []error {
 // kafkaListenerNames parses kafka.listener.names against the listeners:
 // each must be one of them and none the inter-broker one (other nodes
 // speak gRPC to it). Their security is kafka_security.go's.
-func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string]bool, []error) {
+func (c *Config) kafkaListenerNames(ls []ListenerSpec, inter string) (map[string]bool, []error) {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: kafka.listener.names: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
@@ -157,7 +157,7 @@ func (c *Config) kafkaListenerNames(ls []listenerSpec, inter string) (map[string
 	}
 	names := map[string]bool{}
 	for _, l := range ls {
-		names[l.name] = true
+		names[l.Name] = true
 	}
 	for _, n := range strings.Split(c.KafkaListenerNames, ",") {
 		n = strings.ToUpper(strings.TrimSpace(n))

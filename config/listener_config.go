@@ -1,4 +1,4 @@
-package broker
+package config
 
 // The listeners in the configuration: listeners, advertised.listeners
 // and inter.broker.listener.name parsed into a plan, which listeners.go
@@ -12,30 +12,30 @@ import (
 	"strings"
 )
 
-// defaultListenerName names a listener given without a NAME:// prefix, as
+// DefaultListenerName names a listener given without a NAME:// prefix, as
 // Kafka's PLAINTEXT.
-const defaultListenerName = "PLAINTEXT"
+const DefaultListenerName = "PLAINTEXT"
 
-// listenerSpec is one entry of listeners or advertised.listeners.
-type listenerSpec struct {
-	name string // upper-cased
-	addr string // host:port
+// ListenerSpec is one entry of listeners or advertised.listeners.
+type ListenerSpec struct {
+	Name string // upper-cased
+	Addr string // host:port
 }
 
 // parseListenerList parses "[NAME://]host:port,..." (an empty string is no
 // entries). Names are case-insensitive (kept upper-cased) and unique.
-func parseListenerList(v string) ([]listenerSpec, error) {
+func parseListenerList(v string) ([]ListenerSpec, error) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil
 	}
-	var out []listenerSpec
+	var out []ListenerSpec
 	seen := map[string]bool{}
 	for _, part := range strings.Split(v, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			return nil, fmt.Errorf("empty entry in %q", v)
 		}
-		name, addr := defaultListenerName, part
+		name, addr := DefaultListenerName, part
 		if n, rest, ok := strings.Cut(part, "://"); ok {
 			name, addr = strings.ToUpper(n), rest
 			if !validListenerName(name) {
@@ -56,7 +56,7 @@ func parseListenerList(v string) ([]listenerSpec, error) {
 			return nil, fmt.Errorf("listener name %s given twice", name)
 		}
 		seen[name] = true
-		out = append(out, listenerSpec{name: name, addr: addr})
+		out = append(out, ListenerSpec{Name: name, Addr: addr})
 	}
 	return out, nil
 }
@@ -73,19 +73,19 @@ func validListenerName(n string) bool {
 	return true
 }
 
-// listenerPlan is the checked listener configuration: what to bind, what
+// ListenerPlan is the checked listener configuration: what to bind, what
 // each advertises ("" = derived from the bound address) and which one other
 // nodes dial.
-type listenerPlan struct {
-	listeners  []listenerSpec
-	advertised map[string]string
-	inter      string
-	kafka      map[string]bool // listeners that speak Kafka's protocol (kafka.go)
+type ListenerPlan struct {
+	Listeners  []ListenerSpec
+	Advertised map[string]string
+	Inter      string
+	Kafka      map[string]bool // listeners that speak Kafka's protocol (broker/kafka.go)
 }
 
-// listenerPlan checks listeners, advertised.listeners and
+// ListenerPlan checks listeners, advertised.listeners and
 // inter.broker.listener.name together.
-func (c *Config) listenerPlan() (listenerPlan, error) {
+func (c *Config) ListenerPlan() (ListenerPlan, error) {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...)))
@@ -99,50 +99,50 @@ func (c *Config) listenerPlan() (listenerPlan, error) {
 	names := map[string]bool{}
 	byPort := map[string]string{}
 	for _, l := range ls {
-		names[l.name] = true
-		_, port, _ := net.SplitHostPort(l.addr)
+		names[l.Name] = true
+		_, port, _ := net.SplitHostPort(l.Addr)
 		if port == "0" {
 			continue
 		}
 		if other, ok := byPort[port]; ok {
-			bad("listeners", "%s and %s both use port %s; each listener needs its own port", other, l.name, port)
+			bad("listeners", "%s and %s both use port %s; each listener needs its own port", other, l.Name, port)
 		}
-		byPort[port] = l.name
+		byPort[port] = l.Name
 	}
-	plan := listenerPlan{listeners: ls, advertised: map[string]string{}}
+	plan := ListenerPlan{Listeners: ls, Advertised: map[string]string{}}
 	adv, err := parseListenerList(c.AdvertisedAddr)
 	if err != nil {
 		bad("advertised.listeners", "%v", err)
 	}
 	for _, a := range adv {
-		host, port, _ := net.SplitHostPort(a.addr)
+		host, port, _ := net.SplitHostPort(a.Addr)
 		switch {
-		case len(ls) > 0 && !names[a.name]:
-			bad("advertised.listeners", "%s is not one of the listeners (%s)", a.name, listenerNames(ls))
+		case len(ls) > 0 && !names[a.Name]:
+			bad("advertised.listeners", "%s is not one of the listeners (%s)", a.Name, listenerNames(ls))
 		case host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
-			bad("advertised.listeners", "%s: advertise an address others can dial, not %q", a.name, a.addr)
+			bad("advertised.listeners", "%s: advertise an address others can dial, not %q", a.Name, a.Addr)
 		case port == "0":
-			bad("advertised.listeners", "%s: advertise the port others dial, not 0", a.name)
+			bad("advertised.listeners", "%s: advertise the port others dial, not 0", a.Name)
 		}
-		plan.advertised[a.name] = a.addr
+		plan.Advertised[a.Name] = a.Addr
 	}
-	plan.inter = strings.ToUpper(strings.TrimSpace(c.InterBrokerListenerName))
-	if plan.inter == "" && len(ls) > 0 {
-		plan.inter = ls[0].name
-	} else if len(ls) > 0 && !names[plan.inter] {
-		bad("inter.broker.listener.name", "%s is not one of the listeners (%s)", plan.inter, listenerNames(ls))
+	plan.Inter = strings.ToUpper(strings.TrimSpace(c.InterBrokerListenerName))
+	if plan.Inter == "" && len(ls) > 0 {
+		plan.Inter = ls[0].Name
+	} else if len(ls) > 0 && !names[plan.Inter] {
+		bad("inter.broker.listener.name", "%s is not one of the listeners (%s)", plan.Inter, listenerNames(ls))
 	}
 	var kerrs []error
-	plan.kafka, kerrs = c.kafkaListenerNames(ls, plan.inter)
+	plan.Kafka, kerrs = c.kafkaListenerNames(ls, plan.Inter)
 	errs = append(errs, kerrs...)
-	errs = append(errs, c.kafkaSecurityErrors(plan.kafka)...) // kafka_security.go
+	errs = append(errs, c.kafkaSecurityErrors(plan.Kafka)...) // kafka_security.go
 	return plan, errors.Join(errs...)
 }
 
-func listenerNames(ls []listenerSpec) string {
+func listenerNames(ls []ListenerSpec) string {
 	names := make([]string, len(ls))
 	for i, l := range ls {
-		names[i] = l.name
+		names[i] = l.Name
 	}
 	return strings.Join(names, ", ")
 }

@@ -1,4 +1,4 @@
-package broker
+package config
 
 // The security section of the configuration: its keys and their checks
 // against each other (security.go builds the node's TLS from it).
@@ -70,8 +70,8 @@ func appendSecurityKeys(keys []configKey) []configKey {
 	return append(append(keys, securityKeys...), kafkaSecurityKeys...)
 }
 
-// tlsFiles are the node's TLS files; Enabled is false with TLS off.
-func (c *Config) tlsFiles() tlsconf.Files {
+// TLSFiles are the node's TLS files; Enabled is false with TLS off.
+func (c *Config) TLSFiles() tlsconf.Files {
 	s := &c.Security
 	if s.TLSCertFile == "" && s.TLSKeyFile == "" {
 		return tlsconf.Files{}

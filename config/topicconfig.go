@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"fmt"
@@ -21,11 +21,11 @@ type topicKey struct {
 	// fromBroker gives the default from the node's Config.
 	fromBroker func(c *Config) string
 	// apply parses v into tc.
-	apply func(tc *topicConfig, v string) error
+	apply func(tc *TopicConfig, v string) error
 }
 
-// topicConfig is a topic's effective configuration.
-type topicConfig struct {
+// TopicConfig is a topic's effective configuration.
+type TopicConfig struct {
 	RetentionMs       int64
 	RetentionBytes    int64
 	SegmentBytes      int64
@@ -38,10 +38,10 @@ type topicConfig struct {
 	Preallocate       bool
 }
 
-func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int64, field func(*topicConfig) *int64) topicKey {
+func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int64, field func(*TopicConfig) *int64) topicKey {
 	return topicKey{name: name, def: def, brokerKey: brokerKey, doc: doc,
 		fromBroker: func(c *Config) string { return strconv.FormatInt(from(c), 10) },
-		apply: func(tc *topicConfig, v string) error {
+		apply: func(tc *TopicConfig, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return fmt.Errorf("want an integer")
@@ -54,10 +54,10 @@ func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Conf
 		}}
 }
 
-func intTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int32, field func(*topicConfig) *int32) topicKey {
+func intTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int32, field func(*TopicConfig) *int32) topicKey {
 	return topicKey{name: name, def: def, brokerKey: brokerKey, doc: doc,
 		fromBroker: func(c *Config) string { return strconv.FormatInt(int64(from(c)), 10) },
-		apply: func(tc *topicConfig, v string) error {
+		apply: func(tc *TopicConfig, v string) error {
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil {
 				return fmt.Errorf("want a 32-bit integer")
@@ -80,17 +80,17 @@ func checkCleanupPolicy(v string) error {
 // topicKeys are the topic configs Quire knows, in the docs' order.
 var topicKeys = []topicKey{
 	longTopicKey("retention.ms", "604800000", "log.retention.ms", "Milliseconds a segment is kept after its newest record; -1 keeps forever.", -1,
-		func(c *Config) int64 { return c.retentionMs() }, func(tc *topicConfig) *int64 { return &tc.RetentionMs }),
+		func(c *Config) int64 { return c.retentionMs() }, func(tc *TopicConfig) *int64 { return &tc.RetentionMs }),
 	longTopicKey("retention.bytes", "-1", "log.retention.bytes", "Partition size above which the oldest segments are deleted; -1 is no limit.", -1,
-		func(c *Config) int64 { return c.LogRetentionBytes }, func(tc *topicConfig) *int64 { return &tc.RetentionBytes }),
+		func(c *Config) int64 { return c.LogRetentionBytes }, func(tc *TopicConfig) *int64 { return &tc.RetentionBytes }),
 	longTopicKey("segment.bytes", "1073741824", "log.segment.bytes", "Segment size at which a new segment is rolled.", 14,
-		func(c *Config) int64 { return c.LogSegmentBytes }, func(tc *topicConfig) *int64 { return &tc.SegmentBytes }),
+		func(c *Config) int64 { return c.LogSegmentBytes }, func(tc *TopicConfig) *int64 { return &tc.SegmentBytes }),
 	longTopicKey("segment.ms", "604800000", "log.roll.ms", "Segment age at which a new segment is rolled.", 1,
-		func(c *Config) int64 { return c.rollMs() }, func(tc *topicConfig) *int64 { return &tc.SegmentMs }),
+		func(c *Config) int64 { return c.rollMs() }, func(tc *TopicConfig) *int64 { return &tc.SegmentMs }),
 	{name: "cleanup.policy", def: "delete", brokerKey: "log.cleanup.policy",
 		doc:        "What happens to old segments: delete (compact is not supported).",
 		fromBroker: func(c *Config) string { return c.LogCleanupPolicy },
-		apply: func(tc *topicConfig, v string) error {
+		apply: func(tc *TopicConfig, v string) error {
 			if err := checkCleanupPolicy(v); err != nil {
 				return err
 			}
@@ -98,17 +98,17 @@ var topicKeys = []topicKey{
 			return nil
 		}},
 	intTopicKey("max.message.bytes", "1048588", "message.max.bytes", "Largest record batch accepted.", 1,
-		func(c *Config) int32 { return c.MessageMaxBytes }, func(tc *topicConfig) *int32 { return &tc.MaxMessageBytes }),
+		func(c *Config) int32 { return c.MessageMaxBytes }, func(tc *TopicConfig) *int32 { return &tc.MaxMessageBytes }),
 	intTopicKey("min.insync.replicas", "1", "min.insync.replicas", "Fewest in-sync replicas for an acks=all produce.", 1,
-		func(c *Config) int32 { return c.MinInsyncReplicas }, func(tc *topicConfig) *int32 { return &tc.MinInsyncReplicas }),
+		func(c *Config) int32 { return c.MinInsyncReplicas }, func(tc *TopicConfig) *int32 { return &tc.MinInsyncReplicas }),
 	longTopicKey("flush.messages", maxLong, "log.flush.interval.messages", "Messages after which a partition is fsynced.", 1,
-		func(c *Config) int64 { return c.LogFlushIntervalMessages }, func(tc *topicConfig) *int64 { return &tc.FlushMessages }),
+		func(c *Config) int64 { return c.LogFlushIntervalMessages }, func(tc *TopicConfig) *int64 { return &tc.FlushMessages }),
 	longTopicKey("flush.ms", maxLong, "log.flush.interval.ms", "Milliseconds after which unsynced writes are fsynced.", 0,
-		func(c *Config) int64 { return c.LogFlushIntervalMs }, func(tc *topicConfig) *int64 { return &tc.FlushMs }),
+		func(c *Config) int64 { return c.LogFlushIntervalMs }, func(tc *TopicConfig) *int64 { return &tc.FlushMs }),
 	{name: "preallocate", def: "true", brokerKey: "log.preallocate",
 		doc:        "Reserve disk space for the active segment ahead of its appends (an eighth of its size at a time, 1 to 16 MiB, the file size unchanged, given back when the segment rolls); Kafka's preallocate sizes the whole segment and defaults to false.",
 		fromBroker: func(c *Config) string { return strconv.FormatBool(c.LogPreallocate) },
-		apply: func(tc *topicConfig, v string) error {
+		apply: func(tc *TopicConfig, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return fmt.Errorf("want true or false")
@@ -126,25 +126,25 @@ var topicKeyIndex = func() map[string]topicKey {
 	return m
 }()
 
-// topicDefaults are the topic key values a node's Config implies.
-type topicDefaults map[string]string
+// TopicDefaults are the topic key values a node's Config implies.
+type TopicDefaults map[string]string
 
-func (c *Config) topicDefaults() topicDefaults {
-	d := make(topicDefaults, len(topicKeys))
+func (c *Config) TopicDefaults() TopicDefaults {
+	d := make(TopicDefaults, len(topicKeys))
 	for _, k := range topicKeys {
 		d[k.name] = k.fromBroker(c)
 	}
 	return d
 }
 
-// validateTopicConfigs checks keys and values given by a user.
-func validateTopicConfigs(m map[string]string) error {
+// ValidateTopicConfigs checks keys and values given by a user.
+func ValidateTopicConfigs(m map[string]string) error {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var tc topicConfig
+	var tc TopicConfig
 	for _, name := range keys {
 		k, ok := topicKeyIndex[name]
 		if !ok {
@@ -157,9 +157,9 @@ func validateTopicConfigs(m map[string]string) error {
 	return nil
 }
 
-// resolve returns the effective config: overrides on top of the defaults.
-func (d topicDefaults) resolve(overrides map[string]string) (topicConfig, error) {
-	var tc topicConfig
+// Resolve returns the effective config: overrides on top of the defaults.
+func (d TopicDefaults) Resolve(overrides map[string]string) (TopicConfig, error) {
+	var tc TopicConfig
 	for _, k := range topicKeys {
 		v, ok := overrides[k.name]
 		if !ok {
@@ -172,8 +172,8 @@ func (d topicDefaults) resolve(overrides map[string]string) (topicConfig, error)
 	return tc, nil
 }
 
-// describe lists every topic key with its value, source and synonyms.
-func (d topicDefaults) describe(overrides map[string]string) []request.ConfigEntry {
+// Describe lists every topic key with its value, source and synonyms.
+func (d TopicDefaults) Describe(overrides map[string]string) []request.ConfigEntry {
 	out := make([]request.ConfigEntry, 0, len(topicKeys))
 	for _, k := range topicKeys {
 		e := request.ConfigEntry{Name: k.name, Documentation: k.doc}
@@ -200,13 +200,13 @@ func (d topicDefaults) describe(overrides map[string]string) []request.ConfigEnt
 	return out
 }
 
-// replicaConfig is what the replicas need of a topic config.
-func (tc topicConfig) replicaConfig(base storage.LogConfig) replica.TopicConfig {
-	return replica.TopicConfig{Log: tc.logConfig(base), MinInsyncReplicas: tc.MinInsyncReplicas}
+// ReplicaConfig is what the replicas need of a topic config.
+func (tc TopicConfig) ReplicaConfig(base storage.LogConfig) replica.TopicConfig {
+	return replica.TopicConfig{Log: tc.LogConfig(base), MinInsyncReplicas: tc.MinInsyncReplicas}
 }
 
-// logConfig turns a topic config into the storage engine's settings.
-func (tc topicConfig) logConfig(base storage.LogConfig) storage.LogConfig {
+// LogConfig turns a topic config into the storage engine's settings.
+func (tc TopicConfig) LogConfig(base storage.LogConfig) storage.LogConfig {
 	base.RetentionMs = tc.RetentionMs
 	base.RetentionBytes = tc.RetentionBytes
 	base.SegmentBytes = tc.SegmentBytes
@@ -218,8 +218,8 @@ func (tc topicConfig) logConfig(base storage.LogConfig) storage.LogConfig {
 	return base
 }
 
-// validateTopicKey refuses a key that is not a topic key.
-func validateTopicKey(k string) error {
+// ValidateTopicKey refuses a key that is not a topic key.
+func ValidateTopicKey(k string) error {
 	if _, ok := topicKeyIndex[k]; !ok {
 		return fmt.Errorf("%w: unknown topic config %q%s", ErrInvalidConfig, k, unknownTopicKeyHint(k))
 	}

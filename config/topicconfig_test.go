@@ -1,4 +1,4 @@
-package broker
+package config
 
 import (
 	"testing"
@@ -20,23 +20,23 @@ func TestBrokerConfigRetentionPrecedence(t *testing.T) {
 	if got := c.retentionMs(); got != -1 {
 		t.Fatalf("ms: %d", got)
 	}
-	tc, err := c.topicDefaults().resolve(map[string]string{"retention.bytes": "100"})
+	tc, err := c.TopicDefaults().Resolve(map[string]string{"retention.bytes": "100"})
 	if err != nil || tc.RetentionMs != -1 || tc.RetentionBytes != 100 || tc.MaxMessageBytes != 1048588 {
 		t.Fatalf("resolved %+v %v", tc, err)
 	}
-	if lc := tc.logConfig(storage.DefaultLogConfig()); !lc.Preallocate {
+	if lc := tc.LogConfig(storage.DefaultLogConfig()); !lc.Preallocate {
 		t.Fatal("preallocate is on by default")
 	}
 	_ = c.Set("log.preallocate", "false")
-	tc, _ = c.topicDefaults().resolve(nil)
-	if tc.logConfig(storage.DefaultLogConfig()).Preallocate {
+	tc, _ = c.TopicDefaults().Resolve(nil)
+	if tc.LogConfig(storage.DefaultLogConfig()).Preallocate {
 		t.Fatal("log.preallocate=false is not the topics' default")
 	}
-	tc, _ = c.topicDefaults().resolve(map[string]string{"preallocate": "true"})
-	if !tc.logConfig(storage.DefaultLogConfig()).Preallocate {
+	tc, _ = c.TopicDefaults().Resolve(map[string]string{"preallocate": "true"})
+	if !tc.LogConfig(storage.DefaultLogConfig()).Preallocate {
 		t.Fatal("preallocate=true on the topic does not win over the broker's default")
 	}
-	if _, err := c.topicDefaults().resolve(map[string]string{"preallocate": "yes"}); err == nil {
+	if _, err := c.TopicDefaults().Resolve(map[string]string{"preallocate": "yes"}); err == nil {
 		t.Fatal("preallocate=yes accepted")
 	}
 }
