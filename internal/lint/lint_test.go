@@ -103,7 +103,7 @@ var rules = []rule{
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
 	// A Subscribe stream's group member reaches the broker only through
 	// its Broker interface (subscribe/broker.go).
-	{pkg: "subscribe", forbiddenDeps: []string{"broker", "controlplane", "client", "raftgrpc", "cmd", "api/internalv1"}},
+	{pkg: "subscribe", forbiddenDeps: []string{"broker", "service", "kafka", "controlplane", "client", "raftgrpc", "cmd", "api/internalv1"}},
 	// The fetches' read buffers: the standard library only.
 	{pkg: "internal/fetchbuf", ours: []string{}},
 	// The request core: every client operation once, in plain Go types.
@@ -113,14 +113,27 @@ var rules = []rule{
 	// ours.
 	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group"},
 		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
-		forbiddenDeps:       []string{"broker", "kafka", "subscribe", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
+		forbiddenDeps:       []string{"broker", "service", "kafka", "subscribe", "config", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
 	// Kafka's wire protocol is a door: a translation into the request
-	// core's types (its Backend takes them, and quire.v1 messages for the
-	// calls the core does not serve yet), never into the node's
-	// internals themselves.
+	// core's types (its Backend takes them), never into the node's
+	// internals themselves, nor through the other door.
 	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode"},
-		forbiddenDeps: []string{"broker", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
+		forbiddenDeps: []string{"broker", "service", "config", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
+	// The gRPC door: the quire.v1 services over the request core, their
+	// codec and the error table at the edge. It reaches the node only
+	// through the core and the interfaces it is built with (service.Node,
+	// subscribe.Broker): never the broker's wiring, its configuration,
+	// the Kafka door, raft or the coordinator.
+	{pkg: "service", oursDirect: []string{"request", "subscribe", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
+		"storage", "record", "internal/errcode", "internal/wire", "internal/bufpool", "internal/fetchbuf", "internal/rpcstats"},
+		forbiddenDeps:       []string{"broker", "kafka", "config", "raftgrpc", "coordinator", "client", "cmd"},
+		forbiddenTransitive: []string{"github.com/twmb/franz-go"}},
+	// The node's configuration: keys, defaults, sources and checks, over
+	// the plain types of what it configures (and tlsconf's files); nothing
+	// that serves or wires.
+	{pkg: "config", oursDirect: []string{"auth", "group", "internal/clock", "metadata", "replica", "request", "storage", "tlsconf"},
+		forbiddenDeps: []string{"broker", "service", "kafka", "subscribe", "controlplane", "coordinator", "raftgrpc", "client", "cmd", "api/quirev1", "api/internalv1"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
 	{pkg: "console", forbiddenDeps: []string{"broker", "storage", "metadata", "controlplane", "raftgrpc", "replica", "group", "cmd", "api/internalv1", "api/metapb"}},
