@@ -42,6 +42,10 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 	// Only the first read answers a request received; the later ones
 	// follow on from the stream's own sends.
 	received := s.b.queue.Received()
+	// Each response counts as a Fetch call (observeCall): the first from
+	// the request's arrival, the next ones from the end of the send
+	// before, when the stream asks again on its own.
+	start := s.b.callStart()
 	for {
 		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes), true)
 		received = time.Time{}
@@ -65,9 +69,12 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 			}
 			msg.bufs[i] = r.Buf
 		}
-		if err := stream.SendMsg(msg); err != nil {
+		err := stream.SendMsg(msg)
+		s.b.observeCall(quirev1.Consumer_Fetch_FullMethodName, start, err)
+		if err != nil {
 			return err
 		}
+		start = s.b.callStart()
 		if failed {
 			return nil // the client restarts from its own view
 		}
