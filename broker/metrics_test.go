@@ -303,3 +303,37 @@ func TestBrokerMetricsStreamedRequests(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBrokerMetricsClientBytes: a produce adds its batch bytes to
+// quire_bytes_in_total, a fetch the bytes it read to
+// quire_bytes_out_total.
+func TestBrokerMetricsClientBytes(t *testing.T) {
+	t.Parallel()
+	b, c := start(t, func(cfg *broker.Config) { cfg.MetricsListen = "127.0.0.1:0" })
+	createTopic(t, c, "cb", 1, nil)
+	counter := func(name string) float64 {
+		m := sample(scrape(t, b.MetricsAddr()), name, nil)
+		if m == nil {
+			t.Fatalf("no %s", name)
+		}
+		return m.GetCounter().GetValue()
+	}
+	if in, out := counter("quire_bytes_in_total"), counter("quire_bytes_out_total"); in != 0 || out != 0 {
+		t.Fatalf("before any traffic: %v bytes in, %v out", in, out)
+	}
+	batch := makeBatch(3, 50, "x")
+	produce(t, c, "cb", 0, batch)
+	if in := counter("quire_bytes_in_total"); in != float64(len(batch)) {
+		t.Fatalf("%v bytes in after a produce of %d", in, len(batch))
+	}
+	resp, err := c.consumer.Fetch(ctxT(t), &quirev1.FetchRequest{Partitions: []*quirev1.FetchPartition{{Topic: "cb", Partition: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.Partitions[0].Records); n != len(batch) {
+		t.Fatalf("fetched %d bytes, produced %d", n, len(batch))
+	}
+	if out := counter("quire_bytes_out_total"); out != float64(len(batch)) {
+		t.Fatalf("%v bytes out after a fetch of %d", out, len(batch))
+	}
+}
