@@ -87,7 +87,7 @@ func consumeAsMember(ctx context.Context, cmd *cobra.Command, cl *client.Client,
 			fmt.Fprintf(errOut, "group %s: assigned %v\n", r.group, ps)
 			said.Go(func() { sayMemberStarts(ctx, cl, errOut, r, ps) })
 		},
-		OnRevoked:  func(ps []client.TopicPartition) { fmt.Fprintf(errOut, "group %s: revoked %v\n", r.group, ps) },
+		OnRevoked: func(ps []client.TopicPartition) { fmt.Fprintf(errOut, "group %s: revoked %v\n", r.group, ps) },
 	})
 	if err != nil {
 		return err
