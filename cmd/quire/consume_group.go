@@ -41,9 +41,12 @@ func sayMemberStarts(ctx context.Context, cl *client.Client, w io.Writer, r memb
 		}
 	}
 	slices.Sort(parts)
-	at, committed, none, err := groupStarts(ctx, cl, r.group, r.topic, parts, r.fallback)
+	// Bounded, so that the run's exit does not wait long on a lookup.
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	at, committed, none, err := groupStarts(lctx, cl, r.group, r.topic, parts, r.fallback)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil { // not interrupted
 			fmt.Fprintf(w, "group %s: cannot tell where %s starts: %v\n", r.group, r.topic, err)
 		}
 		return
