@@ -197,6 +197,26 @@ type GroupDescription struct {
 	Assignor        string              `json:"assignor"`
 	Members         []GroupMember       `json:"members"`
 	Partitions      []GroupPartitionLag `json:"partitions"`
+	Throughput      GroupThroughput     `json:"throughput"`
+}
+
+// GroupThroughput is whether a group keeps up: its lag in records summed
+// over its partitions (-1 unknown), the records a second its committed
+// offsets and its partitions' high watermarks move (the coordinator's
+// rates over about the last twelve group.lag.refresh.ms; -1 unknown),
+// the seconds until the lag is 0 at those rates (0 no lag; -1 when it
+// does not shrink or a figure is unknown), and how many members, each
+// reading as fast as the members do now, would keep the lag flat at the
+// produce rate (at most the partition count; 0 when nothing is
+// produced; -1 unknown).
+type GroupThroughput struct {
+	Lag           int64   `json:"lag"`
+	ConsumeRate   float64 `json:"consume_rate"`
+	ProduceRate   float64 `json:"produce_rate"`
+	DrainSeconds  float64 `json:"drain_seconds"`
+	Members       int     `json:"members"`
+	Partitions    int     `json:"partitions"`
+	MembersNeeded int     `json:"members_needed"`
 }
 
 // GroupMember is one member of a GroupDescription.
@@ -252,6 +272,12 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		d.Partitions = append(d.Partitions, GroupPartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(),
 			CommittedOffset: p.GetCommittedOffset(), HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(),
 			LagSeconds: p.GetLagSeconds(), MemberID: p.GetMemberId()})
+	}
+	d.Throughput = GroupThroughput{Lag: -1, ConsumeRate: -1, ProduceRate: -1, DrainSeconds: -1, MembersNeeded: -1}
+	if t := resp.GetThroughput(); t != nil {
+		d.Throughput = GroupThroughput{Lag: t.GetLag(), ConsumeRate: t.GetConsumeRate(), ProduceRate: t.GetProduceRate(),
+			DrainSeconds: t.GetDrainSeconds(), Members: int(t.GetMembers()), Partitions: int(t.GetPartitions()),
+			MembersNeeded: int(t.GetMembersNeeded())}
 	}
 	return d, nil
 }

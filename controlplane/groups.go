@@ -44,7 +44,8 @@ func (s *Service) DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRe
 		})
 		extra = append(append(extra, m.Assigned...), m.Target...)
 	}
-	for _, l := range s.node.Ctl().GroupLag(ctx, in.Group, extra) {
+	lag := s.node.Ctl().GroupLag(ctx, in.Group, extra)
+	for _, l := range lag.Partitions {
 		pl := &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.Committed,
 			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID}
 		if !l.Observed.IsZero() {
@@ -52,6 +53,9 @@ func (s *Service) DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRe
 		}
 		out.Partitions = append(out.Partitions, pl)
 	}
+	t := lag.Throughput
+	out.Throughput = &quirev1.GroupThroughput{Lag: t.Lag, ConsumeRate: t.ConsumeRate, ProduceRate: t.ProduceRate,
+		DrainSeconds: t.DrainSeconds, Members: int32(t.Members), Partitions: int32(t.Partitions), MembersNeeded: int32(t.MembersNeeded)}
 	return out, nil
 }
 

@@ -44,6 +44,7 @@ type lagState struct {
 	samples    map[group.TopicPartition]lagSample
 	committed  map[string][]metadata.CommittedOffset // by group, as when sampled
 	rebalances map[string]uint64
+	history    rateHistory // throughput.go
 }
 
 // countRebalances counts the target assignments among recs.
@@ -134,8 +135,10 @@ func (co *Coordinator) refreshLag(ctx context.Context) {
 		}
 	}
 	samples := co.probe(ctx, img, want, min(co.lagRefresh, 2*time.Second))
+	now := co.clock.Now()
 	co.lag.mu.Lock()
 	co.lag.samples, co.lag.committed = samples, committed
+	co.lag.history.record(now, committed, samples, rateWindowRefreshes*co.lagRefresh)
 	co.lag.mu.Unlock()
 }
 
@@ -145,6 +148,7 @@ func (co *Coordinator) runLag(ctx context.Context) {
 	defer func() {
 		co.lag.mu.Lock()
 		co.lag.samples, co.lag.committed = nil, nil
+		co.lag.history = rateHistory{}
 		co.lag.mu.Unlock()
 	}()
 	t := time.NewTicker(co.lagRefresh)
@@ -186,8 +190,9 @@ func partitionLag(tp group.TopicPartition, committed int64, s lagSample, ok bool
 
 // Lag is group id's lag in every partition it committed in or has
 // assigned (extra: those of its members' assignments and targets),
-// asking the partitions' leaders afresh; sorted by topic and partition.
-func (co *Coordinator) Lag(ctx context.Context, id string, extra []group.TopicPartition) []metadata.GroupPartitionLag {
+// asking the partitions' leaders afresh, sorted by topic and partition;
+// and its throughput, with the rates of the last refreshes.
+func (co *Coordinator) Lag(ctx context.Context, id string, extra []group.TopicPartition) metadata.GroupLag {
 	img := co.log.Image()
 	committed := map[group.TopicPartition]int64{}
 	for _, o := range img.Offsets(id) {
@@ -215,7 +220,20 @@ func (co *Coordinator) Lag(ctx context.Context, id string, extra []group.TopicPa
 		l.MemberID = own[tp]
 		out = append(out, l)
 	}
-	return out
+	return metadata.GroupLag{Partitions: out, Throughput: co.throughput(id, img, out)}
+}
+
+// throughput is group id's throughput with its lag ls: the rates as of
+// the last refresh, the members and partitions of img.
+func (co *Coordinator) throughput(id string, img *metadata.Image, ls []metadata.GroupPartitionLag) metadata.GroupThroughput {
+	tps := make([]group.TopicPartition, len(ls))
+	for i, l := range ls {
+		tps[i] = group.TopicPartition{Topic: l.Topic, Partition: l.Partition}
+	}
+	co.lag.mu.Lock()
+	consume, produce := co.lag.history.rates(id, tps)
+	co.lag.mu.Unlock()
+	return throughput(totalLag(ls), consume, produce, img.GroupStateMembers(id), len(tps))
 }
 
 func compareTP(a, b group.TopicPartition) int {
@@ -253,6 +271,22 @@ func (co *Coordinator) Stats() []metadata.GroupStats {
 			l.MemberID = own[tp]
 			st.Partitions = append(st.Partitions, l)
 		}
+		// The partitions assigned but not committed in count too: more
+		// members than partitions have nothing to read.
+		tps := make([]group.TopicPartition, 0, len(st.Partitions))
+		seen := map[group.TopicPartition]bool{}
+		for _, l := range st.Partitions {
+			tp := group.TopicPartition{Topic: l.Topic, Partition: l.Partition}
+			seen[tp] = true
+			tps = append(tps, tp)
+		}
+		for tp := range own {
+			seen[tp] = true
+		}
+		co.lag.mu.Lock()
+		consume, produce := co.lag.history.rates(id, tps)
+		co.lag.mu.Unlock()
+		st.Throughput = throughput(totalLag(st.Partitions), consume, produce, st.Members, len(seen))
 		out = append(out, st)
 	}
 	return out

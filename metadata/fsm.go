@@ -43,6 +43,19 @@ type FSM struct {
 
 	// onChange is called after each published image; it must not block.
 	onChange func()
+
+	// elections and uncleanElections count the leader elections the
+	// commands applied here made (Elections).
+	elections, uncleanElections atomic.Uint64
+}
+
+// Elections counts the partition leader elections in the commands this
+// node applied since it started: a partition given a leader other than
+// the one it had (one that was offline included), and among them the
+// unclean ones, whose new leader was not in the ISR. Every node applies
+// the same commands, so every node counts the same elections.
+func (f *FSM) Elections() (elections, unclean uint64) {
+	return f.elections.Load(), f.uncleanElections.Load()
 }
 
 // OpenFSM opens (or creates) the image store at path. The store is written
@@ -174,6 +187,8 @@ func (f *FSM) ApplyCommand(cmd *pb.Command, index uint64) any {
 		panic(fmt.Sprintf("metadata: image store commit at index %d: %v", index, err))
 	}
 	f.img.Store(d.img)
+	f.elections.Add(d.elections)
+	f.uncleanElections.Add(d.uncleanElections)
 	if f.onChange != nil {
 		f.onChange()
 	}
@@ -455,6 +470,8 @@ type draft struct {
 	groupsCloned   bool
 	ownGroups      map[string]bool     // groups whose topic map is cloned in this draft
 	ownGroupTopics map[groupTopic]bool // group topics whose partition map is cloned
+	// The leader elections this command made (putPartition).
+	elections, uncleanElections uint64
 }
 
 func newDraft(base *Image, tx *bolt.Tx) *draft {
@@ -528,6 +545,15 @@ func (d *draft) putTopic(t *TopicInfo) {
 
 // putPartition stores one partition of a topic owned by the draft.
 func (d *draft) putPartition(t *TopicInfo, p PartitionInfo) {
+	// An election: a partition that existed (a new one has no replicas
+	// yet) gets a leader other than the one it had; unclean when the new
+	// leader was not in the ISR.
+	if old := t.Partitions[p.Partition]; len(old.Replicas) > 0 && p.Leader >= 0 && p.Leader != old.Leader {
+		d.elections++
+		if !slices.Contains(old.ISR, p.Leader) {
+			d.uncleanElections++
+		}
+	}
 	t.Partitions[p.Partition] = p
 	d.put(bucketPartitions, partitionKey(p.Topic, p.Partition), partitionRecord(p))
 }

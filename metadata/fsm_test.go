@@ -195,7 +195,14 @@ func TestFSMFenceMovesLeadershipFromISR(t *testing.T) {
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokers()
 	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{1}, []int32{2, 1}))
+	if e, u := tf.f.Elections(); e != 0 || u != 0 {
+		t.Fatalf("a new topic counts %d elections, %d unclean", e, u)
+	}
 	tf.ok(fence(1, epochs[1]))
+	// t-0 moves to 2; t-1 goes offline (no election); t-2 keeps 2.
+	if e, u := tf.f.Elections(); e != 1 || u != 0 {
+		t.Fatalf("after the fence: %d elections, %d unclean; want 1, 0", e, u)
+	}
 	img := tf.f.Image()
 	p0, _ := img.Partition("t", 0)
 	if p0.Leader != 2 || p0.LeaderEpoch != 1 || p0.PartitionEpoch != 1 || !reflect.DeepEqual(p0.ISR, []int32{2, 3}) {
@@ -217,6 +224,9 @@ func TestFSMFenceMovesLeadershipFromISR(t *testing.T) {
 	if p1.Leader != 1 || p1.LeaderEpoch != 2 {
 		t.Fatalf("t-1 after unfence = %+v", p1)
 	}
+	if e, u := tf.f.Elections(); e != 2 || u != 0 {
+		t.Fatalf("after the unfence: %d elections, %d unclean; want 2, 0", e, u)
+	}
 	tf.rejected(fence(1, epochs[1]+100), ErrStaleEpoch)
 }
 
@@ -233,6 +243,9 @@ func TestFSMUncleanElection(t *testing.T) {
 	p, _ := tf.f.Image().Partition("t", 0)
 	if p.Leader != 2 || !reflect.DeepEqual(p.ISR, []int32{2}) {
 		t.Fatalf("unclean election: %+v", p)
+	}
+	if e, u := tf.f.Elections(); e != 1 || u != 1 {
+		t.Fatalf("%d elections, %d unclean; want 1, 1", e, u)
 	}
 }
 

@@ -46,6 +46,48 @@ type GroupPartitionLag struct {
 	Observed time.Time
 }
 
+// GroupThroughput is how fast a consumer group reads against how fast
+// its partitions grow, and what follows for its lag: the figures that
+// answer "will it catch up, when, and with how many members". The rates
+// are the coordinator's, over its last looks at the committed offsets
+// and high watermarks (group.lag.refresh.ms apart, over about twelve of
+// them).
+type GroupThroughput struct {
+	// Lag is the group's lag in records, summed over its partitions
+	// whose lag is known; -1 when none is.
+	Lag int64
+	// ConsumeRate is how many records a second the group's committed
+	// offsets moved, summed over its partitions; -1 until the
+	// coordinator has looked twice.
+	ConsumeRate float64
+	// ProduceRate is how many records a second the high watermarks of
+	// the same partitions moved; -1 likewise.
+	ProduceRate float64
+	// DrainSeconds is how long the lag takes to reach 0 at these rates:
+	// Lag / (ConsumeRate - ProduceRate). 0 with no lag; -1 when the lag
+	// does not shrink at these rates (ConsumeRate <= ProduceRate) or a
+	// figure is unknown.
+	DrainSeconds float64
+	// Members counts the group's members.
+	Members int
+	// Partitions counts the partitions the group reads or committed in:
+	// more members than that have nothing to read.
+	Partitions int
+	// MembersNeeded is how many members would keep the lag flat at the
+	// current produce rate, each reading as fast as the members do now
+	// on average (ConsumeRate / Members): ceil(ProduceRate / that), at
+	// most Partitions; 0 when nothing is produced; -1 when unknown (no
+	// rates yet, no members, or members that read nothing while records
+	// come in).
+	MembersNeeded int
+}
+
+// GroupLag is a group's lag in each partition and its throughput.
+type GroupLag struct {
+	Partitions []GroupPartitionLag
+	Throughput GroupThroughput
+}
+
 // GroupStats is one consumer group as its coordinator sees it, for
 // monitoring.
 type GroupStats struct {
@@ -58,4 +100,6 @@ type GroupStats struct {
 	// Partitions has the group's lag in every partition it committed in,
 	// as of the last refresh (the lag in seconds as of the call).
 	Partitions []GroupPartitionLag
+	// Throughput is the group's rates as of the last refresh.
+	Throughput GroupThroughput
 }

@@ -45,7 +45,7 @@ type GroupCoordinator interface {
 	States(ctx context.Context) (map[string]group.GroupState, error)
 	// Lag is group id's lag in every partition it committed in or has
 	// assigned (extra), asking the partitions' leaders afresh.
-	Lag(ctx context.Context, id string, extra []group.TopicPartition) []GroupPartitionLag
+	Lag(ctx context.Context, id string, extra []group.TopicPartition) GroupLag
 	// Stats returns every group with committed offsets or members, with
 	// its lag as of the last refresh; none off the controller.
 	Stats() []GroupStats
@@ -127,9 +127,9 @@ func (c *Controller) DescribeGroup(ctx context.Context, id string) (group.Descri
 // GroupLag is group id's lag in every partition it committed in or has
 // assigned (extra: those of its members' assignments and targets),
 // asking the partitions' leaders afresh; sorted by topic and partition.
-func (c *Controller) GroupLag(ctx context.Context, id string, extra []group.TopicPartition) []GroupPartitionLag {
+func (c *Controller) GroupLag(ctx context.Context, id string, extra []group.TopicPartition) GroupLag {
 	if c.groups == nil {
-		return nil
+		return GroupLag{Throughput: GroupThroughput{Lag: -1, ConsumeRate: -1, ProduceRate: -1, DrainSeconds: -1, MembersNeeded: -1}}
 	}
 	return c.groups.Lag(ctx, id, extra)
 }

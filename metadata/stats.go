@@ -31,6 +31,11 @@ type Stats struct {
 	// leader, or a fenced one; UnderReplicated those whose ISR is smaller
 	// than their replica set (cluster-wide, from the image).
 	Partitions, OfflinePartitions, UnderReplicatedPartitions int
+	// LeaderElections counts the partition leader elections in the
+	// metadata commands this node applied since it started (a partition
+	// given a new leader, an offline one included); UncleanLeaderElections
+	// those whose new leader was not in the ISR. The same on every node.
+	LeaderElections, UncleanLeaderElections uint64
 }
 
 // Stats returns the node's metadata state.
@@ -46,6 +51,7 @@ func (n *Node) Stats() Stats {
 	if id, _, ok := n.Controller(); ok {
 		st.ControllerID = id
 	}
+	st.LeaderElections, st.UncleanLeaderElections = n.fsm.Elections()
 	fenced := map[int32]bool{}
 	for _, b := range img.Brokers() {
 		st.Brokers++

@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -44,7 +45,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	dRequests        = desc("requests_total", "gRPC calls answered, by method and status code (streams count once, when they end).", "rpc", "code")
-	dRequestDuration = desc("request_duration_seconds", "How long gRPC calls took (streams: how long they were open).", "rpc", "type")
+	dRequestDuration = desc("request_duration_seconds", "How long gRPC calls took, from a request's arrival to its answer (type stream: how long streams were open). Each request of a produce stream and each answer of a fetch stream counts as a Produce or Fetch call; the replica fetch stream's as ReplicaFetch calls.", "rpc", "type")
 
 	dQueue = desc("request_queue_seconds", "How long requests waited from their receipt to the start of their work: a produce to the start of its append to each partition (after the appends ahead of it), a fetch to the read of each partition.", "request")
 
@@ -54,6 +55,11 @@ var (
 	dBytesIn    = desc("topic_bytes_in_total", "Batch bytes appended by producers to partitions led here.", "topic")
 	dRecordsOut = desc("topic_records_out_total", "Records read by consumers from partitions led here.", "topic")
 	dBytesOut   = desc("topic_bytes_out_total", "Batch bytes read by consumers from partitions led here.", "topic")
+
+	dClientBytesIn       = desc("bytes_in_total", "Batch bytes appended by producers to partitions led here, all topics (the sum of quire_topic_bytes_in_total).")
+	dClientBytesOut      = desc("bytes_out_total", "Batch bytes read by consumers from partitions led here, all topics (the sum of quire_topic_bytes_out_total).")
+	dReplicationBytesOut = desc("replication_bytes_out_total", "Batch bytes this node's answers to replica fetches carried: served, as a leader, to its followers.")
+	dReplicationBytesIn  = desc("replication_bytes_in_total", "Batch bytes this node's replica fetches brought: fetched, as a follower, from the leaders.")
 
 	dUnderReplicated = desc("under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set.")
 	dUnderMinISR     = desc("under_min_isr_partitions", "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all produces fail).")
@@ -88,12 +94,19 @@ var (
 	dApplied          = desc("metadata_applied_index", "Raft index of the metadata image in use.")
 	dCommit           = desc("metadata_commit_index", "Highest raft index this node knows committed.")
 	dMetaLag          = desc("metadata_lag", "Metadata raft entries committed but not yet applied here (commit index minus applied index).")
+	dElections        = desc("leader_elections_total", "Partition leader elections in the metadata log since this node started: a partition given another leader, an offline one included (on the active controller only).")
+	dUncleanElections = desc("unclean_leader_elections_total", "Unclean partition leader elections (the new leader was not in the ISR: records may be lost) in the metadata log since this node started (on the active controller only).")
 	dRaftTerm         = desc("raft_term", "Current raft term of the metadata quorum.")
 	dRaftState        = desc("raft_state", "1 for this node's raft state (Leader, Follower, Candidate, Shutdown).", "state")
 	dGroupLag         = desc("group_lag_records", "Records a consumer group is behind in a partition: high watermark minus committed offset (on the group coordinator, the active controller; refreshed every group.lag.refresh.ms).", "group", "topic", "partition")
 	dGroupLagSeconds  = desc("group_lag_seconds", "Seconds a consumer group is behind in a partition: now minus the timestamp of the first record not committed, 0 when caught up (on the group coordinator).", "group", "topic", "partition")
 	dGroupMembers     = desc("group_members", "Members of a consumer group (on the group coordinator).", "group")
 	dGroupRebalances  = desc("group_rebalances_total", "Target assignments the coordinator computed for a consumer group while this node was its coordinator.", "group")
+	dGroupConsumeRate = desc("group_consume_rate", "Records a second a consumer group's committed offsets moved, summed over its partitions, over about the last twelve group.lag.refresh.ms (on the group coordinator; absent until it looked twice).", "group")
+	dGroupProduceRate = desc("group_produce_rate", "Records a second the high watermarks of a consumer group's partitions moved, over the same window (on the group coordinator).", "group")
+	dGroupDrain       = desc("group_drain_seconds", "Seconds until a consumer group's lag is 0 at its consume and produce rates: lag / (consume rate - produce rate); 0 with no lag, +Inf when the lag does not shrink (on the group coordinator; absent while unknown).", "group")
+	dGroupNeeded      = desc("group_members_needed", "Members that would keep a consumer group's lag flat at its produce rate, each reading as fast as its members do now on average, at most its partition count; 0 when nothing is produced (on the group coordinator; absent while unknown).", "group")
+	dGroupPartitions  = desc("group_partitions", "Partitions a consumer group reads or committed in: the most members that can have work (on the group coordinator).", "group")
 	dReady            = desc("ready", "1 when the node is registered, unfenced and its metadata caught up (/readyz answers 200).")
 )
 
@@ -107,6 +120,8 @@ func NewCollector(src Source) prometheus.Collector { return collector{src} }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dRequests, dRequestDuration, dQueue, dStages, dRecordsIn, dBytesIn, dRecordsOut, dBytesOut,
+		dClientBytesIn, dClientBytesOut, dReplicationBytesOut, dReplicationBytesIn, dElections, dUncleanElections,
+		dGroupConsumeRate, dGroupProduceRate, dGroupDrain, dGroupNeeded, dGroupPartitions,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
 		dFlush, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
@@ -160,6 +175,27 @@ func stageHistogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h replica.H
 	ch <- prometheus.MustNewConstHistogram(d, cum, h.Sum.Seconds(), buckets, labels...)
 }
 
+// groupThroughput exports a group's throughput; unknown figures are left
+// out rather than shown as a number.
+func groupThroughput(ch chan<- prometheus.Metric, group string, t metadata.GroupThroughput) {
+	if t.ConsumeRate >= 0 {
+		gauge(ch, dGroupConsumeRate, t.ConsumeRate, group)
+	}
+	if t.ProduceRate >= 0 {
+		gauge(ch, dGroupProduceRate, t.ProduceRate, group)
+	}
+	switch {
+	case t.DrainSeconds >= 0:
+		gauge(ch, dGroupDrain, t.DrainSeconds, group)
+	case t.Lag > 0 && t.ConsumeRate >= 0 && t.ProduceRate >= 0:
+		gauge(ch, dGroupDrain, math.Inf(1), group) // not draining
+	}
+	if t.MembersNeeded >= 0 {
+		gauge(ch, dGroupNeeded, float64(t.MembersNeeded), group)
+	}
+	gauge(ch, dGroupPartitions, float64(t.Partitions), group)
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -189,12 +225,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	rs := c.src.ReplicaStats()
+	var bytesIn, bytesOut uint64
 	for _, t := range rs.Topics {
 		counter(ch, dRecordsIn, t.RecordsIn, t.Topic)
 		counter(ch, dBytesIn, t.BytesIn, t.Topic)
 		counter(ch, dRecordsOut, t.RecordsOut, t.Topic)
 		counter(ch, dBytesOut, t.BytesOut, t.Topic)
+		bytesIn += t.BytesIn
+		bytesOut += t.BytesOut
 	}
+	// The topic counters outlive their partitions here (replica.TopicIO),
+	// so their sums never go down.
+	counter(ch, dClientBytesIn, bytesIn)
+	counter(ch, dClientBytesOut, bytesOut)
+	counter(ch, dReplicationBytesOut, rs.ReplicationBytesOut)
+	counter(ch, dReplicationBytesIn, rs.ReplicationBytesIn)
 	var under, underMin, leaders, failed int
 	for _, p := range rs.Partitions {
 		if p.LogFailed {
@@ -245,6 +290,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, dBrokers, float64(ms.Brokers))
 		gauge(ch, dOffline, float64(ms.OfflinePartitions))
 		gauge(ch, dClusterUnder, float64(ms.UnderReplicatedPartitions))
+		counter(ch, dElections, ms.LeaderElections)
+		counter(ch, dUncleanElections, ms.UncleanLeaderElections)
 	}
 	gauge(ch, dApplied, float64(ms.AppliedIndex))
 	gauge(ch, dCommit, float64(ms.CommitIndex))
@@ -257,6 +304,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range c.src.GroupStats() {
 		gauge(ch, dGroupMembers, float64(g.Members), g.Group)
 		counter(ch, dGroupRebalances, g.Rebalances, g.Group)
+		groupThroughput(ch, g.Group, g.Throughput)
 		for _, p := range g.Partitions {
 			part := strconv.Itoa(int(p.Partition))
 			// Unknown figures (no answer from the leader yet) are left

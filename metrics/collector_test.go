@@ -222,3 +222,78 @@ func TestCollectorStageHistograms(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorTrafficAndElections: the client bytes are the topics'
+// sums, the replication bytes and elections come through as counters,
+// the elections on the active controller only.
+func TestCollectorTrafficAndElections(t *testing.T) {
+	src := fakeSource{
+		rs: replica.Stats{Topics: []replica.TopicStats{{Topic: "a", BytesIn: 100, BytesOut: 30}, {Topic: "b", BytesIn: 5, BytesOut: 7}},
+			ReplicationBytesOut: 400, ReplicationBytesIn: 9},
+		ms: metadata.Stats{IsController: true, LeaderElections: 6, UncleanLeaderElections: 1, RaftState: "Leader"},
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(src))
+	for name, want := range map[string]float64{"quire_bytes_in_total": 105, "quire_bytes_out_total": 37,
+		"quire_replication_bytes_out_total": 400, "quire_replication_bytes_in_total": 9,
+		"quire_leader_elections_total": 6, "quire_unclean_leader_elections_total": 1} {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range fams {
+			if f.GetName() == name {
+				found = true
+				if got := f.GetMetric()[0].GetCounter().GetValue(); got != want {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %s", name)
+		}
+	}
+	src.ms.IsController = false
+	reg = prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(src))
+	if n, err := testutil.GatherAndCount(reg, "quire_leader_elections_total", "quire_unclean_leader_elections_total"); err != nil || n != 0 {
+		t.Fatalf("%d election series off the controller (%v)", n, err)
+	}
+}
+
+// TestCollectorGroupThroughputSeries: a group's rates, time to drain and
+// members needed, unknown figures absent and a lag that does not shrink
+// as +Inf.
+func TestCollectorGroupThroughputSeries(t *testing.T) {
+	src := fakeSource{gs: []metadata.GroupStats{
+		{Group: "fast", Throughput: metadata.GroupThroughput{Lag: 100, ConsumeRate: 30, ProduceRate: 10, DrainSeconds: 5, Members: 2, Partitions: 4, MembersNeeded: 1}},
+		{Group: "slow", Throughput: metadata.GroupThroughput{Lag: 100, ConsumeRate: 10, ProduceRate: 30, DrainSeconds: -1, Members: 1, Partitions: 2, MembersNeeded: 2}},
+		{Group: "new", Throughput: metadata.GroupThroughput{Lag: -1, ConsumeRate: -1, ProduceRate: -1, DrainSeconds: -1, Partitions: 3, MembersNeeded: -1}},
+	}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(src))
+	want := `
+# HELP quire_group_consume_rate Records a second a consumer group's committed offsets moved, summed over its partitions, over about the last twelve group.lag.refresh.ms (on the group coordinator; absent until it looked twice).
+# TYPE quire_group_consume_rate gauge
+quire_group_consume_rate{group="fast"} 30
+quire_group_consume_rate{group="slow"} 10
+# HELP quire_group_drain_seconds Seconds until a consumer group's lag is 0 at its consume and produce rates: lag / (consume rate - produce rate); 0 with no lag, +Inf when the lag does not shrink (on the group coordinator; absent while unknown).
+# TYPE quire_group_drain_seconds gauge
+quire_group_drain_seconds{group="fast"} 5
+quire_group_drain_seconds{group="slow"} +Inf
+# HELP quire_group_members_needed Members that would keep a consumer group's lag flat at its produce rate, each reading as fast as its members do now on average, at most its partition count; 0 when nothing is produced (on the group coordinator; absent while unknown).
+# TYPE quire_group_members_needed gauge
+quire_group_members_needed{group="fast"} 1
+quire_group_members_needed{group="slow"} 2
+# HELP quire_group_partitions Partitions a consumer group reads or committed in: the most members that can have work (on the group coordinator).
+# TYPE quire_group_partitions gauge
+quire_group_partitions{group="fast"} 4
+quire_group_partitions{group="new"} 3
+quire_group_partitions{group="slow"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "quire_group_consume_rate", "quire_group_drain_seconds",
+		"quire_group_members_needed", "quire_group_partitions"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,6 +26,7 @@ type fetcherManager struct {
 	incarnation string // this process's, as registered
 	cfg         FetchConfig
 	peers       Peers
+	bytesIn     *atomic.Uint64 // batch bytes the fetches brought (Manager.Stats)
 	logger      hclog.Logger
 
 	mu       sync.Mutex
@@ -61,8 +63,8 @@ type fetcher struct {
 	pending  []pending
 }
 
-func newFetcherManager(self int32, incarnation string, cfg FetchConfig, peers Peers, logger hclog.Logger) *fetcherManager {
-	return &fetcherManager{self: self, incarnation: incarnation, cfg: cfg, peers: peers, logger: logger,
+func newFetcherManager(self int32, incarnation string, cfg FetchConfig, peers Peers, bytesIn *atomic.Uint64, logger hclog.Logger) *fetcherManager {
+	return &fetcherManager{self: self, incarnation: incarnation, cfg: cfg, peers: peers, bytesIn: bytesIn, logger: logger,
 		fetchers: map[int32]*fetcher{}, where: map[*Partition]int32{}}
 }
 
@@ -223,6 +225,11 @@ func (f *fetcher) run() {
 			f.m.logger.Info("replica fetch works again", "leader", f.leader)
 			failing = false
 		}
+		var n int
+		for i := range resp.Partitions {
+			n += len(resp.Partitions[i].Records)
+		}
+		f.m.bytesIn.Add(uint64(n))
 		f.apply(parts, resp.Partitions)
 		resp.done()
 	}

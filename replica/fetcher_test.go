@@ -174,3 +174,49 @@ func TestReplicaFetcherLockOrder(t *testing.T) {
 		t.Fatal("deadlock: building a request never got the partition's lock")
 	}
 }
+
+// TestReplicaStatsReplicationBytes: the batch bytes a leader serves its
+// follower count in its ReplicationBytesOut, and those the follower's
+// fetcher brings in its ReplicationBytesIn; client traffic counts in
+// neither.
+func TestReplicaStatsReplicationBytes(t *testing.T) {
+	peers := inProcess{}
+	fc := FetchConfig{MaxWait: 5 * time.Minute, Backoff: 10 * time.Millisecond, CallTimeoutSlop: 5 * time.Second}
+	rm1 := newManagerPeers(t, 1, openStorage(t), nil, nil, peers, fc)
+	peers[1] = rm1
+	rm2 := newManagerPeers(t, 2, openStorage(t), nil, nil, peers, fc)
+	a := Assignment{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	for _, rm := range []*Manager{rm1, rm2} {
+		if err := rm.apply("t", 0, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, _ := rm1.Partition("t", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var want uint64
+	for n := range 3 {
+		b := testBatch(n + 1)
+		want += uint64(len(b))
+		res, err := l.Append(b, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.AwaitReplicated(ctx, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, "the replicated bytes counted on both sides", func() error {
+		out, in := rm1.Stats().ReplicationBytesOut, rm2.Stats().ReplicationBytesIn
+		if out != want || in != want {
+			return fmt.Errorf("leader served %d bytes, follower fetched %d; want %d", out, in, want)
+		}
+		return nil
+	})
+	if s := rm1.Stats(); s.ReplicationBytesIn != 0 {
+		t.Fatalf("the leader fetched %d bytes", s.ReplicationBytesIn)
+	}
+	if s := rm2.Stats(); s.ReplicationBytesOut != 0 {
+		t.Fatalf("the follower served %d bytes", s.ReplicationBytesOut)
+	}
+}

@@ -172,6 +172,7 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 	for {
 		n := rm.readForFollower(req, parts, resp)
 		if stop || n >= int(req.MinBytes) || req.MaxWaitMs == 0 || startsAhead(req, parts) {
+			rm.replicationBytesOut.Add(uint64(n))
 			return resp, nil
 		}
 		select {

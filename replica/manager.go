@@ -87,10 +87,12 @@ type Manager struct {
 	bgStopped bool
 	bg        sync.WaitGroup
 
-	// Monitoring (stats.go): client traffic per topic (*TopicIO) and the
-	// ISR changes of led partitions.
-	io                     sync.Map
-	isrShrinks, isrExpands atomic.Uint64
+	// Monitoring (stats.go): client traffic per topic (*TopicIO), the
+	// ISR changes of led partitions, and the batch bytes served to
+	// followers and fetched from leaders.
+	io                                      sync.Map
+	isrShrinks, isrExpands                  atomic.Uint64
+	replicationBytesOut, replicationBytesIn atomic.Uint64
 }
 
 // New returns a Manager hosting nothing yet.
@@ -127,7 +129,7 @@ func New(cfg Config) (*Manager, error) {
 		configs:          map[string]TopicConfig{},
 		topicIDs:         map[string]string{},
 	}
-	rm.fetchers = newFetcherManager(cfg.NodeID, cfg.Incarnation, cfg.Fetch, cfg.Peers, logger.Named("fetcher"))
+	rm.fetchers = newFetcherManager(cfg.NodeID, cfg.Incarnation, cfg.Fetch, cfg.Peers, &rm.replicationBytesIn, logger.Named("fetcher"))
 	return rm, nil
 }
 

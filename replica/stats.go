@@ -108,11 +108,17 @@ type Stats struct {
 	// ISRShrinks and ISRExpands count the ISR changes of partitions led
 	// here, since the process started.
 	ISRShrinks, ISRExpands uint64
+	// ReplicationBytesOut counts the batch bytes this node's answers to
+	// replica fetches carried (as a leader, to its followers);
+	// ReplicationBytesIn those its own replica fetches brought (as a
+	// follower, from the leaders); since the process started.
+	ReplicationBytesOut, ReplicationBytesIn uint64
 }
 
 // Stats returns a snapshot of every hosted replica and the counters.
 func (rm *Manager) Stats() Stats {
-	st := Stats{ISRShrinks: rm.isrShrinks.Load(), ISRExpands: rm.isrExpands.Load()}
+	st := Stats{ISRShrinks: rm.isrShrinks.Load(), ISRExpands: rm.isrExpands.Load(),
+		ReplicationBytesOut: rm.replicationBytesOut.Load(), ReplicationBytesIn: rm.replicationBytesIn.Load()}
 	for _, p := range rm.all() {
 		st.Partitions = append(st.Partitions, p.stats())
 	}

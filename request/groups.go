@@ -114,6 +114,9 @@ type GroupDescription struct {
 	Assignor        string
 	Members         []GroupMemberDescription
 	Partitions      []GroupPartitionLag
+	// Throughput is whether the group keeps up; nil when the coordinator
+	// did not say (one of a version before it did).
+	Throughput *metadata.GroupThroughput
 }
 
 // GroupMemberDescription is one member of a described group.

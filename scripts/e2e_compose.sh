@@ -12,7 +12,9 @@
 # record still there.
 # A client in another container on the compose network sees the INTERNAL
 # addresses; kcat on the host sees the KAFKA ones and produces through
-# them. Timings are printed as "e2e-compose: time ...".
+# them. Each node's metrics listener answers on its published host port,
+# and counts the replication and the leader elections of the failover.
+# Timings are printed as "e2e-compose: time ...".
 #
 # It runs under its own compose project name, image tag and free host
 # ports, and removes its containers, network, volumes and image on every
@@ -132,6 +134,19 @@ wait_for() {
 	done
 }
 cid() { "${compose[@]}" ps -q "quire$1"; }
+# metric_sum NAME: the sum of series NAME (no labels) over the nodes whose
+# published metrics port answers.
+metric_sum() {
+	local n port_var body total=0
+	for n in 1 2 3; do
+		port_var=QUIRE${n}_METRICS_PORT
+		body=$(curl -fsS --max-time 5 "http://127.0.0.1:${!port_var}/metrics" 2>/dev/null) || continue
+		total=$(awk -v t="$total" -v name="$1" '$1 == name { t += $2 } END { print t + 0 }' <<<"$body")
+	done
+	echo "$total"
+}
+# metric_above NAME MIN: metric_sum NAME is above MIN.
+metric_above() { awk -v v="$(metric_sum "$1")" -v min="$2" 'BEGIN { exit !(v > min) }'; }
 healthy() {
 	local n c
 	for n in "$@"; do
@@ -218,6 +233,13 @@ for n in 1 2 3; do
 	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
 done
 
+step "each node's metrics listener on its published host port"
+for n in 1 2 3; do
+	port_var=QUIRE${n}_METRICS_PORT
+	body=$(curl -fsS --max-time 5 "http://127.0.0.1:${!port_var}/metrics") || fail "node $n: no /metrics on 127.0.0.1:${!port_var}"
+	grep -q '^quire_ready 1$' <<<"$body" || fail "node $n: /metrics on 127.0.0.1:${!port_var} has no quire_ready 1"
+done
+
 step "a client in another container on the compose network sees the INTERNAL addresses"
 out=$(docker run --rm --name "$client_name" --network "$network" --entrypoint quire "$image" \
 	--brokers quire1:19092 cluster info 2>&1) || fail "cluster info from a container: $out"
@@ -248,6 +270,8 @@ wait_for "a full ISR on every partition" 60 all_isr 3
 step "1000 records to each of $partitions partitions with acks=all, from the host"
 produce_all 1 1000
 check_all 1000
+wait_for "replication bytes counted by the followers" 30 metric_above quire_replication_bytes_in_total 0
+elections_before=$(metric_sum quire_leader_elections_total)
 
 victim=$(leader_of 0)
 [ -n "$victim" ] && [ "$victim" -ge 1 ] || fail "no leader for $topic-0"
@@ -260,6 +284,10 @@ t_leaders=$(since "$t")
 check_all 1000
 t_failover=$(since "$t")
 step "time failover (kill to new leaders everywhere): $t_leaders; to every acknowledged record read back: $t_failover"
+# The controller alone exposes the count; a new controller (the killed
+# node was the old one) counts the elections it applied since it started.
+wait_for "the failover's elections counted" 30 metric_above quire_leader_elections_total 0
+step "leader elections counted: $(metric_sum quire_leader_elections_total) (before the kill: $elections_before)"
 
 step "500 more each with acks=all on two in-sync replicas"
 wait_for "ISRs of two" 30 all_isr 2
@@ -330,10 +358,11 @@ if [ "${compose_cmd[0]}" = docker-compose ]; then
 	step "the README's compose block (project $readme_project)"
 	t=$(now)
 	out=$(COMPOSE_PROJECT_NAME=$readme_project QUIRE_IMAGE=quire:local run_readme_block compose "$root" \
-		"s/127.0.0.1:19092/127.0.0.1:$QUIRE1_PORT/; s/127.0.0.1:19093/127.0.0.1:$QUIRE2_PORT/; s/127.0.0.1:19094/127.0.0.1:$QUIRE3_PORT/" 2>&1) ||
+		"s/127.0.0.1:19092/127.0.0.1:$QUIRE1_PORT/; s/127.0.0.1:19093/127.0.0.1:$QUIRE2_PORT/; s/127.0.0.1:19094/127.0.0.1:$QUIRE3_PORT/; s/127.0.0.1:19404/127.0.0.1:$QUIRE1_METRICS_PORT/" 2>&1) ||
 		{ echo "$out" >&2; fail "README compose block"; }
 	grep -q "127.0.0.1:$QUIRE1_PORT" <<<"$out" || { echo "$out" >&2; fail "README compose block: the host was not given 127.0.0.1 addresses"; }
 	grep -q "quire1:19092" <<<"$out" || { echo "$out" >&2; fail "README compose block: a container was not given quireN addresses"; }
+	grep -q "^quire_ready 1$" <<<"$out" || { echo "$out" >&2; fail "README compose block: no quire_ready 1 from node 1's metrics port"; }
 	step "time README compose block: $(since "$t")"
 else
 	step "README compose block skipped: it uses docker-compose, and only docker compose is installed"

@@ -5,7 +5,11 @@
 # rules use present, the alert rules and the Prometheus configuration
 # checked with promtool, then Debian's prometheus server (installed with
 # apt-get when missing and running as root) started on another loopback
-# port, scraping the node, and a series read back through its HTTP API.
+# port, scraping the node, and series read back through its HTTP API: the
+# records produced, the per-request latency histogram (the CLI produces
+# over a stream), the broker's bytes in, the replication and election
+# counters, and a consumer group's rates, time to drain and members
+# needed.
 # Without prometheus (not installable) those last checks are skipped with a
 # message; QUIRE_REQUIRE_PROMETHEUS=1 makes that an error.
 #
@@ -103,6 +107,30 @@ done
 desc=$("$quire" --brokers "$addr" group describe metrics-g --format json) || fail "group describe: $desc"
 grep -q '"lag": 2' <<<"$desc" || fail "group describe --format json shows no lag 2: $desc"
 
+# Two lag refreshes later the group has rates: it consumes nothing more
+# and nothing is produced, so its lag of 2 never drains (+Inf) and no
+# member is needed to keep up.
+step "group metrics-g's throughput: rates, time to drain, members needed"
+deadline=$((SECONDS + 30))
+until get /metrics >"$tmp/metrics.txt" && grep -qxF 'quire_group_consume_rate{group="metrics-g"} 0' "$tmp/metrics.txt" &&
+	grep -qxF 'quire_group_drain_seconds{group="metrics-g"} +Inf' "$tmp/metrics.txt" &&
+	grep -qxF 'quire_group_members_needed{group="metrics-g"} 0' "$tmp/metrics.txt"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "no throughput of metrics-g in /metrics: $(grep 'quire_group_[a-z_]*{group="metrics-g"}' "$tmp/metrics.txt" || true)"
+	sleep 0.2
+done
+desc=$("$quire" --brokers "$addr" group describe metrics-g) || fail "group describe: $desc"
+grep -q '^lag 2 records; consumed 0.0/s, produced 0.0/s; not draining' <<<"$desc" || fail "group describe shows no throughput line: $desc"
+
+# The CLI produced over a stream: each request counts in the Produce
+# histogram; the records' bytes count as the broker's bytes in.
+grep -qE '^quire_request_duration_seconds_count\{rpc="quire.v1.Producer/Produce",type="unary"\} [1-9]' "$tmp/metrics.txt" ||
+	fail "the streamed produce is not in the Produce histogram: $(grep '^quire_request_duration_seconds_count' "$tmp/metrics.txt" || true)"
+grep -qE '^quire_bytes_in_total [1-9]' "$tmp/metrics.txt" || fail "no bytes in counted: $(grep '^quire_bytes_' "$tmp/metrics.txt" || true)"
+for want in '^quire_replication_bytes_out_total 0$' '^quire_replication_bytes_in_total 0$' '^quire_leader_elections_total [0-9]' \
+	'^quire_unclean_leader_elections_total 0$'; do
+	grep -q "$want" "$tmp/metrics.txt" || fail "/metrics has no line matching $want"
+done
+
 # Every quire_ series the dashboard and the alert rules use is exposed
 # (follower lag needs followers: a single node has none).
 names=$(grep -ohE 'quire_[A-Za-z_]+' deploy/grafana-dashboard.json deploy/quire-alerts.yml | sed -E 's/_(bucket|count|sum)$//' | sort -u)
@@ -158,3 +186,31 @@ done
 up=$(curl -fsS --max-time 5 "http://$prom/api/v1/query" --data-urlencode 'query=up{job="quire"}') || fail "prometheus did not answer the up query"
 grep -q '"value":\[[0-9.]*,"1"\]' <<<"$up" || fail "prometheus says the node is not up: $up"
 step "ok: prometheus scraped the node; $query = 3 through its HTTP API"
+
+# prom_value QUERY REGEX: the query's value (one series) matches REGEX
+# (an extended regex of the whole value) through Prometheus' HTTP API.
+prom_value() {
+	curl -fsS --max-time 5 "http://$prom/api/v1/query" --data-urlencode "query=$1" >"$tmp/query.json" 2>/dev/null &&
+		grep -qE "\"value\":\[[0-9.]*,\"$2\"\]" "$tmp/query.json"
+}
+for q in \
+	'sum(quire_request_duration_seconds_count{rpc="quire.v1.Producer/Produce",type="unary",job="quire"})=[1-9][0-9]*' \
+	'quire_bytes_in_total{job="quire"}=[1-9][0-9]*' \
+	'quire_bytes_out_total{job="quire"}=[1-9][0-9]*' \
+	'quire_replication_bytes_out_total{job="quire"}=0' \
+	'quire_replication_bytes_in_total{job="quire"}=0' \
+	'quire_leader_elections_total{job="quire"}=[0-9]+' \
+	'quire_unclean_leader_elections_total{job="quire"}=0' \
+	'quire_group_consume_rate{group="metrics-g",job="quire"}=0' \
+	'quire_group_produce_rate{group="metrics-g",job="quire"}=0' \
+	'quire_group_drain_seconds{group="metrics-g",job="quire"}=\+Inf' \
+	'quire_group_members_needed{group="metrics-g",job="quire"}=0' \
+	'quire_group_partitions{group="metrics-g",job="quire"}=1'; do
+	query=${q%=*} want=${q##*=}
+	deadline=$((SECONDS + 30))
+	until prom_value "$query" "$want"; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "prometheus has no $query matching $want within 30s: $(cat "$tmp/query.json" 2>/dev/null || true)"
+		sleep 0.5
+	done
+done
+step "ok: the request, traffic, election and group throughput series read back through prometheus"

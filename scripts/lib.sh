@@ -35,24 +35,26 @@ free_ports() {
 	done
 }
 
-# compose_ports NAME: six distinct free loopback ports for the compose
+# compose_ports NAME: nine distinct free loopback ports for the compose
 # nodes' host listeners, exported as QUIRE1_PORT, QUIRE2_PORT and
-# QUIRE3_PORT (gRPC, EXTERNAL), with QUIRE_BROKERS naming all three, and
-# QUIRE1_KAFKA_PORT..QUIRE3_KAFKA_PORT (Kafka's protocol); NAME prefixes
-# the message when there are none.
+# QUIRE3_PORT (gRPC, EXTERNAL), with QUIRE_BROKERS naming all three,
+# QUIRE1_KAFKA_PORT..QUIRE3_KAFKA_PORT (Kafka's protocol) and
+# QUIRE1_METRICS_PORT..QUIRE3_METRICS_PORT (metrics); NAME prefixes the
+# message when there are none.
 compose_ports() {
 	local ports=() p
-	for _ in 1 2 3 4 5 6; do
+	for _ in 1 2 3 4 5 6 7 8 9; do
 		p=$(free_ports 1)
 		[ -n "$p" ] || { echo "$1: FAIL: no free port" >&2; return 1; }
 		ports+=("$p")
 	done
-	if [ "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" != 6 ]; then
+	if [ "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" != 9 ]; then
 		echo "$1: FAIL: free_ports returned one port twice: ${ports[*]}" >&2
 		return 1
 	fi
 	export QUIRE1_PORT=${ports[0]} QUIRE2_PORT=${ports[1]} QUIRE3_PORT=${ports[2]}
 	export QUIRE1_KAFKA_PORT=${ports[3]} QUIRE2_KAFKA_PORT=${ports[4]} QUIRE3_KAFKA_PORT=${ports[5]}
+	export QUIRE1_METRICS_PORT=${ports[6]} QUIRE2_METRICS_PORT=${ports[7]} QUIRE3_METRICS_PORT=${ports[8]}
 	export QUIRE_BROKERS="127.0.0.1:$QUIRE1_PORT,127.0.0.1:$QUIRE2_PORT,127.0.0.1:$QUIRE3_PORT"
 }
 

@@ -17,8 +17,15 @@ const defaultStreamWait = 500 * time.Millisecond
 // away or a partition fails. Send blocks once the client's flow-control
 // window is full, which bounds how far ahead the broker reads.
 func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.Consumer_FetchStreamServer) error {
+	// Each response counts as a Fetch call (observeCall): the first from
+	// the request's arrival, the next ones from the end of the send
+	// before, when the stream asks again on its own; a refused request
+	// counts once, refused.
+	start := s.b.callStart()
 	if err := checkFetchRequest(req); err != nil { // validate.go
-		return toStatus(err)
+		err = toStatus(err)
+		s.b.observeCall(quirev1.Consumer_Fetch_FullMethodName, start, err)
+		return err
 	}
 	specs := fetchSpecs(req)
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
@@ -65,9 +72,12 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 			}
 			msg.bufs[i] = r.Buf
 		}
-		if err := stream.SendMsg(msg); err != nil {
+		err := stream.SendMsg(msg)
+		s.b.observeCall(quirev1.Consumer_Fetch_FullMethodName, start, err)
+		if err != nil {
 			return err
 		}
+		start = s.b.callStart()
 		if failed {
 			return nil // the client restarts from its own view
 		}

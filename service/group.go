@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/subscribe"
 )
@@ -102,6 +103,10 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *quirev1.DescribeG
 		out.Partitions = append(out.Partitions, &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
 			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID, ObservedTimeMs: l.ObservedTimeMs})
 	}
+	if t := d.Throughput; t != nil {
+		out.Throughput = &quirev1.GroupThroughput{Lag: t.Lag, ConsumeRate: t.ConsumeRate, ProduceRate: t.ProduceRate, DrainSeconds: t.DrainSeconds,
+			Members: int32(t.Members), Partitions: int32(t.Partitions), MembersNeeded: int32(t.MembersNeeded)}
+	}
 	return out, nil
 }
 
@@ -164,6 +169,10 @@ func GroupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDesc
 	for _, l := range d.Partitions {
 		out.Partitions = append(out.Partitions, request.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
 			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberID: l.MemberId, ObservedTimeMs: l.ObservedTimeMs})
+	}
+	if t := d.Throughput; t != nil {
+		out.Throughput = &metadata.GroupThroughput{Lag: t.Lag, ConsumeRate: t.ConsumeRate, ProduceRate: t.ProduceRate, DrainSeconds: t.DrainSeconds,
+			Members: int(t.Members), Partitions: int(t.Partitions), MembersNeeded: int(t.MembersNeeded)}
 	}
 	return out
 }

@@ -73,9 +73,12 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 	ctx := coreContext(stream.Context())
 	// slots carries each request's response, in request order, to the
 	// sender; done is closed once resp is final.
+	// start is when the request arrived: each request counts as a
+	// Produce call once answered (observeCall).
 	type slot struct {
-		resp *quirev1.ProduceResponse
-		done chan struct{}
+		resp  *quirev1.ProduceResponse
+		done  chan struct{}
+		start time.Time
 	}
 	slots := make(chan *slot, 256)
 	sendErr := make(chan error, 1)
@@ -85,6 +88,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			<-sl.done
 			if err == nil && sl.resp != nil {
 				err = stream.Send(sl.resp)
+				s.b.observeCall(quirev1.Producer_Produce_FullMethodName, sl.start, err)
 			}
 		}
 		sendErr <- err
@@ -103,6 +107,7 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 	for {
 		err := stream.RecvMsg(&m)
 		received := s.b.queue.Received()
+		start := s.b.callStart()
 		if errors.Is(err, io.EOF) {
 			return finish(nil)
 		}
@@ -116,17 +121,22 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 		m.release() // the records are in the log; nothing refers to them
 		if err != nil {
 			cancel()
-			return finish(toStatus(err))
+			err = toStatus(err)
+			s.b.observeCall(quirev1.Producer_Produce_FullMethodName, start, err)
+			return finish(err)
 		}
 		correlationID := req.CorrelationId
 		if !appended.Pending() {
 			cancel()
 			if in.Acks != 0 {
-				slots <- &slot{resp: produceResponse(correlationID, appended.Wait(rctx)), done: closed}
+				slots <- &slot{resp: produceResponse(correlationID, appended.Wait(rctx)), done: closed, start: start}
+			} else {
+				// Nothing to answer: done once appended.
+				s.b.observeCall(quirev1.Producer_Produce_FullMethodName, start, nil)
 			}
 			continue
 		}
-		sl := &slot{done: make(chan struct{})}
+		sl := &slot{done: make(chan struct{}), start: start}
 		slots <- sl
 		go func() {
 			defer close(sl.done)

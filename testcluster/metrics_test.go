@@ -152,6 +152,19 @@ func TestClusterMetricsISRShrinkAndStoppedBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// r3-0's records went to its followers: bytes served by the leader,
+	// fetched by each follower.
+	positive := func(v float64) bool { return v > 0 }
+	wantSeries(t, ctx, c, leader, "quire_replication_bytes_out_total", "> 0", positive)
+	for _, id := range c.IDs() {
+		if id != leader {
+			wantSeries(t, ctx, c, id, "quire_replication_bytes_in_total", "> 0", positive)
+		}
+	}
+	elections, err := series(ctx, c, ctl, "quire_leader_elections_total")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The victim follows r3-0 and leads some of r1's partitions.
 	img := c.Image(ctl)
@@ -194,6 +207,12 @@ func TestClusterMetricsISRShrinkAndStoppedBroker(t *testing.T) {
 	// Requests are counted by method and code.
 	wantSeries(t, ctx, c, leader, `quire_requests_total{code="OK",rpc="quire.v1.Producer/ProduceRecords"}`, ">= 5",
 		func(v float64) bool { return v >= n })
+
+	// Back, the victim is elected again for the partitions of r1 it was
+	// the only replica of: one clean election each.
+	c.Restart(victim)
+	wantControllerSeries(t, ctx, c, ctl, "quire_leader_elections_total", fmt.Sprintf("= %v", elections+float64(led)), eq(elections+float64(led)))
+	wantControllerSeries(t, ctx, c, ctl, "quire_unclean_leader_elections_total", "= 0", eq(0))
 }
 
 func TestClusterMetricsReadinessWhileFenced(t *testing.T) {

@@ -1375,7 +1375,12 @@ type DescribeGroupResponse struct {
 	Members         []*GroupMemberDescription `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
 	// The group's position in every partition it reads or has committed,
 	// sorted by topic and partition.
-	Partitions    []*GroupPartitionLag `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*GroupPartitionLag `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The group's throughput: will it catch up, when, and with how many
+	// members. The rates are the coordinator's, over its last looks at the
+	// committed offsets and high watermarks (group.lag.refresh.ms apart,
+	// over about twelve of them).
+	Throughput    *GroupThroughput `protobuf:"bytes,8,opt,name=throughput,proto3" json:"throughput,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1459,6 +1464,122 @@ func (x *DescribeGroupResponse) GetPartitions() []*GroupPartitionLag {
 	return nil
 }
 
+func (x *DescribeGroupResponse) GetThroughput() *GroupThroughput {
+	if x != nil {
+		return x.Throughput
+	}
+	return nil
+}
+
+type GroupThroughput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records behind, summed over the partitions whose lag is known; -1
+	// when none is.
+	Lag int64 `protobuf:"varint,1,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Records a second the group's committed offsets moved, summed over
+	// its partitions; -1 until the coordinator has looked twice.
+	ConsumeRate float64 `protobuf:"fixed64,2,opt,name=consume_rate,json=consumeRate,proto3" json:"consume_rate,omitempty"`
+	// Records a second the high watermarks of those partitions moved; -1
+	// likewise.
+	ProduceRate float64 `protobuf:"fixed64,3,opt,name=produce_rate,json=produceRate,proto3" json:"produce_rate,omitempty"`
+	// Seconds until the lag is 0 at these rates: lag / (consume_rate -
+	// produce_rate); 0 with no lag; -1 when the lag does not shrink at
+	// these rates (consume_rate <= produce_rate) or a figure is unknown.
+	DrainSeconds float64 `protobuf:"fixed64,4,opt,name=drain_seconds,json=drainSeconds,proto3" json:"drain_seconds,omitempty"`
+	// Members of the group.
+	Members int32 `protobuf:"varint,5,opt,name=members,proto3" json:"members,omitempty"`
+	// Partitions the group reads or committed in: the most members that
+	// can have work.
+	Partitions int32 `protobuf:"varint,6,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Members that would keep the lag flat at the current produce rate,
+	// each reading as fast as the members do now on average:
+	// ceil(produce_rate / (consume_rate / members)), at most partitions;
+	// 0 when nothing is produced; -1 when unknown (no rates yet, no
+	// members, or members that read nothing while records come in).
+	MembersNeeded int32 `protobuf:"varint,7,opt,name=members_needed,json=membersNeeded,proto3" json:"members_needed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupThroughput) Reset() {
+	*x = GroupThroughput{}
+	mi := &file_quire_v1_group_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupThroughput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupThroughput) ProtoMessage() {}
+
+func (x *GroupThroughput) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupThroughput.ProtoReflect.Descriptor instead.
+func (*GroupThroughput) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GroupThroughput) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *GroupThroughput) GetConsumeRate() float64 {
+	if x != nil {
+		return x.ConsumeRate
+	}
+	return 0
+}
+
+func (x *GroupThroughput) GetProduceRate() float64 {
+	if x != nil {
+		return x.ProduceRate
+	}
+	return 0
+}
+
+func (x *GroupThroughput) GetDrainSeconds() float64 {
+	if x != nil {
+		return x.DrainSeconds
+	}
+	return 0
+}
+
+func (x *GroupThroughput) GetMembers() int32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+func (x *GroupThroughput) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *GroupThroughput) GetMembersNeeded() int32 {
+	if x != nil {
+		return x.MembersNeeded
+	}
+	return 0
+}
+
 // GroupPartitionLag is a group's position in one partition, as its
 // coordinator last learned it from the partition's leader (the leaders
 // are asked every few seconds, group.lag.refresh.ms).
@@ -1490,7 +1611,7 @@ type GroupPartitionLag struct {
 
 func (x *GroupPartitionLag) Reset() {
 	*x = GroupPartitionLag{}
-	mi := &file_quire_v1_group_proto_msgTypes[23]
+	mi := &file_quire_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1623,7 @@ func (x *GroupPartitionLag) String() string {
 func (*GroupPartitionLag) ProtoMessage() {}
 
 func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[23]
+	mi := &file_quire_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1636,7 @@ func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitionLag.ProtoReflect.Descriptor instead.
 func (*GroupPartitionLag) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupPartitionLag) GetTopic() string {
@@ -1596,7 +1717,7 @@ type GroupMemberDescription struct {
 
 func (x *GroupMemberDescription) Reset() {
 	*x = GroupMemberDescription{}
-	mi := &file_quire_v1_group_proto_msgTypes[24]
+	mi := &file_quire_v1_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1729,7 @@ func (x *GroupMemberDescription) String() string {
 func (*GroupMemberDescription) ProtoMessage() {}
 
 func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[24]
+	mi := &file_quire_v1_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1742,7 @@ func (x *GroupMemberDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberDescription.ProtoReflect.Descriptor instead.
 func (*GroupMemberDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupMemberDescription) GetMemberId() string {
@@ -1700,7 +1821,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[25]
+	mi := &file_quire_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1833,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[25]
+	mi := &file_quire_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1846,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubscribeRequest) GetRequest() isSubscribeRequest_Request {
@@ -1826,7 +1947,7 @@ type SubscribeStart struct {
 
 func (x *SubscribeStart) Reset() {
 	*x = SubscribeStart{}
-	mi := &file_quire_v1_group_proto_msgTypes[26]
+	mi := &file_quire_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1959,7 @@ func (x *SubscribeStart) String() string {
 func (*SubscribeStart) ProtoMessage() {}
 
 func (x *SubscribeStart) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[26]
+	mi := &file_quire_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1972,7 @@ func (x *SubscribeStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeStart.ProtoReflect.Descriptor instead.
 func (*SubscribeStart) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscribeStart) GetGroup() string {
@@ -1947,7 +2068,7 @@ type SubscribeAck struct {
 
 func (x *SubscribeAck) Reset() {
 	*x = SubscribeAck{}
-	mi := &file_quire_v1_group_proto_msgTypes[27]
+	mi := &file_quire_v1_group_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2080,7 @@ func (x *SubscribeAck) String() string {
 func (*SubscribeAck) ProtoMessage() {}
 
 func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[27]
+	mi := &file_quire_v1_group_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2093,7 @@ func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAck.ProtoReflect.Descriptor instead.
 func (*SubscribeAck) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubscribeAck) GetPartitions() []*AckedOffsets {
@@ -2005,7 +2126,7 @@ type AckedOffsets struct {
 
 func (x *AckedOffsets) Reset() {
 	*x = AckedOffsets{}
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2138,7 @@ func (x *AckedOffsets) String() string {
 func (*AckedOffsets) ProtoMessage() {}
 
 func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2151,7 @@ func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckedOffsets.ProtoReflect.Descriptor instead.
 func (*AckedOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AckedOffsets) GetTopic() string {
@@ -2076,7 +2197,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2209,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2222,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -2198,7 +2319,7 @@ type SubscribeAssignment struct {
 
 func (x *SubscribeAssignment) Reset() {
 	*x = SubscribeAssignment{}
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2331,7 @@ func (x *SubscribeAssignment) String() string {
 func (*SubscribeAssignment) ProtoMessage() {}
 
 func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2344,7 @@ func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAssignment.ProtoReflect.Descriptor instead.
 func (*SubscribeAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubscribeAssignment) GetMemberId() string {
@@ -2271,7 +2392,7 @@ type SubscribeRecords struct {
 
 func (x *SubscribeRecords) Reset() {
 	*x = SubscribeRecords{}
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2404,7 @@ func (x *SubscribeRecords) String() string {
 func (*SubscribeRecords) ProtoMessage() {}
 
 func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2417,7 @@ func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRecords.ProtoReflect.Descriptor instead.
 func (*SubscribeRecords) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
@@ -2323,7 +2444,7 @@ type SubscribeBatch struct {
 
 func (x *SubscribeBatch) Reset() {
 	*x = SubscribeBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2456,7 @@ func (x *SubscribeBatch) String() string {
 func (*SubscribeBatch) ProtoMessage() {}
 
 func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2469,7 @@ func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubscribeBatch) GetTopic() string {
@@ -2404,7 +2525,7 @@ type SubscribeRawBatch struct {
 
 func (x *SubscribeRawBatch) Reset() {
 	*x = SubscribeRawBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2537,7 @@ func (x *SubscribeRawBatch) String() string {
 func (*SubscribeRawBatch) ProtoMessage() {}
 
 func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2550,7 @@ func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRawBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeRawBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubscribeRawBatch) GetTopic() string {
@@ -2497,7 +2618,7 @@ type BatchRecord struct {
 
 func (x *BatchRecord) Reset() {
 	*x = BatchRecord{}
-	mi := &file_quire_v1_group_proto_msgTypes[34]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2630,7 @@ func (x *BatchRecord) String() string {
 func (*BatchRecord) ProtoMessage() {}
 
 func (x *BatchRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[34]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2643,7 @@ func (x *BatchRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
 func (*BatchRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BatchRecord) GetOffset() int64 {
@@ -2657,7 +2778,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2790,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2803,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2808,7 +2929,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2941,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2954,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -2856,7 +2977,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2989,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3002,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -3007,7 +3128,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x12\x16\n" +
 	"\x06rejoin\x18\x06 \x01(\bR\x06rejoin\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xa4\x02\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xdf\x02\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
@@ -3018,7 +3139,20 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\amembers\x18\x06 \x03(\v2 .quire.v1.GroupMemberDescriptionR\amembers\x12;\n" +
 	"\n" +
 	"partitions\x18\a \x03(\v2\x1b.quire.v1.GroupPartitionLagR\n" +
-	"partitions\"\x93\x02\n" +
+	"partitions\x129\n" +
+	"\n" +
+	"throughput\x18\b \x01(\v2\x19.quire.v1.GroupThroughputR\n" +
+	"throughput\"\xef\x01\n" +
+	"\x0fGroupThroughput\x12\x10\n" +
+	"\x03lag\x18\x01 \x01(\x03R\x03lag\x12!\n" +
+	"\fconsume_rate\x18\x02 \x01(\x01R\vconsumeRate\x12!\n" +
+	"\fproduce_rate\x18\x03 \x01(\x01R\vproduceRate\x12#\n" +
+	"\rdrain_seconds\x18\x04 \x01(\x01R\fdrainSeconds\x12\x18\n" +
+	"\amembers\x18\x05 \x01(\x05R\amembers\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x06 \x01(\x05R\n" +
+	"partitions\x12%\n" +
+	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x93\x02\n" +
 	"\x11GroupPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -3155,7 +3289,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -3180,25 +3314,26 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*ConsumerGroupHeartbeatResponse)(nil), // 20: quire.v1.ConsumerGroupHeartbeatResponse
 	(*DescribeGroupRequest)(nil),           // 21: quire.v1.DescribeGroupRequest
 	(*DescribeGroupResponse)(nil),          // 22: quire.v1.DescribeGroupResponse
-	(*GroupPartitionLag)(nil),              // 23: quire.v1.GroupPartitionLag
-	(*GroupMemberDescription)(nil),         // 24: quire.v1.GroupMemberDescription
-	(*SubscribeRequest)(nil),               // 25: quire.v1.SubscribeRequest
-	(*SubscribeStart)(nil),                 // 26: quire.v1.SubscribeStart
-	(*SubscribeAck)(nil),                   // 27: quire.v1.SubscribeAck
-	(*AckedOffsets)(nil),                   // 28: quire.v1.AckedOffsets
-	(*SubscribeResponse)(nil),              // 29: quire.v1.SubscribeResponse
-	(*SubscribeAssignment)(nil),            // 30: quire.v1.SubscribeAssignment
-	(*SubscribeRecords)(nil),               // 31: quire.v1.SubscribeRecords
-	(*SubscribeBatch)(nil),                 // 32: quire.v1.SubscribeBatch
-	(*SubscribeRawBatch)(nil),              // 33: quire.v1.SubscribeRawBatch
-	(*BatchRecord)(nil),                    // 34: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 35: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 36: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 37: quire.v1.ResetOffset
-	(*Error)(nil),                          // 38: quire.v1.Error
-	(RecordFormat)(0),                      // 39: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 40: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 41: quire.v1.RecordHeader
+	(*GroupThroughput)(nil),                // 23: quire.v1.GroupThroughput
+	(*GroupPartitionLag)(nil),              // 24: quire.v1.GroupPartitionLag
+	(*GroupMemberDescription)(nil),         // 25: quire.v1.GroupMemberDescription
+	(*SubscribeRequest)(nil),               // 26: quire.v1.SubscribeRequest
+	(*SubscribeStart)(nil),                 // 27: quire.v1.SubscribeStart
+	(*SubscribeAck)(nil),                   // 28: quire.v1.SubscribeAck
+	(*AckedOffsets)(nil),                   // 29: quire.v1.AckedOffsets
+	(*SubscribeResponse)(nil),              // 30: quire.v1.SubscribeResponse
+	(*SubscribeAssignment)(nil),            // 31: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),               // 32: quire.v1.SubscribeRecords
+	(*SubscribeBatch)(nil),                 // 33: quire.v1.SubscribeBatch
+	(*SubscribeRawBatch)(nil),              // 34: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                    // 35: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 36: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 37: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 38: quire.v1.ResetOffset
+	(*Error)(nil),                          // 39: quire.v1.Error
+	(RecordFormat)(0),                      // 40: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 41: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 42: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -3207,55 +3342,56 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	9,  // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
 	13, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
 	15, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
-	38, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
+	39, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
 	17, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
 	18, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
 	19, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
 	18, // 10: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
-	24, // 11: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
-	23, // 12: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
-	18, // 13: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 14: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
-	18, // 15: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
-	26, // 16: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
-	27, // 17: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
-	17, // 18: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	39, // 19: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	28, // 20: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	30, // 21: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	31, // 22: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	32, // 23: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	33, // 24: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
-	18, // 25: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 26: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	18, // 27: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	40, // 28: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	34, // 29: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	41, // 30: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	37, // 31: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 32: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 33: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 34: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 35: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 36: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	16, // 37: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	21, // 38: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	25, // 39: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	35, // 40: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 41: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 42: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 43: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 44: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	14, // 45: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	20, // 46: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	22, // 47: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	29, // 48: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	36, // 49: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	41, // [41:50] is the sub-list for method output_type
-	32, // [32:41] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	25, // 11: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
+	24, // 12: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
+	23, // 13: quire.v1.DescribeGroupResponse.throughput:type_name -> quire.v1.GroupThroughput
+	18, // 14: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 15: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
+	18, // 16: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
+	27, // 17: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
+	28, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
+	17, // 19: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
+	40, // 20: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	29, // 21: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
+	31, // 22: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	32, // 23: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	33, // 24: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	34, // 25: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	18, // 26: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 27: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	18, // 28: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	41, // 29: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	35, // 30: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	42, // 31: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	38, // 32: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 33: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 34: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 35: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 36: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 37: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	16, // 38: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	21, // 39: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	26, // 40: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	36, // 41: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 42: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 43: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 44: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 45: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	14, // 46: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	20, // 47: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	22, // 48: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	30, // 49: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	37, // 50: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	42, // [42:51] is the sub-list for method output_type
+	33, // [33:42] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -3268,23 +3404,23 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[25].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[29].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_RawBatch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[34].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[35].OneofWrappers = []any{
 		(*BatchRecord_Key)(nil),
 		(*BatchRecord_KeyBytes)(nil),
 		(*BatchRecord_Value)(nil),
 		(*BatchRecord_ValueBytes)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[35].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[36].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -3297,7 +3433,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

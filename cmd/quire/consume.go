@@ -59,9 +59,14 @@ and the escapes \n, \t and \\. The default is '%v\n'. --format json prints
 one JSON object per record instead.
 
 With --group G it starts each partition at the offset the consumer group G
-committed, falling back to -o where G committed none, and commits what it
-printed (the next offset to read) at most once per --commit-interval and
-on exit, so the next run with --group G continues where this one stopped.
+committed. Where G committed none it starts at -o when given, else where
+--reset says (Kafka's auto.offset.reset): earliest, the log start (the
+default); latest, the log end; none, an error naming the partitions. It
+says on standard error where each partition starts and why ("group G:
+starting T at 0:5 (partition:offset; no committed offset, so --reset
+latest: ...)"). It commits what it printed (the next offset to read) at
+most once per --commit-interval and on exit, so the next run with --group
+G continues where this one stopped.
 Records are committed only once written out: after a crash or a failed
 write, the next run prints again what was not committed. With -p the
 partitions are the ones named, read without joining the group (which
@@ -70,7 +75,8 @@ must have no members then).
 With --group G and no -p it joins G as a member: the group coordinator
 assigns it some of the topic's partitions and moves them as members come
 and go (Ctrl-C leaves the group at once). Each partition starts at G's
-committed offset, else at -o (start or end). Positions are committed every
+committed offset, else at -o (start or end) or --reset as above, and is
+named on standard error as it is assigned. Positions are committed every
 --commit-interval, when a partition is taken away and on exit; a run cut
 short by a crash prints again what it printed after its last commit.
 With --instance-id ID the member is static (group.instance.id): on exit
@@ -115,9 +121,10 @@ the same ID takes its partitions back with no rebalance.`,
 			if err != nil {
 				return err
 			}
+			fallback, why := groupFallback(start, cmd.Flags().Changed("offset"), offset, reset)
 			if group != "" && len(partitions) == 0 {
 				return consumeAsMember(ctx, cmd, cl, g, memberRun{topic: topic, group: group, instance: instance, offset: offset,
-					count: count, interval: interval, pf: pf})
+					fallback: fallback, why: why, count: count, interval: interval, pf: pf})
 			}
 			assign := map[int32]client.Offset{}
 			if len(partitions) == 0 {
@@ -132,8 +139,8 @@ the same ID takes its partitions back with no rebalance.`,
 				assign[p] = start
 			}
 			if group != "" {
-				for p := range assign {
-					assign[p] = client.AtCommitted(group, start)
+				if err := resolveGroupStarts(ctx, cl, group, topic, assign, fallback, why, cmd.ErrOrStderr()); err != nil {
+					return err
 				}
 			} else if err := resolveStarts(ctx, cl, topic, assign, start, offset, resetPolicy(reset, start), cmd.ErrOrStderr()); err != nil {
 				return err
@@ -208,10 +215,10 @@ the same ID takes its partitions back with no rebalance.`,
 	f := cmd.Flags()
 	f.Int32SliceVarP(&partitions, "partitions", "p", nil, "partitions to read (default all), comma-separated")
 	f.StringVarP(&offset, "offset", "o", "start", "start at start, end, OFFSET or @TIMESTAMP")
-	f.StringVar(&reset, "reset", "", "where an offset out of range restarts: earliest, latest or none (fail with the valid range); default none for -o OFFSET, else earliest")
+	f.StringVar(&reset, "reset", "", "where an offset out of range restarts, and with --group where a partition the group never committed in starts (unless -o is given): earliest, latest or none (fail, naming the partitions); default none for -o OFFSET, else earliest")
 	f.IntVarP(&count, "num", "n", 0, "stop after this many records, a positive number (default: follow until interrupted)")
 	f.StringVarP(&format, "print-format", "f", `%v\n`, "format of each record (see above)")
-	f.StringVarP(&group, "group", "g", "", "consumer group: join it (without -p), start at its committed offsets (else -o) and commit what is printed")
+	f.StringVarP(&group, "group", "g", "", "consumer group: join it (without -p), start at its committed offsets (else -o, else --reset) and commit what is printed")
 	// Kafka's auto.commit.interval.ms default: each commit is a metadata
 	// log entry, so not one per poll.
 	f.StringVar(&instance, "instance-id", "", "with --group and no -p, a static member's instance id (group.instance.id): a restart with it within the session timeout takes the same partitions back")

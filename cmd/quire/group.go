@@ -94,7 +94,7 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 	var members bool
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
-		Short: "Show a group's state, members, and committed offset, high watermark and lag (records and seconds) per partition (--members: a line per member)",
+		Short: "Show a group's state, members, throughput (consume and produce rates, time to drain its lag, members needed to keep up), and committed offset, high watermark and lag (records and seconds) per partition (--members: a line per member)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cl, done, err := connect(g)
@@ -127,7 +127,8 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 			if g.format == "json" {
 				return printJSON(out, desc)
 			}
-			fmt.Fprintf(out, "group %s: %s, epoch %d, assignor %s, %d members\n\n", d.Group, d.State, d.GroupEpoch, cmp.Or(d.Assignor, "-"), len(d.Members))
+			fmt.Fprintf(out, "group %s: %s, epoch %d, assignor %s, %d members\n", d.Group, d.State, d.GroupEpoch, cmp.Or(d.Assignor, "-"), len(d.Members))
+			fmt.Fprintf(out, "%s\n\n", throughputLine(d.Throughput))
 			if members {
 				rows := [][]string{}
 				for _, m := range d.Members {
@@ -164,6 +165,37 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&members, "members", false, "a line per member (id, instance id, host, epoch, assigned partitions) instead of per partition; --format json has both always")
 	return cmd
+}
+
+// throughputLine says whether a group keeps up: "lag 1200 records;
+// consuming 350.0/s, produced 300.0/s; drains in 24s; members to keep
+// up: 2 (of 6 partitions)", with "?" for what is not known yet.
+func throughputLine(t client.GroupThroughput) string {
+	rate := func(r float64) string {
+		if r < 0 {
+			return "?"
+		}
+		return fmt.Sprintf("%.1f/s", r)
+	}
+	lag := "?"
+	if t.Lag >= 0 {
+		lag = fmt.Sprint(t.Lag)
+	}
+	var drain string
+	switch {
+	case t.DrainSeconds >= 0:
+		drain = "drains in " + (time.Duration(t.DrainSeconds * float64(time.Second))).Round(time.Second).String()
+	case t.Lag > 0 && t.ConsumeRate >= 0 && t.ProduceRate >= 0:
+		drain = "not draining (consumed no faster than produced)"
+	default:
+		drain = "drain time ?"
+	}
+	needed := "?"
+	if t.MembersNeeded >= 0 {
+		needed = fmt.Sprint(t.MembersNeeded)
+	}
+	return fmt.Sprintf("lag %s records; consumed %s, produced %s; %s; members to keep up: %s (of %d partitions)",
+		lag, rate(t.ConsumeRate), rate(t.ProduceRate), drain, needed, t.Partitions)
 }
 
 func groupDeleteCmd(g *globalFlags) *cobra.Command {

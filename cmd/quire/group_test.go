@@ -50,12 +50,21 @@ func TestCLIGroupDescribeLag(t *testing.T) {
 			LagSeconds      float64 `json:"lag_seconds"`
 			CommitTimeMs    int64   `json:"commit_time_ms"`
 		} `json:"partitions"`
+		Throughput struct {
+			Lag           int64 `json:"lag"`
+			Partitions    int   `json:"partitions"`
+			MembersNeeded int   `json:"members_needed"`
+		} `json:"throughput"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	if d.State != "empty" || len(d.Partitions) != 1 {
 		t.Fatalf("describe: %s", out.String())
+	}
+	// No members: how many would keep up is not known.
+	if tp := d.Throughput; tp.Lag != 2 || tp.Partitions != 1 || tp.MembersNeeded != -1 {
+		t.Fatalf("want throughput lag 2 over 1 partition, members needed unknown: %s", out.String())
 	}
 	p := d.Partitions[0]
 	if p.Topic != "gd" || p.CommittedOffset != 1 || p.HighWatermark != 3 || p.Lag != 2 || p.LagSeconds < 60 || p.CommitTimeMs <= 0 {
@@ -68,7 +77,7 @@ func TestCLIGroupDescribeLag(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	last := strings.Fields(lines[len(lines)-1])
-	if !strings.Contains(out.String(), "LAG-SECONDS") || len(last) != 8 || last[3] != "1" || last[4] != "3" || last[5] != "2" || last[7] != "-" {
+	if !strings.Contains(out.String(), "LAG-SECONDS") || !strings.Contains(out.String(), "lag 2 records;") || len(last) != 8 || last[3] != "1" || last[4] != "3" || last[5] != "2" || last[7] != "-" {
 		t.Fatalf("table: %q", out.String())
 	}
 

@@ -83,8 +83,8 @@ func (s *Stats) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 
 // Observe counts one call of the unary method fullMethod answered some
 // other way, as a message of a stream that carries its calls one at a
-// time (the replica fetch stream), so the method's figures keep counting
-// calls.
+// time (the produce, fetch and replica fetch streams), so the method's
+// figures count every call however it came.
 func (s *Stats) Observe(fullMethod string, start time.Time, err error) {
 	s.method(fullMethod, false).done(start, err)
 }
