@@ -13,6 +13,7 @@ import (
 	pb "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
@@ -250,7 +251,7 @@ func wireError(e *quirev1.Error) *request.Error {
 // with a quire.v1.Error (service.WithRequestLimit).
 func (b *Broker) registerServices() error {
 	svcs, err := service.New(service.Config{NodeID: b.cfg.NodeID, Core: b.core, Node: serviceNode{b}, Subscriber: subscribeBroker{b},
-		Queue: b.queue, Logger: b.logger, Stop: b.stop})
+		Queue: b.queue, Calls: b.callStats(), Logger: b.logger, Stop: b.stop})
 	if err != nil {
 		return err
 	}
@@ -278,4 +279,13 @@ func (n serviceNode) UpdateFeatures(ctx context.Context, level int32) (int32, er
 		return 0, fmt.Errorf("waiting for the metadata: %w", err)
 	}
 	return got, nil
+}
+
+// callStats is what counts the requests streamed to the services, nil
+// with metrics.requests.enable off.
+func (b *Broker) callStats() *rpcstats.Stats {
+	if !b.cfg.MetricsRequestsEnable {
+		return nil
+	}
+	return b.rpcStats
 }

@@ -116,25 +116,6 @@ func (b *Broker) stopMetrics(ctx context.Context) error {
 	return b.metrics.Close(ctx)
 }
 
-// observeCall counts one call of the unary method fullMethod that came
-// as a message of a stream (ProduceStream, FetchStream), from its
-// arrival at start to its answer, when metrics.requests.enable: the
-// method's histogram then holds every produce and fetch, however sent.
-func (b *Broker) observeCall(fullMethod string, start time.Time, err error) {
-	if b.cfg.MetricsRequestsEnable && !start.IsZero() {
-		b.rpcStats.Observe(fullMethod, start, err)
-	}
-}
-
-// callStart is the time a request message arrived, for observeCall; zero
-// (nothing to time) with metrics.requests.enable off.
-func (b *Broker) callStart() time.Time {
-	if !b.cfg.MetricsRequestsEnable {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
 // requestInterceptors count every call when metrics.requests.enable.
 func (b *Broker) requestInterceptors() []grpc.ServerOption {
 	if !b.cfg.MetricsRequestsEnable {

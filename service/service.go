@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -36,7 +37,11 @@ type Config struct {
 	// node (package subscribe).
 	Subscriber subscribe.Broker
 	// Queue times requests on their way in; nil times none.
-	Queue  *rpcstats.Queue
+	Queue *rpcstats.Queue
+	// Calls counts each request that comes as a message of a stream
+	// (ProduceStream, FetchStream) as a call of its unary method; nil
+	// (metrics.requests.enable off) counts none.
+	Calls  *rpcstats.Stats
 	Logger hclog.Logger
 	// Stop is closed as the node shuts down: the streams end.
 	Stop <-chan struct{}
@@ -54,6 +59,7 @@ type node struct {
 	n          Node
 	subscriber subscribe.Broker
 	queue      *rpcstats.Queue
+	calls      *rpcstats.Stats
 	logger     hclog.Logger
 	stop       <-chan struct{}
 }
@@ -66,7 +72,7 @@ func New(cfg Config) (*Services, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Services{b: &node{nodeID: cfg.NodeID, core: cfg.Core, n: cfg.Node, subscriber: cfg.Subscriber, queue: cfg.Queue,
+	return &Services{b: &node{nodeID: cfg.NodeID, core: cfg.Core, n: cfg.Node, subscriber: cfg.Subscriber, queue: cfg.Queue, calls: cfg.Calls,
 		logger: cfg.Logger, stop: cfg.Stop}}, nil
 }
 
@@ -83,3 +89,22 @@ func (s *Services) Register(r grpc.ServiceRegistrar, wrap func(*grpc.ServiceDesc
 }
 
 func (b *node) clientListener(ctx context.Context) string { return b.n.ClientListener(ctx) }
+
+// observeCall counts one call of the unary method fullMethod that came as
+// a message of a stream (ProduceStream, FetchStream), from its arrival at
+// start to its answer, when the node counts calls: the method's histogram
+// then holds every produce and fetch, however sent.
+func (b *node) observeCall(fullMethod string, start time.Time, err error) {
+	if b.calls != nil && !start.IsZero() {
+		b.calls.Observe(fullMethod, start, err)
+	}
+}
+
+// callStart is the time a request message arrived, for observeCall; zero
+// (nothing to time) when the node counts no calls.
+func (b *node) callStart() time.Time {
+	if b.calls == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
