@@ -23,8 +23,8 @@ func (k kafkaBackend) CreateTopic(ctx context.Context, req *request.CreateTopicR
 	return k.b.core.CreateTopic(coreContext(ctx), req)
 }
 
-func (k kafkaBackend) DeleteTopic(ctx context.Context, name string) error {
-	_, err := k.b.core.DeleteTopic(coreContext(ctx), name)
+func (k kafkaBackend) DeleteTopic(ctx context.Context, name, id string) error {
+	_, err := k.b.core.DeleteTopicIncarnation(coreContext(ctx), name, id)
 	return err
 }
 

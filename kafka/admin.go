@@ -25,7 +25,10 @@ import (
 // the ACLs) its gRPC call applies.
 type AdminBackend interface {
 	CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error)
-	DeleteTopic(ctx context.Context, name string) error
+	// DeleteTopic deletes topic name; with id (the metadata's form of
+	// it), only the incarnation with that id: the controller refuses one
+	// created again since the id was looked up as an unknown topic.
+	DeleteTopic(ctx context.Context, name, id string) error
 	CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error)
 	// DescribeCluster lists the brokers with an address on the
 	// connection's listener (fenced ones flagged), each broker's Info.Addr

@@ -34,7 +34,7 @@ func errUnimplemented() error { return status.Error(codes.Unimplemented, "no adm
 func (f *fakeBackend) CreateTopic(context.Context, *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DeleteTopic(context.Context, string) error {
+func (f *fakeBackend) DeleteTopic(context.Context, string, string) error {
 	return errUnimplemented()
 }
 func (f *fakeBackend) CreatePartitions(context.Context, *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
@@ -97,6 +97,9 @@ type adminBackend struct {
 	passwordUsers map[string]bool
 	calls         []string
 	created       []*request.CreateTopicRequest
+	// beforeDelete, when set, runs as DeleteTopic starts (the lock
+	// held): after the listener looked a topic id up, before the delete.
+	beforeDelete func(name string)
 }
 
 func newAdminBackend() *adminBackend {
@@ -153,12 +156,15 @@ func (a *adminBackend) CreateTopic(_ context.Context, req *request.CreateTopicRe
 	return &request.CreateTopicResult{Topic: out}, nil
 }
 
-func (a *adminBackend) DeleteTopic(_ context.Context, name string) error {
+func (a *adminBackend) DeleteTopic(_ context.Context, name, id string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.record("delete %s", name)
-	if _, ok := a.topics[name]; !ok {
-		return coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("unknown topic %q", name)})
+	if a.beforeDelete != nil {
+		a.beforeDelete(name)
+	}
+	if t, ok := a.topics[name]; !ok || (id != "" && t.TopicId != id) {
+		return coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("unknown topic %q (id %q)", name, id)})
 	}
 	delete(a.topics, name)
 	return nil
@@ -480,6 +486,30 @@ func TestKafkaDeleteTopicsAndCreatePartitions(t *testing.T) {
 	if _, ok := backend.topics["byid"]; ok {
 		t.Error("topic deleted by id still there")
 	}
+
+	// Deleted and created again between the listener's lookup of the id
+	// and the delete: the new incarnation stays, and the id is unknown.
+	backend.topics["again"] = backend.describe("again", 1, 1, nil)
+	oldID := topicID(backend.topics["again"].TopicId)
+	backend.beforeDelete = func(name string) {
+		if name == "again" {
+			d := backend.describe("again", 1, 1, nil)
+			d.TopicId = base64.RawURLEncoding.EncodeToString([]byte("again, recreated")[:16])
+			backend.topics["again"] = d
+		}
+	}
+	req = kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = 6
+	req.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: oldID}}
+	resp = roundTrip[*kmsg.DeleteTopicsResponse](k, req)
+	backend.beforeDelete = nil
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("DeleteTopics by the id of a topic recreated since: %+v, want UNKNOWN_TOPIC_ID", resp.Topics)
+	}
+	if d, ok := backend.topics["again"]; !ok || topicID(d.TopicId) == oldID {
+		t.Fatal("the topic's new incarnation was deleted by the old one's id")
+	}
+
 	req = kmsg.NewPtrDeleteTopicsRequest()
 	req.Version, req.TopicNames = 1, []string{"existing", "existing"}
 	if resp := roundTrip[*kmsg.DeleteTopicsResponse](k, req); len(resp.Topics) != 2 || resp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
