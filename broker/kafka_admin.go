@@ -155,12 +155,12 @@ func (k kafkaBackend) ListUsers(ctx context.Context) ([]request.UserDescription,
 	return k.b.core.ListUsers(coreContext(ctx))
 }
 
-func (k kafkaBackend) DeleteUser(ctx context.Context, name string) error {
-	return k.b.core.DeleteUser(coreContext(ctx), name)
+func (k kafkaBackend) DeleteScramCredential(ctx context.Context, user, mechanism string) error {
+	return k.b.core.DeleteScramCredential(coreContext(ctx), user, mechanism)
 }
 
-func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, salted []byte) error {
-	return k.b.core.UpsertScramCredential(coreContext(ctx), user, iterations, salt, salted)
+func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user, mechanism string, iterations int32, salt, salted []byte) error {
+	return k.b.core.UpsertScramCredential(coreContext(ctx), user, mechanism, iterations, salt, salted)
 }
 
 func (k kafkaBackend) DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error) {

@@ -54,11 +54,14 @@ type AdminBackend interface {
 	ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error)
 	DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error)
 	ListUsers(ctx context.Context) ([]request.UserDescription, error)
-	DeleteUser(ctx context.Context, name string) error
-	// UpsertScramCredential stores a SCRAM-SHA-256 credential a client
-	// derived (Kafka's AlterUserScramCredentials sends the salted
-	// password, never the password).
-	UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, saltedPassword []byte) error
+	// DeleteScramCredential removes one mechanism's credential of a
+	// user ("SCRAM-SHA-256", "SCRAM-SHA-512"), the user with its last.
+	DeleteScramCredential(ctx context.Context, user, mechanism string) error
+	// UpsertScramCredential sets one mechanism's credential of a user
+	// from a salted password the client derived (Kafka's
+	// AlterUserScramCredentials sends that, never the password), with
+	// its own salt and iterations; the user's other mechanism is kept.
+	UpsertScramCredential(ctx context.Context, user, mechanism string, iterations int32, salt, saltedPassword []byte) error
 	DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error)
 	// LogDirs describes this broker's log directories and the partition
 	// replicas in them.
