@@ -19,7 +19,13 @@
 #      members reading, the offsets committed, and a later member
 #      starting at them;
 #   6. runs the README's kcat block as printed;
-#   7. finds the Kafka requests in quire_requests_total.
+#   7. finds the Kafka requests in quire_requests_total;
+#
+# then Kafka's admin API through librdkafka (scripts/kafka_admin.py),
+# kafka-go's group consumer, a secured node's TLS and SCRAM with kcat, and
+# the admin API and TLS+SCRAM again on a secured 3-node cluster of
+# scripts/cluster.sh with KAFKA listeners (each part described where it
+# runs).
 #
 # Without kcat (not installable) the script is skipped with a message;
 # QUIRE_REQUIRE_KCAT=1 makes that an error.
@@ -87,13 +93,25 @@ until "$quire" --brokers "$grpc" cluster info >/dev/null 2>&1; do
 	[ "$SECONDS" -lt "$deadline" ] || fail "the node did not serve within 60s"
 	sleep 0.2
 done
-# The server runs under the block's shell: stop it by its data directory.
-# It is waited for (10s at most), so the data directory is not being
-# written as the temp dir is removed.
+# The server runs under the block's shell: stop it by its data directory,
+# the one in this run's directory (another run on the machine has its
+# own, under the same relative name). It is waited for (10s at most), so
+# the data directory is not being written as the temp dir is removed.
+readme_dir=$(cd "$tmp/readme" && pwd -P)
+node_pids() {
+	local p
+	for p in $(pgrep -f -- "--data-dir ./quire-kafka-data"); do
+		if [ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$readme_dir" ]; then echo "$p"; fi
+	done
+}
 stop_node() {
-	pkill -f -- "--data-dir ./quire-kafka-data" 2>/dev/null || return 0
+	local pids
+	pids=$(node_pids)
+	[ -n "$pids" ] || return 0
+	# shellcheck disable=SC2086 # one pid a word
+	kill $pids 2>/dev/null || return 0
 	local deadline=$((SECONDS + 10))
-	while pgrep -f -- "--data-dir ./quire-kafka-data" >/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+	while [ -n "$(node_pids)" ] && [ "$SECONDS" -lt "$deadline" ]; do
 		sleep 0.1
 	done
 }
