@@ -162,6 +162,7 @@ func (s *ScramServer) first(msg string) ([]byte, error) {
 	salt, iters := cred.Salt, cred.Iterations
 	s.storedKey, s.serverKey = cred.StoredKey, cred.ServerKey
 	if s.mechanism == MechanismSHA512 {
+		salt, iters = cred.SaltIterations512()
 		s.storedKey, s.serverKey = cred.StoredKey512, cred.ServerKey512
 	}
 	if !ok || len(s.storedKey) != s.h().Size() || len(s.serverKey) != s.h().Size() || len(salt) == 0 {

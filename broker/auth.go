@@ -131,7 +131,7 @@ func (g *guard) verify(img *metadata.Image, user, password string) bool {
 		return false
 	}
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(user), {0}, []byte(password), {0}, cred.StoredKey, cred.Salt} {
+	for _, part := range [][]byte{[]byte(user), {0}, []byte(password), {0}, cred.StoredKey, cred.Salt, {0}, cred.StoredKey512, cred.Salt512} {
 		h.Write(part)
 	}
 	var key [32]byte

@@ -82,13 +82,16 @@ func (c coreController) CreateTopic(ctx context.Context, spec metadata.TopicSpec
 	return t, img.Index(), nil
 }
 
-func (c coreController) DeleteTopic(ctx context.Context, name string) (uint64, error) {
+func (c coreController) DeleteTopic(ctx context.Context, name, id string) (uint64, error) {
 	b := c.b
-	if err := b.cluster.fwd.DeleteTopic(ctx, name); err != nil {
+	if err := b.cluster.fwd.DeleteTopic(ctx, name, id); err != nil {
 		return 0, err
 	}
-	b.logger.Info("deleted topic", "topic", name)
-	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(name); return !ok })
+	b.logger.Info("deleted topic", "topic", name, "topic_id", id)
+	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool {
+		t, ok := img.Topic(name)
+		return !ok || (id != "" && t.ID != id)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("waiting for the metadata: %w", err)
 	}

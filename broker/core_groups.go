@@ -103,11 +103,11 @@ func (f coreForwarder) ListOffset(ctx context.Context, leader int32, p request.L
 // this node's image.
 type coreSecurity struct{ b *Broker }
 
-func (s coreSecurity) UpsertUserCredential(ctx context.Context, user string, cred auth.Credential) error {
-	return s.b.cluster.fwd.UpsertUserCredential(ctx, user, cred)
+func (s coreSecurity) UpsertUserCredential(ctx context.Context, user string, cred auth.Credential, mechanisms []string) error {
+	return s.b.cluster.fwd.UpsertUserCredential(ctx, user, cred, mechanisms)
 }
-func (s coreSecurity) DeleteUserCredential(ctx context.Context, user string) error {
-	return s.b.cluster.fwd.DeleteUserCredential(ctx, user)
+func (s coreSecurity) DeleteUserCredential(ctx context.Context, user, mechanism string) error {
+	return s.b.cluster.fwd.DeleteUserCredential(ctx, user, mechanism)
 }
 func (s coreSecurity) CreateACLs(ctx context.Context, acls []auth.ACL) error {
 	return s.b.cluster.fwd.CreateACLs(ctx, acls)

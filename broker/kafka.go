@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -184,24 +185,52 @@ func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteReco
 		})
 }
 
-// Coordinator is this broker on the client's listener: a group's calls
-// go to the coordinator from any node. The core refuses it for a group
-// the caller may not describe.
+// Coordinator is the broker Kafka's clients are sent to for group's
+// calls on the client's listener (groupCoordinator). Any node serves a
+// group's calls (the coordinator itself runs on the controller), but
+// Kafka's clients take a group to have one coordinator, whose ListGroups
+// lists it: an admin client that asks every broker and merges the
+// answers (librdkafka's, Java's) would list a group once per broker if
+// each named itself. The core refuses it for a group the caller may not
+// describe.
 func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.Broker, error) {
 	if err := k.b.core.AuthorizeFindCoordinator(service.CoreContext(ctx), group); err != nil {
 		return nil, err
 	}
 	listener := k.b.clientListener(ctx)
-	if info, ok := k.b.cluster.image().Broker(k.b.cfg.NodeID); ok {
+	if c, ok := k.groupCoordinator(group, listener); ok {
+		return c, nil
+	}
+	msg := fmt.Sprintf("no live broker is registered with a %s listener yet", listener)
+	return nil, errcode.Status(codes.Unavailable, &quirev1.Error{Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, Message: msg,
+		Retriable: true, LeaderId: -1, LeaderEpoch: -1})
+}
+
+// groupCoordinator is the one broker named for group on listener: of the
+// live (unfenced) brokers registered with that listener, sorted by id,
+// the one a hash of the group picks, so that every node names the same
+// one while they see the same brokers, and groups spread over them as
+// Kafka's do over its brokers. A broker fenced or gone hands its groups
+// to the others, as a Kafka coordinator's failure does.
+func (k kafkaBackend) groupCoordinator(group, listener string) (*quirev1.Broker, bool) {
+	var live []*quirev1.Broker
+	for _, info := range k.b.cluster.image().Brokers() {
+		if info.Fenced {
+			continue
+		}
 		for _, e := range info.Endpoints {
 			if e.Listener == listener {
-				return &quirev1.Broker{Id: info.ID, Address: e.Addr, Rack: info.Rack}, nil
+				live = append(live, &quirev1.Broker{Id: info.ID, Address: e.Addr, Rack: info.Rack})
+				break
 			}
 		}
 	}
-	msg := fmt.Sprintf("broker %d is not registered with a %s listener yet", k.b.cfg.NodeID, listener)
-	return nil, errcode.Status(codes.Unavailable, &quirev1.Error{Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, Message: msg,
-		Retriable: true, LeaderId: -1, LeaderEpoch: -1})
+	if len(live) == 0 {
+		return nil, false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return live[h.Sum32()%uint32(len(live))], true
 }
 
 // The group calls go straight to the request core, as the gRPC
@@ -216,8 +245,22 @@ func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (*request
 	return k.b.core.DescribeGroup(service.CoreContext(ctx), group)
 }
 
+// ListGroups lists the groups FindCoordinator names this broker for on
+// the client's listener, as a Kafka broker lists those it coordinates:
+// Kafka's admin clients ask every broker and merge the lists.
 func (k kafkaBackend) ListGroups(ctx context.Context) ([]request.GroupListing, error) {
-	return k.b.core.ListGroups(service.CoreContext(ctx))
+	out, err := k.b.core.ListGroups(service.CoreContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	listener := k.b.clientListener(ctx)
+	mine := out[:0]
+	for _, g := range out {
+		if c, ok := k.groupCoordinator(g.Group, listener); ok && c.Id == k.b.cfg.NodeID {
+			mine = append(mine, g)
+		}
+	}
+	return mine, nil
 }
 
 func (k kafkaBackend) CommitOffsets(ctx context.Context, req *request.CommitOffsetsRequest) (time.Time, error) {

@@ -22,8 +22,8 @@ func (k kafkaBackend) CreateTopic(ctx context.Context, req *request.CreateTopicR
 	return k.b.core.CreateTopic(service.CoreContext(ctx), req)
 }
 
-func (k kafkaBackend) DeleteTopic(ctx context.Context, name string) error {
-	_, err := k.b.core.DeleteTopic(service.CoreContext(ctx), name)
+func (k kafkaBackend) DeleteTopic(ctx context.Context, name, id string) error {
+	_, err := k.b.core.DeleteTopicIncarnation(service.CoreContext(ctx), name, id)
 	return err
 }
 
@@ -154,12 +154,12 @@ func (k kafkaBackend) ListUsers(ctx context.Context) ([]request.UserDescription,
 	return k.b.core.ListUsers(service.CoreContext(ctx))
 }
 
-func (k kafkaBackend) DeleteUser(ctx context.Context, name string) error {
-	return k.b.core.DeleteUser(service.CoreContext(ctx), name)
+func (k kafkaBackend) DeleteScramCredential(ctx context.Context, user, mechanism string) error {
+	return k.b.core.DeleteScramCredential(service.CoreContext(ctx), user, mechanism)
 }
 
-func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, salted []byte) error {
-	return k.b.core.UpsertScramCredential(service.CoreContext(ctx), user, iterations, salt, salted)
+func (k kafkaBackend) UpsertScramCredential(ctx context.Context, user, mechanism string, iterations int32, salt, salted []byte) error {
+	return k.b.core.UpsertScramCredential(service.CoreContext(ctx), user, mechanism, iterations, salt, salted)
 }
 
 func (k kafkaBackend) DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error) {

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -240,6 +242,91 @@ func TestBrokerKafkaSecurity(t *testing.T) {
 		}
 		if err := s.client(t, "SASL_SSL", true, "", plain.Auth{User: "alice", Pass: "wrong"}.AsMechanism()).Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			t.Fatalf("PLAIN with a wrong password: %v", err)
+		}
+	})
+	t.Run("AlterUserScramCredentials sets each mechanism on its own", func(t *testing.T) {
+		brokertest.WaitMetadataVersion(t, s.b, metadata.MetadataVersionIncarnations)
+		adm := kadm.NewClient(s.client(t, "SSL", true, "admin", nil))
+		// described is kate's credentials as DescribeUserScramCredentials
+		// answers them: mechanism:iterations.
+		described := func() string {
+			t.Helper()
+			us, err := adm.DescribeUserSCRAMs(ctx, "kate")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errors.Is(us["kate"].Err, kerr.ResourceNotFound) {
+				return "none"
+			}
+			if us["kate"].Err != nil {
+				t.Fatalf("describe kate: %v", us["kate"].Err)
+			}
+			var out []string
+			for _, ci := range us["kate"].CredInfos {
+				out = append(out, ci.Mechanism.String()+":"+strconv.Itoa(int(ci.Iterations)))
+			}
+			return strings.Join(out, " ")
+		}
+		alter := func(del []kadm.DeleteSCRAM, up []kadm.UpsertSCRAM) {
+			t.Helper()
+			rs, err := adm.AlterUserSCRAMs(ctx, del, up)
+			if err != nil || rs["kate"].Err != nil {
+				t.Fatalf("alter kate (delete %+v, upsert %+v): %v %v (%s)", del, up, err, rs["kate"].Err, rs["kate"].ErrMessage)
+			}
+		}
+		// login says whether kate gets in with mech and password.
+		login := func(mech string, pw string) error {
+			m := scram.Auth{User: "kate", Pass: pw}.AsSha256Mechanism()
+			if mech == "512" {
+				m = scram.Auth{User: "kate", Pass: pw}.AsSha512Mechanism()
+			}
+			return s.client(t, "SASL_SSL", true, "", m).Ping(ctx)
+		}
+		// SCRAM-SHA-512 only, with kadm salting the password itself.
+		alter(nil, []kadm.UpsertSCRAM{{User: "kate", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "kate-512"}})
+		if got := described(); got != "SCRAM-SHA-512:4096" {
+			t.Fatalf("kate after a SCRAM-SHA-512 upsert: %s", got)
+		}
+		if err := login("512", "kate-512"); err != nil {
+			t.Fatalf("SCRAM-SHA-512 login with the credential set through Kafka's API: %v", err)
+		}
+		if err := login("256", "kate-512"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("SCRAM-SHA-256 login of a user with SCRAM-SHA-512 only: %v", err)
+		}
+		// SCRAM-SHA-256 added with another password and iterations: the
+		// SCRAM-SHA-512 credential stays as it was.
+		alter(nil, []kadm.UpsertSCRAM{{User: "kate", Mechanism: kadm.ScramSha256, Iterations: 8192, Password: "kate-256"}})
+		if got := described(); got != "SCRAM-SHA-256:8192 SCRAM-SHA-512:4096" {
+			t.Fatalf("kate after a SCRAM-SHA-256 upsert: %s", got)
+		}
+		for _, c := range []struct{ mech, pw string }{{"256", "kate-256"}, {"512", "kate-512"}} {
+			if err := login(c.mech, c.pw); err != nil {
+				t.Fatalf("SCRAM-SHA-%s login with %s: %v", c.mech, c.pw, err)
+			}
+		}
+		if err := login("512", "kate-256"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Fatalf("SCRAM-SHA-512 login with the SCRAM-SHA-256 password: %v", err)
+		}
+		// Both in one request, then one deleted: the other stays.
+		alter(nil, []kadm.UpsertSCRAM{{User: "kate", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "new-256"},
+			{User: "kate", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "new-512"}})
+		if got := described(); got != "SCRAM-SHA-256:4096 SCRAM-SHA-512:8192" {
+			t.Fatalf("kate after upserting both: %s", got)
+		}
+		alter([]kadm.DeleteSCRAM{{User: "kate", Mechanism: kadm.ScramSha256}}, nil)
+		if got := described(); got != "SCRAM-SHA-512:8192" {
+			t.Fatalf("kate after deleting SCRAM-SHA-256: %s", got)
+		}
+		if err := login("512", "new-512"); err != nil {
+			t.Fatalf("SCRAM-SHA-512 login after SCRAM-SHA-256 was deleted: %v", err)
+		}
+		rs, err := adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "kate", Mechanism: kadm.ScramSha256}}, nil)
+		if err != nil || !errors.Is(rs["kate"].Err, kerr.ResourceNotFound) {
+			t.Fatalf("deleting a mechanism kate no longer has: %v %+v, want RESOURCE_NOT_FOUND", err, rs["kate"])
+		}
+		alter([]kadm.DeleteSCRAM{{User: "kate", Mechanism: kadm.ScramSha512}}, nil)
+		if got := described(); got != "none" {
+			t.Fatalf("kate after deleting her last mechanism: %s", got)
 		}
 	})
 	t.Run("the ACLs of the gRPC door", func(t *testing.T) {

@@ -209,7 +209,7 @@ func TestControllerGRPCForwarding(t *testing.T) {
 	if _, err := f.fwd.CreateTopic(ctx, metadata.TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1}); !errors.Is(err, metadata.ErrTopicExists) {
 		t.Fatalf("duplicate create: %v", err)
 	}
-	if err := f.fwd.DeleteTopic(ctx, "nope"); !errors.Is(err, metadata.ErrUnknownTopic) {
+	if err := f.fwd.DeleteTopic(ctx, "nope", ""); !errors.Is(err, metadata.ErrUnknownTopic) {
 		t.Fatalf("delete unknown: %v", err)
 	}
 	if err := f.fwd.CreatePartitions(ctx, "orders", 8); err != nil {
@@ -478,7 +478,7 @@ func TestControllerGRPCForwardingLocalAndRemoteAlike(t *testing.T) {
 			_, err := f.CreateTopic(ctx, metadata.TopicSpec{Name: "orders", Partitions: 1, ReplicationFactor: 1})
 			return err
 		}},
-		{"delete unknown", metadata.ErrUnknownTopic, func(f *Forwarder) error { return f.DeleteTopic(ctx, "nope") }},
+		{"delete unknown", metadata.ErrUnknownTopic, func(f *Forwarder) error { return f.DeleteTopic(ctx, "nope", "") }},
 		{"fewer partitions", metadata.ErrInvalidPartitions, func(f *Forwarder) error { return f.CreatePartitions(ctx, "orders", 1) }},
 		{"stale alter partition", metadata.ErrStaleEpoch, func(f *Forwarder) error {
 			_, err := f.AlterPartition(ctx, "orders", 0, p.Leader, p.LeaderEpoch, p.PartitionEpoch-1, p.Replicas)

@@ -203,9 +203,10 @@ func (f *Forwarder) CreateTopic(ctx context.Context, spec metadata.TopicSpec) (m
 	return topicFromPB(resp.Topic), nil
 }
 
-// DeleteTopic deletes a topic on the controller.
-func (f *Forwarder) DeleteTopic(ctx context.Context, name string) error {
-	_, err := Call(ctx, f, (*Service).DeleteTopic, pb.ControllerServiceClient.DeleteTopic, &pb.DeleteTopicRequest{Name: name})
+// DeleteTopic deletes a topic on the controller; with id, only the
+// incarnation with that id.
+func (f *Forwarder) DeleteTopic(ctx context.Context, name, id string) error {
+	_, err := Call(ctx, f, (*Service).DeleteTopic, pb.ControllerServiceClient.DeleteTopic, &pb.DeleteTopicRequest{Name: name, TopicId: id})
 	return err
 }
 

@@ -17,16 +17,14 @@ func (s *Service) UpsertUserCredential(ctx context.Context, in *pb.UpsertUserCre
 	if r == nil {
 		r = &metapb.UserCredentialRecord{}
 	}
-	cred := auth.Credential{Salt: r.Salt, Iterations: int(r.Iterations), StoredKey: r.StoredKey, ServerKey: r.ServerKey,
-		StoredKey512: r.StoredKeySha512, ServerKey512: r.ServerKeySha512}
-	if err := s.node.Ctl().UpsertUserCredential(ctx, r.User, cred); err != nil {
+	if err := s.node.Ctl().UpsertUserCredential(ctx, r.User, metadata.CredentialFromRecord(r), in.Mechanisms); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.UpsertUserCredentialResponse{}, nil
 }
 
 func (s *Service) DeleteUserCredential(ctx context.Context, in *pb.DeleteUserCredentialRequest) (*pb.DeleteUserCredentialResponse, error) {
-	if err := s.node.Ctl().DeleteUserCredential(ctx, in.User); err != nil {
+	if err := s.node.Ctl().DeleteUserCredential(ctx, in.User, in.Mechanism); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.DeleteUserCredentialResponse{}, nil
@@ -51,17 +49,19 @@ func (s *Service) DeleteAcls(ctx context.Context, in *pb.DeleteAclsRequest) (*pb
 	return out, nil
 }
 
-// UpsertUserCredential stores a user's salted credential on the controller.
-func (f *Forwarder) UpsertUserCredential(ctx context.Context, user string, cred auth.Credential) error {
+// UpsertUserCredential stores a user's salted credential on the
+// controller; with mechanisms, only theirs, the user's others kept.
+func (f *Forwarder) UpsertUserCredential(ctx context.Context, user string, cred auth.Credential, mechanisms []string) error {
 	_, err := Call(ctx, f, (*Service).UpsertUserCredential, pb.ControllerServiceClient.UpsertUserCredential,
-		&pb.UpsertUserCredentialRequest{Credential: metadata.CredentialRecord(user, cred)})
+		&pb.UpsertUserCredentialRequest{Credential: metadata.CredentialRecord(user, cred), Mechanisms: mechanisms})
 	return err
 }
 
-// DeleteUserCredential removes a user on the controller.
-func (f *Forwarder) DeleteUserCredential(ctx context.Context, user string) error {
+// DeleteUserCredential removes a user on the controller; with mechanism,
+// only that mechanism's keys.
+func (f *Forwarder) DeleteUserCredential(ctx context.Context, user, mechanism string) error {
 	_, err := Call(ctx, f, (*Service).DeleteUserCredential, pb.ControllerServiceClient.DeleteUserCredential,
-		&pb.DeleteUserCredentialRequest{User: user})
+		&pb.DeleteUserCredentialRequest{User: user, Mechanism: mechanism})
 	return err
 }
 

@@ -56,7 +56,7 @@ func (s *Service) CreateTopic(ctx context.Context, in *pb.CreateTopicRequest) (*
 }
 
 func (s *Service) DeleteTopic(ctx context.Context, in *pb.DeleteTopicRequest) (*pb.DeleteTopicResponse, error) {
-	if err := s.node.Ctl().DeleteTopic(ctx, in.Name); err != nil {
+	if err := s.node.Ctl().DeleteTopic(ctx, in.Name, in.TopicId); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.DeleteTopicResponse{}, nil

@@ -21,7 +21,10 @@ import (
 // (and, with the authorizer on, the ACLs) its gRPC call applies.
 type AdminBackend interface {
 	CreateTopic(ctx context.Context, req *request.CreateTopicRequest) (*request.CreateTopicResult, error)
-	DeleteTopic(ctx context.Context, name string) error
+	// DeleteTopic deletes topic name; with id (the metadata's form of
+	// it), only the incarnation with that id: the controller refuses one
+	// created again since the id was looked up as an unknown topic.
+	DeleteTopic(ctx context.Context, name, id string) error
 	CreatePartitions(ctx context.Context, req *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error)
 	// DescribeCluster lists the brokers with an address on the
 	// connection's listener (fenced ones flagged), each broker's Info.Addr
@@ -47,11 +50,14 @@ type AdminBackend interface {
 	ListAcls(ctx context.Context, filter request.ACL) ([]request.ACL, error)
 	DeleteAcls(ctx context.Context, filters []request.ACL) ([]request.ACL, error)
 	ListUsers(ctx context.Context) ([]request.UserDescription, error)
-	DeleteUser(ctx context.Context, name string) error
-	// UpsertScramCredential stores a SCRAM-SHA-256 credential a client
-	// derived (Kafka's AlterUserScramCredentials sends the salted
-	// password, never the password).
-	UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, saltedPassword []byte) error
+	// DeleteScramCredential removes one mechanism's credential of a
+	// user ("SCRAM-SHA-256", "SCRAM-SHA-512"), the user with its last.
+	DeleteScramCredential(ctx context.Context, user, mechanism string) error
+	// UpsertScramCredential sets one mechanism's credential of a user
+	// from a salted password the client derived (Kafka's
+	// AlterUserScramCredentials sends that, never the password), with
+	// its own salt and iterations; the user's other mechanism is kept.
+	UpsertScramCredential(ctx context.Context, user, mechanism string, iterations int32, salt, saltedPassword []byte) error
 	DescribeProducers(ctx context.Context, topic string, partitions []int32) ([]request.PartitionProducers, error)
 	// LogDirs describes this broker's log directories and the partition
 	// replicas in them.

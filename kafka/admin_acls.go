@@ -307,9 +307,10 @@ func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCr
 			r.ErrorCode, r.ErrorMessage = kerr.ResourceNotFound.Code, msgPtr(fmt.Sprintf("user %q has no SCRAM credential", name))
 			return r
 		}
-		for _, m := range strings.Split(u.Mechanism, ",") {
+		// Each mechanism the user has keys for, with its own iterations.
+		for _, c := range u.Credentials {
 			ci := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
-			switch m {
+			switch c.Mechanism {
 			case "SCRAM-SHA-256":
 				ci.Mechanism = scramSHA256
 			case "SCRAM-SHA-512":
@@ -317,7 +318,7 @@ func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCr
 			default:
 				continue
 			}
-			ci.Iterations = u.Iterations
+			ci.Iterations = c.Iterations
 			r.CredentialInfos = append(r.CredentialInfos, ci)
 		}
 		return r
@@ -349,65 +350,88 @@ func describeSCRAM(ctx context.Context, b Backend, req *kmsg.DescribeUserSCRAMCr
 	return resp
 }
 
-// alterSCRAM deletes and upserts credentials, one result per user; a
-// user named more than once is refused, as Kafka does.
+// scramMechanisms are Kafka's SCRAM mechanism numbers and their names.
+var scramMechanisms = map[int8]string{scramSHA256: "SCRAM-SHA-256", scramSHA512: "SCRAM-SHA-512"}
+
+// alterSCRAM deletes and upserts credentials, each of one mechanism (the
+// user's other kept), one result per user: the first failure of its
+// changes, or none. A (user, mechanism) pair named more than once is
+// refused for that user, as Kafka does.
 func alterSCRAM(ctx context.Context, b Backend, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse {
 	resp := kmsg.NewPtrAlterUserSCRAMCredentialsResponse()
-	var names []string
+	type pair struct {
+		user string
+		mech int8
+	}
+	seen := map[pair]int{}
+	var order []string
+	results := map[string]*kmsg.AlterUserSCRAMCredentialsResponseResult{}
+	note := func(name string, mech int8) {
+		seen[pair{name, mech}]++
+		if results[name] == nil {
+			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			r.User = name
+			results[name] = &r
+			order = append(order, name)
+		}
+	}
 	for _, d := range req.Deletions {
-		names = append(names, d.Name)
+		note(d.Name, d.Mechanism)
 	}
 	for _, u := range req.Upsertions {
-		names = append(names, u.Name)
+		note(u.Name, u.Mechanism)
 	}
-	dup := duplicates(names)
-	answered := map[string]bool{}
+	failed := func(name string) bool { return results[name].ErrorCode != 0 }
 	answer := func(name string, code int16, msg string) {
-		if answered[name] {
-			return
+		if r := results[name]; r.ErrorCode == 0 {
+			r.ErrorCode, r.ErrorMessage = code, msgPtr(msg)
 		}
-		answered[name] = true
-		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-		r.User, r.ErrorCode, r.ErrorMessage = name, code, msgPtr(msg)
-		resp.Results = append(resp.Results, r)
 	}
-	check := func(name string, mechanism int8) bool {
+	for p, n := range seen {
+		if n > 1 {
+			answer(p.user, kerr.DuplicateResource.Code, fmt.Sprintf("user %q: mechanism %d is named more than once in the request", p.user, p.mech))
+		}
+	}
+	// check answers a change that cannot be made for its user, and says
+	// whether it can.
+	check := func(name string, mechanism int8) (string, bool) {
+		mech, known := scramMechanisms[mechanism]
 		switch {
-		case dup[name]:
-			answer(name, kerr.DuplicateResource.Code, fmt.Sprintf("user %q is named more than once in the request", name))
+		case failed(name):
 		case name == "":
 			answer(name, kerr.UnacceptableCredential.Code, "the user name is empty")
-		case mechanism != scramSHA256:
-			answer(name, kerr.UnsupportedSaslMechanism.Code, fmt.Sprintf("mechanism %d: only SCRAM-SHA-256 (1) credentials are set or deleted here; a password set over gRPC (quire user set) gives SCRAM-SHA-512 too", mechanism))
+		case !known:
+			answer(name, kerr.UnsupportedSaslMechanism.Code, fmt.Sprintf("mechanism %d: not SCRAM-SHA-256 (1) or SCRAM-SHA-512 (2)", mechanism))
 		default:
-			return true
+			return mech, true
 		}
-		return false
+		return "", false
 	}
 	for _, d := range req.Deletions {
-		if !check(d.Name, d.Mechanism) {
+		mech, ok := check(d.Name, d.Mechanism)
+		if !ok {
 			continue
 		}
-		if err := b.DeleteUser(ctx, d.Name); err != nil {
+		if err := b.DeleteScramCredential(ctx, d.Name, mech); err != nil {
 			code, msg := coreError(err)
 			answer(d.Name, code, msg)
-			continue
 		}
-		answer(d.Name, 0, "")
 	}
 	for _, u := range req.Upsertions {
-		if !check(u.Name, u.Mechanism) {
+		mech, ok := check(u.Name, u.Mechanism)
+		if !ok {
 			continue
 		}
-		if err := b.UpsertScramCredential(ctx, u.Name, u.Iterations, u.Salt, u.SaltedPassword); err != nil {
+		if err := b.UpsertScramCredential(ctx, u.Name, mech, u.Iterations, u.Salt, u.SaltedPassword); err != nil {
 			code, msg := coreError(err)
 			if code == invalidRequest || code == kerr.UnknownServerError.Code {
 				code = kerr.UnacceptableCredential.Code
 			}
 			answer(u.Name, code, msg)
-			continue
 		}
-		answer(u.Name, 0, "")
+	}
+	for _, name := range order {
+		resp.Results = append(resp.Results, *results[name])
 	}
 	return resp
 }

@@ -34,7 +34,7 @@ func errUnimplemented() error { return status.Error(codes.Unimplemented, "no adm
 func (f *fakeBackend) CreateTopic(context.Context, *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DeleteTopic(context.Context, string) error {
+func (f *fakeBackend) DeleteTopic(context.Context, string, string) error {
 	return errUnimplemented()
 }
 func (f *fakeBackend) CreatePartitions(context.Context, *request.CreatePartitionsRequest) (*request.CreatePartitionsResult, error) {
@@ -67,10 +67,10 @@ func (f *fakeBackend) DeleteAcls(context.Context, []request.ACL) ([]request.ACL,
 func (f *fakeBackend) ListUsers(context.Context) ([]request.UserDescription, error) {
 	return nil, errUnimplemented()
 }
-func (f *fakeBackend) DeleteUser(context.Context, string) error {
+func (f *fakeBackend) DeleteScramCredential(context.Context, string, string) error {
 	return errUnimplemented()
 }
-func (f *fakeBackend) UpsertScramCredential(context.Context, string, int32, []byte, []byte) error {
+func (f *fakeBackend) UpsertScramCredential(context.Context, string, string, int32, []byte, []byte) error {
 	return errUnimplemented()
 }
 func (f *fakeBackend) DescribeProducers(context.Context, string, []int32) ([]request.PartitionProducers, error) {
@@ -93,16 +93,22 @@ type adminBackend struct {
 	mu     sync.Mutex
 	topics map[string]*quirev1.TopicDescription
 	acls   []request.ACL
-	users  map[string]int32 // iterations
+	users  map[string]int32 // SCRAM-SHA-256 iterations
+	// users512 are the SCRAM-SHA-512 iterations of the users with
+	// those keys.
+	users512 map[string]int32
 	// passwordUsers are the users whose credential came from a
 	// password (both mechanisms' keys), not a salted one.
 	passwordUsers map[string]bool
 	calls         []string
 	created       []*request.CreateTopicRequest
+	// beforeDelete, when set, runs as DeleteTopic starts (the lock
+	// held): after the listener looked a topic id up, before the delete.
+	beforeDelete func(name string)
 }
 
 func newAdminBackend() *adminBackend {
-	a := &adminBackend{topics: map[string]*quirev1.TopicDescription{}, users: map[string]int32{"alice": 8192}}
+	a := &adminBackend{topics: map[string]*quirev1.TopicDescription{}, users: map[string]int32{"alice": 8192}, users512: map[string]int32{}}
 	a.topics["existing"] = a.describe("existing", 2, 1, map[string]string{"retention.ms": "1000"})
 	return a
 }
@@ -155,12 +161,15 @@ func (a *adminBackend) CreateTopic(_ context.Context, req *request.CreateTopicRe
 	return &request.CreateTopicResult{Topic: out}, nil
 }
 
-func (a *adminBackend) DeleteTopic(_ context.Context, name string) error {
+func (a *adminBackend) DeleteTopic(_ context.Context, name, id string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.record("delete %s", name)
-	if _, ok := a.topics[name]; !ok {
-		return coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("unknown topic %q", name)})
+	if a.beforeDelete != nil {
+		a.beforeDelete(name)
+	}
+	if t, ok := a.topics[name]; !ok || (id != "" && t.TopicId != id) {
+		return coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("unknown topic %q (id %q)", name, id)})
 	}
 	delete(a.topics, name)
 	return nil
@@ -315,34 +324,59 @@ func (a *adminBackend) ListUsers(context.Context) ([]request.UserDescription, er
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []request.UserDescription
-	for u, it := range a.users {
-		mech := "SCRAM-SHA-256"
-		if a.passwordUsers[u] { // set from a password over gRPC: both keys
-			mech += ",SCRAM-SHA-512"
+	names := map[string]bool{}
+	for u := range a.users {
+		names[u] = true
+	}
+	for u := range a.users512 {
+		names[u] = true
+	}
+	for u := range names {
+		d := request.UserDescription{Name: u}
+		if it, ok := a.users[u]; ok {
+			d.Credentials = append(d.Credentials, request.ScramCredentialInfo{Mechanism: "SCRAM-SHA-256", Iterations: it})
+			if a.passwordUsers[u] { // set from a password over gRPC: both keys
+				d.Credentials = append(d.Credentials, request.ScramCredentialInfo{Mechanism: "SCRAM-SHA-512", Iterations: it})
+			}
 		}
-		out = append(out, request.UserDescription{Name: u, Mechanism: mech, Iterations: it})
+		if it, ok := a.users512[u]; ok {
+			d.Credentials = append(d.Credentials, request.ScramCredentialInfo{Mechanism: "SCRAM-SHA-512", Iterations: it})
+		}
+		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-func (a *adminBackend) DeleteUser(_ context.Context, name string) error {
+func (a *adminBackend) mechUsers(mechanism string) map[string]int32 {
+	if mechanism == "SCRAM-SHA-512" {
+		return a.users512
+	}
+	return a.users
+}
+
+func (a *adminBackend) DeleteScramCredential(_ context.Context, name, mechanism string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.users[name]; !ok {
-		return refusal(quirev1.ErrorCode_RESOURCE_NOT_FOUND, fmt.Sprintf("unknown user %q", name))
+	m := a.mechUsers(mechanism)
+	if _, ok := m[name]; !ok {
+		return refusal(quirev1.ErrorCode_RESOURCE_NOT_FOUND, fmt.Sprintf("user %q has no %s credential", name, mechanism))
 	}
-	delete(a.users, name)
+	delete(m, name)
 	return nil
 }
 
-func (a *adminBackend) UpsertScramCredential(_ context.Context, user string, iterations int32, salt, salted []byte) error {
+func (a *adminBackend) UpsertScramCredential(_ context.Context, user, mechanism string, iterations int32, salt, salted []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(salted) != 32 || len(salt) == 0 {
-		return refusal(quirev1.ErrorCode_INVALID_REQUEST, "salted password of 32 bytes")
+	size := 32
+	if mechanism == "SCRAM-SHA-512" {
+		size = 64
 	}
-	a.users[user] = iterations
+	if len(salted) != size || len(salt) == 0 {
+		return refusal(quirev1.ErrorCode_INVALID_REQUEST, fmt.Sprintf("salted password of %d bytes", size))
+	}
+	a.mechUsers(mechanism)[user] = iterations
 	return nil
 }
 
@@ -483,6 +517,30 @@ func TestKafkaDeleteTopicsAndCreatePartitions(t *testing.T) {
 	if _, ok := backend.topics["byid"]; ok {
 		t.Error("topic deleted by id still there")
 	}
+
+	// Deleted and created again between the listener's lookup of the id
+	// and the delete: the new incarnation stays, and the id is unknown.
+	backend.topics["again"] = backend.describe("again", 1, 1, nil)
+	oldID := topicID(backend.topics["again"].TopicId)
+	backend.beforeDelete = func(name string) {
+		if name == "again" {
+			d := backend.describe("again", 1, 1, nil)
+			d.TopicId = base64.RawURLEncoding.EncodeToString([]byte("again, recreated")[:16])
+			backend.topics["again"] = d
+		}
+	}
+	req = kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = 6
+	req.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: oldID}}
+	resp = roundTrip[*kmsg.DeleteTopicsResponse](k, req)
+	backend.beforeDelete = nil
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("DeleteTopics by the id of a topic recreated since: %+v, want UNKNOWN_TOPIC_ID", resp.Topics)
+	}
+	if d, ok := backend.topics["again"]; !ok || topicID(d.TopicId) == oldID {
+		t.Fatal("the topic's new incarnation was deleted by the old one's id")
+	}
+
 	req = kmsg.NewPtrDeleteTopicsRequest()
 	req.Version, req.TopicNames = 1, []string{"existing", "existing"}
 	if resp := roundTrip[*kmsg.DeleteTopicsResponse](k, req); len(resp.Topics) != 2 || resp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
@@ -717,22 +775,31 @@ func TestKafkaSCRAMCredentials(t *testing.T) {
 		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = name, mech, 4096, []byte("salt"), make([]byte, salted)
 		return u
 	}
-	al.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{up("bob", 1, 32), up("carol", 2, 64), up("dave", 1, 5), up("eve", 1, 32)}
+	al.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{up("bob", 1, 32), up("carol", 2, 64), up("dave", 1, 5), up("eve", 1, 32),
+		up("gina", 3, 32), up("hal", 1, 32), up("hal", 2, 64)}
 	al.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "alice", Mechanism: 1}, {Name: "nobody", Mechanism: 1}, {Name: "eve", Mechanism: 1}}
 	resp := roundTrip[*kmsg.AlterUserSCRAMCredentialsResponse](k, al)
 	got := map[string]int16{}
 	for _, r := range resp.Results {
 		got[r.User] = r.ErrorCode
 	}
+	// Each mechanism on its own (carol SCRAM-SHA-512 only, hal both in
+	// one request); a (user, mechanism) pair named twice refused.
 	want := map[string]int16{"alice": 0, "nobody": kerr.ResourceNotFound.Code, "eve": kerr.DuplicateResource.Code, "bob": 0,
-		"carol": kerr.UnsupportedSaslMechanism.Code, "dave": kerr.UnacceptableCredential.Code}
+		"carol": 0, "dave": kerr.UnacceptableCredential.Code, "gina": kerr.UnsupportedSaslMechanism.Code, "hal": 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("AlterUserScramCredentials: %v, want %v", got, want)
 	}
 	ds := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
 	dr := roundTrip[*kmsg.DescribeUserSCRAMCredentialsResponse](k, ds)
-	if len(dr.Results) != 1 || dr.Results[0].User != "bob" || dr.Results[0].CredentialInfos[0].Iterations != 4096 || dr.Results[0].CredentialInfos[0].Mechanism != 1 {
-		t.Fatalf("DescribeUserScramCredentials of all: %+v", dr.Results)
+	described := map[string]string{}
+	for _, r := range dr.Results {
+		for _, ci := range r.CredentialInfos {
+			described[r.User] += fmt.Sprintf("%d:%d ", ci.Mechanism, ci.Iterations)
+		}
+	}
+	if want := map[string]string{"bob": "1:4096 ", "carol": "2:4096 ", "hal": "1:4096 2:4096 "}; fmt.Sprint(described) != fmt.Sprint(want) {
+		t.Fatalf("DescribeUserScramCredentials of all: %v, want %v", described, want)
 	}
 	ds.Users = []kmsg.DescribeUserSCRAMCredentialsRequestUser{{Name: "alice"}, {Name: "bob"}}
 	dr = roundTrip[*kmsg.DescribeUserSCRAMCredentialsResponse](k, ds)

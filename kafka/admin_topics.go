@@ -123,33 +123,35 @@ func createTopicRequest(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (*re
 func deleteTopics(ctx context.Context, b Backend, req *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 	type entry struct {
-		name string
-		id   [16]byte
-		byID bool
+		name  string
+		id    [16]byte
+		byID  bool
+		idStr string // the metadata's form of id, for a delete by id
 	}
 	var entries []entry
 	for _, n := range req.TopicNames {
 		entries = append(entries, entry{name: n})
 	}
 	var byID map[[16]byte]string
+	var idStrs map[[16]byte]string
 	for _, t := range req.Topics {
 		if t.Topic != nil {
 			entries = append(entries, entry{name: *t.Topic, id: t.TopicID})
 			continue
 		}
 		if byID == nil {
-			byID = map[[16]byte]string{}
+			byID, idStrs = map[[16]byte]string{}, map[[16]byte]string{}
 			if md, err := b.Metadata(ctx, &request.MetadataRequest{}); err == nil {
 				for _, mt := range md.Topics {
 					// A topic made before topics had ids has none (the
 					// zero id): it can be deleted by name only.
 					if id := topicID(mt.Info.ID); id != ([16]byte{}) {
-						byID[id] = mt.Info.Name
+						byID[id], idStrs[id] = mt.Info.Name, mt.Info.ID
 					}
 				}
 			}
 		}
-		entries = append(entries, entry{name: byID[t.TopicID], id: t.TopicID, byID: true})
+		entries = append(entries, entry{name: byID[t.TopicID], id: t.TopicID, byID: true, idStr: idStrs[t.TopicID]})
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -174,8 +176,14 @@ func deleteTopics(ctx context.Context, b Backend, req *kmsg.DeleteTopicsRequest)
 		case dup[e.name]:
 			rt.ErrorCode, rt.ErrorMessage = invalidRequest, msgPtr(fmt.Sprintf("topic %q is named more than once in the request", e.name))
 		default:
-			if err := b.DeleteTopic(ctx, e.name); err != nil {
+			// By id, the id goes along: the topic may have been deleted
+			// and created again since it was looked up, and only the
+			// incarnation named is deleted (gone: UNKNOWN_TOPIC_ID).
+			if err := b.DeleteTopic(ctx, e.name, e.idStr); err != nil {
 				code, msg := coreError(err)
+				if e.byID && code == kerr.UnknownTopicOrPartition.Code {
+					code = kerr.UnknownTopicID.Code
+				}
 				rt.ErrorCode, rt.ErrorMessage = code, msgPtr(msg)
 			}
 		}

@@ -335,8 +335,12 @@ func checkAssignment(replicas []int32, leader int32, isr []int32) error {
 // applyDeleteTopic removes a topic, and its committed offsets from every
 // group.
 func (d *draft) applyDeleteTopic(c *pb.DeleteTopic, _ uint64) any {
-	if _, ok := d.img.topics[c.Name]; !ok {
+	t, ok := d.img.topics[c.Name]
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
+	}
+	if c.TopicId != "" && t.ID != c.TopicId {
+		return fmt.Errorf("%w: topic id %s: topic %q is another incarnation now (id %s)", ErrUnknownTopic, c.TopicId, c.Name, t.ID)
 	}
 	d.deleteTopic(c.Name)
 	return nil

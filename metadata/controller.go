@@ -250,9 +250,23 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 	return resp.(TopicInfo), nil
 }
 
-// DeleteTopic removes a topic.
-func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
-	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteTopic{DeleteTopic: &pb.DeleteTopic{Name: name}}})
+// DeleteTopic removes a topic; with id, only the incarnation of the
+// topic with that id (a topic of that name with another id is unknown).
+// Below metadata.version 13 the id is checked against the controller's
+// image before proposing a delete by name.
+func (c *Controller) DeleteTopic(ctx context.Context, name, id string) error {
+	cmd := &pb.DeleteTopic{Name: name, TopicId: id}
+	if id != "" && c.n.Image().metadataVersion() < MetadataVersionIncarnations {
+		if err := c.active(ctx); err != nil {
+			return err
+		}
+		t, ok := c.n.Image().topics[name]
+		if !ok || t.ID != id {
+			return fmt.Errorf("%w: topic id %s (topic %q)", ErrUnknownTopic, id, name)
+		}
+		cmd.TopicId = ""
+	}
+	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteTopic{DeleteTopic: cmd}})
 	return err
 }
 

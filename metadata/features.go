@@ -78,9 +78,20 @@ const (
 	// group's committed offsets of some partitions (Kafka's
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
+	// MetadataVersionIncarnations adds fields to existing commands that
+	// an older node would drop and so apply otherwise: DeleteTopic's
+	// topic_id (only that incarnation of the topic is deleted; an older
+	// node would delete whatever topic has the name), and SCRAM
+	// credentials set or deleted one mechanism at a time, each with its
+	// own salt and iterations, as Kafka's AlterUserScramCredentials does
+	// (UpsertUserCredential's mechanisms, DeleteUserCredential's
+	// mechanism and UserCredentialRecord's salt_sha512 and
+	// iterations_sha512; an older node would replace or delete the whole
+	// user). Levels 11 and 12 add nothing to this code.
+	MetadataVersionIncarnations int32 = 13
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionDeleteOffsets
+	LatestMetadataVersion = MetadataVersionIncarnations
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -142,8 +153,23 @@ func commandLevel(cmd *pb.Command) int32 {
 			return MetadataVersionGuardedGroupDelete
 		}
 		return MetadataVersionBaseline
+	case *pb.Command_DeleteTopic:
+		if c.DeleteTopic.TopicId != "" {
+			return MetadataVersionIncarnations
+		}
+		return MetadataVersionBaseline
+	case *pb.Command_UpsertUserCredential:
+		if r := c.UpsertUserCredential.GetCredential(); len(c.UpsertUserCredential.Mechanisms) > 0 || len(r.GetSaltSha512()) > 0 || r.GetIterationsSha512() != 0 {
+			return MetadataVersionIncarnations
+		}
+		return MetadataVersionSecurity
+	case *pb.Command_DeleteUserCredential:
+		if c.DeleteUserCredential.Mechanism != "" {
+			return MetadataVersionIncarnations
+		}
+		return MetadataVersionSecurity
 	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
-		*pb.Command_CreateTopic, *pb.Command_DeleteTopic, *pb.Command_PartitionChange,
+		*pb.Command_CreateTopic, *pb.Command_PartitionChange,
 		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
 		*pb.Command_UnregisterBroker, *pb.Command_FeatureLevel:
 		return MetadataVersionBaseline
@@ -161,7 +187,7 @@ func commandLevel(cmd *pb.Command) int32 {
 			}
 		}
 		return MetadataVersionSecurity
-	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential, *pb.Command_DeleteAcls:
+	case *pb.Command_DeleteAcls:
 		return MetadataVersionSecurity
 	case *pb.Command_CommitOffsetsBatch:
 		for _, cm := range c.CommitOffsetsBatch.Commits {

@@ -68,15 +68,18 @@ func (img *Image) UserCredential(name string) (auth.Credential, bool) {
 // ACLs returns every ACL, in a stable order (the caller must not modify it).
 func (img *Image) ACLs() []auth.ACL { return img.acls }
 
-func credentialFromRecord(r *pb.UserCredentialRecord) auth.Credential {
+// CredentialFromRecord is a stored credential in its evaluated form.
+func CredentialFromRecord(r *pb.UserCredentialRecord) auth.Credential {
 	return auth.Credential{Salt: r.Salt, Iterations: int(r.Iterations), StoredKey: r.StoredKey, ServerKey: r.ServerKey,
-		StoredKey512: r.StoredKeySha512, ServerKey512: r.ServerKeySha512}
+		StoredKey512: r.StoredKeySha512, ServerKey512: r.ServerKeySha512, Salt512: r.SaltSha512, Iterations512: int(r.IterationsSha512)}
 }
+
+func credentialFromRecord(r *pb.UserCredentialRecord) auth.Credential { return CredentialFromRecord(r) }
 
 // CredentialRecord is the stored form of a user's credential.
 func CredentialRecord(user string, c auth.Credential) *pb.UserCredentialRecord {
 	return &pb.UserCredentialRecord{User: user, Mechanism: auth.Mechanism, Salt: c.Salt, Iterations: int32(c.Iterations), StoredKey: c.StoredKey, ServerKey: c.ServerKey,
-		StoredKeySha512: c.StoredKey512, ServerKeySha512: c.ServerKey512}
+		StoredKeySha512: c.StoredKey512, ServerKeySha512: c.ServerKey512, SaltSha512: c.Salt512, IterationsSha512: int32(c.Iterations512)}
 }
 
 // ACLFromRecord and ACLRecord convert between the stored and the
@@ -137,21 +140,40 @@ func (d *draft) applyUpsertUserCredential(c *pb.UpsertUserCredential, _ uint64) 
 	if r.Mechanism != auth.Mechanism {
 		return fmt.Errorf("%w: mechanism %q, want %s", ErrInvalidUser, r.Mechanism, auth.Mechanism)
 	}
-	cred := credentialFromRecord(r)
+	for _, m := range c.Mechanisms {
+		if m != auth.MechanismSHA256 && m != auth.MechanismSHA512 {
+			return fmt.Errorf("%w: mechanism %q", ErrInvalidUser, m)
+		}
+	}
+	// With mechanisms, only theirs are set, the user's others kept
+	// (Kafka's AlterUserScramCredentials, one mechanism at a time).
+	cred := d.img.users[r.User].Merge(credentialFromRecord(r), c.Mechanisms)
 	if err := cred.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidUser, err)
 	}
 	d.img.users = cloneMap(d.img.users)
 	d.img.users[r.User] = cred
-	d.put(bucketUsers, []byte(r.User), r)
+	d.put(bucketUsers, []byte(r.User), CredentialRecord(r.User, cred))
 	return nil
 }
 
 func (d *draft) applyDeleteUserCredential(c *pb.DeleteUserCredential, _ uint64) any {
-	if _, ok := d.img.users[c.User]; !ok {
+	cred, ok := d.img.users[c.User]
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownUser, c.User)
 	}
 	d.img.users = cloneMap(d.img.users)
+	if c.Mechanism != "" {
+		rest, had := cred.Without(c.Mechanism)
+		if !had {
+			return fmt.Errorf("%w: %q has no %s credential", ErrUnknownUser, c.User, c.Mechanism)
+		}
+		if rest.Has256() || rest.Has512() {
+			d.img.users[c.User] = rest
+			d.put(bucketUsers, []byte(c.User), CredentialRecord(c.User, rest))
+			return nil
+		}
+	}
 	delete(d.img.users, c.User)
 	d.must(d.tx.Bucket(bucketUsers).Delete([]byte(c.User)))
 	return nil
@@ -214,16 +236,18 @@ func (d *draft) applyDeleteAcls(c *pb.DeleteAcls, _ uint64) any {
 	return deleted
 }
 
-// UpsertUserCredential stores a user's credential (needs metadata.version 3).
-func (c *Controller) UpsertUserCredential(ctx context.Context, user string, cred auth.Credential) error {
+// UpsertUserCredential stores a user's credential (needs metadata.version
+// 3); with mechanisms, only theirs, the user's others kept (needs 13).
+func (c *Controller) UpsertUserCredential(ctx context.Context, user string, cred auth.Credential, mechanisms []string) error {
 	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_UpsertUserCredential{UpsertUserCredential: &pb.UpsertUserCredential{
-		Credential: CredentialRecord(user, cred)}}})
+		Credential: CredentialRecord(user, cred), Mechanisms: mechanisms}}})
 	return err
 }
 
-// DeleteUserCredential removes a user.
-func (c *Controller) DeleteUserCredential(ctx context.Context, user string) error {
-	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteUserCredential{DeleteUserCredential: &pb.DeleteUserCredential{User: user}}})
+// DeleteUserCredential removes a user; with mechanism, only that
+// mechanism's keys, and the user with its last (needs 13).
+func (c *Controller) DeleteUserCredential(ctx context.Context, user, mechanism string) error {
+	_, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteUserCredential{DeleteUserCredential: &pb.DeleteUserCredential{User: user, Mechanism: mechanism}}})
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
@@ -22,8 +23,12 @@ import (
 // SecurityStore is where users and ACLs live: the controller, which
 // changes them, and this node's image, which answers them.
 type SecurityStore interface {
-	UpsertUserCredential(ctx context.Context, user string, cred auth.Credential) error
-	DeleteUserCredential(ctx context.Context, user string) error
+	// UpsertUserCredential stores cred as user's; with mechanisms, only
+	// those mechanisms' keys, the user's others kept.
+	UpsertUserCredential(ctx context.Context, user string, cred auth.Credential, mechanisms []string) error
+	// DeleteUserCredential removes a user; with mechanism, only that
+	// mechanism's keys (the user goes with its last).
+	DeleteUserCredential(ctx context.Context, user, mechanism string) error
 	CreateACLs(ctx context.Context, acls []auth.ACL) error
 	// DeleteACLs removes the ACLs the filters match and returns them.
 	DeleteACLs(ctx context.Context, filters []auth.ACL) ([]auth.ACL, error)
@@ -55,9 +60,17 @@ func aclOf(a auth.ACL) ACL {
 }
 
 // UserDescription is a SCRAM user: its mechanisms, comma-separated, and
-// iteration count.
+// iteration count (the first mechanism's), and each mechanism's own.
 type UserDescription struct {
-	Name       string
+	Name        string
+	Mechanism   string
+	Iterations  int32
+	Credentials []ScramCredentialInfo
+}
+
+// ScramCredentialInfo is one mechanism a user has keys for, with their
+// iteration count.
+type ScramCredentialInfo struct {
 	Mechanism  string
 	Iterations int32
 }
@@ -125,10 +138,12 @@ func (c *Core) UpsertUser(ctx context.Context, name, password string, iterations
 	return c.upsertCredential(ctx, s, name, cred)
 }
 
-// UpsertScramCredential stores the credential of a salted password (as
-// Kafka's AlterUserScramCredentials sends it, never the password), as
-// UpsertUser stores that of a password.
-func (c *Core) UpsertScramCredential(ctx context.Context, user string, iterations int32, salt, salted []byte) error {
+// UpsertScramCredential sets one mechanism's credential (SCRAM-SHA-256 or
+// SCRAM-SHA-512) of a user from a salted password, as Kafka's
+// AlterUserScramCredentials sends it (never the password), with its own
+// salt and iterations; the user's other mechanism is kept, as Kafka
+// keeps it. Needs metadata.version 13.
+func (c *Core) UpsertScramCredential(ctx context.Context, user, mechanism string, iterations int32, salt, salted []byte) error {
 	s, err := c.securityCall(ctx, auth.OpAlter)
 	if err != nil {
 		return err
@@ -136,15 +151,24 @@ func (c *Core) UpsertScramCredential(ctx context.Context, user string, iteration
 	if err := metadata.ValidateUserName(user); err != nil {
 		return c.fail(err)
 	}
-	cred, err := auth.CredentialFromSalted(salt, salted, int(iterations))
+	cred, err := auth.CredentialFromSalted(mechanism, salt, salted, int(iterations))
 	if err != nil {
 		return c.fail(fmt.Errorf("%w: user %q: %v", metadata.ErrInvalidUser, user, err))
 	}
-	return c.upsertCredential(ctx, s, user, cred)
+	if err := s.UpsertUserCredential(ctx, user, cred, []string{mechanism}); err != nil {
+		return c.fail(err)
+	}
+	return c.applied(ctx, s, func() bool {
+		got, ok := s.UserCredential(user)
+		if mechanism == auth.MechanismSHA512 {
+			return ok && bytes.Equal(got.StoredKey512, cred.StoredKey512)
+		}
+		return ok && bytes.Equal(got.StoredKey, cred.StoredKey)
+	})
 }
 
 func (c *Core) upsertCredential(ctx context.Context, s SecurityStore, user string, cred auth.Credential) error {
-	if err := s.UpsertUserCredential(ctx, user, cred); err != nil {
+	if err := s.UpsertUserCredential(ctx, user, cred, nil); err != nil {
 		return c.fail(err)
 	}
 	return c.applied(ctx, s, func() bool {
@@ -155,14 +179,33 @@ func (c *Core) upsertCredential(ctx context.Context, s SecurityStore, user strin
 
 // DeleteUser removes a user.
 func (c *Core) DeleteUser(ctx context.Context, name string) error {
+	return c.DeleteScramCredential(ctx, name, "")
+}
+
+// DeleteScramCredential removes one mechanism's credential of a user
+// (the user with its last), as Kafka's AlterUserScramCredentials
+// deletions do; no mechanism removes the user. A mechanism needs
+// metadata.version 13.
+func (c *Core) DeleteScramCredential(ctx context.Context, name, mechanism string) error {
 	s, err := c.securityCall(ctx, auth.OpAlter)
 	if err != nil {
 		return err
 	}
-	if err := s.DeleteUserCredential(ctx, name); err != nil {
+	if err := s.DeleteUserCredential(ctx, name, mechanism); err != nil {
 		return c.fail(err)
 	}
-	return c.applied(ctx, s, func() bool { _, ok := s.UserCredential(name); return !ok })
+	return c.applied(ctx, s, func() bool {
+		got, ok := s.UserCredential(name)
+		switch {
+		case !ok:
+			return true
+		case mechanism == auth.MechanismSHA256:
+			return !got.Has256()
+		case mechanism == auth.MechanismSHA512:
+			return !got.Has512()
+		}
+		return false
+	})
 }
 
 // ListUsers lists the users this node's image has.
@@ -174,14 +217,26 @@ func (c *Core) ListUsers(ctx context.Context) ([]UserDescription, error) {
 	var out []UserDescription
 	for _, u := range s.Users() {
 		cred, _ := s.UserCredential(u)
-		mech := auth.MechanismSHA256
-		if len(cred.StoredKey512) > 0 {
-			// Derived with the password since Kafka's listener serves
-			// SCRAM-SHA-512; a user stored before has the one mechanism
-			// until its password is set again.
-			mech += "," + auth.MechanismSHA512
+		// A password gives both mechanisms (a user stored before
+		// SCRAM-SHA-512 was served has the one until its password is
+		// set again); Kafka's AlterUserScramCredentials sets each on its
+		// own, with its own iterations.
+		var infos []ScramCredentialInfo
+		var mechs []string
+		if cred.Has256() {
+			infos = append(infos, ScramCredentialInfo{Mechanism: auth.MechanismSHA256, Iterations: int32(cred.Iterations)})
+			mechs = append(mechs, auth.MechanismSHA256)
 		}
-		out = append(out, UserDescription{Name: u, Mechanism: mech, Iterations: int32(cred.Iterations)})
+		if cred.Has512() {
+			_, iters := cred.SaltIterations512()
+			infos = append(infos, ScramCredentialInfo{Mechanism: auth.MechanismSHA512, Iterations: int32(iters)})
+			mechs = append(mechs, auth.MechanismSHA512)
+		}
+		d := UserDescription{Name: u, Mechanism: strings.Join(mechs, ","), Credentials: infos}
+		if len(infos) > 0 {
+			d.Iterations = infos[0].Iterations
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }

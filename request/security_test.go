@@ -21,20 +21,31 @@ type store struct {
 	calls int
 }
 
-func (s *store) UpsertUserCredential(_ context.Context, user string, cred auth.Credential) error {
+func (s *store) UpsertUserCredential(_ context.Context, user string, cred auth.Credential, mechanisms []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	s.users[user] = cred
+	s.users[user] = s.users[user].Merge(cred, mechanisms)
 	return nil
 }
 
-func (s *store) DeleteUserCredential(_ context.Context, user string) error {
+func (s *store) DeleteUserCredential(_ context.Context, user, mechanism string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	if _, ok := s.users[user]; !ok {
+	cred, ok := s.users[user]
+	if !ok {
 		return metadata.ErrInvalidUser
+	}
+	if mechanism != "" {
+		rest, had := cred.Without(mechanism)
+		if !had {
+			return metadata.ErrInvalidUser
+		}
+		if rest.Has256() || rest.Has512() {
+			s.users[user] = rest
+			return nil
+		}
 	}
 	delete(s.users, user)
 	return nil
@@ -149,8 +160,8 @@ func TestCoreSecurityAdministration(t *testing.T) {
 		"a bad filter":     func() error { _, err := c.DeleteACLs(ctx, []request.ACL{{ResourceType: "table"}}); return err }(),
 		"a bad list":       func() error { _, err := c.ListACLs(ctx, request.ACL{PatternType: "regex"}); return err }(),
 		"a bad user name":  c.UpsertUser(ctx, "", "secret", 0),
-		"a short salted":   c.UpsertScramCredential(ctx, "carol", 4096, []byte("salt"), []byte("short")),
-		"too few rounds":   c.UpsertScramCredential(ctx, "carol", 1, []byte("salt"), make([]byte, 32)),
+		"a short salted":   c.UpsertScramCredential(ctx, "carol", auth.MechanismSHA256, 4096, []byte("salt"), []byte("short")),
+		"too few rounds":   c.UpsertScramCredential(ctx, "carol", auth.MechanismSHA256, 1, []byte("salt"), make([]byte, 32)),
 		"an unknown users": c.DeleteUser(ctx, "nobody"),
 	} {
 		if code(t, err) != 42 {
@@ -164,7 +175,7 @@ func TestCoreSecurityAdministration(t *testing.T) {
 	if err := c.UpsertUser(ctx, "alice", "secret", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.UpsertScramCredential(ctx, "bob", 8192, []byte("0123456789abcdef"), make([]byte, 32)); err != nil {
+	if err := c.UpsertScramCredential(ctx, "bob", auth.MechanismSHA256, 8192, []byte("0123456789abcdef"), make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}
 	users, err := c.ListUsers(ctx)
@@ -194,7 +205,7 @@ func TestCoreSecurityAuthorized(t *testing.T) {
 		"list ACLs":   {func(c *request.Core, ctx context.Context) error { _, err := c.ListACLs(ctx, request.ACL{}); return err }, "DESCRIBE CLUSTER kafka-cluster"},
 		"upsert user": {func(c *request.Core, ctx context.Context) error { return c.UpsertUser(ctx, "u", "pw", 0) }, "ALTER CLUSTER kafka-cluster"},
 		"upsert salted": {func(c *request.Core, ctx context.Context) error {
-			return c.UpsertScramCredential(ctx, "u", 4096, []byte("salt"), make([]byte, 32))
+			return c.UpsertScramCredential(ctx, "u", auth.MechanismSHA256, 4096, []byte("salt"), make([]byte, 32))
 		}, "ALTER CLUSTER kafka-cluster"},
 		"delete user": {func(c *request.Core, ctx context.Context) error { return c.DeleteUser(ctx, "u") }, "ALTER CLUSTER kafka-cluster"},
 		"list users":  {func(c *request.Core, ctx context.Context) error { _, err := c.ListUsers(ctx); return err }, "DESCRIBE CLUSTER kafka-cluster"},

@@ -34,7 +34,9 @@ var (
 // its change.
 type Controller interface {
 	CreateTopic(ctx context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, uint64, error)
-	DeleteTopic(ctx context.Context, name string) (uint64, error)
+	// DeleteTopic deletes topic name; with id, only the incarnation of
+	// it with that id (the controller refuses another as unknown).
+	DeleteTopic(ctx context.Context, name, id string) (uint64, error)
 	// CreatePartitions returns the topic with its new partitions.
 	CreatePartitions(ctx context.Context, topic string, total int32) (metadata.TopicInfo, uint64, error)
 	AlterConfigs(ctx context.Context, topic string, set map[string]string, del []string) error
@@ -182,6 +184,15 @@ func (c *Core) CreateTopic(ctx context.Context, req *CreateTopicRequest) (*Creat
 // DeleteTopic deletes a topic and returns the metadata index without
 // it; it needs Delete on the topic.
 func (c *Core) DeleteTopic(ctx context.Context, name string) (uint64, error) {
+	return c.DeleteTopicIncarnation(ctx, name, "")
+}
+
+// DeleteTopicIncarnation deletes topic name as DeleteTopic does, but
+// with a topic id only the incarnation with that id, as Kafka's
+// DeleteTopics by id does: the id goes to the controller, so a topic
+// deleted and created again since the caller looked the id up is left
+// alone, and answered unknown.
+func (c *Core) DeleteTopicIncarnation(ctx context.Context, name, id string) (uint64, error) {
 	if err := c.authorize(ctx, auth.OpDelete, auth.ResourceTopic, name, false); err != nil {
 		return 0, err
 	}
@@ -198,7 +209,7 @@ func (c *Core) DeleteTopic(ctx context.Context, name string) (uint64, error) {
 	if _, ok := c.cfg.Cluster.Topic(name); !ok {
 		return 0, c.fail(unknownTopic(name))
 	}
-	index, err := ctl.DeleteTopic(ctx, name)
+	index, err := ctl.DeleteTopic(ctx, name, id)
 	if err != nil {
 		return 0, c.fail(fmt.Errorf("delete topic %q: %w", name, err))
 	}

@@ -53,7 +53,7 @@ func (c *controller) CreateTopic(_ context.Context, spec metadata.TopicSpec) (me
 	return topicOf(spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs), 7, nil
 }
 
-func (c *controller) DeleteTopic(_ context.Context, name string) (uint64, error) {
+func (c *controller) DeleteTopic(_ context.Context, name, _ string) (uint64, error) {
 	c.record("delete %s", name)
 	return 8, nil
 }

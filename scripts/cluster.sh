@@ -20,7 +20,7 @@
 # GRPCURL (default ./bin/grpcurl; without it health is asked through
 # `quire cluster info`), QUIRE_CLUSTER_START_TIMEOUT (s, default 60),
 # QUIRE_CLUSTER_STOP_TIMEOUT (s, default 40), QUIRE_CLUSTER_SECURE=1 (see
-# below), GOMAXPROCS (each node's; default the cores divided by the
+# below), QUIRE_CLUSTER_KAFKA_BASE_PORT (see below), GOMAXPROCS (each node's; default the cores divided by the
 # nodes, at least 1). Other QUIRE_* config keys in the
 # environment (QUIRE_LOG_LEVEL=debug, ...) reach every node, below the
 # settings fixed here; QUIRE_CLUSTER_EXTRA_SETTINGS ("KEY=VALUE ...",
@@ -35,6 +35,15 @@
 # given (tls.client.auth=request, so SCRAM users can connect without one),
 # the nodes and admin are super.users, and authorizer.enable is on. `env` then also prints the
 # QUIRE_TLS_* variables that make the CLI connect as admin.
+#
+# Kafka's protocol (QUIRE_CLUSTER_KAFKA_BASE_PORT=PORT): every node also
+# has a listener KAFKA on 127.0.0.1:PORT, PORT+1, PORT+2 (node 1..3)
+# serving Kafka's wire protocol (kafka.listener.names), beside its gRPC
+# one (then named PLAINTEXT, the name a bare address has); with
+# QUIRE_CLUSTER_SECURE=1 it is SASL_SSL, as docker-compose.secure.yml's
+# KAFKA listeners are: TLS with the node's certificate, and SCRAM (the
+# users of `quire user create`). `env` then also prints QUIRE_KAFKA_BROKERS,
+# the Kafka bootstrap addresses.
 #
 # KEEP IN SYNC with docker-compose.yml: the same node ids, roles, voters and
 # the settings in cluster_settings below, with the same key names and values
@@ -64,6 +73,14 @@ cluster_settings=(
 	QUIRE_BROKER_HEARTBEAT_INTERVAL_MS=2000
 	QUIRE_BROKER_SESSION_TIMEOUT_MS=9000
 )
+
+# kafka_base: the first KAFKA listener's port, or nothing for none.
+kafka_base=${QUIRE_CLUSTER_KAFKA_BASE_PORT:-}
+if [ -n "$kafka_base" ]; then
+	cluster_settings+=(QUIRE_KAFKA_LISTENER_NAMES=KAFKA)
+	# As docker-compose.secure.yml's x-secure-settings.
+	[ "${QUIRE_CLUSTER_SECURE:-0}" != 1 ] || cluster_settings+=(QUIRE_KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=KAFKA:SASL_SSL)
+fi
 
 # extra_settings: QUIRE_CLUSTER_EXTRA_SETTINGS, word by word.
 extra_settings=()
@@ -99,6 +116,9 @@ ensure_certs() {
 case $base_port in
 '' | *[!0-9]*) echo "cluster: QUIRE_CLUSTER_BASE_PORT must be a number, not '$base_port'" >&2; exit 2 ;;
 esac
+case $kafka_base in
+*[!0-9]*) echo "cluster: QUIRE_CLUSTER_KAFKA_BASE_PORT must be a number, not '$kafka_base'" >&2; exit 2 ;;
+esac
 
 say() { echo "cluster: $*"; }
 die() {
@@ -107,6 +127,7 @@ die() {
 }
 
 addr_of() { echo "127.0.0.1:$((base_port + $1 - 1))"; }
+kafka_addr_of() { echo "127.0.0.1:$((kafka_base + $1 - 1))"; }
 node_dir() { echo "$cluster_dir/node$1"; }
 pid_file() { echo "$(node_dir "$1")/quire.pid"; }
 log_file() { echo "$(node_dir "$1")/quire.log"; }
@@ -124,6 +145,12 @@ brokers() {
 	echo "$out"
 }
 
+kafka_brokers() {
+	local n out=""
+	for n in "${nodes[@]}"; do out+="${out:+,}$(kafka_addr_of "$n")"; done
+	echo "$out"
+}
+
 check_node() {
 	case ${1:-} in
 	1 | 2 | 3) ;;
@@ -135,6 +162,7 @@ check_node() {
 node_env() {
 	local n=$1 addr
 	addr=$(addr_of "$n")
+	[ -z "$kafka_base" ] || addr="PLAINTEXT://$addr,KAFKA://$(kafka_addr_of "$n")"
 	printf '%s\n' "${cluster_settings[@]}" ${extra_settings[@]+"${extra_settings[@]}"} \
 		"QUIRE_NODE_ID=$n" \
 		"QUIRE_LISTENERS=$addr" \
@@ -269,6 +297,9 @@ start_node() {
 	if port_open "$addr"; then
 		die "node $n: $addr is in use by another process (set QUIRE_CLUSTER_BASE_PORT)"
 	fi
+	if [ -n "$kafka_base" ] && port_open "$(kafka_addr_of "$n")"; then
+		die "node $n: $(kafka_addr_of "$n") is in use by another process (set QUIRE_CLUSTER_KAFKA_BASE_PORT)"
+	fi
 	mkdir -p "$dir/data"
 	local settings
 	mapfile -t settings < <(node_env "$n")
@@ -338,6 +369,7 @@ print_env() {
 	if [ "$secure" = 1 ]; then
 		echo "export QUIRE_TLS_CA=$certs_dir/ca.pem QUIRE_TLS_CERT=$certs_dir/admin.pem QUIRE_TLS_KEY=$certs_dir/admin-key.pem"
 	fi
+	[ -z "$kafka_base" ] || echo "export QUIRE_KAFKA_BROKERS=$(kafka_brokers)"
 }
 
 cmd_start() {

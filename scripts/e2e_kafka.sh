@@ -19,7 +19,13 @@
 #      members reading, the offsets committed, and a later member
 #      starting at them;
 #   6. runs the README's kcat block as printed;
-#   7. finds the Kafka requests in quire_requests_total.
+#   7. finds the Kafka requests in quire_requests_total;
+#
+# then Kafka's admin API through librdkafka (scripts/kafka_admin.py),
+# kafka-go's group consumer, a secured node's TLS and SCRAM with kcat, and
+# the admin API and TLS+SCRAM again on a secured 3-node cluster of
+# scripts/cluster.sh with KAFKA listeners (each part described where it
+# runs).
 #
 # Without kcat (not installable) the script is skipped with a message;
 # QUIRE_REQUIRE_KCAT=1 makes that an error.
@@ -43,7 +49,7 @@ trap cleanup EXIT
 step() { echo "kafka: $*"; }
 fail() {
 	echo "kafka: FAIL: $*" >&2
-	for f in "$tmp"/*.log; do
+	for f in "$tmp"/*.log "$tmp"/cluster/node*/quire.log; do
 		[ -f "$f" ] || continue
 		echo "---- $f (last 30 lines) ----" >&2
 		tail -n 30 "$f" >&2
@@ -87,13 +93,25 @@ until "$quire" --brokers "$grpc" cluster info >/dev/null 2>&1; do
 	[ "$SECONDS" -lt "$deadline" ] || fail "the node did not serve within 60s"
 	sleep 0.2
 done
-# The server runs under the block's shell: stop it by its data directory.
-# It is waited for (10s at most), so the data directory is not being
-# written as the temp dir is removed.
+# The server runs under the block's shell: stop it by its data directory,
+# the one in this run's directory (another run on the machine has its
+# own, under the same relative name). It is waited for (10s at most), so
+# the data directory is not being written as the temp dir is removed.
+readme_dir=$(cd "$tmp/readme" && pwd -P)
+node_pids() {
+	local p
+	for p in $(pgrep -f -- "--data-dir ./quire-kafka-data"); do
+		if [ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$readme_dir" ]; then echo "$p"; fi
+	done
+}
 stop_node() {
-	pkill -f -- "--data-dir ./quire-kafka-data" 2>/dev/null || return 0
+	local pids
+	pids=$(node_pids)
+	[ -n "$pids" ] || return 0
+	# shellcheck disable=SC2086 # one pid a word
+	kill $pids 2>/dev/null || return 0
 	local deadline=$((SECONDS + 10))
-	while pgrep -f -- "--data-dir ./quire-kafka-data" >/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+	while [ -n "$(node_pids)" ] && [ "$SECONDS" -lt "$deadline" ]; do
 		sleep 0.1
 	done
 }
@@ -333,3 +351,94 @@ step "a wrong password is refused with the broker's reason"
 if skc SCRAM-SHA-256 wrong -L -m 10 >/dev/null 2>"$tmp/secure-wrong.txt"; then fail "kcat -L with a wrong password succeeded"; fi
 grep -q 'invalid credentials for user "alice"' "$tmp/secure-wrong.txt" || fail "wrong password: $(tail -3 "$tmp/secure-wrong.txt")"
 step "ok (TLS and SCRAM)"
+# ---- a 3-node cluster: Kafka's admin API and TLS+SCRAM -----------------
+# The secured cluster of scripts/cluster.sh (QUIRE_CLUSTER_SECURE=1) with
+# a KAFKA listener on every node (QUIRE_CLUSTER_KAFKA_BASE_PORT), SASL_SSL
+# as docker-compose.secure.yml's are; replication factor 3 and
+# min.insync.replicas 2 by default. Admin (by certificate, over gRPC)
+# creates the SCRAM users ops and alice; ops may do anything through
+# ACLs (All on the cluster, every topic and every group), not as a super
+# user. scripts/kafka_admin.py runs as ops over TLS with SCRAM-SHA-512;
+# then kcat, as alice, lists the three brokers at their Kafka addresses
+# and only the topic her ACLs describe, produces to its three partitions
+# with SCRAM-SHA-256 (each to its leader, acks=all) and reads back with
+# SCRAM-SHA-512.
+cbase=$(free_ports 6)
+[ -n "$cbase" ] || fail "no six free ports for the cluster"
+ckbase=$((cbase + 3))
+export QUIRE_CLUSTER_DIR="$tmp/cluster" QUIRE_CLUSTER_BASE_PORT=$cbase QUIRE_CLUSTER_KAFKA_BASE_PORT=$ckbase QUIRE_CLUSTER_SECURE=1 QUIRE_BIN=$quire
+e2e_cluster_timings
+stop_cluster() { scripts/cluster.sh stop >/dev/null 2>&1 || true; }
+trap 'stop_cluster; stop_secure_node; stop_node; cleanup' EXIT
+step "a secured 3-node cluster (scripts/cluster.sh): gRPC on 127.0.0.1:$cbase.., Kafka's protocol (SASL_SSL) on 127.0.0.1:$ckbase.."
+# start waits for the three brokers registered and unfenced: until then
+# a topic of replication factor 3 is INVALID_REPLICATION_FACTOR.
+scripts/cluster.sh start >"$tmp/cluster-start.log" 2>&1 || fail "scripts/cluster.sh start: $(tail -20 "$tmp/cluster-start.log")"
+ckafka="127.0.0.1:$ckbase,127.0.0.1:$((ckbase + 1)),127.0.0.1:$((ckbase + 2))"
+ccerts=$QUIRE_CLUSTER_DIR/certs
+# cq ARGS...: the CLI as admin on the cluster.
+cq() { "$quire" --brokers "127.0.0.1:$cbase,127.0.0.1:$((cbase + 1)),127.0.0.1:$((cbase + 2))" --tls-ca "$ccerts/ca.pem" --tls-cert "$ccerts/admin.pem" --tls-key "$ccerts/admin-key.pem" "$@"; }
+deadline=$((SECONDS + 60))
+until cq cluster features 2>/dev/null | grep -Eq '^METADATA.VERSION  ([3-9]|[1-9][0-9])$'; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "the cluster did not reach metadata.version 3 within 60s"
+	sleep 0.2
+done
+cq user create ops --new-password-stdin <<<"ops-pw" >/dev/null || fail "cluster: create user ops"
+cq user create alice --new-password-stdin <<<"alice-pw" >/dev/null || fail "cluster: create user alice"
+cq acl create --principal User:ops --operation All --cluster >/dev/null || fail "cluster: ACL for ops on the cluster"
+cq acl create --principal User:ops --operation All --topic '*' >/dev/null || fail "cluster: ACL for ops on topics"
+cq acl create --principal User:ops --operation All --group '*' >/dev/null || fail "cluster: ACL for ops on groups"
+# The ACLs and users reach every node as it applies the log: wait for the
+# last one everywhere, so that whichever node a client reaches knows them.
+for n in 0 1 2; do
+	deadline=$((SECONDS + 30))
+	until "$quire" --brokers "127.0.0.1:$((cbase + n))" --tls-ca "$ccerts/ca.pem" --tls-cert "$ccerts/admin.pem" --tls-key "$ccerts/admin-key.pem" \
+		acl list 2>/dev/null | grep -q 'User:ops.*Group'; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "node $((n + 1)) does not list ops's ACLs within 30s"
+		sleep 0.2
+	done
+done
+step "cluster: librdkafka's admin API (scripts/kafka_admin.py) as ops, over TLS with SCRAM-SHA-512"
+timeout 120 /usr/bin/python3 scripts/kafka_admin.py "$ckafka" security.protocol=SASL_SSL sasl.mechanisms=SCRAM-SHA-512 \
+	sasl.username=ops sasl.password=ops-pw ssl.ca.location="$ccerts/ca.pem" >"$tmp/cluster-admin.log" 2>&1 ||
+	fail "cluster: scripts/kafka_admin.py: $(tail -5 "$tmp/cluster-admin.log")"
+step "ok (cluster admin)"
+cq topic create csecured -p 3 >/dev/null || fail "cluster: create topic csecured"
+cq topic create chidden -p 1 >/dev/null || fail "cluster: create topic chidden"
+for op in Write Read; do
+	cq acl create --principal User:alice --operation "$op" --topic csecured >/dev/null || fail "cluster: acl $op for alice"
+done
+# ckc MECHANISM ARGS...: kcat over TLS as alice on the cluster.
+ckc() {
+	local mech=$1
+	shift
+	timeout 60 kcat -b "$ckafka" -X security.protocol=SASL_SSL -X ssl.ca.location="$ccerts/ca.pem" \
+		-X sasl.mechanisms="$mech" -X sasl.username=alice -X sasl.password=alice-pw "$@"
+}
+step "cluster: kcat -L over TLS as alice: three brokers at their Kafka addresses, only the topic her ACLs describe"
+# Every node has the ACLs once kcat sees csecured with its three
+# partitions led: poll until then.
+deadline=$((SECONDS + 30))
+until ckc SCRAM-SHA-256 -L -t csecured >"$tmp/cluster-meta.txt" 2>>"$tmp/kcat.log" &&
+	grep -q '3 partitions' "$tmp/cluster-meta.txt" && ! grep -q 'leader -1' "$tmp/cluster-meta.txt"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "cluster: kcat -L -t csecured: $(cat "$tmp/cluster-meta.txt"; tail -3 "$tmp/kcat.log")"
+	sleep 0.2
+done
+ckc SCRAM-SHA-256 -L >"$tmp/cluster-meta.txt" 2>>"$tmp/kcat.log" || fail "cluster: kcat -L over SASL_SSL: $(tail -3 "$tmp/kcat.log")"
+for n in 1 2 3; do
+	grep -q "broker $n at 127.0.0.1:$((ckbase + n - 1))" "$tmp/cluster-meta.txt" ||
+		fail "cluster: kcat -L: no broker $n at 127.0.0.1:$((ckbase + n - 1)): $(cat "$tmp/cluster-meta.txt")"
+done
+grep -q 'topic "csecured" with 3 partitions' "$tmp/cluster-meta.txt" || fail "cluster: kcat -L does not list csecured: $(cat "$tmp/cluster-meta.txt")"
+if grep -q 'topic "chidden"' "$tmp/cluster-meta.txt"; then fail "cluster: alice sees a topic no ACL lets her describe: $(cat "$tmp/cluster-meta.txt")"; fi
+step "cluster: kcat produces as alice to each partition's leader with SCRAM-SHA-256 (acks=all), reads back with SCRAM-SHA-512"
+for p in 0 1 2; do
+	seq 1 20 | sed "s/^/p$p-/" | ckc SCRAM-SHA-256 -P -t csecured -p "$p" -X acks=all 2>>"$tmp/kcat.log" ||
+		fail "cluster: kcat -P -p $p over SASL_SSL: $(tail -3 "$tmp/kcat.log")"
+done
+for p in 0 1 2; do
+	got=$(ckc SCRAM-SHA-512 -C -t csecured -p "$p" -o beginning -e -f '%s\n' 2>>"$tmp/kcat.log") ||
+		fail "cluster: kcat -C -p $p over SASL_SSL: $(tail -3 "$tmp/kcat.log")"
+	[ "$got" = "$(seq 1 20 | sed "s/^/p$p-/")" ] || fail "cluster: kcat -C -p $p read: $got"
+done
+step "ok (cluster TLS and SCRAM)"

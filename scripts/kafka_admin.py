@@ -9,7 +9,10 @@ older binding does not wrap (ACLs and group deletion in Debian 12's 1.7)
 go through librdkafka's C API with ctypes. Each step checks the answer;
 the first that does not hold exits 1 with what was seen.
 
-Usage: kafka_admin.py HOST:PORT
+Usage: kafka_admin.py HOST:PORT[,HOST:PORT...] [PROPERTY=VALUE ...]
+
+The PROPERTY=VALUE pairs are librdkafka properties given to every client
+(security.protocol=SASL_SSL, sasl.mechanisms, sasl.username, ...).
 """
 
 import sys
@@ -44,6 +47,20 @@ def result(future):
         return None, e.args[0]
 
 
+def eventually(what, check):
+    """Polls check (None once it holds, else what it saw) for TIMEOUT
+    seconds: on a cluster the node a client asks may apply a change a
+    moment after the one that took it (docs/security.md)."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        seen = check()
+        if seen is None:
+            return
+        if time.monotonic() > deadline:
+            fail("%s: %s (waited %ss)" % (what, seen, TIMEOUT))
+        time.sleep(0.1)
+
+
 def want_ok(what, futures):
     for key, f in futures.items():
         _, err = result(f)
@@ -70,7 +87,7 @@ class Rdkafka:
     TOPIC, MATCH, LITERAL, ANY = 2, 2, 3, 1
     READ, ALLOW = 3, 3
 
-    def __init__(self, bootstrap):
+    def __init__(self, bootstrap, props):
         import ctypes
         self.c = ctypes
         lib = ctypes.CDLL("librdkafka.so.1")
@@ -116,8 +133,9 @@ class Rdkafka:
         self.lib = lib
         errstr = ctypes.create_string_buffer(512)
         conf = lib.rd_kafka_conf_new()
-        if lib.rd_kafka_conf_set(conf, b"bootstrap.servers", bootstrap.encode(), errstr, 512) != 0:
-            fail("rd_kafka_conf_set: " + errstr.value.decode())
+        for k, v in [("bootstrap.servers", bootstrap)] + sorted(props.items()):
+            if lib.rd_kafka_conf_set(conf, k.encode(), v.encode(), errstr, 512) != 0:
+                fail("rd_kafka_conf_set %s: %s" % (k, errstr.value.decode()))
         self.rk = lib.rd_kafka_new(self.PRODUCER, conf, errstr, 512)
         if not self.rk:
             fail("rd_kafka_new: " + errstr.value.decode())
@@ -209,10 +227,11 @@ class Rdkafka:
 
 
 def main():
-    if len(sys.argv) != 2:
-        fail("usage: kafka_admin.py HOST:PORT")
+    if len(sys.argv) < 2 or any("=" not in a for a in sys.argv[2:]):
+        fail("usage: kafka_admin.py HOST:PORT[,HOST:PORT...] [PROPERTY=VALUE ...]")
     bootstrap = sys.argv[1]
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000})
+    props = dict(a.split("=", 1) for a in sys.argv[2:])
+    admin = AdminClient(dict(props, **{"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000}))
 
     step("create topics (explicit counts and a config, the broker's defaults), a dry run, an existing one")
     want_ok("create", admin.create_topics(
@@ -224,27 +243,37 @@ def main():
     want_error("create an existing topic", admin.create_topics([NewTopic("pa", 1, 1)])["pa"], KafkaError.TOPIC_ALREADY_EXISTS)
     want_error("create with an unknown config",
                admin.create_topics([NewTopic("pbad", 1, 1, config={"retention.mss": "1"})])["pbad"], KafkaError.INVALID_CONFIG)
-    md = admin.list_topics(timeout=TIMEOUT)
-    if "pa" not in md.topics or "pdef" not in md.topics or "pdry" in md.topics or "pbad" in md.topics:
-        fail("topics after creating: %s" % sorted(md.topics))
-    if len(md.topics["pa"].partitions) != 2 or len(md.topics["pdef"].partitions) < 1:
-        fail("partitions: pa %d, pdef %d" % (len(md.topics["pa"].partitions), len(md.topics["pdef"].partitions)))
+    md = None
+
+    def created():
+        nonlocal md
+        md = admin.list_topics(timeout=TIMEOUT)
+        if "pa" not in md.topics or "pdef" not in md.topics or "pdry" in md.topics or "pbad" in md.topics:
+            return "topics %s" % sorted(md.topics)
+        if len(md.topics["pa"].partitions) != 2 or len(md.topics["pdef"].partitions) < 1:
+            return "partitions: pa %d, pdef %d" % (len(md.topics["pa"].partitions), len(md.topics["pdef"].partitions))
+        return None
+    eventually("topics after creating", created)
 
     step("add partitions; a shrink is refused")
     want_ok("create partitions", admin.create_partitions([NewPartitions("pa", 4)], request_timeout=TIMEOUT))
     want_error("shrink", admin.create_partitions([NewPartitions("pb", 1)])["pb"], KafkaError.INVALID_PARTITIONS)
-    if len(admin.list_topics("pa", timeout=TIMEOUT).topics["pa"].partitions) != 4:
-        fail("pa did not grow to 4 partitions")
+    eventually("pa grows to 4 partitions",
+               lambda: None if len(admin.list_topics("pa", timeout=TIMEOUT).topics["pa"].partitions) == 4 else "fewer")
 
     step("describe topic and broker configs")
     broker_id = str(next(iter(md.brokers)))
-    fs = admin.describe_configs([ConfigResource("topic", "pa"), ConfigResource("broker", broker_id)], request_timeout=TIMEOUT)
     got = {}
-    for res, f in fs.items():
-        configs, err = result(f)
-        if err is not None:
-            fail("describe configs of %s: %s" % (res, err))
-        got[res.name] = configs
+
+    def described():
+        fs = admin.describe_configs([ConfigResource("topic", "pa"), ConfigResource("broker", broker_id)], request_timeout=TIMEOUT)
+        for res, f in fs.items():
+            configs, err = result(f)
+            if err is not None:
+                return "describe configs of %s: %s" % (res, err)
+            got[res.name] = configs
+        return None
+    eventually("describe configs", described)
     ret = got["pa"].get("retention.ms")
     if ret is None or ret.value != "60000" or ret.source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value:
         fail("pa retention.ms: %r" % (ret,))
@@ -257,9 +286,13 @@ def main():
 
     step("alter configs (replacing the topic's), a bad value and a broker's static key refused")
     want_ok("alter", admin.alter_configs([ConfigResource("topic", "pa", set_config={"retention.ms": "120000"})], request_timeout=TIMEOUT))
-    configs, _ = result(admin.describe_configs([ConfigResource("topic", "pa")])[ConfigResource("topic", "pa")])
-    if configs["retention.ms"].value != "120000":
-        fail("pa retention.ms after altering: %s" % configs["retention.ms"].value)
+
+    def altered():
+        configs, err = result(admin.describe_configs([ConfigResource("topic", "pa")])[ConfigResource("topic", "pa")])
+        if err is not None or configs["retention.ms"].value != "120000":
+            return "retention.ms %s (%s)" % (configs and configs["retention.ms"].value, err)
+        return None
+    eventually("pa retention.ms after altering", altered)
     bad = ConfigResource("topic", "pa", set_config={"retention.ms": "soon"})
     want_error("a bad value", admin.alter_configs([bad])[bad], KafkaError.INVALID_CONFIG)
     static = ConfigResource("broker", broker_id, set_config={"num.partitions": "5"})
@@ -273,18 +306,20 @@ def main():
         step("(this binding has no incremental_alter_configs: not checked)")
 
     step("a group commits, is listed, and is deleted; deleting it again is refused")
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "pgroup", "enable.auto.commit": False})
+    c = Consumer(dict(props, **{"bootstrap.servers": bootstrap, "group.id": "pgroup", "enable.auto.commit": False}))
     try:
         c.commit(offsets=[TopicPartition("pa", 0, 0)], asynchronous=False)
     finally:
         c.close()
-    groups = admin.list_groups("pgroup", timeout=TIMEOUT)
-    if [g.id for g in groups] != ["pgroup"]:
-        fail("list groups: %s" % [g.id for g in groups])
+
+    def listed():
+        ids = [g.id for g in admin.list_groups("pgroup", timeout=TIMEOUT)]
+        return None if ids == ["pgroup"] else "listed %s" % ids
+    eventually("list groups", listed)
     if hasattr(admin, "delete_consumer_groups"):
         want_ok("delete group", admin.delete_consumer_groups(["pgroup"], request_timeout=TIMEOUT))
     else:
-        rdk = Rdkafka(bootstrap)
+        rdk = Rdkafka(bootstrap, props)
         code, msg = rdk.delete_group("pgroup")
         if code != 0:
             fail("delete group (librdkafka's C API): %d %s" % (code, msg))
@@ -292,8 +327,8 @@ def main():
         if code != KafkaError.GROUP_ID_NOT_FOUND or not msg:
             fail("delete a deleted group: %d %s, want GROUP_ID_NOT_FOUND" % (code, msg))
         rdk.close()
-    if [g.id for g in admin.list_groups(timeout=TIMEOUT) if g.id == "pgroup"]:
-        fail("pgroup still listed after deleting it")
+    eventually("pgroup unlisted after deleting it",
+               lambda: "still listed" if [g.id for g in admin.list_groups(timeout=TIMEOUT) if g.id == "pgroup"] else None)
 
     if hasattr(admin, "create_acls"):
         step("ACLs created, described, deleted")
@@ -304,15 +339,19 @@ def main():
         want_ok("create ACL", admin.create_acls([acl], request_timeout=TIMEOUT))
         flt = AclBindingFilter(ResourceType.TOPIC, "pa", ResourcePatternType.MATCH, "User:alice", None,
                                AclOperation.ANY, AclPermissionType.ANY)
-        found, err = result(admin.describe_acls(flt, request_timeout=TIMEOUT))
-        if err is not None or len(found) != 1 or found[0].operation != AclOperation.READ:
-            fail("describe ACLs: %s %s" % (err, found))
+
+        def described_acls():
+            found, err = result(admin.describe_acls(flt, request_timeout=TIMEOUT))
+            if err is not None or len(found) != 1 or found[0].operation != AclOperation.READ:
+                return "%s %s" % (err, found)
+            return None
+        eventually("describe ACLs", described_acls)
         deleted, err = result(admin.delete_acls([flt], request_timeout=TIMEOUT)[flt])
         if err is not None or len(deleted) != 1:
             fail("delete ACLs: %s %s" % (err, deleted))
     else:
         step("ACLs created, described, deleted (librdkafka's C API: this binding does not wrap them)")
-        rdk = Rdkafka(bootstrap)
+        rdk = Rdkafka(bootstrap, props)
         # A node just started raises the cluster's metadata.version,
         # which ACLs need, within seconds: UNSUPPORTED_VERSION until then.
         deadline = time.monotonic() + 30
@@ -326,22 +365,24 @@ def main():
         code, msg = rdk.create_acl("pa", "User:alice", "10.0.0.1")
         if code != KafkaError.INVALID_REQUEST or not msg:
             fail("create an ACL for one host: %d %s, want INVALID_REQUEST" % (code, msg))
-        ops = rdk.describe_acls("pa", "User:alice")
-        if ops != [Rdkafka.READ]:
-            fail("describe ACLs: operations %s, want [READ]" % ops)
+        eventually("describe ACLs (want [READ])",
+                   lambda: None if rdk.describe_acls("pa", "User:alice") == [Rdkafka.READ] else
+                   "operations %s" % rdk.describe_acls("pa", "User:alice"))
         code, msg, n = rdk.delete_acls("pa", "User:alice")
         if code != 0 or n != 1:
             fail("delete ACLs: %d %s, %d deleted" % (code, msg, n))
-        if rdk.describe_acls("pa", "User:alice"):
-            fail("ACLs left after deleting them")
+        eventually("no ACLs left after deleting them",
+                   lambda: "left: %s" % rdk.describe_acls("pa", "User:alice") if rdk.describe_acls("pa", "User:alice") else None)
         rdk.close()
 
     step("delete topics; deleting one again is refused")
     want_ok("delete", admin.delete_topics(["pa", "pb", "pdef"], request_timeout=TIMEOUT))
     want_error("delete a deleted topic", admin.delete_topics(["pa"])["pa"], KafkaError.UNKNOWN_TOPIC_OR_PART)
-    left = [t for t in admin.list_topics(timeout=TIMEOUT).topics if t in ("pa", "pb", "pdef")]
-    if left:
-        fail("topics left after deleting: %s" % left)
+
+    def deleted():
+        left = [t for t in admin.list_topics(timeout=TIMEOUT).topics if t in ("pa", "pb", "pdef")]
+        return "left: %s" % left if left else None
+    eventually("topics gone after deleting", deleted)
     step("ok")
 
 

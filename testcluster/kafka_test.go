@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
@@ -296,5 +298,89 @@ func testKafkaGroupFailover(t *testing.T, protocol kgo.Opt) {
 	if after.MemberId != before.MemberId || after.MemberEpoch != before.MemberEpoch {
 		t.Fatalf("the member was %s at epoch %d before node %d (the controller) was killed, %s at epoch %d after: it rejoined",
 			before.MemberId, before.MemberEpoch, controller, after.MemberId, after.MemberEpoch)
+	}
+}
+
+// TestClusterKafkaGroupListedByItsCoordinator: FindCoordinator names the
+// same broker for a group whichever node is asked, and of the nodes'
+// ListGroups only that broker's lists it, as a Kafka broker lists the
+// groups it coordinates: an admin client that asks every broker and
+// merges the answers (librdkafka's list_groups, Java's) lists each group
+// once.
+func TestClusterKafkaGroupListedByItsCoordinator(t *testing.T) {
+	t.Parallel()
+	c, addrs := kafkaCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	createTopic(t, c, 1, "klg", 1, 3)
+	c.WaitLeader(ctx, "klg", 0)
+	groups := []string{"klg-a", "klg-b", "klg-c", "klg-d"}
+	// seeds are clients of one node each, which requests sent to their
+	// seed broker reach alone.
+	seeds := map[int32]*kgo.Client{}
+	for _, id := range c.IDs() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs[id]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		seeds[id] = cl
+	}
+	seed := func(id int32) *kgo.Client { return seeds[id] }
+	for _, g := range groups {
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Group, oc.Generation = g, -1
+		ot := kmsg.NewOffsetCommitRequestTopic()
+		ot.Topic = "klg"
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Offset = 0
+		ot.Partitions = append(ot.Partitions, op)
+		oc.Topics = append(oc.Topics, ot)
+		resp, err := oc.RequestWith(ctx, seed(1))
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("commit for %s: %v %+v", g, err, resp)
+		}
+	}
+	for _, g := range groups {
+		c.Eventually(ctx, "group "+g+" listed by its coordinator alone", func() error {
+			var coordinators []int32
+			for _, id := range c.IDs() {
+				fc := kmsg.NewPtrFindCoordinatorRequest()
+				// Either form, whichever version the client settles on.
+				fc.CoordinatorKey, fc.CoordinatorKeys = g, []string{g}
+				r, err := seed(id).SeedBrokers()[0].Request(ctx, fc)
+				if err != nil {
+					return err
+				}
+				fr := r.(*kmsg.FindCoordinatorResponse)
+				node, code := fr.NodeID, fr.ErrorCode
+				if len(fr.Coordinators) == 1 {
+					node, code = fr.Coordinators[0].NodeID, fr.Coordinators[0].ErrorCode
+				}
+				if code != 0 {
+					return fmt.Errorf("FindCoordinator at node %d: %v", id, kerr.ErrorForCode(code))
+				}
+				coordinators = append(coordinators, node)
+			}
+			if coordinators[0] != coordinators[1] || coordinators[1] != coordinators[2] {
+				return fmt.Errorf("the nodes name coordinators %v", coordinators)
+			}
+			var listers []int32
+			for _, id := range c.IDs() {
+				r, err := seed(id).SeedBrokers()[0].Request(ctx, kmsg.NewPtrListGroupsRequest())
+				if err != nil {
+					return err
+				}
+				for _, lg := range r.(*kmsg.ListGroupsResponse).Groups {
+					if lg.Group == g {
+						listers = append(listers, id)
+					}
+				}
+			}
+			if len(listers) != 1 || listers[0] != coordinators[0] {
+				return fmt.Errorf("listed by nodes %v, coordinator %d", listers, coordinators[0])
+			}
+			return nil
+		})
 	}
 }

@@ -735,8 +735,10 @@ func (x *CreateTopicResponse) GetTopic() *TopicInfo {
 }
 
 type DeleteTopicRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When set, only the incarnation with this id is deleted (DeleteTopic).
+	TopicId       string `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +776,13 @@ func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
 func (x *DeleteTopicRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteTopicRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
 	}
 	return ""
 }
@@ -2015,8 +2024,10 @@ func (x *AllocateProducerIdsResponse) GetSize() int64 {
 }
 
 type UpsertUserCredentialRequest struct {
-	state         protoimpl.MessageState       `protogen:"open.v1"`
-	Credential    *metapb.UserCredentialRecord `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	state      protoimpl.MessageState       `protogen:"open.v1"`
+	Credential *metapb.UserCredentialRecord `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// As UpsertUserCredential's: only these mechanisms, when set.
+	Mechanisms    []string `protobuf:"bytes,2,rep,name=mechanisms,proto3" json:"mechanisms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2058,6 +2069,13 @@ func (x *UpsertUserCredentialRequest) GetCredential() *metapb.UserCredentialReco
 	return nil
 }
 
+func (x *UpsertUserCredentialRequest) GetMechanisms() []string {
+	if x != nil {
+		return x.Mechanisms
+	}
+	return nil
+}
+
 type UpsertUserCredentialResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2095,8 +2113,10 @@ func (*UpsertUserCredentialResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteUserCredentialRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// As DeleteUserCredential's: only this mechanism, when set.
+	Mechanism     string `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2134,6 +2154,13 @@ func (*DeleteUserCredentialRequest) Descriptor() ([]byte, []int) {
 func (x *DeleteUserCredentialRequest) GetUser() string {
 	if x != nil {
 		return x.User
+	}
+	return ""
+}
+
+func (x *DeleteUserCredentialRequest) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
 	}
 	return ""
 }
@@ -2409,9 +2436,10 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
 	"\x13CreateTopicResponse\x122\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1c.quire.internal.v1.TopicInfoR\x05topic\"(\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1c.quire.internal.v1.TopicInfoR\x05topic\"C\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\"\x15\n" +
 	"\x13DeleteTopicResponse\"\xbe\x01\n" +
 	"\x13AlterConfigsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12A\n" +
@@ -2481,14 +2509,18 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"]\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"f\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\x86\x01\n" +
 	"\x1bUpsertUserCredentialRequest\x12G\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\v2'.quire.internal.v1.UserCredentialRecordR\n" +
-	"credential\"\x1e\n" +
-	"\x1cUpsertUserCredentialResponse\"1\n" +
+	"credential\x12\x1e\n" +
+	"\n" +
+	"mechanisms\x18\x02 \x03(\tR\n" +
+	"mechanisms\"\x1e\n" +
+	"\x1cUpsertUserCredentialResponse\"O\n" +
 	"\x1bDeleteUserCredentialRequest\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\x1e\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\"\x1e\n" +
 	"\x1cDeleteUserCredentialResponse\"E\n" +
 	"\x11CreateAclsRequest\x120\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\x04acls\"\x14\n" +

@@ -889,8 +889,13 @@ func (x *CreateTopic) GetConfigs() map[string]string {
 }
 
 type DeleteTopic struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When set, only the incarnation of the topic with this id is deleted:
+	// a topic of that name with another id (deleted and created again
+	// since the id was looked up) is refused as unknown. Needs
+	// metadata.version 13 (an older node would delete by name).
+	TopicId       string `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -928,6 +933,13 @@ func (*DeleteTopic) Descriptor() ([]byte, []int) {
 func (x *DeleteTopic) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteTopic) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
 	}
 	return ""
 }
@@ -3034,8 +3046,15 @@ type UserCredentialRecord struct {
 	// before they were derived (that user has SCRAM-SHA-256 only).
 	StoredKeySha512 []byte `protobuf:"bytes,7,opt,name=stored_key_sha512,json=storedKeySha512,proto3" json:"stored_key_sha512,omitempty"`
 	ServerKeySha512 []byte `protobuf:"bytes,8,opt,name=server_key_sha512,json=serverKeySha512,proto3" json:"server_key_sha512,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The salt and iteration count of the SCRAM-SHA-512 keys when they
+	// differ from the SCRAM-SHA-256 ones (each mechanism set on its own,
+	// as Kafka's AlterUserScramCredentials does); empty and 0 when the
+	// keys share salt and iterations. A record with no stored_key has
+	// SCRAM-SHA-512 only. Needs metadata.version 13.
+	SaltSha512       []byte `protobuf:"bytes,9,opt,name=salt_sha512,json=saltSha512,proto3" json:"salt_sha512,omitempty"`
+	IterationsSha512 int32  `protobuf:"varint,10,opt,name=iterations_sha512,json=iterationsSha512,proto3" json:"iterations_sha512,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *UserCredentialRecord) Reset() {
@@ -3124,10 +3143,29 @@ func (x *UserCredentialRecord) GetServerKeySha512() []byte {
 	return nil
 }
 
+func (x *UserCredentialRecord) GetSaltSha512() []byte {
+	if x != nil {
+		return x.SaltSha512
+	}
+	return nil
+}
+
+func (x *UserCredentialRecord) GetIterationsSha512() int32 {
+	if x != nil {
+		return x.IterationsSha512
+	}
+	return 0
+}
+
 // UpsertUserCredential creates a user or replaces its credential.
 type UpsertUserCredential struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Credential    *UserCredentialRecord  `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Credential *UserCredentialRecord  `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// When set, only these mechanisms' keys ("SCRAM-SHA-256",
+	// "SCRAM-SHA-512") are taken from credential; the user's others are
+	// kept. Empty: credential replaces the user's whole. Needs
+	// metadata.version 13 (an older node would replace the whole).
+	Mechanisms    []string `protobuf:"bytes,2,rep,name=mechanisms,proto3" json:"mechanisms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3169,10 +3207,20 @@ func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
 	return nil
 }
 
+func (x *UpsertUserCredential) GetMechanisms() []string {
+	if x != nil {
+		return x.Mechanisms
+	}
+	return nil
+}
+
 // DeleteUserCredential removes a user; an unknown one is refused.
 type DeleteUserCredential struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// When set, only this mechanism's keys are removed (an unknown one is
+	// refused), and the user with its last. Needs metadata.version 13.
+	Mechanism     string `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3210,6 +3258,13 @@ func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
 func (x *DeleteUserCredential) GetUser() string {
 	if x != nil {
 		return x.User
+	}
+	return ""
+}
+
+func (x *DeleteUserCredential) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
 	}
 	return ""
 }
@@ -3458,9 +3513,10 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2+.quire.internal.v1.CreateTopic.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"!\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
 	"\vDeleteTopic\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xbb\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\"\xbb\x01\n" +
 	"\x0fPartitionChange\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -3622,7 +3678,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\tR\bmetadata\x12$\n" +
-	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMs\"\x92\x02\n" +
+	"\x0ecommit_time_ms\x18\a \x01(\x03R\fcommitTimeMs\"\xe0\x02\n" +
 	"\x14UserCredentialRecord\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
 	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x12\n" +
@@ -3635,13 +3691,21 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
 	"server_key\x18\x06 \x01(\fR\tserverKey\x12*\n" +
 	"\x11stored_key_sha512\x18\a \x01(\fR\x0fstoredKeySha512\x12*\n" +
-	"\x11server_key_sha512\x18\b \x01(\fR\x0fserverKeySha512\"_\n" +
+	"\x11server_key_sha512\x18\b \x01(\fR\x0fserverKeySha512\x12\x1f\n" +
+	"\vsalt_sha512\x18\t \x01(\fR\n" +
+	"saltSha512\x12+\n" +
+	"\x11iterations_sha512\x18\n" +
+	" \x01(\x05R\x10iterationsSha512\"\x7f\n" +
 	"\x14UpsertUserCredential\x12G\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\v2'.quire.internal.v1.UserCredentialRecordR\n" +
-	"credential\"*\n" +
+	"credential\x12\x1e\n" +
+	"\n" +
+	"mechanisms\x18\x02 \x03(\tR\n" +
+	"mechanisms\"H\n" +
 	"\x14DeleteUserCredential\x12\x12\n" +
-	"\x04user\x18\x01 \x01(\tR\x04user\"\xd4\x01\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\"\xd4\x01\n" +
 	"\tAclRecord\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1e\n" +
 	"\n" +

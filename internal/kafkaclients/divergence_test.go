@@ -3,6 +3,7 @@ package kafkaclients
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 // its old partitions and generation -1, a member id fresh from
 // MEMBER_ID_REQUIRED) joins, as on Kafka, whose coordinator never reads
 // the list; it was UNKNOWN_MEMBER_ID, and the client, listing the same
-// partitions again, never joined.
+// partitions again, never joined. The subscription's bytes are franz-go's
+// own: its cooperative-sticky balancer's JoinGroupMetadata, as its group
+// consumer calls it (with the user data of its sticky assignor too).
 func TestNewMemberListingOwnedPartitionsJoins(t *testing.T) {
 	t.Parallel()
 	addr := startBroker(t)
@@ -32,18 +35,18 @@ func TestNewMemberListingOwnedPartitionsJoins(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	meta := kmsg.NewConsumerMemberMetadata()
-	meta.Version, meta.Topics, meta.Generation = 3, []string{"owned-t"}, -1
-	op := kmsg.NewConsumerMemberMetadataOwnedPartition()
-	op.Topic, op.Partitions = "owned-t", []int32{0, 1}
-	meta.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{op}
+	subscription := kgo.CooperativeStickyBalancer().JoinGroupMetadata([]string{"owned-t"}, map[string][]int32{"owned-t": {0, 1}}, -1)
+	var meta kmsg.ConsumerMemberMetadata
+	if err := meta.ReadFrom(subscription); err != nil || meta.Version != 3 || len(meta.OwnedPartitions) != 1 || meta.Generation != -1 {
+		t.Fatalf("franz-go's subscription is not v3 with owned partitions and generation -1: %+v (%v)", meta, err)
+	}
 	join := func(member string) *kmsg.JoinGroupResponse {
 		t.Helper()
 		req := kmsg.NewPtrJoinGroupRequest()
 		req.Group, req.MemberID, req.ProtocolType = "owned-g", member, "consumer"
 		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 45000, 60000
 		p := kmsg.NewJoinGroupRequestProtocol()
-		p.Name, p.Metadata = "cooperative-sticky", meta.AppendTo(nil)
+		p.Name, p.Metadata = "cooperative-sticky", subscription
 		req.Protocols = append(req.Protocols, p)
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
@@ -144,8 +147,9 @@ func TestMetadataInternalTopicsNotCreated(t *testing.T) {
 // sends it (v4, replica id -1) to validate its position (KIP-320): the
 // leader's current epoch ends at its log end, an epoch newer than any is
 // unknown (-1, -1), and a current leader epoch ahead of the leader's is
-// UNKNOWN_LEADER_EPOCH; and franz-go, which asks it whenever the leader
-// epoch it consumes at changes, consumes.
+// UNKNOWN_LEADER_EPOCH; and franz-go's own request, sent as it validates
+// a start offset of a known epoch, is answered and it consumes from
+// that offset.
 func TestOffsetForLeaderEpochAtTheLeader(t *testing.T) {
 	t.Parallel()
 	addr := startBroker(t)
@@ -189,14 +193,54 @@ func TestOffsetForLeaderEpochAtTheLeader(t *testing.T) {
 		t.Fatalf("a current epoch ahead of the leader's: %+v, want UNKNOWN_LEADER_EPOCH", p)
 	}
 
-	cons := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ofle": {0: kgo.NewOffset().AtStart()}}))
-	n := 0
-	for n < 2 {
+	// franz-go's own request: a consumer told to start at an offset of
+	// a known epoch validates it with OffsetForLeaderEpoch before it
+	// fetches (KIP-320), then reads from that offset.
+	hook := &epochRequests{}
+	cons := kgoClient(t, addr, kgo.WithHooks(hook),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ofle": {0: kgo.NewOffset().At(1).WithEpoch(epoch)}}))
+	var got []int64
+	for len(got) < 1 {
 		fs := cons.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of 2", n)
+			t.Fatalf("consumed %v, want offset 1", got)
 		}
 		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("consume: %v", err) })
-		n += fs.NumRecords()
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, r.Offset) })
 	}
+	if got[0] != 1 {
+		t.Fatalf("franz-go validated offset 1 of epoch %d and consumed from %d", epoch, got[0])
+	}
+	if w, r := hook.counts(); w == 0 || r == 0 {
+		t.Fatalf("franz-go sent %d OffsetForLeaderEpoch requests and read %d answers, want its own request answered", w, r)
+	}
+}
+
+// epochRequests counts the OffsetForLeaderEpoch requests a franz-go
+// client writes and the answers it reads without error.
+type epochRequests struct {
+	mu            sync.Mutex
+	writes, reads int
+}
+
+func (e *epochRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.OffsetForLeaderEpoch) && err == nil {
+		e.mu.Lock()
+		e.writes++
+		e.mu.Unlock()
+	}
+}
+
+func (e *epochRequests) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.OffsetForLeaderEpoch) && err == nil {
+		e.mu.Lock()
+		e.reads++
+		e.mu.Unlock()
+	}
+}
+
+func (e *epochRequests) counts() (int, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.writes, e.reads
 }
