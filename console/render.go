@@ -31,7 +31,19 @@ type page struct {
 	Data   any
 }
 
+// chartArgs is what the "chart" template draws.
+type chartArgs struct {
+	ID, Label string
+	C         chart
+}
+
 var funcs = template.FuncMap{
+	"chart":             func(id, label string, c chart) chartArgs { return chartArgs{id, label, c} },
+	"sub":               func(a, b int) int { return a - b },
+	"int64":             func(v int) int64 { return int64(v) },
+	"until":             func(n int32) []struct{} { return make([]struct{}, n) },
+	"window":            func() int { return browseWindow },
+	"throughputSamples": func() int { return throughputSamples },
 	"ints": func(v []int32) string {
 		s := make([]string, len(v))
 		for i, x := range v {
