@@ -189,7 +189,33 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /actions/reset-offsets", c.resetOffsets)
 	mux.HandleFunc("POST /actions/produce", c.produceRecord)
 	mux.HandleFunc("POST /actions/alter-configs", c.alterConfigs)
-	return mux
+	if !c.log.IsDebug() {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		mux.ServeHTTP(sw, r)
+		c.log.Debug("served", "method", r.Method, "path", r.URL.RequestURI(), "code", sw.code, "took", time.Since(start).Round(time.Microsecond))
+	})
+}
+
+// statusWriter keeps the status code of an answer, for the debug log.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes a tail stream's events on.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // client returns the Go client, making it on first use (or after the

@@ -23,7 +23,7 @@ func init() { registerCommand(newConsoleCmd) }
 
 func newConsoleCmd(g *globalFlags) *cobra.Command {
 	var listen, logLevel, metricsList string
-	var tailMax, sample time.Duration
+	var tailMax, sample, refresh, reqTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "console",
 		Short: "Serve the web console for the cluster at --brokers",
@@ -50,7 +50,8 @@ it had, marked stale, with no health claims.`,
 				return err
 			}
 			log := hclog.New(&hclog.LoggerOptions{Name: "console", Level: hclog.LevelFromString(logLevel), Output: cmd.ErrOrStderr()})
-			cfg := console.Config{Brokers: brokers, Logger: log, TailStreamMax: tailMax, SampleInterval: sample}
+			cfg := console.Config{Brokers: brokers, Logger: log, TailStreamMax: tailMax, SampleInterval: sample,
+				RefreshInterval: refresh, RequestTimeout: reqTimeout}
 			if cfg.MetricsURLs, err = metricsTargets(metricsList); err != nil {
 				return err
 			}
@@ -102,6 +103,9 @@ it had, marked stale, with no health claims.`,
 		"the brokers' metrics listeners, comma-separated ID=host:port (or host:port, or a URL): bytes in and out, sizes on disk")
 	cmd.Flags().DurationVar(&sample, "sample-interval", 15*time.Second,
 		"how often the console samples throughput and every group's lag for its charts")
+	cmd.Flags().DurationVar(&reqTimeout, "request-timeout", 10*time.Second,
+		"longest a page waits for the cluster before it says the cluster cannot be reached")
+	cmd.Flags().DurationVar(&refresh, "refresh", 5*time.Second, "how often an open page refreshes its figures in place")
 	cmd.Flags().DurationVar(&tailMax, "tail-stream-max", 5*time.Minute,
 		"longest a live tail's event stream lasts before the page reconnects (and goes on where it was)")
 	level := os.Getenv("QUIRE_LOG_LEVEL")
