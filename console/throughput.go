@@ -84,6 +84,9 @@ type throughput struct {
 	samples []thrSample
 	prevAt  time.Time
 	prevHW  map[tp]int64
+	// prevTopics are the topics of the last sample: a topic not among
+	// them is new, and its records all came since.
+	prevTopics map[string]bool
 	// prevMetrics are each target's counters at its last scrape.
 	prevMetrics map[string]map[string]topicCounters
 	prevScrape  map[string]time.Time
@@ -110,11 +113,12 @@ func (t MetricsTarget) label() string {
 }
 
 // sampleThroughput takes a sample: one DescribeTopics, and a scrape of
-// each metrics target. A sample within a second of the last is skipped.
+// each metrics target. A sample within half a second of the last is
+// skipped.
 func (c *Console) sampleThroughput(ctx context.Context) error {
 	t := c.thr
 	t.mu.Lock()
-	recent := !t.prevAt.IsZero() && time.Since(t.prevAt) < time.Second
+	recent := !t.prevAt.IsZero() && time.Since(t.prevAt) < time.Second/2
 	t.mu.Unlock()
 	if recent {
 		return nil
@@ -146,9 +150,11 @@ func (t *throughput) record(now time.Time, topics []client.TopicDescription, scr
 	defer t.mu.Unlock()
 	s := thrSample{At: now, Topics: map[string]rates{}, Brokers: map[string]rates{}, Total: unknownRates()}
 	hw := make(map[tp]int64, len(t.prevHW))
+	names := make(map[string]bool, len(topics))
 	secs := now.Sub(t.prevAt).Seconds()
 	havePrev := !t.prevAt.IsZero()
 	for _, td := range topics {
+		names[td.Name] = true
 		tr := unknownRates()
 		for _, pd := range td.Partitions {
 			if pd.HighWatermark < 0 {
@@ -157,6 +163,9 @@ func (t *throughput) record(now time.Time, topics []client.TopicDescription, scr
 			k := tp{td.Name, pd.Partition}
 			hw[k] = pd.HighWatermark
 			prev, ok := t.prevHW[k]
+			if !ok && havePrev && !t.prevTopics[td.Name] {
+				prev, ok = 0, true // created since the last sample
+			}
 			if !havePrev || !ok || pd.HighWatermark < prev {
 				continue
 			}
@@ -173,7 +182,7 @@ func (t *throughput) record(now time.Time, topics []client.TopicDescription, scr
 			s.Topics[td.Name] = tr
 		}
 	}
-	t.prevHW, t.prevAt = hw, now
+	t.prevHW, t.prevAt, t.prevTopics = hw, now, names
 	// Bytes and records out from the metrics; records in there too, but
 	// the high watermarks' figure is kept (it counts every broker's).
 	newSizes := map[tp]int64{}

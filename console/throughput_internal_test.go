@@ -84,8 +84,14 @@ func TestConsoleThroughputRates(t *testing.T) {
 	if r := th.snapshot()[1].Topics["t"]; r.RecordsIn != 0 || !math.IsNaN(r.BytesIn) {
 		t.Errorf("after a restart %+v", r)
 	}
+	// A topic created since the last sample: its records all came since.
+	th.record(t0.Add(30*time.Second), append(desc(100, 50), client.TopicDescription{Name: "new",
+		Partitions: []client.PartitionDescription{{Partition: 0, Leader: 1, HighWatermark: 40}}}), m(10, 0), sizes, []error{nil})
+	if r := th.snapshot()[2].Topics["new"]; r.RecordsIn != 4 {
+		t.Errorf("a new topic's rates %+v", r)
+	}
 	for i := range 5 {
-		th.record(t0.Add(time.Duration(30+10*i)*time.Second), desc(100, 50), m(10, 0), sizes, []error{nil})
+		th.record(t0.Add(time.Duration(40+10*i)*time.Second), desc(100, 50), m(10, 0), sizes, []error{nil})
 	}
 	if n := len(th.snapshot()); n != 3 {
 		t.Errorf("%d samples kept, want 3", n)

@@ -14,7 +14,8 @@ or "error ...":
   wait SECONDS JS          evaluate JS until it is true (real time)
   eval JS                  evaluate JS, answer its value as JSON
   dom FILE                 save the page's HTML in FILE
-  shot FILE                save a PNG screenshot of the page in FILE
+  shot FILE                save a PNG screenshot of the whole page (down to
+                           2400 px) in FILE
   quit
 
 Usage: console_browser.py CHROMIUM-ARGS... (the script's chromium options)
@@ -131,7 +132,10 @@ def main():
                         f.write(b.eval("document.documentElement.outerHTML"))
                     out = ""
                 elif cmd == "shot":
-                    png = b.call("Page.captureScreenshot", format="png")["data"]
+                    # The whole page, down to 2400 px.
+                    size = b.call("Page.getLayoutMetrics")["cssContentSize"]
+                    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 2400), "scale": 1}
+                    png = b.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)["data"]
                     with open(arg, "wb") as f:
                         f.write(base64.b64decode(png))
                     out = ""
