@@ -189,6 +189,8 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /actions/reset-offsets", c.resetOffsets)
 	mux.HandleFunc("POST /actions/produce", c.produceRecord)
 	mux.HandleFunc("POST /actions/alter-configs", c.alterConfigs)
+	mux.HandleFunc("POST /actions/create-acl", c.createACL)
+	mux.HandleFunc("POST /actions/delete-acl", c.deleteACL)
 	if !c.log.IsDebug() {
 		return mux
 	}

@@ -79,14 +79,47 @@ func TestConsoleSecured(t *testing.T) {
 	_, page = get(t, admin+"/topics/secret/messages?key=who")
 	mustContain(t, page, "messages as a super user", `data-record="0/0"`, `class="value value-cell">classified<`)
 
+	// The super user adds an ACL for the viewer, then deletes it.
+	group := client.ACL{Principal: "User:viewer", Permission: "Allow", Operation: "Describe", ResourceType: "Group", ResourceName: "viewers", PatternType: "Literal"}
+	aclForm := url.Values{"principal": {group.Principal}, "permission": {group.Permission}, "operation": {group.Operation},
+		"resource_type": {group.ResourceType}, "resource_name": {group.ResourceName}, "pattern": {group.PatternType}}
+	resp := post(t, admin+"/actions/create-acl", aclForm)
+	if page := body(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(page, "Add the ACL: Allow User:viewer Describe on Group &#34;viewers&#34; (Literal).") {
+		t.Fatalf("unconfirmed ACL: %d\n%s", resp.StatusCode, page)
+	}
+	aclForm.Set("confirm", "yes")
+	if resp := post(t, admin+"/actions/create-acl", aclForm); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("confirmed ACL: %d\n%s", resp.StatusCode, body(t, resp))
+	}
+	if got, err := root.ListACLs(ctx, client.ACL{ResourceType: "Group"}); err != nil || len(got) != 1 || got[0] != group {
+		t.Fatalf("ACLs on groups after the form: %+v, %v", got, err)
+	}
+	_, page = get(t, admin+"/security")
+	mustContain(t, page, "security page with the new ACL", "<td>User:viewer</td><td>Allow</td><td>Describe</td><td>Group</td><td>viewers</td>", `action="/actions/delete-acl"`)
+	if resp := post(t, admin+"/actions/delete-acl", aclForm); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("ACL delete: %d\n%s", resp.StatusCode, body(t, resp))
+	}
+	if got, err := root.ListACLs(ctx, client.ACL{ResourceType: "Group"}); err != nil || len(got) != 0 {
+		t.Fatalf("ACLs on groups after the delete: %+v, %v", got, err)
+	}
+	bad := url.Values{"principal": {"viewer"}, "permission": {"Allow"}, "operation": {"Read"}, "resource_type": {"Topic"}, "resource_name": {"x"}, "pattern": {"Literal"}, "confirm": {"yes"}}
+	if resp := post(t, admin+"/actions/create-acl", bad); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body(t, resp), "principal &#34;viewer&#34;: write User:NAME") {
+		t.Fatalf("an ACL without User: accepted: %d", resp.StatusCode)
+	}
+
 	viewer := start(console.Config{Transport: creds("console-host").ClientCredentials(), Auth: client.SCRAMCredentials("viewer", "viewer-pw")})
 	_, page = get(t, viewer+"/security")
 	mustContain(t, page, "security page as viewer", `id="principal">User:viewer<`, `id="users-error"`, `id="acls-error"`, "AUTHORIZATION_FAILED")
 	_, page = get(t, viewer+"/topics/secret/messages")
 	mustContain(t, page, "messages as viewer", `data-record="0/0"`)
-	resp := post(t, viewer+"/actions/alter-configs", url.Values{"name": {"secret"}, "key": {"retention.ms"}, "value": {"1000"}})
+	resp = post(t, viewer+"/actions/alter-configs", url.Values{"name": {"secret"}, "key": {"retention.ms"}, "value": {"1000"}})
 	if page := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "AUTHORIZATION_FAILED") {
 		t.Fatalf("config edit without the right: %d\n%s", resp.StatusCode, page)
+	}
+	aclForm.Set("confirm", "yes")
+	resp = post(t, viewer+"/actions/create-acl", aclForm)
+	if page := body(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("an ACL added by the viewer: %d\n%s", resp.StatusCode, page)
 	}
 
 	if _, err := console.New(console.Config{Brokers: []string{c.Addr(1)}, Auth: client.SCRAMCredentials("viewer", "pw")}); err == nil ||
