@@ -40,7 +40,7 @@ pids=()
 cluster_up=0
 cleanup() {
 	if [ -n "${BROWSER_PID:-}" ]; then
-		echo quit >&"${BROWSER[1]}" 2>/dev/null || true
+		if [ -n "${BROWSER[1]:-}" ]; then echo quit >&"${BROWSER[1]}" 2>/dev/null || true; fi
 		wait "$BROWSER_PID" 2>/dev/null || true
 	fi
 	for p in "${pids[@]}"; do
