@@ -63,10 +63,7 @@ func timeChart(times []time.Time, ss []series, now time.Time, format func(float6
 	start := times[0]
 	span := max(now.Sub(start), time.Second)
 	ch.Span = span.Round(time.Second).String()
-	scale := math.Max(top, 1)
-	if top > 0 && top < 1 {
-		scale = top
-	}
+	scale := niceCeil(top)
 	for _, s := range ss {
 		var b strings.Builder
 		last := math.NaN()
@@ -102,6 +99,21 @@ func timeChart(times []time.Time, ss []series, now time.Time, format func(float6
 	}
 	ch.XTicks = timeTicks(start, span, ch.Width)
 	return ch
+}
+
+// niceCeil is the round number at or above v that tops a chart's y axis:
+// 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten (1 for 0).
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if m*p >= v*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 // tickSteps are the spacings of the time axis's ticks.

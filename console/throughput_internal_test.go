@@ -179,3 +179,12 @@ func TestConsolePaginate(t *testing.T) {
 		t.Fatalf("empty: %d %d %+v", lo, hi, p)
 	}
 }
+
+func TestConsoleNiceCeil(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[float64]float64{0: 1, 0.3: 0.3, 0.31: 0.4, 1: 1, 7: 8, 10: 10, 11: 12, 507: 600, 4.5: 5, 26000: 30000} {
+		if got := niceCeil(v); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("niceCeil(%v) = %v, want %v", v, got, want)
+		}
+	}
+}
