@@ -51,7 +51,8 @@ type Config struct {
 	Auth credentials.PerRPCCredentials
 	// MetricsURLs are brokers' metrics listeners (their /metrics), by
 	// broker id or, where none is given, by address: the console reads
-	// bytes in and out and the partitions' sizes on disk from them. Empty:
+	// bytes in and out and records out from them (and the sizes on disk of
+	// partitions whose leader did not answer DescribeTopics). Empty:
 	// throughput comes from the offsets only (records in).
 	MetricsURLs []MetricsTarget
 	// TailStreamMax is how long one tail stream lasts (default 5m): the

@@ -247,8 +247,8 @@ type topicView struct {
 	Partitions []partitionRow
 	Configs    []client.ConfigEntry
 	// Sizes are the partitions' sizes on disk by partition ("–": not
-	// known); SizesFrom says where they come from, "" when the console
-	// has no metrics to read them from.
+	// known): as the leaders answer DescribeTopics, or, for a leader that
+	// did not, from its metrics (SizesFrom says when they were read).
 	Sizes      map[int32]string
 	SizesFrom  string
 	Throughput topicThroughput
@@ -282,11 +282,15 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	c.sampleOnView(r)
 	sizes, at := c.thr.partitionSizes()
 	if sizes != nil {
-		tv.SizesFrom = "the leaders' metrics at " + at.UTC().Format(time.TimeOnly) + " UTC"
+		tv.SizesFrom = at.UTC().Format(time.TimeOnly) + " UTC"
 	}
 	for _, pd := range t.Partitions {
 		tv.Partitions = append(tv.Partitions, rowOf(t.Name, pd))
-		tv.Sizes[pd.Partition] = sizeText(sizes, t.Name, pd.Partition)
+		if pd.HighWatermark >= 0 && pd.SizeBytes >= 0 {
+			tv.Sizes[pd.Partition] = byteSize(float64(pd.SizeBytes))
+		} else {
+			tv.Sizes[pd.Partition] = sizeText(sizes, t.Name, pd.Partition)
+		}
 	}
 	tv.Throughput = c.topicThroughput(t.Name)
 	tv.Configs, err = cl.DescribeConfigs(ctx, name)

@@ -95,7 +95,7 @@ func TestConsoleThroughputConfigs(t *testing.T) {
 
 	// The topic page: each partition's size on disk and the topic's charts.
 	_, page = get(t, srv.URL+"/topics/flow")
-	mustContain(t, page, "topic page", `id="topic-records-chart"`, "Sizes on disk: from the leaders&#39; metrics")
+	mustContain(t, page, "topic page", `id="topic-records-chart"`, "Size on disk: the leader's log")
 	if n := strings.Count(page, `class="num size">–<`); n != 0 {
 		t.Errorf("%d partitions without a size on disk:\n%s", n, page)
 	}

@@ -311,7 +311,7 @@ bpage throughput
 b open "$console_url/topics/e2e-flow" >/dev/null
 bwait 'document.querySelectorAll("td.size").length === 3 && Array.from(document.querySelectorAll("td.size")).every(function (td) { return /^[0-9.]+ (B|KiB|MiB)$/.test(td.textContent); })' "each partition's size on disk"
 bpage topic-flow
-step "ok: throughput charts with data, sizes on disk from the metrics"
+step "ok: throughput charts with data, each partition's size on disk"
 
 b open "$console_url/security" >/dev/null
 bwait 'document.getElementById("principal").textContent === "User:ANONYMOUS"' "the console's principal"

@@ -38,8 +38,8 @@ high watermark, reset an empty group's offsets).
 
 With --tls-ca (and --tls-cert/--tls-key, --user) it dials a secured cluster
 as every other verb does. With --metrics (the brokers' metrics.listen
-addresses, each as ID=host:port) it shows bytes in and out and each
-partition's size on disk too. It uses only the public gRPC API, so any node will
+addresses, each as ID=host:port) it shows bytes in and out and records
+out too. It uses only the public gRPC API, so any node will
 do; the cluster need not be up when it starts: while it cannot be reached
 every page says "cannot reach the cluster at ..." and shows the last view
 it had, marked stale, with no health claims.`,
@@ -100,7 +100,7 @@ it had, marked stale, with no health claims.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve the console on (host:port)")
 	cmd.Flags().StringVar(&metricsList, "metrics", "",
-		"the brokers' metrics listeners, comma-separated ID=host:port (or host:port, or a URL): bytes in and out, sizes on disk")
+		"the brokers' metrics listeners, comma-separated ID=host:port (or host:port, or a URL): bytes in and out, records out")
 	cmd.Flags().DurationVar(&sample, "sample-interval", 15*time.Second,
 		"how often the console samples throughput and every group's lag for its charts")
 	cmd.Flags().DurationVar(&reqTimeout, "request-timeout", 10*time.Second,
