@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/console"
 	"github.com/quirelog/quire/internal/poll"
@@ -163,6 +164,18 @@ func TestConsoleClusterPages(t *testing.T) {
 	for _, pd := range td[0].Partitions {
 		if pd.HighWatermark > 0 && pd.SizeBytes < 61 || pd.HighWatermark == 0 && pd.SizeBytes != 0 {
 			t.Errorf("partition %d: %d records in %d bytes", pd.Partition, pd.HighWatermark, pd.SizeBytes)
+		}
+	}
+	// Every node answers the leaders' sizes, its own or asked of them.
+	for _, id := range c.IDs() {
+		res, err := quirev1.NewAdminClient(c.Conn(id)).DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: []string{"orders"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pd := range res.GetTopics()[0].GetPartitions() {
+			if want := td[0].Partitions[pd.GetPartition()].SizeBytes; pd.GetSizeBytes() != want {
+				t.Errorf("node %d: partition %d is %d bytes, want %d", id, pd.GetPartition(), pd.GetSizeBytes(), want)
+			}
 		}
 	}
 	poll.Until(t, "topic page", func() error {
