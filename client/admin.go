@@ -53,6 +53,9 @@ type PartitionDescription struct {
 	LogStartOffset int64   `json:"log_start_offset"`
 	HighWatermark  int64   `json:"high_watermark"`
 	LogEndOffset   int64   `json:"log_end_offset"`
+	// SizeBytes is the leader's log on disk, -1 with the offsets (0 from
+	// a broker that does not report it).
+	SizeBytes int64 `json:"size_bytes"`
 	// OfflineReplicas are the replicas whose log failed on their broker
 	// (an I/O error: taken out of service, out of the ISR).
 	OfflineReplicas []OfflineReplica `json:"offline_replicas,omitempty"`
@@ -231,7 +234,8 @@ func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
 	for _, p := range t.GetPartitions() {
 		pd := PartitionDescription{Partition: p.GetPartition(), Leader: p.GetLeader(),
 			LeaderEpoch: p.GetLeaderEpoch(), Replicas: p.GetReplicas(), ISR: p.GetIsr(),
-			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset()}
+			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset(),
+			SizeBytes: p.GetSizeBytes()}
 		for _, o := range p.GetOfflineReplicas() {
 			pd.OfflineReplicas = append(pd.OfflineReplicas, OfflineReplica{Broker: o.GetBrokerId(), Dir: o.GetDir(), Error: o.GetError()})
 		}

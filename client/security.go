@@ -56,3 +56,10 @@ func (c scramCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 }
 
 func (scramCreds) RequireTransportSecurity() bool { return true }
+
+// SCRAMCredentials are SCRAM's per-call credentials as a gRPC option's
+// value, for a program that dials brokers itself besides the client (the
+// same as SCRAM gives the client).
+func SCRAMCredentials(user, password string) credentials.PerRPCCredentials {
+	return scramCreds{user: user, password: password}
+}

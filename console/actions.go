@@ -25,6 +25,9 @@ type confirmView struct {
 	Danger  bool   // cannot be undone
 	Fields  []field
 	Back    string
+	// Invalid: the form did not pass its checks; there is nothing to
+	// confirm.
+	Invalid bool
 }
 
 type field struct{ Name, Value string }
@@ -83,6 +86,8 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, fields []string
 	p := page{Title: "Confirm", Data: cv, Refresh: -1} // a POST's answer: nothing to refresh
 	if len(a.errs) > 0 {
 		p.Errors = a.errs
+		cv.Invalid = true
+		p.Data = cv
 		c.render(w, http.StatusBadRequest, "confirm", p)
 		return
 	}
@@ -107,7 +112,13 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, fields []string
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func done(path, notice string) string { return path + "?done=" + url.QueryEscape(notice) }
+func done(path, notice string) string {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return path + sep + "done=" + url.QueryEscape(notice)
+}
 
 func (c *Console) createTopic(w http.ResponseWriter, r *http.Request) {
 	c.action(w, r, []string{"name", "partitions", "replication_factor"},

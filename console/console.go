@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -35,13 +36,25 @@ type Config struct {
 	// RequestTimeout bounds each call to the cluster made for a page
 	// (default 10s).
 	RequestTimeout time.Duration
-	// SampleInterval is how often every group's lag is sampled for the
-	// lag-over-time charts, besides each time a group is shown (default
-	// 15s; negative: only when shown).
+	// SampleInterval is how often every group's lag and the cluster's
+	// throughput are sampled for the charts, besides each time a group is
+	// shown (default 15s; negative: only when a page shows them).
 	SampleInterval time.Duration
 	// RefreshInterval is how often an open page refreshes its figures in
 	// place (default 5s).
 	RefreshInterval time.Duration
+	// Transport is how the console dials the brokers: TLS credentials
+	// for a cluster with a TLS listener; nil dials in plaintext.
+	Transport credentials.TransportCredentials
+	// Auth authenticates every call (SCRAM user and password, see
+	// client.SCRAMCredentials); nil sends none. It needs Transport.
+	Auth credentials.PerRPCCredentials
+	// MetricsURLs are brokers' metrics listeners (their /metrics), by
+	// broker id or, where none is given, by address: the console reads
+	// bytes in and out and records out from them (and the sizes on disk of
+	// partitions whose leader did not answer DescribeTopics). Empty:
+	// throughput comes from the offsets only (records in).
+	MetricsURLs []MetricsTarget
 	// TailStreamMax is how long one tail stream lasts (default 5m): the
 	// page reconnects at once and goes on from where it was (the event id
 	// carries its positions), so no connection is held forever.
@@ -73,6 +86,7 @@ type Console struct {
 	log   hclog.Logger
 	pages map[string]*template.Template
 	hist  *lagHistory
+	thr   *throughput
 
 	mu  sync.Mutex
 	cl  *client.Client // nil until the cluster has answered once
@@ -99,8 +113,12 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger, pages: pages, hist: newLagHistory(240)}
+	if cfg.Auth != nil && cfg.Transport == nil {
+		return nil, errors.New("console: a user's credentials are sent only over TLS: give the console the brokers' CA (TLS)")
+	}
+	c.thr = newThroughput(throughputSamples, cfg.MetricsURLs)
 	for _, addr := range cfg.Brokers {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, c.dialOpts()...)
 		if err != nil {
 			c.closeConns()
 			return nil, fmt.Errorf("console: broker %q: %w", addr, err)
@@ -113,6 +131,19 @@ func New(cfg Config) (*Console, error) {
 		go c.sampleLoop()
 	}
 	return c, nil
+}
+
+// dialOpts are the gRPC options of every connection to the brokers.
+func (c *Console) dialOpts() []grpc.DialOption {
+	tc := c.cfg.Transport
+	if tc == nil {
+		tc = insecure.NewCredentials()
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(tc)}
+	if c.cfg.Auth != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(c.cfg.Auth))
+	}
+	return opts
 }
 
 // Close stops the lag sampler and closes the console's connections. Open
@@ -146,6 +177,10 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /topics/{topic}", c.topicPage)
 	mux.HandleFunc("GET /topics/{topic}/tail", c.tailPage)
 	mux.HandleFunc("GET /api/tail/{topic}", c.tailStream)
+	mux.HandleFunc("GET /topics/{topic}/messages", c.messagesPage)
+	mux.HandleFunc("GET /topics/{topic}/messages/{partition}/{offset}", c.recordPage)
+	mux.HandleFunc("GET /throughput", c.throughputPage)
+	mux.HandleFunc("GET /security", c.securityPage)
 	mux.HandleFunc("GET /groups", c.groupsPage)
 	mux.HandleFunc("GET /groups/{group}", c.groupPage)
 	mux.HandleFunc("POST /actions/create-topic", c.createTopic)
@@ -153,7 +188,37 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /actions/add-partitions", c.addPartitions)
 	mux.HandleFunc("POST /actions/delete-records", c.deleteRecords)
 	mux.HandleFunc("POST /actions/reset-offsets", c.resetOffsets)
-	return mux
+	mux.HandleFunc("POST /actions/produce", c.produceRecord)
+	mux.HandleFunc("POST /actions/alter-configs", c.alterConfigs)
+	mux.HandleFunc("POST /actions/create-acl", c.createACL)
+	mux.HandleFunc("POST /actions/delete-acl", c.deleteACL)
+	if !c.log.IsDebug() {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		mux.ServeHTTP(sw, r)
+		c.log.Debug("served", "method", r.Method, "path", r.URL.RequestURI(), "code", sw.code, "took", time.Since(start).Round(time.Microsecond))
+	})
+}
+
+// statusWriter keeps the status code of an answer, for the debug log.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes a tail stream's events on.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // client returns the Go client, making it on first use (or after the
@@ -168,12 +233,25 @@ func (c *Console) client(ctx context.Context) (*client.Client, error) {
 		return nil, client.ErrClosed
 	}
 	cl, err := client.New(ctx, client.SeedBrokers(c.cfg.Brokers...), client.ClientID("quire-console"),
-		client.RequestTimeout(c.cfg.RequestTimeout), client.Logger(c.log), client.Idempotent(false))
+		client.RequestTimeout(c.cfg.RequestTimeout), client.Logger(c.log), client.Idempotent(false),
+		client.RecordPartitioner(formPartitioner()), client.Linger(0), client.DialOptions(c.dialOpts()...))
 	if err != nil {
 		return nil, fmt.Errorf("%w at %s: %w", errCannotReach, strings.Join(c.cfg.Brokers, ", "), err)
 	}
 	c.cl = cl
 	return cl, nil
+}
+
+// formPartitioner sends a record to the partition it names (a form's
+// partition field), else where Kafka's default partitioner would.
+func formPartitioner() client.Partitioner {
+	def := client.DefaultPartitioner(16384)
+	return client.PartitionerFunc(func(r *client.Record, n int32) int32 {
+		if r.Partition >= 0 {
+			return r.Partition
+		}
+		return def.Partition(r, n)
+	})
 }
 
 // call runs fn against the seed brokers in turn until one answers (any
@@ -241,19 +319,29 @@ func (c *Console) fetchRecords(ctx context.Context, req *quirev1.FetchRecordsMul
 	return out, err
 }
 
-// sampleLoop records every group's lag on the sample interval.
+// sampleLoop records every group's lag and the cluster's throughput on
+// the sample interval (the throughput's baseline at once).
 func (c *Console) sampleLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.SampleInterval)
 	defer t.Stop()
+	first := true
 	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
+		if !first {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-		c.sampleAll(ctx)
+		if err := c.sampleThroughput(ctx); err != nil {
+			c.log.Debug("throughput sample failed", "error", err)
+		}
+		if !first {
+			c.sampleAll(ctx)
+		}
+		first = false
 		cancel()
 	}
 }

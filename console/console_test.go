@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/console"
 	"github.com/quirelog/quire/internal/poll"
@@ -158,6 +159,25 @@ func TestConsoleClusterPages(t *testing.T) {
 	if total != 7 {
 		t.Fatalf("high watermarks sum to %d, want 7", total)
 	}
+	// Each leader's log size on disk: a batch has 61 bytes of header at
+	// least; a partition without records has none.
+	for _, pd := range td[0].Partitions {
+		if pd.HighWatermark > 0 && pd.SizeBytes < 61 || pd.HighWatermark == 0 && pd.SizeBytes != 0 {
+			t.Errorf("partition %d: %d records in %d bytes", pd.Partition, pd.HighWatermark, pd.SizeBytes)
+		}
+	}
+	// Every node answers the leaders' sizes, its own or asked of them.
+	for _, id := range c.IDs() {
+		res, err := quirev1.NewAdminClient(c.Conn(id)).DescribeTopics(ctx, &quirev1.DescribeTopicsRequest{Names: []string{"orders"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pd := range res.GetTopics()[0].GetPartitions() {
+			if want := td[0].Partitions[pd.GetPartition()].SizeBytes; pd.GetSizeBytes() != want {
+				t.Errorf("node %d: partition %d is %d bytes, want %d", id, pd.GetPartition(), pd.GetSizeBytes(), want)
+			}
+		}
+	}
 	poll.Until(t, "topic page", func() error {
 		_, page := get(t, srv.URL+"/topics/orders")
 		for _, pd := range td[0].Partitions {
@@ -169,6 +189,11 @@ func TestConsoleClusterPages(t *testing.T) {
 			rest := page[i:]
 			if want := fmt.Sprintf(`class="num hw">%d<`, pd.HighWatermark); !strings.Contains(rest[:strings.Index(rest, "</tr>")], want) {
 				return fmt.Errorf("partition %d row lacks %s: %s", pd.Partition, want, rest[:strings.Index(rest, "</tr>")])
+			}
+		}
+		for _, pd := range td[0].Partitions {
+			if want := fmt.Sprintf(`data-partition="%d">`, pd.Partition); !strings.Contains(page[strings.Index(page, want):], `class="num size">`+sizeOf(pd.SizeBytes)+"<") {
+				return fmt.Errorf("partition %d does not show its size %d", pd.Partition, pd.SizeBytes)
 			}
 		}
 		if !strings.Contains(page, "<td>1, 2, 3</td>") && !strings.Contains(page, "<td>2, 3, 1</td>") && !strings.Contains(page, "<td>3, 1, 2</td>") {
@@ -525,6 +550,9 @@ func TestConsoleClusterUnreachable(t *testing.T) {
 		mustContain(t, page, path, "cannot reach the cluster at "+addr, `role="alert"`, `data-refresh="5000"`, "Trying again every")
 	}
 }
+
+// sizeOf is a size as the topic page shows it (below 1 KiB).
+func sizeOf(n int64) string { return fmt.Sprintf("%d B", n) }
 
 func sumOffsets(m map[int32]int64) int64 {
 	var n int64

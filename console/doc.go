@@ -1,11 +1,17 @@
 // Package console is Quire's web console, served by `quire console`: the
 // cluster's brokers and partitions (under-replicated and offline ones
-// highlighted), topics with each partition's leader, replicas, ISR and
-// offsets, consumer groups with their members and lag (and a lag-over-time
-// chart the console keeps in memory), a live tail of a topic (server-sent
-// events), and a few actions behind a confirmation page: create and delete
-// a topic, add partitions, delete a topic's records below an offset,
-// reset an empty group's offsets.
+// highlighted), topics (a page at a time) with each partition's leader,
+// replicas, ISR, offsets and size on disk, a message browser (bounded,
+// paged reads from the newest, the oldest, an offset or a timestamp,
+// filtered by key, header or value) and a record's page, consumer groups
+// with their members and lag, throughput per topic and per broker (a ring
+// of samples the console takes itself, from the high watermarks and the
+// brokers' metrics listeners), charts drawn as inline SVG with a time
+// axis, users and ACLs, a live tail of a topic (server-sent events), and
+// actions behind a confirmation page: produce a record, edit a topic's
+// config, add and delete ACLs, create and delete a topic, add partitions,
+// delete a topic's records below an offset, reset an empty group's
+// offsets.
 //
 // It talks to the cluster only through the public gRPC API (api/quirev1)
 // and the Go client, so it works against any node and shows nothing a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -35,17 +36,24 @@ type overview struct {
 	// BrokersKnown and TopicsKnown say which of the cluster's answers the
 	// figures come from: without one, its figures are unknown, not 0, and
 	// the page makes no claim from them.
-	BrokersKnown    bool
-	TopicsKnown     bool
-	NoController    bool // no active controller: broker states cannot be confirmed
-	ClusterID       string
-	ControllerID    int32
-	Brokers         []brokerRow
-	Topics          int
-	Partitions      int
-	UnderReplicated []partitionRow
-	Offline         []partitionRow
+	BrokersKnown bool
+	TopicsKnown  bool
+	NoController bool // no active controller: broker states cannot be confirmed
+	ClusterID    string
+	ControllerID int32
+	Brokers      []brokerRow
+	Topics       int
+	Partitions   int
+	// The partitions listed (at most maxListed of each), and how many
+	// there are.
+	UnderReplicated  []partitionRow
+	Offline          []partitionRow
+	NUnder, NOffline int
 }
+
+// maxListed bounds the under-replicated and offline partitions the
+// overview lists (it counts them all).
+const maxListed = 100
 
 // pageCtx is a page's context: the request's, bounded by the request timeout.
 func (c *Console) pageCtx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -105,9 +113,13 @@ func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 			ov.Partitions++
 			row := rowOf(t.Name, pd)
 			if row.Offline {
-				ov.Offline = append(ov.Offline, row)
+				if ov.NOffline++; ov.NOffline <= maxListed {
+					ov.Offline = append(ov.Offline, row)
+				}
 			} else if row.UnderReplicated {
-				ov.UnderReplicated = append(ov.UnderReplicated, row)
+				if ov.NUnder++; ov.NUnder <= maxListed {
+					ov.UnderReplicated = append(ov.UnderReplicated, row)
+				}
 			}
 			if b := byID[pd.Leader]; b != nil {
 				b.Leaders++
@@ -135,6 +147,16 @@ type topicRow struct {
 	Offline           int
 }
 
+// topicsView is a page of the topic list.
+type topicsView struct {
+	Rows  []topicRow
+	Pager pager
+}
+
+// topicsPage lists the topics a page at a time: the names from
+// ListTopics (metadata only), then DescribeTopics for the page's topics
+// alone, so a cluster of thousands of topics costs a page's worth of
+// offsets. ?q= keeps the topics whose name holds it.
 func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.pageCtx(r)
 	defer cancel()
@@ -145,7 +167,7 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusOK
-	topics, err := cl.DescribeTopics(ctx)
+	list, err := cl.ListTopics(ctx)
 	if unreachable(err) {
 		c.renderUnreachable(w, r, "topics", p, err)
 		return
@@ -154,29 +176,67 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 		p.Errors = append(p.Errors, errText(err))
 		code = httpCode(err)
 	}
-	var rows []topicRow
-	for _, t := range topics {
-		tr := topicRow{Name: t.Name, Partitions: len(t.Partitions)}
-		for _, pd := range t.Partitions {
-			tr.ReplicationFactor = max(tr.ReplicationFactor, len(pd.Replicas))
-			row := rowOf(t.Name, pd)
-			if row.Offline {
-				tr.Offline++
-			} else if row.UnderReplicated {
-				tr.UnderReplicated++
+	filter := strings.TrimSpace(r.URL.Query().Get("q"))
+	var names []client.TopicListing
+	for _, t := range list {
+		if filter == "" || strings.Contains(t.Name, filter) {
+			names = append(names, t)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].Name < names[j].Name })
+	base := "/topics?"
+	if filter != "" {
+		base += "q=" + url.QueryEscape(filter) + "&"
+	}
+	lo, hi, pg := paginate(len(names), pageParam(r), base)
+	pg.Filter = filter
+	names = names[lo:hi]
+	rows := make([]topicRow, len(names))
+	want := make([]string, len(names))
+	for i, t := range names {
+		rows[i] = topicRow{Name: t.Name, Partitions: int(t.Partitions), ReplicationFactor: int(t.ReplicationFactor), Records: -1, UnderReplicated: -1, Offline: -1}
+		want[i] = t.Name
+	}
+	if len(want) > 0 {
+		topics, err := cl.DescribeTopics(ctx, want...)
+		if unreachable(err) {
+			c.renderUnreachable(w, r, "topics", p, err)
+			return
+		}
+		if err != nil {
+			// A topic deleted since the list: the page's figures are
+			// unknown, the list still shown.
+			p.Errors = append(p.Errors, "offsets and replicas: "+errText(err))
+		}
+		byName := map[string]*topicRow{}
+		for i := range rows {
+			byName[rows[i].Name] = &rows[i]
+		}
+		for _, t := range topics {
+			tr := byName[t.Name]
+			if tr == nil {
+				continue
 			}
-			if pd.HighWatermark < 0 || tr.Records < 0 {
-				tr.Records = -1
-			} else {
-				tr.Records += pd.HighWatermark - pd.LogStartOffset
+			tr.Records, tr.UnderReplicated, tr.Offline = 0, 0, 0
+			for _, pd := range t.Partitions {
+				row := rowOf(t.Name, pd)
+				if row.Offline {
+					tr.Offline++
+				} else if row.UnderReplicated {
+					tr.UnderReplicated++
+				}
+				if pd.HighWatermark < 0 || tr.Records < 0 {
+					tr.Records = -1
+				} else {
+					tr.Records += pd.HighWatermark - pd.LogStartOffset
+				}
 			}
 		}
-		rows = append(rows, tr)
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	p.Data = rows
+	tv := topicsView{Rows: rows, Pager: pg}
+	p.Data = tv
 	if code == http.StatusOK {
-		c.remember(r.URL.Path, rows)
+		c.remember(r.URL.Path, tv)
 	}
 	c.render(w, code, "topics", p)
 }
@@ -186,6 +246,12 @@ type topicView struct {
 	ID         string
 	Partitions []partitionRow
 	Configs    []client.ConfigEntry
+	// Sizes are the partitions' sizes on disk by partition ("–": not
+	// known): as the leaders answer DescribeTopics, or, for a leader that
+	// did not, from its metrics (SizesFrom says when they were read).
+	Sizes      map[int32]string
+	SizesFrom  string
+	Throughput topicThroughput
 }
 
 func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
@@ -212,10 +278,21 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := topics[0]
-	tv := topicView{Name: t.Name, ID: t.ID}
+	tv := topicView{Name: t.Name, ID: t.ID, Sizes: map[int32]string{}}
+	c.sampleOnView(r)
+	sizes, at := c.thr.partitionSizes()
+	if sizes != nil {
+		tv.SizesFrom = at.UTC().Format(time.TimeOnly) + " UTC"
+	}
 	for _, pd := range t.Partitions {
 		tv.Partitions = append(tv.Partitions, rowOf(t.Name, pd))
+		if pd.HighWatermark >= 0 && pd.SizeBytes >= 0 {
+			tv.Sizes[pd.Partition] = byteSize(float64(pd.SizeBytes))
+		} else {
+			tv.Sizes[pd.Partition] = sizeText(sizes, t.Name, pd.Partition)
+		}
 	}
+	tv.Throughput = c.topicThroughput(t.Name)
 	tv.Configs, err = cl.DescribeConfigs(ctx, name)
 	if err != nil {
 		p.Errors = append(p.Errors, "configs: "+errText(err))
@@ -224,6 +301,12 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Data = tv
 	c.render(w, http.StatusOK, "topic", p)
+}
+
+// groupsView is a page of the group list: only its groups are described.
+type groupsView struct {
+	Rows  []groupRow
+	Pager pager
 }
 
 type groupRow struct {
@@ -263,8 +346,10 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		p.Errors = append(p.Errors, errText(err))
 		code = httpCode(err)
 	}
+	sort.Strings(names)
+	lo, hi, pg := paginate(len(names), pageParam(r), "/groups?")
 	var rows []groupRow
-	for _, g := range names {
+	for _, g := range names[lo:hi] {
 		row := groupRow{Name: g, Lag: -1}
 		d, err := c.groupState(ctx, g)
 		if err != nil {
@@ -280,9 +365,10 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	p.Data = rows
+	gv := groupsView{Rows: rows, Pager: pg}
+	p.Data = gv
 	if code == http.StatusOK {
-		c.remember(r.URL.Path, rows)
+		c.remember(r.URL.Path, gv)
 	}
 	c.render(w, code, "groups", p)
 }

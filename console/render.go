@@ -31,7 +31,22 @@ type page struct {
 	Data   any
 }
 
+// chartArgs is what the "chart" template draws.
+type chartArgs struct {
+	ID, Label string
+	C         chart
+}
+
 var funcs = template.FuncMap{
+	"chart": func(id, label string, c chart) chartArgs { return chartArgs{id, label, c} },
+	"aclOperations": func() []string {
+		return []string{"Read", "Write", "Create", "Delete", "Alter", "Describe", "DescribeConfigs", "AlterConfigs", "ClusterAction", "IdempotentWrite", "All"}
+	},
+	"sub":               func(a, b int) int { return a - b },
+	"int64":             func(v int) int64 { return int64(v) },
+	"until":             func(n int32) []struct{} { return make([]struct{}, n) },
+	"window":            func() int { return browseWindow },
+	"throughputSamples": func() int { return throughputSamples },
 	"ints": func(v []int32) string {
 		s := make([]string, len(v))
 		for i, x := range v {
@@ -106,6 +121,8 @@ func httpCode(err error) int {
 	switch errorCode(err) {
 	case quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, quirev1.ErrorCode_GROUP_ID_NOT_FOUND:
 		return http.StatusNotFound
+	case quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED, quirev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED:
+		return http.StatusForbidden
 	case quirev1.ErrorCode_INVALID_REQUEST, quirev1.ErrorCode_INVALID_TOPIC_EXCEPTION, quirev1.ErrorCode_INVALID_PARTITIONS,
 		quirev1.ErrorCode_INVALID_REPLICATION_FACTOR, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS,
 		quirev1.ErrorCode_INVALID_CONFIG, quirev1.ErrorCode_UNKNOWN_MEMBER_ID, quirev1.ErrorCode_NON_EMPTY_GROUP:

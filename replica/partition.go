@@ -496,6 +496,10 @@ func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 // LogEndOffset is the next offset the replica's log will write.
 func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 
+// SizeBytes is the size of the replica's log on disk (its segments'
+// record batches).
+func (p *Partition) SizeBytes() int64 { return p.log.Size() }
+
 // Producers lists the idempotent producers the replica's log holds state
 // for, by id (storage.Log.Producers).
 func (p *Partition) Producers() []storage.ProducerInfo { return p.log.Producers() }

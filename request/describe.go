@@ -29,6 +29,8 @@ type PartitionDescription struct {
 	Partition, Leader, LeaderEpoch              int32
 	Replicas, ISR                               []int32
 	LogStartOffset, HighWatermark, LogEndOffset int64
+	// SizeBytes is the leader's log on disk, -1 with the offsets.
+	SizeBytes int64
 	// OfflineReplicas are the replicas outside the ISR whose log failed,
 	// by broker id.
 	OfflineReplicas []OfflineReplica
@@ -54,6 +56,8 @@ type LogDescription struct {
 	Hosted, Leader                              bool
 	LeaderEpoch                                 int32
 	LogStartOffset, HighWatermark, LogEndOffset int64
+	// SizeBytes is the log's size on disk, -1 when not hosted.
+	SizeBytes int64
 	// Dir and Failure say where and why the log failed, if it did.
 	Dir, Failure string
 }
@@ -67,7 +71,7 @@ type LogDescriber interface {
 
 // DescribeLog is this broker's view of one of its replicas.
 func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
-	d := LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1}
+	d := LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1}
 	part, ok := c.cfg.Replicas.Partition(topic, partition)
 	if !ok {
 		return d
@@ -75,6 +79,7 @@ func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
 	st := part.State()
 	d.Hosted, d.Leader, d.LeaderEpoch = true, st.Leader, st.LeaderEpoch
 	d.LogStartOffset, d.HighWatermark, d.LogEndOffset = part.LogStartOffset(), part.HighWatermark(), part.LogEndOffset()
+	d.SizeBytes = part.SizeBytes()
 	var failure error
 	if d.Dir, failure = part.LogFailure(); failure != nil {
 		d.Failure = failure.Error()
@@ -137,7 +142,7 @@ func (c *Core) Describe(ctx context.Context, topics []metadata.TopicInfo) []Topi
 		for j, p := range t.Partitions {
 			pd := &d.Partitions[j]
 			*pd = PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
-				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1}
+				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1}
 			var want []logAsk
 			if p.Leader >= 0 {
 				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})
@@ -204,6 +209,7 @@ func applyLog(a logAsk, l LogDescription) {
 	if a.leader {
 		if l.Leader {
 			a.pd.LogStartOffset, a.pd.HighWatermark, a.pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
+			a.pd.SizeBytes = l.SizeBytes
 		}
 		return
 	}

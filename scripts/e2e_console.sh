@@ -8,13 +8,23 @@
 #      consumed every record; the live tail shows a record produced after
 #      the page opened; a topic created through the console's form (posted
 #      with curl, confirmed) exists afterwards and is listed.
+#      In one page kept open (scripts/console_browser.py drives it over the
+#      DevTools protocol): the message browser finds a record by key and
+#      by timestamp, and its page shows its headers; a record produced
+#      through the page's form (confirmed); a config edited through the
+#      topic page's form (a refused value first, then a good one,
+#      confirmed); the throughput charts with data (the console reads the
+#      node's metrics listener); the security page; and, last, the node
+#      stopped under the open overview: the page says it cannot reach the
+#      cluster and shows its last view, marked stale.
 #   2. against a 3-node cluster (scripts/cluster.sh): after one node is
 #      stopped, the overview lists the partitions `quire topic describe`
 #      shows with fewer in-sync replicas than replicas, highlighted.
 #
-# Pages are read with --dump-dom and a screenshot of each is saved in the
-# output folder. Without chromium (not installable) the script is skipped
-# with a message; QUIRE_REQUIRE_CHROMIUM=1 makes that an error.
+# Pages are read with --dump-dom (or from the open page) and a screenshot
+# of each is saved in the output folder. Without chromium (not
+# installable) the script is skipped with a message;
+# QUIRE_REQUIRE_CHROMIUM=1 makes that an error.
 #
 # Env: QUIRE_BIN (default: build into a temp dir), E2E_CONSOLE_OUT (output
 # folder for the screenshots and pages; default: a temp dir, printed),
@@ -29,6 +39,10 @@ mkdir -p "$out"
 pids=()
 cluster_up=0
 cleanup() {
+	if [ -n "${BROWSER_PID:-}" ]; then
+		if [ -n "${BROWSER[1]:-}" ]; then echo quit >&"${BROWSER[1]}" 2>/dev/null || true; fi
+		wait "$BROWSER_PID" 2>/dev/null || true
+	fi
 	for p in "${pids[@]}"; do
 		if kill -0 "$p" 2>/dev/null; then
 			kill "$p" 2>/dev/null || true
@@ -56,15 +70,15 @@ fail() {
 	exit 1
 }
 
-if ! command -v chromium >/dev/null; then
+if ! command -v chromium >/dev/null || ! command -v python3 >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		step "installing Debian's chromium with apt-get"
-		(apt-get update && apt-get install -y chromium) >"$tmp/apt.log" 2>&1 || true
+		step "installing Debian's chromium and python3 with apt-get"
+		(apt-get update && apt-get install -y chromium python3) >"$tmp/apt.log" 2>&1 || true
 	fi
 fi
-if ! command -v chromium >/dev/null; then
-	[ "${QUIRE_REQUIRE_CHROMIUM:-0}" = 1 ] && fail "chromium is not installed (apt-get install chromium)"
-	step "SKIP: chromium is not installed (apt-get install chromium); the console was not checked in a browser"
+if ! command -v chromium >/dev/null || ! command -v python3 >/dev/null; then
+	[ "${QUIRE_REQUIRE_CHROMIUM:-0}" = 1 ] && fail "chromium or python3 is not installed (apt-get install chromium python3)"
+	step "SKIP: chromium or python3 is not installed (apt-get install chromium python3); the console was not checked in a browser"
 	exit 0
 fi
 
@@ -78,11 +92,31 @@ fi
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
+chrome_args=(--headless --no-sandbox --disable-gpu --disable-background-networking --window-size=1280,900 --hide-scrollbars)
 # chrome ARGS...: headless chromium, its chatter in chromium.log.
 chrome() {
-	timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
-		--user-data-dir="$tmp/chrome" --window-size=1280,900 --hide-scrollbars "$@" 2>>"$tmp/chromium.log"
+	timeout 60 chromium "${chrome_args[@]}" --user-data-dir="$tmp/chrome" "$@" 2>>"$tmp/chromium.log"
 }
+# The open page: one chromium driven by scripts/console_browser.py.
+# b COMMAND ARGS: its answer (after "ok"), or the script fails.
+b() {
+	local ans
+	echo "$*" >&"${BROWSER[1]}" || fail "the browser is gone (at: $*)"
+	read -r -t 90 ans <&"${BROWSER[0]}" || fail "the browser did not answer: $*"
+	case $ans in
+	ok*) ans=${ans#ok} && printf '%s\n' "${ans# }" ;;
+	*) fail "browser: $*: $ans" ;;
+	esac
+}
+# bwait JS WHAT: wait up to 30s for JS to be true in the open page.
+bwait() {
+	local ans
+	echo "wait 30 $1" >&"${BROWSER[1]}" || fail "the browser is gone (waiting for $2)"
+	read -r -t 90 ans <&"${BROWSER[0]}" || fail "the browser did not answer (waiting for $2)"
+	[ "${ans%% *}" = ok ] || fail "the page never showed $2: $ans"
+}
+# bpage NAME: the open page's DOM in NAME.html and a screenshot in NAME.png.
+bpage() { b dom "$out/$1.html" >/dev/null && b shot "$out/$1.png" >/dev/null; }
 # page NAME PATH [ARGS]: the DOM of the console page at PATH, as Chromium
 # built it (scripts run), saved as NAME.html; a screenshot in NAME.png.
 page() {
@@ -103,24 +137,26 @@ wait_http() {
 	done
 }
 
-# start_console BROKERS: quire console for BROKERS on a free port.
+# start_console BROKERS [ARGS]: quire console for BROKERS on a free port.
 start_console() {
-	local port
+	local port brokers=$1
+	shift
 	port=$(free_ports 1)
 	[ -n "$port" ] || fail "no free port for the console"
 	console_url="http://127.0.0.1:$port"
 	console_log="$tmp/console-$port.log"
-	"$quire" --brokers "$1" console --listen "127.0.0.1:$port" --tail-stream-max 1s >"$console_log" 2>&1 &
+	"$quire" --brokers "$brokers" console --listen "127.0.0.1:$port" --tail-stream-max 1s "$@" >"$console_log" 2>&1 &
 	pids+=($!)
 	wait_http "$console_url/static/console.css" $!
 }
 
 # --- 1. a dev node -----------------------------------------------------------
-port=$(free_ports 1)
+port=$(free_ports 2)
 [ -n "$port" ] || fail "no free ports found"
 addr="127.0.0.1:$port"
-step "starting quire server --dev on $addr"
-"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set metrics.listen= >"$tmp/server.log" 2>&1 &
+maddr="127.0.0.1:$((port + 1))"
+step "starting quire server --dev on $addr (metrics on $maddr)"
+"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set "metrics.listen=$maddr" >"$tmp/server.log" 2>&1 &
 pids+=($!)
 server_pid=$!
 q() { "$quire" --brokers "$addr" "$@"; }
@@ -130,7 +166,9 @@ until q cluster info >/dev/null 2>&1; do
 	[ "$SECONDS" -lt "$deadline" ] || fail "server did not answer within 60s"
 	sleep 0.2
 done
-start_console "$addr"
+# Samples and refreshes every second, and a short wait for the cluster,
+# so that the charts fill and the stopped node shows within seconds.
+start_console "$addr" --metrics "1=$maddr" --sample-interval 1s --refresh 1s --request-timeout 2s --log-level debug
 step "console on $console_url"
 
 step "topic e2e-orders: 3 partitions, 10 records by key"
@@ -166,6 +204,7 @@ has group 'class="num hw">6<'
 has group "class=\"num lag\">$lag<"
 has group "id=\"total-lag\">$lag<"
 has group 'id="lag-chart"'
+has group 'class="label xtick"'
 page groups /groups
 has groups 'data-group="e2e-readers"'
 has groups "class=\"num lag\">$lag<"
@@ -210,6 +249,84 @@ has topics 'data-topic="e2e-made"'
 page overview /
 has overview 'id="n-topics">4<'
 step "ok: e2e-made exists after the confirmed form"
+
+# --- the open page -------------------------------------------------------------
+step "message browser: e2e-browse, a record found by key and by timestamp"
+coproc BROWSER { python3 scripts/console_browser.py "${chrome_args[@]}" --user-data-dir="$tmp/chrome-open" 2>>"$tmp/chromium.log"; }
+q topic create e2e-browse -p 2 >/dev/null || fail "topic create e2e-browse failed"
+printf 'a1:one\na2:two\n' | q produce e2e-browse --key-separator : -H kind=early >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
+since=$(date +%s%3N) # after every early record's timestamp
+printf 'b1:{"late":true,"n":[1,2]}\n' | q produce e2e-browse --key-separator : -H kind=late -H trace=e2e-7 >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
+b open "$console_url/topics/e2e-browse/messages?key=a2" >/dev/null
+bwait 'document.querySelectorAll("tr.record").length === 1 && document.querySelector("tr.record td.value").textContent === "two"' "the record of key a2 alone"
+bpage messages-key
+b open "$console_url/topics/e2e-browse/messages?from=timestamp&ts=$since" >/dev/null
+bwait 'document.querySelectorAll("tr.record").length === 1 && document.querySelector("tr.record td.key").textContent === "b1"' "only the record produced after $since"
+bpage messages
+b eval 'document.querySelector("tr.record td.num a").click(); true' >/dev/null
+bwait 'document.getElementById("headers") !== null' "the record's page"
+bwait 'document.getElementById("headers").textContent.indexOf("trace") >= 0 && document.getElementById("headers").textContent.indexOf("e2e-7") >= 0' "the record's trace header"
+bwait 'document.getElementById("value").dataset.as === "json" && document.getElementById("value").textContent.indexOf("\"late\": true") >= 0' "the value as pretty JSON"
+bpage record
+step "ok: found by key and by timestamp; the record's page shows its headers and its JSON"
+
+step "produce a record through the messages page's form"
+b open "$console_url/topics/e2e-browse/messages" >/dev/null
+b eval 'var f = document.getElementById("produce"); f.partition.value = "1"; f.key.value = "form-key"; f.value.value = "from the form"; f.headers.value = "via=chromium"; f.querySelector("button").click(); true' >/dev/null
+bwait 'document.getElementById("confirm") !== null' "the confirmation of the produce"
+hw_sum() { q topic describe e2e-browse | awk 'NF == 8 && $1 ~ /^[0-9]+$/ { s += $7 } END { print s + 0 }'; }
+[ "$(hw_sum)" = 3 ] || fail "a record was produced before the confirmation"
+bpage produce-confirm
+b eval 'document.querySelector("#confirm button").click(); true' >/dev/null
+bwait 'document.querySelector(".notice") !== null && document.querySelector(".notice").textContent.indexOf("Produced a record to e2e-browse/1") === 0' "the produce's notice"
+bwait 'document.querySelector("tr.record td.key").textContent === "form-key"' "the produced record"
+[ "$(hw_sum)" = 4 ] || fail "the confirmed produce did not add a record: $(q topic describe e2e-browse)"
+step "ok: the form's record is in partition 1"
+
+step "edit a config through the topic page's form"
+b open "$console_url/topics/e2e-browse" >/dev/null
+b eval 'var f = document.getElementById("alter-configs"); f.key.value = "retention.ms"; f.value.value = "soon"; f.querySelector("button").click(); true' >/dev/null
+bwait 'document.body.textContent.indexOf("the broker refuses it: INVALID_CONFIG") >= 0 && document.getElementById("confirm") === null' "the broker's refusal of retention.ms=soon"
+b open "$console_url/topics/e2e-browse" >/dev/null
+b eval 'var f = document.getElementById("alter-configs"); f.key.value = "retention.ms"; f.value.value = "3600000"; f.querySelector("button").click(); true' >/dev/null
+bwait 'document.getElementById("confirm") !== null && document.getElementById("summary").textContent.indexOf("to 3600000") > 0' "the config edit's confirmation"
+b eval 'document.querySelector("#confirm button").click(); true' >/dev/null
+bwait 'document.querySelector(".notice") !== null && document.querySelector(".notice").textContent === "Set retention.ms=3600000 on e2e-browse."' "the config edit's notice"
+q topic describe e2e-browse -a | grep -qE '^retention\.ms +3600000 +topic$' || fail "retention.ms is not 3600000 on the topic: $(q topic describe e2e-browse -a)"
+bpage topic-config
+step "ok: retention.ms=soon refused in the broker's words, 3600000 set"
+
+step "throughput: records produced while the page is open"
+q topic create e2e-flow -p 3 >/dev/null || fail "topic create e2e-flow failed"
+b open "$console_url/throughput" >/dev/null
+# Four batches about a second apart, a sample (1s) between each.
+for i in 1 2 3 4; do
+	seq 1 500 | q produce e2e-flow >"$tmp/produce.log" 2>&1 || fail "produce: $(cat "$tmp/produce.log")"
+	sleep 1 # pacing the batches over several samples
+done
+# Above the bottom (y 120) on the first line (in) of a chart.
+above='(function (id) { return document.getElementById(id).querySelector("polyline").getAttribute("points").split(" ").some(function (xy) { return Number(xy.split(",")[1]) < 120; }); })'
+bwait 'document.querySelector("#topic-rates tr[data-topic=\"e2e-flow\"]") !== null && '"$above"'("records-chart") && '"$above"'("bytes-chart")' "records and bytes in on the charts, and e2e-flow's row"
+bpage throughput
+b open "$console_url/topics/e2e-flow" >/dev/null
+bwait 'document.querySelectorAll("td.size").length === 3 && Array.from(document.querySelectorAll("td.size")).every(function (td) { return /^[0-9.]+ (B|KiB|MiB)$/.test(td.textContent); })' "each partition's size on disk"
+bpage topic-flow
+step "ok: throughput charts with data, each partition's size on disk"
+
+b open "$console_url/security" >/dev/null
+bwait 'document.getElementById("principal").textContent === "User:ANONYMOUS"' "the console's principal"
+bpage security
+
+step "the node stopped under the open overview"
+b open "$console_url/" >/dev/null
+bwait 'document.getElementById("n-topics").textContent === "6"' "the overview of 6 topics"
+kill "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+bwait 'document.body.textContent.indexOf("cannot reach the cluster at '"$addr"'") >= 0 && document.getElementById("stale") !== null' "that the cluster cannot be reached, and the stale view"
+bpage unreachable
+grep -qF 'id="n-topics">6<' "$out/unreachable.html" || fail "the stale view lost the last figures"
+if grep -qF 'Every partition has its full set' "$out/unreachable.html"; then fail "the unreachable page claims the partitions are healthy"; fi
+step "ok: the open page says the cluster cannot be reached and shows its last view, stale"
 
 # --- 2. a 3-node cluster with a node stopped -----------------------------------
 base=$(free_ports 3)

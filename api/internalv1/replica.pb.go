@@ -672,7 +672,10 @@ type LogDescription struct {
 	// leads the partition: the timestamp (ms since the epoch) of the first
 	// record at or after the offset below the high watermark, -1 when there
 	// is none (the offset is at or past the high watermark).
-	Timestamps    []int64 `protobuf:"varint,11,rep,packed,name=timestamps,proto3" json:"timestamps,omitempty"`
+	Timestamps []int64 `protobuf:"varint,11,rep,packed,name=timestamps,proto3" json:"timestamps,omitempty"`
+	// The replica's log size on disk in bytes (its segments' .log files);
+	// meaningful only when hosted.
+	SizeBytes     int64 `protobuf:"varint,12,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -784,6 +787,13 @@ func (x *LogDescription) GetTimestamps() []int64 {
 	return nil
 }
 
+func (x *LogDescription) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 type DescribeLogsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per requested partition, in request order.
@@ -887,7 +897,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x13DescribeLogsRequest\x12B\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
-	"partitions\"\xda\x02\n" +
+	"partitions\"\xf9\x02\n" +
 	"\x0eLogDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -902,7 +912,9 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	" \x01(\tR\afailure\x12\x1e\n" +
 	"\n" +
 	"timestamps\x18\v \x03(\x03R\n" +
-	"timestamps\"M\n" +
+	"timestamps\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\f \x01(\x03R\tsizeBytes\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
 	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xbd\x02\n" +
 	"\x0eReplicaService\x12_\n" +

@@ -1118,8 +1118,13 @@ type PartitionDescription struct {
 	// same bound as the offsets); empty while every log works, or when none
 	// of them could be asked.
 	OfflineReplicas []*OfflineReplica `protobuf:"bytes,9,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The leader's log of the partition on disk, in bytes (the record
+	// batches of its segments; indexes not counted), asked with the offsets
+	// and -1 alongside them. 0 also from a broker that does not report it
+	// (older than this field).
+	SizeBytes     int64 `protobuf:"varint,10,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1213,6 +1218,13 @@ func (x *PartitionDescription) GetOfflineReplicas() []*OfflineReplica {
 		return x.OfflineReplicas
 	}
 	return nil
+}
+
+func (x *PartitionDescription) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
 }
 
 type OfflineReplica struct {
@@ -2517,7 +2529,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2'.quire.v1.TopicDescription.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf8\x02\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -2527,7 +2539,10 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
 	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12C\n" +
-	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\"U\n" +
+	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\n" +
+	" \x01(\x03R\tsizeBytes\"U\n" +
 	"\x0eOfflineReplica\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x14\n" +

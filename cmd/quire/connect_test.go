@@ -103,9 +103,33 @@ func TestCLIConsoleHelpActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	flat := strings.Join(strings.Fields(out), " ")
-	for _, w := range []string{"create and delete a topic", "add partitions", "delete a topic's records", "reset an empty group's offsets"} {
+	for _, w := range []string{"create and delete a topic", "add partitions", "delete a topic's records", "reset an empty group's offsets",
+		"produce a record", "edit a topic's configs", "--metrics", "--tls-ca"} {
 		if !strings.Contains(flat, w) {
 			t.Errorf("console --help lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestCLIConsoleMetricsTargets: --metrics takes ID=host:port, host:port
+// or a URL, and names what it cannot read.
+func TestCLIConsoleMetricsTargets(t *testing.T) {
+	got, err := metricsTargets("1=127.0.0.1:9404, 127.0.0.1:9405,2=https://m.example:8443/x/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1 http://127.0.0.1:9404/metrics", " http://127.0.0.1:9405/metrics", "2 https://m.example:8443/x/metrics"}
+	if len(got) != len(want) {
+		t.Fatalf("targets %+v", got)
+	}
+	for i, g := range got {
+		if s := g.Broker + " " + g.URL; s != want[i] {
+			t.Errorf("target %d: %q, want %q", i, s, want[i])
+		}
+	}
+	for bad, msg := range map[string]string{"x=127.0.0.1:1": "is not a broker id", "localhost": "want host:port or a URL", "1=ftp://h:1": "not an http(s) URL"} {
+		if _, err := metricsTargets(bad); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("metricsTargets(%q): %v, want %q", bad, err, msg)
 		}
 	}
 }

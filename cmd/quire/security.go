@@ -277,9 +277,13 @@ func (f *scramFlags) clientOpts() []client.Opt {
 	if f.user == "" {
 		return nil
 	}
-	pw := f.password
-	if pw == "" {
-		pw = os.Getenv("QUIRE_PASSWORD")
+	return []client.Opt{client.SCRAM(f.user, f.passwordOrEnv())}
+}
+
+// passwordOrEnv is --password, else QUIRE_PASSWORD.
+func (f *scramFlags) passwordOrEnv() string {
+	if f.password == "" {
+		return os.Getenv("QUIRE_PASSWORD")
 	}
-	return []client.Opt{client.SCRAM(f.user, pw)}
+	return f.password
 }
