@@ -167,7 +167,8 @@ func (f coreForwarder) DescribeLogs(ctx context.Context, br metadata.BrokerInfo,
 	out := make([]request.LogDescription, len(logs))
 	for i, l := range logs {
 		out[i] = request.LogDescription{Topic: l.Topic, Partition: l.Partition, Hosted: l.Hosted, Leader: l.Leader, LeaderEpoch: l.LeaderEpoch,
-			LogStartOffset: l.LogStartOffset, HighWatermark: l.HighWatermark, LogEndOffset: l.LogEndOffset, Dir: l.Dir, Failure: l.Failure}
+			LogStartOffset: l.LogStartOffset, HighWatermark: l.HighWatermark, LogEndOffset: l.LogEndOffset, Dir: l.Dir, Failure: l.Failure,
+			Compacted: l.Compacted, DirtyRatio: l.DirtyRatio}
 	}
 	return out, nil
 }

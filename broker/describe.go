@@ -19,7 +19,8 @@ import (
 func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
 	d := b.core.DescribeLog(topic, partition)
 	return &pb.LogDescription{Topic: d.Topic, Partition: d.Partition, Hosted: d.Hosted, Leader: d.Leader, LeaderEpoch: d.LeaderEpoch,
-		LogStartOffset: d.LogStartOffset, HighWatermark: d.HighWatermark, LogEndOffset: d.LogEndOffset, Dir: d.Dir, Failure: d.Failure}
+		LogStartOffset: d.LogStartOffset, HighWatermark: d.HighWatermark, LogEndOffset: d.LogEndOffset, Dir: d.Dir, Failure: d.Failure,
+		Compacted: d.Compacted, DirtyRatio: d.DirtyRatio}
 }
 
 // recordTimestamps answers LogPartitionRef.timestamp_offsets from the
@@ -51,6 +52,9 @@ func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescriptio
 				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset}
 			for _, o := range p.OfflineReplicas {
 				pd.OfflineReplicas = append(pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: o.BrokerID, Dir: o.Dir, Error: o.Error})
+			}
+			if p.DirtyRatio >= 0 {
+				pd.OptionalDirtyRatio = &quirev1.PartitionDescription_DirtyRatio{DirtyRatio: p.DirtyRatio}
 			}
 			td.Partitions[j] = pd
 		}

@@ -29,6 +29,9 @@ type PartitionDescription struct {
 	Partition, Leader, LeaderEpoch              int32
 	Replicas, ISR                               []int32
 	LogStartOffset, HighWatermark, LogEndOffset int64
+	// DirtyRatio is the leader's share of cleanable bytes not yet cleaned
+	// (a compacted topic), -1 when not compacted or not known.
+	DirtyRatio float64
 	// OfflineReplicas are the replicas outside the ISR whose log failed,
 	// by broker id.
 	OfflineReplicas []OfflineReplica
@@ -56,6 +59,10 @@ type LogDescription struct {
 	LogStartOffset, HighWatermark, LogEndOffset int64
 	// Dir and Failure say where and why the log failed, if it did.
 	Dir, Failure string
+	// Compacted: the topic is compacted; DirtyRatio is then the share of
+	// the replica's cleanable bytes not yet cleaned.
+	Compacted  bool
+	DirtyRatio float64
 }
 
 // LogDescriber asks another broker to describe its replicas' logs, one
@@ -75,6 +82,7 @@ func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
 	st := part.State()
 	d.Hosted, d.Leader, d.LeaderEpoch = true, st.Leader, st.LeaderEpoch
 	d.LogStartOffset, d.HighWatermark, d.LogEndOffset = part.LogStartOffset(), part.HighWatermark(), part.LogEndOffset()
+	d.DirtyRatio, d.Compacted = part.DirtyRatio()
 	var failure error
 	if d.Dir, failure = part.LogFailure(); failure != nil {
 		d.Failure = failure.Error()
@@ -137,7 +145,7 @@ func (c *Core) Describe(ctx context.Context, topics []metadata.TopicInfo) []Topi
 		for j, p := range t.Partitions {
 			pd := &d.Partitions[j]
 			*pd = PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
-				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1}
+				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, DirtyRatio: -1}
 			var want []logAsk
 			if p.Leader >= 0 {
 				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})
@@ -204,6 +212,9 @@ func applyLog(a logAsk, l LogDescription) {
 	if a.leader {
 		if l.Leader {
 			a.pd.LogStartOffset, a.pd.HighWatermark, a.pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
+			if l.Compacted {
+				a.pd.DirtyRatio = l.DirtyRatio
+			}
 		}
 		return
 	}

@@ -1118,8 +1118,17 @@ type PartitionDescription struct {
 	// same bound as the offsets); empty while every log works, or when none
 	// of them could be asked.
 	OfflineReplicas []*OfflineReplica `protobuf:"bytes,9,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For a compacted topic (cleanup.policy includes compact), the share of
+	// the leader's cleanable bytes written since its last clean (its
+	// cleaner takes it above min.cleanable.dirty.ratio); unset for a topic
+	// that is not compacted or a leader that did not answer.
+	//
+	// Types that are valid to be assigned to OptionalDirtyRatio:
+	//
+	//	*PartitionDescription_DirtyRatio
+	OptionalDirtyRatio isPartitionDescription_OptionalDirtyRatio `protobuf_oneof:"optional_dirty_ratio"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1214,6 +1223,32 @@ func (x *PartitionDescription) GetOfflineReplicas() []*OfflineReplica {
 	}
 	return nil
 }
+
+func (x *PartitionDescription) GetOptionalDirtyRatio() isPartitionDescription_OptionalDirtyRatio {
+	if x != nil {
+		return x.OptionalDirtyRatio
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetDirtyRatio() float64 {
+	if x != nil {
+		if x, ok := x.OptionalDirtyRatio.(*PartitionDescription_DirtyRatio); ok {
+			return x.DirtyRatio
+		}
+	}
+	return 0
+}
+
+type isPartitionDescription_OptionalDirtyRatio interface {
+	isPartitionDescription_OptionalDirtyRatio()
+}
+
+type PartitionDescription_DirtyRatio struct {
+	DirtyRatio float64 `protobuf:"fixed64,10,opt,name=dirty_ratio,json=dirtyRatio,proto3,oneof"`
+}
+
+func (*PartitionDescription_DirtyRatio) isPartitionDescription_OptionalDirtyRatio() {}
 
 type OfflineReplica struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2517,7 +2552,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2'.quire.v1.TopicDescription.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x03\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -2527,7 +2562,11 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
 	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12C\n" +
-	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\"U\n" +
+	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\x12!\n" +
+	"\vdirty_ratio\x18\n" +
+	" \x01(\x01H\x00R\n" +
+	"dirtyRatioB\x16\n" +
+	"\x14optional_dirty_ratio\"U\n" +
 	"\x0eOfflineReplica\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x14\n" +
@@ -2766,6 +2805,9 @@ func file_quire_v1_admin_proto_init() {
 	file_quire_v1_admin_proto_msgTypes[8].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
+	}
+	file_quire_v1_admin_proto_msgTypes[18].OneofWrappers = []any{
+		(*PartitionDescription_DirtyRatio)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
