@@ -2,6 +2,7 @@ package storage
 
 import (
 	"hash/maphash"
+	"math/bits"
 )
 
 // offsetMap maps the keys of a log's dirty section to the offset of their
@@ -11,10 +12,12 @@ import (
 // not kept; two keys colliding in 128 bits would count as one, which at
 // 2^-128 per pair is far below the odds of an undetected disk error.
 //
-// The table grows by doubling up to maxSlots; it is full when it holds
-// loadFactor of its largest size, and then refuses new keys (put returns
-// false) so that the cleaner cleans the prefix of the dirty section it
-// has mapped.
+// The table grows by doubling up to maxSlots (the memory it may use, all
+// of it: a slot is found by multiplying the hash by the table size, so
+// the size need not be a power of two); it is full when it holds
+// offsetMapLoadFactor of its largest size, and then refuses new keys
+// (put returns false) so that the cleaner cleans the prefix of the dirty
+// section it has mapped.
 type offsetMap struct {
 	seed1, seed2 maphash.Seed
 	slots        []mapSlot
@@ -37,13 +40,10 @@ const offsetMapSlotBytes = 24
 // log.cleaner.io.buffer.load.factor default).
 const offsetMapLoadFactor = 0.9
 
-// newOffsetMap returns a map using at most memBytes of slots (a power
-// of two of them, at least 16).
+// newOffsetMap returns a map using at most memBytes of slots (at least
+// 16 slots).
 func newOffsetMap(memBytes int64) *offsetMap {
-	maxSlots := 16
-	for int64(maxSlots)*2*offsetMapSlotBytes <= memBytes {
-		maxSlots *= 2
-	}
+	maxSlots := int(max(memBytes/offsetMapSlotBytes, 16))
 	m := &offsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), maxSlots: maxSlots, latest: -1}
 	m.slots = newSlots(min(1024, maxSlots))
 	return m
@@ -74,14 +74,17 @@ func (m *offsetMap) hash(key []byte) (uint64, uint64) {
 
 // find returns the slot of (h1, h2) or the empty slot where it would go.
 func (m *offsetMap) find(h1, h2 uint64) int {
-	mask := len(m.slots) - 1
-	i := int(h1) & mask
+	n := len(m.slots)
+	hi, _ := bits.Mul64(h1, uint64(n))
+	i := int(hi)
 	for {
 		s := &m.slots[i]
 		if s.off < 0 || (s.h1 == h1 && s.h2 == h2) {
 			return i
 		}
-		i = (i + 1) & mask
+		if i++; i == n {
+			i = 0
+		}
 	}
 }
 
@@ -105,12 +108,12 @@ func (m *offsetMap) put(key []byte, offset int64) bool {
 	return true
 }
 
-// grow doubles the table (up to maxSlots rounded down to a power of two).
+// grow doubles the table, up to maxSlots.
 func (m *offsetMap) grow() bool {
-	n := len(m.slots) * 2
-	if n > m.maxSlots {
+	if len(m.slots) >= m.maxSlots {
 		return false
 	}
+	n := min(len(m.slots)*2, m.maxSlots)
 	old := m.slots
 	m.slots = newSlots(n)
 	for _, s := range old {
