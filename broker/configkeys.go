@@ -394,6 +394,15 @@ shows each key's value and where it comes from (topic, broker key, or Kafka's
 default). An unknown key or a bad value is rejected with INVALID_ARGUMENT
 (INVALID_CONFIG), an unknown key with the topic key it probably meant (a
 typo's closest, or ` + "`retention.ms`" + ` for the server key ` + "`log.retention.ms`" + `).
+Every key, ` + "`cleanup.policy`" + ` included, may be changed on a live topic: each
+replica's log takes the new value at once.
+
+A topic whose ` + "`cleanup.policy`" + ` includes ` + "`compact`" + ` is compacted: every
+replica's log cleaner (the ` + "`log.cleaner.*`" + ` keys above) keeps, below the active
+segment, only the latest record of each key, and removes tombstones (a key
+with a null value) ` + "`delete.retention.ms`" + ` after their timestamp; a record
+without a key is refused with INVALID_RECORD. ` + "`docs/storage.md`" + ` (Log
+compaction) says how, and what a consumer can count on.
 
 | key | Kafka default | broker key | meaning |
 |---|---|---|---|
