@@ -390,7 +390,10 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 	for k < len(segs) && segs[k].base < mapEnd {
 		k++
 	}
-	for _, g := range groupSegments(segs[:k], cfg) {
+	l.mu.RLock() // the index buffers groupSegments sizes
+	groups := groupSegments(segs[:k], cfg)
+	l.mu.RUnlock()
+	for _, g := range groups {
 		gs, err := l.cleanGroup(g, m, mapEnd, nowMs, cfg, lastBatch, gen, th)
 		st.BytesRead += gs.BytesRead
 		st.BytesWritten += gs.BytesWritten
