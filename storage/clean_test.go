@@ -411,3 +411,46 @@ func runCleanModel(t *testing.T, seed int64) {
 		}
 	}
 }
+
+// Small segments left by cleaning merge: a log of many one-batch
+// segments whose keys are all overwritten comes out of a pass in a few
+// segments, holding one record per key.
+func TestLogCleanMergesSmallSegments(t *testing.T) {
+	t.Parallel()
+	cfg := compactConfig()
+	cfg.SegmentBytes = 8192 // the 60 segments' sizes add up to less
+	cfg.MinCompactionLagMs = 0
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	l, err := OpenLog(t.TempDir(), "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 60; i++ {
+		b := record.NewBuilder(record.None)
+		b.Append(clock.t.UnixMilli(), []byte(fmt.Sprint("k", i%5)), []byte(fmt.Sprint("v", i)), nil)
+		mustAppend(t, l, b.Build(), 0)
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	before := l.NumSegments()
+	st, err := l.clean(newOffsetMap(1<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SegmentsIn != before-1 || st.SegmentsOut != 1 || l.NumSegments() != 2 {
+		t.Fatalf("%d segments before, %+v, %d after", before, st, l.NumSegments())
+	}
+	recs, _ := readLogRecords(t, l)
+	if len(recs) != 5 {
+		t.Fatalf("%d records after the clean: %v", len(recs), recs)
+	}
+	for i, r := range recs {
+		if want := fmt.Sprint("v", 55+i); string(r.value) != want || r.offset != int64(55+i) {
+			t.Fatalf("record %d: %v, want %s at %d", i, r, want, 55+i)
+		}
+	}
+	checkSegmentIndexes(t, l)
+}

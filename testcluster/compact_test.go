@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -30,8 +31,10 @@ type compactWrite struct {
 // has been cleaned (by its own cleaner) to a log meeting the compaction
 // guarantees: offsets increasing, the latest write of every key there
 // (a tombstone for a deleted key), any offset two replicas both hold the
-// same record; and that a consumer reading from offset 0 at the leader
-// rebuilds exactly the table written, from fewer records than were.
+// same record; that a follower whose log was lost copies the cleaned
+// log, gaps and all; and that a consumer reading from offset 0 at the
+// leader rebuilds exactly the table written, from fewer records than
+// were.
 func TestClusterCompactedTopicConverges(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, 3, withMetrics(), testcluster.Config(func(_ int32, cfg *broker.Config) {
@@ -99,21 +102,41 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 	// Every replica's own cleaner compacts it: nothing dirty is left
 	// below the active segment.
 	series := `{partition="0",topic="table"}`
-	c.Eventually(ctx, "every replica cleaned", func() error {
-		for _, id := range c.Running() {
-			m, err := scrape(ctx, c, id)
-			if err != nil {
-				return err
+	waitCleaned := func() {
+		c.Eventually(ctx, "every replica cleaned", func() error {
+			for _, id := range c.Running() {
+				m, err := scrape(ctx, c, id)
+				if err != nil {
+					return err
+				}
+				if p := m["quire_log_cleaner_passes_total"+series]; p < 1 {
+					return fmt.Errorf("node %d: %v passes", id, p)
+				}
+				if r := m["quire_log_cleaner_dirty_ratio"+series]; r != 0 {
+					return fmt.Errorf("node %d: dirty ratio %v", id, r)
+				}
 			}
-			if p := m["quire_log_cleaner_passes_total"+series]; p < 1 {
-				return fmt.Errorf("node %d: %v passes", id, p)
-			}
-			if r := m["quire_log_cleaner_dirty_ratio"+series]; r != 0 {
-				return fmt.Errorf("node %d: dirty ratio %v", id, r)
-			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
+	waitCleaned()
+
+	// A follower that lost its log copies the leader's, cleaned, with
+	// its gaps, from offset 0.
+	leader, _ = c.WaitLeader(ctx, "table", 0)
+	follower := c.IDs()[0]
+	if follower == leader {
+		follower = c.IDs()[1]
+	}
+	c.Stop(follower)
+	if err := os.RemoveAll(filepath.Join(c.Dir(follower), "table-0")); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(follower)
+	if got := waitInSync(t, c, "table"); got != leo {
+		t.Fatalf("log end %d after the follower's restart, was %d", got, leo)
+	}
+	waitCleaned()
 
 	// A consumer from offset 0 at the leader rebuilds the table.
 	leader, _ = c.WaitLeader(ctx, "table", 0)
