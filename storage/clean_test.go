@@ -454,3 +454,55 @@ func TestLogCleanMergesSmallSegments(t *testing.T) {
 	}
 	checkSegmentIndexes(t, l)
 }
+
+// max.compaction.lag.ms: a compacted log's active segment rolls at that
+// age, and a log whose dirty section holds a record that old needs
+// cleaning whatever its dirty ratio; before, with a ratio it cannot
+// reach, it does not.
+func TestLogCleanMaxCompactionLag(t *testing.T) {
+	t.Parallel()
+	cfg := compactConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.MinCleanableDirtyRatio = 1 // never by ratio alone
+	cfg.MinCompactionLagMs = 0
+	cfg.MaxCompactionLagMs = 1000
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	l, err := OpenLog(t.TempDir(), "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendAt := func() {
+		b := record.NewBuilder(record.None)
+		b.Append(clock.t.UnixMilli(), []byte("k"), []byte("v"), nil)
+		mustAppend(t, l, b.Build(), 0)
+		l.SetHighWatermark(l.LogEndOffset())
+	}
+	appendAt()
+	clock.t = clock.t.Add(600 * time.Millisecond)
+	appendAt()
+	if n := l.NumSegments(); n != 1 {
+		t.Fatalf("%d segments before max.compaction.lag.ms", n)
+	}
+	if _, _, ok := l.cleanPriority(); ok {
+		t.Fatal("a log with nothing cleanable needs cleaning")
+	}
+	clock.t = clock.t.Add(600 * time.Millisecond)
+	appendAt()
+	if n := l.NumSegments(); n != 2 {
+		t.Fatalf("%d segments: the active segment did not roll at max.compaction.lag.ms", n)
+	}
+	ratio, due, ok := l.cleanPriority()
+	if !ok || !due || ratio != 1 {
+		t.Fatalf("past max.compaction.lag.ms: ratio %v due %v ok %v", ratio, due, ok)
+	}
+	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := readLogRecords(t, l); len(recs) != 2 || recs[0].offset != 1 {
+		t.Fatalf("after the clean: %v", recs)
+	}
+	if _, _, ok := l.cleanPriority(); ok {
+		t.Fatal("a cleaned log still needs cleaning")
+	}
+}
