@@ -17,6 +17,7 @@ import (
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/internal/poll"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 )
 
@@ -30,6 +31,7 @@ func TestBrokerCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	})
 	addr, _ := b.ListenerAddr("KAFKA")
 	c := dial(t, b)
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionCompaction)
 	createTopic(t, c, "ckeys", 1, map[string]string{"cleanup.policy": "compact"})
 
 	bld := record.NewBuilder(record.None)
@@ -68,6 +70,7 @@ func TestBrokerKafkaCompactedChangelog(t *testing.T) {
 		c.LogCleanerBackoffMs = 20
 	})
 	addr, _ := b.ListenerAddr("KAFKA")
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionCompaction)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(kafkaClient(t, addr))

@@ -78,9 +78,16 @@ const (
 	// group's committed offsets of some partitions (Kafka's
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
+	// MetadataVersionCompaction adds a value to existing commands:
+	// CreateTopic and AlterConfigs setting a cleanup.policy that includes
+	// compact. An older node takes such a topic for a delete one (its
+	// retention would delete what compaction keeps) and refuses the gaps
+	// in a compacted leader's log, so below this level the controller
+	// refuses the config.
+	MetadataVersionCompaction int32 = 14
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionDeleteOffsets
+	LatestMetadataVersion = MetadataVersionCompaction
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -142,9 +149,19 @@ func commandLevel(cmd *pb.Command) int32 {
 			return MetadataVersionGuardedGroupDelete
 		}
 		return MetadataVersionBaseline
+	case *pb.Command_CreateTopic:
+		if compactPolicy(c.CreateTopic.Configs) {
+			return MetadataVersionCompaction
+		}
+		return MetadataVersionBaseline
+	case *pb.Command_AlterConfigs:
+		if compactPolicy(c.AlterConfigs.Set) {
+			return MetadataVersionCompaction
+		}
+		return MetadataVersionBaseline
 	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
-		*pb.Command_CreateTopic, *pb.Command_DeleteTopic, *pb.Command_PartitionChange,
-		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
+		*pb.Command_DeleteTopic, *pb.Command_PartitionChange,
+		*pb.Command_CreatePartitions, *pb.Command_ControllerChange,
 		*pb.Command_UnregisterBroker, *pb.Command_FeatureLevel:
 		return MetadataVersionBaseline
 	case *pb.Command_CommitOffsets:
@@ -176,6 +193,13 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionDeleteOffsets
 	}
 	return 0
+}
+
+// compactPolicy reports whether configs set a cleanup.policy that
+// includes compact.
+func compactPolicy(configs map[string]string) bool {
+	v, ok := configs["cleanup.policy"]
+	return ok && strings.Contains(strings.ToLower(v), "compact")
 }
 
 // commandName names a command for errors: its type, or the field numbers

@@ -140,6 +140,12 @@ grep -qi "out of range" "$tmp/oor.log" || fail "kcat -o 100: no offset out of ra
 [ ! -s "$tmp/oor.txt" ] || fail "kcat -o 100 printed records: $(cat "$tmp/oor.txt")"
 
 step "kcat writes a keyed changelog to a compacted topic; a fresh kcat reader rebuilds the table"
+# Compacted topics need metadata.version 14, finalized once the node registered.
+deadline=$((SECONDS + 60))
+until "$quire" --brokers "$grpc" cluster features 2>/dev/null | grep -Eq '^METADATA.VERSION  (1[4-9]|[2-9][0-9])$'; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "the node did not reach metadata.version 14 within 60s"
+	sleep 0.2
+done
 "$quire" --brokers "$grpc" topic create kv -p 1 -c cleanup.policy=compact -c segment.bytes=1024 \
 	-c min.cleanable.dirty.ratio=0.01 >/dev/null || fail "create topic kv"
 # 20 rounds of the 10 keys (a batch, and so a segment, each), then

@@ -14,6 +14,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/storage"
 	"github.com/quirelog/quire/testcluster"
@@ -41,6 +42,7 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 		cfg.LogCleanerBackoffMs = 50
 	}))
 	ctx := testCtx(t)
+	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionCompaction })
 	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
 		Name: "table", OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1},
 		OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},

@@ -22,13 +22,13 @@ func TestCLITopicDescribeCompacted(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
 	ctx, cl := testClient(t, b.Addr())
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionCompaction)
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "kv", Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact,delete"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "plain", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionProducerIDs)
 	for i := 0; i < 3; i++ {
 		r := client.StringRecord("kv", fmt.Sprint("v", i))
 		r.Key = []byte("k")
@@ -77,11 +77,11 @@ func TestCLIConsumeCompacted(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, func(c *broker.Config) { c.LogCleanerBackoffMs = 20 })
 	ctx, cl := testClient(t, b.Addr())
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionCompaction)
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "kc", Partitions: 1, Configs: map[string]string{
 		"cleanup.policy": "compact", "segment.bytes": "300", "min.cleanable.dirty.ratio": "0.01"}}); err != nil {
 		t.Fatal(err)
 	}
-	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionProducerIDs)
 	table := map[string]string{}
 	for i := 0; i < 120; i++ {
 		r := client.StringRecord("kc", fmt.Sprint("v", i))
@@ -126,7 +126,16 @@ func TestCLIConsumeCompacted(t *testing.T) {
 		}
 		return got, n, lines.String()
 	}
+	// Until the cleaner is done: nothing dirty left (no pass under way
+	// or to come, so the reads below see the same records).
 	poll.Until(t, "the cleaner to compact kc", func() error {
+		ds, err := cl.DescribeTopics(ctx, "kc")
+		if err != nil {
+			return err
+		}
+		if r := ds[0].Partitions[0].DirtyRatio; r == nil || *r != 0 {
+			return fmt.Errorf("dirty ratio %v", r)
+		}
 		if _, n, _ := read(); n >= 60 {
 			return fmt.Errorf("%d records of 120 left", n)
 		}
