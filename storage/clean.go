@@ -370,7 +370,7 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 	mapEnd, read, err := l.buildOffsetMap(m, segs, c.firstDirty, c.firstUncleanable, th)
 	st.BytesRead += read
 	if err != nil {
-		return st, err
+		return st, l.cleanErr(err)
 	}
 	st.MapEnd, st.Keys, st.MapBytes = mapEnd, m.used, m.memory()
 	if mapEnd <= c.firstDirty {
@@ -402,7 +402,7 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 		st.SegmentsIn += len(g)
 		st.SegmentsOut++
 		if err != nil {
-			return st, err
+			return st, l.cleanErr(err)
 		}
 	}
 	for {
@@ -420,6 +420,15 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 		"segments_in", st.SegmentsIn, "segments_out", st.SegmentsOut, "records_removed", st.RecordsRemoved,
 		"bytes_read", st.BytesRead, "bytes_written", st.BytesWritten)
 	return st, nil
+}
+
+// cleanErr is err, or ErrClosed when the log was closed (or deleted)
+// under the pass: its files were closed or removed, which is no failure.
+func (l *Log) cleanErr(err error) error {
+	if l.closedFlag.Load() && !errors.Is(err, errCleanStopped) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
 }
 
 // buildOffsetMap puts the keys of the records in [from, to) of segs into
