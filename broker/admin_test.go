@@ -127,7 +127,7 @@ func TestAdminCreateTopicBadInput(t *testing.T) {
 		{"unknown config", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"retention.fortnights": "1"}}, quirev1.ErrorCode_INVALID_CONFIG, "retention.fortnights"},
 		{"bad config value", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"retention.ms": "soon"}}, quirev1.ErrorCode_INVALID_CONFIG, "retention.ms"},
 		{"config below range", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"min.insync.replicas": "0"}}, quirev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas"},
-		{"compaction", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"cleanup.policy": "compact"}}, quirev1.ErrorCode_INVALID_CONFIG, "cleanup.policy"},
+		{"bad cleanup policy", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"cleanup.policy": "compact,shred"}}, quirev1.ErrorCode_INVALID_CONFIG, "cleanup.policy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

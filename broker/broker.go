@@ -40,6 +40,7 @@ type Broker struct {
 	clock  clock.Clock // cfg.Clock or the system clock
 
 	storage *storage.Manager
+	cleaner *storage.Cleaner // compacts the logs of compacted topics
 	rm      *replica.Manager // from Start
 	cluster *cluster
 	core    *request.Core // the data path of every door, from Start
@@ -104,6 +105,7 @@ func New(cfg Config) (*Broker, error) {
 		logger:   logger,
 		clock:    cfg.NodeClock(),
 		storage:  sm,
+		cleaner:  storage.NewCleaner(sm, cfg.CleanerConfig(), logger),
 		sticky:   partitioner.NewSticky(0),
 		stop:     make(chan struct{}),
 		draining: make(chan struct{}),
@@ -355,6 +357,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		<-b.served
 	}
 	b.bg.Wait()
+	b.cleaner.Stop()
 	if err := b.stopMetrics(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -376,6 +379,7 @@ func (b *Broker) startBackground() {
 	b.every("retention", ms(b.cfg.LogRetentionCheckIntervalMs), b.storage.RunRetention)
 	b.every("flush", ms(b.cfg.LogFlushSchedulerIntervalMs), b.storage.FlushDirty)
 	b.every("checkpoint", ms(b.cfg.LogFlushOffsetCheckpointIntervalMs), b.storage.Checkpoint)
+	b.cleaner.Start()
 	lag := ms(b.cfg.ReplicaLagTimeMaxMs)
 	var lastStages [replica.NumStages]replica.Histogram
 	b.every("stage-log", stageLogInterval, func() error {

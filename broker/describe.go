@@ -18,7 +18,7 @@ func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
 	d := b.core.DescribeLog(topic, partition)
 	return &pb.LogDescription{Topic: d.Topic, Partition: d.Partition, Hosted: d.Hosted, Leader: d.Leader, LeaderEpoch: d.LeaderEpoch,
 		LogStartOffset: d.LogStartOffset, HighWatermark: d.HighWatermark, LogEndOffset: d.LogEndOffset, Dir: d.Dir, Failure: d.Failure,
-		SizeBytes: d.SizeBytes}
+		SizeBytes: d.SizeBytes, Compacted: d.Compacted, DirtyRatio: d.DirtyRatio}
 }
 
 // recordTimestamps answers LogPartitionRef.timestamp_offsets from the

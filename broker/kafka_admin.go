@@ -72,6 +72,8 @@ var topicConfigTypes = map[string]int8{
 	"preallocate":         1, // boolean
 	"max.message.bytes":   3, // int
 	"min.insync.replicas": 3,
+
+	"min.cleanable.dirty.ratio": 6, // double
 }
 
 // kafkaConfigs is the core's config entries as Kafka's, typed by typ.

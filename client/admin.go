@@ -59,6 +59,10 @@ type PartitionDescription struct {
 	// OfflineReplicas are the replicas whose log failed on their broker
 	// (an I/O error: taken out of service, out of the ISR).
 	OfflineReplicas []OfflineReplica `json:"offline_replicas,omitempty"`
+	// DirtyRatio is, for a compacted topic, the share of the leader's
+	// cleanable bytes written since its last clean; nil otherwise (or
+	// when the leader did not answer).
+	DirtyRatio *float64 `json:"dirty_ratio,omitempty"`
 }
 
 // OfflineReplica is a replica whose log failed: its broker, the log's
@@ -238,6 +242,10 @@ func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
 			SizeBytes: p.GetSizeBytes()}
 		for _, o := range p.GetOfflineReplicas() {
 			pd.OfflineReplicas = append(pd.OfflineReplicas, OfflineReplica{Broker: o.GetBrokerId(), Dir: o.GetDir(), Error: o.GetError()})
+		}
+		if r, ok := p.GetOptionalDirtyRatio().(*quirev1.PartitionDescription_DirtyRatio); ok {
+			ratio := r.DirtyRatio
+			pd.DirtyRatio = &ratio
 		}
 		d.Partitions = append(d.Partitions, pd)
 	}

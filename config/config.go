@@ -63,29 +63,38 @@ type Config struct {
 	MetadataLogDir string // metadata.log.dir; "" = <log.dirs>/__quire_metadata
 
 	// Topic defaults (topic keys without the "log." prefix override them).
-	NumPartitions               int32 // num.partitions
-	DefaultReplicationFactor    int16 // default.replication.factor
-	AutoCreateTopicsEnable      bool  // auto.create.topics.enable
-	DeleteTopicEnable           bool  // delete.topic.enable
-	MaxPartitionsPerBroker      int32 // max.partitions.per.broker; 0 = derived at start (capacity.go)
-	MessageMaxBytes             int32 // message.max.bytes
-	MinInsyncReplicas           int32 // min.insync.replicas
-	LogRetentionHours           int64 // log.retention.hours
-	LogRetentionMinutes         int64 // log.retention.minutes; 0 = use hours
-	LogRetentionMs              int64 // log.retention.ms; 0 = use minutes or hours, -1 = keep forever
-	LogRetentionBytes           int64 // log.retention.bytes; -1 = no size limit
-	LogSegmentBytes             int64 // log.segment.bytes
-	LogRollHours                int64 // log.roll.hours
-	LogRollMs                   int64 // log.roll.ms; 0 = use hours
-	LogIndexIntervalBytes       int32 // log.index.interval.bytes
-	LogIndexSizeMaxBytes        int32 // log.index.size.max.bytes
-	LogFlushIntervalMessages    int64 // log.flush.interval.messages
-	LogFlushIntervalMs          int64 // log.flush.interval.ms
-	LogCleanupPolicy            string
-	LogPreallocate              bool  // log.preallocate
-	LogOpenFilesMax             int32 // log.open.files.max; 0 = half the open-file limit
-	RecoveryThreadsPerDataDir   int32 // num.recovery.threads.per.data.dir
-	LogRetentionCheckIntervalMs int64 // log.retention.check.interval.ms
+	NumPartitions                int32   // num.partitions
+	DefaultReplicationFactor     int16   // default.replication.factor
+	AutoCreateTopicsEnable       bool    // auto.create.topics.enable
+	DeleteTopicEnable            bool    // delete.topic.enable
+	MaxPartitionsPerBroker       int32   // max.partitions.per.broker; 0 = derived at start (capacity.go)
+	MessageMaxBytes              int32   // message.max.bytes
+	MinInsyncReplicas            int32   // min.insync.replicas
+	LogRetentionHours            int64   // log.retention.hours
+	LogRetentionMinutes          int64   // log.retention.minutes; 0 = use hours
+	LogRetentionMs               int64   // log.retention.ms; 0 = use minutes or hours, -1 = keep forever
+	LogRetentionBytes            int64   // log.retention.bytes; -1 = no size limit
+	LogSegmentBytes              int64   // log.segment.bytes
+	LogRollHours                 int64   // log.roll.hours
+	LogRollMs                    int64   // log.roll.ms; 0 = use hours
+	LogIndexIntervalBytes        int32   // log.index.interval.bytes
+	LogIndexSizeMaxBytes         int32   // log.index.size.max.bytes
+	LogFlushIntervalMessages     int64   // log.flush.interval.messages
+	LogFlushIntervalMs           int64   // log.flush.interval.ms
+	LogCleanupPolicy             string  // log.cleanup.policy: compact, delete or both
+	LogCleanerMinCleanableRatio  float64 // log.cleaner.min.cleanable.ratio
+	LogCleanerMinCompactionLagMs int64   // log.cleaner.min.compaction.lag.ms
+	LogCleanerMaxCompactionLagMs int64   // log.cleaner.max.compaction.lag.ms
+	LogCleanerDeleteRetentionMs  int64   // log.cleaner.delete.retention.ms
+	LogCleanerEnable             bool    // log.cleaner.enable
+	LogCleanerThreads            int32   // log.cleaner.threads
+	LogCleanerDedupeBufferSize   int64   // log.cleaner.dedupe.buffer.size
+	LogCleanerIOMaxBytesPerSec   float64 // log.cleaner.io.max.bytes.per.second
+	LogCleanerBackoffMs          int64   // log.cleaner.backoff.ms
+	LogPreallocate               bool    // log.preallocate
+	LogOpenFilesMax              int32   // log.open.files.max; 0 = half the open-file limit
+	RecoveryThreadsPerDataDir    int32   // num.recovery.threads.per.data.dir
+	LogRetentionCheckIntervalMs  int64   // log.retention.check.interval.ms
 
 	// Background work.
 	LogFlushSchedulerIntervalMs        int64 // log.flush.scheduler.interval.ms
@@ -455,6 +464,17 @@ func (c *Config) BaseLogConfig() storage.LogConfig {
 	lc.IndexIntervalBytes = c.LogIndexIntervalBytes
 	lc.SegmentIndexBytes = c.LogIndexSizeMaxBytes
 	return lc
+}
+
+// CleanerConfig is the log cleaner's settings.
+func (c *Config) CleanerConfig() storage.CleanerConfig {
+	return storage.CleanerConfig{
+		Enable:              c.LogCleanerEnable,
+		Threads:             int(c.LogCleanerThreads),
+		DedupeBufferSize:    c.LogCleanerDedupeBufferSize,
+		IOMaxBytesPerSecond: c.LogCleanerIOMaxBytesPerSec,
+		BackoffMs:           c.LogCleanerBackoffMs,
+	}
 }
 
 // GroupConfig is the consumer group coordinator's settings.

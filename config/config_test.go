@@ -81,7 +81,7 @@ func TestBrokerConfigRejectsBadInput(t *testing.T) {
 		{"auto.create.topics.enable", "perhaps"},
 		{"listeners", "nowhere"},
 		{"controller.quorum.voters", "1@"},
-		{"log.cleanup.policy", "compact"},
+		{"log.cleanup.policy", "shred"},
 		{"default.replication.factor", "0"},
 	} {
 		c := config.DefaultConfig()

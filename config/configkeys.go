@@ -67,6 +67,23 @@ func boolKey(section, name, def, doc string, field func(*Config) *bool) configKe
 	}
 }
 
+func float64Key(section, name, def, doc string, field func(*Config) *float64, lo, hi float64) configKey {
+	return configKey{name: name, def: def, doc: doc, section: section,
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || math.IsNaN(f) {
+				return fmt.Errorf("want a number")
+			}
+			if f < lo || f > hi {
+				return fmt.Errorf("must be between %v and %v", lo, hi)
+			}
+			*field(c) = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(*field(c), 'G', -1, 64) },
+	}
+}
+
 func stringKey(section, name, def, doc string, field func(*Config) *string, check func(string) error) configKey {
 	return configKey{name: name, def: def, doc: doc, section: section,
 		set: func(c *Config, v string) error {
@@ -212,8 +229,26 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0),
 	boolKey("topics", "log.preallocate", "true", "Reserve disk space for the active segment ahead of its appends (an eighth of its size, 1 to 16 MiB), keeping the file size; default of preallocate.",
 		func(c *Config) *bool { return &c.LogPreallocate }),
-	stringKey("topics", "log.cleanup.policy", "delete", "Default of cleanup.policy (only delete is supported).",
-		func(c *Config) *string { return &c.LogCleanupPolicy }, checkCleanupPolicy),
+	stringKey("topics", "log.cleanup.policy", "delete", "Default of cleanup.policy: delete (retention by time and size), compact (keep the latest record of each key) or compact,delete (both).",
+		func(c *Config) *string { return &c.LogCleanupPolicy }, func(v string) error { _, _, err := parseCleanupPolicy(v); return err }),
+	float64Key("topics", "log.cleaner.min.cleanable.ratio", "0.5", "Default of min.cleanable.dirty.ratio: the share of a compacted partition's cleanable bytes written since its last clean before the cleaner takes it.",
+		func(c *Config) *float64 { return &c.LogCleanerMinCleanableRatio }, 0, 1),
+	int64Key("topics", "log.cleaner.min.compaction.lag.ms", "0", "Default of min.compaction.lag.ms: the least time a record stays uncompacted.",
+		func(c *Config) *int64 { return &c.LogCleanerMinCompactionLagMs }, 0),
+	int64Key("topics", "log.cleaner.max.compaction.lag.ms", maxLong, "Default of max.compaction.lag.ms: the most time a record waits before it is eligible for compaction (the active segment is rolled at that age).",
+		func(c *Config) *int64 { return &c.LogCleanerMaxCompactionLagMs }, 1),
+	int64Key("topics", "log.cleaner.delete.retention.ms", "86400000", "Default of delete.retention.ms: how long a tombstone is kept (after its timestamp) in a compacted partition.",
+		func(c *Config) *int64 { return &c.LogCleanerDeleteRetentionMs }, 0),
+	boolKey("background", "log.cleaner.enable", "true", "Run the log cleaner, which compacts the partitions whose cleanup.policy includes compact.",
+		func(c *Config) *bool { return &c.LogCleanerEnable }),
+	int32Key("background", "log.cleaner.threads", "1", "Partitions the log cleaner compacts at once (one goroutine each).",
+		func(c *Config) *int32 { return &c.LogCleanerThreads }, 1),
+	int64Key("background", "log.cleaner.dedupe.buffer.size", "134217728", "Memory for the cleaner's offset maps, shared by its threads; each key of a pass takes 24 bytes / 0.9, so the default maps about 5.6 million keys a pass (a larger dirty section is cleaned a prefix at a time). Allocated as needed, up to this.",
+		func(c *Config) *int64 { return &c.LogCleanerDedupeBufferSize }, 16*24),
+	float64Key("background", "log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", "Bytes each cleaner thread reads plus writes per second, at most (the default: no limit).",
+		func(c *Config) *float64 { return &c.LogCleanerIOMaxBytesPerSec }, 1, math.MaxFloat64),
+	int64Key("background", "log.cleaner.backoff.ms", "15000", "How long the cleaner sleeps when no partition needs compacting.",
+		func(c *Config) *int64 { return &c.LogCleanerBackoffMs }, 1),
 	int64Key("background", "log.retention.check.interval.ms", "300000", "How often retention deletes old segments.",
 		func(c *Config) *int64 { return &c.LogRetentionCheckIntervalMs }, 1),
 	int64Key("background", "log.flush.scheduler.interval.ms", "1000", "How often partitions are checked against flush.ms and flush.messages.",
@@ -359,6 +394,15 @@ shows each key's value and where it comes from (topic, broker key, or Kafka's
 default). An unknown key or a bad value is rejected with INVALID_ARGUMENT
 (INVALID_CONFIG), an unknown key with the topic key it probably meant (a
 typo's closest, or ` + "`retention.ms`" + ` for the server key ` + "`log.retention.ms`" + `).
+Every key, ` + "`cleanup.policy`" + ` included, may be changed on a live topic: each
+replica's log takes the new value at once.
+
+A topic whose ` + "`cleanup.policy`" + ` includes ` + "`compact`" + ` is compacted: every
+replica's log cleaner (the ` + "`log.cleaner.*`" + ` keys above) keeps, below the active
+segment, only the latest record of each key, and removes tombstones (a key
+with a null value) ` + "`delete.retention.ms`" + ` after their timestamp; a record
+without a key is refused with INVALID_RECORD. ` + "`docs/storage.md`" + ` (Log
+compaction) says how, and what a consumer can count on.
 
 | key | Kafka default | broker key | meaning |
 |---|---|---|---|

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
@@ -36,6 +37,11 @@ type TopicConfig struct {
 	FlushMessages     int64
 	FlushMs           int64
 	Preallocate       bool
+
+	MinCleanableDirtyRatio float64
+	MinCompactionLagMs     int64
+	MaxCompactionLagMs     int64
+	DeleteRetentionMs      int64
 }
 
 func longTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Config) int64, field func(*TopicConfig) *int64) topicKey {
@@ -70,11 +76,20 @@ func intTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Confi
 		}}
 }
 
-func checkCleanupPolicy(v string) error {
-	if v != "delete" {
-		return fmt.Errorf("only delete is supported (compaction is not implemented)")
+// parseCleanupPolicy reads cleanup.policy, a list as Kafka's: compact,
+// delete, or both in either order.
+func parseCleanupPolicy(v string) (compact, del bool, err error) {
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(strings.ToLower(p)) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		default:
+			return false, false, fmt.Errorf("want compact, delete or compact,delete")
+		}
 	}
-	return nil
+	return compact, del, nil
 }
 
 // topicKeys are the topic configs Quire knows, in the docs' order.
@@ -88,15 +103,32 @@ var topicKeys = []topicKey{
 	longTopicKey("segment.ms", "604800000", "log.roll.ms", "Segment age at which a new segment is rolled.", 1,
 		func(c *Config) int64 { return c.rollMs() }, func(tc *TopicConfig) *int64 { return &tc.SegmentMs }),
 	{name: "cleanup.policy", def: "delete", brokerKey: "log.cleanup.policy",
-		doc:        "What happens to old segments: delete (compact is not supported).",
+		doc:        "What happens to old records: delete (segments past retention.ms or retention.bytes are deleted), compact (only the latest record of each key is kept) or compact,delete (both).",
 		fromBroker: func(c *Config) string { return c.LogCleanupPolicy },
 		apply: func(tc *TopicConfig, v string) error {
-			if err := checkCleanupPolicy(v); err != nil {
+			if _, _, err := parseCleanupPolicy(v); err != nil {
 				return err
 			}
 			tc.CleanupPolicy = v
 			return nil
 		}},
+	{name: "min.cleanable.dirty.ratio", def: "0.5", brokerKey: "log.cleaner.min.cleanable.ratio",
+		doc:        "Share of a compacted partition's cleanable bytes written since its last clean before the cleaner takes it.",
+		fromBroker: func(c *Config) string { return strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'G', -1, 64) },
+		apply: func(tc *TopicConfig, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f >= 0 && f <= 1) {
+				return fmt.Errorf("want a number between 0 and 1")
+			}
+			tc.MinCleanableDirtyRatio = f
+			return nil
+		}},
+	longTopicKey("min.compaction.lag.ms", "0", "log.cleaner.min.compaction.lag.ms", "Least time a record stays uncompacted.", 0,
+		func(c *Config) int64 { return c.LogCleanerMinCompactionLagMs }, func(tc *TopicConfig) *int64 { return &tc.MinCompactionLagMs }),
+	longTopicKey("max.compaction.lag.ms", maxLong, "log.cleaner.max.compaction.lag.ms", "Most time a record waits before it is eligible for compaction.", 1,
+		func(c *Config) int64 { return c.LogCleanerMaxCompactionLagMs }, func(tc *TopicConfig) *int64 { return &tc.MaxCompactionLagMs }),
+	longTopicKey("delete.retention.ms", "86400000", "log.cleaner.delete.retention.ms", "How long a tombstone is kept in a compacted partition after its timestamp, so that consumers see the delete.", 0,
+		func(c *Config) int64 { return c.LogCleanerDeleteRetentionMs }, func(tc *TopicConfig) *int64 { return &tc.DeleteRetentionMs }),
 	intTopicKey("max.message.bytes", "1048588", "message.max.bytes", "Largest record batch accepted.", 1,
 		func(c *Config) int32 { return c.MessageMaxBytes }, func(tc *TopicConfig) *int32 { return &tc.MaxMessageBytes }),
 	intTopicKey("min.insync.replicas", "1", "min.insync.replicas", "Fewest in-sync replicas for an acks=all produce.", 1,
@@ -215,6 +247,11 @@ func (tc TopicConfig) LogConfig(base storage.LogConfig) storage.LogConfig {
 	base.FlushMessages = tc.FlushMessages
 	base.FlushMs = tc.FlushMs
 	base.Preallocate = tc.Preallocate
+	base.Compact, base.Delete, _ = parseCleanupPolicy(tc.CleanupPolicy)
+	base.MinCleanableDirtyRatio = tc.MinCleanableDirtyRatio
+	base.MinCompactionLagMs = tc.MinCompactionLagMs
+	base.MaxCompactionLagMs = tc.MaxCompactionLagMs
+	base.DeleteRetentionMs = tc.DeleteRetentionMs
 	return base
 }
 

@@ -215,7 +215,7 @@ func TestControllerGRPCForwarding(t *testing.T) {
 	if err := f.fwd.CreatePartitions(ctx, "orders", 8); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.fwd.AlterConfigs(ctx, "orders", map[string]string{"cleanup.policy": "compact"}, []string{"retention.ms"}); err != nil {
+	if err := f.fwd.AlterConfigs(ctx, "orders", map[string]string{"segment.bytes": "4096"}, []string{"retention.ms"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := f.node.Image().Partition("orders", 0)

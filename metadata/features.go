@@ -87,11 +87,18 @@ const (
 	// (UpsertUserCredential's mechanisms, DeleteUserCredential's
 	// mechanism and UserCredentialRecord's salt_sha512 and
 	// iterations_sha512; an older node would replace or delete the whole
-	// user). Levels 11 and 12 add nothing to this code.
+	// user).
 	MetadataVersionIncarnations int32 = 13
+	// MetadataVersionCompaction adds a value to existing commands:
+	// CreateTopic and AlterConfigs setting a cleanup.policy that includes
+	// compact. An older node takes such a topic for a delete one (its
+	// retention would delete what compaction keeps) and refuses the gaps
+	// in a compacted leader's log, so below this level the controller
+	// refuses the config.
+	MetadataVersionCompaction int32 = 14
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionIncarnations
+	LatestMetadataVersion = MetadataVersionCompaction
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -168,9 +175,18 @@ func commandLevel(cmd *pb.Command) int32 {
 			return MetadataVersionIncarnations
 		}
 		return MetadataVersionSecurity
+	case *pb.Command_CreateTopic:
+		if compactPolicy(c.CreateTopic.Configs) {
+			return MetadataVersionCompaction
+		}
+		return MetadataVersionBaseline
+	case *pb.Command_AlterConfigs:
+		if compactPolicy(c.AlterConfigs.Set) {
+			return MetadataVersionCompaction
+		}
+		return MetadataVersionBaseline
 	case *pb.Command_RegisterBroker, *pb.Command_FenceBroker, *pb.Command_UnfenceBroker,
-		*pb.Command_CreateTopic, *pb.Command_PartitionChange,
-		*pb.Command_AlterConfigs, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
+		*pb.Command_PartitionChange, *pb.Command_CreatePartitions, *pb.Command_ControllerChange,
 		*pb.Command_UnregisterBroker, *pb.Command_FeatureLevel:
 		return MetadataVersionBaseline
 	case *pb.Command_CommitOffsets:
@@ -202,6 +218,13 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionDeleteOffsets
 	}
 	return 0
+}
+
+// compactPolicy reports whether configs set a cleanup.policy that
+// includes compact.
+func compactPolicy(configs map[string]string) bool {
+	v, ok := configs["cleanup.policy"]
+	return ok && strings.Contains(strings.ToLower(v), "compact")
 }
 
 // commandName names a command for errors: its type, or the field numbers

@@ -277,9 +277,9 @@ func TestFSMConfigsAndPartitions(t *testing.T) {
 	tf.threeBrokers()
 	tf.ok(createTopic("t", []int32{1, 2}))
 	tf.ok(&pb.Command{Cmd: &pb.Command_AlterConfigs{AlterConfigs: &pb.AlterConfigs{
-		Topic: "t", Set: map[string]string{"cleanup.policy": "compact"}, Delete: []string{"retention.ms"},
+		Topic: "t", Set: map[string]string{"segment.bytes": "4096"}, Delete: []string{"retention.ms"},
 	}}})
-	if ti, _ := tf.f.Image().Topic("t"); !reflect.DeepEqual(ti.Configs, map[string]string{"cleanup.policy": "compact"}) {
+	if ti, _ := tf.f.Image().Topic("t"); !reflect.DeepEqual(ti.Configs, map[string]string{"segment.bytes": "4096"}) {
 		t.Fatalf("configs %v", ti.Configs)
 	}
 	add := func(first int32) *pb.Command {

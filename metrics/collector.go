@@ -81,6 +81,13 @@ var (
 
 	dFlush = desc("log_flush_duration_seconds", "How long log flushes (fsync) took.")
 
+	dCleanDirty   = desc("log_cleaner_dirty_ratio", "Share of a compacted replica's cleanable bytes written since its last clean (the cleaner takes it above min.cleanable.dirty.ratio); every replica hosted here.", "topic", "partition")
+	dCleanLast    = desc("log_cleaner_last_clean_timestamp_seconds", "When the cleaner last finished a pass over a compacted replica hosted here (Unix seconds; 0: never since the node started).", "topic", "partition")
+	dCleanBytes   = desc("log_cleaner_bytes_cleaned_total", "Bytes the cleaner read from a compacted replica hosted here (its dirty section and the segments it rewrote).", "topic", "partition")
+	dCleanWritten = desc("log_cleaner_bytes_written_total", "Bytes of cleaned segments the cleaner wrote for a compacted replica hosted here.", "topic", "partition")
+	dCleanPasses  = desc("log_cleaner_passes_total", "Clean passes completed over a compacted replica hosted here.", "topic", "partition")
+	dCleanLag     = desc("log_cleaner_lag_seconds", "How long the oldest dirty record of a compacted replica hosted here has waited to be cleaned (now minus the first timestamp of its first dirty segment; 0 when nothing is dirty).", "topic", "partition")
+
 	dOpenFiles     = desc("log_open_files", "Segment files (.log, .index, .timeindex) open now.")
 	dOpenFilesMax  = desc("log_open_files_max", "Most segment files kept open (log.open.files.max, or half the open-file limit).")
 	dFileOpens     = desc("log_file_opens_total", "Segment files opened (created, or reopened after being closed to make room).")
@@ -124,7 +131,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 		dGroupConsumeRate, dGroupProduceRate, dGroupDrain, dGroupNeeded, dGroupPartitions,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
-		dFlush, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
+		dFlush, dCleanDirty, dCleanLast, dCleanBytes, dCleanWritten, dCleanPasses, dCleanLag, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
 		dRaftTerm, dRaftState, dGroupLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
 		ch <- d
 	}
@@ -278,6 +285,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 	ss := c.src.StorageStats()
 	histogram(ch, dFlush, ss.FlushLatency)
+	for _, l := range ss.Logs {
+		if !l.Compacted {
+			continue
+		}
+		part := strconv.Itoa(int(l.Partition))
+		cs := l.Cleaning
+		gauge(ch, dCleanDirty, cs.DirtyRatio, l.Topic, part)
+		gauge(ch, dCleanLast, float64(cs.LastCleanMs)/1000, l.Topic, part)
+		counter(ch, dCleanBytes, uint64(cs.BytesCleaned), l.Topic, part)
+		counter(ch, dCleanWritten, uint64(cs.BytesWritten), l.Topic, part)
+		counter(ch, dCleanPasses, uint64(cs.Passes), l.Topic, part)
+		gauge(ch, dCleanLag, float64(cs.LagMs)/1000, l.Topic, part)
+	}
 	gauge(ch, dOpenFiles, float64(ss.Files.Open))
 	gauge(ch, dOpenFilesMax, float64(ss.Files.Capacity))
 	counter(ch, dFileOpens, uint64(ss.Files.Opens))

@@ -212,13 +212,18 @@ func validate(batch []byte, deep bool) (Header, error) {
 	if crc != h.CRC {
 		return h, fmt.Errorf("%w: stored %08x, computed %08x", ErrBadCRC, h.CRC, crc)
 	}
-	if h.NumRecords <= 0 {
-		return h, fmt.Errorf("%w: count %d", ErrRecordCount, h.NumRecords)
-	}
-	if h.LastOffsetDelta != h.NumRecords-1 {
-		return h, fmt.Errorf("%w: lastOffsetDelta %d with %d records", ErrRecordCount, h.LastOffsetDelta, h.NumRecords)
-	}
 	body := batch[HeaderSize:]
+	if h.NumRecords <= 0 || h.LastOffsetDelta != h.NumRecords-1 {
+		// Not a producer's batch: only a compacted log's (see
+		// FilterBatch) may hold fewer records than its offsets, or none.
+		if deep || h.NumRecords < 0 || h.LastOffsetDelta < 0 || h.NumRecords > h.LastOffsetDelta {
+			if h.NumRecords <= 0 {
+				return h, fmt.Errorf("%w: count %d", ErrRecordCount, h.NumRecords)
+			}
+			return h, fmt.Errorf("%w: lastOffsetDelta %d with %d records", ErrRecordCount, h.LastOffsetDelta, h.NumRecords)
+		}
+		return h, checkSparse(h, body)
+	}
 	if h.Codec() == None {
 		if deep {
 			return h, checkRecords(body, h.NumRecords)

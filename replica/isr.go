@@ -213,6 +213,15 @@ func (p *Partition) giveUpLocked() {
 	}
 }
 
+// DirtyRatio is the share of the replica's cleanable bytes not yet
+// cleaned, and whether its topic is compacted at all.
+func (p *Partition) DirtyRatio() (ratio float64, compacted bool) {
+	if !p.log.Config().Compact {
+		return 0, false
+	}
+	return p.log.CleanerStats().DirtyRatio, true
+}
+
 // LogFailure is the error the replica's log failed with, nil while it
 // works, and the log's directory.
 func (p *Partition) LogFailure() (dir string, err error) {

@@ -527,26 +527,35 @@ func (p *Partition) RecordTimestamp(offset int64) (ts int64, ok bool, err error)
 	if offset >= st.hw {
 		return -1, false, nil
 	}
-	// One batch is enough: a read returns at least the one holding offset.
-	res, err := p.log.Read(offset, 1, st.hw)
-	if err != nil {
-		return -1, false, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
-	}
+	// One batch is usually enough: a read returns at least the one
+	// holding offset. In a compacted log that batch may hold no record at
+	// or after offset (the cleaner removed them, or left it empty): then
+	// the next one, a few times at most.
 	found := errors.New("found")
-	err = record.SplitBatches(res.Batches, func(batch []byte, h record.Header) error {
-		if h.LastOffset() < offset {
-			return nil
+	for tries := 0; tries < 16 && offset < st.hw; tries++ {
+		res, err := p.log.Read(offset, 1, st.hw)
+		if err != nil {
+			return -1, false, fmt.Errorf("%s-%d: %w", p.topic, p.id, err)
 		}
-		return record.ForEachRecord(batch, func(r *record.Record) error {
-			if r.Offset < offset {
+		err = record.SplitBatches(res.Batches, func(batch []byte, h record.Header) error {
+			if h.LastOffset() < offset {
 				return nil
 			}
-			ts, ok = r.Timestamp, true
-			return found
+			return record.ForEachRecord(batch, func(r *record.Record) error {
+				if r.Offset < offset {
+					return nil
+				}
+				ts, ok = r.Timestamp, true
+				return found
+			})
 		})
-	})
-	if err != nil && !errors.Is(err, found) {
-		return -1, false, fmt.Errorf("%s-%d: reading the record at %d: %w", p.topic, p.id, offset, err)
+		if err != nil && !errors.Is(err, found) {
+			return -1, false, fmt.Errorf("%s-%d: reading the record at %d: %w", p.topic, p.id, offset, err)
+		}
+		if ok || res.HighOffset <= offset {
+			break
+		}
+		offset = res.HighOffset
 	}
 	return ts, ok, nil
 }

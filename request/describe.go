@@ -31,6 +31,9 @@ type PartitionDescription struct {
 	LogStartOffset, HighWatermark, LogEndOffset int64
 	// SizeBytes is the leader's log on disk, -1 with the offsets.
 	SizeBytes int64
+	// DirtyRatio is the leader's share of cleanable bytes not yet cleaned
+	// (a compacted topic), -1 when not compacted or not known.
+	DirtyRatio float64
 	// OfflineReplicas are the replicas outside the ISR whose log failed,
 	// by broker id.
 	OfflineReplicas []OfflineReplica
@@ -60,6 +63,10 @@ type LogDescription struct {
 	SizeBytes int64
 	// Dir and Failure say where and why the log failed, if it did.
 	Dir, Failure string
+	// Compacted: the topic is compacted; DirtyRatio is then the share of
+	// the replica's cleanable bytes not yet cleaned.
+	Compacted  bool
+	DirtyRatio float64
 }
 
 // LogDescriber asks another broker to describe its replicas' logs, one
@@ -71,7 +78,7 @@ type LogDescriber interface {
 
 // DescribeLog is this broker's view of one of its replicas.
 func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
-	d := LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1}
+	d := LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1, DirtyRatio: -1}
 	part, ok := c.cfg.Replicas.Partition(topic, partition)
 	if !ok {
 		return d
@@ -80,6 +87,7 @@ func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
 	d.Hosted, d.Leader, d.LeaderEpoch = true, st.Leader, st.LeaderEpoch
 	d.LogStartOffset, d.HighWatermark, d.LogEndOffset = part.LogStartOffset(), part.HighWatermark(), part.LogEndOffset()
 	d.SizeBytes = part.SizeBytes()
+	d.DirtyRatio, d.Compacted = part.DirtyRatio()
 	var failure error
 	if d.Dir, failure = part.LogFailure(); failure != nil {
 		d.Failure = failure.Error()
@@ -142,7 +150,7 @@ func (c *Core) Describe(ctx context.Context, topics []metadata.TopicInfo) []Topi
 		for j, p := range t.Partitions {
 			pd := &d.Partitions[j]
 			*pd = PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
-				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1}
+				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1, DirtyRatio: -1}
 			var want []logAsk
 			if p.Leader >= 0 {
 				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})
@@ -210,6 +218,9 @@ func applyLog(a logAsk, l LogDescription) {
 		if l.Leader {
 			a.pd.LogStartOffset, a.pd.HighWatermark, a.pd.LogEndOffset = l.LogStartOffset, l.HighWatermark, l.LogEndOffset
 			a.pd.SizeBytes = l.SizeBytes
+			if l.Compacted {
+				a.pd.DirtyRatio = l.DirtyRatio
+			}
 		}
 		return
 	}

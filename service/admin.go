@@ -175,6 +175,9 @@ func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescriptio
 			for _, o := range p.OfflineReplicas {
 				pd.OfflineReplicas = append(pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: o.BrokerID, Dir: o.Dir, Error: o.Error})
 			}
+			if p.DirtyRatio >= 0 {
+				pd.OptionalDirtyRatio = &quirev1.PartitionDescription_DirtyRatio{DirtyRatio: p.DirtyRatio}
+			}
 			td.Partitions[j] = pd
 		}
 		out[i] = td

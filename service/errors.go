@@ -128,7 +128,7 @@ var storageErrors = []errcode.Mapping{
 	{Err: storage.ErrDuplicateSequence, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER},
 	{Err: storage.ErrRecordTooLarge, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_MESSAGE_TOO_LARGE},
 	{Err: storage.ErrCorruptBatch, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_RECORD},
-	{Err: storage.ErrOffsetGap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrNoKey, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_RECORD},
 	{Err: storage.ErrLogFailed, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
 	{Err: storage.ErrOffsetOverlap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
 	{Err: storage.ErrInjected, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},

@@ -46,7 +46,7 @@ var sentinels = map[string]error{
 	"storage.ErrCorruptBatch":         storage.ErrCorruptBatch,
 	"storage.ErrRecordTooLarge":       storage.ErrRecordTooLarge,
 	"storage.ErrLogFailed":            storage.ErrLogFailed,
-	"storage.ErrOffsetGap":            storage.ErrOffsetGap,
+	"storage.ErrNoKey":                storage.ErrNoKey,
 	"storage.ErrOffsetOverlap":        storage.ErrOffsetOverlap,
 	"storage.ErrStaleEpoch":           storage.ErrStaleEpoch,
 	"storage.ErrClosed":               storage.ErrClosed,

@@ -77,6 +77,32 @@ func validate(batches []byte, cfg LogConfig, deep bool) (batchSet, error) {
 	return bs, nil
 }
 
+// checkKeys refuses (ErrNoKey) validated batches of which a record has
+// no key: a compacted log keeps records by key, as Kafka's leader
+// refuses them for a compacted topic.
+func checkKeys(batches []byte) error {
+	var bad error
+	forEachBatch(batches, func(b []byte) {
+		if bad != nil {
+			return
+		}
+		h, _ := record.ParseHeader(b)
+		if h.Control() {
+			return
+		}
+		err := record.ForEachRecord(b, func(r *record.Record) error {
+			if r.Key == nil {
+				return fmt.Errorf("%w: the record at offset delta %d has none", ErrNoKey, r.OffsetDelta)
+			}
+			return nil
+		})
+		if err != nil {
+			bad = err
+		}
+	})
+	return bad
+}
+
 // forEachBatch walks already-validated batches.
 func forEachBatch(buf []byte, fn func(b []byte)) {
 	for len(buf) > 0 {
@@ -124,6 +150,11 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 	if err != nil {
 		return bs.info, err
 	}
+	if cfg.Compact {
+		if err := checkKeys(batches); err != nil {
+			return bs.info, err
+		}
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.checkWritable(); err != nil {
@@ -159,9 +190,10 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 
 // AppendAsFollower appends batches copied from the leader, keeping their
 // offsets and epochs. It checks each batch's CRC and record framing, not
-// every record's fields: the leader parsed them when it took them. The first batch must start at the log end offset and
-// the batches must be contiguous: ErrOffsetGap for a hole, ErrOffsetOverlap
-// for offsets the log already has.
+// every record's fields: the leader parsed them when it took them. The
+// batches must start at or after the log end offset and follow one
+// another: ErrOffsetOverlap for offsets the log already has. A gap is
+// allowed: the leader's cleaner (a compacted topic) removes whole batches.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	cfg := l.Config()
 	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
@@ -180,8 +212,6 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		h, _ := record.ParseHeader(b)
 		switch {
 		case gapErr != nil:
-		case h.BaseOffset > expect:
-			gapErr = fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetGap, h.BaseOffset, expect)
 		case h.BaseOffset < expect:
 			gapErr = fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetOverlap, h.BaseOffset, expect)
 		}
@@ -366,11 +396,17 @@ func (l *Log) shouldRoll(seg *segment, cfg LogConfig, size int, bs batchSet) boo
 	if cur+int64(size) > cfg.SegmentBytes {
 		return true
 	}
+	rollMs := cfg.SegmentMs
+	if cfg.Compact {
+		// The active segment is never cleaned: roll it in time for its
+		// records to be cleaned within max.compaction.lag.ms.
+		rollMs = min(rollMs, cfg.MaxCompactionLagMs)
+	}
 	if seg.rollBaseTs >= 0 {
-		if bs.info.MaxTimestamp-seg.rollBaseTs > cfg.SegmentMs {
+		if bs.info.MaxTimestamp-seg.rollBaseTs > rollMs {
 			return true
 		}
-	} else if l.opts.Now().Sub(seg.created).Milliseconds() > cfg.SegmentMs {
+	} else if l.opts.Now().Sub(seg.created).Milliseconds() > rollMs {
 		return true
 	}
 	if seg.indexFull(cfg, bs.numBatches) {

@@ -18,7 +18,11 @@ const (
 	ReplicationCheckpointFile   = "replication-offset-checkpoint"
 	LogStartCheckpointFile      = "log-start-offset-checkpoint"
 	LeaderEpochCheckpointFile   = "leader-epoch-checkpoint"
-	CleanShutdownFile           = ".quire_cleanshutdown"
+	// CleanerCheckpointFile holds each compacted log's clean point (the
+	// first offset its cleaner has not deduplicated), as Kafka's
+	// cleaner-offset-checkpoint; a log missing from it is all dirty.
+	CleanerCheckpointFile = "cleaner-offset-checkpoint"
+	CleanShutdownFile     = ".quire_cleanshutdown"
 
 	checkpointVersion = 0
 )

@@ -54,6 +54,28 @@ type LogConfig struct {
 	// idempotent producer's state once its latest batch's timestamp is
 	// this old (Log.ExpireProducers).
 	ProducerIDExpirationMs int64
+
+	// Compact and Delete are cleanup.policy: compact keeps the latest
+	// record of each key (the cleaner, see Log.Clean), delete applies
+	// retention.ms and retention.bytes; both may be set
+	// ("compact,delete"), not neither.
+	Compact, Delete bool
+	// MinCleanableDirtyRatio (min.cleanable.dirty.ratio): the share of a
+	// log's cleanable bytes that must be dirty (written since its last
+	// clean) before the cleaner takes it.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs (min.compaction.lag.ms): a record younger than
+	// this (by its segment's newest timestamp) is never compacted away.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs (max.compaction.lag.ms): a log whose dirty
+	// section holds a record older than this is cleaned whatever its
+	// dirty ratio, and its active segment is rolled at that age so that
+	// its records become cleanable.
+	MaxCompactionLagMs int64
+	// DeleteRetentionMs (delete.retention.ms): a tombstone (a record with
+	// a key and a null value) is kept this long after its timestamp, so
+	// that consumers see the delete, then cleaned away.
+	DeleteRetentionMs int64
 }
 
 // DefaultLogConfig returns Kafka's defaults.
@@ -71,6 +93,12 @@ func DefaultLogConfig() LogConfig {
 		Preallocate:        true,
 
 		ProducerIDExpirationMs: 24 * time.Hour.Milliseconds(),
+
+		Delete:                 true,
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLagMs:     0,
+		MaxCompactionLagMs:     math.MaxInt64,
+		DeleteRetentionMs:      24 * time.Hour.Milliseconds(),
 	}
 }
 
@@ -95,6 +123,16 @@ func (c LogConfig) Validate() error {
 		return fmt.Errorf("%w: producer.id.expiration.ms %d < 1", ErrInvalidConfig, c.ProducerIDExpirationMs)
 	case c.MaxMessageBytes < 0:
 		return fmt.Errorf("%w: max.message.bytes %d < 0", ErrInvalidConfig, c.MaxMessageBytes)
+	case !c.Compact && !c.Delete:
+		return fmt.Errorf("%w: cleanup.policy must be compact, delete or both", ErrInvalidConfig)
+	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+		return fmt.Errorf("%w: min.cleanable.dirty.ratio %v not in [0, 1]", ErrInvalidConfig, c.MinCleanableDirtyRatio)
+	case c.MinCompactionLagMs < 0:
+		return fmt.Errorf("%w: min.compaction.lag.ms %d < 0", ErrInvalidConfig, c.MinCompactionLagMs)
+	case c.MaxCompactionLagMs < 1:
+		return fmt.Errorf("%w: max.compaction.lag.ms %d < 1", ErrInvalidConfig, c.MaxCompactionLagMs)
+	case c.DeleteRetentionMs < 0:
+		return fmt.Errorf("%w: delete.retention.ms %d < 0", ErrInvalidConfig, c.DeleteRetentionMs)
 	}
 	return nil
 }

@@ -7,6 +7,20 @@
 // formats are drawn in docs/storage.md; it imports nothing of the
 // network.
 //
+// # Log compaction
+//
+// A log whose cleanup.policy includes compact is compacted by a Cleaner
+// (clean.go has the algorithm): a pass writes a group's new segment as
+// <base>.log.cleaned, .index.cleaned and .timeindex.cleaned (the formats
+// of .log, .index and .timeindex), commits it by renaming them to .swap
+// (the .log last) and then replaces the group's segments; OpenLog removes
+// the .cleaned files of a pass that did not commit and finishes the swap
+// of one that did. Each log's clean point is kept in the data directory's
+// cleaner-offset-checkpoint (the format of the other offset checkpoints).
+// A compacted log's batches may hold fewer records than their offsets
+// span, or none (record.Filter, record.EmptyBatch), and its offsets have
+// gaps.
+//
 // # Producer state snapshots
 //
 // A log keeps, per idempotent producer id, its epoch and its latest

@@ -22,9 +22,9 @@ var (
 	// ErrLogFailed: an I/O error hit this log; it refuses appends until it
 	// is reopened.
 	ErrLogFailed = errors.New("storage: log failed after i/o error")
-	// ErrOffsetGap: a follower append does not start at the log end offset
-	// (or its batches are not contiguous) and would leave a hole.
-	ErrOffsetGap = errors.New("storage: offset gap")
+	// ErrNoKey: a record without a key sent to a compacted log
+	// (cleanup.policy compact), which keeps records by key.
+	ErrNoKey = errors.New("storage: compacted topic cannot accept a record without a key")
 	// ErrOffsetOverlap: a follower append starts below the log end offset.
 	ErrOffsetOverlap = errors.New("storage: offset overlap")
 	// ErrStaleEpoch: an append carries a leader epoch older than the

@@ -70,6 +70,9 @@ type Log struct {
 	// producers is the idempotent producers' state (see producer.go).
 	producers *producerState
 
+	// cleaning is the compaction state (see clean.go).
+	cleaning cleanState
+
 	// guarded by appendMu
 	unflushed int64
 	pending   []pendingEntry
@@ -109,6 +112,7 @@ func OpenLog(dir string, topic string, partition int32, cfg LogConfig, recoveryP
 		logger: opts.Logger.With("topic", topic, "partition", partition),
 	}
 	l.hw.Store(-1)
+	l.cleaning.point.Store(-1)
 	l.cfg.Store(&cfg)
 	l.opened = opts.Now()
 	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
@@ -142,6 +146,10 @@ func (l *Log) load(recoveryPoint int64) error {
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return fmt.Errorf("storage: list %s: %w", l.dir, err)
+	}
+	// A clean pass's leftovers, or its swap to finish (see clean.go).
+	if names, err = l.completeSwaps(names); err != nil {
+		return err
 	}
 	logs := map[int64]bool{}
 	var bases []int64
@@ -353,7 +361,7 @@ func (l *Log) loadSegment(s *segment, nextBase int64, last bool) (int64, error) 
 	if first.BaseOffset < s.base {
 		return 0, fmt.Errorf("first batch offset %d below segment base %d", first.BaseOffset, s.base)
 	}
-	s.rollBaseTs = first.MaxTimestamp
+	s.setRollBase(first.MaxTimestamp)
 	if idxOff >= 0 {
 		h, err := s.readHeader(pos, logSize, &hb)
 		if err != nil || h.BaseOffset != idxOff {

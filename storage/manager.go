@@ -65,6 +65,12 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 	recovery := readCP(RecoveryPointCheckpointFile)
 	starts := readCP(LogStartCheckpointFile)
 	hws := readCP(ReplicationCheckpointFile)
+	cleanPoints, cerr := readOffsetCheckpoint(fsys, join(dataDir, CleanerCheckpointFile))
+	if cerr != nil {
+		// Only work is lost: the logs are cleaned from their start again.
+		m.logger.Warn("ignoring unreadable checkpoint", "file", CleanerCheckpointFile, "error", cerr)
+		cleanPoints = map[TopicPartition]int64{}
+	}
 	names, err := fsys.List(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: list data dir: %w", err)
@@ -107,6 +113,9 @@ func OpenManager(dataDir string, defaults LogConfig, opts Options) (*Manager, er
 		}
 		if hw, ok := hws[tp]; ok {
 			l.SetHighWatermark(hw)
+		}
+		if cp, ok := cleanPoints[tp]; ok {
+			l.setCleanPoint(cp)
 		}
 		opened[i] = l
 		return nil
@@ -272,9 +281,13 @@ func (m *Manager) checkpointLocked() error {
 	rp := map[TopicPartition]int64{}
 	ls := map[TopicPartition]int64{}
 	hw := map[TopicPartition]int64{}
+	cp := map[TopicPartition]int64{}
 	for tp, l := range m.logs {
 		rp[tp] = l.RecoveryPoint()
 		ls[tp] = l.LogStartOffset()
+		if p := l.cleaning.point.Load(); p >= 0 {
+			cp[tp] = p
+		}
 		if h, ok := l.HighWatermark(); ok {
 			hw[tp] = h
 		}
@@ -287,6 +300,9 @@ func (m *Manager) checkpointLocked() error {
 		return fmt.Errorf("storage: write checkpoint: %w", err)
 	}
 	if err := writeOffsetCheckpoint(fsys, join(m.dir, LogStartCheckpointFile), ls); err != nil {
+		return fmt.Errorf("storage: write checkpoint: %w", err)
+	}
+	if err := writeOffsetCheckpoint(fsys, join(m.dir, CleanerCheckpointFile), cp); err != nil {
 		return fmt.Errorf("storage: write checkpoint: %w", err)
 	}
 	return nil

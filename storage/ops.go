@@ -82,7 +82,9 @@ func (l *Log) truncateLocked(offset int64) error {
 	}
 	newLeo := seg.base
 	if found {
-		newLeo = h.BaseOffset
+		// offset may lie in a gap a compacted log's cleaner left before
+		// the batch: the log then ends at offset.
+		newLeo = min(h.BaseOffset, offset)
 	} else if pos > 0 {
 		newLeo = h.NextOffset() // offset sat in a gap after seg's last batch
 	}
@@ -92,6 +94,9 @@ func (l *Log) truncateLocked(offset int64) error {
 	l.leo.Store(newLeo)
 	if newLeo < l.logStart.Load() {
 		l.logStart.Store(newLeo)
+	}
+	if l.cleaning.point.Load() > newLeo {
+		l.cleaning.point.Store(newLeo)
 	}
 	seg.size.Store(pos)
 	l.mu.Lock()
@@ -116,10 +121,10 @@ func (l *Log) truncateLocked(offset int64) error {
 	seg.reserved = pos // the cut gave back any reserved space
 	// Recompute the appender state of the segment, now active again.
 	maxTs, offMaxTs := int64(-1), int64(-1)
-	seg.rollBaseTs = -1
+	seg.setRollBase(-1)
 	if _, err := seg.scanHeaders(0, pos, func(h *record.Header, at int64) {
 		if at == 0 {
-			seg.rollBaseTs = h.MaxTimestamp
+			seg.setRollBase(h.MaxTimestamp)
 		}
 		if h.MaxTimestamp > maxTs {
 			maxTs, offMaxTs = h.MaxTimestamp, h.BaseOffset
@@ -198,6 +203,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.leo.Store(offset)
 	l.logStart.Store(offset)
 	l.recoveryPoint.Store(offset)
+	l.cleaning.point.Store(-1)
 	endTruncation()
 	l.producers = newProducerState(offset)
 	errs = append(errs, l.removeSnapshots(func(int64) bool { return true }))
@@ -283,6 +289,9 @@ func (l *Log) ApplyRetentionBelow(hw int64) (deletedSegments int, err error) {
 		}
 		if next.base > hw {
 			return false // s holds offsets at or above the high watermark
+		}
+		if !cfg.Delete {
+			return false // compact only: no time or size retention
 		}
 		if cfg.RetentionMs >= 0 && now-s.largestTimestamp() > cfg.RetentionMs {
 			return true

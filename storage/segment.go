@@ -53,6 +53,10 @@ type segment struct {
 	// offset of the first batch holding it; readers use them.
 	maxTs    atomic.Int64
 	offMaxTs atomic.Int64
+	// firstTs mirrors rollBaseTs (the largest timestamp of the first
+	// batch, -1 if none) for the cleaner, which reads it without
+	// appendMu (max.compaction.lag.ms).
+	firstTs atomic.Int64
 
 	indexSuspect atomic.Bool // a lookup found the index inconsistent
 	refs         atomic.Int32
@@ -75,6 +79,7 @@ func emptySegment(dir string, base int64) *segment {
 	s.idx.base, s.tidx.base = base, base
 	s.maxTs.Store(-1)
 	s.offMaxTs.Store(-1)
+	s.firstTs.Store(-1)
 	s.refs.Store(1)
 	return s
 }
@@ -135,7 +140,7 @@ type pendingEntry struct {
 // pos and returns the index entries it needs, if any.
 func (s *segment) trackBatch(h *record.Header, pos int64, interval int32, maxTs, offMaxTs *int64) (pendingEntry, bool) {
 	if s.rollBaseTs < 0 && pos == 0 {
-		s.rollBaseTs = h.MaxTimestamp
+		s.setRollBase(h.MaxTimestamp)
 	}
 	if h.MaxTimestamp > *maxTs {
 		*maxTs, *offMaxTs = h.MaxTimestamp, h.BaseOffset
@@ -290,10 +295,11 @@ func (s *segment) recover(cfg LogConfig, next int64, prevEpoch, maxEpoch int32, 
 			res.err = verr
 			break
 		}
-		// Offsets are contiguous (leaders assign them so, followers
-		// refuse gaps), which catches damage to the base offset, a field
-		// the CRC does not cover.
-		if h.BaseOffset != next || h.LastOffset()-s.base > math.MaxInt32 {
+		// Offsets increase (leaders assign them contiguously; the
+		// cleaner of a compacted log leaves gaps where it removed whole
+		// batches), which catches some damage to the base offset, a
+		// field the CRC does not cover.
+		if h.BaseOffset < next || h.LastOffset()-s.base > math.MaxInt32 {
 			res.err = fmt.Errorf("%w: batch at %d has offset %d, expected %d", record.ErrCorrupt, pos, h.BaseOffset, next)
 			break
 		}
@@ -318,8 +324,15 @@ func (s *segment) recover(cfg LogConfig, next int64, prevEpoch, maxEpoch int32, 
 	}
 	s.maxTs.Store(maxTs)
 	s.offMaxTs.Store(offMaxTs)
+	s.firstTs.Store(s.rollBaseTs)
 	s.size.Store(res.validSize)
 	return res
+}
+
+// setRollBase sets the largest timestamp of the segment's first batch.
+func (s *segment) setRollBase(ts int64) {
+	s.rollBaseTs = ts
+	s.firstTs.Store(ts)
 }
 
 // readChunk reads at least need bytes (up to cap(buf) or more) at pos.

@@ -8,6 +8,10 @@ type LogStats struct {
 	Partition int32
 	SizeBytes int64
 	Segments  int
+	// Compacted: the log's cleanup.policy includes compact; Cleaning is
+	// then its cleaner state.
+	Compacted bool
+	Cleaning  CleanerStats
 }
 
 // Stats is a snapshot of the logs, for monitoring.
@@ -27,6 +31,10 @@ func (m *Manager) Stats() Stats {
 	st := Stats{Logs: make([]LogStats, len(logs)), FlushLatency: m.opts.flushLatency.Snapshot(), Files: m.opts.Files.Stats()}
 	for i, l := range logs {
 		st.Logs[i] = LogStats{Topic: l.topic, Partition: l.partition, SizeBytes: l.Size(), Segments: l.NumSegments()}
+		if l.Config().Compact {
+			st.Logs[i].Compacted = true
+			st.Logs[i].Cleaning = l.CleanerStats()
+		}
 	}
 	return st
 }

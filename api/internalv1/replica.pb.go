@@ -675,7 +675,11 @@ type LogDescription struct {
 	Timestamps []int64 `protobuf:"varint,11,rep,packed,name=timestamps,proto3" json:"timestamps,omitempty"`
 	// The replica's log size on disk in bytes (its segments' .log files);
 	// meaningful only when hosted.
-	SizeBytes     int64 `protobuf:"varint,12,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	SizeBytes int64 `protobuf:"varint,12,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Whether the replica's topic is compacted (cleanup.policy includes
+	// compact), and then the share of its cleanable bytes not yet cleaned.
+	Compacted     bool    `protobuf:"varint,13,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	DirtyRatio    float64 `protobuf:"fixed64,14,opt,name=dirty_ratio,json=dirtyRatio,proto3" json:"dirty_ratio,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,6 +798,20 @@ func (x *LogDescription) GetSizeBytes() int64 {
 	return 0
 }
 
+func (x *LogDescription) GetCompacted() bool {
+	if x != nil {
+		return x.Compacted
+	}
+	return false
+}
+
+func (x *LogDescription) GetDirtyRatio() float64 {
+	if x != nil {
+		return x.DirtyRatio
+	}
+	return 0
+}
+
 type DescribeLogsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per requested partition, in request order.
@@ -897,7 +915,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x13DescribeLogsRequest\x12B\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
-	"partitions\"\xf9\x02\n" +
+	"partitions\"\xb8\x03\n" +
 	"\x0eLogDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -914,7 +932,10 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"timestamps\x18\v \x03(\x03R\n" +
 	"timestamps\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\f \x01(\x03R\tsizeBytes\"M\n" +
+	"size_bytes\x18\f \x01(\x03R\tsizeBytes\x12\x1c\n" +
+	"\tcompacted\x18\r \x01(\bR\tcompacted\x12\x1f\n" +
+	"\vdirty_ratio\x18\x0e \x01(\x01R\n" +
+	"dirtyRatio\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
 	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xbd\x02\n" +
 	"\x0eReplicaService\x12_\n" +

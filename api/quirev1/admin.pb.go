@@ -1122,9 +1122,18 @@ type PartitionDescription struct {
 	// batches of its segments; indexes not counted), asked with the offsets
 	// and -1 alongside them. 0 also from a broker that does not report it
 	// (older than this field).
-	SizeBytes     int64 `protobuf:"varint,10,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SizeBytes int64 `protobuf:"varint,10,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// For a compacted topic (cleanup.policy includes compact), the share of
+	// the leader's cleanable bytes written since its last clean (its
+	// cleaner takes it above min.cleanable.dirty.ratio); unset for a topic
+	// that is not compacted or a leader that did not answer.
+	//
+	// Types that are valid to be assigned to OptionalDirtyRatio:
+	//
+	//	*PartitionDescription_DirtyRatio
+	OptionalDirtyRatio isPartitionDescription_OptionalDirtyRatio `protobuf_oneof:"optional_dirty_ratio"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1226,6 +1235,32 @@ func (x *PartitionDescription) GetSizeBytes() int64 {
 	}
 	return 0
 }
+
+func (x *PartitionDescription) GetOptionalDirtyRatio() isPartitionDescription_OptionalDirtyRatio {
+	if x != nil {
+		return x.OptionalDirtyRatio
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetDirtyRatio() float64 {
+	if x != nil {
+		if x, ok := x.OptionalDirtyRatio.(*PartitionDescription_DirtyRatio); ok {
+			return x.DirtyRatio
+		}
+	}
+	return 0
+}
+
+type isPartitionDescription_OptionalDirtyRatio interface {
+	isPartitionDescription_OptionalDirtyRatio()
+}
+
+type PartitionDescription_DirtyRatio struct {
+	DirtyRatio float64 `protobuf:"fixed64,11,opt,name=dirty_ratio,json=dirtyRatio,proto3,oneof"`
+}
+
+func (*PartitionDescription_DirtyRatio) isPartitionDescription_OptionalDirtyRatio() {}
 
 type OfflineReplica struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2529,7 +2564,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2'.quire.v1.TopicDescription.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf8\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x03\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -2542,7 +2577,10 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\n" +
-	" \x01(\x03R\tsizeBytes\"U\n" +
+	" \x01(\x03R\tsizeBytes\x12!\n" +
+	"\vdirty_ratio\x18\v \x01(\x01H\x00R\n" +
+	"dirtyRatioB\x16\n" +
+	"\x14optional_dirty_ratio\"U\n" +
 	"\x0eOfflineReplica\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x14\n" +
@@ -2781,6 +2819,9 @@ func file_quire_v1_admin_proto_init() {
 	file_quire_v1_admin_proto_msgTypes[8].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
+	}
+	file_quire_v1_admin_proto_msgTypes[18].OneofWrappers = []any{
+		(*PartitionDescription_DirtyRatio)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

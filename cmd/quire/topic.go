@@ -111,7 +111,10 @@ func topicDescribeCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe NAME | --under-replicated [NAME...] | --producers NAME",
 		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
-		Long: `Describe shows a topic's partitions (leader, replicas, ISR, offsets) and configs.
+		Long: `Describe shows a topic's partitions (leader, replicas, ISR, offsets) and configs,
+and its cleanup.policy; for a compacted topic, each partition's dirty ratio
+(the share of its leader's cleanable bytes written since the last clean:
+the cleaner takes a partition above min.cleanable.dirty.ratio).
 
 With --producers it lists instead the idempotent producers active on each
 partition (of those given with --partition, or all), as the partition's
@@ -159,22 +162,37 @@ fully in sync.`,
 				return fmt.Errorf("topic %s not found", args[0])
 			}
 			d := ds[0]
-			var entries []client.ConfigEntry
-			if allConfigs {
-				if entries, err = cl.DescribeConfigs(ctx, d.Name); err != nil {
-					return err
+			// The effective configs, for cleanup.policy (which may come
+			// from the broker default) and --print-configs.
+			entries, err := cl.DescribeConfigs(ctx, d.Name)
+			if err != nil {
+				return err
+			}
+			policy := "delete"
+			for _, e := range entries {
+				if e.Name == "cleanup.policy" {
+					policy = e.Value
 				}
 			}
 			out := cmd.OutOrStdout()
 			if g.format == "json" {
+				if !allConfigs {
+					entries = nil
+				}
 				return printJSON(out, struct {
 					client.TopicDescription
-					AllConfigs []client.ConfigEntry `json:"all_configs,omitempty"`
-				}{d, entries})
+					CleanupPolicy string               `json:"cleanup_policy"`
+					AllConfigs    []client.ConfigEntry `json:"all_configs,omitempty"`
+				}{d, policy, entries})
 			}
 			fmt.Fprintf(out, "NAME        %s\nID          %s\nPARTITIONS  %d\n", d.Name, d.ID, len(d.Partitions))
 			if len(d.Partitions) > 0 {
 				fmt.Fprintf(out, "REPLICAS    %d\n", len(d.Partitions[0].Replicas))
+			}
+			fmt.Fprintf(out, "CLEANUP     %s\n", policy)
+			compacted := false
+			for _, p := range d.Partitions {
+				compacted = compacted || p.DirtyRatio != nil
 			}
 			fmt.Fprintln(out)
 			rows := [][]string{}
@@ -185,11 +203,23 @@ fully in sync.`,
 					leader += " (unreachable)"
 					unreachable = true
 				}
-				rows = append(rows, []string{fmt.Sprint(p.Partition), leader, fmt.Sprint(p.LeaderEpoch),
+				row := []string{fmt.Sprint(p.Partition), leader, fmt.Sprint(p.LeaderEpoch),
 					int32s(p.Replicas), int32s(p.ISR), fmt.Sprint(p.LogStartOffset), fmt.Sprint(p.HighWatermark),
-					fmt.Sprint(p.LogEndOffset)})
+					fmt.Sprint(p.LogEndOffset)}
+				if compacted {
+					dirty := "-"
+					if p.DirtyRatio != nil {
+						dirty = fmt.Sprintf("%.2f", *p.DirtyRatio)
+					}
+					row = append(row, dirty)
+				}
+				rows = append(rows, row)
 			}
-			if err := printTable(out, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HW", "LEO"}, rows); err != nil {
+			header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HW", "LEO"}
+			if compacted {
+				header = append(header, "DIRTY-RATIO")
+			}
+			if err := printTable(out, header, rows); err != nil {
 				return err
 			}
 			if unreachable {

@@ -1,0 +1,842 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quirelog/quire/record"
+)
+
+// Log compaction (cleanup.policy=compact), as Kafka's log cleaner does it.
+//
+// A compacted log is split at its clean point: below it, the clean
+// section, which a pass has already deduplicated; from it up to the first
+// uncleanable offset, the dirty section; above that, the uncleanable part
+// (the active segment, segments holding offsets at or above the high
+// watermark or records younger than min.compaction.lag.ms), never
+// touched. A pass (Log.clean)
+//
+//  1. maps every key of the dirty section to the offset of its latest
+//     record (offsetMap, bounded memory: when it fills, the pass maps a
+//     prefix of the dirty section and the rest waits for the next pass);
+//  2. rewrites the segments below the end of what it mapped, in groups of
+//     consecutive segments whose sizes add up to at most segment.bytes
+//     (so small cleaned segments merge), keeping a record unless the map
+//     has a later offset for its key, it has no key, or it is a tombstone
+//     (null value) whose timestamp is older than delete.retention.ms. A
+//     batch keeps its header (offsets, timestamps, attributes, producer
+//     fields) and its kept records their offsets and timestamps; a batch
+//     left empty is dropped unless it is the last batch of a producer
+//     the log still tracks, which stays as an empty batch so that the
+//     producer's sequence numbers survive (record.EmptyBatch);
+//  3. swaps each group in atomically: the new segment is written as
+//     <base>.log.cleaned (and .index.cleaned, .timeindex.cleaned) and
+//     fsynced, the index files and then the .log renamed to .swap (the
+//     commit point: from then on recovery finishes the swap), the old
+//     segments' files removed and the .swap files renamed to their final
+//     names, under the log's append lock. OpenLog removes *.cleaned files
+//     and finishes a swap it finds (removing the segments whose base
+//     offsets lie in the .swap segment's offset range, then renaming it).
+//
+// The new segment takes the base offset of the first segment of its
+// group, so segment names, the log start offset and every kept record's
+// offset stay as they were; offsets only gain gaps.
+
+// CleanStats describes one clean pass of a log.
+type CleanStats struct {
+	// FirstDirty is where the dirty section started; MapEnd is the end
+	// of the part the offset map covered, the log's new clean point.
+	FirstDirty, MapEnd int64
+	// Keys is the number of distinct keys mapped; MapBytes the memory of
+	// the offset map.
+	Keys     int
+	MapBytes int64
+	// BytesRead counts the bytes of the dirty section (read to build the
+	// map) and of the rewritten segments; BytesWritten those of the new
+	// segments.
+	BytesRead, BytesWritten int64
+	// SegmentsIn and SegmentsOut are the segments replaced and written.
+	SegmentsIn, SegmentsOut int
+	// RecordsRead and RecordsRemoved count records of the rewritten
+	// segments.
+	RecordsRead, RecordsRemoved int64
+	Elapsed                     time.Duration
+}
+
+// CleanerStats is a log's cleaning state, for metrics.
+type CleanerStats struct {
+	// DirtyRatio is the share of the cleanable bytes that is dirty (0
+	// when there is nothing cleanable).
+	DirtyRatio float64
+	// CleanPoint is the first dirty offset.
+	CleanPoint int64
+	// LastCleanMs is the time of the last completed pass (Unix ms), 0 if
+	// none.
+	LastCleanMs int64
+	// LagMs is how long the oldest dirty record has waited (now minus
+	// the first timestamp of the first dirty segment); 0 when nothing is
+	// dirty.
+	LagMs int64
+	// BytesCleaned and BytesWritten are totals over this log's passes.
+	BytesCleaned, BytesWritten int64
+	// Passes counts completed passes.
+	Passes int64
+}
+
+// cleanState is a log's cleaner bookkeeping.
+type cleanState struct {
+	mu sync.Mutex // one pass at a time
+	// point is the clean point: offsets below it were deduplicated by a
+	// pass (kept in cleaner-offset-checkpoint); -1 unknown (the log
+	// start).
+	point        atomic.Int64
+	lastCleanMs  atomic.Int64
+	bytesCleaned atomic.Int64
+	bytesWritten atomic.Int64
+	passes       atomic.Int64
+}
+
+// errCleanAborted: the log changed under a pass (a truncation, retention,
+// a close); the pass left it alone.
+var errCleanAborted = errors.New("storage: clean aborted: the log changed under it")
+
+const (
+	cleanedSuffix = ".cleaned"
+	swapSuffix    = ".swap"
+)
+
+// CleanPoint returns the first offset not yet deduplicated by a clean
+// pass (the log start when none ran).
+func (l *Log) CleanPoint() int64 {
+	return max(l.cleaning.point.Load(), l.logStart.Load())
+}
+
+// setCleanPoint sets the clean point read from cleaner-offset-checkpoint.
+func (l *Log) setCleanPoint(off int64) {
+	if off >= 0 && off <= l.leo.Load() {
+		l.cleaning.point.Store(off)
+	}
+}
+
+// cleanable describes a log's cleanable range at one moment.
+type cleanable struct {
+	firstDirty       int64
+	firstUncleanable int64
+	cleanBytes       int64
+	dirtyBytes       int64
+	firstDirtyTs     int64 // first timestamp of the first dirty segment, -1 if unknown
+	n                int   // segments l.segs[:n] lie below firstUncleanable
+}
+
+func (c cleanable) ratio() float64 {
+	if c.dirtyBytes == 0 {
+		return 0
+	}
+	return float64(c.dirtyBytes) / float64(c.cleanBytes+c.dirtyBytes)
+}
+
+// cleanableLocked computes the cleanable range (l.mu held for reading).
+// A segment is cleanable when it is not the active one, lies wholly below
+// the high watermark and its newest record is older than
+// min.compaction.lag.ms.
+func (l *Log) cleanableLocked(cfg LogConfig, nowMs int64) cleanable {
+	c := cleanable{firstDirty: max(l.cleaning.point.Load(), l.logStart.Load()), firstDirtyTs: -1}
+	hw := l.hw.Load()
+	n := 0
+	for n+1 < len(l.segs) {
+		s, next := l.segs[n], l.segs[n+1]
+		if next.base > hw {
+			break
+		}
+		if ts := s.maxTs.Load(); ts >= 0 && nowMs-ts < cfg.MinCompactionLagMs {
+			break
+		}
+		n++
+	}
+	c.n = n
+	c.firstUncleanable = l.segs[n].base
+	if c.firstDirty >= c.firstUncleanable {
+		c.firstDirty = c.firstUncleanable
+	}
+	for i := 0; i < n; i++ {
+		s := l.segs[i]
+		if l.segs[i+1].base <= c.firstDirty {
+			c.cleanBytes += s.size.Load()
+			continue
+		}
+		if c.dirtyBytes == 0 {
+			c.firstDirtyTs = s.firstTs.Load()
+		}
+		c.dirtyBytes += s.size.Load()
+	}
+	return c
+}
+
+// CleanerStats returns the log's cleaning state as of now.
+func (l *Log) CleanerStats() CleanerStats {
+	cfg := l.Config()
+	nowMs := l.opts.Now().UnixMilli()
+	l.mu.RLock()
+	var c cleanable
+	if len(l.segs) > 0 {
+		c = l.cleanableLocked(cfg, nowMs)
+	}
+	l.mu.RUnlock()
+	st := CleanerStats{
+		CleanPoint: l.CleanPoint(), LastCleanMs: l.cleaning.lastCleanMs.Load(),
+		BytesCleaned: l.cleaning.bytesCleaned.Load(), BytesWritten: l.cleaning.bytesWritten.Load(),
+		Passes: l.cleaning.passes.Load(),
+	}
+	if cfg.Compact {
+		st.DirtyRatio = c.ratio()
+		if c.dirtyBytes > 0 && c.firstDirtyTs >= 0 {
+			st.LagMs = max(nowMs-c.firstDirtyTs, 0)
+		}
+	}
+	return st
+}
+
+// cleanPriority says whether the log needs cleaning now and how much:
+// due is true when its dirty section holds a record older than
+// max.compaction.lag.ms, ratio is its dirty ratio. ok is false when the
+// log is not compacted or has nothing to clean above
+// min.cleanable.dirty.ratio (or due).
+func (l *Log) cleanPriority() (ratio float64, due, ok bool) {
+	cfg := l.Config()
+	if !cfg.Compact || l.closedFlag.Load() {
+		return 0, false, false
+	}
+	nowMs := l.opts.Now().UnixMilli()
+	l.mu.RLock()
+	if len(l.segs) == 0 {
+		l.mu.RUnlock()
+		return 0, false, false
+	}
+	c := l.cleanableLocked(cfg, nowMs)
+	l.mu.RUnlock()
+	if c.dirtyBytes == 0 {
+		return 0, false, false
+	}
+	due = c.firstDirtyTs >= 0 && nowMs-c.firstDirtyTs > cfg.MaxCompactionLagMs
+	ratio = c.ratio()
+	return ratio, due, due || ratio > cfg.MinCleanableDirtyRatio
+}
+
+// throttler limits a cleaner's I/O to a rate (log.cleaner.io.max.bytes.per.second).
+type throttler struct {
+	rate  float64 // bytes per second; <= 0 or +Inf: no limit
+	start time.Time
+	bytes float64
+	stop  <-chan struct{}
+	// sleeps counts the waits taken (tests).
+	sleeps atomic.Int64
+}
+
+// add accounts for n bytes of I/O and waits as long as the rate asks.
+// It returns false if stop closed meanwhile.
+func (t *throttler) add(n int64) bool {
+	if t == nil || t.rate <= 0 || math.IsInf(t.rate, 1) {
+		return true
+	}
+	if t.start.IsZero() {
+		t.start = time.Now()
+	}
+	t.bytes += float64(n)
+	ahead := time.Duration(t.bytes/t.rate*float64(time.Second)) - time.Since(t.start)
+	if ahead < time.Millisecond {
+		return true
+	}
+	t.sleeps.Add(1)
+	tm := time.NewTimer(ahead)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-t.stop:
+		return false
+	}
+}
+
+// errCleanStopped: the cleaner is stopping.
+var errCleanStopped = errors.New("storage: cleaner stopped")
+
+// segmentReader reads a segment's batches in order, a chunk at a time.
+type segmentReader struct {
+	s     *segment
+	limit int64
+	pos   int64
+	buf   []byte
+	spare []byte // the buffer before buf, reused
+	off   int    // start of the unread part of buf
+}
+
+// next returns the next whole batch, or io.EOF at the segment's end.
+func (r *segmentReader) next(th *throttler) ([]byte, record.Header, error) {
+	for {
+		rest := r.buf[r.off:]
+		if size := record.PeekSize(rest); size >= record.HeaderSize && size <= len(rest) {
+			h, err := record.ParseHeader(rest)
+			if err != nil {
+				return nil, h, err
+			}
+			r.off += size
+			return rest[:size], h, nil
+		}
+		if r.pos >= r.limit {
+			if len(rest) > 0 {
+				return nil, record.Header{}, fmt.Errorf("%w: %d bytes at the end of segment %d", record.ErrTruncated, len(rest), r.s.base)
+			}
+			return nil, record.Header{}, io.EOF
+		}
+		// Keep the partial batch, read more after it.
+		need := 1 << 20
+		if size := record.PeekSize(rest); size > need {
+			need = size
+		}
+		n := int(min(int64(need), r.limit-r.pos))
+		nb := r.spare[:0]
+		if cap(nb) < len(rest)+n {
+			nb = make([]byte, 0, len(rest)+n)
+		}
+		nb = nb[:len(rest)]
+		copy(nb, rest)
+		m, err := r.s.log.ReadAt(nb[len(rest):len(rest)+n], r.pos)
+		if m < n {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, record.Header{}, fmt.Errorf("storage: read segment %d: %w", r.s.base, err)
+		}
+		r.spare = r.buf
+		r.buf, r.off = nb[:len(rest)+n], 0
+		r.pos += int64(n)
+		if !th.add(int64(n)) {
+			return nil, record.Header{}, errCleanStopped
+		}
+	}
+}
+
+// clean runs one pass over the log with the offset map m (emptied
+// first). It returns errCleanAborted (nothing changed) when the log
+// changed under it in a way that conflicts.
+func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
+	l.cleaning.mu.Lock()
+	defer l.cleaning.mu.Unlock()
+	began := time.Now()
+	var st CleanStats
+	cfg := l.Config()
+	if !cfg.Compact {
+		return st, nil
+	}
+	nowMs := l.opts.Now().UnixMilli()
+
+	// The segments below the first uncleanable offset, with references
+	// so their files stay readable whatever happens to the log.
+	l.mu.RLock()
+	if l.closedFlag.Load() || len(l.segs) == 0 {
+		l.mu.RUnlock()
+		return st, ErrClosed
+	}
+	gen := l.truncations.Load()
+	c := l.cleanableLocked(cfg, nowMs)
+	segs := make([]*segment, 0, c.n)
+	for _, s := range l.segs[:c.n] {
+		if !s.tryAcquire() {
+			break
+		}
+		segs = append(segs, s)
+	}
+	l.mu.RUnlock()
+	defer func() {
+		for _, s := range segs {
+			s.release()
+		}
+	}()
+	if len(segs) < c.n || gen&1 != 0 {
+		return st, errCleanAborted
+	}
+	st.FirstDirty, st.MapEnd = c.firstDirty, c.firstDirty
+	if c.firstDirty >= c.firstUncleanable || len(segs) == 0 {
+		return st, nil
+	}
+
+	// 1. Map the dirty section.
+	m.reset()
+	mapEnd, read, err := l.buildOffsetMap(m, segs, c.firstDirty, c.firstUncleanable, th)
+	st.BytesRead += read
+	if err != nil {
+		return st, l.cleanErr(err)
+	}
+	st.MapEnd, st.Keys, st.MapBytes = mapEnd, m.used, m.memory()
+	if mapEnd <= c.firstDirty {
+		return st, fmt.Errorf("storage: clean %s: the offset map holds no key of the batch at %d (log.cleaner.dedupe.buffer.size too small)", l, c.firstDirty)
+	}
+
+	// The idempotent producers' last batches, kept even when emptied.
+	l.appendMu.Lock()
+	lastBatch := make(map[int64]int64, len(l.producers.producers))
+	for id, e := range l.producers.producers {
+		lastBatch[id] = e.last().lastOffset
+	}
+	l.appendMu.Unlock()
+
+	// 2, 3. Rewrite and swap in the segments below mapEnd, group by group.
+	k := 0
+	for k < len(segs) && segs[k].base < mapEnd {
+		k++
+	}
+	l.mu.RLock() // the index buffers groupSegments sizes
+	groups := groupSegments(segs[:k], cfg)
+	l.mu.RUnlock()
+	for _, g := range groups {
+		gs, err := l.cleanGroup(g, m, mapEnd, nowMs, cfg, lastBatch, gen, th)
+		st.BytesRead += gs.BytesRead
+		st.BytesWritten += gs.BytesWritten
+		st.RecordsRead += gs.RecordsRead
+		st.RecordsRemoved += gs.RecordsRemoved
+		st.SegmentsIn += len(g)
+		st.SegmentsOut++
+		if err != nil {
+			return st, l.cleanErr(err)
+		}
+	}
+	for {
+		cur := l.cleaning.point.Load()
+		if cur >= mapEnd || l.cleaning.point.CompareAndSwap(cur, mapEnd) {
+			break
+		}
+	}
+	st.Elapsed = time.Since(began)
+	l.cleaning.lastCleanMs.Store(l.opts.Now().UnixMilli())
+	l.cleaning.bytesCleaned.Add(st.BytesRead)
+	l.cleaning.bytesWritten.Add(st.BytesWritten)
+	l.cleaning.passes.Add(1)
+	l.logger.Debug("cleaned log", "first_dirty", st.FirstDirty, "map_end", st.MapEnd, "keys", st.Keys,
+		"segments_in", st.SegmentsIn, "segments_out", st.SegmentsOut, "records_removed", st.RecordsRemoved,
+		"bytes_read", st.BytesRead, "bytes_written", st.BytesWritten)
+	return st, nil
+}
+
+// cleanErr is err, or ErrClosed when the log was closed (or deleted)
+// under the pass: its files were closed or removed, which is no failure.
+func (l *Log) cleanErr(err error) error {
+	if l.closedFlag.Load() && !errors.Is(err, errCleanStopped) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// buildOffsetMap puts the keys of the records in [from, to) of segs into
+// m and returns the offset up to which it mapped everything: to, or the
+// offset of the first record whose key did not fit.
+func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *throttler) (int64, int64, error) {
+	var read int64
+	full := int64(-1)
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= from {
+			continue
+		}
+		if s.base >= to {
+			break
+		}
+		r := segmentReader{s: s, limit: s.size.Load()}
+		for full < 0 {
+			batch, h, err := r.next(th)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return 0, read, err
+			}
+			read += int64(len(batch))
+			if h.LastOffset() < from || h.Control() {
+				continue
+			}
+			if h.BaseOffset >= to {
+				break
+			}
+			err = record.ForEachRecord(batch, func(rec *record.Record) error {
+				if rec.Offset < from || rec.Offset >= to || rec.Key == nil {
+					return nil
+				}
+				if !m.put(rec.Key, rec.Offset) {
+					full = rec.Offset
+					return errStop
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, errStop) {
+				return 0, read, fmt.Errorf("storage: read segment %d: %w", s.base, corrupt(err))
+			}
+		}
+		if full >= 0 {
+			return full, read, nil
+		}
+	}
+	return to, read, nil
+}
+
+// groupSegments splits segs into runs of consecutive segments to be
+// rewritten as one: at most segment.bytes of data, their index entries
+// within segment.index.bytes, their offsets within 2^31 of the first.
+func groupSegments(segs []*segment, cfg LogConfig) [][]*segment {
+	var groups [][]*segment
+	for i := 0; i < len(segs); {
+		j := i + 1
+		size := segs[i].size.Load()
+		idx := int64(len(segs[i].idx.buf))
+		tidx := int64(len(segs[i].tidx.buf))
+		for j < len(segs) {
+			s := segs[j]
+			end := int64(math.MaxInt64)
+			if j+1 < len(segs) {
+				end = segs[j+1].base - 1
+			}
+			if size+s.size.Load() > cfg.SegmentBytes ||
+				idx+int64(len(s.idx.buf)) > int64(cfg.SegmentIndexBytes) ||
+				tidx+int64(len(s.tidx.buf)) > int64(cfg.SegmentIndexBytes) ||
+				(end != math.MaxInt64 && end-segs[i].base > math.MaxInt32) ||
+				(end == math.MaxInt64 && s.base-segs[i].base > math.MaxInt32/2) {
+				break
+			}
+			size += s.size.Load()
+			idx += int64(len(s.idx.buf))
+			tidx += int64(len(s.tidx.buf))
+			j++
+		}
+		groups = append(groups, segs[i:j])
+		i = j
+	}
+	return groups
+}
+
+// cleanGroup rewrites the segments of g as one and swaps it in.
+func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, nowMs int64, cfg LogConfig,
+	lastBatch map[int64]int64, gen int64, th *throttler) (CleanStats, error) {
+	var st CleanStats
+	base := g[0].base
+	ns := emptySegment(l.dir, base)
+	stem := ns.stem
+	names := [3]string{stem + indexSuffix, stem + timeIndexSuffix, stem + logSuffix}
+	removeTemp := func() {
+		for _, n := range names {
+			_ = removeIfExists(l.fs, n+cleanedSuffix)
+			_ = removeIfExists(l.fs, n+swapSuffix)
+		}
+	}
+	logF, err := l.fs.Create(names[2] + cleanedSuffix)
+	if err != nil {
+		return st, fmt.Errorf("storage: clean %s: %w", l, err)
+	}
+	closeLog := func() { _ = logF.Close() }
+
+	var (
+		f       record.Filter
+		out     []byte
+		pos     int64 // file position of out[0]
+		written int64
+		maxTs   = int64(-1)
+		offMax  = int64(-1)
+	)
+	flush := func() error {
+		if len(out) == 0 {
+			return nil
+		}
+		if _, err := logF.WriteAt(out, pos); err != nil {
+			return err
+		}
+		if !th.add(int64(len(out))) {
+			return errCleanStopped
+		}
+		pos += int64(len(out))
+		out = out[:0]
+		return nil
+	}
+	keep := func(r *record.Record) bool {
+		st.RecordsRead++
+		switch {
+		case r.Offset >= mapEnd:
+			return true
+		case r.Key == nil:
+		case m.get(r.Key) > r.Offset:
+		case r.Value == nil && nowMs-r.Timestamp > cfg.DeleteRetentionMs:
+		default:
+			return true
+		}
+		st.RecordsRemoved++
+		return false
+	}
+	for _, s := range g {
+		r := segmentReader{s: s, limit: s.size.Load()}
+		for {
+			batch, h, err := r.next(th)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				closeLog()
+				removeTemp()
+				return st, err
+			}
+			st.BytesRead += int64(len(batch))
+			start := len(out)
+			if h.Control() {
+				out = append(out, batch...)
+			} else {
+				var kept int
+				out, kept, _, err = f.Batch(out, batch, keep)
+				if err != nil {
+					closeLog()
+					removeTemp()
+					return st, fmt.Errorf("storage: read segment %d: %w", s.base, corrupt(err))
+				}
+				if kept == 0 && h.ProducerID >= 0 && lastBatch[h.ProducerID] == h.LastOffset() {
+					out = record.EmptyBatch(out, batch)
+				}
+			}
+			if len(out) > start {
+				nh, _ := record.ParseHeader(out[start:])
+				if e, ok := ns.trackBatch(&nh, written, cfg.IndexIntervalBytes, &maxTs, &offMax); ok {
+					ns.applyEntry(e)
+				}
+				written += int64(len(out) - start)
+			}
+			if len(out) >= 1<<20 {
+				if err := flush(); err != nil {
+					closeLog()
+					removeTemp()
+					return st, fmt.Errorf("storage: clean %s: %w", l, err)
+				}
+			}
+		}
+	}
+	st.BytesWritten = written
+	ns.size.Store(written)
+	ns.maxTs.Store(maxTs)
+	ns.offMaxTs.Store(offMax)
+	ns.finalTimeEntry()
+	err = flush()
+	if err == nil {
+		err = logF.Sync()
+	}
+	if cerr := logF.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = writeSyncedFile(l.fs, names[0]+cleanedSuffix, ns.idx.buf)
+	}
+	if err == nil {
+		err = writeSyncedFile(l.fs, names[1]+cleanedSuffix, ns.tidx.buf)
+	}
+	if err != nil {
+		removeTemp()
+		return st, fmt.Errorf("storage: clean %s: %w", l, err)
+	}
+	return st, l.swapIn(g, ns, names, gen, removeTemp)
+}
+
+// writeSyncedFile creates name holding data, fsynced.
+func writeSyncedFile(fsys FS, name string, data []byte) error {
+	f, err := fsys.Create(name)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// swapIn replaces the segments of g, still in the log, by the cleaned
+// segment ns whose files are names[i]+".cleaned".
+func (l *Log) swapIn(g []*segment, ns *segment, names [3]string, gen int64, removeTemp func()) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	i := -1
+	if !l.closed && l.truncations.Load() == gen {
+		for j, s := range l.segs {
+			if s == g[0] {
+				i = j
+				break
+			}
+		}
+	}
+	ok := i >= 0 && i+len(g) < len(l.segs) // never the active segment
+	for j := 0; ok && j < len(g); j++ {
+		ok = l.segs[i+j] == g[j]
+	}
+	l.mu.RUnlock()
+	if !ok {
+		removeTemp()
+		return errCleanAborted
+	}
+	// The index files first, the .log last: a .log.swap is the commit.
+	for _, n := range names {
+		if err := l.fs.Rename(n+cleanedSuffix, n+swapSuffix); err != nil {
+			removeTemp()
+			return fmt.Errorf("storage: clean %s: %w", l, err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		// Whether the rename is durable is unknown: leave the .swap for
+		// recovery, and the log failed so that it is reopened.
+		return l.fail(fmt.Errorf("storage: clean: %w", err))
+	}
+	// Committed. The old segments stay readable through their open .log
+	// descriptors for the readers that still hold them, and for those
+	// that pick them until the new segment is in the list.
+	var errs []error
+	for _, s := range g {
+		errs = append(errs, s.log.keepOpen())
+		s.markRemoved(math.MaxInt32)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(fmt.Errorf("storage: clean: keep replaced segment open: %w", err))
+	}
+	for _, s := range g {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			errs = append(errs, removeIfExists(l.fs, s.stem+suf))
+		}
+	}
+	for _, n := range names {
+		errs = append(errs, l.fs.Rename(n+swapSuffix, n))
+	}
+	errs = append(errs, l.fs.SyncDir(l.dir))
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(fmt.Errorf("storage: clean: finish swap: %w", err))
+	}
+	seg := newSegmentStruct(l.fs, l.opts.Files, l.dir, ns.base)
+	seg.created = l.opts.Now()
+	seg.idx.buf, seg.idx.written = ns.idx.buf, len(ns.idx.buf)
+	seg.tidx.buf, seg.tidx.written = ns.tidx.buf, len(ns.tidx.buf)
+	seg.size.Store(ns.size.Load())
+	seg.maxTs.Store(ns.maxTs.Load())
+	seg.offMaxTs.Store(ns.offMaxTs.Load())
+	seg.setRollBase(ns.rollBaseTs)
+	seg.bytesSinceIndex = ns.bytesSinceIndex
+	seg.reserved = math.MaxInt64 // never appended to
+	l.mu.Lock()
+	segs := make([]*segment, 0, len(l.segs)-len(g)+1)
+	segs = append(segs, l.segs[:i]...)
+	segs = append(segs, seg)
+	segs = append(segs, l.segs[i+len(g):]...)
+	l.segs = segs
+	l.mu.Unlock()
+	for _, s := range g {
+		s.release() // the log's reference
+	}
+	return nil
+}
+
+// completeSwaps runs at open: it removes the leftovers of a clean pass
+// that did not commit (*.cleaned files, index .swap files without a
+// .log.swap) and finishes each committed swap (a <base>.log.swap):
+// removes the segments whose base offsets lie in its offset range, then
+// renames its files to their final names. It returns the directory's
+// names afterwards.
+func (l *Log) completeSwaps(names []string) ([]string, error) {
+	var swaps []int64
+	logSwaps := map[int64]bool{}
+	for _, n := range names {
+		if base, ok := parseSegmentName(n, logSuffix+swapSuffix); ok {
+			swaps = append(swaps, base)
+			logSwaps[base] = true
+		}
+	}
+	changed := false
+	for _, n := range names {
+		stray := false
+		if len(n) > len(cleanedSuffix) && n[len(n)-len(cleanedSuffix):] == cleanedSuffix {
+			stray = true
+		}
+		for _, suf := range []string{indexSuffix + swapSuffix, timeIndexSuffix + swapSuffix} {
+			if base, ok := parseSegmentName(n, suf); ok && !logSwaps[base] {
+				stray = true
+			}
+		}
+		if stray {
+			changed = true
+			if err := removeIfExists(l.fs, join(l.dir, n)); err != nil {
+				return nil, fmt.Errorf("storage: remove clean leftover %s: %w", n, err)
+			}
+		}
+	}
+	for _, base := range swaps {
+		changed = true
+		stem := join(l.dir, segmentName(base))
+		end, err := swapEnd(l.fs, stem+logSuffix+swapSuffix, base)
+		if err != nil {
+			return nil, fmt.Errorf("storage: read %s: %w", stem+logSuffix+swapSuffix, err)
+		}
+		for _, n := range names {
+			b, ok := parseSegmentName(n, logSuffix)
+			if !ok || b < base || b >= end {
+				continue
+			}
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				if err := removeIfExists(l.fs, join(l.dir, segmentName(b)+suf)); err != nil {
+					return nil, fmt.Errorf("storage: finish swap: %w", err)
+				}
+			}
+		}
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if err := removeIfExists(l.fs, stem+suf); err != nil {
+				return nil, fmt.Errorf("storage: finish swap: %w", err)
+			}
+			if _, err := l.fs.Stat(stem + suf + swapSuffix); err == nil {
+				if err := l.fs.Rename(stem+suf+swapSuffix, stem+suf); err != nil {
+					return nil, fmt.Errorf("storage: finish swap: %w", err)
+				}
+			}
+		}
+		if err := l.fs.Rename(stem+logSuffix+swapSuffix, stem+logSuffix); err != nil {
+			return nil, fmt.Errorf("storage: finish swap: %w", err)
+		}
+		l.logger.Info("finished the swap of a cleaned segment", "base", base, "replaced_up_to", end)
+	}
+	if !changed {
+		return names, nil
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return nil, fmt.Errorf("storage: sync log dir: %w", err)
+	}
+	return l.fs.List(l.dir)
+}
+
+// swapEnd returns the offset after the last batch of the segment file
+// name (base+1 when it has none): the end of the range it replaced.
+func swapEnd(fsys FS, name string, base int64) (int64, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size, err := fileSize(f)
+	if err != nil {
+		return 0, err
+	}
+	end := base + 1
+	var hb [record.HeaderSize]byte
+	for pos := int64(0); pos+record.HeaderSize <= size; {
+		if _, err := f.ReadAt(hb[:], pos); err != nil {
+			return 0, err
+		}
+		h, err := record.ParseHeader(hb[:])
+		if err != nil {
+			break // written and fsynced before the commit: not expected
+		}
+		end = max(end, h.NextOffset())
+		pos += int64(h.Size())
+	}
+	return end, nil
+}
