@@ -62,6 +62,10 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCommitOffsetsBatch(c.CommitOffsetsBatch, index)
 	case *pb.Command_BrokerBudget:
 		return d.applyBrokerBudget(c.BrokerBudget, index)
+	case *pb.Command_ReassignPartitions:
+		return d.applyReassignPartitions(c.ReassignPartitions, index)
+	case *pb.Command_CordonBroker:
+		return d.applyCordonBroker(c.CordonBroker, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)
@@ -368,8 +372,7 @@ func (d *draft) applyPartitionChange(c *pb.PartitionChange, _ uint64) any {
 	}
 	t, _ := d.topic(c.Topic)
 	np := changed(p, c.Leader, slices.Clone(c.Isr))
-	d.putPartition(t, np)
-	return np.clone()
+	return d.putPartition(t, np).clone()
 }
 
 func (d *draft) applyAlterConfigs(c *pb.AlterConfigs, _ uint64) any {

@@ -78,9 +78,14 @@ const (
 	// group's committed offsets of some partitions (Kafka's
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
+	// MetadataVersionReassignment adds ReassignPartitions (partition
+	// reassignment: a partition record's adding and removing replicas)
+	// and CordonBroker (a broker record's cordoned flag). An older node
+	// would drop the new fields and its image would differ for good.
+	MetadataVersionReassignment int32 = 12
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionDeleteOffsets
+	LatestMetadataVersion = MetadataVersionReassignment
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -174,6 +179,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBrokerBudget
 	case *pb.Command_DeleteOffsets:
 		return MetadataVersionDeleteOffsets
+	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker:
+		return MetadataVersionReassignment
 	}
 	return 0
 }

@@ -200,7 +200,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 	for _, name := range sortedTopicNames(img) {
 		for _, p := range img.topics[name].Partitions {
 			pref := p.Replicas[0]
-			if p.Leader == pref || !img.isLive(pref) || !slices.Contains(p.ISR, pref) {
+			if p.Reassigning() || p.Leader == pref || !img.isLive(pref) || !slices.Contains(p.ISR, pref) {
 				continue
 			}
 			_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_PartitionChange{PartitionChange: &pb.PartitionChange{

@@ -2496,7 +2496,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x11DeleteAclsRequest\x126\n" +
 	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afilters\"L\n" +
 	"\x12DeleteAclsResponse\x126\n" +
-	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\x98\x12\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\xe3\x13\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2523,7 +2523,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"CreateAcls\x12$.quire.internal.v1.CreateAclsRequest\x1a%.quire.internal.v1.CreateAclsResponse\x12Y\n" +
 	"\n" +
-	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponse\x12z\n" +
+	"\x1bAlterPartitionReassignments\x12,.quire.v1.AlterPartitionReassignmentsRequest\x1a-.quire.v1.AlterPartitionReassignmentsResponse\x12M\n" +
+	"\fCordonBroker\x12\x1d.quire.v1.CordonBrokerRequest\x1a\x1e.quire.v1.CordonBrokerResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2539,65 +2541,69 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 
 var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),                          // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                             // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),                          // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                              // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                            // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),                  // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),                 // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),                 // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),                // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),                     // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                    // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                     // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                    // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),                    // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                   // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),                // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),               // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),                  // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),                 // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),              // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),             // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),                // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),               // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                            // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),                         // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),                   // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),                  // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                    // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                   // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),                      // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                     // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),                     // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                    // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),                  // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),                 // 34: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),             // 35: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),            // 36: quire.internal.v1.AllocateProducerIdsResponse
-	(*UpsertUserCredentialRequest)(nil),            // 37: quire.internal.v1.UpsertUserCredentialRequest
-	(*UpsertUserCredentialResponse)(nil),           // 38: quire.internal.v1.UpsertUserCredentialResponse
-	(*DeleteUserCredentialRequest)(nil),            // 39: quire.internal.v1.DeleteUserCredentialRequest
-	(*DeleteUserCredentialResponse)(nil),           // 40: quire.internal.v1.DeleteUserCredentialResponse
-	(*CreateAclsRequest)(nil),                      // 41: quire.internal.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                     // 42: quire.internal.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                      // 43: quire.internal.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                     // 44: quire.internal.v1.DeleteAclsResponse
-	nil,                                            // 45: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                            // 46: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                            // 47: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),                        // 48: quire.internal.v1.Endpoint
-	(*metapb.UserCredentialRecord)(nil),            // 49: quire.internal.v1.UserCredentialRecord
-	(*metapb.AclRecord)(nil),                       // 50: quire.internal.v1.AclRecord
-	(*quirev1.DeleteOffsetsRequest)(nil),           // 51: quire.v1.DeleteOffsetsRequest
-	(*quirev1.ElectLeadersRequest)(nil),            // 52: quire.v1.ElectLeadersRequest
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 53: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),           // 54: quire.v1.DescribeGroupRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),          // 55: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),           // 56: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 57: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),          // 58: quire.v1.DescribeGroupResponse
+	(*NotController)(nil),                               // 0: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                                  // 1: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                               // 2: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                                   // 3: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                                 // 4: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                       // 5: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                      // 6: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                      // 7: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                     // 8: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                          // 9: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                         // 10: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                          // 11: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                         // 12: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                         // 13: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                        // 14: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                     // 15: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),                    // 16: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                       // 17: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                      // 18: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),                   // 19: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),                  // 20: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                     // 21: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),                    // 22: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                                 // 23: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                              // 24: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                        // 25: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                       // 26: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                         // 27: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                        // 28: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                           // 29: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                          // 30: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                          // 31: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                         // 32: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                       // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                      // 34: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),                  // 35: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),                 // 36: quire.internal.v1.AllocateProducerIdsResponse
+	(*UpsertUserCredentialRequest)(nil),                 // 37: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),                // 38: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),                 // 39: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),                // 40: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                           // 41: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                          // 42: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                           // 43: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                          // 44: quire.internal.v1.DeleteAclsResponse
+	nil,                                                 // 45: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                                 // 46: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                                 // 47: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.Endpoint)(nil),                             // 48: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),                 // 49: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                            // 50: quire.internal.v1.AclRecord
+	(*quirev1.DeleteOffsetsRequest)(nil),                // 51: quire.v1.DeleteOffsetsRequest
+	(*quirev1.ElectLeadersRequest)(nil),                 // 52: quire.v1.ElectLeadersRequest
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),       // 53: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),                // 54: quire.v1.DescribeGroupRequest
+	(*quirev1.AlterPartitionReassignmentsRequest)(nil),  // 55: quire.v1.AlterPartitionReassignmentsRequest
+	(*quirev1.CordonBrokerRequest)(nil),                 // 56: quire.v1.CordonBrokerRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),               // 57: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),                // 58: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),      // 59: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),               // 60: quire.v1.DescribeGroupResponse
+	(*quirev1.AlterPartitionReassignmentsResponse)(nil), // 61: quire.v1.AlterPartitionReassignmentsResponse
+	(*quirev1.CordonBrokerResponse)(nil),                // 62: quire.v1.CordonBrokerResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	48, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
@@ -2639,31 +2645,35 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	39, // 36: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
 	41, // 37: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
 	43, // 38: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
-	6,  // 39: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 40: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 41: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 42: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 43: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 44: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 45: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 46: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 47: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 48: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 49: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 50: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 51: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	55, // 52: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	56, // 53: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	57, // 54: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	58, // 55: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	34, // 56: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 57: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	38, // 58: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	40, // 59: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	42, // 60: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	44, // 61: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	39, // [39:62] is the sub-list for method output_type
-	16, // [16:39] is the sub-list for method input_type
+	55, // 39: quire.internal.v1.ControllerService.AlterPartitionReassignments:input_type -> quire.v1.AlterPartitionReassignmentsRequest
+	56, // 40: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	6,  // 41: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 42: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 43: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 44: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 45: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 46: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 47: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 48: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 49: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 50: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 51: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 52: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 53: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	57, // 54: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	58, // 55: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	59, // 56: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	60, // 57: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	34, // 58: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	36, // 59: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	38, // 60: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	40, // 61: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	42, // 62: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	44, // 63: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	61, // 64: quire.internal.v1.ControllerService.AlterPartitionReassignments:output_type -> quire.v1.AlterPartitionReassignmentsResponse
+	62, // 65: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	41, // [41:66] is the sub-list for method output_type
+	16, // [16:41] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name

@@ -20,29 +20,31 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName         = "/quire.internal.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName        = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_CreateTopic_FullMethodName            = "/quire.internal.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteTopic"
-	ControllerService_AlterConfigs_FullMethodName           = "/quire.internal.v1.ControllerService/AlterConfigs"
-	ControllerService_CreatePartitions_FullMethodName       = "/quire.internal.v1.ControllerService/CreatePartitions"
-	ControllerService_AlterPartition_FullMethodName         = "/quire.internal.v1.ControllerService/AlterPartition"
-	ControllerService_ControlledShutdown_FullMethodName     = "/quire.internal.v1.ControllerService/ControlledShutdown"
-	ControllerService_UnregisterBroker_FullMethodName       = "/quire.internal.v1.ControllerService/UnregisterBroker"
-	ControllerService_CommitOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/CommitOffsets"
-	ControllerService_FetchOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/FetchOffsets"
-	ControllerService_ListGroups_FullMethodName             = "/quire.internal.v1.ControllerService/ListGroups"
-	ControllerService_DeleteGroup_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteGroup"
-	ControllerService_DeleteOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/DeleteOffsets"
-	ControllerService_ElectLeaders_FullMethodName           = "/quire.internal.v1.ControllerService/ElectLeaders"
-	ControllerService_ConsumerGroupHeartbeat_FullMethodName = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
-	ControllerService_DescribeGroup_FullMethodName          = "/quire.internal.v1.ControllerService/DescribeGroup"
-	ControllerService_UpdateFeatures_FullMethodName         = "/quire.internal.v1.ControllerService/UpdateFeatures"
-	ControllerService_AllocateProducerIds_FullMethodName    = "/quire.internal.v1.ControllerService/AllocateProducerIds"
-	ControllerService_UpsertUserCredential_FullMethodName   = "/quire.internal.v1.ControllerService/UpsertUserCredential"
-	ControllerService_DeleteUserCredential_FullMethodName   = "/quire.internal.v1.ControllerService/DeleteUserCredential"
-	ControllerService_CreateAcls_FullMethodName             = "/quire.internal.v1.ControllerService/CreateAcls"
-	ControllerService_DeleteAcls_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteAcls"
+	ControllerService_RegisterBroker_FullMethodName              = "/quire.internal.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName             = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_CreateTopic_FullMethodName                 = "/quire.internal.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName                 = "/quire.internal.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterConfigs_FullMethodName                = "/quire.internal.v1.ControllerService/AlterConfigs"
+	ControllerService_CreatePartitions_FullMethodName            = "/quire.internal.v1.ControllerService/CreatePartitions"
+	ControllerService_AlterPartition_FullMethodName              = "/quire.internal.v1.ControllerService/AlterPartition"
+	ControllerService_ControlledShutdown_FullMethodName          = "/quire.internal.v1.ControllerService/ControlledShutdown"
+	ControllerService_UnregisterBroker_FullMethodName            = "/quire.internal.v1.ControllerService/UnregisterBroker"
+	ControllerService_CommitOffsets_FullMethodName               = "/quire.internal.v1.ControllerService/CommitOffsets"
+	ControllerService_FetchOffsets_FullMethodName                = "/quire.internal.v1.ControllerService/FetchOffsets"
+	ControllerService_ListGroups_FullMethodName                  = "/quire.internal.v1.ControllerService/ListGroups"
+	ControllerService_DeleteGroup_FullMethodName                 = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_DeleteOffsets_FullMethodName               = "/quire.internal.v1.ControllerService/DeleteOffsets"
+	ControllerService_ElectLeaders_FullMethodName                = "/quire.internal.v1.ControllerService/ElectLeaders"
+	ControllerService_ConsumerGroupHeartbeat_FullMethodName      = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
+	ControllerService_DescribeGroup_FullMethodName               = "/quire.internal.v1.ControllerService/DescribeGroup"
+	ControllerService_UpdateFeatures_FullMethodName              = "/quire.internal.v1.ControllerService/UpdateFeatures"
+	ControllerService_AllocateProducerIds_FullMethodName         = "/quire.internal.v1.ControllerService/AllocateProducerIds"
+	ControllerService_UpsertUserCredential_FullMethodName        = "/quire.internal.v1.ControllerService/UpsertUserCredential"
+	ControllerService_DeleteUserCredential_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteUserCredential"
+	ControllerService_CreateAcls_FullMethodName                  = "/quire.internal.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName                  = "/quire.internal.v1.ControllerService/DeleteAcls"
+	ControllerService_AlterPartitionReassignments_FullMethodName = "/quire.internal.v1.ControllerService/AlterPartitionReassignments"
+	ControllerService_CordonBroker_FullMethodName                = "/quire.internal.v1.ControllerService/CordonBroker"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -87,6 +89,9 @@ type ControllerServiceClient interface {
 	DeleteUserCredential(ctx context.Context, in *DeleteUserCredentialRequest, opts ...grpc.CallOption) (*DeleteUserCredentialResponse, error)
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// Partition reassignment and cordoned brokers (metadata.version 12).
+	AlterPartitionReassignments(ctx context.Context, in *quirev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*quirev1.AlterPartitionReassignmentsResponse, error)
+	CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -327,6 +332,26 @@ func (c *controllerServiceClient) DeleteAcls(ctx context.Context, in *DeleteAcls
 	return out, nil
 }
 
+func (c *controllerServiceClient) AlterPartitionReassignments(ctx context.Context, in *quirev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*quirev1.AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.CordonBrokerResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CordonBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -369,6 +394,9 @@ type ControllerServiceServer interface {
 	DeleteUserCredential(context.Context, *DeleteUserCredentialRequest) (*DeleteUserCredentialResponse, error)
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// Partition reassignment and cordoned brokers (metadata.version 12).
+	AlterPartitionReassignments(context.Context, *quirev1.AlterPartitionReassignmentsRequest) (*quirev1.AlterPartitionReassignmentsResponse, error)
+	CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -447,6 +475,12 @@ func (UnimplementedControllerServiceServer) CreateAcls(context.Context, *CreateA
 }
 func (UnimplementedControllerServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedControllerServiceServer) AlterPartitionReassignments(context.Context, *quirev1.AlterPartitionReassignmentsRequest) (*quirev1.AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedControllerServiceServer) CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CordonBroker not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -883,6 +917,42 @@ func _ControllerService_DeleteAcls_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AlterPartitionReassignments(ctx, req.(*quirev1.AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_CordonBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.CordonBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CordonBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CordonBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CordonBroker(ctx, req.(*quirev1.CordonBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -981,6 +1051,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _ControllerService_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _ControllerService_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "CordonBroker",
+			Handler:    _ControllerService_CordonBroker_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -25,7 +25,8 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 18 (20-23 are taken by the security commands).
+// removed command `reserved`. Next free number: 19 (20-23 are taken by the security commands, 40-41
+// by reassignment).
 //
 // Every command needs a metadata.version feature level (metadata/features.go
 // lists them): 1 for the commands 1-13, 2 for allocate_producer_ids and
@@ -59,6 +60,8 @@ type Command struct {
 	//	*Command_CommitOffsetsBatch
 	//	*Command_BrokerBudget
 	//	*Command_DeleteOffsets
+	//	*Command_ReassignPartitions
+	//	*Command_CordonBroker
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -299,6 +302,24 @@ func (x *Command) GetDeleteOffsets() *DeleteOffsets {
 	return nil
 }
 
+func (x *Command) GetReassignPartitions() *ReassignPartitions {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ReassignPartitions); ok {
+			return x.ReassignPartitions
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCordonBroker() *CordonBroker {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CordonBroker); ok {
+			return x.CordonBroker
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -394,6 +415,15 @@ type Command_DeleteOffsets struct {
 	DeleteOffsets *DeleteOffsets `protobuf:"bytes,18,opt,name=delete_offsets,json=deleteOffsets,proto3,oneof"`
 }
 
+type Command_ReassignPartitions struct {
+	// metadata.version 12: partition reassignment and cordoned brokers.
+	ReassignPartitions *ReassignPartitions `protobuf:"bytes,40,opt,name=reassign_partitions,json=reassignPartitions,proto3,oneof"`
+}
+
+type Command_CordonBroker struct {
+	CordonBroker *CordonBroker `protobuf:"bytes,41,opt,name=cordon_broker,json=cordonBroker,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -438,6 +468,212 @@ func (*Command_BrokerBudget) isCommand_Cmd() {}
 
 func (*Command_DeleteOffsets) isCommand_Cmd() {}
 
+func (*Command_ReassignPartitions) isCommand_Cmd() {}
+
+func (*Command_CordonBroker) isCommand_Cmd() {}
+
+// ReassignPartitions starts, replaces or cancels the reassignment of
+// partitions (Kafka's KIP-455), all of them or none: a partition unknown,
+// a target naming an unknown broker or one twice, or a cancel of a
+// partition with no reassignment refuses the whole command.
+//
+// A target different from the replicas starts one: the replicas become
+// the target followed by the original replicas not in it; adding_replicas
+// (target minus original) are created on their brokers and catch up as
+// followers; removing_replicas (original minus target) stay until every
+// target replica is in the ISR. Then, in the command that brings the last
+// one in (a PartitionChange), or at once if they already are, the
+// reassignment completes: the replicas become the target, the ISR keeps
+// only target replicas, and a leader being removed hands leadership to the
+// first target replica in the ISR that is live (the leader epoch bumped).
+// The removed replicas' brokers then delete their logs.
+//
+// A new target for a partition being reassigned replaces the pending one
+// (KIP-455): it is computed from the original replicas, so that replicas
+// being added which the new target lacks leave again. A cancel (empty
+// target, cancel set) goes back to the original replicas, keeping only
+// them in the ISR; it is refused when no original replica is in the ISR,
+// since none of them would then hold the committed records. Needs
+// metadata.version 12.
+type ReassignPartitions struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Partitions    []*PartitionReassignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignPartitions) Reset() {
+	*x = ReassignPartitions{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitions) ProtoMessage() {}
+
+func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
+func (*ReassignPartitions) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReassignPartitions) GetPartitions() []*PartitionReassignment {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type PartitionReassignment struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	TargetReplicas []int32                `protobuf:"varint,3,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	Cancel         bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// The topic's min.insync.replicas as the controller found it: a target
+	// with fewer replicas is refused, and so is a change that would leave
+	// fewer than min(min_insync_replicas, current ISR size) in the ISR.
+	MinInsyncReplicas int32 `protobuf:"varint,5,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetTargetReplicas() []int32 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *PartitionReassignment) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
+}
+
+// CordonBroker marks a broker cordoned (or not): no new replica is placed
+// on a cordoned broker (topic creates, partition increases, reassignment
+// targets, generated plans); those it hosts stay. Needs metadata.version
+// 12.
+type CordonBroker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Cordoned      bool                   `protobuf:"varint,2,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonBroker) Reset() {
+	*x = CordonBroker{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonBroker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonBroker) ProtoMessage() {}
+
+func (x *CordonBroker) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonBroker.ProtoReflect.Descriptor instead.
+func (*CordonBroker) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CordonBroker) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *CordonBroker) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
 // Every registration (a new incarnation: a process start) removes the
@@ -474,7 +710,7 @@ type RegisterBroker struct {
 
 func (x *RegisterBroker) Reset() {
 	*x = RegisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +722,7 @@ func (x *RegisterBroker) String() string {
 func (*RegisterBroker) ProtoMessage() {}
 
 func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +735,7 @@ func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBroker.ProtoReflect.Descriptor instead.
 func (*RegisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterBroker) GetBrokerId() int32 {
@@ -576,7 +812,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +824,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +837,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Endpoint) GetListener() string {
@@ -634,7 +870,7 @@ type FenceBroker struct {
 
 func (x *FenceBroker) Reset() {
 	*x = FenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +882,7 @@ func (x *FenceBroker) String() string {
 func (*FenceBroker) ProtoMessage() {}
 
 func (x *FenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +895,7 @@ func (x *FenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBroker.ProtoReflect.Descriptor instead.
 func (*FenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FenceBroker) GetBrokerId() int32 {
@@ -703,7 +939,7 @@ type UnfenceBroker struct {
 
 func (x *UnfenceBroker) Reset() {
 	*x = UnfenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +951,7 @@ func (x *UnfenceBroker) String() string {
 func (*UnfenceBroker) ProtoMessage() {}
 
 func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +964,7 @@ func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBroker.ProtoReflect.Descriptor instead.
 func (*UnfenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UnfenceBroker) GetBrokerId() int32 {
@@ -764,7 +1000,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1012,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1025,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionAssignment) GetPartition() int32 {
@@ -832,7 +1068,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1080,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1093,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -897,7 +1133,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1145,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1158,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -950,7 +1186,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1198,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1211,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -1031,7 +1267,7 @@ type AlterConfigs struct {
 
 func (x *AlterConfigs) Reset() {
 	*x = AlterConfigs{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1279,7 @@ func (x *AlterConfigs) String() string {
 func (*AlterConfigs) ProtoMessage() {}
 
 func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1292,7 @@ func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigs.ProtoReflect.Descriptor instead.
 func (*AlterConfigs) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AlterConfigs) GetTopic() string {
@@ -1092,7 +1328,7 @@ type CreatePartitions struct {
 
 func (x *CreatePartitions) Reset() {
 	*x = CreatePartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1340,7 @@ func (x *CreatePartitions) String() string {
 func (*CreatePartitions) ProtoMessage() {}
 
 func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1353,7 @@ func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitions.ProtoReflect.Descriptor instead.
 func (*CreatePartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreatePartitions) GetTopic() string {
@@ -1147,7 +1383,7 @@ type ControllerChange struct {
 
 func (x *ControllerChange) Reset() {
 	*x = ControllerChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1395,7 @@ func (x *ControllerChange) String() string {
 func (*ControllerChange) ProtoMessage() {}
 
 func (x *ControllerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1408,7 @@ func (x *ControllerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerChange.ProtoReflect.Descriptor instead.
 func (*ControllerChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ControllerChange) GetControllerId() int32 {
@@ -1215,7 +1451,7 @@ type UnregisterBroker struct {
 
 func (x *UnregisterBroker) Reset() {
 	*x = UnregisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1463,7 @@ func (x *UnregisterBroker) String() string {
 func (*UnregisterBroker) ProtoMessage() {}
 
 func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1476,7 @@ func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
 func (*UnregisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UnregisterBroker) GetBrokerId() int32 {
@@ -1282,7 +1518,7 @@ type OffsetCommit struct {
 
 func (x *OffsetCommit) Reset() {
 	*x = OffsetCommit{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1530,7 @@ func (x *OffsetCommit) String() string {
 func (*OffsetCommit) ProtoMessage() {}
 
 func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1543,7 @@ func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
 func (*OffsetCommit) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OffsetCommit) GetTopic() string {
@@ -1374,7 +1610,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1622,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1635,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1449,7 +1685,7 @@ type CommitOffsetsBatch struct {
 
 func (x *CommitOffsetsBatch) Reset() {
 	*x = CommitOffsetsBatch{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1697,7 @@ func (x *CommitOffsetsBatch) String() string {
 func (*CommitOffsetsBatch) ProtoMessage() {}
 
 func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1710,7 @@ func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
@@ -1497,7 +1733,7 @@ type DeleteOffsets struct {
 
 func (x *DeleteOffsets) Reset() {
 	*x = DeleteOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1745,7 @@ func (x *DeleteOffsets) String() string {
 func (*DeleteOffsets) ProtoMessage() {}
 
 func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1758,7 @@ func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOffsets.ProtoReflect.Descriptor instead.
 func (*DeleteOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteOffsets) GetGroup() string {
@@ -1549,7 +1785,7 @@ type OffsetPartition struct {
 
 func (x *OffsetPartition) Reset() {
 	*x = OffsetPartition{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1797,7 @@ func (x *OffsetPartition) String() string {
 func (*OffsetPartition) ProtoMessage() {}
 
 func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1810,7 @@ func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetPartition.ProtoReflect.Descriptor instead.
 func (*OffsetPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OffsetPartition) GetTopic() string {
@@ -1609,7 +1845,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1857,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1870,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1666,7 +1902,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1914,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1927,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -1724,7 +1960,7 @@ type BrokerBudget struct {
 
 func (x *BrokerBudget) Reset() {
 	*x = BrokerBudget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1972,7 @@ func (x *BrokerBudget) String() string {
 func (*BrokerBudget) ProtoMessage() {}
 
 func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1985,7 @@ func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerBudget.ProtoReflect.Descriptor instead.
 func (*BrokerBudget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BrokerBudget) GetBrokerId() int32 {
@@ -1786,7 +2022,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +2034,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2047,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -1844,7 +2080,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2092,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2105,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -1896,7 +2132,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2144,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2157,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -2036,7 +2272,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2284,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2297,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -2099,7 +2335,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2347,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2360,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -2207,7 +2443,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2455,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2468,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -2294,7 +2530,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2542,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2555,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -2355,7 +2591,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2603,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2616,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -2421,7 +2657,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2669,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2682,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -2474,7 +2710,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2722,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2735,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -2532,7 +2768,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2780,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2793,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -2582,7 +2818,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2830,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2843,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -2653,13 +2889,15 @@ type BrokerRecord struct {
 	MaxMetadataVersion int32 `protobuf:"varint,10,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
 	// Its partition budget (BrokerBudget); 0: unknown, no limit.
 	MaxPartitions int32 `protobuf:"varint,11,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
+	// Cordoned (CordonBroker): no new replica is placed on it.
+	Cordoned      bool `protobuf:"varint,12,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2909,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2922,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -2764,6 +3002,13 @@ func (x *BrokerRecord) GetMaxPartitions() int32 {
 	return 0
 }
 
+func (x *BrokerRecord) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
 type TopicRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2776,7 +3021,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3033,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3046,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -2841,13 +3086,17 @@ type PartitionRecord struct {
 	Leader         int32                  `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,7,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A pending reassignment (ReassignPartitions): the replicas being added
+	// and those being removed; replicas holds both. Empty: none.
+	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +3108,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +3121,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -2924,6 +3173,20 @@ func (x *PartitionRecord) GetPartitionEpoch() int32 {
 	return 0
 }
 
+func (x *PartitionRecord) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionRecord) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 // OffsetRecord is one committed offset, keyed by group, topic and
 // partition (see metadata/schema.go), which it repeats.
 type OffsetRecord struct {
@@ -2941,7 +3204,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3216,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3229,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -3040,7 +3303,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3315,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3328,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -3134,7 +3397,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3409,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3422,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -3179,7 +3442,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3454,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3467,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -3230,7 +3493,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3505,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3518,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -3310,7 +3573,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3585,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3598,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -3355,7 +3618,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3630,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3643,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -3394,7 +3657,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xbf\r\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xe1\x0e\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -3420,8 +3683,23 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"deleteAcls\x12Y\n" +
 	"\x14commit_offsets_batch\x18\x10 \x01(\v2%.quire.internal.v1.CommitOffsetsBatchH\x00R\x12commitOffsetsBatch\x12F\n" +
 	"\rbroker_budget\x18\x11 \x01(\v2\x1f.quire.internal.v1.BrokerBudgetH\x00R\fbrokerBudget\x12I\n" +
-	"\x0edelete_offsets\x18\x12 \x01(\v2 .quire.internal.v1.DeleteOffsetsH\x00R\rdeleteOffsetsB\x05\n" +
-	"\x03cmd\"\xf1\x02\n" +
+	"\x0edelete_offsets\x18\x12 \x01(\v2 .quire.internal.v1.DeleteOffsetsH\x00R\rdeleteOffsets\x12X\n" +
+	"\x13reassign_partitions\x18( \x01(\v2%.quire.internal.v1.ReassignPartitionsH\x00R\x12reassignPartitions\x12F\n" +
+	"\rcordon_broker\x18) \x01(\v2\x1f.quire.internal.v1.CordonBrokerH\x00R\fcordonBrokerB\x05\n" +
+	"\x03cmd\"^\n" +
+	"\x12ReassignPartitions\x12H\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2(.quire.internal.v1.PartitionReassignmentR\n" +
+	"partitions\"\xbc\x01\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
+	"\x0ftarget_replicas\x18\x03 \x03(\x05R\x0etargetReplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12.\n" +
+	"\x13min_insync_replicas\x18\x05 \x01(\x05R\x11minInsyncReplicas\"G\n" +
+	"\fCordonBroker\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1a\n" +
+	"\bcordoned\x18\x02 \x01(\bR\bcordoned\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3585,7 +3863,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\v2#.quire.internal.v1.GroupEpochRecordR\x05epoch\x12@\n" +
 	"\amembers\x18\x02 \x03(\v2&.quire.internal.v1.GroupMemberMetadataR\amembers\x12J\n" +
 	"\vassignments\x18\x03 \x03(\v2(.quire.internal.v1.GroupMemberAssignmentR\vassignments\x12@\n" +
-	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xae\x03\n" +
+	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xca\x03\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3598,7 +3876,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x14min_metadata_version\x18\t \x01(\x05R\x12minMetadataVersion\x120\n" +
 	"\x14max_metadata_version\x18\n" +
 	" \x01(\x05R\x12maxMetadataVersion\x12%\n" +
-	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\"\xe8\x01\n" +
+	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\x12\x1a\n" +
+	"\bcordoned\x18\f \x01(\bR\bcordoned\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
@@ -3606,7 +3885,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x04 \x01(\x05R\x0epartitionCount\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x02\n" +
 	"\x0fPartitionRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -3614,7 +3893,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\"\xd5\x01\n" +
+	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\x12'\n" +
+	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\xd5\x01\n" +
 	"\fOffsetRecord\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
@@ -3670,113 +3951,119 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
-	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
-	(*Endpoint)(nil),              // 2: quire.internal.v1.Endpoint
-	(*FenceBroker)(nil),           // 3: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),         // 4: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil),   // 5: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),           // 6: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),           // 7: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),       // 8: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),          // 9: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),      // 10: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),      // 11: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),      // 12: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),          // 13: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),         // 14: quire.internal.v1.CommitOffsets
-	(*CommitOffsetsBatch)(nil),    // 15: quire.internal.v1.CommitOffsetsBatch
-	(*DeleteOffsets)(nil),         // 16: quire.internal.v1.DeleteOffsets
-	(*OffsetPartition)(nil),       // 17: quire.internal.v1.OffsetPartition
-	(*DeleteGroup)(nil),           // 18: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 19: quire.internal.v1.FeatureLevel
-	(*BrokerBudget)(nil),          // 20: quire.internal.v1.BrokerBudget
-	(*AllocateProducerIds)(nil),   // 21: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 22: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 23: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 24: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 25: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 26: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 27: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 28: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 29: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 30: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 31: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 32: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 33: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 34: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 35: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 36: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 37: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 38: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 39: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 40: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 41: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 42: quire.internal.v1.DeleteAcls
-	nil,                           // 43: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 44: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 45: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 46: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*ReassignPartitions)(nil),    // 1: quire.internal.v1.ReassignPartitions
+	(*PartitionReassignment)(nil), // 2: quire.internal.v1.PartitionReassignment
+	(*CordonBroker)(nil),          // 3: quire.internal.v1.CordonBroker
+	(*RegisterBroker)(nil),        // 4: quire.internal.v1.RegisterBroker
+	(*Endpoint)(nil),              // 5: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),           // 6: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),         // 7: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil),   // 8: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),           // 9: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),           // 10: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),       // 11: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),          // 12: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),      // 13: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),      // 14: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),      // 15: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),          // 16: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),         // 17: quire.internal.v1.CommitOffsets
+	(*CommitOffsetsBatch)(nil),    // 18: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteOffsets)(nil),         // 19: quire.internal.v1.DeleteOffsets
+	(*OffsetPartition)(nil),       // 20: quire.internal.v1.OffsetPartition
+	(*DeleteGroup)(nil),           // 21: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 22: quire.internal.v1.FeatureLevel
+	(*BrokerBudget)(nil),          // 23: quire.internal.v1.BrokerBudget
+	(*AllocateProducerIds)(nil),   // 24: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 25: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 26: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 27: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 28: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 29: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 30: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 31: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 32: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 33: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 34: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 35: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 36: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 37: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 38: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 39: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),  // 40: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 41: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 42: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 43: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 44: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 45: quire.internal.v1.DeleteAcls
+	nil,                           // 46: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 47: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 48: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 49: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
-	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
-	3,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
-	4,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
-	6,  // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
-	7,  // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
-	8,  // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
-	9,  // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
-	10, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
-	11, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	12, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	18, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	19, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	21, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	22, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	38, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	39, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	41, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	42, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
-	15, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
-	20, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
-	16, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
-	2,  // 22: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 23: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	43, // 24: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	44, // 25: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 26: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 27: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	14, // 28: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	17, // 29: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
-	23, // 30: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	25, // 31: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	26, // 32: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	27, // 33: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	28, // 34: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	30, // 35: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	31, // 36: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	24, // 37: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	24, // 38: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	45, // 39: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	24, // 40: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	29, // 41: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	28, // 42: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	25, // 43: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	26, // 44: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	30, // 45: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	2,  // 46: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	46, // 47: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	37, // 48: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	40, // 49: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	40, // 50: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	4,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
+	6,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
+	7,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
+	9,  // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
+	10, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
+	11, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
+	12, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
+	13, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
+	14, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
+	15, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	17, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	21, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	22, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	24, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	25, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	41, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	42, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	44, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	45, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	18, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	23, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
+	19, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
+	1,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
+	3,  // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
+	2,  // 24: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
+	5,  // 25: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	8,  // 26: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	46, // 27: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	47, // 28: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	8,  // 29: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	16, // 30: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	17, // 31: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	20, // 32: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
+	26, // 33: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	28, // 34: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	29, // 35: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	30, // 36: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	31, // 37: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	33, // 38: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	34, // 39: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	27, // 40: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	27, // 41: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	48, // 42: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	27, // 43: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	32, // 44: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	31, // 45: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	28, // 46: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	29, // 47: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	33, // 48: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	5,  // 49: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	49, // 50: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	40, // 51: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	43, // 52: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	43, // 53: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -3807,8 +4094,10 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_CommitOffsetsBatch)(nil),
 		(*Command_BrokerBudget)(nil),
 		(*Command_DeleteOffsets)(nil),
+		(*Command_ReassignPartitions)(nil),
+		(*Command_CordonBroker)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[23].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[26].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -3822,7 +4111,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
