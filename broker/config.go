@@ -94,7 +94,10 @@ type Config struct {
 	BrokerSessionTimeoutMs    int64 // broker.session.timeout.ms
 
 	// Replication.
-	ReplicaLagTimeMaxMs          int64 // replica.lag.time.max.ms
+	ReplicaLagTimeMaxMs int64 // replica.lag.time.max.ms
+	// ReplicaReassignmentThrottle is replica.reassignment.throttle.bytes.per.second
+	// (0: unthrottled); a value set at run time in the metadata log wins.
+	ReplicaReassignmentThrottle  int64
 	ReplicaFetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes         int32 // replica.fetch.min.bytes
 	ReplicaFetchMaxBytes         int32 // replica.fetch.max.bytes

@@ -236,6 +236,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.ReplicaFetchResponseMaxBytes }, 1),
 	int32Key("replication", "replica.fetch.backoff.ms", "1000", "The least time between the starts of a follower's failed fetch and its next one (a fetch that waited that long for a connection to come back goes again at once), and the longest a partition the leader refused waits before it is asked again.",
 		func(c *Config) *int32 { return &c.ReplicaFetchBackoffMs }, 1),
+	int64Key("replication", "replica.reassignment.throttle.bytes.per.second", "0", "Bytes a second the replicas this broker is adding by a partition reassignment fetch, together (0: unthrottled); normal replication is never throttled. Set per broker at run time with `quire broker throttle` (kept in the metadata log, over this value).",
+		func(c *Config) *int64 { return &c.ReplicaReassignmentThrottle }, 0),
 	boolKey("cluster", "unclean.leader.election.enable", "false", "Elect a leader from outside the ISR when no in-sync replica is left, accepting the loss of acknowledged records.",
 		func(c *Config) *bool { return &c.UncleanLeaderElectionEnable }),
 	boolKey("cluster", "auto.leader.rebalance.enable", "true", "Move leadership back to each partition's preferred (first) replica once it is in sync.",

@@ -66,6 +66,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyReassignPartitions(c.ReassignPartitions, index)
 	case *pb.Command_CordonBroker:
 		return d.applyCordonBroker(c.CordonBroker, index)
+	case *pb.Command_BrokerThrottle:
+		return d.applyBrokerThrottle(c.BrokerThrottle, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)
@@ -106,7 +108,12 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID,
 		Endpoints: EndpointsFromPB(c.Endpoints), MetadataVersions: versions,
 		// Kept until the new run's heartbeats report its own (BrokerBudget).
-		MaxPartitions: old.MaxPartitions}
+		MaxPartitions: old.MaxPartitions,
+		// An operator's settings outlive a restart.
+		Cordoned: old.Cordoned, ReassignmentThrottle: -1}
+	if exists {
+		b.ReassignmentThrottle = old.ReassignmentThrottle
+	}
 	d.putBroker(b)
 	if exists {
 		d.moveAwayFrom(c.BrokerId, false, lostData(old, c.DirectoryId))

@@ -179,7 +179,7 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBrokerBudget
 	case *pb.Command_DeleteOffsets:
 		return MetadataVersionDeleteOffsets
-	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker:
+	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker, *pb.Command_BrokerThrottle:
 		return MetadataVersionReassignment
 	}
 	return 0

@@ -387,7 +387,14 @@ func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
 	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId,
 		Endpoints:        EndpointsFromPB(r.Endpoints),
 		MetadataVersions: VersionRange{Min: r.MinMetadataVersion, Max: r.MaxMetadataVersion}.orBaseline(),
-		MaxPartitions:    r.MaxPartitions, Cordoned: r.Cordoned}
+		MaxPartitions:    r.MaxPartitions, Cordoned: r.Cordoned, ReassignmentThrottle: throttleFromRecord(r)}
+}
+
+func throttleFromRecord(r *pb.BrokerRecord) int64 {
+	if !r.ReassignmentThrottleSet {
+		return -1
+	}
+	return r.ReassignmentThrottle
 }
 
 // EndpointsFromPB converts endpoints from their protobuf form (nil for none).
@@ -418,7 +425,8 @@ func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
 	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID,
 		Endpoints:          EndpointsToPB(b.Endpoints),
 		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max,
-		MaxPartitions: b.MaxPartitions, Cordoned: b.Cordoned}
+		MaxPartitions: b.MaxPartitions, Cordoned: b.Cordoned,
+		ReassignmentThrottleSet: b.ReassignmentThrottle >= 0, ReassignmentThrottle: max(b.ReassignmentThrottle, 0)}
 }
 
 func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {

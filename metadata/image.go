@@ -32,6 +32,10 @@ type BrokerInfo struct {
 	MaxPartitions int32
 	// Cordoned: no new replica is placed on the broker (CordonBroker).
 	Cordoned bool
+	// ReassignmentThrottle is its replica.reassignment.throttle.bytes.per.second
+	// as set dynamically (BrokerThrottle), -1 when not set: the broker's
+	// configuration then says.
+	ReassignmentThrottle int64
 }
 
 // Endpoint is one named listener of a broker and the address it advertises.

@@ -253,6 +253,51 @@ func (d *draft) applyCordonBroker(c *pb.CordonBroker, _ uint64) any {
 	return nil
 }
 
+// applyBrokerThrottle sets or resets brokers' reassignment throttle, all
+// named brokers or none.
+func (d *draft) applyBrokerThrottle(c *pb.BrokerThrottle, _ uint64) any {
+	if len(c.BrokerIds) == 0 {
+		return fmt.Errorf("%w: no brokers named", ErrUnknownBroker)
+	}
+	if !c.Unset && c.BytesPerSecond < 0 {
+		return fmt.Errorf("%w: negative throttle %d", ErrInvalidReassignment, c.BytesPerSecond)
+	}
+	for _, id := range c.BrokerIds {
+		if _, ok := d.img.brokers[id]; !ok {
+			return fmt.Errorf("%w: %d", ErrUnknownBroker, id)
+		}
+	}
+	for _, id := range c.BrokerIds {
+		b := d.img.brokers[id]
+		b.ReassignmentThrottle = c.BytesPerSecond
+		if c.Unset {
+			b.ReassignmentThrottle = -1
+		}
+		d.putBroker(b)
+	}
+	return nil
+}
+
+// SetReassignmentThrottle sets the named brokers' (none named: every
+// registered broker's) reassignment throttle, or resets it to their
+// configuration's.
+func (c *Controller) SetReassignmentThrottle(ctx context.Context, ids []int32, bytesPerSecond int64, reset bool) error {
+	if err := c.active(ctx); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		for _, b := range c.n.Image().Brokers() {
+			ids = append(ids, b.ID)
+		}
+	}
+	_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_BrokerThrottle{BrokerThrottle: &pb.BrokerThrottle{
+		BrokerIds: ids, BytesPerSecond: bytesPerSecond, Unset: reset}}})
+	if err == nil {
+		c.n.logger.Info("reassignment throttle set", "brokers", ids, "bytes_per_second", bytesPerSecond, "reset", reset)
+	}
+	return err
+}
+
 // AlterPartitionReassignments starts, replaces or cancels reassignments,
 // all or none (applyReassignPartitions says what is refused). minISR
 // gives each topic's effective min.insync.replicas (the caller knows the

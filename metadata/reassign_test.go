@@ -325,3 +325,30 @@ func TestControllerReassignSurvivesFailover(t *testing.T) {
 		t.Fatalf("completed move: %+v", np)
 	}
 }
+
+func TestFSMBrokerThrottle(t *testing.T) {
+	t.Parallel()
+	tf, _ := reassignFixture(t)
+	if b, _ := tf.f.Image().Broker(1); b.ReassignmentThrottle != -1 {
+		t.Fatalf("throttle %d before any is set, want -1", b.ReassignmentThrottle)
+	}
+	throttle := func(bps int64, unset bool, ids ...int32) *pb.Command {
+		return &pb.Command{Cmd: &pb.Command_BrokerThrottle{BrokerThrottle: &pb.BrokerThrottle{BrokerIds: ids, BytesPerSecond: bps, Unset: unset}}}
+	}
+	tf.rejected(throttle(100, false, 1, 9), ErrUnknownBroker)
+	tf.rejected(throttle(-5, false, 1), ErrInvalidReassignment)
+	tf.ok(throttle(1000, false, 1, 2))
+	tf.ok(throttle(0, false, 3))
+	// A restart keeps it.
+	tf.ok(registerVersions(1, "again", SupportedMetadataVersions()))
+	img := tf.storedImage()
+	for id, want := range map[int32]int64{1: 1000, 2: 1000, 3: 0, 4: -1} {
+		if b, _ := img.Broker(id); b.ReassignmentThrottle != want {
+			t.Errorf("broker %d throttle %d, want %d", id, b.ReassignmentThrottle, want)
+		}
+	}
+	tf.ok(throttle(0, true, 2))
+	if b, _ := tf.storedImage().Broker(2); b.ReassignmentThrottle != -1 {
+		t.Fatalf("unset throttle %d", b.ReassignmentThrottle)
+	}
+}

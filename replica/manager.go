@@ -230,6 +230,7 @@ func (rm *Manager) apply(topic string, p int32, a Assignment) error {
 	if err != nil {
 		return err
 	}
+	part.reassigning.Store(contains(a.Adding, rm.nodeID))
 	st := part.state()
 	if st.is(a, rm.nodeID) {
 		return nil

@@ -2496,7 +2496,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x11DeleteAclsRequest\x126\n" +
 	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afilters\"L\n" +
 	"\x12DeleteAclsResponse\x126\n" +
-	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\xe3\x13\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\xd3\x14\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2525,7 +2525,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponse\x12z\n" +
 	"\x1bAlterPartitionReassignments\x12,.quire.v1.AlterPartitionReassignmentsRequest\x1a-.quire.v1.AlterPartitionReassignmentsResponse\x12M\n" +
-	"\fCordonBroker\x12\x1d.quire.v1.CordonBrokerRequest\x1a\x1e.quire.v1.CordonBrokerResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\fCordonBroker\x12\x1d.quire.v1.CordonBrokerRequest\x1a\x1e.quire.v1.CordonBrokerResponse\x12n\n" +
+	"\x17SetReassignmentThrottle\x12(.quire.v1.SetReassignmentThrottleRequest\x1a).quire.v1.SetReassignmentThrottleResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2598,12 +2599,14 @@ var file_quire_internal_v1_controller_proto_goTypes = []any{
 	(*quirev1.DescribeGroupRequest)(nil),                // 54: quire.v1.DescribeGroupRequest
 	(*quirev1.AlterPartitionReassignmentsRequest)(nil),  // 55: quire.v1.AlterPartitionReassignmentsRequest
 	(*quirev1.CordonBrokerRequest)(nil),                 // 56: quire.v1.CordonBrokerRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),               // 57: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),                // 58: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),      // 59: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),               // 60: quire.v1.DescribeGroupResponse
-	(*quirev1.AlterPartitionReassignmentsResponse)(nil), // 61: quire.v1.AlterPartitionReassignmentsResponse
-	(*quirev1.CordonBrokerResponse)(nil),                // 62: quire.v1.CordonBrokerResponse
+	(*quirev1.SetReassignmentThrottleRequest)(nil),      // 57: quire.v1.SetReassignmentThrottleRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),               // 58: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),                // 59: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),      // 60: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),               // 61: quire.v1.DescribeGroupResponse
+	(*quirev1.AlterPartitionReassignmentsResponse)(nil), // 62: quire.v1.AlterPartitionReassignmentsResponse
+	(*quirev1.CordonBrokerResponse)(nil),                // 63: quire.v1.CordonBrokerResponse
+	(*quirev1.SetReassignmentThrottleResponse)(nil),     // 64: quire.v1.SetReassignmentThrottleResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	48, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
@@ -2647,33 +2650,35 @@ var file_quire_internal_v1_controller_proto_depIdxs = []int32{
 	43, // 38: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
 	55, // 39: quire.internal.v1.ControllerService.AlterPartitionReassignments:input_type -> quire.v1.AlterPartitionReassignmentsRequest
 	56, // 40: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
-	6,  // 41: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 42: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 43: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 44: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 45: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 46: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 47: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 48: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 49: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 50: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 51: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 52: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 53: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	57, // 54: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	58, // 55: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	59, // 56: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	60, // 57: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	34, // 58: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 59: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	38, // 60: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	40, // 61: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	42, // 62: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	44, // 63: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	61, // 64: quire.internal.v1.ControllerService.AlterPartitionReassignments:output_type -> quire.v1.AlterPartitionReassignmentsResponse
-	62, // 65: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
-	41, // [41:66] is the sub-list for method output_type
-	16, // [16:41] is the sub-list for method input_type
+	57, // 41: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	6,  // 42: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 43: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 44: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 45: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 46: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 47: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 48: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 49: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 50: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 51: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 52: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 53: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 54: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	58, // 55: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	59, // 56: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	60, // 57: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	61, // 58: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	34, // 59: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	36, // 60: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	38, // 61: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	40, // 62: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	42, // 63: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	44, // 64: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	62, // 65: quire.internal.v1.ControllerService.AlterPartitionReassignments:output_type -> quire.v1.AlterPartitionReassignmentsResponse
+	63, // 66: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	64, // 67: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	42, // [42:68] is the sub-list for method output_type
+	16, // [16:42] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name

@@ -45,6 +45,7 @@ const (
 	ControllerService_DeleteAcls_FullMethodName                  = "/quire.internal.v1.ControllerService/DeleteAcls"
 	ControllerService_AlterPartitionReassignments_FullMethodName = "/quire.internal.v1.ControllerService/AlterPartitionReassignments"
 	ControllerService_CordonBroker_FullMethodName                = "/quire.internal.v1.ControllerService/CordonBroker"
+	ControllerService_SetReassignmentThrottle_FullMethodName     = "/quire.internal.v1.ControllerService/SetReassignmentThrottle"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -92,6 +93,7 @@ type ControllerServiceClient interface {
 	// Partition reassignment and cordoned brokers (metadata.version 12).
 	AlterPartitionReassignments(ctx context.Context, in *quirev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*quirev1.AlterPartitionReassignmentsResponse, error)
 	CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error)
+	SetReassignmentThrottle(ctx context.Context, in *quirev1.SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*quirev1.SetReassignmentThrottleResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -352,6 +354,16 @@ func (c *controllerServiceClient) CordonBroker(ctx context.Context, in *quirev1.
 	return out, nil
 }
 
+func (c *controllerServiceClient) SetReassignmentThrottle(ctx context.Context, in *quirev1.SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*quirev1.SetReassignmentThrottleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.SetReassignmentThrottleResponse)
+	err := c.cc.Invoke(ctx, ControllerService_SetReassignmentThrottle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -397,6 +409,7 @@ type ControllerServiceServer interface {
 	// Partition reassignment and cordoned brokers (metadata.version 12).
 	AlterPartitionReassignments(context.Context, *quirev1.AlterPartitionReassignmentsRequest) (*quirev1.AlterPartitionReassignmentsResponse, error)
 	CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error)
+	SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -481,6 +494,9 @@ func (UnimplementedControllerServiceServer) AlterPartitionReassignments(context.
 }
 func (UnimplementedControllerServiceServer) CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CordonBroker not implemented")
+}
+func (UnimplementedControllerServiceServer) SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetReassignmentThrottle not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -953,6 +969,24 @@ func _ControllerService_CordonBroker_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_SetReassignmentThrottle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.SetReassignmentThrottleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).SetReassignmentThrottle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_SetReassignmentThrottle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).SetReassignmentThrottle(ctx, req.(*quirev1.SetReassignmentThrottleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1059,6 +1093,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CordonBroker",
 			Handler:    _ControllerService_CordonBroker_Handler,
+		},
+		{
+			MethodName: "SetReassignmentThrottle",
+			Handler:    _ControllerService_SetReassignmentThrottle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

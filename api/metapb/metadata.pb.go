@@ -25,7 +25,7 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 19 (20-23 are taken by the security commands, 40-41
+// removed command `reserved`. Next free number: 19 (20-23 are taken by the security commands, 40-42
 // by reassignment).
 //
 // Every command needs a metadata.version feature level (metadata/features.go
@@ -62,6 +62,7 @@ type Command struct {
 	//	*Command_DeleteOffsets
 	//	*Command_ReassignPartitions
 	//	*Command_CordonBroker
+	//	*Command_BrokerThrottle
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -320,6 +321,15 @@ func (x *Command) GetCordonBroker() *CordonBroker {
 	return nil
 }
 
+func (x *Command) GetBrokerThrottle() *BrokerThrottle {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_BrokerThrottle); ok {
+			return x.BrokerThrottle
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -424,6 +434,10 @@ type Command_CordonBroker struct {
 	CordonBroker *CordonBroker `protobuf:"bytes,41,opt,name=cordon_broker,json=cordonBroker,proto3,oneof"`
 }
 
+type Command_BrokerThrottle struct {
+	BrokerThrottle *BrokerThrottle `protobuf:"bytes,42,opt,name=broker_throttle,json=brokerThrottle,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -471,6 +485,8 @@ func (*Command_DeleteOffsets) isCommand_Cmd() {}
 func (*Command_ReassignPartitions) isCommand_Cmd() {}
 
 func (*Command_CordonBroker) isCommand_Cmd() {}
+
+func (*Command_BrokerThrottle) isCommand_Cmd() {}
 
 // ReassignPartitions starts, replaces or cancels the reassignment of
 // partitions (Kafka's KIP-455), all of them or none: a partition unknown,
@@ -674,6 +690,71 @@ func (x *CordonBroker) GetCordoned() bool {
 	return false
 }
 
+// BrokerThrottle sets the brokers' replica.reassignment.throttle.bytes.per.second
+// (dynamic, per broker): the bytes a second that the replicas a broker is
+// adding by reassignment may fetch, together; 0 unthrottled. With unset,
+// the brokers go back to their own configuration's value. An unknown broker
+// refuses the whole command. Needs metadata.version 12.
+type BrokerThrottle struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BrokerIds      []int32                `protobuf:"varint,1,rep,packed,name=broker_ids,json=brokerIds,proto3" json:"broker_ids,omitempty"`
+	BytesPerSecond int64                  `protobuf:"varint,2,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	Unset          bool                   `protobuf:"varint,3,opt,name=unset,proto3" json:"unset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BrokerThrottle) Reset() {
+	*x = BrokerThrottle{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerThrottle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerThrottle) ProtoMessage() {}
+
+func (x *BrokerThrottle) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerThrottle.ProtoReflect.Descriptor instead.
+func (*BrokerThrottle) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BrokerThrottle) GetBrokerIds() []int32 {
+	if x != nil {
+		return x.BrokerIds
+	}
+	return nil
+}
+
+func (x *BrokerThrottle) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *BrokerThrottle) GetUnset() bool {
+	if x != nil {
+		return x.Unset
+	}
+	return false
+}
+
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
 // Every registration (a new incarnation: a process start) removes the
@@ -710,7 +791,7 @@ type RegisterBroker struct {
 
 func (x *RegisterBroker) Reset() {
 	*x = RegisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +803,7 @@ func (x *RegisterBroker) String() string {
 func (*RegisterBroker) ProtoMessage() {}
 
 func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +816,7 @@ func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBroker.ProtoReflect.Descriptor instead.
 func (*RegisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegisterBroker) GetBrokerId() int32 {
@@ -812,7 +893,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +905,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +918,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Endpoint) GetListener() string {
@@ -870,7 +951,7 @@ type FenceBroker struct {
 
 func (x *FenceBroker) Reset() {
 	*x = FenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +963,7 @@ func (x *FenceBroker) String() string {
 func (*FenceBroker) ProtoMessage() {}
 
 func (x *FenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +976,7 @@ func (x *FenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBroker.ProtoReflect.Descriptor instead.
 func (*FenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FenceBroker) GetBrokerId() int32 {
@@ -939,7 +1020,7 @@ type UnfenceBroker struct {
 
 func (x *UnfenceBroker) Reset() {
 	*x = UnfenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1032,7 @@ func (x *UnfenceBroker) String() string {
 func (*UnfenceBroker) ProtoMessage() {}
 
 func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1045,7 @@ func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBroker.ProtoReflect.Descriptor instead.
 func (*UnfenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UnfenceBroker) GetBrokerId() int32 {
@@ -1000,7 +1081,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1093,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1106,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionAssignment) GetPartition() int32 {
@@ -1068,7 +1149,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1161,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1174,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -1133,7 +1214,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1226,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1239,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -1186,7 +1267,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1279,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1292,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -1267,7 +1348,7 @@ type AlterConfigs struct {
 
 func (x *AlterConfigs) Reset() {
 	*x = AlterConfigs{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1360,7 @@ func (x *AlterConfigs) String() string {
 func (*AlterConfigs) ProtoMessage() {}
 
 func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1373,7 @@ func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigs.ProtoReflect.Descriptor instead.
 func (*AlterConfigs) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AlterConfigs) GetTopic() string {
@@ -1328,7 +1409,7 @@ type CreatePartitions struct {
 
 func (x *CreatePartitions) Reset() {
 	*x = CreatePartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1421,7 @@ func (x *CreatePartitions) String() string {
 func (*CreatePartitions) ProtoMessage() {}
 
 func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1434,7 @@ func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitions.ProtoReflect.Descriptor instead.
 func (*CreatePartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreatePartitions) GetTopic() string {
@@ -1383,7 +1464,7 @@ type ControllerChange struct {
 
 func (x *ControllerChange) Reset() {
 	*x = ControllerChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1476,7 @@ func (x *ControllerChange) String() string {
 func (*ControllerChange) ProtoMessage() {}
 
 func (x *ControllerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1489,7 @@ func (x *ControllerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerChange.ProtoReflect.Descriptor instead.
 func (*ControllerChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ControllerChange) GetControllerId() int32 {
@@ -1451,7 +1532,7 @@ type UnregisterBroker struct {
 
 func (x *UnregisterBroker) Reset() {
 	*x = UnregisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1544,7 @@ func (x *UnregisterBroker) String() string {
 func (*UnregisterBroker) ProtoMessage() {}
 
 func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1557,7 @@ func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
 func (*UnregisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UnregisterBroker) GetBrokerId() int32 {
@@ -1518,7 +1599,7 @@ type OffsetCommit struct {
 
 func (x *OffsetCommit) Reset() {
 	*x = OffsetCommit{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1611,7 @@ func (x *OffsetCommit) String() string {
 func (*OffsetCommit) ProtoMessage() {}
 
 func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1624,7 @@ func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
 func (*OffsetCommit) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OffsetCommit) GetTopic() string {
@@ -1610,7 +1691,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1703,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1716,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1685,7 +1766,7 @@ type CommitOffsetsBatch struct {
 
 func (x *CommitOffsetsBatch) Reset() {
 	*x = CommitOffsetsBatch{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1778,7 @@ func (x *CommitOffsetsBatch) String() string {
 func (*CommitOffsetsBatch) ProtoMessage() {}
 
 func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1791,7 @@ func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
@@ -1733,7 +1814,7 @@ type DeleteOffsets struct {
 
 func (x *DeleteOffsets) Reset() {
 	*x = DeleteOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1826,7 @@ func (x *DeleteOffsets) String() string {
 func (*DeleteOffsets) ProtoMessage() {}
 
 func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1839,7 @@ func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOffsets.ProtoReflect.Descriptor instead.
 func (*DeleteOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteOffsets) GetGroup() string {
@@ -1785,7 +1866,7 @@ type OffsetPartition struct {
 
 func (x *OffsetPartition) Reset() {
 	*x = OffsetPartition{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1878,7 @@ func (x *OffsetPartition) String() string {
 func (*OffsetPartition) ProtoMessage() {}
 
 func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1891,7 @@ func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetPartition.ProtoReflect.Descriptor instead.
 func (*OffsetPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetPartition) GetTopic() string {
@@ -1845,7 +1926,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1938,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1951,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1902,7 +1983,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +1995,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2008,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -1960,7 +2041,7 @@ type BrokerBudget struct {
 
 func (x *BrokerBudget) Reset() {
 	*x = BrokerBudget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2053,7 @@ func (x *BrokerBudget) String() string {
 func (*BrokerBudget) ProtoMessage() {}
 
 func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2066,7 @@ func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerBudget.ProtoReflect.Descriptor instead.
 func (*BrokerBudget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerBudget) GetBrokerId() int32 {
@@ -2022,7 +2103,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2115,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2128,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -2080,7 +2161,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2173,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2186,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -2132,7 +2213,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2225,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2238,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -2272,7 +2353,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2365,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2378,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -2335,7 +2416,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2428,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2441,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -2443,7 +2524,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2536,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2549,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -2530,7 +2611,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2623,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2636,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -2591,7 +2672,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2684,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2697,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -2657,7 +2738,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2750,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2763,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -2710,7 +2791,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2803,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2816,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -2768,7 +2849,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2861,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2874,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -2818,7 +2899,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2911,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +2924,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -2890,14 +2971,18 @@ type BrokerRecord struct {
 	// Its partition budget (BrokerBudget); 0: unknown, no limit.
 	MaxPartitions int32 `protobuf:"varint,11,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
 	// Cordoned (CordonBroker): no new replica is placed on it.
-	Cordoned      bool `protobuf:"varint,12,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Cordoned bool `protobuf:"varint,12,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	// Its replica.reassignment.throttle.bytes.per.second when set
+	// dynamically (BrokerThrottle); unset: its configuration's.
+	ReassignmentThrottleSet bool  `protobuf:"varint,13,opt,name=reassignment_throttle_set,json=reassignmentThrottleSet,proto3" json:"reassignment_throttle_set,omitempty"`
+	ReassignmentThrottle    int64 `protobuf:"varint,14,opt,name=reassignment_throttle,json=reassignmentThrottle,proto3" json:"reassignment_throttle,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +2994,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3007,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -3009,6 +3094,20 @@ func (x *BrokerRecord) GetCordoned() bool {
 	return false
 }
 
+func (x *BrokerRecord) GetReassignmentThrottleSet() bool {
+	if x != nil {
+		return x.ReassignmentThrottleSet
+	}
+	return false
+}
+
+func (x *BrokerRecord) GetReassignmentThrottle() int64 {
+	if x != nil {
+		return x.ReassignmentThrottle
+	}
+	return 0
+}
+
 type TopicRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3021,7 +3120,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3132,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3145,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -3096,7 +3195,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3207,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3220,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -3204,7 +3303,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3216,7 +3315,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3328,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -3303,7 +3402,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3414,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3427,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -3397,7 +3496,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3508,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3521,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -3442,7 +3541,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3553,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3566,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -3493,7 +3592,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3604,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3617,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -3573,7 +3672,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3585,7 +3684,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3598,7 +3697,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -3618,7 +3717,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3630,7 +3729,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3643,7 +3742,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -3657,7 +3756,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xe1\x0e\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xaf\x0f\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -3685,7 +3784,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\rbroker_budget\x18\x11 \x01(\v2\x1f.quire.internal.v1.BrokerBudgetH\x00R\fbrokerBudget\x12I\n" +
 	"\x0edelete_offsets\x18\x12 \x01(\v2 .quire.internal.v1.DeleteOffsetsH\x00R\rdeleteOffsets\x12X\n" +
 	"\x13reassign_partitions\x18( \x01(\v2%.quire.internal.v1.ReassignPartitionsH\x00R\x12reassignPartitions\x12F\n" +
-	"\rcordon_broker\x18) \x01(\v2\x1f.quire.internal.v1.CordonBrokerH\x00R\fcordonBrokerB\x05\n" +
+	"\rcordon_broker\x18) \x01(\v2\x1f.quire.internal.v1.CordonBrokerH\x00R\fcordonBroker\x12L\n" +
+	"\x0fbroker_throttle\x18* \x01(\v2!.quire.internal.v1.BrokerThrottleH\x00R\x0ebrokerThrottleB\x05\n" +
 	"\x03cmd\"^\n" +
 	"\x12ReassignPartitions\x12H\n" +
 	"\n" +
@@ -3699,7 +3799,12 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x13min_insync_replicas\x18\x05 \x01(\x05R\x11minInsyncReplicas\"G\n" +
 	"\fCordonBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1a\n" +
-	"\bcordoned\x18\x02 \x01(\bR\bcordoned\"\xf1\x02\n" +
+	"\bcordoned\x18\x02 \x01(\bR\bcordoned\"o\n" +
+	"\x0eBrokerThrottle\x12\x1d\n" +
+	"\n" +
+	"broker_ids\x18\x01 \x03(\x05R\tbrokerIds\x12(\n" +
+	"\x10bytes_per_second\x18\x02 \x01(\x03R\x0ebytesPerSecond\x12\x14\n" +
+	"\x05unset\x18\x03 \x01(\bR\x05unset\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3863,7 +3968,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\v2#.quire.internal.v1.GroupEpochRecordR\x05epoch\x12@\n" +
 	"\amembers\x18\x02 \x03(\v2&.quire.internal.v1.GroupMemberMetadataR\amembers\x12J\n" +
 	"\vassignments\x18\x03 \x03(\v2(.quire.internal.v1.GroupMemberAssignmentR\vassignments\x12@\n" +
-	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xca\x03\n" +
+	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xbb\x04\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3877,7 +3982,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x14max_metadata_version\x18\n" +
 	" \x01(\x05R\x12maxMetadataVersion\x12%\n" +
 	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\x12\x1a\n" +
-	"\bcordoned\x18\f \x01(\bR\bcordoned\"\xe8\x01\n" +
+	"\bcordoned\x18\f \x01(\bR\bcordoned\x12:\n" +
+	"\x19reassignment_throttle_set\x18\r \x01(\bR\x17reassignmentThrottleSet\x123\n" +
+	"\x15reassignment_throttle\x18\x0e \x01(\x03R\x14reassignmentThrottle\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
@@ -3951,119 +4058,121 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
 	(*ReassignPartitions)(nil),    // 1: quire.internal.v1.ReassignPartitions
 	(*PartitionReassignment)(nil), // 2: quire.internal.v1.PartitionReassignment
 	(*CordonBroker)(nil),          // 3: quire.internal.v1.CordonBroker
-	(*RegisterBroker)(nil),        // 4: quire.internal.v1.RegisterBroker
-	(*Endpoint)(nil),              // 5: quire.internal.v1.Endpoint
-	(*FenceBroker)(nil),           // 6: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),         // 7: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil),   // 8: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),           // 9: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),           // 10: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),       // 11: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),          // 12: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),      // 13: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),      // 14: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),      // 15: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),          // 16: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),         // 17: quire.internal.v1.CommitOffsets
-	(*CommitOffsetsBatch)(nil),    // 18: quire.internal.v1.CommitOffsetsBatch
-	(*DeleteOffsets)(nil),         // 19: quire.internal.v1.DeleteOffsets
-	(*OffsetPartition)(nil),       // 20: quire.internal.v1.OffsetPartition
-	(*DeleteGroup)(nil),           // 21: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 22: quire.internal.v1.FeatureLevel
-	(*BrokerBudget)(nil),          // 23: quire.internal.v1.BrokerBudget
-	(*AllocateProducerIds)(nil),   // 24: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 25: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 26: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 27: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 28: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 29: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 30: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 31: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 32: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 33: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 34: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 35: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 36: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 37: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 38: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 39: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 40: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 41: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 42: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 43: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 44: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 45: quire.internal.v1.DeleteAcls
-	nil,                           // 46: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 47: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 48: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 49: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*BrokerThrottle)(nil),        // 4: quire.internal.v1.BrokerThrottle
+	(*RegisterBroker)(nil),        // 5: quire.internal.v1.RegisterBroker
+	(*Endpoint)(nil),              // 6: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),           // 7: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),         // 8: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil),   // 9: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),           // 10: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),           // 11: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),       // 12: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),          // 13: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),      // 14: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),      // 15: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),      // 16: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),          // 17: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),         // 18: quire.internal.v1.CommitOffsets
+	(*CommitOffsetsBatch)(nil),    // 19: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteOffsets)(nil),         // 20: quire.internal.v1.DeleteOffsets
+	(*OffsetPartition)(nil),       // 21: quire.internal.v1.OffsetPartition
+	(*DeleteGroup)(nil),           // 22: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 23: quire.internal.v1.FeatureLevel
+	(*BrokerBudget)(nil),          // 24: quire.internal.v1.BrokerBudget
+	(*AllocateProducerIds)(nil),   // 25: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 26: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 27: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 28: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 29: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 30: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 31: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 32: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 33: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 34: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 35: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 36: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 37: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 38: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 39: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 40: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),  // 41: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 42: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 43: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 44: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 45: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 46: quire.internal.v1.DeleteAcls
+	nil,                           // 47: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 48: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 49: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 50: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
-	4,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
-	6,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
-	7,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
-	9,  // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
-	10, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
-	11, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
-	12, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
-	13, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
-	14, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	15, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	17, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	21, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	22, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	24, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	25, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	41, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	42, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	44, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	45, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
-	18, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
-	23, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
-	19, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
+	5,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
+	7,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
+	8,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
+	10, // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
+	11, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
+	12, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
+	13, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
+	14, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
+	15, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
+	16, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	18, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	22, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	23, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	25, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	26, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	42, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	43, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	45, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	46, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	19, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	24, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
+	20, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
 	1,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
 	3,  // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
-	2,  // 24: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
-	5,  // 25: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	8,  // 26: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	46, // 27: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	47, // 28: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	8,  // 29: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	16, // 30: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	17, // 31: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	20, // 32: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
-	26, // 33: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	28, // 34: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	29, // 35: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	30, // 36: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	31, // 37: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	33, // 38: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	34, // 39: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	27, // 40: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	27, // 41: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	48, // 42: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	27, // 43: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	32, // 44: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	31, // 45: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	28, // 46: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	29, // 47: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	33, // 48: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	5,  // 49: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	49, // 50: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	40, // 51: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	43, // 52: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	43, // 53: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	4,  // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
+	2,  // 25: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
+	6,  // 26: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	9,  // 27: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	47, // 28: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	48, // 29: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	9,  // 30: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	17, // 31: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	18, // 32: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	21, // 33: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
+	27, // 34: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	29, // 35: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	30, // 36: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	31, // 37: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	32, // 38: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	34, // 39: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	35, // 40: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	28, // 41: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	28, // 42: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	49, // 43: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	28, // 44: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	33, // 45: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	32, // 46: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	29, // 47: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	30, // 48: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	34, // 49: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	6,  // 50: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	50, // 51: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	41, // 52: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	44, // 53: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	44, // 54: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -4096,8 +4205,9 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_DeleteOffsets)(nil),
 		(*Command_ReassignPartitions)(nil),
 		(*Command_CordonBroker)(nil),
+		(*Command_BrokerThrottle)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[26].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[27].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -4111,7 +4221,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

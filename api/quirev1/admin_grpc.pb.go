@@ -36,6 +36,7 @@ const (
 	Admin_AlterPartitionReassignments_FullMethodName = "/quire.v1.Admin/AlterPartitionReassignments"
 	Admin_ListPartitionReassignments_FullMethodName  = "/quire.v1.Admin/ListPartitionReassignments"
 	Admin_CordonBroker_FullMethodName                = "/quire.v1.Admin/CordonBroker"
+	Admin_SetReassignmentThrottle_FullMethodName     = "/quire.v1.Admin/SetReassignmentThrottle"
 )
 
 // AdminClient is the client API for Admin service.
@@ -128,6 +129,13 @@ type AdminClient interface {
 	// placed on a cordoned broker; those it hosts stay until moved.
 	// Authorized as ALTER on the cluster.
 	CordonBroker(ctx context.Context, in *CordonBrokerRequest, opts ...grpc.CallOption) (*CordonBrokerResponse, error)
+	// Sets replica.reassignment.throttle.bytes.per.second on brokers, a
+	// dynamic per-broker setting kept in the metadata log: the bytes a
+	// second the replicas a broker is adding by reassignment fetch,
+	// together (0: unthrottled); normal replication is never throttled.
+	// unset goes back to each broker's configured value. An unknown broker
+	// is NOT_FOUND and changes nothing. Authorized as ALTER on the cluster.
+	SetReassignmentThrottle(ctx context.Context, in *SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*SetReassignmentThrottleResponse, error)
 }
 
 type adminClient struct {
@@ -308,6 +316,16 @@ func (c *adminClient) CordonBroker(ctx context.Context, in *CordonBrokerRequest,
 	return out, nil
 }
 
+func (c *adminClient) SetReassignmentThrottle(ctx context.Context, in *SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*SetReassignmentThrottleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetReassignmentThrottleResponse)
+	err := c.cc.Invoke(ctx, Admin_SetReassignmentThrottle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -398,6 +416,13 @@ type AdminServer interface {
 	// placed on a cordoned broker; those it hosts stay until moved.
 	// Authorized as ALTER on the cluster.
 	CordonBroker(context.Context, *CordonBrokerRequest) (*CordonBrokerResponse, error)
+	// Sets replica.reassignment.throttle.bytes.per.second on brokers, a
+	// dynamic per-broker setting kept in the metadata log: the bytes a
+	// second the replicas a broker is adding by reassignment fetch,
+	// together (0: unthrottled); normal replication is never throttled.
+	// unset goes back to each broker's configured value. An unknown broker
+	// is NOT_FOUND and changes nothing. Authorized as ALTER on the cluster.
+	SetReassignmentThrottle(context.Context, *SetReassignmentThrottleRequest) (*SetReassignmentThrottleResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -458,6 +483,9 @@ func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *Lis
 }
 func (UnimplementedAdminServer) CordonBroker(context.Context, *CordonBrokerRequest) (*CordonBrokerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CordonBroker not implemented")
+}
+func (UnimplementedAdminServer) SetReassignmentThrottle(context.Context, *SetReassignmentThrottleRequest) (*SetReassignmentThrottleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetReassignmentThrottle not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -786,6 +814,24 @@ func _Admin_CordonBroker_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SetReassignmentThrottle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetReassignmentThrottleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetReassignmentThrottle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetReassignmentThrottle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetReassignmentThrottle(ctx, req.(*SetReassignmentThrottleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -860,6 +906,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CordonBroker",
 			Handler:    _Admin_CordonBroker_Handler,
+		},
+		{
+			MethodName: "SetReassignmentThrottle",
+			Handler:    _Admin_SetReassignmentThrottle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
