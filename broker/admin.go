@@ -81,7 +81,8 @@ func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.Describ
 	for _, br := range d.Brokers {
 		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
 			Id: br.Info.ID, Address: br.Info.AddrFor(listener), Rack: br.Info.Rack, Fenced: br.Info.Fenced, Controller: br.Controller,
-			Partitions: br.Partitions, MaxPartitions: br.Info.MaxPartitions,
+			Partitions: br.Partitions, MaxPartitions: br.Info.MaxPartitions, Cordoned: br.Info.Cordoned,
+			ReassignmentThrottle: br.Info.ReassignmentThrottle,
 		})
 	}
 	return resp, nil

@@ -92,6 +92,11 @@ type BrokerDescription struct {
 	// how many it may host (max.partitions.per.broker), 0 when unknown.
 	Partitions    int32 `json:"partitions"`
 	MaxPartitions int32 `json:"max_partitions"`
+	// Cordoned: no new replica is placed on it (CordonBroker).
+	Cordoned bool `json:"cordoned"`
+	// ReassignmentThrottle is its replica.reassignment.throttle.bytes.per.second
+	// as SetReassignmentThrottle set it; -1 when not set (its configuration's).
+	ReassignmentThrottle int64 `json:"reassignment_throttle"`
 }
 
 // admin runs an admin call on any broker (every node serves them and
@@ -303,7 +308,8 @@ func (c *Client) DescribeCluster(ctx context.Context) (*ClusterDescription, erro
 	d := &ClusterDescription{ClusterID: resp.GetClusterId(), ControllerID: resp.GetControllerId()}
 	for _, b := range resp.GetBrokers() {
 		d.Brokers = append(d.Brokers, BrokerDescription{ID: b.GetId(), Address: b.GetAddress(), Rack: b.GetRack(),
-			Fenced: b.GetFenced(), Controller: b.GetController(), Partitions: b.GetPartitions(), MaxPartitions: b.GetMaxPartitions()})
+			Fenced: b.GetFenced(), Controller: b.GetController(), Partitions: b.GetPartitions(), MaxPartitions: b.GetMaxPartitions(),
+			Cordoned: b.GetCordoned(), ReassignmentThrottle: b.GetReassignmentThrottle()})
 	}
 	sort.Slice(d.Brokers, func(i, j int) bool { return d.Brokers[i].ID < d.Brokers[j].ID })
 	return d, nil

@@ -302,9 +302,11 @@ func (c *Controller) SetReassignmentThrottle(ctx context.Context, ids []int32, b
 // all or none (applyReassignPartitions says what is refused). minISR
 // gives each topic's effective min.insync.replicas (the caller knows the
 // broker default); a topic it does not name counts as 1.
-func (c *Controller) AlterPartitionReassignments(ctx context.Context, rs []Reassignment, minISR map[string]int32) error {
+//
+// It returns the applied index once the change is applied here.
+func (c *Controller) AlterPartitionReassignments(ctx context.Context, rs []Reassignment, minISR map[string]int32) (uint64, error) {
 	if err := c.active(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	cmd := &pb.ReassignPartitions{Partitions: make([]*pb.PartitionReassignment, len(rs))}
 	for i, r := range rs {
@@ -313,13 +315,14 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, rs []Reass
 	}
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_ReassignPartitions{ReassignPartitions: cmd}})
 	if err != nil {
-		return err
+		return 0, err
 	}
+	index := c.n.AppliedIndex()
 	for _, p := range resp.([]PartitionInfo) {
 		c.n.logger.Info("partition reassignment", "topic", p.Topic, "partition", p.Partition, "replicas", p.Replicas,
 			"adding", p.AddingReplicas, "removing", p.RemovingReplicas, "isr", p.ISR, "leader", p.Leader)
 	}
-	return nil
+	return index, nil
 }
 
 // CordonBroker cordons a broker (no new replica is placed on it) or

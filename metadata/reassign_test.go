@@ -299,11 +299,11 @@ func TestControllerReassignSurvivesFailover(t *testing.T) {
 	c.createTopic(TopicSpec{Name: "t", Partitions: 1, Assignment: [][]int32{{1, 2, 3}}})
 	ctl := c.waitController()
 	ctx := context.Background()
-	err := ctl.Ctl().AlterPartitionReassignments(ctx, []Reassignment{{Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}}, map[string]int32{"t": 2})
+	_, err := ctl.Ctl().AlterPartitionReassignments(ctx, []Reassignment{{Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}}, map[string]int32{"t": 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ctl.Ctl().AlterPartitionReassignments(ctx, []Reassignment{{Topic: "t", Partition: 0, Replicas: []int32{4, 4, 3}}}, nil)
+	_, err = ctl.Ctl().AlterPartitionReassignments(ctx, []Reassignment{{Topic: "t", Partition: 0, Replicas: []int32{4, 4, 3}}}, nil)
 	if !errors.Is(err, ErrInvalidReassignment) {
 		t.Fatalf("duplicate replica: %v", err)
 	}

@@ -20,32 +20,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName              = "/quire.internal.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName             = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_CreateTopic_FullMethodName                 = "/quire.internal.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName                 = "/quire.internal.v1.ControllerService/DeleteTopic"
-	ControllerService_AlterConfigs_FullMethodName                = "/quire.internal.v1.ControllerService/AlterConfigs"
-	ControllerService_CreatePartitions_FullMethodName            = "/quire.internal.v1.ControllerService/CreatePartitions"
-	ControllerService_AlterPartition_FullMethodName              = "/quire.internal.v1.ControllerService/AlterPartition"
-	ControllerService_ControlledShutdown_FullMethodName          = "/quire.internal.v1.ControllerService/ControlledShutdown"
-	ControllerService_UnregisterBroker_FullMethodName            = "/quire.internal.v1.ControllerService/UnregisterBroker"
-	ControllerService_CommitOffsets_FullMethodName               = "/quire.internal.v1.ControllerService/CommitOffsets"
-	ControllerService_FetchOffsets_FullMethodName                = "/quire.internal.v1.ControllerService/FetchOffsets"
-	ControllerService_ListGroups_FullMethodName                  = "/quire.internal.v1.ControllerService/ListGroups"
-	ControllerService_DeleteGroup_FullMethodName                 = "/quire.internal.v1.ControllerService/DeleteGroup"
-	ControllerService_DeleteOffsets_FullMethodName               = "/quire.internal.v1.ControllerService/DeleteOffsets"
-	ControllerService_ElectLeaders_FullMethodName                = "/quire.internal.v1.ControllerService/ElectLeaders"
-	ControllerService_ConsumerGroupHeartbeat_FullMethodName      = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
-	ControllerService_DescribeGroup_FullMethodName               = "/quire.internal.v1.ControllerService/DescribeGroup"
-	ControllerService_UpdateFeatures_FullMethodName              = "/quire.internal.v1.ControllerService/UpdateFeatures"
-	ControllerService_AllocateProducerIds_FullMethodName         = "/quire.internal.v1.ControllerService/AllocateProducerIds"
-	ControllerService_UpsertUserCredential_FullMethodName        = "/quire.internal.v1.ControllerService/UpsertUserCredential"
-	ControllerService_DeleteUserCredential_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteUserCredential"
-	ControllerService_CreateAcls_FullMethodName                  = "/quire.internal.v1.ControllerService/CreateAcls"
-	ControllerService_DeleteAcls_FullMethodName                  = "/quire.internal.v1.ControllerService/DeleteAcls"
-	ControllerService_AlterPartitionReassignments_FullMethodName = "/quire.internal.v1.ControllerService/AlterPartitionReassignments"
-	ControllerService_CordonBroker_FullMethodName                = "/quire.internal.v1.ControllerService/CordonBroker"
-	ControllerService_SetReassignmentThrottle_FullMethodName     = "/quire.internal.v1.ControllerService/SetReassignmentThrottle"
+	ControllerService_RegisterBroker_FullMethodName          = "/quire.internal.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName         = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_CreateTopic_FullMethodName             = "/quire.internal.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterConfigs_FullMethodName            = "/quire.internal.v1.ControllerService/AlterConfigs"
+	ControllerService_CreatePartitions_FullMethodName        = "/quire.internal.v1.ControllerService/CreatePartitions"
+	ControllerService_AlterPartition_FullMethodName          = "/quire.internal.v1.ControllerService/AlterPartition"
+	ControllerService_ControlledShutdown_FullMethodName      = "/quire.internal.v1.ControllerService/ControlledShutdown"
+	ControllerService_UnregisterBroker_FullMethodName        = "/quire.internal.v1.ControllerService/UnregisterBroker"
+	ControllerService_CommitOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/CommitOffsets"
+	ControllerService_FetchOffsets_FullMethodName            = "/quire.internal.v1.ControllerService/FetchOffsets"
+	ControllerService_ListGroups_FullMethodName              = "/quire.internal.v1.ControllerService/ListGroups"
+	ControllerService_DeleteGroup_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_DeleteOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/DeleteOffsets"
+	ControllerService_ElectLeaders_FullMethodName            = "/quire.internal.v1.ControllerService/ElectLeaders"
+	ControllerService_ConsumerGroupHeartbeat_FullMethodName  = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
+	ControllerService_DescribeGroup_FullMethodName           = "/quire.internal.v1.ControllerService/DescribeGroup"
+	ControllerService_UpdateFeatures_FullMethodName          = "/quire.internal.v1.ControllerService/UpdateFeatures"
+	ControllerService_AllocateProducerIds_FullMethodName     = "/quire.internal.v1.ControllerService/AllocateProducerIds"
+	ControllerService_UpsertUserCredential_FullMethodName    = "/quire.internal.v1.ControllerService/UpsertUserCredential"
+	ControllerService_DeleteUserCredential_FullMethodName    = "/quire.internal.v1.ControllerService/DeleteUserCredential"
+	ControllerService_CreateAcls_FullMethodName              = "/quire.internal.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName              = "/quire.internal.v1.ControllerService/DeleteAcls"
+	ControllerService_ReassignPartitions_FullMethodName      = "/quire.internal.v1.ControllerService/ReassignPartitions"
+	ControllerService_CordonBroker_FullMethodName            = "/quire.internal.v1.ControllerService/CordonBroker"
+	ControllerService_SetReassignmentThrottle_FullMethodName = "/quire.internal.v1.ControllerService/SetReassignmentThrottle"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -91,7 +91,7 @@ type ControllerServiceClient interface {
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 	// Partition reassignment and cordoned brokers (metadata.version 12).
-	AlterPartitionReassignments(ctx context.Context, in *quirev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*quirev1.AlterPartitionReassignmentsResponse, error)
+	ReassignPartitions(ctx context.Context, in *ReassignPartitionsRequest, opts ...grpc.CallOption) (*ReassignPartitionsResponse, error)
 	CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error)
 	SetReassignmentThrottle(ctx context.Context, in *quirev1.SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*quirev1.SetReassignmentThrottleResponse, error)
 }
@@ -334,10 +334,10 @@ func (c *controllerServiceClient) DeleteAcls(ctx context.Context, in *DeleteAcls
 	return out, nil
 }
 
-func (c *controllerServiceClient) AlterPartitionReassignments(ctx context.Context, in *quirev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*quirev1.AlterPartitionReassignmentsResponse, error) {
+func (c *controllerServiceClient) ReassignPartitions(ctx context.Context, in *ReassignPartitionsRequest, opts ...grpc.CallOption) (*ReassignPartitionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(quirev1.AlterPartitionReassignmentsResponse)
-	err := c.cc.Invoke(ctx, ControllerService_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	out := new(ReassignPartitionsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ReassignPartitions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ type ControllerServiceServer interface {
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	// Partition reassignment and cordoned brokers (metadata.version 12).
-	AlterPartitionReassignments(context.Context, *quirev1.AlterPartitionReassignmentsRequest) (*quirev1.AlterPartitionReassignmentsResponse, error)
+	ReassignPartitions(context.Context, *ReassignPartitionsRequest) (*ReassignPartitionsResponse, error)
 	CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error)
 	SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
@@ -489,8 +489,8 @@ func (UnimplementedControllerServiceServer) CreateAcls(context.Context, *CreateA
 func (UnimplementedControllerServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteAcls not implemented")
 }
-func (UnimplementedControllerServiceServer) AlterPartitionReassignments(context.Context, *quirev1.AlterPartitionReassignmentsRequest) (*quirev1.AlterPartitionReassignmentsResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+func (UnimplementedControllerServiceServer) ReassignPartitions(context.Context, *ReassignPartitionsRequest) (*ReassignPartitionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReassignPartitions not implemented")
 }
 func (UnimplementedControllerServiceServer) CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CordonBroker not implemented")
@@ -933,20 +933,20 @@ func _ControllerService_DeleteAcls_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ControllerService_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(quirev1.AlterPartitionReassignmentsRequest)
+func _ControllerService_ReassignPartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReassignPartitionsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ControllerServiceServer).AlterPartitionReassignments(ctx, in)
+		return srv.(ControllerServiceServer).ReassignPartitions(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ControllerService_AlterPartitionReassignments_FullMethodName,
+		FullMethod: ControllerService_ReassignPartitions_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).AlterPartitionReassignments(ctx, req.(*quirev1.AlterPartitionReassignmentsRequest))
+		return srv.(ControllerServiceServer).ReassignPartitions(ctx, req.(*ReassignPartitionsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1087,8 +1087,8 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ControllerService_DeleteAcls_Handler,
 		},
 		{
-			MethodName: "AlterPartitionReassignments",
-			Handler:    _ControllerService_AlterPartitionReassignments_Handler,
+			MethodName: "ReassignPartitions",
+			Handler:    _ControllerService_ReassignPartitions_Handler,
 		},
 		{
 			MethodName: "CordonBroker",
