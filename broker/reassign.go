@@ -109,3 +109,11 @@ func (c coreController) SetReassignmentThrottle(ctx context.Context, ids []int32
 	}
 	return nil
 }
+
+func (k kafkaBackend) AlterPartitionReassignments(ctx context.Context, targets []request.ReassignmentTarget) error {
+	return k.b.core.AlterPartitionReassignments(coreContext(ctx), targets)
+}
+
+func (k kafkaBackend) ListPartitionReassignments(ctx context.Context, topics []request.PartitionsOf) ([]request.PendingReassignment, error) {
+	return k.b.core.ListPartitionReassignments(coreContext(ctx), topics)
+}

@@ -19,6 +19,15 @@ type Reassigner interface {
 	SetReassignmentThrottle(ctx context.Context, ids []int32, bytesPerSecond int64, unset bool) error
 }
 
+// ReassignmentTarget is one partition's new replicas, or a cancel
+// (metadata.Reassignment), for the doors.
+type ReassignmentTarget = metadata.Reassignment
+
+// PendingReassignment is a partition with a pending reassignment: its
+// replicas (target and those being removed), AddingReplicas and
+// RemovingReplicas.
+type PendingReassignment = metadata.PartitionInfo
+
 // PartitionsOf names some partitions of a topic; none named is every one.
 type PartitionsOf struct {
 	Topic      string

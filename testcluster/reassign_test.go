@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
@@ -512,4 +516,93 @@ func TestClusterReassignControllerKilledMidMove(t *testing.T) {
 	c.Restart(ctl)
 	load.check(ctx, c, reassignTopic)
 	waitIdentical(ctx, t, c, reassignTopic, 1)
+}
+
+// TestClusterKafkaPartitionReassignments: Kafka's AlterPartitionReassignments
+// and ListPartitionReassignments on the Kafka listener, advertised by
+// ApiVersions: a bad request is refused whole with Kafka's code, a good
+// one moves the partition, a cancel of nothing is
+// NO_REASSIGNMENT_IN_PROGRESS, and v1 refuses a replication factor
+// change it does not allow.
+func TestClusterKafkaPartitionReassignments(t *testing.T) {
+	t.Parallel()
+	c, addrs := kafkaCluster(t, 3)
+	ctx := testCtx(t)
+	waitVersion(ctx, c)
+	createTopic(t, c, 1, "kr", 2, 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	versions, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertised := map[int16]bool{}
+	for _, k := range versions.ApiKeys {
+		advertised[k.ApiKey] = true
+	}
+	if !advertised[45] || !advertised[46] {
+		t.Fatalf("ApiVersions lacks AlterPartitionReassignments (45) or ListPartitionReassignments (46): %v", versions.ApiKeys)
+	}
+	alter := func(version int16, allowRF bool, parts ...kmsg.AlterPartitionAssignmentsRequestTopicPartition) *kmsg.AlterPartitionAssignmentsResponse {
+		t.Helper()
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		req.Version, req.AllowReplicationFactorChange = version, allowRF
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic, rt.Partitions = "kr", parts
+		req.Topics = []kmsg.AlterPartitionAssignmentsRequestTopic{rt}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	part := func(p int32, replicas []int32) kmsg.AlterPartitionAssignmentsRequestTopicPartition {
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Partition, rp.Replicas = p, replicas
+		return rp
+	}
+	p0, _ := c.Image(1).Partition("kr", 0)
+	var spare int32
+	for _, id := range c.IDs() {
+		if !slices.Contains(p0.Replicas, id) {
+			spare = id
+		}
+	}
+	target := []int32{spare, p0.Replicas[0]}
+	// Partition 0 fine, partition 1 naming an unknown broker: nothing starts.
+	resp := alter(0, true, part(0, target), part(1, []int32{1, 9}))
+	if resp.ErrorCode != kerr.InvalidReplicaAssignment.Code || resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicaAssignment.Code ||
+		resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, "broker 9") {
+		t.Fatalf("a bad request: %+v", resp)
+	}
+	list := kmsg.NewPtrListPartitionReassignmentsRequest()
+	listed, err := list.RequestWith(ctx, cl)
+	if err != nil || listed.ErrorCode != 0 || len(listed.Topics) != 0 {
+		t.Fatalf("listed after a refused request: %+v %v", listed, err)
+	}
+	if resp := alter(0, true, part(0, nil)); resp.Topics[0].Partitions[0].ErrorCode != kerr.NoReassignmentInProgress.Code {
+		t.Fatalf("a cancel of nothing: %+v", resp)
+	}
+	if resp := alter(1, false, part(0, []int32{1, 2, 3})); resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicationFactor.Code {
+		t.Fatalf("a replication factor change v1 does not allow: %+v", resp)
+	}
+	if resp := alter(1, false, part(0, target)); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("a good request: %+v", resp)
+	}
+	c.Eventually(ctx, "the move completed", func() error {
+		listed, err := list.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if len(listed.Topics) > 0 {
+			return fmt.Errorf("pending %+v", listed.Topics)
+		}
+		if p, _ := c.Image(1).Partition("kr", 0); !slices.Equal(p.Replicas, target) {
+			return fmt.Errorf("replicas %v", p.Replicas)
+		}
+		return nil
+	})
 }
