@@ -442,8 +442,10 @@ func TestClusterReassignDecommission(t *testing.T) {
 // TestClusterReassignControllerKilledMidMove: the controller is killed
 // while a move waits for its new replica (held back by a one-byte-a-second
 // throttle), with the move's leader on the controller's node; a new
-// controller carries on from the log, the throttle is lifted, and the
-// move completes with nothing acknowledged lost.
+// controller carries on from the log, the broker being added is killed
+// and restarted too, the throttle is lifted, and the move completes with
+// nothing acknowledged lost; the old controller, restarted, deletes the
+// log it no longer hosts.
 func TestClusterReassignControllerKilledMidMove(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, 4, testcluster.Voters(3))
@@ -503,6 +505,14 @@ func TestClusterReassignControllerKilledMidMove(t *testing.T) {
 	// holds the move back, normal replication goes on.
 	if p, _ := c.Image(next).Partition(reassignTopic, 0); !p.Reassigning() || slices.Contains(p.ISR, 4) {
 		t.Fatalf("a move throttled to a byte a second completed: %+v", p)
+	}
+	// The broker being added restarts mid-move: it keeps its replica and
+	// its throttle (both in the metadata log) and carries on.
+	c.Kill(4)
+	c.Restart(4)
+	load.progress(ctx, c, "records with broker 4 back", 20)
+	if p, _ := c.Image(4).Partition(reassignTopic, 0); !p.Reassigning() || !slices.Contains(p.AddingReplicas, 4) {
+		t.Fatalf("after broker 4's restart: %+v", p)
 	}
 	if err := cl.SetReassignmentThrottle(ctx, 0, true); err != nil {
 		t.Fatal(err)
