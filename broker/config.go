@@ -108,6 +108,9 @@ type Config struct {
 	UncleanLeaderElectionEnable      bool  // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable        bool  // auto.leader.rebalance.enable
 	LeaderImbalanceCheckIntervalSecs int64 // leader.imbalance.check.interval.seconds
+	BalancerEnable                   bool  // balancer.enable
+	BalancerIntervalSecs             int64 // balancer.interval.seconds
+	BalancerMaxPartitionMoves        int32 // balancer.max.partition.moves
 
 	// Consumer groups (the coordinator runs on the controller).
 	GroupConsumerSessionTimeoutMs    int64  // group.consumer.session.timeout.ms

@@ -1,8 +1,12 @@
 package metadata
 
 import (
+	"context"
 	"slices"
 	"sort"
+	"strconv"
+
+	pb "github.com/quirelog/quire/api/metapb"
 )
 
 // A reassignment plan: where each partition's replicas should be so that
@@ -224,4 +228,44 @@ func balanceLeaders(out []PlanPartition, eligible []int32, ok func(int32) bool) 
 			return
 		}
 	}
+}
+
+// balance is the controller's balancer (Config.Balancer): while no
+// reassignment is pending and the cluster is at metadata.version 12, it
+// starts the first BalanceMaxMoves moves of a balancing plan over the
+// image; the next round waits for them to complete.
+func (c *Controller) balance(ctx context.Context) {
+	img := c.n.Image()
+	if img.MetadataVersion() < MetadataVersionReassignment || len(img.Reassignments()) > 0 {
+		return
+	}
+	var brokers []PlanBroker
+	for _, b := range img.Brokers() {
+		brokers = append(brokers, PlanBroker{ID: b.ID, Rack: b.Rack, Fenced: b.Fenced, Cordoned: b.Cordoned})
+	}
+	var parts []PlanPartition
+	for _, name := range sortedTopicNames(img) {
+		for _, p := range img.topics[name].Partitions {
+			parts = append(parts, PlanPartition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas})
+		}
+	}
+	moves := PlanReassignment(brokers, parts, PlanOptions{Balance: true})
+	if len(moves) == 0 {
+		return
+	}
+	moves = moves[:min(len(moves), c.n.cfg.BalanceMaxMoves)]
+	cmd := &pb.ReassignPartitions{}
+	for _, m := range moves {
+		minISR := int32(0) // a plan keeps each replication factor
+		if v, err := strconv.ParseInt(img.topics[m.Topic].Configs["min.insync.replicas"], 10, 32); err == nil {
+			minISR = int32(v)
+		}
+		cmd.Partitions = append(cmd.Partitions, &pb.PartitionReassignment{Topic: m.Topic, Partition: m.Partition,
+			TargetReplicas: m.Replicas, MinInsyncReplicas: minISR})
+	}
+	if _, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_ReassignPartitions{ReassignPartitions: cmd}}); err != nil {
+		c.n.logger.Warn("balancer: cannot start moves", "moves", len(moves), "error", err)
+		return
+	}
+	c.n.logger.Info("balancer: started partition moves", "moves", len(moves))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
@@ -615,4 +616,43 @@ func TestClusterKafkaPartitionReassignments(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestClusterBalancer: with balancer.enable, a broker uncordoned into a
+// cluster gets its share of the replicas without a plan from anyone, a
+// few moves at a time, and every replica ends identical.
+func TestClusterBalancer(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, 4, testcluster.Voters(3), testcluster.Config(func(_ int32, cfg *broker.Config) {
+		cfg.BalancerEnable = true
+		cfg.BalancerIntervalSecs = 1
+		cfg.BalancerMaxPartitionMoves = 2
+	}))
+	ctx := testCtx(t)
+	c.WaitController(ctx)
+	waitVersion(ctx, c)
+	cl := newClusterClient(t, c)
+	if err := cl.CordonBroker(ctx, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	const parts = 4
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: reassignTopic, Partitions: parts, ReplicationFactor: 3,
+		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	load := startLoad(t, ctx, c, reassignTopic, parts)
+	load.progress(ctx, c, "records", 20)
+	if hosted := c.Image(1).HostedReplicas(); hosted[4] != 0 {
+		t.Fatalf("replicas on the cordoned broker: %v", hosted)
+	}
+	if err := cl.CordonBroker(ctx, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		return img.HostedReplicas()[4] == parts*3/4 && len(img.Reassignments()) == 0
+	})
+	load.progress(ctx, c, "records after balancing", 20)
+	load.flush(ctx)
+	load.check(ctx, c, reassignTopic)
+	waitIdentical(ctx, t, c, reassignTopic, parts)
 }
