@@ -88,3 +88,13 @@ func (c *Client) SetReassignmentThrottle(ctx context.Context, bytesPerSecond int
 		return err
 	})
 }
+
+// UnregisterBroker removes a broker gone for good (stopped, fenced, not a
+// controller): from the metadata quorum, the broker list and every ISR;
+// partitions keep it in their replica lists (move them off first).
+func (c *Client) UnregisterBroker(ctx context.Context, id int32) error {
+	return c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {
+		_, err := a.UnregisterBroker(ctx, &quirev1.UnregisterBrokerRequest{BrokerId: id})
+		return err
+	})
+}

@@ -17,7 +17,7 @@ func init() { registerCommand(newBrokerCmd) }
 
 func newBrokerCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "broker", Short: "Cordon, uncordon, decommission and throttle brokers"}
-	cmd.AddCommand(brokerCordonCmd(g, true), brokerCordonCmd(g, false), brokerDecommissionCmd(g), brokerThrottleCmd(g))
+	cmd.AddCommand(brokerCordonCmd(g, true), brokerCordonCmd(g, false), brokerDecommissionCmd(g), brokerThrottleCmd(g), brokerUnregisterCmd(g))
 	return cmd
 }
 
@@ -69,8 +69,8 @@ func brokerDecommissionCmd(g *globalFlags) *cobra.Command {
 uncordoned broker (the one with the fewest replicas, on a rack the partition
 has no replica on when there is one), and follow the moves until it hosts
 no replica: its logs are deleted as each move completes. The broker stays
-registered and cordoned; stop it, then remove it with unregister once
-fenced. Refused, with nothing moved, when some partition has nowhere to go
+registered and cordoned; stop it, then remove it with quire broker
+unregister once fenced. Refused, with nothing moved, when some partition has nowhere to go
 (too few other brokers for its replication factor).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -219,4 +219,33 @@ outlives restarts; --unset goes back to each broker's configuration.`,
 	cmd.Flags().Int32SliceVar(&brokers, "broker", nil, "a broker to set it on (repeatable); default every broker")
 	cmd.Flags().BoolVar(&unset, "unset", false, "go back to each broker's configured value")
 	return cmd
+}
+
+func brokerUnregisterCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unregister ID",
+		Short: "Remove a stopped, fenced broker-only node for good",
+		Long: `Remove a broker gone for good from the metadata quorum, the broker list
+and every ISR (Kafka's kafka-cluster.sh unregister). Refused for a
+controller (quorum voter) and for a broker that is unfenced or was heard
+from within broker.session.timeout.ms: stop it first. Its partitions keep
+it in their replica lists; move them off first (quire broker decommission).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := brokerID(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, cl, done, err := connect(g)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := cl.UnregisterBroker(ctx, id); err != nil {
+				return fmt.Errorf("unregister broker %d: %w", id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "broker %d unregistered\n", id)
+			return nil
+		},
+	}
 }
