@@ -27,12 +27,11 @@ func reassignFixture(t *testing.T) (*testFSM, map[int32]int64) {
 }
 
 type move struct {
-	p       int32
-	target  []int32
-	cancel  bool
-	minISR  int32
-	topic   string
-	partial bool
+	p      int32
+	target []int32
+	cancel bool
+	minISR int32
+	topic  string
 }
 
 func reassignCmd(moves ...move) *pb.Command {
