@@ -54,6 +54,9 @@ type Partition struct {
 	leoWaiters     waiterSet // appends, leadership changes
 	trace          tracer    // as leader: recent appends, timed through the stages
 
+	// adding are the replicas a reassignment is adding (Assignment.Adding),
+	// under mu: they do not count as missing from the ISR.
+	adding []int32
 	// reassigning: this broker is one of the partition's adding replicas
 	// (a reassignment moving it here): its fetches count against the
 	// reassignment throttle.
