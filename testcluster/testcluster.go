@@ -553,8 +553,8 @@ func (s *logSink) close() {
 
 // Add starts one more node, broker-only, with the next id (the number of
 // nodes so far plus one), and waits until it is ready (registered and
-// unfenced): a broker joining a running cluster. Call it from the test's
-// goroutine.
+// unfenced, as every node sees it): a broker joining a running cluster.
+// Call it from the test's goroutine.
 func (c *Cluster) Add() int32 {
 	c.t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -582,5 +582,10 @@ func (c *Cluster) Add() int32 {
 	if err := b.WaitReady(ctx); err != nil {
 		c.t.Fatalf("testcluster: node %d: %v", id, err)
 	}
+	// As New does: every node sees it live before the test goes on.
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		br, ok := img.Broker(id)
+		return ok && !br.Fenced
+	})
 	return id
 }
