@@ -336,6 +336,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 		}
 		return nil
 	})
+	c.WaitImage(ctx, func(img *metadata.Image) bool { return len(img.Reassignments()) == 0 })
 	load.progress(ctx, c, "records after the moves", 20)
 	load.flush(ctx)
 	img := c.Image(1)
@@ -390,7 +391,8 @@ func TestClusterReassignDecommission(t *testing.T) {
 	}
 	var brokers []metadata.PlanBroker
 	for _, b := range desc.Brokers {
-		brokers = append(brokers, metadata.PlanBroker{ID: b.ID, Rack: b.Rack, Fenced: b.Fenced, Cordoned: b.Cordoned})
+		// Cordoned now, whether or not the node that answered has applied it.
+		brokers = append(brokers, metadata.PlanBroker{ID: b.ID, Rack: b.Rack, Fenced: b.Fenced, Cordoned: b.Cordoned || b.ID == gone})
 	}
 	topics, err := cl.DescribeTopics(ctx)
 	if err != nil {

@@ -92,6 +92,13 @@ unregister once fenced. Refused, with nothing moved, when some partition has now
 			if err != nil {
 				return err
 			}
+			for i := range brokers {
+				if brokers[i].ID == id {
+					// Cordoned now, whether or not the node that answered
+					// has applied it yet.
+					brokers[i].Cordoned = true
+				}
+			}
 			moves := metadata.PlanReassignment(brokers, parts, metadata.PlanOptions{})
 			var stuck []string
 			for _, p := range applyMoves(parts, moves) {
