@@ -298,7 +298,7 @@ func waitReassignments(ctx context.Context, cl *client.Client, out io.Writer, p 
 	for _, pr := range p.Partitions {
 		inPlan[fmt.Sprintf("%s-%d", pr.Topic, pr.Partition)] = true
 	}
-	last := -1
+	last, differing := -1, 0
 	for {
 		pending, err := cl.ListPartitionReassignments(ctx, "")
 		if err != nil {
@@ -315,7 +315,12 @@ func waitReassignments(ctx context.Context, cl *client.Client, out io.Writer, p 
 			last = left
 		}
 		if left == 0 {
-			return checkPlanDone(ctx, cl, out, p)
+			err := checkPlanDone(ctx, cl, out, p)
+			// The node that answered may not have applied the last
+			// completions yet: a difference must last to count.
+			if differing++; err == nil || differing >= 10 {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():
