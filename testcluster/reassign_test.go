@@ -150,13 +150,24 @@ func (l *reassignLoad) check(ctx context.Context, c *testcluster.Cluster, topic 
 	total := 0
 	for p := range l.parts {
 		seen := map[int64]int64{}
-		var offset int64
+		var offset, end int64
+		for _, off := range l.acked[p] {
+			end = max(end, off+1)
+		}
+		// Read up to the last acknowledged record at least: a leader
+		// elected moments ago may answer a high watermark behind its
+		// predecessor's until its followers fetch again.
+		// Past it, to the high watermark: a record written twice would
+		// show there.
 		for {
 			var resp *quirev1.FetchRecordsResponse
-			c.Eventually(ctx, fmt.Sprintf("read %s-%d at %d", topic, p, offset), func() error {
+			c.Eventually(ctx, fmt.Sprintf("read %s-%d at %d (acknowledged up to %d)", topic, p, offset, end-1), func() error {
 				var err error
 				resp, err = quirev1.NewConsumerClient(c.Conn(c.Running()[0])).FetchRecords(ctx, &quirev1.FetchRecordsRequest{
 					Topic: topic, Partition: p, Offset: offset, MaxBytes: 1 << 20})
+				if err == nil && len(resp.Records) == 0 && offset < end {
+					return fmt.Errorf("nothing at %d yet (high watermark %d)", offset, resp.GetHighWatermark())
+				}
 				return err
 			})
 			if len(resp.Records) == 0 {
