@@ -48,7 +48,8 @@ func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescriptio
 		td := &quirev1.TopicDescription{Name: d.Name, TopicId: d.ID, Configs: d.Configs, Partitions: make([]*quirev1.PartitionDescription, len(d.Partitions))}
 		for j, p := range d.Partitions {
 			pd := &quirev1.PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
-				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset}
+				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas}
 			for _, o := range p.OfflineReplicas {
 				pd.OfflineReplicas = append(pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: o.BrokerID, Dir: o.Dir, Error: o.Error})
 			}

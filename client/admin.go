@@ -56,6 +56,10 @@ type PartitionDescription struct {
 	// OfflineReplicas are the replicas whose log failed on their broker
 	// (an I/O error: taken out of service, out of the ISR).
 	OfflineReplicas []OfflineReplica `json:"offline_replicas,omitempty"`
+	// AddingReplicas and RemovingReplicas are a pending reassignment
+	// (both in Replicas); empty when none is pending.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 }
 
 // OfflineReplica is a replica whose log failed: its broker, the log's
@@ -236,7 +240,8 @@ func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
 	for _, p := range t.GetPartitions() {
 		pd := PartitionDescription{Partition: p.GetPartition(), Leader: p.GetLeader(),
 			LeaderEpoch: p.GetLeaderEpoch(), Replicas: p.GetReplicas(), ISR: p.GetIsr(),
-			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset()}
+			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset(),
+			AddingReplicas: p.GetAddingReplicas(), RemovingReplicas: p.GetRemovingReplicas()}
 		for _, o := range p.GetOfflineReplicas() {
 			pd.OfflineReplicas = append(pd.OfflineReplicas, OfflineReplica{Broker: o.GetBrokerId(), Dir: o.GetDir(), Error: o.GetError()})
 		}

@@ -509,6 +509,16 @@ func TestClusterReassignControllerKilledMidMove(t *testing.T) {
 	if err != nil || len(pending) != 1 || !slices.Equal(pending[0].AddingReplicas, []int32{4}) || !slices.Equal(pending[0].RemovingReplicas, []int32{ctl}) {
 		t.Fatalf("pending %+v %v", pending, err)
 	}
+	c.Eventually(ctx, "the move in DescribeTopics", func() error {
+		ds, err := cl.DescribeTopics(ctx, reassignTopic)
+		if err != nil {
+			return err
+		}
+		if p := ds[0].Partitions[0]; !slices.Equal(p.AddingReplicas, []int32{4}) || !slices.Equal(p.RemovingReplicas, []int32{ctl}) {
+			return fmt.Errorf("described %+v", p)
+		}
+		return nil
+	})
 	c.Kill(ctl)
 	next := c.WaitController(ctx)
 	if next == ctl {

@@ -1639,8 +1639,13 @@ type PartitionDescription struct {
 	// same bound as the offsets); empty while every log works, or when none
 	// of them could be asked.
 	OfflineReplicas []*OfflineReplica `protobuf:"bytes,9,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A pending reassignment (AlterPartitionReassignments): the replicas
+	// being added and those being removed, both in replicas. Empty when
+	// none is pending.
+	AddingReplicas   []int32 `protobuf:"varint,10,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,11,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1732,6 +1737,20 @@ func (x *PartitionDescription) GetLogEndOffset() int64 {
 func (x *PartitionDescription) GetOfflineReplicas() []*OfflineReplica {
 	if x != nil {
 		return x.OfflineReplicas
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
 	}
 	return nil
 }
@@ -3089,7 +3108,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2'.quire.v1.TopicDescription.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x03\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -3099,7 +3118,10 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12$\n" +
 	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x12C\n" +
-	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\"U\n" +
+	"\x10offline_replicas\x18\t \x03(\v2\x18.quire.v1.OfflineReplicaR\x0fofflineReplicas\x12'\n" +
+	"\x0fadding_replicas\x18\n" +
+	" \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\v \x03(\x05R\x10removingReplicas\"U\n" +
 	"\x0eOfflineReplica\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x14\n" +
