@@ -231,9 +231,10 @@ func balanceLeaders(out []PlanPartition, eligible []int32, ok func(int32) bool) 
 }
 
 // balance is the controller's balancer (Config.Balancer): while no
-// reassignment is pending and the cluster is at metadata.version 12, it
-// starts the first BalanceMaxMoves moves of a balancing plan over the
-// image; the next round waits for them to complete.
+// reassignment is pending, no broker is fenced and the cluster is at
+// metadata.version 12, it starts the first BalanceMaxMoves moves of a
+// balancing plan over the image; the next round waits for them to
+// complete.
 func (c *Controller) balance(ctx context.Context) {
 	img := c.n.Image()
 	if img.MetadataVersion() < MetadataVersionReassignment || len(img.Reassignments()) > 0 {
@@ -241,7 +242,13 @@ func (c *Controller) balance(ctx context.Context) {
 	}
 	var brokers []PlanBroker
 	for _, b := range img.Brokers() {
-		brokers = append(brokers, PlanBroker{ID: b.ID, Rack: b.Rack, Fenced: b.Fenced, Cordoned: b.Cordoned})
+		if b.Fenced {
+			// A broker down (restarting, say) is no reason to move
+			// everything it holds: no round until it is back, or gone
+			// for good (unregistered).
+			return
+		}
+		brokers = append(brokers, PlanBroker{ID: b.ID, Rack: b.Rack, Cordoned: b.Cordoned})
 	}
 	var parts []PlanPartition
 	for _, name := range sortedTopicNames(img) {
