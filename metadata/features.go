@@ -79,9 +79,11 @@ const (
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
 	// MetadataVersionReassignment adds ReassignPartitions (partition
-	// reassignment: a partition record's adding and removing replicas)
-	// and CordonBroker (a broker record's cordoned flag). An older node
-	// would drop the new fields and its image would differ for good.
+	// reassignment: a partition record's adding and removing replicas),
+	// CordonBroker (a broker record's cordoned flag) and BrokerThrottle
+	// (a broker's replica.reassignment.throttle.bytes.per.second). An
+	// older node would drop the new fields and its image would differ for
+	// good.
 	MetadataVersionReassignment int32 = 12
 
 	// LatestMetadataVersion is the highest level this code knows.

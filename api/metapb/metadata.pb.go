@@ -508,9 +508,10 @@ func (*Command_BrokerThrottle) isCommand_Cmd() {}
 // (KIP-455): it is computed from the original replicas, so that replicas
 // being added which the new target lacks leave again. A cancel (empty
 // target, cancel set) goes back to the original replicas, keeping only
-// them in the ISR; it is refused when no original replica is in the ISR,
-// since none of them would then hold the committed records. Needs
-// metadata.version 12.
+// them in the ISR. Either is refused when it would leave fewer in-sync
+// replicas than min(min_insync_replicas, the ISR's size), or no live
+// in-sync replica to lead: the committed records must keep their copies.
+// Needs metadata.version 12.
 type ReassignPartitions struct {
 	state         protoimpl.MessageState   `protogen:"open.v1"`
 	Partitions    []*PartitionReassignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
