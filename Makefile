@@ -47,6 +47,7 @@ e2e: build chaos-bin
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_make_run.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
+	QUIRE_BIN=$(BIN)/quire scripts/e2e_reassign.sh
 	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_security.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_console.sh

@@ -193,8 +193,11 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 			out = appendNeed(out, topicNeed(auth.OpDelete, p.Topic))
 		}
 		return out, true
-	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest, *quirev1.ElectLeadersRequest:
+	case *quirev1.UnregisterBrokerRequest, *quirev1.UpdateFeaturesRequest, *quirev1.ElectLeadersRequest,
+		*quirev1.AlterPartitionReassignmentsRequest, *quirev1.CordonBrokerRequest, *quirev1.SetReassignmentThrottleRequest:
 		return []need{clusterNeed(auth.OpAlter)}, true
+	case *quirev1.ListPartitionReassignmentsRequest:
+		return []need{clusterNeed(auth.OpDescribe)}, true
 	// Producer.
 	case *quirev1.ProduceRequest:
 		return b.produceNeeds(m), true

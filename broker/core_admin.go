@@ -20,6 +20,7 @@ func (b *Broker) adminConfig() request.AdminConfig {
 	return request.AdminConfig{
 		Controller:        coreController{b},
 		Describer:         coreController{b},
+		Reassigner:        coreController{b},
 		NumPartitions:     b.cfg.NumPartitions,
 		ReplicationFactor: int16(b.cfg.DefaultReplicationFactor),
 		DeleteTopicEnable: b.cfg.DeleteTopicEnable,

@@ -124,6 +124,9 @@ func (c *cluster) open(advertised string) error {
 	mc.UncleanLeaderElection = c.cfg.UncleanLeaderElectionEnable
 	mc.AutoLeaderRebalance = c.cfg.AutoLeaderRebalanceEnable
 	mc.LeaderRebalanceEvery = time.Duration(c.cfg.LeaderImbalanceCheckIntervalSecs) * time.Second
+	mc.Balancer = c.cfg.BalancerEnable
+	mc.BalanceEvery = time.Duration(c.cfg.BalancerIntervalSecs) * time.Second
+	mc.BalanceMaxMoves = int(c.cfg.BalancerMaxPartitionMoves)
 	mc.MetadataVersions = c.cfg.MetadataVersions
 	mc.Clock = c.cfg.GroupClock
 	if mc.Clock == nil {

@@ -33,6 +33,11 @@ func (c *cluster) reconcile(img *metadata.Image) {
 	self := c.cfg.NodeID
 	b, registered := img.Broker(self)
 	registered = registered && b.Incarnation == c.incarnation
+	throttle := c.cfg.ReplicaReassignmentThrottle
+	if b.ReassignmentThrottle >= 0 && registered {
+		throttle = b.ReassignmentThrottle
+	}
+	c.rm.SetReassignmentThrottle(throttle)
 	c.rm.Reconcile(c.replicaView(img, registered))
 	c.mu.Lock()
 	c.reconciled = img
@@ -64,7 +69,7 @@ func (c *cluster) replicaView(img *metadata.Image, registered bool) replica.View
 			Partitions: make([]replica.Assignment, len(t.Partitions))}
 		for i, p := range t.Partitions {
 			tv.Partitions[i] = replica.Assignment{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+				PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR, Adding: p.AddingReplicas}
 		}
 		v.Topics = append(v.Topics, tv)
 	}

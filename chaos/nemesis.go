@@ -24,11 +24,12 @@ const (
 	FaultSplit          = "split"           // a majority/minority split
 	FaultDiskError      = "disk-error"      // EIO on a leader's writes and fsyncs, then a new disk (kill, restart)
 	FaultClockJump      = "clock-jump"      // step a paused node's wall clock minutes or hours, resume, step it back
+	FaultReassign       = "reassign"        // move a partition's replica to another node (or drop and re-add one), maybe cancel it
 )
 
 // AllFaults is every fault the nemesis knows, network ones last.
 var AllFaults = []string{FaultKill, FaultKillController, FaultKillLeader, FaultKillTwo, FaultPause, FaultTornTail,
-	FaultDiskError, FaultClockJump, FaultIsolate, FaultCutLink, FaultSplit}
+	FaultDiskError, FaultClockJump, FaultReassign, FaultIsolate, FaultCutLink, FaultSplit}
 
 // MaxClockJump bounds the clock-jump fault's steps; the workload's topic
 // keeps records four times as long (retention.ms), so that no step is
@@ -253,6 +254,8 @@ func (n *nemesis) inject(ctx context.Context, f string) error {
 		err := n.c.WaitServing(heal, nd)
 		end()
 		return err
+	case FaultReassign:
+		return n.reassign(ctx, heal)
 	case FaultIsolate, FaultCutLink, FaultSplit:
 		net := n.c.net
 		ids := n.ids()

@@ -63,6 +63,10 @@ type PartitionDescription struct {
 	// cleanable bytes written since its last clean; nil otherwise (or
 	// when the leader did not answer).
 	DirtyRatio *float64 `json:"dirty_ratio,omitempty"`
+	// AddingReplicas and RemovingReplicas are a pending reassignment
+	// (both in Replicas); empty when none is pending.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 }
 
 // OfflineReplica is a replica whose log failed: its broker, the log's
@@ -99,6 +103,11 @@ type BrokerDescription struct {
 	// how many it may host (max.partitions.per.broker), 0 when unknown.
 	Partitions    int32 `json:"partitions"`
 	MaxPartitions int32 `json:"max_partitions"`
+	// Cordoned: no new replica is placed on it (CordonBroker).
+	Cordoned bool `json:"cordoned"`
+	// ReassignmentThrottle is its replica.reassignment.throttle.bytes.per.second
+	// as SetReassignmentThrottle set it; -1 when not set (its configuration's).
+	ReassignmentThrottle int64 `json:"reassignment_throttle"`
 }
 
 // admin runs an admin call on any broker (every node serves them and
@@ -239,7 +248,7 @@ func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
 		pd := PartitionDescription{Partition: p.GetPartition(), Leader: p.GetLeader(),
 			LeaderEpoch: p.GetLeaderEpoch(), Replicas: p.GetReplicas(), ISR: p.GetIsr(),
 			LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(), LogEndOffset: p.GetLogEndOffset(),
-			SizeBytes: p.GetSizeBytes()}
+			SizeBytes: p.GetSizeBytes(), AddingReplicas: p.GetAddingReplicas(), RemovingReplicas: p.GetRemovingReplicas()}
 		for _, o := range p.GetOfflineReplicas() {
 			pd.OfflineReplicas = append(pd.OfflineReplicas, OfflineReplica{Broker: o.GetBrokerId(), Dir: o.GetDir(), Error: o.GetError()})
 		}
@@ -315,7 +324,8 @@ func (c *Client) DescribeCluster(ctx context.Context) (*ClusterDescription, erro
 	d := &ClusterDescription{ClusterID: resp.GetClusterId(), ControllerID: resp.GetControllerId()}
 	for _, b := range resp.GetBrokers() {
 		d.Brokers = append(d.Brokers, BrokerDescription{ID: b.GetId(), Address: b.GetAddress(), Rack: b.GetRack(),
-			Fenced: b.GetFenced(), Controller: b.GetController(), Partitions: b.GetPartitions(), MaxPartitions: b.GetMaxPartitions()})
+			Fenced: b.GetFenced(), Controller: b.GetController(), Partitions: b.GetPartitions(), MaxPartitions: b.GetMaxPartitions(),
+			Cordoned: b.GetCordoned(), ReassignmentThrottle: b.GetReassignmentThrottle()})
 	}
 	sort.Slice(d.Brokers, func(i, j int) bool { return d.Brokers[i].ID < d.Brokers[j].ID })
 	return d, nil

@@ -105,7 +105,10 @@ type Config struct {
 	BrokerSessionTimeoutMs    int64 // broker.session.timeout.ms
 
 	// Replication.
-	ReplicaLagTimeMaxMs          int64 // replica.lag.time.max.ms
+	ReplicaLagTimeMaxMs int64 // replica.lag.time.max.ms
+	// ReplicaReassignmentThrottle is replica.reassignment.throttle.bytes.per.second
+	// (0: unthrottled); a value set at run time in the metadata log wins.
+	ReplicaReassignmentThrottle  int64
 	ReplicaFetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes         int32 // replica.fetch.min.bytes
 	ReplicaFetchMaxBytes         int32 // replica.fetch.max.bytes
@@ -116,6 +119,9 @@ type Config struct {
 	UncleanLeaderElectionEnable      bool  // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable        bool  // auto.leader.rebalance.enable
 	LeaderImbalanceCheckIntervalSecs int64 // leader.imbalance.check.interval.seconds
+	BalancerEnable                   bool  // balancer.enable
+	BalancerIntervalSecs             int64 // balancer.interval.seconds
+	BalancerMaxPartitionMoves        int32 // balancer.max.partition.moves
 
 	// Consumer groups (the coordinator runs on the controller).
 	GroupConsumerSessionTimeoutMs    int64  // group.consumer.session.timeout.ms

@@ -53,6 +53,9 @@ var errorTable = []struct {
 	{metadata.ErrGroupSubscribedToTopic, codes.FailedPrecondition, quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC, "GROUP_SUBSCRIBED_TO_TOPIC"},
 	{metadata.ErrElectionNotNeeded, codes.FailedPrecondition, quirev1.ErrorCode_ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"},
 	{metadata.ErrPreferredLeaderNotAvailable, codes.Unavailable, quirev1.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, "PREFERRED_LEADER_NOT_AVAILABLE"},
+	// Partition reassignment: a target the controller refuses, whole.
+	{metadata.ErrInvalidReassignment, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "INVALID_REPLICA_ASSIGNMENT"},
+	{metadata.ErrNoReassignmentInProgress, codes.FailedPrecondition, quirev1.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS, "NO_REASSIGNMENT_IN_PROGRESS"},
 	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION"},
 	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
 	// A command this node's code does not know: a version mismatch, not a crash.

@@ -43,6 +43,11 @@ type AdminBackend interface {
 	// DeleteOffsets removes some of a group's committed offsets, with
 	// each partition's refusal in the answer (OffsetDelete).
 	DeleteOffsets(ctx context.Context, req *request.DeleteOffsetsRequest) ([]request.PartitionResult, error)
+	// AlterPartitionReassignments and ListPartitionReassignments are the
+	// request core's (request/reassign.go): all or none, one error for a
+	// refused request.
+	AlterPartitionReassignments(ctx context.Context, targets []request.ReassignmentTarget) error
+	ListPartitionReassignments(ctx context.Context, topics []request.PartitionsOf) ([]request.PendingReassignment, error)
 	// ElectLeaders moves leadership to the preferred replicas now, with
 	// each partition's refusal in the answer.
 	ElectLeaders(ctx context.Context, topics []request.TopicPartitions) ([]request.PartitionResult, error)
@@ -154,6 +159,10 @@ func adminDispatch(ctx context.Context, b Backend, req kmsg.Request) (kmsg.Respo
 		return describeLogDirs(ctx, b, req), true
 	case *kmsg.ElectLeadersRequest:
 		return electLeaders(ctx, b, req), true
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return alterPartitionAssignments(ctx, b, req), true
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return listPartitionReassignments(ctx, b, req), true
 	}
 	return nil, false
 }

@@ -26,6 +26,8 @@ var adminVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 35, MinVersion: 0, MaxVersion: 4}, // DescribeLogDirs (4: the directories' sizes)
 	{ApiKey: 43, MinVersion: 0, MaxVersion: 2}, // ElectLeaders
 	{ApiKey: 47, MinVersion: 0, MaxVersion: 0}, // OffsetDelete
+	{ApiKey: 45, MinVersion: 0, MaxVersion: 1}, // AlterPartitionReassignments (1: allow replication factor change)
+	{ApiKey: 46, MinVersion: 0, MaxVersion: 0}, // ListPartitionReassignments
 }
 
 // adminSchemas are the request layouts of the admin APIs, as schemas
@@ -154,6 +156,24 @@ var adminSchemas = map[int16]apiSchema{
 		fld(kInt32), // timeout
 	)},
 	47: offsetDeleteSchema, // OffsetDelete (offset_delete.go)
+	45: {0, strct[kmsg.AlterPartitionAssignmentsRequest]( // AlterPartitionReassignments
+		fld(kInt32),         // timeout
+		fld(kInt8).since(1), // allow replication factor change
+		arr(strct[kmsg.AlterPartitionAssignmentsRequestTopic](
+			fld(kString), // topic
+			arr(strct[kmsg.AlterPartitionAssignmentsRequestTopicPartition](
+				fld(kInt32),  // partition
+				fld(kInt32s), // replicas (null: cancel)
+			)),
+		)),
+	)},
+	46: {0, strct[kmsg.ListPartitionReassignmentsRequest]( // ListPartitionReassignments
+		fld(kInt32), // timeout
+		arr(strct[kmsg.ListPartitionReassignmentsRequestTopic]( // null: every partition
+			fld(kString), // topic
+			fld(kInt32s), // partitions
+		)),
+	)},
 }
 
 func init() {

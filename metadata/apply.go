@@ -62,6 +62,12 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCommitOffsetsBatch(c.CommitOffsetsBatch, index)
 	case *pb.Command_BrokerBudget:
 		return d.applyBrokerBudget(c.BrokerBudget, index)
+	case *pb.Command_ReassignPartitions:
+		return d.applyReassignPartitions(c.ReassignPartitions, index)
+	case *pb.Command_CordonBroker:
+		return d.applyCordonBroker(c.CordonBroker, index)
+	case *pb.Command_BrokerThrottle:
+		return d.applyBrokerThrottle(c.BrokerThrottle, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)
@@ -102,7 +108,12 @@ func (d *draft) applyRegisterBroker(c *pb.RegisterBroker, index uint64) any {
 	b := BrokerInfo{ID: c.BrokerId, Incarnation: c.Incarnation, Addr: c.AdvertisedAddr, Rack: c.Rack, Fenced: true, Epoch: int64(index), DirectoryID: dirID,
 		Endpoints: EndpointsFromPB(c.Endpoints), MetadataVersions: versions,
 		// Kept until the new run's heartbeats report its own (BrokerBudget).
-		MaxPartitions: old.MaxPartitions}
+		MaxPartitions: old.MaxPartitions,
+		// An operator's settings outlive a restart.
+		Cordoned: old.Cordoned, ReassignmentThrottle: -1}
+	if exists {
+		b.ReassignmentThrottle = old.ReassignmentThrottle
+	}
 	d.putBroker(b)
 	if exists {
 		d.moveAwayFrom(c.BrokerId, false, lostData(old, c.DirectoryId))
@@ -372,8 +383,7 @@ func (d *draft) applyPartitionChange(c *pb.PartitionChange, _ uint64) any {
 	}
 	t, _ := d.topic(c.Topic)
 	np := changed(p, c.Leader, slices.Clone(c.Isr))
-	d.putPartition(t, np)
-	return np.clone()
+	return d.putPartition(t, np).clone()
 }
 
 func (d *draft) applyAlterConfigs(c *pb.AlterConfigs, _ uint64) any {

@@ -37,7 +37,7 @@ func PlanTopic(img *Image, spec TopicSpec) ([][]int32, error) {
 			return nil, err
 		}
 		var err error
-		assign, err = placeReplicas(img.liveBrokers(), 0, spec.Partitions, int(spec.ReplicationFactor), img.PartitionCount())
+		assign, err = placeReplicas(img.placeableBrokers(), 0, spec.Partitions, int(spec.ReplicationFactor), img.PartitionCount())
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +71,7 @@ func PlanPartitions(img *Image, topic string, total int32) (first int32, assign 
 		return 0, nil, err
 	}
 	rf := len(t.Partitions[0].Replicas)
-	assign, err = placeReplicas(img.liveBrokers(), have, total-have, rf, img.PartitionCount())
+	assign, err = placeReplicas(img.placeableBrokers(), have, total-have, rf, img.PartitionCount())
 	if err != nil {
 		return 0, nil, err
 	}

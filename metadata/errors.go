@@ -74,6 +74,15 @@ var (
 	// ErrPreferredLeaderNotAvailable: a preferred leader election of a
 	// partition whose preferred replica is not alive or not in the ISR.
 	ErrPreferredLeaderNotAvailable = errors.New("metadata: preferred leader not available")
+	// ErrInvalidReassignment: a reassignment target that names no
+	// replica, a broker twice, an unknown, fenced or cordoned broker, fewer
+	// replicas than min.insync.replicas, or one that would leave the ISR
+	// without enough of the replicas holding the committed records
+	// (Kafka's INVALID_REPLICA_ASSIGNMENT). The whole request is refused.
+	ErrInvalidReassignment = errors.New("metadata: invalid reassignment")
+	// ErrNoReassignmentInProgress: a cancel of a partition that is not
+	// being reassigned (Kafka's NO_REASSIGNMENT_IN_PROGRESS).
+	ErrNoReassignmentInProgress = errors.New("metadata: no reassignment in progress")
 )
 
 // NotControllerError names the current controller, when known (LeaderID -1

@@ -78,6 +78,14 @@ const (
 	// group's committed offsets of some partitions (Kafka's
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
+	// MetadataVersionReassignment adds ReassignPartitions (partition
+	// reassignment: a partition record's adding and removing replicas),
+	// CordonBroker (a broker record's cordoned flag) and BrokerThrottle
+	// (a broker's replica.reassignment.throttle.bytes.per.second). An
+	// older node would drop the new fields and its image would differ for
+	// good.
+	MetadataVersionReassignment int32 = 12
+
 	// MetadataVersionIncarnations adds fields to existing commands that
 	// an older node would drop and so apply otherwise: DeleteTopic's
 	// topic_id (only that incarnation of the topic is deleted; an older
@@ -216,6 +224,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBrokerBudget
 	case *pb.Command_DeleteOffsets:
 		return MetadataVersionDeleteOffsets
+	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker, *pb.Command_BrokerThrottle:
+		return MetadataVersionReassignment
 	}
 	return 0
 }

@@ -402,7 +402,14 @@ func brokerFromRecord(r *pb.BrokerRecord) BrokerInfo {
 	return BrokerInfo{ID: r.BrokerId, Incarnation: r.Incarnation, Addr: r.AdvertisedAddr, Rack: r.Rack, Fenced: r.Fenced, Epoch: r.BrokerEpoch, DirectoryID: r.DirectoryId,
 		Endpoints:        EndpointsFromPB(r.Endpoints),
 		MetadataVersions: VersionRange{Min: r.MinMetadataVersion, Max: r.MaxMetadataVersion}.orBaseline(),
-		MaxPartitions:    r.MaxPartitions}
+		MaxPartitions:    r.MaxPartitions, Cordoned: r.Cordoned, ReassignmentThrottle: throttleFromRecord(r)}
+}
+
+func throttleFromRecord(r *pb.BrokerRecord) int64 {
+	if !r.ReassignmentThrottleSet {
+		return -1
+	}
+	return r.ReassignmentThrottle
 }
 
 // EndpointsFromPB converts endpoints from their protobuf form (nil for none).
@@ -433,13 +440,15 @@ func brokerRecord(b BrokerInfo) *pb.BrokerRecord {
 	return &pb.BrokerRecord{BrokerId: b.ID, Incarnation: b.Incarnation, AdvertisedAddr: b.Addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch, DirectoryId: b.DirectoryID,
 		Endpoints:          EndpointsToPB(b.Endpoints),
 		MinMetadataVersion: b.MetadataVersions.Min, MaxMetadataVersion: b.MetadataVersions.Max,
-		MaxPartitions: b.MaxPartitions}
+		MaxPartitions: b.MaxPartitions, Cordoned: b.Cordoned,
+		ReassignmentThrottleSet: b.ReassignmentThrottle >= 0, ReassignmentThrottle: max(b.ReassignmentThrottle, 0)}
 }
 
 func partitionFromRecord(r *pb.PartitionRecord) PartitionInfo {
 	return PartitionInfo{
 		Topic: r.Topic, Partition: r.Partition, Replicas: r.Replicas, ISR: r.Isr,
 		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+		AddingReplicas: r.AddingReplicas, RemovingReplicas: r.RemovingReplicas,
 	}
 }
 
@@ -447,6 +456,7 @@ func partitionRecord(p PartitionInfo) *pb.PartitionRecord {
 	return &pb.PartitionRecord{
 		Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas, Isr: p.ISR,
 		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+		AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 	}
 }
 
@@ -543,8 +553,12 @@ func (d *draft) putTopic(t *TopicInfo) {
 	})
 }
 
-// putPartition stores one partition of a topic owned by the draft.
-func (d *draft) putPartition(t *TopicInfo, p PartitionInfo) {
+// putPartition stores one partition of a topic owned by the draft and
+// returns what it stored: a partition being reassigned whose target
+// replicas are all in the ISR now completes its reassignment on the way
+// (completeReassignment), whichever command brought the last one in.
+func (d *draft) putPartition(t *TopicInfo, p PartitionInfo) PartitionInfo {
+	p = d.completeReassignment(p)
 	// An election: a partition that existed (a new one has no replicas
 	// yet) gets a leader other than the one it had; unclean when the new
 	// leader was not in the ISR.
@@ -556,6 +570,7 @@ func (d *draft) putPartition(t *TopicInfo, p PartitionInfo) {
 	}
 	t.Partitions[p.Partition] = p
 	d.put(bucketPartitions, partitionKey(p.Topic, p.Partition), partitionRecord(p))
+	return p
 }
 
 func (d *draft) deleteTopic(name string) {

@@ -30,6 +30,12 @@ type BrokerInfo struct {
 	// followers) the broker can host, as its heartbeats last reported it
 	// (max.partitions.per.broker); 0: unknown, no limit.
 	MaxPartitions int32
+	// Cordoned: no new replica is placed on the broker (CordonBroker).
+	Cordoned bool
+	// ReassignmentThrottle is its replica.reassignment.throttle.bytes.per.second
+	// as set dynamically (BrokerThrottle), -1 when not set: the broker's
+	// configuration then says.
+	ReassignmentThrottle int64
 }
 
 // Endpoint is one named listener of a broker and the address it advertises.
@@ -58,6 +64,9 @@ type PartitionInfo struct {
 	Leader         int32 // -1: none
 	LeaderEpoch    int32
 	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas are a pending reassignment
+	// (reassign.go): Replicas holds both; nil when none is pending.
+	AddingReplicas, RemovingReplicas []int32
 }
 
 // TopicInfo is one topic. Configs holds only explicitly set keys.
@@ -189,6 +198,18 @@ func (img *Image) liveBrokers() []BrokerInfo {
 	return out
 }
 
+// placeableBrokers returns the live brokers that are not cordoned: those
+// new replicas may be placed on.
+func (img *Image) placeableBrokers() []BrokerInfo {
+	var out []BrokerInfo
+	for _, b := range img.liveBrokers() {
+		if !b.Cordoned {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 func (img *Image) isLive(id int32) bool {
 	b, ok := img.brokers[id]
 	return ok && !b.Fenced
@@ -197,6 +218,8 @@ func (img *Image) isLive(id int32) bool {
 func (p PartitionInfo) clone() PartitionInfo {
 	p.Replicas = slices.Clone(p.Replicas)
 	p.ISR = slices.Clone(p.ISR)
+	p.AddingReplicas = slices.Clone(p.AddingReplicas)
+	p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 	return p
 }
 

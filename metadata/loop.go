@@ -58,6 +58,7 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	nextRebalance := time.Now().Add(c.n.cfg.LeaderRebalanceEvery)
+	nextBalance := time.Now().Add(c.n.cfg.BalanceEvery)
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,6 +74,10 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 		if c.n.cfg.AutoLeaderRebalance && time.Now().After(nextRebalance) {
 			c.rebalance(ctx)
 			nextRebalance = time.Now().Add(c.n.cfg.LeaderRebalanceEvery)
+		}
+		if c.n.cfg.Balancer && time.Now().After(nextBalance) {
+			c.balance(ctx)
+			nextBalance = time.Now().Add(c.n.cfg.BalanceEvery)
 		}
 	}
 }
@@ -200,7 +205,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 	for _, name := range sortedTopicNames(img) {
 		for _, p := range img.topics[name].Partitions {
 			pref := p.Replicas[0]
-			if p.Leader == pref || !img.isLive(pref) || !slices.Contains(p.ISR, pref) {
+			if p.Reassigning() || p.Leader == pref || !img.isLive(pref) || !slices.Contains(p.ISR, pref) {
 				continue
 			}
 			_, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_PartitionChange{PartitionChange: &pb.PartitionChange{

@@ -66,6 +66,14 @@ type Config struct {
 	AutoLeaderRebalance   bool          // auto.leader.rebalance.enable
 	LeaderRebalanceEvery  time.Duration // leader.imbalance.check.interval (default 30s)
 	UncleanLeaderElection bool          // unclean.leader.election.enable
+	// Balancer (balancer.enable) has the controller start, every
+	// BalanceEvery (balancer.interval.seconds, default 5 min) and while
+	// no reassignment is pending, the moves PlanReassignment proposes,
+	// at most BalanceMaxMoves (balancer.max.partition.moves, default 10)
+	// at a time.
+	Balancer        bool
+	BalanceEvery    time.Duration
+	BalanceMaxMoves int
 	// ApplyTimeout bounds a metadata write when the caller's context has
 	// no deadline (default 10s).
 	ApplyTimeout time.Duration
@@ -177,6 +185,12 @@ func openNode(cfg Config, leadership func(*raft.Raft) <-chan bool) (*Node, error
 	}
 	if cfg.BrokerSessionTimeout <= 0 {
 		cfg.BrokerSessionTimeout = def.BrokerSessionTimeout
+	}
+	if cfg.BalanceEvery <= 0 {
+		cfg.BalanceEvery = 5 * time.Minute
+	}
+	if cfg.BalanceMaxMoves <= 0 {
+		cfg.BalanceMaxMoves = 10
 	}
 	if cfg.LeaderRebalanceEvery <= 0 {
 		cfg.LeaderRebalanceEvery = def.LeaderRebalanceEvery

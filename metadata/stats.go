@@ -29,8 +29,10 @@ type Stats struct {
 	Brokers, FencedBrokers int
 	// Partitions counts every partition; OfflinePartitions those with no
 	// leader, or a fenced one; UnderReplicated those whose ISR is smaller
-	// than their replica set (cluster-wide, from the image).
-	Partitions, OfflinePartitions, UnderReplicatedPartitions int
+	// than their replica set without the replicas a reassignment is adding
+	// (cluster-wide, from the image); ReassigningPartitions those with a
+	// reassignment pending.
+	Partitions, OfflinePartitions, UnderReplicatedPartitions, ReassigningPartitions int
 	// LeaderElections counts the partition leader elections in the
 	// metadata commands this node applied since it started (a partition
 	// given a new leader, an offline one included); UncleanLeaderElections
@@ -66,8 +68,11 @@ func (n *Node) Stats() Stats {
 			if p.Leader < 0 || fenced[p.Leader] {
 				st.OfflinePartitions++
 			}
-			if len(p.ISR) < len(p.Replicas) {
+			if len(p.ISR) < len(p.Replicas)-len(p.AddingReplicas) {
 				st.UnderReplicatedPartitions++
+			}
+			if p.Reassigning() {
+				st.ReassigningPartitions++
 			}
 		}
 	}

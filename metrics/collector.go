@@ -97,6 +97,9 @@ var (
 	dFencedBrokers    = desc("fenced_brokers", "Registered brokers the controller has fenced (on the active controller only).")
 	dBrokers          = desc("registered_brokers", "Registered brokers (on the active controller only).")
 	dOffline          = desc("offline_partitions", "Partitions with no leader or a fenced one (on the active controller only).")
+	dReassigning      = desc("cluster_reassigning_partitions", "Partitions with a reassignment pending, cluster-wide (on the active controller only).")
+	dAdding           = desc("reassigning_replicas", "Replicas this broker is adding by a partition reassignment (they fetch under the reassignment throttle).")
+	dThrottle         = desc("reassignment_throttle_bytes_per_second", "replica.reassignment.throttle.bytes.per.second in force on this broker; 0 unthrottled.")
 	dClusterUnder     = desc("cluster_under_replicated_partitions", "Partitions whose ISR is smaller than their replica set, cluster-wide (on the active controller only).")
 	dApplied          = desc("metadata_applied_index", "Raft index of the metadata image in use.")
 	dCommit           = desc("metadata_commit_index", "Highest raft index this node knows committed.")
@@ -131,7 +134,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 		dGroupConsumeRate, dGroupProduceRate, dGroupDrain, dGroupNeeded, dGroupPartitions,
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
-		dFlush, dCleanDirty, dCleanLast, dCleanBytes, dCleanWritten, dCleanPasses, dCleanLag, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dApplied, dCommit, dMetaLag,
+		dFlush, dCleanDirty, dCleanLast, dCleanBytes, dCleanWritten, dCleanPasses, dCleanLag, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dReassigning, dAdding, dThrottle, dApplied, dCommit, dMetaLag,
 		dRaftTerm, dRaftState, dGroupLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
 		ch <- d
 	}
@@ -247,10 +250,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, dClientBytesOut, bytesOut)
 	counter(ch, dReplicationBytesOut, rs.ReplicationBytesOut)
 	counter(ch, dReplicationBytesIn, rs.ReplicationBytesIn)
-	var under, underMin, leaders, failed int
+	var under, underMin, leaders, failed, adding int
 	for _, p := range rs.Partitions {
 		if p.LogFailed {
 			failed++
+		}
+		if p.Reassigning {
+			adding++
 		}
 		if !p.Leader {
 			continue
@@ -280,6 +286,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, dLeaderCount, float64(leaders))
 	gauge(ch, dReplicaCount, float64(len(rs.Partitions)))
 	gauge(ch, dFailedReplicas, float64(failed))
+	gauge(ch, dAdding, float64(adding))
+	gauge(ch, dThrottle, float64(rs.ReassignmentThrottle))
 	counter(ch, dISRShrinks, rs.ISRShrinks)
 	counter(ch, dISRExpands, rs.ISRExpands)
 
@@ -312,6 +320,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, dClusterUnder, float64(ms.UnderReplicatedPartitions))
 		counter(ch, dElections, ms.LeaderElections)
 		counter(ch, dUncleanElections, ms.UncleanLeaderElections)
+		gauge(ch, dReassigning, float64(ms.ReassigningPartitions))
 	}
 	gauge(ch, dApplied, float64(ms.AppliedIndex))
 	gauge(ch, dCommit, float64(ms.CommitIndex))

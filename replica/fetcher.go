@@ -29,6 +29,9 @@ type fetcherManager struct {
 	bytesIn     *atomic.Uint64 // batch bytes the fetches brought (Manager.Stats)
 	logger      hclog.Logger
 
+	// throttle bounds what the replicas being added here fetch.
+	throttle throttle
+
 	mu       sync.Mutex
 	fetchers map[int32]*fetcher // by leader
 	where    map[*Partition]int32
@@ -182,6 +185,7 @@ type pending struct {
 	offset    int64
 	lastEpoch int32 // of the last batch below offset
 	failed    bool  // the log has failed: tell the leader, take nothing
+	throttled bool  // being added by a reassignment: counts in the throttle
 }
 
 func (f *fetcher) run() {
@@ -267,6 +271,26 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 		parts = append(parts, pending{part: st.part, epoch: st.epoch})
 	}
 	f.mu.Unlock()
+	// Partitions being added by a reassignment share the throttle's
+	// allowance; with none left they wait for it like a paused one.
+	allow, throttledWait := int32(-1), time.Duration(0)
+	kept := parts[:0]
+	for _, pp := range parts {
+		if pp.part.reassigning.Load() {
+			if allow < 0 {
+				allow, throttledWait = f.m.throttle.allowance(now, cfg.PartitionMax)
+			}
+			if allow == 0 {
+				next = min(next, throttledWait)
+				paused = true
+				continue
+			}
+			pp.throttled = true
+		}
+		kept = append(kept, pp)
+	}
+	clear(parts[len(kept):])
+	parts = kept
 	for i := range parts {
 		pp := &parts[i]
 		part := pp.part
@@ -276,6 +300,9 @@ func (f *fetcher) request(now time.Time) (*FetchRequest, []pending, time.Duratio
 		fp := FetchPartition{Topic: part.topic, Partition: part.id, CurrentLeaderEpoch: pp.epoch,
 			FetchOffset: pp.offset, LastFetchedEpoch: pp.lastEpoch, PartitionMaxBytes: cfg.PartitionMax, LogFailed: pp.failed,
 			LogStartOffset: part.log.LogStartOffset()}
+		if pp.throttled {
+			fp.PartitionMaxBytes = allow
+		}
 		if pp.failed {
 			fp.PartitionMaxBytes = 0
 		}
@@ -347,6 +374,9 @@ func (f *fetcher) apply(parts []pending, results []FetchResult) {
 			continue
 		}
 		f.accepted(pp.part, pp.epoch)
+		if pp.throttled {
+			f.m.throttle.take(len(r.Records), time.Now())
+		}
 		if _, err := pp.part.applyFromLeader(in); err != nil {
 			f.m.logger.Warn("cannot apply replica fetch", "leader", f.leader, "topic", pp.part.topic, "partition", pp.part.id, "error", err)
 			f.pause(pp.part, pp.epoch)

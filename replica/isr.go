@@ -141,6 +141,13 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 			p.rm.logger.Warn("ISR change not answered", "topic", p.topic, "partition", p.id, "isr", isr, "error", err)
 		default:
 			p.pendingISR = nil
+			if got.Leader != p.leaderID || got.LeaderEpoch != p.leaderEpoch {
+				// The change completed a reassignment that moved the
+				// leadership away: the next image makes this replica a
+				// follower or removes it; meanwhile the ISR it counts
+				// stays the larger one.
+				break
+			}
 			if got.PartitionEpoch > p.partitionEpoch {
 				p.rm.countISRChange(p.isr, got.ISR)
 				p.partitionEpoch, p.isr = got.PartitionEpoch, append([]int32(nil), got.ISR...)

@@ -232,6 +232,8 @@ func (rm *Manager) apply(topic string, p int32, a Assignment) error {
 	if err != nil {
 		return err
 	}
+	part.reassigning.Store(contains(a.Adding, rm.nodeID))
+	part.withLock(func() { part.adding = append([]int32(nil), a.Adding...) })
 	st := part.state()
 	if st.is(a, rm.nodeID) {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quirelog/quire/record"
@@ -52,6 +53,14 @@ type Partition struct {
 	waiters        waiterSet // HW moves, leadership changes
 	leoWaiters     waiterSet // appends, leadership changes
 	trace          tracer    // as leader: recent appends, timed through the stages
+
+	// adding are the replicas a reassignment is adding (Assignment.Adding),
+	// under mu: they do not count as missing from the ISR.
+	adding []int32
+	// reassigning: this broker is one of the partition's adding replicas
+	// (a reassignment moving it here): its fetches count against the
+	// reassignment throttle.
+	reassigning atomic.Bool
 }
 
 // followerState is what a leader knows of one follower, from its fetches

@@ -27,6 +27,9 @@ type Assignment struct {
 	Partition                           int32
 	Leader, LeaderEpoch, PartitionEpoch int32
 	Replicas, ISR                       []int32
+	// Adding are the replicas a pending reassignment adds (in Replicas
+	// too): they fetch under the reassignment throttle.
+	Adding []int32
 }
 
 // Reconcile brings the hosted replicas in line with v: create and lead or

@@ -81,8 +81,12 @@ type PartitionStats struct {
 	HighWatermark  int64
 	Replicas       int
 	ISR            int
-	// UnderReplicated: the ISR is smaller than the replica set.
+	// UnderReplicated: the ISR is smaller than the replica set (without
+	// the replicas a reassignment is adding, as Kafka counts it).
 	UnderReplicated bool
+	// Reassigning: this broker is adding the replica by a reassignment
+	// (it fetches under the reassignment throttle).
+	Reassigning bool
 	// UnderMinISR: the ISR is smaller than min.insync.replicas (acks=all
 	// produces fail).
 	UnderMinISR bool
@@ -113,12 +117,16 @@ type Stats struct {
 	// ReplicationBytesIn those its own replica fetches brought (as a
 	// follower, from the leaders); since the process started.
 	ReplicationBytesOut, ReplicationBytesIn uint64
+	// ReassignmentThrottle is replica.reassignment.throttle.bytes.per.second
+	// as in force, 0 unthrottled.
+	ReassignmentThrottle int64
 }
 
 // Stats returns a snapshot of every hosted replica and the counters.
 func (rm *Manager) Stats() Stats {
 	st := Stats{ISRShrinks: rm.isrShrinks.Load(), ISRExpands: rm.isrExpands.Load(),
-		ReplicationBytesOut: rm.replicationBytesOut.Load(), ReplicationBytesIn: rm.replicationBytesIn.Load()}
+		ReplicationBytesOut: rm.replicationBytesOut.Load(), ReplicationBytesIn: rm.replicationBytesIn.Load(),
+		ReassignmentThrottle: rm.ReassignmentThrottle()}
 	for _, p := range rm.all() {
 		st.Partitions = append(st.Partitions, p.stats())
 	}
@@ -145,7 +153,8 @@ func (p *Partition) stats() PartitionStats {
 	defer p.mu.Unlock()
 	ps.Leader, ps.HighWatermark = p.leader, p.hw
 	ps.Replicas, ps.ISR = len(p.replicas), len(p.isr)
-	ps.UnderReplicated = p.leader && len(p.isr) < len(p.replicas)
+	ps.UnderReplicated = p.leader && len(p.isr) < len(p.replicas)-len(p.adding)
+	ps.Reassigning = p.reassigning.Load()
 	ps.UnderMinISR = p.leader && int32(len(p.isr)) < tc.MinInsyncReplicas
 	ps.LogFailed = p.failed != nil
 	if p.leader {

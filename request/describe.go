@@ -37,6 +37,8 @@ type PartitionDescription struct {
 	// OfflineReplicas are the replicas outside the ISR whose log failed,
 	// by broker id.
 	OfflineReplicas []OfflineReplica
+	// AddingReplicas and RemovingReplicas are a pending reassignment.
+	AddingReplicas, RemovingReplicas []int32
 }
 
 // OfflineReplica is a replica whose log failed, in Dir.
@@ -150,7 +152,8 @@ func (c *Core) Describe(ctx context.Context, topics []metadata.TopicInfo) []Topi
 		for j, p := range t.Partitions {
 			pd := &d.Partitions[j]
 			*pd = PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
-				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1, DirtyRatio: -1}
+				LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1, DirtyRatio: -1,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas}
 			var want []logAsk
 			if p.Leader >= 0 {
 				want = append(want, logAsk{pd: pd, replica: p.Leader, leader: true})

@@ -78,6 +78,8 @@ type AdminConfig struct {
 	BrokerConfigs func() []ConfigEntry
 	// Describer answers DescribeCluster; nil: it is refused.
 	Describer ClusterDescriber
+	// Reassigner reassigns partitions and cordons brokers; nil: refused.
+	Reassigner Reassigner
 }
 
 // CreateTopicRequest creates one topic.

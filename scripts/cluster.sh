@@ -10,10 +10,17 @@
 #   scripts/cluster.sh start-node N / stop-node N   one node only
 #   scripts/cluster.sh env          print `export QUIRE_BROKERS=...`
 #   scripts/cluster.sh settings     every node's settings (QUIRE_* variables)
+#   scripts/cluster.sh add-node N   start broker-only node N (4 or more) and move
+#                                   its share of replicas onto it
+#   scripts/cluster.sh remove-node N  move every replica off node N, stop it,
+#                                   unregister it and delete its directory
 #
 # Every node is broker and controller (a metadata quorum voter) with node ids
 # 1..3 on 127.0.0.1:BASE, BASE+1, BASE+2. Files live under the cluster
 # directory: nodeN/data (log.dirs), nodeN/quire.log, nodeN/quire.pid.
+# Nodes added with add-node are broker-only (raft non-voters) on BASE+N-1,
+# marked by nodeN/broker-only; stop, start, status, logs and kill take
+# them as well.
 #
 # Env: QUIRE_CLUSTER_DIR (default ./.cluster), QUIRE_CLUSTER_BASE_PORT
 # (default 19092), QUIRE_BIN (default ./bin/quire, built when missing),
@@ -151,10 +158,31 @@ kafka_brokers() {
 	echo "$out"
 }
 
+# added: the broker-only nodes added with add-node, sorted.
+added() {
+	local d n
+	for d in "$cluster_dir"/node*/broker-only; do
+		[ -f "$d" ] || continue
+		n=${d%/broker-only}
+		echo "${n##*/node}"
+	done | sort -n
+}
+
+# all_nodes: the voters, then the added nodes.
+all_nodes() {
+	printf '%s\n' "${nodes[@]}"
+	added
+}
+
 check_node() {
 	case ${1:-} in
 	1 | 2 | 3) ;;
-	*) die "no node '${1:-}' (nodes are ${nodes[*]})" ;;
+	*)
+		if [[ ${1:-} =~ ^[0-9]+$ ]] && [ -f "$(node_dir "$1")/broker-only" ]; then
+			return 0
+		fi
+		die "no node '${1:-}' (nodes are $(all_nodes | paste -sd ' '))"
+		;;
 	esac
 }
 
@@ -169,6 +197,9 @@ node_env() {
 		"QUIRE_ADVERTISED_LISTENERS=$addr" \
 		"QUIRE_CONTROLLER_QUORUM_VOTERS=$(voters)" \
 		"QUIRE_LOG_DIRS=$(node_dir "$n")/data"
+	if [ "$n" -gt 3 ]; then
+		echo "QUIRE_PROCESS_ROLES=broker" # after the shared settings: it wins
+	fi
 	if [ "$secure" = 1 ]; then
 		printf '%s\n' "QUIRE_TLS_CERT_FILE=$certs_dir/node-$n.pem" "QUIRE_TLS_KEY_FILE=$certs_dir/node-$n-key.pem"
 	fi
@@ -376,8 +407,10 @@ cmd_start() {
 	local n
 	ensure_binary
 	ensure_certs
-	for n in "${nodes[@]}"; do start_node "$n"; done
-	wait_ready "${nodes[@]}"
+	local all
+	mapfile -t all < <(all_nodes)
+	for n in "${all[@]}"; do start_node "$n"; done
+	wait_ready "${all[@]}"
 	say "brokers: $(brokers)"
 	print_env
 }
@@ -415,7 +448,7 @@ stop_node() {
 
 cmd_stop() {
 	local n pid pids=() ids=()
-	for n in "${nodes[@]}"; do
+	for n in $(all_nodes); do
 		pid=$(node_pid "$n")
 		if [ -n "$pid" ]; then
 			pids+=("$pid")
@@ -437,7 +470,7 @@ cmd_stop() {
 cmd_status() {
 	local n pid addr state ctl="" up=0
 	printf '%-5s %-8s %-17s %s\n' NODE PID ADDRESS STATE
-	for n in "${nodes[@]}"; do
+	for n in $(all_nodes); do
 		addr=$(addr_of "$n")
 		pid=$(node_pid "$n")
 		if [ -z "$pid" ]; then
@@ -454,7 +487,7 @@ cmd_status() {
 	done
 	echo "controller: ${ctl:-none}"
 	echo "brokers: $(brokers)"
-	[ "$up" -eq "${#nodes[@]}" ]
+	[ "$up" -eq "$(all_nodes | wc -l)" ]
 }
 
 cmd_logs() {
@@ -465,7 +498,7 @@ cmd_logs() {
 		*) check_node "$arg"; which+=("$arg") ;;
 		esac
 	done
-	[ "${#which[@]}" -gt 0 ] || which=("${nodes[@]}")
+	[ "${#which[@]}" -gt 0 ] || mapfile -t which < <(all_nodes)
 	local files=()
 	for n in "${which[@]}"; do
 		[ -f "$(log_file "$n")" ] && files+=("$(log_file "$n")")
@@ -488,8 +521,52 @@ cmd_kill() {
 	say "node $n killed (pid $pid)"
 }
 
+# cli ARGS...: the quire CLI against the cluster's voters.
+cli() {
+	"$quire" --brokers "$(brokers)" ${client_tls[@]+"${client_tls[@]}"} "$@"
+}
+
+# cmd_add_node N: start broker-only node N, wait until it serves, then
+# move its share of the replicas onto it (a plan, executed and followed).
+cmd_add_node() {
+	local n=$1 plan
+	[[ $n =~ ^[0-9]+$ ]] && [ "$n" -gt 3 ] || die "add-node N: N is a new node id, 4 or more (1..3 are the voters)"
+	[ "$secure" = 0 ] || die "add-node: not with QUIRE_CLUSTER_SECURE=1 (the certificates name node-1..3 only)"
+	ensure_binary
+	mkdir -p "$(node_dir "$n")"
+	touch "$(node_dir "$n")/broker-only"
+	start_node "$n"
+	wait_ready "$n"
+	plan="$(node_dir "$n")/plan.json"
+	cli partition reassign --plan --output "$plan"
+	if grep -q '"topic"' "$plan"; then
+		cli partition reassign --execute "$plan" --wait
+	fi
+	say "node $n added (broker-only, $(addr_of "$n"))"
+}
+
+# cmd_remove_node N: move every replica off added node N (decommission),
+# stop it, unregister it once fenced, and delete its directory.
+cmd_remove_node() {
+	local n=$1 deadline
+	[ -f "$(node_dir "$n")/broker-only" ] || die "remove-node N: node '$n' was not added with add-node (the voters 1..3 stay)"
+	ensure_binary
+	if [ -n "$(node_pid "$n")" ]; then
+		cli broker decommission "$n"
+	fi
+	stop_node "$n"
+	deadline=$((SECONDS + start_timeout))
+	until cli broker unregister "$n" 2>/dev/null; do
+		# Refused until the controller fenced it (broker.session.timeout.ms).
+		[ "$SECONDS" -lt "$deadline" ] || { cli broker unregister "$n"; die "node $n not unregistered"; }
+		sleep 1
+	done
+	rm -rf "$(node_dir "$n")"
+	say "node $n removed"
+}
+
 usage() {
-	sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -509,5 +586,7 @@ start-node)
 stop-node) check_node "${2:-}"; with_lock stop_node "$2" ;;
 env) print_env ;;
 settings) cmd_settings ;;
+add-node) with_lock cmd_add_node "${2:-}" ;;
+remove-node) with_lock cmd_remove_node "${2:-}" ;;
 *) usage ;;
 esac

@@ -81,7 +81,8 @@ func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.Describ
 	for _, br := range d.Brokers {
 		resp.Brokers = append(resp.Brokers, &quirev1.BrokerDescription{
 			Id: br.Info.ID, Address: br.Info.AddrFor(listener), Rack: br.Info.Rack, Fenced: br.Info.Fenced, Controller: br.Controller,
-			Partitions: br.Partitions, MaxPartitions: br.Info.MaxPartitions,
+			Partitions: br.Partitions, MaxPartitions: br.Info.MaxPartitions, Cordoned: br.Info.Cordoned,
+			ReassignmentThrottle: br.Info.ReassignmentThrottle,
 		})
 	}
 	return resp, nil
@@ -171,7 +172,8 @@ func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescriptio
 		td := &quirev1.TopicDescription{Name: d.Name, TopicId: d.ID, Configs: d.Configs, Partitions: make([]*quirev1.PartitionDescription, len(d.Partitions))}
 		for j, p := range d.Partitions {
 			pd := &quirev1.PartitionDescription{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, Isr: p.ISR,
-				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes}
+				LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas}
 			for _, o := range p.OfflineReplicas {
 				pd.OfflineReplicas = append(pd.OfflineReplicas, &quirev1.OfflineReplica{BrokerId: o.BrokerID, Dir: o.Dir, Error: o.Error})
 			}

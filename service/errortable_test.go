@@ -85,6 +85,8 @@ var sentinels = map[string]error{
 	"metadata.ErrGroupSubscribedToTopic":      metadata.ErrGroupSubscribedToTopic,
 	"metadata.ErrElectionNotNeeded":           metadata.ErrElectionNotNeeded,
 	"metadata.ErrPreferredLeaderNotAvailable": metadata.ErrPreferredLeaderNotAvailable,
+	"metadata.ErrInvalidReassignment":         metadata.ErrInvalidReassignment,
+	"metadata.ErrNoReassignmentInProgress":    metadata.ErrNoReassignmentInProgress,
 	"metadata.ErrCommittedSince":              metadata.ErrCommittedSince,
 	"replica.ErrUnknownTopicOrPartition":      replica.ErrUnknownTopicOrPartition,
 	"replica.ErrInvalidRequest":               replica.ErrInvalidRequest,

@@ -550,3 +550,42 @@ func (s *logSink) close() {
 	s.done = true
 	s.mu.Unlock()
 }
+
+// Add starts one more node, broker-only, with the next id (the number of
+// nodes so far plus one), and waits until it is ready (registered and
+// unfenced, as every node sees it): a broker joining a running cluster.
+// Call it from the test's goroutine.
+func (c *Cluster) Add() int32 {
+	c.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatalf("testcluster: listen: %v", err)
+	}
+	dir := c.t.TempDir()
+	c.mu.Lock()
+	c.addrs = append(c.addrs, l.Addr().String())
+	c.dirs = append(c.dirs, dir)
+	c.nodes = append(c.nodes, nil)
+	c.n++
+	id := int32(c.n)
+	c.mu.Unlock()
+	c.net.mu.Lock()
+	c.net.byAddr[l.Addr().String()] = id
+	c.net.mu.Unlock()
+	b, err := c.start(id, l)
+	if err != nil {
+		c.t.Fatalf("testcluster: start node %d: %v", id, err)
+	}
+	c.set(id, b)
+	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+	defer cancel()
+	if err := b.WaitReady(ctx); err != nil {
+		c.t.Fatalf("testcluster: node %d: %v", id, err)
+	}
+	// As New does: every node sees it live before the test goes on.
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		br, ok := img.Broker(id)
+		return ok && !br.Fenced
+	})
+	return id
+}

@@ -2369,6 +2369,107 @@ func (x *DeleteAclsResponse) GetDeleted() []*metapb.AclRecord {
 	return nil
 }
 
+// ReassignPartitionsRequest starts, replaces or cancels reassignments, all
+// or none (metadata.proto ReassignPartitions), with each topic's effective
+// min.insync.replicas as the broker that took the request found it.
+type ReassignPartitionsRequest struct {
+	state             protoimpl.MessageState        `protogen:"open.v1"`
+	Partitions        []*quirev1.ReassignmentTarget `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	MinInsyncReplicas map[string]int32              `protobuf:"bytes,2,rep,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ReassignPartitionsRequest) Reset() {
+	*x = ReassignPartitionsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitionsRequest) ProtoMessage() {}
+
+func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ReassignPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ReassignPartitionsRequest) GetPartitions() []*quirev1.ReassignmentTarget {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ReassignPartitionsRequest) GetMinInsyncReplicas() map[string]int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return nil
+}
+
+type ReassignPartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The controller's applied metadata index once the change was applied:
+	// the broker waits for its own image to reach it.
+	MetadataIndex uint64 `protobuf:"varint,1,opt,name=metadata_index,json=metadataIndex,proto3" json:"metadata_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignPartitionsResponse) Reset() {
+	*x = ReassignPartitionsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitionsResponse) ProtoMessage() {}
+
+func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ReassignPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReassignPartitionsResponse) GetMetadataIndex() uint64 {
+	if x != nil {
+		return x.MetadataIndex
+	}
+	return 0
+}
+
 var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
@@ -2528,7 +2629,17 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x11DeleteAclsRequest\x126\n" +
 	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afilters\"L\n" +
 	"\x12DeleteAclsResponse\x126\n" +
-	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\x98\x12\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted\"\x94\x02\n" +
+	"\x19ReassignPartitionsRequest\x12<\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1c.quire.v1.ReassignmentTargetR\n" +
+	"partitions\x12s\n" +
+	"\x13min_insync_replicas\x18\x02 \x03(\v2C.quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntryR\x11minInsyncReplicas\x1aD\n" +
+	"\x16MinInsyncReplicasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"C\n" +
+	"\x1aReassignPartitionsResponse\x12%\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\xca\x14\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2555,7 +2666,10 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"CreateAcls\x12$.quire.internal.v1.CreateAclsRequest\x1a%.quire.internal.v1.CreateAclsResponse\x12Y\n" +
 	"\n" +
-	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponse\x12q\n" +
+	"\x12ReassignPartitions\x12,.quire.internal.v1.ReassignPartitionsRequest\x1a-.quire.internal.v1.ReassignPartitionsResponse\x12M\n" +
+	"\fCordonBroker\x12\x1d.quire.v1.CordonBrokerRequest\x1a\x1e.quire.v1.CordonBrokerResponse\x12n\n" +
+	"\x17SetReassignmentThrottle\x12(.quire.v1.SetReassignmentThrottleRequest\x1a).quire.v1.SetReassignmentThrottleResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2569,136 +2683,152 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),                          // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                             // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),                          // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                              // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                            // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),                  // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),                 // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),                 // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),                // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),                     // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                    // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                     // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                    // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),                    // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                   // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),                // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),               // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),                  // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),                 // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),              // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),             // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),                // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),               // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                            // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),                         // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),                   // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),                  // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                    // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                   // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),                      // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                     // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),                     // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                    // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),                  // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),                 // 34: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),             // 35: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),            // 36: quire.internal.v1.AllocateProducerIdsResponse
-	(*UpsertUserCredentialRequest)(nil),            // 37: quire.internal.v1.UpsertUserCredentialRequest
-	(*UpsertUserCredentialResponse)(nil),           // 38: quire.internal.v1.UpsertUserCredentialResponse
-	(*DeleteUserCredentialRequest)(nil),            // 39: quire.internal.v1.DeleteUserCredentialRequest
-	(*DeleteUserCredentialResponse)(nil),           // 40: quire.internal.v1.DeleteUserCredentialResponse
-	(*CreateAclsRequest)(nil),                      // 41: quire.internal.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                     // 42: quire.internal.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                      // 43: quire.internal.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                     // 44: quire.internal.v1.DeleteAclsResponse
-	nil,                                            // 45: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                            // 46: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                            // 47: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),                        // 48: quire.internal.v1.Endpoint
-	(*metapb.UserCredentialRecord)(nil),            // 49: quire.internal.v1.UserCredentialRecord
-	(*metapb.AclRecord)(nil),                       // 50: quire.internal.v1.AclRecord
-	(*quirev1.DeleteOffsetsRequest)(nil),           // 51: quire.v1.DeleteOffsetsRequest
-	(*quirev1.ElectLeadersRequest)(nil),            // 52: quire.v1.ElectLeadersRequest
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 53: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),           // 54: quire.v1.DescribeGroupRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),          // 55: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),           // 56: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 57: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),          // 58: quire.v1.DescribeGroupResponse
+	(*NotController)(nil),                           // 0: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                              // 1: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                           // 2: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                               // 3: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                             // 4: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                   // 5: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                  // 6: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                  // 7: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                 // 8: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                      // 9: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                     // 10: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                      // 11: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                     // 12: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                     // 13: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                    // 14: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                 // 15: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),                // 16: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                   // 17: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                  // 18: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),               // 19: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),              // 20: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                 // 21: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),                // 22: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                             // 23: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                          // 24: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                    // 25: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                   // 26: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                     // 27: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                    // 28: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                       // 29: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                      // 30: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                      // 31: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                     // 32: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                   // 33: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                  // 34: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),              // 35: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),             // 36: quire.internal.v1.AllocateProducerIdsResponse
+	(*UpsertUserCredentialRequest)(nil),             // 37: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),            // 38: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),             // 39: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),            // 40: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                       // 41: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                      // 42: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                       // 43: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                      // 44: quire.internal.v1.DeleteAclsResponse
+	(*ReassignPartitionsRequest)(nil),               // 45: quire.internal.v1.ReassignPartitionsRequest
+	(*ReassignPartitionsResponse)(nil),              // 46: quire.internal.v1.ReassignPartitionsResponse
+	nil,                                             // 47: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                             // 48: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                             // 49: quire.internal.v1.AlterConfigsRequest.SetEntry
+	nil,                                             // 50: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	(*metapb.Endpoint)(nil),                         // 51: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),             // 52: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                        // 53: quire.internal.v1.AclRecord
+	(*quirev1.ReassignmentTarget)(nil),              // 54: quire.v1.ReassignmentTarget
+	(*quirev1.DeleteOffsetsRequest)(nil),            // 55: quire.v1.DeleteOffsetsRequest
+	(*quirev1.ElectLeadersRequest)(nil),             // 56: quire.v1.ElectLeadersRequest
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 57: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),            // 58: quire.v1.DescribeGroupRequest
+	(*quirev1.CordonBrokerRequest)(nil),             // 59: quire.v1.CordonBrokerRequest
+	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 60: quire.v1.SetReassignmentThrottleRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),           // 61: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),            // 62: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 63: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),           // 64: quire.v1.DescribeGroupResponse
+	(*quirev1.CordonBrokerResponse)(nil),            // 65: quire.v1.CordonBrokerResponse
+	(*quirev1.SetReassignmentThrottleResponse)(nil), // 66: quire.v1.SetReassignmentThrottleResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	48, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	51, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
 	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	45, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	47, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
 	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	46, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	48, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
 	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
 	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	47, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	49, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
 	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
 	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
 	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
 	23, // 11: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	49, // 12: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	50, // 13: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
-	50, // 14: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
-	50, // 15: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
-	5,  // 16: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	7,  // 17: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	9,  // 18: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	11, // 19: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	13, // 20: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	15, // 21: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	17, // 22: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	19, // 23: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	21, // 24: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	25, // 25: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	27, // 26: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	29, // 27: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	31, // 28: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	51, // 29: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	52, // 30: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	53, // 31: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	54, // 32: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	33, // 33: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	35, // 34: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	37, // 35: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
-	39, // 36: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
-	41, // 37: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
-	43, // 38: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
-	6,  // 39: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 40: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 41: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 42: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 43: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 44: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 45: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 46: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 47: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 48: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 49: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 50: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 51: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	55, // 52: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	56, // 53: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	57, // 54: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	58, // 55: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	34, // 56: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 57: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	38, // 58: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	40, // 59: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	42, // 60: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	44, // 61: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	39, // [39:62] is the sub-list for method output_type
-	16, // [16:39] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	52, // 12: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	53, // 13: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
+	53, // 14: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
+	53, // 15: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
+	54, // 16: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
+	50, // 17: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	5,  // 18: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	7,  // 19: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	9,  // 20: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	11, // 21: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	13, // 22: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	15, // 23: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	17, // 24: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	19, // 25: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	21, // 26: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	25, // 27: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	27, // 28: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	29, // 29: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	31, // 30: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	55, // 31: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	56, // 32: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	57, // 33: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	58, // 34: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	33, // 35: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	35, // 36: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	37, // 37: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
+	39, // 38: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
+	41, // 39: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
+	43, // 40: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
+	45, // 41: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
+	59, // 42: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	60, // 43: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	6,  // 44: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	8,  // 45: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	10, // 46: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	12, // 47: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	14, // 48: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	16, // 49: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	18, // 50: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	20, // 51: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	22, // 52: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	26, // 53: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	28, // 54: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	30, // 55: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	32, // 56: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	61, // 57: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	62, // 58: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	63, // 59: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	64, // 60: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	34, // 61: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	36, // 62: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	38, // 63: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	40, // 64: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	42, // 65: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	44, // 66: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	46, // 67: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
+	65, // 68: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	66, // 69: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	44, // [44:70] is the sub-list for method output_type
+	18, // [18:44] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -2712,7 +2842,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,29 +20,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName         = "/quire.internal.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName        = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_CreateTopic_FullMethodName            = "/quire.internal.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteTopic"
-	ControllerService_AlterConfigs_FullMethodName           = "/quire.internal.v1.ControllerService/AlterConfigs"
-	ControllerService_CreatePartitions_FullMethodName       = "/quire.internal.v1.ControllerService/CreatePartitions"
-	ControllerService_AlterPartition_FullMethodName         = "/quire.internal.v1.ControllerService/AlterPartition"
-	ControllerService_ControlledShutdown_FullMethodName     = "/quire.internal.v1.ControllerService/ControlledShutdown"
-	ControllerService_UnregisterBroker_FullMethodName       = "/quire.internal.v1.ControllerService/UnregisterBroker"
-	ControllerService_CommitOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/CommitOffsets"
-	ControllerService_FetchOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/FetchOffsets"
-	ControllerService_ListGroups_FullMethodName             = "/quire.internal.v1.ControllerService/ListGroups"
-	ControllerService_DeleteGroup_FullMethodName            = "/quire.internal.v1.ControllerService/DeleteGroup"
-	ControllerService_DeleteOffsets_FullMethodName          = "/quire.internal.v1.ControllerService/DeleteOffsets"
-	ControllerService_ElectLeaders_FullMethodName           = "/quire.internal.v1.ControllerService/ElectLeaders"
-	ControllerService_ConsumerGroupHeartbeat_FullMethodName = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
-	ControllerService_DescribeGroup_FullMethodName          = "/quire.internal.v1.ControllerService/DescribeGroup"
-	ControllerService_UpdateFeatures_FullMethodName         = "/quire.internal.v1.ControllerService/UpdateFeatures"
-	ControllerService_AllocateProducerIds_FullMethodName    = "/quire.internal.v1.ControllerService/AllocateProducerIds"
-	ControllerService_UpsertUserCredential_FullMethodName   = "/quire.internal.v1.ControllerService/UpsertUserCredential"
-	ControllerService_DeleteUserCredential_FullMethodName   = "/quire.internal.v1.ControllerService/DeleteUserCredential"
-	ControllerService_CreateAcls_FullMethodName             = "/quire.internal.v1.ControllerService/CreateAcls"
-	ControllerService_DeleteAcls_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteAcls"
+	ControllerService_RegisterBroker_FullMethodName          = "/quire.internal.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName         = "/quire.internal.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_CreateTopic_FullMethodName             = "/quire.internal.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterConfigs_FullMethodName            = "/quire.internal.v1.ControllerService/AlterConfigs"
+	ControllerService_CreatePartitions_FullMethodName        = "/quire.internal.v1.ControllerService/CreatePartitions"
+	ControllerService_AlterPartition_FullMethodName          = "/quire.internal.v1.ControllerService/AlterPartition"
+	ControllerService_ControlledShutdown_FullMethodName      = "/quire.internal.v1.ControllerService/ControlledShutdown"
+	ControllerService_UnregisterBroker_FullMethodName        = "/quire.internal.v1.ControllerService/UnregisterBroker"
+	ControllerService_CommitOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/CommitOffsets"
+	ControllerService_FetchOffsets_FullMethodName            = "/quire.internal.v1.ControllerService/FetchOffsets"
+	ControllerService_ListGroups_FullMethodName              = "/quire.internal.v1.ControllerService/ListGroups"
+	ControllerService_DeleteGroup_FullMethodName             = "/quire.internal.v1.ControllerService/DeleteGroup"
+	ControllerService_DeleteOffsets_FullMethodName           = "/quire.internal.v1.ControllerService/DeleteOffsets"
+	ControllerService_ElectLeaders_FullMethodName            = "/quire.internal.v1.ControllerService/ElectLeaders"
+	ControllerService_ConsumerGroupHeartbeat_FullMethodName  = "/quire.internal.v1.ControllerService/ConsumerGroupHeartbeat"
+	ControllerService_DescribeGroup_FullMethodName           = "/quire.internal.v1.ControllerService/DescribeGroup"
+	ControllerService_UpdateFeatures_FullMethodName          = "/quire.internal.v1.ControllerService/UpdateFeatures"
+	ControllerService_AllocateProducerIds_FullMethodName     = "/quire.internal.v1.ControllerService/AllocateProducerIds"
+	ControllerService_UpsertUserCredential_FullMethodName    = "/quire.internal.v1.ControllerService/UpsertUserCredential"
+	ControllerService_DeleteUserCredential_FullMethodName    = "/quire.internal.v1.ControllerService/DeleteUserCredential"
+	ControllerService_CreateAcls_FullMethodName              = "/quire.internal.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName              = "/quire.internal.v1.ControllerService/DeleteAcls"
+	ControllerService_ReassignPartitions_FullMethodName      = "/quire.internal.v1.ControllerService/ReassignPartitions"
+	ControllerService_CordonBroker_FullMethodName            = "/quire.internal.v1.ControllerService/CordonBroker"
+	ControllerService_SetReassignmentThrottle_FullMethodName = "/quire.internal.v1.ControllerService/SetReassignmentThrottle"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -87,6 +90,10 @@ type ControllerServiceClient interface {
 	DeleteUserCredential(ctx context.Context, in *DeleteUserCredentialRequest, opts ...grpc.CallOption) (*DeleteUserCredentialResponse, error)
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// Partition reassignment and cordoned brokers (metadata.version 12).
+	ReassignPartitions(ctx context.Context, in *ReassignPartitionsRequest, opts ...grpc.CallOption) (*ReassignPartitionsResponse, error)
+	CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error)
+	SetReassignmentThrottle(ctx context.Context, in *quirev1.SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*quirev1.SetReassignmentThrottleResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -327,6 +334,36 @@ func (c *controllerServiceClient) DeleteAcls(ctx context.Context, in *DeleteAcls
 	return out, nil
 }
 
+func (c *controllerServiceClient) ReassignPartitions(ctx context.Context, in *ReassignPartitionsRequest, opts ...grpc.CallOption) (*ReassignPartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReassignPartitionsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ReassignPartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.CordonBrokerResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CordonBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) SetReassignmentThrottle(ctx context.Context, in *quirev1.SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*quirev1.SetReassignmentThrottleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(quirev1.SetReassignmentThrottleResponse)
+	err := c.cc.Invoke(ctx, ControllerService_SetReassignmentThrottle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -369,6 +406,10 @@ type ControllerServiceServer interface {
 	DeleteUserCredential(context.Context, *DeleteUserCredentialRequest) (*DeleteUserCredentialResponse, error)
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// Partition reassignment and cordoned brokers (metadata.version 12).
+	ReassignPartitions(context.Context, *ReassignPartitionsRequest) (*ReassignPartitionsResponse, error)
+	CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error)
+	SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -447,6 +488,15 @@ func (UnimplementedControllerServiceServer) CreateAcls(context.Context, *CreateA
 }
 func (UnimplementedControllerServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedControllerServiceServer) ReassignPartitions(context.Context, *ReassignPartitionsRequest) (*ReassignPartitionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReassignPartitions not implemented")
+}
+func (UnimplementedControllerServiceServer) CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CordonBroker not implemented")
+}
+func (UnimplementedControllerServiceServer) SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetReassignmentThrottle not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -883,6 +933,60 @@ func _ControllerService_DeleteAcls_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_ReassignPartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReassignPartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ReassignPartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ReassignPartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ReassignPartitions(ctx, req.(*ReassignPartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_CordonBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.CordonBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CordonBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CordonBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CordonBroker(ctx, req.(*quirev1.CordonBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_SetReassignmentThrottle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(quirev1.SetReassignmentThrottleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).SetReassignmentThrottle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_SetReassignmentThrottle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).SetReassignmentThrottle(ctx, req.(*quirev1.SetReassignmentThrottleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -981,6 +1085,18 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _ControllerService_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "ReassignPartitions",
+			Handler:    _ControllerService_ReassignPartitions_Handler,
+		},
+		{
+			MethodName: "CordonBroker",
+			Handler:    _ControllerService_CordonBroker_Handler,
+		},
+		{
+			MethodName: "SetReassignmentThrottle",
+			Handler:    _ControllerService_SetReassignmentThrottle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

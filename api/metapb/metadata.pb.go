@@ -25,7 +25,8 @@ const (
 // controller proposes commands; every node's FSM applies them to its image.
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
-// removed command `reserved`. Next free number: 18 (20-23 are taken by the security commands).
+// removed command `reserved`. Next free number: 19 (20-23 are taken by the security commands, 40-42
+// by reassignment).
 //
 // Every command needs a metadata.version feature level (metadata/features.go
 // lists them): 1 for the commands 1-13, 2 for allocate_producer_ids and
@@ -59,6 +60,9 @@ type Command struct {
 	//	*Command_CommitOffsetsBatch
 	//	*Command_BrokerBudget
 	//	*Command_DeleteOffsets
+	//	*Command_ReassignPartitions
+	//	*Command_CordonBroker
+	//	*Command_BrokerThrottle
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -299,6 +303,33 @@ func (x *Command) GetDeleteOffsets() *DeleteOffsets {
 	return nil
 }
 
+func (x *Command) GetReassignPartitions() *ReassignPartitions {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ReassignPartitions); ok {
+			return x.ReassignPartitions
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCordonBroker() *CordonBroker {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CordonBroker); ok {
+			return x.CordonBroker
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetBrokerThrottle() *BrokerThrottle {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_BrokerThrottle); ok {
+			return x.BrokerThrottle
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -394,6 +425,19 @@ type Command_DeleteOffsets struct {
 	DeleteOffsets *DeleteOffsets `protobuf:"bytes,18,opt,name=delete_offsets,json=deleteOffsets,proto3,oneof"`
 }
 
+type Command_ReassignPartitions struct {
+	// metadata.version 12: partition reassignment and cordoned brokers.
+	ReassignPartitions *ReassignPartitions `protobuf:"bytes,40,opt,name=reassign_partitions,json=reassignPartitions,proto3,oneof"`
+}
+
+type Command_CordonBroker struct {
+	CordonBroker *CordonBroker `protobuf:"bytes,41,opt,name=cordon_broker,json=cordonBroker,proto3,oneof"`
+}
+
+type Command_BrokerThrottle struct {
+	BrokerThrottle *BrokerThrottle `protobuf:"bytes,42,opt,name=broker_throttle,json=brokerThrottle,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -438,6 +482,280 @@ func (*Command_BrokerBudget) isCommand_Cmd() {}
 
 func (*Command_DeleteOffsets) isCommand_Cmd() {}
 
+func (*Command_ReassignPartitions) isCommand_Cmd() {}
+
+func (*Command_CordonBroker) isCommand_Cmd() {}
+
+func (*Command_BrokerThrottle) isCommand_Cmd() {}
+
+// ReassignPartitions starts, replaces or cancels the reassignment of
+// partitions (Kafka's KIP-455), all of them or none: a partition unknown,
+// a target naming an unknown broker or one twice, or a cancel of a
+// partition with no reassignment refuses the whole command.
+//
+// A target different from the replicas starts one: the replicas become
+// the target followed by the original replicas not in it; adding_replicas
+// (target minus original) are created on their brokers and catch up as
+// followers; removing_replicas (original minus target) stay until every
+// target replica is in the ISR. Then, in the command that brings the last
+// one in (a PartitionChange), or at once if they already are, the
+// reassignment completes: the replicas become the target, the ISR keeps
+// only target replicas, and a leader being removed hands leadership to the
+// first target replica in the ISR that is live (the leader epoch bumped).
+// The removed replicas' brokers then delete their logs.
+//
+// A new target for a partition being reassigned replaces the pending one
+// (KIP-455): it is computed from the original replicas, so that replicas
+// being added which the new target lacks leave again. A cancel (empty
+// target, cancel set) goes back to the original replicas, keeping only
+// them in the ISR. Either is refused when it would leave fewer in-sync
+// replicas than min(min_insync_replicas, the ISR's size), or no live
+// in-sync replica to lead: the committed records must keep their copies.
+// Needs metadata.version 12.
+type ReassignPartitions struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Partitions    []*PartitionReassignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignPartitions) Reset() {
+	*x = ReassignPartitions{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitions) ProtoMessage() {}
+
+func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
+func (*ReassignPartitions) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReassignPartitions) GetPartitions() []*PartitionReassignment {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type PartitionReassignment struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	TargetReplicas []int32                `protobuf:"varint,3,rep,packed,name=target_replicas,json=targetReplicas,proto3" json:"target_replicas,omitempty"`
+	Cancel         bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// The topic's min.insync.replicas as the controller found it: a target
+	// with fewer replicas is refused, and so is a change that would leave
+	// fewer than min(min_insync_replicas, current ISR size) in the ISR.
+	MinInsyncReplicas int32 `protobuf:"varint,5,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetTargetReplicas() []int32 {
+	if x != nil {
+		return x.TargetReplicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *PartitionReassignment) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
+}
+
+// CordonBroker marks a broker cordoned (or not): no new replica is placed
+// on a cordoned broker (topic creates, partition increases, reassignment
+// targets, generated plans); those it hosts stay. Needs metadata.version
+// 12.
+type CordonBroker struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Cordoned      bool                   `protobuf:"varint,2,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonBroker) Reset() {
+	*x = CordonBroker{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonBroker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonBroker) ProtoMessage() {}
+
+func (x *CordonBroker) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonBroker.ProtoReflect.Descriptor instead.
+func (*CordonBroker) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CordonBroker) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *CordonBroker) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
+// BrokerThrottle sets the brokers' replica.reassignment.throttle.bytes.per.second
+// (dynamic, per broker): the bytes a second that the replicas a broker is
+// adding by reassignment may fetch, together; 0 unthrottled. With unset,
+// the brokers go back to their own configuration's value. An unknown broker
+// refuses the whole command. Needs metadata.version 12.
+type BrokerThrottle struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BrokerIds      []int32                `protobuf:"varint,1,rep,packed,name=broker_ids,json=brokerIds,proto3" json:"broker_ids,omitempty"`
+	BytesPerSecond int64                  `protobuf:"varint,2,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	Unset          bool                   `protobuf:"varint,3,opt,name=unset,proto3" json:"unset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BrokerThrottle) Reset() {
+	*x = BrokerThrottle{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerThrottle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerThrottle) ProtoMessage() {}
+
+func (x *BrokerThrottle) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerThrottle.ProtoReflect.Descriptor instead.
+func (*BrokerThrottle) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BrokerThrottle) GetBrokerIds() []int32 {
+	if x != nil {
+		return x.BrokerIds
+	}
+	return nil
+}
+
+func (x *BrokerThrottle) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *BrokerThrottle) GetUnset() bool {
+	if x != nil {
+		return x.Unset
+	}
+	return false
+}
+
 // RegisterBroker records a broker process. The broker epoch is the raft
 // index of this command (as in KRaft), so a re-registration always raises it.
 // Every registration (a new incarnation: a process start) removes the
@@ -474,7 +792,7 @@ type RegisterBroker struct {
 
 func (x *RegisterBroker) Reset() {
 	*x = RegisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +804,7 @@ func (x *RegisterBroker) String() string {
 func (*RegisterBroker) ProtoMessage() {}
 
 func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +817,7 @@ func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBroker.ProtoReflect.Descriptor instead.
 func (*RegisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegisterBroker) GetBrokerId() int32 {
@@ -576,7 +894,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +906,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +919,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Endpoint) GetListener() string {
@@ -634,7 +952,7 @@ type FenceBroker struct {
 
 func (x *FenceBroker) Reset() {
 	*x = FenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +964,7 @@ func (x *FenceBroker) String() string {
 func (*FenceBroker) ProtoMessage() {}
 
 func (x *FenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +977,7 @@ func (x *FenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBroker.ProtoReflect.Descriptor instead.
 func (*FenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FenceBroker) GetBrokerId() int32 {
@@ -703,7 +1021,7 @@ type UnfenceBroker struct {
 
 func (x *UnfenceBroker) Reset() {
 	*x = UnfenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1033,7 @@ func (x *UnfenceBroker) String() string {
 func (*UnfenceBroker) ProtoMessage() {}
 
 func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1046,7 @@ func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBroker.ProtoReflect.Descriptor instead.
 func (*UnfenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UnfenceBroker) GetBrokerId() int32 {
@@ -764,7 +1082,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1094,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1107,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionAssignment) GetPartition() int32 {
@@ -832,7 +1150,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1162,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1175,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -902,7 +1220,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1232,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1245,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -962,7 +1280,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1292,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1305,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -1043,7 +1361,7 @@ type AlterConfigs struct {
 
 func (x *AlterConfigs) Reset() {
 	*x = AlterConfigs{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1373,7 @@ func (x *AlterConfigs) String() string {
 func (*AlterConfigs) ProtoMessage() {}
 
 func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1386,7 @@ func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigs.ProtoReflect.Descriptor instead.
 func (*AlterConfigs) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AlterConfigs) GetTopic() string {
@@ -1104,7 +1422,7 @@ type CreatePartitions struct {
 
 func (x *CreatePartitions) Reset() {
 	*x = CreatePartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1434,7 @@ func (x *CreatePartitions) String() string {
 func (*CreatePartitions) ProtoMessage() {}
 
 func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1447,7 @@ func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitions.ProtoReflect.Descriptor instead.
 func (*CreatePartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreatePartitions) GetTopic() string {
@@ -1159,7 +1477,7 @@ type ControllerChange struct {
 
 func (x *ControllerChange) Reset() {
 	*x = ControllerChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1489,7 @@ func (x *ControllerChange) String() string {
 func (*ControllerChange) ProtoMessage() {}
 
 func (x *ControllerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1502,7 @@ func (x *ControllerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerChange.ProtoReflect.Descriptor instead.
 func (*ControllerChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ControllerChange) GetControllerId() int32 {
@@ -1227,7 +1545,7 @@ type UnregisterBroker struct {
 
 func (x *UnregisterBroker) Reset() {
 	*x = UnregisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1557,7 @@ func (x *UnregisterBroker) String() string {
 func (*UnregisterBroker) ProtoMessage() {}
 
 func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1570,7 @@ func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
 func (*UnregisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UnregisterBroker) GetBrokerId() int32 {
@@ -1294,7 +1612,7 @@ type OffsetCommit struct {
 
 func (x *OffsetCommit) Reset() {
 	*x = OffsetCommit{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1624,7 @@ func (x *OffsetCommit) String() string {
 func (*OffsetCommit) ProtoMessage() {}
 
 func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1637,7 @@ func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
 func (*OffsetCommit) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OffsetCommit) GetTopic() string {
@@ -1386,7 +1704,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1716,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1729,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1461,7 +1779,7 @@ type CommitOffsetsBatch struct {
 
 func (x *CommitOffsetsBatch) Reset() {
 	*x = CommitOffsetsBatch{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1791,7 @@ func (x *CommitOffsetsBatch) String() string {
 func (*CommitOffsetsBatch) ProtoMessage() {}
 
 func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1804,7 @@ func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
@@ -1509,7 +1827,7 @@ type DeleteOffsets struct {
 
 func (x *DeleteOffsets) Reset() {
 	*x = DeleteOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1839,7 @@ func (x *DeleteOffsets) String() string {
 func (*DeleteOffsets) ProtoMessage() {}
 
 func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1852,7 @@ func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOffsets.ProtoReflect.Descriptor instead.
 func (*DeleteOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteOffsets) GetGroup() string {
@@ -1561,7 +1879,7 @@ type OffsetPartition struct {
 
 func (x *OffsetPartition) Reset() {
 	*x = OffsetPartition{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1891,7 @@ func (x *OffsetPartition) String() string {
 func (*OffsetPartition) ProtoMessage() {}
 
 func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1904,7 @@ func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetPartition.ProtoReflect.Descriptor instead.
 func (*OffsetPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetPartition) GetTopic() string {
@@ -1621,7 +1939,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1951,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1964,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1678,7 +1996,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +2008,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +2021,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -1736,7 +2054,7 @@ type BrokerBudget struct {
 
 func (x *BrokerBudget) Reset() {
 	*x = BrokerBudget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +2066,7 @@ func (x *BrokerBudget) String() string {
 func (*BrokerBudget) ProtoMessage() {}
 
 func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +2079,7 @@ func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerBudget.ProtoReflect.Descriptor instead.
 func (*BrokerBudget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerBudget) GetBrokerId() int32 {
@@ -1798,7 +2116,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2128,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2141,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -1856,7 +2174,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2186,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2199,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -1908,7 +2226,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2238,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2251,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -2048,7 +2366,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2378,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2391,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -2111,7 +2429,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2441,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2454,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -2219,7 +2537,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2549,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2562,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -2306,7 +2624,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2636,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2649,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -2367,7 +2685,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2697,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2710,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -2433,7 +2751,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2763,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2776,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -2486,7 +2804,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2816,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2829,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -2544,7 +2862,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2874,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2887,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -2594,7 +2912,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2924,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2937,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -2665,13 +2983,19 @@ type BrokerRecord struct {
 	MaxMetadataVersion int32 `protobuf:"varint,10,opt,name=max_metadata_version,json=maxMetadataVersion,proto3" json:"max_metadata_version,omitempty"`
 	// Its partition budget (BrokerBudget); 0: unknown, no limit.
 	MaxPartitions int32 `protobuf:"varint,11,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Cordoned (CordonBroker): no new replica is placed on it.
+	Cordoned bool `protobuf:"varint,12,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	// Its replica.reassignment.throttle.bytes.per.second when set
+	// dynamically (BrokerThrottle); unset: its configuration's.
+	ReassignmentThrottleSet bool  `protobuf:"varint,13,opt,name=reassignment_throttle_set,json=reassignmentThrottleSet,proto3" json:"reassignment_throttle_set,omitempty"`
+	ReassignmentThrottle    int64 `protobuf:"varint,14,opt,name=reassignment_throttle,json=reassignmentThrottle,proto3" json:"reassignment_throttle,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3007,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3020,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -2776,6 +3100,27 @@ func (x *BrokerRecord) GetMaxPartitions() int32 {
 	return 0
 }
 
+func (x *BrokerRecord) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
+func (x *BrokerRecord) GetReassignmentThrottleSet() bool {
+	if x != nil {
+		return x.ReassignmentThrottleSet
+	}
+	return false
+}
+
+func (x *BrokerRecord) GetReassignmentThrottle() int64 {
+	if x != nil {
+		return x.ReassignmentThrottle
+	}
+	return 0
+}
+
 type TopicRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2788,7 +3133,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +3145,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +3158,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -2853,13 +3198,17 @@ type PartitionRecord struct {
 	Leader         int32                  `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,7,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A pending reassignment (ReassignPartitions): the replicas being added
+	// and those being removed; replicas holds both. Empty: none.
+	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3220,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3233,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -2936,6 +3285,20 @@ func (x *PartitionRecord) GetPartitionEpoch() int32 {
 	return 0
 }
 
+func (x *PartitionRecord) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionRecord) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 // OffsetRecord is one committed offset, keyed by group, topic and
 // partition (see metadata/schema.go), which it repeats.
 type OffsetRecord struct {
@@ -2953,7 +3316,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3328,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3341,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -3059,7 +3422,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3434,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3447,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -3172,7 +3535,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3547,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3560,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -3227,7 +3590,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3602,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3615,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -3285,7 +3648,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3660,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3673,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -3365,7 +3728,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3740,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3753,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -3410,7 +3773,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3785,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3798,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -3449,7 +3812,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xbf\r\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xaf\x0f\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -3475,8 +3838,29 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"deleteAcls\x12Y\n" +
 	"\x14commit_offsets_batch\x18\x10 \x01(\v2%.quire.internal.v1.CommitOffsetsBatchH\x00R\x12commitOffsetsBatch\x12F\n" +
 	"\rbroker_budget\x18\x11 \x01(\v2\x1f.quire.internal.v1.BrokerBudgetH\x00R\fbrokerBudget\x12I\n" +
-	"\x0edelete_offsets\x18\x12 \x01(\v2 .quire.internal.v1.DeleteOffsetsH\x00R\rdeleteOffsetsB\x05\n" +
-	"\x03cmd\"\xf1\x02\n" +
+	"\x0edelete_offsets\x18\x12 \x01(\v2 .quire.internal.v1.DeleteOffsetsH\x00R\rdeleteOffsets\x12X\n" +
+	"\x13reassign_partitions\x18( \x01(\v2%.quire.internal.v1.ReassignPartitionsH\x00R\x12reassignPartitions\x12F\n" +
+	"\rcordon_broker\x18) \x01(\v2\x1f.quire.internal.v1.CordonBrokerH\x00R\fcordonBroker\x12L\n" +
+	"\x0fbroker_throttle\x18* \x01(\v2!.quire.internal.v1.BrokerThrottleH\x00R\x0ebrokerThrottleB\x05\n" +
+	"\x03cmd\"^\n" +
+	"\x12ReassignPartitions\x12H\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2(.quire.internal.v1.PartitionReassignmentR\n" +
+	"partitions\"\xbc\x01\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12'\n" +
+	"\x0ftarget_replicas\x18\x03 \x03(\x05R\x0etargetReplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12.\n" +
+	"\x13min_insync_replicas\x18\x05 \x01(\x05R\x11minInsyncReplicas\"G\n" +
+	"\fCordonBroker\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1a\n" +
+	"\bcordoned\x18\x02 \x01(\bR\bcordoned\"o\n" +
+	"\x0eBrokerThrottle\x12\x1d\n" +
+	"\n" +
+	"broker_ids\x18\x01 \x03(\x05R\tbrokerIds\x12(\n" +
+	"\x10bytes_per_second\x18\x02 \x01(\x03R\x0ebytesPerSecond\x12\x14\n" +
+	"\x05unset\x18\x03 \x01(\bR\x05unset\"\xf1\x02\n" +
 	"\x0eRegisterBroker\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3641,7 +4025,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\v2#.quire.internal.v1.GroupEpochRecordR\x05epoch\x12@\n" +
 	"\amembers\x18\x02 \x03(\v2&.quire.internal.v1.GroupMemberMetadataR\amembers\x12J\n" +
 	"\vassignments\x18\x03 \x03(\v2(.quire.internal.v1.GroupMemberAssignmentR\vassignments\x12@\n" +
-	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xae\x03\n" +
+	"\x06target\x18\x04 \x01(\v2(.quire.internal.v1.GroupTargetAssignmentR\x06target\"\xbb\x04\n" +
 	"\fBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12'\n" +
@@ -3654,7 +4038,10 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x14min_metadata_version\x18\t \x01(\x05R\x12minMetadataVersion\x120\n" +
 	"\x14max_metadata_version\x18\n" +
 	" \x01(\x05R\x12maxMetadataVersion\x12%\n" +
-	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\"\xe8\x01\n" +
+	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\x12\x1a\n" +
+	"\bcordoned\x18\f \x01(\bR\bcordoned\x12:\n" +
+	"\x19reassignment_throttle_set\x18\r \x01(\bR\x17reassignmentThrottleSet\x123\n" +
+	"\x15reassignment_throttle\x18\x0e \x01(\x03R\x14reassignmentThrottle\"\xe8\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
@@ -3662,7 +4049,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x04 \x01(\x05R\x0epartitionCount\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x02\n" +
 	"\x0fPartitionRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -3670,7 +4057,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\"\xd5\x01\n" +
+	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\x12'\n" +
+	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\xd5\x01\n" +
 	"\fOffsetRecord\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
@@ -3734,113 +4123,121 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
-	(*RegisterBroker)(nil),        // 1: quire.internal.v1.RegisterBroker
-	(*Endpoint)(nil),              // 2: quire.internal.v1.Endpoint
-	(*FenceBroker)(nil),           // 3: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),         // 4: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil),   // 5: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),           // 6: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),           // 7: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),       // 8: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),          // 9: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),      // 10: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),      // 11: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),      // 12: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),          // 13: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),         // 14: quire.internal.v1.CommitOffsets
-	(*CommitOffsetsBatch)(nil),    // 15: quire.internal.v1.CommitOffsetsBatch
-	(*DeleteOffsets)(nil),         // 16: quire.internal.v1.DeleteOffsets
-	(*OffsetPartition)(nil),       // 17: quire.internal.v1.OffsetPartition
-	(*DeleteGroup)(nil),           // 18: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 19: quire.internal.v1.FeatureLevel
-	(*BrokerBudget)(nil),          // 20: quire.internal.v1.BrokerBudget
-	(*AllocateProducerIds)(nil),   // 21: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 22: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 23: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 24: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 25: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 26: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 27: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 28: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 29: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 30: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 31: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 32: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 33: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 34: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 35: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 36: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 37: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 38: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 39: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 40: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 41: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 42: quire.internal.v1.DeleteAcls
-	nil,                           // 43: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 44: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 45: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 46: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*ReassignPartitions)(nil),    // 1: quire.internal.v1.ReassignPartitions
+	(*PartitionReassignment)(nil), // 2: quire.internal.v1.PartitionReassignment
+	(*CordonBroker)(nil),          // 3: quire.internal.v1.CordonBroker
+	(*BrokerThrottle)(nil),        // 4: quire.internal.v1.BrokerThrottle
+	(*RegisterBroker)(nil),        // 5: quire.internal.v1.RegisterBroker
+	(*Endpoint)(nil),              // 6: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),           // 7: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),         // 8: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil),   // 9: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),           // 10: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),           // 11: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),       // 12: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),          // 13: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),      // 14: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),      // 15: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),      // 16: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),          // 17: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),         // 18: quire.internal.v1.CommitOffsets
+	(*CommitOffsetsBatch)(nil),    // 19: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteOffsets)(nil),         // 20: quire.internal.v1.DeleteOffsets
+	(*OffsetPartition)(nil),       // 21: quire.internal.v1.OffsetPartition
+	(*DeleteGroup)(nil),           // 22: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 23: quire.internal.v1.FeatureLevel
+	(*BrokerBudget)(nil),          // 24: quire.internal.v1.BrokerBudget
+	(*AllocateProducerIds)(nil),   // 25: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 26: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 27: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 28: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 29: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 30: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 31: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 32: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 33: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 34: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 35: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 36: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 37: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 38: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 39: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 40: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),  // 41: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 42: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 43: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 44: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 45: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 46: quire.internal.v1.DeleteAcls
+	nil,                           // 47: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 48: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 49: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 50: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
-	1,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
-	3,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
-	4,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
-	6,  // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
-	7,  // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
-	8,  // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
-	9,  // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
-	10, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
-	11, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	12, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	14, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	18, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	19, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	21, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	22, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	38, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	39, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	41, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	42, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
-	15, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
-	20, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
-	16, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
-	2,  // 22: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	5,  // 23: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	43, // 24: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	44, // 25: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	5,  // 26: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	13, // 27: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	14, // 28: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	17, // 29: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
-	23, // 30: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	25, // 31: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	26, // 32: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	27, // 33: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	28, // 34: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	30, // 35: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	31, // 36: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	24, // 37: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	24, // 38: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	45, // 39: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	24, // 40: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	29, // 41: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	28, // 42: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	25, // 43: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	26, // 44: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	30, // 45: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	2,  // 46: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	46, // 47: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	37, // 48: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	40, // 49: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	40, // 50: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	5,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
+	7,  // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
+	8,  // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
+	10, // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
+	11, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
+	12, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
+	13, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
+	14, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
+	15, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
+	16, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	18, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	22, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	23, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	25, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	26, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	42, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	43, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	45, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	46, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	19, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	24, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
+	20, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
+	1,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
+	3,  // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
+	4,  // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
+	2,  // 25: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
+	6,  // 26: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	9,  // 27: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	47, // 28: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	48, // 29: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	9,  // 30: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	17, // 31: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	18, // 32: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	21, // 33: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
+	27, // 34: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	29, // 35: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	30, // 36: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	31, // 37: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	32, // 38: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	34, // 39: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	35, // 40: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	28, // 41: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	28, // 42: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	49, // 43: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	28, // 44: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	33, // 45: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	32, // 46: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	29, // 47: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	30, // 48: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	34, // 49: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	6,  // 50: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	50, // 51: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	41, // 52: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	44, // 53: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	44, // 54: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -3871,8 +4268,11 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_CommitOffsetsBatch)(nil),
 		(*Command_BrokerBudget)(nil),
 		(*Command_DeleteOffsets)(nil),
+		(*Command_ReassignPartitions)(nil),
+		(*Command_CordonBroker)(nil),
+		(*Command_BrokerThrottle)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[23].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[27].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -3886,7 +4286,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

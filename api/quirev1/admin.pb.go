@@ -76,6 +76,527 @@ func (ConfigSource) EnumDescriptor() ([]byte, []int) {
 	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type SetReassignmentThrottleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// None named: every registered broker.
+	BrokerIds      []int32 `protobuf:"varint,1,rep,packed,name=broker_ids,json=brokerIds,proto3" json:"broker_ids,omitempty"`
+	BytesPerSecond int64   `protobuf:"varint,2,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	Unset          bool    `protobuf:"varint,3,opt,name=unset,proto3" json:"unset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetReassignmentThrottleRequest) Reset() {
+	*x = SetReassignmentThrottleRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReassignmentThrottleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReassignmentThrottleRequest) ProtoMessage() {}
+
+func (x *SetReassignmentThrottleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReassignmentThrottleRequest.ProtoReflect.Descriptor instead.
+func (*SetReassignmentThrottleRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetReassignmentThrottleRequest) GetBrokerIds() []int32 {
+	if x != nil {
+		return x.BrokerIds
+	}
+	return nil
+}
+
+func (x *SetReassignmentThrottleRequest) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *SetReassignmentThrottleRequest) GetUnset() bool {
+	if x != nil {
+		return x.Unset
+	}
+	return false
+}
+
+type SetReassignmentThrottleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReassignmentThrottleResponse) Reset() {
+	*x = SetReassignmentThrottleResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReassignmentThrottleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReassignmentThrottleResponse) ProtoMessage() {}
+
+func (x *SetReassignmentThrottleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReassignmentThrottleResponse.ProtoReflect.Descriptor instead.
+func (*SetReassignmentThrottleResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+type AlterPartitionReassignmentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*ReassignmentTarget  `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetPartitions() []*ReassignmentTarget {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ReassignmentTarget is one partition's new replicas, the preferred
+// leader first, or a cancel of its pending reassignment (replicas
+// empty).
+type ReassignmentTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas      []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Cancel        bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignmentTarget) Reset() {
+	*x = ReassignmentTarget{}
+	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignmentTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignmentTarget) ProtoMessage() {}
+
+func (x *ReassignmentTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignmentTarget.ProtoReflect.Descriptor instead.
+func (*ReassignmentTarget) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReassignmentTarget) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReassignmentTarget) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReassignmentTarget) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ReassignmentTarget) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type AlterPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+type ListPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// None named: every partition being reassigned.
+	Topics        []*ElectLeadersTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsRequest) Reset() {
+	*x = ListPartitionReassignmentsRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListPartitionReassignmentsRequest) GetTopics() []*ElectLeadersTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type ListPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsResponse) Reset() {
+	*x = ListPartitionReassignmentsResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListPartitionReassignmentsResponse) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+// PartitionReassignment is one pending reassignment: replicas holds the
+// target and the replicas being removed; the target is replicas without
+// removing_replicas.
+type PartitionReassignment struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Topic            string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition        int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas         []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32                `protobuf:"varint,4,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32                `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	Isr              []int32                `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	Leader           int32                  `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+type CordonBrokerRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// Unset: uncordon.
+	Cordon        bool `protobuf:"varint,2,opt,name=cordon,proto3" json:"cordon,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonBrokerRequest) Reset() {
+	*x = CordonBrokerRequest{}
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonBrokerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonBrokerRequest) ProtoMessage() {}
+
+func (x *CordonBrokerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonBrokerRequest.ProtoReflect.Descriptor instead.
+func (*CordonBrokerRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CordonBrokerRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *CordonBrokerRequest) GetCordon() bool {
+	if x != nil {
+		return x.Cordon
+	}
+	return false
+}
+
+type CordonBrokerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonBrokerResponse) Reset() {
+	*x = CordonBrokerResponse{}
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonBrokerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonBrokerResponse) ProtoMessage() {}
+
+func (x *CordonBrokerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonBrokerResponse.ProtoReflect.Descriptor instead.
+func (*CordonBrokerResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
 type ElectLeadersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topics        []*ElectLeadersTopic   `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -85,7 +606,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +618,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[0]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +631,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ElectLeadersRequest) GetTopics() []*ElectLeadersTopic {
@@ -132,7 +653,7 @@ type ElectLeadersTopic struct {
 
 func (x *ElectLeadersTopic) Reset() {
 	*x = ElectLeadersTopic{}
-	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -144,7 +665,7 @@ func (x *ElectLeadersTopic) String() string {
 func (*ElectLeadersTopic) ProtoMessage() {}
 
 func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[1]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -157,7 +678,7 @@ func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersTopic.ProtoReflect.Descriptor instead.
 func (*ElectLeadersTopic) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ElectLeadersTopic) GetTopic() string {
@@ -183,7 +704,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +716,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[2]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +729,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*ElectLeadersResult {
@@ -230,7 +751,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +763,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[3]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +776,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -293,7 +814,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +826,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[4]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +839,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
@@ -348,7 +869,7 @@ type DeleteRecordsPartition struct {
 
 func (x *DeleteRecordsPartition) Reset() {
 	*x = DeleteRecordsPartition{}
-	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +881,7 @@ func (x *DeleteRecordsPartition) String() string {
 func (*DeleteRecordsPartition) ProtoMessage() {}
 
 func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[5]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +894,7 @@ func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteRecordsPartition) GetTopic() string {
@@ -407,7 +928,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +940,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[6]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +953,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
@@ -457,7 +978,7 @@ type DeleteRecordsResult struct {
 
 func (x *DeleteRecordsResult) Reset() {
 	*x = DeleteRecordsResult{}
-	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +990,7 @@ func (x *DeleteRecordsResult) String() string {
 func (*DeleteRecordsResult) ProtoMessage() {}
 
 func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[7]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +1003,7 @@ func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteRecordsResult) GetTopic() string {
@@ -544,7 +1065,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +1077,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +1090,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -658,7 +1179,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +1191,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +1204,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -709,7 +1230,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +1242,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +1255,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -756,7 +1277,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1289,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1302,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteTopicResponse) GetMetadataIndex() uint64 {
@@ -799,7 +1320,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1332,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1345,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type ListTopicsResponse struct {
@@ -836,7 +1357,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1369,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1382,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicListing {
@@ -883,7 +1404,7 @@ type TopicListing struct {
 
 func (x *TopicListing) Reset() {
 	*x = TopicListing{}
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1416,7 @@ func (x *TopicListing) String() string {
 func (*TopicListing) ProtoMessage() {}
 
 func (x *TopicListing) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1429,7 @@ func (x *TopicListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicListing.ProtoReflect.Descriptor instead.
 func (*TopicListing) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TopicListing) GetName() string {
@@ -949,7 +1470,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1482,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1495,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -993,7 +1514,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1526,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1539,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -1041,7 +1562,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1574,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1587,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -1132,13 +1653,18 @@ type PartitionDescription struct {
 	//
 	//	*PartitionDescription_DirtyRatio
 	OptionalDirtyRatio isPartitionDescription_OptionalDirtyRatio `protobuf_oneof:"optional_dirty_ratio"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A pending reassignment (AlterPartitionReassignments): the replicas
+	// being added and those being removed, both in replicas. Empty when
+	// none is pending.
+	AddingReplicas   []int32 `protobuf:"varint,12,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,13,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
 	*x = PartitionDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1676,7 @@ func (x *PartitionDescription) String() string {
 func (*PartitionDescription) ProtoMessage() {}
 
 func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1689,7 @@ func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDescription.ProtoReflect.Descriptor instead.
 func (*PartitionDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PartitionDescription) GetPartition() int32 {
@@ -1252,6 +1778,20 @@ func (x *PartitionDescription) GetDirtyRatio() float64 {
 	return 0
 }
 
+func (x *PartitionDescription) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 type isPartitionDescription_OptionalDirtyRatio interface {
 	isPartitionDescription_OptionalDirtyRatio()
 }
@@ -1273,7 +1813,7 @@ type OfflineReplica struct {
 
 func (x *OfflineReplica) Reset() {
 	*x = OfflineReplica{}
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1825,7 @@ func (x *OfflineReplica) String() string {
 func (*OfflineReplica) ProtoMessage() {}
 
 func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1838,7 @@ func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineReplica.ProtoReflect.Descriptor instead.
 func (*OfflineReplica) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OfflineReplica) GetBrokerId() int32 {
@@ -1330,7 +1870,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1882,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1895,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type DescribeClusterResponse struct {
@@ -1369,7 +1909,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1921,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1934,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -1431,13 +1971,18 @@ type BrokerDescription struct {
 	// How many it may host (its max.partitions.per.broker, as recorded by
 	// the controller); 0: unknown, no limit.
 	MaxPartitions int32 `protobuf:"varint,7,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Cordoned: no new replica is placed on it (CordonBroker).
+	Cordoned bool `protobuf:"varint,8,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	// Its replica.reassignment.throttle.bytes.per.second as set with
+	// SetReassignmentThrottle; -1 when not set (its configuration's).
+	ReassignmentThrottle int64 `protobuf:"varint,9,opt,name=reassignment_throttle,json=reassignmentThrottle,proto3" json:"reassignment_throttle,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1994,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +2007,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1514,6 +2059,20 @@ func (x *BrokerDescription) GetMaxPartitions() int32 {
 	return 0
 }
 
+func (x *BrokerDescription) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
+func (x *BrokerDescription) GetReassignmentThrottle() int64 {
+	if x != nil {
+		return x.ReassignmentThrottle
+	}
+	return 0
+}
+
 type DescribeConfigsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1523,7 +2082,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +2094,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +2107,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeConfigsRequest) GetTopic() string {
@@ -1567,7 +2126,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +2138,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +2151,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() []*ConfigEntry {
@@ -1614,7 +2173,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +2185,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +2198,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1684,7 +2243,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +2255,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2268,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1748,7 +2307,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2319,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2332,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 type CreatePartitionsRequest struct {
@@ -1793,7 +2352,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2364,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2377,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1855,7 +2414,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2426,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2439,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1906,7 +2465,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2477,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2490,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -1949,7 +2508,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2520,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2533,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 type DescribeFeaturesRequest struct {
@@ -1985,7 +2544,7 @@ type DescribeFeaturesRequest struct {
 
 func (x *DescribeFeaturesRequest) Reset() {
 	*x = DescribeFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2556,7 @@ func (x *DescribeFeaturesRequest) String() string {
 func (*DescribeFeaturesRequest) ProtoMessage() {}
 
 func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2569,7 @@ func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 type DescribeFeaturesResponse struct {
@@ -2027,7 +2586,7 @@ type DescribeFeaturesResponse struct {
 
 func (x *DescribeFeaturesResponse) Reset() {
 	*x = DescribeFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[33]
+	mi := &file_quire_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2598,7 @@ func (x *DescribeFeaturesResponse) String() string {
 func (*DescribeFeaturesResponse) ProtoMessage() {}
 
 func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[33]
+	mi := &file_quire_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2611,7 @@ func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DescribeFeaturesResponse) GetMetadataVersion() int32 {
@@ -2097,7 +2656,7 @@ type BrokerFeatures struct {
 
 func (x *BrokerFeatures) Reset() {
 	*x = BrokerFeatures{}
-	mi := &file_quire_v1_admin_proto_msgTypes[34]
+	mi := &file_quire_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2668,7 @@ func (x *BrokerFeatures) String() string {
 func (*BrokerFeatures) ProtoMessage() {}
 
 func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[34]
+	mi := &file_quire_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2681,7 @@ func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerFeatures.ProtoReflect.Descriptor instead.
 func (*BrokerFeatures) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BrokerFeatures) GetBrokerId() int32 {
@@ -2162,7 +2721,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[35]
+	mi := &file_quire_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2733,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[35]
+	mi := &file_quire_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2746,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -2206,7 +2765,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[36]
+	mi := &file_quire_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2777,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[36]
+	mi := &file_quire_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2790,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -2252,7 +2811,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[37]
+	mi := &file_quire_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2823,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[37]
+	mi := &file_quire_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2836,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DescribeProducersRequest) GetTopic() string {
@@ -2304,7 +2863,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[38]
+	mi := &file_quire_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2875,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[38]
+	mi := &file_quire_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2888,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -2354,7 +2913,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_quire_v1_admin_proto_msgTypes[39]
+	mi := &file_quire_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2925,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[39]
+	mi := &file_quire_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2938,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PartitionProducers) GetPartition() int32 {
@@ -2419,7 +2978,7 @@ type ProducerDescription struct {
 
 func (x *ProducerDescription) Reset() {
 	*x = ProducerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[40]
+	mi := &file_quire_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2990,7 @@ func (x *ProducerDescription) String() string {
 func (*ProducerDescription) ProtoMessage() {}
 
 func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[40]
+	mi := &file_quire_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +3003,7 @@ func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
 func (*ProducerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ProducerDescription) GetProducerId() int64 {
@@ -2486,7 +3045,39 @@ var File_quire_v1_admin_proto protoreflect.FileDescriptor
 
 const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"J\n" +
+	"\x14quire/v1/admin.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\x7f\n" +
+	"\x1eSetReassignmentThrottleRequest\x12\x1d\n" +
+	"\n" +
+	"broker_ids\x18\x01 \x03(\x05R\tbrokerIds\x12(\n" +
+	"\x10bytes_per_second\x18\x02 \x01(\x03R\x0ebytesPerSecond\x12\x14\n" +
+	"\x05unset\x18\x03 \x01(\bR\x05unset\"!\n" +
+	"\x1fSetReassignmentThrottleResponse\"b\n" +
+	"\"AlterPartitionReassignmentsRequest\x12<\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1c.quire.v1.ReassignmentTargetR\n" +
+	"partitions\"|\n" +
+	"\x12ReassignmentTarget\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\"%\n" +
+	"#AlterPartitionReassignmentsResponse\"X\n" +
+	"!ListPartitionReassignmentsRequest\x123\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1b.quire.v1.ElectLeadersTopicR\x06topics\"k\n" +
+	"\"ListPartitionReassignmentsResponse\x12E\n" +
+	"\rreassignments\x18\x01 \x03(\v2\x1f.quire.v1.PartitionReassignmentR\rreassignments\"\xe7\x01\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x04 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas\x12\x10\n" +
+	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12\x16\n" +
+	"\x06leader\x18\a \x01(\x05R\x06leader\"J\n" +
+	"\x13CordonBrokerRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x16\n" +
+	"\x06cordon\x18\x02 \x01(\bR\x06cordon\"\x16\n" +
+	"\x14CordonBrokerResponse\"J\n" +
 	"\x13ElectLeadersRequest\x123\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1b.quire.v1.ElectLeadersTopicR\x06topics\"I\n" +
 	"\x11ElectLeadersTopic\x12\x14\n" +
@@ -2564,7 +3155,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\aconfigs\x18\x04 \x03(\v2'.quire.v1.TopicDescription.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x04\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -2579,7 +3170,9 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"size_bytes\x18\n" +
 	" \x01(\x03R\tsizeBytes\x12!\n" +
 	"\vdirty_ratio\x18\v \x01(\x01H\x00R\n" +
-	"dirtyRatioB\x16\n" +
+	"dirtyRatio\x12'\n" +
+	"\x0fadding_replicas\x18\f \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\r \x03(\x05R\x10removingReplicasB\x16\n" +
 	"\x14optional_dirty_ratio\"U\n" +
 	"\x0eOfflineReplica\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x10\n" +
@@ -2590,7 +3183,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x125\n" +
-	"\abrokers\x18\x03 \x03(\v2\x1b.quire.v1.BrokerDescriptionR\abrokers\"\xd0\x01\n" +
+	"\abrokers\x18\x03 \x03(\v2\x1b.quire.v1.BrokerDescriptionR\abrokers\"\xa1\x02\n" +
 	"\x11BrokerDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -2602,7 +3195,9 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x06 \x01(\x05R\n" +
 	"partitions\x12%\n" +
-	"\x0emax_partitions\x18\a \x01(\x05R\rmaxPartitions\".\n" +
+	"\x0emax_partitions\x18\a \x01(\x05R\rmaxPartitions\x12\x1a\n" +
+	"\bcordoned\x18\b \x01(\bR\bcordoned\x123\n" +
+	"\x15reassignment_throttle\x18\t \x01(\x03R\x14reassignmentThrottle\".\n" +
 	"\x16DescribeConfigsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"J\n" +
 	"\x17DescribeConfigsResponse\x12/\n" +
@@ -2672,7 +3267,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xa1\t\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xd5\f\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +
@@ -2688,7 +3283,11 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x0eUpdateFeatures\x12\x1f.quire.v1.UpdateFeaturesRequest\x1a .quire.v1.UpdateFeaturesResponse\x12\\\n" +
 	"\x11DescribeProducers\x12\".quire.v1.DescribeProducersRequest\x1a#.quire.v1.DescribeProducersResponse\x12P\n" +
 	"\rDeleteRecords\x12\x1e.quire.v1.DeleteRecordsRequest\x1a\x1f.quire.v1.DeleteRecordsResponse\x12M\n" +
-	"\fElectLeaders\x12\x1d.quire.v1.ElectLeadersRequest\x1a\x1e.quire.v1.ElectLeadersResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
+	"\fElectLeaders\x12\x1d.quire.v1.ElectLeadersRequest\x1a\x1e.quire.v1.ElectLeadersResponse\x12z\n" +
+	"\x1bAlterPartitionReassignments\x12,.quire.v1.AlterPartitionReassignmentsRequest\x1a-.quire.v1.AlterPartitionReassignmentsResponse\x12w\n" +
+	"\x1aListPartitionReassignments\x12+.quire.v1.ListPartitionReassignmentsRequest\x1a,.quire.v1.ListPartitionReassignmentsResponse\x12M\n" +
+	"\fCordonBroker\x12\x1d.quire.v1.CordonBrokerRequest\x1a\x1e.quire.v1.CordonBrokerResponse\x12n\n" +
+	"\x17SetReassignmentThrottle\x12(.quire.v1.SetReassignmentThrottleRequest\x1a).quire.v1.SetReassignmentThrottleResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
 	file_quire_v1_admin_proto_rawDescOnce sync.Once
@@ -2703,111 +3302,132 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_quire_v1_admin_proto_goTypes = []any{
-	(ConfigSource)(0),                 // 0: quire.v1.ConfigSource
-	(*ElectLeadersRequest)(nil),       // 1: quire.v1.ElectLeadersRequest
-	(*ElectLeadersTopic)(nil),         // 2: quire.v1.ElectLeadersTopic
-	(*ElectLeadersResponse)(nil),      // 3: quire.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),        // 4: quire.v1.ElectLeadersResult
-	(*DeleteRecordsRequest)(nil),      // 5: quire.v1.DeleteRecordsRequest
-	(*DeleteRecordsPartition)(nil),    // 6: quire.v1.DeleteRecordsPartition
-	(*DeleteRecordsResponse)(nil),     // 7: quire.v1.DeleteRecordsResponse
-	(*DeleteRecordsResult)(nil),       // 8: quire.v1.DeleteRecordsResult
-	(*CreateTopicRequest)(nil),        // 9: quire.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 10: quire.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 11: quire.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 12: quire.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),         // 13: quire.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 14: quire.v1.ListTopicsResponse
-	(*TopicListing)(nil),              // 15: quire.v1.TopicListing
-	(*DescribeTopicsRequest)(nil),     // 16: quire.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),    // 17: quire.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),          // 18: quire.v1.TopicDescription
-	(*PartitionDescription)(nil),      // 19: quire.v1.PartitionDescription
-	(*OfflineReplica)(nil),            // 20: quire.v1.OfflineReplica
-	(*DescribeClusterRequest)(nil),    // 21: quire.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),   // 22: quire.v1.DescribeClusterResponse
-	(*BrokerDescription)(nil),         // 23: quire.v1.BrokerDescription
-	(*DescribeConfigsRequest)(nil),    // 24: quire.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),   // 25: quire.v1.DescribeConfigsResponse
-	(*ConfigEntry)(nil),               // 26: quire.v1.ConfigEntry
-	(*AlterConfigsRequest)(nil),       // 27: quire.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),      // 28: quire.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),   // 29: quire.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 30: quire.v1.CreatePartitionsResponse
-	(*UnregisterBrokerRequest)(nil),   // 31: quire.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),  // 32: quire.v1.UnregisterBrokerResponse
-	(*DescribeFeaturesRequest)(nil),   // 33: quire.v1.DescribeFeaturesRequest
-	(*DescribeFeaturesResponse)(nil),  // 34: quire.v1.DescribeFeaturesResponse
-	(*BrokerFeatures)(nil),            // 35: quire.v1.BrokerFeatures
-	(*UpdateFeaturesRequest)(nil),     // 36: quire.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),    // 37: quire.v1.UpdateFeaturesResponse
-	(*DescribeProducersRequest)(nil),  // 38: quire.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil), // 39: quire.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),        // 40: quire.v1.PartitionProducers
-	(*ProducerDescription)(nil),       // 41: quire.v1.ProducerDescription
-	nil,                               // 42: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 43: quire.v1.TopicDescription.ConfigsEntry
-	nil,                               // 44: quire.v1.AlterConfigsRequest.SetEntry
-	(*Error)(nil),                     // 45: quire.v1.Error
+	(ConfigSource)(0),                           // 0: quire.v1.ConfigSource
+	(*SetReassignmentThrottleRequest)(nil),      // 1: quire.v1.SetReassignmentThrottleRequest
+	(*SetReassignmentThrottleResponse)(nil),     // 2: quire.v1.SetReassignmentThrottleResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 3: quire.v1.AlterPartitionReassignmentsRequest
+	(*ReassignmentTarget)(nil),                  // 4: quire.v1.ReassignmentTarget
+	(*AlterPartitionReassignmentsResponse)(nil), // 5: quire.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 6: quire.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 7: quire.v1.ListPartitionReassignmentsResponse
+	(*PartitionReassignment)(nil),               // 8: quire.v1.PartitionReassignment
+	(*CordonBrokerRequest)(nil),                 // 9: quire.v1.CordonBrokerRequest
+	(*CordonBrokerResponse)(nil),                // 10: quire.v1.CordonBrokerResponse
+	(*ElectLeadersRequest)(nil),                 // 11: quire.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),                   // 12: quire.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),                // 13: quire.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 14: quire.v1.ElectLeadersResult
+	(*DeleteRecordsRequest)(nil),                // 15: quire.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),              // 16: quire.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),               // 17: quire.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),                 // 18: quire.v1.DeleteRecordsResult
+	(*CreateTopicRequest)(nil),                  // 19: quire.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 20: quire.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 21: quire.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 22: quire.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),                   // 23: quire.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                  // 24: quire.v1.ListTopicsResponse
+	(*TopicListing)(nil),                        // 25: quire.v1.TopicListing
+	(*DescribeTopicsRequest)(nil),               // 26: quire.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 27: quire.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),                    // 28: quire.v1.TopicDescription
+	(*PartitionDescription)(nil),                // 29: quire.v1.PartitionDescription
+	(*OfflineReplica)(nil),                      // 30: quire.v1.OfflineReplica
+	(*DescribeClusterRequest)(nil),              // 31: quire.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 32: quire.v1.DescribeClusterResponse
+	(*BrokerDescription)(nil),                   // 33: quire.v1.BrokerDescription
+	(*DescribeConfigsRequest)(nil),              // 34: quire.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),             // 35: quire.v1.DescribeConfigsResponse
+	(*ConfigEntry)(nil),                         // 36: quire.v1.ConfigEntry
+	(*AlterConfigsRequest)(nil),                 // 37: quire.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                // 38: quire.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),             // 39: quire.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 40: quire.v1.CreatePartitionsResponse
+	(*UnregisterBrokerRequest)(nil),             // 41: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 42: quire.v1.UnregisterBrokerResponse
+	(*DescribeFeaturesRequest)(nil),             // 43: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil),            // 44: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),                      // 45: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),               // 46: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),              // 47: quire.v1.UpdateFeaturesResponse
+	(*DescribeProducersRequest)(nil),            // 48: quire.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),           // 49: quire.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),                  // 50: quire.v1.PartitionProducers
+	(*ProducerDescription)(nil),                 // 51: quire.v1.ProducerDescription
+	nil,                                         // 52: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 53: quire.v1.TopicDescription.ConfigsEntry
+	nil,                                         // 54: quire.v1.AlterConfigsRequest.SetEntry
+	(*Error)(nil),                               // 55: quire.v1.Error
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: quire.v1.ElectLeadersRequest.topics:type_name -> quire.v1.ElectLeadersTopic
-	4,  // 1: quire.v1.ElectLeadersResponse.partitions:type_name -> quire.v1.ElectLeadersResult
-	45, // 2: quire.v1.ElectLeadersResult.error:type_name -> quire.v1.Error
-	6,  // 3: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
-	8,  // 4: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
-	45, // 5: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
-	42, // 6: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
-	18, // 7: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
-	15, // 8: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
-	18, // 9: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
-	19, // 10: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	43, // 11: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
-	20, // 12: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
-	23, // 13: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
-	26, // 14: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
-	0,  // 15: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	44, // 16: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
-	18, // 17: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
-	35, // 18: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
-	40, // 19: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
-	45, // 20: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
-	41, // 21: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
-	9,  // 22: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	11, // 23: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	13, // 24: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	16, // 25: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	21, // 26: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	24, // 27: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	27, // 28: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	29, // 29: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	31, // 30: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	33, // 31: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
-	36, // 32: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
-	38, // 33: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
-	5,  // 34: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
-	1,  // 35: quire.v1.Admin.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	10, // 36: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	12, // 37: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	14, // 38: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	17, // 39: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	22, // 40: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	25, // 41: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	28, // 42: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	30, // 43: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	32, // 44: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	34, // 45: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
-	37, // 46: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
-	39, // 47: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
-	7,  // 48: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
-	3,  // 49: quire.v1.Admin.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	4,  // 0: quire.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
+	12, // 1: quire.v1.ListPartitionReassignmentsRequest.topics:type_name -> quire.v1.ElectLeadersTopic
+	8,  // 2: quire.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> quire.v1.PartitionReassignment
+	12, // 3: quire.v1.ElectLeadersRequest.topics:type_name -> quire.v1.ElectLeadersTopic
+	14, // 4: quire.v1.ElectLeadersResponse.partitions:type_name -> quire.v1.ElectLeadersResult
+	55, // 5: quire.v1.ElectLeadersResult.error:type_name -> quire.v1.Error
+	16, // 6: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
+	18, // 7: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
+	55, // 8: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
+	52, // 9: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	28, // 10: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
+	25, // 11: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
+	28, // 12: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
+	29, // 13: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
+	53, // 14: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	30, // 15: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
+	33, // 16: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
+	36, // 17: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
+	0,  // 18: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
+	54, // 19: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	28, // 20: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
+	45, // 21: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
+	50, // 22: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
+	55, // 23: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
+	51, // 24: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
+	19, // 25: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	21, // 26: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	23, // 27: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	26, // 28: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	31, // 29: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	34, // 30: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	37, // 31: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	39, // 32: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	41, // 33: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	43, // 34: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	46, // 35: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	48, // 36: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
+	15, // 37: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
+	11, // 38: quire.v1.Admin.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	3,  // 39: quire.v1.Admin.AlterPartitionReassignments:input_type -> quire.v1.AlterPartitionReassignmentsRequest
+	6,  // 40: quire.v1.Admin.ListPartitionReassignments:input_type -> quire.v1.ListPartitionReassignmentsRequest
+	9,  // 41: quire.v1.Admin.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	1,  // 42: quire.v1.Admin.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	20, // 43: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	22, // 44: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	24, // 45: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	27, // 46: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	32, // 47: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	35, // 48: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	38, // 49: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	40, // 50: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	42, // 51: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	44, // 52: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	47, // 53: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	49, // 54: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
+	17, // 55: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
+	13, // 56: quire.v1.Admin.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	5,  // 57: quire.v1.Admin.AlterPartitionReassignments:output_type -> quire.v1.AlterPartitionReassignmentsResponse
+	7,  // 58: quire.v1.Admin.ListPartitionReassignments:output_type -> quire.v1.ListPartitionReassignmentsResponse
+	10, // 59: quire.v1.Admin.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	2,  // 60: quire.v1.Admin.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	43, // [43:61] is the sub-list for method output_type
+	25, // [25:43] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -2816,11 +3436,11 @@ func file_quire_v1_admin_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_admin_proto_msgTypes[8].OneofWrappers = []any{
+	file_quire_v1_admin_proto_msgTypes[18].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
 	}
-	file_quire_v1_admin_proto_msgTypes[18].OneofWrappers = []any{
+	file_quire_v1_admin_proto_msgTypes[28].OneofWrappers = []any{
 		(*PartitionDescription_DirtyRatio)(nil),
 	}
 	type x struct{}
@@ -2829,7 +3449,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,20 +19,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_CreateTopic_FullMethodName       = "/quire.v1.Admin/CreateTopic"
-	Admin_DeleteTopic_FullMethodName       = "/quire.v1.Admin/DeleteTopic"
-	Admin_ListTopics_FullMethodName        = "/quire.v1.Admin/ListTopics"
-	Admin_DescribeTopics_FullMethodName    = "/quire.v1.Admin/DescribeTopics"
-	Admin_DescribeCluster_FullMethodName   = "/quire.v1.Admin/DescribeCluster"
-	Admin_DescribeConfigs_FullMethodName   = "/quire.v1.Admin/DescribeConfigs"
-	Admin_AlterConfigs_FullMethodName      = "/quire.v1.Admin/AlterConfigs"
-	Admin_CreatePartitions_FullMethodName  = "/quire.v1.Admin/CreatePartitions"
-	Admin_UnregisterBroker_FullMethodName  = "/quire.v1.Admin/UnregisterBroker"
-	Admin_DescribeFeatures_FullMethodName  = "/quire.v1.Admin/DescribeFeatures"
-	Admin_UpdateFeatures_FullMethodName    = "/quire.v1.Admin/UpdateFeatures"
-	Admin_DescribeProducers_FullMethodName = "/quire.v1.Admin/DescribeProducers"
-	Admin_DeleteRecords_FullMethodName     = "/quire.v1.Admin/DeleteRecords"
-	Admin_ElectLeaders_FullMethodName      = "/quire.v1.Admin/ElectLeaders"
+	Admin_CreateTopic_FullMethodName                 = "/quire.v1.Admin/CreateTopic"
+	Admin_DeleteTopic_FullMethodName                 = "/quire.v1.Admin/DeleteTopic"
+	Admin_ListTopics_FullMethodName                  = "/quire.v1.Admin/ListTopics"
+	Admin_DescribeTopics_FullMethodName              = "/quire.v1.Admin/DescribeTopics"
+	Admin_DescribeCluster_FullMethodName             = "/quire.v1.Admin/DescribeCluster"
+	Admin_DescribeConfigs_FullMethodName             = "/quire.v1.Admin/DescribeConfigs"
+	Admin_AlterConfigs_FullMethodName                = "/quire.v1.Admin/AlterConfigs"
+	Admin_CreatePartitions_FullMethodName            = "/quire.v1.Admin/CreatePartitions"
+	Admin_UnregisterBroker_FullMethodName            = "/quire.v1.Admin/UnregisterBroker"
+	Admin_DescribeFeatures_FullMethodName            = "/quire.v1.Admin/DescribeFeatures"
+	Admin_UpdateFeatures_FullMethodName              = "/quire.v1.Admin/UpdateFeatures"
+	Admin_DescribeProducers_FullMethodName           = "/quire.v1.Admin/DescribeProducers"
+	Admin_DeleteRecords_FullMethodName               = "/quire.v1.Admin/DeleteRecords"
+	Admin_ElectLeaders_FullMethodName                = "/quire.v1.Admin/ElectLeaders"
+	Admin_AlterPartitionReassignments_FullMethodName = "/quire.v1.Admin/AlterPartitionReassignments"
+	Admin_ListPartitionReassignments_FullMethodName  = "/quire.v1.Admin/ListPartitionReassignments"
+	Admin_CordonBroker_FullMethodName                = "/quire.v1.Admin/CordonBroker"
+	Admin_SetReassignmentThrottle_FullMethodName     = "/quire.v1.Admin/SetReassignmentThrottle"
 )
 
 // AdminClient is the client API for Admin service.
@@ -106,6 +110,32 @@ type AdminClient interface {
 	// No topics named means every partition of the cluster. Authorized as
 	// ALTER on the cluster.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// Starts, replaces or cancels partition reassignments (Kafka's KIP-455),
+	// all or none: a partition that does not exist (NOT_FOUND,
+	// UNKNOWN_TOPIC_OR_PARTITION), a target naming an unknown, fenced or
+	// cordoned broker or a broker twice, or fewer replicas than the topic's
+	// min.insync.replicas, or a cancel of a partition not being reassigned
+	// (INVALID_ARGUMENT, INVALID_REPLICA_ASSIGNMENT or
+	// NO_REASSIGNMENT_IN_PROGRESS) refuses the whole request and starts
+	// nothing. Each new replica is created on its broker, catches up as a
+	// follower and joins the ISR; then a leader being removed hands over
+	// leadership, and only then do the removed replicas leave and delete
+	// their logs. Authorized as ALTER on the cluster.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// The pending reassignments, of the partitions named or of every
+	// partition. Authorized as DESCRIBE on the cluster.
+	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
+	// Cordons a broker (or uncordons it, cordon unset): no new replica is
+	// placed on a cordoned broker; those it hosts stay until moved.
+	// Authorized as ALTER on the cluster.
+	CordonBroker(ctx context.Context, in *CordonBrokerRequest, opts ...grpc.CallOption) (*CordonBrokerResponse, error)
+	// Sets replica.reassignment.throttle.bytes.per.second on brokers, a
+	// dynamic per-broker setting kept in the metadata log: the bytes a
+	// second the replicas a broker is adding by reassignment fetch,
+	// together (0: unthrottled); normal replication is never throttled.
+	// unset goes back to each broker's configured value. An unknown broker
+	// is NOT_FOUND and changes nothing. Authorized as ALTER on the cluster.
+	SetReassignmentThrottle(ctx context.Context, in *SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*SetReassignmentThrottleResponse, error)
 }
 
 type adminClient struct {
@@ -256,6 +286,46 @@ func (c *adminClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest,
 	return out, nil
 }
 
+func (c *adminClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CordonBroker(ctx context.Context, in *CordonBrokerRequest, opts ...grpc.CallOption) (*CordonBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CordonBrokerResponse)
+	err := c.cc.Invoke(ctx, Admin_CordonBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetReassignmentThrottle(ctx context.Context, in *SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*SetReassignmentThrottleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetReassignmentThrottleResponse)
+	err := c.cc.Invoke(ctx, Admin_SetReassignmentThrottle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -327,6 +397,32 @@ type AdminServer interface {
 	// No topics named means every partition of the cluster. Authorized as
 	// ALTER on the cluster.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// Starts, replaces or cancels partition reassignments (Kafka's KIP-455),
+	// all or none: a partition that does not exist (NOT_FOUND,
+	// UNKNOWN_TOPIC_OR_PARTITION), a target naming an unknown, fenced or
+	// cordoned broker or a broker twice, or fewer replicas than the topic's
+	// min.insync.replicas, or a cancel of a partition not being reassigned
+	// (INVALID_ARGUMENT, INVALID_REPLICA_ASSIGNMENT or
+	// NO_REASSIGNMENT_IN_PROGRESS) refuses the whole request and starts
+	// nothing. Each new replica is created on its broker, catches up as a
+	// follower and joins the ISR; then a leader being removed hands over
+	// leadership, and only then do the removed replicas leave and delete
+	// their logs. Authorized as ALTER on the cluster.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// The pending reassignments, of the partitions named or of every
+	// partition. Authorized as DESCRIBE on the cluster.
+	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
+	// Cordons a broker (or uncordons it, cordon unset): no new replica is
+	// placed on a cordoned broker; those it hosts stay until moved.
+	// Authorized as ALTER on the cluster.
+	CordonBroker(context.Context, *CordonBrokerRequest) (*CordonBrokerResponse, error)
+	// Sets replica.reassignment.throttle.bytes.per.second on brokers, a
+	// dynamic per-broker setting kept in the metadata log: the bytes a
+	// second the replicas a broker is adding by reassignment fetch,
+	// together (0: unthrottled); normal replication is never throttled.
+	// unset goes back to each broker's configured value. An unknown broker
+	// is NOT_FOUND and changes nothing. Authorized as ALTER on the cluster.
+	SetReassignmentThrottle(context.Context, *SetReassignmentThrottleRequest) (*SetReassignmentThrottleResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -378,6 +474,18 @@ func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsReq
 }
 func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedAdminServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) CordonBroker(context.Context, *CordonBrokerRequest) (*CordonBrokerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CordonBroker not implemented")
+}
+func (UnimplementedAdminServer) SetReassignmentThrottle(context.Context, *SetReassignmentThrottleRequest) (*SetReassignmentThrottleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetReassignmentThrottle not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -652,6 +760,78 @@ func _Admin_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPartitionReassignments(ctx, req.(*ListPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CordonBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CordonBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CordonBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CordonBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CordonBroker(ctx, req.(*CordonBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetReassignmentThrottle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetReassignmentThrottleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetReassignmentThrottle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetReassignmentThrottle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetReassignmentThrottle(ctx, req.(*SetReassignmentThrottleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -714,6 +894,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _Admin_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Admin_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ListPartitionReassignments",
+			Handler:    _Admin_ListPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "CordonBroker",
+			Handler:    _Admin_CordonBroker_Handler,
+		},
+		{
+			MethodName: "SetReassignmentThrottle",
+			Handler:    _Admin_SetReassignmentThrottle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

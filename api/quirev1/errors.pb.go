@@ -116,6 +116,9 @@ const (
 	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
 	// ElectLeaders: the preferred replica leads already.
 	ErrorCode_ELECTION_NOT_NEEDED ErrorCode = 84
+	// AlterPartitionReassignments: a cancel of a partition not being
+	// reassigned.
+	ErrorCode_NO_REASSIGNMENT_IN_PROGRESS ErrorCode = 85
 	// DeleteOffsets: a member of the group is subscribed to the topic.
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
 	ErrorCode_INVALID_RECORD            ErrorCode = 87
@@ -190,6 +193,7 @@ var (
 		81:   "GROUP_MAX_SIZE_REACHED",
 		82:   "FENCED_INSTANCE_ID",
 		84:   "ELECTION_NOT_NEEDED",
+		85:   "NO_REASSIGNMENT_IN_PROGRESS",
 		86:   "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:   "INVALID_RECORD",
 		91:   "RESOURCE_NOT_FOUND",
@@ -259,6 +263,7 @@ var (
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
 		"ELECTION_NOT_NEEDED":              84,
+		"NO_REASSIGNMENT_IN_PROGRESS":      85,
 		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"INVALID_RECORD":                   87,
 		"RESOURCE_NOT_FOUND":               91,
@@ -468,7 +473,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xfd\r\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x9e\x0e\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -527,7 +532,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x17\n" +
-	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1d\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1f\n" +
+	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1d\n" +
 	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x16\n" +
 	"\x12RESOURCE_NOT_FOUND\x10[\x12\x19\n" +

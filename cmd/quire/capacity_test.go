@@ -26,7 +26,7 @@ func TestCLITopicCreateBeyondCapacity(t *testing.T) {
 		t.Fatalf("a topic after the refusal: %v", err)
 	}
 	// The budget reaches the controller with the broker's heartbeats.
-	row := regexp.MustCompile(`(?m)^1\*\s+\S+\s+yes\s+no\s+3\s+4\s*$`)
+	row := regexp.MustCompile(`(?m)^1\*\s+\S+\s+yes\s+no\s+3\s+4\s+no\s*$`)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, _, err = runCLIStdin("", append(brokers, "cluster", "info")...)

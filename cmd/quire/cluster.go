@@ -64,9 +64,9 @@ func newClusterCmd(g *globalFlags) *cobra.Command {
 				if unconfirmed {
 					fenced = "unknown"
 				}
-				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), fenced, fmt.Sprint(b.Partitions), budget})
+				rows = append(rows, []string{id, b.Address, b.Rack, yesNo(b.Controller), fenced, fmt.Sprint(b.Partitions), budget, yesNo(b.Cordoned)})
 			}
-			if err := printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX"}, rows); err != nil {
+			if err := printTable(out, []string{"ID", "ADDRESS", "RACK", "VOTER", "FENCED", "PARTITIONS", "MAX", "CORDONED"}, rows); err != nil {
 				return err
 			}
 			return noControllerErr(unconfirmed)

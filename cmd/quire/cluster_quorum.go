@@ -35,13 +35,15 @@ type brokerInfoJSON struct {
 	Controller    bool   `json:"controller"`
 	Partitions    int32  `json:"partitions"`
 	MaxPartitions int32  `json:"max_partitions"`
+	// Cordoned: no new replica is placed on it (quire broker cordon).
+	Cordoned bool `json:"cordoned"`
 }
 
 func clusterJSON(d *client.ClusterDescription) clusterInfoJSON {
 	out := clusterInfoJSON{ClusterID: d.ClusterID, ControllerID: d.ControllerID}
 	for _, b := range d.Brokers {
 		j := brokerInfoJSON{ID: b.ID, Address: b.Address, Rack: b.Rack, Controller: b.Controller,
-			Partitions: b.Partitions, MaxPartitions: b.MaxPartitions}
+			Partitions: b.Partitions, MaxPartitions: b.MaxPartitions, Cordoned: b.Cordoned}
 		if d.ControllerID >= 0 {
 			fenced := b.Fenced
 			j.Fenced = &fenced

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -124,7 +125,8 @@ until producer.id.expiration.ms after its last batch.
 
 With --under-replicated it lists instead, over the named topics or every
 topic, the partitions at risk: those with fewer in-sync replicas than
-replicas (UNDER-REPLICATED), no leader (OFFLINE), a leader that did not
+replicas (UNDER-REPLICATED; a replica a reassignment is adding does not
+count until it is in sync), no leader (OFFLINE), a leader that did not
 answer (LEADER-UNREACHABLE: right after a broker dies, until the controller
 fences it after broker.session.timeout.ms and elects new leaders), or an
 in-sync follower on a broker that did not answer as the leader of another
@@ -380,7 +382,7 @@ func printUnderReplicated(ctx context.Context, out, errOut io.Writer, g *globalF
 				status = "LEADER-UNREACHABLE"
 			case len(p.OfflineReplicas) > 0:
 				status = "LOG-FAILED"
-			case len(p.ISR) < len(p.Replicas):
+			case outOfSync(p):
 			case followerDown(p):
 				status = "REPLICA-UNREACHABLE"
 			default:
@@ -524,4 +526,16 @@ func topicAddPartitionsCmd(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().Int32VarP(&n, "num", "n", 0, "number of partitions to add")
 	return cmd
+}
+
+// outOfSync reports whether some replica of p is missing from its ISR,
+// a replica that a reassignment is adding aside: it catches up as it
+// should (quire partition reassign --status shows it), as Kafka counts.
+func outOfSync(p client.PartitionDescription) bool {
+	for _, r := range p.Replicas {
+		if !slices.Contains(p.ISR, r) && !slices.Contains(p.AddingReplicas, r) {
+			return true
+		}
+	}
+	return false
 }

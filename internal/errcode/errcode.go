@@ -82,6 +82,7 @@ var declared = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_FENCED_INSTANCE_ID:               false,
 	quirev1.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE:   true,
 	quirev1.ErrorCode_ELECTION_NOT_NEEDED:              true,
+	quirev1.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS:      false,
 	quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC:        false,
 	quirev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER:     false,
 	quirev1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:        false,

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/internal/poll"
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/testcluster"
+)
+
+// TestCLIPartitionReassign: --plan on a cluster that gained a broker
+// writes a plan that moves replicas onto it; a bad file is refused with
+// nothing started; --execute --wait follows the good one to the end;
+// --status shows nothing left; --cancel of a finished plan fails.
+func TestCLIPartitionReassign(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, 4, testcluster.Voters(3))
+	addr := c.Addr(1)
+	ctx, cl := testClient(t, addr)
+	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionReassignment })
+	if err := cl.CordonBroker(ctx, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cli-moves", Partitions: 4, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLIStdin("", "--brokers", addr, "broker", "uncordon", "4")
+	if err != nil || !strings.Contains(out, "broker 4 uncordoned") {
+		t.Fatalf("uncordon: %v %s", err, out)
+	}
+	// Whichever node the plan asks sees it uncordoned.
+	c.WaitImage(ctx, func(img *metadata.Image) bool { b, _ := img.Broker(4); return !b.Cordoned })
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "plan.json")
+	out, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--plan", "--output", planFile)
+	if err != nil || !strings.Contains(out, "PROPOSED") || !strings.Contains(out, "plan written to") {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var plan reassignmentPlan
+	data, err := os.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &plan); err != nil {
+		t.Fatal(err)
+	}
+	onNew := 0
+	for _, p := range plan.Partitions {
+		if slices.Contains(p.Replicas, 4) {
+			onNew++
+		}
+	}
+	if onNew != 3 {
+		t.Fatalf("the plan puts %d replicas on the new broker, want 3: %s", onNew, data)
+	}
+
+	bad := reassignmentPlan{Version: 1, Partitions: append(slices.Clone(plan.Partitions), plannedReplica{Topic: "nope", Partition: 0, Replicas: []int32{1, 2, 3}})}
+	badFile := filepath.Join(dir, "bad.json")
+	data, _ = json.Marshal(bad)
+	if err := os.WriteFile(badFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--execute", badFile)
+	if err == nil || !strings.Contains(err.Error(), "none started") || !strings.Contains(err.Error(), "nope-0") {
+		t.Fatalf("a plan naming an unknown partition: %v", err)
+	}
+	out, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--status")
+	if err != nil || !strings.Contains(out, "no reassignment in progress") {
+		t.Fatalf("status after a refused plan: %v %s", err, out)
+	}
+
+	out, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--execute", planFile, "--wait", "--poll-interval", "20ms", "--throttle", "0")
+	if err != nil || !strings.Contains(out, "every move completed") {
+		t.Fatalf("execute --wait: %v\n%s", err, out)
+	}
+	out, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--status")
+	if err != nil || !strings.Contains(out, "no reassignment in progress") {
+		t.Fatalf("status: %v %s", err, out)
+	}
+	if _, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--cancel", planFile); err == nil || !strings.Contains(err.Error(), "nothing to cancel") {
+		t.Fatalf("cancel of a finished plan: %v", err)
+	}
+	if _, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--plan", "--status"); err == nil {
+		t.Fatal("two actions at once accepted")
+	}
+}
+
+// TestCLIBrokerDecommission: the broker is cordoned, every replica moves
+// off it, and the command ends once it hosts none.
+func TestCLIBrokerDecommission(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, 4, testcluster.Voters(3))
+	addr := c.Addr(1)
+	ctx, cl := testClient(t, addr)
+	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionReassignment })
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cli-decom", Partitions: 4, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLIStdin("", "--brokers", addr, "broker", "decommission", "4", "--poll-interval", "20ms")
+	if err != nil || !strings.Contains(out, "broker 4 hosts no replica") {
+		t.Fatalf("decommission: %v\n%s", err, out)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		b, _ := img.Broker(4)
+		return b.Cordoned && img.HostedReplicas()[4] == 0
+	})
+	poll.Until(t, "broker 4's logs deleted", func() error {
+		left, _ := filepath.Glob(filepath.Join(c.Dir(4), "cli-decom-*"))
+		if len(left) > 0 {
+			return os.ErrExist
+		}
+		return nil
+	})
+	// RF 3 on the three brokers left: a second decommission has nowhere
+	// to go, and says so without moving anything.
+	_, _, err = runCLIStdin("", "--brokers", addr, "broker", "decommission", "3")
+	if err == nil || !strings.Contains(err.Error(), "nowhere else to go") {
+		t.Fatalf("a decommission with nowhere to go: %v", err)
+	}
+	out, _, err = runCLIStdin("", "--brokers", addr, "broker", "throttle", "1048576", "--broker", "1")
+	if err != nil || !strings.Contains(out, "1048576") {
+		t.Fatalf("throttle: %v %s", err, out)
+	}
+	if _, _, err := runCLIStdin("", "--brokers", addr, "broker", "throttle", "-5"); err == nil {
+		t.Fatal("a negative throttle accepted")
+	}
+	if _, _, err := runCLIStdin("", "--brokers", addr, "broker", "cordon", "9"); err == nil || !strings.Contains(err.Error(), "9") {
+		t.Fatalf("cordon of an unknown broker: %v", err)
+	}
+}
