@@ -98,8 +98,8 @@ func coreContext(ctx context.Context) context.Context {
 // forwarded reports whether ctx is a request another broker passed on:
 // the core passes on only a client's own.
 func forwarded(ctx context.Context) bool {
-	md, ok := grpcmd.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedHeader)) > 0
+	// Not FromIncomingContext: that copies every header, on every call.
+	return len(grpcmd.ValueFromIncomingContext(ctx, forwardedHeader)) > 0
 }
 
 // fromWire is a leader's inline error as the core's: its code and leader
