@@ -6,7 +6,6 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
 )
 
@@ -83,21 +82,6 @@ func checkFetchRecordsMulti(req *quirev1.FetchRecordsMultiRequest) error {
 		}
 	}
 	return nil
-}
-
-// ledElsewhere returns the NOT_LEADER error for a partition the metadata
-// image says another broker leads, else nil: the partition is read here,
-// and reading it says what is wrong with it, if anything.
-func (b *Broker) ledElsewhere(topic string, p int32) error {
-	t, ok := b.cluster.image().Topic(topic)
-	if !ok || p < 0 || int(p) >= len(t.Partitions) {
-		return nil
-	}
-	pi := t.Partitions[p]
-	if pi.Leader < 0 || pi.Leader == b.cfg.NodeID {
-		return nil
-	}
-	return &replica.NotLeaderError{Topic: topic, Partition: p, Leader: pi.Leader, Epoch: pi.LeaderEpoch}
 }
 
 // trimRecords keeps at most maxRecords records in all, filling partitions

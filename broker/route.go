@@ -2,15 +2,9 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
-
-	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/replica"
-	"github.com/quirelog/quire/request"
 )
 
 // Routing: a plain gRPC client (grpcurl, a script) may send a unary
@@ -28,49 +22,7 @@ import (
 // broker's id.
 const forwardedHeader = "quire-forwarded-by"
 
-// routeTo returns the address of the leader to pass a request on to when
-// err says this broker does not lead the partition and ctx is a client's
-// own request.
-func (b *Broker) routeTo(ctx context.Context, err error) (string, bool) {
-	var nle *replica.NotLeaderError
-	if !errors.As(err, &nle) || nle.Leader < 0 || nle.Leader == b.cfg.NodeID {
-		return "", false
-	}
-	if forwarded(ctx) {
-		return "", false
-	}
-	return b.cluster.brokerAddr(nle.Leader)
-}
-
+// forwardContext marks ctx as a request this broker passes on.
 func (b *Broker) forwardContext(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
-}
-
-// listOffsetAnywhere is ListOffsets for one partition, asked of its
-// leader wherever that is: -1 when no record has a timestamp at or after
-// ts.
-func (b *Broker) listOffsetAnywhere(ctx context.Context, topic string, part int32, ts int64) (int64, error) {
-	lp := &quirev1.ListOffsetsPartition{Topic: topic, Partition: part, TimestampMs: ts}
-	if addr, ok := b.routeTo(ctx, b.ledElsewhere(topic, part)); ok {
-		cc, err := b.cluster.peer(addr)
-		if err != nil {
-			return -1, err
-		}
-		resp, err := quirev1.NewConsumerClient(cc).ListOffsets(b.forwardContext(ctx), &quirev1.ListOffsetsRequest{Partitions: []*quirev1.ListOffsetsPartition{lp}})
-		if err != nil {
-			return -1, err
-		}
-		if len(resp.Partitions) != 1 {
-			return -1, fmt.Errorf("broker: the leader at %s answered %d partitions for 1", addr, len(resp.Partitions))
-		}
-		if res := resp.Partitions[0]; res.Error != nil {
-			return -1, fromWire(res.Error)
-		}
-		return resp.Partitions[0].Offset, nil
-	}
-	res := b.core.ListOffset(ctx, request.ListOffsetsPartition{Topic: topic, Partition: part, Timestamp: ts})
-	if res.Err != nil {
-		return -1, res.Err
-	}
-	return res.Offset, nil
 }

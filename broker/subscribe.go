@@ -2,66 +2,27 @@ package broker
 
 import (
 	"context"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/auth"
-	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/subscribe"
 )
 
 // Subscribe runs one stream's group member (package subscribe) on this
-// broker.
+// broker, over the request core, which authorizes its every call as the
+// stream's principal.
 func (s *groupService) Subscribe(stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
-	return subscribe.Serve(subscribeBroker{s.b}, stream)
+	return subscribe.Serve(coreContext(stream.Context()), s.b.core, subscribeBroker{s.b}, stream)
 }
 
-// subscribeBroker is what a Subscribe stream's member uses of the broker.
+// subscribeBroker is what a Subscribe stream uses of the broker besides
+// the core.
 type subscribeBroker struct{ b *Broker }
 
 var _ subscribe.Broker = subscribeBroker{}
 
-func (sb subscribeBroker) Heartbeat(ctx context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-	return sb.b.cluster.fwd.ConsumerGroupHeartbeat(ctx, req)
-}
-
-func (sb subscribeBroker) CommitOffsets(ctx context.Context, group string, member metadata.GroupMember, offs []metadata.OffsetCommit) error {
-	_, err := sb.b.cluster.fwd.CommitOffsets(ctx, group, member, offs, sb.b.clock.Now())
-	return err
-}
-
-func (sb subscribeBroker) FetchOffsets(ctx context.Context, group string, tps []metadata.TopicPartition) ([]metadata.CommittedOffset, error) {
-	return sb.b.cluster.fwd.FetchOffsets(ctx, group, tps)
-}
-
-func (sb subscribeBroker) ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
-	return sb.b.listOffsetAnywhere(ctx, topic, partition, ts)
-}
-
-func (sb subscribeBroker) Fetch(ctx context.Context, specs []subscribe.Spec, wait time.Duration, maxBytes int) []subscribe.Result {
-	in := make([]fetchSpec, len(specs))
-	for i, sp := range specs {
-		in[i] = fetchSpec{Topic: sp.Topic, Partition: sp.Partition, Offset: sp.Offset}
-	}
-	got := sb.b.fetchBatches(ctx, in, wait, maxBytes)
-	out := make([]subscribe.Result, len(got))
-	for i, r := range got {
-		out[i] = subscribe.Result{Spec: subscribe.Spec{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset},
-			Batches: r.Records, Err: r.Err, Buf: r.Buf}
-	}
-	return out
-}
-
-func (sb subscribeBroker) AuthorizeRead(ctx context.Context, topic string) error {
-	return sb.b.authorizeTopic(ctx, auth.OpRead, topic)
-}
-
-func (subscribeBroker) CheckSubscription(sub *quirev1.GroupSubscription) error {
-	return checkSubscription(sub)
-}
 func (subscribeBroker) ClientHost(ctx context.Context) string { return clientHost(ctx) }
 func (subscribeBroker) Status(err error) error                { return toStatus(err) }
 func (subscribeBroker) Error(err error) *quirev1.Error        { return toError(err) }

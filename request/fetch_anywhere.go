@@ -18,7 +18,7 @@ import (
 const forwardFetchMargin = 5 * time.Second
 
 // PollAnywhere reads partitions wherever they are led, for a caller that
-// authorized the reads (FetchRecordsMulti, a Subscribe stream): those led
+// authorized the reads (FetchRecordsMulti; Fetch with Route): those led
 // here from the log (Poll), the others, with Route, by their leaders
 // through the Forwarder, one call per leader, all at once. First every
 // broker reads without waiting; if none has a record, all wait up to
