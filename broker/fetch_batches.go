@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -13,18 +12,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/request"
-	"github.com/quirelog/quire/service"
 )
-
-// fetchBatches reads partitions wherever they are led, as stored (the
-// batches, not decoded), in one long poll (the request core's
-// PollAnywhere): those led here from the log, into buffers from
-// internal/fetchbuf (the caller gives them back: request.Release, or the
-// Subscribe stream's own release), the others passed on to their
-// leaders.
-func (b *Broker) fetchBatches(ctx context.Context, specs []request.FetchPartition, wait time.Duration, maxBytes int) []request.FetchResult {
-	return b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: wait, MaxBytes: maxBytes, Partitions: specs, Pooled: true, Route: !service.Forwarded(ctx)})
-}
 
 // Fetch has the leader read partitions with a Fetch over the node-to-node
 // connection (request.Forwarder).

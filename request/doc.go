@@ -1,9 +1,10 @@
 // Package request is the request core: every client operation once, in
 // plain Go types and typed errors, knowing nothing of gRPC or of Kafka's
-// bytes. The doors (the gRPC services and the Kafka listener) turn their
-// wire requests into the core's, call it, and turn its answers and errors
-// into their own: a gRPC status or quire.v1.Error at the gRPC edge, a
-// Kafka error code at the Kafka edge, both read off the same *Error.
+// bytes. The doors (the gRPC services, the Kafka listener and the
+// Subscribe stream's group member) turn their wire requests into the
+// core's, call it, and turn its answers and errors into their own: a
+// gRPC status or quire.v1.Error at the gRPC edge, a Kafka error code at
+// the Kafka edge, both read off the same *Error.
 //
 // The core authorizes each operation once, with the principal the door
 // put into the context (WithPrincipal), so every door enforces the same

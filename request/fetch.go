@@ -41,8 +41,8 @@ type FetchRequest struct {
 	// Received is when the door received the request (the zero time:
 	// not timed).
 	Received time.Time
-	// Route has PollAnywhere pass the partitions another broker leads on
-	// to it.
+	// Route has PollAnywhere (and so Fetch) pass the partitions another
+	// broker leads on to it.
 	Route bool
 }
 
@@ -80,7 +80,7 @@ func Release(results []FetchResult) {
 }
 
 // Fetch checks and authorizes a fetch (Read on each topic), then reads
-// it (Poll).
+// it: Poll, or with Route, PollAnywhere (a Subscribe stream's reads).
 func (c *Core) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, error) {
 	if len(req.Partitions) == 0 {
 		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
@@ -90,6 +90,9 @@ func (c *Core) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, err
 	}
 	if err := c.authorizeEach(ctx, auth.OpRead, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, nil); err != nil {
 		return nil, err
+	}
+	if req.Route {
+		return c.PollAnywhere(ctx, req), nil
 	}
 	return c.Poll(ctx, req), nil
 }

@@ -18,7 +18,7 @@ import (
 const forwardFetchMargin = 5 * time.Second
 
 // PollAnywhere reads partitions wherever they are led, for a caller that
-// authorized the reads (FetchRecordsMulti, a Subscribe stream): those led
+// authorized the reads (FetchRecordsMulti; Fetch with Route): those led
 // here from the log (Poll), the others, with Route, by their leaders
 // through the Forwarder, one call per leader, all at once. First every
 // broker reads without waiting; if none has a record, all wait up to
@@ -32,11 +32,14 @@ func (c *Core) PollAnywhere(ctx context.Context, req *FetchRequest) []FetchResul
 	split := c.splitByLeader(req)
 	maxBytes := split.shareBytes(req.MaxBytes)
 	results := make([]FetchResult, len(req.Partitions))
+	// The goroutines take what they need of req, not req: a caller's
+	// request (Fetch's) may stay on its stack.
+	parts, pooled, received := req.Partitions, req.Pooled, req.Received
 	split.poll(ctx, req.MaxWait, func(ctx context.Context, idx []int, wait time.Duration) bool {
-		local := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Pooled: req.Pooled, Received: req.Received,
+		local := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Pooled: pooled, Received: received,
 			Partitions: make([]FetchPartition, len(idx))}
 		for j, i := range idx {
-			local.Partitions[j] = req.Partitions[i]
+			local.Partitions[j] = parts[i]
 		}
 		found := false
 		for j, r := range c.Poll(ctx, local) {
@@ -45,7 +48,7 @@ func (c *Core) PollAnywhere(ctx context.Context, req *FetchRequest) []FetchResul
 		}
 		return found
 	}, func(ctx context.Context, leader int32, idx []int, wait time.Duration) bool {
-		return c.forwardFetch(ctx, leader, req.Partitions, idx, wait, maxBytes, results)
+		return c.forwardFetch(ctx, leader, parts, idx, wait, maxBytes, results)
 	})
 	return results
 }

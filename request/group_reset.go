@@ -143,11 +143,11 @@ func (c *Core) resetOffsets(ctx context.Context, g GroupCoordinator, req *ResetO
 		if !had {
 			before = -1
 		}
-		start, err := c.listOffsetAnywhere(ctx, k, EarliestTimestamp)
+		start, err := c.offsetAnywhere(ctx, k, EarliestTimestamp)
 		if err != nil {
 			return nil, err
 		}
-		end, err := c.listOffsetAnywhere(ctx, k, LatestTimestamp)
+		end, err := c.offsetAnywhere(ctx, k, LatestTimestamp)
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +160,7 @@ func (c *Core) resetOffsets(ctx context.Context, g GroupCoordinator, req *ResetO
 		case ResetToOffset:
 			at = req.Value
 		case ResetToTimestamp:
-			if at, err = c.listOffsetAnywhere(ctx, k, req.Value); err != nil {
+			if at, err = c.offsetAnywhere(ctx, k, req.Value); err != nil {
 				return nil, err
 			}
 			if at < 0 {
@@ -188,24 +188,26 @@ func (c *Core) resetOffsets(ctx context.Context, g GroupCoordinator, req *ResetO
 	return out, nil
 }
 
-// listOffsetAnywhere is ListOffset of a partition wherever it is led:
-// here, or asked of its leader through the OffsetLister.
-func (c *Core) listOffsetAnywhere(ctx context.Context, k GroupPartition, ts int64) (int64, error) {
-	p := ListOffsetsPartition{Topic: k.Topic, Partition: k.Partition, Timestamp: ts}
-	var nle *replica.NotLeaderError
-	if err := c.ledElsewhere(k.Topic, k.Partition); c.cfg.OffsetLister != nil && errors.As(err, &nle) {
-		res, err := c.cfg.OffsetLister.ListOffset(ctx, nle.Leader, p)
-		if err != nil {
-			return -1, err
-		}
-		if res.Err != nil {
-			return -1, res.Err
-		}
-		return res.Offset, nil
-	}
-	res := c.ListOffset(ctx, p)
+// offsetAnywhere is the offset of k at ts, wherever it is led.
+func (c *Core) offsetAnywhere(ctx context.Context, k GroupPartition, ts int64) (int64, error) {
+	res := c.listOffsetAnywhere(ctx, ListOffsetsPartition{Topic: k.Topic, Partition: k.Partition, Timestamp: ts})
 	if res.Err != nil {
 		return -1, res.Err
 	}
 	return res.Offset, nil
+}
+
+// listOffsetAnywhere is ListOffset of a partition wherever it is led:
+// here, or asked of its leader through the OffsetLister.
+func (c *Core) listOffsetAnywhere(ctx context.Context, p ListOffsetsPartition) ListOffsetsResult {
+	var nle *replica.NotLeaderError
+	if err := c.ledElsewhere(p.Topic, p.Partition); c.cfg.OffsetLister != nil && errors.As(err, &nle) {
+		res, err := c.cfg.OffsetLister.ListOffset(ctx, nle.Leader, p)
+		if err != nil {
+			return ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1, Err: c.fail(err)}
+		}
+		res.Topic, res.Partition, res.Err = p.Topic, p.Partition, c.fail(res.Err)
+		return res
+	}
+	return c.ListOffset(ctx, p)
 }

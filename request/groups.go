@@ -202,7 +202,7 @@ func (c *Core) ConsumerGroupHeartbeat(ctx context.Context, hb *GroupHeartbeat) (
 	if err := c.authorizeGroup(ctx, auth.OpRead, hb.Group, auth.OpDescribe, topics); err != nil {
 		return nil, err
 	}
-	if err := checkSubscription(hb.Subscription); err != nil {
+	if err := CheckSubscription(hb.Subscription); err != nil {
 		return nil, c.fail(fmt.Errorf("group %q member %q heartbeat: %w", hb.Group, hb.MemberID, err))
 	}
 	out, err := g.ConsumerGroupHeartbeat(ctx, hb)
@@ -212,9 +212,10 @@ func (c *Core) ConsumerGroupHeartbeat(ctx context.Context, hb *GroupHeartbeat) (
 	return out, nil
 }
 
-// checkSubscription refuses a subscription naming a topic no topic can
-// be called (INVALID_TOPIC_EXCEPTION), as any call naming a topic does.
-func checkSubscription(s *GroupSubscription) error {
+// CheckSubscription refuses a subscription naming a topic no topic can
+// be called (INVALID_TOPIC_EXCEPTION), as any call naming a topic does:
+// ConsumerGroupHeartbeat, and a Subscribe stream's start before it joins.
+func CheckSubscription(s *GroupSubscription) error {
 	if s == nil {
 		return nil
 	}

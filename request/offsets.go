@@ -51,6 +51,23 @@ func (c *Core) ListOffsets(ctx context.Context, parts []ListOffsetsPartition) ([
 	return out, nil
 }
 
+// ListOffsetsAnywhere is ListOffsets of partitions wherever they are
+// led: here, or asked of their leaders through the OffsetLister (a
+// Subscribe stream's auto_offset_reset). Describe on each topic.
+func (c *Core) ListOffsetsAnywhere(ctx context.Context, parts []ListOffsetsPartition) ([]ListOffsetsResult, error) {
+	if len(parts) == 0 {
+		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
+	}
+	if err := c.authorizeEach(ctx, auth.OpDescribe, len(parts), func(i int) string { return parts[i].Topic }, nil); err != nil {
+		return nil, err
+	}
+	out := make([]ListOffsetsResult, len(parts))
+	for i, p := range parts {
+		out[i] = c.listOffsetAnywhere(ctx, p)
+	}
+	return out, nil
+}
+
 // ListOffset is ListOffsets of one partition for a caller that has
 // authorized it (a group's offset reset).
 func (c *Core) ListOffset(ctx context.Context, p ListOffsetsPartition) ListOffsetsResult {

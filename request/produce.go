@@ -72,18 +72,29 @@ type pendingAck struct {
 // Produced is a produce whose appends are done, its acks=all waits still
 // to come (Wait): a pipelining door appends the requests behind it first.
 type Produced struct {
-	c       *Core
-	results []ProduceResult
-	pending []pendingAck
+	c *Core
+	// deadline is the request's Timeout from the start of its appends.
+	deadline time.Time
+	results  []ProduceResult
+	pending  []pendingAck
+	// one and onePending are results and pending for a request of one
+	// partition (most are), in the Produced's own allocation.
+	one        [1]ProduceResult
+	onePending [1]pendingAck
 }
 
 // Pending reports whether Wait has acks to wait for.
 func (p *Produced) Pending() bool { return len(p.pending) > 0 }
 
-// Wait waits, within ctx, until each acks=all append is below the HW,
-// turning those that do not make it into errors, and returns every
-// partition's answer.
+// Wait waits, within ctx and the request's Timeout, until each acks=all
+// append is below the HW, turning those that do not make it into errors,
+// and returns every partition's answer.
 func (p *Produced) Wait(ctx context.Context) []ProduceResult {
+	if len(p.pending) == 0 {
+		return p.results
+	}
+	ctx, cancel := context.WithDeadline(ctx, p.deadline)
+	defer cancel()
 	for _, pa := range p.pending {
 		if err := p.c.awaitReplicated(ctx, pa); err != nil {
 			// Appended, then not known to be committed.
@@ -101,8 +112,6 @@ func (p *Produced) Wait(ctx context.Context) []ProduceResult {
 // error is the whole request's (refused, malformed); each partition's
 // own is in its result.
 func (c *Core) Produce(ctx context.Context, req *ProduceRequest) ([]ProduceResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.Timeout))
-	defer cancel()
 	p, err := c.Append(ctx, req)
 	if err != nil {
 		return nil, err
@@ -119,8 +128,9 @@ func produceTimeout(d time.Duration) time.Duration {
 
 // Append is Produce up to its acks=all waits: it checks and authorizes
 // the request, appends every partition led here, in request order, and
-// has the others appended by their leaders (Route). The batches may be
-// reused once it returns.
+// has the others appended by their leaders (Route), within ctx and the
+// request's Timeout, which runs from here to the end of Wait. Neither the
+// request nor its batches are kept: they may be reused once it returns.
 func (c *Core) Append(ctx context.Context, req *ProduceRequest) (*Produced, error) {
 	if err := c.checkProduce(ctx, req); err != nil {
 		return nil, err
@@ -129,13 +139,22 @@ func (c *Core) Append(ctx context.Context, req *ProduceRequest) (*Produced, erro
 }
 
 // append is Append of a request checked and authorized.
+// The request's timeout is a deadline here, made a context only where
+// something waits (a topic created, a leader elsewhere, acks=all): most
+// produces wait for nothing, and a context with a deadline costs a timer
+// and four allocations.
 func (c *Core) append(ctx context.Context, req *ProduceRequest) (*Produced, error) {
-	p := &Produced{c: c, results: make([]ProduceResult, len(req.Partitions))}
+	p := &Produced{c: c, deadline: time.Now().Add(produceTimeout(req.Timeout))}
+	if len(req.Partitions) == 1 {
+		p.results, p.pending = p.one[:], p.onePending[:0]
+	} else {
+		p.results = make([]ProduceResult, len(req.Partitions))
+	}
 	var fws []forward
 	for i, pp := range req.Partitions {
 		res := &p.results[i]
 		*res = ProduceResult{Topic: pp.Topic, Partition: pp.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
-		pa, err := c.appendOne(ctx, pp.Topic, pp.Partition, pp.Records, req.Acks, req.Received, res)
+		pa, err := c.appendOne(ctx, p.deadline, pp.Topic, pp.Partition, pp.Records, req.Acks, req.Received, res)
 		if err != nil {
 			if leader, ok := c.routeTo(req.Route, err); ok {
 				fws = append(fws, forward{leader: leader, index: i, notHere: err})
@@ -148,7 +167,7 @@ func (c *Core) append(ctx context.Context, req *ProduceRequest) (*Produced, erro
 			p.pending = append(p.pending, pa)
 		}
 	}
-	c.runForwards(ctx, req, fws, p.results)
+	c.runForwards(ctx, p.deadline, req, fws, p.results)
 	return p, nil
 }
 
@@ -176,8 +195,8 @@ func (c *Core) checkProduce(ctx context.Context, req *ProduceRequest) error {
 // appendOne appends raw batches to one partition and fills res. The
 // returned pendingAck is what an acks=all caller waits on. The time from
 // received (zero: not timed) to the start of the append is the produce
-// queue time.
-func (c *Core) appendOne(ctx context.Context, topic string, p int32, batches []byte, acks int32, received time.Time, res *ProduceResult) (pendingAck, error) {
+// queue time; a topic created for it is waited for until deadline.
+func (c *Core) appendOne(ctx context.Context, deadline time.Time, topic string, p int32, batches []byte, acks int32, received time.Time, res *ProduceResult) (pendingAck, error) {
 	if len(batches) == 0 {
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", replica.ErrInvalidRequest, topic, p)
 	}
@@ -189,9 +208,12 @@ func (c *Core) appendOne(ctx context.Context, topic string, p int32, batches []b
 			return pendingAck{}, err
 		}
 	}
-	part, err := c.leaderPartition(ctx, topic, p, true)
-	if err != nil {
-		return pendingAck{}, err
+	part, ok := c.cfg.Replicas.Partition(topic, p)
+	if !ok {
+		var err error
+		if part, err = c.leaderPartitionBy(ctx, deadline, topic, p); err != nil {
+			return pendingAck{}, err
+		}
 	}
 	if c.cfg.Cluster.SessionLost() {
 		// Cut off from the controller past the session timeout: another
@@ -271,6 +293,14 @@ func (c *Core) leaderPartition(ctx context.Context, topic string, p int32, autoC
 	return nil, c.notHere(t, topic, p)
 }
 
+// leaderPartitionBy is leaderPartition of a produce, waiting for a topic
+// it creates no later than deadline.
+func (c *Core) leaderPartitionBy(ctx context.Context, deadline time.Time, topic string, p int32) (*replica.Partition, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return c.leaderPartition(ctx, topic, p, true)
+}
+
 // notHere is why this broker has no replica to lead for topic-p of t.
 func (c *Core) notHere(t metadata.TopicInfo, topic string, p int32) error {
 	if p < 0 || int(p) >= len(t.Partitions) {
@@ -313,10 +343,14 @@ type forward struct {
 // for acks). A leader that cannot be reached leaves the NOT_LEADER answer
 // (nothing was sent); a call that fails once sent is REQUEST_TIMED_OUT:
 // the records may or may not have been appended, as after any timeout.
-func (c *Core) runForwards(ctx context.Context, req *ProduceRequest, fws []forward, results []ProduceResult) {
+func (c *Core) runForwards(ctx context.Context, deadline time.Time, req *ProduceRequest, fws []forward, results []ProduceResult) {
 	if len(fws) == 0 {
 		return
 	}
+	// fctx, not ctx reassigned: the goroutines take it, and a parameter
+	// they take would be on the heap on every call, forwards or not.
+	fctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	var leaders []int32
 	byLeader := map[int32][]forward{}
 	for _, fw := range fws {
@@ -325,19 +359,26 @@ func (c *Core) runForwards(ctx context.Context, req *ProduceRequest, fws []forwa
 		}
 		byLeader[fw.leader] = append(byLeader[fw.leader], fw)
 	}
-	timeout := DefaultProduceTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl)-forwardMargin, time.Millisecond)
+	dl, _ := fctx.Deadline() // deadline, or the caller's if sooner
+	timeout := max(time.Until(dl)-forwardMargin, time.Millisecond)
+	// Each leader's request is made here, not in its goroutine, so that
+	// req is not kept past the call: a door's request may be on its
+	// stack, or reused.
+	acks := req.Acks
+	fwds := make(map[int32]*ProduceRequest, len(leaders))
+	for _, leader := range leaders {
+		group := byLeader[leader]
+		fwd := &ProduceRequest{Acks: acks, Timeout: timeout, Partitions: make([]ProducePartition, len(group))}
+		for j, fw := range group {
+			fwd.Partitions[j] = req.Partitions[fw.index]
+		}
+		fwds[leader] = fwd
 	}
 	var wg sync.WaitGroup
 	for _, leader := range leaders {
 		wg.Go(func() {
-			group := byLeader[leader]
-			fwd := &ProduceRequest{Acks: req.Acks, Timeout: timeout, Partitions: make([]ProducePartition, len(group))}
-			for j, fw := range group {
-				fwd.Partitions[j] = req.Partitions[fw.index]
-			}
-			got, err := c.cfg.Forwarder.Produce(ctx, leader, fwd)
+			group, fwd := byLeader[leader], fwds[leader]
+			got, err := c.cfg.Forwarder.Produce(fctx, leader, fwd)
 			if err == nil && len(got) != len(group) {
 				err = fmt.Errorf("request: the leader %d answered %d partitions for %d", leader, len(got), len(group))
 			}
@@ -349,7 +390,7 @@ func (c *Core) runForwards(ctx context.Context, req *ProduceRequest, fws []forwa
 				case err != nil:
 					res.Err = c.fail(fmt.Errorf("%w: %s-%d: passed on to the leader %d, no answer: %v",
 						replica.ErrRequestTimedOut, res.Topic, res.Partition, leader, err))
-				case req.Acks == 0:
+				case acks == 0:
 					// No offsets: nobody waited for them.
 				default:
 					g := got[j]

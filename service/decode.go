@@ -54,15 +54,23 @@ func decodeStreamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	return handler(srv, &decodeStream{ServerStream: ss})
 }
 
-type decodeStream struct{ grpc.ServerStream }
+// decodeStream's probe is its own, reused by every RecvMsg (which
+// gRPC does not allow to run twice at once).
+type decodeStream struct {
+	grpc.ServerStream
+	probe decodeProbe
+}
 
 func (s *decodeStream) RecvMsg(m any) error {
-	p := &decodeProbe{m: m}
-	if err := s.ServerStream.RecvMsg(p); err != nil {
+	s.probe = decodeProbe{m: m}
+	err := s.ServerStream.RecvMsg(&s.probe)
+	perr := s.probe.err
+	s.probe = decodeProbe{}
+	if err != nil {
 		return err
 	}
-	if p.err != nil {
-		return malformedRequest(m, p.err)
+	if perr != nil {
+		return malformedRequest(m, perr)
 	}
 	return nil
 }

@@ -178,7 +178,8 @@ func GroupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDesc
 }
 
 // Subscribe runs one stream's group member (package subscribe) on this
-// broker.
+// broker, over the request core, which authorizes its every call as the
+// stream's principal.
 func (s *groupService) Subscribe(stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
-	return subscribe.Serve(s.b.subscriber, stream)
+	return subscribe.Serve(coreContext(stream.Context()), s.b.core, s.b.subscriber, stream)
 }

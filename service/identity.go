@@ -53,8 +53,8 @@ const ForwardedHeader = "quire-forwarded-by"
 // Forwarded reports whether ctx is a request another broker passed on:
 // the core passes on only a client's own.
 func Forwarded(ctx context.Context) bool {
-	md, ok := grpcmd.FromIncomingContext(ctx)
-	return ok && len(md.Get(ForwardedHeader)) > 0
+	// Not FromIncomingContext: that copies every header, on every call.
+	return len(grpcmd.ValueFromIncomingContext(ctx, ForwardedHeader)) > 0
 }
 
 func forwarded(ctx context.Context) bool { return Forwarded(ctx) }

@@ -27,26 +27,43 @@ func produceTimeout(ms int32) time.Duration {
 }
 
 // produceRequest is req as the core takes it: acks -1 when unset, and
-// routed to the leaders when a client sent it (route).
-func produceRequest(req *quirev1.ProduceRequest, route bool, received time.Time) *request.ProduceRequest {
+// routed to the leaders when a client sent it (route). Its partitions
+// reuse parts' array (the core keeps neither past Append).
+func produceRequest(req *quirev1.ProduceRequest, parts []request.ProducePartition, route bool, received time.Time) request.ProduceRequest {
 	acks := int32(-1)
 	if req.OptionalAcks != nil {
 		acks = req.GetAcks()
 	}
-	out := &request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: route, Received: received,
-		Partitions: make([]request.ProducePartition, len(req.Partitions))}
-	for i, p := range req.Partitions {
-		out.Partitions[i] = request.ProducePartition{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
+	parts = parts[:0]
+	for _, p := range req.Partitions {
+		parts = append(parts, request.ProducePartition{Topic: p.Topic, Partition: p.Partition, Records: p.Records})
 	}
-	return out
+	return request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: route, Received: received, Partitions: parts}
 }
 
-// produceResponse is the core's answer as quire.v1's.
+// produceResponse is the core's answer as quire.v1's: the answer to one
+// partition (most requests) in one allocation.
 func produceResponse(correlationID int64, results []request.ProduceResult) *quirev1.ProduceResponse {
-	resp := &quirev1.ProduceResponse{CorrelationId: correlationID, Partitions: make([]*quirev1.PartitionProduceResult, len(results))}
+	var resp *quirev1.ProduceResponse
+	var rs []quirev1.PartitionProduceResult
+	if len(results) == 1 {
+		one := &struct {
+			resp quirev1.ProduceResponse
+			ptr  [1]*quirev1.PartitionProduceResult
+			res  [1]quirev1.PartitionProduceResult
+		}{}
+		resp, rs = &one.resp, one.res[:]
+		resp.Partitions = one.ptr[:]
+	} else {
+		resp = &quirev1.ProduceResponse{Partitions: make([]*quirev1.PartitionProduceResult, len(results))}
+		rs = make([]quirev1.PartitionProduceResult, len(results))
+	}
+	resp.CorrelationId = correlationID
 	for i, r := range results {
-		resp.Partitions[i] = &quirev1.PartitionProduceResult{Topic: r.Topic, Partition: r.Partition, BaseOffset: r.BaseOffset, LastOffset: r.LastOffset,
-			LogAppendTimeMs: r.LogAppendTime, LogStartOffset: r.LogStartOffset, Error: toError(r.Err)}
+		pr := &rs[i]
+		pr.Topic, pr.Partition, pr.BaseOffset, pr.LastOffset = r.Topic, r.Partition, r.BaseOffset, r.LastOffset
+		pr.LogAppendTimeMs, pr.LogStartOffset, pr.Error = r.LogAppendTime, r.LogStartOffset, toError(r.Err)
+		resp.Partitions[i] = pr
 	}
 	return resp
 }
@@ -54,8 +71,8 @@ func produceResponse(correlationID int64, results []request.ProduceResult) *quir
 // Produce appends through the core, passing partitions led elsewhere on
 // to their leaders unless another broker passed the request on itself.
 func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceRequest) (*quirev1.ProduceResponse, error) {
-	in := produceRequest(req, !forwarded(ctx), s.b.queue.Received())
-	results, err := s.b.core.Produce(coreContext(ctx), in)
+	in := produceRequest(req, nil, !forwarded(ctx), s.b.queue.Received())
+	results, err := s.b.core.Produce(coreContext(ctx), &in)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -72,22 +89,25 @@ func (s *producerService) Produce(ctx context.Context, req *quirev1.ProduceReque
 func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamServer) error {
 	ctx := coreContext(stream.Context())
 	// slots carries each request's response, in request order, to the
-	// sender; done is closed once resp is final.
+	// sender: resp, or the one later gives once acks=all is waited for.
 	// start is when the request arrived: each request counts as a
 	// Produce call once answered (observeCall).
 	type slot struct {
 		resp  *quirev1.ProduceResponse
-		done  chan struct{}
+		later chan *quirev1.ProduceResponse
 		start time.Time
 	}
-	slots := make(chan *slot, 256)
+	slots := make(chan slot, 256)
 	sendErr := make(chan error, 1)
 	go func() {
 		var err error
 		for sl := range slots {
-			<-sl.done
-			if err == nil && sl.resp != nil {
-				err = stream.Send(sl.resp)
+			resp := sl.resp
+			if sl.later != nil {
+				resp = <-sl.later
+			}
+			if err == nil {
+				err = stream.Send(resp)
 				s.b.observeCall(quirev1.Producer_Produce_FullMethodName, sl.start, err)
 			}
 		}
@@ -100,10 +120,9 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 		}
 		return err
 	}
-	closed := make(chan struct{})
-	close(closed)
 	var m pooledProduce // produce_buf.go
 	defer m.release()
+	var in request.ProduceRequest // reused, as m is
 	for {
 		err := stream.RecvMsg(&m)
 		received := s.b.queue.Received()
@@ -115,34 +134,28 @@ func (s *producerService) ProduceStream(stream quirev1.Producer_ProduceStreamSer
 			return finish(err)
 		}
 		req := &m.req
-		in := produceRequest(req, false, received)
-		rctx, cancel := context.WithTimeout(ctx, in.Timeout)
-		appended, err := s.b.core.Append(rctx, in)
+		in = produceRequest(req, in.Partitions, false, received)
+		// The request's timeout runs from Append to the end of Wait.
+		appended, err := s.b.core.Append(ctx, &in)
 		m.release() // the records are in the log; nothing refers to them
 		if err != nil {
-			cancel()
 			err = toStatus(err)
 			s.b.observeCall(quirev1.Producer_Produce_FullMethodName, start, err)
 			return finish(err)
 		}
 		correlationID := req.CorrelationId
 		if !appended.Pending() {
-			cancel()
 			if in.Acks != 0 {
-				slots <- &slot{resp: produceResponse(correlationID, appended.Wait(rctx)), done: closed, start: start}
+				slots <- slot{resp: produceResponse(correlationID, appended.Wait(ctx)), start: start}
 			} else {
 				// Nothing to answer: done once appended.
 				s.b.observeCall(quirev1.Producer_Produce_FullMethodName, start, nil)
 			}
 			continue
 		}
-		sl := &slot{done: make(chan struct{}), start: start}
-		slots <- sl
-		go func() {
-			defer close(sl.done)
-			defer cancel()
-			sl.resp = produceResponse(correlationID, appended.Wait(rctx))
-		}()
+		later := make(chan *quirev1.ProduceResponse, 1)
+		slots <- slot{later: later, start: start}
+		go func() { later <- produceResponse(correlationID, appended.Wait(ctx)) }()
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 // The checks every RPC taking the same field makes of it, so that a field
 // the proto calls invalid is refused the same way wherever it is sent:
 // topic names (validateTopicName, admin.go), sizes, counts and waits
-// (notNegative) and a subscription's topics (CheckSubscription); the
-// request core checks the shape of a produce request.
+// (notNegative); the request core checks the shape of a produce request
+// and a subscription's topics (request.CheckSubscription).
 
 // field is a request field's proto name and value, for notNegative.
 type field struct {
@@ -65,16 +65,4 @@ func checkFetchRecords(req *quirev1.FetchRecordsRequest) error {
 	}
 	return notNegative(field{"max_records", int64(req.MaxRecords)}, field{"max_wait_ms", int64(req.MaxWaitMs)},
 		field{"max_bytes", int64(req.MaxBytes)})
-}
-
-// CheckSubscription refuses a group subscription naming a topic no topic
-// can be called (INVALID_TOPIC_EXCEPTION), as any call naming a topic
-// does: ConsumerGroupHeartbeat and Subscribe.
-func CheckSubscription(sub *quirev1.GroupSubscription) error {
-	for _, t := range sub.GetTopics() {
-		if err := validateTopicName(t); err != nil {
-			return fmt.Errorf("subscription: %w", err)
-		}
-	}
-	return nil
 }

@@ -14,10 +14,12 @@ import (
 	"github.com/quirelog/quire/internal/fetchbuf"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/request"
 )
 
 // The records side of a Subscribe stream: one fetch in flight reads the
-// ready partitions as stored (Broker.Fetch: here, or from their leaders),
+// ready partitions as stored (the core's Fetch with Route: here, or
+// from their leaders; Read on each topic, as any fetch),
 // and the stream's loop encodes the records its credit allows straight
 // from those batches into the stream's messages (wire.RecordsEncoder: no
 // message built per record), one or more per partition, then takes the
@@ -99,23 +101,24 @@ func (s *subscription) maybeFetch(now time.Time) {
 		return
 	}
 	keys := s.ownedKeys()
-	var specs []Spec
+	var specs []request.FetchPartition
 	// Round robin: a fetch fills partitions in order up to its bytes.
 	s.rotate++
 	for i := range keys {
 		k := keys[(i+s.rotate)%len(keys)]
 		if p := s.owned[k]; p.state == partReady && p.held == nil && !now.Before(p.retryAt) {
-			specs = append(specs, Spec{Topic: k.topic, Partition: k.part, Offset: p.next})
+			specs = append(specs, request.FetchPartition{Topic: k.topic, Partition: k.part, Offset: p.next})
 		}
 	}
 	if len(specs) == 0 {
 		return
 	}
-	maxBytes := s.fetchBytes()
+	req := &request.FetchRequest{MaxWait: subscribeFetchWait, MaxBytes: s.fetchBytes(), Partitions: specs, Pooled: true, Route: true}
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.fetchStop = cancel
 	go func() {
-		s.fetchDone <- fetchDone{results: s.b.Fetch(ctx, specs, subscribeFetchWait, maxBytes)}
+		results, err := s.core.Fetch(ctx, req)
+		s.fetchDone <- fetchDone{results: results, err: err}
 	}()
 }
 
@@ -131,6 +134,10 @@ func (s *subscription) fetchBytes() int {
 func (s *subscription) onFetch(f fetchDone) error {
 	s.fetchStop()
 	s.fetchStop = nil
+	if f.err != nil {
+		// Refused whole: a topic the caller may no longer read.
+		return errSubscribeEnd{err: f.err, leave: true}
+	}
 	now := time.Now()
 	var msgs []mem.BufferSlice
 	for i := range f.results {
@@ -153,7 +160,7 @@ func (s *subscription) onFetch(f fetchDone) error {
 		}
 		var rest []byte
 		var err error
-		msgs, rest, err = s.encode(p, r.Batches, msgs)
+		msgs, rest, err = s.encode(p, r.Records, msgs)
 		if err != nil {
 			s.undecodable(p, err, now)
 			continue
@@ -164,7 +171,7 @@ func (s *subscription) onFetch(f fetchDone) error {
 	}
 	// The records are copied out: the read buffers not held go back to
 	// the pool before the next fetch, which reads while these are sent.
-	release(f.results)
+	request.Release(f.results)
 	s.maybeFetch(now)
 	return s.send(msgs)
 }
@@ -189,7 +196,7 @@ func (s *subscription) undecodable(p *subPart, err error, now time.Time) {
 
 // hold keeps rest, the part of r's batches from the first record not
 // sent, to send from later, unless the stream holds too much already.
-func (s *subscription) hold(p *subPart, rest []byte, r *Result) {
+func (s *subscription) hold(p *subPart, rest []byte, r *request.FetchResult) {
 	cost := int64(len(rest))
 	if r.Buf != nil {
 		cost = int64(cap(*r.Buf))

@@ -16,11 +16,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/internal/wire"
-	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
-// Subscribe: the broker is a consumer group member on a stream's behalf.
+// Subscribe: the broker is a consumer group member on a stream's behalf,
+// a door over the request core like the others: its heartbeats, commits,
+// committed offsets, position look-ups and reads are the core's
+// operations (Core), authorized there with the stream's principal.
 // One goroutine (the stream's loop) owns the member's state: its epoch,
 // its partitions with their fetch positions and the records sent and not
 // yet acknowledged. Around it, one goroutine reads the client's messages,
@@ -94,10 +98,11 @@ func comparePartKey(a, b partKey) int {
 }
 
 type subscription struct {
+	core   Core
 	b      Broker
 	stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]
 	start  *quirev1.SubscribeStart
-	ctx    context.Context // the stream's, ended by Broker.Shutdown too
+	ctx    context.Context // the stream's with its principal, ended by Broker.Shutdown too
 
 	memberID   string
 	epoch      int32
@@ -128,12 +133,13 @@ type subscription struct {
 }
 
 type hbResult struct {
-	resp *quirev1.ConsumerGroupHeartbeatResponse
+	resp *request.GroupHeartbeatResult
 	err  error
 }
 
 type fetchDone struct {
-	results []Result // of Broker.Fetch
+	results []request.FetchResult // of Core.Fetch
+	err     error                 // the fetch refused whole
 }
 
 type recvResult struct {
@@ -149,8 +155,10 @@ func malformed(err error) bool {
 }
 
 // Serve runs one stream's group member until the stream, the member or
-// the broker ends; see the proto for what the client sees.
-func Serve(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
+// the broker ends; see the proto for what the client sees. ctx is the
+// stream's context with the caller's principal (request.WithPrincipal):
+// every call to core is authorized as it.
+func Serve(ctx context.Context, core Core, b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse]) error {
 	first, err := stream.Recv()
 	if malformed(err) {
 		return err
@@ -162,11 +170,17 @@ func Serve(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, q
 	if start == nil {
 		return b.Status(fmt.Errorf("%w: the first message of a Subscribe stream must be a start", ErrInvalidRequest))
 	}
-	sub, err := newSubscription(b, stream, start)
+	sub, err := newSubscription(core, b, stream, start)
 	if err != nil {
 		return b.Status(err)
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
+	// Read on each topic named, before the member joins (the join itself
+	// needs Read on the group); topics a regular expression matches are
+	// checked as they are assigned.
+	if err := firstDenied(core.DeniedTopics(ctx, auth.OpRead, start.Subscription.Topics), start.Subscription.Topics); err != nil {
+		return b.Status(fmt.Errorf("subscribe to group %q: %w", start.Group, err))
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
@@ -179,11 +193,22 @@ func Serve(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, q
 	return sub.run()
 }
 
-func newSubscription(b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse], st *quirev1.SubscribeStart) (*subscription, error) {
+// firstDenied is the refusal of the first of names in denied, nil for
+// none.
+func firstDenied(denied map[string]error, names []string) error {
+	for _, t := range names {
+		if err, ok := denied[t]; ok {
+			return err
+		}
+	}
+	return nil
+}
+
+func newSubscription(core Core, b Broker, stream grpc.BidiStreamingServer[quirev1.SubscribeRequest, quirev1.SubscribeResponse], st *quirev1.SubscribeStart) (*subscription, error) {
 	if st.Subscription == nil || (len(st.Subscription.Topics) == 0 && st.Subscription.Regex == "") {
 		return nil, fmt.Errorf("%w: a Subscribe start needs subscription.topics or subscription.regex", ErrInvalidRequest)
 	}
-	if err := b.CheckSubscription(st.Subscription); err != nil {
+	if err := request.CheckSubscription(subscriptionOf(st)); err != nil {
 		return nil, err
 	}
 	if st.MaxOutstandingRecords < 0 || st.MaxOutstandingBytes < 0 || st.RebalanceTimeoutMs < 0 || st.CommitIntervalMs < 0 {
@@ -192,7 +217,7 @@ func newSubscription(b Broker, stream grpc.BidiStreamingServer[quirev1.Subscribe
 	if err := wire.CheckFormat(st.Format); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	sub := &subscription{b: b, stream: stream, start: st, interval: time.Second,
+	sub := &subscription{core: core, b: b, stream: stream, start: st, interval: time.Second,
 		maxRecords: subscribeDefaultRecords, maxBytes: subscribeDefaultBytes, commitIntv: subscribeDefaultCommit,
 		owned: map[partKey]*subPart{}, everSent: map[partKey]int64{}, hbDone: make(chan hbResult, 1), fetchDone: make(chan fetchDone, 1)}
 	switch st.AutoOffsetReset {
@@ -267,7 +292,9 @@ func (s *subscription) run() error {
 		if !s.hbInFlight && !now.Before(s.hbAt) {
 			s.spawnHeartbeat()
 		}
-		s.resolve(now)
+		if err := s.resolve(now); err != nil {
+			return s.finish(err, true, log)
+		}
 		if err := s.sendHeld(); err != nil {
 			return s.finish(nil, false, log) // sending failed: the stream broke
 		}
@@ -316,6 +343,9 @@ func (s *subscription) run() error {
 		case f := <-s.fetchDone:
 			timer.Stop()
 			if err := s.onFetch(f); err != nil {
+				if errors.As(err, new(errSubscribeEnd)) {
+					return s.finish(err, true, log) // refused
+				}
 				return s.finish(nil, false, log) // sending failed: the stream broke
 			}
 		case <-timer.C:
@@ -358,8 +388,8 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 		if s.start.InstanceId != "" {
 			epoch = -2 // the place stays the instance's next stream's
 		}
-		if _, lerr := s.b.Heartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{
-			Group: s.start.Group, MemberId: s.memberID, MemberEpoch: epoch, InstanceId: s.start.InstanceId}); lerr != nil {
+		if _, lerr := s.core.ConsumerGroupHeartbeat(ctx, &request.GroupHeartbeat{
+			Group: s.start.Group, MemberID: s.memberID, MemberEpoch: epoch, InstanceID: s.start.InstanceId}); lerr != nil {
 			s.b.Logger().Warn("subscribe stream could not leave its group", "group", s.start.Group, "member", s.memberID, "error", lerr)
 		}
 	}
@@ -367,28 +397,33 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 	return err
 }
 
-func (s *subscription) heartbeatRequest() *quirev1.ConsumerGroupHeartbeatRequest {
-	req := &quirev1.ConsumerGroupHeartbeatRequest{Group: s.start.Group, MemberId: s.memberID, MemberEpoch: s.epoch,
-		Owned: partsToAssignment(s.ownedKeys()), ClientAddress: s.b.ClientHost(s.ctx)}
+// subscriptionOf is a start's subscription as the core has it.
+func subscriptionOf(st *quirev1.SubscribeStart) *request.GroupSubscription {
+	return &request.GroupSubscription{Topics: st.Subscription.GetTopics(), Regex: st.Subscription.GetRegex()}
+}
+
+func (s *subscription) heartbeatRequest() *request.GroupHeartbeat {
+	req := &request.GroupHeartbeat{Group: s.start.Group, MemberID: s.memberID, MemberEpoch: s.epoch,
+		Owned: partsToGroupAssignment(s.ownedKeys()), ClientAddress: s.b.ClientHost(s.ctx)}
 	if s.epoch == 0 {
-		req.Subscription = s.start.Subscription
+		req.Subscription = subscriptionOf(s.start)
 		req.RebalanceTimeoutMs = s.start.RebalanceTimeoutMs
 		if req.RebalanceTimeoutMs == 0 {
 			req.RebalanceTimeoutMs = int32(subscribeDefaultRebalance.Milliseconds())
 		}
 		req.Assignor = s.start.Assignor
-		req.InstanceId = s.start.InstanceId
+		req.InstanceID = s.start.InstanceId
 	}
 	return req
 }
 
 // join sends the first heartbeat, again while the answer is retriable (a
 // controller election) for up to subscribeJoinTimeout.
-func (s *subscription) join() (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+func (s *subscription) join() (*request.GroupHeartbeatResult, error) {
 	deadline := time.Now().Add(subscribeJoinTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
-		resp, err := s.b.Heartbeat(ctx, s.heartbeatRequest())
+		resp, err := s.core.ConsumerGroupHeartbeat(ctx, s.heartbeatRequest())
 		cancel()
 		if err == nil || !s.b.Error(err).Retriable || s.ctx.Err() != nil || time.Now().After(deadline) {
 			return resp, err
@@ -411,14 +446,14 @@ func (s *subscription) spawnHeartbeat() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
 	go func() {
 		defer cancel()
-		resp, err := s.b.Heartbeat(ctx, req)
+		resp, err := s.core.ConsumerGroupHeartbeat(ctx, req)
 		s.hbDone <- hbResult{resp, err}
 	}()
 }
 
 // onHeartbeat reconciles with a heartbeat's answer; the error it returns
 // (an errSubscribeEnd) ends the stream.
-func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse, err error, joined bool) error {
+func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error, joined bool) error {
 	now := time.Now()
 	if err != nil {
 		switch code := s.b.Error(err).Code; code {
@@ -433,7 +468,9 @@ func (s *subscription) onHeartbeat(resp *quirev1.ConsumerGroupHeartbeatResponse,
 			return nil
 		case quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR, quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION,
 			quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, quirev1.ErrorCode_INVALID_GROUP_ID, quirev1.ErrorCode_INVALID_REQUEST,
-			quirev1.ErrorCode_UNSUPPORTED_VERSION:
+			quirev1.ErrorCode_UNSUPPORTED_VERSION,
+			// The caller's ACLs changed: no longer a member it may be.
+			quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED, quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED:
 			return errSubscribeEnd{err: err}
 		case quirev1.ErrorCode_FENCED_INSTANCE_ID:
 			// Replaced by another stream of its instance: its partitions
@@ -511,8 +548,12 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 			delete(s.owned, k)
 		}
 	}
-	for _, k := range added {
-		if err := s.b.AuthorizeRead(s.ctx, k.topic); err != nil {
+	if len(added) > 0 {
+		topics := make([]string, len(added))
+		for i, k := range added {
+			topics[i] = k.topic
+		}
+		if err := firstDenied(s.core.DeniedTopics(s.ctx, auth.OpRead, topics), topics); err != nil {
 			return true, errSubscribeEnd{err: err, leave: true}
 		}
 	}
@@ -547,7 +588,7 @@ func (s *subscription) commit(parts []partKey) {
 	if s.epoch <= 0 {
 		return
 	}
-	var offs []metadata.OffsetCommit
+	var offs []request.OffsetCommit
 	var moved []*subPart
 	for _, k := range parts {
 		p := s.owned[k]
@@ -555,7 +596,7 @@ func (s *subscription) commit(parts []partKey) {
 			continue
 		}
 		if at := p.commitPoint(); at >= 0 && at != p.committed {
-			offs = append(offs, metadata.OffsetCommit{Topic: k.topic, Partition: k.part, Offset: at, LeaderEpoch: p.ackedEpoch})
+			offs = append(offs, request.OffsetCommit{Topic: k.topic, Partition: k.part, Offset: at, LeaderEpoch: p.ackedEpoch})
 			moved = append(moved, p)
 		}
 	}
@@ -564,7 +605,8 @@ func (s *subscription) commit(parts []partKey) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
 	defer cancel()
-	if err := s.b.CommitOffsets(ctx, s.start.Group, metadata.GroupMember{ID: s.memberID, Epoch: s.epoch}, offs); err != nil {
+	if _, err := s.core.CommitOffsets(ctx, &request.CommitOffsetsRequest{Group: s.start.Group, MemberID: s.memberID, MemberEpoch: s.epoch,
+		Offsets: offs}); err != nil {
 		s.b.Logger().Warn("subscribe stream commit failed", "group", s.start.Group, "member", s.memberID, "error", err)
 		return
 	}
@@ -575,50 +617,70 @@ func (s *subscription) commit(parts []partKey) {
 
 // resolve finds the positions of partitions not ready: the group's
 // committed offset, else (or when out of range) the auto_offset_reset.
-func (s *subscription) resolve(now time.Time) {
-	var need []metadata.TopicPartition
+// The error it returns (an errSubscribeEnd: the core refused the
+// caller) ends the stream.
+func (s *subscription) resolve(now time.Time) error {
+	var need []request.GroupPartition
 	for _, k := range s.ownedKeys() {
 		if p := s.owned[k]; p.state == partNeedCommitted && !now.Before(p.retryAt) {
-			need = append(need, metadata.TopicPartition{Topic: k.topic, Partition: k.part})
+			need = append(need, request.GroupPartition{Topic: k.topic, Partition: k.part})
 		}
 	}
 	if len(need) > 0 {
 		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
-		got, err := s.b.FetchOffsets(ctx, s.start.Group, need)
+		got, err := s.core.FetchOffsets(ctx, s.start.Group, need)
 		cancel()
-		if err != nil {
-			for _, tp := range need {
-				s.owned[partKey{tp.Topic, tp.Partition}].retryAt = now.Add(subscribeRetry)
+		if refused(err) {
+			return errSubscribeEnd{err: err, leave: true}
+		}
+		for _, o := range got {
+			p := s.owned[partKey{o.Topic, o.Partition}]
+			if err != nil || p == nil || p.state != partNeedCommitted {
+				continue
 			}
-		} else {
-			for _, o := range got {
-				p := s.owned[partKey{o.Topic, o.Partition}]
-				if p == nil || p.state != partNeedCommitted {
-					continue
-				}
-				if o.Offset < 0 {
-					p.state = partNeedReset
-					continue
-				}
-				p.committed, p.ackedEpoch = o.Offset, o.LeaderEpoch
-				p.setPosition(o.Offset)
+			if o.Offset < 0 {
+				p.state = partNeedReset
+				continue
+			}
+			p.committed, p.ackedEpoch = o.Offset, o.LeaderEpoch
+			p.setPosition(o.Offset)
+		}
+		for _, tp := range need {
+			if p := s.owned[partKey{tp.Topic, tp.Partition}]; p.state == partNeedCommitted {
+				p.retryAt = now.Add(subscribeRetry) // failed, or not answered
 			}
 		}
 	}
+	var resets []request.ListOffsetsPartition
 	for _, k := range s.ownedKeys() {
-		p := s.owned[k]
-		if p.state != partNeedReset || now.Before(p.retryAt) {
-			continue
+		if p := s.owned[k]; p.state == partNeedReset && !now.Before(p.retryAt) {
+			resets = append(resets, request.ListOffsetsPartition{Topic: k.topic, Partition: k.part, Timestamp: s.resetTS})
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
-		off, err := s.b.ListOffset(ctx, k.topic, k.part, s.resetTS)
-		cancel()
-		if err != nil || off < 0 {
+	}
+	if len(resets) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
+	got, err := s.core.ListOffsetsAnywhere(ctx, resets)
+	cancel()
+	if refused(err) {
+		return errSubscribeEnd{err: err, leave: true}
+	}
+	for i, lp := range resets {
+		p := s.owned[partKey{lp.Topic, lp.Partition}]
+		if err != nil || got[i].Err != nil || got[i].Offset < 0 {
 			p.retryAt = now.Add(subscribeRetry)
 			continue
 		}
-		p.setPosition(off)
+		p.setPosition(got[i].Offset)
 	}
+	return nil
+}
+
+// refused reports whether err is the core's refusal of the caller: its
+// ACLs no longer let it read what it was given.
+func refused(err error) bool {
+	return errors.Is(err, request.ErrTopicAuthorizationFailed) || errors.Is(err, request.ErrGroupAuthorizationFailed)
 }
 
 func (p *subPart) setPosition(off int64) {
@@ -640,7 +702,20 @@ func partsToAssignment(ps []partKey) *quirev1.GroupAssignment {
 	return out
 }
 
-func assignmentToParts(a *quirev1.GroupAssignment) []partKey {
+// partsToGroupAssignment is partsToAssignment as the core has it.
+func partsToGroupAssignment(ps []partKey) *request.GroupAssignment {
+	out := &request.GroupAssignment{}
+	for _, k := range ps {
+		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != k.topic {
+			out.Topics = append(out.Topics, request.GroupTopicPartitions{Topic: k.topic})
+		}
+		last := &out.Topics[len(out.Topics)-1]
+		last.Partitions = append(last.Partitions, k.part)
+	}
+	return out
+}
+
+func assignmentToParts(a *request.GroupAssignment) []partKey {
 	out := []partKey{}
 	for _, t := range a.Topics {
 		for _, p := range t.Partitions {

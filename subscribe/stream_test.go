@@ -16,8 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/internal/wire"
-	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/request"
 )
 
 // A stream's member run against a fake broker and a fake stream: what it
@@ -32,11 +33,14 @@ type fakeBroker struct {
 	mu     sync.Mutex
 	events []string
 	// answer answers a heartbeat; nil answers epoch 1, nothing changed.
-	answer  func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error)
+	answer  func(hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error)
 	batches map[int32][]byte // orders-N's log, read once from offset 0
 	read    map[int32]bool
 	closing chan struct{}
 	denied  string // a topic the caller may not read
+	// fetchRefused: the core refuses every fetch (the caller's Read
+	// taken away).
+	fetchRefused error
 }
 
 func newFakeBroker() *fakeBroker {
@@ -55,50 +59,68 @@ func (f *fakeBroker) log() []string {
 	return slices.Clone(f.events)
 }
 
-func (f *fakeBroker) Heartbeat(_ context.Context, req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+func (f *fakeBroker) ConsumerGroupHeartbeat(_ context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 	var owned []string
-	for _, t := range req.GetOwned().GetTopics() {
-		for _, p := range t.Partitions {
-			owned = append(owned, fmt.Sprintf("%s-%d", t.Topic, p))
+	if hb.Owned != nil {
+		for _, t := range hb.Owned.Topics {
+			for _, p := range t.Partitions {
+				owned = append(owned, fmt.Sprintf("%s-%d", t.Topic, p))
+			}
 		}
 	}
-	f.note("heartbeat epoch %d owned %v", req.MemberEpoch, owned)
+	f.note("heartbeat epoch %d owned %v", hb.MemberEpoch, owned)
 	f.mu.Lock()
 	answer := f.answer
 	f.mu.Unlock()
 	if answer != nil {
-		return answer(req)
+		return answer(hb)
 	}
-	return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 10}, nil
+	return &request.GroupHeartbeatResult{MemberID: hb.MemberID, MemberEpoch: 1, HeartbeatIntervalMs: 10}, nil
 }
 
-func (f *fakeBroker) CommitOffsets(_ context.Context, group string, member metadata.GroupMember, offs []metadata.OffsetCommit) error {
-	for _, o := range offs {
-		f.note("commit %s-%d at %d by epoch %d", o.Topic, o.Partition, o.Offset, member.Epoch)
+func (f *fakeBroker) CommitOffsets(_ context.Context, req *request.CommitOffsetsRequest) (time.Time, error) {
+	for _, o := range req.Offsets {
+		f.note("commit %s-%d at %d by epoch %d", o.Topic, o.Partition, o.Offset, req.MemberEpoch)
 	}
-	return nil
+	return time.Now(), nil
 }
 
-func (f *fakeBroker) FetchOffsets(_ context.Context, _ string, tps []metadata.TopicPartition) ([]metadata.CommittedOffset, error) {
-	out := make([]metadata.CommittedOffset, len(tps))
+func (f *fakeBroker) FetchOffsets(_ context.Context, _ string, tps []request.GroupPartition) ([]request.CommittedOffset, error) {
+	out := make([]request.CommittedOffset, len(tps))
 	for i, tp := range tps {
-		out[i] = metadata.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1}
+		out[i] = request.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1}
 	}
 	return out, nil
 }
 
-func (f *fakeBroker) ListOffset(context.Context, string, int32, int64) (int64, error) { return 0, nil }
+func (f *fakeBroker) ListOffsetsAnywhere(_ context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error) {
+	out := make([]request.ListOffsetsResult, len(parts))
+	for i, p := range parts {
+		out[i] = request.ListOffsetsResult{Topic: p.Topic, Partition: p.Partition, Offset: 0, Timestamp: -1, LeaderEpoch: -1}
+	}
+	return out, nil
+}
 
-func (f *fakeBroker) Fetch(ctx context.Context, specs []Spec, _ time.Duration, _ int) []Result {
-	out := make([]Result, len(specs))
+func (f *fakeBroker) Fetch(ctx context.Context, req *request.FetchRequest) ([]request.FetchResult, error) {
+	if !req.Route {
+		return nil, errors.New("fake: a fetch not routed to the leaders")
+	}
+	f.mu.Lock()
+	refused := f.fetchRefused
+	f.mu.Unlock()
+	if refused != nil {
+		f.note("fetch refused")
+		return nil, refused
+	}
+	out := make([]request.FetchResult, len(req.Partitions))
 	any := false
 	f.mu.Lock()
-	for i, sp := range specs {
+	for i, sp := range req.Partitions {
 		f.events = append(f.events, fmt.Sprintf("fetch %s-%d from %d", sp.Topic, sp.Partition, sp.Offset))
-		out[i].Spec = sp
+		out[i].FetchPartition = sp
 		if b := f.batches[sp.Partition]; b != nil && sp.Offset == 0 && !f.read[sp.Partition] {
 			f.read[sp.Partition] = true
-			out[i].Batches = b
+			out[i].Records = b
 			any = true
 		}
 	}
@@ -106,21 +128,29 @@ func (f *fakeBroker) Fetch(ctx context.Context, specs []Spec, _ time.Duration, _
 	if !any {
 		<-ctx.Done() // a long poll with nothing to read
 	}
-	return out
+	return out, nil
 }
 
-func (f *fakeBroker) AuthorizeRead(_ context.Context, topic string) error {
-	if topic == f.denied {
-		return fmt.Errorf("fake: not allowed to read %q", topic)
+func (f *fakeBroker) DeniedTopics(_ context.Context, op auth.Operation, names []string) map[string]error {
+	if op != auth.OpRead {
+		return nil
+	}
+	for _, t := range names {
+		if t == f.denied {
+			return map[string]error{t: fmt.Errorf("fake: not allowed to read %q", t)}
+		}
 	}
 	return nil
 }
-func (f *fakeBroker) ClientHost(context.Context) string                  { return "127.0.0.1" }
-func (f *fakeBroker) Status(err error) error                             { return err }
-func (f *fakeBroker) CheckSubscription(*quirev1.GroupSubscription) error { return nil }
+
+func (f *fakeBroker) ClientHost(context.Context) string { return "127.0.0.1" }
+func (f *fakeBroker) Status(err error) error            { return err }
 func (f *fakeBroker) Error(err error) *quirev1.Error {
 	if errors.Is(err, errFenced) {
 		return &quirev1.Error{Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH, Message: err.Error()}
+	}
+	if errors.Is(err, request.ErrGroupAuthorizationFailed) {
+		return &quirev1.Error{Code: quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED, Message: err.Error()}
 	}
 	return &quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_SERVER_ERROR, Message: err.Error()}
 }
@@ -197,10 +227,10 @@ func (s *fakeStream) next(t *testing.T) *quirev1.SubscribeResponse {
 }
 
 // serve runs Serve in the background; wait returns its result.
-func serve(b Broker, st *fakeStream, start *quirev1.SubscribeStart) (wait func(t *testing.T) error) {
+func serve(b *fakeBroker, st *fakeStream, start *quirev1.SubscribeStart) (wait func(t *testing.T) error) {
 	done := make(chan error, 1)
 	st.in <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
-	go func() { done <- Serve(b, st) }()
+	go func() { done <- Serve(st.ctx, b, b, st) }()
 	return func(t *testing.T) error {
 		t.Helper()
 		select {
@@ -213,12 +243,12 @@ func serve(b Broker, st *fakeStream, start *quirev1.SubscribeStart) (wait func(t
 	}
 }
 
-func assignment(ps ...int32) *quirev1.GroupAssignment {
+func assignment(ps ...int32) *request.GroupAssignment {
 	keys := make([]partKey, len(ps))
 	for i, p := range ps {
 		keys[i] = partKey{"orders", p}
 	}
-	return partsToAssignment(keys)
+	return partsToGroupAssignment(keys)
 }
 
 // indexOf is the index of the first event with prefix, -1 for none.
@@ -265,8 +295,8 @@ func TestServeCommitsRevokedFirst(t *testing.T) {
 	b.batches[0] = subTestBatch(0, 3, 10, 1)
 	var mu sync.Mutex
 	revoke := false
-	b.answer = func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-		resp := &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}
+	b.answer = func(req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
+		resp := &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -326,22 +356,22 @@ func TestServeFencedRejoins(t *testing.T) {
 	b := newFakeBroker()
 	var mu sync.Mutex
 	joins, fenced := 0, false
-	b.answer = func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
+	b.answer = func(req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if req.MemberEpoch == 0 {
 			joins++
-			if req.GetSubscription() == nil {
+			if req.Subscription == nil {
 				return nil, fmt.Errorf("fake: join %d without its subscription", joins)
 			}
-			return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: int32(joins * 10),
+			return &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: int32(joins * 10),
 				HeartbeatIntervalMs: 10, Assignment: assignment(0)}, nil
 		}
 		if !fenced {
 			fenced = true
 			return nil, errFenced
 		}
-		return &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}, nil
+		return &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}, nil
 	}
 	st := newFakeStream(ctx)
 	wait := serve(b, st, ordersStart)
@@ -409,7 +439,7 @@ func TestServeRefusesBadStart(t *testing.T) {
 		b := newFakeBroker()
 		st := newFakeStream(context.Background())
 		st.in <- tc.first
-		err := Serve(b, st)
+		err := Serve(st.ctx, b, b, st)
 		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("first message %v: %v, want INVALID_REQUEST saying %q", tc.first, err, tc.want)
 		}
@@ -429,10 +459,10 @@ func TestServeLeavesWhenAssignedADeniedTopic(t *testing.T) {
 	defer cancel()
 	b := newFakeBroker()
 	b.denied = "secret"
-	b.answer = func(req *quirev1.ConsumerGroupHeartbeatRequest) (*quirev1.ConsumerGroupHeartbeatResponse, error) {
-		resp := &quirev1.ConsumerGroupHeartbeatResponse{MemberId: req.MemberId, MemberEpoch: 1, HeartbeatIntervalMs: 10}
+	b.answer = func(req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
+		resp := &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: 1, HeartbeatIntervalMs: 10}
 		if req.MemberEpoch == 0 {
-			resp.Assignment = partsToAssignment([]partKey{{"orders", 0}, {"secret", 0}})
+			resp.Assignment = partsToGroupAssignment([]partKey{{"orders", 0}, {"secret", 0}})
 		}
 		return resp, nil
 	}
@@ -443,5 +473,72 @@ func TestServeLeavesWhenAssignedADeniedTopic(t *testing.T) {
 	}
 	if last := b.log()[len(b.log())-1]; !strings.HasPrefix(last, "heartbeat epoch -1") {
 		t.Fatalf("last call %q, want the leave (heartbeat epoch -1)", last)
+	}
+}
+
+// TestServeRefusesADeniedTopicFirst: a start naming a topic the caller
+// may not read ends with the core's refusal before the member joins.
+func TestServeRefusesADeniedTopicFirst(t *testing.T) {
+	t.Parallel()
+	b := newFakeBroker()
+	b.denied = "secret"
+	st := newFakeStream(context.Background())
+	start := &quirev1.SubscribeStart{Group: "g", Subscription: &quirev1.GroupSubscription{Topics: []string{"orders", "secret"}}}
+	if err := serve(b, st, start)(t); err == nil || !strings.Contains(err.Error(), `not allowed to read "secret"`) {
+		t.Fatalf("Serve: %v, want the refusal of secret", err)
+	}
+	if len(b.log()) > 0 {
+		t.Fatalf("the member called %q before it was refused", b.log())
+	}
+}
+
+// TestServeEndsWhenReadIsTakenAway: a fetch the core refuses (the
+// caller's Read on a topic removed since it was assigned) ends the
+// stream with that refusal, and the member leaves its group.
+func TestServeEndsWhenReadIsTakenAway(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	b.fetchRefused = fmt.Errorf("%w: User:x lacks Read on topic \"orders\"", request.ErrTopicAuthorizationFailed)
+	b.answer = func(req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
+		resp := &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: 1, HeartbeatIntervalMs: 10}
+		if req.MemberEpoch == 0 {
+			resp.Assignment = assignment(0)
+		}
+		return resp, nil
+	}
+	st := newFakeStream(ctx)
+	err := serve(b, st, ordersStart)(t)
+	if !errors.Is(err, request.ErrTopicAuthorizationFailed) {
+		t.Fatalf("Serve: %v, want the fetch's refusal", err)
+	}
+	events := b.log()
+	if i := indexOf(events, "fetch refused"); i < 0 || !strings.HasPrefix(events[len(events)-1], "heartbeat epoch -1") {
+		t.Fatalf("events %q: want a refused fetch, then the leave (heartbeat epoch -1) last", events)
+	}
+}
+
+// TestServeEndsWhenTheGroupIsRefused: a heartbeat the core refuses (Read
+// on the group taken away) ends the stream with that refusal rather
+// than heartbeating on.
+func TestServeEndsWhenTheGroupIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	refusal := fmt.Errorf("%w: User:x lacks Read on group \"g\"", request.ErrGroupAuthorizationFailed)
+	b.answer = func(req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
+		if req.MemberEpoch == 0 {
+			return &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: 1, HeartbeatIntervalMs: 10}, nil
+		}
+		return nil, refusal
+	}
+	st := newFakeStream(ctx)
+	if err := serve(b, st, ordersStart)(t); !errors.Is(err, request.ErrGroupAuthorizationFailed) {
+		t.Fatalf("Serve: %v, want the heartbeat's refusal", err)
+	}
+	if n := len(b.log()); n != 2 {
+		t.Fatalf("events %q: want the join and the one refused heartbeat", b.log())
 	}
 }

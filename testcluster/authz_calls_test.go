@@ -2,6 +2,9 @@ package testcluster_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -154,6 +157,11 @@ func securedCalls() []securedCall {
 			_, err := grp(cc).ConsumerGroupHeartbeat(ctx, &quirev1.ConsumerGroupHeartbeatRequest{Group: group})
 			return err
 		}},
+		{"Subscribe", gf, "Read", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {
+			// A regular expression no topic matches: the group alone is
+			// asked for.
+			return subscribeOnce(ctx, grp(cc), &quirev1.SubscribeStart{Group: group, Subscription: &quirev1.GroupSubscription{Regex: "^no-topic-matches$"}})
+		}},
 		{"DescribeGroup", gf, "Describe", "Group", group, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := grp(cc).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: group})
 			return err
@@ -182,6 +190,38 @@ func securedCalls() []securedCall {
 			_, err := sec(cc).ListAcls(ctx, &quirev1.ListAclsRequest{})
 			return err
 		}},
+	}
+}
+
+// subscribeOnce starts a Subscribe stream and reads its first answer (an
+// assignment, once the member joined), then closes it.
+func subscribeOnce(ctx context.Context, gc quirev1.GroupsClient, start *quirev1.SubscribeStart) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := gc.Subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}); err != nil {
+		return err
+	}
+	resp, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	if resp.GetAssignment() == nil {
+		return fmt.Errorf("subscribe: first answer %v, want the assignment", resp)
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
 	}
 }
 

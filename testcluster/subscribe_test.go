@@ -55,8 +55,15 @@ func tpName(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p
 
 func subscribe(t *testing.T, c *testcluster.Cluster, via int32, name string, start *quirev1.SubscribeStart, autoAck bool) *subStream {
 	t.Helper()
+	return subscribeWith(t, groups(c, via), name, start, autoAck)
+}
+
+// subscribeWith is subscribe through a client of the test's choosing
+// (one with another principal's credentials).
+func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *quirev1.SubscribeStart, autoAck bool) *subStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := groups(c, via).Subscribe(ctx)
+	stream, err := gc.Subscribe(ctx)
 	if err != nil {
 		cancel()
 		t.Fatalf("%s: subscribe: %v", name, err)

@@ -101,9 +101,11 @@ var rules = []rule{
 	// ours, so both the broker and the client can use them.
 	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
 	{pkg: "broker", forbiddenDeps: []string{"cmd", "client"}},
-	// A Subscribe stream's group member reaches the broker only through
-	// its Broker interface (subscribe/broker.go).
-	{pkg: "subscribe", forbiddenDeps: []string{"broker", "service", "kafka", "controlplane", "client", "raftgrpc", "cmd", "api/internalv1"}},
+	// A Subscribe stream is a door: its group member reaches the node
+	// through the request core's operations (subscribe.Core) and the
+	// broker only through its Broker interface (subscribe/broker.go).
+	{pkg: "subscribe", oursDirect: []string{"api/quirev1", "request", "auth", "record", "replica", "internal/wire", "internal/fetchbuf"},
+		forbiddenDeps: []string{"broker", "service", "kafka", "controlplane", "client", "raftgrpc", "cmd", "api/internalv1"}},
 	// The fetches' read buffers: the standard library only.
 	{pkg: "internal/fetchbuf", ours: []string{}},
 	// The request core: every client operation once, in plain Go types.

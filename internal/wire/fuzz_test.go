@@ -85,17 +85,32 @@ func seedMessages[M proto.Message](f *testing.F, msgs ...M) {
 	}
 }
 
+// FuzzDecodeProduceRequest decodes into a new message, and into one that
+// held another request (as a stream's does): nothing of that one may show.
 func FuzzDecodeProduceRequest(f *testing.F) {
 	acks := int32(-1)
-	seedMessages(f,
-		&quirev1.ProduceRequest{},
-		&quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: 1500, CorrelationId: 1 << 40, Partitions: []*quirev1.PartitionRecords{
-			{Topic: "a", Partition: 0, Records: bytes.Repeat([]byte{1}, 100)},
-			{Topic: "bé", Partition: 7, Records: []byte{2, 3}},
-			{Topic: "", Partition: -3},
-		}})
+	full := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: acks}, TimeoutMs: 1500, CorrelationId: 1 << 40, Partitions: []*quirev1.PartitionRecords{
+		{Topic: "a", Partition: 0, Records: bytes.Repeat([]byte{1}, 100)},
+		{Topic: "bé", Partition: 7, Records: []byte{2, 3}},
+		{Topic: "", Partition: -3},
+	}}
+	seedMessages(f, &quirev1.ProduceRequest{}, full,
+		&quirev1.ProduceRequest{Partitions: []*quirev1.PartitionRecords{{Topic: "a", Partition: 1}}})
+	prev, err := proto.Marshal(full)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if !DecodeProduceRequest(bytes.Clone(prev), &quirev1.ProduceRequest{}) {
+		f.Fatal("the previous request does not decode")
+	}
+	used := func() *quirev1.ProduceRequest {
+		m := &quirev1.ProduceRequest{}
+		DecodeProduceRequest(bytes.Clone(prev), m) // checked above
+		return m
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		differential(t, b, func() *quirev1.ProduceRequest { return &quirev1.ProduceRequest{} }, DecodeProduceRequest)
+		differential(t, b, used, DecodeProduceRequest)
 	})
 }
 

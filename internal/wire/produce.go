@@ -23,7 +23,12 @@ import (
 // quire.v1.ProduceRequest and PartitionRecords with their wire types: the
 // caller then falls back to proto.Unmarshal, which keeps unknown fields and
 // says what is wrong with a malformed message.
+//
+// The messages req held are reused (a stream decodes every request into
+// one): the previous request's partitions are overwritten.
 func DecodeProduceRequest(b []byte, req *quirev1.ProduceRequest) bool {
+	prev := req.Partitions[:cap(req.Partitions)]
+	acks, _ := req.OptionalAcks.(*quirev1.ProduceRequest_Acks)
 	proto.Reset(req)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -37,7 +42,11 @@ func DecodeProduceRequest(b []byte, req *quirev1.ProduceRequest) bool {
 			if n < 0 {
 				return false
 			}
-			req.OptionalAcks, b = &quirev1.ProduceRequest_Acks{Acks: int32(v)}, b[n:]
+			if acks == nil {
+				acks = &quirev1.ProduceRequest_Acks{}
+			}
+			acks.Acks = int32(v)
+			req.OptionalAcks, b = acks, b[n:]
 		case num == ProduceTimeoutMs && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
@@ -55,11 +64,20 @@ func DecodeProduceRequest(b []byte, req *quirev1.ProduceRequest) bool {
 			if n < 0 {
 				return false
 			}
-			pr := &quirev1.PartitionRecords{}
-			if !decodePartitionRecords(v, pr) {
+			k := len(req.Partitions)
+			var pr *quirev1.PartitionRecords
+			topic := ""
+			if k < len(prev) && prev[k] != nil {
+				pr, topic = prev[k], prev[k].Topic
+				proto.Reset(pr)
+			} else {
+				pr = &quirev1.PartitionRecords{}
+			}
+			if !decodePartitionRecords(v, pr, topic) {
 				return false
 			}
-			req.Partitions, b = append(req.Partitions, pr), b[n:]
+			req.Partitions, b = append(prev[:k], pr), b[n:]
+			prev = req.Partitions[:cap(req.Partitions)]
 		default:
 			return false
 		}
@@ -67,7 +85,9 @@ func DecodeProduceRequest(b []byte, req *quirev1.ProduceRequest) bool {
 	return true
 }
 
-func decodePartitionRecords(b []byte, pr *quirev1.PartitionRecords) bool {
+// decodePartitionRecords decodes b into pr; topic is the topic pr had
+// (kept rather than copied again when it is the same).
+func decodePartitionRecords(b []byte, pr *quirev1.PartitionRecords, topic string) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -80,7 +100,10 @@ func decodePartitionRecords(b []byte, pr *quirev1.PartitionRecords) bool {
 			if n < 0 || !utf8.Valid(v) {
 				return false // proto reports invalid UTF-8
 			}
-			pr.Topic, b = string(v), b[n:]
+			if string(v) != topic {
+				topic = string(v)
+			}
+			pr.Topic, b = topic, b[n:]
 		case num == PartitionPartition && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
