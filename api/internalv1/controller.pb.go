@@ -23,6 +23,784 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The producer a transactional call comes from: its transactional id,
+// producer id and epoch.
+type TxnProducer struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnProducer) Reset() {
+	*x = TxnProducer{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnProducer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnProducer) ProtoMessage() {}
+
+func (x *TxnProducer) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnProducer.ProtoReflect.Descriptor instead.
+func (*TxnProducer) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnProducer) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnProducer) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnProducer) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type InitTxnProducerRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	TimeoutMs       int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// The producer's current id and epoch (KIP-360: bump without
+	// fencing), -1 when it has none.
+	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Transaction version 2 (KIP-890): each transaction's end bumps the
+	// epoch.
+	BumpPerTransaction bool `protobuf:"varint,5,opt,name=bump_per_transaction,json=bumpPerTransaction,proto3" json:"bump_per_transaction,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *InitTxnProducerRequest) Reset() {
+	*x = InitTxnProducerRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitTxnProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitTxnProducerRequest) ProtoMessage() {}
+
+func (x *InitTxnProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitTxnProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitTxnProducerRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InitTxnProducerRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *InitTxnProducerRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *InitTxnProducerRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitTxnProducerRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *InitTxnProducerRequest) GetBumpPerTransaction() bool {
+	if x != nil {
+		return x.BumpPerTransaction
+	}
+	return false
+}
+
+type InitTxnProducerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitTxnProducerResponse) Reset() {
+	*x = InitTxnProducerResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitTxnProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitTxnProducerResponse) ProtoMessage() {}
+
+func (x *InitTxnProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitTxnProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitTxnProducerResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InitTxnProducerResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitTxnProducerResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type AddPartitionsToTxnRequest struct {
+	state      protoimpl.MessageState    `protogen:"open.v1"`
+	Producer   *TxnProducer              `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Partitions []*metapb.OffsetPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Only check that the partitions are in the transaction (KIP-890's
+	// verification), adding none.
+	VerifyOnly    bool `protobuf:"varint,3,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnRequest) Reset() {
+	*x = AddPartitionsToTxnRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnRequest) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AddPartitionsToTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetPartitions() []*metapb.OffsetPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetVerifyOnly() bool {
+	if x != nil {
+		return x.VerifyOnly
+	}
+	return false
+}
+
+type AddPartitionsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnResponse) Reset() {
+	*x = AddPartitionsToTxnResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnResponse) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
+}
+
+type AddOffsetsToTxnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Producer      *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnRequest) Reset() {
+	*x = AddOffsetsToTxnRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *AddOffsetsToTxnRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type AddOffsetsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnResponse) Reset() {
+	*x = AddOffsetsToTxnResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
+}
+
+type TxnOffsetCommitRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Producer *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Group    string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets  []*metapb.OffsetCommit `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// Add the group to the transaction first if it is not (TxnOffsetCommit
+	// v5, transaction version 2).
+	AddGroup      bool `protobuf:"varint,4,opt,name=add_group,json=addGroup,proto3" json:"add_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitRequest) Reset() {
+	*x = TxnOffsetCommitRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitRequest) ProtoMessage() {}
+
+func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TxnOffsetCommitRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetOffsets() []*metapb.OffsetCommit {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetAddGroup() bool {
+	if x != nil {
+		return x.AddGroup
+	}
+	return false
+}
+
+type TxnOffsetCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitResponse) Reset() {
+	*x = TxnOffsetCommitResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitResponse) ProtoMessage() {}
+
+func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+}
+
+type EndTxnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Producer      *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Commit        bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EndTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *EndTxnRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+type EndTxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id and epoch for the next transaction (the epoch bumped
+	// under transaction version 2).
+	ProducerId    int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EndTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type DescribeTransactionsRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalIds []string               `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsRequest) Reset() {
+	*x = DescribeTransactionsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return nil
+}
+
+type DescribeTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per id asked, in order; an unknown one has state -1.
+	Transactions  []*metapb.TransactionState `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse) Reset() {
+	*x = DescribeTransactionsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DescribeTransactionsResponse) GetTransactions() []*metapb.TransactionState {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filters: empty matches all.
+	States        []int32 `protobuf:"varint,1,rep,packed,name=states,proto3" json:"states,omitempty"`
+	ProducerIds   []int64 `protobuf:"varint,2,rep,packed,name=producer_ids,json=producerIds,proto3" json:"producer_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListTransactionsRequest) GetStates() []int32 {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerIds() []int64 {
+	if x != nil {
+		return x.ProducerIds
+	}
+	return nil
+}
+
+type ListTransactionsResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Transactions  []*metapb.TransactionState `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*metapb.TransactionState {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
 // NotController is attached as a status detail to FAILED_PRECONDITION.
 type NotController struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -34,7 +812,7 @@ type NotController struct {
 
 func (x *NotController) Reset() {
 	*x = NotController{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +824,7 @@ func (x *NotController) String() string {
 func (*NotController) ProtoMessage() {}
 
 func (x *NotController) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +837,7 @@ func (x *NotController) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotController.ProtoReflect.Descriptor instead.
 func (*NotController) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotController) GetControllerId() int32 {
@@ -97,7 +875,7 @@ type BrokerInfo struct {
 
 func (x *BrokerInfo) Reset() {
 	*x = BrokerInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +887,7 @@ func (x *BrokerInfo) String() string {
 func (*BrokerInfo) ProtoMessage() {}
 
 func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +900,7 @@ func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerInfo.ProtoReflect.Descriptor instead.
 func (*BrokerInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BrokerInfo) GetId() int32 {
@@ -210,7 +988,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +1000,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +1013,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionInfo) GetTopic() string {
@@ -299,7 +1077,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +1089,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +1102,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -364,7 +1142,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +1154,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +1167,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -408,7 +1186,7 @@ type RegisterBrokerRequest struct {
 
 func (x *RegisterBrokerRequest) Reset() {
 	*x = RegisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +1198,7 @@ func (x *RegisterBrokerRequest) String() string {
 func (*RegisterBrokerRequest) ProtoMessage() {}
 
 func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +1211,7 @@ func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterBrokerRequest) GetBroker() *BrokerInfo {
@@ -452,7 +1230,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +1242,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +1255,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
@@ -502,7 +1280,7 @@ type BrokerHeartbeatRequest struct {
 
 func (x *BrokerHeartbeatRequest) Reset() {
 	*x = BrokerHeartbeatRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +1292,7 @@ func (x *BrokerHeartbeatRequest) String() string {
 func (*BrokerHeartbeatRequest) ProtoMessage() {}
 
 func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +1305,7 @@ func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BrokerHeartbeatRequest) GetBrokerId() int32 {
@@ -569,7 +1347,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +1359,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +1372,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BrokerHeartbeatResponse) GetMetadataIndex() uint64 {
@@ -620,7 +1398,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +1410,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +1423,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -699,7 +1477,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1489,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1502,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -743,7 +1521,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +1533,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +1546,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -786,7 +1564,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +1576,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1589,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 type AlterConfigsRequest struct {
@@ -825,7 +1603,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1615,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1628,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -882,7 +1660,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1672,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1685,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 type CreatePartitionsRequest struct {
@@ -920,7 +1698,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1710,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1723,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -970,7 +1748,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1760,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1773,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 type AlterPartitionRequest struct {
@@ -1012,7 +1790,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1802,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1815,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AlterPartitionRequest) GetTopic() string {
@@ -1091,7 +1869,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1881,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1894,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionInfo {
@@ -1135,7 +1913,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1925,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1938,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1178,7 +1956,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1968,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1981,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 type UnregisterBrokerRequest struct {
@@ -1215,7 +1993,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +2005,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +2018,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -1258,7 +2036,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +2048,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +2061,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 // GroupOffset is one partition's committed offset; offset and
@@ -1302,7 +2080,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +2092,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +2105,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1382,7 +2160,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +2172,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +2185,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -1442,7 +2220,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +2232,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +2245,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1516,7 +2294,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +2306,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +2319,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommitOffsetsResponse) GetCommitTimeMs() int64 {
@@ -1562,7 +2340,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +2352,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +2365,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1613,7 +2391,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +2403,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +2416,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -1656,7 +2434,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +2446,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +2459,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 type ListGroupsResponse struct {
@@ -1697,7 +2475,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +2487,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +2500,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListGroupsResponse) GetGroups() []string {
@@ -1748,7 +2526,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2538,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2551,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1791,7 +2569,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2581,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2594,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 type UpdateFeaturesRequest struct {
@@ -1828,7 +2606,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2618,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2631,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -1873,7 +2651,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2663,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2676,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -1919,7 +2697,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2709,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2722,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -1972,7 +2750,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2762,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2775,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2023,7 +2801,7 @@ type UpsertUserCredentialRequest struct {
 
 func (x *UpsertUserCredentialRequest) Reset() {
 	*x = UpsertUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2813,7 @@ func (x *UpsertUserCredentialRequest) String() string {
 func (*UpsertUserCredentialRequest) ProtoMessage() {}
 
 func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2826,7 @@ func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpsertUserCredentialRequest) GetCredential() *metapb.UserCredentialRecord {
@@ -2066,7 +2844,7 @@ type UpsertUserCredentialResponse struct {
 
 func (x *UpsertUserCredentialResponse) Reset() {
 	*x = UpsertUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2856,7 @@ func (x *UpsertUserCredentialResponse) String() string {
 func (*UpsertUserCredentialResponse) ProtoMessage() {}
 
 func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2869,7 @@ func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 type DeleteUserCredentialRequest struct {
@@ -2103,7 +2881,7 @@ type DeleteUserCredentialRequest struct {
 
 func (x *DeleteUserCredentialRequest) Reset() {
 	*x = DeleteUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2893,7 @@ func (x *DeleteUserCredentialRequest) String() string {
 func (*DeleteUserCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2906,7 @@ func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteUserCredentialRequest) GetUser() string {
@@ -2146,7 +2924,7 @@ type DeleteUserCredentialResponse struct {
 
 func (x *DeleteUserCredentialResponse) Reset() {
 	*x = DeleteUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2936,7 @@ func (x *DeleteUserCredentialResponse) String() string {
 func (*DeleteUserCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2949,7 @@ func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 type CreateAclsRequest struct {
@@ -2183,7 +2961,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2973,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2986,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*metapb.AclRecord {
@@ -2226,7 +3004,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +3016,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +3029,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{57}
 }
 
 type DeleteAclsRequest struct {
@@ -2263,7 +3041,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +3053,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +3066,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*metapb.AclRecord {
@@ -2307,7 +3085,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +3097,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +3110,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*metapb.AclRecord {
@@ -2346,7 +3124,58 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"]\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"\x80\x01\n" +
+	"\vTxnProducer\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"\xdc\x01\n" +
+	"\x16InitTxnProducerRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x120\n" +
+	"\x14bump_per_transaction\x18\x05 \x01(\bR\x12bumpPerTransaction\"a\n" +
+	"\x17InitTxnProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xbc\x01\n" +
+	"\x19AddPartitionsToTxnRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12B\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\".quire.internal.v1.OffsetPartitionR\n" +
+	"partitions\x12\x1f\n" +
+	"\vverify_only\x18\x03 \x01(\bR\n" +
+	"verifyOnly\"\x1c\n" +
+	"\x1aAddPartitionsToTxnResponse\"j\n" +
+	"\x16AddOffsetsToTxnRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\x19\n" +
+	"\x17AddOffsetsToTxnResponse\"\xc2\x01\n" +
+	"\x16TxnOffsetCommitRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x129\n" +
+	"\aoffsets\x18\x03 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
+	"\tadd_group\x18\x04 \x01(\bR\baddGroup\"\x19\n" +
+	"\x17TxnOffsetCommitResponse\"c\n" +
+	"\rEndTxnRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\"X\n" +
+	"\x0eEndTxnResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"J\n" +
+	"\x1bDescribeTransactionsRequest\x12+\n" +
+	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"g\n" +
+	"\x1cDescribeTransactionsResponse\x12G\n" +
+	"\ftransactions\x18\x01 \x03(\v2#.quire.internal.v1.TransactionStateR\ftransactions\"T\n" +
+	"\x17ListTransactionsRequest\x12\x16\n" +
+	"\x06states\x18\x01 \x03(\x05R\x06states\x12!\n" +
+	"\fproducer_ids\x18\x02 \x03(\x03R\vproducerIds\"c\n" +
+	"\x18ListTransactionsResponse\x12G\n" +
+	"\ftransactions\x18\x01 \x03(\v2#.quire.internal.v1.TransactionStateR\ftransactions\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
 	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xd6\x02\n" +
@@ -2496,7 +3325,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x11DeleteAclsRequest\x126\n" +
 	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afilters\"L\n" +
 	"\x12DeleteAclsResponse\x126\n" +
-	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\x98\x12\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\adeleted2\xfe\x17\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2523,7 +3352,14 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"CreateAcls\x12$.quire.internal.v1.CreateAclsRequest\x1a%.quire.internal.v1.CreateAclsResponse\x12Y\n" +
 	"\n" +
-	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponse\x12h\n" +
+	"\x0fInitTxnProducer\x12).quire.internal.v1.InitTxnProducerRequest\x1a*.quire.internal.v1.InitTxnProducerResponse\x12q\n" +
+	"\x12AddPartitionsToTxn\x12,.quire.internal.v1.AddPartitionsToTxnRequest\x1a-.quire.internal.v1.AddPartitionsToTxnResponse\x12h\n" +
+	"\x0fAddOffsetsToTxn\x12).quire.internal.v1.AddOffsetsToTxnRequest\x1a*.quire.internal.v1.AddOffsetsToTxnResponse\x12h\n" +
+	"\x0fTxnOffsetCommit\x12).quire.internal.v1.TxnOffsetCommitRequest\x1a*.quire.internal.v1.TxnOffsetCommitResponse\x12M\n" +
+	"\x06EndTxn\x12 .quire.internal.v1.EndTxnRequest\x1a!.quire.internal.v1.EndTxnResponse\x12w\n" +
+	"\x14DescribeTransactions\x12..quire.internal.v1.DescribeTransactionsRequest\x1a/.quire.internal.v1.DescribeTransactionsResponse\x12k\n" +
+	"\x10ListTransactions\x12*.quire.internal.v1.ListTransactionsRequest\x1a+.quire.internal.v1.ListTransactionsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2537,136 +3373,176 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),                          // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                             // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),                          // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                              // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                            // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),                  // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),                 // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),                 // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),                // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),                     // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                    // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                     // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                    // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),                    // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                   // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),                // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),               // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),                  // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),                 // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),              // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),             // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),                // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),               // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                            // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),                         // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),                   // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),                  // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                    // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                   // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),                      // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                     // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),                     // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                    // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),                  // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),                 // 34: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),             // 35: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),            // 36: quire.internal.v1.AllocateProducerIdsResponse
-	(*UpsertUserCredentialRequest)(nil),            // 37: quire.internal.v1.UpsertUserCredentialRequest
-	(*UpsertUserCredentialResponse)(nil),           // 38: quire.internal.v1.UpsertUserCredentialResponse
-	(*DeleteUserCredentialRequest)(nil),            // 39: quire.internal.v1.DeleteUserCredentialRequest
-	(*DeleteUserCredentialResponse)(nil),           // 40: quire.internal.v1.DeleteUserCredentialResponse
-	(*CreateAclsRequest)(nil),                      // 41: quire.internal.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                     // 42: quire.internal.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                      // 43: quire.internal.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                     // 44: quire.internal.v1.DeleteAclsResponse
-	nil,                                            // 45: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                            // 46: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                            // 47: quire.internal.v1.AlterConfigsRequest.SetEntry
-	(*metapb.Endpoint)(nil),                        // 48: quire.internal.v1.Endpoint
-	(*metapb.UserCredentialRecord)(nil),            // 49: quire.internal.v1.UserCredentialRecord
-	(*metapb.AclRecord)(nil),                       // 50: quire.internal.v1.AclRecord
-	(*quirev1.DeleteOffsetsRequest)(nil),           // 51: quire.v1.DeleteOffsetsRequest
-	(*quirev1.ElectLeadersRequest)(nil),            // 52: quire.v1.ElectLeadersRequest
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 53: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),           // 54: quire.v1.DescribeGroupRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),          // 55: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),           // 56: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 57: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),          // 58: quire.v1.DescribeGroupResponse
+	(*TxnProducer)(nil),                            // 0: quire.internal.v1.TxnProducer
+	(*InitTxnProducerRequest)(nil),                 // 1: quire.internal.v1.InitTxnProducerRequest
+	(*InitTxnProducerResponse)(nil),                // 2: quire.internal.v1.InitTxnProducerResponse
+	(*AddPartitionsToTxnRequest)(nil),              // 3: quire.internal.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),             // 4: quire.internal.v1.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                 // 5: quire.internal.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),                // 6: quire.internal.v1.AddOffsetsToTxnResponse
+	(*TxnOffsetCommitRequest)(nil),                 // 7: quire.internal.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                // 8: quire.internal.v1.TxnOffsetCommitResponse
+	(*EndTxnRequest)(nil),                          // 9: quire.internal.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                         // 10: quire.internal.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),            // 11: quire.internal.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),           // 12: quire.internal.v1.DescribeTransactionsResponse
+	(*ListTransactionsRequest)(nil),                // 13: quire.internal.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),               // 14: quire.internal.v1.ListTransactionsResponse
+	(*NotController)(nil),                          // 15: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                             // 16: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                          // 17: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                              // 18: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                            // 19: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                  // 20: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                 // 21: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                 // 22: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                // 23: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                     // 24: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                    // 25: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                     // 26: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                    // 27: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                    // 28: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                   // 29: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                // 30: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),               // 31: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                  // 32: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                 // 33: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),              // 34: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),             // 35: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                // 36: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),               // 37: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                            // 38: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                         // 39: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                   // 40: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                  // 41: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                    // 42: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                   // 43: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                      // 44: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                     // 45: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                     // 46: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                    // 47: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                  // 48: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                 // 49: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),             // 50: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),            // 51: quire.internal.v1.AllocateProducerIdsResponse
+	(*UpsertUserCredentialRequest)(nil),            // 52: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),           // 53: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),            // 54: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),           // 55: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                      // 56: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                     // 57: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                      // 58: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                     // 59: quire.internal.v1.DeleteAclsResponse
+	nil,                                            // 60: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                            // 61: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                            // 62: quire.internal.v1.AlterConfigsRequest.SetEntry
+	(*metapb.OffsetPartition)(nil),                 // 63: quire.internal.v1.OffsetPartition
+	(*metapb.OffsetCommit)(nil),                    // 64: quire.internal.v1.OffsetCommit
+	(*metapb.TransactionState)(nil),                // 65: quire.internal.v1.TransactionState
+	(*metapb.Endpoint)(nil),                        // 66: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),            // 67: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                       // 68: quire.internal.v1.AclRecord
+	(*quirev1.DeleteOffsetsRequest)(nil),           // 69: quire.v1.DeleteOffsetsRequest
+	(*quirev1.ElectLeadersRequest)(nil),            // 70: quire.v1.ElectLeadersRequest
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),  // 71: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),           // 72: quire.v1.DescribeGroupRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),          // 73: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),           // 74: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil), // 75: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),          // 76: quire.v1.DescribeGroupResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	48, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
-	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	45, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
-	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	46, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
-	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	47, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
-	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
-	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
-	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
-	23, // 11: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	49, // 12: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	50, // 13: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
-	50, // 14: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
-	50, // 15: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
-	5,  // 16: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	7,  // 17: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	9,  // 18: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	11, // 19: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	13, // 20: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	15, // 21: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	17, // 22: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	19, // 23: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	21, // 24: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	25, // 25: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	27, // 26: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	29, // 27: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	31, // 28: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	51, // 29: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	52, // 30: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	53, // 31: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	54, // 32: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	33, // 33: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	35, // 34: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	37, // 35: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
-	39, // 36: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
-	41, // 37: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
-	43, // 38: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
-	6,  // 39: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 40: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 41: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 42: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 43: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 44: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 45: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 46: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 47: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 48: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 49: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 50: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 51: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	55, // 52: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	56, // 53: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	57, // 54: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	58, // 55: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	34, // 56: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 57: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	38, // 58: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	40, // 59: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	42, // 60: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	44, // 61: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	39, // [39:62] is the sub-list for method output_type
-	16, // [16:39] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 0: quire.internal.v1.AddPartitionsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	63, // 1: quire.internal.v1.AddPartitionsToTxnRequest.partitions:type_name -> quire.internal.v1.OffsetPartition
+	0,  // 2: quire.internal.v1.AddOffsetsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	0,  // 3: quire.internal.v1.TxnOffsetCommitRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	64, // 4: quire.internal.v1.TxnOffsetCommitRequest.offsets:type_name -> quire.internal.v1.OffsetCommit
+	0,  // 5: quire.internal.v1.EndTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	65, // 6: quire.internal.v1.DescribeTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	65, // 7: quire.internal.v1.ListTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	66, // 8: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	17, // 9: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
+	60, // 10: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	16, // 11: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
+	61, // 12: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	19, // 13: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
+	18, // 14: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
+	62, // 15: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	17, // 16: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
+	38, // 17: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
+	39, // 18: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
+	38, // 19: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
+	67, // 20: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	68, // 21: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
+	68, // 22: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
+	68, // 23: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
+	20, // 24: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	22, // 25: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	24, // 26: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	26, // 27: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	28, // 28: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	30, // 29: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	32, // 30: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	34, // 31: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	36, // 32: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	40, // 33: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	42, // 34: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	44, // 35: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	46, // 36: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	69, // 37: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	70, // 38: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	71, // 39: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	72, // 40: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	48, // 41: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	50, // 42: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	52, // 43: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
+	54, // 44: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
+	56, // 45: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
+	58, // 46: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
+	1,  // 47: quire.internal.v1.ControllerService.InitTxnProducer:input_type -> quire.internal.v1.InitTxnProducerRequest
+	3,  // 48: quire.internal.v1.ControllerService.AddPartitionsToTxn:input_type -> quire.internal.v1.AddPartitionsToTxnRequest
+	5,  // 49: quire.internal.v1.ControllerService.AddOffsetsToTxn:input_type -> quire.internal.v1.AddOffsetsToTxnRequest
+	7,  // 50: quire.internal.v1.ControllerService.TxnOffsetCommit:input_type -> quire.internal.v1.TxnOffsetCommitRequest
+	9,  // 51: quire.internal.v1.ControllerService.EndTxn:input_type -> quire.internal.v1.EndTxnRequest
+	11, // 52: quire.internal.v1.ControllerService.DescribeTransactions:input_type -> quire.internal.v1.DescribeTransactionsRequest
+	13, // 53: quire.internal.v1.ControllerService.ListTransactions:input_type -> quire.internal.v1.ListTransactionsRequest
+	21, // 54: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	23, // 55: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	25, // 56: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	27, // 57: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	29, // 58: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	31, // 59: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	33, // 60: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	35, // 61: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	37, // 62: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	41, // 63: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	43, // 64: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	45, // 65: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	47, // 66: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	73, // 67: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	74, // 68: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	75, // 69: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	76, // 70: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	49, // 71: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	51, // 72: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	53, // 73: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	55, // 74: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	57, // 75: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	59, // 76: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	2,  // 77: quire.internal.v1.ControllerService.InitTxnProducer:output_type -> quire.internal.v1.InitTxnProducerResponse
+	4,  // 78: quire.internal.v1.ControllerService.AddPartitionsToTxn:output_type -> quire.internal.v1.AddPartitionsToTxnResponse
+	6,  // 79: quire.internal.v1.ControllerService.AddOffsetsToTxn:output_type -> quire.internal.v1.AddOffsetsToTxnResponse
+	8,  // 80: quire.internal.v1.ControllerService.TxnOffsetCommit:output_type -> quire.internal.v1.TxnOffsetCommitResponse
+	10, // 81: quire.internal.v1.ControllerService.EndTxn:output_type -> quire.internal.v1.EndTxnResponse
+	12, // 82: quire.internal.v1.ControllerService.DescribeTransactions:output_type -> quire.internal.v1.DescribeTransactionsResponse
+	14, // 83: quire.internal.v1.ControllerService.ListTransactions:output_type -> quire.internal.v1.ListTransactionsResponse
+	54, // [54:84] is the sub-list for method output_type
+	24, // [24:54] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -2680,7 +3556,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
