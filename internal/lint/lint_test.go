@@ -111,7 +111,7 @@ var rules = []rule{
 	// internal API, no Kafka codec, even indirectly; it reaches the
 	// replicas, the metadata, the logs and the ACLs, and nothing else of
 	// ours.
-	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group"},
+	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group", "txn"},
 		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
 		forbiddenDeps:       []string{"broker", "kafka", "subscribe", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
@@ -129,6 +129,14 @@ var rules = []rule{
 	{pkg: "group", ours: []string{"group"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	{pkg: "group/assignor", ours: []string{}},
+	// The transaction state machine is pure as the group one.
+	{pkg: "txn", ours: []string{"txn"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
+	// The transaction coordinator runs txn/ on the controller, reaching
+	// the cluster through interfaces of its own, as the group one does.
+	{pkg: "txncoord", ours: []string{"txncoord", "txn", "metadata", "group", "api/metapb", "internal/clock", "auth"},
+		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
+		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},
