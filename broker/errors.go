@@ -128,6 +128,10 @@ var storageErrors = []errcode.Mapping{
 	{Err: storage.ErrStaleEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	{Err: storage.ErrClosed, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	{Err: storage.ErrInvalidConfig, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_CONFIG},
+	// Transactions on a partition leader.
+	{Err: storage.ErrInvalidTxnState, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_TXN_STATE},
+	{Err: storage.ErrCoordinatorFenced, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED},
+	{Err: storage.ErrOpenTransaction, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_TXN_STATE},
 }
 
 var contextErrors = []errcode.Mapping{

@@ -62,6 +62,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCommitOffsetsBatch(c.CommitOffsetsBatch, index)
 	case *pb.Command_BrokerBudget:
 		return d.applyBrokerBudget(c.BrokerBudget, index)
+	case *pb.Command_PutTransaction:
+		return d.applyPutTransaction(c.PutTransaction, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

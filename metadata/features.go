@@ -78,9 +78,13 @@ const (
 	// group's committed offsets of some partitions (Kafka's
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
+	// MetadataVersionTransactions adds PutTransaction: the transaction
+	// coordinator's state of each transactional id, with the offsets a
+	// transaction commits.
+	MetadataVersionTransactions int32 = 11
 
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionDeleteOffsets
+	LatestMetadataVersion = MetadataVersionTransactions
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -154,6 +158,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds:
 		return MetadataVersionProducerIDs
+	case *pb.Command_PutTransaction:
+		return MetadataVersionTransactions
 	case *pb.Command_CreateAcls:
 		for _, a := range c.CreateAcls.Acls {
 			if strings.EqualFold(a.Operation, string(auth.OpIdempotentWrite)) {
