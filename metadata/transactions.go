@@ -169,3 +169,42 @@ func (c *Controller) PutTransaction(ctx context.Context, cmd *pb.PutTransaction)
 	}
 	return t, nil
 }
+
+// TxnCoordinator is the transaction coordinator as the controller calls
+// it (package txncoord). Its errors are txn's sentinels and this
+// package's (ErrNotCoordinator when it could not write a change).
+type TxnCoordinator interface {
+	// RunTerm completes the transactions a previous controller left
+	// being ended, and aborts those past their timeout, for one
+	// leadership term, until ctx ends.
+	RunTerm(ctx context.Context)
+	// InitProducer is a transactional producer's InitProducerId.
+	InitProducer(ctx context.Context, req txn.InitRequest) (txn.Txn, error)
+	// AddPartitions adds partitions to the producer's transaction (or,
+	// with verifyOnly, checks they are in it).
+	AddPartitions(ctx context.Context, p txn.Producer, parts []txn.TopicPartition, verifyOnly bool) error
+	// AddGroup adds a consumer group to the producer's transaction.
+	AddGroup(ctx context.Context, p txn.Producer, group string) error
+	// CommitOffsets stages a group's offsets in the transaction.
+	CommitOffsets(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error
+	// End commits or aborts the producer's transaction and returns the
+	// state it was left in (its producer id and epoch are the
+	// producer's for the next transaction).
+	End(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error)
+}
+
+// errNoTxnCoordinator answers the transactional calls of a node built
+// without a transaction coordinator.
+var errNoTxnCoordinator = fmt.Errorf("%w: this node runs no transaction coordinator", ErrNotCoordinator)
+
+// TxnCoordinator returns this node's transaction coordinator once this
+// node is the active controller (ErrNotController when it is not).
+func (c *Controller) TxnCoordinator(ctx context.Context) (TxnCoordinator, error) {
+	if c.txns == nil {
+		return nil, errNoTxnCoordinator
+	}
+	if err := c.active(ctx); err != nil {
+		return nil, err
+	}
+	return c.txns, nil
+}

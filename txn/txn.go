@@ -94,6 +94,13 @@ var (
 // MaxIDLen is the longest transactional id, in bytes.
 const MaxIDLen = 1024
 
+// Producer names the producer a call comes from.
+type Producer struct {
+	ID    string // the transactional id
+	PID   int64
+	Epoch int16
+}
+
 // TopicPartition names a partition.
 type TopicPartition struct {
 	Topic     string
