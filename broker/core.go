@@ -52,6 +52,9 @@ func (b *Broker) newCore() (*request.Core, error) {
 	cfg.Security = coreSecurity{b}
 	// Topic and config administration (core_admin.go).
 	cfg.Admin = b.adminConfig()
+	// Transactions: the coordinator on the controller, through the
+	// controller session.
+	cfg.Transactions = b.cluster.fwd
 
 	return request.New(cfg)
 }

@@ -94,6 +94,11 @@ func fetchResponse(results []fetchResult) *quirev1.FetchResponse {
 			LogStartOffset: r.LogStartOffset,
 			Records:        r.Records,
 		}
+		resp.Partitions[i].LastStableOffset = r.LastStableOffset
+		for _, a := range r.Aborted {
+			resp.Partitions[i].AbortedTransactions = append(resp.Partitions[i].AbortedTransactions,
+				&quirev1.AbortedTransaction{ProducerId: a.ProducerID, FirstOffset: a.FirstOffset})
+		}
 	}
 	return resp
 }

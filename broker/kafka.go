@@ -230,6 +230,11 @@ func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.B
 	if err := k.b.core.AuthorizeFindCoordinator(coreContext(ctx), group); err != nil {
 		return nil, err
 	}
+	return k.self(ctx)
+}
+
+// self is this broker on the client's listener.
+func (k kafkaBackend) self(ctx context.Context) (*quirev1.Broker, error) {
 	listener := k.b.clientListener(ctx)
 	if info, ok := k.b.cluster.image().Broker(k.b.cfg.NodeID); ok {
 		for _, e := range info.Endpoints {

@@ -49,13 +49,16 @@ func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRe
 // coordinatorOf is the coordinator of one key, or the error code and
 // message to answer for it.
 func coordinatorOf(ctx context.Context, b Backend, coordinatorType int8, key string) (int32, string, int32, int16, string) {
-	switch {
-	case coordinatorType == 1:
-		return -1, "", -1, unsupportedVersion, noTransactions
-	case coordinatorType != 0:
-		return -1, "", -1, invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has; only group coordinators are served", coordinatorType)
+	var self *quirev1.Broker
+	var err error
+	switch coordinatorType {
+	case 0:
+		self, err = b.Coordinator(ctx, key)
+	case 1:
+		self, err = b.TxnCoordinator(ctx, key)
+	default:
+		return -1, "", -1, invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has (0 group, 1 transaction)", coordinatorType)
 	}
-	self, err := b.Coordinator(ctx, key)
 	if err != nil {
 		code, msg := coreError(err)
 		return -1, "", -1, code, msg

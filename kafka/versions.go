@@ -18,6 +18,16 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
 	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
+	// Transactions, version 1 (transactions.go): the producer adds its
+	// partitions and groups; EndTxn 5 and TxnOffsetCommit 5 belong to
+	// transaction version 2, not advertised.
+	{ApiKey: 24, MinVersion: 0, MaxVersion: 3}, // AddPartitionsToTxn (4+: the brokers' batched form)
+	{ApiKey: 25, MinVersion: 0, MaxVersion: 3}, // AddOffsetsToTxn
+	{ApiKey: 26, MinVersion: 0, MaxVersion: 4}, // EndTxn
+	{ApiKey: 27, MinVersion: 0, MaxVersion: 1}, // WriteTxnMarkers
+	{ApiKey: 28, MinVersion: 0, MaxVersion: 3}, // TxnOffsetCommit
+	{ApiKey: 65, MinVersion: 0, MaxVersion: 0}, // DescribeTransactions
+	{ApiKey: 66, MinVersion: 0, MaxVersion: 1}, // ListTransactions
 	// Consumer groups in KIP-848's protocol and their offsets; the
 	// highest versions before topics named by id only.
 	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit

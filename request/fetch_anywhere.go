@@ -33,7 +33,7 @@ func (c *Core) PollAnywhere(ctx context.Context, req *FetchRequest) []FetchResul
 	maxBytes := split.shareBytes(req.MaxBytes)
 	results := make([]FetchResult, len(req.Partitions))
 	split.poll(ctx, req.MaxWait, func(ctx context.Context, idx []int, wait time.Duration) bool {
-		local := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Pooled: req.Pooled, Received: req.Received,
+		local := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Pooled: req.Pooled, Received: req.Received, Isolation: req.Isolation,
 			Partitions: make([]FetchPartition, len(idx))}
 		for j, i := range idx {
 			local.Partitions[j] = req.Partitions[i]
@@ -45,7 +45,7 @@ func (c *Core) PollAnywhere(ctx context.Context, req *FetchRequest) []FetchResul
 		}
 		return found
 	}, func(ctx context.Context, leader int32, idx []int, wait time.Duration) bool {
-		return c.forwardFetch(ctx, leader, req.Partitions, idx, wait, maxBytes, results)
+		return c.forwardFetch(ctx, leader, req.Partitions, idx, wait, maxBytes, req.Isolation, results)
 	})
 	return results
 }
@@ -144,8 +144,8 @@ func (s leaderSplit) poll(ctx context.Context, wait time.Duration,
 
 // forwardFetch asks leader for the partitions at idx of parts and fills
 // in their results; it reports whether any has batches or an error.
-func (c *Core) forwardFetch(ctx context.Context, leader int32, parts []FetchPartition, idx []int, wait time.Duration, maxBytes int, results []FetchResult) bool {
-	fwd := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Partitions: make([]FetchPartition, len(idx))}
+func (c *Core) forwardFetch(ctx context.Context, leader int32, parts []FetchPartition, idx []int, wait time.Duration, maxBytes int, isolation Isolation, results []FetchResult) bool {
+	fwd := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Partitions: make([]FetchPartition, len(idx)), Isolation: isolation}
 	for j, i := range idx {
 		fwd.Partitions[j] = parts[i]
 	}

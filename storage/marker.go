@@ -47,3 +47,12 @@ func (l *Log) AppendMarker(producerID int64, producerEpoch int16, m record.Marke
 	}
 	return bs.info, nil
 }
+
+// InTransaction reports whether producerID has a transaction open in
+// this log.
+func (l *Log) InTransaction(producerID int64) bool {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	_, open := l.producers.txns[producerID]
+	return open
+}

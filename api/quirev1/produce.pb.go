@@ -164,8 +164,14 @@ type ProduceRequest struct {
 	Partitions []*PartitionRecords `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Echoed in the response (used by ProduceStream).
 	CorrelationId int64 `protobuf:"varint,4,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The transactional id of a transactional producer's batches: the
+	// leader adds each partition to the producer's ongoing transaction on
+	// its first batch there (transaction version 2, KIP-890), or, with
+	// verify_partitions, only checks that it was added.
+	TransactionalId  string `protobuf:"bytes,5,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	VerifyPartitions bool   `protobuf:"varint,6,opt,name=verify_partitions,json=verifyPartitions,proto3" json:"verify_partitions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -233,6 +239,20 @@ func (x *ProduceRequest) GetCorrelationId() int64 {
 		return x.CorrelationId
 	}
 	return 0
+}
+
+func (x *ProduceRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *ProduceRequest) GetVerifyPartitions() bool {
+	if x != nil {
+		return x.VerifyPartitions
+	}
+	return false
 }
 
 type isProduceRequest_OptionalAcks interface {
@@ -920,7 +940,7 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xb9\x01\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\x91\x02\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x04acks\x18\x01 \x01(\x05H\x00R\x04acks\x12\x1d\n" +
 	"\n" +
@@ -928,7 +948,9 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1a.quire.v1.PartitionRecordsR\n" +
 	"partitions\x12%\n" +
-	"\x0ecorrelation_id\x18\x04 \x01(\x03R\rcorrelationIdB\x0f\n" +
+	"\x0ecorrelation_id\x18\x04 \x01(\x03R\rcorrelationId\x12)\n" +
+	"\x10transactional_id\x18\x05 \x01(\tR\x0ftransactionalId\x12+\n" +
+	"\x11verify_partitions\x18\x06 \x01(\bR\x10verifyPartitionsB\x0f\n" +
 	"\roptional_acks\"`\n" +
 	"\x10PartitionRecords\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +

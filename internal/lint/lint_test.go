@@ -75,7 +75,7 @@ var rules = []rule{
 	// which metadata.GroupLog implements, and its LogReader): it
 	// imports the metadata image and the raft commands' types, never
 	// raft, gRPC or the network.
-	{pkg: "coordinator", ours: []string{"coordinator", "metadata", "group", "api/metapb", "internal/clock", "auth"},
+	{pkg: "coordinator", ours: []string{"coordinator", "metadata", "group", "txn", "api/metapb", "internal/clock", "auth"},
 		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// The replicas speak to the controller, other brokers and the disk
@@ -119,7 +119,7 @@ var rules = []rule{
 	// core's types (its Backend takes them, and quire.v1 messages for the
 	// calls the core does not serve yet), never into the node's
 	// internals themselves.
-	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode"},
+	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode", "txn"},
 		forbiddenDeps: []string{"broker", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
