@@ -38,6 +38,9 @@ type Log interface {
 	Image() *metadata.Image
 	// Apply writes cmd to the log and returns the FSM's answer.
 	Apply(ctx context.Context, cmd *pb.Command) (any, error)
+	// LevelRising tells which metadata.version cmd needs, and whether the
+	// controller will raise the cluster to it on its own.
+	LevelRising(cmd *pb.Command) (int32, bool)
 }
 
 // MarkerWriter writes a transaction's end markers: to every partition of
@@ -161,9 +164,16 @@ func (co *Coordinator) now() int64 { return co.cfg.Clock.Now().UnixMilli() }
 func (co *Coordinator) write(ctx context.Context, t txn.Txn, allocate bool) (txn.Txn, error) {
 	ctx, cancel := context.WithTimeout(ctx, co.cfg.WriteTimeout)
 	defer cancel()
-	resp, err := co.log.Apply(ctx, &pb.Command{Cmd: &pb.Command_PutTransaction{PutTransaction: &pb.PutTransaction{
-		Txn: metadata.TxnToPB(t), AllocateProducerId: allocate}}})
+	cmd := &pb.Command{Cmd: &pb.Command_PutTransaction{PutTransaction: &pb.PutTransaction{
+		Txn: metadata.TxnToPB(t), AllocateProducerId: allocate}}}
+	resp, err := co.log.Apply(ctx, cmd)
 	if err != nil {
+		if level, rising := co.log.LevelRising(cmd); errors.Is(err, metadata.ErrUnsupportedVersion) && rising {
+			// A new cluster before its controller raised the level: the
+			// producer retries, and is served moments later.
+			return txn.Txn{}, fmt.Errorf("%w: the cluster's metadata.version is below %d, which the controller raises once every voter has registered; retry",
+				metadata.ErrNotCoordinator, level)
+		}
 		return txn.Txn{}, notCoordinator(err)
 	}
 	if err, ok := resp.(error); ok {

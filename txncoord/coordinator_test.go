@@ -49,6 +49,9 @@ func newFSMLog(t *testing.T) *fsmLog {
 func (l *fsmLog) Term() uint64                  { return l.term.Load() }
 func (l *fsmLog) Image() *metadata.Image        { return l.fsm.Image() }
 func (l *fsmLog) Barrier(context.Context) error { return nil }
+func (l *fsmLog) LevelRising(*pb.Command) (int32, bool) {
+	return metadata.MetadataVersionTransactions, false
+}
 func (l *fsmLog) Apply(_ context.Context, cmd *pb.Command) (any, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
