@@ -20,10 +20,10 @@ import (
 
 	"github.com/quirelog/quire/controlplane"
 	"github.com/quirelog/quire/coordinator"
-	"github.com/quirelog/quire/txncoord"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/raftgrpc"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/txncoord"
 )
 
 // cluster is the broker's membership of the cluster: it runs the raft
@@ -47,7 +47,7 @@ type cluster struct {
 	fwd       *controlplane.Forwarder
 	// markers writes the transaction coordinator's markers through the
 	// request core once the broker has built it.
-	markers *markerWriter
+	markers   *markerWriter
 	lifecycle *controlplane.Lifecycle
 
 	stop    chan struct{}
