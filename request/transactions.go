@@ -288,6 +288,12 @@ func (c *Core) WriteMarkers(ctx context.Context, markers []TxnMarker, local bool
 		for j, tp := range m.Partitions {
 			part, err := c.leaderPartition(ctx, tp.Topic, tp.Partition, false)
 			if err == nil {
+				// A replica here that another broker leads: pass it on.
+				if st := part.State(); !st.Leader {
+					err = &replica.NotLeaderError{Topic: tp.Topic, Partition: tp.Partition, Leader: st.LeaderID, Epoch: st.LeaderEpoch}
+				}
+			}
+			if err == nil {
 				// Each waits for its own in-sync replicas: at once.
 				wg.Go(func() {
 					_, err := part.WriteMarker(ctx, m.ProducerID, m.ProducerEpoch, markerOf(m))
