@@ -179,6 +179,7 @@ func (b *Broker) start() error {
 	b.server.RegisterService(withRequestLimit(&quirev1.Metadata_ServiceDesc, limit), &metadataService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Groups_ServiceDesc, limit), &groupService{b: b})
 	b.server.RegisterService(withRequestLimit(&quirev1.Security_ServiceDesc, limit), &securityService{b: b})
+	b.server.RegisterService(withRequestLimit(&quirev1.Transactions_ServiceDesc, limit), &transactionsService{b: b})
 	b.server.RegisterService(replicagrpc.WithPooledFetch(&internalv1.ReplicaService_ServiceDesc), &replicaService{b: b})
 
 	b.cluster.register(b.server, advertised)

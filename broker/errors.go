@@ -84,6 +84,7 @@ var brokerErrors = []errcode.Mapping{
 	// A transactional batch: there is no transaction coordinator, and a
 	// retry would be refused the same way.
 	{Err: request.ErrTransactionsUnsupported, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
+	{Err: request.ErrTransactionalIDNotFound, GRPC: codes.NotFound, Code: quirev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND},
 	// Authentication and ACLs (auth.go, authz.go): the same answer every
 	// time until an ACL or the credentials change.
 	{Err: ErrAuthenticationFailed, GRPC: codes.Unauthenticated, Code: quirev1.ErrorCode_SASL_AUTHENTICATION_FAILED},

@@ -148,6 +148,7 @@ var sentinels = map[string]error{
 	"request.ErrBrokersNotReady":             request.ErrBrokersNotReady,
 	"request.ErrPolicyViolation":             request.ErrPolicyViolation,
 	"request.ErrTransactionsUnsupported":     request.ErrTransactionsUnsupported,
+	"request.ErrTransactionalIDNotFound":     request.ErrTransactionalIDNotFound,
 	"broker.ErrAuthenticationFailed":         ErrAuthenticationFailed,
 	"broker.ErrTopicAuthorizationFailed":     ErrTopicAuthorizationFailed,
 	"broker.ErrGroupAuthorizationFailed":     ErrGroupAuthorizationFailed,

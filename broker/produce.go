@@ -172,6 +172,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	if req.OptionalProducerId != nil {
 		in.ProducerID, in.ProducerEpoch, in.BaseSequence = req.GetProducerId(), req.ProducerEpoch, req.BaseSequence
 	}
+	in.TransactionalID = req.TransactionalId
 	for i, r := range req.Records {
 		in.Records[i] = request.Record{Key: recordKey(r), Value: recordValue(r), Headers: recordHeaders(r.Headers), Timestamp: r.TimestampMs,
 			Partition: r.GetPartition(), HasPartition: r.OptionalPartition != nil}

@@ -355,3 +355,28 @@ func (c *Core) AuthorizeFindTxnCoordinator(ctx context.Context, id string) error
 	}
 	return c.authorizeTxnID(ctx, auth.OpDescribe, id)
 }
+
+// AbortTransaction aborts a transactional id's ongoing transaction (if
+// any) and fences its producer, as a new producer's InitProducerId with
+// the id does: an operator's way out of a transaction whose producer is
+// gone. It needs Write on the transactional id, and answers the id's
+// producer id and epoch after the fence.
+func (c *Core) AbortTransaction(ctx context.Context, id string) (txn.Txn, error) {
+	desc, err := c.DescribeTransactions(ctx, []string{id})
+	if err != nil {
+		return txn.Txn{}, err
+	}
+	if desc[0].Err != nil {
+		return txn.Txn{}, desc[0].Err
+	}
+	req := txn.InitRequest{ID: id, TimeoutMs: desc[0].Txn.TimeoutMs, ProducerID: -1, ProducerEpoch: -1, BumpPerTransaction: desc[0].Txn.BumpEpoch}
+	out, err := c.InitTxnProducer(ctx, req)
+	if errors.Is(err, txn.ErrConcurrentTransactions) {
+		// The ongoing transaction was aborted; the fence is done too (its
+		// epoch bumped). Ask again for the state it was left in.
+		if desc, err = c.DescribeTransactions(ctx, []string{id}); err == nil && desc[0].Err == nil {
+			return desc[0].Txn, nil
+		}
+	}
+	return out, err
+}
