@@ -136,7 +136,7 @@ func (f coreForwarder) Produce(ctx context.Context, leader int32, req *request.P
 		return nil, err
 	}
 	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: req.Acks}, TimeoutMs: int32(req.Timeout.Milliseconds()),
-		Partitions: make([]*quirev1.PartitionRecords, len(req.Partitions))}
+		Partitions: make([]*quirev1.PartitionRecords, len(req.Partitions)), TransactionalId: req.TransactionalID, VerifyPartitions: req.VerifyPartitions}
 	for i, p := range req.Partitions {
 		in.Partitions[i] = &quirev1.PartitionRecords{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
 	}

@@ -32,8 +32,9 @@ type (
 // minBytes are available or maxWait passes, for a caller the gRPC
 // interceptor (or the Subscribe stream's own check) authorized; pooled
 // reads into buffers from internal/fetchbuf.
-func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int, pooled bool) []fetchResult {
-	return b.core.Poll(ctx, &request.FetchRequest{MaxWait: maxWait, MinBytes: minBytes, MaxBytes: maxBytes, Partitions: specs, Pooled: pooled, Received: received})
+func (b *Broker) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int, pooled bool, isolation request.Isolation) []fetchResult {
+	return b.core.Poll(ctx, &request.FetchRequest{MaxWait: maxWait, MinBytes: minBytes, MaxBytes: maxBytes, Partitions: specs, Pooled: pooled, Received: received,
+		Isolation: isolation})
 }
 
 func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/record"
 )
 
@@ -43,7 +44,7 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 	// follow on from the stream's own sends.
 	received := s.b.queue.Received()
 	for {
-		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes), true)
+		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes), true, request.Isolation(req.IsolationLevel))
 		received = time.Time{}
 		select {
 		case <-s.b.stop:

@@ -36,7 +36,7 @@ func produceRequest(req *quirev1.ProduceRequest, route bool, received time.Time)
 		acks = req.GetAcks()
 	}
 	out := &request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: route, Received: received,
-		Partitions: make([]request.ProducePartition, len(req.Partitions))}
+		Partitions: make([]request.ProducePartition, len(req.Partitions)), TransactionalID: req.TransactionalId, VerifyPartitions: req.VerifyPartitions}
 	for i, p := range req.Partitions {
 		out.Partitions[i] = request.ProducePartition{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
 	}
