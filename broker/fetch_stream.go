@@ -5,8 +5,8 @@ import (
 	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
-	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/request"
 )
 
 // defaultStreamWait is a FetchStream's long-poll when the request has

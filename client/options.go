@@ -212,7 +212,9 @@ func FetchMinBytes(n int32) Opt { return func(c *config) { c.fetchMinBytes = n }
 // stable offset: Kafka's isolation.level=read_committed. The default
 // reads every record up to the high watermark, aborted transactions'
 // too. Transaction markers are never returned either way.
-func ReadCommitted() Opt { return func(c *config) { c.isolation = quirev1.IsolationLevel_READ_COMMITTED } }
+func ReadCommitted() Opt {
+	return func(c *config) { c.isolation = quirev1.IsolationLevel_READ_COMMITTED }
+}
 
 // FetchMaxBytes caps one fetch response (default 16 MiB).
 func FetchMaxBytes(n int32) Opt { return func(c *config) { c.fetchMaxBytes = n } }

@@ -41,7 +41,7 @@ type Transaction struct {
 	// call, as it has nothing at the coordinator to end.
 	touched bool
 	seqs    map[TopicPartition]int32 // next base sequence per partition
-	err   error                    // fatal: fenced
+	err     error                    // fatal: fenced
 }
 
 // ErrTransactionState: Begin with a transaction open, or a write, Commit
