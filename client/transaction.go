@@ -290,3 +290,87 @@ func (t *Transaction) end(ctx context.Context, commit bool) error {
 	clear(t.seqs)
 	return nil
 }
+
+// TransactionDescription is a transactional id's state at the
+// coordinator.
+type TransactionDescription struct {
+	ID            string           `json:"transactional_id"`
+	ProducerID    int64            `json:"producer_id"`
+	ProducerEpoch int16            `json:"producer_epoch"`
+	State         string           `json:"state"`
+	TimeoutMs     int32            `json:"timeout_ms"`
+	StartTime     time.Time        `json:"start_time,omitzero"`
+	Partitions    []TopicPartition `json:"partitions,omitempty"`
+	Groups        []string         `json:"groups,omitempty"`
+}
+
+func transactionDescription(d *quirev1.TransactionDescription) TransactionDescription {
+	out := TransactionDescription{ID: d.TransactionalId, ProducerID: d.ProducerId, ProducerEpoch: int16(d.ProducerEpoch),
+		State: d.State, TimeoutMs: d.TimeoutMs, Groups: d.Groups}
+	if d.StartTimeMs > 0 {
+		out.StartTime = time.UnixMilli(d.StartTimeMs)
+	}
+	for _, p := range d.Partitions {
+		out.Partitions = append(out.Partitions, TopicPartition{Topic: p.Topic, Partition: p.Partition})
+	}
+	return out
+}
+
+// DescribeTransactions describes transactional ids; an unknown one fails
+// the call with TRANSACTIONAL_ID_NOT_FOUND.
+func (c *Client) DescribeTransactions(ctx context.Context, ids ...string) ([]TransactionDescription, error) {
+	var resp *quirev1.DescribeTransactionsResponse
+	err := c.anyBrokerRetried(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = quirev1.NewTransactionsClient(cc).DescribeTransactions(ctx, &quirev1.DescribeTransactionsRequest{TransactionalIds: ids})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransactionDescription, 0, len(resp.Transactions))
+	for _, d := range resp.Transactions {
+		if e := fromProto(d.Error); e != nil {
+			return nil, fmt.Errorf("transactional id %q: %w", d.TransactionalId, e)
+		}
+		out = append(out, transactionDescription(d))
+	}
+	return out, nil
+}
+
+// ListTransactions lists the transactional ids in the given states
+// (Kafka's names: Empty, Ongoing, PrepareCommit, PrepareAbort,
+// CompleteCommit, CompleteAbort), all when none is named.
+func (c *Client) ListTransactions(ctx context.Context, states ...string) ([]TransactionDescription, error) {
+	var resp *quirev1.ListTransactionsResponse
+	err := c.anyBrokerRetried(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = quirev1.NewTransactionsClient(cc).ListTransactions(ctx, &quirev1.ListTransactionsRequest{States: states})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransactionDescription, 0, len(resp.Transactions))
+	for _, d := range resp.Transactions {
+		out = append(out, transactionDescription(d))
+	}
+	return out, nil
+}
+
+// AbortTransaction aborts the transactional id's ongoing transaction,
+// if any, and fences its producer; it returns the id's state after.
+func (c *Client) AbortTransaction(ctx context.Context, id string) (TransactionDescription, error) {
+	err := c.anyBrokerRetried(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := quirev1.NewTransactionsClient(cc).AbortTransaction(ctx, &quirev1.AbortTransactionRequest{TransactionalId: id})
+		return err
+	})
+	if err != nil {
+		return TransactionDescription{}, err
+	}
+	got, err := c.DescribeTransactions(ctx, id)
+	if err != nil {
+		return TransactionDescription{}, err
+	}
+	return got[0], nil
+}
