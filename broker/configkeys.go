@@ -137,7 +137,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		"The listener other nodes dial (raft, replication, calls passed on to leaders and the controller); a voter's address in controller.quorum.voters is its advertised address. Empty means the first of listeners.",
 		func(c *Config) *string { return &c.InterBrokerListenerName }, nil),
 	stringKey("network", "kafka.listener.names", "",
-		"Listeners (names from listeners) that speak Kafka's wire protocol instead of gRPC, for Kafka's clients (kcat, librdkafka, franz-go, Java): produce, fetch, list offsets, metadata, idempotent producers, and consumer groups in both the classic and KIP-848's protocols; no transactions. TLS and SASL per kafka.listener.security.protocol.map. Not the inter-broker listener. Empty means none.",
+		"Listeners (names from listeners) that speak Kafka's wire protocol instead of gRPC, for Kafka's clients (kcat, librdkafka, franz-go, Java): produce, fetch, list offsets, metadata, idempotent and transactional producers, and consumer groups in both the classic and KIP-848's protocols. TLS and SASL per kafka.listener.security.protocol.map. Not the inter-broker listener. Empty means none.",
 		func(c *Config) *string { return &c.KafkaListenerNames }, nil),
 	int32Key("network", "max.connections", "4096",
 		"Connections open at once on each Kafka listener (kafka.listener.names); one past it is closed as it is accepted, with a log line, and counted in quire_requests_total{rpc=\"kafka/Connection\",code=\"ResourceExhausted\"} when metrics.requests.enable is on. 0 is no cap.",
