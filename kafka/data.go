@@ -250,17 +250,9 @@ func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *
 	return resp
 }
 
-// noTransactions is the message of a transactional request's refusal.
-const noTransactions = "transactions are not supported by this cluster (no transaction coordinator); idempotent producers are"
-
 // initProducerID gives an idempotent producer its id and epoch, or bumps
-// the epoch of the id it names (KIP-360). A transactional id is refused
-// UNSUPPORTED_VERSION, as its FindCoordinator is (noTransactions): a code
-// that tells no lie about permissions (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-// would send the user to ACLs) or the request's form (INVALID_REQUEST),
-// and that clients take as final, not to be retried: franz-go fails the
-// producer with it, the Java client with the message FindCoordinator
-// carries.
+// the epoch of the id it names (KIP-360); with a transactional id it is
+// the transaction coordinator's (initTxnProducer, transactions.go).
 func initProducerID(ctx context.Context, b Backend, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1

@@ -20,7 +20,8 @@ import (
 
 // findCoordinator answers this node for every group key the caller may
 // describe (GROUP_AUTHORIZATION_FAILED for another, as Kafka answers);
-// transaction coordinators are not served (noTransactions).
+// the same for a transactional id (any node passes a transaction's calls
+// to the coordinator on the controller).
 func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	keys := req.CoordinatorKeys
