@@ -50,3 +50,22 @@ func TestControlParseRefusesDataAndUnknownTypes(t *testing.T) {
 		t.Fatalf("type 5: %v", err)
 	}
 }
+
+// FuzzParseMarker: any bytes either parse to a marker that builds back
+// to the same type and epoch, or fail with ErrCorrupt; never a panic.
+func FuzzParseMarker(f *testing.F) {
+	f.Add(BuildMarker(1, 2, Marker{ControlCommit, 3}, 4))
+	f.Add(BuildMarker(1, 2, Marker{ControlAbort, -1}, 4))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseMarker(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		if m.Type != ControlAbort && m.Type != ControlCommit {
+			t.Fatalf("parsed type %d", m.Type)
+		}
+	})
+}
