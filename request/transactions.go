@@ -280,6 +280,7 @@ func (c *Core) WriteMarkers(ctx context.Context, markers []TxnMarker, local bool
 	out := make([][]error, len(markers))
 	type remote struct {
 		marker, part int
+		notHere      error // the answer if the leader cannot be reached
 	}
 	byLeader := map[int32][]remote{}
 	var wg sync.WaitGroup
@@ -306,7 +307,7 @@ func (c *Core) WriteMarkers(ctx context.Context, markers []TxnMarker, local bool
 				out[i][j] = c.fail(err)
 				continue
 			}
-			byLeader[leader] = append(byLeader[leader], remote{i, j})
+			byLeader[leader] = append(byLeader[leader], remote{i, j, err})
 		}
 	}
 	for leader, rs := range byLeader {
@@ -322,6 +323,8 @@ func (c *Core) WriteMarkers(ctx context.Context, markers []TxnMarker, local bool
 			for k, r := range rs {
 				tp := markers[r.marker].Partitions[r.part]
 				switch {
+				case errors.Is(err, ErrLeaderUnreachable):
+					out[r.marker][r.part] = c.fail(r.notHere)
 				case err != nil:
 					out[r.marker][r.part] = c.fail(fmt.Errorf("%w: %s-%d: the leader %d did not take the marker: %v",
 						replica.ErrRequestTimedOut, tp.Topic, tp.Partition, leader, err))
