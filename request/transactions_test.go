@@ -19,8 +19,6 @@ func txnBatch(pid int64, n int) []byte {
 	return b.Build()
 }
 
-
-
 // TestCoreTxnMarkersAndReadCommitted: WriteMarkers appends a marker to
 // the partition led here and passes the others to their leaders (one
 // marker per partition, leader 3 unreachable); a read_committed fetch
