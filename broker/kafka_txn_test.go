@@ -8,6 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/internal/poll"
 )
 
 // consumeAll reads partition 0 of topic from the start until it has n
@@ -197,5 +201,83 @@ func TestBrokerKafkaGroupTransactSession(t *testing.T) {
 	}
 	if len(oresp.Topics) != 1 || oresp.Topics[0].Partitions[0].Offset != n {
 		t.Fatalf("committed offsets %+v, want %d", oresp.Topics, n)
+	}
+}
+
+// TestBrokerKafkaTransactionFencingAndTimeout: a second producer with the
+// same transactional id fences the first, whose open transaction is
+// aborted; a transaction left open past its timeout is aborted by the
+// coordinator and its producer fenced. read_committed readers see neither
+// transaction's records, and the partition's last stable offset moves on.
+func TestBrokerKafkaTransactionFencingAndTimeout(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+		c.TransactionAbortCheckIntervalMs = 100
+	})
+	addr, _ := b.ListenerAddr("KAFKA")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := []kgo.Opt{kgo.DefaultProduceTopic("kfence"), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	old := kafkaClient(t, addr, append(opts, kgo.TransactionalID("fence"))...)
+	if err := old.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The new producer's init aborts the old one's transaction.
+	fresh := kafkaClient(t, addr, append(opts, kgo.TransactionalID("fence"))...)
+	if err := fresh.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("fresh")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the fenced producer committed")
+	}
+
+	// A transaction open past its 1s timeout is aborted for it.
+	slow := kafkaClient(t, addr, append(opts, kgo.TransactionalID("slow"), kgo.TransactionTimeout(time.Second))...)
+	if err := slow.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	admin := kafkaClient(t, addr)
+	poll.Until(t, "the coordinator aborts the timed-out transaction", func() error {
+		dreq := kmsg.NewPtrDescribeTransactionsRequest()
+		dreq.TransactionalIDs = []string{"slow"}
+		dresp, err := dreq.RequestWith(ctx, admin)
+		if err != nil {
+			return err
+		}
+		if st := dresp.TransactionStates[0].State; st != "CompleteAbort" {
+			return fmt.Errorf("state %s", st)
+		}
+		return nil
+	})
+	if err := slow.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the timed-out producer committed")
+	}
+	// Only the fresh producer's record is committed; then a plain record
+	// after it is read too, past both aborted transactions.
+	plain := kafkaClient(t, addr, opts...)
+	if err := plain.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeAll(ctx, t, addr, "kfence", 2, kgo.ReadCommitted())
+	if len(got) != 2 || string(got[0].Value) != "fresh" || string(got[1].Value) != "after" {
+		var vals []string
+		for _, r := range got {
+			vals = append(vals, string(r.Value))
+		}
+		t.Fatalf("read_committed read %v, want [fresh after]", vals)
 	}
 }
