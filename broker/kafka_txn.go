@@ -36,8 +36,8 @@ func (k kafkaBackend) TxnOffsetCommit(ctx context.Context, p txn.Producer, group
 	return k.b.core.TxnOffsetCommit(coreContext(ctx), p, group, offsets, addGroup)
 }
 
-func (k kafkaBackend) EndTxn(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error) {
-	return k.b.core.EndTxn(coreContext(ctx), p, commit)
+func (k kafkaBackend) EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error) {
+	return k.b.core.EndTxn(coreContext(ctx), p, commit, bump)
 }
 
 func (k kafkaBackend) DescribeTransactions(ctx context.Context, ids []string) ([]request.TxnDescription, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
@@ -37,13 +38,28 @@ func consumeAll(ctx context.Context, t *testing.T, addr, topic string, n int, le
 // consumer sees exactly the committed records, a read_uncommitted one
 // every record (and neither a marker); DescribeTransactions and
 // ListTransactions show the transactional id.
+//
+// At transaction version 2 (franz-go's default against this listener)
+// each EndTxn bumps the epoch; capped at Kafka 3.9's versions, the
+// producer speaks version 1 and keeps its epoch.
 func TestBrokerKafkaTransactions(t *testing.T) {
 	t.Parallel()
+	t.Run("v2", func(t *testing.T) {
+		t.Parallel()
+		kafkaTransactions(t, 3)
+	})
+	t.Run("v1", func(t *testing.T) {
+		t.Parallel()
+		kafkaTransactions(t, 0, kgo.MaxVersions(kversion.V3_9_0()))
+	})
+}
+
+func kafkaTransactions(t *testing.T, wantEpoch int16, opts ...kgo.Opt) {
 	_, addr := startKafkaBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	prod := kafkaClient(t, addr, kgo.TransactionalID("tx1"), kgo.DefaultProduceTopic("ktx"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30*time.Second))
+	prod := kafkaClient(t, addr, append([]kgo.Opt{kgo.TransactionalID("tx1"), kgo.DefaultProduceTopic("ktx"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(30 * time.Second)}, opts...)...)
 	txn := func(prefix string, n int, commit kgo.TransactionEndTry) {
 		t.Helper()
 		if err := prod.BeginTransaction(); err != nil {
@@ -98,7 +114,7 @@ func TestBrokerKafkaTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(dresp.TransactionStates) != 2 || dresp.TransactionStates[0].ErrorCode != 0 || dresp.TransactionStates[0].State != "CompleteCommit" ||
-		dresp.TransactionStates[0].ProducerID < 0 || dresp.TransactionStates[1].ErrorCode == 0 {
+		dresp.TransactionStates[0].ProducerID < 0 || dresp.TransactionStates[0].ProducerEpoch != wantEpoch || dresp.TransactionStates[1].ErrorCode == 0 {
 		t.Fatalf("DescribeTransactions: %+v", dresp.TransactionStates)
 	}
 	lreq := kmsg.NewPtrListTransactionsRequest()

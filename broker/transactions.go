@@ -53,7 +53,7 @@ func (s *transactionsService) SendOffsets(ctx context.Context, req *quirev1.Send
 }
 
 func (s *transactionsService) EndTransaction(ctx context.Context, req *quirev1.EndTransactionRequest) (*quirev1.EndTransactionResponse, error) {
-	t, err := s.b.core.EndTxn(coreContext(ctx), producerOf(req.Producer), req.Commit)
+	t, err := s.b.core.EndTxn(coreContext(ctx), producerOf(req.Producer), req.Commit, true)
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -79,7 +79,7 @@ func (s *Service) EndTxn(ctx context.Context, in *pb.EndTxnRequest) (*pb.EndTxnR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	t, err := tc.End(ctx, producerFromPB(in.Producer), in.Commit)
+	t, err := tc.End(ctx, producerFromPB(in.Producer), in.Commit, in.BumpEpoch)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -156,8 +156,8 @@ func (f *Forwarder) TxnOffsetCommit(ctx context.Context, p txn.Producer, group s
 }
 
 // EndTxn passes EndTxn on.
-func (f *Forwarder) EndTxn(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error) {
-	resp, err := Call(ctx, f, (*Service).EndTxn, pb.ControllerServiceClient.EndTxn, &pb.EndTxnRequest{Producer: producerToPB(p), Commit: commit})
+func (f *Forwarder) EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error) {
+	resp, err := Call(ctx, f, (*Service).EndTxn, pb.ControllerServiceClient.EndTxn, &pb.EndTxnRequest{Producer: producerToPB(p), Commit: commit, BumpEpoch: bump})
 	if err != nil {
 		return txn.Txn{}, err
 	}

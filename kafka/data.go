@@ -32,9 +32,10 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 	in := &request.ProduceRequest{Acks: int32(req.Acks), Timeout: time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond, Route: true,
 		Partitions: make([]request.ProducePartition, 0, n)}
 	if req.TransactionID != nil {
-		// Transaction version 1: the producer added its partitions, the
-		// leader checks it did.
-		in.TransactionalID, in.VerifyPartitions = *req.TransactionID, true
+		// Transaction version 1 (before Produce 12): the producer added
+		// its partitions, the leader checks it did; version 2: the leader
+		// adds them.
+		in.TransactionalID, in.VerifyPartitions = *req.TransactionID, req.Version < 12
 	}
 	seen := make(map[partKey]bool, n)
 	dup := ""

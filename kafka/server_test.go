@@ -292,17 +292,22 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {1, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
+	want := map[int16][2]int16{0: {3, 12}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {1, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
 		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 4}, 23: {0, 4}}
 	for key, v := range wantAdminVersions { // admin_test.go
 		want[key] = v
 	}
 	want[17], want[36] = [2]int16{0, 1}, [2]int16{0, 2} // SASL (sasl.go)
 	// Transactions, version 1 (transactions.go).
-	want[24], want[25], want[26], want[27], want[28] = [2]int16{0, 3}, [2]int16{0, 3}, [2]int16{0, 4}, [2]int16{0, 1}, [2]int16{0, 3}
+	want[24], want[25], want[26], want[27], want[28] = [2]int16{0, 3}, [2]int16{0, 3}, [2]int16{0, 5}, [2]int16{0, 1}, [2]int16{0, 5}
 	want[65], want[66] = [2]int16{0, 0}, [2]int16{0, 1}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
+	}
+	// Transaction version 2 is finalized (v3 carries features).
+	if len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" || resp.FinalizedFeatures[0].MaxVersionLevel != 2 ||
+		resp.FinalizedFeaturesEpoch < 0 {
+		t.Fatalf("ApiVersions features: %+v (epoch %d)", resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch)
 	}
 	for _, k := range resp.ApiKeys {
 		if w, ok := want[k.ApiKey]; !ok || w != [2]int16{k.MinVersion, k.MaxVersion} {

@@ -30,7 +30,8 @@ type TxnBackend interface {
 	AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []txn.TopicPartition) error
 	AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error
 	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error
-	EndTxn(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error)
+	// bump: EndTxn 5, transaction version 2.
+	EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error)
 	DescribeTransactions(ctx context.Context, ids []string) ([]request.TxnDescription, error)
 	ListTransactions(ctx context.Context, states []txn.State, producerIDs []int64) ([]txn.Txn, error)
 	WriteTxnMarkers(ctx context.Context, markers []request.TxnMarker) ([][]error, error)
@@ -98,7 +99,9 @@ func txnOffsetCommit(ctx context.Context, b Backend, req *kmsg.TxnOffsetCommitRe
 			offs = append(offs, o)
 		}
 	}
-	err := b.TxnOffsetCommit(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, offs, false)
+	// TxnOffsetCommit 5 is transaction version 2's: the group joins the
+	// transaction with its first commit.
+	err := b.TxnOffsetCommit(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, offs, req.Version >= 5)
 	code, _ := coreError(err)
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -116,7 +119,7 @@ func txnOffsetCommit(ctx context.Context, b Backend, req *kmsg.TxnOffsetCommitRe
 func endTxn(ctx context.Context, b Backend, req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := kmsg.NewPtrEndTxnResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	out, err := b.EndTxn(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit)
+	out, err := b.EndTxn(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit, req.Version >= 5)
 	if err != nil {
 		resp.ErrorCode, _ = coreError(err)
 		return resp

@@ -29,7 +29,7 @@ func (noTxns) AddOffsetsToTxn(context.Context, txn.Producer, string) error { ret
 func (noTxns) TxnOffsetCommit(context.Context, txn.Producer, string, []txn.Offset, bool) error {
 	return errNoTxns()
 }
-func (noTxns) EndTxn(context.Context, txn.Producer, bool) (txn.Txn, error) {
+func (noTxns) EndTxn(context.Context, txn.Producer, bool, bool) (txn.Txn, error) {
 	return txn.Txn{}, errNoTxns()
 }
 func (noTxns) DescribeTransactions(context.Context, []string) ([]request.TxnDescription, error) {

@@ -190,7 +190,9 @@ type TxnCoordinator interface {
 	// End commits or aborts the producer's transaction and returns the
 	// state it was left in (its producer id and epoch are the
 	// producer's for the next transaction).
-	End(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error)
+	// bump: the producer speaks transaction version 2 (the end bumps its
+	// epoch).
+	End(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error)
 }
 
 // errNoTxnCoordinator answers the transactional calls of a node built

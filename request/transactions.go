@@ -32,7 +32,7 @@ type Transactions interface {
 	AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []txn.TopicPartition, verifyOnly bool) error
 	AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error
 	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error
-	EndTxn(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error)
+	EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error)
 	// DescribeTransactions answers one state per id, in order; found
 	// false for an unknown one.
 	DescribeTransactions(ctx context.Context, ids []string) ([]txn.Txn, []bool, error)
@@ -125,8 +125,9 @@ func (c *Core) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string
 
 // EndTxn commits or aborts the producer's transaction and returns the
 // transactional id's state after it (its producer id and epoch are the
-// producer's next). It needs Write on the transactional id.
-func (c *Core) EndTxn(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error) {
+// producer's next; bump: the producer speaks transaction version 2, its
+// epoch is bumped). It needs Write on the transactional id.
+func (c *Core) EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error) {
 	if err := c.authorizeTxnID(ctx, auth.OpWrite, p.ID); err != nil {
 		return txn.Txn{}, err
 	}
@@ -134,7 +135,7 @@ func (c *Core) EndTxn(ctx context.Context, p txn.Producer, commit bool) (txn.Txn
 	if err != nil {
 		return txn.Txn{}, err
 	}
-	out, err := t.EndTxn(ctx, p, commit)
+	out, err := t.EndTxn(ctx, p, commit, bump)
 	return out, c.fail(err)
 }
 

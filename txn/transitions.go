@@ -233,12 +233,21 @@ type EndResult struct {
 // BumpEpoch the epoch is bumped there, and its markers carry the new
 // one. A retry of an End already complete is Done; one still being
 // completed is ErrConcurrentTransactions.
-func End(cur *Txn, pid int64, epoch int16, commit bool, nowMs int64) (EndResult, error) {
+//
+// bump says the caller speaks version 2 whatever the id was initialized
+// with (Kafka's EndTxn 5): the end bumps the epoch, and the id is of
+// version 2 from then on.
+func End(cur *Txn, pid int64, epoch int16, commit, bump bool, nowMs int64) (EndResult, error) {
 	if cur == nil {
 		return EndResult{}, fmt.Errorf("%w: no such transactional id", ErrInvalidProducerIDMapping)
 	}
 	if pid != cur.ProducerID {
 		return EndResult{}, fmt.Errorf("%w: transactional id %q has producer id %d, not %d", ErrInvalidProducerIDMapping, cur.ID, cur.ProducerID, pid)
+	}
+	if bump && !cur.BumpEpoch {
+		c := cur.Clone()
+		c.BumpEpoch = true
+		cur = &c
 	}
 	want, wantDone := PrepareAbort, CompleteAbort
 	if commit {

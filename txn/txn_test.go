@@ -37,7 +37,7 @@ func mustAdd(t *testing.T, cur Txn, parts ...TopicPartition) Txn {
 
 func mustEnd(t *testing.T, cur Txn, commit bool) Txn {
 	t.Helper()
-	res, err := End(&cur, cur.ProducerID, cur.ProducerEpoch, commit, 20)
+	res, err := End(&cur, cur.ProducerID, cur.ProducerEpoch, commit, false, 20)
 	if err != nil || res.Next == nil {
 		t.Fatalf("end (commit %v) in %s: %+v, %v", commit, cur.State, res, err)
 	}
@@ -130,7 +130,7 @@ func TestTxnInitAbortsOngoing(t *testing.T) {
 // transactions; Ends are idempotent once complete.
 func TestTxnCommitV1(t *testing.T) {
 	cur := initNew(t, false)
-	_, err := End(&cur, 7, 0, true, 1)
+	_, err := End(&cur, 7, 0, true, false, 1)
 	wantErr(t, err, ErrInvalidTxnState) // nothing begun
 	cur = mustAdd(t, cur, tp1, tp0)
 	if cur.State != Ongoing || cur.StartMs != 10 || !reflect.DeepEqual(cur.Partitions, []TopicPartition{tp0, tp1}) {
@@ -149,9 +149,9 @@ func TestTxnCommitV1(t *testing.T) {
 	if prep.State != PrepareCommit || prep.ProducerEpoch != 0 {
 		t.Fatalf("prepare: %+v", prep)
 	}
-	_, err = End(&prep, 7, 0, true, 21)
+	_, err = End(&prep, 7, 0, true, false, 21)
 	wantErr(t, err, ErrConcurrentTransactions)
-	_, err = End(&prep, 7, 0, false, 21)
+	_, err = End(&prep, 7, 0, false, false, 21)
 	wantErr(t, err, ErrInvalidTxnState)
 	_, err = AddPartitions(&prep, 7, 0, []TopicPartition{tp0}, false, 21)
 	wantErr(t, err, ErrConcurrentTransactions)
@@ -159,11 +159,11 @@ func TestTxnCommitV1(t *testing.T) {
 	if done.State != CompleteCommit {
 		t.Fatalf("complete: %+v", done)
 	}
-	res, err := End(&done, 7, 0, true, 31)
+	res, err := End(&done, 7, 0, true, false, 31)
 	if err != nil || !res.Done || res.Current.ProducerEpoch != 0 {
 		t.Fatalf("retried commit: %+v, %v", res, err)
 	}
-	_, err = End(&done, 7, 0, false, 31)
+	_, err = End(&done, 7, 0, false, false, 31)
 	wantErr(t, err, ErrInvalidTxnState)
 	// The next transaction, same epoch.
 	next := mustAdd(t, done, tp2)
@@ -184,10 +184,10 @@ func TestTxnBumpPerTransaction(t *testing.T) {
 	if m, _ := Markers(prep); m.ProducerEpoch != 1 || m.Commit {
 		t.Fatalf("markers %+v", m)
 	}
-	res, err := End(&prep, 7, 0, false, 21)
+	res, err := End(&prep, 7, 0, false, false, 21)
 	wantErr(t, err, ErrConcurrentTransactions)
 	done := mustComplete(t, prep)
-	res, err = End(&done, 7, 0, false, 31)
+	res, err = End(&done, 7, 0, false, false, 31)
 	if err != nil || !res.Done || res.Current.ProducerEpoch != 1 {
 		t.Fatalf("retried abort with the old epoch: %+v, %v", res, err)
 	}
@@ -201,14 +201,14 @@ func TestTxnBumpPerTransaction(t *testing.T) {
 	done = mustComplete(t, prep)
 	// An abort of nothing begun still ends (and bumps): the producer
 	// may abort what never reached a partition.
-	res, err = End(&done, 7, 2, false, 40)
+	res, err = End(&done, 7, 2, false, false, 40)
 	if err != nil || res.Next == nil || res.Next.State != PrepareAbort || res.Next.ProducerEpoch != 3 || res.Next.Partitions != nil {
 		t.Fatalf("abort of nothing: %+v, %v", res, err)
 	}
-	_, err = End(&done, 7, 2, true, 40)
+	_, err = End(&done, 7, 2, true, false, 40)
 	wantErr(t, err, ErrInvalidTxnState)
 	// A producer two epochs behind is fenced.
-	_, err = End(&done, 7, 0, true, 40)
+	_, err = End(&done, 7, 0, true, false, 40)
 	wantErr(t, err, ErrProducerFenced)
 }
 
@@ -272,7 +272,7 @@ func TestTxnExpiry(t *testing.T) {
 			t.Fatalf("%s expired", s)
 		}
 	}
-	_, err := End(&next, 7, 0, true, 1012)
+	_, err := End(&next, 7, 0, true, false, 1012)
 	wantErr(t, err, ErrProducerFenced)
 	if _, err := Complete(cur, 1); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("complete of an ongoing transaction: %v", err)
@@ -287,5 +287,21 @@ func TestTxnStateNames(t *testing.T) {
 	}
 	if State(9).Valid() {
 		t.Fatal("state 9 valid")
+	}
+}
+
+// TestTxnEndUpgradesToVersion2: an id initialized at version 1 whose
+// producer ends with version 2 (Kafka's EndTxn 5) has its epoch bumped
+// from then on, and the End retried with the old epoch is answered.
+func TestTxnEndUpgradesToVersion2(t *testing.T) {
+	cur := mustAdd(t, initNew(t, false), tp0)
+	res, err := End(&cur, 7, 0, true, true, 20)
+	if err != nil || res.Next == nil || res.Next.ProducerEpoch != 1 || !res.Next.BumpEpoch {
+		t.Fatalf("version 2 end: %+v, %v", res, err)
+	}
+	done := mustComplete(t, *res.Next)
+	again, err := End(&done, 7, 0, true, true, 30)
+	if err != nil || !again.Done || again.Current.ProducerEpoch != 1 {
+		t.Fatalf("retried version 2 end: %+v, %v", again, err)
 	}
 }

@@ -300,13 +300,13 @@ func (co *Coordinator) CommitOffsets(ctx context.Context, p txn.Producer, group 
 // and the complete state before answering when it can, and otherwise
 // leaves them to RunTerm (the producer's next transaction waits for it:
 // txn.ErrConcurrentTransactions).
-func (co *Coordinator) End(ctx context.Context, p txn.Producer, commit bool) (txn.Txn, error) {
+func (co *Coordinator) End(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error) {
 	defer co.lock(p.ID)()
 	cur, err := co.current(ctx, p.ID)
 	if err != nil {
 		return txn.Txn{}, err
 	}
-	res, err := txn.End(cur, p.PID, p.Epoch, commit, co.now())
+	res, err := txn.End(cur, p.PID, p.Epoch, commit, bump, co.now())
 	if err != nil {
 		return txn.Txn{}, err
 	}

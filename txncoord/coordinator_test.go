@@ -136,7 +136,7 @@ func TestTxnCoordCommitWithOffsets(t *testing.T) {
 	if offs := l.Image().Offsets("g"); len(offs) != 0 {
 		t.Fatalf("offsets visible before the commit: %+v", offs)
 	}
-	end, err := co.End(ctx, p, true)
+	end, err := co.End(ctx, p, true, false)
 	if err != nil || end.ProducerEpoch != p.Epoch {
 		t.Fatalf("end: %+v, %v", end, err)
 	}
@@ -152,7 +152,7 @@ func TestTxnCoordCommitWithOffsets(t *testing.T) {
 		t.Fatalf("offsets after the commit: %+v", offs)
 	}
 	// A retry of the End is answered as it was.
-	if again, err := co.End(ctx, p, true); err != nil || again.State != txn.CompleteCommit {
+	if again, err := co.End(ctx, p, true, false); err != nil || again.State != txn.CompleteCommit {
 		t.Fatalf("retried end: %+v, %v", again, err)
 	}
 }
@@ -182,7 +182,7 @@ func TestTxnCoordFencing(t *testing.T) {
 	if err := co.AddPartitions(ctx, old, []txn.TopicPartition{t0}, false); !errors.Is(err, txn.ErrProducerFenced) {
 		t.Fatalf("fenced producer's add: %v", err)
 	}
-	if _, err := co.End(ctx, old, true); !errors.Is(err, txn.ErrProducerFenced) {
+	if _, err := co.End(ctx, old, true, false); !errors.Is(err, txn.ErrProducerFenced) {
 		t.Fatalf("fenced producer's end: %v", err)
 	}
 	other := initProducer(t, co, "other", false)
@@ -205,7 +205,7 @@ func TestTxnCoordFailoverCompletes(t *testing.T) {
 	m.mu.Lock()
 	m.fail = errors.New("leader unreachable")
 	m.mu.Unlock()
-	end, err := co.End(ctx, p, true)
+	end, err := co.End(ctx, p, true, false)
 	if err != nil || end.State != txn.PrepareCommit || end.ProducerEpoch != p.Epoch+1 {
 		t.Fatalf("end while markers fail: %+v, %v", end, err)
 	}
@@ -255,7 +255,7 @@ func TestTxnCoordTimeout(t *testing.T) {
 	if st, _ := l.Image().Transaction("tx"); st.State != txn.CompleteAbort {
 		t.Fatalf("state %s", st.State)
 	}
-	if _, err := co.End(ctx, p, true); !errors.Is(err, txn.ErrProducerFenced) {
+	if _, err := co.End(ctx, p, true, false); !errors.Is(err, txn.ErrProducerFenced) {
 		t.Fatalf("end after the timeout: %v", err)
 	}
 	if _, err := co.InitProducer(ctx, txn.InitRequest{ID: "tx", TimeoutMs: 60001, ProducerID: -1, ProducerEpoch: -1}); !errors.Is(err, txn.ErrInvalidTimeout) {

@@ -510,9 +510,12 @@ func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
 }
 
 type EndTxnRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Producer      *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
-	Commit        bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Producer *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Commit   bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// The producer speaks transaction version 2 (Kafka's EndTxn 5): the
+	// end bumps its epoch even if it was initialized without.
+	BumpEpoch     bool `protobuf:"varint,3,opt,name=bump_epoch,json=bumpEpoch,proto3" json:"bump_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -557,6 +560,13 @@ func (x *EndTxnRequest) GetProducer() *TxnProducer {
 func (x *EndTxnRequest) GetCommit() bool {
 	if x != nil {
 		return x.Commit
+	}
+	return false
+}
+
+func (x *EndTxnRequest) GetBumpEpoch() bool {
+	if x != nil {
+		return x.BumpEpoch
 	}
 	return false
 }
@@ -3159,10 +3169,12 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x129\n" +
 	"\aoffsets\x18\x03 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
 	"\tadd_group\x18\x04 \x01(\bR\baddGroup\"\x19\n" +
-	"\x17TxnOffsetCommitResponse\"c\n" +
+	"\x17TxnOffsetCommitResponse\"\x82\x01\n" +
 	"\rEndTxnRequest\x12:\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x16\n" +
-	"\x06commit\x18\x02 \x01(\bR\x06commit\"X\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"bump_epoch\x18\x03 \x01(\bR\tbumpEpoch\"X\n" +
 	"\x0eEndTxnResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
