@@ -1,6 +1,8 @@
 package metadata
 
 import (
+	"bytes"
+	"io"
 	"reflect"
 	"testing"
 
@@ -71,5 +73,35 @@ func TestFSMPutTransaction(t *testing.T) {
 	tf.ok(rm)
 	if _, ok := tf.f.Image().Transaction("tx"); ok || len(tf.f.Image().Transactions()) != 0 {
 		t.Fatal("removed transaction still there")
+	}
+}
+
+// TestFSMTransactionsSnapshotRestore: transactions travel in a raft
+// snapshot, with the next producer id their allocations moved.
+func TestFSMTransactionsSnapshotRestore(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(featureLevel(MetadataVersionTransactions))
+	tf.ok(putTxn(txn.Txn{ID: "t1", ProducerID: -1, LastProducerEpoch: -1, State: txn.Empty, TimeoutMs: 1000}, true))
+	tf.ok(putTxn(txn.Txn{ID: "t2", ProducerID: -1, LastProducerEpoch: -1, State: txn.Empty, TimeoutMs: 2000}, true))
+	snap, err := tf.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	other := newTestFSM(t)
+	if err := other.f.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(other.f.Image().Transactions(), tf.f.Image().Transactions()) || len(other.f.Image().Transactions()) != 2 {
+		t.Fatalf("restored transactions %+v, want %+v", other.f.Image().Transactions(), tf.f.Image().Transactions())
+	}
+	if other.f.Image().NextProducerID() != tf.f.Image().NextProducerID() {
+		t.Fatalf("restored next producer id %d, want %d", other.f.Image().NextProducerID(), tf.f.Image().NextProducerID())
 	}
 }
