@@ -662,7 +662,7 @@ func TestKafkaACLs(t *testing.T) {
 		creation(kmsg.ACLResourceTypeTopic, "ord", kmsg.ACLResourcePatternTypePrefixed, "User:bob", "*", kmsg.ACLOperationWrite),
 		creation(kmsg.ACLResourceTypeGroup, "g", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
 		creation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "10.0.0.1", kmsg.ACLOperationRead),
-		creation(kmsg.ACLResourceTypeTransactionalId, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
+		creation(kmsg.ACLResourceTypeDelegationToken, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
 		creation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "alice", "*", kmsg.ACLOperationRead),
 	}
 	crr := roundTrip[*kmsg.CreateACLsResponse](k, cr)

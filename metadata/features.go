@@ -161,12 +161,17 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_PutTransaction:
 		return MetadataVersionTransactions
 	case *pb.Command_CreateAcls:
+		level := MetadataVersionSecurity
 		for _, a := range c.CreateAcls.Acls {
+			// An older node's authorizer would refuse what these name.
+			if strings.EqualFold(a.ResourceType, string(auth.ResourceTransactionalID)) {
+				level = max(level, MetadataVersionTransactions)
+			}
 			if strings.EqualFold(a.Operation, string(auth.OpIdempotentWrite)) {
-				return MetadataVersionIdempotentWrite
+				level = max(level, MetadataVersionIdempotentWrite)
 			}
 		}
-		return MetadataVersionSecurity
+		return level
 	case *pb.Command_UpsertUserCredential, *pb.Command_DeleteUserCredential, *pb.Command_DeleteAcls:
 		return MetadataVersionSecurity
 	case *pb.Command_CommitOffsetsBatch:

@@ -105,3 +105,21 @@ func TestFSMTransactionsSnapshotRestore(t *testing.T) {
 		t.Fatalf("restored next producer id %d, want %d", other.f.Image().NextProducerID(), tf.f.Image().NextProducerID())
 	}
 }
+
+// TestFSMTransactionalIDACLNeedsLevel11: an ACL on a transactional id is
+// refused below metadata.version 11 (an older node's authorizer does not
+// know the resource type) and stored from it.
+func TestFSMTransactionalIDACLNeedsLevel11(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	cmd := aclCmd(&pb.AclRecord{Principal: "User:alice", Permission: "Allow", Operation: "Write", ResourceType: "TransactionalId",
+		ResourceName: "tx", PatternType: "Literal"})
+	tf.ok(featureLevel(MetadataVersionDeleteOffsets))
+	tf.rejected(cmd, ErrUnsupportedVersion)
+	tf.ok(featureLevel(MetadataVersionTransactions))
+	tf.ok(cmd)
+	if acls := tf.f.Image().ACLs(); len(acls) != 1 || acls[0].ResourceType != "TransactionalId" {
+		t.Fatalf("ACLs %+v", acls)
+	}
+}
