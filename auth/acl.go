@@ -40,6 +40,8 @@ const (
 	ResourceTopic   ResourceType = "Topic"
 	ResourceGroup   ResourceType = "Group"
 	ResourceCluster ResourceType = "Cluster"
+	// ResourceTransactionalID is a transactional producer's id.
+	ResourceTransactionalID ResourceType = "TransactionalId"
 )
 
 // ClusterName is the name of the one cluster resource.
@@ -95,7 +97,7 @@ func parseEnum[T ~string](what, v string, allowed []T) (T, error) {
 // read the names case-insensitively.
 func ParseOperation(v string) (Operation, error) { return parseEnum("operation", v, Operations) }
 func ParseResourceType(v string) (ResourceType, error) {
-	return parseEnum("resource type", v, []ResourceType{ResourceTopic, ResourceGroup, ResourceCluster})
+	return parseEnum("resource type", v, []ResourceType{ResourceTopic, ResourceGroup, ResourceCluster, ResourceTransactionalID})
 }
 func ParsePatternType(v string) (PatternType, error) {
 	return parseEnum("pattern type", v, []PatternType{Literal, Prefixed})

@@ -88,6 +88,13 @@ var coreAuthorized = map[string]bool{
 	quirev1.Admin_UnregisterBroker_FullMethodName:  true,
 	quirev1.Admin_ElectLeaders_FullMethodName:      true,
 	quirev1.Metadata_GetMetadata_FullMethodName:    true,
+	// Transactions (request/transactions.go).
+	quirev1.Transactions_InitTransactions_FullMethodName:     true,
+	quirev1.Transactions_SendOffsets_FullMethodName:          true,
+	quirev1.Transactions_EndTransaction_FullMethodName:       true,
+	quirev1.Transactions_DescribeTransactions_FullMethodName: true,
+	quirev1.Transactions_ListTransactions_FullMethodName:     true,
+	quirev1.Transactions_AbortTransaction_FullMethodName:     true,
 }
 
 // checkRequest refuses req unless id may do everything it asks.
@@ -227,6 +234,27 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		}
 		return out, true
 	case *quirev1.ListGroupsRequest:
+		return nil, true // filtered
+	// Transactions: what the core checks (request/transactions.go).
+	case *quirev1.InitTransactionsRequest:
+		return []need{{op: auth.OpWrite, rt: auth.ResourceTransactionalID, name: m.TransactionalId}}, true
+	case *quirev1.SendOffsetsRequest:
+		out := []need{{op: auth.OpWrite, rt: auth.ResourceTransactionalID, name: m.GetProducer().GetTransactionalId()}, groupNeed(auth.OpRead, m.Group)}
+		for _, o := range m.Offsets {
+			out = appendNeed(out, topicNeed(auth.OpRead, o.Topic))
+		}
+		return out, true
+	case *quirev1.EndTransactionRequest:
+		return []need{{op: auth.OpWrite, rt: auth.ResourceTransactionalID, name: m.GetProducer().GetTransactionalId()}}, true
+	case *quirev1.AbortTransactionRequest:
+		return []need{{op: auth.OpWrite, rt: auth.ResourceTransactionalID, name: m.TransactionalId}}, true
+	case *quirev1.DescribeTransactionsRequest:
+		var out []need
+		for _, id := range m.TransactionalIds {
+			out = append(out, need{op: auth.OpDescribe, rt: auth.ResourceTransactionalID, name: id})
+		}
+		return out, true
+	case *quirev1.ListTransactionsRequest:
 		return nil, true // filtered
 	case *quirev1.DeleteGroupRequest:
 		return []need{groupNeed(auth.OpDelete, m.Group)}, true

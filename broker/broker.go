@@ -198,7 +198,10 @@ func (b *Broker) start() error {
 		return err
 	}
 	b.rm = rm
-	if b.core, err = b.newCore(); err != nil { // core.go
+	if b.core, err = b.newCore(); err == nil { // core.go
+		b.cluster.markers.core.Store(b.core)
+	}
+	if err != nil {
 		closeAll()
 		b.server = nil
 		return err

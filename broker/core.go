@@ -55,6 +55,9 @@ func (b *Broker) newCore() (*request.Core, error) {
 	cfg.Security = coreSecurity{b}
 	// Topic and config administration (core_admin.go).
 	cfg.Admin = b.adminConfig()
+	// Transactions: the coordinator on the controller, through the
+	// controller session.
+	cfg.Transactions = b.cluster.fwd
 
 	return request.New(cfg)
 }
@@ -119,7 +122,7 @@ func (f coreForwarder) Produce(ctx context.Context, leader int32, req *request.P
 		return nil, err
 	}
 	in := &quirev1.ProduceRequest{OptionalAcks: &quirev1.ProduceRequest_Acks{Acks: req.Acks}, TimeoutMs: int32(req.Timeout.Milliseconds()),
-		Partitions: make([]*quirev1.PartitionRecords, len(req.Partitions))}
+		Partitions: make([]*quirev1.PartitionRecords, len(req.Partitions)), TransactionalId: req.TransactionalID, VerifyPartitions: req.VerifyPartitions}
 	for i, p := range req.Partitions {
 		in.Partitions[i] = &quirev1.PartitionRecords{Topic: p.Topic, Partition: p.Partition, Records: p.Records}
 	}

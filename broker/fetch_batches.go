@@ -12,6 +12,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/storage"
 )
 
 // Fetch has the leader read partitions with a Fetch over the node-to-node
@@ -21,7 +22,8 @@ func (f coreForwarder) Fetch(ctx context.Context, leader int32, req *request.Fet
 	if err != nil {
 		return nil, err
 	}
-	in := &quirev1.FetchRequest{MaxWaitMs: int32(req.MaxWait.Milliseconds()), MinBytes: int32(req.MinBytes), MaxBytes: int32(req.MaxBytes)}
+	in := &quirev1.FetchRequest{MaxWaitMs: int32(req.MaxWait.Milliseconds()), MinBytes: int32(req.MinBytes), MaxBytes: int32(req.MaxBytes),
+		IsolationLevel: quirev1.IsolationLevel(req.Isolation)}
 	for _, p := range req.Partitions {
 		in.Partitions = append(in.Partitions, &quirev1.FetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int32(p.MaxBytes)})
 	}
@@ -36,7 +38,10 @@ func (f coreForwarder) Fetch(ctx context.Context, leader int32, req *request.Fet
 	out := make([]request.FetchResult, len(resp.Partitions))
 	for i, p := range resp.Partitions {
 		out[i] = request.FetchResult{Records: p.Records, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, LogStartOffset: p.LogStartOffset,
-			Err: fromWire(p.Error)}
+			LastStableOffset: p.LastStableOffset, Err: fromWire(p.Error)}
+		for _, a := range p.AbortedTransactions {
+			out[i].Aborted = append(out[i].Aborted, storage.AbortedTxn{ProducerID: a.ProducerId, FirstOffset: a.FirstOffset})
+		}
 	}
 	return out, nil
 }

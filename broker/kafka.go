@@ -197,8 +197,14 @@ func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.B
 	if err := k.b.core.AuthorizeFindCoordinator(service.CoreContext(ctx), group); err != nil {
 		return nil, err
 	}
+	return k.coordinatorFor(ctx, group)
+}
+
+// coordinatorFor is the broker named as the coordinator of key (a group
+// or a transactional id) on the client's listener (groupCoordinator).
+func (k kafkaBackend) coordinatorFor(ctx context.Context, key string) (*quirev1.Broker, error) {
 	listener := k.b.clientListener(ctx)
-	if c, ok := k.groupCoordinator(group, listener); ok {
+	if c, ok := k.groupCoordinator(key, listener); ok {
 		return c, nil
 	}
 	msg := fmt.Sprintf("no live broker is registered with a %s listener yet", listener)

@@ -21,12 +21,12 @@ func txnBatch(id int64) []byte {
 	return b.Build()
 }
 
-// A transactional batch is refused UNSUPPORTED_VERSION on both doors,
-// with the same message as a transactional InitProducerId, and is not
-// appended: with no transaction coordinator nothing would ever end the
-// transaction. On the Kafka door a produce naming a transactional id is
-// refused the same way.
-func TestProduceTransactionalRefused(t *testing.T) {
+// A transactional batch that belongs to no transaction the coordinator
+// knows is refused on both doors and not appended (KIP-890: it would open
+// a transaction no marker ever ends): without its transactional id
+// INVALID_TXN_STATE, with an id the coordinator does not have
+// INVALID_PRODUCER_ID_MAPPING.
+func TestProduceStrayTransactionalBatchRefused(t *testing.T) {
 	t.Parallel()
 	b, addr := startKafkaBroker(t)
 	c := dial(t, b)
@@ -39,15 +39,18 @@ func TestProduceTransactionalRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := resp.Partitions[0].Error
-	wantInline(t, e, quirev1.ErrorCode_UNSUPPORTED_VERSION, false)
-	if !strings.Contains(e.Message, "transactions are not supported") {
-		t.Fatalf("gRPC message %q does not say transactions are not supported", e.Message)
+	wantInline(t, e, quirev1.ErrorCode_INVALID_TXN_STATE, false)
+	if !strings.Contains(e.Message, "without its transactional id") {
+		t.Fatalf("gRPC message %q does not say the transactional id is missing", e.Message)
 	}
 
 	cl := kafkaClient(t, addr)
-	for _, txnID := range []*string{nil, kmsg.StringPtr("my-txn")} {
+	for _, tc := range []struct {
+		id   *string
+		code int16
+	}{{nil, kerr.InvalidTxnState.Code}, {kmsg.StringPtr("my-txn"), kerr.InvalidProducerIDMapping.Code}} {
 		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis, req.TransactionID = -1, 10_000, txnID
+		req.Acks, req.TimeoutMillis, req.TransactionID = -1, 10_000, tc.id
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = "txn"
 		rp := kmsg.NewProduceRequestTopicPartition()
@@ -58,10 +61,8 @@ func TestProduceTransactionalRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := kr.Topics[0].Partitions[0]
-		if p.ErrorCode != kerr.UnsupportedVersion.Code || p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "transactions are not supported") {
-			t.Fatalf("transactional id %v: Kafka answer %d %v, want UNSUPPORTED_VERSION saying transactions are not supported",
-				txnID != nil, p.ErrorCode, p.ErrorMessage)
+		if p := kr.Topics[0].Partitions[0]; p.ErrorCode != tc.code {
+			t.Fatalf("transactional id %v: Kafka answer %d %v, want %d", tc.id != nil, p.ErrorCode, p.ErrorMessage, tc.code)
 		}
 	}
 	if n := leo(t, c, "txn", 0); n != 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/raftgrpc"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/txncoord"
 )
 
 // cluster is the broker's membership of the cluster: it runs the raft
@@ -45,6 +46,9 @@ type cluster struct {
 	transport *raftgrpc.Transport
 	node      *metadata.Node
 	fwd       *controlplane.Forwarder
+	// markers writes the transaction coordinator's markers through the
+	// request core once the broker has built it.
+	markers   *markerWriter
 	lifecycle *controlplane.Lifecycle
 
 	stop    chan struct{}
@@ -143,6 +147,17 @@ func (c *cluster) open(advertised string) error {
 	}
 	mc.Coordinator = func(l *metadata.GroupLog) (metadata.GroupCoordinator, error) {
 		return coordinator.New(l, cc)
+	}
+	c.markers = &markerWriter{c: c}
+	tc := txncoord.Config{
+		MaxTimeoutMs:  c.cfg.TransactionMaxTimeoutMs,
+		CheckInterval: ms(c.cfg.TransactionAbortCheckIntervalMs),
+		WriteTimeout:  mc.ApplyTimeout,
+		Clock:         mc.Clock,
+		Logger:        c.logger.Named("txncoord"),
+	}
+	mc.TxnCoordinator = func(l *metadata.GroupLog) (metadata.TxnCoordinator, error) {
+		return txncoord.New(l, c.markers, tc), nil
 	}
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:

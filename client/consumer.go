@@ -63,7 +63,9 @@ type fetchResult struct {
 	offset int64 // offset fetched from; earlier records are dropped
 	epoch  int32
 	data   []byte
-	err    error
+	// aborted are the aborted transactions data overlaps (read_committed).
+	aborted []*quirev1.AbortedTransaction
+	err     error
 }
 
 // NewConsumer returns a consumer of the given partitions, each read from
@@ -220,8 +222,9 @@ func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record) bo
 	}
 	var out Record
 	out.Topic, out.Partition = r.tp.topic, r.tp.partition
+	aborted := newAbortFilter(r.aborted)
 	err := record.SplitBatches(r.data, func(b []byte, h record.Header) error {
-		if h.Control() || h.NextOffset() <= r.offset {
+		if aborted.skip(&h) || h.NextOffset() <= r.offset {
 			return nil
 		}
 		if batch != nil {

@@ -100,7 +100,7 @@ func (f *fetcher) build() (*quirev1.FetchRequest, []fetchResult) {
 		return nil, nil
 	}
 	return &quirev1.FetchRequest{MaxWaitMs: int32(cfg.fetchMaxWait / time.Millisecond), MinBytes: cfg.fetchMinBytes,
-		MaxBytes: cfg.fetchMaxBytes, Partitions: parts}, sent
+		MaxBytes: cfg.fetchMaxBytes, Partitions: parts, IsolationLevel: cfg.isolation}, sent
 }
 
 // connect returns the connection to the broker.
@@ -191,9 +191,9 @@ func (f *fetcher) handle(sent []fetchResult, resp *quirev1.FetchResponse, err er
 		p.offset = next
 		k.mu.Unlock()
 		if len(data) > 0 {
-			s.data = data
+			s.data, s.aborted = data, r.GetAbortedTransactions()
 			emitted := f.emit(*s)
-			s.data = nil
+			s.data, s.aborted = nil, nil
 			if !emitted {
 				return false, stale
 			}

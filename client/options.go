@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
 )
 
@@ -66,6 +67,7 @@ type config struct {
 	// consumer
 	fetchMaxWait       time.Duration
 	fetchMinBytes      int32
+	isolation          quirev1.IsolationLevel
 	fetchMaxBytes      int32
 	fetchPartMaxBytes  int32
 	fetchBufferedPolls int
@@ -204,6 +206,15 @@ func FetchMaxWait(d time.Duration) Opt { return func(c *config) { c.fetchMaxWait
 
 // FetchMinBytes is how much data a fetch waits for (default 1).
 func FetchMinBytes(n int32) Opt { return func(c *config) { c.fetchMinBytes = n } }
+
+// ReadCommitted makes consumers read only committed transactions'
+// records (and records of no transaction), up to each partition's last
+// stable offset: Kafka's isolation.level=read_committed. The default
+// reads every record up to the high watermark, aborted transactions'
+// too. Transaction markers are never returned either way.
+func ReadCommitted() Opt {
+	return func(c *config) { c.isolation = quirev1.IsolationLevel_READ_COMMITTED }
+}
 
 // FetchMaxBytes caps one fetch response (default 16 MiB).
 func FetchMaxBytes(n int32) Opt { return func(c *config) { c.fetchMaxBytes = n } }

@@ -133,6 +133,10 @@ type Config struct {
 	GroupLagRefreshMs                int64  // group.lag.refresh.ms
 	OffsetsRetentionMinutes          int64  // offsets.retention.minutes
 
+	// Transactions (the coordinator runs on the controller).
+	TransactionMaxTimeoutMs         int32 // transaction.max.timeout.ms
+	TransactionAbortCheckIntervalMs int64 // transaction.abort.timed.out.transaction.cleanup.interval.ms
+
 	// Logging.
 	LogLevel string // log.level
 

@@ -13,6 +13,7 @@ import (
 	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/txn"
 )
 
 // errorDomain names Quire's controller errors in google.rpc.ErrorInfo.
@@ -87,6 +88,15 @@ var errorTable = []struct {
 	{metadata.ErrCommittedSince, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "OFFSETS_COMMITTED_SINCE"},
 	{group.ErrInvalidConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, "GROUP_INVALID_CONFIG"},
 	{group.ErrInvalidRecord, codes.Unavailable, quirev1.ErrorCode_NOT_COORDINATOR, "GROUP_INVALID_RECORD"},
+	// The transaction state machine's errors, from the coordinator.
+	// CONCURRENT_TRANSACTIONS goes back to the client, which retries it
+	// itself (as Kafka's clients do), not the forwarder.
+	{txn.ErrConcurrentTransactions, codes.FailedPrecondition, quirev1.ErrorCode_CONCURRENT_TRANSACTIONS, "CONCURRENT_TRANSACTIONS"},
+	{txn.ErrProducerFenced, codes.FailedPrecondition, quirev1.ErrorCode_PRODUCER_FENCED, "PRODUCER_FENCED"},
+	{txn.ErrInvalidProducerIDMapping, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "INVALID_PRODUCER_ID_MAPPING"},
+	{txn.ErrInvalidTxnState, codes.FailedPrecondition, quirev1.ErrorCode_INVALID_TXN_STATE, "INVALID_TXN_STATE"},
+	{txn.ErrInvalidTimeout, codes.InvalidArgument, quirev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT, "INVALID_TRANSACTION_TIMEOUT"},
+	{txn.ErrInvalidTransactionalID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_TRANSACTIONAL_ID"},
 }
 
 // MetadataErrors is how each metadata sentinel reaches a client: its gRPC

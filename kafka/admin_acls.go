@@ -21,6 +21,7 @@ import (
 var (
 	aclResourceTypes = map[kmsg.ACLResourceType]string{
 		kmsg.ACLResourceTypeTopic: "Topic", kmsg.ACLResourceTypeGroup: "Group", kmsg.ACLResourceTypeCluster: "Cluster",
+		kmsg.ACLResourceTypeTransactionalId: "TransactionalId",
 	}
 	aclPatterns = map[kmsg.ACLResourcePatternType]string{
 		kmsg.ACLResourcePatternTypeLiteral: "Literal", kmsg.ACLResourcePatternTypePrefixed: "Prefixed",

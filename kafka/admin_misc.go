@@ -39,7 +39,7 @@ func describeProducers(ctx context.Context, b Backend, req *kmsg.DescribeProduce
 			for _, pr := range pp.Producers {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = pr.ProducerID, int32(pr.ProducerEpoch), pr.LastSequence, pr.LastTimestamp
-				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1 // no transactions
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = pr.CoordinatorEpoch, pr.TxnStartOffset
 				rp.ActiveProducers = append(rp.ActiveProducers, ap)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -386,7 +386,7 @@ func (a *adminBackend) DescribeProducers(_ context.Context, topic string, _ []in
 		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "unknown topic"})
 	}
 	return []request.PartitionProducers{
-		{Partition: 0, Producers: []request.ProducerDescription{{ProducerID: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestamp: 77}}},
+		{Partition: 0, Producers: []request.ProducerDescription{{ProducerID: 9, ProducerEpoch: 1, LastSequence: 4, LastTimestamp: 77, CoordinatorEpoch: -1, TxnStartOffset: -1}}},
 		{Partition: 1, Err: &request.Error{Code: int32(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER), Message: "led by 2", LeaderID: 2, LeaderEpoch: -1}},
 	}, nil
 }
@@ -724,7 +724,7 @@ func TestKafkaACLs(t *testing.T) {
 		creation(kmsg.ACLResourceTypeTopic, "ord", kmsg.ACLResourcePatternTypePrefixed, "User:bob", "*", kmsg.ACLOperationWrite),
 		creation(kmsg.ACLResourceTypeGroup, "g", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
 		creation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "10.0.0.1", kmsg.ACLOperationRead),
-		creation(kmsg.ACLResourceTypeTransactionalId, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
+		creation(kmsg.ACLResourceTypeDelegationToken, "x", kmsg.ACLResourcePatternTypeLiteral, "User:alice", "*", kmsg.ACLOperationRead),
 		creation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "alice", "*", kmsg.ACLOperationRead),
 	}
 	crr := roundTrip[*kmsg.CreateACLsResponse](k, cr)

@@ -67,6 +67,7 @@ const (
 	kArray                  // of the elem struct
 	kStrings                // array of strings
 	kInt32s                 // array of int32
+	kInt64s                 // array of int64
 )
 
 // field is one field of a struct, present in versions from..to.
@@ -312,6 +313,8 @@ func (s *scanner) walk(sc *schema) {
 			}
 		case kInt32s:
 			s.skip(4 * s.array(4, 4))
+		case kInt64s:
+			s.skip(8 * s.array(8, 8))
 		case kArray:
 			for range s.array(f.elem.minSize(s.v, s.flexible), f.elem.size) {
 				s.walk(f.elem)

@@ -31,6 +31,12 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 	// cap, bound.go), and growing by doubling would allocate twice over.
 	in := &request.ProduceRequest{Acks: int32(req.Acks), Timeout: time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond, Route: true,
 		Partitions: make([]request.ProducePartition, 0, n)}
+	if req.TransactionID != nil {
+		// Transaction version 1 (before Produce 12): the producer added
+		// its partitions, the leader checks it did; version 2: the leader
+		// adds them.
+		in.TransactionalID, in.VerifyPartitions = *req.TransactionID, req.Version < 12
+	}
 	seen := make(map[partKey]bool, n)
 	dup := ""
 	for _, t := range req.Topics {
@@ -50,10 +56,6 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 		answered bool
 	)
 	switch {
-	case req.TransactionID != nil:
-		// As a transactional InitProducerId is (noTransactions); the core
-		// refuses a transactional batch sent without the id the same way.
-		code, msg = unsupportedVersion, noTransactions
 	case dup != "":
 		code, msg = invalidRequest, dup
 	case len(in.Partitions) == 0:
@@ -123,7 +125,7 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 	}
 	// Negative sizes and waits are the core's to refuse (INVALID_REQUEST).
 	in := &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMillis) * time.Millisecond, MinBytes: int(req.MinBytes),
-		MaxBytes: int(req.MaxBytes)}
+		MaxBytes: int(req.MaxBytes), Isolation: request.Isolation(req.IsolationLevel)}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			fp := request.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int(p.PartitionMaxBytes)}
@@ -165,11 +167,16 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 			if pcode == 0 {
 				r := &results[i]
 				if pcode, _ = coreError(r.Err); pcode == 0 {
-					// No transactions: the last stable offset is the high
-					// watermark, under either isolation level.
-					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.HighWatermark, r.LogStartOffset
+					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
 					if len(r.Records) > 0 {
 						rp.RecordBatches = r.Records
+					}
+					// A read_committed consumer drops these transactions'
+					// records (and every marker) itself.
+					for _, a := range r.Aborted {
+						at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+						at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+						rp.AbortedTransactions = append(rp.AbortedTransactions, at)
 					}
 				}
 			}
@@ -244,23 +251,14 @@ func listOffsets(ctx context.Context, b Backend, req *kmsg.ListOffsetsRequest) *
 	return resp
 }
 
-// noTransactions is the message of a transactional request's refusal.
-const noTransactions = "transactions are not supported by this cluster (no transaction coordinator); idempotent producers are"
-
 // initProducerID gives an idempotent producer its id and epoch, or bumps
-// the epoch of the id it names (KIP-360). A transactional id is refused
-// UNSUPPORTED_VERSION, as its FindCoordinator is (noTransactions): a code
-// that tells no lie about permissions (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-// would send the user to ACLs) or the request's form (INVALID_REQUEST),
-// and that clients take as final, not to be retried: franz-go fails the
-// producer with it, the Java client with the message FindCoordinator
-// carries.
+// the epoch of the id it names (KIP-360); with a transactional id it is
+// the transaction coordinator's (initTxnProducer, transactions.go).
 func initProducerID(ctx context.Context, b Backend, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = unsupportedVersion
-		return resp
+		return initTxnProducer(ctx, b, req)
 	}
 	in := request.InitProducerIDRequest{ProducerID: -1}
 	if req.Version >= 3 && req.ProducerID >= 0 {

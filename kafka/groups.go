@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -19,7 +20,8 @@ import (
 
 // findCoordinator answers this node for every group key the caller may
 // describe (GROUP_AUTHORIZATION_FAILED for another, as Kafka answers);
-// transaction coordinators are not served (noTransactions).
+// the same for a transactional id (any node passes a transaction's calls
+// to the coordinator on the controller).
 func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	keys := req.CoordinatorKeys
@@ -48,13 +50,16 @@ func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRe
 // coordinatorOf is the coordinator of one key, or the error code and
 // message to answer for it.
 func coordinatorOf(ctx context.Context, b Backend, coordinatorType int8, key string) (int32, string, int32, int16, string) {
-	switch {
-	case coordinatorType == 1:
-		return -1, "", -1, unsupportedVersion, noTransactions
-	case coordinatorType != 0:
-		return -1, "", -1, invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has; only group coordinators are served", coordinatorType)
+	var self *quirev1.Broker
+	var err error
+	switch coordinatorType {
+	case 0:
+		self, err = b.Coordinator(ctx, key)
+	case 1:
+		self, err = b.TxnCoordinator(ctx, key)
+	default:
+		return -1, "", -1, invalidRequest, fmt.Sprintf("coordinator type %d is not one Kafka has (0 group, 1 transaction)", coordinatorType)
 	}
-	self, err := b.Coordinator(ctx, key)
 	if err != nil {
 		code, msg := coreError(err)
 		return -1, "", -1, code, msg

@@ -99,6 +99,66 @@ var schemas = map[int16]apiSchema{
 		fld(kInt64).since(3), // producer id
 		fld(kInt16).since(3), // producer epoch
 	)},
+	// Transactions (transactions.go).
+	24: {3, strct[kmsg.AddPartitionsToTxnRequest]( // AddPartitionsToTxn
+		fld(kString), // transactional id
+		fld(kInt64),  // producer id
+		fld(kInt16),  // producer epoch
+		arr(strct[kmsg.AddPartitionsToTxnRequestTopic](
+			fld(kString), // topic
+			fld(kInt32s), // partitions
+		)),
+	)},
+	25: {3, strct[kmsg.AddOffsetsToTxnRequest]( // AddOffsetsToTxn
+		fld(kString), // transactional id
+		fld(kInt64),  // producer id
+		fld(kInt16),  // producer epoch
+		fld(kString), // group
+	)},
+	26: {3, strct[kmsg.EndTxnRequest]( // EndTxn
+		fld(kString), // transactional id
+		fld(kInt64),  // producer id
+		fld(kInt16),  // producer epoch
+		fld(kInt8),   // commit
+	)},
+	27: {1, strct[kmsg.WriteTxnMarkersRequest]( // WriteTxnMarkers
+		arr(strct[kmsg.WriteTxnMarkersRequestMarker](
+			fld(kInt64), // producer id
+			fld(kInt16), // producer epoch
+			fld(kInt8),  // committed
+			arr(strct[kmsg.WriteTxnMarkersRequestMarkerTopic](
+				fld(kString), // topic
+				fld(kInt32s), // partitions
+			)),
+			fld(kInt32), // coordinator epoch
+		)),
+	)},
+	28: {3, strct[kmsg.TxnOffsetCommitRequest]( // TxnOffsetCommit
+		fld(kString),              // transactional id
+		fld(kString),              // group
+		fld(kInt64),               // producer id
+		fld(kInt16),               // producer epoch
+		fld(kInt32).since(3),      // generation
+		fld(kString).since(3),     // member id
+		fld(kNullString).since(3), // instance id
+		arr(strct[kmsg.TxnOffsetCommitRequestTopic](
+			fld(kString), // topic
+			arr(strct[kmsg.TxnOffsetCommitRequestTopicPartition](
+				fld(kInt32),          // partition
+				fld(kInt64),          // offset
+				fld(kInt32).since(2), // leader epoch
+				fld(kNullString),     // metadata
+			)),
+		)),
+	)},
+	65: {0, strct[kmsg.DescribeTransactionsRequest]( // DescribeTransactions
+		fld(kStrings), // transactional ids
+	)},
+	66: {0, strct[kmsg.ListTransactionsRequest]( // ListTransactions
+		fld(kStrings),        // state filters
+		fld(kInt64s),         // producer id filters
+		fld(kInt64).since(1), // duration filter
+	)},
 	8: {8, strct[kmsg.OffsetCommitRequest]( // OffsetCommit
 		fld(kString),              // group
 		fld(kInt32).since(1),      // generation

@@ -71,6 +71,8 @@ type Backend interface {
 	// *request.Error (NOT_LEADER_OR_FOLLOWER,
 	// UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, ...).
 	OffsetForLeaderEpoch(ctx context.Context, topic string, partition, currentLeaderEpoch, epoch int32) (leaderEpoch int32, endOffset int64, err error)
+	// Transactions (transactions.go).
+	TxnBackend
 }
 
 // Config configures a Server.
@@ -637,6 +639,20 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return offsetFetch(ctx, b, req), nil
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return offsetForLeaderEpoch(ctx, b, req), nil
+	case *kmsg.AddPartitionsToTxnRequest:
+		return addPartitionsToTxn(ctx, b, req), nil
+	case *kmsg.AddOffsetsToTxnRequest:
+		return addOffsetsToTxn(ctx, b, req), nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return txnOffsetCommit(ctx, b, req), nil
+	case *kmsg.EndTxnRequest:
+		return endTxn(ctx, b, req), nil
+	case *kmsg.DescribeTransactionsRequest:
+		return describeTransactions(ctx, b, req), nil
+	case *kmsg.ListTransactionsRequest:
+		return listTransactions(ctx, b, req), nil
+	case *kmsg.WriteTxnMarkersRequest:
+		return writeTxnMarkers(ctx, b, req), nil
 	}
 	if resp, ok := adminDispatch(ctx, b, req); ok {
 		return resp, nil

@@ -27,6 +27,7 @@ import (
 
 // fakeBackend answers from its fields and records what it was asked.
 type fakeBackend struct {
+	noTxns
 	mu       sync.Mutex
 	produced []*quirev1.ProduceRequest
 	fetched  []*quirev1.FetchRequest
@@ -146,7 +147,7 @@ func (f *fakeBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]r
 			Err: &request.Error{Code: int32(quirev1.ErrorCode_UNKNOWN_SERVER_ERROR), Message: "no answer for this partition"}}
 		for _, r := range resp.GetPartitions() {
 			if r.Topic == p.Topic && r.Partition == p.Partition {
-				out[i] = request.FetchResult{FetchPartition: p, Records: r.Records, HighWatermark: r.HighWatermark, LogEndOffset: r.LogEndOffset,
+				out[i] = request.FetchResult{FetchPartition: p, Records: r.Records, HighWatermark: r.HighWatermark, LastStableOffset: r.HighWatermark, LogEndOffset: r.LogEndOffset,
 					LogStartOffset: r.LogStartOffset, Err: coreErr(r.Error)}
 			}
 		}
@@ -320,14 +321,22 @@ func TestKafkaApiVersions(t *testing.T) {
 	if got := k.response(resp, false); got != corr || resp.ErrorCode != 0 {
 		t.Fatalf("ApiVersions v3: correlation %d (want %d), error %d", got, corr, resp.ErrorCode)
 	}
-	want := map[int16][2]int16{0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {1, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
+	want := map[int16][2]int16{0: {3, 12}, 1: {4, 12}, 2: {1, 6}, 3: {0, 12}, 8: {2, 9}, 9: {1, 9}, 10: {0, 4}, 18: {0, 3}, 21: {0, 2}, 22: {0, 4}, 68: {1, 1},
 		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 4}, 23: {0, 4}}
 	for key, v := range wantAdminVersions { // admin_test.go
 		want[key] = v
 	}
 	want[17], want[36] = [2]int16{0, 1}, [2]int16{0, 2} // SASL (sasl.go)
+	// Transactions, version 1 (transactions.go).
+	want[24], want[25], want[26], want[27], want[28] = [2]int16{0, 3}, [2]int16{0, 3}, [2]int16{0, 5}, [2]int16{0, 1}, [2]int16{0, 5}
+	want[65], want[66] = [2]int16{0, 0}, [2]int16{0, 1}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)
+	}
+	// Transaction version 2 is finalized (v3 carries features).
+	if len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "transaction.version" || resp.FinalizedFeatures[0].MaxVersionLevel != 2 ||
+		resp.FinalizedFeaturesEpoch < 0 {
+		t.Fatalf("ApiVersions features: %+v (epoch %d)", resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch)
 	}
 	for _, k := range resp.ApiKeys {
 		if w, ok := want[k.ApiKey]; !ok || w != [2]int16{k.MinVersion, k.MaxVersion} {
@@ -352,16 +361,16 @@ func TestKafkaApiVersions(t *testing.T) {
 	}
 }
 
-// An API not served (transactions here) cannot be parsed: the
+// An API not served (partition reassignment here) cannot be parsed: the
 // connection is closed, as Kafka does.
 func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
 	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
-	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	req.Version = 3
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.Version = 0
 	k.request(req)
 	if !k.closed() {
-		t.Fatal("connection still open after AddPartitionsToTxn")
+		t.Fatal("connection still open after AlterPartitionAssignments")
 	}
 }
 
@@ -1173,15 +1182,15 @@ func TestKafkaObserve(t *testing.T) {
 	avr := kmsg.NewPtrApiVersionsResponse()
 	avr.Version = 3
 	k.response(avr, false)
-	ct := kmsg.NewPtrAddPartitionsToTxnRequest()
-	ct.Version = 3
+	ct := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	ct.Version = 0
 	k.request(ct)
 	if !k.closed() {
-		t.Fatal("connection still open after AddPartitionsToTxn")
+		t.Fatal("connection still open after AlterPartitionAssignments")
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/AddPartitionsToTxn Unimplemented]" {
+	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/AlterPartitionAssignments Unimplemented]" {
 		t.Fatalf("observed %s", got)
 	}
 }

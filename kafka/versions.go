@@ -5,19 +5,34 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // apiVersionsKey is ApiVersions' key: its answer header is never flexible.
 const apiVersionsKey = 18
 
+// transactionVersionFeature is Kafka's feature of the transaction
+// protocol's version.
+const transactionVersionFeature = "transaction.version"
+
 // versions are the APIs served and their versions. The lowest are the
 // first that carry what is answered from (Produce 3 and Fetch 4 carry
 // RecordBatch v2, the log's format; ListOffsets 1 one offset per
 // partition); the highest the last before an API names topics by id
 // only (Fetch 13) or needs what is not served.
 var versions = []kmsg.ApiVersionsResponseApiKey{
-	{ApiKey: 0, MinVersion: 3, MaxVersion: 9},  // Produce
+	{ApiKey: 0, MinVersion: 3, MaxVersion: 12}, // Produce (12: transaction version 2's implicit add)
 	{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
 	{ApiKey: 2, MinVersion: 1, MaxVersion: 6},  // ListOffsets (7 promises -3, the max timestamp: not served)
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
 	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
+	// Transactions (transactions.go), versions 1 and 2 (the finalized
+	// transaction.version feature below): Produce 12, EndTxn 5 and
+	// TxnOffsetCommit 5 are version 2's, whose producers add no partitions
+	// or groups themselves and get a new epoch at each EndTxn.
+	{ApiKey: 24, MinVersion: 0, MaxVersion: 3}, // AddPartitionsToTxn (4+: the brokers' batched form)
+	{ApiKey: 25, MinVersion: 0, MaxVersion: 3}, // AddOffsetsToTxn
+	{ApiKey: 26, MinVersion: 0, MaxVersion: 5}, // EndTxn
+	{ApiKey: 27, MinVersion: 0, MaxVersion: 1}, // WriteTxnMarkers
+	{ApiKey: 28, MinVersion: 0, MaxVersion: 5}, // TxnOffsetCommit
+	{ApiKey: 65, MinVersion: 0, MaxVersion: 0}, // DescribeTransactions
+	{ApiKey: 66, MinVersion: 0, MaxVersion: 1}, // ListTransactions
 	// Consumer groups in KIP-848's protocol and their offsets; the
 	// highest versions before topics named by id only.
 	{ApiKey: 8, MinVersion: 2, MaxVersion: 9},  // OffsetCommit
@@ -58,6 +73,17 @@ func apiVersions(version int16) *kmsg.ApiVersionsResponse {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = v.ApiKey, v.MinVersion, v.MaxVersion
 		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+	if version >= 3 {
+		// Transaction version 2 (KIP-890 part 2) is served, so finalized:
+		// clients that know it use it.
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, 2, 2
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		resp.FinalizedFeaturesEpoch = 1
 	}
 	return resp
 }

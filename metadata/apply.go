@@ -68,6 +68,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyCordonBroker(c.CordonBroker, index)
 	case *pb.Command_BrokerThrottle:
 		return d.applyBrokerThrottle(c.BrokerThrottle, index)
+	case *pb.Command_PutTransaction:
+		return d.applyPutTransaction(c.PutTransaction, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

@@ -44,6 +44,7 @@ type Controller struct {
 	changed  chan struct{} // closed and replaced when a loop starts or stops
 	lastSeen map[int32]time.Time
 	groups   GroupCoordinator // nil: Config.Coordinator unset
+	txns     TxnCoordinator   // nil: Config.TxnCoordinator unset
 	clock    Clock            // the commits' times
 	commits  commitBatcher
 }
@@ -59,6 +60,13 @@ func newController(n *Node) (*Controller, error) {
 			return nil, err
 		}
 		c.groups = g
+	}
+	if n.cfg.TxnCoordinator != nil {
+		t, err := n.cfg.TxnCoordinator(&GroupLog{c: c})
+		if err != nil {
+			return nil, err
+		}
+		c.txns = t
 	}
 	c.commits.c = c
 	return c, nil

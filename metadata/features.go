@@ -78,6 +78,11 @@ const (
 	// group's committed offsets of some partitions (Kafka's
 	// OffsetDelete).
 	MetadataVersionDeleteOffsets int32 = 10
+	// MetadataVersionTransactions adds PutTransaction: the transaction
+	// coordinator's state of each transactional id, with the offsets a
+	// transaction commits.
+	MetadataVersionTransactions int32 = 11
+
 	// MetadataVersionReassignment adds ReassignPartitions (partition
 	// reassignment: a partition record's adding and removing replicas),
 	// CordonBroker (a broker record's cordoned flag) and BrokerThrottle
@@ -204,13 +209,20 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionBaseline
 	case *pb.Command_AllocateProducerIds:
 		return MetadataVersionProducerIDs
+	case *pb.Command_PutTransaction:
+		return MetadataVersionTransactions
 	case *pb.Command_CreateAcls:
+		level := MetadataVersionSecurity
 		for _, a := range c.CreateAcls.Acls {
+			// An older node's authorizer would refuse what these name.
+			if strings.EqualFold(a.ResourceType, string(auth.ResourceTransactionalID)) {
+				level = max(level, MetadataVersionTransactions)
+			}
 			if strings.EqualFold(a.Operation, string(auth.OpIdempotentWrite)) {
-				return MetadataVersionIdempotentWrite
+				level = max(level, MetadataVersionIdempotentWrite)
 			}
 		}
-		return MetadataVersionSecurity
+		return level
 	case *pb.Command_DeleteAcls:
 		return MetadataVersionSecurity
 	case *pb.Command_CommitOffsetsBatch:

@@ -395,6 +395,9 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if err := loadSecurity(tx, img); err != nil {
 		return nil, err
 	}
+	if err := loadTransactions(tx, img); err != nil {
+		return nil, err
+	}
 	return img, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/txn"
 )
 
 // BrokerInfo is one registered broker. Epoch is the broker epoch: the raft
@@ -99,6 +100,9 @@ type Image struct {
 	// mutated once published.
 	users map[string]auth.Credential
 	acls  []auth.ACL
+	// transactions: the transaction coordinator's state of each
+	// transactional id (transactions.go); never mutated once published.
+	transactions map[string]txn.Txn
 }
 
 func emptyImage() *Image {

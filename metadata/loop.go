@@ -53,6 +53,11 @@ func (c *Controller) run(ctx context.Context, done, ready chan struct{}) {
 		defer groupTicks.Wait()
 		groupTicks.Go(func() { c.groups.RunTerm(ctx) })
 	}
+	if c.txns != nil {
+		var txnTicks sync.WaitGroup
+		defer txnTicks.Wait()
+		txnTicks.Go(func() { c.txns.RunTerm(ctx) })
+	}
 
 	tick := min(max(c.n.cfg.BrokerSessionTimeout/4, 10*time.Millisecond), time.Second)
 	ticker := time.NewTicker(tick)

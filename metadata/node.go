@@ -98,6 +98,10 @@ type Config struct {
 	// metadata log it writes through; nil: none, and the controller
 	// answers group heartbeats ErrNotCoordinator.
 	Coordinator func(*GroupLog) (GroupCoordinator, error)
+	// TxnCoordinator makes the transaction coordinator this node runs
+	// while it is the controller, writing through the same log; nil: the
+	// transactional calls are answered ErrNotCoordinator.
+	TxnCoordinator func(*GroupLog) (TxnCoordinator, error)
 }
 
 // DefaultConfig returns Kafka's broker session defaults (heartbeat 2s,

@@ -32,7 +32,12 @@ var (
 	bucketUsers = []byte("users")
 	bucketACLs  = []byte("acls")
 
-	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs}
+	// bucketTransactions: transactional id -> TransactionState (the
+	// transaction coordinator's, transactions.go). Added like
+	// bucketOffsets.
+	bucketTransactions = []byte("transactions")
+
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs, bucketTransactions}
 )
 
 var (

@@ -122,6 +122,11 @@ type ProducerDescription struct {
 	LastSequence  int32
 	LastTimestamp int64
 	LastOffset    int64
+	// CoordinatorEpoch is its latest transaction marker's coordinator
+	// epoch and TxnStartOffset its open transaction's first offset; -1
+	// when none.
+	CoordinatorEpoch int32
+	TxnStartOffset   int64
 }
 
 // PartitionProducers is DescribeProducers' answer for one partition:
@@ -181,7 +186,8 @@ func (c *Core) DescribeProducers(ctx context.Context, topic string, partitions [
 		}
 		for _, in := range part.Producers() {
 			pp.Producers = append(pp.Producers, ProducerDescription{ProducerID: in.ProducerID, ProducerEpoch: in.ProducerEpoch,
-				LastSequence: in.LastSequence, LastTimestamp: in.LastTimestamp, LastOffset: in.LastOffset})
+				LastSequence: in.LastSequence, LastTimestamp: in.LastTimestamp, LastOffset: in.LastOffset,
+				CoordinatorEpoch: in.CoordinatorEpoch, TxnStartOffset: in.TxnStartOffset})
 		}
 		out = append(out, pp)
 	}

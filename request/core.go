@@ -51,6 +51,10 @@ type Forwarder interface {
 	// again), long-polled as req says.
 	Fetch(ctx context.Context, leader int32, req *FetchRequest) ([]FetchResult, error)
 	DeleteRecords(ctx context.Context, leader int32, timeout time.Duration, parts []DeleteRecordsPartition) ([]DeleteRecordsResult, error)
+	// WriteTxnMarkers has the leader append markers to the partitions it
+	// leads (not passed on again): per marker, per partition, nil or an
+	// *Error.
+	WriteTxnMarkers(ctx context.Context, leader int32, markers []TxnMarker) ([][]error, error)
 }
 
 // Observer times requests on their way in (the produce and fetch queue
@@ -110,6 +114,9 @@ type Config struct {
 	Security SecurityStore
 	// Topic and config administration (topics.go, configs.go).
 	Admin AdminConfig
+	// Transactions is the transaction coordinator (transactions.go);
+	// nil: the transactional calls are refused.
+	Transactions Transactions
 }
 
 // Core serves the operations; it is safe for concurrent use.

@@ -77,6 +77,25 @@ type forwarder struct {
 	produces map[int32][]*request.ProduceRequest
 	fetches  map[int32][]*request.FetchRequest
 	deletes  map[int32][][]request.DeleteRecordsPartition
+	markers  map[int32][]request.TxnMarker
+}
+
+// WriteTxnMarkers records the markers passed on and takes them all.
+func (f *forwarder) WriteTxnMarkers(_ context.Context, leader int32, markers []request.TxnMarker) ([][]error, error) {
+	if leader == 3 {
+		return nil, request.ErrLeaderUnreachable
+	}
+	f.mu.Lock()
+	if f.markers == nil {
+		f.markers = map[int32][]request.TxnMarker{}
+	}
+	f.markers[leader] = append(f.markers[leader], markers...)
+	f.mu.Unlock()
+	out := make([][]error, len(markers))
+	for i, m := range markers {
+		out[i] = make([]error, len(m.Partitions))
+	}
+	return out, nil
 }
 
 func (f *forwarder) Produce(_ context.Context, leader int32, req *request.ProduceRequest) ([]request.ProduceResult, error) {

@@ -44,7 +44,25 @@ type FetchRequest struct {
 	// Route has PollAnywhere (and so Fetch) pass the partitions another
 	// broker leads on to it.
 	Route bool
+	// Isolation is ReadUncommitted (up to the high watermark, every
+	// record) or ReadCommitted (up to the last stable offset, with the
+	// aborted transactions the batches overlap).
+	Isolation Isolation
 }
+
+// Isolation is a fetch's isolation level, numbered as Kafka numbers it.
+type Isolation int8
+
+const (
+	// ReadUncommitted reads up to the high watermark, transactional
+	// records whatever their outcome.
+	ReadUncommitted Isolation = 0
+	// ReadCommitted reads up to the last stable offset: the records of
+	// committed transactions and of no transaction; the batches of
+	// aborted transactions are read too, with the list of them
+	// (FetchResult.Aborted), for the reader to drop.
+	ReadCommitted Isolation = 1
+)
 
 // FetchPartition is one partition of a fetch.
 type FetchPartition struct {
@@ -63,6 +81,12 @@ type FetchResult struct {
 	FetchPartition
 	Records                                     []byte
 	HighWatermark, LogEndOffset, LogStartOffset int64
+	// LastStableOffset is the partition's LSO (-1 when unknown): the
+	// first offset of its oldest open transaction, or the HW if lower.
+	LastStableOffset int64
+	// Aborted lists, for a ReadCommitted fetch, the aborted transactions
+	// the records overlap, in marker order.
+	Aborted []storage.AbortedTxn
 	// Err is an *Error, or nil.
 	Err error
 	// Buf is the internal/fetchbuf buffer holding Records, if any.
@@ -87,6 +111,9 @@ func (c *Core) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, err
 	}
 	if err := checkFetchSizes(req); err != nil {
 		return nil, c.fail(err)
+	}
+	if req.Isolation != ReadUncommitted && req.Isolation != ReadCommitted {
+		return nil, c.fail(fmt.Errorf("%w: isolation level %d", replica.ErrInvalidRequest, req.Isolation))
 	}
 	if err := c.authorizeEach(ctx, auth.OpRead, len(req.Partitions), func(i int) string { return req.Partitions[i].Topic }, nil); err != nil {
 		return nil, err
@@ -153,7 +180,7 @@ func (c *Core) readAll(req *FetchRequest, maxBytes int, received time.Time, regi
 	anyErr := false
 	for i, s := range req.Partitions {
 		r := &results[i]
-		r.FetchPartition, r.HighWatermark, r.LogEndOffset, r.LogStartOffset = s, -1, -1, -1
+		r.FetchPartition, r.HighWatermark, r.LogEndOffset, r.LogStartOffset, r.LastStableOffset = s, -1, -1, -1, -1
 		part, err := c.leaderPartition(context.Background(), s.Topic, s.Partition, false)
 		if err != nil {
 			r.Err, anyErr = c.fail(err), true
@@ -170,15 +197,21 @@ func (c *Core) readAll(req *FetchRequest, maxBytes int, received time.Time, regi
 		limit := replica.ReadLimit(s.MaxBytes, maxBytes, total)
 		if limit <= 0 {
 			r.HighWatermark, r.LogEndOffset, r.LogStartOffset = part.HighWatermark(), part.LogEndOffset(), part.LogStartOffset()
+			r.LastStableOffset = part.LastStableOffset()
 			continue
 		}
 		var res storage.ReadResult
 		var hw int64
 		c.cfg.Observer.ObserveFetch(received)
-		if req.Pooled {
+		switch {
+		case req.Isolation == ReadCommitted:
+			res, hw, r.LastStableOffset, r.Aborted, r.Buf, err = readCommitted(part, s.Offset, limit, req.Pooled)
+		case req.Pooled:
 			res, hw, r.Buf, err = readPooled(part, s.Offset, limit)
-		} else {
+			r.LastStableOffset = part.LastStableOffset()
+		default:
 			res, hw, err = part.Read(s.Offset, limit)
+			r.LastStableOffset = part.LastStableOffset()
 		}
 		r.HighWatermark, r.LogEndOffset, r.LogStartOffset = hw, part.LogEndOffset(), part.LogStartOffset()
 		if err != nil {
@@ -208,6 +241,29 @@ func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.R
 		*buf = res.Batches
 	}
 	return res, hw, buf, nil
+}
+
+// readCommitted is a read_committed read (Partition.ReadCommittedAppend),
+// into a buffer from internal/fetchbuf when pooled (buf nil when the
+// batches are not in it).
+func readCommitted(p *replica.Partition, offset int64, maxBytes int, pooled bool) (res storage.ReadResult, hw, lso int64, aborted []storage.AbortedTxn, buf *[]byte, err error) {
+	if !pooled {
+		res, hw, lso, aborted, err = p.ReadCommittedAppend(nil, offset, maxBytes)
+		return res, hw, lso, aborted, nil, err
+	}
+	buf = fetchbuf.Get(maxBytes)
+	res, hw, lso, aborted, err = p.ReadCommittedAppend(*buf, offset, maxBytes)
+	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
+		fetchbuf.Put(buf)
+		buf = nil
+	}
+	if err != nil {
+		return res, hw, lso, nil, nil, err
+	}
+	if buf != nil {
+		*buf = res.Batches
+	}
+	return res, hw, lso, aborted, buf, nil
 }
 
 // checkFetchSizes refuses a negative wait or size, which no client means:

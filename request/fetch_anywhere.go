@@ -34,9 +34,9 @@ func (c *Core) PollAnywhere(ctx context.Context, req *FetchRequest) []FetchResul
 	results := make([]FetchResult, len(req.Partitions))
 	// The goroutines take what they need of req, not req: a caller's
 	// request (Fetch's) may stay on its stack.
-	parts, pooled, received := req.Partitions, req.Pooled, req.Received
+	parts, pooled, received, isolation := req.Partitions, req.Pooled, req.Received, req.Isolation
 	split.poll(ctx, req.MaxWait, func(ctx context.Context, idx []int, wait time.Duration) bool {
-		local := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Pooled: pooled, Received: received,
+		local := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Pooled: pooled, Received: received, Isolation: isolation,
 			Partitions: make([]FetchPartition, len(idx))}
 		for j, i := range idx {
 			local.Partitions[j] = parts[i]
@@ -48,7 +48,7 @@ func (c *Core) PollAnywhere(ctx context.Context, req *FetchRequest) []FetchResul
 		}
 		return found
 	}, func(ctx context.Context, leader int32, idx []int, wait time.Duration) bool {
-		return c.forwardFetch(ctx, leader, parts, idx, wait, maxBytes, results)
+		return c.forwardFetch(ctx, leader, parts, idx, wait, maxBytes, isolation, results)
 	})
 	return results
 }
@@ -147,8 +147,8 @@ func (s leaderSplit) poll(ctx context.Context, wait time.Duration,
 
 // forwardFetch asks leader for the partitions at idx of parts and fills
 // in their results; it reports whether any has batches or an error.
-func (c *Core) forwardFetch(ctx context.Context, leader int32, parts []FetchPartition, idx []int, wait time.Duration, maxBytes int, results []FetchResult) bool {
-	fwd := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Partitions: make([]FetchPartition, len(idx))}
+func (c *Core) forwardFetch(ctx context.Context, leader int32, parts []FetchPartition, idx []int, wait time.Duration, maxBytes int, isolation Isolation, results []FetchResult) bool {
+	fwd := &FetchRequest{MaxWait: wait, MinBytes: 1, MaxBytes: maxBytes, Partitions: make([]FetchPartition, len(idx)), Isolation: isolation}
 	for j, i := range idx {
 		fwd.Partitions[j] = parts[i]
 	}

@@ -38,6 +38,13 @@ type ProduceRequest struct {
 	// Received is when the door received the request (the zero time:
 	// not timed).
 	Received time.Time
+	// TransactionalID is the transactional id of a transactional
+	// producer's batches: on a partition where the producer has no
+	// transaction open yet, the leader adds the partition to the
+	// producer's transaction at the coordinator (KIP-890's implicit add),
+	// or with VerifyPartitions only checks that the producer added it.
+	TransactionalID  string
+	VerifyPartitions bool
 }
 
 // ProducePartition is one partition's batches.
@@ -154,7 +161,7 @@ func (c *Core) append(ctx context.Context, req *ProduceRequest) (*Produced, erro
 	for i, pp := range req.Partitions {
 		res := &p.results[i]
 		*res = ProduceResult{Topic: pp.Topic, Partition: pp.Partition, BaseOffset: -1, LastOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
-		pa, err := c.appendOne(ctx, p.deadline, pp.Topic, pp.Partition, pp.Records, req.Acks, req.Received, res)
+		pa, err := c.appendOne(ctx, p.deadline, req, pp.Topic, pp.Partition, pp.Records, res)
 		if err != nil {
 			if leader, ok := c.routeTo(req.Route, err); ok {
 				fws = append(fws, forward{leader: leader, index: i, notHere: err})
@@ -196,12 +203,10 @@ func (c *Core) checkProduce(ctx context.Context, req *ProduceRequest) error {
 // returned pendingAck is what an acks=all caller waits on. The time from
 // received (zero: not timed) to the start of the append is the produce
 // queue time; a topic created for it is waited for until deadline.
-func (c *Core) appendOne(ctx context.Context, deadline time.Time, topic string, p int32, batches []byte, acks int32, received time.Time, res *ProduceResult) (pendingAck, error) {
+func (c *Core) appendOne(ctx context.Context, deadline time.Time, req *ProduceRequest, topic string, p int32, batches []byte, res *ProduceResult) (pendingAck, error) {
+	acks, received := req.Acks, req.Received
 	if len(batches) == 0 {
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: no records", replica.ErrInvalidRequest, topic, p)
-	}
-	if err := checkNotTransactional(topic, p, batches); err != nil {
-		return pendingAck{}, err
 	}
 	if acks != -1 {
 		if err := checkIdempotentAcks(topic, p, batches, acks); err != nil {
@@ -220,6 +225,9 @@ func (c *Core) appendOne(ctx context.Context, deadline time.Time, topic string, 
 		// broker leads this partition by now, or is about to.
 		return pendingAck{}, fmt.Errorf("%w: %s-%d: this broker has not reached the controller for broker.session.timeout.ms and may have been replaced as leader",
 			replica.ErrLeaderNotAvailable, topic, p)
+	}
+	if err := c.checkTransactional(ctx, req, part, batches); err != nil {
+		return pendingAck{}, err
 	}
 	// A retry of batches already written (info.Duplicate) comes back with
 	// the original offsets; the caller's AwaitReplicated then waits for the
@@ -368,7 +376,8 @@ func (c *Core) runForwards(ctx context.Context, deadline time.Time, req *Produce
 	fwds := make(map[int32]*ProduceRequest, len(leaders))
 	for _, leader := range leaders {
 		group := byLeader[leader]
-		fwd := &ProduceRequest{Acks: acks, Timeout: timeout, Partitions: make([]ProducePartition, len(group))}
+		fwd := &ProduceRequest{Acks: acks, Timeout: timeout, Partitions: make([]ProducePartition, len(group)),
+			TransactionalID: req.TransactionalID, VerifyPartitions: req.VerifyPartitions}
 		for j, fw := range group {
 			fwd.Partitions[j] = req.Partitions[fw.index]
 		}

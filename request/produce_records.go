@@ -48,8 +48,12 @@ type ProduceRecordsRequest struct {
 	ProducerID    int64
 	ProducerEpoch int32
 	BaseSequence  int32
-	Route         bool
-	Received      time.Time
+	// TransactionalID makes them a transactional producer's (with a
+	// producer id): written in its transaction, the partition joining it
+	// on its first write (transaction version 2).
+	TransactionalID string
+	Route           bool
+	Received        time.Time
 }
 
 // RecordResult is one record's answer, in request order.
@@ -123,7 +127,7 @@ func (c *Core) ProduceRecords(ctx context.Context, req *ProduceRecordsRequest) (
 
 	results := make([]RecordResult, len(req.Records))
 	bld := record.NewBuilder(record.None)
-	in := &ProduceRequest{Acks: req.Acks, Timeout: req.Timeout, Route: req.Route, Received: req.Received}
+	in := &ProduceRequest{Acks: req.Acks, Timeout: req.Timeout, Route: req.Route, Received: req.Received, TransactionalID: req.TransactionalID}
 	limit := c.cfg.MaxMessageBytes(t)
 	for _, p := range order {
 		// A record that cannot fit any batch fails alone; the others of
@@ -219,12 +223,16 @@ type recordsProducer struct {
 	epoch   int16
 	seq     int32 // the next batch's base sequence
 	batches int   // built so far
+	txn     bool  // a transactional producer's
 }
 
 // parseRecordsProducer checks the producer fields of a ProduceRecords
 // request (idempotence for plain gRPC clients).
 func parseRecordsProducer(req *ProduceRecordsRequest) (recordsProducer, error) {
 	if req.ProducerID == -1 {
+		if req.TransactionalID != "" {
+			return recordsProducer{}, fmt.Errorf("%w: transactional id %q without a producer id", replica.ErrInvalidRequest, req.TransactionalID)
+		}
 		return recordsProducer{}, nil
 	}
 	id, epoch, seq := req.ProducerID, req.ProducerEpoch, req.BaseSequence
@@ -249,7 +257,7 @@ func parseRecordsProducer(req *ProduceRecordsRequest) (recordsProducer, error) {
 				replica.ErrInvalidRequest, i, r.Partition, req.Records[0].Partition)
 		}
 	}
-	return recordsProducer{on: true, id: id, epoch: int16(epoch), seq: seq}, nil
+	return recordsProducer{on: true, id: id, epoch: int16(epoch), seq: seq, txn: req.TransactionalID != ""}, nil
 }
 
 // build builds bld's batch, with the producer's fields and the next
@@ -259,6 +267,7 @@ func (rp *recordsProducer) build(bld *record.Builder) []byte {
 		return bld.Build()
 	}
 	bld.SetProducer(rp.id, rp.epoch, rp.seq)
+	bld.SetTransactional(rp.txn)
 	rp.seq = nextSequence(rp.seq, int32(bld.Len()))
 	rp.batches++
 	return bld.Build()

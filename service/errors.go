@@ -96,6 +96,7 @@ var brokerErrors = []errcode.Mapping{
 	// A transactional batch: there is no transaction coordinator, and a
 	// retry would be refused the same way.
 	{Err: request.ErrTransactionsUnsupported, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
+	{Err: request.ErrTransactionalIDNotFound, GRPC: codes.NotFound, Code: quirev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND},
 	// Authentication and ACLs (auth.go, authz.go): the same answer every
 	// time until an ACL or the credentials change.
 	{Err: ErrAuthenticationFailed, GRPC: codes.Unauthenticated, Code: quirev1.ErrorCode_SASL_AUTHENTICATION_FAILED},
@@ -140,6 +141,10 @@ var storageErrors = []errcode.Mapping{
 	{Err: storage.ErrStaleEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	{Err: storage.ErrClosed, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	{Err: storage.ErrInvalidConfig, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_CONFIG},
+	// Transactions on a partition leader.
+	{Err: storage.ErrInvalidTxnState, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_TXN_STATE},
+	{Err: storage.ErrCoordinatorFenced, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED},
+	{Err: storage.ErrOpenTransaction, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_TXN_STATE},
 }
 
 var contextErrors = []errcode.Mapping{

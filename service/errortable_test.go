@@ -24,6 +24,7 @@ import (
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 	"github.com/quirelog/quire/subscribe"
+	"github.com/quirelog/quire/txn"
 )
 
 // sentinelDirs are the packages (directories, relative to this one) whose
@@ -31,7 +32,7 @@ import (
 // in the error table. A new package of such errors joins with one line.
 // broker's sentinels are all others' under a name of its own
 // (broker/errors.go), so this package's rows cover them.
-var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "../request", "."}
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "../request", "../txn", "."}
 
 // sentinels holds the values of those sentinels by package-qualified name.
 // Go cannot look a variable up by name, so they are listed; the test parses
@@ -54,6 +55,16 @@ var sentinels = map[string]error{
 	"storage.ErrBadCheckpoint":        storage.ErrBadCheckpoint,
 	"storage.ErrBadMetaProperties":    storage.ErrBadMetaProperties,
 	"storage.ErrInjected":             storage.ErrInjected,
+	"storage.ErrInvalidTxnState":      storage.ErrInvalidTxnState,
+	"storage.ErrCoordinatorFenced":    storage.ErrCoordinatorFenced,
+	"storage.ErrOpenTransaction":      storage.ErrOpenTransaction,
+
+	"txn.ErrConcurrentTransactions":   txn.ErrConcurrentTransactions,
+	"txn.ErrProducerFenced":           txn.ErrProducerFenced,
+	"txn.ErrInvalidProducerIDMapping": txn.ErrInvalidProducerIDMapping,
+	"txn.ErrInvalidTxnState":          txn.ErrInvalidTxnState,
+	"txn.ErrInvalidTimeout":           txn.ErrInvalidTimeout,
+	"txn.ErrInvalidTransactionalID":   txn.ErrInvalidTransactionalID,
 
 	"record.ErrCorrupt":     record.ErrCorrupt,
 	"record.ErrBadCRC":      record.ErrBadCRC,
@@ -64,6 +75,7 @@ var sentinels = map[string]error{
 	"record.ErrBadRecord":   record.ErrBadRecord,
 	"record.ErrBadCodec":    record.ErrBadCodec,
 	"record.ErrDecompress":  record.ErrDecompress,
+	"record.ErrBadControl":  record.ErrBadControl,
 
 	"metadata.ErrNotController":               metadata.ErrNotController,
 	"metadata.ErrTopicExists":                 metadata.ErrTopicExists,
@@ -140,6 +152,7 @@ var sentinels = map[string]error{
 	"request.ErrBrokersNotReady":              request.ErrBrokersNotReady,
 	"request.ErrPolicyViolation":              request.ErrPolicyViolation,
 	"request.ErrTransactionsUnsupported":      request.ErrTransactionsUnsupported,
+	"request.ErrTransactionalIDNotFound":      request.ErrTransactionalIDNotFound,
 	"service.ErrAuthenticationFailed":         ErrAuthenticationFailed,
 	"service.ErrTopicAuthorizationFailed":     ErrTopicAuthorizationFailed,
 	"service.ErrGroupAuthorizationFailed":     ErrGroupAuthorizationFailed,

@@ -32,8 +32,9 @@ type (
 // minBytes are available or maxWait passes, for a caller the gRPC
 // interceptor (or the Subscribe stream's own check) authorized; pooled
 // reads into buffers from internal/fetchbuf.
-func (b *node) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int, pooled bool) []fetchResult {
-	return b.core.Poll(ctx, &request.FetchRequest{MaxWait: maxWait, MinBytes: minBytes, MaxBytes: maxBytes, Partitions: specs, Pooled: pooled, Received: received})
+func (b *node) fetch(ctx context.Context, specs []fetchSpec, received time.Time, maxWait time.Duration, minBytes, maxBytes int, pooled bool, isolation request.Isolation) []fetchResult {
+	return b.core.Poll(ctx, &request.FetchRequest{MaxWait: maxWait, MinBytes: minBytes, MaxBytes: maxBytes, Partitions: specs, Pooled: pooled, Received: received,
+		Isolation: isolation})
 }
 
 func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
@@ -41,7 +42,8 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 		return nil, toStatus(err)
 	}
 	results, err := s.b.core.Fetch(coreContext(ctx), &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond,
-		MinBytes: int(req.MinBytes), MaxBytes: int(req.MaxBytes), Partitions: fetchSpecs(req), Received: s.b.queue.Received()})
+		MinBytes: int(req.MinBytes), MaxBytes: int(req.MaxBytes), Partitions: fetchSpecs(req), Received: s.b.queue.Received(),
+		Isolation: request.Isolation(req.IsolationLevel)})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -62,7 +64,7 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 	// here.
 	spec := fetchSpec{Topic: req.Topic, Partition: req.Partition, Offset: req.Offset, MaxBytes: int(req.MaxBytes)}
 	r := s.b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond, Partitions: []fetchSpec{spec},
-		Route: !forwarded(ctx), Received: s.b.queue.Received()})[0]
+		Route: !forwarded(ctx), Received: s.b.queue.Received(), Isolation: request.Isolation(req.IsolationLevel)})[0]
 	if r.Err != nil {
 		return nil, toStatus(r.Err)
 	}
@@ -70,7 +72,8 @@ func (s *consumerService) FetchRecords(ctx context.Context, req *quirev1.FetchRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &quirev1.FetchRecordsResponse{Records: d.records, NextOffset: d.next, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}, nil
+	return &quirev1.FetchRecordsResponse{Records: d.records, NextOffset: d.next, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset,
+		LastStableOffset: r.LastStableOffset}, nil
 }
 
 func (s *consumerService) ListOffsets(ctx context.Context, req *quirev1.ListOffsetsRequest) (*quirev1.ListOffsetsResponse, error) {

@@ -31,12 +31,12 @@ func (s *consumerService) FetchRecordsMulti(ctx context.Context, req *quirev1.Fe
 		specs[i] = fetchSpec{Topic: p.Topic, Partition: p.Partition, Offset: p.Offset, MaxBytes: int(p.MaxBytes)}
 	}
 	results := b.core.PollAnywhere(ctx, &request.FetchRequest{MaxWait: wait, MaxBytes: int(req.MaxBytes), Partitions: specs,
-		Route: !forwarded(ctx), Received: b.queue.Received()})
+		Route: !forwarded(ctx), Received: b.queue.Received(), Isolation: request.Isolation(req.IsolationLevel)})
 	answers := make([]*quirev1.FetchRecordsPartitionResult, len(req.Partitions))
 	left := maxRecords
 	for i, r := range results {
 		a := &quirev1.FetchRecordsPartitionResult{Topic: r.Topic, Partition: r.Partition,
-			NextOffset: r.Offset, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset}
+			NextOffset: r.Offset, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset, LastStableOffset: r.LastStableOffset}
 		answers[i] = a
 		err := r.Err
 		if err == nil {

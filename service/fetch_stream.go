@@ -6,6 +6,7 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/request"
 )
 
 // defaultStreamWait is a FetchStream's long-poll when the request has
@@ -50,7 +51,7 @@ func (s *consumerService) FetchStream(req *quirev1.FetchRequest, stream quirev1.
 	// follow on from the stream's own sends.
 	received := s.b.queue.Received()
 	for {
-		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes), true)
+		results := s.b.fetch(ctx, specs, received, wait, minBytes, int(req.MaxBytes), true, request.Isolation(req.IsolationLevel))
 		received = time.Time{}
 		select {
 		case <-s.b.stop:
@@ -103,6 +104,11 @@ func fetchResponse(results []fetchResult) *quirev1.FetchResponse {
 			LogEndOffset:   r.LogEndOffset,
 			LogStartOffset: r.LogStartOffset,
 			Records:        r.Records,
+		}
+		resp.Partitions[i].LastStableOffset = r.LastStableOffset
+		for _, a := range r.Aborted {
+			resp.Partitions[i].AbortedTransactions = append(resp.Partitions[i].AbortedTransactions,
+				&quirev1.AbortedTransaction{ProducerId: a.ProducerID, FirstOffset: a.FirstOffset})
 		}
 	}
 	return resp

@@ -38,7 +38,8 @@ func produceRequest(req *quirev1.ProduceRequest, parts []request.ProducePartitio
 	for _, p := range req.Partitions {
 		parts = append(parts, request.ProducePartition{Topic: p.Topic, Partition: p.Partition, Records: p.Records})
 	}
-	return request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: route, Received: received, Partitions: parts}
+	return request.ProduceRequest{Acks: acks, Timeout: produceTimeout(req.TimeoutMs), Route: route, Received: received, Partitions: parts,
+		TransactionalID: req.TransactionalId, VerifyPartitions: req.VerifyPartitions}
 }
 
 // produceResponse is the core's answer as quire.v1's: the answer to one
@@ -170,6 +171,7 @@ func (s *producerService) ProduceRecords(ctx context.Context, req *quirev1.Produ
 	if req.OptionalProducerId != nil {
 		in.ProducerID, in.ProducerEpoch, in.BaseSequence = req.GetProducerId(), req.ProducerEpoch, req.BaseSequence
 	}
+	in.TransactionalID = req.TransactionalId
 	for i, r := range req.Records {
 		in.Records[i] = request.Record{Key: recordKey(r), Value: recordValue(r), Headers: recordHeaders(r.Headers), Timestamp: r.TimestampMs,
 			Partition: r.GetPartition(), HasPartition: r.OptionalPartition != nil}

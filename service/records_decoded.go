@@ -9,6 +9,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/request"
 )
 
 // The decoded forms of records (ProduceRecords, FetchRecords,
@@ -157,8 +158,11 @@ func decodeFetched(r fetchResult, maxRecords int, format quirev1.RecordFormat) (
 	out := decodedPartition{next: r.Offset}
 	errFull := errors.New("full")
 	var alloc recordAlloc
+	// Markers are never records for an application; a read_committed
+	// fetch's aborted transactions are dropped too.
+	aborted := request.NewAbortFilter(r.Aborted)
 	err := record.WalkRead(r.Records, func(batch []byte, h record.Header) error {
-		if h.Control() {
+		if aborted.Skip(&h) {
 			out.next = max(out.next, h.NextOffset())
 			return nil
 		}

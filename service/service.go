@@ -85,6 +85,7 @@ func (s *Services) Register(r grpc.ServiceRegistrar, wrap func(*grpc.ServiceDesc
 	r.RegisterService(wrap(&quirev1.Consumer_ServiceDesc), &consumerService{b: b})
 	r.RegisterService(wrap(&quirev1.Metadata_ServiceDesc), &metadataService{b: b})
 	r.RegisterService(wrap(&quirev1.Groups_ServiceDesc), &groupService{b: b})
+	r.RegisterService(wrap(&quirev1.Transactions_ServiceDesc), &transactionsService{b: b})
 	r.RegisterService(wrap(&quirev1.Security_ServiceDesc), &securityService{b: b})
 }
 

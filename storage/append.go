@@ -279,7 +279,9 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	seg.offMaxTs.Store(offMaxTs)
 	l.leo.Store(bs.info.LastOffset + 1)
 	if bs.producers {
-		l.updateProducers(batches, bs.numBatches)
+		if err := l.updateProducers(batches, bs.numBatches); err != nil {
+			return l.fail(fmt.Errorf("storage: aborted transaction index: %w", err))
+		}
 	}
 	l.mu.Lock()
 	for _, e := range l.pending {

@@ -381,7 +381,9 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 	l.appendMu.Lock()
 	lastBatch := make(map[int64]int64, len(l.producers.producers))
 	for id, e := range l.producers.producers {
-		lastBatch[id] = e.last().lastOffset
+		if last := e.lastOffset(); last >= 0 {
+			lastBatch[id] = last
+		}
 	}
 	l.appendMu.Unlock()
 

@@ -35,7 +35,8 @@
 // integers big endian:
 //
 //	offset size
-//	0      1    version (1)
+//	0      1    version (2; version 1, without the two transaction
+//	            fields below and with B >= 1, is still read)
 //	1      4    CRC-32C (Castagnoli) of bytes 5 to the end
 //	5      8    offset: the state holds every batch below it (the file's name)
 //	13     4    N, the number of producers
@@ -43,11 +44,28 @@
 //	       0  8   producer id (>= 0)
 //	       8  2   producer epoch
 //	       10 8   last timestamp: the largest timestamp of its latest batch
-//	       18 1   B, the number of batches remembered (1 to 5)
-//	       19     B batches, oldest first, 32 bytes each:
+//	       18 4   coordinator epoch of its latest transaction marker (-1: none)
+//	       22 8   first offset of its ongoing transaction (-1: none)
+//	       30 1   B, the number of batches remembered (0 to 5; 0 when its
+//	              latest batch at its epoch is a marker that bumped it)
+//	       31     B batches, oldest first, 32 bytes each:
 //	              0  4  first sequence
 //	              4  4  last sequence
 //	              8  8  first offset
 //	              16 8  last offset
 //	              24 8  largest timestamp
+//
+// # Transactions
+//
+// A transactional producer's batches carry the transactional attribute;
+// its transaction in a log starts at its first such batch and ends at the
+// control batch (Kafka's end-of-transaction marker, record.BuildMarker) a
+// coordinator has the leader append with Log.AppendMarker. The producer
+// state holds each producer's ongoing transaction; the smallest first
+// offset among them is the first unstable offset, and the last stable
+// offset (LSO) a read_committed consumer reads up to is the smaller of it
+// and the high watermark. Aborted transactions are kept in a
+// .txnindex file beside the segment holding their marker (the layout is
+// drawn in txnindex.go). Retention and DeleteRecords never cut into an
+// ongoing transaction.
 package storage

@@ -57,6 +57,19 @@ var (
 	// ErrDuplicateSequence: one append mixes batches already in the log
 	// with new ones; it is refused whole (Kafka's DUPLICATE_SEQUENCE_NUMBER).
 	ErrDuplicateSequence = errors.New("storage: append mixes duplicate and new batches")
+
+	// Transactions (see Log.AppendMarker).
+
+	// ErrInvalidTxnState: a producer with an ongoing transaction in this
+	// log wrote a batch outside it (Kafka's INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("storage: batch outside the producer's ongoing transaction")
+	// ErrCoordinatorFenced: a transaction marker from a coordinator epoch
+	// older than the log has seen (Kafka's TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = errors.New("storage: transaction marker from a fenced coordinator")
+	// ErrOpenTransaction: DeleteRecords would cut into a transaction not
+	// yet committed or aborted; the records up to its first offset may
+	// be deleted.
+	ErrOpenTransaction = errors.New("storage: delete would cut an ongoing transaction")
 )
 
 // errBadSnapshot: a producer state snapshot cannot be read; the log skips

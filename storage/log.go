@@ -69,6 +69,13 @@ type Log struct {
 
 	// producers is the idempotent producers' state (see producer.go).
 	producers *producerState
+	// firstUnstable is producers.firstUnstable(), published for readers
+	// after each append (see FirstUnstableOffset).
+	firstUnstable atomic.Int64
+	// aborted is the aborted-transactions index of every segment, by
+	// marker offset (see txnindex.go); txnMu is a leaf.
+	txnMu   sync.RWMutex
+	aborted []AbortedTxn
 
 	// cleaning is the compaction state (see clean.go).
 	cleaning cleanState
@@ -120,6 +127,9 @@ func OpenLog(dir string, topic string, partition int32, cfg LogConfig, recoveryP
 	}
 	err := l.load(recoveryPoint)
 	if err == nil {
+		err = l.loadTxnIndexes()
+	}
+	if err == nil {
 		err = l.loadProducers()
 	}
 	if err != nil {
@@ -161,7 +171,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	}
 	for _, n := range names {
 		stray := strings.HasSuffix(n, ".tmp")
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if base, ok := parseSegmentName(n, suf); ok && !logs[base] {
 				stray = true
 			}

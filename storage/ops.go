@@ -153,7 +153,11 @@ func (l *Log) truncateLocked(offset int64) error {
 		return err
 	}
 	// The producer state goes back with the log: from the newest snapshot
-	// at or below the cut plus the batches after it.
+	// at or below the cut plus the batches after it; the aborted
+	// transactions whose markers were cut go first.
+	if err := l.truncateAborted(seg, newLeo); err != nil {
+		return err
+	}
 	if err := l.loadProducers(); err != nil {
 		return err
 	}
@@ -206,6 +210,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.cleaning.point.Store(-1)
 	endTruncation()
 	l.producers = newProducerState(offset)
+	l.firstUnstable.Store(math.MaxInt64)
+	l.dropAbortedBelow(math.MaxInt64)
 	errs = append(errs, l.removeSnapshots(func(int64) bool { return true }))
 	errs = append(errs, l.epochs.clear(), l.fs.SyncDir(l.dir))
 	if err := errors.Join(errs...); err != nil {
@@ -234,6 +240,9 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	}
 	if offset <= l.logStart.Load() {
 		return nil
+	}
+	if fu := l.firstUnstable.Load(); offset > fu {
+		return fmt.Errorf("%w: delete before %d, the oldest open transaction starts at %d", ErrOpenTransaction, offset, fu)
 	}
 	l.logStart.Store(offset)
 	if err := l.epochs.truncateFromStart(offset); err != nil {
@@ -283,6 +292,9 @@ func (l *Log) ApplyRetentionBelow(hw int64) (deletedSegments int, err error) {
 		diff = l.Size() - cfg.RetentionBytes
 	}
 	start := l.logStart.Load()
+	// An open transaction is kept whole: its marker is still to come, and
+	// read_committed consumers have yet to read it.
+	hw = min(hw, l.firstUnstable.Load())
 	return l.deleteSegmentsLocked(func(s, next *segment) bool {
 		if next.base <= start {
 			return true
@@ -333,6 +345,7 @@ func (l *Log) deleteSegmentsLocked(pred func(s, next *segment) bool) (int, error
 		s.release()
 		l.logger.Debug("deleted segment", "base", s.base)
 	}
+	l.dropAbortedBelow(first)
 	// The snapshots of the deleted segments go with them; the one at the
 	// first remaining segment's base holds what they told of producers.
 	errs = append(errs, l.removeSnapshots(func(off int64) bool { return off < first }))

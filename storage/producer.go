@@ -26,14 +26,35 @@ type producerEntry struct {
 	id    int64
 	epoch int16
 	// batches are its latest batches at epoch, oldest first, at most
-	// ProducerWindow; never empty.
+	// ProducerWindow; empty only when the producer's latest batch at
+	// epoch is a transaction marker (a coordinator that bumped the epoch
+	// as it ended a transaction: the next batch starts at sequence 0).
 	batches []batchMeta
+	// coordinatorEpoch is the coordinator epoch of its latest marker, -1
+	// before any: a marker from an older coordinator is refused.
+	coordinatorEpoch int32
 	// lastTimestamp is the largest timestamp of its latest batch, which
 	// expiry measures silence from (as Kafka does).
 	lastTimestamp int64
 }
 
-func (e *producerEntry) last() *batchMeta { return &e.batches[len(e.batches)-1] }
+// lastSeq is the last sequence of its latest batch at its epoch, -1 when
+// it has none.
+func (e *producerEntry) lastSeq() int32 {
+	if len(e.batches) == 0 {
+		return -1
+	}
+	return e.batches[len(e.batches)-1].lastSeq
+}
+
+// lastOffset is the last offset of its latest data batch, -1 when it has
+// none at its epoch.
+func (e *producerEntry) lastOffset() int64 {
+	if len(e.batches) == 0 {
+		return -1
+	}
+	return e.batches[len(e.batches)-1].lastOffset
+}
 
 // duplicateOf returns the remembered batch with the sequence range
 // [first, last], if any.
@@ -82,32 +103,80 @@ func batchSequences(h *record.Header) (first, last int32) {
 // replay) and the locking (appendMu).
 type producerState struct {
 	producers map[int64]*producerEntry
+	// txns holds the producers with an ongoing transaction in this log:
+	// producer id to the offset of the transaction's first batch. The
+	// smallest is the first unstable offset, which read_committed
+	// consumers stop at.
+	txns map[int64]int64
 	// end is the offset after the last batch the state has seen.
 	end int64
 }
 
 func newProducerState(end int64) *producerState {
-	return &producerState{producers: map[int64]*producerEntry{}, end: end}
+	return &producerState{producers: map[int64]*producerEntry{}, txns: map[int64]int64{}, end: end}
+}
+
+// completedTxn is a transaction a marker ended in this log.
+type completedTxn struct {
+	producerID int64
+	// first is the offset of its first batch here, last the marker's.
+	first, last int64
+	abort       bool
 }
 
 // update applies an appended batch (leader, follower or replay alike).
-// Batches without a producer id leave the producers alone.
-func (ps *producerState) update(h *record.Header) {
+// Batches without a producer id leave the producers alone. A control
+// batch (m is its marker, nil for any other batch) ends the producer's
+// ongoing transaction, which update returns (ok false when the producer
+// had none here: the coordinator writes markers to every partition of a
+// transaction, also those it wrote nothing to).
+func (ps *producerState) update(h *record.Header, m *record.Marker) (done completedTxn, ok bool) {
 	ps.end = h.NextOffset()
 	if h.ProducerID < 0 {
-		return
+		return completedTxn{}, false
 	}
-	first, last := batchSequences(h)
 	e := ps.producers[h.ProducerID]
 	if e == nil {
-		e = &producerEntry{id: h.ProducerID, epoch: h.ProducerEpoch, batches: make([]batchMeta, 0, ProducerWindow)}
+		e = &producerEntry{id: h.ProducerID, epoch: h.ProducerEpoch, coordinatorEpoch: -1,
+			batches: make([]batchMeta, 0, ProducerWindow)}
 		ps.producers[h.ProducerID] = e
 	}
+	if h.Control() && m != nil {
+		if h.ProducerEpoch != e.epoch {
+			e.epoch = h.ProducerEpoch
+			e.batches = e.batches[:0]
+		}
+		e.coordinatorEpoch = m.CoordinatorEpoch
+		e.lastTimestamp = h.MaxTimestamp
+		first, open := ps.txns[h.ProducerID]
+		if !open {
+			return completedTxn{}, false
+		}
+		delete(ps.txns, h.ProducerID)
+		return completedTxn{producerID: h.ProducerID, first: first, last: h.BaseOffset, abort: m.Type == record.ControlAbort}, true
+	}
+	if h.Transactional() {
+		if _, open := ps.txns[h.ProducerID]; !open {
+			ps.txns[h.ProducerID] = h.BaseOffset
+		}
+	}
+	first, last := batchSequences(h)
 	e.add(h.ProducerEpoch, batchMeta{
 		firstSeq: first, lastSeq: last,
 		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
 		maxTimestamp: h.MaxTimestamp,
 	})
+	return completedTxn{}, false
+}
+
+// firstUnstable is the first offset of the oldest ongoing transaction,
+// math.MaxInt64 when none is.
+func (ps *producerState) firstUnstable() int64 {
+	low := int64(math.MaxInt64)
+	for _, off := range ps.txns {
+		low = min(low, off)
+	}
+	return low
 }
 
 // pendingProducer is what an append's earlier batches did to a producer,
@@ -144,6 +213,9 @@ func (ps *producerState) check(batches []byte, numBatches int) (leaderCheck, err
 		if h.ProducerID < 0 {
 			return res, nil
 		}
+		if err := ps.checkTxn(&h); err != nil {
+			return res, err
+		}
 		first, last := batchSequences(&h)
 		dup, isDup, err := ps.checkBatch(&h, first, last)
 		if err != nil || !isDup {
@@ -162,6 +234,9 @@ func (ps *producerState) check(batches []byte, numBatches int) (leaderCheck, err
 		}
 		h, _ := record.ParseHeader(b)
 		if h.ProducerID < 0 {
+			return
+		}
+		if err = ps.checkTxn(&h); err != nil {
 			return
 		}
 		var p *pendingProducer
@@ -239,7 +314,15 @@ func (ps *producerState) checkBatch(h *record.Header, first, last int32) (batchM
 		if dup, ok := e.duplicateOf(first, last); ok {
 			return dup, true, nil
 		}
-		if want := incrementSequence(e.last().lastSeq, 1); first != want {
+		if len(e.batches) == 0 {
+			// Its latest batch at this epoch is a marker that bumped it.
+			if first != 0 {
+				return batchMeta{}, false, fmt.Errorf("%w: producer %d starts epoch %d at sequence %d, not 0",
+					ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
+			}
+			return batchMeta{}, false, nil
+		}
+		if want := incrementSequence(e.lastSeq(), 1); first != want {
 			return batchMeta{}, false, fmt.Errorf("%w: producer %d epoch %d sequence %d, expected %d",
 				ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first, want)
 		}
@@ -247,12 +330,51 @@ func (ps *producerState) checkBatch(h *record.Header, first, last int32) (batchM
 	return batchMeta{}, false, nil
 }
 
+// checkTxn applies the transaction rules of a leader append to a
+// producer's batch: a control batch comes only from a coordinator's
+// marker (Log.AppendMarker), never from a producer, and a producer with
+// an ongoing transaction here writes only transactional batches until a
+// marker ends it.
+func (ps *producerState) checkTxn(h *record.Header) error {
+	if h.Control() {
+		return corrupt(fmt.Errorf("%w: producer %d sent a control batch", record.ErrBadControl, h.ProducerID))
+	}
+	if _, open := ps.txns[h.ProducerID]; open && !h.Transactional() {
+		return fmt.Errorf("%w: producer %d wrote a non-transactional batch inside its ongoing transaction",
+			ErrInvalidTxnState, h.ProducerID)
+	}
+	return nil
+}
+
+// checkMarker applies the rules of a marker to the state: the producer
+// epoch may not go back (a zombie's end of transaction: a newer epoch has
+// written since), nor the coordinator epoch (a deposed coordinator).
+func (ps *producerState) checkMarker(producerID int64, epoch int16, coordinatorEpoch int32) error {
+	e := ps.producers[producerID]
+	if e == nil {
+		return nil
+	}
+	if epoch < e.epoch {
+		return fmt.Errorf("%w: marker of producer %d at epoch %d, log has epoch %d",
+			ErrInvalidProducerEpoch, producerID, epoch, e.epoch)
+	}
+	if coordinatorEpoch < e.coordinatorEpoch {
+		return fmt.Errorf("%w: marker of producer %d from coordinator epoch %d, log has %d",
+			ErrCoordinatorFenced, producerID, coordinatorEpoch, e.coordinatorEpoch)
+	}
+	return nil
+}
+
 // expire forgets the producers silent for at least expirationMs at nowMs
 // (judged by their latest batch's largest timestamp, as in Kafka), and
-// returns how many.
+// returns how many. A producer with an ongoing transaction is kept: its
+// marker is still to come.
 func (ps *producerState) expire(nowMs, expirationMs int64) int {
 	n := 0
 	for id, e := range ps.producers {
+		if _, open := ps.txns[id]; open {
+			continue
+		}
 		if nowMs-e.lastTimestamp >= expirationMs {
 			delete(ps.producers, id)
 			n++
@@ -269,17 +391,28 @@ type ProducerInfo struct {
 	LastSequence int32
 	// LastTimestamp is the largest timestamp of its latest batch.
 	LastTimestamp int64
-	// LastOffset is the offset of its latest batch's last record.
+	// LastOffset is the offset of its latest batch's last record; -1
+	// when its latest batch at its epoch is a marker.
 	LastOffset int64
+	// CoordinatorEpoch is the coordinator epoch of its latest marker, -1
+	// before any.
+	CoordinatorEpoch int32
+	// TxnStartOffset is the first offset of its ongoing transaction, -1
+	// when it has none.
+	TxnStartOffset int64
 }
 
 // list returns the producers ordered by id.
 func (ps *producerState) list() []ProducerInfo {
 	out := make([]ProducerInfo, 0, len(ps.producers))
 	for _, e := range ps.producers {
-		b := e.last()
+		txn, open := ps.txns[e.id]
+		if !open {
+			txn = -1
+		}
 		out = append(out, ProducerInfo{ProducerID: e.id, ProducerEpoch: e.epoch,
-			LastSequence: b.lastSeq, LastTimestamp: e.lastTimestamp, LastOffset: b.lastOffset})
+			LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, LastOffset: e.lastOffset(),
+			CoordinatorEpoch: e.coordinatorEpoch, TxnStartOffset: txn})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out

@@ -117,7 +117,7 @@ func BenchmarkProducerStateCheck(b *testing.B) {
 	ib := newIdempotentBatch()
 	for i := 0; i < ProducerWindow; i++ {
 		h, _ := record.ParseHeader(ib.batch)
-		ps.update(&h)
+		ps.update(&h, nil)
 		ib.next()
 	}
 	b.ReportAllocs()

@@ -120,8 +120,10 @@ func TestProducerSequenceRules(t *testing.T) {
 	mustRefuse(t, l, producerBatch(1, 3, 2, 2, 11), ErrInvalidProducerEpoch)
 	mustDuplicate(t, l, producerBatch(1, 4, 0, 1, 13), b4)
 	want := []ProducerInfo{
-		{ProducerID: 1, ProducerEpoch: 4, LastSequence: 0, LastTimestamp: 13, LastOffset: b4.LastOffset},
-		{ProducerID: 2, ProducerEpoch: 0, LastSequence: 0, LastTimestamp: 12, LastOffset: b4.FirstOffset - 1},
+		{ProducerID: 1, ProducerEpoch: 4, LastSequence: 0, LastTimestamp: 13, LastOffset: b4.LastOffset,
+			CoordinatorEpoch: -1, TxnStartOffset: -1},
+		{ProducerID: 2, ProducerEpoch: 0, LastSequence: 0, LastTimestamp: 12, LastOffset: b4.FirstOffset - 1,
+			CoordinatorEpoch: -1, TxnStartOffset: -1},
 	}
 	if got := l.Producers(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("producers %+v, want %+v", got, want)
@@ -254,7 +256,7 @@ func TestProducerStateCheckTable(t *testing.T) {
 		b := producerBatch(pid, epoch, seq, n, 1)
 		record.SetBaseOffset(b, off)
 		h, _ := record.ParseHeader(b)
-		ps.update(&h)
+		ps.update(&h, nil)
 		off = h.NextOffset()
 	}
 	apply(1, 0, 0, 5) // sequences 0-4, offsets 0-4

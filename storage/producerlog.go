@@ -128,6 +128,7 @@ func (l *Log) loadProducers() error {
 	}
 	state.end = leo
 	l.producers = state
+	l.firstUnstable.Store(state.firstUnstable())
 	return nil
 }
 
@@ -153,28 +154,45 @@ func (l *Log) replayProducers(ps *producerState) error {
 			}
 			pos = p
 		}
-		if _, err := s.scanHeaders(pos, limit, func(h *record.Header, _ int64) {
-			if h.BaseOffset >= from {
-				ps.update(h)
+		var applyErr error
+		if _, err := s.scanHeaders(pos, limit, func(h *record.Header, at int64) {
+			if h.BaseOffset < from || applyErr != nil {
+				return
 			}
+			applyErr = l.applyBatchToProducers(ps, h, func() ([]byte, error) {
+				b := make([]byte, h.Size())
+				if _, err := s.log.ReadAt(b, at); err != nil {
+					return nil, err
+				}
+				return b, nil
+			}, true)
 		}); err != nil {
 			return err
+		}
+		if applyErr != nil {
+			return applyErr
 		}
 	}
 	return nil
 }
 
-// updateProducers applies appended batches to the producer state.
-func (l *Log) updateProducers(batches []byte, numBatches int) {
+// updateProducers applies appended batches to the producer state and
+// publishes the first unstable offset.
+func (l *Log) updateProducers(batches []byte, numBatches int) error {
+	var err error
 	if numBatches == 1 {
 		h, _ := record.ParseHeader(batches)
-		l.producers.update(&h)
-		return
+		err = l.applyBatchToProducers(l.producers, &h, func() ([]byte, error) { return batches, nil }, true)
+	} else {
+		forEachBatch(batches, func(b []byte) {
+			h, _ := record.ParseHeader(b)
+			if e := l.applyBatchToProducers(l.producers, &h, func() ([]byte, error) { return b, nil }, true); e != nil && err == nil {
+				err = e
+			}
+		})
 	}
-	forEachBatch(batches, func(b []byte) {
-		h, _ := record.ParseHeader(b)
-		l.producers.update(&h)
-	})
+	l.firstUnstable.Store(l.producers.firstUnstable())
+	return err
 }
 
 // ExpireProducers forgets the producers of this log silent for

@@ -97,7 +97,7 @@ func TestProducerSnapshotRoundTrip(t *testing.T) {
 		b := producerBatch(pid, int16(i/20), int32(i/4*3), 3, int64(i))
 		record.SetBaseOffset(b, off)
 		h, _ := record.ParseHeader(b)
-		ps.update(&h)
+		ps.update(&h, nil)
 		off = h.NextOffset()
 	}
 	data := encodeSnapshot(ps)
@@ -372,7 +372,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		b := producerBatch(pid, 0, int32(i), 2, int64(i))
 		record.SetBaseOffset(b, int64(2*i))
 		h, _ := record.ParseHeader(b)
-		ps.update(&h)
+		ps.update(&h, nil)
 	}
 	f.Add(encodeSnapshot(ps), int64(10))
 	f.Add(encodeSnapshot(newProducerState(7)), int64(7))

@@ -12,13 +12,14 @@ import (
 // The layout (big endian) is drawn in the package doc (doc.go).
 const (
 	snapshotSuffix  = ".snapshot"
-	snapshotVersion = 1
+	snapshotVersion = 2 // 1: before transactions (read, never written)
 
-	snapshotHeaderSize = 1 + 4 + 8 + 4     // version, crc, offset, count
-	snapshotEntryHead  = 8 + 2 + 8 + 1     // id, epoch, last timestamp, batches
-	snapshotBatchSize  = 4 + 4 + 8 + 8 + 8 // sequences, offsets, max timestamp
-	snapshotCRCFrom    = 1 + 4             // the CRC covers what follows it
-	snapshotMaxEntry   = snapshotEntryHead + ProducerWindow*snapshotBatchSize
+	snapshotHeaderSize  = 1 + 4 + 8 + 4         // version, crc, offset, count
+	snapshotEntryHeadV1 = 8 + 2 + 8 + 1         // id, epoch, last timestamp, batches
+	snapshotEntryHead   = 8 + 2 + 8 + 4 + 8 + 1 // and coordinator epoch, txn first offset
+	snapshotBatchSize   = 4 + 4 + 8 + 8 + 8     // sequences, offsets, max timestamp
+	snapshotCRCFrom     = 1 + 4                 // the CRC covers what follows it
+	snapshotMaxEntry    = snapshotEntryHead + ProducerWindow*snapshotBatchSize
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -40,6 +41,12 @@ func encodeSnapshot(ps *producerState) []byte {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(e.id))
 		buf = binary.BigEndian.AppendUint16(buf, uint16(e.epoch))
 		buf = binary.BigEndian.AppendUint64(buf, uint64(e.lastTimestamp))
+		buf = binary.BigEndian.AppendUint32(buf, uint32(e.coordinatorEpoch))
+		txn, open := ps.txns[id]
+		if !open {
+			txn = -1
+		}
+		buf = binary.BigEndian.AppendUint64(buf, uint64(txn))
 		buf = append(buf, byte(len(e.batches)))
 		for _, b := range e.batches {
 			buf = binary.BigEndian.AppendUint32(buf, uint32(b.firstSeq))
@@ -59,8 +66,13 @@ func decodeSnapshot(buf []byte, want int64) (*producerState, error) {
 	if len(buf) < snapshotHeaderSize {
 		return nil, fmt.Errorf("%w: snapshot of %d bytes", errBadSnapshot, len(buf))
 	}
-	if buf[0] != snapshotVersion {
+	version := buf[0]
+	if version != snapshotVersion && version != 1 {
 		return nil, fmt.Errorf("%w: version %d, want %d", errBadSnapshot, buf[0], snapshotVersion)
+	}
+	head, minBatches := snapshotEntryHead, 0
+	if version == 1 {
+		head, minBatches = snapshotEntryHeadV1, 1
 	}
 	if got, sum := binary.BigEndian.Uint32(buf[1:]), crc32.Checksum(buf[snapshotCRCFrom:], castagnoli); got != sum {
 		return nil, fmt.Errorf("%w: crc %08x, computed %08x", errBadSnapshot, got, sum)
@@ -74,17 +86,27 @@ func decodeSnapshot(buf []byte, want int64) (*producerState, error) {
 	p := buf[snapshotHeaderSize:]
 	prev := int64(-1) // ids ascend from 0
 	for i := 0; i < count; i++ {
-		if len(p) < snapshotEntryHead {
+		if len(p) < head {
 			return nil, fmt.Errorf("%w: entry %d of %d truncated", errBadSnapshot, i, count)
 		}
 		e := &producerEntry{
-			id:            int64(binary.BigEndian.Uint64(p)),
-			epoch:         int16(binary.BigEndian.Uint16(p[8:])),
-			lastTimestamp: int64(binary.BigEndian.Uint64(p[10:])),
+			id:               int64(binary.BigEndian.Uint64(p)),
+			epoch:            int16(binary.BigEndian.Uint16(p[8:])),
+			lastTimestamp:    int64(binary.BigEndian.Uint64(p[10:])),
+			coordinatorEpoch: -1,
 		}
-		nb := int(p[18])
-		p = p[snapshotEntryHead:]
-		if nb < 1 || nb > ProducerWindow || len(p) < nb*snapshotBatchSize {
+		if version != 1 {
+			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(p[18:]))
+			if txn := int64(binary.BigEndian.Uint64(p[22:])); txn >= 0 {
+				if txn >= end {
+					return nil, fmt.Errorf("%w: producer %d transaction at %d, past %d", errBadSnapshot, e.id, txn, end)
+				}
+				ps.txns[e.id] = txn
+			}
+		}
+		nb := int(p[head-1])
+		p = p[head:]
+		if nb < minBatches || nb > ProducerWindow || len(p) < nb*snapshotBatchSize {
 			return nil, fmt.Errorf("%w: producer %d with %d batches", errBadSnapshot, e.id, nb)
 		}
 		if e.id <= prev {

@@ -515,7 +515,8 @@ func (s *segment) removeFiles(fsys FS) error {
 	return errors.Join(
 		removeIfExists(fsys, s.stem+logSuffix),
 		removeIfExists(fsys, s.stem+indexSuffix),
-		removeIfExists(fsys, s.stem+timeIndexSuffix))
+		removeIfExists(fsys, s.stem+timeIndexSuffix),
+		removeIfExists(fsys, s.stem+txnIndexSuffix))
 }
 
 // markRemoved marks the segment's files as being deleted, so that none is

@@ -23,6 +23,794 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The producer a transactional call comes from: its transactional id,
+// producer id and epoch.
+type TxnProducer struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TxnProducer) Reset() {
+	*x = TxnProducer{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnProducer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnProducer) ProtoMessage() {}
+
+func (x *TxnProducer) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnProducer.ProtoReflect.Descriptor instead.
+func (*TxnProducer) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnProducer) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnProducer) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnProducer) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type InitTxnProducerRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	TimeoutMs       int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// The producer's current id and epoch (KIP-360: bump without
+	// fencing), -1 when it has none.
+	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Transaction version 2 (KIP-890): each transaction's end bumps the
+	// epoch.
+	BumpPerTransaction bool `protobuf:"varint,5,opt,name=bump_per_transaction,json=bumpPerTransaction,proto3" json:"bump_per_transaction,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *InitTxnProducerRequest) Reset() {
+	*x = InitTxnProducerRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitTxnProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitTxnProducerRequest) ProtoMessage() {}
+
+func (x *InitTxnProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitTxnProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitTxnProducerRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InitTxnProducerRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *InitTxnProducerRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *InitTxnProducerRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitTxnProducerRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *InitTxnProducerRequest) GetBumpPerTransaction() bool {
+	if x != nil {
+		return x.BumpPerTransaction
+	}
+	return false
+}
+
+type InitTxnProducerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitTxnProducerResponse) Reset() {
+	*x = InitTxnProducerResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitTxnProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitTxnProducerResponse) ProtoMessage() {}
+
+func (x *InitTxnProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitTxnProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitTxnProducerResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *InitTxnProducerResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitTxnProducerResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type AddPartitionsToTxnRequest struct {
+	state      protoimpl.MessageState    `protogen:"open.v1"`
+	Producer   *TxnProducer              `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Partitions []*metapb.OffsetPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Only check that the partitions are in the transaction (KIP-890's
+	// verification), adding none.
+	VerifyOnly    bool `protobuf:"varint,3,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnRequest) Reset() {
+	*x = AddPartitionsToTxnRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnRequest) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AddPartitionsToTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetPartitions() []*metapb.OffsetPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTxnRequest) GetVerifyOnly() bool {
+	if x != nil {
+		return x.VerifyOnly
+	}
+	return false
+}
+
+type AddPartitionsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnResponse) Reset() {
+	*x = AddPartitionsToTxnResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnResponse) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
+}
+
+type AddOffsetsToTxnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Producer      *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnRequest) Reset() {
+	*x = AddOffsetsToTxnRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *AddOffsetsToTxnRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type AddOffsetsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnResponse) Reset() {
+	*x = AddOffsetsToTxnResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
+}
+
+type TxnOffsetCommitRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Producer *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Group    string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets  []*metapb.OffsetCommit `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// Add the group to the transaction first if it is not (TxnOffsetCommit
+	// v5, transaction version 2).
+	AddGroup      bool `protobuf:"varint,4,opt,name=add_group,json=addGroup,proto3" json:"add_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitRequest) Reset() {
+	*x = TxnOffsetCommitRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitRequest) ProtoMessage() {}
+
+func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TxnOffsetCommitRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetOffsets() []*metapb.OffsetCommit {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetAddGroup() bool {
+	if x != nil {
+		return x.AddGroup
+	}
+	return false
+}
+
+type TxnOffsetCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitResponse) Reset() {
+	*x = TxnOffsetCommitResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitResponse) ProtoMessage() {}
+
+func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+}
+
+type EndTxnRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Producer *TxnProducer           `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Commit   bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// The producer speaks transaction version 2 (Kafka's EndTxn 5): the
+	// end bumps its epoch even if it was initialized without.
+	BumpEpoch     bool `protobuf:"varint,3,opt,name=bump_epoch,json=bumpEpoch,proto3" json:"bump_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EndTxnRequest) GetProducer() *TxnProducer {
+	if x != nil {
+		return x.Producer
+	}
+	return nil
+}
+
+func (x *EndTxnRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *EndTxnRequest) GetBumpEpoch() bool {
+	if x != nil {
+		return x.BumpEpoch
+	}
+	return false
+}
+
+type EndTxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id and epoch for the next transaction (the epoch bumped
+	// under transaction version 2).
+	ProducerId    int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EndTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type DescribeTransactionsRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalIds []string               `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsRequest) Reset() {
+	*x = DescribeTransactionsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return nil
+}
+
+type DescribeTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per id asked, in order; an unknown one has state -1.
+	Transactions  []*metapb.TransactionState `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse) Reset() {
+	*x = DescribeTransactionsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DescribeTransactionsResponse) GetTransactions() []*metapb.TransactionState {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filters: empty matches all.
+	States        []int32 `protobuf:"varint,1,rep,packed,name=states,proto3" json:"states,omitempty"`
+	ProducerIds   []int64 `protobuf:"varint,2,rep,packed,name=producer_ids,json=producerIds,proto3" json:"producer_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListTransactionsRequest) GetStates() []int32 {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerIds() []int64 {
+	if x != nil {
+		return x.ProducerIds
+	}
+	return nil
+}
+
+type ListTransactionsResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Transactions  []*metapb.TransactionState `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*metapb.TransactionState {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
 // NotController is attached as a status detail to FAILED_PRECONDITION.
 type NotController struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -34,7 +822,7 @@ type NotController struct {
 
 func (x *NotController) Reset() {
 	*x = NotController{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +834,7 @@ func (x *NotController) String() string {
 func (*NotController) ProtoMessage() {}
 
 func (x *NotController) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +847,7 @@ func (x *NotController) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotController.ProtoReflect.Descriptor instead.
 func (*NotController) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotController) GetControllerId() int32 {
@@ -97,7 +885,7 @@ type BrokerInfo struct {
 
 func (x *BrokerInfo) Reset() {
 	*x = BrokerInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +897,7 @@ func (x *BrokerInfo) String() string {
 func (*BrokerInfo) ProtoMessage() {}
 
 func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +910,7 @@ func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerInfo.ProtoReflect.Descriptor instead.
 func (*BrokerInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BrokerInfo) GetId() int32 {
@@ -210,7 +998,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +1010,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +1023,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionInfo) GetTopic() string {
@@ -299,7 +1087,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +1099,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +1112,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -364,7 +1152,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +1164,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +1177,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -408,7 +1196,7 @@ type RegisterBrokerRequest struct {
 
 func (x *RegisterBrokerRequest) Reset() {
 	*x = RegisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +1208,7 @@ func (x *RegisterBrokerRequest) String() string {
 func (*RegisterBrokerRequest) ProtoMessage() {}
 
 func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +1221,7 @@ func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterBrokerRequest) GetBroker() *BrokerInfo {
@@ -452,7 +1240,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +1252,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +1265,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
@@ -502,7 +1290,7 @@ type BrokerHeartbeatRequest struct {
 
 func (x *BrokerHeartbeatRequest) Reset() {
 	*x = BrokerHeartbeatRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +1302,7 @@ func (x *BrokerHeartbeatRequest) String() string {
 func (*BrokerHeartbeatRequest) ProtoMessage() {}
 
 func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +1315,7 @@ func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BrokerHeartbeatRequest) GetBrokerId() int32 {
@@ -569,7 +1357,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +1369,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +1382,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BrokerHeartbeatResponse) GetMetadataIndex() uint64 {
@@ -620,7 +1408,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +1420,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +1433,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -699,7 +1487,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1499,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1512,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -745,7 +1533,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +1545,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +1558,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -795,7 +1583,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1595,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1608,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 type AlterConfigsRequest struct {
@@ -834,7 +1622,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1634,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1647,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -891,7 +1679,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1691,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1704,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 type CreatePartitionsRequest struct {
@@ -929,7 +1717,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1729,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1742,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -979,7 +1767,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1779,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1792,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 type AlterPartitionRequest struct {
@@ -1021,7 +1809,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1821,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1834,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AlterPartitionRequest) GetTopic() string {
@@ -1100,7 +1888,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1900,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1913,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionInfo {
@@ -1144,7 +1932,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1944,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1957,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1187,7 +1975,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1987,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +2000,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 type UnregisterBrokerRequest struct {
@@ -1224,7 +2012,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +2024,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +2037,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -1267,7 +2055,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +2067,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +2080,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 // GroupOffset is one partition's committed offset; offset and
@@ -1311,7 +2099,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +2111,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +2124,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1391,7 +2179,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +2191,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +2204,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -1451,7 +2239,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +2251,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +2264,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1525,7 +2313,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +2325,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +2338,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommitOffsetsResponse) GetCommitTimeMs() int64 {
@@ -1571,7 +2359,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +2371,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +2384,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1622,7 +2410,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +2422,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +2435,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -1665,7 +2453,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +2465,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +2478,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 type ListGroupsResponse struct {
@@ -1706,7 +2494,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2506,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2519,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListGroupsResponse) GetGroups() []string {
@@ -1757,7 +2545,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2557,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2570,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -1800,7 +2588,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2600,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2613,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 type UpdateFeaturesRequest struct {
@@ -1837,7 +2625,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2637,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2650,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -1882,7 +2670,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2682,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2695,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -1928,7 +2716,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2728,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2741,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -1981,7 +2769,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2781,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2794,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2034,7 +2822,7 @@ type UpsertUserCredentialRequest struct {
 
 func (x *UpsertUserCredentialRequest) Reset() {
 	*x = UpsertUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2834,7 @@ func (x *UpsertUserCredentialRequest) String() string {
 func (*UpsertUserCredentialRequest) ProtoMessage() {}
 
 func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2847,7 @@ func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpsertUserCredentialRequest) GetCredential() *metapb.UserCredentialRecord {
@@ -2084,7 +2872,7 @@ type UpsertUserCredentialResponse struct {
 
 func (x *UpsertUserCredentialResponse) Reset() {
 	*x = UpsertUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2884,7 @@ func (x *UpsertUserCredentialResponse) String() string {
 func (*UpsertUserCredentialResponse) ProtoMessage() {}
 
 func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2897,7 @@ func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 type DeleteUserCredentialRequest struct {
@@ -2123,7 +2911,7 @@ type DeleteUserCredentialRequest struct {
 
 func (x *DeleteUserCredentialRequest) Reset() {
 	*x = DeleteUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2923,7 @@ func (x *DeleteUserCredentialRequest) String() string {
 func (*DeleteUserCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2936,7 @@ func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteUserCredentialRequest) GetUser() string {
@@ -2173,7 +2961,7 @@ type DeleteUserCredentialResponse struct {
 
 func (x *DeleteUserCredentialResponse) Reset() {
 	*x = DeleteUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2973,7 @@ func (x *DeleteUserCredentialResponse) String() string {
 func (*DeleteUserCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2986,7 @@ func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 type CreateAclsRequest struct {
@@ -2210,7 +2998,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +3010,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +3023,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*metapb.AclRecord {
@@ -2253,7 +3041,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +3053,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +3066,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{57}
 }
 
 type DeleteAclsRequest struct {
@@ -2290,7 +3078,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +3090,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +3103,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*metapb.AclRecord {
@@ -2334,7 +3122,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +3134,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +3147,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*metapb.AclRecord {
@@ -2382,7 +3170,7 @@ type ReassignPartitionsRequest struct {
 
 func (x *ReassignPartitionsRequest) Reset() {
 	*x = ReassignPartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +3182,7 @@ func (x *ReassignPartitionsRequest) String() string {
 func (*ReassignPartitionsRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +3195,7 @@ func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReassignPartitionsRequest) GetPartitions() []*quirev1.ReassignmentTarget {
@@ -2435,7 +3223,7 @@ type ReassignPartitionsResponse struct {
 
 func (x *ReassignPartitionsResponse) Reset() {
 	*x = ReassignPartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +3235,7 @@ func (x *ReassignPartitionsResponse) String() string {
 func (*ReassignPartitionsResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +3248,7 @@ func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReassignPartitionsResponse) GetMetadataIndex() uint64 {
@@ -2474,7 +3262,60 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"]\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"\x80\x01\n" +
+	"\vTxnProducer\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"\xdc\x01\n" +
+	"\x16InitTxnProducerRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x120\n" +
+	"\x14bump_per_transaction\x18\x05 \x01(\bR\x12bumpPerTransaction\"a\n" +
+	"\x17InitTxnProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xbc\x01\n" +
+	"\x19AddPartitionsToTxnRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12B\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\".quire.internal.v1.OffsetPartitionR\n" +
+	"partitions\x12\x1f\n" +
+	"\vverify_only\x18\x03 \x01(\bR\n" +
+	"verifyOnly\"\x1c\n" +
+	"\x1aAddPartitionsToTxnResponse\"j\n" +
+	"\x16AddOffsetsToTxnRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\x19\n" +
+	"\x17AddOffsetsToTxnResponse\"\xc2\x01\n" +
+	"\x16TxnOffsetCommitRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x129\n" +
+	"\aoffsets\x18\x03 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
+	"\tadd_group\x18\x04 \x01(\bR\baddGroup\"\x19\n" +
+	"\x17TxnOffsetCommitResponse\"\x82\x01\n" +
+	"\rEndTxnRequest\x12:\n" +
+	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"bump_epoch\x18\x03 \x01(\bR\tbumpEpoch\"X\n" +
+	"\x0eEndTxnResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"J\n" +
+	"\x1bDescribeTransactionsRequest\x12+\n" +
+	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"g\n" +
+	"\x1cDescribeTransactionsResponse\x12G\n" +
+	"\ftransactions\x18\x01 \x03(\v2#.quire.internal.v1.TransactionStateR\ftransactions\"T\n" +
+	"\x17ListTransactionsRequest\x12\x16\n" +
+	"\x06states\x18\x01 \x03(\x05R\x06states\x12!\n" +
+	"\fproducer_ids\x18\x02 \x03(\x03R\vproducerIds\"c\n" +
+	"\x18ListTransactionsResponse\x12G\n" +
+	"\ftransactions\x18\x01 \x03(\v2#.quire.internal.v1.TransactionStateR\ftransactions\"]\n" +
 	"\rNotController\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12'\n" +
 	"\x0fcontroller_addr\x18\x02 \x01(\tR\x0econtrollerAddr\"\xd6\x02\n" +
@@ -2639,7 +3480,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"C\n" +
 	"\x1aReassignPartitionsResponse\x12%\n" +
-	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\xca\x14\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\xb0\x1a\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -2669,7 +3510,14 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"DeleteAcls\x12$.quire.internal.v1.DeleteAclsRequest\x1a%.quire.internal.v1.DeleteAclsResponse\x12q\n" +
 	"\x12ReassignPartitions\x12,.quire.internal.v1.ReassignPartitionsRequest\x1a-.quire.internal.v1.ReassignPartitionsResponse\x12M\n" +
 	"\fCordonBroker\x12\x1d.quire.v1.CordonBrokerRequest\x1a\x1e.quire.v1.CordonBrokerResponse\x12n\n" +
-	"\x17SetReassignmentThrottle\x12(.quire.v1.SetReassignmentThrottleRequest\x1a).quire.v1.SetReassignmentThrottleResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x17SetReassignmentThrottle\x12(.quire.v1.SetReassignmentThrottleRequest\x1a).quire.v1.SetReassignmentThrottleResponse\x12h\n" +
+	"\x0fInitTxnProducer\x12).quire.internal.v1.InitTxnProducerRequest\x1a*.quire.internal.v1.InitTxnProducerResponse\x12q\n" +
+	"\x12AddPartitionsToTxn\x12,.quire.internal.v1.AddPartitionsToTxnRequest\x1a-.quire.internal.v1.AddPartitionsToTxnResponse\x12h\n" +
+	"\x0fAddOffsetsToTxn\x12).quire.internal.v1.AddOffsetsToTxnRequest\x1a*.quire.internal.v1.AddOffsetsToTxnResponse\x12h\n" +
+	"\x0fTxnOffsetCommit\x12).quire.internal.v1.TxnOffsetCommitRequest\x1a*.quire.internal.v1.TxnOffsetCommitResponse\x12M\n" +
+	"\x06EndTxn\x12 .quire.internal.v1.EndTxnRequest\x1a!.quire.internal.v1.EndTxnResponse\x12w\n" +
+	"\x14DescribeTransactions\x12..quire.internal.v1.DescribeTransactionsRequest\x1a/.quire.internal.v1.DescribeTransactionsResponse\x12k\n" +
+	"\x10ListTransactions\x12*.quire.internal.v1.ListTransactionsRequest\x1a+.quire.internal.v1.ListTransactionsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -2683,152 +3531,192 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*NotController)(nil),                           // 0: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                              // 1: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),                           // 2: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                               // 3: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                             // 4: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),                   // 5: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),                  // 6: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),                  // 7: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),                 // 8: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),                      // 9: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                     // 10: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                      // 11: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                     // 12: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),                     // 13: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                    // 14: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),                 // 15: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),                // 16: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),                   // 17: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),                  // 18: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),               // 19: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),              // 20: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),                 // 21: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),                // 22: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                             // 23: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),                          // 24: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),                    // 25: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),                   // 26: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                     // 27: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                    // 28: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),                       // 29: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                      // 30: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),                      // 31: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                     // 32: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),                   // 33: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),                  // 34: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),              // 35: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),             // 36: quire.internal.v1.AllocateProducerIdsResponse
-	(*UpsertUserCredentialRequest)(nil),             // 37: quire.internal.v1.UpsertUserCredentialRequest
-	(*UpsertUserCredentialResponse)(nil),            // 38: quire.internal.v1.UpsertUserCredentialResponse
-	(*DeleteUserCredentialRequest)(nil),             // 39: quire.internal.v1.DeleteUserCredentialRequest
-	(*DeleteUserCredentialResponse)(nil),            // 40: quire.internal.v1.DeleteUserCredentialResponse
-	(*CreateAclsRequest)(nil),                       // 41: quire.internal.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                      // 42: quire.internal.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                       // 43: quire.internal.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                      // 44: quire.internal.v1.DeleteAclsResponse
-	(*ReassignPartitionsRequest)(nil),               // 45: quire.internal.v1.ReassignPartitionsRequest
-	(*ReassignPartitionsResponse)(nil),              // 46: quire.internal.v1.ReassignPartitionsResponse
-	nil,                                             // 47: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                             // 48: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                             // 49: quire.internal.v1.AlterConfigsRequest.SetEntry
-	nil,                                             // 50: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
-	(*metapb.Endpoint)(nil),                         // 51: quire.internal.v1.Endpoint
-	(*metapb.UserCredentialRecord)(nil),             // 52: quire.internal.v1.UserCredentialRecord
-	(*metapb.AclRecord)(nil),                        // 53: quire.internal.v1.AclRecord
-	(*quirev1.ReassignmentTarget)(nil),              // 54: quire.v1.ReassignmentTarget
-	(*quirev1.DeleteOffsetsRequest)(nil),            // 55: quire.v1.DeleteOffsetsRequest
-	(*quirev1.ElectLeadersRequest)(nil),             // 56: quire.v1.ElectLeadersRequest
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 57: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),            // 58: quire.v1.DescribeGroupRequest
-	(*quirev1.CordonBrokerRequest)(nil),             // 59: quire.v1.CordonBrokerRequest
-	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 60: quire.v1.SetReassignmentThrottleRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),           // 61: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),            // 62: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 63: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),           // 64: quire.v1.DescribeGroupResponse
-	(*quirev1.CordonBrokerResponse)(nil),            // 65: quire.v1.CordonBrokerResponse
-	(*quirev1.SetReassignmentThrottleResponse)(nil), // 66: quire.v1.SetReassignmentThrottleResponse
+	(*TxnProducer)(nil),                             // 0: quire.internal.v1.TxnProducer
+	(*InitTxnProducerRequest)(nil),                  // 1: quire.internal.v1.InitTxnProducerRequest
+	(*InitTxnProducerResponse)(nil),                 // 2: quire.internal.v1.InitTxnProducerResponse
+	(*AddPartitionsToTxnRequest)(nil),               // 3: quire.internal.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),              // 4: quire.internal.v1.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                  // 5: quire.internal.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),                 // 6: quire.internal.v1.AddOffsetsToTxnResponse
+	(*TxnOffsetCommitRequest)(nil),                  // 7: quire.internal.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                 // 8: quire.internal.v1.TxnOffsetCommitResponse
+	(*EndTxnRequest)(nil),                           // 9: quire.internal.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                          // 10: quire.internal.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),             // 11: quire.internal.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),            // 12: quire.internal.v1.DescribeTransactionsResponse
+	(*ListTransactionsRequest)(nil),                 // 13: quire.internal.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                // 14: quire.internal.v1.ListTransactionsResponse
+	(*NotController)(nil),                           // 15: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                              // 16: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                           // 17: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                               // 18: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                             // 19: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                   // 20: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                  // 21: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                  // 22: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                 // 23: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                      // 24: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                     // 25: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                      // 26: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                     // 27: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                     // 28: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                    // 29: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                 // 30: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),                // 31: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                   // 32: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                  // 33: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),               // 34: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),              // 35: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                 // 36: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),                // 37: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                             // 38: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                          // 39: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                    // 40: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                   // 41: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                     // 42: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                    // 43: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                       // 44: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                      // 45: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                      // 46: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                     // 47: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                   // 48: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                  // 49: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),              // 50: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),             // 51: quire.internal.v1.AllocateProducerIdsResponse
+	(*UpsertUserCredentialRequest)(nil),             // 52: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),            // 53: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),             // 54: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),            // 55: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                       // 56: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                      // 57: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                       // 58: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                      // 59: quire.internal.v1.DeleteAclsResponse
+	(*ReassignPartitionsRequest)(nil),               // 60: quire.internal.v1.ReassignPartitionsRequest
+	(*ReassignPartitionsResponse)(nil),              // 61: quire.internal.v1.ReassignPartitionsResponse
+	nil,                                             // 62: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                             // 63: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                             // 64: quire.internal.v1.AlterConfigsRequest.SetEntry
+	nil,                                             // 65: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	(*metapb.OffsetPartition)(nil),                  // 66: quire.internal.v1.OffsetPartition
+	(*metapb.OffsetCommit)(nil),                     // 67: quire.internal.v1.OffsetCommit
+	(*metapb.TransactionState)(nil),                 // 68: quire.internal.v1.TransactionState
+	(*metapb.Endpoint)(nil),                         // 69: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),             // 70: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                        // 71: quire.internal.v1.AclRecord
+	(*quirev1.ReassignmentTarget)(nil),              // 72: quire.v1.ReassignmentTarget
+	(*quirev1.DeleteOffsetsRequest)(nil),            // 73: quire.v1.DeleteOffsetsRequest
+	(*quirev1.ElectLeadersRequest)(nil),             // 74: quire.v1.ElectLeadersRequest
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 75: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),            // 76: quire.v1.DescribeGroupRequest
+	(*quirev1.CordonBrokerRequest)(nil),             // 77: quire.v1.CordonBrokerRequest
+	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 78: quire.v1.SetReassignmentThrottleRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),           // 79: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),            // 80: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 81: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),           // 82: quire.v1.DescribeGroupResponse
+	(*quirev1.CordonBrokerResponse)(nil),            // 83: quire.v1.CordonBrokerResponse
+	(*quirev1.SetReassignmentThrottleResponse)(nil), // 84: quire.v1.SetReassignmentThrottleResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	51, // 0: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
-	2,  // 1: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	47, // 2: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
-	1,  // 3: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	48, // 4: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	4,  // 5: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
-	3,  // 6: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	49, // 7: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
-	2,  // 8: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
-	23, // 9: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
-	24, // 10: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
-	23, // 11: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	52, // 12: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	53, // 13: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
-	53, // 14: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
-	53, // 15: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
-	54, // 16: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
-	50, // 17: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
-	5,  // 18: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	7,  // 19: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	9,  // 20: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	11, // 21: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	13, // 22: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	15, // 23: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	17, // 24: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	19, // 25: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	21, // 26: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	25, // 27: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	27, // 28: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	29, // 29: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	31, // 30: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	55, // 31: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	56, // 32: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	57, // 33: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	58, // 34: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	33, // 35: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	35, // 36: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	37, // 37: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
-	39, // 38: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
-	41, // 39: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
-	43, // 40: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
-	45, // 41: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
-	59, // 42: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
-	60, // 43: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
-	6,  // 44: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	8,  // 45: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	10, // 46: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	12, // 47: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	14, // 48: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	16, // 49: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	18, // 50: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	20, // 51: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	22, // 52: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	26, // 53: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	28, // 54: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	30, // 55: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	32, // 56: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	61, // 57: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	62, // 58: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	63, // 59: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	64, // 60: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	34, // 61: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	36, // 62: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	38, // 63: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	40, // 64: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	42, // 65: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	44, // 66: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	46, // 67: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
-	65, // 68: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
-	66, // 69: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
-	44, // [44:70] is the sub-list for method output_type
-	18, // [18:44] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	0,  // 0: quire.internal.v1.AddPartitionsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	66, // 1: quire.internal.v1.AddPartitionsToTxnRequest.partitions:type_name -> quire.internal.v1.OffsetPartition
+	0,  // 2: quire.internal.v1.AddOffsetsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	0,  // 3: quire.internal.v1.TxnOffsetCommitRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	67, // 4: quire.internal.v1.TxnOffsetCommitRequest.offsets:type_name -> quire.internal.v1.OffsetCommit
+	0,  // 5: quire.internal.v1.EndTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	68, // 6: quire.internal.v1.DescribeTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	68, // 7: quire.internal.v1.ListTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	69, // 8: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	17, // 9: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
+	62, // 10: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	16, // 11: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
+	63, // 12: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	19, // 13: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
+	18, // 14: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
+	64, // 15: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	17, // 16: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
+	38, // 17: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
+	39, // 18: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
+	38, // 19: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
+	70, // 20: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	71, // 21: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
+	71, // 22: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
+	71, // 23: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
+	72, // 24: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
+	65, // 25: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	20, // 26: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	22, // 27: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	24, // 28: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	26, // 29: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	28, // 30: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	30, // 31: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	32, // 32: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	34, // 33: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	36, // 34: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	40, // 35: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	42, // 36: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	44, // 37: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	46, // 38: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	73, // 39: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	74, // 40: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	75, // 41: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	76, // 42: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	48, // 43: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	50, // 44: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	52, // 45: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
+	54, // 46: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
+	56, // 47: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
+	58, // 48: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
+	60, // 49: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
+	77, // 50: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	78, // 51: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	1,  // 52: quire.internal.v1.ControllerService.InitTxnProducer:input_type -> quire.internal.v1.InitTxnProducerRequest
+	3,  // 53: quire.internal.v1.ControllerService.AddPartitionsToTxn:input_type -> quire.internal.v1.AddPartitionsToTxnRequest
+	5,  // 54: quire.internal.v1.ControllerService.AddOffsetsToTxn:input_type -> quire.internal.v1.AddOffsetsToTxnRequest
+	7,  // 55: quire.internal.v1.ControllerService.TxnOffsetCommit:input_type -> quire.internal.v1.TxnOffsetCommitRequest
+	9,  // 56: quire.internal.v1.ControllerService.EndTxn:input_type -> quire.internal.v1.EndTxnRequest
+	11, // 57: quire.internal.v1.ControllerService.DescribeTransactions:input_type -> quire.internal.v1.DescribeTransactionsRequest
+	13, // 58: quire.internal.v1.ControllerService.ListTransactions:input_type -> quire.internal.v1.ListTransactionsRequest
+	21, // 59: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	23, // 60: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	25, // 61: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	27, // 62: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	29, // 63: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	31, // 64: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	33, // 65: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	35, // 66: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	37, // 67: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	41, // 68: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	43, // 69: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	45, // 70: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	47, // 71: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	79, // 72: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	80, // 73: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	81, // 74: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	82, // 75: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	49, // 76: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	51, // 77: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	53, // 78: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	55, // 79: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	57, // 80: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	59, // 81: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	61, // 82: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
+	83, // 83: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	84, // 84: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	2,  // 85: quire.internal.v1.ControllerService.InitTxnProducer:output_type -> quire.internal.v1.InitTxnProducerResponse
+	4,  // 86: quire.internal.v1.ControllerService.AddPartitionsToTxn:output_type -> quire.internal.v1.AddPartitionsToTxnResponse
+	6,  // 87: quire.internal.v1.ControllerService.AddOffsetsToTxn:output_type -> quire.internal.v1.AddOffsetsToTxnResponse
+	8,  // 88: quire.internal.v1.ControllerService.TxnOffsetCommit:output_type -> quire.internal.v1.TxnOffsetCommitResponse
+	10, // 89: quire.internal.v1.ControllerService.EndTxn:output_type -> quire.internal.v1.EndTxnResponse
+	12, // 90: quire.internal.v1.ControllerService.DescribeTransactions:output_type -> quire.internal.v1.DescribeTransactionsResponse
+	14, // 91: quire.internal.v1.ControllerService.ListTransactions:output_type -> quire.internal.v1.ListTransactionsResponse
+	59, // [59:92] is the sub-list for method output_type
+	26, // [26:59] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -2842,7 +3730,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,13 @@ const (
 	ControllerService_ReassignPartitions_FullMethodName      = "/quire.internal.v1.ControllerService/ReassignPartitions"
 	ControllerService_CordonBroker_FullMethodName            = "/quire.internal.v1.ControllerService/CordonBroker"
 	ControllerService_SetReassignmentThrottle_FullMethodName = "/quire.internal.v1.ControllerService/SetReassignmentThrottle"
+	ControllerService_InitTxnProducer_FullMethodName         = "/quire.internal.v1.ControllerService/InitTxnProducer"
+	ControllerService_AddPartitionsToTxn_FullMethodName      = "/quire.internal.v1.ControllerService/AddPartitionsToTxn"
+	ControllerService_AddOffsetsToTxn_FullMethodName         = "/quire.internal.v1.ControllerService/AddOffsetsToTxn"
+	ControllerService_TxnOffsetCommit_FullMethodName         = "/quire.internal.v1.ControllerService/TxnOffsetCommit"
+	ControllerService_EndTxn_FullMethodName                  = "/quire.internal.v1.ControllerService/EndTxn"
+	ControllerService_DescribeTransactions_FullMethodName    = "/quire.internal.v1.ControllerService/DescribeTransactions"
+	ControllerService_ListTransactions_FullMethodName        = "/quire.internal.v1.ControllerService/ListTransactions"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -94,6 +101,15 @@ type ControllerServiceClient interface {
 	ReassignPartitions(ctx context.Context, in *ReassignPartitionsRequest, opts ...grpc.CallOption) (*ReassignPartitionsResponse, error)
 	CordonBroker(ctx context.Context, in *quirev1.CordonBrokerRequest, opts ...grpc.CallOption) (*quirev1.CordonBrokerResponse, error)
 	SetReassignmentThrottle(ctx context.Context, in *quirev1.SetReassignmentThrottleRequest, opts ...grpc.CallOption) (*quirev1.SetReassignmentThrottleResponse, error)
+	// The transaction coordinator, which runs on the controller
+	// (metadata.version 11). Errors come as statuses with the Kafka code.
+	InitTxnProducer(ctx context.Context, in *InitTxnProducerRequest, opts ...grpc.CallOption) (*InitTxnProducerResponse, error)
+	AddPartitionsToTxn(ctx context.Context, in *AddPartitionsToTxnRequest, opts ...grpc.CallOption) (*AddPartitionsToTxnResponse, error)
+	AddOffsetsToTxn(ctx context.Context, in *AddOffsetsToTxnRequest, opts ...grpc.CallOption) (*AddOffsetsToTxnResponse, error)
+	TxnOffsetCommit(ctx context.Context, in *TxnOffsetCommitRequest, opts ...grpc.CallOption) (*TxnOffsetCommitResponse, error)
+	EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error)
+	DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error)
+	ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -364,6 +380,76 @@ func (c *controllerServiceClient) SetReassignmentThrottle(ctx context.Context, i
 	return out, nil
 }
 
+func (c *controllerServiceClient) InitTxnProducer(ctx context.Context, in *InitTxnProducerRequest, opts ...grpc.CallOption) (*InitTxnProducerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitTxnProducerResponse)
+	err := c.cc.Invoke(ctx, ControllerService_InitTxnProducer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) AddPartitionsToTxn(ctx context.Context, in *AddPartitionsToTxnRequest, opts ...grpc.CallOption) (*AddPartitionsToTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddPartitionsToTxnResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AddPartitionsToTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) AddOffsetsToTxn(ctx context.Context, in *AddOffsetsToTxnRequest, opts ...grpc.CallOption) (*AddOffsetsToTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddOffsetsToTxnResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AddOffsetsToTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) TxnOffsetCommit(ctx context.Context, in *TxnOffsetCommitRequest, opts ...grpc.CallOption) (*TxnOffsetCommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnOffsetCommitResponse)
+	err := c.cc.Invoke(ctx, ControllerService_TxnOffsetCommit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndTxnResponse)
+	err := c.cc.Invoke(ctx, ControllerService_EndTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTransactionsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DescribeTransactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTransactionsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ListTransactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -410,6 +496,15 @@ type ControllerServiceServer interface {
 	ReassignPartitions(context.Context, *ReassignPartitionsRequest) (*ReassignPartitionsResponse, error)
 	CordonBroker(context.Context, *quirev1.CordonBrokerRequest) (*quirev1.CordonBrokerResponse, error)
 	SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error)
+	// The transaction coordinator, which runs on the controller
+	// (metadata.version 11). Errors come as statuses with the Kafka code.
+	InitTxnProducer(context.Context, *InitTxnProducerRequest) (*InitTxnProducerResponse, error)
+	AddPartitionsToTxn(context.Context, *AddPartitionsToTxnRequest) (*AddPartitionsToTxnResponse, error)
+	AddOffsetsToTxn(context.Context, *AddOffsetsToTxnRequest) (*AddOffsetsToTxnResponse, error)
+	TxnOffsetCommit(context.Context, *TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error)
+	EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error)
+	DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error)
+	ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -497,6 +592,27 @@ func (UnimplementedControllerServiceServer) CordonBroker(context.Context, *quire
 }
 func (UnimplementedControllerServiceServer) SetReassignmentThrottle(context.Context, *quirev1.SetReassignmentThrottleRequest) (*quirev1.SetReassignmentThrottleResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetReassignmentThrottle not implemented")
+}
+func (UnimplementedControllerServiceServer) InitTxnProducer(context.Context, *InitTxnProducerRequest) (*InitTxnProducerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method InitTxnProducer not implemented")
+}
+func (UnimplementedControllerServiceServer) AddPartitionsToTxn(context.Context, *AddPartitionsToTxnRequest) (*AddPartitionsToTxnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddPartitionsToTxn not implemented")
+}
+func (UnimplementedControllerServiceServer) AddOffsetsToTxn(context.Context, *AddOffsetsToTxnRequest) (*AddOffsetsToTxnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddOffsetsToTxn not implemented")
+}
+func (UnimplementedControllerServiceServer) TxnOffsetCommit(context.Context, *TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TxnOffsetCommit not implemented")
+}
+func (UnimplementedControllerServiceServer) EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method EndTxn not implemented")
+}
+func (UnimplementedControllerServiceServer) DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeTransactions not implemented")
+}
+func (UnimplementedControllerServiceServer) ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTransactions not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -987,6 +1103,132 @@ func _ControllerService_SetReassignmentThrottle_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_InitTxnProducer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitTxnProducerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).InitTxnProducer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_InitTxnProducer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).InitTxnProducer(ctx, req.(*InitTxnProducerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_AddPartitionsToTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddPartitionsToTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AddPartitionsToTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AddPartitionsToTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AddPartitionsToTxn(ctx, req.(*AddPartitionsToTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_AddOffsetsToTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddOffsetsToTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AddOffsetsToTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AddOffsetsToTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AddOffsetsToTxn(ctx, req.(*AddOffsetsToTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_TxnOffsetCommit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnOffsetCommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).TxnOffsetCommit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_TxnOffsetCommit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).TxnOffsetCommit(ctx, req.(*TxnOffsetCommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_EndTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).EndTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_EndTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).EndTxn(ctx, req.(*EndTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DescribeTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DescribeTransactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DescribeTransactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DescribeTransactions(ctx, req.(*DescribeTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_ListTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ListTransactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ListTransactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ListTransactions(ctx, req.(*ListTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1097,6 +1339,34 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetReassignmentThrottle",
 			Handler:    _ControllerService_SetReassignmentThrottle_Handler,
+		},
+		{
+			MethodName: "InitTxnProducer",
+			Handler:    _ControllerService_InitTxnProducer_Handler,
+		},
+		{
+			MethodName: "AddPartitionsToTxn",
+			Handler:    _ControllerService_AddPartitionsToTxn_Handler,
+		},
+		{
+			MethodName: "AddOffsetsToTxn",
+			Handler:    _ControllerService_AddOffsetsToTxn_Handler,
+		},
+		{
+			MethodName: "TxnOffsetCommit",
+			Handler:    _ControllerService_TxnOffsetCommit_Handler,
+		},
+		{
+			MethodName: "EndTxn",
+			Handler:    _ControllerService_EndTxn_Handler,
+		},
+		{
+			MethodName: "DescribeTransactions",
+			Handler:    _ControllerService_DescribeTransactions_Handler,
+		},
+		{
+			MethodName: "ListTransactions",
+			Handler:    _ControllerService_ListTransactions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

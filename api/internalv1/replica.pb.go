@@ -7,6 +7,7 @@
 package internalv1
 
 import (
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -857,11 +858,282 @@ func (x *DescribeLogsResponse) GetLogs() []*LogDescription {
 	return nil
 }
 
+type WriteTxnMarkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Markers       []*TxnMarker           `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersRequest) Reset() {
+	*x = WriteTxnMarkersRequest{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersRequest) ProtoMessage() {}
+
+func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+// TxnMarker is one transaction's end in some partitions.
+type TxnMarker struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId       int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch    int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Commit           bool                   `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,4,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	Partitions       []*LogPartitionRef     `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TxnMarker) Reset() {
+	*x = TxnMarker{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarker) ProtoMessage() {}
+
+func (x *TxnMarker) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
+func (*TxnMarker) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TxnMarker) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnMarker) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetPartitions() []*LogPartitionRef {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type WriteTxnMarkersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per marker, in request order.
+	Markers       []*TxnMarkerResult `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersResponse) Reset() {
+	*x = WriteTxnMarkersResponse{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersResponse) ProtoMessage() {}
+
+func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WriteTxnMarkersResponse) GetMarkers() []*TxnMarkerResult {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+type TxnMarkerResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per partition of the marker, in its order.
+	Partitions    []*TxnMarkerPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarkerResult) Reset() {
+	*x = TxnMarkerResult{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarkerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarkerResult) ProtoMessage() {}
+
+func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
+func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TxnMarkerResult) GetPartitions() []*TxnMarkerPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type TxnMarkerPartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *quirev1.Error         `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarkerPartition) Reset() {
+	*x = TxnMarkerPartition{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarkerPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarkerPartition) ProtoMessage() {}
+
+func (x *TxnMarkerPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarkerPartition.ProtoReflect.Descriptor instead.
+func (*TxnMarkerPartition) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TxnMarkerPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnMarkerPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnMarkerPartition) GetError() *quirev1.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_quire_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\"\xe4\x02\n" +
+	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\x1a\x15quire/v1/errors.proto\"\xe4\x02\n" +
 	"\x13ReplicaFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x1e\n" +
@@ -937,9 +1209,31 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\vdirty_ratio\x18\x0e \x01(\x01R\n" +
 	"dirtyRatio\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
-	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs2\xbd\x02\n" +
+	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs\"P\n" +
+	"\x16WriteTxnMarkersRequest\x126\n" +
+	"\amarkers\x18\x01 \x03(\v2\x1c.quire.internal.v1.TxnMarkerR\amarkers\"\xdc\x01\n" +
+	"\tTxnMarker\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\x12+\n" +
+	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch\x12B\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
+	"partitions\"W\n" +
+	"\x17WriteTxnMarkersResponse\x12<\n" +
+	"\amarkers\x18\x01 \x03(\v2\".quire.internal.v1.TxnMarkerResultR\amarkers\"X\n" +
+	"\x0fTxnMarkerResult\x12E\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2%.quire.internal.v1.TxnMarkerPartitionR\n" +
+	"partitions\"o\n" +
+	"\x12TxnMarkerPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error2\xa7\x03\n" +
 	"\x0eReplicaService\x12_\n" +
-	"\fDescribeLogs\x12&.quire.internal.v1.DescribeLogsRequest\x1a'.quire.internal.v1.DescribeLogsResponse\x12_\n" +
+	"\fDescribeLogs\x12&.quire.internal.v1.DescribeLogsRequest\x1a'.quire.internal.v1.DescribeLogsResponse\x12h\n" +
+	"\x0fWriteTxnMarkers\x12).quire.internal.v1.WriteTxnMarkersRequest\x1a*.quire.internal.v1.WriteTxnMarkersResponse\x12_\n" +
 	"\fReplicaFetch\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse\x12i\n" +
 	"\x12ReplicaFetchStream\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse(\x010\x01B5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
@@ -955,7 +1249,7 @@ func file_quire_internal_v1_replica_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_replica_proto_rawDescData
 }
 
-var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_quire_internal_v1_replica_proto_goTypes = []any{
 	(*ReplicaFetchRequest)(nil),         // 0: quire.internal.v1.ReplicaFetchRequest
 	(*ReplicaFetchForgotten)(nil),       // 1: quire.internal.v1.ReplicaFetchForgotten
@@ -967,25 +1261,38 @@ var file_quire_internal_v1_replica_proto_goTypes = []any{
 	(*DescribeLogsRequest)(nil),         // 7: quire.internal.v1.DescribeLogsRequest
 	(*LogDescription)(nil),              // 8: quire.internal.v1.LogDescription
 	(*DescribeLogsResponse)(nil),        // 9: quire.internal.v1.DescribeLogsResponse
+	(*WriteTxnMarkersRequest)(nil),      // 10: quire.internal.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                   // 11: quire.internal.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil),     // 12: quire.internal.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),             // 13: quire.internal.v1.TxnMarkerResult
+	(*TxnMarkerPartition)(nil),          // 14: quire.internal.v1.TxnMarkerPartition
+	(*quirev1.Error)(nil),               // 15: quire.v1.Error
 }
 var file_quire_internal_v1_replica_proto_depIdxs = []int32{
-	2, // 0: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
-	1, // 1: quire.internal.v1.ReplicaFetchRequest.forgotten:type_name -> quire.internal.v1.ReplicaFetchForgotten
-	3, // 2: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
-	4, // 3: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
-	6, // 4: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
-	8, // 5: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
-	7, // 6: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
-	0, // 7: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
-	0, // 8: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
-	9, // 9: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
-	5, // 10: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
-	5, // 11: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2,  // 0: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
+	1,  // 1: quire.internal.v1.ReplicaFetchRequest.forgotten:type_name -> quire.internal.v1.ReplicaFetchForgotten
+	3,  // 2: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
+	4,  // 3: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
+	6,  // 4: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
+	8,  // 5: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
+	11, // 6: quire.internal.v1.WriteTxnMarkersRequest.markers:type_name -> quire.internal.v1.TxnMarker
+	6,  // 7: quire.internal.v1.TxnMarker.partitions:type_name -> quire.internal.v1.LogPartitionRef
+	13, // 8: quire.internal.v1.WriteTxnMarkersResponse.markers:type_name -> quire.internal.v1.TxnMarkerResult
+	14, // 9: quire.internal.v1.TxnMarkerResult.partitions:type_name -> quire.internal.v1.TxnMarkerPartition
+	15, // 10: quire.internal.v1.TxnMarkerPartition.error:type_name -> quire.v1.Error
+	7,  // 11: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
+	10, // 12: quire.internal.v1.ReplicaService.WriteTxnMarkers:input_type -> quire.internal.v1.WriteTxnMarkersRequest
+	0,  // 13: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
+	0,  // 14: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
+	9,  // 15: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
+	12, // 16: quire.internal.v1.ReplicaService.WriteTxnMarkers:output_type -> quire.internal.v1.WriteTxnMarkersResponse
+	5,  // 17: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
+	5,  // 18: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_replica_proto_init() }
@@ -1002,7 +1309,7 @@ func file_quire_internal_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_replica_proto_rawDesc), len(file_quire_internal_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

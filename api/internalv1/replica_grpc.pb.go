@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ReplicaService_DescribeLogs_FullMethodName       = "/quire.internal.v1.ReplicaService/DescribeLogs"
+	ReplicaService_WriteTxnMarkers_FullMethodName    = "/quire.internal.v1.ReplicaService/WriteTxnMarkers"
 	ReplicaService_ReplicaFetch_FullMethodName       = "/quire.internal.v1.ReplicaService/ReplicaFetch"
 	ReplicaService_ReplicaFetchStream_FullMethodName = "/quire.internal.v1.ReplicaService/ReplicaFetchStream"
 )
@@ -37,6 +38,10 @@ type ReplicaServiceClient interface {
 	// offset of the named partitions as this broker's replicas know them. A
 	// partition this broker does not host comes back with hosted = false.
 	DescribeLogs(ctx context.Context, in *DescribeLogsRequest, opts ...grpc.CallOption) (*DescribeLogsResponse, error)
+	// WriteTxnMarkers has this broker, the leader of the partitions named,
+	// append each transaction's end marker to them (Kafka's
+	// WriteTxnMarkers), answering once every in-sync replica has it.
+	WriteTxnMarkers(ctx context.Context, in *WriteTxnMarkersRequest, opts ...grpc.CallOption) (*WriteTxnMarkersResponse, error)
 	// ReplicaFetch is a follower's pull from the leader of the named
 	// partitions (Kafka's follower Fetch): one call per leader names every
 	// partition the follower fetches from it. The leader takes each fetch
@@ -89,6 +94,16 @@ func (c *replicaServiceClient) DescribeLogs(ctx context.Context, in *DescribeLog
 	return out, nil
 }
 
+func (c *replicaServiceClient) WriteTxnMarkers(ctx context.Context, in *WriteTxnMarkersRequest, opts ...grpc.CallOption) (*WriteTxnMarkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteTxnMarkersResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_WriteTxnMarkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *replicaServiceClient) ReplicaFetch(ctx context.Context, in *ReplicaFetchRequest, opts ...grpc.CallOption) (*ReplicaFetchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReplicaFetchResponse)
@@ -125,6 +140,10 @@ type ReplicaServiceServer interface {
 	// offset of the named partitions as this broker's replicas know them. A
 	// partition this broker does not host comes back with hosted = false.
 	DescribeLogs(context.Context, *DescribeLogsRequest) (*DescribeLogsResponse, error)
+	// WriteTxnMarkers has this broker, the leader of the partitions named,
+	// append each transaction's end marker to them (Kafka's
+	// WriteTxnMarkers), answering once every in-sync replica has it.
+	WriteTxnMarkers(context.Context, *WriteTxnMarkersRequest) (*WriteTxnMarkersResponse, error)
 	// ReplicaFetch is a follower's pull from the leader of the named
 	// partitions (Kafka's follower Fetch): one call per leader names every
 	// partition the follower fetches from it. The leader takes each fetch
@@ -169,6 +188,9 @@ type UnimplementedReplicaServiceServer struct{}
 
 func (UnimplementedReplicaServiceServer) DescribeLogs(context.Context, *DescribeLogsRequest) (*DescribeLogsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeLogs not implemented")
+}
+func (UnimplementedReplicaServiceServer) WriteTxnMarkers(context.Context, *WriteTxnMarkersRequest) (*WriteTxnMarkersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WriteTxnMarkers not implemented")
 }
 func (UnimplementedReplicaServiceServer) ReplicaFetch(context.Context, *ReplicaFetchRequest) (*ReplicaFetchResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReplicaFetch not implemented")
@@ -215,6 +237,24 @@ func _ReplicaService_DescribeLogs_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReplicaService_WriteTxnMarkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteTxnMarkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).WriteTxnMarkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_WriteTxnMarkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).WriteTxnMarkers(ctx, req.(*WriteTxnMarkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ReplicaService_ReplicaFetch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReplicaFetchRequest)
 	if err := dec(in); err != nil {
@@ -250,6 +290,10 @@ var ReplicaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeLogs",
 			Handler:    _ReplicaService_DescribeLogs_Handler,
+		},
+		{
+			MethodName: "WriteTxnMarkers",
+			Handler:    _ReplicaService_WriteTxnMarkers_Handler,
 		},
 		{
 			MethodName: "ReplicaFetch",

@@ -63,6 +63,7 @@ type Command struct {
 	//	*Command_ReassignPartitions
 	//	*Command_CordonBroker
 	//	*Command_BrokerThrottle
+	//	*Command_PutTransaction
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -330,6 +331,15 @@ func (x *Command) GetBrokerThrottle() *BrokerThrottle {
 	return nil
 }
 
+func (x *Command) GetPutTransaction() *PutTransaction {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PutTransaction); ok {
+			return x.PutTransaction
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -438,6 +448,11 @@ type Command_BrokerThrottle struct {
 	BrokerThrottle *BrokerThrottle `protobuf:"bytes,42,opt,name=broker_throttle,json=brokerThrottle,proto3,oneof"`
 }
 
+type Command_PutTransaction struct {
+	// metadata.version 11: a transaction's state.
+	PutTransaction *PutTransaction `protobuf:"bytes,19,opt,name=put_transaction,json=putTransaction,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -487,6 +502,8 @@ func (*Command_ReassignPartitions) isCommand_Cmd() {}
 func (*Command_CordonBroker) isCommand_Cmd() {}
 
 func (*Command_BrokerThrottle) isCommand_Cmd() {}
+
+func (*Command_PutTransaction) isCommand_Cmd() {}
 
 // ReassignPartitions starts, replaces or cancels the reassignment of
 // partitions (Kafka's KIP-455), all of them or none: a partition unknown,
@@ -3808,11 +3825,274 @@ func (x *DeleteAcls) GetFilters() []*AclRecord {
 	return nil
 }
 
+// TransactionState is a transactional id's state, kept by the transaction
+// coordinator on the controller (Kafka's __transaction_state value).
+type TransactionState struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The epoch before the coordinator's latest bump (an EndTxn retried
+	// with it is recognised), -1 when none.
+	LastProducerEpoch int32 `protobuf:"varint,4,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
+	// The txn package's State: 0 empty, 1 ongoing, 2 prepare commit,
+	// 3 prepare abort, 4 complete commit, 5 complete abort.
+	State     int32 `protobuf:"varint,5,opt,name=state,proto3" json:"state,omitempty"`
+	TimeoutMs int32 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// When the ongoing transaction began, and when the state last changed
+	// (ms since the epoch, the coordinator's clock).
+	StartTimeMs  int64              `protobuf:"varint,7,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
+	UpdateTimeMs int64              `protobuf:"varint,8,opt,name=update_time_ms,json=updateTimeMs,proto3" json:"update_time_ms,omitempty"`
+	Partitions   []*OffsetPartition `protobuf:"bytes,9,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Offsets of consumer groups staged by TxnOffsetCommit, committed with
+	// the transaction.
+	Offsets []*TxnGroupOffsets `protobuf:"bytes,10,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// The transaction's end bumps the producer epoch (transaction version
+	// 2, KIP-890): its markers carry the new epoch.
+	BumpEpoch bool `protobuf:"varint,11,opt,name=bump_epoch,json=bumpEpoch,proto3" json:"bump_epoch,omitempty"`
+	// The coordinator epoch that wrote the prepare state: its markers carry
+	// it.
+	CoordinatorEpoch int32 `protobuf:"varint,12,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TransactionState) Reset() {
+	*x = TransactionState{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionState) ProtoMessage() {}
+
+func (x *TransactionState) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionState.ProtoReflect.Descriptor instead.
+func (*TransactionState) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *TransactionState) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionState) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionState) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TransactionState) GetLastProducerEpoch() int32 {
+	if x != nil {
+		return x.LastProducerEpoch
+	}
+	return 0
+}
+
+func (x *TransactionState) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *TransactionState) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *TransactionState) GetStartTimeMs() int64 {
+	if x != nil {
+		return x.StartTimeMs
+	}
+	return 0
+}
+
+func (x *TransactionState) GetUpdateTimeMs() int64 {
+	if x != nil {
+		return x.UpdateTimeMs
+	}
+	return 0
+}
+
+func (x *TransactionState) GetPartitions() []*OffsetPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *TransactionState) GetOffsets() []*TxnGroupOffsets {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *TransactionState) GetBumpEpoch() bool {
+	if x != nil {
+		return x.BumpEpoch
+	}
+	return false
+}
+
+func (x *TransactionState) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+type TxnGroupOffsets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets       []*OffsetCommit        `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnGroupOffsets) Reset() {
+	*x = TxnGroupOffsets{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnGroupOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnGroupOffsets) ProtoMessage() {}
+
+func (x *TxnGroupOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnGroupOffsets.ProtoReflect.Descriptor instead.
+func (*TxnGroupOffsets) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *TxnGroupOffsets) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnGroupOffsets) GetOffsets() []*OffsetCommit {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// PutTransaction writes a transactional id's state. With
+// allocate_producer_id the state machine gives it the next producer id
+// (epoch 0). A state of complete commit commits its staged offsets in the
+// same entry (an offset of a topic or partition deleted since is
+// skipped). With remove the id's state is deleted.
+type PutTransaction struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Txn                *TransactionState      `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	AllocateProducerId bool                   `protobuf:"varint,2,opt,name=allocate_producer_id,json=allocateProducerId,proto3" json:"allocate_producer_id,omitempty"`
+	Remove             bool                   `protobuf:"varint,3,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PutTransaction) Reset() {
+	*x = PutTransaction{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutTransaction) ProtoMessage() {}
+
+func (x *PutTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutTransaction.ProtoReflect.Descriptor instead.
+func (*PutTransaction) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *PutTransaction) GetTxn() *TransactionState {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *PutTransaction) GetAllocateProducerId() bool {
+	if x != nil {
+		return x.AllocateProducerId
+	}
+	return false
+}
+
+func (x *PutTransaction) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
 var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xaf\x0f\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xfd\x0f\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -3841,7 +4121,8 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x0edelete_offsets\x18\x12 \x01(\v2 .quire.internal.v1.DeleteOffsetsH\x00R\rdeleteOffsets\x12X\n" +
 	"\x13reassign_partitions\x18( \x01(\v2%.quire.internal.v1.ReassignPartitionsH\x00R\x12reassignPartitions\x12F\n" +
 	"\rcordon_broker\x18) \x01(\v2\x1f.quire.internal.v1.CordonBrokerH\x00R\fcordonBroker\x12L\n" +
-	"\x0fbroker_throttle\x18* \x01(\v2!.quire.internal.v1.BrokerThrottleH\x00R\x0ebrokerThrottleB\x05\n" +
+	"\x0fbroker_throttle\x18* \x01(\v2!.quire.internal.v1.BrokerThrottleH\x00R\x0ebrokerThrottle\x12L\n" +
+	"\x0fput_transaction\x18\x13 \x01(\v2!.quire.internal.v1.PutTransactionH\x00R\x0eputTransactionB\x05\n" +
 	"\x03cmd\"^\n" +
 	"\x12ReassignPartitions\x12H\n" +
 	"\n" +
@@ -4109,7 +4390,33 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x04acls\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\x04acls\"D\n" +
 	"\n" +
 	"DeleteAcls\x126\n" +
-	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afiltersB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
+	"\afilters\x18\x01 \x03(\v2\x1c.quire.internal.v1.AclRecordR\afilters\"\x82\x04\n" +
+	"\x10TransactionState\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12.\n" +
+	"\x13last_producer_epoch\x18\x04 \x01(\x05R\x11lastProducerEpoch\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\x05R\x05state\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x05R\ttimeoutMs\x12\"\n" +
+	"\rstart_time_ms\x18\a \x01(\x03R\vstartTimeMs\x12$\n" +
+	"\x0eupdate_time_ms\x18\b \x01(\x03R\fupdateTimeMs\x12B\n" +
+	"\n" +
+	"partitions\x18\t \x03(\v2\".quire.internal.v1.OffsetPartitionR\n" +
+	"partitions\x12<\n" +
+	"\aoffsets\x18\n" +
+	" \x03(\v2\".quire.internal.v1.TxnGroupOffsetsR\aoffsets\x12\x1d\n" +
+	"\n" +
+	"bump_epoch\x18\v \x01(\bR\tbumpEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\f \x01(\x05R\x10coordinatorEpoch\"b\n" +
+	"\x0fTxnGroupOffsets\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x129\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\"\x91\x01\n" +
+	"\x0ePutTransaction\x125\n" +
+	"\x03txn\x18\x01 \x01(\v2#.quire.internal.v1.TransactionStateR\x03txn\x120\n" +
+	"\x14allocate_producer_id\x18\x02 \x01(\bR\x12allocateProducerId\x12\x16\n" +
+	"\x06remove\x18\x03 \x01(\bR\x06removeB-Z+github.com/quirelog/quire/api/metapb;metapbb\x06proto3"
 
 var (
 	file_quire_internal_v1_metadata_proto_rawDescOnce sync.Once
@@ -4123,7 +4430,7 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
 	(*ReassignPartitions)(nil),    // 1: quire.internal.v1.ReassignPartitions
@@ -4172,10 +4479,13 @@ var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*AclRecord)(nil),             // 44: quire.internal.v1.AclRecord
 	(*CreateAcls)(nil),            // 45: quire.internal.v1.CreateAcls
 	(*DeleteAcls)(nil),            // 46: quire.internal.v1.DeleteAcls
-	nil,                           // 47: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 48: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 49: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 50: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*TransactionState)(nil),      // 47: quire.internal.v1.TransactionState
+	(*TxnGroupOffsets)(nil),       // 48: quire.internal.v1.TxnGroupOffsets
+	(*PutTransaction)(nil),        // 49: quire.internal.v1.PutTransaction
+	nil,                           // 50: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 51: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 52: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 53: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	5,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
@@ -4203,41 +4513,46 @@ var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
 	1,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
 	3,  // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
 	4,  // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
-	2,  // 25: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
-	6,  // 26: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	9,  // 27: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	47, // 28: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	48, // 29: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	9,  // 30: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	17, // 31: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	18, // 32: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	21, // 33: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
-	27, // 34: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	29, // 35: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	30, // 36: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	31, // 37: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	32, // 38: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	34, // 39: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	35, // 40: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	28, // 41: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	28, // 42: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	49, // 43: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	28, // 44: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	33, // 45: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	32, // 46: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	29, // 47: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	30, // 48: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	34, // 49: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	6,  // 50: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	50, // 51: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	41, // 52: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	44, // 53: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	44, // 54: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	55, // [55:55] is the sub-list for method output_type
-	55, // [55:55] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	49, // 25: quire.internal.v1.Command.put_transaction:type_name -> quire.internal.v1.PutTransaction
+	2,  // 26: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
+	6,  // 27: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	9,  // 28: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	50, // 29: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	51, // 30: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	9,  // 31: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	17, // 32: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	18, // 33: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	21, // 34: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
+	27, // 35: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	29, // 36: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	30, // 37: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	31, // 38: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	32, // 39: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	34, // 40: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	35, // 41: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	28, // 42: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	28, // 43: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	52, // 44: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	28, // 45: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	33, // 46: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	32, // 47: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	29, // 48: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	30, // 49: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	34, // 50: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	6,  // 51: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	53, // 52: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	41, // 53: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	44, // 54: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	44, // 55: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	21, // 56: quire.internal.v1.TransactionState.partitions:type_name -> quire.internal.v1.OffsetPartition
+	48, // 57: quire.internal.v1.TransactionState.offsets:type_name -> quire.internal.v1.TxnGroupOffsets
+	17, // 58: quire.internal.v1.TxnGroupOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	47, // 59: quire.internal.v1.PutTransaction.txn:type_name -> quire.internal.v1.TransactionState
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -4271,6 +4586,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_ReassignPartitions)(nil),
 		(*Command_CordonBroker)(nil),
 		(*Command_BrokerThrottle)(nil),
+		(*Command_PutTransaction)(nil),
 	}
 	file_quire_internal_v1_metadata_proto_msgTypes[27].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
@@ -4286,7 +4602,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

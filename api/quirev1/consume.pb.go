@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// IsolationLevel is a fetch's view of transactions, as Kafka's
+// isolation.level.
+type IsolationLevel int32
+
+const (
+	// Every record up to the high watermark, whatever its transaction's
+	// outcome (the default).
+	IsolationLevel_READ_UNCOMMITTED IsolationLevel = 0
+	// Only up to the last stable offset (the first offset of the oldest
+	// transaction still open, or the high watermark if lower): records of
+	// committed transactions and of none.
+	IsolationLevel_READ_COMMITTED IsolationLevel = 1
+)
+
+// Enum value maps for IsolationLevel.
+var (
+	IsolationLevel_name = map[int32]string{
+		0: "READ_UNCOMMITTED",
+		1: "READ_COMMITTED",
+	}
+	IsolationLevel_value = map[string]int32{
+		"READ_UNCOMMITTED": 0,
+		"READ_COMMITTED":   1,
+	}
+)
+
+func (x IsolationLevel) Enum() *IsolationLevel {
+	p := new(IsolationLevel)
+	*p = x
+	return p
+}
+
+func (x IsolationLevel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IsolationLevel) Descriptor() protoreflect.EnumDescriptor {
+	return file_quire_v1_consume_proto_enumTypes[0].Descriptor()
+}
+
+func (IsolationLevel) Type() protoreflect.EnumType {
+	return &file_quire_v1_consume_proto_enumTypes[0]
+}
+
+func (x IsolationLevel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IsolationLevel.Descriptor instead.
+func (IsolationLevel) EnumDescriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{0}
+}
+
 // RecordFormat chooses the fields in which a decoded record's key and value
 // are given. The log holds Kafka records, the same bytes whichever field
 // (or whichever Kafka producer) wrote them, and keeps no note of text or
@@ -60,11 +113,11 @@ func (x RecordFormat) String() string {
 }
 
 func (RecordFormat) Descriptor() protoreflect.EnumDescriptor {
-	return file_quire_v1_consume_proto_enumTypes[0].Descriptor()
+	return file_quire_v1_consume_proto_enumTypes[1].Descriptor()
 }
 
 func (RecordFormat) Type() protoreflect.EnumType {
-	return &file_quire_v1_consume_proto_enumTypes[0]
+	return &file_quire_v1_consume_proto_enumTypes[1]
 }
 
 func (x RecordFormat) Number() protoreflect.EnumNumber {
@@ -73,7 +126,7 @@ func (x RecordFormat) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecordFormat.Descriptor instead.
 func (RecordFormat) EnumDescriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{0}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{1}
 }
 
 type FetchRequest struct {
@@ -86,10 +139,13 @@ type FetchRequest struct {
 	// Cap on the whole response; 0 means 52428800 (fetch.max.bytes), and
 	// the broker caps it at 33554432. At least one batch is returned if any
 	// is available, so a response may pass the cap by one batch.
-	MaxBytes      int32             `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	Partitions    []*FetchPartition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBytes   int32             `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions []*FetchPartition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// READ_COMMITTED reads up to the last stable offset and answers the
+	// aborted transactions the batches overlap, for the client to drop.
+	IsolationLevel IsolationLevel `protobuf:"varint,5,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -150,6 +206,67 @@ func (x *FetchRequest) GetPartitions() []*FetchPartition {
 	return nil
 }
 
+func (x *FetchRequest) GetIsolationLevel() IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return IsolationLevel_READ_UNCOMMITTED
+}
+
+// AbortedTransaction is a transaction aborted in a fetched range: its
+// producer's batches from first_offset up to its abort marker belong to it.
+type AbortedTransaction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	FirstOffset   int64                  `protobuf:"varint,2,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortedTransaction) Reset() {
+	*x = AbortedTransaction{}
+	mi := &file_quire_v1_consume_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortedTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortedTransaction) ProtoMessage() {}
+
+func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_consume_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
+func (*AbortedTransaction) Descriptor() ([]byte, []int) {
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AbortedTransaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortedTransaction) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
 type FetchPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -170,7 +287,7 @@ type FetchPartition struct {
 
 func (x *FetchPartition) Reset() {
 	*x = FetchPartition{}
-	mi := &file_quire_v1_consume_proto_msgTypes[1]
+	mi := &file_quire_v1_consume_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -182,7 +299,7 @@ func (x *FetchPartition) String() string {
 func (*FetchPartition) ProtoMessage() {}
 
 func (x *FetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[1]
+	mi := &file_quire_v1_consume_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -195,7 +312,7 @@ func (x *FetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartition.ProtoReflect.Descriptor instead.
 func (*FetchPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{1}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *FetchPartition) GetTopic() string {
@@ -261,7 +378,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_quire_v1_consume_proto_msgTypes[2]
+	mi := &file_quire_v1_consume_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +390,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[2]
+	mi := &file_quire_v1_consume_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +403,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{2}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FetchResponse) GetPartitions() []*FetchPartitionResult {
@@ -305,15 +422,20 @@ type FetchPartitionResult struct {
 	LogEndOffset   int64                  `protobuf:"varint,5,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
 	LogStartOffset int64                  `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// Whole RecordBatch v2 batches; the first may start before the requested
-	// offset (it contains it), as in Kafka.
-	Records       []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// offset (it contains it), as in Kafka. Control batches (transaction
+	// markers) are among them, as stored.
+	Records []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
+	// The last stable offset; -1 when unknown.
+	LastStableOffset int64 `protobuf:"varint,8,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	// READ_COMMITTED: the aborted transactions the batches overlap.
+	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,9,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *FetchPartitionResult) Reset() {
 	*x = FetchPartitionResult{}
-	mi := &file_quire_v1_consume_proto_msgTypes[3]
+	mi := &file_quire_v1_consume_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +447,7 @@ func (x *FetchPartitionResult) String() string {
 func (*FetchPartitionResult) ProtoMessage() {}
 
 func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[3]
+	mi := &file_quire_v1_consume_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +460,7 @@ func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartitionResult.ProtoReflect.Descriptor instead.
 func (*FetchPartitionResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{3}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FetchPartitionResult) GetTopic() string {
@@ -390,6 +512,20 @@ func (x *FetchPartitionResult) GetRecords() []byte {
 	return nil
 }
 
+func (x *FetchPartitionResult) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
+func (x *FetchPartitionResult) GetAbortedTransactions() []*AbortedTransaction {
+	if x != nil {
+		return x.AbortedTransactions
+	}
+	return nil
+}
+
 type FetchRecordsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -401,14 +537,18 @@ type FetchRecordsRequest struct {
 	// 0 means 1048576.
 	MaxBytes int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// The fields keys and values come back in; see RecordFormat.
-	Format        RecordFormat `protobuf:"varint,7,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Format RecordFormat `protobuf:"varint,7,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
+	// READ_COMMITTED returns only records of committed transactions and of
+	// none, up to the last stable offset. Transaction markers are never
+	// returned, whatever the level.
+	IsolationLevel IsolationLevel `protobuf:"varint,8,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchRecordsRequest) Reset() {
 	*x = FetchRecordsRequest{}
-	mi := &file_quire_v1_consume_proto_msgTypes[4]
+	mi := &file_quire_v1_consume_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +560,7 @@ func (x *FetchRecordsRequest) String() string {
 func (*FetchRecordsRequest) ProtoMessage() {}
 
 func (x *FetchRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[4]
+	mi := &file_quire_v1_consume_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +573,7 @@ func (x *FetchRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRecordsRequest.ProtoReflect.Descriptor instead.
 func (*FetchRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{4}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchRecordsRequest) GetTopic() string {
@@ -485,20 +625,28 @@ func (x *FetchRecordsRequest) GetFormat() RecordFormat {
 	return RecordFormat_RECORD_FORMAT_AUTO
 }
 
+func (x *FetchRecordsRequest) GetIsolationLevel() IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return IsolationLevel_READ_UNCOMMITTED
+}
+
 type FetchRecordsResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Records []*ConsumedRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 	// The offset to fetch next.
-	NextOffset     int64 `protobuf:"varint,2,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
-	HighWatermark  int64 `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	LogStartOffset int64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	NextOffset       int64 `protobuf:"varint,2,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	HighWatermark    int64 `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset   int64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	LastStableOffset int64 `protobuf:"varint,5,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchRecordsResponse) Reset() {
 	*x = FetchRecordsResponse{}
-	mi := &file_quire_v1_consume_proto_msgTypes[5]
+	mi := &file_quire_v1_consume_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +658,7 @@ func (x *FetchRecordsResponse) String() string {
 func (*FetchRecordsResponse) ProtoMessage() {}
 
 func (x *FetchRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[5]
+	mi := &file_quire_v1_consume_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +671,7 @@ func (x *FetchRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRecordsResponse.ProtoReflect.Descriptor instead.
 func (*FetchRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{5}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FetchRecordsResponse) GetRecords() []*ConsumedRecord {
@@ -554,6 +702,13 @@ func (x *FetchRecordsResponse) GetLogStartOffset() int64 {
 	return 0
 }
 
+func (x *FetchRecordsResponse) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
 type FetchRecordsMultiRequest struct {
 	state      protoimpl.MessageState   `protogen:"open.v1"`
 	Partitions []*FetchRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -570,14 +725,16 @@ type FetchRecordsMultiRequest struct {
 	// it has any, so a response may pass the cap by one batch per broker.
 	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// The fields keys and values come back in; see RecordFormat.
-	Format        RecordFormat `protobuf:"varint,5,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Format RecordFormat `protobuf:"varint,5,opt,name=format,proto3,enum=quire.v1.RecordFormat" json:"format,omitempty"`
+	// As in FetchRecordsRequest.
+	IsolationLevel IsolationLevel `protobuf:"varint,6,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchRecordsMultiRequest) Reset() {
 	*x = FetchRecordsMultiRequest{}
-	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	mi := &file_quire_v1_consume_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +746,7 @@ func (x *FetchRecordsMultiRequest) String() string {
 func (*FetchRecordsMultiRequest) ProtoMessage() {}
 
 func (x *FetchRecordsMultiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[6]
+	mi := &file_quire_v1_consume_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +759,7 @@ func (x *FetchRecordsMultiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRecordsMultiRequest.ProtoReflect.Descriptor instead.
 func (*FetchRecordsMultiRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{6}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchRecordsMultiRequest) GetPartitions() []*FetchRecordsPartition {
@@ -640,6 +797,13 @@ func (x *FetchRecordsMultiRequest) GetFormat() RecordFormat {
 	return RecordFormat_RECORD_FORMAT_AUTO
 }
 
+func (x *FetchRecordsMultiRequest) GetIsolationLevel() IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return IsolationLevel_READ_UNCOMMITTED
+}
+
 type FetchRecordsPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -653,7 +817,7 @@ type FetchRecordsPartition struct {
 
 func (x *FetchRecordsPartition) Reset() {
 	*x = FetchRecordsPartition{}
-	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	mi := &file_quire_v1_consume_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +829,7 @@ func (x *FetchRecordsPartition) String() string {
 func (*FetchRecordsPartition) ProtoMessage() {}
 
 func (x *FetchRecordsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[7]
+	mi := &file_quire_v1_consume_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +842,7 @@ func (x *FetchRecordsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRecordsPartition.ProtoReflect.Descriptor instead.
 func (*FetchRecordsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{7}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FetchRecordsPartition) GetTopic() string {
@@ -719,7 +883,7 @@ type FetchRecordsMultiResponse struct {
 
 func (x *FetchRecordsMultiResponse) Reset() {
 	*x = FetchRecordsMultiResponse{}
-	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	mi := &file_quire_v1_consume_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +895,7 @@ func (x *FetchRecordsMultiResponse) String() string {
 func (*FetchRecordsMultiResponse) ProtoMessage() {}
 
 func (x *FetchRecordsMultiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[8]
+	mi := &file_quire_v1_consume_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +908,7 @@ func (x *FetchRecordsMultiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRecordsMultiResponse.ProtoReflect.Descriptor instead.
 func (*FetchRecordsMultiResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchRecordsMultiResponse) GetPartitions() []*FetchRecordsPartitionResult {
@@ -764,15 +928,16 @@ type FetchRecordsPartitionResult struct {
 	// The offset to fetch next: the requested one when nothing was read.
 	NextOffset int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	// -1 when unknown (an error, or a leader that was not waited for).
-	HighWatermark  int64 `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	LogStartOffset int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	HighWatermark    int64 `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset   int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	LastStableOffset int64 `protobuf:"varint,8,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchRecordsPartitionResult) Reset() {
 	*x = FetchRecordsPartitionResult{}
-	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	mi := &file_quire_v1_consume_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +949,7 @@ func (x *FetchRecordsPartitionResult) String() string {
 func (*FetchRecordsPartitionResult) ProtoMessage() {}
 
 func (x *FetchRecordsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[9]
+	mi := &file_quire_v1_consume_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +962,7 @@ func (x *FetchRecordsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRecordsPartitionResult.ProtoReflect.Descriptor instead.
 func (*FetchRecordsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FetchRecordsPartitionResult) GetTopic() string {
@@ -849,6 +1014,13 @@ func (x *FetchRecordsPartitionResult) GetLogStartOffset() int64 {
 	return 0
 }
 
+func (x *FetchRecordsPartitionResult) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
 // ConsumedRecord is a decoded record. Key and value are exactly the bytes
 // stored, in the fields the request's RecordFormat chose. A null key or
 // value (Kafka's length -1; a null value is a tombstone) sets neither field
@@ -878,7 +1050,7 @@ type ConsumedRecord struct {
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_quire_v1_consume_proto_msgTypes[10]
+	mi := &file_quire_v1_consume_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1062,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[10]
+	mi := &file_quire_v1_consume_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1075,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConsumedRecord) GetTopic() string {
@@ -1039,7 +1211,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_quire_v1_consume_proto_msgTypes[11]
+	mi := &file_quire_v1_consume_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1223,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[11]
+	mi := &file_quire_v1_consume_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1236,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{11}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsPartition {
@@ -1087,7 +1259,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_quire_v1_consume_proto_msgTypes[12]
+	mi := &file_quire_v1_consume_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1271,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[12]
+	mi := &file_quire_v1_consume_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1284,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -1145,7 +1317,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_quire_v1_consume_proto_msgTypes[13]
+	mi := &file_quire_v1_consume_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1329,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[13]
+	mi := &file_quire_v1_consume_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1342,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResult {
@@ -1195,7 +1367,7 @@ type ListOffsetsResult struct {
 
 func (x *ListOffsetsResult) Reset() {
 	*x = ListOffsetsResult{}
-	mi := &file_quire_v1_consume_proto_msgTypes[14]
+	mi := &file_quire_v1_consume_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1379,7 @@ func (x *ListOffsetsResult) String() string {
 func (*ListOffsetsResult) ProtoMessage() {}
 
 func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_consume_proto_msgTypes[14]
+	mi := &file_quire_v1_consume_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1392,7 @@ func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_consume_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_consume_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListOffsetsResult) GetTopic() string {
@@ -1269,14 +1441,19 @@ var File_quire_v1_consume_proto protoreflect.FileDescriptor
 
 const file_quire_v1_consume_proto_rawDesc = "" +
 	"\n" +
-	"\x16quire/v1/consume.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xa2\x01\n" +
+	"\x16quire/v1/consume.proto\x12\bquire.v1\x1a\x15quire/v1/errors.proto\"\xe5\x01\n" +
 	"\fFetchRequest\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x01 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x128\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x18.quire.v1.FetchPartitionR\n" +
-	"partitions\"\xce\x01\n" +
+	"partitions\x12A\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x0e2\x18.quire.v1.IsolationLevelR\x0eisolationLevel\"X\n" +
+	"\x12AbortedTransaction\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12!\n" +
+	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\"\xce\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1287,7 +1464,7 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\rFetchResponse\x12>\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1e.quire.v1.FetchPartitionResultR\n" +
-	"partitions\"\x82\x02\n" +
+	"partitions\"\x81\x03\n" +
 	"\x14FetchPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
@@ -1295,7 +1472,9 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12$\n" +
 	"\x0elog_end_offset\x18\x05 \x01(\x03R\flogEndOffset\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x18\n" +
-	"\arecords\x18\a \x01(\fR\arecords\"\xef\x01\n" +
+	"\arecords\x18\a \x01(\fR\arecords\x12,\n" +
+	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\x12O\n" +
+	"\x14aborted_transactions\x18\t \x03(\v2\x1c.quire.v1.AbortedTransactionR\x13abortedTransactions\"\xb2\x02\n" +
 	"\x13FetchRecordsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1304,13 +1483,15 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"maxRecords\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x05 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12.\n" +
-	"\x06format\x18\a \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\"\xbc\x01\n" +
+	"\x06format\x18\a \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\x12A\n" +
+	"\x0fisolation_level\x18\b \x01(\x0e2\x18.quire.v1.IsolationLevelR\x0eisolationLevel\"\xea\x01\n" +
 	"\x14FetchRecordsResponse\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x03R\n" +
 	"nextOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xe9\x01\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12,\n" +
+	"\x12last_stable_offset\x18\x05 \x01(\x03R\x10lastStableOffset\"\xac\x02\n" +
 	"\x18FetchRecordsMultiRequest\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.quire.v1.FetchRecordsPartitionR\n" +
@@ -1319,7 +1500,8 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\vmax_records\x18\x03 \x01(\x05R\n" +
 	"maxRecords\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12.\n" +
-	"\x06format\x18\x05 \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\"\x80\x01\n" +
+	"\x06format\x18\x05 \x01(\x0e2\x16.quire.v1.RecordFormatR\x06format\x12A\n" +
+	"\x0fisolation_level\x18\x06 \x01(\x0e2\x18.quire.v1.IsolationLevelR\x0eisolationLevel\"\x80\x01\n" +
 	"\x15FetchRecordsPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1328,7 +1510,7 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\x19FetchRecordsMultiResponse\x12E\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2%.quire.v1.FetchRecordsPartitionResultR\n" +
-	"partitions\"\x9e\x02\n" +
+	"partitions\"\xcc\x02\n" +
 	"\x1bFetchRecordsPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
@@ -1337,7 +1519,8 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\vnext_offset\x18\x05 \x01(\x03R\n" +
 	"nextOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\"\xdc\x02\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12,\n" +
+	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\"\xdc\x02\n" +
 	"\x0eConsumedRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1373,7 +1556,10 @@ const file_quire_v1_consume_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x05 \x01(\x03R\vtimestampMs\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch*?\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch*:\n" +
+	"\x0eIsolationLevel\x12\x14\n" +
+	"\x10READ_UNCOMMITTED\x10\x00\x12\x12\n" +
+	"\x0eREAD_COMMITTED\x10\x01*?\n" +
 	"\fRecordFormat\x12\x16\n" +
 	"\x12RECORD_FORMAT_AUTO\x10\x00\x12\x17\n" +
 	"\x13RECORD_FORMAT_BYTES\x10\x012\xff\x02\n" +
@@ -1396,58 +1582,64 @@ func file_quire_v1_consume_proto_rawDescGZIP() []byte {
 	return file_quire_v1_consume_proto_rawDescData
 }
 
-var file_quire_v1_consume_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_consume_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_quire_v1_consume_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_quire_v1_consume_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_quire_v1_consume_proto_goTypes = []any{
-	(RecordFormat)(0),                   // 0: quire.v1.RecordFormat
-	(*FetchRequest)(nil),                // 1: quire.v1.FetchRequest
-	(*FetchPartition)(nil),              // 2: quire.v1.FetchPartition
-	(*FetchResponse)(nil),               // 3: quire.v1.FetchResponse
-	(*FetchPartitionResult)(nil),        // 4: quire.v1.FetchPartitionResult
-	(*FetchRecordsRequest)(nil),         // 5: quire.v1.FetchRecordsRequest
-	(*FetchRecordsResponse)(nil),        // 6: quire.v1.FetchRecordsResponse
-	(*FetchRecordsMultiRequest)(nil),    // 7: quire.v1.FetchRecordsMultiRequest
-	(*FetchRecordsPartition)(nil),       // 8: quire.v1.FetchRecordsPartition
-	(*FetchRecordsMultiResponse)(nil),   // 9: quire.v1.FetchRecordsMultiResponse
-	(*FetchRecordsPartitionResult)(nil), // 10: quire.v1.FetchRecordsPartitionResult
-	(*ConsumedRecord)(nil),              // 11: quire.v1.ConsumedRecord
-	(*ListOffsetsRequest)(nil),          // 12: quire.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil),        // 13: quire.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),         // 14: quire.v1.ListOffsetsResponse
-	(*ListOffsetsResult)(nil),           // 15: quire.v1.ListOffsetsResult
-	(*Error)(nil),                       // 16: quire.v1.Error
-	(*RecordHeader)(nil),                // 17: quire.v1.RecordHeader
+	(IsolationLevel)(0),                 // 0: quire.v1.IsolationLevel
+	(RecordFormat)(0),                   // 1: quire.v1.RecordFormat
+	(*FetchRequest)(nil),                // 2: quire.v1.FetchRequest
+	(*AbortedTransaction)(nil),          // 3: quire.v1.AbortedTransaction
+	(*FetchPartition)(nil),              // 4: quire.v1.FetchPartition
+	(*FetchResponse)(nil),               // 5: quire.v1.FetchResponse
+	(*FetchPartitionResult)(nil),        // 6: quire.v1.FetchPartitionResult
+	(*FetchRecordsRequest)(nil),         // 7: quire.v1.FetchRecordsRequest
+	(*FetchRecordsResponse)(nil),        // 8: quire.v1.FetchRecordsResponse
+	(*FetchRecordsMultiRequest)(nil),    // 9: quire.v1.FetchRecordsMultiRequest
+	(*FetchRecordsPartition)(nil),       // 10: quire.v1.FetchRecordsPartition
+	(*FetchRecordsMultiResponse)(nil),   // 11: quire.v1.FetchRecordsMultiResponse
+	(*FetchRecordsPartitionResult)(nil), // 12: quire.v1.FetchRecordsPartitionResult
+	(*ConsumedRecord)(nil),              // 13: quire.v1.ConsumedRecord
+	(*ListOffsetsRequest)(nil),          // 14: quire.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),        // 15: quire.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),         // 16: quire.v1.ListOffsetsResponse
+	(*ListOffsetsResult)(nil),           // 17: quire.v1.ListOffsetsResult
+	(*Error)(nil),                       // 18: quire.v1.Error
+	(*RecordHeader)(nil),                // 19: quire.v1.RecordHeader
 }
 var file_quire_v1_consume_proto_depIdxs = []int32{
-	2,  // 0: quire.v1.FetchRequest.partitions:type_name -> quire.v1.FetchPartition
-	4,  // 1: quire.v1.FetchResponse.partitions:type_name -> quire.v1.FetchPartitionResult
-	16, // 2: quire.v1.FetchPartitionResult.error:type_name -> quire.v1.Error
-	0,  // 3: quire.v1.FetchRecordsRequest.format:type_name -> quire.v1.RecordFormat
-	11, // 4: quire.v1.FetchRecordsResponse.records:type_name -> quire.v1.ConsumedRecord
-	8,  // 5: quire.v1.FetchRecordsMultiRequest.partitions:type_name -> quire.v1.FetchRecordsPartition
-	0,  // 6: quire.v1.FetchRecordsMultiRequest.format:type_name -> quire.v1.RecordFormat
-	10, // 7: quire.v1.FetchRecordsMultiResponse.partitions:type_name -> quire.v1.FetchRecordsPartitionResult
-	16, // 8: quire.v1.FetchRecordsPartitionResult.error:type_name -> quire.v1.Error
-	11, // 9: quire.v1.FetchRecordsPartitionResult.records:type_name -> quire.v1.ConsumedRecord
-	17, // 10: quire.v1.ConsumedRecord.headers:type_name -> quire.v1.RecordHeader
-	13, // 11: quire.v1.ListOffsetsRequest.partitions:type_name -> quire.v1.ListOffsetsPartition
-	15, // 12: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
-	16, // 13: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
-	1,  // 14: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
-	1,  // 15: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
-	5,  // 16: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
-	7,  // 17: quire.v1.Consumer.FetchRecordsMulti:input_type -> quire.v1.FetchRecordsMultiRequest
-	12, // 18: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
-	3,  // 19: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
-	3,  // 20: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
-	6,  // 21: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
-	9,  // 22: quire.v1.Consumer.FetchRecordsMulti:output_type -> quire.v1.FetchRecordsMultiResponse
-	14, // 23: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	4,  // 0: quire.v1.FetchRequest.partitions:type_name -> quire.v1.FetchPartition
+	0,  // 1: quire.v1.FetchRequest.isolation_level:type_name -> quire.v1.IsolationLevel
+	6,  // 2: quire.v1.FetchResponse.partitions:type_name -> quire.v1.FetchPartitionResult
+	18, // 3: quire.v1.FetchPartitionResult.error:type_name -> quire.v1.Error
+	3,  // 4: quire.v1.FetchPartitionResult.aborted_transactions:type_name -> quire.v1.AbortedTransaction
+	1,  // 5: quire.v1.FetchRecordsRequest.format:type_name -> quire.v1.RecordFormat
+	0,  // 6: quire.v1.FetchRecordsRequest.isolation_level:type_name -> quire.v1.IsolationLevel
+	13, // 7: quire.v1.FetchRecordsResponse.records:type_name -> quire.v1.ConsumedRecord
+	10, // 8: quire.v1.FetchRecordsMultiRequest.partitions:type_name -> quire.v1.FetchRecordsPartition
+	1,  // 9: quire.v1.FetchRecordsMultiRequest.format:type_name -> quire.v1.RecordFormat
+	0,  // 10: quire.v1.FetchRecordsMultiRequest.isolation_level:type_name -> quire.v1.IsolationLevel
+	12, // 11: quire.v1.FetchRecordsMultiResponse.partitions:type_name -> quire.v1.FetchRecordsPartitionResult
+	18, // 12: quire.v1.FetchRecordsPartitionResult.error:type_name -> quire.v1.Error
+	13, // 13: quire.v1.FetchRecordsPartitionResult.records:type_name -> quire.v1.ConsumedRecord
+	19, // 14: quire.v1.ConsumedRecord.headers:type_name -> quire.v1.RecordHeader
+	15, // 15: quire.v1.ListOffsetsRequest.partitions:type_name -> quire.v1.ListOffsetsPartition
+	17, // 16: quire.v1.ListOffsetsResponse.partitions:type_name -> quire.v1.ListOffsetsResult
+	18, // 17: quire.v1.ListOffsetsResult.error:type_name -> quire.v1.Error
+	2,  // 18: quire.v1.Consumer.Fetch:input_type -> quire.v1.FetchRequest
+	2,  // 19: quire.v1.Consumer.FetchStream:input_type -> quire.v1.FetchRequest
+	7,  // 20: quire.v1.Consumer.FetchRecords:input_type -> quire.v1.FetchRecordsRequest
+	9,  // 21: quire.v1.Consumer.FetchRecordsMulti:input_type -> quire.v1.FetchRecordsMultiRequest
+	14, // 22: quire.v1.Consumer.ListOffsets:input_type -> quire.v1.ListOffsetsRequest
+	5,  // 23: quire.v1.Consumer.Fetch:output_type -> quire.v1.FetchResponse
+	5,  // 24: quire.v1.Consumer.FetchStream:output_type -> quire.v1.FetchResponse
+	8,  // 25: quire.v1.Consumer.FetchRecords:output_type -> quire.v1.FetchRecordsResponse
+	11, // 26: quire.v1.Consumer.FetchRecordsMulti:output_type -> quire.v1.FetchRecordsMultiResponse
+	16, // 27: quire.v1.Consumer.ListOffsets:output_type -> quire.v1.ListOffsetsResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_consume_proto_init() }
@@ -1456,10 +1648,10 @@ func file_quire_v1_consume_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_consume_proto_msgTypes[1].OneofWrappers = []any{
+	file_quire_v1_consume_proto_msgTypes[2].OneofWrappers = []any{
 		(*FetchPartition_CurrentLeaderEpoch)(nil),
 	}
-	file_quire_v1_consume_proto_msgTypes[10].OneofWrappers = []any{
+	file_quire_v1_consume_proto_msgTypes[11].OneofWrappers = []any{
 		(*ConsumedRecord_Key)(nil),
 		(*ConsumedRecord_KeyBytes)(nil),
 		(*ConsumedRecord_Value)(nil),
@@ -1470,8 +1662,8 @@ func file_quire_v1_consume_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_consume_proto_rawDesc), len(file_quire_v1_consume_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   15,
+			NumEnums:      2,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -99,7 +99,19 @@ const (
 	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
 	ErrorCode_DUPLICATE_SEQUENCE_NUMBER    ErrorCode = 46
 	ErrorCode_INVALID_PRODUCER_EPOCH       ErrorCode = 47
-	ErrorCode_KAFKA_STORAGE_ERROR          ErrorCode = 56
+	// Transactions: a request the transaction's state does not allow (an
+	// EndTxn with nothing begun, a batch outside the producer's open
+	// transaction), a producer id that is not the transactional id's, a
+	// timeout above transaction.max.timeout.ms, a transaction still being
+	// ended (retriable), a marker from a deposed coordinator, a
+	// transactional id not authorized.
+	ErrorCode_INVALID_TXN_STATE                     ErrorCode = 48
+	ErrorCode_INVALID_PRODUCER_ID_MAPPING           ErrorCode = 49
+	ErrorCode_INVALID_TRANSACTION_TIMEOUT           ErrorCode = 50
+	ErrorCode_CONCURRENT_TRANSACTIONS               ErrorCode = 51
+	ErrorCode_TRANSACTION_COORDINATOR_FENCED        ErrorCode = 52
+	ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ErrorCode = 53
+	ErrorCode_KAFKA_STORAGE_ERROR                   ErrorCode = 56
 	// A wrong password, an unknown or deleted user (UNAUTHENTICATED).
 	ErrorCode_SASL_AUTHENTICATION_FAILED ErrorCode = 58
 	ErrorCode_UNKNOWN_PRODUCER_ID        ErrorCode = 59
@@ -123,9 +135,13 @@ const (
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
 	ErrorCode_INVALID_RECORD            ErrorCode = 87
 	// A user or ACL to delete that does not exist.
-	ErrorCode_RESOURCE_NOT_FOUND         ErrorCode = 91
+	ErrorCode_RESOURCE_NOT_FOUND ErrorCode = 91
+	// A transactional producer's epoch was bumped by a newer instance with
+	// the same transactional id: this one is fenced for good.
+	ErrorCode_PRODUCER_FENCED            ErrorCode = 90
 	ErrorCode_FEATURE_UPDATE_FAILED      ErrorCode = 96
 	ErrorCode_BROKER_ID_NOT_REGISTERED   ErrorCode = 102
+	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
 	ErrorCode_FENCED_MEMBER_EPOCH        ErrorCode = 110
 	ErrorCode_UNSUPPORTED_ASSIGNOR       ErrorCode = 112
 	ErrorCode_STALE_MEMBER_EPOCH         ErrorCode = 113
@@ -179,6 +195,12 @@ var (
 		45:   "OUT_OF_ORDER_SEQUENCE_NUMBER",
 		46:   "DUPLICATE_SEQUENCE_NUMBER",
 		47:   "INVALID_PRODUCER_EPOCH",
+		48:   "INVALID_TXN_STATE",
+		49:   "INVALID_PRODUCER_ID_MAPPING",
+		50:   "INVALID_TRANSACTION_TIMEOUT",
+		51:   "CONCURRENT_TRANSACTIONS",
+		52:   "TRANSACTION_COORDINATOR_FENCED",
+		53:   "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 		56:   "KAFKA_STORAGE_ERROR",
 		58:   "SASL_AUTHENTICATION_FAILED",
 		59:   "UNKNOWN_PRODUCER_ID",
@@ -197,8 +219,10 @@ var (
 		86:   "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:   "INVALID_RECORD",
 		91:   "RESOURCE_NOT_FOUND",
+		90:   "PRODUCER_FENCED",
 		96:   "FEATURE_UPDATE_FAILED",
 		102:  "BROKER_ID_NOT_REGISTERED",
+		105:  "TRANSACTIONAL_ID_NOT_FOUND",
 		110:  "FENCED_MEMBER_EPOCH",
 		112:  "UNSUPPORTED_ASSIGNOR",
 		113:  "STALE_MEMBER_EPOCH",
@@ -206,74 +230,82 @@ var (
 		1000: "UNKNOWN_SERVER_ERROR",
 	}
 	ErrorCode_value = map[string]int32{
-		"NONE":                             0,
-		"OFFSET_OUT_OF_RANGE":              1,
-		"CORRUPT_MESSAGE":                  2,
-		"UNKNOWN_TOPIC_OR_PARTITION":       3,
-		"INVALID_FETCH_SIZE":               4,
-		"LEADER_NOT_AVAILABLE":             5,
-		"NOT_LEADER_OR_FOLLOWER":           6,
-		"REQUEST_TIMED_OUT":                7,
-		"BROKER_NOT_AVAILABLE":             8,
-		"REPLICA_NOT_AVAILABLE":            9,
-		"MESSAGE_TOO_LARGE":                10,
-		"NETWORK_EXCEPTION":                13,
-		"COORDINATOR_LOAD_IN_PROGRESS":     14,
-		"COORDINATOR_NOT_AVAILABLE":        15,
-		"NOT_COORDINATOR":                  16,
-		"INVALID_TOPIC_EXCEPTION":          17,
-		"RECORD_LIST_TOO_LARGE":            18,
-		"NOT_ENOUGH_REPLICAS":              19,
-		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
-		"INVALID_REQUIRED_ACKS":            21,
-		"ILLEGAL_GENERATION":               22,
-		"INCONSISTENT_GROUP_PROTOCOL":      23,
-		"INVALID_GROUP_ID":                 24,
-		"UNKNOWN_MEMBER_ID":                25,
-		"INVALID_SESSION_TIMEOUT":          26,
-		"REBALANCE_IN_PROGRESS":            27,
-		"INVALID_COMMIT_OFFSET_SIZE":       28,
-		"TOPIC_AUTHORIZATION_FAILED":       29,
-		"GROUP_AUTHORIZATION_FAILED":       30,
-		"CLUSTER_AUTHORIZATION_FAILED":     31,
-		"INVALID_TIMESTAMP":                32,
-		"UNSUPPORTED_VERSION":              35,
-		"TOPIC_ALREADY_EXISTS":             36,
-		"INVALID_PARTITIONS":               37,
-		"INVALID_REPLICATION_FACTOR":       38,
-		"INVALID_REPLICA_ASSIGNMENT":       39,
-		"INVALID_CONFIG":                   40,
-		"NOT_CONTROLLER":                   41,
-		"INVALID_REQUEST":                  42,
-		"POLICY_VIOLATION":                 44,
-		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
-		"DUPLICATE_SEQUENCE_NUMBER":        46,
-		"INVALID_PRODUCER_EPOCH":           47,
-		"KAFKA_STORAGE_ERROR":              56,
-		"SASL_AUTHENTICATION_FAILED":       58,
-		"UNKNOWN_PRODUCER_ID":              59,
-		"NON_EMPTY_GROUP":                  68,
-		"GROUP_ID_NOT_FOUND":               69,
-		"FENCED_LEADER_EPOCH":              74,
-		"UNKNOWN_LEADER_EPOCH":             75,
-		"STALE_BROKER_EPOCH":               77,
-		"OFFSET_NOT_AVAILABLE":             78,
-		"MEMBER_ID_REQUIRED":               79,
-		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
-		"GROUP_MAX_SIZE_REACHED":           81,
-		"FENCED_INSTANCE_ID":               82,
-		"ELECTION_NOT_NEEDED":              84,
-		"NO_REASSIGNMENT_IN_PROGRESS":      85,
-		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
-		"INVALID_RECORD":                   87,
-		"RESOURCE_NOT_FOUND":               91,
-		"FEATURE_UPDATE_FAILED":            96,
-		"BROKER_ID_NOT_REGISTERED":         102,
-		"FENCED_MEMBER_EPOCH":              110,
-		"UNSUPPORTED_ASSIGNOR":             112,
-		"STALE_MEMBER_EPOCH":               113,
-		"INVALID_REGULAR_EXPRESSION":       128,
-		"UNKNOWN_SERVER_ERROR":             1000,
+		"NONE":                                  0,
+		"OFFSET_OUT_OF_RANGE":                   1,
+		"CORRUPT_MESSAGE":                       2,
+		"UNKNOWN_TOPIC_OR_PARTITION":            3,
+		"INVALID_FETCH_SIZE":                    4,
+		"LEADER_NOT_AVAILABLE":                  5,
+		"NOT_LEADER_OR_FOLLOWER":                6,
+		"REQUEST_TIMED_OUT":                     7,
+		"BROKER_NOT_AVAILABLE":                  8,
+		"REPLICA_NOT_AVAILABLE":                 9,
+		"MESSAGE_TOO_LARGE":                     10,
+		"NETWORK_EXCEPTION":                     13,
+		"COORDINATOR_LOAD_IN_PROGRESS":          14,
+		"COORDINATOR_NOT_AVAILABLE":             15,
+		"NOT_COORDINATOR":                       16,
+		"INVALID_TOPIC_EXCEPTION":               17,
+		"RECORD_LIST_TOO_LARGE":                 18,
+		"NOT_ENOUGH_REPLICAS":                   19,
+		"NOT_ENOUGH_REPLICAS_AFTER_APPEND":      20,
+		"INVALID_REQUIRED_ACKS":                 21,
+		"ILLEGAL_GENERATION":                    22,
+		"INCONSISTENT_GROUP_PROTOCOL":           23,
+		"INVALID_GROUP_ID":                      24,
+		"UNKNOWN_MEMBER_ID":                     25,
+		"INVALID_SESSION_TIMEOUT":               26,
+		"REBALANCE_IN_PROGRESS":                 27,
+		"INVALID_COMMIT_OFFSET_SIZE":            28,
+		"TOPIC_AUTHORIZATION_FAILED":            29,
+		"GROUP_AUTHORIZATION_FAILED":            30,
+		"CLUSTER_AUTHORIZATION_FAILED":          31,
+		"INVALID_TIMESTAMP":                     32,
+		"UNSUPPORTED_VERSION":                   35,
+		"TOPIC_ALREADY_EXISTS":                  36,
+		"INVALID_PARTITIONS":                    37,
+		"INVALID_REPLICATION_FACTOR":            38,
+		"INVALID_REPLICA_ASSIGNMENT":            39,
+		"INVALID_CONFIG":                        40,
+		"NOT_CONTROLLER":                        41,
+		"INVALID_REQUEST":                       42,
+		"POLICY_VIOLATION":                      44,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":          45,
+		"DUPLICATE_SEQUENCE_NUMBER":             46,
+		"INVALID_PRODUCER_EPOCH":                47,
+		"INVALID_TXN_STATE":                     48,
+		"INVALID_PRODUCER_ID_MAPPING":           49,
+		"INVALID_TRANSACTION_TIMEOUT":           50,
+		"CONCURRENT_TRANSACTIONS":               51,
+		"TRANSACTION_COORDINATOR_FENCED":        52,
+		"TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53,
+		"KAFKA_STORAGE_ERROR":                   56,
+		"SASL_AUTHENTICATION_FAILED":            58,
+		"UNKNOWN_PRODUCER_ID":                   59,
+		"NON_EMPTY_GROUP":                       68,
+		"GROUP_ID_NOT_FOUND":                    69,
+		"FENCED_LEADER_EPOCH":                   74,
+		"UNKNOWN_LEADER_EPOCH":                  75,
+		"STALE_BROKER_EPOCH":                    77,
+		"OFFSET_NOT_AVAILABLE":                  78,
+		"MEMBER_ID_REQUIRED":                    79,
+		"PREFERRED_LEADER_NOT_AVAILABLE":        80,
+		"GROUP_MAX_SIZE_REACHED":                81,
+		"FENCED_INSTANCE_ID":                    82,
+		"ELECTION_NOT_NEEDED":                   84,
+		"NO_REASSIGNMENT_IN_PROGRESS":           85,
+		"GROUP_SUBSCRIBED_TO_TOPIC":             86,
+		"INVALID_RECORD":                        87,
+		"RESOURCE_NOT_FOUND":                    91,
+		"PRODUCER_FENCED":                       90,
+		"FEATURE_UPDATE_FAILED":                 96,
+		"BROKER_ID_NOT_REGISTERED":              102,
+		"TRANSACTIONAL_ID_NOT_FOUND":            105,
+		"FENCED_MEMBER_EPOCH":                   110,
+		"UNSUPPORTED_ASSIGNOR":                  112,
+		"STALE_MEMBER_EPOCH":                    113,
+		"INVALID_REGULAR_EXPRESSION":            128,
+		"UNKNOWN_SERVER_ERROR":                  1000,
 	}
 )
 
@@ -473,7 +505,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x9e\x0e\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x98\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -518,7 +550,13 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x10POLICY_VIOLATION\x10,\x12 \n" +
 	"\x1cOUT_OF_ORDER_SEQUENCE_NUMBER\x10-\x12\x1d\n" +
 	"\x19DUPLICATE_SEQUENCE_NUMBER\x10.\x12\x1a\n" +
-	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x17\n" +
+	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x15\n" +
+	"\x11INVALID_TXN_STATE\x100\x12\x1f\n" +
+	"\x1bINVALID_PRODUCER_ID_MAPPING\x101\x12\x1f\n" +
+	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12\x1b\n" +
+	"\x17CONCURRENT_TRANSACTIONS\x103\x12\"\n" +
+	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12)\n" +
+	"%TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x105\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x1e\n" +
 	"\x1aSASL_AUTHENTICATION_FAILED\x10:\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
@@ -536,9 +574,11 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1d\n" +
 	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x16\n" +
-	"\x12RESOURCE_NOT_FOUND\x10[\x12\x19\n" +
+	"\x12RESOURCE_NOT_FOUND\x10[\x12\x13\n" +
+	"\x0fPRODUCER_FENCED\x10Z\x12\x19\n" +
 	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x1c\n" +
-	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x17\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1e\n" +
+	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x18\n" +
 	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
 	"\x12STALE_MEMBER_EPOCH\x10q\x12\x1f\n" +

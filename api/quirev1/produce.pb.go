@@ -164,8 +164,14 @@ type ProduceRequest struct {
 	Partitions []*PartitionRecords `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Echoed in the response (used by ProduceStream).
 	CorrelationId int64 `protobuf:"varint,4,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The transactional id of a transactional producer's batches: the
+	// leader adds each partition to the producer's ongoing transaction on
+	// its first batch there (transaction version 2, KIP-890), or, with
+	// verify_partitions, only checks that it was added.
+	TransactionalId  string `protobuf:"bytes,5,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	VerifyPartitions bool   `protobuf:"varint,6,opt,name=verify_partitions,json=verifyPartitions,proto3" json:"verify_partitions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -233,6 +239,20 @@ func (x *ProduceRequest) GetCorrelationId() int64 {
 		return x.CorrelationId
 	}
 	return 0
+}
+
+func (x *ProduceRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *ProduceRequest) GetVerifyPartitions() bool {
+	if x != nil {
+		return x.VerifyPartitions
+	}
+	return false
 }
 
 type isProduceRequest_OptionalAcks interface {
@@ -673,8 +693,12 @@ type ProduceRecordsRequest struct {
 	OptionalProducerId isProduceRecordsRequest_OptionalProducerId `protobuf_oneof:"optional_producer_id"`
 	ProducerEpoch      int32                                      `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	BaseSequence       int32                                      `protobuf:"varint,7,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A transactional producer's transactional id (see the Transactions
+	// service): the records are written as part of its transaction, the
+	// partition joining the transaction on its first write.
+	TransactionalId string `protobuf:"bytes,8,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRecordsRequest) Reset() {
@@ -772,6 +796,13 @@ func (x *ProduceRecordsRequest) GetBaseSequence() int32 {
 		return x.BaseSequence
 	}
 	return 0
+}
+
+func (x *ProduceRecordsRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 type isProduceRecordsRequest_OptionalAcks interface {
@@ -920,7 +951,7 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xb9\x01\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\x91\x02\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x04acks\x18\x01 \x01(\x05H\x00R\x04acks\x12\x1d\n" +
 	"\n" +
@@ -928,7 +959,9 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1a.quire.v1.PartitionRecordsR\n" +
 	"partitions\x12%\n" +
-	"\x0ecorrelation_id\x18\x04 \x01(\x03R\rcorrelationIdB\x0f\n" +
+	"\x0ecorrelation_id\x18\x04 \x01(\x03R\rcorrelationId\x12)\n" +
+	"\x10transactional_id\x18\x05 \x01(\tR\x0ftransactionalId\x12+\n" +
+	"\x11verify_partitions\x18\x06 \x01(\bR\x10verifyPartitionsB\x0f\n" +
 	"\roptional_acks\"`\n" +
 	"\x10PartitionRecords\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -962,7 +995,7 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\bkey_dataB\f\n" +
 	"\n" +
 	"value_dataB\x14\n" +
-	"\x12optional_partition\"\xad\x02\n" +
+	"\x12optional_partition\"\xd8\x02\n" +
 	"\x15ProduceRecordsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x121\n" +
 	"\arecords\x18\x02 \x03(\v2\x17.quire.v1.ProduceRecordR\arecords\x12\x14\n" +
@@ -972,7 +1005,8 @@ const file_quire_v1_produce_proto_rawDesc = "" +
 	"\vproducer_id\x18\x05 \x01(\x03H\x01R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x06 \x01(\x05R\rproducerEpoch\x12#\n" +
-	"\rbase_sequence\x18\a \x01(\x05R\fbaseSequenceB\x0f\n" +
+	"\rbase_sequence\x18\a \x01(\x05R\fbaseSequence\x12)\n" +
+	"\x10transactional_id\x18\b \x01(\tR\x0ftransactionalIdB\x0f\n" +
 	"\roptional_acksB\x16\n" +
 	"\x14optional_producer_id\"J\n" +
 	"\x16ProduceRecordsResponse\x120\n" +

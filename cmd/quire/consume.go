@@ -29,6 +29,7 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 		format     string
 		group      string
 		instance   string
+		isolation  string
 		interval   time.Duration
 		reset      string
 	)
@@ -111,7 +112,15 @@ the same ID takes its partitions back with no rebalance.`,
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
-			cl, err := newClient(ctx, g, resetOpt)
+			opts := []client.Opt{resetOpt}
+			switch isolation {
+			case "read_committed":
+				opts = append(opts, client.ReadCommitted())
+			case "read_uncommitted":
+			default:
+				return fmt.Errorf("bad --isolation %q: read_uncommitted or read_committed", isolation)
+			}
+			cl, err := newClient(ctx, g, opts...)
 			if err != nil {
 				return err
 			}
@@ -223,6 +232,7 @@ the same ID takes its partitions back with no rebalance.`,
 	// log entry, so not one per poll.
 	f.StringVar(&instance, "instance-id", "", "with --group and no -p, a static member's instance id (group.instance.id): a restart with it within the session timeout takes the same partitions back")
 	f.DurationVar(&interval, "commit-interval", 5*time.Second, "with --group, commit at most this often (0: after every batch), and on exit")
+	f.StringVar(&isolation, "isolation", "read_uncommitted", "read_committed: only records of committed transactions (and of none), up to the last stable offset; read_uncommitted: every record")
 	return cmd
 }
 

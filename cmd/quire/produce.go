@@ -24,6 +24,8 @@ func newProduceCmd(g *globalFlags) *cobra.Command {
 		verbose                        bool
 		headers                        []string
 		maxLine, batchMax              int
+		txnID                          string
+		txnAbort                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "produce TOPIC",
@@ -38,6 +40,12 @@ With -v each record's partition and offset is printed once acknowledged.
 A topic that does not exist is created with the broker's defaults when the
 broker allows it (auto.create.topics.enable, on with --dev), saying so on
 standard error, exactly as quire consume does; otherwise both fail at once.
+
+With --transactional-id every line goes in one transaction, committed at
+the end of input: consumers reading committed records only (quire consume
+--isolation read_committed) see all of the lines or none. --abort aborts
+it instead; so do an interrupt and a failure. A second producer with the
+same transactional id fences the first.
 
 Ctrl-C (SIGINT) or SIGTERM stops reading at once, also while produce waits
 for a line: the records already sent are waited for (30 s at most, or
@@ -74,8 +82,21 @@ saying how many.`,
 				return err
 			}
 			defer cl.Close()
-			if _, err := openTopic(ctx, cl, args[0], cmd.ErrOrStderr()); err != nil {
+			nparts, err := openTopic(ctx, cl, args[0], cmd.ErrOrStderr())
+			if err != nil {
 				return err
+			}
+			if txnAbort && txnID == "" {
+				return fmt.Errorf("--abort needs --transactional-id")
+			}
+			var tl *txnLines
+			if txnID != "" {
+				if a != client.AllISRAcks {
+					return fmt.Errorf("--transactional-id needs --acks all")
+				}
+				if tl, err = newTxnLines(ctx, cl, txnID, args[0], nparts, explicit, partition, cmd.OutOrStdout(), verbose); err != nil {
+					return err
+				}
 			}
 			p := &lineProducer{cl: cl, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), verbose: verbose, json: g.format == "json"}
 			if maxLine < 1 {
@@ -115,11 +136,27 @@ saying how many.`,
 				default:
 					r.Value = []byte(line)
 				}
+				if tl != nil {
+					if err := tl.add(ctx, r); err != nil {
+						return tl.abort(context.WithoutCancel(ctx), err, cmd.ErrOrStderr())
+					}
+					continue
+				}
 				cl.Produce(ctx, r, p.done)
 				if ctx.Err() != nil {
 					interrupted = true
 					break
 				}
+			}
+			if tl != nil {
+				if interrupted {
+					return &exitError{code: exitInterrupted, err: tl.abort(context.WithoutCancel(ctx),
+						fmt.Errorf("interrupted after %d lines", n), cmd.ErrOrStderr())}
+				}
+				if lines.err != nil {
+					return tl.abort(context.WithoutCancel(ctx), fmt.Errorf("read stdin: %w", lines.err), cmd.ErrOrStderr())
+				}
+				return tl.end(ctx, !txnAbort, cmd.ErrOrStderr())
 			}
 			if interrupted {
 				return p.interrupted(cl, n)
@@ -163,6 +200,8 @@ saying how many.`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "print where each record landed")
 	f.IntVar(&maxLine, "max-line-bytes", 16<<20, "longest input line accepted (a longer one stops produce with an error)")
 	f.IntVar(&batchMax, "batch-max-bytes", 0, "largest record batch built (default: the topic's max.message.bytes)")
+	f.StringVar(&txnID, "transactional-id", "", "write every line in one transaction of this transactional id, committed at the end of input")
+	f.BoolVar(&txnAbort, "abort", false, "with --transactional-id, abort the transaction at the end instead of committing it")
 	return cmd
 }
 

@@ -96,6 +96,15 @@ var declared = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_STALE_MEMBER_EPOCH:               false,
 	quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION:       false,
 	quirev1.ErrorCode_UNKNOWN_SERVER_ERROR:             false,
+	// Transactions.
+	quirev1.ErrorCode_INVALID_TXN_STATE:                     false,
+	quirev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING:           false,
+	quirev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT:           false,
+	quirev1.ErrorCode_CONCURRENT_TRANSACTIONS:               false,
+	quirev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED:        false,
+	quirev1.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: false,
+	quirev1.ErrorCode_PRODUCER_FENCED:                       false,
+	quirev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND:            false,
 }
 
 // Retriable reports whether a request that failed with code may succeed if

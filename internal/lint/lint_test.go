@@ -75,7 +75,7 @@ var rules = []rule{
 	// which metadata.GroupLog implements, and its LogReader): it
 	// imports the metadata image and the raft commands' types, never
 	// raft, gRPC or the network.
-	{pkg: "coordinator", ours: []string{"coordinator", "metadata", "group", "api/metapb", "internal/clock", "auth"},
+	{pkg: "coordinator", ours: []string{"coordinator", "metadata", "group", "txn", "api/metapb", "internal/clock", "auth"},
 		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// The replicas speak to the controller, other brokers and the disk
@@ -113,21 +113,21 @@ var rules = []rule{
 	// internal API, no Kafka codec, even indirectly; it reaches the
 	// replicas, the metadata, the logs and the ACLs, and nothing else of
 	// ours.
-	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group"},
+	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group", "txn"},
 		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
 		forbiddenDeps:       []string{"broker", "service", "kafka", "subscribe", "config", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
 	// Kafka's wire protocol is a door: a translation into the request
 	// core's types (its Backend takes them), never into the node's
 	// internals themselves, nor through the other door.
-	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode"},
+	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode", "txn"},
 		forbiddenDeps: []string{"broker", "service", "config", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
 	// The gRPC door: the quire.v1 services over the request core, their
 	// codec and the error table at the edge. It reaches the node only
 	// through the core and the interfaces it is built with (service.Node,
 	// subscribe.Broker): never the broker's wiring, its configuration,
 	// the Kafka door, raft or the coordinator.
-	{pkg: "service", oursDirect: []string{"request", "subscribe", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
+	{pkg: "service", oursDirect: []string{"request", "subscribe", "txn", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
 		"storage", "record", "internal/errcode", "internal/wire", "internal/bufpool", "internal/fetchbuf", "internal/rpcstats"},
 		forbiddenDeps:       []string{"broker", "kafka", "config", "raftgrpc", "coordinator", "client", "cmd"},
 		forbiddenTransitive: []string{"github.com/twmb/franz-go"}},
@@ -144,6 +144,14 @@ var rules = []rule{
 	{pkg: "group", ours: []string{"group"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	{pkg: "group/assignor", ours: []string{}},
+	// The transaction state machine is pure as the group one.
+	{pkg: "txn", ours: []string{"txn"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
+	// The transaction coordinator runs txn/ on the controller, reaching
+	// the cluster through interfaces of its own, as the group one does.
+	{pkg: "txncoord", ours: []string{"txncoord", "txn", "metadata", "group", "api/metapb", "internal/clock", "auth"},
+		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
+		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},

@@ -41,10 +41,18 @@ func (SliceBuffers) Inlined(int) {}
 // fields in number order, zero values left out), referencing the records
 // sections of inlineRecords bytes or more through bufs.
 func EncodeFetchResponse(resp *quirev1.FetchResponse, bufs RecordsBuffers) (mem.BufferSlice, error) {
-	var errBufs [][]byte
+	var errBufs, abortBufs [][]byte
 	metaCap := 0
 	for _, p := range resp.Partitions {
-		metaCap += 6*(1+maxVarint) + 2*(1+maxVarint) + len(p.Topic)
+		metaCap += 7*(1+maxVarint) + 2*(1+maxVarint) + len(p.Topic)
+		for _, a := range p.AbortedTransactions {
+			ab, err := proto.Marshal(a)
+			if err != nil {
+				return nil, err
+			}
+			abortBufs = append(abortBufs, ab)
+			metaCap += 1 + maxVarint + len(ab)
+		}
 		if p.Error != nil {
 			eb, err := proto.Marshal(p.Error)
 			if err != nil {
@@ -67,8 +75,10 @@ func EncodeFetchResponse(resp *quirev1.FetchResponse, bufs RecordsBuffers) (mem.
 			from = len(meta)
 		}
 	}
-	ei := 0
+	ei, ai := 0, 0
 	for pi, p := range resp.Partitions {
+		aborted := abortBufs[ai : ai+len(p.AbortedTransactions)]
+		ai += len(p.AbortedTransactions)
 		var eb []byte
 		if p.Error != nil {
 			eb = errBufs[ei]
@@ -95,6 +105,12 @@ func EncodeFetchResponse(resp *quirev1.FetchResponse, bufs RecordsBuffers) (mem.
 		}
 		if len(p.Records) > 0 {
 			n += protowire.SizeTag(FetchRecords) + protowire.SizeBytes(len(p.Records))
+		}
+		if p.LastStableOffset != 0 {
+			n += protowire.SizeTag(FetchLastStable) + protowire.SizeVarint(uint64(p.LastStableOffset))
+		}
+		for _, ab := range aborted {
+			n += protowire.SizeTag(FetchAborted) + protowire.SizeBytes(len(ab))
 		}
 		meta = protowire.AppendTag(meta, FetchPartitions, protowire.BytesType)
 		meta = protowire.AppendVarint(meta, uint64(n))
@@ -126,6 +142,14 @@ func EncodeFetchResponse(resp *quirev1.FetchResponse, bufs RecordsBuffers) (mem.
 				flushMeta()
 				data = append(data, bufs.Buffer(pi, p.Records))
 			}
+		}
+		if p.LastStableOffset != 0 {
+			meta = protowire.AppendTag(meta, FetchLastStable, protowire.VarintType)
+			meta = protowire.AppendVarint(meta, uint64(p.LastStableOffset))
+		}
+		for _, ab := range aborted {
+			meta = protowire.AppendTag(meta, FetchAborted, protowire.BytesType)
+			meta = protowire.AppendBytes(meta, ab)
 		}
 	}
 	flushMeta()
@@ -170,7 +194,7 @@ func decodeFetchPartitionResult(b []byte, pr *quirev1.FetchPartitionResult) bool
 		}
 		b = b[n:]
 		switch {
-		case typ == protowire.VarintType && (num == FetchPartition || num == FetchHighWatermark || num == FetchLogEndOffset || num == FetchLogStartOffset):
+		case typ == protowire.VarintType && (num == FetchPartition || num == FetchHighWatermark || num == FetchLogEndOffset || num == FetchLogStartOffset || num == FetchLastStable):
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return false
@@ -183,10 +207,12 @@ func decodeFetchPartitionResult(b []byte, pr *quirev1.FetchPartitionResult) bool
 				pr.HighWatermark = int64(v)
 			case FetchLogEndOffset:
 				pr.LogEndOffset = int64(v)
+			case FetchLastStable:
+				pr.LastStableOffset = int64(v)
 			default:
 				pr.LogStartOffset = int64(v)
 			}
-		case typ == protowire.BytesType && (num == FetchTopic || num == FetchError || num == FetchRecords):
+		case typ == protowire.BytesType && (num == FetchTopic || num == FetchError || num == FetchRecords || num == FetchAborted):
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false
@@ -205,6 +231,12 @@ func decodeFetchPartitionResult(b []byte, pr *quirev1.FetchPartitionResult) bool
 				if (proto.UnmarshalOptions{Merge: true}).Unmarshal(v, pr.Error) != nil {
 					return false
 				}
+			case FetchAborted:
+				a := &quirev1.AbortedTransaction{}
+				if proto.Unmarshal(v, a) != nil {
+					return false
+				}
+				pr.AbortedTransactions = append(pr.AbortedTransactions, a)
 			default:
 				if len(v) == 0 {
 					pr.Records = nil // as proto: an empty bytes field is nil

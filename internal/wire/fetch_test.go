@@ -22,6 +22,14 @@ func TestEncodeFetchResponse(t *testing.T) {
 				Error: &quirev1.Error{Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: "moved", Retriable: true, LeaderId: 2}},
 			{Topic: "c", Partition: 7, HighWatermark: 1 << 40, LogEndOffset: 1 << 41, LogStartOffset: 5, Records: big},
 		}},
+		// Transactions: the last stable offset and aborted transactions
+		// after the records, whether inlined or not.
+		{Partitions: []*quirev1.FetchPartitionResult{
+			{Topic: "t", HighWatermark: 10, LastStableOffset: 4, Records: bytes.Repeat([]byte{1}, 100),
+				AbortedTransactions: []*quirev1.AbortedTransaction{{ProducerId: 3, FirstOffset: 1}, {ProducerId: 9}}},
+			{Topic: "u", HighWatermark: 10, LastStableOffset: -1, Records: big,
+				AbortedTransactions: []*quirev1.AbortedTransaction{{ProducerId: 1, FirstOffset: 2}}},
+		}},
 	}
 	for i, r := range resps {
 		want, err := protobuf.MarshalOptions{Deterministic: true}.Marshal(r)
@@ -39,6 +47,10 @@ func TestEncodeFetchResponse(t *testing.T) {
 			if len(b.ReadOnlyData()) == len(big) && &b.ReadOnlyData()[0] != &big[0] {
 				t.Fatalf("response %d: records copied", i)
 			}
+		}
+		var back quirev1.FetchResponse
+		if !DecodeFetchResponse(want, &back) || !protobuf.Equal(&back, r) {
+			t.Fatalf("response %d: decoded %v, want %v", i, &back, r)
 		}
 	}
 }

@@ -48,6 +48,8 @@ var (
 	FetchLogEndOffset   = field(&quirev1.FetchPartitionResult{}, "log_end_offset")
 	FetchLogStartOffset = field(&quirev1.FetchPartitionResult{}, "log_start_offset")
 	FetchRecords        = field(&quirev1.FetchPartitionResult{}, "records")
+	FetchLastStable     = field(&quirev1.FetchPartitionResult{}, "last_stable_offset")
+	FetchAborted        = field(&quirev1.FetchPartitionResult{}, "aborted_transactions")
 )
 
 func field(m proto.Message, name string) protowire.Number {
