@@ -366,11 +366,11 @@ func TestKafkaApiVersions(t *testing.T) {
 func TestKafkaUnservedApiClosesTheConnection(t *testing.T) {
 	t.Parallel()
 	_, k := startServer(t, &fakeBackend{})
-	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req := kmsg.NewPtrDescribeDelegationTokenRequest()
 	req.Version = 0
 	k.request(req)
 	if !k.closed() {
-		t.Fatal("connection still open after AlterPartitionAssignments")
+		t.Fatal("connection still open after DescribeDelegationToken")
 	}
 }
 
@@ -1182,15 +1182,15 @@ func TestKafkaObserve(t *testing.T) {
 	avr := kmsg.NewPtrApiVersionsResponse()
 	avr.Version = 3
 	k.response(avr, false)
-	ct := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	ct := kmsg.NewPtrDescribeDelegationTokenRequest()
 	ct.Version = 0
 	k.request(ct)
 	if !k.closed() {
-		t.Fatal("connection still open after AlterPartitionAssignments")
+		t.Fatal("connection still open after DescribeDelegationToken")
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/AlterPartitionAssignments Unimplemented]" {
+	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/DescribeDelegationToken Unimplemented]" {
 		t.Fatalf("observed %s", got)
 	}
 }

@@ -108,7 +108,7 @@ const isrRetryBackoff = time.Second
 // at the current leader and partition epochs; one request at a time. The
 // answer (or the next metadata image) updates the partition.
 func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
-	if p.isrPending {
+	if p.isrPending || p.handedOff {
 		return
 	}
 	// An unanswered earlier request stays counted alongside this one.
@@ -140,14 +140,16 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 			p.isrUnanswered = true
 			p.rm.logger.Warn("ISR change not answered", "topic", p.topic, "partition", p.id, "isr", isr, "error", err)
 		default:
-			p.pendingISR = nil
 			if got.Leader != p.leaderID || got.LeaderEpoch != p.leaderEpoch {
 				// The change completed a reassignment that moved the
 				// leadership away: the next image makes this replica a
-				// follower or removes it; meanwhile the ISR it counts
-				// stays the larger one.
+				// follower or removes it. Meanwhile the HW stays put
+				// (handedOff): the new leader no longer fetches here, so
+				// a HW counted without it would pass its log.
+				p.handedOff = true
 				break
 			}
+			p.pendingISR = nil
 			if got.PartitionEpoch > p.partitionEpoch {
 				p.rm.countISRChange(p.isr, got.ISR)
 				p.partitionEpoch, p.isr = got.PartitionEpoch, append([]int32(nil), got.ISR...)

@@ -47,6 +47,12 @@ type Partition struct {
 	isrPending     bool                     // an ISR change is on its way to the controller
 	pendingISR     []int32                  // the ISR asked for, counted by the HW until settled
 	isrUnanswered  bool                     // the last change got no answer: send it again
+	// handedOff: the controller answered an ISR change with another
+	// leader (it completed a reassignment that moves the leadership
+	// away). Until the image makes this replica a follower, the HW stays
+	// where it is: the new leader stopped fetching here, and a HW past
+	// its log would acknowledge records the new leader lacks.
+	handedOff bool
 	isrRetryAt     time.Time                // after a refused change, no new one before this
 	hw             int64
 	failed         error     // the log failed: the replica is out of service (logFailed)
@@ -201,7 +207,7 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 		p.followers = map[int32]*followerState{}
 		p.trace.reset()
 		p.epochStart = p.log.LogEndOffset()
-		p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
+		p.isrPending, p.pendingISR, p.isrUnanswered, p.handedOff = false, nil, false, false
 	}
 	for _, id := range p.replicas {
 		if _, ok := p.followers[id]; !ok && id != a.Leader {
@@ -236,7 +242,7 @@ func (p *Partition) becomeFollower(a Assignment) {
 	p.replicas = append([]int32(nil), a.Replicas...)
 	p.isr = append([]int32(nil), a.ISR...)
 	p.followers = nil
-	p.isrPending, p.pendingISR, p.isrUnanswered = false, nil, false
+	p.isrPending, p.pendingISR, p.isrUnanswered, p.handedOff = false, nil, false, false
 	p.trace.reset()
 	p.waiters.signal()
 	p.leoWaiters.signal()
@@ -249,7 +255,7 @@ func (p *Partition) becomeFollower(a Assignment) {
 // moving it back, and wakes waiters when it moves. A follower whose LEO is
 // not yet known holds the HW where it is.
 func (p *Partition) maybeAdvanceHWLocked() {
-	if !p.leader {
+	if !p.leader || p.handedOff {
 		return
 	}
 	hw := p.log.LogEndOffset()

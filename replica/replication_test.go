@@ -526,3 +526,52 @@ func TestReplicaISRChangeOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// handingOffRecorder commits an ISR change as a completed reassignment
+// that makes replica to the leader, at the next leader epoch.
+type handingOffRecorder struct {
+	to   int32
+	done chan struct{}
+}
+
+func (r *handingOffRecorder) AlterPartition(_ context.Context, topic string, p int32, a Assignment) (Assignment, error) {
+	a.PartitionEpoch++
+	a.Leader, a.LeaderEpoch = r.to, a.LeaderEpoch+1
+	r.done <- struct{}{}
+	return a, nil
+}
+
+// TestReplicaHWStaysWhenLeadershipIsHandedOff: an ISR change the
+// controller answers with another leader (a reassignment completed,
+// moving the leadership to the replica just added) stops the old
+// leader's HW until its image catches up: the new leader fetches no
+// more, and a HW counted over the other followers would acknowledge
+// records the new leader lacks.
+func TestReplicaHWStaysWhenLeadershipIsHandedOff(t *testing.T) {
+	rec := &handingOffRecorder{to: 3, done: make(chan struct{}, 1)}
+	rm := newTestManager(t, 1, rec, nil)
+	now := time.Now()
+	if err := rm.apply("t", 0, Assignment{Leader: 1, LeaderEpoch: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := rm.Partition("t", 0)
+	if _, err := l.appendAsLeader(testBatch(5), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{2, 3} { // both at the LEO: 3 is asked into the ISR
+		if _, err := l.followerFetch(id, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-rec.done
+	rm.bg.Wait()
+	if _, err := l.appendAsLeader(testBatch(5), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.followerFetch(2, &FetchPartition{FetchOffset: 10, LastFetchedEpoch: 0}, now); err != nil {
+		t.Fatal(err)
+	}
+	if hw := l.HighWatermark(); hw > 5 {
+		t.Fatalf("HW %d passed the new leader 3's log end (5)", hw)
+	}
+}
