@@ -103,6 +103,7 @@ type Coordinator struct {
 
 type group struct {
 	cfg     share.Config
+	dlq     string
 	epoch   int32
 	members map[string]*member
 	parts   map[TopicPartition]*partition
@@ -129,16 +130,36 @@ func New(cfg Config) (*Coordinator, error) {
 	return &Coordinator{cfg: cfg, groups: make(map[string]*group)}, nil
 }
 
-// SetGroupConfig sets the share-partition configuration of group's
-// partitions created from now on.
-func (c *Coordinator) SetGroupConfig(name string, cfg share.Config) error {
-	if err := cfg.Validate(); err != nil {
+// GroupConfig is one group's own settings.
+type GroupConfig struct {
+	// Partition configures the group's share-partitions created from now
+	// on (share.key.ordering, the lock duration, the delivery limit).
+	Partition share.Config
+	// DeadLetterTopic is where the group's dead letters are written
+	// (errors.deadletterqueue.topic.name); "": nowhere.
+	DeadLetterTopic string
+}
+
+// SetGroupConfig sets group's own settings.
+func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
+	if err := cfg.Partition.Validate(); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.groupLocked(name).cfg = cfg
+	g := c.groupLocked(name)
+	g.cfg, g.dlq = cfg.Partition, cfg.DeadLetterTopic
 	return nil
+}
+
+// DeadLetterTopic is the group's dead-letter topic; "" for none.
+func (c *Coordinator) DeadLetterTopic(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[name]; g != nil {
+		return g.dlq
+	}
+	return ""
 }
 
 func (c *Coordinator) groupLocked(name string) *group {

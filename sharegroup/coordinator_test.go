@@ -101,7 +101,7 @@ func TestShareGroupSessionTimeoutReleases(t *testing.T) {
 	log := &memLog{hw: 3, keys: []string{"k"}}
 	long := share.DefaultConfig()
 	long.RecordLockDuration = time.Hour // only the session timeout frees a's records
-	if err := c.SetGroupConfig("g", long); err != nil {
+	if err := c.SetGroupConfig("g", GroupConfig{Partition: long}); err != nil {
 		t.Fatal(err)
 	}
 	join(t, c, "a")

@@ -111,7 +111,7 @@ var rules = []rule{
 	// internal API, no Kafka codec, even indirectly; it reaches the
 	// replicas, the metadata, the logs and the ACLs, and nothing else of
 	// ours.
-	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group"},
+	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group", "share", "sharegroup"},
 		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
 		forbiddenDeps:       []string{"broker", "service", "kafka", "subscribe", "config", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
@@ -125,7 +125,7 @@ var rules = []rule{
 	// through the core and the interfaces it is built with (service.Node,
 	// subscribe.Broker): never the broker's wiring, its configuration,
 	// the Kafka door, raft or the coordinator.
-	{pkg: "service", oursDirect: []string{"request", "subscribe", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
+	{pkg: "service", oursDirect: []string{"request", "share", "sharegroup", "subscribe", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
 		"storage", "record", "internal/errcode", "internal/wire", "internal/bufpool", "internal/fetchbuf", "internal/rpcstats"},
 		forbiddenDeps:       []string{"broker", "kafka", "config", "raftgrpc", "coordinator", "client", "cmd"},
 		forbiddenTransitive: []string{"github.com/twmb/franz-go"}},
@@ -142,6 +142,12 @@ var rules = []rule{
 	{pkg: "group", ours: []string{"group"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	{pkg: "group/assignor", ours: []string{}},
+	// The share-partition state machine is pure too, and its runtime, the
+	// share coordinator, does its I/O through the caller's interfaces.
+	{pkg: "share", ours: []string{"share"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
+	{pkg: "sharegroup", ours: []string{"share", "sharegroup"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},
