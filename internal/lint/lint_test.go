@@ -132,7 +132,7 @@ var rules = []rule{
 	// The node's configuration: keys, defaults, sources and checks, over
 	// the plain types of what it configures (and tlsconf's files); nothing
 	// that serves or wires.
-	{pkg: "config", oursDirect: []string{"auth", "group", "internal/clock", "metadata", "replica", "request", "storage", "tlsconf"},
+	{pkg: "config", oursDirect: []string{"auth", "group", "share", "sharegroup", "internal/clock", "metadata", "replica", "request", "storage", "tlsconf"},
 		forbiddenDeps: []string{"broker", "service", "kafka", "subscribe", "controlplane", "coordinator", "raftgrpc", "client", "cmd", "api/quirev1", "api/internalv1"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
