@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
@@ -202,5 +203,80 @@ func TestCoreShareErrors(t *testing.T) {
 	plain := newCore(t, nil)
 	if _, err := plain.core.ShareGroupHeartbeat(context.Background(), &request.ShareHeartbeat{Group: "g", Topics: []string{"t"}}); !errors.Is(err, request.ErrShareGroupsDisabled) {
 		t.Fatalf("share groups off: %v", err)
+	}
+}
+
+// TestCoreShareDeadLetters rejects one record and lets another run out
+// of deliveries, and reads both back from the group's dead-letter topic
+// (here t itself, with keys that land on t-0, led here) with their
+// headers.
+func TestCoreShareDeadLetters(t *testing.T) {
+	f, sc := newShareCore(t, false, nil)
+	ctx := ctxT(t)
+	pcfg := share.DefaultConfig()
+	pcfg.DeliveryCountLimit = 1
+	if err := sc.SetGroupConfig("g", sharegroup.GroupConfig{Partition: pcfg, DeadLetterTopic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var keys [][]byte
+	for i := 0; len(keys) < 2; i++ {
+		if k := fmt.Appendf(nil, "key%d", i); partitioner.KeyPartition(k, 4) == 0 {
+			keys = append(keys, k)
+		}
+	}
+	b := record.NewBuilder(record.None)
+	b.Append(1000, keys[0], []byte("rejected"), nil)
+	b.Append(1000, keys[1], []byte("released"), nil)
+	if _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: b.Build()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "m", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 2, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+	if err != nil || len(res[0].Acquired) != 1 || res[0].Acquired[0].Last != 1 {
+		t.Fatalf("fetch: %+v, %v", res, err)
+	}
+	acks, err := f.core.ShareAcknowledge(ctx, "g", "m", []request.SharePartition{{Topic: "t", Partition: 0,
+		Acks: []share.Ack{{First: 0, Last: 0, Type: share.Reject}, {First: 1, Last: 1, Type: share.Release}}}})
+	if err != nil || acks[0].Err != nil {
+		t.Fatalf("ack: %+v, %v", acks, err)
+	}
+	// The dead letters are offsets 2 and 3 of t-0; the group, reading on,
+	// acquires them as any record.
+	res, err = f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+	if err != nil || len(res[0].Acquired) != 1 || res[0].Acquired[0].First != 2 || res[0].Acquired[0].Last != 3 {
+		t.Fatalf("fetch of the dead letters: %+v, %v", res, err)
+	}
+	want := map[int64]map[string]string{
+		2: {"value": "rejected", request.DeadLetterHeaderOffset: "0", request.DeadLetterHeaderReason: "rejected"},
+		3: {"value": "released", request.DeadLetterHeaderOffset: "1", request.DeadLetterHeaderReason: "delivery count limit reached"},
+	}
+	seen := 0
+	err = record.WalkRead(res[0].Records, func(batch []byte, _ record.Header) error {
+		return record.ForEachRecord(batch, func(r *record.Record) error {
+			w, ok := want[r.Offset]
+			if !ok {
+				return nil
+			}
+			seen++
+			h := map[string]string{"value": string(r.Value)}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			for k, v := range w {
+				if h[k] != v {
+					t.Errorf("dead letter at %d: %s = %q, want %q", r.Offset, k, h[k], v)
+				}
+			}
+			if h[request.DeadLetterHeaderTopic] != "t" || h[request.DeadLetterHeaderPartition] != "0" ||
+				h[request.DeadLetterHeaderGroup] != "g" || h[request.DeadLetterHeaderCount] != "1" {
+				t.Errorf("dead letter at %d: headers %v", r.Offset, h)
+			}
+			return nil
+		})
+	})
+	if err != nil || seen != 2 {
+		t.Fatalf("found %d dead letters, %v", seen, err)
 	}
 }
