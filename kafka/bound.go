@@ -67,6 +67,7 @@ const (
 	kArray                  // of the elem struct
 	kStrings                // array of strings
 	kInt32s                 // array of int32
+	kInt8s                  // array of int8
 )
 
 // field is one field of a struct, present in versions from..to.
@@ -312,6 +313,8 @@ func (s *scanner) walk(sc *schema) {
 			}
 		case kInt32s:
 			s.skip(4 * s.array(4, 4))
+		case kInt8s:
+			s.skip(s.array(1, 1))
 		case kArray:
 			for range s.array(f.elem.minSize(s.v, s.flexible), f.elem.size) {
 				s.walk(f.elem)

@@ -105,6 +105,15 @@ func (c *Core) shares() (*sharegroup.Coordinator, error) {
 	return c.cfg.Shares, nil
 }
 
+// ShareLockDuration is the record lock duration of group's
+// share-partitions; 0 when share groups are off.
+func (c *Core) ShareLockDuration(group string) time.Duration {
+	if c.cfg.Shares == nil {
+		return 0
+	}
+	return c.cfg.Shares.GroupConfig(group).Partition.RecordLockDuration
+}
+
 // ShareGroupHeartbeat admits, keeps or removes a member: Read on the
 // group, Describe on the topics it subscribes to.
 func (c *Core) ShareGroupHeartbeat(ctx context.Context, hb *ShareHeartbeat) (*ShareHeartbeatResult, error) {

@@ -152,6 +152,16 @@ func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
 	return nil
 }
 
+// GroupConfig returns group's settings: its own, or the defaults.
+func (c *Coordinator) GroupConfig(name string) GroupConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[name]; g != nil {
+		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq}
+	}
+	return GroupConfig{Partition: c.cfg.Partition}
+}
+
 // DeadLetterTopic is the group's dead-letter topic; "" for none.
 func (c *Coordinator) DeadLetterTopic(name string) string {
 	c.mu.Lock()
