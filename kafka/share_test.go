@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/share"
+)
+
+// The share-group APIs are advertised, as version 1, only when served;
+// otherwise a request for one closes the connection as any API not
+// served does.
+func TestKafkaShareVersionsAdvertised(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		_, k := startServerConfig(t, Config{Backend: &fakeBackend{}, MaxRequestBytes: 1 << 20, ShareGroups: on})
+		av := roundTrip[*kmsg.ApiVersionsResponse](k, kmsg.NewPtrApiVersionsRequest())
+		var got []int16
+		for _, a := range av.ApiKeys {
+			if isShareKey(a.ApiKey) {
+				if a.MinVersion != 1 || a.MaxVersion != 1 {
+					t.Errorf("key %d advertised %d-%d, want 1-1", a.ApiKey, a.MinVersion, a.MaxVersion)
+				}
+				got = append(got, a.ApiKey)
+			}
+		}
+		slices.Sort(got)
+		want := []int16{76, 78, 79}
+		if !on {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("share groups on=%v: share keys advertised %v, want %v", on, got, want)
+		}
+		if !on {
+			req := kmsg.NewPtrShareFetchRequest()
+			req.Version = 1
+			k.request(req)
+			if !k.closed() {
+				t.Fatal("a ShareFetch with share groups off did not close the connection")
+			}
+		}
+	}
+}
+
+func TestKafkaShareSessions(t *testing.T) {
+	var ss shareSessions
+	p := func(topic string, n int32) request.SharePartition {
+		return request.SharePartition{Topic: topic, Partition: n}
+	}
+	if _, code, _ := ss.step("g", "m", 3, nil, nil); code != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("epoch 3 with no session: code %d", code)
+	}
+	parts, code, err := ss.step("g", "m", 0, []request.SharePartition{p("a", 0), p("a", 1)}, nil)
+	if err != nil || len(parts) != 2 {
+		t.Fatalf("open: %v, %d, %v", parts, code, err)
+	}
+	if _, code, _ := ss.step("g", "m", 2, nil, nil); code != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("epoch 2 where 1 is expected: code %d", code)
+	}
+	parts, _, err = ss.step("g", "m", 1, []request.SharePartition{p("b", 0)}, []request.SharePartition{p("a", 0)})
+	if err != nil || len(parts) != 2 || parts[0].Topic != "a" || parts[0].Partition != 1 || parts[1].Topic != "b" || parts[1].Partition != 0 {
+		t.Fatalf("epoch 1 adding b-0, forgetting a-0: %v, %v", parts, err)
+	}
+	if _, _, err := ss.step("g", "m", -1, nil, nil); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, code, _ := ss.step("g", "m", 2, nil, nil); code != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("epoch 2 after the close: code %d", code)
+	}
+}
+
+func TestKafkaShareAcks(t *testing.T) {
+	type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+	got := shareAcks([]batch{
+		{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}},
+		{FirstOffset: 10, LastOffset: 15, AcknowledgeTypes: []int8{1, 1, 0, 2, 3, 3}},
+		{FirstOffset: 20, LastOffset: 21, AcknowledgeTypes: []int8{0}},
+	})
+	want := []share.Ack{
+		{First: 0, Last: 4, Type: share.Accept},
+		{First: 10, Last: 11, Type: share.Accept},
+		{First: 13, Last: 13, Type: share.Release},
+		{First: 14, Last: 15, Type: share.Reject},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("acks %v, want %v", got, want)
+	}
+}
