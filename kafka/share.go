@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/quirelog/quire/request"
-	"github.com/quirelog/quire/share"
 )
 
 // Share groups (KIP-932): ShareGroupHeartbeat, ShareFetch and
@@ -161,12 +160,12 @@ func (ss *shareSessions) step(group, member string, epoch int32, add, forget []r
 // shareAcks turns Kafka's acknowledgement batches into the core's ranges:
 // one type for the whole batch, or one per offset; gaps (type 0) name
 // offsets with no record and are left out.
-func shareAcks(batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) []share.Ack {
-	var out []share.Ack
+func shareAcks(batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) []request.ShareAck {
+	var out []request.ShareAck
 	for _, b := range batches {
 		if len(b.AcknowledgeTypes) == 1 {
 			if b.AcknowledgeTypes[0] != 0 {
-				out = append(out, share.Ack{First: b.FirstOffset, Last: b.LastOffset, Type: share.AckType(b.AcknowledgeTypes[0])})
+				out = append(out, request.ShareAck{First: b.FirstOffset, Last: b.LastOffset, Type: request.ShareAckType(b.AcknowledgeTypes[0])})
 			}
 			continue
 		}
@@ -175,11 +174,11 @@ func shareAcks(batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatc
 			if t == 0 || o > b.LastOffset {
 				continue
 			}
-			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].Type == share.AckType(t) {
+			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].Type == request.ShareAckType(t) {
 				out[n-1].Last = o
 				continue
 			}
-			out = append(out, share.Ack{First: o, Last: o, Type: share.AckType(t)})
+			out = append(out, request.ShareAck{First: o, Last: o, Type: request.ShareAckType(t)})
 		}
 	}
 	return out
@@ -236,7 +235,7 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, req *kmsg.ShareFetch
 		topic string
 		p     int32
 	}
-	acks := map[topicPartition][]share.Ack{}
+	acks := map[topicPartition][]request.ShareAck{}
 	unknown := map[[16]byte]bool{}
 	for _, t := range req.Topics {
 		name, ok := ids.names[t.TopicID]

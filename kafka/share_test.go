@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/quirelog/quire/request"
-	"github.com/quirelog/quire/share"
 )
 
 // The share-group APIs are advertised, as version 1, only when served;
@@ -80,11 +79,11 @@ func TestKafkaShareAcks(t *testing.T) {
 		{FirstOffset: 10, LastOffset: 15, AcknowledgeTypes: []int8{1, 1, 0, 2, 3, 3}},
 		{FirstOffset: 20, LastOffset: 21, AcknowledgeTypes: []int8{0}},
 	})
-	want := []share.Ack{
-		{First: 0, Last: 4, Type: share.Accept},
-		{First: 10, Last: 11, Type: share.Accept},
-		{First: 13, Last: 13, Type: share.Release},
-		{First: 14, Last: 15, Type: share.Reject},
+	want := []request.ShareAck{
+		{First: 0, Last: 4, Type: request.ShareAccept},
+		{First: 10, Last: 11, Type: request.ShareAccept},
+		{First: 13, Last: 13, Type: request.ShareRelease},
+		{First: 14, Last: 15, Type: request.ShareReject},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("acks %v, want %v", got, want)

@@ -26,6 +26,25 @@ import (
 // it does not say.
 const DefaultShareMaxRecords = 500
 
+// The share-partition's types, as the doors use them.
+type (
+	// ShareAck acknowledges a range of records a member holds.
+	ShareAck = share.Ack
+	// ShareAckType is accept, release, reject or renew (Kafka's numbers).
+	ShareAckType = share.AckType
+	// ShareAcquiredRange is a run of records acquired, with its delivery
+	// count.
+	ShareAcquiredRange = share.AcquiredRange
+)
+
+// The acknowledgement types.
+const (
+	ShareAccept  = share.Accept
+	ShareRelease = share.Release
+	ShareReject  = share.Reject
+	ShareRenew   = share.Renew
+)
+
 // ErrShareGroupsDisabled: this node serves no share groups.
 var ErrShareGroupsDisabled = errors.New("request: share groups are not enabled on this node")
 
