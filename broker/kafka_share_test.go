@@ -99,3 +99,66 @@ func TestBrokerKafkaShareGroup(t *testing.T) {
 		}
 	}
 }
+
+// A share consumer renews its locks (ShareAcknowledge v2, KIP-1222), then
+// accepts and rejects: the broker answers each acknowledgement without an
+// error.
+func TestBrokerKafkaShareRenew(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+		c.ShareAutoOffsetReset = "earliest"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("sr"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	var mu sync.Mutex
+	var results []kgo.ShareAckResult
+	cl := kafkaClient(t, addr, kgo.ShareGroup("sgr"), kgo.ConsumeTopics("sr"),
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			mu.Lock()
+			results = append(results, rs...)
+			mu.Unlock()
+		}))
+	var recs []*kgo.Record
+	for len(recs) < 2 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("polled %d of 2 records: %v", len(recs), ctx.Err())
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	check := func(what string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(results) == 0 {
+			t.Fatalf("%s: no acknowledgement results", what)
+		}
+		for _, r := range results {
+			if r.Err != nil {
+				t.Fatalf("%s: %s/%d: %v", what, r.Topic, r.Partition, r.Err)
+			}
+		}
+		results = nil
+	}
+	cl.MarkAcks(kgo.AckRenew, recs...)
+	if err := cl.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("renew")
+	cl.MarkAcks(kgo.AckAccept, recs[0])
+	cl.MarkAcks(kgo.AckReject, recs[1])
+	if err := cl.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("accept and reject")
+}

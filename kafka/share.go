@@ -27,13 +27,14 @@ const (
 	shareAcknowledgeKey    = 79
 )
 
-// shareVersions: version 1 of each, the first with client-made member ids
-// and KIP-932's final layout (renew acknowledgements, version 2 of the
-// fetch and acknowledge, are not served).
+// shareVersions: from version 1, the first with client-made member ids
+// and KIP-932's final layout, to 2 of the fetch and acknowledge, which
+// renew locks (KIP-1222) and limit a fetch to its record count (always
+// the case here: an acquisition never passes MaxRecords).
 var shareVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: shareGroupHeartbeatKey, MinVersion: 1, MaxVersion: 1},
-	{ApiKey: shareFetchKey, MinVersion: 1, MaxVersion: 1},
-	{ApiKey: shareAcknowledgeKey, MinVersion: 1, MaxVersion: 1},
+	{ApiKey: shareFetchKey, MinVersion: 1, MaxVersion: 2},
+	{ApiKey: shareAcknowledgeKey, MinVersion: 1, MaxVersion: 2},
 }
 
 func isShareKey(key int16) bool {
@@ -159,13 +160,20 @@ func (ss *shareSessions) step(group, member string, epoch int32, add, forget []r
 
 // shareAcks turns Kafka's acknowledgement batches into the core's ranges:
 // one type for the whole batch, or one per offset; gaps (type 0) name
-// offsets with no record and are left out.
-func shareAcks(batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) []request.ShareAck {
+// offsets with no record and are left out. Renew (4) exists from version
+// 2: before, it is an unknown type, which the core refuses.
+func shareAcks(version int16, batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) []request.ShareAck {
 	var out []request.ShareAck
+	typeOf := func(t int8) request.ShareAckType {
+		if version < 2 && t == int8(request.ShareRenew) {
+			return -1
+		}
+		return request.ShareAckType(t)
+	}
 	for _, b := range batches {
 		if len(b.AcknowledgeTypes) == 1 {
 			if b.AcknowledgeTypes[0] != 0 {
-				out = append(out, request.ShareAck{First: b.FirstOffset, Last: b.LastOffset, Type: request.ShareAckType(b.AcknowledgeTypes[0])})
+				out = append(out, request.ShareAck{First: b.FirstOffset, Last: b.LastOffset, Type: typeOf(b.AcknowledgeTypes[0])})
 			}
 			continue
 		}
@@ -174,11 +182,11 @@ func shareAcks(batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatc
 			if t == 0 || o > b.LastOffset {
 				continue
 			}
-			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].Type == request.ShareAckType(t) {
+			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].Type == typeOf(t) {
 				out[n-1].Last = o
 				continue
 			}
-			out = append(out, request.ShareAck{First: o, Last: o, Type: request.ShareAckType(t)})
+			out = append(out, request.ShareAck{First: o, Last: o, Type: typeOf(t)})
 		}
 	}
 	return out
@@ -245,7 +253,7 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, req *kmsg.ShareFetch
 		}
 		for _, p := range t.Partitions {
 			add = append(add, request.SharePartition{Topic: name, Partition: p.Partition})
-			if a := shareAcks(p.AcknowledgementBatches); len(a) > 0 {
+			if a := shareAcks(req.Version, p.AcknowledgementBatches); len(a) > 0 {
 				acks[topicPartition{name, p.Partition}] = a
 			}
 		}
@@ -266,8 +274,9 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, req *kmsg.ShareFetch
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(b.ShareLockDuration(*req.GroupID).Milliseconds())
 	var results []request.ShareFetchResult
-	if req.ShareSessionEpoch == -1 {
-		// The last request of a session only acknowledges.
+	if req.ShareSessionEpoch == -1 || req.IsRenewAck {
+		// The last request of a session only acknowledges, as does one
+		// renewing locks (version 2).
 		var withAcks []request.SharePartition
 		for _, p := range parts {
 			if len(p.Acks) > 0 {
@@ -357,7 +366,7 @@ func (s *Server) shareAcknowledge(ctx context.Context, b Backend, req *kmsg.Shar
 			for i, a := range p.AcknowledgementBatches {
 				batches[i] = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: a.FirstOffset, LastOffset: a.LastOffset, AcknowledgeTypes: a.AcknowledgeTypes}
 			}
-			parts = append(parts, request.SharePartition{Topic: name, Partition: p.Partition, Acks: shareAcks(batches)})
+			parts = append(parts, request.SharePartition{Topic: name, Partition: p.Partition, Acks: shareAcks(req.Version, batches)})
 		}
 	}
 	if _, code, err := s.shares.step(*req.GroupID, *req.MemberID, req.ShareSessionEpoch, nil, nil); err != nil {
@@ -367,6 +376,7 @@ func (s *Server) shareAcknowledge(ctx context.Context, b Backend, req *kmsg.Shar
 	if err != nil {
 		return fail(groupError(err))
 	}
+	resp.AcquisitionLockTimeoutMillis = int32(b.ShareLockDuration(*req.GroupID).Milliseconds())
 	byTopic := map[string]int{}
 	for _, a := range acked {
 		i, ok := byTopic[a.Topic]

@@ -10,7 +10,7 @@ import (
 	"github.com/quirelog/quire/request"
 )
 
-// The share-group APIs are advertised, as version 1, only when served;
+// The share-group APIs are advertised only when served;
 // otherwise a request for one closes the connection as any API not
 // served does.
 func TestKafkaShareVersionsAdvertised(t *testing.T) {
@@ -20,8 +20,12 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 		var got []int16
 		for _, a := range av.ApiKeys {
 			if isShareKey(a.ApiKey) {
-				if a.MinVersion != 1 || a.MaxVersion != 1 {
-					t.Errorf("key %d advertised %d-%d, want 1-1", a.ApiKey, a.MinVersion, a.MaxVersion)
+				wantMax := int16(2)
+				if a.ApiKey == shareGroupHeartbeatKey {
+					wantMax = 1
+				}
+				if a.MinVersion != 1 || a.MaxVersion != wantMax {
+					t.Errorf("key %d advertised %d-%d, want 1-%d", a.ApiKey, a.MinVersion, a.MaxVersion, wantMax)
 				}
 				got = append(got, a.ApiKey)
 			}
@@ -74,18 +78,25 @@ func TestKafkaShareSessions(t *testing.T) {
 
 func TestKafkaShareAcks(t *testing.T) {
 	type batch = kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
-	got := shareAcks([]batch{
+	batches := []batch{
 		{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}},
 		{FirstOffset: 10, LastOffset: 15, AcknowledgeTypes: []int8{1, 1, 0, 2, 3, 3}},
 		{FirstOffset: 20, LastOffset: 21, AcknowledgeTypes: []int8{0}},
-	})
+		{FirstOffset: 30, LastOffset: 30, AcknowledgeTypes: []int8{4}},
+	}
 	want := []request.ShareAck{
 		{First: 0, Last: 4, Type: request.ShareAccept},
 		{First: 10, Last: 11, Type: request.ShareAccept},
 		{First: 13, Last: 13, Type: request.ShareRelease},
 		{First: 14, Last: 15, Type: request.ShareReject},
+		{First: 30, Last: 30, Type: request.ShareRenew},
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("acks %v, want %v", got, want)
+	if got := shareAcks(2, batches); !slices.Equal(got, want) {
+		t.Fatalf("v2 acks %v, want %v", got, want)
+	}
+	// Before version 2 a renew is an unknown type, for the core to refuse.
+	want[4].Type = -1
+	if got := shareAcks(1, batches); !slices.Equal(got, want) {
+		t.Fatalf("v1 acks %v, want %v", got, want)
 	}
 }
