@@ -204,8 +204,8 @@ func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, 
 	return c.fail(err)
 }
 
-// ShareFetch acknowledges, then acquires records for the member, lowest
-// partition of the request first, long-polling up to MaxWait while none
+// ShareFetch acknowledges, then acquires records for the member, the
+// partitions in the request's order, long-polling up to MaxWait while none
 // is there to acquire.
 func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
 	sc, err := c.shares()

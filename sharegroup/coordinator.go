@@ -275,7 +275,7 @@ func (c *Coordinator) leaveLocked(g *group, id string) {
 	}
 }
 
-// member checks that id is in the group and subscribed to topic, and
+// partition checks that id is in the group, and
 // returns the group's share-partition for it.
 func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPartition) (*partition, share.Config, error) {
 	c.mu.Lock()
