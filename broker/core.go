@@ -17,6 +17,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
+	"github.com/quirelog/quire/sharegroup"
 )
 
 // The request core (package request) serves the data path for both
@@ -58,6 +59,14 @@ func (b *Broker) newCore() (*request.Core, error) {
 	// Transactions: the coordinator on the controller, through the
 	// controller session.
 	cfg.Transactions = b.cluster.fwd
+	// Share groups: the share coordinator, in memory on this node.
+	if b.cfg.GroupShareEnable {
+		sc, err := sharegroup.New(b.cfg.ShareGroupConfig())
+		if err != nil {
+			return nil, fmt.Errorf("share groups: %w", err)
+		}
+		cfg.Shares = sc
+	}
 
 	return request.New(cfg)
 }

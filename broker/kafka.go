@@ -58,6 +58,7 @@ const kafkaMaxRequestBytes = 100 << 20
 func (b *Broker) newKafkaServer() *kafka.Server {
 	return kafka.NewServer(kafka.Config{
 		Backend:             kafkaBackend{b: b},
+		ShareGroups:         b.cfg.GroupShareEnable,
 		MaxRequestBytes:     max(kafkaMaxRequestBytes, service.MaxRequestBytes(b.cfg.MessageMaxBytes)),
 		MaxConnections:      int(b.cfg.KafkaMaxConnections),
 		MaxConnectionsPerIP: int(b.cfg.KafkaMaxConnectionsPerIP),
@@ -245,6 +246,25 @@ func (k kafkaBackend) groupCoordinator(group, listener string) (*quirev1.Broker,
 func (k kafkaBackend) ConsumerGroupHeartbeat(ctx context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
 	hb.ClientAddress = service.ClientHost(ctx)
 	return k.b.core.ConsumerGroupHeartbeat(service.CoreContext(ctx), hb)
+}
+
+// The share-group calls go to the request core, whose share coordinator
+// is this node's (docs/share-groups.md).
+
+func (k kafkaBackend) ShareGroupHeartbeat(ctx context.Context, hb *request.ShareHeartbeat) (*request.ShareHeartbeatResult, error) {
+	return k.b.core.ShareGroupHeartbeat(service.CoreContext(ctx), hb)
+}
+
+func (k kafkaBackend) ShareFetch(ctx context.Context, req *request.ShareFetchRequest) ([]request.ShareFetchResult, error) {
+	return k.b.core.ShareFetch(service.CoreContext(ctx), req)
+}
+
+func (k kafkaBackend) ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error) {
+	return k.b.core.ShareAcknowledge(service.CoreContext(ctx), group, member, parts)
+}
+
+func (k kafkaBackend) ShareLockDuration(group string) time.Duration {
+	return k.b.core.ShareLockDuration(group)
 }
 
 func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error) {

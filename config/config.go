@@ -20,6 +20,8 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/share"
+	"github.com/quirelog/quire/sharegroup"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -136,6 +138,17 @@ type Config struct {
 	// Transactions (the coordinator runs on the controller).
 	TransactionMaxTimeoutMs         int32 // transaction.max.timeout.ms
 	TransactionAbortCheckIntervalMs int64 // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	// Share groups (KIP-932 queues; the share coordinator runs in memory
+	// on each node, sharegroup/).
+	GroupShareEnable                  bool   // group.share.enable
+	GroupShareSessionTimeoutMs        int64  // group.share.session.timeout.ms
+	GroupShareHeartbeatIntervalMs     int64  // group.share.heartbeat.interval.ms
+	GroupShareRecordLockDurationMs    int64  // group.share.record.lock.duration.ms
+	GroupShareDeliveryCountLimit      int32  // group.share.delivery.count.limit
+	GroupSharePartitionMaxRecordLocks int32  // group.share.partition.max.record.locks
+	ShareKeyOrdering                  bool   // share.key.ordering
+	ShareMaxInFlightPerKey            int32  // max.in.flight.per.key
+	ShareAutoOffsetReset              string // share.auto.offset.reset
 
 	// Logging.
 	LogLevel string // log.level
@@ -496,6 +509,22 @@ func (c *Config) GroupConfig() group.Config {
 		MinSessionTimeout: ms(c.GroupMinSessionTimeoutMs),
 		MaxSessionTimeout: ms(c.GroupMaxSessionTimeoutMs),
 		Assignors:         splitAssignors(c.GroupConsumerAssignors),
+	}
+}
+
+// ShareGroupConfig is the share coordinator's settings.
+func (c *Config) ShareGroupConfig() sharegroup.Config {
+	return sharegroup.Config{
+		Partition: share.Config{
+			RecordLockDuration: ms(c.GroupShareRecordLockDurationMs),
+			DeliveryCountLimit: int(c.GroupShareDeliveryCountLimit),
+			MaxRecordLocks:     int(c.GroupSharePartitionMaxRecordLocks),
+			KeyOrdering:        c.ShareKeyOrdering,
+			MaxInFlightPerKey:  int(c.ShareMaxInFlightPerKey),
+		},
+		SessionTimeout:    ms(c.GroupShareSessionTimeoutMs),
+		HeartbeatInterval: ms(c.GroupShareHeartbeatIntervalMs),
+		ResetEarliest:     c.ShareAutoOffsetReset == "earliest",
 	}
 }
 

@@ -305,6 +305,24 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.TransactionMaxTimeoutMs }, 1),
 	int64Key("transactions", "transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000", "How often the transaction coordinator looks for transactions past their timeout (and aborts them), and for transactions a previous controller left half ended (and completes them).",
 		func(c *Config) *int64 { return &c.TransactionAbortCheckIntervalMs }, 1),
+	boolKey("shares", "group.share.enable", "true", "Serve share groups (KIP-932 queues): ShareGroupHeartbeat, ShareFetch and ShareAcknowledge on the Kafka listener and in the request core. Their state is kept in memory on the node serving them (docs/share-groups.md).",
+		func(c *Config) *bool { return &c.GroupShareEnable }),
+	int64Key("shares", "group.share.session.timeout.ms", "45000", "Silence after which the share coordinator removes a share group member and releases the records it holds.",
+		func(c *Config) *int64 { return &c.GroupShareSessionTimeoutMs }, 1000),
+	int64Key("shares", "group.share.heartbeat.interval.ms", "5000", "How often share group members heartbeat; sent to them in every heartbeat answer.",
+		func(c *Config) *int64 { return &c.GroupShareHeartbeatIntervalMs }, 1),
+	int64Key("shares", "group.share.record.lock.duration.ms", "30000", "How long a record acquired by a share group member stays locked to it before it is released for redelivery.",
+		func(c *Config) *int64 { return &c.GroupShareRecordLockDurationMs }, 1),
+	int32Key("shares", "group.share.delivery.count.limit", "5", "How many times a record is delivered to a share group before it is archived as a dead letter.",
+		func(c *Config) *int32 { return &c.GroupShareDeliveryCountLimit }, 1),
+	int32Key("shares", "group.share.partition.max.record.locks", "2000", "The most records a share-partition keeps in flight (its window from the start offset).",
+		func(c *Config) *int32 { return &c.GroupSharePartitionMaxRecordLocks }, 1),
+	boolKey("shares", "share.key.ordering", "false", "Per-key ordering in share groups: the records of one key are never in flight to two members at once and are delivered in offset order.",
+		func(c *Config) *bool { return &c.ShareKeyOrdering }),
+	int32Key("shares", "max.in.flight.per.key", "0", "With share.key.ordering, the most records of one key one member holds at once; 0 is no bound.",
+		func(c *Config) *int32 { return &c.ShareMaxInFlightPerKey }, 0),
+	stringKey("shares", "share.auto.offset.reset", "latest", "Where a share group starts reading a partition it has not read before: latest (the high watermark) or earliest (the log start offset).",
+		func(c *Config) *string { return &c.ShareAutoOffsetReset }, checkShareReset),
 	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",
@@ -433,6 +451,7 @@ var sectionTitles = map[string]string{
 	"background": "Background work",
 	"cluster":    "Cluster membership",
 	"groups":     "Consumer groups",
+	"shares":     "Share groups",
 	"logging":    "Logging",
 	"monitoring": "Monitoring",
 	"security":   "Security",
@@ -443,4 +462,11 @@ var sectionTitles = map[string]string{
 func KeyDefault(name string) (string, bool) {
 	k, ok := configKeyIndex[name]
 	return k.def, ok
+}
+
+func checkShareReset(v string) error {
+	if v != "latest" && v != "earliest" {
+		return fmt.Errorf("must be latest or earliest, not %q", v)
+	}
+	return nil
 }

@@ -68,6 +68,7 @@ const (
 	kStrings                // array of strings
 	kInt32s                 // array of int32
 	kInt64s                 // array of int64
+	kInt8s                  // array of int8
 )
 
 // field is one field of a struct, present in versions from..to.
@@ -315,6 +316,8 @@ func (s *scanner) walk(sc *schema) {
 			s.skip(4 * s.array(4, 4))
 		case kInt64s:
 			s.skip(8 * s.array(8, 8))
+		case kInt8s:
+			s.skip(s.array(1, 1))
 		case kArray:
 			for range s.array(f.elem.minSize(s.v, s.flexible), f.elem.size) {
 				s.walk(f.elem)

@@ -61,6 +61,13 @@ type Backend interface {
 
 	// The admin APIs (admin.go).
 	AdminBackend
+	// The share-group calls are the request core's (request/share.go);
+	// served only with Config.ShareGroups. ShareLockDuration is the
+	// group's record lock duration, which a share fetch answers.
+	ShareGroupHeartbeat(ctx context.Context, hb *request.ShareHeartbeat) (*request.ShareHeartbeatResult, error)
+	ShareFetch(ctx context.Context, req *request.ShareFetchRequest) ([]request.ShareFetchResult, error)
+	ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
+	ShareLockDuration(group string) time.Duration
 	// OffsetForLeaderEpoch is, at the partition's leader, the largest
 	// leader epoch at or below epoch that its log has and the offset
 	// where that epoch ends (the next one's start, or the log end
@@ -78,6 +85,9 @@ type Backend interface {
 // Config configures a Server.
 type Config struct {
 	Backend Backend
+	// ShareGroups serves the share-group APIs (share.go); without, they
+	// are neither advertised nor answered.
+	ShareGroups bool
 	// MaxRequestBytes bounds a request's size (Kafka's
 	// socket.request.max.bytes); a larger one closes the connection. The
 	// body is read in steps as its bytes arrive, so a size claimed but
@@ -114,6 +124,8 @@ type Server struct {
 	cfg    Config
 	ctx    context.Context // cancelled by Close: ends long polls
 	cancel context.CancelFunc
+
+	shares shareSessions // share.go
 
 	mu        sync.Mutex
 	closed    bool
@@ -539,11 +551,11 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 	if h.key == apiVersionsKey && !served(h.key, h.version) {
 		// A client newer than this server: answer in version 0 what is
 		// served, so it picks a version both know (KIP-511).
-		resp := apiVersions(0)
+		resp := s.apiVersions(0)
 		resp.ErrorCode = unsupportedVersion
 		return frame(out, h, resp, false), nil
 	}
-	if !served(h.key, h.version) {
+	if !served(h.key, h.version) || (isShareKey(h.key) && !s.cfg.ShareGroups) {
 		return out, fmt.Errorf("%w: %s (key %d) version %d from client %q", errUnsupported,
 			kmsg.NameForKey(h.key), h.key, h.version, h.clientID)
 	}
@@ -600,7 +612,13 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 	case *kmsg.SASLHandshakeRequest, *kmsg.SASLAuthenticateRequest:
 		return saslOutside(req), nil
 	case *kmsg.ApiVersionsRequest:
-		return apiVersions(req.Version), nil
+		return s.apiVersions(req.Version), nil
+	case *kmsg.ShareGroupHeartbeatRequest:
+		return shareGroupHeartbeat(ctx, b, req), nil
+	case *kmsg.ShareFetchRequest:
+		return s.shareFetch(ctx, b, req), nil
+	case *kmsg.ShareAcknowledgeRequest:
+		return s.shareAcknowledge(ctx, b, req), nil
 	case *kmsg.MetadataRequest:
 		return metadata(ctx, b, req), nil
 	case *kmsg.ProduceRequest:

@@ -191,6 +191,20 @@ func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *request.GroupHear
 	return nil, status.Error(codes.Unimplemented, "no groups here")
 }
 
+func (f *fakeBackend) ShareGroupHeartbeat(context.Context, *request.ShareHeartbeat) (*request.ShareHeartbeatResult, error) {
+	return nil, status.Error(codes.Unimplemented, "no share groups here")
+}
+
+func (f *fakeBackend) ShareFetch(context.Context, *request.ShareFetchRequest) ([]request.ShareFetchResult, error) {
+	return nil, status.Error(codes.Unimplemented, "no share groups here")
+}
+
+func (f *fakeBackend) ShareAcknowledge(context.Context, string, string, []request.SharePartition) ([]request.ShareAckResult, error) {
+	return nil, status.Error(codes.Unimplemented, "no share groups here")
+}
+
+func (f *fakeBackend) ShareLockDuration(string) time.Duration { return 0 }
+
 func (f *fakeBackend) DescribeGroup(_ context.Context, group string) (*request.GroupDescription, error) {
 	if group == "gone" {
 		st, _ := status.New(codes.NotFound, "no group").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND})

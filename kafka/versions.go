@@ -87,3 +87,19 @@ func apiVersions(version int16) *kmsg.ApiVersionsResponse {
 	}
 	return resp
 }
+
+// apiVersions is what this server serves: the share-group APIs only when
+// they are on.
+func (s *Server) apiVersions(version int16) *kmsg.ApiVersionsResponse {
+	resp := apiVersions(version)
+	if !s.cfg.ShareGroups {
+		keys := resp.ApiKeys[:0]
+		for _, k := range resp.ApiKeys {
+			if !isShareKey(k.ApiKey) {
+				keys = append(keys, k)
+			}
+		}
+		resp.ApiKeys = keys
+	}
+	return resp
+}

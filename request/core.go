@@ -8,6 +8,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/sharegroup"
 )
 
 // Replicas is the replica manager's side: the replicas this broker hosts.
@@ -106,6 +107,9 @@ type Config struct {
 
 	// Groups is the group coordinator; nil: the group calls are refused.
 	Groups GroupCoordinator
+	// Shares is the share coordinator of this node's share groups
+	// (share.go); nil: the share-group calls are refused.
+	Shares *sharegroup.Coordinator
 	// OffsetLister asks a partition's leader elsewhere for an offset (an
 	// offset reset's targets); nil: only partitions led here are reset.
 	OffsetLister OffsetLister

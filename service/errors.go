@@ -14,6 +14,8 @@ import (
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/share"
+	"github.com/quirelog/quire/sharegroup"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -107,6 +109,16 @@ var brokerErrors = []errcode.Mapping{
 	// partition epoch took over, so this broker's leadership is moving.
 	{Err: replica.ErrOffsetNotAvailable, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_OFFSET_NOT_AVAILABLE},
 	{Err: replica.ErrISRRefused, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
+	// Share groups (request/share.go): a member the share coordinator
+	// does not know must join again; an acknowledgement of a record the
+	// member does not hold fails the same way every time.
+	{Err: request.ErrShareGroupsDisabled, GRPC: codes.Unimplemented, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
+	{Err: sharegroup.ErrUnknownMember, GRPC: codes.NotFound, Code: quirev1.ErrorCode_UNKNOWN_MEMBER_ID},
+	{Err: sharegroup.ErrFencedMemberEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH},
+	{Err: sharegroup.ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},
+	{Err: share.ErrInvalidRecordState, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_RECORD_STATE},
+	{Err: share.ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},
+	{Err: share.ErrInvalidConfig, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_CONFIG},
 }
 
 // recordErrors come first among the batch errors: a CRC mismatch is

@@ -22,6 +22,8 @@ import (
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/share"
+	"github.com/quirelog/quire/sharegroup"
 	"github.com/quirelog/quire/storage"
 	"github.com/quirelog/quire/subscribe"
 	"github.com/quirelog/quire/txn"
@@ -32,13 +34,21 @@ import (
 // in the error table. A new package of such errors joins with one line.
 // broker's sentinels are all others' under a name of its own
 // (broker/errors.go), so this package's rows cover them.
-var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "../request", "../txn", "."}
+var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replica", "../group", "../subscribe", "../request", "../share", "../sharegroup", "../txn", "."}
 
 // sentinels holds the values of those sentinels by package-qualified name.
 // Go cannot look a variable up by name, so they are listed; the test parses
 // the packages' sources and fails on any sentinel missing here, so a new
 // one is never left out of the check.
 var sentinels = map[string]error{
+	"share.ErrInvalidRecordState":     share.ErrInvalidRecordState,
+	"share.ErrInvalidRequest":         share.ErrInvalidRequest,
+	"share.ErrInvalidConfig":          share.ErrInvalidConfig,
+	"sharegroup.ErrUnknownMember":     sharegroup.ErrUnknownMember,
+	"sharegroup.ErrFencedMemberEpoch": sharegroup.ErrFencedMemberEpoch,
+	"sharegroup.ErrInvalidRequest":    sharegroup.ErrInvalidRequest,
+	"request.ErrShareGroupsDisabled":  request.ErrShareGroupsDisabled,
+
 	"storage.ErrOutOfOrderSequence":   storage.ErrOutOfOrderSequence,
 	"storage.ErrInvalidProducerEpoch": storage.ErrInvalidProducerEpoch,
 	"storage.ErrUnknownProducerID":    storage.ErrUnknownProducerID,

@@ -145,6 +145,8 @@ const (
 	ErrorCode_FENCED_MEMBER_EPOCH        ErrorCode = 110
 	ErrorCode_UNSUPPORTED_ASSIGNOR       ErrorCode = 112
 	ErrorCode_STALE_MEMBER_EPOCH         ErrorCode = 113
+	// A share group's acknowledgement of a record the member does not hold.
+	ErrorCode_INVALID_RECORD_STATE       ErrorCode = 121
 	ErrorCode_INVALID_REGULAR_EXPRESSION ErrorCode = 128
 	ErrorCode_UNKNOWN_SERVER_ERROR       ErrorCode = 1000
 )
@@ -226,6 +228,7 @@ var (
 		110:  "FENCED_MEMBER_EPOCH",
 		112:  "UNSUPPORTED_ASSIGNOR",
 		113:  "STALE_MEMBER_EPOCH",
+		121:  "INVALID_RECORD_STATE",
 		128:  "INVALID_REGULAR_EXPRESSION",
 		1000: "UNKNOWN_SERVER_ERROR",
 	}
@@ -304,6 +307,7 @@ var (
 		"FENCED_MEMBER_EPOCH":                   110,
 		"UNSUPPORTED_ASSIGNOR":                  112,
 		"STALE_MEMBER_EPOCH":                    113,
+		"INVALID_RECORD_STATE":                  121,
 		"INVALID_REGULAR_EXPRESSION":            128,
 		"UNKNOWN_SERVER_ERROR":                  1000,
 	}
@@ -505,7 +509,7 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x0foutcome_unknown\x18\x06 \x01(\bR\x0eoutcomeUnknown\"6\n" +
 	"\fRecordHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x98\x10\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xb2\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x17\n" +
 	"\x13OFFSET_OUT_OF_RANGE\x10\x01\x12\x13\n" +
@@ -581,7 +585,8 @@ const file_quire_v1_errors_proto_rawDesc = "" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x18\n" +
 	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
-	"\x12STALE_MEMBER_EPOCH\x10q\x12\x1f\n" +
+	"\x12STALE_MEMBER_EPOCH\x10q\x12\x18\n" +
+	"\x14INVALID_RECORD_STATE\x10y\x12\x1f\n" +
 	"\x1aINVALID_REGULAR_EXPRESSION\x10\x80\x01\x12\x19\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xe8\aB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 

@@ -94,6 +94,7 @@ var declared = map[quirev1.ErrorCode]bool{
 	quirev1.ErrorCode_FENCED_MEMBER_EPOCH:              false,
 	quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR:             false,
 	quirev1.ErrorCode_STALE_MEMBER_EPOCH:               false,
+	quirev1.ErrorCode_INVALID_RECORD_STATE:             false,
 	quirev1.ErrorCode_INVALID_REGULAR_EXPRESSION:       false,
 	quirev1.ErrorCode_UNKNOWN_SERVER_ERROR:             false,
 	// Transactions.

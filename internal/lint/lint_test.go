@@ -113,7 +113,7 @@ var rules = []rule{
 	// internal API, no Kafka codec, even indirectly; it reaches the
 	// replicas, the metadata, the logs and the ACLs, and nothing else of
 	// ours.
-	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group", "txn"},
+	{pkg: "request", oursDirect: []string{"replica", "metadata", "controlplane", "storage", "record", "auth", "partitioner", "internal/fetchbuf", "group", "txn", "share", "sharegroup"},
 		forbiddenDirect:     []string{"google.golang.org/grpc", "github.com/twmb/franz-go"},
 		forbiddenDeps:       []string{"broker", "service", "kafka", "subscribe", "config", "client", "cmd", "api/quirev1", "api/internalv1", "raftgrpc"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
@@ -127,14 +127,14 @@ var rules = []rule{
 	// through the core and the interfaces it is built with (service.Node,
 	// subscribe.Broker): never the broker's wiring, its configuration,
 	// the Kafka door, raft or the coordinator.
-	{pkg: "service", oursDirect: []string{"request", "subscribe", "txn", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
+	{pkg: "service", oursDirect: []string{"request", "share", "sharegroup", "subscribe", "txn", "api/quirev1", "controlplane", "metadata", "replica", "replica/replicagrpc",
 		"storage", "record", "internal/errcode", "internal/wire", "internal/bufpool", "internal/fetchbuf", "internal/rpcstats"},
 		forbiddenDeps:       []string{"broker", "kafka", "config", "raftgrpc", "coordinator", "client", "cmd"},
 		forbiddenTransitive: []string{"github.com/twmb/franz-go"}},
 	// The node's configuration: keys, defaults, sources and checks, over
 	// the plain types of what it configures (and tlsconf's files); nothing
 	// that serves or wires.
-	{pkg: "config", oursDirect: []string{"auth", "group", "internal/clock", "metadata", "replica", "request", "storage", "tlsconf"},
+	{pkg: "config", oursDirect: []string{"auth", "group", "share", "sharegroup", "internal/clock", "metadata", "replica", "request", "storage", "tlsconf"},
 		forbiddenDeps: []string{"broker", "service", "kafka", "subscribe", "controlplane", "coordinator", "raftgrpc", "client", "cmd", "api/quirev1", "api/internalv1"}},
 	// The web console sees the cluster only as any client does: through
 	// the public API and the Go client, never the node's own packages.
@@ -152,6 +152,12 @@ var rules = []rule{
 	{pkg: "txncoord", ours: []string{"txncoord", "txn", "metadata", "group", "api/metapb", "internal/clock", "auth"},
 		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
+	// The share-partition state machine is pure too, and its runtime, the
+	// share coordinator, does its I/O through the caller's interfaces.
+	{pkg: "share", ours: []string{"share"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
+	{pkg: "sharegroup", ours: []string{"share", "sharegroup"},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},

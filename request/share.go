@@ -1,0 +1,416 @@
+package request
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/share"
+	"github.com/quirelog/quire/sharegroup"
+)
+
+// Share groups (KIP-932 queues): the members of a share group all fetch
+// from the same partitions and the broker hands each record to one of
+// them at a time, locked until acknowledged. The share coordinator
+// (sharegroup) keeps the members and each partition's in-flight records
+// in memory on this node, which must lead the partitions fetched: see
+// docs/share-groups.md. The core authorizes each call (Read on the group,
+// Read on the topics fetched), reads the logs for the coordinator and
+// writes its dead letters.
+
+// DefaultShareMaxRecords is how many records a ShareFetch acquires when
+// it does not say.
+const DefaultShareMaxRecords = 500
+
+// The share-partition's types, as the doors use them.
+type (
+	// ShareAck acknowledges a range of records a member holds.
+	ShareAck = share.Ack
+	// ShareAckType is accept, release, reject or renew (Kafka's numbers).
+	ShareAckType = share.AckType
+	// ShareAcquiredRange is a run of records acquired, with its delivery
+	// count.
+	ShareAcquiredRange = share.AcquiredRange
+)
+
+// The acknowledgement types.
+const (
+	ShareAccept  = share.Accept
+	ShareRelease = share.Release
+	ShareReject  = share.Reject
+	ShareRenew   = share.Renew
+)
+
+// ErrShareGroupsDisabled: this node serves no share groups.
+var ErrShareGroupsDisabled = errors.New("request: share groups are not enabled on this node")
+
+// ShareHeartbeat is a ShareGroupHeartbeat: epoch 0 joins, -1 leaves.
+// Topics is the subscription, nil when unchanged.
+type ShareHeartbeat struct {
+	Group    string
+	MemberID string
+	Epoch    int32
+	Topics   []string
+}
+
+// ShareHeartbeatResult is the member's id and epoch, the interval to
+// heartbeat at, and its assignment: every partition of the topics it
+// subscribes to that exist.
+type ShareHeartbeatResult struct {
+	MemberID   string
+	Epoch      int32
+	Interval   time.Duration
+	Assignment GroupAssignment
+}
+
+// SharePartition names a partition of a share fetch or acknowledgement,
+// with the acknowledgements of records the member holds there.
+type SharePartition struct {
+	Topic     string
+	Partition int32
+	Acks      []share.Ack
+}
+
+// ShareFetchRequest acknowledges what each partition carries, then
+// acquires up to MaxRecords records over all the partitions, waiting up
+// to MaxWait for one.
+type ShareFetchRequest struct {
+	Group      string
+	MemberID   string
+	MaxWait    time.Duration
+	MaxRecords int
+	Partitions []SharePartition
+}
+
+// ShareFetchResult is one partition's answer: the log's batches holding
+// the acquired records (they may hold others too, which the client
+// skips), and the acquired ranges.
+type ShareFetchResult struct {
+	Topic     string
+	Partition int32
+	Records   []byte
+	Acquired  []share.AcquiredRange
+	// AckErr is the acknowledgements' refusal; Err the fetch's. Each an
+	// *Error, or nil.
+	AckErr error
+	Err    error
+}
+
+// ShareAckResult is one partition's answer to ShareAcknowledge.
+type ShareAckResult struct {
+	Topic     string
+	Partition int32
+	Err       error
+}
+
+// DeadLetterHeaders name what a dead letter's headers carry.
+const (
+	DeadLetterHeaderTopic     = "share.source.topic"
+	DeadLetterHeaderPartition = "share.source.partition"
+	DeadLetterHeaderOffset    = "share.source.offset"
+	DeadLetterHeaderGroup     = "share.group"
+	DeadLetterHeaderCount     = "share.delivery.count"
+	DeadLetterHeaderReason    = "share.reason"
+)
+
+func (c *Core) shares() (*sharegroup.Coordinator, error) {
+	if c.cfg.Shares == nil {
+		return nil, c.fail(ErrShareGroupsDisabled)
+	}
+	return c.cfg.Shares, nil
+}
+
+// ShareLockDuration is the record lock duration of group's
+// share-partitions; 0 when share groups are off.
+func (c *Core) ShareLockDuration(group string) time.Duration {
+	if c.cfg.Shares == nil {
+		return 0
+	}
+	return c.cfg.Shares.GroupConfig(group).Partition.RecordLockDuration
+}
+
+// ShareGroupHeartbeat admits, keeps or removes a member: Read on the
+// group, Describe on the topics it subscribes to.
+func (c *Core) ShareGroupHeartbeat(ctx context.Context, hb *ShareHeartbeat) (*ShareHeartbeatResult, error) {
+	sc, err := c.shares()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.authorizeGroup(ctx, auth.OpRead, hb.Group, auth.OpDescribe, hb.Topics); err != nil {
+		return nil, err
+	}
+	r, err := sc.Heartbeat(c.cfg.Now(), sharegroup.Heartbeat{Group: hb.Group, MemberID: hb.MemberID, Epoch: hb.Epoch, Topics: hb.Topics})
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	out := &ShareHeartbeatResult{MemberID: r.MemberID, Epoch: r.Epoch, Interval: r.Interval}
+	for _, name := range r.Topics {
+		t, ok := c.cfg.Cluster.Topic(name)
+		if !ok || len(t.Partitions) == 0 {
+			continue
+		}
+		tp := GroupTopicPartitions{Topic: name}
+		for _, p := range t.Partitions {
+			tp.Partitions = append(tp.Partitions, p.Partition)
+		}
+		out.Assignment.Topics = append(out.Assignment.Topics, tp)
+	}
+	return out, nil
+}
+
+func (c *Core) authorizeShare(ctx context.Context, group string, parts []SharePartition) error {
+	return c.authorizeGroup(ctx, auth.OpRead, group, auth.OpRead, topicsOf(parts))
+}
+
+func topicsOf(parts []SharePartition) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p.Topic
+	}
+	return out
+}
+
+// ShareAcknowledge applies a member's acknowledgements, each partition's
+// refusal in its result.
+func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	sc, err := c.shares()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.authorizeShare(ctx, group, parts); err != nil {
+		return nil, err
+	}
+	out := make([]ShareAckResult, len(parts))
+	for i, p := range parts {
+		out[i] = ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: c.shareAck(ctx, sc, group, member, p)}
+	}
+	return out, nil
+}
+
+func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, member string, p SharePartition) error {
+	if len(p.Acks) == 0 {
+		return nil
+	}
+	part, err := c.leaderPartition(ctx, p.Topic, p.Partition, false)
+	if err != nil {
+		return c.fail(err)
+	}
+	dead, err := sc.Acknowledge(c.cfg.Now(), group, member, sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.Acks)
+	c.deadLetters(ctx, sc, group, p.Topic, p.Partition, part, dead)
+	return c.fail(err)
+}
+
+// ShareFetch acknowledges, then acquires records for the member, the
+// partitions in the request's order, long-polling up to MaxWait while none
+// is there to acquire.
+func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
+	sc, err := c.shares()
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Partitions) == 0 {
+		return nil, c.fail(fmt.Errorf("%w: no partitions", replica.ErrInvalidRequest))
+	}
+	if req.MaxWait < 0 || req.MaxRecords < 0 {
+		return nil, c.fail(fmt.Errorf("%w: max wait %v and max records %d must not be negative", replica.ErrInvalidRequest, req.MaxWait, req.MaxRecords))
+	}
+	if err := c.authorizeShare(ctx, req.Group, req.Partitions); err != nil {
+		return nil, err
+	}
+	maxRecords := req.MaxRecords
+	if maxRecords == 0 {
+		maxRecords = DefaultShareMaxRecords
+	}
+	out := make([]ShareFetchResult, len(req.Partitions))
+	for i, p := range req.Partitions {
+		out[i] = ShareFetchResult{Topic: p.Topic, Partition: p.Partition, AckErr: c.shareAck(ctx, sc, req.Group, req.MemberID, p)}
+	}
+	wake := make(chan struct{}, 1)
+	var watched []*replica.Partition
+	defer func() {
+		for _, p := range watched {
+			p.Unwatch(wake)
+		}
+	}()
+	maxWait := min(req.MaxWait, maxFetchWait)
+	deadline := time.Now().Add(maxWait)
+	for first := true; ; first = false {
+		got := c.shareAcquire(ctx, sc, req, out, maxRecords, first, &watched, wake)
+		if got > 0 || maxWait == 0 || !time.Now().Before(deadline) {
+			return out, nil
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return out, nil
+		}
+		t.Stop()
+	}
+}
+
+// shareAcquire makes one pass over the partitions and returns how many
+// records it acquired.
+func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req *ShareFetchRequest, out []ShareFetchResult, maxRecords int, register bool, watched *[]*replica.Partition, wake chan struct{}) int {
+	total := 0
+	for i, p := range req.Partitions {
+		r := &out[i]
+		r.Err = nil
+		part, err := c.leaderPartition(ctx, p.Topic, p.Partition, false)
+		if err != nil {
+			r.Err = c.fail(err)
+			continue
+		}
+		if register {
+			part.Watch(wake)
+			*watched = append(*watched, part)
+		}
+		if total >= maxRecords {
+			continue
+		}
+		tp := sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		f, err := sc.Acquire(c.cfg.Now(), req.Group, req.MemberID, tp, maxRecords-total, shareLog{part})
+		c.deadLetters(ctx, sc, req.Group, p.Topic, p.Partition, part, f.DeadLetters)
+		if err != nil {
+			r.Err = c.fail(err)
+			continue
+		}
+		if len(f.Acquired) == 0 {
+			continue
+		}
+		recs, err := readRange(part, f.Acquired[0].First, f.Acquired[len(f.Acquired)-1].Last)
+		if err != nil {
+			// The records stay acquired; their locks run out.
+			r.Err = c.fail(err)
+			continue
+		}
+		r.Records, r.Acquired = recs, f.Acquired
+		for _, a := range f.Acquired {
+			total += int(a.Last - a.First + 1)
+		}
+	}
+	return total
+}
+
+// shareReadBytes is how much of a log one read takes.
+const shareReadBytes = 1 << 20
+
+// readRange returns the batches holding offsets first to last.
+func readRange(part *replica.Partition, first, last int64) ([]byte, error) {
+	var out []byte
+	for off := first; off <= last; {
+		res, _, err := part.Read(off, shareReadBytes)
+		if err != nil {
+			return nil, err
+		}
+		if res.HighOffset <= off {
+			return nil, fmt.Errorf("%w: offset %d is no longer readable", replica.ErrInvalidRequest, off)
+		}
+		out = append(out, res.Batches...)
+		off = res.HighOffset
+	}
+	return out, nil
+}
+
+// shareLog is a leader replica as the share coordinator reads it: the
+// records' offsets and keys, control batches left out (as gaps).
+type shareLog struct{ p *replica.Partition }
+
+func (l shareLog) Bounds() (int64, int64, error) {
+	return l.p.LogStartOffset(), l.p.HighWatermark(), nil
+}
+
+func (l shareLog) Read(offset int64, maxRecords int) ([]share.Record, int64, error) {
+	res, _, err := l.p.Read(offset, shareReadBytes)
+	if err != nil {
+		return nil, offset, err
+	}
+	var recs []share.Record
+	next := offset
+	full := errors.New("full")
+	err = record.WalkRead(res.Batches, func(batch []byte, h record.Header) error {
+		if h.Control() {
+			next = max(next, h.NextOffset())
+			return nil
+		}
+		err := record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset < offset {
+				return nil
+			}
+			if len(recs) == maxRecords {
+				return full
+			}
+			s := share.Record{Offset: r.Offset}
+			if r.Key != nil {
+				s.Key = append([]byte{}, r.Key...)
+			}
+			recs = append(recs, s)
+			next = r.Offset + 1
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		next = max(next, h.NextOffset())
+		return nil
+	})
+	if err != nil && !errors.Is(err, full) {
+		return nil, offset, err
+	}
+	return recs, next, nil
+}
+
+// deadLetters writes dead letters to the group's dead-letter topic, if it
+// has one, each the original record with headers saying where it came
+// from and why. A dead letter that cannot be written is lost: the
+// record stays archived.
+func (c *Core) deadLetters(ctx context.Context, sc *sharegroup.Coordinator, group, topic string, partition int32, part *replica.Partition, dead []share.DeadLetter) {
+	if len(dead) == 0 {
+		return
+	}
+	dlq := sc.DeadLetterTopic(group)
+	if dlq == "" {
+		return
+	}
+	recs := make([]Record, 0, len(dead))
+	for _, d := range dead {
+		r := Record{Key: d.Key, Headers: []record.RecordHeader{
+			{Key: DeadLetterHeaderTopic, Value: []byte(topic)},
+			{Key: DeadLetterHeaderPartition, Value: fmt.Appendf(nil, "%d", partition)},
+			{Key: DeadLetterHeaderOffset, Value: fmt.Appendf(nil, "%d", d.Offset)},
+			{Key: DeadLetterHeaderGroup, Value: []byte(group)},
+			{Key: DeadLetterHeaderCount, Value: fmt.Appendf(nil, "%d", d.DeliveryCount)},
+			{Key: DeadLetterHeaderReason, Value: []byte(d.Reason.String())},
+		}}
+		if v, ok := recordValue(part, d.Offset); ok {
+			r.Value = v
+		}
+		recs = append(recs, r)
+	}
+	_, _ = c.ProduceRecords(ctx, &ProduceRecordsRequest{Topic: dlq, Acks: -1, Records: recs, ProducerID: -1, Route: true})
+}
+
+// recordValue reads the value of the record at offset.
+func recordValue(part *replica.Partition, offset int64) ([]byte, bool) {
+	res, _, err := part.Read(offset, shareReadBytes)
+	if err != nil {
+		return nil, false
+	}
+	var v []byte
+	found := false
+	_ = record.WalkRead(res.Batches, func(batch []byte, _ record.Header) error {
+		return record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset == offset {
+				v, found = append([]byte(nil), r.Value...), true
+			}
+			return nil
+		})
+	})
+	return v, found
+}

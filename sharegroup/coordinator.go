@@ -1,0 +1,411 @@
+// Package sharegroup is the share coordinator: the runtime around
+// share.Partition that serves the share groups (KIP-932 queues) of one
+// node. It keeps, in memory, each group's members (their epochs,
+// subscriptions and last heartbeats) and one share.Partition per partition
+// the group consumes, created at first use at the log's start or end (the
+// group's share.auto.offset.reset). It does no I/O of its own: the caller
+// passes in a Log to read records from and takes the dead letters out.
+//
+// Every member of a share group is assigned every partition of the topics
+// it subscribes to: the records, not the partitions, are divided.
+//
+// Nothing here survives a restart or a change of node: see
+// docs/share-groups.md for what that loses.
+package sharegroup
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quirelog/quire/share"
+)
+
+// Defaults, named after Kafka's configuration keys.
+const (
+	// DefaultSessionTimeout is group.share.session.timeout.ms.
+	DefaultSessionTimeout = 45 * time.Second
+	// DefaultHeartbeatInterval is group.share.heartbeat.interval.ms.
+	DefaultHeartbeatInterval = 5 * time.Second
+)
+
+// Errors of the share coordinator.
+var (
+	// ErrUnknownMember: the member is not in the group (never joined,
+	// left, or timed out). Kafka's UNKNOWN_MEMBER_ID.
+	ErrUnknownMember = errors.New("sharegroup: unknown member")
+	// ErrFencedMemberEpoch: the member's epoch is not the group's view of
+	// it. Kafka's FENCED_MEMBER_EPOCH.
+	ErrFencedMemberEpoch = errors.New("sharegroup: fenced member epoch")
+	// ErrInvalidRequest: a malformed heartbeat.
+	ErrInvalidRequest = errors.New("sharegroup: invalid request")
+)
+
+// Config tunes the coordinator.
+type Config struct {
+	// Partition is every share-partition's configuration unless the group
+	// has its own (SetGroupConfig).
+	Partition share.Config
+	// SessionTimeout: a member silent this long leaves
+	// (group.share.session.timeout.ms).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is what members are told to heartbeat at
+	// (group.share.heartbeat.interval.ms).
+	HeartbeatInterval time.Duration
+	// ResetEarliest starts a new share-partition at the log start offset
+	// rather than its end (share.auto.offset.reset=earliest).
+	ResetEarliest bool
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{Partition: share.DefaultConfig(), SessionTimeout: DefaultSessionTimeout, HeartbeatInterval: DefaultHeartbeatInterval}
+}
+
+// Validate reports the first setting out of range.
+func (c Config) Validate() error {
+	if err := c.Partition.Validate(); err != nil {
+		return err
+	}
+	if c.SessionTimeout <= 0 || c.HeartbeatInterval <= 0 {
+		return fmt.Errorf("%w: session timeout %v and heartbeat interval %v must be positive", share.ErrInvalidConfig, c.SessionTimeout, c.HeartbeatInterval)
+	}
+	return nil
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Log is what the coordinator reads of a partition's log, implemented by
+// the caller over the partition's leader replica.
+type Log interface {
+	// Bounds is the log start offset and the high watermark.
+	Bounds() (start, hw int64, err error)
+	// Read returns the records from offset on, below the high watermark,
+	// at most about max of them, and the offset after the last batch read
+	// (offset itself when nothing was read).
+	Read(offset int64, max int) ([]share.Record, int64, error)
+}
+
+// Coordinator serves every share group of a node. Safe for concurrent use.
+type Coordinator struct {
+	cfg Config
+
+	mu     sync.Mutex
+	groups map[string]*group
+	nextID int
+}
+
+type group struct {
+	cfg     share.Config
+	dlq     string
+	epoch   int32
+	members map[string]*member
+	parts   map[TopicPartition]*partition
+}
+
+type member struct {
+	epoch    int32
+	topics   []string
+	lastSeen time.Time
+}
+
+// partition is a share-partition with its own lock, so that reading one
+// log does not hold up the others.
+type partition struct {
+	mu sync.Mutex
+	p  *share.Partition // nil until first used
+}
+
+// New returns a coordinator with no groups.
+func New(cfg Config) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Coordinator{cfg: cfg, groups: make(map[string]*group)}, nil
+}
+
+// GroupConfig is one group's own settings.
+type GroupConfig struct {
+	// Partition configures the group's share-partitions created from now
+	// on (share.key.ordering, the lock duration, the delivery limit).
+	Partition share.Config
+	// DeadLetterTopic is where the group's dead letters are written
+	// (errors.deadletterqueue.topic.name); "": nowhere.
+	DeadLetterTopic string
+}
+
+// SetGroupConfig sets group's own settings.
+func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
+	if err := cfg.Partition.Validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(name)
+	g.cfg, g.dlq = cfg.Partition, cfg.DeadLetterTopic
+	return nil
+}
+
+// GroupConfig returns group's settings: its own, or the defaults.
+func (c *Coordinator) GroupConfig(name string) GroupConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[name]; g != nil {
+		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq}
+	}
+	return GroupConfig{Partition: c.cfg.Partition}
+}
+
+// DeadLetterTopic is the group's dead-letter topic; "" for none.
+func (c *Coordinator) DeadLetterTopic(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[name]; g != nil {
+		return g.dlq
+	}
+	return ""
+}
+
+func (c *Coordinator) groupLocked(name string) *group {
+	g := c.groups[name]
+	if g == nil {
+		g = &group{cfg: c.cfg.Partition, members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
+		c.groups[name] = g
+	}
+	return g
+}
+
+// Heartbeat is a member's ShareGroupHeartbeat.
+type Heartbeat struct {
+	Group string
+	// MemberID is the member's id; "" with epoch 0 has one made.
+	MemberID string
+	// Epoch: 0 joins, -1 leaves, else the epoch last received.
+	Epoch int32
+	// Topics is the subscription; nil when unchanged.
+	Topics []string
+}
+
+// HeartbeatResult is the answer to a heartbeat: the member's id and epoch
+// and the topics whose partitions are all its own to fetch from.
+type HeartbeatResult struct {
+	MemberID string
+	Epoch    int32
+	Interval time.Duration
+	Topics   []string
+}
+
+// Heartbeat admits, keeps or removes a member. A leaving member's records
+// are released at once.
+func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, error) {
+	if hb.Group == "" {
+		return HeartbeatResult{}, fmt.Errorf("%w: empty group id", ErrInvalidRequest)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(hb.Group)
+	c.expireLocked(now, g)
+	switch {
+	case hb.Epoch == -1:
+		if _, ok := g.members[hb.MemberID]; !ok {
+			return HeartbeatResult{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, hb.MemberID, hb.Group)
+		}
+		c.leaveLocked(g, hb.MemberID)
+		return HeartbeatResult{MemberID: hb.MemberID, Epoch: -1}, nil
+	case hb.Epoch == 0:
+		if hb.Topics == nil {
+			return HeartbeatResult{}, fmt.Errorf("%w: a joining member must name its topics", ErrInvalidRequest)
+		}
+		id := hb.MemberID
+		if id == "" {
+			c.nextID++
+			id = fmt.Sprintf("%s-%d-%d", hb.Group, now.UnixNano(), c.nextID)
+		}
+		if _, ok := g.members[id]; ok {
+			// A rejoin: what it held is released first.
+			c.leaveLocked(g, id)
+		}
+		g.epoch++
+		g.members[id] = &member{epoch: g.epoch, topics: slices.Clone(hb.Topics), lastSeen: now}
+		return HeartbeatResult{MemberID: id, Epoch: g.epoch, Interval: c.cfg.HeartbeatInterval, Topics: slices.Clone(hb.Topics)}, nil
+	case hb.Epoch < -1:
+		return HeartbeatResult{}, fmt.Errorf("%w: member epoch %d", ErrInvalidRequest, hb.Epoch)
+	}
+	m, ok := g.members[hb.MemberID]
+	if !ok {
+		return HeartbeatResult{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, hb.MemberID, hb.Group)
+	}
+	if hb.Epoch != m.epoch {
+		return HeartbeatResult{}, fmt.Errorf("%w: %q sent epoch %d, the group has %d", ErrFencedMemberEpoch, hb.MemberID, hb.Epoch, m.epoch)
+	}
+	m.lastSeen = now
+	if hb.Topics != nil && !slices.Equal(hb.Topics, m.topics) {
+		g.epoch++
+		m.epoch, m.topics = g.epoch, slices.Clone(hb.Topics)
+	}
+	return HeartbeatResult{MemberID: hb.MemberID, Epoch: m.epoch, Interval: c.cfg.HeartbeatInterval, Topics: slices.Clone(m.topics)}, nil
+}
+
+// expireLocked removes the members of g silent past the session timeout.
+func (c *Coordinator) expireLocked(now time.Time, g *group) {
+	for id, m := range g.members {
+		if now.Sub(m.lastSeen) >= c.cfg.SessionTimeout {
+			c.leaveLocked(g, id)
+		}
+	}
+}
+
+// leaveLocked removes member id and releases what it holds everywhere.
+// It takes each partition's lock under c.mu: partition locks are never
+// held while taking c.mu.
+func (c *Coordinator) leaveLocked(g *group, id string) {
+	delete(g.members, id)
+	for _, p := range g.parts {
+		p.mu.Lock()
+		if p.p != nil {
+			p.p.Leave(id)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// partition checks that id is in the group, and
+// returns the group's share-partition for it.
+func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPartition) (*partition, share.Config, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return nil, share.Config{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
+	}
+	c.expireLocked(now, g)
+	m, ok := g.members[id]
+	if !ok {
+		return nil, share.Config{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
+	}
+	m.lastSeen = now // a fetch keeps the member's records alive too
+	p := g.parts[tp]
+	if p == nil {
+		p = &partition{}
+		g.parts[tp] = p
+	}
+	return p, g.cfg, nil
+}
+
+// Fetched is what Acquire hands a member from one partition.
+type Fetched struct {
+	Acquired []share.AcquiredRange
+	// DeadLetters are records archived meanwhile (expired past the
+	// delivery limit), for the caller to write to the dead-letter topic.
+	DeadLetters []share.DeadLetter
+}
+
+// Acquire takes in what the log has past the partition's end, then locks
+// up to maxRecords records to the member.
+func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicPartition, maxRecords int, log Log) (Fetched, error) {
+	p, cfg, err := c.partition(now, groupName, id, tp)
+	if err != nil {
+		return Fetched{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := c.open(p, cfg, log); err != nil {
+		return Fetched{}, err
+	}
+	if room := p.p.Room(); room > 0 {
+		recs, next, err := log.Read(p.p.End(), room)
+		if err != nil {
+			return Fetched{}, err
+		}
+		if _, err := p.p.Offer(recs, next); err != nil {
+			return Fetched{}, err
+		}
+	}
+	got, err := p.p.Acquire(now, id, maxRecords)
+	if err != nil {
+		return Fetched{}, err
+	}
+	return Fetched{Acquired: got, DeadLetters: p.p.TakeDeadLetters()}, nil
+}
+
+// open creates the share-partition at first use, at the log's start or
+// end, and follows the log's start offset.
+func (c *Coordinator) open(p *partition, cfg share.Config, log Log) error {
+	start, hw, err := log.Bounds()
+	if err != nil {
+		return err
+	}
+	if p.p == nil {
+		at := hw
+		if c.cfg.ResetEarliest {
+			at = start
+		}
+		if p.p, err = share.New(cfg, at); err != nil {
+			return err
+		}
+	}
+	p.p.SetLogStart(start)
+	return nil
+}
+
+// Acknowledge applies a member's acknowledgements to one partition and
+// returns the dead letters they made.
+func (c *Coordinator) Acknowledge(now time.Time, groupName, id string, tp TopicPartition, acks []share.Ack) ([]share.DeadLetter, error) {
+	p, _, err := c.partition(now, groupName, id, tp)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.p == nil {
+		return nil, fmt.Errorf("%w: nothing acquired from %s-%d yet", share.ErrInvalidRecordState, tp.Topic, tp.Partition)
+	}
+	if err := p.p.Acknowledge(now, id, acks); err != nil {
+		return p.p.TakeDeadLetters(), err
+	}
+	return p.p.TakeDeadLetters(), nil
+}
+
+// PartitionState describes one share-partition of a group.
+type PartitionState struct {
+	TopicPartition
+	Start, End int64
+	Records    []share.RecordState
+}
+
+// Describe returns the group's members and share-partitions.
+func (c *Coordinator) Describe(groupName string) (members []string, parts []PartitionState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return nil, nil
+	}
+	for id := range g.members {
+		members = append(members, id)
+	}
+	slices.Sort(members)
+	for tp, p := range g.parts {
+		p.mu.Lock()
+		if p.p != nil {
+			parts = append(parts, PartitionState{TopicPartition: tp, Start: p.p.Start(), End: p.p.End(), Records: p.p.Records()})
+		}
+		p.mu.Unlock()
+	}
+	slices.SortFunc(parts, func(a, b PartitionState) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return members, parts
+}

@@ -1,0 +1,167 @@
+package sharegroup
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/share"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// memLog is a log of n records, keyed by keys[offset % len(keys)].
+type memLog struct {
+	start, hw int64
+	keys      []string
+}
+
+func (l *memLog) Bounds() (int64, int64, error) { return l.start, l.hw, nil }
+
+func (l *memLog) Read(off int64, max int) ([]share.Record, int64, error) {
+	var out []share.Record
+	for o := max64(off, l.start); o < l.hw && len(out) < max; o++ {
+		out = append(out, share.Record{Offset: o, Key: []byte(l.keys[o%int64(len(l.keys))])})
+	}
+	if len(out) == 0 {
+		return nil, off, nil
+	}
+	return out, out[len(out)-1].Offset + 1, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func newCoord(t *testing.T) *Coordinator {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func join(t *testing.T, c *Coordinator, id string) HeartbeatResult {
+	t.Helper()
+	r, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: id, Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var tp = TopicPartition{Topic: "t", Partition: 0}
+
+func TestShareGroupMembersSplitRecords(t *testing.T) {
+	c := newCoord(t)
+	log := &memLog{hw: 10, keys: []string{""}}
+	a, b := join(t, c, "a"), join(t, c, "b")
+	if a.Epoch != 1 || b.Epoch != 2 || b.Interval != DefaultHeartbeatInterval {
+		t.Fatalf("epochs %d, %d", a.Epoch, b.Epoch)
+	}
+	fa, err := c.Acquire(t0, "g", "a", tp, 4, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := c.Acquire(t0, "g", "b", tp, 100, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fa.Acquired) != 1 || fa.Acquired[0].First != 0 || fa.Acquired[0].Last != 3 ||
+		len(fb.Acquired) != 1 || fb.Acquired[0].First != 4 || fb.Acquired[0].Last != 9 {
+		t.Fatalf("a got %v, b got %v; want 0-3 and 4-9", fa.Acquired, fb.Acquired)
+	}
+	if _, err := c.Acknowledge(t0, "g", "b", tp, []share.Ack{{First: 0, Last: 0, Type: share.Accept}}); !errors.Is(err, share.ErrInvalidRecordState) {
+		t.Fatalf("b acknowledging a's record: %v", err)
+	}
+	if _, err := c.Acknowledge(t0, "g", "a", tp, []share.Ack{{First: 0, Last: 3, Type: share.Accept}}); err != nil {
+		t.Fatal(err)
+	}
+	// a leaves; b's records stay b's.
+	if _, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "a", Epoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(t0, "g", "a", tp, 1, log); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("acquire after leaving: %v", err)
+	}
+	_, parts := c.Describe("g")
+	if len(parts) != 1 || parts[0].Start != 4 || parts[0].End != 10 {
+		t.Fatalf("describe: %+v", parts)
+	}
+}
+
+func TestShareGroupSessionTimeoutReleases(t *testing.T) {
+	c := newCoord(t)
+	log := &memLog{hw: 3, keys: []string{"k"}}
+	long := share.DefaultConfig()
+	long.RecordLockDuration = time.Hour // only the session timeout frees a's records
+	if err := c.SetGroupConfig("g", GroupConfig{Partition: long}); err != nil {
+		t.Fatal(err)
+	}
+	join(t, c, "a")
+	join(t, c, "b")
+	if f, _ := c.Acquire(t0, "g", "a", tp, 10, log); len(f.Acquired) != 1 {
+		t.Fatalf("a got %v", f.Acquired)
+	}
+	// Per-key ordering is off: b takes nothing only because a holds all.
+	if f, _ := c.Acquire(t0, "g", "b", tp, 10, log); len(f.Acquired) != 0 {
+		t.Fatalf("b got %v", f.Acquired)
+	}
+	if _, err := c.Heartbeat(t0.Add(DefaultSessionTimeout/2), Heartbeat{Group: "g", MemberID: "b", Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(DefaultSessionTimeout)
+	if _, err := c.Heartbeat(later, Heartbeat{Group: "g", MemberID: "b", Epoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Acquire(later, "g", "b", tp, 10, log)
+	if err != nil || len(f.Acquired) != 1 || f.Acquired[0].DeliveryCount != 2 {
+		t.Fatalf("b after a timed out: %v, %v", f.Acquired, err)
+	}
+}
+
+func TestShareGroupHeartbeatErrors(t *testing.T) {
+	c := newCoord(t)
+	join(t, c, "a")
+	for _, tc := range []struct {
+		hb   Heartbeat
+		want error
+	}{
+		{Heartbeat{Group: "", MemberID: "a"}, ErrInvalidRequest},
+		{Heartbeat{Group: "g", MemberID: "x", Epoch: 1}, ErrUnknownMember},
+		{Heartbeat{Group: "g", MemberID: "a", Epoch: 7}, ErrFencedMemberEpoch},
+		{Heartbeat{Group: "g", MemberID: "a", Epoch: -2}, ErrInvalidRequest},
+		{Heartbeat{Group: "g", MemberID: "b"}, ErrInvalidRequest}, // joins without topics
+		{Heartbeat{Group: "g", MemberID: "x", Epoch: -1}, ErrUnknownMember},
+	} {
+		if _, err := c.Heartbeat(t0, tc.hb); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.hb, err, tc.want)
+		}
+	}
+	r, err := c.Heartbeat(t0, Heartbeat{Group: "g", Topics: []string{"t"}})
+	if err != nil || r.MemberID == "" {
+		t.Fatalf("join without an id: %+v, %v", r, err)
+	}
+}
+
+func TestShareGroupResetLatest(t *testing.T) {
+	c, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{hw: 5, keys: []string{""}}
+	join(t, c, "a")
+	if f, _ := c.Acquire(t0, "g", "a", tp, 10, log); len(f.Acquired) != 0 {
+		t.Fatalf("latest reset delivered old records %v", f.Acquired)
+	}
+	log.hw = 7
+	if f, _ := c.Acquire(t0, "g", "a", tp, 10, log); len(f.Acquired) != 1 || f.Acquired[0].First != 5 || f.Acquired[0].Last != 6 {
+		t.Fatalf("got %v, want 5-6", f.Acquired)
+	}
+}
