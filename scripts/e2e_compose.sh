@@ -171,13 +171,13 @@ all_isr() {
 	out=$(parts) && [ "$(wc -l <<<"$out")" -eq "$partitions" ] &&
 		awk -v n="$1" '{ if (split($3, r, ",") != n) bad = 1 } END { exit bad }' <<<"$out"
 }
-# fenced ID yes|no: node ID's FENCED column in cluster info (third from
-# the end, before PARTITIONS and MAX; RACK may be empty), asked through
-# the given brokers.
+# fenced ID yes|no: node ID's FENCED column in cluster info (fourth from
+# the end, before PARTITIONS, MAX and CORDONED; RACK may be empty), asked
+# through the given brokers.
 fenced_is() {
 	local id=$1 want=$2 brokers=$3
 	q --brokers "$brokers" cluster info 2>/dev/null | awk -v id="$id" -v w="$want" '
-		$1 == id || $1 == id "*" { found = ($(NF - 2) == w) } END { exit !found }'
+		$1 == id || $1 == id "*" { found = ($(NF - 3) == w) } END { exit !found }'
 }
 # produce_all FROM TO: records p<P>-<I> for I in FROM..TO to every
 # partition P with acks=all; every one must be acknowledged.
@@ -230,7 +230,7 @@ step "the host sees every node at its EXTERNAL address"
 out=$(q cluster info) || fail "cluster info from the host: $out"
 for n in 1 2 3; do
 	port_var=QUIRE${n}_PORT
-	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
+	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
 done
 
 step "each node's metrics listener on its published host port"

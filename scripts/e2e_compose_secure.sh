@@ -171,7 +171,7 @@ step "admin from the host: cluster info shows the three brokers at their EXTERNA
 out=$(q cluster info 2>&1) || fail "cluster info as admin: $out"
 for n in 1 2 3; do
 	port_var=QUIRE${n}_PORT
-	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
+	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
 done
 [ "$(grep -Ec '^[0-9]+\*? +127\.0\.0\.1:' <<<"$out")" = 3 ] || fail "cluster info does not show exactly 3 brokers: $out"
 
@@ -247,7 +247,7 @@ fi
 step "the CLI inside a container connects as admin to quireN (the node certificates' host names)"
 out=$("${compose[@]}" exec -T quire1 quire cluster info 2>&1) || fail "cluster info inside quire1: $out"
 for n in 1 2 3; do
-	grep -Eq "^$n\*? +quire$n:$((19091 + n)) .* no +[0-9]+ +([0-9]+|-)$" <<<"$out" || fail "node $n is not live at quire$n:$((19091 + n)) inside the network: $out"
+	grep -Eq "^$n\*? +quire$n:$((19091 + n)) .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$out" || fail "node $n is not live at quire$n:$((19091 + n)) inside the network: $out"
 done
 
 step "up -d again: the certs service runs again and keeps the CA"
