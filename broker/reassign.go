@@ -66,8 +66,8 @@ func (c coreController) SetReassignmentThrottle(ctx context.Context, ids []int32
 	return nil
 }
 
-func (k kafkaBackend) AlterPartitionReassignments(ctx context.Context, targets []request.ReassignmentTarget) error {
-	return k.b.core.AlterPartitionReassignments(service.CoreContext(ctx), targets)
+func (k kafkaBackend) AlterPartitionReassignments(ctx context.Context, targets []request.ReassignmentTarget) ([]request.PartitionResult, error) {
+	return k.b.core.AlterPartitionReassignmentsEach(service.CoreContext(ctx), targets)
 }
 
 func (k kafkaBackend) ListPartitionReassignments(ctx context.Context, topics []request.PartitionsOf) ([]request.PendingReassignment, error) {

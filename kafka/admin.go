@@ -44,9 +44,10 @@ type AdminBackend interface {
 	// each partition's refusal in the answer (OffsetDelete).
 	DeleteOffsets(ctx context.Context, req *request.DeleteOffsetsRequest) ([]request.PartitionResult, error)
 	// AlterPartitionReassignments and ListPartitionReassignments are the
-	// request core's (request/reassign.go): all or none, one error for a
-	// refused request.
-	AlterPartitionReassignments(ctx context.Context, targets []request.ReassignmentTarget) error
+	// request core's (request/reassign.go): each partition's refusal in
+	// its result (AlterPartitionReassignmentsEach), the call's error for
+	// what refuses them all.
+	AlterPartitionReassignments(ctx context.Context, targets []request.ReassignmentTarget) ([]request.PartitionResult, error)
 	ListPartitionReassignments(ctx context.Context, topics []request.PartitionsOf) ([]request.PendingReassignment, error)
 	// ElectLeaders moves leadership to the preferred replicas now, with
 	// each partition's refusal in the answer.

@@ -170,6 +170,12 @@ func codes(err error) int32 {
 		return 42
 	case errors.Is(err, replica.ErrLeaderNotAvailable):
 		return 5
+	case errors.Is(err, metadata.ErrUnknownTopic):
+		return 3
+	case errors.Is(err, metadata.ErrInvalidReassignment):
+		return 39
+	case errors.Is(err, metadata.ErrNoReassignmentInProgress):
+		return 85
 	}
 	return -1
 }

@@ -50,32 +50,13 @@ func (c *Core) reassigner() (Reassigner, error) {
 // topic's min.insync.replicas, or replicas given with a cancel
 // (metadata.ErrInvalidReassignment) refuse the whole request.
 func (c *Core) AlterPartitionReassignments(ctx context.Context, rs []metadata.Reassignment) error {
-	if err := c.authorize(ctx, auth.OpAlter, auth.ResourceCluster, auth.ClusterName, false); err != nil {
-		return err
-	}
-	ra, err := c.reassigner()
+	ra, err := c.startReassignments(ctx, rs)
 	if err != nil {
 		return err
 	}
-	if len(rs) == 0 {
-		return c.fail(fmt.Errorf("%w: no partitions to reassign", replica.ErrInvalidRequest))
-	}
-	minISR := map[string]int32{}
-	seen := map[metadata.TopicPartition]bool{}
-	for _, r := range rs {
-		key := metadata.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-		if seen[key] {
-			return c.fail(fmt.Errorf("%w: %s-%d named twice", metadata.ErrInvalidReassignment, r.Topic, r.Partition))
-		}
-		seen[key] = true
-		t, ok := c.cfg.Cluster.Topic(r.Topic)
-		if !ok || r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
-			return c.fail(fmt.Errorf("%w: %s-%d does not exist", metadata.ErrUnknownTopic, r.Topic, r.Partition))
-		}
-		if _, ok := minISR[r.Topic]; !ok {
-			minISR[r.Topic] = c.minInsyncReplicas(t.Configs)
-		}
-		if err := c.checkTarget(t.Partitions[r.Partition], r, minISR[r.Topic]); err != nil {
+	errs, minISR := c.checkTargets(rs)
+	for _, err := range errs {
+		if err != nil {
 			return c.fail(err)
 		}
 	}
@@ -83,6 +64,109 @@ func (c *Core) AlterPartitionReassignments(ctx context.Context, rs []metadata.Re
 		return c.fail(fmt.Errorf("reassign partitions: %w", err))
 	}
 	return nil
+}
+
+// AlterPartitionReassignmentsEach is AlterPartitionReassignments
+// partition by partition, as Kafka answers it: each partition refused
+// (for the reasons AlterPartitionReassignments gives) has its own error
+// in its result, in rs's order, and the others go ahead. A partition
+// named twice is refused both times. The call's error is one that
+// concerns every partition (authorization, no partitions, no controller).
+//
+// The partitions that pass the check here go to the controller in one
+// command. Should the controller refuse that (a move completed since this
+// broker's image, say), each goes again alone, so that one partition's
+// refusal does not hold back the rest.
+func (c *Core) AlterPartitionReassignmentsEach(ctx context.Context, rs []metadata.Reassignment) ([]PartitionResult, error) {
+	ra, err := c.startReassignments(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	errs, minISR := c.checkTargets(rs)
+	res := make([]PartitionResult, len(rs))
+	var ok []metadata.Reassignment
+	var okAt []int
+	for i, r := range rs {
+		res[i] = PartitionResult{Topic: r.Topic, Partition: r.Partition, Err: c.asError(errs[i])}
+		if errs[i] == nil {
+			ok, okAt = append(ok, r), append(okAt, i)
+		}
+	}
+	if len(ok) == 0 {
+		return res, nil
+	}
+	err = ra.ReassignPartitions(ctx, ok, minISR)
+	if err != nil && len(ok) > 1 && c.partitionRefusal(err) {
+		for j, r := range ok {
+			if err := ra.ReassignPartitions(ctx, []metadata.Reassignment{r}, minISR); err != nil {
+				res[okAt[j]].Err = c.asError(fmt.Errorf("reassign partitions: %w", err))
+			}
+		}
+		return res, nil
+	}
+	if err != nil {
+		e := c.asError(fmt.Errorf("reassign partitions: %w", err))
+		for _, i := range okAt {
+			res[i].Err = e
+		}
+	}
+	return res, nil
+}
+
+// partitionRefusal reports whether the controller refused a reassignment
+// for what one of its partitions is (rather than for the call).
+func (c *Core) partitionRefusal(err error) bool {
+	code := c.asError(err).Code
+	for _, refusal := range []error{metadata.ErrInvalidReassignment, metadata.ErrNoReassignmentInProgress, metadata.ErrUnknownTopic} {
+		if code == c.asError(refusal).Code {
+			return true
+		}
+	}
+	return false
+}
+
+// startReassignments is what both AlterPartitionReassignments ask first:
+// Alter on the cluster, a reassigner, some partitions.
+func (c *Core) startReassignments(ctx context.Context, rs []metadata.Reassignment) (Reassigner, error) {
+	if err := c.authorize(ctx, auth.OpAlter, auth.ResourceCluster, auth.ClusterName, false); err != nil {
+		return nil, err
+	}
+	ra, err := c.reassigner()
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, c.fail(fmt.Errorf("%w: no partitions to reassign", replica.ErrInvalidRequest))
+	}
+	return ra, nil
+}
+
+// checkTargets checks each of rs on this broker's image (nil where it
+// passes), and gives the effective min.insync.replicas of the topics
+// that exist.
+func (c *Core) checkTargets(rs []metadata.Reassignment) ([]error, map[string]int32) {
+	errs := make([]error, len(rs))
+	minISR := map[string]int32{}
+	count := map[metadata.TopicPartition]int{}
+	for _, r := range rs {
+		count[metadata.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
+	}
+	for i, r := range rs {
+		if count[metadata.TopicPartition{Topic: r.Topic, Partition: r.Partition}] > 1 {
+			errs[i] = fmt.Errorf("%w: %s-%d named twice", metadata.ErrInvalidReassignment, r.Topic, r.Partition)
+			continue
+		}
+		t, ok := c.cfg.Cluster.Topic(r.Topic)
+		if !ok || r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
+			errs[i] = fmt.Errorf("%w: %s-%d does not exist", metadata.ErrUnknownTopic, r.Topic, r.Partition)
+			continue
+		}
+		if _, ok := minISR[r.Topic]; !ok {
+			minISR[r.Topic] = c.minInsyncReplicas(t.Configs)
+		}
+		errs[i] = c.checkTarget(t.Partitions[r.Partition], r, minISR[r.Topic])
+	}
+	return errs, minISR
 }
 
 // checkTarget is the controller's check of one target on this broker's

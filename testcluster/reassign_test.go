@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -554,10 +555,11 @@ func TestClusterReassignControllerKilledMidMove(t *testing.T) {
 
 // TestClusterKafkaPartitionReassignments: Kafka's AlterPartitionReassignments
 // and ListPartitionReassignments on the Kafka listener, advertised by
-// ApiVersions: a bad request is refused whole with Kafka's code, a good
-// one moves the partition, a cancel of nothing is
-// NO_REASSIGNMENT_IN_PROGRESS, and v1 refuses a replication factor
-// change it does not allow.
+// ApiVersions, answered partition by partition as Kafka does: a bad
+// partition is refused with Kafka's code while a good one beside it
+// moves, a cancel of nothing is NO_REASSIGNMENT_IN_PROGRESS, v1 refuses
+// a replication factor change it does not allow, and kadm's cancel of two
+// partitions, one of them done moving, cancels the other's move.
 func TestClusterKafkaPartitionReassignments(t *testing.T) {
 	t.Parallel()
 	c, addrs := kafkaCluster(t, 3)
@@ -606,26 +608,22 @@ func TestClusterKafkaPartitionReassignments(t *testing.T) {
 		}
 	}
 	target := []int32{spare, p0.Replicas[0]}
-	// Partition 0 fine, partition 1 naming an unknown broker: nothing starts.
+	p1, _ := c.Image(1).Partition("kr", 1)
+	var spare1 int32
+	for _, id := range c.IDs() {
+		if !slices.Contains(p1.Replicas, id) {
+			spare1 = id
+		}
+	}
+	// Partition 0 fine, partition 1 naming an unknown broker: as Kafka
+	// answers, partition 1 alone is refused and partition 0 moves.
 	resp := alter(0, true, part(0, target), part(1, []int32{1, 9}))
-	if resp.ErrorCode != kerr.InvalidReplicaAssignment.Code || resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicaAssignment.Code ||
-		resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, "broker 9") {
-		t.Fatalf("a bad request: %+v", resp)
+	if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 ||
+		resp.Topics[0].Partitions[1].ErrorCode != kerr.InvalidReplicaAssignment.Code ||
+		resp.Topics[0].Partitions[1].ErrorMessage == nil || !strings.Contains(*resp.Topics[0].Partitions[1].ErrorMessage, "broker 9") {
+		t.Fatalf("a request with one bad partition: %+v", resp)
 	}
 	list := kmsg.NewPtrListPartitionReassignmentsRequest()
-	listed, err := list.RequestWith(ctx, cl)
-	if err != nil || listed.ErrorCode != 0 || len(listed.Topics) != 0 {
-		t.Fatalf("listed after a refused request: %+v %v", listed, err)
-	}
-	if resp := alter(0, true, part(0, nil)); resp.Topics[0].Partitions[0].ErrorCode != kerr.NoReassignmentInProgress.Code {
-		t.Fatalf("a cancel of nothing: %+v", resp)
-	}
-	if resp := alter(1, false, part(0, []int32{1, 2, 3})); resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicationFactor.Code {
-		t.Fatalf("a replication factor change v1 does not allow: %+v", resp)
-	}
-	if resp := alter(1, false, part(0, target)); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("a good request: %+v", resp)
-	}
 	c.Eventually(ctx, "the move completed", func() error {
 		listed, err := list.RequestWith(ctx, cl)
 		if err != nil {
@@ -637,7 +635,63 @@ func TestClusterKafkaPartitionReassignments(t *testing.T) {
 		if p, _ := c.Image(1).Partition("kr", 0); !slices.Equal(p.Replicas, target) {
 			return fmt.Errorf("replicas %v", p.Replicas)
 		}
+		if p, _ := c.Image(1).Partition("kr", 1); !slices.Equal(p.Replicas, p1.Replicas) {
+			return fmt.Errorf("the refused partition moved: replicas %v", p.Replicas)
+		}
 		return nil
+	})
+	if resp := alter(0, true, part(0, nil)); resp.Topics[0].Partitions[0].ErrorCode != kerr.NoReassignmentInProgress.Code {
+		t.Fatalf("a cancel of nothing: %+v", resp)
+	}
+	if resp := alter(1, false, part(0, []int32{1, 2, 3})); resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidReplicationFactor.Code {
+		t.Fatalf("a replication factor change v1 does not allow: %+v", resp)
+	}
+
+	// Partition 1 moves slowly (records to copy, a byte a second onto
+	// the broker added); a cancel of both partitions, partition 0's move
+	// having finished, cancels partition 1's and answers partition 0's
+	// NO_REASSIGNMENT_IN_PROGRESS.
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(addrs[1]), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	for i := range 30 {
+		r := &kgo.Record{Topic: "kr", Partition: 1, Value: bytes.Repeat([]byte{byte(i)}, 1000)}
+		if err := pcl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newClusterClient(t, c).SetReassignmentThrottle(ctx, 1, false, spare1); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	var move kadm.AlterPartitionAssignmentsReq
+	move.Assign("kr", 1, []int32{spare1, p1.Replicas[0]})
+	moved, err := adm.AlterPartitionAssignments(ctx, move)
+	if err != nil || moved["kr"][1].Err != nil {
+		t.Fatalf("kadm move of kr-1: %+v %v", moved, err)
+	}
+	pending, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"kr": {0: {}, 1: {}}})
+	if err != nil || len(pending["kr"]) != 1 || !slices.Equal(pending["kr"][1].AddingReplicas, []int32{spare1}) {
+		t.Fatalf("pending %+v %v", pending, err)
+	}
+	var cancelBoth kadm.AlterPartitionAssignmentsReq
+	cancelBoth.Assign("kr", 0, nil)
+	cancelBoth.Assign("kr", 1, nil)
+	cancelled, err := adm.AlterPartitionAssignments(ctx, cancelBoth)
+	if err != nil {
+		t.Fatalf("kadm cancel of kr-0 and kr-1: %v", err)
+	}
+	if r := cancelled["kr"][0]; !errors.Is(r.Err, kerr.NoReassignmentInProgress) || !strings.Contains(r.ErrMessage, "kr-0") {
+		t.Fatalf("kr-0, its move finished: %+v", r)
+	}
+	if r := cancelled["kr"][1]; r.Err != nil {
+		t.Fatalf("kr-1, moving: %+v", r)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		p, _ := img.Partition("kr", 1)
+		return !p.Reassigning() && slices.Equal(p.Replicas, p1.Replicas)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
 )
@@ -128,24 +129,7 @@ do the removed replicas leave and delete their data.`,
 				if err != nil {
 					return err
 				}
-				pending, err := cl.ListPartitionReassignments(ctx, "")
-				if err != nil {
-					return fmt.Errorf("list reassignments: %w", err)
-				}
-				var targets []client.ReassignmentTarget
-				for _, pr := range p.Partitions {
-					if slices.ContainsFunc(pending, func(r client.Reassignment) bool { return r.Topic == pr.Topic && r.Partition == pr.Partition }) {
-						targets = append(targets, client.ReassignmentTarget{Topic: pr.Topic, Partition: pr.Partition, Cancel: true})
-					}
-				}
-				if len(targets) == 0 {
-					return fmt.Errorf("no reassignment of %s is pending: nothing to cancel", cancel)
-				}
-				if err := cl.AlterPartitionReassignments(ctx, targets); err != nil {
-					return fmt.Errorf("cancel the reassignments of %s (none cancelled): %w", cancel, err)
-				}
-				fmt.Fprintf(out, "cancelled %d partition reassignments (of %d in the file; the others were not pending)\n", len(targets), len(p.Partitions))
-				return nil
+				return cancelReassignments(ctx, cl, out, cancel, p)
 			}
 		},
 	}
@@ -160,6 +144,53 @@ do the removed replicas leave and delete their data.`,
 	f.BoolVar(&status, "status", false, "list the pending reassignments")
 	f.StringVar(&cancel, "cancel", "", "cancel the pending reassignments of this JSON file")
 	return cmd
+}
+
+// cancelReassignments cancels the file's reassignments still pending. A
+// move that completes between the listing and the cancel refuses the
+// cancel (all or none, nothing cancelled): the pending ones are listed
+// again and the cancel retried, a few times.
+func cancelReassignments(ctx context.Context, cl *client.Client, out io.Writer, file string, p *reassignmentPlan) error {
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		pending, err := cl.ListPartitionReassignments(ctx, "")
+		if err != nil {
+			return fmt.Errorf("list reassignments: %w", err)
+		}
+		var targets []client.ReassignmentTarget
+		var idle []string
+		for _, pr := range p.Partitions {
+			if slices.ContainsFunc(pending, func(r client.Reassignment) bool { return r.Topic == pr.Topic && r.Partition == pr.Partition }) {
+				targets = append(targets, client.ReassignmentTarget{Topic: pr.Topic, Partition: pr.Partition, Cancel: true})
+			} else {
+				idle = append(idle, fmt.Sprintf("%s-%d", pr.Topic, pr.Partition))
+			}
+		}
+		if len(targets) == 0 {
+			return fmt.Errorf("no reassignment of %s is pending (%s): nothing to cancel", file, partitionList(idle))
+		}
+		err = cl.AlterPartitionReassignments(ctx, targets)
+		if err != nil && client.ErrorCode(err) == quirev1.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS && attempt < attempts {
+			continue // a move completed meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("cancel the reassignments of %s (none cancelled): %w", file, err)
+		}
+		fmt.Fprintf(out, "cancelled %d partition reassignments\n", len(targets))
+		if len(idle) > 0 {
+			fmt.Fprintf(out, "not pending, left as they are: %s\n", partitionList(idle))
+		}
+		return nil
+	}
+}
+
+// partitionList is names joined with commas, the first ten of them.
+func partitionList(names []string) string {
+	const most = 10
+	if len(names) > most {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+	}
+	return strings.Join(names, ", ")
 }
 
 // readPlan reads and checks a reassignment file.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,11 +84,94 @@ func TestCLIPartitionReassign(t *testing.T) {
 	if err != nil || !strings.Contains(out, "no reassignment in progress") {
 		t.Fatalf("status: %v %s", err, out)
 	}
-	if _, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--cancel", planFile); err == nil || !strings.Contains(err.Error(), "nothing to cancel") {
-		t.Fatalf("cancel of a finished plan: %v", err)
+	_, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--cancel", planFile)
+	if err == nil || !strings.Contains(err.Error(), "nothing to cancel") || !strings.Contains(err.Error(), "cli-moves-"+fmt.Sprint(plan.Partitions[0].Partition)) || exitCode(err) == 0 {
+		t.Fatalf("cancel of a finished plan: %v (exit %d), want it to name the partitions and exit non-zero", err, exitCode(err))
 	}
 	if _, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--plan", "--status"); err == nil {
 		t.Fatal("two actions at once accepted")
+	}
+}
+
+// TestCLIPartitionReassignCancelMoving: while a move is pending (records
+// to copy, a byte a second), topic describe's table shows its ADDING and
+// REMOVING replicas; --cancel of a file naming it and a partition with no
+// move cancels the one and names the other; a --cancel of nothing pending
+// names the partitions and exits non-zero.
+func TestCLIPartitionReassignCancelMoving(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, 3, testcluster.Voters(3))
+	addr := c.Addr(1)
+	ctx, cl := testClient(t, addr)
+	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionReassignment })
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "cli-slow", Partitions: 2, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLIStdin("", "--brokers", addr, "topic", "describe", "cli-slow")
+	if err != nil || strings.Contains(out, "ADDING") {
+		t.Fatalf("describe with no move: %v\n%s", err, out)
+	}
+	pcl, err := client.New(ctx, client.SeedBrokers(addr), client.RecordPartitioner(client.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	var rs []*client.Record
+	for i := range 30 {
+		rs = append(rs, &client.Record{Topic: "cli-slow", Partition: 0, Value: []byte(strings.Repeat(fmt.Sprint(i%10), 1000))})
+	}
+	if err := pcl.ProduceSync(ctx, rs...); err != nil {
+		t.Fatal(err)
+	}
+	p0, _ := c.Image(1).Partition("cli-slow", 0)
+	from := p0.Replicas[0]
+	to := from%3 + 1
+	if err := cl.SetReassignmentThrottle(ctx, 1, false, to); err != nil {
+		t.Fatal(err)
+	}
+	plan := reassignmentPlan{Version: 1, Partitions: []plannedReplica{
+		{Topic: "cli-slow", Partition: 0, Replicas: []int32{to}}}}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	data, _ := json.Marshal(plan)
+	if err := os.WriteFile(planFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runCLIStdin("", "--brokers", addr, "partition", "reassign", "--execute", planFile); err != nil || !strings.Contains(out, "started 1") {
+		t.Fatalf("execute: %v\n%s", err, out)
+	}
+	// Whichever node is asked has the move in its image.
+	c.WaitImage(ctx, func(img *metadata.Image) bool { p, _ := img.Partition("cli-slow", 0); return p.Reassigning() })
+	out, _, err = runCLIStdin("", "--brokers", addr, "topic", "describe", "cli-slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	header := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "PARTITION ") })
+	if !strings.Contains(out, "REPLICAS    1\n") || header < 0 || len(lines) < header+3 || !strings.Contains(lines[header], "ADDING") || !strings.Contains(lines[header], "REMOVING") {
+		t.Fatalf("describe of a moving partition has no ADDING and REMOVING columns:\n%s", out)
+	}
+	row0, row1 := strings.Fields(lines[header+1]), strings.Fields(lines[header+2])
+	if row0[0] != "0" || row0[len(row0)-2] != fmt.Sprintf("[%d]", to) || row0[len(row0)-1] != fmt.Sprintf("[%d]", from) ||
+		row1[0] != "1" || row1[len(row1)-2] != "-" || row1[len(row1)-1] != "-" {
+		t.Fatalf("want partition 0 adding [%d] removing [%d], partition 1 neither:\n%s", to, from, out)
+	}
+
+	plan.Partitions = append(plan.Partitions, plannedReplica{Topic: "cli-slow", Partition: 1, Replicas: []int32{to}})
+	data, _ = json.Marshal(plan)
+	if err := os.WriteFile(planFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--cancel", planFile)
+	if err != nil || !strings.Contains(out, "cancelled 1 partition reassignments") || !strings.Contains(out, "not pending, left as they are: cli-slow-1") {
+		t.Fatalf("cancel of a pending move and an idle partition: %v\n%s", err, out)
+	}
+	c.WaitImage(ctx, func(img *metadata.Image) bool {
+		p, _ := img.Partition("cli-slow", 0)
+		return !p.Reassigning() && slices.Equal(p.Replicas, []int32{from})
+	})
+	_, _, err = runCLIStdin("", "--brokers", addr, "partition", "reassign", "--cancel", planFile)
+	if err == nil || !strings.Contains(err.Error(), "cli-slow-0, cli-slow-1") || !strings.Contains(err.Error(), "nothing to cancel") || exitCode(err) == 0 {
+		t.Fatalf("cancel with nothing pending: %v (exit %d)", err, exitCode(err))
 	}
 }
 

@@ -189,12 +189,15 @@ fully in sync.`,
 			}
 			fmt.Fprintf(out, "NAME        %s\nID          %s\nPARTITIONS  %d\n", d.Name, d.ID, len(d.Partitions))
 			if len(d.Partitions) > 0 {
-				fmt.Fprintf(out, "REPLICAS    %d\n", len(d.Partitions[0].Replicas))
+				// The replication factor: a move's replicas being removed aside.
+				p0 := d.Partitions[0]
+				fmt.Fprintf(out, "REPLICAS    %d\n", len(p0.Replicas)-len(p0.RemovingReplicas))
 			}
 			fmt.Fprintf(out, "CLEANUP     %s\n", policy)
-			compacted := false
+			compacted, moving := false, false
 			for _, p := range d.Partitions {
 				compacted = compacted || p.DirtyRatio != nil
+				moving = moving || len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 			}
 			fmt.Fprintln(out)
 			rows := [][]string{}
@@ -215,11 +218,17 @@ fully in sync.`,
 					}
 					row = append(row, dirty)
 				}
+				if moving {
+					row = append(row, int32sOrDash(p.AddingReplicas), int32sOrDash(p.RemovingReplicas))
+				}
 				rows = append(rows, row)
 			}
 			header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HW", "LEO"}
 			if compacted {
 				header = append(header, "DIRTY-RATIO")
+			}
+			if moving {
+				header = append(header, "ADDING", "REMOVING")
 			}
 			if err := printTable(out, header, rows); err != nil {
 				return err
@@ -526,6 +535,14 @@ func topicAddPartitionsCmd(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().Int32VarP(&n, "num", "n", 0, "number of partitions to add")
 	return cmd
+}
+
+// int32sOrDash is int32s, or "-" for none.
+func int32sOrDash(ids []int32) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	return int32s(ids)
 }
 
 // outOfSync reports whether some replica of p is missing from its ISR,
