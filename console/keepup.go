@@ -54,4 +54,3 @@ func rateText(v float64) string {
 	}
 	return count(v) + "/s"
 }
-

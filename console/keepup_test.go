@@ -2,11 +2,11 @@ package console_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"testing"
+	"time"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
@@ -14,6 +14,8 @@ import (
 	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/testcluster"
 )
+
+var keepUpTable = regexp.MustCompile(`(?s)<table id="(keep-up|groups)">.*?</table>`)
 
 // TestConsoleGroupKeepUp: the group page and the group list show the
 // coordinator's throughput figures for a group whose member commits:
@@ -30,7 +32,13 @@ func TestConsoleGroupKeepUp(t *testing.T) {
 	}))
 	ctx := testCtx(t)
 	c.WaitController(ctx)
-	cl := newClient(t, c.Addr(1))
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, err := client.New(cctx, client.SeedBrokers(c.Addr(1)), client.Linger(0), client.RecordPartitioner(client.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
 	srv := serve(t, c.Addr(1))
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "grow", Partitions: 2, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
@@ -84,7 +92,7 @@ func TestConsoleGroupKeepUp(t *testing.T) {
 	has := func(page string, wants ...string) error {
 		for _, w := range wants {
 			if !regexp.MustCompile(w).MatchString(page) {
-				return errors.New("no " + w)
+				return fmt.Errorf("no %s in %s", w, keepUpTable.FindString(page))
 			}
 		}
 		return nil
