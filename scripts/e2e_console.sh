@@ -205,11 +205,12 @@ read -r committed lag < <(q group describe e2e-readers | awk '$1 == "e2e-readers
 # Its throughput, once the coordinator knows its rates: "lag 4 records;
 # consumed 0.0/s, produced 0.0/s; not draining (...); members to keep
 # up: 0 (of 1 partitions)".
-deadline=$((SECONDS + 30))
+waited=$SECONDS deadline=$((SECONDS + 30))
 until tline=$(q group describe e2e-readers | grep '^lag ') && [[ $tline == *"members to keep up: "[0-9]* ]]; do
 	[ "$SECONDS" -lt "$deadline" ] || fail "quire group describe shows no members needed within 30s: ${tline:-}"
 	sleep 0.1
 done
+step "quire group describe knows the group's rates after $((SECONDS - waited))s: $tline"
 needed=$(sed -E 's/.*members to keep up: ([0-9]+) \(of ([0-9]+) partitions\).*/\1/' <<<"$tline")
 parts=$(sed -E 's/.*members to keep up: ([0-9]+) \(of ([0-9]+) partitions\).*/\2/' <<<"$tline")
 case $tline in
