@@ -108,3 +108,28 @@ func TestConsoleCannotReachSaysItOnce(t *testing.T) {
 		t.Error("a broker's answer taken for an unreachable cluster")
 	}
 }
+
+// TestConsoleKeepUpText: the throughput figures in words, a drain time
+// of -1 told apart as not draining (every figure known, consumed no
+// faster than produced) or unknown.
+func TestConsoleKeepUpText(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   *quirev1.GroupThroughput
+		want keepUp
+	}{
+		{"no answer", nil, keepUp{Consume: "–", Produce: "–", Lag: -1, Drain: "–", Needed: -1}},
+		{"caught up", &quirev1.GroupThroughput{Lag: 0, ConsumeRate: 5, ProduceRate: 5, DrainSeconds: 0, Members: 1, Partitions: 3, MembersNeeded: 1},
+			keepUp{Consume: "5/s", Produce: "5/s", Lag: 0, Drain: "caught up", Needed: 1, Members: 1, Partitions: 3}},
+		{"draining", &quirev1.GroupThroughput{Lag: 1200, ConsumeRate: 350, ProduceRate: 300, DrainSeconds: 24, Members: 2, Partitions: 6, MembersNeeded: 2},
+			keepUp{Consume: "350/s", Produce: "300/s", Lag: 1200, Drain: "24s", Needed: 2, Members: 2, Partitions: 6}},
+		{"not draining", &quirev1.GroupThroughput{Lag: 90, ConsumeRate: 0.5, ProduceRate: 12500, DrainSeconds: -1, Members: 1, Partitions: 4, MembersNeeded: 4},
+			keepUp{Consume: "0.5/s", Produce: "12.5k/s", Lag: 90, Drain: "not draining", Needed: 4, Members: 1, Partitions: 4, NotDraining: true, Short: true}},
+		{"rates unknown", &quirev1.GroupThroughput{Lag: 90, ConsumeRate: -1, ProduceRate: -1, DrainSeconds: -1, Members: 1, Partitions: 4, MembersNeeded: -1},
+			keepUp{Consume: "–", Produce: "–", Lag: 90, Drain: "–", Needed: -1, Members: 1, Partitions: 4}},
+	} {
+		if got := keepUpOf(tc.in); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

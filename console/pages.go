@@ -314,6 +314,7 @@ type groupRow struct {
 	State   string
 	Members int
 	Lag     int64 // -1 when unknown
+	KeepUp  keepUp
 	Err     string
 }
 
@@ -357,6 +358,7 @@ func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 		} else {
 			row.State, row.Members = d.GetState(), len(d.GetMembers())
 		}
+		row.KeepUp = keepUpOf(d.GetThroughput())
 		lags, err := c.groupLag(g, d)
 		if err != nil {
 			row.Err = errText(err)
@@ -388,6 +390,7 @@ type groupView struct {
 	Members                []memberRow
 	Partitions             []PartitionLag
 	TotalLag               int64
+	KeepUp                 keepUp
 	Chart                  chart
 	Topics                 []string // the topics it has offsets or assignments in, for the reset form
 	Resettable             bool     // no members: offsets may be committed from outside
@@ -414,7 +417,7 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 		c.renderUnreachable(w, r, "group", p, err)
 		return
 	}
-	gv := groupView{Name: name, TotalLag: -1}
+	gv := groupView{Name: name, TotalLag: -1, KeepUp: keepUpOf(nil)}
 	d, err := c.groupState(ctx, name)
 	if unreachable(err) {
 		c.renderUnreachable(w, r, "group", p, err)
@@ -425,6 +428,7 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		gv.State, gv.Epoch, gv.AssignmentEpoch, gv.Assignor = d.GetState(), d.GetGroupEpoch(), d.GetAssignmentEpoch(), d.GetAssignor()
 		gv.Resettable = len(d.GetMembers()) == 0
+		gv.KeepUp = keepUpOf(d.GetThroughput())
 		for _, m := range d.GetMembers() {
 			sub := strings.Join(m.GetTopics(), ", ")
 			if m.GetRegex() != "" {

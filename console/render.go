@@ -60,15 +60,19 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprint(v)
 	},
-	"seconds": func(v float64) string {
-		switch {
-		case v < 0:
-			return "–"
-		case v < 10:
-			return fmt.Sprintf("%.1f s", v)
-		}
-		return (time.Duration(v) * time.Second).String()
-	},
+	"seconds": secondsText,
+}
+
+// secondsText writes a time in seconds: "4.2 s", "1m30s"; "–" when
+// negative (unknown).
+func secondsText(v float64) string {
+	switch {
+	case v < 0:
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.1f s", v)
+	}
+	return (time.Duration(v) * time.Second).String()
 }
 
 // parsePages parses each page template with the layout.

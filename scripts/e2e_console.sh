@@ -5,9 +5,11 @@
 #   1. against a dev node: the topic page shows the high watermarks
 #      `quire topic describe` answers for a topic made here; the group pages
 #      show the lag `quire group describe` answers for a group that has not
-#      consumed every record; the live tail shows a record produced after
-#      the page opened; a topic created through the console's form (posted
-#      with curl, confirmed) exists afterwards and is listed.
+#      consumed every record, and its throughput as `quire group describe`
+#      works it out (not draining, the members needed, the partitions);
+#      the live tail shows a record produced after the page opened; a
+#      topic created through the console's form (posted with curl,
+#      confirmed) exists afterwards and is listed.
 #      In one page kept open (scripts/console_browser.py drives it over the
 #      DevTools protocol): the message browser finds a record by key and
 #      by timestamp, and its page shows its headers; a record produced
@@ -156,7 +158,10 @@ port=$(free_ports 2)
 addr="127.0.0.1:$port"
 maddr="127.0.0.1:$((port + 1))"
 step "starting quire server --dev on $addr (metrics on $maddr)"
-"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set "metrics.listen=$maddr" >"$tmp/server.log" 2>&1 &
+# Lag refreshed five times a second, so that the group coordinator's
+# rates (two refreshes at least) are known within a second.
+"$quire" server --dev --data-dir "$tmp/data" --set "listeners=$addr" --set "metrics.listen=$maddr" \
+	--set group.lag.refresh.ms=200 >"$tmp/server.log" 2>&1 &
 pids+=($!)
 server_pid=$!
 q() { "$quire" --brokers "$addr" "$@"; }
@@ -197,7 +202,28 @@ q consume e2e-lag -p 0 -g e2e-readers -n 2 -o start >"$tmp/consume.log" 2>&1 || 
 # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
 read -r committed lag < <(q group describe e2e-readers | awk '$1 == "e2e-readers" { print $4, $6 }') || true
 [ "$lag" = 4 ] && [ "$committed" = 2 ] || fail "quire group describe: committed $committed, lag $lag; want 2 and 4"
+# Its throughput, once the coordinator knows its rates: "lag 4 records;
+# consumed 0.0/s, produced 0.0/s; not draining (...); members to keep
+# up: 0 (of 1 partitions)".
+waited=$SECONDS deadline=$((SECONDS + 30))
+until tline=$(q group describe e2e-readers | grep '^lag ') && [[ $tline == *"members to keep up: "[0-9]* ]]; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "quire group describe shows no members needed within 30s: ${tline:-}"
+	sleep 0.1
+done
+step "quire group describe knows the group's rates after $((SECONDS - waited))s: $tline"
+needed=$(sed -E 's/.*members to keep up: ([0-9]+) \(of ([0-9]+) partitions\).*/\1/' <<<"$tline")
+parts=$(sed -E 's/.*members to keep up: ([0-9]+) \(of ([0-9]+) partitions\).*/\2/' <<<"$tline")
+case $tline in
+*"not draining"*) drain='id="drain">not draining<' ;;
+*) fail "a group that reads nothing drains its lag, says quire group describe: $tline" ;;
+esac
 page group /groups/e2e-readers
+has group "$drain"
+has group "id=\"members-needed\">$needed<"
+has group 'id="members-now">0<'
+has group "id=\"partitions\">$parts<"
+has group 'id="consume-rate">0/s<'
+has group "id=\"keep-up-lag\">$lag<"
 has group 'data-partition="e2e-lag/0"'
 has group "class=\"num committed\">$committed<"
 has group 'class="num hw">6<'
@@ -208,7 +234,9 @@ has group 'class="label xtick"'
 page groups /groups
 has groups 'data-group="e2e-readers"'
 has groups "class=\"num lag\">$lag<"
-step "ok: the group pages show committed offset $committed and lag $lag"
+has groups 'class="num drain warn-text">not draining<'
+has groups "class=\"num members-needed\">$needed<"
+step "ok: the group pages show committed offset $committed and lag $lag, not draining, $needed members needed of $parts partitions"
 
 step "live tail of e2e-tail: a record produced after the page opened"
 q topic create e2e-tail -p 1 >/dev/null || fail "topic create e2e-tail failed"
