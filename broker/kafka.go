@@ -13,7 +13,6 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/config"
-	"github.com/quirelog/quire/internal/errcode"
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
@@ -73,13 +72,32 @@ func (b *Broker) newKafkaServer() *kafka.Server {
 }
 
 // observeKafka counts each Kafka request with the gRPC calls, by API
-// (quire_requests_total{rpc="kafka/Produce"}); nil, counting nothing,
-// with metrics.requests.enable off.
+// (quire_requests_total{rpc="kafka/Produce"}), under the gRPC code of its
+// outcome (kafkaOutcome); nil, counting nothing, with
+// metrics.requests.enable off.
 func (b *Broker) observeKafka() func(api string, start time.Time, err error) {
 	if !b.cfg.MetricsRequestsEnable {
 		return nil
 	}
-	return b.rpcStats.Observe
+	return func(api string, start time.Time, err error) {
+		b.rpcStats.Observe(api, start, kafkaOutcome(err))
+	}
+}
+
+// kafkaOutcome is a Kafka request's outcome as the statuses the request
+// counts are kept by: OK for one answered, Unimplemented for an API or
+// version not served, InvalidArgument for one that does not parse,
+// Unknown for another that closed the connection.
+func kafkaOutcome(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kafka.ErrUnsupported):
+		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, kafka.ErrMalformed):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Unknown, err.Error())
 }
 
 // kafkaRefused counts each connection a Kafka listener closed at accept
@@ -194,23 +212,23 @@ func (k kafkaBackend) DeleteRecords(ctx context.Context, req *request.DeleteReco
 // answers (librdkafka's, Java's) would list a group once per broker if
 // each named itself. The core refuses it for a group the caller may not
 // describe.
-func (k kafkaBackend) Coordinator(ctx context.Context, group string) (*quirev1.Broker, error) {
+func (k kafkaBackend) Coordinator(ctx context.Context, group string) (kafka.Node, error) {
 	if err := k.b.core.AuthorizeFindCoordinator(service.CoreContext(ctx), group); err != nil {
-		return nil, err
+		return kafka.Node{}, err
 	}
 	return k.coordinatorFor(ctx, group)
 }
 
 // coordinatorFor is the broker named as the coordinator of key (a group
-// or a transactional id) on the client's listener (groupCoordinator).
-func (k kafkaBackend) coordinatorFor(ctx context.Context, key string) (*quirev1.Broker, error) {
+// or a transactional id) on the client's listener (groupCoordinator);
+// with none, the core's COORDINATOR_NOT_AVAILABLE, which clients retry.
+func (k kafkaBackend) coordinatorFor(ctx context.Context, key string) (kafka.Node, error) {
 	listener := k.b.clientListener(ctx)
 	if c, ok := k.groupCoordinator(key, listener); ok {
 		return c, nil
 	}
-	msg := fmt.Sprintf("no live broker is registered with a %s listener yet", listener)
-	return nil, errcode.Status(codes.Unavailable, &quirev1.Error{Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, Message: msg,
-		Retriable: true, LeaderId: -1, LeaderEpoch: -1})
+	return kafka.Node{}, &request.Error{Code: int32(quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE),
+		Message: fmt.Sprintf("no live broker is registered with a %s listener yet", listener), LeaderID: -1, LeaderEpoch: -1}
 }
 
 // groupCoordinator is the one broker named for group on listener: of the
@@ -219,21 +237,21 @@ func (k kafkaBackend) coordinatorFor(ctx context.Context, key string) (*quirev1.
 // one while they see the same brokers, and groups spread over them as
 // Kafka's do over its brokers. A broker fenced or gone hands its groups
 // to the others, as a Kafka coordinator's failure does.
-func (k kafkaBackend) groupCoordinator(group, listener string) (*quirev1.Broker, bool) {
-	var live []*quirev1.Broker
+func (k kafkaBackend) groupCoordinator(group, listener string) (kafka.Node, bool) {
+	var live []kafka.Node
 	for _, info := range k.b.cluster.image().Brokers() {
 		if info.Fenced {
 			continue
 		}
 		for _, e := range info.Endpoints {
 			if e.Listener == listener {
-				live = append(live, &quirev1.Broker{Id: info.ID, Address: e.Addr, Rack: info.Rack})
+				live = append(live, kafka.Node{ID: info.ID, Addr: e.Addr})
 				break
 			}
 		}
 	}
 	if len(live) == 0 {
-		return nil, false
+		return kafka.Node{}, false
 	}
 	h := fnv.New32a()
 	h.Write([]byte(group))
@@ -282,7 +300,7 @@ func (k kafkaBackend) ListGroups(ctx context.Context) ([]request.GroupListing, e
 	listener := k.b.clientListener(ctx)
 	mine := out[:0]
 	for _, g := range out {
-		if c, ok := k.groupCoordinator(g.Group, listener); ok && c.Id == k.b.cfg.NodeID {
+		if c, ok := k.groupCoordinator(g.Group, listener); ok && c.ID == k.b.cfg.NodeID {
 			mine = append(mine, g)
 		}
 	}

@@ -3,7 +3,7 @@ package broker
 import (
 	"context"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/txn"
@@ -15,9 +15,9 @@ import (
 // FindCoordinator names the same one for an id from every node, as for
 // groups (coordinatorFor).
 
-func (k kafkaBackend) TxnCoordinator(ctx context.Context, id string) (*quirev1.Broker, error) {
+func (k kafkaBackend) TxnCoordinator(ctx context.Context, id string) (kafka.Node, error) {
 	if err := k.b.core.AuthorizeFindTxnCoordinator(service.CoreContext(ctx), id); err != nil {
-		return nil, err
+		return kafka.Node{}, err
 	}
 	return k.coordinatorFor(ctx, id)
 }

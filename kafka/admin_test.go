@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,8 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	qmetadata "github.com/quirelog/quire/metadata"
@@ -30,7 +29,7 @@ var wantAdminVersions = map[int16][2]int16{
 
 // errUnimplemented is fakeBackend's answer to the admin calls: the
 // tests of the other APIs do not reach them.
-func errUnimplemented() error { return status.Error(codes.Unimplemented, "no admin here") }
+func errUnimplemented() error { return errors.New("no admin here") }
 
 func (f *fakeBackend) CreateTopic(context.Context, *request.CreateTopicRequest) (*request.CreateTopicResult, error) {
 	return nil, errUnimplemented()
@@ -81,10 +80,9 @@ func (f *fakeBackend) LogDirs(context.Context) ([]request.LogDir, error) {
 	return nil, errUnimplemented()
 }
 
-// quireErr is a call's error as the gRPC handlers return it.
-func quireErr(c codes.Code, code quirev1.ErrorCode, msg string) error {
-	st, _ := status.New(c, msg).WithDetails(&quirev1.Error{Code: code, Message: msg})
-	return st.Err()
+// quireErr is the core's refusal with code and msg.
+func quireErr(code quirev1.ErrorCode, msg string) error {
+	return &request.Error{Code: int32(code), Message: msg, LeaderID: -1, LeaderEpoch: -1}
 }
 
 // adminBackend keeps topics, configs, ACLs and users in memory, as the
@@ -220,7 +218,7 @@ func (a *adminBackend) TopicConfigs(_ context.Context, topic string) ([]ConfigEn
 	defer a.mu.Unlock()
 	t, ok := a.topics[topic]
 	if !ok {
-		return nil, quireErr(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("unknown topic %q", topic))
+		return nil, quireErr(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("unknown topic %q", topic))
 	}
 	ret := ConfigEntry{Name: "retention.ms", Value: "5000", Source: SourceStaticBroker, Type: configTypeLong, Doc: "how long",
 		Synonyms: []ConfigSynonym{{Name: "log.retention.ms", Value: "5000", Source: SourceStaticBroker}, {Name: "log.retention.ms", Value: "604800000", Source: SourceDefault}}}
@@ -237,7 +235,7 @@ func (a *adminBackend) TopicConfigs(_ context.Context, topic string) ([]ConfigEn
 
 func (a *adminBackend) BrokerConfigs(_ context.Context, broker string) ([]ConfigEntry, error) {
 	if broker != "1" {
-		return nil, quireErr(codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "this is broker 1")
+		return nil, quireErr(quirev1.ErrorCode_INVALID_REQUEST, "this is broker 1")
 	}
 	return []ConfigEntry{{Name: "num.partitions", Value: "4", Source: SourceStaticBroker, ReadOnly: true, Type: configTypeLong}}, nil
 }

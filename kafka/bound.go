@@ -335,7 +335,7 @@ func (s *scanner) walk(sc *schema) {
 func scanBody(key, version int16, body []byte) (int, error) {
 	a, ok := schemas[key]
 	if !ok {
-		return 0, fmt.Errorf("%w: no layout for api key %d", errUnsupported, key)
+		return 0, fmt.Errorf("%w: no layout for api key %d", ErrUnsupported, key)
 	}
 	s := scanner{b: body, v: version, flexible: version >= a.flexibleFrom}
 	s.walk(a.body)

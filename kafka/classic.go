@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -84,8 +83,8 @@ func unsupportedAssignor(err error) bool {
 	if err == nil {
 		return false
 	}
-	code, _ := callError(err)
-	return code == int16(quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR)
+	code, _ := coreError(err)
+	return code == kerr.UnsupportedAssignor.Code
 }
 
 // streams is Kafka Streams' protocol, whose leader assigns tasks with

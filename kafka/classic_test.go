@@ -11,8 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
@@ -41,7 +39,7 @@ func (c *classicBackend) CommitOffsets(context.Context, *request.CommitOffsetsRe
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.commits++
-	return time.Time{}, quireError(codes.FailedPrecondition, quirev1.ErrorCode_STALE_MEMBER_EPOCH)
+	return time.Time{}, quireError(quirev1.ErrorCode_STALE_MEMBER_EPOCH)
 }
 
 func (c *classicBackend) set(resp *request.GroupHeartbeatResult, err error) {
@@ -65,9 +63,9 @@ func (c *classicBackend) count() int {
 	return len(c.hbs)
 }
 
-func quireError(c codes.Code, code quirev1.ErrorCode) error {
-	st, _ := status.New(c, code.String()).WithDetails(&quirev1.Error{Code: code, Message: code.String()})
-	return st.Err()
+// quireError is the core's refusal with code.
+func quireError(code quirev1.ErrorCode) error {
+	return &request.Error{Code: int32(code), Message: code.String(), LeaderID: -1, LeaderEpoch: -1}
 }
 
 // joinReq is a JoinGroup offering protocols, each with a subscription to
@@ -157,14 +155,14 @@ func TestKafkaClassicJoin(t *testing.T) {
 	if hb = backend.lastHeartbeat(); r.ErrorCode != 0 || r.Generation != 3 || !strings.HasPrefix(r.MemberID, "test-") || hb.MemberID != r.MemberID || hb.InstanceID != "host-1" {
 		t.Fatalf("a static join without a member id: %+v, heartbeat %+v", r, hb)
 	}
-	backend.set(nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_INSTANCE_ID))
+	backend.set(nil, quireError(quirev1.ErrorCode_FENCED_INSTANCE_ID))
 	static.MemberID = "old"
 	if r = join(t, k, static); r.ErrorCode != kerr.FencedInstanceID.Code {
 		t.Fatalf("a fenced instance: code %d", r.ErrorCode)
 	}
 
 	// The coordinator's UNKNOWN_MEMBER_ID passes on.
-	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
+	backend.set(nil, quireError(quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
 	if r = join(t, k, joinReq(9, "m", []int32{1}, "cooperative-sticky")); r.ErrorCode != kerr.UnknownMemberID.Code {
 		t.Fatalf("a removed cooperative member: code %d", r.ErrorCode)
 	}
@@ -184,7 +182,7 @@ func TestKafkaClassicJoin(t *testing.T) {
 	}
 
 	// The coordinator out of reach for a moment: COORDINATOR_NOT_AVAILABLE.
-	backend.set(nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER))
+	backend.set(nil, quireError(quirev1.ErrorCode_NOT_CONTROLLER))
 	if r = join(t, k, joinReq(9, "m", nil, "range")); r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("no controller: code %d", r.ErrorCode)
 	}
@@ -218,7 +216,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	if hb := backend.lastHeartbeat(); !hb.Classic || hb.MemberEpoch != 4 || hb.Owned != nil || hb.Subscription != nil {
 		t.Fatalf("sync heartbeat %+v", hb)
 	}
-	backend.set(nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH))
+	backend.set(nil, quireError(quirev1.ErrorCode_FENCED_MEMBER_EPOCH))
 	if s = sync(3); s.ErrorCode != kerr.RebalanceInProgress.Code {
 		t.Fatalf("sync at another generation: code %d", s.ErrorCode)
 	}
@@ -240,9 +238,9 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	}{
 		{"unchanged", &request.GroupHeartbeatResult{MemberEpoch: 4, Assignment: assigned}, nil, 0},
 		{"to rejoin", &request.GroupHeartbeatResult{MemberEpoch: 4, Assignment: assigned, Rejoin: true}, nil, kerr.RebalanceInProgress.Code},
-		{"fenced", nil, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_MEMBER_EPOCH), kerr.RebalanceInProgress.Code},
-		{"unknown member", nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID), kerr.UnknownMemberID.Code},
-		{"no controller", nil, status.Error(codes.Unavailable, "no leader"), kerr.CoordinatorNotAvailable.Code},
+		{"fenced", nil, quireError(quirev1.ErrorCode_FENCED_MEMBER_EPOCH), kerr.RebalanceInProgress.Code},
+		{"unknown member", nil, quireError(quirev1.ErrorCode_UNKNOWN_MEMBER_ID), kerr.UnknownMemberID.Code},
+		{"no controller", nil, fmt.Errorf("%w: no leader", request.ErrLeaderUnreachable), kerr.CoordinatorNotAvailable.Code},
 	} {
 		backend.set(tc.resp, tc.err)
 		if got := beat(4); got != tc.want {
@@ -297,7 +295,7 @@ func TestKafkaClassicSyncHeartbeatLeave(t *testing.T) {
 	if hb := backend.lastHeartbeat(); lr.ErrorCode != 0 || hb.MemberID != "m" || hb.MemberEpoch != -1 {
 		t.Fatalf("leave v2: code %d, heartbeat %+v", lr.ErrorCode, hb)
 	}
-	backend.set(nil, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
+	backend.set(nil, quireError(quirev1.ErrorCode_UNKNOWN_MEMBER_ID))
 	lv = kmsg.NewPtrLeaveGroupRequest()
 	lv.Version, lv.Group = 5, "g"
 	for _, id := range []string{"a", "b", ""} {
@@ -331,9 +329,10 @@ func TestKafkaGroupCallsCoordinatorNotAvailable(t *testing.T) {
 	backend := &classicBackend{fakeBackend: fakeBackend{meta: &quirev1.GetMetadataResponse{}}}
 	_, k := startServer(t, backend)
 	for _, err := range []error{
-		quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER),
-		status.Error(codes.Unavailable, "connection refused"),
-		quireError(codes.Unavailable, quirev1.ErrorCode_LEADER_NOT_AVAILABLE),
+		quireError(quirev1.ErrorCode_NOT_CONTROLLER),
+		fmt.Errorf("%w: connection refused", request.ErrLeaderUnreachable),
+		fmt.Errorf("controller: %w", context.DeadlineExceeded),
+		quireError(quirev1.ErrorCode_LEADER_NOT_AVAILABLE),
 	} {
 		backend.set(nil, err)
 		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()

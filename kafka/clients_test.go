@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
@@ -155,7 +154,7 @@ func (a *assignorBackend) ConsumerGroupHeartbeat(ctx context.Context, req *reque
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if req.Assignor != "" && !a.allowed[req.Assignor] {
-		return nil, quireError(codes.InvalidArgument, quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR)
+		return nil, quireError(quirev1.ErrorCode_UNSUPPORTED_ASSIGNOR)
 	}
 	return resp, err
 }
@@ -215,7 +214,7 @@ var kafkaPythonOffsetFetch = []byte{
 type failingOffsets struct{ fakeBackend }
 
 func (*failingOffsets) FetchOffsets(context.Context, string, []request.GroupPartition) ([]request.CommittedOffset, error) {
-	return nil, quireError(codes.Unavailable, quirev1.ErrorCode_NOT_CONTROLLER)
+	return nil, quireError(quirev1.ErrorCode_NOT_CONTROLLER)
 }
 
 // TestKafkaPythonOffsetFetchV1: OffsetFetch v1, which Kafka 4 still

@@ -2,13 +2,14 @@
 // clients (librdkafka and kcat, franz-go, the Java client) can produce to
 // and consume from a node without a gRPC library.
 //
-// It is a translation layer over the node's public gRPC API (Backend:
-// the quire.v1 request and response messages), not a second broker: the
-// record batches pass through untouched in both directions (the log keeps
-// Kafka's RecordBatch v2 bytes), the error codes are the same numbers
-// (quire.v1.ErrorCode is Kafka's numbering), and everything a gRPC client
-// gets (routing, acks, idempotence, auto-created topics) a Kafka client
-// gets too.
+// It is a translation layer over the request core (Backend: package
+// request's operations and plain Go types), as the gRPC door is, not a
+// second broker: the record batches pass through untouched in both
+// directions (the log keeps Kafka's RecordBatch v2 bytes), the error
+// codes are the core's (a request.Error's code is Kafka's number wherever
+// Kafka has the code), and everything a gRPC client gets (routing, acks,
+// idempotence, auto-created topics) a Kafka client gets too. It imports
+// neither gRPC nor the quire.v1 API.
 //
 // The protocol: each request is a 4-byte big-endian size, a request header
 // (api key, version, correlation id, client id, and tagged fields from the

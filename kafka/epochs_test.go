@@ -2,21 +2,20 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 )
 
 // OffsetForLeaderEpoch is not asked of the fakes of the other tests.
 func (f *fakeBackend) OffsetForLeaderEpoch(context.Context, string, int32, int32, int32) (int32, int64, error) {
-	return -1, -1, status.Error(codes.Unimplemented, "no epochs here")
+	return -1, -1, errors.New("no epochs here")
 }
 
 // epochsBackend leads partition t-0 at leader epoch 5, whose log has
@@ -34,13 +33,13 @@ func (e *epochsBackend) OffsetForLeaderEpoch(_ context.Context, topic string, pa
 	e.mu.Unlock()
 	switch {
 	case topic != "t":
-		return -1, -1, quireError(codes.NotFound, quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION)
+		return -1, -1, quireError(quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION)
 	case current >= 0 && current < 5:
-		return -1, -1, quireError(codes.FailedPrecondition, quirev1.ErrorCode_FENCED_LEADER_EPOCH)
+		return -1, -1, quireError(quirev1.ErrorCode_FENCED_LEADER_EPOCH)
 	case current > 5:
-		return -1, -1, quireError(codes.FailedPrecondition, quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH)
+		return -1, -1, quireError(quirev1.ErrorCode_UNKNOWN_LEADER_EPOCH)
 	case part != 0:
-		return -1, -1, quireError(codes.FailedPrecondition, quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER)
+		return -1, -1, quireError(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER)
 	}
 	switch {
 	case epoch == 5:

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -50,7 +49,7 @@ func findCoordinator(ctx context.Context, b Backend, req *kmsg.FindCoordinatorRe
 // coordinatorOf is the coordinator of one key, or the error code and
 // message to answer for it.
 func coordinatorOf(ctx context.Context, b Backend, coordinatorType int8, key string) (int32, string, int32, int16, string) {
-	var self *quirev1.Broker
+	var self Node
 	var err error
 	switch coordinatorType {
 	case 0:
@@ -64,7 +63,7 @@ func coordinatorOf(ctx context.Context, b Backend, coordinatorType int8, key str
 		code, msg := coreError(err)
 		return -1, "", -1, code, msg
 	}
-	host, p, err := net.SplitHostPort(self.Address)
+	host, p, err := net.SplitHostPort(self.Addr)
 	var port int64
 	if err == nil {
 		port, err = strconv.ParseInt(p, 10, 32)
@@ -72,7 +71,7 @@ func coordinatorOf(ctx context.Context, b Backend, coordinatorType int8, key str
 	if err != nil {
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, "no address on this listener"
 	}
-	return self.Id, host, int32(port), 0, ""
+	return self.ID, host, int32(port), 0, ""
 }
 
 // topicIDs maps topic ids to names and back, from the metadata: the

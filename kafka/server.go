@@ -14,10 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 )
 
@@ -25,19 +22,25 @@ import (
 var (
 	// ErrServerClosed is returned by Serve once Close was called.
 	ErrServerClosed = errors.New("kafka: server closed")
-	// errUnsupported is a request for an API or version not served.
-	errUnsupported = errors.New("kafka: api or version not served")
-	// errMalformed is a request that cannot be parsed.
-	errMalformed = errors.New("kafka: malformed request")
+	// ErrUnsupported is a request for an API or version not served.
+	ErrUnsupported = errors.New("kafka: api or version not served")
+	// ErrMalformed is a request that cannot be parsed.
+	ErrMalformed = errors.New("kafka: malformed request")
 )
 
+// Node is a broker as a Kafka client is sent to it: its node id and
+// its address (host:port) on the listener the connection came in on.
+type Node struct {
+	ID   int32
+	Addr string
+}
+
 // Backend is what the server translates Kafka's requests into, in
-// process: the request core's operations for the data path (Produce,
-// Fetch, ListOffsets, DeleteRecords, InitProducerID), the groups and
-// security administration (plain Go types, errors that are
-// *request.Error), and the node's public API for the rest, whose errors
-// of a whole call are gRPC status errors carrying a quire.v1.Error, as
-// the gRPC services return them.
+// process: the request core's operations, in its plain Go types. Its
+// errors are the core's *request.Error, whose code is Kafka's wherever
+// Kafka has the code; an error the core did not code is a call cut
+// short by its context, request.ErrLeaderUnreachable, or else
+// UNKNOWN_SERVER_ERROR (errors.go).
 type Backend interface {
 	// Metadata is the request core's: the brokers with an address on the
 	// listener the connection came in on (fenced ones left out), each
@@ -48,10 +51,11 @@ type Backend interface {
 	ListOffsets(ctx context.Context, parts []request.ListOffsetsPartition) ([]request.ListOffsetsResult, error)
 	DeleteRecords(ctx context.Context, req *request.DeleteRecordsRequest) ([]request.DeleteRecordsResult, error)
 	InitProducerID(ctx context.Context, req request.InitProducerIDRequest) (request.InitProducerIDResult, error)
-	// Coordinator is this node, with its address on the connection's
-	// listener: any node takes a group's requests. The core refuses it
-	// for a group the caller may not describe.
-	Coordinator(ctx context.Context, group string) (*quirev1.Broker, error)
+	// Coordinator is the broker a group's clients are sent to, with its
+	// address on the connection's listener: any node takes a group's
+	// requests. The core refuses it for a group the caller may not
+	// describe; no broker with that listener is COORDINATOR_NOT_AVAILABLE.
+	Coordinator(ctx context.Context, group string) (Node, error)
 	// The group calls are the request core's (request/groups.go).
 	ConsumerGroupHeartbeat(ctx context.Context, hb *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error)
 	DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error)
@@ -111,9 +115,9 @@ type Config struct {
 	// Metadata gives that listener's addresses); nil keeps ctx.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
 	// Observe, when set, is told of every request handled: its API
-	// ("kafka/Produce"), when its handling began, and nil, or a gRPC
-	// status error for one that closed the connection (Unimplemented: an
-	// API or version not served; InvalidArgument: one that does not
+	// ("kafka/Produce"), when its handling began, and nil, or the error
+	// of one that closed the connection (wrapping ErrUnsupported for an
+	// API or version not served, ErrMalformed for one that does not
 	// parse). The broker counts them with its gRPC calls.
 	Observe func(api string, start time.Time, err error)
 	Logger  hclog.Logger
@@ -457,7 +461,7 @@ type header struct {
 func parseHeader(buf []byte) (header, kmsg.Request, []byte, error) {
 	var h header
 	if len(buf) < 10 {
-		return h, nil, nil, fmt.Errorf("%w: %d bytes, shorter than a request header", errMalformed, len(buf))
+		return h, nil, nil, fmt.Errorf("%w: %d bytes, shorter than a request header", ErrMalformed, len(buf))
 	}
 	h.key = int16(binary.BigEndian.Uint16(buf))
 	h.version = int16(binary.BigEndian.Uint16(buf[2:]))
@@ -466,15 +470,15 @@ func parseHeader(buf []byte) (header, kmsg.Request, []byte, error) {
 	rest := buf[10:]
 	if n >= 0 {
 		if int(n) > len(rest) {
-			return h, nil, nil, fmt.Errorf("%w: client id of %d bytes, %d left", errMalformed, n, len(rest))
+			return h, nil, nil, fmt.Errorf("%w: client id of %d bytes, %d left", ErrMalformed, n, len(rest))
 		}
 		h.clientID, rest = string(rest[:n]), rest[n:]
 	} else if n != -1 {
-		return h, nil, nil, fmt.Errorf("%w: client id length %d", errMalformed, n)
+		return h, nil, nil, fmt.Errorf("%w: client id length %d", ErrMalformed, n)
 	}
 	req := kmsg.RequestForKey(h.key)
 	if req == nil {
-		return h, nil, nil, fmt.Errorf("%w: api key %d", errUnsupported, h.key)
+		return h, nil, nil, fmt.Errorf("%w: api key %d", ErrUnsupported, h.key)
 	}
 	req.SetVersion(h.version)
 	if h.version >= 0 && h.version <= req.MaxVersion() && req.IsFlexible() {
@@ -490,10 +494,10 @@ func parseHeader(buf []byte) (header, kmsg.Request, []byte, error) {
 // that doing so costs no more than the bound the package doc gives.
 func decodeBody(h header, req kmsg.Request, body []byte) error {
 	if _, err := scanBody(h.key, h.version, body); err != nil {
-		return fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+		return fmt.Errorf("%w: %s version %d: %v", ErrMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
 	if err := req.ReadFrom(body); err != nil {
-		return fmt.Errorf("%w: %s version %d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+		return fmt.Errorf("%w: %s version %d: %v", ErrMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
 	return nil
 }
@@ -503,17 +507,17 @@ func decodeBody(h header, req kmsg.Request, body []byte) error {
 func skipTags(b []byte) ([]byte, error) {
 	count, n := binary.Uvarint(b)
 	if n <= 0 {
-		return nil, fmt.Errorf("%w: tagged fields", errMalformed)
+		return nil, fmt.Errorf("%w: tagged fields", ErrMalformed)
 	}
 	b = b[n:]
 	for range count {
 		if _, n = binary.Uvarint(b); n <= 0 {
-			return nil, fmt.Errorf("%w: tagged field tag", errMalformed)
+			return nil, fmt.Errorf("%w: tagged field tag", ErrMalformed)
 		}
 		b = b[n:]
 		size, n := binary.Uvarint(b)
 		if n <= 0 || size > uint64(len(b)-n) {
-			return nil, fmt.Errorf("%w: tagged field size", errMalformed)
+			return nil, fmt.Errorf("%w: tagged field size", ErrMalformed)
 		}
 		b = b[n+int(size):]
 	}
@@ -546,7 +550,7 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 		return out, err
 	}
 	if s.cfg.Observe != nil {
-		defer func() { s.cfg.Observe("kafka/"+kmsg.NameForKey(h.key), start, statusOf(err)) }()
+		defer func() { s.cfg.Observe("kafka/"+kmsg.NameForKey(h.key), start, err) }()
 	}
 	if h.key == apiVersionsKey && !served(h.key, h.version) {
 		// A client newer than this server: answer in version 0 what is
@@ -556,7 +560,7 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 		return frame(out, h, resp, false), nil
 	}
 	if !served(h.key, h.version) || (isShareKey(h.key) && !s.cfg.ShareGroups) {
-		return out, fmt.Errorf("%w: %s (key %d) version %d from client %q", errUnsupported,
+		return out, fmt.Errorf("%w: %s (key %d) version %d from client %q", ErrUnsupported,
 			kmsg.NameForKey(h.key), h.key, h.version, h.clientID)
 	}
 	if err := decodeBody(h, req, body); err != nil {
@@ -571,19 +575,6 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 	}
 	resp.SetVersion(h.version)
 	return frame(out, h, resp, req.IsFlexible() && h.key != apiVersionsKey), nil
-}
-
-// statusOf is a request's outcome as a gRPC status error, for Observe.
-func statusOf(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errUnsupported):
-		return status.Error(codes.Unimplemented, err.Error())
-	case errors.Is(err, errMalformed):
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	return status.Error(codes.Unknown, err.Error())
 }
 
 // frame appends a response: size, correlation id, the header's (empty)
@@ -675,5 +666,5 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 	if resp, ok := adminDispatch(ctx, b, req); ok {
 		return resp, nil
 	}
-	return nil, fmt.Errorf("%w: %s", errUnsupported, kmsg.NameForKey(req.Key()))
+	return nil, fmt.Errorf("%w: %s", ErrUnsupported, kmsg.NameForKey(req.Key()))
 }

@@ -17,8 +17,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	qmetadata "github.com/quirelog/quire/metadata"
@@ -86,19 +84,6 @@ func coreErr(e *quirev1.Error) error {
 	return &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: -1, LeaderEpoch: -1}
 }
 
-// statusErr is a whole call's gRPC status error as the core's, its
-// quire.v1.Error kept; other errors pass as they are.
-func statusErr(err error) error {
-	if st, ok := status.FromError(err); ok && err != nil {
-		for _, d := range st.Details() {
-			if e, ok := d.(*quirev1.Error); ok {
-				return coreErr(e)
-			}
-		}
-	}
-	return err
-}
-
 func (f *fakeBackend) Produce(_ context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -108,7 +93,7 @@ func (f *fakeBackend) Produce(_ context.Context, req *request.ProduceRequest) ([
 	}
 	f.produced = append(f.produced, in)
 	if f.produceErr != nil {
-		return nil, statusErr(f.produceErr)
+		return nil, f.produceErr
 	}
 	out := make([]request.ProduceResult, len(req.Partitions))
 	for i, p := range req.Partitions {
@@ -139,7 +124,7 @@ func (f *fakeBackend) Fetch(ctx context.Context, req *request.FetchRequest) ([]r
 	f.mu.Unlock()
 	if blocks {
 		<-ctx.Done()
-		return nil, status.Error(codes.Canceled, "stopped")
+		return nil, fmt.Errorf("stopped: %w", ctx.Err())
 	}
 	out := make([]request.FetchResult, len(req.Partitions))
 	for i, p := range req.Partitions {
@@ -180,35 +165,34 @@ func (f *fakeBackend) InitProducerID(context.Context, request.InitProducerIDRequ
 	return request.InitProducerIDResult{ProducerID: 7, ProducerEpoch: 2}, nil
 }
 
-func (f *fakeBackend) Coordinator(_ context.Context, group string) (*quirev1.Broker, error) {
+func (f *fakeBackend) Coordinator(_ context.Context, group string) (Node, error) {
 	if group == "secret" {
-		return nil, &request.Error{Code: int32(quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED), Message: "User:ANONYMOUS lacks DESCRIBE on group \"secret\""}
+		return Node{}, &request.Error{Code: int32(quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED), Message: "User:ANONYMOUS lacks DESCRIBE on group \"secret\""}
 	}
-	return &quirev1.Broker{Id: 1, Address: "127.0.0.1:9093"}, nil
+	return Node{ID: 1, Addr: "127.0.0.1:9093"}, nil
 }
 
 func (f *fakeBackend) ConsumerGroupHeartbeat(context.Context, *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
-	return nil, status.Error(codes.Unimplemented, "no groups here")
+	return nil, errors.New("no groups here")
 }
 
 func (f *fakeBackend) ShareGroupHeartbeat(context.Context, *request.ShareHeartbeat) (*request.ShareHeartbeatResult, error) {
-	return nil, status.Error(codes.Unimplemented, "no share groups here")
+	return nil, errors.New("no share groups here")
 }
 
 func (f *fakeBackend) ShareFetch(context.Context, *request.ShareFetchRequest) ([]request.ShareFetchResult, error) {
-	return nil, status.Error(codes.Unimplemented, "no share groups here")
+	return nil, errors.New("no share groups here")
 }
 
 func (f *fakeBackend) ShareAcknowledge(context.Context, string, string, []request.SharePartition) ([]request.ShareAckResult, error) {
-	return nil, status.Error(codes.Unimplemented, "no share groups here")
+	return nil, errors.New("no share groups here")
 }
 
 func (f *fakeBackend) ShareLockDuration(string) time.Duration { return 0 }
 
 func (f *fakeBackend) DescribeGroup(_ context.Context, group string) (*request.GroupDescription, error) {
 	if group == "gone" {
-		st, _ := status.New(codes.NotFound, "no group").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND})
-		return nil, st.Err()
+		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND, Message: "no group"})
 	}
 	return &request.GroupDescription{Group: group, State: "reconciling", Assignor: "uniform",
 		Members: []request.GroupMemberDescription{{MemberID: "m1", ClientAddress: "10.0.0.1:5", Topics: []string{"t"},
@@ -497,9 +481,8 @@ func TestKafkaProduceErrors(t *testing.T) {
 		t.Errorf("partition 0: log start %d, append time %d; want 3, -1 (create time)", ps[0].LogStartOffset, ps[0].LogAppendTime)
 	}
 
-	st, _ := status.New(codes.InvalidArgument, "acks 5").WithDetails(&quirev1.Error{Code: quirev1.ErrorCode_INVALID_REQUIRED_ACKS, Message: "acks 5"})
 	backend.mu.Lock()
-	backend.produceErr = st.Err()
+	backend.produceErr = coreErr(&quirev1.Error{Code: quirev1.ErrorCode_INVALID_REQUIRED_ACKS, Message: "acks 5"})
 	backend.mu.Unlock()
 	corr = k.request(produceReq(9, 0, 1))
 	resp = kmsg.NewPtrProduceResponse()
@@ -1175,8 +1158,8 @@ func TestKafkaGroups(t *testing.T) {
 }
 
 // TestKafkaObserve: every request handled is told to Observe by API, with
-// nil for one answered and Unimplemented for one not served (which closes
-// the connection).
+// nil for one answered and ErrUnsupported for one not served (which
+// closes the connection).
 func TestKafkaObserve(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -1188,7 +1171,14 @@ func TestKafkaObserve(t *testing.T) {
 			if start.IsZero() || time.Since(start) < 0 {
 				t.Errorf("%s observed with start %v", api, start)
 			}
-			seen = append(seen, fmt.Sprintf("%s %v", api, status.Code(err)))
+			outcome := "OK"
+			switch {
+			case errors.Is(err, ErrUnsupported):
+				outcome = "unsupported"
+			case err != nil:
+				outcome = err.Error()
+			}
+			seen = append(seen, api+" "+outcome)
 		}})
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.Version = 3
@@ -1204,7 +1194,7 @@ func TestKafkaObserve(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/DescribeDelegationToken Unimplemented]" {
+	if got := fmt.Sprint(seen); got != "[kafka/ApiVersions OK kafka/DescribeDelegationToken unsupported]" {
 		t.Fatalf("observed %s", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/txn"
 )
@@ -25,7 +24,7 @@ import (
 type TxnBackend interface {
 	// TxnCoordinator is this node on the connection's listener, for a
 	// transactional id the caller may describe.
-	TxnCoordinator(ctx context.Context, id string) (*quirev1.Broker, error)
+	TxnCoordinator(ctx context.Context, id string) (Node, error)
 	InitTxnProducer(ctx context.Context, req txn.InitRequest) (txn.Txn, error)
 	AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []txn.TopicPartition) error
 	AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error

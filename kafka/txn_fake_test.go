@@ -16,8 +16,8 @@ func errNoTxns() error {
 	return &request.Error{Code: int32(quirev1.ErrorCode_UNSUPPORTED_VERSION), Message: request.ErrTransactionsUnsupported.Error(), LeaderID: -1, LeaderEpoch: -1}
 }
 
-func (noTxns) TxnCoordinator(context.Context, string) (*quirev1.Broker, error) {
-	return nil, errNoTxns()
+func (noTxns) TxnCoordinator(context.Context, string) (Node, error) {
+	return Node{}, errNoTxns()
 }
 func (noTxns) InitTxnProducer(context.Context, txn.InitRequest) (txn.Txn, error) {
 	return txn.Txn{}, errNoTxns()

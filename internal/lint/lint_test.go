@@ -96,7 +96,10 @@ var rules = []rule{
 	{pkg: "api", ours: []string{"api"}},
 	// The one declaration of each error code's retriability: the client
 	// imports it, so it may use nothing of ours but the public API.
-	{pkg: "internal/errcode", ours: []string{"api/quirev1"}},
+	{pkg: "internal/errcode", ours: []string{"api/quirev1", "internal/errmsg"}},
+	// The bounds on an error's text, for both doors: the standard
+	// library only, so the Kafka door needs no gRPC for them.
+	{pkg: "internal/errmsg", ours: []string{}},
 	// The hand-written codecs: the generated messages and nothing else of
 	// ours, so both the broker and the client can use them.
 	{pkg: "internal/wire", ours: []string{"api/quirev1"}},
@@ -119,9 +122,14 @@ var rules = []rule{
 		forbiddenTransitive: []string{"google.golang.org/grpc", "github.com/twmb/franz-go"}},
 	// Kafka's wire protocol is a door: a translation into the request
 	// core's types (its Backend takes them), never into the node's
-	// internals themselves, nor through the other door.
-	{pkg: "kafka", oursDirect: []string{"api/quirev1", "request", "internal/errcode", "txn"},
-		forbiddenDeps: []string{"broker", "service", "config", "controlplane", "raftgrpc", "client", "cmd", "api/internalv1", "subscribe"}},
+	// internals themselves, nor through the other door: Kafka's codes
+	// are made at its edge from the core's errors, so it needs neither
+	// the quire.v1 API nor gRPC, even indirectly (its tests may use
+	// quire.v1's codes: the rules read non-test imports only).
+	{pkg: "kafka", oursDirect: []string{"request", "internal/errmsg", "txn"},
+		forbiddenDirect:     []string{"google.golang.org/grpc"},
+		forbiddenDeps:       []string{"broker", "service", "config", "controlplane", "raftgrpc", "client", "cmd", "api/quirev1", "api/internalv1", "subscribe"},
+		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// The gRPC door: the quire.v1 services over the request core, their
 	// codec and the error table at the edge. It reaches the node only
 	// through the core and the interfaces it is built with (service.Node,
