@@ -195,11 +195,11 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 // another: ErrOffsetOverlap for offsets the log already has. A gap is
 // allowed only in a compacted log (cleanup.policy with compact), whose
 // leader's cleaner removes whole batches; elsewhere it is ErrOffsetGap, a
-// sign of corruption. The check applies to what is appended now: a log
-// switched from compact to delete may keep gaps from before in its
-// history, and its leader copies them only if this log is compacted
-// when they come, so a follower of such a log must be truncated and
-// refetch from the leader's log start if it lags across them.
+// sign of corruption. The check applies to what is appended now, by the
+// log's config now: a log switched from compact to delete may keep gaps
+// from before in its history, and a follower that copies that part after
+// the switch (a new replica, one far behind) is refused there until the
+// gaps go with retention or the topic is compacted again.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	cfg := l.Config()
 	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
