@@ -118,7 +118,21 @@ func (c *cleanState) addMarkLocked(point, ms int64) {
 		return
 	}
 	c.marks = append(c.marks, cleanMark{point, ms})
+	if len(c.marks) > maxCleanMarks {
+		// Thin out every other mark but the first and last: a tombstone
+		// between two that remain then waits for the later one, longer,
+		// never shorter.
+		kept := c.marks[:1]
+		for i := 2; i < len(c.marks)-1; i += 2 {
+			kept = append(kept, c.marks[i])
+		}
+		c.marks = append(kept, c.marks[len(c.marks)-1])
+	}
 }
+
+// maxCleanMarks bounds a log's clean marks (passes within
+// delete.retention.ms of each other).
+const maxCleanMarks = 256
 
 // capMarksLocked lowers the marks to at most end, after a truncation to
 // end (appendMu held); end < 0 forgets them all.

@@ -701,3 +701,33 @@ func TestLogCleanTransactions(t *testing.T) {
 		t.Fatalf("%d markers after the clean, want 1", markers)
 	}
 }
+
+// TestCleanMarksBounded: the clean marks stay bounded however many passes
+// run within delete.retention.ms, and thinning them never lets a
+// tombstone go sooner: the horizon at any time is at most what the full
+// list of marks gives.
+func TestCleanMarksBounded(t *testing.T) {
+	t.Parallel()
+	var c cleanState
+	var all []cleanMark
+	const retention = 1000
+	for i := int64(1); i <= 5000; i++ {
+		c.addMarkLocked(i*10, i)
+		all = append(all, cleanMark{i * 10, i})
+		if len(c.marks) > maxCleanMarks {
+			t.Fatalf("%d marks after %d passes", len(c.marks), i)
+		}
+		if i%97 == 0 {
+			now := i + retention/2
+			want := int64(-1)
+			for _, m := range all {
+				if now-m.ms > retention {
+					want = max(want, m.point)
+				}
+			}
+			if got := c.deleteHorizonLocked(now, retention); got > want {
+				t.Fatalf("horizon %d at %d, the full list gives %d", got, now, want)
+			}
+		}
+	}
+}

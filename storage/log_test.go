@@ -171,8 +171,9 @@ func TestLogAppendAsFollowerHugeGap(t *testing.T) {
 	cfg.SegmentBytes = 1 << 20
 	for _, first := range []int{3, 0} {
 		t.Run(fmt.Sprint(first, " records first"), func(t *testing.T) {
-			l := openTest(t, t.TempDir(), cfg, 0)
-			defer l.Close()
+			dir := t.TempDir()
+			l := openTest(t, dir, cfg, 0)
+			defer func() { l.Close() }()
 			if first > 0 {
 				b := makeBatch(first, 10, 1)
 				record.SetBaseOffset(b, 0)
@@ -191,17 +192,29 @@ func TestLogAppendAsFollowerHugeGap(t *testing.T) {
 			if l.LogEndOffset() != far+6 {
 				t.Fatalf("leo %d, want %d", l.LogEndOffset(), far+6)
 			}
-			checkSegmentIndexes(t, l)
-			for off := far; off < far+6; off++ {
-				res, err := l.Read(off, 1<<16, math.MaxInt64)
-				if err != nil {
-					t.Fatalf("read at %d: %v", off, err)
-				}
-				h, err := record.ParseHeader(res.Batches)
-				if err != nil || h.BaseOffset > off || h.LastOffset() < off {
-					t.Fatalf("read at %d: batch [%d, %d], %v", off, h.BaseOffset, h.LastOffset(), err)
+			check := func(what string) {
+				t.Helper()
+				checkSegmentIndexes(t, l)
+				for off := far; off < far+6; off++ {
+					res, err := l.Read(off, 1<<16, math.MaxInt64)
+					if err != nil {
+						t.Fatalf("%s: read at %d: %v", what, off, err)
+					}
+					h, err := record.ParseHeader(res.Batches)
+					if err != nil || h.BaseOffset > off || h.LastOffset() < off {
+						t.Fatalf("%s: read at %d: batch [%d, %d], %v", what, off, h.BaseOffset, h.LastOffset(), err)
+					}
 				}
 			}
+			check("appended")
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openTest(t, dir, cfg, 0)
+			if l.LogEndOffset() != far+6 {
+				t.Fatalf("leo %d after reopening, want %d", l.LogEndOffset(), far+6)
+			}
+			check("reopened")
 		})
 	}
 }
