@@ -144,6 +144,7 @@ var storageErrors = []errcode.Mapping{
 	{Err: storage.ErrNoKey, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_RECORD},
 	{Err: storage.ErrLogFailed, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
 	{Err: storage.ErrOffsetOverlap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
+	{Err: storage.ErrOffsetGap, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
 	{Err: storage.ErrInjected, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
 	{Err: storage.ErrBadCheckpoint, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},
 	{Err: storage.ErrBadMetaProperties, GRPC: codes.Internal, Code: quirev1.ErrorCode_KAFKA_STORAGE_ERROR},

@@ -59,6 +59,7 @@ var sentinels = map[string]error{
 	"storage.ErrLogFailed":            storage.ErrLogFailed,
 	"storage.ErrNoKey":                storage.ErrNoKey,
 	"storage.ErrOffsetOverlap":        storage.ErrOffsetOverlap,
+	"storage.ErrOffsetGap":            storage.ErrOffsetGap,
 	"storage.ErrStaleEpoch":           storage.ErrStaleEpoch,
 	"storage.ErrClosed":               storage.ErrClosed,
 	"storage.ErrInvalidConfig":        storage.ErrInvalidConfig,

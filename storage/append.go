@@ -193,7 +193,13 @@ func (l *Log) AppendAsLeader(batches []byte, leaderEpoch int32) (AppendInfo, err
 // every record's fields: the leader parsed them when it took them. The
 // batches must start at or after the log end offset and follow one
 // another: ErrOffsetOverlap for offsets the log already has. A gap is
-// allowed: the leader's cleaner (a compacted topic) removes whole batches.
+// allowed only in a compacted log (cleanup.policy with compact), whose
+// leader's cleaner removes whole batches; elsewhere it is ErrOffsetGap, a
+// sign of corruption. The check applies to what is appended now, by the
+// log's config now: a log switched from compact to delete may keep gaps
+// from before in its history, and a follower that copies that part after
+// the switch (a new replica, one far behind) is refused there until the
+// gaps go with retention or the topic is compacted again.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	cfg := l.Config()
 	cfg.MaxMessageBytes = math.MaxInt32 // the leader has checked; its config may differ
@@ -214,6 +220,8 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		case gapErr != nil:
 		case h.BaseOffset < expect:
 			gapErr = fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetOverlap, h.BaseOffset, expect)
+		case h.BaseOffset > expect && !cfg.Compact:
+			gapErr = fmt.Errorf("%w: batch at %d, expected %d in a log that is not compacted", ErrOffsetGap, h.BaseOffset, expect)
 		}
 		expect = h.NextOffset()
 	})
@@ -233,8 +241,12 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	if err := l.checkEpochs(batches); err != nil {
 		return err
 	}
-	if l.shouldRoll(seg, cfg, len(batches), bs) {
-		if err := l.rollLocked(); err != nil {
+	first, _ := record.ParseHeader(batches)
+	if l.shouldRoll(seg, cfg, len(batches), bs) || bs.info.LastOffset-seg.base > math.MaxInt32 {
+		// A new segment at the first batch's base offset: after a gap
+		// (a follower of a compacted log) the log end may lie 2^31 or
+		// more below it, beyond the reach of relative offsets.
+		if err := l.rollAtLocked(first.BaseOffset); err != nil {
 			return l.fail(fmt.Errorf("storage: roll: %w", err))
 		}
 		seg = l.activeSegment()
@@ -438,11 +450,21 @@ func (l *Log) Roll() error {
 // (scheduleFlush) that advances the recovery point only once the old
 // segment's files and the directory entry of the new one are durable.
 func (l *Log) rollLocked() error {
-	old := l.activeSegment()
-	if old.size.Load() == 0 {
+	if l.activeSegment().size.Load() == 0 {
 		return nil
 	}
-	leo := l.leo.Load()
+	return l.rollAtLocked(l.leo.Load())
+}
+
+// rollAtLocked starts a new active segment at leo, at or above the log
+// end offset (above it: the first offset of a batch after a gap, which
+// may lie too far above an empty active segment's base for its relative
+// offsets: that segment then stays behind, empty, as a cleaned one may).
+func (l *Log) rollAtLocked(leo int64) error {
+	old := l.activeSegment()
+	if old.size.Load() == 0 && old.base >= leo {
+		return nil
+	}
 	l.mu.Lock()
 	old.finalTimeEntry()
 	l.mu.Unlock()

@@ -28,7 +28,10 @@ import (
 //     consecutive segments whose sizes add up to at most segment.bytes
 //     (so small cleaned segments merge), keeping a record unless the map
 //     has a later offset for its key, it has no key, or it is a tombstone
-//     (null value) whose timestamp is older than delete.retention.ms. A
+//     (null value) below a clean point reached more than
+//     delete.retention.ms ago (cleanMark). Transactional and control
+//     batches are neither mapped nor rewritten: copied as they are, and
+//     nothing at or above the last stable offset is cleanable. A
 //     batch keeps its header (offsets, timestamps, attributes, producer
 //     fields) and its kept records their offsets and timestamps; a batch
 //     left empty is dropped unless it is the last batch of a producer
@@ -99,6 +102,64 @@ type cleanState struct {
 	bytesCleaned atomic.Int64
 	bytesWritten atomic.Int64
 	passes       atomic.Int64
+	// marks records when the clean point reached where (appendMu held):
+	// a tombstone below a mark's point was first cleaned no later than
+	// its time, from which delete.retention.ms counts.
+	marks []cleanMark
+}
+
+// cleanMark: the clean point reached point at ms (Unix ms).
+type cleanMark struct{ point, ms int64 }
+
+// addMarkLocked records that the clean point is point as of ms (appendMu
+// held).
+func (c *cleanState) addMarkLocked(point, ms int64) {
+	if n := len(c.marks); n > 0 && c.marks[n-1].point >= point {
+		return
+	}
+	c.marks = append(c.marks, cleanMark{point, ms})
+	if len(c.marks) > maxCleanMarks {
+		// Thin out every other mark but the first and last: a tombstone
+		// between two that remain then waits for the later one, longer,
+		// never shorter.
+		kept := c.marks[:1]
+		for i := 2; i < len(c.marks)-1; i += 2 {
+			kept = append(kept, c.marks[i])
+		}
+		c.marks = append(kept, c.marks[len(c.marks)-1])
+	}
+}
+
+// maxCleanMarks bounds a log's clean marks (passes within
+// delete.retention.ms of each other).
+const maxCleanMarks = 256
+
+// capMarksLocked lowers the marks to at most end, after a truncation to
+// end (appendMu held); end < 0 forgets them all.
+func (c *cleanState) capMarksLocked(end int64) {
+	if end < 0 {
+		c.marks = nil
+		return
+	}
+	for i := range c.marks {
+		c.marks[i].point = min(c.marks[i].point, end)
+	}
+}
+
+// deleteHorizonLocked returns the offset below which tombstones were first
+// cleaned more than retentionMs before nowMs, and may go (appendMu held).
+// It forgets the marks no longer needed.
+func (c *cleanState) deleteHorizonLocked(nowMs, retentionMs int64) int64 {
+	h, last := int64(-1), -1
+	for i, m := range c.marks {
+		if nowMs-m.ms > retentionMs {
+			h, last = max(h, m.point), i
+		}
+	}
+	if last > 0 {
+		c.marks = append(c.marks[:0], c.marks[last:]...)
+	}
+	return h
 }
 
 // errCleanAborted: the log changed under a pass (a truncation, retention,
@@ -120,6 +181,11 @@ func (l *Log) CleanPoint() int64 {
 func (l *Log) setCleanPoint(off int64) {
 	if off >= 0 && off <= l.leo.Load() {
 		l.cleaning.point.Store(off)
+		// When it was cleaned is not kept: count delete.retention.ms
+		// from now, which keeps tombstones longer, never shorter.
+		l.appendMu.Lock()
+		l.cleaning.addMarkLocked(off, l.opts.Now().UnixMilli())
+		l.appendMu.Unlock()
 	}
 }
 
@@ -146,7 +212,9 @@ func (c cleanable) ratio() float64 {
 // min.compaction.lag.ms.
 func (l *Log) cleanableLocked(cfg LogConfig, nowMs int64) cleanable {
 	c := cleanable{firstDirty: max(l.cleaning.point.Load(), l.logStart.Load()), firstDirtyTs: -1}
-	hw := l.hw.Load()
+	// Never at or above the last stable offset: an ongoing
+	// transaction's outcome is not known yet.
+	hw := min(l.hw.Load(), l.firstUnstable.Load())
 	n := 0
 	for n+1 < len(l.segs) {
 		s, next := l.segs[n], l.segs[n+1]
@@ -379,6 +447,7 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 
 	// The idempotent producers' last batches, kept even when emptied.
 	l.appendMu.Lock()
+	horizon := l.cleaning.deleteHorizonLocked(nowMs, cfg.DeleteRetentionMs)
 	lastBatch := make(map[int64]int64, len(l.producers.producers))
 	for id, e := range l.producers.producers {
 		if last := e.lastOffset(); last >= 0 {
@@ -396,7 +465,7 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 	groups := groupSegments(segs[:k], cfg)
 	l.mu.RUnlock()
 	for _, g := range groups {
-		gs, err := l.cleanGroup(g, m, mapEnd, nowMs, cfg, lastBatch, gen, th)
+		gs, err := l.cleanGroup(g, m, mapEnd, horizon, cfg, lastBatch, gen, th)
 		st.BytesRead += gs.BytesRead
 		st.BytesWritten += gs.BytesWritten
 		st.RecordsRead += gs.RecordsRead
@@ -407,12 +476,22 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 			return st, l.cleanErr(err)
 		}
 	}
-	for {
-		cur := l.cleaning.point.Load()
-		if cur >= mapEnd || l.cleaning.point.CompareAndSwap(cur, mapEnd) {
-			break
-		}
+	if l.testHookBeforeCleanPoint != nil {
+		l.testHookBeforeCleanPoint()
 	}
+	// A truncation since the pass began may have cut the log below
+	// mapEnd: raising the clean point over offsets appended since would
+	// count them as cleaned, their keys never mapped.
+	l.appendMu.Lock()
+	if l.truncations.Load() != gen {
+		l.appendMu.Unlock()
+		return st, errCleanAborted
+	}
+	if l.cleaning.point.Load() < mapEnd {
+		l.cleaning.point.Store(mapEnd)
+	}
+	l.cleaning.addMarkLocked(mapEnd, l.opts.Now().UnixMilli())
+	l.appendMu.Unlock()
 	st.Elapsed = time.Since(began)
 	l.cleaning.lastCleanMs.Store(l.opts.Now().UnixMilli())
 	l.cleaning.bytesCleaned.Add(st.BytesRead)
@@ -456,7 +535,9 @@ func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *
 				return 0, read, err
 			}
 			read += int64(len(batch))
-			if h.LastOffset() < from || h.Control() {
+			if h.LastOffset() < from || h.Control() || h.Transactional() {
+				// An aborted transaction's record must not hide a
+				// committed one: transactional keys are not mapped.
 				continue
 			}
 			if h.BaseOffset >= to {
@@ -518,7 +599,7 @@ func groupSegments(segs []*segment, cfg LogConfig) [][]*segment {
 }
 
 // cleanGroup rewrites the segments of g as one and swaps it in.
-func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, nowMs int64, cfg LogConfig,
+func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, horizon int64, cfg LogConfig,
 	lastBatch map[int64]int64, gen int64, th *throttler) (CleanStats, error) {
 	var st CleanStats
 	base := g[0].base
@@ -566,7 +647,7 @@ func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, nowMs int64, cfg Lo
 			return true
 		case r.Key == nil:
 		case m.get(r.Key) > r.Offset:
-		case r.Value == nil && nowMs-r.Timestamp > cfg.DeleteRetentionMs:
+		case r.Value == nil && r.Offset < horizon:
 		default:
 			return true
 		}
@@ -587,7 +668,10 @@ func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, nowMs int64, cfg Lo
 			}
 			st.BytesRead += int64(len(batch))
 			start := len(out)
-			if h.Control() {
+			if h.Control() || h.Transactional() {
+				// Transaction markers and transactional records stay
+				// as written: which records a marker commits or aborts
+				// is not tracked here.
 				out = append(out, batch...)
 			} else {
 				var kept int

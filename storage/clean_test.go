@@ -152,6 +152,10 @@ type compactModel struct {
 	// cleanedTo is the highest clean point a pass reached (a log opened
 	// alone, without its Manager's checkpoint, starts all dirty again).
 	cleanedTo int64
+	// marks are the clean points reached, with when (Unix ms): a
+	// tombstone may go once it lies below one reached more than
+	// delete.retention.ms ago.
+	marks []cleanMark
 }
 
 func (m *compactModel) add(r cRec) {
@@ -163,8 +167,8 @@ func (m *compactModel) add(r cRec) {
 
 // check holds the log l (whose clean pass, if any, ran at cleanedAt)
 // against the model: every record read is one written, unchanged; the
-// latest record of every key is there, unless it is a tombstone past
-// delete.retention.ms; a record is gone only if a later one of its key
+// latest record of every key is there, unless it is a tombstone cleaned
+// first more than delete.retention.ms ago; a record is gone only if a later one of its key
 // lies below the clean point or it is such a tombstone; a record younger
 // than min.compaction.lag.ms at the last clean is there; reads at every
 // offset start at the right batch; the indexes point at their batches.
@@ -182,7 +186,10 @@ func (m *compactModel) check(t *testing.T, l *Log, nowMs, lastCleanMs int64, wha
 		}
 		present[r.offset] = true
 	}
-	m.cleanedTo = max(m.cleanedTo, l.CleanPoint())
+	if p := l.CleanPoint(); p > m.cleanedTo {
+		m.cleanedTo = p
+		m.marks = append(m.marks, cleanMark{p, nowMs})
+	}
 	cp := m.cleanedTo
 	for _, w := range m.written {
 		if present[w.offset] {
@@ -196,7 +203,12 @@ func (m *compactModel) check(t *testing.T, l *Log, nowMs, lastCleanMs int64, wha
 				supersededBelowClean = true
 			}
 		}
-		oldTombstone := w.value == nil && nowMs-w.ts > m.cfg.DeleteRetentionMs
+		oldTombstone := false
+		for _, mk := range m.marks {
+			if w.value == nil && w.offset < mk.point && nowMs-mk.ms > m.cfg.DeleteRetentionMs {
+				oldTombstone = true
+			}
+		}
 		switch {
 		case w.key == nil:
 			t.Fatalf("%s: keyless record %v written", what, w)
@@ -386,12 +398,27 @@ func runCleanModel(t *testing.T, seed int64) {
 		}
 	}
 	m.check(t, l, clock.t.UnixMilli(), lastClean, "end")
-	// Everything cleanable at the end: a final clean far in the future
-	// leaves one record per live key and no tombstone.
+	// Everything cleanable at the end: a final clean far in the future,
+	// and another delete.retention.ms after it (a tombstone goes only
+	// that long after its first clean), leave one record per live key
+	// and no tombstone.
 	clock.t = clock.t.Add(time.Hour)
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
+	l.SetHighWatermark(l.LogEndOffset())
+	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+		t.Fatal(err)
+	}
+	m.check(t, l, clock.t.UnixMilli(), clock.t.UnixMilli(), "final, first pass")
+	b := record.NewBuilder(record.None)
+	b.Append(clock.t.UnixMilli(), []byte("final-key"), []byte("final"), nil)
+	info := mustAppend(t, l, b.Build(), 0)
+	m.add(cRec{offset: info.FirstOffset, key: []byte("final-key"), value: []byte("final"), ts: clock.t.UnixMilli()})
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	clock.t = clock.t.Add(time.Hour)
 	l.SetHighWatermark(l.LogEndOffset())
 	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
 		t.Fatal(err)
@@ -504,5 +531,203 @@ func TestLogCleanMaxCompactionLag(t *testing.T) {
 	}
 	if _, _, ok := l.cleanPriority(); ok {
 		t.Fatal("a cleaned log still needs cleaning")
+	}
+}
+
+// openCompactTest opens a compacted log with an injected clock, cleaning
+// every closed segment at once.
+func openCompactTest(t *testing.T, clock *fakeClock) *Log {
+	t.Helper()
+	cfg := compactConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.MinCompactionLagMs = 0
+	l, err := OpenLog(t.TempDir(), "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// appendKV appends one record (a tombstone for a nil value) as leader
+// and rolls.
+func appendKV(t *testing.T, l *Log, ts int64, key string, value []byte) {
+	t.Helper()
+	b := record.NewBuilder(record.None)
+	b.Append(ts, []byte(key), value, nil)
+	mustAppend(t, l, b.Build(), 0)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLogCleanTruncationBeforeCleanPoint: a truncation between a pass's
+// last swap and its move of the clean point is not undone: the clean
+// point stays at or below the new log end, so records appended after it
+// are dirty and their keys mapped by the next pass.
+func TestLogCleanTruncationBeforeCleanPoint(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	l := openCompactTest(t, clock)
+	defer l.Close()
+	for i := 0; i < 10; i++ {
+		appendKV(t, l, clock.t.UnixMilli(), fmt.Sprint("k", i), []byte("v"))
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	l.testHookBeforeCleanPoint = func() {
+		if err := l.Truncate(2); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := l.clean(newOffsetMap(1<<20), nil)
+	if !errors.Is(err, errCleanAborted) {
+		t.Fatalf("clean with a truncation before the clean point moved: %v", err)
+	}
+	if cp, leo := l.CleanPoint(), l.LogEndOffset(); cp > leo {
+		t.Fatalf("clean point %d above the log end %d after the truncation", cp, leo)
+	}
+	l.testHookBeforeCleanPoint = nil
+	// A key written twice after the truncation is deduplicated by the
+	// next pass: it was dirty.
+	appendKV(t, l, clock.t.UnixMilli(), "late", []byte("old"))
+	appendKV(t, l, clock.t.UnixMilli(), "late", []byte("new"))
+	l.SetHighWatermark(l.LogEndOffset())
+	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := readLogRecords(t, l)
+	for _, r := range recs {
+		if string(r.key) == "late" && string(r.value) == "old" {
+			t.Fatalf("%v survived a later record of its key: %v", r, recs)
+		}
+	}
+}
+
+// TestLogCleanTombstoneRetention: delete.retention.ms counts from when
+// a tombstone was first cleaned, not from its timestamp: one with an old
+// timestamp survives its first clean and the passes within the
+// retention after it, and goes with the first pass after that.
+func TestLogCleanTombstoneRetention(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	l := openCompactTest(t, clock)
+	defer l.Close()
+	retention := l.Config().DeleteRetentionMs
+	appendKV(t, l, 1, "k", []byte("v1")) // an old CreateTime
+	appendKV(t, l, 1, "k", nil)
+	hasTombstone := func() bool {
+		recs, _ := readLogRecords(t, l)
+		for _, r := range recs {
+			if string(r.key) == "k" && r.value != nil {
+				t.Fatalf("the value of a deleted key survived: %v", recs)
+			}
+			if string(r.key) == "k" {
+				return true
+			}
+		}
+		return false
+	}
+	pass := func(key string) {
+		t.Helper()
+		appendKV(t, l, clock.t.UnixMilli(), key, []byte("x"))
+		l.SetHighWatermark(l.LogEndOffset())
+		if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass("a")
+	if !hasTombstone() {
+		t.Fatal("the tombstone went with its first clean")
+	}
+	clock.t = clock.t.Add(time.Duration(retention/2) * time.Millisecond)
+	pass("b")
+	if !hasTombstone() {
+		t.Fatal("the tombstone went within delete.retention.ms of its first clean")
+	}
+	clock.t = clock.t.Add(time.Duration(retention/2+1) * time.Millisecond)
+	pass("c")
+	if hasTombstone() {
+		t.Fatal("the tombstone is still there delete.retention.ms after its first clean")
+	}
+}
+
+// TestLogCleanTransactions: the cleaner leaves transactional batches and
+// markers as they are and maps no transactional key, so an aborted
+// transaction's record does not remove the committed record of its key
+// before it; and it cleans nothing at or above the last stable offset.
+func TestLogCleanTransactions(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	l := openCompactTest(t, clock)
+	defer l.Close()
+	now := clock.t.UnixMilli()
+	appendKV(t, l, now, "k", []byte("committed"))  // 0
+	mustAppend(t, l, txnBatch(1, 0, 0, 2, now), 0) // 1-2, key k
+	mustMarker(t, l, 1, 0, record.ControlAbort, 0) // 3
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	open := mustAppend(t, l, txnBatch(2, 0, 0, 1, now), 0) // 4, still open
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendKV(t, l, now, "m", []byte("m1")) // 5
+	appendKV(t, l, now, "m", []byte("m2")) // 6
+	appendKV(t, l, now, "z", []byte("z"))  // 7
+	l.SetHighWatermark(l.LogEndOffset())
+	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+		t.Fatal(err)
+	}
+	if cp := l.CleanPoint(); cp > open.FirstOffset {
+		t.Fatalf("clean point %d above the open transaction at %d", cp, open.FirstOffset)
+	}
+	recs, hs := readLogRecords(t, l)
+	got := map[int64]string{}
+	for _, r := range recs {
+		got[r.offset] = string(r.key) + "=" + string(r.value)
+	}
+	want := map[int64]string{0: "k=committed", 1: "k=txn value", 2: "k=txn value", 4: "k=txn value", 5: "m=m1", 6: "m=m2", 7: "z=z"}
+	for off, kv := range want {
+		if got[off] != kv {
+			t.Fatalf("offset %d: %q, want %q (records %v)", off, got[off], kv, recs)
+		}
+	}
+	markers := 0
+	for _, h := range hs {
+		if h.Control() {
+			markers++
+		}
+	}
+	if markers != 1 {
+		t.Fatalf("%d markers after the clean, want 1", markers)
+	}
+}
+
+// TestCleanMarksBounded: the clean marks stay bounded however many passes
+// run within delete.retention.ms, and thinning them never lets a
+// tombstone go sooner: the horizon at any time is at most what the full
+// list of marks gives.
+func TestCleanMarksBounded(t *testing.T) {
+	t.Parallel()
+	var c cleanState
+	var all []cleanMark
+	const retention = 1000
+	for i := int64(1); i <= 5000; i++ {
+		c.addMarkLocked(i*10, i)
+		all = append(all, cleanMark{i * 10, i})
+		if len(c.marks) > maxCleanMarks {
+			t.Fatalf("%d marks after %d passes", len(c.marks), i)
+		}
+		if i%97 == 0 {
+			now := i + retention/2
+			want := int64(-1)
+			for _, m := range all {
+				if now-m.ms > retention {
+					want = max(want, m.point)
+				}
+			}
+			if got := c.deleteHorizonLocked(now, retention); got > want {
+				t.Fatalf("horizon %d at %d, the full list gives %d", got, now, want)
+			}
+		}
 	}
 }

@@ -27,6 +27,9 @@ var (
 	ErrNoKey = errors.New("storage: compacted topic cannot accept a record without a key")
 	// ErrOffsetOverlap: a follower append starts below the log end offset.
 	ErrOffsetOverlap = errors.New("storage: offset overlap")
+	// ErrOffsetGap: a follower append skips offsets in a log that is not
+	// compacted (only a cleaner removes whole batches).
+	ErrOffsetGap = errors.New("storage: offset gap")
 	// ErrStaleEpoch: an append carries a leader epoch older than the
 	// newest one in the log (Kafka's FENCED_LEADER_EPOCH).
 	ErrStaleEpoch = errors.New("storage: leader epoch older than the log's")

@@ -51,9 +51,12 @@ type Log struct {
 	// has published the new log end; set before truncations turns odd.
 	truncationDone atomic.Pointer[chan struct{}]
 	// readWaitHook, if set (tests), runs when a read waits for a truncation.
-	readWaitHook  func()
-	logStart      atomic.Int64
-	recoveryPoint atomic.Int64
+	readWaitHook func()
+	// testHookBeforeCleanPoint, if set (tests), runs when a clean pass
+	// has swapped in its last segment, before it moves the clean point.
+	testHookBeforeCleanPoint func()
+	logStart                 atomic.Int64
+	recoveryPoint            atomic.Int64
 	// lastFlush is when the log was last flushed, as the time elapsed
 	// from opened (both read from opts.Now): flush.ms is judged by
 	// elapsed time, which a step of the wall clock does not move.

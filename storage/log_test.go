@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -135,15 +136,86 @@ func TestLogAppendAsFollower(t *testing.T) {
 	if _, err := l.AppendAsFollower(over); !errors.Is(err, ErrOffsetOverlap) {
 		t.Fatalf("overlap: %v", err)
 	}
-	// A gap (batches a compacted leader's cleaner removed) is taken.
+	// A gap is refused in a log that is not compacted: only a cleaner
+	// removes whole batches.
 	gap := makeBatch(1, 10, 1)
 	record.SetBaseOffset(gap, 4)
 	record.SetPartitionLeaderEpoch(gap, 5)
+	if _, err := l.AppendAsFollower(gap); !errors.Is(err, ErrOffsetGap) {
+		t.Fatalf("gap in a log that is not compacted: %v", err)
+	}
+	if l.LogEndOffset() != 3 {
+		t.Fatalf("leo %d after a refused gap", l.LogEndOffset())
+	}
+	// In a compacted log (batches its leader's cleaner removed), it is
+	// taken.
+	cfg := l.Config()
+	cfg.Compact = true
+	l.SetConfig(cfg)
 	if _, err := l.AppendAsFollower(gap); err != nil {
-		t.Fatalf("gap: %v", err)
+		t.Fatalf("gap in a compacted log: %v", err)
 	}
 	if e, ok := l.LatestEpoch(); !ok || e != 5 || l.LogEndOffset() != 5 {
 		t.Fatalf("epoch %d %v leo %d", e, ok, l.LogEndOffset())
+	}
+}
+
+// TestLogAppendAsFollowerHugeGap: a follower of a compacted log takes a
+// batch 2^33 offsets past its log end, both after records and
+// into an empty active segment, in a segment of its own whose relative
+// offsets fit, and reads and indexes it right.
+func TestLogAppendAsFollowerHugeGap(t *testing.T) {
+	t.Parallel()
+	cfg := smallConfig()
+	cfg.Compact = true
+	cfg.SegmentBytes = 1 << 20
+	for _, first := range []int{3, 0} {
+		t.Run(fmt.Sprint(first, " records first"), func(t *testing.T) {
+			dir := t.TempDir()
+			l := openTest(t, dir, cfg, 0)
+			defer func() { l.Close() }()
+			if first > 0 {
+				b := makeBatch(first, 10, 1)
+				record.SetBaseOffset(b, 0)
+				if _, err := l.AppendAsFollower(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			far := int64(1)<<33 + 10 // beyond even uint32 relative offsets
+			for i := int64(0); i < 3; i++ {
+				b := makeBatch(2, 300, 2)
+				record.SetBaseOffset(b, far+2*i)
+				if _, err := l.AppendAsFollower(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if l.LogEndOffset() != far+6 {
+				t.Fatalf("leo %d, want %d", l.LogEndOffset(), far+6)
+			}
+			check := func(what string) {
+				t.Helper()
+				checkSegmentIndexes(t, l)
+				for off := far; off < far+6; off++ {
+					res, err := l.Read(off, 1<<16, math.MaxInt64)
+					if err != nil {
+						t.Fatalf("%s: read at %d: %v", what, off, err)
+					}
+					h, err := record.ParseHeader(res.Batches)
+					if err != nil || h.BaseOffset > off || h.LastOffset() < off {
+						t.Fatalf("%s: read at %d: batch [%d, %d], %v", what, off, h.BaseOffset, h.LastOffset(), err)
+					}
+				}
+			}
+			check("appended")
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openTest(t, dir, cfg, 0)
+			if l.LogEndOffset() != far+6 {
+				t.Fatalf("leo %d after reopening, want %d", l.LogEndOffset(), far+6)
+			}
+			check("reopened")
+		})
 	}
 }
 

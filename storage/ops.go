@@ -98,6 +98,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	if l.cleaning.point.Load() > newLeo {
 		l.cleaning.point.Store(newLeo)
 	}
+	l.cleaning.capMarksLocked(newLeo)
 	seg.size.Store(pos)
 	l.mu.Lock()
 	l.segs = l.segs[:k+1]
@@ -208,6 +209,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.logStart.Store(offset)
 	l.recoveryPoint.Store(offset)
 	l.cleaning.point.Store(-1)
+	l.cleaning.capMarksLocked(-1)
 	endTruncation()
 	l.producers = newProducerState(offset)
 	l.firstUnstable.Store(math.MaxInt64)
