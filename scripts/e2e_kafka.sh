@@ -322,7 +322,7 @@ if have_confluent_kafka; then
 	"$quire" --brokers "$grpc" tx describe kafka-txn-ktx-group >"$tmp/tx.txt" || fail "quire tx describe kafka-txn-ktx-group"
 	grep -q 'CompleteCommit' "$tmp/tx.txt" || fail "quire tx describe: $(cat "$tmp/tx.txt")"
 	metrics=$(curl -fsS --max-time 5 http://127.0.0.1:9404/metrics) || fail "no /metrics on the dev node's 127.0.0.1:9404"
-	for api in InitProducerId AddPartitionsToTxn AddOffsetsToTxn TxnOffsetCommit EndTxn; do
+	for api in InitProducerID AddPartitionsToTxn AddOffsetsToTxn TxnOffsetCommit EndTxn; do
 		grep -Eq "^quire_requests_total\{code=\"OK\",rpc=\"kafka/$api\"\} [1-9]" <<<"$metrics" ||
 			fail "no kafka/$api in quire_requests_total: $(grep 'rpc="kafka/' <<<"$metrics" | head -40)"
 	done
