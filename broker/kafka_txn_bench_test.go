@@ -34,6 +34,10 @@ func benchKafkaClient(b *testing.B, addr string, opts ...kgo.Opt) *kgo.Client {
 //     (commit). commit-p50-ms and commit-p99-ms are EndTransaction's
 //     latency alone (the coordinator's prepare, the markers, complete);
 //
+// write-p50-ms and write-p99-ms are, for both, the K records' latency up
+// to the Flush (in a transaction the first also adds the partition to
+// it);
+//
 // so that the ratio of their records/s at one K is what a transaction
 // costs at that size. Then read_committed against read_uncommitted: a
 // fresh consumer reads a partition of 20,000 records written in
@@ -58,14 +62,7 @@ func BenchmarkBrokerKafkaTransactions(b *testing.B) {
 				kgo.TransactionalID(fmt.Sprintf("bench-%d", n)), kgo.TransactionTimeout(60*time.Second))
 			var commits []time.Duration
 			benchWrites(b, k, value, cl, &commits)
-			slices.Sort(commits)
-			if len(commits) > 0 {
-				ms := func(q float64) float64 {
-					return float64(commits[int(q*float64(len(commits)-1))].Microseconds()) / 1000
-				}
-				b.ReportMetric(ms(0.50), "commit-p50-ms")
-				b.ReportMetric(ms(0.99), "commit-p99-ms")
-			}
+			reportQuantiles(b, commits, "commit")
 		})
 	}
 
@@ -156,9 +153,11 @@ func benchWrites(b *testing.B, k int, value []byte, cl *kgo.Client, commits *[]t
 			failed.CompareAndSwap(nil, &err)
 		}
 	}
+	var writes []time.Duration
 	b.SetBytes(int64(len(value)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i += k {
+		start := time.Now()
 		if commits != nil {
 			if err := cl.BeginTransaction(); err != nil {
 				b.Fatal(err)
@@ -170,6 +169,7 @@ func benchWrites(b *testing.B, k int, value []byte, cl *kgo.Client, commits *[]t
 		if err := cl.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
+		writes = append(writes, time.Since(start))
 		if commits != nil {
 			start := time.Now()
 			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -183,4 +183,21 @@ func benchWrites(b *testing.B, k int, value []byte, cl *kgo.Client, commits *[]t
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	reportQuantiles(b, writes, "write")
+}
+
+// reportQuantiles reports the p50 and p99 of ds in milliseconds as
+// NAME-p50-ms and NAME-p99-ms.
+func reportQuantiles(b *testing.B, ds []time.Duration, name string) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	for _, q := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.50}, {"p99", 0.99}} {
+		d := ds[int(q.q*float64(len(ds)-1))]
+		b.ReportMetric(float64(d.Microseconds())/1000, name+"-"+q.name+"-ms")
+	}
 }
