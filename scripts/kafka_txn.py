@@ -130,6 +130,12 @@ def main():
     t0 = time.monotonic()
     producer.init_transactions(TIMEOUT)
     step("init_transactions: %.0f ms" % ((time.monotonic() - t0) * 1000))
+    # The output topic's partitions known before the first transaction,
+    # which would otherwise hold its records until librdkafka's next
+    # metadata refresh (up to a second).
+    md = producer.list_topics(dst, TIMEOUT)
+    if dst not in md.topics or md.topics[dst].error is not None:
+        fail("output topic %s: %s" % (dst, md.topics.get(dst) and md.topics[dst].error))
 
     delivery_errors = []
 
