@@ -52,13 +52,13 @@ type Partition struct {
 	// away). Until the image makes this replica a follower, the HW stays
 	// where it is: the new leader stopped fetching here, and a HW past
 	// its log would acknowledge records the new leader lacks.
-	handedOff bool
-	isrRetryAt     time.Time                // after a refused change, no new one before this
-	hw             int64
-	failed         error     // the log failed: the replica is out of service (logFailed)
-	waiters        waiterSet // HW moves, leadership changes
-	leoWaiters     waiterSet // appends, leadership changes
-	trace          tracer    // as leader: recent appends, timed through the stages
+	handedOff  bool
+	isrRetryAt time.Time // after a refused change, no new one before this
+	hw         int64
+	failed     error     // the log failed: the replica is out of service (logFailed)
+	waiters    waiterSet // HW moves, leadership changes
+	leoWaiters waiterSet // appends, leadership changes
+	trace      tracer    // as leader: recent appends, timed through the stages
 
 	// adding are the replicas a reassignment is adding (Assignment.Adding),
 	// under mu: they do not count as missing from the ISR.
