@@ -24,7 +24,9 @@
 #   6. runs the README's kcat block as printed;
 #   7. finds the Kafka requests in quire_requests_total;
 #
-# then Kafka's admin API through librdkafka (scripts/kafka_admin.py),
+# then Kafka's admin API through librdkafka (scripts/kafka_admin.py), an
+# exactly-once consume-transform-produce with librdkafka's transactional
+# producer (scripts/kafka_txn.py),
 # kafka-go's group consumer, a secured node's TLS and SCRAM with kcat, and
 # the admin API and TLS+SCRAM again on a secured 3-node cluster of
 # scripts/cluster.sh with KAFKA listeners (each part described where it
@@ -295,6 +297,36 @@ if have_confluent_kafka; then
 			fail "no kafka/$api in quire_requests_total: $(grep 'rpc="kafka/' <<<"$metrics" | head -30)"
 	done
 	step "ok (admin)"
+	# Exactly-once consume-transform-produce with librdkafka's
+	# transactional producer (scripts/kafka_txn.py): 200 inputs on ktx-in
+	# (2 partitions) become out-I on ktx-out in transactions that commit
+	# the group's offsets with them, one aborted on purpose; a
+	# read_committed reader sees each input once and nothing aborted, a
+	# read_uncommitted one sees the aborted records. quire consume
+	# --isolation read_committed over gRPC reads the same.
+	step "librdkafka's transactional producer (scripts/kafka_txn.py): consume-transform-produce, exactly once"
+	"$quire" --brokers "$grpc" topic create ktx-in -p 2 >/dev/null || fail "create topic ktx-in"
+	"$quire" --brokers "$grpc" topic create ktx-out -p 2 >/dev/null || fail "create topic ktx-out"
+	timeout 120 /usr/bin/python3 scripts/kafka_txn.py "$kafka" ktx-in ktx-out ktx-group 200 >"$tmp/txn.log" 2>&1 ||
+		fail "scripts/kafka_txn.py: $(tail -20 "$tmp/txn.log")"
+	grep '^kafka txn: ' "$tmp/txn.log"
+	naborted=$(sed -n 's/.* 1 aborted (\([0-9]*\) records).*/\1/p' "$tmp/txn.log")
+	[ -n "$naborted" ] && [ "$naborted" -gt 0 ] || fail "scripts/kafka_txn.py aborted no records: $(cat "$tmp/txn.log")"
+	want=$(seq 0 199 | sed 's/^/out-/' | sort)
+	got=$("$quire" --brokers "$grpc" consume ktx-out -o start -n 200 --isolation read_committed -f '%v\n' | sort) ||
+		fail "quire consume --isolation read_committed ktx-out"
+	[ "$got" = "$want" ] || fail "quire consume --isolation read_committed (diff want got): $(diff <(echo "$want") <(echo "$got") | head -20)"
+	got=$("$quire" --brokers "$grpc" consume ktx-out -o start -n $((200 + naborted)) --isolation read_uncommitted -f '%v\n') ||
+		fail "quire consume --isolation read_uncommitted ktx-out"
+	[ "$(grep -c '^aborted-' <<<"$got")" = "$naborted" ] || fail "quire consume --isolation read_uncommitted: not the $naborted aborted records: $(grep -c '^aborted-' <<<"$got")"
+	"$quire" --brokers "$grpc" tx describe kafka-txn-ktx-group >"$tmp/tx.txt" || fail "quire tx describe kafka-txn-ktx-group"
+	grep -q 'CompleteCommit' "$tmp/tx.txt" || fail "quire tx describe: $(cat "$tmp/tx.txt")"
+	metrics=$(curl -fsS --max-time 5 http://127.0.0.1:9404/metrics) || fail "no /metrics on the dev node's 127.0.0.1:9404"
+	for api in InitProducerID AddPartitionsToTxn AddOffsetsToTxn TxnOffsetCommit EndTxn; do
+		grep -Eq "^quire_requests_total\{code=\"OK\",rpc=\"kafka/$api\"\} [1-9]" <<<"$metrics" ||
+			fail "no kafka/$api in quire_requests_total: $(grep 'rpc="kafka/' <<<"$metrics" | head -40)"
+	done
+	step "ok (transactions)"
 elif [ "${QUIRE_REQUIRE_KCAT:-0}" = 1 ]; then
 	fail "python3-confluent-kafka is not installed (apt-get install python3-confluent-kafka)"
 else
