@@ -1,0 +1,95 @@
+//go:build unix
+
+package storage
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkIdlePartitions measures what an idle partition costs a node:
+// QUIRE_BENCH_PARTITIONS (2,000 by default) partitions are created with
+// the default log config, each written one small batch and flushed, as a
+// partition that is hosted but hardly used. It reports, per partition,
+// the heap the manager holds (runtime.MemStats, after a GC), the disk
+// blocks its files hold (st_blocks, as du counts them, not their sizes)
+// and the goroutines the process runs beyond those it ran before. Run it
+// once:
+//
+//	go test ./storage -run XXX -bench IdlePartitions -benchtime 1x
+func BenchmarkIdlePartitions(b *testing.B) {
+	n := 2000
+	if s := os.Getenv("QUIRE_BENCH_PARTITIONS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := DefaultLogConfig()
+	batch := makeBatch(10, 100, time.Now().UnixMilli())
+	var heap, disk, goroutines float64
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		b.StartTimer()
+		m, err := OpenManager(dir, cfg, Options{FS: noSyncFS{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for p := 0; p < n; p++ {
+			l, err := m.GetOrCreate("idle", int32(p), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.AppendAsLeader(bytes.Clone(batch), 1); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n) / 1024
+		goroutines = float64(runtime.NumGoroutine()-g0) / float64(n)
+		disk = float64(diskBlocks(b, dir)) / float64(n) / 1024
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(heap, "heap-KiB/partition")
+	b.ReportMetric(disk, "disk-KiB/partition")
+	b.ReportMetric(goroutines, "goroutines/partition")
+}
+
+// diskBlocks is the bytes of disk the files under dir hold (st_blocks *
+// 512, what du counts).
+func diskBlocks(b *testing.B, dir string) int64 {
+	var total int64
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && !info.IsDir() {
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return total
+}
