@@ -93,3 +93,51 @@ func diskBlocks(b *testing.B, dir string) int64 {
 	}
 	return total
 }
+
+// BenchmarkIdleTick times, over a manager of QUIRE_BENCH_PARTITIONS
+// (5,000 by default) idle partitions on an in-memory filesystem, one
+// pass of each periodic task a broker runs over every partition: the
+// flush check (every second by default), the checkpoint write (every
+// minute), retention (every five minutes) and producer expiry. What an
+// idle node spends is each pass's CPU time over its interval.
+//
+//	go test ./storage -run XXX -bench IdleTick -benchtime 20x
+func BenchmarkIdleTick(b *testing.B) {
+	n := 5000
+	if s := os.Getenv("QUIRE_BENCH_PARTITIONS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := DefaultLogConfig()
+	fsys := newMemFS()
+	m, err := OpenManager("/data", cfg, Options{FS: fsys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for p := 0; p < n; p++ {
+		if _, err := m.GetOrCreate("idle", int32(p), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, task := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"flush", m.FlushDirty},
+		{"checkpoint", m.Checkpoint},
+		{"retention", m.RunRetention},
+		{"expire", func() error { m.ExpireProducers(); return nil }},
+	} {
+		b.Run(task.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := task.fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
