@@ -141,3 +141,65 @@ func BenchmarkIdleTick(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendSpread compares appends spread over many partitions
+// (QUIRE_BENCH_PARTITIONS, 5,000 by default, one after the other) with
+// the same appends into one partition, alternating the two batch by batch
+// so that both see the same machine. Batches are 100 records of 100
+// bytes (about 11 KB); every partition has taken one before the timing
+// starts. It reports each side's time per append and
+// spread-vs-one, the spread side's throughput over the single log's.
+//
+//	go test ./storage -run XXX -bench AppendSpread -benchtime 20000x
+func BenchmarkAppendSpread(b *testing.B) {
+	n := 5000
+	if s := os.Getenv("QUIRE_BENCH_PARTITIONS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := DefaultLogConfig()
+	m, err := OpenManager(b.TempDir(), cfg, Options{FS: noSyncFS{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	logs := make([]*Log, n)
+	for p := range logs {
+		if logs[p], err = m.GetOrCreate("spread", int32(p), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	one, err := m.GetOrCreate("one", 0, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := makeBatch(100, 100, time.Now().UnixMilli())
+	// Each partition first takes one append, as its leader would have
+	// written its epoch's start (AssignEpochStart) before any produce.
+	for _, l := range append(logs, one) {
+		if _, err := l.AppendAsLeader(batch, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tOne, tSpread time.Duration
+	i := 0
+	b.SetBytes(int64(len(batch)))
+	for b.Loop() {
+		start := time.Now()
+		if _, err := one.AppendAsLeader(batch, 1); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if _, err := logs[i%n].AppendAsLeader(batch, 1); err != nil {
+			b.Fatal(err)
+		}
+		tSpread += time.Since(mid)
+		tOne += mid.Sub(start)
+		i++
+	}
+	b.ReportMetric(float64(tOne.Nanoseconds())/float64(i), "one-ns/append")
+	b.ReportMetric(float64(tSpread.Nanoseconds())/float64(i), "spread-ns/append")
+	b.ReportMetric(float64(tOne)/float64(tSpread), "spread-vs-one")
+}
