@@ -8,6 +8,10 @@
 #   scripts/bench.sh             the full run (about 5 minutes)
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
 #
+# After the table, scripts/bench_partitions.sh prints a row for a node of
+# 1,000 and one of 5,000 partitions (idle CPU, memory, disk, start after
+# kill -9); not in the quick pass.
+#
 # The two ratios the table ends with (single-node produce against the
 # ceiling, RF 3 acks=all against single-node acks=1) swing 2x between runs
 # here, so after the table they are measured again in BENCH_ROUNDS rounds
@@ -286,3 +290,9 @@ median "rounds, 1 node acks=1 / ceiling" "${ratios_single[@]}"
 median "rounds, RF3 acks=all / 1 node acks=1" "${ratios_rf3[@]}"
 median "rounds, reused pages, 1 node acks=1 / ceiling" "${ratios_single_reused[@]}"
 median "rounds, reused pages, RF3 acks=all / 1 node acks=1" "${ratios_rf3_reused[@]}"
+
+# Many partitions on one node (idle CPU, memory, disk, start after kill -9):
+# minutes of CLI writes, so not in the quick pass.
+if [ -z "$quick" ]; then
+	QUIRE_BIN="$quire" scripts/bench_partitions.sh || fail "many-partitions bench"
+fi
