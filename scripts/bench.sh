@@ -5,7 +5,8 @@
 # bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
 # between runs on a shared 2-core machine; the ratios are what to compare).
 #
-#   scripts/bench.sh             the full run (about 5 minutes)
+#   scripts/bench.sh             the full run (about 5 minutes, then 5-10
+#                                for the many-partitions rows)
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
 #
 # After the table, scripts/bench_partitions.sh prints a row for a node of

@@ -79,7 +79,19 @@ for n in $counts; do
 		[ "$SECONDS" -lt "$deadline" ] || fail "node not serving within 60s"
 		sleep 0.2
 	done
-	"$quire" --brokers "$addr" topic create many -p "$n" >/dev/null || fail "create topic of $n partitions"
+	# On a loaded machine the CLI may give up (context deadline) while the
+	# node goes on creating the partitions: ask again until it exists,
+	# then wait for its last partition to take a write.
+	deadline=$((SECONDS + 120))
+	until "$quire" --brokers "$addr" topic create many -p "$n" >"$dir/create.out" 2>&1; do
+		grep -q TOPIC_ALREADY_EXISTS "$dir/create.out" && break
+		[ "$SECONDS" -lt "$deadline" ] || { cat "$dir/create.out" >&2; fail "create topic of $n partitions"; }
+		sleep 1
+	done
+	until echo r | "$quire" --brokers "$addr" produce many -p $((n - 1)) >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "partition $((n - 1)) not writable within 120s of its creation"
+		sleep 0.2
+	done
 	echo "bench-partitions: $n partitions, writing one record to each" >&2
 	write_each "$n"
 
