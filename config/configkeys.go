@@ -227,7 +227,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, 1),
 	int64Key("topics", "log.flush.interval.ms", maxLong, "Milliseconds a write may stay unsynced; default of flush.ms.",
 		func(c *Config) *int64 { return &c.LogFlushIntervalMs }, 0),
-	boolKey("topics", "log.preallocate", "true", "Reserve disk space for the active segment ahead of its appends (an eighth of its size, 1 to 16 MiB), keeping the file size; default of preallocate.",
+	boolKey("topics", "log.preallocate", "true", "Reserve disk space for the active segment ahead of its appends (an eighth of its size, 64 KiB to 16 MiB), keeping the file size; default of preallocate.",
 		func(c *Config) *bool { return &c.LogPreallocate }),
 	stringKey("topics", "log.cleanup.policy", "delete", "Default of cleanup.policy: delete (retention by time and size), compact (keep the latest record of each key) or compact,delete (both).",
 		func(c *Config) *string { return &c.LogCleanupPolicy }, func(v string) error { _, _, err := parseCleanupPolicy(v); return err }),

@@ -138,7 +138,7 @@ var topicKeys = []topicKey{
 	longTopicKey("flush.ms", maxLong, "log.flush.interval.ms", "Milliseconds after which unsynced writes are fsynced.", 0,
 		func(c *Config) int64 { return c.LogFlushIntervalMs }, func(tc *TopicConfig) *int64 { return &tc.FlushMs }),
 	{name: "preallocate", def: "true", brokerKey: "log.preallocate",
-		doc:        "Reserve disk space for the active segment ahead of its appends (an eighth of its size at a time, 1 to 16 MiB, the file size unchanged, given back when the segment rolls); Kafka's preallocate sizes the whole segment and defaults to false.",
+		doc:        "Reserve disk space for the active segment ahead of its appends (an eighth of its size at a time, 64 KiB to 16 MiB, the file size unchanged, given back when the segment rolls); Kafka's preallocate sizes the whole segment and defaults to false.",
 		fromBroker: func(c *Config) string { return strconv.FormatBool(c.LogPreallocate) },
 		apply: func(tc *TopicConfig, v string) error {
 			b, err := strconv.ParseBool(v)

@@ -5,8 +5,13 @@
 # bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
 # between runs on a shared 2-core machine; the ratios are what to compare).
 #
-#   scripts/bench.sh             the full run (about 5 minutes)
+#   scripts/bench.sh             the full run (about 5 minutes, then 5-10
+#                                for the many-partitions rows)
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
+#
+# After the table, scripts/bench_partitions.sh prints a row for a node of
+# 1,000 and one of 5,000 partitions (idle CPU, memory, disk, start after
+# kill -9); not in the quick pass.
 #
 # The two ratios the table ends with (single-node produce against the
 # ceiling, RF 3 acks=all against single-node acks=1) swing 2x between runs
@@ -286,3 +291,9 @@ median "rounds, 1 node acks=1 / ceiling" "${ratios_single[@]}"
 median "rounds, RF3 acks=all / 1 node acks=1" "${ratios_rf3[@]}"
 median "rounds, reused pages, 1 node acks=1 / ceiling" "${ratios_single_reused[@]}"
 median "rounds, reused pages, RF3 acks=all / 1 node acks=1" "${ratios_rf3_reused[@]}"
+
+# Many partitions on one node (idle CPU, memory, disk, start after kill -9):
+# minutes of CLI writes, so not in the quick pass.
+if [ -z "$quick" ]; then
+	QUIRE_BIN="$quire" scripts/bench_partitions.sh || fail "many-partitions bench"
+fi

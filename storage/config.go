@@ -21,8 +21,8 @@ type LogConfig struct {
 	// IndexIntervalBytes (index.interval.bytes): bytes of log between
 	// offset index entries.
 	IndexIntervalBytes int32
-	// SegmentIndexBytes (segment.index.bytes): size of the preallocated
-	// index files; a full index rolls the segment.
+	// SegmentIndexBytes (segment.index.bytes): the largest an index file
+	// grows to (it is not preallocated); a full index rolls the segment.
 	SegmentIndexBytes int32
 	// RetentionMs (retention.ms): delete segments whose newest record is
 	// older than this; -1 keeps them forever.
@@ -41,7 +41,7 @@ type LogConfig struct {
 	MaxMessageBytes int32
 	// Preallocate (preallocate): reserve disk blocks for the active
 	// segment ahead of its appends, an eighth of its size at a time
-	// (1 to 16 MiB), without
+	// (64 KiB to 16 MiB), without
 	// changing the file's size (fallocate with FALLOC_FL_KEEP_SIZE on
 	// Linux; nothing elsewhere). Writes into reserved blocks skip the
 	// filesystem's block allocation (about 8% faster on ext4) and the

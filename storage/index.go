@@ -20,9 +20,8 @@ const (
 //
 // The entries live in memory (buf) and reach the file in persist, at
 // flush, roll and close; the index of the active segment is rebuilt by
-// recovery after a crash, so a lagging file is harmless. The file of the
-// active segment is preallocated to SegmentIndexBytes and trimmed when the
-// segment rolls or closes.
+// recovery after a crash, so a lagging file is harmless. The file grows
+// with its entries, up to SegmentIndexBytes (nothing is preallocated).
 //
 // buf is guarded by Log.mu; file and written by Log.appendMu.
 type offsetIndex struct {

@@ -232,9 +232,14 @@ func (l *Log) load(recoveryPoint int64) error {
 		maxEpoch = e
 	}
 	prevEpoch := int32(math.MinInt32)
+	// What recovery changed: an epoch the checkpoint did not have, bytes
+	// or segments cut. A log it found whole needs no write.
+	epochsChanged, cut := eerr != nil, false
 	onBatch := func(h *record.Header) {
 		prevEpoch = h.PartitionLeaderEpoch
-		_, _ = l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, false)
+		if added, _ := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, false); added {
+			epochsChanged = true
+		}
 	}
 	for i := 0; i < len(l.segs); i++ {
 		s := l.segs[i]
@@ -248,6 +253,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			if err := l.dropFrom(i); err != nil {
 				return err
 			}
+			cut = true
 			break
 		}
 		if i < k {
@@ -278,12 +284,17 @@ func (l *Log) load(recoveryPoint int64) error {
 				return fmt.Errorf("storage: truncate damaged segment: %w", err)
 			}
 			s.dirty = true
+			cut = true
 			if err := l.dropFrom(i + 1); err != nil {
 				return err
 			}
 		}
 		if i < len(l.segs)-1 {
+			// Its bytes may never have been fsynced (a crash before the
+			// roll's background flush): fsync them before anything lets
+			// the recovery point past them.
 			s.finalTimeEntry()
+			s.dirty = true
 			if err := s.deactivate(); err != nil {
 				return fmt.Errorf("storage: write recovered index: %w", err)
 			}
@@ -306,9 +317,12 @@ func (l *Log) load(recoveryPoint int64) error {
 	if err := l.epochs.truncateFromStart(l.segs[0].base); err != nil {
 		return fmt.Errorf("storage: leader epoch checkpoint: %w", err)
 	}
-	if recovered {
-		if err := l.epochs.persist(); err != nil {
-			return fmt.Errorf("storage: leader epoch checkpoint: %w", err)
+	switch {
+	case recovered && (cut || epochsChanged):
+		if epochsChanged {
+			if err := l.epochs.persist(); err != nil {
+				return fmt.Errorf("storage: leader epoch checkpoint: %w", err)
+			}
 		}
 		active.dirty = true
 		if err := active.sync(); err != nil {
@@ -316,7 +330,15 @@ func (l *Log) load(recoveryPoint int64) error {
 		}
 		l.recoveryPoint.Store(next)
 		l.logger.Info("recovered log", "log_end_offset", next, "segments", len(l.segs))
-	} else {
+	case recovered:
+		// Every batch past the recovery point checked out and the epoch
+		// checkpoint knew them all: nothing to write. The recovery point
+		// stays where the last fsync put it (a crash before the next
+		// flush checks the same batches again); the next flush fsyncs
+		// the tail and moves it.
+		active.dirty = true
+		l.recoveryPoint.Store(min(recoveryPoint, next))
+	default:
 		l.recoveryPoint.Store(min(recoveryPoint, next))
 	}
 	return nil

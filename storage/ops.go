@@ -137,7 +137,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	seg.offMaxTs.Store(offMaxTs)
 	seg.bytesSinceIndex = 0
 	seg.dirty = true
-	// Rewrite the index files from memory, preallocated again.
+	// Rewrite the index files from memory.
 	for _, f := range []File{seg.idx.file, seg.tidx.file} {
 		if err := f.Truncate(0); err != nil {
 			return err

@@ -107,22 +107,20 @@ func createSegment(fsys FS, files *FileCache, dir string, base int64, cfg LogCon
 	return s, nil
 }
 
-// activate preallocates the index files, as Kafka does for the active
-// segment.
-func (s *segment) activate(cfg LogConfig) error {
-	n := int64(cfg.SegmentIndexBytes)
-	if err := s.idx.file.Truncate(n - n%offsetIndexEntrySize); err != nil {
-		return err
-	}
-	if err := s.tidx.file.Truncate(n - n%timeIndexEntrySize); err != nil {
-		return err
-	}
+// activate makes s the active segment. Its index files are not
+// preallocated (Kafka sizes them to segment.index.bytes for its memory
+// maps; here the entries live in memory and are written at flush, roll
+// and close): they grow with their entries, so an idle partition holds
+// no index blocks it does not use. segment.index.bytes still bounds them
+// (indexFull). finish trims them, which also gives back what a file
+// preallocated by an earlier version held.
+func (s *segment) activate(LogConfig) error {
 	s.active = true
 	return nil
 }
 
-// indexFull reports whether adding k more entries could overflow the
-// preallocated index files.
+// indexFull reports whether adding k more entries could take the index
+// files past segment.index.bytes.
 func (s *segment) indexFull(cfg LogConfig, k int) bool {
 	return s.idx.entries()+k > int(cfg.SegmentIndexBytes)/offsetIndexEntrySize ||
 		s.tidx.entries()+k+1 > int(cfg.SegmentIndexBytes)/timeIndexEntrySize
@@ -410,7 +408,7 @@ func (s *segment) deactivate() error {
 // partition makes one fallocate call per dozens of appends; a quiet one
 // holds little it does not use.
 const (
-	minReserve = 1 << 20
+	minReserve = 64 << 10
 	maxReserve = 16 << 20
 )
 
