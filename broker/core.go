@@ -229,7 +229,10 @@ func (b *Broker) topicMaxMessageBytes(t metadata.TopicInfo) int {
 // allocateProducerIDs asks the controller for a block of producer ids at
 // this broker's current registration.
 func (c *cluster) allocateProducerIDs(ctx context.Context) (metadata.ProducerIDBlock, error) {
-	epoch := c.lifecycle.Epoch()
+	var epoch int64
+	if lc := c.lifecycle.Load(); lc != nil {
+		epoch = lc.Epoch()
+	}
 	if epoch == 0 {
 		return metadata.ProducerIDBlock{}, fmt.Errorf("%w: broker %d is not registered yet", ErrBrokersNotReady, c.cfg.NodeID)
 	}

@@ -70,7 +70,11 @@ func (b *Broker) Readiness() error {
 		return fmt.Errorf("%w: fenced by the controller (metadata index %d)", errNotReady, img.Index())
 	}
 	session := ms(b.cfg.BrokerSessionTimeoutMs)
-	if last := b.cluster.lifecycle.LastHeartbeat(); time.Since(last) > session {
+	lc := b.cluster.lifecycle.Load()
+	if lc == nil {
+		return fmt.Errorf("%w: not started", errNotReady)
+	}
+	if last := lc.LastHeartbeat(); time.Since(last) > session {
 		return fmt.Errorf("%w: no heartbeat answered by the controller for over broker.session.timeout.ms (%v); it fences this broker",
 			errNotReady, session)
 	}

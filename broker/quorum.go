@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,8 +49,10 @@ type cluster struct {
 	fwd       *controlplane.Forwarder
 	// markers writes the transaction coordinator's markers through the
 	// request core once the broker has built it.
-	markers   *markerWriter
-	lifecycle *controlplane.Lifecycle
+	markers *markerWriter
+	// lifecycle is set by start, after the listeners serve: calls that
+	// arrive before it (GetMetadata asks sessionLost) see nil.
+	lifecycle atomic.Pointer[controlplane.Lifecycle]
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -194,8 +197,9 @@ func (c *cluster) start(advertised, directoryID string, endpoints []metadata.End
 	// has the data it registered with before (see metadata.BrokerInfo).
 	self := metadata.BrokerInfo{ID: c.cfg.NodeID, Incarnation: c.incarnation, Addr: advertised, Rack: c.cfg.Rack,
 		DirectoryID: directoryID, Endpoints: endpoints, MetadataVersions: c.node.MetadataVersions(), MaxPartitions: c.maxPartitions}
-	c.lifecycle = controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), ms(c.cfg.BrokerSessionTimeoutMs), c.logger.Named("lifecycle"))
-	c.lifecycle.Start()
+	lc := controlplane.NewLifecycle(c.fwd, self, ms(c.cfg.BrokerHeartbeatIntervalMs), ms(c.cfg.BrokerSessionTimeoutMs), c.logger.Named("lifecycle"))
+	c.lifecycle.Store(lc)
+	lc.Start()
 	go c.watch()
 }
 
@@ -210,20 +214,22 @@ func (c *cluster) start(advertised, directoryID string, endpoints []metadata.End
 // controller's was when it answered again: until then it may still take
 // itself for the leader of partitions moved while it was cut off.
 func (c *cluster) sessionLost() bool {
-	if c.lifecycle == nil {
+	lc := c.lifecycle.Load()
+	if lc == nil {
 		return false
 	}
-	return c.lifecycle.SessionLost(ms(c.cfg.BrokerSessionTimeoutMs)) || c.node.Image().Index() < c.lifecycle.CatchUpIndex()
+	return lc.SessionLost(ms(c.cfg.BrokerSessionTimeoutMs)) || c.node.Image().Index() < lc.CatchUpIndex()
 }
 
 // sessionDeadline is when this broker's session with the controller
 // runs out unless a heartbeat is answered before: broker.session.timeout.ms
 // after the last answered one. ok is false before the first.
 func (c *cluster) sessionDeadline() (time.Time, bool) {
-	if c.lifecycle == nil {
+	lc := c.lifecycle.Load()
+	if lc == nil {
 		return time.Time{}, false
 	}
-	last := c.lifecycle.LastHeartbeat()
+	last := lc.LastHeartbeat()
 	if last.IsZero() {
 		return time.Time{}, false
 	}
@@ -263,11 +269,12 @@ func (c *cluster) isVoter(id int32) bool {
 // shutdown that follows (flush, checkpoints, clean marker) is still clean.
 func (c *cluster) shutdown(ctx context.Context) error {
 	var errs []error
-	if c.lifecycle != nil {
+	lc := c.lifecycle.Load()
+	if lc != nil {
 		timeout := ms(c.cfg.BrokerSessionTimeoutMs)
 		sctx, cancel := context.WithTimeout(ctx, timeout)
 		start := time.Now()
-		err := c.lifecycle.Stop(sctx)
+		err := lc.Stop(sctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			c.logger.Warn("controlled shutdown failed; continuing the local shutdown (the controller fences this broker when its session expires)",
@@ -282,7 +289,7 @@ func (c *cluster) shutdown(ctx context.Context) error {
 			// The watcher may be mid-reconcile (local work only: it never
 			// waits on the network); wait for it even when ctx is done, so
 			// that storage is not closed under it.
-			if c.lifecycle != nil {
+			if lc != nil {
 				<-c.stopped
 			}
 		}
