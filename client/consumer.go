@@ -224,7 +224,7 @@ func (k *Consumer) decode(r *fetchResult, batch func(n int), fn func(*Record) bo
 	out.Topic, out.Partition = r.tp.topic, r.tp.partition
 	aborted := newAbortFilter(r.aborted)
 	err := record.SplitBatches(r.data, func(b []byte, h record.Header) error {
-		if aborted.skip(&h) || h.NextOffset() <= r.offset {
+		if aborted.Skip(&h) || h.NextOffset() <= r.offset {
 			return nil
 		}
 		if batch != nil {
