@@ -13,8 +13,11 @@ import (
 // not listening, so that no other test's node (clusters start in
 // parallel, each port from the kernel) is given the port, while a client
 // dialling it is refused at once, as it would be by a stopped process.
-// It sets no SO_REUSEADDR, so even a listener that does cannot share the
-// port.
+// It sets SO_REUSEADDR as Go's listeners do: without it the bind fails
+// for as long as connections the node closed first sit in TIME_WAIT on
+// the port. A bound socket's port is still skipped when the kernel picks
+// one for another listener on port 0 or for an outgoing connection, which
+// is what the reservation guards against.
 type reservation struct{ fd int }
 
 func reserve(addr string) (*reservation, error) {
@@ -24,6 +27,10 @@ func reserve(addr string) (*reservation, error) {
 	}
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("testcluster: reserve %s: %w", addr, err)
+	}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		_ = syscall.Close(fd)
 		return nil, fmt.Errorf("testcluster: reserve %s: %w", addr, err)
 	}
 	sa := &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
