@@ -31,10 +31,14 @@ func (c *cluster) watch() {
 // replica.Manager.Reconcile), then tells waitFor.
 func (c *cluster) reconcile(img *metadata.Image) {
 	self := c.cfg.NodeID
-	b, registered := img.Broker(self)
-	registered = registered && b.Incarnation == c.incarnation
+	b, known := img.Broker(self)
+	registered := known && b.Incarnation == c.incarnation
+	// An operator's throttle outlives a restart (the registration carries
+	// it over), so the one the image holds applies before this run's
+	// registration reaches the image too: the leader may accept this run's
+	// fetches first, and an adding replica would catch up unthrottled.
 	throttle := c.cfg.ReplicaReassignmentThrottle
-	if b.ReassignmentThrottle >= 0 && registered {
+	if known && b.ReassignmentThrottle >= 0 {
 		throttle = b.ReassignmentThrottle
 	}
 	c.rm.SetReassignmentThrottle(throttle)

@@ -230,7 +230,14 @@ func TestProducerGivesUpARequestBeingSentWithoutTouchingItsBatches(t *testing.T)
 	if err := cl.ProduceSync(ctx, rec("r5")); err != nil {
 		t.Fatal(err)
 	}
-	for a.produces.Load() < 2 {
+	// a counts a request before its onProduce records the values, so
+	// the wait is on what onProduce recorded.
+	received := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(atA)
+	}
+	for received() < 2 {
 		if ctx.Err() != nil {
 			t.Fatal("r1's request never reached a")
 		}

@@ -59,12 +59,14 @@ func coreError(err error) (int16, string) {
 	return kerr.UnknownServerError.Code, msg
 }
 
-// groupError is coreError for a group call: the coordinator out of reach
-// for a moment (no controller, an election, a node stopping) is
-// COORDINATOR_NOT_AVAILABLE, which group members retry, looking for the
-// coordinator again; Kafka's clients take the partition-level codes as
-// fatal to a member, which would give up its partitions and rejoin on
-// every controller election.
+// groupError is coreError for a call to a group or transaction
+// coordinator: the coordinator out of reach for a moment (no controller,
+// an election, a node stopping) is COORDINATOR_NOT_AVAILABLE, which
+// clients retry, looking for the coordinator again. Kafka's clients take
+// the partition-level codes as fatal to a group member, which would give
+// up its partitions and rejoin on every controller election, and return
+// them from EndTxn to the application, whose transaction then cannot go
+// on although a retry would have ended it.
 func groupError(err error) (int16, string) {
 	code, msg := coreError(err)
 	switch code {

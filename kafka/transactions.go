@@ -46,7 +46,7 @@ func initTxnProducer(ctx context.Context, b Backend, req *kmsg.InitProducerIDReq
 	}
 	out, err := b.InitTxnProducer(ctx, in)
 	if err != nil {
-		resp.ErrorCode, _ = coreError(err)
+		resp.ErrorCode, _ = groupError(err)
 		return resp
 	}
 	resp.ProducerID, resp.ProducerEpoch = out.ProducerID, out.ProducerEpoch
@@ -62,7 +62,7 @@ func addPartitionsToTxn(ctx context.Context, b Backend, req *kmsg.AddPartitionsT
 		}
 	}
 	err := b.AddPartitionsToTxn(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, parts)
-	code, _ := coreError(err)
+	code, _ := groupError(err)
 	for _, t := range req.Topics {
 		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
 		rt.Topic = t.Topic
@@ -79,7 +79,7 @@ func addPartitionsToTxn(ctx context.Context, b Backend, req *kmsg.AddPartitionsT
 func addOffsetsToTxn(ctx context.Context, b Backend, req *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := kmsg.NewPtrAddOffsetsToTxnResponse()
 	err := b.AddOffsetsToTxn(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group)
-	resp.ErrorCode, _ = coreError(err)
+	resp.ErrorCode, _ = groupError(err)
 	return resp
 }
 
@@ -101,7 +101,7 @@ func txnOffsetCommit(ctx context.Context, b Backend, req *kmsg.TxnOffsetCommitRe
 	// TxnOffsetCommit 5 is transaction version 2's: the group joins the
 	// transaction with its first commit.
 	err := b.TxnOffsetCommit(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, offs, req.Version >= 5)
-	code, _ := coreError(err)
+	code, _ := groupError(err)
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
@@ -120,7 +120,7 @@ func endTxn(ctx context.Context, b Backend, req *kmsg.EndTxnRequest) *kmsg.EndTx
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	out, err := b.EndTxn(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Commit, req.Version >= 5)
 	if err != nil {
-		resp.ErrorCode, _ = coreError(err)
+		resp.ErrorCode, _ = groupError(err)
 		return resp
 	}
 	resp.ProducerID, resp.ProducerEpoch = out.ProducerID, out.ProducerEpoch
