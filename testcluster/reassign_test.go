@@ -295,6 +295,19 @@ func waitIdentical(ctx context.Context, t *testing.T, c *testcluster.Cluster, to
 	})
 }
 
+// balance is a topic's replicas and leaders per broker, for the log.
+func balance(img *metadata.Image, topic string) string {
+	replicas, leaders := map[int32]int{}, map[int32]int{}
+	t, _ := img.Topic(topic)
+	for _, p := range t.Partitions {
+		for _, id := range p.Replicas {
+			replicas[id]++
+		}
+		leaders[p.Leader]++
+	}
+	return fmt.Sprintf("replicas per broker %v, leaders per broker %v", replicas, leaders)
+}
+
 func waitVersion(ctx context.Context, c *testcluster.Cluster) {
 	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionReassignment })
 }
@@ -321,6 +334,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 
 	n4 := c.Add()
 	waitVersion(ctx, c)
+	t.Logf("before the plan: %s", balance(c.Image(1), reassignTopic))
 	// The plan, as `quire partition reassign --plan` makes it.
 	desc, err := cl.DescribeCluster(ctx)
 	if err != nil {
@@ -407,6 +421,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 	if hosted := img.HostedReplicas(); hosted[n4] != parts*3/4 {
 		t.Fatalf("replicas per broker %v", hosted)
 	}
+	t.Logf("after the plan: %s", balance(img, reassignTopic))
 	load.check(ctx, c, reassignTopic)
 	waitIdentical(ctx, t, c, reassignTopic, parts)
 }
