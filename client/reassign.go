@@ -26,6 +26,24 @@ type Reassignment struct {
 	RemovingReplicas []int32 `json:"removing_replicas"`
 	ISR              []int32 `json:"isr"`
 	Leader           int32   `json:"leader"`
+	// LeaderLogEndOffset and LeaderSizeBytes are the leader's log end and
+	// size on disk, -1 when the leader did not answer.
+	LeaderLogEndOffset int64 `json:"leader_log_end_offset"`
+	LeaderSizeBytes    int64 `json:"leader_size_bytes"`
+	// Adding is how far each of AddingReplicas has caught up, in its
+	// order (empty from a broker that does not report it).
+	Adding []AddingReplica `json:"adding,omitempty"`
+}
+
+// AddingReplica is a replica being added by a reassignment, as its broker
+// has it: SizeBytes 0 and LogEndOffset -1 when it has no log yet, both -1
+// when its broker did not answer. BytesLeft is what it has still to
+// fetch (the leader's size on disk less its own), -1 when not known.
+type AddingReplica struct {
+	BrokerID     int32 `json:"broker_id"`
+	LogEndOffset int64 `json:"log_end_offset"`
+	SizeBytes    int64 `json:"size_bytes"`
+	BytesLeft    int64 `json:"bytes_left"`
 }
 
 // AlterPartitionReassignments starts, replaces or cancels partition
@@ -64,7 +82,12 @@ func (c *Client) ListPartitionReassignments(ctx context.Context, topic string, p
 	out := make([]Reassignment, len(resp.GetReassignments()))
 	for i, r := range resp.GetReassignments() {
 		out[i] = Reassignment{Topic: r.GetTopic(), Partition: r.GetPartition(), Replicas: r.GetReplicas(),
-			AddingReplicas: r.GetAddingReplicas(), RemovingReplicas: r.GetRemovingReplicas(), ISR: r.GetIsr(), Leader: r.GetLeader()}
+			AddingReplicas: r.GetAddingReplicas(), RemovingReplicas: r.GetRemovingReplicas(), ISR: r.GetIsr(), Leader: r.GetLeader(),
+			LeaderLogEndOffset: r.GetLeaderLogEndOffset(), LeaderSizeBytes: r.GetLeaderSizeBytes()}
+		for _, a := range r.GetAddingProgress() {
+			out[i].Adding = append(out[i].Adding, AddingReplica{BrokerID: a.GetBrokerId(), LogEndOffset: a.GetLogEndOffset(),
+				SizeBytes: a.GetSizeBytes(), BytesLeft: a.GetBytesLeft()})
+		}
 	}
 	return out, nil
 }

@@ -179,6 +179,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /api/tail/{topic}", c.tailStream)
 	mux.HandleFunc("GET /topics/{topic}/messages", c.messagesPage)
 	mux.HandleFunc("GET /topics/{topic}/messages/{partition}/{offset}", c.recordPage)
+	mux.HandleFunc("GET /moves", c.movesPage)
 	mux.HandleFunc("GET /throughput", c.throughputPage)
 	mux.HandleFunc("GET /security", c.securityPage)
 	mux.HandleFunc("GET /groups", c.groupsPage)

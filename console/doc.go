@@ -4,7 +4,9 @@
 // replicas, ISR, offsets and size on disk, a message browser (bounded,
 // paged reads from the newest, the oldest, an offset or a timestamp,
 // filtered by key, header or value) and a record's page, consumer groups
-// with their members and lag, throughput per topic and per broker (a ring
+// with their members and lag, the partition moves in progress with the
+// bytes each new replica has still to fetch, throughput per topic and per
+// broker (a ring
 // of samples the console takes itself, from the high watermarks and the
 // brokers' metrics listeners), charts drawn as inline SVG with a time
 // axis, users and ACLs, a live tail of a topic (server-sent events), and

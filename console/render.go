@@ -16,7 +16,7 @@ import (
 // layout shows around it.
 type page struct {
 	Title   string
-	Nav     string // overview, topics or groups
+	Nav     string // the nav entry lit: overview, topics, groups, moves, ...
 	Refresh int    // ms between in-place refreshes; 0: only while Errors are shown, -1: never
 	// Errors are the cluster's answers that kept figures off the page, in
 	// words.

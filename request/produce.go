@@ -264,8 +264,12 @@ func (c *Core) awaitReplicated(ctx context.Context, pa pendingAck) error {
 		}
 		wctx, cancel := context.WithDeadline(ctx, until)
 		err := pa.part.AwaitReplicated(wctx, pa.append)
+		// Read before cancel, which would set it: did the session
+		// deadline end the wait, or something else (committed, no longer
+		// the leader)?
+		deadlinePassed := wctx.Err() != nil
 		cancel()
-		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+		if err == nil || ctx.Err() != nil || !deadlinePassed {
 			return err
 		}
 		// The session deadline passed: lost, or renewed meanwhile.

@@ -5,7 +5,6 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/controlplane"
-	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
@@ -24,7 +23,7 @@ func (s *adminService) ListPartitionReassignments(ctx context.Context, req *quir
 	for i, t := range req.Topics {
 		topics[i] = request.PartitionsOf{Topic: t.Topic, Partitions: t.Partitions}
 	}
-	parts, err := s.b.core.ListPartitionReassignments(coreContext(ctx), topics)
+	parts, err := s.b.core.ListPartitionReassignmentsProgress(coreContext(ctx), topics)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -32,11 +31,16 @@ func (s *adminService) ListPartitionReassignments(ctx context.Context, req *quir
 }
 
 // reassignmentsToPB is pending reassignments as quire.v1's.
-func reassignmentsToPB(parts []metadata.PartitionInfo) []*quirev1.PartitionReassignment {
+func reassignmentsToPB(parts []request.ReassignmentProgress) []*quirev1.PartitionReassignment {
 	out := make([]*quirev1.PartitionReassignment, len(parts))
 	for i, p := range parts {
 		out[i] = &quirev1.PartitionReassignment{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas,
-			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, Isr: p.ISR, Leader: p.Leader}
+			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, Isr: p.ISR, Leader: p.Leader,
+			LeaderLogEndOffset: p.LeaderLogEndOffset, LeaderSizeBytes: p.LeaderSizeBytes}
+		for _, a := range p.Adding {
+			out[i].AddingProgress = append(out[i].AddingProgress, &quirev1.AddingReplicaProgress{BrokerId: a.BrokerID,
+				LogEndOffset: a.LogEndOffset, SizeBytes: a.SizeBytes, BytesLeft: a.BytesLeft})
+		}
 	}
 	return out
 }

@@ -38,6 +38,7 @@ type reassignLoad struct {
 	parts  int32
 	mu     sync.Mutex
 	acked  map[int32]map[int64]int64 // partition -> number -> offset
+	ackAt  map[int32][]time.Time     // partition -> when each acknowledgement came
 	failed []error
 	seq    atomic.Int64
 	stop   chan struct{}
@@ -62,7 +63,7 @@ func newClusterClient(t *testing.T, c *testcluster.Cluster, opts ...client.Opt) 
 }
 
 func startLoad(t *testing.T, ctx context.Context, c *testcluster.Cluster, topic string, parts int32) *reassignLoad {
-	l := &reassignLoad{t: t, parts: parts, acked: map[int32]map[int64]int64{}, stop: make(chan struct{}), done: make(chan struct{}),
+	l := &reassignLoad{t: t, parts: parts, acked: map[int32]map[int64]int64{}, ackAt: map[int32][]time.Time{}, stop: make(chan struct{}), done: make(chan struct{}),
 		cl: newClusterClient(t, c, client.RecordPartitioner(client.ManualPartitioner()), client.DeliveryTimeout(2*time.Minute),
 			client.RequiredAcks(client.AllISRAcks), client.Idempotent(true))}
 	for p := range parts {
@@ -91,6 +92,7 @@ func startLoad(t *testing.T, ctx context.Context, c *testcluster.Cluster, topic 
 					return
 				}
 				l.acked[r.Partition][s] = r.Offset
+				l.ackAt[r.Partition] = append(l.ackAt[r.Partition], time.Now())
 			})
 		}
 	}()
@@ -129,6 +131,36 @@ func (l *reassignLoad) progress(ctx context.Context, c *testcluster.Cluster, wha
 		}
 		return nil
 	})
+}
+
+// longestGap is the longest time any partition went without an
+// acknowledged write during the window from..to: the longest interval
+// between two successive acknowledgements that overlaps it (from the last
+// one before from to the first one after to, or up to to when none came
+// after).
+func (l *reassignLoad) longestGap(from, to time.Time) (gap time.Duration, partition int32, since time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.parts {
+		prev := from
+		for _, at := range l.ackAt[p] { // taken under l.mu: in time order
+			if at.Before(from) {
+				prev = at
+				continue
+			}
+			if d := at.Sub(prev); d > gap {
+				gap, partition, since = d, p, prev
+			}
+			prev = at
+			if at.After(to) {
+				break
+			}
+		}
+		if d := to.Sub(prev); d > gap {
+			gap, partition, since = d, p, prev
+		}
+	}
+	return gap, partition, since
 }
 
 // flush stops the load and waits until every record sent is answered.
@@ -263,6 +295,19 @@ func waitIdentical(ctx context.Context, t *testing.T, c *testcluster.Cluster, to
 	})
 }
 
+// balance is a topic's replicas and leaders per broker, for the log.
+func balance(img *metadata.Image, topic string) string {
+	replicas, leaders := map[int32]int{}, map[int32]int{}
+	t, _ := img.Topic(topic)
+	for _, p := range t.Partitions {
+		for _, id := range p.Replicas {
+			replicas[id]++
+		}
+		leaders[p.Leader]++
+	}
+	return fmt.Sprintf("replicas per broker %v, leaders per broker %v", replicas, leaders)
+}
+
 func waitVersion(ctx context.Context, c *testcluster.Cluster) {
 	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionReassignment })
 }
@@ -289,6 +334,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 
 	n4 := c.Add()
 	waitVersion(ctx, c)
+	t.Logf("before the plan: %s", balance(c.Image(1), reassignTopic))
 	// The plan, as `quire partition reassign --plan` makes it.
 	desc, err := cl.DescribeCluster(ctx)
 	if err != nil {
@@ -334,6 +380,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 	if pending, err := cl.ListPartitionReassignments(ctx, ""); err != nil || len(pending) != 0 {
 		t.Fatalf("after a refused plan: %v %v", pending, err)
 	}
+	movesFrom := time.Now()
 	if err := cl.AlterPartitionReassignments(ctx, targets); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +396,20 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 		return nil
 	})
 	c.WaitImage(ctx, func(img *metadata.Image) bool { return len(img.Reassignments()) == 0 })
+	movesTo := time.Now()
+	// Every partition goes on taking writes while it moves: the longest
+	// time without an acknowledged write on any partition stays within
+	// the session timeout. This bounds a hang (a move that stalls
+	// produce until something times out), not the speed of a move: the
+	// figure itself is logged, and measured in BenchmarkReassignProduceP99.
 	load.progress(ctx, c, "records after the moves", 20)
+	gap, gapPart, gapFrom := load.longestGap(movesFrom, movesTo)
+	session := time.Duration(c.Node(1).Config().BrokerSessionTimeoutMs) * time.Millisecond
+	t.Logf("moves took %v; longest time without an acknowledged write: %v (partition %d, from %v into the moves), session timeout %v",
+		movesTo.Sub(movesFrom).Round(time.Millisecond), gap.Round(time.Millisecond), gapPart, gapFrom.Sub(movesFrom).Round(time.Millisecond), session)
+	if gap > session {
+		t.Fatalf("partition %d went %v without an acknowledged write during the moves, over the session timeout %v", gapPart, gap, session)
+	}
 	load.flush(ctx)
 	img := c.Image(1)
 	for _, m := range moves {
@@ -361,6 +421,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 	if hosted := img.HostedReplicas(); hosted[n4] != parts*3/4 {
 		t.Fatalf("replicas per broker %v", hosted)
 	}
+	t.Logf("after the plan: %s", balance(img, reassignTopic))
 	load.check(ctx, c, reassignTopic)
 	waitIdentical(ctx, t, c, reassignTopic, parts)
 }

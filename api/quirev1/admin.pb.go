@@ -425,8 +425,14 @@ type PartitionReassignment struct {
 	RemovingReplicas []int32                `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
 	Isr              []int32                `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	Leader           int32                  `protobuf:"varint,7,opt,name=leader,proto3" json:"leader,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The leader's log end offset and size on disk (the batches of its
+	// segments), -1 when the leader did not answer in time.
+	LeaderLogEndOffset int64 `protobuf:"varint,8,opt,name=leader_log_end_offset,json=leaderLogEndOffset,proto3" json:"leader_log_end_offset,omitempty"`
+	LeaderSizeBytes    int64 `protobuf:"varint,9,opt,name=leader_size_bytes,json=leaderSizeBytes,proto3" json:"leader_size_bytes,omitempty"`
+	// How far each of adding_replicas has caught up, in its order.
+	AddingProgress []*AddingReplicaProgress `protobuf:"bytes,10,rep,name=adding_progress,json=addingProgress,proto3" json:"adding_progress,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionReassignment) Reset() {
@@ -508,6 +514,100 @@ func (x *PartitionReassignment) GetLeader() int32 {
 	return 0
 }
 
+func (x *PartitionReassignment) GetLeaderLogEndOffset() int64 {
+	if x != nil {
+		return x.LeaderLogEndOffset
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetLeaderSizeBytes() int64 {
+	if x != nil {
+		return x.LeaderSizeBytes
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetAddingProgress() []*AddingReplicaProgress {
+	if x != nil {
+		return x.AddingProgress
+	}
+	return nil
+}
+
+// AddingReplicaProgress is a replica being added by a reassignment, as its
+// broker has it: size_bytes 0 and log_end_offset -1 when it has no log
+// yet, both -1 when its broker did not answer in time.
+type AddingReplicaProgress struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId     int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	LogEndOffset int64                  `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	SizeBytes    int64                  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// The bytes it has still to fetch: the leader's size on disk less its
+	// own (0 once it has as much), -1 when either is not known.
+	BytesLeft     int64 `protobuf:"varint,4,opt,name=bytes_left,json=bytesLeft,proto3" json:"bytes_left,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddingReplicaProgress) Reset() {
+	*x = AddingReplicaProgress{}
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddingReplicaProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddingReplicaProgress) ProtoMessage() {}
+
+func (x *AddingReplicaProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddingReplicaProgress.ProtoReflect.Descriptor instead.
+func (*AddingReplicaProgress) Descriptor() ([]byte, []int) {
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AddingReplicaProgress) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AddingReplicaProgress) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *AddingReplicaProgress) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *AddingReplicaProgress) GetBytesLeft() int64 {
+	if x != nil {
+		return x.BytesLeft
+	}
+	return 0
+}
+
 type CordonBrokerRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -519,7 +619,7 @@ type CordonBrokerRequest struct {
 
 func (x *CordonBrokerRequest) Reset() {
 	*x = CordonBrokerRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +631,7 @@ func (x *CordonBrokerRequest) String() string {
 func (*CordonBrokerRequest) ProtoMessage() {}
 
 func (x *CordonBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[8]
+	mi := &file_quire_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +644,7 @@ func (x *CordonBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonBrokerRequest.ProtoReflect.Descriptor instead.
 func (*CordonBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CordonBrokerRequest) GetBrokerId() int32 {
@@ -569,7 +669,7 @@ type CordonBrokerResponse struct {
 
 func (x *CordonBrokerResponse) Reset() {
 	*x = CordonBrokerResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +681,7 @@ func (x *CordonBrokerResponse) String() string {
 func (*CordonBrokerResponse) ProtoMessage() {}
 
 func (x *CordonBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[9]
+	mi := &file_quire_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +694,7 @@ func (x *CordonBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonBrokerResponse.ProtoReflect.Descriptor instead.
 func (*CordonBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type ElectLeadersRequest struct {
@@ -606,7 +706,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +718,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[10]
+	mi := &file_quire_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +731,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ElectLeadersRequest) GetTopics() []*ElectLeadersTopic {
@@ -653,7 +753,7 @@ type ElectLeadersTopic struct {
 
 func (x *ElectLeadersTopic) Reset() {
 	*x = ElectLeadersTopic{}
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +765,7 @@ func (x *ElectLeadersTopic) String() string {
 func (*ElectLeadersTopic) ProtoMessage() {}
 
 func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[11]
+	mi := &file_quire_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +778,7 @@ func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersTopic.ProtoReflect.Descriptor instead.
 func (*ElectLeadersTopic) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ElectLeadersTopic) GetTopic() string {
@@ -704,7 +804,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +816,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[12]
+	mi := &file_quire_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +829,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*ElectLeadersResult {
@@ -751,7 +851,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +863,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[13]
+	mi := &file_quire_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +876,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -814,7 +914,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +926,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[14]
+	mi := &file_quire_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +939,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
@@ -869,7 +969,7 @@ type DeleteRecordsPartition struct {
 
 func (x *DeleteRecordsPartition) Reset() {
 	*x = DeleteRecordsPartition{}
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +981,7 @@ func (x *DeleteRecordsPartition) String() string {
 func (*DeleteRecordsPartition) ProtoMessage() {}
 
 func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[15]
+	mi := &file_quire_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +994,7 @@ func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteRecordsPartition) GetTopic() string {
@@ -928,7 +1028,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1040,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[16]
+	mi := &file_quire_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1053,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
@@ -978,7 +1078,7 @@ type DeleteRecordsResult struct {
 
 func (x *DeleteRecordsResult) Reset() {
 	*x = DeleteRecordsResult{}
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1090,7 @@ func (x *DeleteRecordsResult) String() string {
 func (*DeleteRecordsResult) ProtoMessage() {}
 
 func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[17]
+	mi := &file_quire_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1103,7 @@ func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteRecordsResult) GetTopic() string {
@@ -1065,7 +1165,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1177,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[18]
+	mi := &file_quire_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1190,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1179,7 +1279,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1291,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[19]
+	mi := &file_quire_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1304,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -1230,7 +1330,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1342,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[20]
+	mi := &file_quire_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1355,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1277,7 +1377,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1389,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[21]
+	mi := &file_quire_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1402,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteTopicResponse) GetMetadataIndex() uint64 {
@@ -1320,7 +1420,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1432,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[22]
+	mi := &file_quire_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1445,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type ListTopicsResponse struct {
@@ -1357,7 +1457,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1469,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[23]
+	mi := &file_quire_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1482,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicListing {
@@ -1404,7 +1504,7 @@ type TopicListing struct {
 
 func (x *TopicListing) Reset() {
 	*x = TopicListing{}
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1516,7 @@ func (x *TopicListing) String() string {
 func (*TopicListing) ProtoMessage() {}
 
 func (x *TopicListing) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[24]
+	mi := &file_quire_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1529,7 @@ func (x *TopicListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicListing.ProtoReflect.Descriptor instead.
 func (*TopicListing) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicListing) GetName() string {
@@ -1470,7 +1570,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1582,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[25]
+	mi := &file_quire_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1595,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -1514,7 +1614,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1626,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[26]
+	mi := &file_quire_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1639,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -1562,7 +1662,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1674,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[27]
+	mi := &file_quire_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1687,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -1664,7 +1764,7 @@ type PartitionDescription struct {
 
 func (x *PartitionDescription) Reset() {
 	*x = PartitionDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1776,7 @@ func (x *PartitionDescription) String() string {
 func (*PartitionDescription) ProtoMessage() {}
 
 func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[28]
+	mi := &file_quire_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1789,7 @@ func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDescription.ProtoReflect.Descriptor instead.
 func (*PartitionDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PartitionDescription) GetPartition() int32 {
@@ -1813,7 +1913,7 @@ type OfflineReplica struct {
 
 func (x *OfflineReplica) Reset() {
 	*x = OfflineReplica{}
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1925,7 @@ func (x *OfflineReplica) String() string {
 func (*OfflineReplica) ProtoMessage() {}
 
 func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[29]
+	mi := &file_quire_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1938,7 @@ func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OfflineReplica.ProtoReflect.Descriptor instead.
 func (*OfflineReplica) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OfflineReplica) GetBrokerId() int32 {
@@ -1870,7 +1970,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +1982,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[30]
+	mi := &file_quire_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +1995,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type DescribeClusterResponse struct {
@@ -1909,7 +2009,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2021,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[31]
+	mi := &file_quire_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2034,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -1982,7 +2082,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2094,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[32]
+	mi := &file_quire_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2107,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -2082,7 +2182,7 @@ type DescribeConfigsRequest struct {
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[33]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2194,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[33]
+	mi := &file_quire_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2207,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeConfigsRequest) GetTopic() string {
@@ -2126,7 +2226,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[34]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2238,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[34]
+	mi := &file_quire_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2251,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DescribeConfigsResponse) GetConfigs() []*ConfigEntry {
@@ -2173,7 +2273,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_quire_v1_admin_proto_msgTypes[35]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2285,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[35]
+	mi := &file_quire_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2298,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -2243,7 +2343,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[36]
+	mi := &file_quire_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2355,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[36]
+	mi := &file_quire_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2368,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -2307,7 +2407,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[37]
+	mi := &file_quire_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2419,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[37]
+	mi := &file_quire_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2432,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type CreatePartitionsRequest struct {
@@ -2352,7 +2452,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[38]
+	mi := &file_quire_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2464,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[38]
+	mi := &file_quire_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2477,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -2414,7 +2514,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[39]
+	mi := &file_quire_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2526,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[39]
+	mi := &file_quire_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2539,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -2465,7 +2565,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[40]
+	mi := &file_quire_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2577,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[40]
+	mi := &file_quire_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2590,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -2508,7 +2608,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[41]
+	mi := &file_quire_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2620,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[41]
+	mi := &file_quire_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2633,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 type DescribeFeaturesRequest struct {
@@ -2544,7 +2644,7 @@ type DescribeFeaturesRequest struct {
 
 func (x *DescribeFeaturesRequest) Reset() {
 	*x = DescribeFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[42]
+	mi := &file_quire_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2656,7 @@ func (x *DescribeFeaturesRequest) String() string {
 func (*DescribeFeaturesRequest) ProtoMessage() {}
 
 func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[42]
+	mi := &file_quire_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2669,7 @@ func (x *DescribeFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type DescribeFeaturesResponse struct {
@@ -2586,7 +2686,7 @@ type DescribeFeaturesResponse struct {
 
 func (x *DescribeFeaturesResponse) Reset() {
 	*x = DescribeFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[43]
+	mi := &file_quire_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2698,7 @@ func (x *DescribeFeaturesResponse) String() string {
 func (*DescribeFeaturesResponse) ProtoMessage() {}
 
 func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[43]
+	mi := &file_quire_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2711,7 @@ func (x *DescribeFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*DescribeFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DescribeFeaturesResponse) GetMetadataVersion() int32 {
@@ -2656,7 +2756,7 @@ type BrokerFeatures struct {
 
 func (x *BrokerFeatures) Reset() {
 	*x = BrokerFeatures{}
-	mi := &file_quire_v1_admin_proto_msgTypes[44]
+	mi := &file_quire_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2768,7 @@ func (x *BrokerFeatures) String() string {
 func (*BrokerFeatures) ProtoMessage() {}
 
 func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[44]
+	mi := &file_quire_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2781,7 @@ func (x *BrokerFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerFeatures.ProtoReflect.Descriptor instead.
 func (*BrokerFeatures) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BrokerFeatures) GetBrokerId() int32 {
@@ -2721,7 +2821,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[45]
+	mi := &file_quire_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2833,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[45]
+	mi := &file_quire_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2846,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -2765,7 +2865,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[46]
+	mi := &file_quire_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +2877,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[46]
+	mi := &file_quire_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +2890,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -2811,7 +2911,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_quire_v1_admin_proto_msgTypes[47]
+	mi := &file_quire_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2923,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[47]
+	mi := &file_quire_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2936,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DescribeProducersRequest) GetTopic() string {
@@ -2863,7 +2963,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_quire_v1_admin_proto_msgTypes[48]
+	mi := &file_quire_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2975,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[48]
+	mi := &file_quire_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +2988,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -2913,7 +3013,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_quire_v1_admin_proto_msgTypes[49]
+	mi := &file_quire_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3025,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[49]
+	mi := &file_quire_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3038,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PartitionProducers) GetPartition() int32 {
@@ -2978,7 +3078,7 @@ type ProducerDescription struct {
 
 func (x *ProducerDescription) Reset() {
 	*x = ProducerDescription{}
-	mi := &file_quire_v1_admin_proto_msgTypes[50]
+	mi := &file_quire_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3090,7 @@ func (x *ProducerDescription) String() string {
 func (*ProducerDescription) ProtoMessage() {}
 
 func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_admin_proto_msgTypes[50]
+	mi := &file_quire_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3103,7 @@ func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
 func (*ProducerDescription) Descriptor() ([]byte, []int) {
-	return file_quire_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_quire_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ProducerDescription) GetProducerId() int64 {
@@ -3065,7 +3165,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"!ListPartitionReassignmentsRequest\x123\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1b.quire.v1.ElectLeadersTopicR\x06topics\"k\n" +
 	"\"ListPartitionReassignmentsResponse\x12E\n" +
-	"\rreassignments\x18\x01 \x03(\v2\x1f.quire.v1.PartitionReassignmentR\rreassignments\"\xe7\x01\n" +
+	"\rreassignments\x18\x01 \x03(\v2\x1f.quire.v1.PartitionReassignmentR\rreassignments\"\x90\x03\n" +
 	"\x15PartitionReassignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -3073,7 +3173,18 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x0fadding_replicas\x18\x04 \x03(\x05R\x0eaddingReplicas\x12+\n" +
 	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas\x12\x10\n" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12\x16\n" +
-	"\x06leader\x18\a \x01(\x05R\x06leader\"J\n" +
+	"\x06leader\x18\a \x01(\x05R\x06leader\x121\n" +
+	"\x15leader_log_end_offset\x18\b \x01(\x03R\x12leaderLogEndOffset\x12*\n" +
+	"\x11leader_size_bytes\x18\t \x01(\x03R\x0fleaderSizeBytes\x12H\n" +
+	"\x0fadding_progress\x18\n" +
+	" \x03(\v2\x1f.quire.v1.AddingReplicaProgressR\x0eaddingProgress\"\x98\x01\n" +
+	"\x15AddingReplicaProgress\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12$\n" +
+	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x1d\n" +
+	"\n" +
+	"bytes_left\x18\x04 \x01(\x03R\tbytesLeft\"J\n" +
 	"\x13CordonBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x16\n" +
 	"\x06cordon\x18\x02 \x01(\bR\x06cordon\"\x16\n" +
@@ -3302,7 +3413,7 @@ func file_quire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_quire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_quire_v1_admin_proto_goTypes = []any{
 	(ConfigSource)(0),                           // 0: quire.v1.ConfigSource
 	(*SetReassignmentThrottleRequest)(nil),      // 1: quire.v1.SetReassignmentThrottleRequest
@@ -3313,121 +3424,123 @@ var file_quire_v1_admin_proto_goTypes = []any{
 	(*ListPartitionReassignmentsRequest)(nil),   // 6: quire.v1.ListPartitionReassignmentsRequest
 	(*ListPartitionReassignmentsResponse)(nil),  // 7: quire.v1.ListPartitionReassignmentsResponse
 	(*PartitionReassignment)(nil),               // 8: quire.v1.PartitionReassignment
-	(*CordonBrokerRequest)(nil),                 // 9: quire.v1.CordonBrokerRequest
-	(*CordonBrokerResponse)(nil),                // 10: quire.v1.CordonBrokerResponse
-	(*ElectLeadersRequest)(nil),                 // 11: quire.v1.ElectLeadersRequest
-	(*ElectLeadersTopic)(nil),                   // 12: quire.v1.ElectLeadersTopic
-	(*ElectLeadersResponse)(nil),                // 13: quire.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                  // 14: quire.v1.ElectLeadersResult
-	(*DeleteRecordsRequest)(nil),                // 15: quire.v1.DeleteRecordsRequest
-	(*DeleteRecordsPartition)(nil),              // 16: quire.v1.DeleteRecordsPartition
-	(*DeleteRecordsResponse)(nil),               // 17: quire.v1.DeleteRecordsResponse
-	(*DeleteRecordsResult)(nil),                 // 18: quire.v1.DeleteRecordsResult
-	(*CreateTopicRequest)(nil),                  // 19: quire.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                 // 20: quire.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                  // 21: quire.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                 // 22: quire.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),                   // 23: quire.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                  // 24: quire.v1.ListTopicsResponse
-	(*TopicListing)(nil),                        // 25: quire.v1.TopicListing
-	(*DescribeTopicsRequest)(nil),               // 26: quire.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),              // 27: quire.v1.DescribeTopicsResponse
-	(*TopicDescription)(nil),                    // 28: quire.v1.TopicDescription
-	(*PartitionDescription)(nil),                // 29: quire.v1.PartitionDescription
-	(*OfflineReplica)(nil),                      // 30: quire.v1.OfflineReplica
-	(*DescribeClusterRequest)(nil),              // 31: quire.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 32: quire.v1.DescribeClusterResponse
-	(*BrokerDescription)(nil),                   // 33: quire.v1.BrokerDescription
-	(*DescribeConfigsRequest)(nil),              // 34: quire.v1.DescribeConfigsRequest
-	(*DescribeConfigsResponse)(nil),             // 35: quire.v1.DescribeConfigsResponse
-	(*ConfigEntry)(nil),                         // 36: quire.v1.ConfigEntry
-	(*AlterConfigsRequest)(nil),                 // 37: quire.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                // 38: quire.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),             // 39: quire.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),            // 40: quire.v1.CreatePartitionsResponse
-	(*UnregisterBrokerRequest)(nil),             // 41: quire.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),            // 42: quire.v1.UnregisterBrokerResponse
-	(*DescribeFeaturesRequest)(nil),             // 43: quire.v1.DescribeFeaturesRequest
-	(*DescribeFeaturesResponse)(nil),            // 44: quire.v1.DescribeFeaturesResponse
-	(*BrokerFeatures)(nil),                      // 45: quire.v1.BrokerFeatures
-	(*UpdateFeaturesRequest)(nil),               // 46: quire.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),              // 47: quire.v1.UpdateFeaturesResponse
-	(*DescribeProducersRequest)(nil),            // 48: quire.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),           // 49: quire.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),                  // 50: quire.v1.PartitionProducers
-	(*ProducerDescription)(nil),                 // 51: quire.v1.ProducerDescription
-	nil,                                         // 52: quire.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 53: quire.v1.TopicDescription.ConfigsEntry
-	nil,                                         // 54: quire.v1.AlterConfigsRequest.SetEntry
-	(*Error)(nil),                               // 55: quire.v1.Error
+	(*AddingReplicaProgress)(nil),               // 9: quire.v1.AddingReplicaProgress
+	(*CordonBrokerRequest)(nil),                 // 10: quire.v1.CordonBrokerRequest
+	(*CordonBrokerResponse)(nil),                // 11: quire.v1.CordonBrokerResponse
+	(*ElectLeadersRequest)(nil),                 // 12: quire.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),                   // 13: quire.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),                // 14: quire.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 15: quire.v1.ElectLeadersResult
+	(*DeleteRecordsRequest)(nil),                // 16: quire.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),              // 17: quire.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),               // 18: quire.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),                 // 19: quire.v1.DeleteRecordsResult
+	(*CreateTopicRequest)(nil),                  // 20: quire.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 21: quire.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 22: quire.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 23: quire.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),                   // 24: quire.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                  // 25: quire.v1.ListTopicsResponse
+	(*TopicListing)(nil),                        // 26: quire.v1.TopicListing
+	(*DescribeTopicsRequest)(nil),               // 27: quire.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 28: quire.v1.DescribeTopicsResponse
+	(*TopicDescription)(nil),                    // 29: quire.v1.TopicDescription
+	(*PartitionDescription)(nil),                // 30: quire.v1.PartitionDescription
+	(*OfflineReplica)(nil),                      // 31: quire.v1.OfflineReplica
+	(*DescribeClusterRequest)(nil),              // 32: quire.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 33: quire.v1.DescribeClusterResponse
+	(*BrokerDescription)(nil),                   // 34: quire.v1.BrokerDescription
+	(*DescribeConfigsRequest)(nil),              // 35: quire.v1.DescribeConfigsRequest
+	(*DescribeConfigsResponse)(nil),             // 36: quire.v1.DescribeConfigsResponse
+	(*ConfigEntry)(nil),                         // 37: quire.v1.ConfigEntry
+	(*AlterConfigsRequest)(nil),                 // 38: quire.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                // 39: quire.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),             // 40: quire.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 41: quire.v1.CreatePartitionsResponse
+	(*UnregisterBrokerRequest)(nil),             // 42: quire.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 43: quire.v1.UnregisterBrokerResponse
+	(*DescribeFeaturesRequest)(nil),             // 44: quire.v1.DescribeFeaturesRequest
+	(*DescribeFeaturesResponse)(nil),            // 45: quire.v1.DescribeFeaturesResponse
+	(*BrokerFeatures)(nil),                      // 46: quire.v1.BrokerFeatures
+	(*UpdateFeaturesRequest)(nil),               // 47: quire.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),              // 48: quire.v1.UpdateFeaturesResponse
+	(*DescribeProducersRequest)(nil),            // 49: quire.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),           // 50: quire.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),                  // 51: quire.v1.PartitionProducers
+	(*ProducerDescription)(nil),                 // 52: quire.v1.ProducerDescription
+	nil,                                         // 53: quire.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 54: quire.v1.TopicDescription.ConfigsEntry
+	nil,                                         // 55: quire.v1.AlterConfigsRequest.SetEntry
+	(*Error)(nil),                               // 56: quire.v1.Error
 }
 var file_quire_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: quire.v1.AlterPartitionReassignmentsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
-	12, // 1: quire.v1.ListPartitionReassignmentsRequest.topics:type_name -> quire.v1.ElectLeadersTopic
+	13, // 1: quire.v1.ListPartitionReassignmentsRequest.topics:type_name -> quire.v1.ElectLeadersTopic
 	8,  // 2: quire.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> quire.v1.PartitionReassignment
-	12, // 3: quire.v1.ElectLeadersRequest.topics:type_name -> quire.v1.ElectLeadersTopic
-	14, // 4: quire.v1.ElectLeadersResponse.partitions:type_name -> quire.v1.ElectLeadersResult
-	55, // 5: quire.v1.ElectLeadersResult.error:type_name -> quire.v1.Error
-	16, // 6: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
-	18, // 7: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
-	55, // 8: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
-	52, // 9: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
-	28, // 10: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
-	25, // 11: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
-	28, // 12: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
-	29, // 13: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
-	53, // 14: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
-	30, // 15: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
-	33, // 16: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
-	36, // 17: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
-	0,  // 18: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
-	54, // 19: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
-	28, // 20: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
-	45, // 21: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
-	50, // 22: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
-	55, // 23: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
-	51, // 24: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
-	19, // 25: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
-	21, // 26: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
-	23, // 27: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
-	26, // 28: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
-	31, // 29: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
-	34, // 30: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
-	37, // 31: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
-	39, // 32: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
-	41, // 33: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
-	43, // 34: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
-	46, // 35: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
-	48, // 36: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
-	15, // 37: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
-	11, // 38: quire.v1.Admin.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	3,  // 39: quire.v1.Admin.AlterPartitionReassignments:input_type -> quire.v1.AlterPartitionReassignmentsRequest
-	6,  // 40: quire.v1.Admin.ListPartitionReassignments:input_type -> quire.v1.ListPartitionReassignmentsRequest
-	9,  // 41: quire.v1.Admin.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
-	1,  // 42: quire.v1.Admin.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
-	20, // 43: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
-	22, // 44: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
-	24, // 45: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
-	27, // 46: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
-	32, // 47: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
-	35, // 48: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
-	38, // 49: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
-	40, // 50: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
-	42, // 51: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
-	44, // 52: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
-	47, // 53: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
-	49, // 54: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
-	17, // 55: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
-	13, // 56: quire.v1.Admin.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	5,  // 57: quire.v1.Admin.AlterPartitionReassignments:output_type -> quire.v1.AlterPartitionReassignmentsResponse
-	7,  // 58: quire.v1.Admin.ListPartitionReassignments:output_type -> quire.v1.ListPartitionReassignmentsResponse
-	10, // 59: quire.v1.Admin.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
-	2,  // 60: quire.v1.Admin.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
-	43, // [43:61] is the sub-list for method output_type
-	25, // [25:43] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	9,  // 3: quire.v1.PartitionReassignment.adding_progress:type_name -> quire.v1.AddingReplicaProgress
+	13, // 4: quire.v1.ElectLeadersRequest.topics:type_name -> quire.v1.ElectLeadersTopic
+	15, // 5: quire.v1.ElectLeadersResponse.partitions:type_name -> quire.v1.ElectLeadersResult
+	56, // 6: quire.v1.ElectLeadersResult.error:type_name -> quire.v1.Error
+	17, // 7: quire.v1.DeleteRecordsRequest.partitions:type_name -> quire.v1.DeleteRecordsPartition
+	19, // 8: quire.v1.DeleteRecordsResponse.partitions:type_name -> quire.v1.DeleteRecordsResult
+	56, // 9: quire.v1.DeleteRecordsResult.error:type_name -> quire.v1.Error
+	53, // 10: quire.v1.CreateTopicRequest.configs:type_name -> quire.v1.CreateTopicRequest.ConfigsEntry
+	29, // 11: quire.v1.CreateTopicResponse.topic:type_name -> quire.v1.TopicDescription
+	26, // 12: quire.v1.ListTopicsResponse.topics:type_name -> quire.v1.TopicListing
+	29, // 13: quire.v1.DescribeTopicsResponse.topics:type_name -> quire.v1.TopicDescription
+	30, // 14: quire.v1.TopicDescription.partitions:type_name -> quire.v1.PartitionDescription
+	54, // 15: quire.v1.TopicDescription.configs:type_name -> quire.v1.TopicDescription.ConfigsEntry
+	31, // 16: quire.v1.PartitionDescription.offline_replicas:type_name -> quire.v1.OfflineReplica
+	34, // 17: quire.v1.DescribeClusterResponse.brokers:type_name -> quire.v1.BrokerDescription
+	37, // 18: quire.v1.DescribeConfigsResponse.configs:type_name -> quire.v1.ConfigEntry
+	0,  // 19: quire.v1.ConfigEntry.source:type_name -> quire.v1.ConfigSource
+	55, // 20: quire.v1.AlterConfigsRequest.set:type_name -> quire.v1.AlterConfigsRequest.SetEntry
+	29, // 21: quire.v1.CreatePartitionsResponse.topic:type_name -> quire.v1.TopicDescription
+	46, // 22: quire.v1.DescribeFeaturesResponse.brokers:type_name -> quire.v1.BrokerFeatures
+	51, // 23: quire.v1.DescribeProducersResponse.partitions:type_name -> quire.v1.PartitionProducers
+	56, // 24: quire.v1.PartitionProducers.error:type_name -> quire.v1.Error
+	52, // 25: quire.v1.PartitionProducers.producers:type_name -> quire.v1.ProducerDescription
+	20, // 26: quire.v1.Admin.CreateTopic:input_type -> quire.v1.CreateTopicRequest
+	22, // 27: quire.v1.Admin.DeleteTopic:input_type -> quire.v1.DeleteTopicRequest
+	24, // 28: quire.v1.Admin.ListTopics:input_type -> quire.v1.ListTopicsRequest
+	27, // 29: quire.v1.Admin.DescribeTopics:input_type -> quire.v1.DescribeTopicsRequest
+	32, // 30: quire.v1.Admin.DescribeCluster:input_type -> quire.v1.DescribeClusterRequest
+	35, // 31: quire.v1.Admin.DescribeConfigs:input_type -> quire.v1.DescribeConfigsRequest
+	38, // 32: quire.v1.Admin.AlterConfigs:input_type -> quire.v1.AlterConfigsRequest
+	40, // 33: quire.v1.Admin.CreatePartitions:input_type -> quire.v1.CreatePartitionsRequest
+	42, // 34: quire.v1.Admin.UnregisterBroker:input_type -> quire.v1.UnregisterBrokerRequest
+	44, // 35: quire.v1.Admin.DescribeFeatures:input_type -> quire.v1.DescribeFeaturesRequest
+	47, // 36: quire.v1.Admin.UpdateFeatures:input_type -> quire.v1.UpdateFeaturesRequest
+	49, // 37: quire.v1.Admin.DescribeProducers:input_type -> quire.v1.DescribeProducersRequest
+	16, // 38: quire.v1.Admin.DeleteRecords:input_type -> quire.v1.DeleteRecordsRequest
+	12, // 39: quire.v1.Admin.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	3,  // 40: quire.v1.Admin.AlterPartitionReassignments:input_type -> quire.v1.AlterPartitionReassignmentsRequest
+	6,  // 41: quire.v1.Admin.ListPartitionReassignments:input_type -> quire.v1.ListPartitionReassignmentsRequest
+	10, // 42: quire.v1.Admin.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	1,  // 43: quire.v1.Admin.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	21, // 44: quire.v1.Admin.CreateTopic:output_type -> quire.v1.CreateTopicResponse
+	23, // 45: quire.v1.Admin.DeleteTopic:output_type -> quire.v1.DeleteTopicResponse
+	25, // 46: quire.v1.Admin.ListTopics:output_type -> quire.v1.ListTopicsResponse
+	28, // 47: quire.v1.Admin.DescribeTopics:output_type -> quire.v1.DescribeTopicsResponse
+	33, // 48: quire.v1.Admin.DescribeCluster:output_type -> quire.v1.DescribeClusterResponse
+	36, // 49: quire.v1.Admin.DescribeConfigs:output_type -> quire.v1.DescribeConfigsResponse
+	39, // 50: quire.v1.Admin.AlterConfigs:output_type -> quire.v1.AlterConfigsResponse
+	41, // 51: quire.v1.Admin.CreatePartitions:output_type -> quire.v1.CreatePartitionsResponse
+	43, // 52: quire.v1.Admin.UnregisterBroker:output_type -> quire.v1.UnregisterBrokerResponse
+	45, // 53: quire.v1.Admin.DescribeFeatures:output_type -> quire.v1.DescribeFeaturesResponse
+	48, // 54: quire.v1.Admin.UpdateFeatures:output_type -> quire.v1.UpdateFeaturesResponse
+	50, // 55: quire.v1.Admin.DescribeProducers:output_type -> quire.v1.DescribeProducersResponse
+	18, // 56: quire.v1.Admin.DeleteRecords:output_type -> quire.v1.DeleteRecordsResponse
+	14, // 57: quire.v1.Admin.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	5,  // 58: quire.v1.Admin.AlterPartitionReassignments:output_type -> quire.v1.AlterPartitionReassignmentsResponse
+	7,  // 59: quire.v1.Admin.ListPartitionReassignments:output_type -> quire.v1.ListPartitionReassignmentsResponse
+	11, // 60: quire.v1.Admin.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	2,  // 61: quire.v1.Admin.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	44, // [44:62] is the sub-list for method output_type
+	26, // [26:44] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_admin_proto_init() }
@@ -3436,11 +3549,11 @@ func file_quire_v1_admin_proto_init() {
 		return
 	}
 	file_quire_v1_errors_proto_init()
-	file_quire_v1_admin_proto_msgTypes[18].OneofWrappers = []any{
+	file_quire_v1_admin_proto_msgTypes[19].OneofWrappers = []any{
 		(*CreateTopicRequest_Partitions)(nil),
 		(*CreateTopicRequest_ReplicationFactor)(nil),
 	}
-	file_quire_v1_admin_proto_msgTypes[28].OneofWrappers = []any{
+	file_quire_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
 		(*PartitionDescription_DirtyRatio)(nil),
 	}
 	type x struct{}
@@ -3449,7 +3562,7 @@ func file_quire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_admin_proto_rawDesc), len(file_quire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

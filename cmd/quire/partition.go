@@ -311,15 +311,33 @@ func printReassignments(out io.Writer, g *globalFlags, pending []client.Reassign
 	}
 	rows := make([][]string, len(pending))
 	for i, r := range pending {
-		rows[i] = []string{r.Topic, strconv.Itoa(int(r.Partition)), ids(r.Replicas), ids(r.AddingReplicas), ids(r.RemovingReplicas), ids(r.ISR), strconv.Itoa(int(r.Leader))}
+		rows[i] = []string{r.Topic, strconv.Itoa(int(r.Partition)), ids(r.Replicas), ids(r.AddingReplicas), ids(r.RemovingReplicas), ids(r.ISR), strconv.Itoa(int(r.Leader)), bytesLeft(r)}
 	}
-	if err := printTable(out, []string{"TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING", "ISR", "LEADER"}, rows); err != nil {
+	if err := printTable(out, []string{"TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING", "ISR", "LEADER", "BYTES LEFT"}, rows); err != nil {
 		return err
 	}
 	if len(pending) == 0 {
 		fmt.Fprintln(out, "no reassignment in progress")
 	}
 	return nil
+}
+
+// bytesLeft is what each adding replica of r has still to fetch, in
+// ADDING's order ("-" for one whose figure is not known).
+func bytesLeft(r client.Reassignment) string {
+	if len(r.AddingReplicas) == 0 {
+		return "-"
+	}
+	out := make([]string, len(r.AddingReplicas))
+	for i, id := range r.AddingReplicas {
+		out[i] = "-"
+		for _, a := range r.Adding {
+			if a.BrokerID == id && a.BytesLeft >= 0 {
+				out[i] = strconv.FormatInt(a.BytesLeft, 10)
+			}
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // waitReassignments follows the plan's moves until none is pending,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -155,6 +156,26 @@ func TestCLIPartitionReassignCancelMoving(t *testing.T) {
 		row1[0] != "1" || row1[len(row1)-2] != "-" || row1[len(row1)-1] != "-" {
 		t.Fatalf("want partition 0 adding [%d] removing [%d], partition 1 neither:\n%s", to, from, out)
 	}
+	// --status shows the bytes the new replica has still to fetch, once
+	// its broker has created it.
+	poll.Until(t, "the bytes left in --status", func() error {
+		out, _, err := runCLIStdin("", "--brokers", addr, "partition", "reassign", "--status")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "BYTES LEFT") {
+			return fmt.Errorf("no BYTES LEFT column:\n%s", out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "cli-slow" {
+				if n, err := strconv.ParseInt(f[len(f)-1], 10, 64); err != nil || n <= 0 {
+					return fmt.Errorf("bytes left %q:\n%s", f[len(f)-1], out)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no move listed:\n%s", out)
+	})
 
 	plan.Partitions = append(plan.Partitions, plannedReplica{Topic: "cli-slow", Partition: 1, Replicas: []int32{to}})
 	data, _ = json.Marshal(plan)
