@@ -38,16 +38,28 @@ func createReplicatedTopic(t *testing.T, c *testcluster.Cluster, name string) {
 
 // produceAll produces values to partition 0 of topic through its leader
 // with acks=all, one request per value, retrying retriable errors; it
-// returns the offset each got.
+// returns the offset each got. It writes as an idempotent producer: a
+// retry after an answer that left the outcome open (a timeout, a
+// leadership change while the write waited for its replicas) is not
+// written twice.
 func produceAll(t *testing.T, c *testcluster.Cluster, topic string, values []string) []int64 {
 	t.Helper()
 	ctx := testCtx(t)
+	var pid *quirev1.InitProducerIdResponse
+	c.Eventually(ctx, "a producer id", func() error {
+		leader, _ := c.WaitLeader(ctx, topic, 0)
+		var err error
+		pid, err = quirev1.NewProducerClient(c.Conn(leader)).InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
+		return err
+	})
 	offsets := make([]int64, len(values))
 	for i, v := range values {
 		c.Eventually(ctx, "produce "+v, func() error {
 			leader, _ := c.WaitLeader(ctx, topic, 0)
 			resp, err := quirev1.NewProducerClient(c.Conn(leader)).ProduceRecords(ctx, &quirev1.ProduceRecordsRequest{
 				Topic: topic, OptionalAcks: &quirev1.ProduceRecordsRequest_Acks{Acks: -1}, TimeoutMs: 3000,
+				OptionalProducerId: &quirev1.ProduceRecordsRequest_ProducerId{ProducerId: pid.ProducerId},
+				ProducerEpoch:      pid.ProducerEpoch, BaseSequence: int32(i),
 				Records: []*quirev1.ProduceRecord{{ValueData: &quirev1.ProduceRecord_Value{Value: v}, OptionalPartition: &quirev1.ProduceRecord_Partition{Partition: 0}}},
 			})
 			if err != nil {

@@ -75,7 +75,7 @@ const (
 	ReplicaLagMs = 5000
 	// WaitTimeout bounds every Wait… that gets a context without deadline:
 	// it only stops a hang.
-	WaitTimeout = poll.Timeout
+	WaitTimeout = 2 * poll.Timeout
 )
 
 // Option configures New.
