@@ -29,8 +29,12 @@ type Config struct {
 	// producer, GroupMembers read the topic as one consumer group.
 	IdempotentProducers int
 	GroupMembers        int
-	History             io.Writer // the history as JSON lines, or nil
-	Logf                func(format string, args ...any)
+	// TxnProducers are transactional producers writing to many
+	// partitions at once, TxnWorkers consume-transform-produce
+	// applications (txn.go); none of either: no transactional workload.
+	TxnProducers, TxnWorkers int
+	History                  io.Writer // the history as JSON lines, or nil
+	Logf                     func(format string, args ...any)
 	// DefaultTimings runs the nodes with the default session, ISR and
 	// fetch timings instead of TestTimings.
 	DefaultTimings bool
@@ -188,6 +192,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		readers.Go(func() { committedPoller(readCtx, h, cl, group, topic, cfg.Partitions, 500*time.Millisecond) })
 	}
 
+	var txw *txnWorkload
+	if cfg.TxnProducers > 0 || cfg.TxnWorkers > 0 {
+		tcl, err := client.New(startCtx, client.SeedBrokers(c.Brokers()...), client.RequestTimeout(5*time.Second),
+			client.RetryBackoff(50*time.Millisecond), client.DeliveryTimeout(30*time.Second), client.FetchMaxWait(250*time.Millisecond),
+			client.RecordPartitioner(client.ManualPartitioner()), client.ReadCommitted())
+		if err != nil {
+			return nil, err
+		}
+		defer tcl.Close()
+		txw = &txnWorkload{h: h, cl: tcl, plain: cl, parts: cfg.Partitions, writers: cfg.TxnProducers, worker: cfg.TxnWorkers,
+			rng: rand.New(rand.NewPCG(rng.Uint64(), 7)), logf: logf}
+		if err := txw.start(startCtx); err != nil {
+			return nil, err
+		}
+	}
+
 	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf, holdFor: cfg.Hold}
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	nemErr := nem.run(faultCtx)
@@ -219,6 +239,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopWork()
 	producers.Wait()
+	if txw != nil {
+		txCtx, cancelTx := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := txw.finish(txCtx)
+		cancelTx()
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := waitFullISR(healCtx, cl); err != nil {
 		return nil, err
 	}
