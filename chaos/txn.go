@@ -34,9 +34,16 @@ const (
 	// application that died and never came back) is aborted by the
 	// coordinator.
 	txnTimeout = 20 * time.Second
-	// txnOpTimeout bounds each call of a transaction.
+	// txnOpTimeout bounds each call made to set an application up.
 	txnOpTimeout = 10 * time.Second
 )
+
+// callTimeout bounds one write or end of a transaction: drawn between 1
+// and 10 s, so that a fault under way makes some of them give up (a
+// commit then has an unknown outcome).
+func (a *txnApp) callTimeout() time.Duration {
+	return time.Second + time.Duration(a.rng.Int64N(int64(9*time.Second)))
+}
 
 // How a transaction is ended, as drawn.
 type txnEnd int
@@ -104,7 +111,7 @@ func (a *txnApp) write(label string, p int32, values []string) error {
 		a.h.Add(Event{Kind: TxnSend, Process: a.id, Txn: label, Partition: p, Value: v})
 		recs[i] = &client.Record{Value: []byte(v)}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.callTimeout())
 	offs, err := a.tx.Produce(ctx, txnTopic, p, recs...)
 	cancel()
 	if err != nil {
@@ -125,7 +132,7 @@ func (a *txnApp) end(stop context.Context, label string, how txnEnd, ok bool) bo
 	if !ok {
 		how = endAbort
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.callTimeout())
 	defer cancel()
 	switch how {
 	case endCommit:
@@ -275,7 +282,7 @@ func txnWorker(stop context.Context, a *txnApp, inputs []int32, outParts int32) 
 				a.h.Add(Event{Kind: TxnOffsets, Process: a.id, Txn: label, Partition: p, Offset: next[p]})
 				offs = append(offs, client.OffsetCommit{Topic: txnInTopic, Partition: p, Offset: next[p], LeaderEpoch: -1})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), a.callTimeout())
 			ok = a.tx.SendOffsets(ctx, txnGroup, offs...) == nil
 			cancel()
 		}

@@ -91,6 +91,8 @@ func txnClean() *txnHist {
 	h.offsets("ctp0.2", 0, 3).tx("ctp0.2", TxnAbort, "deliberate", map[int32][]string{2: {"ctp0.2.0@0:2"}})
 	h.offsets("ctp0.3", 0, 3).tx("ctp0.3", TxnCommit, "", map[int32][]string{2: {"ctp0.3.0@0:2"}})
 	h.read(TxnRead, "tw0.1.0.0", "tw0.1.0.1", "tw0.1.1.0")
+	// The reader reads on past the end the final reads stop at.
+	h.add(Event{Kind: TxnRead, Process: "tr", Partition: 1, Offset: 99, Value: txnSentinel})
 	h.read(TxnFinal, committedValues...)
 	h.read(TxnLog, "tw0.1.0.0", "tw0.1.0.1", "tw0.1.1.0", "tw0.2.0.0", "tw0.2.2.0", "tw0.3.0.0", "tw0.3.1.0", "tw0.4.1.0", "tw0.4.2.0", "tw0.5.2.0")
 	for o := range 4 {
