@@ -239,15 +239,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopWork()
 	producers.Wait()
-	if txw != nil {
-		txCtx, cancelTx := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := txw.finish(txCtx)
-		cancelTx()
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := waitFullISR(healCtx, cl); err != nil {
+	if err := waitFullISR(healCtx, cl, topic); err != nil {
 		return nil, err
 	}
 	h.Add(Event{Kind: ReaderReset, Process: "final"})
@@ -271,25 +263,60 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("chaos: the group's committed offsets after healing: %w", err)
 		}
 	}
-	ends, err := cl.ListOffsets(healCtx, topic, client.AtEnd())
-	if err != nil {
-		return nil, err
+	topics := []string{topic}
+	if txw != nil {
+		// Its own deadline: the heal's is partly spent.
+		txCtx, cancelTx := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := txw.finish(txCtx)
+		for _, t := range []string{txnTopic, txnInTopic} {
+			if err == nil {
+				err = waitFullISR(txCtx, cl, t)
+			}
+		}
+		cancelTx()
+		if err != nil {
+			return nil, err
+		}
+		topics = append(topics, txnTopic, txnInTopic)
 	}
-	ds, err := cl.DescribeTopics(healCtx, topic)
-	if err != nil || len(ds) != 1 || len(ds[0].Partitions) != int(cfg.Partitions) {
-		return nil, fmt.Errorf("chaos: describe %s after healing: %v (%v)", topic, err, ds)
+	type replicaSet struct {
+		dirs      []string
+		topic     string
+		partition int32
+		hw        int64
+	}
+	var sets []replicaSet
+	endCtx, cancelEnd := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelEnd()
+	for _, t := range topics {
+		ends, err := cl.ListOffsets(endCtx, t, client.AtEnd())
+		if err != nil {
+			return nil, err
+		}
+		ds, err := cl.DescribeTopics(endCtx, t)
+		if err != nil || len(ds) != 1 || len(ds[0].Partitions) != int(cfg.Partitions) {
+			return nil, fmt.Errorf("chaos: describe %s after healing: %v (%v)", t, err, ds)
+		}
+		for p := range cfg.Partitions {
+			// The nodes holding a replica of p (with 5 nodes, 3 of them).
+			var dirs []string
+			for _, id := range ds[0].Partitions[p].Replicas {
+				dirs = append(dirs, filepath.Join(c.Node(int(id)).Dir, "data"))
+			}
+			sets = append(sets, replicaSet{dirs, t, p, ends[p]})
+		}
 	}
 	c.StopAll()
 	report := Check(h.Events())
-	for p := range cfg.Partitions {
-		// The nodes holding a replica of p (with 5 nodes, 3 of them).
-		var dirs []string
-		for _, id := range ds[0].Partitions[p].Replicas {
-			dirs = append(dirs, filepath.Join(c.Node(int(id)).Dir, "data"))
-		}
-		diff, err := CompareReplicas(dirs, fmt.Sprintf("%s-%d", topic, p), p, ends[p])
+	for _, rs := range sets {
+		diff, err := CompareReplicas(rs.dirs, fmt.Sprintf("%s-%d", rs.topic, rs.partition), rs.partition, rs.hw)
 		if err != nil {
 			return nil, err
+		}
+		for i := range diff {
+			if rs.topic != topic {
+				diff[i].Detail = rs.topic + ": " + diff[i].Detail
+			}
 		}
 		report.Anomalies = append(report.Anomalies, diff...)
 	}
@@ -363,9 +390,9 @@ func waitBrokersLive(ctx context.Context, cl *client.Client, n int) error {
 	}
 }
 
-// waitFullISR polls until every partition of the topic has every replica
-// in sync.
-func waitFullISR(ctx context.Context, cl *client.Client) error {
+// waitFullISR polls until every partition of topic has every replica in
+// sync.
+func waitFullISR(ctx context.Context, cl *client.Client, topic string) error {
 	var last string
 	for {
 		ds, err := cl.DescribeTopics(ctx, topic)
@@ -385,7 +412,7 @@ func waitFullISR(ctx context.Context, cl *client.Client) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("chaos: ISRs not full after healing (%s): %w", last, ctx.Err())
+			return fmt.Errorf("chaos: ISRs of %s not full after healing (%s): %w", topic, last, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

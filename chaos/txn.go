@@ -239,6 +239,10 @@ func txnWorker(stop context.Context, a *txnApp, inputs []int32, outParts int32) 
 			offs, err := a.cl.FetchOffsets(ctx, txnGroup, tps...)
 			cancel()
 			if err != nil {
+				select {
+				case <-stop.Done():
+				case <-time.After(200 * time.Millisecond): // paces the retries
+				}
 				continue
 			}
 			assign := map[int32]client.Offset{}
