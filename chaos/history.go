@@ -70,6 +70,9 @@ const (
 	// The transaction sends the group's offset Offset of the input's
 	// Partition (consume-transform-produce).
 	TxnOffsets Kind = "txn-offsets"
+	// The application calls Commit: from now on the transaction's
+	// records may be read.
+	TxnCommitting Kind = "txn-committing"
 	// Commit was acknowledged.
 	TxnCommit Kind = "txn-commit"
 	// The transaction was never committed: aborted (Error says why:

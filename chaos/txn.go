@@ -136,6 +136,7 @@ func (a *txnApp) end(stop context.Context, label string, how txnEnd, ok bool) bo
 	defer cancel()
 	switch how {
 	case endCommit:
+		a.h.Add(Event{Kind: TxnCommitting, Process: a.id, Txn: label})
 		if err := a.tx.Commit(ctx); err != nil {
 			a.h.Add(Event{Kind: TxnUnknown, Process: a.id, Txn: label, Error: err.Error()})
 			a.tx = nil

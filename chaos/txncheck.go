@@ -30,12 +30,15 @@ const (
 	// A fenced instance of a transactional application had a write or a
 	// commit accepted.
 	ZombieAccepted = "zombie-accepted"
+	// A read_committed read of a record before its application called
+	// Commit: past the last stable offset.
+	ReadBeforeCommit = "read-before-commit"
 )
 
 // txnAnomalyKinds are the transactional workload's kinds, beside the
 // general ones it also reports (Duplicate, Inconsistent, PollSkip,
 // ReadOfUnsent, NonmonotonicPoll).
-var txnAnomalyKinds = []string{AbortedRead, LostCommitted, Torn, DuplicateOutput, OffsetsMismatch, ZombieAccepted}
+var txnAnomalyKinds = []string{AbortedRead, ReadBeforeCommit, LostCommitted, Torn, DuplicateOutput, OffsetsMismatch, ZombieAccepted}
 
 // TxnReport is what the checker found of the transactional workload.
 type TxnReport struct {
@@ -98,6 +101,10 @@ func (r *Report) checkTxn(events []Event) {
 	groupOffset := map[int32]int64{}
 	active := false
 	var reads []Event // checked once every outcome is known
+	// committing: the transactions whose Commit has been called so far;
+	// early: reads of records of transactions not among them then.
+	committing := map[string]bool{}
+	var early []Event
 	for _, e := range events {
 		switch e.Kind {
 		case TxnSend:
@@ -110,6 +117,8 @@ func (r *Report) checkTxn(events []Event) {
 			if s := sent[e.Value]; s != nil {
 				s.offset = e.Offset
 			}
+		case TxnCommitting:
+			committing[e.Txn] = true
 		case TxnCommit, TxnAbort, TxnUnknown:
 			outcome[e.Txn] = e.Kind
 			switch {
@@ -143,6 +152,9 @@ func (r *Report) checkTxn(events []Event) {
 			}
 			lastRead[e.Partition] = e.Offset
 			reads = append(reads, e)
+			if s := sent[e.Value]; s != nil && !committing[s.txn] {
+				early = append(early, e)
+			}
 		case TxnFinal:
 			t.FinalRecords++
 			p := position{e.Partition, e.Offset}
@@ -175,6 +187,16 @@ func (r *Report) checkTxn(events []Event) {
 			who = "the final read_committed read"
 		}
 		r.txnReadCheck(e, sent, outcome, who)
+	}
+	if len(committing) == 0 {
+		early = nil // a history from before Commit calls were recorded
+	}
+	for _, e := range early {
+		// Those never committed are aborted reads already.
+		if s := sent[e.Value]; outcome[s.txn] == TxnCommit || outcome[s.txn] == TxnUnknown {
+			r.add(Anomaly{ReadBeforeCommit, e.Partition, e.Offset, e.Value,
+				fmt.Sprintf("the read_committed reader read it before transaction %s called Commit", s.txn)})
+		}
 	}
 	// Skips: a committed record the reader passed over.
 	for _, s := range skips {

@@ -40,6 +40,9 @@ func (h *txnHist) tx(label string, end Kind, why string, recs map[int32][]string
 			h.next[p]++
 		}
 	}
+	if end != TxnAbort {
+		h.add(Event{Kind: TxnCommitting, Process: proc, Txn: label})
+	}
 	h.add(Event{Kind: end, Process: proc, Txn: label, Error: why})
 	for p := range recs {
 		h.next[p]++ // the marker
@@ -160,6 +163,14 @@ func TestChaosTxnCheckerFindsAnomalies(t *testing.T) {
 		}},
 		{"output past the group's offset", OffsetsMismatch, func(h *txnHist) []Event {
 			return h.add(Event{Kind: TxnGroupOffset, Partition: 0, Offset: 2}).events
+		}},
+		{"read before the commit", ReadBeforeCommit, func(h *txnHist) []Event {
+			// The reader's read of tw0.1.1.0 comes before tw0.1 calls
+			// Commit.
+			events := h.without(TxnRead, "tw0.1.1.0")
+			i := slices.IndexFunc(events, func(e Event) bool { return e.Kind == TxnCommitting && e.Txn == "tw0.1" })
+			at := h.at["tw0.1.1.0"]
+			return slices.Insert(events, i, Event{Kind: TxnRead, Process: "tr", Partition: at.partition, Offset: at.offset, Value: "tw0.1.1.0"})
 		}},
 		{"zombie accepted", ZombieAccepted, func(h *txnHist) []Event {
 			return h.add(Event{Kind: TxnZombie, Process: "tw0", Txn: "tw0.5", Error: "a fenced instance's commit was accepted"}).events
