@@ -345,13 +345,12 @@ type txnWorkload struct {
 	rng             *rand.Rand
 	logf            func(string, ...any)
 
-	stop      context.CancelFunc // the applications
-	stopFeed  context.CancelFunc
-	stopRead  context.CancelFunc
-	apps      sync.WaitGroup
-	feed      sync.WaitGroup
-	readers   sync.WaitGroup
-	appsAlive int
+	stop     context.CancelFunc // the applications
+	stopFeed context.CancelFunc
+	stopRead context.CancelFunc
+	apps     sync.WaitGroup
+	feed     sync.WaitGroup
+	readers  sync.WaitGroup
 }
 
 // start creates the topics and starts the applications, the feeder and
