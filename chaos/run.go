@@ -209,6 +209,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf, holdFor: cfg.Hold}
+	if txw != nil {
+		nem.moveTopics = []string{topic, txnTopic, txnInTopic}
+	}
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	nemErr := nem.run(faultCtx)
 	stopFaults()
