@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -72,6 +73,8 @@ type Report struct {
 	Anomalies             []Anomaly
 	// Faults counts the faults injected, by kind.
 	Faults map[string]int
+	// Txn is the transactional workload's part, nil without it.
+	Txn *TxnReport
 	// Unavailable is, per kind of fault, the longest time a partition went
 	// without an acknowledged write while such a fault was under way.
 	Unavailable map[string]time.Duration
@@ -100,8 +103,18 @@ func (r *Report) Summary() string {
 	if r.GroupReads > 0 || r.Handovers > 0 {
 		fmt.Fprintf(&b, "group: %d records read by members, %d partitions handed to a member\n", r.GroupReads, r.Handovers)
 	}
-	for _, k := range anomalyKinds {
-		fmt.Fprintf(&b, "%-22s %d\n", k, r.Count(k))
+	if t := r.Txn; t != nil {
+		fmt.Fprintf(&b, "transactions: %d committed, %d aborted on purpose or after a failure, %d abandoned (fenced by a new instance), %d unknown (%d found committed, %d not)\n",
+			t.Committed, t.Aborted, t.Abandoned, t.Unknown, t.UnknownVisible, t.UnknownGone)
+		fmt.Fprintf(&b, "transactional output: %d records read_committed after healing, %d in the log (%d of transactions never committed), %d read by the read_committed reader; input: %d records, %d below the group's offsets\n",
+			t.FinalRecords, t.LogRecords, t.AbortedInLog, t.Reads, t.Inputs, t.Processed)
+	}
+	kinds := anomalyKinds
+	if r.Txn != nil {
+		kinds = append(slices.Clone(kinds), txnAnomalyKinds...)
+	}
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "%-24s %d\n", k, r.Count(k))
 	}
 	shown := map[string]int{}
 	for _, a := range r.Anomalies {
@@ -327,6 +340,7 @@ func Check(events []Event) *Report {
 				fmt.Sprintf("the group committed %d without a member reading it", c)})
 		}
 	}
+	r.checkTxn(events)
 	r.unavailability(events, acksBy)
 	return r
 }

@@ -73,6 +73,9 @@ var TestTimings = []string{
 	"QUIRE_METADATA_WRITE_TIMEOUT_MS=5000",
 	"QUIRE_GROUP_CONSUMER_SESSION_TIMEOUT_MS=4000",
 	"QUIRE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS=500",
+	// The coordinator completes half-ended transactions and aborts timed-out
+	// ones within 2 s, not 10.
+	"QUIRE_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS=2000",
 }
 
 // UseDefaultTimings makes nodes started from now on run with the

@@ -58,6 +58,43 @@ const (
 	FaultStart Kind = "fault-start"
 	// A fault ended.
 	FaultEnd Kind = "fault-end"
+
+	// The transactional workload (txn.go). Process is the transactional
+	// id, Txn the transaction ("id.n").
+	//
+	// A transaction is about to write Value to Partition of the output.
+	TxnSend Kind = "txn-send"
+	// The write of Value was answered: it is at Offset (visible once the
+	// transaction commits, never if it aborts).
+	TxnWrite Kind = "txn-write"
+	// The transaction sends the group's offset Offset of the input's
+	// Partition (consume-transform-produce).
+	TxnOffsets Kind = "txn-offsets"
+	// The application calls Commit: from now on the transaction's
+	// records may be read.
+	TxnCommitting Kind = "txn-committing"
+	// Commit was acknowledged.
+	TxnCommit Kind = "txn-commit"
+	// The transaction was never committed: aborted (Error says why:
+	// deliberate, a call failed) or abandoned by its application, whose
+	// next instance fenced it.
+	TxnAbort Kind = "txn-abort"
+	// Commit failed (Error): the transaction may have committed or not.
+	TxnUnknown Kind = "txn-unknown"
+	// A fenced instance had a write or a commit accepted (Error).
+	TxnZombie Kind = "txn-zombie"
+	// The read_committed reader of the output read Value at Offset.
+	TxnRead Kind = "txn-read"
+	// The final read_committed read of the output after healing.
+	TxnFinal Kind = "txn-final"
+	// The final read_uncommitted read of the output: every record in the
+	// log, aborted ones too.
+	TxnLog Kind = "txn-log"
+	// The input after healing: Value at Offset of Partition.
+	TxnInput Kind = "txn-input"
+	// The group's committed offset of the input's Partition after
+	// healing (0 when none).
+	TxnGroupOffset Kind = "txn-group-offset"
 )
 
 // Event is one line of a history.
@@ -71,6 +108,7 @@ type Event struct {
 	Fault     string    `json:"fault,omitempty"`
 	Node      string    `json:"node,omitempty"`
 	Error     string    `json:"error,omitempty"`
+	Txn       string    `json:"txn,omitempty"`
 }
 
 // History collects events from many goroutines and writes them, as JSON

@@ -52,8 +52,11 @@ type nemesis struct {
 	faults []string
 	topic  string
 	parts  int32
-	logf   func(string, ...any)
-	seq    int
+	// moveTopics are the topics the reassign fault moves partitions of
+	// (none: topic's).
+	moveTopics []string
+	logf       func(string, ...any)
+	seq        int
 	// holdFor, when set, is how long every fault is held (the quiet
 	// periods between faults keep their own range).
 	holdFor time.Duration

@@ -15,12 +15,18 @@ import (
 // replica is dropped and, once that move is done, added back, its log
 // fetched again from nothing. A quarter of the moves are cancelled
 // right after they start. The fault ends once the partition has no
-// reassignment pending and every node serves.
+// reassignment pending and every node serves. The partition is one of
+// the workload's topic or, with the transactional workload, of its
+// topics.
 func (n *nemesis) reassign(ctx, heal context.Context) error {
+	topic := n.topic
+	if len(n.moveTopics) > 0 {
+		topic = n.moveTopics[n.rng.IntN(len(n.moveTopics))]
+	}
 	p := int32(n.rng.IntN(int(n.parts)))
-	replicas, leader, err := n.replicas(ctx, p)
+	replicas, leader, err := n.replicas(ctx, topic, p)
 	if err != nil {
-		n.logf("reassign: no view of partition %d (%v): skipped", p, err)
+		n.logf("reassign: no view of %s-%d (%v): skipped", topic, p, err)
 		return nil
 	}
 	var spare []int
@@ -48,32 +54,32 @@ func (n *nemesis) reassign(ctx, heal context.Context) error {
 		targets = [][]int32{slices.DeleteFunc(slices.Clone(replicas), func(id int32) bool { return id == out }), replicas}
 		involved = []int{int(out)}
 	default:
-		n.logf("reassign: partition %d has nowhere to move: skipped", p)
+		n.logf("reassign: %s-%d has nowhere to move: skipped", topic, p)
 		return nil
 	}
 	end := n.begin(FaultReassign, involved...)
 	defer end()
 	for _, target := range targets {
-		n.logf("reassign: partition %d from %v to %v", p, replicas, target)
-		err := n.cl.AlterPartitionReassignments(heal, []client.ReassignmentTarget{{Topic: n.topic, Partition: p, Replicas: target}})
+		n.logf("reassign: %s-%d from %v to %v", topic, p, replicas, target)
+		err := n.cl.AlterPartitionReassignments(heal, []client.ReassignmentTarget{{Topic: topic, Partition: p, Replicas: target}})
 		if err != nil {
 			// Refused (a broker fenced by an earlier fault, say): nothing
 			// started, which the history need not know about.
-			n.logf("reassign: partition %d: %v", p, err)
+			n.logf("reassign: %s-%d: %v", topic, p, err)
 			return nil
 		}
 		if n.rng.IntN(4) == 0 {
 			n.sleep(ctx, n.hold(0, 500*time.Millisecond))
-			if err := n.cl.AlterPartitionReassignments(heal, []client.ReassignmentTarget{{Topic: n.topic, Partition: p, Cancel: true}}); err != nil {
-				n.logf("reassign: cancel of partition %d: %v (completed first?)", p, err)
+			if err := n.cl.AlterPartitionReassignments(heal, []client.ReassignmentTarget{{Topic: topic, Partition: p, Cancel: true}}); err != nil {
+				n.logf("reassign: cancel of %s-%d: %v (completed first?)", topic, p, err)
 			} else {
-				n.logf("reassign: partition %d cancelled", p)
+				n.logf("reassign: %s-%d cancelled", topic, p)
 			}
 		}
-		if err := n.waitMoved(heal, p); err != nil {
+		if err := n.waitMoved(heal, topic, p); err != nil {
 			return err
 		}
-		if replicas, _, err = n.replicas(heal, p); err != nil {
+		if replicas, _, err = n.replicas(heal, topic, p); err != nil {
 			return err
 		}
 	}
@@ -86,29 +92,30 @@ func (n *nemesis) reassign(ctx, heal context.Context) error {
 }
 
 // replicas is partition p's replicas and leader as the cluster says.
-func (n *nemesis) replicas(ctx context.Context, p int32) ([]int32, int32, error) {
+func (n *nemesis) replicas(ctx context.Context, topic string, p int32) ([]int32, int32, error) {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ds, err := n.cl.DescribeTopics(rctx, n.topic)
+	ds, err := n.cl.DescribeTopics(rctx, topic)
 	if err != nil {
 		return nil, 0, err
 	}
 	if len(ds) != 1 || int(p) >= len(ds[0].Partitions) {
-		return nil, 0, fmt.Errorf("no partition %d in %v", p, ds)
+		return nil, 0, fmt.Errorf("no partition %s-%d in %v", topic, p, ds)
 	}
 	return ds[0].Partitions[p].Replicas, ds[0].Partitions[p].Leader, nil
 }
 
-// waitMoved waits until partition p has no reassignment pending.
-func (n *nemesis) waitMoved(ctx context.Context, p int32) error {
+// waitMoved waits until partition p of topic has no reassignment
+// pending.
+func (n *nemesis) waitMoved(ctx context.Context, topic string, p int32) error {
 	for {
-		pending, err := n.cl.ListPartitionReassignments(ctx, n.topic, p)
+		pending, err := n.cl.ListPartitionReassignments(ctx, topic, p)
 		if err == nil && len(pending) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("partition %d still moving: %v (%w)", p, pending, ctx.Err())
+			return fmt.Errorf("%s-%d still moving: %v (%w)", topic, p, pending, ctx.Err())
 		case <-time.After(100 * time.Millisecond): // polling the cluster
 		}
 	}

@@ -29,8 +29,12 @@ type Config struct {
 	// producer, GroupMembers read the topic as one consumer group.
 	IdempotentProducers int
 	GroupMembers        int
-	History             io.Writer // the history as JSON lines, or nil
-	Logf                func(format string, args ...any)
+	// TxnProducers are transactional producers writing to many
+	// partitions at once, TxnWorkers consume-transform-produce
+	// applications (txn.go); none of either: no transactional workload.
+	TxnProducers, TxnWorkers int
+	History                  io.Writer // the history as JSON lines, or nil
+	Logf                     func(format string, args ...any)
 	// DefaultTimings runs the nodes with the default session, ISR and
 	// fetch timings instead of TestTimings.
 	DefaultTimings bool
@@ -188,7 +192,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		readers.Go(func() { committedPoller(readCtx, h, cl, group, topic, cfg.Partitions, 500*time.Millisecond) })
 	}
 
+	var txw *txnWorkload
+	if cfg.TxnProducers > 0 || cfg.TxnWorkers > 0 {
+		tcl, err := client.New(startCtx, client.SeedBrokers(c.Brokers()...), client.RequestTimeout(5*time.Second),
+			client.RetryBackoff(50*time.Millisecond), client.DeliveryTimeout(30*time.Second), client.FetchMaxWait(250*time.Millisecond),
+			client.RecordPartitioner(client.ManualPartitioner()), client.ReadCommitted())
+		if err != nil {
+			return nil, err
+		}
+		defer tcl.Close()
+		txw = &txnWorkload{h: h, cl: tcl, plain: cl, parts: cfg.Partitions, writers: cfg.TxnProducers, worker: cfg.TxnWorkers,
+			rng: rand.New(rand.NewPCG(rng.Uint64(), 7)), logf: logf}
+		if err := txw.start(startCtx); err != nil {
+			return nil, err
+		}
+	}
+
 	nem := &nemesis{c: c, cl: cl, h: h, rng: rng, faults: faults, topic: topic, parts: cfg.Partitions, logf: logf, holdFor: cfg.Hold}
+	if txw != nil {
+		nem.moveTopics = []string{topic, txnTopic, txnInTopic}
+	}
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
 	nemErr := nem.run(faultCtx)
 	stopFaults()
@@ -219,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopWork()
 	producers.Wait()
-	if err := waitFullISR(healCtx, cl); err != nil {
+	if err := waitFullISR(healCtx, cl, topic); err != nil {
 		return nil, err
 	}
 	h.Add(Event{Kind: ReaderReset, Process: "final"})
@@ -243,25 +266,60 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("chaos: the group's committed offsets after healing: %w", err)
 		}
 	}
-	ends, err := cl.ListOffsets(healCtx, topic, client.AtEnd())
-	if err != nil {
-		return nil, err
+	topics := []string{topic}
+	if txw != nil {
+		// Its own deadline: the heal's is partly spent.
+		txCtx, cancelTx := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := txw.finish(txCtx)
+		for _, t := range []string{txnTopic, txnInTopic} {
+			if err == nil {
+				err = waitFullISR(txCtx, cl, t)
+			}
+		}
+		cancelTx()
+		if err != nil {
+			return nil, err
+		}
+		topics = append(topics, txnTopic, txnInTopic)
 	}
-	ds, err := cl.DescribeTopics(healCtx, topic)
-	if err != nil || len(ds) != 1 || len(ds[0].Partitions) != int(cfg.Partitions) {
-		return nil, fmt.Errorf("chaos: describe %s after healing: %v (%v)", topic, err, ds)
+	type replicaSet struct {
+		dirs      []string
+		topic     string
+		partition int32
+		hw        int64
+	}
+	var sets []replicaSet
+	endCtx, cancelEnd := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelEnd()
+	for _, t := range topics {
+		ends, err := cl.ListOffsets(endCtx, t, client.AtEnd())
+		if err != nil {
+			return nil, err
+		}
+		ds, err := cl.DescribeTopics(endCtx, t)
+		if err != nil || len(ds) != 1 || len(ds[0].Partitions) != int(cfg.Partitions) {
+			return nil, fmt.Errorf("chaos: describe %s after healing: %v (%v)", t, err, ds)
+		}
+		for p := range cfg.Partitions {
+			// The nodes holding a replica of p (with 5 nodes, 3 of them).
+			var dirs []string
+			for _, id := range ds[0].Partitions[p].Replicas {
+				dirs = append(dirs, filepath.Join(c.Node(int(id)).Dir, "data"))
+			}
+			sets = append(sets, replicaSet{dirs, t, p, ends[p]})
+		}
 	}
 	c.StopAll()
 	report := Check(h.Events())
-	for p := range cfg.Partitions {
-		// The nodes holding a replica of p (with 5 nodes, 3 of them).
-		var dirs []string
-		for _, id := range ds[0].Partitions[p].Replicas {
-			dirs = append(dirs, filepath.Join(c.Node(int(id)).Dir, "data"))
-		}
-		diff, err := CompareReplicas(dirs, fmt.Sprintf("%s-%d", topic, p), p, ends[p])
+	for _, rs := range sets {
+		diff, err := CompareReplicas(rs.dirs, fmt.Sprintf("%s-%d", rs.topic, rs.partition), rs.partition, rs.hw)
 		if err != nil {
 			return nil, err
+		}
+		for i := range diff {
+			if rs.topic != topic {
+				diff[i].Detail = rs.topic + ": " + diff[i].Detail
+			}
 		}
 		report.Anomalies = append(report.Anomalies, diff...)
 	}
@@ -335,9 +393,9 @@ func waitBrokersLive(ctx context.Context, cl *client.Client, n int) error {
 	}
 }
 
-// waitFullISR polls until every partition of the topic has every replica
-// in sync.
-func waitFullISR(ctx context.Context, cl *client.Client) error {
+// waitFullISR polls until every partition of topic has every replica in
+// sync.
+func waitFullISR(ctx context.Context, cl *client.Client, topic string) error {
 	var last string
 	for {
 		ds, err := cl.DescribeTopics(ctx, topic)
@@ -357,7 +415,7 @@ func waitFullISR(ctx context.Context, cl *client.Client) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("chaos: ISRs not full after healing (%s): %w", last, ctx.Err())
+			return fmt.Errorf("chaos: ISRs of %s not full after healing (%s): %w", topic, last, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

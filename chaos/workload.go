@@ -154,34 +154,45 @@ func hwPoller(ctx context.Context, h *History, cl *client.Client, topic string, 
 // retention deleted records, which the checker reports) to its high
 // watermark.
 func finalRead(ctx context.Context, h *History, cl *client.Client, topic string, partitions int32) error {
+	return readLogs(ctx, cl, topic, partitions, func(p int32, start int64) {
+		h.Add(Event{Kind: LogStart, Partition: p, Offset: start})
+	}, func(p int32, off int64, v string) {
+		h.Add(Event{Kind: Final, Partition: p, Offset: off, Value: v})
+	})
+}
+
+// readLogs reads every partition of topic from its log start offset
+// (told to start) to its high watermark, calling fn with each record.
+func readLogs(ctx context.Context, cl *client.Client, topic string, partitions int32,
+	start func(p int32, start int64), fn func(p int32, off int64, v string)) error {
 	starts, err := cl.ListOffsets(ctx, topic, client.AtStart())
 	if err != nil {
-		return fmt.Errorf("chaos: final read: %w", err)
+		return fmt.Errorf("chaos: final read of %s: %w", topic, err)
 	}
 	ends, err := cl.ListOffsets(ctx, topic, client.AtEnd())
 	if err != nil {
-		return fmt.Errorf("chaos: final read: %w", err)
+		return fmt.Errorf("chaos: final read of %s: %w", topic, err)
 	}
 	for p := range partitions {
-		start, end := starts[p], ends[p]
-		h.Add(Event{Kind: LogStart, Partition: p, Offset: start})
-		if end <= start {
+		from, end := starts[p], ends[p]
+		start(p, from)
+		if end <= from {
 			continue
 		}
-		cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: {p: client.At(start)}})
+		cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{topic: {p: client.At(from)}})
 		if err != nil {
 			return err
 		}
-		next := start
+		next := from
 		for next < end {
 			recs, err := cons.Poll(ctx)
 			if ctx.Err() != nil {
 				cons.Close()
-				return fmt.Errorf("chaos: final read of partition %d stopped at %d of %d: %w (last: %v)", p, next, end, ctx.Err(), err)
+				return fmt.Errorf("chaos: final read of %s/%d stopped at %d of %d: %w (last: %v)", topic, p, next, end, ctx.Err(), err)
 			}
 			for _, r := range recs {
 				if r.Offset < end {
-					h.Add(Event{Kind: Final, Partition: p, Offset: r.Offset, Value: string(r.Value)})
+					fn(p, r.Offset, string(r.Value))
 				}
 				next = r.Offset + 1
 			}

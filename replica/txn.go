@@ -94,5 +94,7 @@ func (p *Partition) ReadCommittedAppend(buf []byte, offset int64, maxBytes int) 
 }
 
 // InTransaction reports whether producerID has a transaction open in
-// this partition's log.
-func (p *Partition) InTransaction(producerID int64) bool { return p.log.InTransaction(producerID) }
+// this partition's log at producer epoch epoch (storage.Log.InTransaction).
+func (p *Partition) InTransaction(producerID int64, epoch int16) bool {
+	return p.log.InTransaction(producerID, epoch)
+}

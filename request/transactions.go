@@ -224,10 +224,15 @@ func contains[T comparable](s []T, v T) bool {
 
 // checkTransactional checks a transactional producer's batches before
 // they are appended: on a partition where the producer has no
-// transaction open, the partition must be in its transaction at the
-// coordinator (added explicitly, or implicitly here: KIP-890), so that a
-// late or stray transactional batch never opens a transaction no marker
-// will end. Control batches from a producer are refused by the log.
+// transaction open at the batch's epoch, the partition must be in its
+// transaction at the coordinator (added explicitly, or implicitly here:
+// KIP-890), so that a late or stray transactional batch never opens a
+// transaction no marker will end. A transaction open at an older epoch
+// is the previous one, ended at the coordinator (which bumped the epoch)
+// and waiting for its marker here: the batch of the next one is asked
+// about too (CONCURRENT_TRANSACTIONS until that marker is written), or
+// it would join the previous transaction and share its fate. Control
+// batches from a producer are refused by the log.
 func (c *Core) checkTransactional(ctx context.Context, req *ProduceRequest, part *replica.Partition, batches []byte) error {
 	if len(batches) < record.HeaderSize {
 		return nil
@@ -236,7 +241,7 @@ func (c *Core) checkTransactional(ctx context.Context, req *ProduceRequest, part
 	if err != nil || !h.Transactional() || h.Control() || h.ProducerID < 0 {
 		return nil
 	}
-	if part.InTransaction(h.ProducerID) {
+	if part.InTransaction(h.ProducerID, h.ProducerEpoch) {
 		return nil
 	}
 	if req.TransactionalID == "" {

@@ -49,10 +49,14 @@ func (l *Log) AppendMarker(producerID int64, producerEpoch int16, m record.Marke
 }
 
 // InTransaction reports whether producerID has a transaction open in
-// this log.
-func (l *Log) InTransaction(producerID int64) bool {
+// this log at producer epoch epoch. One open at an older epoch is a
+// previous transaction whose marker has not come yet (the coordinator
+// bumps the epoch when it decides a transaction's end, and may write the
+// markers later): a batch of the next transaction must not join it.
+func (l *Log) InTransaction(producerID int64, epoch int16) bool {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	_, open := l.producers.txns[producerID]
-	return open
+	e := l.producers.producers[producerID]
+	return open && e != nil && e.epoch == epoch
 }

@@ -121,6 +121,29 @@ func TestLogTxnRules(t *testing.T) {
 	wantAborted(t, l, 0, l.LogEndOffset(), nil)
 }
 
+// TestLogTxnInTransactionByEpoch: a producer's transaction is open here
+// only at the epoch it was written at; at the next epoch (the
+// coordinator's bump when it ends a transaction, before its marker is
+// written here) it is not, so that the next transaction's first batch is
+// checked with the coordinator rather than joined to it.
+func TestLogTxnInTransactionByEpoch(t *testing.T) {
+	t.Parallel()
+	l := openTest(t, t.TempDir(), smallConfig(), 0)
+	defer l.Close()
+	if l.InTransaction(1, 3) {
+		t.Fatal("open before any batch")
+	}
+	mustAppend(t, l, txnBatch(1, 3, 0, 1, 1), 0)
+	if !l.InTransaction(1, 3) || l.InTransaction(1, 4) || l.InTransaction(2, 3) {
+		t.Fatalf("open at epoch 3: %v, at 4: %v, producer 2: %v; want true, false, false",
+			l.InTransaction(1, 3), l.InTransaction(1, 4), l.InTransaction(2, 3))
+	}
+	mustMarker(t, l, 1, 4, record.ControlAbort, 5)
+	if l.InTransaction(1, 3) || l.InTransaction(1, 4) {
+		t.Fatal("open after its marker")
+	}
+}
+
 // TestLogTxnSurvivesRestart: an open transaction and the aborted index
 // come back after a clean close and after losing the snapshots (replay
 // from the log).

@@ -8,7 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/client"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/testcluster"
 )
 
 // TestClusterKafkaTransactionsSurviveLeaderKill: consume-transform-
@@ -129,4 +132,305 @@ func TestClusterKafkaTransactionsSurviveLeaderKill(t *testing.T) {
 	if total != n {
 		t.Errorf("committed output holds %d records, want %d", total, n)
 	}
+}
+
+// ctpApp is one instance of a consume-transform-produce application on
+// the Go client: its Transaction, and a consumer of the input started
+// at the group's committed offsets, with what it read but has not
+// processed yet.
+type ctpApp struct {
+	t    *testing.T
+	cl   *client.Client
+	tx   *client.Transaction
+	cons *client.Consumer
+	buf  []*client.Record
+}
+
+const (
+	ctpIn, ctpOut, ctpGroup, ctpID = "ctp-in", "ctp-out", "ctp-g", "ctp-app"
+	ctpParts                       = 3
+)
+
+// startCTP starts an instance: a new client, a Transaction with the
+// application's id (fencing any earlier instance and aborting its open
+// transaction), and the input read from the group's offsets.
+func startCTP(t *testing.T, ctx context.Context, c *testcluster.Cluster) *ctpApp {
+	t.Helper()
+	var seeds []string
+	for _, id := range c.Running() {
+		seeds = append(seeds, c.Addr(id))
+	}
+	cl, err := client.New(ctx, client.SeedBrokers(seeds...), client.RequestTimeout(10*time.Second), client.RetryBackoff(50*time.Millisecond),
+		client.FetchMaxWait(250*time.Millisecond), client.RecordPartitioner(client.ManualPartitioner()), client.ReadCommitted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &ctpApp{t: t, cl: cl}
+	a.restart(ctx)
+	return a
+}
+
+// restart makes a new Transaction on the instance's client and reads
+// the input again from the group's committed offsets: after a commit of
+// unknown outcome, which the new Transaction settles first.
+func (a *ctpApp) restart(ctx context.Context) {
+	a.t.Helper()
+	tx, err := a.cl.NewTransaction(ctx, ctpID, 30*time.Second)
+	if err != nil {
+		a.t.Fatalf("init the transactional producer: %v", err)
+	}
+	a.tx = tx
+	a.rewind(ctx)
+}
+
+// rewind reads the input again from the group's committed offsets.
+func (a *ctpApp) rewind(ctx context.Context) {
+	a.t.Helper()
+	if a.cons != nil {
+		a.cons.Close()
+	}
+	a.buf = nil
+	var tps []client.TopicPartition
+	for p := range int32(ctpParts) {
+		tps = append(tps, client.TopicPartition{Topic: ctpIn, Partition: p})
+	}
+	offs, err := a.cl.FetchOffsets(ctx, ctpGroup, tps...)
+	if err != nil {
+		a.t.Fatalf("the group's offsets: %v", err)
+	}
+	assign := map[int32]client.Offset{}
+	for _, o := range offs {
+		assign[o.Partition] = client.At(max(o.Offset, 0))
+	}
+	if a.cons, err = a.cl.NewConsumer(map[string]map[int32]client.Offset{ctpIn: assign}); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// committed is how many inputs the group's offsets say were processed.
+func (a *ctpApp) committed(ctx context.Context) int64 {
+	a.t.Helper()
+	offs, err := a.cl.FetchOffsets(ctx, ctpGroup)
+	if err != nil {
+		a.t.Fatalf("the group's offsets: %v", err)
+	}
+	var n int64
+	for _, o := range offs {
+		n += max(o.Offset, 0)
+	}
+	return n
+}
+
+// next returns up to k input records not processed yet, polling for
+// more when none are left.
+func (a *ctpApp) next(ctx context.Context, k int) []*client.Record {
+	a.t.Helper()
+	for len(a.buf) == 0 {
+		recs, err := a.cons.Poll(ctx)
+		if ctx.Err() != nil {
+			a.t.Fatalf("read the input: %v (last: %v)", ctx.Err(), err)
+		}
+		a.buf = append(a.buf, recs...)
+	}
+	k = min(k, len(a.buf))
+	out := a.buf[:k]
+	a.buf = a.buf[k:]
+	return out
+}
+
+// transform begins a transaction, writes "out-<input>" for each input
+// record to the output partition its offset picks (so one transaction
+// spans partitions) and sends the group's next offsets with it; between
+// the writes of two partitions it calls between, if not nil.
+func (a *ctpApp) transform(ctx context.Context, batch []*client.Record, between func()) error {
+	if err := a.tx.Begin(); err != nil {
+		return err
+	}
+	out := map[int32][]*client.Record{}
+	next := map[int32]int64{}
+	for _, r := range batch {
+		p := int32(r.Offset % ctpParts)
+		out[p] = append(out[p], &client.Record{Value: []byte("out-" + string(r.Value))})
+		next[r.Partition] = r.Offset + 1
+	}
+	for p := range int32(ctpParts) {
+		if len(out[p]) == 0 {
+			continue
+		}
+		if _, err := a.tx.Produce(ctx, ctpOut, p, out[p]...); err != nil {
+			return err
+		}
+		if between != nil {
+			between()
+			between = nil
+		}
+	}
+	var offs []client.OffsetCommit
+	for p, o := range next {
+		offs = append(offs, client.OffsetCommit{Topic: ctpIn, Partition: p, Offset: o, LeaderEpoch: -1})
+	}
+	return a.tx.SendOffsets(ctx, ctpGroup, offs...)
+}
+
+func (a *ctpApp) close() {
+	if a.cons != nil {
+		a.cons.Close()
+	}
+	a.cl.Close()
+}
+
+// TestClusterTransactionsSurviveControllerAndApplicationKill: consume-
+// transform-produce with the Go client's Transaction over three nodes
+// (RF 3), input topic to output topic with the group's offsets in each
+// transaction, while one transaction is aborted on purpose, the
+// application dies in the middle of one (its instance is dropped with
+// the transaction open: a new instance with the same transactional id
+// takes over, aborts it and fences the old one, whose next write is
+// refused), the controller is killed between a transaction's writes and
+// its commit, and after its restart the leader of an output partition is
+// killed between two writes of a transaction. Every input record is
+// exactly once among the committed output, read_committed sees none of
+// the aborted records that read_uncommitted does, and the group's
+// committed offsets are at the input's end.
+func TestClusterTransactionsSurviveControllerAndApplicationKill(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionTransactions)
+	createTopic(t, c, 1, ctpIn, ctpParts, 3)
+	createTopic(t, c, 1, ctpOut, ctpParts, 3)
+	for p := range int32(ctpParts) {
+		c.WaitLeader(ctx, ctpIn, p)
+		c.WaitLeader(ctx, ctpOut, p)
+	}
+	const n, per = 300, 20
+	app := startCTP(t, ctx, c)
+	defer func() { app.close() }()
+	var in []*client.Record
+	for i := range n {
+		in = append(in, &client.Record{Topic: ctpIn, Partition: int32(i % ctpParts), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := app.cl.ProduceSync(ctx, in...); err != nil {
+		t.Fatal(err)
+	}
+
+	done := app.committed(ctx)
+	aborted := 0 // output records of transactions that never committed
+	var controller, leader int32
+	for step := 1; done < n; step++ {
+		batch := app.next(ctx, per)
+		var between func()
+		if step == 9 {
+			// Restart the controller killed at step 6, then kill the
+			// leader of an output partition in the middle of a
+			// transaction: its next write goes to the new leader.
+			c.Restart(controller)
+			between = func() {
+				leader, _ = c.WaitLeader(ctx, ctpOut, 2)
+				t.Logf("killing node %d, leader of %s-2, in the middle of a transaction", leader, ctpOut)
+				c.Kill(leader)
+			}
+		}
+		if err := app.transform(ctx, batch, between); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		switch step {
+		case 2:
+			if err := app.tx.Abort(ctx); err != nil {
+				t.Fatalf("abort: %v", err)
+			}
+			aborted += len(batch)
+			app.rewind(ctx)
+			continue
+		case 4:
+			// The application dies with the transaction open; a new
+			// instance takes over.
+			zombie := app
+			app = startCTP(t, ctx, c)
+			_, err := zombie.tx.Produce(ctx, ctpOut, 0, &client.Record{Value: []byte("zombie")})
+			if code := client.ErrorCode(err); code != quirev1.ErrorCode_PRODUCER_FENCED && code != quirev1.ErrorCode_INVALID_PRODUCER_EPOCH {
+				t.Fatalf("the fenced instance's write: %v, want PRODUCER_FENCED", err)
+			}
+			zombie.close()
+			aborted += len(batch)
+			done = app.committed(ctx)
+			continue
+		case 6:
+			controller = c.WaitController(ctx)
+			t.Logf("killing node %d, the controller, before a commit", controller)
+			c.Kill(controller)
+		}
+		if err := app.tx.Commit(ctx); err != nil {
+			// An unknown outcome: the new Transaction settles it, and
+			// the group's offsets say where to go on from.
+			t.Logf("step %d: commit: %v", step, err)
+			app.restart(ctx)
+			done = app.committed(ctx)
+			continue
+		}
+		done += int64(len(batch))
+	}
+	if leader == 0 {
+		t.Fatalf("the input was all processed before the leader kill")
+	}
+	if got := app.committed(ctx); got != n {
+		t.Errorf("the group's committed offsets add up to %d, want %d", got, n)
+	}
+	offs, err := app.cl.FetchOffsets(ctx, ctpGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offs {
+		if o.Offset != n/ctpParts {
+			t.Errorf("the group's offset of %s-%d is %d, want %d (the input's end)", o.Topic, o.Partition, o.Offset, n/ctpParts)
+		}
+	}
+
+	readOut := func(cl *client.Client, want int) map[string]int {
+		t.Helper()
+		assign := map[int32]client.Offset{}
+		for p := range int32(ctpParts) {
+			assign[p] = client.AtStart()
+		}
+		cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{ctpOut: assign})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		seen := map[string]int{}
+		for total := 0; total < want; {
+			recs, err := cons.Poll(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("read %d of %d records of %s: %v (last: %v)", total, want, ctpOut, ctx.Err(), err)
+			}
+			for _, r := range recs {
+				seen[string(r.Value)]++
+				total++
+			}
+		}
+		return seen
+	}
+	seen := readOut(app.cl, n) // read_committed
+	for i := range n {
+		if k := seen[fmt.Sprintf("out-%d", i)]; k != 1 {
+			t.Errorf("input %d is %d times in the committed output", i, k)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("the committed output holds %d distinct records, want %d", len(seen), n)
+	}
+	// read_uncommitted reads the aborted transactions' records too (n
+	// and aborted records at least): they are in the log, and
+	// read_committed left them out.
+	var seeds []string
+	for _, id := range c.Running() {
+		seeds = append(seeds, c.Addr(id))
+	}
+	raw, err := client.New(ctx, client.SeedBrokers(seeds...), client.FetchMaxWait(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	readOut(raw, n+aborted)
 }

@@ -1,7 +1,8 @@
 // Command chaos runs Quire's fault-injection suite against real `quire
 // server` processes, or checks a history it saved.
 //
-//	chaos run [-nodes 3] [-duration 2m] [-seed N] [-faults kill,pause,...] [-timings test|default] [-hold 20s] [-history FILE] [-quire bin/quire]
+//	chaos run [-nodes 3] [-duration 2m] [-seed N] [-faults kill,pause,...] [-timings test|default] [-hold 20s]
+//	          [-txn-producers 2] [-txn-workers 2] [-history FILE] [-quire bin/quire]
 //	chaos check FILE
 //
 // run prints its seed first: the same seed replays the same choices of
@@ -53,6 +54,8 @@ func run(args []string) int {
 	producers := fs.Int("producers", 4, "concurrent producers of plain unary Produce calls (one write at a time, no retries)")
 	idempotent := fs.Int("idempotent-producers", 2, "producers through the Go client's idempotent producer (retries, many writes in flight)")
 	members := fs.Int("group-members", 3, "members of one consumer group reading the topic, committing after processing")
+	txnProducers := fs.Int("txn-producers", 2, "transactional producers, each transaction writing to 1-3 partitions (committed, aborted or abandoned at random)")
+	txnWorkers := fs.Int("txn-workers", 2, "consume-transform-produce applications sending the group's offsets in their transactions")
 	keep := fs.Bool("keep", false, "keep the nodes' directories")
 	timings := fs.String("timings", "test", "node timings: test (short sessions and fetches, chaos.TestTimings) or default (the server's defaults)")
 	hold := fs.Duration("hold", 0, "how long each fault is held (0: a random time in the fault's own range of seconds)")
@@ -83,7 +86,7 @@ func run(args []string) int {
 	}()
 	cfg := chaos.Config{Bin: *bin, Dir: dir, Nodes: *nodes, Duration: *duration, Seed: *seed,
 		Faults: strings.Split(*faults, ","), Partitions: int32(*partitions), Producers: *producers,
-		IdempotentProducers: *idempotent, GroupMembers: *members,
+		IdempotentProducers: *idempotent, GroupMembers: *members, TxnProducers: *txnProducers, TxnWorkers: *txnWorkers,
 		DefaultTimings: *timings == "default", Hold: *hold,
 		Logf: func(format string, a ...any) { log.Printf("chaos: "+format, a...) }}
 	if *history != "" {
