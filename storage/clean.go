@@ -104,8 +104,15 @@ type cleanState struct {
 	passes       atomic.Int64
 	// marks records when the clean point reached where (appendMu held):
 	// a tombstone below a mark's point was first cleaned no later than
-	// its time, from which delete.retention.ms counts.
-	marks []cleanMark
+	// its time, from which delete.retention.ms counts. They are kept in
+	// clean-marks-checkpoint (clean_marks.go): marksSeq numbers the
+	// snapshots taken for it (appendMu held), marksWritten is the last
+	// written (fileMu held); marksLoaded says the file was read at open.
+	marks        []cleanMark
+	marksSeq     int64
+	marksLoaded  bool
+	fileMu       sync.Mutex
+	marksWritten int64
 }
 
 // cleanMark: the clean point reached point at ms (Unix ms).
@@ -135,15 +142,23 @@ func (c *cleanState) addMarkLocked(point, ms int64) {
 const maxCleanMarks = 256
 
 // capMarksLocked lowers the marks to at most end, after a truncation to
-// end (appendMu held); end < 0 forgets them all.
-func (c *cleanState) capMarksLocked(end int64) {
+// end (appendMu held); end < 0 forgets them all. Marks lowered to the
+// same point become the first of them (the offsets below end were
+// cleaned by its time). It reports whether a mark changed.
+func (c *cleanState) capMarksLocked(end int64) bool {
 	if end < 0 {
+		changed := len(c.marks) > 0
 		c.marks = nil
-		return
+		return changed
 	}
-	for i := range c.marks {
-		c.marks[i].point = min(c.marks[i].point, end)
+	for i, m := range c.marks {
+		if m.point > end {
+			c.marks[i].point = end
+			c.marks = c.marks[:i+1]
+			return true
+		}
 	}
+	return false
 }
 
 // deleteHorizonLocked returns the offset below which tombstones were first
@@ -179,14 +194,30 @@ func (l *Log) CleanPoint() int64 {
 
 // setCleanPoint sets the clean point read from cleaner-offset-checkpoint.
 func (l *Log) setCleanPoint(off int64) {
-	if off >= 0 && off <= l.leo.Load() {
-		l.cleaning.point.Store(off)
-		// When it was cleaned is not kept: count delete.retention.ms
-		// from now, which keeps tombstones longer, never shorter.
-		l.appendMu.Lock()
-		l.cleaning.addMarkLocked(off, l.opts.Now().UnixMilli())
-		l.appendMu.Unlock()
+	if off < 0 || off > l.leo.Load() {
+		return
 	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if c := &l.cleaning; c.marksLoaded {
+		// Never above the newest mark (see clean_marks.go).
+		top := int64(-1)
+		if n := len(c.marks); n > 0 {
+			top = c.marks[n-1].point
+		}
+		if off > top {
+			l.logger.Info("clean point above the clean marks, lowered", "checkpoint", off, "marks", top)
+			off = top
+		}
+		if off < 0 {
+			return
+		}
+	}
+	l.cleaning.point.Store(off)
+	// Without a mark as high (no marks file), when it was cleaned is not
+	// known: count delete.retention.ms from now, which keeps tombstones
+	// longer, never shorter.
+	l.cleaning.addMarkLocked(off, l.opts.Now().UnixMilli())
 }
 
 // cleanable describes a log's cleanable range at one moment.
@@ -491,7 +522,12 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 		l.cleaning.point.Store(mapEnd)
 	}
 	l.cleaning.addMarkLocked(mapEnd, l.opts.Now().UnixMilli())
+	marks, seq := l.cleaning.snapshotMarksLocked()
 	l.appendMu.Unlock()
+	if err := l.writeMarks(marks, seq); err != nil {
+		// The pass stands; after a restart its tombstones wait longer.
+		l.logger.Warn("clean marks not saved", "error", err)
+	}
 	st.Elapsed = time.Since(began)
 	l.cleaning.lastCleanMs.Store(l.opts.Now().UnixMilli())
 	l.cleaning.bytesCleaned.Add(st.BytesRead)
