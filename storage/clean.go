@@ -464,9 +464,12 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 		return st, nil
 	}
 
-	// 1. Map the dirty section.
+	// 1. Map the dirty section. The aborted transactions: every one
+	// with a batch below the first uncleanable offset has ended, so it
+	// is in the index (see clean_txn.go).
 	m.reset()
-	mapEnd, read, err := l.buildOffsetMap(m, segs, c.firstDirty, c.firstUncleanable, th)
+	txns := newTxnClean(l.abortedIn(math.MinInt64, math.MaxInt64))
+	mapEnd, read, err := l.buildOffsetMap(m, segs, c.firstDirty, c.firstUncleanable, txns, th)
 	st.BytesRead += read
 	if err != nil {
 		return st, l.cleanErr(err)
@@ -495,8 +498,16 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 	l.mu.RLock() // the index buffers groupSegments sizes
 	groups := groupSegments(segs[:k], cfg)
 	l.mu.RUnlock()
+	at := 0
 	for _, g := range groups {
-		gs, err := l.cleanGroup(g, m, mapEnd, horizon, cfg, lastBatch, gen, th)
+		// The group's offsets end where the segment after it begins.
+		at += len(g)
+		end := c.firstUncleanable
+		if at < len(segs) {
+			end = segs[at].base
+		}
+		gs, err := l.cleanGroup(g, groupCtx{m: m, mapEnd: mapEnd, horizon: horizon, nowMs: nowMs, end: end,
+			cfg: cfg, lastBatch: lastBatch, txns: txns, gen: gen, th: th})
 		st.BytesRead += gs.BytesRead
 		st.BytesWritten += gs.BytesWritten
 		st.RecordsRead += gs.RecordsRead
@@ -551,7 +562,7 @@ func (l *Log) cleanErr(err error) error {
 // buildOffsetMap puts the keys of the records in [from, to) of segs into
 // m and returns the offset up to which it mapped everything: to, or the
 // offset of the first record whose key did not fit.
-func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *throttler) (int64, int64, error) {
+func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, txns *txnClean, th *throttler) (int64, int64, error) {
 	var read int64
 	full := int64(-1)
 	for i, s := range segs {
@@ -571,9 +582,9 @@ func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *
 				return 0, read, err
 			}
 			read += int64(len(batch))
-			if h.LastOffset() < from || h.Control() || h.Transactional() {
+			if h.LastOffset() < from || h.Control() || txns.aborted(&h) {
 				// An aborted transaction's record must not hide a
-				// committed one: transactional keys are not mapped.
+				// committed one: its keys are not mapped.
 				continue
 			}
 			if h.BaseOffset >= to {
@@ -598,166 +609,4 @@ func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *
 		}
 	}
 	return to, read, nil
-}
-
-// groupSegments splits segs into runs of consecutive segments to be
-// rewritten as one: at most segment.bytes of data, their index entries
-// within segment.index.bytes, their offsets within 2^31 of the first.
-func groupSegments(segs []*segment, cfg LogConfig) [][]*segment {
-	var groups [][]*segment
-	for i := 0; i < len(segs); {
-		j := i + 1
-		size := segs[i].size.Load()
-		idx := int64(len(segs[i].idx.buf))
-		tidx := int64(len(segs[i].tidx.buf))
-		for j < len(segs) {
-			s := segs[j]
-			end := int64(math.MaxInt64)
-			if j+1 < len(segs) {
-				end = segs[j+1].base - 1
-			}
-			if size+s.size.Load() > cfg.SegmentBytes ||
-				idx+int64(len(s.idx.buf)) > int64(cfg.SegmentIndexBytes) ||
-				tidx+int64(len(s.tidx.buf)) > int64(cfg.SegmentIndexBytes) ||
-				(end != math.MaxInt64 && end-segs[i].base > math.MaxInt32) ||
-				(end == math.MaxInt64 && s.base-segs[i].base > math.MaxInt32/2) {
-				break
-			}
-			size += s.size.Load()
-			idx += int64(len(s.idx.buf))
-			tidx += int64(len(s.tidx.buf))
-			j++
-		}
-		groups = append(groups, segs[i:j])
-		i = j
-	}
-	return groups
-}
-
-// cleanGroup rewrites the segments of g as one and swaps it in.
-func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, horizon int64, cfg LogConfig,
-	lastBatch map[int64]int64, gen int64, th *throttler) (CleanStats, error) {
-	var st CleanStats
-	base := g[0].base
-	ns := emptySegment(l.dir, base)
-	stem := ns.stem
-	names := [3]string{stem + indexSuffix, stem + timeIndexSuffix, stem + logSuffix}
-	removeTemp := func() {
-		for _, n := range names {
-			_ = removeIfExists(l.fs, n+cleanedSuffix)
-			_ = removeIfExists(l.fs, n+swapSuffix)
-		}
-	}
-	logF, err := l.fs.Create(names[2] + cleanedSuffix)
-	if err != nil {
-		return st, fmt.Errorf("storage: clean %s: %w", l, err)
-	}
-	closeLog := func() { _ = logF.Close() }
-
-	var (
-		f       record.Filter
-		out     []byte
-		pos     int64 // file position of out[0]
-		written int64
-		maxTs   = int64(-1)
-		offMax  = int64(-1)
-	)
-	flush := func() error {
-		if len(out) == 0 {
-			return nil
-		}
-		if _, err := logF.WriteAt(out, pos); err != nil {
-			return err
-		}
-		if !th.add(int64(len(out))) {
-			return errCleanStopped
-		}
-		pos += int64(len(out))
-		out = out[:0]
-		return nil
-	}
-	keep := func(r *record.Record) bool {
-		st.RecordsRead++
-		switch {
-		case r.Offset >= mapEnd:
-			return true
-		case r.Key == nil:
-		case m.get(r.Key) > r.Offset:
-		case r.Value == nil && r.Offset < horizon:
-		default:
-			return true
-		}
-		st.RecordsRemoved++
-		return false
-	}
-	for _, s := range g {
-		r := segmentReader{s: s, limit: s.size.Load()}
-		for {
-			batch, h, err := r.next(th)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				closeLog()
-				removeTemp()
-				return st, err
-			}
-			st.BytesRead += int64(len(batch))
-			start := len(out)
-			if h.Control() || h.Transactional() {
-				// Transaction markers and transactional records stay
-				// as written: which records a marker commits or aborts
-				// is not tracked here.
-				out = append(out, batch...)
-			} else {
-				var kept int
-				out, kept, _, err = f.Batch(out, batch, keep)
-				if err != nil {
-					closeLog()
-					removeTemp()
-					return st, fmt.Errorf("storage: read segment %d: %w", s.base, corrupt(err))
-				}
-				if kept == 0 && h.ProducerID >= 0 && lastBatch[h.ProducerID] == h.LastOffset() {
-					out = record.EmptyBatch(out, batch)
-				}
-			}
-			if len(out) > start {
-				nh, _ := record.ParseHeader(out[start:])
-				if e, ok := ns.trackBatch(&nh, written, cfg.IndexIntervalBytes, &maxTs, &offMax); ok {
-					ns.applyEntry(e)
-				}
-				written += int64(len(out) - start)
-			}
-			if len(out) >= 1<<20 {
-				if err := flush(); err != nil {
-					closeLog()
-					removeTemp()
-					return st, fmt.Errorf("storage: clean %s: %w", l, err)
-				}
-			}
-		}
-	}
-	st.BytesWritten = written
-	ns.size.Store(written)
-	ns.maxTs.Store(maxTs)
-	ns.offMaxTs.Store(offMax)
-	ns.finalTimeEntry()
-	err = flush()
-	if err == nil {
-		err = logF.Sync()
-	}
-	if cerr := logF.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = writeSyncedFile(l.fs, names[0]+cleanedSuffix, ns.idx.buf)
-	}
-	if err == nil {
-		err = writeSyncedFile(l.fs, names[1]+cleanedSuffix, ns.tidx.buf)
-	}
-	if err != nil {
-		removeTemp()
-		return st, fmt.Errorf("storage: clean %s: %w", l, err)
-	}
-	return st, l.swapIn(g, ns, names, gen, removeTemp)
 }

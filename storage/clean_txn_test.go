@@ -1,0 +1,386 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/record"
+)
+
+// txnModelRec is a record written in the transactions model.
+type txnModelRec struct {
+	cRec
+	txn int // index into txns; -1 outside a transaction
+}
+
+// txnModelTxn is a transaction written in the model.
+type txnModelTxn struct {
+	pid    int64
+	first  int64
+	marker int64 // -1 while open
+	abort  bool
+	// emptyAt is the time of the first check that found none of its
+	// batches in the log (-1: not yet).
+	emptyAt int64
+}
+
+type txnModel struct {
+	t         *testing.T
+	cfg       LogConfig
+	recs      []txnModelRec
+	txns      []*txnModelTxn
+	cleanedTo int64
+}
+
+// committed says whether the record counts for a read_committed reader.
+func (m *txnModel) committed(r txnModelRec) bool {
+	if r.txn < 0 {
+		return true
+	}
+	x := m.txns[r.txn]
+	return x.marker >= 0 && !x.abort
+}
+
+// readCommitted reads the log below its last stable offset as a
+// read_committed consumer does: the aborted transactions of the fetch
+// drop their producers' batches.
+func readCommitted(t *testing.T, l *Log) map[int64]cRec {
+	t.Helper()
+	lso := l.LastStableOffset(l.LogEndOffset())
+	start := l.LogStartOffset()
+	var aborted []record.AbortedTxn
+	for _, a := range l.AbortedTransactions(start, lso) {
+		aborted = append(aborted, record.AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+	}
+	f := record.NewAbortFilter(aborted)
+	out := map[int64]cRec{}
+	for off := start; off < lso; {
+		res, err := l.Read(off, 1<<12, lso)
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if len(res.Batches) == 0 {
+			break
+		}
+		err = record.SplitBatches(res.Batches, func(b []byte, h record.Header) error {
+			off = h.NextOffset()
+			if f.Skip(&h) {
+				return nil
+			}
+			return record.ForEachRecord(b, func(r *record.Record) error {
+				out[r.Offset] = cRec{offset: r.Offset, key: append([]byte(nil), r.Key...), value: r.Value}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// check holds the log against the model at time nowMs.
+func (m *txnModel) check(l *Log, nowMs int64, what string) {
+	t := m.t
+	t.Helper()
+	if p := l.CleanPoint(); p > m.cleanedTo {
+		m.cleanedTo = p
+	}
+	recs, hs := readLogRecords(t, l)
+	present := map[int64]bool{}
+	for _, r := range recs {
+		present[r.offset] = true
+	}
+	lso := l.LastStableOffset(l.LogEndOffset())
+	rc := readCommitted(t, l)
+	latest := map[string]int{} // latest committed record below the LSO, per key
+	for i, r := range m.recs {
+		switch {
+		case r.txn >= 0 && m.txns[r.txn].marker < 0:
+			if !present[r.offset] {
+				t.Fatalf("%s: %v of an open transaction is gone", what, r.cRec)
+			}
+		case !m.committed(r):
+			if _, ok := rc[r.offset]; ok {
+				t.Fatalf("%s: read_committed shows aborted %v", what, r.cRec)
+			}
+			if present[r.offset] && r.offset < m.cleanedTo {
+				t.Fatalf("%s: aborted %v below the clean point %d", what, r.cRec, m.cleanedTo)
+			}
+		default:
+			if r.offset < lso {
+				latest[string(r.key)] = i
+			}
+			if present[r.offset] {
+				if r.offset < lso {
+					if got, ok := rc[r.offset]; !ok || string(got.key) != string(r.key) || string(got.value) != string(r.value) {
+						t.Fatalf("%s: read_committed lacks committed %v (got %v)", what, r.cRec, got)
+					}
+				}
+				continue
+			}
+			if r.value == nil {
+				continue // a tombstone may go (clean_test.go checks when)
+			}
+			later := false
+			for _, o := range m.recs[i+1:] {
+				if string(o.key) == string(r.key) && m.committed(o) && o.offset < m.cleanedTo {
+					later = true
+					break
+				}
+			}
+			if !later {
+				t.Fatalf("%s: committed %v gone with no later committed record of its key below the clean point %d", what, r.cRec, m.cleanedTo)
+			}
+		}
+	}
+	for k, i := range latest {
+		if r := m.recs[i]; r.value != nil && !present[r.offset] {
+			t.Fatalf("%s: the latest committed record of %q, %v, is gone", what, k, r.cRec)
+		}
+	}
+	for off := range rc {
+		if !present[off] {
+			t.Fatalf("%s: read_committed shows %d, not in the log", what, off)
+		}
+	}
+	// Markers: there while their transaction has a batch, and for
+	// delete.retention.ms after it had none.
+	for _, x := range m.txns {
+		if x.marker < 0 {
+			continue
+		}
+		batches, marker := 0, false
+		for _, h := range hs {
+			switch {
+			case h.BaseOffset == x.marker:
+				marker = h.Control()
+			case h.ProducerID == x.pid && h.Transactional() && !h.Control() && h.BaseOffset >= x.first && h.BaseOffset < x.marker:
+				batches++
+			}
+		}
+		if batches == 0 && x.emptyAt < 0 {
+			x.emptyAt = nowMs
+		}
+		switch {
+		case batches > 0 && !marker:
+			t.Fatalf("%s: the marker at %d is gone, its transaction has %d batches left", what, x.marker, batches)
+		case !marker && nowMs-x.emptyAt < m.cfg.DeleteRetentionMs:
+			t.Fatalf("%s: the marker at %d went %d ms after its transaction had no batch left", what, x.marker, nowMs-x.emptyAt)
+		}
+	}
+	checkSegmentIndexes(t, l)
+}
+
+// markersLeft counts the control batches of the log.
+func markersLeft(t *testing.T, l *Log) int {
+	_, hs := readLogRecords(t, l)
+	n := 0
+	for _, h := range hs {
+		if h.Control() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLogCleanTxnModel writes plain records and transactions (committed,
+// aborted, some left open for a while) over random keys, cleans with
+// random offset maps at random times, reopens, and checks the log
+// against the model: read_committed never shows an aborted record and
+// shows the latest committed record of every key; an aborted record
+// below the clean point is gone; an open transaction's records stay; a
+// marker stays while its transaction has a batch and delete.retention.ms
+// after; and at the end, with everything ended and cleaned twice past
+// the retention, no aborted record and no marker of an empty
+// transaction is left.
+func TestLogCleanTxnModel(t *testing.T) {
+	t.Parallel()
+	seeds := 6
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCleanTxnModel(t, seed) })
+	}
+}
+
+func runCleanTxnModel(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	dir := t.TempDir()
+	cfg := compactConfig()
+	cfg.SegmentBytes = int64(500 + rng.Intn(1500))
+	cfg.MinCompactionLagMs = 0
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	open := func() *Log {
+		l, err := OpenLog(dir, "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		l.SetHighWatermark(l.LogEndOffset())
+		return l
+	}
+	l := open()
+	defer func() { l.Close() }()
+	m := &txnModel{t: t, cfg: cfg}
+	keys := 4 + rng.Intn(20)
+	type producer struct {
+		id   int64
+		seq  int32
+		open int // the open transaction, -1 if none
+	}
+	prods := []*producer{{id: 100, open: -1}, {id: 101, open: -1}, {id: 102, open: -1}}
+	appendRecs := func(p *producer, what string) {
+		now := clock.t.UnixMilli()
+		b := record.NewBuilder(record.Codec(rng.Intn(3)))
+		n := 1 + rng.Intn(4)
+		var rs []txnModelRec
+		for j := 0; j < n; j++ {
+			r := txnModelRec{cRec: cRec{key: []byte(fmt.Sprintf("key-%d", rng.Intn(keys))), ts: now}, txn: -1}
+			if rng.Intn(6) != 0 {
+				r.value = []byte(fmt.Sprintf("%s-%d", what, j))
+			}
+			b.Append(r.ts, r.key, r.value, nil)
+			rs = append(rs, r)
+		}
+		if p != nil {
+			b.SetProducer(p.id, 0, p.seq)
+			b.SetTransactional(true)
+			p.seq += int32(n)
+		}
+		info := mustAppend(t, l, b.Build(), 0)
+		if p != nil && p.open < 0 {
+			m.txns = append(m.txns, &txnModelTxn{pid: p.id, first: info.FirstOffset, marker: -1, emptyAt: -1})
+			p.open = len(m.txns) - 1
+		}
+		for j := range rs {
+			rs[j].offset = info.FirstOffset + int64(j)
+			if p != nil {
+				rs[j].txn = p.open
+			}
+			m.recs = append(m.recs, rs[j])
+		}
+	}
+	end := func(p *producer, abort bool) {
+		typ := record.ControlCommit
+		if abort {
+			typ = record.ControlAbort
+		}
+		info := mustMarker(t, l, p.id, 0, typ, 0)
+		x := m.txns[p.open]
+		x.marker, x.abort = info.FirstOffset, abort
+		p.open = -1
+	}
+	clean := func(what string) {
+		l.SetHighWatermark(l.LogEndOffset())
+		mapBytes := int64(16+rng.Intn(200)) * offsetMapSlotBytes
+		if rng.Intn(2) == 0 {
+			mapBytes = 1 << 20
+		}
+		if _, err := l.clean(newOffsetMap(mapBytes), nil); err != nil {
+			t.Fatalf("%s: clean: %v", what, err)
+		}
+		m.check(l, clock.t.UnixMilli(), what+" (after clean)")
+	}
+	for step := 0; step < 300; step++ {
+		what := fmt.Sprintf("seed %d step %d", seed, step)
+		switch op := rng.Intn(100); {
+		case op < 30:
+			appendRecs(nil, what)
+		case op < 55:
+			appendRecs(prods[rng.Intn(len(prods))], what)
+		case op < 68:
+			if p := prods[rng.Intn(len(prods))]; p.open >= 0 {
+				end(p, rng.Intn(2) == 0)
+			}
+		case op < 78:
+			clock.t = clock.t.Add(time.Duration(rng.Intn(500)) * time.Millisecond)
+		case op < 84:
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+		case op < 96:
+			clean(what)
+		default:
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = open()
+			m.check(l, clock.t.UnixMilli(), what+" (after reopen)")
+		}
+	}
+	// The end: every transaction ended, cleaned until the markers of
+	// the empty transactions are past their horizons.
+	for _, p := range prods {
+		if p.open >= 0 {
+			end(p, rng.Intn(2) == 0)
+		}
+	}
+	for i := range 4 {
+		// A pass needs a dirty section: a record of a new key.
+		b := record.NewBuilder(record.None)
+		b.Append(clock.t.UnixMilli(), fmt.Appendf(nil, "final-%d", i), []byte("v"), nil)
+		info := mustAppend(t, l, b.Build(), 0)
+		m.recs = append(m.recs, txnModelRec{cRec: cRec{offset: info.FirstOffset, key: fmt.Appendf(nil, "final-%d", i), value: []byte("v")}, txn: -1})
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		clock.t = clock.t.Add(time.Duration(cfg.DeleteRetentionMs+1) * time.Millisecond)
+		l.SetHighWatermark(l.LogEndOffset())
+		if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+			t.Fatal(err)
+		}
+		m.check(l, clock.t.UnixMilli(), fmt.Sprintf("seed %d final pass %d", seed, i))
+	}
+	recs, hs := readLogRecords(t, l)
+	for _, r := range recs {
+		for _, w := range m.recs {
+			if w.offset == r.offset && !m.committed(w) {
+				t.Fatalf("after the final passes: aborted %v left", w.cRec)
+			}
+		}
+	}
+	// Each marker left has a batch of its transaction before it.
+	for _, x := range m.txns {
+		marker, batches := false, 0
+		for _, h := range hs {
+			if h.BaseOffset == x.marker {
+				marker = true
+			}
+			if h.ProducerID == x.pid && !h.Control() && h.BaseOffset >= x.first && h.BaseOffset < x.marker {
+				batches++
+			}
+		}
+		if marker && batches == 0 {
+			t.Fatalf("after the final passes: the marker at %d of a transaction with no batch left", x.marker)
+		}
+	}
+	if n := markersLeft(t, l); n > len(m.txns) {
+		t.Fatalf("%d markers for %d transactions", n, len(m.txns))
+	}
+	// The aborted transactions index holds only transactions with a
+	// batch left (emptied, kept as its producer's last), across a reopen.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = open()
+	_, hs = readLogRecords(t, l)
+	for _, a := range l.AbortedTransactions(l.LogStartOffset(), math.MaxInt64) {
+		batches := 0
+		for _, h := range hs {
+			if h.ProducerID == a.ProducerID && !h.Control() && h.BaseOffset >= a.FirstOffset && h.BaseOffset < a.LastOffset {
+				batches++
+				if h.NumRecords != 0 {
+					t.Fatalf("aborted transaction %+v has a batch with records: %+v", a, h)
+				}
+			}
+		}
+		if batches == 0 {
+			t.Fatalf("an aborted transaction with no batch left in the index: %+v", a)
+		}
+	}
+	m.check(l, clock.t.UnixMilli(), "final reopen")
+}
