@@ -86,16 +86,26 @@ func (l *Log) swapIn(g []*segment, ns *segment, names []string, gen int64, remov
 	if err := errors.Join(errs...); err != nil {
 		return l.fail(fmt.Errorf("storage: clean: keep replaced segment open: %w", err))
 	}
+	// A failure from here leaves the .log.swap for the next open to
+	// finish (completeSwaps): the .swap files are renamed only once every
+	// replaced file is gone (else an old segment left behind would shadow
+	// the new one), and the .log.swap last, after every other rename
+	// succeeded (else a .txnindex.swap left behind would be taken for a
+	// leftover and its entries lost).
 	for _, s := range g {
 		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			errs = append(errs, removeIfExists(l.fs, s.stem+suf))
 		}
 	}
-	for _, n := range names {
-		errs = append(errs, l.fs.Rename(n+swapSuffix, n))
-	}
-	errs = append(errs, l.fs.SyncDir(l.dir))
 	if err := errors.Join(errs...); err != nil {
+		return l.fail(fmt.Errorf("storage: clean: remove replaced segments: %w", err))
+	}
+	for _, n := range names {
+		if err := l.fs.Rename(n+swapSuffix, n); err != nil {
+			return l.fail(fmt.Errorf("storage: clean: finish swap: %w", err))
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("storage: clean: finish swap: %w", err))
 	}
 	seg := newSegmentStruct(l.fs, l.opts.Files, l.dir, ns.base)

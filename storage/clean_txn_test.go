@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -383,4 +386,182 @@ func runCleanTxnModel(t *testing.T, seed int64) {
 		}
 	}
 	m.check(l, clock.t.UnixMilli(), "final reopen")
+}
+
+// writeTxnTemplate writes into dir a compacted log of plain records and
+// transactions, committed and aborted, over several segments, cleaned
+// once (so that the next pass merges cleaned segments with their
+// .txnindex files), and returns its model.
+func writeTxnTemplate(t *testing.T, dir string, cfg LogConfig, clock *fakeClock) *txnModel {
+	t.Helper()
+	l, err := OpenLog(dir, "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &txnModel{t: t, cfg: cfg}
+	rng := rand.New(rand.NewSource(5))
+	seqs := map[int64]int32{}
+	open := map[int64]int{}
+	for i := 0; i < 60; i++ {
+		now := clock.t.UnixMilli()
+		pid := int64(-1)
+		if rng.Intn(2) == 0 {
+			pid = 100 + int64(rng.Intn(3))
+		}
+		if pid >= 0 && rng.Intn(3) == 0 {
+			if x, ok := open[pid]; ok {
+				abort := rng.Intn(2) == 0
+				typ := record.ControlCommit
+				if abort {
+					typ = record.ControlAbort
+				}
+				info := mustMarker(t, l, pid, 0, typ, 0)
+				m.txns[x].marker, m.txns[x].abort = info.FirstOffset, abort
+				delete(open, pid)
+				continue
+			}
+		}
+		b := record.NewBuilder(record.None)
+		n := 1 + rng.Intn(3)
+		var rs []txnModelRec
+		for j := 0; j < n; j++ {
+			r := txnModelRec{cRec: cRec{key: fmt.Appendf(nil, "k%d", rng.Intn(12)), value: fmt.Appendf(nil, "v%d-%d", i, j), ts: now}, txn: -1}
+			b.Append(r.ts, r.key, r.value, nil)
+			rs = append(rs, r)
+		}
+		if pid >= 0 {
+			b.SetProducer(pid, 0, seqs[pid])
+			b.SetTransactional(true)
+			seqs[pid] += int32(n)
+		}
+		info := mustAppend(t, l, b.Build(), 0)
+		if pid >= 0 {
+			if _, ok := open[pid]; !ok {
+				m.txns = append(m.txns, &txnModelTxn{pid: pid, first: info.FirstOffset, marker: -1, emptyAt: -1})
+				open[pid] = len(m.txns) - 1
+			}
+		}
+		for j := range rs {
+			rs[j].offset = info.FirstOffset + int64(j)
+			if pid >= 0 {
+				rs[j].txn = open[pid]
+			}
+			m.recs = append(m.recs, rs[j])
+		}
+	}
+	for pid, x := range open {
+		info := mustMarker(t, l, pid, 0, record.ControlAbort, 0)
+		m.txns[x].marker, m.txns[x].abort = info.FirstOffset, true
+	}
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+		t.Fatal(err)
+	}
+	m.check(l, clock.t.UnixMilli(), "template")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// clone copies the model (its transactions too).
+func (m *txnModel) clone(t *testing.T) *txnModel {
+	c := &txnModel{t: t, cfg: m.cfg, recs: m.recs, cleanedTo: m.cleanedTo}
+	for _, x := range m.txns {
+		y := *x
+		c.txns = append(c.txns, &y)
+	}
+	return c
+}
+
+// TestLogCleanTxnCrashAtEveryStep fails a clean pass over a log with
+// transactions (merging cleaned segments and their .txnindex files) at
+// each of its filesystem operations, as a crash and as a lone error, and
+// checks the reopened log against the model: read_committed shows no
+// aborted record and the latest committed record of every key; markers
+// stay while their transactions have batches; no leftovers.
+func TestLogCleanTxnCrashAtEveryStep(t *testing.T) {
+	t.Parallel()
+	cfg := compactConfig()
+	cfg.SegmentBytes = 900
+	cfg.MinCompactionLagMs = 0
+	template := t.TempDir()
+	clock := &fakeClock{t: time.UnixMilli(5_000_000)}
+	model := writeTxnTemplate(t, template, cfg, clock)
+	clock.t = clock.t.Add(time.Hour)
+
+	ref := t.TempDir()
+	copyDir(t, template, ref)
+	inj := &countingInjector{}
+	efs := NewErrorFS(noSyncFS{})
+	efs.SetInjector(inj.inject)
+	l, err := OpenLog(ref, "t", 0, cfg, 0, Options{FS: efs, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	inj.mu.Lock()
+	inj.count = 0
+	inj.mu.Unlock()
+	st, err := l.clean(newOffsetMap(1<<20), nil)
+	if err != nil || st.SegmentsIn <= st.SegmentsOut {
+		t.Fatalf("reference clean merges no segments: %+v, %v", st, err)
+	}
+	ops := inj.count
+	t.Logf("a clean pass takes %d filesystem operations that change the disk", ops)
+	nowMs := clock.t.UnixMilli()
+	model.clone(t).check(l, nowMs, "reference")
+	l.Close()
+	swapped := false
+	for _, crash := range []bool{true, false} {
+		for n := 1; n <= ops; n++ {
+			what := fmt.Sprintf("crash=%v at operation %d of %d", crash, n, ops)
+			dir := filepath.Join(t.TempDir(), "t-0")
+			copyDir(t, template, dir)
+			inj := &countingInjector{crash: crash}
+			efs := NewErrorFS(noSyncFS{})
+			efs.Torn = true
+			efs.SetInjector(inj.inject)
+			l, err := OpenLog(dir, "t", 0, cfg, 0, Options{FS: efs, Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetHighWatermark(l.LogEndOffset())
+			inj.mu.Lock()
+			inj.count, inj.n = 0, n
+			inj.mu.Unlock()
+			_, _ = l.clean(newOffsetMap(1<<20), nil)
+			if !crash {
+				inj.mu.Lock()
+				inj.n = 0
+				inj.mu.Unlock()
+				model.clone(t).check(l, nowMs, what+", before reopening")
+				_ = l.Close()
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				swapped = swapped || strings.HasSuffix(e.Name(), txnIndexSuffix+swapSuffix)
+			}
+			l2, err := OpenLog(dir, "t", 0, cfg, 0, Options{FS: noSyncFS{}, Now: clock.Now})
+			if err != nil {
+				t.Fatalf("%s: reopen: %v", what, err)
+			}
+			model.clone(t).check(l2, nowMs, what+", reopened")
+			ents, _ = os.ReadDir(dir)
+			for _, e := range ents {
+				if strings.HasSuffix(e.Name(), cleanedSuffix) || strings.HasSuffix(e.Name(), swapSuffix) {
+					t.Fatalf("%s: %s left after reopening", what, e.Name())
+				}
+			}
+			if err := l2.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !swapped {
+		t.Fatal("no crash left a .txnindex.swap to recover")
+	}
 }
