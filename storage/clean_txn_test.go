@@ -565,3 +565,140 @@ func TestLogCleanTxnCrashAtEveryStep(t *testing.T) {
 		t.Fatal("no crash left a .txnindex.swap to recover")
 	}
 }
+
+// TestLogCleanTransactions: an aborted transaction's records go with the
+// first pass over them and do not hide the committed record of their key
+// before them; its marker stays while the transaction has a batch, is
+// stamped with a delete horizon by the first pass that finds it empty and
+// goes with a pass after that horizon, with its index entry; a committed
+// transaction's records are deduplicated like any other; nothing at or
+// above the last stable offset is cleaned.
+func TestLogCleanTransactions(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
+	l := openCompactTest(t, clock)
+	defer l.Close()
+	retention := l.Config().DeleteRetentionMs
+	now := clock.t.UnixMilli()
+	appendKV(t, l, now, "k", []byte("committed"))   // 0
+	mustAppend(t, l, txnBatch(1, 0, 0, 2, now), 0)  // 1-2, key k
+	mustMarker(t, l, 1, 0, record.ControlAbort, 0)  // 3
+	mustAppend(t, l, txnBatch(3, 0, 0, 1, now), 0)  // 4, key k
+	mustMarker(t, l, 3, 0, record.ControlCommit, 0) // 5
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	open := mustAppend(t, l, txnBatch(2, 0, 0, 1, now), 0) // 6, still open
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendKV(t, l, now, "m", []byte("m1")) // 7
+	appendKV(t, l, now, "m", []byte("m2")) // 8
+	appendKV(t, l, now, "z", []byte("z"))  // 9
+	pass := func() {
+		t.Helper()
+		l.SetHighWatermark(l.LogEndOffset())
+		if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() (map[int64]string, map[int64]record.Header) {
+		recs, hs := readLogRecords(t, l)
+		got := map[int64]string{}
+		for _, r := range recs {
+			got[r.offset] = string(r.key) + "=" + string(r.value)
+		}
+		markers := map[int64]record.Header{}
+		for _, h := range hs {
+			if h.Control() {
+				markers[h.BaseOffset] = h
+				delete(got, h.BaseOffset)
+			}
+		}
+		return got, markers
+	}
+	pass()
+	if cp := l.CleanPoint(); cp > open.FirstOffset {
+		t.Fatalf("clean point %d above the open transaction at %d", cp, open.FirstOffset)
+	}
+	got, markers := state()
+	want := map[int64]string{4: "k=txn value", 6: "k=txn value", 7: "m=m1", 8: "m=m2", 9: "z=z"}
+	if len(got) != len(want) {
+		t.Fatalf("records %v, want %v", got, want)
+	}
+	for off, kv := range want {
+		if got[off] != kv {
+			t.Fatalf("offset %d: %q, want %q (records %v)", off, got[off], kv, got)
+		}
+	}
+	// The aborted transaction's batch was there at this pass: its marker
+	// and index entry stay, unstamped.
+	if h, ok := markers[3]; !ok {
+		t.Fatal("the abort marker went with the pass that removed its records")
+	} else if _, stamped := h.DeleteHorizon(); stamped {
+		t.Fatal("the abort marker was stamped by the pass that removed its records")
+	}
+	if a := l.AbortedTransactions(0, math.MaxInt64); len(a) != 1 || a[0].LastOffset != 3 {
+		t.Fatalf("aborted transactions %+v after the first pass", a)
+	}
+	if _, ok := markers[5]; !ok {
+		t.Fatal("the commit marker of a transaction with a record left went")
+	}
+
+	// The aborted transaction's batch stays, empty, as its producer's
+	// last: so do its marker and entry.
+	recs, hs := readLogRecords(t, l)
+	if len(hs) == 0 || hs[0].BaseOffset != 1 || hs[0].NumRecords != 0 {
+		t.Fatalf("the aborted batch is not kept empty as its producer's last: %v %+v", recs, hs)
+	}
+	// Once the producer wrote again (and the open transaction is
+	// committed), a pass drops the empty batch, meeting it: the marker
+	// stays; the pass after finds the transaction empty: its marker is
+	// stamped now + delete.retention.ms, its entry goes.
+	mustAppend(t, l, txnBatch(1, 0, 2, 1, now), 0)  // 10
+	mustMarker(t, l, 1, 0, record.ControlCommit, 0) // 11
+	mustMarker(t, l, 2, 0, record.ControlCommit, 0) // 12
+	appendKV(t, l, now, "a", []byte("a"))
+	pass()
+	if _, markers = state(); markers[3].BaseOffset != 3 {
+		t.Fatal("the abort marker went with the pass that dropped its empty batch")
+	}
+	if _, stamped := markers[3].DeleteHorizon(); stamped {
+		t.Fatal("the abort marker was stamped by the pass that dropped its empty batch")
+	}
+	appendKV(t, l, now, "a2", []byte("a"))
+	pass()
+	_, markers = state()
+	h, ok := markers[3]
+	if hz, stamped := h.DeleteHorizon(); !ok || !stamped || hz != clock.t.UnixMilli()+retention {
+		t.Fatalf("abort marker %v after the second pass: horizon %d %v, want %d", ok, hz, stamped, clock.t.UnixMilli()+retention)
+	}
+	if a := l.AbortedTransactions(0, math.MaxInt64); len(a) != 0 {
+		t.Fatalf("aborted transactions %+v with none left in the log", a)
+	}
+	// Within the horizon, it stays; after it, it goes.
+	clock.t = clock.t.Add(time.Duration(retention/2) * time.Millisecond)
+	appendKV(t, l, now, "b", []byte("b"))
+	pass()
+	if _, markers = state(); markers[3].BaseOffset != 3 {
+		t.Fatal("the abort marker went before its delete horizon")
+	}
+	clock.t = clock.t.Add(time.Duration(retention/2) * time.Millisecond)
+	appendKV(t, l, now, "c", []byte("c"))
+	pass()
+	if _, markers = state(); markers[3].BaseOffset == 3 {
+		t.Fatal("the abort marker is still there after its delete horizon")
+	}
+	// The commit markers stay while their transactions have a batch: 10
+	// has its record, 4 and 6 lost theirs (to 10 and 4) but stay empty
+	// as their producers' last batches.
+	for _, off := range []int64{5, 11, 12} {
+		if _, ok := markers[off]; !ok {
+			t.Fatalf("the commit marker at %d of a transaction with a batch left went", off)
+		}
+	}
+	got, _ = state()
+	if len(got) != 7 || got[10] != "k=txn value" || got[8] != "m=m2" {
+		t.Fatalf("records at the end: %v", got)
+	}
+}
