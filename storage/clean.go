@@ -29,20 +29,23 @@ import (
 //     (so small cleaned segments merge), keeping a record unless the map
 //     has a later offset for its key, it has no key, or it is a tombstone
 //     (null value) below a clean point reached more than
-//     delete.retention.ms ago (cleanMark). Transactional and control
-//     batches are neither mapped nor rewritten: copied as they are, and
-//     nothing at or above the last stable offset is cleanable. A
-//     batch keeps its header (offsets, timestamps, attributes, producer
+//     delete.retention.ms ago (cleanMark, kept in clean-marks-checkpoint:
+//     clean_marks.go). Aborted transactions' records are neither mapped
+//     nor kept, committed ones are treated as any other record, and a
+//     marker goes a delete horizon after its transaction is found empty
+//     (clean_txn.go); nothing at or above the last stable offset is
+//     cleanable. A batch keeps its header (offsets, timestamps, attributes, producer
 //     fields) and its kept records their offsets and timestamps; a batch
 //     left empty is dropped unless it is the last batch of a producer
 //     the log still tracks, which stays as an empty batch so that the
 //     producer's sequence numbers survive (record.EmptyBatch);
-//  3. swaps each group in atomically: the new segment is written as
-//     <base>.log.cleaned (and .index.cleaned, .timeindex.cleaned) and
-//     fsynced, the index files and then the .log renamed to .swap (the
-//     commit point: from then on recovery finishes the swap), the old
-//     segments' files removed and the .swap files renamed to their final
-//     names, under the log's append lock. OpenLog removes *.cleaned files
+//  3. swaps each group in atomically (clean_swap.go): the new segment is
+//     written as <base>.log.cleaned (and .index.cleaned,
+//     .timeindex.cleaned, .txnindex.cleaned when the group has aborted
+//     transactions) and fsynced, the index files and then the .log
+//     renamed to .swap (the commit point: from then on recovery finishes
+//     the swap), the old segments' files removed and the .swap files
+//     renamed to their final names, under the log's append lock. OpenLog removes *.cleaned files
 //     and finishes a swap it finds (removing the segments whose base
 //     offsets lie in the .swap segment's offset range, then renaming it).
 //
