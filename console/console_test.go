@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,16 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// get2 is get's page, which must answer 200.
+func get2(t *testing.T, url string) string {
+	t.Helper()
+	code, page := get(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d\n%s", url, code, page)
+	}
+	return page
 }
 
 func post(t *testing.T, u string, form url.Values) *http.Response {
@@ -204,6 +215,29 @@ func TestConsoleClusterPages(t *testing.T) {
 	_, page = get(t, srv.URL+"/topics")
 	mustContain(t, page, "topics", `data-topic="orders"`, `<td>2</td><td>3</td>`, `<td>7</td>`)
 
+	// A compacted topic's page shows its policy and each partition's
+	// dirty ratio; a topic that is not compacted shows no ratio.
+	mustContain(t, get2(t, srv.URL+"/topics/orders"), "topic page", `id="cleanup-policy">delete<`)
+	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "changelog", Partitions: 1, ReplicationFactor: 3,
+		Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitLeader(ctx, "changelog", 0)
+	dirty := regexp.MustCompile(`data-partition="0">(?s:.*?)<td class="num dirty">([0-9]\.[0-9]{2})</td>`)
+	poll.Until(t, "the compacted topic's page with its dirty ratio", func() error {
+		_, page := get(t, srv.URL+"/topics/changelog")
+		if !strings.Contains(page, `id="cleanup-policy">compact<`) || !strings.Contains(page, "<th>Dirty ratio</th>") {
+			return errors.New("no cleanup.policy compact nor dirty ratio column")
+		}
+		if m := dirty.FindStringSubmatch(page); m == nil {
+			return errors.New("partition 0 shows no dirty ratio")
+		}
+		return nil
+	})
+	if page := get2(t, srv.URL+"/topics/orders"); strings.Contains(page, "Dirty ratio") {
+		t.Error("the page of a topic that is not compacted shows a dirty ratio")
+	}
+
 	// Stop a node that is not the controller: every partition loses it
 	// from its ISR, and the overview lists them under-replicated.
 	stop := int32(1)
@@ -213,8 +247,8 @@ func TestConsoleClusterPages(t *testing.T) {
 	c.Stop(stop)
 	poll.Until(t, "under-replicated partitions", func() error {
 		_, page := get(t, srv.URL+"/")
-		if !strings.Contains(page, `id="n-under-replicated">2<`) || !strings.Contains(page, `class="warn under-replicated" data-partition="orders/0"`) {
-			return errors.New("overview does not show orders/0 and orders/1 under-replicated")
+		if !strings.Contains(page, `id="n-under-replicated">3<`) || !strings.Contains(page, `class="warn under-replicated" data-partition="orders/0"`) {
+			return errors.New("overview does not show orders/0, orders/1 and changelog/0 under-replicated")
 		}
 		return nil
 	})

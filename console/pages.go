@@ -25,6 +25,15 @@ func rowOf(topic string, p client.PartitionDescription) partitionRow {
 	return partitionRow{Topic: topic, PartitionDescription: p, Offline: p.Leader < 0, UnderReplicated: len(p.ISR) < len(p.Replicas)}
 }
 
+// Dirty is the partition's dirty ratio as the leader reports it for a
+// compacted topic, two decimals; "–" when it is not known.
+func (r partitionRow) Dirty() string {
+	if r.DirtyRatio == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", *r.DirtyRatio)
+}
+
 type brokerRow struct {
 	client.BrokerDescription
 	ActiveController bool // the controller the cluster answers with
@@ -252,6 +261,10 @@ type topicView struct {
 	Sizes      map[int32]string
 	SizesFrom  string
 	Throughput topicThroughput
+	// Policy is the topic's effective cleanup.policy ("" when its
+	// configs could not be read); Compacted adds the dirty ratio column.
+	Policy    string
+	Compacted bool
 }
 
 func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
@@ -297,6 +310,18 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		p.Errors = append(p.Errors, "configs: "+errText(err))
 	} else {
+		for _, e := range tv.Configs {
+			if e.Name == "cleanup.policy" {
+				tv.Policy = e.Value
+			}
+		}
+	}
+	// A leader reports a dirty ratio only for a compacted topic.
+	tv.Compacted = strings.Contains(tv.Policy, "compact")
+	for _, pd := range t.Partitions {
+		tv.Compacted = tv.Compacted || pd.DirtyRatio != nil
+	}
+	if err == nil {
 		c.remember(r.URL.Path, tv)
 	}
 	p.Data = tv

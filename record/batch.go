@@ -35,10 +35,15 @@ const (
 
 // Attribute bits.
 const (
-	codecMask            = 0x07
-	AttrLogAppendTime    = 0x08
-	AttrTransactional    = 0x10
-	AttrControl          = 0x20
+	codecMask         = 0x07
+	AttrLogAppendTime = 0x08
+	AttrTransactional = 0x10
+	AttrControl       = 0x20
+	// AttrDeleteHorizon (Kafka's delete horizon flag, KIP-534): the
+	// batch's base timestamp is the time after which a log cleaner may
+	// remove it, set by a cleaner on a transaction marker whose
+	// transaction has no records left (SetDeleteHorizon).
+	AttrDeleteHorizon    = 0x40
 	minBatchLength       = HeaderSize - LengthPrefix
 	maxSaneBatchLength   = 1<<31 - 1 - LengthPrefix
 	noTimestamp          = -1
@@ -127,6 +132,12 @@ func (h Header) Transactional() bool { return h.Attributes&AttrTransactional != 
 
 // Control reports whether the batch holds control records.
 func (h Header) Control() bool { return h.Attributes&AttrControl != 0 }
+
+// DeleteHorizon returns the delete horizon a log cleaner set on the
+// batch (Unix ms), if any.
+func (h Header) DeleteHorizon() (int64, bool) {
+	return h.BaseTimestamp, h.Attributes&AttrDeleteHorizon != 0
+}
 
 // ParseHeader decodes the header at the start of b. It checks the length
 // and magic fields but not the CRC, and b may hold only the header.
@@ -668,6 +679,18 @@ func SetBaseOffset(batch []byte, off int64) {
 // is outside the CRC.
 func SetPartitionLeaderEpoch(batch []byte, e int32) {
 	binary.BigEndian.PutUint32(batch[offLeaderEpoch:], uint32(e))
+}
+
+// SetDeleteHorizon sets the delete horizon flag and ms as the batch's
+// base timestamp, and recomputes the CRC, as Kafka's log cleaner does on
+// a transaction marker it will remove after ms. The records' timestamps
+// count from the base timestamp: only a batch whose records' times do
+// not matter (a control batch) should carry one.
+func SetDeleteHorizon(batch []byte, ms int64) {
+	attrs := binary.BigEndian.Uint16(batch[offAttributes:])
+	binary.BigEndian.PutUint16(batch[offAttributes:], attrs|AttrDeleteHorizon)
+	binary.BigEndian.PutUint64(batch[offBaseTimestamp:], uint64(ms))
+	binary.BigEndian.PutUint32(batch[offCRC:], CRC(batch))
 }
 
 // SetLogAppendTime marks the batch as LogAppendTime with ts as the time of

@@ -192,7 +192,8 @@ for p in 0 1 2; do
 done
 [ $(($(hw_of 0) + $(hw_of 1) + $(hw_of 2))) = 10 ] || fail "the 10 records are not all below the high watermarks: $(cat "$tmp/orders.txt")"
 has topic 'live tail'
-step "ok: the topic page shows the high watermarks of quire topic describe"
+has topic 'id="cleanup-policy">delete<'
+step "ok: the topic page shows the high watermarks of quire topic describe and its cleanup.policy"
 page topics /topics
 has topics 'data-topic="e2e-orders"'
 

@@ -29,20 +29,23 @@ import (
 //     (so small cleaned segments merge), keeping a record unless the map
 //     has a later offset for its key, it has no key, or it is a tombstone
 //     (null value) below a clean point reached more than
-//     delete.retention.ms ago (cleanMark). Transactional and control
-//     batches are neither mapped nor rewritten: copied as they are, and
-//     nothing at or above the last stable offset is cleanable. A
-//     batch keeps its header (offsets, timestamps, attributes, producer
+//     delete.retention.ms ago (cleanMark, kept in clean-marks-checkpoint:
+//     clean_marks.go). Aborted transactions' records are neither mapped
+//     nor kept, committed ones are treated as any other record, and a
+//     marker goes a delete horizon after its transaction is found empty
+//     (clean_txn.go); nothing at or above the last stable offset is
+//     cleanable. A batch keeps its header (offsets, timestamps, attributes, producer
 //     fields) and its kept records their offsets and timestamps; a batch
 //     left empty is dropped unless it is the last batch of a producer
 //     the log still tracks, which stays as an empty batch so that the
 //     producer's sequence numbers survive (record.EmptyBatch);
-//  3. swaps each group in atomically: the new segment is written as
-//     <base>.log.cleaned (and .index.cleaned, .timeindex.cleaned) and
-//     fsynced, the index files and then the .log renamed to .swap (the
-//     commit point: from then on recovery finishes the swap), the old
-//     segments' files removed and the .swap files renamed to their final
-//     names, under the log's append lock. OpenLog removes *.cleaned files
+//  3. swaps each group in atomically (clean_swap.go): the new segment is
+//     written as <base>.log.cleaned (and .index.cleaned,
+//     .timeindex.cleaned, .txnindex.cleaned when the group has aborted
+//     transactions) and fsynced, the index files and then the .log
+//     renamed to .swap (the commit point: from then on recovery finishes
+//     the swap), the old segments' files removed and the .swap files
+//     renamed to their final names, under the log's append lock. OpenLog removes *.cleaned files
 //     and finishes a swap it finds (removing the segments whose base
 //     offsets lie in the .swap segment's offset range, then renaming it).
 //
@@ -104,8 +107,15 @@ type cleanState struct {
 	passes       atomic.Int64
 	// marks records when the clean point reached where (appendMu held):
 	// a tombstone below a mark's point was first cleaned no later than
-	// its time, from which delete.retention.ms counts.
-	marks []cleanMark
+	// its time, from which delete.retention.ms counts. They are kept in
+	// clean-marks-checkpoint (clean_marks.go): marksSeq numbers the
+	// snapshots taken for it (appendMu held), marksWritten is the last
+	// written (fileMu held); marksLoaded says the file was read at open.
+	marks        []cleanMark
+	marksSeq     int64
+	marksLoaded  bool
+	fileMu       sync.Mutex
+	marksWritten int64
 }
 
 // cleanMark: the clean point reached point at ms (Unix ms).
@@ -135,15 +145,23 @@ func (c *cleanState) addMarkLocked(point, ms int64) {
 const maxCleanMarks = 256
 
 // capMarksLocked lowers the marks to at most end, after a truncation to
-// end (appendMu held); end < 0 forgets them all.
-func (c *cleanState) capMarksLocked(end int64) {
+// end (appendMu held); end < 0 forgets them all. Marks lowered to the
+// same point become the first of them (the offsets below end were
+// cleaned by its time). It reports whether a mark changed.
+func (c *cleanState) capMarksLocked(end int64) bool {
 	if end < 0 {
+		changed := len(c.marks) > 0
 		c.marks = nil
-		return
+		return changed
 	}
-	for i := range c.marks {
-		c.marks[i].point = min(c.marks[i].point, end)
+	for i, m := range c.marks {
+		if m.point > end {
+			c.marks[i].point = end
+			c.marks = c.marks[:i+1]
+			return true
+		}
 	}
+	return false
 }
 
 // deleteHorizonLocked returns the offset below which tombstones were first
@@ -179,14 +197,30 @@ func (l *Log) CleanPoint() int64 {
 
 // setCleanPoint sets the clean point read from cleaner-offset-checkpoint.
 func (l *Log) setCleanPoint(off int64) {
-	if off >= 0 && off <= l.leo.Load() {
-		l.cleaning.point.Store(off)
-		// When it was cleaned is not kept: count delete.retention.ms
-		// from now, which keeps tombstones longer, never shorter.
-		l.appendMu.Lock()
-		l.cleaning.addMarkLocked(off, l.opts.Now().UnixMilli())
-		l.appendMu.Unlock()
+	if off < 0 || off > l.leo.Load() {
+		return
 	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if c := &l.cleaning; c.marksLoaded {
+		// Never above the newest mark (see clean_marks.go).
+		top := int64(-1)
+		if n := len(c.marks); n > 0 {
+			top = c.marks[n-1].point
+		}
+		if off > top {
+			l.logger.Info("clean point above the clean marks, lowered", "checkpoint", off, "marks", top)
+			off = top
+		}
+		if off < 0 {
+			return
+		}
+	}
+	l.cleaning.point.Store(off)
+	// Without a mark as high (no marks file), when it was cleaned is not
+	// known: count delete.retention.ms from now, which keeps tombstones
+	// longer, never shorter.
+	l.cleaning.addMarkLocked(off, l.opts.Now().UnixMilli())
 }
 
 // cleanable describes a log's cleanable range at one moment.
@@ -433,9 +467,12 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 		return st, nil
 	}
 
-	// 1. Map the dirty section.
+	// 1. Map the dirty section. The aborted transactions: every one
+	// with a batch below the first uncleanable offset has ended, so it
+	// is in the index (see clean_txn.go).
 	m.reset()
-	mapEnd, read, err := l.buildOffsetMap(m, segs, c.firstDirty, c.firstUncleanable, th)
+	txns := newTxnClean(l.abortedIn(math.MinInt64, math.MaxInt64))
+	mapEnd, read, err := l.buildOffsetMap(m, segs, c.firstDirty, c.firstUncleanable, txns, th)
 	st.BytesRead += read
 	if err != nil {
 		return st, l.cleanErr(err)
@@ -464,8 +501,16 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 	l.mu.RLock() // the index buffers groupSegments sizes
 	groups := groupSegments(segs[:k], cfg)
 	l.mu.RUnlock()
+	at := 0
 	for _, g := range groups {
-		gs, err := l.cleanGroup(g, m, mapEnd, horizon, cfg, lastBatch, gen, th)
+		// The group's offsets end where the segment after it begins.
+		at += len(g)
+		end := c.firstUncleanable
+		if at < len(segs) {
+			end = segs[at].base
+		}
+		gs, err := l.cleanGroup(g, groupCtx{m: m, mapEnd: mapEnd, horizon: horizon, nowMs: nowMs, end: end,
+			cfg: cfg, lastBatch: lastBatch, txns: txns, gen: gen, th: th})
 		st.BytesRead += gs.BytesRead
 		st.BytesWritten += gs.BytesWritten
 		st.RecordsRead += gs.RecordsRead
@@ -491,7 +536,12 @@ func (l *Log) clean(m *offsetMap, th *throttler) (CleanStats, error) {
 		l.cleaning.point.Store(mapEnd)
 	}
 	l.cleaning.addMarkLocked(mapEnd, l.opts.Now().UnixMilli())
+	marks, seq := l.cleaning.snapshotMarksLocked()
 	l.appendMu.Unlock()
+	if err := l.writeMarks(marks, seq); err != nil {
+		// The pass stands; after a restart its tombstones wait longer.
+		l.logger.Warn("clean marks not saved", "error", err)
+	}
 	st.Elapsed = time.Since(began)
 	l.cleaning.lastCleanMs.Store(l.opts.Now().UnixMilli())
 	l.cleaning.bytesCleaned.Add(st.BytesRead)
@@ -515,7 +565,7 @@ func (l *Log) cleanErr(err error) error {
 // buildOffsetMap puts the keys of the records in [from, to) of segs into
 // m and returns the offset up to which it mapped everything: to, or the
 // offset of the first record whose key did not fit.
-func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *throttler) (int64, int64, error) {
+func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, txns *txnClean, th *throttler) (int64, int64, error) {
 	var read int64
 	full := int64(-1)
 	for i, s := range segs {
@@ -535,9 +585,9 @@ func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *
 				return 0, read, err
 			}
 			read += int64(len(batch))
-			if h.LastOffset() < from || h.Control() || h.Transactional() {
+			if h.LastOffset() < from || h.Control() || txns.aborted(&h) {
 				// An aborted transaction's record must not hide a
-				// committed one: transactional keys are not mapped.
+				// committed one: its keys are not mapped.
 				continue
 			}
 			if h.BaseOffset >= to {
@@ -562,166 +612,4 @@ func (l *Log) buildOffsetMap(m *offsetMap, segs []*segment, from, to int64, th *
 		}
 	}
 	return to, read, nil
-}
-
-// groupSegments splits segs into runs of consecutive segments to be
-// rewritten as one: at most segment.bytes of data, their index entries
-// within segment.index.bytes, their offsets within 2^31 of the first.
-func groupSegments(segs []*segment, cfg LogConfig) [][]*segment {
-	var groups [][]*segment
-	for i := 0; i < len(segs); {
-		j := i + 1
-		size := segs[i].size.Load()
-		idx := int64(len(segs[i].idx.buf))
-		tidx := int64(len(segs[i].tidx.buf))
-		for j < len(segs) {
-			s := segs[j]
-			end := int64(math.MaxInt64)
-			if j+1 < len(segs) {
-				end = segs[j+1].base - 1
-			}
-			if size+s.size.Load() > cfg.SegmentBytes ||
-				idx+int64(len(s.idx.buf)) > int64(cfg.SegmentIndexBytes) ||
-				tidx+int64(len(s.tidx.buf)) > int64(cfg.SegmentIndexBytes) ||
-				(end != math.MaxInt64 && end-segs[i].base > math.MaxInt32) ||
-				(end == math.MaxInt64 && s.base-segs[i].base > math.MaxInt32/2) {
-				break
-			}
-			size += s.size.Load()
-			idx += int64(len(s.idx.buf))
-			tidx += int64(len(s.tidx.buf))
-			j++
-		}
-		groups = append(groups, segs[i:j])
-		i = j
-	}
-	return groups
-}
-
-// cleanGroup rewrites the segments of g as one and swaps it in.
-func (l *Log) cleanGroup(g []*segment, m *offsetMap, mapEnd, horizon int64, cfg LogConfig,
-	lastBatch map[int64]int64, gen int64, th *throttler) (CleanStats, error) {
-	var st CleanStats
-	base := g[0].base
-	ns := emptySegment(l.dir, base)
-	stem := ns.stem
-	names := [3]string{stem + indexSuffix, stem + timeIndexSuffix, stem + logSuffix}
-	removeTemp := func() {
-		for _, n := range names {
-			_ = removeIfExists(l.fs, n+cleanedSuffix)
-			_ = removeIfExists(l.fs, n+swapSuffix)
-		}
-	}
-	logF, err := l.fs.Create(names[2] + cleanedSuffix)
-	if err != nil {
-		return st, fmt.Errorf("storage: clean %s: %w", l, err)
-	}
-	closeLog := func() { _ = logF.Close() }
-
-	var (
-		f       record.Filter
-		out     []byte
-		pos     int64 // file position of out[0]
-		written int64
-		maxTs   = int64(-1)
-		offMax  = int64(-1)
-	)
-	flush := func() error {
-		if len(out) == 0 {
-			return nil
-		}
-		if _, err := logF.WriteAt(out, pos); err != nil {
-			return err
-		}
-		if !th.add(int64(len(out))) {
-			return errCleanStopped
-		}
-		pos += int64(len(out))
-		out = out[:0]
-		return nil
-	}
-	keep := func(r *record.Record) bool {
-		st.RecordsRead++
-		switch {
-		case r.Offset >= mapEnd:
-			return true
-		case r.Key == nil:
-		case m.get(r.Key) > r.Offset:
-		case r.Value == nil && r.Offset < horizon:
-		default:
-			return true
-		}
-		st.RecordsRemoved++
-		return false
-	}
-	for _, s := range g {
-		r := segmentReader{s: s, limit: s.size.Load()}
-		for {
-			batch, h, err := r.next(th)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				closeLog()
-				removeTemp()
-				return st, err
-			}
-			st.BytesRead += int64(len(batch))
-			start := len(out)
-			if h.Control() || h.Transactional() {
-				// Transaction markers and transactional records stay
-				// as written: which records a marker commits or aborts
-				// is not tracked here.
-				out = append(out, batch...)
-			} else {
-				var kept int
-				out, kept, _, err = f.Batch(out, batch, keep)
-				if err != nil {
-					closeLog()
-					removeTemp()
-					return st, fmt.Errorf("storage: read segment %d: %w", s.base, corrupt(err))
-				}
-				if kept == 0 && h.ProducerID >= 0 && lastBatch[h.ProducerID] == h.LastOffset() {
-					out = record.EmptyBatch(out, batch)
-				}
-			}
-			if len(out) > start {
-				nh, _ := record.ParseHeader(out[start:])
-				if e, ok := ns.trackBatch(&nh, written, cfg.IndexIntervalBytes, &maxTs, &offMax); ok {
-					ns.applyEntry(e)
-				}
-				written += int64(len(out) - start)
-			}
-			if len(out) >= 1<<20 {
-				if err := flush(); err != nil {
-					closeLog()
-					removeTemp()
-					return st, fmt.Errorf("storage: clean %s: %w", l, err)
-				}
-			}
-		}
-	}
-	st.BytesWritten = written
-	ns.size.Store(written)
-	ns.maxTs.Store(maxTs)
-	ns.offMaxTs.Store(offMax)
-	ns.finalTimeEntry()
-	err = flush()
-	if err == nil {
-		err = logF.Sync()
-	}
-	if cerr := logF.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = writeSyncedFile(l.fs, names[0]+cleanedSuffix, ns.idx.buf)
-	}
-	if err == nil {
-		err = writeSyncedFile(l.fs, names[1]+cleanedSuffix, ns.tidx.buf)
-	}
-	if err != nil {
-		removeTemp()
-		return st, fmt.Errorf("storage: clean %s: %w", l, err)
-	}
-	return st, l.swapIn(g, ns, names, gen, removeTemp)
 }

@@ -30,9 +30,18 @@ func writeSyncedFile(fsys FS, name string, data []byte) error {
 	return err
 }
 
+// cleanedTxns is a cleaned segment's aborted transactions: on, its
+// .txnindex is part of the swap, and kept replaces the log's entries
+// whose markers lie from its base to end.
+type cleanedTxns struct {
+	on   bool
+	end  int64
+	kept []AbortedTxn
+}
+
 // swapIn replaces the segments of g, still in the log, by the cleaned
-// segment ns whose files are names[i]+".cleaned".
-func (l *Log) swapIn(g []*segment, ns *segment, names [3]string, gen int64, removeTemp func()) error {
+// segment ns whose files are names[i]+".cleaned", the .log last.
+func (l *Log) swapIn(g []*segment, ns *segment, names []string, gen int64, removeTemp func(), txns cleanedTxns) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.RLock()
@@ -77,16 +86,26 @@ func (l *Log) swapIn(g []*segment, ns *segment, names [3]string, gen int64, remo
 	if err := errors.Join(errs...); err != nil {
 		return l.fail(fmt.Errorf("storage: clean: keep replaced segment open: %w", err))
 	}
+	// A failure from here leaves the .log.swap for the next open to
+	// finish (completeSwaps): the .swap files are renamed only once every
+	// replaced file is gone (else an old segment left behind would shadow
+	// the new one), and the .log.swap last, after every other rename
+	// succeeded (else a .txnindex.swap left behind would be taken for a
+	// leftover and its entries lost).
 	for _, s := range g {
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			errs = append(errs, removeIfExists(l.fs, s.stem+suf))
 		}
 	}
-	for _, n := range names {
-		errs = append(errs, l.fs.Rename(n+swapSuffix, n))
-	}
-	errs = append(errs, l.fs.SyncDir(l.dir))
 	if err := errors.Join(errs...); err != nil {
+		return l.fail(fmt.Errorf("storage: clean: remove replaced segments: %w", err))
+	}
+	for _, n := range names {
+		if err := l.fs.Rename(n+swapSuffix, n); err != nil {
+			return l.fail(fmt.Errorf("storage: clean: finish swap: %w", err))
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("storage: clean: finish swap: %w", err))
 	}
 	seg := newSegmentStruct(l.fs, l.opts.Files, l.dir, ns.base)
@@ -106,6 +125,12 @@ func (l *Log) swapIn(g []*segment, ns *segment, names [3]string, gen int64, remo
 	segs = append(segs, l.segs[i+len(g):]...)
 	l.segs = segs
 	l.mu.Unlock()
+	if txns.on {
+		// After the new segment is in the list: until then readers may
+		// read the old segments, whose aborted records an entry dropped
+		// here (a transaction with no batch left) did not cover anyway.
+		l.replaceAborted(ns.base, txns.end, txns.kept)
+	}
 	for _, s := range g {
 		s.release() // the log's reference
 	}
@@ -133,7 +158,7 @@ func (l *Log) completeSwaps(names []string) ([]string, error) {
 		if len(n) > len(cleanedSuffix) && n[len(n)-len(cleanedSuffix):] == cleanedSuffix {
 			stray = true
 		}
-		for _, suf := range []string{indexSuffix + swapSuffix, timeIndexSuffix + swapSuffix} {
+		for _, suf := range []string{indexSuffix + swapSuffix, timeIndexSuffix + swapSuffix, txnIndexSuffix + swapSuffix} {
 			if base, ok := parseSegmentName(n, suf); ok && !logSwaps[base] {
 				stray = true
 			}
@@ -157,17 +182,28 @@ func (l *Log) completeSwaps(names []string) ([]string, error) {
 			if !ok || b < base || b >= end {
 				continue
 			}
-			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
+				if suf == txnIndexSuffix && b == base {
+					// Its own .txnindex: either the old one, to be
+					// replaced by a .txnindex.swap (one is written
+					// whenever the old segments had one), or the new
+					// one already renamed.
+					continue
+				}
 				if err := removeIfExists(l.fs, join(l.dir, segmentName(b)+suf)); err != nil {
 					return nil, fmt.Errorf("storage: finish swap: %w", err)
 				}
 			}
 		}
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
+			_, serr := l.fs.Stat(stem + suf + swapSuffix)
+			if suf == txnIndexSuffix && serr != nil {
+				continue // see above
+			}
 			if err := removeIfExists(l.fs, stem+suf); err != nil {
 				return nil, fmt.Errorf("storage: finish swap: %w", err)
 			}
-			if _, err := l.fs.Stat(stem + suf + swapSuffix); err == nil {
+			if serr == nil {
 				if err := l.fs.Rename(stem+suf+swapSuffix, stem+suf); err != nil {
 					return nil, fmt.Errorf("storage: finish swap: %w", err)
 				}

@@ -650,58 +650,6 @@ func TestLogCleanTombstoneRetention(t *testing.T) {
 	}
 }
 
-// TestLogCleanTransactions: the cleaner leaves transactional batches and
-// markers as they are and maps no transactional key, so an aborted
-// transaction's record does not remove the committed record of its key
-// before it; and it cleans nothing at or above the last stable offset.
-func TestLogCleanTransactions(t *testing.T) {
-	t.Parallel()
-	clock := &fakeClock{t: time.UnixMilli(1_000_000)}
-	l := openCompactTest(t, clock)
-	defer l.Close()
-	now := clock.t.UnixMilli()
-	appendKV(t, l, now, "k", []byte("committed"))  // 0
-	mustAppend(t, l, txnBatch(1, 0, 0, 2, now), 0) // 1-2, key k
-	mustMarker(t, l, 1, 0, record.ControlAbort, 0) // 3
-	if err := l.Roll(); err != nil {
-		t.Fatal(err)
-	}
-	open := mustAppend(t, l, txnBatch(2, 0, 0, 1, now), 0) // 4, still open
-	if err := l.Roll(); err != nil {
-		t.Fatal(err)
-	}
-	appendKV(t, l, now, "m", []byte("m1")) // 5
-	appendKV(t, l, now, "m", []byte("m2")) // 6
-	appendKV(t, l, now, "z", []byte("z"))  // 7
-	l.SetHighWatermark(l.LogEndOffset())
-	if _, err := l.clean(newOffsetMap(1<<20), nil); err != nil {
-		t.Fatal(err)
-	}
-	if cp := l.CleanPoint(); cp > open.FirstOffset {
-		t.Fatalf("clean point %d above the open transaction at %d", cp, open.FirstOffset)
-	}
-	recs, hs := readLogRecords(t, l)
-	got := map[int64]string{}
-	for _, r := range recs {
-		got[r.offset] = string(r.key) + "=" + string(r.value)
-	}
-	want := map[int64]string{0: "k=committed", 1: "k=txn value", 2: "k=txn value", 4: "k=txn value", 5: "m=m1", 6: "m=m2", 7: "z=z"}
-	for off, kv := range want {
-		if got[off] != kv {
-			t.Fatalf("offset %d: %q, want %q (records %v)", off, got[off], kv, recs)
-		}
-	}
-	markers := 0
-	for _, h := range hs {
-		if h.Control() {
-			markers++
-		}
-	}
-	if markers != 1 {
-		t.Fatalf("%d markers after the clean, want 1", markers)
-	}
-}
-
 // TestCleanMarksBounded: the clean marks stay bounded however many passes
 // run within delete.retention.ms, and thinning them never lets a
 // tombstone go sooner: the horizon at any time is at most what the full

@@ -12,11 +12,16 @@
 // A log whose cleanup.policy includes compact is compacted by a Cleaner
 // (clean.go has the algorithm): a pass writes a group's new segment as
 // <base>.log.cleaned, .index.cleaned and .timeindex.cleaned (the formats
-// of .log, .index and .timeindex), commits it by renaming them to .swap
+// of .log, .index and .timeindex; a .txnindex.cleaned too when the group
+// has aborted transactions), commits it by renaming them to .swap
 // (the .log last) and then replaces the group's segments; OpenLog removes
 // the .cleaned files of a pass that did not commit and finishes the swap
 // of one that did. Each log's clean point is kept in the data directory's
-// cleaner-offset-checkpoint (the format of the other offset checkpoints).
+// cleaner-offset-checkpoint (the format of the other offset checkpoints),
+// and when each clean point was reached, for delete.retention.ms, in the
+// log's own clean-marks-checkpoint (clean_marks.go). A transaction
+// marker the cleaner will remove carries its delete horizon in its batch
+// header (record.SetDeleteHorizon).
 // A compacted log's batches may hold fewer records than their offsets
 // span, or none (record.Filter, record.EmptyBatch), and its offsets have
 // gaps.

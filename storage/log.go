@@ -133,6 +133,9 @@ func OpenLog(dir string, topic string, partition int32, cfg LogConfig, recoveryP
 		err = l.loadTxnIndexes()
 	}
 	if err == nil {
+		err = l.loadCleanMarks()
+	}
+	if err == nil {
 		err = l.loadProducers()
 	}
 	if err != nil {

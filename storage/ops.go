@@ -98,7 +98,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	if l.cleaning.point.Load() > newLeo {
 		l.cleaning.point.Store(newLeo)
 	}
-	l.cleaning.capMarksLocked(newLeo)
+	marksCut := l.cleaning.capMarksLocked(newLeo)
 	seg.size.Store(pos)
 	l.mu.Lock()
 	l.segs = l.segs[:k+1]
@@ -159,6 +159,13 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := l.truncateAborted(seg, newLeo); err != nil {
 		return err
 	}
+	if marksCut {
+		// Before anything is appended past the cut: a mark left above
+		// it on disk would count new records as cleaned (clean_marks.go).
+		if err := l.writeMarks(l.cleaning.snapshotMarksLocked()); err != nil {
+			return err
+		}
+	}
 	if err := l.loadProducers(); err != nil {
 		return err
 	}
@@ -209,7 +216,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.logStart.Store(offset)
 	l.recoveryPoint.Store(offset)
 	l.cleaning.point.Store(-1)
-	l.cleaning.capMarksLocked(-1)
+	if l.cleaning.capMarksLocked(-1) {
+		errs = append(errs, l.writeMarks(l.cleaning.snapshotMarksLocked()))
+	}
 	endTruncation()
 	l.producers = newProducerState(offset)
 	l.firstUnstable.Store(math.MaxInt64)

@@ -381,3 +381,24 @@ func FuzzDecodeTxnIndex(f *testing.F) {
 		}
 	})
 }
+
+// TestLogTxnIndexLSOBelowFirst: an abort while another producer's older
+// transaction is open records an LSO below its own first offset; the
+// entry survives a reopen (it was once taken for damage and the file
+// cut, so read_committed readers saw the aborted records).
+func TestLogTxnIndexLSOBelowFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l := openTest(t, dir, smallConfig(), 0)
+	older := mustAppend(t, l, txnBatch(1, 0, 0, 1, 1), 0) // 0, stays open
+	a := mustAppend(t, l, txnBatch(2, 0, 0, 1, 1), 0)     // 1
+	ab := mustMarker(t, l, 2, 0, record.ControlAbort, 0)  // 2
+	want := []AbortedTxn{{ProducerID: 2, FirstOffset: a.FirstOffset, LastOffset: ab.FirstOffset, LastStableOffset: older.FirstOffset}}
+	wantAborted(t, l, 0, math.MaxInt64, want)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, dir, smallConfig(), math.MaxInt64)
+	defer l.Close()
+	wantAborted(t, l, 0, math.MaxInt64, want)
+}

@@ -58,8 +58,10 @@ func encodeTxnEntry(dst []byte, a AbortedTxn) []byte {
 }
 
 // decodeTxnIndex parses the entries of a segment's txnindex file, stopping
-// at the first one that is torn, of another version, outside [base, end)
-// or not after the previous one. It returns the good entries and whether
+// at the first one that is torn, of another version, outside [base, end),
+// not after the previous one, or with a last stable offset past its
+// marker (it may lie below its first offset: another producer's older
+// transaction was still open). It returns the good entries and whether
 // the file holds more than them.
 func decodeTxnIndex(buf []byte, base, end int64) ([]AbortedTxn, bool) {
 	var out []AbortedTxn
@@ -73,7 +75,7 @@ func decodeTxnIndex(buf []byte, base, end int64) ([]AbortedTxn, bool) {
 		}
 		if binary.BigEndian.Uint16(buf) != txnIndexVersion || a.ProducerID < 0 ||
 			a.LastOffset < base || a.LastOffset >= end || a.LastOffset <= prev ||
-			a.FirstOffset < 0 || a.FirstOffset > a.LastOffset || a.LastStableOffset <= a.FirstOffset {
+			a.FirstOffset < 0 || a.FirstOffset > a.LastOffset || a.LastStableOffset < 0 || a.LastStableOffset > a.LastOffset+1 {
 			return out, true
 		}
 		prev = a.LastOffset
