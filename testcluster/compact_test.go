@@ -2,12 +2,14 @@ package testcluster_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -98,7 +100,32 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 	c.Kill(leader)
 	write(120)
 	c.Restart(leader)
+	// A consumer that starts now reads from offset 0 while the last
+	// writes go on and the replicas clean: it must see, for every key
+	// written before it started, that key's latest write then or a later
+	// one.
+	before := make(map[string]int, len(last))
+	for i, w := range writes {
+		before[w.key] = i
+	}
+	startHW := waitInSync(t, c, "table")
+	reading := make(chan readDuringClean, 1)
+	go func() { reading <- readCompactedFrom0(ctx, c, startHW) }()
 	write(80)
+	during := <-reading
+	if during.err != nil {
+		t.Fatalf("reading from 0 while cleaning: %v", during.err)
+	}
+	seenN := 0
+	for _, ns := range during.seen {
+		seenN += len(ns)
+	}
+	t.Logf("a consumer reading from 0 while the replicas cleaned read %d records below offset %d", seenN, startHW)
+	for k, i := range before {
+		if !slices.ContainsFunc(during.seen[k], func(n int) bool { return n >= i }) {
+			t.Fatalf("a consumer started after write %d of key %s read only writes %v of it", i, k, during.seen[k])
+		}
+	}
 	leo := waitInSync(t, c, "table")
 
 	// Every replica's own cleaner compacts it: nothing dirty is left
@@ -246,4 +273,60 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// readDuringClean is what readCompactedFrom0 read: for each key, the
+// write numbers (the records' "n" header) it saw, in offset order.
+type readDuringClean struct {
+	seen map[string][]int
+	err  error
+}
+
+// readCompactedFrom0 reads the compacted topic from offset 0 up to to at
+// its leader, a few records a fetch so that the cleaners swap segments
+// under it, following the leader as it moves.
+func readCompactedFrom0(ctx context.Context, c *testcluster.Cluster, to int64) readDuringClean {
+	out := readDuringClean{seen: map[string][]int{}}
+	prev := int64(-1)
+	for off := int64(0); off < to; {
+		if err := ctx.Err(); err != nil {
+			return readDuringClean{err: fmt.Errorf("at offset %d of %d: %w", off, to, err)}
+		}
+		leader, _ := c.WaitLeader(ctx, "table", 0)
+		resp, err := quirev1.NewConsumerClient(c.Conn(leader)).Fetch(ctx, &quirev1.FetchRequest{MaxWaitMs: 100, MinBytes: 1,
+			Partitions: []*quirev1.FetchPartition{{Topic: "table", Offset: off, MaxBytes: 1}}})
+		if err != nil {
+			continue // the leader stopping or moving: ask again
+		}
+		p := resp.Partitions[0]
+		if p.Error != nil {
+			if !p.Error.Retriable {
+				return readDuringClean{err: fmt.Errorf("fetch at %d: %v", off, p.Error)}
+			}
+			continue
+		}
+		err = record.SplitBatches(p.Records, func(b []byte, h record.Header) error {
+			off = h.NextOffset()
+			return record.ForEachRecord(b, func(r *record.Record) error {
+				if r.Offset <= prev {
+					return fmt.Errorf("offset %d after %d", r.Offset, prev)
+				}
+				prev = r.Offset
+				for _, hd := range r.Headers {
+					if hd.Key == "n" {
+						n, err := strconv.Atoi(string(hd.Value))
+						if err != nil {
+							return fmt.Errorf("offset %d: header n %q", r.Offset, hd.Value)
+						}
+						out.seen[string(r.Key)] = append(out.seen[string(r.Key)], n)
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return readDuringClean{err: err}
+		}
+	}
+	return out
 }
