@@ -1940,9 +1940,19 @@ type SubscribeStart struct {
 	// session timeout, and that stream takes its partitions with no
 	// rebalance. A stream replaced by another of its instance ends with
 	// FENCED_INSTANCE_ID.
-	InstanceId    string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InstanceId string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The stream's view of transactions (Kafka's isolation.level). Unset
+	// is READ_COMMITTED, the group consumer's default: records are sent up
+	// to each partition's last stable offset, those of aborted
+	// transactions never, and transaction markers never (with
+	// raw_batches, the batches of aborted transactions and the control
+	// batches are left out of the events, so a partition's events may skip
+	// offsets). READ_UNCOMMITTED sends every record up to the high
+	// watermark, aborted transactions' too (with raw_batches, every batch,
+	// control batches included; without, markers are never sent).
+	IsolationLevel *IsolationLevel `protobuf:"varint,13,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel,oneof" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubscribeStart) Reset() {
@@ -2057,6 +2067,13 @@ func (x *SubscribeStart) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *SubscribeStart) GetIsolationLevel() IsolationLevel {
+	if x != nil && x.IsolationLevel != nil {
+		return *x.IsolationLevel
+	}
+	return IsolationLevel_READ_UNCOMMITTED
 }
 
 type SubscribeAck struct {
@@ -2508,8 +2525,10 @@ type SubscribeRawBatch struct {
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Whole RecordBatch v2 batches, in offset order, exactly as a Fetch
-	// partition result's records: control batches (transaction markers)
-	// included, to be skipped by their attributes, and the first batch may
+	// partition result's records: with isolation_level READ_UNCOMMITTED,
+	// control batches (transaction markers) included, to be skipped by
+	// their attributes; read_committed (the default) leaves out control
+	// batches and aborted transactions' batches. The first batch may
 	// start before start_offset. Records below start_offset were sent
 	// before or precede the stream's position: skip them.
 	Records []byte `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"`
@@ -3177,7 +3196,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\x87\x04\n" +
+	"\arequest\"\xe3\x04\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -3193,7 +3212,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vraw_batches\x18\v \x01(\bR\n" +
 	"rawBatches\x12\x1f\n" +
 	"\vinstance_id\x18\f \x01(\tR\n" +
-	"instanceId\"F\n" +
+	"instanceId\x12F\n" +
+	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x88\x01\x01B\x12\n" +
+	"\x10_isolation_level\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
@@ -3332,8 +3353,9 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*ResetOffset)(nil),                    // 38: quire.v1.ResetOffset
 	(*Error)(nil),                          // 39: quire.v1.Error
 	(RecordFormat)(0),                      // 40: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 41: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 42: quire.v1.RecordHeader
+	(IsolationLevel)(0),                    // 41: quire.v1.IsolationLevel
+	(*ConsumedRecord)(nil),                 // 42: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 43: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -3357,41 +3379,42 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	28, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	17, // 19: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
 	40, // 20: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	29, // 21: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	31, // 22: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	32, // 23: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	33, // 24: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	34, // 25: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
-	18, // 26: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 27: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	18, // 28: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	41, // 29: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	35, // 30: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	42, // 31: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	38, // 32: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 33: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 34: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 35: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 36: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 37: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	16, // 38: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	21, // 39: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	26, // 40: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	36, // 41: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 42: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 43: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 44: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 45: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	14, // 46: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	20, // 47: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	22, // 48: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	30, // 49: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	37, // 50: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	41, // 21: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
+	29, // 22: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
+	31, // 23: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	32, // 24: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	33, // 25: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	34, // 26: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	18, // 27: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 28: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	18, // 29: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	42, // 30: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	35, // 31: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	43, // 32: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	38, // 33: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 34: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 35: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 36: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 37: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 38: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	16, // 39: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	21, // 40: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	26, // 41: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	36, // 42: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 43: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 44: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 45: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 46: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	14, // 47: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	20, // 48: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	22, // 49: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	30, // 50: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	37, // 51: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	43, // [43:52] is the sub-list for method output_type
+	34, // [34:43] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -3408,6 +3431,7 @@ func file_quire_v1_group_proto_init() {
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
 	}
+	file_quire_v1_group_proto_msgTypes[27].OneofWrappers = []any{}
 	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
