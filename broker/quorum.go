@@ -160,7 +160,7 @@ func (c *cluster) open(advertised string) error {
 		Logger:        c.logger.Named("txncoord"),
 	}
 	mc.TxnCoordinator = func(l *metadata.GroupLog) (metadata.TxnCoordinator, error) {
-		return txncoord.New(l, c.markers, tc), nil
+		return txncoord.New(l, c.markers, l, tc), nil
 	}
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:

@@ -51,6 +51,13 @@ type MarkerWriter interface {
 	WriteMarkers(ctx context.Context, m txn.Marker) error
 }
 
+// Groups is the group coordinator as a transaction's offsets are checked
+// against it (metadata.GroupLog): the member they are sent as must be in
+// the group at its epoch and own each partition; none named, no check.
+type Groups interface {
+	ValidateTxnCommit(ctx context.Context, group string, member txn.Member, parts []txn.TopicPartition) error
+}
+
 // Config configures a Coordinator.
 type Config struct {
 	// MaxTimeoutMs is transaction.max.timeout.ms: the longest timeout a
@@ -79,6 +86,7 @@ const (
 type Coordinator struct {
 	log     Log
 	markers MarkerWriter
+	groups  Groups
 	cfg     Config
 	logger  hclog.Logger
 
@@ -94,8 +102,9 @@ type idLock struct {
 	refs int
 }
 
-// New returns a coordinator over log and markers.
-func New(log Log, markers MarkerWriter, cfg Config) *Coordinator {
+// New returns a coordinator over log and markers, checking the offsets
+// sent to transactions against groups.
+func New(log Log, markers MarkerWriter, groups Groups, cfg Config) *Coordinator {
 	if cfg.MaxTimeoutMs <= 0 {
 		cfg.MaxTimeoutMs = DefaultMaxTimeoutMs
 	}
@@ -112,7 +121,7 @@ func New(log Log, markers MarkerWriter, cfg Config) *Coordinator {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Coordinator{log: log, markers: markers, cfg: cfg, logger: logger, locks: map[string]*idLock{}}
+	return &Coordinator{log: log, markers: markers, groups: groups, cfg: cfg, logger: logger, locks: map[string]*idLock{}}
 }
 
 // lock takes the lock of transactional id; the returned func releases it.
@@ -273,13 +282,19 @@ func (co *Coordinator) AddGroup(ctx context.Context, p txn.Producer, group strin
 
 // CommitOffsets stages a group's offsets in the producer's transaction,
 // checked as an offset commit is (the group id, the partitions, the
-// offsets).
-func (co *Coordinator) CommitOffsets(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error {
+// offsets) and, sent as a member, against the group's membership (the
+// member at its epoch, owning each partition: Groups).
+func (co *Coordinator) CommitOffsets(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error {
 	check := make([]metadata.OffsetCommit, len(offsets))
+	parts := make([]txn.TopicPartition, len(offsets))
 	for i, o := range offsets {
 		check[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+		parts[i] = txn.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 	}
 	if err := metadata.ValidateOffsetCommit(co.log.Image(), group, check); err != nil {
+		return err
+	}
+	if err := co.groups.ValidateTxnCommit(ctx, group, member, parts); err != nil {
 		return err
 	}
 	defer co.lock(p.ID)()

@@ -3,6 +3,7 @@ package txncoord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/txn"
 )
@@ -97,7 +99,18 @@ func setup(t *testing.T) (*Coordinator, *fsmLog, *markerLog, *fakeClock) {
 	m := &markerLog{}
 	clk := &fakeClock{}
 	clk.ms.Store(1000)
-	return New(l, m, Config{MaxTimeoutMs: 60000, Clock: clk}), l, m, clk
+	return New(l, m, noGroups{}, Config{MaxTimeoutMs: 60000, Clock: clk}), l, m, clk
+}
+
+// noGroups is a group coordinator whose groups have no members: offsets
+// sent as a member are refused as from an unknown one.
+type noGroups struct{}
+
+func (noGroups) ValidateTxnCommit(_ context.Context, id string, m txn.Member, _ []txn.TopicPartition) error {
+	if m == (txn.Member{}) {
+		return nil
+	}
+	return fmt.Errorf("%w: member %q is not in group %q", group.ErrUnknownMemberID, m.ID, id)
 }
 
 func initProducer(t *testing.T, co *Coordinator, id string, bump bool) txn.Producer {
@@ -130,7 +143,7 @@ func TestTxnCoordCommitWithOffsets(t *testing.T) {
 	if err := co.AddGroup(ctx, p, "g"); err != nil {
 		t.Fatal(err)
 	}
-	if err := co.CommitOffsets(ctx, p, "g", []txn.Offset{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}, false); err != nil {
+	if err := co.CommitOffsets(ctx, p, "g", txn.Member{}, []txn.Offset{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if offs := l.Image().Offsets("g"); len(offs) != 0 {
@@ -218,7 +231,7 @@ func TestTxnCoordFailoverCompletes(t *testing.T) {
 	m.fail = nil
 	m.mu.Unlock()
 	l.term.Store(2)
-	successor := New(l, m, Config{MaxTimeoutMs: 60000})
+	successor := New(l, m, noGroups{}, Config{MaxTimeoutMs: 60000})
 	successor.sweep(ctx)
 	want := []txn.Marker{{ProducerID: p.PID, ProducerEpoch: p.Epoch + 1, Commit: true, CoordinatorEpoch: 2, Partitions: []txn.TopicPartition{t0}}}
 	if got := m.all(); !reflect.DeepEqual(got, want) {
