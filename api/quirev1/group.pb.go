@@ -1605,8 +1605,21 @@ type GroupPartitionLag struct {
 	// When the leader reported high_watermark and the timestamp, in ms
 	// since the epoch; 0 when never.
 	ObservedTimeMs int64 `protobuf:"varint,8,opt,name=observed_time_ms,json=observedTimeMs,proto3" json:"observed_time_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The partition's last stable offset: the first offset of its oldest
+	// open transaction, or high_watermark when none is open; -1 when not
+	// known. Unset from a broker that predates it.
+	LastStableOffset *int64 `protobuf:"varint,9,opt,name=last_stable_offset,json=lastStableOffset,proto3,oneof" json:"last_stable_offset,omitempty"`
+	// Records behind for a read_committed consumer: last_stable_offset -
+	// committed_offset (never below 0), which leaves out the records of
+	// transactions still open (they may yet abort); -1 when either is
+	// unknown. lag is what a read_uncommitted consumer has left. A broker
+	// cannot tell which a group's members read (Kafka's consumers say it
+	// per fetch, not to the group), so both are given; they differ only
+	// while a transaction is open on the partition. Unset from a broker
+	// that predates it.
+	StableLag     *int64 `protobuf:"varint,10,opt,name=stable_lag,json=stableLag,proto3,oneof" json:"stable_lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupPartitionLag) Reset() {
@@ -1691,6 +1704,20 @@ func (x *GroupPartitionLag) GetMemberId() string {
 func (x *GroupPartitionLag) GetObservedTimeMs() int64 {
 	if x != nil {
 		return x.ObservedTimeMs
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLastStableOffset() int64 {
+	if x != nil && x.LastStableOffset != nil {
+		return *x.LastStableOffset
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetStableLag() int64 {
+	if x != nil && x.StableLag != nil {
+		return *x.StableLag
 	}
 	return 0
 }
@@ -3171,7 +3198,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x06 \x01(\x05R\n" +
 	"partitions\x12%\n" +
-	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x93\x02\n" +
+	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x90\x03\n" +
 	"\x11GroupPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -3181,7 +3208,13 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vlag_seconds\x18\x06 \x01(\x01R\n" +
 	"lagSeconds\x12\x1b\n" +
 	"\tmember_id\x18\a \x01(\tR\bmemberId\x12(\n" +
-	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\"\x99\x03\n" +
+	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\x121\n" +
+	"\x12last_stable_offset\x18\t \x01(\x03H\x00R\x10lastStableOffset\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"stable_lag\x18\n" +
+	" \x01(\x03H\x01R\tstableLag\x88\x01\x01B\x15\n" +
+	"\x13_last_stable_offsetB\r\n" +
+	"\v_stable_lag\"\x99\x03\n" +
 	"\x16GroupMemberDescription\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\t \x01(\tR\n" +
@@ -3427,6 +3460,7 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
 	}
+	file_quire_v1_group_proto_msgTypes[24].OneofWrappers = []any{}
 	file_quire_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
