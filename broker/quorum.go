@@ -155,6 +155,7 @@ func (c *cluster) open(advertised string) error {
 	tc := txncoord.Config{
 		MaxTimeoutMs:  c.cfg.TransactionMaxTimeoutMs,
 		CheckInterval: ms(c.cfg.TransactionAbortCheckIntervalMs),
+		IDExpiration:  ms(c.cfg.TransactionalIDExpirationMs),
 		WriteTimeout:  mc.ApplyTimeout,
 		Clock:         mc.Clock,
 		Logger:        c.logger.Named("txncoord"),

@@ -67,6 +67,10 @@ type Config struct {
 	// (transaction.abort.timed.out.transaction.cleanup.interval.ms; 0:
 	// DefaultCheckInterval).
 	CheckInterval time.Duration
+	// IDExpiration is transactional.id.expiration.ms: how long an id
+	// with no transaction in progress is kept after its last change
+	// before it is forgotten (0: DefaultIDExpiration).
+	IDExpiration time.Duration
 	// WriteTimeout bounds one write of a state (0: 10s).
 	WriteTimeout time.Duration
 	// Clock is the coordinator's clock (nil: the system's).
@@ -79,6 +83,7 @@ type Config struct {
 const (
 	DefaultMaxTimeoutMs  = 900000
 	DefaultCheckInterval = 10 * time.Second
+	DefaultIDExpiration  = 7 * 24 * time.Hour
 )
 
 // Coordinator is the transaction coordinator of one node
@@ -110,6 +115,9 @@ func New(log Log, markers MarkerWriter, groups Groups, cfg Config) *Coordinator 
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = DefaultIDExpiration
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
@@ -193,6 +201,22 @@ func (co *Coordinator) write(ctx context.Context, t txn.Txn, allocate bool) (txn
 		return txn.Txn{}, fmt.Errorf("%w: PutTransaction answered %T", metadata.ErrNotCoordinator, resp)
 	}
 	return stored, nil
+}
+
+// remove deletes t's id from the metadata log (PutTransaction with
+// remove). Callers hold the id's lock.
+func (co *Coordinator) remove(ctx context.Context, t txn.Txn) error {
+	ctx, cancel := context.WithTimeout(ctx, co.cfg.WriteTimeout)
+	defer cancel()
+	cmd := &pb.Command{Cmd: &pb.Command_PutTransaction{PutTransaction: &pb.PutTransaction{Txn: metadata.TxnToPB(t), Remove: true}}}
+	resp, err := co.log.Apply(ctx, cmd)
+	if err != nil {
+		return notCoordinator(err)
+	}
+	if err, ok := resp.(error); ok {
+		return err
+	}
+	return nil
 }
 
 // notCoordinator makes a write that failed for want of a controller
@@ -409,7 +433,8 @@ func (co *Coordinator) RunTerm(ctx context.Context) {
 	}
 }
 
-// sweep completes or aborts what needs it now.
+// sweep completes or aborts what needs it now, and forgets the
+// transactional ids idle past IDExpiration.
 func (co *Coordinator) sweep(ctx context.Context) {
 	now := co.now()
 	for _, t := range co.log.Image().Transactions() {
@@ -417,28 +442,33 @@ func (co *Coordinator) sweep(ctx context.Context) {
 			return
 		}
 		_, expired := txn.Expired(t, now)
-		if !t.State.Preparing() && !expired {
+		if !t.State.Preparing() && !expired && !txn.IDExpired(t, now, co.cfg.IDExpiration.Milliseconds()) {
 			continue
 		}
 		co.settle(ctx, t.ID)
 	}
 }
 
-// settle completes an id's prepare state, or aborts its expired
-// transaction, under its lock.
+// settle completes an id's prepare state, aborts its expired
+// transaction, or forgets an id idle past IDExpiration, under its lock.
 func (co *Coordinator) settle(ctx context.Context, id string) {
 	defer co.lock(id)()
 	cur, err := co.current(ctx, id)
 	if err != nil || cur == nil {
 		return
 	}
-	switch next, expired := txn.Expired(*cur, co.now()); {
+	now := co.now()
+	switch next, expired := txn.Expired(*cur, now); {
 	case cur.State.Preparing():
 		err = co.complete(ctx, *cur)
 	case expired:
 		co.logger.Info("aborting a transaction past its timeout", "transactional_id", id, "producer_id", cur.ProducerID,
 			"timeout_ms", cur.TimeoutMs)
 		err = co.prepareAndComplete(ctx, next)
+	case txn.IDExpired(*cur, now, co.cfg.IDExpiration.Milliseconds()):
+		co.logger.Info("forgetting a transactional id idle past transactional.id.expiration.ms", "transactional_id", id,
+			"producer_id", cur.ProducerID, "idle_ms", now-cur.UpdateMs)
+		err = co.remove(ctx, *cur)
 	}
 	if err != nil {
 		co.logger.Warn("cannot end transaction yet", "transactional_id", id, "error", err)
