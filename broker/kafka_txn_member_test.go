@@ -21,7 +21,8 @@ import (
 // partition the member is not assigned (ILLEGAL_GENERATION), or naming a
 // static member's instance with another member id (FENCED_INSTANCE_ID);
 // from the member at its epoch they are staged, and committed with the
-// transaction, as are those of a v2 request, which names no member.
+// transaction, as are those of a v2 request, which names no member. A
+// classic (JoinGroup) member is held to its generation alike.
 func TestBrokerKafkaTxnOffsetCommitFencedByGroup(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t, func(c *broker.Config) {
@@ -56,15 +57,17 @@ func TestBrokerKafkaTxnOffsetCommitFencedByGroup(t *testing.T) {
 	if err != nil || iresp.ErrorCode != 0 {
 		t.Fatalf("init producer id: %v, %v", err, iresp)
 	}
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, iresp.ProducerID, iresp.ProducerEpoch, "tg"
-	if aresp, err := add.RequestWith(ctx, cl); err != nil || aresp.ErrorCode != 0 {
-		t.Fatalf("add offsets to txn: %v, %v", err, aresp)
+	for _, group := range []string{"tg", "tgc"} {
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, iresp.ProducerID, iresp.ProducerEpoch, group
+		if aresp, err := add.RequestWith(ctx, cl); err != nil || aresp.ErrorCode != 0 {
+			t.Fatalf("add offsets of %s to txn: %v, %v", group, err, aresp)
+		}
 	}
-	commit := func(c *kgo.Client, member, instance string, gen int32, topic string, off int64) int16 {
+	commitTo := func(c *kgo.Client, group, member, instance string, gen int32, topic string, off int64) int16 {
 		t.Helper()
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, "tg", iresp.ProducerID, iresp.ProducerEpoch
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, group, iresp.ProducerID, iresp.ProducerEpoch
 		req.MemberID, req.Generation = member, gen
 		if instance != "" {
 			req.InstanceID = &instance
@@ -80,6 +83,10 @@ func TestBrokerKafkaTxnOffsetCommitFencedByGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	commit := func(c *kgo.Client, member, instance string, gen int32, topic string, off int64) int16 {
+		t.Helper()
+		return commitTo(c, "tg", member, instance, gen, topic, off)
 	}
 	for _, tc := range []struct {
 		what             string
@@ -100,6 +107,27 @@ func TestBrokerKafkaTxnOffsetCommitFencedByGroup(t *testing.T) {
 			t.Errorf("%s: error code %d (%v), want %v", tc.what, got, kerr.ErrorForCode(got), tc.want)
 		}
 	}
+	// A classic (JoinGroup) member of group tgc: its generation is what
+	// it sends.
+	join := kmsg.NewPtrJoinGroupRequest()
+	instance := "ci"
+	join.Group, join.ProtocolType, join.InstanceID = "tgc", "consumer", &instance
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 30_000, 30_000
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"tin"}
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name, proto.Metadata = "range", meta.AppendTo(nil)
+	join.Protocols = append(join.Protocols, proto)
+	jresp, err := join.RequestWith(ctx, cl)
+	if err != nil || jresp.ErrorCode != 0 {
+		t.Fatalf("join group: %v, %v", err, jresp)
+	}
+	if got := commitTo(cl, "tgc", jresp.MemberID, instance, jresp.Generation-1, "tin", 5); got != kerr.IllegalGeneration.Code {
+		t.Errorf("classic member at an old generation: error code %d (%v), want ILLEGAL_GENERATION", got, kerr.ErrorForCode(got))
+	}
+	if got := commitTo(cl, "tgc", jresp.MemberID, instance, jresp.Generation, "tin", 5); got != 0 {
+		t.Errorf("classic member at its generation: error code %d (%v)", got, kerr.ErrorForCode(got))
+	}
 	// Before v3 a TxnOffsetCommit names no member: not checked.
 	old := kafkaClient(t, addr, kgo.MaxVersions(kversion.V2_4_0()))
 	if got := commit(old, "", "", -1, "tother", 9); got != 0 {
@@ -117,5 +145,9 @@ func TestBrokerKafkaTxnOffsetCommitFencedByGroup(t *testing.T) {
 	}
 	if o := fetch.Offsets; len(o) != 2 || o[0].Offset != 7 || o[1].Offset != 9 {
 		t.Fatalf("committed %v, want tin-0 at 7 (the member's) and tother-0 at 9 (the v2 request's)", o)
+	}
+	classic, err := g.FetchOffsets(ctx, &quirev1.FetchOffsetsRequest{Group: "tgc", Partitions: []*quirev1.TopicPartition{{Topic: "tin", Partition: 0}}})
+	if err != nil || len(classic.Offsets) != 1 || classic.Offsets[0].Offset != 5 {
+		t.Fatalf("tgc committed %v, %v; want tin-0 at 5 (the classic member's)", classic, err)
 	}
 }
