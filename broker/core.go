@@ -166,7 +166,7 @@ func (f coreForwarder) DescribeLogs(ctx context.Context, br metadata.BrokerInfo,
 	for i, l := range logs {
 		out[i] = request.LogDescription{Topic: l.Topic, Partition: l.Partition, Hosted: l.Hosted, Leader: l.Leader, LeaderEpoch: l.LeaderEpoch,
 			LogStartOffset: l.LogStartOffset, HighWatermark: l.HighWatermark, LogEndOffset: l.LogEndOffset, Dir: l.Dir, Failure: l.Failure,
-			SizeBytes: l.SizeBytes, Compacted: l.Compacted, DirtyRatio: l.DirtyRatio}
+			SizeBytes: l.SizeBytes, Compacted: l.Compacted, DirtyRatio: l.DirtyRatio, LastStableOffset: lastStable(l)}
 	}
 	return out, nil
 }

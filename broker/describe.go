@@ -18,7 +18,7 @@ func (b *Broker) describeLog(topic string, partition int32) *pb.LogDescription {
 	d := b.core.DescribeLog(topic, partition)
 	return &pb.LogDescription{Topic: d.Topic, Partition: d.Partition, Hosted: d.Hosted, Leader: d.Leader, LeaderEpoch: d.LeaderEpoch,
 		LogStartOffset: d.LogStartOffset, HighWatermark: d.HighWatermark, LogEndOffset: d.LogEndOffset, Dir: d.Dir, Failure: d.Failure,
-		SizeBytes: d.SizeBytes, Compacted: d.Compacted, DirtyRatio: d.DirtyRatio}
+		SizeBytes: d.SizeBytes, Compacted: d.Compacted, DirtyRatio: d.DirtyRatio, LastStableOffset: &d.LastStableOffset}
 }
 
 // recordTimestamps answers LogPartitionRef.timestamp_offsets from the
@@ -58,10 +58,19 @@ func (c *cluster) ReadPositions(ctx context.Context, b metadata.BrokerInfo, qs [
 	out := make([]metadata.Position, len(qs))
 	for i, l := range logs {
 		if l.Hosted && l.Leader && l.Topic == qs[i].Topic && l.Partition == qs[i].Partition {
-			out[i] = metadata.Position{Leader: true, HighWatermark: l.HighWatermark, Timestamps: l.Timestamps}
+			out[i] = metadata.Position{Leader: true, HighWatermark: l.HighWatermark, LastStableOffset: lastStable(l), Timestamps: l.Timestamps}
 		}
 	}
 	return out, nil
+}
+
+// lastStable is l's last stable offset; from a node that predates it,
+// its high watermark.
+func lastStable(l *pb.LogDescription) int64 {
+	if l.LastStableOffset == nil {
+		return l.HighWatermark
+	}
+	return l.GetLastStableOffset()
 }
 
 // describeLogs asks the broker at addr for the offsets of refs, over the

@@ -34,8 +34,8 @@ func (k kafkaBackend) AddOffsetsToTxn(ctx context.Context, p txn.Producer, group
 	return k.b.core.AddOffsetsToTxn(service.CoreContext(ctx), p, group)
 }
 
-func (k kafkaBackend) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error {
-	return k.b.core.TxnOffsetCommit(service.CoreContext(ctx), p, group, offsets, addGroup)
+func (k kafkaBackend) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error {
+	return k.b.core.TxnOffsetCommit(service.CoreContext(ctx), p, group, member, offsets, addGroup)
 }
 
 func (k kafkaBackend) EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error) {

@@ -155,12 +155,13 @@ func (c *cluster) open(advertised string) error {
 	tc := txncoord.Config{
 		MaxTimeoutMs:  c.cfg.TransactionMaxTimeoutMs,
 		CheckInterval: ms(c.cfg.TransactionAbortCheckIntervalMs),
+		IDExpiration:  ms(c.cfg.TransactionalIDExpirationMs),
 		WriteTimeout:  mc.ApplyTimeout,
 		Clock:         mc.Clock,
 		Logger:        c.logger.Named("txncoord"),
 	}
 	mc.TxnCoordinator = func(l *metadata.GroupLog) (metadata.TxnCoordinator, error) {
-		return txncoord.New(l, c.markers, tc), nil
+		return txncoord.New(l, c.markers, l, tc), nil
 	}
 	if len(voters) == 1 && c.cfg.RaftHeartbeatTimeout == 0 {
 		// A one-voter quorum (a dev node) has no peer to lose touch with:

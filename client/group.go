@@ -245,6 +245,14 @@ type GroupPartitionLag struct {
 	Lag             int64   `json:"lag"`
 	LagSeconds      float64 `json:"lag_seconds"`
 	MemberID        string  `json:"member_id,omitempty"`
+	// LastStableOffset is the partition's last stable offset (the first
+	// offset of its oldest open transaction, or HighWatermark), and
+	// StableLag the lag against it: what a read_committed consumer can
+	// read now, the records of open transactions left out. Lag is what a
+	// read_uncommitted one has left. -1 when unknown; a broker that
+	// predates them gives HighWatermark and Lag.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	StableLag        int64 `json:"stable_lag"`
 }
 
 // DescribeGroup describes a consumer group: its state, members and lag
@@ -269,9 +277,13 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 			PendingAssignment: partitionsFromPB(m.GetPendingAssignment())})
 	}
 	for _, p := range resp.GetPartitions() {
-		d.Partitions = append(d.Partitions, GroupPartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(),
+		pl := GroupPartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(),
 			CommittedOffset: p.GetCommittedOffset(), HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(),
-			LagSeconds: p.GetLagSeconds(), MemberID: p.GetMemberId()})
+			LagSeconds: p.GetLagSeconds(), MemberID: p.GetMemberId(), LastStableOffset: p.GetHighWatermark(), StableLag: p.GetLag()}
+		if p.LastStableOffset != nil {
+			pl.LastStableOffset, pl.StableLag = p.GetLastStableOffset(), p.GetStableLag()
+		}
+		d.Partitions = append(d.Partitions, pl)
 	}
 	d.Throughput = GroupThroughput{Lag: -1, ConsumeRate: -1, ProduceRate: -1, DrainSeconds: -1, MembersNeeded: -1}
 	if t := resp.GetThroughput(); t != nil {

@@ -228,8 +228,26 @@ func (t *Transaction) produce(ctx context.Context, req *quirev1.ProduceRecordsRe
 
 // SendOffsets stages a consumer group's offsets in the open transaction:
 // they are committed with it (never if it aborts), as one with the
-// records: consume-transform-produce, exactly once.
+// records: consume-transform-produce, exactly once. They are sent as no
+// member, so the group's membership does not fence them: a consumer in
+// the group sends them with SendGroupOffsets.
 func (t *Transaction) SendOffsets(ctx context.Context, group string, offsets ...OffsetCommit) error {
+	return t.sendOffsets(ctx, &quirev1.SendOffsetsRequest{Group: group}, offsets)
+}
+
+// SendGroupOffsets is SendOffsets for g's group, sent as g's member at
+// its current epoch: the coordinator refuses them (ILLEGAL_GENERATION,
+// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) unless the member is still in
+// the group at that epoch and owns each partition, so a consumer that
+// lost partitions in a rebalance cannot commit offsets of them with its
+// output. The error is not fatal to the transaction: abort it and go on
+// from the group's committed offsets.
+func (t *Transaction) SendGroupOffsets(ctx context.Context, g *GroupConsumer, offsets ...OffsetCommit) error {
+	req := &quirev1.SendOffsetsRequest{Group: g.cfg.Group, MemberId: g.MemberID(), MemberEpoch: g.Epoch(), InstanceId: g.cfg.InstanceID}
+	return t.sendOffsets(ctx, req, offsets)
+}
+
+func (t *Transaction) sendOffsets(ctx context.Context, req *quirev1.SendOffsetsRequest, offsets []OffsetCommit) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err != nil {
@@ -239,7 +257,7 @@ func (t *Transaction) SendOffsets(ctx context.Context, group string, offsets ...
 		return fmt.Errorf("%w: SendOffsets outside a transaction", ErrTransactionState)
 	}
 	t.touched = true
-	req := &quirev1.SendOffsetsRequest{Producer: t.producer(), Group: group}
+	req.Producer = t.producer()
 	for _, o := range offsets {
 		req.Offsets = append(req.Offsets, &quirev1.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
 			OptionalLeaderEpoch: &quirev1.OffsetCommit_LeaderEpoch{LeaderEpoch: o.LeaderEpoch}, Metadata: o.Metadata})

@@ -138,6 +138,7 @@ type Config struct {
 	// Transactions (the coordinator runs on the controller).
 	TransactionMaxTimeoutMs         int32 // transaction.max.timeout.ms
 	TransactionAbortCheckIntervalMs int64 // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TransactionalIDExpirationMs     int64 // transactional.id.expiration.ms
 	// Share groups (KIP-932 queues; the share coordinator runs in memory
 	// on each node, sharegroup/).
 	GroupShareEnable                  bool   // group.share.enable

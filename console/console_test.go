@@ -286,7 +286,7 @@ func TestConsoleGroupsActionsTail(t *testing.T) {
 			t.Fatalf("group page: %d\n%s", code, page)
 		}
 		mustContain(t, page, "group page", `data-partition="events/0"`, `class="num committed">2<`, `class="num hw">5<`,
-			`class="num lag">3<`, `id="total-lag">3<`, `id="lag-chart"`, `id="state">empty<`)
+			`class="num lag">3<`, `class="num stable-lag">3<`, `id="total-lag">3<`, `id="lag-chart"`, `id="state">empty<`)
 		// The record at the committed offset is a minute old.
 		if !strings.Contains(page, `class="num lag-seconds">1m0s<`) && !strings.Contains(page, `class="num lag-seconds">1m1s<`) {
 			i := strings.Index(page, "lag-seconds")

@@ -19,6 +19,10 @@ type PartitionLag struct {
 	HighWatermark int64
 	// Lag is HighWatermark - Committed in records, -1 when unknown.
 	Lag int64
+	// StableLag is the lag against the partition's last stable offset,
+	// a read_committed consumer's (open transactions' records left
+	// out), -1 when unknown; Lag from a broker that predates it.
+	StableLag int64
 	// LagSeconds is how old the first record the group has not consumed
 	// is (0 when it has consumed everything), -1 when unknown.
 	LagSeconds float64
@@ -37,7 +41,10 @@ func (c *Console) groupLag(group string, d *quirev1.DescribeGroupResponse) ([]Pa
 	out := make([]PartitionLag, 0, len(d.GetPartitions()))
 	for _, p := range d.GetPartitions() {
 		pl := PartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(), Committed: p.GetCommittedOffset(),
-			HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(), LagSeconds: p.GetLagSeconds()}
+			HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(), StableLag: p.GetLag(), LagSeconds: p.GetLagSeconds()}
+		if p.StableLag != nil {
+			pl.StableLag = p.GetStableLag()
+		}
 		if pl.HighWatermark < 0 {
 			pl.Err = "the partition's leader has not reported its high watermark yet"
 		}

@@ -80,6 +80,7 @@ var errorTable = []struct {
 	{group.ErrGroupMaxSizeReached, codes.ResourceExhausted, quirev1.ErrorCode_GROUP_MAX_SIZE_REACHED, "GROUP_MAX_SIZE_REACHED"},
 	{group.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_UNKNOWN_GROUP"},
 	{group.ErrFencedInstanceID, codes.FailedPrecondition, quirev1.ErrorCode_FENCED_INSTANCE_ID, "FENCED_INSTANCE_ID"},
+	{group.ErrIllegalGeneration, codes.FailedPrecondition, quirev1.ErrorCode_ILLEGAL_GENERATION, "ILLEGAL_GENERATION"},
 	{group.ErrInvalidSessionTimeout, codes.InvalidArgument, quirev1.ErrorCode_INVALID_SESSION_TIMEOUT, "INVALID_SESSION_TIMEOUT"},
 	{group.ErrNonEmptyGroup, codes.FailedPrecondition, quirev1.ErrorCode_NON_EMPTY_GROUP, "NON_EMPTY_GROUP"},
 	// Only the retention expiry of a group's offsets meets this one (the

@@ -68,7 +68,8 @@ func (s *Service) TxnOffsetCommit(ctx context.Context, in *pb.TxnOffsetCommitReq
 	for i, o := range in.Offsets {
 		offs[i] = txn.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
-	if err := tc.CommitOffsets(ctx, producerFromPB(in.Producer), in.Group, offs, in.AddGroup); err != nil {
+	member := txn.Member{ID: in.MemberId, InstanceID: in.InstanceId, Epoch: in.MemberEpoch}
+	if err := tc.CommitOffsets(ctx, producerFromPB(in.Producer), in.Group, member, offs, in.AddGroup); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.TxnOffsetCommitResponse{}, nil
@@ -146,8 +147,9 @@ func (f *Forwarder) AddOffsetsToTxn(ctx context.Context, p txn.Producer, group s
 }
 
 // TxnOffsetCommit passes TxnOffsetCommit on.
-func (f *Forwarder) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error {
-	in := &pb.TxnOffsetCommitRequest{Producer: producerToPB(p), Group: group, AddGroup: addGroup}
+func (f *Forwarder) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error {
+	in := &pb.TxnOffsetCommitRequest{Producer: producerToPB(p), Group: group, AddGroup: addGroup,
+		MemberId: member.ID, InstanceId: member.InstanceID, MemberEpoch: member.Epoch}
 	for _, o := range offsets {
 		in.Offsets = append(in.Offsets, &metapb.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
 	}

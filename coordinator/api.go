@@ -7,6 +7,7 @@ import (
 
 	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/txn"
 )
 
 // The calls the controller passes on (metadata.GroupCoordinator).
@@ -65,6 +66,21 @@ func (co *Coordinator) ValidateCommit(ctx context.Context, id string, member met
 	}
 	return co.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
 		return nil, m.ValidateCommit(id, member.ID, member.Epoch)
+	})
+}
+
+// ValidateTxnCommit fences a transaction's offsets by the group's
+// membership: the member they are sent as must be in the group at its
+// epoch and own each partition (group.Machine.ValidateTxnCommit).
+func (co *Coordinator) ValidateTxnCommit(ctx context.Context, id string, member txn.Member, parts []group.TopicPartition) error {
+	if member == (txn.Member{}) {
+		return group.ValidateGroupID(id)
+	}
+	if co.log.Image().MetadataVersion() < metadata.MetadataVersionProducerIDs {
+		return fmt.Errorf("%w: offsets sent as a group member need %s %d", metadata.ErrUnsupportedVersion, metadata.MetadataVersionFeature, metadata.MetadataVersionProducerIDs)
+	}
+	return co.doGroup(ctx, id, func(m *group.Machine) ([]group.Record, error) {
+		return nil, m.ValidateTxnCommit(id, member.ID, member.InstanceID, member.Epoch, parts)
 	})
 }
 

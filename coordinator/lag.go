@@ -33,9 +33,10 @@ const DefaultLagRefresh = 5 * time.Second
 
 // lagSample is what a leader said of one partition.
 type lagSample struct {
-	hw int64
-	ts map[int64]int64 // record timestamp by offset asked, -1 none
-	at time.Time
+	hw  int64
+	lso int64
+	ts  map[int64]int64 // record timestamp by offset asked, -1 none
+	at  time.Time
 }
 
 // lagState is the coordinator's last view of the leaders.
@@ -104,7 +105,7 @@ func (co *Coordinator) probe(ctx context.Context, img *metadata.Image, want map[
 				if i >= len(ps) || !ps[i].Leader {
 					continue
 				}
-				s := lagSample{hw: ps[i].HighWatermark, ts: make(map[int64]int64, len(q.Offsets)), at: now}
+				s := lagSample{hw: ps[i].HighWatermark, lso: ps[i].LastStableOffset, ts: make(map[int64]int64, len(q.Offsets)), at: now}
 				for j, off := range q.Offsets {
 					if j < len(ps[i].Timestamps) {
 						s.ts[off] = ps[i].Timestamps[j]
@@ -171,11 +172,15 @@ func owners(img *metadata.Image, id string) map[group.TopicPartition]string {
 // partitionLag is a group's lag in tp at now from sample s (ok false:
 // none).
 func partitionLag(tp group.TopicPartition, committed int64, s lagSample, ok bool, now time.Time) metadata.GroupPartitionLag {
-	l := metadata.GroupPartitionLag{Topic: tp.Topic, Partition: tp.Partition, Committed: committed, HighWatermark: -1, Lag: -1, LagSeconds: -1}
+	l := metadata.GroupPartitionLag{Topic: tp.Topic, Partition: tp.Partition, Committed: committed, HighWatermark: -1, Lag: -1, LagSeconds: -1,
+		LastStableOffset: -1, StableLag: -1}
 	if !ok {
 		return l
 	}
-	l.HighWatermark, l.Observed = s.hw, s.at
+	l.HighWatermark, l.LastStableOffset, l.Observed = s.hw, s.lso, s.at
+	if committed >= 0 && s.lso >= 0 {
+		l.StableLag = max(s.lso-committed, 0)
+	}
 	if committed < 0 || s.hw < 0 {
 		return l
 	}

@@ -47,6 +47,39 @@ func TestCoordinatorLagFigures(t *testing.T) {
 	}
 }
 
+// TestCoordinatorStableLag: lag against the last stable offset (a
+// read_committed consumer's) leaves out the records from the oldest open
+// transaction's first offset on; lag against the high watermark counts
+// them.
+func TestCoordinatorStableLag(t *testing.T) {
+	t.Parallel()
+	tp := group.TopicPartition{Topic: "t", Partition: 0}
+	at := time.UnixMilli(1_000_000)
+	open := lagSample{hw: 10, lso: 7, at: at}
+	cases := []struct {
+		name         string
+		committed    int64
+		s            lagSample
+		lag, stable  int64
+		lastStableAt int64
+	}{
+		{"behind, a transaction open from 7", 4, open, 6, 3, 7},
+		{"at the open transaction", 7, open, 3, 0, 7},
+		{"no transaction open", 4, lagSample{hw: 10, lso: 10, at: at}, 6, 6, 10},
+		{"never committed", -1, open, -1, -1, 7},
+		{"leader without offsets", 4, lagSample{hw: -1, lso: -1, at: at}, -1, -1, -1},
+	}
+	for _, c := range cases {
+		l := partitionLag(tp, c.committed, c.s, true, at)
+		if l.Lag != c.lag || l.StableLag != c.stable || l.LastStableOffset != c.lastStableAt {
+			t.Errorf("%s: lag %d, stable lag %d at %d; want %d, %d at %d", c.name, l.Lag, l.StableLag, l.LastStableOffset, c.lag, c.stable, c.lastStableAt)
+		}
+	}
+	if l := partitionLag(tp, 4, lagSample{}, false, at); l.StableLag != -1 || l.LastStableOffset != -1 {
+		t.Errorf("no answer from the leader: stable lag %d at %d, want -1 at -1", l.StableLag, l.LastStableOffset)
+	}
+}
+
 // TestGroupLagRebalancesCounted: each target assignment written counts
 // one rebalance of its group; a deleted group starts again from 0.
 func TestCoordinatorLagRebalancesCounted(t *testing.T) {

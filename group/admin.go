@@ -136,6 +136,54 @@ func (m *Machine) ValidateCommit(id, memberID string, memberEpoch int32) error {
 	return nil
 }
 
+// ValidateTxnCommit tells whether a transaction's offsets may be staged
+// for group id as the member a TxnOffsetCommit names (v3 and later:
+// member id, generation or member epoch, instance id), for parts. A call
+// naming no member (no member id, no instance id: a producer outside the
+// group, or a request before v3) is not checked, as Kafka does not. A
+// member the group does not have is ErrUnknownMemberID; one its
+// instance's next process replaced, or an instance id held by another
+// member, ErrFencedInstanceID; an epoch not the member's, or a partition
+// the member does not own at its epoch (assigned, or still to revoke),
+// ErrIllegalGeneration.
+func (m *Machine) ValidateTxnCommit(id, memberID, instanceID string, memberEpoch int32, parts []TopicPartition) error {
+	if err := ValidateGroupID(id); err != nil {
+		return err
+	}
+	if memberID == "" && instanceID == "" {
+		return nil
+	}
+	g := m.groups[id]
+	if instanceID != "" && g != nil {
+		if holder, ok := g.static[instanceID]; ok && holder != memberID {
+			return fmt.Errorf("%w: instance %q of group %q is held by another member than %q", ErrFencedInstanceID, instanceID, id, memberID)
+		}
+	}
+	if memberID == "" {
+		return fmt.Errorf("%w: offsets sent to group %q for instance %q name no member id", ErrUnknownMemberID, id, instanceID)
+	}
+	var mem *member
+	if g != nil {
+		mem = g.members[memberID]
+	}
+	if instance, ok := g.replacedBy(memberID); ok && mem == nil {
+		return fmt.Errorf("%w: member %q of group %q was replaced by another process of instance %q", ErrFencedInstanceID, memberID, id, instance)
+	}
+	if mem == nil {
+		return fmt.Errorf("%w: member %q is not in group %q", ErrUnknownMemberID, memberID, id)
+	}
+	if memberEpoch != mem.epoch {
+		return fmt.Errorf("%w: member %q of group %q sends offsets at epoch %d, its epoch is %d", ErrIllegalGeneration, memberID, id, memberEpoch, mem.epoch)
+	}
+	for _, tp := range parts {
+		if g.owners[tp] != memberID {
+			return fmt.Errorf("%w: member %q of group %q sends an offset of %s-%d, not assigned to it at epoch %d",
+				ErrIllegalGeneration, memberID, id, tp.Topic, tp.Partition, memberEpoch)
+		}
+	}
+	return nil
+}
+
 // Size is the number of members of a group (0 for a group the Machine
 // does not have), for the runtime to refuse changing the offsets of a
 // group in use.

@@ -86,6 +86,11 @@ var (
 	ErrInvalidRecord         = errors.New("group: invalid record")
 	ErrFencedInstanceID      = errors.New("group: fenced instance id")
 	ErrInvalidSessionTimeout = errors.New("group: invalid session timeout")
+	// ErrIllegalGeneration refuses a transaction's offsets sent as a
+	// member at an epoch (generation) not its own, or for a partition
+	// it does not own at that epoch (Kafka's TxnOffsetCommit answers
+	// ILLEGAL_GENERATION where OffsetCommit says STALE_MEMBER_EPOCH).
+	ErrIllegalGeneration = errors.New("group: illegal generation")
 )
 
 // TopicPartition names one partition of a topic.

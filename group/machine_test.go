@@ -115,6 +115,23 @@ func (s *scriptState) do(t *testing.T, c *scriptCase) string {
 			return "error: " + err.Error()
 		}
 		out = "ok"
+	case "txn-commit":
+		// A transaction's offsets sent as a member (TxnOffsetCommit).
+		c.known(t, "group", "member", "instance", "epoch", "parts")
+		member, _ := c.arg("member")
+		instance, _ := c.arg("instance")
+		epoch := int32(-1)
+		if v, ok := c.arg("epoch"); ok {
+			epoch = int32(parseInt(t, c, v))
+		}
+		var parts []TopicPartition
+		if v, ok := c.arg("parts"); ok {
+			parts = parsePartitions(t, c, v)
+		}
+		if err := s.m.ValidateTxnCommit(s.group(c), member, instance, epoch, parts); err != nil {
+			return "error: " + err.Error()
+		}
+		out = "ok"
 	case "delete":
 		c.known(t, "group")
 		recs, err := s.m.Delete(s.group(c))

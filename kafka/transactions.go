@@ -28,7 +28,7 @@ type TxnBackend interface {
 	InitTxnProducer(ctx context.Context, req txn.InitRequest) (txn.Txn, error)
 	AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []txn.TopicPartition) error
 	AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error
-	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error
+	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error
 	// bump: EndTxn 5, transaction version 2.
 	EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error)
 	DescribeTransactions(ctx context.Context, ids []string) ([]request.TxnDescription, error)
@@ -98,9 +98,16 @@ func txnOffsetCommit(ctx context.Context, b Backend, req *kmsg.TxnOffsetCommitRe
 			offs = append(offs, o)
 		}
 	}
+	// From v3 the offsets are sent as the consumer's group member, which
+	// the coordinator checks: in the group at its generation (the member
+	// epoch), owning each partition.
+	var member txn.Member
+	if req.Version >= 3 {
+		member = txn.Member{ID: req.MemberID, InstanceID: deref(req.InstanceID), Epoch: req.Generation}
+	}
 	// TxnOffsetCommit 5 is transaction version 2's: the group joins the
 	// transaction with its first commit.
-	err := b.TxnOffsetCommit(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, offs, req.Version >= 5)
+	err := b.TxnOffsetCommit(ctx, txn.Producer{ID: req.TransactionalID, PID: req.ProducerID, Epoch: req.ProducerEpoch}, req.Group, member, offs, req.Version >= 5)
 	code, _ := groupError(err)
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()

@@ -20,19 +20,19 @@ func errQuorumLost() error {
 	return &request.Error{Code: int32(quirev1.ErrorCode_NOT_CONTROLLER), Message: "metadata: not controller", LeaderID: -1, LeaderEpoch: -1}
 }
 
-func (quorumLost) InitTxnProducer(context.Context, txn.InitRequest) (txn.Txn, error) {
+func (*quorumLost) InitTxnProducer(context.Context, txn.InitRequest) (txn.Txn, error) {
 	return txn.Txn{}, errQuorumLost()
 }
-func (quorumLost) AddPartitionsToTxn(context.Context, txn.Producer, []txn.TopicPartition) error {
+func (*quorumLost) AddPartitionsToTxn(context.Context, txn.Producer, []txn.TopicPartition) error {
 	return errQuorumLost()
 }
-func (quorumLost) AddOffsetsToTxn(context.Context, txn.Producer, string) error {
+func (*quorumLost) AddOffsetsToTxn(context.Context, txn.Producer, string) error {
 	return errQuorumLost()
 }
-func (quorumLost) TxnOffsetCommit(context.Context, txn.Producer, string, []txn.Offset, bool) error {
+func (*quorumLost) TxnOffsetCommit(context.Context, txn.Producer, string, txn.Member, []txn.Offset, bool) error {
 	return errQuorumLost()
 }
-func (quorumLost) EndTxn(context.Context, txn.Producer, bool, bool) (txn.Txn, error) {
+func (*quorumLost) EndTxn(context.Context, txn.Producer, bool, bool) (txn.Txn, error) {
 	return txn.Txn{}, errQuorumLost()
 }
 

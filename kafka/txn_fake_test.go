@@ -26,7 +26,7 @@ func (noTxns) AddPartitionsToTxn(context.Context, txn.Producer, []txn.TopicParti
 	return errNoTxns()
 }
 func (noTxns) AddOffsetsToTxn(context.Context, txn.Producer, string) error { return errNoTxns() }
-func (noTxns) TxnOffsetCommit(context.Context, txn.Producer, string, []txn.Offset, bool) error {
+func (noTxns) TxnOffsetCommit(context.Context, txn.Producer, string, txn.Member, []txn.Offset, bool) error {
 	return errNoTxns()
 }
 func (noTxns) EndTxn(context.Context, txn.Producer, bool, bool) (txn.Txn, error) {

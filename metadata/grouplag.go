@@ -20,6 +20,9 @@ type Position struct {
 	// meaningful only when it does.
 	Leader        bool
 	HighWatermark int64
+	// LastStableOffset is the first offset of the partition's oldest
+	// open transaction, or HighWatermark if lower.
+	LastStableOffset int64
 	// Timestamps has one entry per PositionQuery.Offsets: the timestamp
 	// (ms since the epoch) of the first record at or after the offset,
 	// -1 when none is below the high watermark.
@@ -35,8 +38,18 @@ type GroupPartitionLag struct {
 	// HighWatermark is the leader's, -1 when not known.
 	HighWatermark int64
 	// Lag is HighWatermark-Committed (at least 0), -1 when either is
-	// unknown.
+	// unknown: what a read_uncommitted consumer has left to read.
 	Lag int64
+	// LastStableOffset is the leader's (HighWatermark while no
+	// transaction is open), -1 when not known.
+	LastStableOffset int64
+	// StableLag is LastStableOffset-Committed (at least 0), -1 when
+	// either is unknown: what a read_committed consumer can read now,
+	// without the records of transactions still open. The coordinator
+	// cannot tell which isolation a group's consumers read at (a Kafka
+	// consumer says it in each fetch, not to its group), so it gives
+	// both.
+	StableLag int64
 	// LagSeconds is now minus the timestamp of the record at Committed,
 	// 0 when caught up, -1 when unknown.
 	LagSeconds float64

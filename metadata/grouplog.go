@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/quirelog/quire/api/metapb"
 	"github.com/quirelog/quire/group"
+	"github.com/quirelog/quire/txn"
 )
 
 // The consumer group coordinator runs on the controller, where the
@@ -33,6 +34,10 @@ type GroupCoordinator interface {
 	Describe(ctx context.Context, id string) (group.Description, error)
 	// ValidateCommit fences an offset commit by the group's membership.
 	ValidateCommit(ctx context.Context, id string, member GroupMember) error
+	// ValidateTxnCommit fences a transaction's offsets, sent as member
+	// (none: not checked), by the group's membership: the member at its
+	// epoch, owning each partition.
+	ValidateTxnCommit(ctx context.Context, id string, member txn.Member, parts []group.TopicPartition) error
 	// DeleteMembership refuses to delete a group with members
 	// (group.ErrNonEmptyGroup) and removes the state of an empty one.
 	DeleteMembership(ctx context.Context, id string) error
@@ -100,6 +105,24 @@ func (l *GroupLog) Apply(ctx context.Context, cmd *pb.Command) (any, error) {
 func (l *GroupLog) LevelRising(cmd *pb.Command) (int32, bool) {
 	level := commandLevel(cmd)
 	return level, l.c.levelRising(level)
+}
+
+// ValidateTxnCommit fences a transaction's offsets for group id, sent as
+// member, by the group coordinator's membership (txncoord.Groups). On a
+// node without a group coordinator, offsets sent as a member are
+// refused (there is no membership to check them against).
+func (l *GroupLog) ValidateTxnCommit(ctx context.Context, id string, member txn.Member, parts []txn.TopicPartition) error {
+	gps := make([]group.TopicPartition, len(parts))
+	for i, p := range parts {
+		gps[i] = group.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	if l.c.groups == nil {
+		if member != (txn.Member{}) {
+			return errNoCoordinator
+		}
+		return nil
+	}
+	return l.c.groups.ValidateTxnCommit(ctx, id, member, gps)
 }
 
 // errNoCoordinator answers the group calls of a node built without a

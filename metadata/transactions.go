@@ -186,7 +186,9 @@ type TxnCoordinator interface {
 	// AddGroup adds a consumer group to the producer's transaction.
 	AddGroup(ctx context.Context, p txn.Producer, group string) error
 	// CommitOffsets stages a group's offsets in the transaction.
-	CommitOffsets(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error
+	// Sent as member (none: not checked), they are fenced by the group's
+	// membership.
+	CommitOffsets(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error
 	// End commits or aborts the producer's transaction and returns the
 	// state it was left in (its producer id and epoch are the
 	// producer's for the next transaction).

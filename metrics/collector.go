@@ -109,6 +109,7 @@ var (
 	dRaftTerm         = desc("raft_term", "Current raft term of the metadata quorum.")
 	dRaftState        = desc("raft_state", "1 for this node's raft state (Leader, Follower, Candidate, Shutdown).", "state")
 	dGroupLag         = desc("group_lag_records", "Records a consumer group is behind in a partition: high watermark minus committed offset (on the group coordinator, the active controller; refreshed every group.lag.refresh.ms).", "group", "topic", "partition")
+	dGroupStableLag   = desc("group_stable_lag_records", "Records a read_committed consumer group is behind in a partition: last stable offset minus committed offset, the records of open transactions left out (equal to group_lag_records while none is open; on the group coordinator).", "group", "topic", "partition")
 	dGroupLagSeconds  = desc("group_lag_seconds", "Seconds a consumer group is behind in a partition: now minus the timestamp of the first record not committed, 0 when caught up (on the group coordinator).", "group", "topic", "partition")
 	dGroupMembers     = desc("group_members", "Members of a consumer group (on the group coordinator).", "group")
 	dGroupRebalances  = desc("group_rebalances_total", "Target assignments the coordinator computed for a consumer group while this node was its coordinator.", "group")
@@ -135,7 +136,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 		dUnderReplicated, dUnderMinISR, dLeaderCount, dReplicaCount, dFailedReplicas, dISRShrinks, dISRExpands,
 		dPartLEO, dPartHW, dPartStart, dPartSize, dPartSegments, dPartISR, dPartReplicas, dPartUnder, dFollowerLag,
 		dFlush, dCleanDirty, dCleanLast, dCleanBytes, dCleanWritten, dCleanPasses, dCleanLag, dOpenFiles, dOpenFilesMax, dFileOpens, dFileEvictions, dActiveController, dFencedBrokers, dBrokers, dOffline, dClusterUnder, dReassigning, dAdding, dThrottle, dApplied, dCommit, dMetaLag,
-		dRaftTerm, dRaftState, dGroupLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
+		dRaftTerm, dRaftState, dGroupLag, dGroupStableLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
 		ch <- d
 	}
 }
@@ -340,6 +341,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			// out rather than shown as a number.
 			if p.Lag >= 0 {
 				gauge(ch, dGroupLag, float64(p.Lag), g.Group, p.Topic, part)
+			}
+			if p.StableLag >= 0 {
+				gauge(ch, dGroupStableLag, float64(p.StableLag), g.Group, p.Topic, part)
 			}
 			if p.LagSeconds >= 0 {
 				gauge(ch, dGroupLagSeconds, p.LagSeconds, g.Group, p.Topic, part)

@@ -89,9 +89,10 @@ quire_raft_state{state="Shutdown"} 0
 
 func TestCollectorGroupSeries(t *testing.T) {
 	src := fakeSource{gs: []metadata.GroupStats{{Group: "g", Members: 2, Rebalances: 3, Partitions: []metadata.GroupPartitionLag{
-		{Topic: "a", Partition: 0, Committed: 4, HighWatermark: 10, Lag: 6, LagSeconds: 1.5},
-		{Topic: "a", Partition: 1, Committed: 7, HighWatermark: 7, Lag: 0, LagSeconds: 0},
-		{Topic: "a", Partition: 2, Committed: 3, HighWatermark: -1, Lag: -1, LagSeconds: -1}, // no answer yet: absent
+		// A transaction open from offset 8: a read_committed reader has 4 left.
+		{Topic: "a", Partition: 0, Committed: 4, HighWatermark: 10, Lag: 6, LagSeconds: 1.5, LastStableOffset: 8, StableLag: 4},
+		{Topic: "a", Partition: 1, Committed: 7, HighWatermark: 7, Lag: 0, LagSeconds: 0, LastStableOffset: 7, StableLag: 0},
+		{Topic: "a", Partition: 2, Committed: 3, HighWatermark: -1, Lag: -1, LagSeconds: -1, LastStableOffset: -1, StableLag: -1}, // no answer yet: absent
 	}}}}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewCollector(src))
@@ -104,6 +105,10 @@ quire_group_lag_records{group="g",partition="1",topic="a"} 0
 # TYPE quire_group_lag_seconds gauge
 quire_group_lag_seconds{group="g",partition="0",topic="a"} 1.5
 quire_group_lag_seconds{group="g",partition="1",topic="a"} 0
+# HELP quire_group_stable_lag_records Records a read_committed consumer group is behind in a partition: last stable offset minus committed offset, the records of open transactions left out (equal to group_lag_records while none is open; on the group coordinator).
+# TYPE quire_group_stable_lag_records gauge
+quire_group_stable_lag_records{group="g",partition="0",topic="a"} 4
+quire_group_stable_lag_records{group="g",partition="1",topic="a"} 0
 # HELP quire_group_members Members of a consumer group (on the group coordinator).
 # TYPE quire_group_members gauge
 quire_group_members{group="g"} 2
@@ -112,7 +117,7 @@ quire_group_members{group="g"} 2
 quire_group_rebalances_total{group="g"} 3
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "quire_group_lag_records", "quire_group_lag_seconds",
-		"quire_group_members", "quire_group_rebalances_total"); err != nil {
+		"quire_group_members", "quire_group_rebalances_total", "quire_group_stable_lag_records"); err != nil {
 		t.Fatal(err)
 	}
 }

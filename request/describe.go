@@ -69,6 +69,10 @@ type LogDescription struct {
 	// the replica's cleanable bytes not yet cleaned.
 	Compacted  bool
 	DirtyRatio float64
+	// LastStableOffset is the replica's (the first offset of its oldest
+	// open transaction, or its high watermark if lower), -1 when not
+	// hosted.
+	LastStableOffset int64
 }
 
 // LogDescriber asks another broker to describe its replicas' logs, one
@@ -80,7 +84,8 @@ type LogDescriber interface {
 
 // DescribeLog is this broker's view of one of its replicas.
 func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
-	d := LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1, DirtyRatio: -1}
+	d := LogDescription{Topic: topic, Partition: partition, LogStartOffset: -1, HighWatermark: -1, LogEndOffset: -1, SizeBytes: -1, DirtyRatio: -1,
+		LastStableOffset: -1}
 	part, ok := c.cfg.Replicas.Partition(topic, partition)
 	if !ok {
 		return d
@@ -88,6 +93,7 @@ func (c *Core) DescribeLog(topic string, partition int32) LogDescription {
 	st := part.State()
 	d.Hosted, d.Leader, d.LeaderEpoch = true, st.Leader, st.LeaderEpoch
 	d.LogStartOffset, d.HighWatermark, d.LogEndOffset = part.LogStartOffset(), part.HighWatermark(), part.LogEndOffset()
+	d.LastStableOffset = part.LastStableOffset()
 	d.SizeBytes = part.SizeBytes()
 	d.DirtyRatio, d.Compacted = part.DirtyRatio()
 	var failure error

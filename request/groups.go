@@ -141,6 +141,11 @@ type GroupPartitionLag struct {
 	LagSeconds      float64
 	MemberID        string
 	ObservedTimeMs  int64
+	// LastStableOffset and StableLag are the partition's last stable
+	// offset and the lag against it (a read_committed consumer's: the
+	// records of open transactions left out), -1 when unknown.
+	LastStableOffset int64
+	StableLag        int64
 }
 
 // CommitOffsetsRequest commits a group's offsets, all or none: as a

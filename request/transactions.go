@@ -31,7 +31,7 @@ type Transactions interface {
 	InitTxnProducer(ctx context.Context, req txn.InitRequest) (txn.Txn, error)
 	AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []txn.TopicPartition, verifyOnly bool) error
 	AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error
-	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error
+	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error
 	EndTxn(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error)
 	// DescribeTransactions answers one state per id, in order; found
 	// false for an unknown one.
@@ -104,9 +104,13 @@ func (c *Core) AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string
 }
 
 // TxnOffsetCommit stages a group's offsets in the producer's
-// transaction: they are committed with it. It needs Write on the
-// transactional id, Read on the group and Read on each topic.
-func (c *Core) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error {
+// transaction: they are committed with it. Sent as a group member
+// (member: none is the zero value), the coordinator refuses them unless
+// the member is in the group at its epoch (group.ErrUnknownMemberID,
+// group.ErrFencedInstanceID, group.ErrIllegalGeneration) and owns each
+// partition at that epoch (group.ErrIllegalGeneration). It needs Write
+// on the transactional id, Read on the group and Read on each topic.
+func (c *Core) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error {
 	if err := c.authorizeTxnID(ctx, auth.OpWrite, p.ID); err != nil {
 		return err
 	}
@@ -120,7 +124,7 @@ func (c *Core) TxnOffsetCommit(ctx context.Context, p txn.Producer, group string
 	if err != nil {
 		return err
 	}
-	return c.fail(t.TxnOffsetCommit(ctx, p, group, offsets, addGroup))
+	return c.fail(t.TxnOffsetCommit(ctx, p, group, member, offsets, addGroup))
 }
 
 // EndTxn commits or aborts the producer's transaction and returns the

@@ -146,6 +146,7 @@ var sentinels = map[string]error{
 	"group.ErrUnknownGroup":          group.ErrUnknownGroup,
 	"group.ErrNonEmptyGroup":         group.ErrNonEmptyGroup,
 	"group.ErrFencedInstanceID":      group.ErrFencedInstanceID,
+	"group.ErrIllegalGeneration":     group.ErrIllegalGeneration,
 	"group.ErrInvalidSessionTimeout": group.ErrInvalidSessionTimeout,
 	"group.ErrInvalidRecord":         group.ErrInvalidRecord,
 

@@ -101,7 +101,8 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *quirev1.DescribeG
 	}
 	for _, l := range d.Partitions {
 		out.Partitions = append(out.Partitions, &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
-			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID, ObservedTimeMs: l.ObservedTimeMs})
+			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID, ObservedTimeMs: l.ObservedTimeMs,
+			LastStableOffset: &l.LastStableOffset, StableLag: &l.StableLag})
 	}
 	if t := d.Throughput; t != nil {
 		out.Throughput = &quirev1.GroupThroughput{Lag: t.Lag, ConsumeRate: t.ConsumeRate, ProduceRate: t.ProduceRate, DrainSeconds: t.DrainSeconds,
@@ -167,8 +168,15 @@ func GroupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDesc
 			PendingRevocation: AssignmentFromPB(m.PendingRevocation), PendingAssignment: AssignmentFromPB(m.PendingAssignment)})
 	}
 	for _, l := range d.Partitions {
+		// From a controller that predates the last stable offset: as if
+		// no transaction were open.
+		lso, stable := l.HighWatermark, l.Lag
+		if l.LastStableOffset != nil {
+			lso, stable = l.GetLastStableOffset(), l.GetStableLag()
+		}
 		out.Partitions = append(out.Partitions, request.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
-			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberID: l.MemberId, ObservedTimeMs: l.ObservedTimeMs})
+			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberID: l.MemberId, ObservedTimeMs: l.ObservedTimeMs,
+			LastStableOffset: lso, StableLag: stable})
 	}
 	if t := d.Throughput; t != nil {
 		out.Throughput = &metadata.GroupThroughput{Lag: t.Lag, ConsumeRate: t.ConsumeRate, ProduceRate: t.ProduceRate, DrainSeconds: t.DrainSeconds,

@@ -46,7 +46,8 @@ func (s *transactionsService) SendOffsets(ctx context.Context, req *quirev1.Send
 			offs[i].LeaderEpoch = o.GetLeaderEpoch()
 		}
 	}
-	if err := s.b.core.TxnOffsetCommit(coreContext(ctx), producerOf(req.Producer), req.Group, offs, true); err != nil {
+	member := txn.Member{ID: req.MemberId, InstanceID: req.InstanceId, Epoch: req.MemberEpoch}
+	if err := s.b.core.TxnOffsetCommit(coreContext(ctx), producerOf(req.Producer), req.Group, member, offs, true); err != nil {
 		return nil, toStatus(err)
 	}
 	return &quirev1.SendOffsetsResponse{}, nil

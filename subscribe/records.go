@@ -113,7 +113,8 @@ func (s *subscription) maybeFetch(now time.Time) {
 	if len(specs) == 0 {
 		return
 	}
-	req := &request.FetchRequest{MaxWait: subscribeFetchWait, MaxBytes: s.fetchBytes(), Partitions: specs, Pooled: true, Route: true}
+	req := &request.FetchRequest{MaxWait: subscribeFetchWait, MaxBytes: s.fetchBytes(), Partitions: specs, Pooled: true, Route: true,
+		Isolation: s.isolation}
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.fetchStop = cancel
 	go func() {
@@ -158,6 +159,9 @@ func (s *subscription) onFetch(f fetchDone) error {
 			}
 			continue
 		}
+		// Read_committed: the fetch stopped at the last stable offset,
+		// and its aborted transactions are dropped; markers never go.
+		p.aborted = request.NewAbortFilter(r.Aborted)
 		var rest []byte
 		var err error
 		msgs, rest, err = s.encode(p, r.Records, msgs)
@@ -167,6 +171,9 @@ func (s *subscription) onFetch(f fetchDone) error {
 		}
 		if rest != nil {
 			s.hold(p, rest, r)
+		}
+		if p.held == nil {
+			p.aborted = nil
 		}
 	}
 	// The records are copied out: the read buffers not held go back to
@@ -211,6 +218,7 @@ func (s *subscription) hold(p *subPart, rest []byte, r *request.FetchResult) {
 
 // release drops what p holds.
 func (s *subscription) release(p *subPart) {
+	p.aborted = nil
 	if p.held == nil {
 		return
 	}
@@ -255,6 +263,17 @@ func (s *subscription) sendHeld() error {
 
 var errCreditFull = errors.New("credit full")
 
+// filter is the abort filter of the batches being sent from: the one of
+// the fetch they came from, or (none set) one dropping the markers only.
+// It sees every batch of a fetch in offset order, those sent before
+// included, so that a marker ends its producer's aborted transaction.
+func (p *subPart) filter() *record.AbortFilter {
+	if p.aborted == nil {
+		p.aborted = record.NewAbortFilter(nil)
+	}
+	return p.aborted
+}
+
 // encode is encodePartition, or encodeRaw with raw_batches.
 func (s *subscription) encode(p *subPart, batches []byte, msgs []mem.BufferSlice) ([]mem.BufferSlice, []byte, error) {
 	if s.start.RawBatches {
@@ -281,10 +300,23 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 		}
 	}
 	sentAny := false
+	filter := p.filter()
 	err := record.WalkRead(batches, func(batch []byte, h record.Header) error {
 		next := p.next
+		// Read_committed leaves out the batches of aborted transactions
+		// and the markers: the message so far ends before them.
+		skip := s.isolation == request.ReadCommitted && filter.Skip(&h)
 		if h.NextOffset() <= next {
 			at += len(batch) // wholly sent before
+			return nil
+		}
+		if skip {
+			flush()
+			p.next = h.NextOffset()
+			if p.sent.len() == 0 {
+				p.sentNext = p.next // nothing to acknowledge of it
+			}
+			at += len(batch)
 			return nil
 		}
 		if s.outRecords >= s.maxRecords || s.outBytes >= s.maxBytes {
@@ -362,10 +394,13 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 	var rec wire.Record
 	var headers []wire.Header
 	sentAny := false
-	next := p.next // past the records sent and the control batches skipped
+	next := p.next // past the records sent and the batches skipped
 	at := 0        // where in batches the batch being read starts
+	filter := p.filter()
 	err := record.WalkRead(batches, func(batch []byte, h record.Header) error {
-		if h.Control() || h.NextOffset() <= next {
+		// Markers, and with read_committed the batches of aborted
+		// transactions, are never records for the application.
+		if filter.Skip(&h) || h.NextOffset() <= next {
 			next = max(next, h.NextOffset())
 			at += len(batch)
 			return nil

@@ -18,6 +18,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/internal/wire"
+	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/request"
 )
 
@@ -72,6 +73,9 @@ type subPart struct {
 	held     []byte
 	heldBuf  *[]byte
 	heldCost int64
+	// aborted filters the batches of the fetch held from (its aborted
+	// transactions, and the markers); nil when nothing is held.
+	aborted *record.AbortFilter
 	// ackedEpoch is the leader epoch of the last record before the
 	// commit point, -1 when unknown.
 	ackedEpoch int32
@@ -111,6 +115,7 @@ type subscription struct {
 	maxBytes   int64
 	commitIntv time.Duration
 	resetTS    int64 // ListOffsets timestamp: -2 earliest, -1 latest
+	isolation  request.Isolation
 
 	owned map[partKey]*subPart
 	// everSent is, per partition, the offset after the highest record
@@ -227,6 +232,17 @@ func newSubscription(core Core, b Broker, stream grpc.BidiStreamingServer[quirev
 		sub.resetTS = -1
 	default:
 		return nil, fmt.Errorf("%w: auto_offset_reset %q (want earliest or latest)", ErrInvalidRequest, st.AutoOffsetReset)
+	}
+	// Unset is read_committed, the group consumer's default.
+	sub.isolation = request.ReadCommitted
+	if st.IsolationLevel != nil {
+		switch *st.IsolationLevel {
+		case quirev1.IsolationLevel_READ_COMMITTED:
+		case quirev1.IsolationLevel_READ_UNCOMMITTED:
+			sub.isolation = request.ReadUncommitted
+		default:
+			return nil, fmt.Errorf("%w: isolation_level %d (want READ_UNCOMMITTED or READ_COMMITTED)", ErrInvalidRequest, *st.IsolationLevel)
+		}
 	}
 	if st.MaxOutstandingRecords > 0 {
 		sub.maxRecords = int64(st.MaxOutstandingRecords)

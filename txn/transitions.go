@@ -324,6 +324,19 @@ func Expired(cur Txn, nowMs int64) (Txn, bool) {
 	return next, true
 }
 
+// IDExpired reports whether a transactional id is to be forgotten at
+// nowMs (Kafka's transactional.id.expiration.ms, expirationMs): no
+// transaction in progress (Empty, or one complete) and no change for at
+// least expirationMs. One ongoing or being ended never expires; its
+// transaction timeout ends it first.
+func IDExpired(cur Txn, nowMs, expirationMs int64) bool {
+	switch cur.State {
+	case Empty, CompleteCommit, CompleteAbort:
+		return nowMs-cur.UpdateMs >= expirationMs
+	}
+	return false
+}
+
 // Marker is what a prepare state writes to each of its partitions.
 type Marker struct {
 	ProducerID       int64

@@ -101,6 +101,16 @@ type Producer struct {
 	Epoch int16
 }
 
+// Member is the consumer group member a transaction's offsets are sent
+// as (TxnOffsetCommit v3 and later: its member id, generation or member
+// epoch, group instance id). The zero value names none: such offsets are
+// not checked against the group's membership.
+type Member struct {
+	ID         string
+	InstanceID string
+	Epoch      int32
+}
+
 // TopicPartition names a partition.
 type TopicPartition struct {
 	Topic     string

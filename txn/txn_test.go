@@ -279,6 +279,31 @@ func TestTxnExpiry(t *testing.T) {
 	}
 }
 
+// TestTxnIDExpired: an id with no transaction in progress expires once
+// it has not changed for the expiration time; one ongoing or being ended
+// never does.
+func TestTxnIDExpired(t *testing.T) {
+	cur := initNew(t, false)
+	cur.UpdateMs = 500
+	for _, s := range []State{Empty, CompleteCommit, CompleteAbort} {
+		c := cur
+		c.State = s
+		if IDExpired(c, 500+99, 100) {
+			t.Errorf("%s expired before its time", s)
+		}
+		if !IDExpired(c, 500+100, 100) {
+			t.Errorf("%s not expired at its time", s)
+		}
+	}
+	for _, s := range []State{Ongoing, PrepareCommit, PrepareAbort} {
+		c := cur
+		c.State = s
+		if IDExpired(c, 1<<40, 100) {
+			t.Errorf("%s expired", s)
+		}
+	}
+}
+
 func TestTxnStateNames(t *testing.T) {
 	for s := Empty; s <= CompleteAbort; s++ {
 		if got, ok := ParseState(s.String()); !ok || got != s {

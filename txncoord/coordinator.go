@@ -51,6 +51,13 @@ type MarkerWriter interface {
 	WriteMarkers(ctx context.Context, m txn.Marker) error
 }
 
+// Groups is the group coordinator as a transaction's offsets are checked
+// against it (metadata.GroupLog): the member they are sent as must be in
+// the group at its epoch and own each partition; none named, no check.
+type Groups interface {
+	ValidateTxnCommit(ctx context.Context, group string, member txn.Member, parts []txn.TopicPartition) error
+}
+
 // Config configures a Coordinator.
 type Config struct {
 	// MaxTimeoutMs is transaction.max.timeout.ms: the longest timeout a
@@ -60,6 +67,10 @@ type Config struct {
 	// (transaction.abort.timed.out.transaction.cleanup.interval.ms; 0:
 	// DefaultCheckInterval).
 	CheckInterval time.Duration
+	// IDExpiration is transactional.id.expiration.ms: how long an id
+	// with no transaction in progress is kept after its last change
+	// before it is forgotten (0: DefaultIDExpiration).
+	IDExpiration time.Duration
 	// WriteTimeout bounds one write of a state (0: 10s).
 	WriteTimeout time.Duration
 	// Clock is the coordinator's clock (nil: the system's).
@@ -72,6 +83,7 @@ type Config struct {
 const (
 	DefaultMaxTimeoutMs  = 900000
 	DefaultCheckInterval = 10 * time.Second
+	DefaultIDExpiration  = 7 * 24 * time.Hour
 )
 
 // Coordinator is the transaction coordinator of one node
@@ -79,6 +91,7 @@ const (
 type Coordinator struct {
 	log     Log
 	markers MarkerWriter
+	groups  Groups
 	cfg     Config
 	logger  hclog.Logger
 
@@ -94,13 +107,17 @@ type idLock struct {
 	refs int
 }
 
-// New returns a coordinator over log and markers.
-func New(log Log, markers MarkerWriter, cfg Config) *Coordinator {
+// New returns a coordinator over log and markers, checking the offsets
+// sent to transactions against groups.
+func New(log Log, markers MarkerWriter, groups Groups, cfg Config) *Coordinator {
 	if cfg.MaxTimeoutMs <= 0 {
 		cfg.MaxTimeoutMs = DefaultMaxTimeoutMs
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = DefaultIDExpiration
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
@@ -112,7 +129,7 @@ func New(log Log, markers MarkerWriter, cfg Config) *Coordinator {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Coordinator{log: log, markers: markers, cfg: cfg, logger: logger, locks: map[string]*idLock{}}
+	return &Coordinator{log: log, markers: markers, groups: groups, cfg: cfg, logger: logger, locks: map[string]*idLock{}}
 }
 
 // lock takes the lock of transactional id; the returned func releases it.
@@ -184,6 +201,22 @@ func (co *Coordinator) write(ctx context.Context, t txn.Txn, allocate bool) (txn
 		return txn.Txn{}, fmt.Errorf("%w: PutTransaction answered %T", metadata.ErrNotCoordinator, resp)
 	}
 	return stored, nil
+}
+
+// remove deletes t's id from the metadata log (PutTransaction with
+// remove). Callers hold the id's lock.
+func (co *Coordinator) remove(ctx context.Context, t txn.Txn) error {
+	ctx, cancel := context.WithTimeout(ctx, co.cfg.WriteTimeout)
+	defer cancel()
+	cmd := &pb.Command{Cmd: &pb.Command_PutTransaction{PutTransaction: &pb.PutTransaction{Txn: metadata.TxnToPB(t), Remove: true}}}
+	resp, err := co.log.Apply(ctx, cmd)
+	if err != nil {
+		return notCoordinator(err)
+	}
+	if err, ok := resp.(error); ok {
+		return err
+	}
+	return nil
 }
 
 // notCoordinator makes a write that failed for want of a controller
@@ -273,13 +306,19 @@ func (co *Coordinator) AddGroup(ctx context.Context, p txn.Producer, group strin
 
 // CommitOffsets stages a group's offsets in the producer's transaction,
 // checked as an offset commit is (the group id, the partitions, the
-// offsets).
-func (co *Coordinator) CommitOffsets(ctx context.Context, p txn.Producer, group string, offsets []txn.Offset, addGroup bool) error {
+// offsets) and, sent as a member, against the group's membership (the
+// member at its epoch, owning each partition: Groups).
+func (co *Coordinator) CommitOffsets(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error {
 	check := make([]metadata.OffsetCommit, len(offsets))
+	parts := make([]txn.TopicPartition, len(offsets))
 	for i, o := range offsets {
 		check[i] = metadata.OffsetCommit{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+		parts[i] = txn.TopicPartition{Topic: o.Topic, Partition: o.Partition}
 	}
 	if err := metadata.ValidateOffsetCommit(co.log.Image(), group, check); err != nil {
+		return err
+	}
+	if err := co.groups.ValidateTxnCommit(ctx, group, member, parts); err != nil {
 		return err
 	}
 	defer co.lock(p.ID)()
@@ -394,7 +433,8 @@ func (co *Coordinator) RunTerm(ctx context.Context) {
 	}
 }
 
-// sweep completes or aborts what needs it now.
+// sweep completes or aborts what needs it now, and forgets the
+// transactional ids idle past IDExpiration.
 func (co *Coordinator) sweep(ctx context.Context) {
 	now := co.now()
 	for _, t := range co.log.Image().Transactions() {
@@ -402,28 +442,33 @@ func (co *Coordinator) sweep(ctx context.Context) {
 			return
 		}
 		_, expired := txn.Expired(t, now)
-		if !t.State.Preparing() && !expired {
+		if !t.State.Preparing() && !expired && !txn.IDExpired(t, now, co.cfg.IDExpiration.Milliseconds()) {
 			continue
 		}
 		co.settle(ctx, t.ID)
 	}
 }
 
-// settle completes an id's prepare state, or aborts its expired
-// transaction, under its lock.
+// settle completes an id's prepare state, aborts its expired
+// transaction, or forgets an id idle past IDExpiration, under its lock.
 func (co *Coordinator) settle(ctx context.Context, id string) {
 	defer co.lock(id)()
 	cur, err := co.current(ctx, id)
 	if err != nil || cur == nil {
 		return
 	}
-	switch next, expired := txn.Expired(*cur, co.now()); {
+	now := co.now()
+	switch next, expired := txn.Expired(*cur, now); {
 	case cur.State.Preparing():
 		err = co.complete(ctx, *cur)
 	case expired:
 		co.logger.Info("aborting a transaction past its timeout", "transactional_id", id, "producer_id", cur.ProducerID,
 			"timeout_ms", cur.TimeoutMs)
 		err = co.prepareAndComplete(ctx, next)
+	case txn.IDExpired(*cur, now, co.cfg.IDExpiration.Milliseconds()):
+		co.logger.Info("forgetting a transactional id idle past transactional.id.expiration.ms", "transactional_id", id,
+			"producer_id", cur.ProducerID, "idle_ms", now-cur.UpdateMs)
+		err = co.remove(ctx, *cur)
 	}
 	if err != nil {
 		co.logger.Warn("cannot end transaction yet", "transactional_id", id, "error", err)

@@ -3,6 +3,7 @@ package txncoord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	pb "github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/txn"
 )
@@ -97,7 +99,18 @@ func setup(t *testing.T) (*Coordinator, *fsmLog, *markerLog, *fakeClock) {
 	m := &markerLog{}
 	clk := &fakeClock{}
 	clk.ms.Store(1000)
-	return New(l, m, Config{MaxTimeoutMs: 60000, Clock: clk}), l, m, clk
+	return New(l, m, noGroups{}, Config{MaxTimeoutMs: 60000, Clock: clk}), l, m, clk
+}
+
+// noGroups is a group coordinator whose groups have no members: offsets
+// sent as a member are refused as from an unknown one.
+type noGroups struct{}
+
+func (noGroups) ValidateTxnCommit(_ context.Context, id string, m txn.Member, _ []txn.TopicPartition) error {
+	if m == (txn.Member{}) {
+		return nil
+	}
+	return fmt.Errorf("%w: member %q is not in group %q", group.ErrUnknownMemberID, m.ID, id)
 }
 
 func initProducer(t *testing.T, co *Coordinator, id string, bump bool) txn.Producer {
@@ -130,7 +143,7 @@ func TestTxnCoordCommitWithOffsets(t *testing.T) {
 	if err := co.AddGroup(ctx, p, "g"); err != nil {
 		t.Fatal(err)
 	}
-	if err := co.CommitOffsets(ctx, p, "g", []txn.Offset{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}, false); err != nil {
+	if err := co.CommitOffsets(ctx, p, "g", txn.Member{}, []txn.Offset{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if offs := l.Image().Offsets("g"); len(offs) != 0 {
@@ -218,7 +231,7 @@ func TestTxnCoordFailoverCompletes(t *testing.T) {
 	m.fail = nil
 	m.mu.Unlock()
 	l.term.Store(2)
-	successor := New(l, m, Config{MaxTimeoutMs: 60000})
+	successor := New(l, m, noGroups{}, Config{MaxTimeoutMs: 60000})
 	successor.sweep(ctx)
 	want := []txn.Marker{{ProducerID: p.PID, ProducerEpoch: p.Epoch + 1, Commit: true, CoordinatorEpoch: 2, Partitions: []txn.TopicPartition{t0}}}
 	if got := m.all(); !reflect.DeepEqual(got, want) {
@@ -260,5 +273,71 @@ func TestTxnCoordTimeout(t *testing.T) {
 	}
 	if _, err := co.InitProducer(ctx, txn.InitRequest{ID: "tx", TimeoutMs: 60001, ProducerID: -1, ProducerEpoch: -1}); !errors.Is(err, txn.ErrInvalidTimeout) {
 		t.Fatalf("init above the max timeout: %v", err)
+	}
+}
+
+// TestTxnCoordIDExpiry: the sweep forgets, through the metadata log, a
+// transactional id with no transaction in progress once it has not
+// changed for transactional.id.expiration.ms; an id with a transaction
+// open, or one ended since, stays. An id forgotten comes back with a new
+// producer id, and its old producer is fenced.
+func TestTxnCoordIDExpiry(t *testing.T) {
+	l := newFSMLog(t)
+	clk := &fakeClock{}
+	clk.ms.Store(1000)
+	// Transactions time out after 10 s, ids after 5 s.
+	co := New(l, &markerLog{}, noGroups{}, Config{MaxTimeoutMs: 60000, IDExpiration: 5 * time.Second, Clock: clk})
+	ctx := context.Background()
+	idle := initProducer(t, co, "idle", false)
+	busy := initProducer(t, co, "busy", false)
+	if err := co.AddPartitions(ctx, busy, []txn.TopicPartition{t0}, false); err != nil {
+		t.Fatal(err)
+	}
+	recent := initProducer(t, co, "recent", false)
+	clk.ms.Add(4999)
+	if err := co.AddPartitions(ctx, recent, []txn.TopicPartition{t1}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.End(ctx, recent, true, false); err != nil {
+		t.Fatal(err)
+	}
+	co.sweep(ctx)
+	if _, ok := l.Image().Transaction("idle"); !ok {
+		t.Fatal("idle forgotten before its expiration")
+	}
+	clk.ms.Add(1) // idle unchanged for 5 s
+	co.sweep(ctx)
+	ids := func() []string {
+		var out []string
+		for _, t := range l.Image().Transactions() {
+			out = append(out, t.ID)
+		}
+		return out
+	}
+	if got := ids(); !reflect.DeepEqual(got, []string{"busy", "recent"}) {
+		t.Fatalf("ids after the sweep: %v, want busy (ongoing) and recent (ended 1 ms ago)", got)
+	}
+	if _, err := co.End(ctx, idle, true, false); !errors.Is(err, txn.ErrInvalidProducerIDMapping) {
+		t.Fatalf("the forgotten id's producer ends a transaction: %v", err)
+	}
+	again := initProducer(t, co, "idle", false)
+	if again.PID == idle.PID {
+		t.Fatalf("the forgotten id came back with its old producer id %d", idle.PID)
+	}
+	// busy's transaction times out (10 s after it began) and is aborted,
+	// which is a change: the id stays 5 s more. idle and recent, unchanged
+	// for over 5 s, go.
+	clk.ms.Add(5001)
+	co.sweep(ctx)
+	if st, ok := l.Image().Transaction("busy"); !ok || st.State != txn.CompleteAbort {
+		t.Fatalf("busy after its timeout: %+v, %v; want it aborted and kept", st, ok)
+	}
+	if got := ids(); !reflect.DeepEqual(got, []string{"busy"}) {
+		t.Fatalf("ids after busy's timeout: %v, want busy only", got)
+	}
+	clk.ms.Add(5000)
+	co.sweep(ctx)
+	if got := ids(); len(got) != 0 {
+		t.Fatalf("ids: %v, want none", got)
 	}
 }

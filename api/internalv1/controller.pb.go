@@ -410,7 +410,12 @@ type TxnOffsetCommitRequest struct {
 	Offsets  []*metapb.OffsetCommit `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
 	// Add the group to the transaction first if it is not (TxnOffsetCommit
 	// v5, transaction version 2).
-	AddGroup      bool `protobuf:"varint,4,opt,name=add_group,json=addGroup,proto3" json:"add_group,omitempty"`
+	AddGroup bool `protobuf:"varint,4,opt,name=add_group,json=addGroup,proto3" json:"add_group,omitempty"`
+	// The group member the offsets are sent as (TxnOffsetCommit v3+):
+	// none named (no member id, no instance id), not checked.
+	MemberId      string `protobuf:"bytes,5,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	InstanceId    string `protobuf:"bytes,7,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +476,27 @@ func (x *TxnOffsetCommitRequest) GetAddGroup() bool {
 		return x.AddGroup
 	}
 	return false
+}
+
+func (x *TxnOffsetCommitRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type TxnOffsetCommitResponse struct {
@@ -3291,12 +3317,16 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x16AddOffsetsToTxnRequest\x12:\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\"\x19\n" +
-	"\x17AddOffsetsToTxnResponse\"\xc2\x01\n" +
+	"\x17AddOffsetsToTxnResponse\"\xa3\x02\n" +
 	"\x16TxnOffsetCommitRequest\x12:\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x129\n" +
 	"\aoffsets\x18\x03 \x03(\v2\x1f.quire.internal.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
-	"\tadd_group\x18\x04 \x01(\bR\baddGroup\"\x19\n" +
+	"\tadd_group\x18\x04 \x01(\bR\baddGroup\x12\x1b\n" +
+	"\tmember_id\x18\x05 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x06 \x01(\x05R\vmemberEpoch\x12\x1f\n" +
+	"\vinstance_id\x18\a \x01(\tR\n" +
+	"instanceId\"\x19\n" +
 	"\x17TxnOffsetCommitResponse\"\x82\x01\n" +
 	"\rEndTxnRequest\x12:\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1e.quire.internal.v1.TxnProducerR\bproducer\x12\x16\n" +

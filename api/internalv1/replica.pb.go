@@ -679,10 +679,14 @@ type LogDescription struct {
 	SizeBytes int64 `protobuf:"varint,12,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// Whether the replica's topic is compacted (cleanup.policy includes
 	// compact), and then the share of its cleanable bytes not yet cleaned.
-	Compacted     bool    `protobuf:"varint,13,opt,name=compacted,proto3" json:"compacted,omitempty"`
-	DirtyRatio    float64 `protobuf:"fixed64,14,opt,name=dirty_ratio,json=dirtyRatio,proto3" json:"dirty_ratio,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Compacted  bool    `protobuf:"varint,13,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	DirtyRatio float64 `protobuf:"fixed64,14,opt,name=dirty_ratio,json=dirtyRatio,proto3" json:"dirty_ratio,omitempty"`
+	// The replica's last stable offset: the first offset of its oldest
+	// open transaction, or its high watermark if lower; unset from a node
+	// that predates it (read it as the high watermark).
+	LastStableOffset *int64 `protobuf:"varint,15,opt,name=last_stable_offset,json=lastStableOffset,proto3,oneof" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LogDescription) Reset() {
@@ -809,6 +813,13 @@ func (x *LogDescription) GetCompacted() bool {
 func (x *LogDescription) GetDirtyRatio() float64 {
 	if x != nil {
 		return x.DirtyRatio
+	}
+	return 0
+}
+
+func (x *LogDescription) GetLastStableOffset() int64 {
+	if x != nil && x.LastStableOffset != nil {
+		return *x.LastStableOffset
 	}
 	return 0
 }
@@ -1187,7 +1198,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x13DescribeLogsRequest\x12B\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\".quire.internal.v1.LogPartitionRefR\n" +
-	"partitions\"\xb8\x03\n" +
+	"partitions\"\x82\x04\n" +
 	"\x0eLogDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1207,7 +1218,9 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"size_bytes\x18\f \x01(\x03R\tsizeBytes\x12\x1c\n" +
 	"\tcompacted\x18\r \x01(\bR\tcompacted\x12\x1f\n" +
 	"\vdirty_ratio\x18\x0e \x01(\x01R\n" +
-	"dirtyRatio\"M\n" +
+	"dirtyRatio\x121\n" +
+	"\x12last_stable_offset\x18\x0f \x01(\x03H\x00R\x10lastStableOffset\x88\x01\x01B\x15\n" +
+	"\x13_last_stable_offset\"M\n" +
 	"\x14DescribeLogsResponse\x125\n" +
 	"\x04logs\x18\x01 \x03(\v2!.quire.internal.v1.LogDescriptionR\x04logs\"P\n" +
 	"\x16WriteTxnMarkersRequest\x126\n" +
@@ -1303,6 +1316,7 @@ func file_quire_internal_v1_replica_proto_init() {
 	file_quire_internal_v1_replica_proto_msgTypes[2].OneofWrappers = []any{
 		(*ReplicaFetchPartition_LogStartOffset)(nil),
 	}
+	file_quire_internal_v1_replica_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

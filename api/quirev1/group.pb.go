@@ -1605,8 +1605,21 @@ type GroupPartitionLag struct {
 	// When the leader reported high_watermark and the timestamp, in ms
 	// since the epoch; 0 when never.
 	ObservedTimeMs int64 `protobuf:"varint,8,opt,name=observed_time_ms,json=observedTimeMs,proto3" json:"observed_time_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The partition's last stable offset: the first offset of its oldest
+	// open transaction, or high_watermark when none is open; -1 when not
+	// known. Unset from a broker that predates it.
+	LastStableOffset *int64 `protobuf:"varint,9,opt,name=last_stable_offset,json=lastStableOffset,proto3,oneof" json:"last_stable_offset,omitempty"`
+	// Records behind for a read_committed consumer: last_stable_offset -
+	// committed_offset (never below 0), which leaves out the records of
+	// transactions still open (they may yet abort); -1 when either is
+	// unknown. lag is what a read_uncommitted consumer has left. A broker
+	// cannot tell which a group's members read (Kafka's consumers say it
+	// per fetch, not to the group), so both are given; they differ only
+	// while a transaction is open on the partition. Unset from a broker
+	// that predates it.
+	StableLag     *int64 `protobuf:"varint,10,opt,name=stable_lag,json=stableLag,proto3,oneof" json:"stable_lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupPartitionLag) Reset() {
@@ -1691,6 +1704,20 @@ func (x *GroupPartitionLag) GetMemberId() string {
 func (x *GroupPartitionLag) GetObservedTimeMs() int64 {
 	if x != nil {
 		return x.ObservedTimeMs
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLastStableOffset() int64 {
+	if x != nil && x.LastStableOffset != nil {
+		return *x.LastStableOffset
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetStableLag() int64 {
+	if x != nil && x.StableLag != nil {
+		return *x.StableLag
 	}
 	return 0
 }
@@ -1940,9 +1967,19 @@ type SubscribeStart struct {
 	// session timeout, and that stream takes its partitions with no
 	// rebalance. A stream replaced by another of its instance ends with
 	// FENCED_INSTANCE_ID.
-	InstanceId    string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InstanceId string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The stream's view of transactions (Kafka's isolation.level). Unset
+	// is READ_COMMITTED, the group consumer's default: records are sent up
+	// to each partition's last stable offset, those of aborted
+	// transactions never, and transaction markers never (with
+	// raw_batches, the batches of aborted transactions and the control
+	// batches are left out of the events, so a partition's events may skip
+	// offsets). READ_UNCOMMITTED sends every record up to the high
+	// watermark, aborted transactions' too (with raw_batches, every batch,
+	// control batches included; without, markers are never sent).
+	IsolationLevel *IsolationLevel `protobuf:"varint,13,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel,oneof" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubscribeStart) Reset() {
@@ -2057,6 +2094,13 @@ func (x *SubscribeStart) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *SubscribeStart) GetIsolationLevel() IsolationLevel {
+	if x != nil && x.IsolationLevel != nil {
+		return *x.IsolationLevel
+	}
+	return IsolationLevel_READ_UNCOMMITTED
 }
 
 type SubscribeAck struct {
@@ -2508,8 +2552,10 @@ type SubscribeRawBatch struct {
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Whole RecordBatch v2 batches, in offset order, exactly as a Fetch
-	// partition result's records: control batches (transaction markers)
-	// included, to be skipped by their attributes, and the first batch may
+	// partition result's records: with isolation_level READ_UNCOMMITTED,
+	// control batches (transaction markers) included, to be skipped by
+	// their attributes; read_committed (the default) leaves out control
+	// batches and aborted transactions' batches. The first batch may
 	// start before start_offset. Records below start_offset were sent
 	// before or precede the stream's position: skip them.
 	Records []byte `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"`
@@ -3152,7 +3198,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x06 \x01(\x05R\n" +
 	"partitions\x12%\n" +
-	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x93\x02\n" +
+	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x90\x03\n" +
 	"\x11GroupPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -3162,7 +3208,13 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vlag_seconds\x18\x06 \x01(\x01R\n" +
 	"lagSeconds\x12\x1b\n" +
 	"\tmember_id\x18\a \x01(\tR\bmemberId\x12(\n" +
-	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\"\x99\x03\n" +
+	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\x121\n" +
+	"\x12last_stable_offset\x18\t \x01(\x03H\x00R\x10lastStableOffset\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"stable_lag\x18\n" +
+	" \x01(\x03H\x01R\tstableLag\x88\x01\x01B\x15\n" +
+	"\x13_last_stable_offsetB\r\n" +
+	"\v_stable_lag\"\x99\x03\n" +
 	"\x16GroupMemberDescription\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\t \x01(\tR\n" +
@@ -3177,7 +3229,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\x87\x04\n" +
+	"\arequest\"\xe3\x04\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -3193,7 +3245,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vraw_batches\x18\v \x01(\bR\n" +
 	"rawBatches\x12\x1f\n" +
 	"\vinstance_id\x18\f \x01(\tR\n" +
-	"instanceId\"F\n" +
+	"instanceId\x12F\n" +
+	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x88\x01\x01B\x12\n" +
+	"\x10_isolation_level\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
@@ -3332,8 +3386,9 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*ResetOffset)(nil),                    // 38: quire.v1.ResetOffset
 	(*Error)(nil),                          // 39: quire.v1.Error
 	(RecordFormat)(0),                      // 40: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 41: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 42: quire.v1.RecordHeader
+	(IsolationLevel)(0),                    // 41: quire.v1.IsolationLevel
+	(*ConsumedRecord)(nil),                 // 42: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 43: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -3357,41 +3412,42 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	28, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	17, // 19: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
 	40, // 20: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	29, // 21: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	31, // 22: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	32, // 23: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	33, // 24: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	34, // 25: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
-	18, // 26: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 27: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	18, // 28: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	41, // 29: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	35, // 30: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	42, // 31: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	38, // 32: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 33: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 34: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 35: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 36: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 37: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	16, // 38: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	21, // 39: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	26, // 40: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	36, // 41: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 42: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 43: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 44: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 45: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	14, // 46: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	20, // 47: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	22, // 48: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	30, // 49: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	37, // 50: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	41, // 21: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
+	29, // 22: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
+	31, // 23: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	32, // 24: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	33, // 25: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	34, // 26: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	18, // 27: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 28: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	18, // 29: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	42, // 30: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	35, // 31: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	43, // 32: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	38, // 33: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 34: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 35: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 36: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 37: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 38: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	16, // 39: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	21, // 40: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	26, // 41: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	36, // 42: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 43: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 44: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 45: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 46: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	14, // 47: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	20, // 48: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	22, // 49: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	30, // 50: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	37, // 51: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	43, // [43:52] is the sub-list for method output_type
+	34, // [34:43] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -3404,10 +3460,12 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
 	}
+	file_quire_v1_group_proto_msgTypes[24].OneofWrappers = []any{}
 	file_quire_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
 	}
+	file_quire_v1_group_proto_msgTypes[27].OneofWrappers = []any{}
 	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),

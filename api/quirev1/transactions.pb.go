@@ -189,10 +189,20 @@ func (x *TransactionalProducer) GetProducerEpoch() int32 {
 }
 
 type SendOffsetsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Producer      *TransactionalProducer `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
-	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Offsets       []*OffsetCommit        `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Producer *TransactionalProducer `protobuf:"bytes,1,opt,name=producer,proto3" json:"producer,omitempty"`
+	Group    string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets  []*OffsetCommit        `protobuf:"bytes,3,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// The group member the offsets are sent as, with its current epoch
+	// (and instance id, for a static member): the offsets are refused
+	// unless the member is in the group at that epoch and owns each
+	// partition at it (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// ILLEGAL_GENERATION), so a consumer that lost its partitions cannot
+	// commit them with its output. Empty member_id and instance_id: no
+	// member, not checked (a producer outside the group).
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	InstanceId    string `protobuf:"bytes,6,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +256,27 @@ func (x *SendOffsetsRequest) GetOffsets() []*OffsetCommit {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *SendOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SendOffsetsRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *SendOffsetsRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type SendOffsetsResponse struct {
@@ -847,11 +878,15 @@ const file_quire_v1_transactions_proto_rawDesc = "" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"\x99\x01\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"\xfa\x01\n" +
 	"\x12SendOffsetsRequest\x12;\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1f.quire.v1.TransactionalProducerR\bproducer\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x120\n" +
-	"\aoffsets\x18\x03 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\"\x15\n" +
+	"\aoffsets\x18\x03 \x03(\v2\x16.quire.v1.OffsetCommitR\aoffsets\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\x12\x1f\n" +
+	"\vinstance_id\x18\x06 \x01(\tR\n" +
+	"instanceId\"\x15\n" +
 	"\x13SendOffsetsResponse\"l\n" +
 	"\x15EndTransactionRequest\x12;\n" +
 	"\bproducer\x18\x01 \x01(\v2\x1f.quire.v1.TransactionalProducerR\bproducer\x12\x16\n" +

@@ -158,9 +158,11 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 					member = "-"
 				}
 				table = append(table, []string{group, r.Topic, fmt.Sprint(r.Partition), unknown(r.CommittedOffset),
-					unknown(r.HighWatermark), unknown(r.Lag), secs, member})
+					unknown(r.HighWatermark), unknown(r.Lag), unknown(r.StableLag), secs, member})
 			}
-			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-SECONDS", "MEMBER"}, table)
+			// STABLE-LAG is a read_committed consumer's lag: up to the last
+			// stable offset, open transactions' records left out.
+			return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "STABLE-LAG", "LAG-SECONDS", "MEMBER"}, table)
 		},
 	}
 	cmd.Flags().BoolVar(&members, "members", false, "a line per member (id, instance id, host, epoch, assigned partitions) instead of per partition; --format json has both always")

@@ -77,7 +77,7 @@ func TestCLIGroupDescribeLag(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	last := strings.Fields(lines[len(lines)-1])
-	if !strings.Contains(out.String(), "LAG-SECONDS") || !strings.Contains(out.String(), "lag 2 records;") || len(last) != 8 || last[3] != "1" || last[4] != "3" || last[5] != "2" || last[7] != "-" {
+	if !strings.Contains(out.String(), "STABLE-LAG") || !strings.Contains(out.String(), "lag 2 records;") || len(last) != 9 || last[3] != "1" || last[4] != "3" || last[5] != "2" || last[6] != "2" || last[8] != "-" {
 		t.Fatalf("table: %q", out.String())
 	}
 
