@@ -124,7 +124,7 @@ func TestClientClusterShareConsumer(t *testing.T) {
 
 	// An acknowledgement of a record no longer held: refused, and the
 	// consumer goes on.
-	last, holder, other := pollOne(ctx, t, cl, topic, "last", a, b)
+	last, holder, _ := pollOne(ctx, t, cl, topic, "last", a, b)
 	last.Accept()
 	if err := holder.Flush(ctx); err != nil {
 		t.Fatalf("accept of %d: %v", last.Offset, err)
