@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,8 +16,9 @@ import (
 // FetchRecords (the decoded unary read, 500 records a call, no
 // acknowledgement: the baseline), and with a ShareConsumer (a SHARED
 // Subscribe stream) accepting every record, its acknowledgements sent
-// as ranges with the next Poll (batched), or waited for after each Poll
-// (flush).
+// as ranges with the next Poll (batched; with the default credit of 500
+// records held, and with 2000, the share-partition's whole window), or
+// waited for after each Poll (flush).
 //
 //	go test ./client/ -run '^$' -bench 'BenchmarkShareConsume' -benchtime 200000x
 func BenchmarkShareConsume(b *testing.B) {
@@ -61,18 +61,23 @@ func BenchmarkShareConsume(b *testing.B) {
 		b.StopTimer()
 		reportRecords(b, got, cpu0)
 	})
-	for _, flush := range []bool{false, true} {
-		name := "share-batched-acks"
-		if flush {
-			name = "share-flush-each-poll"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, v := range []struct {
+		name   string
+		credit int
+		flush  bool
+	}{{"share-batched-acks", 0, false}, {"share-batched-acks-credit-2000", 2000, false}, {"share-flush-each-poll", 0, true}} {
+		flush := v.flush
+		b.Run(v.name, func(b *testing.B) {
 			_, cl := setup(b)
 			ctx := context.Background()
 			b.SetBytes(benchValueSize)
 			b.ResetTimer()
 			cpu0 := cpuTime()
-			sc, err := cl.NewShareConsumer(ctx, fmt.Sprintf("g-%v", flush), []string{topic})
+			var opts []client.ShareOpt
+			if v.credit > 0 {
+				opts = append(opts, client.ShareMaxRecords(v.credit))
+			}
+			sc, err := cl.NewShareConsumer(ctx, "g", []string{topic}, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

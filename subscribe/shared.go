@@ -484,11 +484,15 @@ func (s *sharedStream) decode(r *request.ShareFetchResult) ([]*quirev1.BatchReco
 	text := s.start.Format == quirev1.RecordFormat_RECORD_FORMAT_AUTO
 	var out []*quirev1.BatchRecord
 	ranges := r.Acquired
+	last := ranges[len(ranges)-1].Last
 	err := record.WalkRead(r.Records, func(batch []byte, h record.Header) error {
-		if h.Control() || h.NextOffset() <= ranges[0].First || h.BaseOffset > ranges[len(ranges)-1].Last {
+		if h.Control() || h.NextOffset() <= ranges[0].First || h.BaseOffset > last {
 			return nil
 		}
 		return record.ForEachRecord(batch, func(rec *record.Record) error {
+			if rec.Offset > last {
+				return errDecoded // the rest of a producer's batch, not acquired
+			}
 			i, ok := slices.BinarySearchFunc(ranges, rec.Offset, func(a request.ShareAcquiredRange, off int64) int {
 				switch {
 				case a.Last < off:
@@ -505,8 +509,14 @@ func (s *sharedStream) decode(r *request.ShareFetchResult) ([]*quirev1.BatchReco
 			return nil
 		})
 	})
+	if errors.Is(err, errDecoded) {
+		err = nil
+	}
 	return out, err
 }
+
+// errDecoded stops decoding past the last record acquired.
+var errDecoded = errors.New("subscribe: past the records acquired")
 
 func batchRecord(r *record.Record, epoch, count int32, text bool) *quirev1.BatchRecord {
 	out := &quirev1.BatchRecord{Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: epoch, DeliveryCount: count}
