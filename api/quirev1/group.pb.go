@@ -2083,7 +2083,10 @@ type SubscribeStart struct {
 	// SubscribeBatch events with their delivery counts. The topics are
 	// named (subscription.regex, assignor, auto_offset_reset, instance_id,
 	// raw_batches and commit_interval_ms are INVALID_REQUEST);
-	// max_outstanding_records bounds the records the stream holds at once.
+	// max_outstanding_records bounds the records the stream holds at once
+	// (max_outstanding_bytes, rebalance_timeout_ms and batches are not
+	// used). Where a partition the group has not read yet starts is the
+	// broker's share.auto.offset.reset.
 	// A SHARED stream's partitions must be led by the node it is opened on
 	// (each other one is skipped, as its ShareFetch is
 	// NOT_LEADER_OR_FOLLOWER). When the stream ends, closed or broken, the
