@@ -58,8 +58,10 @@ type ShareGroupPartition struct {
 // node: each broker is asked in turn, and the first that serves the
 // group answers. A group no broker serves is GROUP_ID_NOT_FOUND.
 func (c *Client) DescribeShareGroup(ctx context.Context, group string) (ShareGroupDescription, error) {
-	if err := c.meta.refresh(ctx, nil, false); err != nil {
-		return ShareGroupDescription{}, err
+	if len(c.meta.brokerList()) == 0 {
+		if err := c.meta.refresh(ctx, nil, false); err != nil {
+			return ShareGroupDescription{}, err
+		}
 	}
 	var last error = newError(quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "share group "+group+" not found: no broker serves it")
 	for _, b := range c.meta.brokerList() {
