@@ -261,6 +261,7 @@ func (s *sharedStream) run() error {
 			}
 		case f := <-s.fetchDone:
 			timer.Stop()
+			s.fetchStop() // its context's resources
 			s.fetchStop = nil
 			if err := s.onFetch(f); err != nil {
 				return s.finish(statusOf(err))
