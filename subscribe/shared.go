@@ -403,14 +403,22 @@ func (s *sharedStream) onFetch(f sharedFetched) error {
 		if s.ctx.Err() != nil {
 			return nil
 		}
-		return s.fetchRefused(f.err, now)
+		if err := s.fetchRefused(f.err); err != nil {
+			return err
+		}
+		// Refused whole, for a reason that may pass: not again at once.
+		s.log.Debug("shared subscribe fetch failed", "error", f.err)
+		for _, k := range s.parts {
+			s.retryAt[k] = now.Add(subscribeRetry)
+		}
+		return nil
 	}
 	deadline := f.at.Add(s.lockFor)
 	for i := range f.results {
 		r := &f.results[i]
 		k := partKey{r.Topic, r.Partition}
 		if r.Err != nil {
-			if err := s.fetchRefused(r.Err, now); err != nil {
+			if err := s.fetchRefused(r.Err); err != nil {
 				return err
 			}
 			s.log.Debug("shared subscribe fetch failed", "topic", r.Topic, "partition", r.Partition, "error", r.Err)
@@ -466,7 +474,7 @@ func statusOf(err error) error {
 
 // fetchRefused ends the stream for a refusal meaning the member is gone
 // or may not read, and lets anything else be tried again.
-func (s *sharedStream) fetchRefused(err error, now time.Time) error {
+func (s *sharedStream) fetchRefused(err error) error {
 	e := s.b.Error(err)
 	switch e.Code {
 	case quirev1.ErrorCode_UNKNOWN_MEMBER_ID, quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED,
