@@ -225,7 +225,9 @@ func (s *sharedStream) run() error {
 			wake = minTime(wake, s.nextExpiry)
 		}
 		for _, at := range s.retryAt {
-			wake = minTime(wake, at)
+			if at.After(now) { // one past waits for the fetch in flight, or the credit
+				wake = minTime(wake, at)
+			}
 		}
 		timer := time.NewTimer(max(time.Until(wake), time.Millisecond))
 		select {
@@ -354,6 +356,9 @@ func (s *sharedStream) onHeartbeat(resp *request.ShareHeartbeatResult, err error
 		if _, ok := slices.BinarySearchFunc(parts, k, comparePartKey); !ok {
 			revoked = append(revoked, k)
 		}
+	}
+	for _, k := range revoked {
+		delete(s.retryAt, k)
 	}
 	s.parts = parts
 	if parts == nil {
