@@ -220,7 +220,10 @@ func (s *sharedStream) run() error {
 			s.spawnHeartbeat()
 		}
 		s.maybeFetch(now)
-		wake := s.hbAt
+		wake := now.Add(time.Minute)
+		if !s.hbInFlight {
+			wake = s.hbAt
+		}
 		if !s.nextExpiry.IsZero() {
 			wake = minTime(wake, s.nextExpiry)
 		}
