@@ -285,6 +285,10 @@ func (k kafkaBackend) ShareLockDuration(group string) time.Duration {
 	return k.b.core.ShareLockDuration(group)
 }
 
+func (k kafkaBackend) ShareGroupDescribe(ctx context.Context, group string) (*request.ShareGroupDescription, error) {
+	return k.b.core.ShareGroupDescribe(service.CoreContext(ctx), group)
+}
+
 func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error) {
 	return k.b.core.DescribeGroup(service.CoreContext(ctx), group)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/metrics"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -39,6 +40,7 @@ func (s statsSource) GroupStats() []metadata.GroupStats  { return s.b.cluster.no
 func (s statsSource) RequestStats() []rpcstats.Method    { return s.b.rpcStats.Snapshot() }
 func (s statsSource) QueueStats() rpcstats.QueueSnapshot { return s.b.queue.Snapshot() }
 func (s statsSource) Ready() error                       { return s.b.Readiness() }
+func (s statsSource) ShareStats() request.ShareStats     { return s.b.core.ShareStats() }
 
 func (s statsSource) StageLatencies() [replica.NumStages]replica.Histogram {
 	return s.b.StageLatencies()

@@ -72,6 +72,8 @@ type Backend interface {
 	ShareFetch(ctx context.Context, req *request.ShareFetchRequest) ([]request.ShareFetchResult, error)
 	ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
 	ShareLockDuration(group string) time.Duration
+	// ShareGroupDescribe: the core's, for ShareGroupDescribe (77).
+	ShareGroupDescribe(ctx context.Context, group string) (*request.ShareGroupDescription, error)
 	// OffsetForLeaderEpoch is, at the partition's leader, the largest
 	// leader epoch at or below epoch that its log has and the offset
 	// where that epoch ends (the next one's start, or the log end
@@ -610,6 +612,8 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return s.shareFetch(ctx, b, req), nil
 	case *kmsg.ShareAcknowledgeRequest:
 		return s.shareAcknowledge(ctx, b, req), nil
+	case *kmsg.ShareGroupDescribeRequest:
+		return shareGroupDescribe(ctx, b, req), nil
 	case *kmsg.MetadataRequest:
 		return metadata(ctx, b, req), nil
 	case *kmsg.ProduceRequest:

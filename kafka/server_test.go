@@ -190,6 +190,10 @@ func (f *fakeBackend) ShareAcknowledge(context.Context, string, string, []reques
 
 func (f *fakeBackend) ShareLockDuration(string) time.Duration { return 0 }
 
+func (f *fakeBackend) ShareGroupDescribe(context.Context, string) (*request.ShareGroupDescription, error) {
+	return nil, request.ErrShareGroupsDisabled
+}
+
 func (f *fakeBackend) DescribeGroup(_ context.Context, group string) (*request.GroupDescription, error) {
 	if group == "gone" {
 		return nil, coreErr(&quirev1.Error{Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND, Message: "no group"})

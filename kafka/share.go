@@ -38,7 +38,7 @@ var shareVersions = []kmsg.ApiVersionsResponseApiKey{
 }
 
 func isShareKey(key int16) bool {
-	return key == shareGroupHeartbeatKey || key == shareFetchKey || key == shareAcknowledgeKey
+	return key == shareGroupHeartbeatKey || key == shareFetchKey || key == shareAcknowledgeKey || key == shareGroupDescribeKey
 }
 
 var ackBatchSchema = strct[kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch](

@@ -21,7 +21,7 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 		for _, a := range av.ApiKeys {
 			if isShareKey(a.ApiKey) {
 				wantMax := int16(2)
-				if a.ApiKey == shareGroupHeartbeatKey {
+				if a.ApiKey == shareGroupHeartbeatKey || a.ApiKey == shareGroupDescribeKey {
 					wantMax = 1
 				}
 				if a.MinVersion != 1 || a.MaxVersion != wantMax {
@@ -31,7 +31,7 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 			}
 		}
 		slices.Sort(got)
-		want := []int16{76, 78, 79}
+		want := []int16{76, 77, 78, 79}
 		if !on {
 			want = nil
 		}

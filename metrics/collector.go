@@ -18,6 +18,7 @@ import (
 	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -37,6 +38,8 @@ type Source interface {
 	StageLatencies() [replica.NumStages]replica.Histogram
 	// Ready is nil when the node serves clients, else why not.
 	Ready() error
+	// ShareStats is the share groups served here (share.go).
+	ShareStats() request.ShareStats
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -139,6 +142,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 		dRaftTerm, dRaftState, dGroupLag, dGroupStableLag, dGroupLagSeconds, dGroupMembers, dGroupRebalances, dReady} {
 		ch <- d
 	}
+	for _, d := range shareDescs {
+		ch <- d
+	}
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
@@ -226,6 +232,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		histogram(ch, dRequestDuration, m.Latency, rpc, kind)
 	}
+
+	collectShares(ch, c.src.ShareStats())
 
 	qs := c.src.QueueStats()
 	histogram(ch, dQueue, qs.Produce, "produce")

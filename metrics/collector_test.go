@@ -13,6 +13,7 @@ import (
 	"github.com/quirelog/quire/internal/rpcstats"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -24,6 +25,7 @@ type fakeSource struct {
 	gs     []metadata.GroupStats
 	stages [replica.NumStages]replica.Histogram
 	ready  error
+	shares request.ShareStats
 }
 
 func (f fakeSource) ReplicaStats() replica.Stats        { return f.rs }
@@ -33,6 +35,7 @@ func (f fakeSource) RequestStats() []rpcstats.Method    { return f.calls }
 func (f fakeSource) Ready() error                       { return f.ready }
 func (f fakeSource) GroupStats() []metadata.GroupStats  { return f.gs }
 func (f fakeSource) QueueStats() rpcstats.QueueSnapshot { return rpcstats.QueueSnapshot{} }
+func (f fakeSource) ShareStats() request.ShareStats     { return f.shares }
 func (f fakeSource) StageLatencies() [replica.NumStages]replica.Histogram {
 	return f.stages
 }

@@ -128,6 +128,8 @@ type Core struct {
 	cfg   Config
 	codes Codes
 	pids  producerIDs // producer_ids.go
+	// shareStats counts the share operations (share_stats.go).
+	shareStats shareStats
 }
 
 // New returns a core over cfg.

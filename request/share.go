@@ -200,6 +200,9 @@ func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, 
 		return c.fail(err)
 	}
 	dead, err := sc.Acknowledge(c.cfg.Now(), group, member, sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.Acks)
+	if err == nil {
+		c.shareStats.onAcked(p.Acks)
+	}
 	c.deadLetters(ctx, sc, group, p.Topic, p.Partition, part, dead)
 	return c.fail(err)
 }
@@ -284,6 +287,7 @@ func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req
 		if len(f.Acquired) == 0 {
 			continue
 		}
+		c.shareStats.onAcquired(f.Acquired)
 		recs, err := readRange(part, f.Acquired[0].First, f.Acquired[len(f.Acquired)-1].Last)
 		if err != nil {
 			// The records stay acquired; their locks run out.
@@ -374,6 +378,7 @@ func (c *Core) deadLetters(ctx context.Context, sc *sharegroup.Coordinator, grou
 	if len(dead) == 0 {
 		return
 	}
+	c.shareStats.onDead(group, topic, partition, len(dead))
 	dlq := sc.DeadLetterTopic(group)
 	if dlq == "" {
 		return

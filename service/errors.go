@@ -113,6 +113,7 @@ var brokerErrors = []errcode.Mapping{
 	// does not know must join again; an acknowledgement of a record the
 	// member does not hold fails the same way every time.
 	{Err: request.ErrShareGroupsDisabled, GRPC: codes.Unimplemented, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
+	{Err: request.ErrShareGroupNotFound, GRPC: codes.NotFound, Code: quirev1.ErrorCode_GROUP_ID_NOT_FOUND},
 	{Err: sharegroup.ErrUnknownMember, GRPC: codes.NotFound, Code: quirev1.ErrorCode_UNKNOWN_MEMBER_ID},
 	{Err: sharegroup.ErrFencedMemberEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH},
 	{Err: sharegroup.ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},

@@ -48,6 +48,8 @@ var sentinels = map[string]error{
 	"sharegroup.ErrFencedMemberEpoch": sharegroup.ErrFencedMemberEpoch,
 	"sharegroup.ErrInvalidRequest":    sharegroup.ErrInvalidRequest,
 	"request.ErrShareGroupsDisabled":  request.ErrShareGroupsDisabled,
+	"request.ErrShareGroupNotFound":   request.ErrShareGroupNotFound,
+	"request.ErrShareRecordNotHeld":   request.ErrShareRecordNotHeld,
 
 	"storage.ErrOutOfOrderSequence":   storage.ErrOutOfOrderSequence,
 	"storage.ErrInvalidProducerEpoch": storage.ErrInvalidProducerEpoch,

@@ -35,6 +35,8 @@ type Core interface {
 	// DeniedTopics is, of names, those the principal may not do op on,
 	// each with the core's refusal.
 	DeniedTopics(ctx context.Context, op auth.Operation, names []string) map[string]error
+	// ShareCore: the share operations of SHARED streams (shared.go).
+	ShareCore
 }
 
 var _ Core = (*request.Core)(nil)

@@ -175,6 +175,12 @@ func Serve(ctx context.Context, core Core, b Broker, stream grpc.BidiStreamingSe
 	if start == nil {
 		return b.Status(fmt.Errorf("%w: the first message of a Subscribe stream must be a start", ErrInvalidRequest))
 	}
+	if err := checkMode(start); err != nil {
+		return b.Status(err)
+	}
+	if start.Mode == quirev1.SubscribeMode_SHARED {
+		return serveShared(ctx, core, b, stream, start) // shared.go
+	}
 	sub, err := newSubscription(core, b, stream, start)
 	if err != nil {
 		return b.Status(err)

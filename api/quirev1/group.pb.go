@@ -21,6 +21,123 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SubscribeMode is how a Subscribe stream's member shares the records of
+// its topics with the other members of its group.
+type SubscribeMode int32
+
+const (
+	// A consumer group member: partitions are assigned to one member at a
+	// time, records acknowledged by offset and committed.
+	SubscribeMode_CONSUMER_GROUP SubscribeMode = 0
+	// A share group member (Kafka's queues, KIP-932): records are handed
+	// out one at a time and acknowledged one by one.
+	SubscribeMode_SHARED SubscribeMode = 1
+)
+
+// Enum value maps for SubscribeMode.
+var (
+	SubscribeMode_name = map[int32]string{
+		0: "CONSUMER_GROUP",
+		1: "SHARED",
+	}
+	SubscribeMode_value = map[string]int32{
+		"CONSUMER_GROUP": 0,
+		"SHARED":         1,
+	}
+)
+
+func (x SubscribeMode) Enum() *SubscribeMode {
+	p := new(SubscribeMode)
+	*p = x
+	return p
+}
+
+func (x SubscribeMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubscribeMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_quire_v1_group_proto_enumTypes[0].Descriptor()
+}
+
+func (SubscribeMode) Type() protoreflect.EnumType {
+	return &file_quire_v1_group_proto_enumTypes[0]
+}
+
+func (x SubscribeMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubscribeMode.Descriptor instead.
+func (SubscribeMode) EnumDescriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{0}
+}
+
+// ShareAckType is what becomes of acknowledged records (Kafka's
+// AcknowledgeType numbers).
+type ShareAckType int32
+
+const (
+	// Not an acknowledgement: INVALID_REQUEST.
+	ShareAckType_SHARE_ACK_TYPE_UNSPECIFIED ShareAckType = 0
+	// Processed: never delivered again.
+	ShareAckType_SHARE_ACCEPT ShareAckType = 1
+	// Not processed: delivered again (to any member) at once, its delivery
+	// count raised; past group.share.delivery.count.limit deliveries it is
+	// dead-lettered instead.
+	ShareAckType_SHARE_RELEASE ShareAckType = 2
+	// Unprocessable: never delivered again, written to the group's
+	// dead-letter topic if it has one.
+	ShareAckType_SHARE_REJECT ShareAckType = 3
+	// Still being processed: the lock starts over, the stream keeps it.
+	ShareAckType_SHARE_RENEW ShareAckType = 4
+)
+
+// Enum value maps for ShareAckType.
+var (
+	ShareAckType_name = map[int32]string{
+		0: "SHARE_ACK_TYPE_UNSPECIFIED",
+		1: "SHARE_ACCEPT",
+		2: "SHARE_RELEASE",
+		3: "SHARE_REJECT",
+		4: "SHARE_RENEW",
+	}
+	ShareAckType_value = map[string]int32{
+		"SHARE_ACK_TYPE_UNSPECIFIED": 0,
+		"SHARE_ACCEPT":               1,
+		"SHARE_RELEASE":              2,
+		"SHARE_REJECT":               3,
+		"SHARE_RENEW":                4,
+	}
+)
+
+func (x ShareAckType) Enum() *ShareAckType {
+	p := new(ShareAckType)
+	*p = x
+	return p
+}
+
+func (x ShareAckType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ShareAckType) Descriptor() protoreflect.EnumDescriptor {
+	return file_quire_v1_group_proto_enumTypes[1].Descriptor()
+}
+
+func (ShareAckType) Type() protoreflect.EnumType {
+	return &file_quire_v1_group_proto_enumTypes[1]
+}
+
+func (x ShareAckType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ShareAckType.Descriptor instead.
+func (ShareAckType) EnumDescriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{1}
+}
+
 type CommitOffsetsRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1841,6 +1958,7 @@ type SubscribeRequest struct {
 	//
 	//	*SubscribeRequest_Start
 	//	*SubscribeRequest_Ack
+	//	*SubscribeRequest_ShareAcks
 	Request       isSubscribeRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1901,6 +2019,15 @@ func (x *SubscribeRequest) GetAck() *SubscribeAck {
 	return nil
 }
 
+func (x *SubscribeRequest) GetShareAcks() *ShareAcks {
+	if x != nil {
+		if x, ok := x.Request.(*SubscribeRequest_ShareAcks); ok {
+			return x.ShareAcks
+		}
+	}
+	return nil
+}
+
 type isSubscribeRequest_Request interface {
 	isSubscribeRequest_Request()
 }
@@ -1911,13 +2038,20 @@ type SubscribeRequest_Start struct {
 }
 
 type SubscribeRequest_Ack struct {
-	// Any later message.
+	// Any later message of a CONSUMER_GROUP stream.
 	Ack *SubscribeAck `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
+}
+
+type SubscribeRequest_ShareAcks struct {
+	// Any later message of a SHARED stream.
+	ShareAcks *ShareAcks `protobuf:"bytes,3,opt,name=share_acks,json=shareAcks,proto3,oneof"`
 }
 
 func (*SubscribeRequest_Start) isSubscribeRequest_Request() {}
 
 func (*SubscribeRequest_Ack) isSubscribeRequest_Request() {}
+
+func (*SubscribeRequest_ShareAcks) isSubscribeRequest_Request() {}
 
 type SubscribeStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1978,8 +2112,32 @@ type SubscribeStart struct {
 	// watermark, aborted transactions' too (with raw_batches, every batch,
 	// control batches included; without, markers are never sent).
 	IsolationLevel *IsolationLevel `protobuf:"varint,13,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel,oneof" json:"isolation_level,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// CONSUMER_GROUP (the default) or SHARED. A SHARED stream is a member
+	// of the share group named group (docs/share-groups.md): every member
+	// reads every partition of the topics named, each record is acquired
+	// by one member at a time, locked to it for the group's record lock
+	// duration, and acknowledged with ShareAcks; records come as
+	// SubscribeBatch events with their delivery counts. The topics are
+	// named (subscription.regex, assignor, auto_offset_reset, instance_id,
+	// raw_batches and commit_interval_ms are INVALID_REQUEST);
+	// max_outstanding_records bounds the records the stream holds at once
+	// (max_outstanding_bytes, rebalance_timeout_ms and batches are not
+	// used). Where a partition the group has not read yet starts is the
+	// broker's share.auto.offset.reset.
+	// A SHARED stream's partitions must be led by the node it is opened on
+	// (each other one is skipped, as its ShareFetch is
+	// NOT_LEADER_OR_FOLLOWER). When the stream ends, closed or broken, the
+	// member leaves the group and every record it held is released at once.
+	Mode SubscribeMode `protobuf:"varint,14,opt,name=mode,proto3,enum=quire.v1.SubscribeMode" json:"mode,omitempty"`
+	// SHARED only: the share group delivers the records of one key to one
+	// member at a time, in offset order (share.key.ordering). It is the
+	// group's setting, not the stream's: a group that has not delivered
+	// anything yet takes it on, one that delivers without key ordering
+	// already refuses the stream (INVALID_REQUEST). false leaves the
+	// group's setting as it is.
+	KeyOrdered    bool `protobuf:"varint,15,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeStart) Reset() {
@@ -2103,6 +2261,267 @@ func (x *SubscribeStart) GetIsolationLevel() IsolationLevel {
 	return IsolationLevel_READ_UNCOMMITTED
 }
 
+func (x *SubscribeStart) GetMode() SubscribeMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SubscribeMode_CONSUMER_GROUP
+}
+
+func (x *SubscribeStart) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+// ShareAcks acknowledges, on a SHARED stream, records the stream holds,
+// by ranges of offsets. Each range is answered, applied or refused, in
+// the ShareAckResults that carries the same id; a refusal does not end
+// the stream.
+type ShareAcks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; echoed in the answer.
+	Id            int64            `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Ranges        []*ShareAckRange `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareAcks) Reset() {
+	*x = ShareAcks{}
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareAcks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareAcks) ProtoMessage() {}
+
+func (x *ShareAcks) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareAcks.ProtoReflect.Descriptor instead.
+func (*ShareAcks) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ShareAcks) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ShareAcks) GetRanges() []*ShareAckRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+// ShareAckRange is the records first_offset to last_offset (inclusive)
+// of one partition, every one of them held by the stream (records the
+// stream was not sent, or whose lock ran out, make the range
+// INVALID_RECORD_STATE).
+type ShareAckRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	FirstOffset   int64                  `protobuf:"varint,3,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset    int64                  `protobuf:"varint,4,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	Type          ShareAckType           `protobuf:"varint,5,opt,name=type,proto3,enum=quire.v1.ShareAckType" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareAckRange) Reset() {
+	*x = ShareAckRange{}
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareAckRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareAckRange) ProtoMessage() {}
+
+func (x *ShareAckRange) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareAckRange.ProtoReflect.Descriptor instead.
+func (*ShareAckRange) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ShareAckRange) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShareAckRange) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ShareAckRange) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *ShareAckRange) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+func (x *ShareAckRange) GetType() ShareAckType {
+	if x != nil {
+		return x.Type
+	}
+	return ShareAckType_SHARE_ACK_TYPE_UNSPECIFIED
+}
+
+// ShareAckResults answers a ShareAcks, range by range in its order.
+type ShareAckResults struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Ranges        []*ShareAckRangeResult `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareAckResults) Reset() {
+	*x = ShareAckResults{}
+	mi := &file_quire_v1_group_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareAckResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareAckResults) ProtoMessage() {}
+
+func (x *ShareAckResults) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareAckResults.ProtoReflect.Descriptor instead.
+func (*ShareAckResults) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ShareAckResults) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ShareAckResults) GetRanges() []*ShareAckRangeResult {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+type ShareAckRangeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range, as asked.
+	Range *ShareAckRange `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	// Unset: applied. Otherwise why not, nothing of the range applied:
+	// INVALID_REQUEST for a malformed range (no type, first after last,
+	// a negative offset, a partition not assigned), INVALID_RECORD_STATE
+	// for records the stream does not hold.
+	Error         *Error `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareAckRangeResult) Reset() {
+	*x = ShareAckRangeResult{}
+	mi := &file_quire_v1_group_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareAckRangeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareAckRangeResult) ProtoMessage() {}
+
+func (x *ShareAckRangeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareAckRangeResult.ProtoReflect.Descriptor instead.
+func (*ShareAckRangeResult) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ShareAckRangeResult) GetRange() *ShareAckRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *ShareAckRangeResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type SubscribeAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partitions    []*AckedOffsets        `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -2112,7 +2531,7 @@ type SubscribeAck struct {
 
 func (x *SubscribeAck) Reset() {
 	*x = SubscribeAck{}
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2543,7 @@ func (x *SubscribeAck) String() string {
 func (*SubscribeAck) ProtoMessage() {}
 
 func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[28]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2556,7 @@ func (x *SubscribeAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAck.ProtoReflect.Descriptor instead.
 func (*SubscribeAck) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubscribeAck) GetPartitions() []*AckedOffsets {
@@ -2170,7 +2589,7 @@ type AckedOffsets struct {
 
 func (x *AckedOffsets) Reset() {
 	*x = AckedOffsets{}
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2601,7 @@ func (x *AckedOffsets) String() string {
 func (*AckedOffsets) ProtoMessage() {}
 
 func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[29]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2614,7 @@ func (x *AckedOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckedOffsets.ProtoReflect.Descriptor instead.
 func (*AckedOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AckedOffsets) GetTopic() string {
@@ -2234,6 +2653,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Records
 	//	*SubscribeResponse_Batch
 	//	*SubscribeResponse_RawBatch
+	//	*SubscribeResponse_ShareAckResults
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2241,7 +2661,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2673,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[30]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2686,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -2312,6 +2732,15 @@ func (x *SubscribeResponse) GetRawBatch() *SubscribeRawBatch {
 	return nil
 }
 
+func (x *SubscribeResponse) GetShareAckResults() *ShareAckResults {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_ShareAckResults); ok {
+			return x.ShareAckResults
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -2337,6 +2766,11 @@ type SubscribeResponse_RawBatch struct {
 	RawBatch *SubscribeRawBatch `protobuf:"bytes,4,opt,name=raw_batch,json=rawBatch,proto3,oneof"`
 }
 
+type SubscribeResponse_ShareAckResults struct {
+	// SHARED: the answer to a ShareAcks.
+	ShareAckResults *ShareAckResults `protobuf:"bytes,5,opt,name=share_ack_results,json=shareAckResults,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
@@ -2344,6 +2778,8 @@ func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
 func (*SubscribeResponse_Batch) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_RawBatch) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_ShareAckResults) isSubscribeResponse_Event() {}
 
 type SubscribeAssignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2363,7 +2799,7 @@ type SubscribeAssignment struct {
 
 func (x *SubscribeAssignment) Reset() {
 	*x = SubscribeAssignment{}
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2811,7 @@ func (x *SubscribeAssignment) String() string {
 func (*SubscribeAssignment) ProtoMessage() {}
 
 func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2824,7 @@ func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAssignment.ProtoReflect.Descriptor instead.
 func (*SubscribeAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubscribeAssignment) GetMemberId() string {
@@ -2436,7 +2872,7 @@ type SubscribeRecords struct {
 
 func (x *SubscribeRecords) Reset() {
 	*x = SubscribeRecords{}
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2884,7 @@ func (x *SubscribeRecords) String() string {
 func (*SubscribeRecords) ProtoMessage() {}
 
 func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2897,7 @@ func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRecords.ProtoReflect.Descriptor instead.
 func (*SubscribeRecords) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
@@ -2481,14 +2917,17 @@ type SubscribeBatch struct {
 	Records   []*BatchRecord         `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
 	// The offset after the last record: acknowledging it (AckedOffsets
 	// .next_offset) acknowledges the whole batch.
-	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	NextOffset int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// SHARED: when the locks of the batch's records run out (ms since the
+	// epoch), unless renewed; 0 otherwise.
+	LockExpiresMs int64 `protobuf:"varint,5,opt,name=lock_expires_ms,json=lockExpiresMs,proto3" json:"lock_expires_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeBatch) Reset() {
 	*x = SubscribeBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2939,7 @@ func (x *SubscribeBatch) String() string {
 func (*SubscribeBatch) ProtoMessage() {}
 
 func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2952,7 @@ func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubscribeBatch) GetTopic() string {
@@ -2540,6 +2979,13 @@ func (x *SubscribeBatch) GetRecords() []*BatchRecord {
 func (x *SubscribeBatch) GetNextOffset() int64 {
 	if x != nil {
 		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *SubscribeBatch) GetLockExpiresMs() int64 {
+	if x != nil {
+		return x.LockExpiresMs
 	}
 	return 0
 }
@@ -2571,7 +3017,7 @@ type SubscribeRawBatch struct {
 
 func (x *SubscribeRawBatch) Reset() {
 	*x = SubscribeRawBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[34]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +3029,7 @@ func (x *SubscribeRawBatch) String() string {
 func (*SubscribeRawBatch) ProtoMessage() {}
 
 func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[34]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +3042,7 @@ func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRawBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeRawBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubscribeRawBatch) GetTopic() string {
@@ -2657,14 +3103,17 @@ type BatchRecord struct {
 	ValueData isBatchRecord_ValueData `protobuf_oneof:"value_data"`
 	Headers   []*RecordHeader         `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty"`
 	// The leader epoch the record was written in.
-	LeaderEpoch   int32 `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	LeaderEpoch int32 `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// SHARED: how many times the record has been acquired, this time
+	// included (1 the first time); 0 otherwise.
+	DeliveryCount int32 `protobuf:"varint,11,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchRecord) Reset() {
 	*x = BatchRecord{}
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +3125,7 @@ func (x *BatchRecord) String() string {
 func (*BatchRecord) ProtoMessage() {}
 
 func (x *BatchRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +3138,7 @@ func (x *BatchRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
 func (*BatchRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BatchRecord) GetOffset() int64 {
@@ -2770,6 +3219,13 @@ func (x *BatchRecord) GetLeaderEpoch() int32 {
 	return 0
 }
 
+func (x *BatchRecord) GetDeliveryCount() int32 {
+	if x != nil {
+		return x.DeliveryCount
+	}
+	return 0
+}
+
 type isBatchRecord_KeyData interface {
 	isBatchRecord_KeyData()
 }
@@ -2824,7 +3280,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +3292,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +3305,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2975,7 +3431,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3443,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3456,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -3023,7 +3479,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[38]
+	mi := &file_quire_v1_group_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3491,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[38]
+	mi := &file_quire_v1_group_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3504,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -3075,6 +3531,332 @@ func (x *ResetOffset) GetPrevious() int64 {
 func (x *ResetOffset) GetOffset() int64 {
 	if x != nil {
 		return x.Offset
+	}
+	return 0
+}
+
+type DescribeShareGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeShareGroupRequest) Reset() {
+	*x = DescribeShareGroupRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeShareGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeShareGroupRequest) ProtoMessage() {}
+
+func (x *DescribeShareGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeShareGroupRequest.ProtoReflect.Descriptor instead.
+func (*DescribeShareGroupRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DescribeShareGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DescribeShareGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// share.key.ordering for the group.
+	KeyOrdered bool `protobuf:"varint,2,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	// The group's dead-letter topic; "" when none.
+	DeadLetterTopic string              `protobuf:"bytes,3,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
+	Members         []*ShareGroupMember `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	// Sorted by topic and partition.
+	Partitions    []*ShareGroupPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeShareGroupResponse) Reset() {
+	*x = DescribeShareGroupResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeShareGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeShareGroupResponse) ProtoMessage() {}
+
+func (x *DescribeShareGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeShareGroupResponse.ProtoReflect.Descriptor instead.
+func (*DescribeShareGroupResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DescribeShareGroupResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeShareGroupResponse) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+func (x *DescribeShareGroupResponse) GetDeadLetterTopic() string {
+	if x != nil {
+		return x.DeadLetterTopic
+	}
+	return ""
+}
+
+func (x *DescribeShareGroupResponse) GetMembers() []*ShareGroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *DescribeShareGroupResponse) GetPartitions() []*ShareGroupPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ShareGroupMember struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	MemberId    string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch int32                  `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Topics      []string               `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The records it holds now, over every partition.
+	InFlight      int64 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareGroupMember) Reset() {
+	*x = ShareGroupMember{}
+	mi := &file_quire_v1_group_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareGroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareGroupMember) ProtoMessage() {}
+
+func (x *ShareGroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareGroupMember.ProtoReflect.Descriptor instead.
+func (*ShareGroupMember) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ShareGroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ShareGroupMember) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ShareGroupMember) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ShareGroupMember) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+type ShareGroupPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Every record below start_offset is finished (accepted or archived).
+	StartOffset int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// The first offset not taken in from the log yet.
+	EndOffset int64 `protobuf:"varint,4,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// Records acquired by a member now.
+	InFlight int64 `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// Records between start and end offset waiting for a member.
+	Available int64 `protobuf:"varint,6,opt,name=available,proto3" json:"available,omitempty"`
+	// The in-flight record whose lock runs out first; -1 when none is in
+	// flight, and then the member is "" and the time 0.
+	OldestLockOffset int64  `protobuf:"varint,7,opt,name=oldest_lock_offset,json=oldestLockOffset,proto3" json:"oldest_lock_offset,omitempty"`
+	OldestLockMember string `protobuf:"bytes,8,opt,name=oldest_lock_member,json=oldestLockMember,proto3" json:"oldest_lock_member,omitempty"`
+	// When that lock runs out, ms since the epoch.
+	OldestLockExpiresMs int64 `protobuf:"varint,9,opt,name=oldest_lock_expires_ms,json=oldestLockExpiresMs,proto3" json:"oldest_lock_expires_ms,omitempty"`
+	// How many times that record has been delivered.
+	OldestLockDeliveryCount int32 `protobuf:"varint,10,opt,name=oldest_lock_delivery_count,json=oldestLockDeliveryCount,proto3" json:"oldest_lock_delivery_count,omitempty"`
+	// Records of this partition dead-lettered (rejected, or past the
+	// delivery count limit) since the node started serving the group.
+	DeadLettered  int64 `protobuf:"varint,11,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareGroupPartition) Reset() {
+	*x = ShareGroupPartition{}
+	mi := &file_quire_v1_group_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareGroupPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareGroupPartition) ProtoMessage() {}
+
+func (x *ShareGroupPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareGroupPartition.ProtoReflect.Descriptor instead.
+func (*ShareGroupPartition) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ShareGroupPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShareGroupPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetAvailable() int64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetOldestLockOffset() int64 {
+	if x != nil {
+		return x.OldestLockOffset
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetOldestLockMember() string {
+	if x != nil {
+		return x.OldestLockMember
+	}
+	return ""
+}
+
+func (x *ShareGroupPartition) GetOldestLockExpiresMs() int64 {
+	if x != nil {
+		return x.OldestLockExpiresMs
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetOldestLockDeliveryCount() int32 {
+	if x != nil {
+		return x.OldestLockDeliveryCount
+	}
+	return 0
+}
+
+func (x *ShareGroupPartition) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
 	}
 	return 0
 }
@@ -3225,11 +4007,13 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05regex\x18\x05 \x01(\tR\x05regex\x125\n" +
 	"\bassigned\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x12H\n" +
 	"\x12pending_revocation\x18\a \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingRevocation\x12H\n" +
-	"\x12pending_assignment\x18\b \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingAssignment\"{\n" +
+	"\x12pending_assignment\x18\b \x01(\v2\x19.quire.v1.GroupAssignmentR\x11pendingAssignment\"\xb1\x01\n" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
-	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\xe3\x04\n" +
+	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ack\x124\n" +
+	"\n" +
+	"share_acks\x18\x03 \x01(\v2\x13.quire.v1.ShareAcksH\x00R\tshareAcksB\t\n" +
+	"\arequest\"\xb1\x05\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -3246,8 +4030,27 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"rawBatches\x12\x1f\n" +
 	"\vinstance_id\x18\f \x01(\tR\n" +
 	"instanceId\x12F\n" +
-	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x88\x01\x01B\x12\n" +
-	"\x10_isolation_level\"F\n" +
+	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x88\x01\x01\x12+\n" +
+	"\x04mode\x18\x0e \x01(\x0e2\x17.quire.v1.SubscribeModeR\x04mode\x12\x1f\n" +
+	"\vkey_ordered\x18\x0f \x01(\bR\n" +
+	"keyOrderedB\x12\n" +
+	"\x10_isolation_level\"L\n" +
+	"\tShareAcks\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12/\n" +
+	"\x06ranges\x18\x02 \x03(\v2\x17.quire.v1.ShareAckRangeR\x06ranges\"\xb3\x01\n" +
+	"\rShareAckRange\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\ffirst_offset\x18\x03 \x01(\x03R\vfirstOffset\x12\x1f\n" +
+	"\vlast_offset\x18\x04 \x01(\x03R\n" +
+	"lastOffset\x12*\n" +
+	"\x04type\x18\x05 \x01(\x0e2\x16.quire.v1.ShareAckTypeR\x04type\"X\n" +
+	"\x0fShareAckResults\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x125\n" +
+	"\x06ranges\x18\x02 \x03(\v2\x1d.quire.v1.ShareAckRangeResultR\x06ranges\"k\n" +
+	"\x13ShareAckRangeResult\x12-\n" +
+	"\x05range\x18\x01 \x01(\v2\x17.quire.v1.ShareAckRangeR\x05range\x12%\n" +
+	"\x05error\x18\x02 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
@@ -3257,14 +4060,15 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
 	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
-	"nextOffset\"\x83\x02\n" +
+	"nextOffset\"\xcc\x02\n" +
 	"\x11SubscribeResponse\x12?\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.quire.v1.SubscribeAssignmentH\x00R\n" +
 	"assignment\x126\n" +
 	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecords\x120\n" +
 	"\x05batch\x18\x03 \x01(\v2\x18.quire.v1.SubscribeBatchH\x00R\x05batch\x12:\n" +
-	"\traw_batch\x18\x04 \x01(\v2\x1b.quire.v1.SubscribeRawBatchH\x00R\brawBatchB\a\n" +
+	"\traw_batch\x18\x04 \x01(\v2\x1b.quire.v1.SubscribeRawBatchH\x00R\brawBatch\x12G\n" +
+	"\x11share_ack_results\x18\x05 \x01(\v2\x19.quire.v1.ShareAckResultsH\x00R\x0fshareAckResultsB\a\n" +
 	"\x05event\"\xf2\x01\n" +
 	"\x13SubscribeAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
@@ -3273,20 +4077,21 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
 	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\"F\n" +
 	"\x10SubscribeRecords\x122\n" +
-	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\x96\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\xbe\x01\n" +
 	"\x0eSubscribeBatch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12/\n" +
 	"\arecords\x18\x03 \x03(\v2\x15.quire.v1.BatchRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
-	"nextOffset\"\xa5\x01\n" +
+	"nextOffset\x12&\n" +
+	"\x0flock_expires_ms\x18\x05 \x01(\x03R\rlockExpiresMs\"\xa5\x01\n" +
 	"\x11SubscribeRawBatch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
 	"\arecords\x18\x03 \x01(\fR\arecords\x12!\n" +
 	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1f\n" +
 	"\vnext_offset\x18\x05 \x01(\x03R\n" +
-	"nextOffset\"\xb1\x02\n" +
+	"nextOffset\"\xd8\x02\n" +
 	"\vBatchRecord\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x12\n" +
@@ -3297,7 +4102,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"valueBytes\x120\n" +
 	"\aheaders\x18\t \x03(\v2\x16.quire.v1.RecordHeaderR\aheaders\x12!\n" +
 	"\fleader_epoch\x18\n" +
-	" \x01(\x05R\vleaderEpochB\n" +
+	" \x01(\x05R\vleaderEpoch\x12%\n" +
+	"\x0edelivery_count\x18\v \x01(\x05R\rdeliveryCountB\n" +
 	"\n" +
 	"\bkey_dataB\f\n" +
 	"\n" +
@@ -3318,7 +4124,47 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
 	"\bprevious\x18\x03 \x01(\x03R\bprevious\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x03R\x06offset2\xe8\x05\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\"1\n" +
+	"\x19DescribeShareGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xf4\x01\n" +
+	"\x1aDescribeShareGroupResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1f\n" +
+	"\vkey_ordered\x18\x02 \x01(\bR\n" +
+	"keyOrdered\x12*\n" +
+	"\x11dead_letter_topic\x18\x03 \x01(\tR\x0fdeadLetterTopic\x124\n" +
+	"\amembers\x18\x04 \x03(\v2\x1a.quire.v1.ShareGroupMemberR\amembers\x12=\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x1d.quire.v1.ShareGroupPartitionR\n" +
+	"partitions\"\x87\x01\n" +
+	"\x10ShareGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x12\x16\n" +
+	"\x06topics\x18\x03 \x03(\tR\x06topics\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\x03R\binFlight\"\xb9\x03\n" +
+	"\x13ShareGroupPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x03 \x01(\x03R\vstartOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x04 \x01(\x03R\tendOffset\x12\x1b\n" +
+	"\tin_flight\x18\x05 \x01(\x03R\binFlight\x12\x1c\n" +
+	"\tavailable\x18\x06 \x01(\x03R\tavailable\x12,\n" +
+	"\x12oldest_lock_offset\x18\a \x01(\x03R\x10oldestLockOffset\x12,\n" +
+	"\x12oldest_lock_member\x18\b \x01(\tR\x10oldestLockMember\x123\n" +
+	"\x16oldest_lock_expires_ms\x18\t \x01(\x03R\x13oldestLockExpiresMs\x12;\n" +
+	"\x1aoldest_lock_delivery_count\x18\n" +
+	" \x01(\x05R\x17oldestLockDeliveryCount\x12#\n" +
+	"\rdead_lettered\x18\v \x01(\x03R\fdeadLettered*/\n" +
+	"\rSubscribeMode\x12\x12\n" +
+	"\x0eCONSUMER_GROUP\x10\x00\x12\n" +
+	"\n" +
+	"\x06SHARED\x10\x01*v\n" +
+	"\fShareAckType\x12\x1e\n" +
+	"\x1aSHARE_ACK_TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fSHARE_ACCEPT\x10\x01\x12\x11\n" +
+	"\rSHARE_RELEASE\x10\x02\x12\x10\n" +
+	"\fSHARE_REJECT\x10\x03\x12\x0f\n" +
+	"\vSHARE_RENEW\x10\x042\xc9\x06\n" +
 	"\x06Groups\x12P\n" +
 	"\rCommitOffsets\x12\x1e.quire.v1.CommitOffsetsRequest\x1a\x1f.quire.v1.CommitOffsetsResponse\x12M\n" +
 	"\fFetchOffsets\x12\x1d.quire.v1.FetchOffsetsRequest\x1a\x1e.quire.v1.FetchOffsetsResponse\x12G\n" +
@@ -3328,7 +4174,8 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\rDeleteOffsets\x12\x1e.quire.v1.DeleteOffsetsRequest\x1a\x1f.quire.v1.DeleteOffsetsResponse\x12k\n" +
 	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12H\n" +
-	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01\x12M\n" +
+	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01\x12_\n" +
+	"\x12DescribeShareGroup\x12#.quire.v1.DescribeShareGroupRequest\x1a$.quire.v1.DescribeShareGroupResponse\x12M\n" +
 	"\fResetOffsets\x12\x1d.quire.v1.ResetOffsetsRequest\x1a\x1e.quire.v1.ResetOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
@@ -3343,111 +4190,134 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_quire_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_quire_v1_group_proto_goTypes = []any{
-	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
-	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
-	(*CommitOffsetsResponse)(nil),          // 2: quire.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),            // 3: quire.v1.FetchOffsetsRequest
-	(*TopicPartition)(nil),                 // 4: quire.v1.TopicPartition
-	(*FetchOffsetsResponse)(nil),           // 5: quire.v1.FetchOffsetsResponse
-	(*CommittedOffset)(nil),                // 6: quire.v1.CommittedOffset
-	(*ListGroupsRequest)(nil),              // 7: quire.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 8: quire.v1.ListGroupsResponse
-	(*GroupListing)(nil),                   // 9: quire.v1.GroupListing
-	(*DeleteGroupRequest)(nil),             // 10: quire.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),            // 11: quire.v1.DeleteGroupResponse
-	(*DeleteOffsetsRequest)(nil),           // 12: quire.v1.DeleteOffsetsRequest
-	(*DeleteOffsetsTopic)(nil),             // 13: quire.v1.DeleteOffsetsTopic
-	(*DeleteOffsetsResponse)(nil),          // 14: quire.v1.DeleteOffsetsResponse
-	(*DeleteOffsetsResult)(nil),            // 15: quire.v1.DeleteOffsetsResult
-	(*ConsumerGroupHeartbeatRequest)(nil),  // 16: quire.v1.ConsumerGroupHeartbeatRequest
-	(*GroupSubscription)(nil),              // 17: quire.v1.GroupSubscription
-	(*GroupAssignment)(nil),                // 18: quire.v1.GroupAssignment
-	(*GroupTopicPartitions)(nil),           // 19: quire.v1.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatResponse)(nil), // 20: quire.v1.ConsumerGroupHeartbeatResponse
-	(*DescribeGroupRequest)(nil),           // 21: quire.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),          // 22: quire.v1.DescribeGroupResponse
-	(*GroupThroughput)(nil),                // 23: quire.v1.GroupThroughput
-	(*GroupPartitionLag)(nil),              // 24: quire.v1.GroupPartitionLag
-	(*GroupMemberDescription)(nil),         // 25: quire.v1.GroupMemberDescription
-	(*SubscribeRequest)(nil),               // 26: quire.v1.SubscribeRequest
-	(*SubscribeStart)(nil),                 // 27: quire.v1.SubscribeStart
-	(*SubscribeAck)(nil),                   // 28: quire.v1.SubscribeAck
-	(*AckedOffsets)(nil),                   // 29: quire.v1.AckedOffsets
-	(*SubscribeResponse)(nil),              // 30: quire.v1.SubscribeResponse
-	(*SubscribeAssignment)(nil),            // 31: quire.v1.SubscribeAssignment
-	(*SubscribeRecords)(nil),               // 32: quire.v1.SubscribeRecords
-	(*SubscribeBatch)(nil),                 // 33: quire.v1.SubscribeBatch
-	(*SubscribeRawBatch)(nil),              // 34: quire.v1.SubscribeRawBatch
-	(*BatchRecord)(nil),                    // 35: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 36: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 37: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 38: quire.v1.ResetOffset
-	(*Error)(nil),                          // 39: quire.v1.Error
-	(RecordFormat)(0),                      // 40: quire.v1.RecordFormat
-	(IsolationLevel)(0),                    // 41: quire.v1.IsolationLevel
-	(*ConsumedRecord)(nil),                 // 42: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 43: quire.v1.RecordHeader
+	(SubscribeMode)(0),                     // 0: quire.v1.SubscribeMode
+	(ShareAckType)(0),                      // 1: quire.v1.ShareAckType
+	(*CommitOffsetsRequest)(nil),           // 2: quire.v1.CommitOffsetsRequest
+	(*OffsetCommit)(nil),                   // 3: quire.v1.OffsetCommit
+	(*CommitOffsetsResponse)(nil),          // 4: quire.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),            // 5: quire.v1.FetchOffsetsRequest
+	(*TopicPartition)(nil),                 // 6: quire.v1.TopicPartition
+	(*FetchOffsetsResponse)(nil),           // 7: quire.v1.FetchOffsetsResponse
+	(*CommittedOffset)(nil),                // 8: quire.v1.CommittedOffset
+	(*ListGroupsRequest)(nil),              // 9: quire.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 10: quire.v1.ListGroupsResponse
+	(*GroupListing)(nil),                   // 11: quire.v1.GroupListing
+	(*DeleteGroupRequest)(nil),             // 12: quire.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),            // 13: quire.v1.DeleteGroupResponse
+	(*DeleteOffsetsRequest)(nil),           // 14: quire.v1.DeleteOffsetsRequest
+	(*DeleteOffsetsTopic)(nil),             // 15: quire.v1.DeleteOffsetsTopic
+	(*DeleteOffsetsResponse)(nil),          // 16: quire.v1.DeleteOffsetsResponse
+	(*DeleteOffsetsResult)(nil),            // 17: quire.v1.DeleteOffsetsResult
+	(*ConsumerGroupHeartbeatRequest)(nil),  // 18: quire.v1.ConsumerGroupHeartbeatRequest
+	(*GroupSubscription)(nil),              // 19: quire.v1.GroupSubscription
+	(*GroupAssignment)(nil),                // 20: quire.v1.GroupAssignment
+	(*GroupTopicPartitions)(nil),           // 21: quire.v1.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatResponse)(nil), // 22: quire.v1.ConsumerGroupHeartbeatResponse
+	(*DescribeGroupRequest)(nil),           // 23: quire.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),          // 24: quire.v1.DescribeGroupResponse
+	(*GroupThroughput)(nil),                // 25: quire.v1.GroupThroughput
+	(*GroupPartitionLag)(nil),              // 26: quire.v1.GroupPartitionLag
+	(*GroupMemberDescription)(nil),         // 27: quire.v1.GroupMemberDescription
+	(*SubscribeRequest)(nil),               // 28: quire.v1.SubscribeRequest
+	(*SubscribeStart)(nil),                 // 29: quire.v1.SubscribeStart
+	(*ShareAcks)(nil),                      // 30: quire.v1.ShareAcks
+	(*ShareAckRange)(nil),                  // 31: quire.v1.ShareAckRange
+	(*ShareAckResults)(nil),                // 32: quire.v1.ShareAckResults
+	(*ShareAckRangeResult)(nil),            // 33: quire.v1.ShareAckRangeResult
+	(*SubscribeAck)(nil),                   // 34: quire.v1.SubscribeAck
+	(*AckedOffsets)(nil),                   // 35: quire.v1.AckedOffsets
+	(*SubscribeResponse)(nil),              // 36: quire.v1.SubscribeResponse
+	(*SubscribeAssignment)(nil),            // 37: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),               // 38: quire.v1.SubscribeRecords
+	(*SubscribeBatch)(nil),                 // 39: quire.v1.SubscribeBatch
+	(*SubscribeRawBatch)(nil),              // 40: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                    // 41: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 42: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 43: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 44: quire.v1.ResetOffset
+	(*DescribeShareGroupRequest)(nil),      // 45: quire.v1.DescribeShareGroupRequest
+	(*DescribeShareGroupResponse)(nil),     // 46: quire.v1.DescribeShareGroupResponse
+	(*ShareGroupMember)(nil),               // 47: quire.v1.ShareGroupMember
+	(*ShareGroupPartition)(nil),            // 48: quire.v1.ShareGroupPartition
+	(*Error)(nil),                          // 49: quire.v1.Error
+	(RecordFormat)(0),                      // 50: quire.v1.RecordFormat
+	(IsolationLevel)(0),                    // 51: quire.v1.IsolationLevel
+	(*ConsumedRecord)(nil),                 // 52: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 53: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
-	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
-	4,  // 1: quire.v1.FetchOffsetsRequest.partitions:type_name -> quire.v1.TopicPartition
-	6,  // 2: quire.v1.FetchOffsetsResponse.offsets:type_name -> quire.v1.CommittedOffset
-	9,  // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
-	13, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
-	15, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
-	39, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
-	17, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
-	18, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
-	19, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
-	18, // 10: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
-	25, // 11: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
-	24, // 12: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
-	23, // 13: quire.v1.DescribeGroupResponse.throughput:type_name -> quire.v1.GroupThroughput
-	18, // 14: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 15: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
-	18, // 16: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
-	27, // 17: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
-	28, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
-	17, // 19: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	40, // 20: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	41, // 21: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
-	29, // 22: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	31, // 23: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	32, // 24: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	33, // 25: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	34, // 26: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
-	18, // 27: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 28: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	18, // 29: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	42, // 30: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	35, // 31: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	43, // 32: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	38, // 33: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 34: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 35: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 36: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 37: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 38: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	16, // 39: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	21, // 40: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	26, // 41: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	36, // 42: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 43: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 44: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 45: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 46: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	14, // 47: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	20, // 48: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	22, // 49: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	30, // 50: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	37, // 51: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	43, // [43:52] is the sub-list for method output_type
-	34, // [34:43] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	3,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
+	6,  // 1: quire.v1.FetchOffsetsRequest.partitions:type_name -> quire.v1.TopicPartition
+	8,  // 2: quire.v1.FetchOffsetsResponse.offsets:type_name -> quire.v1.CommittedOffset
+	11, // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
+	15, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
+	17, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
+	49, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
+	19, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
+	20, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
+	21, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
+	20, // 10: quire.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> quire.v1.GroupAssignment
+	27, // 11: quire.v1.DescribeGroupResponse.members:type_name -> quire.v1.GroupMemberDescription
+	26, // 12: quire.v1.DescribeGroupResponse.partitions:type_name -> quire.v1.GroupPartitionLag
+	25, // 13: quire.v1.DescribeGroupResponse.throughput:type_name -> quire.v1.GroupThroughput
+	20, // 14: quire.v1.GroupMemberDescription.assigned:type_name -> quire.v1.GroupAssignment
+	20, // 15: quire.v1.GroupMemberDescription.pending_revocation:type_name -> quire.v1.GroupAssignment
+	20, // 16: quire.v1.GroupMemberDescription.pending_assignment:type_name -> quire.v1.GroupAssignment
+	29, // 17: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
+	34, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
+	30, // 19: quire.v1.SubscribeRequest.share_acks:type_name -> quire.v1.ShareAcks
+	19, // 20: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
+	50, // 21: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	51, // 22: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
+	0,  // 23: quire.v1.SubscribeStart.mode:type_name -> quire.v1.SubscribeMode
+	31, // 24: quire.v1.ShareAcks.ranges:type_name -> quire.v1.ShareAckRange
+	1,  // 25: quire.v1.ShareAckRange.type:type_name -> quire.v1.ShareAckType
+	33, // 26: quire.v1.ShareAckResults.ranges:type_name -> quire.v1.ShareAckRangeResult
+	31, // 27: quire.v1.ShareAckRangeResult.range:type_name -> quire.v1.ShareAckRange
+	49, // 28: quire.v1.ShareAckRangeResult.error:type_name -> quire.v1.Error
+	35, // 29: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
+	37, // 30: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	38, // 31: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	39, // 32: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	40, // 33: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	32, // 34: quire.v1.SubscribeResponse.share_ack_results:type_name -> quire.v1.ShareAckResults
+	20, // 35: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	20, // 36: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	20, // 37: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	52, // 38: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	41, // 39: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	53, // 40: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	44, // 41: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	47, // 42: quire.v1.DescribeShareGroupResponse.members:type_name -> quire.v1.ShareGroupMember
+	48, // 43: quire.v1.DescribeShareGroupResponse.partitions:type_name -> quire.v1.ShareGroupPartition
+	2,  // 44: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	5,  // 45: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	9,  // 46: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	12, // 47: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	14, // 48: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	18, // 49: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	23, // 50: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	28, // 51: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	45, // 52: quire.v1.Groups.DescribeShareGroup:input_type -> quire.v1.DescribeShareGroupRequest
+	42, // 53: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	4,  // 54: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	7,  // 55: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	10, // 56: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	13, // 57: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 58: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	22, // 59: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	24, // 60: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	36, // 61: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	46, // 62: quire.v1.Groups.DescribeShareGroup:output_type -> quire.v1.DescribeShareGroupResponse
+	43, // 63: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	54, // [54:64] is the sub-list for method output_type
+	44, // [44:54] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -3464,21 +4334,23 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
+		(*SubscribeRequest_ShareAcks)(nil),
 	}
 	file_quire_v1_group_proto_msgTypes[27].OneofWrappers = []any{}
-	file_quire_v1_group_proto_msgTypes[30].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[34].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_RawBatch)(nil),
+		(*SubscribeResponse_ShareAckResults)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[35].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[39].OneofWrappers = []any{
 		(*BatchRecord_Key)(nil),
 		(*BatchRecord_KeyBytes)(nil),
 		(*BatchRecord_Value)(nil),
 		(*BatchRecord_ValueBytes)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[36].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[40].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -3490,13 +4362,14 @@ func file_quire_v1_group_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   39,
+			NumEnums:      2,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_quire_v1_group_proto_goTypes,
 		DependencyIndexes: file_quire_v1_group_proto_depIdxs,
+		EnumInfos:         file_quire_v1_group_proto_enumTypes,
 		MessageInfos:      file_quire_v1_group_proto_msgTypes,
 	}.Build()
 	File_quire_v1_group_proto = out.File

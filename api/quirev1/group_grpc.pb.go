@@ -27,6 +27,7 @@ const (
 	Groups_ConsumerGroupHeartbeat_FullMethodName = "/quire.v1.Groups/ConsumerGroupHeartbeat"
 	Groups_DescribeGroup_FullMethodName          = "/quire.v1.Groups/DescribeGroup"
 	Groups_Subscribe_FullMethodName              = "/quire.v1.Groups/Subscribe"
+	Groups_DescribeShareGroup_FullMethodName     = "/quire.v1.Groups/DescribeShareGroup"
 	Groups_ResetOffsets_FullMethodName           = "/quire.v1.Groups/ResetOffsets"
 )
 
@@ -119,6 +120,13 @@ type GroupsClient interface {
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
 	// (retriable: subscribe again, to any node).
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
+	// DescribeShareGroup describes a share group as the node taking the
+	// call serves it (share groups are kept per node, in memory): its
+	// members and, per share-partition, the records in flight, the oldest
+	// lock and the records dead-lettered. Describe on the group. A group
+	// the node does not serve is GROUP_ID_NOT_FOUND; share groups turned
+	// off (group.share.enable) UNSUPPORTED_VERSION.
+	DescribeShareGroup(ctx context.Context, in *DescribeShareGroupRequest, opts ...grpc.CallOption) (*DescribeShareGroupResponse, error)
 	// ResetOffsets moves the committed offsets of a group with no members:
 	// to the earliest or latest offset, an exact one, the first at or after
 	// a time, or shifted by N from the committed one, each kept within the
@@ -224,6 +232,16 @@ func (c *groupsClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Groups_SubscribeClient = grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse]
 
+func (c *groupsClient) DescribeShareGroup(ctx context.Context, in *DescribeShareGroupRequest, opts ...grpc.CallOption) (*DescribeShareGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeShareGroupResponse)
+	err := c.cc.Invoke(ctx, Groups_DescribeShareGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupsClient) ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetOffsetsResponse)
@@ -323,6 +341,13 @@ type GroupsServer interface {
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
 	// (retriable: subscribe again, to any node).
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
+	// DescribeShareGroup describes a share group as the node taking the
+	// call serves it (share groups are kept per node, in memory): its
+	// members and, per share-partition, the records in flight, the oldest
+	// lock and the records dead-lettered. Describe on the group. A group
+	// the node does not serve is GROUP_ID_NOT_FOUND; share groups turned
+	// off (group.share.enable) UNSUPPORTED_VERSION.
+	DescribeShareGroup(context.Context, *DescribeShareGroupRequest) (*DescribeShareGroupResponse, error)
 	// ResetOffsets moves the committed offsets of a group with no members:
 	// to the earliest or latest offset, an exact one, the first at or after
 	// a time, or shifted by N from the committed one, each kept within the
@@ -368,6 +393,9 @@ func (UnimplementedGroupsServer) DescribeGroup(context.Context, *DescribeGroupRe
 }
 func (UnimplementedGroupsServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedGroupsServer) DescribeShareGroup(context.Context, *DescribeShareGroupRequest) (*DescribeShareGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeShareGroup not implemented")
 }
 func (UnimplementedGroupsServer) ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ResetOffsets not implemented")
@@ -526,6 +554,24 @@ func _Groups_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Groups_SubscribeServer = grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]
 
+func _Groups_DescribeShareGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeShareGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).DescribeShareGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_DescribeShareGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).DescribeShareGroup(ctx, req.(*DescribeShareGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Groups_ResetOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResetOffsetsRequest)
 	if err := dec(in); err != nil {
@@ -578,6 +624,10 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeGroup",
 			Handler:    _Groups_DescribeGroup_Handler,
+		},
+		{
+			MethodName: "DescribeShareGroup",
+			Handler:    _Groups_DescribeShareGroup_Handler,
 		},
 		{
 			MethodName: "ResetOffsets",

@@ -32,6 +32,8 @@ func newConsumeCmd(g *globalFlags) *cobra.Command {
 		isolation  string
 		interval   time.Duration
 		reset      string
+		shareGroup string
+		keyOrdered bool
 	)
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
@@ -82,7 +84,18 @@ named on standard error as it is assigned. Positions are committed every
 short by a crash prints again what it printed after its last commit.
 With --instance-id ID the member is static (group.instance.id): on exit
 it keeps its place for the group's session timeout, and the next run with
-the same ID takes its partitions back with no rebalance.`,
+the same ID takes its partitions back with no rebalance.
+
+With --share G it is a member of the share group G (a queue: see
+docs/share-groups.md): every member reads every partition, the node hands
+each record to one member at a time, and this one accepts each record once
+printed (one acknowledgement per batch printed). Records it holds when it
+stops (Ctrl-C, -n) go back to the group at once. --key-ordered asks for
+the group's per-key ordering (share.key.ordering): the records of one key
+go to one member at a time, in offset order. Where a partition the group
+has not read before starts is the broker's share.auto.offset.reset.
+--share takes none of -p, -o, --reset, --group, --instance-id,
+--isolation.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start, err := parseOffset(offset)
@@ -109,6 +122,12 @@ the same ID takes its partitions back with no rebalance.`,
 			pf, err := compileFormat(format)
 			if err != nil {
 				return err
+			}
+			if shareGroup != "" || keyOrdered {
+				if err := checkShareFlags(cmd, shareGroup); err != nil {
+					return err
+				}
+				return consumeShared(cmd, g, shareRun{topic: args[0], group: shareGroup, keyOrdered: keyOrdered, count: count, pf: pf})
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
@@ -232,6 +251,8 @@ the same ID takes its partitions back with no rebalance.`,
 	// log entry, so not one per poll.
 	f.StringVar(&instance, "instance-id", "", "with --group and no -p, a static member's instance id (group.instance.id): a restart with it within the session timeout takes the same partitions back")
 	f.DurationVar(&interval, "commit-interval", 5*time.Second, "with --group, commit at most this often (0: after every batch), and on exit")
+	f.StringVar(&shareGroup, "share", "", "share group: read as one of its members, each record handed to one member at a time, and accept each record printed")
+	f.BoolVar(&keyOrdered, "key-ordered", false, "with --share, ask for the share group's per-key ordering (records of a key to one member at a time, in order)")
 	f.StringVar(&isolation, "isolation", "read_uncommitted", "read_committed: only records of committed transactions (and of none), up to the last stable offset; read_uncommitted: every record")
 	return cmd
 }

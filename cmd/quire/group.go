@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/client"
 )
 
@@ -23,7 +24,13 @@ consumed with consume -g (or a Subscribe stream), members the coordinator
 assigns partitions to. describe shows the members and, per partition, the
 committed offset, the high watermark and the lag in records and in seconds
 (now minus the timestamp of the first record not committed; 0 when caught
-up); seek moves the committed offsets of a group with no members.`,
+up); seek moves the committed offsets of a group with no members.
+
+describe shows a share group (consume --share) too: its members and, per
+partition, the records in flight (held by a member), available (waiting
+for one), the oldest lock (the in-flight record whose lock runs out
+first: its offset, member, time left and delivery count) and the records
+dead-lettered, as the broker serving the group has them.`,
 	}
 	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupDeleteOffsetsCmd(g), groupSeekCmd(g))
 	return cmd
@@ -103,6 +110,11 @@ func groupDescribeCmd(g *globalFlags) *cobra.Command {
 			}
 			defer done()
 			group := args[0]
+			if sd, err := cl.DescribeShareGroup(ctx, group); err == nil {
+				return printShareGroup(cmd.OutOrStdout(), g, sd, members) // group_share.go
+			} else if code := client.ErrorCode(err); code != quirev1.ErrorCode_GROUP_ID_NOT_FOUND && code != quirev1.ErrorCode_UNSUPPORTED_VERSION {
+				return err
+			}
 			d, err := cl.DescribeGroup(ctx, group)
 			if err != nil {
 				return err
