@@ -280,7 +280,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		pl := GroupPartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(),
 			CommittedOffset: p.GetCommittedOffset(), HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(),
 			LagSeconds: p.GetLagSeconds(), MemberID: p.GetMemberId(), LastStableOffset: p.GetHighWatermark(), StableLag: p.GetLag()}
-		if p.LastStableOffset != nil {
+		if p.OptionalLastStableOffset != nil {
 			pl.LastStableOffset, pl.StableLag = p.GetLastStableOffset(), p.GetStableLag()
 		}
 		d.Partitions = append(d.Partitions, pl)

@@ -146,7 +146,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 				Group: fmt.Sprint("sb-", b.N), Subscription: &quirev1.GroupSubscription{Topics: []string{topic}}, Batches: mode != records, RawBatches: mode == raw,
 				MaxOutstandingRecords: 5000, MaxOutstandingBytes: 8 << 20, Format: quirev1.RecordFormat_RECORD_FORMAT_BYTES}
 			if mode == batchesUncommitted {
-				start.IsolationLevel = quirev1.IsolationLevel_READ_UNCOMMITTED.Enum()
+				start.OptionalIsolationLevel = &quirev1.SubscribeStart_IsolationLevel{IsolationLevel: quirev1.IsolationLevel_READ_UNCOMMITTED}
 			}
 			if err := stream.Send(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}); err != nil {
 				b.Fatal(err)

@@ -42,7 +42,7 @@ func (c *Console) groupLag(group string, d *quirev1.DescribeGroupResponse) ([]Pa
 	for _, p := range d.GetPartitions() {
 		pl := PartitionLag{Topic: p.GetTopic(), Partition: p.GetPartition(), Committed: p.GetCommittedOffset(),
 			HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(), StableLag: p.GetLag(), LagSeconds: p.GetLagSeconds()}
-		if p.StableLag != nil {
+		if p.OptionalStableLag != nil {
 			pl.StableLag = p.GetStableLag()
 		}
 		if pl.HighWatermark < 0 {

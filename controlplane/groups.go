@@ -48,7 +48,8 @@ func (s *Service) DescribeGroup(ctx context.Context, in *quirev1.DescribeGroupRe
 	for _, l := range lag.Partitions {
 		pl := &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.Committed,
 			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID,
-			LastStableOffset: &l.LastStableOffset, StableLag: &l.StableLag}
+			OptionalLastStableOffset: &quirev1.GroupPartitionLag_LastStableOffset{LastStableOffset: l.LastStableOffset},
+			OptionalStableLag:        &quirev1.GroupPartitionLag_StableLag{StableLag: l.StableLag}}
 		if !l.Observed.IsZero() {
 			pl.ObservedTimeMs = l.Observed.UnixMilli()
 		}

@@ -102,7 +102,8 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *quirev1.DescribeG
 	for _, l := range d.Partitions {
 		out.Partitions = append(out.Partitions, &quirev1.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,
 			HighWatermark: l.HighWatermark, Lag: l.Lag, LagSeconds: l.LagSeconds, MemberId: l.MemberID, ObservedTimeMs: l.ObservedTimeMs,
-			LastStableOffset: &l.LastStableOffset, StableLag: &l.StableLag})
+			OptionalLastStableOffset: &quirev1.GroupPartitionLag_LastStableOffset{LastStableOffset: l.LastStableOffset},
+			OptionalStableLag:        &quirev1.GroupPartitionLag_StableLag{StableLag: l.StableLag}})
 	}
 	if t := d.Throughput; t != nil {
 		out.Throughput = &quirev1.GroupThroughput{Lag: t.Lag, ConsumeRate: t.ConsumeRate, ProduceRate: t.ProduceRate, DrainSeconds: t.DrainSeconds,
@@ -171,7 +172,7 @@ func GroupDescriptionFromPB(d *quirev1.DescribeGroupResponse) *request.GroupDesc
 		// From a controller that predates the last stable offset: as if
 		// no transaction were open.
 		lso, stable := l.HighWatermark, l.Lag
-		if l.LastStableOffset != nil {
+		if l.OptionalLastStableOffset != nil {
 			lso, stable = l.GetLastStableOffset(), l.GetStableLag()
 		}
 		out.Partitions = append(out.Partitions, request.GroupPartitionLag{Topic: l.Topic, Partition: l.Partition, CommittedOffset: l.CommittedOffset,

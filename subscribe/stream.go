@@ -241,13 +241,13 @@ func newSubscription(core Core, b Broker, stream grpc.BidiStreamingServer[quirev
 	}
 	// Unset is read_committed, the group consumer's default.
 	sub.isolation = request.ReadCommitted
-	if st.IsolationLevel != nil {
-		switch *st.IsolationLevel {
+	if lvl, ok := st.OptionalIsolationLevel.(*quirev1.SubscribeStart_IsolationLevel); ok {
+		switch lvl.IsolationLevel {
 		case quirev1.IsolationLevel_READ_COMMITTED:
 		case quirev1.IsolationLevel_READ_UNCOMMITTED:
 			sub.isolation = request.ReadUncommitted
 		default:
-			return nil, fmt.Errorf("%w: isolation_level %d (want READ_UNCOMMITTED or READ_COMMITTED)", ErrInvalidRequest, *st.IsolationLevel)
+			return nil, fmt.Errorf("%w: isolation_level %d (want READ_UNCOMMITTED or READ_COMMITTED)", ErrInvalidRequest, lvl.IsolationLevel)
 		}
 	}
 	if st.MaxOutstandingRecords > 0 {

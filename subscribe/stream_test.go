@@ -436,7 +436,7 @@ func TestServeRefusesBadStart(t *testing.T) {
 		{&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{Group: "g",
 			Subscription: ordersStart.Subscription, Format: quirev1.RecordFormat(99)}}}, "record format 99"},
 		{&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: &quirev1.SubscribeStart{Group: "g",
-			Subscription: ordersStart.Subscription, IsolationLevel: quirev1.IsolationLevel(7).Enum()}}}, "isolation_level 7"},
+			Subscription: ordersStart.Subscription, OptionalIsolationLevel: &quirev1.SubscribeStart_IsolationLevel{IsolationLevel: 7}}}}, "isolation_level 7"},
 	} {
 		b := newFakeBroker()
 		st := newFakeStream(context.Background())

@@ -111,7 +111,7 @@ func TestClusterSubscribeReadCommitted(t *testing.T) {
 	sub := &quirev1.GroupSubscription{Topics: []string{topic}}
 	tp := tpName(topic, 0)
 	uncommitted := subscribe(t, c, ctl, "uncommitted", &quirev1.SubscribeStart{Group: "rcu", Subscription: sub, Batches: true,
-		IsolationLevel: quirev1.IsolationLevel_READ_UNCOMMITTED.Enum()}, true)
+		OptionalIsolationLevel: &quirev1.SubscribeStart_IsolationLevel{IsolationLevel: quirev1.IsolationLevel_READ_UNCOMMITTED}}, true)
 	committed := subscribe(t, c, ctl, "committed", &quirev1.SubscribeStart{Group: "rcc", Subscription: sub, Batches: true}, true)
 	raw := subscribe(t, c, ctl, "raw", &quirev1.SubscribeStart{Group: "rcr", Subscription: sub, RawBatches: true}, true)
 

@@ -1725,7 +1725,11 @@ type GroupPartitionLag struct {
 	// The partition's last stable offset: the first offset of its oldest
 	// open transaction, or high_watermark when none is open; -1 when not
 	// known. Unset from a broker that predates it.
-	LastStableOffset *int64 `protobuf:"varint,9,opt,name=last_stable_offset,json=lastStableOffset,proto3,oneof" json:"last_stable_offset,omitempty"`
+	//
+	// Types that are valid to be assigned to OptionalLastStableOffset:
+	//
+	//	*GroupPartitionLag_LastStableOffset
+	OptionalLastStableOffset isGroupPartitionLag_OptionalLastStableOffset `protobuf_oneof:"optional_last_stable_offset"`
 	// Records behind for a read_committed consumer: last_stable_offset -
 	// committed_offset (never below 0), which leaves out the records of
 	// transactions still open (they may yet abort); -1 when either is
@@ -1734,9 +1738,13 @@ type GroupPartitionLag struct {
 	// per fetch, not to the group), so both are given; they differ only
 	// while a transaction is open on the partition. Unset from a broker
 	// that predates it.
-	StableLag     *int64 `protobuf:"varint,10,opt,name=stable_lag,json=stableLag,proto3,oneof" json:"stable_lag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	//
+	// Types that are valid to be assigned to OptionalStableLag:
+	//
+	//	*GroupPartitionLag_StableLag
+	OptionalStableLag isGroupPartitionLag_OptionalStableLag `protobuf_oneof:"optional_stable_lag"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GroupPartitionLag) Reset() {
@@ -1825,19 +1833,57 @@ func (x *GroupPartitionLag) GetObservedTimeMs() int64 {
 	return 0
 }
 
+func (x *GroupPartitionLag) GetOptionalLastStableOffset() isGroupPartitionLag_OptionalLastStableOffset {
+	if x != nil {
+		return x.OptionalLastStableOffset
+	}
+	return nil
+}
+
 func (x *GroupPartitionLag) GetLastStableOffset() int64 {
-	if x != nil && x.LastStableOffset != nil {
-		return *x.LastStableOffset
+	if x != nil {
+		if x, ok := x.OptionalLastStableOffset.(*GroupPartitionLag_LastStableOffset); ok {
+			return x.LastStableOffset
+		}
 	}
 	return 0
 }
 
+func (x *GroupPartitionLag) GetOptionalStableLag() isGroupPartitionLag_OptionalStableLag {
+	if x != nil {
+		return x.OptionalStableLag
+	}
+	return nil
+}
+
 func (x *GroupPartitionLag) GetStableLag() int64 {
-	if x != nil && x.StableLag != nil {
-		return *x.StableLag
+	if x != nil {
+		if x, ok := x.OptionalStableLag.(*GroupPartitionLag_StableLag); ok {
+			return x.StableLag
+		}
 	}
 	return 0
 }
+
+type isGroupPartitionLag_OptionalLastStableOffset interface {
+	isGroupPartitionLag_OptionalLastStableOffset()
+}
+
+type GroupPartitionLag_LastStableOffset struct {
+	LastStableOffset int64 `protobuf:"varint,9,opt,name=last_stable_offset,json=lastStableOffset,proto3,oneof"`
+}
+
+func (*GroupPartitionLag_LastStableOffset) isGroupPartitionLag_OptionalLastStableOffset() {}
+
+type isGroupPartitionLag_OptionalStableLag interface {
+	isGroupPartitionLag_OptionalStableLag()
+}
+
+type GroupPartitionLag_StableLag struct {
+	StableLag int64 `protobuf:"varint,10,opt,name=stable_lag,json=stableLag,proto3,oneof"`
+}
+
+func (*GroupPartitionLag_StableLag) isGroupPartitionLag_OptionalStableLag() {}
 
 type GroupMemberDescription struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2111,7 +2157,11 @@ type SubscribeStart struct {
 	// offsets). READ_UNCOMMITTED sends every record up to the high
 	// watermark, aborted transactions' too (with raw_batches, every batch,
 	// control batches included; without, markers are never sent).
-	IsolationLevel *IsolationLevel `protobuf:"varint,13,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel,oneof" json:"isolation_level,omitempty"`
+	//
+	// Types that are valid to be assigned to OptionalIsolationLevel:
+	//
+	//	*SubscribeStart_IsolationLevel
+	OptionalIsolationLevel isSubscribeStart_OptionalIsolationLevel `protobuf_oneof:"optional_isolation_level"`
 	// CONSUMER_GROUP (the default) or SHARED. A SHARED stream is a member
 	// of the share group named group (docs/share-groups.md): every member
 	// reads every partition of the topics named, each record is acquired
@@ -2254,9 +2304,18 @@ func (x *SubscribeStart) GetInstanceId() string {
 	return ""
 }
 
+func (x *SubscribeStart) GetOptionalIsolationLevel() isSubscribeStart_OptionalIsolationLevel {
+	if x != nil {
+		return x.OptionalIsolationLevel
+	}
+	return nil
+}
+
 func (x *SubscribeStart) GetIsolationLevel() IsolationLevel {
-	if x != nil && x.IsolationLevel != nil {
-		return *x.IsolationLevel
+	if x != nil {
+		if x, ok := x.OptionalIsolationLevel.(*SubscribeStart_IsolationLevel); ok {
+			return x.IsolationLevel
+		}
 	}
 	return IsolationLevel_READ_UNCOMMITTED
 }
@@ -2274,6 +2333,16 @@ func (x *SubscribeStart) GetKeyOrdered() bool {
 	}
 	return false
 }
+
+type isSubscribeStart_OptionalIsolationLevel interface {
+	isSubscribeStart_OptionalIsolationLevel()
+}
+
+type SubscribeStart_IsolationLevel struct {
+	IsolationLevel IsolationLevel `protobuf:"varint,13,opt,name=isolation_level,json=isolationLevel,proto3,enum=quire.v1.IsolationLevel,oneof"`
+}
+
+func (*SubscribeStart_IsolationLevel) isSubscribeStart_OptionalIsolationLevel() {}
 
 // ShareAcks acknowledges, on a SHARED stream, records the stream holds,
 // by ranges of offsets. Each range is answered, applied or refused, in
@@ -3980,7 +4049,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x06 \x01(\x05R\n" +
 	"partitions\x12%\n" +
-	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x90\x03\n" +
+	"\x0emembers_needed\x18\a \x01(\x05R\rmembersNeeded\"\x9a\x03\n" +
 	"\x11GroupPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -3990,13 +4059,13 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vlag_seconds\x18\x06 \x01(\x01R\n" +
 	"lagSeconds\x12\x1b\n" +
 	"\tmember_id\x18\a \x01(\tR\bmemberId\x12(\n" +
-	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\x121\n" +
-	"\x12last_stable_offset\x18\t \x01(\x03H\x00R\x10lastStableOffset\x88\x01\x01\x12\"\n" +
+	"\x10observed_time_ms\x18\b \x01(\x03R\x0eobservedTimeMs\x12.\n" +
+	"\x12last_stable_offset\x18\t \x01(\x03H\x00R\x10lastStableOffset\x12\x1f\n" +
 	"\n" +
 	"stable_lag\x18\n" +
-	" \x01(\x03H\x01R\tstableLag\x88\x01\x01B\x15\n" +
-	"\x13_last_stable_offsetB\r\n" +
-	"\v_stable_lag\"\x99\x03\n" +
+	" \x01(\x03H\x01R\tstableLagB\x1d\n" +
+	"\x1boptional_last_stable_offsetB\x15\n" +
+	"\x13optional_stable_lag\"\x99\x03\n" +
 	"\x16GroupMemberDescription\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\t \x01(\tR\n" +
@@ -4013,7 +4082,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ack\x124\n" +
 	"\n" +
 	"share_acks\x18\x03 \x01(\v2\x13.quire.v1.ShareAcksH\x00R\tshareAcksB\t\n" +
-	"\arequest\"\xb1\x05\n" +
+	"\arequest\"\xb6\x05\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -4029,12 +4098,12 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vraw_batches\x18\v \x01(\bR\n" +
 	"rawBatches\x12\x1f\n" +
 	"\vinstance_id\x18\f \x01(\tR\n" +
-	"instanceId\x12F\n" +
-	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x88\x01\x01\x12+\n" +
+	"instanceId\x12C\n" +
+	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x12+\n" +
 	"\x04mode\x18\x0e \x01(\x0e2\x17.quire.v1.SubscribeModeR\x04mode\x12\x1f\n" +
 	"\vkey_ordered\x18\x0f \x01(\bR\n" +
-	"keyOrderedB\x12\n" +
-	"\x10_isolation_level\"L\n" +
+	"keyOrderedB\x1a\n" +
+	"\x18optional_isolation_level\"L\n" +
 	"\tShareAcks\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12/\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x17.quire.v1.ShareAckRangeR\x06ranges\"\xb3\x01\n" +
@@ -4330,13 +4399,18 @@ func file_quire_v1_group_proto_init() {
 	file_quire_v1_group_proto_msgTypes[1].OneofWrappers = []any{
 		(*OffsetCommit_LeaderEpoch)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[24].OneofWrappers = []any{}
+	file_quire_v1_group_proto_msgTypes[24].OneofWrappers = []any{
+		(*GroupPartitionLag_LastStableOffset)(nil),
+		(*GroupPartitionLag_StableLag)(nil),
+	}
 	file_quire_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*SubscribeRequest_Start)(nil),
 		(*SubscribeRequest_Ack)(nil),
 		(*SubscribeRequest_ShareAcks)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[27].OneofWrappers = []any{}
+	file_quire_v1_group_proto_msgTypes[27].OneofWrappers = []any{
+		(*SubscribeStart_IsolationLevel)(nil),
+	}
 	file_quire_v1_group_proto_msgTypes[34].OneofWrappers = []any{
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Records)(nil),

@@ -440,7 +440,7 @@ func (s *sweep) grpcHostile(ctx context.Context) {
 		{"max_outstanding_bytes -1", &quirev1.SubscribeStart{Group: "hg", Subscription: sub(keptTopic), MaxOutstandingBytes: -1}, false},
 		{"format 42", &quirev1.SubscribeStart{Group: "hg", Subscription: sub(keptTopic), Format: 42}, false},
 		{"auto_offset_reset bogus", &quirev1.SubscribeStart{Group: "hg", Subscription: sub(keptTopic), AutoOffsetReset: "bogus"}, false},
-		{"isolation_level 42", &quirev1.SubscribeStart{Group: "hg", Subscription: sub(keptTopic), IsolationLevel: quirev1.IsolationLevel(42).Enum()}, false},
+		{"isolation_level 42", &quirev1.SubscribeStart{Group: "hg", Subscription: sub(keptTopic), OptionalIsolationLevel: &quirev1.SubscribeStart_IsolationLevel{IsolationLevel: 42}}, false},
 	} {
 		o, d := refusal(subscribe(c.st, c.ack), inv)
 		s.report("grpc Subscribe "+c.name, o, d)
