@@ -40,7 +40,9 @@ type nodeStore struct {
 	node int32
 }
 
-func skey(group string, tp TopicPartition) string { return fmt.Sprintf("%s/%s/%d", group, tp.Topic, tp.Partition) }
+func skey(group string, tp TopicPartition) string {
+	return fmt.Sprintf("%s/%s/%d", group, tp.Topic, tp.Partition)
+}
 
 func (s nodeStore) Lease(tp TopicPartition) (Lease, error) {
 	s.m.mu.Lock()
