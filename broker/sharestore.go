@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/quirelog/quire/metadata"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/share"
+	"github.com/quirelog/quire/sharegroup"
+)
+
+// shareStore is the share coordinator's Store over the metadata log: a
+// partition's lease is its leader epoch and topic id in this node's image,
+// states are read from the image and written through the controller
+// (PutShareStates, metadata.version 15), fenced there by the lease. Below
+// that level nothing is saved: the state stays in memory, as before it.
+type shareStore struct{ b *Broker }
+
+func (s shareStore) Lease(tp sharegroup.TopicPartition) (sharegroup.Lease, error) {
+	img := s.b.cluster.image()
+	t, ok := img.Topic(tp.Topic)
+	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+		return sharegroup.Lease{}, fmt.Errorf("%w: %s-%d", replica.ErrUnknownTopicOrPartition, tp.Topic, tp.Partition)
+	}
+	p := t.Partitions[tp.Partition]
+	if p.Leader != s.b.cfg.NodeID {
+		return sharegroup.Lease{}, &replica.NotLeaderError{Topic: tp.Topic, Partition: tp.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch}
+	}
+	return sharegroup.Lease{Epoch: p.LeaderEpoch, Incarnation: t.ID}, nil
+}
+
+func (s shareStore) Load(group string, tp sharegroup.TopicPartition, lease sharegroup.Lease) (share.Snapshot, bool, error) {
+	st, ok := s.b.cluster.image().ShareState(metadata.ShareKey{Group: group, Topic: tp.Topic, Partition: tp.Partition})
+	if !ok || st.TopicID != lease.Incarnation {
+		return share.Snapshot{}, false, nil
+	}
+	return st.Snapshot, true, nil
+}
+
+func (s shareStore) Save(ctx context.Context, states []sharegroup.SavedState) ([]error, error) {
+	if s.b.cluster.image().MetadataVersion() < metadata.MetadataVersionShareState {
+		return make([]error, len(states)), nil
+	}
+	out := make([]metadata.ShareState, len(states))
+	for i, st := range states {
+		out[i] = metadata.ShareState{ShareKey: metadata.ShareKey{Group: st.Group, Topic: st.Topic, Partition: st.Partition},
+			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Snapshot: st.Snapshot}
+	}
+	errs, err := s.b.cluster.fwd.PutShareStates(ctx, s.b.cfg.NodeID, out)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range errs {
+		if e != nil {
+			// The partition is led elsewhere, or at another epoch: the
+			// client finds its leader again.
+			errs[i] = fmt.Errorf("%w: %w", replica.ErrNotLeader, e)
+		}
+	}
+	return errs, nil
+}
