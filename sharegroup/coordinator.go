@@ -62,6 +62,13 @@ type Config struct {
 	// Store saves the share-partitions' state and restores it on a new
 	// leader (persist.go); nil keeps it in memory only.
 	Store Store
+	// AdmitFetchers admits a member this node does not know when it
+	// fetches or acknowledges, rather than refusing it (ErrUnknownMember):
+	// on a cluster, a member's heartbeats go to one node (the group's
+	// coordinator) and its fetches to each partition's leader, which
+	// knows it only from them. Such a member leaves a node after the
+	// session timeout without a fetch there, its records released.
+	AdmitFetchers bool
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -120,6 +127,9 @@ type member struct {
 	epoch    int32
 	topics   []string
 	lastSeen time.Time
+	// fetcher: known only from its fetches (Config.AdmitFetchers), its
+	// heartbeats going to another node.
+	fetcher bool
 }
 
 // partition is a share-partition with its own lock, so that reading one
@@ -242,7 +252,7 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 			c.nextID++
 			id = fmt.Sprintf("%s-%d-%d", hb.Group, now.UnixNano(), c.nextID)
 		}
-		if _, ok := g.members[id]; ok {
+		if m, ok := g.members[id]; ok && !m.fetcher {
 			// A rejoin: what it held is released first.
 			c.leaveLocked(g, id)
 		}
@@ -253,7 +263,8 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 		return HeartbeatResult{}, fmt.Errorf("%w: member epoch %d", ErrInvalidRequest, hb.Epoch)
 	}
 	m, ok := g.members[hb.MemberID]
-	if !ok {
+	if !ok || m.fetcher {
+		// A member known here only from its fetches joins here first.
 		return HeartbeatResult{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, hb.MemberID, hb.Group)
 	}
 	if hb.Epoch != m.epoch {
@@ -297,13 +308,20 @@ func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPar
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[groupName]
-	if !ok {
+	if !ok && !c.cfg.AdmitFetchers {
 		return nil, share.Config{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
+	}
+	if !ok {
+		g = c.groupLocked(groupName)
 	}
 	c.expireLocked(now, g)
 	m, ok := g.members[id]
-	if !ok {
+	if !ok && (!c.cfg.AdmitFetchers || id == "") {
 		return nil, share.Config{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
+	}
+	if !ok {
+		m = &member{fetcher: true}
+		g.members[id] = m
 	}
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]
