@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
@@ -38,7 +39,49 @@ func (s shareStore) Load(group string, tp sharegroup.TopicPartition, lease share
 	return st.Snapshot, true, nil
 }
 
+// shareSaves lets the broker stop with no save under way: a save runs
+// on after the call that asked for it, and would otherwise reach the
+// controller through a forwarder already closed.
+type shareSaves struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// begin registers a save, false once the broker is stopping.
+func (s *shareSaves) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// close refuses new saves and waits for those under way (the broker's
+// stop has cancelled them).
+func (s *shareSaves) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
 func (s shareStore) Save(ctx context.Context, states []sharegroup.SavedState) ([]error, error) {
+	if !s.b.shareSaves.begin() {
+		return nil, fmt.Errorf("%w: the broker is stopping", metadata.ErrShutdown)
+	}
+	defer s.b.shareSaves.wg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if s.b.cluster.image().MetadataVersion() < metadata.MetadataVersionShareState {
 		return make([]error, len(states)), nil
 	}
