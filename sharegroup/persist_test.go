@@ -253,3 +253,57 @@ func TestSharePersistBatches(t *testing.T) {
 		t.Fatalf("%d saves after saving unchanged partitions, want 2", saves)
 	}
 }
+
+// BenchmarkSharePersist: a member acquires 50 records at a time from each
+// of 4 partitions and accepts them, with every round saved (to a store in
+// memory, so what is measured is the coordinator's own cost: snapshots and
+// the batching) and without. One op is one record accepted.
+func BenchmarkSharePersist(b *testing.B) {
+	for _, saved := range []bool{false, true} {
+		b.Run(fmt.Sprintf("saved=%v", saved), func(b *testing.B) {
+			m := newMetaStore()
+			cfg := DefaultConfig()
+			cfg.ResetEarliest = true
+			if saved {
+				cfg.Store = nodeStore{m, 1}
+			}
+			c, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var tps []TopicPartition
+			for p := range int32(4) {
+				tps = append(tps, TopicPartition{Topic: "t", Partition: p})
+				m.lead(tps[p], 1, 0)
+			}
+			if _, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "x", Topics: []string{"t"}}); err != nil {
+				b.Fatal(err)
+			}
+			log := &memLog{hw: 1 << 40, keys: []string{"a", "b", "c"}}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				for _, p := range tps {
+					f, err := c.Acquire(t0, "g", "x", p, 50, log)
+					if err != nil {
+						b.Fatal(err)
+					}
+					acks := make([]share.Ack, len(f.Acquired))
+					for i, r := range f.Acquired {
+						acks[i] = share.Ack{First: r.First, Last: r.Last, Type: share.Accept}
+						done += int(r.Last - r.First + 1)
+					}
+					if _, err := c.Acknowledge(t0, "g", "x", p, acks); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, err := range c.Persist(ctx, "g", tps) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
