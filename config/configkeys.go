@@ -305,7 +305,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.TransactionMaxTimeoutMs }, 1),
 	int64Key("transactions", "transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000", "How often the transaction coordinator looks for transactions past their timeout (and aborts them), and for transactions a previous controller left half ended (and completes them).",
 		func(c *Config) *int64 { return &c.TransactionAbortCheckIntervalMs }, 1),
-	boolKey("shares", "group.share.enable", "true", "Serve share groups (KIP-932 queues): ShareGroupHeartbeat, ShareFetch and ShareAcknowledge on the Kafka listener and in the request core. Their state is kept in memory on the node serving them (docs/share-groups.md).",
+	boolKey("shares", "group.share.enable", "true", "Serve share groups (KIP-932 queues): ShareGroupHeartbeat, ShareFetch and ShareAcknowledge on the Kafka listener and in the request core. Each share-partition's state is saved in the metadata log by the partition's leader (from metadata.version 15; below it, in memory only) and restored by the next one (docs/share-groups.md).",
 		func(c *Config) *bool { return &c.GroupShareEnable }),
 	int64Key("shares", "group.share.session.timeout.ms", "45000", "Silence after which the share coordinator removes a share group member and releases the records it holds.",
 		func(c *Config) *int64 { return &c.GroupShareSessionTimeoutMs }, 1000),
