@@ -202,6 +202,33 @@ func (c *Coordinator) save(ctx context.Context, reqs []*saveRequest) {
 			batch = append(batch, it)
 		}
 	}
+	errs := make([]error, len(batch))
+	for from := 0; from < len(batch); {
+		// At most maxSaveRuns runs a write (one at least), so that an
+		// entry stays small whatever the windows hold.
+		to, runs := from, 0
+		for to < len(batch) && (to == from || runs+len(batch[to].state.Runs) <= maxSaveRuns) {
+			runs += len(batch[to].state.Runs)
+			to++
+		}
+		c.saveChunk(ctx, batch[from:to], errs[from:to])
+		from = to
+	}
+	for _, r := range reqs {
+		out := make([]error, len(r.items))
+		for j, it := range r.items {
+			out[j] = errs[latest[it.p]]
+		}
+		r.done <- out
+	}
+}
+
+// maxSaveRuns bounds the runs one Store.Save carries: about 8 bytes each
+// in the metadata log.
+const maxSaveRuns = 32 << 10
+
+// saveChunk writes batch in one Store.Save and sets errs.
+func (c *Coordinator) saveChunk(ctx context.Context, batch []saveItem, errs []error) {
 	states := make([]SavedState, len(batch))
 	for i, it := range batch {
 		states[i] = it.state
@@ -214,7 +241,6 @@ func (c *Coordinator) save(ctx context.Context, reqs []*saveRequest) {
 	c.saver.saves++
 	c.saver.states += uint64(len(states))
 	c.saver.mu.Unlock()
-	errs := make([]error, len(batch))
 	for i, it := range batch {
 		errs[i] = err
 		if err == nil {
@@ -230,13 +256,6 @@ func (c *Coordinator) save(ctx context.Context, reqs []*saveRequest) {
 			it.p.p = nil
 		}
 		it.p.mu.Unlock()
-	}
-	for _, r := range reqs {
-		out := make([]error, len(r.items))
-		for j, it := range r.items {
-			out[j] = errs[latest[it.p]]
-		}
-		r.done <- out
 	}
 }
 

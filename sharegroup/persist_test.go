@@ -307,3 +307,44 @@ func BenchmarkSharePersist(b *testing.B) {
 		})
 	}
 }
+
+// TestSharePersistSplitsLargeSaves: states with more runs than one write
+// carries go in several, each answered.
+func TestSharePersistSplitsLargeSaves(t *testing.T) {
+	m := newMetaStore()
+	n := newNode(t, m, 1)
+	cfg := share.DefaultConfig()
+	cfg.MaxRecordLocks = 40000
+	if err := n.SetGroupConfig("g", GroupConfig{Partition: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	join(t, n, "x")
+	log := &memLog{hw: 40000, keys: []string{""}}
+	var tps []TopicPartition
+	for p := range int32(3) {
+		tp := TopicPartition{Topic: "t", Partition: p}
+		tps = append(tps, tp)
+		m.lead(tp, 1, 0)
+		if _, err := n.Acquire(t0, "g", "x", tp, 40000, log); err != nil {
+			t.Fatal(err)
+		}
+		// Every other record accepted: 40000 runs of one record.
+		var acks []share.Ack
+		for o := int64(1); o < 40000; o += 2 {
+			acks = append(acks, share.Ack{First: o, Last: o, Type: share.Accept})
+		}
+		if _, err := n.Acknowledge(t0, "g", "x", tp, acks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	persist(t, n, tps...)
+	if saves, states := n.SaveStats(); saves != 3 || states != 3 {
+		t.Fatalf("%d saves of %d states, want each state in a save of its own", saves, states)
+	}
+	for _, tp := range tps {
+		st, ok := m.saved[skey("g", tp)]
+		if !ok || st.Records() != 40000 || len(st.Runs) != 40000 {
+			t.Fatalf("%v saved %v with %d runs over %d records", tp, ok, len(st.Runs), st.Records())
+		}
+	}
+}
