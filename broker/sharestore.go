@@ -36,7 +36,11 @@ func (s shareStore) Load(group string, tp sharegroup.TopicPartition, lease share
 	if !ok || st.TopicID != lease.Incarnation {
 		return share.Snapshot{}, false, nil
 	}
-	return st.Snapshot, true, nil
+	snap := share.Snapshot{Start: st.Start, Runs: make([]share.Run, len(st.Runs))}
+	for i, r := range st.Runs {
+		snap.Runs[i] = share.Run{Length: int(r.Length), State: share.State(r.State), DeliveryCount: int(r.DeliveryCount)}
+	}
+	return snap, true, nil
 }
 
 // shareSaves lets the broker stop with no save under way: a save runs
@@ -88,7 +92,10 @@ func (s shareStore) Save(ctx context.Context, states []sharegroup.SavedState) ([
 	out := make([]metadata.ShareState, len(states))
 	for i, st := range states {
 		out[i] = metadata.ShareState{ShareKey: metadata.ShareKey{Group: st.Group, Topic: st.Topic, Partition: st.Partition},
-			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Snapshot: st.Snapshot}
+			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Start: st.Start, Runs: make([]metadata.ShareRun, len(st.Runs))}
+		for j, r := range st.Runs {
+			out[i].Runs[j] = metadata.ShareRun{Length: int32(r.Length), State: int32(r.State), DeliveryCount: int32(r.DeliveryCount)}
+		}
 	}
 	errs, err := s.b.cluster.fwd.PutShareStates(ctx, s.b.cfg.NodeID, out)
 	if err != nil {

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/quirelog/quire/api/metapb"
-	"github.com/quirelog/quire/share"
 )
 
 // ErrShareStateFenced: a share-partition state written by a node that no
@@ -41,12 +40,40 @@ type ShareKey struct {
 }
 
 // ShareState is one share-partition's saved state and the leadership it
-// was written under.
+// was written under: every record below Start is finished; from there
+// on, Runs (package share's Snapshot, whose types this package does not
+// import).
 type ShareState struct {
 	ShareKey
 	TopicID     string
 	LeaderEpoch int32
-	share.Snapshot
+	Start       int64
+	Runs        []ShareRun
+}
+
+// ShareRun is Length consecutive records in one State (share.State's
+// numbers: 0 available, 1 acquired, 2 acknowledged, 3 archived), each
+// delivered DeliveryCount times.
+type ShareRun struct {
+	Length        int32
+	State         int32
+	DeliveryCount int32
+}
+
+// maxShareRunState is the highest ShareRun.State (archived).
+const maxShareRunState = 3
+
+func (s ShareState) validate() error {
+	if s.Start < 0 {
+		return fmt.Errorf("%w: share state of %s-%d starts at %d", ErrInvalidPartition, s.Topic, s.Partition, s.Start)
+	}
+	for i, r := range s.Runs {
+		if r.Length < 1 || r.State < 0 || r.State > maxShareRunState || r.DeliveryCount < 0 {
+			return fmt.Errorf("%w: share state of %s-%d: run %d of %d records in state %d delivered %d times",
+				ErrInvalidPartition, s.Topic, s.Partition, i, r.Length, r.State, r.DeliveryCount)
+		}
+	}
+	return nil
 }
 
 // ShareStateResults answers a PutShareStates: each state's refusal, nil
@@ -59,7 +86,7 @@ func (img *Image) ShareState(k ShareKey) (ShareState, bool) {
 	if !ok {
 		return ShareState{}, false
 	}
-	s.Runs = append([]share.Run(nil), s.Runs...)
+	s.Runs = append([]ShareRun(nil), s.Runs...)
 	return s, true
 }
 
@@ -71,7 +98,7 @@ func ShareStateToPB(s ShareState) *pb.SharePartitionState {
 	r := &pb.SharePartitionState{Group: s.Group, Topic: s.Topic, TopicId: s.TopicID, Partition: s.Partition,
 		LeaderEpoch: s.LeaderEpoch, StartOffset: s.Start, Runs: make([]*pb.ShareRecordRun, len(s.Runs))}
 	for i, run := range s.Runs {
-		r.Runs[i] = &pb.ShareRecordRun{Length: int32(run.Length), State: int32(run.State), DeliveryCount: int32(run.DeliveryCount)}
+		r.Runs[i] = &pb.ShareRecordRun{Length: run.Length, State: run.State, DeliveryCount: run.DeliveryCount}
 	}
 	return r
 }
@@ -79,9 +106,9 @@ func ShareStateToPB(s ShareState) *pb.SharePartitionState {
 // ShareStateFromPB is ShareStateToPB's inverse.
 func ShareStateFromPB(r *pb.SharePartitionState) ShareState {
 	s := ShareState{ShareKey: ShareKey{Group: r.Group, Topic: r.Topic, Partition: r.Partition}, TopicID: r.TopicId,
-		LeaderEpoch: r.LeaderEpoch, Snapshot: share.Snapshot{Start: r.StartOffset}}
+		LeaderEpoch: r.LeaderEpoch, Start: r.StartOffset}
 	for _, run := range r.Runs {
-		s.Runs = append(s.Runs, share.Run{Length: int(run.Length), State: share.State(run.State), DeliveryCount: int(run.DeliveryCount)})
+		s.Runs = append(s.Runs, ShareRun{Length: run.Length, State: run.State, DeliveryCount: run.DeliveryCount})
 	}
 	return s
 }
@@ -115,7 +142,7 @@ func (img *Image) checkShareState(broker int32, s ShareState) error {
 	if s.Group == "" || strings.IndexByte(s.Group, 0) >= 0 {
 		return fmt.Errorf("%w: share group id %q", ErrInvalidGroupID, s.Group)
 	}
-	if err := s.Validate(); err != nil {
+	if err := s.validate(); err != nil {
 		return err
 	}
 	t, ok := img.topics[s.Topic]

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	pb "github.com/quirelog/quire/api/metapb"
-	"github.com/quirelog/quire/share"
 )
 
 func putShareStates(broker int32, states ...ShareState) *pb.Command {
@@ -17,10 +16,16 @@ func putShareStates(broker int32, states ...ShareState) *pb.Command {
 	return &pb.Command{Cmd: &pb.Command_PutShareStates{PutShareStates: c}}
 }
 
-func shareState(group string, partition, epoch int32, start int64, runs ...share.Run) ShareState {
+func shareState(group string, partition, epoch int32, start int64, runs ...ShareRun) ShareState {
 	return ShareState{ShareKey: ShareKey{Group: group, Topic: "t", Partition: partition}, TopicID: "id-t", LeaderEpoch: epoch,
-		Snapshot: share.Snapshot{Start: start, Runs: runs}}
+		Start: start, Runs: runs}
 }
+
+const (
+	runAcquired     = 1
+	runAcknowledged = 2
+	runArchived     = 3
+)
 
 // TestFSMPutShareStates: a share-partition's state is stored only from
 // the partition's leader at its leader epoch, in the topic incarnation it
@@ -32,7 +37,7 @@ func TestFSMPutShareStates(t *testing.T) {
 	tf := newTestFSM(t)
 	epochs := tf.threeBrokersAt(SupportedMetadataVersions())
 	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{2, 3, 1}))
-	runs := []share.Run{{Length: 2, State: share.Acknowledged}, {Length: 1, State: share.Acquired, DeliveryCount: 3}}
+	runs := []ShareRun{{Length: 2, State: runAcknowledged}, {Length: 1, State: runAcquired, DeliveryCount: 3}}
 	s0 := shareState("g", 0, 0, 10, runs...)
 	tf.rejected(putShareStates(1, s0), ErrUnsupportedVersion)
 	tf.ok(featureLevel(MetadataVersionShareState))
@@ -52,8 +57,9 @@ func TestFSMPutShareStates(t *testing.T) {
 	other := s0
 	other.TopicID = "id-old"
 	bad := shareState("g", 7, 0, 0)
-	res = tf.ok(putShareStates(1, other, bad, shareState("", 0, 0, 0))).(ShareStateResults)
-	if !errors.Is(res[0], ErrShareStateFenced) || !errors.Is(res[1], ErrUnknownTopic) || !errors.Is(res[2], ErrInvalidGroupID) {
+	res = tf.ok(putShareStates(1, other, bad, shareState("", 0, 0, 0), shareState("g", 0, 0, 0, ShareRun{Length: 0}), shareState("g", 0, 0, 0, ShareRun{Length: 1, State: 4}))).(ShareStateResults)
+	if !errors.Is(res[0], ErrShareStateFenced) || !errors.Is(res[1], ErrUnknownTopic) || !errors.Is(res[2], ErrInvalidGroupID) ||
+		!errors.Is(res[3], ErrInvalidPartition) || !errors.Is(res[4], ErrInvalidPartition) {
 		t.Fatalf("results %v", res)
 	}
 
@@ -69,7 +75,7 @@ func TestFSMPutShareStates(t *testing.T) {
 	if !errors.Is(res[0], ErrShareStateFenced) {
 		t.Fatalf("stale leader's write: %v", res)
 	}
-	s1 := shareState("g", 0, 1, 13, share.Run{Length: 1, State: share.Archived, DeliveryCount: 5})
+	s1 := shareState("g", 0, 1, 13, ShareRun{Length: 1, State: runArchived, DeliveryCount: 5})
 	if res := tf.ok(putShareStates(2, s1, shareState("h", 1, 0, 1))).(ShareStateResults); res[0] != nil || res[1] != nil {
 		t.Fatalf("new leader's write: %v", res)
 	}
