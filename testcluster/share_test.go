@@ -33,16 +33,16 @@ type shareLedger struct {
 }
 
 // deliver records a delivery, refusing one of a record whose acceptance
-// was confirmed by an earlier delivery: its delivery count is above the
-// accepted one's (a delivery of a record accepted, then lost, would come
-// back with a higher count, since counts are saved before records are
-// handed out).
+// was confirmed, unless it is an earlier delivery seen late: each
+// delivery of a record has a higher count than the ones before (counts
+// are saved before records are handed out), so a delivery after the
+// accepted one has a count at least as high.
 func (l *shareLedger) deliver(member int, r *kgo.Record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := shareRecord{r.Topic, r.Partition, r.Offset}
 	l.delivered[k]++
-	if c, ok := l.confirmed[k]; ok && r.DeliveryCount() > c {
+	if c, ok := l.confirmed[k]; ok && r.DeliveryCount() >= c {
 		l.errs = append(l.errs, fmt.Sprintf("member %d: %s-%d@%d delivered again (count %d) after its acceptance at count %d was confirmed",
 			member, k.topic, k.partition, k.offset, r.DeliveryCount(), c))
 	}
@@ -95,46 +95,12 @@ func TestClusterShareGroupControllerKilled(t *testing.T) {
 	shareGroupKill(t, func(c *testcluster.Cluster, ctx context.Context) int32 { return c.WaitController(ctx) })
 }
 
-func shareGroupKill(t *testing.T, victim func(*testcluster.Cluster, context.Context) int32) {
-	c, addrs := kafkaCluster(t, 3, func(cfg *broker.Config) {
-		cfg.ShareAutoOffsetReset = "earliest"
-	})
-	topics := map[string]int32{"sq6": 6, "sq1": 1}
-	const perPartition = 400
-	for name, parts := range topics {
-		createTopic(t, c, 1, name, parts, 3)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	total := 0
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs[1]), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	for name, parts := range topics {
-		var recs []*kgo.Record
-		for p := range parts {
-			c.WaitLeader(ctx, name, p)
-			for o := range perPartition {
-				recs = append(recs, &kgo.Record{Topic: name, Partition: p, Key: fmt.Appendf(nil, "k%d", o%7), Value: fmt.Appendf(nil, "%s/%d/%d", name, p, o)})
-			}
-		}
-		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatalf("produce to %s: %v", name, err)
-		}
-		total += len(recs)
-	}
-
-	l := &shareLedger{delivered: map[shareRecord]int{}, confirmed: map[shareRecord]int32{}}
-	seeds := make([]string, 0, len(addrs))
-	for _, a := range addrs {
-		seeds = append(seeds, a)
-	}
-	stop, stopMembers := context.WithCancel(ctx)
-	defer stopMembers()
+// startShareMembers starts n franz-go share members of group "sg" on sq6
+// and sq1, each accepting what it polls and recording in l what it got
+// and which acceptances the broker confirmed, until stop.
+func startShareMembers(t *testing.T, l *shareLedger, seeds []string, n int, stop context.Context) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for m := range 3 {
+	for m := range n {
 		var mu sync.Mutex
 		failed := map[string]bool{}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100*time.Millisecond),
@@ -177,39 +143,76 @@ func shareGroupKill(t *testing.T, victim func(*testcluster.Cluster, context.Cont
 			}
 		}()
 	}
+	return &wg
+}
 
-	c.Eventually(ctx, "a tenth of the records accepted before the kill", func() error {
-		if _, n := l.counts(); n < total/10 {
-			return fmt.Errorf("%d of %d accepted", n, total)
-		}
-		return nil
+// shareTopics are the share tests' topics and their partition counts,
+// each partition holding sharePerPartition records.
+var shareTopics = map[string]int32{"sq6": 6, "sq1": 1}
+
+const sharePerPartition = 400
+
+// shareSetup starts 3 nodes, creates the topics (RF 3) and fills them; it
+// answers the cluster, the Kafka addresses and the records' count.
+func shareSetup(t *testing.T, ctx context.Context) (*testcluster.Cluster, []string, int) {
+	c, addrs := kafkaCluster(t, 3, func(cfg *broker.Config) {
+		cfg.ShareAutoOffsetReset = "earliest"
 	})
-	dead := victim(c, ctx)
-	c.Kill(dead)
-	t.Logf("killed node %d", dead)
+	for name, parts := range shareTopics {
+		createTopic(t, c, 1, name, parts, 3)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs[1]), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	total := 0
+	for name, parts := range shareTopics {
+		var recs []*kgo.Record
+		for p := range parts {
+			c.WaitLeader(ctx, name, p)
+			for o := range sharePerPartition {
+				recs = append(recs, &kgo.Record{Topic: name, Partition: p, Key: fmt.Appendf(nil, "k%d", o%7), Value: fmt.Appendf(nil, "%s/%d/%d", name, p, o)})
+			}
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", name, err)
+		}
+		total += len(recs)
+	}
+	seeds := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		seeds = append(seeds, a)
+	}
+	return c, seeds, total
+}
 
-	live := c.Running()[0]
+// shareFinished waits until every record is delivered and every
+// share-partition node live's image holds has finished every record.
+func shareFinished(ctx context.Context, c *testcluster.Cluster, l *shareLedger, total int, live int32) {
 	c.Eventually(ctx, "every record delivered and every share-partition finished in the metadata log", func() error {
 		if n, _ := l.counts(); n < total {
 			return fmt.Errorf("%d of %d records delivered", n, total)
 		}
 		img := c.Image(live)
-		for name, parts := range topics {
+		for name, parts := range shareTopics {
 			for p := range parts {
 				st, ok := img.ShareState(metadata.ShareKey{Group: "sg", Topic: name, Partition: p})
 				if !ok {
 					return fmt.Errorf("no saved state of %s-%d", name, p)
 				}
-				if st.Start != perPartition || len(st.Runs) != 0 {
-					return fmt.Errorf("%s-%d saved at start %d with %v, want every record of %d finished", name, p, st.Start, st.Runs, perPartition)
+				if st.Start != sharePerPartition || len(st.Runs) != 0 {
+					return fmt.Errorf("%s-%d saved at start %d with %v, want every record of %d finished", name, p, st.Start, st.Runs, sharePerPartition)
 				}
 			}
 		}
 		return nil
 	})
-	stopMembers()
-	wg.Wait()
+}
 
+// check reports what the ledger refused and the records delivered often
+// enough to have been dead-lettered.
+func (l *shareLedger) check(t *testing.T, total int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range l.errs {
@@ -224,5 +227,87 @@ func shareGroupKill(t *testing.T, victim func(*testcluster.Cluster, context.Cont
 			t.Errorf("%s-%d@%d delivered %d times: it may have been dead-lettered", k.topic, k.partition, k.offset, n)
 		}
 	}
-	t.Logf("%d records, %d delivered more than once (in flight at the kill), %d acceptances confirmed", total, again, len(l.confirmed))
+	t.Logf("%d records, %d delivered more than once (in flight at the failure), %d acceptances confirmed", total, again, len(l.confirmed))
+}
+
+func newShareLedger() *shareLedger {
+	return &shareLedger{delivered: map[shareRecord]int{}, confirmed: map[shareRecord]int32{}}
+}
+
+func shareGroupKill(t *testing.T, victim func(*testcluster.Cluster, context.Context) int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, seeds, total := shareSetup(t, ctx)
+	l := newShareLedger()
+	stop, stopMembers := context.WithCancel(ctx)
+	defer stopMembers()
+	wg := startShareMembers(t, l, seeds, 3, stop)
+
+	c.Eventually(ctx, "a tenth of the records accepted before the kill", func() error {
+		if _, n := l.counts(); n < total/10 {
+			return fmt.Errorf("%d of %d accepted", n, total)
+		}
+		return nil
+	})
+	dead := victim(c, ctx)
+	c.Kill(dead)
+	t.Logf("killed node %d", dead)
+
+	shareFinished(ctx, c, l, total, c.Running()[0])
+	stopMembers()
+	wg.Wait()
+	l.check(t, total)
+}
+
+// TestClusterShareGroupRestart: a member accepts part of the records and
+// stops with some in flight; the whole cluster is stopped and started
+// again; a new member of the group reads on: every record is delivered,
+// none whose acceptance was confirmed is delivered again, and every
+// share-partition ends finished.
+func TestClusterShareGroupRestart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, seeds, total := shareSetup(t, ctx)
+	l := newShareLedger()
+	stop, stopMember := context.WithCancel(ctx)
+	wg := startShareMembers(t, l, seeds, 1, stop)
+	c.Eventually(ctx, "a third of the records accepted before the restart", func() error {
+		if _, n := l.counts(); n < total/3 {
+			return fmt.Errorf("%d of %d accepted", n, total)
+		}
+		return nil
+	})
+	stopMember()
+	wg.Wait()
+
+	ids := c.Running()
+	for _, id := range ids {
+		c.Stop(id)
+	}
+	for _, id := range ids {
+		if err := c.TryRestart(id); err != nil {
+			t.Fatalf("restart node %d: %v", id, err)
+		}
+	}
+	seeds = seeds[:0]
+	for _, id := range ids {
+		if err := c.Node(id).WaitReady(ctx); err != nil {
+			t.Fatalf("node %d after the restart: %v", id, err)
+		}
+		// The Kafka listeners bound new ports.
+		addr, ok := c.Node(id).ListenerAddr("KAFKA")
+		if !ok {
+			t.Fatalf("node %d has no KAFKA listener after the restart", id)
+		}
+		seeds = append(seeds, addr)
+	}
+
+	stop, stopMember = context.WithCancel(ctx)
+	defer stopMember()
+	wg = startShareMembers(t, l, seeds, 1, stop)
+	shareFinished(ctx, c, l, total, ids[0])
+	stopMember()
+	wg.Wait()
+	l.check(t, total)
 }
