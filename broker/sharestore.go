@@ -19,16 +19,14 @@ import (
 type shareStore struct{ b *Broker }
 
 func (s shareStore) Lease(tp sharegroup.TopicPartition) (sharegroup.Lease, error) {
-	img := s.b.cluster.image()
-	t, ok := img.Topic(tp.Topic)
-	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
+	leader, epoch, id, ok := s.b.cluster.image().ShareLeader(tp.Topic, tp.Partition)
+	if !ok {
 		return sharegroup.Lease{}, fmt.Errorf("%w: %s-%d", replica.ErrUnknownTopicOrPartition, tp.Topic, tp.Partition)
 	}
-	p := t.Partitions[tp.Partition]
-	if p.Leader != s.b.cfg.NodeID {
-		return sharegroup.Lease{}, &replica.NotLeaderError{Topic: tp.Topic, Partition: tp.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch}
+	if leader != s.b.cfg.NodeID {
+		return sharegroup.Lease{}, &replica.NotLeaderError{Topic: tp.Topic, Partition: tp.Partition, Leader: leader, Epoch: epoch}
 	}
-	return sharegroup.Lease{Epoch: p.LeaderEpoch, Incarnation: t.ID}, nil
+	return sharegroup.Lease{Epoch: epoch, Incarnation: id}, nil
 }
 
 func (s shareStore) Load(group string, tp sharegroup.TopicPartition, lease sharegroup.Lease) (share.Snapshot, bool, error) {

@@ -90,6 +90,18 @@ func (img *Image) ShareState(k ShareKey) (ShareState, bool) {
 	return s, true
 }
 
+// ShareLeader is the leader and leader epoch of topic-partition and the
+// topic's id, without copying the topic: what a share-partition's lease
+// is checked against at every fetch.
+func (img *Image) ShareLeader(topic string, partition int32) (leader, epoch int32, topicID string, ok bool) {
+	t, ok := img.topics[topic]
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1, -1, "", false
+	}
+	p := &t.Partitions[partition]
+	return p.Leader, p.LeaderEpoch, t.ID, true
+}
+
 // ShareStateCount is how many share-partitions have a saved state.
 func (img *Image) ShareStateCount() int { return len(img.shareStates) }
 

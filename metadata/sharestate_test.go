@@ -66,9 +66,8 @@ func TestFSMPutShareStates(t *testing.T) {
 	// Broker 1 loses partition 0 to broker 2 (leader epoch 1): its writes
 	// at epoch 0 are refused from then on, broker 2's stored.
 	tf.ok(fence(1, epochs[1]))
-	p, _ := tf.f.Image().Partition("t", 0)
-	if p.Leader != 2 || p.LeaderEpoch != 1 {
-		t.Fatalf("after fencing 1: %+v", p)
+	if leader, epoch, id, ok := tf.f.Image().ShareLeader("t", 0); leader != 2 || epoch != 1 || id != "id-t" || !ok {
+		t.Fatalf("after fencing 1: leader %d epoch %d topic id %q %v", leader, epoch, id, ok)
 	}
 	late := shareState("g", 0, 0, 12)
 	res = tf.ok(putShareStates(1, late)).(ShareStateResults)
