@@ -19,7 +19,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -151,8 +150,8 @@ func loadShareStates(tx *bolt.Tx, img *Image) error {
 
 // checkShareState says why s cannot be stored from broker.
 func (img *Image) checkShareState(broker int32, s ShareState) error {
-	if s.Group == "" || strings.IndexByte(s.Group, 0) >= 0 {
-		return fmt.Errorf("%w: share group id %q", ErrInvalidGroupID, s.Group)
+	if err := ValidateGroupID(s.Group); err != nil {
+		return err
 	}
 	if err := s.validate(); err != nil {
 		return err

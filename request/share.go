@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/share"
@@ -120,9 +121,15 @@ const (
 	DeadLetterHeaderReason    = "share.reason"
 )
 
-func (c *Core) shares() (*sharegroup.Coordinator, error) {
+// shares is the share coordinator, with group checked: a share group's
+// id obeys a consumer group's rules, since its state is saved in the
+// metadata log under it.
+func (c *Core) shares(group string) (*sharegroup.Coordinator, error) {
 	if c.cfg.Shares == nil {
 		return nil, c.fail(ErrShareGroupsDisabled)
+	}
+	if err := metadata.ValidateGroupID(group); err != nil {
+		return nil, c.fail(err)
 	}
 	return c.cfg.Shares, nil
 }
@@ -139,7 +146,7 @@ func (c *Core) ShareLockDuration(group string) time.Duration {
 // ShareGroupHeartbeat admits, keeps or removes a member: Read on the
 // group, Describe on the topics it subscribes to.
 func (c *Core) ShareGroupHeartbeat(ctx context.Context, hb *ShareHeartbeat) (*ShareHeartbeatResult, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(hb.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +187,7 @@ func topicsOf(parts []SharePartition) []string {
 // ShareAcknowledge applies a member's acknowledgements, each partition's
 // refusal in its result.
 func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(group)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +253,7 @@ func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, gro
 // partitions in the request's order, long-polling up to MaxWait while none
 // is there to acquire.
 func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(req.Group)
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
@@ -200,6 +202,19 @@ func TestCoreShareErrors(t *testing.T) {
 	}
 	if _, err := f.core.ShareFetch(alice, &request.ShareFetchRequest{Group: "g", MemberID: "m"}); !errors.Is(err, replica.ErrInvalidRequest) {
 		t.Fatalf("fetch of no partitions: %v", err)
+	}
+	// A share group's id obeys a consumer group's rules (its state is
+	// saved under it).
+	for _, g := range []string{"", "a\x00b", strings.Repeat("g", metadata.MaxGroupIDLen+1)} {
+		if _, err := f.core.ShareGroupHeartbeat(alice, &request.ShareHeartbeat{Group: g, Topics: []string{"t"}}); !errors.Is(err, metadata.ErrInvalidGroupID) {
+			t.Errorf("heartbeat of group %q: %v", g, err)
+		}
+		if _, err := f.core.ShareFetch(alice, &request.ShareFetchRequest{Group: g, MemberID: "m", Partitions: []request.SharePartition{{Topic: "t"}}}); !errors.Is(err, metadata.ErrInvalidGroupID) {
+			t.Errorf("fetch of group %q: %v", g, err)
+		}
+		if _, err := f.core.ShareAcknowledge(alice, g, "m", nil); !errors.Is(err, metadata.ErrInvalidGroupID) {
+			t.Errorf("acknowledgement of group %q: %v", g, err)
+		}
 	}
 	plain := newCore(t, nil)
 	if _, err := plain.core.ShareGroupHeartbeat(context.Background(), &request.ShareHeartbeat{Group: "g", Topics: []string{"t"}}); !errors.Is(err, request.ErrShareGroupsDisabled) {
