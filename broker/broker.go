@@ -45,6 +45,8 @@ type Broker struct {
 	cluster *cluster
 	core    *request.Core // the data path of every door, from Start
 	sticky  *partitioner.Sticky
+	// shareSaves tracks the share coordinator's saves (sharestore.go).
+	shareSaves shareSaves
 
 	listeners     []boundListener // listeners.go; the inter-broker one included
 	interListener string          // the name of the one other nodes dial
@@ -360,6 +362,7 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		<-b.served
 	}
 	b.bg.Wait()
+	b.shareSaves.close()
 	b.cleaner.Stop()
 	if err := b.stopMetrics(ctx); err != nil {
 		errs = append(errs, err)

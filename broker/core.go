@@ -59,9 +59,15 @@ func (b *Broker) newCore() (*request.Core, error) {
 	// Transactions: the coordinator on the controller, through the
 	// controller session.
 	cfg.Transactions = b.cluster.fwd
-	// Share groups: the share coordinator, in memory on this node.
+	// Share groups: the share coordinator, in memory on this node, its
+	// share-partitions' state saved in the metadata log (sharestore.go).
 	if b.cfg.GroupShareEnable {
-		sc, err := sharegroup.New(b.cfg.ShareGroupConfig())
+		scfg := b.cfg.ShareGroupConfig()
+		scfg.Store = shareStore{b}
+		// A member's heartbeats reach one node, its fetches each
+		// partition's leader.
+		scfg.AdmitFetchers = true
+		sc, err := sharegroup.New(scfg)
 		if err != nil {
 			return nil, fmt.Errorf("share groups: %w", err)
 		}

@@ -307,7 +307,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int64 { return &c.TransactionAbortCheckIntervalMs }, 1),
 	int64Key("transactions", "transactional.id.expiration.ms", "604800000", "How long a transactional id with no transaction in progress is kept after its last change (its last transaction's end, or its producer's InitProducerId); then the coordinator forgets it (a PutTransaction removal through the metadata log), and a producer using it again gets a new producer id. Checked every transaction.abort.timed.out.transaction.cleanup.interval.ms.",
 		func(c *Config) *int64 { return &c.TransactionalIDExpirationMs }, 1),
-	boolKey("shares", "group.share.enable", "true", "Serve share groups (KIP-932 queues): ShareGroupHeartbeat, ShareFetch and ShareAcknowledge on the Kafka listener and in the request core. Their state is kept in memory on the node serving them (docs/share-groups.md).",
+	boolKey("shares", "group.share.enable", "true", "Serve share groups (KIP-932 queues): ShareGroupHeartbeat, ShareFetch and ShareAcknowledge on the Kafka listener and in the request core. Each share-partition's state is saved in the metadata log by the partition's leader (from metadata.version 15; below it, in memory only) and restored by the next one (docs/share-groups.md).",
 		func(c *Config) *bool { return &c.GroupShareEnable }),
 	int64Key("shares", "group.share.session.timeout.ms", "45000", "Silence after which the share coordinator removes a share group member and releases the records it holds.",
 		func(c *Config) *int64 { return &c.GroupShareSessionTimeoutMs }, 1000),

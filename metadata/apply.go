@@ -70,6 +70,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyBrokerThrottle(c.BrokerThrottle, index)
 	case *pb.Command_PutTransaction:
 		return d.applyPutTransaction(c.PutTransaction, index)
+	case *pb.Command_PutShareStates:
+		return d.applyPutShareStates(c.PutShareStates, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

@@ -110,8 +110,14 @@ const (
 	// refuses the config.
 	MetadataVersionCompaction int32 = 14
 
+	// MetadataVersionShareState adds PutShareStates: share-partitions'
+	// state (share groups), written by each partition's leader so that
+	// the next one goes on from it (sharestate.go). Below it the state is
+	// kept in memory only.
+	MetadataVersionShareState int32 = 15
+
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionCompaction
+	LatestMetadataVersion = MetadataVersionShareState
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -238,6 +244,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionDeleteOffsets
 	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker, *pb.Command_BrokerThrottle:
 		return MetadataVersionReassignment
+	case *pb.Command_PutShareStates:
+		return MetadataVersionShareState
 	}
 	return 0
 }

@@ -395,6 +395,9 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if err := loadSecurity(tx, img); err != nil {
 		return nil, err
 	}
+	if err := loadShareStates(tx, img); err != nil {
+		return nil, err
+	}
 	if err := loadTransactions(tx, img); err != nil {
 		return nil, err
 	}
@@ -588,6 +591,7 @@ func (d *draft) deleteTopic(name string) {
 		d.must(d.tx.Bucket(bucketPartitions).Delete(partitionKey(name, p.Partition)))
 	}
 	d.deleteTopicOffsets(name)
+	d.deleteTopicShareStates(name)
 }
 
 func cloneMap[K comparable, V any](m map[K]V) map[K]V {

@@ -103,6 +103,9 @@ type Image struct {
 	// transactions: the transaction coordinator's state of each
 	// transactional id (transactions.go); never mutated once published.
 	transactions map[string]txn.Txn
+	// shareStates: share-partitions' state (sharestate.go); never
+	// mutated once published.
+	shareStates map[ShareKey]ShareState
 }
 
 func emptyImage() *Image {

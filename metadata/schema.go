@@ -37,7 +37,12 @@ var (
 	// bucketOffsets.
 	bucketTransactions = []byte("transactions")
 
-	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs, bucketTransactions}
+	// bucketShareStates: group id, 0x00, topic name, 0x00, 4-byte
+	// big-endian partition -> SharePartitionState (share groups,
+	// sharestate.go). Added like bucketOffsets.
+	bucketShareStates = []byte("share_states")
+
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs, bucketTransactions, bucketShareStates}
 )
 
 var (

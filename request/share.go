@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/share"
@@ -17,10 +18,13 @@ import (
 // from the same partitions and the broker hands each record to one of
 // them at a time, locked until acknowledged. The share coordinator
 // (sharegroup) keeps the members and each partition's in-flight records
-// in memory on this node, which must lead the partitions fetched: see
-// docs/share-groups.md. The core authorizes each call (Read on the group,
-// Read on the topics fetched), reads the logs for the coordinator and
-// writes its dead letters.
+// in memory on this node, which must lead the partitions fetched, and
+// saves each share-partition's state through its Store (the metadata
+// log) for the next leader: see docs/share-groups.md. The core authorizes
+// each call (Read on the group, Read on the topics fetched), reads the
+// logs for the coordinator, has it save what a call changed before
+// answering (an acknowledgement is answered, a record handed out, only
+// once saved), and then writes the dead letters.
 
 // DefaultShareMaxRecords is how many records a ShareFetch acquires when
 // it does not say.
@@ -117,9 +121,15 @@ const (
 	DeadLetterHeaderReason    = "share.reason"
 )
 
-func (c *Core) shares() (*sharegroup.Coordinator, error) {
+// shares is the share coordinator, with group checked: a share group's
+// id obeys a consumer group's rules, since its state is saved in the
+// metadata log under it.
+func (c *Core) shares(group string) (*sharegroup.Coordinator, error) {
 	if c.cfg.Shares == nil {
 		return nil, c.fail(ErrShareGroupsDisabled)
+	}
+	if err := metadata.ValidateGroupID(group); err != nil {
+		return nil, c.fail(err)
 	}
 	return c.cfg.Shares, nil
 }
@@ -136,7 +146,7 @@ func (c *Core) ShareLockDuration(group string) time.Duration {
 // ShareGroupHeartbeat admits, keeps or removes a member: Read on the
 // group, Describe on the topics it subscribes to.
 func (c *Core) ShareGroupHeartbeat(ctx context.Context, hb *ShareHeartbeat) (*ShareHeartbeatResult, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(hb.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +187,7 @@ func topicsOf(parts []SharePartition) []string {
 // ShareAcknowledge applies a member's acknowledgements, each partition's
 // refusal in its result.
 func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(group)
 	if err != nil {
 		return nil, err
 	}
@@ -185,13 +195,26 @@ func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts
 		return nil, err
 	}
 	out := make([]ShareAckResult, len(parts))
+	changes := make([]shareChange, len(parts))
 	for i, p := range parts {
-		out[i] = ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: c.shareAck(ctx, sc, group, member, p)}
+		out[i] = ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: c.shareAck(ctx, sc, group, member, p, &changes[i])}
+	}
+	for i, err := range c.sharePersist(ctx, sc, group, parts, changes) {
+		if err != nil && out[i].Err == nil && len(parts[i].Acks) > 0 {
+			out[i].Err = err
+		}
 	}
 	return out, nil
 }
 
-func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, member string, p SharePartition) error {
+// shareChange is what a call did to one share-partition: the leader
+// replica it read, and the dead letters to write once saved.
+type shareChange struct {
+	part *replica.Partition
+	dead []share.DeadLetter
+}
+
+func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, member string, p SharePartition, ch *shareChange) error {
 	if len(p.Acks) == 0 {
 		return nil
 	}
@@ -199,19 +222,41 @@ func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, 
 	if err != nil {
 		return c.fail(err)
 	}
+	ch.part = part
 	dead, err := sc.Acknowledge(c.cfg.Now(), group, member, sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.Acks)
 	if err == nil {
 		c.shareStats.onAcked(p.Acks)
 	}
-	c.deadLetters(ctx, sc, group, p.Topic, p.Partition, part, dead)
+	ch.dead = append(ch.dead, dead...)
 	return c.fail(err)
+}
+
+// sharePersist has the coordinator save the share-partitions the call
+// changed, then writes the dead letters of those saved, and answers each
+// partition's saving error.
+func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, group string, parts []SharePartition, changes []shareChange) []error {
+	tps := make([]sharegroup.TopicPartition, len(parts))
+	for i, p := range parts {
+		tps[i] = sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	errs := sc.Persist(ctx, group, tps)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = c.fail(err)
+			continue
+		}
+		if ch := changes[i]; len(ch.dead) > 0 {
+			c.deadLetters(ctx, sc, group, parts[i].Topic, parts[i].Partition, ch.part, ch.dead)
+		}
+	}
+	return errs
 }
 
 // ShareFetch acknowledges, then acquires records for the member, the
 // partitions in the request's order, long-polling up to MaxWait while none
 // is there to acquire.
 func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -229,9 +274,26 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		maxRecords = DefaultShareMaxRecords
 	}
 	out := make([]ShareFetchResult, len(req.Partitions))
+	changes := make([]shareChange, len(req.Partitions))
 	for i, p := range req.Partitions {
-		out[i] = ShareFetchResult{Topic: p.Topic, Partition: p.Partition, AckErr: c.shareAck(ctx, sc, req.Group, req.MemberID, p)}
+		out[i] = ShareFetchResult{Topic: p.Topic, Partition: p.Partition, AckErr: c.shareAck(ctx, sc, req.Group, req.MemberID, p, &changes[i])}
 	}
+	defer func() {
+		// Answer only what is saved: an acknowledgement not saved is
+		// refused, records whose delivery is not saved are not handed
+		// out (they stay locked here until their lock runs out).
+		for i, err := range c.sharePersist(ctx, sc, req.Group, req.Partitions, changes) {
+			if err == nil {
+				continue
+			}
+			if out[i].AckErr == nil && len(req.Partitions[i].Acks) > 0 {
+				out[i].AckErr = err
+			}
+			if len(out[i].Acquired) > 0 {
+				out[i].Records, out[i].Acquired, out[i].Err = nil, nil, err
+			}
+		}
+	}()
 	wake := make(chan struct{}, 1)
 	var watched []*replica.Partition
 	defer func() {
@@ -242,7 +304,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 	maxWait := min(req.MaxWait, maxFetchWait)
 	deadline := time.Now().Add(maxWait)
 	for first := true; ; first = false {
-		got := c.shareAcquire(ctx, sc, req, out, maxRecords, first, &watched, wake)
+		got := c.shareAcquire(ctx, sc, req, out, changes, maxRecords, first, &watched, wake)
 		if got > 0 || maxWait == 0 || !time.Now().Before(deadline) {
 			return out, nil
 		}
@@ -260,7 +322,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 
 // shareAcquire makes one pass over the partitions and returns how many
 // records it acquired.
-func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req *ShareFetchRequest, out []ShareFetchResult, maxRecords int, register bool, watched *[]*replica.Partition, wake chan struct{}) int {
+func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req *ShareFetchRequest, out []ShareFetchResult, changes []shareChange, maxRecords int, register bool, watched *[]*replica.Partition, wake chan struct{}) int {
 	total := 0
 	for i, p := range req.Partitions {
 		r := &out[i]
@@ -279,7 +341,8 @@ func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req
 		}
 		tp := sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		f, err := sc.Acquire(c.cfg.Now(), req.Group, req.MemberID, tp, maxRecords-total, shareLog{part})
-		c.deadLetters(ctx, sc, req.Group, p.Topic, p.Partition, part, f.DeadLetters)
+		changes[i].part = part
+		changes[i].dead = append(changes[i].dead, f.DeadLetters...)
 		if err != nil {
 			r.Err = c.fail(err)
 			continue

@@ -58,7 +58,7 @@ type ShareGroupPartition struct {
 // ShareGroupDescribe describes a share group: Describe on the group. A
 // group this node does not serve is ErrShareGroupNotFound.
 func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGroupDescription, error) {
-	sc, err := c.shares()
+	sc, err := c.shares(group)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 // delivering without it is ErrInvalidRequest, since its share-partitions
 // keep the setting they were created with.
 func (c *Core) ShareGroupRequireKeyOrdering(ctx context.Context, group string) error {
-	sc, err := c.shares()
+	sc, err := c.shares(group)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
@@ -200,6 +203,19 @@ func TestCoreShareErrors(t *testing.T) {
 	if _, err := f.core.ShareFetch(alice, &request.ShareFetchRequest{Group: "g", MemberID: "m"}); !errors.Is(err, replica.ErrInvalidRequest) {
 		t.Fatalf("fetch of no partitions: %v", err)
 	}
+	// A share group's id obeys a consumer group's rules (its state is
+	// saved under it).
+	for _, g := range []string{"", "a\x00b", strings.Repeat("g", metadata.MaxGroupIDLen+1)} {
+		if _, err := f.core.ShareGroupHeartbeat(alice, &request.ShareHeartbeat{Group: g, Topics: []string{"t"}}); !errors.Is(err, metadata.ErrInvalidGroupID) {
+			t.Errorf("heartbeat of group %q: %v", g, err)
+		}
+		if _, err := f.core.ShareFetch(alice, &request.ShareFetchRequest{Group: g, MemberID: "m", Partitions: []request.SharePartition{{Topic: "t"}}}); !errors.Is(err, metadata.ErrInvalidGroupID) {
+			t.Errorf("fetch of group %q: %v", g, err)
+		}
+		if _, err := f.core.ShareAcknowledge(alice, g, "m", nil); !errors.Is(err, metadata.ErrInvalidGroupID) {
+			t.Errorf("acknowledgement of group %q: %v", g, err)
+		}
+	}
 	plain := newCore(t, nil)
 	if _, err := plain.core.ShareGroupHeartbeat(context.Background(), &request.ShareHeartbeat{Group: "g", Topics: []string{"t"}}); !errors.Is(err, request.ErrShareGroupsDisabled) {
 		t.Fatalf("share groups off: %v", err)
@@ -278,5 +294,96 @@ func TestCoreShareDeadLetters(t *testing.T) {
 	})
 	if err != nil || seen != 2 {
 		t.Fatalf("found %d dead letters, %v", seen, err)
+	}
+}
+
+// shareStore is a sharegroup.Store in memory whose saves can be refused,
+// as a stale leader's are.
+type shareStore struct {
+	mu     sync.Mutex
+	refuse bool
+	saved  map[sharegroup.TopicPartition]sharegroup.SavedState
+}
+
+func (s *shareStore) Lease(sharegroup.TopicPartition) (sharegroup.Lease, error) {
+	return sharegroup.Lease{Incarnation: "t-id"}, nil
+}
+
+func (s *shareStore) Load(_ string, tp sharegroup.TopicPartition, _ sharegroup.Lease) (share.Snapshot, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.saved[tp]
+	return st.Snapshot, ok, nil
+}
+
+func (s *shareStore) Save(_ context.Context, states []sharegroup.SavedState) ([]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]error, len(states))
+	for i, st := range states {
+		if s.refuse {
+			out[i] = fmt.Errorf("%w: refused", replica.ErrNotLeader)
+			continue
+		}
+		s.saved[st.TopicPartition] = st
+	}
+	return out, nil
+}
+
+// TestCoreShareAnswersOnlySaved: a share fetch hands out records only once
+// their delivery is saved and an acknowledgement is taken only once
+// saved; when the saves are refused, neither is, and the share-partition
+// is restored from what was saved: the records acquired and saved come
+// back with a raised delivery count, those whose acquisition was not
+// saved with the same one.
+func TestCoreShareAnswersOnlySaved(t *testing.T) {
+	store := &shareStore{saved: map[sharegroup.TopicPartition]sharegroup.SavedState{}}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Store = store
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares = sc })
+	ctx := ctxT(t)
+	produceKeyed(t, f, 0, 5, 2)
+	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "m", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func() request.ShareFetchResult {
+		t.Helper()
+		res, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	tp := sharegroup.TopicPartition{Topic: "t", Partition: 0}
+	if r := fetch(); r.Err != nil || fmt.Sprint(r.Acquired) != fmt.Sprint([]share.AcquiredRange{{First: 0, Last: 4, DeliveryCount: 1}}) {
+		t.Fatalf("first fetch: %v %v", r.Acquired, r.Err)
+	}
+	if st := store.saved[tp]; fmt.Sprint(st.Snapshot) != fmt.Sprint(share.Snapshot{Start: 0, Runs: []share.Run{{Length: 5, State: share.Acquired, DeliveryCount: 1}}}) {
+		t.Fatalf("saved after the fetch: %+v", st.Snapshot)
+	}
+
+	store.mu.Lock()
+	store.refuse = true
+	store.mu.Unlock()
+	acks, err := f.core.ShareAcknowledge(ctx, "g", "m", []request.SharePartition{{Topic: "t", Partition: 0, Acks: []share.Ack{{First: 0, Last: 4, Type: share.Accept}}}})
+	if err != nil || !errors.Is(acks[0].Err, replica.ErrNotLeader) {
+		t.Fatalf("acknowledgement not saved: %+v, %v", acks, err)
+	}
+	produceKeyed(t, f, 5, 5, 2)
+	if r := fetch(); !errors.Is(r.Err, replica.ErrNotLeader) || len(r.Acquired) != 0 || len(r.Records) != 0 {
+		t.Fatalf("fetch not saved: %v %d bytes, %v", r.Acquired, len(r.Records), r.Err)
+	}
+
+	store.mu.Lock()
+	store.refuse = false
+	store.mu.Unlock()
+	want := []share.AcquiredRange{{First: 0, Last: 4, DeliveryCount: 2}, {First: 5, Last: 9, DeliveryCount: 1}}
+	if r := fetch(); r.Err != nil || fmt.Sprint(r.Acquired) != fmt.Sprint(want) {
+		t.Fatalf("fetch after the refusals: %v %v, want %v", r.Acquired, r.Err, want)
 	}
 }

@@ -204,6 +204,40 @@ func modelRun(t *testing.T, seed uint64) {
 		}
 	}
 
+	// restore replaces the partition with one restored from its snapshot,
+	// as a new leader does, and takes the log in again up to where it was:
+	// every lock is released (the model's holders are forgotten first, so
+	// a dead letter names no member).
+	restore := func(step int) {
+		snap := p.Snapshot()
+		if snap.Start != p.Start() || int64(snap.Records()) > p.End()-p.Start() {
+			t.Fatalf("step %d: snapshot %+v of a window %d-%d", step, snap, p.Start(), p.End())
+		}
+		if p, err = Restore(cfg, snap); err != nil {
+			t.Fatal(err)
+		}
+		var rs []Record
+		for o := p.End(); o < m.offered; o++ {
+			r := Record{Offset: o}
+			if m.keys[o] != "" {
+				r.Key = []byte(m.keys[o])
+			}
+			rs = append(rs, r)
+		}
+		if end, err := p.Offer(rs, m.offered); err != nil || end != m.offered {
+			t.Fatalf("step %d: restored partition took in up to %d of %d: %v", step, end, m.offered, err)
+		}
+		if p.Restoring() != 0 {
+			t.Fatalf("step %d: %d restored offsets not taken in again", step, p.Restoring())
+		}
+		for o := range m.offered {
+			if m.holder[o] != "" {
+				m.holder[o] = ""
+				m.release(o)
+			}
+		}
+	}
+
 	for step := range 400 {
 		switch op := rnd.IntN(10); {
 		case op < 2: // the coordinator reads more of the log
@@ -267,6 +301,8 @@ func modelRun(t *testing.T, seed uint64) {
 			now = now.Add(time.Duration(rnd.IntN(8)) * time.Second)
 			p.Expire(now)
 			m.expire(now)
+		case rnd.IntN(3) == 0: // a new leader restores the saved state
+			restore(step)
 		default:
 			member := members[rnd.IntN(len(members))]
 			p.Leave(member)

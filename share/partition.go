@@ -150,6 +150,9 @@ type Partition struct {
 	start int64
 	win   []entry // win[i] is offset start+i
 	dead  []DeadLetter
+	// restored is the saved state of the offsets from End on that a
+	// restored partition has not taken in again (Restore).
+	restored []saved
 }
 
 // New returns a share-partition whose first record to deliver is start.
@@ -203,7 +206,11 @@ func (p *Partition) Offer(recs []Record, next int64) (int64, error) {
 		if r.Key != nil {
 			e.hasKey, e.key = true, string(r.Key)
 		}
+		released := p.takeRestored(&e, false)
 		p.win = append(p.win, e)
+		if released {
+			p.release(len(p.win) - 1)
+		}
 	}
 	p.gapTo(min(next, limit))
 	p.advance()
@@ -213,7 +220,9 @@ func (p *Partition) Offer(recs []Record, next int64) (int64, error) {
 // gapTo archives the offsets from End up to off (exclusive).
 func (p *Partition) gapTo(off int64) {
 	for p.End() < off {
-		p.win = append(p.win, entry{state: Archived})
+		e := entry{state: Archived}
+		p.takeRestored(&e, true)
+		p.win = append(p.win, e)
 	}
 }
 
@@ -375,6 +384,7 @@ func (p *Partition) SetLogStart(off int64) {
 		return
 	}
 	if off >= p.End() {
+		p.dropRestored(off - p.End())
 		p.start, p.win = off, p.win[:0]
 		return
 	}

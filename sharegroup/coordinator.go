@@ -9,8 +9,10 @@
 // Every member of a share group is assigned every partition of the topics
 // it subscribes to: the records, not the partitions, are divided.
 //
-// Nothing here survives a restart or a change of node: see
-// docs/share-groups.md for what that loses.
+// With a Store (persist.go), each share-partition's state is saved where
+// the next leader of its partition finds it, and restored from there when
+// this node starts to lead the partition; the members are not: see
+// docs/share-groups.md.
 package sharegroup
 
 import (
@@ -57,6 +59,16 @@ type Config struct {
 	// ResetEarliest starts a new share-partition at the log start offset
 	// rather than its end (share.auto.offset.reset=earliest).
 	ResetEarliest bool
+	// Store saves the share-partitions' state and restores it on a new
+	// leader (persist.go); nil keeps it in memory only.
+	Store Store
+	// AdmitFetchers admits a member this node does not know when it
+	// fetches or acknowledges, rather than refusing it (ErrUnknownMember):
+	// on a cluster, a member's heartbeats go to one node (the group's
+	// coordinator) and its fetches to each partition's leader, which
+	// knows it only from them. Such a member leaves a node after the
+	// session timeout without a fetch there, its records released.
+	AdmitFetchers bool
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -99,6 +111,8 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	nextID int
+
+	saver saver // persist.go
 }
 
 type group struct {
@@ -113,13 +127,24 @@ type member struct {
 	epoch    int32
 	topics   []string
 	lastSeen time.Time
+	// fetcher: known only from its fetches (Config.AdmitFetchers), its
+	// heartbeats going to another node.
+	fetcher bool
 }
 
 // partition is a share-partition with its own lock, so that reading one
 // log does not hold up the others.
 type partition struct {
+	group string
+	tp    TopicPartition
+
 	mu sync.Mutex
 	p  *share.Partition // nil until first used
+	// lease is the leadership p was restored or made under (with a
+	// Store); version counts the changes worth saving, saved is the
+	// version last saved.
+	lease          Lease
+	version, saved uint64
 }
 
 // New returns a coordinator with no groups.
@@ -227,7 +252,7 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 			c.nextID++
 			id = fmt.Sprintf("%s-%d-%d", hb.Group, now.UnixNano(), c.nextID)
 		}
-		if _, ok := g.members[id]; ok {
+		if m, ok := g.members[id]; ok && !m.fetcher {
 			// A rejoin: what it held is released first.
 			c.leaveLocked(g, id)
 		}
@@ -238,7 +263,8 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 		return HeartbeatResult{}, fmt.Errorf("%w: member epoch %d", ErrInvalidRequest, hb.Epoch)
 	}
 	m, ok := g.members[hb.MemberID]
-	if !ok {
+	if !ok || m.fetcher {
+		// A member known here only from its fetches joins here first.
 		return HeartbeatResult{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, hb.MemberID, hb.Group)
 	}
 	if hb.Epoch != m.epoch {
@@ -268,8 +294,9 @@ func (c *Coordinator) leaveLocked(g *group, id string) {
 	delete(g.members, id)
 	for _, p := range g.parts {
 		p.mu.Lock()
-		if p.p != nil {
+		if p.p != nil && p.p.Held(id) > 0 {
 			p.p.Leave(id)
+			p.version++
 		}
 		p.mu.Unlock()
 	}
@@ -281,18 +308,25 @@ func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPar
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[groupName]
-	if !ok {
+	if !ok && !c.cfg.AdmitFetchers {
 		return nil, share.Config{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
+	}
+	if !ok {
+		g = c.groupLocked(groupName)
 	}
 	c.expireLocked(now, g)
 	m, ok := g.members[id]
-	if !ok {
+	if !ok && (!c.cfg.AdmitFetchers || id == "") {
 		return nil, share.Config{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
+	}
+	if !ok {
+		m = &member{fetcher: true}
+		g.members[id] = m
 	}
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]
 	if p == nil {
-		p = &partition{}
+		p = &partition{group: groupName, tp: tp}
 		g.parts[tp] = p
 	}
 	return p, g.cfg, nil
@@ -318,6 +352,7 @@ func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicParti
 	if err := c.open(p, cfg, log); err != nil {
 		return Fetched{}, err
 	}
+	start := p.p.Start()
 	if room := p.p.Room(); room > 0 {
 		recs, next, err := log.Read(p.p.End(), room)
 		if err != nil {
@@ -331,14 +366,22 @@ func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicParti
 	if err != nil {
 		return Fetched{}, err
 	}
-	return Fetched{Acquired: got, DeadLetters: p.p.TakeDeadLetters()}, nil
+	dead := p.p.TakeDeadLetters()
+	if len(got) > 0 || len(dead) > 0 || p.p.Start() != start {
+		p.version++
+	}
+	return Fetched{Acquired: got, DeadLetters: dead}, nil
 }
 
-// open creates the share-partition at first use, at the log's start or
-// end, and follows the log's start offset.
+// open creates the share-partition at first use, restored from its saved
+// state or new at the log's start or end, and follows the log's start
+// offset.
 func (c *Coordinator) open(p *partition, cfg share.Config, log Log) error {
 	start, hw, err := log.Bounds()
 	if err != nil {
+		return err
+	}
+	if err := c.restore(p, cfg); err != nil {
 		return err
 	}
 	if p.p == nil {
@@ -349,26 +392,36 @@ func (c *Coordinator) open(p *partition, cfg share.Config, log Log) error {
 		if p.p, err = share.New(cfg, at); err != nil {
 			return err
 		}
+		// Saved before anything is delivered from it, so that a next
+		// leader starts where this one did.
+		p.version++
 	}
-	p.p.SetLogStart(start)
+	if s := p.p.Start(); start > s {
+		p.p.SetLogStart(start)
+		p.version++
+	}
 	return nil
 }
 
 // Acknowledge applies a member's acknowledgements to one partition and
 // returns the dead letters they made.
 func (c *Coordinator) Acknowledge(now time.Time, groupName, id string, tp TopicPartition, acks []share.Ack) ([]share.DeadLetter, error) {
-	p, _, err := c.partition(now, groupName, id, tp)
+	p, cfg, err := c.partition(now, groupName, id, tp)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := c.restore(p, cfg); err != nil {
+		return nil, err
+	}
 	if p.p == nil {
 		return nil, fmt.Errorf("%w: nothing acquired from %s-%d yet", share.ErrInvalidRecordState, tp.Topic, tp.Partition)
 	}
 	if err := p.p.Acknowledge(now, id, acks); err != nil {
 		return p.p.TakeDeadLetters(), err
 	}
+	p.version++
 	return p.p.TakeDeadLetters(), nil
 }
 

@@ -165,3 +165,56 @@ func TestShareGroupResetLatest(t *testing.T) {
 		t.Fatalf("got %v, want 5-6", f.Acquired)
 	}
 }
+
+// TestShareGroupAdmitFetchers: a partition leader admits a member whose
+// heartbeats go to another node when it fetches; it joins here only by a
+// heartbeat of epoch 0, keeping its records; silent past the session
+// timeout, it leaves and its records are released.
+func TestShareGroupAdmitFetchers(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{hw: 4, keys: []string{""}}
+	if _, err := c.Acquire(t0, "g", "r", tp, 2, log); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("without AdmitFetchers: %v", err)
+	}
+	cfg.AdmitFetchers = true
+	if c, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(t0, "g", "", tp, 2, log); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("empty member id: %v", err)
+	}
+	f, err := c.Acquire(t0, "g", "r", tp, 2, log)
+	if err != nil || len(f.Acquired) != 1 || f.Acquired[0].Last != 1 {
+		t.Fatalf("admitted fetcher got %v, %v", f.Acquired, err)
+	}
+	if _, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "r", Epoch: 3}); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("heartbeat of a fetcher: %v", err)
+	}
+	if _, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "r", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, parts := c.Describe("g"); parts[0].Records[0].Member != "r" {
+		t.Fatalf("joining released the fetcher's records: %+v", parts[0].Records)
+	}
+	// Another fetcher, silent past the session timeout, leaves.
+	if f, err := c.Acquire(t0, "g", "s", tp, 2, log); err != nil || len(f.Acquired) != 1 {
+		t.Fatalf("second fetcher got %v, %v", f.Acquired, err)
+	}
+	for _, at := range []time.Time{t0.Add(DefaultSessionTimeout / 2), t0.Add(DefaultSessionTimeout)} {
+		if _, err := c.Heartbeat(at, Heartbeat{Group: "g", MemberID: "r", Epoch: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members, parts := c.Describe("g")
+	if len(members) != 1 || members[0] != "r" {
+		t.Fatalf("members after the session timeout: %v", members)
+	}
+	if r := parts[0].Records[2]; r.Offset != 2 || r.State != share.Available {
+		t.Fatalf("the silent fetcher's record: %+v, want available", r)
+	}
+}

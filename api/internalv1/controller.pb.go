@@ -23,6 +23,96 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PutShareStatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	States        *metapb.PutShareStates `protobuf:"bytes,1,opt,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutShareStatesRequest) Reset() {
+	*x = PutShareStatesRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutShareStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutShareStatesRequest) ProtoMessage() {}
+
+func (x *PutShareStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutShareStatesRequest.ProtoReflect.Descriptor instead.
+func (*PutShareStatesRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PutShareStatesRequest) GetStates() *metapb.PutShareStates {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// PutShareStatesResponse answers each state of the request in its order:
+// "" stored, else why it was refused.
+type PutShareStatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Errors        []string               `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutShareStatesResponse) Reset() {
+	*x = PutShareStatesResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutShareStatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutShareStatesResponse) ProtoMessage() {}
+
+func (x *PutShareStatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutShareStatesResponse.ProtoReflect.Descriptor instead.
+func (*PutShareStatesResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutShareStatesResponse) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
 // The producer a transactional call comes from: its transactional id,
 // producer id and epoch.
 type TxnProducer struct {
@@ -36,7 +126,7 @@ type TxnProducer struct {
 
 func (x *TxnProducer) Reset() {
 	*x = TxnProducer{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +138,7 @@ func (x *TxnProducer) String() string {
 func (*TxnProducer) ProtoMessage() {}
 
 func (x *TxnProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +151,7 @@ func (x *TxnProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnProducer.ProtoReflect.Descriptor instead.
 func (*TxnProducer) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TxnProducer) GetTransactionalId() string {
@@ -102,7 +192,7 @@ type InitTxnProducerRequest struct {
 
 func (x *InitTxnProducerRequest) Reset() {
 	*x = InitTxnProducerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +204,7 @@ func (x *InitTxnProducerRequest) String() string {
 func (*InitTxnProducerRequest) ProtoMessage() {}
 
 func (x *InitTxnProducerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +217,7 @@ func (x *InitTxnProducerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitTxnProducerRequest.ProtoReflect.Descriptor instead.
 func (*InitTxnProducerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InitTxnProducerRequest) GetTransactionalId() string {
@@ -175,7 +265,7 @@ type InitTxnProducerResponse struct {
 
 func (x *InitTxnProducerResponse) Reset() {
 	*x = InitTxnProducerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -187,7 +277,7 @@ func (x *InitTxnProducerResponse) String() string {
 func (*InitTxnProducerResponse) ProtoMessage() {}
 
 func (x *InitTxnProducerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -200,7 +290,7 @@ func (x *InitTxnProducerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitTxnProducerResponse.ProtoReflect.Descriptor instead.
 func (*InitTxnProducerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InitTxnProducerResponse) GetProducerId() int64 {
@@ -230,7 +320,7 @@ type AddPartitionsToTxnRequest struct {
 
 func (x *AddPartitionsToTxnRequest) Reset() {
 	*x = AddPartitionsToTxnRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +332,7 @@ func (x *AddPartitionsToTxnRequest) String() string {
 func (*AddPartitionsToTxnRequest) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +345,7 @@ func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddPartitionsToTxnRequest) GetProducer() *TxnProducer {
@@ -287,7 +377,7 @@ type AddPartitionsToTxnResponse struct {
 
 func (x *AddPartitionsToTxnResponse) Reset() {
 	*x = AddPartitionsToTxnResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +389,7 @@ func (x *AddPartitionsToTxnResponse) String() string {
 func (*AddPartitionsToTxnResponse) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +402,7 @@ func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 type AddOffsetsToTxnRequest struct {
@@ -325,7 +415,7 @@ type AddOffsetsToTxnRequest struct {
 
 func (x *AddOffsetsToTxnRequest) Reset() {
 	*x = AddOffsetsToTxnRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +427,7 @@ func (x *AddOffsetsToTxnRequest) String() string {
 func (*AddOffsetsToTxnRequest) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +440,7 @@ func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddOffsetsToTxnRequest) GetProducer() *TxnProducer {
@@ -375,7 +465,7 @@ type AddOffsetsToTxnResponse struct {
 
 func (x *AddOffsetsToTxnResponse) Reset() {
 	*x = AddOffsetsToTxnResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +477,7 @@ func (x *AddOffsetsToTxnResponse) String() string {
 func (*AddOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +490,7 @@ func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 type TxnOffsetCommitRequest struct {
@@ -422,7 +512,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +524,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +537,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnOffsetCommitRequest) GetProducer() *TxnProducer {
@@ -507,7 +597,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +609,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +622,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 type EndTxnRequest struct {
@@ -548,7 +638,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +650,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +663,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EndTxnRequest) GetProducer() *TxnProducer {
@@ -609,7 +699,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +711,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +724,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EndTxnResponse) GetProducerId() int64 {
@@ -660,7 +750,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +762,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +775,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -705,7 +795,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +807,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +820,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*metapb.TransactionState {
@@ -751,7 +841,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +853,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +866,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTransactionsRequest) GetStates() []int32 {
@@ -802,7 +892,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +904,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +917,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTransactionsResponse) GetTransactions() []*metapb.TransactionState {
@@ -848,7 +938,7 @@ type NotController struct {
 
 func (x *NotController) Reset() {
 	*x = NotController{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +950,7 @@ func (x *NotController) String() string {
 func (*NotController) ProtoMessage() {}
 
 func (x *NotController) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +963,7 @@ func (x *NotController) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotController.ProtoReflect.Descriptor instead.
 func (*NotController) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NotController) GetControllerId() int32 {
@@ -911,7 +1001,7 @@ type BrokerInfo struct {
 
 func (x *BrokerInfo) Reset() {
 	*x = BrokerInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1013,7 @@ func (x *BrokerInfo) String() string {
 func (*BrokerInfo) ProtoMessage() {}
 
 func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1026,7 @@ func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerInfo.ProtoReflect.Descriptor instead.
 func (*BrokerInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BrokerInfo) GetId() int32 {
@@ -1024,7 +1114,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1126,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1139,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartitionInfo) GetTopic() string {
@@ -1113,7 +1203,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1215,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1228,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -1178,7 +1268,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1280,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1293,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -1222,7 +1312,7 @@ type RegisterBrokerRequest struct {
 
 func (x *RegisterBrokerRequest) Reset() {
 	*x = RegisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1324,7 @@ func (x *RegisterBrokerRequest) String() string {
 func (*RegisterBrokerRequest) ProtoMessage() {}
 
 func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1337,7 @@ func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterBrokerRequest) GetBroker() *BrokerInfo {
@@ -1266,7 +1356,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1368,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1381,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
@@ -1316,7 +1406,7 @@ type BrokerHeartbeatRequest struct {
 
 func (x *BrokerHeartbeatRequest) Reset() {
 	*x = BrokerHeartbeatRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1418,7 @@ func (x *BrokerHeartbeatRequest) String() string {
 func (*BrokerHeartbeatRequest) ProtoMessage() {}
 
 func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1431,7 @@ func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerHeartbeatRequest) GetBrokerId() int32 {
@@ -1383,7 +1473,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1485,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1498,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BrokerHeartbeatResponse) GetMetadataIndex() uint64 {
@@ -1434,7 +1524,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1536,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1549,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1513,7 +1603,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1615,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1628,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -1559,7 +1649,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1661,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1674,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1609,7 +1699,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1711,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1724,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 type AlterConfigsRequest struct {
@@ -1648,7 +1738,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1750,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1763,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1705,7 +1795,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1807,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1820,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 type CreatePartitionsRequest struct {
@@ -1743,7 +1833,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1845,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1858,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1793,7 +1883,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1895,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1908,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 type AlterPartitionRequest struct {
@@ -1835,7 +1925,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1937,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1950,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AlterPartitionRequest) GetTopic() string {
@@ -1914,7 +2004,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2016,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2029,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionInfo {
@@ -1958,7 +2048,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2060,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2073,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -2001,7 +2091,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2103,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2116,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 type UnregisterBrokerRequest struct {
@@ -2038,7 +2128,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2140,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2153,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -2081,7 +2171,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2183,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2196,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 // GroupOffset is one partition's committed offset; offset and
@@ -2125,7 +2215,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2227,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2240,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -2205,7 +2295,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2307,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2320,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -2265,7 +2355,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2367,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2380,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -2339,7 +2429,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2441,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2454,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommitOffsetsResponse) GetCommitTimeMs() int64 {
@@ -2385,7 +2475,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2487,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2500,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -2436,7 +2526,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2538,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2551,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -2479,7 +2569,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2581,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2594,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 type ListGroupsResponse struct {
@@ -2520,7 +2610,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2622,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2635,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListGroupsResponse) GetGroups() []string {
@@ -2571,7 +2661,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2673,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2686,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -2614,7 +2704,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2716,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2729,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 type UpdateFeaturesRequest struct {
@@ -2651,7 +2741,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2753,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2766,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -2696,7 +2786,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2798,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2811,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{49}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -2742,7 +2832,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2844,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2857,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{50}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -2795,7 +2885,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2897,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2910,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{51}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2848,7 +2938,7 @@ type UpsertUserCredentialRequest struct {
 
 func (x *UpsertUserCredentialRequest) Reset() {
 	*x = UpsertUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2950,7 @@ func (x *UpsertUserCredentialRequest) String() string {
 func (*UpsertUserCredentialRequest) ProtoMessage() {}
 
 func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2963,7 @@ func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{52}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpsertUserCredentialRequest) GetCredential() *metapb.UserCredentialRecord {
@@ -2898,7 +2988,7 @@ type UpsertUserCredentialResponse struct {
 
 func (x *UpsertUserCredentialResponse) Reset() {
 	*x = UpsertUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3000,7 @@ func (x *UpsertUserCredentialResponse) String() string {
 func (*UpsertUserCredentialResponse) ProtoMessage() {}
 
 func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3013,7 @@ func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{53}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 type DeleteUserCredentialRequest struct {
@@ -2937,7 +3027,7 @@ type DeleteUserCredentialRequest struct {
 
 func (x *DeleteUserCredentialRequest) Reset() {
 	*x = DeleteUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3039,7 @@ func (x *DeleteUserCredentialRequest) String() string {
 func (*DeleteUserCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3052,7 @@ func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{54}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DeleteUserCredentialRequest) GetUser() string {
@@ -2987,7 +3077,7 @@ type DeleteUserCredentialResponse struct {
 
 func (x *DeleteUserCredentialResponse) Reset() {
 	*x = DeleteUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2999,7 +3089,7 @@ func (x *DeleteUserCredentialResponse) String() string {
 func (*DeleteUserCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3012,7 +3102,7 @@ func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{55}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{57}
 }
 
 type CreateAclsRequest struct {
@@ -3024,7 +3114,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3126,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3139,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{56}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*metapb.AclRecord {
@@ -3067,7 +3157,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3169,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3182,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{57}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{59}
 }
 
 type DeleteAclsRequest struct {
@@ -3104,7 +3194,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3206,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3219,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{58}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*metapb.AclRecord {
@@ -3148,7 +3238,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3250,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3263,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{59}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*metapb.AclRecord {
@@ -3196,7 +3286,7 @@ type ReassignPartitionsRequest struct {
 
 func (x *ReassignPartitionsRequest) Reset() {
 	*x = ReassignPartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3298,7 @@ func (x *ReassignPartitionsRequest) String() string {
 func (*ReassignPartitionsRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3311,7 @@ func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{60}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReassignPartitionsRequest) GetPartitions() []*quirev1.ReassignmentTarget {
@@ -3249,7 +3339,7 @@ type ReassignPartitionsResponse struct {
 
 func (x *ReassignPartitionsResponse) Reset() {
 	*x = ReassignPartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3351,7 @@ func (x *ReassignPartitionsResponse) String() string {
 func (*ReassignPartitionsResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3364,7 @@ func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{61}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReassignPartitionsResponse) GetMetadataIndex() uint64 {
@@ -3288,7 +3378,11 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"\x80\x01\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"R\n" +
+	"\x15PutShareStatesRequest\x129\n" +
+	"\x06states\x18\x01 \x01(\v2!.quire.internal.v1.PutShareStatesR\x06states\"0\n" +
+	"\x16PutShareStatesResponse\x12\x16\n" +
+	"\x06errors\x18\x01 \x03(\tR\x06errors\"\x80\x01\n" +
 	"\vTxnProducer\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -3510,7 +3604,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"C\n" +
 	"\x1aReassignPartitionsResponse\x12%\n" +
-	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\xb0\x1a\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\x97\x1b\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -3547,7 +3641,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fTxnOffsetCommit\x12).quire.internal.v1.TxnOffsetCommitRequest\x1a*.quire.internal.v1.TxnOffsetCommitResponse\x12M\n" +
 	"\x06EndTxn\x12 .quire.internal.v1.EndTxnRequest\x1a!.quire.internal.v1.EndTxnResponse\x12w\n" +
 	"\x14DescribeTransactions\x12..quire.internal.v1.DescribeTransactionsRequest\x1a/.quire.internal.v1.DescribeTransactionsResponse\x12k\n" +
-	"\x10ListTransactions\x12*.quire.internal.v1.ListTransactionsRequest\x1a+.quire.internal.v1.ListTransactionsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x10ListTransactions\x12*.quire.internal.v1.ListTransactionsRequest\x1a+.quire.internal.v1.ListTransactionsResponse\x12e\n" +
+	"\x0ePutShareStates\x12(.quire.internal.v1.PutShareStatesRequest\x1a).quire.internal.v1.PutShareStatesResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -3561,192 +3656,198 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*TxnProducer)(nil),                             // 0: quire.internal.v1.TxnProducer
-	(*InitTxnProducerRequest)(nil),                  // 1: quire.internal.v1.InitTxnProducerRequest
-	(*InitTxnProducerResponse)(nil),                 // 2: quire.internal.v1.InitTxnProducerResponse
-	(*AddPartitionsToTxnRequest)(nil),               // 3: quire.internal.v1.AddPartitionsToTxnRequest
-	(*AddPartitionsToTxnResponse)(nil),              // 4: quire.internal.v1.AddPartitionsToTxnResponse
-	(*AddOffsetsToTxnRequest)(nil),                  // 5: quire.internal.v1.AddOffsetsToTxnRequest
-	(*AddOffsetsToTxnResponse)(nil),                 // 6: quire.internal.v1.AddOffsetsToTxnResponse
-	(*TxnOffsetCommitRequest)(nil),                  // 7: quire.internal.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),                 // 8: quire.internal.v1.TxnOffsetCommitResponse
-	(*EndTxnRequest)(nil),                           // 9: quire.internal.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),                          // 10: quire.internal.v1.EndTxnResponse
-	(*DescribeTransactionsRequest)(nil),             // 11: quire.internal.v1.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),            // 12: quire.internal.v1.DescribeTransactionsResponse
-	(*ListTransactionsRequest)(nil),                 // 13: quire.internal.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),                // 14: quire.internal.v1.ListTransactionsResponse
-	(*NotController)(nil),                           // 15: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                              // 16: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),                           // 17: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                               // 18: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                             // 19: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),                   // 20: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),                  // 21: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),                  // 22: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),                 // 23: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),                      // 24: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                     // 25: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                      // 26: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                     // 27: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),                     // 28: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                    // 29: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),                 // 30: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),                // 31: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),                   // 32: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),                  // 33: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),               // 34: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),              // 35: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),                 // 36: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),                // 37: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                             // 38: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),                          // 39: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),                    // 40: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),                   // 41: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                     // 42: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                    // 43: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),                       // 44: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                      // 45: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),                      // 46: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                     // 47: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),                   // 48: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),                  // 49: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),              // 50: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),             // 51: quire.internal.v1.AllocateProducerIdsResponse
-	(*UpsertUserCredentialRequest)(nil),             // 52: quire.internal.v1.UpsertUserCredentialRequest
-	(*UpsertUserCredentialResponse)(nil),            // 53: quire.internal.v1.UpsertUserCredentialResponse
-	(*DeleteUserCredentialRequest)(nil),             // 54: quire.internal.v1.DeleteUserCredentialRequest
-	(*DeleteUserCredentialResponse)(nil),            // 55: quire.internal.v1.DeleteUserCredentialResponse
-	(*CreateAclsRequest)(nil),                       // 56: quire.internal.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                      // 57: quire.internal.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                       // 58: quire.internal.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                      // 59: quire.internal.v1.DeleteAclsResponse
-	(*ReassignPartitionsRequest)(nil),               // 60: quire.internal.v1.ReassignPartitionsRequest
-	(*ReassignPartitionsResponse)(nil),              // 61: quire.internal.v1.ReassignPartitionsResponse
-	nil,                                             // 62: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                             // 63: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                             // 64: quire.internal.v1.AlterConfigsRequest.SetEntry
-	nil,                                             // 65: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
-	(*metapb.OffsetPartition)(nil),                  // 66: quire.internal.v1.OffsetPartition
-	(*metapb.OffsetCommit)(nil),                     // 67: quire.internal.v1.OffsetCommit
-	(*metapb.TransactionState)(nil),                 // 68: quire.internal.v1.TransactionState
-	(*metapb.Endpoint)(nil),                         // 69: quire.internal.v1.Endpoint
-	(*metapb.UserCredentialRecord)(nil),             // 70: quire.internal.v1.UserCredentialRecord
-	(*metapb.AclRecord)(nil),                        // 71: quire.internal.v1.AclRecord
-	(*quirev1.ReassignmentTarget)(nil),              // 72: quire.v1.ReassignmentTarget
-	(*quirev1.DeleteOffsetsRequest)(nil),            // 73: quire.v1.DeleteOffsetsRequest
-	(*quirev1.ElectLeadersRequest)(nil),             // 74: quire.v1.ElectLeadersRequest
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 75: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),            // 76: quire.v1.DescribeGroupRequest
-	(*quirev1.CordonBrokerRequest)(nil),             // 77: quire.v1.CordonBrokerRequest
-	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 78: quire.v1.SetReassignmentThrottleRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),           // 79: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),            // 80: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 81: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),           // 82: quire.v1.DescribeGroupResponse
-	(*quirev1.CordonBrokerResponse)(nil),            // 83: quire.v1.CordonBrokerResponse
-	(*quirev1.SetReassignmentThrottleResponse)(nil), // 84: quire.v1.SetReassignmentThrottleResponse
+	(*PutShareStatesRequest)(nil),                   // 0: quire.internal.v1.PutShareStatesRequest
+	(*PutShareStatesResponse)(nil),                  // 1: quire.internal.v1.PutShareStatesResponse
+	(*TxnProducer)(nil),                             // 2: quire.internal.v1.TxnProducer
+	(*InitTxnProducerRequest)(nil),                  // 3: quire.internal.v1.InitTxnProducerRequest
+	(*InitTxnProducerResponse)(nil),                 // 4: quire.internal.v1.InitTxnProducerResponse
+	(*AddPartitionsToTxnRequest)(nil),               // 5: quire.internal.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),              // 6: quire.internal.v1.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                  // 7: quire.internal.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),                 // 8: quire.internal.v1.AddOffsetsToTxnResponse
+	(*TxnOffsetCommitRequest)(nil),                  // 9: quire.internal.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                 // 10: quire.internal.v1.TxnOffsetCommitResponse
+	(*EndTxnRequest)(nil),                           // 11: quire.internal.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                          // 12: quire.internal.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),             // 13: quire.internal.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),            // 14: quire.internal.v1.DescribeTransactionsResponse
+	(*ListTransactionsRequest)(nil),                 // 15: quire.internal.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                // 16: quire.internal.v1.ListTransactionsResponse
+	(*NotController)(nil),                           // 17: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                              // 18: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                           // 19: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                               // 20: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                             // 21: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                   // 22: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                  // 23: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                  // 24: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                 // 25: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                      // 26: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                     // 27: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                      // 28: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                     // 29: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                     // 30: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                    // 31: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                 // 32: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),                // 33: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                   // 34: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                  // 35: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),               // 36: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),              // 37: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                 // 38: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),                // 39: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                             // 40: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                          // 41: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                    // 42: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                   // 43: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                     // 44: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                    // 45: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                       // 46: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                      // 47: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                      // 48: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                     // 49: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                   // 50: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                  // 51: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),              // 52: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),             // 53: quire.internal.v1.AllocateProducerIdsResponse
+	(*UpsertUserCredentialRequest)(nil),             // 54: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),            // 55: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),             // 56: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),            // 57: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                       // 58: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                      // 59: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                       // 60: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                      // 61: quire.internal.v1.DeleteAclsResponse
+	(*ReassignPartitionsRequest)(nil),               // 62: quire.internal.v1.ReassignPartitionsRequest
+	(*ReassignPartitionsResponse)(nil),              // 63: quire.internal.v1.ReassignPartitionsResponse
+	nil,                                             // 64: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                             // 65: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                             // 66: quire.internal.v1.AlterConfigsRequest.SetEntry
+	nil,                                             // 67: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	(*metapb.PutShareStates)(nil),                   // 68: quire.internal.v1.PutShareStates
+	(*metapb.OffsetPartition)(nil),                  // 69: quire.internal.v1.OffsetPartition
+	(*metapb.OffsetCommit)(nil),                     // 70: quire.internal.v1.OffsetCommit
+	(*metapb.TransactionState)(nil),                 // 71: quire.internal.v1.TransactionState
+	(*metapb.Endpoint)(nil),                         // 72: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),             // 73: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                        // 74: quire.internal.v1.AclRecord
+	(*quirev1.ReassignmentTarget)(nil),              // 75: quire.v1.ReassignmentTarget
+	(*quirev1.DeleteOffsetsRequest)(nil),            // 76: quire.v1.DeleteOffsetsRequest
+	(*quirev1.ElectLeadersRequest)(nil),             // 77: quire.v1.ElectLeadersRequest
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 78: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),            // 79: quire.v1.DescribeGroupRequest
+	(*quirev1.CordonBrokerRequest)(nil),             // 80: quire.v1.CordonBrokerRequest
+	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 81: quire.v1.SetReassignmentThrottleRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),           // 82: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),            // 83: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 84: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),           // 85: quire.v1.DescribeGroupResponse
+	(*quirev1.CordonBrokerResponse)(nil),            // 86: quire.v1.CordonBrokerResponse
+	(*quirev1.SetReassignmentThrottleResponse)(nil), // 87: quire.v1.SetReassignmentThrottleResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	0,  // 0: quire.internal.v1.AddPartitionsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	66, // 1: quire.internal.v1.AddPartitionsToTxnRequest.partitions:type_name -> quire.internal.v1.OffsetPartition
-	0,  // 2: quire.internal.v1.AddOffsetsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	0,  // 3: quire.internal.v1.TxnOffsetCommitRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	67, // 4: quire.internal.v1.TxnOffsetCommitRequest.offsets:type_name -> quire.internal.v1.OffsetCommit
-	0,  // 5: quire.internal.v1.EndTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	68, // 6: quire.internal.v1.DescribeTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
-	68, // 7: quire.internal.v1.ListTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
-	69, // 8: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
-	17, // 9: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	62, // 10: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
-	16, // 11: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	63, // 12: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	19, // 13: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
-	18, // 14: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	64, // 15: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
-	17, // 16: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
-	38, // 17: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
-	39, // 18: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
-	38, // 19: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	70, // 20: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	71, // 21: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
-	71, // 22: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
-	71, // 23: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
-	72, // 24: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
-	65, // 25: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
-	20, // 26: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	22, // 27: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	24, // 28: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	26, // 29: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	28, // 30: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	30, // 31: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	32, // 32: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	34, // 33: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	36, // 34: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	40, // 35: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	42, // 36: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	44, // 37: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	46, // 38: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	73, // 39: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	74, // 40: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	75, // 41: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	76, // 42: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	48, // 43: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	50, // 44: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	52, // 45: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
-	54, // 46: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
-	56, // 47: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
-	58, // 48: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
-	60, // 49: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
-	77, // 50: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
-	78, // 51: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
-	1,  // 52: quire.internal.v1.ControllerService.InitTxnProducer:input_type -> quire.internal.v1.InitTxnProducerRequest
-	3,  // 53: quire.internal.v1.ControllerService.AddPartitionsToTxn:input_type -> quire.internal.v1.AddPartitionsToTxnRequest
-	5,  // 54: quire.internal.v1.ControllerService.AddOffsetsToTxn:input_type -> quire.internal.v1.AddOffsetsToTxnRequest
-	7,  // 55: quire.internal.v1.ControllerService.TxnOffsetCommit:input_type -> quire.internal.v1.TxnOffsetCommitRequest
-	9,  // 56: quire.internal.v1.ControllerService.EndTxn:input_type -> quire.internal.v1.EndTxnRequest
-	11, // 57: quire.internal.v1.ControllerService.DescribeTransactions:input_type -> quire.internal.v1.DescribeTransactionsRequest
-	13, // 58: quire.internal.v1.ControllerService.ListTransactions:input_type -> quire.internal.v1.ListTransactionsRequest
-	21, // 59: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	23, // 60: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	25, // 61: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	27, // 62: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	29, // 63: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	31, // 64: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	33, // 65: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	35, // 66: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	37, // 67: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	41, // 68: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	43, // 69: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	45, // 70: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	47, // 71: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	79, // 72: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	80, // 73: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	81, // 74: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	82, // 75: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	49, // 76: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	51, // 77: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	53, // 78: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	55, // 79: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	57, // 80: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	59, // 81: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	61, // 82: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
-	83, // 83: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
-	84, // 84: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
-	2,  // 85: quire.internal.v1.ControllerService.InitTxnProducer:output_type -> quire.internal.v1.InitTxnProducerResponse
-	4,  // 86: quire.internal.v1.ControllerService.AddPartitionsToTxn:output_type -> quire.internal.v1.AddPartitionsToTxnResponse
-	6,  // 87: quire.internal.v1.ControllerService.AddOffsetsToTxn:output_type -> quire.internal.v1.AddOffsetsToTxnResponse
-	8,  // 88: quire.internal.v1.ControllerService.TxnOffsetCommit:output_type -> quire.internal.v1.TxnOffsetCommitResponse
-	10, // 89: quire.internal.v1.ControllerService.EndTxn:output_type -> quire.internal.v1.EndTxnResponse
-	12, // 90: quire.internal.v1.ControllerService.DescribeTransactions:output_type -> quire.internal.v1.DescribeTransactionsResponse
-	14, // 91: quire.internal.v1.ControllerService.ListTransactions:output_type -> quire.internal.v1.ListTransactionsResponse
-	59, // [59:92] is the sub-list for method output_type
-	26, // [26:59] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	68, // 0: quire.internal.v1.PutShareStatesRequest.states:type_name -> quire.internal.v1.PutShareStates
+	2,  // 1: quire.internal.v1.AddPartitionsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	69, // 2: quire.internal.v1.AddPartitionsToTxnRequest.partitions:type_name -> quire.internal.v1.OffsetPartition
+	2,  // 3: quire.internal.v1.AddOffsetsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	2,  // 4: quire.internal.v1.TxnOffsetCommitRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	70, // 5: quire.internal.v1.TxnOffsetCommitRequest.offsets:type_name -> quire.internal.v1.OffsetCommit
+	2,  // 6: quire.internal.v1.EndTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	71, // 7: quire.internal.v1.DescribeTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	71, // 8: quire.internal.v1.ListTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	72, // 9: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	19, // 10: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
+	64, // 11: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	18, // 12: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
+	65, // 13: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	21, // 14: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
+	20, // 15: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
+	66, // 16: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	19, // 17: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
+	40, // 18: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
+	41, // 19: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
+	40, // 20: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
+	73, // 21: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	74, // 22: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
+	74, // 23: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
+	74, // 24: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
+	75, // 25: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
+	67, // 26: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	22, // 27: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	24, // 28: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	26, // 29: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	28, // 30: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	30, // 31: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	32, // 32: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	34, // 33: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	36, // 34: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	38, // 35: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	42, // 36: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	44, // 37: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	46, // 38: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	48, // 39: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	76, // 40: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	77, // 41: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	78, // 42: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	79, // 43: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	50, // 44: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	52, // 45: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	54, // 46: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
+	56, // 47: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
+	58, // 48: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
+	60, // 49: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
+	62, // 50: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
+	80, // 51: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	81, // 52: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	3,  // 53: quire.internal.v1.ControllerService.InitTxnProducer:input_type -> quire.internal.v1.InitTxnProducerRequest
+	5,  // 54: quire.internal.v1.ControllerService.AddPartitionsToTxn:input_type -> quire.internal.v1.AddPartitionsToTxnRequest
+	7,  // 55: quire.internal.v1.ControllerService.AddOffsetsToTxn:input_type -> quire.internal.v1.AddOffsetsToTxnRequest
+	9,  // 56: quire.internal.v1.ControllerService.TxnOffsetCommit:input_type -> quire.internal.v1.TxnOffsetCommitRequest
+	11, // 57: quire.internal.v1.ControllerService.EndTxn:input_type -> quire.internal.v1.EndTxnRequest
+	13, // 58: quire.internal.v1.ControllerService.DescribeTransactions:input_type -> quire.internal.v1.DescribeTransactionsRequest
+	15, // 59: quire.internal.v1.ControllerService.ListTransactions:input_type -> quire.internal.v1.ListTransactionsRequest
+	0,  // 60: quire.internal.v1.ControllerService.PutShareStates:input_type -> quire.internal.v1.PutShareStatesRequest
+	23, // 61: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	25, // 62: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	27, // 63: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	29, // 64: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	31, // 65: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	33, // 66: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	35, // 67: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	37, // 68: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	39, // 69: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	43, // 70: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	45, // 71: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	47, // 72: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	49, // 73: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	82, // 74: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	83, // 75: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	84, // 76: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	85, // 77: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	51, // 78: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	53, // 79: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	55, // 80: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	57, // 81: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	59, // 82: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	61, // 83: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	63, // 84: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
+	86, // 85: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	87, // 86: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	4,  // 87: quire.internal.v1.ControllerService.InitTxnProducer:output_type -> quire.internal.v1.InitTxnProducerResponse
+	6,  // 88: quire.internal.v1.ControllerService.AddPartitionsToTxn:output_type -> quire.internal.v1.AddPartitionsToTxnResponse
+	8,  // 89: quire.internal.v1.ControllerService.AddOffsetsToTxn:output_type -> quire.internal.v1.AddOffsetsToTxnResponse
+	10, // 90: quire.internal.v1.ControllerService.TxnOffsetCommit:output_type -> quire.internal.v1.TxnOffsetCommitResponse
+	12, // 91: quire.internal.v1.ControllerService.EndTxn:output_type -> quire.internal.v1.EndTxnResponse
+	14, // 92: quire.internal.v1.ControllerService.DescribeTransactions:output_type -> quire.internal.v1.DescribeTransactionsResponse
+	16, // 93: quire.internal.v1.ControllerService.ListTransactions:output_type -> quire.internal.v1.ListTransactionsResponse
+	1,  // 94: quire.internal.v1.ControllerService.PutShareStates:output_type -> quire.internal.v1.PutShareStatesResponse
+	61, // [61:95] is the sub-list for method output_type
+	27, // [27:61] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -3760,7 +3861,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,7 @@ const (
 	ControllerService_EndTxn_FullMethodName                  = "/quire.internal.v1.ControllerService/EndTxn"
 	ControllerService_DescribeTransactions_FullMethodName    = "/quire.internal.v1.ControllerService/DescribeTransactions"
 	ControllerService_ListTransactions_FullMethodName        = "/quire.internal.v1.ControllerService/ListTransactions"
+	ControllerService_PutShareStates_FullMethodName          = "/quire.internal.v1.ControllerService/PutShareStates"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -110,6 +111,9 @@ type ControllerServiceClient interface {
 	EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error)
 	DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error)
 	ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
+	// Share-partitions' state, written by their leaders (metadata.version
+	// 15): one PutShareStates entry a call.
+	PutShareStates(ctx context.Context, in *PutShareStatesRequest, opts ...grpc.CallOption) (*PutShareStatesResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -450,6 +454,16 @@ func (c *controllerServiceClient) ListTransactions(ctx context.Context, in *List
 	return out, nil
 }
 
+func (c *controllerServiceClient) PutShareStates(ctx context.Context, in *PutShareStatesRequest, opts ...grpc.CallOption) (*PutShareStatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutShareStatesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_PutShareStates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -505,6 +519,9 @@ type ControllerServiceServer interface {
 	EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error)
 	DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error)
 	ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
+	// Share-partitions' state, written by their leaders (metadata.version
+	// 15): one PutShareStates entry a call.
+	PutShareStates(context.Context, *PutShareStatesRequest) (*PutShareStatesResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -613,6 +630,9 @@ func (UnimplementedControllerServiceServer) DescribeTransactions(context.Context
 }
 func (UnimplementedControllerServiceServer) ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListTransactions not implemented")
+}
+func (UnimplementedControllerServiceServer) PutShareStates(context.Context, *PutShareStatesRequest) (*PutShareStatesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PutShareStates not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -1229,6 +1249,24 @@ func _ControllerService_ListTransactions_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_PutShareStates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutShareStatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).PutShareStates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_PutShareStates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).PutShareStates(ctx, req.(*PutShareStatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1367,6 +1405,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTransactions",
 			Handler:    _ControllerService_ListTransactions_Handler,
+		},
+		{
+			MethodName: "PutShareStates",
+			Handler:    _ControllerService_PutShareStates_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,56 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+
+	pb "github.com/quirelog/quire/api/internalv1"
+	"github.com/quirelog/quire/api/metapb"
+	"github.com/quirelog/quire/metadata"
+)
+
+// PutShareStates stores share-partitions' states on this node's
+// controller, answering each one's refusal as a string ("" stored).
+func (s *Service) PutShareStates(ctx context.Context, in *pb.PutShareStatesRequest) (*pb.PutShareStatesResponse, error) {
+	states := make([]metadata.ShareState, len(in.GetStates().GetStates()))
+	for i, r := range in.GetStates().GetStates() {
+		states[i] = metadata.ShareStateFromPB(r)
+	}
+	res, err := s.node.Ctl().PutShareStates(ctx, in.GetStates().GetBrokerId(), states)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.PutShareStatesResponse{Errors: make([]string, len(res))}
+	for i, e := range res {
+		if e != nil {
+			out.Errors[i] = e.Error()
+		}
+	}
+	return out, nil
+}
+
+// PutShareStates writes share-partitions' states led by broker through
+// the controller, in one metadata log entry, and answers each one's
+// refusal (nil: stored; a refusal wraps metadata.ErrShareStateFenced: the
+// broker no longer leads the partition at the state's epoch). An error
+// for the whole call leaves it unknown whether they were stored.
+func (f *Forwarder) PutShareStates(ctx context.Context, broker int32, states []metadata.ShareState) ([]error, error) {
+	req := &pb.PutShareStatesRequest{States: &metapb.PutShareStates{BrokerId: broker}}
+	for _, s := range states {
+		req.States.States = append(req.States.States, metadata.ShareStateToPB(s))
+	}
+	resp, err := Call(ctx, f, (*Service).PutShareStates, pb.ControllerServiceClient.PutShareStates, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetErrors()) != len(states) {
+		return nil, fmt.Errorf("controlplane: %d share states answered with %d results", len(states), len(resp.GetErrors()))
+	}
+	out := make([]error, len(states))
+	for i, e := range resp.GetErrors() {
+		if e != "" {
+			out[i] = fmt.Errorf("%w (%s)", metadata.ErrShareStateFenced, e)
+		}
+	}
+	return out, nil
+}
