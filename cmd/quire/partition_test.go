@@ -117,12 +117,14 @@ func TestCLIPartitionReassignCancelMoving(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pcl.Close()
-	var rs []*client.Record
+	// One batch per record: a throttled replica's first fetch takes one
+	// whole batch whatever the throttle, so with a single batch it would
+	// hold everything at once and have no bytes left.
 	for i := range 30 {
-		rs = append(rs, &client.Record{Topic: "cli-slow", Partition: 0, Value: []byte(strings.Repeat(fmt.Sprint(i%10), 1000))})
-	}
-	if err := pcl.ProduceSync(ctx, rs...); err != nil {
-		t.Fatal(err)
+		r := &client.Record{Topic: "cli-slow", Partition: 0, Value: []byte(strings.Repeat(fmt.Sprint(i%10), 1000))}
+		if err := pcl.ProduceSync(ctx, r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p0, _ := c.Image(1).Partition("cli-slow", 0)
 	from := p0.Replicas[0]
