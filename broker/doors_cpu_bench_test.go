@@ -90,8 +90,8 @@ func startDoorsNode(b *testing.B) (pid int, grpcAddr, kafkaAddr string) {
 // side by side, the node in a process of its own so that the clients'
 // work is not counted: fetches of one batch of 1000 100-byte records
 // (as BenchmarkFetch and BenchmarkBrokerKafkaFetch) and produces of one
-// such batch with acks=1 (as BenchmarkProduceUnary), over gRPC and over
-// the Kafka listener (Kafka's Fetch and Produce sent by franz-go's kmsg,
+// such batch with acks=1 (as BenchmarkProduceUnary), over gRPC (Fetch,
+// and FetchStream too) and over the Kafka listener (Kafka's Fetch and Produce sent by franz-go's kmsg,
 // the batch's bytes the same). node-cpu-ns/record is the node process's
 // user and system time, from /proc, over the records.
 func BenchmarkDoorsNodeCPU(b *testing.B) {
@@ -129,6 +129,30 @@ func BenchmarkDoorsNodeCPU(b *testing.B) {
 				{Topic: "bench", Offset: off, MaxBytes: size}}})
 			if err != nil || resp.Partitions[0].Error != nil || int32(len(resp.Partitions[0].Records)) != size {
 				return fmt.Errorf("fetch at %d: %v %v", off, err, resp.GetPartitions())
+			}
+			return nil
+		})
+	})
+	// FetchStream, the gRPC door's pooled fetch: one stream reads the 64
+	// batches, one a message, then the next starts over.
+	b.Run("fetch/grpcstream", func(b *testing.B) {
+		var st quirev1.Consumer_FetchStreamClient
+		stop := func() {}
+		defer func() { stop() }()
+		measureNode(b, pid, func(i int) error {
+			if i%batches == 0 {
+				stop()
+				sctx, cancel := context.WithCancel(ctx)
+				stop = cancel
+				var err error
+				if st, err = c.consumer.FetchStream(sctx, &quirev1.FetchRequest{MaxWaitMs: 5000,
+					Partitions: []*quirev1.FetchPartition{{Topic: "bench", MaxBytes: size}}}); err != nil {
+					return err
+				}
+			}
+			resp, err := st.Recv()
+			if err != nil || resp.Partitions[0].Error != nil || int32(len(resp.Partitions[0].Records)) != size {
+				return fmt.Errorf("fetch stream, message %d: %v %v", i%batches, err, resp.GetPartitions())
 			}
 			return nil
 		})
