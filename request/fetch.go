@@ -244,11 +244,15 @@ func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.R
 }
 
 // pooledBytes is the size of the pooled buffer asked for a read of up
-// to maxBytes: at most a pooled buffer's, so that a large limit (Kafka's
-// clients ask up to 50 MiB) does not allocate a buffer of its size for
-// a read that may find far less; a read that needs more grows into a
-// buffer of its own, as an unpooled read does.
-func pooledBytes(maxBytes int) int { return min(maxBytes, fetchbuf.Size) }
+// to maxBytes: at most maxPooledRead, so that a large limit (a client
+// may ask 50 MiB of a partition) does not allocate a buffer of its size
+// for a read that may find far less; a read that needs more grows into
+// a buffer of its own, as an unpooled read does.
+func pooledBytes(maxBytes int) int { return min(maxBytes, maxPooledRead) }
+
+// maxPooledRead is the largest pooled read buffer asked for: the Go
+// client's partition limit (4 MiB), four times Kafka's clients' (1 MiB).
+const maxPooledRead = 4 << 20
 
 // readCommitted is a read_committed read (Partition.ReadCommittedAppend),
 // into a buffer from internal/fetchbuf when pooled (buf nil when the
