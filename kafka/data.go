@@ -113,9 +113,10 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 
 // fetch reads each partition from its offset through the request core,
 // long-polled as asked: the log's batches go into the response as the
-// core read them. Fetch sessions are declined: session id 0, every answer
-// in full.
-func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+// core read them, into pooled buffers that cs holds until the answer is
+// framed (handle gives them back). Fetch sessions are declined: session
+// id 0, every answer in full.
+func fetch(ctx context.Context, b Backend, cs *connState, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	resp := kmsg.NewPtrFetchResponse()
 	if req.Version >= 7 {
 		if code := fetchSessionError(req.SessionID, req.SessionEpoch); code != 0 {
@@ -125,7 +126,12 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 	}
 	// Negative sizes and waits are the core's to refuse (INVALID_REQUEST).
 	in := &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMillis) * time.Millisecond, MinBytes: int(req.MinBytes),
-		MaxBytes: int(req.MaxBytes), Isolation: request.Isolation(req.IsolationLevel)}
+		MaxBytes: int(req.MaxBytes), Isolation: request.Isolation(req.IsolationLevel), Pooled: true}
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	in.Partitions = make([]request.FetchPartition, 0, n)
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			fp := request.FetchPartition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int(p.PartitionMaxBytes)}
@@ -148,6 +154,7 @@ func fetch(ctx context.Context, b Backend, req *kmsg.FetchRequest) *kmsg.FetchRe
 		return resp
 	}
 	results, err := b.Fetch(ctx, in)
+	cs.held = results
 	code, _ := coreError(err)
 	if err == nil && len(results) != len(in.Partitions) {
 		code = kerr.UnknownServerError.Code

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/quirelog/quire/internal/fetchbuf"
 	"github.com/quirelog/quire/request"
 )
 
@@ -403,7 +404,10 @@ func (s *Server) serveConn(c net.Conn) {
 		s.armWrite(c)
 		_, err = c.Write(out)
 		if cap(out) > keptAnswerBytes {
-			out = nil // a large answer's buffer is not held while idle
+			// A large answer's buffer is not held while idle: it goes
+			// back to the fetch buffers' pool, for the next large fetch.
+			putAnswer(out)
+			out = nil
 		}
 		if err != nil {
 			log.Debug("connection ended while answering", "error", err)
@@ -417,8 +421,41 @@ func (s *Server) serveConn(c net.Conn) {
 }
 
 // keptAnswerBytes is the largest answer buffer a connection keeps for
-// its next answer; a larger one (a big fetch) is dropped once written.
+// its next answer; a larger one (a big fetch) is given back once written.
 const keptAnswerBytes = 64 << 10
+
+// pooledAnswerBytes is the largest answer buffer given back to the pool
+// (internal/fetchbuf); a larger one is dropped.
+const pooledAnswerBytes = 4 * fetchbuf.Size
+
+// putAnswer gives back an answer buffer once written.
+func putAnswer(out []byte) {
+	if cap(out) <= pooledAnswerBytes {
+		out = out[:0]
+		fetchbuf.Put(&out)
+	}
+}
+
+// fetchRoom returns out, or a buffer of the pool holding out, with room
+// for f's answer: its records are most of it, and growing out by
+// appending would allocate (and clear) a buffer of their size for each
+// fetch.
+func fetchRoom(out []byte, f *kmsg.FetchResponse) []byte {
+	need := 64
+	for i := range f.Topics {
+		t := &f.Topics[i]
+		need += 32 + len(t.Topic)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			need += 64 + len(p.RecordBatches) + 16*len(p.AbortedTransactions)
+		}
+	}
+	if cap(out)-len(out) >= need || len(out)+need > pooledAnswerBytes {
+		return out
+	}
+	b := fetchbuf.Get(len(out) + need)
+	return append((*b)[:0], out...)
+}
 
 // firstBodyRead is how much of a request body is allocated before any of
 // it arrives; the buffer then doubles as the bytes come, up to the size
@@ -535,6 +572,9 @@ type connState struct {
 	// sasl is the connection's authentication (sasl.go); nil on a
 	// listener that requires none.
 	sasl *saslConn
+	// held is the answer being made's fetch results, whose pooled
+	// buffers its records are in until it is framed.
+	held []request.FetchResult
 }
 
 // handle answers one request, appending the framed answer to out; an
@@ -568,6 +608,10 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 	if err := decodeBody(h, req, body); err != nil {
 		return out, err
 	}
+	defer func() {
+		request.Release(cs.held) // the records are copied into out, or not sent
+		cs.held = nil
+	}()
 	resp, err := s.dispatch(ctx, cs, h.clientID, req)
 	if err != nil {
 		return out, err
@@ -582,6 +626,9 @@ func (s *Server) handle(ctx context.Context, cs *connState, buf, out []byte) (_ 
 // frame appends a response: size, correlation id, the header's (empty)
 // tagged fields when flexible, the body.
 func frame(out []byte, h header, resp kmsg.Response, flexibleHeader bool) []byte {
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		out = fetchRoom(out, f)
+	}
 	start := len(out)
 	out = append(out, 0, 0, 0, 0)
 	out = binary.BigEndian.AppendUint32(out, uint32(h.correlation))
@@ -619,7 +666,7 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 	case *kmsg.ProduceRequest:
 		return produce(ctx, b, req)
 	case *kmsg.FetchRequest:
-		return fetch(ctx, b, req), nil
+		return fetch(ctx, b, cs, req), nil
 	case *kmsg.ListOffsetsRequest:
 		return listOffsets(ctx, b, req), nil
 	case *kmsg.DeleteRecordsRequest:

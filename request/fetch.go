@@ -228,7 +228,7 @@ func (c *Core) readAll(req *FetchRequest, maxBytes int, received time.Time, regi
 // is nil when the batches are not in it (nothing read, or a batch too big
 // for it: then they are in a buffer of their own).
 func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.ReadResult, hw int64, buf *[]byte, err error) {
-	buf = fetchbuf.Get(maxBytes)
+	buf = fetchbuf.Get(pooledBytes(maxBytes))
 	res, hw, err = p.ReadAppend(*buf, offset, maxBytes)
 	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
 		fetchbuf.Put(buf)
@@ -243,6 +243,17 @@ func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.R
 	return res, hw, buf, nil
 }
 
+// pooledBytes is the size of the pooled buffer asked for a read of up
+// to maxBytes: at most maxPooledRead, so that a large limit (a client
+// may ask 50 MiB of a partition) does not allocate a buffer of its size
+// for a read that may find far less; a read that needs more grows into
+// a buffer of its own, as an unpooled read does.
+func pooledBytes(maxBytes int) int { return min(maxBytes, maxPooledRead) }
+
+// maxPooledRead is the largest pooled read buffer asked for: the Go
+// client's partition limit (4 MiB), four times Kafka's clients' (1 MiB).
+const maxPooledRead = 4 << 20
+
 // readCommitted is a read_committed read (Partition.ReadCommittedAppend),
 // into a buffer from internal/fetchbuf when pooled (buf nil when the
 // batches are not in it).
@@ -251,7 +262,7 @@ func readCommitted(p *replica.Partition, offset int64, maxBytes int, pooled bool
 		res, hw, lso, aborted, err = p.ReadCommittedAppend(nil, offset, maxBytes)
 		return res, hw, lso, aborted, nil, err
 	}
-	buf = fetchbuf.Get(maxBytes)
+	buf = fetchbuf.Get(pooledBytes(maxBytes))
 	res, hw, lso, aborted, err = p.ReadCommittedAppend(*buf, offset, maxBytes)
 	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
 		fetchbuf.Put(buf)

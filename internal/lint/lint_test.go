@@ -126,7 +126,7 @@ var rules = []rule{
 	// are made at its edge from the core's errors, so it needs neither
 	// the quire.v1 API nor gRPC, even indirectly (its tests may use
 	// quire.v1's codes: the rules read non-test imports only).
-	{pkg: "kafka", oursDirect: []string{"request", "internal/errmsg", "txn"},
+	{pkg: "kafka", oursDirect: []string{"request", "internal/errmsg", "internal/fetchbuf", "txn"},
 		forbiddenDirect:     []string{"google.golang.org/grpc"},
 		forbiddenDeps:       []string{"broker", "service", "config", "controlplane", "raftgrpc", "client", "cmd", "api/quirev1", "api/internalv1", "subscribe"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
