@@ -1940,7 +1940,18 @@ type SubscribeStart struct {
 	// session timeout, and that stream takes its partitions with no
 	// rebalance. A stream replaced by another of its instance ends with
 	// FENCED_INSTANCE_ID.
-	InstanceId    string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	InstanceId string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Takes over a member a stream of this client had (a process restarted
+	// while its old stream is still open, or ended without leaving): the
+	// member_id and member_epoch of that stream's last SubscribeAssignment.
+	// The stream resumes the member with no rebalance: its partitions stay
+	// its own and are read from the group's committed offsets. An older
+	// stream of the member on the same node ends with FENCED_MEMBER_EPOCH.
+	// A member the group no longer has at that epoch (it left, or moved on)
+	// joins again under member_id as a new one. "" (and 0) joins a new
+	// member under an id the broker picks.
+	MemberId      string `protobuf:"bytes,20,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,21,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2057,6 +2068,20 @@ func (x *SubscribeStart) GetInstanceId() string {
 		return x.InstanceId
 	}
 	return ""
+}
+
+func (x *SubscribeStart) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SubscribeStart) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
 }
 
 type SubscribeAck struct {
@@ -2190,6 +2215,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Records
 	//	*SubscribeResponse_Batch
 	//	*SubscribeResponse_RawBatch
+	//	*SubscribeResponse_AckRefused
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2268,6 +2294,15 @@ func (x *SubscribeResponse) GetRawBatch() *SubscribeRawBatch {
 	return nil
 }
 
+func (x *SubscribeResponse) GetAckRefused() *SubscribeAckRefused {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_AckRefused); ok {
+			return x.AckRefused
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -2293,6 +2328,12 @@ type SubscribeResponse_RawBatch struct {
 	RawBatch *SubscribeRawBatch `protobuf:"bytes,4,opt,name=raw_batch,json=rawBatch,proto3,oneof"`
 }
 
+type SubscribeResponse_AckRefused struct {
+	// An ack the broker refused (an offset never sent, a negative one,
+	// ...): nothing of that message was applied; the stream goes on.
+	AckRefused *SubscribeAckRefused `protobuf:"bytes,16,opt,name=ack_refused,json=ackRefused,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
@@ -2300,6 +2341,65 @@ func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
 func (*SubscribeResponse_Batch) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_RawBatch) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_AckRefused) isSubscribeResponse_Event() {}
+
+// An acknowledgement refused, whole: none of the message's offsets were
+// taken. The stream goes on; the records it meant to acknowledge are
+// still outstanding.
+type SubscribeAckRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// INVALID_REQUEST, and what was wrong.
+	Error *Error `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// The message refused.
+	Ack           *SubscribeAck `protobuf:"bytes,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeAckRefused) Reset() {
+	*x = SubscribeAckRefused{}
+	mi := &file_quire_v1_group_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeAckRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeAckRefused) ProtoMessage() {}
+
+func (x *SubscribeAckRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeAckRefused.ProtoReflect.Descriptor instead.
+func (*SubscribeAckRefused) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SubscribeAckRefused) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *SubscribeAckRefused) GetAck() *SubscribeAck {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
 
 type SubscribeAssignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2312,14 +2412,20 @@ type SubscribeAssignment struct {
 	// acknowledged offsets are committed.
 	Revoked *GroupAssignment `protobuf:"bytes,4,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// Every partition the stream has now.
-	Owned         *GroupAssignment `protobuf:"bytes,5,opt,name=owned,proto3" json:"owned,omitempty"`
+	Owned *GroupAssignment `protobuf:"bytes,5,opt,name=owned,proto3" json:"owned,omitempty"`
+	// Partitions being taken away: no more records of them are sent, and
+	// the broker waits (at most three quarters of the rebalance timeout)
+	// for the acknowledgements of those it sent, commits them, and only
+	// then revokes them (an event listing them in revoked) and gives them
+	// up to the group. Acknowledge what was received of them promptly.
+	Revoking      *GroupAssignment `protobuf:"bytes,6,opt,name=revoking,proto3" json:"revoking,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeAssignment) Reset() {
 	*x = SubscribeAssignment{}
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2437,7 @@ func (x *SubscribeAssignment) String() string {
 func (*SubscribeAssignment) ProtoMessage() {}
 
 func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[31]
+	mi := &file_quire_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2450,7 @@ func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAssignment.ProtoReflect.Descriptor instead.
 func (*SubscribeAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubscribeAssignment) GetMemberId() string {
@@ -2382,6 +2488,13 @@ func (x *SubscribeAssignment) GetOwned() *GroupAssignment {
 	return nil
 }
 
+func (x *SubscribeAssignment) GetRevoking() *GroupAssignment {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
 type SubscribeRecords struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In offset order within each partition.
@@ -2392,7 +2505,7 @@ type SubscribeRecords struct {
 
 func (x *SubscribeRecords) Reset() {
 	*x = SubscribeRecords{}
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2517,7 @@ func (x *SubscribeRecords) String() string {
 func (*SubscribeRecords) ProtoMessage() {}
 
 func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[32]
+	mi := &file_quire_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2530,7 @@ func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRecords.ProtoReflect.Descriptor instead.
 func (*SubscribeRecords) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{32}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
@@ -2444,7 +2557,7 @@ type SubscribeBatch struct {
 
 func (x *SubscribeBatch) Reset() {
 	*x = SubscribeBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2569,7 @@ func (x *SubscribeBatch) String() string {
 func (*SubscribeBatch) ProtoMessage() {}
 
 func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[33]
+	mi := &file_quire_v1_group_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2582,7 @@ func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{33}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubscribeBatch) GetTopic() string {
@@ -2525,7 +2638,7 @@ type SubscribeRawBatch struct {
 
 func (x *SubscribeRawBatch) Reset() {
 	*x = SubscribeRawBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[34]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2650,7 @@ func (x *SubscribeRawBatch) String() string {
 func (*SubscribeRawBatch) ProtoMessage() {}
 
 func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[34]
+	mi := &file_quire_v1_group_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2663,7 @@ func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRawBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeRawBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{34}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubscribeRawBatch) GetTopic() string {
@@ -2618,7 +2731,7 @@ type BatchRecord struct {
 
 func (x *BatchRecord) Reset() {
 	*x = BatchRecord{}
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2743,7 @@ func (x *BatchRecord) String() string {
 func (*BatchRecord) ProtoMessage() {}
 
 func (x *BatchRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2756,7 @@ func (x *BatchRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
 func (*BatchRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BatchRecord) GetOffset() int64 {
@@ -2778,7 +2891,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2903,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2916,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -2929,7 +3042,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3054,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3067,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -2977,7 +3090,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[38]
+	mi := &file_quire_v1_group_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3102,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[38]
+	mi := &file_quire_v1_group_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3115,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -3177,7 +3290,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x18.quire.v1.SubscribeStartH\x00R\x05start\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ackB\t\n" +
-	"\arequest\"\x87\x04\n" +
+	"\arequest\"\xc7\x04\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -3193,7 +3306,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\vraw_batches\x18\v \x01(\bR\n" +
 	"rawBatches\x12\x1f\n" +
 	"\vinstance_id\x18\f \x01(\tR\n" +
-	"instanceId\"F\n" +
+	"instanceId\x12\x1b\n" +
+	"\tmember_id\x18\x14 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x15 \x01(\x05R\vmemberEpoch\"F\n" +
 	"\fSubscribeAck\x126\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x16.quire.v1.AckedOffsetsR\n" +
@@ -3203,21 +3318,27 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
 	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
-	"nextOffset\"\x83\x02\n" +
+	"nextOffset\"\xc5\x02\n" +
 	"\x11SubscribeResponse\x12?\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.quire.v1.SubscribeAssignmentH\x00R\n" +
 	"assignment\x126\n" +
 	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecords\x120\n" +
 	"\x05batch\x18\x03 \x01(\v2\x18.quire.v1.SubscribeBatchH\x00R\x05batch\x12:\n" +
-	"\traw_batch\x18\x04 \x01(\v2\x1b.quire.v1.SubscribeRawBatchH\x00R\brawBatchB\a\n" +
-	"\x05event\"\xf2\x01\n" +
+	"\traw_batch\x18\x04 \x01(\v2\x1b.quire.v1.SubscribeRawBatchH\x00R\brawBatch\x12@\n" +
+	"\vack_refused\x18\x10 \x01(\v2\x1d.quire.v1.SubscribeAckRefusedH\x00R\n" +
+	"ackRefusedB\a\n" +
+	"\x05event\"f\n" +
+	"\x13SubscribeAckRefused\x12%\n" +
+	"\x05error\x18\x01 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12(\n" +
+	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckR\x03ack\"\xa9\x02\n" +
 	"\x13SubscribeAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x125\n" +
 	"\bassigned\x18\x03 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x123\n" +
 	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
-	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\"F\n" +
+	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\x125\n" +
+	"\brevoking\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\brevoking\"F\n" +
 	"\x10SubscribeRecords\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\x96\x01\n" +
 	"\x0eSubscribeBatch\x12\x14\n" +
@@ -3289,7 +3410,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 	return file_quire_v1_group_proto_rawDescData
 }
 
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_quire_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsRequest)(nil),           // 0: quire.v1.CommitOffsetsRequest
 	(*OffsetCommit)(nil),                   // 1: quire.v1.OffsetCommit
@@ -3322,18 +3443,19 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*SubscribeAck)(nil),                   // 28: quire.v1.SubscribeAck
 	(*AckedOffsets)(nil),                   // 29: quire.v1.AckedOffsets
 	(*SubscribeResponse)(nil),              // 30: quire.v1.SubscribeResponse
-	(*SubscribeAssignment)(nil),            // 31: quire.v1.SubscribeAssignment
-	(*SubscribeRecords)(nil),               // 32: quire.v1.SubscribeRecords
-	(*SubscribeBatch)(nil),                 // 33: quire.v1.SubscribeBatch
-	(*SubscribeRawBatch)(nil),              // 34: quire.v1.SubscribeRawBatch
-	(*BatchRecord)(nil),                    // 35: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 36: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 37: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 38: quire.v1.ResetOffset
-	(*Error)(nil),                          // 39: quire.v1.Error
-	(RecordFormat)(0),                      // 40: quire.v1.RecordFormat
-	(*ConsumedRecord)(nil),                 // 41: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 42: quire.v1.RecordHeader
+	(*SubscribeAckRefused)(nil),            // 31: quire.v1.SubscribeAckRefused
+	(*SubscribeAssignment)(nil),            // 32: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),               // 33: quire.v1.SubscribeRecords
+	(*SubscribeBatch)(nil),                 // 34: quire.v1.SubscribeBatch
+	(*SubscribeRawBatch)(nil),              // 35: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                    // 36: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 37: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 38: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 39: quire.v1.ResetOffset
+	(*Error)(nil),                          // 40: quire.v1.Error
+	(RecordFormat)(0),                      // 41: quire.v1.RecordFormat
+	(*ConsumedRecord)(nil),                 // 42: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 43: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	1,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -3342,7 +3464,7 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	9,  // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
 	13, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
 	15, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
-	39, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
+	40, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
 	17, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
 	18, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
 	19, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
@@ -3356,42 +3478,46 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	27, // 17: quire.v1.SubscribeRequest.start:type_name -> quire.v1.SubscribeStart
 	28, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	17, // 19: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	40, // 20: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	41, // 20: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
 	29, // 21: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	31, // 22: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	32, // 23: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	33, // 24: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	34, // 25: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
-	18, // 26: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	18, // 27: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	18, // 28: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	41, // 29: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	35, // 30: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	42, // 31: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	38, // 32: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	0,  // 33: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	3,  // 34: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	7,  // 35: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	10, // 36: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	12, // 37: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	16, // 38: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	21, // 39: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	26, // 40: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	36, // 41: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	2,  // 42: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	5,  // 43: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	8,  // 44: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	11, // 45: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	14, // 46: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	20, // 47: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	22, // 48: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	30, // 49: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	37, // 50: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	32, // 22: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	33, // 23: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	34, // 24: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	35, // 25: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	31, // 26: quire.v1.SubscribeResponse.ack_refused:type_name -> quire.v1.SubscribeAckRefused
+	40, // 27: quire.v1.SubscribeAckRefused.error:type_name -> quire.v1.Error
+	28, // 28: quire.v1.SubscribeAckRefused.ack:type_name -> quire.v1.SubscribeAck
+	18, // 29: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	18, // 30: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	18, // 31: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	18, // 32: quire.v1.SubscribeAssignment.revoking:type_name -> quire.v1.GroupAssignment
+	42, // 33: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	36, // 34: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	43, // 35: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	39, // 36: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	0,  // 37: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	3,  // 38: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	7,  // 39: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	10, // 40: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	12, // 41: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	16, // 42: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	21, // 43: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	26, // 44: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	37, // 45: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	2,  // 46: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	5,  // 47: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	8,  // 48: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	11, // 49: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	14, // 50: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	20, // 51: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	22, // 52: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	30, // 53: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	38, // 54: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	46, // [46:55] is the sub-list for method output_type
+	37, // [37:46] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -3413,14 +3539,15 @@ func file_quire_v1_group_proto_init() {
 		(*SubscribeResponse_Records)(nil),
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_RawBatch)(nil),
+		(*SubscribeResponse_AckRefused)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[35].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[36].OneofWrappers = []any{
 		(*BatchRecord_Key)(nil),
 		(*BatchRecord_KeyBytes)(nil),
 		(*BatchRecord_Value)(nil),
 		(*BatchRecord_ValueBytes)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[36].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[37].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -3433,7 +3560,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
