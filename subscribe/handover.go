@@ -202,6 +202,9 @@ func (s *subscription) onGroupChange(now time.Time) {
 	s.lastView, s.viewSeen = v, true
 	if s.wants(v) {
 		s.hbAt = now
+		// A heartbeat out may have been answered before the change:
+		// look again when it is back.
+		s.hbAgain = s.hbInFlight
 	}
 }
 

@@ -142,6 +142,8 @@ type subscription struct {
 	viewSeen bool
 	// hbAgain: the image asked for a heartbeat while one was out.
 	hbAgain bool
+	// hbOwned is what the heartbeat out said the member owns.
+	hbOwned []partKey
 	// takeover: the join takes the member of SubscribeStart.member_id
 	// over at member_epoch.
 	takeover bool
@@ -506,7 +508,7 @@ func (s *subscription) join() (*request.GroupHeartbeatResult, error) {
 
 func (s *subscription) spawnHeartbeat() {
 	req := s.heartbeatRequest()
-	s.hbInFlight = true
+	s.hbInFlight, s.hbOwned = true, s.ownedKeys()
 	// Not ended with the stream: finish waits for it, so that a join
 	// in flight is not answered after the leave.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
@@ -550,11 +552,17 @@ func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error
 		s.hbAt = now.Add(min(s.interval, subscribeRetry))
 		return nil
 	}
+	epochMoved := s.epoch != resp.MemberEpoch
 	s.epoch = resp.MemberEpoch
 	if resp.HeartbeatIntervalMs > 0 {
 		s.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}
 	s.hbAt = now.Add(s.interval)
+	if !slices.Equal(s.ownedKeys(), s.hbOwned) {
+		// Partitions given up (finishRevoking) while it was out: say so
+		// at once.
+		s.hbAt = now
+	}
 	var target []partKey
 	if resp.Assignment != nil {
 		target = assignmentToParts(resp.Assignment)
@@ -563,7 +571,9 @@ func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error
 	} else {
 		target = s.ownedKeys()
 	}
-	changed, err := s.reconcileChanged(target, joined)
+	// A new epoch is told too: it is what a restarted client takes its
+	// member over with (SubscribeStart.member_epoch).
+	changed, err := s.reconcileChanged(target, joined || epochMoved)
 	if err != nil {
 		return err
 	}

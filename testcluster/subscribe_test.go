@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ type subStream struct {
 	mu       sync.Mutex
 	autoAck  bool
 	memberID string
+	epoch    int32 // the member epoch of the last assignment event
 	owned    map[string]bool
 	records  map[string][]*quirev1.ConsumedRecord // SubscribeBatch records too, with their batch's topic and partition
 	recvAt   map[string][]time.Time               // per partition, when each record was read
@@ -41,6 +43,7 @@ type subStream struct {
 	raws     []*quirev1.SubscribeRawBatch         // every SubscribeRawBatch, in order
 	rawNext  map[string]int64                     // per partition, the last SubscribeRawBatch's next_offset
 	views    []ownView                            // every change of owned, in order
+	refused  []*quirev1.SubscribeAckRefused       // acks the broker refused
 	err      error                                // how the stream ended (io.EOF: OK)
 	changed  chan struct{}
 }
@@ -100,7 +103,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 			}
 			switch ev := resp.Event.(type) {
 			case *quirev1.SubscribeResponse_Assignment:
-				s.memberID = ev.Assignment.MemberId
+				s.memberID, s.epoch = ev.Assignment.MemberId, ev.Assignment.MemberEpoch
 				for _, p := range ownedSet(ev.Assignment.Revoked) {
 					delete(s.owned, p)
 				}
@@ -143,6 +146,8 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
 						Partitions: []*quirev1.AckedOffsets{{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}}}}}
 				}
+			case *quirev1.SubscribeResponse_AckRefused:
+				s.refused = append(s.refused, ev.AckRefused)
 			case *quirev1.SubscribeResponse_RawBatch:
 				b := ev.RawBatch
 				p := tpName(b.Topic, b.Partition)
@@ -506,9 +511,9 @@ func TestClusterSubscribeSplit(t *testing.T) {
 // TestClusterSubscribeAcks: the credit caps what is sent and not
 // acknowledged; the broker commits the offset below which everything was
 // acknowledged (acks out of order hold it back); a clean close commits
-// and leaves at once; an ack of a record never sent ends the stream
-// INVALID_REQUEST; a broken stream stays in the group until the session
-// timeout.
+// and leaves at once; an ack of a record never sent is refused
+// INVALID_REQUEST on the stream, which goes on; a broken stream leaves
+// the group.
 func TestClusterSubscribeAcks(t *testing.T) {
 	t.Parallel()
 	c, ctx, ctl := subCluster(t, 3000)
@@ -562,7 +567,7 @@ func TestClusterSubscribeAcks(t *testing.T) {
 	}
 
 	// The next stream starts at the commit; acking what it was never
-	// sent ends it.
+	// sent is refused, whole, and the stream goes on.
 	s2 := subscribe(t, c, via, "S2", start, false)
 	s2.wait(ctx, "records from 5", func() bool { return len(s2.records[p0]) >= 1 })
 	if got := s2.offsets(p0)[0]; got != 5 {
@@ -573,24 +578,34 @@ func TestClusterSubscribeAcks(t *testing.T) {
 		len(d.Members) != 1 || d.Members[0].ClientAddress != "127.0.0.1" {
 		t.Fatalf("describe with the second stream in: %v, %v; want one member at 127.0.0.1", d, err)
 	}
-	s2.ack("acks", 0, 9)
-	<-s2.done
-	if errCode(s2.err) != quirev1.ErrorCode_INVALID_REQUEST || status.Code(s2.err) != codes.InvalidArgument {
-		t.Fatalf("ack of an offset never sent: %v", s2.err)
+	s2.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+		Partitions: []*quirev1.AckedOffsets{{Topic: "acks", Partition: 0, Offsets: []int64{5, 9}}}}}}
+	s2.wait(ctx, "the ack refused", func() bool { return len(s2.refused) == 1 })
+	s2.mu.Lock()
+	ref := s2.refused[0]
+	s2.mu.Unlock()
+	if ref.Error.GetCode() != quirev1.ErrorCode_INVALID_REQUEST || !strings.Contains(ref.Error.GetMessage(), "offset 9, which this stream was not sent") ||
+		len(ref.Ack.GetPartitions()) != 1 {
+		t.Fatalf("ack of an offset never sent refused with %v", ref)
 	}
+	// The stream goes on: 5, in the refused ack, acknowledged on its own
+	// is committed.
+	s2.ack("acks", 0, 5)
+	c.Eventually(ctx, "commit 6 after the ack refused", func() error {
+		if got, err := committedAt(ctx, c, ctl, "ag", "acks", 0); err != nil || got != 6 {
+			return fmt.Errorf("committed %d (%v)", got, err)
+		}
+		return nil
+	})
+	s2.cancel()
+	<-s2.done
 
-	// A broken stream stays a member until the session timeout.
+	// A broken stream leaves the group (TestClusterSubscribeBrokenLeaves
+	// shows it is at once).
 	s3 := subscribe(t, c, via, "S3", start, false)
 	s3.wait(ctx, "joined", func() bool { return len(s3.owned) == 1 })
-	s3.mu.Lock()
-	member := s3.memberID
-	s3.mu.Unlock()
 	s3.cancel()
 	<-s3.done
-	d, err = groups(c, ctl).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "ag"})
-	if err != nil || len(d.Members) != 1 || d.Members[0].MemberId != member {
-		t.Fatalf("describe right after a broken stream: %v, %v; want member %s", d, err, member)
-	}
 	c.Eventually(ctx, "the broken stream's member removed", func() error {
 		d, err := groups(c, ctl).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "ag"})
 		if err != nil {
