@@ -251,11 +251,23 @@ func TestClusterSubscribeHandover(t *testing.T) {
 	start := &quirev1.SubscribeStart{Group: "hg", Subscription: &quirev1.GroupSubscription{Topics: []string{topic}},
 		Batches: true, MaxOutstandingRecords: 50, CommitIntervalMs: 100}
 	ids := c.IDs()
-	a := subscribe(t, c, ids[0], "A", start, true)
+	// Each client acknowledges what it got every 20 ms, as one working
+	// on its records would (and a partition's at once when it is
+	// revoking): there are records in flight for a handover to wait for.
+	lagging := func(name string, via int32) *subStream {
+		t.Helper()
+		s := subscribe(t, c, via, name, start, false)
+		s.mu.Lock()
+		s.autoAck, s.lagAck = true, true
+		s.mu.Unlock()
+		go s.ackLagging(20 * time.Millisecond)
+		return s
+	}
+	a := lagging("A", ids[0])
 	a.wait(within(ctx, t), "A reads", func() bool { return len(a.owned) == parts && a.totalLocked() > 200 })
-	b := subscribe(t, c, ids[1], "B", start, true)
+	b := lagging("B", ids[1])
 	b.wait(within(ctx, t), "B reads, well before a heartbeat interval", func() bool { return len(b.owned) > 0 && b.totalLocked() > 0 })
-	c3 := subscribe(t, c, ids[2], "C", start, true)
+	c3 := lagging("C", ids[2])
 	c3.wait(within(ctx, t), "C reads, well before a heartbeat interval", func() bool { return len(c3.owned) > 0 && c3.totalLocked() > 0 })
 	for _, s := range []*subStream{a, b, c3} {
 		s.wait(within(ctx, t), s.name+" owns 2", func() bool { return len(s.owned) == 2 })
@@ -309,4 +321,28 @@ func TestClusterSubscribeHandover(t *testing.T) {
 		}
 	}
 	checkViews(t, streams...)
+}
+
+// ackLagging sends the acks lagAck kept, every period, until the stream
+// ends.
+func (s *subStream) ackLagging(period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		if s.send == nil {
+			s.mu.Unlock()
+			return
+		}
+		for p, a := range s.unacked {
+			s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{Partitions: []*quirev1.AckedOffsets{a}}}}
+			delete(s.unacked, p)
+		}
+		s.mu.Unlock()
+	}
 }

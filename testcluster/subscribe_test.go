@@ -34,6 +34,12 @@ type subStream struct {
 
 	mu       sync.Mutex
 	autoAck  bool
+	// lagAck, with autoAck, keeps the SubscribeBatches' acks in unacked
+	// (the last batch's next_offset per partition) for ackLagging to
+	// send, as a client working on what it got would, and sends a
+	// partition's as soon as it is revoking.
+	lagAck   bool
+	unacked  map[string]*quirev1.AckedOffsets // with lagAck, per partition
 	memberID string
 	epoch    int32 // the member epoch of the last assignment event
 	owned    map[string]bool
@@ -73,7 +79,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 	}
 	s := &subStream{t: t, name: name, cancel: cancel, send: make(chan *quirev1.SubscribeRequest, 1024), done: make(chan struct{}),
 		autoAck: autoAck, owned: map[string]bool{}, records: map[string][]*quirev1.ConsumedRecord{},
-		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{})}
+		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{}), unacked: map[string]*quirev1.AckedOffsets{}}
 	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
 	sendDone := make(chan struct{})
 	go func() {
@@ -104,6 +110,15 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 			switch ev := resp.Event.(type) {
 			case *quirev1.SubscribeResponse_Assignment:
 				s.memberID, s.epoch = ev.Assignment.MemberId, ev.Assignment.MemberEpoch
+				for _, p := range ownedSet(ev.Assignment.Revoking) {
+					if a := s.unacked[p]; a != nil {
+						s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{Partitions: []*quirev1.AckedOffsets{a}}}}
+						delete(s.unacked, p)
+					}
+				}
+				for _, p := range ownedSet(ev.Assignment.Revoked) {
+					delete(s.unacked, p)
+				}
 				for _, p := range ownedSet(ev.Assignment.Revoked) {
 					delete(s.owned, p)
 				}
@@ -142,9 +157,13 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 					s.records[p] = append(s.records[p], consumedOf(b, r))
 					s.recvAt[p] = append(s.recvAt[p], now)
 				}
-				if s.autoAck {
+				a := &quirev1.AckedOffsets{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}
+				if s.lagAck {
+					a, s.unacked[p] = nil, a
+				}
+				if s.autoAck && a != nil {
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
-						Partitions: []*quirev1.AckedOffsets{{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}}}}}
+						Partitions: []*quirev1.AckedOffsets{a}}}}
 				}
 			case *quirev1.SubscribeResponse_AckRefused:
 				s.refused = append(s.refused, ev.AckRefused)
