@@ -43,7 +43,7 @@ func (sb subscribeBroker) Member(groupID, member string) (subscribe.MemberView, 
 	if !ok {
 		return subscribe.MemberView{}, false
 	}
-	out := subscribe.MemberView{Epoch: v.Epoch}
+	out := subscribe.MemberView{GroupEpoch: v.GroupEpoch, Epoch: v.Epoch}
 	for _, tp := range v.Target {
 		out.Target = append(out.Target, request.GroupPartition{Topic: tp.Topic, Partition: tp.Partition})
 	}

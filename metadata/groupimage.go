@@ -57,6 +57,10 @@ func (img *Image) GroupOwners(id string) map[group.TopicPartition]string {
 // Subscribe stream watches to act on the coordinator's decisions as
 // soon as they reach its node, not at its next heartbeat.
 type GroupMemberView struct {
+	// GroupEpoch is the group's epoch: past the member's, the
+	// coordinator has a change (a member gone or come, a subscription
+	// changed) for the next heartbeat to compute the target of.
+	GroupEpoch int32
 	// Epoch is the member's epoch.
 	Epoch int32
 	// Target is the member's target assignment, sorted.
@@ -77,7 +81,7 @@ func (img *Image) GroupMember(id, member string) (GroupMemberView, bool) {
 	if !ok {
 		return GroupMemberView{}, false
 	}
-	v := GroupMemberView{Epoch: a.Epoch, Target: slices.Clone(s.target.Members[member])}
+	v := GroupMemberView{GroupEpoch: s.epoch.Epoch, Epoch: a.Epoch, Target: slices.Clone(s.target.Members[member])}
 	slices.SortFunc(v.Target, compareTP)
 	for mid, o := range s.assignments {
 		if mid == member {

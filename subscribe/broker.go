@@ -74,12 +74,16 @@ type Broker interface {
 }
 
 // MemberView is a member as the coordinator last decided, replicated to
-// every node's metadata image: its epoch, its target assignment and the
-// partitions of the target another member still holds.
+// every node's metadata image: the group's epoch and its own, its target
+// assignment and the partitions of the target another member still
+// holds.
 type MemberView struct {
-	Epoch  int32
-	Target []request.GroupPartition // sorted by topic and partition
-	Held   []request.GroupPartition // sorted
+	// GroupEpoch past Epoch: a change for the coordinator to compute a
+	// target from at the next heartbeat.
+	GroupEpoch int32
+	Epoch      int32
+	Target     []request.GroupPartition // sorted by topic and partition
+	Held       []request.GroupPartition // sorted
 }
 
 // ErrInvalidRequest: a stream message that breaks the protocol (the

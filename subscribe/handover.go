@@ -185,7 +185,8 @@ func (s *subscription) revokeWake(wake time.Time) time.Time {
 // onGroupChange looks at the member in this node's image after a change
 // and heartbeats at once when the coordinator wants something of it:
 // owned partitions out of its target (to give up), target partitions
-// nobody holds (to take), or an epoch it has not seen. It acts once per
+// nobody holds (to take), an epoch it has not seen, or a group epoch past
+// its own (a member gone: the next heartbeat computes the new target). It acts once per
 // change of what it sees, so that a coordinator that does not move as
 // expected is heard from at the heartbeat interval, as before.
 func (s *subscription) onGroupChange(now time.Time) {
@@ -209,9 +210,10 @@ func (s *subscription) onGroupChange(now time.Time) {
 }
 
 // wants reports whether the coordinator's view of the member asks for a
-// heartbeat now.
+// heartbeat now: a change of the group for it to learn its target
+// from, or a target it has not reconciled with.
 func (s *subscription) wants(v MemberView) bool {
-	if v.Epoch != s.epoch {
+	if v.Epoch != s.epoch || v.GroupEpoch > s.epoch {
 		return true
 	}
 	for _, k := range s.ownedKeys() {
@@ -236,5 +238,5 @@ func containsTP(tps []request.GroupPartition, k partKey) bool {
 }
 
 func viewEqual(a, b MemberView) bool {
-	return a.Epoch == b.Epoch && slices.Equal(a.Target, b.Target) && slices.Equal(a.Held, b.Held)
+	return a.GroupEpoch == b.GroupEpoch && a.Epoch == b.Epoch && slices.Equal(a.Target, b.Target) && slices.Equal(a.Held, b.Held)
 }

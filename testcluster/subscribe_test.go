@@ -32,8 +32,8 @@ type subStream struct {
 	send   chan *quirev1.SubscribeRequest // nil: CloseSend
 	done   chan struct{}
 
-	mu       sync.Mutex
-	autoAck  bool
+	mu      sync.Mutex
+	autoAck bool
 	// lagAck, with autoAck, keeps the SubscribeBatches' acks in unacked
 	// (the last batch's next_offset per partition) for ackLagging to
 	// send, as a client working on what it got would, and sends a
