@@ -292,6 +292,23 @@ func (s *subStream) wait(ctx context.Context, what string, cond func() bool) {
 	}
 }
 
+// refusedAck waits for the stream's n-th refused ack and returns it.
+func (s *subStream) refusedAck(ctx context.Context, n int) *quirev1.SubscribeAckRefused {
+	s.t.Helper()
+	s.wait(ctx, fmt.Sprintf("ack refusal %d", n), func() bool { return len(s.refused) >= n })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[n-1]
+}
+
+// checkRefused fails unless r refuses an ack INVALID_REQUEST saying want.
+func checkRefused(t *testing.T, r *quirev1.SubscribeAckRefused, want string) {
+	t.Helper()
+	if r.Error.GetCode() != quirev1.ErrorCode_INVALID_REQUEST || !strings.Contains(r.Error.GetMessage(), want) {
+		t.Fatalf("ack refused with %v, want INVALID_REQUEST saying %q", r.Error, want)
+	}
+}
+
 func (s *subStream) ack(topic string, p int32, offsets ...int64) {
 	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
 		Partitions: []*quirev1.AckedOffsets{{Topic: topic, Partition: p, Offsets: offsets}}}}}
