@@ -2134,14 +2134,15 @@ type AckedOffsets struct {
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Offsets of records received, in any order. Those of a partition no
 	// longer assigned to the stream, or acknowledged already, are ignored;
-	// one never sent on this partition is INVALID_REQUEST.
+	// one never sent on this partition has the ack refused
+	// (SubscribeAckRefused).
 	Offsets []int64 `protobuf:"varint,3,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
 	// Acknowledges every record of the partition sent with an offset below
 	// this one: a SubscribeBatch's next_offset acknowledges the batch and
 	// everything before it, a record's offset + 1 that record and
 	// everything before it. 0 acknowledges nothing. Past the offset after
 	// the last record the stream was sent of this partition, or negative,
-	// is INVALID_REQUEST; of a partition revoked meanwhile, ignored. May be
+	// has the ack refused; of a partition revoked meanwhile, ignored. May be
 	// given with offsets. With raw_batches, a SubscribeRawBatch's
 	// next_offset acknowledges it and everything before it.
 	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
