@@ -32,7 +32,9 @@ import (
 // most one of each at a time, their answers coming back to the loop.
 // Commits and position look-ups run in the loop itself, so a partition
 // revoked is committed before the heartbeat that gives it up is sent.
-// records.go has the records: fetching, sending, acks.
+// records.go has the records: fetching, sending, acks; handover.go how
+// partitions come and go: the member watched in the node's image, the
+// grace of a revoked partition, the take-over of a member.
 
 const (
 	subscribeDefaultRecords   = 500
@@ -581,90 +583,6 @@ func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error
 		s.hbAt = now // acknowledge it at once
 	}
 	return nil
-}
-
-func (s *subscription) reconcile(target []partKey, always bool) error {
-	_, err := s.reconcileChanged(target, always)
-	return err
-}
-
-// reconcileChanged moves to a new assignment: revoked partitions are
-// dropped (no record of them is sent from here on) and their
-// acknowledged offsets committed, then the client is told. It reports
-// whether anything changed; always sends the assignment regardless.
-func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, error) {
-	var revoked, added []partKey
-	for _, k := range s.ownedKeys() {
-		if _, ok := slices.BinarySearchFunc(target, k, comparePartKey); !ok {
-			revoked = append(revoked, k)
-		}
-	}
-	for _, k := range target {
-		if s.owned[k] == nil {
-			added = append(added, k)
-		}
-	}
-	// A partition revoking that is assigned again goes on.
-	for _, k := range target {
-		if p := s.owned[k]; p != nil && p.revoking() {
-			p.revokeBy = time.Time{}
-			added = append(added, k) // told again
-		}
-	}
-	var revoking []partKey
-	if len(revoked) > 0 {
-		if s.epoch > 0 {
-			// Given up once what was sent is acknowledged
-			// (finishRevoking), not before.
-			revoking = s.startRevoking(revoked, time.Now())
-			revoked = nil
-		} else {
-			// Fenced: it is someone else's already.
-			if s.fetchStop != nil {
-				s.fetchStop()
-			}
-			for _, k := range revoked {
-				p := s.owned[k]
-				for p.sent.len() > 0 {
-					s.acked(p.sent.front()) // its credit is the client's again
-					p.sent.pop()
-				}
-				s.release(p)
-				delete(s.owned, k)
-			}
-		}
-	}
-	if len(revoked) == 0 && len(added) == 0 && len(revoking) == 0 && !always {
-		return false, nil
-	}
-	if len(added) > 0 {
-		topics := make([]string, len(added))
-		for i, k := range added {
-			topics[i] = k.topic
-		}
-		if err := firstDenied(s.core.DeniedTopics(s.ctx, auth.OpRead, topics), topics); err != nil {
-			return true, errSubscribeEnd{err: err, leave: true}
-		}
-	}
-	var fresh []partKey
-	for _, k := range added {
-		if s.owned[k] == nil {
-			s.owned[k] = &subPart{tp: k, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
-			fresh = append(fresh, k)
-		}
-	}
-	err := s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
-		MemberId: s.memberID, MemberEpoch: s.epoch, Assigned: partsToAssignment(fresh),
-		Revoked: partsToAssignment(revoked), Owned: partsToAssignment(s.ownedKeys()), Revoking: partsToAssignment(s.revokingKeys())}}})
-	if err != nil {
-		return true, err
-	}
-	changed := len(revoked)+len(added)+len(revoking) > 0
-	if changed {
-		s.b.Logger().Debug("subscribe stream assignment changed", "group", s.start.Group, "member", s.memberID,
-			"epoch", s.epoch, "assigned", len(fresh), "revoked", len(revoked), "revoking", len(revoking), "owned", len(s.owned))
-	}
-	return changed, nil
 }
 
 func (s *subscription) ownedKeys() []partKey {
