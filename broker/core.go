@@ -272,7 +272,7 @@ func wireError(e *quirev1.Error) *request.Error {
 // over the request core; each refuses a request over the node's limit
 // with a quire.v1.Error (service.WithRequestLimit).
 func (b *Broker) registerServices() error {
-	svcs, err := service.New(service.Config{NodeID: b.cfg.NodeID, Core: b.core, Node: serviceNode{b}, Subscriber: subscribeBroker{b},
+	svcs, err := service.New(service.Config{NodeID: b.cfg.NodeID, Core: b.core, Node: serviceNode{b}, Subscriber: newSubscribeBroker(b),
 		Queue: b.queue, Calls: b.callStats(), Logger: b.logger, Stop: b.stop})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -50,6 +51,54 @@ func (img *Image) GroupOwners(id string) map[group.TopicPartition]string {
 		}
 	}
 	return out
+}
+
+// GroupMemberView is one member of a group as the image has it: what a
+// Subscribe stream watches to act on the coordinator's decisions as
+// soon as they reach its node, not at its next heartbeat.
+type GroupMemberView struct {
+	// GroupEpoch is the group's epoch: past the member's, the
+	// coordinator has a change (a member gone or come, a subscription
+	// changed) for the next heartbeat to compute the target of.
+	GroupEpoch int32
+	// Epoch is the member's epoch.
+	Epoch int32
+	// Target is the member's target assignment, sorted.
+	Target []group.TopicPartition
+	// Held is, of Target, the partitions another member is still
+	// assigned or has still to give up, sorted.
+	Held []group.TopicPartition
+}
+
+// GroupMember is member of group id as the image has it; false when the
+// image has no such member.
+func (img *Image) GroupMember(id, member string) (GroupMemberView, bool) {
+	s, ok := img.groupStates[id]
+	if !ok {
+		return GroupMemberView{}, false
+	}
+	a, ok := s.assignments[member]
+	if !ok {
+		return GroupMemberView{}, false
+	}
+	v := GroupMemberView{GroupEpoch: s.epoch.Epoch, Epoch: a.Epoch, Target: slices.Clone(s.target.Members[member])}
+	slices.SortFunc(v.Target, compareTP)
+	for mid, o := range s.assignments {
+		if mid == member {
+			continue
+		}
+		for _, tp := range slices.Concat(o.Assigned, o.PendingRevocation) {
+			if _, in := slices.BinarySearchFunc(v.Target, tp, compareTP); in {
+				v.Held = append(v.Held, tp)
+			}
+		}
+	}
+	slices.SortFunc(v.Held, compareTP)
+	return v, true
+}
+
+func compareTP(a, b group.TopicPartition) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
 // PartitionCounts maps every topic to its number of partitions.

@@ -311,3 +311,62 @@ func TestFSMGroupStaticMembers(t *testing.T) {
 		}
 	}
 }
+
+// Image.GroupMember is what a Subscribe stream watches: when a second
+// member joins, the first's target shrinks in the image before it has
+// given anything up, and the second's target is held by the first until
+// the first heartbeats without those partitions; a leave moves the group
+// epoch past the remaining member's.
+func TestFSMGroupMemberView(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1}, []int32{2}, []int32{3}))
+	tf.ok(featureLevel(MetadataVersionProducerIDs))
+	m, err := group.New(group.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetTopics(map[string]int32{"t": 2})
+	now := time.Unix(1000, 0)
+	tp := func(ps ...int32) []group.TopicPartition {
+		var out []group.TopicPartition
+		for _, p := range ps {
+			out = append(out, group.TopicPartition{Topic: "t", Partition: p})
+		}
+		return out
+	}
+	view := func(member string) GroupMemberView {
+		t.Helper()
+		v, ok := tf.f.Image().GroupMember("g", member)
+		if !ok {
+			t.Fatalf("member %s not in the image", member)
+		}
+		return v
+	}
+	ra := tf.heartbeat(m, join("g", "a", now))
+	if v := view("a"); !reflect.DeepEqual(v.Target, tp(0, 1)) || len(v.Held) != 0 || v.Epoch != ra.MemberEpoch {
+		t.Fatalf("a alone: %+v", v)
+	}
+	tf.heartbeat(m, join("g", "b", now))
+	va, vb := view("a"), view("b")
+	if len(va.Target) != 1 || va.GroupEpoch <= va.Epoch {
+		t.Fatalf("a after b joined: %+v, want one partition targeted and the group epoch past a's", va)
+	}
+	if len(vb.Target) != 1 || !reflect.DeepEqual(vb.Held, vb.Target) {
+		t.Fatalf("b after it joined: %+v, want its one target partition held (by a)", vb)
+	}
+	// a learns of the revocation, then gives the partition up.
+	r := tf.heartbeat(m, group.Heartbeat{Group: "g", MemberID: "a", MemberEpoch: ra.MemberEpoch, HasOwned: true, Owned: tp(0, 1), Now: now})
+	tf.heartbeat(m, group.Heartbeat{Group: "g", MemberID: "a", MemberEpoch: r.MemberEpoch, HasOwned: true, Owned: va.Target, Now: now})
+	if vb := view("b"); len(vb.Held) != 0 {
+		t.Fatalf("b after a gave up its partition: %+v, want nothing held", vb)
+	}
+	tf.heartbeat(m, group.Heartbeat{Group: "g", MemberID: "b", MemberEpoch: group.LeaveEpoch, Now: now})
+	if va := view("a"); va.GroupEpoch <= va.Epoch {
+		t.Fatalf("a after b left: %+v, want the group epoch past a's", va)
+	}
+	if _, ok := tf.f.Image().GroupMember("g", "b"); ok {
+		t.Fatal("b in the image after it left")
+	}
+}

@@ -60,6 +60,32 @@ type Broker interface {
 	Closing() <-chan struct{}
 	ShuttingDown() error
 	Logger() hclog.Logger
+	// GroupChanges is signalled (coalesced) after each change of this
+	// node's metadata image, where the coordinator's decisions land;
+	// stop ends it.
+	GroupChanges() (changed <-chan struct{}, stop func())
+	// Member is a member of group as this node's metadata image has it;
+	// false when the image has no such member.
+	Member(group, member string) (MemberView, bool)
+	// TakenOver is the error a stream ends with when another stream took
+	// its member over (FENCED_MEMBER_EPOCH).
+	TakenOver(group, member string) error
+	// Streams is this node's streams by member, for a stream taking a
+	// member over to end the one it replaces.
+	Streams() *Streams
+}
+
+// MemberView is a member as the coordinator last decided, replicated to
+// every node's metadata image: the group's epoch and its own, its target
+// assignment and the partitions of the target another member still
+// holds.
+type MemberView struct {
+	// GroupEpoch past Epoch: a change for the coordinator to compute a
+	// target from at the next heartbeat.
+	GroupEpoch int32
+	Epoch      int32
+	Target     []request.GroupPartition // sorted by topic and partition
+	Held       []request.GroupPartition // sorted
 }
 
 // ErrInvalidRequest: a stream message that breaks the protocol (the

@@ -106,7 +106,7 @@ func (s *subscription) maybeFetch(now time.Time) {
 	s.rotate++
 	for i := range keys {
 		k := keys[(i+s.rotate)%len(keys)]
-		if p := s.owned[k]; p.state == partReady && p.held == nil && !now.Before(p.retryAt) {
+		if p := s.owned[k]; p.state == partReady && p.held == nil && !p.revoking() && !now.Before(p.retryAt) {
 			specs = append(specs, request.FetchPartition{Topic: k.topic, Partition: k.part, Offset: p.next})
 		}
 	}
@@ -144,7 +144,7 @@ func (s *subscription) onFetch(f fetchDone) error {
 	for i := range f.results {
 		r := &f.results[i]
 		p := s.owned[partKey{r.Topic, r.Partition}]
-		if p == nil || p.state != partReady || p.next != r.Offset || p.held != nil {
+		if p == nil || p.state != partReady || p.next != r.Offset || p.held != nil || p.revoking() {
 			continue // revoked, or moved, meanwhile
 		}
 		if r.Err != nil {
@@ -459,11 +459,25 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 }
 
 // onMessage takes a client message after the start: acknowledgements.
+// An ack that does not fit what was sent is refused whole, on the stream
+// (SubscribeAckRefused), which goes on; only a message that is not an
+// ack ends it (the error returned).
 func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
 	ack := m.GetAck()
 	if ack == nil {
 		return fmt.Errorf("%w: only the first message of a Subscribe stream is a start; later ones are acks", ErrInvalidRequest)
 	}
+	if err := s.checkAck(ack); err != nil {
+		s.b.Logger().Debug("subscribe stream refused an ack", "group", s.start.Group, "member", s.memberID, "error", err)
+		return s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_AckRefused{AckRefused: &quirev1.SubscribeAckRefused{
+			Error: s.b.Error(err), Ack: ack}}})
+	}
+	s.applyAck(ack)
+	return nil
+}
+
+// checkAck refuses an ack that does not fit what the stream sent.
+func (s *subscription) checkAck(ack *quirev1.SubscribeAck) error {
 	for _, a := range ack.Partitions {
 		k := partKey{a.Topic, a.Partition}
 		sent := s.everSent[k] // the offset after the last record ever sent, 0 for none
@@ -487,7 +501,14 @@ func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
 				return fmt.Errorf("%w: ack of %s-%d offset %d, which this stream was not sent", ErrInvalidRequest, a.Topic, a.Partition, off)
 			}
 		}
-		p := s.owned[k]
+	}
+	return nil
+}
+
+// applyAck takes an ack checkAck let through.
+func (s *subscription) applyAck(ack *quirev1.SubscribeAck) {
+	for _, a := range ack.Partitions {
+		p := s.owned[partKey{a.Topic, a.Partition}]
 		if p == nil {
 			continue // revoked meanwhile
 		}
@@ -512,7 +533,6 @@ func (s *subscription) onMessage(m *quirev1.SubscribeRequest) error {
 			r.offset, p.ackedEpoch = a.NextOffset, r.epoch
 		}
 	}
-	return nil
 }
 
 // acked marks r acknowledged, freeing its credit.

@@ -98,8 +98,14 @@ func span(from, to int64) []int64 {
 	return out
 }
 
+// ack takes an ack as the stream does: checked whole, then applied.
 func ack(s *subscription, a ...*quirev1.AckedOffsets) error {
-	return s.onMessage(&quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{Partitions: a}}})
+	m := &quirev1.SubscribeAck{Partitions: a}
+	if err := s.checkAck(m); err != nil {
+		return err
+	}
+	s.applyAck(m)
+	return nil
 }
 
 // TestSubscribeEncodeBatch: the records at and after the position, past a

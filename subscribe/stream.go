@@ -33,7 +33,9 @@ import (
 // most one of each at a time, their answers coming back to the loop.
 // Commits and position look-ups run in the loop itself, so a partition
 // revoked is committed before the heartbeat that gives it up is sent.
-// records.go has the records: fetching, sending, acks.
+// records.go has the records: fetching, sending, acks; handover.go how
+// partitions come and go: the member watched in the node's image, the
+// grace of a revoked partition, the take-over of a member.
 
 const (
 	subscribeDefaultRecords   = 500
@@ -82,6 +84,10 @@ type subPart struct {
 	// committed is the group's committed offset as last known.
 	committed int64
 	retryAt   time.Time
+	// revokeBy, when set, is the end of the partition's grace: it is
+	// revoked, nothing more of it is sent, and it is given up once what
+	// was sent is acknowledged or by then (handover.go).
+	revokeBy time.Time
 }
 
 type subPartState int8
@@ -135,6 +141,19 @@ type subscription struct {
 	fetchStop  context.CancelFunc // the fetch in flight, nil when none
 	fetchDone  chan fetchDone
 	nextCommit time.Time
+
+	// entry is the stream's place in Broker.Streams.
+	entry *streamEntry
+	// lastView is the member as last seen in the image (onGroupChange).
+	lastView MemberView
+	viewSeen bool
+	// hbAgain: the image asked for a heartbeat while one was out.
+	hbAgain bool
+	// hbOwned is what the heartbeat out said the member owns.
+	hbOwned []partKey
+	// takeover: the join takes the member of SubscribeStart.member_id
+	// over at member_epoch.
+	takeover bool
 }
 
 type hbResult struct {
@@ -222,8 +241,11 @@ func newSubscription(core Core, b Broker, stream grpc.BidiStreamingServer[quirev
 	if err := request.CheckSubscription(subscriptionOf(st)); err != nil {
 		return nil, err
 	}
-	if st.MaxOutstandingRecords < 0 || st.MaxOutstandingBytes < 0 || st.RebalanceTimeoutMs < 0 || st.CommitIntervalMs < 0 {
-		return nil, fmt.Errorf("%w: negative max_outstanding_records, max_outstanding_bytes, rebalance_timeout_ms or commit_interval_ms", ErrInvalidRequest)
+	if st.MaxOutstandingRecords < 0 || st.MaxOutstandingBytes < 0 || st.RebalanceTimeoutMs < 0 || st.CommitIntervalMs < 0 || st.MemberEpoch < 0 {
+		return nil, fmt.Errorf("%w: negative max_outstanding_records, max_outstanding_bytes, rebalance_timeout_ms, commit_interval_ms or member_epoch", ErrInvalidRequest)
+	}
+	if st.MemberEpoch > 0 && st.MemberId == "" {
+		return nil, fmt.Errorf("%w: member_epoch %d without the member_id it is the epoch of", ErrInvalidRequest, st.MemberEpoch)
 	}
 	if err := wire.CheckFormat(st.Format); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
@@ -259,11 +281,14 @@ func newSubscription(core Core, b Broker, stream grpc.BidiStreamingServer[quirev
 	if st.CommitIntervalMs > 0 {
 		sub.commitIntv = time.Duration(st.CommitIntervalMs) * time.Millisecond
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, fmt.Errorf("subscribe: member id: %w", err)
+	sub.memberID, sub.epoch, sub.takeover = st.MemberId, st.MemberEpoch, st.MemberEpoch > 0
+	if sub.memberID == "" {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return nil, fmt.Errorf("subscribe: member id: %w", err)
+		}
+		sub.memberID = hex.EncodeToString(id[:])
 	}
-	sub.memberID = hex.EncodeToString(id[:])
 	return sub, nil
 }
 
@@ -282,11 +307,22 @@ func (e errSubscribeEnd) Unwrap() error { return e.err }
 
 func (s *subscription) run() error {
 	log := s.b.Logger().With("group", s.start.Group, "member", s.memberID)
+	// A stream of the member on this node ends (committing what its
+	// client acknowledged) before this one joins as it.
+	streams := s.b.Streams()
+	s.entry = streams.claim(s.ctx, s.start.Group, s.memberID)
+	defer func() { streams.drop(s.entry, s.start.Group, s.memberID) }()
+	changes, unwatch := s.b.GroupChanges()
+	defer unwatch()
 	// The join, here, so that a refusal ends the stream before anything
 	// else happens.
 	resp, err := s.join()
 	if err != nil {
 		return s.b.Status(fmt.Errorf("subscribe to group %q: %w", s.start.Group, err))
+	}
+	if resp.MemberID != "" && resp.MemberID != s.memberID {
+		streams.rename(s.entry, s.start.Group, s.memberID, resp.MemberID)
+		s.memberID = resp.MemberID
 	}
 	log.Debug("subscribe stream joined", "epoch", resp.MemberEpoch)
 	s.nextCommit = time.Now().Add(s.commitIntv)
@@ -314,6 +350,9 @@ func (s *subscription) run() error {
 		if !s.hbInFlight && !now.Before(s.hbAt) {
 			s.spawnHeartbeat()
 		}
+		if err := s.finishRevoking(now, false); err != nil {
+			return s.finish(nil, true, log) // sending failed: the stream broke
+		}
 		if err := s.resolve(now); err != nil {
 			return s.finish(err, true, log)
 		}
@@ -334,6 +373,7 @@ func (s *subscription) run() error {
 				wake = minTime(wake, p.retryAt)
 			}
 		}
+		wake = s.revokeWake(wake)
 		timer := time.NewTimer(max(time.Until(wake), time.Millisecond))
 		select {
 		case <-s.ctx.Done():
@@ -341,7 +381,13 @@ func (s *subscription) run() error {
 			if s.stopping() {
 				return s.finish(s.b.Status(s.b.ShuttingDown()), true, log)
 			}
-			return s.finish(nil, false, log) // the stream broke
+			return s.finish(nil, true, log) // the stream broke, or was cancelled: its partitions go at once
+		case <-s.entry.replaced:
+			timer.Stop()
+			return s.finish(errSubscribeEnd{err: s.b.TakenOver(s.start.Group, s.memberID)}, false, log)
+		case <-changes:
+			timer.Stop()
+			s.onGroupChange(time.Now())
 		case r := <-recv:
 			timer.Stop()
 			if errors.Is(r.err, io.EOF) {
@@ -351,7 +397,7 @@ func (s *subscription) run() error {
 				return s.finish(r.err, true, log)
 			}
 			if r.err != nil {
-				return s.finish(nil, false, log)
+				return s.finish(nil, true, log) // the stream broke: its partitions go at once
 			}
 			if err := s.onMessage(r.msg); err != nil {
 				return s.finish(s.b.Status(err), true, log)
@@ -361,6 +407,12 @@ func (s *subscription) run() error {
 			s.hbInFlight = false
 			if err := s.onHeartbeat(h.resp, h.err, false); err != nil {
 				return s.finish(err, false, log)
+			}
+			if s.hbAgain {
+				// The image changed while the heartbeat was out: look
+				// again, its answer may predate the change.
+				s.hbAgain, s.viewSeen = false, false
+				s.onGroupChange(time.Now())
 			}
 		case f := <-s.fetchDone:
 			timer.Stop()
@@ -376,8 +428,10 @@ func (s *subscription) run() error {
 }
 
 // finish commits what was acknowledged and, when leave is set, leaves the
-// group at once (a broken stream does not: its member is removed after
-// the session timeout). It returns err, the stream's status.
+// group at once, a broken or cancelled stream too, so that its
+// partitions go to others without waiting for the session timeout (a
+// static member leaves its place to its instance's next stream for that
+// long instead). It returns err, the stream's status.
 func (s *subscription) finish(err error, leave bool, log interface{ Debug(string, ...any) }) error {
 	if s.fetchStop != nil {
 		s.fetchStop()
@@ -398,7 +452,7 @@ func (s *subscription) finish(err error, leave bool, log interface{ Debug(string
 	for _, p := range s.owned {
 		s.release(p)
 	}
-	if leave && err == nil && len(s.owned) > 0 {
+	if leave && err == nil && len(s.owned) > 0 && s.ctx.Err() == nil {
 		// Closed by the client: it is told it has nothing left.
 		_ = s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
 			MemberId: s.memberID, MemberEpoch: -1, Revoked: partsToAssignment(s.ownedKeys()), Owned: &quirev1.GroupAssignment{}}}})
@@ -427,7 +481,10 @@ func subscriptionOf(st *quirev1.SubscribeStart) *request.GroupSubscription {
 func (s *subscription) heartbeatRequest() *request.GroupHeartbeat {
 	req := &request.GroupHeartbeat{Group: s.start.Group, MemberID: s.memberID, MemberEpoch: s.epoch,
 		Owned: partsToGroupAssignment(s.ownedKeys()), ClientAddress: s.b.ClientHost(s.ctx)}
-	if s.epoch == 0 {
+	if s.epoch == 0 || s.takeover {
+		// A join, or a take-over: a full heartbeat (subscription,
+		// rebalance timeout, owning nothing yet), answered with the
+		// member's whole assignment.
 		req.Subscription = subscriptionOf(s.start)
 		req.RebalanceTimeoutMs = s.start.RebalanceTimeoutMs
 		if req.RebalanceTimeoutMs == 0 {
@@ -447,6 +504,19 @@ func (s *subscription) join() (*request.GroupHeartbeatResult, error) {
 		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
 		resp, err := s.core.ConsumerGroupHeartbeat(ctx, s.heartbeatRequest())
 		cancel()
+		if s.takeover && err != nil {
+			switch s.b.Error(err).Code {
+			case quirev1.ErrorCode_FENCED_MEMBER_EPOCH, quirev1.ErrorCode_UNKNOWN_MEMBER_ID:
+				// The member left, or moved on: join as a new one
+				// under its id.
+				s.b.Logger().Debug("subscribe stream cannot take its member over; joining", "group", s.start.Group, "member", s.memberID, "error", err)
+				s.takeover, s.epoch = false, 0
+				continue
+			}
+		}
+		if err == nil {
+			s.takeover = false
+		}
 		if err == nil || !s.b.Error(err).Retriable || s.ctx.Err() != nil || time.Now().After(deadline) {
 			return resp, err
 		}
@@ -462,7 +532,7 @@ func (s *subscription) join() (*request.GroupHeartbeatResult, error) {
 
 func (s *subscription) spawnHeartbeat() {
 	req := s.heartbeatRequest()
-	s.hbInFlight = true
+	s.hbInFlight, s.hbOwned = true, s.ownedKeys()
 	// Not ended with the stream: finish waits for it, so that a join
 	// in flight is not answered after the leave.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
@@ -506,11 +576,17 @@ func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error
 		s.hbAt = now.Add(min(s.interval, subscribeRetry))
 		return nil
 	}
+	epochMoved := s.epoch != resp.MemberEpoch
 	s.epoch = resp.MemberEpoch
 	if resp.HeartbeatIntervalMs > 0 {
 		s.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}
 	s.hbAt = now.Add(s.interval)
+	if !slices.Equal(s.ownedKeys(), s.hbOwned) {
+		// Partitions given up (finishRevoking) while it was out: say so
+		// at once.
+		s.hbAt = now
+	}
 	var target []partKey
 	if resp.Assignment != nil {
 		target = assignmentToParts(resp.Assignment)
@@ -519,7 +595,9 @@ func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error
 	} else {
 		target = s.ownedKeys()
 	}
-	changed, err := s.reconcileChanged(target, joined)
+	// A new epoch is told too: it is what a restarted client takes its
+	// member over with (SubscribeStart.member_epoch).
+	changed, err := s.reconcileChanged(target, joined || epochMoved)
 	if err != nil {
 		return err
 	}
@@ -527,72 +605,6 @@ func (s *subscription) onHeartbeat(resp *request.GroupHeartbeatResult, err error
 		s.hbAt = now // acknowledge it at once
 	}
 	return nil
-}
-
-func (s *subscription) reconcile(target []partKey, always bool) error {
-	_, err := s.reconcileChanged(target, always)
-	return err
-}
-
-// reconcileChanged moves to a new assignment: revoked partitions are
-// dropped (no record of them is sent from here on) and their
-// acknowledged offsets committed, then the client is told. It reports
-// whether anything changed; always sends the assignment regardless.
-func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, error) {
-	var revoked, added []partKey
-	for _, k := range s.ownedKeys() {
-		if _, ok := slices.BinarySearchFunc(target, k, comparePartKey); !ok {
-			revoked = append(revoked, k)
-		}
-	}
-	for _, k := range target {
-		if s.owned[k] == nil {
-			added = append(added, k)
-		}
-	}
-	if len(revoked) == 0 && len(added) == 0 && !always {
-		return false, nil
-	}
-	if len(revoked) > 0 {
-		if s.fetchStop != nil {
-			s.fetchStop() // its answer is dropped for partitions gone
-		}
-		if s.epoch > 0 {
-			s.commit(revoked)
-		}
-		for _, k := range revoked {
-			p := s.owned[k]
-			for p.sent.len() > 0 {
-				s.acked(p.sent.front()) // its credit is the client's again
-				p.sent.pop()
-			}
-			s.release(p)
-			delete(s.owned, k)
-		}
-	}
-	if len(added) > 0 {
-		topics := make([]string, len(added))
-		for i, k := range added {
-			topics[i] = k.topic
-		}
-		if err := firstDenied(s.core.DeniedTopics(s.ctx, auth.OpRead, topics), topics); err != nil {
-			return true, errSubscribeEnd{err: err, leave: true}
-		}
-	}
-	for _, k := range added {
-		s.owned[k] = &subPart{tp: k, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
-	}
-	err := s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
-		MemberId: s.memberID, MemberEpoch: s.epoch, Assigned: partsToAssignment(added),
-		Revoked: partsToAssignment(revoked), Owned: partsToAssignment(s.ownedKeys())}}})
-	if err != nil {
-		return true, err
-	}
-	if len(revoked)+len(added) > 0 {
-		s.b.Logger().Debug("subscribe stream assignment changed", "group", s.start.Group, "member", s.memberID,
-			"epoch", s.epoch, "assigned", len(added), "revoked", len(revoked), "owned", len(s.owned))
-	}
-	return len(revoked)+len(added) > 0, nil
 }
 
 func (s *subscription) ownedKeys() []partKey {

@@ -41,10 +41,11 @@ type fakeBroker struct {
 	// fetchRefused: the core refuses every fetch (the caller's Read
 	// taken away).
 	fetchRefused error
+	streams      *Streams
 }
 
 func newFakeBroker() *fakeBroker {
-	return &fakeBroker{batches: map[int32][]byte{}, read: map[int32]bool{}, closing: make(chan struct{})}
+	return &fakeBroker{batches: map[int32][]byte{}, read: map[int32]bool{}, closing: make(chan struct{}), streams: NewStreams()}
 }
 
 func (f *fakeBroker) note(format string, args ...any) {
@@ -157,6 +158,15 @@ func (f *fakeBroker) Error(err error) *quirev1.Error {
 func (f *fakeBroker) Closing() <-chan struct{} { return f.closing }
 func (f *fakeBroker) ShuttingDown() error      { return errors.New("fake: shutting down") }
 func (f *fakeBroker) Logger() hclog.Logger     { return hclog.NewNullLogger() }
+func (f *fakeBroker) Streams() *Streams        { return f.streams }
+
+// GroupChanges: the fake has no image; its heartbeats' answers say it
+// all.
+func (f *fakeBroker) GroupChanges() (<-chan struct{}, func())  { return nil, func() {} }
+func (f *fakeBroker) Member(string, string) (MemberView, bool) { return MemberView{}, false }
+func (f *fakeBroker) TakenOver(group, member string) error {
+	return fmt.Errorf("%w: member %q of %q taken over", errFenced, member, group)
+}
 
 // fakeStream is the client's end: in carries its messages (closed: the
 // client closed its side), out what the member sent it.
@@ -281,12 +291,14 @@ func parts(a *quirev1.GroupAssignment) []string {
 var ordersStart = &quirev1.SubscribeStart{Group: "g", Subscription: &quirev1.GroupSubscription{Topics: []string{"orders"}},
 	Batches: true, MaxOutstandingRecords: 3, CommitIntervalMs: 3_600_000}
 
-// TestServeCommitsRevokedFirst: a partition taken away is committed at
-// what the client acknowledged (under the epoch the revoking answer
-// gave, the member's epoch at the coordinator from then on) before the
-// heartbeat that gives it up is sent, so its next owner starts after the records this client has; the
-// client is told of the revocation; closing the stream leaves the group
-// (epoch -1).
+// TestServeCommitsRevokedFirst: a partition taken away is no longer
+// sent, and is given up only once the client acknowledged what it was
+// sent of it: the client is told it is revoking, then, after its ack,
+// the partition is committed at what it acknowledged (under the epoch
+// the revoking answer gave, the member's epoch at the coordinator from
+// then on) and revoked, and only then does a heartbeat give it up, so
+// its next owner starts after the records this client had; closing the
+// stream leaves the group (epoch -1).
 func TestServeCommitsRevokedFirst(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -317,24 +329,34 @@ func TestServeCommitsRevokedFirst(t *testing.T) {
 	if got := batchOffsets(batch); !slices.Equal(got, span(0, 3)) {
 		t.Fatalf("records %v, want 0..2", got)
 	}
-	st.in <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
-		Partitions: []*quirev1.AckedOffsets{{Topic: "orders", Partition: 0, Offsets: span(0, 3)}}}}}
-	// The credit (3 records) was full until the ack: the fetch from 3
-	// says the member has taken it.
-	waitEvent(t, b, "fetch orders-0 from 3")
 	mu.Lock()
 	revoke = true
 	mu.Unlock()
-
 	a := st.next(t).GetAssignment()
-	if !slices.Equal(parts(a.GetRevoked()), []string{"orders-0"}) || len(parts(a.GetOwned())) != 0 || a.GetMemberEpoch() != 2 {
-		t.Fatalf("after the revocation: %v, want orders-0 revoked at epoch 2, nothing owned", a)
+	if !slices.Equal(parts(a.GetRevoking()), []string{"orders-0"}) || !slices.Equal(parts(a.GetOwned()), []string{"orders-0"}) ||
+		len(parts(a.GetRevoked())) != 0 || a.GetMemberEpoch() != 2 {
+		t.Fatalf("after the revocation: %v, want orders-0 revoking (still owned) at epoch 2", a)
+	}
+	// The grace (3/4 of the default 60 s rebalance timeout) holds the
+	// partition until the client acknowledges what it has.
+	before := b.log()
+	if i := indexOf(before, "heartbeat epoch 2 owned []"); i >= 0 {
+		t.Fatalf("orders-0 given up (event %d) before its records were acknowledged: %q", i, before)
+	}
+	st.in <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+		Partitions: []*quirev1.AckedOffsets{{Topic: "orders", Partition: 0, Offsets: span(0, 3)}}}}}
+	a = st.next(t).GetAssignment()
+	if !slices.Equal(parts(a.GetRevoked()), []string{"orders-0"}) || len(parts(a.GetOwned())) != 0 || len(parts(a.GetRevoking())) != 0 {
+		t.Fatalf("after the ack: %v, want orders-0 revoked, nothing owned", a)
 	}
 	waitEvent(t, b, "heartbeat epoch 2 owned []")
 	events := b.log()
 	commit, giveUp := indexOf(events, "commit orders-0 at 3 by epoch 2"), indexOf(events, "heartbeat epoch 2 owned []")
 	if commit < 0 || commit > giveUp {
 		t.Fatalf("commit of orders-0 at 3 (event %d) not before the heartbeat giving it up (event %d): %q", commit, giveUp, events)
+	}
+	if i := indexOf(events, "fetch orders-0 from 3"); i >= 0 && i > indexOf(events, "heartbeat epoch 2") {
+		t.Fatalf("orders-0 fetched (event %d) after its revocation began: %q", i, events)
 	}
 
 	close(st.in)

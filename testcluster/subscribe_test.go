@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,9 +32,16 @@ type subStream struct {
 	send   chan *quirev1.SubscribeRequest // nil: CloseSend
 	done   chan struct{}
 
-	mu       sync.Mutex
-	autoAck  bool
+	mu      sync.Mutex
+	autoAck bool
+	// lagAck, with autoAck, keeps the SubscribeBatches' acks in unacked
+	// (the last batch's next_offset per partition) for ackLagging to
+	// send, as a client working on what it got would, and sends a
+	// partition's as soon as it is revoking.
+	lagAck   bool
+	unacked  map[string]*quirev1.AckedOffsets // with lagAck, per partition
 	memberID string
+	epoch    int32 // the member epoch of the last assignment event
 	owned    map[string]bool
 	records  map[string][]*quirev1.ConsumedRecord // SubscribeBatch records too, with their batch's topic and partition
 	recvAt   map[string][]time.Time               // per partition, when each record was read
@@ -41,6 +49,7 @@ type subStream struct {
 	raws     []*quirev1.SubscribeRawBatch         // every SubscribeRawBatch, in order
 	rawNext  map[string]int64                     // per partition, the last SubscribeRawBatch's next_offset
 	views    []ownView                            // every change of owned, in order
+	refused  []*quirev1.SubscribeAckRefused       // acks the broker refused
 	err      error                                // how the stream ended (io.EOF: OK)
 	changed  chan struct{}
 }
@@ -70,7 +79,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 	}
 	s := &subStream{t: t, name: name, cancel: cancel, send: make(chan *quirev1.SubscribeRequest, 1024), done: make(chan struct{}),
 		autoAck: autoAck, owned: map[string]bool{}, records: map[string][]*quirev1.ConsumedRecord{},
-		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{})}
+		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{}), unacked: map[string]*quirev1.AckedOffsets{}}
 	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
 	sendDone := make(chan struct{})
 	go func() {
@@ -100,7 +109,16 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 			}
 			switch ev := resp.Event.(type) {
 			case *quirev1.SubscribeResponse_Assignment:
-				s.memberID = ev.Assignment.MemberId
+				s.memberID, s.epoch = ev.Assignment.MemberId, ev.Assignment.MemberEpoch
+				for _, p := range ownedSet(ev.Assignment.Revoking) {
+					if a := s.unacked[p]; a != nil {
+						s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{Partitions: []*quirev1.AckedOffsets{a}}}}
+						delete(s.unacked, p)
+					}
+				}
+				for _, p := range ownedSet(ev.Assignment.Revoked) {
+					delete(s.unacked, p)
+				}
 				for _, p := range ownedSet(ev.Assignment.Revoked) {
 					delete(s.owned, p)
 				}
@@ -139,10 +157,16 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 					s.records[p] = append(s.records[p], consumedOf(b, r))
 					s.recvAt[p] = append(s.recvAt[p], now)
 				}
-				if s.autoAck {
-					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
-						Partitions: []*quirev1.AckedOffsets{{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}}}}}
+				a := &quirev1.AckedOffsets{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}
+				if s.lagAck {
+					a, s.unacked[p] = nil, a
 				}
+				if s.autoAck && a != nil {
+					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+						Partitions: []*quirev1.AckedOffsets{a}}}}
+				}
+			case *quirev1.SubscribeResponse_AckRefused:
+				s.refused = append(s.refused, ev.AckRefused)
 			case *quirev1.SubscribeResponse_RawBatch:
 				b := ev.RawBatch
 				p := tpName(b.Topic, b.Partition)
@@ -265,6 +289,23 @@ func (s *subStream) wait(ctx context.Context, what string, cond func() bool) {
 		case <-ctx.Done():
 			s.t.Fatalf("%s: waiting for %s: %v", s.name, what, ctx.Err())
 		}
+	}
+}
+
+// refusedAck waits for the stream's n-th refused ack and returns it.
+func (s *subStream) refusedAck(ctx context.Context, n int) *quirev1.SubscribeAckRefused {
+	s.t.Helper()
+	s.wait(ctx, fmt.Sprintf("ack refusal %d", n), func() bool { return len(s.refused) >= n })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[n-1]
+}
+
+// checkRefused fails unless r refuses an ack INVALID_REQUEST saying want.
+func checkRefused(t *testing.T, r *quirev1.SubscribeAckRefused, want string) {
+	t.Helper()
+	if r.Error.GetCode() != quirev1.ErrorCode_INVALID_REQUEST || !strings.Contains(r.Error.GetMessage(), want) {
+		t.Fatalf("ack refused with %v, want INVALID_REQUEST saying %q", r.Error, want)
 	}
 }
 
@@ -506,9 +547,9 @@ func TestClusterSubscribeSplit(t *testing.T) {
 // TestClusterSubscribeAcks: the credit caps what is sent and not
 // acknowledged; the broker commits the offset below which everything was
 // acknowledged (acks out of order hold it back); a clean close commits
-// and leaves at once; an ack of a record never sent ends the stream
-// INVALID_REQUEST; a broken stream stays in the group until the session
-// timeout.
+// and leaves at once; an ack of a record never sent is refused
+// INVALID_REQUEST on the stream, which goes on; a broken stream leaves
+// the group.
 func TestClusterSubscribeAcks(t *testing.T) {
 	t.Parallel()
 	c, ctx, ctl := subCluster(t, 3000)
@@ -562,7 +603,7 @@ func TestClusterSubscribeAcks(t *testing.T) {
 	}
 
 	// The next stream starts at the commit; acking what it was never
-	// sent ends it.
+	// sent is refused, whole, and the stream goes on.
 	s2 := subscribe(t, c, via, "S2", start, false)
 	s2.wait(ctx, "records from 5", func() bool { return len(s2.records[p0]) >= 1 })
 	if got := s2.offsets(p0)[0]; got != 5 {
@@ -573,24 +614,34 @@ func TestClusterSubscribeAcks(t *testing.T) {
 		len(d.Members) != 1 || d.Members[0].ClientAddress != "127.0.0.1" {
 		t.Fatalf("describe with the second stream in: %v, %v; want one member at 127.0.0.1", d, err)
 	}
-	s2.ack("acks", 0, 9)
-	<-s2.done
-	if errCode(s2.err) != quirev1.ErrorCode_INVALID_REQUEST || status.Code(s2.err) != codes.InvalidArgument {
-		t.Fatalf("ack of an offset never sent: %v", s2.err)
+	s2.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+		Partitions: []*quirev1.AckedOffsets{{Topic: "acks", Partition: 0, Offsets: []int64{5, 9}}}}}}
+	s2.wait(ctx, "the ack refused", func() bool { return len(s2.refused) == 1 })
+	s2.mu.Lock()
+	ref := s2.refused[0]
+	s2.mu.Unlock()
+	if ref.Error.GetCode() != quirev1.ErrorCode_INVALID_REQUEST || !strings.Contains(ref.Error.GetMessage(), "offset 9, which this stream was not sent") ||
+		len(ref.Ack.GetPartitions()) != 1 {
+		t.Fatalf("ack of an offset never sent refused with %v", ref)
 	}
+	// The stream goes on: 5, in the refused ack, acknowledged on its own
+	// is committed.
+	s2.ack("acks", 0, 5)
+	c.Eventually(ctx, "commit 6 after the ack refused", func() error {
+		if got, err := committedAt(ctx, c, ctl, "ag", "acks", 0); err != nil || got != 6 {
+			return fmt.Errorf("committed %d (%v)", got, err)
+		}
+		return nil
+	})
+	s2.cancel()
+	<-s2.done
 
-	// A broken stream stays a member until the session timeout.
+	// A broken stream leaves the group (TestClusterSubscribeBrokenLeaves
+	// shows it is at once).
 	s3 := subscribe(t, c, via, "S3", start, false)
 	s3.wait(ctx, "joined", func() bool { return len(s3.owned) == 1 })
-	s3.mu.Lock()
-	member := s3.memberID
-	s3.mu.Unlock()
 	s3.cancel()
 	<-s3.done
-	d, err = groups(c, ctl).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "ag"})
-	if err != nil || len(d.Members) != 1 || d.Members[0].MemberId != member {
-		t.Fatalf("describe right after a broken stream: %v, %v; want member %s", d, err, member)
-	}
 	c.Eventually(ctx, "the broken stream's member removed", func() error {
 		d, err := groups(c, ctl).DescribeGroup(ctx, &quirev1.DescribeGroupRequest{Group: "ag"})
 		if err != nil {

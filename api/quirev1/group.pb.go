@@ -2185,7 +2185,18 @@ type SubscribeStart struct {
 	// anything yet takes it on, one that delivers without key ordering
 	// already refuses the stream (INVALID_REQUEST). false leaves the
 	// group's setting as it is.
-	KeyOrdered    bool `protobuf:"varint,15,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	KeyOrdered bool `protobuf:"varint,15,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	// Takes over a member a stream of this client had (a process restarted
+	// while its old stream is still open, or ended without leaving): the
+	// member_id and member_epoch of that stream's last SubscribeAssignment.
+	// The stream resumes the member with no rebalance: its partitions stay
+	// its own and are read from the group's committed offsets. An older
+	// stream of the member on the same node ends with FENCED_MEMBER_EPOCH.
+	// A member the group no longer has at that epoch (it left, or moved on)
+	// joins again under member_id as a new one. "" (and 0) joins a new
+	// member under an id the broker picks.
+	MemberId      string `protobuf:"bytes,16,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,17,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2332,6 +2343,20 @@ func (x *SubscribeStart) GetKeyOrdered() bool {
 		return x.KeyOrdered
 	}
 	return false
+}
+
+func (x *SubscribeStart) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SubscribeStart) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
 }
 
 type isSubscribeStart_OptionalIsolationLevel interface {
@@ -2641,14 +2666,15 @@ type AckedOffsets struct {
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Offsets of records received, in any order. Those of a partition no
 	// longer assigned to the stream, or acknowledged already, are ignored;
-	// one never sent on this partition is INVALID_REQUEST.
+	// one never sent on this partition has the ack refused
+	// (SubscribeAckRefused).
 	Offsets []int64 `protobuf:"varint,3,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
 	// Acknowledges every record of the partition sent with an offset below
 	// this one: a SubscribeBatch's next_offset acknowledges the batch and
 	// everything before it, a record's offset + 1 that record and
 	// everything before it. 0 acknowledges nothing. Past the offset after
 	// the last record the stream was sent of this partition, or negative,
-	// is INVALID_REQUEST; of a partition revoked meanwhile, ignored. May be
+	// has the ack refused; of a partition revoked meanwhile, ignored. May be
 	// given with offsets. With raw_batches, a SubscribeRawBatch's
 	// next_offset acknowledges it and everything before it.
 	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
@@ -2723,6 +2749,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Batch
 	//	*SubscribeResponse_RawBatch
 	//	*SubscribeResponse_ShareAckResults
+	//	*SubscribeResponse_AckRefused
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2810,6 +2837,15 @@ func (x *SubscribeResponse) GetShareAckResults() *ShareAckResults {
 	return nil
 }
 
+func (x *SubscribeResponse) GetAckRefused() *SubscribeAckRefused {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_AckRefused); ok {
+			return x.AckRefused
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -2840,6 +2876,12 @@ type SubscribeResponse_ShareAckResults struct {
 	ShareAckResults *ShareAckResults `protobuf:"bytes,5,opt,name=share_ack_results,json=shareAckResults,proto3,oneof"`
 }
 
+type SubscribeResponse_AckRefused struct {
+	// An ack the broker refused (an offset never sent, a negative one,
+	// ...): nothing of that message was applied; the stream goes on.
+	AckRefused *SubscribeAckRefused `protobuf:"bytes,6,opt,name=ack_refused,json=ackRefused,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Assignment) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Records) isSubscribeResponse_Event() {}
@@ -2849,6 +2891,65 @@ func (*SubscribeResponse_Batch) isSubscribeResponse_Event() {}
 func (*SubscribeResponse_RawBatch) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_ShareAckResults) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_AckRefused) isSubscribeResponse_Event() {}
+
+// An acknowledgement refused, whole: none of the message's offsets were
+// taken. The stream goes on; the records it meant to acknowledge are
+// still outstanding.
+type SubscribeAckRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// INVALID_REQUEST, and what was wrong.
+	Error *Error `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// The message refused.
+	Ack           *SubscribeAck `protobuf:"bytes,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeAckRefused) Reset() {
+	*x = SubscribeAckRefused{}
+	mi := &file_quire_v1_group_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeAckRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeAckRefused) ProtoMessage() {}
+
+func (x *SubscribeAckRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeAckRefused.ProtoReflect.Descriptor instead.
+func (*SubscribeAckRefused) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SubscribeAckRefused) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *SubscribeAckRefused) GetAck() *SubscribeAck {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
 
 type SubscribeAssignment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2861,14 +2962,20 @@ type SubscribeAssignment struct {
 	// acknowledged offsets are committed.
 	Revoked *GroupAssignment `protobuf:"bytes,4,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// Every partition the stream has now.
-	Owned         *GroupAssignment `protobuf:"bytes,5,opt,name=owned,proto3" json:"owned,omitempty"`
+	Owned *GroupAssignment `protobuf:"bytes,5,opt,name=owned,proto3" json:"owned,omitempty"`
+	// Partitions being taken away: no more records of them are sent, and
+	// the broker waits (at most three quarters of the rebalance timeout)
+	// for the acknowledgements of those it sent, commits them, and only
+	// then revokes them (an event listing them in revoked) and gives them
+	// up to the group. Acknowledge what was received of them promptly.
+	Revoking      *GroupAssignment `protobuf:"bytes,6,opt,name=revoking,proto3" json:"revoking,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeAssignment) Reset() {
 	*x = SubscribeAssignment{}
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2987,7 @@ func (x *SubscribeAssignment) String() string {
 func (*SubscribeAssignment) ProtoMessage() {}
 
 func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[35]
+	mi := &file_quire_v1_group_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +3000,7 @@ func (x *SubscribeAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeAssignment.ProtoReflect.Descriptor instead.
 func (*SubscribeAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{35}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubscribeAssignment) GetMemberId() string {
@@ -2931,6 +3038,13 @@ func (x *SubscribeAssignment) GetOwned() *GroupAssignment {
 	return nil
 }
 
+func (x *SubscribeAssignment) GetRevoking() *GroupAssignment {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
 type SubscribeRecords struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In offset order within each partition.
@@ -2941,7 +3055,7 @@ type SubscribeRecords struct {
 
 func (x *SubscribeRecords) Reset() {
 	*x = SubscribeRecords{}
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3067,7 @@ func (x *SubscribeRecords) String() string {
 func (*SubscribeRecords) ProtoMessage() {}
 
 func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[36]
+	mi := &file_quire_v1_group_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3080,7 @@ func (x *SubscribeRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRecords.ProtoReflect.Descriptor instead.
 func (*SubscribeRecords) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{36}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
@@ -2996,7 +3110,7 @@ type SubscribeBatch struct {
 
 func (x *SubscribeBatch) Reset() {
 	*x = SubscribeBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3122,7 @@ func (x *SubscribeBatch) String() string {
 func (*SubscribeBatch) ProtoMessage() {}
 
 func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[37]
+	mi := &file_quire_v1_group_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3135,7 @@ func (x *SubscribeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{37}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubscribeBatch) GetTopic() string {
@@ -3086,7 +3200,7 @@ type SubscribeRawBatch struct {
 
 func (x *SubscribeRawBatch) Reset() {
 	*x = SubscribeRawBatch{}
-	mi := &file_quire_v1_group_proto_msgTypes[38]
+	mi := &file_quire_v1_group_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3098,7 +3212,7 @@ func (x *SubscribeRawBatch) String() string {
 func (*SubscribeRawBatch) ProtoMessage() {}
 
 func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[38]
+	mi := &file_quire_v1_group_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3111,7 +3225,7 @@ func (x *SubscribeRawBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRawBatch.ProtoReflect.Descriptor instead.
 func (*SubscribeRawBatch) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{38}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SubscribeRawBatch) GetTopic() string {
@@ -3182,7 +3296,7 @@ type BatchRecord struct {
 
 func (x *BatchRecord) Reset() {
 	*x = BatchRecord{}
-	mi := &file_quire_v1_group_proto_msgTypes[39]
+	mi := &file_quire_v1_group_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3308,7 @@ func (x *BatchRecord) String() string {
 func (*BatchRecord) ProtoMessage() {}
 
 func (x *BatchRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[39]
+	mi := &file_quire_v1_group_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3321,7 @@ func (x *BatchRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRecord.ProtoReflect.Descriptor instead.
 func (*BatchRecord) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{39}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BatchRecord) GetOffset() int64 {
@@ -3349,7 +3463,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[40]
+	mi := &file_quire_v1_group_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3475,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[40]
+	mi := &file_quire_v1_group_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3488,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{40}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -3500,7 +3614,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[41]
+	mi := &file_quire_v1_group_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3626,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[41]
+	mi := &file_quire_v1_group_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3639,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{41}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*ResetOffset {
@@ -3548,7 +3662,7 @@ type ResetOffset struct {
 
 func (x *ResetOffset) Reset() {
 	*x = ResetOffset{}
-	mi := &file_quire_v1_group_proto_msgTypes[42]
+	mi := &file_quire_v1_group_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3674,7 @@ func (x *ResetOffset) String() string {
 func (*ResetOffset) ProtoMessage() {}
 
 func (x *ResetOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[42]
+	mi := &file_quire_v1_group_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3687,7 @@ func (x *ResetOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffset.ProtoReflect.Descriptor instead.
 func (*ResetOffset) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{42}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResetOffset) GetTopic() string {
@@ -3613,7 +3727,7 @@ type DescribeShareGroupRequest struct {
 
 func (x *DescribeShareGroupRequest) Reset() {
 	*x = DescribeShareGroupRequest{}
-	mi := &file_quire_v1_group_proto_msgTypes[43]
+	mi := &file_quire_v1_group_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3625,7 +3739,7 @@ func (x *DescribeShareGroupRequest) String() string {
 func (*DescribeShareGroupRequest) ProtoMessage() {}
 
 func (x *DescribeShareGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[43]
+	mi := &file_quire_v1_group_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3638,7 +3752,7 @@ func (x *DescribeShareGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeShareGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeShareGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{43}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DescribeShareGroupRequest) GetGroup() string {
@@ -3664,7 +3778,7 @@ type DescribeShareGroupResponse struct {
 
 func (x *DescribeShareGroupResponse) Reset() {
 	*x = DescribeShareGroupResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[44]
+	mi := &file_quire_v1_group_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3790,7 @@ func (x *DescribeShareGroupResponse) String() string {
 func (*DescribeShareGroupResponse) ProtoMessage() {}
 
 func (x *DescribeShareGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[44]
+	mi := &file_quire_v1_group_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3803,7 @@ func (x *DescribeShareGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeShareGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeShareGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{44}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DescribeShareGroupResponse) GetGroup() string {
@@ -3740,7 +3854,7 @@ type ShareGroupMember struct {
 
 func (x *ShareGroupMember) Reset() {
 	*x = ShareGroupMember{}
-	mi := &file_quire_v1_group_proto_msgTypes[45]
+	mi := &file_quire_v1_group_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3866,7 @@ func (x *ShareGroupMember) String() string {
 func (*ShareGroupMember) ProtoMessage() {}
 
 func (x *ShareGroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[45]
+	mi := &file_quire_v1_group_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +3879,7 @@ func (x *ShareGroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareGroupMember.ProtoReflect.Descriptor instead.
 func (*ShareGroupMember) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{45}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ShareGroupMember) GetMemberId() string {
@@ -3825,7 +3939,7 @@ type ShareGroupPartition struct {
 
 func (x *ShareGroupPartition) Reset() {
 	*x = ShareGroupPartition{}
-	mi := &file_quire_v1_group_proto_msgTypes[46]
+	mi := &file_quire_v1_group_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3951,7 @@ func (x *ShareGroupPartition) String() string {
 func (*ShareGroupPartition) ProtoMessage() {}
 
 func (x *ShareGroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[46]
+	mi := &file_quire_v1_group_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3964,7 @@ func (x *ShareGroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareGroupPartition.ProtoReflect.Descriptor instead.
 func (*ShareGroupPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{46}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ShareGroupPartition) GetTopic() string {
@@ -4082,7 +4196,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckH\x00R\x03ack\x124\n" +
 	"\n" +
 	"share_acks\x18\x03 \x01(\v2\x13.quire.v1.ShareAcksH\x00R\tshareAcksB\t\n" +
-	"\arequest\"\xb6\x05\n" +
+	"\arequest\"\xf6\x05\n" +
 	"\x0eSubscribeStart\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12?\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x1b.quire.v1.GroupSubscriptionR\fsubscription\x126\n" +
@@ -4102,7 +4216,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x0fisolation_level\x18\r \x01(\x0e2\x18.quire.v1.IsolationLevelH\x00R\x0eisolationLevel\x12+\n" +
 	"\x04mode\x18\x0e \x01(\x0e2\x17.quire.v1.SubscribeModeR\x04mode\x12\x1f\n" +
 	"\vkey_ordered\x18\x0f \x01(\bR\n" +
-	"keyOrderedB\x1a\n" +
+	"keyOrdered\x12\x1b\n" +
+	"\tmember_id\x18\x10 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x11 \x01(\x05R\vmemberEpochB\x1a\n" +
 	"\x18optional_isolation_level\"L\n" +
 	"\tShareAcks\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12/\n" +
@@ -4129,7 +4245,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
 	"\aoffsets\x18\x03 \x03(\x03R\aoffsets\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
-	"nextOffset\"\xcc\x02\n" +
+	"nextOffset\"\x8e\x03\n" +
 	"\x11SubscribeResponse\x12?\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1d.quire.v1.SubscribeAssignmentH\x00R\n" +
@@ -4137,14 +4253,20 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\arecords\x18\x02 \x01(\v2\x1a.quire.v1.SubscribeRecordsH\x00R\arecords\x120\n" +
 	"\x05batch\x18\x03 \x01(\v2\x18.quire.v1.SubscribeBatchH\x00R\x05batch\x12:\n" +
 	"\traw_batch\x18\x04 \x01(\v2\x1b.quire.v1.SubscribeRawBatchH\x00R\brawBatch\x12G\n" +
-	"\x11share_ack_results\x18\x05 \x01(\v2\x19.quire.v1.ShareAckResultsH\x00R\x0fshareAckResultsB\a\n" +
-	"\x05event\"\xf2\x01\n" +
+	"\x11share_ack_results\x18\x05 \x01(\v2\x19.quire.v1.ShareAckResultsH\x00R\x0fshareAckResults\x12@\n" +
+	"\vack_refused\x18\x06 \x01(\v2\x1d.quire.v1.SubscribeAckRefusedH\x00R\n" +
+	"ackRefusedB\a\n" +
+	"\x05event\"f\n" +
+	"\x13SubscribeAckRefused\x12%\n" +
+	"\x05error\x18\x01 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12(\n" +
+	"\x03ack\x18\x02 \x01(\v2\x16.quire.v1.SubscribeAckR\x03ack\"\xa9\x02\n" +
 	"\x13SubscribeAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x125\n" +
 	"\bassigned\x18\x03 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x123\n" +
 	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
-	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\"F\n" +
+	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\x125\n" +
+	"\brevoking\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\brevoking\"F\n" +
 	"\x10SubscribeRecords\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\xbe\x01\n" +
 	"\x0eSubscribeBatch\x12\x14\n" +
@@ -4260,7 +4382,7 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_quire_v1_group_proto_goTypes = []any{
 	(SubscribeMode)(0),                     // 0: quire.v1.SubscribeMode
 	(ShareAckType)(0),                      // 1: quire.v1.ShareAckType
@@ -4299,23 +4421,24 @@ var file_quire_v1_group_proto_goTypes = []any{
 	(*SubscribeAck)(nil),                   // 34: quire.v1.SubscribeAck
 	(*AckedOffsets)(nil),                   // 35: quire.v1.AckedOffsets
 	(*SubscribeResponse)(nil),              // 36: quire.v1.SubscribeResponse
-	(*SubscribeAssignment)(nil),            // 37: quire.v1.SubscribeAssignment
-	(*SubscribeRecords)(nil),               // 38: quire.v1.SubscribeRecords
-	(*SubscribeBatch)(nil),                 // 39: quire.v1.SubscribeBatch
-	(*SubscribeRawBatch)(nil),              // 40: quire.v1.SubscribeRawBatch
-	(*BatchRecord)(nil),                    // 41: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 42: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 43: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 44: quire.v1.ResetOffset
-	(*DescribeShareGroupRequest)(nil),      // 45: quire.v1.DescribeShareGroupRequest
-	(*DescribeShareGroupResponse)(nil),     // 46: quire.v1.DescribeShareGroupResponse
-	(*ShareGroupMember)(nil),               // 47: quire.v1.ShareGroupMember
-	(*ShareGroupPartition)(nil),            // 48: quire.v1.ShareGroupPartition
-	(*Error)(nil),                          // 49: quire.v1.Error
-	(RecordFormat)(0),                      // 50: quire.v1.RecordFormat
-	(IsolationLevel)(0),                    // 51: quire.v1.IsolationLevel
-	(*ConsumedRecord)(nil),                 // 52: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 53: quire.v1.RecordHeader
+	(*SubscribeAckRefused)(nil),            // 37: quire.v1.SubscribeAckRefused
+	(*SubscribeAssignment)(nil),            // 38: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),               // 39: quire.v1.SubscribeRecords
+	(*SubscribeBatch)(nil),                 // 40: quire.v1.SubscribeBatch
+	(*SubscribeRawBatch)(nil),              // 41: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                    // 42: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),            // 43: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 44: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                    // 45: quire.v1.ResetOffset
+	(*DescribeShareGroupRequest)(nil),      // 46: quire.v1.DescribeShareGroupRequest
+	(*DescribeShareGroupResponse)(nil),     // 47: quire.v1.DescribeShareGroupResponse
+	(*ShareGroupMember)(nil),               // 48: quire.v1.ShareGroupMember
+	(*ShareGroupPartition)(nil),            // 49: quire.v1.ShareGroupPartition
+	(*Error)(nil),                          // 50: quire.v1.Error
+	(RecordFormat)(0),                      // 51: quire.v1.RecordFormat
+	(IsolationLevel)(0),                    // 52: quire.v1.IsolationLevel
+	(*ConsumedRecord)(nil),                 // 53: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                   // 54: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	3,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -4324,7 +4447,7 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	11, // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
 	15, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
 	17, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
-	49, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
+	50, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
 	19, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
 	20, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
 	21, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
@@ -4339,54 +4462,58 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	34, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	30, // 19: quire.v1.SubscribeRequest.share_acks:type_name -> quire.v1.ShareAcks
 	19, // 20: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	50, // 21: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	51, // 22: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
+	51, // 21: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	52, // 22: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
 	0,  // 23: quire.v1.SubscribeStart.mode:type_name -> quire.v1.SubscribeMode
 	31, // 24: quire.v1.ShareAcks.ranges:type_name -> quire.v1.ShareAckRange
 	1,  // 25: quire.v1.ShareAckRange.type:type_name -> quire.v1.ShareAckType
 	33, // 26: quire.v1.ShareAckResults.ranges:type_name -> quire.v1.ShareAckRangeResult
 	31, // 27: quire.v1.ShareAckRangeResult.range:type_name -> quire.v1.ShareAckRange
-	49, // 28: quire.v1.ShareAckRangeResult.error:type_name -> quire.v1.Error
+	50, // 28: quire.v1.ShareAckRangeResult.error:type_name -> quire.v1.Error
 	35, // 29: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
-	37, // 30: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
-	38, // 31: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
-	39, // 32: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
-	40, // 33: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
+	38, // 30: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
+	39, // 31: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
+	40, // 32: quire.v1.SubscribeResponse.batch:type_name -> quire.v1.SubscribeBatch
+	41, // 33: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
 	32, // 34: quire.v1.SubscribeResponse.share_ack_results:type_name -> quire.v1.ShareAckResults
-	20, // 35: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
-	20, // 36: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
-	20, // 37: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
-	52, // 38: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
-	41, // 39: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	53, // 40: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
-	44, // 41: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	47, // 42: quire.v1.DescribeShareGroupResponse.members:type_name -> quire.v1.ShareGroupMember
-	48, // 43: quire.v1.DescribeShareGroupResponse.partitions:type_name -> quire.v1.ShareGroupPartition
-	2,  // 44: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	5,  // 45: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	9,  // 46: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	12, // 47: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	14, // 48: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	18, // 49: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	23, // 50: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	28, // 51: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	45, // 52: quire.v1.Groups.DescribeShareGroup:input_type -> quire.v1.DescribeShareGroupRequest
-	42, // 53: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	4,  // 54: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	7,  // 55: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	10, // 56: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	13, // 57: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 58: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	22, // 59: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	24, // 60: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	36, // 61: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	46, // 62: quire.v1.Groups.DescribeShareGroup:output_type -> quire.v1.DescribeShareGroupResponse
-	43, // 63: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	54, // [54:64] is the sub-list for method output_type
-	44, // [44:54] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	37, // 35: quire.v1.SubscribeResponse.ack_refused:type_name -> quire.v1.SubscribeAckRefused
+	50, // 36: quire.v1.SubscribeAckRefused.error:type_name -> quire.v1.Error
+	34, // 37: quire.v1.SubscribeAckRefused.ack:type_name -> quire.v1.SubscribeAck
+	20, // 38: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
+	20, // 39: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
+	20, // 40: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
+	20, // 41: quire.v1.SubscribeAssignment.revoking:type_name -> quire.v1.GroupAssignment
+	53, // 42: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	42, // 43: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
+	54, // 44: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	45, // 45: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
+	48, // 46: quire.v1.DescribeShareGroupResponse.members:type_name -> quire.v1.ShareGroupMember
+	49, // 47: quire.v1.DescribeShareGroupResponse.partitions:type_name -> quire.v1.ShareGroupPartition
+	2,  // 48: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	5,  // 49: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	9,  // 50: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	12, // 51: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	14, // 52: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	18, // 53: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	23, // 54: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	28, // 55: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	46, // 56: quire.v1.Groups.DescribeShareGroup:input_type -> quire.v1.DescribeShareGroupRequest
+	43, // 57: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	4,  // 58: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	7,  // 59: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	10, // 60: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	13, // 61: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 62: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	22, // 63: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	24, // 64: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	36, // 65: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	47, // 66: quire.v1.Groups.DescribeShareGroup:output_type -> quire.v1.DescribeShareGroupResponse
+	44, // 67: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	58, // [58:68] is the sub-list for method output_type
+	48, // [48:58] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -4417,14 +4544,15 @@ func file_quire_v1_group_proto_init() {
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_RawBatch)(nil),
 		(*SubscribeResponse_ShareAckResults)(nil),
+		(*SubscribeResponse_AckRefused)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[39].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[40].OneofWrappers = []any{
 		(*BatchRecord_Key)(nil),
 		(*BatchRecord_KeyBytes)(nil),
 		(*BatchRecord_Value)(nil),
 		(*BatchRecord_ValueBytes)(nil),
 	}
-	file_quire_v1_group_proto_msgTypes[40].OneofWrappers = []any{
+	file_quire_v1_group_proto_msgTypes[41].OneofWrappers = []any{
 		(*ResetOffsetsRequest_Earliest)(nil),
 		(*ResetOffsetsRequest_Latest)(nil),
 		(*ResetOffsetsRequest_Offset)(nil),
@@ -4437,7 +4565,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -104,17 +104,23 @@ type GroupsClient interface {
 	// records, by offset or everything of a partition below an offset (a
 	// batch's next_offset); the broker commits, per partition, the offset
 	// below which every record it sent was acknowledged, every
-	// commit_interval_ms, when the partition is revoked (it sends no more of
-	// it from then on) and when the stream ends. At most
+	// commit_interval_ms, when the partition is revoked and when the stream
+	// ends. A partition taken away is first listed revoking: no more of it
+	// is sent, and the broker waits (up to 3/4 of the rebalance timeout) for
+	// the acknowledgements of what it sent, commits them, and only then
+	// revokes it and gives it up. The coordinator's decisions reach the
+	// stream as they are made, not at its next heartbeat. At most
 	// max_outstanding_records records (and about max_outstanding_bytes
 	// bytes) are sent and not yet acknowledged. A stream the client closes
-	// (half-closes) leaves the group at once and ends OK; a broken stream
-	// stops heartbeating, so the member is removed after
-	// group.consumer.session.timeout.ms. Errors end the stream with a
-	// status carrying a quire.v1.Error: a first message that is not a
-	// SubscribeStart, an acknowledgement of an offset never sent (or of
-	// records past the last one sent), a negative credit, interval or
-	// offset, an unknown reset are INVALID_REQUEST; the group's own refusals
+	// (half-closes) leaves the group at once and ends OK; a broken or
+	// cancelled one leaves at once too (a static member keeps its place for
+	// the session timeout). An acknowledgement of an offset never sent (or
+	// of records past the last one sent) is refused on the stream
+	// (SubscribeAckRefused, INVALID_REQUEST), which goes on. Errors end the
+	// stream with a status carrying a quire.v1.Error: a first message that
+	// is not a SubscribeStart, a later one that is not an ack, a negative
+	// credit, interval or epoch, an unknown reset are INVALID_REQUEST; the
+	// group's own refusals
 	// are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
 	// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE
@@ -325,17 +331,23 @@ type GroupsServer interface {
 	// records, by offset or everything of a partition below an offset (a
 	// batch's next_offset); the broker commits, per partition, the offset
 	// below which every record it sent was acknowledged, every
-	// commit_interval_ms, when the partition is revoked (it sends no more of
-	// it from then on) and when the stream ends. At most
+	// commit_interval_ms, when the partition is revoked and when the stream
+	// ends. A partition taken away is first listed revoking: no more of it
+	// is sent, and the broker waits (up to 3/4 of the rebalance timeout) for
+	// the acknowledgements of what it sent, commits them, and only then
+	// revokes it and gives it up. The coordinator's decisions reach the
+	// stream as they are made, not at its next heartbeat. At most
 	// max_outstanding_records records (and about max_outstanding_bytes
 	// bytes) are sent and not yet acknowledged. A stream the client closes
-	// (half-closes) leaves the group at once and ends OK; a broken stream
-	// stops heartbeating, so the member is removed after
-	// group.consumer.session.timeout.ms. Errors end the stream with a
-	// status carrying a quire.v1.Error: a first message that is not a
-	// SubscribeStart, an acknowledgement of an offset never sent (or of
-	// records past the last one sent), a negative credit, interval or
-	// offset, an unknown reset are INVALID_REQUEST; the group's own refusals
+	// (half-closes) leaves the group at once and ends OK; a broken or
+	// cancelled one leaves at once too (a static member keeps its place for
+	// the session timeout). An acknowledgement of an offset never sent (or
+	// of records past the last one sent) is refused on the stream
+	// (SubscribeAckRefused, INVALID_REQUEST), which goes on. Errors end the
+	// stream with a status carrying a quire.v1.Error: a first message that
+	// is not a SubscribeStart, a later one that is not an ack, a negative
+	// credit, interval or epoch, an unknown reset are INVALID_REQUEST; the
+	// group's own refusals
 	// are those of ConsumerGroupHeartbeat (INVALID_GROUP_ID,
 	// UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 	// GROUP_MAX_SIZE_REACHED); a broker shutting down ends it UNAVAILABLE

@@ -3,10 +3,13 @@
 
 The broker is the group member on the stream's behalf: it joins the group,
 is assigned partitions, reads them from their leaders and streams their
-records, a batch of one partition's records at a time; this program
-acknowledges each batch once it has handled it (everything of the
-partition below the batch's next_offset), and the broker commits what was
-acknowledged. Closing the request side of the
+records, a batch of one partition's records at a time. This program uses
+the fast pattern: a credit of several batches (max_outstanding_records),
+and cumulative acknowledgements: per partition, the next_offset of the
+last batch handled (which acknowledges it and everything before), all
+partitions in one ack message every ACK_EVERY records handled, at once
+for a partition the broker says is revoking, and before closing. The
+broker commits what was acknowledged. Closing the request side of the
 stream leaves the group at once. Uses only grpcio and protobuf and stubs
 generated from proto/ (see README.md); it checks what it got and exits 1
 on the first surprise, so it doubles as a test (scripts/e2e_python.sh).
@@ -26,6 +29,11 @@ from quire.v1 import errors_pb2
 from quire.v1 import group_pb2, group_pb2_grpc
 from quire.v1 import produce_pb2, produce_pb2_grpc
 from quire_errors import quire_error
+
+# Records handled between acknowledgements: one ack message covers them
+# all, the broker sending on meanwhile (the credit is several times this).
+ACK_EVERY = 1000
+CREDIT = 5000
 
 
 def check(ok, what):
@@ -92,7 +100,8 @@ def consume(groups, args, n, deadline):
     outbox = queue.Queue()
     outbox.put(group_pb2.SubscribeRequest(start=group_pb2.SubscribeStart(
         group=args.group, subscription=group_pb2.GroupSubscription(topics=[args.topic]),
-        batches=True, max_outstanding_records=5, commit_interval_ms=200)))
+        batches=True, max_outstanding_records=CREDIT, max_outstanding_bytes=CREDIT * 1024,
+        commit_interval_ms=200)))
 
     def requests():
         while True:
@@ -102,10 +111,11 @@ def consume(groups, args, n, deadline):
             yield m
 
     got, owned, closing = {}, set(), False
+    acks = Acks(args.topic, outbox)
     stream = groups.Subscribe(requests(), timeout=60)
     try:
         for event in stream:
-            closing = handle(event, owned, got, outbox, n, closing)
+            closing = handle(event, owned, got, acks, n, closing)
             check(time.time() < deadline, "read %d of %d records in 30s" % (len(got), n))
     finally:
         if not closing:
@@ -113,10 +123,42 @@ def consume(groups, args, n, deadline):
     return got
 
 
-def handle(event, owned, got, outbox, n, closing):
+class Acks:
+    """Cumulative acknowledgements: per partition, the next_offset of the
+    last batch handled, sent together every ACK_EVERY records."""
+
+    def __init__(self, topic, outbox):
+        self.topic, self.outbox = topic, outbox
+        self.pending, self.since = {}, 0
+
+    def handled(self, batch):
+        self.pending[batch.partition] = batch.next_offset
+        self.since += len(batch.records)
+        if self.since >= ACK_EVERY:
+            self.flush()
+
+    def flush(self, only=None):
+        ack = group_pb2.SubscribeAck()
+        for p in sorted(self.pending):
+            if only is None or p in only:
+                ack.partitions.add(topic=self.topic, partition=p, next_offset=self.pending[p])
+        for a in ack.partitions:
+            del self.pending[a.partition]
+        if only is None:
+            self.since = 0
+        if ack.partitions:
+            self.outbox.put(group_pb2.SubscribeRequest(ack=ack))
+
+
+def handle(event, owned, got, acks, n, closing):
     kind = event.WhichOneof("event")
+    if kind == "ack_refused":
+        check(False, "ack refused: %s" % event.ack_refused)
     if kind == "assignment":
         a = event.assignment
+        # A partition revoking waits for what it sent to be acknowledged:
+        # say at once what was handled of it.
+        acks.flush(only={p for (_, p) in parts(a.revoking)})
         owned -= set(parts(a.revoked))
         owned |= set(parts(a.assigned))
         check(owned == set(parts(a.owned)), "assignment: %s" % a)
@@ -129,12 +171,11 @@ def handle(event, owned, got, outbox, n, closing):
         got[r.value] = batch.partition
     check(batch.next_offset == batch.records[-1].offset + 1, "next_offset %d after offset %d" % (
         batch.next_offset, batch.records[-1].offset))
-    # Handled: acknowledge the batch, and everything before it.
-    ack = group_pb2.SubscribeAck()
-    ack.partitions.add(topic=batch.topic, partition=batch.partition, next_offset=batch.next_offset)
-    outbox.put(group_pb2.SubscribeRequest(ack=ack))
+    # Handled: its next_offset acknowledges it and everything before.
+    acks.handled(batch)
     if len(got) == n and not closing:
-        outbox.put(None)  # every record read: close, which commits and leaves
+        acks.flush()
+        acks.outbox.put(None)  # every record read: close, which commits and leaves
         return True
     return closing
 
