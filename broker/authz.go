@@ -274,6 +274,8 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		return out, true
 	case *quirev1.DescribeGroupRequest:
 		return []need{groupNeed(auth.OpDescribe, m.Group)}, true
+	case *quirev1.DescribeShareGroupRequest:
+		return []need{groupNeed(auth.OpDescribe, m.Group)}, true
 	case *quirev1.ResetOffsetsRequest:
 		// As Kafka's offset reset: committing for the group, reading the
 		// topics (the committed ones when none is named are checked as

@@ -57,6 +57,9 @@ var errorTable = []struct {
 	// Partition reassignment: a target the controller refuses, whole.
 	{metadata.ErrInvalidReassignment, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "INVALID_REPLICA_ASSIGNMENT"},
 	{metadata.ErrNoReassignmentInProgress, codes.FailedPrecondition, quirev1.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS, "NO_REASSIGNMENT_IN_PROGRESS"},
+	// A share-partition's state saved by a node that no longer leads the
+	// partition: the member asks the new leader.
+	{metadata.ErrShareStateFenced, codes.FailedPrecondition, quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "SHARE_STATE_FENCED"},
 	{metadata.ErrUnsupportedVersion, codes.FailedPrecondition, quirev1.ErrorCode_UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION"},
 	{metadata.ErrFeatureUpdateFailed, codes.FailedPrecondition, quirev1.ErrorCode_FEATURE_UPDATE_FAILED, "FEATURE_UPDATE_FAILED"},
 	// A command this node's code does not know: a version mismatch, not a crash.

@@ -93,6 +93,7 @@ var sentinels = map[string]error{
 	"metadata.ErrNotController":               metadata.ErrNotController,
 	"metadata.ErrTopicExists":                 metadata.ErrTopicExists,
 	"metadata.ErrUnknownTopic":                metadata.ErrUnknownTopic,
+	"metadata.ErrShareStateFenced":            metadata.ErrShareStateFenced,
 	"metadata.ErrInvalidPartitions":           metadata.ErrInvalidPartitions,
 	"metadata.ErrPartitionBudget":             metadata.ErrPartitionBudget,
 	"metadata.ErrInvalidReplicationFactor":    metadata.ErrInvalidReplicationFactor,

@@ -32,7 +32,10 @@ func Config(t testing.TB) broker.Config {
 	cfg.MetricsListen = "" // tests that want it pick a free port
 	cfg.RaftHeartbeatTimeout = 100 * time.Millisecond
 	cfg.BrokerHeartbeatIntervalMs = 200
-	cfg.BrokerSessionTimeoutMs = 3000
+	// A session lost stops the node's produce (LEADER_NOT_AVAILABLE: it
+	// may have been replaced); on a loaded machine heartbeats of a
+	// single node were late by 3 s, and no test here needs it short.
+	cfg.BrokerSessionTimeoutMs = 10000
 	w := &testWriter{t: t}
 	t.Cleanup(w.close) // registered first, so it runs after the broker's shutdown
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "broker", Level: hclog.Warn, Output: w})
