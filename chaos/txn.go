@@ -164,6 +164,11 @@ func (a *txnApp) end(stop context.Context, label string, how txnEnd, ok bool) bo
 		a.tx = nil
 		return false
 	}
+	// A context of its own: init may have taken longer than ctx's
+	// timeout under a fault, and a zombie call failing on an expired
+	// context would check nothing.
+	ctx, cancel = context.WithTimeout(context.Background(), a.callTimeout())
+	defer cancel()
 	if a.rng.IntN(2) == 0 {
 		v := label + ".zombie"
 		a.h.Add(Event{Kind: TxnSend, Process: a.id, Txn: label, Partition: 0, Value: v})
@@ -316,23 +321,52 @@ func txnFeeder(stop context.Context, cl *client.Client, parts int32) {
 	}
 }
 
-// txnReader tails every partition of the output, read_committed.
-func txnReader(ctx context.Context, h *History, cl *client.Client, parts int32) {
+// txnReader tails every partition of the output, read_committed, until
+// it has read each partition's sentinel (written once the workload has
+// stopped) or ctx ends. A reader that cannot start, or stops short of a
+// sentinel, is an error: its reads are what the checker's live-read
+// checks check, and none would pass them unchecked.
+func txnReader(ctx context.Context, h *History, cl *client.Client, parts int32) error {
 	assign := map[int32]client.Offset{}
 	for p := range parts {
 		assign[p] = client.At(0)
 	}
-	cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{txnTopic: assign})
-	if err != nil {
-		return
+	var cons *client.Consumer
+	for {
+		var err error
+		if cons, err = cl.NewConsumer(map[string]map[int32]client.Offset{txnTopic: assign}); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: the read_committed reader never started: %w", err)
+		case <-time.After(time.Second): // the cluster may be failing: try again
+		}
 	}
 	defer cons.Close()
-	for ctx.Err() == nil {
-		recs, _ := cons.Poll(ctx)
+	done := map[int32]bool{}
+	var lastErr error
+	for len(done) < int(parts) {
+		recs, err := cons.Poll(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("chaos: the read_committed reader stopped before the end of %d of %d partitions (last poll error: %v)",
+				int(parts)-len(done), parts, lastErr)
+		}
+		if err != nil {
+			lastErr = err
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // a failing cluster: poll again shortly
+			}
+		}
 		for _, r := range recs {
+			if string(r.Value) == txnSentinel {
+				done[r.Partition] = true
+			}
 			h.Add(Event{Kind: TxnRead, Process: "tr", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		}
 	}
+	return nil
 }
 
 // txnWorkload is the transactional workload of a run.
@@ -351,6 +385,7 @@ type txnWorkload struct {
 	apps     sync.WaitGroup
 	feed     sync.WaitGroup
 	readers  sync.WaitGroup
+	readErr  error // txnReader's, once readers is done
 }
 
 // start creates the topics and starts the applications, the feeder and
@@ -383,7 +418,7 @@ func (w *txnWorkload) start(ctx context.Context) error {
 	if w.worker > 0 {
 		w.feed.Go(func() { txnFeeder(feed, w.cl, w.parts) })
 	}
-	w.readers.Go(func() { txnReader(read, w.h, w.cl, w.parts) })
+	w.readers.Go(func() { w.readErr = txnReader(read, w.h, w.cl, w.parts) })
 	return nil
 }
 
@@ -417,8 +452,19 @@ func (w *txnWorkload) finish(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("chaos: final read_uncommitted read: %w", err)
 	}
+	// The reader stops once it has read every sentinel too: wait for
+	// it, within ctx.
+	readDone := make(chan struct{})
+	go func() { w.readers.Wait(); close(readDone) }()
+	select {
+	case <-readDone:
+	case <-ctx.Done():
+	}
 	w.stopRead()
-	w.readers.Wait()
+	<-readDone
+	if w.readErr != nil {
+		return w.readErr
+	}
 	if w.worker == 0 {
 		return nil
 	}

@@ -272,7 +272,8 @@ func inLog(logAt map[position]string, s *txnRecord) string {
 }
 
 // txnReadCheck checks one read_committed read: a value some transaction
-// sent, of a transaction that did not abort.
+// sent, of a transaction that did not abort, in the partition it was
+// sent to and at the offset its write was answered (when it was).
 func (r *Report) txnReadCheck(e Event, sent map[string]*txnRecord, outcome map[string]Kind, who string) {
 	s := sent[e.Value]
 	switch {
@@ -285,8 +286,12 @@ func (r *Report) txnReadCheck(e Event, sent map[string]*txnRecord, outcome map[s
 		// neither visible nor committed; its application's next instance
 		// aborted it.
 		r.add(Anomaly{AbortedRead, e.Partition, e.Offset, e.Value, fmt.Sprintf("%s read it; transaction %s never ended", who, s.txn)})
-	case s.offset >= 0 && s.offset != e.Offset:
-		r.add(Anomaly{AckMismatch, e.Partition, e.Offset, e.Value, fmt.Sprintf("%s read it here; written at %d/%d", who, s.partition, s.offset)})
+	case s.partition != e.Partition || (s.offset >= 0 && s.offset != e.Offset):
+		at := fmt.Sprintf("%d/%d", s.partition, s.offset)
+		if s.offset < 0 {
+			at = fmt.Sprintf("partition %d (its offset never acknowledged)", s.partition)
+		}
+		r.add(Anomaly{AckMismatch, e.Partition, e.Offset, e.Value, fmt.Sprintf("%s read it here; written at %s", who, at)})
 	}
 }
 

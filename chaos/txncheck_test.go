@@ -213,3 +213,26 @@ func TestChaosTxnCheckerHistoryRoundTrip(t *testing.T) {
 		t.Fatalf("re-read history: %+v\n%s", r.Txn, r.Summary())
 	}
 }
+
+// TestChaosTxnCheckerRecordInWrongPartition: a committed record read in
+// another partition than it was sent to is an anomaly, at the offset its
+// write was answered or with its write unanswered.
+func TestChaosTxnCheckerRecordInWrongPartition(t *testing.T) {
+	v := "tw0.1.1.0"
+	for _, acked := range []bool{true, false} {
+		events := []Event{{Kind: TxnSend, Process: "tw0", Txn: "tw0.1", Partition: 1, Value: v}}
+		if acked {
+			events = append(events, Event{Kind: TxnWrite, Process: "tw0", Txn: "tw0.1", Partition: 1, Offset: 5, Value: v})
+		}
+		events = append(events,
+			Event{Kind: TxnCommitting, Process: "tw0", Txn: "tw0.1"},
+			Event{Kind: TxnCommit, Process: "tw0", Txn: "tw0.1"},
+			Event{Kind: TxnRead, Process: "tr", Partition: 2, Offset: 5, Value: v},
+			Event{Kind: TxnFinal, Partition: 2, Offset: 5, Value: v},
+		)
+		r := Check(events)
+		if !slices.ContainsFunc(r.Anomalies, func(a Anomaly) bool { return a.Kind == AckMismatch && a.Partition == 2 }) {
+			t.Errorf("write answered %v: a record sent to partition 1 and read in partition 2: anomalies %+v, want %s", acked, r.Anomalies, AckMismatch)
+		}
+	}
+}

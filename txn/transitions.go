@@ -56,7 +56,10 @@ func Init(cur *Txn, req InitRequest, maxTimeoutMs int32) (InitResult, error) {
 		if cur.State == Empty && req.ProducerEpoch == cur.LastProducerEpoch {
 			return InitResult{Next: cur.Clone(), Unchanged: true}, nil // a retry
 		}
-		if req.ProducerEpoch != cur.ProducerEpoch {
+		// The producer whose End at MaxEpoch exhausted the epoch may not
+		// have had the answer: it starts again with a new id.
+		ended := Exhausted(*cur) && !cur.State.Preparing() && req.ProducerEpoch == cur.LastProducerEpoch
+		if req.ProducerEpoch != cur.ProducerEpoch && !ended {
 			return InitResult{}, fmt.Errorf("%w: transactional id %q is at epoch %d, the producer has %d", ErrProducerFenced, req.ID, cur.ProducerEpoch, req.ProducerEpoch)
 		}
 	}
@@ -67,18 +70,11 @@ func Init(cur *Txn, req InitRequest, maxTimeoutMs int32) (InitResult, error) {
 		return InitResult{}, fmt.Errorf("%w: transactional id %q is in %s", ErrConcurrentTransactions, req.ID, cur.State)
 	case Ongoing:
 		// Fence the producer of the ongoing transaction and abort it.
-		res := InitResult{Aborting: true}
-		if cur.ProducerEpoch >= MaxEpoch {
-			// Markers at the same epoch still end it; the retry
-			// then takes a new id.
-			next.State = PrepareAbort
-			res.Next = next
-			return res, nil
-		}
-		next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, cur.ProducerEpoch+1
+		// At the largest epoch the bump takes the one epoch kept for
+		// markers (fenceEpoch); the retry then takes a new id.
+		next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, fenceEpoch(cur.ProducerEpoch)
 		next.State = PrepareAbort
-		res.Next = next
-		return res, nil
+		return InitResult{Aborting: true, Next: next}, nil
 	}
 	next.State, next.Partitions, next.Groups, next.StartMs = Empty, nil, nil, 0
 	next.TimeoutMs, next.BumpEpoch = req.TimeoutMs, req.BumpPerTransaction
@@ -232,7 +228,10 @@ type EndResult struct {
 // ongoing transaction goes to PrepareCommit or PrepareAbort; with
 // BumpEpoch the epoch is bumped there, and its markers carry the new
 // one. A retry of an End already complete is Done; one still being
-// completed is ErrConcurrentTransactions.
+// completed is ErrConcurrentTransactions. A bump at MaxEpoch goes to
+// FenceEpoch: the state is Exhausted, and the coordinator answers the
+// producer a new producer id once the markers are written (Kafka's
+// EndTxn 5 answers the next producer id the same way).
 //
 // bump says the caller speaks version 2 whatever the id was initialized
 // with (Kafka's EndTxn 5): the end bumps the epoch, and the id is of
@@ -255,7 +254,7 @@ func End(cur *Txn, pid int64, epoch int16, commit, bump bool, nowMs int64) (EndR
 	}
 	// A retry after the bump carries the epoch before it.
 	retry := epoch == cur.LastProducerEpoch && cur.BumpEpoch && cur.LastProducerEpoch >= 0
-	if epoch != cur.ProducerEpoch && !retry {
+	if (epoch != cur.ProducerEpoch && !retry) || epoch > MaxEpoch {
 		return EndResult{}, fmt.Errorf("%w: transactional id %q is at epoch %d, the call has %d", ErrProducerFenced, cur.ID, cur.ProducerEpoch, epoch)
 	}
 	switch {
@@ -270,8 +269,8 @@ func End(cur *Txn, pid int64, epoch int16, commit, bump bool, nowMs int64) (EndR
 	case cur.State == Ongoing:
 		next := cur.Clone()
 		next.State, next.UpdateMs = want, nowMs
-		if cur.BumpEpoch && cur.ProducerEpoch < MaxEpoch {
-			next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, cur.ProducerEpoch+1
+		if cur.BumpEpoch {
+			next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, fenceEpoch(cur.ProducerEpoch)
 		}
 		return EndResult{Next: &next}, nil
 	case !cur.State.Preparing():
@@ -281,9 +280,7 @@ func End(cur *Txn, pid int64, epoch int16, commit, bump bool, nowMs int64) (EndR
 		if !commit && cur.BumpEpoch {
 			next := cur.Clone()
 			next.State, next.UpdateMs, next.Partitions, next.Groups = PrepareAbort, nowMs, nil, nil
-			if cur.ProducerEpoch < MaxEpoch {
-				next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, cur.ProducerEpoch+1
-			}
+			next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, fenceEpoch(cur.ProducerEpoch)
 			return EndResult{Next: &next}, nil
 		}
 	}
@@ -318,11 +315,27 @@ func Expired(cur Txn, nowMs int64) (Txn, bool) {
 	}
 	next := cur.Clone()
 	next.State, next.UpdateMs = PrepareAbort, nowMs
-	if cur.ProducerEpoch < MaxEpoch {
-		next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, cur.ProducerEpoch+1
-	}
+	next.LastProducerEpoch, next.ProducerEpoch = cur.ProducerEpoch, fenceEpoch(cur.ProducerEpoch)
 	return next, true
 }
+
+// fenceEpoch is the epoch a bump from epoch gives: the next one, up to
+// FenceEpoch, the one kept for the markers that end a transaction at
+// MaxEpoch. A state at FenceEpoch is exhausted: no producer is ever
+// answered it (see Exhausted), and its producer id is replaced by a new
+// one once its markers are written.
+func fenceEpoch(epoch int16) int16 {
+	if epoch >= MaxEpoch {
+		return FenceEpoch
+	}
+	return epoch + 1
+}
+
+// Exhausted reports whether t's epoch cannot be handed to a producer:
+// the transaction at MaxEpoch was ended (or aborted) at FenceEpoch, and
+// its producer goes on with a new producer id (Init's AllocateID, or the
+// coordinator's allocation once an End's markers are written).
+func Exhausted(t Txn) bool { return t.ProducerEpoch > MaxEpoch }
 
 // IDExpired reports whether a transactional id is to be forgotten at
 // nowMs (Kafka's transactional.id.expiration.ms, expirationMs): no

@@ -65,9 +65,14 @@ func (s State) Valid() bool { return s >= Empty && s <= CompleteAbort }
 // Preparing reports whether markers are being written.
 func (s State) Preparing() bool { return s == PrepareCommit || s == PrepareAbort }
 
-// MaxEpoch is the largest producer epoch; the coordinator gives the
-// producer a new id rather than bump past it.
+// MaxEpoch is the largest producer epoch a producer is given; the
+// coordinator gives the producer a new id rather than bump past it.
 const MaxEpoch = math.MaxInt16 - 1
+
+// FenceEpoch is the epoch past MaxEpoch, kept for the markers that end a
+// transaction at MaxEpoch (as Kafka does): they fence that producer's late
+// batches as any bump does. No producer call is accepted at it.
+const FenceEpoch = MaxEpoch + 1
 
 // Sentinels, one per Kafka error code the transitions answer.
 var (
@@ -183,7 +188,7 @@ func (t *Txn) checkProducer(pid int64, epoch int16) error {
 	if pid != t.ProducerID {
 		return fmt.Errorf("%w: transactional id %q has producer id %d, not %d", ErrInvalidProducerIDMapping, t.ID, t.ProducerID, pid)
 	}
-	if epoch != t.ProducerEpoch {
+	if epoch != t.ProducerEpoch || epoch > MaxEpoch {
 		return fmt.Errorf("%w: transactional id %q is at epoch %d, the call has %d", ErrProducerFenced, t.ID, t.ProducerEpoch, epoch)
 	}
 	return nil

@@ -339,6 +339,15 @@ func (co *Coordinator) CommitOffsets(ctx context.Context, p txn.Producer, group 
 // and the complete state before answering when it can, and otherwise
 // leaves them to RunTerm (the producer's next transaction waits for it:
 // txn.ErrConcurrentTransactions).
+//
+// An End that exhausts the epoch (txn.Exhausted: the transaction was at
+// txn.MaxEpoch under version 2) answers only once its markers are
+// written, with a new producer id at epoch 0 allocated then: the
+// producer goes on with it, so the next transaction's batches never
+// carry the (producer id, epoch) of the one whose markers may still be
+// on their way. Until the markers are written it answers
+// txn.ErrConcurrentTransactions, and the producer's retry (at the epoch
+// before the bump) gets the new id once they are.
 func (co *Coordinator) End(ctx context.Context, p txn.Producer, commit, bump bool) (txn.Txn, error) {
 	defer co.lock(p.ID)()
 	cur, err := co.current(ctx, p.ID)
@@ -346,21 +355,62 @@ func (co *Coordinator) End(ctx context.Context, p txn.Producer, commit, bump boo
 		return txn.Txn{}, err
 	}
 	res, err := txn.End(cur, p.PID, p.Epoch, commit, bump, co.now())
+	if errors.Is(err, txn.ErrConcurrentTransactions) && endingExhausted(cur, p, commit) {
+		// The retry of an End whose markers were not all written: try
+		// them again now rather than wait for the next sweep.
+		done, cerr := co.complete(ctx, *cur)
+		if cerr != nil {
+			return txn.Txn{}, err
+		}
+		return co.newProducerID(ctx, done)
+	}
 	if err != nil {
 		return txn.Txn{}, err
 	}
 	if res.Done {
+		if res.Current.BumpEpoch && txn.Exhausted(res.Current) {
+			return co.newProducerID(ctx, res.Current)
+		}
 		return res.Current, nil
 	}
 	prep, err := co.prepare(ctx, *res.Next)
 	if err != nil {
 		return txn.Txn{}, err
 	}
-	if err := co.complete(ctx, prep); err != nil {
+	done, err := co.complete(ctx, prep)
+	if err != nil {
 		co.logger.Warn("transaction decided, its markers not yet written; retrying in the background",
 			"transactional_id", p.ID, "commit", commit, "error", err)
+		if txn.Exhausted(prep) {
+			return txn.Txn{}, fmt.Errorf("%w: the transaction of %q is decided, its markers not yet written; retry for the new producer id",
+				txn.ErrConcurrentTransactions, p.ID)
+		}
+		return prep, nil
+	}
+	if txn.Exhausted(done) {
+		return co.newProducerID(ctx, done)
 	}
 	return prep, nil
+}
+
+// endingExhausted reports whether cur is the prepare state, at an
+// exhausted epoch, of p's End retried (p at the epoch before the bump).
+func endingExhausted(cur *txn.Txn, p txn.Producer, commit bool) bool {
+	return cur != nil && cur.State.Preparing() && txn.Exhausted(*cur) && cur.BumpEpoch &&
+		p.PID == cur.ProducerID && p.Epoch == cur.LastProducerEpoch && (cur.State == txn.PrepareCommit) == commit
+}
+
+// newProducerID gives a complete state whose epoch is exhausted a new
+// producer id at epoch 0, and returns it as stored. Callers hold the
+// id's lock.
+func (co *Coordinator) newProducerID(ctx context.Context, t txn.Txn) (txn.Txn, error) {
+	stored, err := co.write(ctx, t, true)
+	if err != nil {
+		return txn.Txn{}, err
+	}
+	co.logger.Debug("producer epoch exhausted: a new producer id", "transactional_id", t.ID,
+		"old_producer_id", t.ProducerID, "producer_id", stored.ProducerID)
+	return stored, nil
 }
 
 // prepare writes a prepare state stamped with this term as its
@@ -376,38 +426,37 @@ func (co *Coordinator) prepareAndComplete(ctx context.Context, t txn.Txn) error 
 	if err != nil {
 		return err
 	}
-	return co.complete(ctx, prep)
+	_, err = co.complete(ctx, prep)
+	return err
 }
 
-// complete writes a prepare state's markers, then its complete state.
-// Callers hold the id's lock.
-func (co *Coordinator) complete(ctx context.Context, t txn.Txn) error {
+// complete writes a prepare state's markers, then its complete state,
+// and returns it as stored. A complete state whose epoch is exhausted
+// keeps its producer id: the producer's End (or its retry) gets the new
+// one (newProducerID), or its next Init. Callers hold the id's lock.
+func (co *Coordinator) complete(ctx context.Context, t txn.Txn) (txn.Txn, error) {
 	m, ok := txn.Markers(t)
 	if !ok {
-		return nil
+		return t, nil
 	}
 	// This term's epoch, whichever term wrote the prepare state: the
 	// partitions refuse markers of an older coordinator epoch only.
 	m.CoordinatorEpoch = int32(co.log.Term())
 	if len(m.Partitions) > 0 {
 		if err := co.markers.WriteMarkers(ctx, m); err != nil {
-			return err
+			return txn.Txn{}, err
 		}
 	}
 	done, err := txn.Complete(t, co.now())
 	if err != nil {
-		return err
+		return txn.Txn{}, err
 	}
-	allocate := false
-	if done.BumpEpoch && done.ProducerEpoch >= txn.MaxEpoch {
-		allocate = true // no epoch left to bump to: a new producer id
-	}
-	stored, err := co.write(ctx, done, allocate)
+	stored, err := co.write(ctx, done, false)
 	if err != nil {
-		return err
+		return txn.Txn{}, err
 	}
 	co.logger.Debug("transaction ended", "transactional_id", t.ID, "state", stored.State, "producer_id", stored.ProducerID, "epoch", stored.ProducerEpoch)
-	return nil
+	return stored, nil
 }
 
 // RunTerm completes, for one leadership term, the transactions left
@@ -460,7 +509,7 @@ func (co *Coordinator) settle(ctx context.Context, id string) {
 	now := co.now()
 	switch next, expired := txn.Expired(*cur, now); {
 	case cur.State.Preparing():
-		err = co.complete(ctx, *cur)
+		_, err = co.complete(ctx, *cur)
 	case expired:
 		co.logger.Info("aborting a transaction past its timeout", "transactional_id", id, "producer_id", cur.ProducerID,
 			"timeout_ms", cur.TimeoutMs)
