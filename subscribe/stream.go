@@ -58,6 +58,9 @@ const (
 // subPart is one partition assigned to a stream.
 type subPart struct {
 	tp partKey
+	// fencing is the member epoch at which the group gave the stream
+	// the partition: the fencing token's epoch of its records.
+	fencing int32
 	// next is the offset to fetch next; -1 while unknown (see state).
 	next  int64
 	state subPartState
@@ -580,7 +583,7 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 		}
 	}
 	for _, k := range added {
-		s.owned[k] = &subPart{tp: k, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
+		s.owned[k] = &subPart{tp: k, fencing: s.epoch, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
 	}
 	err := s.stream.Send(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_Assignment{Assignment: &quirev1.SubscribeAssignment{
 		MemberId: s.memberID, MemberEpoch: s.epoch, Assigned: partsToAssignment(added),

@@ -40,9 +40,17 @@ type subStream struct {
 	batches  []*quirev1.SubscribeBatch            // every SubscribeBatch, in order
 	raws     []*quirev1.SubscribeRawBatch         // every SubscribeRawBatch, in order
 	rawNext  map[string]int64                     // per partition, the last SubscribeRawBatch's next_offset
+	tokens   map[string][]fencingToken            // per partition, each record's fencing token, as records
 	views    []ownView                            // every change of owned, in order
 	err      error                                // how the stream ended (io.EOF: OK)
 	changed  chan struct{}
+}
+
+// fencingToken is a record's (fencing_epoch, offset).
+type fencingToken struct{ epoch, offset int64 }
+
+func (a fencingToken) less(b fencingToken) bool {
+	return a.epoch < b.epoch || a.epoch == b.epoch && a.offset < b.offset
 }
 
 // ownView is a stream's partitions from a moment on.
@@ -70,7 +78,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 	}
 	s := &subStream{t: t, name: name, cancel: cancel, send: make(chan *quirev1.SubscribeRequest, 1024), done: make(chan struct{}),
 		autoAck: autoAck, owned: map[string]bool{}, records: map[string][]*quirev1.ConsumedRecord{},
-		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{})}
+		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, tokens: map[string][]fencingToken{}, changed: make(chan struct{})}
 	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
 	sendDone := make(chan struct{})
 	go func() {
@@ -120,6 +128,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 					}
 					s.records[p] = append(s.records[p], r)
 					s.recvAt[p] = append(s.recvAt[p], now)
+					s.tokens[p] = append(s.tokens[p], fencingToken{int64(ev.Records.FencingEpoch), r.Offset})
 					ack.Partitions = append(ack.Partitions, &quirev1.AckedOffsets{Topic: r.Topic, Partition: r.Partition, Offsets: []int64{r.Offset}})
 				}
 				if s.autoAck {
@@ -138,6 +147,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 				for _, r := range b.Records {
 					s.records[p] = append(s.records[p], consumedOf(b, r))
 					s.recvAt[p] = append(s.recvAt[p], now)
+					s.tokens[p] = append(s.tokens[p], fencingToken{int64(b.FencingEpoch), r.Offset})
 				}
 				if s.autoAck {
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
@@ -161,6 +171,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 				for _, r := range recs {
 					s.records[p] = append(s.records[p], r)
 					s.recvAt[p] = append(s.recvAt[p], now)
+					s.tokens[p] = append(s.tokens[p], fencingToken{int64(b.FencingEpoch), r.Offset})
 				}
 				if s.autoAck {
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{

@@ -81,13 +81,28 @@ func checkSubscribeEncoding(t *testing.T, topic string, partition int32, text bo
 		next = recs[len(recs)-1].Offset + 1
 	}
 	for _, batch := range []bool{true, false} {
+		for _, fencing := range []int32{0, 9, 1 << 20} {
+			checkSubscribeMessage(t, topic, partition, batch, text, recs, next, fencing)
+		}
+	}
+}
+
+func checkSubscribeMessage(t *testing.T, topic string, partition int32, batch, text bool, recs []Record, next int64, fencing int32) {
+	t.Helper()
+	{
 		want := subscribeWant(topic, partition, batch, text, recs, next)
+		if batch {
+			want.GetBatch().FencingEpoch = fencing
+		} else {
+			want.GetRecords().FencingEpoch = fencing
+		}
 		wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var e RecordsEncoder
 		e.Reset(make([]byte, 7, 64), topic, partition, batch, text)
+		e.SetFencingEpoch(fencing)
 		for i := range recs {
 			r := recs[i]
 			r.Headers = append([]Header(nil), r.Headers...)
@@ -178,10 +193,12 @@ func TestRawBatchIsProtoEncoding(t *testing.T) {
 	for _, r := range []RawBatch{
 		{Topic: "orders", Partition: 2, Records: []byte("batches"), StartOffset: 13, NextOffset: 31},
 		{Topic: "t", Partition: -1, Records: bytes.Repeat([]byte{1}, 300), StartOffset: 1 << 40, NextOffset: 1<<40 + 9},
+		{Topic: "f", Partition: 1, Records: []byte("b"), StartOffset: 4, NextOffset: 5, FencingEpoch: 1 << 20},
 	} {
 		got := r.Append(nil)
 		want, err := proto.Marshal(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_RawBatch{RawBatch: &quirev1.SubscribeRawBatch{
-			Topic: r.Topic, Partition: r.Partition, Records: r.Records, StartOffset: r.StartOffset, NextOffset: r.NextOffset}}})
+			Topic: r.Topic, Partition: r.Partition, Records: r.Records, StartOffset: r.StartOffset, NextOffset: r.NextOffset,
+			FencingEpoch: r.FencingEpoch}}})
 		if err != nil {
 			t.Fatal(err)
 		}
