@@ -412,8 +412,9 @@ func checkViews(t *testing.T, streams ...*subStream) {
 // and acknowledges everything, which is committed; on revocation it sends
 // no more of the partitions it gave up, and the second reads them from
 // exactly the first's acknowledged offsets; at no moment do both own a
-// partition; closing the first gives everything to the second at once,
-// well within the session timeout.
+// partition; the fencing tokens of a moved partition's records are all
+// above the first's on the second; closing the first gives everything
+// to the second at once, well within the session timeout.
 func TestClusterSubscribeSplit(t *testing.T) {
 	t.Parallel()
 	// A session timeout far above the deadline on the hand-over below.
@@ -493,6 +494,9 @@ func TestClusterSubscribeSplit(t *testing.T) {
 		}
 	}
 	checkViews(t, a, b)
+	for _, p := range b.ownedNow() {
+		checkFencing(t, p, a, b) // SubscribeRecords.fencing_epoch
+	}
 
 	// A closes: B owns all six at once.
 	closed := time.Now()

@@ -89,46 +89,44 @@ func checkSubscribeEncoding(t *testing.T, topic string, partition int32, text bo
 
 func checkSubscribeMessage(t *testing.T, topic string, partition int32, batch, text bool, recs []Record, next int64, fencing int32) {
 	t.Helper()
-	{
-		want := subscribeWant(topic, partition, batch, text, recs, next)
+	want := subscribeWant(topic, partition, batch, text, recs, next)
+	if batch {
+		want.GetBatch().FencingEpoch = fencing
+	} else {
+		want.GetRecords().FencingEpoch = fencing
+	}
+	wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e RecordsEncoder
+	e.Reset(make([]byte, 7, 64), topic, partition, batch, text)
+	e.SetFencingEpoch(fencing)
+	for i := range recs {
+		r := recs[i]
+		r.Headers = append([]Header(nil), r.Headers...)
+		size := e.Append(&r)
+		var wantSize int
 		if batch {
-			want.GetBatch().FencingEpoch = fencing
+			wantSize = proto.Size(want.GetBatch().Records[i])
 		} else {
-			want.GetRecords().FencingEpoch = fencing
+			wantSize = proto.Size(want.GetRecords().Records[i])
 		}
-		wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
-		if err != nil {
-			t.Fatal(err)
+		if size != wantSize {
+			t.Fatalf("batch %v: record %d: size %d, proto.Size %d", batch, i, size, wantSize)
 		}
-		var e RecordsEncoder
-		e.Reset(make([]byte, 7, 64), topic, partition, batch, text)
-		e.SetFencingEpoch(fencing)
-		for i := range recs {
-			r := recs[i]
-			r.Headers = append([]Header(nil), r.Headers...)
-			size := e.Append(&r)
-			var wantSize int
-			if batch {
-				wantSize = proto.Size(want.GetBatch().Records[i])
-			} else {
-				wantSize = proto.Size(want.GetRecords().Records[i])
-			}
-			if size != wantSize {
-				t.Fatalf("batch %v: record %d: size %d, proto.Size %d", batch, i, size, wantSize)
-			}
-		}
-		if e.Records() != len(recs) {
-			t.Fatalf("Records() %d, appended %d", e.Records(), len(recs))
-		}
-		head, body := e.Finish(next)
-		got := append(bytes.Clone(head), body...)
-		if !bytes.Equal(got, wantBytes) {
-			t.Fatalf("batch %v: encoded\n%x\nproto\n%x", batch, got, wantBytes)
-		}
-		var back quirev1.SubscribeResponse
-		if err := proto.Unmarshal(got, &back); err != nil || !proto.Equal(&back, want) {
-			t.Fatalf("batch %v: decodes to %v (%v), want %v", batch, &back, err, want)
-		}
+	}
+	if e.Records() != len(recs) {
+		t.Fatalf("Records() %d, appended %d", e.Records(), len(recs))
+	}
+	head, body := e.Finish(next)
+	got := append(bytes.Clone(head), body...)
+	if !bytes.Equal(got, wantBytes) {
+		t.Fatalf("batch %v: encoded\n%x\nproto\n%x", batch, got, wantBytes)
+	}
+	var back quirev1.SubscribeResponse
+	if err := proto.Unmarshal(got, &back); err != nil || !proto.Equal(&back, want) {
+		t.Fatalf("batch %v: decodes to %v (%v), want %v", batch, &back, err, want)
 	}
 }
 
