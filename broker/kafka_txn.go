@@ -30,6 +30,10 @@ func (k kafkaBackend) AddPartitionsToTxn(ctx context.Context, p txn.Producer, pa
 	return k.b.core.AddPartitionsToTxn(service.CoreContext(ctx), p, parts)
 }
 
+func (k kafkaBackend) AddPartitionsToTxnForBroker(ctx context.Context, p txn.Producer, parts []txn.TopicPartition, verifyOnly bool) ([]error, error) {
+	return k.b.core.AddPartitionsToTxnForBroker(service.CoreContext(ctx), p, parts, verifyOnly)
+}
+
 func (k kafkaBackend) AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error {
 	return k.b.core.AddOffsetsToTxn(service.CoreContext(ctx), p, group)
 }

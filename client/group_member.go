@@ -94,6 +94,9 @@ type GroupConsumer struct {
 	owned    []TopicPartition // sorted
 	pos      map[TopicPartition]int64
 	posEpoch map[TopicPartition]int32 // leader epoch of the record before pos
+	// fencing is, per owned partition, the member epoch at which the
+	// group gave it to the member: its records' Record.FencingEpoch.
+	fencing map[TopicPartition]int32
 	// sought counts the Seeks of each partition, for PollFunc not to
 	// move a position past a Seek made during its callbacks.
 	sought map[TopicPartition]uint64
@@ -153,7 +156,7 @@ func (c *Client) NewGroupConsumer(cfg GroupConfig) (*GroupConsumer, error) {
 		return nil, err
 	}
 	g := &GroupConsumer{c: c, cfg: cfg, memberID: hex.EncodeToString(id[:]), done: make(chan struct{}),
-		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, sought: map[TopicPartition]uint64{},
+		pos: map[TopicPartition]int64{}, posEpoch: map[TopicPartition]int32{}, fencing: map[TopicPartition]int32{}, sought: map[TopicPartition]uint64{},
 		cons: cons, changed: make(chan struct{}), interval: time.Second, paused: map[TopicPartition]bool{}}
 	g.ctx, g.cancel = context.WithCancel(c.ctx)
 	go g.run()
@@ -168,6 +171,16 @@ func (g *GroupConsumer) Assignment() []TopicPartition {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.owned)
+}
+
+// FencingEpoch returns the member epoch at which the group gave the member
+// partition tp (the FencingEpoch of its records), and whether the member
+// owns tp now.
+func (g *GroupConsumer) FencingEpoch(tp TopicPartition) (int32, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.fencing[tp]
+	return e, ok
 }
 
 // Epoch returns the member's epoch (0 before it joined).
@@ -249,12 +262,14 @@ func (g *GroupConsumer) takeLocked(recs []*Record) []*Record {
 		}
 		if _, owned := slices.BinarySearchFunc(g.owned, tp, compareTP); owned {
 			p, hasPos := g.pos[tp]
+			fencing := g.fencing[tp]
 			var epoch int32
 			took := false
 			for _, r := range recs[i:j] {
 				if hasPos && r.Offset < p {
 					continue
 				}
+				r.FencingEpoch = fencing
 				p, hasPos, epoch, took = r.Offset+1, true, r.LeaderEpoch, true
 				out = append(out, r)
 			}
@@ -651,9 +666,13 @@ func (g *GroupConsumer) reconcileLocked(target []TopicPartition, commit bool) bo
 		for _, tp := range revoked {
 			delete(g.pos, tp)
 			delete(g.posEpoch, tp)
+			delete(g.fencing, tp)
 			delete(g.sought, tp)
 			delete(g.paused, tp)
 		}
+	}
+	for _, tp := range added {
+		g.fencing[tp] = g.epoch // the epoch of the answer that gave it
 	}
 	if !g.startLocked() {
 		return false

@@ -24,6 +24,84 @@ type ownership struct {
 	mu     sync.Mutex
 	owners map[client.TopicPartition]string
 	events int
+	// order is, per partition, the members it was given to, in order.
+	order map[client.TopicPartition][]string
+	// tokens are, per partition and member, the fencing tokens of the
+	// records polled.
+	tokens map[client.TopicPartition]map[string][]client.FencingToken
+}
+
+// polled notes the fencing tokens of the records member polled.
+func (o *ownership) polled(member string, recs []*client.Record) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.tokens == nil {
+		o.tokens = map[client.TopicPartition]map[string][]client.FencingToken{}
+	}
+	for _, r := range recs {
+		tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if o.tokens[tp] == nil {
+			o.tokens[tp] = map[string][]client.FencingToken{}
+		}
+		o.tokens[tp][member] = append(o.tokens[tp][member], r.FencingToken())
+	}
+}
+
+// checkFencing fails unless, for every partition, the fencing tokens of
+// each member's records grow, no two members were given one epoch, and
+// the members ordered by their epochs were given the partition in that
+// order: so every token of an owner is above every token of the owners
+// before it. It returns how many partitions moved (were read by two
+// owners or more).
+func (o *ownership) checkFencing() int {
+	o.t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	moved := 0
+	for tp, byMember := range o.tokens {
+		type tenure struct {
+			member string
+			epoch  int32
+		}
+		var tenures []tenure
+		seen := map[int32]string{}
+		for m, toks := range byMember {
+			for i, tok := range toks {
+				if tok.Epoch <= 0 {
+					o.t.Fatalf("%v: %s polled offset %d with fencing epoch %d", tp, m, tok.Offset, tok.Epoch)
+				}
+				if i > 0 && toks[i-1].Compare(tok) >= 0 {
+					o.t.Fatalf("%v: %s polled fencing token %+v after %+v", tp, m, tok, toks[i-1])
+				}
+				if other, ok := seen[tok.Epoch]; ok && other != m {
+					o.t.Fatalf("%v: %s and %s were both given it at epoch %d", tp, other, m, tok.Epoch)
+				}
+				if _, ok := seen[tok.Epoch]; !ok {
+					seen[tok.Epoch] = m
+					tenures = append(tenures, tenure{m, tok.Epoch})
+				}
+			}
+		}
+		slices.SortFunc(tenures, func(a, b tenure) int { return int(a.epoch - b.epoch) })
+		// The owners by epoch: a subsequence of the owners in the order
+		// the group gave them the partition (an owner that polled
+		// nothing of it has no tokens).
+		order, i := o.order[tp], 0
+		for _, te := range tenures {
+			for i < len(order) && order[i] != te.member {
+				i++
+			}
+			if i == len(order) {
+				o.t.Fatalf("%v: owners by fencing epoch %+v, but given to %v in that order", tp, tenures, o.order[tp])
+			}
+			i++
+		}
+		if len(tenures) > 1 {
+			moved++
+		}
+		o.t.Logf("%v: owners by fencing epoch %+v, given to %v", tp, tenures, o.order[tp])
+	}
+	return moved
 }
 
 func (o *ownership) assigned(member string, ps []client.TopicPartition) {
@@ -35,6 +113,10 @@ func (o *ownership) assigned(member string, ps []client.TopicPartition) {
 			o.t.Errorf("%v assigned to %s while %s owns it", tp, member, prev)
 		}
 		o.owners[tp] = member
+		if o.order == nil {
+			o.order = map[client.TopicPartition][]string{}
+		}
+		o.order[tp] = append(o.order[tp], member)
 	}
 }
 
@@ -101,6 +183,7 @@ func startMemberOf(t *testing.T, c *testcluster.Cluster, own *ownership, name, t
 			if err != nil {
 				t.Logf("member %s poll: %v", name, err)
 			}
+			own.polled(name, recs)
 			m.mu.Lock()
 			for _, r := range recs {
 				m.seen[string(r.Value)] = true
@@ -133,7 +216,9 @@ func waitSplit(ctx context.Context, t *testing.T, c *testcluster.Cluster, want [
 // without leaving loses its partitions to the others after the 1s session
 // timeout; one closing leaves at once; no partition ever has two owners in
 // the members' own views; every record produced is polled by some
-// member; committed offsets reach the end of every partition.
+// member; committed offsets reach the end of every partition; the
+// records' fencing tokens grow per partition across every move, the
+// killed member's included.
 func TestClusterGroupConsumerSplits(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
@@ -233,6 +318,9 @@ func TestClusterGroupConsumerSplits(t *testing.T) {
 	}
 	if own.events < 6 {
 		t.Fatalf("%d assignment changes seen", own.events)
+	}
+	if moved := own.checkFencing(); moved == 0 {
+		t.Fatal("no partition was read by more than one owner")
 	}
 }
 

@@ -94,6 +94,7 @@ func (g *GroupConsumer) deliver(cons *Consumer, r *fetchResult, gen uint64, fn f
 	}
 	from, hasPos := g.pos[tp]
 	sought := g.sought[tp]
+	fencing := g.fencing[tp]
 	g.mu.Unlock()
 
 	n := 0
@@ -106,6 +107,7 @@ func (g *GroupConsumer) deliver(cons *Consumer, r *fetchResult, gen uint64, fn f
 		if hasPos && rec.Offset < from {
 			return true
 		}
+		rec.FencingEpoch = fencing
 		fn(rec)
 		n++
 		next, epoch = rec.Offset+1, rec.LeaderEpoch

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,33 @@ type Record struct {
 	Headers   []RecordHeader
 	// LeaderEpoch is the leader epoch of the batch a consumed record came in.
 	LeaderEpoch int32
+	// FencingEpoch is, for a record of a GroupConsumer, the member epoch
+	// at which the group gave the member the record's partition; 0
+	// otherwise. See FencingToken.
+	FencingEpoch int32
+}
+
+// FencingToken is a consumed record's fencing token: (FencingEpoch,
+// Offset), compared in that order. For a partition of a group it only
+// grows, across rebalances and coordinator failovers: a member is given a
+// partition at an epoch above every epoch at which any earlier owner held
+// it, so a database that stores the highest token beside the results it
+// derived from the partition can refuse the late writes of a member that
+// lost it (docs/transactions.md, Exactly-once into a database). Deleting
+// the group and creating it again starts the epochs again.
+type FencingToken struct {
+	Epoch  int32
+	Offset int64
+}
+
+// FencingToken is r's fencing token.
+func (r *Record) FencingToken() FencingToken {
+	return FencingToken{Epoch: r.FencingEpoch, Offset: r.Offset}
+}
+
+// Compare is -1, 0 or +1 as t is below, equal to or above u.
+func (t FencingToken) Compare(u FencingToken) int {
+	return cmp.Or(cmp.Compare(t.Epoch, u.Epoch), cmp.Compare(t.Offset, u.Offset))
 }
 
 // StringRecord returns a record with a string value for topic.

@@ -101,13 +101,23 @@ var schemas = map[int16]apiSchema{
 	)},
 	// Transactions (transactions.go).
 	24: {3, strct[kmsg.AddPartitionsToTxnRequest]( // AddPartitionsToTxn
-		fld(kString), // transactional id
-		fld(kInt64),  // producer id
-		fld(kInt16),  // producer epoch
+		arr(strct[kmsg.AddPartitionsToTxnRequestTransaction]( // the brokers' batch
+			fld(kString), // transactional id
+			fld(kInt64),  // producer id
+			fld(kInt16),  // producer epoch
+			fld(kInt8),   // verify only
+			arr(strct[kmsg.AddPartitionsToTxnRequestTransactionTopic](
+				fld(kString), // topic
+				fld(kInt32s), // partitions
+			)),
+		)).since(4),
+		fld(kString).in(0, 3), // transactional id
+		fld(kInt64).in(0, 3),  // producer id
+		fld(kInt16).in(0, 3),  // producer epoch
 		arr(strct[kmsg.AddPartitionsToTxnRequestTopic](
 			fld(kString), // topic
 			fld(kInt32s), // partitions
-		)),
+		)).in(0, 3),
 	)},
 	25: {3, strct[kmsg.AddOffsetsToTxnRequest]( // AddOffsetsToTxn
 		fld(kString), // transactional id

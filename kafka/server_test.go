@@ -330,7 +330,7 @@ func TestKafkaApiVersions(t *testing.T) {
 	}
 	want[17], want[36] = [2]int16{0, 1}, [2]int16{0, 2} // SASL (sasl.go)
 	// Transactions, version 1 (transactions.go).
-	want[24], want[25], want[26], want[27], want[28] = [2]int16{0, 3}, [2]int16{0, 3}, [2]int16{0, 5}, [2]int16{0, 1}, [2]int16{0, 5}
+	want[24], want[25], want[26], want[27], want[28] = [2]int16{0, 5}, [2]int16{0, 3}, [2]int16{0, 5}, [2]int16{0, 1}, [2]int16{0, 5}
 	want[65], want[66] = [2]int16{0, 0}, [2]int16{0, 1}
 	if len(resp.ApiKeys) != len(want) {
 		t.Fatalf("ApiVersions lists %d APIs, want %d: %+v", len(resp.ApiKeys), len(want), resp.ApiKeys)

@@ -27,6 +27,9 @@ type TxnBackend interface {
 	TxnCoordinator(ctx context.Context, id string) (Node, error)
 	InitTxnProducer(ctx context.Context, req txn.InitRequest) (txn.Txn, error)
 	AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []txn.TopicPartition) error
+	// AddPartitionsToTxnForBroker is AddPartitionsToTxn v4+: ClusterAction,
+	// an answer per partition, verify-only or not.
+	AddPartitionsToTxnForBroker(ctx context.Context, p txn.Producer, parts []txn.TopicPartition, verifyOnly bool) ([]error, error)
 	AddOffsetsToTxn(ctx context.Context, p txn.Producer, group string) error
 	TxnOffsetCommit(ctx context.Context, p txn.Producer, group string, member txn.Member, offsets []txn.Offset, addGroup bool) error
 	// bump: EndTxn 5, transaction version 2.
@@ -54,6 +57,9 @@ func initTxnProducer(ctx context.Context, b Backend, req *kmsg.InitProducerIDReq
 }
 
 func addPartitionsToTxn(ctx context.Context, b Backend, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	if req.Version >= 4 {
+		return addPartitionsToTxns(ctx, b, req)
+	}
 	resp := kmsg.NewPtrAddPartitionsToTxnResponse()
 	var parts []txn.TopicPartition
 	for _, t := range req.Topics {
@@ -72,6 +78,59 @@ func addPartitionsToTxn(ctx context.Context, b Backend, req *kmsg.AddPartitionsT
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// addPartitionsToTxns is AddPartitionsToTxn v4 and v5, as brokers send
+// it: a batch of transactions, each answered per partition. With
+// verify_only (KIP-890 part 1) a partition is answered NONE when it is in
+// the producer's ongoing transaction and INVALID_TXN_STATE when not,
+// nothing added; without, the partitions are added (what a partition
+// leader does for a producer of transaction version 2, KIP-890 part 2).
+// v5 differs from v4 only in allowing TRANSACTION_ABORTABLE in the
+// answers, which the coordinator never gives: the same answer serves
+// both. A caller without ClusterAction on the cluster is refused whole
+// (the top-level CLUSTER_AUTHORIZATION_FAILED), as Kafka refuses it.
+func addPartitionsToTxns(ctx context.Context, b Backend, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	resp := kmsg.NewPtrAddPartitionsToTxnResponse()
+	for _, tx := range req.Transactions {
+		var parts []txn.TopicPartition
+		for _, t := range tx.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, txn.TopicPartition{Topic: t.Topic, Partition: p})
+			}
+		}
+		errs, err := b.AddPartitionsToTxnForBroker(ctx, txn.Producer{ID: tx.TransactionalID, PID: tx.ProducerID, Epoch: tx.ProducerEpoch}, parts, tx.VerifyOnly)
+		if err != nil {
+			code, _ := groupError(err)
+			if code == kerr.ClusterAuthorizationFailed.Code {
+				resp.ErrorCode, resp.Transactions = code, nil
+				return resp
+			}
+			errs = make([]error, len(parts))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		rtx.TransactionalID = tx.TransactionalID
+		k := 0
+		for _, t := range tx.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+				rp.Partition = p
+				if k < len(errs) {
+					rp.ErrorCode, _ = groupError(errs[k])
+				}
+				k++
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rtx.Topics = append(rtx.Topics, rt)
+		}
+		resp.Transactions = append(resp.Transactions, rtx)
 	}
 	return resp
 }

@@ -25,6 +25,9 @@ func (noTxns) InitTxnProducer(context.Context, txn.InitRequest) (txn.Txn, error)
 func (noTxns) AddPartitionsToTxn(context.Context, txn.Producer, []txn.TopicPartition) error {
 	return errNoTxns()
 }
+func (noTxns) AddPartitionsToTxnForBroker(context.Context, txn.Producer, []txn.TopicPartition, bool) ([]error, error) {
+	return nil, errNoTxns()
+}
 func (noTxns) AddOffsetsToTxn(context.Context, txn.Producer, string) error { return errNoTxns() }
 func (noTxns) TxnOffsetCommit(context.Context, txn.Producer, string, txn.Member, []txn.Offset, bool) error {
 	return errNoTxns()

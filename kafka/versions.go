@@ -26,7 +26,7 @@ var versions = []kmsg.ApiVersionsResponseApiKey{
 	// transaction.version feature below): Produce 12, EndTxn 5 and
 	// TxnOffsetCommit 5 are version 2's, whose producers add no partitions
 	// or groups themselves and get a new epoch at each EndTxn.
-	{ApiKey: 24, MinVersion: 0, MaxVersion: 3}, // AddPartitionsToTxn (4+: the brokers' batched form)
+	{ApiKey: 24, MinVersion: 0, MaxVersion: 5}, // AddPartitionsToTxn (4+: the brokers' batched form)
 	{ApiKey: 25, MinVersion: 0, MaxVersion: 3}, // AddOffsetsToTxn
 	{ApiKey: 26, MinVersion: 0, MaxVersion: 5}, // EndTxn
 	{ApiKey: 27, MinVersion: 0, MaxVersion: 1}, // WriteTxnMarkers

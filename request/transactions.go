@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/storage"
@@ -85,6 +86,42 @@ func (c *Core) AddPartitionsToTxn(ctx context.Context, p txn.Producer, parts []t
 		return err
 	}
 	return c.fail(t.AddPartitionsToTxn(ctx, p, parts, false))
+}
+
+// AddPartitionsToTxnForBroker is AddPartitionsToTxn as brokers send it
+// (Kafka's v4 and later, a batch of transactions): it needs ClusterAction
+// on the cluster rather than the producer's ACLs (its producers asked
+// the broker that sends it), and answers per partition, in order. With
+// verifyOnly nothing is added: each partition is nil when it is in the
+// producer's ongoing transaction, INVALID_TXN_STATE when not (KIP-890
+// part 1's check of a producer's first batch by a partition leader);
+// an error of the producer's (fenced, an unknown transactional id, a
+// transaction being ended) is every partition's. Without verifyOnly the
+// partitions are added, as AddPartitionsToTxn does, with one answer for
+// all. err refuses the whole call.
+func (c *Core) AddPartitionsToTxnForBroker(ctx context.Context, p txn.Producer, parts []txn.TopicPartition, verifyOnly bool) ([]error, error) {
+	if err := c.authorizeCluster(ctx, auth.OpClusterAction); err != nil {
+		return nil, err
+	}
+	t, err := c.transactions()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]error, len(parts))
+	all := c.fail(t.AddPartitionsToTxn(ctx, p, parts, verifyOnly))
+	if e := c.asError(all); verifyOnly && len(parts) > 1 && e != nil &&
+		(e.Code == c.codes(txn.ErrInvalidTxnState) || e.Code == c.codes(metadata.ErrUnknownTopic)) {
+		// Some are not in it, or do not exist: which, one at a time
+		// (the coordinator's answer names none).
+		for i, tp := range parts {
+			out[i] = c.fail(t.AddPartitionsToTxn(ctx, p, []txn.TopicPartition{tp}, true))
+		}
+		return out, nil
+	}
+	for i := range out {
+		out[i] = all
+	}
+	return out, nil
 }
 
 // AddOffsetsToTxn adds a consumer group to the producer's transaction.

@@ -157,7 +157,7 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 	var fresh []partKey
 	for _, k := range added {
 		if s.owned[k] == nil {
-			s.owned[k] = &subPart{tp: k, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
+			s.owned[k] = &subPart{tp: k, fencing: s.epoch, next: -1, sentNext: -1, ackedEpoch: -1, committed: -1}
 			fresh = append(fresh, k)
 		}
 	}

@@ -295,7 +295,7 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 	var startOff int64
 	flush := func() {
 		if from >= 0 {
-			msgs = append(msgs, encodeRawBatch(p.tp, batches[from:to], startOff, p.sentNext))
+			msgs = append(msgs, encodeRawBatch(p.tp, p.fencing, batches[from:to], startOff, p.sentNext))
 			from = -1
 		}
 	}
@@ -357,8 +357,8 @@ func (s *subscription) encodeRaw(p *subPart, batches []byte, msgs []mem.BufferSl
 
 // encodeRawBatch is the SubscribeResponse of a SubscribeRawBatch of
 // batches, in a buffer from internal/fetchbuf.
-func encodeRawBatch(tp partKey, batches []byte, start, next int64) mem.BufferSlice {
-	r := wire.RawBatch{Topic: tp.topic, Partition: tp.part, Records: batches, StartOffset: start, NextOffset: next}
+func encodeRawBatch(tp partKey, fencing int32, batches []byte, start, next int64) mem.BufferSlice {
+	r := wire.RawBatch{Topic: tp.topic, Partition: tp.part, Records: batches, StartOffset: start, NextOffset: next, FencingEpoch: fencing}
 	buf := fetchbuf.Get(r.Size())
 	*buf = r.Append(*buf)
 	return mem.BufferSlice{mem.NewBuffer(buf, fetchbuf.Pool{})}
@@ -379,6 +379,7 @@ func (s *subscription) encodePartition(p *subPart, batches []byte, msgs []mem.Bu
 	start := func() {
 		buf = fetchbuf.Get(fetchbuf.Size)
 		enc.Reset(*buf, p.tp.topic, p.tp.part, s.start.Batches, s.start.Format == quirev1.RecordFormat_RECORD_FORMAT_AUTO)
+		enc.SetFencingEpoch(p.fencing)
 	}
 	flush := func() {
 		if enc.Records() > 0 {

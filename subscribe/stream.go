@@ -60,6 +60,9 @@ const (
 // subPart is one partition assigned to a stream.
 type subPart struct {
 	tp partKey
+	// fencing is the member epoch at which the group gave the stream
+	// the partition: the fencing token's epoch of its records.
+	fencing int32
 	// next is the offset to fetch next; -1 while unknown (see state).
 	next  int64
 	state subPartState

@@ -177,6 +177,39 @@ func TestClusterSubscribeBatchRevoked(t *testing.T) { subscribeRevoked(t, false)
 // kept partition's next batch (15 records) comes only then.
 func TestClusterSubscribeRawRevoked(t *testing.T) { subscribeRevoked(t, true) }
 
+// checkFencing fails unless the fencing tokens (fencing_epoch, offset) of
+// partition p's records grow within each stream, are all given (an epoch
+// above 0), and each stream's are all above those of the streams that
+// owned p before it (in order), though it re-reads offsets they read.
+func checkFencing(t *testing.T, p string, owners ...*subStream) {
+	t.Helper()
+	var prev []fencingToken
+	prevName := ""
+	for _, s := range owners {
+		s.mu.Lock()
+		toks := slices.Clone(s.tokens[p])
+		s.mu.Unlock()
+		if len(toks) == 0 {
+			t.Fatalf("%s: no record of %s", s.name, p)
+		}
+		for i, tok := range toks {
+			if tok.epoch <= 0 {
+				t.Fatalf("%s: record %s@%d has fencing epoch %d", s.name, p, tok.offset, tok.epoch)
+			}
+			if i > 0 && !toks[i-1].less(tok) {
+				t.Fatalf("%s: %s's fencing token %v after %v", s.name, p, tok, toks[i-1])
+			}
+			for _, old := range prev {
+				if !old.less(tok) {
+					t.Fatalf("%s: %s's fencing token %v is not above %v, given to %s before", s.name, p, tok, old, prevName)
+				}
+			}
+		}
+		t.Logf("%s: %s fencing tokens from %v to %v", s.name, p, toks[0], toks[len(toks)-1])
+		prev, prevName = append(prev, toks...), s.name
+	}
+}
+
 func subscribeRevoked(t *testing.T, raw bool) {
 	c, ctx, ctl := subCluster(t, 5000)
 	createTopic(t, c, ctl, "rv", 2, 3)
@@ -217,6 +250,7 @@ func subscribeRevoked(t *testing.T, raw bool) {
 		t.Fatalf("A read %d records of %s, which it gave up after 10", got, revoked)
 	}
 	checkViews(t, a, b)
+	checkFencing(t, revoked, a, b)
 	b.wait(ctx, "B reads the new records of "+revoked, func() bool { return len(b.records[revoked]) == 18 })
 	a.ackBelow("rv", kp, 25)
 	if err := a.closeSend(ctx); !errors.Is(err, io.EOF) {

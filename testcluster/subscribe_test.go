@@ -48,10 +48,18 @@ type subStream struct {
 	batches  []*quirev1.SubscribeBatch            // every SubscribeBatch, in order
 	raws     []*quirev1.SubscribeRawBatch         // every SubscribeRawBatch, in order
 	rawNext  map[string]int64                     // per partition, the last SubscribeRawBatch's next_offset
+	tokens   map[string][]fencingToken            // per partition, each record's fencing token, as records
 	views    []ownView                            // every change of owned, in order
 	refused  []*quirev1.SubscribeAckRefused       // acks the broker refused
 	err      error                                // how the stream ended (io.EOF: OK)
 	changed  chan struct{}
+}
+
+// fencingToken is a record's (fencing_epoch, offset).
+type fencingToken struct{ epoch, offset int64 }
+
+func (a fencingToken) less(b fencingToken) bool {
+	return a.epoch < b.epoch || a.epoch == b.epoch && a.offset < b.offset
 }
 
 // ownView is a stream's partitions from a moment on.
@@ -79,7 +87,8 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 	}
 	s := &subStream{t: t, name: name, cancel: cancel, send: make(chan *quirev1.SubscribeRequest, 1024), done: make(chan struct{}),
 		autoAck: autoAck, owned: map[string]bool{}, records: map[string][]*quirev1.ConsumedRecord{},
-		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, changed: make(chan struct{}), unacked: map[string]*quirev1.AckedOffsets{}}
+		recvAt: map[string][]time.Time{}, rawNext: map[string]int64{}, tokens: map[string][]fencingToken{}, changed: make(chan struct{}),
+		unacked: map[string]*quirev1.AckedOffsets{}}
 	s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Start{Start: start}}
 	sendDone := make(chan struct{})
 	go func() {
@@ -138,6 +147,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 					}
 					s.records[p] = append(s.records[p], r)
 					s.recvAt[p] = append(s.recvAt[p], now)
+					s.tokens[p] = append(s.tokens[p], fencingToken{int64(ev.Records.FencingEpoch), r.Offset})
 					ack.Partitions = append(ack.Partitions, &quirev1.AckedOffsets{Topic: r.Topic, Partition: r.Partition, Offsets: []int64{r.Offset}})
 				}
 				if s.autoAck {
@@ -156,6 +166,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 				for _, r := range b.Records {
 					s.records[p] = append(s.records[p], consumedOf(b, r))
 					s.recvAt[p] = append(s.recvAt[p], now)
+					s.tokens[p] = append(s.tokens[p], fencingToken{int64(b.FencingEpoch), r.Offset})
 				}
 				a := &quirev1.AckedOffsets{Topic: b.Topic, Partition: b.Partition, NextOffset: b.NextOffset}
 				if s.lagAck {
@@ -185,6 +196,7 @@ func subscribeWith(t *testing.T, gc quirev1.GroupsClient, name string, start *qu
 				for _, r := range recs {
 					s.records[p] = append(s.records[p], r)
 					s.recvAt[p] = append(s.recvAt[p], now)
+					s.tokens[p] = append(s.tokens[p], fencingToken{int64(b.FencingEpoch), r.Offset})
 				}
 				if s.autoAck {
 					s.send <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
@@ -442,8 +454,9 @@ func checkViews(t *testing.T, streams ...*subStream) {
 // and acknowledges everything, which is committed; on revocation it sends
 // no more of the partitions it gave up, and the second reads them from
 // exactly the first's acknowledged offsets; at no moment do both own a
-// partition; closing the first gives everything to the second at once,
-// well within the session timeout.
+// partition; the fencing tokens of a moved partition's records are all
+// above the first's on the second; closing the first gives everything
+// to the second at once, well within the session timeout.
 func TestClusterSubscribeSplit(t *testing.T) {
 	t.Parallel()
 	// A session timeout far above the deadline on the hand-over below.
@@ -523,6 +536,9 @@ func TestClusterSubscribeSplit(t *testing.T) {
 		}
 	}
 	checkViews(t, a, b)
+	for _, p := range b.ownedNow() {
+		checkFencing(t, p, a, b) // SubscribeRecords.fencing_epoch
+	}
 
 	// A closes: B owns all six at once.
 	closed := time.Now()

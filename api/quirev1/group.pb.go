@@ -3048,7 +3048,10 @@ func (x *SubscribeAssignment) GetRevoking() *GroupAssignment {
 type SubscribeRecords struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In offset order within each partition.
-	Records       []*ConsumedRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	Records []*ConsumedRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// The records' partition's fencing epoch (one partition per event); see
+	// SubscribeBatch.fencing_epoch.
+	FencingEpoch  int32 `protobuf:"varint,2,opt,name=fencing_epoch,json=fencingEpoch,proto3" json:"fencing_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3090,6 +3093,13 @@ func (x *SubscribeRecords) GetRecords() []*ConsumedRecord {
 	return nil
 }
 
+func (x *SubscribeRecords) GetFencingEpoch() int32 {
+	if x != nil {
+		return x.FencingEpoch
+	}
+	return 0
+}
+
 // Records of one partition, in offset order, following on from the
 // partition's previous batch (or, after the assignment that gave the
 // partition to the stream, from the group's committed offset).
@@ -3104,6 +3114,14 @@ type SubscribeBatch struct {
 	// SHARED: when the locks of the batch's records run out (ms since the
 	// epoch), unless renewed; 0 otherwise.
 	LockExpiresMs int64 `protobuf:"varint,5,opt,name=lock_expires_ms,json=lockExpiresMs,proto3" json:"lock_expires_ms,omitempty"`
+	// The fencing token's epoch: the member epoch at which the group gave
+	// the stream this partition (0 for SHARED streams). Each record's token
+	// is (fencing_epoch, offset), compared in that order; for a partition
+	// of a group it only grows across rebalances and failovers, so a
+	// database that keeps the highest token it stored beside its results
+	// can refuse a consumer that lost the partition (docs/transactions.md,
+	// Exactly-once into a database).
+	FencingEpoch  int32 `protobuf:"varint,6,opt,name=fencing_epoch,json=fencingEpoch,proto3" json:"fencing_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3173,6 +3191,13 @@ func (x *SubscribeBatch) GetLockExpiresMs() int64 {
 	return 0
 }
 
+func (x *SubscribeBatch) GetFencingEpoch() int32 {
+	if x != nil {
+		return x.FencingEpoch
+	}
+	return 0
+}
+
 // Record batches of one partition as stored, following on from the
 // partition's previous SubscribeRawBatch (or, after the assignment that
 // gave the partition to the stream, from the group's committed offset).
@@ -3193,7 +3218,9 @@ type SubscribeRawBatch struct {
 	// The offset after the last batch (its base offset + last offset delta
 	// + 1): acknowledging it (AckedOffsets.next_offset) acknowledges every
 	// batch of the event and everything before it.
-	NextOffset    int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	NextOffset int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// See SubscribeBatch.fencing_epoch.
+	FencingEpoch  int32 `protobuf:"varint,6,opt,name=fencing_epoch,json=fencingEpoch,proto3" json:"fencing_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3259,6 +3286,13 @@ func (x *SubscribeRawBatch) GetStartOffset() int64 {
 func (x *SubscribeRawBatch) GetNextOffset() int64 {
 	if x != nil {
 		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *SubscribeRawBatch) GetFencingEpoch() int32 {
+	if x != nil {
+		return x.FencingEpoch
 	}
 	return 0
 }
@@ -4266,23 +4300,26 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\bassigned\x18\x03 \x01(\v2\x19.quire.v1.GroupAssignmentR\bassigned\x123\n" +
 	"\arevoked\x18\x04 \x01(\v2\x19.quire.v1.GroupAssignmentR\arevoked\x12/\n" +
 	"\x05owned\x18\x05 \x01(\v2\x19.quire.v1.GroupAssignmentR\x05owned\x125\n" +
-	"\brevoking\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\brevoking\"F\n" +
+	"\brevoking\x18\x06 \x01(\v2\x19.quire.v1.GroupAssignmentR\brevoking\"k\n" +
 	"\x10SubscribeRecords\x122\n" +
-	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\"\xbe\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x18.quire.v1.ConsumedRecordR\arecords\x12#\n" +
+	"\rfencing_epoch\x18\x02 \x01(\x05R\ffencingEpoch\"\xe3\x01\n" +
 	"\x0eSubscribeBatch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12/\n" +
 	"\arecords\x18\x03 \x03(\v2\x15.quire.v1.BatchRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x04 \x01(\x03R\n" +
 	"nextOffset\x12&\n" +
-	"\x0flock_expires_ms\x18\x05 \x01(\x03R\rlockExpiresMs\"\xa5\x01\n" +
+	"\x0flock_expires_ms\x18\x05 \x01(\x03R\rlockExpiresMs\x12#\n" +
+	"\rfencing_epoch\x18\x06 \x01(\x05R\ffencingEpoch\"\xca\x01\n" +
 	"\x11SubscribeRawBatch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
 	"\arecords\x18\x03 \x01(\fR\arecords\x12!\n" +
 	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1f\n" +
 	"\vnext_offset\x18\x05 \x01(\x03R\n" +
-	"nextOffset\"\xd8\x02\n" +
+	"nextOffset\x12#\n" +
+	"\rfencing_epoch\x18\x06 \x01(\x05R\ffencingEpoch\"\xd8\x02\n" +
 	"\vBatchRecord\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x12\n" +

@@ -31,6 +31,9 @@ var (
 	BatchPartition  = field(&quirev1.SubscribeBatch{}, "partition")
 	BatchRecords    = field(&quirev1.SubscribeBatch{}, "records")
 	BatchNextOffset = field(&quirev1.SubscribeBatch{}, "next_offset")
+	BatchFencing    = field(&quirev1.SubscribeBatch{}, "fencing_epoch")
+
+	SubscribeRecordsFencing = field(&quirev1.SubscribeRecords{}, "fencing_epoch")
 )
 
 // quire.v1.ConsumedRecord; a BatchRecord has the same numbers for the
@@ -118,6 +121,7 @@ type RecordsEncoder struct {
 	prefix  []byte
 	body    []byte
 	records int
+	fencing int32 // the message's fencing_epoch
 }
 
 // Reset starts a message of topic's partition, its body in buf (from its
@@ -139,6 +143,10 @@ func (e *RecordsEncoder) Reset(buf []byte, topic string, partition int32, batch,
 		}
 	}
 }
+
+// SetFencingEpoch sets the message's fencing_epoch (0, the default after
+// Reset, writes none).
+func (e *RecordsEncoder) SetFencingEpoch(epoch int32) { e.fencing = epoch }
 
 // Records is the number of records appended since Reset.
 func (e *RecordsEncoder) Records() int { return e.records }
@@ -255,6 +263,14 @@ func (e *RecordsEncoder) Finish(next int64) (head, body []byte) {
 		e.body = protowire.AppendTag(e.body, BatchNextOffset, protowire.VarintType)
 		e.body = protowire.AppendVarint(e.body, uint64(next))
 	}
+	if e.fencing != 0 {
+		num := SubscribeRecordsFencing
+		if e.batch {
+			num = BatchFencing
+		}
+		e.body = protowire.AppendTag(e.body, num, protowire.VarintType)
+		e.body = protowire.AppendVarint(e.body, uint64(int64(e.fencing)))
+	}
 	var inner int // the batch's fields before its records
 	if e.batch {
 		if e.topic != "" {
@@ -293,6 +309,7 @@ var (
 	RawBatchRecords     = field(&quirev1.SubscribeRawBatch{}, "records")
 	RawBatchStartOffset = field(&quirev1.SubscribeRawBatch{}, "start_offset")
 	RawBatchNextOffset  = field(&quirev1.SubscribeRawBatch{}, "next_offset")
+	RawBatchFencing     = field(&quirev1.SubscribeRawBatch{}, "fencing_epoch")
 )
 
 // RawBatch is one SubscribeRawBatch: a partition's stored batches, sent
@@ -303,6 +320,8 @@ type RawBatch struct {
 	Records     []byte
 	StartOffset int64
 	NextOffset  int64
+	// FencingEpoch is written when not 0, as proto writes it.
+	FencingEpoch int32
 }
 
 // innerSize is the size of the SubscribeRawBatch message (every field
@@ -313,7 +332,15 @@ func (r *RawBatch) innerSize() int {
 		protowire.SizeTag(RawBatchPartition) + protowire.SizeVarint(uint64(int64(r.Partition))) +
 		protowire.SizeTag(RawBatchRecords) + protowire.SizeBytes(len(r.Records)) +
 		protowire.SizeTag(RawBatchStartOffset) + protowire.SizeVarint(uint64(r.StartOffset)) +
-		protowire.SizeTag(RawBatchNextOffset) + protowire.SizeVarint(uint64(r.NextOffset))
+		protowire.SizeTag(RawBatchNextOffset) + protowire.SizeVarint(uint64(r.NextOffset)) +
+		r.fencingSize()
+}
+
+func (r *RawBatch) fencingSize() int {
+	if r.FencingEpoch == 0 {
+		return 0
+	}
+	return protowire.SizeTag(RawBatchFencing) + protowire.SizeVarint(uint64(int64(r.FencingEpoch)))
 }
 
 // Size is the size of the SubscribeResponse Append writes.
@@ -334,7 +361,12 @@ func (r *RawBatch) Append(b []byte) []byte {
 	b = protowire.AppendTag(b, RawBatchStartOffset, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(r.StartOffset))
 	b = protowire.AppendTag(b, RawBatchNextOffset, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(r.NextOffset))
+	b = protowire.AppendVarint(b, uint64(r.NextOffset))
+	if r.FencingEpoch != 0 {
+		b = protowire.AppendTag(b, RawBatchFencing, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(r.FencingEpoch)))
+	}
+	return b
 }
 
 // Encoded is a stream message encoded already (RecordsEncoder): the

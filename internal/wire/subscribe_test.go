@@ -81,39 +81,52 @@ func checkSubscribeEncoding(t *testing.T, topic string, partition int32, text bo
 		next = recs[len(recs)-1].Offset + 1
 	}
 	for _, batch := range []bool{true, false} {
-		want := subscribeWant(topic, partition, batch, text, recs, next)
-		wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
-		if err != nil {
-			t.Fatal(err)
+		for _, fencing := range []int32{0, 9, 1 << 20} {
+			checkSubscribeMessage(t, topic, partition, batch, text, recs, next, fencing)
 		}
-		var e RecordsEncoder
-		e.Reset(make([]byte, 7, 64), topic, partition, batch, text)
-		for i := range recs {
-			r := recs[i]
-			r.Headers = append([]Header(nil), r.Headers...)
-			size := e.Append(&r)
-			var wantSize int
-			if batch {
-				wantSize = proto.Size(want.GetBatch().Records[i])
-			} else {
-				wantSize = proto.Size(want.GetRecords().Records[i])
-			}
-			if size != wantSize {
-				t.Fatalf("batch %v: record %d: size %d, proto.Size %d", batch, i, size, wantSize)
-			}
+	}
+}
+
+func checkSubscribeMessage(t *testing.T, topic string, partition int32, batch, text bool, recs []Record, next int64, fencing int32) {
+	t.Helper()
+	want := subscribeWant(topic, partition, batch, text, recs, next)
+	if batch {
+		want.GetBatch().FencingEpoch = fencing
+	} else {
+		want.GetRecords().FencingEpoch = fencing
+	}
+	wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e RecordsEncoder
+	e.Reset(make([]byte, 7, 64), topic, partition, batch, text)
+	e.SetFencingEpoch(fencing)
+	for i := range recs {
+		r := recs[i]
+		r.Headers = append([]Header(nil), r.Headers...)
+		size := e.Append(&r)
+		var wantSize int
+		if batch {
+			wantSize = proto.Size(want.GetBatch().Records[i])
+		} else {
+			wantSize = proto.Size(want.GetRecords().Records[i])
 		}
-		if e.Records() != len(recs) {
-			t.Fatalf("Records() %d, appended %d", e.Records(), len(recs))
+		if size != wantSize {
+			t.Fatalf("batch %v: record %d: size %d, proto.Size %d", batch, i, size, wantSize)
 		}
-		head, body := e.Finish(next)
-		got := append(bytes.Clone(head), body...)
-		if !bytes.Equal(got, wantBytes) {
-			t.Fatalf("batch %v: encoded\n%x\nproto\n%x", batch, got, wantBytes)
-		}
-		var back quirev1.SubscribeResponse
-		if err := proto.Unmarshal(got, &back); err != nil || !proto.Equal(&back, want) {
-			t.Fatalf("batch %v: decodes to %v (%v), want %v", batch, &back, err, want)
-		}
+	}
+	if e.Records() != len(recs) {
+		t.Fatalf("Records() %d, appended %d", e.Records(), len(recs))
+	}
+	head, body := e.Finish(next)
+	got := append(bytes.Clone(head), body...)
+	if !bytes.Equal(got, wantBytes) {
+		t.Fatalf("batch %v: encoded\n%x\nproto\n%x", batch, got, wantBytes)
+	}
+	var back quirev1.SubscribeResponse
+	if err := proto.Unmarshal(got, &back); err != nil || !proto.Equal(&back, want) {
+		t.Fatalf("batch %v: decodes to %v (%v), want %v", batch, &back, err, want)
 	}
 }
 
@@ -178,10 +191,12 @@ func TestRawBatchIsProtoEncoding(t *testing.T) {
 	for _, r := range []RawBatch{
 		{Topic: "orders", Partition: 2, Records: []byte("batches"), StartOffset: 13, NextOffset: 31},
 		{Topic: "t", Partition: -1, Records: bytes.Repeat([]byte{1}, 300), StartOffset: 1 << 40, NextOffset: 1<<40 + 9},
+		{Topic: "f", Partition: 1, Records: []byte("b"), StartOffset: 4, NextOffset: 5, FencingEpoch: 1 << 20},
 	} {
 		got := r.Append(nil)
 		want, err := proto.Marshal(&quirev1.SubscribeResponse{Event: &quirev1.SubscribeResponse_RawBatch{RawBatch: &quirev1.SubscribeRawBatch{
-			Topic: r.Topic, Partition: r.Partition, Records: r.Records, StartOffset: r.StartOffset, NextOffset: r.NextOffset}}})
+			Topic: r.Topic, Partition: r.Partition, Records: r.Records, StartOffset: r.StartOffset, NextOffset: r.NextOffset,
+			FencingEpoch: r.FencingEpoch}}})
 		if err != nil {
 			t.Fatal(err)
 		}
