@@ -101,17 +101,20 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 	write(120)
 	c.Restart(leader)
 	// A consumer that starts now reads from offset 0 while the last
-	// writes go on and the replicas clean: it must see, for every key
-	// written before it started, that key's latest write then or a later
-	// one.
+	// writes go on and the replicas clean, to the end of the log: it must
+	// see, for every key written before it started, that key's latest
+	// write then or a later one. (A later write may have let the cleaner
+	// remove the earlier one, so it reads on to the end of the writes.)
 	before := make(map[string]int, len(last))
 	for i, w := range writes {
 		before[w.key] = i
 	}
 	startHW := waitInSync(t, c, "table")
 	reading := make(chan readDuringClean, 1)
-	go func() { reading <- readCompactedFrom0(ctx, c, startHW) }()
+	end := make(chan int64, 1)
+	go func() { reading <- readCompactedFrom0(ctx, c, end) }()
 	write(80)
+	end <- waitInSync(t, c, "table")
 	during := <-reading
 	if during.err != nil {
 		t.Fatalf("reading from 0 while cleaning: %v", during.err)
@@ -120,7 +123,7 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 	for _, ns := range during.seen {
 		seenN += len(ns)
 	}
-	t.Logf("a consumer reading from 0 while the replicas cleaned read %d records below offset %d", seenN, startHW)
+	t.Logf("a consumer that started reading from 0 at log end %d, while the replicas cleaned, read %d records", startHW, seenN)
 	for k, i := range before {
 		if !slices.ContainsFunc(during.seen[k], func(n int) bool { return n >= i }) {
 			t.Fatalf("a consumer started after write %d of key %s read only writes %v of it", i, k, during.seen[k])
@@ -282,13 +285,19 @@ type readDuringClean struct {
 	err  error
 }
 
-// readCompactedFrom0 reads the compacted topic from offset 0 up to to at
+// readCompactedFrom0 reads the compacted topic from offset 0 up to the
+// log end end sends (it reads while that is not known yet) at
 // its leader, a few records a fetch so that the cleaners swap segments
 // under it, following the leader as it moves.
-func readCompactedFrom0(ctx context.Context, c *testcluster.Cluster, to int64) readDuringClean {
+func readCompactedFrom0(ctx context.Context, c *testcluster.Cluster, end <-chan int64) readDuringClean {
 	out := readDuringClean{seen: map[string][]int{}}
 	prev := int64(-1)
+	to := int64(math.MaxInt64)
 	for off := int64(0); off < to; {
+		select {
+		case to = <-end:
+		default:
+		}
 		if err := ctx.Err(); err != nil {
 			return readDuringClean{err: fmt.Errorf("at offset %d of %d: %w", off, to, err)}
 		}
