@@ -28,6 +28,7 @@ type Consumer struct {
 	// after the retry backoff), not restarted at the client's
 	// ConsumeResetOffset.
 	resetNone bool
+	isolation quirev1.IsolationLevel
 
 	mu       sync.Mutex
 	parts    map[topicPartition]*consPart
@@ -73,13 +74,13 @@ type fetchResult struct {
 // tell is bad, an AtCommitted whose group id ValidateGroupID refuses,
 // fails it with ErrInvalidOffset (and the INVALID_GROUP_ID code).
 func (c *Client) NewConsumer(assign map[string]map[int32]Offset) (*Consumer, error) {
-	return c.newConsumer(assign, c.cfg.resetNone)
+	return c.newConsumer(assign, c.cfg.resetNone, c.cfg.isolation)
 }
 
-// newConsumer is NewConsumer with the policy for an offset out of range:
-// reported when resetNone, else restarted at the client's
-// ConsumeResetOffset.
-func (c *Client) newConsumer(assign map[string]map[int32]Offset, resetNone bool) (*Consumer, error) {
+// newConsumer is NewConsumer with the policy for an offset out of range
+// (reported when resetNone, else restarted at the client's
+// ConsumeResetOffset) and the view of transactions it reads at.
+func (c *Client) newConsumer(assign map[string]map[int32]Offset, resetNone bool, isolation quirev1.IsolationLevel) (*Consumer, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -91,7 +92,7 @@ func (c *Client) newConsumer(assign map[string]map[int32]Offset, resetNone bool)
 		}
 	}
 	k := &Consumer{c: c, out: make(chan fetchResult, c.cfg.fetchBufferedPolls), wakeCh: make(chan struct{}, 1),
-		resetNone: resetNone, parts: map[topicPartition]*consPart{}, fetchers: map[int32]*fetcher{}}
+		resetNone: resetNone, isolation: isolation, parts: map[topicPartition]*consPart{}, fetchers: map[int32]*fetcher{}}
 	k.ctx, k.cancel = context.WithCancel(c.ctx)
 	for t, ps := range assign {
 		for p, o := range ps {
@@ -529,4 +530,15 @@ func (c *Client) listOffsets(ctx context.Context, leader int32, req *quirev1.Lis
 		return nil, fromStatus(err)
 	}
 	return resp.GetPartitions(), nil
+}
+
+// groupIsolation is the view of transactions a group consumer reads at:
+// read_committed unless the client was given ReadUncommitted, since a
+// group's committed offsets are what an exactly-once pipeline's
+// transactions commit with their output.
+func (c *Client) groupIsolation() quirev1.IsolationLevel {
+	if c.cfg.isolationSet {
+		return c.cfg.isolation
+	}
+	return quirev1.IsolationLevel_READ_COMMITTED
 }

@@ -100,7 +100,7 @@ func (f *fetcher) build() (*quirev1.FetchRequest, []fetchResult) {
 		return nil, nil
 	}
 	return &quirev1.FetchRequest{MaxWaitMs: int32(cfg.fetchMaxWait / time.Millisecond), MinBytes: cfg.fetchMinBytes,
-		MaxBytes: cfg.fetchMaxBytes, Partitions: parts, IsolationLevel: cfg.isolation}, sent
+		MaxBytes: cfg.fetchMaxBytes, Partitions: parts, IsolationLevel: k.isolation}, sent
 }
 
 // connect returns the connection to the broker.

@@ -703,7 +703,7 @@ func (g *GroupConsumer) startLocked() bool {
 	}
 	// Reset NoReset is Kafka's auto.offset.reset=none for an offset out
 	// of range too: reported, never moved.
-	cons, err := g.c.newConsumer(assign, g.c.cfg.resetNone || g.cfg.Reset.kind == offsetNone)
+	cons, err := g.c.newConsumer(assign, g.c.cfg.resetNone || g.cfg.Reset.kind == offsetNone, g.c.groupIsolation())
 	if err != nil {
 		// The client is closed: nothing more will be read.
 		g.owned = nil

@@ -68,6 +68,7 @@ type config struct {
 	fetchMaxWait       time.Duration
 	fetchMinBytes      int32
 	isolation          quirev1.IsolationLevel
+	isolationSet       bool // ReadCommitted or ReadUncommitted given
 	fetchMaxBytes      int32
 	fetchPartMaxBytes  int32
 	fetchBufferedPolls int
@@ -209,11 +210,19 @@ func FetchMinBytes(n int32) Opt { return func(c *config) { c.fetchMinBytes = n }
 
 // ReadCommitted makes consumers read only committed transactions'
 // records (and records of no transaction), up to each partition's last
-// stable offset: Kafka's isolation.level=read_committed. The default
-// reads every record up to the high watermark, aborted transactions'
-// too. Transaction markers are never returned either way.
+// stable offset: Kafka's isolation.level=read_committed. It is the group
+// consumer's default; a Consumer (partitions assigned by the
+// application) reads uncommitted records unless given this, as Kafka's
+// consumers do. Transaction markers are never returned either way.
 func ReadCommitted() Opt {
-	return func(c *config) { c.isolation = quirev1.IsolationLevel_READ_COMMITTED }
+	return func(c *config) { c.isolation, c.isolationSet = quirev1.IsolationLevel_READ_COMMITTED, true }
+}
+
+// ReadUncommitted makes consumers, group consumers too, read every
+// record up to the high watermark, aborted and still open transactions'
+// too: Kafka's isolation.level=read_uncommitted.
+func ReadUncommitted() Opt {
+	return func(c *config) { c.isolation, c.isolationSet = quirev1.IsolationLevel_READ_UNCOMMITTED, true }
 }
 
 // FetchMaxBytes caps one fetch response (default 16 MiB).

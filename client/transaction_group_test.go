@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,5 +117,71 @@ func TestClientGroupStableLag(t *testing.T) {
 	// The marker is at 7: both are against 8 now.
 	if p := lag(); p.HighWatermark != 8 || p.Lag != 7 || p.LastStableOffset != 8 || p.StableLag != 7 {
 		t.Fatalf("transaction committed: %+v; want high watermark 8, lag 7, last stable offset 8, stable lag 7", p)
+	}
+}
+
+// TestClientGroupConsumerReadsCommittedByDefault: a group consumer reads
+// committed records only unless the client is given ReadUncommitted; a
+// Consumer of assigned partitions reads every record unless given
+// ReadCommitted, as Kafka's consumers do.
+func TestClientGroupConsumerReadsCommittedByDefault(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionTransactions)
+	cl := newClient(t, b.Addr())
+	ctx := testCtx(t)
+	createTopic(t, cl, "rcdef", 1)
+	tx, err := cl.NewTransaction(ctx, "rcdef-tx", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Produce(ctx, "rcdef", 0, &client.Record{Value: []byte("aborted")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &client.Record{Topic: "rcdef", Partition: 0, Value: []byte("plain")}); err != nil {
+		t.Fatal(err)
+	}
+	// read polls until "plain" and returns every value read.
+	read := func(next func(context.Context) ([]*client.Record, error)) []string {
+		t.Helper()
+		var got []string
+		for !slices.Contains(got, "plain") {
+			rs, err := next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				got = append(got, string(r.Value))
+			}
+		}
+		return got
+	}
+	group := func(name string, opts ...client.Opt) []string {
+		c := newClient(t, b.Addr(), opts...)
+		g, err := c.NewGroupConsumer(client.GroupConfig{Group: name, Topics: []string{"rcdef"}, Reset: client.AtStart()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return read(g.Poll)
+	}
+	if got := group("rcdef-default"); !slices.Equal(got, []string{"plain"}) {
+		t.Errorf("a group consumer by default read %q, want only the record of no transaction", got)
+	}
+	if got := group("rcdef-uncommitted", client.ReadUncommitted()); !slices.Equal(got, []string{"aborted", "plain"}) {
+		t.Errorf("a group consumer with ReadUncommitted read %q, want the aborted record too", got)
+	}
+	cons, err := cl.NewConsumer(map[string]map[int32]client.Offset{"rcdef": {0: client.AtStart()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if got := read(cons.Poll); !slices.Equal(got, []string{"aborted", "plain"}) {
+		t.Errorf("a Consumer by default read %q, want every record", got)
 	}
 }

@@ -136,6 +136,10 @@ has not read before starts is the broker's share.auto.offset.reset.
 			case "read_committed":
 				opts = append(opts, client.ReadCommitted())
 			case "read_uncommitted":
+				opts = append(opts, client.ReadUncommitted())
+			case "":
+				// The client's default: read_committed with --group,
+				// read_uncommitted without.
 			default:
 				return fmt.Errorf("bad --isolation %q: read_uncommitted or read_committed", isolation)
 			}
@@ -253,7 +257,7 @@ has not read before starts is the broker's share.auto.offset.reset.
 	f.DurationVar(&interval, "commit-interval", 5*time.Second, "with --group, commit at most this often (0: after every batch), and on exit")
 	f.StringVar(&shareGroup, "share", "", "share group: read as one of its members, each record handed to one member at a time, and accept each record printed")
 	f.BoolVar(&keyOrdered, "key-ordered", false, "with --share, ask for the share group's per-key ordering (records of a key to one member at a time, in order)")
-	f.StringVar(&isolation, "isolation", "read_uncommitted", "read_committed: only records of committed transactions (and of none), up to the last stable offset; read_uncommitted: every record")
+	f.StringVar(&isolation, "isolation", "", "read_committed: only records of committed transactions (and of none), up to the last stable offset; read_uncommitted: every record (default read_committed with --group, read_uncommitted without)")
 	return cmd
 }
 

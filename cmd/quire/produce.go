@@ -26,6 +26,7 @@ func newProduceCmd(g *globalFlags) *cobra.Command {
 		maxLine, batchMax              int
 		txnID                          string
 		txnAbort                       bool
+		txRecords                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "produce TOPIC",
@@ -43,8 +44,9 @@ standard error, exactly as quire consume does; otherwise both fail at once.
 
 With --transactional-id every line goes in one transaction, committed at
 the end of input: consumers reading committed records only (quire consume
---isolation read_committed) see all of the lines or none. --abort aborts
-it instead; so do an interrupt and a failure. A second producer with the
+--isolation read_committed) see all of the lines or none. --tx-records N
+commits one transaction every N lines instead (and the rest at the end).
+--abort aborts them instead; an interrupt and a failure abort the open one. A second producer with the
 same transactional id fences the first.
 
 Ctrl-C (SIGINT) or SIGTERM stops reading at once, also while produce waits
@@ -89,12 +91,19 @@ saying how many.`,
 			if txnAbort && txnID == "" {
 				return fmt.Errorf("--abort needs --transactional-id")
 			}
+			if cmd.Flags().Changed("tx-records") && txnID == "" {
+				return fmt.Errorf("--tx-records needs --transactional-id")
+			}
+			if txRecords < 0 {
+				return fmt.Errorf("bad --tx-records %d: a number of lines, or 0 for one transaction of the whole input", txRecords)
+			}
 			var tl *txnLines
 			if txnID != "" {
 				if a != client.AllISRAcks {
 					return fmt.Errorf("--transactional-id needs --acks all")
 				}
-				if tl, err = newTxnLines(ctx, cl, txnID, args[0], nparts, explicit, partition, cmd.OutOrStdout(), verbose); err != nil {
+				if tl, err = newTxnLines(ctx, cl, txnID, args[0], nparts, explicit, partition, cmd.OutOrStdout(), verbose,
+					txRecords, !txnAbort, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
@@ -202,6 +211,7 @@ saying how many.`,
 	f.IntVar(&batchMax, "batch-max-bytes", 0, "largest record batch built (default: the topic's max.message.bytes)")
 	f.StringVar(&txnID, "transactional-id", "", "write every line in one transaction of this transactional id, committed at the end of input")
 	f.BoolVar(&txnAbort, "abort", false, "with --transactional-id, abort the transaction at the end instead of committing it")
+	f.IntVar(&txRecords, "tx-records", 0, "with --transactional-id, one transaction every N lines (the last one at the end of input); 0: one transaction of the whole input")
 	return cmd
 }
 

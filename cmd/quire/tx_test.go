@@ -64,3 +64,41 @@ func TestCLITransactions(t *testing.T) {
 		t.Fatal("tx describe of an unknown id succeeded")
 	}
 }
+
+// TestCLITransactionsEveryN: --tx-records N commits one transaction every
+// N lines and the rest at the end, each said; an input ending on a
+// transaction's last line ends no empty one; a bad or lone --tx-records is
+// refused.
+func TestCLITransactionsEveryN(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t)
+	brokers := []string{"--brokers", b.Addr()}
+	run := func(stdin string, args ...string) (string, string, error) {
+		t.Helper()
+		return runCLIStdin(stdin, append(append([]string{}, brokers...), args...)...)
+	}
+	if _, _, err := run("", "topic", "create", "tn", "-p", "1"); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := run("a\nb\nc\nd\ne\n", "produce", "tn", "--transactional-id", "cli-txn", "--tx-records", "2")
+	want := "committed 2 records (transaction 1)\ncommitted 2 records (transaction 2)\ncommitted 1 records (transaction 3)\n"
+	if err != nil || !strings.Contains(errOut, want) {
+		t.Fatalf("produce --tx-records 2 of 5 lines: %v, said %q, want %q", err, errOut, want)
+	}
+	_, errOut, err = run("f\ng\n", "produce", "tn", "--transactional-id", "cli-txn", "--tx-records", "2")
+	if err != nil || !strings.Contains(errOut, "committed 2 records (transaction 1)\n") || strings.Contains(errOut, "transaction 2") {
+		t.Fatalf("produce --tx-records 2 of 2 lines: %v, said %q", err, errOut)
+	}
+	out, _, err := run("", "consume", "tn", "--isolation", "read_committed", "-n", "7")
+	if err != nil || out != "a\nb\nc\nd\ne\nf\ng\n" {
+		t.Fatalf("read_committed read %q, %v", out, err)
+	}
+	for _, args := range [][]string{
+		{"produce", "tn", "--tx-records", "2"},
+		{"produce", "tn", "--transactional-id", "cli-txn", "--tx-records", "-1"},
+	} {
+		if _, _, err := run("x\n", args...); err == nil || !strings.Contains(err.Error(), "--tx-records") {
+			t.Errorf("quire %s: %v, want a refusal naming --tx-records", strings.Join(args, " "), err)
+		}
+	}
+}
