@@ -368,7 +368,9 @@ func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req
 // shareReadBytes is how much of a log one read takes.
 const shareReadBytes = 1 << 20
 
-// readRange returns the batches holding offsets first to last.
+// readRange returns the batches holding offsets first to last, and no
+// batch past last: a read takes up to shareReadBytes of the log, which
+// the client would otherwise decode only to skip.
 func readRange(part *replica.Partition, first, last int64) ([]byte, error) {
 	var out []byte
 	for off := first; off <= last; {
@@ -379,11 +381,27 @@ func readRange(part *replica.Partition, first, last int64) ([]byte, error) {
 		if res.HighOffset <= off {
 			return nil, fmt.Errorf("%w: offset %d is no longer readable", replica.ErrInvalidRequest, off)
 		}
-		out = append(out, res.Batches...)
-		off = res.HighOffset
+		next := off
+		_ = record.WalkRead(res.Batches, func(batch []byte, h record.Header) error {
+			if h.BaseOffset > last {
+				return errPastRange
+			}
+			out = append(out, batch...)
+			next = h.NextOffset()
+			return nil
+		})
+		if next <= off {
+			// No whole batch at off in the read: answer it as read.
+			out = append(out, res.Batches...)
+			next = res.HighOffset
+		}
+		off = next
 	}
 	return out, nil
 }
+
+// errPastRange stops readRange's walk at the first batch past its range.
+var errPastRange = errors.New("past the range")
 
 // shareLog is a leader replica as the share coordinator reads it: the
 // records' offsets and keys, control batches left out (as gaps).

@@ -387,3 +387,41 @@ func TestCoreShareAnswersOnlySaved(t *testing.T) {
 		t.Fatalf("fetch after the refusals: %v %v, want %v", r.Acquired, r.Err, want)
 	}
 }
+
+// TestCoreShareFetchAnswersOnlyAcquiredBatches: a share fetch answers the
+// batches holding the records it acquired and none past them, however
+// much more of the log there is.
+func TestCoreShareFetchAnswersOnlyAcquiredBatches(t *testing.T) {
+	f, _ := newShareCore(t, false, nil)
+	ctx := ctxT(t)
+	for b := range 5 {
+		produceKeyed(t, f, b*10, 10, 3) // one batch a call: offsets 0-9, 10-19, ...
+	}
+	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "m", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 15,
+		Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res[0].Acquired) != 1 || res[0].Acquired[0] != (share.AcquiredRange{First: 0, Last: 14, DeliveryCount: 1}) {
+		t.Fatalf("acquired %+v, want 0-14", res[0].Acquired)
+	}
+	var bases []int64
+	if err := record.WalkRead(res[0].Records, func(_ []byte, h record.Header) error {
+		bases = append(bases, h.BaseOffset)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bases) != "[0 10]" {
+		t.Fatalf("answered batches at %v, want the two holding 0-14: [0 10]", bases)
+	}
+	recs := decoded(t, res[0].Records)
+	for o := range int64(20) {
+		if got, want := recs[o][1], fmt.Sprintf("v%d", o); got != want {
+			t.Fatalf("offset %d: value %q, want %q", o, got, want)
+		}
+	}
+}

@@ -26,11 +26,10 @@
 #
 # then Kafka's admin API through librdkafka (scripts/kafka_admin.py), an
 # exactly-once consume-transform-produce with librdkafka's transactional
-# producer (scripts/kafka_txn.py),
-# kafka-go's group consumer, a secured node's TLS and SCRAM with kcat, and
-# the admin API and TLS+SCRAM again on a secured 3-node cluster of
-# scripts/cluster.sh with KAFKA listeners (each part described where it
-# runs).
+# producer (scripts/kafka_txn.py), kafka-go's group consumer, franz-go's
+# share consumer, a secured node's TLS and SCRAM with kcat, and the admin
+# API and TLS+SCRAM again on a secured 3-node cluster of scripts/cluster.sh
+# with KAFKA listeners (each part described where it runs).
 #
 # Without kcat (not installable) the script is skipped with a message;
 # QUIRE_REQUIRE_KCAT=1 makes that an error.
@@ -349,6 +348,42 @@ grep -q "^kafka-go: 200 records read once by two readers" "$tmp/kafkago.log" || 
 committed=$("$quire" --brokers "$grpc" group describe kgo-group | awk '$2 == "kgo" && $4 == 50' | wc -l)
 [ "$committed" = 4 ] || fail "kgo-group did not commit offset 50 on all 4 partitions: $("$quire" --brokers "$grpc" group describe kgo-group)"
 step "kafka-go: ok"
+# ---- franz-go's share consumer -----------------------------------------
+# Three franz-go share members (internal/kafkaclients/sharee2e:
+# ShareGroupHeartbeat, ShareFetch and ShareAcknowledge as kgo.ShareGroup
+# sends them) join one share group on a one-partition topic. Once quire
+# group describe shows the three members and the share-partition (made
+# at the log's end: share.auto.offset.reset is latest), kcat writes 300
+# records and quire produce 100 more; the members accept each exactly
+# once between them, at least two of them reading, every acceptance
+# confirmed. quire then sees the share-partition finished at offset 400,
+# nothing in flight.
+step "three franz-go share members read a topic kcat and quire produce write: every record accepted exactly once"
+"$quire" --brokers "$grpc" topic create ksh -p 1 >/dev/null || fail "create topic ksh"
+QUIRE_SHARE_ADDR=$kafka QUIRE_SHARE_TOPIC=ksh QUIRE_SHARE_GROUP=ksh-group QUIRE_SHARE_MEMBERS=3 QUIRE_SHARE_RECORDS=400 \
+	timeout 300 go test -count=1 -v -run '^TestFranzShareE2E$' ./internal/kafkaclients/sharee2e/ >"$tmp/share.log" 2>&1 &
+share_pid=$!
+deadline=$((SECONDS + 180)) # go test builds the package first
+until "$quire" --brokers "$grpc" group describe ksh-group 2>/dev/null >"$tmp/share-describe.txt" &&
+	grep -q ': 3 members' "$tmp/share-describe.txt" && awk '$1 == "ksh-group" && $2 == "ksh" && $3 == 0 { ok = 1 } END { exit !ok }' "$tmp/share-describe.txt"; do
+	kill -0 "$share_pid" 2>/dev/null || fail "franz-go share members exited early: $(tail -30 "$tmp/share.log")"
+	[ "$SECONDS" -lt "$deadline" ] || fail "ksh-group: no 3 members fetching ksh within 180s: $(cat "$tmp/share-describe.txt")"
+	sleep 0.2
+done
+for r in 0 1 2; do
+	seq $((r * 100 + 1)) $((r * 100 + 100)) | kc -P -t ksh -p 0 || fail "kcat -P ksh"
+done
+seq 301 400 | "$quire" --brokers "$grpc" produce ksh -p 0 >/dev/null || fail "quire produce ksh"
+wait "$share_pid" || fail "franz-go share members: $(tail -30 "$tmp/share.log")"
+grep -q "^franz-go share: 400 records accepted once by 3 members" "$tmp/share.log" || fail "franz-go share: no summary: $(tail -30 "$tmp/share.log")"
+grep '^franz-go share: ' "$tmp/share.log"
+deadline=$((SECONDS + 30))
+until "$quire" --brokers "$grpc" group describe ksh-group >"$tmp/share-describe.txt" 2>&1 &&
+	awk '$1 == "ksh-group" && $2 == "ksh" && $3 == 0 && $4 == 400 && $6 == 0 { ok = 1 } END { exit !ok }' "$tmp/share-describe.txt"; do
+	[ "$SECONDS" -lt "$deadline" ] || fail "ksh-group's share-partition not finished at 400 within 30s: $(cat "$tmp/share-describe.txt")"
+	sleep 0.2
+done
+step "franz-go share: ok"
 # ---- TLS and SASL/SCRAM on a Kafka listener ---------------------------
 # A second dev node, secured as scripts/e2e_security.sh's cluster is (a
 # throwaway CA and certificates from quire dev certs, TLS with client
