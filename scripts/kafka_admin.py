@@ -231,7 +231,12 @@ def main():
         fail("usage: kafka_admin.py HOST:PORT[,HOST:PORT...] [PROPERTY=VALUE ...]")
     bootstrap = sys.argv[1]
     props = dict(a.split("=", 1) for a in sys.argv[2:])
-    admin = AdminClient(dict(props, **{"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000}))
+    # An admin client is a producer to librdkafka: it refreshes the
+    # metadata of topics it has named (list_topics("pa") below) asking
+    # for them to be created, and the node's auto.create.topics.enable
+    # (on, as Kafka's) would bring a topic it just deleted back.
+    admin = AdminClient(dict(props, **{"bootstrap.servers": bootstrap, "socket.timeout.ms": 30000,
+                                       "allow.auto.create.topics": False}))
 
     step("create topics (explicit counts and a config, the broker's defaults), a dry run, an existing one")
     want_ok("create", admin.create_topics(
