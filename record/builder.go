@@ -1,6 +1,9 @@
 package record
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // Builder builds one batch. The zero value is not usable; use NewBuilder.
 // A Builder is not safe for concurrent use.
@@ -69,6 +72,13 @@ func (b *Builder) Append(ts int64, key, value []byte, headers []RecordHeader) {
 		varintLen(int64(len(headers)))
 	for _, h := range headers {
 		size += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	// Room for the record, doubling the buffer when it is short: append
+	// grows a large slice by about a quarter at a time, so a batch filled
+	// from a small buffer (a producer's reused one, when records move on
+	// to another partition every batch) was copied several times over.
+	if need := size + binary.MaxVarintLen64; cap(b.recs)-len(b.recs) < need {
+		b.recs = slices.Grow(b.recs, max(need, cap(b.recs)))
 	}
 	r := binary.AppendVarint(b.recs, int64(size))
 	r = append(r, 0) // attributes
