@@ -117,6 +117,7 @@ var brokerErrors = []errcode.Mapping{
 	{Err: sharegroup.ErrUnknownMember, GRPC: codes.NotFound, Code: quirev1.ErrorCode_UNKNOWN_MEMBER_ID},
 	{Err: sharegroup.ErrFencedMemberEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH},
 	{Err: sharegroup.ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},
+	{Err: sharegroup.ErrStateNotSaved, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
 	{Err: share.ErrInvalidRecordState, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_INVALID_RECORD_STATE},
 	{Err: share.ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},
 	{Err: share.ErrInvalidConfig, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_CONFIG},

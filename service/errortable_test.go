@@ -47,6 +47,7 @@ var sentinels = map[string]error{
 	"sharegroup.ErrUnknownMember":     sharegroup.ErrUnknownMember,
 	"sharegroup.ErrFencedMemberEpoch": sharegroup.ErrFencedMemberEpoch,
 	"sharegroup.ErrInvalidRequest":    sharegroup.ErrInvalidRequest,
+	"sharegroup.ErrStateNotSaved":     sharegroup.ErrStateNotSaved,
 	"request.ErrShareGroupsDisabled":  request.ErrShareGroupsDisabled,
 	"request.ErrShareGroupNotFound":   request.ErrShareGroupNotFound,
 	"request.ErrShareRecordNotHeld":   request.ErrShareRecordNotHeld,

@@ -43,6 +43,11 @@ var (
 	ErrFencedMemberEpoch = errors.New("sharegroup: fenced member epoch")
 	// ErrInvalidRequest: a malformed heartbeat.
 	ErrInvalidRequest = errors.New("sharegroup: invalid request")
+	// ErrStateNotSaved: a share-partition's changes were made under a
+	// leadership this node has lost (another call's save was refused
+	// meanwhile) and will never be saved; the member asks the partition's
+	// leader again. Kafka's NOT_LEADER_OR_FOLLOWER.
+	ErrStateNotSaved = errors.New("sharegroup: share-partition changed under a lost leadership, not saved")
 )
 
 // Config tunes the coordinator.

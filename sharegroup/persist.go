@@ -125,6 +125,11 @@ func (c *Coordinator) Persist(ctx context.Context, group string, tps []TopicPart
 			continue
 		}
 		p.mu.Lock()
+		if p.p == nil && p.version > p.saved {
+			// Dropped when a save under its lease was refused: what
+			// changed since the last save is lost, not saved.
+			out[i] = fmt.Errorf("%w: group %s on %s-%d", ErrStateNotSaved, group, tp.Topic, tp.Partition)
+		}
 		if p.p != nil && p.version > p.saved {
 			items = append(items, saveItem{p: p, version: p.version,
 				state: SavedState{Group: group, TopicPartition: tp, Lease: p.lease, Snapshot: p.p.Snapshot()}})
