@@ -237,10 +237,28 @@ func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.R
 	if err != nil {
 		return res, hw, nil, err
 	}
-	if buf != nil {
-		*buf = res.Batches
-	}
+	buf = keepPooled(&res, buf)
 	return res, hw, buf, nil
+}
+
+// keepPooled leaves the batches read in buf there when they fill a
+// good part of it, and otherwise copies them out and gives buf back
+// (nil): a fetch answers partitions, each read into a buffer of at least
+// fetchbuf.Size, and one of thousands of partitions with a little data
+// each would otherwise hold a megabyte a partition until it is answered.
+// Pooled buffers held are so at most four times the records' bytes,
+// which the fetch's byte limit bounds.
+func keepPooled(res *storage.ReadResult, buf *[]byte) *[]byte {
+	if buf == nil {
+		return nil
+	}
+	if len(res.Batches) < cap(*buf)/4 {
+		res.Batches = append([]byte(nil), res.Batches...)
+		fetchbuf.Put(buf)
+		return nil
+	}
+	*buf = res.Batches
+	return buf
 }
 
 // pooledBytes is the size of the pooled buffer asked for a read of up
@@ -271,9 +289,7 @@ func readCommitted(p *replica.Partition, offset int64, maxBytes int, pooled bool
 	if err != nil {
 		return res, hw, lso, nil, nil, err
 	}
-	if buf != nil {
-		*buf = res.Batches
-	}
+	buf = keepPooled(&res, buf)
 	return res, hw, lso, aborted, buf, nil
 }
 

@@ -288,8 +288,12 @@ expect 'INVALID_REQUEST' "$out"
 expect 'ack of e2e-sub-0 below next_offset 9, past 2' "$out"
 
 step "two concurrent Subscribe streams (the per-record form, acknowledged by offset) split the topic's partitions"
-sub_start subb 7 e2e-split
-sub_start subc 8 e2e-split
+# The first stream is sent the partitions' records before the second
+# joins and acknowledges nothing yet: a partition it gives up waits for
+# those acknowledgements for 3/4 of the rebalance timeout, then goes to
+# the second stream, which reads it from the start.
+sub_start subb 7 e2e-split '"rebalanceTimeoutMs": 4000'
+sub_start subc 8 e2e-split '"rebalanceTimeoutMs": 4000'
 deadline=$((SECONDS + 30))
 until out=$(call quire.v1.Groups/DescribeGroup '{"group": "e2e-split"}' 2>&1) && grep -q '"state": "stable"' <<<"$out" &&
 	[ "$(grep -c '"memberEpoch"' <<<"$out")" -eq 2 ]; do # members only: partitions name their owner by memberId
