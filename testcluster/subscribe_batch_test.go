@@ -215,9 +215,12 @@ func subscribeRevoked(t *testing.T, raw bool) {
 	createTopic(t, c, ctl, "rv", 2, 3)
 	waitTopic(ctx, c, "rv")
 	produceN(ctx, t, c, "rv", 2, 10, "a")
+	// A leaves 3 records of the partition it gives up unacknowledged,
+	// so the handover waits for them 3/4 of the rebalance timeout: 3 s.
 	start := func() *quirev1.SubscribeStart {
 		return &quirev1.SubscribeStart{Group: "rvg", Subscription: &quirev1.GroupSubscription{Topics: []string{"rv"}},
-			MaxOutstandingRecords: 20, CommitIntervalMs: 600000, Assignor: "range", Batches: !raw, RawBatches: raw}
+			MaxOutstandingRecords: 20, CommitIntervalMs: 600000, Assignor: "range", Batches: !raw, RawBatches: raw,
+			RebalanceTimeoutMs: 4000}
 	}
 	a := subscribe(t, c, c.IDs()[0], "A", start(), false)
 	a.wait(ctx, "A reads 20", func() bool { return a.totalLocked() == 20 && len(a.owned) == 2 })
