@@ -230,26 +230,23 @@ func (c *Core) readAll(req *FetchRequest, maxBytes int, received time.Time, regi
 func readPooled(p *replica.Partition, offset int64, maxBytes int) (res storage.ReadResult, hw int64, buf *[]byte, err error) {
 	buf = fetchbuf.Get(pooledBytes(maxBytes))
 	res, hw, err = p.ReadAppend(*buf, offset, maxBytes)
-	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
-		fetchbuf.Put(buf)
-		buf = nil
-	}
-	if err != nil {
-		return res, hw, nil, err
-	}
-	buf = keepPooled(&res, buf)
-	return res, hw, buf, nil
+	buf = keepPooled(&res, buf, err)
+	return res, hw, buf, err
 }
 
-// keepPooled leaves the batches read in buf there when they fill a
+// keepPooled gives buf back unless the read (err its error) left its
+// batches in it, and leaves them there when they fill a
 // good part of it, and otherwise copies them out and gives buf back
 // (nil): a fetch answers partitions, each read into a buffer of at least
 // fetchbuf.Size, and one of thousands of partitions with a little data
 // each would otherwise hold a megabyte a partition until it is answered.
 // Pooled buffers held are so at most four times the records' bytes,
 // which the fetch's byte limit bounds.
-func keepPooled(res *storage.ReadResult, buf *[]byte) *[]byte {
-	if buf == nil {
+func keepPooled(res *storage.ReadResult, buf *[]byte, err error) *[]byte {
+	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
+		// Nothing read into it, or a batch too big for it (read into a
+		// buffer of its own).
+		fetchbuf.Put(buf)
 		return nil
 	}
 	if len(res.Batches) < cap(*buf)/4 {
@@ -282,14 +279,9 @@ func readCommitted(p *replica.Partition, offset int64, maxBytes int, pooled bool
 	}
 	buf = fetchbuf.Get(pooledBytes(maxBytes))
 	res, hw, lso, aborted, err = p.ReadCommittedAppend(*buf, offset, maxBytes)
-	if err != nil || len(res.Batches) == 0 || cap(res.Batches) != cap(*buf) || &res.Batches[:1][0] != &(*buf)[:1][0] {
-		fetchbuf.Put(buf)
-		buf = nil
-	}
-	if err != nil {
+	if buf = keepPooled(&res, buf, err); err != nil {
 		return res, hw, lso, nil, nil, err
 	}
-	buf = keepPooled(&res, buf)
 	return res, hw, lso, aborted, buf, nil
 }
 
