@@ -64,6 +64,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 	if b.cfg.GroupShareEnable {
 		scfg := b.cfg.ShareGroupConfig()
 		scfg.Store = shareStore{b}
+		scfg.Configs = shareStore{b}
 		// A member's heartbeats reach one node, its fetches each
 		// partition's leader.
 		scfg.AdmitFetchers = true
@@ -72,6 +73,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 			return nil, fmt.Errorf("share groups: %w", err)
 		}
 		cfg.Shares = sc
+		cfg.ShareStore = shareGroupStore{b}
 	}
 
 	return request.New(cfg)

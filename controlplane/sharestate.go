@@ -54,3 +54,41 @@ func (f *Forwarder) PutShareStates(ctx context.Context, broker int32, states []m
 	}
 	return out, nil
 }
+
+// PutShareGroupConfig replaces a share group's settings on this node's
+// controller.
+func (s *Service) PutShareGroupConfig(ctx context.Context, in *pb.PutShareGroupConfigRequest) (*pb.PutShareGroupConfigResponse, error) {
+	if err := s.node.Ctl().PutShareGroupConfig(ctx, in.GetConfig().GetGroup(), in.GetConfig().GetConfigs()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.PutShareGroupConfigResponse{}, nil
+}
+
+// DeleteShareGroup removes a share group's saved state on this node's
+// controller.
+func (s *Service) DeleteShareGroup(ctx context.Context, in *pb.DeleteShareGroupRequest) (*pb.DeleteShareGroupResponse, error) {
+	n, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteShareGroupResponse{States: int32(n)}, nil
+}
+
+// PutShareGroupConfig replaces a share group's settings through the
+// controller (metadata.version 16).
+func (f *Forwarder) PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error {
+	_, err := Call(ctx, f, (*Service).PutShareGroupConfig, pb.ControllerServiceClient.PutShareGroupConfig,
+		&pb.PutShareGroupConfigRequest{Config: &metapb.PutShareGroupConfig{Group: group, Configs: configs}})
+	return err
+}
+
+// DeleteShareGroup removes a share group's saved states and settings
+// through the controller and answers how many states went.
+func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string) (int, error) {
+	resp, err := Call(ctx, f, (*Service).DeleteShareGroup, pb.ControllerServiceClient.DeleteShareGroup,
+		&pb.DeleteShareGroupRequest{Delete: &metapb.DeleteShareGroup{Group: group}})
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.GetStates()), nil
+}

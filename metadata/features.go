@@ -116,8 +116,14 @@ const (
 	// kept in memory only.
 	MetadataVersionShareState int32 = 15
 
+	// MetadataVersionShareGroupConfig adds PutShareGroupConfig and
+	// DeleteShareGroup (a share group's settings, the deletion of its
+	// saved state: sharegroupconfig.go) and, in a share-partition state,
+	// the dead letters not yet written and the group's generation.
+	MetadataVersionShareGroupConfig int32 = 16
+
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionShareState
+	LatestMetadataVersion = MetadataVersionShareGroupConfig
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -246,6 +252,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionReassignment
 	case *pb.Command_PutShareStates:
 		return MetadataVersionShareState
+	case *pb.Command_PutShareGroupConfig, *pb.Command_DeleteShareGroup:
+		return MetadataVersionShareGroupConfig
 	}
 	return 0
 }

@@ -110,6 +110,9 @@ type Config struct {
 	// Shares is the share coordinator of this node's share groups
 	// (share.go); nil: the share-group calls are refused.
 	Shares *sharegroup.Coordinator
+	// ShareStore keeps share groups' settings and saved state in the
+	// metadata log (share_config.go); nil: group settings are refused.
+	ShareStore ShareGroupStore
 	// OffsetLister asks a partition's leader elsewhere for an offset (an
 	// offset reset's targets); nil: only partitions led here are reset.
 	OffsetLister OffsetLister

@@ -108,6 +108,7 @@ var sentinels = map[string]error{
 	"metadata.ErrInvalidGroupID":              metadata.ErrInvalidGroupID,
 	"metadata.ErrInvalidOffsetCommit":         metadata.ErrInvalidOffsetCommit,
 	"metadata.ErrInvalidPartition":            metadata.ErrInvalidPartition,
+	"metadata.ErrInvalidShareGroupConfig":     metadata.ErrInvalidShareGroupConfig,
 	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
 	"metadata.ErrGroupSubscribedToTopic":      metadata.ErrGroupSubscribedToTopic,
 	"metadata.ErrElectionNotNeeded":           metadata.ErrElectionNotNeeded,
