@@ -156,7 +156,7 @@ func (c *Core) deadLettersFound(ctx context.Context, dlq string, p int32, since 
 	want := strconv.Itoa(int(partition))
 	for off := lo.Offset; ; {
 		res := c.PollAnywhere(ctx, &FetchRequest{MaxBytes: shareReadBytes, Route: true,
-			Partitions: []FetchPartition{{Topic: dlq, Partition: p, Offset: off}}})
+			Partitions: []FetchPartition{{Topic: dlq, Partition: p, Offset: off, MaxBytes: shareReadBytes}}})
 		r := res[0]
 		if r.Err != nil {
 			return nil, r.Err
