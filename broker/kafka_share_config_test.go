@@ -1,0 +1,178 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/internal/poll"
+)
+
+// groupResource is Kafka's GROUP config resource type.
+const groupResource = kmsg.ConfigResourceType(32)
+
+func alterGroup(t *testing.T, ctx context.Context, cl *kgo.Client, group string, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.Configs = groupResource, group, ops
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := resp.Resources[0]
+	msg := ""
+	if rr.ErrorMessage != nil {
+		msg = *rr.ErrorMessage
+	}
+	return rr.ErrorCode, msg
+}
+
+func setOp(k, v string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(v)
+	return c
+}
+
+func deleteOp(k string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op = k, kmsg.IncrementalAlterConfigOpDelete
+	return c
+}
+
+// describeGroup answers each key of the group's settings: value and
+// source.
+func describeGroup(t *testing.T, ctx context.Context, cl *kgo.Client, group string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = groupResource, group
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Resources[0].ErrorCode; c != 0 {
+		t.Fatalf("describe group %s: %v", group, kerr.ErrorForCode(c))
+	}
+	out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range resp.Resources[0].Configs {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// The GROUP config resource over the Kafka listener: a share group's
+// settings set with IncrementalAlterConfigs (as franz-go's share consumer
+// sets share.auto.offset.reset) are described with their source, bad
+// values and unknown keys are INVALID_CONFIG naming the key, DELETE
+// returns a key to the node's value, and DeleteGroups removes an empty
+// share group's settings and refuses one with a member (NON_EMPTY_GROUP).
+func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr)
+
+	// The node raises its metadata.version to 16 once started.
+	poll.Until(t, "the group settings saved", func() error {
+		code, msg := alterGroup(t, ctx, cl, "sg",
+			setOp("share.key.ordering", "true"),
+			setOp("group.share.delivery.count.limit", "3"),
+			setOp("group.share.record.lock.duration.ms", "15000"),
+			setOp("errors.deadletterqueue.topic.name", "dlq.sq"),
+			setOp("share.auto.offset.reset", "by_duration:PT1H"))
+		if code == kerr.UnsupportedVersion.Code {
+			return fmt.Errorf("%s", msg)
+		}
+		if code != 0 {
+			t.Fatalf("alter: %v: %s", kerr.ErrorForCode(code), msg)
+		}
+		return nil
+	})
+	got := describeGroup(t, ctx, cl, "sg")
+	want := map[string]string{"share.key.ordering": "true", "group.share.delivery.count.limit": "3",
+		"group.share.record.lock.duration.ms": "15000", "errors.deadletterqueue.topic.name": "dlq.sq",
+		"share.auto.offset.reset": "by_duration:PT3600S"}
+	for k, v := range want {
+		c, ok := got[k]
+		if !ok || c.Value == nil || *c.Value != v || c.Source != kmsg.ConfigSourceGroupConfig {
+			t.Errorf("%s: %+v, want %q from the group", k, c, v)
+		}
+	}
+
+	for _, bad := range []kmsg.IncrementalAlterConfigsRequestResourceConfig{
+		setOp("group.share.delivery.count.limit", "0"),
+		setOp("share.key.ordering", "sometimes"),
+		setOp("share.auto.offset.reset", "yesterday"),
+		setOp("group.share.record.lock.duration.ms", "-5"),
+		setOp("no.such.key", "1"),
+		deleteOp("no.such.key"),
+	} {
+		code, msg := alterGroup(t, ctx, cl, "sg", bad)
+		if code != kerr.InvalidConfig.Code || msg == "" {
+			t.Errorf("%s=%v: %v %q, want INVALID_CONFIG with a message", bad.Name, bad.Value, kerr.ErrorForCode(code), msg)
+		}
+	}
+	// Nothing of the refused changes was applied.
+	if c := describeGroup(t, ctx, cl, "sg")["group.share.delivery.count.limit"]; *c.Value != "3" {
+		t.Fatalf("delivery limit after the refusals: %q", *c.Value)
+	}
+
+	if code, msg := alterGroup(t, ctx, cl, "sg", deleteOp("group.share.delivery.count.limit")); code != 0 {
+		t.Fatalf("delete: %v: %s", kerr.ErrorForCode(code), msg)
+	}
+	c := describeGroup(t, ctx, cl, "sg")["group.share.delivery.count.limit"]
+	if *c.Value != "5" || c.Source == kmsg.ConfigSourceGroupConfig {
+		t.Fatalf("delivery limit after DELETE: %q from %v, want the node's 5", *c.Value, c.Source)
+	}
+
+	// A member makes the group non-empty: DeleteGroups refuses it.
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "sq"); err != nil {
+		t.Fatal(err)
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m1", []string{"sq"}
+	hbResp, err := hb.RequestWith(ctx, cl)
+	if err != nil || hbResp.ErrorCode != 0 {
+		t.Fatalf("join: %v %v", err, hbResp)
+	}
+	if _, err := adm.DeleteGroup(ctx, "sg"); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("delete of a share group with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = "sg", *hbResp.MemberID, -1
+	if r, err := leave.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", err, r)
+	}
+	if _, err := adm.DeleteGroup(ctx, "sg"); err != nil {
+		t.Fatalf("delete of the empty share group: %v", err)
+	}
+	if _, err := adm.DeleteGroup(ctx, "sg"); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("delete of the deleted share group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+	for k, c := range describeGroup(t, ctx, cl, "sg") {
+		if c.Source == kmsg.ConfigSourceGroupConfig {
+			t.Errorf("%s still set on the deleted group: %q", k, *c.Value)
+		}
+	}
+}
