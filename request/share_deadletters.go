@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,7 +44,20 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		return
 	}
 	written := make([]bool, len(letters))
-	defer func() { sc.FinishDeadLetters(group, tp, letters, written) }()
+	c.sendDeadLetters(ctx, dlq, group, topic, partition, part, letters, written)
+	sc.FinishDeadLetters(group, tp, letters, written)
+	if slices.Contains(written, true) {
+		// Saved now rather than with the next change, so that a next
+		// leader need not look for them (one more entry in the
+		// metadata log for each batch of dead letters, which are few).
+		_ = sc.Persist(ctx, group, []sharegroup.TopicPartition{tp})
+	}
+}
+
+// sendDeadLetters writes letters to dlq, looking first for those that
+// may have been written, and sets written[i] for each one known written
+// (or dropped for good).
+func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, partition int32, part *replica.Partition, letters []sharegroup.PendingDeadLetter, written []bool) {
 	var n int32
 	if t, ok := c.cfg.Cluster.Topic(dlq); ok {
 		n = int32(len(t.Partitions))
