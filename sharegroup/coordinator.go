@@ -501,6 +501,7 @@ func (c *Coordinator) Describe(groupName string) (members []string, parts []Part
 	if !ok {
 		return nil, nil
 	}
+	c.syncLocked(groupName, g)
 	for id := range g.members {
 		members = append(members, id)
 	}
