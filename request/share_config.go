@@ -147,6 +147,12 @@ func (c *Core) AlterShareGroupConfigs(ctx context.Context, req *AlterShareGroupC
 	if req.ValidateOnly {
 		return nil
 	}
+	if maps.Equal(merged, st.ShareGroupConfig(req.Group)) {
+		// Nothing changes: no new generation, which would refuse the
+		// saves in flight (a client setting the same value at each
+		// start).
+		return nil
+	}
 	if err := st.PutShareGroupConfig(ctx, req.Group, merged); err != nil {
 		return c.fail(fmt.Errorf("alter configs of share group %q: %w", req.Group, err))
 	}
