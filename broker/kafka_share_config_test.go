@@ -176,3 +176,92 @@ func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
 		}
 	}
 }
+
+// DeleteShareGroupOffsets (92) over the Kafka listener, through kadm:
+// refused while the share group has a member, then the group's saved
+// state on the topic goes, and a new member reads the topic again from
+// the group's share.auto.offset.reset, every record a first delivery; an
+// unknown topic is refused in its result.
+func TestBrokerKafkaDeleteShareGroupOffsets(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "dso"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the group reads from the start", func() error {
+		if code, msg := alterGroup(t, ctx, cl, "dsg", setOp("share.auto.offset.reset", "earliest")); code != 0 {
+			return fmt.Errorf("%v: %s", kerr.ErrorForCode(code), msg)
+		}
+		return nil
+	})
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("dso"))
+	for i := range 5 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readAll has a member accept every record, then leave; it answers
+	// the delivery count of each offset.
+	readAll := func() map[int64]int32 {
+		t.Helper()
+		m, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("dsg"), kgo.ConsumeTopics("dso"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]int32{}
+		for len(got) < 5 {
+			fs := m.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("read %v: %v", got, err)
+			}
+			for _, r := range fs.Records() {
+				got[r.Offset] = r.DeliveryCount()
+			}
+			m.MarkAcks(kgo.AckAccept, fs.Records()...)
+			if err := m.FlushAcks(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Close()
+		return got
+	}
+	readAll()
+
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "dsg", "m1", []string{"dso"}
+	if r, err := hb.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("join: %v %v", err, r)
+	}
+	if _, err := adm.DeleteShareGroupOffsets(ctx, "dsg", "dso"); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = "dsg", "m1", -1
+	if r, err := leave.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", err, r)
+	}
+	res, err := adm.DeleteShareGroupOffsets(ctx, "dsg", "dso", "nope")
+	if err != nil || res["dso"] != nil || !errors.Is(res["nope"], kerr.UnknownTopicOrPartition) {
+		t.Fatalf("delete: %v %v", res, err)
+	}
+	got := readAll()
+	for o := int64(0); o < 5; o++ {
+		if got[o] != 1 {
+			t.Fatalf("after the delete, offset %d delivered with count %d (all: %v), want every record again, first delivery", o, got[o], got)
+		}
+	}
+	if _, err := adm.DeleteShareGroupOffsets(ctx, "nogroup", "dso"); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("an unknown group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+}

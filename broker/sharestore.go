@@ -157,9 +157,9 @@ func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, 
 	return s.waitGeneration(ctx, group, before.Generation)
 }
 
-func (s shareGroupStore) DeleteShareGroup(ctx context.Context, group string) error {
+func (s shareGroupStore) DeleteShareGroup(ctx context.Context, group string, topics []string) error {
 	before, _ := s.b.cluster.image().ShareGroupConfig(group)
-	if _, err := s.b.cluster.fwd.DeleteShareGroup(ctx, group); err != nil {
+	if _, err := s.b.cluster.fwd.DeleteShareGroup(ctx, group, topics); err != nil {
 		return err
 	}
 	return s.waitGeneration(ctx, group, before.Generation)

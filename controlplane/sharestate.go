@@ -67,7 +67,7 @@ func (s *Service) PutShareGroupConfig(ctx context.Context, in *pb.PutShareGroupC
 // DeleteShareGroup removes a share group's saved state on this node's
 // controller.
 func (s *Service) DeleteShareGroup(ctx context.Context, in *pb.DeleteShareGroupRequest) (*pb.DeleteShareGroupResponse, error) {
-	n, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup())
+	n, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup(), in.GetDelete().GetTopics())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -82,11 +82,12 @@ func (f *Forwarder) PutShareGroupConfig(ctx context.Context, group string, confi
 	return err
 }
 
-// DeleteShareGroup removes a share group's saved states and settings
-// through the controller and answers how many states went.
-func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string) (int, error) {
+// DeleteShareGroup removes a share group's saved states and settings (or
+// with topics, its states on them) through the controller and answers
+// how many states went.
+func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string, topics []string) (int, error) {
 	resp, err := Call(ctx, f, (*Service).DeleteShareGroup, pb.ControllerServiceClient.DeleteShareGroup,
-		&pb.DeleteShareGroupRequest{Delete: &metapb.DeleteShareGroup{Group: group}})
+		&pb.DeleteShareGroupRequest{Delete: &metapb.DeleteShareGroup{Group: group, Topics: topics}})
 	if err != nil {
 		return 0, err
 	}

@@ -129,7 +129,9 @@ func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64
 }
 
 // applyDeleteShareGroup removes a group's share-partition states and
-// settings, answering how many states went (int).
+// settings, or its states on some topics, answering how many states went
+// (int). Either way every node drops what it holds of the group (a new
+// Deleted), restoring the states left from the image.
 func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
 		return err
@@ -137,7 +139,7 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 	n := 0
 	cloned := false
 	for k := range d.img.shareStates {
-		if k.Group != c.Group {
+		if k.Group != c.Group || (len(c.Topics) > 0 && !slices.Contains(c.Topics, k.Topic)) {
 			continue
 		}
 		if !cloned {
@@ -148,7 +150,11 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 		d.must(d.tx.Bucket(bucketShareStates).Delete(shareStateKey(k)))
 		n++
 	}
-	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Generation: index, Deleted: index})
+	var configs map[string]string
+	if len(c.Topics) > 0 {
+		configs = d.img.shareGroupConfigs[c.Group].Configs
+	}
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index})
 	return n
 }
 
@@ -165,11 +171,11 @@ func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, conf
 	return nil
 }
 
-// DeleteShareGroup removes a share group's saved states and settings
-// (the caller checked it has no members) and answers how many states
-// went.
-func (c *Controller) DeleteShareGroup(ctx context.Context, group string) (int, error) {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group}}})
+// DeleteShareGroup removes a share group's saved states and settings,
+// or with topics its states on them (the caller checked it has no
+// members), and answers how many states went.
+func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (int, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}})
 	if err != nil {
 		return 0, err
 	}

@@ -104,3 +104,41 @@ func TestFSMShareGroupConfig(t *testing.T) {
 		t.Fatalf("store %+v %+v", stored.shareGroupConfigs, stored.shareStates)
 	}
 }
+
+// TestFSMDeleteShareGroupTopics: a delete naming topics removes the
+// group's states on them only, keeps its settings, and still marks the
+// group deleted (every node drops what it holds and restores the rest).
+func TestFSMDeleteShareGroupTopics(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{2, 3, 1}))
+	tf.ok(featureLevel(MetadataVersionShareGroupConfig))
+	kv := map[string]string{"share.key.ordering": "true"}
+	tf.ok(putShareGroupConfig("g", kv))
+	c, _ := tf.f.Image().ShareGroupConfig("g")
+	s0, s1 := shareState("g", 0, 0, 1), shareState("g", 1, 0, 2)
+	s0.GroupGeneration, s1.GroupGeneration = c.Generation, c.Generation
+	if res := tf.ok(putShareStates(1, s0)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+	if res := tf.ok(putShareStates(2, s1)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+	del := deleteShareGroup("g")
+	del.GetDeleteShareGroup().Topics = []string{"other"}
+	if n := tf.ok(del).(int); n != 0 {
+		t.Fatalf("deleted %d states of another topic", n)
+	}
+	del.GetDeleteShareGroup().Topics = []string{"t"}
+	if n := tf.ok(del).(int); n != 2 {
+		t.Fatalf("deleted %d states, want 2", n)
+	}
+	c2, _ := tf.f.Image().ShareGroupConfig("g")
+	if !reflect.DeepEqual(c2.Configs, kv) || c2.Deleted != c2.Generation || c2.Generation <= c.Generation {
+		t.Fatalf("after deleting the topic's states: %+v", c2)
+	}
+	if n := tf.f.Image().ShareGroupStates("g"); n != 0 {
+		t.Fatalf("%d states left", n)
+	}
+}

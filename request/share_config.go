@@ -33,9 +33,10 @@ type ShareGroupStore interface {
 	// PutShareGroupConfig replaces the group's settings and returns once
 	// this node's image holds them.
 	PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error
-	// DeleteShareGroup removes the group's saved states and settings and
-	// returns once this node's image no longer holds them.
-	DeleteShareGroup(ctx context.Context, group string) error
+	// DeleteShareGroup removes the group's saved states and settings (with
+	// topics, its states on them only) and returns once this node's image
+	// no longer holds them.
+	DeleteShareGroup(ctx context.Context, group string, topics []string) error
 }
 
 // ErrShareConfigUnsupported: the cluster's metadata.version is below 16,
@@ -179,10 +180,60 @@ func (c *Core) deleteShareGroup(ctx context.Context, groupID string) error {
 		return c.fail(fmt.Errorf("delete group: %w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
 	}
 	if st, err := c.shareStore(); err == nil && st.HasShareGroup(groupID) {
-		if err := st.DeleteShareGroup(ctx, groupID); err != nil {
+		if err := st.DeleteShareGroup(ctx, groupID, nil); err != nil {
 			return c.fail(fmt.Errorf("delete share group %q: %w", groupID, err))
 		}
 	}
 	sc.Forget(groupID)
 	return nil
+}
+
+// ShareTopicResult is one topic's answer to DeleteShareGroupOffsets.
+type ShareTopicResult struct {
+	Topic string
+	// Err is an *Error, or nil.
+	Err error
+}
+
+// DeleteShareGroupOffsets removes an empty share group's saved state on
+// the topics named (Kafka's DeleteShareGroupOffsets): Delete on the
+// group, Read on the topics. Its members next read those topics from
+// share.auto.offset.reset. A group neither saved nor served is
+// ErrShareGroupNotFound, one with members group.ErrNonEmptyGroup; an
+// unknown topic is refused in its result.
+func (c *Core) DeleteShareGroupOffsets(ctx context.Context, groupID string, topics []string) ([]ShareTopicResult, error) {
+	sc, err := c.shares(groupID)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.authorizeGroup(ctx, auth.OpDelete, groupID, auth.OpRead, topics); err != nil {
+		return nil, err
+	}
+	st, err := c.shareStore()
+	if err != nil {
+		return nil, err
+	}
+	if !c.shareGroupKnown(groupID) {
+		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, groupID))
+	}
+	if n := sc.LiveMembers(c.cfg.Now(), groupID); n > 0 {
+		return nil, c.fail(fmt.Errorf("%w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
+	}
+	out := make([]ShareTopicResult, len(topics))
+	var known []string
+	for i, t := range topics {
+		out[i].Topic = t
+		if _, ok := c.cfg.Cluster.Topic(t); !ok {
+			out[i].Err = c.fail(unknownTopic(t))
+			continue
+		}
+		known = append(known, t)
+	}
+	if len(known) == 0 {
+		return out, nil
+	}
+	if err := st.DeleteShareGroup(ctx, groupID, known); err != nil {
+		return nil, c.fail(fmt.Errorf("delete share group %q's state on %v: %w", groupID, known, err))
+	}
+	return out, nil
 }

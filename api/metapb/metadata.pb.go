@@ -615,11 +615,13 @@ func (x *PutShareGroupConfig) GetConfigs() map[string]string {
 }
 
 // DeleteShareGroup removes a share group's saved share-partition states
-// and its own settings. The caller checked that the group has no
-// members. Needs metadata.version 16.
+// and its own settings; with topics, only its states on those topics
+// (Kafka's DeleteShareGroupOffsets), its settings kept. The caller
+// checked that the group has no members. Needs metadata.version 16.
 type DeleteShareGroup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topics        []string               `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -659,6 +661,13 @@ func (x *DeleteShareGroup) GetGroup() string {
 		return x.Group
 	}
 	return ""
+}
+
+func (x *DeleteShareGroup) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
 }
 
 // ShareGroupConfig is a share group's stored settings. generation is the
@@ -4677,9 +4686,10 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\aconfigs\x18\x02 \x03(\v23.quire.internal.v1.PutShareGroupConfig.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\x10DeleteShareGroup\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xea\x01\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\"\xea\x01\n" +
 	"\x10ShareGroupConfig\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12J\n" +
 	"\aconfigs\x18\x02 \x03(\v20.quire.internal.v1.ShareGroupConfig.ConfigsEntryR\aconfigs\x12\x1e\n" +
