@@ -17,12 +17,19 @@ FUZZTIME  ?= 20s
 
 all: build
 
-# -trimpath: the binary names its sources by module path, not by where the
-# tree is, so a build in another copy of the tree (scripts/e2e_make_run.sh
-# runs `make run` in a new temporary one each time) comes from the build
-# cache; without it go keys each package's compile on its directory.
+# Every build that is not -race (verify's vet and staticcheck, the
+# binary, the fault suite's server, the image) compiles with the same
+# settings, so each package is compiled once on a fresh machine and the
+# rest come from the build cache: CGO_ENABLED=0 (the image's binary is
+# static) and -trimpath (the binary names its sources by module path,
+# not by where the tree is, so a build in another copy of the tree,
+# as scripts/e2e_make_run.sh runs `make run` in a new temporary one,
+# comes from the cache too; without it go keys each package's compile
+# on its directory). The -race tests need cgo and are compiled apart.
+NOCGO := CGO_ENABLED=0 GOFLAGS=-trimpath
+
 build:
-	$(GO) build -trimpath -o $(BIN)/quire ./cmd/quire
+	$(NOCGO) $(GO) build -o $(BIN)/quire ./cmd/quire
 
 run: build
 	$(BIN)/quire server --dev
@@ -52,10 +59,10 @@ e2e: build chaos-bin
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_console.sh
 	QUIRE_BIN=$(BIN)/quire scripts/e2e_kafka.sh
-	$(GO) build -o $(BIN)/hostile ./scripts/hostile
+	$(NOCGO) $(GO) build -o $(BIN)/hostile ./scripts/hostile
 	QUIRE_BIN=$(BIN)/quire HOSTILE_BIN=$(BIN)/hostile scripts/e2e_hostile.sh
 	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
-	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
+	$(NOCGO) $(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
 
 # The Python example alone (scripts/e2e.sh also runs it): against a dev
 # server of its own; installs python3-grpcio and python3-grpc-tools with
@@ -80,14 +87,14 @@ compose: build
 IMAGE     ?= quire:local
 image:
 	rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
+	$(NOCGO) GOOS=linux $(GO) build -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
 	docker build -t $(IMAGE) .
 
 # gofmt and go vet alone, a quick subset of verify.
 vet:
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet $(PKGS)
+	$(NOCGO) $(GO) vet $(PKGS)
 
 # grpcurl, staticcheck and the protoc plugins at their pinned versions
 # (scripts/tools.sh), each reinstalled when ./bin holds another version.
@@ -117,7 +124,7 @@ chaos: chaos-bin
 # disk and steps its clock on demand (cmd/quire/diskfault_chaosfs.go,
 # clockjump_chaosfs.go); otherwise the same.
 chaos-bin:
-	$(GO) build -tags chaosfs -o $(CHAOS_BIN) ./cmd/quire
+	$(NOCGO) $(GO) build -tags chaosfs -o $(CHAOS_BIN) ./cmd/quire
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
@@ -140,7 +147,7 @@ docs:
 	$(GO) test ./config -run TestBrokerConfigDocs -update-docs
 
 verify:
-	scripts/verify.sh
+	$(NOCGO) scripts/verify.sh
 
 clean:
 	rm -f $(BIN)/quire $(CHAOS_BIN) $(BIN)/hostile
