@@ -61,12 +61,13 @@ unit:
 # pick the same one. e2e_make_run.sh and e2e_kafka.sh both need --dev's
 # fixed 127.0.0.1:9404, so the second waits for the first. The longest
 # are named first so that they start first.
-E2E_JOBS ?= 3
+E2E_JOBS ?= 4
 E2E_SCRIPTS := e2e-console e2e-chaos e2e-make-run e2e-kafka e2e-metrics e2e-cluster e2e-main e2e-bench \
 	e2e-reassign e2e-security e2e-hostile
 E2E_ENV = QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL)
 E2E_PAR = $(MAKE) --no-print-directory -k -j$(E2E_JOBS) -O
-.PHONY: e2e-stage e2e-bins e2e-compose $(E2E_SCRIPTS) testdeps-start testdeps-wait
+COMPOSE_SCRIPTS := e2e-compose e2e-compose-secure
+.PHONY: e2e-stage e2e-bins e2e-check-compose $(COMPOSE_SCRIPTS) $(E2E_SCRIPTS) testdeps-start testdeps-wait
 
 e2e: e2e-bins
 	$(E2E_PAR) $(E2E_SCRIPTS)
@@ -74,7 +75,7 @@ e2e: e2e-bins
 # make test's last stage: the end-to-end scripts and the compose
 # cluster's together.
 e2e-stage: e2e-bins
-	$(E2E_PAR) e2e-compose $(E2E_SCRIPTS)
+	$(E2E_PAR) $(COMPOSE_SCRIPTS) $(E2E_SCRIPTS)
 
 e2e-bins: build chaos-bin
 	scripts/tools.sh grpcurl
@@ -102,9 +103,12 @@ e2e-bench:
 	@E2E_PORTS=27200-27999 $(E2E_ENV) BENCH_QUICK=1 scripts/timed.sh "bench.sh (quick)" scripts/bench.sh
 e2e-chaos:
 	@$(NOCGO) scripts/timed.sh "chaos run ($(CHAOS_SHORT))" $(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
-e2e-compose:
-	@E2E_PORTS=28000-28799 $(E2E_ENV) scripts/timed.sh "compose (check_compose.sh, e2e_compose.sh, e2e_compose_secure.sh)" \
-		sh -c 'scripts/check_compose.sh && scripts/e2e_compose.sh && scripts/e2e_compose_secure.sh'
+e2e-compose: e2e-check-compose
+	@E2E_PORTS=28000-28799 $(E2E_ENV) scripts/timed.sh e2e_compose.sh scripts/e2e_compose.sh
+e2e-compose-secure: e2e-check-compose
+	@E2E_PORTS=28800-29599 $(E2E_ENV) scripts/timed.sh e2e_compose_secure.sh scripts/e2e_compose_secure.sh
+e2e-check-compose:
+	@scripts/timed.sh check_compose.sh scripts/check_compose.sh
 
 testdeps-start:
 	scripts/testdeps.sh start
@@ -124,16 +128,18 @@ e2e-python: build
 # (scripts/e2e_compose_secure.sh); QUIRE_REQUIRE_DOCKER=1 makes a missing
 # engine an error instead of a skip.
 compose: build
-	$(E2E_PAR) e2e-compose
+	$(E2E_PAR) $(COMPOSE_SCRIPTS)
 
 # The node image, built without pulling anything: the static binary and an
 # empty data directory are staged in bin/image, and the Dockerfile copies
-# them onto an empty (scratch) base.
+# them onto an empty (scratch) base. The compose checks build their
+# images at the same time, so bin/image is held under a lock.
 IMAGE     ?= quire:local
 image:
-	rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data
-	$(NOCGO) GOOS=linux $(GO) build -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
-	docker build -t $(IMAGE) .
+	@mkdir -p $(BIN)
+	flock $(BIN)/image.lock sh -c 'rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data && \
+		$(NOCGO) GOOS=linux $(GO) build -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire && \
+		docker build -t $(IMAGE) .'
 
 # gofmt and go vet alone, a quick subset of verify.
 vet:
