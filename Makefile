@@ -17,17 +17,28 @@ FUZZTIME  ?= 20s
 
 all: build
 
-# -trimpath: the binary names its sources by module path, not by where the
-# tree is, so a build in another copy of the tree (scripts/e2e_make_run.sh
-# runs `make run` in a new temporary one each time) comes from the build
-# cache; without it go keys each package's compile on its directory.
+# Every build that is not -race (verify's vet and staticcheck, the
+# binary, the fault suite's server, the image) compiles with the same
+# settings, so each package is compiled once on a fresh machine and the
+# rest come from the build cache: CGO_ENABLED=0 (the image's binary is
+# static) and -trimpath (the binary names its sources by module path,
+# not by where the tree is, so a build in another copy of the tree,
+# as scripts/e2e_make_run.sh runs `make run` in a new temporary one,
+# comes from the cache too; without it go keys each package's compile
+# on its directory). The -race tests need cgo and are compiled apart.
+NOCGO := CGO_ENABLED=0 GOFLAGS=-trimpath
+
 build:
-	$(GO) build -trimpath -o $(BIN)/quire ./cmd/quire
+	$(NOCGO) $(GO) build -o $(BIN)/quire ./cmd/quire
 
 run: build
 	$(BIN)/quire server --dev
 
-test: verify unit e2e compose
+# The Debian packages and grpcurl the end-to-end stage needs are
+# installed in the background while verify and the unit tests run
+# (scripts/testdeps.sh), then the end-to-end scripts and the compose
+# cluster's run at once (e2e-stage, below).
+test: testdeps-start verify unit testdeps-wait e2e-stage
 
 # make test's verify has run go vet ./... (every analyzer), so its unit
 # tests skip the subset of vet that go test runs before each package.
@@ -42,20 +53,67 @@ UNIT_PKGS = $(if $(filter ./...,$(PKGS)),./testcluster $(PKGS),$(PKGS))
 unit:
 	$(GO) test -race $(UNIT_VET) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
 
-e2e: build chaos-bin
+# The end-to-end scripts, each a target of its own (e2e-*), run up to
+# E2E_JOBS at once with each one's output printed whole, and how long it
+# took, when it ends (make -O): they wait on processes, elections and
+# session timeouts far more than they compute. Each takes its free ports
+# from a range of its own (E2E_PORTS, scripts/lib.sh), so two cannot
+# pick the same one. e2e_make_run.sh and e2e_kafka.sh both need --dev's
+# fixed 127.0.0.1:9404, so the second waits for the first. The longest
+# are named first so that they start first.
+E2E_JOBS ?= 4
+E2E_SCRIPTS := e2e-console e2e-chaos e2e-make-run e2e-kafka e2e-metrics e2e-cluster e2e-main e2e-bench \
+	e2e-reassign e2e-security e2e-hostile
+E2E_ENV = QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL)
+E2E_PAR = $(MAKE) --no-print-directory -k -j$(E2E_JOBS) -O
+COMPOSE_SCRIPTS := e2e-compose e2e-compose-secure
+.PHONY: e2e-stage e2e-bins e2e-check-compose $(COMPOSE_SCRIPTS) $(E2E_SCRIPTS) testdeps-start testdeps-wait
+
+e2e: e2e-bins
+	$(E2E_PAR) $(E2E_SCRIPTS)
+
+# make test's last stage: the end-to-end scripts and the compose
+# cluster's together.
+e2e-stage: e2e-bins
+	$(E2E_PAR) $(COMPOSE_SCRIPTS) $(E2E_SCRIPTS)
+
+e2e-bins: build chaos-bin
 	scripts/tools.sh grpcurl
-	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_make_run.sh
-	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e.sh
-	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_cluster.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_reassign.sh
-	QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL) scripts/e2e_security.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_metrics.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_console.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_kafka.sh
-	$(GO) build -o $(BIN)/hostile ./scripts/hostile
-	QUIRE_BIN=$(BIN)/quire HOSTILE_BIN=$(BIN)/hostile scripts/e2e_hostile.sh
-	QUIRE_BIN=$(BIN)/quire BENCH_QUICK=1 scripts/bench.sh
-	$(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
+	$(NOCGO) $(GO) build -o $(BIN)/hostile ./scripts/hostile
+
+e2e-make-run:
+	@E2E_PORTS=20000-20799 $(E2E_ENV) scripts/timed.sh e2e_make_run.sh scripts/e2e_make_run.sh
+e2e-main:
+	@E2E_PORTS=20800-21599 $(E2E_ENV) scripts/timed.sh e2e.sh scripts/e2e.sh
+e2e-cluster:
+	@E2E_PORTS=21600-22399 $(E2E_ENV) scripts/timed.sh e2e_cluster.sh scripts/e2e_cluster.sh
+e2e-reassign:
+	@E2E_PORTS=22400-23199 $(E2E_ENV) scripts/timed.sh e2e_reassign.sh scripts/e2e_reassign.sh
+e2e-security:
+	@E2E_PORTS=23200-23999 $(E2E_ENV) scripts/timed.sh e2e_security.sh scripts/e2e_security.sh
+e2e-metrics:
+	@E2E_PORTS=24000-24799 $(E2E_ENV) scripts/timed.sh e2e_metrics.sh scripts/e2e_metrics.sh
+e2e-console:
+	@E2E_PORTS=24800-25599 $(E2E_ENV) scripts/timed.sh e2e_console.sh scripts/e2e_console.sh
+e2e-kafka: e2e-make-run
+	@E2E_PORTS=25600-26399 $(E2E_ENV) scripts/timed.sh e2e_kafka.sh scripts/e2e_kafka.sh
+e2e-hostile:
+	@E2E_PORTS=26400-27199 $(E2E_ENV) HOSTILE_BIN=$(BIN)/hostile scripts/timed.sh e2e_hostile.sh scripts/e2e_hostile.sh
+e2e-bench:
+	@E2E_PORTS=27200-27999 $(E2E_ENV) BENCH_QUICK=1 scripts/timed.sh "bench.sh (quick)" scripts/bench.sh
+e2e-chaos:
+	@$(NOCGO) scripts/timed.sh "chaos run ($(CHAOS_SHORT))" $(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
+e2e-compose: e2e-check-compose
+	@E2E_PORTS=28000-28799 $(E2E_ENV) scripts/timed.sh e2e_compose.sh scripts/e2e_compose.sh
+e2e-compose-secure: e2e-check-compose
+	@E2E_PORTS=28800-29599 $(E2E_ENV) scripts/timed.sh e2e_compose_secure.sh scripts/e2e_compose_secure.sh
+e2e-check-compose:
+	@scripts/timed.sh check_compose.sh scripts/check_compose.sh
+
+testdeps-start:
+	scripts/testdeps.sh start
+testdeps-wait:
+	scripts/testdeps.sh wait
 
 # The Python example alone (scripts/e2e.sh also runs it): against a dev
 # server of its own; installs python3-grpcio and python3-grpc-tools with
@@ -70,24 +128,24 @@ e2e-python: build
 # (scripts/e2e_compose_secure.sh); QUIRE_REQUIRE_DOCKER=1 makes a missing
 # engine an error instead of a skip.
 compose: build
-	scripts/check_compose.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_compose.sh
-	QUIRE_BIN=$(BIN)/quire scripts/e2e_compose_secure.sh
+	$(E2E_PAR) $(COMPOSE_SCRIPTS)
 
 # The node image, built without pulling anything: the static binary and an
 # empty data directory are staged in bin/image, and the Dockerfile copies
-# them onto an empty (scratch) base.
+# them onto an empty (scratch) base. The compose checks build their
+# images at the same time, so bin/image is held under a lock.
 IMAGE     ?= quire:local
 image:
-	rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire
-	docker build -t $(IMAGE) .
+	@mkdir -p $(BIN)
+	flock $(BIN)/image.lock sh -c 'rm -rf $(BIN)/image && mkdir -p $(BIN)/image/data && \
+		$(NOCGO) GOOS=linux $(GO) build -ldflags "-s -w" -o $(BIN)/image/quire ./cmd/quire && \
+		docker build -t $(IMAGE) .'
 
 # gofmt and go vet alone, a quick subset of verify.
 vet:
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet $(PKGS)
+	$(NOCGO) $(GO) vet $(PKGS)
 
 # grpcurl, staticcheck and the protoc plugins at their pinned versions
 # (scripts/tools.sh), each reinstalled when ./bin holds another version.
@@ -117,7 +175,7 @@ chaos: chaos-bin
 # disk and steps its clock on demand (cmd/quire/diskfault_chaosfs.go,
 # clockjump_chaosfs.go); otherwise the same.
 chaos-bin:
-	$(GO) build -tags chaosfs -o $(CHAOS_BIN) ./cmd/quire
+	$(NOCGO) $(GO) build -tags chaosfs -o $(CHAOS_BIN) ./cmd/quire
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
@@ -140,7 +198,7 @@ docs:
 	$(GO) test ./config -run TestBrokerConfigDocs -update-docs
 
 verify:
-	scripts/verify.sh
+	$(NOCGO) scripts/verify.sh
 
 clean:
 	rm -f $(BIN)/quire $(CHAOS_BIN) $(BIN)/hostile

@@ -15,15 +15,23 @@ e2e_cluster_timings() {
 # kernel's ephemeral range (ip_local_port_range): a port there that nothing
 # listens on may still be the local end of some connection, and binding it
 # then fails (docker's port publishing did, "address already in use").
+# E2E_PORTS=LO-HI keeps them within LO..HI: make test runs several
+# scripts at once, each in a range of its own, so that two cannot pick
+# the same free port before either listens on it.
 free_ports() {
-	local n=$1 candidate i free lo=32768 span
-	if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
-		read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+	local n=$1 candidate i free lo=32768 span base=20000
+	if [ -n "${E2E_PORTS:-}" ]; then
+		base=${E2E_PORTS%-*}
+		span=$((${E2E_PORTS#*-} - base + 1 - n))
+	else
+		if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
+			read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+		fi
+		span=$((lo - 20000 - n))
+		[ "$span" -ge 1000 ] || span=40000 # an unusual range: any port from 20000
 	fi
-	span=$((lo - 20000 - n))
-	[ "$span" -ge 1000 ] || span=40000 # an unusual range: any port from 20000
 	for _ in $(seq 1 50); do
-		candidate=$((20000 + RANDOM % span))
+		candidate=$((base + RANDOM % span))
 		free=1
 		for ((i = 0; i < n; i++)); do
 			if (exec 3<>"/dev/tcp/127.0.0.1/$((candidate + i))") 2>/dev/null; then free=0; fi

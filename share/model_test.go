@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/quirelog/quire/internal/testdepth"
 )
 
 // model is a naive account of every offset, kept by the test from what the
@@ -96,10 +98,7 @@ func sortDead(d []DeadLetter) []DeadLetter {
 // answer against the model's rules, then drains it and checks that every
 // record was accepted or dead-lettered, and none accepted was redelivered.
 func TestShareModelRandomized(t *testing.T) {
-	runs := 300
-	if testing.Short() {
-		runs = 50
-	}
+	runs := testdepth.Rounds(300, 50)
 	for seed := range uint64(runs) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { modelRun(t, seed) })
 	}

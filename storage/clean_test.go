@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quirelog/quire/internal/testdepth"
 	"github.com/quirelog/quire/record"
 )
 
@@ -274,10 +275,7 @@ func (m *compactModel) check(t *testing.T, l *Log, nowMs, lastCleanMs int64, wha
 // against the model after each step.
 func TestLogCleanModel(t *testing.T) {
 	t.Parallel()
-	seeds := 8
-	if testing.Short() {
-		seeds = 3
-	}
+	seeds := testdepth.Rounds(8, 3)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCleanModel(t, seed) })
 	}

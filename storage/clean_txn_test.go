@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quirelog/quire/internal/testdepth"
 	"github.com/quirelog/quire/record"
 )
 
@@ -202,10 +203,7 @@ func markersLeft(t *testing.T, l *Log) int {
 // transaction is left.
 func TestLogCleanTxnModel(t *testing.T) {
 	t.Parallel()
-	seeds := 6
-	if testing.Short() {
-		seeds = 2
-	}
+	seeds := testdepth.Rounds(6, 2)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCleanTxnModel(t, seed) })
 	}

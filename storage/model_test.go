@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/quirelog/quire/internal/testdepth"
 	"github.com/quirelog/quire/record"
 )
 
@@ -37,10 +38,7 @@ func (m *logModel) visible() [][]byte {
 // rolls, reopens and retention against the model.
 func TestLogRandomOpsAgainstModel(t *testing.T) {
 	t.Parallel()
-	seeds := 6
-	if testing.Short() {
-		seeds = 2
-	}
+	seeds := testdepth.Rounds(6, 2)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quirelog/quire/internal/testdepth"
 	"github.com/quirelog/quire/record"
 )
 
@@ -69,10 +70,7 @@ func checkPrefix(t testing.TB, dir string, cfg LogConfig, rp int64, written [][]
 // nothing.
 func TestRecoveryCrashDamage(t *testing.T) {
 	t.Parallel()
-	iters := 120
-	if testing.Short() {
-		iters = 30
-	}
+	iters := testdepth.Rounds(120, 30)
 	cfg := smallConfig()
 	cfg.SegmentBytes = 2048
 	cfg.IndexIntervalBytes = 128

@@ -157,6 +157,7 @@ const sharePerPartition = 400
 func shareSetup(t *testing.T, ctx context.Context) (*testcluster.Cluster, []string, int) {
 	c, addrs := kafkaCluster(t, 3, func(cfg *broker.Config) {
 		cfg.ShareAutoOffsetReset = "earliest"
+		cfg.GroupShareRecordLockDurationMs = 5000
 	})
 	for name, parts := range shareTopics {
 		createTopic(t, c, 1, name, parts, 3)

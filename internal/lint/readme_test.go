@@ -59,15 +59,23 @@ func TestReadmeExamplesRunByE2E(t *testing.T) {
 	if !strings.HasPrefix(first, "make run") || !strings.Contains(first, "make test") {
 		t.Errorf("README.md's first block must give make run and make test:\n%s", first)
 	}
-	// make run is checked as printed by scripts/e2e_make_run.sh, which the
-	// Makefile's e2e target (part of make test) must run; make test is
-	// what .ci/run runs.
+	// make run is checked as printed by scripts/e2e_make_run.sh, which
+	// make test must run: its e2e-stage runs the end-to-end scripts'
+	// targets, $(E2E_SCRIPTS), and e2e-make-run, among them, runs it.
+	// make test is what .ci/run runs.
 	makefile, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^e2e:(?:.*\n\t.*)*\n\t.*scripts/e2e_make_run\.sh`).Match(makefile) {
-		t.Error("the Makefile's e2e target does not run scripts/e2e_make_run.sh, so nothing checks the README's make run")
+	for _, rule := range []struct{ re, what string }{
+		{`(?m)^test:.*\be2e-stage\b`, "make test does not run e2e-stage"},
+		{`(?m)^e2e-stage:.*\n\t.*\$\(E2E_SCRIPTS\)`, "e2e-stage does not run $(E2E_SCRIPTS)"},
+		{`(?m)^E2E_SCRIPTS :=(?:.*\\\n)*.*\be2e-make-run\b`, "E2E_SCRIPTS does not name e2e-make-run"},
+		{`(?m)^e2e-make-run:.*\n\t.*scripts/e2e_make_run\.sh`, "e2e-make-run does not run scripts/e2e_make_run.sh"},
+	} {
+		if !regexp.MustCompile(rule.re).Match(makefile) {
+			t.Errorf("%s, so nothing checks the README's make run", rule.what)
+		}
 	}
 	if ci, err := os.ReadFile("../../.ci/run"); err != nil || !regexp.MustCompile(`(?m)^[^#]*\bmake test\b`).Match(ci) {
 		t.Errorf(".ci/run does not run make test (err %v)", err)

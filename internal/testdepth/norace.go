@@ -1,0 +1,5 @@
+//go:build !race
+
+package testdepth
+
+const raceEnabled = false
