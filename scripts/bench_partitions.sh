@@ -149,6 +149,7 @@ for n in $counts; do
 	start_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 
 	rows+=("$(printf '%10s %11s %8s %14s %9s %6s %18s %12s' "$n" "$idle" "$rss" "$per" "$disk" "$fds" "$start_secs" "$start_cpu")")
+	echo "bench-partitions: ${rows[-1]} (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=
