@@ -5,8 +5,9 @@
 # bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
 # between runs on a shared 2-core machine; the ratios are what to compare).
 #
-#   scripts/bench.sh             the full run (about 5 minutes, then 5-10
-#                                for the many-partitions rows)
+#   scripts/bench.sh             the full run (about 5 minutes, then about
+#                                10 for the many-partitions rows)
+#   BENCH_LONG_SECS=600 scripts/bench.sh   with the ten-minute e2e row
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
 #
 # After the table come:
