@@ -2,7 +2,11 @@ package replica
 
 import (
 	"errors"
+	"os"
+	"strconv"
 	"testing"
+
+	"github.com/quirelog/quire/storage"
 )
 
 // TestReplicaStaleLeadershipBeforeRegistration: a view that names this
@@ -68,4 +72,75 @@ func TestReplicaNewLeaderHighWatermarkEstablished(t *testing.T) {
 	if hw := next.HighWatermark(); hw != 5 || !next.HighWatermarkEstablished() {
 		t.Fatalf("after the ISR caught up: HW %d, established %v; want 5, true", hw, next.HighWatermarkEstablished())
 	}
+}
+
+// manyView is a registered view of topic t with n partitions, those of
+// an even number led by node 1 and the others by node 2, all at epoch.
+func manyView(n int, epoch int32) View {
+	parts := make([]Assignment, n)
+	for i := range parts {
+		leader := int32(1 + i%2)
+		parts[i] = Assignment{Partition: int32(i), Leader: leader, LeaderEpoch: epoch, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	}
+	return View{Registered: true, Topics: []TopicView{{Name: "t", ID: "id-t", Config: testTopicConfig(), Partitions: parts}}}
+}
+
+// TestReplicaReconcileManyPartitions: a view changing more partitions
+// than Reconcile applies one by one (they go to several at once) leaves
+// every one in the state the view gives it: led here at the view's epoch,
+// its epoch recorded in the log, or followed.
+func TestReplicaReconcileManyPartitions(t *testing.T) {
+	t.Parallel()
+	const n = 160 // over reconcileWorkers
+	rm := newTestManager(t, 1, nil, nil)
+	for _, epoch := range []int32{1, 2} {
+		rm.Reconcile(manyView(n, epoch))
+		for i := range n {
+			part, ok := rm.Partition("t", int32(i))
+			if !ok {
+				t.Fatalf("epoch %d: partition %d not hosted", epoch, i)
+			}
+			st := part.state()
+			if st.leaderEpoch != epoch || st.leader != (i%2 == 0) {
+				t.Fatalf("epoch %d: partition %d leader %v at epoch %d", epoch, i, st.leader, st.leaderEpoch)
+			}
+			if st.leader {
+				if e, _ := part.log.EndOffsetForEpoch(epoch); e != epoch {
+					t.Fatalf("epoch %d: partition %d's log knows epoch %d", epoch, i, e)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkReconcileNewEpochs: a view giving every one of
+// QUIRE_BENCH_PARTITIONS partitions (default 2,000) led here a new
+// epoch, as the image does when a restarted node is unfenced; each leader
+// records its epoch in its checkpoint (written and synced).
+func BenchmarkReconcileNewEpochs(b *testing.B) {
+	n := 2000
+	if s := os.Getenv("QUIRE_BENCH_PARTITIONS"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 {
+			n = v
+		}
+	}
+	sm, err := storage.OpenManager(b.TempDir(), storage.DefaultLogConfig(), storage.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sm.Close() })
+	rm := newManagerOn(b, 1, sm, nil, nil)
+	view := func(epoch int32) View {
+		v := manyView(n, epoch)
+		for i := range v.Topics[0].Partitions {
+			v.Topics[0].Partitions[i].Leader = 1
+		}
+		return v
+	}
+	rm.Reconcile(view(1))
+	b.ResetTimer()
+	for i := range b.N {
+		rm.Reconcile(view(int32(i + 2)))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/partition")
 }

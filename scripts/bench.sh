@@ -5,13 +5,25 @@
 # bare gRPC ceiling measured in the same run (absolute figures drift 2-3x
 # between runs on a shared 2-core machine; the ratios are what to compare).
 #
-#   scripts/bench.sh             the full run (about 5 minutes, then 5-10
-#                                for the many-partitions rows)
+#   scripts/bench.sh             the full run (about 5 minutes, then about
+#                                10 for the many-partitions rows)
+#   BENCH_LONG_SECS=600 scripts/bench.sh   with the ten-minute e2e row
 #   BENCH_QUICK=1 scripts/bench.sh   small counts, to check that it works
 #
-# After the table, scripts/bench_partitions.sh prints a row for a node of
-# 1,000 and one of 5,000 partitions (idle CPU, memory, disk, start after
-# kill -9); not in the quick pass.
+# After the table come:
+#   - the node's CPU per record on its two doors, gRPC and the Kafka
+#     listener, produce and fetch, in the same run (BenchmarkDoorsNodeCPU
+#     in broker/, its test binary built with go test -c; the node runs in
+#     a process of its own, its CPU read from /proc);
+#   - scripts/bench_partitions.sh's rows for a node of 1,000, 5,000 and
+#     20,000 partitions (idle CPU, memory, disk, kill -9 to every
+#     partition writable);
+#   - with BENCH_LONG_SECS set (600 for ten minutes), a long e2e run: RF 3
+#     acks=all, min.insync.replicas 2, at BENCH_LONG_RATE records/s
+#     (default 50000), its p50, p99, p99.9 and max (not part of make
+#     test).
+# The quick pass runs each of them tiny (20 ops a door, 50 partitions
+# idling 1 s, a 1 s long run): their figures mean nothing, the paths run.
 #
 # The two ratios the table ends with (single-node produce against the
 # ceiling, RF 3 acks=all against single-node acks=1) swing 2x between runs
@@ -34,7 +46,9 @@
 # partly into resident pages, more or less from one run to the next: it
 # shows the direction, not a fixed state.
 #
-# Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_DIR
+# Env: QUIRE_BIN (default ./bin/quire, built when missing), BENCH_LONG_SECS,
+# BENCH_LONG_RATE, BENCH_DOORS_OPS (ops of each door benchmark, default
+# 3000), BENCH_PARTITION_COUNTS (scripts/bench_partitions.sh), BENCH_DIR
 # (default a temporary directory, removed afterwards), BENCH_RATES (e2e rates,
 # default "5000 20000 50000"; the e2e rows beside idle partitions run at
 # the first), BENCH_IDLE_TOPICS (idle 3-partition topics for those,
@@ -59,6 +73,17 @@ if [ -n "$quick" ]; then
 	idle_topics=${BENCH_IDLE_TOPICS:-5}
 	rates=${BENCH_RATES:-5000}
 	rounds=${BENCH_ROUNDS:-1}
+fi
+long_secs=${BENCH_LONG_SECS:-}
+long_rate=${BENCH_LONG_RATE:-50000}
+doors_ops=${BENCH_DOORS_OPS:-3000}
+part_counts=${BENCH_PARTITION_COUNTS:-1000 5000 20000}
+part_idle=${BENCH_IDLE_SECS:-20}
+if [ -n "$quick" ]; then
+	long_secs=1
+	doors_ops=${BENCH_DOORS_OPS:-20}
+	part_counts=${BENCH_PARTITION_COUNTS:-50}
+	part_idle=${BENCH_IDLE_SECS:-1}
 fi
 
 quire=${QUIRE_BIN:-$root/bin/quire}
@@ -241,6 +266,18 @@ for acks in 1 all; do
 		"$(field latency_p50_ms "$out")" "$(field latency_p99_ms "$out")" "$(field latency_p999_ms "$out")"
 done
 
+# The long run (BENCH_LONG_SECS): the tail over minutes, where writeback,
+# segment rolls and checkpoints show.
+long_line=
+if [ -n "$long_secs" ]; then
+	"$quire" --brokers "$cluster" topic create e2e-long -p 3 -r 3 -c min.insync.replicas=2 >/dev/null ||
+		fail "create topic e2e-long"
+	out=$(perf "$cluster" e2e --topic e2e-long --acks all --rate "$long_rate" -n $((long_rate * long_secs)))
+	row "e2e RF3 acks=all at $long_rate/s, $long_secs s" "$(field records_per_sec "$out")" - \
+		"$(field latency_p50_ms "$out")" "$(field latency_p99_ms "$out")" "$(field latency_p999_ms "$out")"
+	long_line="e2e RF3 acks=all at $long_rate/s over $long_secs s: max $(field latency_max_ms "$out") ms, $(field errors "$out") errors"
+fi
+
 # Rounds of the two ratios: each round measures the ceiling, then
 # single-node acks=1 and RF 3 acks=all into fresh pages, then the same two
 # into reused pages, back to back, so the machine is alike for all five.
@@ -292,8 +329,32 @@ median "rounds, RF3 acks=all / 1 node acks=1" "${ratios_rf3[@]}"
 median "rounds, reused pages, 1 node acks=1 / ceiling" "${ratios_single_reused[@]}"
 median "rounds, reused pages, RF3 acks=all / 1 node acks=1" "${ratios_rf3_reused[@]}"
 
-# Many partitions on one node (idle CPU, memory, disk, start after kill -9):
-# minutes of CLI writes, so not in the quick pass.
-if [ -z "$quick" ]; then
-	QUIRE_BIN="$quire" scripts/bench_partitions.sh || fail "many-partitions bench"
-fi
+[ -z "$long_line" ] || echo "$long_line"
+
+# The node's CPU per record on each door, the same batches (1,000 records
+# of 100 bytes) over gRPC and the Kafka listener.
+echo "bench: node CPU per record on the two doors (BenchmarkDoorsNodeCPU, ${doors_ops}x)" >&2
+go test -c -o "$dir/broker.test" ./broker/ || fail "build the broker's test binary"
+(cd broker && "$dir/broker.test" -test.run '^$' -test.bench '^BenchmarkDoorsNodeCPU$' \
+	-test.benchtime "${doors_ops}x") >"$dir/doors.txt" 2>&1 || { cat "$dir/doors.txt" >&2; fail "BenchmarkDoorsNodeCPU"; }
+# door NAME: node-cpu-ns/record of sub-benchmark NAME.
+door() {
+	awk -v n="BenchmarkDoorsNodeCPU/$1-" 'index($1, n) == 1 {
+		for (i = 2; i <= NF; i++) if ($i == "node-cpu-ns/record") print $(i - 1) }' "$dir/doors.txt" | head -n 1
+}
+door_row() {
+	local g k
+	g=$(door "$2") k=$(door "$3")
+	[ -n "$g" ] && [ -n "$k" ] || fail "no figure for $2 or $3 in BenchmarkDoorsNodeCPU's output"
+	printf '%-42s %12s %12s %6s\n' "$1" "$g" "$k" "$(awk -v a="$k" -v b="$g" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+}
+printf '%-42s %12s %12s %6s\n' "node CPU ns/record (load $(cut -d' ' -f1 /proc/loadavg))" "gRPC" "Kafka" "K/gRPC"
+door_row "produce, 1 batch" produce/grpc produce/kafka
+door_row "fetch, 1 batch, gRPC Fetch" fetch/grpc fetch/kafka
+door_row "fetch, 1 batch, gRPC FetchStream" fetch/grpcstream fetch/kafka
+door_row "fetch, 8 batches, gRPC Fetch" fetch8/grpc fetch8/kafka
+
+# Many partitions on one node (idle CPU, memory, disk, kill -9 to every
+# partition writable).
+QUIRE_BIN="$quire" BENCH_PARTITION_COUNTS="$part_counts" BENCH_IDLE_SECS="$part_idle" \
+	scripts/bench_partitions.sh || fail "many-partitions bench"

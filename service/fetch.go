@@ -41,13 +41,27 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 	if err := checkFetchRequest(req); err != nil { // validate.go
 		return nil, toStatus(err)
 	}
+	// Under withPooledFetch (fetch_buf.go) the partitions are read into
+	// pooled buffers, sent from there and given back once written.
+	hold := unaryFetchHold(ctx)
 	results, err := s.b.core.Fetch(coreContext(ctx), &request.FetchRequest{MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond,
 		MinBytes: int(req.MinBytes), MaxBytes: int(req.MaxBytes), Partitions: fetchSpecs(req), Received: s.b.queue.Received(),
-		Isolation: request.Isolation(req.IsolationLevel)})
+		Isolation: request.Isolation(req.IsolationLevel), Pooled: hold != nil})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return fetchResponse(results), nil // fetch_stream.go
+	resp := fetchResponse(results) // fetch_stream.go
+	if hold != nil {
+		msg := &pooledFetch{resp: resp, bufs: make([]*[]byte, len(results))}
+		for i := range results {
+			msg.bufs[i] = results[i].Buf
+		}
+		if hold.msg != nil {
+			hold.msg.release()
+		}
+		hold.msg = msg
+	}
+	return resp, nil
 }
 
 // FetchRecords is Fetch for one partition, decoded. Errors are whole-call

@@ -1,6 +1,9 @@
 package service
 
 import (
+	"context"
+
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
@@ -30,5 +33,61 @@ func (m *pooledFetch) Inlined(i int) {
 	if i < len(m.bufs) && m.bufs[i] != nil {
 		fetchbuf.Put(m.bufs[i])
 		m.bufs[i] = nil
+	}
+}
+
+// fetchHold carries the pooledFetch of a unary Fetch from the service
+// method to the handler around it (withPooledFetch), through the context.
+type fetchHold struct{ msg *pooledFetch }
+
+type fetchHoldKey struct{}
+
+// unaryFetchHold is the hold of a Fetch call under withPooledFetch's
+// handler, or nil: then its reads go into buffers of their own, which
+// stay with the records for the garbage collector.
+func unaryFetchHold(ctx context.Context) *fetchHold {
+	h, _ := ctx.Value(fetchHoldKey{}).(*fetchHold)
+	return h
+}
+
+// withPooledFetch returns sd (quire.v1.Consumer) with the Fetch handler
+// answering the pooledFetch its method left in the hold, which
+// serverCodec encodes with the records referenced in their pooled read
+// buffers; gRPC gives them back once the answer is written. The
+// interceptors still see the method's FetchResponse; if the call fails,
+// or an interceptor answers with another message, the buffers go back at
+// once.
+func withPooledFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
+	out := *sd
+	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
+	for i := range out.Methods {
+		if out.Methods[i].MethodName != "Fetch" {
+			continue
+		}
+		h := out.Methods[i].Handler
+		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			hold := &fetchHold{}
+			resp, err := h(srv, context.WithValue(ctx, fetchHoldKey{}, hold), dec, in)
+			msg := hold.msg
+			if msg == nil {
+				return resp, err
+			}
+			if m, ok := resp.(*quirev1.FetchResponse); err != nil || !ok || m != msg.resp {
+				msg.release()
+				return resp, err
+			}
+			return msg, nil
+		}
+	}
+	return &out
+}
+
+// release gives back the buffers of a message not sent.
+func (m *pooledFetch) release() {
+	for i, b := range m.bufs {
+		if b != nil {
+			fetchbuf.Put(b)
+			m.bufs[i] = nil
+		}
 	}
 }

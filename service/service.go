@@ -82,7 +82,7 @@ func (s *Services) Register(r grpc.ServiceRegistrar, wrap func(*grpc.ServiceDesc
 	b := s.b
 	r.RegisterService(wrap(&quirev1.Admin_ServiceDesc), &adminService{b: b})
 	r.RegisterService(wrap(&quirev1.Producer_ServiceDesc), &producerService{b: b})
-	r.RegisterService(wrap(&quirev1.Consumer_ServiceDesc), &consumerService{b: b})
+	r.RegisterService(wrap(withPooledFetch(&quirev1.Consumer_ServiceDesc)), &consumerService{b: b}) // fetch_buf.go
 	r.RegisterService(wrap(&quirev1.Metadata_ServiceDesc), &metadataService{b: b})
 	r.RegisterService(wrap(&quirev1.Groups_ServiceDesc), &groupService{b: b})
 	r.RegisterService(wrap(&quirev1.Transactions_ServiceDesc), &transactionsService{b: b})

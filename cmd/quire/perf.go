@@ -242,6 +242,7 @@ type perfProduceFlags struct {
 	interval    time.Duration
 	idempotent  bool
 	inFlight    int
+	roundRobin  bool
 }
 
 func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
@@ -261,6 +262,7 @@ func (f *perfProduceFlags) bind(cmd *cobra.Command, defaultN int64) {
 	fl.DurationVar(&f.interval, "interval", 5*time.Second, "progress line interval")
 	fl.BoolVar(&f.idempotent, "idempotent", true, "idempotent producer, as the client's default (only with --acks all)")
 	fl.IntVar(&f.inFlight, "max-in-flight", 0, "produce requests of a partition in flight at most (0: the client's default, 5 idempotent, else 1)")
+	fl.BoolVar(&f.roundRobin, "round-robin", false, "send records to the partitions in turn, one each (-n the partition count writes every partition once)")
 	_ = cmd.MarkFlagRequired("topic")
 }
 
@@ -277,6 +279,9 @@ func (f *perfProduceFlags) clientOpts() ([]client.Opt, error) {
 		client.BatchMaxBytes(f.batchBytes), client.MaxBufferedBytes(f.bufferBytes), client.Idempotent(f.idempotent && acks == client.AllISRAcks)}
 	if f.inFlight != 0 {
 		opts = append(opts, client.MaxInFlightPerPartition(f.inFlight))
+	}
+	if f.roundRobin {
+		opts = append(opts, client.RecordPartitioner(client.RoundRobinPartitioner()))
 	}
 	return opts, nil
 }

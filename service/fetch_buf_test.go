@@ -1,0 +1,88 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/internal/fetchbuf"
+)
+
+// holdingConsumer is a Consumer whose Fetch leaves a pooledFetch in the
+// call's hold, as consumerService.Fetch does, and answers with answer
+// (its message when nil) and err.
+type holdingConsumer struct {
+	quirev1.UnimplementedConsumerServer
+	msg    *pooledFetch
+	answer *quirev1.FetchResponse
+	err    error
+}
+
+func (c *holdingConsumer) Fetch(ctx context.Context, _ *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	hold := unaryFetchHold(ctx)
+	if hold == nil {
+		return nil, errors.New("no hold in the call's context")
+	}
+	hold.msg = c.msg
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.answer != nil {
+		return c.answer, nil
+	}
+	return c.msg.resp, nil
+}
+
+// withPooledFetch's Fetch handler answers the pooledFetch the method
+// left (so the codec sends from its buffers) when the method answered
+// its message, and otherwise gives the buffers back and answers what the
+// method did.
+func TestWithPooledFetchAnswersTheHeldMessage(t *testing.T) {
+	t.Parallel()
+	sd := withPooledFetch(&quirev1.Consumer_ServiceDesc)
+	var h func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error)
+	for _, m := range sd.Methods {
+		if m.MethodName == "Fetch" {
+			h = m.Handler
+		}
+	}
+	if h == nil {
+		t.Fatal("no Fetch method")
+	}
+	dec := func(any) error { return nil }
+	newMsg := func() *pooledFetch {
+		return &pooledFetch{resp: &quirev1.FetchResponse{}, bufs: []*[]byte{fetchbuf.Get(10), nil}}
+	}
+
+	srv := &holdingConsumer{msg: newMsg()}
+	got, err := h(srv, context.Background(), dec, nil)
+	if err != nil || got != any(srv.msg) {
+		t.Fatalf("answered %T %v, want the held *pooledFetch", got, err)
+	}
+	if srv.msg.bufs[0] == nil {
+		t.Fatal("the answer's buffer was given back before it was sent")
+	}
+
+	fail := errors.New("refused")
+	srv = &holdingConsumer{msg: newMsg(), err: fail}
+	got, err = h(srv, context.Background(), dec, nil)
+	if !errors.Is(err, fail) || got != (*quirev1.FetchResponse)(nil) {
+		t.Fatalf("answered %v %v, want the method's error", got, err)
+	}
+	if srv.msg.bufs[0] != nil {
+		t.Fatal("a failed call kept its buffer")
+	}
+
+	other := &quirev1.FetchResponse{}
+	srv = &holdingConsumer{msg: newMsg(), answer: other}
+	got, err = h(srv, context.Background(), dec, nil)
+	if err != nil || got != any(other) {
+		t.Fatalf("answered %T %v, want the method's other message", got, err)
+	}
+	if srv.msg.bufs[0] != nil {
+		t.Fatal("a call answering another message kept its buffer")
+	}
+}
