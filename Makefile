@@ -67,7 +67,7 @@ E2E_SCRIPTS := e2e-console e2e-chaos e2e-make-run e2e-kafka e2e-metrics e2e-clus
 E2E_ENV = QUIRE_BIN=$(BIN)/quire GRPCURL=$(GRPCURL)
 E2E_PAR = $(MAKE) --no-print-directory -k -j$(E2E_JOBS) -O
 COMPOSE_SCRIPTS := e2e-compose e2e-compose-secure
-.PHONY: e2e-stage e2e-bins e2e-check-compose $(COMPOSE_SCRIPTS) $(E2E_SCRIPTS) testdeps-start testdeps-wait
+.PHONY: e2e-stage e2e-bins $(COMPOSE_SCRIPTS) $(E2E_SCRIPTS) testdeps-start testdeps-wait
 
 e2e: e2e-bins
 	$(E2E_PAR) $(E2E_SCRIPTS)
@@ -103,12 +103,11 @@ e2e-bench:
 	@E2E_PORTS=27200-27999 $(E2E_ENV) BENCH_QUICK=1 scripts/timed.sh "bench.sh (quick)" scripts/bench.sh
 e2e-chaos:
 	@$(NOCGO) scripts/timed.sh "chaos run ($(CHAOS_SHORT))" $(GO) run ./chaos/cmd/chaos run -quire $(CHAOS_BIN) -duration $(CHAOS_SHORT)
-e2e-compose: e2e-check-compose
-	@E2E_PORTS=28000-28799 $(E2E_ENV) scripts/timed.sh e2e_compose.sh scripts/e2e_compose.sh
-e2e-compose-secure: e2e-check-compose
+e2e-compose:
+	@E2E_PORTS=28000-28799 $(E2E_ENV) scripts/timed.sh "check_compose.sh, e2e_compose.sh" \
+		sh -c 'scripts/check_compose.sh && scripts/e2e_compose.sh'
+e2e-compose-secure:
 	@E2E_PORTS=28800-29599 $(E2E_ENV) scripts/timed.sh e2e_compose_secure.sh scripts/e2e_compose_secure.sh
-e2e-check-compose:
-	@scripts/timed.sh check_compose.sh scripts/check_compose.sh
 
 testdeps-start:
 	scripts/testdeps.sh start

@@ -252,8 +252,9 @@ sub_start() {
 }
 # sub_wait FILE N PATTERN: until FILE has N lines matching PATTERN.
 sub_wait() {
-	local deadline=$((SECONDS + 30))
-	until [ "$(grep -c -- "$3" "$1")" -ge "$2" ]; do
+	local deadline=$((SECONDS + 30)) n
+	# The file is there once grpcurl's shell has opened it.
+	until n=$(grep -c -- "$3" "$1" 2>/dev/null); [ "${n:-0}" -ge "$2" ]; do
 		[ "$SECONDS" -lt "$deadline" ] || fail "want $2 lines /$3/ in $1: $(cat "$1")"
 		sleep 0.1
 	done

@@ -9,7 +9,8 @@
 # What it installs: grpcurl into ./bin (scripts/tools.sh), and, when
 # running as root where apt-get exists, those of Debian's packages the
 # scripts use that are missing (chromium for the console, prometheus,
-# kcat, and python3's grpcio, grpc-tools, protobuf and confluent-kafka).
+# kcat, python3's grpcio, grpc-tools, protobuf and confluent-kafka, and
+# docker-compose where the Docker engine has no compose plugin).
 # Downloading and unpacking them waits on the network and the disk, not
 # the CPU, so it overlaps verify and the unit tests instead of adding
 # a minute or two to the end-to-end stage. Each end-to-end script still
@@ -34,6 +35,12 @@ install() {
 	for d in "${debs[@]}"; do
 		dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q "install ok installed" || missing+=("$d")
 	done
+	# Compose: the engine's plugin, or else Debian's docker-compose
+	# (scripts/check_compose.sh installs it too, but the two compose
+	# checks run at once).
+	if command -v docker >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+		missing+=(docker-compose)
+	fi
 	if [ ${#missing[@]} -eq 0 ]; then
 		echo "testdeps: Debian's packages already installed"
 		return 0
