@@ -35,14 +35,15 @@ run: build
 	$(BIN)/quire server --dev
 
 # The Debian packages and grpcurl the end-to-end stage needs are
-# installed in the background while verify and the unit tests run
-# (scripts/testdeps.sh), then the end-to-end scripts and the compose
-# cluster's run at once (e2e-stage, below).
-test: testdeps-start verify unit testdeps-wait e2e-stage
-
-# make test's verify has run go vet ./... (every analyzer), so its unit
-# tests skip the subset of vet that go test runs before each package.
-test: UNIT_VET := -vet=off
+# installed in the background while verify runs (scripts/testdeps.sh);
+# then the unit tests and the end-to-end stage (e2e-stage, below) run
+# side by side, each one's output printed whole when it ends: both wait
+# on clusters more than they compute, so the CPU one leaves idle the
+# other uses. make test's verify has run go vet ./... (every analyzer),
+# so its unit tests skip the subset of vet that go test runs before each
+# package.
+test: testdeps-start verify testdeps-wait e2e-bins
+	$(MAKE) --no-print-directory -j2 -O unit e2e-stage UNIT_VET=-vet=off
 
 # go test starts packages in the order they are named (two at a time on 2
 # cores), so the slowest, testcluster (over two minutes of in-process
