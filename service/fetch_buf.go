@@ -20,12 +20,21 @@ type pooledFetch struct {
 	bufs []*[]byte
 }
 
-// Buffer is the gRPC buffer of partition i's records (wire.RecordsBuffers).
+// Buffer is the gRPC buffer of partition i's records (wire.RecordsBuffers),
+// which then owns the pooled buffer. Records other than the whole of
+// partition i's buffer (the response changed since the read) are sent as
+// they are, and the buffer, which they may lie in, is left to the
+// garbage collector.
 func (m *pooledFetch) Buffer(i int, records []byte) mem.Buffer {
 	if i >= len(m.bufs) || m.bufs[i] == nil {
 		return mem.SliceBuffer(records)
 	}
-	return mem.NewBuffer(m.bufs[i], fetchbuf.Pool{})
+	buf := m.bufs[i]
+	m.bufs[i] = nil
+	if len(*buf) != len(records) || len(records) == 0 || &(*buf)[0] != &records[0] {
+		return mem.SliceBuffer(records)
+	}
+	return mem.NewBuffer(buf, fetchbuf.Pool{})
 }
 
 // Inlined returns the buffer of partition i when its records were copied.

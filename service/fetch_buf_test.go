@@ -138,3 +138,26 @@ func TestWithPooledFetchInterceptorCallingTwice(t *testing.T) {
 		t.Fatal("the unanswered call kept its buffer")
 	}
 }
+
+// A partition's records that are not the whole of its pooled buffer (the
+// response changed after the read) are encoded as they are, and the
+// buffer is handed over once: a later release does not give it back.
+func TestPooledFetchBufferSendsTheRecords(t *testing.T) {
+	t.Parallel()
+	buf := fetchbuf.Get(10 << 10)
+	*buf = (*buf)[:10<<10]
+	for i := range *buf {
+		(*buf)[i] = byte(i)
+	}
+	msg := &pooledFetch{resp: &quirev1.FetchResponse{}, bufs: []*[]byte{buf}}
+	records := (*buf)[:6<<10]
+	got := msg.Buffer(0, records)
+	if got.Len() != len(records) || string(got.ReadOnlyData()) != string(records) {
+		t.Fatalf("encoded %d bytes, want the %d of the records", got.Len(), len(records))
+	}
+	if msg.bufs[0] != nil {
+		t.Fatal("the message still holds the buffer it handed over")
+	}
+	msg.release() // must not give back what gRPC (or nobody) owns now
+	got.Free()
+}
