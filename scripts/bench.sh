@@ -97,6 +97,9 @@ if [ -z "$dir" ]; then
 	dir=$(mktemp -d)
 	own_dir=1
 fi
+# Absolute: the door rows run the broker's test binary from broker/.
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
 pids=()
 cleanup() {
 	local rc=$?
