@@ -97,6 +97,9 @@ if [ -z "$dir" ]; then
 	dir=$(mktemp -d)
 	own_dir=1
 fi
+# Absolute: the door rows run the broker's test binary from broker/.
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
 pids=()
 cleanup() {
 	local rc=$?
@@ -331,15 +334,24 @@ median "rounds, reused pages, RF3 acks=all / 1 node acks=1" "${ratios_rf3_reused
 
 [ -z "$long_line" ] || echo "$long_line"
 
+# The table's servers are done with: stopped, so that they take no CPU
+# from the rows that follow.
+QUIRE_CLUSTER_DIR="$dir/cluster" QUIRE_BIN="$quire" QUIRE_CLUSTER_STOP_TIMEOUT=20 \
+	scripts/cluster.sh stop >/dev/null 2>&1 || true
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=()
+
 # The node's CPU per record on each door, the same batches (1,000 records
 # of 100 bytes) over gRPC and the Kafka listener.
 echo "bench: node CPU per record on the two doors (BenchmarkDoorsNodeCPU, ${doors_ops}x)" >&2
 go test -c -o "$dir/broker.test" ./broker/ || fail "build the broker's test binary"
 (cd broker && "$dir/broker.test" -test.run '^$' -test.bench '^BenchmarkDoorsNodeCPU$' \
 	-test.benchtime "${doors_ops}x") >"$dir/doors.txt" 2>&1 || { cat "$dir/doors.txt" >&2; fail "BenchmarkDoorsNodeCPU"; }
-# door NAME: node-cpu-ns/record of sub-benchmark NAME.
+# door NAME: node-cpu-ns/record of sub-benchmark NAME (its name ends in
+# -GOMAXPROCS, or not at all when that is 1).
 door() {
-	awk -v n="BenchmarkDoorsNodeCPU/$1-" 'index($1, n) == 1 {
+	awk -v n="BenchmarkDoorsNodeCPU/$1" '$1 == n || index($1, n "-") == 1 {
 		for (i = 2; i <= NF; i++) if ($i == "node-cpu-ns/record") print $(i - 1) }' "$dir/doors.txt" | head -n 1
 }
 door_row() {

@@ -13,7 +13,7 @@
 # (the one derived from the open-file limit is 5,000 at 20,000 files; the
 # node's file cache keeps the descriptors within the limit whatever the
 # count). scripts/bench.sh runs it after its table (its quick pass with
-# 100 partitions and 2 s of idling); it runs alone too:
+# 50 partitions and 1 s of idling); it runs alone too:
 #
 #   scripts/bench_partitions.sh
 #   BENCH_PARTITION_COUNTS=1000 scripts/bench_partitions.sh

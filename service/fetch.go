@@ -56,10 +56,7 @@ func (s *consumerService) Fetch(ctx context.Context, req *quirev1.FetchRequest) 
 		for i := range results {
 			msg.bufs[i] = results[i].Buf
 		}
-		if hold.msg != nil {
-			hold.msg.release()
-		}
-		hold.msg = msg
+		hold.keep(msg)
 	}
 	return resp, nil
 }

@@ -26,7 +26,7 @@ func (c *holdingConsumer) Fetch(ctx context.Context, _ *quirev1.FetchRequest) (*
 	if hold == nil {
 		return nil, errors.New("no hold in the call's context")
 	}
-	hold.msg = c.msg
+	hold.keep(c.msg)
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -85,4 +85,79 @@ func TestWithPooledFetchAnswersTheHeldMessage(t *testing.T) {
 	if srv.msg.bufs[0] != nil {
 		t.Fatal("a call answering another message kept its buffer")
 	}
+}
+
+// repeatingConsumer is a Consumer whose every Fetch leaves a new
+// pooledFetch in the call's hold and answers its message.
+type repeatingConsumer struct {
+	quirev1.UnimplementedConsumerServer
+	msgs []*pooledFetch
+}
+
+func (c *repeatingConsumer) Fetch(ctx context.Context, _ *quirev1.FetchRequest) (*quirev1.FetchResponse, error) {
+	msg := &pooledFetch{resp: &quirev1.FetchResponse{}, bufs: []*[]byte{fetchbuf.Get(10)}}
+	c.msgs = append(c.msgs, msg)
+	unaryFetchHold(ctx).keep(msg)
+	return msg.resp, nil
+}
+
+// An interceptor that calls the method twice and answers the first
+// message: that message is sent from its buffers, which stay out of the
+// pool until gRPC writes it; only the second call's go back.
+func TestWithPooledFetchInterceptorCallingTwice(t *testing.T) {
+	t.Parallel()
+	sd := withPooledFetch(&quirev1.Consumer_ServiceDesc)
+	var h func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error)
+	for _, m := range sd.Methods {
+		if m.MethodName == "Fetch" {
+			h = m.Handler
+		}
+	}
+	twice := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		first, err := handler(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := handler(ctx, req); err != nil {
+			return nil, err
+		}
+		return first, nil
+	}
+	srv := &repeatingConsumer{}
+	got, err := h(srv, context.Background(), func(any) error { return nil }, twice)
+	if err != nil || len(srv.msgs) != 2 {
+		t.Fatalf("answered %T %v after %d calls", got, err, len(srv.msgs))
+	}
+	if got != any(srv.msgs[0]) {
+		t.Fatalf("answered %T, want the first call's *pooledFetch", got)
+	}
+	if srv.msgs[0].bufs[0] == nil {
+		t.Fatal("the answer's buffer was given back before it was sent")
+	}
+	if srv.msgs[1].bufs[0] != nil {
+		t.Fatal("the unanswered call kept its buffer")
+	}
+}
+
+// A partition's records that are not the whole of its pooled buffer (the
+// response changed after the read) are encoded as they are, and the
+// buffer is handed over once: a later release does not give it back.
+func TestPooledFetchBufferSendsTheRecords(t *testing.T) {
+	t.Parallel()
+	buf := fetchbuf.Get(10 << 10)
+	*buf = (*buf)[:10<<10]
+	for i := range *buf {
+		(*buf)[i] = byte(i)
+	}
+	msg := &pooledFetch{resp: &quirev1.FetchResponse{}, bufs: []*[]byte{buf}}
+	records := (*buf)[:6<<10]
+	got := msg.Buffer(0, records)
+	if got.Len() != len(records) || string(got.ReadOnlyData()) != string(records) {
+		t.Fatalf("encoded %d bytes, want the %d of the records", got.Len(), len(records))
+	}
+	if msg.bufs[0] != nil {
+		t.Fatal("the message still holds the buffer it handed over")
+	}
+	msg.release() // must not give back what gRPC (or nobody) owns now
+	got.Free()
 }

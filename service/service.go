@@ -78,6 +78,8 @@ func New(cfg Config) (*Services, error) {
 
 // Register registers the services on r, each service description passed
 // through wrap first (the node's request size limit: WithRequestLimit).
+// r's codec must be TransportOptions' (codec.go): Fetch and FetchStream
+// answer messages only it encodes (fetch_buf.go).
 func (s *Services) Register(r grpc.ServiceRegistrar, wrap func(*grpc.ServiceDesc) *grpc.ServiceDesc) {
 	b := s.b
 	r.RegisterService(wrap(&quirev1.Admin_ServiceDesc), &adminService{b: b})
