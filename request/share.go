@@ -88,6 +88,12 @@ type ShareFetchRequest struct {
 	MaxWait    time.Duration
 	MaxRecords int
 	Partitions []SharePartition
+	// Route passes the partitions led elsewhere on to their leaders (a
+	// SHARED Subscribe stream's fetch; share_members.go), rather than
+	// answering them NOT_LEADER_OR_FOLLOWER.
+	Route bool
+
+	early <-chan struct{} // closed: stop long-polling (a routed fetch's part)
 }
 
 // ShareFetchResult is one partition's answer: the log's batches holding
@@ -154,6 +160,9 @@ func (c *Core) ShareGroupHeartbeat(ctx context.Context, hb *ShareHeartbeat) (*Sh
 		return nil, err
 	}
 	r, err := sc.Heartbeat(c.cfg.Now(), sharegroup.Heartbeat{Group: hb.Group, MemberID: hb.MemberID, Epoch: hb.Epoch, Topics: hb.Topics})
+	// Who left (this member, or others found silent): released on the
+	// other nodes before the answer.
+	c.shareTellDepartures(ctx, sc.TakeDepartures())
 	if err != nil {
 		return nil, c.fail(err)
 	}
@@ -192,6 +201,9 @@ func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts
 		return nil, err
 	}
 	if err := c.authorizeShare(ctx, group, parts); err != nil {
+		return nil, err
+	}
+	if err := c.shareMember(ctx, sc, group, member); err != nil {
 		return nil, err
 	}
 	out := make([]ShareAckResult, len(parts))
@@ -256,6 +268,9 @@ func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, gro
 // partitions in the request's order, long-polling up to MaxWait while none
 // is there to acquire.
 func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
+	if req.Route && c.cfg.ShareCluster != nil {
+		return c.shareFetchRouted(ctx, req)
+	}
 	sc, err := c.shares(req.Group)
 	if err != nil {
 		return nil, err
@@ -267,6 +282,9 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		return nil, c.fail(fmt.Errorf("%w: max wait %v and max records %d must not be negative", replica.ErrInvalidRequest, req.MaxWait, req.MaxRecords))
 	}
 	if err := c.authorizeShare(ctx, req.Group, req.Partitions); err != nil {
+		return nil, err
+	}
+	if err := c.shareMember(ctx, sc, req.Group, req.MemberID); err != nil {
 		return nil, err
 	}
 	maxRecords := req.MaxRecords
@@ -311,6 +329,9 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case <-wake:
+		case <-req.early:
+			t.Stop()
+			return out, nil
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()

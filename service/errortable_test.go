@@ -51,6 +51,7 @@ var sentinels = map[string]error{
 	"request.ErrShareGroupsDisabled":  request.ErrShareGroupsDisabled,
 	"request.ErrShareGroupNotFound":   request.ErrShareGroupNotFound,
 	"request.ErrShareRecordNotHeld":   request.ErrShareRecordNotHeld,
+	"request.ErrShareMemberUnconfirmed": request.ErrShareMemberUnconfirmed,
 
 	"storage.ErrOutOfOrderSequence":   storage.ErrOutOfOrderSequence,
 	"storage.ErrInvalidProducerEpoch": storage.ErrInvalidProducerEpoch,

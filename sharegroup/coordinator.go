@@ -67,12 +67,13 @@ type Config struct {
 	// Store saves the share-partitions' state and restores it on a new
 	// leader (persist.go); nil keeps it in memory only.
 	Store Store
-	// AdmitFetchers admits a member this node does not know when it
-	// fetches or acknowledges, rather than refusing it (ErrUnknownMember):
-	// on a cluster, a member's heartbeats go to one node (the group's
-	// coordinator) and its fetches to each partition's leader, which
-	// knows it only from them. Such a member leaves a node after the
-	// session timeout without a fetch there, its records released.
+	// AdmitFetchers lets the caller admit, with Admit, a member whose
+	// heartbeats go to another node (membership.go): on a cluster, a
+	// member's heartbeats go to one node and its fetches to each
+	// partition's leader, which asks the other nodes whether the group
+	// has it. Such a member leaves a node when told it left the group
+	// (Forget), or after the session timeout without a fetch there, its
+	// records released. Without it a member must heartbeat here.
 	AdmitFetchers bool
 }
 
@@ -116,11 +117,15 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	nextID int
+	// departed are the members that left or timed out here since
+	// TakeDepartures, for the caller to tell the other nodes.
+	departed []Departure
 
 	saver saver // persist.go
 }
 
 type group struct {
+	name    string
 	cfg     share.Config
 	dlq     string
 	epoch   int32
@@ -133,8 +138,10 @@ type member struct {
 	topics   []string
 	lastSeen time.Time
 	// fetcher: known only from its fetches (Config.AdmitFetchers), its
-	// heartbeats going to another node.
-	fetcher bool
+	// heartbeats going to another node; confirmed is until when another
+	// node's word that the group has it holds (membership.go).
+	fetcher   bool
+	confirmed time.Time
 }
 
 // partition is a share-partition with its own lock, so that reading one
@@ -205,7 +212,7 @@ func (c *Coordinator) DeadLetterTopic(name string) string {
 func (c *Coordinator) groupLocked(name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{cfg: c.cfg.Partition, members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
+		g = &group{name: name, cfg: c.cfg.Partition, members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
 		c.groups[name] = g
 	}
 	return g
@@ -296,6 +303,9 @@ func (c *Coordinator) expireLocked(now time.Time, g *group) {
 // It takes each partition's lock under c.mu: partition locks are never
 // held while taking c.mu.
 func (c *Coordinator) leaveLocked(g *group, id string) {
+	if m, ok := g.members[id]; ok && !m.fetcher {
+		c.departed = append(c.departed, Departure{Group: g.name, MemberID: id})
+	}
 	delete(g.members, id)
 	for _, p := range g.parts {
 		p.mu.Lock()
@@ -313,20 +323,13 @@ func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPar
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[groupName]
-	if !ok && !c.cfg.AdmitFetchers {
-		return nil, share.Config{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
-	}
 	if !ok {
-		g = c.groupLocked(groupName)
+		return nil, share.Config{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
 	}
 	c.expireLocked(now, g)
 	m, ok := g.members[id]
-	if !ok && (!c.cfg.AdmitFetchers || id == "") {
-		return nil, share.Config{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
-	}
 	if !ok {
-		m = &member{fetcher: true}
-		g.members[id] = m
+		return nil, share.Config{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
 	}
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]

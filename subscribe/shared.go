@@ -43,6 +43,9 @@ type ShareCore interface {
 	ShareFetch(ctx context.Context, req *request.ShareFetchRequest) ([]request.ShareFetchResult, error)
 	// ShareAcknowledge: Read on the group and the topics.
 	ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
+	// ShareAcknowledgeRouted is ShareAcknowledge at each partition's
+	// leader, wherever it is.
+	ShareAcknowledgeRouted(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
 	// ShareLockDuration is how long the group's records stay locked.
 	ShareLockDuration(group string) time.Duration
 	// ShareGroupRequireKeyOrdering turns the group's per-key ordering on,
@@ -311,6 +314,9 @@ func (s *sharedStream) finish(err error) error {
 
 func (s *sharedStream) spawnHeartbeat() {
 	hb := &request.ShareHeartbeat{Group: s.start.Group, MemberID: s.memberID, Epoch: s.epoch}
+	if s.epoch == 0 {
+		hb.Topics = slices.Clone(s.start.Subscription.Topics) // joining again
+	}
 	s.hbInFlight = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
 	go func() {
@@ -326,13 +332,19 @@ func (s *sharedStream) spawnHeartbeat() {
 func (s *sharedStream) onHeartbeat(resp *request.ShareHeartbeatResult, err error) error {
 	now := time.Now()
 	if err != nil {
-		if e := s.b.Error(err); e.Retriable {
+		e := s.b.Error(err)
+		if e.Retriable {
 			s.hbAt = now.Add(subscribeRetry)
+			return nil
+		}
+		if s.parts != nil && (e.Code == quirev1.ErrorCode_UNKNOWN_MEMBER_ID || e.Code == quirev1.ErrorCode_FENCED_MEMBER_EPOCH) {
+			s.rejoin(now)
 			return nil
 		}
 		s.epoch = 0 // the member is gone: nothing to leave
 		return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
 	}
+	rejoined := s.epoch == 0 && s.parts != nil
 	s.epoch = resp.Epoch
 	s.interval = resp.Interval
 	if s.interval <= 0 {
@@ -346,8 +358,8 @@ func (s *sharedStream) onHeartbeat(resp *request.ShareHeartbeatResult, err error
 		}
 	}
 	slices.SortFunc(parts, comparePartKey)
-	if slices.Equal(parts, s.parts) && s.parts != nil {
-		return nil
+	if slices.Equal(parts, s.parts) && s.parts != nil && !rejoined {
+		return nil // a member that joined again is told its new epoch
 	}
 	var added, revoked []partKey
 	for _, k := range parts {
@@ -381,7 +393,7 @@ func (s *sharedStream) maybeFetch(now time.Time) {
 	if s.fetchStop != nil || s.nHeld >= s.maxRecords || s.epoch <= 0 {
 		return
 	}
-	req := &request.ShareFetchRequest{Group: s.start.Group, MemberID: s.memberID, MaxWait: sharedFetchWait, MaxRecords: s.maxRecords - s.nHeld}
+	req := &request.ShareFetchRequest{Group: s.start.Group, MemberID: s.memberID, MaxWait: sharedFetchWait, MaxRecords: s.maxRecords - s.nHeld, Route: true}
 	for _, k := range s.parts {
 		if at, ok := s.retryAt[k]; ok {
 			if now.Before(at) {
@@ -488,11 +500,28 @@ func (s *sharedStream) fetchRefused(err error) error {
 	case quirev1.ErrorCode_UNKNOWN_MEMBER_ID, quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED,
 		quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, quirev1.ErrorCode_UNSUPPORTED_VERSION:
 		if e.Code == quirev1.ErrorCode_UNKNOWN_MEMBER_ID {
-			s.epoch = 0
+			if s.epoch > 0 {
+				s.rejoin(time.Now())
+			}
+			return nil
 		}
 		return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
 	}
 	return nil
+}
+
+// rejoin has the member join its group again, with the same member id,
+// when the group forgot it (it was silent past the session timeout, its
+// heartbeats held up): as a Kafka share consumer does, the stream goes
+// on. What it held where the group released it is refused when
+// acknowledged (INVALID_RECORD_STATE); what it holds where it was not
+// released stays its own.
+func (s *sharedStream) rejoin(now time.Time) {
+	s.log.Debug("shared subscribe stream's member forgotten: joining again", "epoch", s.epoch)
+	s.epoch = 0
+	if !s.hbInFlight { // else when the one in flight answers
+		s.hbAt = now
+	}
 }
 
 // decode returns the records of r's acquired ranges, in offset order,

@@ -26,6 +26,10 @@ func (f *fakeBroker) ShareAcknowledge(context.Context, string, string, []request
 	return nil, request.ErrShareGroupsDisabled
 }
 
+func (f *fakeBroker) ShareAcknowledgeRouted(context.Context, string, string, []request.SharePartition) ([]request.ShareAckResult, error) {
+	return nil, request.ErrShareGroupsDisabled
+}
+
 func (f *fakeBroker) ShareLockDuration(string) time.Duration { return 0 }
 
 func (f *fakeBroker) ShareGroupRequireKeyOrdering(context.Context, string) error {
@@ -84,6 +88,10 @@ func (f *shareCoreFake) ShareAcknowledge(_ context.Context, _, _ string, parts [
 		out[i] = request.ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: f.refuse[p.Topic]}
 	}
 	return out, nil
+}
+
+func (f *shareCoreFake) ShareAcknowledgeRouted(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error) {
+	return f.ShareAcknowledge(ctx, group, member, parts)
 }
 
 func (f *shareCoreFake) ShareLockDuration(string) time.Duration { return time.Minute }
