@@ -81,12 +81,28 @@ func (c *Core) shareTellDepartures(ctx context.Context, left []sharegroup.Depart
 
 // ShareExpire removes the share group members silent past the session
 // timeout here and tells the other nodes, so that their records are
-// released everywhere at once. The broker calls it every second or so.
+// released everywhere at once; and asks again about the members known
+// here from their fetches whose confirmation ran out, forgetting those
+// no node has (their heartbeat node failed, say). The broker calls it
+// every second or so.
 func (c *Core) ShareExpire(ctx context.Context) {
-	if c.cfg.Shares == nil {
+	sc := c.cfg.Shares
+	if sc == nil {
 		return
 	}
-	c.shareTellDepartures(ctx, c.cfg.Shares.Expire(c.cfg.Now()))
+	c.shareTellDepartures(ctx, sc.Expire(c.cfg.Now()))
+	if c.cfg.ShareCluster == nil {
+		return
+	}
+	for _, m := range sc.Unconfirmed(c.cfg.Now()) {
+		ok, err := c.cfg.ShareCluster.ShareMember(ctx, m.Group, m.MemberID)
+		switch {
+		case ok:
+			sc.Confirm(m.Group, m.MemberID, c.cfg.Now().Add(shareMemberConfirmFor))
+		case err == nil:
+			sc.Forget(m.Group, []string{m.MemberID})
+		}
+	}
 }
 
 // ShareMemberHere answers another node's ShareMember: whether member id

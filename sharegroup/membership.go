@@ -107,3 +107,33 @@ func (c *Coordinator) Forget(groupName string, ids []string) {
 		}
 	}
 }
+
+// Unconfirmed returns the members known here only from their fetches
+// whose confirmation has run out, for the caller to ask about again
+// (Confirm, or Forget), so that a member whose heartbeat node failed
+// does not keep its records here until its locks run out.
+func (c *Coordinator) Unconfirmed(now time.Time) []Departure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Departure
+	for name, g := range c.groups {
+		for id, m := range g.members {
+			if m.fetcher && !now.Before(m.confirmed) {
+				out = append(out, Departure{Group: name, MemberID: id})
+			}
+		}
+	}
+	return out
+}
+
+// Confirm extends the confirmation of a member known here from its
+// fetches.
+func (c *Coordinator) Confirm(groupName, id string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.groups[groupName]; ok {
+		if m, ok := g.members[id]; ok && m.fetcher {
+			m.confirmed = until
+		}
+	}
+}
