@@ -513,12 +513,14 @@ func (s *sharedStream) fetchRefused(err error) error {
 // rejoin has the member join its group again, with the same member id,
 // when the group forgot it (it was silent past the session timeout, its
 // heartbeats held up): as a Kafka share consumer does, the stream goes
-// on. What it held where the group released it is refused when
-// acknowledged (INVALID_RECORD_STATE); what it holds where it was not
-// released stays its own.
+// on. What it held was released on every leader when the group forgot
+// it, so the stream holds nothing any more: acknowledging it is refused
+// (INVALID_RECORD_STATE), and the credit is free.
 func (s *sharedStream) rejoin(now time.Time) {
-	s.log.Debug("shared subscribe stream's member forgotten: joining again", "epoch", s.epoch)
+	s.log.Debug("shared subscribe stream's member forgotten: joining again", "epoch", s.epoch, "held", s.nHeld)
 	s.epoch = 0
+	clear(s.held)
+	s.nHeld, s.nextExpiry = 0, time.Time{}
 	if !s.hbInFlight { // else when the one in flight answers
 		s.hbAt = now
 	}

@@ -1,12 +1,15 @@
 package testcluster_test
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	internalv1 "github.com/quirelog/quire/api/internalv1"
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
-	"github.com/quirelog/quire/testcluster"
 )
 
 // TestClusterShareMembersAcrossNodes: a SHARED stream on a node that
@@ -15,14 +18,17 @@ import (
 // (UNKNOWN_MEMBER_ID); when the stream breaks, its member leaves on its
 // node and the record it held on the leader goes to another member at
 // once, with its delivery count raised, although locks last 2 minutes.
+// When the group forgets a stream's member (here a leave sent for it over
+// Kafka's protocol), the stream joins again and goes on: the record it
+// held, released by the leave, comes back to it.
 func TestClusterShareMembersAcrossNodes(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, 2, testcluster.Config(func(_ int32, cfg *broker.Config) {
+	c, addrs := kafkaCluster(t, 2, func(cfg *broker.Config) {
 		cfg.GroupShareEnable = true
 		cfg.ShareAutoOffsetReset = "earliest"
 		cfg.GroupShareHeartbeatIntervalMs = 200
 		cfg.GroupShareRecordLockDurationMs = 120_000
-	}))
+	})
 	ctx := subCtx(t)
 	ctl := c.WaitController(ctx)
 	createTopic(t, c, ctl, "mq", 1, 2)
@@ -52,4 +58,31 @@ func TestClusterShareMembersAcrossNodes(t *testing.T) {
 		t.Fatalf("b's acceptance: %v", res.Ranges[0].Error)
 	}
 	delivered(ctx, c, []*sharedStream{b}, 0, 2, nil)
+
+	// b's member leaves behind its back: b's next heartbeat is refused
+	// UNKNOWN_MEMBER_ID, and b joins again, getting record 0 once more.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs[leader]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.Version, leave.GroupID, leave.MemberID, leave.MemberEpoch = 1, "mg", b.memberID(), -1
+	c.Eventually(ctx, "b's member left over the Kafka listener", func() error {
+		resp, err := cl.SeedBrokers()[0].Request(ctx, leave)
+		if err != nil {
+			return err
+		}
+		if code := resp.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode; code != 0 {
+			return fmt.Errorf("error code %d", code)
+		}
+		return nil
+	})
+	delivered(ctx, c, []*sharedStream{b}, 0, 3, nil)
+	b.mu.Lock()
+	err = b.err
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatalf("b ended: %v", err)
+	}
 }
