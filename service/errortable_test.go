@@ -41,16 +41,17 @@ var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replic
 // the packages' sources and fails on any sentinel missing here, so a new
 // one is never left out of the check.
 var sentinels = map[string]error{
-	"share.ErrInvalidRecordState":       share.ErrInvalidRecordState,
-	"share.ErrInvalidRequest":           share.ErrInvalidRequest,
-	"share.ErrInvalidConfig":            share.ErrInvalidConfig,
-	"sharegroup.ErrUnknownMember":       sharegroup.ErrUnknownMember,
-	"sharegroup.ErrFencedMemberEpoch":   sharegroup.ErrFencedMemberEpoch,
-	"sharegroup.ErrInvalidRequest":      sharegroup.ErrInvalidRequest,
-	"sharegroup.ErrStateNotSaved":       sharegroup.ErrStateNotSaved,
-	"request.ErrShareGroupsDisabled":    request.ErrShareGroupsDisabled,
-	"request.ErrShareGroupNotFound":     request.ErrShareGroupNotFound,
-	"request.ErrShareRecordNotHeld":     request.ErrShareRecordNotHeld,
+	"share.ErrInvalidRecordState":     share.ErrInvalidRecordState,
+	"share.ErrInvalidRequest":         share.ErrInvalidRequest,
+	"share.ErrInvalidConfig":          share.ErrInvalidConfig,
+	"sharegroup.ErrUnknownMember":     sharegroup.ErrUnknownMember,
+	"sharegroup.ErrFencedMemberEpoch": sharegroup.ErrFencedMemberEpoch,
+	"sharegroup.ErrInvalidRequest":    sharegroup.ErrInvalidRequest,
+	"sharegroup.ErrStateNotSaved":     sharegroup.ErrStateNotSaved,
+	"request.ErrShareGroupsDisabled":  request.ErrShareGroupsDisabled,
+	"request.ErrShareGroupNotFound":   request.ErrShareGroupNotFound,
+	"request.ErrShareRecordNotHeld":   request.ErrShareRecordNotHeld,
+
 	"request.ErrShareMemberUnconfirmed": request.ErrShareMemberUnconfirmed,
 
 	"storage.ErrOutOfOrderSequence":   storage.ErrOutOfOrderSequence,
