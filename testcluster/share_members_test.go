@@ -53,7 +53,23 @@ func TestClusterShareMembersAcrossNodes(t *testing.T) {
 
 	b := shareSubscribe(ctx, t, c, leader, "b", start())
 	delivered(ctx, c, []*sharedStream{b}, 1, 1, nil)
+	aID := a.memberID()
 	a.cancel() // broken: a's node leaves the group for it
+	c.Eventually(ctx, "a's member gone from the leader, its record released", func() error {
+		d, err := groups(c, leader).DescribeShareGroup(ctx, &quirev1.DescribeShareGroupRequest{Group: "mg"})
+		if err != nil {
+			return err
+		}
+		for _, m := range d.Members {
+			if m.MemberId == aID {
+				return fmt.Errorf("the leader still has %s", aID)
+			}
+		}
+		if len(d.Partitions) != 1 || d.Partitions[0].InFlight != 1 || d.Partitions[0].OldestLockMember != b.memberID() {
+			return fmt.Errorf("described %v, want b's record alone in flight", d)
+		}
+		return nil
+	})
 	if res := b.ack(ctx, ackRange("mq", 1, 1, quirev1.ShareAckType_SHARE_ACCEPT)); res.Ranges[0].Error != nil {
 		t.Fatalf("b's acceptance: %v", res.Ranges[0].Error)
 	}
