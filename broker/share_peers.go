@@ -138,7 +138,8 @@ func (f coreForwarder) ShareFetch(ctx context.Context, leader int32, req *reques
 		return nil, err
 	}
 	in := &pb.PeerShareFetchRequest{Principal: request.Principal(ctx), Group: req.Group, MemberId: req.MemberID,
-		MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxRecords: int32(req.MaxRecords), Partitions: peerSharePartitions(req.Partitions)}
+		MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxRecords: int32(req.MaxRecords), Partitions: peerSharePartitions(req.Partitions),
+		KeyOrdered: req.KeyOrdered}
 	resp, err := pb.NewReplicaServiceClient(cc).ShareFetch(f.b.forwardContext(ctx), in, grpc.MaxCallRecvMsgSize(request.MaxSendBytes))
 	if err != nil {
 		return nil, err
@@ -212,7 +213,8 @@ func (s *replicaService) ShareFetch(ctx context.Context, req *pb.PeerShareFetchR
 		return &pb.PeerShareFetchResponse{Error: service.ErrorOf(fmt.Errorf("%w: negative max wait or records", replica.ErrInvalidRequest))}, nil
 	}
 	res, err := s.b.core.ShareFetch(peerContext(ctx, req.Principal), &request.ShareFetchRequest{Group: req.Group, MemberID: req.MemberId,
-		MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond, MaxRecords: int(req.MaxRecords), Partitions: fromPeerSharePartitions(req.Partitions)})
+		MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond, MaxRecords: int(req.MaxRecords), Partitions: fromPeerSharePartitions(req.Partitions),
+		KeyOrdered: req.KeyOrdered})
 	if err != nil {
 		return &pb.PeerShareFetchResponse{Error: service.ErrorOf(err)}, nil
 	}

@@ -92,6 +92,11 @@ type ShareFetchRequest struct {
 	// SHARED Subscribe stream's fetch; share_members.go), rather than
 	// answering them NOT_LEADER_OR_FOLLOWER.
 	Route bool
+	// KeyOrdered: the member asks for the group's per-key ordering (a
+	// key_ordered SHARED stream): it is turned on first where the
+	// partitions are served (ShareGroupRequireKeyOrdering), since a
+	// group's settings are per node, or the fetch is refused.
+	KeyOrdered bool
 
 	early <-chan struct{} // closed: stop long-polling (a routed fetch's part)
 }
@@ -286,6 +291,11 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 	}
 	if err := c.shareMember(ctx, sc, req.Group, req.MemberID); err != nil {
 		return nil, err
+	}
+	if req.KeyOrdered && !sc.GroupConfig(req.Group).Partition.KeyOrdering {
+		if err := c.ShareGroupRequireKeyOrdering(ctx, req.Group); err != nil {
+			return nil, err
+		}
 	}
 	maxRecords := req.MaxRecords
 	if maxRecords == 0 {

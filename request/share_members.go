@@ -152,10 +152,21 @@ func pick(parts []SharePartition, idx []int) []SharePartition {
 // serves first.
 var shareRotate atomic.Uint32
 
+// shareCall is the part of a routed share fetch for one leader (-1:
+// this node): the indexes of its partitions in the request.
+type shareCall struct {
+	leader int32
+	idx    []int
+}
+
 // shareFetchRouted serves req's partitions at their leaders, the leaders
 // at once, each with a share of MaxRecords by its partitions (so that
-// they hand out no more than the credit together); the local long poll
-// ends early when a leader elsewhere answered records.
+// they hand out no more than the credit together). With several leaders
+// it first asks each without waiting, and answers at once what that
+// acquired; only when nothing was there does it long-poll them all (the
+// local long poll ending early when a leader elsewhere answered
+// records): a leader's long poll would otherwise hold up what another
+// had at once.
 func (c *Core) shareFetchRouted(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
 	if _, err := c.shares(req.Group); err != nil {
 		return nil, err
@@ -170,16 +181,12 @@ func (c *Core) shareFetchRouted(ctx context.Context, req *ShareFetchRequest) ([]
 	if maxRecords == 0 {
 		maxRecords = DefaultShareMaxRecords
 	}
-	type call struct {
-		leader int32 // -1: here
-		idx    []int
-	}
-	calls := make([]call, 0, len(remote)+1)
+	calls := make([]shareCall, 0, len(remote)+1)
 	if len(local) > 0 {
-		calls = append(calls, call{-1, local})
+		calls = append(calls, shareCall{-1, local})
 	}
 	for leader, idx := range remote {
-		calls = append(calls, call{leader, idx})
+		calls = append(calls, shareCall{leader, idx})
 	}
 	quota := make([]int, len(calls))
 	given := 0
@@ -191,12 +198,39 @@ func (c *Core) shareFetchRouted(ctx context.Context, req *ShareFetchRequest) ([]
 		quota[i%len(calls)]++
 		given++
 	}
+	if len(calls) == 1 || req.MaxWait == 0 {
+		out, _ := c.shareFetchRound(ctx, req, calls, quota, req.MaxWait, true)
+		return out, nil
+	}
+	out, got := c.shareFetchRound(ctx, req, calls, quota, 0, true)
+	if got > 0 {
+		return out, nil
+	}
+	again, _ := c.shareFetchRound(ctx, req, calls, quota, req.MaxWait, false)
+	for i := range again {
+		// The first round's acknowledgement answers stand.
+		again[i].AckErr = out[i].AckErr
+	}
+	return again, nil
+}
+
+// shareFetchRound makes one round of a routed fetch, the leaders at
+// once, and answers the results in request order and how many records
+// were acquired; withAcks sends the partitions' acknowledgements too.
+func (c *Core) shareFetchRound(ctx context.Context, req *ShareFetchRequest, calls []shareCall, quota []int, maxWait time.Duration, withAcks bool) ([]ShareFetchResult, int) {
 	out := make([]ShareFetchResult, len(req.Partitions))
 	early := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
+	var got atomic.Int64
 	for i, cl := range calls {
-		sub := &ShareFetchRequest{Group: req.Group, MemberID: req.MemberID, MaxWait: req.MaxWait, MaxRecords: quota[i], Partitions: pick(req.Partitions, cl.idx)}
+		sub := &ShareFetchRequest{Group: req.Group, MemberID: req.MemberID, MaxWait: maxWait, MaxRecords: quota[i],
+			Partitions: pick(req.Partitions, cl.idx), KeyOrdered: req.KeyOrdered}
+		if !withAcks {
+			for j := range sub.Partitions {
+				sub.Partitions[j].Acks = nil
+			}
+		}
 		if quota[i] == 0 {
 			// No credit left for this leader this time: only its acks.
 			sub.MaxWait, sub.MaxRecords = 0, 0
@@ -224,13 +258,17 @@ func (c *Core) shareFetchRouted(ctx context.Context, req *ShareFetchRequest) ([]
 				res, err = c.ShareFetch(ctx, sub)
 			} else {
 				res, err = c.cfg.ShareCluster.ShareFetch(ctx, cl.leader, sub)
-				if err == nil {
-					for _, r := range res {
-						if len(r.Acquired) > 0 {
-							once.Do(func() { close(early) })
-							break
-						}
-					}
+			}
+			n := 0
+			for _, r := range res {
+				for _, a := range r.Acquired {
+					n += int(a.Last - a.First + 1)
+				}
+			}
+			if n > 0 {
+				got.Add(int64(n))
+				if cl.leader >= 0 {
+					once.Do(func() { close(early) })
 				}
 			}
 			type tp struct {
@@ -246,7 +284,7 @@ func (c *Core) shareFetchRouted(ctx context.Context, req *ShareFetchRequest) ([]
 				r := ShareFetchResult{Topic: p.Topic, Partition: p.Partition}
 				if err != nil {
 					r.Err = c.shareForwardErr(err)
-					if len(p.Acks) > 0 {
+					if withAcks && len(p.Acks) > 0 {
 						r.AckErr = r.Err
 					}
 				} else if at, ok := byPart[tp{p.Topic, p.Partition}]; ok {
@@ -257,7 +295,7 @@ func (c *Core) shareFetchRouted(ctx context.Context, req *ShareFetchRequest) ([]
 		}()
 	}
 	wg.Wait()
-	return out, nil
+	return out, int(got.Load())
 }
 
 // shareForwardErr is a leader's refusal as this node answers it: the

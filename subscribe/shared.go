@@ -393,7 +393,8 @@ func (s *sharedStream) maybeFetch(now time.Time) {
 	if s.fetchStop != nil || s.nHeld >= s.maxRecords || s.epoch <= 0 {
 		return
 	}
-	req := &request.ShareFetchRequest{Group: s.start.Group, MemberID: s.memberID, MaxWait: sharedFetchWait, MaxRecords: s.maxRecords - s.nHeld, Route: true}
+	req := &request.ShareFetchRequest{Group: s.start.Group, MemberID: s.memberID, MaxWait: sharedFetchWait, MaxRecords: s.maxRecords - s.nHeld,
+		Route: true, KeyOrdered: s.start.KeyOrdered}
 	for _, k := range s.parts {
 		if at, ok := s.retryAt[k]; ok {
 			if now.Before(at) {

@@ -239,6 +239,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 	for i := range 4 {
 		add(nodes[i%len(nodes)])
 	}
+	begin := time.Now()
 	progress := func(n int, what string) {
 		c.Eventually(ctx, what, func() error {
 			if got := l.accepted(); got < n {
@@ -246,6 +247,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 			}
 			return nil
 		})
+		t.Logf("%v: %s", time.Since(begin).Round(time.Millisecond), what)
 	}
 	replaceOn := func(dead int32) {
 		for i := range members {
@@ -283,6 +285,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 	replaceOn(victim)
 	progress(l.accepted()+200, "acceptances after the leader was killed")
 	c.Restart(victim)
+	t.Logf("%v: node %d restarted", time.Since(begin).Round(time.Millisecond), victim)
 
 	// The controller is killed.
 	progress(l.accepted()+100, "acceptances before the controller is killed")
@@ -317,6 +320,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 		<-m.done
 	}
 	members = nil
+	t.Logf("%v: every share-partition finished", time.Since(begin).Round(time.Millisecond))
 	l.check(t, ends)
 	t.Logf("%d records, %d deliveries, %d acceptances confirmed", total, len(l.deliveries), l.confirmed)
 }
@@ -335,7 +339,9 @@ func (l *keyedLog) check(t *testing.T, ends map[int32]int64) {
 	}
 	byRecord := map[rec][]*keyedDelivery{}
 	byKey := map[string][]*keyedDelivery{}
+	all := map[string][]*keyedDelivery{}
 	for _, d := range l.deliveries {
+		all[fmt.Sprintf("%d/%s", d.part, d.key)] = append(all[fmt.Sprintf("%d/%s", d.part, d.key)], d)
 		byRecord[rec{d.part, d.offset}] = append(byRecord[rec{d.part, d.offset}], d)
 		if d.confirmed {
 			byKey[fmt.Sprintf("%d/%s", d.part, d.key)] = append(byKey[fmt.Sprintf("%d/%s", d.part, d.key)], d)
@@ -374,6 +380,12 @@ func (l *keyedLog) check(t *testing.T, ends map[int32]int64) {
 	// Per key: the accepted records, in the order received, are in
 	// offset order, and no two members' holds overlap.
 	for key, ds := range byKey {
+		bad := false
+		errorf := func(format string, args ...any) {
+			t.Helper()
+			bad = true
+			t.Errorf(format, args...)
+		}
 		slices.SortFunc(ds, func(a, b *keyedDelivery) int {
 			if c := a.got.Compare(b.got); c != 0 {
 				return c
@@ -382,7 +394,7 @@ func (l *keyedLog) check(t *testing.T, ends map[int32]int64) {
 		})
 		for i := 1; i < len(ds); i++ {
 			if ds[i].offset <= ds[i-1].offset {
-				t.Errorf("key %s: @%d (member %d) received after @%d (member %d)", key, ds[i].offset, ds[i].member, ds[i-1].offset, ds[i-1].member)
+				errorf("key %s: @%d (member %d) received after @%d (member %d)", key, ds[i].offset, ds[i].member, ds[i-1].offset, ds[i-1].member)
 			}
 		}
 		for i, a := range ds {
@@ -391,9 +403,16 @@ func (l *keyedLog) check(t *testing.T, ends map[int32]int64) {
 					break // sorted by receipt: the later ones too
 				}
 				if a.member != b.member {
-					t.Errorf("key %s: member %d held @%d from %v to %v, member %d received @%d at %v",
+					errorf("key %s: member %d held @%d from %v to %v, member %d received @%d at %v",
 						key, a.member, a.offset, a.got.Format(time.StampMicro), a.sent.Format(time.StampMicro), b.member, b.offset, b.got.Format(time.StampMicro))
 				}
+			}
+		}
+		if bad {
+			// What each member saw of the key, to tell why.
+			for _, d := range all[key] {
+				t.Logf("key %s: member %d @%d count %d received %v acceptance sent %v confirmed %v", key, d.member, d.offset, d.count,
+					d.got.Format(time.StampMicro), d.sent.Format(time.StampMicro), d.confirmed)
 			}
 		}
 	}

@@ -372,13 +372,18 @@ func (x *PeerSharePartition) GetAcks() []*PeerShareAck {
 }
 
 type PeerShareFetchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	MemberId      string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	MaxWaitMs     int32                  `protobuf:"varint,4,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	MaxRecords    int32                  `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
-	Partitions    []*PeerSharePartition  `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Group      string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId   string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MaxWaitMs  int32                  `protobuf:"varint,4,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MaxRecords int32                  `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	Partitions []*PeerSharePartition  `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The member asks for the group's per-key ordering (a key_ordered
+	// SHARED stream): the leader turns it on for the group first, or
+	// refuses the fetch (INVALID_REQUEST) for a group it already serves
+	// without it.
+	KeyOrdered    bool `protobuf:"varint,7,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,6 +458,13 @@ func (x *PeerShareFetchRequest) GetPartitions() []*PeerSharePartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *PeerShareFetchRequest) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
 }
 
 type PeerAcquiredRange struct {
@@ -1974,7 +1986,7 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x12PeerSharePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
-	"\x04acks\x18\x03 \x03(\v2\x1f.quire.internal.v1.PeerShareAckR\x04acks\"\xf0\x01\n" +
+	"\x04acks\x18\x03 \x03(\v2\x1f.quire.internal.v1.PeerShareAckR\x04acks\"\x91\x02\n" +
 	"\x15PeerShareFetchRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
@@ -1984,7 +1996,9 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"maxRecords\x12E\n" +
 	"\n" +
 	"partitions\x18\x06 \x03(\v2%.quire.internal.v1.PeerSharePartitionR\n" +
-	"partitions\"d\n" +
+	"partitions\x12\x1f\n" +
+	"\vkey_ordered\x18\a \x01(\bR\n" +
+	"keyOrdered\"d\n" +
 	"\x11PeerAcquiredRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
 	"\x04last\x18\x02 \x01(\x03R\x04last\x12%\n" +
