@@ -110,6 +110,9 @@ type sharedStream struct {
 	nextExpiry time.Time
 
 	hbInFlight bool
+	// rejoining: the group forgot the member; only the answer to a join
+	// (epoch 0) counts until it has joined again.
+	rejoining bool
 	hbAt       time.Time
 	hbDone     chan sharedHB
 	fetchStop  context.CancelFunc
@@ -119,6 +122,7 @@ type sharedStream struct {
 type sharedHB struct {
 	resp *request.ShareHeartbeatResult
 	err  error
+	join bool // sent with epoch 0
 }
 
 type sharedFetched struct {
@@ -264,6 +268,10 @@ func (s *sharedStream) run() error {
 		case h := <-s.hbDone:
 			timer.Stop()
 			s.hbInFlight = false
+			if s.rejoining && !h.join {
+				s.hbAt = time.Now() // sent before: join now
+				continue
+			}
 			if err := s.onHeartbeat(h.resp, h.err); err != nil {
 				return s.finish(statusOf(err))
 			}
@@ -322,7 +330,7 @@ func (s *sharedStream) spawnHeartbeat() {
 	go func() {
 		defer cancel()
 		resp, err := s.core.ShareGroupHeartbeat(ctx, hb)
-		s.hbDone <- sharedHB{resp, err}
+		s.hbDone <- sharedHB{resp, err, hb.Epoch == 0}
 	}()
 }
 
@@ -344,7 +352,8 @@ func (s *sharedStream) onHeartbeat(resp *request.ShareHeartbeatResult, err error
 		s.epoch = 0 // the member is gone: nothing to leave
 		return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
 	}
-	rejoined := s.epoch == 0 && s.parts != nil
+	rejoined := s.rejoining
+	s.rejoining = false
 	s.epoch = resp.Epoch
 	s.interval = resp.Interval
 	if s.interval <= 0 {
@@ -519,7 +528,7 @@ func (s *sharedStream) fetchRefused(err error) error {
 // (INVALID_RECORD_STATE), and the credit is free.
 func (s *sharedStream) rejoin(now time.Time) {
 	s.log.Debug("shared subscribe stream's member forgotten: joining again", "epoch", s.epoch, "held", s.nHeld)
-	s.epoch = 0
+	s.epoch, s.rejoining = 0, true
 	clear(s.held)
 	s.nHeld, s.nextExpiry = 0, time.Time{}
 	if !s.hbInFlight { // else when the one in flight answers
