@@ -93,7 +93,7 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 	const topic, dlq, group, n = "dq", "dlq.dq", "dg", 90
 	createTopic(t, c, 1, topic, 1, 3)
 	createTopic(t, c, 1, dlq, 1, 3)
-	want := map[string]string{"group.share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
+	want := map[string]string{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
 		"share.auto.offset.reset": "earliest"}
 	ctl := c.WaitController(ctx)
 	var via int32 = 1
