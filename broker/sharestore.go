@@ -149,12 +149,17 @@ func (s shareGroupStore) HasShareGroup(group string) bool {
 	return len(c.Configs) > 0 || img.ShareGroupStates(group) > 0
 }
 
-func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error {
-	before, _ := s.b.cluster.image().ShareGroupConfig(group)
-	if err := s.b.cluster.fwd.PutShareGroupConfig(ctx, group, configs); err != nil {
+func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) error {
+	gen, err := s.b.cluster.fwd.PutShareGroupConfig(ctx, group, set, del)
+	if err != nil {
 		return err
 	}
-	return s.waitGeneration(ctx, group, before.Generation)
+	if gen == 0 {
+		return nil // nothing changed on a group never set
+	}
+	// At the change's generation, or the one it left when it changed
+	// nothing.
+	return s.waitGeneration(ctx, group, gen-1)
 }
 
 func (s shareGroupStore) DeleteShareGroup(ctx context.Context, group string, topics []string) error {

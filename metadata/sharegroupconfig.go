@@ -104,13 +104,25 @@ func (d *draft) putShareGroupConfig(c ShareGroupConfig) {
 	d.put(bucketShareGroupConfigs, []byte(c.Group), shareGroupConfigToPB(c))
 }
 
-// applyPutShareGroupConfig replaces a group's settings.
+// applyPutShareGroupConfig changes a group's settings: the keys of
+// Delete removed, then Configs set, on those the entry finds; no new
+// generation when nothing changes. It answers the group's generation
+// (uint64).
 func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
 		return err
 	}
+	old := d.img.shareGroupConfigs[c.Group]
+	merged := maps.Clone(old.Configs)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for _, k := range c.Delete {
+		delete(merged, k)
+	}
+	maps.Copy(merged, c.Configs)
 	size := 0
-	for k, v := range c.Configs {
+	for k, v := range merged {
 		if k == "" {
 			return fmt.Errorf("%w: share group %q: an empty config key", ErrInvalidShareGroupConfig, c.Group)
 		}
@@ -119,13 +131,14 @@ func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64
 	if size > maxShareGroupConfigBytes {
 		return fmt.Errorf("%w: share group %q: %d bytes of settings, at most %d", ErrInvalidShareGroupConfig, c.Group, size, maxShareGroupConfigBytes)
 	}
-	old := d.img.shareGroupConfigs[c.Group]
-	var configs map[string]string
-	if len(c.Configs) > 0 {
-		configs = maps.Clone(c.Configs)
+	if maps.Equal(merged, old.Configs) {
+		return old.Generation
 	}
-	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: old.Deleted})
-	return nil
+	if len(merged) == 0 {
+		merged = nil
+	}
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: merged, Generation: index, Deleted: old.Deleted})
+	return index
 }
 
 // applyDeleteShareGroup removes a group's share-partition states and
@@ -158,17 +171,21 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 	return n
 }
 
-// PutShareGroupConfig replaces a share group's settings (the caller
-// validated them).
-func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: configs}}})
+// PutShareGroupConfig changes a share group's settings: the keys of
+// del back to the node's, those of set set (the caller validated them),
+// and answers the group's settings generation after it.
+func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) (uint64, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: set, Delete: del}}})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err, ok := resp.(error); ok {
-		return err
+	switch r := resp.(type) {
+	case error:
+		return 0, r
+	case uint64:
+		return r, nil
 	}
-	return nil
+	return 0, fmt.Errorf("metadata: put share group config answered %v", resp)
 }
 
 // DeleteShareGroup removes a share group's saved states and settings,

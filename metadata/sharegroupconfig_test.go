@@ -142,3 +142,36 @@ func TestFSMDeleteShareGroupTopics(t *testing.T) {
 		t.Fatalf("%d states left", n)
 	}
 }
+
+// TestFSMShareGroupConfigMerges: a change applies to the settings the
+// entry finds, so that two changes of different keys, each decided on an
+// image without the other, both hold; a deleted key goes; a change that
+// changes nothing keeps the generation.
+func TestFSMShareGroupConfigMerges(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(featureLevel(MetadataVersionShareGroupConfig))
+	tf.ok(putShareGroupConfig("g", map[string]string{"share.key.ordering": "true"}))
+	gen := tf.ok(putShareGroupConfig("g", map[string]string{"share.delivery.count.limit": "3"})).(uint64)
+	c, _ := tf.f.Image().ShareGroupConfig("g")
+	want := map[string]string{"share.key.ordering": "true", "share.delivery.count.limit": "3"}
+	if !reflect.DeepEqual(c.Configs, want) || c.Generation != gen {
+		t.Fatalf("after two changes: %+v (answered generation %d), want %v", c, gen, want)
+	}
+	if g := tf.ok(putShareGroupConfig("g", map[string]string{"share.key.ordering": "true"})).(uint64); g != gen {
+		t.Fatalf("a change that changes nothing answered generation %d, want %d", g, gen)
+	}
+	if c2, _ := tf.f.Image().ShareGroupConfig("g"); c2.Generation != gen {
+		t.Fatalf("a change that changes nothing made generation %d, want %d", c2.Generation, gen)
+	}
+	del := putShareGroupConfig("g", nil)
+	del.GetPutShareGroupConfig().Delete = []string{"share.key.ordering", "share.delivery.count.limit"}
+	tf.ok(del)
+	if c3, _ := tf.f.Image().ShareGroupConfig("g"); c3.Configs != nil || c3.Generation <= gen {
+		t.Fatalf("after deleting both keys: %+v", c3)
+	}
+	if stored := tf.storedImage(); !reflect.DeepEqual(stored.shareGroupConfigs, tf.f.Image().shareGroupConfigs) {
+		t.Fatalf("store %+v, image %+v", stored.shareGroupConfigs, tf.f.Image().shareGroupConfigs)
+	}
+}

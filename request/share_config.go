@@ -30,9 +30,10 @@ type ShareGroupStore interface {
 	// HasShareGroup says whether the group has a saved share-partition
 	// state or settings of its own.
 	HasShareGroup(group string) bool
-	// PutShareGroupConfig replaces the group's settings and returns once
-	// this node's image holds them.
-	PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error
+	// PutShareGroupConfig changes the group's settings, on those the
+	// metadata log holds when it applies the change (del back to the
+	// node's, set set), and returns once this node's image holds them.
+	PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) error
 	// DeleteShareGroup removes the group's saved states and settings (with
 	// topics, its states on them only) and returns once this node's image
 	// no longer holds them.
@@ -154,7 +155,9 @@ func (c *Core) AlterShareGroupConfigs(ctx context.Context, req *AlterShareGroupC
 		// start).
 		return nil
 	}
-	if err := st.PutShareGroupConfig(ctx, req.Group, merged); err != nil {
+	// The keys named only: another change of other keys, which this
+	// node's image may not hold yet, is kept.
+	if err := st.PutShareGroupConfig(ctx, req.Group, req.Set, req.Delete); err != nil {
 		return c.fail(fmt.Errorf("alter configs of share group %q: %w", req.Group, err))
 	}
 	return nil

@@ -28,7 +28,7 @@ func (s *groupStore) HasShareGroup(group string) bool {
 	return s.saved[group]
 }
 
-func (s *groupStore) PutShareGroupConfig(context.Context, string, map[string]string) error {
+func (s *groupStore) PutShareGroupConfig(context.Context, string, map[string]string, []string) error {
 	return request.ErrShareConfigUnsupported
 }
 

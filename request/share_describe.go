@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
@@ -133,12 +132,7 @@ func (c *Core) ShareGroupRequireKeyOrdering(ctx context.Context, group string) e
 		cfg.Partition.KeyOrdering = true
 		return c.fail(sc.SetGroupConfig(group, cfg))
 	}
-	next := maps.Clone(own)
-	if next == nil {
-		next = map[string]string{}
-	}
-	next[sharegroup.KeyKeyOrdering] = "true"
-	if err := st.PutShareGroupConfig(ctx, group, next); err != nil {
+	if err := st.PutShareGroupConfig(ctx, group, map[string]string{sharegroup.KeyKeyOrdering: "true"}, nil); err != nil {
 		return c.fail(fmt.Errorf("share group %q: saving %s=true: %w", group, sharegroup.KeyKeyOrdering, err))
 	}
 	return nil

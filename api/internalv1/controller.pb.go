@@ -67,8 +67,11 @@ func (x *PutShareGroupConfigRequest) GetConfig() *metapb.PutShareGroupConfig {
 	return nil
 }
 
+// PutShareGroupConfigResponse is the group's settings generation once
+// the change is applied (unchanged when it changed nothing).
 type PutShareGroupConfigResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +104,13 @@ func (x *PutShareGroupConfigResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PutShareGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*PutShareGroupConfigResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutShareGroupConfigResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 type DeleteShareGroupRequest struct {
@@ -3549,8 +3559,11 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"\\\n" +
 	"\x1aPutShareGroupConfigRequest\x12>\n" +
-	"\x06config\x18\x01 \x01(\v2&.quire.internal.v1.PutShareGroupConfigR\x06config\"\x1d\n" +
-	"\x1bPutShareGroupConfigResponse\"V\n" +
+	"\x06config\x18\x01 \x01(\v2&.quire.internal.v1.PutShareGroupConfigR\x06config\"=\n" +
+	"\x1bPutShareGroupConfigResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\"V\n" +
 	"\x17DeleteShareGroupRequest\x12;\n" +
 	"\x06delete\x18\x01 \x01(\v2#.quire.internal.v1.DeleteShareGroupR\x06delete\"2\n" +
 	"\x18DeleteShareGroupResponse\x12\x16\n" +
