@@ -83,6 +83,15 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 	if err != nil {
 		return err
 	}
+	// A dead letter being written (claimed, not finished) stays
+	// claimed: handed out again now, its check could run before that
+	// write lands and write it a second time.
+	busy := map[int64]bool{}
+	for _, d := range p.pending {
+		if d.busy {
+			busy[d.Offset] = true
+		}
+	}
 	p.p, p.lease, p.pending = nil, lease, nil
 	if ok {
 		if p.p, err = share.Restore(cfg, saved.Snapshot); err != nil {
@@ -91,7 +100,7 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 		// Saved pending: they may have been written before the
 		// change, so each is looked for before it is written again.
 		for _, d := range saved.DeadLetters {
-			p.pending = append(p.pending, pendingDead{DeadLetter: d.DeadLetter, archived: d.Archived, check: true})
+			p.pending = append(p.pending, pendingDead{DeadLetter: d.DeadLetter, archived: d.Archived, check: true, busy: busy[d.Offset]})
 		}
 	}
 	return nil
@@ -270,8 +279,10 @@ func (c *Coordinator) saveChunk(ctx context.Context, batch []saveItem, errs []er
 		case err == nil && it.p.lease == it.state.Lease:
 			// Refused: this node no longer leads the partition under
 			// that lease (or the group's settings changed). Whatever
-			// it holds of it is stale.
-			it.p.p, it.p.pending = nil, nil
+			// it holds of it is stale; its pending dead letters are
+			// replaced by the saved ones at the restore, those being
+			// written kept claimed.
+			it.p.p = nil
 		}
 		it.p.mu.Unlock()
 	}
