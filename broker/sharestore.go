@@ -163,11 +163,14 @@ func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, 
 }
 
 func (s shareGroupStore) DeleteShareGroup(ctx context.Context, group string, topics []string) error {
-	before, _ := s.b.cluster.image().ShareGroupConfig(group)
-	if _, err := s.b.cluster.fwd.DeleteShareGroup(ctx, group, topics); err != nil {
+	r, err := s.b.cluster.fwd.DeleteShareGroup(ctx, group, topics)
+	if err != nil {
 		return err
 	}
-	return s.waitGeneration(ctx, group, before.Generation)
+	// Up to the delete's own generation: one read from this node's
+	// image before the call could be older, and any change after it
+	// would end the wait before this node holds the delete.
+	return s.waitGeneration(ctx, group, r.Generation-1)
 }
 
 // waitGeneration waits until this node's image holds a change of the

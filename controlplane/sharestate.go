@@ -68,11 +68,11 @@ func (s *Service) PutShareGroupConfig(ctx context.Context, in *pb.PutShareGroupC
 // DeleteShareGroup removes a share group's saved state on this node's
 // controller.
 func (s *Service) DeleteShareGroup(ctx context.Context, in *pb.DeleteShareGroupRequest) (*pb.DeleteShareGroupResponse, error) {
-	n, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup(), in.GetDelete().GetTopics())
+	r, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup(), in.GetDelete().GetTopics())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.DeleteShareGroupResponse{States: int32(n)}, nil
+	return &pb.DeleteShareGroupResponse{States: int32(r.States), Generation: r.Generation}, nil
 }
 
 // PutShareGroupConfig changes a share group's settings through the
@@ -89,12 +89,12 @@ func (f *Forwarder) PutShareGroupConfig(ctx context.Context, group string, set m
 
 // DeleteShareGroup removes a share group's saved states and settings (or
 // with topics, its states on them) through the controller and answers
-// how many states went.
-func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string, topics []string) (int, error) {
+// how many states went and the group's generation after the delete.
+func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string, topics []string) (metadata.ShareGroupDeleted, error) {
 	resp, err := Call(ctx, f, (*Service).DeleteShareGroup, pb.ControllerServiceClient.DeleteShareGroup,
 		&pb.DeleteShareGroupRequest{Delete: &metapb.DeleteShareGroup{Group: group, Topics: topics}})
 	if err != nil {
-		return 0, err
+		return metadata.ShareGroupDeleted{}, err
 	}
-	return int(resp.GetStates()), nil
+	return metadata.ShareGroupDeleted{States: int(resp.GetStates()), Generation: resp.GetGeneration()}, nil
 }

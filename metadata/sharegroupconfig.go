@@ -141,9 +141,16 @@ func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64
 	return index
 }
 
+// ShareGroupDeleted answers a DeleteShareGroup: how many states went,
+// and the group's generation after it (the entry's index).
+type ShareGroupDeleted struct {
+	States     int
+	Generation uint64
+}
+
 // applyDeleteShareGroup removes a group's share-partition states and
-// settings, or its states on some topics, answering how many states went
-// (int). Either way every node drops what it holds of the group (a new
+// settings, or its states on some topics, answering ShareGroupDeleted.
+// Either way every node drops what it holds of the group (a new
 // Deleted), restoring the states left from the image.
 func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
@@ -168,7 +175,7 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 		configs = d.img.shareGroupConfigs[c.Group].Configs
 	}
 	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index})
-	return n
+	return ShareGroupDeleted{States: n, Generation: index}
 }
 
 // PutShareGroupConfig changes a share group's settings: the keys of
@@ -190,17 +197,18 @@ func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, set 
 
 // DeleteShareGroup removes a share group's saved states and settings,
 // or with topics its states on them (the caller checked it has no
-// members), and answers how many states went.
-func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (int, error) {
+// members), and answers how many states went and the group's generation
+// after it.
+func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (ShareGroupDeleted, error) {
 	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}})
 	if err != nil {
-		return 0, err
+		return ShareGroupDeleted{}, err
 	}
 	switch r := resp.(type) {
 	case error:
-		return 0, r
-	case int:
+		return ShareGroupDeleted{}, r
+	case ShareGroupDeleted:
 		return r, nil
 	}
-	return 0, fmt.Errorf("metadata: delete share group answered %v", resp)
+	return ShareGroupDeleted{}, fmt.Errorf("metadata: delete share group answered %v", resp)
 }

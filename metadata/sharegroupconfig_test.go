@@ -79,7 +79,7 @@ func TestFSMShareGroupConfig(t *testing.T) {
 	if res := tf.ok(putShareStates(1, other)).(ShareStateResults); res[0] != nil {
 		t.Fatal(res[0])
 	}
-	if n := tf.ok(deleteShareGroup("g")).(int); n != 1 {
+	if n := tf.ok(deleteShareGroup("g")).(ShareGroupDeleted).States; n != 1 {
 		t.Fatalf("deleted %d states, want 1", n)
 	}
 	c3, ok := tf.f.Image().ShareGroupConfig("g")
@@ -127,11 +127,11 @@ func TestFSMDeleteShareGroupTopics(t *testing.T) {
 	}
 	del := deleteShareGroup("g")
 	del.GetDeleteShareGroup().Topics = []string{"other"}
-	if n := tf.ok(del).(int); n != 0 {
+	if n := tf.ok(del).(ShareGroupDeleted).States; n != 0 {
 		t.Fatalf("deleted %d states of another topic", n)
 	}
 	del.GetDeleteShareGroup().Topics = []string{"t"}
-	if n := tf.ok(del).(int); n != 2 {
+	if n := tf.ok(del).(ShareGroupDeleted).States; n != 2 {
 		t.Fatalf("deleted %d states, want 2", n)
 	}
 	c2, _ := tf.f.Image().ShareGroupConfig("g")

@@ -157,10 +157,12 @@ func (x *DeleteShareGroupRequest) GetDelete() *metapb.DeleteShareGroup {
 	return nil
 }
 
-// DeleteShareGroupResponse says how many share-partition states went.
+// DeleteShareGroupResponse says how many share-partition states went,
+// and the group's settings generation after the delete.
 type DeleteShareGroupResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	States        int32                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +200,13 @@ func (*DeleteShareGroupResponse) Descriptor() ([]byte, []int) {
 func (x *DeleteShareGroupResponse) GetStates() int32 {
 	if x != nil {
 		return x.States
+	}
+	return 0
+}
+
+func (x *DeleteShareGroupResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
 	}
 	return 0
 }
@@ -3565,9 +3574,12 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\"V\n" +
 	"\x17DeleteShareGroupRequest\x12;\n" +
-	"\x06delete\x18\x01 \x01(\v2#.quire.internal.v1.DeleteShareGroupR\x06delete\"2\n" +
+	"\x06delete\x18\x01 \x01(\v2#.quire.internal.v1.DeleteShareGroupR\x06delete\"R\n" +
 	"\x18DeleteShareGroupResponse\x12\x16\n" +
-	"\x06states\x18\x01 \x01(\x05R\x06states\"R\n" +
+	"\x06states\x18\x01 \x01(\x05R\x06states\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"R\n" +
 	"\x15PutShareStatesRequest\x129\n" +
 	"\x06states\x18\x01 \x01(\v2!.quire.internal.v1.PutShareStatesR\x06states\"0\n" +
 	"\x16PutShareStatesResponse\x12\x16\n" +
