@@ -98,17 +98,24 @@ func (s shareStore) Save(ctx context.Context, states []sharegroup.SavedState) ([
 		case <-ctx.Done():
 		}
 	}()
-	if s.b.cluster.image().MetadataVersion() < metadata.MetadataVersionShareState {
+	mv := s.b.cluster.image().MetadataVersion()
+	if mv < metadata.MetadataVersionShareState {
 		return make([]error, len(states)), nil
 	}
 	out := make([]metadata.ShareState, len(states))
 	for i, st := range states {
 		out[i] = metadata.ShareState{ShareKey: metadata.ShareKey{Group: st.Group, Topic: st.Topic, Partition: st.Partition},
-			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Start: st.Start, Runs: make([]metadata.ShareRun, len(st.Runs)),
-			GroupGeneration: st.Generation}
+			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Start: st.Start, Runs: make([]metadata.ShareRun, len(st.Runs))}
 		for j, r := range st.Runs {
 			out[i].Runs[j] = metadata.ShareRun{Length: int32(r.Length), State: int32(r.State), DeliveryCount: int32(r.DeliveryCount)}
 		}
+		if mv < metadata.MetadataVersionShareGroupConfig {
+			// The fields of level 16 left out: a node of level 15
+			// would drop them from its image (the dead letters are
+			// then written as before 16, at most once).
+			continue
+		}
+		out[i].GroupGeneration = st.Generation
 		for _, d := range st.DeadLetters {
 			out[i].DeadLetters = append(out[i].DeadLetters, metadata.ShareDeadLetter{Offset: d.Offset, DeliveryCount: int32(d.DeliveryCount),
 				Reason: int32(d.Reason), ArchivedMs: d.Archived.UnixMilli()})

@@ -175,3 +175,30 @@ func TestFSMShareGroupConfigMerges(t *testing.T) {
 		t.Fatalf("store %+v, image %+v", stored.shareGroupConfigs, tf.f.Image().shareGroupConfigs)
 	}
 }
+
+// TestFSMShareStateFieldsNeedLevel16: a share-partition state carrying
+// pending dead letters or a group generation needs metadata.version 16
+// (a node of 15 would drop them from its image); one without them is
+// stored at 15.
+func TestFSMShareStateFieldsNeedLevel16(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{2, 3, 1}))
+	tf.ok(featureLevel(MetadataVersionShareState))
+	s := shareState("g", 0, 0, 10, ShareRun{Length: 1, State: runArchived, DeliveryCount: 2})
+	s.DeadLetters = []ShareDeadLetter{{Offset: 10, DeliveryCount: 2, Reason: 1, ArchivedMs: 1234}}
+	tf.rejected(putShareStates(1, s), ErrUnsupportedVersion)
+	gen := shareState("g", 1, 0, 10)
+	gen.GroupGeneration = 7
+	tf.rejected(putShareStates(2, gen), ErrUnsupportedVersion)
+	plain := s
+	plain.DeadLetters = nil
+	if res := tf.ok(putShareStates(1, plain)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+	tf.ok(featureLevel(MetadataVersionShareGroupConfig))
+	if res := tf.ok(putShareStates(1, s)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+}
