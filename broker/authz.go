@@ -169,8 +169,14 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 	case *quirev1.DescribeClusterRequest, *quirev1.DescribeFeaturesRequest:
 		return []need{clusterNeed(auth.OpDescribe)}, true
 	case *quirev1.DescribeConfigsRequest:
+		if m.Group != "" {
+			return []need{groupNeed(auth.OpDescribeConfigs, m.Group)}, true
+		}
 		return []need{topicNeed(auth.OpDescribeConfigs, m.Topic)}, true
 	case *quirev1.AlterConfigsRequest:
+		if m.Group != "" {
+			return []need{groupNeed(auth.OpAlterConfigs, m.Group)}, true
+		}
 		return []need{topicNeed(auth.OpAlterConfigs, m.Topic)}, true
 	case *quirev1.CreatePartitionsRequest:
 		return []need{topicNeed(auth.OpAlter, m.Topic)}, true

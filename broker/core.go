@@ -64,6 +64,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 	if b.cfg.GroupShareEnable {
 		scfg := b.cfg.ShareGroupConfig()
 		scfg.Store = shareStore{b}
+		scfg.Configs = shareStore{b}
 		// A member's heartbeats reach one node, its fetches each
 		// partition's leader.
 		scfg.AdmitFetchers = true
@@ -73,6 +74,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 		}
 		cfg.Shares = sc
 		cfg.ShareCluster = coreForwarder{b} // share_peers.go
+		cfg.ShareStore = shareGroupStore{b}
 	}
 
 	return request.New(cfg)

@@ -289,6 +289,10 @@ func (k kafkaBackend) ShareGroupDescribe(ctx context.Context, group string) (*re
 	return k.b.core.ShareGroupDescribe(service.CoreContext(ctx), group)
 }
 
+func (k kafkaBackend) DeleteShareGroupOffsets(ctx context.Context, group string, topics []string) ([]request.ShareTopicResult, error) {
+	return k.b.core.DeleteShareGroupOffsets(service.CoreContext(ctx), group, topics)
+}
+
 func (k kafkaBackend) DescribeGroup(ctx context.Context, group string) (*request.GroupDescription, error) {
 	return k.b.core.DescribeGroup(service.CoreContext(ctx), group)
 }

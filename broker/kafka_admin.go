@@ -8,6 +8,7 @@ import (
 	"github.com/quirelog/quire/kafka"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
+	"github.com/quirelog/quire/sharegroup"
 )
 
 // kafka.AdminBackend over the request core, which authorizes every call:
@@ -58,8 +59,30 @@ func (k kafkaBackend) DescribeCluster(ctx context.Context) (*request.ClusterDesc
 	return d, nil
 }
 
+// GroupConfigs is the core's DescribeShareGroupConfigs, each key typed.
+func (k kafkaBackend) GroupConfigs(ctx context.Context, group string) ([]kafka.ConfigEntry, error) {
+	entries, err := k.b.core.DescribeShareGroupConfigs(service.CoreContext(ctx), group)
+	if err != nil {
+		return nil, err
+	}
+	return kafkaConfigs(entries, func(e request.ConfigEntry) int8 {
+		switch e.Name {
+		case sharegroup.KeyKeyOrdering:
+			return 1 // boolean
+		case sharegroup.KeyRecordLockDuration, sharegroup.KeyDeliveryCountLimit:
+			return 3 // int
+		}
+		return 2 // string
+	}), nil
+}
+
+func (k kafkaBackend) AlterGroupConfigs(ctx context.Context, req *request.AlterShareGroupConfigsRequest) error {
+	return k.b.core.AlterShareGroupConfigs(service.CoreContext(ctx), req)
+}
+
 // configSources are Kafka's config sources of the core's.
 var configSources = map[request.ConfigSource]int8{
+	request.SourceGroup:   kafka.SourceGroup,
 	request.SourceTopic:   kafka.SourceDynamicTopic,
 	request.SourceBroker:  kafka.SourceStaticBroker,
 	request.SourceDefault: kafka.SourceDefault,

@@ -35,7 +35,7 @@ func BenchmarkBrokerKafkaShareAccept(b *testing.B) {
 }
 
 func benchShareAccept(b *testing.B, members int, perFetch int32, saved bool) {
-	level := metadata.MetadataVersionShareState
+	level := metadata.LatestMetadataVersion
 	node := brokertest.Start(b, func(c *broker.Config) {
 		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
 		c.KafkaListenerNames = "kafka"

@@ -264,9 +264,31 @@ func topicDesc(t *quirev1.TopicDescription) *TopicDescription {
 
 // DescribeConfigs returns every config of a topic with its effective value.
 func (c *Client) DescribeConfigs(ctx context.Context, topic string) ([]ConfigEntry, error) {
+	return c.describeConfigs(ctx, &quirev1.DescribeConfigsRequest{Topic: topic})
+}
+
+// DescribeGroupConfigs returns every setting of a share group with its
+// effective value, Source "group" when set on the group, else "broker"
+// (the node's).
+func (c *Client) DescribeGroupConfigs(ctx context.Context, group string) ([]ConfigEntry, error) {
+	return c.describeConfigs(ctx, &quirev1.DescribeConfigsRequest{Group: group})
+}
+
+// AlterGroupConfigs sets settings of a share group (share.key.ordering,
+// errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
+// share.delivery.count.limit, share.auto.offset.reset) and returns
+// the keys in del to the node's values.
+func (c *Client) AlterGroupConfigs(ctx context.Context, group string, set map[string]string, del ...string) error {
+	return c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {
+		_, err := a.AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Group: group, Set: set, Delete: del})
+		return err
+	})
+}
+
+func (c *Client) describeConfigs(ctx context.Context, req *quirev1.DescribeConfigsRequest) ([]ConfigEntry, error) {
 	var resp *quirev1.DescribeConfigsResponse
 	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
-		resp, err = a.DescribeConfigs(ctx, &quirev1.DescribeConfigsRequest{Topic: topic})
+		resp, err = a.DescribeConfigs(ctx, req)
 		return err
 	})
 	if err != nil {
@@ -280,6 +302,8 @@ func (c *Client) DescribeConfigs(ctx context.Context, topic string) ([]ConfigEnt
 			src = "broker"
 		case quirev1.ConfigSource_CONFIG_SOURCE_TOPIC:
 			src = "topic"
+		case quirev1.ConfigSource_CONFIG_SOURCE_GROUP:
+			src = "group"
 		}
 		out = append(out, ConfigEntry{Name: e.GetName(), Value: e.GetValue(), Source: src, Doc: e.GetDocumentation()})
 	}

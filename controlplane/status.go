@@ -50,6 +50,7 @@ var errorTable = []struct {
 	{metadata.ErrInvalidGroupID, codes.InvalidArgument, quirev1.ErrorCode_INVALID_GROUP_ID, "INVALID_GROUP_ID"},
 	{metadata.ErrInvalidOffsetCommit, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_OFFSET_COMMIT"},
 	{metadata.ErrInvalidPartition, codes.InvalidArgument, quirev1.ErrorCode_INVALID_REQUEST, "INVALID_PARTITION"},
+	{metadata.ErrInvalidShareGroupConfig, codes.InvalidArgument, quirev1.ErrorCode_INVALID_CONFIG, "INVALID_CONFIG"},
 	{metadata.ErrUnknownGroup, codes.NotFound, quirev1.ErrorCode_GROUP_ID_NOT_FOUND, "GROUP_ID_NOT_FOUND"},
 	{metadata.ErrGroupSubscribedToTopic, codes.FailedPrecondition, quirev1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC, "GROUP_SUBSCRIBED_TO_TOPIC"},
 	{metadata.ErrElectionNotNeeded, codes.FailedPrecondition, quirev1.ErrorCode_ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"},

@@ -37,6 +37,11 @@ type AdminBackend interface {
 	// error: a client asks each broker for its own.
 	BrokerConfigs(ctx context.Context, broker string) ([]ConfigEntry, error)
 	AlterConfigs(ctx context.Context, req *request.AlterConfigsRequest) error
+	// GroupConfigs is every key of a share group's settings (the GROUP
+	// config resource); AlterGroupConfigs changes them
+	// (request/share_config.go).
+	GroupConfigs(ctx context.Context, group string) ([]ConfigEntry, error)
+	AlterGroupConfigs(ctx context.Context, req *request.AlterShareGroupConfigsRequest) error
 	// DeleteGroup and the security calls are the request core's
 	// (request/groups.go, request/security.go).
 	DeleteGroup(ctx context.Context, group string) error
@@ -75,6 +80,7 @@ const (
 	SourceDynamicTopic  int8 = 1
 	SourceStaticBroker  int8 = 4
 	SourceDefault       int8 = 5
+	SourceGroup         int8 = 8
 	sourceUnknown       int8 = -1
 	configTypeBoolean   int8 = 1
 	configTypeString    int8 = 2

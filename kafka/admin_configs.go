@@ -17,6 +17,7 @@ const (
 	resourceTopic        = 2
 	resourceBroker       = 4
 	resourceBrokerLogger = 8
+	resourceGroup        = 32
 )
 
 // Kafka's IncrementalAlterConfigs operations.
@@ -45,11 +46,13 @@ func configsOf(ctx context.Context, b Backend, typ int8, name string) ([]ConfigE
 		entries, err = b.TopicConfigs(ctx, name)
 	case resourceBroker:
 		entries, err = b.BrokerConfigs(ctx, name)
+	case resourceGroup:
+		entries, err = b.GroupConfigs(ctx, name)
 	case resourceBrokerLogger:
 		return nil, invalidRequest, fmt.Sprintf("broker %s: broker loggers are not configured over Kafka's protocol; "+
 			"the node's log level is set by its log.level key", name)
 	default:
-		return nil, invalidRequest, fmt.Sprintf("config resource type %d is not served: topics (2) and brokers (4) are", typ)
+		return nil, invalidRequest, fmt.Sprintf("config resource type %d is not served: topics (2), brokers (4) and share groups (32) are", typ)
 	}
 	if err != nil {
 		code, msg := coreError(err)
@@ -130,6 +133,12 @@ func applyChange(ctx context.Context, b Backend, c configChange, validateOnly bo
 	if len(c.set) == 0 && len(c.delete) == 0 {
 		return 0, "" // nothing asked, nothing to do
 	}
+	if c.typ == resourceGroup {
+		if err := b.AlterGroupConfigs(ctx, &request.AlterShareGroupConfigsRequest{Group: c.name, Set: c.set, Delete: c.delete, ValidateOnly: validateOnly}); err != nil {
+			return coreError(err)
+		}
+		return 0, ""
+	}
 	err := b.AlterConfigs(ctx, &request.AlterConfigsRequest{Topic: c.name, Set: c.set, Delete: c.delete, ValidateOnly: validateOnly})
 	if err != nil {
 		return coreError(err)
@@ -167,9 +176,9 @@ func alterConfigs(ctx context.Context, b Backend, req *kmsg.AlterConfigsRequest)
 				}
 				c.set[kv.Name] = *kv.Value
 			}
-			if c.typ == resourceTopic {
+			if c.typ == resourceTopic || c.typ == resourceGroup {
 				for _, e := range entries {
-					if _, ok := c.set[e.Name]; !ok && e.Source == SourceDynamicTopic {
+					if _, ok := c.set[e.Name]; !ok && (e.Source == SourceDynamicTopic || e.Source == SourceGroup) {
 						c.delete = append(c.delete, e.Name)
 					}
 				}
@@ -234,6 +243,9 @@ func incrementalChange(r kmsg.IncrementalAlterConfigsRequestResource, entries []
 		case opDelete:
 			if i < 0 && c.typ == resourceTopic {
 				return c, kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config %q", kv.Name)
+			}
+			if i < 0 && c.typ == resourceGroup {
+				return c, kerr.InvalidConfig.Code, fmt.Sprintf("unknown group config %q", kv.Name)
 			}
 			c.delete = append(c.delete, kv.Name)
 		case opAppend, opSubtract:

@@ -52,6 +52,12 @@ func (f *fakeBackend) BrokerConfigs(context.Context, string) ([]ConfigEntry, err
 func (f *fakeBackend) AlterConfigs(context.Context, *request.AlterConfigsRequest) error {
 	return errUnimplemented()
 }
+func (f *fakeBackend) GroupConfigs(context.Context, string) ([]ConfigEntry, error) {
+	return nil, errUnimplemented()
+}
+func (f *fakeBackend) AlterGroupConfigs(context.Context, *request.AlterShareGroupConfigsRequest) error {
+	return errUnimplemented()
+}
 func (f *fakeBackend) DeleteGroup(context.Context, string) error {
 	return errUnimplemented()
 }

@@ -75,6 +75,9 @@ type Backend interface {
 	ShareLockDuration(group string) time.Duration
 	// ShareGroupDescribe: the core's, for ShareGroupDescribe (77).
 	ShareGroupDescribe(ctx context.Context, group string) (*request.ShareGroupDescription, error)
+	// DeleteShareGroupOffsets: the core's, for DeleteShareGroupOffsets
+	// (92): each topic's refusal in its result.
+	DeleteShareGroupOffsets(ctx context.Context, group string, topics []string) ([]request.ShareTopicResult, error)
 	// OffsetForLeaderEpoch is, at the partition's leader, the largest
 	// leader epoch at or below epoch that its log has and the offset
 	// where that epoch ends (the next one's start, or the log end
@@ -661,6 +664,8 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return s.shareAcknowledge(ctx, b, req), nil
 	case *kmsg.ShareGroupDescribeRequest:
 		return shareGroupDescribe(ctx, b, req), nil
+	case *kmsg.DeleteShareGroupOffsetsRequest:
+		return deleteShareGroupOffsets(ctx, b, req), nil
 	case *kmsg.MetadataRequest:
 		return metadata(ctx, b, req), nil
 	case *kmsg.ProduceRequest:

@@ -193,6 +193,9 @@ func (f *fakeBackend) ShareLockDuration(string) time.Duration { return 0 }
 func (f *fakeBackend) ShareGroupDescribe(context.Context, string) (*request.ShareGroupDescription, error) {
 	return nil, request.ErrShareGroupsDisabled
 }
+func (f *fakeBackend) DeleteShareGroupOffsets(context.Context, string, []string) ([]request.ShareTopicResult, error) {
+	return nil, errUnimplemented()
+}
 
 func (f *fakeBackend) DescribeGroup(_ context.Context, group string) (*request.GroupDescription, error) {
 	if group == "gone" {

@@ -38,7 +38,8 @@ var shareVersions = []kmsg.ApiVersionsResponseApiKey{
 }
 
 func isShareKey(key int16) bool {
-	return key == shareGroupHeartbeatKey || key == shareFetchKey || key == shareAcknowledgeKey || key == shareGroupDescribeKey
+	return key == shareGroupHeartbeatKey || key == shareFetchKey || key == shareAcknowledgeKey || key == shareGroupDescribeKey ||
+		key == deleteShareGroupOffsetsKey
 }
 
 var ackBatchSchema = strct[kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch](

@@ -20,18 +20,21 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 		var got []int16
 		for _, a := range av.ApiKeys {
 			if isShareKey(a.ApiKey) {
-				wantMax := int16(2)
-				if a.ApiKey == shareGroupHeartbeatKey || a.ApiKey == shareGroupDescribeKey {
+				wantMin, wantMax := int16(1), int16(2)
+				switch a.ApiKey {
+				case shareGroupHeartbeatKey, shareGroupDescribeKey:
 					wantMax = 1
+				case deleteShareGroupOffsetsKey:
+					wantMin, wantMax = 0, 0
 				}
-				if a.MinVersion != 1 || a.MaxVersion != wantMax {
-					t.Errorf("key %d advertised %d-%d, want 1-%d", a.ApiKey, a.MinVersion, a.MaxVersion, wantMax)
+				if a.MinVersion != wantMin || a.MaxVersion != wantMax {
+					t.Errorf("key %d advertised %d-%d, want %d-%d", a.ApiKey, a.MinVersion, a.MaxVersion, wantMin, wantMax)
 				}
 				got = append(got, a.ApiKey)
 			}
 		}
 		slices.Sort(got)
-		want := []int16{76, 77, 78, 79}
+		want := []int16{76, 77, 78, 79, 92}
 		if !on {
 			want = nil
 		}

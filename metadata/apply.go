@@ -72,6 +72,10 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyPutTransaction(c.PutTransaction, index)
 	case *pb.Command_PutShareStates:
 		return d.applyPutShareStates(c.PutShareStates, index)
+	case *pb.Command_PutShareGroupConfig:
+		return d.applyPutShareGroupConfig(c.PutShareGroupConfig, index)
+	case *pb.Command_DeleteShareGroup:
+		return d.applyDeleteShareGroup(c.DeleteShareGroup, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

@@ -116,8 +116,14 @@ const (
 	// kept in memory only.
 	MetadataVersionShareState int32 = 15
 
+	// MetadataVersionShareGroupConfig adds PutShareGroupConfig and
+	// DeleteShareGroup (a share group's settings, the deletion of its
+	// saved state: sharegroupconfig.go) and, in a share-partition state,
+	// the dead letters not yet written and the group's generation.
+	MetadataVersionShareGroupConfig int32 = 16
+
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionShareState
+	LatestMetadataVersion = MetadataVersionShareGroupConfig
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -245,7 +251,16 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker, *pb.Command_BrokerThrottle:
 		return MetadataVersionReassignment
 	case *pb.Command_PutShareStates:
+		// Pending dead letters and the group's generation came with 16:
+		// a node of 15 would drop them from its image.
+		for _, s := range c.PutShareStates.States {
+			if len(s.DeadLetters) > 0 || s.GroupGeneration != 0 {
+				return MetadataVersionShareGroupConfig
+			}
+		}
 		return MetadataVersionShareState
+	case *pb.Command_PutShareGroupConfig, *pb.Command_DeleteShareGroup:
+		return MetadataVersionShareGroupConfig
 	}
 	return 0
 }

@@ -398,6 +398,9 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 	if err := loadShareStates(tx, img); err != nil {
 		return nil, err
 	}
+	if err := loadShareGroupConfigs(tx, img); err != nil {
+		return nil, err
+	}
 	if err := loadTransactions(tx, img); err != nil {
 		return nil, err
 	}

@@ -106,6 +106,9 @@ type Image struct {
 	// shareStates: share-partitions' state (sharestate.go); never
 	// mutated once published.
 	shareStates map[ShareKey]ShareState
+	// shareGroupConfigs: share groups' settings (sharegroupconfig.go);
+	// never mutated once published.
+	shareGroupConfigs map[string]ShareGroupConfig
 }
 
 func emptyImage() *Image {

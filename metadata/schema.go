@@ -42,7 +42,11 @@ var (
 	// sharestate.go). Added like bucketOffsets.
 	bucketShareStates = []byte("share_states")
 
-	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs, bucketTransactions, bucketShareStates}
+	// bucketShareGroupConfigs: group id -> ShareGroupConfig (a share
+	// group's settings, sharegroupconfig.go). Added like bucketOffsets.
+	bucketShareGroupConfigs = []byte("share_group_configs")
+
+	allBuckets = [][]byte{bucketMeta, bucketBrokers, bucketTopics, bucketPartitions, bucketOffsets, bucketGroupState, bucketUsers, bucketACLs, bucketTransactions, bucketShareStates, bucketShareGroupConfigs}
 )
 
 var (

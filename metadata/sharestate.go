@@ -48,6 +48,22 @@ type ShareState struct {
 	LeaderEpoch int32
 	Start       int64
 	Runs        []ShareRun
+	// DeadLetters are the records archived as dead letters not yet known
+	// to be written to the group's dead-letter topic.
+	DeadLetters []ShareDeadLetter
+	// GroupGeneration is the group's ShareGroupConfig generation the
+	// writer saw (0: none): the state is refused under another.
+	GroupGeneration uint64
+}
+
+// ShareDeadLetter is a record archived as a dead letter: its offset,
+// delivery count, reason (share.Reason's numbers) and when it was
+// archived (ms since the epoch).
+type ShareDeadLetter struct {
+	Offset        int64
+	DeliveryCount int32
+	Reason        int32
+	ArchivedMs    int64
 }
 
 // ShareRun is Length consecutive records in one State (share.State's
@@ -86,6 +102,7 @@ func (img *Image) ShareState(k ShareKey) (ShareState, bool) {
 		return ShareState{}, false
 	}
 	s.Runs = append([]ShareRun(nil), s.Runs...)
+	s.DeadLetters = append([]ShareDeadLetter(nil), s.DeadLetters...)
 	return s, true
 }
 
@@ -111,6 +128,10 @@ func ShareStateToPB(s ShareState) *pb.SharePartitionState {
 	for i, run := range s.Runs {
 		r.Runs[i] = &pb.ShareRecordRun{Length: run.Length, State: run.State, DeliveryCount: run.DeliveryCount}
 	}
+	for _, d := range s.DeadLetters {
+		r.DeadLetters = append(r.DeadLetters, &pb.ShareDeadLetter{Offset: d.Offset, DeliveryCount: d.DeliveryCount, Reason: d.Reason, ArchivedMs: d.ArchivedMs})
+	}
+	r.GroupGeneration = s.GroupGeneration
 	return r
 }
 
@@ -121,6 +142,10 @@ func ShareStateFromPB(r *pb.SharePartitionState) ShareState {
 	for _, run := range r.Runs {
 		s.Runs = append(s.Runs, ShareRun{Length: run.Length, State: run.State, DeliveryCount: run.DeliveryCount})
 	}
+	for _, d := range r.DeadLetters {
+		s.DeadLetters = append(s.DeadLetters, ShareDeadLetter{Offset: d.Offset, DeliveryCount: d.DeliveryCount, Reason: d.Reason, ArchivedMs: d.ArchivedMs})
+	}
+	s.GroupGeneration = r.GroupGeneration
 	return s
 }
 
@@ -166,6 +191,10 @@ func (img *Image) checkShareState(broker int32, s ShareState) error {
 	if p := t.Partitions[s.Partition]; p.Leader != broker || p.LeaderEpoch != s.LeaderEpoch {
 		return fmt.Errorf("%w: %s-%d: broker %d at leader epoch %d, the partition is led by %d at epoch %d",
 			ErrShareStateFenced, s.Topic, s.Partition, broker, s.LeaderEpoch, p.Leader, p.LeaderEpoch)
+	}
+	if gen := img.shareGroupConfigs[s.Group].Generation; gen != s.GroupGeneration {
+		return fmt.Errorf("%w: share group %q on %s-%d: written under settings generation %d, the group's is %d (its settings changed or its state was deleted)",
+			ErrShareStateFenced, s.Group, s.Topic, s.Partition, s.GroupGeneration, gen)
 	}
 	return nil
 }

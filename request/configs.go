@@ -20,6 +20,8 @@ const (
 	SourceBroker
 	// SourceTopic: the topic's own value.
 	SourceTopic
+	// SourceGroup: the share group's own value (Kafka's GROUP_CONFIG).
+	SourceGroup
 )
 
 // ConfigEntry is one key of a topic's or a broker's configuration.

@@ -115,6 +115,9 @@ type Config struct {
 	// acknowledgements of partitions led elsewhere (share_members.go);
 	// nil: a member must heartbeat to this node.
 	ShareCluster ShareCluster
+	// ShareStore keeps share groups' settings and saved state in the
+	// metadata log (share_config.go); nil: group settings are refused.
+	ShareStore ShareGroupStore
 	// OffsetLister asks a partition's leader elsewhere for an offset (an
 	// offset reset's targets); nil: only partitions led here are reset.
 	OffsetLister OffsetLister

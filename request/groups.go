@@ -323,8 +323,8 @@ func (c *Core) FetchOffsets(ctx context.Context, group string, parts []GroupPart
 	return slices.DeleteFunc(offsets, func(o CommittedOffset) bool { return !c.mayDescribeResource(ctx, auth.ResourceTopic, o.Topic) }), nil
 }
 
-// DeleteGroup deletes an empty group and its committed offsets (Delete
-// on the group).
+// DeleteGroup deletes an empty group and its committed offsets, or an
+// empty share group's saved state and settings (Delete on the group).
 func (c *Core) DeleteGroup(ctx context.Context, group string) error {
 	g, err := c.coordinator()
 	if err != nil {
@@ -332,6 +332,11 @@ func (c *Core) DeleteGroup(ctx context.Context, group string) error {
 	}
 	if err := c.authorizeGroup(ctx, auth.OpDelete, group, "", nil); err != nil {
 		return err
+	}
+	if c.shareGroupKnown(group) {
+		// A share group: its saved share-partition state and settings
+		// (share_config.go).
+		return c.deleteShareGroup(ctx, group)
 	}
 	if err := g.DeleteGroup(ctx, group); err != nil {
 		return c.fail(fmt.Errorf("delete group: %w", err))

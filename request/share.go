@@ -262,8 +262,12 @@ func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, gro
 			errs[i] = c.fail(err)
 			continue
 		}
-		if ch := changes[i]; len(ch.dead) > 0 {
-			c.deadLetters(ctx, sc, group, parts[i].Topic, parts[i].Partition, ch.part, ch.dead)
+		ch := changes[i]
+		if len(ch.dead) > 0 {
+			c.shareStats.onDead(group, parts[i].Topic, parts[i].Partition, len(ch.dead))
+		}
+		if ch.part != nil {
+			c.writeDeadLetters(ctx, sc, group, parts[i].Topic, parts[i].Partition, ch.part)
 		}
 	}
 	return errs
@@ -442,6 +446,19 @@ func (l shareLog) Bounds() (int64, int64, error) {
 	return l.p.LogStartOffset(), l.p.HighWatermark(), nil
 }
 
+// OffsetForTime is the first offset whose record's timestamp is at or
+// after t, the high watermark when none is (sharegroup.TimeLog).
+func (l shareLog) OffsetForTime(t time.Time) (int64, error) {
+	off, _, ok, err := l.p.OffsetForTimestamp(t.UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return l.p.HighWatermark(), nil
+	}
+	return off, nil
+}
+
 func (l shareLog) Read(offset int64, maxRecords int) ([]share.Record, int64, error) {
 	res, _, err := l.p.Read(offset, shareReadBytes)
 	if err != nil {
@@ -480,54 +497,4 @@ func (l shareLog) Read(offset int64, maxRecords int) ([]share.Record, int64, err
 		return nil, offset, err
 	}
 	return recs, next, nil
-}
-
-// deadLetters writes dead letters to the group's dead-letter topic, if it
-// has one, each the original record with headers saying where it came
-// from and why. A dead letter that cannot be written is lost: the
-// record stays archived.
-func (c *Core) deadLetters(ctx context.Context, sc *sharegroup.Coordinator, group, topic string, partition int32, part *replica.Partition, dead []share.DeadLetter) {
-	if len(dead) == 0 {
-		return
-	}
-	c.shareStats.onDead(group, topic, partition, len(dead))
-	dlq := sc.DeadLetterTopic(group)
-	if dlq == "" {
-		return
-	}
-	recs := make([]Record, 0, len(dead))
-	for _, d := range dead {
-		r := Record{Key: d.Key, Headers: []record.RecordHeader{
-			{Key: DeadLetterHeaderTopic, Value: []byte(topic)},
-			{Key: DeadLetterHeaderPartition, Value: fmt.Appendf(nil, "%d", partition)},
-			{Key: DeadLetterHeaderOffset, Value: fmt.Appendf(nil, "%d", d.Offset)},
-			{Key: DeadLetterHeaderGroup, Value: []byte(group)},
-			{Key: DeadLetterHeaderCount, Value: fmt.Appendf(nil, "%d", d.DeliveryCount)},
-			{Key: DeadLetterHeaderReason, Value: []byte(d.Reason.String())},
-		}}
-		if v, ok := recordValue(part, d.Offset); ok {
-			r.Value = v
-		}
-		recs = append(recs, r)
-	}
-	_, _ = c.ProduceRecords(ctx, &ProduceRecordsRequest{Topic: dlq, Acks: -1, Records: recs, ProducerID: -1, Route: true})
-}
-
-// recordValue reads the value of the record at offset.
-func recordValue(part *replica.Partition, offset int64) ([]byte, bool) {
-	res, _, err := part.Read(offset, shareReadBytes)
-	if err != nil {
-		return nil, false
-	}
-	var v []byte
-	found := false
-	_ = record.WalkRead(res.Batches, func(batch []byte, _ record.Header) error {
-		return record.ForEachRecord(batch, func(r *record.Record) error {
-			if r.Offset == offset {
-				v, found = append([]byte(nil), r.Value...), true
-			}
-			return nil
-		})
-	})
-	return v, found
 }

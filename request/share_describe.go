@@ -8,6 +8,7 @@ import (
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/share"
+	"github.com/quirelog/quire/sharegroup"
 )
 
 // ErrShareGroupNotFound: this node serves no share group of that name.
@@ -98,9 +99,11 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 
 // ShareGroupRequireKeyOrdering turns share.key.ordering on for a share
 // group that has not delivered anything yet, and accepts one that has it
-// on already: Read on the group, as a joining member needs. A group
-// delivering without it is ErrInvalidRequest, since its share-partitions
-// keep the setting they were created with.
+// on already: Read on the group, as a joining member needs. The group's
+// saved settings decide: one that sets share.key.ordering=false, or has
+// no setting and already delivers without it, is ErrInvalidRequest;
+// otherwise the setting is saved on the group (metadata.version 16; in
+// this node's memory only below it), so every node applies it.
 func (c *Core) ShareGroupRequireKeyOrdering(ctx context.Context, group string) error {
 	sc, err := c.shares(group)
 	if err != nil {
@@ -113,11 +116,26 @@ func (c *Core) ShareGroupRequireKeyOrdering(ctx context.Context, group string) e
 	if cfg.Partition.KeyOrdering {
 		return nil
 	}
-	if _, parts := sc.Describe(group); len(parts) > 0 {
-		return c.fail(fmt.Errorf("%w: share group %q already delivers its records without key ordering (share.key.ordering is set before a group first fetches)", replica.ErrInvalidRequest, group))
+	st, stErr := c.shareStore()
+	var own map[string]string
+	if stErr == nil {
+		own = st.ShareGroupConfig(group)
 	}
-	cfg.Partition.KeyOrdering = true
-	return c.fail(sc.SetGroupConfig(group, cfg))
+	if v, ok := own[sharegroup.KeyKeyOrdering]; ok {
+		return c.fail(fmt.Errorf("%w: share group %q is configured with %s=%s (change it with AlterConfigs on the group)", replica.ErrInvalidRequest, group, sharegroup.KeyKeyOrdering, v))
+	}
+	_, parts := sc.Describe(group)
+	if len(parts) > 0 || (stErr == nil && st.HasShareGroup(group) && own == nil) {
+		return c.fail(fmt.Errorf("%w: share group %q already delivers its records without key ordering (set %s=true on the group with AlterConfigs)", replica.ErrInvalidRequest, group, sharegroup.KeyKeyOrdering))
+	}
+	if stErr != nil {
+		cfg.Partition.KeyOrdering = true
+		return c.fail(sc.SetGroupConfig(group, cfg))
+	}
+	if err := st.PutShareGroupConfig(ctx, group, map[string]string{sharegroup.KeyKeyOrdering: "true"}, nil); err != nil {
+		return c.fail(fmt.Errorf("share group %q: saving %s=true: %w", group, sharegroup.KeyKeyOrdering, err))
+	}
+	return nil
 }
 
 // ShareStats are the share groups' counters since the node started, for

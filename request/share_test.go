@@ -309,11 +309,11 @@ func (s *shareStore) Lease(sharegroup.TopicPartition) (sharegroup.Lease, error) 
 	return sharegroup.Lease{Incarnation: "t-id"}, nil
 }
 
-func (s *shareStore) Load(_ string, tp sharegroup.TopicPartition, _ sharegroup.Lease) (share.Snapshot, bool, error) {
+func (s *shareStore) Load(_ string, tp sharegroup.TopicPartition, _ sharegroup.Lease) (sharegroup.SavedState, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.saved[tp]
-	return st.Snapshot, ok, nil
+	return st, ok, nil
 }
 
 func (s *shareStore) Save(_ context.Context, states []sharegroup.SavedState) ([]error, error) {

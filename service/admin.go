@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"fmt"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
 )
 
@@ -89,7 +91,18 @@ func (s *adminService) DescribeCluster(ctx context.Context, req *quirev1.Describ
 }
 
 func (s *adminService) DescribeConfigs(ctx context.Context, req *quirev1.DescribeConfigsRequest) (*quirev1.DescribeConfigsResponse, error) {
-	entries, err := s.b.core.DescribeConfigs(coreContext(ctx), req.Topic)
+	var (
+		entries []request.ConfigEntry
+		err     error
+	)
+	switch {
+	case req.Group != "" && req.Topic != "":
+		err = fmt.Errorf("%w: name a topic or a group, not both", replica.ErrInvalidRequest)
+	case req.Group != "":
+		entries, err = s.b.core.DescribeShareGroupConfigs(coreContext(ctx), req.Group)
+	default:
+		entries, err = s.b.core.DescribeConfigs(coreContext(ctx), req.Topic)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -101,6 +114,16 @@ func (s *adminService) DescribeConfigs(ctx context.Context, req *quirev1.Describ
 }
 
 func (s *adminService) AlterConfigs(ctx context.Context, req *quirev1.AlterConfigsRequest) (*quirev1.AlterConfigsResponse, error) {
+	if req.Group != "" {
+		if req.Topic != "" {
+			return nil, toStatus(fmt.Errorf("%w: name a topic or a group, not both", replica.ErrInvalidRequest))
+		}
+		err := s.b.core.AlterShareGroupConfigs(coreContext(ctx), &request.AlterShareGroupConfigsRequest{Group: req.Group, Set: req.Set, Delete: req.Delete, ValidateOnly: req.ValidateOnly})
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &quirev1.AlterConfigsResponse{}, nil
+	}
 	err := s.b.core.AlterConfigs(coreContext(ctx), &request.AlterConfigsRequest{Topic: req.Topic, Set: req.Set, Delete: req.Delete, ValidateOnly: req.ValidateOnly})
 	if err != nil {
 		return nil, toStatus(err)
@@ -190,6 +213,7 @@ func topicDescriptions(ds []request.TopicDescription) []*quirev1.TopicDescriptio
 // configSourcesV1 are the core's config sources as quire.v1's.
 var configSourcesV1 = map[request.ConfigSource]quirev1.ConfigSource{
 	request.SourceTopic:   quirev1.ConfigSource_CONFIG_SOURCE_TOPIC,
+	request.SourceGroup:   quirev1.ConfigSource_CONFIG_SOURCE_GROUP,
 	request.SourceBroker:  quirev1.ConfigSource_CONFIG_SOURCE_BROKER,
 	request.SourceDefault: quirev1.ConfigSource_CONFIG_SOURCE_DEFAULT,
 }

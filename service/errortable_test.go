@@ -41,16 +41,17 @@ var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replic
 // the packages' sources and fails on any sentinel missing here, so a new
 // one is never left out of the check.
 var sentinels = map[string]error{
-	"share.ErrInvalidRecordState":     share.ErrInvalidRecordState,
-	"share.ErrInvalidRequest":         share.ErrInvalidRequest,
-	"share.ErrInvalidConfig":          share.ErrInvalidConfig,
-	"sharegroup.ErrUnknownMember":     sharegroup.ErrUnknownMember,
-	"sharegroup.ErrFencedMemberEpoch": sharegroup.ErrFencedMemberEpoch,
-	"sharegroup.ErrInvalidRequest":    sharegroup.ErrInvalidRequest,
-	"sharegroup.ErrStateNotSaved":     sharegroup.ErrStateNotSaved,
-	"request.ErrShareGroupsDisabled":  request.ErrShareGroupsDisabled,
-	"request.ErrShareGroupNotFound":   request.ErrShareGroupNotFound,
-	"request.ErrShareRecordNotHeld":   request.ErrShareRecordNotHeld,
+	"share.ErrInvalidRecordState":       share.ErrInvalidRecordState,
+	"share.ErrInvalidRequest":           share.ErrInvalidRequest,
+	"share.ErrInvalidConfig":            share.ErrInvalidConfig,
+	"sharegroup.ErrUnknownMember":       sharegroup.ErrUnknownMember,
+	"sharegroup.ErrFencedMemberEpoch":   sharegroup.ErrFencedMemberEpoch,
+	"sharegroup.ErrInvalidRequest":      sharegroup.ErrInvalidRequest,
+	"sharegroup.ErrStateNotSaved":       sharegroup.ErrStateNotSaved,
+	"request.ErrShareGroupsDisabled":    request.ErrShareGroupsDisabled,
+	"request.ErrShareGroupNotFound":     request.ErrShareGroupNotFound,
+	"request.ErrShareConfigUnsupported": request.ErrShareConfigUnsupported,
+	"request.ErrShareRecordNotHeld":     request.ErrShareRecordNotHeld,
 
 	"request.ErrShareMemberUnconfirmed": request.ErrShareMemberUnconfirmed,
 
@@ -110,6 +111,7 @@ var sentinels = map[string]error{
 	"metadata.ErrInvalidGroupID":              metadata.ErrInvalidGroupID,
 	"metadata.ErrInvalidOffsetCommit":         metadata.ErrInvalidOffsetCommit,
 	"metadata.ErrInvalidPartition":            metadata.ErrInvalidPartition,
+	"metadata.ErrInvalidShareGroupConfig":     metadata.ErrInvalidShareGroupConfig,
 	"metadata.ErrUnknownGroup":                metadata.ErrUnknownGroup,
 	"metadata.ErrGroupSubscribedToTopic":      metadata.ErrGroupSubscribedToTopic,
 	"metadata.ErrElectionNotNeeded":           metadata.ErrElectionNotNeeded,

@@ -67,6 +67,9 @@ type Config struct {
 	// Store saves the share-partitions' state and restores it on a new
 	// leader (persist.go); nil keeps it in memory only.
 	Store Store
+	// Configs holds each group's saved settings (groupconfig.go); nil:
+	// only SetGroupConfig's, in memory.
+	Configs ConfigSource
 	// AdmitFetchers lets the caller admit, with Admit, a member whose
 	// heartbeats go to another node (membership.go): on a cluster, a
 	// member's heartbeats go to one node and its fetches to each
@@ -110,6 +113,15 @@ type Log interface {
 	Read(offset int64, max int) ([]share.Record, int64, error)
 }
 
+// TimeLog is a Log that finds offsets by time, for
+// share.auto.offset.reset=by_duration (without it, such a group starts
+// at the log's end).
+type TimeLog interface {
+	// OffsetForTime is the first offset whose record's timestamp is at
+	// or after t; the high watermark when none is.
+	OffsetForTime(t time.Time) (int64, error)
+}
+
 // Coordinator serves every share group of a node. Safe for concurrent use.
 type Coordinator struct {
 	cfg Config
@@ -125,12 +137,16 @@ type Coordinator struct {
 }
 
 type group struct {
-	name    string
-	cfg     share.Config
-	dlq     string
-	epoch   int32
-	members map[string]*member
-	parts   map[TopicPartition]*partition
+	name  string
+	cfg   share.Config
+	dlq   string
+	reset Reset
+	// gen and deleted are the saved settings' generations applied
+	// (ConfigSource).
+	gen, deleted uint64
+	epoch        int32
+	members      map[string]*member
+	parts        map[TopicPartition]*partition
 }
 
 type member struct {
@@ -157,6 +173,10 @@ type partition struct {
 	// version last saved.
 	lease          Lease
 	version, saved uint64
+	// gen is the group's settings generation p's state is saved under.
+	gen uint64
+	// pending are the dead letters not yet known written (deadletters.go).
+	pending []pendingDead
 }
 
 // New returns a coordinator with no groups.
@@ -175,6 +195,9 @@ type GroupConfig struct {
 	// DeadLetterTopic is where the group's dead letters are written
 	// (errors.deadletterqueue.topic.name); "": nowhere.
 	DeadLetterTopic string
+	// Reset is where a share-partition with no saved state starts
+	// (share.auto.offset.reset); the zero value is the node's.
+	Reset Reset
 }
 
 // SetGroupConfig sets group's own settings.
@@ -184,8 +207,11 @@ func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if cfg.Reset == (Reset{}) {
+		cfg.Reset = c.nodeReset()
+	}
 	g := c.groupLocked(name)
-	g.cfg, g.dlq = cfg.Partition, cfg.DeadLetterTopic
+	g.cfg, g.dlq, g.reset = cfg.Partition, cfg.DeadLetterTopic, cfg.Reset
 	return nil
 }
 
@@ -194,9 +220,16 @@ func (c *Coordinator) GroupConfig(name string) GroupConfig {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if g := c.groups[name]; g != nil {
-		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq}
+		c.syncLocked(name, g)
+		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, Reset: g.reset}
 	}
-	return GroupConfig{Partition: c.cfg.Partition}
+	if c.cfg.Configs != nil {
+		kv, _, _ := c.cfg.Configs.ShareGroupConfig(name)
+		if cfg, err := ApplyGroupConfigs(c.DefaultGroupConfig(), kv); err == nil {
+			return cfg
+		}
+	}
+	return c.DefaultGroupConfig()
 }
 
 // DeadLetterTopic is the group's dead-letter topic; "" for none.
@@ -204,6 +237,7 @@ func (c *Coordinator) DeadLetterTopic(name string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if g := c.groups[name]; g != nil {
+		c.syncLocked(name, g)
 		return g.dlq
 	}
 	return ""
@@ -212,9 +246,10 @@ func (c *Coordinator) DeadLetterTopic(name string) string {
 func (c *Coordinator) groupLocked(name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{name: name, cfg: c.cfg.Partition, members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
+		g = &group{name: name, cfg: c.cfg.Partition, reset: c.nodeReset(), members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
 		c.groups[name] = g
 	}
+	c.syncLocked(name, g)
 	return g
 }
 
@@ -319,25 +354,33 @@ func (c *Coordinator) leaveLocked(g *group, id string) {
 
 // partition checks that id is in the group, and
 // returns the group's share-partition for it.
-func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPartition) (*partition, share.Config, error) {
+func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPartition) (*partition, groupView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[groupName]
 	if !ok {
-		return nil, share.Config{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
+		return nil, groupView{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
 	}
+	c.syncLocked(groupName, g)
 	c.expireLocked(now, g)
 	m, ok := g.members[id]
 	if !ok {
-		return nil, share.Config{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
+		return nil, groupView{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
 	}
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]
 	if p == nil {
-		p = &partition{group: groupName, tp: tp}
+		p = &partition{group: groupName, tp: tp, gen: g.gen}
 		g.parts[tp] = p
 	}
-	return p, g.cfg, nil
+	return p, groupView{cfg: g.cfg, reset: g.reset, dlq: g.dlq}, nil
+}
+
+// groupView is a group's settings as one call uses them.
+type groupView struct {
+	cfg   share.Config
+	reset Reset
+	dlq   string
 }
 
 // Fetched is what Acquire hands a member from one partition.
@@ -351,13 +394,13 @@ type Fetched struct {
 // Acquire takes in what the log has past the partition's end, then locks
 // up to maxRecords records to the member.
 func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicPartition, maxRecords int, log Log) (Fetched, error) {
-	p, cfg, err := c.partition(now, groupName, id, tp)
+	p, v, err := c.partition(now, groupName, id, tp)
 	if err != nil {
 		return Fetched{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := c.open(p, cfg, log); err != nil {
+	if err := c.open(now, p, v, log); err != nil {
 		return Fetched{}, err
 	}
 	start := p.p.Start()
@@ -378,26 +421,36 @@ func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicParti
 	if len(got) > 0 || len(dead) > 0 || p.p.Start() != start {
 		p.version++
 	}
+	p.addPending(now, v.dlq, dead)
 	return Fetched{Acquired: got, DeadLetters: dead}, nil
 }
 
 // open creates the share-partition at first use, restored from its saved
 // state or new at the log's start or end, and follows the log's start
 // offset.
-func (c *Coordinator) open(p *partition, cfg share.Config, log Log) error {
+func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) error {
 	start, hw, err := log.Bounds()
 	if err != nil {
 		return err
 	}
-	if err := c.restore(p, cfg); err != nil {
+	if err := c.restore(p, v.cfg); err != nil {
 		return err
 	}
 	if p.p == nil {
 		at := hw
-		if c.cfg.ResetEarliest {
+		switch {
+		case v.reset.Earliest:
 			at = start
+		case v.reset.ByDuration > 0:
+			if tl, ok := log.(TimeLog); ok {
+				off, err := tl.OffsetForTime(now.Add(-v.reset.ByDuration))
+				if err != nil {
+					return err
+				}
+				at = min(max(off, start), hw)
+			}
 		}
-		if p.p, err = share.New(cfg, at); err != nil {
+		if p.p, err = share.New(v.cfg, at); err != nil {
 			return err
 		}
 		// Saved before anything is delivered from it, so that a next
@@ -414,23 +467,25 @@ func (c *Coordinator) open(p *partition, cfg share.Config, log Log) error {
 // Acknowledge applies a member's acknowledgements to one partition and
 // returns the dead letters they made.
 func (c *Coordinator) Acknowledge(now time.Time, groupName, id string, tp TopicPartition, acks []share.Ack) ([]share.DeadLetter, error) {
-	p, cfg, err := c.partition(now, groupName, id, tp)
+	p, v, err := c.partition(now, groupName, id, tp)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := c.restore(p, cfg); err != nil {
+	if err := c.restore(p, v.cfg); err != nil {
 		return nil, err
 	}
 	if p.p == nil {
 		return nil, fmt.Errorf("%w: nothing acquired from %s-%d yet", share.ErrInvalidRecordState, tp.Topic, tp.Partition)
 	}
-	if err := p.p.Acknowledge(now, id, acks); err != nil {
-		return p.p.TakeDeadLetters(), err
+	err = p.p.Acknowledge(now, id, acks)
+	dead := p.p.TakeDeadLetters()
+	if err == nil || len(dead) > 0 {
+		p.version++
 	}
-	p.version++
-	return p.p.TakeDeadLetters(), nil
+	p.addPending(now, v.dlq, dead)
+	return dead, err
 }
 
 // PartitionState describes one share-partition of a group.
@@ -448,6 +503,7 @@ func (c *Coordinator) Describe(groupName string) (members []string, parts []Part
 	if !ok {
 		return nil, nil
 	}
+	c.syncLocked(groupName, g)
 	for id := range g.members {
 		members = append(members, id)
 	}

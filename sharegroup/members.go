@@ -3,6 +3,7 @@ package sharegroup
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // Member describes one member of a share group.
@@ -48,4 +49,27 @@ func (c *Coordinator) Groups() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// LiveMembers counts group's members once those silent past the session
+// timeout are gone.
+func (c *Coordinator) LiveMembers(now time.Time, groupName string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return 0
+	}
+	c.expireLocked(now, g)
+	return len(g.members)
+}
+
+// ForgetGroup drops what this node holds of a group whose saved state
+// was deleted (a group with members stays).
+func (c *Coordinator) ForgetGroup(groupName string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.groups[groupName]; ok && len(g.members) == 0 {
+		delete(c.groups, groupName)
+	}
 }

@@ -39,6 +39,12 @@ type SavedState struct {
 	TopicPartition
 	Lease Lease
 	share.Snapshot
+	// DeadLetters are the dead letters not yet known written
+	// (deadletters.go).
+	DeadLetters []PendingDeadLetter
+	// Generation is the group's settings generation the state was
+	// decided under (ConfigSource; 0 without one).
+	Generation uint64
 }
 
 // Store keeps share-partitions' state where the next leader of their
@@ -49,7 +55,7 @@ type Store interface {
 	Lease(tp TopicPartition) (Lease, error)
 	// Load returns the state last saved for group on tp in the topic
 	// incarnation the lease names; false when there is none.
-	Load(group string, tp TopicPartition, lease Lease) (share.Snapshot, bool, error)
+	Load(group string, tp TopicPartition, lease Lease) (SavedState, bool, error)
 	// Save writes states, each fenced by its lease (refused when its
 	// writer no longer leads the partition under it), and answers each
 	// one's refusal in order, or an error for all of them (whether they
@@ -73,14 +79,28 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 	if p.p != nil && lease == p.lease {
 		return nil
 	}
-	snap, ok, err := st.Load(p.group, p.tp, lease)
+	saved, ok, err := st.Load(p.group, p.tp, lease)
 	if err != nil {
 		return err
 	}
-	p.p, p.lease = nil, lease
+	// A dead letter being written (claimed, not finished) stays
+	// claimed: handed out again now, its check could run before that
+	// write lands and write it a second time.
+	busy := map[int64]bool{}
+	for _, d := range p.pending {
+		if d.busy {
+			busy[d.Offset] = true
+		}
+	}
+	p.p, p.lease, p.pending = nil, lease, nil
 	if ok {
-		if p.p, err = share.Restore(cfg, snap); err != nil {
+		if p.p, err = share.Restore(cfg, saved.Snapshot); err != nil {
 			return fmt.Errorf("sharegroup: restoring %s's state on %s-%d: %w", p.group, p.tp.Topic, p.tp.Partition, err)
+		}
+		// Saved pending: they may have been written before the
+		// change, so each is looked for before it is written again.
+		for _, d := range saved.DeadLetters {
+			p.pending = append(p.pending, pendingDead{DeadLetter: d.DeadLetter, archived: d.Archived, check: true, busy: busy[d.Offset]})
 		}
 	}
 	return nil
@@ -132,7 +152,8 @@ func (c *Coordinator) Persist(ctx context.Context, group string, tps []TopicPart
 		}
 		if p.p != nil && p.version > p.saved {
 			items = append(items, saveItem{p: p, version: p.version,
-				state: SavedState{Group: group, TopicPartition: tp, Lease: p.lease, Snapshot: p.p.Snapshot()}})
+				state: SavedState{Group: group, TopicPartition: tp, Lease: p.lease, Snapshot: p.p.Snapshot(),
+					DeadLetters: p.pendingSnapshot(), Generation: p.gen}})
 			at = append(at, i)
 		}
 		p.mu.Unlock()
@@ -257,7 +278,10 @@ func (c *Coordinator) saveChunk(ctx context.Context, batch []saveItem, errs []er
 			it.p.saved = max(it.p.saved, it.version)
 		case err == nil && it.p.lease == it.state.Lease:
 			// Refused: this node no longer leads the partition under
-			// that lease. Whatever it holds of it is stale.
+			// that lease (or the group's settings changed). Whatever
+			// it holds of it is stale; its pending dead letters are
+			// replaced by the saved ones at the restore, those being
+			// written kept claimed.
 			it.p.p = nil
 		}
 		it.p.mu.Unlock()

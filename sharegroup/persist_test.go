@@ -54,14 +54,14 @@ func (s nodeStore) Lease(tp TopicPartition) (Lease, error) {
 	return Lease{Epoch: l[1], Incarnation: "id-" + tp.Topic}, nil
 }
 
-func (s nodeStore) Load(group string, tp TopicPartition, lease Lease) (share.Snapshot, bool, error) {
+func (s nodeStore) Load(group string, tp TopicPartition, lease Lease) (SavedState, bool, error) {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	st, ok := s.m.saved[skey(group, tp)]
 	if !ok || st.Lease.Incarnation != lease.Incarnation {
-		return share.Snapshot{}, false, nil
+		return SavedState{}, false, nil
 	}
-	return st.Snapshot, true, nil
+	return st, true, nil
 }
 
 func (s nodeStore) Save(ctx context.Context, states []SavedState) ([]error, error) {

@@ -54,6 +54,8 @@ const (
 	ControllerService_DescribeTransactions_FullMethodName    = "/quire.internal.v1.ControllerService/DescribeTransactions"
 	ControllerService_ListTransactions_FullMethodName        = "/quire.internal.v1.ControllerService/ListTransactions"
 	ControllerService_PutShareStates_FullMethodName          = "/quire.internal.v1.ControllerService/PutShareStates"
+	ControllerService_PutShareGroupConfig_FullMethodName     = "/quire.internal.v1.ControllerService/PutShareGroupConfig"
+	ControllerService_DeleteShareGroup_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteShareGroup"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -114,6 +116,10 @@ type ControllerServiceClient interface {
 	// Share-partitions' state, written by their leaders (metadata.version
 	// 15): one PutShareStates entry a call.
 	PutShareStates(ctx context.Context, in *PutShareStatesRequest, opts ...grpc.CallOption) (*PutShareStatesResponse, error)
+	// A share group's own settings and the deletion of its saved state
+	// (metadata.version 16). Errors come as statuses.
+	PutShareGroupConfig(ctx context.Context, in *PutShareGroupConfigRequest, opts ...grpc.CallOption) (*PutShareGroupConfigResponse, error)
+	DeleteShareGroup(ctx context.Context, in *DeleteShareGroupRequest, opts ...grpc.CallOption) (*DeleteShareGroupResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -464,6 +470,26 @@ func (c *controllerServiceClient) PutShareStates(ctx context.Context, in *PutSha
 	return out, nil
 }
 
+func (c *controllerServiceClient) PutShareGroupConfig(ctx context.Context, in *PutShareGroupConfigRequest, opts ...grpc.CallOption) (*PutShareGroupConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutShareGroupConfigResponse)
+	err := c.cc.Invoke(ctx, ControllerService_PutShareGroupConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DeleteShareGroup(ctx context.Context, in *DeleteShareGroupRequest, opts ...grpc.CallOption) (*DeleteShareGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteShareGroupResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteShareGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -522,6 +548,10 @@ type ControllerServiceServer interface {
 	// Share-partitions' state, written by their leaders (metadata.version
 	// 15): one PutShareStates entry a call.
 	PutShareStates(context.Context, *PutShareStatesRequest) (*PutShareStatesResponse, error)
+	// A share group's own settings and the deletion of its saved state
+	// (metadata.version 16). Errors come as statuses.
+	PutShareGroupConfig(context.Context, *PutShareGroupConfigRequest) (*PutShareGroupConfigResponse, error)
+	DeleteShareGroup(context.Context, *DeleteShareGroupRequest) (*DeleteShareGroupResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -633,6 +663,12 @@ func (UnimplementedControllerServiceServer) ListTransactions(context.Context, *L
 }
 func (UnimplementedControllerServiceServer) PutShareStates(context.Context, *PutShareStatesRequest) (*PutShareStatesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PutShareStates not implemented")
+}
+func (UnimplementedControllerServiceServer) PutShareGroupConfig(context.Context, *PutShareGroupConfigRequest) (*PutShareGroupConfigResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PutShareGroupConfig not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteShareGroup(context.Context, *DeleteShareGroupRequest) (*DeleteShareGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteShareGroup not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -1267,6 +1303,42 @@ func _ControllerService_PutShareStates_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_PutShareGroupConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutShareGroupConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).PutShareGroupConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_PutShareGroupConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).PutShareGroupConfig(ctx, req.(*PutShareGroupConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DeleteShareGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteShareGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteShareGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteShareGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteShareGroup(ctx, req.(*DeleteShareGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1409,6 +1481,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PutShareStates",
 			Handler:    _ControllerService_PutShareStates_Handler,
+		},
+		{
+			MethodName: "PutShareGroupConfig",
+			Handler:    _ControllerService_PutShareGroupConfig_Handler,
+		},
+		{
+			MethodName: "DeleteShareGroup",
+			Handler:    _ControllerService_DeleteShareGroup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

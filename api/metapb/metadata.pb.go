@@ -26,7 +26,7 @@ const (
 //
 // The oneof numbers are append-only: never renumber or reuse one; mark a
 // removed command `reserved`. Next free number: 19 (20-23 are taken by the security commands, 40-42
-// by reassignment, 43 by share-partition state).
+// by reassignment, 43-45 by share groups).
 //
 // Every command needs a metadata.version feature level (metadata/features.go
 // lists them): 1 for the commands 1-13, 2 for allocate_producer_ids and
@@ -65,6 +65,8 @@ type Command struct {
 	//	*Command_BrokerThrottle
 	//	*Command_PutTransaction
 	//	*Command_PutShareStates
+	//	*Command_PutShareGroupConfig
+	//	*Command_DeleteShareGroup
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -350,6 +352,24 @@ func (x *Command) GetPutShareStates() *PutShareStates {
 	return nil
 }
 
+func (x *Command) GetPutShareGroupConfig() *PutShareGroupConfig {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PutShareGroupConfig); ok {
+			return x.PutShareGroupConfig
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteShareGroup() *DeleteShareGroup {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DeleteShareGroup); ok {
+			return x.DeleteShareGroup
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -468,6 +488,16 @@ type Command_PutShareStates struct {
 	PutShareStates *PutShareStates `protobuf:"bytes,43,opt,name=put_share_states,json=putShareStates,proto3,oneof"`
 }
 
+type Command_PutShareGroupConfig struct {
+	// metadata.version 16: share groups' own settings, and deleting a
+	// share group's saved state.
+	PutShareGroupConfig *PutShareGroupConfig `protobuf:"bytes,44,opt,name=put_share_group_config,json=putShareGroupConfig,proto3,oneof"`
+}
+
+type Command_DeleteShareGroup struct {
+	DeleteShareGroup *DeleteShareGroup `protobuf:"bytes,45,opt,name=delete_share_group,json=deleteShareGroup,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -522,6 +552,210 @@ func (*Command_PutTransaction) isCommand_Cmd() {}
 
 func (*Command_PutShareStates) isCommand_Cmd() {}
 
+func (*Command_PutShareGroupConfig) isCommand_Cmd() {}
+
+func (*Command_DeleteShareGroup) isCommand_Cmd() {}
+
+// PutShareGroupConfig changes a share group's own settings (Kafka's
+// GROUP config resource: share.key.ordering,
+// errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
+// share.delivery.count.limit, share.auto.offset.reset): the keys of
+// delete go back to the node's value, then configs are set, on the
+// settings the entry finds (so that two changes of different keys both
+// hold). A key never set takes the node's value. The caller validated
+// them; the FSM checks the group id and the key names. A change that
+// changes nothing makes no new generation. Needs metadata.version 16.
+type PutShareGroupConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Delete        []string               `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutShareGroupConfig) Reset() {
+	*x = PutShareGroupConfig{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutShareGroupConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutShareGroupConfig) ProtoMessage() {}
+
+func (x *PutShareGroupConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutShareGroupConfig.ProtoReflect.Descriptor instead.
+func (*PutShareGroupConfig) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutShareGroupConfig) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PutShareGroupConfig) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *PutShareGroupConfig) GetDelete() []string {
+	if x != nil {
+		return x.Delete
+	}
+	return nil
+}
+
+// DeleteShareGroup removes a share group's saved share-partition states
+// and its own settings; with topics, only its states on those topics
+// (Kafka's DeleteShareGroupOffsets), its settings kept. The caller
+// checked that the group has no members. Needs metadata.version 16.
+type DeleteShareGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topics        []string               `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteShareGroup) Reset() {
+	*x = DeleteShareGroup{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteShareGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteShareGroup) ProtoMessage() {}
+
+func (x *DeleteShareGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteShareGroup.ProtoReflect.Descriptor instead.
+func (*DeleteShareGroup) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DeleteShareGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteShareGroup) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// ShareGroupConfig is a share group's stored settings. generation is the
+// metadata log index of the entry that last set them or deleted the
+// group's state, deleted that of the last delete (0: never): a
+// share-partition state names the generation its writer saw and is
+// refused under another, so that a leader that has not seen a change or
+// a delete yet cannot store a state the change or the delete replaced.
+// A deleted group keeps this entry, with no configs, for the fencing.
+type ShareGroupConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Deleted       uint64                 `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareGroupConfig) Reset() {
+	*x = ShareGroupConfig{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareGroupConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareGroupConfig) ProtoMessage() {}
+
+func (x *ShareGroupConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareGroupConfig.ProtoReflect.Descriptor instead.
+func (*ShareGroupConfig) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ShareGroupConfig) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ShareGroupConfig) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *ShareGroupConfig) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ShareGroupConfig) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 // PutShareStates records the state of share-partitions (share groups,
 // KIP-932), each written whole by the leader of its topic partition, so
 // that a new leader, or the same node restarted, goes on from it (Kafka
@@ -540,7 +774,7 @@ type PutShareStates struct {
 
 func (x *PutShareStates) Reset() {
 	*x = PutShareStates{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +786,7 @@ func (x *PutShareStates) String() string {
 func (*PutShareStates) ProtoMessage() {}
 
 func (x *PutShareStates) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +799,7 @@ func (x *PutShareStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareStates.ProtoReflect.Descriptor instead.
 func (*PutShareStates) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PutShareStates) GetBrokerId() int32 {
@@ -589,21 +823,29 @@ func (x *PutShareStates) GetStates() []*SharePartitionState {
 // new leader releases them (their locks do not outlive the node that
 // granted them).
 type SharePartitionState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	TopicId       string                 `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Partition     int32                  `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	StartOffset   int64                  `protobuf:"varint,6,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
-	Runs          []*ShareRecordRun      `protobuf:"bytes,7,rep,name=runs,proto3" json:"runs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic       string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId     string                 `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition   int32                  `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	StartOffset int64                  `protobuf:"varint,6,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	Runs        []*ShareRecordRun      `protobuf:"bytes,7,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Dead letters archived and not yet known to be written to the group's
+	// dead-letter topic: the next leader writes them, checking the topic
+	// for an earlier write first (metadata.version 16; an older node
+	// ignores them).
+	DeadLetters []*ShareDeadLetter `protobuf:"bytes,8,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// The group's ShareGroupConfig generation the writer saw (0: none);
+	// a state under another generation is refused (metadata.version 16).
+	GroupGeneration uint64 `protobuf:"varint,9,opt,name=group_generation,json=groupGeneration,proto3" json:"group_generation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SharePartitionState) Reset() {
 	*x = SharePartitionState{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +857,7 @@ func (x *SharePartitionState) String() string {
 func (*SharePartitionState) ProtoMessage() {}
 
 func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +870,7 @@ func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharePartitionState.ProtoReflect.Descriptor instead.
 func (*SharePartitionState) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SharePartitionState) GetGroup() string {
@@ -680,6 +922,91 @@ func (x *SharePartitionState) GetRuns() []*ShareRecordRun {
 	return nil
 }
 
+func (x *SharePartitionState) GetDeadLetters() []*ShareDeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+func (x *SharePartitionState) GetGroupGeneration() uint64 {
+	if x != nil {
+		return x.GroupGeneration
+	}
+	return 0
+}
+
+// ShareDeadLetter is a record archived as a dead letter: its offset,
+// delivery count, reason (1 rejected, 2 delivery count limit reached)
+// and when it was archived (ms since the epoch).
+type ShareDeadLetter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	DeliveryCount int32                  `protobuf:"varint,2,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
+	Reason        int32                  `protobuf:"varint,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	ArchivedMs    int64                  `protobuf:"varint,4,opt,name=archived_ms,json=archivedMs,proto3" json:"archived_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareDeadLetter) Reset() {
+	*x = ShareDeadLetter{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareDeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareDeadLetter) ProtoMessage() {}
+
+func (x *ShareDeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareDeadLetter.ProtoReflect.Descriptor instead.
+func (*ShareDeadLetter) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ShareDeadLetter) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ShareDeadLetter) GetDeliveryCount() int32 {
+	if x != nil {
+		return x.DeliveryCount
+	}
+	return 0
+}
+
+func (x *ShareDeadLetter) GetReason() int32 {
+	if x != nil {
+		return x.Reason
+	}
+	return 0
+}
+
+func (x *ShareDeadLetter) GetArchivedMs() int64 {
+	if x != nil {
+		return x.ArchivedMs
+	}
+	return 0
+}
+
 // ShareRecordRun is length consecutive records in state (1 acquired,
 // 2 acknowledged, 3 archived, 0 available), each delivered delivery_count
 // times.
@@ -694,7 +1021,7 @@ type ShareRecordRun struct {
 
 func (x *ShareRecordRun) Reset() {
 	*x = ShareRecordRun{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +1033,7 @@ func (x *ShareRecordRun) String() string {
 func (*ShareRecordRun) ProtoMessage() {}
 
 func (x *ShareRecordRun) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +1046,7 @@ func (x *ShareRecordRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareRecordRun.ProtoReflect.Descriptor instead.
 func (*ShareRecordRun) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShareRecordRun) GetLength() int32 {
@@ -776,7 +1103,7 @@ type ReassignPartitions struct {
 
 func (x *ReassignPartitions) Reset() {
 	*x = ReassignPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +1115,7 @@ func (x *ReassignPartitions) String() string {
 func (*ReassignPartitions) ProtoMessage() {}
 
 func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1128,7 @@ func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
 func (*ReassignPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReassignPartitions) GetPartitions() []*PartitionReassignment {
@@ -827,7 +1154,7 @@ type PartitionReassignment struct {
 
 func (x *PartitionReassignment) Reset() {
 	*x = PartitionReassignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1166,7 @@ func (x *PartitionReassignment) String() string {
 func (*PartitionReassignment) ProtoMessage() {}
 
 func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1179,7 @@ func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
 func (*PartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionReassignment) GetTopic() string {
@@ -904,7 +1231,7 @@ type CordonBroker struct {
 
 func (x *CordonBroker) Reset() {
 	*x = CordonBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1243,7 @@ func (x *CordonBroker) String() string {
 func (*CordonBroker) ProtoMessage() {}
 
 func (x *CordonBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1256,7 @@ func (x *CordonBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonBroker.ProtoReflect.Descriptor instead.
 func (*CordonBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CordonBroker) GetBrokerId() int32 {
@@ -962,7 +1289,7 @@ type BrokerThrottle struct {
 
 func (x *BrokerThrottle) Reset() {
 	*x = BrokerThrottle{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1301,7 @@ func (x *BrokerThrottle) String() string {
 func (*BrokerThrottle) ProtoMessage() {}
 
 func (x *BrokerThrottle) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1314,7 @@ func (x *BrokerThrottle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerThrottle.ProtoReflect.Descriptor instead.
 func (*BrokerThrottle) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BrokerThrottle) GetBrokerIds() []int32 {
@@ -1047,7 +1374,7 @@ type RegisterBroker struct {
 
 func (x *RegisterBroker) Reset() {
 	*x = RegisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1386,7 @@ func (x *RegisterBroker) String() string {
 func (*RegisterBroker) ProtoMessage() {}
 
 func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1399,7 @@ func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBroker.ProtoReflect.Descriptor instead.
 func (*RegisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterBroker) GetBrokerId() int32 {
@@ -1149,7 +1476,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1488,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1501,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Endpoint) GetListener() string {
@@ -1207,7 +1534,7 @@ type FenceBroker struct {
 
 func (x *FenceBroker) Reset() {
 	*x = FenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1546,7 @@ func (x *FenceBroker) String() string {
 func (*FenceBroker) ProtoMessage() {}
 
 func (x *FenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1559,7 @@ func (x *FenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBroker.ProtoReflect.Descriptor instead.
 func (*FenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FenceBroker) GetBrokerId() int32 {
@@ -1276,7 +1603,7 @@ type UnfenceBroker struct {
 
 func (x *UnfenceBroker) Reset() {
 	*x = UnfenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1615,7 @@ func (x *UnfenceBroker) String() string {
 func (*UnfenceBroker) ProtoMessage() {}
 
 func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1628,7 @@ func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBroker.ProtoReflect.Descriptor instead.
 func (*UnfenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UnfenceBroker) GetBrokerId() int32 {
@@ -1337,7 +1664,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1676,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1689,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PartitionAssignment) GetPartition() int32 {
@@ -1405,7 +1732,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1744,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1757,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -1475,7 +1802,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1814,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1827,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -1535,7 +1862,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1874,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1887,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -1616,7 +1943,7 @@ type AlterConfigs struct {
 
 func (x *AlterConfigs) Reset() {
 	*x = AlterConfigs{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1955,7 @@ func (x *AlterConfigs) String() string {
 func (*AlterConfigs) ProtoMessage() {}
 
 func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1968,7 @@ func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigs.ProtoReflect.Descriptor instead.
 func (*AlterConfigs) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AlterConfigs) GetTopic() string {
@@ -1677,7 +2004,7 @@ type CreatePartitions struct {
 
 func (x *CreatePartitions) Reset() {
 	*x = CreatePartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +2016,7 @@ func (x *CreatePartitions) String() string {
 func (*CreatePartitions) ProtoMessage() {}
 
 func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +2029,7 @@ func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitions.ProtoReflect.Descriptor instead.
 func (*CreatePartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreatePartitions) GetTopic() string {
@@ -1732,7 +2059,7 @@ type ControllerChange struct {
 
 func (x *ControllerChange) Reset() {
 	*x = ControllerChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +2071,7 @@ func (x *ControllerChange) String() string {
 func (*ControllerChange) ProtoMessage() {}
 
 func (x *ControllerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +2084,7 @@ func (x *ControllerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerChange.ProtoReflect.Descriptor instead.
 func (*ControllerChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ControllerChange) GetControllerId() int32 {
@@ -1800,7 +2127,7 @@ type UnregisterBroker struct {
 
 func (x *UnregisterBroker) Reset() {
 	*x = UnregisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2139,7 @@ func (x *UnregisterBroker) String() string {
 func (*UnregisterBroker) ProtoMessage() {}
 
 func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2152,7 @@ func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
 func (*UnregisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UnregisterBroker) GetBrokerId() int32 {
@@ -1867,7 +2194,7 @@ type OffsetCommit struct {
 
 func (x *OffsetCommit) Reset() {
 	*x = OffsetCommit{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2206,7 @@ func (x *OffsetCommit) String() string {
 func (*OffsetCommit) ProtoMessage() {}
 
 func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2219,7 @@ func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
 func (*OffsetCommit) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OffsetCommit) GetTopic() string {
@@ -1959,7 +2286,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2298,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2311,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -2034,7 +2361,7 @@ type CommitOffsetsBatch struct {
 
 func (x *CommitOffsetsBatch) Reset() {
 	*x = CommitOffsetsBatch{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2373,7 @@ func (x *CommitOffsetsBatch) String() string {
 func (*CommitOffsetsBatch) ProtoMessage() {}
 
 func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2386,7 @@ func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
@@ -2082,7 +2409,7 @@ type DeleteOffsets struct {
 
 func (x *DeleteOffsets) Reset() {
 	*x = DeleteOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2421,7 @@ func (x *DeleteOffsets) String() string {
 func (*DeleteOffsets) ProtoMessage() {}
 
 func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2434,7 @@ func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOffsets.ProtoReflect.Descriptor instead.
 func (*DeleteOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteOffsets) GetGroup() string {
@@ -2134,7 +2461,7 @@ type OffsetPartition struct {
 
 func (x *OffsetPartition) Reset() {
 	*x = OffsetPartition{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2473,7 @@ func (x *OffsetPartition) String() string {
 func (*OffsetPartition) ProtoMessage() {}
 
 func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2486,7 @@ func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetPartition.ProtoReflect.Descriptor instead.
 func (*OffsetPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *OffsetPartition) GetTopic() string {
@@ -2194,7 +2521,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2533,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2546,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -2251,7 +2578,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2590,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2603,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -2309,7 +2636,7 @@ type BrokerBudget struct {
 
 func (x *BrokerBudget) Reset() {
 	*x = BrokerBudget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2648,7 @@ func (x *BrokerBudget) String() string {
 func (*BrokerBudget) ProtoMessage() {}
 
 func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2661,7 @@ func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerBudget.ProtoReflect.Descriptor instead.
 func (*BrokerBudget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BrokerBudget) GetBrokerId() int32 {
@@ -2371,7 +2698,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2710,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2723,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -2429,7 +2756,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2768,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2781,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -2481,7 +2808,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2820,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2833,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -2621,7 +2948,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2960,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2973,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -2684,7 +3011,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3023,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3036,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -2792,7 +3119,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +3131,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +3144,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -2879,7 +3206,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3218,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3231,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -2940,7 +3267,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3279,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3292,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -3006,7 +3333,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3345,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3358,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -3059,7 +3386,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3398,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3411,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -3117,7 +3444,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3129,7 +3456,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3142,7 +3469,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -3167,7 +3494,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3506,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3519,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -3250,7 +3577,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3589,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3602,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -3388,7 +3715,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3727,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3740,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -3463,7 +3790,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3802,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3815,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -3571,7 +3898,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3910,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3923,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -3677,7 +4004,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +4016,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +4029,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -3790,7 +4117,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +4129,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +4142,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -3845,7 +4172,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3857,7 +4184,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3870,7 +4197,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{46}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -3903,7 +4230,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4242,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4255,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{47}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -3983,7 +4310,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3995,7 +4322,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4008,7 +4335,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{48}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -4028,7 +4355,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4367,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4380,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{49}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -4097,7 +4424,7 @@ type TransactionState struct {
 
 func (x *TransactionState) Reset() {
 	*x = TransactionState{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4436,7 @@ func (x *TransactionState) String() string {
 func (*TransactionState) ProtoMessage() {}
 
 func (x *TransactionState) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4449,7 @@ func (x *TransactionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionState.ProtoReflect.Descriptor instead.
 func (*TransactionState) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{50}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TransactionState) GetTransactionalId() string {
@@ -4219,7 +4546,7 @@ type TxnGroupOffsets struct {
 
 func (x *TxnGroupOffsets) Reset() {
 	*x = TxnGroupOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4558,7 @@ func (x *TxnGroupOffsets) String() string {
 func (*TxnGroupOffsets) ProtoMessage() {}
 
 func (x *TxnGroupOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4571,7 @@ func (x *TxnGroupOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGroupOffsets.ProtoReflect.Descriptor instead.
 func (*TxnGroupOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{51}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TxnGroupOffsets) GetGroup() string {
@@ -4277,7 +4604,7 @@ type PutTransaction struct {
 
 func (x *PutTransaction) Reset() {
 	*x = PutTransaction{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4616,7 @@ func (x *PutTransaction) String() string {
 func (*PutTransaction) ProtoMessage() {}
 
 func (x *PutTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4629,7 @@ func (x *PutTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTransaction.ProtoReflect.Descriptor instead.
 func (*PutTransaction) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{52}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PutTransaction) GetTxn() *TransactionState {
@@ -4330,7 +4657,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xcc\x10\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x80\x12\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -4361,11 +4688,33 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\rcordon_broker\x18) \x01(\v2\x1f.quire.internal.v1.CordonBrokerH\x00R\fcordonBroker\x12L\n" +
 	"\x0fbroker_throttle\x18* \x01(\v2!.quire.internal.v1.BrokerThrottleH\x00R\x0ebrokerThrottle\x12L\n" +
 	"\x0fput_transaction\x18\x13 \x01(\v2!.quire.internal.v1.PutTransactionH\x00R\x0eputTransaction\x12M\n" +
-	"\x10put_share_states\x18+ \x01(\v2!.quire.internal.v1.PutShareStatesH\x00R\x0eputShareStatesB\x05\n" +
-	"\x03cmd\"m\n" +
+	"\x10put_share_states\x18+ \x01(\v2!.quire.internal.v1.PutShareStatesH\x00R\x0eputShareStates\x12]\n" +
+	"\x16put_share_group_config\x18, \x01(\v2&.quire.internal.v1.PutShareGroupConfigH\x00R\x13putShareGroupConfig\x12S\n" +
+	"\x12delete_share_group\x18- \x01(\v2#.quire.internal.v1.DeleteShareGroupH\x00R\x10deleteShareGroupB\x05\n" +
+	"\x03cmd\"\xce\x01\n" +
+	"\x13PutShareGroupConfig\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12M\n" +
+	"\aconfigs\x18\x02 \x03(\v23.quire.internal.v1.PutShareGroupConfig.ConfigsEntryR\aconfigs\x12\x16\n" +
+	"\x06delete\x18\x03 \x03(\tR\x06delete\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\x10DeleteShareGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\"\xea\x01\n" +
+	"\x10ShareGroupConfig\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12J\n" +
+	"\aconfigs\x18\x02 \x03(\v20.quire.internal.v1.ShareGroupConfig.ConfigsEntryR\aconfigs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\x04R\adeleted\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
 	"\x0ePutShareStates\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12>\n" +
-	"\x06states\x18\x02 \x03(\v2&.quire.internal.v1.SharePartitionStateR\x06states\"\xf7\x01\n" +
+	"\x06states\x18\x02 \x03(\v2&.quire.internal.v1.SharePartitionStateR\x06states\"\xe9\x02\n" +
 	"\x13SharePartitionState\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
@@ -4373,7 +4722,15 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\tpartition\x18\x04 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12!\n" +
 	"\fstart_offset\x18\x06 \x01(\x03R\vstartOffset\x125\n" +
-	"\x04runs\x18\a \x03(\v2!.quire.internal.v1.ShareRecordRunR\x04runs\"e\n" +
+	"\x04runs\x18\a \x03(\v2!.quire.internal.v1.ShareRecordRunR\x04runs\x12E\n" +
+	"\fdead_letters\x18\b \x03(\v2\".quire.internal.v1.ShareDeadLetterR\vdeadLetters\x12)\n" +
+	"\x10group_generation\x18\t \x01(\x04R\x0fgroupGeneration\"\x89\x01\n" +
+	"\x0fShareDeadLetter\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12%\n" +
+	"\x0edelivery_count\x18\x02 \x01(\x05R\rdeliveryCount\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\x05R\x06reason\x12\x1f\n" +
+	"\varchived_ms\x18\x04 \x01(\x03R\n" +
+	"archivedMs\"e\n" +
 	"\x0eShareRecordRun\x12\x16\n" +
 	"\x06length\x18\x01 \x01(\x05R\x06length\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\x05R\x05state\x12%\n" +
@@ -4684,135 +5041,146 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
 	(*Command)(nil),               // 0: quire.internal.v1.Command
-	(*PutShareStates)(nil),        // 1: quire.internal.v1.PutShareStates
-	(*SharePartitionState)(nil),   // 2: quire.internal.v1.SharePartitionState
-	(*ShareRecordRun)(nil),        // 3: quire.internal.v1.ShareRecordRun
-	(*ReassignPartitions)(nil),    // 4: quire.internal.v1.ReassignPartitions
-	(*PartitionReassignment)(nil), // 5: quire.internal.v1.PartitionReassignment
-	(*CordonBroker)(nil),          // 6: quire.internal.v1.CordonBroker
-	(*BrokerThrottle)(nil),        // 7: quire.internal.v1.BrokerThrottle
-	(*RegisterBroker)(nil),        // 8: quire.internal.v1.RegisterBroker
-	(*Endpoint)(nil),              // 9: quire.internal.v1.Endpoint
-	(*FenceBroker)(nil),           // 10: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),         // 11: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil),   // 12: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),           // 13: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),           // 14: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),       // 15: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),          // 16: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),      // 17: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),      // 18: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),      // 19: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),          // 20: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),         // 21: quire.internal.v1.CommitOffsets
-	(*CommitOffsetsBatch)(nil),    // 22: quire.internal.v1.CommitOffsetsBatch
-	(*DeleteOffsets)(nil),         // 23: quire.internal.v1.DeleteOffsets
-	(*OffsetPartition)(nil),       // 24: quire.internal.v1.OffsetPartition
-	(*DeleteGroup)(nil),           // 25: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 26: quire.internal.v1.FeatureLevel
-	(*BrokerBudget)(nil),          // 27: quire.internal.v1.BrokerBudget
-	(*AllocateProducerIds)(nil),   // 28: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 29: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 30: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 31: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 32: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 33: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 34: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 35: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 36: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 37: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 38: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 39: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 40: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 41: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 42: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 43: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 44: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 45: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 46: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 47: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 48: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 49: quire.internal.v1.DeleteAcls
-	(*TransactionState)(nil),      // 50: quire.internal.v1.TransactionState
-	(*TxnGroupOffsets)(nil),       // 51: quire.internal.v1.TxnGroupOffsets
-	(*PutTransaction)(nil),        // 52: quire.internal.v1.PutTransaction
-	nil,                           // 53: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 54: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 55: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 56: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*PutShareGroupConfig)(nil),   // 1: quire.internal.v1.PutShareGroupConfig
+	(*DeleteShareGroup)(nil),      // 2: quire.internal.v1.DeleteShareGroup
+	(*ShareGroupConfig)(nil),      // 3: quire.internal.v1.ShareGroupConfig
+	(*PutShareStates)(nil),        // 4: quire.internal.v1.PutShareStates
+	(*SharePartitionState)(nil),   // 5: quire.internal.v1.SharePartitionState
+	(*ShareDeadLetter)(nil),       // 6: quire.internal.v1.ShareDeadLetter
+	(*ShareRecordRun)(nil),        // 7: quire.internal.v1.ShareRecordRun
+	(*ReassignPartitions)(nil),    // 8: quire.internal.v1.ReassignPartitions
+	(*PartitionReassignment)(nil), // 9: quire.internal.v1.PartitionReassignment
+	(*CordonBroker)(nil),          // 10: quire.internal.v1.CordonBroker
+	(*BrokerThrottle)(nil),        // 11: quire.internal.v1.BrokerThrottle
+	(*RegisterBroker)(nil),        // 12: quire.internal.v1.RegisterBroker
+	(*Endpoint)(nil),              // 13: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),           // 14: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),         // 15: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil),   // 16: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),           // 17: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),           // 18: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),       // 19: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),          // 20: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),      // 21: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),      // 22: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),      // 23: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),          // 24: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),         // 25: quire.internal.v1.CommitOffsets
+	(*CommitOffsetsBatch)(nil),    // 26: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteOffsets)(nil),         // 27: quire.internal.v1.DeleteOffsets
+	(*OffsetPartition)(nil),       // 28: quire.internal.v1.OffsetPartition
+	(*DeleteGroup)(nil),           // 29: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),          // 30: quire.internal.v1.FeatureLevel
+	(*BrokerBudget)(nil),          // 31: quire.internal.v1.BrokerBudget
+	(*AllocateProducerIds)(nil),   // 32: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),          // 33: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),           // 34: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),       // 35: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),   // 36: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil), // 37: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),    // 38: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),      // 39: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),     // 40: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil), // 41: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),    // 42: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),      // 43: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),          // 44: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),           // 45: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),       // 46: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),          // 47: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),  // 48: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),  // 49: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),  // 50: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),             // 51: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),            // 52: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),            // 53: quire.internal.v1.DeleteAcls
+	(*TransactionState)(nil),      // 54: quire.internal.v1.TransactionState
+	(*TxnGroupOffsets)(nil),       // 55: quire.internal.v1.TxnGroupOffsets
+	(*PutTransaction)(nil),        // 56: quire.internal.v1.PutTransaction
+	nil,                           // 57: quire.internal.v1.PutShareGroupConfig.ConfigsEntry
+	nil,                           // 58: quire.internal.v1.ShareGroupConfig.ConfigsEntry
+	nil,                           // 59: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                           // 60: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                           // 61: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                           // 62: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
-	8,  // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
-	10, // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
-	11, // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
-	13, // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
-	14, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
-	15, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
-	16, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
-	17, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
-	18, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	19, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	21, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	25, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	26, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	28, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	29, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	45, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	46, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	48, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	49, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
-	22, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
-	27, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
-	23, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
-	4,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
-	6,  // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
-	7,  // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
-	52, // 25: quire.internal.v1.Command.put_transaction:type_name -> quire.internal.v1.PutTransaction
-	1,  // 26: quire.internal.v1.Command.put_share_states:type_name -> quire.internal.v1.PutShareStates
-	2,  // 27: quire.internal.v1.PutShareStates.states:type_name -> quire.internal.v1.SharePartitionState
-	3,  // 28: quire.internal.v1.SharePartitionState.runs:type_name -> quire.internal.v1.ShareRecordRun
-	5,  // 29: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
-	9,  // 30: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	12, // 31: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	53, // 32: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	54, // 33: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	12, // 34: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	20, // 35: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	21, // 36: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	24, // 37: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
-	30, // 38: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	32, // 39: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	33, // 40: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	34, // 41: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	35, // 42: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	37, // 43: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	38, // 44: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	31, // 45: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	31, // 46: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	55, // 47: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	31, // 48: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	36, // 49: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	35, // 50: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	32, // 51: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	33, // 52: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	37, // 53: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	9,  // 54: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	56, // 55: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	44, // 56: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	47, // 57: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	47, // 58: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	24, // 59: quire.internal.v1.TransactionState.partitions:type_name -> quire.internal.v1.OffsetPartition
-	51, // 60: quire.internal.v1.TransactionState.offsets:type_name -> quire.internal.v1.TxnGroupOffsets
-	20, // 61: quire.internal.v1.TxnGroupOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	50, // 62: quire.internal.v1.PutTransaction.txn:type_name -> quire.internal.v1.TransactionState
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	12, // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
+	14, // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
+	15, // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
+	17, // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
+	18, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
+	19, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
+	20, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
+	21, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
+	22, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
+	23, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	25, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	29, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	30, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	32, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	33, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	49, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	50, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	52, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	53, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	26, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	31, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
+	27, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
+	8,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
+	10, // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
+	11, // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
+	56, // 25: quire.internal.v1.Command.put_transaction:type_name -> quire.internal.v1.PutTransaction
+	4,  // 26: quire.internal.v1.Command.put_share_states:type_name -> quire.internal.v1.PutShareStates
+	1,  // 27: quire.internal.v1.Command.put_share_group_config:type_name -> quire.internal.v1.PutShareGroupConfig
+	2,  // 28: quire.internal.v1.Command.delete_share_group:type_name -> quire.internal.v1.DeleteShareGroup
+	57, // 29: quire.internal.v1.PutShareGroupConfig.configs:type_name -> quire.internal.v1.PutShareGroupConfig.ConfigsEntry
+	58, // 30: quire.internal.v1.ShareGroupConfig.configs:type_name -> quire.internal.v1.ShareGroupConfig.ConfigsEntry
+	5,  // 31: quire.internal.v1.PutShareStates.states:type_name -> quire.internal.v1.SharePartitionState
+	7,  // 32: quire.internal.v1.SharePartitionState.runs:type_name -> quire.internal.v1.ShareRecordRun
+	6,  // 33: quire.internal.v1.SharePartitionState.dead_letters:type_name -> quire.internal.v1.ShareDeadLetter
+	9,  // 34: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
+	13, // 35: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	16, // 36: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	59, // 37: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	60, // 38: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	16, // 39: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	24, // 40: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	25, // 41: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	28, // 42: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
+	34, // 43: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	36, // 44: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	37, // 45: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	38, // 46: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	39, // 47: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	41, // 48: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	42, // 49: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	35, // 50: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	35, // 51: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	61, // 52: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	35, // 53: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	40, // 54: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	39, // 55: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	36, // 56: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	37, // 57: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	41, // 58: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	13, // 59: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	62, // 60: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	48, // 61: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	51, // 62: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	51, // 63: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	28, // 64: quire.internal.v1.TransactionState.partitions:type_name -> quire.internal.v1.OffsetPartition
+	55, // 65: quire.internal.v1.TransactionState.offsets:type_name -> quire.internal.v1.TxnGroupOffsets
+	24, // 66: quire.internal.v1.TxnGroupOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	54, // 67: quire.internal.v1.PutTransaction.txn:type_name -> quire.internal.v1.TransactionState
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -4848,8 +5216,10 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_BrokerThrottle)(nil),
 		(*Command_PutTransaction)(nil),
 		(*Command_PutShareStates)(nil),
+		(*Command_PutShareGroupConfig)(nil),
+		(*Command_DeleteShareGroup)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[30].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[34].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -4863,7 +5233,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -31,6 +31,8 @@ const (
 	ConfigSource_CONFIG_SOURCE_BROKER ConfigSource = 2
 	// Set on the topic.
 	ConfigSource_CONFIG_SOURCE_TOPIC ConfigSource = 3
+	// Set on the share group.
+	ConfigSource_CONFIG_SOURCE_GROUP ConfigSource = 4
 )
 
 // Enum value maps for ConfigSource.
@@ -40,12 +42,14 @@ var (
 		1: "CONFIG_SOURCE_DEFAULT",
 		2: "CONFIG_SOURCE_BROKER",
 		3: "CONFIG_SOURCE_TOPIC",
+		4: "CONFIG_SOURCE_GROUP",
 	}
 	ConfigSource_value = map[string]int32{
 		"CONFIG_SOURCE_UNSPECIFIED": 0,
 		"CONFIG_SOURCE_DEFAULT":     1,
 		"CONFIG_SOURCE_BROKER":      2,
 		"CONFIG_SOURCE_TOPIC":       3,
+		"CONFIG_SOURCE_GROUP":       4,
 	}
 )
 
@@ -2173,9 +2177,18 @@ func (x *BrokerDescription) GetReassignmentThrottle() int64 {
 	return 0
 }
 
+// Names a topic, or with group a share group (Kafka's GROUP config
+// resource): one of the two.
 type DescribeConfigsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// A share group's settings: share.key.ordering,
+	// errors.deadletterqueue.topic.name,
+	// share.record.lock.duration.ms,
+	// share.delivery.count.limit and share.auto.offset.reset, each
+	// with its source (CONFIG_SOURCE_GROUP when set on the group, else the
+	// node's value). Describe on the group.
+	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2213,6 +2226,13 @@ func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
 func (x *DescribeConfigsRequest) GetTopic() string {
 	if x != nil {
 		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeConfigsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
 	}
 	return ""
 }
@@ -2335,8 +2355,12 @@ type AlterConfigsRequest struct {
 	// Keys to set.
 	Set map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Keys to return to their defaults.
-	Delete        []string `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
-	ValidateOnly  bool     `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	Delete       []string `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	ValidateOnly bool     `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// A share group's settings rather than a topic's (the keys of
+	// DescribeConfigsRequest.group), kept in the metadata log: AlterConfigs
+	// on the group. An unknown key or a bad value is INVALID_CONFIG.
+	Group         string `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2397,6 +2421,13 @@ func (x *AlterConfigsRequest) GetValidateOnly() bool {
 		return x.ValidateOnly
 	}
 	return false
+}
+
+func (x *AlterConfigsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 type AlterConfigsResponse struct {
@@ -3308,21 +3339,23 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"partitions\x12%\n" +
 	"\x0emax_partitions\x18\a \x01(\x05R\rmaxPartitions\x12\x1a\n" +
 	"\bcordoned\x18\b \x01(\bR\bcordoned\x123\n" +
-	"\x15reassignment_throttle\x18\t \x01(\x03R\x14reassignmentThrottle\".\n" +
+	"\x15reassignment_throttle\x18\t \x01(\x03R\x14reassignmentThrottle\"D\n" +
 	"\x16DescribeConfigsRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"J\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"J\n" +
 	"\x17DescribeConfigsResponse\x12/\n" +
 	"\aconfigs\x18\x01 \x03(\v2\x15.quire.v1.ConfigEntryR\aconfigs\"\x8d\x01\n" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12.\n" +
 	"\x06source\x18\x03 \x01(\x0e2\x16.quire.v1.ConfigSourceR\x06source\x12$\n" +
-	"\rdocumentation\x18\x04 \x01(\tR\rdocumentation\"\xda\x01\n" +
+	"\rdocumentation\x18\x04 \x01(\tR\rdocumentation\"\xf0\x01\n" +
 	"\x13AlterConfigsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x128\n" +
 	"\x03set\x18\x02 \x03(\v2&.quire.v1.AlterConfigsRequest.SetEntryR\x03set\x12\x16\n" +
 	"\x06delete\x18\x03 \x03(\tR\x06delete\x12#\n" +
-	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x1a6\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\tR\x05group\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x16\n" +
@@ -3373,12 +3406,13 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12*\n" +
 	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\x12\x1f\n" +
 	"\vlast_offset\x18\x05 \x01(\x03R\n" +
-	"lastOffset*{\n" +
+	"lastOffset*\x94\x01\n" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONFIG_SOURCE_DEFAULT\x10\x01\x12\x18\n" +
 	"\x14CONFIG_SOURCE_BROKER\x10\x02\x12\x17\n" +
-	"\x13CONFIG_SOURCE_TOPIC\x10\x032\xd5\f\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x03\x12\x17\n" +
+	"\x13CONFIG_SOURCE_GROUP\x10\x042\xd5\f\n" +
 	"\x05Admin\x12J\n" +
 	"\vCreateTopic\x12\x1c.quire.v1.CreateTopicRequest\x1a\x1d.quire.v1.CreateTopicResponse\x12J\n" +
 	"\vDeleteTopic\x12\x1c.quire.v1.DeleteTopicRequest\x1a\x1d.quire.v1.DeleteTopicResponse\x12G\n" +

@@ -65,7 +65,8 @@ type GroupsClient interface {
 	// ListGroups lists the groups with committed offsets or members.
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// DeleteGroup removes a group with no members: its committed offsets and
-	// its state. A group with members is FAILED_PRECONDITION
+	// its state; for a share group, its saved share-partition states and its
+	// settings. A group with members is FAILED_PRECONDITION
 	// (NON_EMPTY_GROUP); an unknown group is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// DeleteOffsets removes a group's committed offsets of the named
@@ -292,7 +293,8 @@ type GroupsServer interface {
 	// ListGroups lists the groups with committed offsets or members.
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// DeleteGroup removes a group with no members: its committed offsets and
-	// its state. A group with members is FAILED_PRECONDITION
+	// its state; for a share group, its saved share-partition states and its
+	// settings. A group with members is FAILED_PRECONDITION
 	// (NON_EMPTY_GROUP); an unknown group is NOT_FOUND (GROUP_ID_NOT_FOUND).
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// DeleteOffsets removes a group's committed offsets of the named

@@ -32,7 +32,7 @@ for one), the oldest lock (the in-flight record whose lock runs out
 first: its offset, member, time left and delivery count) and the records
 dead-lettered, as the broker serving the group has them.`,
 	}
-	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupDeleteOffsetsCmd(g), groupSeekCmd(g))
+	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupDeleteOffsetsCmd(g), groupSeekCmd(g), groupConfigCmd(g))
 	return cmd
 }
 

@@ -1,0 +1,267 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/internal/poll"
+)
+
+// groupResource is Kafka's GROUP config resource type.
+const groupResource = kmsg.ConfigResourceType(32)
+
+func alterGroup(t *testing.T, ctx context.Context, cl *kgo.Client, group string, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.Configs = groupResource, group, ops
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := resp.Resources[0]
+	msg := ""
+	if rr.ErrorMessage != nil {
+		msg = *rr.ErrorMessage
+	}
+	return rr.ErrorCode, msg
+}
+
+func setOp(k, v string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(v)
+	return c
+}
+
+func deleteOp(k string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op = k, kmsg.IncrementalAlterConfigOpDelete
+	return c
+}
+
+// describeGroup answers each key of the group's settings: value and
+// source.
+func describeGroup(t *testing.T, ctx context.Context, cl *kgo.Client, group string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = groupResource, group
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Resources[0].ErrorCode; c != 0 {
+		t.Fatalf("describe group %s: %v", group, kerr.ErrorForCode(c))
+	}
+	out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range resp.Resources[0].Configs {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// The GROUP config resource over the Kafka listener: a share group's
+// settings set with IncrementalAlterConfigs (as franz-go's share consumer
+// sets share.auto.offset.reset) are described with their source, bad
+// values and unknown keys are INVALID_CONFIG naming the key, DELETE
+// returns a key to the node's value, and DeleteGroups removes an empty
+// share group's settings and refuses one with a member (NON_EMPTY_GROUP).
+func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr)
+
+	// The node raises its metadata.version to 16 once started.
+	poll.Until(t, "the group settings saved", func() error {
+		code, msg := alterGroup(t, ctx, cl, "sg",
+			setOp("share.key.ordering", "true"),
+			setOp("share.delivery.count.limit", "3"),
+			setOp("share.record.lock.duration.ms", "15000"),
+			setOp("errors.deadletterqueue.topic.name", "dlq.sq"),
+			setOp("share.auto.offset.reset", "by_duration:PT1H"))
+		if code == kerr.UnsupportedVersion.Code {
+			return fmt.Errorf("%s", msg)
+		}
+		if code != 0 {
+			t.Fatalf("alter: %v: %s", kerr.ErrorForCode(code), msg)
+		}
+		return nil
+	})
+	got := describeGroup(t, ctx, cl, "sg")
+	want := map[string]string{"share.key.ordering": "true", "share.delivery.count.limit": "3",
+		"share.record.lock.duration.ms": "15000", "errors.deadletterqueue.topic.name": "dlq.sq",
+		"share.auto.offset.reset": "by_duration:PT3600S"}
+	for k, v := range want {
+		c, ok := got[k]
+		if !ok || c.Value == nil || *c.Value != v || c.Source != kmsg.ConfigSourceGroupConfig {
+			t.Errorf("%s: %+v, want %q from the group", k, c, v)
+		}
+	}
+
+	for _, bad := range []kmsg.IncrementalAlterConfigsRequestResourceConfig{
+		setOp("share.delivery.count.limit", "0"),
+		setOp("share.key.ordering", "sometimes"),
+		setOp("share.auto.offset.reset", "yesterday"),
+		setOp("share.record.lock.duration.ms", "-5"),
+		setOp("no.such.key", "1"),
+		deleteOp("no.such.key"),
+	} {
+		code, msg := alterGroup(t, ctx, cl, "sg", bad)
+		if code != kerr.InvalidConfig.Code || msg == "" {
+			t.Errorf("%s=%v: %v %q, want INVALID_CONFIG with a message", bad.Name, bad.Value, kerr.ErrorForCode(code), msg)
+		}
+	}
+	// Nothing of the refused changes was applied.
+	if c := describeGroup(t, ctx, cl, "sg")["share.delivery.count.limit"]; *c.Value != "3" {
+		t.Fatalf("delivery limit after the refusals: %q", *c.Value)
+	}
+
+	if code, msg := alterGroup(t, ctx, cl, "sg", deleteOp("share.delivery.count.limit")); code != 0 {
+		t.Fatalf("delete: %v: %s", kerr.ErrorForCode(code), msg)
+	}
+	c := describeGroup(t, ctx, cl, "sg")["share.delivery.count.limit"]
+	if *c.Value != "5" || c.Source == kmsg.ConfigSourceGroupConfig {
+		t.Fatalf("delivery limit after DELETE: %q from %v, want the node's 5", *c.Value, c.Source)
+	}
+
+	// A member makes the group non-empty: DeleteGroups refuses it.
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "sq"); err != nil {
+		t.Fatal(err)
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m1", []string{"sq"}
+	hbResp, err := hb.RequestWith(ctx, cl)
+	if err != nil || hbResp.ErrorCode != 0 {
+		t.Fatalf("join: %v %v", err, hbResp)
+	}
+	if _, err := adm.DeleteGroup(ctx, "sg"); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("delete of a share group with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = "sg", *hbResp.MemberID, -1
+	if r, err := leave.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", err, r)
+	}
+	if _, err := adm.DeleteGroup(ctx, "sg"); err != nil {
+		t.Fatalf("delete of the empty share group: %v", err)
+	}
+	if _, err := adm.DeleteGroup(ctx, "sg"); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("delete of the deleted share group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+	for k, c := range describeGroup(t, ctx, cl, "sg") {
+		if c.Source == kmsg.ConfigSourceGroupConfig {
+			t.Errorf("%s still set on the deleted group: %q", k, *c.Value)
+		}
+	}
+}
+
+// DeleteShareGroupOffsets (92) over the Kafka listener, through kadm:
+// refused while the share group has a member, then the group's saved
+// state on the topic goes, and a new member reads the topic again from
+// the group's share.auto.offset.reset, every record a first delivery; an
+// unknown topic is refused in its result.
+func TestBrokerKafkaDeleteShareGroupOffsets(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "dso"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the group reads from the start", func() error {
+		if code, msg := alterGroup(t, ctx, cl, "dsg", setOp("share.auto.offset.reset", "earliest")); code != 0 {
+			return fmt.Errorf("%v: %s", kerr.ErrorForCode(code), msg)
+		}
+		return nil
+	})
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("dso"))
+	for i := range 5 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readAll has a member accept every record, then leave; it answers
+	// the delivery count of each offset.
+	readAll := func() map[int64]int32 {
+		t.Helper()
+		m, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("dsg"), kgo.ConsumeTopics("dso"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]int32{}
+		for len(got) < 5 {
+			fs := m.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("read %v: %v", got, err)
+			}
+			for _, r := range fs.Records() {
+				got[r.Offset] = r.DeliveryCount()
+			}
+			m.MarkAcks(kgo.AckAccept, fs.Records()...)
+			if err := m.FlushAcks(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Close()
+		return got
+	}
+	readAll()
+
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "dsg", "m1", []string{"dso"}
+	if r, err := hb.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("join: %v %v", err, r)
+	}
+	if _, err := adm.DeleteShareGroupOffsets(ctx, "dsg", "dso"); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = "dsg", "m1", -1
+	if r, err := leave.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", err, r)
+	}
+	res, err := adm.DeleteShareGroupOffsets(ctx, "dsg", "dso", "nope")
+	if err != nil || res["dso"] != nil || !errors.Is(res["nope"], kerr.UnknownTopicOrPartition) {
+		t.Fatalf("delete: %v %v", res, err)
+	}
+	got := readAll()
+	for o := int64(0); o < 5; o++ {
+		if got[o] != 1 {
+			t.Fatalf("after the delete, offset %d delivered with count %d (all: %v), want every record again, first delivery", o, got[o], got)
+		}
+	}
+	if _, err := adm.DeleteShareGroupOffsets(ctx, "nogroup", "dso"); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("an unknown group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+}

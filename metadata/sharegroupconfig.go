@@ -1,0 +1,214 @@
+package metadata
+
+// Share groups' own settings and the deletion of a share group's saved
+// state (metadata.version 16, MetadataVersionShareGroupConfig): one
+// ShareGroupConfig per group that has ever had settings or been deleted,
+// its generation the index of the entry that last changed it. A
+// share-partition state is stored only under the generation its writer
+// saw (checkShareState), so a leader that has not applied a change or a
+// delete yet cannot store a state it replaced.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/quirelog/quire/api/metapb"
+)
+
+// ErrInvalidShareGroupConfig: share group settings the FSM refuses (an
+// empty key, too large).
+var ErrInvalidShareGroupConfig = errors.New("metadata: invalid share group config")
+
+// ShareGroupConfig is a share group's stored settings: Configs (keys as
+// Kafka names them; none for a group deleted or never set), Generation
+// the index of the entry that last set them or deleted its state,
+// Deleted that of the last delete (0: never).
+type ShareGroupConfig struct {
+	Group      string
+	Configs    map[string]string
+	Generation uint64
+	Deleted    uint64
+}
+
+// maxShareGroupConfigBytes bounds a group's settings in the log.
+const maxShareGroupConfigBytes = 64 << 10
+
+// ShareGroupConfig returns group's stored settings; false when it has
+// none (no settings were ever set and it was never deleted). The map is
+// the image's: not to be changed.
+func (img *Image) ShareGroupConfig(group string) (ShareGroupConfig, bool) {
+	c, ok := img.shareGroupConfigs[group]
+	return c, ok
+}
+
+// ShareGroups are the groups with a saved share-partition state or
+// settings of their own, sorted.
+func (img *Image) ShareGroups() []string {
+	seen := map[string]bool{}
+	for k := range img.shareStates {
+		seen[k.Group] = true
+	}
+	for g, c := range img.shareGroupConfigs {
+		if len(c.Configs) > 0 {
+			seen[g] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for g := range seen {
+		out = append(out, g)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ShareGroupStates is how many share-partition states group has saved.
+func (img *Image) ShareGroupStates(group string) int {
+	n := 0
+	for k := range img.shareStates {
+		if k.Group == group {
+			n++
+		}
+	}
+	return n
+}
+
+func shareGroupConfigToPB(c ShareGroupConfig) *pb.ShareGroupConfig {
+	return &pb.ShareGroupConfig{Group: c.Group, Configs: c.Configs, Generation: c.Generation, Deleted: c.Deleted}
+}
+
+func loadShareGroupConfigs(tx *bolt.Tx, img *Image) error {
+	img.shareGroupConfigs = map[string]ShareGroupConfig{}
+	err := tx.Bucket(bucketShareGroupConfigs).ForEach(func(_, v []byte) error {
+		var r pb.ShareGroupConfig
+		if err := proto.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		img.shareGroupConfigs[r.Group] = ShareGroupConfig{Group: r.Group, Configs: r.Configs, Generation: r.Generation, Deleted: r.Deleted}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("metadata: load share group configs: %w", err)
+	}
+	return nil
+}
+
+func (d *draft) putShareGroupConfig(c ShareGroupConfig) {
+	d.img.shareGroupConfigs = cloneMap(d.img.shareGroupConfigs)
+	d.img.shareGroupConfigs[c.Group] = c
+	d.put(bucketShareGroupConfigs, []byte(c.Group), shareGroupConfigToPB(c))
+}
+
+// applyPutShareGroupConfig changes a group's settings: the keys of
+// Delete removed, then Configs set, on those the entry finds; no new
+// generation when nothing changes. It answers the group's generation
+// (uint64).
+func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64) any {
+	if err := ValidateGroupID(c.Group); err != nil {
+		return err
+	}
+	old := d.img.shareGroupConfigs[c.Group]
+	merged := maps.Clone(old.Configs)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for _, k := range c.Delete {
+		delete(merged, k)
+	}
+	maps.Copy(merged, c.Configs)
+	size := 0
+	for k, v := range merged {
+		if k == "" {
+			return fmt.Errorf("%w: share group %q: an empty config key", ErrInvalidShareGroupConfig, c.Group)
+		}
+		size += len(k) + len(v)
+	}
+	if size > maxShareGroupConfigBytes {
+		return fmt.Errorf("%w: share group %q: %d bytes of settings, at most %d", ErrInvalidShareGroupConfig, c.Group, size, maxShareGroupConfigBytes)
+	}
+	if maps.Equal(merged, old.Configs) {
+		return old.Generation
+	}
+	if len(merged) == 0 {
+		merged = nil
+	}
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: merged, Generation: index, Deleted: old.Deleted})
+	return index
+}
+
+// ShareGroupDeleted answers a DeleteShareGroup: how many states went,
+// and the group's generation after it (the entry's index).
+type ShareGroupDeleted struct {
+	States     int
+	Generation uint64
+}
+
+// applyDeleteShareGroup removes a group's share-partition states and
+// settings, or its states on some topics, answering ShareGroupDeleted.
+// Either way every node drops what it holds of the group (a new
+// Deleted), restoring the states left from the image.
+func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any {
+	if err := ValidateGroupID(c.Group); err != nil {
+		return err
+	}
+	n := 0
+	cloned := false
+	for k := range d.img.shareStates {
+		if k.Group != c.Group || (len(c.Topics) > 0 && !slices.Contains(c.Topics, k.Topic)) {
+			continue
+		}
+		if !cloned {
+			d.img.shareStates = cloneMap(d.img.shareStates)
+			cloned = true
+		}
+		delete(d.img.shareStates, k)
+		d.must(d.tx.Bucket(bucketShareStates).Delete(shareStateKey(k)))
+		n++
+	}
+	var configs map[string]string
+	if len(c.Topics) > 0 {
+		configs = d.img.shareGroupConfigs[c.Group].Configs
+	}
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index})
+	return ShareGroupDeleted{States: n, Generation: index}
+}
+
+// PutShareGroupConfig changes a share group's settings: the keys of
+// del back to the node's, those of set set (the caller validated them),
+// and answers the group's settings generation after it.
+func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) (uint64, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: set, Delete: del}}})
+	if err != nil {
+		return 0, err
+	}
+	switch r := resp.(type) {
+	case error:
+		return 0, r
+	case uint64:
+		return r, nil
+	}
+	return 0, fmt.Errorf("metadata: put share group config answered %v", resp)
+}
+
+// DeleteShareGroup removes a share group's saved states and settings,
+// or with topics its states on them (the caller checked it has no
+// members), and answers how many states went and the group's generation
+// after it.
+func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (ShareGroupDeleted, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}})
+	if err != nil {
+		return ShareGroupDeleted{}, err
+	}
+	switch r := resp.(type) {
+	case error:
+		return ShareGroupDeleted{}, r
+	case ShareGroupDeleted:
+		return r, nil
+	}
+	return ShareGroupDeleted{}, fmt.Errorf("metadata: delete share group answered %v", resp)
+}

@@ -1,0 +1,241 @@
+package request
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/quirelog/quire/partitioner"
+	"github.com/quirelog/quire/record"
+	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/sharegroup"
+)
+
+// Dead letters, written exactly once. The share coordinator keeps each
+// dead letter pending in the share-partition's saved state until it is
+// known written (sharegroup/deadletters.go); the core writes those whose
+// mark is saved, each to a partition of the dead-letter topic chosen
+// from the record alone (its key's, as Kafka's default partitioner, or
+// for a record without a key its source partition and offset's), so
+// that a second attempt goes where the first went. A pending dead letter
+// that a write may already have reached (restored by a next leader, or
+// after a write whose answer was lost) is looked for first: the
+// dead-letter partition is read from the first record written since
+// shortly before the record was archived, and a record whose headers
+// name the same group, source topic, partition and offset counts as
+// written. A new leader's check cannot see a write a deposed leader
+// still has in flight; see docs/share-groups.md.
+
+// deadLetterSkew is how much earlier than a record's archiving the check
+// starts to read: clocks of the node that archived it, the one that
+// wrote it and the one checking differ by less.
+const deadLetterSkew = time.Minute
+
+// writeDeadLetters writes the dead letters of group on topic-partition
+// that are pending and saved, through part (the source partition's
+// leader replica), as the caller's principal.
+func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator, group, topic string, partition int32, part *replica.Partition) {
+	tp := sharegroup.TopicPartition{Topic: topic, Partition: partition}
+	dlq, letters := sc.ClaimDeadLetters(group, tp)
+	if len(letters) == 0 {
+		return
+	}
+	written := make([]bool, len(letters))
+	c.sendDeadLetters(ctx, dlq, group, topic, partition, part, letters, written)
+	sc.FinishDeadLetters(group, tp, letters, written)
+	if slices.Contains(written, true) {
+		// Saved now rather than with the next change, so that a next
+		// leader need not look for them (one more entry in the
+		// metadata log for each batch of dead letters, which are few).
+		_ = sc.Persist(ctx, group, []sharegroup.TopicPartition{tp})
+	}
+}
+
+// sendDeadLetters writes letters to dlq, looking first for those that
+// may have been written, and sets written[i] for each one known written
+// (or dropped for good).
+func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, partition int32, part *replica.Partition, letters []sharegroup.PendingDeadLetter, written []bool) {
+	var n int32
+	if t, ok := c.cfg.Cluster.Topic(dlq); ok {
+		n = int32(len(t.Partitions))
+	}
+	recs := make([]Record, len(letters))
+	for i, d := range letters {
+		key, value, _ := recordAt(part, d.Offset)
+		recs[i] = Record{Key: key, Value: value, Headers: []record.RecordHeader{
+			{Key: DeadLetterHeaderTopic, Value: []byte(topic)},
+			{Key: DeadLetterHeaderPartition, Value: fmt.Appendf(nil, "%d", partition)},
+			{Key: DeadLetterHeaderOffset, Value: fmt.Appendf(nil, "%d", d.Offset)},
+			{Key: DeadLetterHeaderGroup, Value: []byte(group)},
+			{Key: DeadLetterHeaderCount, Value: fmt.Appendf(nil, "%d", d.DeliveryCount)},
+			{Key: DeadLetterHeaderReason, Value: []byte(d.Reason.String())},
+		}}
+		if n > 0 {
+			recs[i].Partition, recs[i].HasPartition = deadLetterPartition(key, partition, d.Offset, n), true
+		}
+	}
+	// Look for the earlier writes of those that may have one, per
+	// dead-letter partition, from the oldest archiving among them.
+	since := map[int32]time.Time{}
+	for i, d := range letters {
+		if d.Check && n > 0 {
+			p := recs[i].Partition
+			if t, ok := since[p]; !ok || d.Archived.Before(t) {
+				since[p] = d.Archived
+			}
+		}
+	}
+	var send []Record
+	var at []int
+	unknown := make([]bool, len(letters)) // the check failed: not sent now
+	for p, t := range since {
+		found, err := c.deadLettersFound(ctx, dlq, p, t.Add(-deadLetterSkew), group, topic, partition)
+		for i, d := range letters {
+			if !d.Check || recs[i].Partition != p {
+				continue
+			}
+			if err != nil {
+				unknown[i] = true // looked for again at the next attempt
+				continue
+			}
+			written[i] = found[d.Offset]
+		}
+	}
+	for i := range letters {
+		if written[i] || unknown[i] {
+			continue
+		}
+		send, at = append(send, recs[i]), append(at, i)
+	}
+	if len(send) == 0 {
+		return
+	}
+	res, err := c.ProduceRecords(ctx, &ProduceRecordsRequest{Topic: dlq, Acks: -1, Records: send, ProducerID: -1, Route: true})
+	if err != nil {
+		if deadLetterPermanent(err) {
+			// A lasting refusal (no such topic, no permission, too
+			// large): dropped, as the record stays archived.
+			for _, i := range at {
+				written[i] = true
+			}
+		}
+		return
+	}
+	for j, r := range res {
+		if r.Err == nil || deadLetterPermanent(r.Err) {
+			written[at[j]] = true
+		}
+	}
+}
+
+// deadLetterPartition is the dead-letter partition of a record: its
+// key's, as Kafka's default partitioner; without a key, its source
+// partition and offset's.
+func deadLetterPartition(key []byte, partition int32, offset int64, n int32) int32 {
+	if key != nil {
+		return partitioner.KeyPartition(key, n)
+	}
+	return int32((uint64(partition)*1_000_003 + uint64(offset)) % uint64(n))
+}
+
+// Kafka's codes of a write that will not succeed by retrying.
+var deadLetterPermanentCodes = map[int32]bool{
+	3:  true, // UNKNOWN_TOPIC_OR_PARTITION (auto-creation off)
+	10: true, // MESSAGE_TOO_LARGE
+	17: true, // INVALID_TOPIC_EXCEPTION
+	29: true, // TOPIC_AUTHORIZATION_FAILED
+	87: true, // INVALID_RECORD
+}
+
+func deadLetterPermanent(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && deadLetterPermanentCodes[e.Code]
+}
+
+// deadLettersFound reads partition p of dlq from the first record at or
+// after since up to its high watermark and returns the source offsets of
+// the dead letters of group on topic-partition it holds.
+func (c *Core) deadLettersFound(ctx context.Context, dlq string, p int32, since time.Time, group, topic string, partition int32) (map[int64]bool, error) {
+	lo := c.listOffsetAnywhere(ctx, ListOffsetsPartition{Topic: dlq, Partition: p, Timestamp: since.UnixMilli()})
+	if lo.Err != nil {
+		return nil, lo.Err
+	}
+	found := map[int64]bool{}
+	if lo.Offset < 0 {
+		return found, nil // nothing written since
+	}
+	want := strconv.Itoa(int(partition))
+	for off := lo.Offset; ; {
+		res := c.PollAnywhere(ctx, &FetchRequest{MaxBytes: shareReadBytes, Route: true,
+			Partitions: []FetchPartition{{Topic: dlq, Partition: p, Offset: off, MaxBytes: shareReadBytes}}})
+		r := res[0]
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		if len(r.Records) == 0 {
+			return found, nil
+		}
+		next := off
+		err := record.WalkRead(r.Records, func(batch []byte, h record.Header) error {
+			next = max(next, h.NextOffset())
+			if h.Control() {
+				return nil
+			}
+			return record.ForEachRecord(batch, func(rec *record.Record) error {
+				var g, t, pt, o string
+				for _, hd := range rec.Headers {
+					switch hd.Key {
+					case DeadLetterHeaderGroup:
+						g = string(hd.Value)
+					case DeadLetterHeaderTopic:
+						t = string(hd.Value)
+					case DeadLetterHeaderPartition:
+						pt = string(hd.Value)
+					case DeadLetterHeaderOffset:
+						o = string(hd.Value)
+					}
+				}
+				if g == group && t == topic && pt == want {
+					if v, err := strconv.ParseInt(o, 10, 64); err == nil {
+						found[v] = true
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		if next <= off || next >= r.HighWatermark {
+			return found, nil
+		}
+		off = next
+	}
+}
+
+// recordAt reads the key and value of the record at offset; false when
+// the log no longer has it.
+func recordAt(part *replica.Partition, offset int64) (key, value []byte, found bool) {
+	res, _, err := part.Read(offset, shareReadBytes)
+	if err != nil {
+		return nil, nil, false
+	}
+	_ = record.WalkRead(res.Batches, func(batch []byte, _ record.Header) error {
+		return record.ForEachRecord(batch, func(r *record.Record) error {
+			if r.Offset == offset {
+				if r.Key != nil {
+					key = append([]byte{}, r.Key...)
+				}
+				if r.Value != nil {
+					value = append([]byte{}, r.Value...)
+				}
+				found = true
+			}
+			return nil
+		})
+	})
+	return key, value, found
+}

@@ -1,0 +1,162 @@
+package sharegroup
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quirelog/quire/share"
+)
+
+// configSource is a ConfigSource in memory: each set or delete a new
+// generation, as the metadata log's index.
+type configSource struct {
+	mu           sync.Mutex
+	kv           map[string]map[string]string
+	gen, deleted map[string]uint64
+	index        uint64
+}
+
+func newConfigSource() *configSource {
+	return &configSource{kv: map[string]map[string]string{}, gen: map[string]uint64{}, deleted: map[string]uint64{}}
+}
+
+func (s *configSource) ShareGroupConfig(group string) (map[string]string, uint64, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kv[group], s.gen[group], s.deleted[group]
+}
+
+func (s *configSource) set(group string, kv map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	s.kv[group], s.gen[group] = kv, s.index
+}
+
+func (s *configSource) delete(group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	s.kv[group], s.gen[group], s.deleted[group] = nil, s.index, s.index
+}
+
+// TestShareGroupSettingsApply: a group's saved settings decide its
+// share-partitions: share.auto.offset.reset places a new one; turning
+// share.key.ordering on and off applies to an existing one at once (its
+// records in flight released, counts kept); the saved state names the
+// settings' generation; a delete of the group's state drops what the
+// node holds.
+func TestShareGroupSettingsApply(t *testing.T) {
+	m := newMetaStore()
+	m.lead(tp, 1, 0)
+	src := newConfigSource()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Store = nodeStore{m, 1}
+	cfg.Configs = src
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{start: 2, hw: 10, keys: []string{"a", "a", "b"}}
+
+	// latest on the group wins over the node's earliest.
+	src.set("g", map[string]string{KeyAutoOffsetReset: "latest", KeyKeyOrdering: "true", KeyDeliveryCountLimit: "3"})
+	join(t, n, "x")
+	join(t, n, "y")
+	if f, err := n.Acquire(t0, "g", "x", tp, 10, log); err != nil || len(f.Acquired) != 0 {
+		t.Fatalf("a new share-partition at latest acquired %v, %v", f.Acquired, err)
+	}
+	persist(t, n, tp)
+	if st := m.saved[skey("g", tp)]; st.Start != 10 || st.Generation != src.gen["g"] {
+		t.Fatalf("saved at %d under generation %d, want 10 under %d", st.Start, st.Generation, src.gen["g"])
+	}
+	if c := n.GroupConfig("g"); !c.Partition.KeyOrdering || c.Partition.DeliveryCountLimit != 3 || !c.Reset.Latest {
+		t.Fatalf("group config %+v", c)
+	}
+
+	// Key ordering on: y cannot take a's next record while x holds one.
+	log.hw = 13 // 10 a, 11 b, 12 a
+	f, err := n.Acquire(t0, "g", "x", tp, 1, log)
+	if err != nil || !slices.Equal(offsets(f.Acquired), []int64{10}) {
+		t.Fatalf("x acquired %v, %v", f.Acquired, err)
+	}
+	if f, err = n.Acquire(t0, "g", "y", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{11}) {
+		t.Fatalf("y acquired %v, %v; want only b's 11 while x holds a's 10", f.Acquired, err)
+	}
+	// Key ordering off: the share-partition is rebuilt under it, what x
+	// and y held released; y now takes a's records too.
+	src.set("g", map[string]string{KeyAutoOffsetReset: "latest", KeyKeyOrdering: "false"})
+	if f, err = n.Acquire(t0, "g", "y", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{10, 11, 12}) {
+		t.Fatalf("y acquired %v, %v after key ordering went off", f.Acquired, err)
+	}
+	counts := map[int64]int{}
+	for _, r := range f.Acquired {
+		for o := r.First; o <= r.Last; o++ {
+			counts[o] = r.DeliveryCount
+		}
+	}
+	if counts[10] != 2 || counts[11] != 2 || counts[12] != 1 {
+		t.Fatalf("delivery counts %v, want 10 and 11 redelivered (2), 12 first (1)", counts)
+	}
+	if _, err := n.Acknowledge(t0, "g", "x", tp, []share.Ack{{First: 10, Last: 10, Type: share.Accept}}); !errors.Is(err, share.ErrInvalidRecordState) {
+		t.Fatalf("x's ack of a record released by the change: %v", err)
+	}
+	persist(t, n, tp)
+	if st := m.saved[skey("g", tp)]; st.Generation != src.gen["g"] {
+		t.Fatalf("saved under generation %d, want %d", st.Generation, src.gen["g"])
+	}
+
+	// The group's state deleted (no members left): the node forgets it,
+	// and a new share-partition starts afresh (earliest now).
+	for _, id := range []string{"x", "y"} {
+		if _, err := n.Heartbeat(t0, Heartbeat{Group: "g", MemberID: id, Epoch: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delete(m.saved, skey("g", tp))
+	src.delete("g")
+	if _, parts := n.Describe("g"); len(parts) != 0 {
+		t.Fatalf("share-partitions after the delete: %v", parts)
+	}
+	join(t, n, "z")
+	if f, err = n.Acquire(t0.Add(time.Second), "g", "z", tp, 100, log); err != nil || len(f.Acquired) == 0 || f.Acquired[0].First != 2 || f.Acquired[0].DeliveryCount != 1 {
+		t.Fatalf("after the delete z acquired %v, %v; want from the log start, first deliveries", f.Acquired, err)
+	}
+}
+
+// TestShareGroupConfigValues: values Kafka's tools send are taken, bad
+// ones and unknown keys refused with the key named.
+func TestShareGroupConfigValues(t *testing.T) {
+	base := GroupConfig{Partition: share.DefaultConfig(), Reset: Reset{Latest: true}}
+	good := map[string]string{KeyAutoOffsetReset: "by_duration:P1DT2H30M", KeyRecordLockDuration: "15000", KeyDeliveryCountLimit: "10",
+		KeyKeyOrdering: "TRUE", KeyDeadLetterTopic: "dlq.orders"}
+	c, err := ApplyGroupConfigs(base, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Reset.ByDuration != 26*time.Hour+30*time.Minute || c.Partition.RecordLockDuration != 15*time.Second ||
+		c.Partition.DeliveryCountLimit != 10 || !c.Partition.KeyOrdering || c.DeadLetterTopic != "dlq.orders" {
+		t.Fatalf("%+v", c)
+	}
+	if v := GroupConfigValue(c, KeyAutoOffsetReset); v != "by_duration:P1DT9000S" {
+		t.Fatalf("reset described as %q", v)
+	}
+	for k, v := range map[string]string{KeyAutoOffsetReset: "by_duration:1h", KeyRecordLockDuration: "10", KeyDeliveryCountLimit: "0",
+		KeyKeyOrdering: "maybe", "group.share.session.timeout.ms": "1000"} {
+		if _, err := ApplyGroupConfigs(base, map[string]string{k: v}); !errors.Is(err, share.ErrInvalidConfig) {
+			t.Errorf("%s=%s: %v", k, v, err)
+		} else if !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v does not name the key", k, v, err)
+		}
+	}
+	for _, v := range []string{"by_duration:PT0S", "by_duration:P", "by_duration:PT1H2D"} {
+		if _, err := ParseReset(v); err == nil {
+			t.Errorf("%s taken", v)
+		}
+	}
+}
