@@ -50,9 +50,9 @@ func (s shareStore) Load(group string, tp sharegroup.TopicPartition, lease share
 
 // ShareGroupConfig is the group's saved settings and their generations
 // (sharegroup.ConfigSource).
-func (s shareStore) ShareGroupConfig(group string) (map[string]string, uint64, uint64) {
+func (s shareStore) ShareGroupConfig(group string) (map[string]string, uint64, uint64, []string) {
 	c, _ := s.b.cluster.image().ShareGroupConfig(group)
-	return c.Configs, c.Generation, c.Deleted
+	return c.Configs, c.Generation, c.Deleted, c.DeletedTopics
 }
 
 // shareSaves lets the broker stop with no save under way: a save runs

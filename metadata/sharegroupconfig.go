@@ -28,12 +28,14 @@ var ErrInvalidShareGroupConfig = errors.New("metadata: invalid share group confi
 // ShareGroupConfig is a share group's stored settings: Configs (keys as
 // Kafka names them; none for a group deleted or never set), Generation
 // the index of the entry that last set them or deleted its state,
-// Deleted that of the last delete (0: never).
+// Deleted that of the last delete (0: never), DeletedTopics the topics
+// that delete named (none: all of the group's state).
 type ShareGroupConfig struct {
-	Group      string
-	Configs    map[string]string
-	Generation uint64
-	Deleted    uint64
+	Group         string
+	Configs       map[string]string
+	Generation    uint64
+	Deleted       uint64
+	DeletedTopics []string
 }
 
 // maxShareGroupConfigBytes bounds a group's settings in the log.
@@ -79,7 +81,7 @@ func (img *Image) ShareGroupStates(group string) int {
 }
 
 func shareGroupConfigToPB(c ShareGroupConfig) *pb.ShareGroupConfig {
-	return &pb.ShareGroupConfig{Group: c.Group, Configs: c.Configs, Generation: c.Generation, Deleted: c.Deleted}
+	return &pb.ShareGroupConfig{Group: c.Group, Configs: c.Configs, Generation: c.Generation, Deleted: c.Deleted, DeletedTopics: c.DeletedTopics}
 }
 
 func loadShareGroupConfigs(tx *bolt.Tx, img *Image) error {
@@ -89,7 +91,7 @@ func loadShareGroupConfigs(tx *bolt.Tx, img *Image) error {
 		if err := proto.Unmarshal(v, &r); err != nil {
 			return err
 		}
-		img.shareGroupConfigs[r.Group] = ShareGroupConfig{Group: r.Group, Configs: r.Configs, Generation: r.Generation, Deleted: r.Deleted}
+		img.shareGroupConfigs[r.Group] = ShareGroupConfig{Group: r.Group, Configs: r.Configs, Generation: r.Generation, Deleted: r.Deleted, DeletedTopics: r.DeletedTopics}
 		return nil
 	})
 	if err != nil {
@@ -137,7 +139,7 @@ func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64
 	if len(merged) == 0 {
 		merged = nil
 	}
-	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: merged, Generation: index, Deleted: old.Deleted})
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: merged, Generation: index, Deleted: old.Deleted, DeletedTopics: old.DeletedTopics})
 	return index
 }
 
@@ -150,8 +152,8 @@ type ShareGroupDeleted struct {
 
 // applyDeleteShareGroup removes a group's share-partition states and
 // settings, or its states on some topics, answering ShareGroupDeleted.
-// Either way every node drops what it holds of the group (a new
-// Deleted), restoring the states left from the image.
+// Every node drops what it holds of the group on those topics, or all
+// of it (a new Deleted, with DeletedTopics).
 func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
 		return err
@@ -174,7 +176,7 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 	if len(c.Topics) > 0 {
 		configs = d.img.shareGroupConfigs[c.Group].Configs
 	}
-	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index})
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index, DeletedTopics: slices.Clone(c.Topics)})
 	return ShareGroupDeleted{States: n, Generation: index}
 }
 

@@ -107,7 +107,8 @@ func TestFSMShareGroupConfig(t *testing.T) {
 
 // TestFSMDeleteShareGroupTopics: a delete naming topics removes the
 // group's states on them only, keeps its settings, and still marks the
-// group deleted (every node drops what it holds and restores the rest).
+// group deleted, naming the topics (every node drops what it holds of
+// the group on them).
 func TestFSMDeleteShareGroupTopics(t *testing.T) {
 	t.Parallel()
 	tf := newTestFSM(t)
@@ -135,7 +136,7 @@ func TestFSMDeleteShareGroupTopics(t *testing.T) {
 		t.Fatalf("deleted %d states, want 2", n)
 	}
 	c2, _ := tf.f.Image().ShareGroupConfig("g")
-	if !reflect.DeepEqual(c2.Configs, kv) || c2.Deleted != c2.Generation || c2.Generation <= c.Generation {
+	if !reflect.DeepEqual(c2.Configs, kv) || c2.Deleted != c2.Generation || c2.Generation <= c.Generation || !reflect.DeepEqual(c2.DeletedTopics, []string{"t"}) {
 		t.Fatalf("after deleting the topic's states: %+v", c2)
 	}
 	if n := tf.f.Image().ShareGroupStates("g"); n != 0 {

@@ -213,10 +213,11 @@ func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts
 	}
 	out := make([]ShareAckResult, len(parts))
 	changes := make([]shareChange, len(parts))
+	mark := sc.MarkGroup(group)
 	for i, p := range parts {
 		out[i] = ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: c.shareAck(ctx, sc, group, member, p, &changes[i])}
 	}
-	for i, err := range c.sharePersist(ctx, sc, group, parts, changes) {
+	for i, err := range c.sharePersist(ctx, sc, group, parts, changes, mark) {
 		if err != nil && out[i].Err == nil && len(parts[i].Acks) > 0 {
 			out[i].Err = err
 		}
@@ -249,14 +250,15 @@ func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, 
 }
 
 // sharePersist has the coordinator save the share-partitions the call
-// changed, then writes the dead letters of those saved, and answers each
-// partition's saving error.
-func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, group string, parts []SharePartition, changes []shareChange) []error {
+// changed since mark, then writes the dead letters of those saved, and
+// answers each partition's saving error (one dropped meanwhile, its
+// group's state deleted, is not saved).
+func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, group string, parts []SharePartition, changes []shareChange, mark sharegroup.Mark) []error {
 	tps := make([]sharegroup.TopicPartition, len(parts))
 	for i, p := range parts {
 		tps[i] = sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 	}
-	errs := sc.Persist(ctx, group, tps)
+	errs := sc.PersistSince(ctx, group, tps, mark)
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = c.fail(err)
@@ -307,6 +309,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 	}
 	out := make([]ShareFetchResult, len(req.Partitions))
 	changes := make([]shareChange, len(req.Partitions))
+	mark := sc.MarkGroup(req.Group)
 	for i, p := range req.Partitions {
 		out[i] = ShareFetchResult{Topic: p.Topic, Partition: p.Partition, AckErr: c.shareAck(ctx, sc, req.Group, req.MemberID, p, &changes[i])}
 	}
@@ -314,7 +317,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		// Answer only what is saved: an acknowledgement not saved is
 		// refused, records whose delivery is not saved are not handed
 		// out (they stay locked here until their lock runs out).
-		for i, err := range c.sharePersist(ctx, sc, req.Group, req.Partitions, changes) {
+		for i, err := range c.sharePersist(ctx, sc, req.Group, req.Partitions, changes, mark) {
 			if err == nil {
 				continue
 			}

@@ -132,6 +132,10 @@ type Coordinator struct {
 	// departed are the members that left or timed out here since
 	// TakeDepartures, for the caller to tell the other nodes.
 	departed []Departure
+	// drops counts, per group, the times this node dropped share-
+	// partitions of it (its state deleted): a change made before a drop
+	// is not saved (PersistSince).
+	drops map[string]uint64
 
 	saver saver // persist.go
 }
@@ -175,6 +179,8 @@ type partition struct {
 	version, saved uint64
 	// gen is the group's settings generation p's state is saved under.
 	gen uint64
+	// born is the group's drops count when p was made (PersistSince).
+	born uint64
 	// pending are the dead letters not yet known written (deadletters.go).
 	pending []pendingDead
 }
@@ -184,7 +190,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Coordinator{cfg: cfg, groups: make(map[string]*group)}, nil
+	return &Coordinator{cfg: cfg, groups: make(map[string]*group), drops: make(map[string]uint64)}, nil
 }
 
 // GroupConfig is one group's own settings.
@@ -224,7 +230,7 @@ func (c *Coordinator) GroupConfig(name string) GroupConfig {
 		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, Reset: g.reset}
 	}
 	if c.cfg.Configs != nil {
-		kv, _, _ := c.cfg.Configs.ShareGroupConfig(name)
+		kv, _, _, _ := c.cfg.Configs.ShareGroupConfig(name)
 		if cfg, err := ApplyGroupConfigs(c.DefaultGroupConfig(), kv); err == nil {
 			return cfg
 		}
@@ -370,7 +376,7 @@ func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPar
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]
 	if p == nil {
-		p = &partition{group: groupName, tp: tp, gen: g.gen}
+		p = &partition{group: groupName, tp: tp, gen: g.gen, born: c.drops[groupName]}
 		g.parts[tp] = p
 	}
 	return p, groupView{cfg: g.cfg, reset: g.reset, dlq: g.dlq}, nil

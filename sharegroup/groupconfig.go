@@ -147,9 +147,10 @@ func isoDuration(d time.Duration) string {
 type ConfigSource interface {
 	// ShareGroupConfig is group's own settings (nil: none), the
 	// generation they were set at (it changes with each change and each
-	// delete of the group's state; 0: never set), and the generation of
-	// the group's last delete (0: never).
-	ShareGroupConfig(group string) (configs map[string]string, generation, deleted uint64)
+	// delete of the group's state; 0: never set), the generation of the
+	// group's last delete (0: never) and the topics that delete named
+	// (none: all of the group's state).
+	ShareGroupConfig(group string) (configs map[string]string, generation, deleted uint64, deletedTopics []string)
 }
 
 // ApplyGroupConfigs returns base with the settings of kv, or the first

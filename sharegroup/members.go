@@ -71,5 +71,6 @@ func (c *Coordinator) ForgetGroup(groupName string) {
 	defer c.mu.Unlock()
 	if g, ok := c.groups[groupName]; ok && len(g.members) == 0 {
 		delete(c.groups, groupName)
+		c.drops[groupName]++
 	}
 }
