@@ -156,6 +156,10 @@ func (s shareGroupStore) HasShareGroup(group string) bool {
 	return len(c.Configs) > 0 || img.ShareGroupStates(group) > 0
 }
 
+func (s shareGroupStore) HasShareState(group string) bool {
+	return s.b.cluster.image().ShareGroupStates(group) > 0
+}
+
 func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) error {
 	gen, err := s.b.cluster.fwd.PutShareGroupConfig(ctx, group, set, del)
 	if err != nil {

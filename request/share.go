@@ -93,9 +93,10 @@ type ShareFetchRequest struct {
 	// answering them NOT_LEADER_OR_FOLLOWER.
 	Route bool
 	// KeyOrdered: the member asks for the group's per-key ordering (a
-	// key_ordered SHARED stream): it is turned on first where the
-	// partitions are served (ShareGroupRequireKeyOrdering), since a
-	// group's settings are per node, or the fetch is refused.
+	// key_ordered SHARED stream): a node serving the group without it
+	// refuses the fetch (shareKeyOrderedFetch) rather than deliver out
+	// of order; below metadata.version 16, where a group's settings are
+	// per node, it turns the ordering on first.
 	KeyOrdered bool
 
 	early <-chan struct{} // closed: stop long-polling (a routed fetch's part)
@@ -299,7 +300,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		return nil, err
 	}
 	if req.KeyOrdered && !sc.GroupConfig(req.Group).Partition.KeyOrdering {
-		if err := c.ShareGroupRequireKeyOrdering(ctx, req.Group); err != nil {
+		if err := c.shareKeyOrderedFetch(ctx, sc, req.Group); err != nil {
 			return nil, err
 		}
 	}

@@ -30,6 +30,9 @@ type ShareGroupStore interface {
 	// HasShareGroup says whether the group has a saved share-partition
 	// state or settings of its own.
 	HasShareGroup(group string) bool
+	// HasShareState says whether the group has a saved share-partition
+	// state.
+	HasShareState(group string) bool
 	// PutShareGroupConfig changes the group's settings, on those the
 	// metadata log holds when it applies the change (del back to the
 	// node's, set set), and returns once this node's image holds them.

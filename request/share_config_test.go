@@ -3,33 +3,67 @@ package request_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
 )
 
 // groupStore is a request.ShareGroupStore in memory: groups with saved
-// state, and whether the metadata.version keeps settings and deletes.
+// state, their settings, and whether the metadata.version keeps settings
+// and deletes.
 type groupStore struct {
 	mu        sync.Mutex
 	supported bool
 	saved     map[string]bool
+	configs   map[string]map[string]string
 	deletes   int
+	puts      int
 }
 
 func (s *groupStore) Supported() bool { return s.supported }
 
-func (s *groupStore) ShareGroupConfig(string) map[string]string { return nil }
+func (s *groupStore) ShareGroupConfig(group string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.configs[group]
+}
 
 func (s *groupStore) HasShareGroup(group string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saved[group] || len(s.configs[group]) > 0
+}
+
+func (s *groupStore) HasShareState(group string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.saved[group]
 }
 
-func (s *groupStore) PutShareGroupConfig(context.Context, string, map[string]string, []string) error {
-	return request.ErrShareConfigUnsupported
+func (s *groupStore) PutShareGroupConfig(_ context.Context, group string, set map[string]string, del []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.supported {
+		return request.ErrShareConfigUnsupported
+	}
+	if s.configs == nil {
+		s.configs = map[string]map[string]string{}
+	}
+	kv := maps.Clone(s.configs[group])
+	if kv == nil {
+		kv = map[string]string{}
+	}
+	for _, k := range del {
+		delete(kv, k)
+	}
+	maps.Copy(kv, set)
+	s.configs[group] = kv
+	s.puts++
+	return nil
 }
 
 func (s *groupStore) DeleteShareGroup(_ context.Context, group string, _ []string) error {
@@ -65,5 +99,55 @@ func TestCoreDeleteShareGroupBelowVersion16(t *testing.T) {
 	}
 	if store.HasShareGroup("g") || store.deletes != 1 || len(coord.deleted) != 0 {
 		t.Fatalf("after the delete: saved %v, %d deletes, consumer groups deleted %v", store.saved, store.deletes, coord.deleted)
+	}
+}
+
+// TestCoreShareKeyOrderingFromStreams: from metadata.version 16 a
+// key-ordered stream turns share.key.ordering on (saved on the group)
+// only for a group with neither share-partition state nor a key
+// ordering setting; a group with state, even one with other settings of
+// its own, or one set to false, is refused (INVALID_REQUEST, naming
+// AlterConfigs) with nothing written. A key-ordered fetch never writes
+// the setting: a leader serving the group without it refuses the fetch,
+// retriably while the group could still take it on.
+func TestCoreShareKeyOrderingFromStreams(t *testing.T) {
+	t.Parallel()
+	store := &groupStore{supported: true, saved: map[string]bool{"used": true},
+		configs: map[string]map[string]string{
+			"used": {"errors.deadletterqueue.topic.name": "dlq"},
+			"off":  {"share.key.ordering": "false"},
+		}}
+	f, _ := newShareCore(t, false, func(c *request.Config) { c.ShareStore = store })
+	ctx := ctxT(t)
+	for _, g := range []string{"used", "off"} {
+		err := f.core.ShareGroupRequireKeyOrdering(ctx, g)
+		if !errors.Is(err, replica.ErrInvalidRequest) || !strings.Contains(err.Error(), "AlterConfigs") {
+			t.Errorf("key ordering asked of group %q: %v, want invalid request naming AlterConfigs", g, err)
+		}
+	}
+	if store.puts != 0 || store.configs["used"]["share.key.ordering"] != "" {
+		t.Fatalf("refused, yet written: %d puts, %v", store.puts, store.configs)
+	}
+	if err := f.core.ShareGroupRequireKeyOrdering(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
+	if store.configs["new"]["share.key.ordering"] != "true" {
+		t.Fatalf("a new group's settings after a key-ordered start: %v", store.configs["new"])
+	}
+
+	// A key-ordered fetch of a group without the setting writes nothing.
+	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "fresh", MemberID: "m", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	puts := store.puts
+	_, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "fresh", MemberID: "m", KeyOrdered: true, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+	if !errors.Is(err, replica.ErrRequestTimedOut) || store.puts != puts {
+		t.Fatalf("key-ordered fetch of a group whose setting this node does not hold yet: %v, %d puts; want retriable, none", err, store.puts-puts)
+	}
+	store.mu.Lock()
+	store.configs["fresh"] = map[string]string{"share.key.ordering": "false"}
+	store.mu.Unlock()
+	if _, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "fresh", MemberID: "m", KeyOrdered: true, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); !errors.Is(err, replica.ErrInvalidRequest) {
+		t.Fatalf("key-ordered fetch of a group set to false: %v, want invalid request", err)
 	}
 }

@@ -380,9 +380,14 @@ type PeerShareFetchRequest struct {
 	MaxRecords int32                  `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
 	Partitions []*PeerSharePartition  `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// The member asks for the group's per-key ordering (a key_ordered
-	// SHARED stream): the leader turns it on for the group first, or
-	// refuses the fetch (INVALID_REQUEST) for a group it already serves
-	// without it.
+	// SHARED stream). From metadata.version 16 the leader takes the
+	// ordering from the group's saved share.key.ordering, as for any
+	// member, and refuses such a fetch of a group without it rather than
+	// deliver out of order (INVALID_REQUEST when the group may not take
+	// it on, REQUEST_TIMED_OUT while its metadata lacks the setting the
+	// stream's node saved). Below 16, where settings are per node, the
+	// leader turns it on for the group first, or refuses the fetch for a
+	// group it already serves without it.
 	KeyOrdered    bool `protobuf:"varint,7,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
