@@ -46,6 +46,18 @@ func (f coreForwarder) sharePeers() []int32 {
 // ShareMember asks the other brokers at once whether member id
 // heartbeats to one of them in group.
 func (f coreForwarder) ShareMember(ctx context.Context, group, id string) (bool, error) {
+	return f.askSharePeers(ctx, &pb.ShareMemberRequest{Group: group, MemberId: id})
+}
+
+// ShareGroupHasMembers asks every other broker at once whether a member
+// of group heartbeats to it.
+func (f coreForwarder) ShareGroupHasMembers(ctx context.Context, group string) (bool, error) {
+	return f.askSharePeers(ctx, &pb.ShareMemberRequest{Group: group, AnyMember: true})
+}
+
+// askSharePeers asks every other broker at once: true as soon as one
+// says yes.
+func (f coreForwarder) askSharePeers(ctx context.Context, req *pb.ShareMemberRequest) (bool, error) {
 	peers := f.sharePeers()
 	if len(peers) == 0 {
 		return false, nil
@@ -64,7 +76,7 @@ func (f coreForwarder) ShareMember(ctx context.Context, group, id string) (bool,
 				answers <- answer{err: err}
 				return
 			}
-			resp, err := pb.NewReplicaServiceClient(cc).ShareMember(ctx, &pb.ShareMemberRequest{Group: group, MemberId: id})
+			resp, err := pb.NewReplicaServiceClient(cc).ShareMember(ctx, req)
 			answers <- answer{yes: err == nil && resp.Member, err: err}
 		}()
 	}
@@ -182,6 +194,9 @@ func (f coreForwarder) ShareAcknowledge(ctx context.Context, leader int32, group
 
 // ShareMember answers whether member_id heartbeats here in group.
 func (s *replicaService) ShareMember(_ context.Context, req *pb.ShareMemberRequest) (*pb.ShareMemberResponse, error) {
+	if req.AnyMember {
+		return &pb.ShareMemberResponse{Member: s.b.core.ShareGroupMembersHere(req.Group)}, nil
+	}
 	return &pb.ShareMemberResponse{Member: s.b.core.ShareMemberHere(req.Group, req.MemberId)}, nil
 }
 

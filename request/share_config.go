@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/quirelog/quire/auth"
-	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
@@ -179,11 +178,11 @@ func (c *Core) shareGroupKnown(groupID string) bool {
 }
 
 // deleteShareGroup removes an empty share group's saved state and
-// settings; one with members is group.ErrNonEmptyGroup.
+// settings; one with members, on any node, is group.ErrNonEmptyGroup.
 func (c *Core) deleteShareGroup(ctx context.Context, groupID string) error {
 	sc := c.cfg.Shares
-	if n := sc.LiveMembers(c.cfg.Now(), groupID); n > 0 {
-		return c.fail(fmt.Errorf("delete group: %w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
+	if err := c.shareGroupEmpty(ctx, sc, groupID); err != nil {
+		return err
 	}
 	if c.cfg.ShareStore != nil && c.cfg.ShareStore.HasShareGroup(groupID) {
 		// Saved state the metadata log cannot delete below
@@ -229,8 +228,8 @@ func (c *Core) DeleteShareGroupOffsets(ctx context.Context, groupID string, topi
 	if !c.shareGroupKnown(groupID) {
 		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, groupID))
 	}
-	if n := sc.LiveMembers(c.cfg.Now(), groupID); n > 0 {
-		return nil, c.fail(fmt.Errorf("%w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
+	if err := c.shareGroupEmpty(ctx, sc, groupID); err != nil {
+		return nil, err
 	}
 	out := make([]ShareTopicResult, len(topics))
 	var known []string

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/request"
 )
@@ -149,5 +150,39 @@ func TestCoreShareKeyOrderingFromStreams(t *testing.T) {
 	store.mu.Unlock()
 	if _, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "fresh", MemberID: "m", KeyOrdered: true, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); !errors.Is(err, replica.ErrInvalidRequest) {
 		t.Fatalf("key-ordered fetch of a group set to false: %v, want invalid request", err)
+	}
+}
+
+// TestCoreDeleteShareGroupMembersElsewhere: a share group whose member
+// heartbeats to another node is not empty: deleting it, or its state on
+// a topic, is refused (NON_EMPTY_GROUP), its saved state kept; with a
+// node not answering, retriably; once no node has a member, it goes.
+func TestCoreDeleteShareGroupMembersElsewhere(t *testing.T) {
+	t.Parallel()
+	store := &groupStore{supported: true, saved: map[string]bool{"g": true}}
+	nodes := &shareNodes{members: map[string]bool{"g/x": true}}
+	coord := &coordinator{offsets: map[string][]request.CommittedOffset{}, members: map[string]int{}}
+	f, _ := newShareCore(t, false, func(c *request.Config) { c.ShareStore, c.ShareCluster, c.Groups = store, nodes, coord })
+	ctx := ctxT(t)
+	if err := f.core.DeleteGroup(ctx, "g"); !errors.Is(err, group.ErrNonEmptyGroup) {
+		t.Fatalf("delete with a member on another node: %v, want %v", err, group.ErrNonEmptyGroup)
+	}
+	if _, err := f.core.DeleteShareGroupOffsets(ctx, "g", []string{"t"}); !errors.Is(err, group.ErrNonEmptyGroup) {
+		t.Fatalf("delete offsets with a member on another node: %v, want %v", err, group.ErrNonEmptyGroup)
+	}
+	if store.deletes != 0 || !store.HasShareState("g") {
+		t.Fatalf("the state of a group with a member went: %d deletes", store.deletes)
+	}
+	nodes.mu.Lock()
+	nodes.members, nodes.down = nil, true
+	nodes.mu.Unlock()
+	if err := f.core.DeleteGroup(ctx, "g"); !errors.Is(err, request.ErrShareMemberUnconfirmed) {
+		t.Fatalf("delete with a node not answering: %v, want %v", err, request.ErrShareMemberUnconfirmed)
+	}
+	nodes.mu.Lock()
+	nodes.down = false
+	nodes.mu.Unlock()
+	if err := f.core.DeleteGroup(ctx, "g"); err != nil || store.deletes != 1 {
+		t.Fatalf("delete of an empty group: %v, %d deletes", err, store.deletes)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/sharegroup"
 )
 
@@ -39,6 +40,9 @@ type ShareCluster interface {
 	// false when every one said no; an error when none said so and some
 	// could not be asked.
 	ShareMember(ctx context.Context, group, id string) (bool, error)
+	// ShareGroupHasMembers asks the other live nodes whether some member
+	// heartbeats to one of them in group, answering as ShareMember.
+	ShareGroupHasMembers(ctx context.Context, group string) (bool, error)
 	// ShareMembersLeft tells the other live nodes that members left
 	// their groups here, and returns once each has answered or could
 	// not be reached.
@@ -109,6 +113,34 @@ func (c *Core) ShareExpire(ctx context.Context) {
 // heartbeats to this node in group.
 func (c *Core) ShareMemberHere(group, id string) bool {
 	return c.cfg.Shares != nil && c.cfg.Shares.HasMember(c.cfg.Now(), group, id)
+}
+
+// ShareGroupMembersHere answers another node's ShareGroupHasMembers:
+// whether some member heartbeats to this node in group.
+func (c *Core) ShareGroupMembersHere(group string) bool {
+	return c.cfg.Shares != nil && c.cfg.Shares.HasMembers(c.cfg.Now(), group)
+}
+
+// shareGroupEmpty refuses to delete the state of a share group with
+// members: on this node (those heartbeating here, and those known here
+// from their fetches), or heartbeating to another node; and, when some
+// node could not be asked, one whose emptiness cannot be told (the
+// caller may retry).
+func (c *Core) shareGroupEmpty(ctx context.Context, sc *sharegroup.Coordinator, groupID string) error {
+	if n := sc.LiveMembers(c.cfg.Now(), groupID); n > 0 {
+		return c.fail(fmt.Errorf("%w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
+	}
+	if c.cfg.ShareCluster == nil {
+		return nil
+	}
+	has, err := c.cfg.ShareCluster.ShareGroupHasMembers(ctx, groupID)
+	if has {
+		return c.fail(fmt.Errorf("%w: share group %q has members on another node", group.ErrNonEmptyGroup, groupID))
+	}
+	if err != nil {
+		return c.fail(fmt.Errorf("%w: whether share group %q has members on another node: %v", ErrShareMemberUnconfirmed, groupID, err))
+	}
+	return nil
 }
 
 // ShareMembersGone takes another node's word that members left group:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -32,6 +33,20 @@ func (n *shareNodes) ShareMember(_ context.Context, group, id string) (bool, err
 	n.asked = append(n.asked, id)
 	if n.members[group+"/"+id] {
 		return true, nil
+	}
+	if n.down {
+		return false, errors.New("a node did not answer")
+	}
+	return false, nil
+}
+
+func (n *shareNodes) ShareGroupHasMembers(_ context.Context, group string) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, ok := range n.members {
+		if ok && strings.HasPrefix(k, group+"/") {
+			return true, nil
+		}
 	}
 	if n.down {
 		return false, errors.New("a node did not answer")

@@ -54,6 +54,24 @@ func (c *Coordinator) HasMember(now time.Time, groupName, id string) bool {
 	return ok && !m.fetcher
 }
 
+// HasMembers reports whether some member heartbeats to this node in
+// group (not counting those known only from their fetches).
+func (c *Coordinator) HasMembers(now time.Time, groupName string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return false
+	}
+	c.expireLocked(now, g)
+	for _, m := range g.members {
+		if !m.fetcher {
+			return true
+		}
+	}
+	return false
+}
+
 // Known reports whether this node may serve member id of group without
 // asking: it heartbeats here, or another node vouched for it until after
 // now.

@@ -23,9 +23,13 @@ const (
 )
 
 type ShareMemberRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Asks instead whether any member heartbeats to this broker in the
+	// group (member_id unused): a share group's delete checks that no
+	// node has a member.
+	AnyMember     bool `protobuf:"varint,3,opt,name=any_member,json=anyMember,proto3" json:"any_member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -72,6 +76,13 @@ func (x *ShareMemberRequest) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *ShareMemberRequest) GetAnyMember() bool {
+	if x != nil {
+		return x.AnyMember
+	}
+	return false
 }
 
 type ShareMemberResponse struct {
@@ -1972,10 +1983,12 @@ var File_quire_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\x1a\x15quire/v1/errors.proto\"G\n" +
+	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\x1a\x15quire/v1/errors.proto\"f\n" +
 	"\x12ShareMemberRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"-\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1d\n" +
+	"\n" +
+	"any_member\x18\x03 \x01(\bR\tanyMember\"-\n" +
 	"\x13ShareMemberResponse\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\bR\x06member\"P\n" +
 	"\x17ShareMembersLeftRequest\x125\n" +
