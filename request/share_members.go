@@ -232,21 +232,44 @@ func (c *Core) shareFetchRound(ctx context.Context, req *ShareFetchRequest, call
 			}
 		}
 		if quota[i] == 0 {
-			// No credit left for this leader this time: only its acks.
-			sub.MaxWait, sub.MaxRecords = 0, 0
+			// No credit left for this leader this time: only its acks,
+			// sent as an acknowledgement (a fetch of no records would
+			// acquire DefaultShareMaxRecords).
 			var acks []SharePartition
-			for _, p := range sub.Partitions {
+			var at []int
+			for j, p := range sub.Partitions {
 				if len(p.Acks) > 0 {
 					acks = append(acks, p)
+					at = append(at, cl.idx[j])
 				}
+			}
+			for j, k := range cl.idx {
+				out[k] = ShareFetchResult{Topic: sub.Partitions[j].Topic, Partition: sub.Partitions[j].Partition}
 			}
 			if len(acks) == 0 {
-				for j, k := range cl.idx {
-					out[k] = ShareFetchResult{Topic: sub.Partitions[j].Topic, Partition: sub.Partitions[j].Partition}
-				}
 				continue
 			}
-			sub.Partitions = acks
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var res []ShareAckResult
+				var err error
+				if cl.leader < 0 {
+					res, err = c.ShareAcknowledge(ctx, req.Group, req.MemberID, acks)
+				} else {
+					res, err = c.cfg.ShareCluster.ShareAcknowledge(ctx, cl.leader, req.Group, req.MemberID, acks)
+				}
+				for j, k := range at {
+					switch {
+					case err != nil:
+						out[k].Err = c.shareForwardErr(err)
+						out[k].AckErr = out[k].Err
+					case j < len(res):
+						out[k].AckErr = res[j].Err
+					}
+				}
+			}()
+			continue
 		}
 		wg.Add(1)
 		go func() {

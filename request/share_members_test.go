@@ -160,3 +160,52 @@ func TestCoreShareMembersAcrossNodes(t *testing.T) {
 		t.Fatalf("routed acknowledgement: %+v, %v, passed on %+v", res, err, nodes.acks)
 	}
 }
+
+// TestCoreShareRoutedFetchCredit: a routed fetch with less credit than
+// leaders acquires no more than its credit; a leader left without
+// credit this time is only sent its acknowledgements.
+func TestCoreShareRoutedFetchCredit(t *testing.T) {
+	t.Parallel()
+	nodes := &shareNodes{members: map[string]bool{"g/far": true}}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.AdmitFetchers = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster = sc, nodes })
+	produceKeyed(t, f, 0, 8, 8)
+	ctx := ctxT(t)
+	// The credit of one goes to either leader in turn: twice covers both.
+	for run := range 2 {
+		out, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "far", MaxRecords: 1, Route: true,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0, Acks: []share.Ack{{First: 100, Last: 100, Type: share.Accept}}},
+				{Topic: "t", Partition: 1, Acks: []share.Ack{{First: 7, Last: 7, Type: share.Accept}}}}})
+		if err != nil || len(out) != 2 {
+			t.Fatalf("run %d: %+v, %v", run, out, err)
+		}
+		n := 0
+		for _, r := range out {
+			for _, a := range r.Acquired {
+				n += int(a.Last - a.First + 1)
+			}
+		}
+		if n != 1 {
+			t.Fatalf("run %d: acquired %d records with a credit of 1: %+v", run, n, out)
+		}
+		if out[0].AckErr == nil {
+			t.Fatalf("run %d: the acknowledgement of a record t-0 never delivered was taken", run)
+		}
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	for _, r := range nodes.fetches {
+		if r.MaxRecords < 1 {
+			t.Fatalf("a fetch with no credit passed on: %+v", r)
+		}
+	}
+	if len(nodes.fetches)+len(nodes.acks) != 2 {
+		t.Fatalf("passed on %d fetches and %d acknowledgements, want 2 calls", len(nodes.fetches), len(nodes.acks))
+	}
+}
