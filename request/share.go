@@ -201,6 +201,19 @@ func topicsOf(parts []SharePartition) []string {
 // ShareAcknowledge applies a member's acknowledgements, each partition's
 // refusal in its result.
 func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	return c.shareAcknowledge(ctx, group, member, false, parts)
+}
+
+// ShareAcknowledgeKeyOrdered is ShareAcknowledge of a member that asks
+// for the group's per-key ordering (a key_ordered SHARED stream's, passed
+// on by its node): as a fetch of it does, it turns the ordering on here
+// first, before a partition's state restored here for the
+// acknowledgement would serve the group without it.
+func (c *Core) ShareAcknowledgeKeyOrdered(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	return c.shareAcknowledge(ctx, group, member, true, parts)
+}
+
+func (c *Core) shareAcknowledge(ctx context.Context, group, member string, keyOrdered bool, parts []SharePartition) ([]ShareAckResult, error) {
 	sc, err := c.shares(group)
 	if err != nil {
 		return nil, err
@@ -210,6 +223,11 @@ func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts
 	}
 	if err := c.shareMember(ctx, sc, group, member); err != nil {
 		return nil, err
+	}
+	if keyOrdered && !sc.GroupConfig(group).Partition.KeyOrdering {
+		if err := c.ShareGroupRequireKeyOrdering(ctx, group); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]ShareAckResult, len(parts))
 	changes := make([]shareChange, len(parts))
