@@ -172,12 +172,13 @@ func (f coreForwarder) ShareFetch(ctx context.Context, leader int32, req *reques
 
 // ShareAcknowledge passes acknowledgements on to leader as the caller's
 // principal.
-func (f coreForwarder) ShareAcknowledge(ctx context.Context, leader int32, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error) {
+func (f coreForwarder) ShareAcknowledge(ctx context.Context, leader int32, group, member string, keyOrdered bool, parts []request.SharePartition) ([]request.ShareAckResult, error) {
 	cc, _, err := f.conn(leader)
 	if err != nil {
 		return nil, err
 	}
-	in := &pb.PeerShareAckRequest{Principal: request.Principal(ctx), Group: group, MemberId: member, Partitions: peerSharePartitions(parts)}
+	in := &pb.PeerShareAckRequest{Principal: request.Principal(ctx), Group: group, MemberId: member, Partitions: peerSharePartitions(parts),
+		KeyOrdered: keyOrdered}
 	resp, err := pb.NewReplicaServiceClient(cc).ShareAcknowledge(f.b.forwardContext(ctx), in)
 	if err != nil {
 		return nil, err
@@ -252,7 +253,11 @@ func (s *replicaService) ShareFetch(ctx context.Context, req *pb.PeerShareFetchR
 
 // ShareAcknowledge applies acknowledgements passed on by another broker.
 func (s *replicaService) ShareAcknowledge(ctx context.Context, req *pb.PeerShareAckRequest) (*pb.PeerShareAckResponse, error) {
-	res, err := s.b.core.ShareAcknowledge(peerContext(ctx, req.Principal), req.Group, req.MemberId, fromPeerSharePartitions(req.Partitions))
+	ack := s.b.core.ShareAcknowledge
+	if req.KeyOrdered {
+		ack = s.b.core.ShareAcknowledgeKeyOrdered
+	}
+	res, err := ack(peerContext(ctx, req.Principal), req.Group, req.MemberId, fromPeerSharePartitions(req.Partitions))
 	if err != nil {
 		return &pb.PeerShareAckResponse{Error: service.ErrorOf(err)}, nil
 	}

@@ -94,7 +94,7 @@ type ShareFetchRequest struct {
 	Route bool
 	// KeyOrdered: the member asks for the group's per-key ordering (a
 	// key_ordered SHARED stream): a node serving the group without it
-	// refuses the fetch (shareKeyOrderedFetch) rather than deliver out
+	// refuses the fetch (shareKeyOrderedCall) rather than deliver out
 	// of order; below metadata.version 16, where a group's settings are
 	// per node, it turns the ordering on first.
 	KeyOrdered bool
@@ -202,6 +202,21 @@ func topicsOf(parts []SharePartition) []string {
 // ShareAcknowledge applies a member's acknowledgements, each partition's
 // refusal in its result.
 func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	return c.shareAcknowledge(ctx, group, member, false, parts)
+}
+
+// ShareAcknowledgeKeyOrdered is ShareAcknowledge of a member that asks
+// for the group's per-key ordering (a key_ordered SHARED stream's, passed
+// on by its node): as a fetch of it is (shareKeyOrderedCall), it is
+// refused where the group is served without the ordering; below
+// metadata.version 16 it turns the ordering on here first, before a
+// partition's state restored for the acknowledgement would serve the
+// group without it.
+func (c *Core) ShareAcknowledgeKeyOrdered(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	return c.shareAcknowledge(ctx, group, member, true, parts)
+}
+
+func (c *Core) shareAcknowledge(ctx context.Context, group, member string, keyOrdered bool, parts []SharePartition) ([]ShareAckResult, error) {
 	sc, err := c.shares(group)
 	if err != nil {
 		return nil, err
@@ -211,6 +226,11 @@ func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts
 	}
 	if err := c.shareMember(ctx, sc, group, member); err != nil {
 		return nil, err
+	}
+	if keyOrdered && !sc.GroupConfig(group).Partition.KeyOrdering {
+		if err := c.shareKeyOrderedCall(ctx, sc, group); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]ShareAckResult, len(parts))
 	changes := make([]shareChange, len(parts))
@@ -300,7 +320,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		return nil, err
 	}
 	if req.KeyOrdered && !sc.GroupConfig(req.Group).Partition.KeyOrdering {
-		if err := c.shareKeyOrderedFetch(ctx, sc, req.Group); err != nil {
+		if err := c.shareKeyOrderedCall(ctx, sc, req.Group); err != nil {
 			return nil, err
 		}
 	}

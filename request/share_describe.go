@@ -160,14 +160,14 @@ func keyOrderingDelivering(group string) error {
 // stream's node saved it just before); retriable.
 var errKeyOrderingNotYet = fmt.Errorf("%w: share.key.ordering=true is not in this node's metadata yet", replica.ErrRequestTimedOut)
 
-// shareKeyOrderedFetch answers a key-ordered member's fetch of a group
-// this node serves without key ordering. From metadata.version 16 the
-// group's saved setting decides on every node: the fetch is refused,
+// shareKeyOrderedCall answers a key-ordered member's fetch or
+// acknowledgement of a group this node serves without key ordering. From metadata.version 16 the
+// group's saved setting decides on every node: the call is refused,
 // for good when the group may not take it on (keyOrderingRefused), else
 // until this node's metadata holds the setting. Below 16 the settings
 // are per node, so the leader turns it on in its memory as the stream's
 // node did.
-func (c *Core) shareKeyOrderedFetch(ctx context.Context, sc *sharegroup.Coordinator, group string) error {
+func (c *Core) shareKeyOrderedCall(ctx context.Context, sc *sharegroup.Coordinator, group string) error {
 	st, err := c.shareStore()
 	if err != nil {
 		return c.ShareGroupRequireKeyOrdering(ctx, group)

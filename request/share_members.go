@@ -51,8 +51,9 @@ type ShareCluster interface {
 	// again), as the caller's principal.
 	ShareFetch(ctx context.Context, leader int32, req *ShareFetchRequest) ([]ShareFetchResult, error)
 	// ShareAcknowledge has leader apply acknowledgements to its
-	// partitions, as the caller's principal.
-	ShareAcknowledge(ctx context.Context, leader int32, group, member string, parts []SharePartition) ([]ShareAckResult, error)
+	// partitions, as the caller's principal; keyOrdered: the member asks
+	// for the group's per-key ordering (ShareAcknowledgeKeyOrdered).
+	ShareAcknowledge(ctx context.Context, leader int32, group, member string, keyOrdered bool, parts []SharePartition) ([]ShareAckResult, error)
 }
 
 // shareMember refuses a member the group does not have on any node.
@@ -264,21 +265,44 @@ func (c *Core) shareFetchRound(ctx context.Context, req *ShareFetchRequest, call
 			}
 		}
 		if quota[i] == 0 {
-			// No credit left for this leader this time: only its acks.
-			sub.MaxWait, sub.MaxRecords = 0, 0
+			// No credit left for this leader this time: only its acks,
+			// sent as an acknowledgement (a fetch of no records would
+			// acquire DefaultShareMaxRecords).
 			var acks []SharePartition
-			for _, p := range sub.Partitions {
+			var at []int
+			for j, p := range sub.Partitions {
 				if len(p.Acks) > 0 {
 					acks = append(acks, p)
+					at = append(at, cl.idx[j])
 				}
+			}
+			for j, k := range cl.idx {
+				out[k] = ShareFetchResult{Topic: sub.Partitions[j].Topic, Partition: sub.Partitions[j].Partition}
 			}
 			if len(acks) == 0 {
-				for j, k := range cl.idx {
-					out[k] = ShareFetchResult{Topic: sub.Partitions[j].Topic, Partition: sub.Partitions[j].Partition}
-				}
 				continue
 			}
-			sub.Partitions = acks
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var res []ShareAckResult
+				var err error
+				if cl.leader < 0 {
+					res, err = c.shareAcknowledge(ctx, req.Group, req.MemberID, req.KeyOrdered, acks)
+				} else {
+					res, err = c.cfg.ShareCluster.ShareAcknowledge(ctx, cl.leader, req.Group, req.MemberID, req.KeyOrdered, acks)
+				}
+				for j, k := range at {
+					switch {
+					case err != nil:
+						out[k].Err = c.shareForwardErr(err)
+						out[k].AckErr = out[k].Err
+					case j < len(res):
+						out[k].AckErr = res[j].Err
+					}
+				}
+			}()
+			continue
 		}
 		wg.Add(1)
 		go func() {
@@ -342,14 +366,15 @@ func (c *Core) shareForwardErr(err error) error {
 
 // ShareAcknowledgeRouted is ShareAcknowledge with each partition's
 // acknowledgements applied at its leader, wherever it is (a SHARED
-// Subscribe stream's).
-func (c *Core) ShareAcknowledgeRouted(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+// Subscribe stream's); keyOrdered: the member asks for the group's
+// per-key ordering (ShareAcknowledgeKeyOrdered).
+func (c *Core) ShareAcknowledgeRouted(ctx context.Context, group, member string, keyOrdered bool, parts []SharePartition) ([]ShareAckResult, error) {
 	if _, err := c.shares(group); err != nil {
 		return nil, err
 	}
 	local, remote := c.shareRoute(parts)
 	if len(remote) == 0 || c.cfg.ShareCluster == nil {
-		return c.ShareAcknowledge(ctx, group, member, parts)
+		return c.shareAcknowledge(ctx, group, member, keyOrdered, parts)
 	}
 	out := make([]ShareAckResult, len(parts))
 	var wg sync.WaitGroup
@@ -358,9 +383,9 @@ func (c *Core) ShareAcknowledgeRouted(ctx context.Context, group, member string,
 		var res []ShareAckResult
 		var err error
 		if leader < 0 {
-			res, err = c.ShareAcknowledge(ctx, group, member, pick(parts, idx))
+			res, err = c.shareAcknowledge(ctx, group, member, keyOrdered, pick(parts, idx))
 		} else {
-			res, err = c.cfg.ShareCluster.ShareAcknowledge(ctx, leader, group, member, pick(parts, idx))
+			res, err = c.cfg.ShareCluster.ShareAcknowledge(ctx, leader, group, member, keyOrdered, pick(parts, idx))
 		}
 		for j, k := range idx {
 			out[k] = ShareAckResult{Topic: parts[k].Topic, Partition: parts[k].Partition}

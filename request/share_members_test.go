@@ -74,7 +74,7 @@ func (n *shareNodes) ShareFetch(_ context.Context, leader int32, req *request.Sh
 	return out, nil
 }
 
-func (n *shareNodes) ShareAcknowledge(_ context.Context, leader int32, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error) {
+func (n *shareNodes) ShareAcknowledge(_ context.Context, leader int32, group, member string, _ bool, parts []request.SharePartition) ([]request.ShareAckResult, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.acks = append(n.acks, parts)
@@ -169,9 +169,112 @@ func TestCoreShareMembersAcrossNodes(t *testing.T) {
 	if err != nil || !errors.Is(out[0].Err, request.ErrLeaderUnreachable) {
 		t.Fatalf("a leader out of reach: %+v, %v", out, err)
 	}
-	res, err := f.core.ShareAcknowledgeRouted(ctx, "g", "far", []request.SharePartition{
+	res, err := f.core.ShareAcknowledgeRouted(ctx, "g", "far", false, []request.SharePartition{
 		{Topic: "t", Partition: 1, Acks: []share.Ack{{First: 7, Last: 7, Type: share.Accept}}}})
 	if err != nil || len(res) != 1 || res[0].Err != nil || len(nodes.acks) != 1 || nodes.acks[0][0].Partition != 1 {
 		t.Fatalf("routed acknowledgement: %+v, %v, passed on %+v", res, err, nodes.acks)
+	}
+}
+
+// TestCoreShareRoutedFetchCredit: a routed fetch with less credit than
+// leaders acquires no more than its credit; a leader left without
+// credit this time is only sent its acknowledgements.
+func TestCoreShareRoutedFetchCredit(t *testing.T) {
+	t.Parallel()
+	nodes := &shareNodes{members: map[string]bool{"g/far": true}}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.AdmitFetchers = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster = sc, nodes })
+	produceKeyed(t, f, 0, 8, 8)
+	ctx := ctxT(t)
+	// The credit of one goes to either leader in turn: twice covers both.
+	for run := range 2 {
+		out, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "far", MaxRecords: 1, Route: true,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0, Acks: []share.Ack{{First: 100, Last: 100, Type: share.Accept}}},
+				{Topic: "t", Partition: 1, Acks: []share.Ack{{First: 7, Last: 7, Type: share.Accept}}}}})
+		if err != nil || len(out) != 2 {
+			t.Fatalf("run %d: %+v, %v", run, out, err)
+		}
+		n := 0
+		for _, r := range out {
+			for _, a := range r.Acquired {
+				n += int(a.Last - a.First + 1)
+			}
+		}
+		if n != 1 {
+			t.Fatalf("run %d: acquired %d records with a credit of 1: %+v", run, n, out)
+		}
+		if out[0].AckErr == nil {
+			t.Fatalf("run %d: the acknowledgement of a record t-0 never delivered was taken", run)
+		}
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	for _, r := range nodes.fetches {
+		if r.MaxRecords < 1 {
+			t.Fatalf("a fetch with no credit passed on: %+v", r)
+		}
+	}
+	if len(nodes.fetches)+len(nodes.acks) != 2 {
+		t.Fatalf("passed on %d fetches and %d acknowledgements, want 2 calls", len(nodes.fetches), len(nodes.acks))
+	}
+}
+
+// TestCoreShareKeyOrderedAckOnNewLeader: a key_ordered stream's
+// acknowledgement may be the first call a new leader gets for the group,
+// restoring the partition's saved state there: it turns the group's
+// per-key ordering on first, so the state is served with it and the
+// stream's next fetch is not refused as asking it of a group served
+// without.
+func TestCoreShareKeyOrderedAckOnNewLeader(t *testing.T) {
+	t.Parallel()
+	store := &shareStore{saved: map[sharegroup.TopicPartition]sharegroup.SavedState{}}
+	nodes := &shareNodes{members: map[string]bool{"g/far": true}}
+	coordinator := func() *sharegroup.Coordinator {
+		cfg := sharegroup.DefaultConfig()
+		cfg.ResetEarliest = true
+		cfg.AdmitFetchers = true
+		cfg.Store = store
+		sc, err := sharegroup.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	ctx := ctxT(t)
+	fetch := func(f fixture) ([]request.ShareFetchResult, error) {
+		return f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "far", MaxRecords: 1, KeyOrdered: true, Route: true,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+	}
+	// The old leader hands out record 0 with the ordering on.
+	old := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster = coordinator(), nodes })
+	produceKeyed(t, old, 0, 4, 2)
+	if out, err := fetch(old); err != nil || len(out[0].Acquired) != 1 || out[0].Acquired[0].First != 0 {
+		t.Fatalf("the old leader's fetch: %+v, %v", out, err)
+	}
+	// The new leader first gets the acknowledgement of record 0 (which
+	// it refuses: the records acquired from the old one are no one's
+	// here), restoring the partition's state for it.
+	sc := coordinator()
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster = sc, nodes })
+	produceKeyed(t, f, 0, 4, 2)
+	res, err := f.core.ShareAcknowledgeRouted(ctx, "g", "far", true, []request.SharePartition{
+		{Topic: "t", Partition: 0, Acks: []share.Ack{{First: 0, Last: 0, Type: share.Accept}}}})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("the acknowledgement at the new leader: %+v, %v", res, err)
+	}
+	if _, parts := sc.Describe("g"); len(parts) != 1 {
+		t.Fatalf("the new leader's share-partitions %+v, want t-0's restored", parts)
+	}
+	if !sc.GroupConfig("g").Partition.KeyOrdering {
+		t.Fatal("the new leader serves the group without its per-key ordering")
+	}
+	if out, err := fetch(f); err != nil || out[0].Err != nil || len(out[0].Acquired) != 1 {
+		t.Fatalf("the stream's next fetch at the new leader: %+v, %v", out, err)
 	}
 }

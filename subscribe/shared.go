@@ -45,7 +45,8 @@ type ShareCore interface {
 	ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
 	// ShareAcknowledgeRouted is ShareAcknowledge at each partition's
 	// leader, wherever it is.
-	ShareAcknowledgeRouted(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
+	// keyOrdered: the stream is key_ordered.
+	ShareAcknowledgeRouted(ctx context.Context, group, member string, keyOrdered bool, parts []request.SharePartition) ([]request.ShareAckResult, error)
 	// ShareLockDuration is how long the group's records stay locked.
 	ShareLockDuration(group string) time.Duration
 	// ShareGroupRequireKeyOrdering turns the group's per-key ordering on,
@@ -113,10 +114,10 @@ type sharedStream struct {
 	// rejoining: the group forgot the member; only the answer to a join
 	// (epoch 0) counts until it has joined again.
 	rejoining bool
-	hbAt       time.Time
-	hbDone     chan sharedHB
-	fetchStop  context.CancelFunc
-	fetchDone  chan sharedFetched
+	hbAt      time.Time
+	hbDone    chan sharedHB
+	fetchStop context.CancelFunc
+	fetchDone chan sharedFetched
 }
 
 type sharedHB struct {

@@ -26,7 +26,7 @@ func (f *fakeBroker) ShareAcknowledge(context.Context, string, string, []request
 	return nil, request.ErrShareGroupsDisabled
 }
 
-func (f *fakeBroker) ShareAcknowledgeRouted(context.Context, string, string, []request.SharePartition) ([]request.ShareAckResult, error) {
+func (f *fakeBroker) ShareAcknowledgeRouted(context.Context, string, string, bool, []request.SharePartition) ([]request.ShareAckResult, error) {
 	return nil, request.ErrShareGroupsDisabled
 }
 
@@ -90,7 +90,7 @@ func (f *shareCoreFake) ShareAcknowledge(_ context.Context, _, _ string, parts [
 	return out, nil
 }
 
-func (f *shareCoreFake) ShareAcknowledgeRouted(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error) {
+func (f *shareCoreFake) ShareAcknowledgeRouted(ctx context.Context, group, member string, _ bool, parts []request.SharePartition) ([]request.ShareAckResult, error) {
 	return f.ShareAcknowledge(ctx, group, member, parts)
 }
 

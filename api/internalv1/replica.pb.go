@@ -682,11 +682,17 @@ func (x *PeerShareFetchResponse) GetPartitions() []*PeerShareFetchResult {
 }
 
 type PeerShareAckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	MemberId      string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	Partitions    []*PeerSharePartition  `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Group      string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId   string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Partitions []*PeerSharePartition  `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As PeerShareFetchRequest's: an acknowledgement may be the first call
+	// a new leader gets for the group. Below metadata.version 16 the
+	// leader turns the ordering on first, so that the partition's state it
+	// restores for it keeps the group's ordering; from 16 the state takes
+	// the group's saved setting, and the flag is a check only.
+	KeyOrdered    bool `protobuf:"varint,5,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,6 +753,13 @@ func (x *PeerShareAckRequest) GetPartitions() []*PeerSharePartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *PeerShareAckRequest) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
 }
 
 type PeerShareAckResult struct {
@@ -2032,14 +2045,16 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12G\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2'.quire.internal.v1.PeerShareFetchResultR\n" +
-	"partitions\"\xad\x01\n" +
+	"partitions\"\xce\x01\n" +
 	"\x13PeerShareAckRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12E\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2%.quire.internal.v1.PeerSharePartitionR\n" +
-	"partitions\"o\n" +
+	"partitions\x12\x1f\n" +
+	"\vkey_ordered\x18\x05 \x01(\bR\n" +
+	"keyOrdered\"o\n" +
 	"\x12PeerShareAckResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
