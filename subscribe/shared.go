@@ -517,6 +517,13 @@ func (s *sharedStream) fetchRefused(err error) error {
 			return nil
 		}
 		return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
+	case quirev1.ErrorCode_INVALID_REQUEST:
+		if s.start.KeyOrdered {
+			// A leader serves the group without key ordering (its
+			// share.key.ordering changed since the stream began): the
+			// stream cannot have what it asked for.
+			return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
+		}
 	}
 	return nil
 }
