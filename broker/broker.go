@@ -402,6 +402,14 @@ func (b *Broker) startBackground() {
 		}
 		return nil
 	})
+	if b.cfg.GroupShareEnable {
+		// Share group members silent past their session timeout leave,
+		// their records released on every node (share_peers.go).
+		b.every("share-expire", shareExpireInterval, func() error {
+			b.core.ShareExpire(context.Background())
+			return nil
+		})
+	}
 	b.every("isr-shrink", lag/2, func() error {
 		if b.cluster.sessionLost() {
 			return nil // cut off: the controller decides the ISR now, not us

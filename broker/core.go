@@ -73,6 +73,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 			return nil, fmt.Errorf("share groups: %w", err)
 		}
 		cfg.Shares = sc
+		cfg.ShareCluster = coreForwarder{b} // share_peers.go
 		cfg.ShareStore = shareGroupStore{b}
 	}
 

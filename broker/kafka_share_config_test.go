@@ -96,8 +96,8 @@ func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
 	poll.Until(t, "the group settings saved", func() error {
 		code, msg := alterGroup(t, ctx, cl, "sg",
 			setOp("share.key.ordering", "true"),
-			setOp("group.share.delivery.count.limit", "3"),
-			setOp("group.share.record.lock.duration.ms", "15000"),
+			setOp("share.delivery.count.limit", "3"),
+			setOp("share.record.lock.duration.ms", "15000"),
 			setOp("errors.deadletterqueue.topic.name", "dlq.sq"),
 			setOp("share.auto.offset.reset", "by_duration:PT1H"))
 		if code == kerr.UnsupportedVersion.Code {
@@ -109,8 +109,8 @@ func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
 		return nil
 	})
 	got := describeGroup(t, ctx, cl, "sg")
-	want := map[string]string{"share.key.ordering": "true", "group.share.delivery.count.limit": "3",
-		"group.share.record.lock.duration.ms": "15000", "errors.deadletterqueue.topic.name": "dlq.sq",
+	want := map[string]string{"share.key.ordering": "true", "share.delivery.count.limit": "3",
+		"share.record.lock.duration.ms": "15000", "errors.deadletterqueue.topic.name": "dlq.sq",
 		"share.auto.offset.reset": "by_duration:PT3600S"}
 	for k, v := range want {
 		c, ok := got[k]
@@ -120,10 +120,10 @@ func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
 	}
 
 	for _, bad := range []kmsg.IncrementalAlterConfigsRequestResourceConfig{
-		setOp("group.share.delivery.count.limit", "0"),
+		setOp("share.delivery.count.limit", "0"),
 		setOp("share.key.ordering", "sometimes"),
 		setOp("share.auto.offset.reset", "yesterday"),
-		setOp("group.share.record.lock.duration.ms", "-5"),
+		setOp("share.record.lock.duration.ms", "-5"),
 		setOp("no.such.key", "1"),
 		deleteOp("no.such.key"),
 	} {
@@ -133,14 +133,14 @@ func TestBrokerKafkaShareGroupConfigs(t *testing.T) {
 		}
 	}
 	// Nothing of the refused changes was applied.
-	if c := describeGroup(t, ctx, cl, "sg")["group.share.delivery.count.limit"]; *c.Value != "3" {
+	if c := describeGroup(t, ctx, cl, "sg")["share.delivery.count.limit"]; *c.Value != "3" {
 		t.Fatalf("delivery limit after the refusals: %q", *c.Value)
 	}
 
-	if code, msg := alterGroup(t, ctx, cl, "sg", deleteOp("group.share.delivery.count.limit")); code != 0 {
+	if code, msg := alterGroup(t, ctx, cl, "sg", deleteOp("share.delivery.count.limit")); code != 0 {
 		t.Fatalf("delete: %v: %s", kerr.ErrorForCode(code), msg)
 	}
-	c := describeGroup(t, ctx, cl, "sg")["group.share.delivery.count.limit"]
+	c := describeGroup(t, ctx, cl, "sg")["share.delivery.count.limit"]
 	if *c.Value != "5" || c.Source == kmsg.ConfigSourceGroupConfig {
 		t.Fatalf("delivery limit after DELETE: %q from %v, want the node's 5", *c.Value, c.Source)
 	}

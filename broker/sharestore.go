@@ -50,9 +50,9 @@ func (s shareStore) Load(group string, tp sharegroup.TopicPartition, lease share
 
 // ShareGroupConfig is the group's saved settings and their generations
 // (sharegroup.ConfigSource).
-func (s shareStore) ShareGroupConfig(group string) (map[string]string, uint64, uint64) {
+func (s shareStore) ShareGroupConfig(group string) (map[string]string, uint64, uint64, []string) {
 	c, _ := s.b.cluster.image().ShareGroupConfig(group)
-	return c.Configs, c.Generation, c.Deleted
+	return c.Configs, c.Generation, c.Deleted, c.DeletedTopics
 }
 
 // shareSaves lets the broker stop with no save under way: a save runs
@@ -98,17 +98,24 @@ func (s shareStore) Save(ctx context.Context, states []sharegroup.SavedState) ([
 		case <-ctx.Done():
 		}
 	}()
-	if s.b.cluster.image().MetadataVersion() < metadata.MetadataVersionShareState {
+	mv := s.b.cluster.image().MetadataVersion()
+	if mv < metadata.MetadataVersionShareState {
 		return make([]error, len(states)), nil
 	}
 	out := make([]metadata.ShareState, len(states))
 	for i, st := range states {
 		out[i] = metadata.ShareState{ShareKey: metadata.ShareKey{Group: st.Group, Topic: st.Topic, Partition: st.Partition},
-			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Start: st.Start, Runs: make([]metadata.ShareRun, len(st.Runs)),
-			GroupGeneration: st.Generation}
+			TopicID: st.Lease.Incarnation, LeaderEpoch: st.Lease.Epoch, Start: st.Start, Runs: make([]metadata.ShareRun, len(st.Runs))}
 		for j, r := range st.Runs {
 			out[i].Runs[j] = metadata.ShareRun{Length: int32(r.Length), State: int32(r.State), DeliveryCount: int32(r.DeliveryCount)}
 		}
+		if mv < metadata.MetadataVersionShareGroupConfig {
+			// The fields of level 16 left out: a node of level 15
+			// would drop them from its image (the dead letters are
+			// then written as before 16, at most once).
+			continue
+		}
+		out[i].GroupGeneration = st.Generation
 		for _, d := range st.DeadLetters {
 			out[i].DeadLetters = append(out[i].DeadLetters, metadata.ShareDeadLetter{Offset: d.Offset, DeliveryCount: int32(d.DeliveryCount),
 				Reason: int32(d.Reason), ArchivedMs: d.Archived.UnixMilli()})
@@ -149,20 +156,32 @@ func (s shareGroupStore) HasShareGroup(group string) bool {
 	return len(c.Configs) > 0 || img.ShareGroupStates(group) > 0
 }
 
-func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error {
-	before, _ := s.b.cluster.image().ShareGroupConfig(group)
-	if err := s.b.cluster.fwd.PutShareGroupConfig(ctx, group, configs); err != nil {
+func (s shareGroupStore) HasShareState(group string) bool {
+	return s.b.cluster.image().ShareGroupStates(group) > 0
+}
+
+func (s shareGroupStore) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) error {
+	gen, err := s.b.cluster.fwd.PutShareGroupConfig(ctx, group, set, del)
+	if err != nil {
 		return err
 	}
-	return s.waitGeneration(ctx, group, before.Generation)
+	if gen == 0 {
+		return nil // nothing changed on a group never set
+	}
+	// At the change's generation, or the one it left when it changed
+	// nothing.
+	return s.waitGeneration(ctx, group, gen-1)
 }
 
 func (s shareGroupStore) DeleteShareGroup(ctx context.Context, group string, topics []string) error {
-	before, _ := s.b.cluster.image().ShareGroupConfig(group)
-	if _, err := s.b.cluster.fwd.DeleteShareGroup(ctx, group, topics); err != nil {
+	r, err := s.b.cluster.fwd.DeleteShareGroup(ctx, group, topics)
+	if err != nil {
 		return err
 	}
-	return s.waitGeneration(ctx, group, before.Generation)
+	// Up to the delete's own generation: one read from this node's
+	// image before the call could be older, and any change after it
+	// would end the wait before this node holds the delete.
+	return s.waitGeneration(ctx, group, r.Generation-1)
 }
 
 // waitGeneration waits until this node's image holds a change of the

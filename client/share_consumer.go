@@ -24,9 +24,9 @@ import (
 // losing its stream) makes the broker release every record it still
 // holds at once.
 //
-// Share groups are served in memory by the node that leads the
-// partitions read: the consumer opens its stream on the leader of the
-// first partition of its first topic (docs/share-groups.md).
+// The consumer opens its stream on the leader of the first partition of
+// its first topic; that node passes the fetches and acknowledgements of
+// partitions led elsewhere on to their leaders (docs/share-groups.md).
 //
 // A ShareConsumer is safe for concurrent use; a ShareRecord's
 // acknowledgements may be called from any goroutine.

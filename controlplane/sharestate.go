@@ -58,38 +58,43 @@ func (f *Forwarder) PutShareStates(ctx context.Context, broker int32, states []m
 // PutShareGroupConfig replaces a share group's settings on this node's
 // controller.
 func (s *Service) PutShareGroupConfig(ctx context.Context, in *pb.PutShareGroupConfigRequest) (*pb.PutShareGroupConfigResponse, error) {
-	if err := s.node.Ctl().PutShareGroupConfig(ctx, in.GetConfig().GetGroup(), in.GetConfig().GetConfigs()); err != nil {
+	gen, err := s.node.Ctl().PutShareGroupConfig(ctx, in.GetConfig().GetGroup(), in.GetConfig().GetConfigs(), in.GetConfig().GetDelete())
+	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.PutShareGroupConfigResponse{}, nil
+	return &pb.PutShareGroupConfigResponse{Generation: gen}, nil
 }
 
 // DeleteShareGroup removes a share group's saved state on this node's
 // controller.
 func (s *Service) DeleteShareGroup(ctx context.Context, in *pb.DeleteShareGroupRequest) (*pb.DeleteShareGroupResponse, error) {
-	n, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup(), in.GetDelete().GetTopics())
+	r, err := s.node.Ctl().DeleteShareGroup(ctx, in.GetDelete().GetGroup(), in.GetDelete().GetTopics())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.DeleteShareGroupResponse{States: int32(n)}, nil
+	return &pb.DeleteShareGroupResponse{States: int32(r.States), Generation: r.Generation}, nil
 }
 
-// PutShareGroupConfig replaces a share group's settings through the
-// controller (metadata.version 16).
-func (f *Forwarder) PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error {
-	_, err := Call(ctx, f, (*Service).PutShareGroupConfig, pb.ControllerServiceClient.PutShareGroupConfig,
-		&pb.PutShareGroupConfigRequest{Config: &metapb.PutShareGroupConfig{Group: group, Configs: configs}})
-	return err
+// PutShareGroupConfig changes a share group's settings through the
+// controller (metadata.version 16): del back to the node's, set set;
+// it answers the group's settings generation after the change.
+func (f *Forwarder) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) (uint64, error) {
+	resp, err := Call(ctx, f, (*Service).PutShareGroupConfig, pb.ControllerServiceClient.PutShareGroupConfig,
+		&pb.PutShareGroupConfigRequest{Config: &metapb.PutShareGroupConfig{Group: group, Configs: set, Delete: del}})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetGeneration(), nil
 }
 
 // DeleteShareGroup removes a share group's saved states and settings (or
 // with topics, its states on them) through the controller and answers
-// how many states went.
-func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string, topics []string) (int, error) {
+// how many states went and the group's generation after the delete.
+func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string, topics []string) (metadata.ShareGroupDeleted, error) {
 	resp, err := Call(ctx, f, (*Service).DeleteShareGroup, pb.ControllerServiceClient.DeleteShareGroup,
 		&pb.DeleteShareGroupRequest{Delete: &metapb.DeleteShareGroup{Group: group, Topics: topics}})
 	if err != nil {
-		return 0, err
+		return metadata.ShareGroupDeleted{}, err
 	}
-	return int(resp.GetStates()), nil
+	return metadata.ShareGroupDeleted{States: int(resp.GetStates()), Generation: resp.GetGeneration()}, nil
 }

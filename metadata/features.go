@@ -251,6 +251,13 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker, *pb.Command_BrokerThrottle:
 		return MetadataVersionReassignment
 	case *pb.Command_PutShareStates:
+		// Pending dead letters and the group's generation came with 16:
+		// a node of 15 would drop them from its image.
+		for _, s := range c.PutShareStates.States {
+			if len(s.DeadLetters) > 0 || s.GroupGeneration != 0 {
+				return MetadataVersionShareGroupConfig
+			}
+		}
 		return MetadataVersionShareState
 	case *pb.Command_PutShareGroupConfig, *pb.Command_DeleteShareGroup:
 		return MetadataVersionShareGroupConfig

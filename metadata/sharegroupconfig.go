@@ -28,12 +28,14 @@ var ErrInvalidShareGroupConfig = errors.New("metadata: invalid share group confi
 // ShareGroupConfig is a share group's stored settings: Configs (keys as
 // Kafka names them; none for a group deleted or never set), Generation
 // the index of the entry that last set them or deleted its state,
-// Deleted that of the last delete (0: never).
+// Deleted that of the last delete (0: never), DeletedTopics the topics
+// that delete named (none: all of the group's state).
 type ShareGroupConfig struct {
-	Group      string
-	Configs    map[string]string
-	Generation uint64
-	Deleted    uint64
+	Group         string
+	Configs       map[string]string
+	Generation    uint64
+	Deleted       uint64
+	DeletedTopics []string
 }
 
 // maxShareGroupConfigBytes bounds a group's settings in the log.
@@ -79,7 +81,7 @@ func (img *Image) ShareGroupStates(group string) int {
 }
 
 func shareGroupConfigToPB(c ShareGroupConfig) *pb.ShareGroupConfig {
-	return &pb.ShareGroupConfig{Group: c.Group, Configs: c.Configs, Generation: c.Generation, Deleted: c.Deleted}
+	return &pb.ShareGroupConfig{Group: c.Group, Configs: c.Configs, Generation: c.Generation, Deleted: c.Deleted, DeletedTopics: c.DeletedTopics}
 }
 
 func loadShareGroupConfigs(tx *bolt.Tx, img *Image) error {
@@ -89,7 +91,7 @@ func loadShareGroupConfigs(tx *bolt.Tx, img *Image) error {
 		if err := proto.Unmarshal(v, &r); err != nil {
 			return err
 		}
-		img.shareGroupConfigs[r.Group] = ShareGroupConfig{Group: r.Group, Configs: r.Configs, Generation: r.Generation, Deleted: r.Deleted}
+		img.shareGroupConfigs[r.Group] = ShareGroupConfig{Group: r.Group, Configs: r.Configs, Generation: r.Generation, Deleted: r.Deleted, DeletedTopics: r.DeletedTopics}
 		return nil
 	})
 	if err != nil {
@@ -104,13 +106,25 @@ func (d *draft) putShareGroupConfig(c ShareGroupConfig) {
 	d.put(bucketShareGroupConfigs, []byte(c.Group), shareGroupConfigToPB(c))
 }
 
-// applyPutShareGroupConfig replaces a group's settings.
+// applyPutShareGroupConfig changes a group's settings: the keys of
+// Delete removed, then Configs set, on those the entry finds; no new
+// generation when nothing changes. It answers the group's generation
+// (uint64).
 func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
 		return err
 	}
+	old := d.img.shareGroupConfigs[c.Group]
+	merged := maps.Clone(old.Configs)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for _, k := range c.Delete {
+		delete(merged, k)
+	}
+	maps.Copy(merged, c.Configs)
 	size := 0
-	for k, v := range c.Configs {
+	for k, v := range merged {
 		if k == "" {
 			return fmt.Errorf("%w: share group %q: an empty config key", ErrInvalidShareGroupConfig, c.Group)
 		}
@@ -119,19 +133,27 @@ func (d *draft) applyPutShareGroupConfig(c *pb.PutShareGroupConfig, index uint64
 	if size > maxShareGroupConfigBytes {
 		return fmt.Errorf("%w: share group %q: %d bytes of settings, at most %d", ErrInvalidShareGroupConfig, c.Group, size, maxShareGroupConfigBytes)
 	}
-	old := d.img.shareGroupConfigs[c.Group]
-	var configs map[string]string
-	if len(c.Configs) > 0 {
-		configs = maps.Clone(c.Configs)
+	if maps.Equal(merged, old.Configs) {
+		return old.Generation
 	}
-	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: old.Deleted})
-	return nil
+	if len(merged) == 0 {
+		merged = nil
+	}
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: merged, Generation: index, Deleted: old.Deleted, DeletedTopics: old.DeletedTopics})
+	return index
+}
+
+// ShareGroupDeleted answers a DeleteShareGroup: how many states went,
+// and the group's generation after it (the entry's index).
+type ShareGroupDeleted struct {
+	States     int
+	Generation uint64
 }
 
 // applyDeleteShareGroup removes a group's share-partition states and
-// settings, or its states on some topics, answering how many states went
-// (int). Either way every node drops what it holds of the group (a new
-// Deleted), restoring the states left from the image.
+// settings, or its states on some topics, answering ShareGroupDeleted.
+// Every node drops what it holds of the group on those topics, or all
+// of it (a new Deleted, with DeletedTopics).
 func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any {
 	if err := ValidateGroupID(c.Group); err != nil {
 		return err
@@ -154,36 +176,41 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 	if len(c.Topics) > 0 {
 		configs = d.img.shareGroupConfigs[c.Group].Configs
 	}
-	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index})
-	return n
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: configs, Generation: index, Deleted: index, DeletedTopics: slices.Clone(c.Topics)})
+	return ShareGroupDeleted{States: n, Generation: index}
 }
 
-// PutShareGroupConfig replaces a share group's settings (the caller
-// validated them).
-func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: configs}}})
-	if err != nil {
-		return err
-	}
-	if err, ok := resp.(error); ok {
-		return err
-	}
-	return nil
-}
-
-// DeleteShareGroup removes a share group's saved states and settings,
-// or with topics its states on them (the caller checked it has no
-// members), and answers how many states went.
-func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (int, error) {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}})
+// PutShareGroupConfig changes a share group's settings: the keys of
+// del back to the node's, those of set set (the caller validated them),
+// and answers the group's settings generation after it.
+func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) (uint64, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: set, Delete: del}}})
 	if err != nil {
 		return 0, err
 	}
 	switch r := resp.(type) {
 	case error:
 		return 0, r
-	case int:
+	case uint64:
 		return r, nil
 	}
-	return 0, fmt.Errorf("metadata: delete share group answered %v", resp)
+	return 0, fmt.Errorf("metadata: put share group config answered %v", resp)
+}
+
+// DeleteShareGroup removes a share group's saved states and settings,
+// or with topics its states on them (the caller checked it has no
+// members), and answers how many states went and the group's generation
+// after it.
+func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (ShareGroupDeleted, error) {
+	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}})
+	if err != nil {
+		return ShareGroupDeleted{}, err
+	}
+	switch r := resp.(type) {
+	case error:
+		return ShareGroupDeleted{}, r
+	case ShareGroupDeleted:
+		return r, nil
+	}
+	return ShareGroupDeleted{}, fmt.Errorf("metadata: delete share group answered %v", resp)
 }

@@ -79,7 +79,7 @@ func TestFSMShareGroupConfig(t *testing.T) {
 	if res := tf.ok(putShareStates(1, other)).(ShareStateResults); res[0] != nil {
 		t.Fatal(res[0])
 	}
-	if n := tf.ok(deleteShareGroup("g")).(int); n != 1 {
+	if n := tf.ok(deleteShareGroup("g")).(ShareGroupDeleted).States; n != 1 {
 		t.Fatalf("deleted %d states, want 1", n)
 	}
 	c3, ok := tf.f.Image().ShareGroupConfig("g")
@@ -107,7 +107,8 @@ func TestFSMShareGroupConfig(t *testing.T) {
 
 // TestFSMDeleteShareGroupTopics: a delete naming topics removes the
 // group's states on them only, keeps its settings, and still marks the
-// group deleted (every node drops what it holds and restores the rest).
+// group deleted, naming the topics (every node drops what it holds of
+// the group on them).
 func TestFSMDeleteShareGroupTopics(t *testing.T) {
 	t.Parallel()
 	tf := newTestFSM(t)
@@ -127,18 +128,78 @@ func TestFSMDeleteShareGroupTopics(t *testing.T) {
 	}
 	del := deleteShareGroup("g")
 	del.GetDeleteShareGroup().Topics = []string{"other"}
-	if n := tf.ok(del).(int); n != 0 {
+	if n := tf.ok(del).(ShareGroupDeleted).States; n != 0 {
 		t.Fatalf("deleted %d states of another topic", n)
 	}
 	del.GetDeleteShareGroup().Topics = []string{"t"}
-	if n := tf.ok(del).(int); n != 2 {
+	if n := tf.ok(del).(ShareGroupDeleted).States; n != 2 {
 		t.Fatalf("deleted %d states, want 2", n)
 	}
 	c2, _ := tf.f.Image().ShareGroupConfig("g")
-	if !reflect.DeepEqual(c2.Configs, kv) || c2.Deleted != c2.Generation || c2.Generation <= c.Generation {
+	if !reflect.DeepEqual(c2.Configs, kv) || c2.Deleted != c2.Generation || c2.Generation <= c.Generation || !reflect.DeepEqual(c2.DeletedTopics, []string{"t"}) {
 		t.Fatalf("after deleting the topic's states: %+v", c2)
 	}
 	if n := tf.f.Image().ShareGroupStates("g"); n != 0 {
 		t.Fatalf("%d states left", n)
+	}
+}
+
+// TestFSMShareGroupConfigMerges: a change applies to the settings the
+// entry finds, so that two changes of different keys, each decided on an
+// image without the other, both hold; a deleted key goes; a change that
+// changes nothing keeps the generation.
+func TestFSMShareGroupConfigMerges(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(featureLevel(MetadataVersionShareGroupConfig))
+	tf.ok(putShareGroupConfig("g", map[string]string{"share.key.ordering": "true"}))
+	gen := tf.ok(putShareGroupConfig("g", map[string]string{"share.delivery.count.limit": "3"})).(uint64)
+	c, _ := tf.f.Image().ShareGroupConfig("g")
+	want := map[string]string{"share.key.ordering": "true", "share.delivery.count.limit": "3"}
+	if !reflect.DeepEqual(c.Configs, want) || c.Generation != gen {
+		t.Fatalf("after two changes: %+v (answered generation %d), want %v", c, gen, want)
+	}
+	if g := tf.ok(putShareGroupConfig("g", map[string]string{"share.key.ordering": "true"})).(uint64); g != gen {
+		t.Fatalf("a change that changes nothing answered generation %d, want %d", g, gen)
+	}
+	if c2, _ := tf.f.Image().ShareGroupConfig("g"); c2.Generation != gen {
+		t.Fatalf("a change that changes nothing made generation %d, want %d", c2.Generation, gen)
+	}
+	del := putShareGroupConfig("g", nil)
+	del.GetPutShareGroupConfig().Delete = []string{"share.key.ordering", "share.delivery.count.limit"}
+	tf.ok(del)
+	if c3, _ := tf.f.Image().ShareGroupConfig("g"); c3.Configs != nil || c3.Generation <= gen {
+		t.Fatalf("after deleting both keys: %+v", c3)
+	}
+	if stored := tf.storedImage(); !reflect.DeepEqual(stored.shareGroupConfigs, tf.f.Image().shareGroupConfigs) {
+		t.Fatalf("store %+v, image %+v", stored.shareGroupConfigs, tf.f.Image().shareGroupConfigs)
+	}
+}
+
+// TestFSMShareStateFieldsNeedLevel16: a share-partition state carrying
+// pending dead letters or a group generation needs metadata.version 16
+// (a node of 15 would drop them from its image); one without them is
+// stored at 15.
+func TestFSMShareStateFieldsNeedLevel16(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{2, 3, 1}))
+	tf.ok(featureLevel(MetadataVersionShareState))
+	s := shareState("g", 0, 0, 10, ShareRun{Length: 1, State: runArchived, DeliveryCount: 2})
+	s.DeadLetters = []ShareDeadLetter{{Offset: 10, DeliveryCount: 2, Reason: 1, ArchivedMs: 1234}}
+	tf.rejected(putShareStates(1, s), ErrUnsupportedVersion)
+	gen := shareState("g", 1, 0, 10)
+	gen.GroupGeneration = 7
+	tf.rejected(putShareStates(2, gen), ErrUnsupportedVersion)
+	plain := s
+	plain.DeadLetters = nil
+	if res := tf.ok(putShareStates(1, plain)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+	tf.ok(featureLevel(MetadataVersionShareGroupConfig))
+	if res := tf.ok(putShareStates(1, s)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
 	}
 }

@@ -110,6 +110,11 @@ type Config struct {
 	// Shares is the share coordinator of this node's share groups
 	// (share.go); nil: the share-group calls are refused.
 	Shares *sharegroup.Coordinator
+	// ShareCluster reaches the other nodes for the share groups: whether
+	// a member heartbeats elsewhere, who left, and the share fetches and
+	// acknowledgements of partitions led elsewhere (share_members.go);
+	// nil: a member must heartbeat to this node.
+	ShareCluster ShareCluster
 	// ShareStore keeps share groups' settings and saved state in the
 	// metadata log (share_config.go); nil: group settings are refused.
 	ShareStore ShareGroupStore

@@ -88,6 +88,18 @@ type ShareFetchRequest struct {
 	MaxWait    time.Duration
 	MaxRecords int
 	Partitions []SharePartition
+	// Route passes the partitions led elsewhere on to their leaders (a
+	// SHARED Subscribe stream's fetch; share_members.go), rather than
+	// answering them NOT_LEADER_OR_FOLLOWER.
+	Route bool
+	// KeyOrdered: the member asks for the group's per-key ordering (a
+	// key_ordered SHARED stream): a node serving the group without it
+	// refuses the fetch (shareKeyOrderedCall) rather than deliver out
+	// of order; below metadata.version 16, where a group's settings are
+	// per node, it turns the ordering on first.
+	KeyOrdered bool
+
+	early <-chan struct{} // closed: stop long-polling (a routed fetch's part)
 }
 
 // ShareFetchResult is one partition's answer: the log's batches holding
@@ -154,6 +166,9 @@ func (c *Core) ShareGroupHeartbeat(ctx context.Context, hb *ShareHeartbeat) (*Sh
 		return nil, err
 	}
 	r, err := sc.Heartbeat(c.cfg.Now(), sharegroup.Heartbeat{Group: hb.Group, MemberID: hb.MemberID, Epoch: hb.Epoch, Topics: hb.Topics})
+	// Who left (this member, or others found silent): released on the
+	// other nodes before the answer.
+	c.shareTellDepartures(ctx, sc.TakeDepartures())
 	if err != nil {
 		return nil, c.fail(err)
 	}
@@ -187,6 +202,21 @@ func topicsOf(parts []SharePartition) []string {
 // ShareAcknowledge applies a member's acknowledgements, each partition's
 // refusal in its result.
 func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	return c.shareAcknowledge(ctx, group, member, false, parts)
+}
+
+// ShareAcknowledgeKeyOrdered is ShareAcknowledge of a member that asks
+// for the group's per-key ordering (a key_ordered SHARED stream's, passed
+// on by its node): as a fetch of it is (shareKeyOrderedCall), it is
+// refused where the group is served without the ordering; below
+// metadata.version 16 it turns the ordering on here first, before a
+// partition's state restored for the acknowledgement would serve the
+// group without it.
+func (c *Core) ShareAcknowledgeKeyOrdered(ctx context.Context, group, member string, parts []SharePartition) ([]ShareAckResult, error) {
+	return c.shareAcknowledge(ctx, group, member, true, parts)
+}
+
+func (c *Core) shareAcknowledge(ctx context.Context, group, member string, keyOrdered bool, parts []SharePartition) ([]ShareAckResult, error) {
 	sc, err := c.shares(group)
 	if err != nil {
 		return nil, err
@@ -194,12 +224,21 @@ func (c *Core) ShareAcknowledge(ctx context.Context, group, member string, parts
 	if err := c.authorizeShare(ctx, group, parts); err != nil {
 		return nil, err
 	}
+	if err := c.shareMember(ctx, sc, group, member); err != nil {
+		return nil, err
+	}
+	if keyOrdered && !sc.GroupConfig(group).Partition.KeyOrdering {
+		if err := c.shareKeyOrderedCall(ctx, sc, group); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]ShareAckResult, len(parts))
 	changes := make([]shareChange, len(parts))
+	mark := sc.MarkGroup(group)
 	for i, p := range parts {
 		out[i] = ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: c.shareAck(ctx, sc, group, member, p, &changes[i])}
 	}
-	for i, err := range c.sharePersist(ctx, sc, group, parts, changes) {
+	for i, err := range c.sharePersist(ctx, sc, group, parts, changes, mark) {
 		if err != nil && out[i].Err == nil && len(parts[i].Acks) > 0 {
 			out[i].Err = err
 		}
@@ -232,14 +271,15 @@ func (c *Core) shareAck(ctx context.Context, sc *sharegroup.Coordinator, group, 
 }
 
 // sharePersist has the coordinator save the share-partitions the call
-// changed, then writes the dead letters of those saved, and answers each
-// partition's saving error.
-func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, group string, parts []SharePartition, changes []shareChange) []error {
+// changed since mark, then writes the dead letters of those saved, and
+// answers each partition's saving error (one dropped meanwhile, its
+// group's state deleted, is not saved).
+func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, group string, parts []SharePartition, changes []shareChange, mark sharegroup.Mark) []error {
 	tps := make([]sharegroup.TopicPartition, len(parts))
 	for i, p := range parts {
 		tps[i] = sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 	}
-	errs := sc.Persist(ctx, group, tps)
+	errs := sc.PersistSince(ctx, group, tps, mark)
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = c.fail(err)
@@ -260,6 +300,9 @@ func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, gro
 // partitions in the request's order, long-polling up to MaxWait while none
 // is there to acquire.
 func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareFetchResult, error) {
+	if req.Route && c.cfg.ShareCluster != nil {
+		return c.shareFetchRouted(ctx, req)
+	}
 	sc, err := c.shares(req.Group)
 	if err != nil {
 		return nil, err
@@ -273,12 +316,21 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 	if err := c.authorizeShare(ctx, req.Group, req.Partitions); err != nil {
 		return nil, err
 	}
+	if err := c.shareMember(ctx, sc, req.Group, req.MemberID); err != nil {
+		return nil, err
+	}
+	if req.KeyOrdered && !sc.GroupConfig(req.Group).Partition.KeyOrdering {
+		if err := c.shareKeyOrderedCall(ctx, sc, req.Group); err != nil {
+			return nil, err
+		}
+	}
 	maxRecords := req.MaxRecords
 	if maxRecords == 0 {
 		maxRecords = DefaultShareMaxRecords
 	}
 	out := make([]ShareFetchResult, len(req.Partitions))
 	changes := make([]shareChange, len(req.Partitions))
+	mark := sc.MarkGroup(req.Group)
 	for i, p := range req.Partitions {
 		out[i] = ShareFetchResult{Topic: p.Topic, Partition: p.Partition, AckErr: c.shareAck(ctx, sc, req.Group, req.MemberID, p, &changes[i])}
 	}
@@ -286,7 +338,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		// Answer only what is saved: an acknowledgement not saved is
 		// refused, records whose delivery is not saved are not handed
 		// out (they stay locked here until their lock runs out).
-		for i, err := range c.sharePersist(ctx, sc, req.Group, req.Partitions, changes) {
+		for i, err := range c.sharePersist(ctx, sc, req.Group, req.Partitions, changes, mark) {
 			if err == nil {
 				continue
 			}
@@ -315,6 +367,9 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case <-wake:
+		case <-req.early:
+			t.Stop()
+			return out, nil
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/quirelog/quire/auth"
-	"github.com/quirelog/quire/group"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
@@ -30,9 +29,13 @@ type ShareGroupStore interface {
 	// HasShareGroup says whether the group has a saved share-partition
 	// state or settings of its own.
 	HasShareGroup(group string) bool
-	// PutShareGroupConfig replaces the group's settings and returns once
-	// this node's image holds them.
-	PutShareGroupConfig(ctx context.Context, group string, configs map[string]string) error
+	// HasShareState says whether the group has a saved share-partition
+	// state.
+	HasShareState(group string) bool
+	// PutShareGroupConfig changes the group's settings, on those the
+	// metadata log holds when it applies the change (del back to the
+	// node's, set set), and returns once this node's image holds them.
+	PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) error
 	// DeleteShareGroup removes the group's saved states and settings (with
 	// topics, its states on them only) and returns once this node's image
 	// no longer holds them.
@@ -154,7 +157,9 @@ func (c *Core) AlterShareGroupConfigs(ctx context.Context, req *AlterShareGroupC
 		// start).
 		return nil
 	}
-	if err := st.PutShareGroupConfig(ctx, req.Group, merged); err != nil {
+	// The keys named only: another change of other keys, which this
+	// node's image may not hold yet, is kept.
+	if err := st.PutShareGroupConfig(ctx, req.Group, req.Set, req.Delete); err != nil {
 		return c.fail(fmt.Errorf("alter configs of share group %q: %w", req.Group, err))
 	}
 	return nil
@@ -173,18 +178,25 @@ func (c *Core) shareGroupKnown(groupID string) bool {
 }
 
 // deleteShareGroup removes an empty share group's saved state and
-// settings; one with members is group.ErrNonEmptyGroup.
+// settings; one with members, on any node, is group.ErrNonEmptyGroup.
 func (c *Core) deleteShareGroup(ctx context.Context, groupID string) error {
 	sc := c.cfg.Shares
-	if n := sc.LiveMembers(c.cfg.Now(), groupID); n > 0 {
-		return c.fail(fmt.Errorf("delete group: %w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
+	if err := c.shareGroupEmpty(ctx, sc, groupID); err != nil {
+		return err
 	}
-	if st, err := c.shareStore(); err == nil && st.HasShareGroup(groupID) {
+	if c.cfg.ShareStore != nil && c.cfg.ShareStore.HasShareGroup(groupID) {
+		// Saved state the metadata log cannot delete below
+		// metadata.version 16 is refused rather than kept behind a
+		// success: the group would go on from it.
+		st, err := c.shareStore()
+		if err != nil {
+			return err
+		}
 		if err := st.DeleteShareGroup(ctx, groupID, nil); err != nil {
 			return c.fail(fmt.Errorf("delete share group %q: %w", groupID, err))
 		}
 	}
-	sc.Forget(groupID)
+	sc.ForgetGroup(groupID)
 	return nil
 }
 
@@ -216,8 +228,8 @@ func (c *Core) DeleteShareGroupOffsets(ctx context.Context, groupID string, topi
 	if !c.shareGroupKnown(groupID) {
 		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, groupID))
 	}
-	if n := sc.LiveMembers(c.cfg.Now(), groupID); n > 0 {
-		return nil, c.fail(fmt.Errorf("%w: share group %q has %d members", group.ErrNonEmptyGroup, groupID, n))
+	if err := c.shareGroupEmpty(ctx, sc, groupID); err != nil {
+		return nil, err
 	}
 	out := make([]ShareTopicResult, len(topics))
 	var known []string

@@ -116,8 +116,8 @@ func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, pa
 	res, err := c.ProduceRecords(ctx, &ProduceRecordsRequest{Topic: dlq, Acks: -1, Records: send, ProducerID: -1, Route: true})
 	if err != nil {
 		if deadLetterPermanent(err) {
-			// A lasting refusal (no such topic, no permission, too
-			// large): dropped, as the record stays archived.
+			// A lasting refusal (too large, an invalid topic name):
+			// dropped, as the record stays archived.
 			for _, i := range at {
 				written[i] = true
 			}
@@ -141,12 +141,17 @@ func deadLetterPartition(key []byte, partition int32, offset int64, n int32) int
 	return int32((uint64(partition)*1_000_003 + uint64(offset)) % uint64(n))
 }
 
-// Kafka's codes of a write that will not succeed by retrying.
+// Kafka's codes of a write that will not succeed by retrying: the dead
+// letter itself is refused. A missing dead-letter topic
+// (UNKNOWN_TOPIC_OR_PARTITION, retriable in Kafka: it may be created)
+// and a refused Write (TOPIC_AUTHORIZATION_FAILED: the write goes as
+// the principal of the member whose call made it, and another member's
+// call, or an ACL added, may succeed) keep the dead letters pending, to
+// be written by a later call (at most maxPendingDead per
+// share-partition).
 var deadLetterPermanentCodes = map[int32]bool{
-	3:  true, // UNKNOWN_TOPIC_OR_PARTITION (auto-creation off)
 	10: true, // MESSAGE_TOO_LARGE
 	17: true, // INVALID_TOPIC_EXCEPTION
-	29: true, // TOPIC_AUTHORIZATION_FAILED
 	87: true, // INVALID_RECORD
 }
 

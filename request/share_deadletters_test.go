@@ -166,3 +166,40 @@ func TestCoreShareDeadLetterOnceAcrossFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestCoreShareDeadLetterTopicMissing: a dead letter whose dead-letter
+// topic does not exist (yet) is kept pending, not dropped: Kafka's
+// UNKNOWN_TOPIC_OR_PARTITION is retriable, the topic may be created.
+func TestCoreShareDeadLetterTopicMissing(t *testing.T) {
+	t.Parallel()
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.SetGroupConfig("g", sharegroup.GroupConfig{Partition: share.DefaultConfig(), DeadLetterTopic: "missing"}); err != nil {
+		t.Fatal(err)
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares = sc })
+	ctx := ctxT(t)
+	b := record.NewBuilder(record.None)
+	b.Append(1000, []byte("k"), []byte("poison"), nil)
+	if _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: b.Build()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "m", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 1, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); err != nil || len(res[0].Acquired) != 1 {
+		t.Fatalf("fetch: %+v, %v", res, err)
+	}
+	acks, err := f.core.ShareAcknowledge(ctx, "g", "m", []request.SharePartition{{Topic: "t", Partition: 0,
+		Acks: []share.Ack{{First: 0, Last: 0, Type: share.Reject}}}})
+	if err != nil || acks[0].Err != nil {
+		t.Fatalf("reject: %+v, %v", acks, err)
+	}
+	if p := sc.PendingDeadLetters("g"); len(p) != 1 {
+		t.Fatalf("pending dead letters with the dead-letter topic missing: %v, want the rejected record's", p)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
@@ -98,13 +97,15 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 	return out, nil
 }
 
-// ShareGroupRequireKeyOrdering turns share.key.ordering on for a share
-// group that has not delivered anything yet, and accepts one that has it
-// on already: Read on the group, as a joining member needs. The group's
-// saved settings decide: one that sets share.key.ordering=false, or has
-// no setting and already delivers without it, is ErrInvalidRequest;
-// otherwise the setting is saved on the group (metadata.version 16; in
-// this node's memory only below it), so every node applies it.
+// ShareGroupRequireKeyOrdering is a key-ordered stream's start: it
+// accepts a share group with share.key.ordering on, and turns it on for
+// a group that has neither the setting nor any share-partition state
+// (nothing delivered yet): Read on the group, and AlterConfigs on it for
+// the write. From metadata.version 16 the setting is saved on the group
+// (every node applies it); below, it is kept in this node's memory. A
+// group set to false, or delivering without key ordering, is
+// ErrInvalidRequest: its setting is changed with AlterConfigs only,
+// since turning it on releases every node's records in flight.
 func (c *Core) ShareGroupRequireKeyOrdering(ctx context.Context, group string) error {
 	sc, err := c.shares(group)
 	if err != nil {
@@ -118,30 +119,63 @@ func (c *Core) ShareGroupRequireKeyOrdering(ctx context.Context, group string) e
 		return nil
 	}
 	st, stErr := c.shareStore()
-	var own map[string]string
-	if stErr == nil {
-		own = st.ShareGroupConfig(group)
-	}
-	if v, ok := own[sharegroup.KeyKeyOrdering]; ok {
-		return c.fail(fmt.Errorf("%w: share group %q is configured with %s=%s (change it with AlterConfigs on the group)", replica.ErrInvalidRequest, group, sharegroup.KeyKeyOrdering, v))
-	}
-	_, parts := sc.Describe(group)
-	if len(parts) > 0 || (stErr == nil && st.HasShareGroup(group) && own == nil) {
-		return c.fail(fmt.Errorf("%w: share group %q already delivers its records without key ordering (set %s=true on the group with AlterConfigs)", replica.ErrInvalidRequest, group, sharegroup.KeyKeyOrdering))
-	}
 	if stErr != nil {
+		if _, parts := sc.Describe(group); len(parts) > 0 {
+			return c.fail(keyOrderingDelivering(group))
+		}
 		cfg.Partition.KeyOrdering = true
 		return c.fail(sc.SetGroupConfig(group, cfg))
 	}
-	next := maps.Clone(own)
-	if next == nil {
-		next = map[string]string{}
+	if err := c.keyOrderingRefused(sc, st, group); err != nil {
+		return err
 	}
-	next[sharegroup.KeyKeyOrdering] = "true"
-	if err := st.PutShareGroupConfig(ctx, group, next); err != nil {
+	if err := c.authorizeGroup(ctx, auth.OpAlterConfigs, group, "", nil); err != nil {
+		return err
+	}
+	if err := st.PutShareGroupConfig(ctx, group, map[string]string{sharegroup.KeyKeyOrdering: "true"}, nil); err != nil {
 		return c.fail(fmt.Errorf("share group %q: saving %s=true: %w", group, sharegroup.KeyKeyOrdering, err))
 	}
 	return nil
+}
+
+// keyOrderingRefused refuses key ordering for a group without it that a
+// stream may not switch on: one with a share.key.ordering setting, or
+// with share-partition state saved or held here.
+func (c *Core) keyOrderingRefused(sc *sharegroup.Coordinator, st ShareGroupStore, group string) error {
+	if v, ok := st.ShareGroupConfig(group)[sharegroup.KeyKeyOrdering]; ok {
+		return c.fail(fmt.Errorf("%w: share group %q has %s=%s: a key-ordered stream needs %s=true, set on the group with AlterConfigs", replica.ErrInvalidRequest, group, sharegroup.KeyKeyOrdering, v, sharegroup.KeyKeyOrdering))
+	}
+	if _, parts := sc.Describe(group); len(parts) > 0 || st.HasShareState(group) {
+		return c.fail(keyOrderingDelivering(group))
+	}
+	return nil
+}
+
+func keyOrderingDelivering(group string) error {
+	return fmt.Errorf("%w: share group %q already delivers its records without key ordering: a key-ordered stream needs %s=true, set on the group with AlterConfigs (its records in flight are released)", replica.ErrInvalidRequest, group, sharegroup.KeyKeyOrdering)
+}
+
+// errKeyOrderingNotYet: a key-ordered member's fetch reached a node whose
+// metadata does not hold the group's share.key.ordering=true yet (its
+// stream's node saved it just before); retriable.
+var errKeyOrderingNotYet = fmt.Errorf("%w: share.key.ordering=true is not in this node's metadata yet", replica.ErrRequestTimedOut)
+
+// shareKeyOrderedCall answers a key-ordered member's fetch or
+// acknowledgement of a group this node serves without key ordering. From metadata.version 16 the
+// group's saved setting decides on every node: the call is refused,
+// for good when the group may not take it on (keyOrderingRefused), else
+// until this node's metadata holds the setting. Below 16 the settings
+// are per node, so the leader turns it on in its memory as the stream's
+// node did.
+func (c *Core) shareKeyOrderedCall(ctx context.Context, sc *sharegroup.Coordinator, group string) error {
+	st, err := c.shareStore()
+	if err != nil {
+		return c.ShareGroupRequireKeyOrdering(ctx, group)
+	}
+	if err := c.keyOrderingRefused(sc, st, group); err != nil {
+		return err
+	}
+	return c.fail(fmt.Errorf("share group %q: %w", group, errKeyOrderingNotYet))
 }
 
 // ShareStats are the share groups' counters since the node started, for

@@ -118,6 +118,9 @@ var brokerErrors = []errcode.Mapping{
 	// the middle of an upgrade): the same answer until it is raised.
 	{Err: request.ErrShareConfigUnsupported, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
 	{Err: sharegroup.ErrUnknownMember, GRPC: codes.NotFound, Code: quirev1.ErrorCode_UNKNOWN_MEMBER_ID},
+	// A partition leader could not learn from the other nodes whether a
+	// member is in its group: it asks again at the next call.
+	{Err: request.ErrShareMemberUnconfirmed, GRPC: codes.Unavailable, Code: quirev1.ErrorCode_COORDINATOR_NOT_AVAILABLE},
 	{Err: sharegroup.ErrFencedMemberEpoch, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_FENCED_MEMBER_EPOCH},
 	{Err: sharegroup.ErrInvalidRequest, GRPC: codes.InvalidArgument, Code: quirev1.ErrorCode_INVALID_REQUEST},
 	{Err: sharegroup.ErrStateNotSaved, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},

@@ -53,6 +53,8 @@ var sentinels = map[string]error{
 	"request.ErrShareConfigUnsupported": request.ErrShareConfigUnsupported,
 	"request.ErrShareRecordNotHeld":     request.ErrShareRecordNotHeld,
 
+	"request.ErrShareMemberUnconfirmed": request.ErrShareMemberUnconfirmed,
+
 	"storage.ErrOutOfOrderSequence":   storage.ErrOutOfOrderSequence,
 	"storage.ErrInvalidProducerEpoch": storage.ErrInvalidProducerEpoch,
 	"storage.ErrUnknownProducerID":    storage.ErrUnknownProducerID,

@@ -70,12 +70,13 @@ type Config struct {
 	// Configs holds each group's saved settings (groupconfig.go); nil:
 	// only SetGroupConfig's, in memory.
 	Configs ConfigSource
-	// AdmitFetchers admits a member this node does not know when it
-	// fetches or acknowledges, rather than refusing it (ErrUnknownMember):
-	// on a cluster, a member's heartbeats go to one node (the group's
-	// coordinator) and its fetches to each partition's leader, which
-	// knows it only from them. Such a member leaves a node after the
-	// session timeout without a fetch there, its records released.
+	// AdmitFetchers lets the caller admit, with Admit, a member whose
+	// heartbeats go to another node (membership.go): on a cluster, a
+	// member's heartbeats go to one node and its fetches to each
+	// partition's leader, which asks the other nodes whether the group
+	// has it. Such a member leaves a node when told it left the group
+	// (Forget), or after the session timeout without a fetch there, its
+	// records released. Without it a member must heartbeat here.
 	AdmitFetchers bool
 }
 
@@ -128,11 +129,19 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group
 	nextID int
+	// departed are the members that left or timed out here since
+	// TakeDepartures, for the caller to tell the other nodes.
+	departed []Departure
+	// drops counts, per group, the times this node dropped share-
+	// partitions of it (its state deleted): a change made before a drop
+	// is not saved (PersistSince).
+	drops map[string]uint64
 
 	saver saver // persist.go
 }
 
 type group struct {
+	name  string
 	cfg   share.Config
 	dlq   string
 	reset Reset
@@ -149,8 +158,10 @@ type member struct {
 	topics   []string
 	lastSeen time.Time
 	// fetcher: known only from its fetches (Config.AdmitFetchers), its
-	// heartbeats going to another node.
-	fetcher bool
+	// heartbeats going to another node; confirmed is until when another
+	// node's word that the group has it holds (membership.go).
+	fetcher   bool
+	confirmed time.Time
 }
 
 // partition is a share-partition with its own lock, so that reading one
@@ -168,6 +179,8 @@ type partition struct {
 	version, saved uint64
 	// gen is the group's settings generation p's state is saved under.
 	gen uint64
+	// born is the group's drops count when p was made (PersistSince).
+	born uint64
 	// pending are the dead letters not yet known written (deadletters.go).
 	pending []pendingDead
 }
@@ -177,7 +190,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Coordinator{cfg: cfg, groups: make(map[string]*group)}, nil
+	return &Coordinator{cfg: cfg, groups: make(map[string]*group), drops: make(map[string]uint64)}, nil
 }
 
 // GroupConfig is one group's own settings.
@@ -217,7 +230,7 @@ func (c *Coordinator) GroupConfig(name string) GroupConfig {
 		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, Reset: g.reset}
 	}
 	if c.cfg.Configs != nil {
-		kv, _, _ := c.cfg.Configs.ShareGroupConfig(name)
+		kv, _, _, _ := c.cfg.Configs.ShareGroupConfig(name)
 		if cfg, err := ApplyGroupConfigs(c.DefaultGroupConfig(), kv); err == nil {
 			return cfg
 		}
@@ -239,7 +252,7 @@ func (c *Coordinator) DeadLetterTopic(name string) string {
 func (c *Coordinator) groupLocked(name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{cfg: c.cfg.Partition, reset: c.nodeReset(), members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
+		g = &group{name: name, cfg: c.cfg.Partition, reset: c.nodeReset(), members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
 		c.groups[name] = g
 	}
 	c.syncLocked(name, g)
@@ -331,6 +344,9 @@ func (c *Coordinator) expireLocked(now time.Time, g *group) {
 // It takes each partition's lock under c.mu: partition locks are never
 // held while taking c.mu.
 func (c *Coordinator) leaveLocked(g *group, id string) {
+	if m, ok := g.members[id]; ok && !m.fetcher {
+		c.departed = append(c.departed, Departure{Group: g.name, MemberID: id})
+	}
 	delete(g.members, id)
 	for _, p := range g.parts {
 		p.mu.Lock()
@@ -348,27 +364,19 @@ func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPar
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[groupName]
-	if !ok && !c.cfg.AdmitFetchers {
+	if !ok {
 		return nil, groupView{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
 	}
-	if !ok {
-		g = c.groupLocked(groupName)
-	} else {
-		c.syncLocked(groupName, g)
-	}
+	c.syncLocked(groupName, g)
 	c.expireLocked(now, g)
 	m, ok := g.members[id]
-	if !ok && (!c.cfg.AdmitFetchers || id == "") {
-		return nil, groupView{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
-	}
 	if !ok {
-		m = &member{fetcher: true}
-		g.members[id] = m
+		return nil, groupView{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
 	}
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]
 	if p == nil {
-		p = &partition{group: groupName, tp: tp, gen: g.gen}
+		p = &partition{group: groupName, tp: tp, gen: g.gen, born: c.drops[groupName]}
 		g.parts[tp] = p
 	}
 	return p, groupView{cfg: g.cfg, reset: g.reset, dlq: g.dlq}, nil

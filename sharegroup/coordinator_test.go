@@ -166,10 +166,12 @@ func TestShareGroupResetLatest(t *testing.T) {
 	}
 }
 
-// TestShareGroupAdmitFetchers: a partition leader admits a member whose
-// heartbeats go to another node when it fetches; it joins here only by a
-// heartbeat of epoch 0, keeping its records; silent past the session
-// timeout, it leaves and its records are released.
+// TestShareGroupAdmitFetchers: a partition leader serves a member whose
+// heartbeats go to another node only once admitted (another node vouched
+// for it); it joins here only by a heartbeat of epoch 0, keeping its
+// records; told that it left (Forget), or silent past the session
+// timeout, it leaves and its records are released; a member that
+// heartbeats here is not forgotten on another node's word.
 func TestShareGroupAdmitFetchers(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ResetEarliest = true
@@ -179,14 +181,24 @@ func TestShareGroupAdmitFetchers(t *testing.T) {
 	}
 	log := &memLog{hw: 4, keys: []string{""}}
 	if _, err := c.Acquire(t0, "g", "r", tp, 2, log); !errors.Is(err, ErrUnknownMember) {
-		t.Fatalf("without AdmitFetchers: %v", err)
+		t.Fatalf("not admitted: %v", err)
+	}
+	if c.Admit(t0, "g", "r", t0.Add(time.Second)) {
+		t.Fatal("admitted without AdmitFetchers")
 	}
 	cfg.AdmitFetchers = true
 	if c, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Acquire(t0, "g", "", tp, 2, log); !errors.Is(err, ErrUnknownMember) {
-		t.Fatalf("empty member id: %v", err)
+	if c.Admit(t0, "g", "", t0.Add(time.Second)) {
+		t.Fatal("admitted an empty member id")
+	}
+	if _, err := c.Acquire(t0, "g", "r", tp, 2, log); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("not admitted yet: %v", err)
+	}
+	c.Admit(t0, "g", "r", t0.Add(time.Second))
+	if !c.Known(t0, "g", "r") || c.Known(t0.Add(time.Second), "g", "r") || c.HasMember(t0, "g", "r") {
+		t.Fatal("an admitted fetcher is known until its confirmation runs out, and is not a member of this node")
 	}
 	f, err := c.Acquire(t0, "g", "r", tp, 2, log)
 	if err != nil || len(f.Acquired) != 1 || f.Acquired[0].Last != 1 {
@@ -201,8 +213,31 @@ func TestShareGroupAdmitFetchers(t *testing.T) {
 	if _, parts := c.Describe("g"); parts[0].Records[0].Member != "r" {
 		t.Fatalf("joining released the fetcher's records: %+v", parts[0].Records)
 	}
+	if !c.HasMember(t0, "g", "r") || !c.Known(t0.Add(time.Hour), "g", "r") {
+		t.Fatal("a member heartbeating here is its member")
+	}
+	c.Forget("g", []string{"r"})
+	if _, parts := c.Describe("g"); parts[0].Records[0].Member != "r" {
+		t.Fatalf("another node's word released the records of a member heartbeating here: %+v", parts[0].Records)
+	}
+	// A fetcher told it left: released at once.
+	c.Admit(t0, "g", "q", t0.Add(time.Minute))
+	if f, err := c.Acquire(t0, "g", "q", tp, 1, log); err != nil || len(f.Acquired) != 1 || f.Acquired[0].First != 2 {
+		t.Fatalf("fetcher q got %v, %v", f.Acquired, err)
+	}
+	c.Forget("g", []string{"q"})
+	if _, parts := c.Describe("g"); parts[0].Records[2].State != share.Available {
+		t.Fatalf("the forgotten fetcher's record: %+v, want available", parts[0].Records[2])
+	}
+	if _, err := c.Acquire(t0, "g", "q", tp, 1, log); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("a forgotten fetcher: %v", err)
+	}
+	if d := c.TakeDepartures(); len(d) != 0 {
+		t.Fatalf("departures %v: only members heartbeating here depart", d)
+	}
 	// Another fetcher, silent past the session timeout, leaves.
-	if f, err := c.Acquire(t0, "g", "s", tp, 2, log); err != nil || len(f.Acquired) != 1 {
+	c.Admit(t0, "g", "s", t0.Add(time.Minute))
+	if f, err := c.Acquire(t0, "g", "s", tp, 1, log); err != nil || len(f.Acquired) != 1 || f.Acquired[0].First != 2 {
 		t.Fatalf("second fetcher got %v, %v", f.Acquired, err)
 	}
 	for _, at := range []time.Time{t0.Add(DefaultSessionTimeout / 2), t0.Add(DefaultSessionTimeout)} {
@@ -216,5 +251,12 @@ func TestShareGroupAdmitFetchers(t *testing.T) {
 	}
 	if r := parts[0].Records[2]; r.Offset != 2 || r.State != share.Available {
 		t.Fatalf("the silent fetcher's record: %+v, want available", r)
+	}
+	// The member heartbeating here times out: a departure to tell.
+	if d := c.Expire(t0.Add(3 * DefaultSessionTimeout)); len(d) != 1 || d[0] != (Departure{Group: "g", MemberID: "r"}) {
+		t.Fatalf("departures after r's session timeout: %v", d)
+	}
+	if _, parts := c.Describe("g"); parts[0].Records[0].State != share.Available {
+		t.Fatalf("the expired member's record: %+v, want available", parts[0].Records[0])
 	}
 }

@@ -1,6 +1,7 @@
 package sharegroup
 
 import (
+	"slices"
 	"time"
 
 	"github.com/quirelog/quire/share"
@@ -173,13 +174,21 @@ func (c *Coordinator) syncLocked(name string, g *group) {
 	if c.cfg.Configs == nil {
 		return
 	}
-	kv, gen, deleted := c.cfg.Configs.ShareGroupConfig(name)
+	kv, gen, deleted, topics := c.cfg.Configs.ShareGroupConfig(name)
 	if gen == g.gen {
 		return
 	}
 	if deleted != g.deleted {
-		g.parts = make(map[TopicPartition]*partition)
+		// What this node holds of the state deleted goes: the whole
+		// group's, or its share-partitions on the topics named only
+		// (DeleteShareGroupOffsets), the others kept as they are.
+		for tp := range g.parts {
+			if len(topics) == 0 || slices.Contains(topics, tp.Topic) {
+				delete(g.parts, tp)
+			}
+		}
 		g.deleted = deleted
+		c.drops[name]++
 	}
 	cfg, err := ApplyGroupConfigs(c.DefaultGroupConfig(), kv)
 	if err != nil {

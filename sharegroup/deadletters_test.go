@@ -69,3 +69,47 @@ func TestShareDeadLettersPendingUntilWritten(t *testing.T) {
 		t.Fatalf("the next leader claimed %+v, want offset 1, checked first", l)
 	}
 }
+
+// TestShareDeadLetterClaimedAcrossRestore: a dead letter being written
+// when the share-partition is restored (its lease changed, or a save was
+// refused) is not handed out again until that write finishes: a second
+// claim would check the dead-letter topic before the first write lands
+// and write it twice.
+func TestShareDeadLetterClaimedAcrossRestore(t *testing.T) {
+	m := newMetaStore()
+	m.lead(tp, 1, 0)
+	log := &memLog{hw: 4, keys: []string{"a"}}
+	n := newNode(t, m, 1)
+	if err := n.SetGroupConfig("g", GroupConfig{Partition: share.DefaultConfig(), DeadLetterTopic: "dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	join(t, n, "x")
+	if _, err := n.Acquire(t0, "g", "x", tp, 2, log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Acknowledge(t0, "g", "x", tp, []share.Ack{{First: 0, Last: 0, Type: share.Reject}}); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, n, tp)
+	_, l := n.ClaimDeadLetters("g", tp)
+	if len(l) != 1 {
+		t.Fatalf("claimed %+v", l)
+	}
+	// While it is written, this node leads again under a new epoch: the
+	// next use restores the share-partition from the store.
+	m.lead(tp, 1, 1)
+	if _, err := n.Acquire(t0, "g", "x", tp, 1, log); err != nil {
+		t.Fatal(err)
+	}
+	if _, again := n.ClaimDeadLetters("g", tp); len(again) != 0 {
+		t.Fatalf("claimed %+v again while its first write is under way", again)
+	}
+	n.FinishDeadLetters("g", tp, l, []bool{true})
+	if p := n.PendingDeadLetters("g"); len(p) != 0 {
+		t.Fatalf("still pending after the write: %v", p)
+	}
+	persist(t, n, tp)
+	if st := m.saved[skey("g", tp)]; len(st.DeadLetters) != 0 {
+		t.Fatalf("saved dead letters after the write: %v", st.DeadLetters)
+	}
+}

@@ -19,10 +19,12 @@ const (
 	// KeyDeadLetterTopic is the group's dead-letter topic (KIP-1191's
 	// name); empty: none.
 	KeyDeadLetterTopic = "errors.deadletterqueue.topic.name"
-	// KeyRecordLockDuration is the record lock duration in ms.
-	KeyRecordLockDuration = "group.share.record.lock.duration.ms"
-	// KeyDeliveryCountLimit is the delivery count limit.
-	KeyDeliveryCountLimit = "group.share.delivery.count.limit"
+	// KeyRecordLockDuration is the record lock duration in ms (Kafka's
+	// group key; the node's is group.share.record.lock.duration.ms).
+	KeyRecordLockDuration = "share.record.lock.duration.ms"
+	// KeyDeliveryCountLimit is the delivery count limit (Kafka's group
+	// key; the node's is group.share.delivery.count.limit).
+	KeyDeliveryCountLimit = "share.delivery.count.limit"
 	// KeyAutoOffsetReset is where a share-partition with no saved state
 	// starts: earliest, latest, or by_duration:<ISO-8601 duration>
 	// (the first record at most that old).
@@ -30,15 +32,15 @@ const (
 )
 
 // GroupConfigKeys are the keys a share group may set, sorted.
-var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyDeliveryCountLimit, KeyRecordLockDuration, KeyAutoOffsetReset, KeyKeyOrdering}
+var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyKeyOrdering, KeyRecordLockDuration}
 
 // Bounds of the group keys.
 const (
-	// MaxRecordLockDuration bounds group.share.record.lock.duration.ms.
+	// MaxRecordLockDuration bounds share.record.lock.duration.ms.
 	MaxRecordLockDuration = time.Hour
 	// MinRecordLockDuration is its lower bound.
 	MinRecordLockDuration = time.Second
-	// MaxDeliveryCountLimit bounds group.share.delivery.count.limit.
+	// MaxDeliveryCountLimit bounds share.delivery.count.limit.
 	MaxDeliveryCountLimit = 100
 )
 
@@ -145,9 +147,10 @@ func isoDuration(d time.Duration) string {
 type ConfigSource interface {
 	// ShareGroupConfig is group's own settings (nil: none), the
 	// generation they were set at (it changes with each change and each
-	// delete of the group's state; 0: never set), and the generation of
-	// the group's last delete (0: never).
-	ShareGroupConfig(group string) (configs map[string]string, generation, deleted uint64)
+	// delete of the group's state; 0: never set), the generation of the
+	// group's last delete (0: never) and the topics that delete named
+	// (none: all of the group's state).
+	ShareGroupConfig(group string) (configs map[string]string, generation, deleted uint64, deletedTopics []string)
 }
 
 // ApplyGroupConfigs returns base with the settings of kv, or the first

@@ -1,6 +1,7 @@
 package sharegroup
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -17,17 +18,18 @@ type configSource struct {
 	mu           sync.Mutex
 	kv           map[string]map[string]string
 	gen, deleted map[string]uint64
+	topics       map[string][]string
 	index        uint64
 }
 
 func newConfigSource() *configSource {
-	return &configSource{kv: map[string]map[string]string{}, gen: map[string]uint64{}, deleted: map[string]uint64{}}
+	return &configSource{kv: map[string]map[string]string{}, gen: map[string]uint64{}, deleted: map[string]uint64{}, topics: map[string][]string{}}
 }
 
-func (s *configSource) ShareGroupConfig(group string) (map[string]string, uint64, uint64) {
+func (s *configSource) ShareGroupConfig(group string) (map[string]string, uint64, uint64, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.kv[group], s.gen[group], s.deleted[group]
+	return s.kv[group], s.gen[group], s.deleted[group], s.topics[group]
 }
 
 func (s *configSource) set(group string, kv map[string]string) {
@@ -41,7 +43,15 @@ func (s *configSource) delete(group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.index++
-	s.kv[group], s.gen[group], s.deleted[group] = nil, s.index, s.index
+	s.kv[group], s.gen[group], s.deleted[group], s.topics[group] = nil, s.index, s.index, nil
+}
+
+// deleteTopics deletes the group's state on topics, its settings kept.
+func (s *configSource) deleteTopics(group string, topics ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	s.gen[group], s.deleted[group], s.topics[group] = s.index, s.index, topics
 }
 
 // TestShareGroupSettingsApply: a group's saved settings decide its
@@ -158,5 +168,62 @@ func TestShareGroupConfigValues(t *testing.T) {
 		if _, err := ParseReset(v); err == nil {
 			t.Errorf("%s taken", v)
 		}
+	}
+}
+
+// TestShareGroupDeleteTopicsAndLostAcks: a delete of the group's state
+// on some topics drops what the node holds of the group on those only;
+// an acknowledgement applied before a delete and saved after it is
+// ErrStateNotSaved (its share-partition gone or made anew), not reported
+// saved.
+func TestShareGroupDeleteTopicsAndLostAcks(t *testing.T) {
+	m := newMetaStore()
+	tpU := TopicPartition{Topic: "u", Partition: 0}
+	m.lead(tp, 1, 0)
+	m.lead(tpU, 1, 0)
+	src := newConfigSource()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Store = nodeStore{m, 1}
+	cfg.Configs = src
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.set("g", map[string]string{KeyDeliveryCountLimit: "3"})
+	join(t, n, "x")
+	for _, p := range []TopicPartition{tp, tpU} {
+		if f, err := n.Acquire(t0, "g", "x", p, 1, &memLog{hw: 4, keys: []string{""}}); err != nil || len(f.Acquired) != 1 {
+			t.Fatalf("acquired %v, %v on %v", f.Acquired, err, p)
+		}
+	}
+	persist(t, n, tp, tpU)
+
+	// Deleted on u only: t's share-partition, with x's record, stays.
+	src.deleteTopics("g", "u")
+	_, parts := n.Describe("g")
+	if len(parts) != 1 || parts[0].TopicPartition != tp || parts[0].Records[0].Member != "x" {
+		t.Fatalf("share-partitions after deleting u's state: %+v", parts)
+	}
+
+	// An ack applied, then the group's state deleted before its save.
+	mark := n.MarkGroup("g")
+	if _, err := n.Acknowledge(t0, "g", "x", tp, []share.Ack{{First: 0, Last: 0, Type: share.Accept}}); err != nil {
+		t.Fatal(err)
+	}
+	src.delete("g")
+	if errs := n.PersistSince(context.Background(), "g", []TopicPartition{tp}, mark); !errors.Is(errs[0], ErrStateNotSaved) {
+		t.Fatalf("saving an ack whose share-partition was dropped: %v, want %v", errs[0], ErrStateNotSaved)
+	}
+	// Made anew by a fetch after the delete: still not the ack's.
+	if _, err := n.Acquire(t0, "g", "x", tp, 1, &memLog{hw: 4, keys: []string{""}}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := n.PersistSince(context.Background(), "g", []TopicPartition{tp}, mark); !errors.Is(errs[0], ErrStateNotSaved) {
+		t.Fatalf("saving an ack whose share-partition was made anew: %v, want %v", errs[0], ErrStateNotSaved)
+	}
+	// A call that began after the delete saves as usual.
+	if errs := n.PersistSince(context.Background(), "g", []TopicPartition{tp}, n.MarkGroup("g")); errs[0] != nil {
+		t.Fatal(errs[0])
 	}
 }

@@ -64,12 +64,13 @@ func (c *Coordinator) LiveMembers(now time.Time, groupName string) int {
 	return len(g.members)
 }
 
-// Forget drops what this node holds of a group whose saved state was
-// deleted (a group with members stays).
-func (c *Coordinator) Forget(groupName string) {
+// ForgetGroup drops what this node holds of a group whose saved state
+// was deleted (a group with members stays).
+func (c *Coordinator) ForgetGroup(groupName string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if g, ok := c.groups[groupName]; ok && len(g.members) == 0 {
 		delete(c.groups, groupName)
+		c.drops[groupName]++
 	}
 }

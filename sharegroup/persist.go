@@ -83,6 +83,15 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 	if err != nil {
 		return err
 	}
+	// A dead letter being written (claimed, not finished) stays
+	// claimed: handed out again now, its check could run before that
+	// write lands and write it a second time.
+	busy := map[int64]bool{}
+	for _, d := range p.pending {
+		if d.busy {
+			busy[d.Offset] = true
+		}
+	}
 	p.p, p.lease, p.pending = nil, lease, nil
 	if ok {
 		if p.p, err = share.Restore(cfg, saved.Snapshot); err != nil {
@@ -91,7 +100,7 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 		// Saved pending: they may have been written before the
 		// change, so each is looked for before it is written again.
 		for _, d := range saved.DeadLetters {
-			p.pending = append(p.pending, pendingDead{DeadLetter: d.DeadLetter, archived: d.Archived, check: true})
+			p.pending = append(p.pending, pendingDead{DeadLetter: d.DeadLetter, archived: d.Archived, check: true, busy: busy[d.Offset]})
 		}
 	}
 	return nil
@@ -124,6 +133,29 @@ type saver struct {
 // or unknown here), else why not (a partition whose save was refused is
 // restored again at its next use). Without a Store it does nothing.
 func (c *Coordinator) Persist(ctx context.Context, group string, tps []TopicPartition) []error {
+	return c.PersistSince(ctx, group, tps, Mark{})
+}
+
+// Mark is where a group's share-partitions stood when a call began
+// changing them (MarkGroup).
+type Mark struct {
+	drops uint64
+	set   bool
+}
+
+// MarkGroup is the mark to take before changing share-partitions of
+// group and to pass to PersistSince with them.
+func (c *Coordinator) MarkGroup(group string) Mark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Mark{drops: c.drops[group], set: true}
+}
+
+// PersistSince is Persist of changes made since mark: a share-partition
+// this node dropped since (the group's state deleted, the group
+// forgotten), gone or made anew, is ErrStateNotSaved, since what the
+// call changed in it went with it.
+func (c *Coordinator) PersistSince(ctx context.Context, group string, tps []TopicPartition, mark Mark) []error {
 	out := make([]error, len(tps))
 	if c.cfg.Store == nil {
 		return out
@@ -131,7 +163,11 @@ func (c *Coordinator) Persist(ctx context.Context, group string, tps []TopicPart
 	var items []saveItem
 	var at []int // items[i] answers tps[at[i]]
 	for i, tp := range tps {
-		p := c.lookup(group, tp)
+		p, dropped := c.lookupSince(group, tp, mark)
+		if dropped {
+			out[i] = fmt.Errorf("%w: group %s on %s-%d: its state was deleted meanwhile", ErrStateNotSaved, group, tp.Topic, tp.Partition)
+			continue
+		}
 		if p == nil {
 			continue
 		}
@@ -175,6 +211,24 @@ func (c *Coordinator) Persist(ctx context.Context, group string, tps []TopicPart
 }
 
 // lookup returns group's share-partition tp, nil if it has none.
+// lookupSince is lookup, and whether the group dropped share-partitions
+// since mark and tp's is not the one it had then (gone or made anew).
+func (c *Coordinator) lookupSince(group string, tp TopicPartition, mark Mark) (*partition, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var p *partition
+	if g := c.groups[group]; g != nil {
+		if mark.set {
+			c.syncLocked(group, g) // a delete this node has not applied yet
+		}
+		p = g.parts[tp]
+	}
+	if !mark.set || c.drops[group] == mark.drops {
+		return p, false
+	}
+	return p, p == nil || p.born > mark.drops
+}
+
 func (c *Coordinator) lookup(group string, tp TopicPartition) *partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -270,8 +324,10 @@ func (c *Coordinator) saveChunk(ctx context.Context, batch []saveItem, errs []er
 		case err == nil && it.p.lease == it.state.Lease:
 			// Refused: this node no longer leads the partition under
 			// that lease (or the group's settings changed). Whatever
-			// it holds of it is stale.
-			it.p.p, it.p.pending = nil, nil
+			// it holds of it is stale; its pending dead letters are
+			// replaced by the saved ones at the restore, those being
+			// written kept claimed.
+			it.p.p = nil
 		}
 		it.p.mu.Unlock()
 	}

@@ -43,6 +43,10 @@ type ShareCore interface {
 	ShareFetch(ctx context.Context, req *request.ShareFetchRequest) ([]request.ShareFetchResult, error)
 	// ShareAcknowledge: Read on the group and the topics.
 	ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
+	// ShareAcknowledgeRouted is ShareAcknowledge at each partition's
+	// leader, wherever it is.
+	// keyOrdered: the stream is key_ordered.
+	ShareAcknowledgeRouted(ctx context.Context, group, member string, keyOrdered bool, parts []request.SharePartition) ([]request.ShareAckResult, error)
 	// ShareLockDuration is how long the group's records stay locked.
 	ShareLockDuration(group string) time.Duration
 	// ShareGroupRequireKeyOrdering turns the group's per-key ordering on,
@@ -107,15 +111,19 @@ type sharedStream struct {
 	nextExpiry time.Time
 
 	hbInFlight bool
-	hbAt       time.Time
-	hbDone     chan sharedHB
-	fetchStop  context.CancelFunc
-	fetchDone  chan sharedFetched
+	// rejoining: the group forgot the member; only the answer to a join
+	// (epoch 0) counts until it has joined again.
+	rejoining bool
+	hbAt      time.Time
+	hbDone    chan sharedHB
+	fetchStop context.CancelFunc
+	fetchDone chan sharedFetched
 }
 
 type sharedHB struct {
 	resp *request.ShareHeartbeatResult
 	err  error
+	join bool // sent with epoch 0
 }
 
 type sharedFetched struct {
@@ -261,6 +269,10 @@ func (s *sharedStream) run() error {
 		case h := <-s.hbDone:
 			timer.Stop()
 			s.hbInFlight = false
+			if s.rejoining && !h.join {
+				s.hbAt = time.Now() // sent before: join now
+				continue
+			}
 			if err := s.onHeartbeat(h.resp, h.err); err != nil {
 				return s.finish(statusOf(err))
 			}
@@ -311,12 +323,15 @@ func (s *sharedStream) finish(err error) error {
 
 func (s *sharedStream) spawnHeartbeat() {
 	hb := &request.ShareHeartbeat{Group: s.start.Group, MemberID: s.memberID, Epoch: s.epoch}
+	if s.epoch == 0 {
+		hb.Topics = slices.Clone(s.start.Subscription.Topics) // joining again
+	}
 	s.hbInFlight = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)
 	go func() {
 		defer cancel()
 		resp, err := s.core.ShareGroupHeartbeat(ctx, hb)
-		s.hbDone <- sharedHB{resp, err}
+		s.hbDone <- sharedHB{resp, err, hb.Epoch == 0}
 	}()
 }
 
@@ -326,13 +341,20 @@ func (s *sharedStream) spawnHeartbeat() {
 func (s *sharedStream) onHeartbeat(resp *request.ShareHeartbeatResult, err error) error {
 	now := time.Now()
 	if err != nil {
-		if e := s.b.Error(err); e.Retriable {
+		e := s.b.Error(err)
+		if e.Retriable {
 			s.hbAt = now.Add(subscribeRetry)
+			return nil
+		}
+		if s.parts != nil && (e.Code == quirev1.ErrorCode_UNKNOWN_MEMBER_ID || e.Code == quirev1.ErrorCode_FENCED_MEMBER_EPOCH) {
+			s.rejoin(now)
 			return nil
 		}
 		s.epoch = 0 // the member is gone: nothing to leave
 		return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
 	}
+	rejoined := s.rejoining
+	s.rejoining = false
 	s.epoch = resp.Epoch
 	s.interval = resp.Interval
 	if s.interval <= 0 {
@@ -346,8 +368,8 @@ func (s *sharedStream) onHeartbeat(resp *request.ShareHeartbeatResult, err error
 		}
 	}
 	slices.SortFunc(parts, comparePartKey)
-	if slices.Equal(parts, s.parts) && s.parts != nil {
-		return nil
+	if slices.Equal(parts, s.parts) && s.parts != nil && !rejoined {
+		return nil // a member that joined again is told its new epoch
 	}
 	var added, revoked []partKey
 	for _, k := range parts {
@@ -381,7 +403,8 @@ func (s *sharedStream) maybeFetch(now time.Time) {
 	if s.fetchStop != nil || s.nHeld >= s.maxRecords || s.epoch <= 0 {
 		return
 	}
-	req := &request.ShareFetchRequest{Group: s.start.Group, MemberID: s.memberID, MaxWait: sharedFetchWait, MaxRecords: s.maxRecords - s.nHeld}
+	req := &request.ShareFetchRequest{Group: s.start.Group, MemberID: s.memberID, MaxWait: sharedFetchWait, MaxRecords: s.maxRecords - s.nHeld,
+		Route: true, KeyOrdered: s.start.KeyOrdered}
 	for _, k := range s.parts {
 		if at, ok := s.retryAt[k]; ok {
 			if now.Before(at) {
@@ -488,11 +511,37 @@ func (s *sharedStream) fetchRefused(err error) error {
 	case quirev1.ErrorCode_UNKNOWN_MEMBER_ID, quirev1.ErrorCode_GROUP_AUTHORIZATION_FAILED,
 		quirev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, quirev1.ErrorCode_UNSUPPORTED_VERSION:
 		if e.Code == quirev1.ErrorCode_UNKNOWN_MEMBER_ID {
-			s.epoch = 0
+			if s.epoch > 0 {
+				s.rejoin(time.Now())
+			}
+			return nil
 		}
 		return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
+	case quirev1.ErrorCode_INVALID_REQUEST:
+		if s.start.KeyOrdered {
+			// A leader serves the group without key ordering (its
+			// share.key.ordering changed since the stream began): the
+			// stream cannot have what it asked for.
+			return s.b.Status(fmt.Errorf("subscribe to share group %q: %w", s.start.Group, err))
+		}
 	}
 	return nil
+}
+
+// rejoin has the member join its group again, with the same member id,
+// when the group forgot it (it was silent past the session timeout, its
+// heartbeats held up): as a Kafka share consumer does, the stream goes
+// on. What it held was released on every leader when the group forgot
+// it, so the stream holds nothing any more: acknowledging it is refused
+// (INVALID_RECORD_STATE), and the credit is free.
+func (s *sharedStream) rejoin(now time.Time) {
+	s.log.Debug("shared subscribe stream's member forgotten: joining again", "epoch", s.epoch, "held", s.nHeld)
+	s.epoch, s.rejoining = 0, true
+	clear(s.held)
+	s.nHeld, s.nextExpiry = 0, time.Time{}
+	if !s.hbInFlight { // else when the one in flight answers
+		s.hbAt = now
+	}
 }
 
 // decode returns the records of r's acquired ranges, in offset order,

@@ -73,7 +73,7 @@ func (s *sharedStream) acknowledge(m *quirev1.ShareAcks) *quirev1.ShareAckResult
 		return out
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
-	res, err := s.core.ShareAcknowledge(ctx, s.start.Group, s.memberID, parts)
+	res, err := s.core.ShareAcknowledgeRouted(ctx, s.start.Group, s.memberID, s.start.KeyOrdered, parts)
 	cancel()
 	for i, kept := range sent {
 		perr := err

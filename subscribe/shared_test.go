@@ -3,7 +3,9 @@ package subscribe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,10 @@ func (f *fakeBroker) ShareFetch(context.Context, *request.ShareFetchRequest) ([]
 }
 
 func (f *fakeBroker) ShareAcknowledge(context.Context, string, string, []request.SharePartition) ([]request.ShareAckResult, error) {
+	return nil, request.ErrShareGroupsDisabled
+}
+
+func (f *fakeBroker) ShareAcknowledgeRouted(context.Context, string, string, bool, []request.SharePartition) ([]request.ShareAckResult, error) {
 	return nil, request.ErrShareGroupsDisabled
 }
 
@@ -84,6 +90,10 @@ func (f *shareCoreFake) ShareAcknowledge(_ context.Context, _, _ string, parts [
 		out[i] = request.ShareAckResult{Topic: p.Topic, Partition: p.Partition, Err: f.refuse[p.Topic]}
 	}
 	return out, nil
+}
+
+func (f *shareCoreFake) ShareAcknowledgeRouted(ctx context.Context, group, member string, _ bool, parts []request.SharePartition) ([]request.ShareAckResult, error) {
+	return f.ShareAcknowledge(ctx, group, member, parts)
 }
 
 func (f *shareCoreFake) ShareLockDuration(string) time.Duration { return time.Minute }
@@ -178,5 +188,30 @@ func TestServeSharedAcknowledge(t *testing.T) {
 	slices.Sort(heldA)
 	if !slices.Equal(heldA, []int64{13, 14}) || len(s.held[partKey{"b", 0}]) != 2 || s.nHeld != 4 {
 		t.Errorf("held a-0 %v, b-0 %d records, %d in all; want 13-14, 2, 4", heldA, len(s.held[partKey{"b", 0}]), s.nHeld)
+	}
+}
+
+// TestServeSharedKeyOrderedRefused: a key-ordered stream whose fetch a
+// leader refuses INVALID_REQUEST (the group serves without key
+// ordering) ends with that refusal rather than retrying for ever; a
+// stream not asking for key ordering leaves the partition for a while.
+func TestServeSharedKeyOrderedRefused(t *testing.T) {
+	t.Parallel()
+	for _, keyOrdered := range []bool{true, false} {
+		st := &quirev1.SubscribeStart{Group: "g", Subscription: &quirev1.GroupSubscription{Topics: []string{"a"}}, Mode: quirev1.SubscribeMode_SHARED, KeyOrdered: keyOrdered}
+		s, err := newSharedStream(&shareCoreFake{}, shareCodes{newFakeBroker()}, newFakeStream(context.Background()), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ctx, s.lockFor = context.Background(), time.Minute
+		s.parts = []partKey{{"a", 0}}
+		refused := fmt.Errorf("%w: share group \"g\" has share.key.ordering=false", ErrInvalidRequest)
+		err = s.onFetch(sharedFetched{at: time.Now(), results: []request.ShareFetchResult{{Topic: "a", Partition: 0, Err: refused}}})
+		if keyOrdered && (err == nil || !strings.Contains(err.Error(), "share.key.ordering=false")) {
+			t.Fatalf("key-ordered stream refused by a leader: %v, want the stream ended with the refusal", err)
+		}
+		if !keyOrdered && err != nil {
+			t.Fatalf("a stream not asking for key ordering ended: %v", err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,7 +94,7 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 	const topic, dlq, group, n = "dq", "dlq.dq", "dg", 90
 	createTopic(t, c, 1, topic, 1, 3)
 	createTopic(t, c, 1, dlq, 1, 3)
-	want := map[string]string{"group.share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
+	want := map[string]string{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
 		"share.auto.offset.reset": "earliest"}
 	ctl := c.WaitController(ctx)
 	var via int32 = 1
@@ -214,7 +215,9 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
+	adm := kadm.NewClient(cons)
 	got := map[int64]int{}
+	read := int64(0) // records read, duplicates included
 	var wantDead []int64
 	for o := int64(0); o < n; o += 3 {
 		wantDead = append(wantDead, o)
@@ -224,6 +227,7 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 		defer pcancel()
 		fs := cons.PollFetches(pctx)
 		for _, r := range fs.Records() {
+			read++
 			h := map[string]string{}
 			for _, x := range r.Headers {
 				h[x.Key] = string(x.Value)
@@ -240,6 +244,17 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 		}
 		if len(got) < len(wantDead) {
 			return fmt.Errorf("%d of %d dead letters read", len(got), len(wantDead))
+		}
+		// Read to the end of every partition, so that a second copy
+		// written after the others is counted too.
+		ends, err := adm.ListEndOffsets(ctx, dlq)
+		if err != nil {
+			return err
+		}
+		total := int64(0)
+		ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+		if read < total {
+			return fmt.Errorf("%d of the %d records of %s read", read, total, dlq)
 		}
 		return nil
 	})

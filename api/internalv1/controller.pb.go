@@ -67,8 +67,11 @@ func (x *PutShareGroupConfigRequest) GetConfig() *metapb.PutShareGroupConfig {
 	return nil
 }
 
+// PutShareGroupConfigResponse is the group's settings generation once
+// the change is applied (unchanged when it changed nothing).
 type PutShareGroupConfigResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +104,13 @@ func (x *PutShareGroupConfigResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PutShareGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*PutShareGroupConfigResponse) Descriptor() ([]byte, []int) {
 	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutShareGroupConfigResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 type DeleteShareGroupRequest struct {
@@ -147,10 +157,12 @@ func (x *DeleteShareGroupRequest) GetDelete() *metapb.DeleteShareGroup {
 	return nil
 }
 
-// DeleteShareGroupResponse says how many share-partition states went.
+// DeleteShareGroupResponse says how many share-partition states went,
+// and the group's settings generation after the delete.
 type DeleteShareGroupResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	States        int32                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,6 +200,13 @@ func (*DeleteShareGroupResponse) Descriptor() ([]byte, []int) {
 func (x *DeleteShareGroupResponse) GetStates() int32 {
 	if x != nil {
 		return x.States
+	}
+	return 0
+}
+
+func (x *DeleteShareGroupResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
 	}
 	return 0
 }
@@ -3549,12 +3568,18 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"\\\n" +
 	"\x1aPutShareGroupConfigRequest\x12>\n" +
-	"\x06config\x18\x01 \x01(\v2&.quire.internal.v1.PutShareGroupConfigR\x06config\"\x1d\n" +
-	"\x1bPutShareGroupConfigResponse\"V\n" +
+	"\x06config\x18\x01 \x01(\v2&.quire.internal.v1.PutShareGroupConfigR\x06config\"=\n" +
+	"\x1bPutShareGroupConfigResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\"V\n" +
 	"\x17DeleteShareGroupRequest\x12;\n" +
-	"\x06delete\x18\x01 \x01(\v2#.quire.internal.v1.DeleteShareGroupR\x06delete\"2\n" +
+	"\x06delete\x18\x01 \x01(\v2#.quire.internal.v1.DeleteShareGroupR\x06delete\"R\n" +
 	"\x18DeleteShareGroupResponse\x12\x16\n" +
-	"\x06states\x18\x01 \x01(\x05R\x06states\"R\n" +
+	"\x06states\x18\x01 \x01(\x05R\x06states\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"R\n" +
 	"\x15PutShareStatesRequest\x129\n" +
 	"\x06states\x18\x01 \x01(\v2!.quire.internal.v1.PutShareStatesR\x06states\"0\n" +
 	"\x16PutShareStatesResponse\x12\x16\n" +

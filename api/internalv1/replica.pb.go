@@ -22,6 +22,858 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ShareMemberRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Asks instead whether any member heartbeats to this broker in the
+	// group (member_id unused): a share group's delete checks that no
+	// node has a member.
+	AnyMember     bool `protobuf:"varint,3,opt,name=any_member,json=anyMember,proto3" json:"any_member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareMemberRequest) Reset() {
+	*x = ShareMemberRequest{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareMemberRequest) ProtoMessage() {}
+
+func (x *ShareMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareMemberRequest.ProtoReflect.Descriptor instead.
+func (*ShareMemberRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ShareMemberRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ShareMemberRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ShareMemberRequest) GetAnyMember() bool {
+	if x != nil {
+		return x.AnyMember
+	}
+	return false
+}
+
+type ShareMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        bool                   `protobuf:"varint,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareMemberResponse) Reset() {
+	*x = ShareMemberResponse{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareMemberResponse) ProtoMessage() {}
+
+func (x *ShareMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareMemberResponse.ProtoReflect.Descriptor instead.
+func (*ShareMemberResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ShareMemberResponse) GetMember() bool {
+	if x != nil {
+		return x.Member
+	}
+	return false
+}
+
+type ShareMembersLeftRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Left          []*ShareDeparture      `protobuf:"bytes,1,rep,name=left,proto3" json:"left,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareMembersLeftRequest) Reset() {
+	*x = ShareMembersLeftRequest{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareMembersLeftRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareMembersLeftRequest) ProtoMessage() {}
+
+func (x *ShareMembersLeftRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareMembersLeftRequest.ProtoReflect.Descriptor instead.
+func (*ShareMembersLeftRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ShareMembersLeftRequest) GetLeft() []*ShareDeparture {
+	if x != nil {
+		return x.Left
+	}
+	return nil
+}
+
+type ShareDeparture struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareDeparture) Reset() {
+	*x = ShareDeparture{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareDeparture) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareDeparture) ProtoMessage() {}
+
+func (x *ShareDeparture) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareDeparture.ProtoReflect.Descriptor instead.
+func (*ShareDeparture) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ShareDeparture) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ShareDeparture) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+type ShareMembersLeftResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareMembersLeftResponse) Reset() {
+	*x = ShareMembersLeftResponse{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareMembersLeftResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareMembersLeftResponse) ProtoMessage() {}
+
+func (x *ShareMembersLeftResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareMembersLeftResponse.ProtoReflect.Descriptor instead.
+func (*ShareMembersLeftResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{4}
+}
+
+type PeerShareAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	First int64                  `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Last  int64                  `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	// Kafka's acknowledgement type: 1 accept, 2 release, 3 reject, 4 renew.
+	Type          int32 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareAck) Reset() {
+	*x = PeerShareAck{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareAck) ProtoMessage() {}
+
+func (x *PeerShareAck) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareAck.ProtoReflect.Descriptor instead.
+func (*PeerShareAck) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PeerShareAck) GetFirst() int64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *PeerShareAck) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+func (x *PeerShareAck) GetType() int32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+type PeerSharePartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Acks          []*PeerShareAck        `protobuf:"bytes,3,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerSharePartition) Reset() {
+	*x = PeerSharePartition{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerSharePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerSharePartition) ProtoMessage() {}
+
+func (x *PeerSharePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerSharePartition.ProtoReflect.Descriptor instead.
+func (*PeerSharePartition) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PeerSharePartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PeerSharePartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PeerSharePartition) GetAcks() []*PeerShareAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+type PeerShareFetchRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Group      string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId   string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MaxWaitMs  int32                  `protobuf:"varint,4,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MaxRecords int32                  `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	Partitions []*PeerSharePartition  `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The member asks for the group's per-key ordering (a key_ordered
+	// SHARED stream). From metadata.version 16 the leader takes the
+	// ordering from the group's saved share.key.ordering, as for any
+	// member, and refuses such a fetch of a group without it rather than
+	// deliver out of order (INVALID_REQUEST when the group may not take
+	// it on, REQUEST_TIMED_OUT while its metadata lacks the setting the
+	// stream's node saved). Below 16, where settings are per node, the
+	// leader turns it on for the group first, or refuses the fetch for a
+	// group it already serves without it.
+	KeyOrdered    bool `protobuf:"varint,7,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareFetchRequest) Reset() {
+	*x = PeerShareFetchRequest{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareFetchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareFetchRequest) ProtoMessage() {}
+
+func (x *PeerShareFetchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareFetchRequest.ProtoReflect.Descriptor instead.
+func (*PeerShareFetchRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PeerShareFetchRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *PeerShareFetchRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PeerShareFetchRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *PeerShareFetchRequest) GetMaxWaitMs() int32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *PeerShareFetchRequest) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+func (x *PeerShareFetchRequest) GetPartitions() []*PeerSharePartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *PeerShareFetchRequest) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+type PeerAcquiredRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         int64                  `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Last          int64                  `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	DeliveryCount int32                  `protobuf:"varint,3,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerAcquiredRange) Reset() {
+	*x = PeerAcquiredRange{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerAcquiredRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerAcquiredRange) ProtoMessage() {}
+
+func (x *PeerAcquiredRange) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerAcquiredRange.ProtoReflect.Descriptor instead.
+func (*PeerAcquiredRange) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PeerAcquiredRange) GetFirst() int64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *PeerAcquiredRange) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+func (x *PeerAcquiredRange) GetDeliveryCount() int32 {
+	if x != nil {
+		return x.DeliveryCount
+	}
+	return 0
+}
+
+type PeerShareFetchResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Records       []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"`
+	Acquired      []*PeerAcquiredRange   `protobuf:"bytes,4,rep,name=acquired,proto3" json:"acquired,omitempty"`
+	AckError      *quirev1.Error         `protobuf:"bytes,5,opt,name=ack_error,json=ackError,proto3" json:"ack_error,omitempty"`
+	Error         *quirev1.Error         `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareFetchResult) Reset() {
+	*x = PeerShareFetchResult{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareFetchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareFetchResult) ProtoMessage() {}
+
+func (x *PeerShareFetchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareFetchResult.ProtoReflect.Descriptor instead.
+func (*PeerShareFetchResult) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PeerShareFetchResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PeerShareFetchResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PeerShareFetchResult) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *PeerShareFetchResult) GetAcquired() []*PeerAcquiredRange {
+	if x != nil {
+		return x.Acquired
+	}
+	return nil
+}
+
+func (x *PeerShareFetchResult) GetAckError() *quirev1.Error {
+	if x != nil {
+		return x.AckError
+	}
+	return nil
+}
+
+func (x *PeerShareFetchResult) GetError() *quirev1.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type PeerShareFetchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refusal of the whole call (the member unknown, say); else one
+	// result per partition, in request order.
+	Error         *quirev1.Error          `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions    []*PeerShareFetchResult `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareFetchResponse) Reset() {
+	*x = PeerShareFetchResponse{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareFetchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareFetchResponse) ProtoMessage() {}
+
+func (x *PeerShareFetchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareFetchResponse.ProtoReflect.Descriptor instead.
+func (*PeerShareFetchResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PeerShareFetchResponse) GetError() *quirev1.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *PeerShareFetchResponse) GetPartitions() []*PeerShareFetchResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type PeerShareAckRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Group      string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId   string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Partitions []*PeerSharePartition  `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As PeerShareFetchRequest's: an acknowledgement may be the first call
+	// a new leader gets for the group. Below metadata.version 16 the
+	// leader turns the ordering on first, so that the partition's state it
+	// restores for it keeps the group's ordering; from 16 the state takes
+	// the group's saved setting, and the flag is a check only.
+	KeyOrdered    bool `protobuf:"varint,5,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareAckRequest) Reset() {
+	*x = PeerShareAckRequest{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareAckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareAckRequest) ProtoMessage() {}
+
+func (x *PeerShareAckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareAckRequest.ProtoReflect.Descriptor instead.
+func (*PeerShareAckRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PeerShareAckRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *PeerShareAckRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PeerShareAckRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *PeerShareAckRequest) GetPartitions() []*PeerSharePartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *PeerShareAckRequest) GetKeyOrdered() bool {
+	if x != nil {
+		return x.KeyOrdered
+	}
+	return false
+}
+
+type PeerShareAckResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *quirev1.Error         `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareAckResult) Reset() {
+	*x = PeerShareAckResult{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareAckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareAckResult) ProtoMessage() {}
+
+func (x *PeerShareAckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareAckResult.ProtoReflect.Descriptor instead.
+func (*PeerShareAckResult) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PeerShareAckResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PeerShareAckResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PeerShareAckResult) GetError() *quirev1.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type PeerShareAckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *quirev1.Error         `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Partitions    []*PeerShareAckResult  `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerShareAckResponse) Reset() {
+	*x = PeerShareAckResponse{}
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerShareAckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerShareAckResponse) ProtoMessage() {}
+
+func (x *PeerShareAckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerShareAckResponse.ProtoReflect.Descriptor instead.
+func (*PeerShareAckResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PeerShareAckResponse) GetError() *quirev1.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *PeerShareAckResponse) GetPartitions() []*PeerShareAckResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type ReplicaFetchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The fetching broker; it must be an assigned replica of every partition.
@@ -50,7 +902,7 @@ type ReplicaFetchRequest struct {
 
 func (x *ReplicaFetchRequest) Reset() {
 	*x = ReplicaFetchRequest{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -62,7 +914,7 @@ func (x *ReplicaFetchRequest) String() string {
 func (*ReplicaFetchRequest) ProtoMessage() {}
 
 func (x *ReplicaFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -75,7 +927,7 @@ func (x *ReplicaFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicaFetchRequest) GetReplicaId() int32 {
@@ -144,7 +996,7 @@ type ReplicaFetchForgotten struct {
 
 func (x *ReplicaFetchForgotten) Reset() {
 	*x = ReplicaFetchForgotten{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +1008,7 @@ func (x *ReplicaFetchForgotten) String() string {
 func (*ReplicaFetchForgotten) ProtoMessage() {}
 
 func (x *ReplicaFetchForgotten) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +1021,7 @@ func (x *ReplicaFetchForgotten) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchForgotten.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchForgotten) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicaFetchForgotten) GetTopic() string {
@@ -218,7 +1070,7 @@ type ReplicaFetchPartition struct {
 
 func (x *ReplicaFetchPartition) Reset() {
 	*x = ReplicaFetchPartition{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +1082,7 @@ func (x *ReplicaFetchPartition) String() string {
 func (*ReplicaFetchPartition) ProtoMessage() {}
 
 func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +1095,7 @@ func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartition.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicaFetchPartition) GetTopic() string {
@@ -331,7 +1183,7 @@ type EpochEndOffset struct {
 
 func (x *EpochEndOffset) Reset() {
 	*x = EpochEndOffset{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +1195,7 @@ func (x *EpochEndOffset) String() string {
 func (*EpochEndOffset) ProtoMessage() {}
 
 func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +1208,7 @@ func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochEndOffset.ProtoReflect.Descriptor instead.
 func (*EpochEndOffset) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EpochEndOffset) GetEpoch() int32 {
@@ -395,7 +1247,7 @@ type ReplicaFetchPartitionResult struct {
 
 func (x *ReplicaFetchPartitionResult) Reset() {
 	*x = ReplicaFetchPartitionResult{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +1259,7 @@ func (x *ReplicaFetchPartitionResult) String() string {
 func (*ReplicaFetchPartitionResult) ProtoMessage() {}
 
 func (x *ReplicaFetchPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +1272,7 @@ func (x *ReplicaFetchPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartitionResult.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartitionResult) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplicaFetchPartitionResult) GetTopic() string {
@@ -501,7 +1353,7 @@ type ReplicaFetchResponse struct {
 
 func (x *ReplicaFetchResponse) Reset() {
 	*x = ReplicaFetchResponse{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +1365,7 @@ func (x *ReplicaFetchResponse) String() string {
 func (*ReplicaFetchResponse) ProtoMessage() {}
 
 func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +1378,7 @@ func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionResult {
@@ -557,7 +1409,7 @@ type LogPartitionRef struct {
 
 func (x *LogPartitionRef) Reset() {
 	*x = LogPartitionRef{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +1421,7 @@ func (x *LogPartitionRef) String() string {
 func (*LogPartitionRef) ProtoMessage() {}
 
 func (x *LogPartitionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +1434,7 @@ func (x *LogPartitionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPartitionRef.ProtoReflect.Descriptor instead.
 func (*LogPartitionRef) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogPartitionRef) GetTopic() string {
@@ -615,7 +1467,7 @@ type DescribeLogsRequest struct {
 
 func (x *DescribeLogsRequest) Reset() {
 	*x = DescribeLogsRequest{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +1479,7 @@ func (x *DescribeLogsRequest) String() string {
 func (*DescribeLogsRequest) ProtoMessage() {}
 
 func (x *DescribeLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +1492,7 @@ func (x *DescribeLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeLogsRequest) GetPartitions() []*LogPartitionRef {
@@ -691,7 +1543,7 @@ type LogDescription struct {
 
 func (x *LogDescription) Reset() {
 	*x = LogDescription{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +1555,7 @@ func (x *LogDescription) String() string {
 func (*LogDescription) ProtoMessage() {}
 
 func (x *LogDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +1568,7 @@ func (x *LogDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogDescription.ProtoReflect.Descriptor instead.
 func (*LogDescription) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogDescription) GetTopic() string {
@@ -834,7 +1686,7 @@ type DescribeLogsResponse struct {
 
 func (x *DescribeLogsResponse) Reset() {
 	*x = DescribeLogsResponse{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1698,7 @@ func (x *DescribeLogsResponse) String() string {
 func (*DescribeLogsResponse) ProtoMessage() {}
 
 func (x *DescribeLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1711,7 @@ func (x *DescribeLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeLogsResponse) GetLogs() []*LogDescription {
@@ -878,7 +1730,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1742,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1755,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
@@ -927,7 +1779,7 @@ type TxnMarker struct {
 
 func (x *TxnMarker) Reset() {
 	*x = TxnMarker{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1791,7 @@ func (x *TxnMarker) String() string {
 func (*TxnMarker) ProtoMessage() {}
 
 func (x *TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1804,7 @@ func (x *TxnMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
 func (*TxnMarker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TxnMarker) GetProducerId() int64 {
@@ -1000,7 +1852,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1864,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1877,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteTxnMarkersResponse) GetMarkers() []*TxnMarkerResult {
@@ -1045,7 +1897,7 @@ type TxnMarkerResult struct {
 
 func (x *TxnMarkerResult) Reset() {
 	*x = TxnMarkerResult{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1909,7 @@ func (x *TxnMarkerResult) String() string {
 func (*TxnMarkerResult) ProtoMessage() {}
 
 func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1922,7 @@ func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnMarkerResult) GetPartitions() []*TxnMarkerPartition {
@@ -1091,7 +1943,7 @@ type TxnMarkerPartition struct {
 
 func (x *TxnMarkerPartition) Reset() {
 	*x = TxnMarkerPartition{}
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1955,7 @@ func (x *TxnMarkerPartition) String() string {
 func (*TxnMarkerPartition) ProtoMessage() {}
 
 func (x *TxnMarkerPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_replica_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_replica_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1968,7 @@ func (x *TxnMarkerPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerPartition.ProtoReflect.Descriptor instead.
 func (*TxnMarkerPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_replica_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnMarkerPartition) GetTopic() string {
@@ -1144,7 +1996,74 @@ var File_quire_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\x1a\x15quire/v1/errors.proto\"\xe4\x02\n" +
+	"\x1fquire/internal/v1/replica.proto\x12\x11quire.internal.v1\x1a\x15quire/v1/errors.proto\"f\n" +
+	"\x12ShareMemberRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1d\n" +
+	"\n" +
+	"any_member\x18\x03 \x01(\bR\tanyMember\"-\n" +
+	"\x13ShareMemberResponse\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\bR\x06member\"P\n" +
+	"\x17ShareMembersLeftRequest\x125\n" +
+	"\x04left\x18\x01 \x03(\v2!.quire.internal.v1.ShareDepartureR\x04left\"C\n" +
+	"\x0eShareDeparture\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"\x1a\n" +
+	"\x18ShareMembersLeftResponse\"L\n" +
+	"\fPeerShareAck\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\x05R\x04type\"}\n" +
+	"\x12PeerSharePartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x04acks\x18\x03 \x03(\v2\x1f.quire.internal.v1.PeerShareAckR\x04acks\"\x91\x02\n" +
+	"\x15PeerShareFetchRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x04 \x01(\x05R\tmaxWaitMs\x12\x1f\n" +
+	"\vmax_records\x18\x05 \x01(\x05R\n" +
+	"maxRecords\x12E\n" +
+	"\n" +
+	"partitions\x18\x06 \x03(\v2%.quire.internal.v1.PeerSharePartitionR\n" +
+	"partitions\x12\x1f\n" +
+	"\vkey_ordered\x18\a \x01(\bR\n" +
+	"keyOrdered\"d\n" +
+	"\x11PeerAcquiredRange\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\x12%\n" +
+	"\x0edelivery_count\x18\x03 \x01(\x05R\rdeliveryCount\"\xfb\x01\n" +
+	"\x14PeerShareFetchResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\x12@\n" +
+	"\bacquired\x18\x04 \x03(\v2$.quire.internal.v1.PeerAcquiredRangeR\bacquired\x12,\n" +
+	"\tack_error\x18\x05 \x01(\v2\x0f.quire.v1.ErrorR\backError\x12%\n" +
+	"\x05error\x18\x06 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"\x88\x01\n" +
+	"\x16PeerShareFetchResponse\x12%\n" +
+	"\x05error\x18\x01 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12G\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2'.quire.internal.v1.PeerShareFetchResultR\n" +
+	"partitions\"\xce\x01\n" +
+	"\x13PeerShareAckRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12E\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2%.quire.internal.v1.PeerSharePartitionR\n" +
+	"partitions\x12\x1f\n" +
+	"\vkey_ordered\x18\x05 \x01(\bR\n" +
+	"keyOrdered\"o\n" +
+	"\x12PeerShareAckResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"\x84\x01\n" +
+	"\x14PeerShareAckResponse\x12%\n" +
+	"\x05error\x18\x01 \x01(\v2\x0f.quire.v1.ErrorR\x05error\x12E\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2%.quire.internal.v1.PeerShareAckResultR\n" +
+	"partitions\"\xe4\x02\n" +
 	"\x13ReplicaFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x1e\n" +
@@ -1243,12 +2162,17 @@ const file_quire_internal_v1_replica_proto_rawDesc = "" +
 	"\x12TxnMarkerPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12%\n" +
-	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error2\xa7\x03\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.quire.v1.ErrorR\x05error2\xba\x06\n" +
 	"\x0eReplicaService\x12_\n" +
 	"\fDescribeLogs\x12&.quire.internal.v1.DescribeLogsRequest\x1a'.quire.internal.v1.DescribeLogsResponse\x12h\n" +
 	"\x0fWriteTxnMarkers\x12).quire.internal.v1.WriteTxnMarkersRequest\x1a*.quire.internal.v1.WriteTxnMarkersResponse\x12_\n" +
 	"\fReplicaFetch\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse\x12i\n" +
-	"\x12ReplicaFetchStream\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse(\x010\x01B5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x12ReplicaFetchStream\x12&.quire.internal.v1.ReplicaFetchRequest\x1a'.quire.internal.v1.ReplicaFetchResponse(\x010\x01\x12\\\n" +
+	"\vShareMember\x12%.quire.internal.v1.ShareMemberRequest\x1a&.quire.internal.v1.ShareMemberResponse\x12k\n" +
+	"\x10ShareMembersLeft\x12*.quire.internal.v1.ShareMembersLeftRequest\x1a+.quire.internal.v1.ShareMembersLeftResponse\x12a\n" +
+	"\n" +
+	"ShareFetch\x12(.quire.internal.v1.PeerShareFetchRequest\x1a).quire.internal.v1.PeerShareFetchResponse\x12c\n" +
+	"\x10ShareAcknowledge\x12&.quire.internal.v1.PeerShareAckRequest\x1a'.quire.internal.v1.PeerShareAckResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_replica_proto_rawDescOnce sync.Once
@@ -1262,50 +2186,84 @@ func file_quire_internal_v1_replica_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_replica_proto_rawDescData
 }
 
-var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_quire_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_quire_internal_v1_replica_proto_goTypes = []any{
-	(*ReplicaFetchRequest)(nil),         // 0: quire.internal.v1.ReplicaFetchRequest
-	(*ReplicaFetchForgotten)(nil),       // 1: quire.internal.v1.ReplicaFetchForgotten
-	(*ReplicaFetchPartition)(nil),       // 2: quire.internal.v1.ReplicaFetchPartition
-	(*EpochEndOffset)(nil),              // 3: quire.internal.v1.EpochEndOffset
-	(*ReplicaFetchPartitionResult)(nil), // 4: quire.internal.v1.ReplicaFetchPartitionResult
-	(*ReplicaFetchResponse)(nil),        // 5: quire.internal.v1.ReplicaFetchResponse
-	(*LogPartitionRef)(nil),             // 6: quire.internal.v1.LogPartitionRef
-	(*DescribeLogsRequest)(nil),         // 7: quire.internal.v1.DescribeLogsRequest
-	(*LogDescription)(nil),              // 8: quire.internal.v1.LogDescription
-	(*DescribeLogsResponse)(nil),        // 9: quire.internal.v1.DescribeLogsResponse
-	(*WriteTxnMarkersRequest)(nil),      // 10: quire.internal.v1.WriteTxnMarkersRequest
-	(*TxnMarker)(nil),                   // 11: quire.internal.v1.TxnMarker
-	(*WriteTxnMarkersResponse)(nil),     // 12: quire.internal.v1.WriteTxnMarkersResponse
-	(*TxnMarkerResult)(nil),             // 13: quire.internal.v1.TxnMarkerResult
-	(*TxnMarkerPartition)(nil),          // 14: quire.internal.v1.TxnMarkerPartition
-	(*quirev1.Error)(nil),               // 15: quire.v1.Error
+	(*ShareMemberRequest)(nil),          // 0: quire.internal.v1.ShareMemberRequest
+	(*ShareMemberResponse)(nil),         // 1: quire.internal.v1.ShareMemberResponse
+	(*ShareMembersLeftRequest)(nil),     // 2: quire.internal.v1.ShareMembersLeftRequest
+	(*ShareDeparture)(nil),              // 3: quire.internal.v1.ShareDeparture
+	(*ShareMembersLeftResponse)(nil),    // 4: quire.internal.v1.ShareMembersLeftResponse
+	(*PeerShareAck)(nil),                // 5: quire.internal.v1.PeerShareAck
+	(*PeerSharePartition)(nil),          // 6: quire.internal.v1.PeerSharePartition
+	(*PeerShareFetchRequest)(nil),       // 7: quire.internal.v1.PeerShareFetchRequest
+	(*PeerAcquiredRange)(nil),           // 8: quire.internal.v1.PeerAcquiredRange
+	(*PeerShareFetchResult)(nil),        // 9: quire.internal.v1.PeerShareFetchResult
+	(*PeerShareFetchResponse)(nil),      // 10: quire.internal.v1.PeerShareFetchResponse
+	(*PeerShareAckRequest)(nil),         // 11: quire.internal.v1.PeerShareAckRequest
+	(*PeerShareAckResult)(nil),          // 12: quire.internal.v1.PeerShareAckResult
+	(*PeerShareAckResponse)(nil),        // 13: quire.internal.v1.PeerShareAckResponse
+	(*ReplicaFetchRequest)(nil),         // 14: quire.internal.v1.ReplicaFetchRequest
+	(*ReplicaFetchForgotten)(nil),       // 15: quire.internal.v1.ReplicaFetchForgotten
+	(*ReplicaFetchPartition)(nil),       // 16: quire.internal.v1.ReplicaFetchPartition
+	(*EpochEndOffset)(nil),              // 17: quire.internal.v1.EpochEndOffset
+	(*ReplicaFetchPartitionResult)(nil), // 18: quire.internal.v1.ReplicaFetchPartitionResult
+	(*ReplicaFetchResponse)(nil),        // 19: quire.internal.v1.ReplicaFetchResponse
+	(*LogPartitionRef)(nil),             // 20: quire.internal.v1.LogPartitionRef
+	(*DescribeLogsRequest)(nil),         // 21: quire.internal.v1.DescribeLogsRequest
+	(*LogDescription)(nil),              // 22: quire.internal.v1.LogDescription
+	(*DescribeLogsResponse)(nil),        // 23: quire.internal.v1.DescribeLogsResponse
+	(*WriteTxnMarkersRequest)(nil),      // 24: quire.internal.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                   // 25: quire.internal.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil),     // 26: quire.internal.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),             // 27: quire.internal.v1.TxnMarkerResult
+	(*TxnMarkerPartition)(nil),          // 28: quire.internal.v1.TxnMarkerPartition
+	(*quirev1.Error)(nil),               // 29: quire.v1.Error
 }
 var file_quire_internal_v1_replica_proto_depIdxs = []int32{
-	2,  // 0: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
-	1,  // 1: quire.internal.v1.ReplicaFetchRequest.forgotten:type_name -> quire.internal.v1.ReplicaFetchForgotten
-	3,  // 2: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
-	4,  // 3: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
-	6,  // 4: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
-	8,  // 5: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
-	11, // 6: quire.internal.v1.WriteTxnMarkersRequest.markers:type_name -> quire.internal.v1.TxnMarker
-	6,  // 7: quire.internal.v1.TxnMarker.partitions:type_name -> quire.internal.v1.LogPartitionRef
-	13, // 8: quire.internal.v1.WriteTxnMarkersResponse.markers:type_name -> quire.internal.v1.TxnMarkerResult
-	14, // 9: quire.internal.v1.TxnMarkerResult.partitions:type_name -> quire.internal.v1.TxnMarkerPartition
-	15, // 10: quire.internal.v1.TxnMarkerPartition.error:type_name -> quire.v1.Error
-	7,  // 11: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
-	10, // 12: quire.internal.v1.ReplicaService.WriteTxnMarkers:input_type -> quire.internal.v1.WriteTxnMarkersRequest
-	0,  // 13: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
-	0,  // 14: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
-	9,  // 15: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
-	12, // 16: quire.internal.v1.ReplicaService.WriteTxnMarkers:output_type -> quire.internal.v1.WriteTxnMarkersResponse
-	5,  // 17: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
-	5,  // 18: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 0: quire.internal.v1.ShareMembersLeftRequest.left:type_name -> quire.internal.v1.ShareDeparture
+	5,  // 1: quire.internal.v1.PeerSharePartition.acks:type_name -> quire.internal.v1.PeerShareAck
+	6,  // 2: quire.internal.v1.PeerShareFetchRequest.partitions:type_name -> quire.internal.v1.PeerSharePartition
+	8,  // 3: quire.internal.v1.PeerShareFetchResult.acquired:type_name -> quire.internal.v1.PeerAcquiredRange
+	29, // 4: quire.internal.v1.PeerShareFetchResult.ack_error:type_name -> quire.v1.Error
+	29, // 5: quire.internal.v1.PeerShareFetchResult.error:type_name -> quire.v1.Error
+	29, // 6: quire.internal.v1.PeerShareFetchResponse.error:type_name -> quire.v1.Error
+	9,  // 7: quire.internal.v1.PeerShareFetchResponse.partitions:type_name -> quire.internal.v1.PeerShareFetchResult
+	6,  // 8: quire.internal.v1.PeerShareAckRequest.partitions:type_name -> quire.internal.v1.PeerSharePartition
+	29, // 9: quire.internal.v1.PeerShareAckResult.error:type_name -> quire.v1.Error
+	29, // 10: quire.internal.v1.PeerShareAckResponse.error:type_name -> quire.v1.Error
+	12, // 11: quire.internal.v1.PeerShareAckResponse.partitions:type_name -> quire.internal.v1.PeerShareAckResult
+	16, // 12: quire.internal.v1.ReplicaFetchRequest.partitions:type_name -> quire.internal.v1.ReplicaFetchPartition
+	15, // 13: quire.internal.v1.ReplicaFetchRequest.forgotten:type_name -> quire.internal.v1.ReplicaFetchForgotten
+	17, // 14: quire.internal.v1.ReplicaFetchPartitionResult.diverging_epoch:type_name -> quire.internal.v1.EpochEndOffset
+	18, // 15: quire.internal.v1.ReplicaFetchResponse.partitions:type_name -> quire.internal.v1.ReplicaFetchPartitionResult
+	20, // 16: quire.internal.v1.DescribeLogsRequest.partitions:type_name -> quire.internal.v1.LogPartitionRef
+	22, // 17: quire.internal.v1.DescribeLogsResponse.logs:type_name -> quire.internal.v1.LogDescription
+	25, // 18: quire.internal.v1.WriteTxnMarkersRequest.markers:type_name -> quire.internal.v1.TxnMarker
+	20, // 19: quire.internal.v1.TxnMarker.partitions:type_name -> quire.internal.v1.LogPartitionRef
+	27, // 20: quire.internal.v1.WriteTxnMarkersResponse.markers:type_name -> quire.internal.v1.TxnMarkerResult
+	28, // 21: quire.internal.v1.TxnMarkerResult.partitions:type_name -> quire.internal.v1.TxnMarkerPartition
+	29, // 22: quire.internal.v1.TxnMarkerPartition.error:type_name -> quire.v1.Error
+	21, // 23: quire.internal.v1.ReplicaService.DescribeLogs:input_type -> quire.internal.v1.DescribeLogsRequest
+	24, // 24: quire.internal.v1.ReplicaService.WriteTxnMarkers:input_type -> quire.internal.v1.WriteTxnMarkersRequest
+	14, // 25: quire.internal.v1.ReplicaService.ReplicaFetch:input_type -> quire.internal.v1.ReplicaFetchRequest
+	14, // 26: quire.internal.v1.ReplicaService.ReplicaFetchStream:input_type -> quire.internal.v1.ReplicaFetchRequest
+	0,  // 27: quire.internal.v1.ReplicaService.ShareMember:input_type -> quire.internal.v1.ShareMemberRequest
+	2,  // 28: quire.internal.v1.ReplicaService.ShareMembersLeft:input_type -> quire.internal.v1.ShareMembersLeftRequest
+	7,  // 29: quire.internal.v1.ReplicaService.ShareFetch:input_type -> quire.internal.v1.PeerShareFetchRequest
+	11, // 30: quire.internal.v1.ReplicaService.ShareAcknowledge:input_type -> quire.internal.v1.PeerShareAckRequest
+	23, // 31: quire.internal.v1.ReplicaService.DescribeLogs:output_type -> quire.internal.v1.DescribeLogsResponse
+	26, // 32: quire.internal.v1.ReplicaService.WriteTxnMarkers:output_type -> quire.internal.v1.WriteTxnMarkersResponse
+	19, // 33: quire.internal.v1.ReplicaService.ReplicaFetch:output_type -> quire.internal.v1.ReplicaFetchResponse
+	19, // 34: quire.internal.v1.ReplicaService.ReplicaFetchStream:output_type -> quire.internal.v1.ReplicaFetchResponse
+	1,  // 35: quire.internal.v1.ReplicaService.ShareMember:output_type -> quire.internal.v1.ShareMemberResponse
+	4,  // 36: quire.internal.v1.ReplicaService.ShareMembersLeft:output_type -> quire.internal.v1.ShareMembersLeftResponse
+	10, // 37: quire.internal.v1.ReplicaService.ShareFetch:output_type -> quire.internal.v1.PeerShareFetchResponse
+	13, // 38: quire.internal.v1.ReplicaService.ShareAcknowledge:output_type -> quire.internal.v1.PeerShareAckResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_replica_proto_init() }
@@ -1313,17 +2271,17 @@ func file_quire_internal_v1_replica_proto_init() {
 	if File_quire_internal_v1_replica_proto != nil {
 		return
 	}
-	file_quire_internal_v1_replica_proto_msgTypes[2].OneofWrappers = []any{
+	file_quire_internal_v1_replica_proto_msgTypes[16].OneofWrappers = []any{
 		(*ReplicaFetchPartition_LogStartOffset)(nil),
 	}
-	file_quire_internal_v1_replica_proto_msgTypes[8].OneofWrappers = []any{}
+	file_quire_internal_v1_replica_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_replica_proto_rawDesc), len(file_quire_internal_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,10 @@ const (
 	ReplicaService_WriteTxnMarkers_FullMethodName    = "/quire.internal.v1.ReplicaService/WriteTxnMarkers"
 	ReplicaService_ReplicaFetch_FullMethodName       = "/quire.internal.v1.ReplicaService/ReplicaFetch"
 	ReplicaService_ReplicaFetchStream_FullMethodName = "/quire.internal.v1.ReplicaService/ReplicaFetchStream"
+	ReplicaService_ShareMember_FullMethodName        = "/quire.internal.v1.ReplicaService/ShareMember"
+	ReplicaService_ShareMembersLeft_FullMethodName   = "/quire.internal.v1.ReplicaService/ShareMembersLeft"
+	ReplicaService_ShareFetch_FullMethodName         = "/quire.internal.v1.ReplicaService/ShareFetch"
+	ReplicaService_ShareAcknowledge_FullMethodName   = "/quire.internal.v1.ReplicaService/ShareAcknowledge"
 )
 
 // ReplicaServiceClient is the client API for ReplicaService service.
@@ -74,6 +78,20 @@ type ReplicaServiceClient interface {
 	// receives a few bytes a fetch, not every partition's every time. The
 	// session ends with the stream.
 	ReplicaFetchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse], error)
+	// Share groups across nodes (docs/share-groups.md). ShareMember asks
+	// whether a member heartbeats to this broker in its group: a partition
+	// leader serves a member only if some node has it.
+	ShareMember(ctx context.Context, in *ShareMemberRequest, opts ...grpc.CallOption) (*ShareMemberResponse, error)
+	// ShareMembersLeft tells this broker that members left their groups
+	// (or timed out) on the caller, their heartbeat node: this broker
+	// releases the records they hold here.
+	ShareMembersLeft(ctx context.Context, in *ShareMembersLeftRequest, opts ...grpc.CallOption) (*ShareMembersLeftResponse, error)
+	// ShareFetch and ShareAcknowledge are a share fetch and acknowledgement
+	// passed on by a broker serving a SHARED Subscribe stream to the leader
+	// of the partitions named, served as the principal named (the caller
+	// authorized it too) and not passed on again.
+	ShareFetch(ctx context.Context, in *PeerShareFetchRequest, opts ...grpc.CallOption) (*PeerShareFetchResponse, error)
+	ShareAcknowledge(ctx context.Context, in *PeerShareAckRequest, opts ...grpc.CallOption) (*PeerShareAckResponse, error)
 }
 
 type replicaServiceClient struct {
@@ -127,6 +145,46 @@ func (c *replicaServiceClient) ReplicaFetchStream(ctx context.Context, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicaService_ReplicaFetchStreamClient = grpc.BidiStreamingClient[ReplicaFetchRequest, ReplicaFetchResponse]
 
+func (c *replicaServiceClient) ShareMember(ctx context.Context, in *ShareMemberRequest, opts ...grpc.CallOption) (*ShareMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShareMemberResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_ShareMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicaServiceClient) ShareMembersLeft(ctx context.Context, in *ShareMembersLeftRequest, opts ...grpc.CallOption) (*ShareMembersLeftResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShareMembersLeftResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_ShareMembersLeft_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicaServiceClient) ShareFetch(ctx context.Context, in *PeerShareFetchRequest, opts ...grpc.CallOption) (*PeerShareFetchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerShareFetchResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_ShareFetch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicaServiceClient) ShareAcknowledge(ctx context.Context, in *PeerShareAckRequest, opts ...grpc.CallOption) (*PeerShareAckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerShareAckResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_ShareAcknowledge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaServiceServer is the server API for ReplicaService service.
 // All implementations must embed UnimplementedReplicaServiceServer
 // for forward compatibility.
@@ -176,6 +234,20 @@ type ReplicaServiceServer interface {
 	// receives a few bytes a fetch, not every partition's every time. The
 	// session ends with the stream.
 	ReplicaFetchStream(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error
+	// Share groups across nodes (docs/share-groups.md). ShareMember asks
+	// whether a member heartbeats to this broker in its group: a partition
+	// leader serves a member only if some node has it.
+	ShareMember(context.Context, *ShareMemberRequest) (*ShareMemberResponse, error)
+	// ShareMembersLeft tells this broker that members left their groups
+	// (or timed out) on the caller, their heartbeat node: this broker
+	// releases the records they hold here.
+	ShareMembersLeft(context.Context, *ShareMembersLeftRequest) (*ShareMembersLeftResponse, error)
+	// ShareFetch and ShareAcknowledge are a share fetch and acknowledgement
+	// passed on by a broker serving a SHARED Subscribe stream to the leader
+	// of the partitions named, served as the principal named (the caller
+	// authorized it too) and not passed on again.
+	ShareFetch(context.Context, *PeerShareFetchRequest) (*PeerShareFetchResponse, error)
+	ShareAcknowledge(context.Context, *PeerShareAckRequest) (*PeerShareAckResponse, error)
 	mustEmbedUnimplementedReplicaServiceServer()
 }
 
@@ -197,6 +269,18 @@ func (UnimplementedReplicaServiceServer) ReplicaFetch(context.Context, *ReplicaF
 }
 func (UnimplementedReplicaServiceServer) ReplicaFetchStream(grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method ReplicaFetchStream not implemented")
+}
+func (UnimplementedReplicaServiceServer) ShareMember(context.Context, *ShareMemberRequest) (*ShareMemberResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ShareMember not implemented")
+}
+func (UnimplementedReplicaServiceServer) ShareMembersLeft(context.Context, *ShareMembersLeftRequest) (*ShareMembersLeftResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ShareMembersLeft not implemented")
+}
+func (UnimplementedReplicaServiceServer) ShareFetch(context.Context, *PeerShareFetchRequest) (*PeerShareFetchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ShareFetch not implemented")
+}
+func (UnimplementedReplicaServiceServer) ShareAcknowledge(context.Context, *PeerShareAckRequest) (*PeerShareAckResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ShareAcknowledge not implemented")
 }
 func (UnimplementedReplicaServiceServer) mustEmbedUnimplementedReplicaServiceServer() {}
 func (UnimplementedReplicaServiceServer) testEmbeddedByValue()                        {}
@@ -280,6 +364,78 @@ func _ReplicaService_ReplicaFetchStream_Handler(srv interface{}, stream grpc.Ser
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicaService_ReplicaFetchStreamServer = grpc.BidiStreamingServer[ReplicaFetchRequest, ReplicaFetchResponse]
 
+func _ReplicaService_ShareMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShareMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).ShareMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_ShareMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).ShareMember(ctx, req.(*ShareMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicaService_ShareMembersLeft_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShareMembersLeftRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).ShareMembersLeft(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_ShareMembersLeft_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).ShareMembersLeft(ctx, req.(*ShareMembersLeftRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicaService_ShareFetch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerShareFetchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).ShareFetch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_ShareFetch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).ShareFetch(ctx, req.(*PeerShareFetchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicaService_ShareAcknowledge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerShareAckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).ShareAcknowledge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_ShareAcknowledge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).ShareAcknowledge(ctx, req.(*PeerShareAckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReplicaService_ServiceDesc is the grpc.ServiceDesc for ReplicaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -298,6 +454,22 @@ var ReplicaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplicaFetch",
 			Handler:    _ReplicaService_ReplicaFetch_Handler,
+		},
+		{
+			MethodName: "ShareMember",
+			Handler:    _ReplicaService_ShareMember_Handler,
+		},
+		{
+			MethodName: "ShareMembersLeft",
+			Handler:    _ReplicaService_ShareMembersLeft_Handler,
+		},
+		{
+			MethodName: "ShareFetch",
+			Handler:    _ReplicaService_ShareFetch_Handler,
+		},
+		{
+			MethodName: "ShareAcknowledge",
+			Handler:    _ReplicaService_ShareAcknowledge_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

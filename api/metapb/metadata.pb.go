@@ -556,16 +556,20 @@ func (*Command_PutShareGroupConfig) isCommand_Cmd() {}
 
 func (*Command_DeleteShareGroup) isCommand_Cmd() {}
 
-// PutShareGroupConfig replaces a share group's own settings (Kafka's
+// PutShareGroupConfig changes a share group's own settings (Kafka's
 // GROUP config resource: share.key.ordering,
-// errors.deadletterqueue.topic.name, group.share.record.lock.duration.ms,
-// group.share.delivery.count.limit, share.auto.offset.reset) with configs;
-// a key left out takes the node's value. The caller validated them; the
-// FSM checks the group id and the key names. Needs metadata.version 16.
+// errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
+// share.delivery.count.limit, share.auto.offset.reset): the keys of
+// delete go back to the node's value, then configs are set, on the
+// settings the entry finds (so that two changes of different keys both
+// hold). A key never set takes the node's value. The caller validated
+// them; the FSM checks the group id and the key names. A change that
+// changes nothing makes no new generation. Needs metadata.version 16.
 type PutShareGroupConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Delete        []string               `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -610,6 +614,13 @@ func (x *PutShareGroupConfig) GetGroup() string {
 func (x *PutShareGroupConfig) GetConfigs() map[string]string {
 	if x != nil {
 		return x.Configs
+	}
+	return nil
+}
+
+func (x *PutShareGroupConfig) GetDelete() []string {
+	if x != nil {
+		return x.Delete
 	}
 	return nil
 }
@@ -678,11 +689,15 @@ func (x *DeleteShareGroup) GetTopics() []string {
 // a delete yet cannot store a state the change or the delete replaced.
 // A deleted group keeps this entry, with no configs, for the fencing.
 type ShareGroupConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	Deleted       uint64                 `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Group      string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs    map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Generation uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Deleted    uint64                 `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The topics the last delete named (DeleteShareGroupOffsets): the
+	// nodes drop what they hold of the group on those only; none: the
+	// whole group's state was deleted.
+	DeletedTopics []string `protobuf:"bytes,5,rep,name=deleted_topics,json=deletedTopics,proto3" json:"deleted_topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -743,6 +758,13 @@ func (x *ShareGroupConfig) GetDeleted() uint64 {
 		return x.Deleted
 	}
 	return 0
+}
+
+func (x *ShareGroupConfig) GetDeletedTopics() []string {
+	if x != nil {
+		return x.DeletedTopics
+	}
+	return nil
 }
 
 // PutShareStates records the state of share-partitions (share groups,
@@ -4680,23 +4702,25 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x10put_share_states\x18+ \x01(\v2!.quire.internal.v1.PutShareStatesH\x00R\x0eputShareStates\x12]\n" +
 	"\x16put_share_group_config\x18, \x01(\v2&.quire.internal.v1.PutShareGroupConfigH\x00R\x13putShareGroupConfig\x12S\n" +
 	"\x12delete_share_group\x18- \x01(\v2#.quire.internal.v1.DeleteShareGroupH\x00R\x10deleteShareGroupB\x05\n" +
-	"\x03cmd\"\xb6\x01\n" +
+	"\x03cmd\"\xce\x01\n" +
 	"\x13PutShareGroupConfig\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12M\n" +
-	"\aconfigs\x18\x02 \x03(\v23.quire.internal.v1.PutShareGroupConfig.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x02 \x03(\v23.quire.internal.v1.PutShareGroupConfig.ConfigsEntryR\aconfigs\x12\x16\n" +
+	"\x06delete\x18\x03 \x03(\tR\x06delete\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\x10DeleteShareGroup\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
-	"\x06topics\x18\x02 \x03(\tR\x06topics\"\xea\x01\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\"\x91\x02\n" +
 	"\x10ShareGroupConfig\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12J\n" +
 	"\aconfigs\x18\x02 \x03(\v20.quire.internal.v1.ShareGroupConfig.ConfigsEntryR\aconfigs\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x18\n" +
-	"\adeleted\x18\x04 \x01(\x04R\adeleted\x1a:\n" +
+	"\adeleted\x18\x04 \x01(\x04R\adeleted\x12%\n" +
+	"\x0edeleted_topics\x18\x05 \x03(\tR\rdeletedTopics\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +

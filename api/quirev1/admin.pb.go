@@ -2184,8 +2184,8 @@ type DescribeConfigsRequest struct {
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// A share group's settings: share.key.ordering,
 	// errors.deadletterqueue.topic.name,
-	// group.share.record.lock.duration.ms,
-	// group.share.delivery.count.limit and share.auto.offset.reset, each
+	// share.record.lock.duration.ms,
+	// share.delivery.count.limit and share.auto.offset.reset, each
 	// with its source (CONFIG_SOURCE_GROUP when set on the group, else the
 	// node's value). Describe on the group.
 	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`

@@ -2181,10 +2181,11 @@ type SubscribeStart struct {
 	Mode SubscribeMode `protobuf:"varint,14,opt,name=mode,proto3,enum=quire.v1.SubscribeMode" json:"mode,omitempty"`
 	// SHARED only: the share group delivers the records of one key to one
 	// member at a time, in offset order (share.key.ordering). It is the
-	// group's setting, not the stream's: a group that has not delivered
-	// anything yet takes it on, one that delivers without key ordering
-	// already refuses the stream (INVALID_REQUEST). false leaves the
-	// group's setting as it is.
+	// group's setting, not the stream's: a group with no share.key.ordering
+	// setting and no state yet takes it on (AlterConfigs on the group
+	// besides Read); any other group without it refuses the stream
+	// (INVALID_REQUEST: set share.key.ordering=true with AlterConfigs).
+	// false leaves the group's setting as it is.
 	KeyOrdered bool `protobuf:"varint,15,opt,name=key_ordered,json=keyOrdered,proto3" json:"key_ordered,omitempty"`
 	// Takes over a member a stream of this client had (a process restarted
 	// while its old stream is still open, or ended without leaving): the

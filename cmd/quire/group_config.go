@@ -17,7 +17,7 @@ func groupConfigCmd(g *globalFlags) *cobra.Command {
 and where it comes from (group: set on the group; broker: the node's).
 -c key=value sets a key on the group, --delete key returns it to the
 node's value. The keys: share.key.ordering, errors.deadletterqueue.topic.name,
-group.share.record.lock.duration.ms, group.share.delivery.count.limit,
+share.record.lock.duration.ms, share.delivery.count.limit,
 share.auto.offset.reset (earliest, latest, by_duration:PT1H). They are kept
 in the metadata log and apply on every node.`,
 		Args: cobra.ExactArgs(1),

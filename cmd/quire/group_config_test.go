@@ -23,7 +23,7 @@ func TestCLIGroupConfig(t *testing.T) {
 	// The node raises its metadata.version to 16 once started.
 	poll.Until(t, "the group's settings altered", func() error {
 		_, _, err := runCLIStdin("", append(brokers, "group", "config", "G", "-c", "share.key.ordering=true",
-			"-c", "group.share.delivery.count.limit=3", "-c", "errors.deadletterqueue.topic.name=dlq.s")...)
+			"-c", "share.delivery.count.limit=3", "-c", "errors.deadletterqueue.topic.name=dlq.s")...)
 		return err
 	})
 	describe := func() map[string]client.ConfigEntry {
@@ -43,16 +43,16 @@ func TestCLIGroupConfig(t *testing.T) {
 		return m
 	}
 	got := describe()
-	for k, v := range map[string]string{"share.key.ordering": "true", "group.share.delivery.count.limit": "3", "errors.deadletterqueue.topic.name": "dlq.s"} {
+	for k, v := range map[string]string{"share.key.ordering": "true", "share.delivery.count.limit": "3", "errors.deadletterqueue.topic.name": "dlq.s"} {
 		if e := got[k]; e.Value != v || e.Source != "group" {
 			t.Errorf("%s: %+v, want %q from the group", k, e, v)
 		}
 	}
-	if e := got["group.share.record.lock.duration.ms"]; e.Value != "30000" || e.Source != "broker" {
+	if e := got["share.record.lock.duration.ms"]; e.Value != "30000" || e.Source != "broker" {
 		t.Errorf("lock duration %+v, want the node's 30000", e)
 	}
-	_, _, err := runCLIStdin("", append(brokers, "group", "config", "G", "-c", "group.share.delivery.count.limit=-1")...)
-	if err == nil || !strings.Contains(err.Error(), "INVALID_CONFIG") || !strings.Contains(err.Error(), "group.share.delivery.count.limit") {
+	_, _, err := runCLIStdin("", append(brokers, "group", "config", "G", "-c", "share.delivery.count.limit=-1")...)
+	if err == nil || !strings.Contains(err.Error(), "INVALID_CONFIG") || !strings.Contains(err.Error(), "share.delivery.count.limit") {
 		t.Fatalf("a bad value: %v", err)
 	}
 	if _, _, err := runCLIStdin("", append(brokers, "group", "config", "G", "--delete", "share.key.ordering")...); err != nil {

@@ -1,0 +1,157 @@
+package sharegroup
+
+import "time"
+
+// Membership across nodes. A member heartbeats to one node (its
+// heartbeat node: the group's coordinator on the Kafka listener, the
+// node of its stream over gRPC) and fetches from each partition's
+// leader. A leader serves only a member the group has: one that
+// heartbeats here, or one another node vouched for (Admit) within the
+// last confirmation period; the caller asks the other nodes when neither
+// holds (request/share_members.go). A member that leaves or times out
+// on its heartbeat node is a Departure, which the caller tells every
+// other node, and they Forget it: its records there are released at
+// once, not when their locks run out.
+
+// Departure is a member that left its group here, or timed out.
+type Departure struct {
+	Group    string
+	MemberID string
+}
+
+// TakeDepartures returns the members that left or timed out on this
+// node since the last call (members that heartbeat here only).
+func (c *Coordinator) TakeDepartures() []Departure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.departed
+	c.departed = nil
+	return out
+}
+
+// Expire removes the members of every group silent past the session
+// timeout, releasing their records, and returns the departures (with
+// any not yet taken).
+func (c *Coordinator) Expire(now time.Time) []Departure {
+	c.mu.Lock()
+	for _, g := range c.groups {
+		c.expireLocked(now, g)
+	}
+	c.mu.Unlock()
+	return c.TakeDepartures()
+}
+
+// HasMember reports whether member id heartbeats to this node in group.
+func (c *Coordinator) HasMember(now time.Time, groupName, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return false
+	}
+	c.expireLocked(now, g)
+	m, ok := g.members[id]
+	return ok && !m.fetcher
+}
+
+// HasMembers reports whether some member heartbeats to this node in
+// group (not counting those known only from their fetches).
+func (c *Coordinator) HasMembers(now time.Time, groupName string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return false
+	}
+	c.expireLocked(now, g)
+	for _, m := range g.members {
+		if !m.fetcher {
+			return true
+		}
+	}
+	return false
+}
+
+// Known reports whether this node may serve member id of group without
+// asking: it heartbeats here, or another node vouched for it until after
+// now.
+func (c *Coordinator) Known(now time.Time, groupName, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return false
+	}
+	m, ok := g.members[id]
+	return ok && (!m.fetcher || now.Before(m.confirmed))
+}
+
+// Admit takes member id into group as a fetcher, another node having
+// vouched for it, until until (then the caller asks again). It refuses
+// (false) without Config.AdmitFetchers or an id.
+func (c *Coordinator) Admit(now time.Time, groupName, id string, until time.Time) bool {
+	if !c.cfg.AdmitFetchers || id == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(groupName)
+	m, ok := g.members[id]
+	if !ok {
+		m = &member{fetcher: true}
+		g.members[id] = m
+	}
+	m.lastSeen = now
+	if m.fetcher {
+		m.confirmed = until
+	}
+	return true
+}
+
+// Forget removes the members of group known here only from their
+// fetches, releasing what they hold: they left the group on their
+// heartbeat node, or no node has them. A member that heartbeats here is
+// kept (it joined here meanwhile).
+func (c *Coordinator) Forget(groupName string, ids []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return
+	}
+	for _, id := range ids {
+		if m, ok := g.members[id]; ok && m.fetcher {
+			c.leaveLocked(g, id)
+		}
+	}
+}
+
+// Unconfirmed returns the members known here only from their fetches
+// whose confirmation has run out, for the caller to ask about again
+// (Confirm, or Forget), so that a member whose heartbeat node failed
+// does not keep its records here until its locks run out.
+func (c *Coordinator) Unconfirmed(now time.Time) []Departure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Departure
+	for name, g := range c.groups {
+		for id, m := range g.members {
+			if m.fetcher && !now.Before(m.confirmed) {
+				out = append(out, Departure{Group: name, MemberID: id})
+			}
+		}
+	}
+	return out
+}
+
+// Confirm extends the confirmation of a member known here from its
+// fetches.
+func (c *Coordinator) Confirm(groupName, id string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.groups[groupName]; ok {
+		if m, ok := g.members[id]; ok && m.fetcher {
+			m.confirmed = until
+		}
+	}
+}
