@@ -128,6 +128,14 @@ type producer struct {
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
 
+	// The partitions holding records with no leader known, and whether
+	// the leader watch over them runs (leaderless.go); parkWake wakes it
+	// when one is added.
+	parkMu   sync.Mutex
+	parked   map[*prodPart]struct{}
+	watching bool
+	parkWake chan struct{}
+
 	// The buffer: the bytes of records produced and not yet called back
 	// (every record counts at least 21), taken with one atomic add per
 	// record; mu guards only the channels of those waiting for room or
@@ -194,6 +202,7 @@ type prodPart struct {
 
 	mu           sync.Mutex
 	sink         *sink // the leader's; nil while no leader is known
+	parked       bool  // in the leader watch (leaderless.go)
 	queuedOn     *sink // sink whose ready list holds this partition
 	cur          *pbatch
 	sealed       []*pbatch
@@ -254,6 +263,7 @@ func newProducer(c *Client) *producer {
 		p.inFlight = 1
 	}
 	p.free = make(chan *pbatch, 16)
+	p.parkWake = make(chan struct{}, 1)
 	c.meta.onChange(p.onMeta)
 	return p
 }
@@ -470,20 +480,15 @@ func (p *producer) syncTopic(t *prodTopic, tm *topicMeta) {
 		parts = grown
 		t.parts.Store(&parts)
 	}
-	leaderless := false
-	now := time.Now()
 	for i, pm := range tm.partitions {
 		var s *sink
 		if b, ok := p.c.meta.broker(pm.leader); ok && pm.leader >= 0 && !b.fenced {
 			s = p.sinkFor(b)
 		}
-		if s == nil {
-			leaderless = leaderless || parts[i].expire(p, now)
-		}
+		// Without a leader, a partition holding records is parked: the
+		// leader watch asks for the metadata again and fails them at
+		// their delivery timeout (leaderless.go).
 		parts[i].setSink(p, s)
-	}
-	if leaderless {
-		p.c.meta.triggerRefresh()
 	}
 }
 
@@ -575,7 +580,11 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	b.bytes += int64(size)
 	pp.buffered++
 	var wake *sink
-	if s := pp.sink; s != nil {
+	park := false
+	if s := pp.sink; s == nil {
+		// No leader known: the record waits for one (leaderless.go).
+		park = pp.parkLocked()
+	} else {
 		if pp.queuedOn != s {
 			pp.queuedOn = s
 			s.enqueue(pp)
@@ -592,6 +601,9 @@ func (pp *prodPart) add(p *producer, r *Record, cb func(*Record, error), size in
 	pp.mu.Unlock()
 	if wake != nil {
 		wake.notify()
+	}
+	if park {
+		p.park(pp)
 	}
 }
 
@@ -615,12 +627,16 @@ func (pp *prodPart) setSink(p *producer, s *sink) {
 		pp.queuedOn = s
 		s.enqueue(pp)
 	}
+	park := pp.parkLocked()
 	pp.mu.Unlock()
 	if run {
 		p.runCallbacksLater(pp)
 	}
 	if s != nil && has {
 		s.notify()
+	}
+	if park {
+		p.park(pp)
 	}
 }
 

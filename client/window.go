@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -220,11 +219,16 @@ func (p *producer) settle(pp *prodPart, bs []*pbatch, baseOffset int64, err erro
 		pp.queuedOn = s
 		s.enqueue(pp)
 	}
+	// Batches to send again while no leader is known wait for one.
+	park := pp.parkLocked()
 	pp.mu.Unlock()
 	// The sink first: what waited for this answer (the next request
 	// with one in flight) goes out while the callbacks run.
 	if wake {
 		s.notify()
+	}
+	if park {
+		p.park(pp)
 	}
 	if run {
 		p.runCallbacks(pp)
@@ -483,49 +487,4 @@ func (pp *prodPart) uncount(bs []*pbatch) {
 	for _, b := range bs {
 		pp.buffered -= int64(len(b.recs))
 	}
-}
-
-// expire fails the batches of a leaderless partition whose delivery
-// timeout passed; it reports whether the partition still holds records.
-// Batches to be sent again go first, then, once the window is empty, the
-// ones never sent.
-func (pp *prodPart) expire(p *producer, now time.Time) bool {
-	pp.mu.Lock()
-	base := fmt.Errorf("client: %s/%d: delivery timeout with no leader: %w", pp.topic, pp.partition, context.DeadlineExceeded)
-	if pp.requests == 0 {
-		for _, b := range pp.flight {
-			if b.state != batchResend || !now.After(b.deadline) {
-				break
-			}
-			err := base
-			if b.numbered || b.maybeWritten {
-				// Sent before: it may be in the log.
-				err = fmt.Errorf("%w: %w", ErrUnknownOutcome, base)
-			}
-			b.state, b.err = batchFailed, err
-			pp.retrying--
-		}
-	}
-	ready := pp.popSettled()
-	if len(pp.flight) == 0 {
-		for len(pp.sealed) > 0 && now.After(pp.sealed[0].deadline) {
-			b := pp.sealed[0]
-			pp.sealed = pp.sealed[1:]
-			b.state, b.err = batchFailed, base
-			ready = append(ready, b)
-		}
-		if len(pp.sealed) == 0 && pp.cur != nil && now.After(pp.cur.deadline) {
-			pp.cur.state, pp.cur.err = batchFailed, base
-			ready = append(ready, pp.cur)
-			pp.cur = nil
-		}
-	}
-	has := pp.hasWork() || len(pp.flight) > 0
-	pp.uncount(ready)
-	run := pp.queueDone(ready)
-	pp.mu.Unlock()
-	if run {
-		p.runCallbacksLater(pp)
-	}
-	return has
 }
