@@ -55,17 +55,36 @@ func fetchOffset(ctx context.Context, t *testing.T, c *testcluster.Cluster, via 
 	return off
 }
 
-// listedGroups lists the groups through node via.
-func listedGroups(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32) []string {
+// listedGroups lists the groups through node via. A retriable refusal
+// (no quorum while the controller is elected again) is answered as an
+// error to look again, as a client would retry it; any other fails the
+// test.
+func listedGroups(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32) ([]string, error) {
 	t.Helper()
 	resp, err := groups(c, via).ListGroups(ctx, &quirev1.ListGroupsRequest{})
 	if err != nil {
-		t.Fatal(err)
+		if !errorDetail(err).GetRetriable() {
+			t.Fatal(err)
+		}
+		return nil, err
 	}
 	var out []string
 	for _, g := range resp.Groups {
 		out = append(out, g.Group)
 	}
+	return out, nil
+}
+
+// listGroups lists the groups through node via, asking again while the
+// answer is a retriable refusal.
+func listGroups(ctx context.Context, t *testing.T, c *testcluster.Cluster, via int32) []string {
+	t.Helper()
+	var out []string
+	c.Eventually(ctx, fmt.Sprintf("list groups through node %d", via), func() error {
+		var err error
+		out, err = listedGroups(ctx, t, c, via)
+		return err
+	})
 	return out
 }
 
@@ -77,7 +96,11 @@ func waitListed(ctx context.Context, t *testing.T, c *testcluster.Cluster, via i
 		if tick != nil {
 			tick()
 		}
-		if got := listedGroups(ctx, t, c, via); !slices.Equal(got, want) {
+		got, err := listedGroups(ctx, t, c, via)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(got, want) {
 			return fmt.Errorf("groups %v", got)
 		}
 		return nil

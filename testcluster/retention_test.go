@@ -58,7 +58,7 @@ func TestClusterOffsetsRetention(t *testing.T) {
 	}
 	left := join("left")
 	active := join("active")
-	listed := func() []string { return listedGroups(ctx, t, c, via) }
+	listed := func() []string { return listGroups(ctx, t, c, via) }
 
 	// Half the retention: nothing expires.
 	clock.add(30 * time.Second)
@@ -173,7 +173,7 @@ func TestClusterOffsetsRetentionAcrossControllerChange(t *testing.T) {
 	commitOffset(ctx, t, c, via, "other", "kept", 0, 1)
 	m := &groupMember{c: c, via: via, group: "left", id: "left-m"}
 	c.Eventually(ctx, "join", func() error { return m.heartbeatTopic(ctx, "kept") })
-	listed := func() []string { return listedGroups(ctx, t, c, via) }
+	listed := func() []string { return listGroups(ctx, t, c, via) }
 
 	// The commit is a retention old when the member leaves: from then on
 	// only the leave keeps the offsets.
