@@ -337,7 +337,8 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 	defer func() {
 		// Answer only what is saved: an acknowledgement not saved is
 		// refused, records whose delivery is not saved are not handed
-		// out (they stay locked here until their lock runs out).
+		// out (they stay locked here until their lock runs out; with
+		// per-key ordering their keys' later records wait for them).
 		for i, err := range c.sharePersist(ctx, sc, req.Group, req.Partitions, changes, mark) {
 			if err == nil {
 				continue

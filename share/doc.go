@@ -39,7 +39,11 @@
 //   - a member may acquire a record of key k only if no other member holds a
 //     record of k and every earlier unfinished record of k is held by this
 //     member (so a released or expired record is redelivered before any
-//     later record of its key);
+//     later record of its key), and none of them was handed out by an
+//     earlier acquisition: a member gets the later records of a key only
+//     once it has acknowledged (or released, or let expire) those it was
+//     handed before, since the answer handing them out may never have
+//     reached it;
 //   - a rejected or dead-lettered record is finished and does not block its
 //     key;
 //   - MaxInFlightPerKey bounds how many records of one key one member holds.

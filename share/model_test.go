@@ -23,6 +23,9 @@ type model struct {
 	deadline []time.Time
 	count    []int
 	dead     []DeadLetter // expected, not yet taken
+	// before: the records the acquiring member held before the
+	// acquisition being checked.
+	before map[int64]bool
 }
 
 func (m *model) finished(o int64) bool { return m.accepted[o] || m.archived[o] }
@@ -71,6 +74,9 @@ func (m *model) acquirable(member string, o int64) bool {
 		}
 		if q < o && m.holder[q] != member {
 			return false // an earlier record of the key waits
+		}
+		if q < o && m.before[q] {
+			return false // one handed out before waits for its acknowledgement
 		}
 		if m.holder[q] == member {
 			held++
@@ -174,6 +180,13 @@ func modelRun(t *testing.T, seed uint64) {
 			t.Fatal(err)
 		}
 		m.expire(now)
+		m.before = map[int64]bool{}
+		for o := range m.offered {
+			if m.holder[o] == member {
+				m.before[o] = true
+			}
+		}
+		defer func() { m.before = nil }()
 		total := 0
 		for _, r := range got {
 			for o := r.First; o <= r.Last; o++ {

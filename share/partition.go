@@ -259,9 +259,14 @@ func (p *Partition) Acquire(now time.Time, member string, maxRecords int) ([]Acq
 				continue
 			}
 			if e.state == Acquired {
-				if e.member != member {
-					blocked[e.key] = true
-				}
+				// Held since an earlier acquisition (this one's are
+				// behind the scan): by another member, the key is
+				// theirs; by this one, later records of the key wait
+				// for its acknowledgement, release or expiry, since
+				// nothing here knows that its delivery reached the
+				// member (a lost answer, a failover) and handing out
+				// later records of the key would put them before it.
+				blocked[e.key] = true
 				continue
 			}
 			h := holders[e.key]

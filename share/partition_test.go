@@ -305,8 +305,12 @@ func TestShareKeyOrdering(t *testing.T) {
 				{do: "acq", member: "a", n: 1, want: []AcquiredRange{rng(0, 0, 1)}},
 				// b may not take 1 or 3 (k is a's), only j.
 				{do: "acq", member: "b", n: 10, want: []AcquiredRange{rng(2, 2, 1)}},
+				// a gets no later record of k before 0 is acknowledged.
+				{do: "acq", member: "a", n: 10},
+				{do: "ack", member: "a", first: 0, last: 0, typ: Accept},
 				{do: "acq", member: "a", n: 10, want: []AcquiredRange{rng(1, 1, 1), rng(3, 3, 1)}},
-				{do: "ack", member: "a", first: 0, last: 1, typ: Accept},
+				{do: "acq", member: "b", n: 10},
+				{do: "ack", member: "a", first: 1, last: 1, typ: Accept},
 				{do: "acq", member: "b", n: 10},
 				{do: "ack", member: "a", first: 3, last: 3, typ: Accept},
 			},
@@ -356,6 +360,7 @@ func TestShareKeyOrdering(t *testing.T) {
 				{do: "acq", member: "b", n: 10},
 				{do: "ack", member: "a", first: 0, last: 0, typ: Accept},
 				{do: "acq", member: "b", n: 10},
+				{do: "ack", member: "a", first: 1, last: 1, typ: Accept},
 				{do: "acq", member: "a", n: 10, want: []AcquiredRange{rng(2, 2, 1)}},
 			},
 		},
@@ -385,7 +390,23 @@ func TestShareKeyOrdering(t *testing.T) {
 				{do: "acq", member: "a", n: 2, want: []AcquiredRange{rng(0, 1, 1)}},
 				{do: "ack", member: "a", first: 0, last: 0, typ: Release},
 				{do: "acq", member: "b", n: 10},
-				{do: "acq", member: "a", n: 10, want: []AcquiredRange{rng(0, 0, 2), rng(2, 2, 1)}},
+				// 2 waits for 1, handed out before.
+				{do: "acq", member: "a", n: 10, want: []AcquiredRange{rng(0, 0, 2)}},
+				{do: "ack", member: "a", first: 0, last: 1, typ: Accept},
+				{do: "acq", member: "a", n: 10, want: []AcquiredRange{rng(2, 2, 1)}},
+			},
+		},
+		{
+			// The answer handing 0 out may never have reached a: a
+			// record of k handed out earlier holds back the later ones
+			// even for its holder, and comes back first once released.
+			name: "a record held since an earlier acquisition holds back its key for its holder too",
+			keys: []string{"k", "k", "j"},
+			steps: []step{
+				{do: "acq", member: "a", n: 1, want: []AcquiredRange{rng(0, 0, 1)}},
+				{do: "acq", member: "a", n: 10, want: []AcquiredRange{rng(2, 2, 1)}},
+				{do: "acq", member: "b", n: 10},
+				{do: "acq", member: "b", n: 10, at: DefaultRecordLockDuration, want: []AcquiredRange{rng(0, 0, 2), rng(1, 1, 1), rng(2, 2, 2)}},
 			},
 		},
 	} {

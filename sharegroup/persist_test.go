@@ -22,6 +22,9 @@ type metaStore struct {
 	saved   map[string]SavedState
 	gate    chan struct{} // when set, Save waits for it
 	saving  chan struct{} // when set, Save says it has begun
+	// lostAnswer: Save stores the states, then answers an error (the
+	// entry committed, its answer lost in a leadership change).
+	lostAnswer bool
 }
 
 func newMetaStore() *metaStore {
@@ -81,8 +84,13 @@ func (s nodeStore) Save(ctx context.Context, states []SavedState) ([]error, erro
 		}
 		s.m.saved[skey(st.Group, st.TopicPartition)] = st
 	}
+	if s.m.lostAnswer {
+		return nil, errLostAnswer
+	}
 	return out, nil
 }
+
+var errLostAnswer = errors.New("the save's answer was lost")
 
 func newNode(t *testing.T, m *metaStore, node int32) *Coordinator {
 	t.Helper()
