@@ -250,16 +250,45 @@ func TestClusterGroupConsumerSplits(t *testing.T) {
 		}
 	}
 	own := &ownership{t: t, owners: map[client.TopicPartition]string{}}
+	// waitPolled waits until members have polled every record produced
+	// so far, so that each membership change below comes after the
+	// owners before it read their partitions: every partition that moves
+	// is then read by two owners.
+	waitPolled := func(members ...*testMember) {
+		t.Helper()
+		c.Eventually(ctx, "every record polled", func() error {
+			var missing []int
+			for i := range produced {
+				v := fmt.Sprint("v", i)
+				found := false
+				for _, m := range members {
+					m.mu.Lock()
+					found = found || m.seen[v]
+					m.mu.Unlock()
+				}
+				if !found {
+					missing = append(missing, i)
+				}
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("%d of %d records not polled: %v", len(missing), produced, missing)
+			}
+			return nil
+		})
+	}
 
 	a := startMember(t, c, own, "a")
 	waitSplit(ctx, t, c, []int{7}, a)
 	produceAll()
+	waitPolled(a)
 	b := startMember(t, c, own, "b")
 	waitSplit(ctx, t, c, []int{4, 3}, a, b)
 	produceAll()
+	waitPolled(a, b)
 	k := startMember(t, c, own, "k")
 	waitSplit(ctx, t, c, []int{3, 2, 2}, a, b, k)
 	produceAll()
+	waitPolled(a, b, k)
 
 	// k dies without leaving: a and b get its partitions back once its
 	// session times out.
@@ -274,26 +303,7 @@ func TestClusterGroupConsumerSplits(t *testing.T) {
 	produceAll()
 
 	// Every record is polled by some member (at least once).
-	c.Eventually(ctx, "every record polled", func() error {
-		var missing []int
-		for i := range produced {
-			v := fmt.Sprint("v", i)
-			found := false
-			for _, m := range []*testMember{a, b, k} {
-				m.mu.Lock()
-				found = found || m.seen[v]
-				m.mu.Unlock()
-			}
-			if !found {
-				missing = append(missing, i)
-			}
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("%d of %d records not polled: %v; a owns %v, b owns %v", len(missing), produced, missing,
-				a.g.Assignment(), b.g.Assignment())
-		}
-		return nil
-	})
+	waitPolled(a, b, k)
 	// b leaves cleanly: a owns everything at once (no session timeout).
 	if err := b.g.Close(ctx); err != nil {
 		t.Fatalf("close b: %v", err)
