@@ -30,6 +30,8 @@ import (
 	"github.com/quirelog/quire/replica/replicagrpc"
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
+	"github.com/quirelog/quire/sharegroup/sharepeer"
+	"github.com/quirelog/quire/sharegroup/sharestore"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -45,8 +47,10 @@ type Broker struct {
 	cluster *cluster
 	core    *request.Core // the data path of every door, from Start
 	sticky  *partitioner.Sticky
-	// shareSaves tracks the share coordinator's saves (sharestore.go).
-	shareSaves shareSaves
+	// shareStates saves the share coordinator's state (core.go), from
+	// Start; sharePeers answers the other nodes' share calls.
+	shareStates *sharestore.States
+	sharePeers  *sharepeer.Server
 
 	listeners     []boundListener // listeners.go; the inter-broker one included
 	interListener string          // the name of the one other nodes dial
@@ -202,6 +206,7 @@ func (b *Broker) start() error {
 	b.rm = rm
 	if b.core, err = b.newCore(); err == nil { // core.go
 		b.cluster.markers.core.Store(b.core)
+		b.sharePeers = sharepeer.NewServer(b.core)
 	}
 	if err != nil {
 		closeAll()
@@ -362,7 +367,9 @@ func (b *Broker) shutdown(ctx context.Context) error {
 		<-b.served
 	}
 	b.bg.Wait()
-	b.shareSaves.close()
+	if b.shareStates != nil {
+		b.shareStates.Close()
+	}
 	b.cleaner.Stop()
 	if err := b.stopMetrics(ctx); err != nil {
 		errs = append(errs, err)
@@ -379,6 +386,11 @@ func (b *Broker) shutdown(ctx context.Context) error {
 	b.logger.Info("broker stopped")
 	return errors.Join(errs...)
 }
+
+// shareExpireInterval is how often a broker looks for share group
+// members silent past their session timeout, to release their records
+// everywhere.
+const shareExpireInterval = time.Second
 
 // startBackground runs retention, flushes and checkpoints until Shutdown.
 func (b *Broker) startBackground() {
@@ -404,7 +416,7 @@ func (b *Broker) startBackground() {
 	})
 	if b.cfg.GroupShareEnable {
 		// Share group members silent past their session timeout leave,
-		// their records released on every node (share_peers.go).
+		// their records released on every node (sharegroup/sharepeer).
 		b.every("share-expire", shareExpireInterval, func() error {
 			b.core.ShareExpire(context.Background())
 			return nil

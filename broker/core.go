@@ -18,6 +18,8 @@ import (
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/sharegroup"
+	"github.com/quirelog/quire/sharegroup/sharepeer"
+	"github.com/quirelog/quire/sharegroup/sharestore"
 )
 
 // The request core (package request) serves the data path for both
@@ -60,11 +62,14 @@ func (b *Broker) newCore() (*request.Core, error) {
 	// controller session.
 	cfg.Transactions = b.cluster.fwd
 	// Share groups: the share coordinator, in memory on this node, its
-	// share-partitions' state saved in the metadata log (sharestore.go).
+	// share-partitions' state saved in the metadata log
+	// (sharegroup/sharestore), the other nodes asked and told about its
+	// members (sharegroup/sharepeer).
+	b.shareStates = sharestore.NewStates(b.cfg.NodeID, shareImages{b.cluster}, b.cluster.fwd, b.stop)
 	if b.cfg.GroupShareEnable {
 		scfg := b.cfg.ShareGroupConfig()
-		scfg.Store = shareStore{b}
-		scfg.Configs = shareStore{b}
+		scfg.Store = b.shareStates
+		scfg.Configs = b.shareStates
 		// A member's heartbeats reach one node, its fetches each
 		// partition's leader.
 		scfg.AdmitFetchers = true
@@ -73,11 +78,32 @@ func (b *Broker) newCore() (*request.Core, error) {
 			return nil, fmt.Errorf("share groups: %w", err)
 		}
 		cfg.Shares = sc
-		cfg.ShareCluster = coreForwarder{b} // share_peers.go
-		cfg.ShareStore = shareGroupStore{b}
+		cfg.ShareCluster = sharepeer.New(sharepeer.Config{NodeID: b.cfg.NodeID, Node: sharePeerNode{b}, Logger: b.logger})
+		cfg.ShareStore = sharestore.NewGroups(shareImages{b.cluster}, b.cluster.fwd)
 	}
 
 	return request.New(cfg)
+}
+
+// shareImages is sharestore.Images over the node's reconciled images.
+type shareImages struct{ c *cluster }
+
+func (s shareImages) Image() *metadata.Image { return s.c.image() }
+func (s shareImages) WaitFor(ctx context.Context, cond func(*metadata.Image) bool) (*metadata.Image, error) {
+	return s.c.waitFor(ctx, cond)
+}
+
+// sharePeerNode is sharepeer.Node over the image's brokers and the
+// node-to-node connections.
+type sharePeerNode struct{ b *Broker }
+
+func (n sharePeerNode) Brokers() []metadata.BrokerInfo { return n.b.cluster.image().Brokers() }
+func (n sharePeerNode) Conn(id int32) (grpc.ClientConnInterface, error) {
+	cc, _, err := coreForwarder{n.b}.conn(id)
+	if err != nil {
+		return nil, err
+	}
+	return cc, nil
 }
 
 // coreCluster is request.Cluster and request.TopicCreator over the
@@ -107,15 +133,6 @@ type coreAuthorizer struct{ b *Broker }
 func (z coreAuthorizer) Authorize(r auth.Request) bool { return z.b.authorizer().Authorize(r) }
 func (z coreAuthorizer) AuthorizeAny(principal string, op auth.Operation, rt auth.ResourceType) bool {
 	return z.b.authorizer().AuthorizeAny(principal, op, rt)
-}
-
-// fromWire is a leader's inline error as the core's: its code and leader
-// hint kept as they came.
-func fromWire(e *quirev1.Error) error {
-	if e == nil {
-		return nil
-	}
-	return &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: e.LeaderId, LeaderEpoch: e.LeaderEpoch, OutcomeUnknown: e.OutcomeUnknown}
 }
 
 // coreForwarder is request.Forwarder over the node-to-node connections:
@@ -155,7 +172,7 @@ func (f coreForwarder) Produce(ctx context.Context, leader int32, req *request.P
 	out := make([]request.ProduceResult, len(resp.Partitions))
 	for i, p := range resp.Partitions {
 		out[i] = request.ProduceResult{Topic: p.Topic, Partition: p.Partition, BaseOffset: p.BaseOffset, LastOffset: p.LastOffset,
-			LogAppendTime: p.LogAppendTimeMs, LogStartOffset: p.LogStartOffset, Err: fromWire(p.Error)}
+			LogAppendTime: p.LogAppendTimeMs, LogStartOffset: p.LogStartOffset, Err: service.FromError(p.Error)}
 	}
 	return out, nil
 }
@@ -198,7 +215,7 @@ func (f coreForwarder) DeleteRecords(ctx context.Context, leader int32, timeout 
 	}
 	out := make([]request.DeleteRecordsResult, len(resp.Partitions))
 	for i, p := range resp.Partitions {
-		out[i] = request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.LowWatermark, Err: fromWire(p.Error)}
+		out[i] = request.DeleteRecordsResult{Topic: p.Topic, Partition: p.Partition, LowWatermark: p.LowWatermark, Err: service.FromError(p.Error)}
 	}
 	return out, nil
 }
@@ -268,7 +285,7 @@ func wireError(e *quirev1.Error) *request.Error {
 	if e == nil {
 		return nil
 	}
-	return fromWire(e).(*request.Error)
+	return service.FromError(e).(*request.Error)
 }
 
 // registerServices registers the quire.v1 services (package service)

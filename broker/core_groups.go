@@ -96,7 +96,7 @@ func (f coreForwarder) ListOffset(ctx context.Context, leader int32, p request.L
 	}
 	r := resp.Partitions[0]
 	return request.ListOffsetsResult{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.TimestampMs,
-		LeaderEpoch: r.LeaderEpoch, Err: fromWire(r.Error)}, nil
+		LeaderEpoch: r.LeaderEpoch, Err: service.FromError(r.Error)}, nil
 }
 
 // coreSecurity is request.SecurityStore over the controller session and

@@ -12,6 +12,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/internal/wire"
 	"github.com/quirelog/quire/request"
+	"github.com/quirelog/quire/service"
 	"github.com/quirelog/quire/storage"
 )
 
@@ -38,7 +39,7 @@ func (f coreForwarder) Fetch(ctx context.Context, leader int32, req *request.Fet
 	out := make([]request.FetchResult, len(resp.Partitions))
 	for i, p := range resp.Partitions {
 		out[i] = request.FetchResult{Records: p.Records, HighWatermark: p.HighWatermark, LogEndOffset: p.LogEndOffset, LogStartOffset: p.LogStartOffset,
-			LastStableOffset: p.LastStableOffset, Err: fromWire(p.Error)}
+			LastStableOffset: p.LastStableOffset, Err: service.FromError(p.Error)}
 		for _, a := range p.AbortedTransactions {
 			out[i].Aborted = append(out[i].Aborted, storage.AbortedTxn{ProducerID: a.ProducerId, FirstOffset: a.FirstOffset})
 		}

@@ -39,6 +39,24 @@ func (s *replicaService) DescribeLogs(ctx context.Context, req *pb.DescribeLogsR
 	return resp, nil
 }
 
+// The share groups' calls between nodes, answered by sharegroup/sharepeer.
+
+func (s *replicaService) ShareMember(ctx context.Context, req *pb.ShareMemberRequest) (*pb.ShareMemberResponse, error) {
+	return s.b.sharePeers.ShareMember(ctx, req)
+}
+
+func (s *replicaService) ShareMembersLeft(ctx context.Context, req *pb.ShareMembersLeftRequest) (*pb.ShareMembersLeftResponse, error) {
+	return s.b.sharePeers.ShareMembersLeft(ctx, req)
+}
+
+func (s *replicaService) ShareFetch(ctx context.Context, req *pb.PeerShareFetchRequest) (*pb.PeerShareFetchResponse, error) {
+	return s.b.sharePeers.ShareFetch(ctx, req)
+}
+
+func (s *replicaService) ShareAcknowledge(ctx context.Context, req *pb.PeerShareAckRequest) (*pb.PeerShareAckResponse, error) {
+	return s.b.sharePeers.ShareAcknowledge(ctx, req)
+}
+
 // replicaWire turns replica fetches into the service's messages and back,
 // a partition's refusal coded by the error table.
 var replicaWire = replicagrpc.NewCodec(func(err error) (quirev1.ErrorCode, string) {

@@ -41,7 +41,7 @@ func (f coreForwarder) WriteTxnMarkers(ctx context.Context, leader int32, marker
 	for i, m := range resp.Markers {
 		out[i] = make([]error, len(m.Partitions))
 		for j, p := range m.Partitions {
-			out[i][j] = fromWire(p.Error)
+			out[i][j] = service.FromError(p.Error)
 		}
 	}
 	return out, nil

@@ -270,6 +270,16 @@ func Status(err error) error { return toStatus(err) }
 // table; nil for nil.
 func ErrorOf(err error) *quirev1.Error { return toError(err) }
 
+// FromError is the inverse of ErrorOf for a call passed on to another
+// node: that node's inline error as the request core's, its code and
+// leader hint kept as they came; nil for nil.
+func FromError(e *quirev1.Error) error {
+	if e == nil {
+		return nil
+	}
+	return &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: e.LeaderId, LeaderEpoch: e.LeaderEpoch, OutcomeUnknown: e.OutcomeUnknown}
+}
+
 // Code is the code err reaches clients as (its row of the error table;
 // UNKNOWN_SERVER_ERROR for none).
 func Code(err error) quirev1.ErrorCode { return lookupError(err).code }

@@ -165,7 +165,20 @@ var rules = []rule{
 	{pkg: "share", ours: []string{"share"},
 		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
 	{pkg: "sharegroup", ours: []string{"share", "sharegroup"},
-		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"}},
+		forbiddenTransitive: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/hashicorp/raft", "net"},
+		except:              []string{"sharegroup/sharepeer", "sharegroup/sharestore"}},
+	// The share groups' calls between nodes: the internal API's messages
+	// over the request core's types, reaching the node only through its
+	// own Node interface, never the broker's wiring or the controller.
+	{pkg: "sharegroup/sharepeer", oursDirect: []string{"api/internalv1", "metadata", "replica", "request", "service", "share", "sharegroup"},
+		forbiddenDirect: []string{"github.com/hashicorp/raft"},
+		forbiddenDeps:   []string{"broker", "kafka", "config", "raftgrpc", "coordinator", "client", "cmd"}},
+	// The share state in the metadata log: the image's plain types, the
+	// controller reached through an interface of its own, so no gRPC
+	// even indirectly, and no raft of its own.
+	{pkg: "sharegroup/sharestore", oursDirect: []string{"metadata", "replica", "share", "sharegroup"},
+		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
+		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// Counters for hot paths: atomics only, nothing of ours.
 	{pkg: "internal/atomichist", ours: []string{}},
 	{pkg: "internal/rpcstats", ours: []string{"internal/atomichist"}},
