@@ -16,9 +16,9 @@ import (
 // across nodes"). A member heartbeats to one node and fetches from each
 // partition's leader. A leader serves a member only if its group has
 // it: it heartbeats here, or another node said so within the last
-// shareMemberConfirmFor; otherwise the leader asks the other live nodes
-// (ShareCluster.ShareMember) and refuses the call UNKNOWN_MEMBER_ID
-// when none has it. A member that leaves or times out on its heartbeat
+// shareMemberConfirmFor; otherwise the leader asks the other registered
+// nodes (ShareCluster.ShareMember) and refuses the call
+// UNKNOWN_MEMBER_ID when none has it. A member that leaves or times out on its heartbeat
 // node is told to every other node at once (ShareMembersLeft), which
 // release what it holds there. A SHARED Subscribe stream's fetches and
 // acknowledgements (Route) are passed on to the partitions' leaders.
@@ -35,13 +35,15 @@ const shareMemberConfirmFor = 5 * time.Second
 
 // ShareCluster reaches the other nodes for the share groups.
 type ShareCluster interface {
-	// ShareMember asks the other live nodes whether member id
-	// heartbeats to one of them in group: true as soon as one says so;
-	// false when every one said no; an error when none said so and some
-	// could not be asked.
+	// ShareMember asks the other registered nodes, fenced ones too,
+	// whether member id heartbeats to one of them in group: true as soon
+	// as one says so; false when every one said no (a fenced node that
+	// cannot be reached gives no answer); an error when none said so and
+	// some unfenced one could not be asked.
 	ShareMember(ctx context.Context, group, id string) (bool, error)
-	// ShareGroupHasMembers asks the other live nodes whether some member
-	// heartbeats to one of them in group, answering as ShareMember.
+	// ShareGroupHasMembers asks the other registered nodes whether some
+	// member heartbeats to one of them in group, answering as
+	// ShareMember.
 	ShareGroupHasMembers(ctx context.Context, group string) (bool, error)
 	// ShareMembersLeft tells the other live nodes that members left
 	// their groups here, and returns once each has answered or could

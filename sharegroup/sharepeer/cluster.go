@@ -66,12 +66,20 @@ func New(cfg Config) *Cluster {
 
 var _ request.ShareCluster = (*Cluster)(nil)
 
-// peers are the other registered, unfenced brokers.
-func (c *Cluster) peers() []int32 {
-	var out []int32
+// peer is another registered broker, and whether the image has it
+// fenced.
+type peer struct {
+	id     int32
+	fenced bool
+}
+
+// peers are the other registered brokers with an address; the fenced
+// ones too with fenced.
+func (c *Cluster) peers(fenced bool) []peer {
+	var out []peer
 	for _, br := range c.cfg.Node.Brokers() {
-		if br.ID != c.cfg.NodeID && !br.Fenced && br.Addr != "" {
-			out = append(out, br.ID)
+		if br.ID != c.cfg.NodeID && br.Addr != "" && (fenced || !br.Fenced) {
+			out = append(out, peer{id: br.ID, fenced: br.Fenced})
 		}
 	}
 	return out
@@ -89,9 +97,17 @@ func (c *Cluster) ShareGroupHasMembers(ctx context.Context, group string) (bool,
 	return c.ask(ctx, &pb.ShareMemberRequest{Group: group, AnyMember: true})
 }
 
-// ask asks every other broker at once: true as soon as one says yes.
+// ask asks every other registered broker at once: true as soon as one
+// says yes. A fenced broker is asked too: a member's heartbeat node may
+// be fenced a moment (a late heartbeat to the controller) while its
+// members go on, and taking them as unknown would release their
+// records. Its answer counts as any other's, but when it cannot be
+// reached it gives no answer, neither a yes nor a reason to doubt the
+// others' no (it was fenced because it stopped, most likely); an
+// unfenced broker that cannot be reached leaves the question open (an
+// error).
 func (c *Cluster) ask(ctx context.Context, req *pb.ShareMemberRequest) (bool, error) {
-	peers := c.peers()
+	peers := c.peers(true)
 	if len(peers) == 0 {
 		return false, nil
 	}
@@ -102,15 +118,20 @@ func (c *Cluster) ask(ctx context.Context, req *pb.ShareMemberRequest) (bool, er
 		err error
 	}
 	answers := make(chan answer, len(peers))
-	for _, id := range peers {
+	for _, p := range peers {
 		go func() {
-			cc, err := c.cfg.Node.Conn(id)
-			if err != nil {
-				answers <- answer{err: err}
-				return
+			cc, err := c.cfg.Node.Conn(p.id)
+			if err == nil {
+				var resp *pb.ShareMemberResponse
+				if resp, err = pb.NewReplicaServiceClient(cc).ShareMember(ctx, req); err == nil {
+					answers <- answer{yes: resp.Member}
+					return
+				}
 			}
-			resp, err := pb.NewReplicaServiceClient(cc).ShareMember(ctx, req)
-			answers <- answer{yes: err == nil && resp.Member, err: err}
+			if p.fenced {
+				err = nil // no answer
+			}
+			answers <- answer{err: err}
 		}()
 	}
 	var errs []error
@@ -126,7 +147,10 @@ func (c *Cluster) ask(ctx context.Context, req *pb.ShareMemberRequest) (bool, er
 	return false, errors.Join(errs...)
 }
 
-// ShareMembersLeft tells every other broker at once.
+// ShareMembersLeft tells every other unfenced broker at once. A fenced
+// one is not told: it may well be down, and a leave would wait on it;
+// it releases what they hold there when its confirmation of them runs
+// out, as any broker not told does.
 func (c *Cluster) ShareMembersLeft(ctx context.Context, left []sharegroup.Departure) {
 	in := &pb.ShareMembersLeftRequest{}
 	for _, d := range left {
@@ -135,17 +159,17 @@ func (c *Cluster) ShareMembersLeft(ctx context.Context, left []sharegroup.Depart
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PeerTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, id := range c.peers() {
+	for _, p := range c.peers(false) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cc, err := c.cfg.Node.Conn(id)
+			cc, err := c.cfg.Node.Conn(p.id)
 			if err == nil {
 				_, err = pb.NewReplicaServiceClient(cc).ShareMembersLeft(ctx, in)
 			}
 			if err != nil {
 				// It releases them when its confirmation of them runs out.
-				c.cfg.Logger.Debug("cannot tell a broker that share group members left", "broker", id, "error", err)
+				c.cfg.Logger.Debug("cannot tell a broker that share group members left", "broker", p.id, "error", err)
 			}
 		}()
 	}

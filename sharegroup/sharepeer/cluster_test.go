@@ -271,3 +271,55 @@ func TestSharePeerFetchPassedOn(t *testing.T) {
 		t.Fatalf("leader acknowledged %+v (key-ordered %v) as %q", leader.acked, leader.keyed, leader.prin)
 	}
 }
+
+// A member whose heartbeat node is fenced a moment (its heartbeat to
+// the controller late) is still vouched for by it: the fenced node is
+// asked too, so the leader does not take the member as unknown and
+// release its records.
+func TestSharePeerFencedNodeVouches(t *testing.T) {
+	ps := newPeerSet(t, map[int32]*fakeCore{2: newFakeCore("g"), 3: newFakeCore("g", "m1")})
+	ps.fence(3)
+	c, ctx := newCluster(ps), testContext(t)
+	if got, err := c.ShareMember(ctx, "g", "m1"); err != nil || !got {
+		t.Fatalf("ShareMember with its heartbeat node fenced = %v, %v; want true, nil", got, err)
+	}
+	if got, err := c.ShareGroupHasMembers(ctx, "g"); err != nil || !got {
+		t.Fatalf("ShareGroupHasMembers with the members' node fenced = %v, %v; want true, nil", got, err)
+	}
+	if got, err := c.ShareMember(ctx, "g", "m2"); err != nil || got {
+		t.Fatalf("ShareMember of a member no node has = %v, %v; want false, nil", got, err)
+	}
+}
+
+// A fenced node that cannot be reached gives no answer: not a yes, and
+// no doubt about the others' no (it was fenced for being down, most
+// likely); an unfenced one that cannot be reached still leaves the
+// member unconfirmed.
+func TestSharePeerFencedNodeDownNoAnswer(t *testing.T) {
+	ps := newPeerSet(t, map[int32]*fakeCore{2: newFakeCore("g"), 3: newFakeCore("g", "m1"), 4: newFakeCore("g")})
+	ps.fence(3)
+	ps.stop(3)
+	c, ctx := newCluster(ps), testContext(t)
+	if got, err := c.ShareMember(ctx, "g", "m1"); err != nil || got {
+		t.Fatalf("ShareMember with its fenced node down = %v, %v; want false, nil", got, err)
+	}
+	ps.stop(4)
+	if got, err := c.ShareMember(ctx, "g", "m1"); got || status.Code(err) != codes.Unavailable {
+		t.Fatalf("ShareMember with an unfenced node down too = %v, %v; want false and Unavailable", got, err)
+	}
+}
+
+// Departures are told to the unfenced nodes only: a fenced one may be
+// down, and a leave would wait on it.
+func TestSharePeerMembersLeftSkipsFenced(t *testing.T) {
+	cores := map[int32]*fakeCore{2: newFakeCore("g"), 3: newFakeCore("g")}
+	ps := newPeerSet(t, cores)
+	ps.fence(3)
+	newCluster(ps).ShareMembersLeft(testContext(t), []sharegroup.Departure{{Group: "g", MemberID: "m1"}})
+	if got := cores[2].goneFrom("g"); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("unfenced node told %v left; want [m1]", got)
+	}
+	if got := cores[3].goneFrom("g"); len(got) != 0 {
+		t.Errorf("fenced node told %v left; want none", got)
+	}
+}
