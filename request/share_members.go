@@ -18,9 +18,10 @@ import (
 // it: it heartbeats here, or another node said so within the last
 // shareMemberConfirmFor; otherwise the leader asks the other registered
 // nodes (ShareCluster.ShareMember) and refuses the call
-// UNKNOWN_MEMBER_ID when none has it. A member that leaves or times out on its heartbeat
-// node is told to every other node at once (ShareMembersLeft), which
-// release what it holds there. A SHARED Subscribe stream's fetches and
+// UNKNOWN_MEMBER_ID when none has it, without asking again for
+// shareMemberUnknownFor. A member that leaves or times out on its
+// heartbeat node is told to every other node at once
+// (ShareMembersLeft), which release what it holds there. A SHARED Subscribe stream's fetches and
 // acknowledgements (Route) are passed on to the partitions' leaders.
 
 // ErrShareMemberUnconfirmed: no other node said it has the member and
@@ -32,6 +33,13 @@ var ErrShareMemberUnconfirmed = errors.New("request: cannot confirm the share gr
 // whose departure was not told (its node failed meanwhile) keeps its
 // records on a leader.
 const shareMemberConfirmFor = 5 * time.Second
+
+// shareMemberUnknownFor is how long a leader refuses a member no node
+// had when last asked without asking again, so that a client fetching
+// under an id no node has does not make the leader ask every node on
+// each request. A member joining here ends it at once; one joining on
+// another node is refused until it runs out, so it is kept short.
+const shareMemberUnknownFor = time.Second
 
 // ShareCluster reaches the other nodes for the share groups.
 type ShareCluster interface {
@@ -67,12 +75,16 @@ func (c *Core) shareMember(ctx context.Context, sc *sharegroup.Coordinator, grou
 	if id == "" {
 		return c.fail(fmt.Errorf("%w: empty member id", sharegroup.ErrUnknownMember))
 	}
+	if sc.Unknown(now, group, id) {
+		return c.fail(fmt.Errorf("%w: %q is not in share group %q on any node", sharegroup.ErrUnknownMember, id, group))
+	}
 	ok, err := c.cfg.ShareCluster.ShareMember(ctx, group, id)
 	if err != nil {
 		return c.fail(fmt.Errorf("%w: %q of share group %q: %v", ErrShareMemberUnconfirmed, id, group, err))
 	}
 	if !ok {
 		sc.Forget(group, []string{id})
+		sc.MarkUnknown(now, group, id, now.Add(shareMemberUnknownFor))
 		return c.fail(fmt.Errorf("%w: %q is not in share group %q on any node", sharegroup.ErrUnknownMember, id, group))
 	}
 	sc.Admit(now, group, id, now.Add(shareMemberConfirmFor))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/share"
@@ -117,7 +118,7 @@ func TestCoreShareMembersAcrossNodes(t *testing.T) {
 		t.Fatalf("an acknowledgement of a member no node has: %v, want UNKNOWN_MEMBER_ID", err)
 	}
 	nodes.down = true
-	if _, err := fetch("stranger"); !errors.Is(err, request.ErrShareMemberUnconfirmed) {
+	if _, err := fetch("wanderer"); !errors.Is(err, request.ErrShareMemberUnconfirmed) {
 		t.Fatalf("a member not confirmed, a node down: %v", err)
 	}
 	nodes.down = false
@@ -276,5 +277,77 @@ func TestCoreShareKeyOrderedAckOnNewLeader(t *testing.T) {
 	}
 	if out, err := fetch(f); err != nil || out[0].Err != nil || len(out[0].Acquired) != 1 {
 		t.Fatalf("the stream's next fetch at the new leader: %+v, %v", out, err)
+	}
+}
+
+// TestCoreShareUnknownMemberNotAskedAgain: a member no node had is
+// refused without asking the other nodes again for a second; after it
+// they are asked again, and a member joining here is served at once.
+func TestCoreShareUnknownMemberNotAskedAgain(t *testing.T) {
+	t.Parallel()
+	nodes := &shareNodes{members: map[string]bool{}}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.AdmitFetchers = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster, c.Now = sc, nodes, clock })
+	produceKeyed(t, f, 0, 4, 4)
+	ctx := ctxT(t)
+	fetch := func(member string) error {
+		_, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: member, MaxRecords: 1,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+		return err
+	}
+	asked := func() int {
+		nodes.mu.Lock()
+		defer nodes.mu.Unlock()
+		return len(nodes.asked)
+	}
+	for i := range 3 {
+		if err := fetch("stranger"); !errors.Is(err, sharegroup.ErrUnknownMember) {
+			t.Fatalf("fetch %d of a member no node has: %v, want UNKNOWN_MEMBER_ID", i, err)
+		}
+	}
+	if n := asked(); n != 1 {
+		t.Fatalf("the other nodes were asked %d times about one unknown member; want once", n)
+	}
+	// Another node has it now: still refused until the mark runs out,
+	// then asked again and served.
+	nodes.mu.Lock()
+	nodes.members["g/stranger"] = true
+	nodes.mu.Unlock()
+	advance(500 * time.Millisecond)
+	if err := fetch("stranger"); !errors.Is(err, sharegroup.ErrUnknownMember) || asked() != 1 {
+		t.Fatalf("within the mark: %v after %d questions; want UNKNOWN_MEMBER_ID, not asked", err, asked())
+	}
+	advance(500 * time.Millisecond)
+	if err := fetch("stranger"); err != nil || asked() != 2 {
+		t.Fatalf("after the mark: %v after %d questions; want served, asked again", err, asked())
+	}
+
+	// A member marked unknown that joins here is served at once.
+	if err := fetch("joiner"); !errors.Is(err, sharegroup.ErrUnknownMember) {
+		t.Fatalf("a member no node has: %v", err)
+	}
+	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "joiner", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetch("joiner"); err != nil {
+		t.Fatalf("a member that joined here after being refused: %v", err)
 	}
 }

@@ -132,6 +132,9 @@ type Coordinator struct {
 	// departed are the members that left or timed out here since
 	// TakeDepartures, for the caller to tell the other nodes.
 	departed []Departure
+	// unknown are the members no node had when last asked, until when
+	// the caller takes that answer as still true (membership.go).
+	unknown map[Departure]time.Time
 	// drops counts, per group, the times this node dropped share-
 	// partitions of it (its state deleted): a change made before a drop
 	// is not saved (PersistSince).
@@ -190,7 +193,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Coordinator{cfg: cfg, groups: make(map[string]*group), drops: make(map[string]uint64)}, nil
+	return &Coordinator{cfg: cfg, groups: make(map[string]*group), drops: make(map[string]uint64), unknown: make(map[Departure]time.Time)}, nil
 }
 
 // GroupConfig is one group's own settings.
@@ -311,6 +314,7 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 		}
 		g.epoch++
 		g.members[id] = &member{epoch: g.epoch, topics: slices.Clone(hb.Topics), lastSeen: now}
+		delete(c.unknown, Departure{Group: hb.Group, MemberID: id})
 		return HeartbeatResult{MemberID: id, Epoch: g.epoch, Interval: c.cfg.HeartbeatInterval, Topics: slices.Clone(hb.Topics)}, nil
 	case hb.Epoch < -1:
 		return HeartbeatResult{}, fmt.Errorf("%w: member epoch %d", ErrInvalidRequest, hb.Epoch)

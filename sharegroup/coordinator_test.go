@@ -2,6 +2,7 @@ package sharegroup
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -258,5 +259,57 @@ func TestShareGroupAdmitFetchers(t *testing.T) {
 	}
 	if _, parts := c.Describe("g"); parts[0].Records[0].State != share.Available {
 		t.Fatalf("the expired member's record: %+v, want available", parts[0].Records[0])
+	}
+}
+
+// TestShareGroupUnknownMarked: a member marked unknown stays so until
+// its mark runs out, unless it joins here or is vouched for; a member
+// this node has is never marked, and the marks are bounded.
+func TestShareGroupUnknownMarked(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.AdmitFetchers = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := t0.Add(time.Second)
+	c.MarkUnknown(t0, "g", "x", until)
+	if !c.Unknown(t0, "g", "x") || !c.Unknown(until.Add(-1), "g", "x") || c.Unknown(until, "g", "x") || c.Unknown(t0, "h", "x") || c.Unknown(t0, "g", "y") {
+		t.Fatal("a mark holds for its member and group, until it runs out")
+	}
+	c.Expire(until)
+	if len(c.unknown) != 0 {
+		t.Fatalf("marks run out kept: %v", c.unknown)
+	}
+
+	// Joining here, or another node's vouch, ends the mark.
+	c.MarkUnknown(t0, "g", "x", until)
+	c.MarkUnknown(t0, "g", "v", until)
+	if _, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "x", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Admit(t0, "g", "v", until)
+	if c.Unknown(t0, "g", "x") || c.Unknown(t0, "g", "v") {
+		t.Fatal("a member that joined here or was vouched for is still marked unknown")
+	}
+	// A member this node has is not marked (it joined while the other
+	// nodes were asked).
+	c.MarkUnknown(t0, "g", "x", until)
+	c.MarkUnknown(t0, "g", "v", until)
+	if c.Unknown(t0, "g", "x") || c.Unknown(t0, "g", "v") {
+		t.Fatal("a member of this node was marked unknown")
+	}
+
+	// Bounded: past maxUnknown no more are marked until some run out.
+	for i := range maxUnknown {
+		c.MarkUnknown(t0, "g", fmt.Sprintf("m%d", i), until)
+	}
+	c.MarkUnknown(t0, "g", "over", until)
+	if c.Unknown(t0, "g", "over") || !c.Unknown(t0, "g", "m0") {
+		t.Fatal("a mark past the bound was kept, or one within it dropped")
+	}
+	c.MarkUnknown(until, "g", "later", until.Add(time.Second))
+	if !c.Unknown(until, "g", "later") || len(c.unknown) != 1 {
+		t.Fatalf("the marks run out were not dropped for a new one: %d kept", len(c.unknown))
 	}
 }

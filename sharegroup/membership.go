@@ -31,12 +31,14 @@ func (c *Coordinator) TakeDepartures() []Departure {
 
 // Expire removes the members of every group silent past the session
 // timeout, releasing their records, and returns the departures (with
-// any not yet taken).
+// any not yet taken). It also drops the members marked unknown until
+// before now.
 func (c *Coordinator) Expire(now time.Time) []Departure {
 	c.mu.Lock()
 	for _, g := range c.groups {
 		c.expireLocked(now, g)
 	}
+	c.pruneUnknownLocked(now)
 	c.mu.Unlock()
 	return c.TakeDepartures()
 }
@@ -105,7 +107,53 @@ func (c *Coordinator) Admit(now time.Time, groupName, id string, until time.Time
 	if m.fetcher {
 		m.confirmed = until
 	}
+	delete(c.unknown, Departure{Group: groupName, MemberID: id})
 	return true
+}
+
+// maxUnknown bounds the members marked unknown at once: ids made up by
+// clients cost no more memory than that, and past it they are asked
+// about each time, as without the mark.
+const maxUnknown = 4096
+
+// MarkUnknown records that no node had member id of group when asked,
+// so that the caller may refuse it without asking again until until. A
+// member that joins here (Heartbeat) or is vouched for (Admit) loses
+// the mark at once; one that joins on another node keeps it until then.
+// A member this node has is not marked.
+func (c *Coordinator) MarkUnknown(now time.Time, groupName, id string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.groups[groupName]; ok {
+		if _, ok := g.members[id]; ok {
+			return // it joined here, or was vouched for, meanwhile
+		}
+	}
+	key := Departure{Group: groupName, MemberID: id}
+	if _, ok := c.unknown[key]; !ok && len(c.unknown) >= maxUnknown {
+		c.pruneUnknownLocked(now)
+		if len(c.unknown) >= maxUnknown {
+			return
+		}
+	}
+	c.unknown[key] = until
+}
+
+// Unknown reports whether member id of group is marked unknown until
+// after now (MarkUnknown).
+func (c *Coordinator) Unknown(now time.Time, groupName, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.unknown[Departure{Group: groupName, MemberID: id}]
+	return ok && now.Before(until)
+}
+
+func (c *Coordinator) pruneUnknownLocked(now time.Time) {
+	for k, until := range c.unknown {
+		if !now.Before(until) {
+			delete(c.unknown, k)
+		}
+	}
 }
 
 // Forget removes the members of group known here only from their
