@@ -58,9 +58,6 @@ type Cluster struct {
 
 // New returns a Cluster over cfg.Node.
 func New(cfg Config) *Cluster {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
 	return &Cluster{cfg: cfg}
 }
 

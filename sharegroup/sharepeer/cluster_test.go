@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -173,7 +174,7 @@ func (ps *peerSet) fence(id int32) {
 func (ps *peerSet) stop(id int32) { ps.servers[id].Stop() }
 
 func newCluster(ps *peerSet) *sharepeer.Cluster {
-	return sharepeer.New(sharepeer.Config{NodeID: 1, Node: ps})
+	return sharepeer.New(sharepeer.Config{NodeID: 1, Node: ps, Logger: hclog.NewNullLogger()})
 }
 
 func testContext(t *testing.T) context.Context {
