@@ -8,6 +8,7 @@ import (
 
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
 )
@@ -198,4 +199,34 @@ func (s shareGroupStore) waitGeneration(ctx context.Context, group string, befor
 		return fmt.Errorf("%w: the change is made but this node's metadata has not caught up with it yet", replica.ErrRequestTimedOut)
 	}
 	return nil
+}
+
+func (s shareGroupStore) ShareStarts(group string) []request.ShareStartOffset {
+	states := s.b.cluster.image().ShareStatesOf(group)
+	out := make([]request.ShareStartOffset, len(states))
+	for i, st := range states {
+		out[i] = request.ShareStartOffset{Topic: st.Topic, Partition: st.Partition, StartOffset: st.Start, LeaderEpoch: st.LeaderEpoch}
+		for _, r := range st.Runs {
+			if share.State(r.State) == share.Acknowledged || share.State(r.State) == share.Archived {
+				out[i].Finished += int64(r.Length)
+			}
+		}
+	}
+	return out
+}
+
+func (s shareGroupStore) OffsetsSupported() bool {
+	return s.b.cluster.image().MetadataVersion() >= metadata.MetadataVersionShareOffsets
+}
+
+func (s shareGroupStore) AlterShareGroupOffsets(ctx context.Context, group string, offsets []request.ShareStartOffset) error {
+	set := make([]metadata.ShareStartOffset, len(offsets))
+	for i, o := range offsets {
+		set[i] = metadata.ShareStartOffset{Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
+	}
+	gen, err := s.b.cluster.fwd.AlterShareGroupOffsets(ctx, group, set)
+	if err != nil {
+		return err
+	}
+	return s.waitGeneration(ctx, group, gen-1)
 }

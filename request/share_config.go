@@ -40,6 +40,16 @@ type ShareGroupStore interface {
 	// topics, its states on them only) and returns once this node's image
 	// no longer holds them.
 	DeleteShareGroup(ctx context.Context, group string, topics []string) error
+	// ShareStarts are the group's saved share-partition states' start
+	// offsets, sorted by topic and partition.
+	ShareStarts(group string) []ShareStartOffset
+	// OffsetsSupported says whether the cluster's metadata.version sets
+	// start offsets (18).
+	OffsetsSupported() bool
+	// AlterShareGroupOffsets replaces the group's states on the
+	// partitions named by new ones starting at the offsets given, and
+	// returns once this node's image holds them.
+	AlterShareGroupOffsets(ctx context.Context, group string, offsets []ShareStartOffset) error
 }
 
 // ErrShareConfigUnsupported: the cluster's metadata.version is below 16,

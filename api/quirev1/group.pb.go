@@ -3951,7 +3951,9 @@ type ShareGroupPartition struct {
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Every record below start_offset is finished (accepted or archived).
 	StartOffset int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
-	// The first offset not taken in from the log yet.
+	// The first offset not taken in from the log yet; -1 for a
+	// share-partition the node does not hold (start_offset is then the
+	// saved one, the rest 0).
 	EndOffset int64 `protobuf:"varint,4,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
 	// Records acquired by a member now.
 	InFlight int64 `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`

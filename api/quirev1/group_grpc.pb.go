@@ -130,8 +130,9 @@ type GroupsClient interface {
 	// DescribeShareGroup describes a share group as the node taking the
 	// call serves it (share groups are kept per node, in memory): its
 	// members and, per share-partition, the records in flight, the oldest
-	// lock and the records dead-lettered. Describe on the group. A group
-	// the node does not serve is GROUP_ID_NOT_FOUND; share groups turned
+	// lock and the records dead-lettered; the share-partitions it does not
+	// hold with their saved start offset. Describe on the group. A group
+	// neither saved nor served is GROUP_ID_NOT_FOUND; share groups turned
 	// off (group.share.enable) UNSUPPORTED_VERSION.
 	DescribeShareGroup(ctx context.Context, in *DescribeShareGroupRequest, opts ...grpc.CallOption) (*DescribeShareGroupResponse, error)
 	// ResetOffsets moves the committed offsets of a group with no members:
@@ -358,8 +359,9 @@ type GroupsServer interface {
 	// DescribeShareGroup describes a share group as the node taking the
 	// call serves it (share groups are kept per node, in memory): its
 	// members and, per share-partition, the records in flight, the oldest
-	// lock and the records dead-lettered. Describe on the group. A group
-	// the node does not serve is GROUP_ID_NOT_FOUND; share groups turned
+	// lock and the records dead-lettered; the share-partitions it does not
+	// hold with their saved start offset. Describe on the group. A group
+	// neither saved nor served is GROUP_ID_NOT_FOUND; share groups turned
 	// off (group.share.enable) UNSUPPORTED_VERSION.
 	DescribeShareGroup(context.Context, *DescribeShareGroupRequest) (*DescribeShareGroupResponse, error)
 	// ResetOffsets moves the committed offsets of a group with no members:
