@@ -11,7 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/internal/poll"
@@ -384,5 +387,24 @@ func TestBrokerKafkaShareGroupOffsets(t *testing.T) {
 	}
 	if o := describe()[0]; o.StartOffset != 10 || o.Lag != 0 {
 		t.Fatalf("after reading again, sgo-0 described %+v, want start 10, lag 0", o)
+	}
+
+	// The same over gRPC's Groups service.
+	groups := quirev1.NewGroupsClient(dial(t, b).conn)
+	alt, err := groups.AlterShareGroupOffsets(ctx, &quirev1.AlterShareGroupOffsetsRequest{Group: "sgog", Offsets: []*quirev1.ShareStartOffset{
+		{Topic: "sgo", Partition: 0, StartOffset: 8}, {Topic: "sgo", Partition: 5, StartOffset: 1}}})
+	if err != nil || len(alt.Partitions) != 2 || alt.Partitions[0].Error != nil ||
+		alt.Partitions[1].GetError().GetCode() != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("gRPC alter: %v %v", alt, err)
+	}
+	desc, err := groups.DescribeShareGroupOffsets(ctx, &quirev1.DescribeShareGroupOffsetsRequest{Group: "sgog"})
+	if err != nil || len(desc.Partitions) != 2 {
+		t.Fatalf("gRPC describe: %v %v", desc, err)
+	}
+	if p := desc.Partitions[0]; p.Topic != "sgo" || p.Partition != 0 || p.StartOffset != 8 || p.Lag != 2 || p.Error != nil {
+		t.Fatalf("gRPC describe of sgo-0: %v, want start 8, lag 2", p)
+	}
+	if _, err := groups.DescribeShareGroupOffsets(ctx, &quirev1.DescribeShareGroupOffsetsRequest{Group: "nogroup"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("gRPC describe of an unknown group: %v, want NOT_FOUND", err)
 	}
 }
