@@ -144,17 +144,26 @@ func TestShareGroupSettingsApply(t *testing.T) {
 func TestShareGroupConfigValues(t *testing.T) {
 	base := GroupConfig{Partition: share.DefaultConfig(), Reset: Reset{Latest: true}}
 	good := map[string]string{KeyAutoOffsetReset: "by_duration:P1DT2H30M", KeyRecordLockDuration: "15000", KeyDeliveryCountLimit: "10",
-		KeyKeyOrdering: "TRUE", KeyDeadLetterTopic: "dlq.orders"}
+		KeyKeyOrdering: "TRUE", KeyDeadLetterTopic: "dlq.orders", KeyMaxInFlightPerKey: " 2 "}
 	c, err := ApplyGroupConfigs(base, good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Reset.ByDuration != 26*time.Hour+30*time.Minute || c.Partition.RecordLockDuration != 15*time.Second ||
-		c.Partition.DeliveryCountLimit != 10 || !c.Partition.KeyOrdering || c.DeadLetterTopic != "dlq.orders" {
+		c.Partition.DeliveryCountLimit != 10 || !c.Partition.KeyOrdering || c.DeadLetterTopic != "dlq.orders" || c.Partition.MaxInFlightPerKey != 2 {
 		t.Fatalf("%+v", c)
 	}
 	if v := GroupConfigValue(c, KeyAutoOffsetReset); v != "by_duration:P1DT9000S" {
 		t.Fatalf("reset described as %q", v)
+	}
+	if v := GroupConfigValue(c, KeyMaxInFlightPerKey); v != "2" {
+		t.Fatalf("max in flight per key described as %q", v)
+	}
+	for _, v := range []string{"0", "-1", "two", "1.5", "1048577"} {
+		if _, err := ApplyGroupConfigs(base, map[string]string{KeyMaxInFlightPerKey: v}); !errors.Is(err, share.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), KeyMaxInFlightPerKey) {
+			t.Errorf("%s=%s: %v, want an invalid config naming the key", KeyMaxInFlightPerKey, v, err)
+		}
 	}
 	for k, v := range map[string]string{KeyAutoOffsetReset: "by_duration:1h", KeyRecordLockDuration: "10", KeyDeliveryCountLimit: "0",
 		KeyKeyOrdering: "maybe", "group.share.session.timeout.ms": "1000"} {
@@ -294,5 +303,34 @@ func TestShareGroupAlteredStart(t *testing.T) {
 	log.hw = 17
 	if f, err = n.Acquire(t0, "g", "z", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{15, 16}) {
 		t.Fatalf("once the log reached 17, z acquired %v, %v; want 15-16", f.Acquired, err)
+	}
+}
+
+// TestShareGroupMaxInFlightPerKeyApplies: a group's max.in.flight.per.key
+// bounds what one member holds of a key on its share-partitions (the
+// node's is no bound), and a change of it applies at once.
+func TestShareGroupMaxInFlightPerKeyApplies(t *testing.T) {
+	src := newConfigSource()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Configs = src
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{hw: 6, keys: []string{"a"}}
+	src.set("g", map[string]string{KeyKeyOrdering: "true", KeyMaxInFlightPerKey: "2"})
+	join(t, n, "x")
+	if f, err := n.Acquire(t0, "g", "x", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{0, 1}) {
+		t.Fatalf("x acquired %v, %v; want 0-1, two of key a", f.Acquired, err)
+	}
+	if v := GroupConfigValue(n.GroupConfig("g"), KeyMaxInFlightPerKey); v != "2" {
+		t.Fatalf("the group's max.in.flight.per.key is %q, want 2", v)
+	}
+	// Raised to 4: the share-partition is rebuilt under it (what x held
+	// released), and x now takes four.
+	src.set("g", map[string]string{KeyKeyOrdering: "true", KeyMaxInFlightPerKey: "4"})
+	if f, err := n.Acquire(t0, "g", "x", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{0, 1, 2, 3}) {
+		t.Fatalf("after the change x acquired %v, %v; want 0-3", f.Acquired, err)
 	}
 }

@@ -698,7 +698,8 @@ func (x *ShareStartOffset) GetStartOffset() int64 {
 // PutShareGroupConfig changes a share group's own settings (Kafka's
 // GROUP config resource: share.key.ordering,
 // errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
-// share.delivery.count.limit, share.auto.offset.reset): the keys of
+// share.delivery.count.limit, share.auto.offset.reset,
+// max.in.flight.per.key): the keys of
 // delete go back to the node's value, then configs are set, on the
 // settings the entry finds (so that two changes of different keys both
 // hold). A key never set takes the node's value. The caller validated
