@@ -101,6 +101,20 @@ func TestCoreShareGroupOffsets(t *testing.T) {
 		t.Fatalf("described after the alter %+v, %v: want t-0 at 5, lag 1", got, err)
 	}
 
+	// A share-partition this node does not hold (t-1 is led by node 2):
+	// describe lists it with its saved start.
+	if alt, err := f.core.AlterShareGroupOffsets(alice, "g", []request.ShareStartOffset{{Topic: "t", Partition: 1, StartOffset: 7}}); err != nil || alt[0].Err != nil {
+		t.Fatalf("alter of t-1: %+v, %v", alt, err)
+	}
+	d, err := f.core.ShareGroupDescribe(alice, "g")
+	if err != nil || len(d.Partitions) != 2 || d.Partitions[1].Partition != 1 || d.Partitions[1].StartOffset != 7 || d.Partitions[1].EndOffset != -1 {
+		t.Fatalf("share group described %+v, %v: want t-1 at its saved start 7, end -1", d, err)
+	}
+	got, err = f.core.DescribeShareGroupOffsets(alice, "g", nil)
+	if err != nil || len(got) != 2 || got[1].Partition != 1 || got[1].StartOffset != 7 || got[1].Lag != -1 {
+		t.Fatalf("offsets described %+v, %v: want t-1 at 7 with no lag known here", got, err)
+	}
+
 	// Read on the topic: h's reader may describe it but not alter it.
 	alt, err = f.core.AlterShareGroupOffsets(alice, "g", []request.ShareStartOffset{{Topic: "h", Partition: 0}})
 	if err != nil || len(alt) != 1 || !errors.Is(alt[0].Err, request.ErrTopicAuthorizationFailed) {
