@@ -282,6 +282,22 @@ func (b *Broker) requestNeeds(req any) (needs []need, known bool) {
 		return []need{groupNeed(auth.OpDescribe, m.Group)}, true
 	case *quirev1.DescribeShareGroupRequest:
 		return []need{groupNeed(auth.OpDescribe, m.Group)}, true
+	case *quirev1.DescribeShareGroupOffsetsRequest:
+		// As Kafka's: Describe on the group and the topics named (with
+		// none, the core leaves out the topics the caller may not
+		// describe).
+		out := []need{groupNeed(auth.OpDescribe, m.Group)}
+		for _, t := range m.Topics {
+			out = appendNeed(out, topicNeed(auth.OpDescribe, t.Topic))
+		}
+		return out, true
+	case *quirev1.AlterShareGroupOffsetsRequest:
+		// As Kafka's: Read on the group and the topics.
+		out := []need{groupNeed(auth.OpRead, m.Group)}
+		for _, o := range m.Offsets {
+			out = appendNeed(out, topicNeed(auth.OpRead, o.Topic))
+		}
+		return out, true
 	case *quirev1.ResetOffsetsRequest:
 		// As Kafka's offset reset: committing for the group, reading the
 		// topics (the committed ones when none is named are checked as

@@ -289,6 +289,14 @@ func (k kafkaBackend) ShareGroupDescribe(ctx context.Context, group string) (*re
 	return k.b.core.ShareGroupDescribe(service.CoreContext(ctx), group)
 }
 
+func (k kafkaBackend) DescribeShareGroupOffsets(ctx context.Context, group string, topics []request.ShareOffsetTopic) ([]request.ShareOffset, error) {
+	return k.b.core.DescribeShareGroupOffsets(service.CoreContext(ctx), group, topics)
+}
+
+func (k kafkaBackend) AlterShareGroupOffsets(ctx context.Context, group string, offsets []request.ShareStartOffset) ([]request.ShareOffset, error) {
+	return k.b.core.AlterShareGroupOffsets(service.CoreContext(ctx), group, offsets)
+}
+
 func (k kafkaBackend) DeleteShareGroupOffsets(ctx context.Context, group string, topics []string) ([]request.ShareTopicResult, error) {
 	return k.b.core.DeleteShareGroupOffsets(service.CoreContext(ctx), group, topics)
 }

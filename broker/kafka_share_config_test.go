@@ -11,10 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/internal/poll"
+	"github.com/quirelog/quire/metadata"
 )
 
 // groupResource is Kafka's GROUP config resource type.
@@ -263,5 +267,144 @@ func TestBrokerKafkaDeleteShareGroupOffsets(t *testing.T) {
 	}
 	if _, err := adm.DeleteShareGroupOffsets(ctx, "nogroup", "dso"); !errors.Is(err, kerr.GroupIDNotFound) {
 		t.Fatalf("an unknown group: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+}
+
+// DescribeShareGroupOffsets (90) and AlterShareGroupOffsets (91) over
+// the Kafka listener, through kadm: after a member accepts a
+// partition's records, the group's start offset is the partition's end
+// with no lag; setting it back is refused while the group has a member,
+// then takes (an unknown topic refused in its result), describe shows
+// the new start and its lag, and a new member gets exactly the records
+// from it on, each a first delivery; the other partition, empty, keeps
+// its start.
+func TestBrokerKafkaShareGroupOffsets(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	brokertest.WaitMetadataVersion(t, b, metadata.LatestMetadataVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "sgo"); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := alterGroup(t, ctx, cl, "sgog", setOp("share.auto.offset.reset", "earliest")); code != 0 {
+		t.Fatalf("%v: %s", kerr.ErrorForCode(code), msg)
+	}
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("sgo"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 10 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readN has a member accept n records, then leave; it answers the
+	// delivery count of each offset of partition 0.
+	readN := func(n int) map[int64]int32 {
+		t.Helper()
+		m, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("sgog"), kgo.ConsumeTopics("sgo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		got := map[int64]int32{}
+		for len(got) < n {
+			fs := m.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				t.Fatalf("read %v: %v", got, err)
+			}
+			for _, r := range fs.Records() {
+				if r.Partition != 0 {
+					t.Fatalf("a record of partition %d, never produced to", r.Partition)
+				}
+				got[r.Offset] = r.DeliveryCount()
+			}
+			m.MarkAcks(kgo.AckAccept, fs.Records()...)
+			if err := m.FlushAcks(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got
+	}
+	readN(10)
+
+	describe := func() map[int32]kadm.ShareOffset {
+		t.Helper()
+		d, err := adm.DescribeShareGroupOffsets(ctx, "sgog")
+		if err != nil || d["sgog"].Err != nil {
+			t.Fatalf("describe: %v %+v", err, d)
+		}
+		return d["sgog"].Offsets["sgo"]
+	}
+	if o, ok := describe()[0]; !ok || o.StartOffset != 10 || o.Lag != 0 || o.Err != nil {
+		t.Fatalf("after reading all, sgo-0 described %+v (present %v), want start 10, lag 0", o, ok)
+	}
+
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sgog", "m1", []string{"sgo"}
+	if r, err := hb.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("join: %v %v", err, r)
+	}
+	to4 := kadm.Offsets{"sgo": {0: {Topic: "sgo", Partition: 0, At: 4}}}
+	if _, err := adm.AlterShareGroupOffsets(ctx, "sgog", to4); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = "sgog", "m1", -1
+	if r, err := leave.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", err, r)
+	}
+	to4["nope"] = map[int32]kadm.Offset{0: {Topic: "nope", Partition: 0, At: 1}}
+	res, err := adm.AlterShareGroupOffsets(ctx, "sgog", to4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := res.Lookup("sgo", 0); !ok || e != nil {
+		t.Fatalf("sgo-0: %v (present %v)", e, ok)
+	}
+	if e, _ := res.Lookup("nope", 0); !errors.Is(e, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("an unknown topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", e)
+	}
+	offs := describe()
+	if o := offs[0]; o.StartOffset != 4 || o.Lag != 6 {
+		t.Fatalf("after the alter, sgo-0 described %+v, want start 4, lag 6", o)
+	}
+	if o, ok := offs[1]; !ok || o.StartOffset != 0 || o.Lag != 0 {
+		t.Fatalf("sgo-1, empty, described %+v (present %v), want start 0, lag 0, untouched by the alter", o, ok)
+	}
+	got := readN(6)
+	for o := int64(0); o < 10; o++ {
+		if want := o >= 4; (got[o] == 1) != want {
+			t.Fatalf("after the start was set to 4, delivered %v; want exactly 4-9, each a first delivery", got)
+		}
+	}
+	if o := describe()[0]; o.StartOffset != 10 || o.Lag != 0 {
+		t.Fatalf("after reading again, sgo-0 described %+v, want start 10, lag 0", o)
+	}
+
+	// The same over gRPC's Groups service.
+	groups := quirev1.NewGroupsClient(dial(t, b).conn)
+	alt, err := groups.AlterShareGroupOffsets(ctx, &quirev1.AlterShareGroupOffsetsRequest{Group: "sgog", Offsets: []*quirev1.ShareStartOffset{
+		{Topic: "sgo", Partition: 0, StartOffset: 8}, {Topic: "sgo", Partition: 5, StartOffset: 1}}})
+	if err != nil || len(alt.Partitions) != 2 || alt.Partitions[0].Error != nil ||
+		alt.Partitions[1].GetError().GetCode() != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("gRPC alter: %v %v", alt, err)
+	}
+	desc, err := groups.DescribeShareGroupOffsets(ctx, &quirev1.DescribeShareGroupOffsetsRequest{Group: "sgog"})
+	if err != nil || len(desc.Partitions) != 2 {
+		t.Fatalf("gRPC describe: %v %v", desc, err)
+	}
+	if p := desc.Partitions[0]; p.Topic != "sgo" || p.Partition != 0 || p.StartOffset != 8 || p.Lag != 2 || p.Error != nil {
+		t.Fatalf("gRPC describe of sgo-0: %v, want start 8, lag 2", p)
+	}
+	if _, err := groups.DescribeShareGroupOffsets(ctx, &quirev1.DescribeShareGroupOffsetsRequest{Group: "nogroup"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("gRPC describe of an unknown group: %v, want NOT_FOUND", err)
 	}
 }

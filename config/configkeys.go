@@ -321,7 +321,7 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.GroupSharePartitionMaxRecordLocks }, 1),
 	boolKey("shares", "share.key.ordering", "false", "Per-key ordering in share groups: the records of one key are never in flight to two members at once and are delivered in offset order. A share group's own setting, when it has one, decides (docs/share-groups.md).",
 		func(c *Config) *bool { return &c.ShareKeyOrdering }),
-	int32Key("shares", "max.in.flight.per.key", "0", "With share.key.ordering, the most records of one key one member holds at once; 0 is no bound.",
+	int32Key("shares", "max.in.flight.per.key", "0", "With share.key.ordering, the most records of one key one member holds at once; 0 is no bound. A share group may set its own (a positive count, docs/share-groups.md).",
 		func(c *Config) *int32 { return &c.ShareMaxInFlightPerKey }, 0),
 	stringKey("shares", "share.auto.offset.reset", "latest", "Where a share group starts reading a partition it has not read before: latest (the high watermark) or earliest (the log start offset). A share group may set its own, also by_duration:<ISO-8601 duration> (docs/share-groups.md).",
 		func(c *Config) *string { return &c.ShareAutoOffsetReset }, checkShareReset),

@@ -98,3 +98,31 @@ func (f *Forwarder) DeleteShareGroup(ctx context.Context, group string, topics [
 	}
 	return metadata.ShareGroupDeleted{States: int(resp.GetStates()), Generation: resp.GetGeneration()}, nil
 }
+
+// AlterShareGroupOffsets sets share-partitions' start offsets on this
+// node's controller.
+func (s *Service) AlterShareGroupOffsets(ctx context.Context, in *pb.AlterShareGroupOffsetsRequest) (*pb.AlterShareGroupOffsetsResponse, error) {
+	a := in.GetAlter()
+	offsets := make([]metadata.ShareStartOffset, len(a.GetOffsets()))
+	for i, o := range a.GetOffsets() {
+		offsets[i] = metadata.ShareStartOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), StartOffset: o.GetStartOffset()}
+	}
+	gen, err := s.node.Ctl().AlterShareGroupOffsets(ctx, a.GetGroup(), offsets)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AlterShareGroupOffsetsResponse{Generation: gen}, nil
+}
+
+// AlterShareGroupOffsets sets the start offsets of share-partitions of
+// a group with no members through the controller (metadata.version 17)
+// and answers the group's settings generation after the change.
+func (f *Forwarder) AlterShareGroupOffsets(ctx context.Context, group string, offsets []metadata.ShareStartOffset) (uint64, error) {
+	cmd := metadata.AlterShareGroupOffsetsCommand(group, offsets).GetAlterShareGroupOffsets()
+	resp, err := Call(ctx, f, (*Service).AlterShareGroupOffsets, pb.ControllerServiceClient.AlterShareGroupOffsets,
+		&pb.AlterShareGroupOffsetsRequest{Alter: cmd})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetGeneration(), nil
+}

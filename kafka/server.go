@@ -78,6 +78,11 @@ type Backend interface {
 	// DeleteShareGroupOffsets: the core's, for DeleteShareGroupOffsets
 	// (92): each topic's refusal in its result.
 	DeleteShareGroupOffsets(ctx context.Context, group string, topics []string) ([]request.ShareTopicResult, error)
+	// DescribeShareGroupOffsets and AlterShareGroupOffsets: the core's,
+	// for the APIs of the same names (90, 91): each partition's refusal
+	// in its result. No topics (nil): every share-partition of the group.
+	DescribeShareGroupOffsets(ctx context.Context, group string, topics []request.ShareOffsetTopic) ([]request.ShareOffset, error)
+	AlterShareGroupOffsets(ctx context.Context, group string, offsets []request.ShareStartOffset) ([]request.ShareOffset, error)
 	// OffsetForLeaderEpoch is, at the partition's leader, the largest
 	// leader epoch at or below epoch that its log has and the offset
 	// where that epoch ends (the next one's start, or the log end
@@ -666,6 +671,10 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 		return shareGroupDescribe(ctx, b, req), nil
 	case *kmsg.DeleteShareGroupOffsetsRequest:
 		return deleteShareGroupOffsets(ctx, b, req), nil
+	case *kmsg.DescribeShareGroupOffsetsRequest:
+		return describeShareGroupOffsets(ctx, b, req), nil
+	case *kmsg.AlterShareGroupOffsetsRequest:
+		return alterShareGroupOffsets(ctx, b, req), nil
 	case *kmsg.MetadataRequest:
 		return metadata(ctx, b, req), nil
 	case *kmsg.ProduceRequest:

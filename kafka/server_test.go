@@ -193,6 +193,15 @@ func (f *fakeBackend) ShareLockDuration(string) time.Duration { return 0 }
 func (f *fakeBackend) ShareGroupDescribe(context.Context, string) (*request.ShareGroupDescription, error) {
 	return nil, request.ErrShareGroupsDisabled
 }
+
+func (f *fakeBackend) DescribeShareGroupOffsets(context.Context, string, []request.ShareOffsetTopic) ([]request.ShareOffset, error) {
+	return nil, request.ErrShareGroupsDisabled
+}
+
+func (f *fakeBackend) AlterShareGroupOffsets(context.Context, string, []request.ShareStartOffset) ([]request.ShareOffset, error) {
+	return nil, request.ErrShareGroupsDisabled
+}
+
 func (f *fakeBackend) DeleteShareGroupOffsets(context.Context, string, []string) ([]request.ShareTopicResult, error) {
 	return nil, errUnimplemented()
 }

@@ -39,7 +39,7 @@ var shareVersions = []kmsg.ApiVersionsResponseApiKey{
 
 func isShareKey(key int16) bool {
 	return key == shareGroupHeartbeatKey || key == shareFetchKey || key == shareAcknowledgeKey || key == shareGroupDescribeKey ||
-		key == deleteShareGroupOffsetsKey
+		key == deleteShareGroupOffsetsKey || key == describeShareGroupOffsetsKey || key == alterShareGroupOffsetsKey
 }
 
 var ackBatchSchema = strct[kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch](

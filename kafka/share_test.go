@@ -24,8 +24,10 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 				switch a.ApiKey {
 				case shareGroupHeartbeatKey, shareGroupDescribeKey:
 					wantMax = 1
-				case deleteShareGroupOffsetsKey:
+				case deleteShareGroupOffsetsKey, alterShareGroupOffsetsKey:
 					wantMin, wantMax = 0, 0
+				case describeShareGroupOffsetsKey:
+					wantMin, wantMax = 0, 1
 				}
 				if a.MinVersion != wantMin || a.MaxVersion != wantMax {
 					t.Errorf("key %d advertised %d-%d, want %d-%d", a.ApiKey, a.MinVersion, a.MaxVersion, wantMin, wantMax)
@@ -34,7 +36,7 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 			}
 		}
 		slices.Sort(got)
-		want := []int16{76, 77, 78, 79, 92}
+		want := []int16{76, 77, 78, 79, 90, 91, 92}
 		if !on {
 			want = nil
 		}

@@ -76,6 +76,8 @@ func (d *draft) apply(cmd *pb.Command, index uint64) any {
 		return d.applyPutShareGroupConfig(c.PutShareGroupConfig, index)
 	case *pb.Command_DeleteShareGroup:
 		return d.applyDeleteShareGroup(c.DeleteShareGroup, index)
+	case *pb.Command_AlterShareGroupOffsets:
+		return d.applyAlterShareGroupOffsets(c.AlterShareGroupOffsets, index)
 	}
 	// commandLevel knows a type this switch does not.
 	return fmt.Errorf("%w: %s at index %d has no apply function", ErrUnknownCommand, commandName(cmd), index)

@@ -122,8 +122,13 @@ const (
 	// the dead letters not yet written and the group's generation.
 	MetadataVersionShareGroupConfig int32 = 16
 
+	// MetadataVersionShareOffsets adds AlterShareGroupOffsets: setting
+	// the start offset of a share group's share-partitions (Kafka's
+	// AlterShareGroupOffsets).
+	MetadataVersionShareOffsets int32 = 17
+
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionShareGroupConfig
+	LatestMetadataVersion = MetadataVersionShareOffsets
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -261,6 +266,8 @@ func commandLevel(cmd *pb.Command) int32 {
 		return MetadataVersionShareState
 	case *pb.Command_PutShareGroupConfig, *pb.Command_DeleteShareGroup:
 		return MetadataVersionShareGroupConfig
+	case *pb.Command_AlterShareGroupOffsets:
+		return MetadataVersionShareOffsets
 	}
 	return 0
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -213,4 +214,98 @@ func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics 
 		return r, nil
 	}
 	return ShareGroupDeleted{}, fmt.Errorf("metadata: delete share group answered %v", resp)
+}
+
+// applyAlterShareGroupOffsets sets the start offset of share-partitions
+// of a group: each one's state becomes a new one starting there, nothing
+// in flight, written under the partition's leadership in the image, and
+// the group gets a new generation and a delete of the topics named, so
+// that every node drops what it holds of the group on them (those
+// partitions' leaders then load the new states). It refuses the whole
+// entry for an unknown topic or partition or a negative offset, and
+// answers the group's generation (uint64).
+func (d *draft) applyAlterShareGroupOffsets(c *pb.AlterShareGroupOffsets, index uint64) any {
+	if err := ValidateGroupID(c.Group); err != nil {
+		return err
+	}
+	if len(c.Offsets) == 0 {
+		return fmt.Errorf("%w: share group %q: no offsets to set", ErrInvalidShareGroupConfig, c.Group)
+	}
+	states := make([]ShareState, len(c.Offsets))
+	var topics []string
+	for i, o := range c.Offsets {
+		t, ok := d.img.topics[o.Topic]
+		if !ok || o.Partition < 0 || int(o.Partition) >= len(t.Partitions) {
+			return fmt.Errorf("%w: %s-%d", ErrUnknownTopic, o.Topic, o.Partition)
+		}
+		if o.StartOffset < 0 {
+			return fmt.Errorf("%w: share group %q: start offset %d of %s-%d", ErrInvalidPartition, c.Group, o.StartOffset, o.Topic, o.Partition)
+		}
+		states[i] = ShareState{ShareKey: ShareKey{Group: c.Group, Topic: o.Topic, Partition: o.Partition}, TopicID: t.ID,
+			LeaderEpoch: t.Partitions[o.Partition].LeaderEpoch, Start: o.StartOffset, GroupGeneration: index}
+		if !slices.Contains(topics, o.Topic) {
+			topics = append(topics, o.Topic)
+		}
+	}
+	d.img.shareStates = cloneMap(d.img.shareStates)
+	for _, s := range states {
+		d.img.shareStates[s.ShareKey] = s
+		d.put(bucketShareStates, shareStateKey(s.ShareKey), ShareStateToPB(s))
+	}
+	slices.Sort(topics)
+	d.putShareGroupConfig(ShareGroupConfig{Group: c.Group, Configs: d.img.shareGroupConfigs[c.Group].Configs, Generation: index, Deleted: index, DeletedTopics: topics})
+	return index
+}
+
+// ShareStartOffset is a share-partition's new start offset
+// (AlterShareGroupOffsets).
+type ShareStartOffset struct {
+	Topic       string
+	Partition   int32
+	StartOffset int64
+}
+
+// AlterShareGroupOffsets sets the start offset of share-partitions of a
+// group with no members (the caller checked) and answers the group's
+// settings generation after it.
+func (c *Controller) AlterShareGroupOffsets(ctx context.Context, group string, offsets []ShareStartOffset) (uint64, error) {
+	resp, err := c.propose(ctx, AlterShareGroupOffsetsCommand(group, offsets))
+	if err != nil {
+		return 0, err
+	}
+	switch r := resp.(type) {
+	case error:
+		return 0, r
+	case uint64:
+		return r, nil
+	}
+	return 0, fmt.Errorf("metadata: alter share group offsets answered %v", resp)
+}
+
+// AlterShareGroupOffsetsCommand is the command setting offsets.
+func AlterShareGroupOffsetsCommand(group string, offsets []ShareStartOffset) *pb.Command {
+	cmd := &pb.AlterShareGroupOffsets{Group: group}
+	for _, o := range offsets {
+		cmd.Offsets = append(cmd.Offsets, &pb.ShareStartOffset{Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset})
+	}
+	return &pb.Command{Cmd: &pb.Command_AlterShareGroupOffsets{AlterShareGroupOffsets: cmd}}
+}
+
+// ShareStatesOf returns group's saved share-partition states, sorted by
+// topic and partition.
+func (img *Image) ShareStatesOf(group string) []ShareState {
+	var out []ShareState
+	for k := range img.shareStates {
+		if k.Group == group {
+			s, _ := img.ShareState(k)
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b ShareState) int {
+		if a.Topic != b.Topic {
+			return strings.Compare(a.Topic, b.Topic)
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
 }

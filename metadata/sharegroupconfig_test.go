@@ -203,3 +203,73 @@ func TestFSMShareStateFieldsNeedLevel16(t *testing.T) {
 		t.Fatal(res[0])
 	}
 }
+
+// TestFSMAlterShareGroupOffsets: from metadata.version 17, setting start
+// offsets replaces the named share-partitions' states with new ones
+// starting there, under their leadership in the image and the entry's
+// generation (so that the leader can go on writing them), keeps the
+// group's other states and settings, and marks the topics deleted (every
+// node drops what it holds of the group there); an unknown partition or
+// a negative offset refuses the whole entry. It survives a reopen.
+func TestFSMAlterShareGroupOffsets(t *testing.T) {
+	t.Parallel()
+	tf := newTestFSM(t)
+	tf.threeBrokersAt(SupportedMetadataVersions())
+	tf.ok(createTopic("t", []int32{1, 2, 3}, []int32{2, 3, 1}))
+	tf.ok(createTopic("u", []int32{3, 1, 2}))
+	tf.ok(featureLevel(MetadataVersionShareGroupConfig))
+	set := []ShareStartOffset{{Topic: "t", Partition: 1, StartOffset: 7}}
+	tf.rejected(AlterShareGroupOffsetsCommand("g", set), ErrUnsupportedVersion)
+	tf.ok(featureLevel(MetadataVersionShareOffsets))
+
+	tf.ok(putShareGroupConfig("g", map[string]string{"share.key.ordering": "true"}))
+	c, _ := tf.f.Image().ShareGroupConfig("g")
+	kept := shareState("g", 0, 0, 4, ShareRun{Length: 2, State: runAcquired, DeliveryCount: 1})
+	kept.GroupGeneration = c.Generation
+	old := shareState("g", 1, 0, 20, ShareRun{Length: 1, State: runArchived, DeliveryCount: 5})
+	old.GroupGeneration = c.Generation
+	old.DeadLetters = []ShareDeadLetter{{Offset: 20, DeliveryCount: 5, Reason: 2, ArchivedMs: 99}}
+	if res := tf.ok(putShareStates(1, kept)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+	if res := tf.ok(putShareStates(2, old)).(ShareStateResults); res[0] != nil {
+		t.Fatal(res[0])
+	}
+
+	tf.rejected(AlterShareGroupOffsetsCommand("g", []ShareStartOffset{{Topic: "t", Partition: 2, StartOffset: 1}}), ErrUnknownTopic)
+	tf.rejected(AlterShareGroupOffsetsCommand("g", []ShareStartOffset{{Topic: "nope", Partition: 0, StartOffset: 1}}), ErrUnknownTopic)
+	tf.rejected(AlterShareGroupOffsetsCommand("g", append(set, ShareStartOffset{Topic: "u", Partition: 0, StartOffset: -1})), ErrInvalidPartition)
+	tf.rejected(AlterShareGroupOffsetsCommand("g", nil), ErrInvalidShareGroupConfig)
+	tf.rejected(AlterShareGroupOffsetsCommand("", set), ErrInvalidGroupID)
+
+	gen := tf.ok(AlterShareGroupOffsetsCommand("g", append(set, ShareStartOffset{Topic: "u", Partition: 0, StartOffset: 0}))).(uint64)
+	c2, _ := tf.f.Image().ShareGroupConfig("g")
+	if gen <= c.Generation || c2.Generation != gen || c2.Deleted != gen || !reflect.DeepEqual(c2.DeletedTopics, []string{"t", "u"}) ||
+		!reflect.DeepEqual(c2.Configs, c.Configs) {
+		t.Fatalf("after the alter, generation %d: %+v (before %+v)", gen, c2, c)
+	}
+	got, _ := tf.f.Image().ShareState(old.ShareKey)
+	want := ShareState{ShareKey: old.ShareKey, TopicID: "id-t", LeaderEpoch: 0, Start: 7, GroupGeneration: gen}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("altered state %+v, want %+v", got, want)
+	}
+	if got, _ := tf.f.Image().ShareState(ShareKey{Group: "g", Topic: "u"}); got.Start != 0 || got.TopicID != "id-u" || got.GroupGeneration != gen {
+		t.Fatalf("state on u %+v", got)
+	}
+	if got, _ := tf.f.Image().ShareState(kept.ShareKey); !reflect.DeepEqual(got, kept) {
+		t.Fatalf("a partition not named: %+v, want %+v", got, kept)
+	}
+	// The leader goes on from the new state under the new generation.
+	next := want
+	next.Start, next.Runs = 8, []ShareRun{{Length: 1, State: runAcquired, DeliveryCount: 1}}
+	if res := tf.ok(putShareStates(2, next)).(ShareStateResults); res[0] != nil {
+		t.Fatalf("the leader's state after the alter: %v", res[0])
+	}
+	if res := tf.ok(putShareStates(1, kept)).(ShareStateResults); !errors.Is(res[0], ErrShareStateFenced) {
+		t.Fatalf("a state written before the alter: %v", res[0])
+	}
+	if f := reopen(t, tf); !reflect.DeepEqual(f.Image().shareGroupConfigs, tf.f.Image().shareGroupConfigs) ||
+		!reflect.DeepEqual(f.Image().shareStates, tf.f.Image().shareStates) {
+		t.Fatalf("reopened %+v %+v", f.Image().shareGroupConfigs, f.Image().shareStates)
+	}
+}

@@ -40,6 +40,16 @@ type ShareGroupStore interface {
 	// topics, its states on them only) and returns once this node's image
 	// no longer holds them.
 	DeleteShareGroup(ctx context.Context, group string, topics []string) error
+	// ShareStarts are the group's saved share-partition states' start
+	// offsets, sorted by topic and partition.
+	ShareStarts(group string) []ShareStartOffset
+	// OffsetsSupported says whether the cluster's metadata.version sets
+	// start offsets (18).
+	OffsetsSupported() bool
+	// AlterShareGroupOffsets replaces the group's states on the
+	// partitions named by new ones starting at the offsets given, and
+	// returns once this node's image holds them.
+	AlterShareGroupOffsets(ctx context.Context, group string, offsets []ShareStartOffset) error
 }
 
 // ErrShareConfigUnsupported: the cluster's metadata.version is below 16,
@@ -60,6 +70,7 @@ var shareConfigDocs = map[string]string{
 	sharegroup.KeyRecordLockDuration: "How long an acquired record stays locked to its member, in ms.",
 	sharegroup.KeyDeliveryCountLimit: "How many times a record is delivered before it is archived as a dead letter.",
 	sharegroup.KeyAutoOffsetReset:    "Where a share-partition with no saved state starts: earliest, latest or by_duration:<ISO-8601 duration>.",
+	sharegroup.KeyMaxInFlightPerKey:  "With share.key.ordering, the most records of one key one member holds at once (a positive count; the node's value, 0 for no bound, when not set).",
 }
 
 // DescribeShareGroupConfigs is every key of a share group's settings:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,37 @@ type groupStore struct {
 	configs   map[string]map[string]string
 	deletes   int
 	puts      int
+	// offsets: the metadata.version sets start offsets; starts are the
+	// saved start offsets by group.
+	offsets bool
+	starts  map[string][]request.ShareStartOffset
+}
+
+func (s *groupStore) ShareStarts(group string) []request.ShareStartOffset {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.starts[group])
+}
+
+func (s *groupStore) OffsetsSupported() bool { return s.offsets }
+
+func (s *groupStore) AlterShareGroupOffsets(_ context.Context, group string, offsets []request.ShareStartOffset) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.starts == nil {
+		s.starts = map[string][]request.ShareStartOffset{}
+	}
+	for _, o := range offsets {
+		s.starts[group] = slices.DeleteFunc(s.starts[group], func(x request.ShareStartOffset) bool {
+			return x.Topic == o.Topic && x.Partition == o.Partition
+		})
+		s.starts[group] = append(s.starts[group], o)
+	}
+	if s.saved == nil {
+		s.saved = map[string]bool{}
+	}
+	s.saved[group] = true
+	return nil
 }
 
 func (s *groupStore) Supported() bool { return s.supported }

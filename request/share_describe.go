@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
@@ -43,7 +45,8 @@ type ShareGroupPartition struct {
 	Topic     string
 	Partition int32
 	// StartOffset: every record below it is finished; EndOffset: the
-	// first not taken in from the log yet.
+	// first not taken in from the log yet, -1 for a share-partition this
+	// node does not hold (its StartOffset is the saved one).
 	StartOffset, EndOffset int64
 	// InFlight records are acquired by a member; Available ones wait for
 	// one.
@@ -66,7 +69,7 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 	if err := c.authorizeGroup(ctx, auth.OpDescribe, group, "", nil); err != nil {
 		return nil, err
 	}
-	if !sc.Has(group) {
+	if !c.shareGroupKnown(group) {
 		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, group))
 	}
 	cfg := sc.GroupConfig(group)
@@ -90,6 +93,23 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 			}
 		}
 		out.Partitions = append(out.Partitions, d)
+	}
+	// The share-partitions this node does not hold: their saved start.
+	if st := c.cfg.ShareStore; st != nil {
+		held := len(out.Partitions)
+		for _, s := range st.ShareStarts(group) {
+			if slices.ContainsFunc(out.Partitions[:held], func(p ShareGroupPartition) bool { return p.Topic == s.Topic && p.Partition == s.Partition }) {
+				continue
+			}
+			out.Partitions = append(out.Partitions, ShareGroupPartition{Topic: s.Topic, Partition: s.Partition, StartOffset: s.StartOffset,
+				EndOffset: -1, OldestLock: share.RecordState{Offset: -1}, DeadLettered: dead[shareTP{s.Topic, s.Partition}]})
+		}
+		slices.SortFunc(out.Partitions, func(a, b ShareGroupPartition) int {
+			if a.Topic != b.Topic {
+				return strings.Compare(a.Topic, b.Topic)
+			}
+			return int(a.Partition - b.Partition)
+		})
 	}
 	for _, m := range sc.Members(group) {
 		out.Members = append(out.Members, ShareGroupMember{MemberID: m.ID, Epoch: m.Epoch, Topics: m.Topics, InFlight: held[m.ID]})

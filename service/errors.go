@@ -117,6 +117,7 @@ var brokerErrors = []errcode.Mapping{
 	// A share group's settings below metadata.version 16 (a cluster in
 	// the middle of an upgrade): the same answer until it is raised.
 	{Err: request.ErrShareConfigUnsupported, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
+	{Err: request.ErrShareOffsetsUnsupported, GRPC: codes.FailedPrecondition, Code: quirev1.ErrorCode_UNSUPPORTED_VERSION},
 	{Err: sharegroup.ErrUnknownMember, GRPC: codes.NotFound, Code: quirev1.ErrorCode_UNKNOWN_MEMBER_ID},
 	// A partition leader could not learn from the other nodes whether a
 	// member is in its group: it asks again at the next call.

@@ -41,17 +41,18 @@ var sentinelDirs = []string{"../storage", "../record", "../metadata", "../replic
 // the packages' sources and fails on any sentinel missing here, so a new
 // one is never left out of the check.
 var sentinels = map[string]error{
-	"share.ErrInvalidRecordState":       share.ErrInvalidRecordState,
-	"share.ErrInvalidRequest":           share.ErrInvalidRequest,
-	"share.ErrInvalidConfig":            share.ErrInvalidConfig,
-	"sharegroup.ErrUnknownMember":       sharegroup.ErrUnknownMember,
-	"sharegroup.ErrFencedMemberEpoch":   sharegroup.ErrFencedMemberEpoch,
-	"sharegroup.ErrInvalidRequest":      sharegroup.ErrInvalidRequest,
-	"sharegroup.ErrStateNotSaved":       sharegroup.ErrStateNotSaved,
-	"request.ErrShareGroupsDisabled":    request.ErrShareGroupsDisabled,
-	"request.ErrShareGroupNotFound":     request.ErrShareGroupNotFound,
-	"request.ErrShareConfigUnsupported": request.ErrShareConfigUnsupported,
-	"request.ErrShareRecordNotHeld":     request.ErrShareRecordNotHeld,
+	"share.ErrInvalidRecordState":        share.ErrInvalidRecordState,
+	"share.ErrInvalidRequest":            share.ErrInvalidRequest,
+	"share.ErrInvalidConfig":             share.ErrInvalidConfig,
+	"sharegroup.ErrUnknownMember":        sharegroup.ErrUnknownMember,
+	"sharegroup.ErrFencedMemberEpoch":    sharegroup.ErrFencedMemberEpoch,
+	"sharegroup.ErrInvalidRequest":       sharegroup.ErrInvalidRequest,
+	"sharegroup.ErrStateNotSaved":        sharegroup.ErrStateNotSaved,
+	"request.ErrShareGroupsDisabled":     request.ErrShareGroupsDisabled,
+	"request.ErrShareGroupNotFound":      request.ErrShareGroupNotFound,
+	"request.ErrShareConfigUnsupported":  request.ErrShareConfigUnsupported,
+	"request.ErrShareOffsetsUnsupported": request.ErrShareOffsetsUnsupported,
+	"request.ErrShareRecordNotHeld":      request.ErrShareRecordNotHeld,
 
 	"request.ErrShareMemberUnconfirmed": request.ErrShareMemberUnconfirmed,
 

@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
+	"github.com/quirelog/quire/request"
 )
 
 // DescribeShareGroup is the core's ShareGroupDescribe.
@@ -27,4 +29,47 @@ func (s *groupService) DescribeShareGroup(ctx context.Context, req *quirev1.Desc
 		out.Partitions = append(out.Partitions, pb)
 	}
 	return out, nil
+}
+
+// DescribeShareGroupOffsets is the core's DescribeShareGroupOffsets:
+// a partition's refusal is in its result, the group's the call's status.
+func (s *groupService) DescribeShareGroupOffsets(ctx context.Context, req *quirev1.DescribeShareGroupOffsetsRequest) (*quirev1.DescribeShareGroupOffsetsResponse, error) {
+	var topics []request.ShareOffsetTopic
+	for _, t := range req.Topics {
+		topics = append(topics, request.ShareOffsetTopic{Topic: t.Topic, Partitions: t.Partitions})
+	}
+	res, err := s.b.core.DescribeShareGroupOffsets(coreContext(ctx), req.Group, topics)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &quirev1.DescribeShareGroupOffsetsResponse{Partitions: shareOffsetsToPB(res)}, nil
+}
+
+// AlterShareGroupOffsets is the core's AlterShareGroupOffsets: a
+// partition's refusal is in its result, the group's the call's status.
+func (s *groupService) AlterShareGroupOffsets(ctx context.Context, req *quirev1.AlterShareGroupOffsetsRequest) (*quirev1.AlterShareGroupOffsetsResponse, error) {
+	offsets := make([]request.ShareStartOffset, len(req.Offsets))
+	for i, o := range req.Offsets {
+		offsets[i] = request.ShareStartOffset{Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
+	}
+	res, err := s.b.core.AlterShareGroupOffsets(coreContext(ctx), req.Group, offsets)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &quirev1.AlterShareGroupOffsetsResponse{Partitions: shareOffsetsToPB(res)}, nil
+}
+
+func shareOffsetsToPB(res []request.ShareOffset) []*quirev1.ShareGroupOffset {
+	out := make([]*quirev1.ShareGroupOffset, len(res))
+	for i, r := range res {
+		out[i] = &quirev1.ShareGroupOffset{Topic: r.Topic, Partition: r.Partition, StartOffset: r.StartOffset, LeaderEpoch: r.LeaderEpoch, Lag: r.Lag}
+		if r.Err != nil {
+			var e *request.Error
+			if !errors.As(r.Err, &e) {
+				e = &request.Error{Code: int32(quirev1.ErrorCode_UNKNOWN_SERVER_ERROR), Message: r.Err.Error()}
+			}
+			out[i].Error = toError(e)
+		}
+	}
+	return out
 }

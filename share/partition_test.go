@@ -432,3 +432,67 @@ func TestShareKeyOrdering(t *testing.T) {
 		})
 	}
 }
+
+// TestShareMaxInFlightPerKeyBound: with key ordering and
+// max.in.flight.per.key 3, a member asking for as many records as there
+// are gets 3 of a key whose other records are available, and no more of
+// it (to it or to anyone) until it has acknowledged all 3; each later
+// acquisition of the key, after an accept, a release or an expiry, is
+// again 3 at most, in offset order, the rest staying available.
+func TestShareMaxInFlightPerKeyBound(t *testing.T) {
+	const bound = 3
+	p := newPart(t, func(c *Config) { c.KeyOrdering, c.MaxInFlightPerKey = true, bound })
+	offer(t, p, recs(0, "k", "k", "k", "k", "k", "k", "k", "k", "j", "j"))
+	// check asserts the bound over the whole window, and which offsets
+	// of k wait available.
+	check := func(step string, available ...int64) {
+		t.Helper()
+		held := map[string]int{}
+		var avail []int64
+		for _, r := range p.Records() {
+			switch r.State {
+			case Acquired:
+				held[r.Member+"/"+string(r.Key)]++
+			case Available:
+				if string(r.Key) == "k" {
+					avail = append(avail, r.Offset)
+				}
+			}
+		}
+		for mk, n := range held {
+			if n > bound {
+				t.Fatalf("%s: %s holds %d records of its key, bound %d", step, mk, n, bound)
+			}
+		}
+		if !slices.Equal(avail, available) {
+			t.Fatalf("%s: k's available offsets %v, want %v", step, avail, available)
+		}
+	}
+
+	expectRanges(t, acquire(t, p, t0, "a", 100), rng(0, 2, 1), rng(8, 9, 1))
+	check("a's first acquisition", 3, 4, 5, 6, 7)
+	expectRanges(t, acquire(t, p, t0, "a", 100))
+	expectRanges(t, acquire(t, p, t0, "b", 100))
+	check("a and b asking again", 3, 4, 5, 6, 7)
+
+	// Two of the three accepted: a still holds 2, so nothing more of k.
+	ack(t, p, t0, "a", 0, 1, Accept)
+	expectRanges(t, acquire(t, p, t0, "a", 100))
+	check("a holding one", 3, 4, 5, 6, 7)
+	ack(t, p, t0, "a", 2, 2, Accept)
+	expectRanges(t, acquire(t, p, t0, "a", 100), rng(3, 5, 1))
+	check("a's second acquisition", 6, 7)
+
+	// Released: the same three come back first, to b, and no more.
+	ack(t, p, t0, "a", 3, 5, Release)
+	expectRanges(t, acquire(t, p, t0, "b", 100), rng(3, 5, 2))
+	check("b after a's release", 6, 7)
+
+	// Expired: c gets the same three again, still three (and j's two,
+	// a's locks on them run out too).
+	expectRanges(t, acquire(t, p, t0.Add(DefaultRecordLockDuration), "c", 100), rng(3, 5, 3), rng(8, 9, 2))
+	check("c after b's locks ran out", 6, 7)
+	ack(t, p, t0.Add(DefaultRecordLockDuration), "c", 3, 5, Accept)
+	expectRanges(t, acquire(t, p, t0.Add(DefaultRecordLockDuration), "c", 100), rng(6, 7, 1))
+	check("c's last acquisition")
+}

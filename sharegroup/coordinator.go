@@ -410,11 +410,14 @@ func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicParti
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := c.open(now, p, v, log); err != nil {
+	hw, err := c.open(now, p, v, log)
+	if err != nil {
 		return Fetched{}, err
 	}
 	start := p.p.Start()
-	if room := p.p.Room(); room > 0 {
+	// A start set past the log's end (AlterShareGroupOffsets) waits for
+	// the log to get there.
+	if room := p.p.Room(); room > 0 && p.p.End() < hw {
 		recs, next, err := log.Read(p.p.End(), room)
 		if err != nil {
 			return Fetched{}, err
@@ -437,14 +440,14 @@ func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicParti
 
 // open creates the share-partition at first use, restored from its saved
 // state or new at the log's start or end, and follows the log's start
-// offset.
-func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) error {
+// offset. It returns the log's high watermark.
+func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) (int64, error) {
 	start, hw, err := log.Bounds()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := c.restore(p, v.cfg); err != nil {
-		return err
+		return 0, err
 	}
 	if p.p == nil {
 		at := hw
@@ -455,13 +458,13 @@ func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) er
 			if tl, ok := log.(TimeLog); ok {
 				off, err := tl.OffsetForTime(now.Add(-v.reset.ByDuration))
 				if err != nil {
-					return err
+					return 0, err
 				}
 				at = min(max(off, start), hw)
 			}
 		}
 		if p.p, err = share.New(v.cfg, at); err != nil {
-			return err
+			return 0, err
 		}
 		// Saved before anything is delivered from it, so that a next
 		// leader starts where this one did.
@@ -471,7 +474,7 @@ func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) er
 		p.p.SetLogStart(start)
 		p.version++
 	}
-	return nil
+	return hw, nil
 }
 
 // Acknowledge applies a member's acknowledgements to one partition and

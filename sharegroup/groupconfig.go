@@ -29,10 +29,14 @@ const (
 	// starts: earliest, latest, or by_duration:<ISO-8601 duration>
 	// (the first record at most that old).
 	KeyAutoOffsetReset = "share.auto.offset.reset"
+	// KeyMaxInFlightPerKey bounds, with key ordering, how many records
+	// of one key one member holds at once (a positive count; the node's
+	// max.in.flight.per.key, 0 for no bound, when not set).
+	KeyMaxInFlightPerKey = "max.in.flight.per.key"
 )
 
 // GroupConfigKeys are the keys a share group may set, sorted.
-var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyKeyOrdering, KeyRecordLockDuration}
+var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyKeyOrdering, KeyRecordLockDuration}
 
 // Bounds of the group keys.
 const (
@@ -42,6 +46,10 @@ const (
 	MinRecordLockDuration = time.Second
 	// MaxDeliveryCountLimit bounds share.delivery.count.limit.
 	MaxDeliveryCountLimit = 100
+	// MaxMaxInFlightPerKey bounds max.in.flight.per.key (a
+	// share-partition's window holds at most
+	// group.share.partition.max.record.locks records anyway).
+	MaxMaxInFlightPerKey = 1 << 20
 )
 
 // Reset is share.auto.offset.reset: one of its fields is set (the zero
@@ -194,6 +202,12 @@ func setGroupKey(c *GroupConfig, k, v string) error {
 			return err
 		}
 		c.Reset = r
+	case KeyMaxInFlightPerKey:
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > MaxMaxInFlightPerKey {
+			return fmt.Errorf("%w: %s=%q: want a positive count of records, at most %d", share.ErrInvalidConfig, k, v, MaxMaxInFlightPerKey)
+		}
+		c.Partition.MaxInFlightPerKey = n
 	default:
 		return fmt.Errorf("%w: unknown share group config %q (a share group takes %s)", share.ErrInvalidConfig, k, strings.Join(GroupConfigKeys, ", "))
 	}
@@ -213,6 +227,8 @@ func GroupConfigValue(c GroupConfig, key string) string {
 		return strconv.Itoa(c.Partition.DeliveryCountLimit)
 	case KeyAutoOffsetReset:
 		return c.Reset.String()
+	case KeyMaxInFlightPerKey:
+		return strconv.Itoa(c.Partition.MaxInFlightPerKey)
 	}
 	return ""
 }

@@ -144,17 +144,26 @@ func TestShareGroupSettingsApply(t *testing.T) {
 func TestShareGroupConfigValues(t *testing.T) {
 	base := GroupConfig{Partition: share.DefaultConfig(), Reset: Reset{Latest: true}}
 	good := map[string]string{KeyAutoOffsetReset: "by_duration:P1DT2H30M", KeyRecordLockDuration: "15000", KeyDeliveryCountLimit: "10",
-		KeyKeyOrdering: "TRUE", KeyDeadLetterTopic: "dlq.orders"}
+		KeyKeyOrdering: "TRUE", KeyDeadLetterTopic: "dlq.orders", KeyMaxInFlightPerKey: " 2 "}
 	c, err := ApplyGroupConfigs(base, good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Reset.ByDuration != 26*time.Hour+30*time.Minute || c.Partition.RecordLockDuration != 15*time.Second ||
-		c.Partition.DeliveryCountLimit != 10 || !c.Partition.KeyOrdering || c.DeadLetterTopic != "dlq.orders" {
+		c.Partition.DeliveryCountLimit != 10 || !c.Partition.KeyOrdering || c.DeadLetterTopic != "dlq.orders" || c.Partition.MaxInFlightPerKey != 2 {
 		t.Fatalf("%+v", c)
 	}
 	if v := GroupConfigValue(c, KeyAutoOffsetReset); v != "by_duration:P1DT9000S" {
 		t.Fatalf("reset described as %q", v)
+	}
+	if v := GroupConfigValue(c, KeyMaxInFlightPerKey); v != "2" {
+		t.Fatalf("max in flight per key described as %q", v)
+	}
+	for _, v := range []string{"0", "-1", "two", "1.5", "1048577"} {
+		if _, err := ApplyGroupConfigs(base, map[string]string{KeyMaxInFlightPerKey: v}); !errors.Is(err, share.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), KeyMaxInFlightPerKey) {
+			t.Errorf("%s=%s: %v, want an invalid config naming the key", KeyMaxInFlightPerKey, v, err)
+		}
 	}
 	for k, v := range map[string]string{KeyAutoOffsetReset: "by_duration:1h", KeyRecordLockDuration: "10", KeyDeliveryCountLimit: "0",
 		KeyKeyOrdering: "maybe", "group.share.session.timeout.ms": "1000"} {
@@ -225,5 +234,103 @@ func TestShareGroupDeleteTopicsAndLostAcks(t *testing.T) {
 	// A call that began after the delete saves as usual.
 	if errs := n.PersistSince(context.Background(), "g", []TopicPartition{tp}, n.MarkGroup("g")); errs[0] != nil {
 		t.Fatal(errs[0])
+	}
+}
+
+// TestShareGroupAlteredStart: a start offset set in the saved state
+// (AlterShareGroupOffsets: a new state, a delete of the topic's) is
+// where the node's share-partition goes on from, what it held dropped:
+// records below it are never delivered again, those from it on come as
+// first deliveries. A start past the log's end waits for the log to get
+// there rather than failing the fetch.
+func TestShareGroupAlteredStart(t *testing.T) {
+	m := newMetaStore()
+	m.lead(tp, 1, 0)
+	src := newConfigSource()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Store = nodeStore{m, 1}
+	cfg.Configs = src
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{hw: 10, keys: []string{""}}
+	join(t, n, "x")
+	f, err := n.Acquire(t0, "g", "x", tp, 4, log)
+	if err != nil || !slices.Equal(offsets(f.Acquired), []int64{0, 1, 2, 3}) {
+		t.Fatalf("x acquired %v, %v", f.Acquired, err)
+	}
+	if _, err := n.Acknowledge(t0, "g", "x", tp, []share.Ack{{First: 0, Last: 1, Type: share.Release}}); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, n, tp)
+	if _, err := n.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "x", Epoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The group's start set to 6, as the metadata log's entry does.
+	alter := func(start int64) {
+		m.mu.Lock()
+		m.saved[skey("g", tp)] = SavedState{Group: "g", TopicPartition: tp, Lease: Lease{Epoch: 0, Incarnation: "id-t"},
+			Snapshot: share.Snapshot{Start: start}}
+		m.mu.Unlock()
+		src.deleteTopics("g", "t")
+	}
+	alter(6)
+	join(t, n, "y")
+	f, err = n.Acquire(t0, "g", "y", tp, 10, log)
+	if err != nil || len(f.Acquired) != 1 || f.Acquired[0] != (share.AcquiredRange{First: 6, Last: 9, DeliveryCount: 1}) {
+		t.Fatalf("after the start was set to 6, y acquired %+v, %v; want 6-9, first deliveries", f.Acquired, err)
+	}
+	if _, err := n.Acknowledge(t0, "g", "y", tp, []share.Ack{{First: 6, Last: 9, Type: share.Accept}}); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, n, tp)
+	if st := m.saved[skey("g", tp)]; st.Start != 10 {
+		t.Fatalf("saved start %d, want 10", st.Start)
+	}
+	if _, err := n.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "y", Epoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Past the log's end: nothing until the log reaches it.
+	alter(15)
+	join(t, n, "z")
+	if f, err = n.Acquire(t0, "g", "z", tp, 10, log); err != nil || len(f.Acquired) != 0 {
+		t.Fatalf("with the start past the log's end z acquired %v, %v", f.Acquired, err)
+	}
+	log.hw = 17
+	if f, err = n.Acquire(t0, "g", "z", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{15, 16}) {
+		t.Fatalf("once the log reached 17, z acquired %v, %v; want 15-16", f.Acquired, err)
+	}
+}
+
+// TestShareGroupMaxInFlightPerKeyApplies: a group's max.in.flight.per.key
+// bounds what one member holds of a key on its share-partitions (the
+// node's is no bound), and a change of it applies at once.
+func TestShareGroupMaxInFlightPerKeyApplies(t *testing.T) {
+	src := newConfigSource()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Configs = src
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{hw: 6, keys: []string{"a"}}
+	src.set("g", map[string]string{KeyKeyOrdering: "true", KeyMaxInFlightPerKey: "2"})
+	join(t, n, "x")
+	if f, err := n.Acquire(t0, "g", "x", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{0, 1}) {
+		t.Fatalf("x acquired %v, %v; want 0-1, two of key a", f.Acquired, err)
+	}
+	if v := GroupConfigValue(n.GroupConfig("g"), KeyMaxInFlightPerKey); v != "2" {
+		t.Fatalf("the group's max.in.flight.per.key is %q, want 2", v)
+	}
+	// Raised to 4: the share-partition is rebuilt under it (what x held
+	// released), and x now takes four.
+	src.set("g", map[string]string{KeyKeyOrdering: "true", KeyMaxInFlightPerKey: "4"})
+	if f, err := n.Acquire(t0, "g", "x", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{0, 1, 2, 3}) {
+		t.Fatalf("after the change x acquired %v, %v; want 0-3", f.Acquired, err)
 	}
 }

@@ -23,6 +23,96 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AlterShareGroupOffsetsRequest struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Alter         *metapb.AlterShareGroupOffsets `protobuf:"bytes,1,opt,name=alter,proto3" json:"alter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterShareGroupOffsetsRequest) Reset() {
+	*x = AlterShareGroupOffsetsRequest{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterShareGroupOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterShareGroupOffsetsRequest) ProtoMessage() {}
+
+func (x *AlterShareGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterShareGroupOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*AlterShareGroupOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AlterShareGroupOffsetsRequest) GetAlter() *metapb.AlterShareGroupOffsets {
+	if x != nil {
+		return x.Alter
+	}
+	return nil
+}
+
+// AlterShareGroupOffsetsResponse is the group's settings generation
+// after the change.
+type AlterShareGroupOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterShareGroupOffsetsResponse) Reset() {
+	*x = AlterShareGroupOffsetsResponse{}
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterShareGroupOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterShareGroupOffsetsResponse) ProtoMessage() {}
+
+func (x *AlterShareGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterShareGroupOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*AlterShareGroupOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AlterShareGroupOffsetsResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 type PutShareGroupConfigRequest struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	Config        *metapb.PutShareGroupConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
@@ -32,7 +122,7 @@ type PutShareGroupConfigRequest struct {
 
 func (x *PutShareGroupConfigRequest) Reset() {
 	*x = PutShareGroupConfigRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +134,7 @@ func (x *PutShareGroupConfigRequest) String() string {
 func (*PutShareGroupConfigRequest) ProtoMessage() {}
 
 func (x *PutShareGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[0]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +147,7 @@ func (x *PutShareGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*PutShareGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{0}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PutShareGroupConfigRequest) GetConfig() *metapb.PutShareGroupConfig {
@@ -78,7 +168,7 @@ type PutShareGroupConfigResponse struct {
 
 func (x *PutShareGroupConfigResponse) Reset() {
 	*x = PutShareGroupConfigResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -90,7 +180,7 @@ func (x *PutShareGroupConfigResponse) String() string {
 func (*PutShareGroupConfigResponse) ProtoMessage() {}
 
 func (x *PutShareGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -103,7 +193,7 @@ func (x *PutShareGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*PutShareGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutShareGroupConfigResponse) GetGeneration() uint64 {
@@ -122,7 +212,7 @@ type DeleteShareGroupRequest struct {
 
 func (x *DeleteShareGroupRequest) Reset() {
 	*x = DeleteShareGroupRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +224,7 @@ func (x *DeleteShareGroupRequest) String() string {
 func (*DeleteShareGroupRequest) ProtoMessage() {}
 
 func (x *DeleteShareGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +237,7 @@ func (x *DeleteShareGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteShareGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteShareGroupRequest) GetDelete() *metapb.DeleteShareGroup {
@@ -169,7 +259,7 @@ type DeleteShareGroupResponse struct {
 
 func (x *DeleteShareGroupResponse) Reset() {
 	*x = DeleteShareGroupResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +271,7 @@ func (x *DeleteShareGroupResponse) String() string {
 func (*DeleteShareGroupResponse) ProtoMessage() {}
 
 func (x *DeleteShareGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +284,7 @@ func (x *DeleteShareGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteShareGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteShareGroupResponse) GetStates() int32 {
@@ -220,7 +310,7 @@ type PutShareStatesRequest struct {
 
 func (x *PutShareStatesRequest) Reset() {
 	*x = PutShareStatesRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -232,7 +322,7 @@ func (x *PutShareStatesRequest) String() string {
 func (*PutShareStatesRequest) ProtoMessage() {}
 
 func (x *PutShareStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -245,7 +335,7 @@ func (x *PutShareStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareStatesRequest.ProtoReflect.Descriptor instead.
 func (*PutShareStatesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PutShareStatesRequest) GetStates() *metapb.PutShareStates {
@@ -266,7 +356,7 @@ type PutShareStatesResponse struct {
 
 func (x *PutShareStatesResponse) Reset() {
 	*x = PutShareStatesResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +368,7 @@ func (x *PutShareStatesResponse) String() string {
 func (*PutShareStatesResponse) ProtoMessage() {}
 
 func (x *PutShareStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +381,7 @@ func (x *PutShareStatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareStatesResponse.ProtoReflect.Descriptor instead.
 func (*PutShareStatesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PutShareStatesResponse) GetErrors() []string {
@@ -314,7 +404,7 @@ type TxnProducer struct {
 
 func (x *TxnProducer) Reset() {
 	*x = TxnProducer{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +416,7 @@ func (x *TxnProducer) String() string {
 func (*TxnProducer) ProtoMessage() {}
 
 func (x *TxnProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +429,7 @@ func (x *TxnProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnProducer.ProtoReflect.Descriptor instead.
 func (*TxnProducer) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TxnProducer) GetTransactionalId() string {
@@ -380,7 +470,7 @@ type InitTxnProducerRequest struct {
 
 func (x *InitTxnProducerRequest) Reset() {
 	*x = InitTxnProducerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +482,7 @@ func (x *InitTxnProducerRequest) String() string {
 func (*InitTxnProducerRequest) ProtoMessage() {}
 
 func (x *InitTxnProducerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +495,7 @@ func (x *InitTxnProducerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitTxnProducerRequest.ProtoReflect.Descriptor instead.
 func (*InitTxnProducerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InitTxnProducerRequest) GetTransactionalId() string {
@@ -453,7 +543,7 @@ type InitTxnProducerResponse struct {
 
 func (x *InitTxnProducerResponse) Reset() {
 	*x = InitTxnProducerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +555,7 @@ func (x *InitTxnProducerResponse) String() string {
 func (*InitTxnProducerResponse) ProtoMessage() {}
 
 func (x *InitTxnProducerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +568,7 @@ func (x *InitTxnProducerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitTxnProducerResponse.ProtoReflect.Descriptor instead.
 func (*InitTxnProducerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InitTxnProducerResponse) GetProducerId() int64 {
@@ -508,7 +598,7 @@ type AddPartitionsToTxnRequest struct {
 
 func (x *AddPartitionsToTxnRequest) Reset() {
 	*x = AddPartitionsToTxnRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +610,7 @@ func (x *AddPartitionsToTxnRequest) String() string {
 func (*AddPartitionsToTxnRequest) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +623,7 @@ func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AddPartitionsToTxnRequest) GetProducer() *TxnProducer {
@@ -565,7 +655,7 @@ type AddPartitionsToTxnResponse struct {
 
 func (x *AddPartitionsToTxnResponse) Reset() {
 	*x = AddPartitionsToTxnResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +667,7 @@ func (x *AddPartitionsToTxnResponse) String() string {
 func (*AddPartitionsToTxnResponse) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +680,7 @@ func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 type AddOffsetsToTxnRequest struct {
@@ -603,7 +693,7 @@ type AddOffsetsToTxnRequest struct {
 
 func (x *AddOffsetsToTxnRequest) Reset() {
 	*x = AddOffsetsToTxnRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +705,7 @@ func (x *AddOffsetsToTxnRequest) String() string {
 func (*AddOffsetsToTxnRequest) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +718,7 @@ func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddOffsetsToTxnRequest) GetProducer() *TxnProducer {
@@ -653,7 +743,7 @@ type AddOffsetsToTxnResponse struct {
 
 func (x *AddOffsetsToTxnResponse) Reset() {
 	*x = AddOffsetsToTxnResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +755,7 @@ func (x *AddOffsetsToTxnResponse) String() string {
 func (*AddOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +768,7 @@ func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 type TxnOffsetCommitRequest struct {
@@ -700,7 +790,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +802,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +815,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TxnOffsetCommitRequest) GetProducer() *TxnProducer {
@@ -785,7 +875,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +887,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +900,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 type EndTxnRequest struct {
@@ -826,7 +916,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +928,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +941,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EndTxnRequest) GetProducer() *TxnProducer {
@@ -887,7 +977,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +989,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1002,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndTxnResponse) GetProducerId() int64 {
@@ -938,7 +1028,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1040,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1053,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -983,7 +1073,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1085,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1098,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*metapb.TransactionState {
@@ -1029,7 +1119,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1131,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1144,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListTransactionsRequest) GetStates() []int32 {
@@ -1080,7 +1170,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1182,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1195,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTransactionsResponse) GetTransactions() []*metapb.TransactionState {
@@ -1126,7 +1216,7 @@ type NotController struct {
 
 func (x *NotController) Reset() {
 	*x = NotController{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1228,7 @@ func (x *NotController) String() string {
 func (*NotController) ProtoMessage() {}
 
 func (x *NotController) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1241,7 @@ func (x *NotController) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotController.ProtoReflect.Descriptor instead.
 func (*NotController) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NotController) GetControllerId() int32 {
@@ -1189,7 +1279,7 @@ type BrokerInfo struct {
 
 func (x *BrokerInfo) Reset() {
 	*x = BrokerInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1291,7 @@ func (x *BrokerInfo) String() string {
 func (*BrokerInfo) ProtoMessage() {}
 
 func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1304,7 @@ func (x *BrokerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerInfo.ProtoReflect.Descriptor instead.
 func (*BrokerInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerInfo) GetId() int32 {
@@ -1302,7 +1392,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1404,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1417,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PartitionInfo) GetTopic() string {
@@ -1391,7 +1481,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1493,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1506,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -1456,7 +1546,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1558,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1571,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -1500,7 +1590,7 @@ type RegisterBrokerRequest struct {
 
 func (x *RegisterBrokerRequest) Reset() {
 	*x = RegisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1602,7 @@ func (x *RegisterBrokerRequest) String() string {
 func (*RegisterBrokerRequest) ProtoMessage() {}
 
 func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1615,7 @@ func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegisterBrokerRequest) GetBroker() *BrokerInfo {
@@ -1544,7 +1634,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1646,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1659,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
@@ -1594,7 +1684,7 @@ type BrokerHeartbeatRequest struct {
 
 func (x *BrokerHeartbeatRequest) Reset() {
 	*x = BrokerHeartbeatRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1696,7 @@ func (x *BrokerHeartbeatRequest) String() string {
 func (*BrokerHeartbeatRequest) ProtoMessage() {}
 
 func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1709,7 @@ func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BrokerHeartbeatRequest) GetBrokerId() int32 {
@@ -1661,7 +1751,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1763,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1776,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BrokerHeartbeatResponse) GetMetadataIndex() uint64 {
@@ -1712,7 +1802,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1814,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1827,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1791,7 +1881,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1893,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1906,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -1837,7 +1927,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1939,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1952,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1887,7 +1977,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +1989,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2002,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 type AlterConfigsRequest struct {
@@ -1926,7 +2016,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2028,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2041,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1983,7 +2073,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2085,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2098,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 type CreatePartitionsRequest struct {
@@ -2021,7 +2111,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2123,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2136,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -2071,7 +2161,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2173,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2186,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 type AlterPartitionRequest struct {
@@ -2113,7 +2203,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2215,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2228,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AlterPartitionRequest) GetTopic() string {
@@ -2192,7 +2282,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2294,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2307,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionInfo {
@@ -2236,7 +2326,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2338,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2351,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -2279,7 +2369,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2381,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2394,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 type UnregisterBrokerRequest struct {
@@ -2316,7 +2406,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2418,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2431,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -2359,7 +2449,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2461,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2474,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 // GroupOffset is one partition's committed offset; offset and
@@ -2403,7 +2493,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2505,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2518,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -2483,7 +2573,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2585,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2598,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -2543,7 +2633,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2645,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2658,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -2617,7 +2707,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2719,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2732,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommitOffsetsResponse) GetCommitTimeMs() int64 {
@@ -2663,7 +2753,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2765,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2778,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -2714,7 +2804,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2816,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2829,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{49}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*GroupOffset {
@@ -2757,7 +2847,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2859,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2872,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{50}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 type ListGroupsResponse struct {
@@ -2798,7 +2888,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2900,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +2913,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{51}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListGroupsResponse) GetGroups() []string {
@@ -2849,7 +2939,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +2951,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +2964,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{52}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -2892,7 +2982,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +2994,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[53]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3007,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{53}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 type UpdateFeaturesRequest struct {
@@ -2929,7 +3019,7 @@ type UpdateFeaturesRequest struct {
 
 func (x *UpdateFeaturesRequest) Reset() {
 	*x = UpdateFeaturesRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3031,7 @@ func (x *UpdateFeaturesRequest) String() string {
 func (*UpdateFeaturesRequest) ProtoMessage() {}
 
 func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[54]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3044,7 @@ func (x *UpdateFeaturesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{54}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateFeaturesRequest) GetMetadataVersion() int32 {
@@ -2974,7 +3064,7 @@ type UpdateFeaturesResponse struct {
 
 func (x *UpdateFeaturesResponse) Reset() {
 	*x = UpdateFeaturesResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3076,7 @@ func (x *UpdateFeaturesResponse) String() string {
 func (*UpdateFeaturesResponse) ProtoMessage() {}
 
 func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[55]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3089,7 @@ func (x *UpdateFeaturesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateFeaturesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateFeaturesResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{55}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpdateFeaturesResponse) GetMetadataVersion() int32 {
@@ -3020,7 +3110,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3122,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[56]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3135,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{56}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -3073,7 +3163,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3175,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[57]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3188,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{57}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -3126,7 +3216,7 @@ type UpsertUserCredentialRequest struct {
 
 func (x *UpsertUserCredentialRequest) Reset() {
 	*x = UpsertUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3228,7 @@ func (x *UpsertUserCredentialRequest) String() string {
 func (*UpsertUserCredentialRequest) ProtoMessage() {}
 
 func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[58]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3241,7 @@ func (x *UpsertUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{58}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpsertUserCredentialRequest) GetCredential() *metapb.UserCredentialRecord {
@@ -3176,7 +3266,7 @@ type UpsertUserCredentialResponse struct {
 
 func (x *UpsertUserCredentialResponse) Reset() {
 	*x = UpsertUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3278,7 @@ func (x *UpsertUserCredentialResponse) String() string {
 func (*UpsertUserCredentialResponse) ProtoMessage() {}
 
 func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[59]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3291,7 @@ func (x *UpsertUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{59}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{61}
 }
 
 type DeleteUserCredentialRequest struct {
@@ -3215,7 +3305,7 @@ type DeleteUserCredentialRequest struct {
 
 func (x *DeleteUserCredentialRequest) Reset() {
 	*x = DeleteUserCredentialRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3317,7 @@ func (x *DeleteUserCredentialRequest) String() string {
 func (*DeleteUserCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[60]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3330,7 @@ func (x *DeleteUserCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{60}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteUserCredentialRequest) GetUser() string {
@@ -3265,7 +3355,7 @@ type DeleteUserCredentialResponse struct {
 
 func (x *DeleteUserCredentialResponse) Reset() {
 	*x = DeleteUserCredentialResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3367,7 @@ func (x *DeleteUserCredentialResponse) String() string {
 func (*DeleteUserCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[61]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3380,7 @@ func (x *DeleteUserCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{61}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{63}
 }
 
 type CreateAclsRequest struct {
@@ -3302,7 +3392,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[62]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3404,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[62]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +3417,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{62}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*metapb.AclRecord {
@@ -3345,7 +3435,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[63]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3447,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[63]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3460,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{63}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{65}
 }
 
 type DeleteAclsRequest struct {
@@ -3382,7 +3472,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[64]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3484,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[64]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3497,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{64}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*metapb.AclRecord {
@@ -3426,7 +3516,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[65]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3528,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[65]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3541,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{65}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*metapb.AclRecord {
@@ -3474,7 +3564,7 @@ type ReassignPartitionsRequest struct {
 
 func (x *ReassignPartitionsRequest) Reset() {
 	*x = ReassignPartitionsRequest{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[66]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3576,7 @@ func (x *ReassignPartitionsRequest) String() string {
 func (*ReassignPartitionsRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[66]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3589,7 @@ func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{66}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ReassignPartitionsRequest) GetPartitions() []*quirev1.ReassignmentTarget {
@@ -3527,7 +3617,7 @@ type ReassignPartitionsResponse struct {
 
 func (x *ReassignPartitionsResponse) Reset() {
 	*x = ReassignPartitionsResponse{}
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[67]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3629,7 @@ func (x *ReassignPartitionsResponse) String() string {
 func (*ReassignPartitionsResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_controller_proto_msgTypes[67]
+	mi := &file_quire_internal_v1_controller_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3642,7 @@ func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{67}
+	return file_quire_internal_v1_controller_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ReassignPartitionsResponse) GetMetadataIndex() uint64 {
@@ -3566,7 +3656,13 @@ var File_quire_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"\\\n" +
+	"\"quire/internal/v1/controller.proto\x12\x11quire.internal.v1\x1a quire/internal/v1/metadata.proto\x1a\x14quire/v1/admin.proto\x1a\x14quire/v1/group.proto\"`\n" +
+	"\x1dAlterShareGroupOffsetsRequest\x12?\n" +
+	"\x05alter\x18\x01 \x01(\v2).quire.internal.v1.AlterShareGroupOffsetsR\x05alter\"@\n" +
+	"\x1eAlterShareGroupOffsetsResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\"\\\n" +
 	"\x1aPutShareGroupConfigRequest\x12>\n" +
 	"\x06config\x18\x01 \x01(\v2&.quire.internal.v1.PutShareGroupConfigR\x06config\"=\n" +
 	"\x1bPutShareGroupConfigResponse\x12\x1e\n" +
@@ -3805,7 +3901,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"C\n" +
 	"\x1aReassignPartitionsResponse\x12%\n" +
-	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\xfa\x1c\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex2\xf9\x1d\n" +
 	"\x11ControllerService\x12e\n" +
 	"\x0eRegisterBroker\x12(.quire.internal.v1.RegisterBrokerRequest\x1a).quire.internal.v1.RegisterBrokerResponse\x12h\n" +
 	"\x0fBrokerHeartbeat\x12).quire.internal.v1.BrokerHeartbeatRequest\x1a*.quire.internal.v1.BrokerHeartbeatResponse\x12\\\n" +
@@ -3845,7 +3941,8 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\x10ListTransactions\x12*.quire.internal.v1.ListTransactionsRequest\x1a+.quire.internal.v1.ListTransactionsResponse\x12e\n" +
 	"\x0ePutShareStates\x12(.quire.internal.v1.PutShareStatesRequest\x1a).quire.internal.v1.PutShareStatesResponse\x12t\n" +
 	"\x13PutShareGroupConfig\x12-.quire.internal.v1.PutShareGroupConfigRequest\x1a..quire.internal.v1.PutShareGroupConfigResponse\x12k\n" +
-	"\x10DeleteShareGroup\x12*.quire.internal.v1.DeleteShareGroupRequest\x1a+.quire.internal.v1.DeleteShareGroupResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
+	"\x10DeleteShareGroup\x12*.quire.internal.v1.DeleteShareGroupRequest\x1a+.quire.internal.v1.DeleteShareGroupResponse\x12}\n" +
+	"\x16AlterShareGroupOffsets\x120.quire.internal.v1.AlterShareGroupOffsetsRequest\x1a1.quire.internal.v1.AlterShareGroupOffsetsResponseB5Z3github.com/quirelog/quire/api/internalv1;internalv1b\x06proto3"
 
 var (
 	file_quire_internal_v1_controller_proto_rawDescOnce sync.Once
@@ -3859,210 +3956,216 @@ func file_quire_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_controller_proto_rawDescData
 }
 
-var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_quire_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_quire_internal_v1_controller_proto_goTypes = []any{
-	(*PutShareGroupConfigRequest)(nil),              // 0: quire.internal.v1.PutShareGroupConfigRequest
-	(*PutShareGroupConfigResponse)(nil),             // 1: quire.internal.v1.PutShareGroupConfigResponse
-	(*DeleteShareGroupRequest)(nil),                 // 2: quire.internal.v1.DeleteShareGroupRequest
-	(*DeleteShareGroupResponse)(nil),                // 3: quire.internal.v1.DeleteShareGroupResponse
-	(*PutShareStatesRequest)(nil),                   // 4: quire.internal.v1.PutShareStatesRequest
-	(*PutShareStatesResponse)(nil),                  // 5: quire.internal.v1.PutShareStatesResponse
-	(*TxnProducer)(nil),                             // 6: quire.internal.v1.TxnProducer
-	(*InitTxnProducerRequest)(nil),                  // 7: quire.internal.v1.InitTxnProducerRequest
-	(*InitTxnProducerResponse)(nil),                 // 8: quire.internal.v1.InitTxnProducerResponse
-	(*AddPartitionsToTxnRequest)(nil),               // 9: quire.internal.v1.AddPartitionsToTxnRequest
-	(*AddPartitionsToTxnResponse)(nil),              // 10: quire.internal.v1.AddPartitionsToTxnResponse
-	(*AddOffsetsToTxnRequest)(nil),                  // 11: quire.internal.v1.AddOffsetsToTxnRequest
-	(*AddOffsetsToTxnResponse)(nil),                 // 12: quire.internal.v1.AddOffsetsToTxnResponse
-	(*TxnOffsetCommitRequest)(nil),                  // 13: quire.internal.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),                 // 14: quire.internal.v1.TxnOffsetCommitResponse
-	(*EndTxnRequest)(nil),                           // 15: quire.internal.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),                          // 16: quire.internal.v1.EndTxnResponse
-	(*DescribeTransactionsRequest)(nil),             // 17: quire.internal.v1.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),            // 18: quire.internal.v1.DescribeTransactionsResponse
-	(*ListTransactionsRequest)(nil),                 // 19: quire.internal.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),                // 20: quire.internal.v1.ListTransactionsResponse
-	(*NotController)(nil),                           // 21: quire.internal.v1.NotController
-	(*BrokerInfo)(nil),                              // 22: quire.internal.v1.BrokerInfo
-	(*PartitionInfo)(nil),                           // 23: quire.internal.v1.PartitionInfo
-	(*TopicInfo)(nil),                               // 24: quire.internal.v1.TopicInfo
-	(*ReplicaList)(nil),                             // 25: quire.internal.v1.ReplicaList
-	(*RegisterBrokerRequest)(nil),                   // 26: quire.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),                  // 27: quire.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),                  // 28: quire.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),                 // 29: quire.internal.v1.BrokerHeartbeatResponse
-	(*CreateTopicRequest)(nil),                      // 30: quire.internal.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                     // 31: quire.internal.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                      // 32: quire.internal.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                     // 33: quire.internal.v1.DeleteTopicResponse
-	(*AlterConfigsRequest)(nil),                     // 34: quire.internal.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),                    // 35: quire.internal.v1.AlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),                 // 36: quire.internal.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),                // 37: quire.internal.v1.CreatePartitionsResponse
-	(*AlterPartitionRequest)(nil),                   // 38: quire.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),                  // 39: quire.internal.v1.AlterPartitionResponse
-	(*ControlledShutdownRequest)(nil),               // 40: quire.internal.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),              // 41: quire.internal.v1.ControlledShutdownResponse
-	(*UnregisterBrokerRequest)(nil),                 // 42: quire.internal.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),                // 43: quire.internal.v1.UnregisterBrokerResponse
-	(*GroupOffset)(nil),                             // 44: quire.internal.v1.GroupOffset
-	(*GroupPartition)(nil),                          // 45: quire.internal.v1.GroupPartition
-	(*CommitOffsetsRequest)(nil),                    // 46: quire.internal.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),                   // 47: quire.internal.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                     // 48: quire.internal.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                    // 49: quire.internal.v1.FetchOffsetsResponse
-	(*ListGroupsRequest)(nil),                       // 50: quire.internal.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                      // 51: quire.internal.v1.ListGroupsResponse
-	(*DeleteGroupRequest)(nil),                      // 52: quire.internal.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                     // 53: quire.internal.v1.DeleteGroupResponse
-	(*UpdateFeaturesRequest)(nil),                   // 54: quire.internal.v1.UpdateFeaturesRequest
-	(*UpdateFeaturesResponse)(nil),                  // 55: quire.internal.v1.UpdateFeaturesResponse
-	(*AllocateProducerIdsRequest)(nil),              // 56: quire.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),             // 57: quire.internal.v1.AllocateProducerIdsResponse
-	(*UpsertUserCredentialRequest)(nil),             // 58: quire.internal.v1.UpsertUserCredentialRequest
-	(*UpsertUserCredentialResponse)(nil),            // 59: quire.internal.v1.UpsertUserCredentialResponse
-	(*DeleteUserCredentialRequest)(nil),             // 60: quire.internal.v1.DeleteUserCredentialRequest
-	(*DeleteUserCredentialResponse)(nil),            // 61: quire.internal.v1.DeleteUserCredentialResponse
-	(*CreateAclsRequest)(nil),                       // 62: quire.internal.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                      // 63: quire.internal.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                       // 64: quire.internal.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                      // 65: quire.internal.v1.DeleteAclsResponse
-	(*ReassignPartitionsRequest)(nil),               // 66: quire.internal.v1.ReassignPartitionsRequest
-	(*ReassignPartitionsResponse)(nil),              // 67: quire.internal.v1.ReassignPartitionsResponse
-	nil,                                             // 68: quire.internal.v1.TopicInfo.ConfigsEntry
-	nil,                                             // 69: quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                             // 70: quire.internal.v1.AlterConfigsRequest.SetEntry
-	nil,                                             // 71: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
-	(*metapb.PutShareGroupConfig)(nil),              // 72: quire.internal.v1.PutShareGroupConfig
-	(*metapb.DeleteShareGroup)(nil),                 // 73: quire.internal.v1.DeleteShareGroup
-	(*metapb.PutShareStates)(nil),                   // 74: quire.internal.v1.PutShareStates
-	(*metapb.OffsetPartition)(nil),                  // 75: quire.internal.v1.OffsetPartition
-	(*metapb.OffsetCommit)(nil),                     // 76: quire.internal.v1.OffsetCommit
-	(*metapb.TransactionState)(nil),                 // 77: quire.internal.v1.TransactionState
-	(*metapb.Endpoint)(nil),                         // 78: quire.internal.v1.Endpoint
-	(*metapb.UserCredentialRecord)(nil),             // 79: quire.internal.v1.UserCredentialRecord
-	(*metapb.AclRecord)(nil),                        // 80: quire.internal.v1.AclRecord
-	(*quirev1.ReassignmentTarget)(nil),              // 81: quire.v1.ReassignmentTarget
-	(*quirev1.DeleteOffsetsRequest)(nil),            // 82: quire.v1.DeleteOffsetsRequest
-	(*quirev1.ElectLeadersRequest)(nil),             // 83: quire.v1.ElectLeadersRequest
-	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 84: quire.v1.ConsumerGroupHeartbeatRequest
-	(*quirev1.DescribeGroupRequest)(nil),            // 85: quire.v1.DescribeGroupRequest
-	(*quirev1.CordonBrokerRequest)(nil),             // 86: quire.v1.CordonBrokerRequest
-	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 87: quire.v1.SetReassignmentThrottleRequest
-	(*quirev1.DeleteOffsetsResponse)(nil),           // 88: quire.v1.DeleteOffsetsResponse
-	(*quirev1.ElectLeadersResponse)(nil),            // 89: quire.v1.ElectLeadersResponse
-	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 90: quire.v1.ConsumerGroupHeartbeatResponse
-	(*quirev1.DescribeGroupResponse)(nil),           // 91: quire.v1.DescribeGroupResponse
-	(*quirev1.CordonBrokerResponse)(nil),            // 92: quire.v1.CordonBrokerResponse
-	(*quirev1.SetReassignmentThrottleResponse)(nil), // 93: quire.v1.SetReassignmentThrottleResponse
+	(*AlterShareGroupOffsetsRequest)(nil),           // 0: quire.internal.v1.AlterShareGroupOffsetsRequest
+	(*AlterShareGroupOffsetsResponse)(nil),          // 1: quire.internal.v1.AlterShareGroupOffsetsResponse
+	(*PutShareGroupConfigRequest)(nil),              // 2: quire.internal.v1.PutShareGroupConfigRequest
+	(*PutShareGroupConfigResponse)(nil),             // 3: quire.internal.v1.PutShareGroupConfigResponse
+	(*DeleteShareGroupRequest)(nil),                 // 4: quire.internal.v1.DeleteShareGroupRequest
+	(*DeleteShareGroupResponse)(nil),                // 5: quire.internal.v1.DeleteShareGroupResponse
+	(*PutShareStatesRequest)(nil),                   // 6: quire.internal.v1.PutShareStatesRequest
+	(*PutShareStatesResponse)(nil),                  // 7: quire.internal.v1.PutShareStatesResponse
+	(*TxnProducer)(nil),                             // 8: quire.internal.v1.TxnProducer
+	(*InitTxnProducerRequest)(nil),                  // 9: quire.internal.v1.InitTxnProducerRequest
+	(*InitTxnProducerResponse)(nil),                 // 10: quire.internal.v1.InitTxnProducerResponse
+	(*AddPartitionsToTxnRequest)(nil),               // 11: quire.internal.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),              // 12: quire.internal.v1.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                  // 13: quire.internal.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),                 // 14: quire.internal.v1.AddOffsetsToTxnResponse
+	(*TxnOffsetCommitRequest)(nil),                  // 15: quire.internal.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                 // 16: quire.internal.v1.TxnOffsetCommitResponse
+	(*EndTxnRequest)(nil),                           // 17: quire.internal.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                          // 18: quire.internal.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),             // 19: quire.internal.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),            // 20: quire.internal.v1.DescribeTransactionsResponse
+	(*ListTransactionsRequest)(nil),                 // 21: quire.internal.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                // 22: quire.internal.v1.ListTransactionsResponse
+	(*NotController)(nil),                           // 23: quire.internal.v1.NotController
+	(*BrokerInfo)(nil),                              // 24: quire.internal.v1.BrokerInfo
+	(*PartitionInfo)(nil),                           // 25: quire.internal.v1.PartitionInfo
+	(*TopicInfo)(nil),                               // 26: quire.internal.v1.TopicInfo
+	(*ReplicaList)(nil),                             // 27: quire.internal.v1.ReplicaList
+	(*RegisterBrokerRequest)(nil),                   // 28: quire.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                  // 29: quire.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                  // 30: quire.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                 // 31: quire.internal.v1.BrokerHeartbeatResponse
+	(*CreateTopicRequest)(nil),                      // 32: quire.internal.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                     // 33: quire.internal.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                      // 34: quire.internal.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                     // 35: quire.internal.v1.DeleteTopicResponse
+	(*AlterConfigsRequest)(nil),                     // 36: quire.internal.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),                    // 37: quire.internal.v1.AlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),                 // 38: quire.internal.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),                // 39: quire.internal.v1.CreatePartitionsResponse
+	(*AlterPartitionRequest)(nil),                   // 40: quire.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                  // 41: quire.internal.v1.AlterPartitionResponse
+	(*ControlledShutdownRequest)(nil),               // 42: quire.internal.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),              // 43: quire.internal.v1.ControlledShutdownResponse
+	(*UnregisterBrokerRequest)(nil),                 // 44: quire.internal.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),                // 45: quire.internal.v1.UnregisterBrokerResponse
+	(*GroupOffset)(nil),                             // 46: quire.internal.v1.GroupOffset
+	(*GroupPartition)(nil),                          // 47: quire.internal.v1.GroupPartition
+	(*CommitOffsetsRequest)(nil),                    // 48: quire.internal.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),                   // 49: quire.internal.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                     // 50: quire.internal.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                    // 51: quire.internal.v1.FetchOffsetsResponse
+	(*ListGroupsRequest)(nil),                       // 52: quire.internal.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                      // 53: quire.internal.v1.ListGroupsResponse
+	(*DeleteGroupRequest)(nil),                      // 54: quire.internal.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                     // 55: quire.internal.v1.DeleteGroupResponse
+	(*UpdateFeaturesRequest)(nil),                   // 56: quire.internal.v1.UpdateFeaturesRequest
+	(*UpdateFeaturesResponse)(nil),                  // 57: quire.internal.v1.UpdateFeaturesResponse
+	(*AllocateProducerIdsRequest)(nil),              // 58: quire.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),             // 59: quire.internal.v1.AllocateProducerIdsResponse
+	(*UpsertUserCredentialRequest)(nil),             // 60: quire.internal.v1.UpsertUserCredentialRequest
+	(*UpsertUserCredentialResponse)(nil),            // 61: quire.internal.v1.UpsertUserCredentialResponse
+	(*DeleteUserCredentialRequest)(nil),             // 62: quire.internal.v1.DeleteUserCredentialRequest
+	(*DeleteUserCredentialResponse)(nil),            // 63: quire.internal.v1.DeleteUserCredentialResponse
+	(*CreateAclsRequest)(nil),                       // 64: quire.internal.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                      // 65: quire.internal.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                       // 66: quire.internal.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                      // 67: quire.internal.v1.DeleteAclsResponse
+	(*ReassignPartitionsRequest)(nil),               // 68: quire.internal.v1.ReassignPartitionsRequest
+	(*ReassignPartitionsResponse)(nil),              // 69: quire.internal.v1.ReassignPartitionsResponse
+	nil,                                             // 70: quire.internal.v1.TopicInfo.ConfigsEntry
+	nil,                                             // 71: quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                             // 72: quire.internal.v1.AlterConfigsRequest.SetEntry
+	nil,                                             // 73: quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	(*metapb.AlterShareGroupOffsets)(nil),           // 74: quire.internal.v1.AlterShareGroupOffsets
+	(*metapb.PutShareGroupConfig)(nil),              // 75: quire.internal.v1.PutShareGroupConfig
+	(*metapb.DeleteShareGroup)(nil),                 // 76: quire.internal.v1.DeleteShareGroup
+	(*metapb.PutShareStates)(nil),                   // 77: quire.internal.v1.PutShareStates
+	(*metapb.OffsetPartition)(nil),                  // 78: quire.internal.v1.OffsetPartition
+	(*metapb.OffsetCommit)(nil),                     // 79: quire.internal.v1.OffsetCommit
+	(*metapb.TransactionState)(nil),                 // 80: quire.internal.v1.TransactionState
+	(*metapb.Endpoint)(nil),                         // 81: quire.internal.v1.Endpoint
+	(*metapb.UserCredentialRecord)(nil),             // 82: quire.internal.v1.UserCredentialRecord
+	(*metapb.AclRecord)(nil),                        // 83: quire.internal.v1.AclRecord
+	(*quirev1.ReassignmentTarget)(nil),              // 84: quire.v1.ReassignmentTarget
+	(*quirev1.DeleteOffsetsRequest)(nil),            // 85: quire.v1.DeleteOffsetsRequest
+	(*quirev1.ElectLeadersRequest)(nil),             // 86: quire.v1.ElectLeadersRequest
+	(*quirev1.ConsumerGroupHeartbeatRequest)(nil),   // 87: quire.v1.ConsumerGroupHeartbeatRequest
+	(*quirev1.DescribeGroupRequest)(nil),            // 88: quire.v1.DescribeGroupRequest
+	(*quirev1.CordonBrokerRequest)(nil),             // 89: quire.v1.CordonBrokerRequest
+	(*quirev1.SetReassignmentThrottleRequest)(nil),  // 90: quire.v1.SetReassignmentThrottleRequest
+	(*quirev1.DeleteOffsetsResponse)(nil),           // 91: quire.v1.DeleteOffsetsResponse
+	(*quirev1.ElectLeadersResponse)(nil),            // 92: quire.v1.ElectLeadersResponse
+	(*quirev1.ConsumerGroupHeartbeatResponse)(nil),  // 93: quire.v1.ConsumerGroupHeartbeatResponse
+	(*quirev1.DescribeGroupResponse)(nil),           // 94: quire.v1.DescribeGroupResponse
+	(*quirev1.CordonBrokerResponse)(nil),            // 95: quire.v1.CordonBrokerResponse
+	(*quirev1.SetReassignmentThrottleResponse)(nil), // 96: quire.v1.SetReassignmentThrottleResponse
 }
 var file_quire_internal_v1_controller_proto_depIdxs = []int32{
-	72, // 0: quire.internal.v1.PutShareGroupConfigRequest.config:type_name -> quire.internal.v1.PutShareGroupConfig
-	73, // 1: quire.internal.v1.DeleteShareGroupRequest.delete:type_name -> quire.internal.v1.DeleteShareGroup
-	74, // 2: quire.internal.v1.PutShareStatesRequest.states:type_name -> quire.internal.v1.PutShareStates
-	6,  // 3: quire.internal.v1.AddPartitionsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	75, // 4: quire.internal.v1.AddPartitionsToTxnRequest.partitions:type_name -> quire.internal.v1.OffsetPartition
-	6,  // 5: quire.internal.v1.AddOffsetsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	6,  // 6: quire.internal.v1.TxnOffsetCommitRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	76, // 7: quire.internal.v1.TxnOffsetCommitRequest.offsets:type_name -> quire.internal.v1.OffsetCommit
-	6,  // 8: quire.internal.v1.EndTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
-	77, // 9: quire.internal.v1.DescribeTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
-	77, // 10: quire.internal.v1.ListTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
-	78, // 11: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
-	23, // 12: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
-	68, // 13: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
-	22, // 14: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
-	69, // 15: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
-	25, // 16: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
-	24, // 17: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
-	70, // 18: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
-	23, // 19: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
-	44, // 20: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
-	45, // 21: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
-	44, // 22: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
-	79, // 23: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	80, // 24: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
-	80, // 25: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
-	80, // 26: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
-	81, // 27: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
-	71, // 28: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
-	26, // 29: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
-	28, // 30: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
-	30, // 31: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
-	32, // 32: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
-	34, // 33: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
-	36, // 34: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
-	38, // 35: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
-	40, // 36: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
-	42, // 37: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
-	46, // 38: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
-	48, // 39: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
-	50, // 40: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
-	52, // 41: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
-	82, // 42: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	83, // 43: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
-	84, // 44: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	85, // 45: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	54, // 46: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
-	56, // 47: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
-	58, // 48: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
-	60, // 49: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
-	62, // 50: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
-	64, // 51: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
-	66, // 52: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
-	86, // 53: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
-	87, // 54: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
-	7,  // 55: quire.internal.v1.ControllerService.InitTxnProducer:input_type -> quire.internal.v1.InitTxnProducerRequest
-	9,  // 56: quire.internal.v1.ControllerService.AddPartitionsToTxn:input_type -> quire.internal.v1.AddPartitionsToTxnRequest
-	11, // 57: quire.internal.v1.ControllerService.AddOffsetsToTxn:input_type -> quire.internal.v1.AddOffsetsToTxnRequest
-	13, // 58: quire.internal.v1.ControllerService.TxnOffsetCommit:input_type -> quire.internal.v1.TxnOffsetCommitRequest
-	15, // 59: quire.internal.v1.ControllerService.EndTxn:input_type -> quire.internal.v1.EndTxnRequest
-	17, // 60: quire.internal.v1.ControllerService.DescribeTransactions:input_type -> quire.internal.v1.DescribeTransactionsRequest
-	19, // 61: quire.internal.v1.ControllerService.ListTransactions:input_type -> quire.internal.v1.ListTransactionsRequest
-	4,  // 62: quire.internal.v1.ControllerService.PutShareStates:input_type -> quire.internal.v1.PutShareStatesRequest
-	0,  // 63: quire.internal.v1.ControllerService.PutShareGroupConfig:input_type -> quire.internal.v1.PutShareGroupConfigRequest
-	2,  // 64: quire.internal.v1.ControllerService.DeleteShareGroup:input_type -> quire.internal.v1.DeleteShareGroupRequest
-	27, // 65: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
-	29, // 66: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
-	31, // 67: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
-	33, // 68: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
-	35, // 69: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
-	37, // 70: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
-	39, // 71: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
-	41, // 72: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
-	43, // 73: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
-	47, // 74: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
-	49, // 75: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
-	51, // 76: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
-	53, // 77: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
-	88, // 78: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	89, // 79: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
-	90, // 80: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	91, // 81: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	55, // 82: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
-	57, // 83: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
-	59, // 84: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
-	61, // 85: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
-	63, // 86: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
-	65, // 87: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
-	67, // 88: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
-	92, // 89: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
-	93, // 90: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
-	8,  // 91: quire.internal.v1.ControllerService.InitTxnProducer:output_type -> quire.internal.v1.InitTxnProducerResponse
-	10, // 92: quire.internal.v1.ControllerService.AddPartitionsToTxn:output_type -> quire.internal.v1.AddPartitionsToTxnResponse
-	12, // 93: quire.internal.v1.ControllerService.AddOffsetsToTxn:output_type -> quire.internal.v1.AddOffsetsToTxnResponse
-	14, // 94: quire.internal.v1.ControllerService.TxnOffsetCommit:output_type -> quire.internal.v1.TxnOffsetCommitResponse
-	16, // 95: quire.internal.v1.ControllerService.EndTxn:output_type -> quire.internal.v1.EndTxnResponse
-	18, // 96: quire.internal.v1.ControllerService.DescribeTransactions:output_type -> quire.internal.v1.DescribeTransactionsResponse
-	20, // 97: quire.internal.v1.ControllerService.ListTransactions:output_type -> quire.internal.v1.ListTransactionsResponse
-	5,  // 98: quire.internal.v1.ControllerService.PutShareStates:output_type -> quire.internal.v1.PutShareStatesResponse
-	1,  // 99: quire.internal.v1.ControllerService.PutShareGroupConfig:output_type -> quire.internal.v1.PutShareGroupConfigResponse
-	3,  // 100: quire.internal.v1.ControllerService.DeleteShareGroup:output_type -> quire.internal.v1.DeleteShareGroupResponse
-	65, // [65:101] is the sub-list for method output_type
-	29, // [29:65] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	74, // 0: quire.internal.v1.AlterShareGroupOffsetsRequest.alter:type_name -> quire.internal.v1.AlterShareGroupOffsets
+	75, // 1: quire.internal.v1.PutShareGroupConfigRequest.config:type_name -> quire.internal.v1.PutShareGroupConfig
+	76, // 2: quire.internal.v1.DeleteShareGroupRequest.delete:type_name -> quire.internal.v1.DeleteShareGroup
+	77, // 3: quire.internal.v1.PutShareStatesRequest.states:type_name -> quire.internal.v1.PutShareStates
+	8,  // 4: quire.internal.v1.AddPartitionsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	78, // 5: quire.internal.v1.AddPartitionsToTxnRequest.partitions:type_name -> quire.internal.v1.OffsetPartition
+	8,  // 6: quire.internal.v1.AddOffsetsToTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	8,  // 7: quire.internal.v1.TxnOffsetCommitRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	79, // 8: quire.internal.v1.TxnOffsetCommitRequest.offsets:type_name -> quire.internal.v1.OffsetCommit
+	8,  // 9: quire.internal.v1.EndTxnRequest.producer:type_name -> quire.internal.v1.TxnProducer
+	80, // 10: quire.internal.v1.DescribeTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	80, // 11: quire.internal.v1.ListTransactionsResponse.transactions:type_name -> quire.internal.v1.TransactionState
+	81, // 12: quire.internal.v1.BrokerInfo.endpoints:type_name -> quire.internal.v1.Endpoint
+	25, // 13: quire.internal.v1.TopicInfo.partitions:type_name -> quire.internal.v1.PartitionInfo
+	70, // 14: quire.internal.v1.TopicInfo.configs:type_name -> quire.internal.v1.TopicInfo.ConfigsEntry
+	24, // 15: quire.internal.v1.RegisterBrokerRequest.broker:type_name -> quire.internal.v1.BrokerInfo
+	71, // 16: quire.internal.v1.CreateTopicRequest.configs:type_name -> quire.internal.v1.CreateTopicRequest.ConfigsEntry
+	27, // 17: quire.internal.v1.CreateTopicRequest.assignment:type_name -> quire.internal.v1.ReplicaList
+	26, // 18: quire.internal.v1.CreateTopicResponse.topic:type_name -> quire.internal.v1.TopicInfo
+	72, // 19: quire.internal.v1.AlterConfigsRequest.set:type_name -> quire.internal.v1.AlterConfigsRequest.SetEntry
+	25, // 20: quire.internal.v1.AlterPartitionResponse.partition:type_name -> quire.internal.v1.PartitionInfo
+	46, // 21: quire.internal.v1.CommitOffsetsRequest.offsets:type_name -> quire.internal.v1.GroupOffset
+	47, // 22: quire.internal.v1.FetchOffsetsRequest.partitions:type_name -> quire.internal.v1.GroupPartition
+	46, // 23: quire.internal.v1.FetchOffsetsResponse.offsets:type_name -> quire.internal.v1.GroupOffset
+	82, // 24: quire.internal.v1.UpsertUserCredentialRequest.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	83, // 25: quire.internal.v1.CreateAclsRequest.acls:type_name -> quire.internal.v1.AclRecord
+	83, // 26: quire.internal.v1.DeleteAclsRequest.filters:type_name -> quire.internal.v1.AclRecord
+	83, // 27: quire.internal.v1.DeleteAclsResponse.deleted:type_name -> quire.internal.v1.AclRecord
+	84, // 28: quire.internal.v1.ReassignPartitionsRequest.partitions:type_name -> quire.v1.ReassignmentTarget
+	73, // 29: quire.internal.v1.ReassignPartitionsRequest.min_insync_replicas:type_name -> quire.internal.v1.ReassignPartitionsRequest.MinInsyncReplicasEntry
+	28, // 30: quire.internal.v1.ControllerService.RegisterBroker:input_type -> quire.internal.v1.RegisterBrokerRequest
+	30, // 31: quire.internal.v1.ControllerService.BrokerHeartbeat:input_type -> quire.internal.v1.BrokerHeartbeatRequest
+	32, // 32: quire.internal.v1.ControllerService.CreateTopic:input_type -> quire.internal.v1.CreateTopicRequest
+	34, // 33: quire.internal.v1.ControllerService.DeleteTopic:input_type -> quire.internal.v1.DeleteTopicRequest
+	36, // 34: quire.internal.v1.ControllerService.AlterConfigs:input_type -> quire.internal.v1.AlterConfigsRequest
+	38, // 35: quire.internal.v1.ControllerService.CreatePartitions:input_type -> quire.internal.v1.CreatePartitionsRequest
+	40, // 36: quire.internal.v1.ControllerService.AlterPartition:input_type -> quire.internal.v1.AlterPartitionRequest
+	42, // 37: quire.internal.v1.ControllerService.ControlledShutdown:input_type -> quire.internal.v1.ControlledShutdownRequest
+	44, // 38: quire.internal.v1.ControllerService.UnregisterBroker:input_type -> quire.internal.v1.UnregisterBrokerRequest
+	48, // 39: quire.internal.v1.ControllerService.CommitOffsets:input_type -> quire.internal.v1.CommitOffsetsRequest
+	50, // 40: quire.internal.v1.ControllerService.FetchOffsets:input_type -> quire.internal.v1.FetchOffsetsRequest
+	52, // 41: quire.internal.v1.ControllerService.ListGroups:input_type -> quire.internal.v1.ListGroupsRequest
+	54, // 42: quire.internal.v1.ControllerService.DeleteGroup:input_type -> quire.internal.v1.DeleteGroupRequest
+	85, // 43: quire.internal.v1.ControllerService.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	86, // 44: quire.internal.v1.ControllerService.ElectLeaders:input_type -> quire.v1.ElectLeadersRequest
+	87, // 45: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	88, // 46: quire.internal.v1.ControllerService.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	56, // 47: quire.internal.v1.ControllerService.UpdateFeatures:input_type -> quire.internal.v1.UpdateFeaturesRequest
+	58, // 48: quire.internal.v1.ControllerService.AllocateProducerIds:input_type -> quire.internal.v1.AllocateProducerIdsRequest
+	60, // 49: quire.internal.v1.ControllerService.UpsertUserCredential:input_type -> quire.internal.v1.UpsertUserCredentialRequest
+	62, // 50: quire.internal.v1.ControllerService.DeleteUserCredential:input_type -> quire.internal.v1.DeleteUserCredentialRequest
+	64, // 51: quire.internal.v1.ControllerService.CreateAcls:input_type -> quire.internal.v1.CreateAclsRequest
+	66, // 52: quire.internal.v1.ControllerService.DeleteAcls:input_type -> quire.internal.v1.DeleteAclsRequest
+	68, // 53: quire.internal.v1.ControllerService.ReassignPartitions:input_type -> quire.internal.v1.ReassignPartitionsRequest
+	89, // 54: quire.internal.v1.ControllerService.CordonBroker:input_type -> quire.v1.CordonBrokerRequest
+	90, // 55: quire.internal.v1.ControllerService.SetReassignmentThrottle:input_type -> quire.v1.SetReassignmentThrottleRequest
+	9,  // 56: quire.internal.v1.ControllerService.InitTxnProducer:input_type -> quire.internal.v1.InitTxnProducerRequest
+	11, // 57: quire.internal.v1.ControllerService.AddPartitionsToTxn:input_type -> quire.internal.v1.AddPartitionsToTxnRequest
+	13, // 58: quire.internal.v1.ControllerService.AddOffsetsToTxn:input_type -> quire.internal.v1.AddOffsetsToTxnRequest
+	15, // 59: quire.internal.v1.ControllerService.TxnOffsetCommit:input_type -> quire.internal.v1.TxnOffsetCommitRequest
+	17, // 60: quire.internal.v1.ControllerService.EndTxn:input_type -> quire.internal.v1.EndTxnRequest
+	19, // 61: quire.internal.v1.ControllerService.DescribeTransactions:input_type -> quire.internal.v1.DescribeTransactionsRequest
+	21, // 62: quire.internal.v1.ControllerService.ListTransactions:input_type -> quire.internal.v1.ListTransactionsRequest
+	6,  // 63: quire.internal.v1.ControllerService.PutShareStates:input_type -> quire.internal.v1.PutShareStatesRequest
+	2,  // 64: quire.internal.v1.ControllerService.PutShareGroupConfig:input_type -> quire.internal.v1.PutShareGroupConfigRequest
+	4,  // 65: quire.internal.v1.ControllerService.DeleteShareGroup:input_type -> quire.internal.v1.DeleteShareGroupRequest
+	0,  // 66: quire.internal.v1.ControllerService.AlterShareGroupOffsets:input_type -> quire.internal.v1.AlterShareGroupOffsetsRequest
+	29, // 67: quire.internal.v1.ControllerService.RegisterBroker:output_type -> quire.internal.v1.RegisterBrokerResponse
+	31, // 68: quire.internal.v1.ControllerService.BrokerHeartbeat:output_type -> quire.internal.v1.BrokerHeartbeatResponse
+	33, // 69: quire.internal.v1.ControllerService.CreateTopic:output_type -> quire.internal.v1.CreateTopicResponse
+	35, // 70: quire.internal.v1.ControllerService.DeleteTopic:output_type -> quire.internal.v1.DeleteTopicResponse
+	37, // 71: quire.internal.v1.ControllerService.AlterConfigs:output_type -> quire.internal.v1.AlterConfigsResponse
+	39, // 72: quire.internal.v1.ControllerService.CreatePartitions:output_type -> quire.internal.v1.CreatePartitionsResponse
+	41, // 73: quire.internal.v1.ControllerService.AlterPartition:output_type -> quire.internal.v1.AlterPartitionResponse
+	43, // 74: quire.internal.v1.ControllerService.ControlledShutdown:output_type -> quire.internal.v1.ControlledShutdownResponse
+	45, // 75: quire.internal.v1.ControllerService.UnregisterBroker:output_type -> quire.internal.v1.UnregisterBrokerResponse
+	49, // 76: quire.internal.v1.ControllerService.CommitOffsets:output_type -> quire.internal.v1.CommitOffsetsResponse
+	51, // 77: quire.internal.v1.ControllerService.FetchOffsets:output_type -> quire.internal.v1.FetchOffsetsResponse
+	53, // 78: quire.internal.v1.ControllerService.ListGroups:output_type -> quire.internal.v1.ListGroupsResponse
+	55, // 79: quire.internal.v1.ControllerService.DeleteGroup:output_type -> quire.internal.v1.DeleteGroupResponse
+	91, // 80: quire.internal.v1.ControllerService.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	92, // 81: quire.internal.v1.ControllerService.ElectLeaders:output_type -> quire.v1.ElectLeadersResponse
+	93, // 82: quire.internal.v1.ControllerService.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	94, // 83: quire.internal.v1.ControllerService.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	57, // 84: quire.internal.v1.ControllerService.UpdateFeatures:output_type -> quire.internal.v1.UpdateFeaturesResponse
+	59, // 85: quire.internal.v1.ControllerService.AllocateProducerIds:output_type -> quire.internal.v1.AllocateProducerIdsResponse
+	61, // 86: quire.internal.v1.ControllerService.UpsertUserCredential:output_type -> quire.internal.v1.UpsertUserCredentialResponse
+	63, // 87: quire.internal.v1.ControllerService.DeleteUserCredential:output_type -> quire.internal.v1.DeleteUserCredentialResponse
+	65, // 88: quire.internal.v1.ControllerService.CreateAcls:output_type -> quire.internal.v1.CreateAclsResponse
+	67, // 89: quire.internal.v1.ControllerService.DeleteAcls:output_type -> quire.internal.v1.DeleteAclsResponse
+	69, // 90: quire.internal.v1.ControllerService.ReassignPartitions:output_type -> quire.internal.v1.ReassignPartitionsResponse
+	95, // 91: quire.internal.v1.ControllerService.CordonBroker:output_type -> quire.v1.CordonBrokerResponse
+	96, // 92: quire.internal.v1.ControllerService.SetReassignmentThrottle:output_type -> quire.v1.SetReassignmentThrottleResponse
+	10, // 93: quire.internal.v1.ControllerService.InitTxnProducer:output_type -> quire.internal.v1.InitTxnProducerResponse
+	12, // 94: quire.internal.v1.ControllerService.AddPartitionsToTxn:output_type -> quire.internal.v1.AddPartitionsToTxnResponse
+	14, // 95: quire.internal.v1.ControllerService.AddOffsetsToTxn:output_type -> quire.internal.v1.AddOffsetsToTxnResponse
+	16, // 96: quire.internal.v1.ControllerService.TxnOffsetCommit:output_type -> quire.internal.v1.TxnOffsetCommitResponse
+	18, // 97: quire.internal.v1.ControllerService.EndTxn:output_type -> quire.internal.v1.EndTxnResponse
+	20, // 98: quire.internal.v1.ControllerService.DescribeTransactions:output_type -> quire.internal.v1.DescribeTransactionsResponse
+	22, // 99: quire.internal.v1.ControllerService.ListTransactions:output_type -> quire.internal.v1.ListTransactionsResponse
+	7,  // 100: quire.internal.v1.ControllerService.PutShareStates:output_type -> quire.internal.v1.PutShareStatesResponse
+	3,  // 101: quire.internal.v1.ControllerService.PutShareGroupConfig:output_type -> quire.internal.v1.PutShareGroupConfigResponse
+	5,  // 102: quire.internal.v1.ControllerService.DeleteShareGroup:output_type -> quire.internal.v1.DeleteShareGroupResponse
+	1,  // 103: quire.internal.v1.ControllerService.AlterShareGroupOffsets:output_type -> quire.internal.v1.AlterShareGroupOffsetsResponse
+	67, // [67:104] is the sub-list for method output_type
+	30, // [30:67] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_controller_proto_init() }
@@ -4076,7 +4179,7 @@ func file_quire_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_controller_proto_rawDesc), len(file_quire_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   72,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

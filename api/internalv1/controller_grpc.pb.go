@@ -56,6 +56,7 @@ const (
 	ControllerService_PutShareStates_FullMethodName          = "/quire.internal.v1.ControllerService/PutShareStates"
 	ControllerService_PutShareGroupConfig_FullMethodName     = "/quire.internal.v1.ControllerService/PutShareGroupConfig"
 	ControllerService_DeleteShareGroup_FullMethodName        = "/quire.internal.v1.ControllerService/DeleteShareGroup"
+	ControllerService_AlterShareGroupOffsets_FullMethodName  = "/quire.internal.v1.ControllerService/AlterShareGroupOffsets"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -120,6 +121,8 @@ type ControllerServiceClient interface {
 	// (metadata.version 16). Errors come as statuses.
 	PutShareGroupConfig(ctx context.Context, in *PutShareGroupConfigRequest, opts ...grpc.CallOption) (*PutShareGroupConfigResponse, error)
 	DeleteShareGroup(ctx context.Context, in *DeleteShareGroupRequest, opts ...grpc.CallOption) (*DeleteShareGroupResponse, error)
+	// Setting share-partitions' start offsets (metadata.version 18).
+	AlterShareGroupOffsets(ctx context.Context, in *AlterShareGroupOffsetsRequest, opts ...grpc.CallOption) (*AlterShareGroupOffsetsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -490,6 +493,16 @@ func (c *controllerServiceClient) DeleteShareGroup(ctx context.Context, in *Dele
 	return out, nil
 }
 
+func (c *controllerServiceClient) AlterShareGroupOffsets(ctx context.Context, in *AlterShareGroupOffsetsRequest, opts ...grpc.CallOption) (*AlterShareGroupOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterShareGroupOffsetsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AlterShareGroupOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -552,6 +565,8 @@ type ControllerServiceServer interface {
 	// (metadata.version 16). Errors come as statuses.
 	PutShareGroupConfig(context.Context, *PutShareGroupConfigRequest) (*PutShareGroupConfigResponse, error)
 	DeleteShareGroup(context.Context, *DeleteShareGroupRequest) (*DeleteShareGroupResponse, error)
+	// Setting share-partitions' start offsets (metadata.version 18).
+	AlterShareGroupOffsets(context.Context, *AlterShareGroupOffsetsRequest) (*AlterShareGroupOffsetsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -669,6 +684,9 @@ func (UnimplementedControllerServiceServer) PutShareGroupConfig(context.Context,
 }
 func (UnimplementedControllerServiceServer) DeleteShareGroup(context.Context, *DeleteShareGroupRequest) (*DeleteShareGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteShareGroup not implemented")
+}
+func (UnimplementedControllerServiceServer) AlterShareGroupOffsets(context.Context, *AlterShareGroupOffsetsRequest) (*AlterShareGroupOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AlterShareGroupOffsets not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -1339,6 +1357,24 @@ func _ControllerService_DeleteShareGroup_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_AlterShareGroupOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterShareGroupOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AlterShareGroupOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AlterShareGroupOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AlterShareGroupOffsets(ctx, req.(*AlterShareGroupOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1489,6 +1525,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteShareGroup",
 			Handler:    _ControllerService_DeleteShareGroup_Handler,
+		},
+		{
+			MethodName: "AlterShareGroupOffsets",
+			Handler:    _ControllerService_AlterShareGroupOffsets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -67,6 +67,7 @@ type Command struct {
 	//	*Command_PutShareStates
 	//	*Command_PutShareGroupConfig
 	//	*Command_DeleteShareGroup
+	//	*Command_AlterShareGroupOffsets
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -370,6 +371,15 @@ func (x *Command) GetDeleteShareGroup() *DeleteShareGroup {
 	return nil
 }
 
+func (x *Command) GetAlterShareGroupOffsets() *AlterShareGroupOffsets {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_AlterShareGroupOffsets); ok {
+			return x.AlterShareGroupOffsets
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -498,6 +508,11 @@ type Command_DeleteShareGroup struct {
 	DeleteShareGroup *DeleteShareGroup `protobuf:"bytes,45,opt,name=delete_share_group,json=deleteShareGroup,proto3,oneof"`
 }
 
+type Command_AlterShareGroupOffsets struct {
+	// metadata.version 18: setting share-partitions' start offsets.
+	AlterShareGroupOffsets *AlterShareGroupOffsets `protobuf:"bytes,46,opt,name=alter_share_group_offsets,json=alterShareGroupOffsets,proto3,oneof"`
+}
+
 func (*Command_RegisterBroker) isCommand_Cmd() {}
 
 func (*Command_FenceBroker) isCommand_Cmd() {}
@@ -556,10 +571,135 @@ func (*Command_PutShareGroupConfig) isCommand_Cmd() {}
 
 func (*Command_DeleteShareGroup) isCommand_Cmd() {}
 
+func (*Command_AlterShareGroupOffsets) isCommand_Cmd() {}
+
+// AlterShareGroupOffsets sets the start offset of share-partitions of a
+// share group (Kafka's AlterShareGroupOffsets): each one's saved state
+// becomes a new one starting there, with nothing in flight, under the
+// partition's leadership in the image. Like DeleteShareGroup it makes a
+// new generation and a delete of the topics named, so that every node
+// drops what it holds of the group on them and their next leader loads
+// the saved states. The caller checked that the group has no members;
+// the FSM refuses the whole entry for a topic or partition it does not
+// know or a negative offset. Needs metadata.version 18.
+type AlterShareGroupOffsets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets       []*ShareStartOffset    `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterShareGroupOffsets) Reset() {
+	*x = AlterShareGroupOffsets{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterShareGroupOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterShareGroupOffsets) ProtoMessage() {}
+
+func (x *AlterShareGroupOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterShareGroupOffsets.ProtoReflect.Descriptor instead.
+func (*AlterShareGroupOffsets) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AlterShareGroupOffsets) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *AlterShareGroupOffsets) GetOffsets() []*ShareStartOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// ShareStartOffset is one share-partition's new start offset.
+type ShareStartOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareStartOffset) Reset() {
+	*x = ShareStartOffset{}
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStartOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStartOffset) ProtoMessage() {}
+
+func (x *ShareStartOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStartOffset.ProtoReflect.Descriptor instead.
+func (*ShareStartOffset) Descriptor() ([]byte, []int) {
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ShareStartOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShareStartOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ShareStartOffset) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
 // PutShareGroupConfig changes a share group's own settings (Kafka's
 // GROUP config resource: share.key.ordering,
 // errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
-// share.delivery.count.limit, share.auto.offset.reset): the keys of
+// share.delivery.count.limit, share.auto.offset.reset,
+// max.in.flight.per.key): the keys of
 // delete go back to the node's value, then configs are set, on the
 // settings the entry finds (so that two changes of different keys both
 // hold). A key never set takes the node's value. The caller validated
@@ -576,7 +716,7 @@ type PutShareGroupConfig struct {
 
 func (x *PutShareGroupConfig) Reset() {
 	*x = PutShareGroupConfig{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +728,7 @@ func (x *PutShareGroupConfig) String() string {
 func (*PutShareGroupConfig) ProtoMessage() {}
 
 func (x *PutShareGroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[1]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +741,7 @@ func (x *PutShareGroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareGroupConfig.ProtoReflect.Descriptor instead.
 func (*PutShareGroupConfig) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{1}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutShareGroupConfig) GetGroup() string {
@@ -639,7 +779,7 @@ type DeleteShareGroup struct {
 
 func (x *DeleteShareGroup) Reset() {
 	*x = DeleteShareGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +791,7 @@ func (x *DeleteShareGroup) String() string {
 func (*DeleteShareGroup) ProtoMessage() {}
 
 func (x *DeleteShareGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[2]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +804,7 @@ func (x *DeleteShareGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareGroup.ProtoReflect.Descriptor instead.
 func (*DeleteShareGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{2}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteShareGroup) GetGroup() string {
@@ -704,7 +844,7 @@ type ShareGroupConfig struct {
 
 func (x *ShareGroupConfig) Reset() {
 	*x = ShareGroupConfig{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +856,7 @@ func (x *ShareGroupConfig) String() string {
 func (*ShareGroupConfig) ProtoMessage() {}
 
 func (x *ShareGroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[3]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +869,7 @@ func (x *ShareGroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareGroupConfig.ProtoReflect.Descriptor instead.
 func (*ShareGroupConfig) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{3}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ShareGroupConfig) GetGroup() string {
@@ -785,7 +925,7 @@ type PutShareStates struct {
 
 func (x *PutShareStates) Reset() {
 	*x = PutShareStates{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +937,7 @@ func (x *PutShareStates) String() string {
 func (*PutShareStates) ProtoMessage() {}
 
 func (x *PutShareStates) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[4]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +950,7 @@ func (x *PutShareStates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutShareStates.ProtoReflect.Descriptor instead.
 func (*PutShareStates) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{4}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PutShareStates) GetBrokerId() int32 {
@@ -856,7 +996,7 @@ type SharePartitionState struct {
 
 func (x *SharePartitionState) Reset() {
 	*x = SharePartitionState{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1008,7 @@ func (x *SharePartitionState) String() string {
 func (*SharePartitionState) ProtoMessage() {}
 
 func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[5]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1021,7 @@ func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharePartitionState.ProtoReflect.Descriptor instead.
 func (*SharePartitionState) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{5}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SharePartitionState) GetGroup() string {
@@ -962,7 +1102,7 @@ type ShareDeadLetter struct {
 
 func (x *ShareDeadLetter) Reset() {
 	*x = ShareDeadLetter{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1114,7 @@ func (x *ShareDeadLetter) String() string {
 func (*ShareDeadLetter) ProtoMessage() {}
 
 func (x *ShareDeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[6]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1127,7 @@ func (x *ShareDeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareDeadLetter.ProtoReflect.Descriptor instead.
 func (*ShareDeadLetter) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{6}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShareDeadLetter) GetOffset() int64 {
@@ -1032,7 +1172,7 @@ type ShareRecordRun struct {
 
 func (x *ShareRecordRun) Reset() {
 	*x = ShareRecordRun{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1184,7 @@ func (x *ShareRecordRun) String() string {
 func (*ShareRecordRun) ProtoMessage() {}
 
 func (x *ShareRecordRun) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[7]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1197,7 @@ func (x *ShareRecordRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareRecordRun.ProtoReflect.Descriptor instead.
 func (*ShareRecordRun) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShareRecordRun) GetLength() int32 {
@@ -1114,7 +1254,7 @@ type ReassignPartitions struct {
 
 func (x *ReassignPartitions) Reset() {
 	*x = ReassignPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1266,7 @@ func (x *ReassignPartitions) String() string {
 func (*ReassignPartitions) ProtoMessage() {}
 
 func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[8]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1279,7 @@ func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
 func (*ReassignPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReassignPartitions) GetPartitions() []*PartitionReassignment {
@@ -1165,7 +1305,7 @@ type PartitionReassignment struct {
 
 func (x *PartitionReassignment) Reset() {
 	*x = PartitionReassignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1317,7 @@ func (x *PartitionReassignment) String() string {
 func (*PartitionReassignment) ProtoMessage() {}
 
 func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[9]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1330,7 @@ func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
 func (*PartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionReassignment) GetTopic() string {
@@ -1242,7 +1382,7 @@ type CordonBroker struct {
 
 func (x *CordonBroker) Reset() {
 	*x = CordonBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1394,7 @@ func (x *CordonBroker) String() string {
 func (*CordonBroker) ProtoMessage() {}
 
 func (x *CordonBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[10]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1407,7 @@ func (x *CordonBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonBroker.ProtoReflect.Descriptor instead.
 func (*CordonBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CordonBroker) GetBrokerId() int32 {
@@ -1300,7 +1440,7 @@ type BrokerThrottle struct {
 
 func (x *BrokerThrottle) Reset() {
 	*x = BrokerThrottle{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1452,7 @@ func (x *BrokerThrottle) String() string {
 func (*BrokerThrottle) ProtoMessage() {}
 
 func (x *BrokerThrottle) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[11]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1465,7 @@ func (x *BrokerThrottle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerThrottle.ProtoReflect.Descriptor instead.
 func (*BrokerThrottle) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{11}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BrokerThrottle) GetBrokerIds() []int32 {
@@ -1385,7 +1525,7 @@ type RegisterBroker struct {
 
 func (x *RegisterBroker) Reset() {
 	*x = RegisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1537,7 @@ func (x *RegisterBroker) String() string {
 func (*RegisterBroker) ProtoMessage() {}
 
 func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[12]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1550,7 @@ func (x *RegisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBroker.ProtoReflect.Descriptor instead.
 func (*RegisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{12}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterBroker) GetBrokerId() int32 {
@@ -1487,7 +1627,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1639,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[13]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1652,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{13}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Endpoint) GetListener() string {
@@ -1545,7 +1685,7 @@ type FenceBroker struct {
 
 func (x *FenceBroker) Reset() {
 	*x = FenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1697,7 @@ func (x *FenceBroker) String() string {
 func (*FenceBroker) ProtoMessage() {}
 
 func (x *FenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[14]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1710,7 @@ func (x *FenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBroker.ProtoReflect.Descriptor instead.
 func (*FenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{14}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FenceBroker) GetBrokerId() int32 {
@@ -1614,7 +1754,7 @@ type UnfenceBroker struct {
 
 func (x *UnfenceBroker) Reset() {
 	*x = UnfenceBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1766,7 @@ func (x *UnfenceBroker) String() string {
 func (*UnfenceBroker) ProtoMessage() {}
 
 func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[15]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1779,7 @@ func (x *UnfenceBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBroker.ProtoReflect.Descriptor instead.
 func (*UnfenceBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{15}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UnfenceBroker) GetBrokerId() int32 {
@@ -1675,7 +1815,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1827,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[16]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1840,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{16}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionAssignment) GetPartition() int32 {
@@ -1743,7 +1883,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1895,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[17]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1908,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{17}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -1813,7 +1953,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1965,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[18]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1978,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{18}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -1873,7 +2013,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2025,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[19]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2038,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{19}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -1954,7 +2094,7 @@ type AlterConfigs struct {
 
 func (x *AlterConfigs) Reset() {
 	*x = AlterConfigs{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2106,7 @@ func (x *AlterConfigs) String() string {
 func (*AlterConfigs) ProtoMessage() {}
 
 func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[20]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2119,7 @@ func (x *AlterConfigs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigs.ProtoReflect.Descriptor instead.
 func (*AlterConfigs) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{20}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterConfigs) GetTopic() string {
@@ -2015,7 +2155,7 @@ type CreatePartitions struct {
 
 func (x *CreatePartitions) Reset() {
 	*x = CreatePartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2167,7 @@ func (x *CreatePartitions) String() string {
 func (*CreatePartitions) ProtoMessage() {}
 
 func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[21]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2180,7 @@ func (x *CreatePartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitions.ProtoReflect.Descriptor instead.
 func (*CreatePartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{21}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreatePartitions) GetTopic() string {
@@ -2070,7 +2210,7 @@ type ControllerChange struct {
 
 func (x *ControllerChange) Reset() {
 	*x = ControllerChange{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2222,7 @@ func (x *ControllerChange) String() string {
 func (*ControllerChange) ProtoMessage() {}
 
 func (x *ControllerChange) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[22]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2235,7 @@ func (x *ControllerChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerChange.ProtoReflect.Descriptor instead.
 func (*ControllerChange) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{22}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ControllerChange) GetControllerId() int32 {
@@ -2138,7 +2278,7 @@ type UnregisterBroker struct {
 
 func (x *UnregisterBroker) Reset() {
 	*x = UnregisterBroker{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2290,7 @@ func (x *UnregisterBroker) String() string {
 func (*UnregisterBroker) ProtoMessage() {}
 
 func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[23]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2303,7 @@ func (x *UnregisterBroker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBroker.ProtoReflect.Descriptor instead.
 func (*UnregisterBroker) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{23}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UnregisterBroker) GetBrokerId() int32 {
@@ -2205,7 +2345,7 @@ type OffsetCommit struct {
 
 func (x *OffsetCommit) Reset() {
 	*x = OffsetCommit{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2357,7 @@ func (x *OffsetCommit) String() string {
 func (*OffsetCommit) ProtoMessage() {}
 
 func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[24]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2370,7 @@ func (x *OffsetCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommit.ProtoReflect.Descriptor instead.
 func (*OffsetCommit) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{24}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OffsetCommit) GetTopic() string {
@@ -2297,7 +2437,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2449,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[25]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2462,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{25}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -2372,7 +2512,7 @@ type CommitOffsetsBatch struct {
 
 func (x *CommitOffsetsBatch) Reset() {
 	*x = CommitOffsetsBatch{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2524,7 @@ func (x *CommitOffsetsBatch) String() string {
 func (*CommitOffsetsBatch) ProtoMessage() {}
 
 func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[26]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2537,7 @@ func (x *CommitOffsetsBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsBatch.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsBatch) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{26}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommitOffsetsBatch) GetCommits() []*CommitOffsets {
@@ -2420,7 +2560,7 @@ type DeleteOffsets struct {
 
 func (x *DeleteOffsets) Reset() {
 	*x = DeleteOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2572,7 @@ func (x *DeleteOffsets) String() string {
 func (*DeleteOffsets) ProtoMessage() {}
 
 func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[27]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2585,7 @@ func (x *DeleteOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOffsets.ProtoReflect.Descriptor instead.
 func (*DeleteOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{27}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteOffsets) GetGroup() string {
@@ -2472,7 +2612,7 @@ type OffsetPartition struct {
 
 func (x *OffsetPartition) Reset() {
 	*x = OffsetPartition{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2624,7 @@ func (x *OffsetPartition) String() string {
 func (*OffsetPartition) ProtoMessage() {}
 
 func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[28]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2637,7 @@ func (x *OffsetPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetPartition.ProtoReflect.Descriptor instead.
 func (*OffsetPartition) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{28}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OffsetPartition) GetTopic() string {
@@ -2532,7 +2672,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2684,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[29]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2697,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{29}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -2589,7 +2729,7 @@ type FeatureLevel struct {
 
 func (x *FeatureLevel) Reset() {
 	*x = FeatureLevel{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2741,7 @@ func (x *FeatureLevel) String() string {
 func (*FeatureLevel) ProtoMessage() {}
 
 func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[30]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2754,7 @@ func (x *FeatureLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevel.ProtoReflect.Descriptor instead.
 func (*FeatureLevel) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{30}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FeatureLevel) GetName() string {
@@ -2647,7 +2787,7 @@ type BrokerBudget struct {
 
 func (x *BrokerBudget) Reset() {
 	*x = BrokerBudget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2799,7 @@ func (x *BrokerBudget) String() string {
 func (*BrokerBudget) ProtoMessage() {}
 
 func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[31]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2812,7 @@ func (x *BrokerBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerBudget.ProtoReflect.Descriptor instead.
 func (*BrokerBudget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{31}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BrokerBudget) GetBrokerId() int32 {
@@ -2709,7 +2849,7 @@ type AllocateProducerIds struct {
 
 func (x *AllocateProducerIds) Reset() {
 	*x = AllocateProducerIds{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2861,7 @@ func (x *AllocateProducerIds) String() string {
 func (*AllocateProducerIds) ProtoMessage() {}
 
 func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[32]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2874,7 @@ func (x *AllocateProducerIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIds.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIds) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{32}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AllocateProducerIds) GetBrokerId() int32 {
@@ -2767,7 +2907,7 @@ type GroupRecords struct {
 
 func (x *GroupRecords) Reset() {
 	*x = GroupRecords{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2919,7 @@ func (x *GroupRecords) String() string {
 func (*GroupRecords) ProtoMessage() {}
 
 func (x *GroupRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[33]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2932,7 @@ func (x *GroupRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecords.ProtoReflect.Descriptor instead.
 func (*GroupRecords) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{33}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupRecords) GetRecords() []*GroupRecord {
@@ -2819,7 +2959,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2831,7 +2971,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[34]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2844,7 +2984,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{34}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupRecord) GetRecord() isGroupRecord_Record {
@@ -2959,7 +3099,7 @@ type GroupPartitions struct {
 
 func (x *GroupPartitions) Reset() {
 	*x = GroupPartitions{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3111,7 @@ func (x *GroupPartitions) String() string {
 func (*GroupPartitions) ProtoMessage() {}
 
 func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[35]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3124,7 @@ func (x *GroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitions.ProtoReflect.Descriptor instead.
 func (*GroupPartitions) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{35}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GroupPartitions) GetTopic() string {
@@ -3022,7 +3162,7 @@ type GroupMemberMetadata struct {
 
 func (x *GroupMemberMetadata) Reset() {
 	*x = GroupMemberMetadata{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3174,7 @@ func (x *GroupMemberMetadata) String() string {
 func (*GroupMemberMetadata) ProtoMessage() {}
 
 func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[36]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3187,7 @@ func (x *GroupMemberMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberMetadata.ProtoReflect.Descriptor instead.
 func (*GroupMemberMetadata) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{36}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GroupMemberMetadata) GetGroup() string {
@@ -3130,7 +3270,7 @@ type GroupMemberAssignment struct {
 
 func (x *GroupMemberAssignment) Reset() {
 	*x = GroupMemberAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +3282,7 @@ func (x *GroupMemberAssignment) String() string {
 func (*GroupMemberAssignment) ProtoMessage() {}
 
 func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[37]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3295,7 @@ func (x *GroupMemberAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberAssignment.ProtoReflect.Descriptor instead.
 func (*GroupMemberAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{37}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GroupMemberAssignment) GetGroup() string {
@@ -3217,7 +3357,7 @@ type GroupMemberRemoved struct {
 
 func (x *GroupMemberRemoved) Reset() {
 	*x = GroupMemberRemoved{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3369,7 @@ func (x *GroupMemberRemoved) String() string {
 func (*GroupMemberRemoved) ProtoMessage() {}
 
 func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[38]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3382,7 @@ func (x *GroupMemberRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberRemoved.ProtoReflect.Descriptor instead.
 func (*GroupMemberRemoved) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{38}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GroupMemberRemoved) GetGroup() string {
@@ -3278,7 +3418,7 @@ type GroupEpochRecord struct {
 
 func (x *GroupEpochRecord) Reset() {
 	*x = GroupEpochRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3430,7 @@ func (x *GroupEpochRecord) String() string {
 func (*GroupEpochRecord) ProtoMessage() {}
 
 func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[39]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3443,7 @@ func (x *GroupEpochRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEpochRecord.ProtoReflect.Descriptor instead.
 func (*GroupEpochRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{39}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GroupEpochRecord) GetGroup() string {
@@ -3344,7 +3484,7 @@ type GroupMemberTarget struct {
 
 func (x *GroupMemberTarget) Reset() {
 	*x = GroupMemberTarget{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3496,7 @@ func (x *GroupMemberTarget) String() string {
 func (*GroupMemberTarget) ProtoMessage() {}
 
 func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[40]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3509,7 @@ func (x *GroupMemberTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberTarget.ProtoReflect.Descriptor instead.
 func (*GroupMemberTarget) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{40}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GroupMemberTarget) GetMemberId() string {
@@ -3397,7 +3537,7 @@ type GroupTargetAssignment struct {
 
 func (x *GroupTargetAssignment) Reset() {
 	*x = GroupTargetAssignment{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3549,7 @@ func (x *GroupTargetAssignment) String() string {
 func (*GroupTargetAssignment) ProtoMessage() {}
 
 func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[41]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3562,7 @@ func (x *GroupTargetAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTargetAssignment.ProtoReflect.Descriptor instead.
 func (*GroupTargetAssignment) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{41}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GroupTargetAssignment) GetGroup() string {
@@ -3455,7 +3595,7 @@ type GroupDeletedRecord struct {
 
 func (x *GroupDeletedRecord) Reset() {
 	*x = GroupDeletedRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3607,7 @@ func (x *GroupDeletedRecord) String() string {
 func (*GroupDeletedRecord) ProtoMessage() {}
 
 func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[42]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3620,7 @@ func (x *GroupDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDeletedRecord.ProtoReflect.Descriptor instead.
 func (*GroupDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{42}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GroupDeletedRecord) GetGroup() string {
@@ -3505,7 +3645,7 @@ type GroupStateRecord struct {
 
 func (x *GroupStateRecord) Reset() {
 	*x = GroupStateRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3657,7 @@ func (x *GroupStateRecord) String() string {
 func (*GroupStateRecord) ProtoMessage() {}
 
 func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[43]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3670,7 @@ func (x *GroupStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStateRecord.ProtoReflect.Descriptor instead.
 func (*GroupStateRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{43}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GroupStateRecord) GetEpoch() *GroupEpochRecord {
@@ -3588,7 +3728,7 @@ type BrokerRecord struct {
 
 func (x *BrokerRecord) Reset() {
 	*x = BrokerRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3740,7 @@ func (x *BrokerRecord) String() string {
 func (*BrokerRecord) ProtoMessage() {}
 
 func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[44]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3753,7 @@ func (x *BrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerRecord.ProtoReflect.Descriptor instead.
 func (*BrokerRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{44}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BrokerRecord) GetBrokerId() int32 {
@@ -3726,7 +3866,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3878,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[45]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3891,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{45}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -3801,7 +3941,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3813,7 +3953,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[46]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3826,7 +3966,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{46}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -3909,7 +4049,7 @@ type OffsetRecord struct {
 
 func (x *OffsetRecord) Reset() {
 	*x = OffsetRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3921,7 +4061,7 @@ func (x *OffsetRecord) String() string {
 func (*OffsetRecord) ProtoMessage() {}
 
 func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[47]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3934,7 +4074,7 @@ func (x *OffsetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRecord.ProtoReflect.Descriptor instead.
 func (*OffsetRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{47}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *OffsetRecord) GetGroup() string {
@@ -4015,7 +4155,7 @@ type UserCredentialRecord struct {
 
 func (x *UserCredentialRecord) Reset() {
 	*x = UserCredentialRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4167,7 @@ func (x *UserCredentialRecord) String() string {
 func (*UserCredentialRecord) ProtoMessage() {}
 
 func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[48]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4180,7 @@ func (x *UserCredentialRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredentialRecord.ProtoReflect.Descriptor instead.
 func (*UserCredentialRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{48}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UserCredentialRecord) GetUser() string {
@@ -4128,7 +4268,7 @@ type UpsertUserCredential struct {
 
 func (x *UpsertUserCredential) Reset() {
 	*x = UpsertUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4140,7 +4280,7 @@ func (x *UpsertUserCredential) String() string {
 func (*UpsertUserCredential) ProtoMessage() {}
 
 func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[49]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4153,7 +4293,7 @@ func (x *UpsertUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertUserCredential.ProtoReflect.Descriptor instead.
 func (*UpsertUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{49}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpsertUserCredential) GetCredential() *UserCredentialRecord {
@@ -4183,7 +4323,7 @@ type DeleteUserCredential struct {
 
 func (x *DeleteUserCredential) Reset() {
 	*x = DeleteUserCredential{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4335,7 @@ func (x *DeleteUserCredential) String() string {
 func (*DeleteUserCredential) ProtoMessage() {}
 
 func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[50]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4348,7 @@ func (x *DeleteUserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserCredential.ProtoReflect.Descriptor instead.
 func (*DeleteUserCredential) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{50}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteUserCredential) GetUser() string {
@@ -4241,7 +4381,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4393,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[51]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4406,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{51}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -4321,7 +4461,7 @@ type CreateAcls struct {
 
 func (x *CreateAcls) Reset() {
 	*x = CreateAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4333,7 +4473,7 @@ func (x *CreateAcls) String() string {
 func (*CreateAcls) ProtoMessage() {}
 
 func (x *CreateAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[52]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4346,7 +4486,7 @@ func (x *CreateAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAcls.ProtoReflect.Descriptor instead.
 func (*CreateAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{52}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreateAcls) GetAcls() []*AclRecord {
@@ -4366,7 +4506,7 @@ type DeleteAcls struct {
 
 func (x *DeleteAcls) Reset() {
 	*x = DeleteAcls{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[53]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4518,7 @@ func (x *DeleteAcls) String() string {
 func (*DeleteAcls) ProtoMessage() {}
 
 func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[53]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4531,7 @@ func (x *DeleteAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAcls.ProtoReflect.Descriptor instead.
 func (*DeleteAcls) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{53}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteAcls) GetFilters() []*AclRecord {
@@ -4435,7 +4575,7 @@ type TransactionState struct {
 
 func (x *TransactionState) Reset() {
 	*x = TransactionState{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[54]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4587,7 @@ func (x *TransactionState) String() string {
 func (*TransactionState) ProtoMessage() {}
 
 func (x *TransactionState) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[54]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4600,7 @@ func (x *TransactionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionState.ProtoReflect.Descriptor instead.
 func (*TransactionState) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{54}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TransactionState) GetTransactionalId() string {
@@ -4557,7 +4697,7 @@ type TxnGroupOffsets struct {
 
 func (x *TxnGroupOffsets) Reset() {
 	*x = TxnGroupOffsets{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[55]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4569,7 +4709,7 @@ func (x *TxnGroupOffsets) String() string {
 func (*TxnGroupOffsets) ProtoMessage() {}
 
 func (x *TxnGroupOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[55]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4582,7 +4722,7 @@ func (x *TxnGroupOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnGroupOffsets.ProtoReflect.Descriptor instead.
 func (*TxnGroupOffsets) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{55}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TxnGroupOffsets) GetGroup() string {
@@ -4615,7 +4755,7 @@ type PutTransaction struct {
 
 func (x *PutTransaction) Reset() {
 	*x = PutTransaction{}
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[56]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4627,7 +4767,7 @@ func (x *PutTransaction) String() string {
 func (*PutTransaction) ProtoMessage() {}
 
 func (x *PutTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_internal_v1_metadata_proto_msgTypes[56]
+	mi := &file_quire_internal_v1_metadata_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4640,7 +4780,7 @@ func (x *PutTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTransaction.ProtoReflect.Descriptor instead.
 func (*PutTransaction) Descriptor() ([]byte, []int) {
-	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{56}
+	return file_quire_internal_v1_metadata_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PutTransaction) GetTxn() *TransactionState {
@@ -4668,7 +4808,7 @@ var File_quire_internal_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\x80\x12\n" +
+	" quire/internal/v1/metadata.proto\x12\x11quire.internal.v1\"\xe8\x12\n" +
 	"\aCommand\x12L\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2!.quire.internal.v1.RegisterBrokerH\x00R\x0eregisterBroker\x12C\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1e.quire.internal.v1.FenceBrokerH\x00R\vfenceBroker\x12I\n" +
@@ -4701,8 +4841,16 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x0fput_transaction\x18\x13 \x01(\v2!.quire.internal.v1.PutTransactionH\x00R\x0eputTransaction\x12M\n" +
 	"\x10put_share_states\x18+ \x01(\v2!.quire.internal.v1.PutShareStatesH\x00R\x0eputShareStates\x12]\n" +
 	"\x16put_share_group_config\x18, \x01(\v2&.quire.internal.v1.PutShareGroupConfigH\x00R\x13putShareGroupConfig\x12S\n" +
-	"\x12delete_share_group\x18- \x01(\v2#.quire.internal.v1.DeleteShareGroupH\x00R\x10deleteShareGroupB\x05\n" +
-	"\x03cmd\"\xce\x01\n" +
+	"\x12delete_share_group\x18- \x01(\v2#.quire.internal.v1.DeleteShareGroupH\x00R\x10deleteShareGroup\x12f\n" +
+	"\x19alter_share_group_offsets\x18. \x01(\v2).quire.internal.v1.AlterShareGroupOffsetsH\x00R\x16alterShareGroupOffsetsB\x05\n" +
+	"\x03cmd\"m\n" +
+	"\x16AlterShareGroupOffsets\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12=\n" +
+	"\aoffsets\x18\x02 \x03(\v2#.quire.internal.v1.ShareStartOffsetR\aoffsets\"i\n" +
+	"\x10ShareStartOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x03 \x01(\x03R\vstartOffset\"\xce\x01\n" +
 	"\x13PutShareGroupConfig\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12M\n" +
 	"\aconfigs\x18\x02 \x03(\v23.quire.internal.v1.PutShareGroupConfig.ConfigsEntryR\aconfigs\x12\x16\n" +
@@ -5053,146 +5201,150 @@ func file_quire_internal_v1_metadata_proto_rawDescGZIP() []byte {
 	return file_quire_internal_v1_metadata_proto_rawDescData
 }
 
-var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_quire_internal_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_quire_internal_v1_metadata_proto_goTypes = []any{
-	(*Command)(nil),               // 0: quire.internal.v1.Command
-	(*PutShareGroupConfig)(nil),   // 1: quire.internal.v1.PutShareGroupConfig
-	(*DeleteShareGroup)(nil),      // 2: quire.internal.v1.DeleteShareGroup
-	(*ShareGroupConfig)(nil),      // 3: quire.internal.v1.ShareGroupConfig
-	(*PutShareStates)(nil),        // 4: quire.internal.v1.PutShareStates
-	(*SharePartitionState)(nil),   // 5: quire.internal.v1.SharePartitionState
-	(*ShareDeadLetter)(nil),       // 6: quire.internal.v1.ShareDeadLetter
-	(*ShareRecordRun)(nil),        // 7: quire.internal.v1.ShareRecordRun
-	(*ReassignPartitions)(nil),    // 8: quire.internal.v1.ReassignPartitions
-	(*PartitionReassignment)(nil), // 9: quire.internal.v1.PartitionReassignment
-	(*CordonBroker)(nil),          // 10: quire.internal.v1.CordonBroker
-	(*BrokerThrottle)(nil),        // 11: quire.internal.v1.BrokerThrottle
-	(*RegisterBroker)(nil),        // 12: quire.internal.v1.RegisterBroker
-	(*Endpoint)(nil),              // 13: quire.internal.v1.Endpoint
-	(*FenceBroker)(nil),           // 14: quire.internal.v1.FenceBroker
-	(*UnfenceBroker)(nil),         // 15: quire.internal.v1.UnfenceBroker
-	(*PartitionAssignment)(nil),   // 16: quire.internal.v1.PartitionAssignment
-	(*CreateTopic)(nil),           // 17: quire.internal.v1.CreateTopic
-	(*DeleteTopic)(nil),           // 18: quire.internal.v1.DeleteTopic
-	(*PartitionChange)(nil),       // 19: quire.internal.v1.PartitionChange
-	(*AlterConfigs)(nil),          // 20: quire.internal.v1.AlterConfigs
-	(*CreatePartitions)(nil),      // 21: quire.internal.v1.CreatePartitions
-	(*ControllerChange)(nil),      // 22: quire.internal.v1.ControllerChange
-	(*UnregisterBroker)(nil),      // 23: quire.internal.v1.UnregisterBroker
-	(*OffsetCommit)(nil),          // 24: quire.internal.v1.OffsetCommit
-	(*CommitOffsets)(nil),         // 25: quire.internal.v1.CommitOffsets
-	(*CommitOffsetsBatch)(nil),    // 26: quire.internal.v1.CommitOffsetsBatch
-	(*DeleteOffsets)(nil),         // 27: quire.internal.v1.DeleteOffsets
-	(*OffsetPartition)(nil),       // 28: quire.internal.v1.OffsetPartition
-	(*DeleteGroup)(nil),           // 29: quire.internal.v1.DeleteGroup
-	(*FeatureLevel)(nil),          // 30: quire.internal.v1.FeatureLevel
-	(*BrokerBudget)(nil),          // 31: quire.internal.v1.BrokerBudget
-	(*AllocateProducerIds)(nil),   // 32: quire.internal.v1.AllocateProducerIds
-	(*GroupRecords)(nil),          // 33: quire.internal.v1.GroupRecords
-	(*GroupRecord)(nil),           // 34: quire.internal.v1.GroupRecord
-	(*GroupPartitions)(nil),       // 35: quire.internal.v1.GroupPartitions
-	(*GroupMemberMetadata)(nil),   // 36: quire.internal.v1.GroupMemberMetadata
-	(*GroupMemberAssignment)(nil), // 37: quire.internal.v1.GroupMemberAssignment
-	(*GroupMemberRemoved)(nil),    // 38: quire.internal.v1.GroupMemberRemoved
-	(*GroupEpochRecord)(nil),      // 39: quire.internal.v1.GroupEpochRecord
-	(*GroupMemberTarget)(nil),     // 40: quire.internal.v1.GroupMemberTarget
-	(*GroupTargetAssignment)(nil), // 41: quire.internal.v1.GroupTargetAssignment
-	(*GroupDeletedRecord)(nil),    // 42: quire.internal.v1.GroupDeletedRecord
-	(*GroupStateRecord)(nil),      // 43: quire.internal.v1.GroupStateRecord
-	(*BrokerRecord)(nil),          // 44: quire.internal.v1.BrokerRecord
-	(*TopicRecord)(nil),           // 45: quire.internal.v1.TopicRecord
-	(*PartitionRecord)(nil),       // 46: quire.internal.v1.PartitionRecord
-	(*OffsetRecord)(nil),          // 47: quire.internal.v1.OffsetRecord
-	(*UserCredentialRecord)(nil),  // 48: quire.internal.v1.UserCredentialRecord
-	(*UpsertUserCredential)(nil),  // 49: quire.internal.v1.UpsertUserCredential
-	(*DeleteUserCredential)(nil),  // 50: quire.internal.v1.DeleteUserCredential
-	(*AclRecord)(nil),             // 51: quire.internal.v1.AclRecord
-	(*CreateAcls)(nil),            // 52: quire.internal.v1.CreateAcls
-	(*DeleteAcls)(nil),            // 53: quire.internal.v1.DeleteAcls
-	(*TransactionState)(nil),      // 54: quire.internal.v1.TransactionState
-	(*TxnGroupOffsets)(nil),       // 55: quire.internal.v1.TxnGroupOffsets
-	(*PutTransaction)(nil),        // 56: quire.internal.v1.PutTransaction
-	nil,                           // 57: quire.internal.v1.PutShareGroupConfig.ConfigsEntry
-	nil,                           // 58: quire.internal.v1.ShareGroupConfig.ConfigsEntry
-	nil,                           // 59: quire.internal.v1.CreateTopic.ConfigsEntry
-	nil,                           // 60: quire.internal.v1.AlterConfigs.SetEntry
-	nil,                           // 61: quire.internal.v1.GroupEpochRecord.TopicsEntry
-	nil,                           // 62: quire.internal.v1.TopicRecord.ConfigsEntry
+	(*Command)(nil),                // 0: quire.internal.v1.Command
+	(*AlterShareGroupOffsets)(nil), // 1: quire.internal.v1.AlterShareGroupOffsets
+	(*ShareStartOffset)(nil),       // 2: quire.internal.v1.ShareStartOffset
+	(*PutShareGroupConfig)(nil),    // 3: quire.internal.v1.PutShareGroupConfig
+	(*DeleteShareGroup)(nil),       // 4: quire.internal.v1.DeleteShareGroup
+	(*ShareGroupConfig)(nil),       // 5: quire.internal.v1.ShareGroupConfig
+	(*PutShareStates)(nil),         // 6: quire.internal.v1.PutShareStates
+	(*SharePartitionState)(nil),    // 7: quire.internal.v1.SharePartitionState
+	(*ShareDeadLetter)(nil),        // 8: quire.internal.v1.ShareDeadLetter
+	(*ShareRecordRun)(nil),         // 9: quire.internal.v1.ShareRecordRun
+	(*ReassignPartitions)(nil),     // 10: quire.internal.v1.ReassignPartitions
+	(*PartitionReassignment)(nil),  // 11: quire.internal.v1.PartitionReassignment
+	(*CordonBroker)(nil),           // 12: quire.internal.v1.CordonBroker
+	(*BrokerThrottle)(nil),         // 13: quire.internal.v1.BrokerThrottle
+	(*RegisterBroker)(nil),         // 14: quire.internal.v1.RegisterBroker
+	(*Endpoint)(nil),               // 15: quire.internal.v1.Endpoint
+	(*FenceBroker)(nil),            // 16: quire.internal.v1.FenceBroker
+	(*UnfenceBroker)(nil),          // 17: quire.internal.v1.UnfenceBroker
+	(*PartitionAssignment)(nil),    // 18: quire.internal.v1.PartitionAssignment
+	(*CreateTopic)(nil),            // 19: quire.internal.v1.CreateTopic
+	(*DeleteTopic)(nil),            // 20: quire.internal.v1.DeleteTopic
+	(*PartitionChange)(nil),        // 21: quire.internal.v1.PartitionChange
+	(*AlterConfigs)(nil),           // 22: quire.internal.v1.AlterConfigs
+	(*CreatePartitions)(nil),       // 23: quire.internal.v1.CreatePartitions
+	(*ControllerChange)(nil),       // 24: quire.internal.v1.ControllerChange
+	(*UnregisterBroker)(nil),       // 25: quire.internal.v1.UnregisterBroker
+	(*OffsetCommit)(nil),           // 26: quire.internal.v1.OffsetCommit
+	(*CommitOffsets)(nil),          // 27: quire.internal.v1.CommitOffsets
+	(*CommitOffsetsBatch)(nil),     // 28: quire.internal.v1.CommitOffsetsBatch
+	(*DeleteOffsets)(nil),          // 29: quire.internal.v1.DeleteOffsets
+	(*OffsetPartition)(nil),        // 30: quire.internal.v1.OffsetPartition
+	(*DeleteGroup)(nil),            // 31: quire.internal.v1.DeleteGroup
+	(*FeatureLevel)(nil),           // 32: quire.internal.v1.FeatureLevel
+	(*BrokerBudget)(nil),           // 33: quire.internal.v1.BrokerBudget
+	(*AllocateProducerIds)(nil),    // 34: quire.internal.v1.AllocateProducerIds
+	(*GroupRecords)(nil),           // 35: quire.internal.v1.GroupRecords
+	(*GroupRecord)(nil),            // 36: quire.internal.v1.GroupRecord
+	(*GroupPartitions)(nil),        // 37: quire.internal.v1.GroupPartitions
+	(*GroupMemberMetadata)(nil),    // 38: quire.internal.v1.GroupMemberMetadata
+	(*GroupMemberAssignment)(nil),  // 39: quire.internal.v1.GroupMemberAssignment
+	(*GroupMemberRemoved)(nil),     // 40: quire.internal.v1.GroupMemberRemoved
+	(*GroupEpochRecord)(nil),       // 41: quire.internal.v1.GroupEpochRecord
+	(*GroupMemberTarget)(nil),      // 42: quire.internal.v1.GroupMemberTarget
+	(*GroupTargetAssignment)(nil),  // 43: quire.internal.v1.GroupTargetAssignment
+	(*GroupDeletedRecord)(nil),     // 44: quire.internal.v1.GroupDeletedRecord
+	(*GroupStateRecord)(nil),       // 45: quire.internal.v1.GroupStateRecord
+	(*BrokerRecord)(nil),           // 46: quire.internal.v1.BrokerRecord
+	(*TopicRecord)(nil),            // 47: quire.internal.v1.TopicRecord
+	(*PartitionRecord)(nil),        // 48: quire.internal.v1.PartitionRecord
+	(*OffsetRecord)(nil),           // 49: quire.internal.v1.OffsetRecord
+	(*UserCredentialRecord)(nil),   // 50: quire.internal.v1.UserCredentialRecord
+	(*UpsertUserCredential)(nil),   // 51: quire.internal.v1.UpsertUserCredential
+	(*DeleteUserCredential)(nil),   // 52: quire.internal.v1.DeleteUserCredential
+	(*AclRecord)(nil),              // 53: quire.internal.v1.AclRecord
+	(*CreateAcls)(nil),             // 54: quire.internal.v1.CreateAcls
+	(*DeleteAcls)(nil),             // 55: quire.internal.v1.DeleteAcls
+	(*TransactionState)(nil),       // 56: quire.internal.v1.TransactionState
+	(*TxnGroupOffsets)(nil),        // 57: quire.internal.v1.TxnGroupOffsets
+	(*PutTransaction)(nil),         // 58: quire.internal.v1.PutTransaction
+	nil,                            // 59: quire.internal.v1.PutShareGroupConfig.ConfigsEntry
+	nil,                            // 60: quire.internal.v1.ShareGroupConfig.ConfigsEntry
+	nil,                            // 61: quire.internal.v1.CreateTopic.ConfigsEntry
+	nil,                            // 62: quire.internal.v1.AlterConfigs.SetEntry
+	nil,                            // 63: quire.internal.v1.GroupEpochRecord.TopicsEntry
+	nil,                            // 64: quire.internal.v1.TopicRecord.ConfigsEntry
 }
 var file_quire_internal_v1_metadata_proto_depIdxs = []int32{
-	12, // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
-	14, // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
-	15, // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
-	17, // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
-	18, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
-	19, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
-	20, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
-	21, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
-	22, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
-	23, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
-	25, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
-	29, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
-	30, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
-	32, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
-	33, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
-	49, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
-	50, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
-	52, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
-	53, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
-	26, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
-	31, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
-	27, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
-	8,  // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
-	10, // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
-	11, // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
-	56, // 25: quire.internal.v1.Command.put_transaction:type_name -> quire.internal.v1.PutTransaction
-	4,  // 26: quire.internal.v1.Command.put_share_states:type_name -> quire.internal.v1.PutShareStates
-	1,  // 27: quire.internal.v1.Command.put_share_group_config:type_name -> quire.internal.v1.PutShareGroupConfig
-	2,  // 28: quire.internal.v1.Command.delete_share_group:type_name -> quire.internal.v1.DeleteShareGroup
-	57, // 29: quire.internal.v1.PutShareGroupConfig.configs:type_name -> quire.internal.v1.PutShareGroupConfig.ConfigsEntry
-	58, // 30: quire.internal.v1.ShareGroupConfig.configs:type_name -> quire.internal.v1.ShareGroupConfig.ConfigsEntry
-	5,  // 31: quire.internal.v1.PutShareStates.states:type_name -> quire.internal.v1.SharePartitionState
-	7,  // 32: quire.internal.v1.SharePartitionState.runs:type_name -> quire.internal.v1.ShareRecordRun
-	6,  // 33: quire.internal.v1.SharePartitionState.dead_letters:type_name -> quire.internal.v1.ShareDeadLetter
-	9,  // 34: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
-	13, // 35: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
-	16, // 36: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	59, // 37: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
-	60, // 38: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
-	16, // 39: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
-	24, // 40: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	25, // 41: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
-	28, // 42: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
-	34, // 43: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
-	36, // 44: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
-	37, // 45: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
-	38, // 46: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
-	39, // 47: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	41, // 48: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
-	42, // 49: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
-	35, // 50: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
-	35, // 51: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
-	61, // 52: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
-	35, // 53: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
-	40, // 54: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
-	39, // 55: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
-	36, // 56: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
-	37, // 57: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
-	41, // 58: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
-	13, // 59: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
-	62, // 60: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
-	48, // 61: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
-	51, // 62: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
-	51, // 63: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
-	28, // 64: quire.internal.v1.TransactionState.partitions:type_name -> quire.internal.v1.OffsetPartition
-	55, // 65: quire.internal.v1.TransactionState.offsets:type_name -> quire.internal.v1.TxnGroupOffsets
-	24, // 66: quire.internal.v1.TxnGroupOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
-	54, // 67: quire.internal.v1.PutTransaction.txn:type_name -> quire.internal.v1.TransactionState
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	14, // 0: quire.internal.v1.Command.register_broker:type_name -> quire.internal.v1.RegisterBroker
+	16, // 1: quire.internal.v1.Command.fence_broker:type_name -> quire.internal.v1.FenceBroker
+	17, // 2: quire.internal.v1.Command.unfence_broker:type_name -> quire.internal.v1.UnfenceBroker
+	19, // 3: quire.internal.v1.Command.create_topic:type_name -> quire.internal.v1.CreateTopic
+	20, // 4: quire.internal.v1.Command.delete_topic:type_name -> quire.internal.v1.DeleteTopic
+	21, // 5: quire.internal.v1.Command.partition_change:type_name -> quire.internal.v1.PartitionChange
+	22, // 6: quire.internal.v1.Command.alter_configs:type_name -> quire.internal.v1.AlterConfigs
+	23, // 7: quire.internal.v1.Command.create_partitions:type_name -> quire.internal.v1.CreatePartitions
+	24, // 8: quire.internal.v1.Command.controller_change:type_name -> quire.internal.v1.ControllerChange
+	25, // 9: quire.internal.v1.Command.unregister_broker:type_name -> quire.internal.v1.UnregisterBroker
+	27, // 10: quire.internal.v1.Command.commit_offsets:type_name -> quire.internal.v1.CommitOffsets
+	31, // 11: quire.internal.v1.Command.delete_group:type_name -> quire.internal.v1.DeleteGroup
+	32, // 12: quire.internal.v1.Command.feature_level:type_name -> quire.internal.v1.FeatureLevel
+	34, // 13: quire.internal.v1.Command.allocate_producer_ids:type_name -> quire.internal.v1.AllocateProducerIds
+	35, // 14: quire.internal.v1.Command.group_records:type_name -> quire.internal.v1.GroupRecords
+	51, // 15: quire.internal.v1.Command.upsert_user_credential:type_name -> quire.internal.v1.UpsertUserCredential
+	52, // 16: quire.internal.v1.Command.delete_user_credential:type_name -> quire.internal.v1.DeleteUserCredential
+	54, // 17: quire.internal.v1.Command.create_acls:type_name -> quire.internal.v1.CreateAcls
+	55, // 18: quire.internal.v1.Command.delete_acls:type_name -> quire.internal.v1.DeleteAcls
+	28, // 19: quire.internal.v1.Command.commit_offsets_batch:type_name -> quire.internal.v1.CommitOffsetsBatch
+	33, // 20: quire.internal.v1.Command.broker_budget:type_name -> quire.internal.v1.BrokerBudget
+	29, // 21: quire.internal.v1.Command.delete_offsets:type_name -> quire.internal.v1.DeleteOffsets
+	10, // 22: quire.internal.v1.Command.reassign_partitions:type_name -> quire.internal.v1.ReassignPartitions
+	12, // 23: quire.internal.v1.Command.cordon_broker:type_name -> quire.internal.v1.CordonBroker
+	13, // 24: quire.internal.v1.Command.broker_throttle:type_name -> quire.internal.v1.BrokerThrottle
+	58, // 25: quire.internal.v1.Command.put_transaction:type_name -> quire.internal.v1.PutTransaction
+	6,  // 26: quire.internal.v1.Command.put_share_states:type_name -> quire.internal.v1.PutShareStates
+	3,  // 27: quire.internal.v1.Command.put_share_group_config:type_name -> quire.internal.v1.PutShareGroupConfig
+	4,  // 28: quire.internal.v1.Command.delete_share_group:type_name -> quire.internal.v1.DeleteShareGroup
+	1,  // 29: quire.internal.v1.Command.alter_share_group_offsets:type_name -> quire.internal.v1.AlterShareGroupOffsets
+	2,  // 30: quire.internal.v1.AlterShareGroupOffsets.offsets:type_name -> quire.internal.v1.ShareStartOffset
+	59, // 31: quire.internal.v1.PutShareGroupConfig.configs:type_name -> quire.internal.v1.PutShareGroupConfig.ConfigsEntry
+	60, // 32: quire.internal.v1.ShareGroupConfig.configs:type_name -> quire.internal.v1.ShareGroupConfig.ConfigsEntry
+	7,  // 33: quire.internal.v1.PutShareStates.states:type_name -> quire.internal.v1.SharePartitionState
+	9,  // 34: quire.internal.v1.SharePartitionState.runs:type_name -> quire.internal.v1.ShareRecordRun
+	8,  // 35: quire.internal.v1.SharePartitionState.dead_letters:type_name -> quire.internal.v1.ShareDeadLetter
+	11, // 36: quire.internal.v1.ReassignPartitions.partitions:type_name -> quire.internal.v1.PartitionReassignment
+	15, // 37: quire.internal.v1.RegisterBroker.endpoints:type_name -> quire.internal.v1.Endpoint
+	18, // 38: quire.internal.v1.CreateTopic.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	61, // 39: quire.internal.v1.CreateTopic.configs:type_name -> quire.internal.v1.CreateTopic.ConfigsEntry
+	62, // 40: quire.internal.v1.AlterConfigs.set:type_name -> quire.internal.v1.AlterConfigs.SetEntry
+	18, // 41: quire.internal.v1.CreatePartitions.partitions:type_name -> quire.internal.v1.PartitionAssignment
+	26, // 42: quire.internal.v1.CommitOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	27, // 43: quire.internal.v1.CommitOffsetsBatch.commits:type_name -> quire.internal.v1.CommitOffsets
+	30, // 44: quire.internal.v1.DeleteOffsets.partitions:type_name -> quire.internal.v1.OffsetPartition
+	36, // 45: quire.internal.v1.GroupRecords.records:type_name -> quire.internal.v1.GroupRecord
+	38, // 46: quire.internal.v1.GroupRecord.member_metadata:type_name -> quire.internal.v1.GroupMemberMetadata
+	39, // 47: quire.internal.v1.GroupRecord.member_assignment:type_name -> quire.internal.v1.GroupMemberAssignment
+	40, // 48: quire.internal.v1.GroupRecord.member_removed:type_name -> quire.internal.v1.GroupMemberRemoved
+	41, // 49: quire.internal.v1.GroupRecord.group_epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	43, // 50: quire.internal.v1.GroupRecord.target_assignment:type_name -> quire.internal.v1.GroupTargetAssignment
+	44, // 51: quire.internal.v1.GroupRecord.group_deleted:type_name -> quire.internal.v1.GroupDeletedRecord
+	37, // 52: quire.internal.v1.GroupMemberAssignment.assigned:type_name -> quire.internal.v1.GroupPartitions
+	37, // 53: quire.internal.v1.GroupMemberAssignment.pending_revocation:type_name -> quire.internal.v1.GroupPartitions
+	63, // 54: quire.internal.v1.GroupEpochRecord.topics:type_name -> quire.internal.v1.GroupEpochRecord.TopicsEntry
+	37, // 55: quire.internal.v1.GroupMemberTarget.partitions:type_name -> quire.internal.v1.GroupPartitions
+	42, // 56: quire.internal.v1.GroupTargetAssignment.members:type_name -> quire.internal.v1.GroupMemberTarget
+	41, // 57: quire.internal.v1.GroupStateRecord.epoch:type_name -> quire.internal.v1.GroupEpochRecord
+	38, // 58: quire.internal.v1.GroupStateRecord.members:type_name -> quire.internal.v1.GroupMemberMetadata
+	39, // 59: quire.internal.v1.GroupStateRecord.assignments:type_name -> quire.internal.v1.GroupMemberAssignment
+	43, // 60: quire.internal.v1.GroupStateRecord.target:type_name -> quire.internal.v1.GroupTargetAssignment
+	15, // 61: quire.internal.v1.BrokerRecord.endpoints:type_name -> quire.internal.v1.Endpoint
+	64, // 62: quire.internal.v1.TopicRecord.configs:type_name -> quire.internal.v1.TopicRecord.ConfigsEntry
+	50, // 63: quire.internal.v1.UpsertUserCredential.credential:type_name -> quire.internal.v1.UserCredentialRecord
+	53, // 64: quire.internal.v1.CreateAcls.acls:type_name -> quire.internal.v1.AclRecord
+	53, // 65: quire.internal.v1.DeleteAcls.filters:type_name -> quire.internal.v1.AclRecord
+	30, // 66: quire.internal.v1.TransactionState.partitions:type_name -> quire.internal.v1.OffsetPartition
+	57, // 67: quire.internal.v1.TransactionState.offsets:type_name -> quire.internal.v1.TxnGroupOffsets
+	26, // 68: quire.internal.v1.TxnGroupOffsets.offsets:type_name -> quire.internal.v1.OffsetCommit
+	56, // 69: quire.internal.v1.PutTransaction.txn:type_name -> quire.internal.v1.TransactionState
+	70, // [70:70] is the sub-list for method output_type
+	70, // [70:70] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_quire_internal_v1_metadata_proto_init() }
@@ -5230,8 +5382,9 @@ func file_quire_internal_v1_metadata_proto_init() {
 		(*Command_PutShareStates)(nil),
 		(*Command_PutShareGroupConfig)(nil),
 		(*Command_DeleteShareGroup)(nil),
+		(*Command_AlterShareGroupOffsets)(nil),
 	}
-	file_quire_internal_v1_metadata_proto_msgTypes[34].OneofWrappers = []any{
+	file_quire_internal_v1_metadata_proto_msgTypes[36].OneofWrappers = []any{
 		(*GroupRecord_MemberMetadata)(nil),
 		(*GroupRecord_MemberAssignment)(nil),
 		(*GroupRecord_MemberRemoved)(nil),
@@ -5245,7 +5398,7 @@ func file_quire_internal_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_internal_v1_metadata_proto_rawDesc), len(file_quire_internal_v1_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2185,7 +2185,8 @@ type DescribeConfigsRequest struct {
 	// A share group's settings: share.key.ordering,
 	// errors.deadletterqueue.topic.name,
 	// share.record.lock.duration.ms,
-	// share.delivery.count.limit and share.auto.offset.reset, each
+	// share.delivery.count.limit, share.auto.offset.reset and
+	// max.in.flight.per.key, each
 	// with its source (CONFIG_SOURCE_GROUP when set on the group, else the
 	// node's value). Describe on the group.
 	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`

@@ -3797,6 +3797,407 @@ func (x *DescribeShareGroupRequest) GetGroup() string {
 	return ""
 }
 
+type DescribeShareGroupOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// None: every share-partition the group has.
+	Topics        []*ShareOffsetsTopic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeShareGroupOffsetsRequest) Reset() {
+	*x = DescribeShareGroupOffsetsRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeShareGroupOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeShareGroupOffsetsRequest) ProtoMessage() {}
+
+func (x *DescribeShareGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeShareGroupOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeShareGroupOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DescribeShareGroupOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeShareGroupOffsetsRequest) GetTopics() []*ShareOffsetsTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// ShareOffsetsTopic names partitions of one topic; none named means
+// every partition the topic has.
+type ShareOffsetsTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareOffsetsTopic) Reset() {
+	*x = ShareOffsetsTopic{}
+	mi := &file_quire_v1_group_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareOffsetsTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareOffsetsTopic) ProtoMessage() {}
+
+func (x *ShareOffsetsTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareOffsetsTopic.ProtoReflect.Descriptor instead.
+func (*ShareOffsetsTopic) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ShareOffsetsTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShareOffsetsTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DescribeShareGroupOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by topic and partition when no topics were named, else in
+	// the order named.
+	Partitions    []*ShareGroupOffset `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeShareGroupOffsetsResponse) Reset() {
+	*x = DescribeShareGroupOffsetsResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeShareGroupOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeShareGroupOffsetsResponse) ProtoMessage() {}
+
+func (x *DescribeShareGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeShareGroupOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeShareGroupOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DescribeShareGroupOffsetsResponse) GetPartitions() []*ShareGroupOffset {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ShareGroupOffset is one share-partition's start offset.
+type ShareGroupOffset struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1 when the group has no state on the partition yet.
+	StartOffset int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// The partition's leader epoch when the state was saved; -1 unknown.
+	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Records below the high watermark not finished yet; -1 when the node
+	// answering does not lead the partition.
+	Lag int64 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Unset when answered.
+	Error         *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareGroupOffset) Reset() {
+	*x = ShareGroupOffset{}
+	mi := &file_quire_v1_group_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareGroupOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareGroupOffset) ProtoMessage() {}
+
+func (x *ShareGroupOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareGroupOffset.ProtoReflect.Descriptor instead.
+func (*ShareGroupOffset) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ShareGroupOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShareGroupOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ShareGroupOffset) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *ShareGroupOffset) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ShareGroupOffset) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *ShareGroupOffset) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type AlterShareGroupOffsetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets       []*ShareStartOffset    `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterShareGroupOffsetsRequest) Reset() {
+	*x = AlterShareGroupOffsetsRequest{}
+	mi := &file_quire_v1_group_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterShareGroupOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterShareGroupOffsetsRequest) ProtoMessage() {}
+
+func (x *AlterShareGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterShareGroupOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*AlterShareGroupOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *AlterShareGroupOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *AlterShareGroupOffsetsRequest) GetOffsets() []*ShareStartOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// ShareStartOffset is the new start offset of one share-partition.
+type ShareStartOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareStartOffset) Reset() {
+	*x = ShareStartOffset{}
+	mi := &file_quire_v1_group_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStartOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStartOffset) ProtoMessage() {}
+
+func (x *ShareStartOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStartOffset.ProtoReflect.Descriptor instead.
+func (*ShareStartOffset) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ShareStartOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ShareStartOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ShareStartOffset) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+type AlterShareGroupOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per offset, in the order named; lag is -1.
+	Partitions    []*ShareGroupOffset `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterShareGroupOffsetsResponse) Reset() {
+	*x = AlterShareGroupOffsetsResponse{}
+	mi := &file_quire_v1_group_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterShareGroupOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterShareGroupOffsetsResponse) ProtoMessage() {}
+
+func (x *AlterShareGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_quire_v1_group_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterShareGroupOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*AlterShareGroupOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *AlterShareGroupOffsetsResponse) GetPartitions() []*ShareGroupOffset {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type DescribeShareGroupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -3813,7 +4214,7 @@ type DescribeShareGroupResponse struct {
 
 func (x *DescribeShareGroupResponse) Reset() {
 	*x = DescribeShareGroupResponse{}
-	mi := &file_quire_v1_group_proto_msgTypes[45]
+	mi := &file_quire_v1_group_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +4226,7 @@ func (x *DescribeShareGroupResponse) String() string {
 func (*DescribeShareGroupResponse) ProtoMessage() {}
 
 func (x *DescribeShareGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[45]
+	mi := &file_quire_v1_group_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +4239,7 @@ func (x *DescribeShareGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeShareGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeShareGroupResponse) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{45}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DescribeShareGroupResponse) GetGroup() string {
@@ -3889,7 +4290,7 @@ type ShareGroupMember struct {
 
 func (x *ShareGroupMember) Reset() {
 	*x = ShareGroupMember{}
-	mi := &file_quire_v1_group_proto_msgTypes[46]
+	mi := &file_quire_v1_group_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3901,7 +4302,7 @@ func (x *ShareGroupMember) String() string {
 func (*ShareGroupMember) ProtoMessage() {}
 
 func (x *ShareGroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[46]
+	mi := &file_quire_v1_group_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3914,7 +4315,7 @@ func (x *ShareGroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareGroupMember.ProtoReflect.Descriptor instead.
 func (*ShareGroupMember) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{46}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ShareGroupMember) GetMemberId() string {
@@ -3951,7 +4352,9 @@ type ShareGroupPartition struct {
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Every record below start_offset is finished (accepted or archived).
 	StartOffset int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
-	// The first offset not taken in from the log yet.
+	// The first offset not taken in from the log yet; -1 for a
+	// share-partition the node does not hold (start_offset is then the
+	// saved one, the rest 0).
 	EndOffset int64 `protobuf:"varint,4,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
 	// Records acquired by a member now.
 	InFlight int64 `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
@@ -3974,7 +4377,7 @@ type ShareGroupPartition struct {
 
 func (x *ShareGroupPartition) Reset() {
 	*x = ShareGroupPartition{}
-	mi := &file_quire_v1_group_proto_msgTypes[47]
+	mi := &file_quire_v1_group_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4389,7 @@ func (x *ShareGroupPartition) String() string {
 func (*ShareGroupPartition) ProtoMessage() {}
 
 func (x *ShareGroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_quire_v1_group_proto_msgTypes[47]
+	mi := &file_quire_v1_group_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4402,7 @@ func (x *ShareGroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareGroupPartition.ProtoReflect.Descriptor instead.
 func (*ShareGroupPartition) Descriptor() ([]byte, []int) {
-	return file_quire_v1_group_proto_rawDescGZIP(), []int{47}
+	return file_quire_v1_group_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ShareGroupPartition) GetTopic() string {
@@ -4355,7 +4758,37 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\bprevious\x18\x03 \x01(\x03R\bprevious\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\"1\n" +
 	"\x19DescribeShareGroupRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xf4\x01\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"m\n" +
+	" DescribeShareGroupOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x123\n" +
+	"\x06topics\x18\x02 \x03(\v2\x1b.quire.v1.ShareOffsetsTopicR\x06topics\"I\n" +
+	"\x11ShareOffsetsTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"_\n" +
+	"!DescribeShareGroupOffsetsResponse\x12:\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1a.quire.v1.ShareGroupOffsetR\n" +
+	"partitions\"\xc5\x01\n" +
+	"\x10ShareGroupOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x03 \x01(\x03R\vstartOffset\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x10\n" +
+	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12%\n" +
+	"\x05error\x18\x06 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"k\n" +
+	"\x1dAlterShareGroupOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x124\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x1a.quire.v1.ShareStartOffsetR\aoffsets\"i\n" +
+	"\x10ShareStartOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x03 \x01(\x03R\vstartOffset\"\\\n" +
+	"\x1eAlterShareGroupOffsetsResponse\x12:\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1a.quire.v1.ShareGroupOffsetR\n" +
+	"partitions\"\xf4\x01\n" +
 	"\x1aDescribeShareGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1f\n" +
 	"\vkey_ordered\x18\x02 \x01(\bR\n" +
@@ -4393,7 +4826,7 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\fSHARE_ACCEPT\x10\x01\x12\x11\n" +
 	"\rSHARE_RELEASE\x10\x02\x12\x10\n" +
 	"\fSHARE_REJECT\x10\x03\x12\x0f\n" +
-	"\vSHARE_RENEW\x10\x042\xc9\x06\n" +
+	"\vSHARE_RENEW\x10\x042\xac\b\n" +
 	"\x06Groups\x12P\n" +
 	"\rCommitOffsets\x12\x1e.quire.v1.CommitOffsetsRequest\x1a\x1f.quire.v1.CommitOffsetsResponse\x12M\n" +
 	"\fFetchOffsets\x12\x1d.quire.v1.FetchOffsetsRequest\x1a\x1e.quire.v1.FetchOffsetsResponse\x12G\n" +
@@ -4404,7 +4837,9 @@ const file_quire_v1_group_proto_rawDesc = "" +
 	"\x16ConsumerGroupHeartbeat\x12'.quire.v1.ConsumerGroupHeartbeatRequest\x1a(.quire.v1.ConsumerGroupHeartbeatResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.quire.v1.DescribeGroupRequest\x1a\x1f.quire.v1.DescribeGroupResponse\x12H\n" +
 	"\tSubscribe\x12\x1a.quire.v1.SubscribeRequest\x1a\x1b.quire.v1.SubscribeResponse(\x010\x01\x12_\n" +
-	"\x12DescribeShareGroup\x12#.quire.v1.DescribeShareGroupRequest\x1a$.quire.v1.DescribeShareGroupResponse\x12M\n" +
+	"\x12DescribeShareGroup\x12#.quire.v1.DescribeShareGroupRequest\x1a$.quire.v1.DescribeShareGroupResponse\x12t\n" +
+	"\x19DescribeShareGroupOffsets\x12*.quire.v1.DescribeShareGroupOffsetsRequest\x1a+.quire.v1.DescribeShareGroupOffsetsResponse\x12k\n" +
+	"\x16AlterShareGroupOffsets\x12'.quire.v1.AlterShareGroupOffsetsRequest\x1a(.quire.v1.AlterShareGroupOffsetsResponse\x12M\n" +
 	"\fResetOffsets\x12\x1d.quire.v1.ResetOffsetsRequest\x1a\x1e.quire.v1.ResetOffsetsResponseB/Z-github.com/quirelog/quire/api/quirev1;quirev1b\x06proto3"
 
 var (
@@ -4420,63 +4855,70 @@ func file_quire_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_quire_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_quire_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_quire_v1_group_proto_goTypes = []any{
-	(SubscribeMode)(0),                     // 0: quire.v1.SubscribeMode
-	(ShareAckType)(0),                      // 1: quire.v1.ShareAckType
-	(*CommitOffsetsRequest)(nil),           // 2: quire.v1.CommitOffsetsRequest
-	(*OffsetCommit)(nil),                   // 3: quire.v1.OffsetCommit
-	(*CommitOffsetsResponse)(nil),          // 4: quire.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),            // 5: quire.v1.FetchOffsetsRequest
-	(*TopicPartition)(nil),                 // 6: quire.v1.TopicPartition
-	(*FetchOffsetsResponse)(nil),           // 7: quire.v1.FetchOffsetsResponse
-	(*CommittedOffset)(nil),                // 8: quire.v1.CommittedOffset
-	(*ListGroupsRequest)(nil),              // 9: quire.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 10: quire.v1.ListGroupsResponse
-	(*GroupListing)(nil),                   // 11: quire.v1.GroupListing
-	(*DeleteGroupRequest)(nil),             // 12: quire.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),            // 13: quire.v1.DeleteGroupResponse
-	(*DeleteOffsetsRequest)(nil),           // 14: quire.v1.DeleteOffsetsRequest
-	(*DeleteOffsetsTopic)(nil),             // 15: quire.v1.DeleteOffsetsTopic
-	(*DeleteOffsetsResponse)(nil),          // 16: quire.v1.DeleteOffsetsResponse
-	(*DeleteOffsetsResult)(nil),            // 17: quire.v1.DeleteOffsetsResult
-	(*ConsumerGroupHeartbeatRequest)(nil),  // 18: quire.v1.ConsumerGroupHeartbeatRequest
-	(*GroupSubscription)(nil),              // 19: quire.v1.GroupSubscription
-	(*GroupAssignment)(nil),                // 20: quire.v1.GroupAssignment
-	(*GroupTopicPartitions)(nil),           // 21: quire.v1.GroupTopicPartitions
-	(*ConsumerGroupHeartbeatResponse)(nil), // 22: quire.v1.ConsumerGroupHeartbeatResponse
-	(*DescribeGroupRequest)(nil),           // 23: quire.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),          // 24: quire.v1.DescribeGroupResponse
-	(*GroupThroughput)(nil),                // 25: quire.v1.GroupThroughput
-	(*GroupPartitionLag)(nil),              // 26: quire.v1.GroupPartitionLag
-	(*GroupMemberDescription)(nil),         // 27: quire.v1.GroupMemberDescription
-	(*SubscribeRequest)(nil),               // 28: quire.v1.SubscribeRequest
-	(*SubscribeStart)(nil),                 // 29: quire.v1.SubscribeStart
-	(*ShareAcks)(nil),                      // 30: quire.v1.ShareAcks
-	(*ShareAckRange)(nil),                  // 31: quire.v1.ShareAckRange
-	(*ShareAckResults)(nil),                // 32: quire.v1.ShareAckResults
-	(*ShareAckRangeResult)(nil),            // 33: quire.v1.ShareAckRangeResult
-	(*SubscribeAck)(nil),                   // 34: quire.v1.SubscribeAck
-	(*AckedOffsets)(nil),                   // 35: quire.v1.AckedOffsets
-	(*SubscribeResponse)(nil),              // 36: quire.v1.SubscribeResponse
-	(*SubscribeAckRefused)(nil),            // 37: quire.v1.SubscribeAckRefused
-	(*SubscribeAssignment)(nil),            // 38: quire.v1.SubscribeAssignment
-	(*SubscribeRecords)(nil),               // 39: quire.v1.SubscribeRecords
-	(*SubscribeBatch)(nil),                 // 40: quire.v1.SubscribeBatch
-	(*SubscribeRawBatch)(nil),              // 41: quire.v1.SubscribeRawBatch
-	(*BatchRecord)(nil),                    // 42: quire.v1.BatchRecord
-	(*ResetOffsetsRequest)(nil),            // 43: quire.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 44: quire.v1.ResetOffsetsResponse
-	(*ResetOffset)(nil),                    // 45: quire.v1.ResetOffset
-	(*DescribeShareGroupRequest)(nil),      // 46: quire.v1.DescribeShareGroupRequest
-	(*DescribeShareGroupResponse)(nil),     // 47: quire.v1.DescribeShareGroupResponse
-	(*ShareGroupMember)(nil),               // 48: quire.v1.ShareGroupMember
-	(*ShareGroupPartition)(nil),            // 49: quire.v1.ShareGroupPartition
-	(*Error)(nil),                          // 50: quire.v1.Error
-	(RecordFormat)(0),                      // 51: quire.v1.RecordFormat
-	(IsolationLevel)(0),                    // 52: quire.v1.IsolationLevel
-	(*ConsumedRecord)(nil),                 // 53: quire.v1.ConsumedRecord
-	(*RecordHeader)(nil),                   // 54: quire.v1.RecordHeader
+	(SubscribeMode)(0),                        // 0: quire.v1.SubscribeMode
+	(ShareAckType)(0),                         // 1: quire.v1.ShareAckType
+	(*CommitOffsetsRequest)(nil),              // 2: quire.v1.CommitOffsetsRequest
+	(*OffsetCommit)(nil),                      // 3: quire.v1.OffsetCommit
+	(*CommitOffsetsResponse)(nil),             // 4: quire.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),               // 5: quire.v1.FetchOffsetsRequest
+	(*TopicPartition)(nil),                    // 6: quire.v1.TopicPartition
+	(*FetchOffsetsResponse)(nil),              // 7: quire.v1.FetchOffsetsResponse
+	(*CommittedOffset)(nil),                   // 8: quire.v1.CommittedOffset
+	(*ListGroupsRequest)(nil),                 // 9: quire.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                // 10: quire.v1.ListGroupsResponse
+	(*GroupListing)(nil),                      // 11: quire.v1.GroupListing
+	(*DeleteGroupRequest)(nil),                // 12: quire.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),               // 13: quire.v1.DeleteGroupResponse
+	(*DeleteOffsetsRequest)(nil),              // 14: quire.v1.DeleteOffsetsRequest
+	(*DeleteOffsetsTopic)(nil),                // 15: quire.v1.DeleteOffsetsTopic
+	(*DeleteOffsetsResponse)(nil),             // 16: quire.v1.DeleteOffsetsResponse
+	(*DeleteOffsetsResult)(nil),               // 17: quire.v1.DeleteOffsetsResult
+	(*ConsumerGroupHeartbeatRequest)(nil),     // 18: quire.v1.ConsumerGroupHeartbeatRequest
+	(*GroupSubscription)(nil),                 // 19: quire.v1.GroupSubscription
+	(*GroupAssignment)(nil),                   // 20: quire.v1.GroupAssignment
+	(*GroupTopicPartitions)(nil),              // 21: quire.v1.GroupTopicPartitions
+	(*ConsumerGroupHeartbeatResponse)(nil),    // 22: quire.v1.ConsumerGroupHeartbeatResponse
+	(*DescribeGroupRequest)(nil),              // 23: quire.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),             // 24: quire.v1.DescribeGroupResponse
+	(*GroupThroughput)(nil),                   // 25: quire.v1.GroupThroughput
+	(*GroupPartitionLag)(nil),                 // 26: quire.v1.GroupPartitionLag
+	(*GroupMemberDescription)(nil),            // 27: quire.v1.GroupMemberDescription
+	(*SubscribeRequest)(nil),                  // 28: quire.v1.SubscribeRequest
+	(*SubscribeStart)(nil),                    // 29: quire.v1.SubscribeStart
+	(*ShareAcks)(nil),                         // 30: quire.v1.ShareAcks
+	(*ShareAckRange)(nil),                     // 31: quire.v1.ShareAckRange
+	(*ShareAckResults)(nil),                   // 32: quire.v1.ShareAckResults
+	(*ShareAckRangeResult)(nil),               // 33: quire.v1.ShareAckRangeResult
+	(*SubscribeAck)(nil),                      // 34: quire.v1.SubscribeAck
+	(*AckedOffsets)(nil),                      // 35: quire.v1.AckedOffsets
+	(*SubscribeResponse)(nil),                 // 36: quire.v1.SubscribeResponse
+	(*SubscribeAckRefused)(nil),               // 37: quire.v1.SubscribeAckRefused
+	(*SubscribeAssignment)(nil),               // 38: quire.v1.SubscribeAssignment
+	(*SubscribeRecords)(nil),                  // 39: quire.v1.SubscribeRecords
+	(*SubscribeBatch)(nil),                    // 40: quire.v1.SubscribeBatch
+	(*SubscribeRawBatch)(nil),                 // 41: quire.v1.SubscribeRawBatch
+	(*BatchRecord)(nil),                       // 42: quire.v1.BatchRecord
+	(*ResetOffsetsRequest)(nil),               // 43: quire.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),              // 44: quire.v1.ResetOffsetsResponse
+	(*ResetOffset)(nil),                       // 45: quire.v1.ResetOffset
+	(*DescribeShareGroupRequest)(nil),         // 46: quire.v1.DescribeShareGroupRequest
+	(*DescribeShareGroupOffsetsRequest)(nil),  // 47: quire.v1.DescribeShareGroupOffsetsRequest
+	(*ShareOffsetsTopic)(nil),                 // 48: quire.v1.ShareOffsetsTopic
+	(*DescribeShareGroupOffsetsResponse)(nil), // 49: quire.v1.DescribeShareGroupOffsetsResponse
+	(*ShareGroupOffset)(nil),                  // 50: quire.v1.ShareGroupOffset
+	(*AlterShareGroupOffsetsRequest)(nil),     // 51: quire.v1.AlterShareGroupOffsetsRequest
+	(*ShareStartOffset)(nil),                  // 52: quire.v1.ShareStartOffset
+	(*AlterShareGroupOffsetsResponse)(nil),    // 53: quire.v1.AlterShareGroupOffsetsResponse
+	(*DescribeShareGroupResponse)(nil),        // 54: quire.v1.DescribeShareGroupResponse
+	(*ShareGroupMember)(nil),                  // 55: quire.v1.ShareGroupMember
+	(*ShareGroupPartition)(nil),               // 56: quire.v1.ShareGroupPartition
+	(*Error)(nil),                             // 57: quire.v1.Error
+	(RecordFormat)(0),                         // 58: quire.v1.RecordFormat
+	(IsolationLevel)(0),                       // 59: quire.v1.IsolationLevel
+	(*ConsumedRecord)(nil),                    // 60: quire.v1.ConsumedRecord
+	(*RecordHeader)(nil),                      // 61: quire.v1.RecordHeader
 }
 var file_quire_v1_group_proto_depIdxs = []int32{
 	3,  // 0: quire.v1.CommitOffsetsRequest.offsets:type_name -> quire.v1.OffsetCommit
@@ -4485,7 +4927,7 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	11, // 3: quire.v1.ListGroupsResponse.groups:type_name -> quire.v1.GroupListing
 	15, // 4: quire.v1.DeleteOffsetsRequest.topics:type_name -> quire.v1.DeleteOffsetsTopic
 	17, // 5: quire.v1.DeleteOffsetsResponse.partitions:type_name -> quire.v1.DeleteOffsetsResult
-	50, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
+	57, // 6: quire.v1.DeleteOffsetsResult.error:type_name -> quire.v1.Error
 	19, // 7: quire.v1.ConsumerGroupHeartbeatRequest.subscription:type_name -> quire.v1.GroupSubscription
 	20, // 8: quire.v1.ConsumerGroupHeartbeatRequest.owned:type_name -> quire.v1.GroupAssignment
 	21, // 9: quire.v1.GroupAssignment.topics:type_name -> quire.v1.GroupTopicPartitions
@@ -4500,14 +4942,14 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	34, // 18: quire.v1.SubscribeRequest.ack:type_name -> quire.v1.SubscribeAck
 	30, // 19: quire.v1.SubscribeRequest.share_acks:type_name -> quire.v1.ShareAcks
 	19, // 20: quire.v1.SubscribeStart.subscription:type_name -> quire.v1.GroupSubscription
-	51, // 21: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
-	52, // 22: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
+	58, // 21: quire.v1.SubscribeStart.format:type_name -> quire.v1.RecordFormat
+	59, // 22: quire.v1.SubscribeStart.isolation_level:type_name -> quire.v1.IsolationLevel
 	0,  // 23: quire.v1.SubscribeStart.mode:type_name -> quire.v1.SubscribeMode
 	31, // 24: quire.v1.ShareAcks.ranges:type_name -> quire.v1.ShareAckRange
 	1,  // 25: quire.v1.ShareAckRange.type:type_name -> quire.v1.ShareAckType
 	33, // 26: quire.v1.ShareAckResults.ranges:type_name -> quire.v1.ShareAckRangeResult
 	31, // 27: quire.v1.ShareAckRangeResult.range:type_name -> quire.v1.ShareAckRange
-	50, // 28: quire.v1.ShareAckRangeResult.error:type_name -> quire.v1.Error
+	57, // 28: quire.v1.ShareAckRangeResult.error:type_name -> quire.v1.Error
 	35, // 29: quire.v1.SubscribeAck.partitions:type_name -> quire.v1.AckedOffsets
 	38, // 30: quire.v1.SubscribeResponse.assignment:type_name -> quire.v1.SubscribeAssignment
 	39, // 31: quire.v1.SubscribeResponse.records:type_name -> quire.v1.SubscribeRecords
@@ -4515,43 +4957,52 @@ var file_quire_v1_group_proto_depIdxs = []int32{
 	41, // 33: quire.v1.SubscribeResponse.raw_batch:type_name -> quire.v1.SubscribeRawBatch
 	32, // 34: quire.v1.SubscribeResponse.share_ack_results:type_name -> quire.v1.ShareAckResults
 	37, // 35: quire.v1.SubscribeResponse.ack_refused:type_name -> quire.v1.SubscribeAckRefused
-	50, // 36: quire.v1.SubscribeAckRefused.error:type_name -> quire.v1.Error
+	57, // 36: quire.v1.SubscribeAckRefused.error:type_name -> quire.v1.Error
 	34, // 37: quire.v1.SubscribeAckRefused.ack:type_name -> quire.v1.SubscribeAck
 	20, // 38: quire.v1.SubscribeAssignment.assigned:type_name -> quire.v1.GroupAssignment
 	20, // 39: quire.v1.SubscribeAssignment.revoked:type_name -> quire.v1.GroupAssignment
 	20, // 40: quire.v1.SubscribeAssignment.owned:type_name -> quire.v1.GroupAssignment
 	20, // 41: quire.v1.SubscribeAssignment.revoking:type_name -> quire.v1.GroupAssignment
-	53, // 42: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
+	60, // 42: quire.v1.SubscribeRecords.records:type_name -> quire.v1.ConsumedRecord
 	42, // 43: quire.v1.SubscribeBatch.records:type_name -> quire.v1.BatchRecord
-	54, // 44: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
+	61, // 44: quire.v1.BatchRecord.headers:type_name -> quire.v1.RecordHeader
 	45, // 45: quire.v1.ResetOffsetsResponse.offsets:type_name -> quire.v1.ResetOffset
-	48, // 46: quire.v1.DescribeShareGroupResponse.members:type_name -> quire.v1.ShareGroupMember
-	49, // 47: quire.v1.DescribeShareGroupResponse.partitions:type_name -> quire.v1.ShareGroupPartition
-	2,  // 48: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
-	5,  // 49: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
-	9,  // 50: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
-	12, // 51: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
-	14, // 52: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
-	18, // 53: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
-	23, // 54: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
-	28, // 55: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
-	46, // 56: quire.v1.Groups.DescribeShareGroup:input_type -> quire.v1.DescribeShareGroupRequest
-	43, // 57: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
-	4,  // 58: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
-	7,  // 59: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
-	10, // 60: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
-	13, // 61: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
-	16, // 62: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
-	22, // 63: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
-	24, // 64: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
-	36, // 65: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
-	47, // 66: quire.v1.Groups.DescribeShareGroup:output_type -> quire.v1.DescribeShareGroupResponse
-	44, // 67: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
-	58, // [58:68] is the sub-list for method output_type
-	48, // [48:58] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	48, // 46: quire.v1.DescribeShareGroupOffsetsRequest.topics:type_name -> quire.v1.ShareOffsetsTopic
+	50, // 47: quire.v1.DescribeShareGroupOffsetsResponse.partitions:type_name -> quire.v1.ShareGroupOffset
+	57, // 48: quire.v1.ShareGroupOffset.error:type_name -> quire.v1.Error
+	52, // 49: quire.v1.AlterShareGroupOffsetsRequest.offsets:type_name -> quire.v1.ShareStartOffset
+	50, // 50: quire.v1.AlterShareGroupOffsetsResponse.partitions:type_name -> quire.v1.ShareGroupOffset
+	55, // 51: quire.v1.DescribeShareGroupResponse.members:type_name -> quire.v1.ShareGroupMember
+	56, // 52: quire.v1.DescribeShareGroupResponse.partitions:type_name -> quire.v1.ShareGroupPartition
+	2,  // 53: quire.v1.Groups.CommitOffsets:input_type -> quire.v1.CommitOffsetsRequest
+	5,  // 54: quire.v1.Groups.FetchOffsets:input_type -> quire.v1.FetchOffsetsRequest
+	9,  // 55: quire.v1.Groups.ListGroups:input_type -> quire.v1.ListGroupsRequest
+	12, // 56: quire.v1.Groups.DeleteGroup:input_type -> quire.v1.DeleteGroupRequest
+	14, // 57: quire.v1.Groups.DeleteOffsets:input_type -> quire.v1.DeleteOffsetsRequest
+	18, // 58: quire.v1.Groups.ConsumerGroupHeartbeat:input_type -> quire.v1.ConsumerGroupHeartbeatRequest
+	23, // 59: quire.v1.Groups.DescribeGroup:input_type -> quire.v1.DescribeGroupRequest
+	28, // 60: quire.v1.Groups.Subscribe:input_type -> quire.v1.SubscribeRequest
+	46, // 61: quire.v1.Groups.DescribeShareGroup:input_type -> quire.v1.DescribeShareGroupRequest
+	47, // 62: quire.v1.Groups.DescribeShareGroupOffsets:input_type -> quire.v1.DescribeShareGroupOffsetsRequest
+	51, // 63: quire.v1.Groups.AlterShareGroupOffsets:input_type -> quire.v1.AlterShareGroupOffsetsRequest
+	43, // 64: quire.v1.Groups.ResetOffsets:input_type -> quire.v1.ResetOffsetsRequest
+	4,  // 65: quire.v1.Groups.CommitOffsets:output_type -> quire.v1.CommitOffsetsResponse
+	7,  // 66: quire.v1.Groups.FetchOffsets:output_type -> quire.v1.FetchOffsetsResponse
+	10, // 67: quire.v1.Groups.ListGroups:output_type -> quire.v1.ListGroupsResponse
+	13, // 68: quire.v1.Groups.DeleteGroup:output_type -> quire.v1.DeleteGroupResponse
+	16, // 69: quire.v1.Groups.DeleteOffsets:output_type -> quire.v1.DeleteOffsetsResponse
+	22, // 70: quire.v1.Groups.ConsumerGroupHeartbeat:output_type -> quire.v1.ConsumerGroupHeartbeatResponse
+	24, // 71: quire.v1.Groups.DescribeGroup:output_type -> quire.v1.DescribeGroupResponse
+	36, // 72: quire.v1.Groups.Subscribe:output_type -> quire.v1.SubscribeResponse
+	54, // 73: quire.v1.Groups.DescribeShareGroup:output_type -> quire.v1.DescribeShareGroupResponse
+	49, // 74: quire.v1.Groups.DescribeShareGroupOffsets:output_type -> quire.v1.DescribeShareGroupOffsetsResponse
+	53, // 75: quire.v1.Groups.AlterShareGroupOffsets:output_type -> quire.v1.AlterShareGroupOffsetsResponse
+	44, // 76: quire.v1.Groups.ResetOffsets:output_type -> quire.v1.ResetOffsetsResponse
+	65, // [65:77] is the sub-list for method output_type
+	53, // [53:65] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_quire_v1_group_proto_init() }
@@ -4603,7 +5054,7 @@ func file_quire_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_quire_v1_group_proto_rawDesc), len(file_quire_v1_group_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   48,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,16 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Groups_CommitOffsets_FullMethodName          = "/quire.v1.Groups/CommitOffsets"
-	Groups_FetchOffsets_FullMethodName           = "/quire.v1.Groups/FetchOffsets"
-	Groups_ListGroups_FullMethodName             = "/quire.v1.Groups/ListGroups"
-	Groups_DeleteGroup_FullMethodName            = "/quire.v1.Groups/DeleteGroup"
-	Groups_DeleteOffsets_FullMethodName          = "/quire.v1.Groups/DeleteOffsets"
-	Groups_ConsumerGroupHeartbeat_FullMethodName = "/quire.v1.Groups/ConsumerGroupHeartbeat"
-	Groups_DescribeGroup_FullMethodName          = "/quire.v1.Groups/DescribeGroup"
-	Groups_Subscribe_FullMethodName              = "/quire.v1.Groups/Subscribe"
-	Groups_DescribeShareGroup_FullMethodName     = "/quire.v1.Groups/DescribeShareGroup"
-	Groups_ResetOffsets_FullMethodName           = "/quire.v1.Groups/ResetOffsets"
+	Groups_CommitOffsets_FullMethodName             = "/quire.v1.Groups/CommitOffsets"
+	Groups_FetchOffsets_FullMethodName              = "/quire.v1.Groups/FetchOffsets"
+	Groups_ListGroups_FullMethodName                = "/quire.v1.Groups/ListGroups"
+	Groups_DeleteGroup_FullMethodName               = "/quire.v1.Groups/DeleteGroup"
+	Groups_DeleteOffsets_FullMethodName             = "/quire.v1.Groups/DeleteOffsets"
+	Groups_ConsumerGroupHeartbeat_FullMethodName    = "/quire.v1.Groups/ConsumerGroupHeartbeat"
+	Groups_DescribeGroup_FullMethodName             = "/quire.v1.Groups/DescribeGroup"
+	Groups_Subscribe_FullMethodName                 = "/quire.v1.Groups/Subscribe"
+	Groups_DescribeShareGroup_FullMethodName        = "/quire.v1.Groups/DescribeShareGroup"
+	Groups_DescribeShareGroupOffsets_FullMethodName = "/quire.v1.Groups/DescribeShareGroupOffsets"
+	Groups_AlterShareGroupOffsets_FullMethodName    = "/quire.v1.Groups/AlterShareGroupOffsets"
+	Groups_ResetOffsets_FullMethodName              = "/quire.v1.Groups/ResetOffsets"
 )
 
 // GroupsClient is the client API for Groups service.
@@ -130,10 +132,29 @@ type GroupsClient interface {
 	// DescribeShareGroup describes a share group as the node taking the
 	// call serves it (share groups are kept per node, in memory): its
 	// members and, per share-partition, the records in flight, the oldest
-	// lock and the records dead-lettered. Describe on the group. A group
-	// the node does not serve is GROUP_ID_NOT_FOUND; share groups turned
+	// lock and the records dead-lettered; the share-partitions it does not
+	// hold with their saved start offset. Describe on the group. A group
+	// neither saved nor served is GROUP_ID_NOT_FOUND; share groups turned
 	// off (group.share.enable) UNSUPPORTED_VERSION.
 	DescribeShareGroup(ctx context.Context, in *DescribeShareGroupRequest, opts ...grpc.CallOption) (*DescribeShareGroupResponse, error)
+	// DescribeShareGroupOffsets answers the start offset of a share
+	// group's share-partitions (every record below it is finished), as
+	// Kafka's DescribeShareGroupOffsets: from the saved state, or the
+	// node's memory for one not saved; -1 for a partition with no state;
+	// the lag where the node leads the partition. No topics: every
+	// share-partition the group has. Describe on the group and the topics
+	// named. A group neither saved nor served is GROUP_ID_NOT_FOUND; an
+	// unknown topic or partition is refused in its result.
+	DescribeShareGroupOffsets(ctx context.Context, in *DescribeShareGroupOffsetsRequest, opts ...grpc.CallOption) (*DescribeShareGroupOffsetsResponse, error)
+	// AlterShareGroupOffsets sets the start offset of share-partitions of
+	// a share group with no members, as Kafka's AlterShareGroupOffsets
+	// (kafka-share-groups.sh --reset-offsets): each starts anew there,
+	// nothing in flight. Read on the group and the topics. A group with
+	// members is NON_EMPTY_GROUP (FAILED_PRECONDITION); below
+	// metadata.version 18 UNSUPPORTED_VERSION; an unknown topic or
+	// partition, a negative offset or a partition named twice is refused
+	// in its result, the others set.
+	AlterShareGroupOffsets(ctx context.Context, in *AlterShareGroupOffsetsRequest, opts ...grpc.CallOption) (*AlterShareGroupOffsetsResponse, error)
 	// ResetOffsets moves the committed offsets of a group with no members:
 	// to the earliest or latest offset, an exact one, the first at or after
 	// a time, or shifted by N from the committed one, each kept within the
@@ -249,6 +270,26 @@ func (c *groupsClient) DescribeShareGroup(ctx context.Context, in *DescribeShare
 	return out, nil
 }
 
+func (c *groupsClient) DescribeShareGroupOffsets(ctx context.Context, in *DescribeShareGroupOffsetsRequest, opts ...grpc.CallOption) (*DescribeShareGroupOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeShareGroupOffsetsResponse)
+	err := c.cc.Invoke(ctx, Groups_DescribeShareGroupOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) AlterShareGroupOffsets(ctx context.Context, in *AlterShareGroupOffsetsRequest, opts ...grpc.CallOption) (*AlterShareGroupOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterShareGroupOffsetsResponse)
+	err := c.cc.Invoke(ctx, Groups_AlterShareGroupOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupsClient) ResetOffsets(ctx context.Context, in *ResetOffsetsRequest, opts ...grpc.CallOption) (*ResetOffsetsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetOffsetsResponse)
@@ -358,10 +399,29 @@ type GroupsServer interface {
 	// DescribeShareGroup describes a share group as the node taking the
 	// call serves it (share groups are kept per node, in memory): its
 	// members and, per share-partition, the records in flight, the oldest
-	// lock and the records dead-lettered. Describe on the group. A group
-	// the node does not serve is GROUP_ID_NOT_FOUND; share groups turned
+	// lock and the records dead-lettered; the share-partitions it does not
+	// hold with their saved start offset. Describe on the group. A group
+	// neither saved nor served is GROUP_ID_NOT_FOUND; share groups turned
 	// off (group.share.enable) UNSUPPORTED_VERSION.
 	DescribeShareGroup(context.Context, *DescribeShareGroupRequest) (*DescribeShareGroupResponse, error)
+	// DescribeShareGroupOffsets answers the start offset of a share
+	// group's share-partitions (every record below it is finished), as
+	// Kafka's DescribeShareGroupOffsets: from the saved state, or the
+	// node's memory for one not saved; -1 for a partition with no state;
+	// the lag where the node leads the partition. No topics: every
+	// share-partition the group has. Describe on the group and the topics
+	// named. A group neither saved nor served is GROUP_ID_NOT_FOUND; an
+	// unknown topic or partition is refused in its result.
+	DescribeShareGroupOffsets(context.Context, *DescribeShareGroupOffsetsRequest) (*DescribeShareGroupOffsetsResponse, error)
+	// AlterShareGroupOffsets sets the start offset of share-partitions of
+	// a share group with no members, as Kafka's AlterShareGroupOffsets
+	// (kafka-share-groups.sh --reset-offsets): each starts anew there,
+	// nothing in flight. Read on the group and the topics. A group with
+	// members is NON_EMPTY_GROUP (FAILED_PRECONDITION); below
+	// metadata.version 18 UNSUPPORTED_VERSION; an unknown topic or
+	// partition, a negative offset or a partition named twice is refused
+	// in its result, the others set.
+	AlterShareGroupOffsets(context.Context, *AlterShareGroupOffsetsRequest) (*AlterShareGroupOffsetsResponse, error)
 	// ResetOffsets moves the committed offsets of a group with no members:
 	// to the earliest or latest offset, an exact one, the first at or after
 	// a time, or shifted by N from the committed one, each kept within the
@@ -410,6 +470,12 @@ func (UnimplementedGroupsServer) Subscribe(grpc.BidiStreamingServer[SubscribeReq
 }
 func (UnimplementedGroupsServer) DescribeShareGroup(context.Context, *DescribeShareGroupRequest) (*DescribeShareGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeShareGroup not implemented")
+}
+func (UnimplementedGroupsServer) DescribeShareGroupOffsets(context.Context, *DescribeShareGroupOffsetsRequest) (*DescribeShareGroupOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeShareGroupOffsets not implemented")
+}
+func (UnimplementedGroupsServer) AlterShareGroupOffsets(context.Context, *AlterShareGroupOffsetsRequest) (*AlterShareGroupOffsetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AlterShareGroupOffsets not implemented")
 }
 func (UnimplementedGroupsServer) ResetOffsets(context.Context, *ResetOffsetsRequest) (*ResetOffsetsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ResetOffsets not implemented")
@@ -586,6 +652,42 @@ func _Groups_DescribeShareGroup_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Groups_DescribeShareGroupOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeShareGroupOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).DescribeShareGroupOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_DescribeShareGroupOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).DescribeShareGroupOffsets(ctx, req.(*DescribeShareGroupOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_AlterShareGroupOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterShareGroupOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).AlterShareGroupOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_AlterShareGroupOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).AlterShareGroupOffsets(ctx, req.(*AlterShareGroupOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Groups_ResetOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResetOffsetsRequest)
 	if err := dec(in); err != nil {
@@ -642,6 +744,14 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeShareGroup",
 			Handler:    _Groups_DescribeShareGroup_Handler,
+		},
+		{
+			MethodName: "DescribeShareGroupOffsets",
+			Handler:    _Groups_DescribeShareGroupOffsets_Handler,
+		},
+		{
+			MethodName: "AlterShareGroupOffsets",
+			Handler:    _Groups_AlterShareGroupOffsets_Handler,
 		},
 		{
 			MethodName: "ResetOffsets",

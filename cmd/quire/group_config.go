@@ -18,7 +18,8 @@ and where it comes from (group: set on the group; broker: the node's).
 -c key=value sets a key on the group, --delete key returns it to the
 node's value. The keys: share.key.ordering, errors.deadletterqueue.topic.name,
 share.record.lock.duration.ms, share.delivery.count.limit,
-share.auto.offset.reset (earliest, latest, by_duration:PT1H). They are kept
+share.auto.offset.reset (earliest, latest, by_duration:PT1H),
+max.in.flight.per.key (with key ordering). They are kept
 in the metadata log and apply on every node.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -36,7 +36,11 @@ func printShareGroup(out io.Writer, g *globalFlags, d client.ShareGroupDescripti
 			oldest = fmt.Sprintf("%d (%s, expires in %s, delivery %d)", l.Offset, cmp.Or(l.Member, "-"),
 				max(time.Until(l.Expires), 0).Round(time.Second), l.DeliveryCount)
 		}
-		rows = append(rows, []string{d.Group, p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.StartOffset), fmt.Sprint(p.EndOffset),
+		end := "-" // not held by the node answering: its saved start only
+		if p.EndOffset >= 0 {
+			end = fmt.Sprint(p.EndOffset)
+		}
+		rows = append(rows, []string{d.Group, p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.StartOffset), end,
 			fmt.Sprint(p.InFlight), fmt.Sprint(p.Available), oldest, fmt.Sprint(p.DeadLettered)})
 	}
 	return printTable(out, []string{"GROUP", "TOPIC", "PARTITION", "START-OFFSET", "END-OFFSET", "IN-FLIGHT", "AVAILABLE", "OLDEST-LOCK", "DEAD-LETTERED"}, rows)

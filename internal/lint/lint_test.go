@@ -176,7 +176,7 @@ var rules = []rule{
 	// The share state in the metadata log: the image's plain types, the
 	// controller reached through an interface of its own, so no gRPC
 	// even indirectly, and no raft of its own.
-	{pkg: "sharegroup/sharestore", oursDirect: []string{"metadata", "replica", "share", "sharegroup"},
+	{pkg: "sharegroup/sharestore", oursDirect: []string{"metadata", "replica", "request", "share", "sharegroup"},
 		forbiddenDirect:     []string{"github.com/hashicorp/raft", "net"},
 		forbiddenTransitive: []string{"google.golang.org/grpc"}},
 	// Counters for hot paths: atomics only, nothing of ours.

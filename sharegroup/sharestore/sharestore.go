@@ -13,6 +13,7 @@ import (
 
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
 )
@@ -37,6 +38,9 @@ type Controller interface {
 	// DeleteShareGroup removes a group's states and settings (with
 	// topics, its states on them only).
 	DeleteShareGroup(ctx context.Context, group string, topics []string) (metadata.ShareGroupDeleted, error)
+	// AlterShareGroupOffsets sets the start offsets of a group's
+	// share-partitions and answers the group's generation after it.
+	AlterShareGroupOffsets(ctx context.Context, group string, set []metadata.ShareStartOffset) (uint64, error)
 }
 
 // States is the share coordinator's Store over the metadata log: a
@@ -260,4 +264,40 @@ func (s *Groups) waitGeneration(ctx context.Context, group string, before uint64
 		return fmt.Errorf("%w: the change is made but this node's metadata has not caught up with it yet", replica.ErrRequestTimedOut)
 	}
 	return nil
+}
+
+// ShareStarts is each saved share-partition's start offset, with how
+// many records past it are finished (acknowledged or archived).
+func (s *Groups) ShareStarts(group string) []request.ShareStartOffset {
+	states := s.images.Image().ShareStatesOf(group)
+	out := make([]request.ShareStartOffset, len(states))
+	for i, st := range states {
+		out[i] = request.ShareStartOffset{Topic: st.Topic, Partition: st.Partition, StartOffset: st.Start, LeaderEpoch: st.LeaderEpoch}
+		for _, r := range st.Runs {
+			if share.State(r.State) == share.Acknowledged || share.State(r.State) == share.Archived {
+				out[i].Finished += int64(r.Length)
+			}
+		}
+	}
+	return out
+}
+
+// OffsetsSupported says whether the cluster's metadata.version lets a
+// group's start offsets be set.
+func (s *Groups) OffsetsSupported() bool {
+	return s.images.Image().MetadataVersion() >= metadata.MetadataVersionShareOffsets
+}
+
+// AlterShareGroupOffsets sets the start offsets of the group's
+// share-partitions and waits for this node's image to hold the change.
+func (s *Groups) AlterShareGroupOffsets(ctx context.Context, group string, offsets []request.ShareStartOffset) error {
+	set := make([]metadata.ShareStartOffset, len(offsets))
+	for i, o := range offsets {
+		set[i] = metadata.ShareStartOffset{Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
+	}
+	gen, err := s.ctl.AlterShareGroupOffsets(ctx, group, set)
+	if err != nil {
+		return err
+	}
+	return s.waitGeneration(ctx, group, gen-1)
 }

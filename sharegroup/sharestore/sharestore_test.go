@@ -12,6 +12,7 @@ import (
 	metapb "github.com/quirelog/quire/api/metapb"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/request"
 	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
 	"github.com/quirelog/quire/sharegroup/sharestore"
@@ -132,6 +133,14 @@ func (m *metaLog) DeleteShareGroup(_ context.Context, group string, topics []str
 		return metadata.ShareGroupDeleted{}, err
 	}
 	return r.(metadata.ShareGroupDeleted), nil
+}
+
+func (m *metaLog) AlterShareGroupOffsets(_ context.Context, group string, set []metadata.ShareStartOffset) (uint64, error) {
+	r := m.apply(metadata.AlterShareGroupOffsetsCommand(group, set))
+	if err, ok := r.(error); ok {
+		return 0, err
+	}
+	return r.(uint64), nil
 }
 
 func testContext(t *testing.T) context.Context {
@@ -259,5 +268,30 @@ func TestShareStoreGroups(t *testing.T) {
 	below := sharestore.NewGroups(newMetaLog(t, metadata.MetadataVersionShareState), m)
 	if below.Supported() {
 		t.Fatal("share group settings supported at metadata.version 15")
+	}
+}
+
+// A group's start offsets are set through the controller at
+// metadata.version 17 and read back from this node's image; below it
+// they cannot be set.
+func TestShareStoreGroupOffsets(t *testing.T) {
+	m := newMetaLog(t, metadata.MetadataVersionShareOffsets)
+	g := sharestore.NewGroups(m, m)
+	ctx := testContext(t)
+	if !g.OffsetsSupported() || len(g.ShareStarts("g")) != 0 {
+		t.Fatalf("OffsetsSupported %v, starts %v; want true, none", g.OffsetsSupported(), g.ShareStarts("g"))
+	}
+	if err := g.AlterShareGroupOffsets(ctx, "g", []request.ShareStartOffset{{Topic: "t", Partition: 1, StartOffset: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	got := g.ShareStarts("g")
+	if len(got) != 1 || got[0].Topic != "t" || got[0].Partition != 1 || got[0].StartOffset != 7 || got[0].Finished != 0 {
+		t.Fatalf("starts after the alter: %+v; want t-1 at 7, nothing finished", got)
+	}
+	if err := g.AlterShareGroupOffsets(ctx, "g", []request.ShareStartOffset{{Topic: "nope", Partition: 0, StartOffset: 1}}); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("alter of an unknown topic answered %v; want ErrUnknownTopic", err)
+	}
+	if below := sharestore.NewGroups(newMetaLog(t, metadata.MetadataVersionShareGroupConfig), m); below.OffsetsSupported() {
+		t.Fatal("share group offsets supported at metadata.version 16")
 	}
 }
