@@ -143,11 +143,15 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 	c.WaitImage(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(topic); return ok })
 	w := ctl%3 + 1
 	ledByW := map[int32]bool{}
+	firstEnd := map[int32]int64{}
 	for p := range int32(6) {
 		if leader, _ := c.WaitLeader(ctx, topic, p); leader == w {
 			ledByW[p] = true
 		}
-		produceToLeaderAcks(t, c, topic, p, "first", -1) // kept when its leader stops
+		// Kept when its leader stops. The end of the log after it, not 1:
+		// a produce that timed out after its append is tried again, as a
+		// producer without idempotence does, and is then written twice.
+		firstEnd[p] = produceToLeaderAcks(t, c, topic, p, "first", -1) + 1
 	}
 	if len(ledByW) == 0 || len(ledByW) == 6 {
 		t.Logf("node %d leads %d of the 6 partitions of %q", w, len(ledByW), topic)
@@ -171,8 +175,8 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 	waitRejoined(t, c, topic, 6, w, after.Incarnation)
 	for p := range int32(6) {
 		leader, epoch := c.WaitLeader(ctx, topic, p)
-		if off := produceToLeader(t, c, topic, p, "second"); !ledByW[p] && off != 1 {
-			t.Fatalf("%s-%d: offset %d after the wipe, want 1", topic, p, off)
+		if off := produceToLeader(t, c, topic, p, "second"); !ledByW[p] {
+			keptOffsets(ctx, t, c, leader, topic, p, firstEnd[p], off)
 		}
 		c.Eventually(ctx, "the wiped node is a follower", func() error {
 			r, err := produce(asForwarded(ctx), c, w, topic, p, "x")
@@ -184,5 +188,45 @@ func TestClusterWipedNodeRejoinsAsFollower(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// keptOffsets fails the test unless partition p's leader holds "first"
+// at every offset below firstEnd and "second" at second, at or after it:
+// its log kept its offsets through another node's wipe.
+func keptOffsets(ctx context.Context, t *testing.T, c *testcluster.Cluster, leader int32, topic string, p int32, firstEnd, second int64) {
+	t.Helper()
+	if second < firstEnd {
+		t.Fatalf("%s-%d: \"second\" written at %d, below the end %d the log had before the wipe", topic, p, second, firstEnd)
+	}
+	var resp *quirev1.FetchRecordsResponse
+	var got []string
+	// Up to the high watermark, which passes "second" (written with
+	// acks=1) once the followers have it.
+	c.Eventually(ctx, fmt.Sprintf("%s-%d's leader answering offsets 0 to %d", topic, p, second), func() error {
+		var err error
+		resp, err = quirev1.NewConsumerClient(c.Conn(leader)).FetchRecords(asForwarded(ctx), &quirev1.FetchRecordsRequest{Topic: topic, Partition: p, MaxRecords: int32(second + 1)})
+		if err != nil {
+			return err
+		}
+		got = got[:0]
+		for _, r := range resp.Records {
+			got = append(got, fmt.Sprintf("%d:%s", r.Offset, r.GetValue()))
+		}
+		if int64(len(resp.Records)) != second+1 {
+			return fmt.Errorf("leader %d answers %v", leader, got)
+		}
+		return nil
+	})
+	for i, r := range resp.Records {
+		want := "first"
+		if int64(i) == second {
+			want = "second"
+		} else if int64(i) >= firstEnd {
+			want = "second" // a retried "second"
+		}
+		if r.Offset != int64(i) || r.GetValue() != want {
+			t.Fatalf("%s-%d: leader %d holds %v; want \"first\" below %d and \"second\" from there to %d", topic, p, leader, got, firstEnd, second)
+		}
 	}
 }
