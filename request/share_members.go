@@ -83,8 +83,16 @@ func (c *Core) shareMember(ctx context.Context, sc *sharegroup.Coordinator, grou
 		return c.fail(fmt.Errorf("%w: %q of share group %q: %v", ErrShareMemberUnconfirmed, id, group, err))
 	}
 	if !ok {
-		sc.Forget(group, []string{id})
-		sc.MarkUnknown(now, group, id, now.Add(shareMemberUnknownFor))
+		// The others' "no" may be older than a vouch or a join here
+		// made while they were asked (another fetch of the member):
+		// then the member is served, and what it acquired under the
+		// vouch kept. The mark runs from the answer, so that a slow
+		// question does not leave it spent already.
+		answered := c.cfg.Now()
+		if !sc.ForgetUnknown(answered, group, id) {
+			return nil
+		}
+		sc.MarkUnknown(answered, group, id, answered.Add(shareMemberUnknownFor))
 		return c.fail(fmt.Errorf("%w: %q is not in share group %q on any node", sharegroup.ErrUnknownMember, id, group))
 	}
 	sc.Admit(now, group, id, now.Add(shareMemberConfirmFor))
@@ -119,7 +127,7 @@ func (c *Core) ShareExpire(ctx context.Context) {
 		case ok:
 			sc.Confirm(m.Group, m.MemberID, c.cfg.Now().Add(shareMemberConfirmFor))
 		case err == nil:
-			sc.Forget(m.Group, []string{m.MemberID})
+			sc.ForgetUnknown(c.cfg.Now(), m.Group, m.MemberID)
 		}
 	}
 }
