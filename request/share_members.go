@@ -41,6 +41,10 @@ const shareMemberConfirmFor = 5 * time.Second
 // another node is refused until it runs out, so it is kept short.
 const shareMemberUnknownFor = time.Second
 
+// shareExpireQuestions bounds the members ShareExpire asks the other
+// nodes about at once (each question is one call to every other node).
+const shareExpireQuestions = 16
+
 // ShareCluster reaches the other nodes for the share groups.
 type ShareCluster interface {
 	// ShareMember asks the other registered nodes, fenced ones too,
@@ -121,15 +125,28 @@ func (c *Core) ShareExpire(ctx context.Context) {
 	if c.cfg.ShareCluster == nil {
 		return
 	}
+	// Asked at once (shareExpireQuestions at a time): a question waits
+	// for every node's answer when none says yes, a fenced node that
+	// is down answering only when its connection fails, and one after
+	// another they would hold up the next round of expiry, and the
+	// node's stop, by that much per member.
+	slots := make(chan struct{}, shareExpireQuestions)
+	var wg sync.WaitGroup
 	for _, m := range sc.Unconfirmed(c.cfg.Now()) {
-		ok, err := c.cfg.ShareCluster.ShareMember(ctx, m.Group, m.MemberID)
-		switch {
-		case ok:
-			sc.Confirm(m.Group, m.MemberID, c.cfg.Now().Add(shareMemberConfirmFor))
-		case err == nil:
-			sc.ForgetUnknown(c.cfg.Now(), m.Group, m.MemberID)
-		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			ok, err := c.cfg.ShareCluster.ShareMember(ctx, m.Group, m.MemberID)
+			switch {
+			case ok:
+				sc.Confirm(m.Group, m.MemberID, c.cfg.Now().Add(shareMemberConfirmFor))
+			case err == nil:
+				sc.ForgetUnknown(c.cfg.Now(), m.Group, m.MemberID)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // ShareMemberHere answers another node's ShareMember: whether member id

@@ -440,3 +440,80 @@ func TestCoreShareStaleNoAfterVouch(t *testing.T) {
 		}
 	}
 }
+
+// barrierNodes vouch for every member; once holding, each question
+// waits until another is asked at the same time.
+type barrierNodes struct {
+	shareNodes
+	mu      sync.Mutex
+	holding bool
+	waiting int
+	met     chan struct{}
+}
+
+func (n *barrierNodes) ShareMember(ctx context.Context, group, id string) (bool, error) {
+	n.mu.Lock()
+	if !n.holding {
+		n.mu.Unlock()
+		return true, nil
+	}
+	if n.waiting++; n.waiting == 2 {
+		close(n.met)
+	}
+	n.mu.Unlock()
+	select {
+	case <-n.met:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// TestCoreShareExpireAsksAtOnce: the members whose confirmation ran out
+// are asked about at once, not one after another, so that one slow
+// answer (a fenced node that is down answers only when its connection
+// fails) does not hold up the others, nor the next round of session
+// expiry.
+func TestCoreShareExpireAsksAtOnce(t *testing.T) {
+	t.Parallel()
+	nodes := &barrierNodes{met: make(chan struct{})}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.AdmitFetchers = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster, c.Now = sc, nodes, clock })
+	produceKeyed(t, f, 0, 4, 4)
+	ctx := ctxT(t)
+	for _, m := range []string{"a", "b"} {
+		if _, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: m, MaxRecords: 1,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); err != nil {
+			t.Fatalf("fetch of %s, vouched for: %v", m, err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(10 * time.Second)
+	mu.Unlock()
+	nodes.mu.Lock()
+	nodes.holding = true
+	nodes.mu.Unlock()
+	// Asked one after another, the first question would wait out this
+	// context for the second.
+	expireCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	f.core.ShareExpire(expireCtx)
+	for _, m := range []string{"a", "b"} {
+		if !sc.Known(clock(), "g", m) {
+			t.Errorf("member %s not confirmed again by ShareExpire", m)
+		}
+	}
+}
